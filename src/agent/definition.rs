@@ -1,0 +1,454 @@
+//! The runner definition file format (`runners/<name>.toml`) and building an attempt's argv.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// Largest prompt passed as one command-line argument (`prompt = "argument"`), in bytes.
+/// Longer prompts fail the attempt with a reason instead of hitting the OS limit.
+pub const MAX_PROMPT_ARG_BYTES: usize = 100 * 1024;
+
+/// The built-in definitions, compiled in from `runners/*.toml`: `(name, toml text)`.
+pub const BUILTIN: &[(&str, &str)] = &[("exec", include_str!("../../runners/exec.toml"))];
+
+/// How the prompt reaches the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptMode {
+    /// Written to stdin, which is then closed.
+    Stdin,
+    /// Left in `prompt.md`; the args name it with `{prompt_file}`. stdin is /dev/null.
+    File,
+    /// The prompt text itself is an argument (`{prompt}`), at most [`MAX_PROMPT_ARG_BYTES`].
+    Argument,
+}
+
+/// How the agent's stdout is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputFormat {
+    /// Plain text: the whole stdout is the final text.
+    Text,
+    /// One JSON object: the whole stdout, or its last line that parses.
+    Json,
+    /// One JSON event per line.
+    Jsonl,
+}
+
+/// Where a value is found in the agent's JSON output: an RFC 6901 JSON Pointer, optionally
+/// restricted (for JSON lines) to lines where every `when` pointer equals its value; the last
+/// matching line wins.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Pointer {
+    /// A bare pointer, e.g. `"/result"`.
+    Plain(String),
+    /// A pointer with conditions on the line.
+    When {
+        /// The pointer to read.
+        pointer: String,
+        /// Pointer → required value on the same line.
+        #[serde(default)]
+        when: BTreeMap<String, toml::Value>,
+    },
+}
+
+/// Pointers to the values the runner reads from the agent's output.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultPointers {
+    /// The agent's final answer text (searched for a report when no report file exists).
+    pub final_text: Option<Pointer>,
+    /// A flag that, when `true`, fails the item even on exit 0.
+    pub is_error: Option<Pointer>,
+    /// Session id, for resuming by hand.
+    pub session_id: Option<Pointer>,
+    /// Cost of the attempt, USD.
+    pub cost_usd: Option<Pointer>,
+    /// Input tokens used.
+    pub input_tokens: Option<Pointer>,
+    /// Output tokens used.
+    pub output_tokens: Option<Pointer>,
+    /// Agent turns taken.
+    pub turns: Option<Pointer>,
+}
+
+/// Environment handling for the agent process.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvSpec {
+    /// Variables removed from the child's environment (e.g. `CLAUDECODE`).
+    #[serde(default)]
+    pub unset: Vec<String>,
+    /// Variables set to a per-teammate state folder (created inside the teammate folder),
+    /// for CLIs whose shared state breaks under parallel runs.
+    #[serde(default)]
+    pub state_dirs: Vec<String>,
+    /// Variables set to fixed values.
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+}
+
+/// One runner definition (`runners/<name>.toml`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerDef {
+    /// Definition name (the file stem).
+    pub name: String,
+    /// One line for `runner runners`.
+    #[serde(default)]
+    pub description: String,
+    /// Program looked up on PATH; empty for `exec` (taken from the command after `--`).
+    pub program: String,
+    /// How to install the program, shown when it is missing.
+    #[serde(default)]
+    pub install_hint: String,
+    /// Arguments that print the version.
+    #[serde(default)]
+    pub version_args: Vec<String>,
+    /// Which documentation/version the flags were checked against.
+    #[serde(default)]
+    pub checked: String,
+    /// argv after the program, with placeholders (see [`RunnerDef::invocation`]).
+    pub args: Vec<String>,
+    /// Expansion of `{model_args}` when a model is given.
+    #[serde(default)]
+    pub model_args: Vec<String>,
+    /// How the prompt is passed.
+    pub prompt: PromptMode,
+    /// How stdout is read.
+    pub output: OutputFormat,
+    /// Defaults for `{var.NAME}`.
+    #[serde(default)]
+    pub vars: BTreeMap<String, String>,
+    /// Where values are found in the output.
+    #[serde(default)]
+    pub result: ResultPointers,
+    /// Environment handling.
+    #[serde(default)]
+    pub env: EnvSpec,
+}
+
+/// The per-attempt values placeholders expand to.
+#[derive(Debug, Clone)]
+pub struct AttemptArgs<'a> {
+    /// `{prompt_file}`: the prompt file.
+    pub prompt_file: &'a Path,
+    /// `{report}`: the report path.
+    pub report: &'a Path,
+    /// `{workspace}`: the teammate folder.
+    pub workspace: &'a Path,
+    /// `{prompt}`: the prompt text (only with `prompt = "argument"`).
+    pub prompt: &'a str,
+    /// `{model}` and `{model_args}`.
+    pub model: Option<&'a str>,
+    /// `{agent_args}`: the user's `--agent-arg` values.
+    pub agent_args: &'a [String],
+    /// `{command_args}` (exec): the user's command after `--`, program first.
+    pub command: &'a [String],
+    /// `--var NAME=VALUE` overrides of [`RunnerDef::vars`].
+    pub vars: &'a BTreeMap<String, String>,
+}
+
+/// A fully expanded command line for one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// The program (name looked up on PATH, or a path).
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Whether the prompt is written to stdin (else stdin is /dev/null).
+    pub prompt_on_stdin: bool,
+    /// Variables to remove from the environment.
+    pub env_unset: Vec<String>,
+    /// Variables to set; state folders are relative names resolved by the run layer.
+    pub env_set: Vec<(String, String)>,
+    /// Variables to point at per-teammate state folders.
+    pub state_dirs: Vec<String>,
+}
+
+impl RunnerDef {
+    /// Parse a definition from TOML text; `path` is for messages. Unknown keys are errors
+    /// naming the key (a typo in a definition must not silently change how agents run).
+    pub fn parse(path: &Path, text: &str) -> Result<RunnerDef> {
+        let def: RunnerDef = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() as u64 + 1);
+            Error::input_at(
+                path,
+                line,
+                format!("invalid runner definition: {}", e.message()),
+            )
+        })?;
+        def.check(path)?;
+        Ok(def)
+    }
+
+    fn check(&self, path: &Path) -> Result<()> {
+        let sample = AttemptArgs {
+            prompt_file: Path::new("/p"),
+            report: Path::new("/r"),
+            workspace: Path::new("/w"),
+            prompt: "p",
+            model: Some("m"),
+            agent_args: &[],
+            command: &["prog".to_string()],
+            vars: &BTreeMap::new(),
+        };
+        self.invocation(&sample)
+            .map(|_| ())
+            .map_err(|e| Error::input_at(path, None, e))?;
+        if self.program.is_empty() && !self.args.iter().any(|a| a == "{command_args}") {
+            return Err(Error::input_at(
+                path,
+                None,
+                "`program` is empty and `args` has no `{command_args}`",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Expand the argv for one attempt. Whole-element expansions: `{command_args}` (exec: the
+    /// program and its arguments), `{model_args}` (nothing without a model), `{agent_args}`.
+    /// In-string placeholders: `{prompt_file}`, `{report}`, `{workspace}`, `{model}`,
+    /// `{prompt}`, `{var.NAME}`.
+    ///
+    /// Errors: an unknown placeholder or var, `{command_args}` without a command, a prompt
+    /// argument over [`MAX_PROMPT_ARG_BYTES`].
+    pub fn invocation(&self, a: &AttemptArgs<'_>) -> std::result::Result<Invocation, String> {
+        let mut program = self.program.clone();
+        let mut args = Vec::new();
+        for arg in &self.args {
+            match arg.as_str() {
+                "{command_args}" => {
+                    let Some((first, rest)) = a.command.split_first() else {
+                        return Err("this runner needs a command: give it after `--` \
+                                    (e.g. `-- python3 agent.py`) or as BATCH.md `command`"
+                            .into());
+                    };
+                    if program.is_empty() {
+                        program = first.clone();
+                        args.extend(rest.iter().cloned());
+                    } else {
+                        args.extend(a.command.iter().cloned());
+                    }
+                }
+                "{model_args}" => {
+                    if a.model.is_some() {
+                        for m in &self.model_args {
+                            args.push(self.expand(m, a)?);
+                        }
+                    }
+                }
+                "{agent_args}" => args.extend(a.agent_args.iter().cloned()),
+                _ => args.push(self.expand(arg, a)?),
+            }
+        }
+        if program.is_empty() {
+            return Err("no program to run".into());
+        }
+        let mut env_set: Vec<(String, String)> = self
+            .env
+            .set
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        env_set.sort();
+        Ok(Invocation {
+            program,
+            args,
+            prompt_on_stdin: self.prompt == PromptMode::Stdin,
+            env_unset: self.env.unset.clone(),
+            env_set,
+            state_dirs: self.env.state_dirs.clone(),
+        })
+    }
+
+    fn expand(&self, template: &str, a: &AttemptArgs<'_>) -> std::result::Result<String, String> {
+        let mut out = String::new();
+        let mut rest = template;
+        while let Some(start) = rest.find('{') {
+            out.push_str(&rest[..start]);
+            let Some(len) = rest[start..].find('}') else {
+                return Err(format!("unclosed `{{` in argument `{template}`"));
+            };
+            let name = &rest[start + 1..start + len];
+            match name {
+                "prompt_file" => out.push_str(&a.prompt_file.to_string_lossy()),
+                "report" => out.push_str(&a.report.to_string_lossy()),
+                "workspace" => out.push_str(&a.workspace.to_string_lossy()),
+                "model" => out.push_str(a.model.unwrap_or("")),
+                "prompt" => {
+                    if a.prompt.len() > MAX_PROMPT_ARG_BYTES {
+                        return Err(format!(
+                            "the prompt is {} bytes, over the {} byte limit for an argument; \
+                             use a runner definition that passes it on stdin or in a file",
+                            a.prompt.len(),
+                            MAX_PROMPT_ARG_BYTES
+                        ));
+                    }
+                    out.push_str(a.prompt)
+                }
+                _ => match name.strip_prefix("var.") {
+                    Some(var) => match a.vars.get(var).or_else(|| self.vars.get(var)) {
+                        Some(v) => out.push_str(v),
+                        None => {
+                            return Err(format!(
+                                "unknown variable `{{{name}}}`; define it in [vars]"
+                            ));
+                        }
+                    },
+                    None => {
+                        return Err(format!(
+                            "unknown placeholder `{{{name}}}` in argument `{template}`"
+                        ));
+                    }
+                },
+            }
+            rest = &rest[start + len + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+}
+
+/// Load the definition `name`: `--runner-file` if given, else `<store>/runners/<name>.toml`
+/// if it exists, else the built-in one.
+///
+/// Errors: an unknown name (lists the known ones), an unreadable or invalid file.
+pub fn load(name: &str, store: Option<&Path>, runner_file: Option<&Path>) -> Result<RunnerDef> {
+    let from_file = |path: &Path| -> Result<RunnerDef> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::Input(format!(
+                "{}: cannot read runner definition: {e}",
+                path.display()
+            ))
+        })?;
+        RunnerDef::parse(path, &text)
+    };
+    if let Some(file) = runner_file {
+        return from_file(file);
+    }
+    if let Some(store) = store {
+        let p: PathBuf = store.join("runners").join(format!("{name}.toml"));
+        if p.is_file() {
+            return from_file(&p);
+        }
+    }
+    match BUILTIN.iter().find(|(n, _)| *n == name) {
+        Some((n, text)) => RunnerDef::parse(Path::new(&format!("runners/{n}.toml")), text),
+        None => Err(Error::Input(format!(
+            "unknown runner `{name}`; the built-in runners are: {}",
+            BUILTIN
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args<'a>(command: &'a [String], vars: &'a BTreeMap<String, String>) -> AttemptArgs<'a> {
+        AttemptArgs {
+            prompt_file: Path::new("/t/prompt.md"),
+            report: Path::new("/t/report.json"),
+            workspace: Path::new("/t"),
+            prompt: "do it",
+            model: None,
+            agent_args: &[],
+            command,
+            vars,
+        }
+    }
+
+    #[test]
+    fn every_builtin_parses() {
+        for (name, _) in BUILTIN {
+            let def = load(name, None, None).expect("builtin parses");
+            assert_eq!(&def.name, name);
+        }
+    }
+
+    #[test]
+    fn exec_runs_the_command_with_prompt_on_stdin() {
+        let def = load("exec", None, None).expect("exec");
+        let cmd = vec!["python3".to_string(), "a.py".to_string(), "{x}".to_string()];
+        let vars = BTreeMap::new();
+        let inv = def.invocation(&args(&cmd, &vars)).expect("expands");
+        assert_eq!(inv.program, "python3");
+        assert_eq!(inv.args, vec!["a.py", "{x}"]);
+        assert!(inv.prompt_on_stdin);
+        assert!(def.invocation(&args(&[], &vars)).is_err());
+    }
+
+    #[test]
+    fn placeholders_vars_and_model() {
+        let def = RunnerDef::parse(
+            Path::new("x.toml"),
+            "name='x'\nprogram='x'\nargs=['-p','--mode','{var.mode}','{model_args}','--out={report}']\n\
+             model_args=['--model','{model}']\nprompt='file'\noutput='json'\n[vars]\nmode='safe'\n",
+        )
+        .expect("valid");
+        let vars = BTreeMap::new();
+        let mut a = args(&[], &vars);
+        assert_eq!(
+            def.invocation(&a).expect("ok").args,
+            vec!["-p", "--mode", "safe", "--out=/t/report.json"]
+        );
+        a.model = Some("m1");
+        let over = BTreeMap::from([("mode".to_string(), "wide".to_string())]);
+        a.vars = &over;
+        assert_eq!(
+            def.invocation(&a).expect("ok").args,
+            vec![
+                "-p",
+                "--mode",
+                "wide",
+                "--model",
+                "m1",
+                "--out=/t/report.json"
+            ]
+        );
+    }
+
+    #[test]
+    fn invalid_definitions_name_file_and_key() {
+        let e = RunnerDef::parse(
+            Path::new("r.toml"),
+            "name='x'\nprogram='x'\nargs=[]\nprompt='stdin'\noutput='text'\nbogus=1\n",
+        )
+        .expect_err("unknown key");
+        assert!(
+            e.to_string().starts_with("r.toml:6:") && e.to_string().contains("bogus"),
+            "{e}"
+        );
+        let e = RunnerDef::parse(
+            Path::new("r.toml"),
+            "name='x'\nprogram='x'\nargs=['{nope}']\nprompt='stdin'\noutput='text'\n",
+        )
+        .expect_err("unknown placeholder");
+        assert!(e.to_string().contains("{nope}"), "{e}");
+    }
+
+    #[test]
+    fn huge_prompt_argument_is_refused() {
+        let def = RunnerDef::parse(
+            Path::new("x.toml"),
+            "name='x'\nprogram='x'\nargs=['{prompt}']\nprompt='argument'\noutput='text'\n",
+        )
+        .expect("valid");
+        let vars = BTreeMap::new();
+        let big = "x".repeat(MAX_PROMPT_ARG_BYTES + 1);
+        let mut a = args(&[], &vars);
+        a.prompt = &big;
+        assert!(def.invocation(&a).expect_err("too big").contains("limit"));
+    }
+}

@@ -1,0 +1,108 @@
+//! Command-line definitions (clap). No logic: `config` turns these into validated values.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::ui::Format;
+
+/// Resolve a batch of work items in parallel: one agent CLI teammate per item, verified
+/// reports, atomic outputs.
+#[derive(Debug, Parser)]
+#[command(name = "runner", version, about, max_term_width = 100)]
+pub struct Cli {
+    /// More diagnostics on stderr (-v info, -vv debug); also `RUNNER_LOG=debug`.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a CSV batch: one teammate per row of workers-input.csv, results to workers-output.csv.
+    ///
+    /// Give a BATCH.md (frontmatter + instruction), or the files as flags. Running the same
+    /// command again resumes: completed rows are not run again.
+    Batch(BatchArgs),
+}
+
+/// `runner batch`.
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    /// The batch definition: YAML frontmatter (input, id_column, output, output_schema, ...)
+    /// and the instruction template as its body.
+    #[arg(value_name = "BATCH.md")]
+    pub batch: Option<PathBuf>,
+    /// The input CSV (default: BATCH.md's `input`, or workers-input.csv beside it).
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    /// A file holding the instruction template (default: BATCH.md's body).
+    #[arg(long, value_name = "FILE")]
+    pub instruction: Option<PathBuf>,
+    /// The column that identifies a row (default: the row number).
+    #[arg(long, value_name = "COLUMN")]
+    pub id_column: Option<String>,
+    /// Where to write the output CSV (default: workers-output.csv beside BATCH.md or the input).
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// A JSON Schema file the report's `output` must satisfy.
+    #[arg(long, value_name = "FILE")]
+    pub output_schema: Option<PathBuf>,
+    /// Options shared by every command that runs teammates.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The program for the `exec` runner and its arguments (after `--`).
+    #[arg(last = true, value_name = "PROGRAM ARGS")]
+    pub command: Vec<String>,
+}
+
+/// Runner options shared by `resolve`, `run` and `batch`.
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Runner definition to use (e.g. exec, claude, codex).
+    #[arg(long, value_name = "NAME")]
+    pub runner: Option<String>,
+    /// A runner definition file (TOML) overriding the built-in one.
+    #[arg(long, value_name = "FILE")]
+    pub runner_file: Option<PathBuf>,
+    /// Teammates at once (default: BATCH.md max_workers, else the number of CPUs).
+    #[arg(long, short, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Time limit of one attempt, e.g. 90s, 10m, 1h (default: max_runtime_seconds, else 30m).
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Time between SIGTERM and SIGKILL when stopping a teammate.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub grace: String,
+    /// Extra attempts for an item that failed or timed out.
+    #[arg(long, value_name = "N")]
+    pub retries: Option<u32>,
+    /// Which outcomes are retried: a comma list of failed, timed_out, blocked.
+    #[arg(long, value_name = "LIST", default_value = "failed,timed_out")]
+    pub retry_on: String,
+    /// Delay before the first retry; doubled for each further one, with jitter.
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    pub retry_delay: String,
+    /// A command that must exit 0 for an item to complete (argv, split like a shell would,
+    /// never run by one; `{column}` placeholders allowed).
+    #[arg(long, value_name = "CMD")]
+    pub verify: Option<String>,
+    /// Model passed to the agent CLI.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// An extra argument passed to the agent CLI (repeatable).
+    #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub agent_args: Vec<String>,
+    /// Set a runner definition variable, NAME=VALUE (repeatable).
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+    /// Cap of each stdout/stderr log, bytes (head and tail kept).
+    #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub log_cap: u64,
+    /// Output style.
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
+}

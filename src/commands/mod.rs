@@ -1,0 +1,4 @@
+//! One module per subcommand: each turns validated configuration into a run and an exit
+//! code. The steps are in `config`, `source`, `run` and `sink`; these only sequence them.
+
+pub mod batch;

@@ -1,0 +1,260 @@
+//! Flags + files → one validated configuration, before any file is touched (DESIGN §2).
+//!
+//! Precedence: flags, then BATCH.md (or `<store>/runner.toml`), then built-in defaults.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::agent::{RunnerDef, definition};
+use crate::cli::RunArgs;
+use crate::error::{Error, Result};
+use crate::report::ItemStatus;
+use crate::ui::Format;
+
+/// Default time limit of one attempt.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// How long the runner waits for a finished child's pipes to close before ending its group.
+pub const PIPE_WAIT: Duration = Duration::from_secs(2);
+
+/// Defaults that come from a file (BATCH.md or runner.toml), below the flags.
+#[derive(Debug, Clone, Default)]
+pub struct FileDefaults {
+    /// `runner`.
+    pub runner: Option<String>,
+    /// `command` (exec).
+    pub command: Option<Vec<String>>,
+    /// `max_workers`.
+    pub jobs: Option<usize>,
+    /// `max_runtime_seconds`.
+    pub timeout_s: Option<u64>,
+    /// `retries`.
+    pub retries: Option<u32>,
+    /// `verify`.
+    pub verify: Option<String>,
+    /// `model`.
+    pub model: Option<String>,
+}
+
+/// The validated runner options shared by every command that runs teammates.
+pub struct RunOptions {
+    /// The runner definition.
+    pub runner: RunnerDef,
+    /// The exec command (program first), possibly empty for other runners.
+    pub command: Vec<String>,
+    /// Teammates at once (≥ 1).
+    pub jobs: usize,
+    /// Time limit of one attempt.
+    pub timeout: Option<Duration>,
+    /// SIGTERM → SIGKILL grace.
+    pub grace: Duration,
+    /// Extra attempts.
+    pub retries: u32,
+    /// Statuses retried.
+    pub retry_on: Vec<ItemStatus>,
+    /// First retry delay.
+    pub retry_delay: Duration,
+    /// Verify argv.
+    pub verify: Option<Vec<String>>,
+    /// Model.
+    pub model: Option<String>,
+    /// Extra agent args.
+    pub agent_args: Vec<String>,
+    /// Definition variable overrides.
+    pub vars: BTreeMap<String, String>,
+    /// Log cap, bytes.
+    pub log_cap: u64,
+    /// Output format.
+    pub format: Format,
+}
+
+/// Parse a duration flag: `90s`, `10m`, `1h`, `1h30m`, or bare seconds.
+///
+/// Errors: names the flag and shows the accepted forms.
+pub fn parse_duration(flag: &str, text: &str) -> Result<Duration> {
+    let t = text.trim();
+    if let Ok(secs) = t.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    humantime::parse_duration(t).map_err(|_| {
+        Error::Input(format!(
+            "{flag} `{text}` is not a duration; write e.g. 90s, 10m or 1h"
+        ))
+    })
+}
+
+fn retry_on(text: &str) -> Result<Vec<ItemStatus>> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| match s {
+            "failed" => Ok(ItemStatus::Failed),
+            "timed_out" => Ok(ItemStatus::TimedOut),
+            "blocked" => Ok(ItemStatus::Blocked),
+            other => Err(Error::Input(format!(
+                "--retry-on `{other}` is not one of failed, timed_out, blocked"
+            ))),
+        })
+        .collect()
+}
+
+fn parse_vars(vars: &[String]) -> Result<BTreeMap<String, String>> {
+    vars.iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+            _ => Err(Error::Input(format!("--var `{kv}` must be NAME=VALUE"))),
+        })
+        .collect()
+}
+
+/// Check that `program` can be started: a path that exists, or a name found on PATH.
+///
+/// Errors: [`Error::Environment`] (exit 3) with the install hint.
+pub fn check_program(program: &str, hint: &str) -> Result<PathBuf> {
+    let found = if program.contains('/') {
+        let p = PathBuf::from(program);
+        p.is_file().then_some(p)
+    } else {
+        which::which(program).ok()
+    };
+    found.ok_or_else(|| {
+        let hint = if hint.is_empty() {
+            String::new()
+        } else {
+            format!("; {hint}")
+        };
+        Error::Environment(format!("`{program}` was not found on PATH{hint}"))
+    })
+}
+
+/// Validate the shared runner options. `store` is where user runner definitions live.
+///
+/// Errors: bad flag values and definitions (exit 2), a missing program (exit 3).
+pub fn run_options(
+    args: &RunArgs,
+    command: &[String],
+    file: &FileDefaults,
+    store: Option<&Path>,
+) -> Result<RunOptions> {
+    let command: Vec<String> = if command.is_empty() {
+        file.command.clone().unwrap_or_default()
+    } else {
+        command.to_vec()
+    };
+    let runner_name = match (&args.runner, &file.runner) {
+        (Some(r), _) | (None, Some(r)) => r.clone(),
+        (None, None) if !command.is_empty() => "exec".to_string(),
+        (None, None) => {
+            return Err(Error::Input(
+                "no runner chosen: give --runner NAME, `runner:` in BATCH.md, or a program after `--` \
+                 (e.g. `-- python3 agent.py`)"
+                    .into(),
+            ));
+        }
+    };
+    let runner = definition::load(&runner_name, store, args.runner_file.as_deref())?;
+    let jobs = args
+        .jobs
+        .or(file.jobs)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    if jobs == 0 {
+        return Err(Error::Input("--jobs must be at least 1".into()));
+    }
+    let timeout = match &args.timeout {
+        Some(t) => Some(parse_duration("--timeout", t)?),
+        None => Some(file.timeout_s.map_or(DEFAULT_TIMEOUT, Duration::from_secs)),
+    }
+    .filter(|d| !d.is_zero());
+    let verify = match args.verify.as_ref().or(file.verify.as_ref()) {
+        None => None,
+        Some(v) => match shlex::split(v) {
+            Some(argv) if !argv.is_empty() => Some(argv),
+            _ => {
+                return Err(Error::Input(format!(
+                    "--verify `{v}` is not a command line (check its quotes)"
+                )));
+            }
+        },
+    };
+    let opts = RunOptions {
+        command,
+        jobs,
+        timeout,
+        grace: parse_duration("--grace", &args.grace)?,
+        retries: args.retries.or(file.retries).unwrap_or(0),
+        retry_on: retry_on(&args.retry_on)?,
+        retry_delay: parse_duration("--retry-delay", &args.retry_delay)?,
+        verify,
+        model: args.model.clone().or_else(|| file.model.clone()),
+        agent_args: args.agent_args.clone(),
+        vars: parse_vars(&args.vars)?,
+        log_cap: args.log_cap.max(1024),
+        format: args.format,
+        runner,
+    };
+    // Expand once with sample values so a bad definition or missing command fails now.
+    let sample = definition::AttemptArgs {
+        prompt_file: Path::new("prompt.md"),
+        report: Path::new("report.json"),
+        workspace: Path::new("."),
+        prompt: "",
+        model: opts.model.as_deref(),
+        agent_args: &opts.agent_args,
+        command: &opts.command,
+        vars: &opts.vars,
+    };
+    let inv = opts.runner.invocation(&sample).map_err(Error::Input)?;
+    check_program(&inv.program, &opts.runner.install_hint)?;
+    if let Some(v) = &opts.verify {
+        check_program(&v[0], "check the --verify command")?;
+    }
+    Ok(opts)
+}
+
+/// Load and compile a JSON Schema given inline or as a file.
+///
+/// Errors: an unreadable file, invalid JSON, or an invalid schema (exit 2, naming the file).
+pub fn load_schema(
+    value: Option<Value>,
+    path: Option<&Path>,
+) -> Result<Option<(Value, jsonschema::Validator)>> {
+    let (schema, origin) = match (value, path) {
+        (Some(v), _) => (v, "output_schema".to_string()),
+        (None, Some(p)) => {
+            let text = std::fs::read_to_string(p).map_err(|e| {
+                Error::Input(format!(
+                    "{}: cannot read the output schema: {e}",
+                    p.display()
+                ))
+            })?;
+            let v: Value = serde_json::from_str(&text).map_err(|e| {
+                Error::input_at(
+                    p,
+                    Some(e.line() as u64),
+                    format!("the output schema is not valid JSON: {e}"),
+                )
+            })?;
+            (v, p.display().to_string())
+        }
+        (None, None) => return Ok(None),
+    };
+    let validator = jsonschema::validator_for(&schema)
+        .map_err(|e| Error::Input(format!("{origin}: not a valid JSON Schema: {e}")))?;
+    Ok(Some((schema, validator)))
+}
+
+/// Resolve `p` against `base` unless it is absolute.
+pub fn resolve(base: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_owned()
+    } else {
+        base.join(p)
+    }
+}
+
+/// The absolute form of `p` (relative to the current directory), without touching the disk.
+pub fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_owned())
+}

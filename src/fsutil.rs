@@ -1,0 +1,101 @@
+//! Atomic file replacement and private directories (DESIGN §6).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// Replace `path` with `bytes` atomically: write a temp file in the same folder, fsync it,
+/// rename it over `path`, fsync the folder. A reader sees the old or the new file, never a
+/// mix; on any error the old file is untouched and the temp file is removed.
+///
+/// Errors: [`Error::Environment`] naming the path (permission denied, disk full, ...).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace_with(path, |w| w.write_all(bytes))
+}
+
+/// Like [`write_atomic`], streaming: `fill` writes the new content into a buffered writer on
+/// the temp file. Used for outputs too large to build in memory.
+///
+/// Errors: [`Error::Environment`] naming the path; the old file is untouched.
+pub fn replace_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix(".runner-tmp-")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("create a temporary file in", dir, e))?;
+    if let Ok(meta) = fs::metadata(path) {
+        // Keep the permissions of the file we replace.
+        let _ = tmp.as_file().set_permissions(meta.permissions());
+    }
+    {
+        let mut w = std::io::BufWriter::new(tmp.as_file());
+        fill(&mut w).map_err(|e| Error::io("write", path, e))?;
+        w.flush().map_err(|e| Error::io("write", path, e))?;
+    }
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| Error::io("sync", path, e))?;
+    tmp.persist(path)
+        .map_err(|e| Error::io("replace", path, e.error))?;
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Create `dir` and its parents; the leaf is made private (mode 0700) since team workspaces
+/// hold logs that can contain secrets.
+pub fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(parent) = dir.parent() {
+        fs::create_dir_all(parent).map_err(|e| Error::io("create", parent, e))?;
+    }
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(Error::io("create", dir, e)),
+    }
+}
+
+/// Create (truncate) a private file (mode 0600) for writing.
+pub fn create_private_file(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("out.csv");
+        write_atomic(&p, b"one").expect("first write");
+        write_atomic(&p, b"two").expect("second write");
+        assert_eq!(fs::read(&p).expect("read"), b"two");
+        let names: Vec<_> = fs::read_dir(dir.path()).expect("ls").flatten().collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn atomic_write_into_missing_dir_is_an_environment_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("nope").join("out.csv");
+        let err = write_atomic(&p, b"x").expect_err("must fail");
+        assert!(matches!(err, Error::Environment(_)));
+    }
+}

@@ -1,0 +1,59 @@
+//! The work item: one unit of a batch, handed to one teammate.
+
+use std::path::PathBuf;
+
+/// One work item of a batch, whatever its source (a CSV row or a todo item).
+///
+/// Items are created by a source, planned, and rendered into a prompt; they never do IO.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkItem {
+    /// Stable identity within the batch: the id column's value, the CSV row number
+    /// (1-based, header excluded) when there is no id column, or the todo item number.
+    pub id: String,
+    /// One-line title, shown in progress output.
+    pub title: String,
+    /// 1-based line of the source file where the item starts.
+    pub line: u64,
+    /// Name of the teammate folder and process: `todo-task-3`, or `<row>-<id>` for CSV.
+    pub teammate: String,
+    /// The item's values by column name, in column order (CSV row; todo number/title/checkpoint).
+    pub vars: Vec<(String, String)>,
+    /// The task text handed to the teammate: the rendered instruction or the todo item text
+    /// with its continuation lines.
+    pub body: String,
+    /// Absolute path of the item's checkpoint file, when it has one.
+    pub checkpoint: Option<PathBuf>,
+    /// Ids of the items that must complete before this one starts.
+    pub after: Vec<String>,
+}
+
+/// Make a file-name-safe teammate name from a row number and an id: `<row>-<id>` with every
+/// byte outside `[A-Za-z0-9._-]` replaced by `_`, the id part cut to 40 characters.
+pub fn teammate_name(row: u64, id: &str) -> String {
+    let safe: String = id
+        .chars()
+        .take(40)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let safe = safe.trim_start_matches('.');
+    format!("{row}-{safe}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn teammate_names_are_file_safe_and_unique_by_row() {
+        assert_eq!(teammate_name(3, "docs/README.md"), "3-docs_README.md");
+        assert_eq!(teammate_name(4, "../etc"), "4-_etc");
+        assert_eq!(teammate_name(1, "héllo wörld"), "1-h_llo_w_rld");
+        assert_ne!(teammate_name(1, "a"), teammate_name(2, "a"));
+    }
+}

@@ -1,0 +1,17 @@
+//! teammate-runner: resolve a batch of work items in parallel, one agent CLI teammate per
+//! item, and record only verified success. See DESIGN.md for the architecture:
+//! source → items → plan → dispatcher → units → events → sinks.
+
+pub mod agent;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod fsutil;
+pub mod item;
+pub mod prompt;
+pub mod report;
+pub mod run;
+pub mod sink;
+pub mod source;
+pub mod ui;

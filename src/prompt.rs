@@ -1,0 +1,357 @@
+//! Prompt rendering: the `{column}` instruction of a CSV batch and the teammate template.
+//!
+//! Both are pure: text and values in, text out. The instruction syntax follows the seed
+//! `taskmaster-protocol.md` (`spawn_agents_on_csv`): `{column}` inserts that column's value,
+//! `{{` and `}}` are literal braces, and inserted values are never expanded again. The
+//! teammate template (`templates/teammate.md`) is a minijinja template.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// The teammate template compiled into the binary (`templates/teammate.md`).
+pub const DEFAULT_TEAMMATE_TEMPLATE: &str = include_str!("../templates/teammate.md");
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Text(String),
+    Column(String),
+}
+
+/// A parsed `{column}` instruction template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instruction {
+    segments: Vec<Segment>,
+}
+
+impl Instruction {
+    /// Parse `text`. `path` and `first_line` (the 1-based line `text` starts on in that
+    /// file) are for messages.
+    ///
+    /// Errors: a `{` that is never closed, an empty `{}`, or a name containing a newline;
+    /// the message says to write `{{` for a literal brace.
+    pub fn parse(path: &Path, first_line: u64, text: &str) -> Result<Instruction> {
+        let mut segments = Vec::new();
+        let mut literal = String::new();
+        let mut rest = text;
+        let line_of = |consumed: &str| first_line + consumed.matches('\n').count() as u64;
+        while let Some(pos) = rest.find(['{', '}']) {
+            literal.push_str(&rest[..pos]);
+            let brace = &rest[pos..];
+            if let Some(after) = brace.strip_prefix("{{") {
+                literal.push('{');
+                rest = after;
+            } else if let Some(after) = brace.strip_prefix("}}") {
+                literal.push('}');
+                rest = after;
+            } else if let Some(after) = brace.strip_prefix('}') {
+                literal.push('}');
+                rest = after;
+            } else {
+                let consumed = &text[..text.len() - brace.len()];
+                let Some(close) = brace.find('}') else {
+                    return Err(Error::input_at(
+                        path,
+                        Some(line_of(consumed)),
+                        "a `{` is never closed; write `{{` for a literal brace",
+                    ));
+                };
+                let name = &brace[1..close];
+                if name.is_empty() || name.contains('\n') || name.contains('{') {
+                    return Err(Error::input_at(
+                        path,
+                        Some(line_of(consumed)),
+                        format!(
+                            "`{}` is not a column placeholder; write `{{{{` and `}}}}` for literal braces",
+                            &brace[..(close + 1).min(40)]
+                        ),
+                    ));
+                }
+                if !literal.is_empty() {
+                    segments.push(Segment::Text(std::mem::take(&mut literal)));
+                }
+                segments.push(Segment::Column(name.to_owned()));
+                rest = &brace[close + 1..];
+            }
+        }
+        literal.push_str(rest);
+        if !literal.is_empty() {
+            segments.push(Segment::Text(literal));
+        }
+        Ok(Instruction { segments })
+    }
+
+    /// The distinct column names the template uses, in first-use order.
+    pub fn placeholders(&self) -> Vec<&str> {
+        let mut seen = HashSet::new();
+        self.segments
+            .iter()
+            .filter_map(|s| match s {
+                Segment::Column(c) if seen.insert(c.as_str()) => Some(c.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Check every placeholder names one of `columns`.
+    ///
+    /// Errors: lists every unknown placeholder and the available columns.
+    pub fn check_columns(&self, path: &Path, columns: &[String]) -> Result<()> {
+        let unknown: Vec<&str> = self
+            .placeholders()
+            .into_iter()
+            .filter(|p| !columns.iter().any(|c| c == p))
+            .collect();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        Err(Error::input_at(
+            path,
+            None,
+            format!(
+                "unknown placeholder{} {} in the instruction; the available columns are: {}. \
+                 Write `{{{{` and `}}}}` for literal braces",
+                if unknown.len() > 1 { "s" } else { "" },
+                unknown
+                    .iter()
+                    .map(|u| format!("{{{u}}}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                columns.join(", ")
+            ),
+        ))
+    }
+
+    /// Render with a row's values (`headers[i]` ↔ `values[i]`). A value is inserted verbatim
+    /// and never expanded again. A placeholder with no value renders empty (callers check
+    /// columns first with [`Instruction::check_columns`]).
+    pub fn render(&self, headers: &[String], values: &[String]) -> String {
+        let mut out = String::new();
+        for s in &self.segments {
+            match s {
+                Segment::Text(t) => out.push_str(t),
+                Segment::Column(c) => {
+                    if let Some(i) = headers.iter().position(|h| h == c) {
+                        out.push_str(values.get(i).map_or("", String::as_str));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// One `name: value` pair shown to the teammate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Var {
+    /// Column name.
+    pub name: String,
+    /// Its value.
+    pub value: String,
+}
+
+/// The item as the teammate template sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ItemContext {
+    /// Item id.
+    pub id: String,
+    /// One-line title.
+    pub title: String,
+    /// The task text (rendered instruction, or todo item text with continuation lines).
+    pub body: String,
+    /// Absolute checkpoint path, if any.
+    pub checkpoint: Option<String>,
+    /// The item's values (CSV row), shown as a list.
+    pub vars: Vec<Var>,
+}
+
+/// What a retry tells the next attempt (DESIGN §4).
+#[derive(Debug, Clone, Serialize)]
+pub struct RetryContext {
+    /// The attempt about to run (2, 3, ...).
+    pub attempt: u32,
+    /// How the previous attempt ended (`failed`, `timed_out`, ...).
+    pub status: String,
+    /// Its one-line reason.
+    pub reason: String,
+    /// Its report, pretty JSON, if it wrote one.
+    pub report: Option<String>,
+    /// The teammate's `working-context.md`, if it kept one.
+    pub working_context: Option<String>,
+}
+
+/// Everything the teammate template is rendered with.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptContext {
+    /// Team name.
+    pub team: String,
+    /// Teammate name.
+    pub teammate: String,
+    /// The item.
+    pub item: ItemContext,
+    /// Absolute path where the report is written (`RUNNER_REPORT`).
+    pub report_path: String,
+    /// Absolute path of the teammate's `working-context.md`.
+    pub working_context: String,
+    /// The output schema, pretty JSON, when one is set.
+    pub output_schema: Option<String>,
+    /// Set on attempts after the first.
+    pub retry: Option<RetryContext>,
+}
+
+/// The compiled teammate template.
+pub struct TeammateTemplate {
+    env: minijinja::Environment<'static>,
+}
+
+impl TeammateTemplate {
+    /// Compile `source` (from `path`, for messages) and render it once with sample values so
+    /// that a typo fails at start-up, not on the first item.
+    ///
+    /// Errors: template syntax errors and references to unknown variables, with the line.
+    pub fn new(path: &Path, source: &str) -> Result<TeammateTemplate> {
+        let mut env = minijinja::Environment::new();
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        env.set_keep_trailing_newline(true);
+        env.add_template_owned("teammate", source.to_owned())
+            .map_err(|e| template_error(path, &e))?;
+        let t = TeammateTemplate { env };
+        let sample = PromptContext {
+            team: "team".into(),
+            teammate: "teammate".into(),
+            item: ItemContext {
+                id: "1".into(),
+                title: "t".into(),
+                body: "b".into(),
+                checkpoint: Some("/cp.md".into()),
+                vars: vec![Var {
+                    name: "a".into(),
+                    value: "b".into(),
+                }],
+            },
+            report_path: "/r.json".into(),
+            working_context: "/w.md".into(),
+            output_schema: Some("{}".into()),
+            retry: Some(RetryContext {
+                attempt: 2,
+                status: "failed".into(),
+                reason: "r".into(),
+                report: Some("{}".into()),
+                working_context: Some("w".into()),
+            }),
+        };
+        t.render(&sample)
+            .map_err(|e| Error::input_at(path, None, e))?;
+        Ok(t)
+    }
+
+    /// Render the prompt for one attempt.
+    ///
+    /// Errors: a message describing the template error (only possible for values the
+    /// start-up check did not cover).
+    pub fn render(&self, ctx: &PromptContext) -> std::result::Result<String, String> {
+        let tmpl = self
+            .env
+            .get_template("teammate")
+            .map_err(|e| e.to_string())?;
+        tmpl.render(ctx).map_err(|e| describe(&e))
+    }
+}
+
+fn describe(e: &minijinja::Error) -> String {
+    match e.line() {
+        Some(line) => format!("line {line}: {e}"),
+        None => e.to_string(),
+    }
+}
+
+fn template_error(path: &Path, e: &minijinja::Error) -> Error {
+    Error::input_at(
+        path,
+        e.line().map(|l| l as u64),
+        format!("template error: {e}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(t: &str) -> Result<Instruction> {
+        Instruction::parse(Path::new("BATCH.md"), 5, t)
+    }
+
+    #[test]
+    fn columns_and_literal_braces() {
+        let i = parse("Audit {path} as {{\"json\": true}} for {owner}.").expect("valid");
+        let h = vec!["path".to_string(), "owner".to_string()];
+        let out = i.render(&h, &["a.md".into(), "ann".into()]);
+        assert_eq!(out, "Audit a.md as {\"json\": true} for ann.");
+        assert_eq!(i.placeholders(), vec!["path", "owner"]);
+    }
+
+    #[test]
+    fn inserted_values_are_never_expanded_again() {
+        let i = parse("{a}").expect("valid");
+        let h = vec!["a".to_string(), "b".to_string()];
+        assert_eq!(
+            i.render(&h, &["{b} {{x}}".into(), "NO".into()]),
+            "{b} {{x}}"
+        );
+    }
+
+    #[test]
+    fn unknown_placeholders_are_listed_with_columns() {
+        let i = parse("{path} {nope} {nada}").expect("valid");
+        let e = i.check_columns(Path::new("BATCH.md"), &["path".into(), "id".into()]);
+        let msg = e.expect_err("unknown").to_string();
+        assert!(
+            msg.contains("{nope}, {nada}") && msg.contains("columns are: path, id"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn unclosed_brace_names_line() {
+        let e = parse("line one\nline {two")
+            .expect_err("unclosed")
+            .to_string();
+        assert!(e.starts_with("BATCH.md:6:"), "{e}");
+    }
+
+    #[test]
+    fn default_template_renders_every_part() {
+        let t = TeammateTemplate::new(Path::new("teammate.md"), DEFAULT_TEAMMATE_TEMPLATE)
+            .expect("compiles");
+        let ctx = PromptContext {
+            team: "todo-resolve-1".into(),
+            teammate: "todo-task-1".into(),
+            item: ItemContext {
+                id: "1".into(),
+                title: "Fix auth".into(),
+                body: "Fix auth\n3 cases left".into(),
+                checkpoint: Some("/p/.agent-tasks/cp-1.md".into()),
+                vars: vec![],
+            },
+            report_path: "/w/report.json".into(),
+            working_context: "/w/working-context.md".into(),
+            output_schema: None,
+            retry: None,
+        };
+        let out = t.render(&ctx).expect("renders");
+        assert!(out.contains("Fix auth\n3 cases left"));
+        assert!(out.contains("/p/.agent-tasks/cp-1.md"));
+        assert!(out.contains("`/w/report.json`"));
+        assert!(out.contains("\"id\": \"1\""));
+        assert!(!out.contains("This is attempt"));
+    }
+
+    #[test]
+    fn broken_template_is_an_input_error() {
+        assert!(TeammateTemplate::new(Path::new("t.md"), "{{ nope }}").is_err());
+        assert!(TeammateTemplate::new(Path::new("t.md"), "{% if %}").is_err());
+    }
+}

@@ -1,0 +1,584 @@
+//! The teammate's report and the success rule (DESIGN §4).
+//!
+//! Report format (seed `task-management-protocol.md`, completion metadata):
+//! `{"id", "status": "completed"|"blocked"|"failed", "summary", "files_modified": [],
+//! "files_created": [], "tests": "passed"|"failed"|"added"|"none", "blocker",
+//! "next_steps": [], "output": {…}}`. It is read from the `RUNNER_REPORT` file; failing that,
+//! from the agent's final text: the whole text, else a single fenced json block, else the last
+//! complete JSON object.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::agent::AgentResult;
+
+/// How an item ended. Only `Completed` items are ticked and have their checkpoints deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemStatus {
+    /// Every condition of the success rule held.
+    Completed,
+    /// Something went wrong (exit code, missing/invalid report, schema, verify, ...).
+    Failed,
+    /// The report said it is blocked and needs a person.
+    Blocked,
+    /// The attempt hit its time limit and was stopped.
+    TimedOut,
+    /// The run was interrupted while the item was running (or before it started).
+    Cancelled,
+    /// A prerequisite did not complete, so the item never started.
+    Skipped,
+}
+
+impl ItemStatus {
+    /// The lowercase name used in files and output (`timed_out`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemStatus::Completed => "completed",
+            ItemStatus::Failed => "failed",
+            ItemStatus::Blocked => "blocked",
+            ItemStatus::TimedOut => "timed_out",
+            ItemStatus::Cancelled => "cancelled",
+            ItemStatus::Skipped => "skipped",
+        }
+    }
+
+    /// All statuses, in summary order.
+    pub const ALL: [ItemStatus; 6] = [
+        ItemStatus::Completed,
+        ItemStatus::Failed,
+        ItemStatus::Blocked,
+        ItemStatus::TimedOut,
+        ItemStatus::Cancelled,
+        ItemStatus::Skipped,
+    ];
+}
+
+impl std::fmt::Display for ItemStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A valid report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// `completed`, `blocked` or `failed`.
+    pub status: String,
+    /// One line: what was done.
+    pub summary: String,
+    /// Files changed.
+    pub files_modified: Vec<String>,
+    /// Files created.
+    pub files_created: Vec<String>,
+    /// `blocker` text, when blocked.
+    pub blocker: Option<String>,
+    /// `output`: the structured result (`Value::Null` when absent).
+    pub output: Value,
+    /// The whole report as written.
+    pub raw: Value,
+}
+
+/// Where a report was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportSource {
+    /// The `RUNNER_REPORT` file.
+    File,
+    /// The agent's final text.
+    FinalText,
+}
+
+fn fenced_json_blocks(text: &str) -> Vec<&str> {
+    let mut blocks = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("```") {
+        let after = &rest[start + 3..];
+        let Some(nl) = after.find('\n') else { break };
+        let lang = after[..nl].trim();
+        let body = &after[nl + 1..];
+        let Some(end) = body.find("```") else { break };
+        if lang.eq_ignore_ascii_case("json") {
+            blocks.push(&body[..end]);
+        }
+        rest = &body[end + 3..];
+    }
+    blocks
+}
+
+/// Longest tail of the final text searched for the last JSON object, bytes.
+const LAST_OBJECT_WINDOW: usize = 256 * 1024;
+/// Most parse attempts spent looking for the last JSON object (bounds the work on
+/// brace-heavy output).
+const LAST_OBJECT_ATTEMPTS: usize = 4096;
+
+/// The last complete `{...}` in `text` that parses as a JSON object, searched in the last
+/// [`LAST_OBJECT_WINDOW`] bytes with at most [`LAST_OBJECT_ATTEMPTS`] parses.
+fn last_json_object(text: &str) -> Option<Value> {
+    let mut from = text.len().saturating_sub(LAST_OBJECT_WINDOW);
+    while !text.is_char_boundary(from) {
+        from += 1;
+    }
+    let text = &text[from..];
+    let mut attempts = 0;
+    let mut end = text.len();
+    while let Some(close) = text[..end].rfind('}') {
+        let mut start = close;
+        while let Some(open) = text[..start].rfind('{') {
+            attempts += 1;
+            if attempts > LAST_OBJECT_ATTEMPTS {
+                return None;
+            }
+            if let Ok(v) = serde_json::from_str::<Value>(&text[open..=close])
+                && v.is_object()
+            {
+                return Some(v);
+            }
+            start = open;
+        }
+        end = close;
+    }
+    None
+}
+
+/// Find a JSON object in an agent's final text: the whole text, else the single fenced
+/// ```` ```json ```` block, else the last complete JSON object.
+pub fn extract_json(text: &str) -> Option<Value> {
+    if let Ok(v) = serde_json::from_str::<Value>(text.trim())
+        && v.is_object()
+    {
+        return Some(v);
+    }
+    let blocks = fenced_json_blocks(text);
+    if blocks.len() == 1
+        && let Ok(v) = serde_json::from_str::<Value>(blocks[0].trim())
+        && v.is_object()
+    {
+        return Some(v);
+    }
+    last_json_object(text)
+}
+
+fn strings(v: &Value, key: &str) -> Result<Vec<String>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| {
+                x.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("`{key}` must be a list of strings"))
+            })
+            .collect(),
+        Some(_) => Err(format!("`{key}` must be a list of strings")),
+    }
+}
+
+fn id_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// Validate a report object for the item `expected_id`.
+///
+/// Errors (one line): not an object; `id` present and different; `status` not one of
+/// `completed`/`blocked`/`failed`; `summary` missing or not a string; list fields that are
+/// not lists of strings; `tests` not one of its values.
+pub fn validate(value: Value, expected_id: &str) -> Result<Report, String> {
+    let Value::Object(ref map) = value else {
+        return Err("the report is not a JSON object".into());
+    };
+    if let Some(id) = map.get("id").filter(|v| !v.is_null()) {
+        match id_text(id) {
+            Some(id) if id == expected_id => {}
+            _ => return Err(format!("the report is for id {id}, not `{expected_id}`")),
+        }
+    }
+    let status = match map.get("status").and_then(Value::as_str) {
+        Some(s @ ("completed" | "blocked" | "failed")) => s.to_owned(),
+        Some(s) => {
+            return Err(format!(
+                "report status `{s}` is not completed, blocked or failed"
+            ));
+        }
+        None => return Err("the report has no `status`".into()),
+    };
+    let summary = match map.get("summary") {
+        Some(Value::String(s)) => s.trim().to_owned(),
+        _ => return Err("the report has no `summary` string".into()),
+    };
+    if let Some(t) = map.get("tests").filter(|v| !v.is_null()) {
+        match t.as_str() {
+            Some("passed" | "failed" | "added" | "none") => {}
+            _ => {
+                return Err(format!(
+                    "report `tests` is {t}, not passed, failed, added or none"
+                ));
+            }
+        }
+    }
+    let files_modified = strings(&value, "files_modified")?;
+    let files_created = strings(&value, "files_created")?;
+    strings(&value, "next_steps")?;
+    let blocker = map
+        .get("blocker")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let output = map.get("output").cloned().unwrap_or(Value::Null);
+    Ok(Report {
+        status,
+        summary,
+        files_modified,
+        files_created,
+        blocker,
+        output,
+        raw: value,
+    })
+}
+
+/// Find and validate the report: the report file's text first, then the final text.
+///
+/// Errors: one line saying what was looked at and why nothing valid was found.
+pub fn find(
+    file_text: Option<&str>,
+    final_text: Option<&str>,
+    expected_id: &str,
+) -> Result<(Report, ReportSource), String> {
+    let mut problems = Vec::new();
+    if let Some(text) = file_text {
+        match serde_json::from_str::<Value>(text.trim()) {
+            Ok(v) => return validate(v, expected_id).map(|r| (r, ReportSource::File)),
+            Err(e) => problems.push(format!("the report file is not JSON ({e})")),
+        }
+    }
+    if let Some(text) = final_text
+        && let Some(v) = extract_json(text)
+    {
+        return validate(v, expected_id).map(|r| (r, ReportSource::FinalText));
+    }
+    if problems.is_empty() {
+        problems.push(
+            "no report: nothing was written to RUNNER_REPORT and the output holds no JSON report"
+                .into(),
+        );
+    }
+    Err(problems.join("; "))
+}
+
+/// How the agent process ended, as the run layer saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessEnd {
+    /// Exited on its own with this code.
+    Exited(i32),
+    /// Killed by this signal, not by the runner.
+    Signalled(i32),
+    /// Stopped by the runner at its time limit (whatever it exited with afterwards).
+    TimedOut {
+        /// The limit, seconds.
+        limit_s: u64,
+    },
+    /// Stopped by the runner because the run was interrupted.
+    Cancelled,
+    /// Could not be started (or prepared) at all.
+    NotStarted(String),
+}
+
+/// All that is known about one attempt, judged by [`judge`].
+#[derive(Debug, Clone)]
+pub struct Evidence<'a> {
+    /// How the process ended.
+    pub end: &'a ProcessEnd,
+    /// The last non-empty stderr line, for the reason of a failed exit.
+    pub stderr_tail: Option<&'a str>,
+    /// What the definition read from stdout.
+    pub agent: &'a AgentResult,
+    /// The report lookup.
+    pub report: &'a Result<(Report, ReportSource), String>,
+    /// Errors of `output` against `output_schema`, when a schema is set and it failed.
+    pub schema_errors: Option<&'a str>,
+    /// The verify command's result, when one ran: `Err(reason)` if it failed.
+    pub verify: Option<&'a Result<(), String>>,
+}
+
+/// The verdict on one attempt: a status and a one-line reason (empty when completed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// The status.
+    pub status: ItemStatus,
+    /// One line: why, when not completed.
+    pub reason: String,
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let line = s
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut out: String = line.chars().take(max).collect();
+    if line.chars().count() > max {
+        out.push('…');
+    }
+    out
+}
+
+/// The success rule. `completed` only if: the process exited 0 on its own; the definition's
+/// error flag is not true; a valid report was found; its status is `completed`; its output
+/// validates against the schema (if set); the verify command (if set) passed.
+pub fn judge(e: &Evidence<'_>) -> Verdict {
+    let v = |status, reason: String| Verdict { status, reason };
+    match e.end {
+        ProcessEnd::TimedOut { limit_s } => {
+            return v(
+                ItemStatus::TimedOut,
+                format!("timed out after {limit_s}s; the process group was stopped"),
+            );
+        }
+        ProcessEnd::Cancelled => {
+            return v(
+                ItemStatus::Cancelled,
+                "interrupted; the process group was stopped".into(),
+            );
+        }
+        ProcessEnd::NotStarted(why) => return v(ItemStatus::Failed, format!("not started: {why}")),
+        ProcessEnd::Signalled(sig) => {
+            return v(ItemStatus::Failed, format!("killed by signal {sig}"));
+        }
+        ProcessEnd::Exited(0) => {}
+        ProcessEnd::Exited(code) => {
+            let tail = e
+                .stderr_tail
+                .map(|t| one_line(t, 160))
+                .filter(|t| !t.is_empty());
+            return v(
+                ItemStatus::Failed,
+                match tail {
+                    Some(t) => format!("exited with code {code}: {t}"),
+                    None => format!("exited with code {code}"),
+                },
+            );
+        }
+    }
+    if e.agent.is_error == Some(true) {
+        let what = e
+            .agent
+            .final_text
+            .as_deref()
+            .map(|t| one_line(t, 160))
+            .unwrap_or_default();
+        return v(
+            ItemStatus::Failed,
+            format!("the agent reported an error: {what}")
+                .trim_end_matches([':', ' '])
+                .to_owned(),
+        );
+    }
+    let report = match e.report {
+        Ok((r, _)) => r,
+        Err(why) => {
+            let why = match &e.agent.parse_problem {
+                Some(p) => format!("{why} ({p})"),
+                None => why.clone(),
+            };
+            return v(ItemStatus::Failed, why);
+        }
+    };
+    match report.status.as_str() {
+        "completed" => {}
+        "blocked" => {
+            let why = report
+                .blocker
+                .as_deref()
+                .filter(|b| !b.trim().is_empty())
+                .unwrap_or(&report.summary);
+            return v(
+                ItemStatus::Blocked,
+                format!("blocked: {}", one_line(why, 200)),
+            );
+        }
+        _ => {
+            return v(
+                ItemStatus::Failed,
+                format!("the report says failed: {}", one_line(&report.summary, 200)),
+            );
+        }
+    }
+    if let Some(errs) = e.schema_errors {
+        return v(
+            ItemStatus::Failed,
+            format!(
+                "output does not match output_schema: {}",
+                one_line(errs, 200)
+            ),
+        );
+    }
+    if let Some(Err(why)) = e.verify {
+        return v(
+            ItemStatus::Failed,
+            format!("verify failed: {}", one_line(why, 200)),
+        );
+    }
+    v(ItemStatus::Completed, String::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const OK: &str = r#"{"id":"7","status":"completed","summary":"did it","output":{"n":1}}"#;
+
+    #[test]
+    fn extract_whole_fenced_or_last_object() {
+        assert_eq!(
+            extract_json(OK).and_then(|v| v.get("id").cloned()),
+            Some(json!("7"))
+        );
+        let fenced = format!("Done.\n```json\n{OK}\n```\nbye");
+        assert!(extract_json(&fenced).is_some());
+        let trailing = format!("I did {{some}} things {{\"a\":1}} then\n{OK}\n");
+        assert_eq!(
+            extract_json(&trailing).and_then(|v| v.get("summary").cloned()),
+            Some(json!("did it"))
+        );
+        assert!(extract_json("no json here { nope").is_none());
+    }
+
+    #[test]
+    fn two_fenced_blocks_fall_back_to_last_object() {
+        let text = "```json\n{\"status\":\"failed\",\"summary\":\"a\"}\n```\n```json\n{\"status\":\"completed\",\"summary\":\"b\"}\n```\n";
+        let v = extract_json(text).expect("object");
+        assert_eq!(v["summary"], "b");
+    }
+
+    #[test]
+    fn validation_rules() {
+        assert!(validate(json!({"status":"completed","summary":"x"}), "1").is_ok());
+        assert!(validate(json!({"id":1,"status":"completed","summary":"x"}), "1").is_ok());
+        let e = validate(json!({"id":"2","status":"completed","summary":"x"}), "1")
+            .expect_err("wrong id");
+        assert!(e.contains("not `1`"), "{e}");
+        assert!(validate(json!({"status":"done","summary":"x"}), "1").is_err());
+        assert!(validate(json!({"status":"completed"}), "1").is_err());
+        assert!(
+            validate(
+                json!({"status":"completed","summary":"x","tests":"maybe"}),
+                "1"
+            )
+            .is_err()
+        );
+        assert!(
+            validate(
+                json!({"status":"completed","summary":"x","files_modified":"a"}),
+                "1"
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn report_file_wins_over_final_text() {
+        let (r, src) = find(
+            Some(OK),
+            Some("{\"status\":\"failed\",\"summary\":\"no\"}"),
+            "7",
+        )
+        .expect("found");
+        assert_eq!(src, ReportSource::File);
+        assert_eq!(r.summary, "did it");
+        let (_, src) = find(None, Some(OK), "7").expect("found");
+        assert_eq!(src, ReportSource::FinalText);
+        assert!(
+            find(None, Some("all done!"), "7")
+                .expect_err("none")
+                .starts_with("no report")
+        );
+    }
+
+    fn verdict(
+        end: ProcessEnd,
+        agent: AgentResult,
+        report: Result<(Report, ReportSource), String>,
+    ) -> Verdict {
+        judge(&Evidence {
+            end: &end,
+            stderr_tail: None,
+            agent: &agent,
+            report: &report,
+            schema_errors: None,
+            verify: None,
+        })
+    }
+
+    fn good() -> Result<(Report, ReportSource), String> {
+        find(Some(OK), None, "7")
+    }
+
+    #[test]
+    fn success_rule() {
+        assert_eq!(
+            verdict(ProcessEnd::Exited(0), AgentResult::default(), good()).status,
+            ItemStatus::Completed
+        );
+        assert_eq!(
+            verdict(ProcessEnd::Exited(1), AgentResult::default(), good()).status,
+            ItemStatus::Failed
+        );
+        assert_eq!(
+            verdict(ProcessEnd::Signalled(9), AgentResult::default(), good()).status,
+            ItemStatus::Failed
+        );
+        assert_eq!(
+            verdict(
+                ProcessEnd::TimedOut { limit_s: 5 },
+                AgentResult::default(),
+                good()
+            )
+            .status,
+            ItemStatus::TimedOut
+        );
+        assert_eq!(
+            verdict(ProcessEnd::Cancelled, AgentResult::default(), good()).status,
+            ItemStatus::Cancelled
+        );
+        let err = AgentResult {
+            is_error: Some(true),
+            final_text: Some("rate limited".into()),
+            ..Default::default()
+        };
+        let v = verdict(ProcessEnd::Exited(0), err, good());
+        assert_eq!(v.status, ItemStatus::Failed);
+        assert!(v.reason.contains("rate limited"));
+        let blocked = find(
+            Some(r#"{"status":"blocked","summary":"s","blocker":"need a key"}"#),
+            None,
+            "7",
+        );
+        let v = verdict(ProcessEnd::Exited(0), AgentResult::default(), blocked);
+        assert_eq!(
+            (v.status, v.reason.as_str()),
+            (ItemStatus::Blocked, "blocked: need a key")
+        );
+        let end = ProcessEnd::Exited(0);
+        let agent = AgentResult::default();
+        let report = good();
+        let verify = Err("exit 1".to_string());
+        let e = Evidence {
+            end: &end,
+            stderr_tail: None,
+            agent: &agent,
+            report: &report,
+            schema_errors: Some("/n: 1 is not a string"),
+            verify: None,
+        };
+        assert_eq!(judge(&e).status, ItemStatus::Failed);
+        let e = Evidence {
+            schema_errors: None,
+            verify: Some(&verify),
+            ..e
+        };
+        assert_eq!(judge(&e).status, ItemStatus::Failed);
+    }
+}

@@ -1,0 +1,357 @@
+//! The dispatcher: one loop that owns the run's state. It pulls items from the source in
+//! order, starts a unit per ready item under the parallelism bound, and takes unit messages,
+//! signals and timer ticks one at a time (DESIGN §1, nextest's dispatcher).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+use super::events::{Event, Reporter, RunSummary};
+use super::journal::Entry;
+use super::outcome::Outcome;
+use super::process::Cancel;
+use super::team::{RunningEntry, Snapshot, Team};
+use super::unit::{self, UnitMsg};
+use super::{RunSpec, now_rfc3339};
+use crate::error::{Error, Result};
+use crate::item::WorkItem;
+use crate::report::ItemStatus;
+
+/// Most items listed in the closing summary's problem list.
+const PROBLEMS_LISTED: usize = 50;
+/// How often `team.json` is rewritten at most while items change.
+const SNAPSHOT_EVERY: Duration = Duration::from_millis(500);
+
+/// The items of a run, in input order; an `Err` ends the run (the source became unreadable).
+pub type ItemStream = Box<dyn Iterator<Item = Result<WorkItem>> + Send>;
+
+struct State {
+    statuses: HashMap<String, ItemStatus>,
+    counts: HashMap<ItemStatus, u64>,
+    resumed: u64,
+    cost: Option<f64>,
+    problems: Vec<(String, String, ItemStatus, String, String)>,
+    problems_hidden: u64,
+    snapshot: Snapshot,
+    dirty: bool,
+}
+
+impl State {
+    fn finish(&mut self, o: &Outcome) {
+        self.statuses.insert(o.id.clone(), o.status);
+        *self.counts.entry(o.status).or_default() += 1;
+        if let Some(c) = o.cost_usd {
+            *self.cost.get_or_insert(0.0) += c;
+        }
+        if o.status != ItemStatus::Completed {
+            if self.problems.len() < PROBLEMS_LISTED {
+                self.problems.push((
+                    o.id.clone(),
+                    o.teammate.clone(),
+                    o.status,
+                    o.error.clone(),
+                    o.log.clone(),
+                ));
+            } else {
+                self.problems_hidden += 1;
+            }
+        }
+        self.snapshot.finish(o);
+        self.dirty = true;
+    }
+}
+
+/// Whether an item may start: `Ok(true)` ready, `Ok(false)` waiting, `Err(reason)` skipped.
+fn readiness(
+    item: &WorkItem,
+    statuses: &HashMap<String, ItemStatus>,
+) -> std::result::Result<bool, String> {
+    for dep in &item.after {
+        match statuses.get(dep) {
+            Some(ItemStatus::Completed) => {}
+            Some(s) => return Err(format!("prerequisite {dep} did not complete ({s})")),
+            None => return Ok(false),
+        }
+    }
+    Ok(true)
+}
+
+/// Run every item of `items` in `team` and return the summary. Events go to `reporter`
+/// and the journal; `team.json` is kept current.
+///
+/// Errors: the journal cannot be written, or the source failed mid-way (the run stops
+/// starting items, lets running ones finish, and reports the error).
+pub async fn run(
+    spec: Arc<RunSpec>,
+    team: &mut Team,
+    mut items: ItemStream,
+    total: Option<u64>,
+    reporter: &mut dyn Reporter,
+) -> Result<RunSummary> {
+    let started = Instant::now();
+    team.record(&Entry::RunStarted {
+        at: now_rfc3339(),
+        pid: std::process::id(),
+        team: team.name.clone(),
+    })?;
+    let mut st = State {
+        statuses: HashMap::new(),
+        counts: HashMap::new(),
+        resumed: 0,
+        cost: None,
+        problems: Vec::new(),
+        problems_hidden: 0,
+        snapshot: Snapshot::new(team, total),
+        dirty: true,
+    };
+    reporter.event(&Event::RunStarted {
+        team: team.name.clone(),
+        workspace: team.dir.clone(),
+        total,
+        resumed: 0,
+        jobs: spec.jobs,
+    });
+
+    let (tx, mut rx) = mpsc::unbounded_channel::<UnitMsg>();
+    let (cancel_tx, cancel_rx) = watch::channel(Cancel::None);
+    let mut interrupt = signal(SignalKind::interrupt())
+        .map_err(|e| Error::Environment(format!("cannot listen for Ctrl-C: {e}")))?;
+    let mut terminate = signal(SignalKind::terminate())
+        .map_err(|e| Error::Environment(format!("cannot listen for SIGTERM: {e}")))?;
+    let mut tick = tokio::time::interval(SNAPSHOT_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
+    let mut tasks: JoinSet<()> = JoinSet::new();
+    let mut task_items: HashMap<tokio::task::Id, WorkItem> = HashMap::new();
+    let mut running: HashMap<String, ()> = HashMap::new();
+    let mut waiting: VecDeque<WorkItem> = VecDeque::new();
+    let mut source_done = false;
+    let mut source_error: Option<Error> = None;
+    let mut interrupted = false;
+
+    loop {
+        // Start what can start: waiting items first (input order), then the source.
+        if !interrupted {
+            while running.len() < spec.jobs {
+                let next = take_ready(&mut waiting, &mut st, team, &spec, reporter)?;
+                let item = match next {
+                    Some(item) => item,
+                    None if source_done => break,
+                    None => match items.next() {
+                        None => {
+                            source_done = true;
+                            continue;
+                        }
+                        Some(Err(e)) => {
+                            source_error = Some(e);
+                            source_done = true;
+                            continue;
+                        }
+                        Some(Ok(item)) => {
+                            if resume_completed(&item, team, &spec, &mut st)? {
+                                continue;
+                            }
+                            match readiness(&item, &st.statuses) {
+                                Ok(true) => item,
+                                Ok(false) => {
+                                    waiting.push_back(item);
+                                    continue;
+                                }
+                                Err(reason) => {
+                                    skip(
+                                        &item,
+                                        ItemStatus::Skipped,
+                                        reason,
+                                        team,
+                                        &mut st,
+                                        reporter,
+                                    )?;
+                                    continue;
+                                }
+                            }
+                        }
+                    },
+                };
+                let first_attempt = team.attempts_started.get(&item.id).copied().unwrap_or(0) + 1;
+                running.insert(item.id.clone(), ());
+                let handle = tasks.spawn(unit::run_item(
+                    spec.clone(),
+                    item.clone(),
+                    first_attempt,
+                    tx.clone(),
+                    cancel_rx.clone(),
+                ));
+                task_items.insert(handle.id(), item);
+            }
+        }
+        if running.is_empty() && (source_done || interrupted) {
+            // Items still waiting can never start now.
+            while let Some(item) = waiting.pop_front() {
+                let (status, reason) = if interrupted {
+                    (
+                        ItemStatus::Cancelled,
+                        "not started: the run was interrupted".to_string(),
+                    )
+                } else {
+                    (
+                        ItemStatus::Skipped,
+                        "its prerequisites never finished".to_string(),
+                    )
+                };
+                skip(&item, status, reason, team, &mut st, reporter)?;
+            }
+            break;
+        }
+
+        tokio::select! {
+            biased;
+            Some(msg) = rx.recv() => match msg {
+                UnitMsg::AttemptStarted { id, teammate, title, attempt, pgid } => {
+                    team.record(&Entry::AttemptStarted { id: id.clone(), teammate: teammate.clone(), attempt, pgid, at: now_rfc3339() })?;
+                    st.snapshot.running.retain(|r| r.id != id);
+                    st.snapshot.running.push(RunningEntry { id: id.clone(), teammate: teammate.clone(), title: title.clone(), attempt, pgid, started_at: now_rfc3339() });
+                    st.dirty = true;
+                    reporter.event(&Event::AttemptStarted { id, teammate, title, attempt });
+                }
+                UnitMsg::AttemptFinished { id, teammate, attempt, verdict, retrying } => {
+                    team.record(&Entry::AttemptFinished { id: id.clone(), attempt, status: verdict.status, reason: verdict.reason.clone(), at: now_rfc3339() })?;
+                    reporter.event(&Event::AttemptFinished { id, teammate, attempt, verdict, retrying });
+                }
+                UnitMsg::Finished(outcome) => {
+                    team.record(&Entry::ItemFinished { outcome: outcome.clone() })?;
+                    running.remove(&outcome.id);
+                    st.finish(&outcome);
+                    reporter.event(&Event::ItemFinished(outcome));
+                }
+            },
+            Some(joined) = tasks.join_next_with_id() => {
+                let id = match &joined { Ok((id, ())) => *id, Err(e) => e.id() };
+                if let Some(item) = task_items.remove(&id)
+                    && running.contains_key(&item.id)
+                {
+                    // The unit panicked before reporting: record it rather than lose it.
+                    running.remove(&item.id);
+                    skip(&item, ItemStatus::Failed, "internal error: the teammate's supervisor crashed".into(), team, &mut st, reporter)?;
+                }
+            }
+            _ = interrupt.recv() => on_interrupt(&mut interrupted, &cancel_tx, reporter),
+            _ = terminate.recv() => on_interrupt(&mut interrupted, &cancel_tx, reporter),
+            _ = tick.tick() => {
+                if st.dirty {
+                    st.snapshot.updated_at = now_rfc3339();
+                    team.write_snapshot(&st.snapshot)?;
+                    st.dirty = false;
+                }
+            }
+        }
+    }
+
+    team.record(&Entry::RunFinished {
+        at: now_rfc3339(),
+        interrupted,
+    })?;
+    team.sync()?;
+    st.snapshot.state = if interrupted {
+        "interrupted"
+    } else {
+        "finished"
+    }
+    .into();
+    st.snapshot.running.clear();
+    st.snapshot.updated_at = now_rfc3339();
+    team.write_snapshot(&st.snapshot)?;
+    if let Some(e) = source_error {
+        return Err(e);
+    }
+    let summary = RunSummary {
+        counts: ItemStatus::ALL
+            .iter()
+            .map(|s| (*s, st.counts.get(s).copied().unwrap_or(0)))
+            .collect(),
+        resumed: st.resumed,
+        interrupted,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        cost_usd: st.cost,
+        problems: st.problems,
+        problems_hidden: st.problems_hidden,
+    };
+    reporter.event(&Event::RunFinished(summary.clone()));
+    Ok(summary)
+}
+
+fn on_interrupt(
+    interrupted: &mut bool,
+    cancel: &watch::Sender<Cancel>,
+    reporter: &mut dyn Reporter,
+) {
+    let immediate = *interrupted;
+    *interrupted = true;
+    let _ = cancel.send(if immediate {
+        Cancel::Immediate
+    } else {
+        Cancel::Graceful
+    });
+    reporter.event(&Event::Interrupted { immediate });
+}
+
+/// Pop the first waiting item that is ready; skip those whose prerequisites failed.
+fn take_ready(
+    waiting: &mut VecDeque<WorkItem>,
+    st: &mut State,
+    team: &mut Team,
+    _spec: &RunSpec,
+    reporter: &mut dyn Reporter,
+) -> Result<Option<WorkItem>> {
+    let mut i = 0;
+    while i < waiting.len() {
+        match readiness(&waiting[i], &st.statuses) {
+            Ok(true) => return Ok(waiting.remove(i)),
+            Ok(false) => i += 1,
+            Err(reason) => {
+                if let Some(item) = waiting.remove(i) {
+                    skip(&item, ItemStatus::Skipped, reason, team, st, reporter)?;
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// An item completed by an earlier run with the same prompt is not run again.
+fn resume_completed(item: &WorkItem, team: &Team, spec: &RunSpec, st: &mut State) -> Result<bool> {
+    let Some(prev) = team.finished.get(&item.id) else {
+        return Ok(false);
+    };
+    if prev.status != ItemStatus::Completed || prev.prompt_hash != unit::prompt_hash(spec, item) {
+        return Ok(false);
+    }
+    st.statuses.insert(item.id.clone(), ItemStatus::Completed);
+    *st.counts.entry(ItemStatus::Completed).or_default() += 1;
+    st.resumed += 1;
+    *st.snapshot
+        .counts
+        .entry(ItemStatus::Completed.to_string())
+        .or_default() += 1;
+    Ok(true)
+}
+
+fn skip(
+    item: &WorkItem,
+    status: ItemStatus,
+    reason: String,
+    team: &mut Team,
+    st: &mut State,
+    reporter: &mut dyn Reporter,
+) -> Result<()> {
+    let outcome = Outcome::not_run(&item.id, &item.teammate, &item.title, status, reason);
+    team.record(&Entry::ItemFinished {
+        outcome: Box::new(outcome.clone()),
+    })?;
+    st.finish(&outcome);
+    reporter.event(&Event::ItemFinished(Box::new(outcome)));
+    Ok(())
+}

@@ -1,0 +1,335 @@
+//! `journal.jsonl`: the append-only record of a run, the durable truth used to resume.
+//!
+//! One JSON object per line, `{"v":1,"event":...}`:
+//! - `run_started`: `at`, `pid`, `team`
+//! - `attempt_started`: `id`, `teammate`, `attempt`, `pgid`, `at`
+//! - `attempt_finished`: `id`, `attempt`, `status`, `reason`, `at`
+//! - `item_finished`: `outcome` (see [`Outcome`])
+//! - `run_finished`: `at`, `interrupted`
+//!
+//! Each event is written with one `write` call before the state it describes is acted on,
+//! so a crash (even `kill -9`) loses at most the event being written; a torn last line is
+//! ignored on replay. The file is fsynced when the run ends.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::outcome::Outcome;
+use crate::error::{Error, Result};
+use crate::report::ItemStatus;
+
+/// Journal format version.
+pub const VERSION: u32 = 1;
+
+/// One journal line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Entry {
+    /// A run (or a resumed run) started.
+    RunStarted {
+        /// RFC 3339 time.
+        at: String,
+        /// The runner's pid.
+        pid: u32,
+        /// Team name.
+        team: String,
+    },
+    /// An attempt's process started.
+    AttemptStarted {
+        /// Item id.
+        id: String,
+        /// Teammate name.
+        teammate: String,
+        /// Attempt number, 1-based.
+        attempt: u32,
+        /// Process group id (also the leader's pid).
+        pgid: u32,
+        /// RFC 3339 time.
+        at: String,
+    },
+    /// An attempt ended.
+    AttemptFinished {
+        /// Item id.
+        id: String,
+        /// Attempt number.
+        attempt: u32,
+        /// Its verdict.
+        status: ItemStatus,
+        /// One-line reason.
+        reason: String,
+        /// RFC 3339 time.
+        at: String,
+    },
+    /// An item reached its final status for this run.
+    ItemFinished {
+        /// The outcome.
+        outcome: Box<Outcome>,
+    },
+    /// The run ended.
+    RunFinished {
+        /// RFC 3339 time.
+        at: String,
+        /// Whether it was interrupted.
+        interrupted: bool,
+    },
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    v: u32,
+    #[serde(flatten)]
+    entry: &'a Entry,
+}
+
+#[derive(Deserialize)]
+struct OwnedLine {
+    #[serde(flatten)]
+    entry: Entry,
+}
+
+/// The open journal of a run.
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+    len: u64,
+}
+
+/// Where an `item_finished` event sits in the journal, and its key facts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinishedRef {
+    /// Byte offset of the line.
+    pub offset: u64,
+    /// Its length in bytes (without the newline).
+    pub len: u64,
+    /// The item's status.
+    pub status: ItemStatus,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// Prompt hash recorded with it.
+    pub prompt_hash: String,
+}
+
+/// What a previous run left in the journal.
+#[derive(Debug, Default)]
+pub struct Replay {
+    /// Last `item_finished` per item id.
+    pub finished: HashMap<String, FinishedRef>,
+    /// Attempts that started and never finished (the runner died): `(id, pgid)`.
+    pub unfinished_attempts: Vec<(String, u32)>,
+    /// Highest attempt number started per item (to keep numbering across runs).
+    pub attempts_started: HashMap<String, u32>,
+}
+
+impl Journal {
+    /// Open (create) the journal for appending. A torn last line left by a crash is cut off
+    /// so new events start on a fresh line.
+    pub fn open(path: &Path) -> Result<Journal> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| Error::io("open", path, e))?;
+        let len = file
+            .seek(SeekFrom::End(0))
+            .map_err(|e| Error::io("read", path, e))?;
+        let mut journal = Journal {
+            file,
+            path: path.to_owned(),
+            len,
+        };
+        if len > 0 {
+            let mut last = [0u8; 1];
+            journal
+                .file
+                .seek(SeekFrom::Start(len - 1))
+                .map_err(|e| Error::io("read", path, e))?;
+            journal
+                .file
+                .read_exact(&mut last)
+                .map_err(|e| Error::io("read", path, e))?;
+            if last[0] != b'\n' {
+                journal
+                    .file
+                    .write_all(b"\n")
+                    .map_err(|e| Error::io("write", path, e))?;
+                journal.len += 1;
+            }
+        }
+        Ok(journal)
+    }
+
+    /// Append one event (one `write` call). Returns the byte offset of its line and the
+    /// line's length without the newline.
+    pub fn append(&mut self, entry: &Entry) -> Result<(u64, u64)> {
+        let mut line = serde_json::to_vec(&Line { v: VERSION, entry })
+            .map_err(|e| Error::Environment(format!("cannot encode a journal event: {e}")))?;
+        line.push(b'\n');
+        self.file
+            .write_all(&line)
+            .map_err(|e| Error::io("append to", &self.path, e))?;
+        let at = self.len;
+        self.len += line.len() as u64;
+        Ok((at, line.len() as u64 - 1))
+    }
+
+    /// fsync the journal.
+    pub fn sync(&mut self) -> Result<()> {
+        self.file
+            .sync_all()
+            .map_err(|e| Error::io("sync", &self.path, e))
+    }
+
+    /// The journal's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Read a journal (missing → empty replay). Unreadable lines (a torn last line) are skipped.
+pub fn replay(path: &Path) -> Result<Replay> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Replay::default()),
+        Err(e) => return Err(Error::io("read", path, e)),
+    };
+    let mut r = Replay::default();
+    let mut open: HashMap<(String, u32), u32> = HashMap::new();
+    let mut reader = BufReader::new(file);
+    let mut offset = 0u64;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| Error::io("read", path, e))?;
+        if n == 0 {
+            break;
+        }
+        let body = line.strip_suffix(b"\n").unwrap_or(&line);
+        if let Ok(OwnedLine { entry }) = serde_json::from_slice::<OwnedLine>(body) {
+            match entry {
+                Entry::AttemptStarted {
+                    id, attempt, pgid, ..
+                } => {
+                    let best = r.attempts_started.entry(id.clone()).or_default();
+                    *best = (*best).max(attempt);
+                    open.insert((id, attempt), pgid);
+                }
+                Entry::AttemptFinished { id, attempt, .. } => {
+                    open.remove(&(id, attempt));
+                }
+                Entry::ItemFinished { outcome } => {
+                    r.finished.insert(
+                        outcome.id.clone(),
+                        FinishedRef {
+                            offset,
+                            len: body.len() as u64,
+                            status: outcome.status,
+                            attempts: outcome.attempts,
+                            prompt_hash: outcome.prompt_hash.clone(),
+                        },
+                    );
+                }
+                Entry::RunStarted { .. } | Entry::RunFinished { .. } => {}
+            }
+        }
+        offset += n as u64;
+    }
+    let mut unfinished: Vec<(String, u32)> =
+        open.into_iter().map(|((id, _), pgid)| (id, pgid)).collect();
+    unfinished.sort();
+    r.unfinished_attempts = unfinished;
+    Ok(r)
+}
+
+/// Read back the outcome recorded at `at` (from [`Replay::finished`] or [`Journal::append`]).
+pub fn read_outcome(file: &mut File, path: &Path, at: &FinishedRef) -> Result<Outcome> {
+    file.seek(SeekFrom::Start(at.offset))
+        .map_err(|e| Error::io("read", path, e))?;
+    let mut buf = vec![0u8; at.len as usize];
+    file.read_exact(&mut buf)
+        .map_err(|e| Error::io("read", path, e))?;
+    match serde_json::from_slice::<OwnedLine>(&buf) {
+        Ok(OwnedLine {
+            entry: Entry::ItemFinished { outcome },
+        }) => Ok(*outcome),
+        _ => Err(Error::Environment(format!(
+            "{}: the journal line at byte {} is not an item_finished event",
+            path.display(),
+            at.offset
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(id: &str, status: ItemStatus) -> Outcome {
+        let mut o = Outcome::not_run(id, "t", "title", status, String::new());
+        o.attempts = 1;
+        o
+    }
+
+    #[test]
+    fn replay_finds_last_outcome_and_open_attempts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("journal.jsonl");
+        let mut j = Journal::open(&p).expect("open");
+        let started = |id: &str, attempt, pgid| Entry::AttemptStarted {
+            id: id.into(),
+            teammate: "t".into(),
+            attempt,
+            pgid,
+            at: String::new(),
+        };
+        j.append(&started("a", 1, 100)).expect("append");
+        j.append(&Entry::AttemptFinished {
+            id: "a".into(),
+            attempt: 1,
+            status: ItemStatus::Failed,
+            reason: "x".into(),
+            at: String::new(),
+        })
+        .expect("append");
+        j.append(&Entry::ItemFinished {
+            outcome: Box::new(outcome("a", ItemStatus::Failed)),
+        })
+        .expect("append");
+        j.append(&started("b", 1, 200)).expect("append");
+        j.append(&Entry::ItemFinished {
+            outcome: Box::new(outcome("a", ItemStatus::Completed)),
+        })
+        .expect("append");
+        drop(j);
+        // A torn line from a crash is ignored, and the next append starts a fresh line.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .and_then(|mut f| f.write_all(b"{\"v\":1,\"ev"))
+            .expect("tear");
+        let r = replay(&p).expect("replay");
+        assert_eq!(r.finished["a"].status, ItemStatus::Completed);
+        assert_eq!(r.unfinished_attempts, vec![("b".to_string(), 200)]);
+        let mut f = File::open(&p).expect("open");
+        assert_eq!(
+            read_outcome(&mut f, &p, &r.finished["a"])
+                .expect("read")
+                .status,
+            ItemStatus::Completed
+        );
+        let mut j = Journal::open(&p).expect("reopen");
+        j.append(&Entry::ItemFinished {
+            outcome: Box::new(outcome("b", ItemStatus::Completed)),
+        })
+        .expect("append");
+        assert_eq!(replay(&p).expect("replay").finished.len(), 2);
+    }
+}

@@ -1,0 +1,117 @@
+//! The recorded result of one item: what the journal stores and every sink reads.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::report::ItemStatus;
+
+/// The final result of one item in one run, written to `journal.jsonl` as an
+/// `item_finished` event and read by the sinks (workers-output.csv, todo ticks, JUnit).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Item id.
+    pub id: String,
+    /// Teammate name.
+    pub teammate: String,
+    /// One-line title.
+    pub title: String,
+    /// Final status.
+    pub status: ItemStatus,
+    /// Attempts made for this item, across runs that resumed it.
+    pub attempts: u32,
+    /// Exit code of the last attempt, when it exited.
+    pub exit_code: Option<i32>,
+    /// Wall time of the last attempt, seconds.
+    pub duration_s: f64,
+    /// When the first attempt of this run started (RFC 3339), empty if it never started.
+    pub started_at: String,
+    /// When the item finished (RFC 3339).
+    pub finished_at: String,
+    /// One-line reason when not completed.
+    pub error: String,
+    /// The report's summary.
+    pub summary: String,
+    /// Path of the last attempt's stdout log (empty if none).
+    pub log: String,
+    /// The report's `output` (null when none).
+    #[serde(default)]
+    pub output: Value,
+    /// The whole report, when one was found.
+    #[serde(default)]
+    pub report: Option<Value>,
+    /// Cost in USD, when the runner definition yields it.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    /// Input tokens, when known.
+    #[serde(default)]
+    pub input_tokens: Option<u64>,
+    /// Output tokens, when known.
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+    /// Agent turns, when known.
+    #[serde(default)]
+    pub turns: Option<u64>,
+    /// Agent session id, when known.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Hash of the item's first-attempt prompt: a resumed run reruns a completed item
+    /// whose prompt changed.
+    #[serde(default)]
+    pub prompt_hash: String,
+}
+
+impl Outcome {
+    /// An outcome for an item that never ran (skipped, or cancelled before it started).
+    pub fn not_run(
+        id: &str,
+        teammate: &str,
+        title: &str,
+        status: ItemStatus,
+        reason: String,
+    ) -> Outcome {
+        Outcome {
+            id: id.to_owned(),
+            teammate: teammate.to_owned(),
+            title: title.to_owned(),
+            status,
+            attempts: 0,
+            exit_code: None,
+            duration_s: 0.0,
+            started_at: String::new(),
+            finished_at: crate::run::now_rfc3339(),
+            error: reason,
+            summary: String::new(),
+            log: String::new(),
+            output: Value::Null,
+            report: None,
+            cost_usd: None,
+            input_tokens: None,
+            output_tokens: None,
+            turns: None,
+            session_id: None,
+            prompt_hash: String::new(),
+        }
+    }
+}
+
+/// FNV-1a 64-bit hash as 16 hex digits: stable across builds and platforms (unlike std's
+/// `DefaultHasher`), used to notice a changed prompt on resume.
+pub fn stable_hash(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stable_hash_is_fnv1a() {
+        assert_eq!(stable_hash(""), "cbf29ce484222325");
+        assert_eq!(stable_hash("a"), "af63dc4c8601ec8c");
+    }
+}

@@ -1,0 +1,379 @@
+//! Starting and supervising one attempt's process (DESIGN §6).
+//!
+//! Each child runs as the leader of its own process group (`process-wrap`). A time limit or
+//! an interrupt sends SIGTERM to the whole group, waits a grace period, then SIGKILL; an
+//! immediate cancel (second Ctrl-C) sends SIGKILL at once. stdout and stderr are drained
+//! concurrently into capped log files. After the leader exits, the runner waits a bounded
+//! time for the pipes to close (a grandchild may hold them), then kills what is left of the
+//! group. No process of the group outlives [`run`].
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use process_wrap::tokio::{CommandWrap, ProcessGroup};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+use crate::report::ProcessEnd;
+
+/// What the dispatcher asks running attempts to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Cancel {
+    /// Keep running.
+    None,
+    /// Interrupted: SIGTERM, grace period, SIGKILL.
+    Graceful,
+    /// Interrupted twice: SIGKILL at once.
+    Immediate,
+}
+
+/// Everything needed to start one attempt.
+#[derive(Debug, Clone)]
+pub struct Spawn {
+    /// Program (PATH lookup or path).
+    pub program: String,
+    /// Arguments.
+    pub args: Vec<String>,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Variables to remove from the inherited environment.
+    pub env_unset: Vec<String>,
+    /// Variables to set.
+    pub env_set: Vec<(String, String)>,
+    /// Bytes written to stdin, which is then closed; `None` → stdin is /dev/null.
+    pub stdin: Option<Vec<u8>>,
+    /// Where stdout goes (capped).
+    pub stdout_log: PathBuf,
+    /// Where stderr goes (capped).
+    pub stderr_log: PathBuf,
+    /// Cap of each log file, bytes (head and tail kept, the cut marked).
+    pub log_cap: u64,
+    /// Time limit; `None` for no limit.
+    pub timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// How long to wait for the pipes to close after the leader exits.
+    pub pipe_wait: Duration,
+}
+
+/// How an attempt's process ended.
+#[derive(Debug, Clone)]
+pub struct Exit {
+    /// The verdict input: exited, signalled, timed out, cancelled, not started.
+    pub end: ProcessEnd,
+    /// The exit code, when it exited (also after a SIGTERM it handled).
+    pub exit_code: Option<i32>,
+    /// Wall time from spawn to exit.
+    pub elapsed: Duration,
+    /// Bytes the child wrote to stdout (before capping).
+    pub stdout_bytes: u64,
+    /// Bytes the child wrote to stderr (before capping).
+    pub stderr_bytes: u64,
+}
+
+/// Signals the whole group with SIGKILL when dropped, so that a cancelled or panicking
+/// supervisor cannot leave the group running.
+struct GroupGuard(Pid);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        let _ = killpg(self.0, Signal::SIGKILL);
+    }
+}
+
+fn signal_group(pgid: Pid, sig: Signal) {
+    match killpg(pgid, sig) {
+        Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+        Err(e) => tracing::warn!("cannot send {sig} to process group {pgid}: {e}"),
+    }
+}
+
+/// Run one attempt to its end. `on_start` is called with the process group id right after
+/// the spawn (the dispatcher journals it so orphans can be found after a crash).
+pub async fn run(
+    spec: &Spawn,
+    mut cancel: watch::Receiver<Cancel>,
+    on_start: impl FnOnce(u32),
+) -> Exit {
+    let not_started = |why: String| Exit {
+        end: ProcessEnd::NotStarted(why),
+        exit_code: None,
+        elapsed: Duration::ZERO,
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+    };
+    let stdout_file = match crate::fsutil::create_private_file(&spec.stdout_log) {
+        Ok(f) => tokio::fs::File::from_std(f),
+        Err(e) => return not_started(format!("cannot create {}: {e}", spec.stdout_log.display())),
+    };
+    let stderr_file = match crate::fsutil::create_private_file(&spec.stderr_log) {
+        Ok(f) => tokio::fs::File::from_std(f),
+        Err(e) => return not_started(format!("cannot create {}: {e}", spec.stderr_log.display())),
+    };
+    let mut cmd = CommandWrap::with_new(&spec.program, |c| {
+        c.args(&spec.args)
+            .current_dir(&spec.cwd)
+            .stdin(if spec.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for k in &spec.env_unset {
+            c.env_remove(k);
+        }
+        for (k, v) in &spec.env_set {
+            c.env(k, v);
+        }
+    });
+    cmd.wrap(ProcessGroup::leader());
+    let started = Instant::now();
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return not_started(format!("cannot start `{}`: {e}", spec.program)),
+    };
+    let Some(pid) = child.id() else {
+        return not_started("the process exited before its id could be read".into());
+    };
+    let pgid = Pid::from_raw(pid as i32);
+    let guard = GroupGuard(pgid);
+    on_start(pid);
+
+    let stdin_task = match (child.stdin().take(), spec.stdin.clone()) {
+        (Some(mut pipe), Some(bytes)) => Some(tokio::spawn(async move {
+            // A child that exits without reading gives EPIPE; that is its business.
+            let _ = pipe.write_all(&bytes).await;
+            let _ = pipe.shutdown().await;
+            drop(pipe);
+        })),
+        _ => None,
+    };
+    let mut out_task = child
+        .stdout()
+        .take()
+        .map(|p| tokio::spawn(drain(p, stdout_file, spec.stdout_log.clone(), spec.log_cap)));
+    let mut err_task = child
+        .stderr()
+        .take()
+        .map(|p| tokio::spawn(drain(p, stderr_file, spec.stderr_log.clone(), spec.log_cap)));
+
+    let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
+    let mut stopping: Option<(ProcessEnd, tokio::time::Instant)> = None;
+    let mut killed = false;
+    let status = {
+        let wait = child.wait();
+        tokio::pin!(wait);
+        loop {
+            let term_deadline = stopping.as_ref().map(|(_, at)| *at);
+            tokio::select! {
+                status = &mut wait => break status,
+                _ = sleep_until_opt(deadline), if stopping.is_none() => {
+                    let limit_s = spec.timeout.map_or(0, |t| t.as_secs());
+                    signal_group(pgid, Signal::SIGTERM);
+                    stopping = Some((ProcessEnd::TimedOut { limit_s }, tokio::time::Instant::now() + spec.grace));
+                }
+                _ = sleep_until_opt(term_deadline), if !killed => {
+                    signal_group(pgid, Signal::SIGKILL);
+                    killed = true;
+                }
+                changed = cancel.changed(), if !killed => {
+                    let level = if changed.is_ok() { *cancel.borrow() } else { Cancel::Immediate };
+                    match level {
+                        Cancel::None => {}
+                        Cancel::Graceful if stopping.is_none() => {
+                            signal_group(pgid, Signal::SIGTERM);
+                            stopping = Some((ProcessEnd::Cancelled, tokio::time::Instant::now() + spec.grace));
+                        }
+                        Cancel::Graceful => {}
+                        Cancel::Immediate => {
+                            signal_group(pgid, Signal::SIGKILL);
+                            killed = true;
+                            if stopping.is_none() {
+                                stopping = Some((ProcessEnd::Cancelled, tokio::time::Instant::now()));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let elapsed = started.elapsed();
+
+    // The leader is gone; give the pipes a bounded time to close, then end the group.
+    let mut bytes = [0u64; 2];
+    let mut drains = [out_task.take(), err_task.take()];
+    let pipes_closed = tokio::time::timeout(spec.pipe_wait, async {
+        for (i, slot) in drains.iter_mut().enumerate() {
+            if let Some(handle) = slot.as_mut() {
+                bytes[i] = handle.await.unwrap_or(0);
+                *slot = None;
+            }
+        }
+    })
+    .await
+    .is_ok();
+    signal_group(pgid, Signal::SIGKILL);
+    if !pipes_closed {
+        tracing::debug!(
+            "pipes of group {pgid} still open {:?} after exit; killed the group",
+            spec.pipe_wait
+        );
+    }
+    for (i, slot) in drains.iter_mut().enumerate() {
+        if let Some(mut handle) = slot.take() {
+            // Killed holders close the pipes at once; a process that escaped the group
+            // cannot keep us waiting.
+            match tokio::time::timeout(Duration::from_secs(2), &mut handle).await {
+                Ok(n) => bytes[i] = n.unwrap_or(0),
+                Err(_) => handle.abort(),
+            }
+        }
+    }
+    if let Some(t) = stdin_task {
+        t.abort();
+    }
+    drop(guard);
+
+    let (end, exit_code) = match status {
+        Err(e) => (
+            ProcessEnd::NotStarted(format!("cannot wait for the process: {e}")),
+            None,
+        ),
+        Ok(st) => {
+            use std::os::unix::process::ExitStatusExt;
+            match stopping {
+                Some((end, _)) => (end, st.code()),
+                None => match (st.code(), st.signal()) {
+                    (Some(code), _) => (ProcessEnd::Exited(code), Some(code)),
+                    (None, Some(sig)) => (ProcessEnd::Signalled(sig), None),
+                    (None, None) => (ProcessEnd::Signalled(0), None),
+                },
+            }
+        }
+    };
+    Exit {
+        end,
+        exit_code,
+        elapsed,
+        stdout_bytes: bytes[0],
+        stderr_bytes: bytes[1],
+    }
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Copy `pipe` into `file`, keeping at most `cap` bytes: the first half, then the last half
+/// (held in a ring file beside the log while running), with a marker line where bytes were
+/// cut. Returns the total bytes read. Memory use is one 64 KiB buffer.
+async fn drain(
+    mut pipe: impl AsyncRead + Unpin,
+    mut file: tokio::fs::File,
+    path: PathBuf,
+    cap: u64,
+) -> u64 {
+    let head_cap = cap / 2;
+    let tail_cap = cap - head_cap;
+    let ring_path = ring_path(&path);
+    let mut ring: Option<tokio::fs::File> = None;
+    let mut total: u64 = 0;
+    let mut ring_written: u64 = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut chunk = &buf[..n];
+        if total < head_cap {
+            let take = chunk.len().min((head_cap - total) as usize);
+            if file.write_all(&chunk[..take]).await.is_err() {
+                // Disk trouble: keep draining so the child never blocks on a full pipe.
+            }
+            chunk = &chunk[take..];
+        }
+        total += n as u64;
+        if chunk.is_empty() || tail_cap == 0 {
+            continue;
+        }
+        if ring.is_none() {
+            ring = crate::fsutil::create_private_file(&ring_path)
+                .ok()
+                .map(tokio::fs::File::from_std);
+        }
+        if let Some(r) = ring.as_mut() {
+            while !chunk.is_empty() {
+                let pos = ring_written % tail_cap;
+                let take = chunk.len().min((tail_cap - pos) as usize);
+                if r.seek(std::io::SeekFrom::Start(pos)).await.is_err()
+                    || r.write_all(&chunk[..take]).await.is_err()
+                {
+                    break;
+                }
+                ring_written += take as u64;
+                chunk = &chunk[take..];
+            }
+        }
+    }
+    if let Some(mut r) = ring {
+        let _ = finish_ring(&mut file, &mut r, ring_written, tail_cap).await;
+        drop(r);
+        let _ = tokio::fs::remove_file(&ring_path).await;
+    }
+    let _ = file.flush().await;
+    total
+}
+
+async fn finish_ring(
+    file: &mut tokio::fs::File,
+    ring: &mut tokio::fs::File,
+    ring_written: u64,
+    tail_cap: u64,
+) -> std::io::Result<()> {
+    if ring_written <= tail_cap {
+        return copy_range(ring, file, 0, ring_written).await;
+    }
+    let marker = format!(
+        "\n[runner: {} bytes cut here; the log keeps its first and last bytes]\n",
+        ring_written - tail_cap
+    );
+    file.write_all(marker.as_bytes()).await?;
+    let pos = ring_written % tail_cap;
+    copy_range(ring, file, pos, tail_cap - pos).await?;
+    copy_range(ring, file, 0, pos).await
+}
+
+async fn copy_range(
+    from: &mut tokio::fs::File,
+    to: &mut tokio::fs::File,
+    start: u64,
+    len: u64,
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    from.seek(std::io::SeekFrom::Start(start)).await?;
+    let mut left = len;
+    while left > 0 {
+        let want = left.min(buf.len() as u64) as usize;
+        from.read_exact(&mut buf[..want]).await?;
+        to.write_all(&buf[..want]).await?;
+        left -= want as u64;
+    }
+    Ok(())
+}
+
+fn ring_path(log: &Path) -> PathBuf {
+    let mut name = log
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".tail");
+    log.with_file_name(name)
+}

@@ -1,0 +1,228 @@
+//! The team workspace (DESIGN §1): `team.json` (live snapshot, rewritten atomically and
+//! debounced), `journal.jsonl` (append-only truth), `lock`, and `teammates/<name>/`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::journal::{self, Entry, FinishedRef, Journal, Replay};
+use super::lock::{self, RunLock};
+use super::outcome::Outcome;
+use super::{now_rfc3339, orphans};
+use crate::error::{Error, Result};
+use crate::report::ItemStatus;
+
+/// An open team workspace, locked for this run.
+pub struct Team {
+    /// Team name.
+    pub name: String,
+    /// Workspace folder.
+    pub dir: PathBuf,
+    journal: Journal,
+    reader: Option<File>,
+    /// Items finished so far (this run and earlier ones), by id.
+    pub finished: HashMap<String, FinishedRef>,
+    /// Highest attempt started per item, across runs.
+    pub attempts_started: HashMap<String, u32>,
+    _lock: RunLock,
+}
+
+impl Team {
+    /// Create or reopen the workspace `dir` (mode 0700), take its lock, replay its journal,
+    /// and end processes an earlier, dead run left behind.
+    ///
+    /// Errors: [`Error::Environment`] when the folder cannot be created or the lock is held.
+    pub fn open(name: &str, dir: &Path) -> Result<Team> {
+        crate::fsutil::create_private_dir(dir)?;
+        crate::fsutil::create_private_dir(&dir.join("teammates"))?;
+        let lock = lock::acquire(dir)?;
+        let journal_path = dir.join("journal.jsonl");
+        let Replay {
+            finished,
+            unfinished_attempts,
+            attempts_started,
+        } = journal::replay(&journal_path)?;
+        for (_, pgid) in &unfinished_attempts {
+            orphans::reap(*pgid, dir);
+        }
+        let journal = Journal::open(&journal_path)?;
+        Ok(Team {
+            name: name.to_owned(),
+            dir: dir.to_owned(),
+            journal,
+            reader: None,
+            finished,
+            attempts_started,
+            _lock: lock,
+        })
+    }
+
+    /// Append an event to the journal.
+    pub fn record(&mut self, entry: &Entry) -> Result<()> {
+        let (offset, len) = self.journal.append(entry)?;
+        if let Entry::ItemFinished { outcome } = entry {
+            self.finished.insert(
+                outcome.id.clone(),
+                FinishedRef {
+                    offset,
+                    len,
+                    status: outcome.status,
+                    attempts: outcome.attempts,
+                    prompt_hash: outcome.prompt_hash.clone(),
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// fsync the journal.
+    pub fn sync(&mut self) -> Result<()> {
+        self.journal.sync()
+    }
+
+    /// The recorded outcome of item `id`, if it finished in this or an earlier run.
+    pub fn outcome(&mut self, id: &str) -> Result<Option<Outcome>> {
+        let Some(at) = self.finished.get(id).cloned() else {
+            return Ok(None);
+        };
+        let path = self.journal.path().to_owned();
+        if self.reader.is_none() {
+            self.reader = Some(File::open(&path).map_err(|e| Error::io("read", &path, e))?);
+        }
+        let Some(reader) = self.reader.as_mut() else {
+            return Ok(None);
+        };
+        journal::read_outcome(reader, &path, &at).map(Some)
+    }
+
+    /// Replace `team.json` atomically with `snapshot`.
+    pub fn write_snapshot(&self, snapshot: &Snapshot) -> Result<()> {
+        let mut bytes = serde_json::to_vec_pretty(snapshot)
+            .map_err(|e| Error::Environment(format!("cannot encode team.json: {e}")))?;
+        bytes.push(b'\n');
+        crate::fsutil::write_atomic(&self.dir.join("team.json"), &bytes)
+    }
+}
+
+/// One running teammate in `team.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunningEntry {
+    /// Item id.
+    pub id: String,
+    /// Teammate.
+    pub teammate: String,
+    /// Title.
+    pub title: String,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Process group id.
+    pub pgid: u32,
+    /// When the attempt started.
+    pub started_at: String,
+}
+
+/// One finished item in `team.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct FinishedEntry {
+    /// Item id.
+    pub id: String,
+    /// Teammate.
+    pub teammate: String,
+    /// Title.
+    pub title: String,
+    /// Final status.
+    pub status: ItemStatus,
+    /// Attempts.
+    pub attempts: u32,
+    /// Seconds of the last attempt.
+    pub duration_s: f64,
+    /// Summary or reason.
+    pub detail: String,
+    /// Log path.
+    pub log: String,
+}
+
+/// `team.json`: the live state of a team, for `runner status` and lead agents.
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot {
+    /// Format version.
+    pub v: u32,
+    /// Team name.
+    pub team: String,
+    /// Workspace folder.
+    pub workspace: String,
+    /// `running`, `finished` or `interrupted`.
+    pub state: String,
+    /// Runner pid.
+    pub pid: u32,
+    /// When this run started.
+    pub started_at: String,
+    /// When this snapshot was written.
+    pub updated_at: String,
+    /// Items in the batch when known.
+    pub total: Option<u64>,
+    /// Finished items per status.
+    pub counts: BTreeMap<String, u64>,
+    /// Teammates working now.
+    pub running: Vec<RunningEntry>,
+    /// Finished items, most recent last. Completed items beyond the most recent
+    /// [`SNAPSHOT_COMPLETED_MAX`] are left out (they are in the journal and the output).
+    pub finished: Vec<FinishedEntry>,
+}
+
+/// How many completed items `team.json` lists at most.
+pub const SNAPSHOT_COMPLETED_MAX: usize = 200;
+
+impl Snapshot {
+    /// A fresh snapshot for a run starting now.
+    pub fn new(team: &Team, total: Option<u64>) -> Snapshot {
+        Snapshot {
+            v: 1,
+            team: team.name.clone(),
+            workspace: team.dir.display().to_string(),
+            state: "running".into(),
+            pid: std::process::id(),
+            started_at: now_rfc3339(),
+            updated_at: now_rfc3339(),
+            total,
+            counts: BTreeMap::new(),
+            running: Vec::new(),
+            finished: Vec::new(),
+        }
+    }
+
+    /// Record a finished item.
+    pub fn finish(&mut self, o: &Outcome) {
+        self.running.retain(|r| r.id != o.id);
+        *self.counts.entry(o.status.to_string()).or_default() += 1;
+        self.finished.push(FinishedEntry {
+            id: o.id.clone(),
+            teammate: o.teammate.clone(),
+            title: o.title.clone(),
+            status: o.status,
+            attempts: o.attempts,
+            duration_s: o.duration_s,
+            detail: if o.status == ItemStatus::Completed {
+                o.summary.clone()
+            } else {
+                o.error.clone()
+            },
+            log: o.log.clone(),
+        });
+        let completed = self
+            .finished
+            .iter()
+            .filter(|f| f.status == ItemStatus::Completed)
+            .count();
+        if completed > SNAPSHOT_COMPLETED_MAX
+            && let Some(i) = self
+                .finished
+                .iter()
+                .position(|f| f.status == ItemStatus::Completed)
+        {
+            self.finished.remove(i);
+        }
+    }
+}

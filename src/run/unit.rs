@@ -1,0 +1,507 @@
+//! One item's attempts: prepare the teammate folder, render the prompt, run the agent,
+//! collect the report, judge it, verify, and retry when allowed. A unit owns no shared
+//! state: it reports to the dispatcher through messages.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::sync::{mpsc, watch};
+
+use super::outcome::{Outcome, stable_hash};
+use super::process::{self, Cancel, Spawn};
+use super::{RunSpec, now_rfc3339};
+use crate::agent::definition::AttemptArgs;
+use crate::agent::{self, AgentResult};
+use crate::item::WorkItem;
+use crate::prompt::{ItemContext, PromptContext, RetryContext, Var};
+use crate::report::{self, Evidence, ItemStatus, ProcessEnd, Verdict};
+
+/// Most bytes of stdout read back for parsing: logs up to this size are read whole; larger
+/// ones contribute their first [`HEAD_READ`] and last [`TAIL_READ`] bytes.
+const FULL_READ: u64 = 8 * 1024 * 1024;
+const HEAD_READ: u64 = 1024 * 1024;
+const TAIL_READ: u64 = 4 * 1024 * 1024;
+/// Most bytes of `working-context.md` carried into a retry prompt.
+const WORKING_CONTEXT_MAX: u64 = 64 * 1024;
+
+/// Messages from a unit to the dispatcher.
+#[derive(Debug)]
+pub enum UnitMsg {
+    /// An attempt's process started (journal its process group).
+    AttemptStarted {
+        /// Item id.
+        id: String,
+        /// Teammate.
+        teammate: String,
+        /// Title.
+        title: String,
+        /// Attempt number.
+        attempt: u32,
+        /// Process group id.
+        pgid: u32,
+    },
+    /// An attempt ended.
+    AttemptFinished {
+        /// Item id.
+        id: String,
+        /// Teammate.
+        teammate: String,
+        /// Attempt number.
+        attempt: u32,
+        /// Verdict.
+        verdict: Verdict,
+        /// Another attempt follows.
+        retrying: bool,
+    },
+    /// The item is done.
+    Finished(Box<Outcome>),
+}
+
+/// Render the teammate prompt for `item` (pure); `retry` is set on attempts after the first.
+pub fn render_prompt(
+    spec: &RunSpec,
+    item: &WorkItem,
+    retry: Option<RetryContext>,
+) -> Result<String, String> {
+    let dir = spec.teammate_dir(&item.teammate);
+    let ctx = PromptContext {
+        team: spec.team.clone(),
+        teammate: item.teammate.clone(),
+        item: ItemContext {
+            id: item.id.clone(),
+            title: item.title.clone(),
+            body: item.body.clone(),
+            checkpoint: item.checkpoint.as_ref().map(|p| p.display().to_string()),
+            vars: item
+                .vars
+                .iter()
+                .map(|(n, v)| Var {
+                    name: n.clone(),
+                    value: v.clone(),
+                })
+                .collect(),
+        },
+        report_path: dir.join("report.json").display().to_string(),
+        working_context: dir.join("working-context.md").display().to_string(),
+        output_schema: spec
+            .schema
+            .as_ref()
+            .map(|s| serde_json::to_string_pretty(&s.0).unwrap_or_default()),
+        retry,
+    };
+    spec.template.render(&ctx)
+}
+
+/// The hash of the first-attempt prompt, used to notice changed items on resume.
+pub fn prompt_hash(spec: &RunSpec, item: &WorkItem) -> String {
+    stable_hash(&render_prompt(spec, item, None).unwrap_or_default())
+}
+
+fn read_capped(path: &Path, max: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    if len <= max {
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf).ok()?;
+        return Some(String::from_utf8_lossy(&buf).into_owned());
+    }
+    let mut head = vec![0u8; HEAD_READ.min(max) as usize];
+    f.read_exact(&mut head).ok()?;
+    let tail_len = TAIL_READ.min(max);
+    f.seek(SeekFrom::Start(len - tail_len)).ok()?;
+    let mut tail = vec![0u8; tail_len as usize];
+    f.read_exact(&mut tail).ok()?;
+    let mut text = String::from_utf8_lossy(&head).into_owned();
+    text.push('\n');
+    text.push_str(&String::from_utf8_lossy(&tail));
+    Some(text)
+}
+
+fn last_line_of(path: &Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(4096))).ok()?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_owned)
+}
+
+fn backoff(retry: u32, base: Duration) -> Duration {
+    let exp = base.saturating_mul(1u32 << retry.saturating_sub(1).min(10));
+    let capped = exp.min(Duration::from_secs(300));
+    let jitter = rand::rng().random_range(0.5..1.5);
+    capped.mul_f64(jitter)
+}
+
+struct AttemptResult {
+    verdict: Verdict,
+    exit_code: Option<i32>,
+    elapsed: Duration,
+    agent: AgentResult,
+    report: Option<report::Report>,
+    log: PathBuf,
+}
+
+/// Run every attempt of `item`; `first_attempt` continues the numbering of earlier runs.
+pub async fn run_item(
+    spec: Arc<RunSpec>,
+    item: WorkItem,
+    first_attempt: u32,
+    tx: mpsc::UnboundedSender<UnitMsg>,
+    mut cancel: watch::Receiver<Cancel>,
+) {
+    let dir = spec.teammate_dir(&item.teammate);
+    let started_at = now_rfc3339();
+    let prompt_hash = prompt_hash(&spec, &item);
+    let mut retry_ctx: Option<RetryContext> = None;
+    let mut attempt = first_attempt;
+    let mut made = 0u32;
+    let last = loop {
+        let result = attempt_once(
+            &spec,
+            &item,
+            &dir,
+            attempt,
+            retry_ctx.take(),
+            &tx,
+            cancel.clone(),
+        )
+        .await;
+        made += 1;
+        let interrupted = *cancel.borrow() != Cancel::None;
+        let retrying =
+            made <= spec.retries && !interrupted && spec.retry_on.contains(&result.verdict.status);
+        let _ = tx.send(UnitMsg::AttemptFinished {
+            id: item.id.clone(),
+            teammate: item.teammate.clone(),
+            attempt,
+            verdict: result.verdict.clone(),
+            retrying,
+        });
+        if !retrying {
+            break result;
+        }
+        retry_ctx = Some(RetryContext {
+            attempt: attempt + 1,
+            status: result.verdict.status.to_string(),
+            reason: result.verdict.reason.clone(),
+            report: result
+                .report
+                .as_ref()
+                .map(|r| serde_json::to_string_pretty(&r.raw).unwrap_or_default()),
+            working_context: read_capped(&dir.join("working-context.md"), WORKING_CONTEXT_MAX),
+        });
+        let wait = backoff(made, spec.retry_delay);
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = cancel.changed() => {}
+        }
+        if *cancel.borrow() != Cancel::None {
+            break AttemptResult {
+                verdict: Verdict {
+                    status: ItemStatus::Cancelled,
+                    reason: "interrupted before a retry".into(),
+                },
+                ..result
+            };
+        }
+        attempt += 1;
+    };
+    let report = last.report.as_ref();
+    let outcome = Outcome {
+        id: item.id.clone(),
+        teammate: item.teammate.clone(),
+        title: item.title.clone(),
+        status: last.verdict.status,
+        attempts: attempt,
+        exit_code: last.exit_code,
+        duration_s: (last.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
+        started_at,
+        finished_at: now_rfc3339(),
+        error: last.verdict.reason,
+        summary: report.map(|r| r.summary.clone()).unwrap_or_default(),
+        log: last.log.display().to_string(),
+        output: report
+            .map(|r| r.output.clone())
+            .unwrap_or(serde_json::Value::Null),
+        report: report.map(|r| r.raw.clone()),
+        cost_usd: last.agent.cost_usd,
+        input_tokens: last.agent.input_tokens,
+        output_tokens: last.agent.output_tokens,
+        turns: last.agent.turns,
+        session_id: last.agent.session_id,
+        prompt_hash,
+    };
+    let _ = tx.send(UnitMsg::Finished(Box::new(outcome)));
+}
+
+fn failed_before_start(reason: String, log: PathBuf) -> AttemptResult {
+    AttemptResult {
+        verdict: Verdict {
+            status: ItemStatus::Failed,
+            reason,
+        },
+        exit_code: None,
+        elapsed: Duration::ZERO,
+        agent: AgentResult::default(),
+        report: None,
+        log,
+    }
+}
+
+async fn attempt_once(
+    spec: &RunSpec,
+    item: &WorkItem,
+    dir: &Path,
+    attempt: u32,
+    retry: Option<RetryContext>,
+    tx: &mpsc::UnboundedSender<UnitMsg>,
+    cancel: watch::Receiver<Cancel>,
+) -> AttemptResult {
+    let attempt_dir = dir.join(format!("attempt-{attempt}"));
+    let stdout_log = attempt_dir.join("stdout.log");
+    let stderr_log = attempt_dir.join("stderr.log");
+    let report_path = dir.join("report.json");
+    if let Err(e) = crate::fsutil::create_private_dir(&attempt_dir) {
+        return failed_before_start(e.to_string(), stdout_log);
+    }
+    // A report left by an earlier attempt must never count for this one.
+    if report_path.exists() {
+        let _ = std::fs::rename(
+            &report_path,
+            dir.join(format!("attempt-{}", attempt.saturating_sub(1).max(1)))
+                .join("report.json"),
+        );
+        let _ = std::fs::remove_file(&report_path);
+    }
+    let prompt = match render_prompt(spec, item, retry) {
+        Ok(p) => p,
+        Err(e) => return failed_before_start(format!("cannot render the prompt: {e}"), stdout_log),
+    };
+    let prompt_file = dir.join("prompt.md");
+    if let Err(e) = crate::fsutil::create_private_file(&prompt_file)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, prompt.as_bytes()))
+    {
+        return failed_before_start(
+            format!("cannot write {}: {e}", prompt_file.display()),
+            stdout_log,
+        );
+    }
+    let args = AttemptArgs {
+        prompt_file: &prompt_file,
+        report: &report_path,
+        workspace: dir,
+        prompt: &prompt,
+        model: spec.model.as_deref(),
+        agent_args: &spec.agent_args,
+        command: &spec.command,
+        vars: &spec.vars,
+    };
+    let inv = match spec.runner.invocation(&args) {
+        Ok(i) => i,
+        Err(e) => return failed_before_start(e, stdout_log),
+    };
+    let mut env = vec![
+        (
+            "RUNNER_REPORT".to_string(),
+            report_path.display().to_string(),
+        ),
+        ("RUNNER_ITEM_ID".to_string(), item.id.clone()),
+        ("RUNNER_TEAM".to_string(), spec.team.clone()),
+        ("RUNNER_TEAMMATE".to_string(), item.teammate.clone()),
+        (
+            "RUNNER_CHECKPOINT".to_string(),
+            item.checkpoint
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        ),
+        (
+            "RUNNER_WORKSPACE".to_string(),
+            spec.workspace.display().to_string(),
+        ),
+        ("RUNNER_TEAMMATE_DIR".to_string(), dir.display().to_string()),
+        ("RUNNER_ATTEMPT".to_string(), attempt.to_string()),
+    ];
+    env.extend(inv.env_set.iter().cloned());
+    for var in &inv.state_dirs {
+        let state = dir.join("state").join(var.to_lowercase());
+        if let Err(e) = crate::fsutil::create_private_dir(&state) {
+            return failed_before_start(e.to_string(), stdout_log);
+        }
+        env.push((var.clone(), state.display().to_string()));
+    }
+    let spawn = Spawn {
+        program: inv.program.clone(),
+        args: inv.args.clone(),
+        cwd: spec.cwd.clone(),
+        env_unset: inv.env_unset.clone(),
+        env_set: env.clone(),
+        stdin: inv.prompt_on_stdin.then(|| prompt.clone().into_bytes()),
+        stdout_log: stdout_log.clone(),
+        stderr_log: stderr_log.clone(),
+        log_cap: spec.log_cap,
+        timeout: spec.timeout,
+        grace: spec.grace,
+        pipe_wait: spec.pipe_wait,
+    };
+    let exit = process::run(&spawn, cancel.clone(), |pgid| {
+        let _ = tx.send(UnitMsg::AttemptStarted {
+            id: item.id.clone(),
+            teammate: item.teammate.clone(),
+            title: item.title.clone(),
+            attempt,
+            pgid,
+        });
+    })
+    .await;
+
+    let stdout = read_capped(&stdout_log, FULL_READ).unwrap_or_default();
+    let agent = agent::output::parse(&spec.runner, &stdout);
+    let report_text = std::fs::read_to_string(&report_path).ok();
+    let found = report::find(
+        report_text.as_deref(),
+        agent.final_text.as_deref(),
+        &item.id,
+    );
+    let schema_errors = match (&found, &spec.schema) {
+        (Ok((r, _)), Some((_, validator))) if r.status == "completed" => {
+            let errs: Vec<String> = validator
+                .iter_errors(&r.output)
+                .take(3)
+                .map(|e| {
+                    let at = e.instance_path().to_string();
+                    if at.is_empty() {
+                        e.to_string()
+                    } else {
+                        format!("{at}: {e}")
+                    }
+                })
+                .collect();
+            (!errs.is_empty()).then(|| errs.join("; "))
+        }
+        _ => None,
+    };
+    if let Ok((r, report::ReportSource::FinalText)) = &found {
+        // Keep what the verdict was based on next to the logs.
+        let _ = crate::fsutil::create_private_file(&report_path).and_then(|mut f| {
+            std::io::Write::write_all(
+                &mut f,
+                serde_json::to_string_pretty(&r.raw)
+                    .unwrap_or_default()
+                    .as_bytes(),
+            )
+        });
+    }
+    let stderr_tail = last_line_of(&stderr_log);
+    let mut evidence = Evidence {
+        end: &exit.end,
+        stderr_tail: stderr_tail.as_deref(),
+        agent: &agent,
+        report: &found,
+        schema_errors: schema_errors.as_deref(),
+        verify: None,
+    };
+    let mut verdict = report::judge(&evidence);
+    let verify_result;
+    if verdict.status == ItemStatus::Completed
+        && let Some(verify) = &spec.verify
+    {
+        verify_result = run_verify(spec, item, verify, &attempt_dir, &env, cancel).await;
+        evidence.verify = Some(&verify_result);
+        verdict = report::judge(&evidence);
+        if matches!(&verify_result, Err(e) if e == VERIFY_CANCELLED) {
+            verdict = Verdict {
+                status: ItemStatus::Cancelled,
+                reason: "interrupted during verify".into(),
+            };
+        }
+    }
+    if exit.end == ProcessEnd::Cancelled {
+        verdict = Verdict {
+            status: ItemStatus::Cancelled,
+            reason: verdict.reason,
+        };
+    }
+    AttemptResult {
+        verdict,
+        exit_code: exit.exit_code,
+        elapsed: exit.elapsed,
+        agent,
+        report: found.ok().map(|(r, _)| r),
+        log: stdout_log,
+    }
+}
+
+/// The verify error that means the run was interrupted while verifying.
+const VERIFY_CANCELLED: &str = "interrupted";
+
+/// Run the verify command (argv, `{column}` placeholders filled from the item's values) in
+/// the children's working directory with the attempt's environment.
+async fn run_verify(
+    spec: &RunSpec,
+    item: &WorkItem,
+    argv: &[String],
+    attempt_dir: &Path,
+    env: &[(String, String)],
+    cancel: watch::Receiver<Cancel>,
+) -> Result<(), String> {
+    let headers: Vec<String> = item.vars.iter().map(|(k, _)| k.clone()).collect();
+    let values: Vec<String> = item.vars.iter().map(|(_, v)| v.clone()).collect();
+    let mut rendered = Vec::with_capacity(argv.len());
+    for a in argv {
+        let t = crate::prompt::Instruction::parse(Path::new("--verify"), 1, a)
+            .map_err(|e| e.to_string())?;
+        rendered.push(t.render(&headers, &values));
+    }
+    let Some((program, args)) = rendered.split_first() else {
+        return Ok(());
+    };
+    let log = attempt_dir.join("verify.log");
+    let spawn = Spawn {
+        program: program.clone(),
+        args: args.to_vec(),
+        cwd: spec.cwd.clone(),
+        env_unset: Vec::new(),
+        env_set: env.to_vec(),
+        stdin: None,
+        stdout_log: log.clone(),
+        stderr_log: attempt_dir.join("verify.stderr.log"),
+        log_cap: spec.log_cap,
+        timeout: spec.timeout,
+        grace: spec.grace,
+        pipe_wait: spec.pipe_wait,
+    };
+    let exit = process::run(&spawn, cancel, |_| {}).await;
+    match exit.end {
+        ProcessEnd::Exited(0) => Ok(()),
+        ProcessEnd::Cancelled => Err(VERIFY_CANCELLED.into()),
+        ProcessEnd::Exited(code) => {
+            let tail = last_line_of(&attempt_dir.join("verify.stderr.log"))
+                .or_else(|| last_line_of(&log))
+                .map(|l| format!(": {l}"))
+                .unwrap_or_default();
+            Err(format!(
+                "`{}` exited with code {code}{tail}",
+                rendered.join(" ")
+            ))
+        }
+        ProcessEnd::TimedOut { limit_s } => Err(format!(
+            "`{}` timed out after {limit_s}s",
+            rendered.join(" ")
+        )),
+        ProcessEnd::Signalled(s) => {
+            Err(format!("`{}` was killed by signal {s}", rendered.join(" ")))
+        }
+        ProcessEnd::NotStarted(why) => Err(why),
+    }
+}

@@ -1,0 +1,213 @@
+//! `workers-output.csv` (DESIGN §3): every input column in input order, then one column per
+//! top-level property of `output_schema` (objects and arrays as JSON text; without a schema
+//! one `result` column holding the report's `output` as JSON), then the runner's columns.
+//! If a runner column's name collides with another column, all runner columns are written
+//! as `runner_<name>` and a warning says so. The file is replaced atomically.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::run::outcome::Outcome;
+
+/// The runner's columns, in order.
+pub const RUNNER_COLUMNS: &[&str] = &[
+    "status",
+    "attempts",
+    "exit_code",
+    "duration_s",
+    "started_at",
+    "finished_at",
+    "error",
+    "summary",
+    "log",
+    "cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "turns",
+    "session_id",
+];
+
+/// The column layout of an output file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// Every header, in file order.
+    pub headers: Vec<String>,
+    /// Number of input columns.
+    pub inputs: usize,
+    /// Report output fields (schema property names), or `None` for the single `result` column.
+    pub fields: Option<Vec<String>>,
+    /// Warnings about renamed columns.
+    pub warnings: Vec<String>,
+}
+
+/// Work out the columns for `inputs` and an optional `output_schema`.
+pub fn layout(inputs: &[String], schema: Option<&Value>) -> Layout {
+    let fields: Option<Vec<String>> = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+        .map(|props| props.keys().cloned().collect());
+    let mut warnings = Vec::new();
+    let mut headers: Vec<String> = inputs.to_vec();
+    let output_names: Vec<String> = match &fields {
+        Some(f) => f
+            .iter()
+            .map(|name| {
+                if inputs.contains(name) {
+                    warnings.push(format!(
+                        "output field `{name}` has the name of an input column; it is written as `output_{name}`"
+                    ));
+                    format!("output_{name}")
+                } else {
+                    name.clone()
+                }
+            })
+            .collect(),
+        None => vec![if inputs.iter().any(|i| i == "result") { "output_result".into() } else { "result".into() }],
+    };
+    headers.extend(output_names.iter().cloned());
+    let collides = RUNNER_COLUMNS
+        .iter()
+        .any(|c| headers.iter().any(|h| h == c));
+    if collides {
+        warnings.push(format!(
+            "a column is named like a runner column ({}); the runner's columns are written as runner_<name>",
+            RUNNER_COLUMNS.join(", ")
+        ));
+    }
+    headers.extend(RUNNER_COLUMNS.iter().map(|c| {
+        if collides {
+            format!("runner_{c}")
+        } else {
+            (*c).to_string()
+        }
+    }));
+    Layout {
+        headers,
+        inputs: inputs.len(),
+        fields,
+        warnings,
+    }
+}
+
+fn cell(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// The output row for one item: its input values, then its outcome's fields. `missing` is
+/// the `(status, reason)` written when the item has no outcome (it never started).
+pub fn row(
+    layout: &Layout,
+    values: &[String],
+    outcome: Option<&Outcome>,
+    missing: (&str, &str),
+) -> Vec<String> {
+    let mut out: Vec<String> = values.to_vec();
+    out.resize(layout.inputs, String::new());
+    let Some(o) = outcome else {
+        let blanks = layout.headers.len() - layout.inputs - RUNNER_COLUMNS.len();
+        out.extend(std::iter::repeat_n(String::new(), blanks));
+        out.push(missing.0.to_owned());
+        out.push("0".into());
+        out.extend(std::iter::repeat_n(String::new(), 4));
+        out.push(missing.1.to_owned());
+        out.extend(std::iter::repeat_n(String::new(), RUNNER_COLUMNS.len() - 7));
+        return out;
+    };
+    match &layout.fields {
+        Some(fields) => out.extend(fields.iter().map(|f| cell(o.output.get(f)))),
+        None => out.push(if o.output.is_null() {
+            String::new()
+        } else {
+            o.output.to_string()
+        }),
+    }
+    out.extend([
+        o.status.to_string(),
+        o.attempts.to_string(),
+        opt(o.exit_code),
+        if o.attempts == 0 {
+            String::new()
+        } else {
+            format!("{:.3}", o.duration_s)
+        },
+        o.started_at.clone(),
+        o.finished_at.clone(),
+        o.error.clone(),
+        o.summary.clone(),
+        o.log.clone(),
+        opt(o.cost_usd),
+        opt(o.input_tokens),
+        opt(o.output_tokens),
+        opt(o.turns),
+        o.session_id.clone().unwrap_or_default(),
+    ]);
+    out
+}
+
+/// Replace `path` atomically with the header and the rows `fill` writes.
+///
+/// Errors: an IO error naming the file (nothing is left half-written).
+pub fn write(
+    path: &Path,
+    layout: &Layout,
+    fill: impl FnOnce(&mut dyn FnMut(Vec<String>) -> std::io::Result<()>) -> std::io::Result<()>,
+) -> Result<()> {
+    crate::fsutil::replace_with(path, |w: &mut dyn Write| {
+        let mut csv = csv::WriterBuilder::new().from_writer(w);
+        csv.write_record(&layout.headers)?;
+        fill(&mut |record: Vec<String>| csv.write_record(&record).map_err(std::io::Error::other))?;
+        csv.flush()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::ItemStatus;
+    use serde_json::json;
+
+    #[test]
+    fn schema_properties_become_columns() {
+        let l = layout(
+            &["path".into()],
+            Some(&json!({"properties": {"ok": {}, "links": {}}})),
+        );
+        assert_eq!(&l.headers[..3], &["path", "ok", "links"]);
+        assert_eq!(l.headers[3], "status");
+        assert!(l.warnings.is_empty());
+        let mut o = Outcome::not_run("1", "t", "t", ItemStatus::Completed, String::new());
+        o.attempts = 1;
+        o.output = json!({"ok": true, "links": ["a", "b"]});
+        let r = row(&l, &["a.md".into()], Some(&o), ("", ""));
+        assert_eq!(&r[..4], &["a.md", "true", "[\"a\",\"b\"]", "completed"]);
+        assert_eq!(r.len(), l.headers.len());
+    }
+
+    #[test]
+    fn runner_columns_are_prefixed_on_collision() {
+        let l = layout(&["id".into(), "status".into()], None);
+        assert_eq!(l.headers[2], "result");
+        assert_eq!(l.headers[3], "runner_status");
+        assert_eq!(l.warnings.len(), 1);
+    }
+
+    #[test]
+    fn missing_outcome_keeps_the_row() {
+        let l = layout(&["id".into()], None);
+        let r = row(&l, &["7".into()], None, ("cancelled", "not started"));
+        assert_eq!(r.len(), l.headers.len());
+        assert_eq!(r[2], "cancelled");
+        assert_eq!(r[8], "not started");
+    }
+}

@@ -1,0 +1,339 @@
+//! `BATCH.md`: the definition of a CSV batch (seed `taskmaster-protocol.md`, DESIGN §3).
+//!
+//! ```text
+//! ---
+//! input: workers-input.csv        # default: workers-input.csv beside BATCH.md
+//! id_column: path                 # default: the row number is the id
+//! output: workers-output.csv      # default: workers-output.csv beside BATCH.md
+//! output_schema: schema.json      # a path, or an inline JSON Schema object
+//! max_workers: 4
+//! max_runtime_seconds: 600
+//! runner: exec
+//! command: [python3, agent.py]    # the program for the `exec` runner
+//! retries: 1
+//! verify: "test -s {path}"        # argv, split like a shell would, never run by one
+//! ---
+//! Audit {path}: ...               # the instruction template ({column}, {{ and }})
+//! ```
+//!
+//! Parsing is pure: text in, [`BatchSpec`] out. Relative paths stay relative; the config
+//! layer resolves them against the folder of BATCH.md.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// The keys BATCH.md's frontmatter may hold. Others are reported as warnings.
+pub const KNOWN_KEYS: &[&str] = &[
+    "input",
+    "id_column",
+    "output",
+    "output_schema",
+    "max_workers",
+    "max_runtime_seconds",
+    "runner",
+    "command",
+    "retries",
+    "verify",
+    "model",
+];
+
+/// `output_schema` as written: inline or a path to a JSON file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SchemaSource {
+    /// An inline JSON Schema object.
+    Inline(Value),
+    /// A path to a JSON Schema file, relative to BATCH.md's folder unless absolute.
+    Path(PathBuf),
+}
+
+/// A parsed BATCH.md. Every field is optional; flags override them and the config layer fills
+/// in defaults.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BatchSpec {
+    /// `input`: the CSV file.
+    pub input: Option<PathBuf>,
+    /// `id_column`: the column whose value identifies a row.
+    pub id_column: Option<String>,
+    /// `output`: where workers-output.csv goes.
+    pub output: Option<PathBuf>,
+    /// `output_schema`: JSON Schema the report's `output` must satisfy.
+    pub output_schema: Option<SchemaSource>,
+    /// `max_workers`: teammates at once.
+    pub max_workers: Option<usize>,
+    /// `max_runtime_seconds`: time limit of one attempt, seconds.
+    pub max_runtime_seconds: Option<u64>,
+    /// `runner`: runner definition name.
+    pub runner: Option<String>,
+    /// `command`: argv of the program the `exec` runner starts.
+    pub command: Option<Vec<String>>,
+    /// `retries`: extra attempts after a failed or timed-out one.
+    pub retries: Option<u32>,
+    /// `verify`: a command that must exit 0 for an item to complete.
+    pub verify: Option<String>,
+    /// `model`: passed to the agent CLI.
+    pub model: Option<String>,
+    /// The markdown body: the instruction template.
+    pub instruction: String,
+    /// 1-based line of the file where the body starts.
+    pub instruction_line: u64,
+    /// Human-readable warnings (unknown keys).
+    pub warnings: Vec<String>,
+}
+
+/// Split `---` YAML frontmatter from the body. Returns `(yaml, body, body_line)` where
+/// `body_line` is the 1-based line the body starts on; `None` when the text has no
+/// frontmatter. Errors when a frontmatter is opened but never closed.
+pub fn split_frontmatter<'a>(
+    path: &Path,
+    text: &'a str,
+) -> Result<Option<(&'a str, &'a str, u64)>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let first_end = text.find('\n').map_or(text.len(), |i| i + 1);
+    if text[..first_end].trim_end() != "---" {
+        return Ok(None);
+    }
+    let mut offset = first_end;
+    let mut line = 2u64;
+    while offset < text.len() {
+        let end = text[offset..]
+            .find('\n')
+            .map_or(text.len(), |i| offset + i + 1);
+        if text[offset..end].trim_end() == "---" {
+            return Ok(Some((&text[first_end..offset], &text[end..], line + 1)));
+        }
+        offset = end;
+        line += 1;
+    }
+    Err(Error::input_at(
+        path,
+        Some(1),
+        "the frontmatter opened with `---` is never closed; add a `---` line after it",
+    ))
+}
+
+fn key_line(yaml: &str, key: &str) -> Option<u64> {
+    yaml.lines()
+        .position(|l| {
+            l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with(':'))
+        })
+        .map(|i| i as u64 + 2)
+}
+
+struct Fields<'a> {
+    path: &'a Path,
+    yaml: &'a str,
+    map: Map<String, Value>,
+}
+
+impl Fields<'_> {
+    fn bad(&self, key: &str, what: &str) -> Error {
+        Error::input_at(
+            self.path,
+            key_line(self.yaml, key),
+            format!("`{key}` must be {what}"),
+        )
+    }
+
+    fn string(&self, key: &str) -> Result<Option<String>> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
+            Some(Value::Number(n)) => Ok(Some(n.to_string())),
+            Some(_) => Err(self.bad(key, "a non-empty string")),
+        }
+    }
+
+    fn count(&self, key: &str, min: u64) -> Result<Option<u64>> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(v) if v >= min => Ok(Some(v)),
+                _ => Err(self.bad(key, &format!("a whole number ≥ {min}"))),
+            },
+            Some(_) => Err(self.bad(key, &format!("a whole number ≥ {min}"))),
+        }
+    }
+
+    fn argv(&self, key: &str) -> Result<Option<Vec<String>>> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) if !items.is_empty() => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    Value::Number(n) => Ok(n.to_string()),
+                    _ => Err(self.bad(key, "a list of strings (program, then arguments)")),
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Some),
+            Some(Value::String(s)) => match shlex::split(s) {
+                Some(v) if !v.is_empty() => Ok(Some(v)),
+                _ => Err(self.bad(key, "a list of strings (program, then arguments)")),
+            },
+            Some(_) => Err(self.bad(key, "a list of strings (program, then arguments)")),
+        }
+    }
+}
+
+/// Parse BATCH.md text. `path` is used in messages only.
+///
+/// Errors ([`Error::Input`] naming the file and line): no frontmatter, YAML that does not
+/// parse or is not a mapping, a key of the wrong type, an empty instruction body.
+pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
+    let Some((yaml, body, body_line)) = split_frontmatter(path, text)? else {
+        return Err(Error::input_at(
+            path,
+            Some(1),
+            "BATCH.md must start with a `---` YAML frontmatter (input, id_column, ...) followed \
+             by the instruction",
+        ));
+    };
+    let value: Value = if yaml.trim().is_empty() {
+        Value::Object(Map::new())
+    } else {
+        serde_saphyr::from_str(yaml).map_err(|e| {
+            Error::input_at(
+                path,
+                None,
+                format!("the frontmatter is not valid YAML: {e}"),
+            )
+        })?
+    };
+    let map = match value {
+        Value::Object(m) => m,
+        Value::Null => Map::new(),
+        _ => {
+            return Err(Error::input_at(
+                path,
+                Some(2),
+                "the frontmatter must be `key: value` lines",
+            ));
+        }
+    };
+    let fields = Fields { path, yaml, map };
+    let mut warnings = Vec::new();
+    for key in fields.map.keys() {
+        if !KNOWN_KEYS.contains(&key.as_str()) {
+            let line = key_line(yaml, key)
+                .map(|l| format!(":{l}"))
+                .unwrap_or_default();
+            warnings.push(format!(
+                "{}{line}: unknown key `{key}` ignored (known: {})",
+                path.display(),
+                KNOWN_KEYS.join(", ")
+            ));
+        }
+    }
+    let output_schema = match fields.map.get("output_schema") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.trim_start().starts_with('{') => {
+            let v: Value = serde_json::from_str(s)
+                .map_err(|e| fields.bad("output_schema", &format!("a JSON Schema ({e})")))?;
+            Some(SchemaSource::Inline(v))
+        }
+        Some(Value::String(s)) if !s.trim().is_empty() => {
+            Some(SchemaSource::Path(PathBuf::from(s)))
+        }
+        Some(v @ Value::Object(_)) => Some(SchemaSource::Inline(v.clone())),
+        Some(_) => {
+            return Err(fields.bad("output_schema", "a path or an inline JSON Schema object"));
+        }
+    };
+    if body.trim().is_empty() {
+        return Err(Error::input_at(
+            path,
+            Some(body_line),
+            "the instruction (the text after the frontmatter) is empty; write what each teammate \
+             must do, using {column} for the row's values",
+        ));
+    }
+    Ok(BatchSpec {
+        input: fields.string("input")?.map(PathBuf::from),
+        id_column: fields.string("id_column")?,
+        output: fields.string("output")?.map(PathBuf::from),
+        output_schema,
+        max_workers: fields.count("max_workers", 1)?.map(|v| v as usize),
+        max_runtime_seconds: fields.count("max_runtime_seconds", 1)?,
+        runner: fields.string("runner")?,
+        command: fields.argv("command")?,
+        retries: fields
+            .count("retries", 0)?
+            .map(|v| v.min(u32::MAX as u64) as u32),
+        verify: fields.string("verify")?,
+        model: fields.string("model")?,
+        instruction: body.to_owned(),
+        instruction_line: body_line,
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<BatchSpec> {
+        parse(Path::new("BATCH.md"), text)
+    }
+
+    #[test]
+    fn full_frontmatter_parses() {
+        let spec = p(
+            "---\ninput: in.csv\nid_column: path\nmax_workers: 3\nmax_runtime_seconds: 60\n\
+                      output_schema:\n  type: object\n  properties:\n    ok: {type: boolean}\n\
+                      command: [python3, a.py]\nretries: 2\n---\nCheck {path}.\n",
+        )
+        .expect("valid");
+        assert_eq!(spec.input.as_deref(), Some(Path::new("in.csv")));
+        assert_eq!(spec.id_column.as_deref(), Some("path"));
+        assert_eq!(spec.max_workers, Some(3));
+        assert_eq!(spec.command, Some(vec!["python3".into(), "a.py".into()]));
+        assert_eq!(spec.instruction, "Check {path}.\n");
+        assert_eq!(spec.instruction_line, 13);
+        assert!(matches!(spec.output_schema, Some(SchemaSource::Inline(_))));
+        assert!(spec.warnings.is_empty());
+    }
+
+    #[test]
+    fn wrong_type_names_key_and_line() {
+        let e = p("---\ninput: a.csv\nmax_workers: many\n---\nx\n").expect_err("bad");
+        assert_eq!(
+            e.to_string(),
+            "BATCH.md:3: `max_workers` must be a whole number ≥ 1"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_warn() {
+        let spec = p("---\nmax_wrokers: 2\n---\nx\n").expect("valid");
+        assert_eq!(spec.warnings.len(), 1);
+        assert!(spec.warnings[0].starts_with("BATCH.md:2: unknown key `max_wrokers`"));
+    }
+
+    #[test]
+    fn missing_or_unclosed_frontmatter_is_an_error() {
+        assert!(p("just text\n").is_err());
+        assert!(
+            p("---\ninput: a\n")
+                .expect_err("unclosed")
+                .to_string()
+                .contains("never closed")
+        );
+        assert!(
+            p("---\ninput: a\n---\n\n")
+                .expect_err("empty")
+                .to_string()
+                .contains("empty")
+        );
+    }
+
+    #[test]
+    fn crlf_and_bom_are_accepted() {
+        let spec = p("\u{feff}---\r\nid_column: id\r\n---\r\nDo {id}\r\n").expect("valid");
+        assert_eq!(spec.id_column.as_deref(), Some("id"));
+        assert_eq!(spec.instruction, "Do {id}\r\n");
+    }
+}

@@ -1,0 +1,410 @@
+//! `workers-input.csv`: the rows of a CSV batch (seed `taskmaster-protocol.md`, DESIGN §3).
+//!
+//! The file is read twice, both times streaming: [`scan`] validates every record before
+//! anything is written (header row, equal lengths, UTF-8, non-empty unique ids) and keeps
+//! only the ids; [`CsvRows`] then yields rows one at a time for the run, so memory does not
+//! grow with the row count beyond the rows in flight and the id set.
+//!
+//! Format: RFC 4180 CSV with a header row; a UTF-8 BOM is stripped; CRLF or LF records;
+//! quoted fields may hold commas, quotes (`""`) and newlines, which are carried byte-for-byte.
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// What [`scan`] learned about a valid input file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsvTable {
+    /// The file, for messages.
+    pub path: PathBuf,
+    /// Column names in input order.
+    pub headers: Vec<String>,
+    /// Index of the id column; `None` means the 1-based row number is the id.
+    pub id_column: Option<usize>,
+    /// Number of data rows (header excluded).
+    pub rows: u64,
+}
+
+/// One data row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsvRow {
+    /// 1-based data row number (header excluded).
+    pub number: u64,
+    /// 1-based line of the file where the record starts.
+    pub line: u64,
+    /// The row's id: its id column value, or its row number.
+    pub id: String,
+    /// Field values in column order.
+    pub values: Vec<String>,
+}
+
+/// Wraps the input to map a record's byte offset to its 1-based line: the `csv` crate's own
+/// line numbers drift on CRLF files. Only newlines in the reader's look-ahead are held.
+struct LineCounter<R> {
+    inner: R,
+    read: u64,
+    state: std::cell::RefCell<(u64, std::collections::VecDeque<u64>)>,
+}
+
+impl<R: Read> Read for LineCounter<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut state = self.state.borrow_mut();
+        for (i, b) in buf[..n].iter().enumerate() {
+            if *b == b'\n' {
+                state.1.push_back(self.read + i as u64);
+            }
+        }
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R> LineCounter<R> {
+    /// The line of the record starting at `byte` (as reported by csv, which points at the
+    /// `\n` of a CRLF terminator): 1 + newlines at offsets ≤ `byte`. Offsets must not
+    /// decrease between calls.
+    fn line_at(&self, byte: u64) -> u64 {
+        let mut state = self.state.borrow_mut();
+        while state.1.front().is_some_and(|nl| *nl <= byte) {
+            state.1.pop_front();
+            state.0 += 1;
+        }
+        state.0 + 1
+    }
+}
+
+fn reader<R: Read>(input: R) -> csv::Reader<LineCounter<R>> {
+    let counter = LineCounter {
+        inner: input,
+        read: 0,
+        state: Default::default(),
+    };
+    csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(false)
+        .from_reader(counter)
+}
+
+fn record_line<R: Read>(
+    rdr: &csv::Reader<LineCounter<R>>,
+    record: &csv::ByteRecord,
+) -> Option<u64> {
+    record.position().map(|p| rdr.get_ref().line_at(p.byte()))
+}
+
+fn csv_error<R: Read>(path: &Path, rdr: &csv::Reader<LineCounter<R>>, err: csv::Error) -> Error {
+    let line = err.position().map(|p| rdr.get_ref().line_at(p.byte()));
+    match err.kind() {
+        csv::ErrorKind::UnequalLengths {
+            expected_len, len, ..
+        } => Error::input_at(
+            path,
+            line,
+            format!(
+                "this record has {len} fields but the header has {expected_len}; \
+                 quote fields that contain commas or newlines (\"a, b\") and make every row \
+                 as long as the header"
+            ),
+        ),
+        csv::ErrorKind::Utf8 { .. } => Error::input_at(
+            path,
+            line,
+            "this record is not valid UTF-8; save the file as \"CSV UTF-8\"",
+        ),
+        csv::ErrorKind::Io(e) => {
+            Error::io("read", path, std::io::Error::new(e.kind(), e.to_string()))
+        }
+        _ => Error::input_at(path, line, format!("not valid CSV: {err}")),
+    }
+}
+
+fn utf8_fields(
+    path: &Path,
+    line: Option<u64>,
+    record: &csv::ByteRecord,
+    what: &str,
+) -> Result<Vec<String>> {
+    record
+        .iter()
+        .enumerate()
+        .map(|(i, field)| {
+            std::str::from_utf8(field).map(str::to_owned).map_err(|_| {
+                Error::input_at(
+                    path,
+                    line,
+                    format!(
+                        "{what} field {} is not valid UTF-8; save the file as \"CSV UTF-8\"",
+                        i + 1
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+fn read_headers<R: Read>(
+    path: &Path,
+    rdr: &mut csv::Reader<LineCounter<R>>,
+) -> Result<Vec<String>> {
+    let headers = match rdr.byte_headers() {
+        Ok(h) => h.clone(),
+        Err(e) => return Err(csv_error(path, rdr, e)),
+    };
+    if headers.is_empty() || (headers.len() == 1 && headers[0].is_empty()) {
+        return Err(Error::input_at(
+            path,
+            Some(1),
+            "no header row; the first line must name the columns (e.g. `id,path`)",
+        ));
+    }
+    let names = utf8_fields(path, Some(1), &headers, "header")?;
+    let mut seen = HashSet::new();
+    for (i, name) in names.iter().enumerate() {
+        if name.trim().is_empty() {
+            return Err(Error::input_at(
+                path,
+                Some(1),
+                format!("column {} has no name; give every column a header", i + 1),
+            ));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(Error::input_at(
+                path,
+                Some(1),
+                format!("duplicate column name `{name}`; column names must be unique"),
+            ));
+        }
+    }
+    Ok(names)
+}
+
+fn id_index(path: &Path, headers: &[String], id_column: Option<&str>) -> Result<Option<usize>> {
+    let Some(name) = id_column else {
+        return Ok(None);
+    };
+    match headers.iter().position(|h| h == name) {
+        Some(i) => Ok(Some(i)),
+        None => Err(Error::input_at(
+            path,
+            Some(1),
+            format!(
+                "no id column `{name}`; the columns are: {}. Set `id_column` to one of them, \
+                 or leave it out to use row numbers",
+                headers.join(", ")
+            ),
+        )),
+    }
+}
+
+/// Validate a whole input file, streaming, keeping only the ids.
+///
+/// Errors ([`Error::Input`], naming `path` and the line where the bad record starts): no
+/// header row, an unnamed or duplicate column, a missing id column, a record whose field count
+/// differs from the header, bytes that are not UTF-8, an empty id, a duplicate id.
+pub fn scan<R: Read>(input: R, path: &Path, id_column: Option<&str>) -> Result<CsvTable> {
+    let mut rdr = reader(input);
+    let headers = read_headers(path, &mut rdr)?;
+    let id_col = id_index(path, &headers, id_column)?;
+    let mut ids: HashSet<String> = HashSet::new();
+    let mut first_line: std::collections::HashMap<String, u64> = Default::default();
+    let mut record = csv::ByteRecord::new();
+    let mut rows = 0u64;
+    loop {
+        match rdr.read_byte_record(&mut record) {
+            Ok(false) => break,
+            Ok(true) => {}
+            Err(e) => return Err(csv_error(path, &rdr, e)),
+        }
+        rows += 1;
+        let line = record_line(&rdr, &record).unwrap_or(rows + 1);
+        utf8_fields(path, Some(line), &record, "a")?;
+        let Some(col) = id_col else { continue };
+        let id = String::from_utf8_lossy(&record[col]).into_owned();
+        if id.trim().is_empty() {
+            return Err(Error::input_at(
+                path,
+                Some(line),
+                format!(
+                    "the id column `{}` is empty; every row needs an id",
+                    headers[col]
+                ),
+            ));
+        }
+        if let Some(prev) = first_line.get(&id) {
+            return Err(Error::input_at(
+                path,
+                Some(line),
+                format!("duplicate id `{id}` (first on line {prev}); ids must be unique"),
+            ));
+        }
+        if ids.insert(id.clone()) {
+            first_line.insert(id, line);
+        }
+    }
+    Ok(CsvTable {
+        path: path.to_owned(),
+        headers,
+        id_column: id_col,
+        rows,
+    })
+}
+
+/// Streaming iterator over the rows of an input file already validated by [`scan`].
+pub struct CsvRows<R: Read> {
+    rdr: csv::Reader<LineCounter<R>>,
+    path: PathBuf,
+    id_col: Option<usize>,
+    width: usize,
+    number: u64,
+    record: csv::ByteRecord,
+}
+
+impl<R: Read> CsvRows<R> {
+    /// Start reading `input` (the same bytes [`scan`] validated into `table`).
+    pub fn new(input: R, table: &CsvTable) -> Result<Self> {
+        let mut rdr = reader(input);
+        let headers = read_headers(&table.path, &mut rdr)?;
+        if headers != table.headers {
+            return Err(Error::Input(format!(
+                "{}: the header changed while the batch was starting; run again",
+                table.path.display()
+            )));
+        }
+        Ok(CsvRows {
+            rdr,
+            path: table.path.clone(),
+            id_col: table.id_column,
+            width: headers.len(),
+            number: 0,
+            record: csv::ByteRecord::new(),
+        })
+    }
+}
+
+impl<R: Read> Iterator for CsvRows<R> {
+    type Item = Result<CsvRow>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.rdr.read_byte_record(&mut self.record) {
+            Ok(false) => None,
+            Err(e) => Some(Err(csv_error(&self.path, &self.rdr, e))),
+            Ok(true) => {
+                self.number += 1;
+                let line = record_line(&self.rdr, &self.record).unwrap_or(self.number + 1);
+                let values = match utf8_fields(&self.path, Some(line), &self.record, "a") {
+                    Ok(v) => v,
+                    Err(e) => return Some(Err(e)),
+                };
+                debug_assert_eq!(values.len(), self.width);
+                let id = match self.id_col {
+                    Some(c) => values.get(c).cloned().unwrap_or_default(),
+                    None => self.number.to_string(),
+                };
+                Some(Ok(CsvRow {
+                    number: self.number,
+                    line,
+                    id,
+                    values,
+                }))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan_str(s: &[u8], id: Option<&str>) -> Result<CsvTable> {
+        scan(s, Path::new("in.csv"), id)
+    }
+
+    fn rows(s: &[u8], id: Option<&str>) -> Vec<CsvRow> {
+        let t = scan_str(s, id).expect("valid");
+        CsvRows::new(s, &t)
+            .expect("rows")
+            .map(|r| r.expect("row"))
+            .collect()
+    }
+
+    #[test]
+    fn bom_crlf_and_quoted_fields_are_carried_exactly() {
+        let text = "\u{feff}id,text\r\n1,\"a, b\"\r\n2,\"line1\r\nline2 \"\"q\"\"\"\r\n";
+        let r = rows(text.as_bytes(), Some("id"));
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].values, vec!["1", "a, b"]);
+        assert_eq!(r[1].values[1], "line1\r\nline2 \"q\"");
+        assert_eq!(r[1].line, 3);
+        let t = scan_str(text.as_bytes(), Some("id")).expect("valid");
+        assert_eq!(t.headers, vec!["id", "text"]);
+    }
+
+    #[test]
+    fn lines_are_right_for_lf_crlf_and_multiline_fields() {
+        for nl in ["\n", "\r\n"] {
+            let text = format!("id,t{nl}1,x{nl}2,\"a{nl}b{nl}c\"{nl}3,y{nl}");
+            let r = rows(text.as_bytes(), Some("id"));
+            let lines: Vec<u64> = r.iter().map(|r| r.line).collect();
+            assert_eq!(lines, vec![2, 3, 6], "newline {nl:?}");
+            let bad = format!("id,t{nl}1,x{nl}2,\"a{nl}b\"{nl}3{nl}");
+            assert!(
+                err(bad.as_bytes(), None).starts_with("in.csv:5:"),
+                "newline {nl:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn row_number_is_the_id_without_an_id_column() {
+        let r = rows(b"path\na.md\nb.md\n", None);
+        assert_eq!(r[0].id, "1");
+        assert_eq!(r[1].id, "2");
+    }
+
+    fn err(s: &[u8], id: Option<&str>) -> String {
+        scan_str(s, id).expect_err("must be rejected").to_string()
+    }
+
+    #[test]
+    fn ragged_row_names_its_line() {
+        let e = err(b"a,b\n1,2\n3\n", None);
+        assert!(e.starts_with("in.csv:3:"), "{e}");
+        assert!(e.contains("1 fields but the header has 2"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_headers_are_rejected() {
+        assert!(err(b"a,a\n1,2\n", None).contains("duplicate column name `a`"));
+    }
+
+    #[test]
+    fn missing_id_column_lists_columns() {
+        let e = err(b"a,b\n1,2\n", Some("id"));
+        assert!(e.contains("no id column `id`") && e.contains("a, b"), "{e}");
+    }
+
+    #[test]
+    fn empty_and_duplicate_ids_are_rejected_with_lines() {
+        let e = err(b"id\nx\n\"\"\n", Some("id"));
+        assert!(e.starts_with("in.csv:3:") && e.contains("empty"), "{e}");
+        let e = err(b"id\nx\ny\nx\n", Some("id"));
+        assert!(
+            e.starts_with("in.csv:4:") && e.contains("first on line 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn non_utf8_bytes_say_how_to_fix() {
+        let e = err(b"id,t\n1,caf\xe9\n", Some("id"));
+        assert!(e.starts_with("in.csv:2:") && e.contains("CSV UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn empty_file_has_no_header() {
+        assert!(err(b"", None).contains("no header row"));
+    }
+}

@@ -1,0 +1,268 @@
+//! Output for people and machines: a progress bar on a terminal, one plain line per finished
+//! item otherwise, or JSON lines (`--format json`). The UI reads events; it changes no state.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::json;
+
+use crate::report::ItemStatus;
+use crate::run::events::{Event, Reporter, RunSummary};
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Progress bar on a terminal, plain lines otherwise.
+    Human,
+    /// One plain line per finished item; no colours, no carriage returns.
+    Plain,
+    /// JSON lines of typed events on stdout.
+    Json,
+}
+
+/// Build the reporter for `format`. `Human` falls back to plain lines when stdout is not a
+/// terminal.
+pub fn reporter(format: Format) -> Box<dyn Reporter> {
+    match format {
+        Format::Json => Box::new(JsonLines),
+        Format::Human if std::io::stdout().is_terminal() => Box::new(Human::new()),
+        Format::Human | Format::Plain => Box::new(Plain),
+    }
+}
+
+fn detail(o: &crate::run::outcome::Outcome) -> &str {
+    if o.status == ItemStatus::Completed {
+        &o.summary
+    } else {
+        &o.error
+    }
+}
+
+fn finished_line(o: &crate::run::outcome::Outcome) -> String {
+    let retries = if o.attempts > 1 {
+        format!(" (attempt {})", o.attempts)
+    } else {
+        String::new()
+    };
+    format!(
+        "{:>10} [{:>7.1}s] {}{retries}  {}",
+        o.status.as_str().to_uppercase(),
+        o.duration_s,
+        o.teammate,
+        detail(o)
+    )
+}
+
+/// One line per finished item and per interrupt, for logs and CI.
+pub struct Plain;
+
+impl Reporter for Plain {
+    fn event(&mut self, event: &Event) {
+        let mut out = std::io::stdout().lock();
+        let _ = match event {
+            Event::RunStarted {
+                team,
+                workspace,
+                total,
+                jobs,
+                ..
+            } => writeln!(
+                out,
+                "Starting team {team}: {} item(s), {jobs} at a time; workspace {}",
+                total.map_or("?".to_string(), |t| t.to_string()),
+                workspace.display()
+            ),
+            Event::ItemFinished(o) => writeln!(out, "{}", finished_line(o)),
+            Event::AttemptFinished {
+                teammate,
+                attempt,
+                verdict,
+                retrying: true,
+                ..
+            } => writeln!(
+                out,
+                "{:>10} [attempt {attempt}] {teammate}  {}; retrying",
+                verdict.status.as_str().to_uppercase(),
+                verdict.reason
+            ),
+            Event::Interrupted { immediate: false } => {
+                writeln!(
+                    out,
+                    "Interrupted: stopping running teammates (Ctrl-C again to kill at once)"
+                )
+            }
+            Event::Interrupted { immediate: true } => {
+                writeln!(out, "Interrupted again: killing running teammates")
+            }
+            _ => Ok(()),
+        };
+    }
+}
+
+/// A progress bar; finished items print above it.
+pub struct Human {
+    bar: ProgressBar,
+}
+
+impl Human {
+    fn new() -> Human {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stdout());
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Human { bar }
+    }
+}
+
+impl Reporter for Human {
+    fn event(&mut self, event: &Event) {
+        match event {
+            Event::RunStarted {
+                team, total, jobs, ..
+            } => {
+                if let Some(t) = total {
+                    self.bar.set_length(*t);
+                }
+                self.bar
+                    .println(format!("Starting team {team}, {jobs} at a time"));
+            }
+            Event::AttemptStarted { teammate, .. } => {
+                self.bar.set_message(format!("running {teammate}"))
+            }
+            Event::AttemptFinished {
+                teammate,
+                attempt,
+                verdict,
+                retrying: true,
+                ..
+            } => self.bar.println(format!(
+                "{:>10} [attempt {attempt}] {teammate}  {}; retrying",
+                verdict.status.as_str().to_uppercase(),
+                verdict.reason
+            )),
+            Event::ItemFinished(o) => {
+                self.bar.inc(1);
+                self.bar.println(finished_line(o));
+            }
+            Event::Interrupted { immediate } => self.bar.println(if *immediate {
+                "Interrupted again: killing running teammates"
+            } else {
+                "Interrupted: stopping running teammates (Ctrl-C again to kill at once)"
+            }),
+            Event::RunFinished(_) => self.bar.finish_and_clear(),
+            _ => {}
+        }
+    }
+}
+
+/// JSON lines on stdout: `{"v":1,"event":"…",…}` per event.
+pub struct JsonLines;
+
+impl Reporter for JsonLines {
+    fn event(&mut self, event: &Event) {
+        let value = match event {
+            Event::RunStarted {
+                team,
+                workspace,
+                total,
+                resumed,
+                jobs,
+            } => json!({
+                "event": "run_started", "team": team, "workspace": workspace, "total": total,
+                "resumed": resumed, "jobs": jobs,
+            }),
+            Event::AttemptStarted {
+                id,
+                teammate,
+                title,
+                attempt,
+            } => json!({
+                "event": "item_started", "id": id, "teammate": teammate, "title": title, "attempt": attempt,
+            }),
+            Event::AttemptFinished {
+                id,
+                teammate,
+                attempt,
+                verdict,
+                retrying,
+            } => json!({
+                "event": "attempt_finished", "id": id, "teammate": teammate, "attempt": attempt,
+                "status": verdict.status, "reason": verdict.reason, "retrying": retrying,
+            }),
+            Event::ItemFinished(o) => json!({"event": "item_finished", "outcome": o}),
+            Event::Interrupted { immediate } => {
+                json!({"event": "interrupted", "immediate": immediate})
+            }
+            Event::RunFinished(s) => json!({
+                "event": "run_finished", "interrupted": s.interrupted, "elapsed_s": s.elapsed_s,
+                "counts": s.counts.iter().map(|(st, n)| (st.as_str().to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
+                "cost_usd": s.cost_usd,
+            }),
+        };
+        let mut line = json!({"v": 1});
+        if let (Some(l), Some(v)) = (line.as_object_mut(), value.as_object()) {
+            l.extend(v.clone());
+        }
+        let _ = writeln!(std::io::stdout().lock(), "{line}");
+    }
+}
+
+/// The closing summary: counts per status, total time and cost, the output and workspace
+/// paths, and each item that did not complete with its reason and log path.
+pub fn print_summary(s: &RunSummary, output: Option<&Path>, workspace: &Path, format: Format) {
+    if format == Format::Json {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let counts: Vec<String> = s
+        .counts
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(st, n)| format!("{n} {st}"))
+        .collect();
+    let resumed = if s.resumed > 0 {
+        format!(" ({} from an earlier run)", s.resumed)
+    } else {
+        String::new()
+    };
+    let cost = s.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "\nSummary: {} item(s): {}{resumed} in {:.1}s{cost}{}",
+        s.total(),
+        if counts.is_empty() {
+            "none".to_string()
+        } else {
+            counts.join(", ")
+        },
+        s.elapsed_s,
+        if s.interrupted {
+            " — interrupted"
+        } else {
+            ""
+        }
+    );
+    for (id, teammate, status, reason, log) in &s.problems {
+        let _ = writeln!(out, "  {status:>10}  {teammate} (id {id}): {reason}");
+        if !log.is_empty() {
+            let _ = writeln!(out, "              log: {log}");
+        }
+    }
+    if s.problems_hidden > 0 {
+        let _ = writeln!(
+            out,
+            "  … and {} more; see the output file",
+            s.problems_hidden
+        );
+    }
+    if let Some(o) = output {
+        let _ = writeln!(out, "Output:    {}", o.display());
+    }
+    let _ = writeln!(out, "Workspace: {}", workspace.display());
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""A fake agent for the runner's integration tests: it behaves like a good or a bad agent CLI.
+
+It reads the prompt from stdin to EOF (as real CLIs do when given `-p` on stdin), then acts
+on the first `MODE=<mode>` token found in the prompt (or argv[1]):
+
+  success      write a valid report to $RUNNER_REPORT, exit 0
+  fenced       print the report only inside a ```json block on stdout, exit 0
+  text_last    print prose with the report as the last JSON object, exit 0
+  nonzero      write a valid report, then exit 3
+  noreport     print prose only, exit 0
+  wrongid      write a report whose id is another item's, exit 0
+  blocked      report status blocked with a blocker, exit 0
+  failed       report status failed, exit 0
+  schema_bad   report output that violates the schema ({"ok": "yes"}), exit 0
+  hang         sleep forever (ignores nothing; exits on SIGTERM)
+  ignore_term  ignore SIGTERM and sleep forever (needs SIGKILL)
+  fork_sleep   start `sleep` grandchildren holding stdout, then hang
+  fork_exit    start a `sleep` grandchild holding stdout/stderr, write a report, exit 0 at once
+  flood_stderr write FLOOD_BYTES (default 50 MB) to stderr, then report success
+  no_stdin     do not read stdin at all; report success
+  flaky        fail on attempt 1, succeed on later attempts ($RUNNER_ATTEMPT)
+  slow         sleep SLOW_SECONDS (default 0.5) then report success
+
+A marker argument (anything) can be passed so tests can find processes in /proc.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+
+def report(status="completed", summary=None, output=None, item_id=None, **extra):
+    rep = {
+        "id": os.environ.get("RUNNER_ITEM_ID") if item_id is None else item_id,
+        "status": status,
+        "summary": summary or f"fake agent handled {os.environ.get('RUNNER_ITEM_ID')}",
+        "files_modified": [],
+        "files_created": [],
+        "tests": "none",
+        "blocker": None,
+        "next_steps": [],
+        "output": output if output is not None else {"ok": True, "echo": os.environ.get("RUNNER_ITEM_ID")},
+    }
+    rep.update(extra)
+    return rep
+
+
+def write_report(rep):
+    with open(os.environ["RUNNER_REPORT"], "w", encoding="utf-8") as f:
+        json.dump(rep, f)
+
+
+def main():
+    mode_arg = sys.argv[1] if len(sys.argv) > 1 else "success"
+    prompt = ""
+    if "MODE=no_stdin" not in " ".join(sys.argv):
+        prompt = sys.stdin.read()
+    m = re.search(r"MODE=([a-z_]+)", prompt)
+    mode = m.group(1) if m else mode_arg
+
+    if mode == "success":
+        write_report(report())
+        print("done")
+    elif mode == "fenced":
+        print("I did the work.\n```json\n" + json.dumps(report(), indent=2) + "\n```")
+    elif mode == "text_last":
+        print("Notes {not json}. Draft: {\"a\": 1}. Final:\n" + json.dumps(report()) + "\nbye")
+    elif mode == "nonzero":
+        write_report(report())
+        print("crashing", file=sys.stderr)
+        sys.exit(3)
+    elif mode == "noreport":
+        print("All done, trust me!")
+    elif mode == "wrongid":
+        write_report(report(item_id="someone-else"))
+    elif mode == "blocked":
+        write_report(report(status="blocked", blocker="needs an API key from a person"))
+    elif mode == "failed":
+        write_report(report(status="failed", summary="could not reproduce the bug"))
+    elif mode == "schema_bad":
+        write_report(report(output={"ok": "yes"}))
+    elif mode == "hang":
+        time.sleep(3600)
+    elif mode == "ignore_term":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(3600)
+    elif mode == "fork_sleep":
+        for _ in range(2):
+            subprocess.Popen(["sleep", "3600"])
+        time.sleep(3600)
+    elif mode == "fork_exit":
+        subprocess.Popen(["sleep", "3600"])
+        write_report(report())
+        sys.exit(0)
+    elif mode == "flood_stderr":
+        total = int(os.environ.get("FLOOD_BYTES", 50 * 1024 * 1024))
+        chunk = ("x" * 1023 + "\n").encode()
+        out = sys.stderr.buffer
+        written = 0
+        while written < total:
+            out.write(chunk)
+            written += len(chunk)
+        out.flush()
+        write_report(report())
+    elif mode == "no_stdin":
+        write_report(report())
+    elif mode == "flaky":
+        if os.environ.get("RUNNER_ATTEMPT") == "1":
+            print("transient failure", file=sys.stderr)
+            sys.exit(1)
+        write_report(report(summary="worked on retry"))
+    elif mode == "slow":
+        time.sleep(float(os.environ.get("SLOW_SECONDS", "0.5")))
+        write_report(report())
+    else:
+        print(f"unknown mode {mode}", file=sys.stderr)
+        sys.exit(64)
+
+
+if __name__ == "__main__":
+    main()

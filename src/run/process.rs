@@ -305,9 +305,7 @@ async fn drain(
             continue;
         }
         if ring.is_none() {
-            ring = crate::fsutil::create_private_file(&ring_path)
-                .ok()
-                .map(tokio::fs::File::from_std);
+            ring = open_ring(&ring_path).ok().map(tokio::fs::File::from_std);
         }
         if let Some(r) = ring.as_mut() {
             while !chunk.is_empty() {
@@ -367,6 +365,17 @@ async fn copy_range(
         left -= want as u64;
     }
     Ok(())
+}
+
+fn open_ring(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
 }
 
 fn ring_path(log: &Path) -> PathBuf {

@@ -45,6 +45,7 @@ pub struct CsvRow {
 struct LineCounter<R> {
     inner: R,
     read: u64,
+    quotes: u64,
     state: std::cell::RefCell<(u64, std::collections::VecDeque<u64>)>,
 }
 
@@ -55,6 +56,8 @@ impl<R: Read> Read for LineCounter<R> {
         for (i, b) in buf[..n].iter().enumerate() {
             if *b == b'\n' {
                 state.1.push_back(self.read + i as u64);
+            } else if *b == b'"' {
+                self.quotes += 1;
             }
         }
         self.read += n as u64;
@@ -80,6 +83,7 @@ fn reader<R: Read>(input: R) -> csv::Reader<LineCounter<R>> {
     let counter = LineCounter {
         inner: input,
         read: 0,
+        quotes: 0,
         state: Default::default(),
     };
     csv::ReaderBuilder::new()
@@ -212,15 +216,31 @@ pub fn scan<R: Read>(input: R, path: &Path, id_column: Option<&str>) -> Result<C
     let mut first_line: std::collections::HashMap<String, u64> = Default::default();
     let mut record = csv::ByteRecord::new();
     let mut rows = 0u64;
+    let mut last_multiline: Option<u64> = None;
     loop {
         match rdr.read_byte_record(&mut record) {
-            Ok(false) => break,
+            Ok(false) => {
+                // csv accepts a quote that is never closed by swallowing the rest of the
+                // file into one field; an odd quote count plus a multi-line last record is
+                // that case, and running it would hand a teammate half the file.
+                if let Some(line) = last_multiline
+                    && rdr.get_ref().quotes % 2 == 1
+                {
+                    return Err(Error::input_at(
+                        path,
+                        Some(line),
+                        "a quoted field in this record is never closed; add the closing `\"`",
+                    ));
+                }
+                break;
+            }
             Ok(true) => {}
             Err(e) => return Err(csv_error(path, &rdr, e)),
         }
         rows += 1;
         let line = record_line(&rdr, &record).unwrap_or(rows + 1);
         utf8_fields(path, Some(line), &record, "a")?;
+        last_multiline = record.iter().any(|f| f.contains(&b'\n')).then_some(line);
         let Some(col) = id_col else { continue };
         let id = String::from_utf8_lossy(&record[col]).into_owned();
         if id.trim().is_empty() {
@@ -401,6 +421,17 @@ mod tests {
     fn non_utf8_bytes_say_how_to_fix() {
         let e = err(b"id,t\n1,caf\xe9\n", Some("id"));
         assert!(e.starts_with("in.csv:2:") && e.contains("CSV UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn an_unclosed_quote_is_reported_where_its_record_starts() {
+        let e = err(b"id,t\n1,ok\n2,\"open\n3,x\n", None);
+        assert!(
+            e.starts_with("in.csv:3:") && e.contains("never closed"),
+            "{e}"
+        );
+        // An inch mark in an unquoted field is accepted, as csv readers do.
+        assert!(scan_str(b"id,size\n1,5\" screen\n", None).is_ok());
     }
 
     #[test]

@@ -1,0 +1,610 @@
+//! `runner batch`: the CSV pipeline end to end (issue: core batch).
+
+use crate::harness::{Sandbox, agent, by_id, csv_rows};
+
+const FAKE: &str = "fake_agent.py";
+
+/// A sandbox with `in.csv` (columns id, mode) and `instr.md` using both.
+fn batch(rows: &[(&str, &str)]) -> Sandbox {
+    let sb = Sandbox::new();
+    let mut csv = String::from("id,mode\n");
+    for (id, mode) in rows {
+        csv.push_str(&format!("{id},{mode}\n"));
+    }
+    sb.write("in.csv", csv);
+    sb.write("instr.md", "Handle item {id}. MODE={mode}\n");
+    sb
+}
+
+fn run_batch(sb: &Sandbox, extra: &[&str]) -> crate::harness::Run {
+    let fake = agent(FAKE);
+    let mut args = vec![
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "python3", &fake]);
+    sb.run(&args)
+}
+
+#[test]
+fn success_writes_output_row_workspace_and_exit_0() {
+    let sb = batch(&[("a", "success"), ("b", "success")]);
+    let r = run_batch(&sb, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "completed");
+    assert_eq!(rows["a"]["attempts"], "1");
+    assert_eq!(rows["a"]["exit_code"], "0");
+    assert_eq!(rows["a"]["summary"], "fake agent handled a");
+    assert_eq!(rows["a"]["result"], r#"{"ok":true,"echo":"a"}"#);
+    assert!(
+        rows["a"]["log"].ends_with("teammates/1-a/attempt-1/stdout.log"),
+        "{:?}",
+        rows["a"]["log"]
+    );
+    // The workspace holds the snapshot, the journal and the teammate's prompt.
+    let ws = sb.join("workers-output.runner");
+    let team: serde_json::Value =
+        serde_json::from_str(&sb.read("workers-output.runner/team.json")).expect("team.json");
+    assert_eq!(team["state"], "finished");
+    assert_eq!(team["counts"]["completed"], 2);
+    assert!(ws.join("journal.jsonl").is_file());
+    let prompt = sb.read("workers-output.runner/teammates/1-a/prompt.md");
+    assert!(prompt.contains("Handle item a. MODE=success"), "{prompt}");
+    assert!(prompt.contains(&ws.join("teammates/1-a/report.json").display().to_string()));
+    // The workspace is private: logs can hold secrets.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&ws).expect("ws").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    assert!(
+        r.stdout.contains("Summary: 2 item(s): 2 completed"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn every_way_of_not_succeeding_is_caught() {
+    let sb = batch(&[
+        ("ok", "success"),
+        ("fenced", "fenced"),
+        ("last", "text_last"),
+        ("crash", "nonzero"),
+        ("silent", "noreport"),
+        ("wrong", "wrongid"),
+        ("stuck", "blocked"),
+        ("gaveup", "failed"),
+    ]);
+    let r = run_batch(&sb, &["--jobs", "4"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    let status = |id: &str| rows[id]["status"].as_str();
+    assert_eq!(status("ok"), "completed");
+    assert_eq!(
+        status("fenced"),
+        "completed",
+        "a report only in a fenced block on stdout counts"
+    );
+    assert_eq!(
+        status("last"),
+        "completed",
+        "the last complete JSON object counts"
+    );
+    assert_eq!(status("crash"), "failed");
+    assert!(
+        rows["crash"]["error"].contains("exited with code 3"),
+        "{:?}",
+        rows["crash"]
+    );
+    assert_eq!(rows["crash"]["exit_code"], "3");
+    assert_eq!(status("silent"), "failed");
+    assert!(rows["silent"]["error"].starts_with("no report"));
+    assert_eq!(status("wrong"), "failed");
+    assert!(rows["wrong"]["error"].contains("someone-else"));
+    assert_eq!(status("stuck"), "blocked");
+    assert_eq!(
+        rows["stuck"]["error"],
+        "blocked: needs an API key from a person"
+    );
+    assert_eq!(status("gaveup"), "failed");
+    assert!(rows["gaveup"]["error"].contains("could not reproduce"));
+    // The closing summary names each item that did not complete with its log.
+    assert!(
+        r.stdout.contains("crash") && r.stdout.contains("3-crash/attempt-1/stdout.log")
+            || r.stdout.contains("4-crash/attempt-1/stdout.log"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn output_violating_the_schema_fails_and_schema_fields_become_columns() {
+    let sb = batch(&[("good", "success"), ("bad", "schema_bad")]);
+    sb.write(
+        "schema.json",
+        r#"{"type":"object","required":["ok"],"properties":{"ok":{"type":"boolean"},"echo":{"type":"string"}}}"#,
+    );
+    let r = run_batch(&sb, &["--output-schema", "schema.json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["good"]["status"], "completed");
+    assert_eq!(rows["good"]["ok"], "true");
+    assert_eq!(rows["good"]["echo"], "good");
+    assert_eq!(rows["bad"]["status"], "failed");
+    assert!(
+        rows["bad"]["error"].contains("output_schema") && rows["bad"]["error"].contains("/ok"),
+        "{:?}",
+        rows["bad"]
+    );
+    let header = sb
+        .read("workers-output.csv")
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        header.starts_with("id,mode,ok,echo,status,attempts,"),
+        "{header}"
+    );
+}
+
+#[test]
+fn timeout_ends_the_whole_process_group() {
+    let sb = batch(&[("slowpoke", "fork_sleep"), ("stubborn", "ignore_term")]);
+    let r = run_batch(&sb, &["--timeout", "1s", "--grace", "1s"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["slowpoke"]["status"], "timed_out");
+    assert_eq!(
+        rows["stubborn"]["status"], "timed_out",
+        "an agent ignoring SIGTERM is killed after the grace period"
+    );
+    assert!(rows["slowpoke"]["error"].contains("timed out after 1s"));
+    let left = sb.survivors_after(2.0);
+    assert!(left.is_empty(), "processes survived the timeout: {left:?}");
+}
+
+#[test]
+fn child_exiting_with_a_grandchild_holding_its_pipes_does_not_hang_and_counts() {
+    let sb = batch(&[("a", "fork_exit")]);
+    let started = std::time::Instant::now();
+    let r = run_batch(&sb, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        started.elapsed().as_secs() < 30,
+        "the runner waited for the grandchild"
+    );
+    assert!(
+        sb.survivors_after(2.0).is_empty(),
+        "the grandchild survived"
+    );
+}
+
+#[test]
+fn huge_stderr_is_capped_with_head_tail_and_marker() {
+    let sb = batch(&[("loud", "flood_stderr")]);
+    let r = sb
+        .cmd(&[
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--id-column",
+            "id",
+            "--format",
+            "plain",
+            "--log-cap",
+            "1048576",
+            "--",
+            "python3",
+            &agent(FAKE),
+        ])
+        .env("FLOOD_BYTES", (50 * 1024 * 1024).to_string())
+        .output()
+        .expect("run");
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let log = sb.join("workers-output.runner/teammates/1-loud/attempt-1/stderr.log");
+    let size = std::fs::metadata(&log).expect("log").len();
+    assert!(size <= 1024 * 1024 + 200, "log not capped: {size} bytes");
+    assert!(
+        size >= 1024 * 1024,
+        "log lost its head or tail: {size} bytes"
+    );
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(text.contains("bytes cut here"), "no cut marker");
+    assert!(
+        !sb.join("workers-output.runner/teammates/1-loud/attempt-1/stderr.log.tail")
+            .exists()
+    );
+}
+
+#[test]
+fn agents_that_read_stdin_to_eof_or_never_read_it_both_finish() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id\n1\n2\n");
+    // A large instruction so the prompt exceeds a pipe buffer.
+    sb.write(
+        "instr.md",
+        format!("Item {{id}}.\n{}\n", "filler line\n".repeat(20_000)),
+    );
+    let cat_agent = sb.write(
+        "cat_agent.sh",
+        "#!/bin/sh\nwc -c > \"$RUNNER_TEAMMATE_DIR/stdin-bytes\"\nprintf '{\"status\":\"completed\",\"summary\":\"read it all\"}' > \"$RUNNER_REPORT\"\n",
+    );
+    let deaf_agent = sb.write(
+        "deaf_agent.sh",
+        "#!/bin/sh\nprintf '{\"status\":\"completed\",\"summary\":\"never read\"}' > \"$RUNNER_REPORT\"\n",
+    );
+    for script in [&cat_agent, &deaf_agent] {
+        let out = sb.join("out.csv");
+        let _ = std::fs::remove_file(&out);
+        let r = sb.run(&[
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--output",
+            "out.csv",
+            "--format",
+            "plain",
+            "--timeout",
+            "20s",
+            "--",
+            "sh",
+            &script.display().to_string(),
+        ]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let bytes: usize = sb
+        .read("out.runner/teammates/1-1/stdin-bytes")
+        .trim()
+        .parse()
+        .expect("count");
+    let prompt = std::fs::metadata(sb.join("out.runner/teammates/1-1/prompt.md"))
+        .expect("prompt")
+        .len() as usize;
+    assert_eq!(
+        bytes, prompt,
+        "the agent must receive the whole prompt on stdin, then EOF"
+    );
+}
+
+#[test]
+fn the_runner_environment_reaches_the_agent() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id\nx1\n");
+    sb.write("instr.md", "Do {id}\n");
+    let script = sb.write(
+        "env_agent.sh",
+        "#!/bin/sh\nenv | grep '^RUNNER_' | sort > \"$RUNNER_TEAMMATE_DIR/env.txt\"\n\
+         printf '{\"status\":\"completed\",\"summary\":\"ok\"}' > \"$RUNNER_REPORT\"\n",
+    );
+    let r = sb.run(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--",
+        "sh",
+        &script.display().to_string(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let env = sb.read("workers-output.runner/teammates/1-x1/env.txt");
+    let ws = sb.join("workers-output.runner").display().to_string();
+    for want in [
+        format!("RUNNER_REPORT={ws}/teammates/1-x1/report.json"),
+        "RUNNER_ITEM_ID=x1".to_string(),
+        "RUNNER_TEAM=workers-output".to_string(),
+        "RUNNER_TEAMMATE=1-x1".to_string(),
+        format!("RUNNER_WORKSPACE={ws}"),
+        "RUNNER_CHECKPOINT=".to_string(),
+    ] {
+        assert!(env.lines().any(|l| l == want), "missing {want} in\n{env}");
+    }
+}
+
+#[test]
+fn two_hundred_rows_at_jobs_8_all_complete_once() {
+    let sb = Sandbox::new();
+    let mut csv = String::from("n,text\n");
+    for i in 0..200 {
+        csv.push_str(&format!("{i},\"row {i}, with a comma\"\n"));
+    }
+    sb.write("in.csv", csv);
+    sb.write("instr.md", "Echo {text}. MODE=success\n");
+    let r = sb.run(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "n",
+        "--jobs",
+        "8",
+        "--format",
+        "plain",
+        "--",
+        "python3",
+        &agent(FAKE),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = csv_rows(&sb.join("workers-output.csv"));
+    assert_eq!(rows.len(), 200);
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row["n"], i.to_string(), "rows keep input order");
+        assert_eq!(row["text"], format!("row {i}, with a comma"));
+        assert_eq!(row["status"], "completed");
+    }
+}
+
+#[test]
+fn rerunning_resumes_without_redoing_completed_items() {
+    let sb = batch(&[("a", "success"), ("b", "noreport")]);
+    assert_eq!(run_batch(&sb, &[]).code, 1);
+    let first = by_id(&sb.join("workers-output.csv"), "id");
+    // Fix b's instruction mode by editing the CSV; a stays identical.
+    sb.write("in.csv", "id,mode\na,success\nb,success\n");
+    let r = run_batch(&sb, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("1 from an earlier run"), "{r:?}");
+    let second = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(
+        second["a"], first["a"],
+        "a completed row is carried over, not rerun"
+    );
+    assert_eq!(second["b"]["status"], "completed");
+    assert_eq!(second["b"]["attempts"], "2", "attempts count across runs");
+    assert!(
+        !sb.join("workers-output.runner/teammates/1-a/attempt-2")
+            .exists()
+    );
+}
+
+#[test]
+fn retries_rerun_failed_attempts_with_the_previous_reason_in_the_prompt() {
+    let sb = batch(&[("f", "flaky")]);
+    let r = run_batch(&sb, &["--retries", "2", "--retry-delay", "10ms"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["f"]["attempts"], "2");
+    assert_eq!(rows["f"]["summary"], "worked on retry");
+    let prompt = sb.read("workers-output.runner/teammates/1-f/prompt.md");
+    assert!(
+        prompt.contains("This is attempt 2")
+            && prompt.contains("exited with code 1: transient failure"),
+        "{prompt}"
+    );
+}
+
+#[test]
+fn batch_md_configures_the_run_and_flags_override_it() {
+    let sb = Sandbox::new();
+    sb.write("jobs/workers-input.csv", "path,owner\ndocs/a.md,ann\n");
+    sb.write(
+        "jobs/BATCH.md",
+        format!(
+            "---\nid_column: path\nmax_workers: 2\nmax_runtime_seconds: 30\n\
+             output_schema:\n  type: object\n  properties:\n    ok: {{type: boolean}}\n\
+             command: [python3, {}]\n---\nCheck {{path}} for {{owner}}. MODE=success\n",
+            agent(FAKE)
+        ),
+    );
+    let r = sb.run(&["batch", "jobs/BATCH.md", "--format", "plain"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = csv_rows(&sb.join("jobs/workers-output.csv"));
+    assert_eq!(rows[0]["path"], "docs/a.md");
+    assert_eq!(rows[0]["ok"], "true");
+    assert!(sb.join("jobs/workers-output.runner/team.json").is_file());
+    // --output overrides BATCH.md's default.
+    let r = sb.run(&[
+        "batch",
+        "jobs/BATCH.md",
+        "--output",
+        "elsewhere.csv",
+        "--format",
+        "plain",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(sb.join("elsewhere.csv").is_file());
+}
+
+#[test]
+fn runner_columns_are_prefixed_when_an_input_column_collides() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,status\n1,open\n");
+    sb.write("instr.md", "Do {id} ({status}). MODE=success\n");
+    let r = sb.run(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--",
+        "python3",
+        &agent(FAKE),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("runner_<name>"), "{r:?}");
+    let rows = csv_rows(&sb.join("workers-output.csv"));
+    assert_eq!(rows[0]["status"], "open");
+    assert_eq!(rows[0]["runner_status"], "completed");
+}
+
+/// Bad CSV input: exit 2, a message naming the file and line, and nothing written.
+#[test]
+fn bad_csv_is_rejected_before_anything_is_written() {
+    let cases: &[(&str, &[u8], &str)] = &[
+        ("ragged row", b"id,mode\na,success\nb\n", "in.csv:3:"),
+        (
+            "duplicate header",
+            b"id,id\na,b\n",
+            "in.csv:1: duplicate column name `id`",
+        ),
+        (
+            "missing id column",
+            b"key,mode\na,success\n",
+            "in.csv:1: no id column `id`",
+        ),
+        (
+            "empty id",
+            b"id,mode\n,success\n",
+            "in.csv:2: the id column `id` is empty",
+        ),
+        (
+            "duplicate id",
+            b"id,mode\na,success\na,fenced\n",
+            "in.csv:3: duplicate id `a`",
+        ),
+        (
+            "not utf-8",
+            b"id,mode\na,caf\xe9\n",
+            "save the file as \"CSV UTF-8\"",
+        ),
+        ("empty file", b"", "no header row"),
+        (
+            "quoted field never closed",
+            b"id,mode\na,\"open\nb,c\n",
+            "in.csv",
+        ),
+    ];
+    for (what, bytes, want) in cases {
+        let sb = Sandbox::new();
+        sb.write("in.csv", bytes);
+        sb.write("instr.md", "Handle {id}. MODE={mode}\n");
+        let before = sb.tree();
+        let r = run_batch(&sb, &[]);
+        assert_eq!(r.code, 2, "{what}: {r:?}");
+        assert!(r.stderr.contains(want), "{what}: want {want:?} in {r:?}");
+        assert_eq!(sb.tree(), before, "{what}: files changed");
+    }
+}
+
+#[test]
+fn bad_instruction_and_flags_are_rejected_before_anything_is_written() {
+    let cases: &[(&str, &str, &[&str], i32, &str)] = &[
+        (
+            "unknown placeholder",
+            "Do {id} {nope} {nada}",
+            &[],
+            2,
+            "unknown placeholders {nope}, {nada}",
+        ),
+        (
+            "unclosed brace",
+            "Do {id",
+            &[],
+            2,
+            "instr.md:1: a `{` is never closed",
+        ),
+        (
+            "bad timeout",
+            "Do {id}",
+            &["--timeout", "soon"],
+            2,
+            "--timeout `soon` is not a duration",
+        ),
+        (
+            "zero jobs",
+            "Do {id}",
+            &["--jobs", "0"],
+            2,
+            "--jobs must be at least 1",
+        ),
+        (
+            "missing schema",
+            "Do {id}",
+            &["--output-schema", "nope.json"],
+            2,
+            "nope.json",
+        ),
+    ];
+    for (what, instruction, flags, code, want) in cases {
+        let sb = Sandbox::new();
+        sb.write("in.csv", "id,mode\na,success\n");
+        sb.write("instr.md", instruction);
+        let before = sb.tree();
+        let r = run_batch(&sb, flags);
+        assert_eq!(r.code, *code, "{what}: {r:?}");
+        assert!(r.stderr.contains(want), "{what}: want {want:?} in {r:?}");
+        assert_eq!(sb.tree(), before, "{what}: files changed");
+    }
+}
+
+#[test]
+fn a_missing_program_is_an_environment_error_before_anything_is_written() {
+    let sb = batch(&[("a", "success")]);
+    let before = sb.tree();
+    let r = sb.run(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--",
+        "no-such-agent-program",
+    ]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("`no-such-agent-program` was not found on PATH"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before);
+}
+
+#[test]
+fn a_second_run_of_the_same_batch_stops_at_once_naming_the_holder() {
+    let sb = batch(&[("a", "hang")]);
+    let fake = agent(FAKE);
+    let mut first = sb
+        .cmd(&[
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--id-column",
+            "id",
+            "--format",
+            "plain",
+            "--",
+            "python3",
+            &fake,
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("first run");
+    // Wait for the first run to hold its lock.
+    let lock = sb.join("workers-output.runner/lock");
+    for _ in 0..100 {
+        if std::fs::read_to_string(&lock).is_ok_and(|s| !s.is_empty()) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let r = run_batch(&sb, &[]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains(&format!("pid {}", first.id())), "{r:?}");
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &first.id().to_string()])
+        .status();
+    let status = first.wait().expect("wait");
+    assert_eq!(status.code(), Some(130));
+}

@@ -1,0 +1,197 @@
+//! Test harness: a temp folder, a way to run `runner` in it, and helpers to inspect what it
+//! left on disk and in the process table.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A temp folder to run `runner` in.
+pub struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+/// What a `runner` invocation did.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Run {
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+/// Absolute path of a fake agent under tests/agents/.
+pub fn agent(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/agents")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        Sandbox {
+            dir: tempfile::Builder::new()
+                .prefix("runner-test-")
+                .tempdir()
+                .expect("tempdir"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn join(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&p, contents).expect("write");
+        p
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+    }
+
+    /// A `runner` command in the sandbox, with a clean RUNNER_* environment.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_runner"));
+        c.args(args).current_dir(self.path()).stdin(Stdio::null());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("RUNNER_") {
+                c.env_remove(k);
+            }
+        }
+        c.env("NO_COLOR", "1");
+        c
+    }
+
+    /// Run `runner ARGS` to completion.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.cmd(args).output().expect("spawn runner").into()
+    }
+
+    /// Every file under the sandbox with its bytes (to assert nothing changed).
+    pub fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+            for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    out.insert(
+                        p.strip_prefix(root).expect("prefix").to_owned(),
+                        b"<dir>".to_vec(),
+                    );
+                    walk(&p, root, out);
+                } else {
+                    out.insert(
+                        p.strip_prefix(root).expect("prefix").to_owned(),
+                        std::fs::read(&p).expect("read"),
+                    );
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(self.path(), self.path(), &mut out);
+        out
+    }
+
+    /// Processes whose environment mentions this sandbox (children of our runs).
+    pub fn live_processes(&self) -> Vec<(u32, String)> {
+        let needle = self.path().display().to_string();
+        let mut found = Vec::new();
+        for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                continue;
+            };
+            if String::from_utf8_lossy(&env).contains(&needle) {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                // Zombies are already dead; they only wait to be reaped by their parent.
+                if stat
+                    .rsplit(')')
+                    .next()
+                    .is_some_and(|s| s.trim_start().starts_with('Z'))
+                {
+                    continue;
+                }
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+            }
+        }
+        found
+    }
+
+    /// Wait up to `secs` for no process of this sandbox to be alive; return the survivors.
+    pub fn survivors_after(&self, secs: f64) -> Vec<(u32, String)> {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+        loop {
+            let live = self.live_processes();
+            if live.is_empty() || std::time::Instant::now() > until {
+                return live;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        // Never leave a stray agent behind, even when a test fails.
+        for (pid, _) in self.live_processes() {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+}
+
+/// Parse a CSV file into rows of name → value.
+pub fn csv_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
+    let mut rdr =
+        csv::Reader::from_path(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let headers = rdr.headers().expect("headers").clone();
+    rdr.records()
+        .map(|r| {
+            let r = r.expect("record");
+            headers
+                .iter()
+                .zip(r.iter())
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The rows of `path` keyed by `key`.
+pub fn by_id(path: &Path, key: &str) -> BTreeMap<String, BTreeMap<String, String>> {
+    csv_rows(path)
+        .into_iter()
+        .map(|r| (r[key].clone(), r))
+        .collect()
+}

@@ -1,0 +1,6 @@
+//! Integration tests: the real `runner` binary in temp folders against fake agents
+//! (`tests/agents/`). One test binary, a small harness (ripgrep/just style).
+
+mod harness;
+
+mod batch;

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Example agent for `runner batch examples/audit/BATCH.md`: audits one markdown file.
+
+It behaves like an agent CLI run by the `exec` runner: it reads its prompt on stdin (and
+ignores it: the work is fixed), finds its item in the environment the runner sets, and writes
+its report to $RUNNER_REPORT. The item id is the file's path, relative to the folder the
+runner was started in (the repository root).
+
+Checks: the file exists and is UTF-8; it has a `# ` title; a `---` frontmatter, if present,
+is closed and holds `key: value` lines; every relative link `[text](path)` points to a file
+or folder that exists. The report is `completed` when the audit ran (its findings are in
+`output`), `failed` when the file cannot be read.
+"""
+import json
+import os
+import re
+import sys
+
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def frontmatter_state(lines):
+    if not lines or lines[0].strip() != "---":
+        return "none"
+    for line in lines[1:]:
+        if line.strip() == "---":
+            return "valid"
+        if line.strip() and not line.startswith((" ", "-", "#")) and ":" not in line:
+            return "invalid"
+    return "unclosed"
+
+
+def audit(path):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    lines = text.splitlines()
+    in_fence = False
+    links, broken, has_title = 0, [], False
+    for line in lines:
+        if line.lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        if line.startswith("# "):
+            has_title = True
+        for target in LINK.findall(line):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                continue
+            links += 1
+            local = target.split("#", 1)[0]
+            resolved = os.path.normpath(os.path.join(os.path.dirname(path), local))
+            if not os.path.exists(resolved):
+                broken.append(target)
+    return {
+        "has_title": has_title,
+        "frontmatter": frontmatter_state(lines),
+        "links_checked": links,
+        "broken_links": broken,
+        "lines": len(lines),
+    }
+
+
+def main():
+    sys.stdin.read()  # the prompt; this example's work does not depend on it
+    path = os.environ["RUNNER_ITEM_ID"]
+    report = {"id": path, "files_modified": [], "files_created": [], "tests": "none", "next_steps": []}
+    try:
+        out = audit(path)
+    except (OSError, UnicodeDecodeError) as e:
+        report.update(status="failed", summary=f"cannot read {path}: {e}", output={})
+    else:
+        problems = []
+        if not out["has_title"]:
+            problems.append("no title")
+        if out["frontmatter"] in ("invalid", "unclosed"):
+            problems.append(f"frontmatter {out['frontmatter']}")
+        if out["broken_links"]:
+            problems.append(f"{len(out['broken_links'])} broken link(s)")
+        verdict = "; ".join(problems) if problems else "no problems"
+        report.update(
+            status="completed",
+            summary=f"{path}: {out['links_checked']} relative link(s) checked, {verdict}",
+            output=out,
+        )
+    with open(os.environ["RUNNER_REPORT"], "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2)
+    print(report["summary"])
+
+
+if __name__ == "__main__":
+    main()

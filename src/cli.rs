@@ -27,6 +27,97 @@ pub enum Command {
     /// Give a BATCH.md (frontmatter + instruction), or the files as flags. Running the same
     /// command again resumes: completed rows are not run again.
     Batch(BatchArgs),
+    /// List the open items of the todo inbox (writes nothing but a missing inbox template).
+    List(ListArgs),
+    /// Add an item to the todo inbox; a Todo item also gets a checkpoint file.
+    Add(AddArgs),
+    /// Hand inbox items to teammates: move the chosen items into the next todo-N.md and run it.
+    Resolve(ResolveArgs),
+    /// Run (or resume) an existing batch file todo-N.md: every unticked Todo item.
+    Run(RunTodoArgs),
+}
+
+/// Which task store to use.
+#[derive(Debug, Args, Clone, Default)]
+pub struct StoreArgs {
+    /// Use this folder as the store (instead of .agent-tasks/ or ~/.agent-tasks/).
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
+    /// Use the global store ~/.agent-tasks/.
+    #[arg(long, conflicts_with = "project")]
+    pub global: bool,
+    /// Use the project store <git root>/.agent-tasks/.
+    #[arg(long)]
+    pub project: bool,
+}
+
+/// `runner list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `runner add`.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The item: its first line is the title, further lines its continuation.
+    #[arg(value_name = "TEXT")]
+    pub text: String,
+    /// Add it to the Ideas section (no checkpoint).
+    #[arg(long)]
+    pub idea: bool,
+    /// The checkpoint's body (current task, progress, decisions, next steps, files) from a
+    /// file, or `-` for stdin.
+    #[arg(long, value_name = "FILE|-")]
+    pub checkpoint: Option<String>,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `runner resolve`.
+#[derive(Debug, Args)]
+pub struct ResolveArgs {
+    /// Do not ask: hand out the items given with --select, or every open Todo item.
+    #[arg(long, short)]
+    pub yes: bool,
+    /// The inbox items to hand out, by number (e.g. 1,3).
+    #[arg(long, value_name = "N,N", value_delimiter = ',')]
+    pub select: Vec<u32>,
+    /// Keep the team workspace even when every item completed.
+    #[arg(long)]
+    pub keep_team: bool,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Runner options.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The program for the `exec` runner and its arguments (after `--`).
+    #[arg(last = true, value_name = "PROGRAM ARGS")]
+    pub command: Vec<String>,
+}
+
+/// `runner run`.
+#[derive(Debug, Args)]
+pub struct RunTodoArgs {
+    /// The batch file (todo-N.md) to run.
+    #[arg(value_name = "todo-N.md")]
+    pub batch: PathBuf,
+    /// Also run the batch's unticked Ideas.
+    #[arg(long)]
+    pub include_ideas: bool,
+    /// Keep the team workspace even when every item completed.
+    #[arg(long)]
+    pub keep_team: bool,
+    /// Runner options.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The program for the `exec` runner and its arguments (after `--`).
+    #[arg(last = true, value_name = "PROGRAM ARGS")]
+    pub command: Vec<String>,
 }
 
 /// `runner batch`.

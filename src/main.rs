@@ -24,6 +24,10 @@ fn main() {
     init_tracing(cli.verbose);
     let result = match cli.command {
         Command::Batch(args) => commands::batch::run(args),
+        Command::List(args) => commands::todo::list(args),
+        Command::Add(args) => commands::todo::add(args),
+        Command::Resolve(args) => commands::resolve::resolve(args),
+        Command::Run(args) => commands::todo_run::run(args),
     };
     let code = match result {
         Ok(code) => code,

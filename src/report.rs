@@ -56,7 +56,7 @@ impl ItemStatus {
 
 impl std::fmt::Display for ItemStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

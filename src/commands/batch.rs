@@ -1,17 +1,16 @@
 //! `runner batch`: one teammate per row of a CSV file (DESIGN §2, §3).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
+use super::common;
 use crate::cli::BatchArgs;
 use crate::config::{self, FileDefaults};
-use crate::error::{EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Error, Result};
+use crate::error::{Error, Result};
 use crate::item::{WorkItem, teammate_name};
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, Instruction, TeammateTemplate};
-use crate::report::ItemStatus;
-use crate::run::dispatcher::{self, ItemStream};
+use crate::run::dispatcher::ItemStream;
+use crate::run::events::RunSummary;
 use crate::run::team::Team;
-use crate::run::{RunSpec, events::RunSummary};
 use crate::sink::output_csv;
 use crate::source::batch_spec::{self, SchemaSource};
 use crate::source::csv_input::{self, CsvRows, CsvTable};
@@ -170,57 +169,29 @@ pub fn run(args: BatchArgs) -> Result<i32> {
         eprintln!("warning: {w}");
     }
     let format = opts.format;
-    let run_spec = Arc::new(RunSpec {
-        team: plan.team.clone(),
-        workspace: plan.workspace.clone(),
+    let run_spec = common::run_spec(
+        opts,
+        plan.team.clone(),
+        plan.workspace.clone(),
         cwd,
-        jobs: opts.jobs,
-        timeout: opts.timeout,
-        grace: opts.grace,
-        pipe_wait: config::PIPE_WAIT,
-        retries: opts.retries,
-        retry_on: opts.retry_on,
-        retry_delay: opts.retry_delay,
-        log_cap: opts.log_cap,
-        runner: opts.runner,
-        command: opts.command,
-        model: opts.model,
-        agent_args: opts.agent_args,
-        vars: opts.vars,
         template,
         schema,
-        verify: opts.verify,
-    });
+    );
 
     // Everything is valid: from here on files are written.
     let mut team = Team::open(&plan.team, &plan.workspace)?;
     let items = row_items(&plan)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Environment(format!("cannot start the async runtime: {e}")))?;
     let mut reporter = crate::ui::reporter(format);
-    let summary = runtime.block_on(dispatcher::run(
+    let summary = common::execute(
         run_spec,
         &mut team,
         items,
         Some(plan.table.rows),
         reporter.as_mut(),
-    ))?;
+    )?;
     write_output(&plan, &layout, &mut team, &summary)?;
     crate::ui::print_summary(&summary, Some(&plan.output), &plan.workspace, format);
-    Ok(exit_code(&summary))
-}
-
-/// The exit code of a finished run (DESIGN §7).
-pub fn exit_code(s: &RunSummary) -> i32 {
-    if s.interrupted {
-        EXIT_INTERRUPTED
-    } else if s.count(ItemStatus::Completed) == s.total() {
-        EXIT_OK
-    } else {
-        EXIT_INCOMPLETE
-    }
+    Ok(common::exit_code(&summary))
 }
 
 fn row_items(plan: &BatchPlan) -> Result<ItemStream> {

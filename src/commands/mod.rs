@@ -2,3 +2,7 @@
 //! code. The steps are in `config`, `source`, `run` and `sink`; these only sequence them.
 
 pub mod batch;
+pub mod common;
+pub mod resolve;
+pub mod todo;
+pub mod todo_run;

@@ -8,6 +8,7 @@ pub mod journal;
 pub mod lock;
 pub mod orphans;
 pub mod outcome;
+pub mod plan;
 pub mod process;
 pub mod team;
 pub mod unit;

@@ -1683,6 +1683,18 @@ fn push_blocks(out: &mut String, blocks: &[String], nl: &str) {
     }
 }
 
+/// The inbox template compiled into the binary (`templates/todo.md`); `{{ date }}` stands for
+/// the last-updated date.
+pub const INBOX_TEMPLATE: &str = include_str!("../../templates/todo.md");
+
+/// A new inbox `todo.md` from `template` (normally [`INBOX_TEMPLATE`], or a store's own
+/// `templates/todo.md`) with `{{ date }}` replaced by `date`. Line breaks in `date` become
+/// spaces.
+#[must_use]
+pub fn inbox_from(template: &str, date: &str) -> String {
+    template.replace("{{ date }}", &single_line(date))
+}
+
 /// The default inbox `todo.md`, with `\n` line endings:
 ///
 /// ```text
@@ -1694,14 +1706,9 @@ fn push_blocks(out: &mut String, blocks: &[String], nl: &str) {
 ///
 /// ## 💡 Ideas
 /// ```
-///
-/// Line breaks in `date` become spaces.
 #[must_use]
 pub fn inbox_template(date: &str) -> String {
-    format!(
-        "# TODO\n\nLast updated: {}\n\n{TODO_HEADING}\n\n{IDEAS_HEADING}\n",
-        single_line(date)
-    )
+    inbox_from(INBOX_TEMPLATE, date)
 }
 
 // ---------------------------------------------------------------------------------------------

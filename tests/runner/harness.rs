@@ -89,6 +89,8 @@ impl Sandbox {
             }
         }
         c.env("NO_COLOR", "1");
+        // Never touch the real ~/.agent-tasks.
+        c.env("HOME", self.path().join("home"));
         c
     }
 

@@ -1,0 +1,207 @@
+//! `runner list` and `runner add`: the todo inbox (seed `todo-skill.md`).
+
+use std::io::{IsTerminal, Read};
+use std::path::Path;
+
+use super::common::today;
+use crate::cli::{AddArgs, ListArgs, StoreArgs};
+use crate::error::{Error, Result};
+use crate::source::todo::{Mark, Section, TodoDocument};
+use crate::store::{self, Need, ScopeFlags, Store};
+
+/// The checkpoint template compiled into the binary (`templates/checkpoint.md`).
+pub const CHECKPOINT_TEMPLATE: &str = include_str!("../../templates/checkpoint.md");
+
+/// Pick the store for a command, asking on a terminal when the rules need a choice.
+pub fn open_store(args: &StoreArgs, need: Need) -> Result<Store> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?;
+    let flags = ScopeFlags {
+        store: args.store.clone(),
+        global: args.global,
+        project: args.project,
+    };
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    store::choose(&flags, &cwd, need, interactive, |root| {
+        let items = [
+            format!("project store ({})", root.join(store::STORE_DIR).display()),
+            format!("global store (~/{})", store::STORE_DIR),
+        ];
+        dialoguer::Select::new()
+            .with_prompt("Which todo store?")
+            .items(&items)
+            .default(0)
+            .interact()
+            .map(|i| i == 0)
+            .map_err(|e| Error::Input(format!("no store chosen: {e}")))
+    })
+}
+
+/// Parse a todo file, refusing one with problems (exit 2, naming file and line).
+pub fn parse_checked(path: &Path, text: &str) -> Result<TodoDocument> {
+    let doc = TodoDocument::parse(text);
+    if let Some(p) = doc.problems().first() {
+        let more = doc.problems().len() - 1;
+        let more = if more > 0 {
+            format!(" (and {more} more problem(s))")
+        } else {
+            String::new()
+        };
+        return Err(Error::input_at(
+            path,
+            Some(p.line as u64),
+            format!("{}{more}", p.message),
+        ));
+    }
+    Ok(doc)
+}
+
+fn read_utf8(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::Input(format!("{}: cannot read: {e}", path.display())))?;
+    String::from_utf8(bytes)
+        .map_err(|_| Error::input_at(path, None, "not valid UTF-8; save it as UTF-8"))
+}
+
+/// Read a todo file (UTF-8) and parse it checked.
+pub fn read_doc(path: &Path) -> Result<(String, TodoDocument)> {
+    let text = read_utf8(path)?;
+    let doc = parse_checked(path, &text)?;
+    Ok((text, doc))
+}
+
+/// Print the open items of `doc`, numbered, with checkpoint and continuation text.
+pub fn print_items(doc: &TodoDocument) -> usize {
+    let mut shown = 0;
+    for (section, heading) in [(Section::Todo, "Todo"), (Section::Ideas, "Ideas")] {
+        let open: Vec<_> = doc
+            .items()
+            .iter()
+            .filter(|i| i.section == section && i.mark != Mark::Done)
+            .collect();
+        println!("{heading} ({})", open.len());
+        for i in open {
+            let indent = "  ".repeat(1 + i.indent / 2);
+            let mark = if i.mark == Mark::InProgress {
+                "[~]"
+            } else {
+                "[ ]"
+            };
+            let cp = i
+                .context
+                .as_ref()
+                .map(|c| format!("  @context:{c}"))
+                .unwrap_or_default();
+            println!("{indent}{:>3}. {mark} {}{cp}", i.number, i.title);
+            for line in i.continuation.lines() {
+                println!("{indent}       {line}");
+            }
+            if let Some(note) = &i.note {
+                println!("{indent}       > runner: {note}");
+            }
+            shown += 1;
+        }
+    }
+    shown
+}
+
+/// `runner list`.
+pub fn list(args: ListArgs) -> Result<i32> {
+    let store = open_store(&args.store, Need::DefaultProject)?;
+    let (text, existed) = store.read_inbox(&today())?;
+    if !existed {
+        store.ensure()?;
+        crate::fsutil::write_atomic(&store.inbox(), text.as_bytes())?;
+    }
+    let doc = parse_checked(&store.inbox(), &text)?;
+    println!("{}", store.inbox().display());
+    print_items(&doc);
+    Ok(0)
+}
+
+/// `runner add`.
+pub fn add(args: AddArgs) -> Result<i32> {
+    let (title, continuation) = match args.text.trim().split_once('\n') {
+        Some((t, rest)) => (t.trim().to_owned(), rest.to_owned()),
+        None => (args.text.trim().to_owned(), String::new()),
+    };
+    if title.is_empty() {
+        return Err(Error::Input("the item text is empty".into()));
+    }
+    if args.idea && args.checkpoint.is_some() {
+        return Err(Error::Input(
+            "an idea has no checkpoint; drop --checkpoint or --idea".into(),
+        ));
+    }
+    let body = match args.checkpoint.as_deref() {
+        None => None,
+        Some("-") => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map_err(|e| Error::Input(format!("cannot read the checkpoint from stdin: {e}")))?;
+            Some(s)
+        }
+        Some(p) => Some(read_utf8(Path::new(p))?),
+    };
+    let store = open_store(&args.store, Need::Choice)?;
+    let (text, _) = store.read_inbox(&today())?;
+    let mut doc = parse_checked(&store.inbox(), &text)?;
+    let cp_template = store.template("checkpoint.md", CHECKPOINT_TEMPLATE)?;
+    // Check everything before writing: the template renders, the item reads back.
+    let now = jiff::Zoned::now();
+    let checkpoint_text = if args.idea {
+        None
+    } else {
+        let env = minijinja::Environment::new();
+        let rendered = env
+            .render_str(
+                &cp_template,
+                minijinja::context! {
+                    created => now.strftime("%Y-%m-%dT%H:%M:%S").to_string(),
+                    task => &title,
+                    body => body.as_deref().map(str::trim_end),
+                },
+            )
+            .map_err(|e| {
+                Error::input_at(
+                    &store.dir.join("templates/checkpoint.md"),
+                    e.line().map(|l| l as u64),
+                    e,
+                )
+            })?;
+        Some(rendered)
+    };
+    store.ensure()?;
+    let section = if args.idea {
+        Section::Ideas
+    } else {
+        Section::Todo
+    };
+    let mut line = title.clone();
+    let mut checkpoint_name = None;
+    if let Some(content) = checkpoint_text {
+        let name = store.create_checkpoint(&now.strftime("%Y%m%d-%H%M%S").to_string(), &content)?;
+        line.push_str(&format!(" @context:{name}"));
+        checkpoint_name = Some(name);
+    }
+    let number = match doc.append_item(section, &line, &continuation) {
+        Ok(n) => n,
+        Err(e) => {
+            if let Some(name) = &checkpoint_name {
+                let _ = std::fs::remove_file(store.dir.join(name));
+            }
+            return Err(Error::input_at(&store.inbox(), None, e));
+        }
+    };
+    doc.set_last_updated(&today());
+    crate::fsutil::write_atomic(&store.inbox(), doc.render().as_bytes())?;
+    match checkpoint_name {
+        Some(cp) => println!(
+            "Added item {number} to {} with checkpoint {cp}",
+            store.inbox().display()
+        ),
+        None => println!("Added idea {number} to {}", store.inbox().display()),
+    }
+    Ok(0)
+}

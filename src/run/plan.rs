@@ -1,0 +1,122 @@
+//! Planning checks on the items of a batch before anything runs: the dependency graph
+//! (`@after:` on todo items, `depends_on` in CSV; seeds `pi-dag-workflow` `blockedBy` and
+//! `taskmaster-protocol` `depends_on`). Pure: items in, errors out.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::item::WorkItem;
+
+/// Check that every prerequisite names an item of the batch and that there is no cycle.
+///
+/// Errors: one line per problem, naming the items (`item 3 waits for 9, which is not in
+/// this batch`; `a cycle: 1 → 2 → 1`).
+pub fn check_dependencies(items: &[WorkItem]) -> Result<(), Vec<String>> {
+    let ids: HashSet<&str> = items.iter().map(|i| i.id.as_str()).collect();
+    let mut problems = Vec::new();
+    for item in items {
+        for dep in &item.after {
+            if dep == &item.id {
+                problems.push(format!("item {} waits for itself", item.id));
+            } else if !ids.contains(dep.as_str()) {
+                problems.push(format!(
+                    "item {} waits for {dep}, which is not in this batch",
+                    item.id
+                ));
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    // Depth-first search with colours; report the first cycle found from each root.
+    let graph: HashMap<&str, Vec<&str>> = items
+        .iter()
+        .map(|i| (i.id.as_str(), i.after.iter().map(String::as_str).collect()))
+        .collect();
+    #[derive(Clone, Copy, PartialEq)]
+    enum Colour {
+        Grey,
+        Black,
+    }
+    let mut colour: HashMap<&str, Colour> = HashMap::new();
+    for root in items.iter().map(|i| i.id.as_str()) {
+        if colour.contains_key(root) {
+            continue;
+        }
+        let mut stack: Vec<(&str, usize)> = vec![(root, 0)];
+        let mut path: Vec<&str> = vec![root];
+        colour.insert(root, Colour::Grey);
+        while let Some((node, next)) = stack.last().copied() {
+            let deps = &graph[node];
+            if next < deps.len() {
+                if let Some(top) = stack.last_mut() {
+                    top.1 += 1;
+                }
+                let dep = deps[next];
+                match colour.get(dep) {
+                    Some(Colour::Grey) => {
+                        let start = path.iter().position(|p| *p == dep).unwrap_or(0);
+                        let mut cycle: Vec<&str> = path[start..].to_vec();
+                        cycle.push(dep);
+                        problems.push(format!("a cycle of prerequisites: {}", cycle.join(" → ")));
+                        return Err(problems);
+                    }
+                    Some(Colour::Black) => {}
+                    None => {
+                        colour.insert(dep, Colour::Grey);
+                        stack.push((dep, 0));
+                        path.push(dep);
+                    }
+                }
+            } else {
+                colour.insert(node, Colour::Black);
+                stack.pop();
+                path.pop();
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(id: &str, after: &[&str]) -> WorkItem {
+        WorkItem {
+            id: id.into(),
+            title: id.into(),
+            line: 1,
+            teammate: id.into(),
+            vars: vec![],
+            body: String::new(),
+            checkpoint: None,
+            after: after.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn chains_and_diamonds_are_fine() {
+        assert!(
+            check_dependencies(&[item("1", &[]), item("2", &["1"]), item("3", &["2"])]).is_ok()
+        );
+        assert!(
+            check_dependencies(&[
+                item("a", &[]),
+                item("b", &["a"]),
+                item("c", &["a"]),
+                item("d", &["b", "c"])
+            ])
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn unknown_ids_and_cycles_are_named() {
+        let e = check_dependencies(&[item("1", &["9"])]).expect_err("unknown");
+        assert_eq!(e, vec!["item 1 waits for 9, which is not in this batch"]);
+        let e = check_dependencies(&[item("1", &["3"]), item("2", &["1"]), item("3", &["2"])])
+            .expect_err("cycle");
+        assert_eq!(e, vec!["a cycle of prerequisites: 1 → 3 → 2 → 1"]);
+    }
+}

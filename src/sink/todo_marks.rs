@@ -1,0 +1,153 @@
+//! Marks in a todo batch file (DESIGN §3, seeds `todo-skill.md` and
+//! `task-management-protocol.md`): `[~]` while a teammate works on an item, then `[x]` with the
+//! report's summary on a `> runner:` note line for a completed item, or back to `[ ]` with a
+//! note giving the status, the reason and the log for any other outcome. Only the edited
+//! characters and note lines change; the file is replaced atomically.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use crate::report::ItemStatus;
+use crate::run::events::{Event, Reporter};
+use crate::run::outcome::Outcome;
+use crate::source::todo::{Mark, TodoDocument};
+
+/// Set the final mark and note of item `number` from its outcome (`None`: it never started).
+pub fn apply_outcome(doc: &mut TodoDocument, number: u32, outcome: Option<&Outcome>) {
+    let (mark, note) = match outcome {
+        Some(o) if o.status == ItemStatus::Completed => {
+            let summary = if o.summary.is_empty() {
+                "completed".to_string()
+            } else {
+                o.summary.clone()
+            };
+            (Mark::Done, summary)
+        }
+        Some(o) => {
+            let log = if o.log.is_empty() {
+                String::new()
+            } else {
+                format!(" (log: {})", o.log)
+            };
+            (Mark::Open, format!("{}: {}{log}", o.status, o.error))
+        }
+        None => (
+            Mark::Open,
+            "cancelled: not started, the run was interrupted".to_string(),
+        ),
+    };
+    let _ = doc.set_mark(number, mark);
+    let _ = doc.set_note(number, Some(&note));
+}
+
+/// `done` when every item in `numbers` is ticked, else `partial`.
+pub fn batch_status(doc: &TodoDocument, numbers: &[u32]) -> &'static str {
+    let all = numbers
+        .iter()
+        .all(|n| doc.item(*n).is_some_and(|i| i.mark == Mark::Done));
+    if all { "done" } else { "partial" }
+}
+
+/// The checkpoint references of every item that is not done in `texts` (the inbox and every
+/// batch file): those checkpoints must be kept.
+pub fn referenced_checkpoints<'a>(texts: impl IntoIterator<Item = &'a str>) -> HashSet<String> {
+    texts
+        .into_iter()
+        .flat_map(|t| {
+            TodoDocument::parse(t)
+                .items()
+                .iter()
+                .filter(|i| i.mark != Mark::Done)
+                .filter_map(|i| i.context.clone())
+                .collect::<Vec<_>>()
+        })
+        .map(|c| normalize(&c))
+        .collect()
+}
+
+/// A checkpoint reference in comparable form (`./cp-1.md` and `cp-1.md` are the same).
+pub fn normalize(reference: &str) -> String {
+    reference.trim().trim_start_matches("./").to_owned()
+}
+
+/// A reporter that marks an item `[~]` in the batch file when an attempt starts, then passes
+/// every event on. Write errors are warned about, never fatal: the journal is the truth.
+pub struct LiveMarks {
+    inner: Box<dyn Reporter>,
+    path: PathBuf,
+    doc: TodoDocument,
+}
+
+impl LiveMarks {
+    /// Wrap `inner`, editing `doc` (the text of `path`).
+    pub fn new(inner: Box<dyn Reporter>, path: PathBuf, doc: TodoDocument) -> LiveMarks {
+        LiveMarks { inner, path, doc }
+    }
+}
+
+impl Reporter for LiveMarks {
+    fn event(&mut self, event: &Event) {
+        if let Event::AttemptStarted { id, .. } = event
+            && let Ok(number) = id.parse::<u32>()
+            && self
+                .doc
+                .item(number)
+                .is_some_and(|i| i.mark != Mark::InProgress)
+            && self.doc.set_mark(number, Mark::InProgress).is_ok()
+            && let Err(e) = crate::fsutil::write_atomic(&self.path, self.doc.render().as_bytes())
+        {
+            tracing::warn!("cannot mark item {number} in progress: {e}");
+        }
+        self.inner.event(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BATCH: &str = "---\nstatus: pending\n---\n\n## 📋 Todo\n- [~] one @context:cp-1.md\n  more\n- [ ] two @context:cp-2.md\n";
+
+    fn outcome(status: ItemStatus) -> Outcome {
+        let mut o = Outcome::not_run("1", "todo-task-1", "one", status, "no report".into());
+        o.summary = "did one".into();
+        o.log = "/w/log".into();
+        o
+    }
+
+    #[test]
+    fn completed_items_are_ticked_with_their_summary() {
+        let mut doc = TodoDocument::parse(BATCH);
+        apply_outcome(&mut doc, 1, Some(&outcome(ItemStatus::Completed)));
+        assert_eq!(
+            doc.render(),
+            "---\nstatus: pending\n---\n\n## 📋 Todo\n- [x] one @context:cp-1.md\n  > runner: did one\n  more\n- [ ] two @context:cp-2.md\n"
+        );
+        assert_eq!(batch_status(&doc, &[1]), "done");
+        assert_eq!(batch_status(&doc, &[1, 2]), "partial");
+    }
+
+    #[test]
+    fn other_outcomes_go_back_to_open_with_reason_and_log() {
+        let mut doc = TodoDocument::parse(BATCH);
+        apply_outcome(&mut doc, 1, Some(&outcome(ItemStatus::Failed)));
+        let text = doc.render();
+        assert!(
+            text.contains(
+                "- [ ] one @context:cp-1.md\n  > runner: failed: no report (log: /w/log)\n  more\n"
+            ),
+            "{text}"
+        );
+        // Running again replaces the note instead of stacking notes.
+        apply_outcome(&mut doc, 1, Some(&outcome(ItemStatus::Completed)));
+        assert_eq!(doc.render().matches("> runner:").count(), 1);
+    }
+
+    #[test]
+    fn checkpoints_of_open_items_anywhere_are_kept() {
+        let inbox = "## Todo\n- [ ] shares @context:./cp-1.md\n- [x] done @context:cp-3.md\n";
+        let refs = referenced_checkpoints([inbox, BATCH]);
+        assert!(refs.contains("cp-1.md") && refs.contains("cp-2.md"));
+        assert!(!refs.contains("cp-3.md"));
+    }
+}

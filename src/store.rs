@@ -1,0 +1,407 @@
+//! The task store (DESIGN §3, seed `todo-skill.md`): `<git root>/.agent-tasks/` for a
+//! project, `~/.agent-tasks/` globally, or any folder given with `--store`. It holds the inbox
+//! `todo.md`, batch files `todo-N.md`, checkpoints `cp-YYYYMMDD-HHMMSS.md`, optional
+//! `templates/` and `runners/` overrides, `runner.toml`, and team workspaces under `teams/`.
+//!
+//! This module reads and writes store files; it never starts processes.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// The store folder's name inside a project.
+pub const STORE_DIR: &str = ".agent-tasks";
+
+/// Which store a command asked for.
+#[derive(Debug, Clone, Default)]
+pub struct ScopeFlags {
+    /// `--store DIR`.
+    pub store: Option<PathBuf>,
+    /// `--global`.
+    pub global: bool,
+    /// `--project`.
+    pub project: bool,
+}
+
+/// An opened store.
+#[derive(Debug, Clone)]
+pub struct Store {
+    /// The store folder (absolute).
+    pub dir: PathBuf,
+    /// The project root when this is a project store (teammates run there).
+    pub project_root: Option<PathBuf>,
+}
+
+/// The git work tree containing `start`, found by walking up to a `.git` entry.
+pub fn git_root(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_owned)
+}
+
+/// How the store was chosen, for `choose`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// `list`: defaults to the project store.
+    DefaultProject,
+    /// `add`, `resolve`: inside a repository the user must choose.
+    Choice,
+}
+
+/// Pick the store. `ask` is called only when a choice is needed and stdin is a terminal; it
+/// returns `true` for the project store.
+///
+/// Errors: `--project` outside a git repository; a needed choice without a terminal
+/// (exit 2, naming the flags); no home folder for the global store (exit 3).
+pub fn choose(
+    flags: &ScopeFlags,
+    cwd: &Path,
+    need: Need,
+    interactive: bool,
+    ask: impl FnOnce(&Path) -> Result<bool>,
+) -> Result<Store> {
+    if flags.global && flags.project {
+        return Err(Error::Input("give --global or --project, not both".into()));
+    }
+    if let Some(dir) = &flags.store {
+        return Ok(Store {
+            dir: crate::config::absolute(dir),
+            project_root: None,
+        });
+    }
+    let global = || -> Result<Store> {
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| {
+                Error::Environment(
+                    "HOME is not set, so there is no global store; use --store DIR".into(),
+                )
+            })?;
+        Ok(Store {
+            dir: PathBuf::from(home).join(STORE_DIR),
+            project_root: None,
+        })
+    };
+    if flags.global {
+        return global();
+    }
+    let root = git_root(cwd);
+    let project = |root: PathBuf| Store {
+        dir: root.join(STORE_DIR),
+        project_root: Some(root),
+    };
+    match (flags.project, root) {
+        (true, Some(root)) => Ok(project(root)),
+        (true, None) => Err(Error::Input(format!(
+            "{} is not inside a git repository, so there is no project store; use --global",
+            cwd.display()
+        ))),
+        (false, None) => global(),
+        (false, Some(root)) => match need {
+            Need::DefaultProject => Ok(project(root)),
+            Need::Choice if interactive => {
+                if ask(&root)? {
+                    Ok(project(root))
+                } else {
+                    global()
+                }
+            }
+            Need::Choice => Err(Error::Input(format!(
+                "inside the git repository {}: say which store to use with --project ({}) or --global (~/{STORE_DIR})",
+                root.display(),
+                root.join(STORE_DIR).display()
+            ))),
+        },
+    }
+}
+
+/// `<store>/runner.toml`: defaults for runs from this store, below the flags.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// Runner definition name.
+    pub runner: Option<String>,
+    /// Command for the exec runner.
+    pub command: Option<Vec<String>>,
+    /// Teammates at once.
+    pub max_workers: Option<usize>,
+    /// Time limit of one attempt, seconds.
+    pub max_runtime_seconds: Option<u64>,
+    /// Extra attempts.
+    pub retries: Option<u32>,
+    /// Verify command.
+    pub verify: Option<String>,
+    /// Model.
+    pub model: Option<String>,
+}
+
+impl Store {
+    /// The inbox path.
+    pub fn inbox(&self) -> PathBuf {
+        self.dir.join("todo.md")
+    }
+
+    /// A template: `<store>/templates/<name>` if it exists, else the built-in `builtin`.
+    ///
+    /// Errors: the override exists but cannot be read.
+    pub fn template(&self, name: &str, builtin: &str) -> Result<String> {
+        let p = self.dir.join("templates").join(name);
+        match std::fs::read_to_string(&p) {
+            Ok(t) => Ok(t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(builtin.to_owned()),
+            Err(e) => Err(Error::Input(format!(
+                "{}: cannot read the template: {e}",
+                p.display()
+            ))),
+        }
+    }
+
+    /// Read `<store>/runner.toml` if present.
+    ///
+    /// Errors: unreadable or invalid file (exit 2, naming the key).
+    pub fn config(&self) -> Result<StoreConfig> {
+        let p = self.dir.join("runner.toml");
+        let text = match std::fs::read_to_string(&p) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(StoreConfig::default()),
+            Err(e) => return Err(Error::Input(format!("{}: cannot read: {e}", p.display()))),
+        };
+        toml::from_str(&text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() as u64 + 1);
+            Error::input_at(&p, line, e.message())
+        })
+    }
+
+    /// The inbox text, or the template when there is none yet (`None` as the second value
+    /// means the file does not exist).
+    ///
+    /// Errors: the inbox exists but cannot be read or is not UTF-8 (exit 3 / 2).
+    pub fn read_inbox(&self, today: &str) -> Result<(String, bool)> {
+        let p = self.inbox();
+        match std::fs::read(&p) {
+            Ok(bytes) => String::from_utf8(bytes)
+                .map(|t| (t, true))
+                .map_err(|_| Error::input_at(&p, None, "not valid UTF-8; save it as UTF-8")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let template = self.template("todo.md", crate::source::todo::INBOX_TEMPLATE)?;
+                Ok((crate::source::todo::inbox_from(&template, today), false))
+            }
+            Err(e) => Err(Error::io("read", &p, e)),
+        }
+    }
+
+    /// Create the store folder if needed.
+    ///
+    /// Errors: [`Error::Environment`] when it cannot be created.
+    pub fn ensure(&self) -> Result<()> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| Error::io("create the store", &self.dir, e))
+    }
+
+    /// The batch files `todo-N.md` of the store, by N.
+    pub fn batches(&self) -> Vec<(u32, PathBuf)> {
+        let mut out: Vec<(u32, PathBuf)> = std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_str()?.to_owned();
+                let n = name
+                    .strip_prefix("todo-")?
+                    .strip_suffix(".md")?
+                    .parse::<u32>()
+                    .ok()?;
+                Some((n, e.path()))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// One more than the largest existing batch number.
+    pub fn next_batch_number(&self) -> u32 {
+        self.batches().last().map_or(1, |(n, _)| n + 1)
+    }
+
+    /// The workspace of team `team`: `<store>/teams/<team>/`.
+    pub fn team_dir(&self, team: &str) -> PathBuf {
+        self.dir.join("teams").join(team)
+    }
+
+    /// Write a new checkpoint `cp-<stamp>.md` (or `cp-<stamp>-2.md`, ... when taken) with
+    /// `content`, never overwriting one. Returns its file name.
+    ///
+    /// Errors: [`Error::Environment`] when it cannot be written.
+    pub fn create_checkpoint(&self, stamp: &str, content: &str) -> Result<String> {
+        use std::io::Write;
+        for n in 1..1000 {
+            let name = if n == 1 {
+                format!("cp-{stamp}.md")
+            } else {
+                format!("cp-{stamp}-{n}.md")
+            };
+            let p = self.dir.join(&name);
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&p)
+            {
+                Ok(mut f) => {
+                    f.write_all(content.as_bytes())
+                        .map_err(|e| Error::io("write", &p, e))?;
+                    f.sync_all().map_err(|e| Error::io("sync", &p, e))?;
+                    return Ok(name);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io("create", &p, e)),
+            }
+        }
+        Err(Error::Environment(format!(
+            "too many checkpoints named cp-{stamp}*.md in {}",
+            self.dir.display()
+        )))
+    }
+
+    /// The absolute path of the checkpoint `reference` (from an `@context:` token), checked
+    /// to be a file inside the store.
+    ///
+    /// Errors (exit 2): an absolute path, a `..` component, a path whose real location (after
+    /// symlinks) is outside the store, or a missing file.
+    pub fn resolve_checkpoint(&self, reference: &str) -> std::result::Result<PathBuf, String> {
+        let rel = Path::new(reference);
+        if rel.is_absolute() {
+            return Err(format!(
+                "checkpoint `{reference}` is an absolute path; name a file inside the store"
+            ));
+        }
+        if rel
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(format!(
+                "checkpoint `{reference}` leaves the store (`..`); name a file inside it"
+            ));
+        }
+        let path = self.dir.join(rel);
+        let real = path.canonicalize().map_err(|_| {
+            format!(
+                "checkpoint `{reference}` does not exist in {}",
+                self.dir.display()
+            )
+        })?;
+        let store = self
+            .dir
+            .canonicalize()
+            .map_err(|e| format!("cannot read the store {}: {e}", self.dir.display()))?;
+        if !real.starts_with(&store) {
+            return Err(format!(
+                "checkpoint `{reference}` is a link leading out of the store; refusing it"
+            ));
+        }
+        if !real.is_file() {
+            return Err(format!("checkpoint `{reference}` is not a file"));
+        }
+        Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = Store {
+            dir: dir.path().join(STORE_DIR),
+            project_root: None,
+        };
+        s.ensure().expect("mkdir");
+        (dir, s)
+    }
+
+    #[test]
+    fn checkpoints_get_distinct_names_in_the_same_second() {
+        let (_d, s) = store();
+        assert_eq!(
+            s.create_checkpoint("20261130-010203", "a").expect("one"),
+            "cp-20261130-010203.md"
+        );
+        assert_eq!(
+            s.create_checkpoint("20261130-010203", "b").expect("two"),
+            "cp-20261130-010203-2.md"
+        );
+    }
+
+    #[test]
+    fn checkpoint_references_must_stay_inside_the_store() {
+        let (d, s) = store();
+        std::fs::write(s.dir.join("cp-1.md"), "x").expect("write");
+        std::fs::write(d.path().join("secret.md"), "x").expect("write");
+        std::os::unix::fs::symlink(d.path().join("secret.md"), s.dir.join("cp-link.md"))
+            .expect("link");
+        assert!(s.resolve_checkpoint("cp-1.md").is_ok());
+        assert!(
+            s.resolve_checkpoint("/etc/passwd")
+                .expect_err("abs")
+                .contains("absolute")
+        );
+        assert!(
+            s.resolve_checkpoint("../secret.md")
+                .expect_err("dotdot")
+                .contains("..")
+        );
+        assert!(
+            s.resolve_checkpoint("cp-link.md")
+                .expect_err("link")
+                .contains("link")
+        );
+        assert!(
+            s.resolve_checkpoint("cp-9.md")
+                .expect_err("missing")
+                .contains("does not exist")
+        );
+    }
+
+    #[test]
+    fn batch_numbers_continue_from_the_largest() {
+        let (_d, s) = store();
+        assert_eq!(s.next_batch_number(), 1);
+        for n in [1, 3, 10] {
+            std::fs::write(s.dir.join(format!("todo-{n}.md")), "").expect("write");
+        }
+        std::fs::write(s.dir.join("todo-x.md"), "").expect("write");
+        assert_eq!(s.next_batch_number(), 11);
+    }
+
+    #[test]
+    fn store_choice_rules() {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(d.path().join(".git")).expect("git");
+        let sub = d.path().join("src");
+        std::fs::create_dir(&sub).expect("sub");
+        let flags = ScopeFlags::default();
+        let never = |_: &Path| -> Result<bool> { panic!("must not ask") };
+        let s = choose(&flags, &sub, Need::DefaultProject, false, never).expect("list");
+        assert_eq!(s.dir, d.path().join(STORE_DIR));
+        let e = choose(&flags, &sub, Need::Choice, false, never).expect_err("needs a choice");
+        assert!(e.to_string().contains("--project") && e.to_string().contains("--global"));
+        let s = choose(&flags, &sub, Need::Choice, true, |_| Ok(true)).expect("asked");
+        assert_eq!(s.project_root.as_deref(), Some(d.path()));
+        let outside = tempfile::tempdir().expect("tempdir");
+        let e = choose(
+            &ScopeFlags {
+                project: true,
+                ..Default::default()
+            },
+            outside.path(),
+            Need::Choice,
+            false,
+            never,
+        );
+        assert!(e.expect_err("no repo").to_string().contains("--global"));
+    }
+}

@@ -1,0 +1,397 @@
+//! The todo workflow: add, list, resolve, run todo-N.md (issue: todo inbox).
+
+use crate::harness::{Sandbox, agent, by_id};
+
+fn fake() -> String {
+    agent("fake_agent.py")
+}
+
+/// `runner add --store S ...` in the sandbox.
+fn add(sb: &Sandbox, args: &[&str]) -> crate::harness::Run {
+    let mut a = vec!["add", "--store", "S"];
+    a.extend_from_slice(args);
+    sb.run(&a)
+}
+
+fn resolve(sb: &Sandbox, extra: &[&str]) -> crate::harness::Run {
+    let f = fake();
+    let mut a = vec!["resolve", "--store", "S", "--format", "plain"];
+    a.extend_from_slice(extra);
+    a.extend_from_slice(&["--", "python3", &f]);
+    sb.run(&a)
+}
+
+fn checkpoints(sb: &Sandbox) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(sb.join("S"))
+        .expect("store")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("cp-"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn add_writes_a_checkpoint_and_pins_it_on_the_item() {
+    let sb = Sandbox::new();
+    sb.write(
+        "body.md",
+        "## Current task\nauth module\n\n## Next steps\n1. error branch\n",
+    );
+    let r = add(
+        &sb,
+        &[
+            "Finish the auth module\n3 cases written, error branch left",
+            "--checkpoint",
+            "body.md",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = add(&sb, &["--idea", "Rewrite in Zig"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let cps = checkpoints(&sb);
+    assert_eq!(cps.len(), 1, "an idea gets no checkpoint");
+    let cp = sb.read(&format!("S/{}", cps[0]));
+    assert!(cp.starts_with("---\ntype: checkpoint\ncreated: \""), "{cp}");
+    assert!(
+        cp.contains("auth module") && cp.contains("1. error branch"),
+        "{cp}"
+    );
+    let inbox = sb.read("S/todo.md");
+    assert!(
+        inbox.contains(&format!(
+            "- [ ] Finish the auth module @context:{}\n  3 cases written, error branch left\n",
+            cps[0]
+        )),
+        "{inbox}"
+    );
+    assert!(
+        inbox.contains("## 💡 Ideas\n- [ ] Rewrite in Zig\n"),
+        "{inbox}"
+    );
+    // Without a body the checkpoint still has the five sections.
+    add(&sb, &["Second"]);
+    let cps = checkpoints(&sb);
+    assert_eq!(
+        cps.len(),
+        2,
+        "two adds in the same second get distinct names"
+    );
+    let second = sb.read(&format!(
+        "S/{}",
+        cps.iter()
+            .find(|c| !inbox.contains(c.as_str()))
+            .expect("new")
+    ));
+    for section in [
+        "## Current task",
+        "## Progress",
+        "## Key decisions",
+        "## Next steps",
+        "## Files being edited",
+    ] {
+        assert!(second.contains(section), "{section} missing in {second}");
+    }
+}
+
+#[test]
+fn list_writes_nothing_but_a_missing_template() {
+    let sb = Sandbox::new();
+    let r = sb.run(&["list", "--store", "S"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(sb.join("S/todo.md").is_file());
+    add(&sb, &["One thing"]);
+    let before = sb.tree();
+    let r = sb.run(&["list", "--store", "S"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("1. [ ] One thing  @context:cp-"), "{r:?}");
+    assert_eq!(sb.tree(), before);
+}
+
+#[test]
+fn inside_a_repository_add_needs_a_store_choice_without_a_terminal() {
+    let sb = Sandbox::new();
+    std::fs::create_dir(sb.join(".git")).expect("git");
+    let before = sb.tree();
+    let r = sb.run(&["add", "x"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("--project") && r.stderr.contains("--global"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before);
+    let r = sb.run(&["add", "--project", "x"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(sb.join(".agent-tasks/todo.md").is_file());
+    // list defaults to the project store.
+    let r = sb.run(&["list"]);
+    assert!(r.stdout.contains("1. [ ] x"), "{r:?}");
+}
+
+/// The issue's "done when": one item completes, one fails, one stays in the inbox.
+#[test]
+fn resolve_ticks_what_completed_and_keeps_what_failed() {
+    let sb = Sandbox::new();
+    add(&sb, &["Finish auth MODE=success"]);
+    add(&sb, &["Fix the flaky test MODE=noreport\nonly fails on CI"]);
+    add(&sb, &["Not now MODE=success"]);
+    let cps = checkpoints(&sb);
+    assert_eq!(cps.len(), 3);
+    let inbox = sb.read("S/todo.md");
+    let cp_of = |title: &str| {
+        cps.iter()
+            .find(|c| {
+                inbox
+                    .lines()
+                    .any(|l| l.contains(title) && l.contains(c.as_str()))
+            })
+            .cloned()
+            .expect("cp")
+    };
+    let (cp_ok, cp_bad, cp_later) = (cp_of("Finish auth"), cp_of("flaky"), cp_of("Not now"));
+
+    let r = resolve(&sb, &["--yes", "--select", "1,2"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let batch = sb.read("S/todo-1.md");
+    assert!(
+        batch.starts_with("---\nsource: todo.md\ncreated: \""),
+        "{batch}"
+    );
+    assert!(batch.contains("status: partial\n"), "{batch}");
+    assert!(
+        batch.contains(&format!(
+            "- [x] Finish auth MODE=success @context:{cp_ok}\n  > runner: fake agent handled 1\n"
+        )),
+        "{batch}"
+    );
+    assert!(batch.contains(&format!("- [ ] Fix the flaky test MODE=noreport @context:{cp_bad}\n  > runner: failed: no report")), "{batch}");
+    assert!(
+        batch.contains("todo-task-2/attempt-1/stdout.log)\n  only fails on CI\n"),
+        "{batch}"
+    );
+    // The inbox keeps only what was not selected.
+    let inbox = sb.read("S/todo.md");
+    assert!(
+        inbox.contains("Not now") && !inbox.contains("Finish auth") && !inbox.contains("flaky"),
+        "{inbox}"
+    );
+    // The completed item's checkpoint is gone; the others stay.
+    let left = checkpoints(&sb);
+    assert!(
+        !left.contains(&cp_ok) && left.contains(&cp_bad) && left.contains(&cp_later),
+        "{left:?}"
+    );
+    // The output table sits beside the batch.
+    let rows = by_id(&sb.join("S/todo-1.workers-output.csv"), "item");
+    assert_eq!(rows["1"]["status"], "completed");
+    assert_eq!(rows["1"]["checkpoint"], cp_ok);
+    assert_eq!(rows["2"]["status"], "failed");
+    // The team stays (an item failed), with completed.md.
+    let done = sb.read("S/teams/todo-resolve-1/completed.md");
+    assert!(done.contains("| item 1 | fake agent handled 1 |"), "{done}");
+    assert!(r.stdout.contains("S/teams/todo-resolve-1"), "{r:?}");
+}
+
+#[test]
+fn run_again_reruns_only_unticked_items_and_removes_the_finished_team() {
+    let sb = Sandbox::new();
+    add(&sb, &["A MODE=success"]);
+    add(&sb, &["B MODE=blocked"]);
+    let r = resolve(&sb, &["--yes"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let batch = sb.read("S/todo-1.md");
+    assert!(
+        batch.contains("- [ ] B MODE=blocked")
+            && batch.contains("> runner: blocked: blocked: needs an API key"),
+        "{batch}"
+    );
+    // Someone unblocks B.
+    sb.write("S/todo-1.md", batch.replace("MODE=blocked", "MODE=success"));
+    let f = fake();
+    let r = sb.run(&[
+        "run",
+        "S/todo-1.md",
+        "--format",
+        "plain",
+        "--",
+        "python3",
+        &f,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("todo-task-2") && !r.stdout.contains("todo-task-1 "),
+        "{r:?}"
+    );
+    let batch = sb.read("S/todo-1.md");
+    assert!(batch.contains("status: done"), "{batch}");
+    assert_eq!(batch.matches("- [x]").count(), 2, "{batch}");
+    assert!(
+        !sb.join("S/teams/todo-resolve-1").exists(),
+        "the team is removed when everything completed"
+    );
+    assert!(checkpoints(&sb).is_empty());
+}
+
+#[test]
+fn a_checkpoint_shared_with_an_unfinished_item_is_kept() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    sb.write("S/cp-shared.md", "---\ntype: checkpoint\n---\n");
+    sb.write(
+        "S/todo.md",
+        "# TODO\n\n## Todo\n- [ ] one MODE=success @context:cp-shared.md\n- [ ] two MODE=failed @context:cp-shared.md\n",
+    );
+    let r = resolve(&sb, &["--yes"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        sb.join("S/cp-shared.md").exists(),
+        "item two still needs it"
+    );
+}
+
+#[test]
+fn resolve_without_confirmation_or_with_bad_input_changes_nothing() {
+    let sb = Sandbox::new();
+    add(&sb, &["A MODE=success"]);
+    std::fs::write(sb.join("outside.md"), "secret").expect("write");
+    /// (what, an extra inbox item, flags, exit code, message).
+    type Case<'a> = (&'a str, Option<String>, Vec<&'a str>, i32, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "no --yes without a terminal",
+            None,
+            vec![],
+            2,
+            "needs confirmation",
+        ),
+        (
+            "unknown selection",
+            None,
+            vec!["--yes", "--select", "7"],
+            2,
+            "there is no open item 7; the open items are 1",
+        ),
+        (
+            "absolute checkpoint",
+            Some("- [ ] B @context:/etc/passwd\n".into()),
+            vec!["--yes"],
+            2,
+            "absolute path",
+        ),
+        (
+            "checkpoint outside",
+            Some("- [ ] B @context:../outside.md\n".into()),
+            vec!["--yes"],
+            2,
+            "leaves the store",
+        ),
+        (
+            "missing checkpoint",
+            Some("- [ ] B @context:cp-nope.md\n".into()),
+            vec!["--yes"],
+            2,
+            "does not exist",
+        ),
+        (
+            "unknown @after",
+            Some("- [ ] B @after:9\n".into()),
+            vec!["--yes"],
+            2,
+            "9",
+        ),
+        (
+            "missing program",
+            None,
+            vec!["--yes", "--runner", "exec"],
+            2,
+            "needs a command",
+        ),
+    ];
+    for (what, extra_item, flags, code, want) in cases {
+        let sb2 = Sandbox::new();
+        std::fs::create_dir_all(sb2.join("S")).expect("store");
+        for e in std::fs::read_dir(sb.join("S")).expect("ls").flatten() {
+            std::fs::copy(e.path(), sb2.join("S").join(e.file_name())).expect("copy");
+        }
+        sb2.write("outside.md", "secret");
+        if let Some(item) = extra_item {
+            let inbox = sb2
+                .read("S/todo.md")
+                .replace("## 💡 Ideas", &format!("{item}\n## 💡 Ideas"));
+            sb2.write("S/todo.md", inbox);
+        }
+        let before = sb2.tree();
+        let r = if what == "missing program" {
+            let mut a = vec!["resolve", "--store", "S"];
+            a.extend(flags.iter().copied());
+            sb2.run(&a)
+        } else {
+            resolve(&sb2, &flags)
+        };
+        assert_eq!(r.code, code, "{what}: {r:?}");
+        assert!(r.stderr.contains(want), "{what}: want {want:?}: {r:?}");
+        assert_eq!(sb2.tree(), before, "{what}: files changed");
+    }
+    // A symlink leading out of the store is refused too.
+    let sb3 = Sandbox::new();
+    std::fs::create_dir_all(sb3.join("S")).expect("store");
+    sb3.write("secret.md", "x");
+    std::os::unix::fs::symlink(sb3.join("secret.md"), sb3.join("S/cp-link.md")).expect("link");
+    sb3.write("S/todo.md", "## Todo\n- [ ] B @context:cp-link.md\n");
+    let before = sb3.tree();
+    let r = resolve(&sb3, &["--yes"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("link leading out of the store"), "{r:?}");
+    assert_eq!(sb3.tree(), before);
+}
+
+#[test]
+fn a_crash_between_the_two_writes_loses_no_item() {
+    let sb = Sandbox::new();
+    add(&sb, &["A MODE=success"]);
+    add(&sb, &["B MODE=success"]);
+    let f = fake();
+    let out = sb
+        .cmd(&["resolve", "--store", "S", "--yes", "--", "python3", &f])
+        .env("RUNNER_FAULT", "after-batch-write")
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let batch = sb.read("S/todo-1.md");
+    let inbox = sb.read("S/todo.md");
+    for title in ["A MODE=success", "B MODE=success"] {
+        assert!(
+            batch.contains(title) || inbox.contains(title),
+            "{title} lost"
+        );
+    }
+}
+
+#[test]
+fn crlf_bom_chinese_headings_and_fences_survive_resolve_byte_for_byte() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    let inbox = "\u{feff}# TODO\r\n\r\n最后更新: 2026-04-27\r\n\r\n## 📋 待办\r\n- [ ] 完成认证 MODE=success\r\n  续行\r\n```\r\n- [ ] not an item\r\n```\r\n- [ ] 留下 MODE=success\r\n\r\n## 💡 想法\r\n- [X] done idea\r\n";
+    sb.write("S/todo.md", inbox);
+    let r = resolve(&sb, &["--yes", "--select", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let after = sb.read("S/todo.md");
+    let expected = inbox
+        .replace("- [ ] 完成认证 MODE=success\r\n  续行\r\n", "")
+        .replace(
+            "2026-04-27",
+            &after[after
+                .find("最后更新: ")
+                .map(|i| i + "最后更新: ".len())
+                .unwrap_or(0)..][..10],
+        );
+    assert_eq!(after, expected);
+    let batch = sb.read("S/todo-1.md");
+    assert!(
+        batch.contains(
+            "- [x] 完成认证 MODE=success\r\n  > runner: fake agent handled 1\r\n  续行\r\n"
+        ),
+        "{batch:?}"
+    );
+}

@@ -35,6 +35,16 @@ pub enum Command {
     Resolve(ResolveArgs),
     /// Run (or resume) an existing batch file todo-N.md: every unticked Todo item.
     Run(RunTodoArgs),
+    /// The known runner definitions, whether each program is installed, and its version.
+    Runners(RunnersArgs),
+}
+
+/// `runner runners`.
+#[derive(Debug, Args)]
+pub struct RunnersArgs {
+    /// Also apply the overrides in DIR/runners/.
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
 }
 
 /// Which task store to use.

@@ -109,6 +109,24 @@ fn parse_vars(vars: &[String]) -> Result<BTreeMap<String, String>> {
         .collect()
 }
 
+/// The first agent CLI of [`definition::DETECT_ORDER`] whose program is on PATH.
+///
+/// Errors: [`Error::Environment`] (exit 3) listing what was looked for.
+pub fn detect_runner(store: Option<&Path>) -> Result<String> {
+    for name in definition::DETECT_ORDER {
+        let def = definition::load(name, store, None)?;
+        if which::which(&def.program).is_ok() {
+            tracing::info!("no runner chosen; using `{name}`, the first agent CLI found on PATH");
+            return Ok((*name).to_string());
+        }
+    }
+    Err(Error::Environment(format!(
+        "no runner chosen and no agent CLI found on PATH (looked for: {}); install one, give \
+         --runner NAME, or give a program after `--`",
+        definition::DETECT_ORDER.join(", ")
+    )))
+}
+
 /// Check that `program` can be started: a path that exists, or a name found on PATH.
 ///
 /// Errors: [`Error::Environment`] (exit 3) with the install hint.
@@ -146,13 +164,8 @@ pub fn run_options(
     let runner_name = match (&args.runner, &file.runner) {
         (Some(r), _) | (None, Some(r)) => r.clone(),
         (None, None) if !command.is_empty() => "exec".to_string(),
-        (None, None) => {
-            return Err(Error::Input(
-                "no runner chosen: give --runner NAME, `runner:` in BATCH.md, or a program after `--` \
-                 (e.g. `-- python3 agent.py`)"
-                    .into(),
-            ));
-        }
+        (None, None) if args.runner_file.is_some() => String::new(),
+        (None, None) => detect_runner(store)?,
     };
     let runner = definition::load(&runner_name, store, args.runner_file.as_deref())?;
     let jobs = args

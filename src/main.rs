@@ -28,6 +28,7 @@ fn main() {
         Command::Add(args) => commands::todo::add(args),
         Command::Resolve(args) => commands::resolve::resolve(args),
         Command::Run(args) => commands::todo_run::run(args),
+        Command::Runners(args) => commands::runners::runners(args),
     };
     let code = match result {
         Ok(code) => code,

@@ -12,7 +12,65 @@ use crate::error::{Error, Result};
 pub const MAX_PROMPT_ARG_BYTES: usize = 100 * 1024;
 
 /// The built-in definitions, compiled in from `runners/*.toml`: `(name, toml text)`.
-pub const BUILTIN: &[(&str, &str)] = &[("exec", include_str!("../../runners/exec.toml"))];
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("claude", include_str!("../../runners/claude.toml")),
+    ("codex", include_str!("../../runners/codex.toml")),
+    ("gemini", include_str!("../../runners/gemini.toml")),
+    ("opencode", include_str!("../../runners/opencode.toml")),
+    (
+        "cursor-agent",
+        include_str!("../../runners/cursor-agent.toml"),
+    ),
+    ("amp", include_str!("../../runners/amp.toml")),
+    ("aider", include_str!("../../runners/aider.toml")),
+    ("exec", include_str!("../../runners/exec.toml")),
+];
+
+/// The order in which installed agent CLIs are picked when no runner is chosen.
+pub const DETECT_ORDER: &[&str] = &[
+    "claude",
+    "codex",
+    "gemini",
+    "opencode",
+    "cursor-agent",
+    "amp",
+    "aider",
+];
+
+/// Keys a definition may hold, per table (`""` is the top level).
+const KNOWN_KEYS: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "name",
+            "description",
+            "program",
+            "install_hint",
+            "version_args",
+            "checked",
+            "args",
+            "model_args",
+            "prompt",
+            "output",
+            "vars",
+            "result",
+            "env",
+        ],
+    ),
+    (
+        "result",
+        &[
+            "final_text",
+            "is_error",
+            "session_id",
+            "cost_usd",
+            "input_tokens",
+            "output_tokens",
+            "turns",
+        ],
+    ),
+    ("env", &["unset", "state_dirs", "set"]),
+];
 
 /// How the prompt reaches the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -58,7 +116,6 @@ pub enum Pointer {
 
 /// Pointers to the values the runner reads from the agent's output.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ResultPointers {
     /// The agent's final answer text (searched for a report when no report file exists).
     pub final_text: Option<Pointer>,
@@ -78,7 +135,6 @@ pub struct ResultPointers {
 
 /// Environment handling for the agent process.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct EnvSpec {
     /// Variables removed from the child's environment (e.g. `CLAUDECODE`).
     #[serde(default)]
@@ -94,7 +150,6 @@ pub struct EnvSpec {
 
 /// One runner definition (`runners/<name>.toml`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RunnerDef {
     /// Definition name (the file stem).
     pub name: String,
@@ -171,21 +226,59 @@ pub struct Invocation {
 }
 
 impl RunnerDef {
-    /// Parse a definition from TOML text; `path` is for messages. Unknown keys are errors
-    /// naming the key (a typo in a definition must not silently change how agents run).
+    /// Parse a definition from TOML text; `path` is for messages.
+    ///
+    /// Errors: invalid TOML, a missing or mistyped key, a placeholder that does not exist —
+    /// each naming the file, line and key.
     pub fn parse(path: &Path, text: &str) -> Result<RunnerDef> {
-        let def: RunnerDef = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() as u64 + 1);
+        Self::parse_with_warnings(path, text).map(|(def, _)| def)
+    }
+
+    /// Like [`RunnerDef::parse`], also returning a warning per unknown key (ignored, as a
+    /// newer definition file may carry keys this runner does not know).
+    pub fn parse_with_warnings(path: &Path, text: &str) -> Result<(RunnerDef, Vec<String>)> {
+        let line_of =
+            |offset: usize| text[..offset.min(text.len())].matches('\n').count() as u64 + 1;
+        let invalid = |e: toml::de::Error| {
+            let line = e.span().map(|s| line_of(s.start));
+            // Name the key the error is on: the text before `=` on that line.
+            let key = line
+                .and_then(|l| text.lines().nth(l as usize - 1))
+                .and_then(|l| l.split_once('='))
+                .map(|(k, _)| k.trim())
+                .filter(|k| !k.is_empty() && !k.starts_with('['))
+                .map(|k| format!(" (key `{k}`)"))
+                .unwrap_or_default();
             Error::input_at(
                 path,
                 line,
-                format!("invalid runner definition: {}", e.message()),
+                format!("invalid runner definition{key}: {}", e.message()),
             )
-        })?;
+        };
+        let table: toml::Table = toml::from_str(text).map_err(invalid)?;
+        let mut warnings = Vec::new();
+        for (section, known) in KNOWN_KEYS {
+            let keys: Vec<&String> = if section.is_empty() {
+                table.keys().collect()
+            } else {
+                table
+                    .get(*section)
+                    .and_then(|v| v.as_table())
+                    .map(|t| t.keys().collect())
+                    .unwrap_or_default()
+            };
+            for k in keys.into_iter().filter(|k| !known.contains(&k.as_str())) {
+                let full = if section.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{section}.{k}")
+                };
+                warnings.push(format!("{}: unknown key `{full}` ignored", path.display()));
+            }
+        }
+        let def: RunnerDef = toml::from_str(text).map_err(invalid)?;
         def.check(path)?;
-        Ok(def)
+        Ok((def, warnings))
     }
 
     fn check(&self, path: &Path) -> Result<()> {
@@ -247,6 +340,11 @@ impl RunnerDef {
                 "{agent_args}" => args.extend(a.agent_args.iter().cloned()),
                 _ => args.push(self.expand(arg, a)?),
             }
+        }
+        if self.prompt == PromptMode::Argument && !self.args.iter().any(|a| a.contains("{prompt}"))
+        {
+            // `prompt = "argument"` without a `{prompt}` placeholder: the prompt goes last.
+            args.push(self.expand("{prompt}", a)?);
         }
         if program.is_empty() {
             return Err("no program to run".into());
@@ -328,7 +426,11 @@ pub fn load(name: &str, store: Option<&Path>, runner_file: Option<&Path>) -> Res
                 path.display()
             ))
         })?;
-        RunnerDef::parse(path, &text)
+        let (def, warnings) = RunnerDef::parse_with_warnings(path, &text)?;
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+        Ok(def)
     };
     if let Some(file) = runner_file {
         return from_file(file);
@@ -421,13 +523,25 @@ mod tests {
 
     #[test]
     fn invalid_definitions_name_file_and_key() {
+        let (_, warnings) = RunnerDef::parse_with_warnings(
+            Path::new("r.toml"),
+            "name='x'\nprogram='x'\nargs=[]\nprompt='stdin'\noutput='text'\nbogus=1\n[result]\nfinal='/x'\n",
+        )
+        .expect("unknown keys only warn");
+        assert_eq!(
+            warnings,
+            vec![
+                "r.toml: unknown key `bogus` ignored",
+                "r.toml: unknown key `result.final` ignored"
+            ]
+        );
         let e = RunnerDef::parse(
             Path::new("r.toml"),
-            "name='x'\nprogram='x'\nargs=[]\nprompt='stdin'\noutput='text'\nbogus=1\n",
+            "name='x'\nprogram='x'\nargs=[]\nprompt='stdin'\noutput=3\n",
         )
-        .expect_err("unknown key");
+        .expect_err("mistyped");
         assert!(
-            e.to_string().starts_with("r.toml:6:") && e.to_string().contains("bogus"),
+            e.to_string().starts_with("r.toml:5:") && e.to_string().contains("output"),
             "{e}"
         );
         let e = RunnerDef::parse(

@@ -4,5 +4,6 @@
 pub mod batch;
 pub mod common;
 pub mod resolve;
+pub mod runners;
 pub mod todo;
 pub mod todo_run;

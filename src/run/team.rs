@@ -140,6 +140,8 @@ pub struct FinishedEntry {
     pub duration_s: f64,
     /// Summary or reason.
     pub detail: String,
+    /// Cost in USD, when the runner definition yields it.
+    pub cost_usd: Option<f64>,
     /// Log path.
     pub log: String,
 }
@@ -165,6 +167,8 @@ pub struct Snapshot {
     pub total: Option<u64>,
     /// Finished items per status.
     pub counts: BTreeMap<String, u64>,
+    /// Sum of the known costs of finished items in this run, USD.
+    pub cost_usd: Option<f64>,
     /// Teammates working now.
     pub running: Vec<RunningEntry>,
     /// Finished items, most recent last. Completed items beyond the most recent
@@ -188,6 +192,7 @@ impl Snapshot {
             updated_at: now_rfc3339(),
             total,
             counts: BTreeMap::new(),
+            cost_usd: None,
             running: Vec::new(),
             finished: Vec::new(),
         }
@@ -197,6 +202,9 @@ impl Snapshot {
     pub fn finish(&mut self, o: &Outcome) {
         self.running.retain(|r| r.id != o.id);
         *self.counts.entry(o.status.to_string()).or_default() += 1;
+        if let Some(c) = o.cost_usd {
+            *self.cost_usd.get_or_insert(0.0) += c;
+        }
         self.finished.push(FinishedEntry {
             id: o.id.clone(),
             teammate: o.teammate.clone(),
@@ -210,6 +218,7 @@ impl Snapshot {
                 o.error.clone()
             },
             log: o.log.clone(),
+            cost_usd: o.cost_usd,
         });
         let completed = self
             .finished

@@ -4,4 +4,5 @@
 mod harness;
 
 mod batch;
+mod clis;
 mod todo;

@@ -1,0 +1,404 @@
+//! The built-in runner definitions against fake CLIs that print each real CLI's output
+//! shapes (tests/agents/fake_cli.py, tests/fixtures/cli/). Issue: runner definitions.
+
+use std::collections::BTreeMap;
+
+use crate::harness::{Sandbox, agent, by_id};
+
+const CLIS: &[&str] = &[
+    "claude",
+    "codex",
+    "gemini",
+    "opencode",
+    "cursor-agent",
+    "amp",
+    "aider",
+];
+
+/// A sandbox whose bin/ holds every fake CLI, with a one-row batch (id 1, the id the
+/// fixtures' reports carry).
+fn sandbox() -> Sandbox {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("bin")).expect("bin");
+    std::fs::create_dir_all(sb.join("record")).expect("record");
+    for cli in CLIS {
+        std::os::unix::fs::symlink(agent("fake_cli.py"), sb.join("bin").join(cli))
+            .expect("symlink");
+    }
+    sb.write("in.csv", "id\n1\n");
+    sb.write("instr.md", "Add a greet helper for item {id}.\n");
+    sb
+}
+
+fn path_with_bin(sb: &Sandbox) -> String {
+    format!(
+        "{}:{}",
+        sb.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+fn run_cli(
+    sb: &Sandbox,
+    cli: &str,
+    scenario: &str,
+    extra: &[&str],
+) -> (crate::harness::Run, BTreeMap<String, String>) {
+    let out = sb
+        .join(&format!("out-{cli}-{scenario}.csv"))
+        .display()
+        .to_string();
+    let mut args = vec![
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--output",
+        &out,
+        "--runner",
+        cli,
+        "--format",
+        "plain",
+    ];
+    args.extend_from_slice(extra);
+    let r: crate::harness::Run = sb
+        .cmd(&args)
+        .env("PATH", path_with_bin(sb))
+        .env("FAKE_CLI_SCENARIO", scenario)
+        .env("FAKE_CLI_RECORD", sb.join("record"))
+        .env("CLAUDECODE", "1")
+        .output()
+        .expect("run")
+        .into();
+    let rows = by_id(std::path::Path::new(&out), "id");
+    (r, rows["1"].clone())
+}
+
+fn recorded(sb: &Sandbox, cli: &str) -> serde_json::Value {
+    serde_json::from_str(&sb.read(&format!("record/{cli}-1.json"))).expect("record")
+}
+
+fn argv(v: &serde_json::Value) -> Vec<String> {
+    v["argv"]
+        .as_array()
+        .expect("argv")
+        .iter()
+        .map(|a| a.as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn every_cli_success_completes_and_every_failure_shape_fails() {
+    let sb = sandbox();
+    for cli in CLIS {
+        let (r, row) = run_cli(&sb, cli, "success", &[]);
+        assert_eq!(r.code, 0, "{cli} success: {r:?}");
+        assert_eq!(row["status"], "completed", "{cli}: {row:?}");
+        assert_eq!(row["summary"], "did it", "{cli}: {row:?}");
+        for scenario in ["error", "max_turns", "no_json"] {
+            if !std::path::Path::new(&format!(
+                "{}/tests/fixtures/cli/{cli}/{scenario}.out",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .exists()
+            {
+                continue;
+            }
+            let (r, row) = run_cli(&sb, cli, scenario, &[]);
+            assert_eq!(r.code, 1, "{cli} {scenario}: {r:?}");
+            assert_eq!(row["status"], "failed", "{cli} {scenario}: {row:?}");
+            assert!(
+                !row["error"].is_empty(),
+                "{cli} {scenario}: a reason is given"
+            );
+        }
+    }
+}
+
+#[test]
+fn claude_rate_limit_with_exit_0_is_failed_not_completed() {
+    let sb = sandbox();
+    let (_, row) = run_cli(&sb, "claude", "error", &[]);
+    assert_eq!(row["status"], "failed");
+    assert_eq!(row["exit_code"], "0");
+    assert!(
+        row["error"].contains("the agent reported an error: API Error: Rate limit reached"),
+        "{row:?}"
+    );
+    let (_, row) = run_cli(&sb, "claude", "max_turns", &[]);
+    assert!(row["error"].starts_with("exited with code 1"), "{row:?}");
+}
+
+#[test]
+fn claude_argv_stdin_env_and_usage_columns() {
+    let sb = sandbox();
+    let (r, row) = run_cli(
+        &sb,
+        "claude",
+        "success",
+        &[
+            "--model",
+            "opus",
+            "--agent-arg",
+            "--max-turns",
+            "--agent-arg",
+            "7",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let rec = recorded(&sb, "claude");
+    let ws = sb
+        .join("out-claude-success.runner/teammates/1-1")
+        .display()
+        .to_string();
+    assert_eq!(
+        argv(&rec),
+        vec![
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--add-dir",
+            &ws,
+            "--permission-mode",
+            "acceptEdits",
+            "--model",
+            "opus",
+            "--max-turns",
+            "7"
+        ]
+    );
+    let prompt = std::fs::read_to_string(format!("{ws}/prompt.md")).expect("prompt");
+    assert_eq!(
+        rec["stdin"].as_str(),
+        Some(prompt.as_str()),
+        "the prompt arrives on stdin"
+    );
+    assert_eq!(
+        rec["claudecode_set"], false,
+        "CLAUDECODE is unset for the child"
+    );
+    assert_eq!(row["session_id"], "3f6c1c1e-8a2b-4d7e-9b1a-5c2e7d9f0a41");
+    assert_eq!(row["cost_usd"], "0.0412965");
+    assert_eq!(row["turns"], "3");
+    assert!(
+        !row["input_tokens"].is_empty() && !row["output_tokens"].is_empty(),
+        "{row:?}"
+    );
+    assert!(
+        r.stdout.contains("$0.0413"),
+        "the closing summary has the total cost: {r:?}"
+    );
+    let team: serde_json::Value =
+        serde_json::from_str(&sb.read("out-claude-success.runner/team.json")).expect("team");
+    assert_eq!(team["cost_usd"], 0.0412965);
+}
+
+#[test]
+fn definition_variables_can_be_overridden() {
+    let sb = sandbox();
+    run_cli(&sb, "claude", "success", &["--var", "permission_mode=plan"]);
+    assert!(
+        argv(&recorded(&sb, "claude"))
+            .windows(2)
+            .any(|w| w == ["--permission-mode", "plan"])
+    );
+    run_cli(&sb, "codex", "success", &["--var", "sandbox=read-only"]);
+    let codex = argv(&recorded(&sb, "codex"));
+    assert!(
+        codex.windows(2).any(|w| w == ["--sandbox", "read-only"]),
+        "{codex:?}"
+    );
+}
+
+#[test]
+fn codex_gets_a_private_sqlite_home_and_reads_its_prompt_from_stdin() {
+    let sb = sandbox();
+    let (_, row) = run_cli(&sb, "codex", "success", &[]);
+    let rec = recorded(&sb, "codex");
+    let args = argv(&rec);
+    assert_eq!(args.first().map(String::as_str), Some("exec"));
+    assert_eq!(
+        args.last().map(String::as_str),
+        Some("-"),
+        "`-` (prompt on stdin) stays last"
+    );
+    let home = rec["env"]["CODEX_SQLITE_HOME"]
+        .as_str()
+        .expect("CODEX_SQLITE_HOME");
+    assert!(
+        home.starts_with(
+            &sb.join("out-codex-success.runner/teammates/1-1/state")
+                .display()
+                .to_string()
+        ),
+        "{home}"
+    );
+    assert_eq!(row["session_id"], "019ad3f4-81c0-7800-8aa1-bbab2a035a53");
+    assert_eq!(row["input_tokens"], "24763");
+}
+
+#[test]
+fn aider_reads_a_prompt_file_and_cursor_takes_the_prompt_as_last_argument() {
+    let sb = sandbox();
+    run_cli(&sb, "aider", "success", &[]);
+    let rec = recorded(&sb, "aider");
+    let prompt = sb.read("out-aider-success.runner/teammates/1-1/prompt.md");
+    assert_eq!(rec["prompt_file"].as_str(), Some(prompt.as_str()));
+    assert!(rec["stdin"].is_null());
+    run_cli(&sb, "cursor-agent", "success", &[]);
+    let rec = recorded(&sb, "cursor-agent");
+    let prompt = sb.read("out-cursor-agent-success.runner/teammates/1-1/prompt.md");
+    assert_eq!(argv(&rec).last().map(String::as_str), Some(prompt.as_str()));
+}
+
+#[test]
+fn runners_lists_installed_clis_with_versions_and_hints_for_missing_ones() {
+    let sb = sandbox();
+    std::fs::remove_file(sb.join("bin/amp")).expect("rm");
+    let r: crate::harness::Run = sb
+        .cmd(&["runners"])
+        .env("PATH", path_with_bin(&sb))
+        .output()
+        .expect("run")
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    let claude = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("claude "))
+        .expect("claude line");
+    assert!(
+        claude.contains(&sb.join("bin/claude").display().to_string())
+            && claude.contains("claude 9.9.9 (fake)"),
+        "{claude}"
+    );
+    let amp = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("amp "))
+        .expect("amp line");
+    assert!(amp.contains("missing") && amp.contains("install:"), "{amp}");
+}
+
+#[test]
+fn without_a_runner_the_first_installed_cli_is_used_and_none_is_exit_3() {
+    let sb = sandbox();
+    std::fs::remove_file(sb.join("bin/claude")).expect("rm");
+    let args = [
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--format",
+        "plain",
+    ];
+    let r: crate::harness::Run = sb
+        .cmd(&args)
+        .env("PATH", path_with_bin(&sb))
+        .env("FAKE_CLI_RECORD", sb.join("record"))
+        .output()
+        .expect("run")
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        sb.join("record/codex-1.json").exists(),
+        "codex comes after claude in the order"
+    );
+    let empty = sb.join("empty-bin");
+    std::fs::create_dir_all(&empty).expect("mkdir");
+    let before = sb.tree();
+    let r: crate::harness::Run = sb
+        .cmd(&args)
+        .env("PATH", &empty)
+        .output()
+        .expect("run")
+        .into();
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr.contains("looked for: claude, codex, gemini"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before);
+    // A chosen CLI that is missing names its install hint.
+    let r: crate::harness::Run = sb
+        .cmd(&[
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--runner",
+            "gemini",
+        ])
+        .env("PATH", &empty)
+        .output()
+        .expect("run")
+        .into();
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("`gemini` was not found on PATH; npm install -g @google/gemini-cli"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn a_user_definition_overrides_and_a_broken_one_is_exit_2() {
+    let sb = sandbox();
+    sb.write("mine.toml", "name='mine'\nprogram='claude'\nargs=['-p','--output-format','stream-json']\nprompt='stdin'\noutput='jsonl'\ncolour='blue'\n[result]\nfinal_text={pointer='/result',when={'/type'='result'}}\n");
+    let out = sb.join("mine.csv").display().to_string();
+    let r: crate::harness::Run = sb
+        .cmd(&[
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--output",
+            &out,
+            "--runner-file",
+            "mine.toml",
+        ])
+        .env("PATH", path_with_bin(&sb))
+        .env("FAKE_CLI_RECORD", sb.join("record"))
+        .output()
+        .expect("run")
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("mine.toml: unknown key `colour` ignored"),
+        "{r:?}"
+    );
+    assert_eq!(
+        argv(&recorded(&sb, "claude")),
+        vec!["-p", "--output-format", "stream-json"]
+    );
+    sb.write(
+        "bad.toml",
+        "name='bad'\nprogram='claude'\nargs=['-p']\nprompt='carrier-pigeon'\noutput='text'\n",
+    );
+    let before = sb.tree();
+    let r: crate::harness::Run = sb
+        .cmd(&[
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--runner-file",
+            "bad.toml",
+        ])
+        .env("PATH", path_with_bin(&sb))
+        .output()
+        .expect("run")
+        .into();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("bad.toml:4:") && r.stderr.contains("prompt"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before);
+}

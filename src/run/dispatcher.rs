@@ -122,6 +122,9 @@ pub async fn run(
         .map_err(|e| Error::Environment(format!("cannot listen for Ctrl-C: {e}")))?;
     let mut terminate = signal(SignalKind::terminate())
         .map_err(|e| Error::Environment(format!("cannot listen for SIGTERM: {e}")))?;
+    // A closed terminal must not orphan the teammates: SIGHUP stops the run like SIGTERM.
+    let mut hangup = signal(SignalKind::hangup())
+        .map_err(|e| Error::Environment(format!("cannot listen for SIGHUP: {e}")))?;
     let mut tick = tokio::time::interval(SNAPSHOT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
@@ -240,6 +243,7 @@ pub async fn run(
             }
             _ = interrupt.recv() => on_interrupt(&mut interrupted, &cancel_tx, reporter),
             _ = terminate.recv() => on_interrupt(&mut interrupted, &cancel_tx, reporter),
+            _ = hangup.recv() => on_interrupt(&mut interrupted, &cancel_tx, reporter),
             _ = tick.tick() => {
                 if st.dirty {
                     st.snapshot.updated_at = now_rfc3339();

@@ -75,6 +75,10 @@ impl Sandbox {
         p
     }
 
+    pub fn read_opt(&self, rel: &str) -> Option<String> {
+        std::fs::read_to_string(self.join(rel)).ok()
+    }
+
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
     }

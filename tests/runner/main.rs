@@ -5,4 +5,5 @@ mod harness;
 
 mod batch;
 mod clis;
+mod faults;
 mod todo;

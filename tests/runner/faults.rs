@@ -1,0 +1,306 @@
+//! Faults: interrupts, crashes, resume, orphans (issue: faults and bad input).
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::harness::{Sandbox, agent, by_id};
+
+fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn journal_count(sb: &Sandbox, ws: &str, event: &str) -> usize {
+    std::fs::read_to_string(sb.join(ws).join("journal.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(&format!("\"event\":\"{event}\"")))
+        .count()
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(ok.success());
+}
+
+fn wait_exit(child: &mut Child, secs: u64) -> i32 {
+    let until = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            use std::os::unix::process::ExitStatusExt;
+            return st.code().unwrap_or(128 + st.signal().unwrap_or(0));
+        }
+        assert!(Instant::now() < until, "runner did not exit within {secs}s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Start `runner batch` on rows (id, mode) in the background.
+fn start(sb: &Sandbox, rows: &[(&str, &str)], extra: &[&str]) -> Child {
+    let mut csv = String::from("id,mode\n");
+    for (id, mode) in rows {
+        csv.push_str(&format!("{id},{mode}\n"));
+    }
+    sb.write("in.csv", csv);
+    sb.write("instr.md", "Do {id}. MODE={mode}\n");
+    let f = agent("fake_agent.py");
+    let mut args = vec![
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "python3", &f]);
+    sb.cmd(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn runner")
+}
+
+fn interrupt_case(sig: &str, twice: bool, mode: &str, grace: &str) {
+    let sb = Sandbox::new();
+    let mut runner = start(
+        &sb,
+        &[("quick", "success"), ("a", mode), ("b", mode)],
+        &["--jobs", "3", "--grace", grace],
+    );
+    wait_for(
+        "the quick item to finish and both slow ones to start",
+        30,
+        || {
+            journal_count(&sb, "workers-output.runner", "item_finished") == 1
+                && journal_count(&sb, "workers-output.runner", "attempt_started") == 3
+        },
+    );
+    // Let the agents fork their grandchildren.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!sb.live_processes().is_empty());
+    let started = Instant::now();
+    signal(&runner, sig);
+    if twice {
+        std::thread::sleep(Duration::from_millis(300));
+        signal(&runner, sig);
+    }
+    let code = wait_exit(&mut runner, 40);
+    assert_eq!(code, 130, "{sig} twice={twice}");
+    if twice {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "a second interrupt kills at once"
+        );
+    }
+    let left = sb.survivors_after(2.0);
+    assert!(left.is_empty(), "{sig}: processes survived: {left:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(
+        rows["quick"]["status"], "completed",
+        "what completed is written"
+    );
+    assert_eq!(rows["a"]["status"], "cancelled");
+    assert_eq!(rows["b"]["status"], "cancelled");
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert!(
+        journal
+            .lines()
+            .last()
+            .is_some_and(|l| l.contains("\"interrupted\":true")),
+        "the journal is closed"
+    );
+}
+
+#[test]
+fn sigint_stops_every_teammate_and_its_grandchildren() {
+    interrupt_case("-INT", false, "fork_sleep", "5s");
+}
+
+#[test]
+fn sigterm_stops_every_teammate_and_its_grandchildren() {
+    interrupt_case("-TERM", false, "fork_sleep", "5s");
+}
+
+#[test]
+fn a_second_ctrl_c_kills_at_once_even_agents_ignoring_sigterm() {
+    interrupt_case("-INT", true, "ignore_term", "60s");
+}
+
+#[test]
+fn sighup_is_an_interrupt_too() {
+    interrupt_case("-HUP", false, "fork_sleep", "5s");
+}
+
+#[test]
+fn after_kill_9_the_same_command_resumes_and_ends_the_orphans() {
+    let sb = Sandbox::new();
+    let mut runner = start(
+        &sb,
+        &[
+            ("a", "success"),
+            ("b", "success"),
+            ("c", "hang"),
+            ("d", "fork_sleep"),
+        ],
+        &["--jobs", "4"],
+    );
+    wait_for("two finished, all started", 30, || {
+        journal_count(&sb, "workers-output.runner", "item_finished") == 2
+            && journal_count(&sb, "workers-output.runner", "attempt_started") == 4
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&runner, "-KILL");
+    wait_exit(&mut runner, 10);
+    assert!(
+        !sb.live_processes().is_empty(),
+        "the dead runner's agents are still running (orphans)"
+    );
+    // The same batch again, now with agents that succeed.
+    sb.write(
+        "in.csv",
+        "id,mode\na,success\nb,success\nc,success\nd,success\n",
+    );
+    let f = agent("fake_agent.py");
+    let r = sb.run(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+        "--",
+        "python3",
+        &f,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("2 from an earlier run"), "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows.len(), 4, "no duplicate or lost rows");
+    for (id, attempts) in [("a", "1"), ("b", "1"), ("c", "2"), ("d", "2")] {
+        assert_eq!(rows[id]["status"], "completed", "{id}");
+        assert_eq!(
+            rows[id]["attempts"], attempts,
+            "{id}: only what did not complete is rerun"
+        );
+    }
+    let left = sb.survivors_after(2.0);
+    assert!(
+        left.is_empty(),
+        "orphans of the dead run survived: {left:?}"
+    );
+}
+
+#[test]
+fn resume_is_judged_from_outcomes_not_from_report_files() {
+    let sb = Sandbox::new();
+    let r = {
+        let mut c = start(&sb, &[("a", "noreport")], &[]);
+        wait_exit(&mut c, 30)
+    };
+    assert_eq!(r, 1);
+    // A report file appears later (e.g. written by a stray process): it must not count.
+    sb.write(
+        "workers-output.runner/teammates/1-a/report.json",
+        r#"{"id":"a","status":"completed","summary":"forged"}"#,
+    );
+    sb.write("in.csv", "id,mode\na,noreport\n");
+    let f = agent("fake_agent.py");
+    let r = sb.run(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+        "--",
+        "python3",
+        &f,
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "failed");
+    assert_eq!(rows["a"]["attempts"], "2");
+}
+
+#[test]
+fn a_retry_resumes_from_the_working_context_of_the_last_attempt() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id\nw\n");
+    sb.write("instr.md", "Do {id}\n");
+    let script = sb.write(
+        "ctx_agent.sh",
+        "#!/bin/sh\ncat > /dev/null\nif [ \"$RUNNER_ATTEMPT\" = 1 ]; then\n  echo 'step 1 of 2 done; next: step 2' > \"$RUNNER_TEAMMATE_DIR/working-context.md\"\n  exit 1\nfi\n\
+         grep -q 'step 1 of 2 done' \"$RUNNER_TEAMMATE_DIR/prompt.md\" || exit 7\n\
+         printf '{\"status\":\"completed\",\"summary\":\"resumed at step 2\"}' > \"$RUNNER_REPORT\"\n",
+    );
+    let r = sb.run(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--retries",
+        "1",
+        "--retry-delay",
+        "10ms",
+        "--format",
+        "plain",
+        "--",
+        "sh",
+        &script.display().to_string(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["w"]["summary"], "resumed at step 2");
+    assert_eq!(rows["w"]["attempts"], "2");
+}
+
+#[test]
+fn interrupting_a_todo_run_ticks_what_completed_and_keeps_the_rest() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    sb.write("S/cp-1.md", "one");
+    sb.write("S/cp-2.md", "two");
+    sb.write("S/todo.md", "## Todo\n- [ ] quick MODE=success @context:cp-1.md\n- [ ] slow MODE=hang @context:cp-2.md\n");
+    let f = agent("fake_agent.py");
+    let mut runner = sb
+        .cmd(&[
+            "resolve", "--store", "S", "--yes", "--format", "plain", "--grace", "2s", "--",
+            "python3", &f,
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_for("quick done, slow running", 30, || {
+        journal_count(&sb, "S/teams/todo-resolve-1", "item_finished") == 1
+            && sb
+                .read_opt("S/todo-1.md")
+                .is_some_and(|t| t.contains("- [~] slow"))
+    });
+    signal(&runner, "-INT");
+    assert_eq!(wait_exit(&mut runner, 30), 130);
+    let batch = sb.read("S/todo-1.md");
+    assert!(batch.contains("- [x] quick"), "{batch}");
+    assert!(
+        batch.contains("- [ ] slow MODE=hang @context:cp-2.md\n  > runner: cancelled: interrupted"),
+        "{batch}"
+    );
+    assert!(!sb.join("S/cp-1.md").exists() && sb.join("S/cp-2.md").exists());
+    assert!(sb.survivors_after(2.0).is_empty());
+}

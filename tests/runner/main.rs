@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod bad_input;
 mod batch;
 mod clis;
 mod faults;

@@ -1,0 +1,535 @@
+//! The bad-input catalogue: every case must exit 2 (or 3 for the environment), name the
+//! file and line (where there is one) and what to do, and leave the tree byte-identical.
+
+use crate::harness::{Sandbox, agent};
+
+struct Case {
+    what: &'static str,
+    files: &'static [(&'static str, &'static [u8])],
+    args: &'static [&'static str],
+    /// Append `-- python3 fake_agent.py`.
+    agent: bool,
+    code: i32,
+    want: &'static [&'static str],
+}
+
+const GOOD_CSV: &[u8] = b"id,mode\na,success\n";
+const GOOD_INSTR: &[u8] = b"Do {id}. MODE={mode}\n";
+const BATCH_ARGS: &[&str] = &[
+    "batch",
+    "--input",
+    "in.csv",
+    "--instruction",
+    "instr.md",
+    "--id-column",
+    "id",
+];
+
+macro_rules! csv_case {
+    ($what:expr, $csv:expr, $($want:expr),+) => {
+        Case { what: $what, files: &[("in.csv", $csv), ("instr.md", GOOD_INSTR)], args: BATCH_ARGS, agent: true, code: 2, want: &[$($want),+] }
+    };
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        // --- CSV input
+        csv_case!(
+            "ragged row",
+            b"id,mode\na,success\nb\n",
+            "in.csv:3:",
+            "1 fields but the header has 2"
+        ),
+        csv_case!(
+            "duplicate header",
+            b"id,id\na,b\n",
+            "in.csv:1:",
+            "duplicate column name `id`"
+        ),
+        csv_case!(
+            "unnamed column",
+            b"id,,mode\na,b,c\n",
+            "in.csv:1:",
+            "column 2 has no name"
+        ),
+        csv_case!(
+            "missing id column",
+            b"key,mode\na,success\n",
+            "in.csv:1:",
+            "no id column `id`",
+            "key, mode"
+        ),
+        csv_case!("empty id", b"id,mode\n,success\n", "in.csv:2:", "is empty"),
+        csv_case!(
+            "duplicate id",
+            b"id,mode\na,success\na,x\n",
+            "in.csv:3:",
+            "duplicate id `a` (first on line 2)"
+        ),
+        csv_case!(
+            "not UTF-8",
+            b"id,mode\na,caf\xe9\n",
+            "in.csv:2:",
+            "CSV UTF-8"
+        ),
+        csv_case!("empty file", b"", "in.csv:1:", "no header row"),
+        csv_case!(
+            "quote never closed",
+            b"id,mode\na,\"open\nb,x\n",
+            "in.csv:2:",
+            "never closed"
+        ),
+        csv_case!(
+            "CRLF ragged row",
+            b"id,mode\r\na,success\r\nb,x,y\r\n",
+            "in.csv:3:"
+        ),
+        // --- instruction template
+        Case {
+            what: "unknown placeholder",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", b"Do {id} {nope}\n")],
+            args: BATCH_ARGS,
+            agent: true,
+            code: 2,
+            want: &["instr.md", "{nope}", "columns are: id, mode"],
+        },
+        Case {
+            what: "unclosed brace",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", b"Do {id}\nand {mode\n")],
+            args: BATCH_ARGS,
+            agent: true,
+            code: 2,
+            want: &["instr.md:2:", "never closed"],
+        },
+        Case {
+            what: "instruction not UTF-8",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", b"Do \xff{id}\n")],
+            args: BATCH_ARGS,
+            agent: true,
+            code: 2,
+            want: &["instr.md", "UTF-8"],
+        },
+        // --- BATCH.md
+        Case {
+            what: "BATCH.md without frontmatter",
+            files: &[("BATCH.md", b"Do {id}\n"), ("workers-input.csv", GOOD_CSV)],
+            args: &["batch", "BATCH.md"],
+            agent: true,
+            code: 2,
+            want: &["BATCH.md:1:", "frontmatter"],
+        },
+        Case {
+            what: "BATCH.md frontmatter never closed",
+            files: &[
+                ("BATCH.md", b"---\nid_column: id\nDo {id}\n"),
+                ("workers-input.csv", GOOD_CSV),
+            ],
+            args: &["batch", "BATCH.md"],
+            agent: true,
+            code: 2,
+            want: &["BATCH.md:1:", "never closed"],
+        },
+        Case {
+            what: "BATCH.md wrong type",
+            files: &[
+                (
+                    "BATCH.md",
+                    b"---\nid_column: id\nmax_workers: many\n---\nDo {id}\n",
+                ),
+                ("workers-input.csv", GOOD_CSV),
+            ],
+            args: &["batch", "BATCH.md"],
+            agent: true,
+            code: 2,
+            want: &["BATCH.md:3:", "`max_workers` must be a whole number"],
+        },
+        Case {
+            what: "BATCH.md bad YAML",
+            files: &[
+                ("BATCH.md", b"---\nid_column: [id\n---\nDo {id}\n"),
+                ("workers-input.csv", GOOD_CSV),
+            ],
+            args: &["batch", "BATCH.md"],
+            agent: true,
+            code: 2,
+            want: &["BATCH.md", "not valid YAML"],
+        },
+        Case {
+            what: "BATCH.md empty instruction",
+            files: &[
+                ("BATCH.md", b"---\nid_column: id\n---\n\n"),
+                ("workers-input.csv", GOOD_CSV),
+            ],
+            args: &["batch", "BATCH.md"],
+            agent: true,
+            code: 2,
+            want: &["BATCH.md:4:", "instruction"],
+        },
+        Case {
+            what: "BATCH.md invalid schema",
+            files: &[
+                (
+                    "BATCH.md",
+                    b"---\nid_column: id\noutput_schema: {type: 5}\n---\nDo {id}\n",
+                ),
+                ("workers-input.csv", GOOD_CSV),
+            ],
+            args: &["batch", "BATCH.md"],
+            agent: true,
+            code: 2,
+            want: &["output_schema", "not a valid JSON Schema"],
+        },
+        Case {
+            what: "BATCH.md missing input",
+            files: &[("BATCH.md", b"---\nid_column: id\n---\nDo {id}\n")],
+            args: &["batch", "BATCH.md"],
+            agent: true,
+            code: 2,
+            want: &["workers-input.csv", "cannot read the input CSV"],
+        },
+        Case {
+            what: "schema file not JSON",
+            files: &[
+                ("in.csv", GOOD_CSV),
+                ("instr.md", GOOD_INSTR),
+                ("s.json", b"{\n  \"type\": \n"),
+            ],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--output-schema",
+                "s.json",
+            ],
+            agent: true,
+            code: 2,
+            want: &["s.json:3:", "not valid JSON"],
+        },
+        // --- flags
+        Case {
+            what: "bad --timeout",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--timeout",
+                "soon",
+            ],
+            agent: true,
+            code: 2,
+            want: &["--timeout `soon` is not a duration"],
+        },
+        Case {
+            what: "--jobs 0",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--jobs",
+                "0",
+            ],
+            agent: true,
+            code: 2,
+            want: &["--jobs must be at least 1"],
+        },
+        Case {
+            what: "bad --retry-on",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--retry-on",
+                "sometimes",
+            ],
+            agent: true,
+            code: 2,
+            want: &["--retry-on `sometimes`"],
+        },
+        Case {
+            what: "bad --var",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--var",
+                "novalue",
+            ],
+            agent: true,
+            code: 2,
+            want: &["--var `novalue` must be NAME=VALUE"],
+        },
+        Case {
+            what: "unknown flag",
+            files: &[],
+            args: &["batch", "--frobnicate"],
+            agent: false,
+            code: 2,
+            want: &["--frobnicate"],
+        },
+        Case {
+            what: "verify placeholder unknown",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--verify",
+                "test -f {nope}",
+            ],
+            agent: true,
+            code: 2,
+            want: &["--verify", "{nope}"],
+        },
+        // --- runner definitions
+        Case {
+            what: "unknown runner",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--runner",
+                "hal9000",
+            ],
+            agent: false,
+            code: 2,
+            want: &["unknown runner `hal9000`", "claude, codex"],
+        },
+        Case {
+            what: "runner file with a bad value",
+            files: &[
+                ("in.csv", GOOD_CSV),
+                ("instr.md", GOOD_INSTR),
+                (
+                    "r.toml",
+                    b"name='r'\nprogram='sh'\nargs=[]\nprompt='stdin'\noutput='xml'\n",
+                ),
+            ],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--runner-file",
+                "r.toml",
+            ],
+            agent: false,
+            code: 2,
+            want: &["r.toml:5:", "output"],
+        },
+        Case {
+            what: "runner file with an unknown placeholder",
+            files: &[
+                ("in.csv", GOOD_CSV),
+                ("instr.md", GOOD_INSTR),
+                (
+                    "r.toml",
+                    b"name='r'\nprogram='sh'\nargs=['{nope}']\nprompt='stdin'\noutput='text'\n",
+                ),
+            ],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--runner-file",
+                "r.toml",
+            ],
+            agent: false,
+            code: 2,
+            want: &["r.toml", "{nope}"],
+        },
+        Case {
+            what: "missing program",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--",
+                "no-such-program-xyz",
+            ],
+            agent: false,
+            code: 3,
+            want: &["`no-such-program-xyz` was not found on PATH"],
+        },
+        Case {
+            what: "exec without a command",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--runner",
+                "exec",
+            ],
+            agent: false,
+            code: 2,
+            want: &["needs a command"],
+        },
+        // --- todo files, checkpoints, templates, store config
+        Case {
+            what: "inbox with a bad @after",
+            files: &[("S/todo.md", b"## Todo\n- [ ] a\n- [ ] b @after:x\n")],
+            args: &["resolve", "--store", "S", "--yes"],
+            agent: true,
+            code: 2,
+            want: &["todo.md:3:", "@after"],
+        },
+        Case {
+            what: "inbox not UTF-8",
+            files: &[("S/todo.md", b"## Todo\n- [ ] caf\xe9\n")],
+            args: &["list", "--store", "S"],
+            agent: false,
+            code: 2,
+            want: &["todo.md", "UTF-8"],
+        },
+        Case {
+            what: "batch with a cycle",
+            files: &[(
+                "S/todo-1.md",
+                b"---\nstatus: pending\n---\n## Todo\n- [ ] a @after:2\n- [ ] b @after:1\n",
+            )],
+            args: &["run", "S/todo-1.md"],
+            agent: true,
+            code: 2,
+            want: &["todo-1.md", "a cycle of prerequisites: 1 → 2 → 1"],
+        },
+        Case {
+            what: "batch that does not exist",
+            files: &[],
+            args: &["run", "S/todo-9.md"],
+            agent: true,
+            code: 2,
+            want: &["todo-9.md", "no such batch file"],
+        },
+        Case {
+            what: "batch checkpoint missing",
+            files: &[("S/todo-1.md", b"## Todo\n- [ ] a @context:cp-gone.md\n")],
+            args: &["run", "S/todo-1.md"],
+            agent: true,
+            code: 2,
+            want: &["todo-1.md: line 2: item 1:", "does not exist"],
+        },
+        Case {
+            what: "batch checkpoint outside the store",
+            files: &[
+                ("S/todo-1.md", b"## Todo\n- [ ] a @context:../secret.md\n"),
+                ("secret.md", b"x"),
+            ],
+            args: &["run", "S/todo-1.md"],
+            agent: true,
+            code: 2,
+            want: &["todo-1.md: line 2", "leaves the store"],
+        },
+        Case {
+            what: "broken teammate template",
+            files: &[
+                ("S/todo-1.md", b"## Todo\n- [ ] a\n"),
+                ("S/templates/teammate.md", b"Hello\n{{ item.nope }}\n"),
+            ],
+            args: &["run", "S/todo-1.md"],
+            agent: true,
+            code: 2,
+            want: &["templates/teammate.md", "line 2"],
+        },
+        Case {
+            what: "broken checkpoint template",
+            files: &[
+                ("S/todo.md", b"## Todo\n"),
+                ("S/templates/checkpoint.md", b"---\n{% if %}\n"),
+            ],
+            args: &["add", "--store", "S", "x"],
+            agent: false,
+            code: 2,
+            want: &["templates/checkpoint.md:2:"],
+        },
+        Case {
+            what: "store runner.toml with an unknown key",
+            files: &[
+                ("S/todo-1.md", b"## Todo\n- [ ] a\n"),
+                ("S/runner.toml", b"runner = 'exec'\nmax_wrokers = 3\n"),
+            ],
+            args: &["run", "S/todo-1.md"],
+            agent: true,
+            code: 2,
+            want: &["runner.toml:2:", "max_wrokers"],
+        },
+        Case {
+            what: "add with an empty text",
+            files: &[],
+            args: &["add", "--store", "S", "  "],
+            agent: false,
+            code: 2,
+            want: &["the item text is empty"],
+        },
+    ]
+}
+
+#[test]
+fn every_bad_input_exits_2_or_3_names_the_place_and_changes_nothing() {
+    let cases = cases();
+    assert!(cases.len() >= 25, "the catalogue keeps at least 25 cases");
+    let fake = agent("fake_agent.py");
+    let mut failures = Vec::new();
+    for case in &cases {
+        let sb = Sandbox::new();
+        for (rel, bytes) in case.files {
+            sb.write(rel, bytes);
+        }
+        let before = sb.tree();
+        let mut args: Vec<&str> = case.args.to_vec();
+        if case.agent {
+            args.extend_from_slice(&["--", "python3", &fake]);
+        }
+        let r = sb.run(&args);
+        let mut problems = Vec::new();
+        if r.code != case.code {
+            problems.push(format!("exit {} instead of {}", r.code, case.code));
+        }
+        for want in case.want {
+            if !r.stderr.contains(want) {
+                problems.push(format!("stderr lacks {want:?}"));
+            }
+        }
+        if r.stderr.contains("panicked") {
+            problems.push("panicked".into());
+        }
+        if sb.tree() != before {
+            problems.push("files changed".into());
+        }
+        if !problems.is_empty() {
+            failures.push(format!("{}: {}\n{r:?}", case.what, problems.join(", ")));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} case(s) failed:\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}

@@ -9,7 +9,13 @@ use crate::ui::Format;
 /// Resolve a batch of work items in parallel: one agent CLI teammate per item, verified
 /// reports, atomic outputs.
 #[derive(Debug, Parser)]
-#[command(name = "runner", version, about, max_term_width = 100)]
+#[command(
+    name = "runner",
+    version,
+    about,
+    max_term_width = 100,
+    args_override_self = true
+)]
 pub struct Cli {
     /// More diagnostics on stderr (-v info, -vv debug); also `RUNNER_LOG=debug`.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -37,6 +43,19 @@ pub enum Command {
     Run(RunTodoArgs),
     /// The known runner definitions, whether each program is installed, and its version.
     Runners(RunnersArgs),
+    /// Join the outputs of `batch --shard K/N` runs of one batch, in input order.
+    Merge(MergeArgs),
+}
+
+/// `runner merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shard outputs (each with its `.shard.json` sidecar).
+    #[arg(value_name = "SHARD.csv", required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Where to write the merged output.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: PathBuf,
 }
 
 /// `runner runners`.
@@ -206,4 +225,21 @@ pub struct RunArgs {
     /// Output style.
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
+    /// Run only some items: `failed` (those the existing output or batch file does not show
+    /// completed) or a comma list of ids. Other rows of the existing output are kept as they are.
+    #[arg(long, value_name = "failed|ID,...")]
+    pub only: Option<String>,
+    /// Run the K-th of N stable slices of the batch (by hash of the item id), e.g. 2/4;
+    /// `auto` takes K from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs, 0-based).
+    #[arg(long, value_name = "K/N|auto")]
+    pub shard: Option<String>,
+    /// N for `--shard auto` (also RUNNER_SHARD_COUNT).
+    #[arg(long, value_name = "N", env = "RUNNER_SHARD_COUNT")]
+    pub shard_count: Option<u32>,
+    /// Also write a JUnit XML report: one test case per item.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Show the plan (items, argv, prompts, dependencies, shard) without running or writing.
+    #[arg(long)]
+    pub dry_run: bool,
 }

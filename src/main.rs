@@ -29,6 +29,7 @@ fn main() {
         Command::Resolve(args) => commands::resolve::resolve(args),
         Command::Run(args) => commands::todo_run::run(args),
         Command::Runners(args) => commands::runners::runners(args),
+        Command::Merge(args) => commands::merge::merge(args),
     };
     let code = match result {
         Ok(code) => code,

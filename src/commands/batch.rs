@@ -1,6 +1,8 @@
-//! `runner batch`: one teammate per row of a CSV file (DESIGN §2, §3).
+//! `runner batch`: one teammate per row of a CSV file (DESIGN §2, §3, §8).
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::common;
 use crate::cli::BatchArgs;
@@ -10,19 +12,54 @@ use crate::item::{WorkItem, teammate_name};
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, Instruction, TeammateTemplate};
 use crate::run::dispatcher::ItemStream;
 use crate::run::events::RunSummary;
+use crate::run::outcome::{Fnv, Outcome};
+use crate::run::plan;
+use crate::run::selection::{Only, Shard, shard_of};
 use crate::run::team::Team;
-use crate::sink::output_csv;
-use crate::source::batch_spec::{self, SchemaSource};
-use crate::source::csv_input::{self, CsvRows, CsvTable};
+use crate::sink::output_csv::{self, Layout};
+use crate::sink::previous::Previous;
+use crate::sink::shard_meta::ShardMeta;
+use crate::source::batch_spec::{self, BatchSpec, SchemaSource};
+use crate::source::csv_input::{self, CsvRow, CsvRows, CsvTable};
 
-/// Everything `batch` needs, validated.
+/// The column that names a row's prerequisites (ids separated by `;`).
+pub const DEPENDS_ON: &str = "depends_on";
+
+/// Everything `batch` needs, validated, before any file is written.
 struct BatchPlan {
     input: PathBuf,
     table: CsvTable,
     instruction: Instruction,
+    instruction_text: String,
     output: PathBuf,
     workspace: PathBuf,
     team: String,
+    id_column: Option<String>,
+    only: Only,
+    shard: Option<Shard>,
+    previous: Option<Previous>,
+    layout: Layout,
+    /// Prerequisites by id, when the input has a `depends_on` column.
+    deps: Option<HashMap<String, Vec<String>>>,
+    /// Items this run covers.
+    selected: u64,
+}
+
+impl BatchPlan {
+    /// Whether the row with `id` belongs to this run's output (its shard).
+    fn in_shard(&self, id: &str) -> bool {
+        self.shard.is_none_or(|s| s.contains(id))
+    }
+
+    /// Whether the row with `id` is run (shard and `--only`).
+    fn runs(&self, id: &str) -> bool {
+        self.in_shard(id)
+            && match &self.only {
+                Only::All => true,
+                Only::Failed => !self.previous.as_ref().is_some_and(|p| p.completed(id)),
+                Only::Ids(ids) => ids.contains(id),
+            }
+    }
 }
 
 fn read_text(path: &Path, what: &str) -> Result<String> {
@@ -45,36 +82,133 @@ fn open_input(path: &Path) -> Result<std::fs::File> {
     })
 }
 
+fn split_deps(value: &str) -> Vec<String> {
+    value
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Stream the input once more: the batch fingerprint, the `depends_on` graph (checked), and
+/// how many rows this run covers.
+fn survey(plan: &mut BatchPlan, schema: Option<&serde_json::Value>) -> Result<String> {
+    let mut fp = Fnv::default();
+    {
+        use std::io::Read;
+        let mut f = open_input(&plan.input)?;
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = f
+                .read(&mut buf)
+                .map_err(|e| Error::io("read", &plan.input, e))?;
+            if n == 0 {
+                break;
+            }
+            fp.update(&buf[..n]);
+        }
+    }
+    fp.update(b"\0instruction\0");
+    fp.update(plan.instruction_text.as_bytes());
+    fp.update(b"\0schema\0");
+    fp.update(schema.map(|s| s.to_string()).unwrap_or_default().as_bytes());
+    fp.update(b"\0id\0");
+    fp.update(plan.id_column.as_deref().unwrap_or("").as_bytes());
+    let dep_col = plan.table.headers.iter().position(|h| h == DEPENDS_ON);
+    let mut deps: HashMap<String, Vec<String>> = HashMap::new();
+    let mut selected = 0u64;
+    let mut ids: HashSet<String> = HashSet::new();
+    for row in CsvRows::new(open_input(&plan.input)?, &plan.table)? {
+        let row = row?;
+        if plan.runs(&row.id) {
+            selected += 1;
+        }
+        if let Some(c) = dep_col {
+            let d = split_deps(row.values.get(c).map_or("", String::as_str));
+            if !d.is_empty() {
+                deps.insert(row.id.clone(), d);
+            }
+            ids.insert(row.id);
+        }
+    }
+    if let Only::Ids(wanted) = &plan.only {
+        let unknown: Vec<&String> = wanted
+            .iter()
+            .filter(|id| {
+                !plan.previous.as_ref().is_some_and(|p| p.contains(id)) && !ids.contains(*id)
+            })
+            .collect();
+        if dep_col.is_some() && !unknown.is_empty() {
+            return Err(Error::Input(format!(
+                "--only names ids that are not in {}: {}",
+                plan.input.display(),
+                join(&unknown)
+            )));
+        }
+    }
+    if dep_col.is_some() {
+        let items: Vec<WorkItem> = ids
+            .iter()
+            .map(|id| WorkItem {
+                id: id.clone(),
+                title: String::new(),
+                line: 0,
+                teammate: String::new(),
+                vars: Vec::new(),
+                body: String::new(),
+                checkpoint: None,
+                after: deps.get(id).cloned().unwrap_or_default(),
+            })
+            .collect();
+        let mut items = items;
+        items.sort_by(|a, b| a.id.cmp(&b.id));
+        plan::check_dependencies(&items).map_err(|p| {
+            Error::Input(format!(
+                "{}: column `{DEPENDS_ON}`: {}",
+                plan.input.display(),
+                p.join("; ")
+            ))
+        })?;
+        if let Some(shard) = plan.shard {
+            for (id, ds) in &deps {
+                for d in ds {
+                    if shard_of(id, shard.n) != shard_of(d, shard.n) {
+                        return Err(Error::Input(format!(
+                            "{}: item {id} waits for {d}, which is in another shard; shards must not depend on each other",
+                            plan.input.display()
+                        )));
+                    }
+                }
+            }
+        }
+        plan.deps = Some(deps);
+    }
+    plan.selected = selected;
+    Ok(fp.hex())
+}
+
+fn join(ids: &[&String]) -> String {
+    let mut v: Vec<&str> = ids.iter().map(|s| s.as_str()).collect();
+    v.sort();
+    v.join(", ")
+}
+
 /// Run `runner batch` and return the exit code.
 pub fn run(args: BatchArgs) -> Result<i32> {
     let cwd = std::env::current_dir()
         .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?;
-    let spec_file = match &args.batch {
-        Some(p) => {
-            let text = read_text(p, "the batch definition")?;
-            Some(batch_spec::parse(p, &text)?)
-        }
-        None => None,
+    let spec = match &args.batch {
+        Some(p) => batch_spec::parse(p, &read_text(p, "the batch definition")?)?,
+        None => BatchSpec::default(),
     };
-    for w in spec_file.iter().flat_map(|s| &s.warnings) {
-        tracing::warn!("{w}");
+    for w in &spec.warnings {
         eprintln!("warning: {w}");
     }
-    let base = args
-        .batch
-        .as_ref()
-        .and_then(|p| p.parent())
-        .map(|p| {
-            if p.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                p
-            }
-        })
-        .unwrap_or(Path::new("."))
-        .to_owned();
-    let spec = spec_file.clone().unwrap_or_default();
-
+    let base = match args.batch.as_ref().and_then(|p| p.parent()) {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
     let input = match (&args.input, &spec.input, &args.batch) {
         (Some(p), _, _) => p.clone(),
         (None, Some(p), _) => config::resolve(&base, p),
@@ -103,14 +237,21 @@ pub fn run(args: BatchArgs) -> Result<i32> {
         ));
     }
     let id_column = args.id_column.clone().or(spec.id_column.clone());
+    let shard = Shard::parse(
+        args.run.shard.as_deref(),
+        args.run.shard_count,
+        std::env::var("JOB_COMPLETION_INDEX").ok().as_deref(),
+    )?;
+    let only = Only::parse(args.run.only.as_deref())?;
+    let default_name = match shard {
+        Some(s) => format!("workers-output.shard-{}-of-{}.csv", s.k, s.n),
+        None => "workers-output.csv".to_string(),
+    };
     let output = match (&args.output, &spec.output) {
         (Some(p), _) => p.clone(),
         (None, Some(p)) => config::resolve(&base, p),
-        (None, None) if args.batch.is_some() => base.join("workers-output.csv"),
-        (None, None) => input
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join("workers-output.csv"),
+        (None, None) if args.batch.is_some() => base.join(&default_name),
+        (None, None) => input.parent().unwrap_or(Path::new(".")).join(&default_name),
     };
     let schema = match (&args.output_schema, &spec.output_schema) {
         (Some(p), _) => config::load_schema(None, Some(p))?,
@@ -152,23 +293,57 @@ pub fn run(args: BatchArgs) -> Result<i32> {
             out_dir.display()
         )));
     }
+    let layout = output_csv::layout(&table.headers, schema.as_ref().map(|s| &s.0));
+    let previous = match only {
+        Only::All => None,
+        _ if !output.exists() && only == Only::Failed => {
+            return Err(Error::Input(format!(
+                "{}: --only failed replays an existing output, and there is none",
+                output.display()
+            )));
+        }
+        _ if !output.exists() => None,
+        _ => {
+            let status_col = if layout.headers.iter().any(|h| h == "runner_status") {
+                "runner_status"
+            } else {
+                "status"
+            };
+            Some(Previous::read(
+                &output,
+                &layout.headers,
+                id_column.as_deref(),
+                status_col,
+            )?)
+        }
+    };
     let stem = output
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "workers-output".into());
-    let plan = BatchPlan {
-        input: input.clone(),
+    let mut plan = BatchPlan {
+        input,
         table,
         instruction,
+        instruction_text,
         workspace: out_dir.join(format!("{stem}.runner")),
         team: stem,
         output,
+        id_column,
+        only,
+        shard,
+        previous,
+        layout,
+        deps: None,
+        selected: 0,
     };
-    let layout = output_csv::layout(&plan.table.headers, schema.as_ref().map(|s| &s.0));
-    for w in &layout.warnings {
+    let fingerprint = survey(&mut plan, schema.as_ref().map(|s| &s.0))?;
+    for w in &plan.layout.warnings {
         eprintln!("warning: {w}");
     }
     let format = opts.format;
+    let dry_run = args.run.dry_run;
+    let junit = args.run.junit.clone();
     let run_spec = common::run_spec(
         opts,
         plan.team.clone(),
@@ -177,50 +352,106 @@ pub fn run(args: BatchArgs) -> Result<i32> {
         template,
         schema,
     );
+    if dry_run {
+        let items = row_items(&plan)?;
+        common::print_plan(&run_spec, items, plan.selected, plan.table.rows, plan.shard)?;
+        return Ok(0);
+    }
 
     // Everything is valid: from here on files are written.
     let mut team = Team::open(&plan.team, &plan.workspace)?;
     let items = row_items(&plan)?;
     let mut reporter = crate::ui::reporter(format);
     let summary = common::execute(
-        run_spec,
+        run_spec.clone(),
         &mut team,
         items,
-        Some(plan.table.rows),
+        Some(plan.selected),
         reporter.as_mut(),
     )?;
-    write_output(&plan, &layout, &mut team, &summary)?;
+    let outcomes = write_output(&plan, &mut team, &summary, junit.is_some())?;
+    if let Some(s) = plan.shard {
+        ShardMeta {
+            v: 1,
+            fingerprint,
+            k: s.k,
+            n: s.n,
+            rows: outcomes.1,
+        }
+        .write(&plan.output)?;
+    }
+    if let Some(path) = &junit {
+        crate::sink::junit::write(path, &plan.team, &outcomes.0, summary.elapsed_s)?;
+    }
     crate::ui::print_summary(&summary, Some(&plan.output), &plan.workspace, format);
     Ok(common::exit_code(&summary))
+}
+
+fn to_item(
+    plan_deps: Option<&HashMap<String, Vec<String>>>,
+    headers: &[String],
+    instruction: &Instruction,
+    row: CsvRow,
+) -> WorkItem {
+    let body = instruction.render(headers, &row.values);
+    let after = plan_deps
+        .and_then(|d| d.get(&row.id))
+        .cloned()
+        .unwrap_or_default();
+    WorkItem {
+        teammate: teammate_name(row.number, &row.id),
+        title: row.id.chars().take(80).collect(),
+        line: row.line,
+        vars: headers.iter().cloned().zip(row.values).collect(),
+        body,
+        checkpoint: None,
+        after,
+        id: row.id,
+    }
 }
 
 fn row_items(plan: &BatchPlan) -> Result<ItemStream> {
     let rows = CsvRows::new(open_input(&plan.input)?, &plan.table)?;
     let headers = plan.table.headers.clone();
     let instruction = plan.instruction.clone();
-    Ok(Box::new(rows.map(move |row| {
-        let row = row?;
-        let body = instruction.render(&headers, &row.values);
-        let title: String = row.id.chars().take(80).collect();
-        Ok(WorkItem {
-            teammate: teammate_name(row.number, &row.id),
-            title,
-            line: row.line,
-            vars: headers.iter().cloned().zip(row.values).collect(),
-            body,
-            checkpoint: None,
-            after: Vec::new(),
-            id: row.id,
-        })
+    // The run's selection, owned by the stream: ids that run, and prerequisites already met.
+    let shard = plan.shard;
+    let only = plan.only.clone();
+    let previous = plan.previous.clone().map(Arc::new);
+    let deps = plan.deps.clone();
+    Ok(Box::new(rows.filter_map(move |row| {
+        let row = match row {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        let id = row.id.as_str();
+        let in_shard = shard.is_none_or(|s| s.contains(id));
+        let runs = in_shard
+            && match &only {
+                Only::All => true,
+                Only::Failed => !previous.as_ref().is_some_and(|p| p.completed(id)),
+                Only::Ids(ids) => ids.contains(id),
+            };
+        if !runs {
+            return None;
+        }
+        let mut item = to_item(deps.as_ref(), &headers, &instruction, row);
+        // A prerequisite not run now but completed in the previous output is met.
+        item.after
+            .retain(|d| !previous.as_ref().is_some_and(|p| p.completed(d)));
+        Some(Ok(item))
     })))
 }
 
+/// Write the output CSV in input order: rows run now from their outcomes, rows not run
+/// again copied byte-for-byte from the previous output. Returns the outcomes (when `keep`)
+/// and the input row numbers written.
 fn write_output(
     plan: &BatchPlan,
-    layout: &output_csv::Layout,
     team: &mut Team,
     summary: &RunSummary,
-) -> Result<()> {
+    keep: bool,
+) -> Result<(Vec<Outcome>, Vec<u64>)> {
     let rows = CsvRows::new(open_input(&plan.input)?, &plan.table)?;
     let missing = if summary.interrupted {
         ("cancelled", "not started: the run was interrupted")
@@ -228,7 +459,13 @@ fn write_output(
         ("cancelled", "not started")
     };
     let mut failure: Option<Error> = None;
-    output_csv::write(&plan.output, layout, |emit| {
+    let mut kept = Vec::new();
+    let mut numbers = Vec::new();
+    let mut prev_file = match &plan.previous {
+        Some(p) => Some(p.open().map_err(|e| Error::io("read", &plan.output, e))?),
+        None => None,
+    };
+    output_csv::write(&plan.output, &plan.layout, |emit, raw| {
         for row in rows {
             let row = match row {
                 Ok(r) => r,
@@ -239,6 +476,25 @@ fn write_output(
                     ));
                 }
             };
+            if !plan.in_shard(&row.id) {
+                continue;
+            }
+            numbers.push(row.number);
+            if !plan.runs(&row.id) {
+                if let (Some(prev), Some(file)) = (&plan.previous, prev_file.as_mut())
+                    && let Some(bytes) = prev.raw(file, &row.id)?
+                {
+                    raw(&bytes)?;
+                    continue;
+                }
+                emit(output_csv::row(
+                    &plan.layout,
+                    &row.values,
+                    None,
+                    ("skipped", "not selected by --only"),
+                ))?;
+                continue;
+            }
             let outcome = match team.outcome(&row.id) {
                 Ok(o) => o,
                 Err(e) => {
@@ -247,13 +503,26 @@ fn write_output(
                 }
             };
             emit(output_csv::row(
-                layout,
+                &plan.layout,
                 &row.values,
                 outcome.as_ref(),
                 missing,
             ))?;
+            if keep {
+                kept.push(outcome.unwrap_or_else(|| {
+                    let teammate = teammate_name(row.number, &row.id);
+                    Outcome::not_run(
+                        &row.id,
+                        &teammate,
+                        &row.id,
+                        crate::report::ItemStatus::Cancelled,
+                        missing.1.into(),
+                    )
+                }));
+            }
         }
         Ok(())
     })
-    .map_err(|e| failure.take().unwrap_or(e))
+    .map_err(|e| failure.take().unwrap_or(e))?;
+    Ok((kept, numbers))
 }

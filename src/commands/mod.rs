@@ -3,6 +3,7 @@
 
 pub mod batch;
 pub mod common;
+pub mod merge;
 pub mod resolve;
 pub mod runners;
 pub mod todo;

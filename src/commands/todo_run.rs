@@ -276,7 +276,7 @@ fn write_table(batch: &Path, doc: &TodoDocument, numbers: &[u32], team: &mut Tea
         };
         rows.push(output_csv::row(&layout, &values, outcome.as_ref(), missing));
     }
-    output_csv::write(&table_path(batch), &layout, |emit| {
+    output_csv::write(&table_path(batch), &layout, |emit, _| {
         for row in rows {
             emit(row)?;
         }

@@ -10,6 +10,7 @@ pub mod orphans;
 pub mod outcome;
 pub mod plan;
 pub mod process;
+pub mod selection;
 pub mod team;
 pub mod unit;
 

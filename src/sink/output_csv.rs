@@ -155,20 +155,52 @@ pub fn row(
     out
 }
 
-/// Replace `path` atomically with the header and the rows `fill` writes.
+/// A row writer handed to [`write`]'s `fill`: takes a record's fields.
+pub type Emit<'a> = dyn FnMut(Vec<String>) -> std::io::Result<()> + 'a;
+/// A raw writer handed to [`write`]'s `fill`: takes a whole record's exact bytes (with its
+/// line ending), copied from a previous output.
+pub type Raw<'a> = dyn FnMut(&[u8]) -> std::io::Result<()> + 'a;
+
+/// Replace `path` atomically with the header and the rows `fill` writes, either as fields
+/// (`emit`) or as exact bytes (`raw`).
 ///
 /// Errors: an IO error naming the file (nothing is left half-written).
 pub fn write(
     path: &Path,
     layout: &Layout,
-    fill: impl FnOnce(&mut dyn FnMut(Vec<String>) -> std::io::Result<()>) -> std::io::Result<()>,
+    fill: impl FnOnce(&mut Emit<'_>, &mut Raw<'_>) -> std::io::Result<()>,
 ) -> Result<()> {
     crate::fsutil::replace_with(path, |w: &mut dyn Write| {
-        let mut csv = csv::WriterBuilder::new().from_writer(w);
-        csv.write_record(&layout.headers)?;
-        fill(&mut |record: Vec<String>| csv.write_record(&record).map_err(std::io::Error::other))?;
-        csv.flush()
+        let sink = Shared(std::rc::Rc::new(std::cell::RefCell::new(w)));
+        let csv = std::cell::RefCell::new(csv::WriterBuilder::new().from_writer(sink.clone()));
+        csv.borrow_mut().write_record(&layout.headers)?;
+        let mut emit = |record: Vec<String>| {
+            csv.borrow_mut()
+                .write_record(&record)
+                .map_err(std::io::Error::other)
+        };
+        let mut raw = |bytes: &[u8]| {
+            // Flush the CSV writer's buffer first so the bytes land in order.
+            csv.borrow_mut().flush()?;
+            sink.0.borrow_mut().write_all(bytes)
+        };
+        fill(&mut emit, &mut raw)?;
+        csv.borrow_mut().flush()
     })
+}
+
+/// One writer shared by the CSV writer and the raw row copier.
+#[derive(Clone)]
+struct Shared<'a>(std::rc::Rc<std::cell::RefCell<&'a mut dyn Write>>);
+
+impl Write for Shared<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.borrow_mut().flush()
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ mod harness;
 
 mod bad_input;
 mod batch;
+mod ci;
 mod clis;
 mod faults;
 mod todo;

@@ -1,0 +1,170 @@
+//! `runner merge A.csv B.csv ... -o OUT`: join the outputs of `runner batch --shard K/N`
+//! into one output in input order (DESIGN §8). Each shard's sidecar (`<output>.shard.json`)
+//! says which batch and shard it is; mixed batches, missing or repeated shards, and rows
+//! that two shards report differently are refused (exit 2) and nothing is written.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::cli::MergeArgs;
+use crate::error::{Error, Result};
+use crate::sink::shard_meta::ShardMeta;
+
+struct ShardFile {
+    path: PathBuf,
+    meta: ShardMeta,
+    bytes: Vec<u8>,
+    header_end: usize,
+    /// (start, end) of each record.
+    records: Vec<(usize, usize)>,
+}
+
+fn load(path: &Path) -> Result<ShardFile> {
+    let meta = ShardMeta::read(path)?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::Input(format!("{}: cannot read: {e}", path.display())))?;
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .from_reader(bytes.as_slice());
+    let mut record = csv::ByteRecord::new();
+    let mut starts = Vec::new();
+    loop {
+        match rdr.read_byte_record(&mut record) {
+            Ok(false) => break,
+            Ok(true) => {}
+            Err(e) => {
+                return Err(Error::input_at(
+                    path,
+                    e.position().map(|p| p.line()),
+                    format!("not a CSV output: {e}"),
+                ));
+            }
+        }
+        let mut start = record.position().map_or(0, |p| p.byte() as usize);
+        if bytes.get(start) == Some(&b'\n') {
+            start += 1;
+        }
+        starts.push(start);
+    }
+    let header_end = starts.first().copied().unwrap_or(bytes.len());
+    let records: Vec<(usize, usize)> = starts
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (*s, starts.get(i + 1).copied().unwrap_or(bytes.len())))
+        .collect();
+    if records.len() != meta.rows.len() {
+        return Err(Error::Input(format!(
+            "{}: holds {} rows but its sidecar lists {}; was it edited after the run?",
+            path.display(),
+            records.len(),
+            meta.rows.len()
+        )));
+    }
+    Ok(ShardFile {
+        path: path.to_owned(),
+        meta,
+        bytes,
+        header_end,
+        records,
+    })
+}
+
+/// `runner merge`.
+pub fn merge(args: MergeArgs) -> Result<i32> {
+    if args.inputs.is_empty() {
+        return Err(Error::Input(
+            "give the shard outputs to merge, e.g. `runner merge out/*.csv -o workers-output.csv`"
+                .into(),
+        ));
+    }
+    let shards: Vec<ShardFile> = args.inputs.iter().map(|p| load(p)).collect::<Result<_>>()?;
+    let first = &shards[0];
+    for s in &shards[1..] {
+        if s.meta.fingerprint != first.meta.fingerprint {
+            return Err(Error::Input(format!(
+                "{} belongs to another batch than {} (input, instruction or schema differ); merge only the shards of one batch",
+                s.path.display(),
+                first.path.display()
+            )));
+        }
+        if s.meta.n != first.meta.n {
+            return Err(Error::Input(format!(
+                "{} is shard {}/{} but {} is shard {}/{}; all shards must split the batch the same way",
+                s.path.display(),
+                s.meta.k,
+                s.meta.n,
+                first.path.display(),
+                first.meta.k,
+                first.meta.n
+            )));
+        }
+        if s.bytes[..s.header_end] != first.bytes[..first.header_end] {
+            return Err(Error::Input(format!(
+                "{}: its columns differ from {}",
+                s.path.display(),
+                first.path.display()
+            )));
+        }
+    }
+    let n = first.meta.n;
+    let mut seen: BTreeMap<u32, usize> = BTreeMap::new();
+    for (i, s) in shards.iter().enumerate() {
+        if let Some(&j) = seen.get(&s.meta.k) {
+            if shards[j].bytes != s.bytes {
+                return Err(Error::Input(format!(
+                    "shard {}/{n} is given twice with different results: {} and {}",
+                    s.meta.k,
+                    shards[j].path.display(),
+                    s.path.display()
+                )));
+            }
+            continue;
+        }
+        seen.insert(s.meta.k, i);
+    }
+    let missing: Vec<String> = (1..=n)
+        .filter(|k| !seen.contains_key(k))
+        .map(|k| k.to_string())
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::Input(format!(
+            "missing shard(s) {} of {n}; give the output of every shard",
+            missing.join(", ")
+        )));
+    }
+    // Rows by input row number; a row reported by two shards must be byte-identical.
+    let mut rows: BTreeMap<u64, (&[u8], &Path)> = BTreeMap::new();
+    for s in &shards {
+        for (number, (start, end)) in s.meta.rows.iter().zip(&s.records) {
+            let bytes = &s.bytes[*start..*end];
+            if let Some((prev, prev_path)) = rows.insert(*number, (bytes, &s.path))
+                && prev != bytes
+            {
+                return Err(Error::Input(format!(
+                    "input row {number} is in both {} and {} with different results",
+                    prev_path.display(),
+                    s.path.display()
+                )));
+            }
+        }
+    }
+    let header = &first.bytes[..first.header_end];
+    crate::fsutil::replace_with(&args.output, |w| {
+        w.write_all(header)?;
+        for (bytes, _) in rows.values() {
+            w.write_all(bytes)?;
+            if !bytes.ends_with(b"\n") {
+                w.write_all(b"\n")?;
+            }
+        }
+        Ok(())
+    })?;
+    println!(
+        "Merged {} shard(s) of {n}: {} row(s) into {}",
+        shards.len(),
+        rows.len(),
+        args.output.display()
+    );
+    Ok(0)
+}

@@ -1,0 +1,152 @@
+//! Which items of a batch a run covers: `--only failed|ID,...` and `--shard K/N` (DESIGN
+//! §2, §8). Pure: flags and ids in, decisions out.
+
+use std::collections::HashSet;
+
+use super::outcome::Fnv;
+use crate::error::{Error, Result};
+
+/// `--only`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Only {
+    /// Every item (no `--only`).
+    All,
+    /// Items the previous output does not show completed.
+    Failed,
+    /// These ids.
+    Ids(HashSet<String>),
+}
+
+impl Only {
+    /// Parse `--only`.
+    ///
+    /// Errors: an empty list.
+    pub fn parse(flag: Option<&str>) -> Result<Only> {
+        match flag.map(str::trim) {
+            None => Ok(Only::All),
+            Some("failed") => Ok(Only::Failed),
+            Some(list) => {
+                let ids: HashSet<String> = list
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                if ids.is_empty() {
+                    return Err(Error::Input(
+                        "--only needs `failed` or a comma list of ids".into(),
+                    ));
+                }
+                Ok(Only::Ids(ids))
+            }
+        }
+    }
+}
+
+/// `--shard K/N`: the K-th (1-based) of N slices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// This slice, 1..=n.
+    pub k: u32,
+    /// Number of slices.
+    pub n: u32,
+}
+
+impl Shard {
+    /// Parse `--shard`: `K/N`, or `auto` with K = `JOB_COMPLETION_INDEX` + 1 (`index`) and N
+    /// from `count`.
+    ///
+    /// Errors: malformed values, K outside 1..=N, `auto` without an index or a count.
+    pub fn parse(
+        flag: Option<&str>,
+        count: Option<u32>,
+        index: Option<&str>,
+    ) -> Result<Option<Shard>> {
+        let Some(text) = flag.map(str::trim) else {
+            return Ok(None);
+        };
+        let (k, n) = if text == "auto" {
+            let idx = index.ok_or_else(|| {
+                Error::Input(
+                    "--shard auto needs JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job)"
+                        .into(),
+                )
+            })?;
+            let idx: u32 = idx.trim().parse().map_err(|_| {
+                Error::Input(format!(
+                    "JOB_COMPLETION_INDEX `{idx}` is not a whole number"
+                ))
+            })?;
+            let n = count.ok_or_else(|| {
+                Error::Input("--shard auto needs the number of shards: --shard-count N or RUNNER_SHARD_COUNT".into())
+            })?;
+            (idx + 1, n)
+        } else {
+            let parsed = text.split_once('/').and_then(|(k, n)| {
+                Some((k.trim().parse::<u32>().ok()?, n.trim().parse::<u32>().ok()?))
+            });
+            parsed.ok_or_else(|| {
+                Error::Input(format!("--shard `{text}` must be K/N, e.g. 2/4, or auto"))
+            })?
+        };
+        if n == 0 || k == 0 || k > n {
+            return Err(Error::Input(format!(
+                "--shard {k}/{n}: K must be between 1 and N"
+            )));
+        }
+        Ok(Some(Shard { k, n }))
+    }
+
+    /// Whether item `id` belongs to this shard: FNV-1a of the id, modulo N. The same id
+    /// always lands in the same shard, whatever else is in the batch.
+    pub fn contains(&self, id: &str) -> bool {
+        shard_of(id, self.n) == self.k
+    }
+}
+
+/// The 1-based shard of `id` among `n`.
+pub fn shard_of(id: &str, n: u32) -> u32 {
+    let mut h = Fnv::default();
+    h.update(id.as_bytes());
+    (h.value() % u64::from(n.max(1))) as u32 + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_partition_the_ids_for_every_n() {
+        let ids: Vec<String> = (0..500).map(|i| format!("row-{i}")).collect();
+        for n in 1..=7 {
+            let mut seen = HashSet::new();
+            for k in 1..=n {
+                let s = Shard { k, n };
+                for id in ids.iter().filter(|id| s.contains(id)) {
+                    assert!(seen.insert(id.clone()), "{id} in two shards of {n}");
+                }
+            }
+            assert_eq!(seen.len(), ids.len(), "every id in some shard of {n}");
+        }
+    }
+
+    #[test]
+    fn shard_flags() {
+        assert_eq!(
+            Shard::parse(Some("2/4"), None, None).expect("ok"),
+            Some(Shard { k: 2, n: 4 })
+        );
+        assert_eq!(
+            Shard::parse(Some("auto"), Some(3), Some("0")).expect("ok"),
+            Some(Shard { k: 1, n: 3 })
+        );
+        assert!(Shard::parse(Some("5/4"), None, None).is_err());
+        assert!(Shard::parse(Some("auto"), None, Some("1")).is_err());
+        assert!(Shard::parse(Some("auto"), Some(2), None).is_err());
+        assert!(Shard::parse(Some("x"), None, None).is_err());
+        assert_eq!(
+            Only::parse(Some("a, b")).expect("ok"),
+            Only::Ids(["a".to_string(), "b".to_string()].into())
+        );
+    }
+}

@@ -1,0 +1,72 @@
+//! `--junit FILE`: a JUnit XML report (with `quick-junit`), one test case per item, so CI
+//! systems show per-item results where they show test results.
+
+use std::path::Path;
+use std::time::Duration;
+
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+
+use crate::error::{Error, Result};
+use crate::report::ItemStatus;
+use crate::run::outcome::Outcome;
+
+/// Bytes of the log tail put in a failed test case's output.
+const LOG_TAIL: u64 = 4096;
+
+fn tail(path: &str) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL))).ok()?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// One test case for an item's outcome. Completed → success; failed, blocked and timed out →
+/// failure (with the reason as message and the log tail as output); cancelled and skipped →
+/// skipped.
+pub fn test_case(team: &str, o: &Outcome) -> TestCase {
+    let mut status = match o.status {
+        ItemStatus::Completed => TestCaseStatus::success(),
+        ItemStatus::Failed | ItemStatus::Blocked | ItemStatus::TimedOut => {
+            TestCaseStatus::non_success(NonSuccessKind::Failure)
+        }
+        ItemStatus::Cancelled | ItemStatus::Skipped => TestCaseStatus::skipped(),
+    };
+    if o.status != ItemStatus::Completed {
+        status.set_message(format!("{}: {}", o.status, o.error));
+        status.set_type(o.status.as_str());
+    }
+    let mut case = TestCase::new(format!("{} ({})", o.teammate, o.id), status);
+    case.set_classname(team);
+    case.set_time(Duration::from_secs_f64(o.duration_s.max(0.0)));
+    case.add_property(("attempts", o.attempts.to_string().as_str()));
+    case.add_property(("status", o.status.as_str()));
+    if let Some(c) = o.cost_usd {
+        case.add_property(("cost_usd", c.to_string().as_str()));
+    }
+    if o.status != ItemStatus::Completed
+        && !o.log.is_empty()
+        && let Some(t) = tail(&o.log)
+    {
+        case.set_system_out(t);
+    }
+    case
+}
+
+/// Write the report for `outcomes` to `path` (atomically).
+///
+/// Errors: the file cannot be written.
+pub fn write(path: &Path, team: &str, outcomes: &[Outcome], elapsed_s: f64) -> Result<()> {
+    let mut suite = TestSuite::new(team);
+    suite.add_test_cases(outcomes.iter().map(|o| test_case(team, o)));
+    suite.set_time(Duration::from_secs_f64(elapsed_s.max(0.0)));
+    let mut report = Report::new("runner");
+    report.add_test_suite(suite);
+    report.set_time(Duration::from_secs_f64(elapsed_s.max(0.0)));
+    let xml = report
+        .to_string()
+        .map_err(|e| Error::Environment(format!("cannot build the JUnit report: {e}")))?;
+    crate::fsutil::write_atomic(path, xml.as_bytes())
+}

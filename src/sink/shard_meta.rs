@@ -1,0 +1,67 @@
+//! The sidecar of a shard's output, `<output>.shard.json`: which batch it belongs to (a
+//! fingerprint of input, instruction and schema), which shard it is, and the input row
+//! numbers of its rows, so `runner merge` can refuse mixed batches and missing shards and
+//! restore the input order.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// `<output>.shard.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardMeta {
+    /// Format version.
+    pub v: u32,
+    /// FNV-1a over the input bytes, the instruction, the schema and the id column.
+    pub fingerprint: String,
+    /// This shard, 1-based.
+    pub k: u32,
+    /// Number of shards.
+    pub n: u32,
+    /// Input row numbers (1-based) of the output's rows, in order.
+    pub rows: Vec<u64>,
+}
+
+/// The sidecar path of an output file.
+pub fn path_for(output: &Path) -> PathBuf {
+    let mut name = output
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".shard.json");
+    output.with_file_name(name)
+}
+
+impl ShardMeta {
+    /// Write the sidecar of `output` atomically.
+    ///
+    /// Errors: the file cannot be written.
+    pub fn write(&self, output: &Path) -> Result<()> {
+        let text = serde_json::to_vec(self)
+            .map_err(|e| Error::Environment(format!("cannot encode the shard sidecar: {e}")))?;
+        crate::fsutil::write_atomic(&path_for(output), &text)
+    }
+
+    /// Read the sidecar of `output`.
+    ///
+    /// Errors: missing or invalid sidecar (exit 2), naming the file.
+    pub fn read(output: &Path) -> Result<ShardMeta> {
+        let p = path_for(output);
+        let text = std::fs::read_to_string(&p).map_err(|e| {
+            Error::Input(format!(
+                "{}: cannot read {} ({e}); merge takes the outputs of `runner batch --shard K/N`, each with its sidecar",
+                output.display(),
+                p.display()
+            ))
+        })?;
+        serde_json::from_str(&text).map_err(|e| {
+            Error::input_at(
+                &p,
+                Some(e.line() as u64),
+                format!("not a shard sidecar: {e}"),
+            )
+        })
+    }
+}

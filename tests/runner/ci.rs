@@ -1,0 +1,321 @@
+//! CI and scale: --only replays, shards and merge, JUnit, JSON events, plain output
+//! (issue: CI and scale).
+
+use std::collections::BTreeSet;
+
+use crate::harness::{Sandbox, agent, by_id, csv_rows};
+
+const TIMING: &[&str] = &["duration_s", "started_at", "finished_at", "log"];
+
+fn setup(sb: &Sandbox, rows: &[(&str, &str)]) {
+    let mut csv = String::from("id,mode\n");
+    for (id, mode) in rows {
+        csv.push_str(&format!("{id},{mode}\n"));
+    }
+    sb.write("in.csv", csv);
+    sb.write("instr.md", "Do {id}. MODE={mode}\n");
+}
+
+fn batch(sb: &Sandbox, extra: &[&str]) -> crate::harness::Run {
+    let f = agent("fake_agent.py");
+    let mut args = vec![
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "python3", &f]);
+    sb.run(&args)
+}
+
+fn raw_line<'a>(text: &'a str, id: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{id},")))
+        .expect("row")
+}
+
+#[test]
+fn only_failed_replays_from_the_output_alone_and_keeps_completed_rows_byte_identical() {
+    let sb = Sandbox::new();
+    setup(
+        &sb,
+        &[("a", "success"), ("b", "noreport"), ("c", "success")],
+    );
+    assert_eq!(batch(&sb, &[]).code, 1);
+    let before = sb.read("workers-output.csv");
+    // A CI job has only the output artifact: no workspace, no journal.
+    std::fs::remove_dir_all(sb.join("workers-output.runner")).expect("rm");
+    setup(&sb, &[("a", "success"), ("b", "success"), ("c", "success")]);
+    let r = batch(&sb, &["--only", "failed"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("1 item(s)"), "only b ran: {r:?}");
+    let after = sb.read("workers-output.csv");
+    assert_eq!(raw_line(&after, "a"), raw_line(&before, "a"));
+    assert_eq!(raw_line(&after, "c"), raw_line(&before, "c"));
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["b"]["status"], "completed");
+    assert_eq!(rows.len(), 3);
+    // --only ID runs named items and keeps the rest as they were.
+    let r = batch(&sb, &["--only", "c"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let again = sb.read("workers-output.csv");
+    assert_eq!(raw_line(&again, "a"), raw_line(&after, "a"));
+    assert_eq!(raw_line(&again, "b"), raw_line(&after, "b"));
+    assert_ne!(raw_line(&again, "c"), raw_line(&after, "c"), "c ran again");
+    // Replaying with no previous output is an input error.
+    let sb2 = Sandbox::new();
+    setup(&sb2, &[("a", "success")]);
+    let r = batch(&sb2, &["--only", "failed"]);
+    assert_eq!(r.code, 2, "{r:?}");
+}
+
+#[test]
+fn shards_cover_every_item_exactly_once_for_n_1_to_7() {
+    let sb = Sandbox::new();
+    let rows: Vec<(String, &str)> = (0..40).map(|i| (format!("item-{i}"), "success")).collect();
+    let refs: Vec<(&str, &str)> = rows.iter().map(|(a, b)| (a.as_str(), *b)).collect();
+    setup(&sb, &refs);
+    for n in 1..=7 {
+        let mut seen = Vec::new();
+        for k in 1..=n {
+            let r = batch(&sb, &["--dry-run", "--shard", &format!("{k}/{n}")]);
+            assert_eq!(r.code, 0, "{r:?}");
+            seen.extend(r.stdout.lines().filter_map(|l| {
+                l.trim()
+                    .split_once("(id ")
+                    .map(|(_, rest)| rest.trim_end_matches(')').to_string())
+            }));
+        }
+        let unique: BTreeSet<&String> = seen.iter().collect();
+        assert_eq!(seen.len(), 40, "N={n}: every item exactly once");
+        assert_eq!(unique.len(), 40, "N={n}");
+    }
+    assert!(
+        !sb.join("workers-output.shard-1-of-1.runner").exists(),
+        "--dry-run writes nothing"
+    );
+}
+
+#[test]
+fn merging_three_shards_equals_the_one_machine_output_apart_from_timing() {
+    let sb = Sandbox::new();
+    let rows: Vec<(String, &str)> = (0..15)
+        .map(|i| {
+            (
+                format!("r{i}"),
+                if i % 4 == 0 { "noreport" } else { "success" },
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = rows.iter().map(|(a, b)| (a.as_str(), *b)).collect();
+    setup(&sb, &refs);
+    batch(&sb, &["--output", "whole.csv"]);
+    for k in 1..=3 {
+        batch(&sb, &["--shard", &format!("{k}/3")]);
+    }
+    let r = sb.run(&[
+        "merge",
+        "workers-output.shard-1-of-3.csv",
+        "workers-output.shard-3-of-3.csv",
+        "workers-output.shard-2-of-3.csv",
+        "-o",
+        "merged.csv",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let strip = |rows: Vec<std::collections::BTreeMap<String, String>>| {
+        rows.into_iter()
+            .map(|mut r| {
+                for t in TIMING {
+                    r.remove(*t);
+                }
+                r
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        strip(csv_rows(&sb.join("merged.csv"))),
+        strip(csv_rows(&sb.join("whole.csv")))
+    );
+}
+
+#[test]
+fn merge_refuses_mixed_batches_missing_shards_conflicts_and_strangers() {
+    let sb = Sandbox::new();
+    setup(
+        &sb,
+        &[
+            ("a", "success"),
+            ("b", "success"),
+            ("c", "success"),
+            ("d", "success"),
+        ],
+    );
+    for k in 1..=2 {
+        batch(&sb, &["--shard", &format!("{k}/2")]);
+    }
+    // Another batch: a different instruction.
+    sb.write("instr2.md", "Other {id}. MODE={mode}\n");
+    let f = agent("fake_agent.py");
+    sb.run(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr2.md",
+        "--id-column",
+        "id",
+        "--shard",
+        "2/2",
+        "--output",
+        "other.csv",
+        "--",
+        "python3",
+        &f,
+    ]);
+    // The same shard run again gives different timings: a conflicting duplicate.
+    std::fs::copy(
+        sb.join("workers-output.shard-1-of-2.csv"),
+        sb.join("again.csv"),
+    )
+    .expect("copy");
+    std::fs::copy(
+        sb.join("workers-output.shard-1-of-2.csv.shard.json"),
+        sb.join("again.csv.shard.json"),
+    )
+    .expect("copy");
+    let text = sb.read("again.csv").replacen("completed", "failed", 1);
+    sb.write("again.csv", text);
+    sb.write("stranger.csv", "id\nx\n");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["workers-output.shard-1-of-2.csv", "other.csv"],
+            "belongs to another batch",
+        ),
+        (
+            &["workers-output.shard-1-of-2.csv"],
+            "missing shard(s) 2 of 2",
+        ),
+        (
+            &[
+                "workers-output.shard-1-of-2.csv",
+                "again.csv",
+                "workers-output.shard-2-of-2.csv",
+            ],
+            "given twice with different results",
+        ),
+        (&["stranger.csv"], "stranger.csv.shard.json"),
+    ];
+    for (inputs, want) in cases {
+        let mut args = vec!["merge"];
+        args.extend_from_slice(inputs);
+        args.extend_from_slice(&["-o", "merged.csv"]);
+        let r = sb.run(&args);
+        assert_eq!(r.code, 2, "{inputs:?}: {r:?}");
+        assert!(r.stderr.contains(want), "{inputs:?}: want {want:?}: {r:?}");
+        assert!(!sb.join("merged.csv").exists());
+    }
+}
+
+#[test]
+fn junit_report_parses_and_counts_each_item() {
+    let sb = Sandbox::new();
+    setup(
+        &sb,
+        &[("a", "success"), ("b", "noreport"), ("c", "blocked")],
+    );
+    let r = batch(&sb, &["--junit", "junit.xml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let xml = sb.read("junit.xml");
+    let doc = roxmltree::Document::parse(&xml).expect("valid XML");
+    let suite = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testsuite"))
+        .expect("suite");
+    assert_eq!(suite.attribute("tests"), Some("3"));
+    assert_eq!(suite.attribute("failures"), Some("2"));
+    let cases: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    assert_eq!(cases.len(), 3);
+    let b = cases
+        .iter()
+        .find(|c| c.attribute("name").is_some_and(|n| n.contains("(b)")))
+        .expect("b");
+    let failure = b
+        .children()
+        .find(|n| n.has_tag_name("failure"))
+        .expect("failure");
+    assert!(
+        failure
+            .attribute("message")
+            .is_some_and(|m| m.starts_with("failed: no report")),
+        "{failure:?}"
+    );
+}
+
+#[test]
+fn json_events_follow_the_documented_schema() {
+    let sb = Sandbox::new();
+    setup(&sb, &[("a", "success"), ("b", "flaky")]);
+    let r = batch(
+        &sb,
+        &[
+            "--format",
+            "json",
+            "--retries",
+            "1",
+            "--retry-delay",
+            "10ms",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/docs/events.schema.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("schema"),
+    )
+    .expect("schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let mut kinds = Vec::new();
+    for line in r.stdout.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"));
+        let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{line}: {errors:?}");
+        kinds.push(v["event"].as_str().unwrap_or_default().to_string());
+    }
+    assert_eq!(kinds.first().map(String::as_str), Some("run_started"));
+    assert_eq!(kinds.last().map(String::as_str), Some("run_finished"));
+    assert_eq!(kinds.iter().filter(|k| *k == "item_finished").count(), 2);
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "attempt_finished").count(),
+        3,
+        "b took two attempts"
+    );
+}
+
+#[test]
+fn plain_output_has_no_escape_codes_or_carriage_returns() {
+    for format in ["plain", "human"] {
+        let sb = Sandbox::new();
+        setup(&sb, &[("a", "success"), ("b", "noreport")]);
+        let r = batch(&sb, &["--format", format]);
+        assert!(
+            !r.stdout.contains('\u{1b}') && !r.stdout.contains('\r'),
+            "{format}: {r:?}"
+        );
+        assert!(
+            r.stdout.contains("COMPLETED") && r.stdout.contains("FAILED"),
+            "{format}: one line per item: {r:?}"
+        );
+    }
+}

@@ -165,7 +165,8 @@ pub struct BatchArgs {
     /// The column that identifies a row (default: the row number).
     #[arg(long, value_name = "COLUMN")]
     pub id_column: Option<String>,
-    /// Where to write the output CSV (default: workers-output.csv beside BATCH.md or the input).
+    /// Where to write the output CSV (default: workers-output.csv beside BATCH.md or the
+    /// input). A folder (existing, or ending in `/`) gets the default file name.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// A JSON Schema file the report's `output` must satisfy.

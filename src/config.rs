@@ -38,6 +38,20 @@ pub struct FileDefaults {
     pub model: Option<String>,
 }
 
+impl From<crate::store::StoreConfig> for FileDefaults {
+    fn from(c: crate::store::StoreConfig) -> FileDefaults {
+        FileDefaults {
+            runner: c.runner,
+            command: c.command,
+            jobs: c.max_workers,
+            timeout_s: c.max_runtime_seconds,
+            retries: c.retries,
+            verify: c.verify,
+            model: c.model,
+        }
+    }
+}
+
 /// The validated runner options shared by every command that runs teammates.
 pub struct RunOptions {
     /// The runner definition.

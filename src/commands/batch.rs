@@ -248,6 +248,10 @@ pub fn run(args: BatchArgs) -> Result<i32> {
         None => "workers-output.csv".to_string(),
     };
     let output = match (&args.output, &spec.output) {
+        // A folder (existing, or written with a trailing `/`) gets the default file name.
+        (Some(p), _) if p.is_dir() || p.as_os_str().to_string_lossy().ends_with('/') => {
+            p.join(&default_name)
+        }
         (Some(p), _) => p.clone(),
         (None, Some(p)) => config::resolve(&base, p),
         (None, None) if args.batch.is_some() => base.join(&default_name),

@@ -67,16 +67,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         }
     }
     // Validate the runner options before asking anything or writing.
-    let store_cfg = store.config()?;
-    let defaults = FileDefaults {
-        runner: store_cfg.runner.clone(),
-        command: store_cfg.command.clone(),
-        jobs: store_cfg.max_workers,
-        timeout_s: store_cfg.max_runtime_seconds,
-        retries: store_cfg.retries,
-        verify: store_cfg.verify.clone(),
-        model: store_cfg.model.clone(),
-    };
+    let defaults: FileDefaults = store.config()?.into();
     config::run_options(&args.run, &args.command, &defaults, Some(&store.dir))?;
 
     let selected: Vec<u32> = if !args.select.is_empty() {
@@ -111,6 +102,23 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     let mut rest_doc = TodoDocument::parse(&rest);
     rest_doc.set_last_updated(&today());
 
+    if args.run.dry_run {
+        println!(
+            "Dry run: these items would move to {} (nothing is written).",
+            batch_path.display()
+        );
+        return todo_run::run_batch(
+            TodoRun {
+                store: &store,
+                batch: &batch_path,
+                include_ideas: true,
+                keep_team: args.keep_team,
+                run: &args.run,
+                command: &args.command,
+            },
+            batch_doc,
+        );
+    }
     store.ensure()?;
     write_new(&batch_path, &batch_text)?;
     crate::fault::point("after-batch-write");
@@ -120,14 +128,17 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         selected.len(),
         batch_path.display()
     );
-    todo_run::run_batch(TodoRun {
-        store: &store,
-        batch: &batch_path,
-        include_ideas: true,
-        keep_team: args.keep_team,
-        run: &args.run,
-        command: &args.command,
-    })
+    todo_run::run_batch(
+        TodoRun {
+            store: &store,
+            batch: &batch_path,
+            include_ideas: true,
+            keep_team: args.keep_team,
+            run: &args.run,
+            command: &args.command,
+        },
+        batch_doc,
+    )
 }
 
 fn write_new(path: &std::path::Path, text: &str) -> Result<()> {

@@ -15,6 +15,7 @@ use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, TeammateTemplate};
 use crate::report::ItemStatus;
 use crate::run::outcome::Outcome;
 use crate::run::plan;
+use crate::run::selection::{Only, Shard};
 use crate::run::team::Team;
 use crate::sink::output_csv;
 use crate::sink::todo_marks::{self, LiveMarks};
@@ -53,14 +54,18 @@ pub fn run(args: RunTodoArgs) -> Result<i32> {
     .then(|| dir.parent().map(Path::to_owned))
     .flatten();
     let store = Store { dir, project_root };
-    run_batch(TodoRun {
-        store: &store,
-        batch: &batch,
-        include_ideas: args.include_ideas,
-        keep_team: args.keep_team,
-        run: &args.run,
-        command: &args.command,
-    })
+    let (_, doc) = read_doc(&batch)?;
+    run_batch(
+        TodoRun {
+            store: &store,
+            batch: &batch,
+            include_ideas: args.include_ideas,
+            keep_team: args.keep_team,
+            run: &args.run,
+            command: &args.command,
+        },
+        doc,
+    )
 }
 
 /// The team name of a batch file: `todo-3.md` → `todo-resolve-3`.
@@ -140,25 +145,48 @@ pub fn plan_items(
 }
 
 /// Run a todo batch file and return the exit code.
-pub fn run_batch(r: TodoRun<'_>) -> Result<i32> {
-    let (_, doc) = read_doc(r.batch)?;
-    let items = plan_items(&doc, r.store, r.include_ideas).map_err(|p| {
+pub fn run_batch(r: TodoRun<'_>, doc: TodoDocument) -> Result<i32> {
+    let mut items = plan_items(&doc, r.store, r.include_ideas).map_err(|p| {
         Error::Input(format!(
             "{}: {}",
             r.batch.display(),
             p.join(&format!("\n{}: ", r.batch.display()))
         ))
     })?;
-    let store_cfg = r.store.config()?;
-    let defaults = FileDefaults {
-        runner: store_cfg.runner,
-        command: store_cfg.command,
-        jobs: store_cfg.max_workers,
-        timeout_s: store_cfg.max_runtime_seconds,
-        retries: store_cfg.retries,
-        verify: store_cfg.verify,
-        model: store_cfg.model,
-    };
+    let shard = Shard::parse(
+        r.run.shard.as_deref(),
+        r.run.shard_count,
+        std::env::var("JOB_COMPLETION_INDEX").ok().as_deref(),
+    )?;
+    match Only::parse(r.run.only.as_deref())? {
+        // Unticked items are exactly the ones that did not complete.
+        Only::All | Only::Failed => {}
+        Only::Ids(ids) => {
+            let known: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
+            if let Some(bad) = ids.iter().find(|id| !known.contains(id)) {
+                return Err(Error::Input(format!(
+                    "{}: --only {bad}: no unticked item {bad}; the unticked items are {}",
+                    r.batch.display(),
+                    known.join(", ")
+                )));
+            }
+            items.retain(|i| ids.contains(&i.id));
+        }
+    }
+    if let Some(s) = shard {
+        items.retain(|i| s.contains(&i.id));
+    }
+    let selected: std::collections::HashSet<String> = items.iter().map(|i| i.id.clone()).collect();
+    for i in &mut items {
+        // Prerequisites outside this selection cannot finish in this run.
+        i.after.retain(|d| {
+            selected.contains(d)
+                || doc
+                    .item(d.parse().unwrap_or(0))
+                    .is_some_and(|x| x.mark != Mark::Done)
+        });
+    }
+    let defaults: FileDefaults = r.store.config()?.into();
     let opts = config::run_options(r.run, r.command, &defaults, Some(&r.store.dir))?;
     let template_text = r.store.template("teammate.md", DEFAULT_TEAMMATE_TEMPLATE)?;
     let template =
@@ -171,6 +199,8 @@ pub fn run_batch(r: TodoRun<'_>) -> Result<i32> {
             .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?,
     };
     let format = opts.format;
+    let dry_run = r.run.dry_run;
+    let junit = r.run.junit.clone();
     if items.is_empty() {
         println!(
             "Nothing to run: every item of {} is ticked.",
@@ -186,6 +216,18 @@ pub fn run_batch(r: TodoRun<'_>) -> Result<i32> {
         template,
         None,
     );
+
+    if dry_run {
+        let total = items.len() as u64;
+        common::print_plan(
+            &spec,
+            Box::new(items.into_iter().map(Ok)),
+            total,
+            total,
+            shard,
+        )?;
+        return Ok(0);
+    }
 
     // Everything is valid: from here on files are written.
     let mut team = Team::open(&team_name, &workspace)?;
@@ -221,6 +263,10 @@ pub fn run_batch(r: TodoRun<'_>) -> Result<i32> {
     crate::fsutil::write_atomic(r.batch, doc.render().as_bytes())?;
 
     write_table(r.batch, &doc, &all_todo, &mut team)?;
+    if let Some(path) = &junit {
+        let ran: Vec<Outcome> = outcomes.iter().filter_map(|(_, o)| o.clone()).collect();
+        crate::sink::junit::write(path, &team_name, &ran, summary.elapsed_s)?;
+    }
     let completed: Vec<&Outcome> = outcomes
         .iter()
         .filter_map(|(_, o)| o.as_ref())

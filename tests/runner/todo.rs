@@ -395,3 +395,53 @@ fn crlf_bom_chinese_headings_and_fences_survive_resolve_byte_for_byte() {
         "{batch:?}"
     );
 }
+
+#[test]
+fn dry_run_resolve_shows_the_plan_and_writes_nothing() {
+    let sb = Sandbox::new();
+    add(&sb, &["A MODE=success"]);
+    add(&sb, &["B MODE=success @after:1"]);
+    let before = sb.tree();
+    let r = resolve(&sb, &["--yes", "--dry-run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("todo-task-1  (id 1)")
+            && r.stdout.contains("todo-task-2  (id 2)  after: 1"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("Command (first item): python3"), "{r:?}");
+    assert_eq!(sb.tree(), before);
+}
+
+#[test]
+fn run_only_named_items_with_a_junit_report() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    sb.write("S/todo-4.md", "---\nstatus: pending\n---\n## Todo\n- [ ] one MODE=success\n- [ ] two MODE=success\n- [ ] three MODE=success\n");
+    let f = fake();
+    let r = sb.run(&[
+        "run",
+        "S/todo-4.md",
+        "--only",
+        "2,3",
+        "--junit",
+        "j.xml",
+        "--format",
+        "plain",
+        "--",
+        "python3",
+        &f,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let batch = sb.read("S/todo-4.md");
+    assert!(
+        batch.contains("- [ ] one") && batch.contains("- [x] two") && batch.contains("- [x] three"),
+        "{batch}"
+    );
+    assert!(batch.contains("status: partial"), "{batch}");
+    let xml = sb.read("j.xml");
+    assert_eq!(xml.matches("<testcase").count(), 2, "{xml}");
+    let r = sb.run(&["run", "S/todo-4.md", "--only", "9", "--", "python3", &f]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("no unticked item 9"), "{r:?}");
+}

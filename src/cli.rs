@@ -45,6 +45,23 @@ pub enum Command {
     Runners(RunnersArgs),
     /// Join the outputs of `batch --shard K/N` runs of one batch, in input order.
     Merge(MergeArgs),
+    /// The live or last state of a team, from its team.json (works while a run is going).
+    Status(StatusArgs),
+}
+
+/// `runner status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The team workspace (or its team.json, the batch's output CSV, or a todo-N.md);
+    /// default: the most recently updated team here.
+    #[arg(value_name = "WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+    /// Refresh every second until the run ends.
+    #[arg(long)]
+    pub watch: bool,
+    /// A short, deterministic summary for an agent to read.
+    #[arg(long)]
+    pub brief: bool,
 }
 
 /// `runner merge`.

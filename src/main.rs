@@ -30,6 +30,7 @@ fn main() {
         Command::Run(args) => commands::todo_run::run(args),
         Command::Runners(args) => commands::runners::runners(args),
         Command::Merge(args) => commands::merge::merge(args),
+        Command::Status(args) => commands::status::status(args),
     };
     let code = match result {
         Ok(code) => code,

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::agent::AgentResult;
 
 /// How an item ended. Only `Completed` items are ticked and have their checkpoints deleted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ItemStatus {
     /// Every condition of the success rule held.
@@ -348,10 +348,18 @@ pub fn judge(e: &Evidence<'_>) -> Verdict {
         }
         ProcessEnd::Exited(0) => {}
         ProcessEnd::Exited(code) => {
-            let tail = e
-                .stderr_tail
-                .map(|t| one_line(t, 160))
-                .filter(|t| !t.is_empty());
+            // Prefer the agent's own error (e.g. Claude Code's `is_error` result with the API
+            // error text; its stderr is empty) over the last stderr line.
+            let agent_error = (e.agent.is_error == Some(true))
+                .then(|| e.agent.final_text.as_deref().map(|t| one_line(t, 160)))
+                .flatten()
+                .filter(|t| !t.is_empty())
+                .map(|t| format!("the agent reported an error: {t}"));
+            let tail = agent_error.or_else(|| {
+                e.stderr_tail
+                    .map(|t| one_line(t, 160))
+                    .filter(|t| !t.is_empty())
+            });
             return v(
                 ItemStatus::Failed,
                 match tail {
@@ -548,9 +556,14 @@ mod tests {
             final_text: Some("rate limited".into()),
             ..Default::default()
         };
-        let v = verdict(ProcessEnd::Exited(0), err, good());
+        let v = verdict(ProcessEnd::Exited(0), err.clone(), good());
         assert_eq!(v.status, ItemStatus::Failed);
         assert!(v.reason.contains("rate limited"));
+        let v = verdict(ProcessEnd::Exited(1), err, good());
+        assert_eq!(
+            v.reason,
+            "exited with code 1: the agent reported an error: rate limited"
+        );
         let blocked = find(
             Some(r#"{"status":"blocked","summary":"s","blocker":"need a key"}"#),
             None,

@@ -5,7 +5,9 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::{BTreeMap, HashMap};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
 use crate::report::ItemStatus;
@@ -101,22 +103,52 @@ impl Reporter for Plain {
     }
 }
 
-/// A progress bar; finished items print above it.
+/// The terminal display: one line per running teammate (name, elapsed, title, the last line
+/// it printed) above an overall bar (done/total, counts per status, elapsed, ETA); finished
+/// items and the runner's own messages print above them, so no line is torn.
 pub struct Human {
-    bar: ProgressBar,
+    multi: MultiProgress,
+    overall: ProgressBar,
+    lines: HashMap<String, (ProgressBar, String)>,
+    counts: BTreeMap<ItemStatus, u64>,
+    width: usize,
 }
 
 impl Human {
     fn new() -> Human {
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stdout());
-        bar.set_style(
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stdout());
+        let overall = multi.add(ProgressBar::new(0));
+        overall.set_style(
             ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+                "{spinner} [{elapsed_precise}] [{bar:30}] {pos}/{len} {msg} (ETA {eta})",
             )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
         );
-        bar.enable_steady_tick(Duration::from_millis(200));
-        Human { bar }
+        overall.enable_steady_tick(Duration::from_millis(200));
+        Human {
+            multi,
+            overall,
+            lines: HashMap::new(),
+            counts: BTreeMap::new(),
+            width: 16,
+        }
+    }
+
+    fn refresh_counts(&self, running: usize) {
+        let mut parts: Vec<String> = ItemStatus::ALL
+            .iter()
+            .filter_map(|s| {
+                self.counts
+                    .get(s)
+                    .filter(|n| **n > 0)
+                    .map(|n| format!("{n} {s}"))
+            })
+            .collect();
+        if running > 0 {
+            parts.push(format!("{running} running"));
+        }
+        self.overall.set_message(parts.join(", "));
     }
 }
 
@@ -124,16 +156,57 @@ impl Reporter for Human {
     fn event(&mut self, event: &Event) {
         match event {
             Event::RunStarted {
-                team, total, jobs, ..
+                team,
+                total,
+                jobs,
+                workspace,
+                ..
             } => {
                 if let Some(t) = total {
-                    self.bar.set_length(*t);
+                    self.overall.set_length(*t);
                 }
-                self.bar
-                    .println(format!("Starting team {team}, {jobs} at a time"));
+                let _ = self.multi.println(format!(
+                    "Starting team {team}, {jobs} at a time; workspace {}",
+                    workspace.display()
+                ));
             }
-            Event::AttemptStarted { teammate, .. } => {
-                self.bar.set_message(format!("running {teammate}"))
+            Event::AttemptStarted {
+                id,
+                teammate,
+                title,
+                attempt,
+            } => {
+                self.width = self.width.max(teammate.chars().count()).min(40);
+                let pb = self
+                    .multi
+                    .insert_before(&self.overall, ProgressBar::new_spinner());
+                pb.set_style(
+                    ProgressStyle::with_template(&format!(
+                        "  {{prefix:<{}}} {{elapsed:>4}} {{wide_msg}}",
+                        self.width
+                    ))
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                let retry = if *attempt > 1 {
+                    format!(" (attempt {attempt})")
+                } else {
+                    String::new()
+                };
+                pb.set_prefix(teammate.clone());
+                pb.set_message(format!("{title}{retry}"));
+                pb.enable_steady_tick(Duration::from_millis(500));
+                if let Some((old, _)) = self
+                    .lines
+                    .insert(id.clone(), (pb, format!("{title}{retry}")))
+                {
+                    old.finish_and_clear();
+                }
+                self.refresh_counts(self.lines.len());
+            }
+            Event::Activity { id, line, .. } => {
+                if let Some((pb, title)) = self.lines.get(id) {
+                    pb.set_message(format!("{title} — {line}"));
+                }
             }
             Event::AttemptFinished {
                 teammate,
@@ -141,21 +214,36 @@ impl Reporter for Human {
                 verdict,
                 retrying: true,
                 ..
-            } => self.bar.println(format!(
-                "{:>10} [attempt {attempt}] {teammate}  {}; retrying",
-                verdict.status.as_str().to_uppercase(),
-                verdict.reason
-            )),
-            Event::ItemFinished(o) => {
-                self.bar.inc(1);
-                self.bar.println(finished_line(o));
+            } => {
+                let _ = self.multi.println(format!(
+                    "{:>10} [attempt {attempt}] {teammate}  {}; retrying",
+                    verdict.status.as_str().to_uppercase(),
+                    verdict.reason
+                ));
             }
-            Event::Interrupted { immediate } => self.bar.println(if *immediate {
-                "Interrupted again: killing running teammates"
-            } else {
-                "Interrupted: stopping running teammates (Ctrl-C again to kill at once)"
-            }),
-            Event::RunFinished(_) => self.bar.finish_and_clear(),
+            Event::ItemFinished(o) => {
+                if let Some((pb, _)) = self.lines.remove(&o.id) {
+                    pb.finish_and_clear();
+                }
+                *self.counts.entry(o.status).or_default() += 1;
+                self.overall.inc(1);
+                self.refresh_counts(self.lines.len());
+                let _ = self.multi.println(finished_line(o));
+            }
+            Event::Interrupted { immediate } => {
+                let _ = self.multi.println(if *immediate {
+                    "Interrupted again: killing running teammates"
+                } else {
+                    "Interrupted: stopping running teammates (Ctrl-C again to kill at once)"
+                });
+            }
+            Event::RunFinished(_) => {
+                for (_, (pb, _)) in self.lines.drain() {
+                    pb.finish_and_clear();
+                }
+                self.overall.finish_and_clear();
+                let _ = self.multi.clear();
+            }
             _ => {}
         }
     }
@@ -196,6 +284,8 @@ impl Reporter for JsonLines {
                 "status": verdict.status, "reason": verdict.reason, "retrying": retrying,
             }),
             Event::ItemFinished(o) => json!({"event": "item_finished", "outcome": o}),
+            // Progress detail, not part of the versioned event stream.
+            Event::Activity { .. } => return,
             Event::Interrupted { immediate } => {
                 json!({"event": "interrupted", "immediate": immediate})
             }

@@ -391,6 +391,21 @@ pub fn run(args: BatchArgs) -> Result<i32> {
     Ok(common::exit_code(&summary))
 }
 
+/// A one-line title: the first non-blank line of the rendered instruction (markdown heading
+/// marks dropped), at most 80 characters; the id when there is none.
+fn title_of(body: &str, id: &str) -> String {
+    let line = body
+        .lines()
+        .map(|l| l.trim().trim_start_matches('#').trim())
+        .find(|l| !l.is_empty())
+        .unwrap_or(id);
+    let mut t: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        t.push('…');
+    }
+    t
+}
+
 fn to_item(
     plan_deps: Option<&HashMap<String, Vec<String>>>,
     headers: &[String],
@@ -404,7 +419,7 @@ fn to_item(
         .unwrap_or_default();
     WorkItem {
         teammate: teammate_name(row.number, &row.id),
-        title: row.id.chars().take(80).collect(),
+        title: title_of(&body, &row.id),
         line: row.line,
         vars: headers.iter().cloned().zip(row.values).collect(),
         body,

@@ -6,5 +6,6 @@ pub mod common;
 pub mod merge;
 pub mod resolve;
 pub mod runners;
+pub mod status;
 pub mod todo;
 pub mod todo_run;

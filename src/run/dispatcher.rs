@@ -14,7 +14,7 @@ use super::events::{Event, Reporter, RunSummary};
 use super::journal::Entry;
 use super::outcome::Outcome;
 use super::process::Cancel;
-use super::team::{RunningEntry, Snapshot, Team};
+use super::team::{RunningEntry, SNAPSHOT_COMPLETED_MAX, Snapshot, Team, WaitingEntry};
 use super::unit::{self, UnitMsg};
 use super::{RunSpec, now_rfc3339};
 use crate::error::{Error, Result};
@@ -216,13 +216,21 @@ pub async fn run(
                 UnitMsg::AttemptStarted { id, teammate, title, attempt, pgid } => {
                     team.record(&Entry::AttemptStarted { id: id.clone(), teammate: teammate.clone(), attempt, pgid, at: now_rfc3339() })?;
                     st.snapshot.running.retain(|r| r.id != id);
-                    st.snapshot.running.push(RunningEntry { id: id.clone(), teammate: teammate.clone(), title: title.clone(), attempt, pgid, started_at: now_rfc3339() });
+                    st.snapshot.running.push(RunningEntry { id: id.clone(), teammate: teammate.clone(), title: title.clone(), attempt, pgid, started_at: now_rfc3339(), last_line: String::new() });
                     st.dirty = true;
                     reporter.event(&Event::AttemptStarted { id, teammate, title, attempt });
                 }
                 UnitMsg::AttemptFinished { id, teammate, attempt, verdict, retrying } => {
                     team.record(&Entry::AttemptFinished { id: id.clone(), attempt, status: verdict.status, reason: verdict.reason.clone(), at: now_rfc3339() })?;
                     reporter.event(&Event::AttemptFinished { id, teammate, attempt, verdict, retrying });
+                }
+                UnitMsg::Activity { id, line } => {
+                    if let Some(r) = st.snapshot.running.iter_mut().find(|r| r.id == id) {
+                        r.last_line.clone_from(&line);
+                        st.dirty = true;
+                        let teammate = r.teammate.clone();
+                        reporter.event(&Event::Activity { id, teammate, line });
+                    }
                 }
                 UnitMsg::Finished(outcome) => {
                     team.record(&Entry::ItemFinished { outcome: outcome.clone() })?;
@@ -245,6 +253,15 @@ pub async fn run(
             _ = terminate.recv() => on_interrupt(&mut interrupted, &cancel_tx, reporter),
             _ = hangup.recv() => on_interrupt(&mut interrupted, &cancel_tx, reporter),
             _ = tick.tick() => {
+                let waiting_now: Vec<WaitingEntry> = waiting
+                    .iter()
+                    .take(SNAPSHOT_COMPLETED_MAX)
+                    .map(|w| WaitingEntry { id: w.id.clone(), teammate: w.teammate.clone(), title: w.title.clone(), after: w.after.clone() })
+                    .collect();
+                if waiting_now.len() != st.snapshot.waiting.len() {
+                    st.snapshot.waiting = waiting_now;
+                    st.dirty = true;
+                }
                 if st.dirty {
                     st.snapshot.updated_at = now_rfc3339();
                     team.write_snapshot(&st.snapshot)?;
@@ -266,6 +283,7 @@ pub async fn run(
     }
     .into();
     st.snapshot.running.clear();
+    st.snapshot.waiting.clear();
     st.snapshot.updated_at = now_rfc3339();
     team.write_snapshot(&st.snapshot)?;
     if let Some(e) = source_error {

@@ -46,6 +46,15 @@ pub enum Event {
         /// Whether the item will be attempted again.
         retrying: bool,
     },
+    /// A running item's agent printed a line (throttled; for progress displays).
+    Activity {
+        /// Item id.
+        id: String,
+        /// Teammate name.
+        teammate: String,
+        /// The line, cleaned of control characters.
+        line: String,
+    },
     /// An item reached its final status.
     ItemFinished(Box<Outcome>),
     /// The run was interrupted; `immediate` when the second interrupt kills at once.

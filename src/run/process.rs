@@ -30,6 +30,22 @@ pub enum Cancel {
     Immediate,
 }
 
+/// Receives the last line a child printed (throttled, control characters removed, at most
+/// [`ACTIVITY_MAX_CHARS`] characters), for progress displays.
+#[derive(Clone)]
+pub struct ActivitySink(pub std::sync::Arc<dyn Fn(String) + Send + Sync>);
+
+impl std::fmt::Debug for ActivitySink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ActivitySink")
+    }
+}
+
+/// Longest activity line passed on, characters.
+pub const ACTIVITY_MAX_CHARS: usize = 160;
+/// Least time between two activity lines of one stream.
+const ACTIVITY_EVERY: Duration = Duration::from_millis(250);
+
 /// Everything needed to start one attempt.
 #[derive(Debug, Clone)]
 pub struct Spawn {
@@ -57,6 +73,8 @@ pub struct Spawn {
     pub grace: Duration,
     /// How long to wait for the pipes to close after the leader exits.
     pub pipe_wait: Duration,
+    /// Where the last printed line goes, if anywhere.
+    pub activity: Option<ActivitySink>,
 }
 
 /// How an attempt's process ended.
@@ -152,14 +170,24 @@ pub async fn run(
         })),
         _ => None,
     };
-    let mut out_task = child
-        .stdout()
-        .take()
-        .map(|p| tokio::spawn(drain(p, stdout_file, spec.stdout_log.clone(), spec.log_cap)));
-    let mut err_task = child
-        .stderr()
-        .take()
-        .map(|p| tokio::spawn(drain(p, stderr_file, spec.stderr_log.clone(), spec.log_cap)));
+    let mut out_task = child.stdout().take().map(|p| {
+        tokio::spawn(drain(
+            p,
+            stdout_file,
+            spec.stdout_log.clone(),
+            spec.log_cap,
+            spec.activity.clone(),
+        ))
+    });
+    let mut err_task = child.stderr().take().map(|p| {
+        tokio::spawn(drain(
+            p,
+            stderr_file,
+            spec.stderr_log.clone(),
+            spec.log_cap,
+            spec.activity.clone(),
+        ))
+    });
 
     let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
     let mut stopping: Option<(ProcessEnd, tokio::time::Instant)> = None;
@@ -279,7 +307,9 @@ async fn drain(
     mut file: tokio::fs::File,
     path: PathBuf,
     cap: u64,
+    activity: Option<ActivitySink>,
 ) -> u64 {
+    let mut last_sent: Option<tokio::time::Instant> = None;
     let head_cap = cap / 2;
     let tail_cap = cap - head_cap;
     let ring_path = ring_path(&path);
@@ -293,6 +323,13 @@ async fn drain(
             Ok(n) => n,
         };
         let mut chunk = &buf[..n];
+        if let Some(sink) = &activity
+            && last_sent.is_none_or(|t| t.elapsed() >= ACTIVITY_EVERY)
+            && let Some(line) = last_line(chunk)
+        {
+            last_sent = Some(tokio::time::Instant::now());
+            (sink.0)(line);
+        }
         if total < head_cap {
             let take = chunk.len().min((head_cap - total) as usize);
             if file.write_all(&chunk[..take]).await.is_err() {
@@ -328,6 +365,20 @@ async fn drain(
     }
     let _ = file.flush().await;
     total
+}
+
+/// The last complete, non-blank line of `chunk`, cleaned for a terminal: control characters
+/// (escape sequences included) become spaces, at most [`ACTIVITY_MAX_CHARS`] characters.
+fn last_line(chunk: &[u8]) -> Option<String> {
+    let end = chunk.iter().rposition(|b| *b == b'\n')?;
+    let text = String::from_utf8_lossy(&chunk[..end]);
+    let line = text.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
+    let clean: String = line
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(ACTIVITY_MAX_CHARS)
+        .collect();
+    Some(clean)
 }
 
 async fn finish_ring(

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::journal::{self, Entry, FinishedRef, Journal, Replay};
 use super::lock::{self, RunLock};
@@ -107,7 +107,7 @@ impl Team {
 }
 
 /// One running teammate in `team.json`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunningEntry {
     /// Item id.
     pub id: String,
@@ -121,10 +121,13 @@ pub struct RunningEntry {
     pub pgid: u32,
     /// When the attempt started.
     pub started_at: String,
+    /// The last line the agent printed (cleaned, trimmed).
+    #[serde(default)]
+    pub last_line: String,
 }
 
 /// One finished item in `team.json`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FinishedEntry {
     /// Item id.
     pub id: String,
@@ -146,8 +149,21 @@ pub struct FinishedEntry {
     pub log: String,
 }
 
+/// An item waiting for its prerequisites in `team.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WaitingEntry {
+    /// Item id.
+    pub id: String,
+    /// Teammate.
+    pub teammate: String,
+    /// Title.
+    pub title: String,
+    /// Ids it waits for.
+    pub after: Vec<String>,
+}
+
 /// `team.json`: the live state of a team, for `runner status` and lead agents.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Snapshot {
     /// Format version.
     pub v: u32,
@@ -174,6 +190,9 @@ pub struct Snapshot {
     /// Finished items, most recent last. Completed items beyond the most recent
     /// [`SNAPSHOT_COMPLETED_MAX`] are left out (they are in the journal and the output).
     pub finished: Vec<FinishedEntry>,
+    /// Items waiting for prerequisites (at most [`SNAPSHOT_COMPLETED_MAX`]).
+    #[serde(default)]
+    pub waiting: Vec<WaitingEntry>,
 }
 
 /// How many completed items `team.json` lists at most.
@@ -195,6 +214,7 @@ impl Snapshot {
             cost_usd: None,
             running: Vec::new(),
             finished: Vec::new(),
+            waiting: Vec::new(),
         }
     }
 

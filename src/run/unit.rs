@@ -55,6 +55,13 @@ pub enum UnitMsg {
         /// Another attempt follows.
         retrying: bool,
     },
+    /// The item's agent printed this line (throttled).
+    Activity {
+        /// Item id.
+        id: String,
+        /// The line.
+        line: String,
+    },
     /// The item is done.
     Finished(Box<Outcome>),
 }
@@ -353,6 +360,16 @@ async fn attempt_once(
         timeout: spec.timeout,
         grace: spec.grace,
         pipe_wait: spec.pipe_wait,
+        activity: Some({
+            let tx = tx.clone();
+            let id = item.id.clone();
+            process::ActivitySink(std::sync::Arc::new(move |line| {
+                let _ = tx.send(UnitMsg::Activity {
+                    id: id.clone(),
+                    line,
+                });
+            }))
+        }),
     };
     let exit = process::run(&spawn, cancel.clone(), |pgid| {
         let _ = tx.send(UnitMsg::AttemptStarted {
@@ -480,6 +497,7 @@ async fn run_verify(
         timeout: spec.timeout,
         grace: spec.grace,
         pipe_wait: spec.pipe_wait,
+        activity: None,
     };
     let exit = process::run(&spawn, cancel, |_| {}).await;
     match exit.end {

@@ -1,0 +1,328 @@
+//! `runner status [WORKSPACE]`: the live or last state of a team, read from its `team.json`
+//! (written atomically by the running dispatcher, so this works from another terminal).
+//! `--brief` prints a short deterministic summary meant for a lead agent; `--watch`
+//! refreshes until the run ends.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::cli::StatusArgs;
+use crate::error::{Error, Result};
+use crate::report::ItemStatus;
+use crate::run::team::Snapshot;
+
+/// Most unfinished items `--brief` lists.
+const BRIEF_ITEMS: usize = 15;
+
+/// Find the workspace: a folder with team.json, team.json itself, an output CSV (its
+/// `.runner` folder), a `todo-N.md` (its store's `teams/todo-resolve-N`), or, without an
+/// argument, the most recently updated team here (`*.runner/`, `.agent-tasks/teams/*/`).
+fn locate(arg: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = arg {
+        let candidates = [
+            p.to_owned(),
+            p.parent().map(Path::to_owned).unwrap_or_default(),
+            p.with_extension("runner"),
+            p.parent()
+                .unwrap_or(Path::new("."))
+                .join("teams")
+                .join(crate::commands::todo_run::team_name(p)),
+        ];
+        return candidates
+            .into_iter()
+            .find(|c| c.join("team.json").is_file())
+            .ok_or_else(|| {
+                Error::Input(format!(
+                    "{}: no team workspace (team.json) there",
+                    p.display()
+                ))
+            });
+    }
+    let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
+    let mut scan = |dir: &Path, runner_only: bool| {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if runner_only && p.extension().is_none_or(|x| x != "runner") {
+                continue;
+            }
+            if let Ok(m) = std::fs::metadata(p.join("team.json")).and_then(|m| m.modified()) {
+                found.push((m, p));
+            }
+        }
+    };
+    scan(Path::new("."), true);
+    let cwd = std::env::current_dir().unwrap_or_default();
+    if let Some(root) = crate::store::git_root(&cwd) {
+        scan(&root.join(crate::store::STORE_DIR).join("teams"), false);
+    }
+    scan(
+        Path::new(crate::store::STORE_DIR).join("teams").as_path(),
+        false,
+    );
+    found.sort();
+    found.pop().map(|(_, p)| p).ok_or_else(|| {
+        Error::Input(
+            "no team workspace here (no *.runner/ or .agent-tasks/teams/); give its path".into(),
+        )
+    })
+}
+
+fn read(dir: &Path) -> Result<Snapshot> {
+    let p = dir.join("team.json");
+    let text = std::fs::read_to_string(&p)
+        .map_err(|e| Error::Input(format!("{}: cannot read: {e}", p.display())))?;
+    serde_json::from_str(&text).map_err(|e| {
+        Error::input_at(
+            &p,
+            Some(e.line() as u64),
+            format!("not a team snapshot: {e}"),
+        )
+    })
+}
+
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// `running`, `finished`, `interrupted`, or `stopped` when team.json says running but its
+/// runner is gone (killed).
+fn state(s: &Snapshot) -> String {
+    if s.state == "running" && !alive(s.pid) {
+        "stopped (its runner is gone)".into()
+    } else {
+        s.state.clone()
+    }
+}
+
+fn counts_line(s: &Snapshot) -> String {
+    let finished: u64 = s.counts.values().sum();
+    let running = s.running.len() as u64;
+    let waiting = s.waiting.len() as u64;
+    let mut parts: Vec<String> = ItemStatus::ALL
+        .iter()
+        .filter_map(|st| {
+            s.counts
+                .get(st.as_str())
+                .filter(|n| **n > 0)
+                .map(|n| format!("{n} {st}"))
+        })
+        .collect();
+    if running > 0 {
+        parts.push(format!("{running} running"));
+    }
+    if waiting > 0 {
+        parts.push(format!("{waiting} waiting"));
+    }
+    let total = s.total.unwrap_or(finished + running + waiting);
+    let pending = total.saturating_sub(finished + running + waiting);
+    if pending > 0 && s.state == "running" {
+        parts.push(format!("{pending} pending"));
+    }
+    format!(
+        "{total} item(s): {}",
+        if parts.is_empty() {
+            "none yet".into()
+        } else {
+            parts.join(", ")
+        }
+    )
+}
+
+/// The short, deterministic summary for agents: state and counts, then the unfinished items
+/// with their reasons, at most [`BRIEF_ITEMS`] of them.
+pub fn brief(s: &Snapshot) -> String {
+    let mut out = format!("team {}: {}; {}\n", s.team, state(s), counts_line(s));
+    let mut lines: Vec<String> = Vec::new();
+    for r in &s.running {
+        lines.push(format!(
+            "- {} (running, attempt {}): {}",
+            r.id, r.attempt, r.title
+        ));
+    }
+    for w in &s.waiting {
+        lines.push(format!(
+            "- {} (waiting): after {}",
+            w.id,
+            w.after.join(", ")
+        ));
+    }
+    for f in s
+        .finished
+        .iter()
+        .filter(|f| f.status != ItemStatus::Completed)
+    {
+        lines.push(format!("- {} ({}): {}", f.id, f.status, f.detail));
+    }
+    if !lines.is_empty() {
+        out.push_str("unfinished:\n");
+        let more = lines.len().saturating_sub(BRIEF_ITEMS);
+        for l in lines.into_iter().take(BRIEF_ITEMS) {
+            out.push_str(&l);
+            out.push('\n');
+        }
+        if more > 0 {
+            out.push_str(&format!("- … and {more} more\n"));
+        }
+    }
+    out
+}
+
+fn ago(t: SystemTime) -> String {
+    let secs = SystemTime::now()
+        .duration_since(t)
+        .unwrap_or_default()
+        .as_secs();
+    match secs {
+        0..=59 => format!("{secs}s ago"),
+        60..=3599 => format!("{}m ago", secs / 60),
+        _ => format!("{}h ago", secs / 3600),
+    }
+}
+
+/// The newest of a teammate's logs and its working-context.md.
+fn last_activity(dir: &Path, teammate: &str) -> Option<SystemTime> {
+    let tdir = dir.join("teammates").join(teammate);
+    let mut newest = std::fs::metadata(tdir.join("working-context.md"))
+        .and_then(|m| m.modified())
+        .ok();
+    for e in std::fs::read_dir(&tdir).into_iter().flatten().flatten() {
+        for log in ["stdout.log", "stderr.log"] {
+            if let Ok(m) = std::fs::metadata(e.path().join(log)).and_then(|m| m.modified()) {
+                newest = Some(newest.map_or(m, |n| n.max(m)));
+            }
+        }
+    }
+    newest
+}
+
+fn elapsed_since(rfc3339: &str) -> String {
+    match rfc3339.parse::<jiff::Timestamp>() {
+        Ok(t) => {
+            let secs = jiff::Timestamp::now().duration_since(t).as_secs().max(0);
+            format!("{}:{:02}", secs / 60, secs % 60)
+        }
+        Err(_) => "?".into(),
+    }
+}
+
+/// The full human view.
+fn full(dir: &Path, s: &Snapshot) -> String {
+    let mut o = String::new();
+    o.push_str(&format!(
+        "Team {} — {} (runner pid {})\n",
+        s.team,
+        state(s),
+        s.pid
+    ));
+    o.push_str(&format!(
+        "Workspace: {}\nStarted {}, updated {}\n",
+        dir.display(),
+        s.started_at,
+        s.updated_at
+    ));
+    let cost = s.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
+    o.push_str(&format!("{}{cost}\n", counts_line(s)));
+    if !s.running.is_empty() {
+        o.push_str("Running:\n");
+        for r in &s.running {
+            let act = last_activity(dir, &r.teammate)
+                .map(|t| format!("  (last activity {})", ago(t)))
+                .unwrap_or_default();
+            let line = if r.last_line.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", r.last_line)
+            };
+            o.push_str(&format!(
+                "  {}  attempt {}  {}  {}{line}{act}\n",
+                r.teammate,
+                r.attempt,
+                elapsed_since(&r.started_at),
+                r.title
+            ));
+        }
+    }
+    if !s.waiting.is_empty() {
+        o.push_str("Waiting for prerequisites:\n");
+        for w in &s.waiting {
+            o.push_str(&format!(
+                "  {}  after {}  {}\n",
+                w.teammate,
+                w.after.join(", "),
+                w.title
+            ));
+        }
+    }
+    let problems: Vec<_> = s
+        .finished
+        .iter()
+        .filter(|f| f.status != ItemStatus::Completed)
+        .collect();
+    if !problems.is_empty() {
+        o.push_str("Did not complete:\n");
+        for f in problems {
+            o.push_str(&format!(
+                "  {:>10}  {} (id {}): {}\n",
+                f.status, f.teammate, f.id, f.detail
+            ));
+            if !f.log.is_empty() {
+                o.push_str(&format!("              log: {}\n", f.log));
+            }
+        }
+    }
+    let done: Vec<_> = s
+        .finished
+        .iter()
+        .filter(|f| f.status == ItemStatus::Completed)
+        .collect();
+    if !done.is_empty() {
+        o.push_str("Completed (most recent last):\n");
+        for f in done.iter().rev().take(10).rev() {
+            o.push_str(&format!(
+                "  {}  {:.1}s  {}\n",
+                f.teammate, f.duration_s, f.detail
+            ));
+        }
+    }
+    o
+}
+
+/// `runner status`.
+pub fn status(args: StatusArgs) -> Result<i32> {
+    let dir = locate(args.workspace.as_deref())?;
+    if !args.watch {
+        let s = read(&dir)?;
+        print!(
+            "{}",
+            if args.brief {
+                brief(&s)
+            } else {
+                full(&dir, &s)
+            }
+        );
+        return Ok(0);
+    }
+    let tty = std::io::stdout().is_terminal();
+    loop {
+        let s = read(&dir)?;
+        let text = if args.brief {
+            brief(&s)
+        } else {
+            full(&dir, &s)
+        };
+        let mut out = std::io::stdout().lock();
+        if tty {
+            let _ = write!(out, "\x1b[2J\x1b[H");
+        } else {
+            let _ = writeln!(out, "---");
+        }
+        let _ = write!(out, "{text}");
+        let _ = out.flush();
+        drop(out);
+        if s.state != "running" || !alive(s.pid) {
+            return Ok(0);
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}

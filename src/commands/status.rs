@@ -291,6 +291,7 @@ fn full(dir: &Path, s: &Snapshot) -> String {
 /// `runner status`.
 pub fn status(args: StatusArgs) -> Result<i32> {
     let dir = locate(args.workspace.as_deref())?;
+    let dir = dir.canonicalize().unwrap_or(dir);
     if !args.watch {
         let s = read(&dir)?;
         print!(

@@ -78,7 +78,16 @@ pub fn render_prompt(
         teammate: item.teammate.clone(),
         item: ItemContext {
             id: item.id.clone(),
-            title: item.title.clone(),
+            // A title that only repeats the body's first line is left out of the heading.
+            title: if item
+                .body
+                .trim_start()
+                .starts_with(item.title.trim_end_matches('…'))
+            {
+                String::new()
+            } else {
+                item.title.clone()
+            },
             body: item.body.clone(),
             checkpoint: item.checkpoint.as_ref().map(|p| p.display().to_string()),
             vars: item

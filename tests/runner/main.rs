@@ -9,3 +9,4 @@ mod ci;
 mod clis;
 mod faults;
 mod todo;
+mod watch;

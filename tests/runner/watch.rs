@@ -1,0 +1,246 @@
+//! Watching a team: plain output, `status`, `status --brief`, `--dry-run` (snapshots), and
+//! dependencies between items (issue: watching a team work).
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::harness::{Sandbox, agent, by_id};
+
+fn csv_batch(sb: &Sandbox, rows: &str) {
+    sb.write("in.csv", rows);
+    sb.write("instr.md", "Handle {id}. MODE={mode}\n");
+}
+
+fn run(sb: &Sandbox, extra: &[&str]) -> crate::harness::Run {
+    let f = agent("fake_agent.py");
+    let mut args = vec![
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "python3", &f]);
+    sb.run(&args)
+}
+
+fn finish_order(sb: &Sandbox) -> Vec<String> {
+    sb.read("workers-output.runner/journal.jsonl")
+        .lines()
+        .filter(|l| l.contains("\"event\":\"item_finished\""))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| v["outcome"]["id"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn snapshots_of_plain_output_status_brief_and_dry_run() {
+    let sb = Sandbox::new();
+    csv_batch(
+        &sb,
+        "id,mode,depends_on\na,success,\nb,noreport,\nc,success,a\nd,success,b\n",
+    );
+    let settings = {
+        let mut s = insta::Settings::clone_current();
+        s.add_filter(&regex_escape(&sb.path().display().to_string()), "[SANDBOX]");
+        s.add_filter(&regex_escape(&agent("fake_agent.py")), "[AGENT]");
+        s.add_filter(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[TIME]");
+        s.add_filter(r"\[ *\d+\.\ds\]", "[DUR]");
+        s.add_filter(r"in \d+\.\ds", "in [DUR]");
+        s.add_filter(r"  \d+\.\ds  ", "  [DUR]  ");
+        s.add_filter(r"pid \d+", "pid [PID]");
+        s
+    };
+    let _guard = settings.bind_to_scope();
+    let dry = run(&sb, &["--dry-run", "--jobs", "1"]);
+    assert_eq!(dry.code, 0, "{dry:?}");
+    insta::assert_snapshot!("dry_run", dry.stdout);
+    let r = run(&sb, &["--jobs", "1"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    insta::assert_snapshot!("plain_output", r.stdout);
+    let status = sb.run(&["status"]);
+    assert_eq!(status.code, 0, "{status:?}");
+    insta::assert_snapshot!("status", status.stdout);
+    let brief = sb.run(&["status", "--brief", "workers-output.csv"]);
+    insta::assert_snapshot!("status_brief", brief.stdout);
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if "\\.+*?()|[]{}^$".contains(c) {
+                vec!['\\', c]
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_chain_runs_in_order_and_a_diamond_joins() {
+    let sb = Sandbox::new();
+    csv_batch(
+        &sb,
+        "id,mode,depends_on\nc,success,b\nb,success,a\na,success,\n",
+    );
+    let r = run(&sb, &["--jobs", "3"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(finish_order(&sb), vec!["a", "b", "c"]);
+    let sb = Sandbox::new();
+    csv_batch(
+        &sb,
+        "id,mode,depends_on\na,success,\nb,slow,a\nc,success,a\nd,success,b;c\n",
+    );
+    let r = run(&sb, &["--jobs", "4"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let order = finish_order(&sb);
+    assert_eq!(order.first().map(String::as_str), Some("a"));
+    assert_eq!(order.last().map(String::as_str), Some("d"), "{order:?}");
+}
+
+#[test]
+fn dependents_of_a_failed_item_are_skipped_and_never_start() {
+    let sb = Sandbox::new();
+    csv_batch(
+        &sb,
+        "id,mode,depends_on\na,noreport,\nb,success,a\nc,success,b\nx,success,\n",
+    );
+    let r = run(&sb, &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "failed");
+    assert_eq!(rows["b"]["status"], "skipped");
+    assert_eq!(
+        rows["b"]["error"],
+        "prerequisite a did not complete (failed)"
+    );
+    assert_eq!(rows["c"]["status"], "skipped");
+    assert_eq!(rows["c"]["attempts"], "0");
+    assert_eq!(rows["x"]["status"], "completed");
+    assert!(
+        !sb.join("workers-output.runner/teammates/2-b").exists(),
+        "b never started"
+    );
+}
+
+#[test]
+fn cycles_and_unknown_prerequisites_are_input_errors() {
+    for (rows, want) in [
+        (
+            "id,mode,depends_on\na,success,b\nb,success,a\n",
+            "a cycle of prerequisites: a → b → a",
+        ),
+        (
+            "id,mode,depends_on\na,success,zz\n",
+            "item a waits for zz, which is not in this batch",
+        ),
+    ] {
+        let sb = Sandbox::new();
+        csv_batch(&sb, rows);
+        let before = sb.tree();
+        let r = run(&sb, &[]);
+        assert_eq!(r.code, 2, "{r:?}");
+        assert!(r.stderr.contains(want), "want {want:?}: {r:?}");
+        assert_eq!(sb.tree(), before);
+    }
+}
+
+#[test]
+fn status_works_from_another_process_while_the_run_goes_on() {
+    let sb = Sandbox::new();
+    csv_batch(
+        &sb,
+        "id,mode,depends_on\na,success,\nb,hang,\nc,success,b\n",
+    );
+    let f = agent("fake_agent.py");
+    let mut runner = sb
+        .cmd(&[
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--id-column",
+            "id",
+            "--grace",
+            "2s",
+            "--",
+            "python3",
+            &f,
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let until = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let s = sb.run(&["status", "workers-output.runner"]);
+        if s.stdout.contains("Running:") && s.stdout.contains("1 completed") {
+            break s;
+        }
+        assert!(Instant::now() < until, "status never showed the run: {s:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        status.stdout.contains("— running (runner pid"),
+        "{status:?}"
+    );
+    assert!(status.stdout.contains("2-b  attempt 1"), "{status:?}");
+    assert!(
+        status
+            .stdout
+            .contains("Waiting for prerequisites:\n  3-c  after b"),
+        "{status:?}"
+    );
+    let brief = sb.run(&["status", "--brief"]);
+    assert!(
+        brief.stdout.contains("- b (running, attempt 1)")
+            && brief.stdout.contains("- c (waiting): after b"),
+        "{brief:?}"
+    );
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &runner.id().to_string()])
+        .status();
+    assert_eq!(runner.wait().expect("wait").code(), Some(130));
+    let after = sb.run(&["status", "--brief"]);
+    assert!(
+        after
+            .stdout
+            .starts_with("team workers-output: interrupted;"),
+        "{after:?}"
+    );
+}
+
+#[test]
+fn the_terminal_renderer_is_not_used_when_stdout_is_not_a_terminal() {
+    let sb = Sandbox::new();
+    csv_batch(&sb, "id,mode\na,success\n");
+    let f = agent("fake_agent.py");
+    // The default format is human: with stdout piped it must fall back to plain lines.
+    let r = sb.run(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--",
+        "python3",
+        &f,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        !r.stdout.contains('\u{1b}') && !r.stdout.contains('\r'),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout.lines().any(|l| l.starts_with(" COMPLETED [")),
+        "{r:?}"
+    );
+}

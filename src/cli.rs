@@ -47,6 +47,22 @@ pub enum Command {
     Merge(MergeArgs),
     /// The live or last state of a team, from its team.json (works while a run is going).
     Status(StatusArgs),
+    /// Remove what a team left behind: its git worktrees, branches and workspace.
+    Clean(CleanArgs),
+}
+
+/// `runner clean`.
+#[derive(Debug, Args)]
+pub struct CleanArgs {
+    /// The team (e.g. todo-resolve-3) or a workspace folder; default: every team of the store.
+    #[arg(value_name = "TEAM")]
+    pub team: Option<String>,
+    /// Do not ask.
+    #[arg(long, short)]
+    pub yes: bool,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// `runner status`.
@@ -260,4 +276,20 @@ pub struct RunArgs {
     /// Show the plan (items, argv, prompts, dependencies, shard) without running or writing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Isolation: `worktree` runs each teammate in its own git worktree and branch
+    /// `runner/<team>/<teammate>` (default: none).
+    #[arg(long, value_name = "none|worktree")]
+    pub isolate: Option<String>,
+    /// With --isolate worktree: merge completed branches back one by one (`git merge
+    /// --no-ff`, in item order); a conflict fails that item and keeps its branch.
+    #[arg(long)]
+    pub merge: bool,
+    /// With --isolate worktree: an ignored file or folder to copy into each worktree
+    /// (relative to the repository root; repeatable).
+    #[arg(long = "worktree-copy", value_name = "PATH")]
+    pub worktree_copy: Vec<PathBuf>,
+    /// With --isolate worktree: a command run once in each new worktree before the agent
+    /// (argv, no shell); its failure fails the attempt.
+    #[arg(long, value_name = "CMD")]
+    pub worktree_setup: Option<String>,
 }

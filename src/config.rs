@@ -36,6 +36,12 @@ pub struct FileDefaults {
     pub verify: Option<String>,
     /// `model`.
     pub model: Option<String>,
+    /// `isolate`: `none` or `worktree`.
+    pub isolate: Option<String>,
+    /// `worktree.copy`.
+    pub worktree_copy: Option<Vec<String>>,
+    /// `worktree.setup`.
+    pub worktree_setup: Option<String>,
 }
 
 impl From<crate::store::StoreConfig> for FileDefaults {
@@ -48,6 +54,9 @@ impl From<crate::store::StoreConfig> for FileDefaults {
             retries: c.retries,
             verify: c.verify,
             model: c.model,
+            isolate: c.isolate,
+            worktree_copy: c.worktree.as_ref().and_then(|w| w.copy.clone()),
+            worktree_setup: c.worktree.and_then(|w| w.setup),
         }
     }
 }
@@ -82,6 +91,14 @@ pub struct RunOptions {
     pub log_cap: u64,
     /// Output format.
     pub format: Format,
+    /// `--isolate worktree`.
+    pub isolate: bool,
+    /// `--merge`.
+    pub merge: bool,
+    /// Files copied into each worktree.
+    pub worktree_copy: Vec<PathBuf>,
+    /// Set-up command of each worktree (argv).
+    pub worktree_setup: Option<Vec<String>>,
 }
 
 /// Parse a duration flag: `90s`, `10m`, `1h`, `1h30m`, or bare seconds.
@@ -194,6 +211,40 @@ pub fn run_options(
         None => Some(file.timeout_s.map_or(DEFAULT_TIMEOUT, Duration::from_secs)),
     }
     .filter(|d| !d.is_zero());
+    let isolate = match args
+        .isolate
+        .as_deref()
+        .or(file.isolate.as_deref())
+        .map(str::trim)
+    {
+        None | Some("none") => false,
+        Some("worktree") => true,
+        Some(other) => {
+            return Err(Error::Input(format!(
+                "--isolate `{other}` must be none or worktree"
+            )));
+        }
+    };
+    if args.merge && !isolate {
+        return Err(Error::Input(
+            "--merge merges teammates' worktree branches: it needs --isolate worktree".into(),
+        ));
+    }
+    let worktree_setup = match args
+        .worktree_setup
+        .as_ref()
+        .or(file.worktree_setup.as_ref())
+    {
+        None => None,
+        Some(v) => match shlex::split(v) {
+            Some(argv) if !argv.is_empty() => Some(argv),
+            _ => {
+                return Err(Error::Input(format!(
+                    "worktree setup `{v}` is not a command line (check its quotes)"
+                )));
+            }
+        },
+    };
     let verify = match args.verify.as_ref().or(file.verify.as_ref()) {
         None => None,
         Some(v) => match shlex::split(v) {
@@ -219,6 +270,18 @@ pub fn run_options(
         vars: parse_vars(&args.vars)?,
         log_cap: args.log_cap.max(1024),
         format: args.format,
+        isolate,
+        merge: args.merge,
+        worktree_copy: if args.worktree_copy.is_empty() {
+            file.worktree_copy
+                .iter()
+                .flatten()
+                .map(PathBuf::from)
+                .collect()
+        } else {
+            args.worktree_copy.clone()
+        },
+        worktree_setup,
         runner,
     };
     // Expand once with sample values so a bad definition or missing command fails now.

@@ -31,6 +31,7 @@ fn main() {
         Command::Runners(args) => commands::runners::runners(args),
         Command::Merge(args) => commands::merge::merge(args),
         Command::Status(args) => commands::status::status(args),
+        Command::Clean(args) => commands::clean::clean(args),
     };
     let code = match result {
         Ok(code) => code,

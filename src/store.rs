@@ -136,6 +136,20 @@ pub struct StoreConfig {
     pub verify: Option<String>,
     /// Model.
     pub model: Option<String>,
+    /// `none` or `worktree`.
+    pub isolate: Option<String>,
+    /// `[worktree]`: `copy` and `setup`.
+    pub worktree: Option<WorktreeConfig>,
+}
+
+/// `[worktree]` in `<store>/runner.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorktreeConfig {
+    /// Ignored files to copy into each worktree.
+    pub copy: Option<Vec<String>>,
+    /// Set-up command run once per worktree.
+    pub setup: Option<String>,
 }
 
 impl Store {

@@ -273,6 +273,9 @@ pub fn run(args: BatchArgs) -> Result<i32> {
         retries: spec.retries,
         verify: spec.verify.clone(),
         model: spec.model.clone(),
+        isolate: spec.isolate.clone(),
+        worktree_copy: spec.worktree_copy.clone(),
+        worktree_setup: spec.worktree_setup.clone(),
     };
     let opts = config::run_options(&args.run, &args.command, &file_defaults, None)?;
 
@@ -297,7 +300,7 @@ pub fn run(args: BatchArgs) -> Result<i32> {
             out_dir.display()
         )));
     }
-    let layout = output_csv::layout(&table.headers, schema.as_ref().map(|s| &s.0));
+    let layout = output_csv::layout(&table.headers, schema.as_ref().map(|s| &s.0), opts.isolate);
     let previous = match only {
         Only::All => None,
         _ if !output.exists() && only == Only::Failed => {
@@ -348,8 +351,16 @@ pub fn run(args: BatchArgs) -> Result<i32> {
     let format = opts.format;
     let dry_run = args.run.dry_run;
     let junit = args.run.junit.clone();
+    let merge = opts.merge;
+    let isolation = common::isolation(
+        &opts,
+        &cwd,
+        &plan.team,
+        std::slice::from_ref(&plan.workspace),
+    )?;
     let run_spec = common::run_spec(
         opts,
+        isolation,
         plan.team.clone(),
         plan.workspace.clone(),
         cwd,
@@ -366,13 +377,30 @@ pub fn run(args: BatchArgs) -> Result<i32> {
     let mut team = Team::open(&plan.team, &plan.workspace)?;
     let items = row_items(&plan)?;
     let mut reporter = crate::ui::reporter(format);
-    let summary = common::execute(
+    let mut summary = common::execute(
         run_spec.clone(),
         &mut team,
         items,
         Some(plan.selected),
         reporter.as_mut(),
     )?;
+    if run_spec.isolation.is_some() {
+        let mut ids = Vec::new();
+        for row in CsvRows::new(open_input(&plan.input)?, &plan.table)? {
+            let row = row?;
+            if plan.runs(&row.id) {
+                ids.push(row.id);
+            }
+        }
+        common::finish_isolation(
+            &run_spec,
+            &mut team,
+            &ids,
+            merge,
+            format == crate::ui::Format::Json,
+            &mut summary,
+        )?;
+    }
     let outcomes = write_output(&plan, &mut team, &summary, junit.is_some())?;
     if let Some(s) = plan.shard {
         ShardMeta {

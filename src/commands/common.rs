@@ -1,7 +1,7 @@
 //! Steps every command that runs teammates shares: build the run spec, run the dispatcher
 //! on a runtime, and turn the summary into an exit code.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -14,10 +14,12 @@ use crate::run::RunSpec;
 use crate::run::dispatcher::{self, ItemStream};
 use crate::run::events::{Reporter, RunSummary};
 use crate::run::team::Team;
+use crate::run::worktree::Isolation;
 
 /// Assemble the run spec from validated options and the run's places.
 pub fn run_spec(
     opts: RunOptions,
+    isolation: Option<Arc<Isolation>>,
     team: String,
     workspace: PathBuf,
     cwd: PathBuf,
@@ -44,7 +46,138 @@ pub fn run_spec(
         template,
         schema,
         verify: opts.verify,
+        isolation,
     })
+}
+
+/// Set up worktree isolation when `--isolate worktree`: the repository of `cwd`, and for
+/// `--merge` a clean main working tree (ignoring the runner's own folders in `exclude`).
+///
+/// Errors: not a git repository, no commit, a dirty working tree with --merge (exit 2).
+pub fn isolation(
+    opts: &RunOptions,
+    cwd: &Path,
+    team: &str,
+    exclude: &[PathBuf],
+) -> Result<Option<Arc<Isolation>>> {
+    if !opts.isolate {
+        return Ok(None);
+    }
+    let iso = Isolation::new(
+        cwd,
+        team,
+        opts.worktree_copy.clone(),
+        opts.worktree_setup.clone(),
+    )
+    .map_err(Error::Input)?;
+    for rel in &iso.copy {
+        if !iso.repo.join(rel).exists() {
+            return Err(Error::Input(format!(
+                "--worktree-copy {}: no such file in {}",
+                rel.display(),
+                iso.repo.display()
+            )));
+        }
+    }
+    if opts.merge {
+        let rel: Vec<PathBuf> = exclude
+            .iter()
+            .filter_map(|p| p.strip_prefix(&iso.repo).ok().map(Path::to_owned))
+            .collect();
+        let dirty = crate::run::worktree::dirty(&iso.repo, &rel).map_err(Error::Input)?;
+        if !dirty.is_empty() {
+            return Err(Error::Input(format!(
+                "--merge needs a clean working tree in {}, and it has changes: {}; commit or stash them first",
+                iso.repo.display(),
+                dirty.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+            )));
+        }
+        if iso.base_branch.is_none() {
+            return Err(Error::Input(
+                "--merge needs a checked-out branch to merge into (HEAD is detached)".into(),
+            ));
+        }
+    }
+    Ok(Some(Arc::new(iso)))
+}
+
+/// After a run with worktree isolation: merge completed branches in item order (with
+/// `--merge`; a conflict makes that item `failed`, recorded in the journal, its branch and
+/// worktree kept), remove the worktrees of completed items, delete merged branches, and
+/// print what is left for the user. The summary is corrected for items a merge failed.
+///
+/// Errors: the journal cannot be written.
+pub fn finish_isolation(
+    spec: &RunSpec,
+    team: &mut Team,
+    ids: &[String],
+    merge: bool,
+    quiet: bool,
+    summary: &mut RunSummary,
+) -> Result<()> {
+    let Some(iso) = &spec.isolation else {
+        return Ok(());
+    };
+    let mut merged = Vec::new();
+    let mut to_merge = Vec::new();
+    let mut kept = Vec::new();
+    for id in ids {
+        let Some(mut o) = team.outcome(id)? else {
+            continue;
+        };
+        let Some(branch) = o.branch.clone() else {
+            continue;
+        };
+        let path = spec.workspace.join("worktrees").join(&o.teammate);
+        if o.status != ItemStatus::Completed {
+            if path.exists() {
+                kept.push((o.teammate.clone(), path, branch));
+            }
+            continue;
+        }
+        if merge {
+            match iso.merge(&branch, &o.title) {
+                Ok(()) => {
+                    let _ = iso.remove(&path);
+                    iso.delete_branch(&branch);
+                    merged.push(branch);
+                }
+                Err(reason) => {
+                    o.status = ItemStatus::Failed;
+                    o.error = reason;
+                    team.record(&crate::run::journal::Entry::ItemFinished {
+                        outcome: Box::new(o.clone()),
+                    })?;
+                    summary.demote(&o);
+                    kept.push((o.teammate.clone(), path, branch));
+                }
+            }
+        } else {
+            let _ = iso.remove(&path);
+            to_merge.push(branch);
+        }
+    }
+    let _ = crate::run::worktree::git_sync(&iso.repo, &["worktree", "prune"], &[]);
+    if quiet {
+        return Ok(());
+    }
+    let target = iso.base_branch.clone().unwrap_or_else(|| "HEAD".into());
+    if !merged.is_empty() {
+        println!("Merged into {target}: {}", merged.join(", "));
+    }
+    if !to_merge.is_empty() {
+        println!("Completed branches to merge (git merge --no-ff BRANCH):");
+        for b in &to_merge {
+            println!("  {b}");
+        }
+    }
+    if !kept.is_empty() {
+        println!("Worktrees kept for inspection (remove them with `runner clean`):");
+        for (teammate, path, branch) in &kept {
+            println!("  {teammate}: {} (branch {branch})", path.display());
+        }
+    }
+    Ok(())
 }
 
 /// Run the dispatcher to the end on a multi-threaded runtime.

@@ -2,6 +2,7 @@
 //! code. The steps are in `config`, `source`, `run` and `sink`; these only sequence them.
 
 pub mod batch;
+pub mod clean;
 pub mod common;
 pub mod merge;
 pub mod resolve;

@@ -68,7 +68,19 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     }
     // Validate the runner options before asking anything or writing.
     let defaults: FileDefaults = store.config()?.into();
-    config::run_options(&args.run, &args.command, &defaults, Some(&store.dir))?;
+    let opts = config::run_options(&args.run, &args.command, &defaults, Some(&store.dir))?;
+    println!(
+        "Isolation: {}",
+        if opts.isolate {
+            if opts.merge {
+                "worktree — each teammate in its own git worktree; completed branches are merged back"
+            } else {
+                "worktree — each teammate in its own git worktree and branch"
+            }
+        } else {
+            "none — teammates share the working tree"
+        }
+    );
 
     let selected: Vec<u32> = if !args.select.is_empty() {
         let mut s = args.select.clone();

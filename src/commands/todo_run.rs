@@ -208,8 +208,12 @@ pub fn run_batch(r: TodoRun<'_>, doc: TodoDocument) -> Result<i32> {
         );
         return Ok(0);
     }
+    let merge = opts.merge;
+    let isolation = common::isolation(&opts, &cwd, &team_name, std::slice::from_ref(&r.store.dir))?;
+    let isolated = isolation.is_some();
     let spec = common::run_spec(
         opts,
+        isolation,
         team_name.clone(),
         workspace.clone(),
         cwd,
@@ -235,14 +239,24 @@ pub fn run_batch(r: TodoRun<'_>, doc: TodoDocument) -> Result<i32> {
     let total = items.len() as u64;
     let reporter = LiveMarks::new(crate::ui::reporter(format), r.batch.to_owned(), doc);
     let mut reporter: Box<dyn crate::run::events::Reporter> = Box::new(reporter);
-    let summary = common::execute(
-        spec,
+    let mut summary = common::execute(
+        spec.clone(),
         &mut team,
         Box::new(items.into_iter().map(Ok)),
         Some(total),
         reporter.as_mut(),
     )?;
     drop(reporter);
+
+    let ids: Vec<String> = numbers.iter().map(u32::to_string).collect();
+    common::finish_isolation(
+        &spec,
+        &mut team,
+        &ids,
+        merge,
+        format == crate::ui::Format::Json,
+        &mut summary,
+    )?;
 
     // Final marks, from the recorded outcomes. Re-read the file: only our marks change.
     let (_, mut doc) = read_doc(r.batch)?;
@@ -262,7 +276,7 @@ pub fn run_batch(r: TodoRun<'_>, doc: TodoDocument) -> Result<i32> {
     doc.set_frontmatter_value("status", todo_marks::batch_status(&doc, &all_todo));
     crate::fsutil::write_atomic(r.batch, doc.render().as_bytes())?;
 
-    write_table(r.batch, &doc, &all_todo, &mut team)?;
+    write_table(r.batch, &doc, &all_todo, &mut team, isolated)?;
     if let Some(path) = &junit {
         let ran: Vec<Outcome> = outcomes.iter().filter_map(|(_, o)| o.clone()).collect();
         crate::sink::junit::write(path, &team_name, &ran, summary.elapsed_s)?;
@@ -299,13 +313,19 @@ pub fn table_path(batch: &Path) -> PathBuf {
     batch.with_file_name(format!("{stem}.workers-output.csv"))
 }
 
-fn write_table(batch: &Path, doc: &TodoDocument, numbers: &[u32], team: &mut Team) -> Result<()> {
+fn write_table(
+    batch: &Path,
+    doc: &TodoDocument,
+    numbers: &[u32],
+    team: &mut Team,
+    isolated: bool,
+) -> Result<()> {
     let inputs = vec![
         "item".to_string(),
         "title".to_string(),
         "checkpoint".to_string(),
     ];
-    let layout = output_csv::layout(&inputs, None);
+    let layout = output_csv::layout(&inputs, None, isolated);
     let mut rows = Vec::new();
     for n in numbers {
         let Some(item) = doc.item(*n) else { continue };

@@ -98,6 +98,26 @@ impl RunSummary {
     pub fn total(&self) -> u64 {
         self.counts.iter().map(|(_, n)| n).sum()
     }
+
+    /// Account for an item that completed but was failed afterwards (e.g. its branch did not
+    /// merge): move it from `completed` to its new status and list it as a problem.
+    pub fn demote(&mut self, o: &Outcome) {
+        for (status, n) in &mut self.counts {
+            if *status == ItemStatus::Completed {
+                *n = n.saturating_sub(1);
+            }
+            if *status == o.status {
+                *n += 1;
+            }
+        }
+        self.problems.push((
+            o.id.clone(),
+            o.teammate.clone(),
+            o.status,
+            o.error.clone(),
+            o.log.clone(),
+        ));
+    }
 }
 
 /// A consumer of run events (progress UI, JSON lines).

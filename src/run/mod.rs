@@ -13,6 +13,7 @@ pub mod process;
 pub mod selection;
 pub mod team;
 pub mod unit;
+pub mod worktree;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -64,6 +65,8 @@ pub struct RunSpec {
     pub schema: Option<(Value, jsonschema::Validator)>,
     /// The verify command (argv with `{column}` placeholders).
     pub verify: Option<Vec<String>>,
+    /// Git worktree isolation, when `--isolate worktree`.
+    pub isolation: Option<std::sync::Arc<worktree::Isolation>>,
 }
 
 impl RunSpec {

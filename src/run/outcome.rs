@@ -58,6 +58,15 @@ pub struct Outcome {
     /// whose prompt changed.
     #[serde(default)]
     pub prompt_hash: String,
+    /// The teammate's branch, with `--isolate worktree`.
+    #[serde(default)]
+    pub branch: Option<String>,
+    /// The branch's head commit after the last attempt, with `--isolate worktree`.
+    #[serde(default)]
+    pub commit: Option<String>,
+    /// `git diff --shortstat` of the branch against the run's base commit.
+    #[serde(default)]
+    pub diffstat: Option<String>,
 }
 
 impl Outcome {
@@ -90,6 +99,9 @@ impl Outcome {
             turns: None,
             session_id: None,
             prompt_hash: String::new(),
+            branch: None,
+            commit: None,
+            diffstat: None,
         }
     }
 }

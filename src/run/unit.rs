@@ -160,6 +160,8 @@ fn backoff(retry: u32, base: Duration) -> Duration {
 
 struct AttemptResult {
     verdict: Verdict,
+    /// (branch, commit, diffstat) with worktree isolation.
+    git: Option<(String, String, String)>,
     exit_code: Option<i32>,
     elapsed: Duration,
     agent: AgentResult,
@@ -256,6 +258,9 @@ pub async fn run_item(
         turns: last.agent.turns,
         session_id: last.agent.session_id,
         prompt_hash,
+        branch: last.git.as_ref().map(|g| g.0.clone()),
+        commit: last.git.as_ref().map(|g| g.1.clone()),
+        diffstat: last.git.as_ref().map(|g| g.2.clone()),
     };
     let _ = tx.send(UnitMsg::Finished(Box::new(outcome)));
 }
@@ -266,6 +271,7 @@ fn failed_before_start(reason: String, log: PathBuf) -> AttemptResult {
             status: ItemStatus::Failed,
             reason,
         },
+        git: None,
         exit_code: None,
         elapsed: Duration::ZERO,
         agent: AgentResult::default(),
@@ -326,6 +332,19 @@ async fn attempt_once(
         Ok(i) => i,
         Err(e) => return failed_before_start(e, stdout_log),
     };
+    let worktree = match &spec.isolation {
+        None => None,
+        Some(iso) => {
+            let path = spec.workspace.join("worktrees").join(&item.teammate);
+            match iso.prepare(&item.teammate, &path).await {
+                Ok(wt) => Some(wt),
+                Err(e) => return failed_before_start(e, stdout_log),
+            }
+        }
+    };
+    let cwd = worktree
+        .as_ref()
+        .map_or_else(|| spec.cwd.clone(), |w| w.path.clone());
     let mut env = vec![
         (
             "RUNNER_REPORT".to_string(),
@@ -348,6 +367,9 @@ async fn attempt_once(
         ("RUNNER_TEAMMATE_DIR".to_string(), dir.display().to_string()),
         ("RUNNER_ATTEMPT".to_string(), attempt.to_string()),
     ];
+    if let Some(wt) = &worktree {
+        env.push(("RUNNER_WORKTREE".to_string(), wt.path.display().to_string()));
+    }
     env.extend(inv.env_set.iter().cloned());
     for var in &inv.state_dirs {
         let state = dir.join("state").join(var.to_lowercase());
@@ -356,10 +378,19 @@ async fn attempt_once(
         }
         env.push((var.clone(), state.display().to_string()));
     }
+    if let (Some(wt), Some(iso)) = (&worktree, &spec.isolation)
+        && let Some(setup) = &iso.setup
+        && !dir.join(".worktree-setup-done").exists()
+    {
+        if let Err(e) = run_setup(spec, setup, &wt.path, &attempt_dir, &env, cancel.clone()).await {
+            return failed_before_start(e, attempt_dir.join("setup.log"));
+        }
+        let _ = std::fs::write(dir.join(".worktree-setup-done"), b"");
+    }
     let spawn = Spawn {
         program: inv.program.clone(),
         args: inv.args.clone(),
-        cwd: spec.cwd.clone(),
+        cwd: cwd.clone(),
         env_unset: inv.env_unset.clone(),
         env_set: env.clone(),
         stdin: inv.prompt_on_stdin.then(|| prompt.clone().into_bytes()),
@@ -391,6 +422,15 @@ async fn attempt_once(
     })
     .await;
 
+    // Nothing the agent did is lost: whatever it left uncommitted goes on its branch.
+    let git = match (&worktree, &spec.isolation) {
+        (Some(wt), Some(iso)) => Some(
+            iso.commit_all(wt, &item.title)
+                .await
+                .map(|(c, d)| (wt.branch.clone(), c, d)),
+        ),
+        _ => None,
+    };
     let stdout = read_capped(&stdout_log, FULL_READ).unwrap_or_default();
     let agent = agent::output::parse(&spec.runner, &stdout);
     let report_text = std::fs::read_to_string(&report_path).ok();
@@ -442,7 +482,7 @@ async fn attempt_once(
     if verdict.status == ItemStatus::Completed
         && let Some(verify) = &spec.verify
     {
-        verify_result = run_verify(spec, item, verify, &attempt_dir, &env, cancel).await;
+        verify_result = run_verify(spec, item, verify, &cwd, &attempt_dir, &env, cancel).await;
         evidence.verify = Some(&verify_result);
         verdict = report::judge(&evidence);
         if matches!(&verify_result, Err(e) if e == VERIFY_CANCELLED) {
@@ -458,7 +498,21 @@ async fn attempt_once(
             reason: verdict.reason,
         };
     }
+    let git = match git {
+        Some(Err(e)) => {
+            if verdict.status == ItemStatus::Completed {
+                verdict = Verdict {
+                    status: ItemStatus::Failed,
+                    reason: format!("cannot commit the worktree: {e}"),
+                };
+            }
+            None
+        }
+        Some(Ok(g)) => Some(g),
+        None => None,
+    };
     AttemptResult {
+        git,
         verdict,
         exit_code: exit.exit_code,
         elapsed: exit.elapsed,
@@ -477,6 +531,7 @@ async fn run_verify(
     spec: &RunSpec,
     item: &WorkItem,
     argv: &[String],
+    cwd: &Path,
     attempt_dir: &Path,
     env: &[(String, String)],
     cancel: watch::Receiver<Cancel>,
@@ -496,7 +551,7 @@ async fn run_verify(
     let spawn = Spawn {
         program: program.clone(),
         args: args.to_vec(),
-        cwd: spec.cwd.clone(),
+        cwd: cwd.to_owned(),
         env_unset: Vec::new(),
         env_set: env.to_vec(),
         stdin: None,
@@ -530,5 +585,49 @@ async fn run_verify(
             Err(format!("`{}` was killed by signal {s}", rendered.join(" ")))
         }
         ProcessEnd::NotStarted(why) => Err(why),
+    }
+}
+
+/// Run the worktree set-up command once, in the worktree, before the agent. Its output goes
+/// to `attempt-N/setup.log`.
+async fn run_setup(
+    spec: &RunSpec,
+    argv: &[String],
+    worktree: &Path,
+    attempt_dir: &Path,
+    env: &[(String, String)],
+    cancel: watch::Receiver<Cancel>,
+) -> Result<(), String> {
+    let Some((program, args)) = argv.split_first() else {
+        return Ok(());
+    };
+    let log = attempt_dir.join("setup.log");
+    let spawn = Spawn {
+        program: program.clone(),
+        args: args.to_vec(),
+        cwd: worktree.to_owned(),
+        env_unset: Vec::new(),
+        env_set: env.to_vec(),
+        stdin: None,
+        stdout_log: log.clone(),
+        stderr_log: attempt_dir.join("setup.stderr.log"),
+        log_cap: spec.log_cap,
+        timeout: spec.timeout,
+        grace: spec.grace,
+        pipe_wait: spec.pipe_wait,
+        activity: None,
+    };
+    let exit = process::run(&spawn, cancel, |_| {}).await;
+    match exit.end {
+        ProcessEnd::Exited(0) => Ok(()),
+        ProcessEnd::Exited(code) => Err(format!(
+            "worktree setup `{}` exited with code {code} (log: {})",
+            argv.join(" "),
+            log.display()
+        )),
+        other => Err(format!(
+            "worktree setup `{}` did not finish: {other:?}",
+            argv.join(" ")
+        )),
     }
 }

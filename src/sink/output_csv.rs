@@ -30,6 +30,9 @@ pub const RUNNER_COLUMNS: &[&str] = &[
     "session_id",
 ];
 
+/// Columns added with `--isolate worktree`: the teammate's branch and its head commit.
+pub const WORKTREE_COLUMNS: &[&str] = &["branch", "commit"];
+
 /// The column layout of an output file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
@@ -41,10 +44,13 @@ pub struct Layout {
     pub fields: Option<Vec<String>>,
     /// Warnings about renamed columns.
     pub warnings: Vec<String>,
+    /// Whether the worktree columns follow the runner columns.
+    pub worktree: bool,
 }
 
-/// Work out the columns for `inputs` and an optional `output_schema`.
-pub fn layout(inputs: &[String], schema: Option<&Value>) -> Layout {
+/// Work out the columns for `inputs`, an optional `output_schema`, and whether teammates
+/// work in worktrees (which adds [`WORKTREE_COLUMNS`]).
+pub fn layout(inputs: &[String], schema: Option<&Value>, worktree: bool) -> Layout {
     let fields: Option<Vec<String>> = schema
         .and_then(|s| s.get("properties"))
         .and_then(Value::as_object)
@@ -68,16 +74,19 @@ pub fn layout(inputs: &[String], schema: Option<&Value>) -> Layout {
         None => vec![if inputs.iter().any(|i| i == "result") { "output_result".into() } else { "result".into() }],
     };
     headers.extend(output_names.iter().cloned());
-    let collides = RUNNER_COLUMNS
+    let runner_cols: Vec<&str> = RUNNER_COLUMNS
         .iter()
-        .any(|c| headers.iter().any(|h| h == c));
+        .chain(if worktree { WORKTREE_COLUMNS } else { &[] })
+        .copied()
+        .collect();
+    let collides = runner_cols.iter().any(|c| headers.iter().any(|h| h == c));
     if collides {
         warnings.push(format!(
             "a column is named like a runner column ({}); the runner's columns are written as runner_<name>",
-            RUNNER_COLUMNS.join(", ")
+            runner_cols.join(", ")
         ));
     }
-    headers.extend(RUNNER_COLUMNS.iter().map(|c| {
+    headers.extend(runner_cols.iter().map(|c| {
         if collides {
             format!("runner_{c}")
         } else {
@@ -89,6 +98,7 @@ pub fn layout(inputs: &[String], schema: Option<&Value>) -> Layout {
         inputs: inputs.len(),
         fields,
         warnings,
+        worktree,
     }
 }
 
@@ -115,13 +125,21 @@ pub fn row(
     let mut out: Vec<String> = values.to_vec();
     out.resize(layout.inputs, String::new());
     let Some(o) = outcome else {
-        let blanks = layout.headers.len() - layout.inputs - RUNNER_COLUMNS.len();
+        let extra = if layout.worktree {
+            WORKTREE_COLUMNS.len()
+        } else {
+            0
+        };
+        let blanks = layout.headers.len() - layout.inputs - RUNNER_COLUMNS.len() - extra;
         out.extend(std::iter::repeat_n(String::new(), blanks));
         out.push(missing.0.to_owned());
         out.push("0".into());
         out.extend(std::iter::repeat_n(String::new(), 4));
         out.push(missing.1.to_owned());
-        out.extend(std::iter::repeat_n(String::new(), RUNNER_COLUMNS.len() - 7));
+        out.extend(std::iter::repeat_n(
+            String::new(),
+            RUNNER_COLUMNS.len() - 7 + extra,
+        ));
         return out;
     };
     match &layout.fields {
@@ -152,6 +170,10 @@ pub fn row(
         opt(o.turns),
         o.session_id.clone().unwrap_or_default(),
     ]);
+    if layout.worktree {
+        out.push(o.branch.clone().unwrap_or_default());
+        out.push(o.commit.clone().unwrap_or_default());
+    }
     out
 }
 
@@ -214,6 +236,7 @@ mod tests {
         let l = layout(
             &["path".into()],
             Some(&json!({"properties": {"ok": {}, "links": {}}})),
+            false,
         );
         assert_eq!(&l.headers[..3], &["path", "ok", "links"]);
         assert_eq!(l.headers[3], "status");
@@ -228,7 +251,7 @@ mod tests {
 
     #[test]
     fn runner_columns_are_prefixed_on_collision() {
-        let l = layout(&["id".into(), "status".into()], None);
+        let l = layout(&["id".into(), "status".into()], None, false);
         assert_eq!(l.headers[2], "result");
         assert_eq!(l.headers[3], "runner_status");
         assert_eq!(l.warnings.len(), 1);
@@ -236,7 +259,7 @@ mod tests {
 
     #[test]
     fn missing_outcome_keeps_the_row() {
-        let l = layout(&["id".into()], None);
+        let l = layout(&["id".into()], None, true);
         let r = row(&l, &["7".into()], None, ("cancelled", "not started"));
         assert_eq!(r.len(), l.headers.len());
         assert_eq!(r[2], "cancelled");

@@ -38,6 +38,8 @@ pub const KNOWN_KEYS: &[&str] = &[
     "retries",
     "verify",
     "model",
+    "isolate",
+    "worktree",
 ];
 
 /// `output_schema` as written: inline or a path to a JSON file.
@@ -75,6 +77,12 @@ pub struct BatchSpec {
     pub verify: Option<String>,
     /// `model`: passed to the agent CLI.
     pub model: Option<String>,
+    /// `isolate`: `none` or `worktree`.
+    pub isolate: Option<String>,
+    /// `worktree.copy`: ignored files copied into each worktree.
+    pub worktree_copy: Option<Vec<String>>,
+    /// `worktree.setup`: a command run once per worktree.
+    pub worktree_setup: Option<String>,
     /// The markdown body: the instruction template.
     pub instruction: String,
     /// 1-based line of the file where the body starts.
@@ -265,6 +273,35 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
             .map(|v| v.min(u32::MAX as u64) as u32),
         verify: fields.string("verify")?,
         model: fields.string("model")?,
+        isolate: fields.string("isolate")?,
+        worktree_copy: match fields.map.get("worktree").and_then(|w| w.get("copy")) {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(a)) => Some(
+                a.iter()
+                    .map(|v| {
+                        v.as_str()
+                            .map(str::to_owned)
+                            .ok_or_else(|| fields.bad("worktree", "a mapping with `copy: [paths]`"))
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            Some(_) => {
+                return Err(fields.bad(
+                    "worktree",
+                    "a mapping with `copy: [paths]` and `setup: command`",
+                ));
+            }
+        },
+        worktree_setup: match fields.map.get("worktree").and_then(|w| w.get("setup")) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => {
+                return Err(fields.bad(
+                    "worktree",
+                    "a mapping with `copy: [paths]` and `setup: command`",
+                ));
+            }
+        },
         instruction: body.to_owned(),
         instruction_line: body_line,
         warnings,

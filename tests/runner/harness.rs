@@ -103,22 +103,21 @@ impl Sandbox {
         self.cmd(args).output().expect("spawn runner").into()
     }
 
-    /// Every file under the sandbox with its bytes (to assert nothing changed).
-    pub fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+    /// Every file under the sandbox with its length and a hash of its bytes (to assert
+    /// nothing changed, with a readable difference when something did).
+    pub fn tree(&self) -> BTreeMap<PathBuf, String> {
+        fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<PathBuf, String>) {
             for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
                 let p = e.path();
+                let rel = p.strip_prefix(root).expect("prefix").to_owned();
                 if p.is_dir() {
-                    out.insert(
-                        p.strip_prefix(root).expect("prefix").to_owned(),
-                        b"<dir>".to_vec(),
-                    );
+                    out.insert(rel, "<dir>".into());
                     walk(&p, root, out);
                 } else {
-                    out.insert(
-                        p.strip_prefix(root).expect("prefix").to_owned(),
-                        std::fs::read(&p).expect("read"),
-                    );
+                    let bytes = std::fs::read(&p).expect("read");
+                    let mut h = teammate_runner::run::outcome::Fnv::default();
+                    h.update(&bytes);
+                    out.insert(rel, format!("{} bytes, {}", bytes.len(), h.hex()));
                 }
             }
         }

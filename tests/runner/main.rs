@@ -10,3 +10,4 @@ mod clis;
 mod faults;
 mod todo;
 mod watch;
+mod worktree;

@@ -1,0 +1,333 @@
+//! Isolation (DESIGN §9): each teammate works in its own `git worktree` on branch
+//! `runner/<team>/<teammate>`, under the team workspace. The `git` program does all the work
+//! (the runner never edits `.git`); worktree creation is serialised so parallel `git worktree
+//! add` calls do not race on the repository's lock.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::sync::Mutex;
+
+/// The result of one git command: its exit status success and combined output.
+#[derive(Debug)]
+pub struct GitOut {
+    /// Exit status 0.
+    pub ok: bool,
+    /// stdout.
+    pub stdout: String,
+    /// stderr.
+    pub stderr: String,
+}
+
+/// Run `git ARGS` in `dir` (blocking; for set-up and after-run steps).
+pub fn git_sync(dir: &Path, args: &[&str], env: &[(String, String)]) -> GitOut {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::null())
+        .output();
+    match out {
+        Ok(o) => GitOut {
+            ok: o.status.success(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        },
+        Err(e) => GitOut {
+            ok: false,
+            stdout: String::new(),
+            stderr: format!("cannot run git: {e}"),
+        },
+    }
+}
+
+async fn git(dir: &Path, args: &[&str], env: &[(String, String)]) -> GitOut {
+    let out = tokio::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await;
+    match out {
+        Ok(o) => GitOut {
+            ok: o.status.success(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        },
+        Err(e) => GitOut {
+            ok: false,
+            stdout: String::new(),
+            stderr: format!("cannot run git: {e}"),
+        },
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// How teammates are isolated in worktrees for one run.
+#[derive(Debug)]
+pub struct Isolation {
+    /// The main working tree (repository root).
+    pub repo: PathBuf,
+    /// The team name (branch prefix `runner/<team>/`).
+    pub team: String,
+    /// The commit new branches start from (HEAD when the run started).
+    pub base: String,
+    /// The branch checked out when the run started (merge target), if any.
+    pub base_branch: Option<String>,
+    /// Ignored files to copy into each worktree, relative to the repository root.
+    pub copy: Vec<PathBuf>,
+    /// A command run once per worktree before the agent (argv).
+    pub setup: Option<Vec<String>>,
+    /// Committer identity for runner commits when the repository has none configured.
+    pub identity: Vec<(String, String)>,
+    lock: Mutex<()>,
+}
+
+/// A teammate's worktree.
+#[derive(Debug, Clone)]
+pub struct Worktree {
+    /// Its folder.
+    pub path: PathBuf,
+    /// Its branch.
+    pub branch: String,
+    /// Whether it was created now (so set-up must run).
+    pub created: bool,
+}
+
+impl Isolation {
+    /// Prepare isolation for the repository containing `cwd`.
+    ///
+    /// Errors (one line): not inside a git work tree, no commit to branch from.
+    pub fn new(
+        cwd: &Path,
+        team: &str,
+        copy: Vec<PathBuf>,
+        setup: Option<Vec<String>>,
+    ) -> Result<Isolation, String> {
+        let top = git_sync(cwd, &["rev-parse", "--show-toplevel"], &[]);
+        if !top.ok {
+            return Err(format!(
+                "{} is not inside a git repository, so --isolate worktree cannot be used",
+                cwd.display()
+            ));
+        }
+        let repo = PathBuf::from(top.stdout.trim());
+        let head = git_sync(&repo, &["rev-parse", "--verify", "HEAD"], &[]);
+        if !head.ok {
+            return Err(
+                "the repository has no commit yet; commit once before using --isolate worktree"
+                    .into(),
+            );
+        }
+        let branch = git_sync(&repo, &["symbolic-ref", "--quiet", "--short", "HEAD"], &[]);
+        let has_identity = git_sync(&repo, &["config", "user.email"], &[]).ok;
+        let identity = if has_identity {
+            Vec::new()
+        } else {
+            ["GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"]
+                .iter()
+                .map(|k| (k.to_string(), "teammate-runner".to_string()))
+                .chain(
+                    ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"]
+                        .iter()
+                        .map(|k| (k.to_string(), "runner@localhost".to_string())),
+                )
+                .collect()
+        };
+        Ok(Isolation {
+            repo,
+            team: team.to_owned(),
+            base: head.stdout.trim().to_owned(),
+            base_branch: branch.ok.then(|| branch.stdout.trim().to_owned()),
+            copy,
+            setup,
+            identity,
+            lock: Mutex::new(()),
+        })
+    }
+
+    /// The branch of `teammate`.
+    pub fn branch(&self, teammate: &str) -> String {
+        format!("runner/{}/{teammate}", self.team)
+    }
+
+    /// Create (or reuse, on a retry or a resumed run) the worktree of `teammate` at `path`.
+    ///
+    /// Errors: what git said.
+    pub async fn prepare(&self, teammate: &str, path: &Path) -> Result<Worktree, String> {
+        let _guard = self.lock.lock().await;
+        let branch = self.branch(teammate);
+        if path.join(".git").exists() {
+            return Ok(Worktree {
+                path: path.to_owned(),
+                branch,
+                created: false,
+            });
+        }
+        // A worktree folder removed by hand leaves a registration behind.
+        let _ = git(&self.repo, &["worktree", "prune"], &[]).await;
+        let path_s = path.to_string_lossy().into_owned();
+        let exists = git(
+            &self.repo,
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{branch}"),
+            ],
+            &[],
+        )
+        .await
+        .ok;
+        let out = if exists {
+            git(&self.repo, &["worktree", "add", &path_s, &branch], &[]).await
+        } else {
+            git(
+                &self.repo,
+                &["worktree", "add", "-b", &branch, &path_s, &self.base],
+                &[],
+            )
+            .await
+        };
+        if !out.ok {
+            return Err(format!(
+                "git worktree add failed: {}",
+                first_line(&out.stderr)
+            ));
+        }
+        for rel in &self.copy {
+            copy_into(&self.repo.join(rel), &path.join(rel))
+                .map_err(|e| format!("cannot copy {} into the worktree: {e}", rel.display()))?;
+        }
+        Ok(Worktree {
+            path: path.to_owned(),
+            branch,
+            created: true,
+        })
+    }
+
+    /// Commit whatever the agent left uncommitted in `wt` (`runner: <title>`). Returns the
+    /// branch's head commit and the diffstat of the branch against the base.
+    ///
+    /// Errors: what git said.
+    pub async fn commit_all(&self, wt: &Worktree, title: &str) -> Result<(String, String), String> {
+        let status = git(&wt.path, &["status", "--porcelain"], &[]).await;
+        if !status.ok {
+            return Err(format!("git status failed: {}", first_line(&status.stderr)));
+        }
+        if !status.stdout.trim().is_empty() {
+            let add = git(&wt.path, &["add", "-A"], &self.identity).await;
+            if !add.ok {
+                return Err(format!("git add failed: {}", first_line(&add.stderr)));
+            }
+            let msg = format!("runner: {title}");
+            let commit = git(
+                &wt.path,
+                &["commit", "--no-verify", "-q", "-m", &msg],
+                &self.identity,
+            )
+            .await;
+            if !commit.ok {
+                return Err(format!("git commit failed: {}", first_line(&commit.stderr)));
+            }
+        }
+        let head = git(&wt.path, &["rev-parse", "HEAD"], &[]).await;
+        let stat = git(&wt.path, &["diff", "--shortstat", &self.base, "HEAD"], &[]).await;
+        Ok((head.stdout.trim().to_owned(), stat.stdout.trim().to_owned()))
+    }
+
+    /// Remove the worktree at `path` (`git worktree remove --force`), then prune.
+    pub fn remove(&self, path: &Path) -> Result<(), String> {
+        let out = git_sync(
+            &self.repo,
+            &["worktree", "remove", "--force", &path.to_string_lossy()],
+            &[],
+        );
+        let _ = git_sync(&self.repo, &["worktree", "prune"], &[]);
+        if out.ok || !path.exists() {
+            Ok(())
+        } else {
+            Err(first_line(&out.stderr))
+        }
+    }
+
+    /// Merge `branch` into the current branch of the main working tree with `--no-ff`. On a
+    /// conflict the merge is aborted and the conflicting files are returned as the error.
+    pub fn merge(&self, branch: &str, title: &str) -> Result<(), String> {
+        let msg = format!("runner: merge {title}");
+        let out = git_sync(
+            &self.repo,
+            &["merge", "--no-ff", "--no-edit", "-m", &msg, branch],
+            &self.identity,
+        );
+        if out.ok {
+            return Ok(());
+        }
+        let conflicts = git_sync(&self.repo, &["diff", "--name-only", "--diff-filter=U"], &[]);
+        let _ = git_sync(&self.repo, &["merge", "--abort"], &[]);
+        let files: Vec<&str> = conflicts.stdout.lines().filter(|l| !l.is_empty()).collect();
+        if files.is_empty() {
+            Err(format!(
+                "merge failed: {}",
+                first_line(&format!("{}{}", out.stdout, out.stderr))
+            ))
+        } else {
+            Err(format!("merge conflict in {}", files.join(", ")))
+        }
+    }
+
+    /// Delete a branch (after a successful merge).
+    pub fn delete_branch(&self, branch: &str) {
+        let _ = git_sync(&self.repo, &["branch", "-D", branch], &[]);
+    }
+}
+
+/// Whether the main working tree has changes outside `exclude` (paths relative to `repo`).
+pub fn dirty(repo: &Path, exclude: &[PathBuf]) -> Result<Vec<String>, String> {
+    let mut args: Vec<String> = vec![
+        "status".into(),
+        "--porcelain".into(),
+        "--".into(),
+        ".".into(),
+    ];
+    for e in exclude {
+        args.push(format!(":(exclude){}", e.display()));
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = git_sync(repo, &refs, &[]);
+    if !out.ok {
+        return Err(first_line(&out.stderr));
+    }
+    Ok(out
+        .stdout
+        .lines()
+        .map(|l| l.trim().to_owned())
+        .filter(|l| !l.is_empty())
+        .collect())
+}
+
+fn copy_into(from: &Path, to: &Path) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(from)?;
+    if meta.is_dir() {
+        std::fs::create_dir_all(to)?;
+        for e in std::fs::read_dir(from)? {
+            let e = e?;
+            copy_into(&e.path(), &to.join(e.file_name()))?;
+        }
+        Ok(())
+    } else {
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::copy(from, to).map(|_| ())
+    }
+}

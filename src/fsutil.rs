@@ -15,6 +15,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     replace_with(path, |w| w.write_all(bytes))
 }
 
+/// Replace `path` atomically with `bytes`, without waiting for the disk: readers still see
+/// the old or the new file, never a mix, but a power loss may keep the old one. For live
+/// snapshots (`team.json`) rewritten every half second, where durability is the journal's job.
+///
+/// Errors: [`Error::Environment`] naming the path.
+pub fn write_atomic_fast(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".runner-tmp-")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("create a temporary file in", dir, e))?;
+    tmp.write_all(bytes)
+        .map_err(|e| Error::io("write", path, e))?;
+    tmp.persist(path)
+        .map_err(|e| Error::io("replace", path, e.error))?;
+    Ok(())
+}
+
 /// Like [`write_atomic`], streaming: `fill` writes the new content into a buffered writer on
 /// the temp file. Used for outputs too large to build in memory.
 ///

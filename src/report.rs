@@ -12,6 +12,10 @@ use serde_json::Value;
 
 use crate::agent::AgentResult;
 
+/// Largest report file read, bytes. A report is a summary; large results belong in files
+/// the report names.
+pub const MAX_REPORT_BYTES: u64 = 1024 * 1024;
+
 /// How an item ended. Only `Completed` items are ticked and have their checkpoints deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -195,7 +195,30 @@ pub fn execute(
         .enable_all()
         .build()
         .map_err(|e| Error::Environment(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(dispatcher::run(spec, team, items, total, reporter))
+    let summary = runtime.block_on(dispatcher::run(spec, team, items, total, reporter))?;
+    // The dispatcher's signal handlers stay installed; while the outputs are written, an
+    // interrupt must still end the process (every file is replaced atomically, so stopping
+    // here leaves old or new files, never half-written ones).
+    runtime.spawn(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
+        eprintln!("runner: interrupted while writing the outputs");
+        std::process::exit(crate::error::EXIT_INTERRUPTED);
+    });
+    // Keep the runtime (and that watcher) alive until the process ends.
+    std::mem::forget(runtime);
+    Ok(summary)
 }
 
 /// The exit code of a finished run (DESIGN §7).

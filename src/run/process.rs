@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use crate::report::ProcessEnd;
@@ -124,11 +124,11 @@ pub async fn run(
         stderr_bytes: 0,
     };
     let stdout_file = match crate::fsutil::create_private_file(&spec.stdout_log) {
-        Ok(f) => tokio::fs::File::from_std(f),
+        Ok(f) => f,
         Err(e) => return not_started(format!("cannot create {}: {e}", spec.stdout_log.display())),
     };
     let stderr_file = match crate::fsutil::create_private_file(&spec.stderr_log) {
-        Ok(f) => tokio::fs::File::from_std(f),
+        Ok(f) => f,
         Err(e) => return not_started(format!("cannot create {}: {e}", spec.stderr_log.display())),
     };
     let mut cmd = CommandWrap::with_new(&spec.program, |c| {
@@ -301,22 +301,25 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
 
 /// Copy `pipe` into `file`, keeping at most `cap` bytes: the first half, then the last half
 /// (held in a ring file beside the log while running), with a marker line where bytes were
-/// cut. Returns the total bytes read. Memory use is one 64 KiB buffer.
+/// cut. Returns the total bytes read. Memory use is one 16 KiB buffer. Log writes go to the
+/// page cache with plain (blocking) writes: they take microseconds, and a disk error never
+/// stops the draining, so a child can never block on a full pipe.
 async fn drain(
     mut pipe: impl AsyncRead + Unpin,
-    mut file: tokio::fs::File,
+    mut file: std::fs::File,
     path: PathBuf,
     cap: u64,
     activity: Option<ActivitySink>,
 ) -> u64 {
+    use std::io::{Seek, Write};
     let mut last_sent: Option<tokio::time::Instant> = None;
     let head_cap = cap / 2;
     let tail_cap = cap - head_cap;
     let ring_path = ring_path(&path);
-    let mut ring: Option<tokio::fs::File> = None;
+    let mut ring: Option<std::fs::File> = None;
     let mut total: u64 = 0;
     let mut ring_written: u64 = 0;
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => break,
@@ -332,9 +335,7 @@ async fn drain(
         }
         if total < head_cap {
             let take = chunk.len().min((head_cap - total) as usize);
-            if file.write_all(&chunk[..take]).await.is_err() {
-                // Disk trouble: keep draining so the child never blocks on a full pipe.
-            }
+            let _ = file.write_all(&chunk[..take]);
             chunk = &chunk[take..];
         }
         total += n as u64;
@@ -342,14 +343,14 @@ async fn drain(
             continue;
         }
         if ring.is_none() {
-            ring = open_ring(&ring_path).ok().map(tokio::fs::File::from_std);
+            ring = open_ring(&ring_path).ok();
         }
         if let Some(r) = ring.as_mut() {
             while !chunk.is_empty() {
                 let pos = ring_written % tail_cap;
                 let take = chunk.len().min((tail_cap - pos) as usize);
-                if r.seek(std::io::SeekFrom::Start(pos)).await.is_err()
-                    || r.write_all(&chunk[..take]).await.is_err()
+                if r.seek(std::io::SeekFrom::Start(pos)).is_err()
+                    || r.write_all(&chunk[..take]).is_err()
                 {
                     break;
                 }
@@ -359,11 +360,11 @@ async fn drain(
         }
     }
     if let Some(mut r) = ring {
-        let _ = finish_ring(&mut file, &mut r, ring_written, tail_cap).await;
+        let _ = finish_ring(&mut file, &mut r, ring_written, tail_cap);
         drop(r);
-        let _ = tokio::fs::remove_file(&ring_path).await;
+        let _ = std::fs::remove_file(&ring_path);
     }
-    let _ = file.flush().await;
+    let _ = file.flush();
     total
 }
 
@@ -381,38 +382,40 @@ fn last_line(chunk: &[u8]) -> Option<String> {
     Some(clean)
 }
 
-async fn finish_ring(
-    file: &mut tokio::fs::File,
-    ring: &mut tokio::fs::File,
+fn finish_ring(
+    file: &mut std::fs::File,
+    ring: &mut std::fs::File,
     ring_written: u64,
     tail_cap: u64,
 ) -> std::io::Result<()> {
+    use std::io::Write;
     if ring_written <= tail_cap {
-        return copy_range(ring, file, 0, ring_written).await;
+        return copy_range(ring, file, 0, ring_written);
     }
     let marker = format!(
         "\n[runner: {} bytes cut here; the log keeps its first and last bytes]\n",
         ring_written - tail_cap
     );
-    file.write_all(marker.as_bytes()).await?;
+    file.write_all(marker.as_bytes())?;
     let pos = ring_written % tail_cap;
-    copy_range(ring, file, pos, tail_cap - pos).await?;
-    copy_range(ring, file, 0, pos).await
+    copy_range(ring, file, pos, tail_cap - pos)?;
+    copy_range(ring, file, 0, pos)
 }
 
-async fn copy_range(
-    from: &mut tokio::fs::File,
-    to: &mut tokio::fs::File,
+fn copy_range(
+    from: &mut std::fs::File,
+    to: &mut std::fs::File,
     start: u64,
     len: u64,
 ) -> std::io::Result<()> {
+    use std::io::{Read, Seek, Write};
     let mut buf = vec![0u8; 64 * 1024];
-    from.seek(std::io::SeekFrom::Start(start)).await?;
+    from.seek(std::io::SeekFrom::Start(start))?;
     let mut left = len;
     while left > 0 {
         let want = left.min(buf.len() as u64) as usize;
-        from.read_exact(&mut buf[..want]).await?;
-        to.write_all(&buf[..want]).await?;
+        from.read_exact(&mut buf[..want])?;
+        to.write_all(&buf[..want])?;
         left -= want as u64;
     }
     Ok(())

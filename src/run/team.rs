@@ -102,7 +102,7 @@ impl Team {
         let mut bytes = serde_json::to_vec_pretty(snapshot)
             .map_err(|e| Error::Environment(format!("cannot encode team.json: {e}")))?;
         bytes.push(b'\n');
-        crate::fsutil::write_atomic(&self.dir.join("team.json"), &bytes)
+        crate::fsutil::write_atomic_fast(&self.dir.join("team.json"), &bytes)
     }
 }
 

@@ -20,9 +20,9 @@ use crate::report::{self, Evidence, ItemStatus, ProcessEnd, Verdict};
 
 /// Most bytes of stdout read back for parsing: logs up to this size are read whole; larger
 /// ones contribute their first [`HEAD_READ`] and last [`TAIL_READ`] bytes.
-const FULL_READ: u64 = 8 * 1024 * 1024;
-const HEAD_READ: u64 = 1024 * 1024;
-const TAIL_READ: u64 = 4 * 1024 * 1024;
+const FULL_READ: u64 = 4 * 1024 * 1024;
+const HEAD_READ: u64 = 256 * 1024;
+const TAIL_READ: u64 = 2 * 1024 * 1024;
 /// Most bytes of `working-context.md` carried into a retry prompt.
 const WORKING_CONTEXT_MAX: u64 = 64 * 1024;
 
@@ -122,7 +122,10 @@ fn read_capped(path: &Path, max: u64) -> Option<String> {
     if len <= max {
         let mut buf = Vec::new();
         f.read_to_end(&mut buf).ok()?;
-        return Some(String::from_utf8_lossy(&buf).into_owned());
+        return Some(
+            String::from_utf8(buf)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        );
     }
     let mut head = vec![0u8; HEAD_READ.min(max) as usize];
     f.read_exact(&mut head).ok()?;
@@ -134,6 +137,27 @@ fn read_capped(path: &Path, max: u64) -> Option<String> {
     text.push('\n');
     text.push_str(&String::from_utf8_lossy(&tail));
     Some(text)
+}
+
+/// The report file's text: `Ok(None)` when there is none, `Err` when it is too large or not
+/// UTF-8 (then it is invalid, whatever the final text says).
+fn read_report_file(path: &Path) -> Result<Option<String>, String> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(None);
+    };
+    if meta.len() > report::MAX_REPORT_BYTES {
+        return Err(format!(
+            "the report file is {} bytes, over the {} byte limit; keep large results in files and name them in the report",
+            meta.len(),
+            report::MAX_REPORT_BYTES
+        ));
+    }
+    match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| "the report file is not UTF-8".to_string()),
+        Err(_) => Ok(None),
+    }
 }
 
 fn last_line_of(path: &Path) -> Option<String> {
@@ -179,7 +203,11 @@ pub async fn run_item(
 ) {
     let dir = spec.teammate_dir(&item.teammate);
     let started_at = now_rfc3339();
-    let prompt_hash = prompt_hash(&spec, &item);
+    // The first attempt's prompt, rendered once: hashed (to notice a changed item on resume)
+    // and used.
+    let first_prompt = render_prompt(&spec, &item, None);
+    let prompt_hash = stable_hash(first_prompt.as_deref().unwrap_or_default());
+    let mut first_prompt = Some(first_prompt);
     let mut retry_ctx: Option<RetryContext> = None;
     let mut attempt = first_attempt;
     let mut made = 0u32;
@@ -189,7 +217,12 @@ pub async fn run_item(
             &item,
             &dir,
             attempt,
-            retry_ctx.take(),
+            match retry_ctx.take() {
+                Some(retry) => render_prompt(&spec, &item, Some(retry)),
+                None => first_prompt
+                    .take()
+                    .unwrap_or_else(|| render_prompt(&spec, &item, None)),
+            },
             &tx,
             cancel.clone(),
         )
@@ -285,7 +318,7 @@ async fn attempt_once(
     item: &WorkItem,
     dir: &Path,
     attempt: u32,
-    retry: Option<RetryContext>,
+    prompt: Result<String, String>,
     tx: &mpsc::UnboundedSender<UnitMsg>,
     cancel: watch::Receiver<Cancel>,
 ) -> AttemptResult {
@@ -305,7 +338,7 @@ async fn attempt_once(
         );
         let _ = std::fs::remove_file(&report_path);
     }
-    let prompt = match render_prompt(spec, item, retry) {
+    let prompt = match prompt {
         Ok(p) => p,
         Err(e) => return failed_before_start(format!("cannot render the prompt: {e}"), stdout_log),
     };
@@ -433,12 +466,10 @@ async fn attempt_once(
     };
     let stdout = read_capped(&stdout_log, FULL_READ).unwrap_or_default();
     let agent = agent::output::parse(&spec.runner, &stdout);
-    let report_text = std::fs::read_to_string(&report_path).ok();
-    let found = report::find(
-        report_text.as_deref(),
-        agent.final_text.as_deref(),
-        &item.id,
-    );
+    let found = match read_report_file(&report_path) {
+        Err(problem) => Err(problem),
+        Ok(text) => report::find(text.as_deref(), agent.final_text.as_deref(), &item.id),
+    };
     let schema_errors = match (&found, &spec.schema) {
         (Ok((r, _)), Some((_, validator))) if r.status == "completed" => {
             let errs: Vec<String> = validator

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Benchmarks of the runner against xargs -P and GNU parallel (issue: benchmarks).
+#
+#   scripts/bench.sh            full run; writes BENCHMARKS.md (needs a release build)
+#   scripts/bench.sh --smoke    tiny sizes, no targets, prints results only (used by the tests)
+#
+# Environment: RUNNER_BIN (default target/release/runner), BENCH_DIR (default a temp dir).
+# Measures, on this machine, in one run:
+#   1. overhead: N rows with a trivial agent (writes a report) at -j 8, vs xargs -P 8 and
+#      GNU parallel --joblog over the same items and the same agent;
+#   2. makespan: 64 rows of a 0.5 s sleep at -j 8 (ideal 4.0 s);
+#   3. memory: peak RSS of --dry-run and of a full run over a 100,000-row CSV, and of a run
+#      whose agent writes 1 GiB to stdout;
+#   4. start-up: `runner --version` and `runner list` on an empty store.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+SMOKE=0
+[ "${1:-}" = "--smoke" ] && SMOKE=1
+
+if [ $SMOKE = 1 ]; then
+    N_OVERHEAD=40; N_MAKESPAN=8; SLEEP=0.1; N_MEMORY=300; FLOOD_MB=8; RUNS=1
+else
+    N_OVERHEAD=2000; N_MAKESPAN=64; SLEEP=0.5; N_MEMORY=100000; FLOOD_MB=1024; RUNS=5
+fi
+
+need() {
+    local missing=()
+    for p in "$@"; do command -v "$p" >/dev/null 2>&1 || missing+=("$p"); done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ $SMOKE = 1 ]; then return 1; fi
+    echo "installing ${missing[*]} from Debian's packages" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+HAVE_TOOLS=1
+need hyperfine parallel || HAVE_TOOLS=0
+[ -x /usr/bin/time ] || { [ $SMOKE = 1 ] || need time; }
+
+RUNNER=${RUNNER_BIN:-$ROOT/target/release/runner}
+if [ ! -x "$RUNNER" ]; then
+    echo "building the release binary" >&2
+    cargo build --release --locked >&2
+fi
+RUNNER=$(realpath "$RUNNER")
+WORK=${BENCH_DIR:-$(mktemp -d)}
+mkdir -p "$WORK"
+cd "$WORK"
+
+# The trivial agent: reads its prompt, writes a report (no interpreter start-up to measure).
+cat > agent.sh <<'AGENT'
+#!/bin/sh
+cat > /dev/null
+printf '{"status":"completed","summary":"ok"}' > "${RUNNER_REPORT:-/dev/null}"
+AGENT
+chmod +x agent.sh
+printf 'Item {id}.\n' > instr.md
+rows() { { echo id; seq 1 "$1"; } > "$2"; }
+
+# Median / min / max of hyperfine's JSON export, seconds.
+stats() { python3 - "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+print(f'{r["median"]:.3f} {r["min"]:.3f} {r["max"]:.3f}')
+PY
+}
+# Wall time of one run of a command, seconds (no hyperfine in smoke mode).
+once() { local s e; s=$(date +%s%N); "$@" >/dev/null 2>&1 || true; e=$(date +%s%N); calc "($e-$s)/1000000000" 3; }
+# Arithmetic without bc: calc EXPR DECIMALS.
+calc() { awk "BEGIN { printf \"%.${2}f\", $1 }"; }
+# Peak RSS of one run of a command, MiB.
+rss() { /usr/bin/time -v "$@" 2>&1 >/dev/null | awk -F: '/Maximum resident set size/ {printf "%.1f", $2/1024}'; }
+
+results=()
+note() { results+=("$1"); echo "$1"; }
+
+# 1. Overhead --------------------------------------------------------------------------
+rows "$N_OVERHEAD" over.csv
+tail -n +2 over.csv > over.txt
+run_runner="rm -rf out.csv out.runner && $RUNNER batch --input over.csv --instruction instr.md --id-column id --output out.csv --jobs 8 --format plain -- ./agent.sh > /dev/null"
+run_xargs="xargs -P 8 -I{} sh -c 'echo Item {} | ./agent.sh' < over.txt"
+run_parallel="rm -f joblog && parallel --will-cite -j 8 --joblog joblog 'echo Item {} | ./agent.sh' < over.txt"
+if [ $HAVE_TOOLS = 1 ]; then
+    hyperfine -N --style none --runs "$RUNS" --warmup 1 --export-json h-runner.json "bash -c \"$run_runner\"" >/dev/null
+    hyperfine -N --style none --runs "$RUNS" --warmup 1 --export-json h-xargs.json "bash -c \"$run_xargs\"" >/dev/null
+    hyperfine -N --style none --runs "$RUNS" --warmup 1 --export-json h-parallel.json "bash -c \"$run_parallel\"" >/dev/null
+    read -r r_med r_min r_max < <(stats h-runner.json)
+    read -r x_med x_min x_max < <(stats h-xargs.json)
+    read -r p_med p_min p_max < <(stats h-parallel.json)
+else
+    r_med=$(once bash -c "$run_runner"); r_min=$r_med; r_max=$r_med
+    x_med=$(once bash -c "$run_xargs"); x_min=$x_med; x_max=$x_med
+    p_med=$x_med; p_min=$x_med; p_max=$x_med
+fi
+test "$(grep -c ',completed,' out.csv)" = "$N_OVERHEAD" || { echo "overhead run did not complete every row" >&2; exit 1; }
+ratio_x=$(calc "$r_med / $x_med" 2)
+ratio_p=$(calc "$p_med / $r_med" 2)
+note "overhead $N_OVERHEAD rows -j8: runner ${r_med}s (${r_min}-${r_max}), xargs ${x_med}s (${x_min}-${x_max}), parallel ${p_med}s (${p_min}-${p_max}); runner/xargs ${ratio_x}x, parallel/runner ${ratio_p}x"
+
+# 2. Makespan --------------------------------------------------------------------------
+rows "$N_MAKESPAN" span.csv
+cat > sleeper.sh <<SLEEPER
+#!/bin/sh
+cat > /dev/null
+sleep $SLEEP
+printf '{"status":"completed","summary":"ok"}' > "\$RUNNER_REPORT"
+SLEEPER
+chmod +x sleeper.sh
+run_span="rm -rf span-out.csv span-out.runner && $RUNNER batch --input span.csv --instruction instr.md --output span-out.csv --jobs 8 --format plain -- ./sleeper.sh > /dev/null"
+if [ $HAVE_TOOLS = 1 ]; then
+    hyperfine -N --style none --runs 3 --export-json h-span.json "bash -c \"$run_span\"" >/dev/null
+    read -r s_med s_min s_max < <(stats h-span.json)
+else
+    s_med=$(once bash -c "$run_span"); s_min=$s_med; s_max=$s_med
+fi
+test "$(grep -c ',completed,' span-out.csv)" = "$N_MAKESPAN" || { echo "makespan run did not complete every row" >&2; exit 1; }
+ideal=$(calc "$N_MAKESPAN / 8 * $SLEEP" 2)
+note "makespan $N_MAKESPAN x ${SLEEP}s sleep -j8: ${s_med}s (${s_min}-${s_max}); ideal ${ideal}s"
+
+# 3. Memory ----------------------------------------------------------------------------
+rows "$N_MEMORY" big.csv
+m_dry=$(rss "$RUNNER" batch --input big.csv --instruction instr.md --id-column id --output big-out.csv --dry-run -- ./agent.sh)
+rm -rf big-out.csv big-out.runner
+m_full=$(rss "$RUNNER" batch --input big.csv --instruction instr.md --id-column id --output big-out.csv --jobs 8 --format plain -- ./agent.sh)
+test "$(grep -c ',completed,' big-out.csv)" = "$N_MEMORY" || { echo "memory run did not complete every row" >&2; exit 1; }
+printf 'id\n1\n' > one.csv
+cat > flood.sh <<FLOOD
+#!/bin/sh
+cat > /dev/null
+head -c $((FLOOD_MB * 1024 * 1024)) /dev/zero
+printf '{"status":"completed","summary":"flooded"}' > "\$RUNNER_REPORT"
+FLOOD
+chmod +x flood.sh
+rm -rf flood-out.csv flood-out.runner
+m_flood=$(rss "$RUNNER" batch --input one.csv --instruction instr.md --output flood-out.csv --format plain -- ./flood.sh)
+grep -q ',completed,' flood-out.csv || { echo "flood run did not complete" >&2; exit 1; }
+note "memory: --dry-run over $N_MEMORY rows ${m_dry} MiB; full run over $N_MEMORY rows ${m_full} MiB; agent writing ${FLOOD_MB} MiB to stdout ${m_flood} MiB"
+
+# 4. Start-up --------------------------------------------------------------------------
+mkdir -p empty-store
+if [ $HAVE_TOOLS = 1 ]; then
+    hyperfine -N --style none --runs 30 --warmup 3 --export-json h-version.json "$RUNNER --version" >/dev/null
+    hyperfine -N --style none --runs 30 --warmup 3 --export-json h-list.json "$RUNNER list --store empty-store" >/dev/null
+    read -r v_med v_min v_max < <(stats h-version.json)
+    read -r l_med l_min l_max < <(stats h-list.json)
+else
+    v_med=$(once "$RUNNER" --version); v_min=$v_med; v_max=$v_med
+    l_med=$(once "$RUNNER" list --store empty-store); l_min=$l_med; l_max=$l_med
+fi
+note "start-up: --version ${v_med}s (${v_min}-${v_max}); list on an empty store ${l_med}s (${l_min}-${l_max})"
+
+[ $SMOKE = 1 ] && { echo "smoke run ok"; exit 0; }
+
+# BENCHMARKS.md ----------------------------------------------------------------------------
+verdict() { if awk "BEGIN { exit !($1) }"; then echo met; else echo MISSED; fi; }
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
+cat > "$ROOT/BENCHMARKS.md" <<MD
+# Benchmarks
+
+Measured by \`scripts/bench.sh\` on $(date -u +%Y-%m-%d) — $(nproc) cores ($cpu),
+$(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -sr), runner $("$RUNNER" --version | cut -d' ' -f2),
+hyperfine $(hyperfine --version | cut -d' ' -f2), GNU parallel $(parallel --version | head -1 | awk '{print $3}').
+Times are medians of $RUNS runs (min–max); memory is peak RSS from \`/usr/bin/time -v\`.
+The runner's numbers include everything it writes: per-item prompt, logs and report,
+the journal, team.json, and the output CSV.
+
+## Targets
+
+| what | measured | target | |
+|---|---|---|---|
+| overhead: $N_OVERHEAD rows, trivial agent, -j 8 | runner ${r_med}s (${r_min}–${r_max}); xargs -P 8 ${x_med}s (${x_min}–${x_max}); GNU parallel --joblog ${p_med}s (${p_min}–${p_max}) | runner ≤ 1.5× xargs: **${ratio_x}×**; ≥ 3× faster than parallel: **${ratio_p}×** | $(verdict "$ratio_x <= 1.5") / $(verdict "$ratio_p >= 3") |
+| makespan: $N_MAKESPAN × ${SLEEP} s sleep, -j 8 | ${s_med}s (${s_min}–${s_max}) | ≤ 4.3 s (ideal ${ideal} s) | $(verdict "$s_med <= 4.3") |
+| memory: --dry-run, $N_MEMORY rows | ${m_dry} MiB | ≤ 64 MiB | $(verdict "$m_dry <= 64") |
+| memory: full run, $N_MEMORY rows, trivial agent | ${m_full} MiB | ≤ 64 MiB | $(verdict "$m_full <= 64") |
+| memory: agent writing ${FLOOD_MB} MiB to stdout | ${m_flood} MiB | ≤ 32 MiB | $(verdict "$m_flood <= 32") |
+| start-up: \`runner --version\` | ${v_med}s (${v_min}–${v_max}) | — | |
+| start-up: \`runner list\` on an empty store | ${l_med}s (${l_min}–${l_max}) | — | |
+
+## Commands
+
+- runner: \`$run_runner\`
+- xargs: \`$run_xargs\`
+- GNU parallel: \`$run_parallel\`
+- makespan: \`$run_span\` (sleeper.sh: sleep $SLEEP, then write the report) over $N_MAKESPAN rows
+- memory: \`/usr/bin/time -v runner batch ... --dry-run\` and a full run over a $N_MEMORY-row CSV;
+  an agent running \`head -c ${FLOOD_MB}MiB /dev/zero\`
+
+The agent is \`agent.sh\`: \`cat > /dev/null\`, then one \`printf\` of the report to
+\`\$RUNNER_REPORT\` (xargs and parallel run the same script, where the report goes to
+/dev/null). CI does not run this script; \`tests/bench_smoke.rs\` runs it with \`--smoke\`
+(tiny sizes, no targets) so it cannot rot.
+MD
+echo "wrote $ROOT/BENCHMARKS.md"

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::cli::MergeArgs;
 use crate::error::{Error, Result};
+use crate::sink::output_csv;
 use crate::sink::shard_meta::ShardMeta;
 
 struct ShardFile {
@@ -23,36 +24,10 @@ fn load(path: &Path) -> Result<ShardFile> {
     let meta = ShardMeta::read(path)?;
     let bytes = std::fs::read(path)
         .map_err(|e| Error::Input(format!("{}: cannot read: {e}", path.display())))?;
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .flexible(true)
-        .from_reader(bytes.as_slice());
-    let mut record = csv::ByteRecord::new();
-    let mut starts = Vec::new();
-    loop {
-        match rdr.read_byte_record(&mut record) {
-            Ok(false) => break,
-            Ok(true) => {}
-            Err(e) => {
-                return Err(Error::input_at(
-                    path,
-                    e.position().map(|p| p.line()),
-                    format!("not a CSV output: {e}"),
-                ));
-            }
-        }
-        let mut start = record.position().map_or(0, |p| p.byte() as usize);
-        if bytes.get(start) == Some(&b'\n') {
-            start += 1;
-        }
-        starts.push(start);
-    }
-    let header_end = starts.first().copied().unwrap_or(bytes.len());
-    let records: Vec<(usize, usize)> = starts
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (*s, starts.get(i + 1).copied().unwrap_or(bytes.len())))
-        .collect();
+    let raw = output_csv::raw_records(&bytes)
+        .map_err(|(line, e)| Error::input_at(path, line, format!("not a CSV output: {e}")))?;
+    let header_end = raw.header_end;
+    let records: Vec<(usize, usize)> = raw.records.iter().map(|(_, s, e)| (*s, *e)).collect();
     if records.len() != meta.rows.len() {
         return Err(Error::Input(format!(
             "{}: holds {} rows but its sidecar lists {}; was it edited after the run?",

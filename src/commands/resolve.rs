@@ -114,22 +114,20 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     let mut rest_doc = TodoDocument::parse(&rest);
     rest_doc.set_last_updated(&today());
 
+    let run = TodoRun {
+        store: &store,
+        batch: &batch_path,
+        include_ideas: true,
+        keep_team: args.keep_team,
+        run: &args.run,
+        command: &args.command,
+    };
     if args.run.dry_run {
         println!(
             "Dry run: these items would move to {} (nothing is written).",
             batch_path.display()
         );
-        return todo_run::run_batch(
-            TodoRun {
-                store: &store,
-                batch: &batch_path,
-                include_ideas: true,
-                keep_team: args.keep_team,
-                run: &args.run,
-                command: &args.command,
-            },
-            batch_doc,
-        );
+        return todo_run::run_batch(run, batch_doc);
     }
     store.ensure()?;
     write_new(&batch_path, &batch_text)?;
@@ -140,17 +138,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         selected.len(),
         batch_path.display()
     );
-    todo_run::run_batch(
-        TodoRun {
-            store: &store,
-            batch: &batch_path,
-            include_ideas: true,
-            keep_team: args.keep_team,
-            run: &args.run,
-            command: &args.command,
-        },
-        batch_doc,
-    )
+    todo_run::run_batch(run, batch_doc)
 }
 
 fn write_new(path: &std::path::Path, text: &str) -> Result<()> {

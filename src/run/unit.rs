@@ -516,7 +516,7 @@ async fn attempt_once(
         verify_result = run_verify(spec, item, verify, &cwd, &attempt_dir, &env, cancel).await;
         evidence.verify = Some(&verify_result);
         verdict = report::judge(&evidence);
-        if matches!(&verify_result, Err(e) if e == VERIFY_CANCELLED) {
+        if matches!(&verify_result, Err(e) if e == HELPER_CANCELLED) {
             verdict = Verdict {
                 status: ItemStatus::Cancelled,
                 reason: "interrupted during verify".into(),
@@ -553,11 +553,66 @@ async fn attempt_once(
     }
 }
 
-/// The verify error that means the run was interrupted while verifying.
-const VERIFY_CANCELLED: &str = "interrupted";
+/// The helper-command error that means the run was interrupted while it ran.
+const HELPER_CANCELLED: &str = "interrupted";
+
+/// Run a helper command of an attempt (verify, worktree set-up) to its end: argv, no
+/// shell, in `cwd`, with the attempt's environment, its output in `attempt-N/<name>.log` and
+/// `<name>.stderr.log`, under the attempt's time limit.
+///
+/// Errors: a one-line reason naming the command (its exit code and last output line, a
+/// timeout, a signal); [`HELPER_CANCELLED`] when the run was interrupted.
+async fn run_helper(
+    spec: &RunSpec,
+    name: &str,
+    argv: &[String],
+    cwd: &Path,
+    attempt_dir: &Path,
+    env: &[(String, String)],
+    cancel: watch::Receiver<Cancel>,
+) -> Result<(), String> {
+    let Some((program, args)) = argv.split_first() else {
+        return Ok(());
+    };
+    let log = attempt_dir.join(format!("{name}.log"));
+    let err_log = attempt_dir.join(format!("{name}.stderr.log"));
+    let spawn = Spawn {
+        program: program.clone(),
+        args: args.to_vec(),
+        cwd: cwd.to_owned(),
+        env_unset: Vec::new(),
+        env_set: env.to_vec(),
+        stdin: None,
+        stdout_log: log.clone(),
+        stderr_log: err_log.clone(),
+        log_cap: spec.log_cap,
+        timeout: spec.timeout,
+        grace: spec.grace,
+        pipe_wait: spec.pipe_wait,
+        activity: None,
+    };
+    let shown = argv.join(" ");
+    match process::run(&spawn, cancel, |_| {}).await.end {
+        ProcessEnd::Exited(0) => Ok(()),
+        ProcessEnd::Cancelled => Err(HELPER_CANCELLED.into()),
+        ProcessEnd::Exited(code) => {
+            let tail = last_line_of(&err_log)
+                .or_else(|| last_line_of(&log))
+                .map(|l| format!(": {l}"))
+                .unwrap_or_default();
+            Err(format!(
+                "`{shown}` exited with code {code}{tail} (log: {})",
+                log.display()
+            ))
+        }
+        ProcessEnd::TimedOut { limit_s } => Err(format!("`{shown}` timed out after {limit_s}s")),
+        ProcessEnd::Signalled(s) => Err(format!("`{shown}` was killed by signal {s}")),
+        ProcessEnd::NotStarted(why) => Err(why),
+    }
+}
 
 /// Run the verify command (argv, `{column}` placeholders filled from the item's values) in
-/// the children's working directory with the attempt's environment.
+/// the teammate's working directory (its worktree, when isolated).
 async fn run_verify(
     spec: &RunSpec,
     item: &WorkItem,
@@ -575,52 +630,10 @@ async fn run_verify(
             .map_err(|e| e.to_string())?;
         rendered.push(t.render(&headers, &values));
     }
-    let Some((program, args)) = rendered.split_first() else {
-        return Ok(());
-    };
-    let log = attempt_dir.join("verify.log");
-    let spawn = Spawn {
-        program: program.clone(),
-        args: args.to_vec(),
-        cwd: cwd.to_owned(),
-        env_unset: Vec::new(),
-        env_set: env.to_vec(),
-        stdin: None,
-        stdout_log: log.clone(),
-        stderr_log: attempt_dir.join("verify.stderr.log"),
-        log_cap: spec.log_cap,
-        timeout: spec.timeout,
-        grace: spec.grace,
-        pipe_wait: spec.pipe_wait,
-        activity: None,
-    };
-    let exit = process::run(&spawn, cancel, |_| {}).await;
-    match exit.end {
-        ProcessEnd::Exited(0) => Ok(()),
-        ProcessEnd::Cancelled => Err(VERIFY_CANCELLED.into()),
-        ProcessEnd::Exited(code) => {
-            let tail = last_line_of(&attempt_dir.join("verify.stderr.log"))
-                .or_else(|| last_line_of(&log))
-                .map(|l| format!(": {l}"))
-                .unwrap_or_default();
-            Err(format!(
-                "`{}` exited with code {code}{tail}",
-                rendered.join(" ")
-            ))
-        }
-        ProcessEnd::TimedOut { limit_s } => Err(format!(
-            "`{}` timed out after {limit_s}s",
-            rendered.join(" ")
-        )),
-        ProcessEnd::Signalled(s) => {
-            Err(format!("`{}` was killed by signal {s}", rendered.join(" ")))
-        }
-        ProcessEnd::NotStarted(why) => Err(why),
-    }
+    run_helper(spec, "verify", &rendered, cwd, attempt_dir, env, cancel).await
 }
 
-/// Run the worktree set-up command once, in the worktree, before the agent. Its output goes
-/// to `attempt-N/setup.log`.
+/// Run the worktree set-up command once, in the worktree, before the agent.
 async fn run_setup(
     spec: &RunSpec,
     argv: &[String],
@@ -629,36 +642,7 @@ async fn run_setup(
     env: &[(String, String)],
     cancel: watch::Receiver<Cancel>,
 ) -> Result<(), String> {
-    let Some((program, args)) = argv.split_first() else {
-        return Ok(());
-    };
-    let log = attempt_dir.join("setup.log");
-    let spawn = Spawn {
-        program: program.clone(),
-        args: args.to_vec(),
-        cwd: worktree.to_owned(),
-        env_unset: Vec::new(),
-        env_set: env.to_vec(),
-        stdin: None,
-        stdout_log: log.clone(),
-        stderr_log: attempt_dir.join("setup.stderr.log"),
-        log_cap: spec.log_cap,
-        timeout: spec.timeout,
-        grace: spec.grace,
-        pipe_wait: spec.pipe_wait,
-        activity: None,
-    };
-    let exit = process::run(&spawn, cancel, |_| {}).await;
-    match exit.end {
-        ProcessEnd::Exited(0) => Ok(()),
-        ProcessEnd::Exited(code) => Err(format!(
-            "worktree setup `{}` exited with code {code} (log: {})",
-            argv.join(" "),
-            log.display()
-        )),
-        other => Err(format!(
-            "worktree setup `{}` did not finish: {other:?}",
-            argv.join(" ")
-        )),
-    }
+    run_helper(spec, "setup", argv, worktree, attempt_dir, env, cancel)
+        .await
+        .map_err(|e| format!("worktree setup {e}"))
 }

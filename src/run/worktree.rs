@@ -19,14 +19,7 @@ pub struct GitOut {
     pub stderr: String,
 }
 
-/// Run `git ARGS` in `dir` (blocking; for set-up and after-run steps).
-pub fn git_sync(dir: &Path, args: &[&str], env: &[(String, String)]) -> GitOut {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
-        .output();
+fn to_git_out(out: std::io::Result<std::process::Output>) -> GitOut {
     match out {
         Ok(o) => GitOut {
             ok: o.status.success(),
@@ -41,27 +34,29 @@ pub fn git_sync(dir: &Path, args: &[&str], env: &[(String, String)]) -> GitOut {
     }
 }
 
+/// Run `git ARGS` in `dir` (blocking; for set-up and after-run steps).
+pub fn git_sync(dir: &Path, args: &[&str], env: &[(String, String)]) -> GitOut {
+    to_git_out(
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .output(),
+    )
+}
+
 async fn git(dir: &Path, args: &[&str], env: &[(String, String)]) -> GitOut {
-    let out = tokio::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output()
-        .await;
-    match out {
-        Ok(o) => GitOut {
-            ok: o.status.success(),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        },
-        Err(e) => GitOut {
-            ok: false,
-            stdout: String::new(),
-            stderr: format!("cannot run git: {e}"),
-        },
-    }
+    to_git_out(
+        tokio::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output()
+            .await,
+    )
 }
 
 fn first_line(s: &str) -> String {

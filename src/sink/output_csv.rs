@@ -177,6 +177,68 @@ pub fn row(
     out
 }
 
+/// An output file split into exact byte ranges, so rows can be copied byte-for-byte
+/// (`--only` replays, `runner merge`).
+#[derive(Debug)]
+pub struct RawRecords {
+    /// The header's fields.
+    pub header: Vec<String>,
+    /// Where the header line ends (the first record's start).
+    pub header_end: usize,
+    /// Each record's fields and its `(start, end)` byte range, line ending included.
+    pub records: Vec<(csv::StringRecord, usize, usize)>,
+}
+
+/// Split `bytes` (a whole output CSV) into its header and records with their byte ranges.
+/// (The `csv` crate places a CRLF record at the `\n` of the previous terminator; that is
+/// corrected.)
+///
+/// Errors: the text is not CSV, with the 1-based line where it breaks.
+pub fn raw_records(bytes: &[u8]) -> std::result::Result<RawRecords, (Option<u64>, String)> {
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .from_reader(bytes);
+    let header: Vec<String> = rdr
+        .headers()
+        .map_err(|e| (Some(1), e.to_string()))?
+        .iter()
+        .map(str::to_owned)
+        .collect();
+    let mut found: Vec<(csv::StringRecord, usize)> = Vec::new();
+    let mut record = csv::StringRecord::new();
+    loop {
+        match rdr.read_record(&mut record) {
+            Ok(false) => break,
+            Ok(true) => {}
+            Err(e) => return Err((e.position().map(|p| p.line()), e.to_string())),
+        }
+        let mut start = record.position().map_or(0, |p| p.byte() as usize);
+        if bytes.get(start) == Some(&b'\n') {
+            start += 1;
+        }
+        found.push((record.clone(), start));
+    }
+    let header_end = found.first().map_or(bytes.len(), |f| f.1);
+    let starts: Vec<usize> = found.iter().map(|f| f.1).collect();
+    let records = found
+        .into_iter()
+        .enumerate()
+        .map(|(i, (rec, start))| {
+            (
+                rec,
+                start,
+                starts.get(i + 1).copied().unwrap_or(bytes.len()),
+            )
+        })
+        .collect();
+    Ok(RawRecords {
+        header,
+        header_end,
+        records,
+    })
+}
+
 /// A row writer handed to [`write`]'s `fill`: takes a record's fields.
 pub type Emit<'a> = dyn FnMut(Vec<String>) -> std::io::Result<()> + 'a;
 /// A raw writer handed to [`write`]'s `fill`: takes a whole record's exact bytes (with its

@@ -7,6 +7,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::sink::output_csv;
 
 /// Index of a previous output file: id → (completed?, byte range of its record).
 #[derive(Debug, Clone)]
@@ -33,17 +34,9 @@ impl Previous {
                 path.display()
             ))
         })?;
-        let mut rdr = csv::ReaderBuilder::new()
-            .has_headers(true)
-            .flexible(true)
-            .from_reader(bytes.as_slice());
-        let found: Vec<String> = rdr
-            .headers()
-            .map_err(|e| Error::input_at(path, Some(1), format!("not a CSV output: {e}")))?
-            .iter()
-            .map(str::to_owned)
-            .collect();
-        if found != headers {
+        let raw = output_csv::raw_records(&bytes)
+            .map_err(|(line, e)| Error::input_at(path, line, format!("not a CSV output: {e}")))?;
+        if raw.header != headers {
             return Err(Error::input_at(
                 path,
                 Some(1),
@@ -53,39 +46,14 @@ impl Previous {
         }
         let id_idx = id_column.and_then(|c| headers.iter().position(|h| h == c));
         let status_idx = headers.iter().position(|h| h == status_column);
-        let mut starts: Vec<(String, bool, u64)> = Vec::new();
-        let mut record = csv::StringRecord::new();
-        let mut number = 0u64;
-        loop {
-            match rdr.read_record(&mut record) {
-                Ok(false) => break,
-                Ok(true) => {}
-                Err(e) => {
-                    return Err(Error::input_at(
-                        path,
-                        e.position().map(|p| p.line()),
-                        format!("not a CSV output: {e}"),
-                    ));
-                }
-            }
-            number += 1;
+        let mut rows = HashMap::with_capacity(raw.records.len());
+        for (number, (record, start, end)) in raw.records.iter().enumerate() {
             let id = match id_idx {
                 Some(i) => record.get(i).unwrap_or_default().to_owned(),
-                None => number.to_string(),
+                None => (number + 1).to_string(),
             };
             let completed = status_idx.and_then(|i| record.get(i)) == Some("completed");
-            let mut start = record.position().map_or(0, |p| p.byte());
-            // csv points a CRLF record at the `\n` of the previous terminator.
-            if bytes.get(start as usize) == Some(&b'\n') {
-                start += 1;
-            }
-            starts.push((id, completed, start));
-        }
-        let mut rows = HashMap::with_capacity(starts.len());
-        for i in 0..starts.len() {
-            let end = starts.get(i + 1).map_or(bytes.len() as u64, |s| s.2);
-            let (id, completed, start) = &starts[i];
-            rows.insert(id.clone(), (*completed, *start, end));
+            rows.insert(id, (completed, *start as u64, *end as u64));
         }
         Ok(Previous {
             path: path.to_owned(),

@@ -7,31 +7,12 @@ const FAKE: &str = "fake_agent.py";
 /// A sandbox with `in.csv` (columns id, mode) and `instr.md` using both.
 fn batch(rows: &[(&str, &str)]) -> Sandbox {
     let sb = Sandbox::new();
-    let mut csv = String::from("id,mode\n");
-    for (id, mode) in rows {
-        csv.push_str(&format!("{id},{mode}\n"));
-    }
-    sb.write("in.csv", csv);
-    sb.write("instr.md", "Handle item {id}. MODE={mode}\n");
+    sb.write_rows(rows);
     sb
 }
 
 fn run_batch(sb: &Sandbox, extra: &[&str]) -> crate::harness::Run {
-    let fake = agent(FAKE);
-    let mut args = vec![
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "id",
-        "--format",
-        "plain",
-    ];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", "python3", &fake]);
-    sb.run(&args)
+    sb.fake_batch(extra)
 }
 
 #[test]
@@ -58,7 +39,7 @@ fn success_writes_output_row_workspace_and_exit_0() {
     assert_eq!(team["counts"]["completed"], 2);
     assert!(ws.join("journal.jsonl").is_file());
     let prompt = sb.read("workers-output.runner/teammates/1-a/prompt.md");
-    assert!(prompt.contains("Handle item a. MODE=success"), "{prompt}");
+    assert!(prompt.contains("Handle a. MODE=success"), "{prompt}");
     assert!(prompt.contains(&ws.join("teammates/1-a/report.json").display().to_string()));
     // The workspace is private: logs can hold secrets.
     use std::os::unix::fs::PermissionsExt;

@@ -8,30 +8,11 @@ use crate::harness::{Sandbox, agent, by_id, csv_rows};
 const TIMING: &[&str] = &["duration_s", "started_at", "finished_at", "log"];
 
 fn setup(sb: &Sandbox, rows: &[(&str, &str)]) {
-    let mut csv = String::from("id,mode\n");
-    for (id, mode) in rows {
-        csv.push_str(&format!("{id},{mode}\n"));
-    }
-    sb.write("in.csv", csv);
-    sb.write("instr.md", "Do {id}. MODE={mode}\n");
+    sb.write_rows(rows);
 }
 
 fn batch(sb: &Sandbox, extra: &[&str]) -> crate::harness::Run {
-    let f = agent("fake_agent.py");
-    let mut args = vec![
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "id",
-        "--format",
-        "plain",
-    ];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", "python3", &f]);
-    sb.run(&args)
+    sb.fake_batch(extra)
 }
 
 fn raw_line<'a>(text: &'a str, id: &str) -> &'a str {

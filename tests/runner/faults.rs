@@ -43,27 +43,8 @@ fn wait_exit(child: &mut Child, secs: u64) -> i32 {
 
 /// Start `runner batch` on rows (id, mode) in the background.
 fn start(sb: &Sandbox, rows: &[(&str, &str)], extra: &[&str]) -> Child {
-    let mut csv = String::from("id,mode\n");
-    for (id, mode) in rows {
-        csv.push_str(&format!("{id},{mode}\n"));
-    }
-    sb.write("in.csv", csv);
-    sb.write("instr.md", "Do {id}. MODE={mode}\n");
-    let f = agent("fake_agent.py");
-    let mut args = vec![
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "id",
-        "--format",
-        "plain",
-    ];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", "python3", &f]);
-    sb.cmd(&args)
+    sb.write_rows(rows);
+    sb.fake_batch_cmd(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

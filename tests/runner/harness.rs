@@ -176,6 +176,53 @@ impl Drop for Sandbox {
     }
 }
 
+/// The instruction of the fake batches: the fake agent acts on `MODE=`.
+pub const FAKE_INSTRUCTION: &str = "Handle {id}. MODE={mode}\n";
+
+impl Sandbox {
+    /// Write `in.csv` (this text) and `instr.md` ([`FAKE_INSTRUCTION`]).
+    pub fn write_csv(&self, csv: &str) {
+        self.write("in.csv", csv);
+        self.write("instr.md", FAKE_INSTRUCTION);
+    }
+
+    /// Write `in.csv` with columns `id,mode` and these rows, and `instr.md`.
+    pub fn write_rows(&self, rows: &[(&str, &str)]) {
+        let mut csv = String::from("id,mode\n");
+        for (id, mode) in rows {
+            csv.push_str(&format!("{id},{mode}\n"));
+        }
+        self.write_csv(&csv);
+    }
+
+    /// `runner batch` over in.csv and instr.md with the fake agent; `extra` goes before `--`.
+    pub fn fake_batch_cmd(&self, extra: &[&str]) -> Command {
+        let fake = agent("fake_agent.py");
+        let mut args = vec![
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--id-column",
+            "id",
+            "--format",
+            "plain",
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "python3", &fake]);
+        self.cmd(&args)
+    }
+
+    /// Run [`Sandbox::fake_batch_cmd`] to completion.
+    pub fn fake_batch(&self, extra: &[&str]) -> Run {
+        self.fake_batch_cmd(extra)
+            .output()
+            .expect("spawn runner")
+            .into()
+    }
+}
+
 /// Parse a CSV file into rows of name → value.
 pub fn csv_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
     let mut rdr =

@@ -7,26 +7,11 @@ use std::time::{Duration, Instant};
 use crate::harness::{Sandbox, agent, by_id};
 
 fn csv_batch(sb: &Sandbox, rows: &str) {
-    sb.write("in.csv", rows);
-    sb.write("instr.md", "Handle {id}. MODE={mode}\n");
+    sb.write_csv(rows);
 }
 
 fn run(sb: &Sandbox, extra: &[&str]) -> crate::harness::Run {
-    let f = agent("fake_agent.py");
-    let mut args = vec![
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "id",
-        "--format",
-        "plain",
-    ];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", "python3", &f]);
-    sb.run(&args)
+    sb.fake_batch(extra)
 }
 
 fn finish_order(sb: &Sandbox) -> Vec<String> {

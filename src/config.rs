@@ -199,6 +199,13 @@ pub fn run_options(
         (None, None) => detect_runner(store)?,
     };
     let runner = definition::load(&runner_name, store, args.runner_file.as_deref())?;
+    if !command.is_empty() && !runner.args.iter().any(|a| a == "{command_args}") {
+        return Err(Error::Input(format!(
+            "the runner `{}` starts its own program; a program after `--` (or BATCH.md `command`) is \
+             only for the exec runner — drop it, or use --runner exec",
+            runner.name
+        )));
+    }
     let jobs = args
         .jobs
         .or(file.jobs)
@@ -347,4 +354,28 @@ pub fn resolve(base: &Path, p: &Path) -> PathBuf {
 /// The absolute form of `p` (relative to the current directory), without touching the disk.
 pub fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_owned())
+}
+
+/// Whether `a` and `b` name the same file (after resolving `.`/`..` and symlinks where the
+/// files exist).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    let norm = |p: &Path| p.canonicalize().unwrap_or_else(|_| absolute(p));
+    norm(a) == norm(b)
+}
+
+/// Check that the folder a flag's file goes into exists, before anything runs.
+///
+/// Errors: exit 2 naming the flag and the folder.
+pub fn check_parent(path: Option<&Path>, flag: &str) -> Result<()> {
+    let Some(p) = path else { return Ok(()) };
+    let parent = absolute(p).parent().map(Path::to_owned).unwrap_or_default();
+    if parent.is_dir() {
+        Ok(())
+    } else {
+        Err(Error::Input(format!(
+            "{flag} {}: the folder {} does not exist",
+            p.display(),
+            parent.display()
+        )))
+    }
 }

@@ -25,6 +25,20 @@ pub struct WorkItem {
     pub checkpoint: Option<PathBuf>,
     /// Ids of the items that must complete before this one starts.
     pub after: Vec<String>,
+    /// A hash of the item's own content (a CSV row's values; a todo item's text and
+    /// checkpoint). A resumed run reruns a completed item only when this changed — not when
+    /// its row moved, the folder moved, or the shared instruction was edited.
+    pub content: String,
+}
+
+/// The [`WorkItem::content`] hash of some parts (FNV-1a over each part and a separator).
+pub fn content_hash<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
+    let mut h = crate::run::outcome::Fnv::default();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update(&[0x1f]);
+    }
+    h.hex()
 }
 
 /// Make a file-name-safe teammate name from a row number and an id: `<row>-<id>` with every

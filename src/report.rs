@@ -315,12 +315,20 @@ pub struct Verdict {
     pub reason: String,
 }
 
-fn one_line(s: &str, max: usize) -> String {
+/// The first non-blank line of `s`, control characters (escape sequences included) turned
+/// into spaces, at most `max` characters (`…` marks a cut). Agent text goes through this before
+/// it reaches a terminal, a CSV cell or a lead agent.
+pub fn one_line(s: &str, max: usize) -> String {
     let line = s
         .lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or("");
+    let line: String = line
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let line = line.as_str();
     let mut out: String = line.chars().take(max).collect();
     if line.chars().count() > max {
         out.push('…');

@@ -124,6 +124,11 @@ fn survey(plan: &mut BatchPlan, schema: Option<&serde_json::Value>) -> Result<St
         if plan.runs(&row.id) {
             selected += 1;
         }
+        if let Only::Ids(wanted) = &plan.only
+            && wanted.contains(&row.id)
+        {
+            ids.insert(row.id.clone());
+        }
         if let Some(c) = dep_col {
             let d = split_deps(row.values.get(c).map_or("", String::as_str));
             if !d.is_empty() {
@@ -133,15 +138,10 @@ fn survey(plan: &mut BatchPlan, schema: Option<&serde_json::Value>) -> Result<St
         }
     }
     if let Only::Ids(wanted) = &plan.only {
-        let unknown: Vec<&String> = wanted
-            .iter()
-            .filter(|id| {
-                !plan.previous.as_ref().is_some_and(|p| p.contains(id)) && !ids.contains(*id)
-            })
-            .collect();
-        if dep_col.is_some() && !unknown.is_empty() {
+        let unknown: Vec<&String> = wanted.iter().filter(|id| !ids.contains(*id)).collect();
+        if !unknown.is_empty() {
             return Err(Error::Input(format!(
-                "--only names ids that are not in {}: {}",
+                "--only names ids that are not in {}: {} (ids are separated by commas)",
                 plan.input.display(),
                 join(&unknown)
             )));
@@ -159,6 +159,7 @@ fn survey(plan: &mut BatchPlan, schema: Option<&serde_json::Value>) -> Result<St
                 body: String::new(),
                 checkpoint: None,
                 after: deps.get(id).cloned().unwrap_or_default(),
+                content: String::new(),
             })
             .collect();
         let mut items = items;
@@ -248,14 +249,16 @@ pub fn run(args: BatchArgs) -> Result<i32> {
         None => "workers-output.csv".to_string(),
     };
     let output = match (&args.output, &spec.output) {
-        // A folder (existing, or written with a trailing `/`) gets the default file name.
-        (Some(p), _) if p.is_dir() || p.as_os_str().to_string_lossy().ends_with('/') => {
-            p.join(&default_name)
-        }
         (Some(p), _) => p.clone(),
         (None, Some(p)) => config::resolve(&base, p),
         (None, None) if args.batch.is_some() => base.join(&default_name),
         (None, None) => input.parent().unwrap_or(Path::new(".")).join(&default_name),
+    };
+    // A folder (existing, or written with a trailing `/`) gets the default file name.
+    let output = if output.is_dir() || output.as_os_str().to_string_lossy().ends_with('/') {
+        output.join(&default_name)
+    } else {
+        output
     };
     let schema = match (&args.output_schema, &spec.output_schema) {
         (Some(p), _) => config::load_schema(None, Some(p))?,
@@ -300,7 +303,41 @@ pub fn run(args: BatchArgs) -> Result<i32> {
             out_dir.display()
         )));
     }
+    // Never write over what the batch reads.
+    let mut sources: Vec<(&str, PathBuf)> = vec![
+        ("input", input.clone()),
+        ("instruction", instruction_path.clone()),
+    ];
+    if let Some(b) = &args.batch {
+        sources.push(("batch definition", b.clone()));
+    }
+    if let Some(p) = &args.output_schema {
+        sources.push(("output schema", p.clone()));
+    }
+    for (what, p) in &sources {
+        if config::same_file(p, &output) {
+            return Err(Error::Input(format!(
+                "{}: the output would overwrite the {what}; choose another --output",
+                output.display()
+            )));
+        }
+    }
+    config::check_parent(args.run.junit.as_deref(), "--junit")?;
     let layout = output_csv::layout(&table.headers, schema.as_ref().map(|s| &s.0), opts.isolate);
+    let mut seen_cols = HashSet::new();
+    if let Some(dup) = layout
+        .headers
+        .iter()
+        .find(|h| !seen_cols.insert(h.as_str()))
+    {
+        return Err(Error::input_at(
+            &input,
+            Some(1),
+            format!(
+                "column `{dup}` collides with one of the runner's output columns, even as runner_<name>; rename it"
+            ),
+        ));
+    }
     let previous = match only {
         Only::All => None,
         _ if !output.exists() && only == Only::Failed => {
@@ -445,6 +482,7 @@ fn to_item(
         .and_then(|d| d.get(&row.id))
         .cloned()
         .unwrap_or_default();
+    let content = crate::item::content_hash(row.values.iter().map(String::as_str));
     WorkItem {
         teammate: teammate_name(row.number, &row.id),
         title: title_of(&body, &row.id),
@@ -453,6 +491,7 @@ fn to_item(
         body,
         checkpoint: None,
         after,
+        content,
         id: row.id,
     }
 }

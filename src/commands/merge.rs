@@ -53,6 +53,18 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
                 .into(),
         ));
     }
+    if let Some(p) = args
+        .inputs
+        .iter()
+        .find(|p| crate::config::same_file(p, &args.output))
+    {
+        return Err(Error::Input(format!(
+            "-o {}: the merged output would overwrite the shard {}; choose another file",
+            args.output.display(),
+            p.display()
+        )));
+    }
+    crate::config::check_parent(Some(&args.output), "-o")?;
     let shards: Vec<ShardFile> = args.inputs.iter().map(|p| load(p)).collect::<Result<_>>()?;
     let first = &shards[0];
     for s in &shards[1..] {
@@ -137,7 +149,7 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
     })?;
     println!(
         "Merged {} shard(s) of {n}: {} row(s) into {}",
-        shards.len(),
+        seen.len(),
         rows.len(),
         args.output.display()
     );

@@ -111,7 +111,34 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     let (rest, _) = doc
         .remove_items(&selected)
         .map_err(|e| Error::input_at(&inbox_path, None, e))?;
-    let mut rest_doc = TodoDocument::parse(&rest);
+    // The items left in the inbox are numbered anew: keep their @after pointing at the same
+    // items (a prerequisite that moved to the batch is dropped, with a warning).
+    let moved: std::collections::HashSet<u32> = doc
+        .items()
+        .iter()
+        .filter(|i| {
+            selected
+                .iter()
+                .any(|s| i.number == *s || is_descendant(&doc, i.number, *s))
+        })
+        .map(|i| i.number)
+        .collect();
+    let remaining: HashMap<u32, u32> = doc
+        .items()
+        .iter()
+        .filter(|i| !moved.contains(&i.number))
+        .enumerate()
+        .map(|(k, i)| (i.number, k as u32 + 1))
+        .collect();
+    for i in doc.items().iter().filter(|i| !moved.contains(&i.number)) {
+        for dep in i.after.iter().filter(|d| moved.contains(d)) {
+            eprintln!(
+                "warning: inbox item {} waited for item {dep}, which moves to the batch; its @after:{dep} is dropped",
+                i.number
+            );
+        }
+    }
+    let mut rest_doc = TodoDocument::parse(&renumber_after(&rest, &remaining));
     rest_doc.set_last_updated(&today());
 
     let run = TodoRun {

@@ -16,7 +16,9 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
 /// The first line a program prints for `args`, or why there is none. No shell; the child is
 /// killed after [`VERSION_TIMEOUT`].
 fn version_of(program: &Path, args: &[String]) -> String {
+    use std::os::unix::process::CommandExt;
     let mut child = match Command::new(program)
+        .process_group(0)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -31,6 +33,11 @@ fn version_of(program: &Path, args: &[String]) -> String {
         match child.try_wait() {
             Ok(Some(_)) => break,
             Ok(None) if started.elapsed() > VERSION_TIMEOUT => {
+                // The whole group: a wrapper script's own children must not outlive it.
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
                 let _ = child.kill();
                 let _ = child.wait();
                 return format!("(no answer in {}s)", VERSION_TIMEOUT.as_secs());

@@ -132,6 +132,11 @@ pub fn plan_items(
             body,
             checkpoint,
             after,
+            content: crate::item::content_hash([
+                i.title.as_str(),
+                i.continuation.as_str(),
+                i.context.as_deref().unwrap_or_default(),
+            ]),
         });
     }
     if let Err(mut p) = plan::check_dependencies(&items) {
@@ -237,7 +242,16 @@ pub fn run_batch(r: TodoRun<'_>, doc: TodoDocument) -> Result<i32> {
     let mut team = Team::open(&team_name, &workspace)?;
     let numbers: Vec<u32> = items.iter().filter_map(|i| i.id.parse().ok()).collect();
     let total = items.len() as u64;
-    let reporter = LiveMarks::new(crate::ui::reporter(format), r.batch.to_owned(), doc);
+    let titles: std::collections::HashMap<String, String> = items
+        .iter()
+        .map(|i| (i.id.clone(), i.title.clone()))
+        .collect();
+    drop(doc);
+    let reporter = LiveMarks::new(
+        crate::ui::reporter(format),
+        r.batch.to_owned(),
+        titles.clone(),
+    );
     let mut reporter: Box<dyn crate::run::events::Reporter> = Box::new(reporter);
     let mut summary = common::execute(
         spec.clone(),
@@ -265,7 +279,15 @@ pub fn run_batch(r: TodoRun<'_>, doc: TodoDocument) -> Result<i32> {
         outcomes.push((*n, team.outcome(&n.to_string())?));
     }
     for (n, o) in &outcomes {
-        todo_marks::apply_outcome(&mut doc, *n, o.as_ref());
+        let title = titles.get(&n.to_string()).cloned().unwrap_or_default();
+        let Some(n) = todo_marks::locate(&doc, *n, &title) else {
+            eprintln!(
+                "warning: item {n} ({title}) is no longer in {}; its result is only in the output table",
+                r.batch.display()
+            );
+            continue;
+        };
+        todo_marks::apply_outcome(&mut doc, n, o.as_ref());
     }
     let all_todo: Vec<u32> = doc
         .items()
@@ -407,7 +429,12 @@ fn clean_checkpoints(store: &Store, doc: &TodoDocument, completed: &[&Outcome]) 
     }
     let keep = todo_marks::referenced_checkpoints(texts.iter().map(String::as_str));
     for o in completed {
-        let Some(item) = o.id.parse().ok().and_then(|n: u32| doc.item(n)) else {
+        let Some(item) =
+            o.id.parse()
+                .ok()
+                .and_then(|n: u32| todo_marks::locate(doc, n, &o.title))
+                .and_then(|n| doc.item(n))
+        else {
             continue;
         };
         let Some(reference) = &item.context else {

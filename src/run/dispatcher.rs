@@ -155,7 +155,7 @@ pub async fn run(
                             continue;
                         }
                         Some(Ok(item)) => {
-                            if resume_completed(&item, team, &spec, &mut st)? {
+                            if resume_completed(&item, team, &mut st)? {
                                 continue;
                             }
                             match readiness(&item, &st.statuses) {
@@ -240,8 +240,16 @@ pub async fn run(
                 }
             },
             Some(joined) = tasks.join_next_with_id() => {
-                let id = match &joined { Ok((id, ())) => *id, Err(e) => e.id() };
-                if let Some(item) = task_items.remove(&id)
+                // A unit that ended normally has sent (or is still sending) its Finished
+                // message; only a panic can lose an item.
+                let crashed = match &joined {
+                    Ok((id, ())) => {
+                        task_items.remove(id);
+                        None
+                    }
+                    Err(e) => task_items.remove(&e.id()),
+                };
+                if let Some(item) = crashed
                     && running.contains_key(&item.id)
                 {
                     // The unit panicked before reporting: record it rather than lose it.
@@ -344,11 +352,11 @@ fn take_ready(
 }
 
 /// An item completed by an earlier run with the same prompt is not run again.
-fn resume_completed(item: &WorkItem, team: &Team, spec: &RunSpec, st: &mut State) -> Result<bool> {
+fn resume_completed(item: &WorkItem, team: &Team, st: &mut State) -> Result<bool> {
     let Some(prev) = team.finished.get(&item.id) else {
         return Ok(false);
     };
-    if prev.status != ItemStatus::Completed || prev.prompt_hash != unit::prompt_hash(spec, item) {
+    if prev.status != ItemStatus::Completed || prev.prompt_hash != item.content {
         return Ok(false);
     }
     st.statuses.insert(item.id.clone(), ItemStatus::Completed);

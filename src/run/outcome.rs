@@ -54,8 +54,8 @@ pub struct Outcome {
     /// Agent session id, when known.
     #[serde(default)]
     pub session_id: Option<String>,
-    /// Hash of the item's first-attempt prompt: a resumed run reruns a completed item
-    /// whose prompt changed.
+    /// The item's content hash ([`crate::item::WorkItem::content`]): a resumed run reruns a
+    /// completed item whose content changed.
     #[serde(default)]
     pub prompt_hash: String,
     /// The teammate's branch, with `--isolate worktree`.

@@ -92,6 +92,7 @@ mod tests {
             body: String::new(),
             checkpoint: None,
             after: after.iter().map(|s| s.to_string()).collect(),
+            content: String::new(),
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::sync::{mpsc, watch};
 
-use super::outcome::{Outcome, stable_hash};
+use super::outcome::Outcome;
 use super::process::{self, Cancel, Spawn};
 use super::{RunSpec, now_rfc3339};
 use crate::agent::definition::AttemptArgs;
@@ -110,11 +110,6 @@ pub fn render_prompt(
     spec.template.render(&ctx)
 }
 
-/// The hash of the first-attempt prompt, used to notice changed items on resume.
-pub fn prompt_hash(spec: &RunSpec, item: &WorkItem) -> String {
-    stable_hash(&render_prompt(spec, item, None).unwrap_or_default())
-}
-
 fn read_capped(path: &Path, max: u64) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(path).ok()?;
@@ -206,7 +201,7 @@ pub async fn run_item(
     // The first attempt's prompt, rendered once: hashed (to notice a changed item on resume)
     // and used.
     let first_prompt = render_prompt(&spec, &item, None);
-    let prompt_hash = stable_hash(first_prompt.as_deref().unwrap_or_default());
+    let prompt_hash = item.content.clone();
     let mut first_prompt = Some(first_prompt);
     let mut retry_ctx: Option<RetryContext> = None;
     let mut attempt = first_attempt;
@@ -278,8 +273,10 @@ pub async fn run_item(
         duration_s: (last.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
         started_at,
         finished_at: now_rfc3339(),
-        error: last.verdict.reason,
-        summary: report.map(|r| r.summary.clone()).unwrap_or_default(),
+        error: report::one_line(&last.verdict.reason, 1000),
+        summary: report
+            .map(|r| report::one_line(&r.summary, 500))
+            .unwrap_or_default(),
         log: last.log.display().to_string(),
         output: report
             .map(|r| r.output.clone())

@@ -4,7 +4,7 @@
 //! note giving the status, the reason and the log for any other outcome. Only the edited
 //! characters and note lines change; the file is replaced atomically.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use crate::report::ItemStatus;
@@ -70,33 +70,66 @@ pub fn normalize(reference: &str) -> String {
     reference.trim().trim_start_matches("./").to_owned()
 }
 
+/// Where item `number` (titled `title` when the run started) is in `doc` now: the same
+/// number if its title still matches, else the first item with that title. A person may have
+/// edited the batch file while the run went on; marks must land on the right line or nowhere.
+pub fn locate(doc: &TodoDocument, number: u32, title: &str) -> Option<u32> {
+    if doc.item(number).is_some_and(|i| i.title == title) {
+        return Some(number);
+    }
+    doc.items()
+        .iter()
+        .find(|i| i.title == title)
+        .map(|i| i.number)
+}
+
 /// A reporter that marks an item `[~]` in the batch file when an attempt starts, then passes
-/// every event on. Write errors are warned about, never fatal: the journal is the truth.
+/// every event on. The file is read afresh each time so edits made during the run are kept.
+/// Write errors are warned about, never fatal: the journal is the truth.
 pub struct LiveMarks {
     inner: Box<dyn Reporter>,
     path: PathBuf,
-    doc: TodoDocument,
+    titles: HashMap<String, String>,
 }
 
 impl LiveMarks {
-    /// Wrap `inner`, editing `doc` (the text of `path`).
-    pub fn new(inner: Box<dyn Reporter>, path: PathBuf, doc: TodoDocument) -> LiveMarks {
-        LiveMarks { inner, path, doc }
+    /// Wrap `inner`, marking in `path` the items whose ids and titles are in `titles`.
+    pub fn new(
+        inner: Box<dyn Reporter>,
+        path: PathBuf,
+        titles: HashMap<String, String>,
+    ) -> LiveMarks {
+        LiveMarks {
+            inner,
+            path,
+            titles,
+        }
+    }
+
+    fn mark(&self, id: &str) -> Result<(), String> {
+        let (Ok(number), Some(title)) = (id.parse::<u32>(), self.titles.get(id)) else {
+            return Ok(());
+        };
+        let text = std::fs::read_to_string(&self.path).map_err(|e| e.to_string())?;
+        let mut doc = TodoDocument::parse(&text);
+        let Some(n) = locate(&doc, number, title) else {
+            return Ok(());
+        };
+        if doc.item(n).is_some_and(|i| i.mark == Mark::InProgress)
+            || doc.set_mark(n, Mark::InProgress).is_err()
+        {
+            return Ok(());
+        }
+        crate::fsutil::write_atomic(&self.path, doc.render().as_bytes()).map_err(|e| e.to_string())
     }
 }
 
 impl Reporter for LiveMarks {
     fn event(&mut self, event: &Event) {
         if let Event::AttemptStarted { id, .. } = event
-            && let Ok(number) = id.parse::<u32>()
-            && self
-                .doc
-                .item(number)
-                .is_some_and(|i| i.mark != Mark::InProgress)
-            && self.doc.set_mark(number, Mark::InProgress).is_ok()
-            && let Err(e) = crate::fsutil::write_atomic(&self.path, self.doc.render().as_bytes())
+            && let Err(e) = self.mark(id)
         {
-            tracing::warn!("cannot mark item {number} in progress: {e}");
+            tracing::warn!("cannot mark item {id} in progress: {e}");
         }
         self.inner.event(event);
     }

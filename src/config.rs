@@ -216,8 +216,18 @@ pub fn run_options(
     let timeout = match &args.timeout {
         Some(t) => Some(parse_duration("--timeout", t)?),
         None => Some(file.timeout_s.map_or(DEFAULT_TIMEOUT, Duration::from_secs)),
+    };
+    if timeout.is_some_and(|d| d.is_zero()) {
+        return Err(Error::Input(
+            "--timeout must be more than 0 (e.g. 90s, 10m, 1h)".into(),
+        ));
     }
-    .filter(|d| !d.is_zero());
+    if args.log_cap < 1024 {
+        return Err(Error::Input(format!(
+            "--log-cap {} is too small; give at least 1024 bytes",
+            args.log_cap
+        )));
+    }
     let isolate = match args
         .isolate
         .as_deref()
@@ -275,7 +285,7 @@ pub fn run_options(
         model: args.model.clone().or_else(|| file.model.clone()),
         agent_args: args.agent_args.clone(),
         vars: parse_vars(&args.vars)?,
-        log_cap: args.log_cap.max(1024),
+        log_cap: args.log_cap,
         format: args.format,
         isolate,
         merge: args.merge,

@@ -18,7 +18,8 @@ pub const DEFAULT_TEAMMATE_TEMPLATE: &str = include_str!("../templates/teammate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Segment {
     Text(String),
-    Column(String),
+    /// A column placeholder and the 1-based line it is on.
+    Column(String, u64),
 }
 
 /// A parsed `{column}` instruction template.
@@ -73,7 +74,7 @@ impl Instruction {
                 if !literal.is_empty() {
                     segments.push(Segment::Text(std::mem::take(&mut literal)));
                 }
-                segments.push(Segment::Column(name.to_owned()));
+                segments.push(Segment::Column(name.to_owned(), line_of(consumed)));
                 rest = &brace[close + 1..];
             }
         }
@@ -90,7 +91,7 @@ impl Instruction {
         self.segments
             .iter()
             .filter_map(|s| match s {
-                Segment::Column(c) if seen.insert(c.as_str()) => Some(c.as_str()),
+                Segment::Column(c, _) if seen.insert(c.as_str()) => Some(c.as_str()),
                 _ => None,
             })
             .collect()
@@ -108,9 +109,13 @@ impl Instruction {
         if unknown.is_empty() {
             return Ok(());
         }
+        let line = self.segments.iter().find_map(|s| match s {
+            Segment::Column(c, line) if unknown.contains(&c.as_str()) => Some(*line),
+            _ => None,
+        });
         Err(Error::input_at(
             path,
-            None,
+            line,
             format!(
                 "unknown placeholder{} {} in the instruction; the available columns are: {}. \
                  Write `{{{{` and `}}}}` for literal braces",
@@ -133,7 +138,7 @@ impl Instruction {
         for s in &self.segments {
             match s {
                 Segment::Text(t) => out.push_str(t),
-                Segment::Column(c) => {
+                Segment::Column(c, _) => {
                     if let Some(i) = headers.iter().position(|h| h == c) {
                         out.push_str(values.get(i).map_or("", String::as_str));
                     }

@@ -303,6 +303,16 @@ impl Reporter for JsonLines {
     }
 }
 
+/// Print a line meant for people: on stdout, or on stderr when stdout carries the JSON event
+/// stream (`--format json` keeps stdout pure JSON lines).
+pub fn say(format: Format, text: impl std::fmt::Display) {
+    if format == Format::Json {
+        eprintln!("{text}");
+    } else {
+        println!("{text}");
+    }
+}
+
 /// The closing summary: counts per status, total time and cost, the output and workspace
 /// paths, and each item that did not complete with its reason and log path.
 pub fn print_summary(s: &RunSummary, output: Option<&Path>, workspace: &Path, format: Format) {

@@ -406,7 +406,14 @@ pub fn run(args: BatchArgs) -> Result<i32> {
     );
     if dry_run {
         let items = row_items(&plan)?;
-        common::print_plan(&run_spec, items, plan.selected, plan.table.rows, plan.shard)?;
+        common::print_plan(
+            &run_spec,
+            items,
+            plan.selected,
+            plan.table.rows,
+            plan.shard,
+            format,
+        )?;
         return Ok(0);
     }
 

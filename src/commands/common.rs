@@ -250,9 +250,15 @@ pub fn print_plan(
     selected: u64,
     total: u64,
     shard: Option<crate::run::selection::Shard>,
+    format: crate::ui::Format,
 ) -> Result<()> {
     use std::io::Write;
-    let mut out = std::io::stdout().lock();
+    // With --format json, stdout is for JSON events only: the plan goes to stderr.
+    let mut out: Box<dyn Write> = if format == crate::ui::Format::Json {
+        Box::new(std::io::stderr().lock())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
     let shard = shard
         .map(|s| format!(", shard {}/{}", s.k, s.n))
         .unwrap_or_default();

@@ -8,16 +8,18 @@ use std::collections::HashMap;
 use std::io::IsTerminal;
 
 use super::common::today;
-use super::todo::{open_store, parse_checked, print_items};
+use super::todo::{open_store, parse_checked, render_items};
 use super::todo_run::{self, TodoRun};
 use crate::cli::ResolveArgs;
 use crate::config::{self, FileDefaults};
 use crate::error::{Error, Result};
 use crate::source::todo::{Mark, Section, TodoDocument, batch_document};
 use crate::store::Need;
+use crate::ui::say;
 
 /// `runner resolve`.
 pub fn resolve(args: ResolveArgs) -> Result<i32> {
+    let format = args.run.format;
     let store = open_store(&args.store, Need::Choice)?;
     let (text, existed) = store.read_inbox(&today())?;
     let inbox_path = store.inbox();
@@ -37,9 +39,12 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
             store.ensure()?;
             crate::fsutil::write_atomic(&inbox_path, text.as_bytes())?;
         }
-        println!(
-            "Nothing to resolve: {} has no open items.",
-            inbox_path.display()
+        say(
+            format,
+            format!(
+                "Nothing to resolve: {} has no open items.",
+                inbox_path.display()
+            ),
         );
         return Ok(0);
     }
@@ -51,8 +56,8 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
                 .into(),
         ));
     }
-    println!("{}", inbox_path.display());
-    print_items(&doc);
+    say(format, inbox_path.display());
+    say(format, render_items(&doc).trim_end());
     for n in &args.select {
         if !candidates.contains(n) {
             let open: Vec<String> = candidates.iter().map(u32::to_string).collect();
@@ -69,17 +74,20 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     // Validate the runner options before asking anything or writing.
     let defaults: FileDefaults = store.config()?.into();
     let opts = config::run_options(&args.run, &args.command, &defaults, Some(&store.dir))?;
-    println!(
-        "Isolation: {}",
-        if opts.isolate {
-            if opts.merge {
-                "worktree — each teammate in its own git worktree; completed branches are merged back"
+    say(
+        format,
+        format!(
+            "Isolation: {}",
+            if opts.isolate {
+                if opts.merge {
+                    "worktree — each teammate in its own git worktree; completed branches are merged back"
+                } else {
+                    "worktree — each teammate in its own git worktree and branch"
+                }
             } else {
-                "worktree — each teammate in its own git worktree and branch"
+                "none — teammates share the working tree"
             }
-        } else {
-            "none — teammates share the working tree"
-        }
+        ),
     );
 
     let selected: Vec<u32> = if !args.select.is_empty() {
@@ -91,13 +99,16 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         candidates
             .iter()
             .copied()
-            .filter(|n| doc.item(*n).is_some_and(|i| i.section == Section::Todo))
+            .filter(|n| {
+                doc.item(*n)
+                    .is_some_and(|i| i.section == Section::Todo && i.mark == Mark::Open)
+            })
             .collect()
     } else {
         ask_selection(&doc, &candidates)?
     };
     if selected.is_empty() {
-        println!("Nothing selected.");
+        say(format, format!("Nothing selected."));
         return Ok(0);
     }
     let n = store.next_batch_number();
@@ -150,9 +161,12 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         command: &args.command,
     };
     if args.run.dry_run {
-        println!(
-            "Dry run: these items would move to {} (nothing is written).",
-            batch_path.display()
+        say(
+            format,
+            format!(
+                "Dry run: these items would move to {} (nothing is written).",
+                batch_path.display()
+            ),
         );
         return todo_run::run_batch(run, batch_doc);
     }
@@ -160,10 +174,13 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     write_new(&batch_path, &batch_text)?;
     crate::fault::point("after-batch-write");
     crate::fsutil::write_atomic(&inbox_path, rest_doc.render().as_bytes())?;
-    println!(
-        "Moved {} item(s) to {}; team todo-resolve-{n}.",
-        selected.len(),
-        batch_path.display()
+    say(
+        format,
+        format!(
+            "Moved {} item(s) to {}; team todo-resolve-{n}.",
+            selected.len(),
+            batch_path.display()
+        ),
     );
     todo_run::run_batch(run, batch_doc)
 }

@@ -70,16 +70,17 @@ pub fn read_doc(path: &Path) -> Result<(String, TodoDocument)> {
     Ok((text, doc))
 }
 
-/// Print the open items of `doc`, numbered, with checkpoint and continuation text.
-pub fn print_items(doc: &TodoDocument) -> usize {
-    let mut shown = 0;
+/// The open items of `doc` as text: numbered, with checkpoint and continuation lines.
+pub fn render_items(doc: &TodoDocument) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
     for (section, heading) in [(Section::Todo, "Todo"), (Section::Ideas, "Ideas")] {
         let open: Vec<_> = doc
             .items()
             .iter()
             .filter(|i| i.section == section && i.mark != Mark::Done)
             .collect();
-        println!("{heading} ({})", open.len());
+        let _ = writeln!(out, "{heading} ({})", open.len());
         for i in open {
             let indent = "  ".repeat(1 + i.indent / 2);
             let mark = if i.mark == Mark::InProgress {
@@ -92,17 +93,16 @@ pub fn print_items(doc: &TodoDocument) -> usize {
                 .as_ref()
                 .map(|c| format!("  @context:{c}"))
                 .unwrap_or_default();
-            println!("{indent}{:>3}. {mark} {}{cp}", i.number, i.title);
+            let _ = writeln!(out, "{indent}{:>3}. {mark} {}{cp}", i.number, i.title);
             for line in i.continuation.lines() {
-                println!("{indent}       {line}");
+                let _ = writeln!(out, "{indent}       {line}");
             }
             if let Some(note) = &i.note {
-                println!("{indent}       > runner: {note}");
+                let _ = writeln!(out, "{indent}       > runner: {note}");
             }
-            shown += 1;
         }
     }
-    shown
+    out
 }
 
 /// `runner list`.
@@ -115,7 +115,7 @@ pub fn list(args: ListArgs) -> Result<i32> {
     }
     let doc = parse_checked(&store.inbox(), &text)?;
     println!("{}", store.inbox().display());
-    print_items(&doc);
+    print!("{}", render_items(&doc));
     Ok(0)
 }
 

@@ -41,6 +41,12 @@ pub struct TodoRun<'a> {
 /// `runner run todo-N.md`: the store is the batch file's folder.
 pub fn run(args: RunTodoArgs) -> Result<i32> {
     let batch = config::absolute(&args.batch);
+    if batch.file_name().is_some_and(|n| n == "todo.md") {
+        return Err(Error::Input(format!(
+            "{} is the inbox, not a batch; hand its items to teammates with `runner resolve`",
+            batch.display()
+        )));
+    }
     if !batch.is_file() {
         return Err(Error::Input(format!(
             "{}: no such batch file",
@@ -98,6 +104,13 @@ pub fn plan_items(
         .iter()
         .filter(|i| wanted(i.section) && i.mark != Mark::Done)
     {
+        if i.title.trim().is_empty() {
+            problems.push(format!(
+                "line {}: item {} has no text; write the task or remove the line",
+                i.line, i.number
+            ));
+            continue;
+        }
         let checkpoint = match &i.context {
             None => None,
             Some(c) => match store.resolve_checkpoint(c) {
@@ -207,9 +220,12 @@ pub fn run_batch(r: TodoRun<'_>, doc: TodoDocument) -> Result<i32> {
     let dry_run = r.run.dry_run;
     let junit = r.run.junit.clone();
     if items.is_empty() {
-        println!(
-            "Nothing to run: every item of {} is ticked.",
-            r.batch.display()
+        crate::ui::say(
+            format,
+            format!(
+                "Nothing to run: every item of {} is ticked.",
+                r.batch.display()
+            ),
         );
         return Ok(0);
     }
@@ -234,6 +250,7 @@ pub fn run_batch(r: TodoRun<'_>, doc: TodoDocument) -> Result<i32> {
             total,
             total,
             shard,
+            format,
         )?;
         return Ok(0);
     }
@@ -317,8 +334,9 @@ pub fn run_batch(r: TodoRun<'_>, doc: TodoDocument) -> Result<i32> {
     crate::ui::print_summary(&summary, Some(&table_path(r.batch)), &workspace, format);
     if everything && !r.keep_team {
         match std::fs::remove_dir_all(&workspace) {
-            Ok(()) => println!(
-                "Every item completed; removed the team workspace (keep it with --keep-team)."
+            Ok(()) => crate::ui::say(
+                format,
+                "Every item completed; removed the team workspace (keep it with --keep-team).",
             ),
             Err(e) => tracing::warn!("cannot remove {}: {e}", workspace.display()),
         }

@@ -220,7 +220,8 @@ pub async fn run(
                     st.dirty = true;
                     reporter.event(&Event::AttemptStarted { id, teammate, title, attempt });
                 }
-                UnitMsg::AttemptFinished { id, teammate, attempt, verdict, retrying } => {
+                                UnitMsg::AttemptFinished { id, teammate, attempt, verdict, retrying } => {
+                    tracing::info!("{teammate} attempt {attempt}: {} {}", verdict.status, verdict.reason);
                     team.record(&Entry::AttemptFinished { id: id.clone(), attempt, status: verdict.status, reason: verdict.reason.clone(), at: now_rfc3339() })?;
                     reporter.event(&Event::AttemptFinished { id, teammate, attempt, verdict, retrying });
                 }
@@ -359,6 +360,10 @@ fn resume_completed(item: &WorkItem, team: &Team, st: &mut State) -> Result<bool
     if prev.status != ItemStatus::Completed || prev.prompt_hash != item.content {
         return Ok(false);
     }
+    tracing::debug!(
+        "item {} completed in an earlier run; not run again",
+        item.id
+    );
     st.statuses.insert(item.id.clone(), ItemStatus::Completed);
     *st.counts.entry(ItemStatus::Completed).or_default() += 1;
     st.resumed += 1;

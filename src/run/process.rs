@@ -320,18 +320,39 @@ async fn drain(
     let mut total: u64 = 0;
     let mut ring_written: u64 = 0;
     let mut buf = vec![0u8; 16 * 1024];
+    // The newest line not yet passed on (held back by the throttle).
+    let mut pending: Option<String> = None;
     loop {
-        let n = match pipe.read(&mut buf).await {
+        let read = if pending.is_some() {
+            // Wake up in time to pass the held-back line on even if nothing else comes.
+            match tokio::time::timeout(ACTIVITY_EVERY, pipe.read(&mut buf)).await {
+                Ok(r) => r,
+                Err(_) => {
+                    if let (Some(sink), Some(line)) = (&activity, pending.take()) {
+                        last_sent = Some(tokio::time::Instant::now());
+                        (sink.0)(line);
+                    }
+                    continue;
+                }
+            }
+        } else {
+            pipe.read(&mut buf).await
+        };
+        let n = match read {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
         let mut chunk = &buf[..n];
         if let Some(sink) = &activity
-            && last_sent.is_none_or(|t| t.elapsed() >= ACTIVITY_EVERY)
             && let Some(line) = last_line(chunk)
         {
-            last_sent = Some(tokio::time::Instant::now());
-            (sink.0)(line);
+            if last_sent.is_none_or(|t| t.elapsed() >= ACTIVITY_EVERY) {
+                last_sent = Some(tokio::time::Instant::now());
+                pending = None;
+                (sink.0)(line);
+            } else {
+                pending = Some(line);
+            }
         }
         if total < head_cap {
             let take = chunk.len().min((head_cap - total) as usize);

@@ -66,6 +66,21 @@ pub enum UnitMsg {
     Finished(Box<Outcome>),
 }
 
+/// Longest value listed under "Values of this item", characters (the instruction carries the
+/// values it uses in full; the listing must not double a huge field's size).
+const VAR_SHOWN_MAX: usize = 300;
+
+fn shown_value(v: &str, line: u64) -> String {
+    if v.chars().count() <= VAR_SHOWN_MAX {
+        return v.to_owned();
+    }
+    let head: String = v.chars().take(VAR_SHOWN_MAX).collect();
+    format!(
+        "{head}… (cut: {} characters in all; the full value is in the input row starting on line {line})",
+        v.chars().count()
+    )
+}
+
 /// Render the teammate prompt for `item` (pure); `retry` is set on attempts after the first.
 pub fn render_prompt(
     spec: &RunSpec,
@@ -95,7 +110,7 @@ pub fn render_prompt(
                 .iter()
                 .map(|(n, v)| Var {
                     name: n.clone(),
-                    value: v.clone(),
+                    value: shown_value(v, item.line),
                 })
                 .collect(),
         },
@@ -441,6 +456,13 @@ async fn attempt_once(
             }))
         }),
     };
+    tracing::info!(
+        "{} attempt {attempt}: {} {} (cwd {})",
+        item.teammate,
+        spawn.program,
+        spawn.args.join(" "),
+        spawn.cwd.display()
+    );
     let exit = process::run(&spawn, cancel.clone(), |pgid| {
         let _ = tx.send(UnitMsg::AttemptStarted {
             id: item.id.clone(),

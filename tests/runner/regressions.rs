@@ -1,0 +1,250 @@
+//! Regressions found by trying the runner as a new user would (each test names the finding).
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::harness::{Sandbox, agent, by_id};
+
+#[test]
+fn an_agent_that_only_echoes_its_prompt_does_not_complete() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id\na\n");
+    sb.write("instr.md", "Delete {id}\n");
+    let r = sb.run(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--",
+        "cat",
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(
+        rows["a"]["status"], "failed",
+        "the prompt's example report must not count"
+    );
+}
+
+#[test]
+fn inserting_a_row_above_completed_rows_does_not_rerun_them() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "success")]);
+    assert_eq!(sb.fake_batch(&[]).code, 0);
+    sb.write_rows(&[("new", "success"), ("a", "success"), ("b", "success")]);
+    let r = sb.fake_batch(&[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("2 from an earlier run"), "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(
+        (
+            rows["a"]["attempts"].as_str(),
+            rows["b"]["attempts"].as_str()
+        ),
+        ("1", "1")
+    );
+    assert_eq!(rows["new"]["status"], "completed");
+}
+
+#[test]
+fn outputs_never_overwrite_what_the_batch_reads() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success")]);
+    let before = sb.tree();
+    for target in ["in.csv", "instr.md"] {
+        let r = sb.fake_batch(&["--output", target]);
+        assert_eq!(r.code, 2, "{target}: {r:?}");
+        assert!(r.stderr.contains("would overwrite"), "{r:?}");
+    }
+    let r = sb.fake_batch(&["--junit", "no/such/dir/j.xml"]);
+    assert_eq!(
+        r.code, 2,
+        "a bad --junit path is refused before the run: {r:?}"
+    );
+    assert_eq!(sb.tree(), before);
+}
+
+#[test]
+fn unknown_only_ids_and_colliding_columns_are_refused() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success")]);
+    let r = sb.fake_batch(&["--only", "zzz"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("--only names ids that are not in") && r.stderr.contains("zzz"),
+        "{r:?}"
+    );
+    let sb = Sandbox::new();
+    sb.write_csv("id,mode,status,runner_status\na,success,open,done\n");
+    let r = sb.fake_batch(&[]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("column `runner_status` collides"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn a_program_after_dashes_is_refused_for_a_cli_runner() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success")]);
+    let r = sb.run(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--runner",
+        "claude",
+        "--",
+        "python3",
+        "x.py",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("only for the exec runner"), "{r:?}");
+}
+
+#[test]
+fn oversized_reports_fail_and_agent_text_is_cleaned() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id\nbig\nesc\n");
+    sb.write("instr.md", "Do {id}\n");
+    let script = sb.write(
+        "a.py",
+        "import json, os, sys\nsys.stdin.read()\nid = os.environ['RUNNER_ITEM_ID']\n\
+         if id == 'big':\n    rep = {'status': 'completed', 'summary': 'x', 'output': {'blob': 'y' * (2 << 20)}}\n\
+         else:\n    rep = {'status': 'completed', 'summary': 'red \\x1b[31mtext\\r\\nsecond line'}\n\
+         json.dump(rep, open(os.environ['RUNNER_REPORT'], 'w'))\n",
+    );
+    let r = sb.run(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+        "--",
+        "python3",
+        &script.display().to_string(),
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["big"]["status"], "failed");
+    assert!(
+        rows["big"]["error"].contains("over the 1048576 byte limit"),
+        "{:?}",
+        rows["big"]
+    );
+    assert_eq!(
+        rows["esc"]["summary"], "red  [31mtext",
+        "one line, control characters removed"
+    );
+    assert!(!r.stdout.contains('\u{1b}'), "{r:?}");
+}
+
+#[test]
+fn resolve_renumbers_the_prerequisites_left_in_the_inbox() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    sb.write("S/todo.md", "## Todo\n- [ ] zero MODE=success\n- [ ] first MODE=success\n- [ ] second MODE=success @after:2\n- [ ] third MODE=success @after:1\n");
+    let f = agent("fake_agent.py");
+    let r = sb.run(&[
+        "resolve", "--store", "S", "--yes", "--select", "2", "--", "python3", &f,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let inbox = sb.read("S/todo.md");
+    assert!(
+        inbox.contains("- [ ] second MODE=success\n"),
+        "a prerequisite that moved is dropped: {inbox}"
+    );
+    assert!(
+        inbox.contains("- [ ] third MODE=success @after:1\n"),
+        "{inbox}"
+    );
+    let r = sb.run(&["list", "--store", "S"]);
+    assert_eq!(r.code, 0, "the inbox stays valid: {r:?}");
+}
+
+#[test]
+fn marks_land_on_the_right_item_when_the_batch_file_is_edited_during_the_run() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    sb.write(
+        "S/todo-1.md",
+        "---\nstatus: pending\n---\n## Todo\n- [ ] slow one MODE=slow\n",
+    );
+    let f = agent("fake_agent.py");
+    let mut child = sb
+        .cmd(&[
+            "run",
+            "S/todo-1.md",
+            "--format",
+            "plain",
+            "--",
+            "python3",
+            &f,
+        ])
+        .env("SLOW_SECONDS", "1.5")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let until = Instant::now() + Duration::from_secs(20);
+    while !sb.read("S/todo-1.md").contains("- [~] slow one") {
+        assert!(Instant::now() < until, "never marked in progress");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let edited = sb
+        .read("S/todo-1.md")
+        .replace("## Todo\n", "## Todo\n- [ ] inserted by a person\n");
+    sb.write("S/todo-1.md", edited);
+    assert!(child.wait().expect("wait").success());
+    let text = sb.read("S/todo-1.md");
+    assert!(
+        text.contains("- [ ] inserted by a person\n"),
+        "the edit is kept: {text}"
+    );
+    assert!(
+        text.contains("- [x] slow one MODE=slow\n  > runner: fake agent handled 1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn json_format_keeps_stdout_pure_for_resolve() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    sb.write("S/todo.md", "## Todo\n- [ ] one MODE=success\n");
+    let f = agent("fake_agent.py");
+    let r = sb.run(&[
+        "resolve", "--store", "S", "--yes", "--format", "json", "--", "python3", &f,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    for line in r.stdout.lines() {
+        assert!(
+            serde_json::from_str::<serde_json::Value>(line).is_ok(),
+            "not JSON: {line}"
+        );
+    }
+    assert!(r.stderr.contains("Moved 1 item(s)"), "{r:?}");
+}
+
+#[test]
+fn the_inbox_and_empty_items_are_not_run() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    sb.write("S/todo.md", "## Todo\n- [ ] one\n");
+    let f = agent("fake_agent.py");
+    let r = sb.run(&["run", "S/todo.md", "--", "python3", &f]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("is the inbox"), "{r:?}");
+    sb.write("S/todo-1.md", "## Todo\n- [ ] \n");
+    let r = sb.run(&["run", "S/todo-1.md", "--", "python3", &f]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("has no text"), "{r:?}");
+}

@@ -108,7 +108,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         ask_selection(&doc, &candidates)?
     };
     if selected.is_empty() {
-        say(format, format!("Nothing selected."));
+        say(format, "Nothing selected.");
         return Ok(0);
     }
     let n = store.next_batch_number();

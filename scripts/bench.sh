@@ -47,13 +47,30 @@ WORK=${BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$WORK"
 cd "$WORK"
 
-# The trivial agent: reads its prompt, writes a report (no interpreter start-up to measure).
-cat > agent.sh <<'AGENT'
-#!/bin/sh
-cat > /dev/null
-printf '{"status":"completed","summary":"ok"}' > "${RUNNER_REPORT:-/dev/null}"
+# The trivial agent: reads its input to EOF, writes a report (to /dev/null without
+# RUNNER_REPORT, as under xargs and parallel). A compiled program when a C compiler is there,
+# so that the tools' own costs are what is compared; else a shell script.
+cat > agent.c <<'AGENT'
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(void) {
+    char buf[65536];
+    while (read(0, buf, sizeof buf) > 0) {}
+    const char *p = getenv("RUNNER_REPORT");
+    FILE *f = fopen(p ? p : "/dev/null", "w");
+    if (!f) return 1;
+    fputs("{\"status\":\"completed\",\"summary\":\"ok\"}", f);
+    return fclose(f) != 0;
+}
 AGENT
-chmod +x agent.sh
+if cc -O2 -o agent agent.c 2>/dev/null; then
+    AGENT_KIND="a compiled C program (agent.c)"
+else
+    printf '#!/bin/sh\ncat > /dev/null\nprintf %s > "${RUNNER_REPORT:-/dev/null}"\n' "'{\"status\":\"completed\",\"summary\":\"ok\"}'" > agent
+    chmod +x agent
+    AGENT_KIND="a shell script (no C compiler found)"
+fi
 printf 'Item {id}.\n' > instr.md
 rows() { { echo id; seq 1 "$1"; } > "$2"; }
 
@@ -77,18 +94,21 @@ note() { results+=("$1"); echo "$1"; }
 # 1. Overhead --------------------------------------------------------------------------
 rows "$N_OVERHEAD" over.csv
 tail -n +2 over.csv > over.txt
-run_runner="rm -rf out.csv out.runner && $RUNNER batch --input over.csv --instruction instr.md --id-column id --output out.csv --jobs 8 --format plain -- ./agent.sh > /dev/null"
-run_xargs="xargs -P 8 -I{} sh -c 'echo Item {} | ./agent.sh' < over.txt"
-run_parallel="rm -f joblog && parallel --will-cite -j 8 --joblog joblog 'echo Item {} | ./agent.sh' < over.txt"
+prep_runner="rm -rf out.csv out.runner"
+run_runner="$RUNNER batch --input over.csv --instruction instr.md --id-column id --output out.csv --jobs 8 --format plain -- ./agent > /dev/null"
+run_xargs="xargs -P 8 -n 1 ./agent < over.txt"
+prep_parallel="rm -f joblog"
+run_parallel="parallel --will-cite -j 8 --joblog joblog ./agent {} < over.txt"
 if [ $HAVE_TOOLS = 1 ]; then
-    hyperfine -N --style none --runs "$RUNS" --warmup 1 --export-json h-runner.json "bash -c \"$run_runner\"" >/dev/null
+    # Removing the previous run's 2,000 teammate folders is set-up, not the runner's time.
+    hyperfine -N --style none --runs "$RUNS" --warmup 1 --prepare "$prep_runner" --export-json h-runner.json "bash -c \"$run_runner\"" >/dev/null
     hyperfine -N --style none --runs "$RUNS" --warmup 1 --export-json h-xargs.json "bash -c \"$run_xargs\"" >/dev/null
-    hyperfine -N --style none --runs "$RUNS" --warmup 1 --export-json h-parallel.json "bash -c \"$run_parallel\"" >/dev/null
+    hyperfine -N --style none --runs "$RUNS" --warmup 1 --prepare "$prep_parallel" --export-json h-parallel.json "bash -c \"$run_parallel\"" >/dev/null
     read -r r_med r_min r_max < <(stats h-runner.json)
     read -r x_med x_min x_max < <(stats h-xargs.json)
     read -r p_med p_min p_max < <(stats h-parallel.json)
 else
-    r_med=$(once bash -c "$run_runner"); r_min=$r_med; r_max=$r_med
+    r_med=$(once bash -c "$prep_runner; $run_runner"); r_min=$r_med; r_max=$r_med
     x_med=$(once bash -c "$run_xargs"); x_min=$x_med; x_max=$x_med
     p_med=$x_med; p_min=$x_med; p_max=$x_med
 fi
@@ -106,12 +126,13 @@ sleep $SLEEP
 printf '{"status":"completed","summary":"ok"}' > "\$RUNNER_REPORT"
 SLEEPER
 chmod +x sleeper.sh
-run_span="rm -rf span-out.csv span-out.runner && $RUNNER batch --input span.csv --instruction instr.md --output span-out.csv --jobs 8 --format plain -- ./sleeper.sh > /dev/null"
+prep_span="rm -rf span-out.csv span-out.runner"
+run_span="$RUNNER batch --input span.csv --instruction instr.md --output span-out.csv --jobs 8 --format plain -- ./sleeper.sh > /dev/null"
 if [ $HAVE_TOOLS = 1 ]; then
-    hyperfine -N --style none --runs 3 --export-json h-span.json "bash -c \"$run_span\"" >/dev/null
+    hyperfine -N --style none --runs 3 --prepare "$prep_span" --export-json h-span.json "bash -c \"$run_span\"" >/dev/null
     read -r s_med s_min s_max < <(stats h-span.json)
 else
-    s_med=$(once bash -c "$run_span"); s_min=$s_med; s_max=$s_med
+    s_med=$(once bash -c "$prep_span; $run_span"); s_min=$s_med; s_max=$s_med
 fi
 test "$(grep -c ',completed,' span-out.csv)" = "$N_MAKESPAN" || { echo "makespan run did not complete every row" >&2; exit 1; }
 ideal=$(calc "$N_MAKESPAN / 8 * $SLEEP" 2)
@@ -119,9 +140,9 @@ note "makespan $N_MAKESPAN x ${SLEEP}s sleep -j8: ${s_med}s (${s_min}-${s_max});
 
 # 3. Memory ----------------------------------------------------------------------------
 rows "$N_MEMORY" big.csv
-m_dry=$(rss "$RUNNER" batch --input big.csv --instruction instr.md --id-column id --output big-out.csv --dry-run -- ./agent.sh)
+m_dry=$(rss "$RUNNER" batch --input big.csv --instruction instr.md --id-column id --output big-out.csv --dry-run -- ./agent)
 rm -rf big-out.csv big-out.runner
-m_full=$(rss "$RUNNER" batch --input big.csv --instruction instr.md --id-column id --output big-out.csv --jobs 8 --format plain -- ./agent.sh)
+m_full=$(rss "$RUNNER" batch --input big.csv --instruction instr.md --id-column id --output big-out.csv --jobs 8 --format plain -- ./agent)
 test "$(grep -c ',completed,' big-out.csv)" = "$N_MEMORY" || { echo "memory run did not complete every row" >&2; exit 1; }
 printf 'id\n1\n' > one.csv
 cat > flood.sh <<FLOOD
@@ -185,9 +206,10 @@ the journal, team.json, and the output CSV.
 - memory: \`/usr/bin/time -v runner batch ... --dry-run\` and a full run over a $N_MEMORY-row CSV;
   an agent running \`head -c ${FLOOD_MB}MiB /dev/zero\`
 
-The agent is \`agent.sh\`: \`cat > /dev/null\`, then one \`printf\` of the report to
-\`\$RUNNER_REPORT\` (xargs and parallel run the same script, where the report goes to
-/dev/null). CI does not run this script; \`tests/bench_smoke.rs\` runs it with \`--smoke\`
+The agent is $AGENT_KIND: it reads its input to EOF and writes the report to
+\`\$RUNNER_REPORT\` (xargs and parallel start the same program once per item, with the item
+as its argument; there the report goes to /dev/null). The runner gives it the prompt on
+stdin, and writes per item a prompt, two logs, three journal events and a report read-back. CI does not run this script; \`tests/bench_smoke.rs\` runs it with \`--smoke\`
 (tiny sizes, no targets) so it cannot rot.
 MD
 echo "wrote $ROOT/BENCHMARKS.md"

@@ -191,33 +191,44 @@ pub fn execute(
     total: Option<u64>,
     reporter: &mut dyn Reporter,
 ) -> Result<RunSummary> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // One thread: the runner's own work per item is small, and a single-threaded runtime
+    // spares the cross-thread wake-ups that cost more than the work (see BENCHMARKS.md).
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::Environment(format!("cannot start the async runtime: {e}")))?;
-    let summary = runtime.block_on(dispatcher::run(spec, team, items, total, reporter))?;
+    let summary = runtime.block_on(dispatcher::run(spec, team, items, total, reporter));
+    // Never wait on a blocking task (a child reaper) at shutdown: every group is killed by now.
+    runtime.shutdown_background();
+    let summary = summary?;
     // The dispatcher's signal handlers stay installed; while the outputs are written, an
     // interrupt must still end the process (every file is replaced atomically, so stopping
     // here leaves old or new files, never half-written ones).
-    runtime.spawn(async {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        ) else {
+    std::thread::spawn(|| {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
             return;
         };
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-            _ = hup.recv() => {}
-        }
-        eprintln!("runner: interrupted while writing the outputs");
-        std::process::exit(crate::error::EXIT_INTERRUPTED);
+        rt.block_on(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+            eprintln!("runner: interrupted while writing the outputs");
+            std::process::exit(crate::error::EXIT_INTERRUPTED);
+        });
     });
-    // Keep the runtime (and that watcher) alive until the process ends.
-    std::mem::forget(runtime);
     Ok(summary)
 }
 

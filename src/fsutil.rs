@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 ///
 /// Errors: [`Error::Environment`] naming the path (permission denied, disk full, ...).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    replace_with(path, |w| w.write_all(bytes))
+    replace(path, true, |w| w.write_all(bytes))
 }
 
 /// Replace `path` atomically with `bytes`, without waiting for the disk: readers still see
@@ -21,19 +21,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 ///
 /// Errors: [`Error::Environment`] naming the path.
 pub fn write_atomic_fast(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".runner-tmp-")
-        .tempfile_in(dir)
-        .map_err(|e| Error::io("create a temporary file in", dir, e))?;
-    tmp.write_all(bytes)
-        .map_err(|e| Error::io("write", path, e))?;
-    tmp.persist(path)
-        .map_err(|e| Error::io("replace", path, e.error))?;
-    Ok(())
+    replace(path, false, |w| w.write_all(bytes))
 }
 
 /// Like [`write_atomic`], streaming: `fill` writes the new content into a buffered writer on
@@ -42,6 +30,15 @@ pub fn write_atomic_fast(path: &Path, bytes: &[u8]) -> Result<()> {
 /// Errors: [`Error::Environment`] naming the path; the old file is untouched.
 pub fn replace_with(
     path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    replace(path, true, fill)
+}
+
+/// Temp file in the same folder, `fill`, then (when `durable`) fsync, rename, fsync the folder.
+fn replace(
+    path: &Path,
+    durable: bool,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
     let dir = match path.parent() {
@@ -61,12 +58,14 @@ pub fn replace_with(
         fill(&mut w).map_err(|e| Error::io("write", path, e))?;
         w.flush().map_err(|e| Error::io("write", path, e))?;
     }
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| Error::io("sync", path, e))?;
+    if durable {
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| Error::io("sync", path, e))?;
+    }
     tmp.persist(path)
         .map_err(|e| Error::io("replace", path, e.error))?;
-    if let Ok(d) = File::open(dir) {
+    if durable && let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }
     Ok(())

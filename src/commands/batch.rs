@@ -35,9 +35,7 @@ struct BatchPlan {
     workspace: PathBuf,
     team: String,
     id_column: Option<String>,
-    only: Only,
-    shard: Option<Shard>,
-    previous: Option<Previous>,
+    selection: Selection,
     layout: Layout,
     /// Prerequisites by id, when the input has a `depends_on` column.
     deps: Option<HashMap<String, Vec<String>>>,
@@ -45,10 +43,24 @@ struct BatchPlan {
     selected: u64,
 }
 
-impl BatchPlan {
+/// Which rows this run covers: its shard, and `--only` against the previous output. Cheap
+/// to clone into the item stream.
+#[derive(Clone)]
+struct Selection {
+    shard: Option<Shard>,
+    only: Only,
+    previous: Option<Arc<Previous>>,
+}
+
+impl Selection {
     /// Whether the row with `id` belongs to this run's output (its shard).
     fn in_shard(&self, id: &str) -> bool {
         self.shard.is_none_or(|s| s.contains(id))
+    }
+
+    /// Whether the previous output shows `id` completed.
+    fn completed_before(&self, id: &str) -> bool {
+        self.previous.as_ref().is_some_and(|p| p.completed(id))
     }
 
     /// Whether the row with `id` is run (shard and `--only`).
@@ -56,7 +68,7 @@ impl BatchPlan {
         self.in_shard(id)
             && match &self.only {
                 Only::All => true,
-                Only::Failed => !self.previous.as_ref().is_some_and(|p| p.completed(id)),
+                Only::Failed => !self.completed_before(id),
                 Only::Ids(ids) => ids.contains(id),
             }
     }
@@ -121,10 +133,10 @@ fn survey(plan: &mut BatchPlan, schema: Option<&serde_json::Value>) -> Result<St
     let mut ids: HashSet<String> = HashSet::new();
     for row in CsvRows::new(open_input(&plan.input)?, &plan.table)? {
         let row = row?;
-        if plan.runs(&row.id) {
+        if plan.selection.runs(&row.id) {
             selected += 1;
         }
-        if let Only::Ids(wanted) = &plan.only
+        if let Only::Ids(wanted) = &plan.selection.only
             && wanted.contains(&row.id)
         {
             ids.insert(row.id.clone());
@@ -137,7 +149,7 @@ fn survey(plan: &mut BatchPlan, schema: Option<&serde_json::Value>) -> Result<St
             ids.insert(row.id);
         }
     }
-    if let Only::Ids(wanted) = &plan.only {
+    if let Only::Ids(wanted) = &plan.selection.only {
         let unknown: Vec<&String> = wanted.iter().filter(|id| !ids.contains(*id)).collect();
         if !unknown.is_empty() {
             return Err(Error::Input(format!(
@@ -171,7 +183,7 @@ fn survey(plan: &mut BatchPlan, schema: Option<&serde_json::Value>) -> Result<St
                 p.join("; ")
             ))
         })?;
-        if let Some(shard) = plan.shard {
+        if let Some(shard) = plan.selection.shard {
             for (id, ds) in &deps {
                 for d in ds {
                     if shard_of(id, shard.n) != shard_of(d, shard.n) {
@@ -374,9 +386,11 @@ pub fn run(args: BatchArgs) -> Result<i32> {
         team: stem,
         output,
         id_column,
-        only,
-        shard,
-        previous,
+        selection: Selection {
+            shard,
+            only,
+            previous: previous.map(Arc::new),
+        },
         layout,
         deps: None,
         selected: 0,
@@ -411,7 +425,7 @@ pub fn run(args: BatchArgs) -> Result<i32> {
             items,
             plan.selected,
             plan.table.rows,
-            plan.shard,
+            plan.selection.shard,
             format,
         )?;
         return Ok(0);
@@ -432,7 +446,7 @@ pub fn run(args: BatchArgs) -> Result<i32> {
         let mut ids = Vec::new();
         for row in CsvRows::new(open_input(&plan.input)?, &plan.table)? {
             let row = row?;
-            if plan.runs(&row.id) {
+            if plan.selection.runs(&row.id) {
                 ids.push(row.id);
             }
         }
@@ -446,7 +460,7 @@ pub fn run(args: BatchArgs) -> Result<i32> {
         )?;
     }
     let outcomes = write_output(&plan, &mut team, &summary, junit.is_some())?;
-    if let Some(s) = plan.shard {
+    if let Some(s) = plan.selection.shard {
         ShardMeta {
             v: 1,
             fingerprint,
@@ -507,31 +521,19 @@ fn row_items(plan: &BatchPlan) -> Result<ItemStream> {
     let rows = CsvRows::new(open_input(&plan.input)?, &plan.table)?;
     let headers = plan.table.headers.clone();
     let instruction = plan.instruction.clone();
-    // The run's selection, owned by the stream: ids that run, and prerequisites already met.
-    let shard = plan.shard;
-    let only = plan.only.clone();
-    let previous = plan.previous.clone().map(Arc::new);
+    let selection = plan.selection.clone();
     let deps = plan.deps.clone();
     Ok(Box::new(rows.filter_map(move |row| {
         let row = match row {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
         };
-        let id = row.id.as_str();
-        let in_shard = shard.is_none_or(|s| s.contains(id));
-        let runs = in_shard
-            && match &only {
-                Only::All => true,
-                Only::Failed => !previous.as_ref().is_some_and(|p| p.completed(id)),
-                Only::Ids(ids) => ids.contains(id),
-            };
-        if !runs {
+        if !selection.runs(&row.id) {
             return None;
         }
         let mut item = to_item(deps.as_ref(), &headers, &instruction, row);
         // A prerequisite not run now but completed in the previous output is met.
-        item.after
-            .retain(|d| !previous.as_ref().is_some_and(|p| p.completed(d)));
+        item.after.retain(|d| !selection.completed_before(d));
         Some(Ok(item))
     })))
 }
@@ -554,7 +556,7 @@ fn write_output(
     let mut failure: Option<Error> = None;
     let mut kept = Vec::new();
     let mut numbers = Vec::new();
-    let mut prev_file = match &plan.previous {
+    let mut prev_file = match &plan.selection.previous {
         Some(p) => Some(p.open().map_err(|e| Error::io("read", &plan.output, e))?),
         None => None,
     };
@@ -569,12 +571,12 @@ fn write_output(
                     ));
                 }
             };
-            if !plan.in_shard(&row.id) {
+            if !plan.selection.in_shard(&row.id) {
                 continue;
             }
             numbers.push(row.number);
-            if !plan.runs(&row.id) {
-                if let (Some(prev), Some(file)) = (&plan.previous, prev_file.as_mut())
+            if !plan.selection.runs(&row.id) {
+                if let (Some(prev), Some(file)) = (&plan.selection.previous, prev_file.as_mut())
                     && let Some(bytes) = prev.raw(file, &row.id)?
                 {
                     raw(&bytes)?;

@@ -140,7 +140,7 @@ pub async fn run(
         // Start what can start: waiting items first (input order), then the source.
         if !interrupted {
             while running.len() < spec.jobs {
-                let next = take_ready(&mut waiting, &mut st, team, &spec, reporter)?;
+                let next = take_ready(&mut waiting, &mut st, team, reporter)?;
                 let item = match next {
                     Some(item) => item,
                     None if source_done => break,
@@ -334,7 +334,6 @@ fn take_ready(
     waiting: &mut VecDeque<WorkItem>,
     st: &mut State,
     team: &mut Team,
-    _spec: &RunSpec,
     reporter: &mut dyn Reporter,
 ) -> Result<Option<WorkItem>> {
     let mut i = 0;
@@ -357,7 +356,7 @@ fn resume_completed(item: &WorkItem, team: &Team, st: &mut State) -> Result<bool
     let Some(prev) = team.finished.get(&item.id) else {
         return Ok(false);
     };
-    if prev.status != ItemStatus::Completed || prev.prompt_hash != item.content {
+    if prev.status != ItemStatus::Completed || prev.content_hash != item.content {
         return Ok(false);
     }
     tracing::debug!(

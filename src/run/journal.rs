@@ -110,7 +110,7 @@ pub struct FinishedRef {
     /// Attempts made so far.
     pub attempts: u32,
     /// Prompt hash recorded with it.
-    pub prompt_hash: String,
+    pub content_hash: String,
 }
 
 /// What a previous run left in the journal.
@@ -233,7 +233,7 @@ pub fn replay(path: &Path) -> Result<Replay> {
                             len: body.len() as u64,
                             status: outcome.status,
                             attempts: outcome.attempts,
-                            prompt_hash: outcome.prompt_hash.clone(),
+                            content_hash: outcome.content_hash.clone(),
                         },
                     );
                 }

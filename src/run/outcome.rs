@@ -56,8 +56,8 @@ pub struct Outcome {
     pub session_id: Option<String>,
     /// The item's content hash ([`crate::item::WorkItem::content`]): a resumed run reruns a
     /// completed item whose content changed.
-    #[serde(default)]
-    pub prompt_hash: String,
+    #[serde(default, alias = "prompt_hash")]
+    pub content_hash: String,
     /// The teammate's branch, with `--isolate worktree`.
     #[serde(default)]
     pub branch: Option<String>,
@@ -98,7 +98,7 @@ impl Outcome {
             output_tokens: None,
             turns: None,
             session_id: None,
-            prompt_hash: String::new(),
+            content_hash: String::new(),
             branch: None,
             commit: None,
             diffstat: None,

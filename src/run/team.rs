@@ -70,7 +70,7 @@ impl Team {
                     len,
                     status: outcome.status,
                     attempts: outcome.attempts,
-                    prompt_hash: outcome.prompt_hash.clone(),
+                    content_hash: outcome.content_hash.clone(),
                 },
             );
         }

@@ -216,7 +216,7 @@ pub async fn run_item(
     // The first attempt's prompt, rendered once: hashed (to notice a changed item on resume)
     // and used.
     let first_prompt = render_prompt(&spec, &item, None);
-    let prompt_hash = item.content.clone();
+    let content_hash = item.content.clone();
     let mut first_prompt = Some(first_prompt);
     let mut retry_ctx: Option<RetryContext> = None;
     let mut attempt = first_attempt;
@@ -302,7 +302,7 @@ pub async fn run_item(
         output_tokens: last.agent.output_tokens,
         turns: last.agent.turns,
         session_id: last.agent.session_id,
-        prompt_hash,
+        content_hash,
         branch: last.git.as_ref().map(|g| g.0.clone()),
         commit: last.git.as_ref().map(|g| g.1.clone()),
         diffstat: last.git.as_ref().map(|g| g.2.clone()),

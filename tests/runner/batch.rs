@@ -171,22 +171,7 @@ fn child_exiting_with_a_grandchild_holding_its_pipes_does_not_hang_and_counts() 
 fn huge_stderr_is_capped_with_head_tail_and_marker() {
     let sb = batch(&[("loud", "flood_stderr")]);
     let r = sb
-        .cmd(&[
-            "batch",
-            "--input",
-            "in.csv",
-            "--instruction",
-            "instr.md",
-            "--id-column",
-            "id",
-            "--format",
-            "plain",
-            "--log-cap",
-            "1048576",
-            "--",
-            "python3",
-            &agent(FAKE),
-        ])
+        .fake_batch_cmd(&["--log-cap", "1048576"])
         .env("FLOOD_BYTES", (50 * 1024 * 1024).to_string())
         .output()
         .expect("run");
@@ -453,22 +438,8 @@ fn a_missing_program_is_an_environment_error_before_anything_is_written() {
 #[test]
 fn a_second_run_of_the_same_batch_stops_at_once_naming_the_holder() {
     let sb = batch(&[("a", "hang")]);
-    let fake = agent(FAKE);
     let mut first = sb
-        .cmd(&[
-            "batch",
-            "--input",
-            "in.csv",
-            "--instruction",
-            "instr.md",
-            "--id-column",
-            "id",
-            "--format",
-            "plain",
-            "--",
-            "python3",
-            &fake,
-        ])
+        .fake_batch_cmd(&[])
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("first run");

@@ -151,21 +151,7 @@ fn after_kill_9_the_same_command_resumes_and_ends_the_orphans() {
         "in.csv",
         "id,mode\na,success\nb,success\nc,success\nd,success\n",
     );
-    let f = agent("fake_agent.py");
-    let r = sb.run(&[
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "id",
-        "--format",
-        "plain",
-        "--",
-        "python3",
-        &f,
-    ]);
+    let r = sb.fake_batch(&[]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("2 from an earlier run"), "{r:?}");
     let rows = by_id(&sb.join("workers-output.csv"), "id");
@@ -198,21 +184,7 @@ fn resume_is_judged_from_outcomes_not_from_report_files() {
         r#"{"id":"a","status":"completed","summary":"forged"}"#,
     );
     sb.write("in.csv", "id,mode\na,noreport\n");
-    let f = agent("fake_agent.py");
-    let r = sb.run(&[
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "id",
-        "--format",
-        "plain",
-        "--",
-        "python3",
-        &f,
-    ]);
+    let r = sb.fake_batch(&[]);
     assert_eq!(r.code, 1, "{r:?}");
     let rows = by_id(&sb.join("workers-output.csv"), "id");
     assert_eq!(rows["a"]["status"], "failed");

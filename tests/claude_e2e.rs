@@ -650,9 +650,7 @@ impl Sandbox {
 
     /// The last attempt's stdout log (Claude Code's stream-json), for failure messages.
     fn agent_log(&self) -> String {
-        let p = self
-            .path()
-            .join("workers-output.runner/teammates/1-1/attempt-1");
+        let p = self.path().join("workers-output.runner/teammates/1-1");
         let read = |f: &str| std::fs::read_to_string(p.join(f)).unwrap_or_default();
         let tail = |s: String| {
             let cut = s.len().saturating_sub(6000);
@@ -661,8 +659,8 @@ impl Sandbox {
         };
         format!(
             "--- claude stdout (tail)\n{}\n--- claude stderr (tail)\n{}",
-            tail(read("stdout.log")),
-            tail(read("stderr.log"))
+            tail(read("attempt-1.stdout.log")),
+            tail(read("attempt-1.stderr.log"))
         )
     }
 

@@ -186,11 +186,15 @@ fn last_activity(dir: &Path, teammate: &str) -> Option<SystemTime> {
     let mut newest = std::fs::metadata(tdir.join("working-context.md"))
         .and_then(|m| m.modified())
         .ok();
+    // The attempts' logs: attempt-N.stdout.log, attempt-N.stderr.log.
     for e in std::fs::read_dir(&tdir).into_iter().flatten().flatten() {
-        for log in ["stdout.log", "stderr.log"] {
-            if let Ok(m) = std::fs::metadata(e.path().join(log)).and_then(|m| m.modified()) {
-                newest = Some(newest.map_or(m, |n| n.max(m)));
-            }
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("attempt-")
+            && (name.ends_with(".stdout.log") || name.ends_with(".stderr.log"))
+            && let Ok(m) = e.metadata().and_then(|m| m.modified())
+        {
+            newest = Some(newest.map_or(m, |n| n.max(m)));
         }
     }
     newest

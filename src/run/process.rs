@@ -63,7 +63,7 @@ pub struct Spawn {
     pub stdin: Option<Vec<u8>>,
     /// Where stdout goes (capped).
     pub stdout_log: PathBuf,
-    /// Where stderr goes (capped).
+    /// Where stderr goes (capped); created when the first byte arrives.
     pub stderr_log: PathBuf,
     /// Cap of each log file, bytes (head and tail kept, the cut marked).
     pub log_cap: u64,
@@ -123,13 +123,11 @@ pub async fn run(
         stdout_bytes: 0,
         stderr_bytes: 0,
     };
+    // The stdout log is the one the output names: it exists even when the agent printed
+    // nothing. The stderr log is created when its first byte arrives.
     let stdout_file = match crate::fsutil::create_private_file(&spec.stdout_log) {
-        Ok(f) => f,
+        Ok(f) => LogFile::open(spec.stdout_log.clone(), f),
         Err(e) => return not_started(format!("cannot create {}: {e}", spec.stdout_log.display())),
-    };
-    let stderr_file = match crate::fsutil::create_private_file(&spec.stderr_log) {
-        Ok(f) => f,
-        Err(e) => return not_started(format!("cannot create {}: {e}", spec.stderr_log.display())),
     };
     let mut cmd = CommandWrap::with_new(&spec.program, |c| {
         c.args(&spec.args)
@@ -170,20 +168,14 @@ pub async fn run(
         })),
         _ => None,
     };
-    let mut out_task = child.stdout().take().map(|p| {
-        tokio::spawn(drain(
-            p,
-            stdout_file,
-            spec.stdout_log.clone(),
-            spec.log_cap,
-            spec.activity.clone(),
-        ))
-    });
+    let mut out_task = child
+        .stdout()
+        .take()
+        .map(|p| tokio::spawn(drain(p, stdout_file, spec.log_cap, spec.activity.clone())));
     let mut err_task = child.stderr().take().map(|p| {
         tokio::spawn(drain(
             p,
-            stderr_file,
-            spec.stderr_log.clone(),
+            LogFile::lazy(spec.stderr_log.clone()),
             spec.log_cap,
             spec.activity.clone(),
         ))
@@ -306,8 +298,7 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
 /// stops the draining, so a child can never block on a full pipe.
 async fn drain(
     mut pipe: impl AsyncRead + Unpin,
-    mut file: std::fs::File,
-    path: PathBuf,
+    mut log: LogFile,
     cap: u64,
     activity: Option<ActivitySink>,
 ) -> u64 {
@@ -315,7 +306,7 @@ async fn drain(
     let mut last_sent: Option<tokio::time::Instant> = None;
     let head_cap = cap / 2;
     let tail_cap = cap - head_cap;
-    let ring_path = ring_path(&path);
+    let ring_path = ring_path(&log.path);
     let mut ring: Option<std::fs::File> = None;
     let mut total: u64 = 0;
     let mut ring_written: u64 = 0;
@@ -356,7 +347,9 @@ async fn drain(
         }
         if total < head_cap {
             let take = chunk.len().min((head_cap - total) as usize);
-            let _ = file.write_all(&chunk[..take]);
+            if let Some(file) = log.file() {
+                let _ = file.write_all(&chunk[..take]);
+            }
             chunk = &chunk[take..];
         }
         total += n as u64;
@@ -381,12 +374,60 @@ async fn drain(
         }
     }
     if let Some(mut r) = ring {
-        let _ = finish_ring(&mut file, &mut r, ring_written, tail_cap);
+        if let Some(file) = log.file() {
+            let _ = finish_ring(file, &mut r, ring_written, tail_cap);
+        }
         drop(r);
         let _ = std::fs::remove_file(&ring_path);
     }
-    let _ = file.flush();
+    if let Some(file) = log.file.as_mut() {
+        let _ = file.flush();
+    }
     total
+}
+
+/// A log file: opened up front, or created when its first byte arrives so that a silent
+/// stream leaves no empty file behind.
+struct LogFile {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    /// Creating the file failed once: the stream is still drained, its bytes dropped.
+    failed: bool,
+}
+
+impl LogFile {
+    fn open(path: PathBuf, file: std::fs::File) -> LogFile {
+        LogFile {
+            path,
+            file: Some(file),
+            failed: false,
+        }
+    }
+
+    fn lazy(path: PathBuf) -> LogFile {
+        LogFile {
+            path,
+            file: None,
+            failed: false,
+        }
+    }
+
+    /// The open file, created (mode 0600) on first use; `None` when it cannot be created.
+    fn file(&mut self) -> Option<&mut std::fs::File> {
+        if self.file.is_none() && !self.failed {
+            match crate::fsutil::create_private_file(&self.path) {
+                Ok(f) => self.file = Some(f),
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot create {}: {e}; its output is dropped",
+                        self.path.display()
+                    );
+                    self.failed = true;
+                }
+            }
+        }
+        self.file.as_mut()
+    }
 }
 
 /// The last complete, non-blank line of `chunk`, cleaned for a terminal: control characters

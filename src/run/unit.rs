@@ -334,20 +334,20 @@ async fn attempt_once(
     tx: &mpsc::UnboundedSender<UnitMsg>,
     cancel: watch::Receiver<Cancel>,
 ) -> AttemptResult {
-    let attempt_dir = dir.join(format!("attempt-{attempt}"));
-    let stdout_log = attempt_dir.join("stdout.log");
-    let stderr_log = attempt_dir.join("stderr.log");
+    let logs = AttemptLogs { dir, attempt };
+    let stdout_log = logs.path("stdout.log");
+    let stderr_log = logs.path("stderr.log");
     let report_path = dir.join("report.json");
-    if let Err(e) = crate::fsutil::create_private_dir(&attempt_dir) {
+    if let Err(e) = crate::fsutil::create_private_dir(dir) {
         return failed_before_start(e.to_string(), stdout_log);
     }
     // A report left by an earlier attempt must never count for this one.
     if report_path.exists() {
-        let _ = std::fs::rename(
-            &report_path,
-            dir.join(format!("attempt-{}", attempt.saturating_sub(1).max(1)))
-                .join("report.json"),
-        );
+        let earlier = AttemptLogs {
+            dir,
+            attempt: attempt.saturating_sub(1).max(1),
+        };
+        let _ = std::fs::rename(&report_path, earlier.path("report.json"));
         let _ = std::fs::remove_file(&report_path);
     }
     let prompt = match prompt {
@@ -427,8 +427,8 @@ async fn attempt_once(
         && let Some(setup) = &iso.setup
         && !dir.join(".worktree-setup-done").exists()
     {
-        if let Err(e) = run_setup(spec, setup, &wt.path, &attempt_dir, &env, cancel.clone()).await {
-            return failed_before_start(e, attempt_dir.join("setup.log"));
+        if let Err(e) = run_setup(spec, setup, &wt.path, &logs, &env, cancel.clone()).await {
+            return failed_before_start(e, logs.path("setup.log"));
         }
         let _ = std::fs::write(dir.join(".worktree-setup-done"), b"");
     }
@@ -532,7 +532,7 @@ async fn attempt_once(
     if verdict.status == ItemStatus::Completed
         && let Some(verify) = &spec.verify
     {
-        verify_result = run_verify(spec, item, verify, &cwd, &attempt_dir, &env, cancel).await;
+        verify_result = run_verify(spec, item, verify, &cwd, &logs, &env, cancel).await;
         evidence.verify = Some(&verify_result);
         verdict = report::judge(&evidence);
         if matches!(&verify_result, Err(e) if e == HELPER_CANCELLED) {
@@ -575,9 +575,22 @@ async fn attempt_once(
 /// The helper-command error that means the run was interrupted while it ran.
 const HELPER_CANCELLED: &str = "interrupted";
 
+/// Where an attempt's files go: `<teammate dir>/attempt-N.<name>`, e.g. `attempt-2.stdout.log`
+/// (flat, so that an attempt costs no folder of its own).
+struct AttemptLogs<'a> {
+    dir: &'a Path,
+    attempt: u32,
+}
+
+impl AttemptLogs<'_> {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("attempt-{}.{name}", self.attempt))
+    }
+}
+
 /// Run a helper command of an attempt (verify, worktree set-up) to its end: argv, no
-/// shell, in `cwd`, with the attempt's environment, its output in `attempt-N/<name>.log` and
-/// `<name>.stderr.log`, under the attempt's time limit.
+/// shell, in `cwd`, with the attempt's environment, its output in `attempt-N.<name>.log` and
+/// `attempt-N.<name>.stderr.log`, under the attempt's time limit.
 ///
 /// Errors: a one-line reason naming the command (its exit code and last output line, a
 /// timeout, a signal); [`HELPER_CANCELLED`] when the run was interrupted.
@@ -586,15 +599,15 @@ async fn run_helper(
     name: &str,
     argv: &[String],
     cwd: &Path,
-    attempt_dir: &Path,
+    logs: &AttemptLogs<'_>,
     env: &[(String, String)],
     cancel: watch::Receiver<Cancel>,
 ) -> Result<(), String> {
     let Some((program, args)) = argv.split_first() else {
         return Ok(());
     };
-    let log = attempt_dir.join(format!("{name}.log"));
-    let err_log = attempt_dir.join(format!("{name}.stderr.log"));
+    let log = logs.path(&format!("{name}.log"));
+    let err_log = logs.path(&format!("{name}.stderr.log"));
     let spawn = Spawn {
         program: program.clone(),
         args: args.to_vec(),
@@ -637,7 +650,7 @@ async fn run_verify(
     item: &WorkItem,
     argv: &[String],
     cwd: &Path,
-    attempt_dir: &Path,
+    logs: &AttemptLogs<'_>,
     env: &[(String, String)],
     cancel: watch::Receiver<Cancel>,
 ) -> Result<(), String> {
@@ -649,7 +662,7 @@ async fn run_verify(
             .map_err(|e| e.to_string())?;
         rendered.push(t.render(&headers, &values));
     }
-    run_helper(spec, "verify", &rendered, cwd, attempt_dir, env, cancel).await
+    run_helper(spec, "verify", &rendered, cwd, logs, env, cancel).await
 }
 
 /// Run the worktree set-up command once, in the worktree, before the agent.
@@ -657,11 +670,11 @@ async fn run_setup(
     spec: &RunSpec,
     argv: &[String],
     worktree: &Path,
-    attempt_dir: &Path,
+    logs: &AttemptLogs<'_>,
     env: &[(String, String)],
     cancel: watch::Receiver<Cancel>,
 ) -> Result<(), String> {
-    run_helper(spec, "setup", argv, worktree, attempt_dir, env, cancel)
+    run_helper(spec, "setup", argv, worktree, logs, env, cancel)
         .await
         .map_err(|e| format!("worktree setup {e}"))
 }

@@ -27,7 +27,7 @@ fn success_writes_output_row_workspace_and_exit_0() {
     assert_eq!(rows["a"]["summary"], "fake agent handled a");
     assert_eq!(rows["a"]["result"], r#"{"ok":true,"echo":"a"}"#);
     assert!(
-        rows["a"]["log"].ends_with("teammates/1-a/attempt-1/stdout.log"),
+        rows["a"]["log"].ends_with("teammates/1-a/attempt-1.stdout.log"),
         "{:?}",
         rows["a"]["log"]
     );
@@ -41,6 +41,10 @@ fn success_writes_output_row_workspace_and_exit_0() {
     let prompt = sb.read("workers-output.runner/teammates/1-a/prompt.md");
     assert!(prompt.contains("Handle a. MODE=success"), "{prompt}");
     assert!(prompt.contains(&ws.join("teammates/1-a/report.json").display().to_string()));
+    // The stdout log the output names always exists; a stderr log only when the agent wrote
+    // to stderr (this one did not).
+    assert!(ws.join("teammates/1-a/attempt-1.stdout.log").is_file());
+    assert!(!ws.join("teammates/1-a/attempt-1.stderr.log").exists());
     // The workspace is private: logs can hold secrets.
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&ws).expect("ws").permissions().mode() & 0o777;
@@ -80,7 +84,8 @@ fn every_way_of_not_succeeding_is_caught() {
     );
     assert_eq!(status("crash"), "failed");
     assert!(
-        rows["crash"]["error"].contains("exited with code 3"),
+        rows["crash"]["error"].contains("exited with code 3")
+            && rows["crash"]["error"].contains("crashing"),
         "{:?}",
         rows["crash"]
     );
@@ -98,8 +103,8 @@ fn every_way_of_not_succeeding_is_caught() {
     assert!(rows["gaveup"]["error"].contains("could not reproduce"));
     // The closing summary names each item that did not complete with its log.
     assert!(
-        r.stdout.contains("crash") && r.stdout.contains("3-crash/attempt-1/stdout.log")
-            || r.stdout.contains("4-crash/attempt-1/stdout.log"),
+        r.stdout.contains("crash") && r.stdout.contains("3-crash/attempt-1.stdout.log")
+            || r.stdout.contains("4-crash/attempt-1.stdout.log"),
         "{r:?}"
     );
 }
@@ -181,7 +186,7 @@ fn huge_stderr_is_capped_with_head_tail_and_marker() {
         "{}",
         String::from_utf8_lossy(&r.stderr)
     );
-    let log = sb.join("workers-output.runner/teammates/1-loud/attempt-1/stderr.log");
+    let log = sb.join("workers-output.runner/teammates/1-loud/attempt-1.stderr.log");
     let size = std::fs::metadata(&log).expect("log").len();
     assert!(size <= 1024 * 1024 + 200, "log not capped: {size} bytes");
     assert!(
@@ -191,7 +196,7 @@ fn huge_stderr_is_capped_with_head_tail_and_marker() {
     let text = std::fs::read_to_string(&log).expect("log");
     assert!(text.contains("bytes cut here"), "no cut marker");
     assert!(
-        !sb.join("workers-output.runner/teammates/1-loud/attempt-1/stderr.log.tail")
+        !sb.join("workers-output.runner/teammates/1-loud/attempt-1.stderr.log.tail")
             .exists()
     );
 }
@@ -338,7 +343,7 @@ fn rerunning_resumes_without_redoing_completed_items() {
     assert_eq!(second["b"]["status"], "completed");
     assert_eq!(second["b"]["attempts"], "2", "attempts count across runs");
     assert!(
-        !sb.join("workers-output.runner/teammates/1-a/attempt-2")
+        !sb.join("workers-output.runner/teammates/1-a/attempt-2.stdout.log")
             .exists()
     );
 }

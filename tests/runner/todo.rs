@@ -167,7 +167,7 @@ fn resolve_ticks_what_completed_and_keeps_what_failed() {
     );
     assert!(batch.contains(&format!("- [ ] Fix the flaky test MODE=noreport @context:{cp_bad}\n  > runner: failed: no report")), "{batch}");
     assert!(
-        batch.contains("todo-task-2/attempt-1/stdout.log)\n  only fails on CI\n"),
+        batch.contains("todo-task-2/attempt-1.stdout.log)\n  only fails on CI\n"),
         "{batch}"
     );
     // The inbox keeps only what was not selected.

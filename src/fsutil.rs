@@ -75,10 +75,19 @@ fn replace(
 /// hold logs that can contain secrets.
 pub fn create_private_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    if let Some(parent) = dir.parent() {
-        fs::create_dir_all(parent).map_err(|e| Error::io("create", parent, e))?;
-    }
-    match fs::DirBuilder::new().mode(0o700).create(dir) {
+    let create = || fs::DirBuilder::new().mode(0o700).create(dir);
+    // One mkdir in the common case (the parent exists); the parents only when it is missing.
+    let made = match create() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match dir.parent() {
+            Some(parent) => {
+                fs::create_dir_all(parent).map_err(|e| Error::io("create", parent, e))?;
+                create()
+            }
+            None => Err(e),
+        },
+        other => other,
+    };
+    match made {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
         Err(e) => Err(Error::io("create", dir, e)),
@@ -117,5 +126,20 @@ mod tests {
         let p = dir.path().join("nope").join("out.csv");
         let err = write_atomic(&p, b"x").expect_err("must fail");
         assert!(matches!(err, Error::Environment(_)));
+    }
+
+    #[test]
+    fn private_dirs_are_made_with_their_parents_once_and_refuse_a_file_in_the_way() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let leaf = dir.path().join("teams").join("t").join("teammates").join("1-a");
+        create_private_dir(&leaf).expect("with missing parents");
+        create_private_dir(&leaf).expect("again: already there");
+        let mode = fs::metadata(&leaf).expect("leaf").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let blocked = dir.path().join("file");
+        fs::write(&blocked, b"x").expect("file");
+        assert!(create_private_dir(&blocked).is_err());
+        assert!(create_private_dir(&blocked.join("sub")).is_err());
     }
 }

@@ -132,7 +132,12 @@ mod tests {
     fn private_dirs_are_made_with_their_parents_once_and_refuse_a_file_in_the_way() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("tempdir");
-        let leaf = dir.path().join("teams").join("t").join("teammates").join("1-a");
+        let leaf = dir
+            .path()
+            .join("teams")
+            .join("t")
+            .join("teammates")
+            .join("1-a");
         create_private_dir(&leaf).expect("with missing parents");
         create_private_dir(&leaf).expect("again: already there");
         let mode = fs::metadata(&leaf).expect("leaf").permissions().mode() & 0o777;

@@ -191,9 +191,12 @@ pub fn execute(
     total: Option<u64>,
     reporter: &mut dyn Reporter,
 ) -> Result<RunSummary> {
-    // One thread: the runner's own work per item is small, and a single-threaded runtime
-    // spares the cross-thread wake-ups that cost more than the work (see BENCHMARKS.md).
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    // At least four workers, even on two cores: a worker is held while a child is spawned
+    // (until it execs) and while its teammate folder is created, so with fewer workers cores
+    // sit idle between agents (measured in BENCHMARKS.md).
+    let workers = std::thread::available_parallelism().map_or(4, |n| n.get().max(4));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
         .map_err(|e| Error::Environment(format!("cannot start the async runtime: {e}")))?;

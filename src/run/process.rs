@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
 use crate::report::ProcessEnd;
@@ -59,8 +59,10 @@ pub struct Spawn {
     pub env_unset: Vec<String>,
     /// Variables to set.
     pub env_set: Vec<(String, String)>,
-    /// Bytes written to stdin, which is then closed; `None` → stdin is /dev/null.
-    pub stdin: Option<Vec<u8>>,
+    /// A file given to the child as its stdin, opened read-only (like `cmd < file`): the child
+    /// reads it at its own pace and never waits on the runner to feed a pipe. `None` → stdin
+    /// is /dev/null.
+    pub stdin: Option<PathBuf>,
     /// Where stdout goes (capped).
     pub stdout_log: PathBuf,
     /// Where stderr goes (capped); created when the first byte arrives.
@@ -129,14 +131,17 @@ pub async fn run(
         Ok(f) => LogFile::open(spec.stdout_log.clone(), f),
         Err(e) => return not_started(format!("cannot create {}: {e}", spec.stdout_log.display())),
     };
+    let stdin = match &spec.stdin {
+        None => Stdio::null(),
+        Some(path) => match std::fs::File::open(path) {
+            Ok(f) => Stdio::from(f),
+            Err(e) => return not_started(format!("cannot open {}: {e}", path.display())),
+        },
+    };
     let mut cmd = CommandWrap::with_new(&spec.program, |c| {
         c.args(&spec.args)
             .current_dir(&spec.cwd)
-            .stdin(if spec.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         for k in &spec.env_unset {
@@ -159,15 +164,6 @@ pub async fn run(
     let guard = GroupGuard(pgid);
     on_start(pid);
 
-    let stdin_task = match (child.stdin().take(), spec.stdin.clone()) {
-        (Some(mut pipe), Some(bytes)) => Some(tokio::spawn(async move {
-            // A child that exits without reading gives EPIPE; that is its business.
-            let _ = pipe.write_all(&bytes).await;
-            let _ = pipe.shutdown().await;
-            drop(pipe);
-        })),
-        _ => None,
-    };
     let mut out_task = child
         .stdout()
         .take()
@@ -252,9 +248,6 @@ pub async fn run(
                 Err(_) => handle.abort(),
             }
         }
-    }
-    if let Some(t) = stdin_task {
-        t.abort();
     }
     drop(guard);
 

@@ -438,7 +438,7 @@ async fn attempt_once(
         cwd: cwd.clone(),
         env_unset: inv.env_unset.clone(),
         env_set: env.clone(),
-        stdin: inv.prompt_on_stdin.then(|| prompt.clone().into_bytes()),
+        stdin: inv.prompt_on_stdin.then(|| prompt_file.clone()),
         stdout_log: stdout_log.clone(),
         stderr_log: stderr_log.clone(),
         log_cap: spec.log_cap,

@@ -208,7 +208,7 @@ cat > "$ROOT/BENCHMARKS.md" <<MD
 # Benchmarks
 
 Measured by \`scripts/bench.sh\` on $(date -u +%Y-%m-%d) — $(nproc) cores ($cpu),
-$(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -sr), runner $("$RUNNER" --version | cut -d' ' -f2),
+$(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -sr), runner $("$RUNNER" --version | cut -d' ' -f2) (commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)),
 hyperfine $(hyperfine --version | cut -d' ' -f2), GNU parallel $(parallel --version | head -1 | awk '{print $3}').
 Times are medians of $RUNS runs (min–max); memory is peak RSS from \`/usr/bin/time -v\`.
 The runner's numbers include everything it writes: per-item prompt, logs and report,

@@ -176,6 +176,14 @@ fn status_works_from_another_process_while_the_run_goes_on() {
         "{status:?}"
     );
     assert!(status.stdout.contains("2-b  attempt 1"), "{status:?}");
+    // The running teammate's last activity comes from its attempt logs' times.
+    assert!(
+        status
+            .stdout
+            .lines()
+            .any(|l| l.contains("2-b  attempt 1") && l.contains("(last activity ")),
+        "{status:?}"
+    );
     assert!(
         status
             .stdout

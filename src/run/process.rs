@@ -397,7 +397,10 @@ impl LogFile {
         }
     }
 
+    /// A log created on first use. A file already at `path` (left by an earlier run that
+    /// used the same attempt number) is removed now: it must not pass for this attempt's.
     fn lazy(path: PathBuf) -> LogFile {
+        let _ = std::fs::remove_file(&path);
         LogFile {
             path,
             file: None,
@@ -494,4 +497,79 @@ fn ring_path(log: &Path) -> PathBuf {
         .unwrap_or_default();
     name.push(".tail");
     log.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spawn(dir: &Path, script: &str, stdin: Option<PathBuf>) -> Spawn {
+        Spawn {
+            program: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            cwd: dir.to_owned(),
+            env_unset: Vec::new(),
+            env_set: Vec::new(),
+            stdin,
+            stdout_log: dir.join("attempt-1.stdout.log"),
+            stderr_log: dir.join("attempt-1.stderr.log"),
+            log_cap: 1024 * 1024,
+            timeout: Some(Duration::from_secs(20)),
+            grace: Duration::from_secs(1),
+            pipe_wait: Duration::from_secs(1),
+            activity: None,
+        }
+    }
+
+    fn run_to_end(spec: &Spawn) -> Exit {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (_tx, rx) = watch::channel(Cancel::None);
+        rt.block_on(run(spec, rx, |_| {}))
+    }
+
+    #[test]
+    fn the_stderr_log_exists_only_when_the_child_wrote_to_stderr_and_never_a_stale_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spec = spawn(dir.path(), "echo out", None);
+        std::fs::write(&spec.stderr_log, "stale line from an earlier run\n").expect("stale");
+        let exit = run_to_end(&spec);
+        assert_eq!(exit.end, ProcessEnd::Exited(0));
+        assert_eq!(
+            std::fs::read_to_string(&spec.stdout_log).expect("stdout log"),
+            "out\n"
+        );
+        assert!(!spec.stderr_log.exists(), "a stale stderr log survived");
+
+        let spec = spawn(dir.path(), "echo err >&2; exit 3", None);
+        let exit = run_to_end(&spec);
+        assert_eq!(exit.end, ProcessEnd::Exited(3));
+        assert_eq!(
+            std::fs::read_to_string(&spec.stderr_log).expect("stderr log"),
+            "err\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&spec.stdout_log).expect("stdout log"),
+            "",
+            "the stdout log exists even when empty"
+        );
+    }
+
+    #[test]
+    fn stdin_is_the_given_file_read_to_its_end() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let prompt = dir.path().join("prompt.md");
+        // Larger than a pipe buffer (64 KiB): a pipe would need the runner to feed it.
+        let text: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&prompt, &text).expect("prompt");
+        let spec = spawn(dir.path(), "cat; ! (echo x >&0) 2>/dev/null", Some(prompt));
+        let exit = run_to_end(&spec);
+        assert_eq!(exit.end, ProcessEnd::Exited(0), "stdin must be read-only");
+        assert_eq!(
+            std::fs::read_to_string(&spec.stdout_log).expect("stdout log"),
+            text
+        );
+    }
 }

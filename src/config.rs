@@ -163,7 +163,16 @@ pub fn detect_runner(store: Option<&Path>) -> Result<String> {
 /// Errors: [`Error::Environment`] (exit 3) with the install hint.
 pub fn check_program(program: &str, hint: &str) -> Result<PathBuf> {
     let found = if program.contains('/') {
+        use std::os::unix::fs::PermissionsExt;
         let p = PathBuf::from(program);
+        if let Ok(meta) = std::fs::metadata(&p)
+            && meta.is_file()
+            && meta.permissions().mode() & 0o111 == 0
+        {
+            return Err(Error::Environment(format!(
+                "`{program}` is not executable; make it so with `chmod +x {program}`"
+            )));
+        }
         p.is_file().then_some(p)
     } else {
         which::which(program).ok()
@@ -174,7 +183,11 @@ pub fn check_program(program: &str, hint: &str) -> Result<PathBuf> {
         } else {
             format!("; {hint}")
         };
-        Error::Environment(format!("`{program}` was not found on PATH{hint}"))
+        if program.contains('/') {
+            Error::Environment(format!("`{program}` does not exist or is not a file{hint}"))
+        } else {
+            Error::Environment(format!("`{program}` was not found on PATH{hint}"))
+        }
     })
 }
 

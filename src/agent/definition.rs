@@ -76,7 +76,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PromptMode {
-    /// Written to stdin, which is then closed.
+    /// `prompt.md` is the child's stdin, opened read-only (as with `< prompt.md`).
     Stdin,
     /// Left in `prompt.md`; the args name it with `{prompt_file}`. stdin is /dev/null.
     File,

@@ -180,18 +180,16 @@ fn ago(t: SystemTime) -> String {
     }
 }
 
-/// The newest of a teammate's logs and its working-context.md.
+/// The newest of a teammate's attempt files (`attempt-N.stdout.log`, `.stderr.log`, their
+/// `.tail` files once a log passes half its cap, the verify and set-up logs) and its
+/// working-context.md.
 fn last_activity(dir: &Path, teammate: &str) -> Option<SystemTime> {
     let tdir = dir.join("teammates").join(teammate);
     let mut newest = std::fs::metadata(tdir.join("working-context.md"))
         .and_then(|m| m.modified())
         .ok();
-    // The attempts' logs: attempt-N.stdout.log, attempt-N.stderr.log.
     for e in std::fs::read_dir(&tdir).into_iter().flatten().flatten() {
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with("attempt-")
-            && (name.ends_with(".stdout.log") || name.ends_with(".stderr.log"))
+        if e.file_name().to_string_lossy().starts_with("attempt-")
             && let Ok(m) = e.metadata().and_then(|m| m.modified())
         {
             newest = Some(newest.map_or(m, |n| n.max(m)));

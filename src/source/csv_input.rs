@@ -140,7 +140,7 @@ fn utf8_fields(
                     path,
                     line,
                     format!(
-                        "{what} field {} is not valid UTF-8; save the file as \"CSV UTF-8\"",
+                        "{what} {} is not valid UTF-8; save the file as \"CSV UTF-8\"",
                         i + 1
                     ),
                 )
@@ -164,7 +164,7 @@ fn read_headers<R: Read>(
             "no header row; the first line must name the columns (e.g. `id,path`)",
         ));
     }
-    let names = utf8_fields(path, Some(1), &headers, "header")?;
+    let names = utf8_fields(path, Some(1), &headers, "header field")?;
     let mut seen = HashSet::new();
     for (i, name) in names.iter().enumerate() {
         if name.trim().is_empty() {
@@ -239,7 +239,7 @@ pub fn scan<R: Read>(input: R, path: &Path, id_column: Option<&str>) -> Result<C
         }
         rows += 1;
         let line = record_line(&rdr, &record).unwrap_or(rows + 1);
-        utf8_fields(path, Some(line), &record, "a")?;
+        utf8_fields(path, Some(line), &record, "field")?;
         last_multiline = record.iter().any(|f| f.contains(&b'\n')).then_some(line);
         let Some(col) = id_col else { continue };
         let id = String::from_utf8_lossy(&record[col]).into_owned();
@@ -314,7 +314,7 @@ impl<R: Read> Iterator for CsvRows<R> {
             Ok(true) => {
                 self.number += 1;
                 let line = record_line(&self.rdr, &self.record).unwrap_or(self.number + 1);
-                let values = match utf8_fields(&self.path, Some(line), &self.record, "a") {
+                let values = match utf8_fields(&self.path, Some(line), &self.record, "field") {
                     Ok(v) => v,
                     Err(e) => return Some(Err(e)),
                 };

@@ -376,6 +376,42 @@ fn cases() -> Vec<Case> {
             want: &["`no-such-program-xyz` was not found on PATH"],
         },
         Case {
+            what: "missing program given as a path",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--",
+                "./no-such-agent.sh",
+            ],
+            agent: false,
+            code: 3,
+            want: &["`./no-such-agent.sh` does not exist"],
+        },
+        Case {
+            what: "agent file without the executable bit",
+            files: &[
+                ("in.csv", GOOD_CSV),
+                ("instr.md", GOOD_INSTR),
+                ("agent.sh", b"#!/bin/sh\nexit 0\n"),
+            ],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--",
+                "./agent.sh",
+            ],
+            agent: false,
+            code: 3,
+            want: &["`./agent.sh` is not executable", "chmod +x"],
+        },
+        Case {
             what: "exec without a command",
             files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
             args: &[

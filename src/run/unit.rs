@@ -310,6 +310,8 @@ pub async fn run_item(
     let _ = tx.send(UnitMsg::Finished(Box::new(outcome)));
 }
 
+/// An attempt that ended before its agent ran; `log` is the log that explains it, if one was
+/// written (an empty path otherwise: no log column then points at a file that is not there).
 fn failed_before_start(reason: String, log: PathBuf) -> AttemptResult {
     AttemptResult {
         verdict: Verdict {
@@ -339,7 +341,7 @@ async fn attempt_once(
     let stderr_log = logs.path("stderr.log");
     let report_path = dir.join("report.json");
     if let Err(e) = crate::fsutil::create_private_dir(dir) {
-        return failed_before_start(e.to_string(), stdout_log);
+        return failed_before_start(e.to_string(), PathBuf::new());
     }
     // A report left by an earlier attempt must never count for this one.
     if report_path.exists() {
@@ -352,7 +354,9 @@ async fn attempt_once(
     }
     let prompt = match prompt {
         Ok(p) => p,
-        Err(e) => return failed_before_start(format!("cannot render the prompt: {e}"), stdout_log),
+        Err(e) => {
+            return failed_before_start(format!("cannot render the prompt: {e}"), PathBuf::new());
+        }
     };
     let prompt_file = dir.join("prompt.md");
     if let Err(e) = crate::fsutil::create_private_file(&prompt_file)
@@ -360,7 +364,7 @@ async fn attempt_once(
     {
         return failed_before_start(
             format!("cannot write {}: {e}", prompt_file.display()),
-            stdout_log,
+            PathBuf::new(),
         );
     }
     let args = AttemptArgs {
@@ -375,7 +379,7 @@ async fn attempt_once(
     };
     let inv = match spec.runner.invocation(&args) {
         Ok(i) => i,
-        Err(e) => return failed_before_start(e, stdout_log),
+        Err(e) => return failed_before_start(e, PathBuf::new()),
     };
     let worktree = match &spec.isolation {
         None => None,
@@ -383,7 +387,7 @@ async fn attempt_once(
             let path = spec.workspace.join("worktrees").join(&item.teammate);
             match iso.prepare(&item.teammate, &path).await {
                 Ok(wt) => Some(wt),
-                Err(e) => return failed_before_start(e, stdout_log),
+                Err(e) => return failed_before_start(e, PathBuf::new()),
             }
         }
     };
@@ -419,7 +423,7 @@ async fn attempt_once(
     for var in &inv.state_dirs {
         let state = dir.join("state").join(var.to_lowercase());
         if let Err(e) = crate::fsutil::create_private_dir(&state) {
-            return failed_before_start(e.to_string(), stdout_log);
+            return failed_before_start(e.to_string(), PathBuf::new());
         }
         env.push((var.clone(), state.display().to_string()));
     }
@@ -428,7 +432,10 @@ async fn attempt_once(
         && !dir.join(".worktree-setup-done").exists()
     {
         if let Err(e) = run_setup(spec, setup, &wt.path, &logs, &env, cancel.clone()).await {
-            return failed_before_start(e, logs.path("setup.log"));
+            return failed_before_start(
+                e,
+                telling_log(&logs.path("setup.log"), &logs.path("setup.stderr.log")),
+            );
         }
         let _ = std::fs::write(dir.join(".worktree-setup-done"), b"");
     }
@@ -568,7 +575,24 @@ async fn attempt_once(
         elapsed: exit.elapsed,
         agent,
         report: found.ok().map(|(r, _)| r),
-        log: stdout_log,
+        // The log that explains the attempt: stdout, unless the agent printed nothing there
+        // and everything to stderr.
+        log: if exit.stdout_bytes == 0 && exit.stderr_bytes > 0 {
+            stderr_log
+        } else {
+            stdout_log
+        },
+    }
+}
+
+/// Of a helper's two logs, the one that explains its result: `out`, unless it is empty and
+/// `err` is not.
+fn telling_log(out: &Path, err: &Path) -> PathBuf {
+    let len = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    if len(out) == 0 && len(err) > 0 {
+        err.to_owned()
+    } else {
+        out.to_owned()
     }
 }
 
@@ -634,7 +658,7 @@ async fn run_helper(
                 .unwrap_or_default();
             Err(format!(
                 "`{shown}` exited with code {code}{tail} (log: {})",
-                log.display()
+                telling_log(&log, &err_log).display()
             ))
         }
         ProcessEnd::TimedOut { limit_s } => Err(format!("`{shown}` timed out after {limit_s}s")),

@@ -101,12 +101,17 @@ fn every_way_of_not_succeeding_is_caught() {
     );
     assert_eq!(status("gaveup"), "failed");
     assert!(rows["gaveup"]["error"].contains("could not reproduce"));
-    // The closing summary names each item that did not complete with its log.
+    // The closing summary names each item that did not complete with the log that explains
+    // it: the crashing agent printed only to stderr, so its stderr log.
+    assert!(r.stdout.contains("4-crash/attempt-1.stderr.log"), "{r:?}");
+    assert!(rows["crash"]["log"].ends_with("4-crash/attempt-1.stderr.log"));
     assert!(
-        r.stdout.contains("crash") && r.stdout.contains("3-crash/attempt-1.stdout.log")
-            || r.stdout.contains("4-crash/attempt-1.stdout.log"),
-        "{r:?}"
+        std::fs::read_to_string(&rows["crash"]["log"])
+            .expect("the named log exists")
+            .contains("crashing")
     );
+    // The silent agent printed to stdout: its stdout log.
+    assert!(rows["silent"]["log"].ends_with("attempt-1.stdout.log"));
 }
 
 #[test]

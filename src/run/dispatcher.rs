@@ -280,6 +280,20 @@ pub async fn run(
         }
     }
 
+    if interrupted && !source_done {
+        // Items the run never reached are in the output too (with their last journaled
+        // outcome, else as cancelled): count them, so the summary, the events and team.json
+        // describe the same batch as the output.
+        for item in items.by_ref() {
+            let Ok(item) = item else { break };
+            let status = team
+                .finished
+                .get(&item.id)
+                .map_or(ItemStatus::Cancelled, |f| f.status);
+            *st.counts.entry(status).or_default() += 1;
+            *st.snapshot.counts.entry(status.to_string()).or_default() += 1;
+        }
+    }
     team.record(&Entry::RunFinished {
         at: now_rfc3339(),
         interrupted,

@@ -257,3 +257,42 @@ fn interrupting_a_todo_run_ticks_what_completed_and_keeps_the_rest() {
     assert!(!sb.join("S/cp-1.md").exists() && sb.join("S/cp-2.md").exists());
     assert!(sb.survivors_after(2.0).is_empty());
 }
+
+#[test]
+fn an_interrupted_run_counts_the_items_it_never_reached() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[
+        ("a", "hang"),
+        ("b", "hang"),
+        ("c", "success"),
+        ("d", "success"),
+        ("e", "success"),
+    ]);
+    let runner = sb
+        .fake_batch_cmd(&["--jobs", "2", "--grace", "5s", "--format", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn runner");
+    wait_for("both slots to be busy", 30, || {
+        journal_count(&sb, "workers-output.runner", "attempt_started") == 2
+    });
+    signal(&runner, "-INT");
+    let out = runner.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("json line");
+    assert_eq!(last["event"], "run_finished", "{stdout}");
+    // The three rows never started are in the output, so they are in the counts too.
+    assert_eq!(last["counts"]["cancelled"], 5, "{stdout}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows.len(), 5);
+    assert!(
+        rows.values().all(|r| r["status"] == "cancelled"),
+        "{rows:?}"
+    );
+    let team: serde_json::Value =
+        serde_json::from_str(&sb.read("workers-output.runner/team.json")).expect("team.json");
+    assert_eq!(team["counts"]["cancelled"], 5, "{team}");
+}

@@ -13,9 +13,9 @@ use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, Instruction, TeammateTemplate};
 use crate::run::dispatcher::ItemStream;
 use crate::run::events::RunSummary;
 use crate::run::outcome::{Fnv, Outcome};
-use crate::run::plan;
 use crate::run::selection::{Only, Shard, shard_of};
 use crate::run::team::Team;
+use crate::run::{RunSpec, plan};
 use crate::sink::output_csv::{self, Layout};
 use crate::sink::previous::Previous;
 use crate::sink::shard_meta::ShardMeta;
@@ -409,15 +409,21 @@ pub fn run(args: BatchArgs) -> Result<i32> {
         &plan.team,
         std::slice::from_ref(&plan.workspace),
     )?;
-    let run_spec = common::run_spec(
-        opts,
-        isolation,
-        plan.team.clone(),
-        plan.workspace.clone(),
-        cwd,
-        template,
-        schema,
-    );
+    let run_spec = Arc::new(RunSpec {
+        rerun: match &plan.selection.only {
+            Only::Ids(ids) => ids.clone(),
+            Only::All | Only::Failed => Default::default(),
+        },
+        ..common::run_spec(
+            opts,
+            isolation,
+            plan.team.clone(),
+            plan.workspace.clone(),
+            cwd,
+            template,
+            schema,
+        )
+    });
     if dry_run {
         let items = row_items(&plan)?;
         common::print_plan(

@@ -25,8 +25,8 @@ pub fn run_spec(
     cwd: PathBuf,
     template: TeammateTemplate,
     schema: Option<(Value, jsonschema::Validator)>,
-) -> Arc<RunSpec> {
-    Arc::new(RunSpec {
+) -> RunSpec {
+    RunSpec {
         team,
         workspace,
         cwd,
@@ -47,7 +47,8 @@ pub fn run_spec(
         schema,
         verify: opts.verify,
         isolation,
-    })
+        rerun: Default::default(),
+    }
 }
 
 /// Set up worktree isolation when `--isolate worktree`: the repository of `cwd`, and for

@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::common::{self, today};
 use super::todo::read_doc;
@@ -13,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::item::WorkItem;
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, TeammateTemplate};
 use crate::report::ItemStatus;
+use crate::run::RunSpec;
 use crate::run::outcome::Outcome;
 use crate::run::plan;
 use crate::run::selection::{Only, Shard};
@@ -176,6 +178,7 @@ pub fn run_batch(r: TodoRun<'_>, doc: TodoDocument) -> Result<i32> {
         r.run.shard_count,
         std::env::var("JOB_COMPLETION_INDEX").ok().as_deref(),
     )?;
+    let mut rerun = std::collections::HashSet::new();
     match Only::parse(r.run.only.as_deref())? {
         // Unticked items are exactly the ones that did not complete.
         Only::All | Only::Failed => {}
@@ -189,6 +192,7 @@ pub fn run_batch(r: TodoRun<'_>, doc: TodoDocument) -> Result<i32> {
                 )));
             }
             items.retain(|i| ids.contains(&i.id));
+            rerun = ids;
         }
     }
     if let Some(s) = shard {
@@ -232,15 +236,18 @@ pub fn run_batch(r: TodoRun<'_>, doc: TodoDocument) -> Result<i32> {
     let merge = opts.merge;
     let isolation = common::isolation(&opts, &cwd, &team_name, std::slice::from_ref(&r.store.dir))?;
     let isolated = isolation.is_some();
-    let spec = common::run_spec(
-        opts,
-        isolation,
-        team_name.clone(),
-        workspace.clone(),
-        cwd,
-        template,
-        None,
-    );
+    let spec = Arc::new(RunSpec {
+        rerun,
+        ..common::run_spec(
+            opts,
+            isolation,
+            team_name.clone(),
+            workspace.clone(),
+            cwd,
+            template,
+            None,
+        )
+    });
 
     if dry_run {
         let total = items.len() as u64;

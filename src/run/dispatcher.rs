@@ -155,7 +155,9 @@ pub async fn run(
                             continue;
                         }
                         Some(Ok(item)) => {
-                            if resume_completed(&item, team, &mut st)? {
+                            if !spec.rerun.contains(&item.id)
+                                && resume_completed(&item, team, &mut st)?
+                            {
                                 continue;
                             }
                             match readiness(&item, &st.statuses) {

@@ -67,6 +67,9 @@ pub struct RunSpec {
     pub verify: Option<Vec<String>>,
     /// Git worktree isolation, when `--isolate worktree`.
     pub isolation: Option<std::sync::Arc<worktree::Isolation>>,
+    /// Ids run even when an earlier run of this team completed them: those named by
+    /// `--only ID,...` (a resumed run skips completed items; a named one is redone).
+    pub rerun: std::collections::HashSet<String>,
 }
 
 impl RunSpec {

@@ -49,6 +49,16 @@ fn only_failed_replays_from_the_output_alone_and_keeps_completed_rows_byte_ident
     assert_eq!(raw_line(&again, "a"), raw_line(&after, "a"));
     assert_eq!(raw_line(&again, "b"), raw_line(&after, "b"));
     assert_ne!(raw_line(&again, "c"), raw_line(&after, "c"), "c ran again");
+    // Named again, c is redone although this workspace's journal has it completed.
+    let r = batch(&sb, &["--only", "c"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stdout.contains("from an earlier run"), "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(
+        rows["c"]["attempts"], "2",
+        "a second attempt: {:?}",
+        rows["c"]
+    );
     // Replaying with no previous output is an input error.
     let sb2 = Sandbox::new();
     setup(&sb2, &[("a", "success")]);

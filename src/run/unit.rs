@@ -385,7 +385,7 @@ async fn attempt_once(
         None => None,
         Some(iso) => {
             let path = spec.workspace.join("worktrees").join(&item.teammate);
-            match iso.prepare(&item.teammate, &path).await {
+            match iso.prepare(&item.teammate, &path, attempt == 1).await {
                 Ok(wt) => Some(wt),
                 Err(e) => return failed_before_start(e, PathBuf::new()),
             }

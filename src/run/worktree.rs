@@ -59,11 +59,14 @@ async fn git(dir: &Path, args: &[&str], env: &[(String, String)]) -> GitOut {
     )
 }
 
+/// The line of git's output that says what went wrong: its first `fatal:` or `error:` line
+/// (git prints progress such as "Preparing worktree" before it), else the first line.
 fn first_line(s: &str) -> String {
-    s.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("")
+    let mut lines = s.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.clone().next().unwrap_or("");
+    lines
+        .find(|l| l.starts_with("fatal:") || l.starts_with("error:"))
+        .unwrap_or(first)
         .to_owned()
 }
 
@@ -156,9 +159,16 @@ impl Isolation {
     }
 
     /// Create (or reuse, on a retry or a resumed run) the worktree of `teammate` at `path`.
+    /// On the item's `first_attempt` in this team, an existing branch of that name is left
+    /// from an earlier team: it restarts from the base when it holds no commits of its own.
     ///
-    /// Errors: what git said.
-    pub async fn prepare(&self, teammate: &str, path: &Path) -> Result<Worktree, String> {
+    /// Errors: what git said; such a branch that holds commits (they are never dropped).
+    pub async fn prepare(
+        &self,
+        teammate: &str,
+        path: &Path,
+        first_attempt: bool,
+    ) -> Result<Worktree, String> {
         let _guard = self.lock.lock().await;
         let branch = self.branch(teammate);
         if path.join(".git").exists() {
@@ -183,6 +193,29 @@ impl Isolation {
         )
         .await
         .ok;
+        if exists && first_attempt {
+            // The branch is older than this team's journal (its workspace was removed): start
+            // again from the base if it holds no work, never drop commits.
+            let ancestor = git(
+                &self.repo,
+                &["merge-base", "--is-ancestor", &branch, &self.base],
+                &[],
+            )
+            .await;
+            if !ancestor.ok {
+                return Err(format!(
+                    "branch {branch} holds commits from an earlier run; merge or delete it (`git branch -D {branch}`, or `runner clean`) and run again"
+                ));
+            }
+            let reset = git(&self.repo, &["branch", "-f", &branch, &self.base], &[]).await;
+            if !reset.ok {
+                return Err(format!(
+                    "cannot reset branch {branch} to {}: {}",
+                    self.base,
+                    first_line(&reset.stderr)
+                ));
+            }
+        }
         let out = if exists {
             git(&self.repo, &["worktree", "add", &path_s, &branch], &[]).await
         } else {

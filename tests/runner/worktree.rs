@@ -378,3 +378,46 @@ fn resolve_with_worktrees_and_merge_on_three_code_items() {
         ""
     );
 }
+
+#[test]
+fn a_branch_left_by_a_removed_workspace_is_never_silently_reused() {
+    let sb = repo();
+    let r = batch(&sb, &[("a", "EDIT shared.txt=alpha")], &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let old_tip = git(sb.path(), &["rev-parse", "runner/workers-output/1-a"]);
+    // The user removes the workspace to start over, and the project moves on.
+    std::fs::remove_dir_all(sb.join("workers-output.runner")).expect("rm workspace");
+    std::fs::remove_file(sb.join("workers-output.csv")).expect("rm output");
+    sb.write("other.txt", "new\n");
+    git(sb.path(), &["add", "other.txt"]);
+    git(sb.path(), &["commit", "-q", "-m", "moved on"]);
+    let head = git(sb.path(), &["rev-parse", "HEAD"]);
+
+    // The old branch holds the earlier run's commit: the item fails and names the branch,
+    // which keeps its commit.
+    let r = batch(&sb, &[("a", "EDIT shared.txt=alpha")], &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "failed");
+    assert!(
+        rows["a"]["error"].contains("branch runner/workers-output/1-a holds commits"),
+        "{:?}",
+        rows["a"]
+    );
+    assert_eq!(rows["a"]["log"], "", "no log was written");
+    assert_eq!(
+        git(sb.path(), &["rev-parse", "runner/workers-output/1-a"]),
+        old_tip
+    );
+
+    // A branch with no commits of its own restarts from the current HEAD.
+    git(
+        sb.path(),
+        &["branch", "-f", "runner/workers-output/1-a", "HEAD~1"],
+    );
+    std::fs::remove_dir_all(sb.join("workers-output.runner")).expect("rm workspace");
+    let r = batch(&sb, &[("a", "EDIT shared.txt=alpha")], &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let parent = git(sb.path(), &["rev-parse", "runner/workers-output/1-a~1"]);
+    assert_eq!(parent, head, "the branch starts from the current HEAD");
+}

@@ -57,6 +57,13 @@ fn finished_line(o: &crate::run::outcome::Outcome) -> String {
     )
 }
 
+/// How many teammates run at once: `--jobs`, or fewer when the batch is smaller.
+fn at_a_time(jobs: usize, total: Option<u64>) -> usize {
+    total.map_or(jobs, |t| {
+        jobs.min(usize::try_from(t).unwrap_or(usize::MAX)).max(1)
+    })
+}
+
 /// One line per finished item and per interrupt, for logs and CI.
 pub struct Plain;
 
@@ -72,8 +79,9 @@ impl Reporter for Plain {
                 ..
             } => writeln!(
                 out,
-                "Starting team {team}: {} item(s), {jobs} at a time; workspace {}",
+                "Starting team {team}: {} item(s), {} at a time; workspace {}",
                 total.map_or("?".to_string(), |t| t.to_string()),
+                at_a_time(*jobs, *total),
                 workspace.display()
             ),
             Event::ItemFinished(o) => writeln!(out, "{}", finished_line(o)),
@@ -166,7 +174,8 @@ impl Reporter for Human {
                     self.overall.set_length(*t);
                 }
                 let _ = self.multi.println(format!(
-                    "Starting team {team}, {jobs} at a time; workspace {}",
+                    "Starting team {team}, {} at a time; workspace {}",
+                    at_a_time(*jobs, *total),
                     workspace.display()
                 ));
             }

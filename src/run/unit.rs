@@ -225,8 +225,8 @@ pub async fn run_item(
         let result = attempt_once(
             &spec,
             &item,
-            &dir,
-            attempt,
+            AttemptLogs { dir: &dir, attempt },
+            first_attempt == 1,
             match retry_ctx.take() {
                 Some(retry) => render_prompt(&spec, &item, Some(retry)),
                 None => first_prompt
@@ -327,16 +327,18 @@ fn failed_before_start(reason: String, log: PathBuf) -> AttemptResult {
     }
 }
 
+/// One attempt: `new_item` when this team's journal had no attempt of the item before this
+/// run (then a worktree branch of its name is left from an earlier team).
 async fn attempt_once(
     spec: &RunSpec,
     item: &WorkItem,
-    dir: &Path,
-    attempt: u32,
+    logs: AttemptLogs<'_>,
+    new_item: bool,
     prompt: Result<String, String>,
     tx: &mpsc::UnboundedSender<UnitMsg>,
     cancel: watch::Receiver<Cancel>,
 ) -> AttemptResult {
-    let logs = AttemptLogs { dir, attempt };
+    let (dir, attempt) = (logs.dir, logs.attempt);
     let stdout_log = logs.path("stdout.log");
     let stderr_log = logs.path("stderr.log");
     let report_path = dir.join("report.json");
@@ -385,7 +387,7 @@ async fn attempt_once(
         None => None,
         Some(iso) => {
             let path = spec.workspace.join("worktrees").join(&item.teammate);
-            match iso.prepare(&item.teammate, &path, attempt == 1).await {
+            match iso.prepare(&item.teammate, &path, new_item).await {
                 Ok(wt) => Some(wt),
                 Err(e) => return failed_before_start(e, PathBuf::new()),
             }

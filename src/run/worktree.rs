@@ -87,7 +87,8 @@ pub struct Isolation {
     pub setup: Option<Vec<String>>,
     /// Committer identity for runner commits when the repository has none configured.
     pub identity: Vec<(String, String)>,
-    lock: Mutex<()>,
+    /// Serialises `git worktree add`; holds the branches this run has prepared.
+    prepared: Mutex<std::collections::HashSet<String>>,
 }
 
 /// A teammate's worktree.
@@ -149,7 +150,7 @@ impl Isolation {
             copy,
             setup,
             identity,
-            lock: Mutex::new(()),
+            prepared: Mutex::new(std::collections::HashSet::new()),
         })
     }
 
@@ -159,17 +160,18 @@ impl Isolation {
     }
 
     /// Create (or reuse, on a retry or a resumed run) the worktree of `teammate` at `path`.
-    /// On the item's `first_attempt` in this team, an existing branch of that name is left
-    /// from an earlier team: it restarts from the base when it holds no commits of its own.
+    /// When this team never ran the item before (`new_item`: no attempt in its journal) and
+    /// this run has not prepared the branch yet, an existing branch of that name is left from
+    /// an earlier team: it restarts from the base when it holds no commits of its own.
     ///
     /// Errors: what git said; such a branch that holds commits (they are never dropped).
     pub async fn prepare(
         &self,
         teammate: &str,
         path: &Path,
-        first_attempt: bool,
+        new_item: bool,
     ) -> Result<Worktree, String> {
-        let _guard = self.lock.lock().await;
+        let mut prepared = self.prepared.lock().await;
         let branch = self.branch(teammate);
         if path.join(".git").exists() {
             return Ok(Worktree {
@@ -193,7 +195,7 @@ impl Isolation {
         )
         .await
         .ok;
-        if exists && first_attempt {
+        if exists && new_item && !prepared.contains(&branch) {
             // The branch is older than this team's journal (its workspace was removed): start
             // again from the base if it holds no work, never drop commits.
             let ancestor = git(
@@ -232,6 +234,7 @@ impl Isolation {
                 first_line(&out.stderr)
             ));
         }
+        prepared.insert(branch.clone());
         for rel in &self.copy {
             copy_into(&self.repo.join(rel), &path.join(rel))
                 .map_err(|e| format!("cannot copy {} into the worktree: {e}", rel.display()))?;

@@ -394,11 +394,23 @@ fn a_branch_left_by_a_removed_workspace_is_never_silently_reused() {
     let head = git(sb.path(), &["rev-parse", "HEAD"]);
 
     // The old branch holds the earlier run's commit: the item fails and names the branch,
-    // which keeps its commit.
-    let r = batch(&sb, &[("a", "EDIT shared.txt=alpha")], &[]);
+    // which keeps its commit (a retry does not adopt it either).
+    let r = batch(
+        &sb,
+        &[("a", "EDIT shared.txt=alpha")],
+        &[
+            "--retries",
+            "1",
+            "--retry-on",
+            "failed",
+            "--retry-delay",
+            "10ms",
+        ],
+    );
     assert_eq!(r.code, 1, "{r:?}");
     let rows = by_id(&sb.join("workers-output.csv"), "id");
     assert_eq!(rows["a"]["status"], "failed");
+    assert_eq!(rows["a"]["attempts"], "2", "{:?}", rows["a"]);
     assert!(
         rows["a"]["error"].contains("branch runner/workers-output/1-a holds commits"),
         "{:?}",

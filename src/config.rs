@@ -162,33 +162,27 @@ pub fn detect_runner(store: Option<&Path>) -> Result<String> {
 ///
 /// Errors: [`Error::Environment`] (exit 3) with the install hint.
 pub fn check_program(program: &str, hint: &str) -> Result<PathBuf> {
-    let found = if program.contains('/') {
-        use std::os::unix::fs::PermissionsExt;
-        let p = PathBuf::from(program);
-        if let Ok(meta) = std::fs::metadata(&p)
-            && meta.is_file()
-            && meta.permissions().mode() & 0o111 == 0
-        {
-            return Err(Error::Environment(format!(
-                "`{program}` is not executable; make it so with `chmod +x {program}`"
-            )));
-        }
-        p.is_file().then_some(p)
+    use std::os::unix::fs::PermissionsExt;
+    let hint = if hint.is_empty() {
+        String::new()
     } else {
-        which::which(program).ok()
+        format!("; {hint}")
     };
-    found.ok_or_else(|| {
-        let hint = if hint.is_empty() {
-            String::new()
-        } else {
-            format!("; {hint}")
-        };
-        if program.contains('/') {
-            Error::Environment(format!("`{program}` does not exist or is not a file{hint}"))
-        } else {
-            Error::Environment(format!("`{program}` was not found on PATH{hint}"))
+    if !program.contains('/') {
+        return which::which(program)
+            .map_err(|_| Error::Environment(format!("`{program}` was not found on PATH{hint}")));
+    }
+    match std::fs::metadata(program) {
+        Ok(meta) if meta.is_file() && meta.permissions().mode() & 0o111 != 0 => {
+            Ok(PathBuf::from(program))
         }
-    })
+        Ok(meta) if meta.is_file() => Err(Error::Environment(format!(
+            "`{program}` is not executable; make it so with `chmod +x {program}`"
+        ))),
+        _ => Err(Error::Environment(format!(
+            "`{program}` does not exist or is not a file{hint}"
+        ))),
+    }
 }
 
 /// Validate the shared runner options. `store` is where user runner definitions live.

@@ -41,6 +41,13 @@ struct State {
 }
 
 impl State {
+    /// Count an item that ends the run as `status` without an outcome of this run (completed
+    /// earlier, or never reached).
+    fn count(&mut self, status: ItemStatus) {
+        *self.counts.entry(status).or_default() += 1;
+        *self.snapshot.counts.entry(status.to_string()).or_default() += 1;
+    }
+
     fn finish(&mut self, o: &Outcome) {
         self.statuses.insert(o.id.clone(), o.status);
         *self.counts.entry(o.status).or_default() += 1;
@@ -288,12 +295,11 @@ pub async fn run(
         // describe the same batch as the output.
         for item in items.by_ref() {
             let Ok(item) = item else { break };
-            let status = team
-                .finished
-                .get(&item.id)
-                .map_or(ItemStatus::Cancelled, |f| f.status);
-            *st.counts.entry(status).or_default() += 1;
-            *st.snapshot.counts.entry(status.to_string()).or_default() += 1;
+            st.count(
+                team.finished
+                    .get(&item.id)
+                    .map_or(ItemStatus::Cancelled, |f| f.status),
+            );
         }
     }
     team.record(&Entry::RunFinished {
@@ -380,12 +386,8 @@ fn resume_completed(item: &WorkItem, team: &Team, st: &mut State) -> Result<bool
         item.id
     );
     st.statuses.insert(item.id.clone(), ItemStatus::Completed);
-    *st.counts.entry(ItemStatus::Completed).or_default() += 1;
+    st.count(ItemStatus::Completed);
     st.resumed += 1;
-    *st.snapshot
-        .counts
-        .entry(ItemStatus::Completed.to_string())
-        .or_default() += 1;
     Ok(true)
 }
 

@@ -94,6 +94,18 @@ pub struct Exit {
     pub stderr_bytes: u64,
 }
 
+impl Exit {
+    /// Of `spec`'s two logs, the one that explains this run: the stdout log, unless the child
+    /// wrote nothing there and something to stderr.
+    pub fn telling_log(&self, spec: &Spawn) -> PathBuf {
+        if self.stdout_bytes == 0 && self.stderr_bytes > 0 {
+            spec.stderr_log.clone()
+        } else {
+            spec.stdout_log.clone()
+        }
+    }
+}
+
 /// Signals the whole group with SIGKILL when dropped, so that a cancelled or panicking
 /// supervisor cannot leave the group running.
 struct GroupGuard(Pid);

@@ -433,11 +433,8 @@ async fn attempt_once(
         && let Some(setup) = &iso.setup
         && !dir.join(".worktree-setup-done").exists()
     {
-        if let Err(e) = run_setup(spec, setup, &wt.path, &logs, &env, cancel.clone()).await {
-            return failed_before_start(
-                e,
-                telling_log(&logs.path("setup.log"), &logs.path("setup.stderr.log")),
-            );
+        if let Err(f) = run_setup(spec, setup, &wt.path, &logs, &env, cancel.clone()).await {
+            return failed_before_start(f.reason, f.log);
         }
         let _ = std::fs::write(dir.join(".worktree-setup-done"), b"");
     }
@@ -577,25 +574,15 @@ async fn attempt_once(
         elapsed: exit.elapsed,
         agent,
         report: found.ok().map(|(r, _)| r),
-        // The log that explains the attempt: stdout, unless the agent printed nothing there
-        // and everything to stderr.
-        log: if exit.stdout_bytes == 0 && exit.stderr_bytes > 0 {
-            stderr_log
-        } else {
-            stdout_log
-        },
+        log: exit.telling_log(&spawn),
     }
 }
 
-/// Of a helper's two logs, the one that explains its result: `out`, unless it is empty and
-/// `err` is not.
-fn telling_log(out: &Path, err: &Path) -> PathBuf {
-    let len = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
-    if len(out) == 0 && len(err) > 0 {
-        err.to_owned()
-    } else {
-        out.to_owned()
-    }
+/// Why a helper command (verify, worktree set-up) did not succeed, and the log that says
+/// more (empty when it never started).
+struct HelperFailure {
+    reason: String,
+    log: PathBuf,
 }
 
 /// The helper-command error that means the run was interrupted while it ran.
@@ -628,7 +615,7 @@ async fn run_helper(
     logs: &AttemptLogs<'_>,
     env: &[(String, String)],
     cancel: watch::Receiver<Cancel>,
-) -> Result<(), String> {
+) -> Result<(), HelperFailure> {
     let Some((program, args)) = argv.split_first() else {
         return Ok(());
     };
@@ -650,23 +637,31 @@ async fn run_helper(
         activity: None,
     };
     let shown = argv.join(" ");
-    match process::run(&spawn, cancel, |_| {}).await.end {
-        ProcessEnd::Exited(0) => Ok(()),
-        ProcessEnd::Cancelled => Err(HELPER_CANCELLED.into()),
+    let exit = process::run(&spawn, cancel, |_| {}).await;
+    let told = exit.telling_log(&spawn);
+    let reason = match exit.end {
+        ProcessEnd::Exited(0) => return Ok(()),
+        ProcessEnd::Cancelled => HELPER_CANCELLED.into(),
         ProcessEnd::Exited(code) => {
             let tail = last_line_of(&err_log)
                 .or_else(|| last_line_of(&log))
                 .map(|l| format!(": {l}"))
                 .unwrap_or_default();
-            Err(format!(
+            format!(
                 "`{shown}` exited with code {code}{tail} (log: {})",
-                telling_log(&log, &err_log).display()
-            ))
+                told.display()
+            )
         }
-        ProcessEnd::TimedOut { limit_s } => Err(format!("`{shown}` timed out after {limit_s}s")),
-        ProcessEnd::Signalled(s) => Err(format!("`{shown}` was killed by signal {s}")),
-        ProcessEnd::NotStarted(why) => Err(why),
-    }
+        ProcessEnd::TimedOut { limit_s } => format!("`{shown}` timed out after {limit_s}s"),
+        ProcessEnd::Signalled(s) => format!("`{shown}` was killed by signal {s}"),
+        ProcessEnd::NotStarted(why) => {
+            return Err(HelperFailure {
+                reason: why,
+                log: PathBuf::new(),
+            });
+        }
+    };
+    Err(HelperFailure { reason, log: told })
 }
 
 /// Run the verify command (argv, `{column}` placeholders filled from the item's values) in
@@ -688,7 +683,9 @@ async fn run_verify(
             .map_err(|e| e.to_string())?;
         rendered.push(t.render(&headers, &values));
     }
-    run_helper(spec, "verify", &rendered, cwd, logs, env, cancel).await
+    run_helper(spec, "verify", &rendered, cwd, logs, env, cancel)
+        .await
+        .map_err(|f| f.reason)
 }
 
 /// Run the worktree set-up command once, in the worktree, before the agent.
@@ -699,8 +696,11 @@ async fn run_setup(
     logs: &AttemptLogs<'_>,
     env: &[(String, String)],
     cancel: watch::Receiver<Cancel>,
-) -> Result<(), String> {
+) -> Result<(), HelperFailure> {
     run_helper(spec, "setup", argv, worktree, logs, env, cancel)
         .await
-        .map_err(|e| format!("worktree setup {e}"))
+        .map_err(|f| HelperFailure {
+            reason: format!("worktree setup {}", f.reason),
+            ..f
+        })
 }

@@ -470,3 +470,26 @@ fn a_second_run_of_the_same_batch_stops_at_once_naming_the_holder() {
     let status = first.wait().expect("wait");
     assert_eq!(status.code(), Some(130));
 }
+
+#[test]
+fn verify_decides_a_reported_success_and_its_failure_names_the_log_that_explains_it() {
+    let sb = batch(&[("a", "success"), ("b", "success")]);
+    sb.write("b.ok", "");
+    let r = run_batch(
+        &sb,
+        &[
+            "--verify",
+            "sh -c 'test -e {id}.ok || {{ echo missing {id}.ok >&2; exit 1; }}'",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["b"]["status"], "completed", "{:?}", rows["b"]);
+    assert_eq!(rows["a"]["status"], "failed");
+    let error = &rows["a"]["error"];
+    assert!(
+        error.contains("exited with code 1: missing a.ok")
+            && error.contains("teammates/1-a/attempt-1.verify.stderr.log"),
+        "{error}"
+    );
+}

@@ -226,22 +226,17 @@ fn agents_that_read_stdin_to_eof_or_never_read_it_both_finish() {
     for script in [&cat_agent, &deaf_agent] {
         let out = sb.join("out.csv");
         let _ = std::fs::remove_file(&out);
-        let r = sb.run(&[
-            "batch",
-            "--input",
-            "in.csv",
-            "--instruction",
-            "instr.md",
-            "--output",
-            "out.csv",
-            "--format",
-            "plain",
-            "--timeout",
-            "20s",
-            "--",
-            "sh",
-            &script.display().to_string(),
-        ]);
+        let r = sb.batch(
+            &[
+                "--output",
+                "out.csv",
+                "--format",
+                "plain",
+                "--timeout",
+                "20s",
+            ],
+            &["sh", &script.display().to_string()],
+        );
         assert_eq!(r.code, 0, "{r:?}");
     }
     let bytes: usize = sb
@@ -268,18 +263,10 @@ fn the_runner_environment_reaches_the_agent() {
         "#!/bin/sh\nenv | grep '^RUNNER_' | sort > \"$RUNNER_TEAMMATE_DIR/env.txt\"\n\
          printf '{\"status\":\"completed\",\"summary\":\"ok\"}' > \"$RUNNER_REPORT\"\n",
     );
-    let r = sb.run(&[
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "id",
-        "--",
-        "sh",
-        &script.display().to_string(),
-    ]);
+    let r = sb.batch(
+        &["--id-column", "id"],
+        &["sh", &script.display().to_string()],
+    );
     assert_eq!(r.code, 0, "{r:?}");
     let env = sb.read("workers-output.runner/teammates/1-x1/env.txt");
     let ws = sb.join("workers-output.runner").display().to_string();
@@ -304,22 +291,10 @@ fn two_hundred_rows_at_jobs_8_all_complete_once() {
     }
     sb.write("in.csv", csv);
     sb.write("instr.md", "Echo {text}. MODE=success\n");
-    let r = sb.run(&[
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "n",
-        "--jobs",
-        "8",
-        "--format",
-        "plain",
-        "--",
-        "python3",
-        &agent(FAKE),
-    ]);
+    let r = sb.batch(
+        &["--id-column", "n", "--jobs", "8", "--format", "plain"],
+        &["python3", &agent(FAKE)],
+    );
     assert_eq!(r.code, 0, "{r:?}");
     let rows = csv_rows(&sb.join("workers-output.csv"));
     assert_eq!(rows.len(), 200);
@@ -406,16 +381,7 @@ fn runner_columns_are_prefixed_when_an_input_column_collides() {
     let sb = Sandbox::new();
     sb.write("in.csv", "id,status\n1,open\n");
     sb.write("instr.md", "Do {id} ({status}). MODE=success\n");
-    let r = sb.run(&[
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--",
-        "python3",
-        &agent(FAKE),
-    ]);
+    let r = sb.batch(&[], &["python3", &agent(FAKE)]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stderr.contains("runner_<name>"), "{r:?}");
     let rows = csv_rows(&sb.join("workers-output.csv"));
@@ -427,15 +393,7 @@ fn runner_columns_are_prefixed_when_an_input_column_collides() {
 fn a_missing_program_is_an_environment_error_before_anything_is_written() {
     let sb = batch(&[("a", "success")]);
     let before = sb.tree();
-    let r = sb.run(&[
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--",
-        "no-such-agent-program",
-    ]);
+    let r = sb.batch(&[], &["no-such-agent-program"]);
     assert_eq!(r.code, 3, "{r:?}");
     assert!(
         r.stderr

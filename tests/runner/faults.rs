@@ -202,22 +202,17 @@ fn a_retry_resumes_from_the_working_context_of_the_last_attempt() {
          grep -q 'step 1 of 2 done' \"$RUNNER_TEAMMATE_DIR/prompt.md\" || exit 7\n\
          printf '{\"status\":\"completed\",\"summary\":\"resumed at step 2\"}' > \"$RUNNER_REPORT\"\n",
     );
-    let r = sb.run(&[
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--retries",
-        "1",
-        "--retry-delay",
-        "10ms",
-        "--format",
-        "plain",
-        "--",
-        "sh",
-        &script.display().to_string(),
-    ]);
+    let r = sb.batch(
+        &[
+            "--retries",
+            "1",
+            "--retry-delay",
+            "10ms",
+            "--format",
+            "plain",
+        ],
+        &["sh", &script.display().to_string()],
+    );
     assert_eq!(r.code, 0, "{r:?}");
     let rows = by_id(&sb.join("workers-output.csv"), "id");
     assert_eq!(rows["w"]["summary"], "resumed at step 2");

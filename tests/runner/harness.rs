@@ -195,23 +195,29 @@ impl Sandbox {
         self.write_csv(&csv);
     }
 
+    /// `runner batch --input in.csv --instruction instr.md FLAGS -- AGENT...`.
+    pub fn batch_cmd(&self, flags: &[&str], agent: &[&str]) -> Command {
+        let mut args = vec!["batch", "--input", "in.csv", "--instruction", "instr.md"];
+        args.extend_from_slice(flags);
+        args.push("--");
+        args.extend_from_slice(agent);
+        self.cmd(&args)
+    }
+
+    /// Run [`Sandbox::batch_cmd`] to completion.
+    pub fn batch(&self, flags: &[&str], agent: &[&str]) -> Run {
+        self.batch_cmd(flags, agent)
+            .output()
+            .expect("spawn runner")
+            .into()
+    }
+
     /// `runner batch` over in.csv and instr.md with the fake agent; `extra` goes before `--`.
     pub fn fake_batch_cmd(&self, extra: &[&str]) -> Command {
         let fake = agent("fake_agent.py");
-        let mut args = vec![
-            "batch",
-            "--input",
-            "in.csv",
-            "--instruction",
-            "instr.md",
-            "--id-column",
-            "id",
-            "--format",
-            "plain",
-        ];
-        args.extend_from_slice(extra);
-        args.extend_from_slice(&["--", "python3", &fake]);
-        self.cmd(&args)
+        let mut flags = vec!["--id-column", "id", "--format", "plain"];
+        flags.extend_from_slice(extra);
+        self.batch_cmd(&flags, &["python3", &fake])
     }
 
     /// Run [`Sandbox::fake_batch_cmd`] to completion.

@@ -10,17 +10,7 @@ fn an_agent_that_only_echoes_its_prompt_does_not_complete() {
     let sb = Sandbox::new();
     sb.write("in.csv", "id\na\n");
     sb.write("instr.md", "Delete {id}\n");
-    let r = sb.run(&[
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "id",
-        "--",
-        "cat",
-    ]);
+    let r = sb.batch(&["--id-column", "id"], &["cat"]);
     assert_eq!(r.code, 1, "{r:?}");
     let rows = by_id(&sb.join("workers-output.csv"), "id");
     assert_eq!(
@@ -91,18 +81,7 @@ fn unknown_only_ids_and_colliding_columns_are_refused() {
 fn a_program_after_dashes_is_refused_for_a_cli_runner() {
     let sb = Sandbox::new();
     sb.write_rows(&[("a", "success")]);
-    let r = sb.run(&[
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--runner",
-        "claude",
-        "--",
-        "python3",
-        "x.py",
-    ]);
+    let r = sb.batch(&["--runner", "claude"], &["python3", "x.py"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("only for the exec runner"), "{r:?}");
 }
@@ -119,20 +98,10 @@ fn oversized_reports_fail_and_agent_text_is_cleaned() {
          else:\n    rep = {'status': 'completed', 'summary': 'red \\x1b[31mtext\\r\\nsecond line'}\n\
          json.dump(rep, open(os.environ['RUNNER_REPORT'], 'w'))\n",
     );
-    let r = sb.run(&[
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "id",
-        "--format",
-        "plain",
-        "--",
-        "python3",
-        &script.display().to_string(),
-    ]);
+    let r = sb.batch(
+        &["--id-column", "id", "--format", "plain"],
+        &["python3", &script.display().to_string()],
+    );
     assert_eq!(r.code, 1, "{r:?}");
     let rows = by_id(&sb.join("workers-output.csv"), "id");
     assert_eq!(rows["big"]["status"], "failed");

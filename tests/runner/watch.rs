@@ -145,20 +145,7 @@ fn status_works_from_another_process_while_the_run_goes_on() {
     );
     let f = agent("fake_agent.py");
     let mut runner = sb
-        .cmd(&[
-            "batch",
-            "--input",
-            "in.csv",
-            "--instruction",
-            "instr.md",
-            "--id-column",
-            "id",
-            "--grace",
-            "2s",
-            "--",
-            "python3",
-            &f,
-        ])
+        .batch_cmd(&["--id-column", "id", "--grace", "2s"], &["python3", &f])
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn");
@@ -215,18 +202,7 @@ fn the_terminal_renderer_is_not_used_when_stdout_is_not_a_terminal() {
     csv_batch(&sb, "id,mode\na,success\n");
     let f = agent("fake_agent.py");
     // The default format is human: with stdout piped it must fall back to plain lines.
-    let r = sb.run(&[
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "id",
-        "--",
-        "python3",
-        &f,
-    ]);
+    let r = sb.batch(&["--id-column", "id"], &["python3", &f]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         !r.stdout.contains('\u{1b}') && !r.stdout.contains('\r'),

@@ -55,12 +55,7 @@ fn batch(sb: &Sandbox, items: &[(&str, &str)], extra: &[&str]) -> crate::harness
         rows(sb, items);
     }
     let a = agent("edit_agent.py");
-    let mut args = vec![
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
+    let mut flags = vec![
         "--id-column",
         "id",
         "--format",
@@ -68,9 +63,8 @@ fn batch(sb: &Sandbox, items: &[(&str, &str)], extra: &[&str]) -> crate::harness
         "--isolate",
         "worktree",
     ];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", "python3", &a]);
-    sb.run(&args)
+    flags.extend_from_slice(extra);
+    sb.batch(&flags, &["python3", &a])
 }
 
 fn worktree_list(sb: &Sandbox) -> String {
@@ -277,24 +271,19 @@ fn ctrl_c_leaves_no_worktree_git_does_not_know_about() {
     sb.write("instr.md", "Do this: {task}\n");
     let a = agent("edit_agent.py");
     let mut child = sb
-        .cmd(&[
-            "batch",
-            "--input",
-            "in.csv",
-            "--instruction",
-            "instr.md",
-            "--id-column",
-            "id",
-            "--isolate",
-            "worktree",
-            "--jobs",
-            "3",
-            "--grace",
-            "2s",
-            "--",
-            "python3",
-            &a,
-        ])
+        .batch_cmd(
+            &[
+                "--id-column",
+                "id",
+                "--isolate",
+                "worktree",
+                "--jobs",
+                "3",
+                "--grace",
+                "2s",
+            ],
+            &["python3", &a],
+        )
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn");

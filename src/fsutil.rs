@@ -1,8 +1,9 @@
-//! Atomic file replacement and private directories (DESIGN §6).
+//! File-system helpers: atomic file replacement, private directories (DESIGN §6), and path
+//! resolution shared by every command.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
@@ -103,6 +104,44 @@ pub fn create_private_file(path: &Path) -> std::io::Result<File> {
         .truncate(true)
         .mode(0o600)
         .open(path)
+}
+
+/// Resolve `p` against `base` unless it is absolute.
+pub fn resolve(base: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_owned()
+    } else {
+        base.join(p)
+    }
+}
+
+/// The absolute form of `p` (relative to the current directory), without touching the disk.
+pub fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_owned())
+}
+
+/// Whether `a` and `b` name the same file (after resolving `.`/`..` and symlinks where the
+/// files exist).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    let norm = |p: &Path| p.canonicalize().unwrap_or_else(|_| absolute(p));
+    norm(a) == norm(b)
+}
+
+/// Check that the folder a flag's file goes into exists, before anything runs.
+///
+/// Errors: exit 2 naming the flag and the folder.
+pub fn check_parent(path: Option<&Path>, flag: &str) -> Result<()> {
+    let Some(p) = path else { return Ok(()) };
+    let parent = absolute(p).parent().map(Path::to_owned).unwrap_or_default();
+    if parent.is_dir() {
+        Ok(())
+    } else {
+        Err(Error::Input(format!(
+            "{flag} {}: the folder {} does not exist",
+            p.display(),
+            parent.display()
+        )))
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 pub mod agent;
 pub mod cli;
 pub mod commands;
-pub mod config;
 pub mod error;
 pub mod fault;
 pub mod fsutil;
@@ -13,6 +12,7 @@ pub mod item;
 pub mod prompt;
 pub mod report;
 pub mod run;
+pub mod settings;
 pub mod sink;
 pub mod source;
 pub mod store;

@@ -7,9 +7,9 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use serde::Deserialize;
-
 use crate::error::{Error, Result};
+use crate::settings::FileSettings;
+use crate::source::todo::TodoDocument;
 
 /// The store folder's name inside a project.
 pub const STORE_DIR: &str = ".agent-tasks";
@@ -32,6 +32,32 @@ pub struct Store {
     pub dir: PathBuf,
     /// The project root when this is a project store (teammates run there).
     pub project_root: Option<PathBuf>,
+}
+
+/// Read a todo file of a store (the inbox or a batch file) and parse it losslessly; problems
+/// are left in the document for the caller to judge.
+///
+/// Errors: the file cannot be read or is not UTF-8 (exit 2, naming it).
+pub fn read_todo(path: &Path) -> Result<(String, TodoDocument)> {
+    let text = read_utf8(path)?;
+    let doc = TodoDocument::parse(&text);
+    Ok((text, doc))
+}
+
+/// Read a text file the user gave (a todo file, a checkpoint body).
+///
+/// Errors: the file cannot be read or is not UTF-8 (exit 2, naming it).
+pub fn read_utf8(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::Input(format!("{}: cannot read: {e}", path.display())))?;
+    String::from_utf8(bytes)
+        .map_err(|_| Error::input_at(path, None, "not valid UTF-8; save it as UTF-8"))
+}
+
+/// Today's date in local time, `YYYY-MM-DD` (the inbox's "last updated" line, batch
+/// `created` dates, `completed.md` lines).
+pub fn today() -> String {
+    jiff::Zoned::now().strftime("%Y-%m-%d").to_string()
 }
 
 /// The git work tree containing `start`, found by walking up to a `.git` entry.
@@ -68,7 +94,7 @@ pub fn choose(
     }
     if let Some(dir) = &flags.store {
         return Ok(Store {
-            dir: crate::config::absolute(dir),
+            dir: crate::fsutil::absolute(dir),
             project_root: None,
         });
     }
@@ -118,40 +144,6 @@ pub fn choose(
     }
 }
 
-/// `<store>/runner.toml`: defaults for runs from this store, below the flags.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StoreConfig {
-    /// Runner definition name.
-    pub runner: Option<String>,
-    /// Command for the exec runner.
-    pub command: Option<Vec<String>>,
-    /// Teammates at once.
-    pub max_workers: Option<usize>,
-    /// Time limit of one attempt, seconds.
-    pub max_runtime_seconds: Option<u64>,
-    /// Extra attempts.
-    pub retries: Option<u32>,
-    /// Verify command.
-    pub verify: Option<String>,
-    /// Model.
-    pub model: Option<String>,
-    /// `none` or `worktree`.
-    pub isolate: Option<String>,
-    /// `[worktree]`: `copy` and `setup`.
-    pub worktree: Option<WorktreeConfig>,
-}
-
-/// `[worktree]` in `<store>/runner.toml`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorktreeConfig {
-    /// Ignored files to copy into each worktree.
-    pub copy: Option<Vec<String>>,
-    /// Set-up command run once per worktree.
-    pub setup: Option<String>,
-}
-
 impl Store {
     /// The inbox path.
     pub fn inbox(&self) -> PathBuf {
@@ -173,22 +165,17 @@ impl Store {
         }
     }
 
-    /// Read `<store>/runner.toml` if present.
+    /// Read `<store>/runner.toml` (the settings of runs from this store, below the flags) if
+    /// present.
     ///
-    /// Errors: unreadable or invalid file (exit 2, naming the key).
-    pub fn config(&self) -> Result<StoreConfig> {
+    /// Errors: unreadable or invalid file (exit 2, naming the line and the key).
+    pub fn settings(&self) -> Result<FileSettings> {
         let p = self.dir.join("runner.toml");
-        let text = match std::fs::read_to_string(&p) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(StoreConfig::default()),
-            Err(e) => return Err(Error::Input(format!("{}: cannot read: {e}", p.display()))),
-        };
-        toml::from_str(&text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() as u64 + 1);
-            Error::input_at(&p, line, e.message())
-        })
+        match std::fs::read_to_string(&p) {
+            Ok(text) => FileSettings::from_toml(&p, &text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileSettings::default()),
+            Err(e) => Err(Error::Input(format!("{}: cannot read: {e}", p.display()))),
+        }
     }
 
     /// The inbox text, or the template when there is none yet (`None` as the second value

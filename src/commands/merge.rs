@@ -56,7 +56,7 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
     if let Some(p) = args
         .inputs
         .iter()
-        .find(|p| crate::config::same_file(p, &args.output))
+        .find(|p| crate::fsutil::same_file(p, &args.output))
     {
         return Err(Error::Input(format!(
             "-o {}: the merged output would overwrite the shard {}; choose another file",
@@ -64,7 +64,7 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
             p.display()
         )));
     }
-    crate::config::check_parent(Some(&args.output), "-o")?;
+    crate::fsutil::check_parent(Some(&args.output), "-o")?;
     let shards: Vec<ShardFile> = args.inputs.iter().map(|p| load(p)).collect::<Result<_>>()?;
     let first = &shards[0];
     for s in &shards[1..] {

@@ -1,9 +1,9 @@
-//! One module per subcommand: each turns validated configuration into a run and an exit
-//! code. The steps are in `config`, `source`, `run` and `sink`; these only sequence them.
+//! One module per subcommand: each parses its arguments and sequences the steps, which live
+//! in `settings`, `source`, `run` and `sink` (a run is always `source → Plan →
+//! run::pipeline::run`).
 
 pub mod batch;
 pub mod clean;
-pub mod common;
 pub mod merge;
 pub mod resolve;
 pub mod runners;

@@ -7,14 +7,14 @@
 use std::collections::HashMap;
 use std::io::IsTerminal;
 
-use super::common::today;
 use super::todo::{open_store, parse_checked, render_items};
-use super::todo_run::{self, TodoRun};
+use super::todo_run;
 use crate::cli::ResolveArgs;
-use crate::config::{self, FileDefaults};
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use crate::source::todo::{Mark, Section, TodoDocument, batch_document};
-use crate::store::Need;
+use crate::source::todo_batch::{self, TodoBatch};
+use crate::store::{Need, today};
 use crate::ui::say;
 
 /// `runner resolve`.
@@ -72,14 +72,18 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         }
     }
     // Validate the runner options before asking anything or writing.
-    let defaults: FileDefaults = store.config()?.into();
-    let opts = config::run_options(&args.run, &args.command, &defaults, Some(&store.dir))?;
+    let settings = Settings::resolve(
+        &args.run,
+        &args.command,
+        &store.settings()?,
+        Some(&store.dir),
+    )?;
     say(
         format,
         format!(
             "Isolation: {}",
-            if opts.isolate {
-                if opts.merge {
+            if settings.isolate {
+                if settings.merge {
                     "worktree — each teammate in its own git worktree; completed branches are merged back"
                 } else {
                     "worktree — each teammate in its own git worktree and branch"
@@ -117,7 +121,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         .map_err(|e| Error::input_at(&inbox_path, None, e))?;
     let batch_doc = TodoDocument::parse(&batch_text);
     // The batch's own checks (checkpoints inside the store, prerequisites) before writing.
-    todo_run::plan_items(&batch_doc, &store, true)
+    todo_batch::plan_items(&batch_doc, &store, true)
         .map_err(|p| Error::Input(format!("{}: {}", inbox_path.display(), p.join("; "))))?;
     let (rest, _) = doc
         .remove_items(&selected)
@@ -152,13 +156,11 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     let mut rest_doc = TodoDocument::parse(&renumber_after(&rest, &remaining));
     rest_doc.set_last_updated(&today());
 
-    let run = TodoRun {
+    let run = TodoBatch {
         store: &store,
         batch: &batch_path,
         include_ideas: true,
         keep_team: args.keep_team,
-        run: &args.run,
-        command: &args.command,
     };
     if args.run.dry_run {
         say(
@@ -168,7 +170,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
                 batch_path.display()
             ),
         );
-        return todo_run::run_batch(run, batch_doc);
+        return todo_run::run_batch(run, &batch_doc, settings);
     }
     store.ensure()?;
     write_new(&batch_path, &batch_text)?;
@@ -182,7 +184,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
             batch_path.display()
         ),
     );
-    todo_run::run_batch(run, batch_doc)
+    todo_run::run_batch(run, &batch_doc, settings)
 }
 
 fn write_new(path: &std::path::Path, text: &str) -> Result<()> {

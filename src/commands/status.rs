@@ -27,7 +27,7 @@ fn locate(arg: Option<&Path>) -> Result<PathBuf> {
             p.parent()
                 .unwrap_or(Path::new("."))
                 .join("teams")
-                .join(crate::commands::todo_run::team_name(p)),
+                .join(crate::source::todo_batch::team_name(p)),
         ];
         return candidates
             .into_iter()

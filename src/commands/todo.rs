@@ -3,11 +3,10 @@
 use std::io::{IsTerminal, Read};
 use std::path::Path;
 
-use super::common::today;
 use crate::cli::{AddArgs, ListArgs, StoreArgs};
 use crate::error::{Error, Result};
 use crate::source::todo::{Mark, Section, TodoDocument};
-use crate::store::{self, Need, ScopeFlags, Store};
+use crate::store::{self, Need, ScopeFlags, Store, today};
 
 /// The checkpoint template compiled into the binary (`templates/checkpoint.md`).
 pub const CHECKPOINT_TEMPLATE: &str = include_str!("../../templates/checkpoint.md");
@@ -56,16 +55,11 @@ pub fn parse_checked(path: &Path, text: &str) -> Result<TodoDocument> {
     Ok(doc)
 }
 
-fn read_utf8(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::Input(format!("{}: cannot read: {e}", path.display())))?;
-    String::from_utf8(bytes)
-        .map_err(|_| Error::input_at(path, None, "not valid UTF-8; save it as UTF-8"))
-}
-
 /// Read a todo file (UTF-8) and parse it checked.
+///
+/// Errors: unreadable, not UTF-8, or with problems (exit 2, naming file and line).
 pub fn read_doc(path: &Path) -> Result<(String, TodoDocument)> {
-    let text = read_utf8(path)?;
+    let (text, _) = store::read_todo(path)?;
     let doc = parse_checked(path, &text)?;
     Ok((text, doc))
 }
@@ -142,7 +136,7 @@ pub fn add(args: AddArgs) -> Result<i32> {
                 .map_err(|e| Error::Input(format!("cannot read the checkpoint from stdin: {e}")))?;
             Some(s)
         }
-        Some(p) => Some(read_utf8(Path::new(p))?),
+        Some(p) => Some(store::read_utf8(Path::new(p))?),
     };
     let store = open_store(&args.store, Need::Choice)?;
     let (text, _) = store.read_inbox(&today())?;

@@ -120,7 +120,7 @@ pub async fn run(
         workspace: team.dir.clone(),
         total,
         resumed: 0,
-        jobs: spec.jobs,
+        jobs: spec.settings.jobs,
     });
 
     let (tx, mut rx) = mpsc::unbounded_channel::<UnitMsg>();
@@ -146,7 +146,7 @@ pub async fn run(
     loop {
         // Start what can start: waiting items first (input order), then the source.
         if !interrupted {
-            while running.len() < spec.jobs {
+            while running.len() < spec.settings.jobs {
                 let next = take_ready(&mut waiting, &mut st, team, reporter)?;
                 let item = match next {
                     Some(item) => item,

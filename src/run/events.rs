@@ -120,8 +120,9 @@ impl RunSummary {
     }
 }
 
-/// A consumer of run events (progress UI, JSON lines).
+/// A consumer of run events (progress UI, JSON lines, the live side of every sink).
 pub trait Reporter: Send {
-    /// Called for every event, in order, from the dispatcher.
-    fn event(&mut self, event: &Event);
+    /// Called for every event, in order, from the dispatcher; it must not block (file IO
+    /// belongs on a thread of the consumer's own). Ignores events unless overridden.
+    fn event(&mut self, _event: &Event) {}
 }

@@ -4,10 +4,12 @@
 
 pub mod dispatcher;
 pub mod events;
+pub mod isolation;
 pub mod journal;
 pub mod lock;
 pub mod orphans;
 pub mod outcome;
+pub mod pipeline;
 pub mod plan;
 pub mod process;
 pub mod selection;
@@ -15,15 +17,13 @@ pub mod team;
 pub mod unit;
 pub mod worktree;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::agent::RunnerDef;
 use crate::prompt::TeammateTemplate;
-use crate::report::ItemStatus;
+use crate::settings::Settings;
 
 /// Everything a run needs, validated before any file is touched.
 pub struct RunSpec {
@@ -33,38 +33,14 @@ pub struct RunSpec {
     pub workspace: PathBuf,
     /// Working directory of every teammate (absolute).
     pub cwd: PathBuf,
-    /// Teammates at once.
-    pub jobs: usize,
-    /// Time limit of one attempt.
-    pub timeout: Option<Duration>,
-    /// SIGTERM → SIGKILL grace period.
-    pub grace: Duration,
     /// How long to wait for pipes after a child exits.
     pub pipe_wait: Duration,
-    /// Extra attempts after a failed one.
-    pub retries: u32,
-    /// Statuses that are retried.
-    pub retry_on: Vec<ItemStatus>,
-    /// Base delay before a retry (doubled each time, with jitter).
-    pub retry_delay: Duration,
-    /// Cap of each log file, bytes.
-    pub log_cap: u64,
-    /// The runner definition.
-    pub runner: RunnerDef,
-    /// The command after `--` (exec runner).
-    pub command: Vec<String>,
-    /// `--model`.
-    pub model: Option<String>,
-    /// `--agent-arg` values.
-    pub agent_args: Vec<String>,
-    /// `--var NAME=VALUE` overrides.
-    pub vars: BTreeMap<String, String>,
+    /// The validated runner options (flags over file over defaults).
+    pub settings: Settings,
     /// The teammate prompt template.
     pub template: TeammateTemplate,
     /// The output schema and its compiled validator.
     pub schema: Option<(Value, jsonschema::Validator)>,
-    /// The verify command (argv with `{column}` placeholders).
-    pub verify: Option<Vec<String>>,
     /// Git worktree isolation, when `--isolate worktree`.
     pub isolation: Option<std::sync::Arc<worktree::Isolation>>,
     /// Ids run even when an earlier run of this team completed them: those named by

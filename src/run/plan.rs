@@ -1,10 +1,54 @@
-//! Planning checks on the items of a batch before anything runs: the dependency graph
-//! (`@after:` on todo items, `depends_on` in CSV; seeds `pi-dag-workflow` `blockedBy` and
-//! `taskmaster-protocol` `depends_on`). Pure: items in, errors out.
+//! The plan of a run (DESIGN §1): one value a source adapter builds and validates before
+//! anything is written, and [`crate::run::pipeline::run`] carries out. Also the planning check
+//! of the dependency graph (`@after:` on todo items, `depends_on` in CSV; seeds
+//! `pi-dag-workflow` `blockedBy` and `taskmaster-protocol` `depends_on`), pure: items in,
+//! errors out.
 
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
 
+use super::RunSpec;
+use super::dispatcher::ItemStream;
+use crate::error::Result;
 use crate::item::WorkItem;
+use crate::sink::Sinks;
+
+/// Where a run's items come from, in input order. A source can be read more than once (the
+/// dry run, the run, the isolation step and sinks that list every item each read it).
+pub trait ItemSource: Send + Sync {
+    /// A fresh stream of the items this run covers.
+    ///
+    /// Errors: the batch cannot be read any more (moved, changed, unreadable).
+    fn items(&self) -> Result<ItemStream>;
+}
+
+/// Items held in memory (a todo batch: tens of items).
+pub struct ItemList(pub Vec<WorkItem>);
+
+impl ItemSource for ItemList {
+    fn items(&self) -> Result<ItemStream> {
+        Ok(Box::new(self.0.clone().into_iter().map(Ok)))
+    }
+}
+
+/// One run, validated: what runs, how, and what it leaves.
+pub struct Plan {
+    /// The run's places and settings.
+    pub spec: Arc<RunSpec>,
+    /// The items this run covers.
+    pub source: Arc<dyn ItemSource>,
+    /// How many items this run covers.
+    pub selected: u64,
+    /// How many items the batch holds in all (the dry run says "selected of total").
+    pub total: u64,
+    /// The sinks, in the order they finish (the terminal UI is added by the pipeline).
+    pub sinks: Sinks,
+    /// The main output table, named in the closing summary.
+    pub output: PathBuf,
+    /// Remove the workspace when every item completed (todo batches without `--keep-team`).
+    pub remove_workspace_when_done: bool,
+}
 
 /// Check that every prerequisite names an item of the batch and that there is no cycle.
 ///

@@ -104,6 +104,41 @@ impl Shard {
     }
 }
 
+/// Which rows of a CSV batch a run covers: its shard, and `--only` against the previous
+/// output. One value shared by planning, the item stream and the output sinks; cheap to
+/// clone.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    /// `--shard K/N`.
+    pub shard: Option<Shard>,
+    /// `--only`.
+    pub only: Only,
+    /// The previous output, when `--only` replays one.
+    pub previous: Option<std::sync::Arc<crate::sink::previous::Previous>>,
+}
+
+impl Selection {
+    /// Whether the row with `id` belongs to this run's output (its shard).
+    pub fn in_shard(&self, id: &str) -> bool {
+        self.shard.is_none_or(|s| s.contains(id))
+    }
+
+    /// Whether the previous output shows `id` completed.
+    pub fn completed_before(&self, id: &str) -> bool {
+        self.previous.as_ref().is_some_and(|p| p.completed(id))
+    }
+
+    /// Whether the row with `id` is run (shard and `--only`).
+    pub fn runs(&self, id: &str) -> bool {
+        self.in_shard(id)
+            && match &self.only {
+                Only::All => true,
+                Only::Failed => !self.completed_before(id),
+                Only::Ids(ids) => ids.contains(id),
+            }
+    }
+}
+
 /// The 1-based shard of `id` among `n`.
 pub fn shard_of(id: &str, n: u32) -> u32 {
     let mut h = Fnv::default();

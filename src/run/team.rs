@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::journal::{self, Entry, FinishedRef, Journal, Replay};
 use super::lock::{self, RunLock};
+
 use super::outcome::Outcome;
 use super::{now_rfc3339, orphans};
 use crate::error::{Error, Result};
@@ -83,6 +84,8 @@ impl Team {
     }
 
     /// The recorded outcome of item `id`, if it finished in this or an earlier run.
+    ///
+    /// Errors: the journal cannot be read, or its line is not an outcome.
     pub fn outcome(&mut self, id: &str) -> Result<Option<Outcome>> {
         let Some(at) = self.finished.get(id).cloned() else {
             return Ok(None);
@@ -97,12 +100,52 @@ impl Team {
         journal::read_outcome(reader, &path, &at).map(Some)
     }
 
+    /// End the run's writing: the journal is synced and closed, and what it recorded is
+    /// handed over as a read-only [`OutcomeIndex`] for the sinks. The returned lock keeps
+    /// the batch to this run until it is dropped (after the outputs are written).
+    ///
+    /// Errors: the journal cannot be synced or opened for reading.
+    pub fn into_index(mut self) -> Result<(OutcomeIndex, RunLock)> {
+        self.journal.sync()?;
+        let path = self.journal.path().to_owned();
+        let file = File::open(&path).map_err(|e| Error::io("read", &path, e))?;
+        Ok((
+            OutcomeIndex {
+                finished: self.finished,
+                file,
+                path,
+            },
+            self._lock,
+        ))
+    }
+
     /// Replace `team.json` atomically with `snapshot`.
     pub fn write_snapshot(&self, snapshot: &Snapshot) -> Result<()> {
         let mut bytes = serde_json::to_vec_pretty(snapshot)
             .map_err(|e| Error::Environment(format!("cannot encode team.json: {e}")))?;
         bytes.push(b'\n');
         crate::fsutil::write_atomic_fast(&self.dir.join("team.json"), &bytes)
+    }
+}
+
+/// The outcomes a run recorded, read back from its journal: what sinks read after the run.
+/// It holds the offsets of each item's last `item_finished` line (no outcome stays in
+/// memory) and never writes.
+pub struct OutcomeIndex {
+    finished: HashMap<String, FinishedRef>,
+    file: File,
+    path: PathBuf,
+}
+
+impl OutcomeIndex {
+    /// The last recorded outcome of item `id` (this run or an earlier one), if any.
+    ///
+    /// Errors: the journal cannot be read, or its line is not an outcome.
+    pub fn outcome(&mut self, id: &str) -> Result<Option<Outcome>> {
+        match self.finished.get(id) {
+            Some(at) => journal::read_outcome(&mut self.file, &self.path, at).map(Some),
+            None => Ok(None),
+        }
     }
 }
 

@@ -239,8 +239,9 @@ pub async fn run_item(
         .await;
         made += 1;
         let interrupted = *cancel.borrow() != Cancel::None;
-        let retrying =
-            made <= spec.retries && !interrupted && spec.retry_on.contains(&result.verdict.status);
+        let retrying = made <= spec.settings.retries
+            && !interrupted
+            && spec.settings.retry_on.contains(&result.verdict.status);
         let _ = tx.send(UnitMsg::AttemptFinished {
             id: item.id.clone(),
             teammate: item.teammate.clone(),
@@ -261,7 +262,7 @@ pub async fn run_item(
                 .map(|r| serde_json::to_string_pretty(&r.raw).unwrap_or_default()),
             working_context: read_capped(&dir.join("working-context.md"), WORKING_CONTEXT_MAX),
         });
-        let wait = backoff(made, spec.retry_delay);
+        let wait = backoff(made, spec.settings.retry_delay);
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = cancel.changed() => {}
@@ -374,12 +375,12 @@ async fn attempt_once(
         report: &report_path,
         workspace: dir,
         prompt: &prompt,
-        model: spec.model.as_deref(),
-        agent_args: &spec.agent_args,
-        command: &spec.command,
-        vars: &spec.vars,
+        model: spec.settings.model.as_deref(),
+        agent_args: &spec.settings.agent_args,
+        command: &spec.settings.command,
+        vars: &spec.settings.vars,
     };
-    let inv = match spec.runner.invocation(&args) {
+    let inv = match spec.settings.runner.invocation(&args) {
         Ok(i) => i,
         Err(e) => return failed_before_start(e, PathBuf::new()),
     };
@@ -447,9 +448,9 @@ async fn attempt_once(
         stdin: inv.prompt_on_stdin.then(|| prompt_file.clone()),
         stdout_log: stdout_log.clone(),
         stderr_log: stderr_log.clone(),
-        log_cap: spec.log_cap,
-        timeout: spec.timeout,
-        grace: spec.grace,
+        log_cap: spec.settings.log_cap,
+        timeout: spec.settings.timeout,
+        grace: spec.settings.grace,
         pipe_wait: spec.pipe_wait,
         activity: Some({
             let tx = tx.clone();
@@ -490,7 +491,7 @@ async fn attempt_once(
         _ => None,
     };
     let stdout = read_capped(&stdout_log, FULL_READ).unwrap_or_default();
-    let agent = agent::output::parse(&spec.runner, &stdout);
+    let agent = agent::output::parse(&spec.settings.runner, &stdout);
     let found = match read_report_file(&report_path) {
         Err(problem) => Err(problem),
         Ok(text) => report::find(text.as_deref(), agent.final_text.as_deref(), &item.id),
@@ -536,7 +537,7 @@ async fn attempt_once(
     let mut verdict = report::judge(&evidence);
     let verify_result;
     if verdict.status == ItemStatus::Completed
-        && let Some(verify) = &spec.verify
+        && let Some(verify) = &spec.settings.verify
     {
         verify_result = run_verify(spec, item, verify, &cwd, &logs, &env, cancel).await;
         evidence.verify = Some(&verify_result);
@@ -630,9 +631,9 @@ async fn run_helper(
         stdin: None,
         stdout_log: log.clone(),
         stderr_log: err_log.clone(),
-        log_cap: spec.log_cap,
-        timeout: spec.timeout,
-        grace: spec.grace,
+        log_cap: spec.settings.log_cap,
+        timeout: spec.settings.timeout,
+        grace: spec.settings.grace,
         pipe_wait: spec.pipe_wait,
         activity: None,
     };

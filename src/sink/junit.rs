@@ -1,14 +1,18 @@
 //! `--junit FILE`: a JUnit XML report (with `quick-junit`), one test case per item, so CI
 //! systems show per-item results where they show test results.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
+use super::{RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
+use crate::run::events::Reporter;
 use crate::run::outcome::Outcome;
+use crate::run::plan::ItemSource;
 
 /// Bytes of the log tail put in a failed test case's output.
 const LOG_TAIL: u64 = 4096;
@@ -69,4 +73,36 @@ pub fn write(path: &Path, team: &str, outcomes: &[Outcome], elapsed_s: f64) -> R
         .to_string()
         .map_err(|e| Error::Environment(format!("cannot build the JUnit report: {e}")))?;
     crate::fsutil::write_atomic(path, xml.as_bytes())
+}
+
+/// The `--junit FILE` sink: one test case per item the run covered, in input order (an item
+/// that never started is a skipped case).
+pub struct Junit {
+    /// The report file.
+    pub path: PathBuf,
+    /// The team: the suite's name and each case's class name.
+    pub team: String,
+    /// The items the run covered.
+    pub items: Arc<dyn ItemSource>,
+}
+
+impl Reporter for Junit {}
+
+impl Sink for Junit {
+    fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
+        let mut outcomes = Vec::new();
+        for item in self.items.items()? {
+            let item = item?;
+            outcomes.push(match run.outcomes.outcome(&item.id)? {
+                Some(o) => o,
+                None => super::output_csv::not_started(
+                    &item.id,
+                    &item.teammate,
+                    &item.title,
+                    run.summary.interrupted,
+                ),
+            });
+        }
+        write(&self.path, &self.team, &outcomes, run.summary.elapsed_s)
+    }
 }

@@ -1,7 +1,73 @@
-//! Sinks: what a run leaves for the user. They read outcomes; they never schedule.
+//! Sinks: what a run leaves for the user (DESIGN §1). Each sink is a peer behind one fan-out:
+//! it sees every event while the run goes on, and after the run it writes its files from the
+//! read-only [`OutcomeIndex`] — never through the lock-holding team, never reaching back into
+//! the scheduler.
+//!
+//! How to add a sink:
+//! 1. Write `src/sink/<name>.rs` with a struct holding what it needs (paths, layout) and
+//!    `impl Reporter` (live events; the default ignores them) and `impl Sink` (`finish`
+//!    writes its file from `run.outcomes`).
+//! 2. Register it: `pub mod <name>;` below, and one `sinks.push(Box::new(…))` where the
+//!    source adapter builds its plan (`source/csv_batch.rs` or `source/todo_batch.rs`), or in
+//!    `run/pipeline.rs` for a sink every run has.
 
+pub mod checkpoints;
 pub mod junit;
 pub mod output_csv;
 pub mod previous;
 pub mod shard_meta;
 pub mod todo_marks;
+pub mod todo_table;
+
+use crate::error::Result;
+use crate::run::events::{Event, Reporter, RunSummary};
+use crate::run::team::OutcomeIndex;
+
+/// What a finished run hands its sinks.
+pub struct RunEnd<'a> {
+    /// Totals of the run, as the summary shows them.
+    pub summary: &'a RunSummary,
+    /// The recorded outcomes by item id.
+    pub outcomes: &'a mut OutcomeIndex,
+}
+
+/// A consumer of a run: live events (from [`Reporter`]), then one `finish` after the run and
+/// its isolation step, in registration order.
+pub trait Sink: Reporter {
+    /// Write what this sink leaves, from the recorded outcomes.
+    ///
+    /// Errors: its file cannot be written, or the journal cannot be read; the run's exit
+    /// code then comes from the error.
+    fn finish(&mut self, _run: &mut RunEnd<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The fan-out: every event to every sink in order, then every `finish` in order.
+#[derive(Default)]
+pub struct Sinks(Vec<Box<dyn Sink>>);
+
+impl Sinks {
+    /// Add a sink after the ones already registered.
+    pub fn push(&mut self, sink: Box<dyn Sink>) {
+        self.0.push(sink);
+    }
+
+    /// Finish every sink in order; the first error stops the rest.
+    ///
+    /// Errors: the first sink that failed.
+    pub fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
+        for sink in &mut self.0 {
+            sink.finish(run)?;
+        }
+        Ok(())
+    }
+}
+
+impl Reporter for Sinks {
+    fn event(&mut self, event: &Event) {
+        for sink in &mut self.0 {
+            sink.event(event);
+        }
+    }
+}

@@ -5,12 +5,17 @@
 //! as `runner_<name>` and a warning says so. The file is replaced atomically.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::error::Result;
+use super::{RunEnd, Sink};
+use crate::error::{Error, Result};
+use crate::report::ItemStatus;
+use crate::run::events::Reporter;
 use crate::run::outcome::Outcome;
+use crate::run::selection::Selection;
+use crate::source::csv_input::CsvTable;
 
 /// The runner's columns, in order.
 pub const RUNNER_COLUMNS: &[&str] = &[
@@ -285,6 +290,91 @@ impl Write for Shared<'_> {
     fn flush(&mut self) -> std::io::Result<()> {
         self.0.borrow_mut().flush()
     }
+}
+
+/// The `workers-output.csv` sink of a CSV batch: the rows of its shard in input order — rows
+/// run now from their outcomes, rows `--only` did not select copied byte-for-byte from the
+/// previous output.
+pub struct CsvOutput {
+    /// The output file.
+    pub path: PathBuf,
+    /// The scanned input.
+    pub table: CsvTable,
+    /// Which rows this run covers.
+    pub selection: Selection,
+    /// The output's columns.
+    pub layout: Layout,
+}
+
+impl Reporter for CsvOutput {}
+
+impl Sink for CsvOutput {
+    fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
+        let rows = self.table.rows()?;
+        let missing = if run.summary.interrupted {
+            ("cancelled", "not started: the run was interrupted")
+        } else {
+            ("cancelled", "not started")
+        };
+        let selection = &self.selection;
+        let layout = &self.layout;
+        let mut failure: Option<Error> = None;
+        let mut prev_file = match &selection.previous {
+            Some(p) => Some(p.open().map_err(|e| Error::io("read", &self.path, e))?),
+            None => None,
+        };
+        write(&self.path, layout, |emit, raw| {
+            for row in rows {
+                let row = match row {
+                    Ok(r) => r,
+                    Err(e) => {
+                        failure = Some(e);
+                        return Err(std::io::Error::other(
+                            "the input changed while writing the output",
+                        ));
+                    }
+                };
+                if !selection.in_shard(&row.id) {
+                    continue;
+                }
+                if !selection.runs(&row.id) {
+                    if let (Some(prev), Some(file)) = (&selection.previous, prev_file.as_mut())
+                        && let Some(bytes) = prev.raw(file, &row.id)?
+                    {
+                        raw(&bytes)?;
+                        continue;
+                    }
+                    emit(self::row(
+                        layout,
+                        &row.values,
+                        None,
+                        ("skipped", "not selected by --only"),
+                    ))?;
+                    continue;
+                }
+                let outcome = match run.outcomes.outcome(&row.id) {
+                    Ok(o) => o,
+                    Err(e) => {
+                        failure = Some(e);
+                        return Err(std::io::Error::other("cannot read the journal"));
+                    }
+                };
+                emit(self::row(layout, &row.values, outcome.as_ref(), missing))?;
+            }
+            Ok(())
+        })
+        .map_err(|e| failure.take().unwrap_or(e))
+    }
+}
+
+/// The outcome of a covered item that has none recorded: it never started.
+pub fn not_started(id: &str, teammate: &str, title: &str, interrupted: bool) -> Outcome {
+    let reason = if interrupted {
+        "not started: the run was interrupted"
+    } else {
+        "not started"
+    };
+    Outcome::not_run(id, teammate, title, ItemStatus::Cancelled, reason.into())
 }
 
 #[cfg(test)]

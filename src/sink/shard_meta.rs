@@ -7,7 +7,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::{RunEnd, Sink};
 use crate::error::{Error, Result};
+use crate::run::events::Reporter;
+use crate::run::selection::Shard;
+use crate::source::csv_input::CsvTable;
 
 /// `<output>.shard.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,5 +67,39 @@ impl ShardMeta {
                 format!("not a shard sidecar: {e}"),
             )
         })
+    }
+}
+
+/// The sink that writes a shard's sidecar beside its output.
+pub struct ShardSidecar {
+    /// The shard's output file.
+    pub output: PathBuf,
+    /// The batch fingerprint ([`ShardMeta::fingerprint`]).
+    pub fingerprint: String,
+    /// This shard.
+    pub shard: Shard,
+    /// The scanned input, streamed again for the row numbers of the shard.
+    pub table: CsvTable,
+}
+
+impl Reporter for ShardSidecar {}
+
+impl Sink for ShardSidecar {
+    fn finish(&mut self, _run: &mut RunEnd<'_>) -> Result<()> {
+        let mut rows = Vec::new();
+        for row in self.table.rows()? {
+            let row = row?;
+            if self.shard.contains(&row.id) {
+                rows.push(row.number);
+            }
+        }
+        ShardMeta {
+            v: 1,
+            fingerprint: self.fingerprint.clone(),
+            k: self.shard.k,
+            n: self.shard.n,
+            rows,
+        }
+        .write(&self.output)
     }
 }

@@ -5,12 +5,15 @@
 //! characters and note lines change; the file is replaced atomically.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, mpsc};
 
+use super::{RunEnd, Sink};
+use crate::error::Result;
 use crate::report::ItemStatus;
 use crate::run::events::{Event, Reporter};
 use crate::run::outcome::Outcome;
-use crate::source::todo::{Mark, TodoDocument};
+use crate::source::todo::{Mark, Section, TodoDocument};
 
 /// Set the final mark and note of item `number` from its outcome (`None`: it never started).
 pub fn apply_outcome(doc: &mut TodoDocument, number: u32, outcome: Option<&Outcome>) {
@@ -83,55 +86,115 @@ pub fn locate(doc: &TodoDocument, number: u32, title: &str) -> Option<u32> {
         .map(|i| i.number)
 }
 
-/// A reporter that marks an item `[~]` in the batch file when an attempt starts, then passes
-/// every event on. The file is read afresh each time so edits made during the run are kept.
-/// Write errors are warned about, never fatal: the journal is the truth.
-pub struct LiveMarks {
-    inner: Box<dyn Reporter>,
+/// The marks sink of a todo batch: `[~]` in the batch file when an item's attempt starts
+/// (written by a thread of its own, never in the dispatcher's loop), then after the run the
+/// final mark and note of every item of the run and the batch's `status`. The file is read
+/// afresh for each edit, so edits a person makes during the run are kept. Live write errors
+/// are warned about, never fatal: the journal is the truth.
+pub struct TodoMarks {
     path: PathBuf,
-    titles: HashMap<String, String>,
+    titles: Arc<HashMap<String, String>>,
+    numbers: Vec<u32>,
+    include_ideas: bool,
+    live: Option<(mpsc::Sender<String>, std::thread::JoinHandle<()>)>,
 }
 
-impl LiveMarks {
-    /// Wrap `inner`, marking in `path` the items whose ids and titles are in `titles`.
+impl TodoMarks {
+    /// Mark the items of `path` whose ids and titles are in `titles`; `numbers` are the
+    /// run's items in order; `include_ideas` counts the Ideas in the batch's status.
     pub fn new(
-        inner: Box<dyn Reporter>,
         path: PathBuf,
         titles: HashMap<String, String>,
-    ) -> LiveMarks {
-        LiveMarks {
-            inner,
+        numbers: Vec<u32>,
+        include_ideas: bool,
+    ) -> TodoMarks {
+        TodoMarks {
             path,
-            titles,
+            titles: Arc::new(titles),
+            numbers,
+            include_ideas,
+            live: None,
         }
     }
 
-    fn mark(&self, id: &str) -> Result<(), String> {
-        let (Ok(number), Some(title)) = (id.parse::<u32>(), self.titles.get(id)) else {
-            return Ok(());
-        };
-        let text = std::fs::read_to_string(&self.path).map_err(|e| e.to_string())?;
-        let mut doc = TodoDocument::parse(&text);
-        let Some(n) = locate(&doc, number, title) else {
-            return Ok(());
-        };
-        if doc.item(n).is_some_and(|i| i.mark == Mark::InProgress)
-            || doc.set_mark(n, Mark::InProgress).is_err()
-        {
-            return Ok(());
-        }
-        crate::fsutil::write_atomic(&self.path, doc.render().as_bytes()).map_err(|e| e.to_string())
+    fn start_live(&mut self) -> &mpsc::Sender<String> {
+        let (path, titles) = (self.path.clone(), self.titles.clone());
+        &self
+            .live
+            .get_or_insert_with(|| {
+                let (tx, rx) = mpsc::channel::<String>();
+                let handle = std::thread::spawn(move || {
+                    for id in rx {
+                        if let Err(e) = mark_in_progress(&path, &titles, &id) {
+                            tracing::warn!("cannot mark item {id} in progress: {e}");
+                        }
+                    }
+                });
+                (tx, handle)
+            })
+            .0
     }
 }
 
-impl Reporter for LiveMarks {
+fn mark_in_progress(
+    path: &Path,
+    titles: &HashMap<String, String>,
+    id: &str,
+) -> std::result::Result<(), String> {
+    let (Ok(number), Some(title)) = (id.parse::<u32>(), titles.get(id)) else {
+        return Ok(());
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let mut doc = TodoDocument::parse(&text);
+    let Some(n) = locate(&doc, number, title) else {
+        return Ok(());
+    };
+    if doc.item(n).is_some_and(|i| i.mark == Mark::InProgress)
+        || doc.set_mark(n, Mark::InProgress).is_err()
+    {
+        return Ok(());
+    }
+    crate::fsutil::write_atomic(path, doc.render().as_bytes()).map_err(|e| e.to_string())
+}
+
+impl Reporter for TodoMarks {
     fn event(&mut self, event: &Event) {
-        if let Event::AttemptStarted { id, .. } = event
-            && let Err(e) = self.mark(id)
-        {
-            tracing::warn!("cannot mark item {id} in progress: {e}");
+        if let Event::AttemptStarted { id, .. } = event {
+            let _ = self.start_live().send(id.clone());
         }
-        self.inner.event(event);
+    }
+}
+
+impl Sink for TodoMarks {
+    fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
+        // Every live mark lands before the final ones.
+        if let Some((tx, handle)) = self.live.take() {
+            drop(tx);
+            let _ = handle.join();
+        }
+        let (_, mut doc) = crate::store::read_todo(&self.path)?;
+        for n in &self.numbers {
+            let title = self.titles.get(&n.to_string()).cloned().unwrap_or_default();
+            let outcome = run.outcomes.outcome(&n.to_string())?;
+            let Some(at) = locate(&doc, *n, &title) else {
+                eprintln!(
+                    "warning: item {n} ({title}) is no longer in {}; its result is only in the output table",
+                    self.path.display()
+                );
+                continue;
+            };
+            apply_outcome(&mut doc, at, outcome.as_ref());
+        }
+        let all: Vec<u32> = doc
+            .items()
+            .iter()
+            .filter(|i| {
+                i.section == Section::Todo || (self.include_ideas && i.section == Section::Ideas)
+            })
+            .map(|i| i.number)
+            .collect();
+        doc.set_frontmatter_value("status", batch_status(&doc, &all));
+        crate::fsutil::write_atomic(&self.path, doc.render().as_bytes())
     }
 }
 

@@ -24,23 +24,11 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+use crate::settings::{FileSettings, KeyProblem};
 
-/// The keys BATCH.md's frontmatter may hold. Others are reported as warnings.
-pub const KNOWN_KEYS: &[&str] = &[
-    "input",
-    "id_column",
-    "output",
-    "output_schema",
-    "max_workers",
-    "max_runtime_seconds",
-    "runner",
-    "command",
-    "retries",
-    "verify",
-    "model",
-    "isolate",
-    "worktree",
-];
+/// The keys of BATCH.md's frontmatter that describe the batch itself; every other key is a
+/// runner option of [`FileSettings`].
+pub const BATCH_KEYS: &[&str] = &["input", "id_column", "output", "output_schema"];
 
 /// `output_schema` as written: inline or a path to a JSON file.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,31 +51,13 @@ pub struct BatchSpec {
     pub output: Option<PathBuf>,
     /// `output_schema`: JSON Schema the report's `output` must satisfy.
     pub output_schema: Option<SchemaSource>,
-    /// `max_workers`: teammates at once.
-    pub max_workers: Option<usize>,
-    /// `max_runtime_seconds`: time limit of one attempt, seconds.
-    pub max_runtime_seconds: Option<u64>,
-    /// `runner`: runner definition name.
-    pub runner: Option<String>,
-    /// `command`: argv of the program the `exec` runner starts.
-    pub command: Option<Vec<String>>,
-    /// `retries`: extra attempts after a failed or timed-out one.
-    pub retries: Option<u32>,
-    /// `verify`: a command that must exit 0 for an item to complete.
-    pub verify: Option<String>,
-    /// `model`: passed to the agent CLI.
-    pub model: Option<String>,
-    /// `isolate`: `none` or `worktree`.
-    pub isolate: Option<String>,
-    /// `worktree.copy`: ignored files copied into each worktree.
-    pub worktree_copy: Option<Vec<String>>,
-    /// `worktree.setup`: a command run once per worktree.
-    pub worktree_setup: Option<String>,
+    /// The runner options the frontmatter sets (the keys runner.toml shares).
+    pub settings: FileSettings,
     /// The markdown body: the instruction template.
     pub instruction: String,
     /// 1-based line of the file where the body starts.
     pub instruction_line: u64,
-    /// Human-readable warnings (unknown keys).
+    /// Human-readable warnings (unknown keys, each naming its line).
     pub warnings: Vec<String>,
 }
 
@@ -154,37 +124,6 @@ impl Fields<'_> {
             Some(_) => Err(self.bad(key, "a non-empty string")),
         }
     }
-
-    fn count(&self, key: &str, min: u64) -> Result<Option<u64>> {
-        match self.map.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => match n.as_u64() {
-                Some(v) if v >= min => Ok(Some(v)),
-                _ => Err(self.bad(key, &format!("a whole number ≥ {min}"))),
-            },
-            Some(_) => Err(self.bad(key, &format!("a whole number ≥ {min}"))),
-        }
-    }
-
-    fn argv(&self, key: &str) -> Result<Option<Vec<String>>> {
-        match self.map.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Array(items)) if !items.is_empty() => items
-                .iter()
-                .map(|v| match v {
-                    Value::String(s) => Ok(s.clone()),
-                    Value::Number(n) => Ok(n.to_string()),
-                    _ => Err(self.bad(key, "a list of strings (program, then arguments)")),
-                })
-                .collect::<Result<Vec<_>>>()
-                .map(Some),
-            Some(Value::String(s)) => match shlex::split(s) {
-                Some(v) if !v.is_empty() => Ok(Some(v)),
-                _ => Err(self.bad(key, "a list of strings (program, then arguments)")),
-            },
-            Some(_) => Err(self.bad(key, "a list of strings (program, then arguments)")),
-        }
-    }
 }
 
 /// Parse BATCH.md text. `path` is used in messages only.
@@ -222,17 +161,43 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
             ));
         }
     };
-    let fields = Fields { path, yaml, map };
+    let (batch_map, settings_map) = map
+        .into_iter()
+        .partition(|(k, _)| BATCH_KEYS.contains(&k.as_str()));
+    let (settings, unknown) = FileSettings::from_map(settings_map).map_err(|p| match p {
+        KeyProblem::Invalid { key, rule } => {
+            let top = key.split('.').next().unwrap_or_default();
+            Error::input_at(path, key_line(yaml, top), format!("`{key}` {rule}"))
+        }
+        KeyProblem::Unknown { key, .. } => {
+            Error::input_at(path, None, format!("unknown key `{key}`"))
+        }
+    })?;
+    let fields = Fields {
+        path,
+        yaml,
+        map: batch_map,
+    };
     let mut warnings = Vec::new();
-    for key in fields.map.keys() {
-        if !KNOWN_KEYS.contains(&key.as_str()) {
-            let line = key_line(yaml, key)
+    for problem in unknown {
+        if let KeyProblem::Unknown { key, known } = problem {
+            let top = key.split('.').next().unwrap_or_default();
+            let line = key_line(yaml, top)
                 .map(|l| format!(":{l}"))
                 .unwrap_or_default();
+            let known: Vec<&str> = if key.contains('.') {
+                known.iter().map(String::as_str).collect()
+            } else {
+                BATCH_KEYS
+                    .iter()
+                    .copied()
+                    .chain(known.iter().map(String::as_str))
+                    .collect()
+            };
             warnings.push(format!(
                 "{}{line}: unknown key `{key}` ignored (known: {})",
                 path.display(),
-                KNOWN_KEYS.join(", ")
+                known.join(", ")
             ));
         }
     }
@@ -264,44 +229,7 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
         id_column: fields.string("id_column")?,
         output: fields.string("output")?.map(PathBuf::from),
         output_schema,
-        max_workers: fields.count("max_workers", 1)?.map(|v| v as usize),
-        max_runtime_seconds: fields.count("max_runtime_seconds", 1)?,
-        runner: fields.string("runner")?,
-        command: fields.argv("command")?,
-        retries: fields
-            .count("retries", 0)?
-            .map(|v| v.min(u32::MAX as u64) as u32),
-        verify: fields.string("verify")?,
-        model: fields.string("model")?,
-        isolate: fields.string("isolate")?,
-        worktree_copy: match fields.map.get("worktree").and_then(|w| w.get("copy")) {
-            None | Some(Value::Null) => None,
-            Some(Value::Array(a)) => Some(
-                a.iter()
-                    .map(|v| {
-                        v.as_str()
-                            .map(str::to_owned)
-                            .ok_or_else(|| fields.bad("worktree", "a mapping with `copy: [paths]`"))
-                    })
-                    .collect::<Result<Vec<_>>>()?,
-            ),
-            Some(_) => {
-                return Err(fields.bad(
-                    "worktree",
-                    "a mapping with `copy: [paths]` and `setup: command`",
-                ));
-            }
-        },
-        worktree_setup: match fields.map.get("worktree").and_then(|w| w.get("setup")) {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(_) => {
-                return Err(fields.bad(
-                    "worktree",
-                    "a mapping with `copy: [paths]` and `setup: command`",
-                ));
-            }
-        },
+        settings,
         instruction: body.to_owned(),
         instruction_line: body_line,
         warnings,
@@ -326,8 +254,11 @@ mod tests {
         .expect("valid");
         assert_eq!(spec.input.as_deref(), Some(Path::new("in.csv")));
         assert_eq!(spec.id_column.as_deref(), Some("path"));
-        assert_eq!(spec.max_workers, Some(3));
-        assert_eq!(spec.command, Some(vec!["python3".into(), "a.py".into()]));
+        assert_eq!(spec.settings.max_workers, Some(3));
+        assert_eq!(
+            spec.settings.command,
+            Some(vec!["python3".into(), "a.py".into()])
+        );
         assert_eq!(spec.instruction, "Check {path}.\n");
         assert_eq!(spec.instruction_line, 13);
         assert!(matches!(spec.output_schema, Some(SchemaSource::Inline(_))));

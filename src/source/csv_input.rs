@@ -272,6 +272,27 @@ pub fn scan<R: Read>(input: R, path: &Path, id_column: Option<&str>) -> Result<C
     })
 }
 
+/// Open `path`, the input CSV, for reading.
+///
+/// Errors: exit 2 naming the file (missing, unreadable).
+pub fn open_input(path: &Path) -> Result<std::fs::File> {
+    std::fs::File::open(path).map_err(|e| {
+        Error::Input(format!(
+            "{}: cannot read the input CSV: {e}",
+            path.display()
+        ))
+    })
+}
+
+impl CsvTable {
+    /// Stream the rows of the scanned file again, from its start.
+    ///
+    /// Errors: the file cannot be opened, or its header changed since the scan.
+    pub fn rows(&self) -> Result<CsvRows<std::fs::File>> {
+        CsvRows::new(open_input(&self.path)?, self)
+    }
+}
+
 /// Streaming iterator over the rows of an input file already validated by [`scan`].
 pub struct CsvRows<R: Read> {
     rdr: csv::Reader<LineCounter<R>>,

@@ -1,0 +1,140 @@
+//! A run's worktree isolation from start to end (DESIGN §9): checked and set up from the
+//! settings before anything is written, and finished after the run — completed branches
+//! merged in item order (with `--merge`), finished worktrees removed, and what is left
+//! described for the UI. The git mechanics are in [`super::worktree`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::RunSpec;
+use super::events::RunSummary;
+use super::journal::Entry;
+use super::team::Team;
+use super::worktree::{self, Isolation};
+use crate::error::{Error, Result};
+use crate::report::ItemStatus;
+use crate::settings::Settings;
+
+/// Set up isolation when `--isolate worktree`: the repository of `cwd`, and for `--merge` a
+/// clean main working tree (ignoring the runner's own folders in `exclude`).
+///
+/// Errors: not a git repository, no commit, a copied file that does not exist, a dirty
+/// working tree or a detached HEAD with `--merge` (exit 2).
+pub fn prepare(
+    settings: &Settings,
+    cwd: &Path,
+    team: &str,
+    exclude: &[PathBuf],
+) -> Result<Option<Arc<Isolation>>> {
+    if !settings.isolate {
+        return Ok(None);
+    }
+    let iso = Isolation::new(
+        cwd,
+        team,
+        settings.worktree_copy.clone(),
+        settings.worktree_setup.clone(),
+    )
+    .map_err(Error::Input)?;
+    for rel in &iso.copy {
+        if !iso.repo.join(rel).exists() {
+            return Err(Error::Input(format!(
+                "--worktree-copy {}: no such file in {}",
+                rel.display(),
+                iso.repo.display()
+            )));
+        }
+    }
+    if settings.merge {
+        let rel: Vec<PathBuf> = exclude
+            .iter()
+            .filter_map(|p| p.strip_prefix(&iso.repo).ok().map(Path::to_owned))
+            .collect();
+        let dirty = worktree::dirty(&iso.repo, &rel).map_err(Error::Input)?;
+        if !dirty.is_empty() {
+            return Err(Error::Input(format!(
+                "--merge needs a clean working tree in {}, and it has changes: {}; commit or stash them first",
+                iso.repo.display(),
+                dirty.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+            )));
+        }
+        if iso.base_branch.is_none() {
+            return Err(Error::Input(
+                "--merge needs a checked-out branch to merge into (HEAD is detached)".into(),
+            ));
+        }
+    }
+    Ok(Some(Arc::new(iso)))
+}
+
+/// What the isolation step did and left, for the UI to describe.
+#[derive(Debug, Default)]
+pub struct IsolationEnd {
+    /// The branch merged into (`HEAD` when detached).
+    pub target: String,
+    /// Branches merged with `--merge` (and deleted).
+    pub merged: Vec<String>,
+    /// Completed branches left to merge by hand (without `--merge`).
+    pub to_merge: Vec<String>,
+    /// Worktrees kept for inspection: (teammate, worktree path, branch).
+    pub kept: Vec<(String, PathBuf, String)>,
+}
+
+/// After a run with worktree isolation: merge completed branches in item order (with
+/// `--merge`; a conflict makes that item `failed`, recorded in the journal, its branch and
+/// worktree kept), remove the worktrees of completed items, delete merged branches. The
+/// summary is corrected for items a merge failed. `ids` are the run's items in input order.
+///
+/// Errors: the journal cannot be read or written.
+pub fn finish(
+    spec: &RunSpec,
+    team: &mut Team,
+    ids: &[String],
+    summary: &mut RunSummary,
+) -> Result<Option<IsolationEnd>> {
+    let Some(iso) = &spec.isolation else {
+        return Ok(None);
+    };
+    let mut end = IsolationEnd {
+        target: iso.base_branch.clone().unwrap_or_else(|| "HEAD".into()),
+        ..IsolationEnd::default()
+    };
+    for id in ids {
+        let Some(mut o) = team.outcome(id)? else {
+            continue;
+        };
+        let Some(branch) = o.branch.clone() else {
+            continue;
+        };
+        let path = spec.workspace.join("worktrees").join(&o.teammate);
+        if o.status != ItemStatus::Completed {
+            if path.exists() {
+                end.kept.push((o.teammate.clone(), path, branch));
+            }
+            continue;
+        }
+        if !spec.settings.merge {
+            let _ = iso.remove(&path);
+            end.to_merge.push(branch);
+            continue;
+        }
+        match iso.merge(&branch, &o.title) {
+            Ok(()) => {
+                let _ = iso.remove(&path);
+                iso.delete_branch(&branch);
+                end.merged.push(branch);
+            }
+            Err(reason) => {
+                o.status = ItemStatus::Failed;
+                o.error = reason;
+                team.record(&Entry::ItemFinished {
+                    outcome: Box::new(o.clone()),
+                })?;
+                summary.demote(&o);
+                end.kept.push((o.teammate.clone(), path, branch));
+            }
+        }
+    }
+    let _ = worktree::git_sync(&iso.repo, &["worktree", "prune"], &[]);
+    Ok(Some(end))
+}

@@ -1,0 +1,134 @@
+//! The one pipeline every run goes through (DESIGN §1): a [`Plan`] in, an exit code out.
+//! Dry run, or open the team → execute → finish isolation → sinks → summary → exit code.
+//! The commands only build plans; nothing else sequences these steps.
+
+use std::sync::Arc;
+
+use super::dispatcher::{self, ItemStream};
+use super::events::{Reporter, RunSummary};
+use super::plan::Plan;
+use super::team::Team;
+use super::{RunSpec, isolation};
+use crate::error::{EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Error, Result};
+use crate::report::ItemStatus;
+use crate::sink::RunEnd;
+
+/// Carry out `plan` and return the process exit code (DESIGN §7).
+///
+/// Errors: the workspace cannot be opened or locked (exit 3), the journal or an output cannot
+/// be written, the source became unreadable mid-run.
+pub fn run(mut plan: Plan) -> Result<i32> {
+    let spec = plan.spec.clone();
+    let format = spec.settings.format;
+    if spec.settings.dry_run {
+        crate::ui::print_plan(&plan)?;
+        return Ok(EXIT_OK);
+    }
+    // Everything is valid: from here on files are written.
+    let mut team = Team::open(&spec.team, &spec.workspace)?;
+    // The UI finishes last: the closing summary follows every output written.
+    plan.sinks.push(crate::ui::reporter(format));
+    let mut summary = execute(
+        spec.clone(),
+        &mut team,
+        plan.source.items()?,
+        Some(plan.selected),
+        &mut plan.sinks,
+    )?;
+    if spec.isolation.is_some() {
+        let ids = plan
+            .source
+            .items()?
+            .map(|i| i.map(|i| i.id))
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(end) = isolation::finish(&spec, &mut team, &ids, &mut summary)? {
+            crate::ui::print_isolation(&end, format);
+        }
+    }
+    let (mut outcomes, lock) = team.into_index()?;
+    plan.sinks.finish(&mut RunEnd {
+        summary: &summary,
+        outcomes: &mut outcomes,
+    })?;
+    crate::ui::print_summary(&summary, Some(&plan.output), &spec.workspace, format);
+    drop(outcomes);
+    drop(lock);
+    let everything = exit_code(&summary) == EXIT_OK;
+    if everything && plan.remove_workspace_when_done {
+        match std::fs::remove_dir_all(&spec.workspace) {
+            Ok(()) => crate::ui::say(
+                format,
+                "Every item completed; removed the team workspace (keep it with --keep-team).",
+            ),
+            Err(e) => tracing::warn!("cannot remove {}: {e}", spec.workspace.display()),
+        }
+    }
+    Ok(exit_code(&summary))
+}
+
+/// Run the dispatcher to the end on a multi-threaded runtime.
+///
+/// Errors: the runtime cannot start, or the dispatcher failed (journal unwritable, source
+/// unreadable).
+fn execute(
+    spec: Arc<RunSpec>,
+    team: &mut Team,
+    items: ItemStream,
+    total: Option<u64>,
+    reporter: &mut dyn Reporter,
+) -> Result<RunSummary> {
+    // At least four workers, even on two cores: a worker is held while a child is spawned
+    // (until it execs) and while its teammate folder is created, so with fewer workers cores
+    // sit idle between agents (measured in BENCHMARKS.md).
+    let workers = std::thread::available_parallelism().map_or(4, |n| n.get().max(4));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Environment(format!("cannot start the async runtime: {e}")))?;
+    let summary = runtime.block_on(dispatcher::run(spec, team, items, total, reporter));
+    // Never wait on a blocking task (a child reaper) at shutdown: every group is killed by now.
+    runtime.shutdown_background();
+    let summary = summary?;
+    // The dispatcher's signal handlers stay installed; while the outputs are written, an
+    // interrupt must still end the process (every file is replaced atomically, so stopping
+    // here leaves old or new files, never half-written ones).
+    std::thread::spawn(|| {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        rt.block_on(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+            eprintln!("runner: interrupted while writing the outputs");
+            std::process::exit(EXIT_INTERRUPTED);
+        });
+    });
+    Ok(summary)
+}
+
+/// The exit code of a finished run (DESIGN §7): 130 interrupted, 0 every item completed,
+/// else 1.
+pub fn exit_code(s: &RunSummary) -> i32 {
+    if s.interrupted {
+        EXIT_INTERRUPTED
+    } else if s.count(ItemStatus::Completed) == s.total() {
+        EXIT_OK
+    } else {
+        EXIT_INCOMPLETE
+    }
+}

@@ -1,0 +1,665 @@
+//! Flags + files + defaults → one validated [`Settings`], before any file is touched
+//! (DESIGN §2; uv's `settings.rs` combine pattern, ripgrep's low args → high args).
+//!
+//! Every runner option lives in three places and is combined exactly once:
+//! 1. its flag in [`crate::cli::RunArgs`];
+//! 2. its key in [`FileSettings`], which BATCH.md's frontmatter and `<store>/runner.toml` both
+//!    deserialize into (one serde struct, one set of value rules and messages);
+//! 3. its resolved field in [`Settings`], set by one line of [`Settings::resolve`]:
+//!    flag, else file, else built-in default.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use crate::agent::{RunnerDef, definition};
+use crate::cli::RunArgs;
+use crate::error::{Error, Result};
+use crate::report::ItemStatus;
+use crate::run::selection::{Only, Shard};
+use crate::ui::Format;
+
+/// Default time limit of one attempt.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// How long the runner waits for a finished child's pipes to close before ending its group.
+pub const PIPE_WAIT: Duration = Duration::from_secs(2);
+
+/// The runner options a file may set, below the flags: BATCH.md's frontmatter (seed
+/// `taskmaster-protocol.md`) and `<store>/runner.toml` share these keys and their rules.
+/// Unknown keys are refused by `runner.toml` and warned about (and ignored) by BATCH.md.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSettings {
+    /// `runner`: a runner definition name.
+    #[serde(default, deserialize_with = "text")]
+    pub runner: Option<String>,
+    /// `command`: the program of the `exec` runner and its arguments (a list, or one
+    /// command line split as a shell would).
+    #[serde(default, deserialize_with = "argv")]
+    pub command: Option<Vec<String>>,
+    /// `max_workers`: teammates at once (≥ 1).
+    #[serde(default, deserialize_with = "at_least_one")]
+    pub max_workers: Option<u64>,
+    /// `max_runtime_seconds`: time limit of one attempt, seconds (≥ 1).
+    #[serde(default, deserialize_with = "at_least_one")]
+    pub max_runtime_seconds: Option<u64>,
+    /// `retries`: extra attempts after a failed or timed-out one.
+    #[serde(default, deserialize_with = "at_least_zero")]
+    pub retries: Option<u64>,
+    /// `verify`: a command line that must exit 0 for an item to complete.
+    #[serde(default, deserialize_with = "text")]
+    pub verify: Option<String>,
+    /// `model`: passed to the agent CLI.
+    #[serde(default, deserialize_with = "text")]
+    pub model: Option<String>,
+    /// `isolate`: `none` or `worktree`.
+    #[serde(default, deserialize_with = "text")]
+    pub isolate: Option<String>,
+    /// `worktree`: `copy` (ignored files copied into each worktree) and `setup` (a command
+    /// line run once in each new worktree).
+    #[serde(default)]
+    pub worktree: Option<WorktreeSettings>,
+}
+
+/// `worktree:` in BATCH.md, `[worktree]` in runner.toml.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorktreeSettings {
+    /// Ignored files or folders copied into each worktree, relative to the repository root.
+    #[serde(default, deserialize_with = "paths")]
+    pub copy: Option<Vec<String>>,
+    /// A command line run once in each new worktree, before the agent.
+    #[serde(default, deserialize_with = "text")]
+    pub setup: Option<String>,
+}
+
+fn text<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::String(s) if !s.trim().is_empty() => Ok(Some(s)),
+        Value::Number(n) => Ok(Some(n.to_string())),
+        _ => Err(serde::de::Error::custom("must be a non-empty string")),
+    }
+}
+
+fn count<'de, D: Deserializer<'de>>(d: D, min: u64) -> std::result::Result<Option<u64>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::Number(n) if n.as_u64().is_some_and(|v| v >= min) => Ok(n.as_u64()),
+        _ => Err(serde::de::Error::custom(format!(
+            "must be a whole number ≥ {min}"
+        ))),
+    }
+}
+
+fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u64>, D::Error> {
+    count(d, 1)
+}
+
+fn at_least_zero<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u64>, D::Error> {
+    count(d, 0)
+}
+
+fn argv<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Vec<String>>, D::Error> {
+    let bad = || serde::de::Error::custom("must be a list of strings (program, then arguments)");
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::Array(items) if !items.is_empty() => items
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s),
+                Value::Number(n) => Ok(n.to_string()),
+                _ => Err(bad()),
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map(Some),
+        Value::String(s) => match shlex::split(&s) {
+            Some(v) if !v.is_empty() => Ok(Some(v)),
+            _ => Err(bad()),
+        },
+        _ => Err(bad()),
+    }
+}
+
+fn paths<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Vec<String>>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s),
+                _ => Err(serde::de::Error::custom("must be a list of paths")),
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map(Some),
+        _ => Err(serde::de::Error::custom("must be a list of paths")),
+    }
+}
+
+/// Why a settings map did not deserialize. Keys are dotted for nested ones
+/// (`worktree.copy`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyProblem {
+    /// The key is not a setting; `known` lists the keys allowed where it stands.
+    Unknown {
+        /// The key as written.
+        key: String,
+        /// The settings keys allowed beside it, in declaration order.
+        known: Vec<String>,
+    },
+    /// The key's value breaks its rule.
+    Invalid {
+        /// The key (empty when the problem is the whole map).
+        key: String,
+        /// What it must be: `must be a whole number ≥ 1`.
+        rule: String,
+    },
+}
+
+/// The problem of a deserialization error at `path` whose own message (without any source
+/// snippet) is `message`.
+fn key_problem(path: &serde_path_to_error::Path, message: &str) -> KeyProblem {
+    let message = message.to_owned();
+    let path = path.to_string();
+    let path = if path == "." { String::new() } else { path };
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        let name = rest.split('`').next().unwrap_or_default();
+        let known = message
+            .split_once(", expected ")
+            .map(|(_, e)| {
+                e.trim_start_matches("one of ")
+                    .split(", ")
+                    .map(|k| k.trim_matches('`').to_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        // The path already ends with the unknown key.
+        let key = if path.is_empty() {
+            name.to_owned()
+        } else {
+            path
+        };
+        return KeyProblem::Unknown { key, known };
+    }
+    KeyProblem::Invalid {
+        key: path,
+        rule: message,
+    }
+}
+
+impl FileSettings {
+    /// Deserialize the settings keys of a frontmatter mapping (BATCH.md). Unknown keys are
+    /// dropped and returned, so the caller can warn about them.
+    ///
+    /// Errors: the first key whose value breaks its rule.
+    pub fn from_map(
+        mut map: serde_json::Map<String, Value>,
+    ) -> std::result::Result<(FileSettings, Vec<KeyProblem>), KeyProblem> {
+        let mut unknown = Vec::new();
+        loop {
+            let value = Value::Object(map.clone());
+            let e = match serde_path_to_error::deserialize::<_, FileSettings>(value) {
+                Ok(s) => return Ok((s, unknown)),
+                Err(e) => key_problem(e.path(), &e.inner().to_string()),
+            };
+            let KeyProblem::Unknown { key, .. } = &e else {
+                return Err(e);
+            };
+            let removed = match key.split_once('.') {
+                None => map.remove(key).is_some(),
+                // An unknown key inside a known table: drop just that key.
+                Some((table, leaf)) => match map.get_mut(table) {
+                    Some(Value::Object(inner)) => inner.remove(leaf).is_some(),
+                    _ => false,
+                },
+            };
+            if !removed {
+                return Err(e);
+            }
+            unknown.push(e);
+        }
+    }
+
+    /// Parse `<store>/runner.toml` text. `path` is used in messages only.
+    ///
+    /// Errors: exit 2 naming the file, the line and the key (unknown keys included).
+    pub fn from_toml(path: &Path, text: &str) -> Result<FileSettings> {
+        let line_of = |span: Option<std::ops::Range<usize>>| {
+            span.map(|s| text[..s.start.min(text.len())].matches('\n').count() as u64 + 1)
+        };
+        let de = toml::Deserializer::parse(text)
+            .map_err(|e| Error::input_at(path, line_of(e.span()), e.message()))?;
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let line = line_of(e.inner().span());
+            let message = match key_problem(e.path(), e.inner().message()) {
+                KeyProblem::Unknown { key, known } => {
+                    format!("unknown key `{key}` (known: {})", known.join(", "))
+                }
+                KeyProblem::Invalid { key, .. } if key.is_empty() => e.inner().message().to_owned(),
+                KeyProblem::Invalid { key, .. } => format!("`{key}` {}", e.inner().message()),
+            };
+            Error::input_at(path, line, message)
+        })
+    }
+}
+
+/// The validated options of a run, from flags, then a file, then defaults. Built once by
+/// [`Settings::resolve`] before anything is written.
+#[derive(Debug)]
+pub struct Settings {
+    /// The runner definition.
+    pub runner: RunnerDef,
+    /// The exec command (program first); empty for runners that start their own program.
+    pub command: Vec<String>,
+    /// Teammates at once (≥ 1).
+    pub jobs: usize,
+    /// Time limit of one attempt.
+    pub timeout: Option<Duration>,
+    /// SIGTERM → SIGKILL grace period.
+    pub grace: Duration,
+    /// Extra attempts after a retried outcome.
+    pub retries: u32,
+    /// Statuses that are retried.
+    pub retry_on: Vec<ItemStatus>,
+    /// Delay before the first retry (doubled each time, with jitter).
+    pub retry_delay: Duration,
+    /// The verify command (argv with `{column}` placeholders).
+    pub verify: Option<Vec<String>>,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--agent-arg` values.
+    pub agent_args: Vec<String>,
+    /// `--var NAME=VALUE` overrides of the runner definition's variables.
+    pub vars: BTreeMap<String, String>,
+    /// Cap of each log file, bytes.
+    pub log_cap: u64,
+    /// How the run is shown.
+    pub format: Format,
+    /// `--isolate worktree`.
+    pub isolate: bool,
+    /// `--merge`: merge completed branches back.
+    pub merge: bool,
+    /// Ignored files copied into each worktree (relative to the repository root).
+    pub worktree_copy: Vec<PathBuf>,
+    /// Set-up command of each new worktree (argv).
+    pub worktree_setup: Option<Vec<String>>,
+    /// `--only`: which items run.
+    pub only: Only,
+    /// `--shard K/N` (or `auto` from `JOB_COMPLETION_INDEX`).
+    pub shard: Option<Shard>,
+    /// `--junit FILE`.
+    pub junit: Option<PathBuf>,
+    /// `--dry-run`: show the plan, write nothing.
+    pub dry_run: bool,
+}
+
+/// Parse a duration flag: `90s`, `10m`, `1h`, `1h30m`, or bare seconds.
+///
+/// Errors: names the flag and shows the accepted forms.
+pub fn parse_duration(flag: &str, text: &str) -> Result<Duration> {
+    let t = text.trim();
+    if let Ok(secs) = t.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    humantime::parse_duration(t).map_err(|_| {
+        Error::Input(format!(
+            "{flag} `{text}` is not a duration; write e.g. 90s, 10m or 1h"
+        ))
+    })
+}
+
+fn retry_on(text: &str) -> Result<Vec<ItemStatus>> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| match s {
+            "failed" => Ok(ItemStatus::Failed),
+            "timed_out" => Ok(ItemStatus::TimedOut),
+            "blocked" => Ok(ItemStatus::Blocked),
+            other => Err(Error::Input(format!(
+                "--retry-on `{other}` is not one of failed, timed_out, blocked"
+            ))),
+        })
+        .collect()
+}
+
+fn parse_vars(vars: &[String]) -> Result<BTreeMap<String, String>> {
+    vars.iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+            _ => Err(Error::Input(format!("--var `{kv}` must be NAME=VALUE"))),
+        })
+        .collect()
+}
+
+/// The shard the flags ask for: `--shard K/N`, or `--shard auto` with K from
+/// `JOB_COMPLETION_INDEX` (Kubernetes Indexed Jobs) and N from `--shard-count`.
+///
+/// Errors: a malformed or out-of-range shard (exit 2).
+pub fn shard(flags: &RunArgs) -> Result<Option<Shard>> {
+    Shard::parse(
+        flags.shard.as_deref(),
+        flags.shard_count,
+        std::env::var("JOB_COMPLETION_INDEX").ok().as_deref(),
+    )
+}
+
+fn command_line(what: &str, v: &str) -> Result<Vec<String>> {
+    match shlex::split(v) {
+        Some(argv) if !argv.is_empty() => Ok(argv),
+        _ => Err(Error::Input(format!(
+            "{what} `{v}` is not a command line (check its quotes)"
+        ))),
+    }
+}
+
+/// The first agent CLI of [`definition::DETECT_ORDER`] whose program is on PATH.
+///
+/// Errors: [`Error::Environment`] (exit 3) listing what was looked for.
+pub fn detect_runner(store: Option<&Path>) -> Result<String> {
+    for name in definition::DETECT_ORDER {
+        let def = definition::load(name, store, None)?;
+        if which::which(&def.program).is_ok() {
+            tracing::info!("no runner chosen; using `{name}`, the first agent CLI found on PATH");
+            return Ok((*name).to_string());
+        }
+    }
+    Err(Error::Environment(format!(
+        "no runner chosen and no agent CLI found on PATH (looked for: {}); install one, give \
+         --runner NAME, or give a program after `--`",
+        definition::DETECT_ORDER.join(", ")
+    )))
+}
+
+/// Check that `program` can be started: a path that exists and is executable, or a name
+/// found on PATH.
+///
+/// Errors: [`Error::Environment`] (exit 3) with the install hint.
+pub fn check_program(program: &str, hint: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let hint = if hint.is_empty() {
+        String::new()
+    } else {
+        format!("; {hint}")
+    };
+    if !program.contains('/') {
+        return which::which(program)
+            .map_err(|_| Error::Environment(format!("`{program}` was not found on PATH{hint}")));
+    }
+    match std::fs::metadata(program) {
+        Ok(meta) if meta.is_file() && meta.permissions().mode() & 0o111 != 0 => {
+            Ok(PathBuf::from(program))
+        }
+        Ok(meta) if meta.is_file() => Err(Error::Environment(format!(
+            "`{program}` is not executable; make it so with `chmod +x {program}`"
+        ))),
+        _ => Err(Error::Environment(format!(
+            "`{program}` does not exist or is not a file{hint}"
+        ))),
+    }
+}
+
+impl Settings {
+    /// Combine the flags over the file's settings over the defaults, and validate the result.
+    /// `command` is what followed `--`; `store` is where user runner definitions live.
+    ///
+    /// Errors: bad flag or key values and definitions (exit 2), a missing program (exit 3).
+    pub fn resolve(
+        flags: &RunArgs,
+        command: &[String],
+        file: &FileSettings,
+        store: Option<&Path>,
+    ) -> Result<Settings> {
+        let command: Vec<String> = if command.is_empty() {
+            file.command.clone().unwrap_or_default()
+        } else {
+            command.to_vec()
+        };
+        let runner_name = match flags.runner.as_ref().or(file.runner.as_ref()) {
+            Some(r) => r.clone(),
+            None if !command.is_empty() => "exec".to_string(),
+            None if flags.runner_file.is_some() => String::new(),
+            None => detect_runner(store)?,
+        };
+        let runner = definition::load(&runner_name, store, flags.runner_file.as_deref())?;
+        if !command.is_empty() && !runner.args.iter().any(|a| a == "{command_args}") {
+            return Err(Error::Input(format!(
+                "the runner `{}` starts its own program; a program after `--` (or BATCH.md `command`) is \
+                 only for the exec runner — drop it, or use --runner exec",
+                runner.name
+            )));
+        }
+        let jobs = flags
+            .jobs
+            .or(file.max_workers.map(|n| n as usize))
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+        if jobs == 0 {
+            return Err(Error::Input("--jobs must be at least 1".into()));
+        }
+        let timeout = match &flags.timeout {
+            Some(t) => parse_duration("--timeout", t)?,
+            None => file
+                .max_runtime_seconds
+                .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
+        };
+        if timeout.is_zero() {
+            return Err(Error::Input(
+                "--timeout must be more than 0 (e.g. 90s, 10m, 1h)".into(),
+            ));
+        }
+        if flags.log_cap < 1024 {
+            return Err(Error::Input(format!(
+                "--log-cap {} is too small; give at least 1024 bytes",
+                flags.log_cap
+            )));
+        }
+        let isolate = match flags
+            .isolate
+            .as_deref()
+            .or(file.isolate.as_deref())
+            .map(str::trim)
+        {
+            None | Some("none") => false,
+            Some("worktree") => true,
+            Some(other) => {
+                return Err(Error::Input(format!(
+                    "--isolate `{other}` must be none or worktree"
+                )));
+            }
+        };
+        if flags.merge && !isolate {
+            return Err(Error::Input(
+                "--merge merges teammates' worktree branches: it needs --isolate worktree".into(),
+            ));
+        }
+        let file_worktree = file.worktree.clone().unwrap_or_default();
+        let worktree_setup = flags
+            .worktree_setup
+            .as_ref()
+            .or(file_worktree.setup.as_ref())
+            .map(|v| command_line("worktree setup", v))
+            .transpose()?;
+        let verify = flags
+            .verify
+            .as_ref()
+            .or(file.verify.as_ref())
+            .map(|v| command_line("--verify", v))
+            .transpose()?;
+        let settings = Settings {
+            command,
+            jobs,
+            timeout: Some(timeout),
+            grace: parse_duration("--grace", &flags.grace)?,
+            retries: flags
+                .retries
+                .or(file.retries.map(|n| n.min(u32::MAX as u64) as u32))
+                .unwrap_or(0),
+            retry_on: retry_on(&flags.retry_on)?,
+            retry_delay: parse_duration("--retry-delay", &flags.retry_delay)?,
+            verify,
+            model: flags.model.clone().or_else(|| file.model.clone()),
+            agent_args: flags.agent_args.clone(),
+            vars: parse_vars(&flags.vars)?,
+            log_cap: flags.log_cap,
+            format: flags.format,
+            isolate,
+            merge: flags.merge,
+            worktree_copy: if flags.worktree_copy.is_empty() {
+                file_worktree
+                    .copy
+                    .iter()
+                    .flatten()
+                    .map(PathBuf::from)
+                    .collect()
+            } else {
+                flags.worktree_copy.clone()
+            },
+            worktree_setup,
+            only: Only::parse(flags.only.as_deref())?,
+            shard: shard(flags)?,
+            junit: flags.junit.clone(),
+            dry_run: flags.dry_run,
+            runner,
+        };
+        settings.check_programs()?;
+        crate::fsutil::check_parent(settings.junit.as_deref(), "--junit")?;
+        Ok(settings)
+    }
+
+    /// Expand the runner definition once with sample values, so a bad definition or a
+    /// missing program fails before anything is written.
+    fn check_programs(&self) -> Result<()> {
+        let sample = definition::AttemptArgs {
+            prompt_file: Path::new("prompt.md"),
+            report: Path::new("report.json"),
+            workspace: Path::new("."),
+            prompt: "",
+            model: self.model.as_deref(),
+            agent_args: &self.agent_args,
+            command: &self.command,
+            vars: &self.vars,
+        };
+        let inv = self.runner.invocation(&sample).map_err(Error::Input)?;
+        check_program(&inv.program, &self.runner.install_hint)?;
+        if let Some(v) = &self.verify {
+            check_program(&v[0], "check the --verify command")?;
+        }
+        Ok(())
+    }
+}
+
+/// Load and compile a JSON Schema given inline or as a file.
+///
+/// Errors: an unreadable file, invalid JSON, or an invalid schema (exit 2, naming the file).
+pub fn load_schema(
+    value: Option<Value>,
+    path: Option<&Path>,
+) -> Result<Option<(Value, jsonschema::Validator)>> {
+    let (schema, origin) = match (value, path) {
+        (Some(v), _) => (v, "output_schema".to_string()),
+        (None, Some(p)) => {
+            let text = std::fs::read_to_string(p).map_err(|e| {
+                Error::Input(format!(
+                    "{}: cannot read the output schema: {e}",
+                    p.display()
+                ))
+            })?;
+            let v: Value = serde_json::from_str(&text).map_err(|e| {
+                Error::input_at(
+                    p,
+                    Some(e.line() as u64),
+                    format!("the output schema is not valid JSON: {e}"),
+                )
+            })?;
+            (v, p.display().to_string())
+        }
+        (None, None) => return Ok(None),
+    };
+    let validator = jsonschema::validator_for(&schema)
+        .map_err(|e| Error::Input(format!("{origin}: not a valid JSON Schema: {e}")))?;
+    Ok(Some((schema, validator)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(yaml: &str) -> serde_json::Map<String, Value> {
+        serde_saphyr::from_str(yaml).expect("yaml")
+    }
+
+    #[test]
+    fn batch_frontmatter_and_runner_toml_give_the_same_settings() {
+        let from_yaml = FileSettings::from_map(map(
+            "runner: exec\ncommand: python3 a.py\nmax_workers: 3\nmax_runtime_seconds: 60\n\
+             retries: 2\nverify: test -s x\nmodel: 4\nisolate: worktree\n\
+             worktree: {copy: [.env], setup: npm ci}\n",
+        ))
+        .expect("valid")
+        .0;
+        let from_toml = FileSettings::from_toml(
+            Path::new("runner.toml"),
+            "runner = 'exec'\ncommand = ['python3', 'a.py']\nmax_workers = 3\n\
+             max_runtime_seconds = 60\nretries = 2\nverify = 'test -s x'\nmodel = 4\n\
+             isolate = 'worktree'\n[worktree]\ncopy = ['.env']\nsetup = 'npm ci'\n",
+        )
+        .expect("valid");
+        assert_eq!(from_yaml, from_toml);
+        assert_eq!(
+            from_toml.command,
+            Some(vec!["python3".to_string(), "a.py".to_string()])
+        );
+        assert_eq!(from_toml.model.as_deref(), Some("4"));
+    }
+
+    #[test]
+    fn a_bad_value_names_its_key_and_rule_in_both_files() {
+        let e = FileSettings::from_map(map("max_workers: many\n")).expect_err("bad");
+        assert_eq!(
+            e,
+            KeyProblem::Invalid {
+                key: "max_workers".into(),
+                rule: "must be a whole number ≥ 1".into()
+            }
+        );
+        let e = FileSettings::from_map(map("worktree: {copy: 3}\n")).expect_err("bad");
+        assert!(matches!(e, KeyProblem::Invalid { key, .. } if key == "worktree.copy"));
+        let e = FileSettings::from_toml(Path::new("r.toml"), "runner = 'x'\nmax_workers = 0\n")
+            .expect_err("bad");
+        assert_eq!(
+            e.to_string(),
+            "r.toml:2: `max_workers` must be a whole number ≥ 1"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_dropped_for_a_warning_from_frontmatter_and_refused_from_toml() {
+        let (s, unknown) = FileSettings::from_map(map(
+            "max_wrokers: 2\nretries: 1\nworktree: {copy: [a], setpu: x}\n",
+        ))
+        .expect("valid");
+        assert_eq!(s.retries, Some(1));
+        let keys: Vec<&str> = unknown
+            .iter()
+            .filter_map(|p| match p {
+                KeyProblem::Unknown { key, .. } => Some(key.as_str()),
+                KeyProblem::Invalid { .. } => None,
+            })
+            .collect();
+        assert_eq!(keys, ["max_wrokers", "worktree.setpu"]);
+        assert!(
+            matches!(&unknown[0], KeyProblem::Unknown { known, .. } if known.contains(&"max_workers".to_string())),
+            "{unknown:?}"
+        );
+        let e = FileSettings::from_toml(Path::new("r.toml"), "runner = 'x'\nmax_wrokers = 3\n")
+            .expect_err("unknown");
+        let text = e.to_string();
+        assert!(
+            text.starts_with("r.toml:2: unknown key `max_wrokers` (known: runner, command"),
+            "{text}"
+        );
+    }
+}

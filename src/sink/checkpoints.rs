@@ -1,0 +1,127 @@
+//! After a todo run (DESIGN §4, seed `checkpoint-skill.md`): one line per completed item in
+//! the workspace's `completed.md`, and the checkpoints of completed items deleted — only
+//! inside the store, and only when no item that is not done (in the inbox or any batch file)
+//! still references the same file.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::todo_marks::{self, locate};
+use super::{RunEnd, Sink};
+use crate::error::{Error, Result};
+use crate::report::ItemStatus;
+use crate::run::events::Reporter;
+use crate::run::outcome::Outcome;
+use crate::source::todo::TodoDocument;
+use crate::store::Store;
+
+/// The checkpoint clean-up sink of a todo batch.
+pub struct Checkpoints {
+    /// The store the batch belongs to.
+    pub store: Store,
+    /// The batch file (read after the marks sink has written it).
+    pub batch: PathBuf,
+    /// The team workspace, where `completed.md` is kept.
+    pub workspace: PathBuf,
+    /// The run's items, by number, in order.
+    pub numbers: Vec<u32>,
+}
+
+impl Reporter for Checkpoints {}
+
+impl Sink for Checkpoints {
+    fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
+        let mut completed = Vec::new();
+        for n in &self.numbers {
+            if let Some(o) = run.outcomes.outcome(&n.to_string())?
+                && o.status == ItemStatus::Completed
+            {
+                completed.push(o);
+            }
+        }
+        log_completed(&self.workspace, &completed);
+        let (_, doc) = crate::store::read_todo(&self.batch)?;
+        clean(&self.store, &doc, &completed)
+    }
+}
+
+/// Append one line per completed item to `completed.md` (seed `checkpoint-skill.md`):
+/// `- <date> | item <n> | <summary> | files: <paths>`. A write error is warned about.
+fn log_completed(workspace: &Path, completed: &[Outcome]) {
+    if completed.is_empty() {
+        return;
+    }
+    let path = workspace.join("completed.md");
+    let today = crate::store::today();
+    let mut text = String::new();
+    for o in completed {
+        let files: Vec<String> = o
+            .report
+            .as_ref()
+            .map(|r| {
+                ["files_modified", "files_created"]
+                    .iter()
+                    .flat_map(|k| {
+                        r.get(*k)
+                            .and_then(|v| v.as_array())
+                            .cloned()
+                            .unwrap_or_default()
+                    })
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "- {today} | item {} | {} | files: {}\n",
+            o.id,
+            o.summary,
+            files.join(", ")
+        ));
+    }
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()));
+    if let Err(e) = written {
+        tracing::warn!("cannot append to {}: {e}", path.display());
+    }
+}
+
+/// Delete the checkpoints of `completed` items of `doc` that nothing open references.
+///
+/// Errors: a checkpoint cannot be removed (exit 3).
+fn clean(store: &Store, doc: &TodoDocument, completed: &[Outcome]) -> Result<()> {
+    let mut texts = vec![doc.render()];
+    if let Ok(t) = std::fs::read_to_string(store.inbox()) {
+        texts.push(t);
+    }
+    for (_, p) in store.batches() {
+        if let Ok(t) = std::fs::read_to_string(&p) {
+            texts.push(t);
+        }
+    }
+    let keep = todo_marks::referenced_checkpoints(texts.iter().map(String::as_str));
+    for o in completed {
+        // The title the item had when the run started finds it in an edited file.
+        let Some(item) =
+            o.id.parse()
+                .ok()
+                .and_then(|n: u32| locate(doc, n, &o.title))
+                .and_then(|n| doc.item(n))
+        else {
+            continue;
+        };
+        let Some(reference) = &item.context else {
+            continue;
+        };
+        if keep.contains(&todo_marks::normalize(reference)) {
+            continue;
+        }
+        if let Ok(path) = store.resolve_checkpoint(reference) {
+            std::fs::remove_file(&path)
+                .map_err(|e| Error::io("remove the checkpoint", &path, e))?;
+        }
+    }
+    Ok(())
+}

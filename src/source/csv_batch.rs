@@ -1,0 +1,422 @@
+//! The CSV batch source adapter (DESIGN §3, seed `taskmaster-protocol.md`): an input CSV and
+//! an instruction template become a [`Plan`] — one item per selected row, the output layout,
+//! and the sinks (`workers-output.csv`, the shard sidecar, JUnit).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::item::{WorkItem, teammate_name};
+use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, Instruction, TeammateTemplate};
+use crate::run::dispatcher::ItemStream;
+use crate::run::outcome::Fnv;
+use crate::run::plan::{self, ItemSource, Plan};
+use crate::run::selection::{Only, Selection, shard_of};
+use crate::run::{RunSpec, isolation};
+use crate::settings::{PIPE_WAIT, Settings};
+use crate::sink::Sinks;
+use crate::sink::junit::Junit;
+use crate::sink::output_csv::{self, CsvOutput};
+use crate::sink::previous::Previous;
+use crate::sink::shard_meta::ShardSidecar;
+use crate::source::csv_input::{self, CsvRow, CsvTable};
+
+/// The column that names a row's prerequisites (ids separated by `;`).
+pub const DEPENDS_ON: &str = "depends_on";
+
+/// The files of a CSV batch, resolved from flags and BATCH.md.
+pub struct CsvBatchFiles {
+    /// The input CSV.
+    pub input: PathBuf,
+    /// The instruction template's text.
+    pub instruction: String,
+    /// Where the instruction comes from (BATCH.md or `--instruction FILE`), for messages.
+    pub instruction_path: PathBuf,
+    /// 1-based line of that file where the instruction starts.
+    pub instruction_line: u64,
+    /// The id column (`None`: the row number is the id).
+    pub id_column: Option<String>,
+    /// The output CSV (absolute).
+    pub output: PathBuf,
+    /// The output schema and its compiled validator.
+    pub schema: Option<(Value, jsonschema::Validator)>,
+    /// Every file the batch reads besides the input and instruction (BATCH.md, the schema
+    /// file), named for the message when an output would overwrite it.
+    pub reads: Vec<(&'static str, PathBuf)>,
+}
+
+/// The rows of the batch this run covers, as work items, streamed from the input.
+struct Rows {
+    table: CsvTable,
+    instruction: Instruction,
+    selection: Selection,
+    /// Prerequisites by id, when the input has a `depends_on` column.
+    deps: Option<HashMap<String, Vec<String>>>,
+}
+
+impl ItemSource for Rows {
+    fn items(&self) -> Result<ItemStream> {
+        let rows = self.table.rows()?;
+        let headers = self.table.headers.clone();
+        let instruction = self.instruction.clone();
+        let selection = self.selection.clone();
+        let deps = self.deps.clone();
+        Ok(Box::new(rows.filter_map(move |row| {
+            let row = match row {
+                Ok(r) => r,
+                Err(e) => return Some(Err(e)),
+            };
+            if !selection.runs(&row.id) {
+                return None;
+            }
+            let mut item = to_item(deps.as_ref(), &headers, &instruction, row);
+            // A prerequisite not run now but completed in the previous output is met.
+            item.after.retain(|d| !selection.completed_before(d));
+            Some(Ok(item))
+        })))
+    }
+}
+
+fn split_deps(value: &str) -> Vec<String> {
+    value
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// What one more pass over the input tells: the batch fingerprint, how many rows this run
+/// covers, and the checked `depends_on` graph.
+struct Survey {
+    fingerprint: String,
+    selected: u64,
+    deps: Option<HashMap<String, Vec<String>>>,
+}
+
+/// Stream the input once more: the batch fingerprint, the `depends_on` graph (checked), and
+/// how many rows this run covers.
+fn survey(files: &CsvBatchFiles, table: &CsvTable, selection: &Selection) -> Result<Survey> {
+    let mut fp = Fnv::default();
+    {
+        use std::io::Read;
+        let mut f = csv_input::open_input(&files.input)?;
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = f
+                .read(&mut buf)
+                .map_err(|e| Error::io("read", &files.input, e))?;
+            if n == 0 {
+                break;
+            }
+            fp.update(&buf[..n]);
+        }
+    }
+    fp.update(b"\0instruction\0");
+    fp.update(files.instruction.as_bytes());
+    fp.update(b"\0schema\0");
+    let schema = files.schema.as_ref().map(|s| s.0.to_string());
+    fp.update(schema.unwrap_or_default().as_bytes());
+    fp.update(b"\0id\0");
+    fp.update(files.id_column.as_deref().unwrap_or("").as_bytes());
+    let dep_col = table.headers.iter().position(|h| h == DEPENDS_ON);
+    let mut deps: HashMap<String, Vec<String>> = HashMap::new();
+    let mut selected = 0u64;
+    let mut ids: HashSet<String> = HashSet::new();
+    for row in table.rows()? {
+        let row = row?;
+        if selection.runs(&row.id) {
+            selected += 1;
+        }
+        if let Only::Ids(wanted) = &selection.only
+            && wanted.contains(&row.id)
+        {
+            ids.insert(row.id.clone());
+        }
+        if let Some(c) = dep_col {
+            let d = split_deps(row.values.get(c).map_or("", String::as_str));
+            if !d.is_empty() {
+                deps.insert(row.id.clone(), d);
+            }
+            ids.insert(row.id);
+        }
+    }
+    if let Only::Ids(wanted) = &selection.only {
+        let mut unknown: Vec<&str> = wanted
+            .iter()
+            .filter(|id| !ids.contains(*id))
+            .map(String::as_str)
+            .collect();
+        if !unknown.is_empty() {
+            unknown.sort();
+            return Err(Error::Input(format!(
+                "--only names ids that are not in {}: {} (ids are separated by commas)",
+                files.input.display(),
+                unknown.join(", ")
+            )));
+        }
+    }
+    let deps = match dep_col {
+        None => None,
+        Some(_) => {
+            check_deps(&files.input, &ids, &deps, selection)?;
+            Some(deps)
+        }
+    };
+    Ok(Survey {
+        fingerprint: fp.hex(),
+        selected,
+        deps,
+    })
+}
+
+fn check_deps(
+    input: &Path,
+    ids: &HashSet<String>,
+    deps: &HashMap<String, Vec<String>>,
+    selection: &Selection,
+) -> Result<()> {
+    let mut items: Vec<WorkItem> = ids
+        .iter()
+        .map(|id| WorkItem {
+            id: id.clone(),
+            title: String::new(),
+            line: 0,
+            teammate: String::new(),
+            vars: Vec::new(),
+            body: String::new(),
+            checkpoint: None,
+            after: deps.get(id).cloned().unwrap_or_default(),
+            content: String::new(),
+        })
+        .collect();
+    items.sort_by(|a, b| a.id.cmp(&b.id));
+    plan::check_dependencies(&items).map_err(|p| {
+        Error::Input(format!(
+            "{}: column `{DEPENDS_ON}`: {}",
+            input.display(),
+            p.join("; ")
+        ))
+    })?;
+    if let Some(shard) = selection.shard {
+        for (id, ds) in deps {
+            for d in ds {
+                if shard_of(id, shard.n) != shard_of(d, shard.n) {
+                    return Err(Error::Input(format!(
+                        "{}: item {id} waits for {d}, which is in another shard; shards must not depend on each other",
+                        input.display()
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A one-line title: the first non-blank line of the rendered instruction (markdown heading
+/// marks dropped), at most 80 characters; the id when there is none.
+fn title_of(body: &str, id: &str) -> String {
+    let line = body
+        .lines()
+        .map(|l| l.trim().trim_start_matches('#').trim())
+        .find(|l| !l.is_empty())
+        .unwrap_or(id);
+    let mut t: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        t.push('…');
+    }
+    t
+}
+
+fn to_item(
+    deps: Option<&HashMap<String, Vec<String>>>,
+    headers: &[String],
+    instruction: &Instruction,
+    row: CsvRow,
+) -> WorkItem {
+    let body = instruction.render(headers, &row.values);
+    let after = deps
+        .and_then(|d| d.get(&row.id))
+        .cloned()
+        .unwrap_or_default();
+    let content = crate::item::content_hash(row.values.iter().map(String::as_str));
+    WorkItem {
+        teammate: teammate_name(row.number, &row.id),
+        title: title_of(&body, &row.id),
+        line: row.line,
+        vars: headers.iter().cloned().zip(row.values).collect(),
+        body,
+        checkpoint: None,
+        after,
+        content,
+        id: row.id,
+    }
+}
+
+/// Build the plan of a CSV batch: scan and check the input, the instruction and `--verify`
+/// against its columns, refuse outputs that would overwrite inputs, lay out the output, read
+/// the previous output for `--only`, and register the sinks. Teammates work in `cwd`.
+///
+/// Errors: every problem of the input files (exit 2, naming the file and line), nothing
+/// written.
+pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
+    let table = csv_input::scan(
+        csv_input::open_input(&files.input)?,
+        &files.input,
+        files.id_column.as_deref(),
+    )?;
+    let instruction = Instruction::parse(
+        &files.instruction_path,
+        files.instruction_line,
+        &files.instruction,
+    )?;
+    instruction.check_columns(&files.instruction_path, &table.headers)?;
+    if let Some(v) = &settings.verify {
+        for a in v {
+            Instruction::parse(Path::new("--verify"), 1, a)?
+                .check_columns(Path::new("--verify"), &table.headers)?;
+        }
+    }
+    let template = TeammateTemplate::new(
+        Path::new("templates/teammate.md"),
+        DEFAULT_TEAMMATE_TEMPLATE,
+    )?;
+    let output = files.output.clone();
+    let out_dir = output.parent().unwrap_or(Path::new("/")).to_owned();
+    if !out_dir.is_dir() {
+        return Err(Error::Input(format!(
+            "{}: the output folder does not exist; create it or choose another --output",
+            out_dir.display()
+        )));
+    }
+    // Never write over what the batch reads.
+    let reads = [
+        ("input", files.input.clone()),
+        ("instruction", files.instruction_path.clone()),
+    ];
+    for (what, p) in reads.iter().chain(&files.reads) {
+        if crate::fsutil::same_file(p, &output) {
+            return Err(Error::Input(format!(
+                "{}: the output would overwrite the {what}; choose another --output",
+                output.display()
+            )));
+        }
+    }
+    let layout = output_csv::layout(
+        &table.headers,
+        files.schema.as_ref().map(|s| &s.0),
+        settings.isolate,
+    );
+    let mut seen_cols = HashSet::new();
+    if let Some(dup) = layout
+        .headers
+        .iter()
+        .find(|h| !seen_cols.insert(h.as_str()))
+    {
+        return Err(Error::input_at(
+            &files.input,
+            Some(1),
+            format!(
+                "column `{dup}` collides with one of the runner's output columns, even as runner_<name>; rename it"
+            ),
+        ));
+    }
+    let previous = previous_output(&output, &layout, &settings.only, files.id_column.as_deref())?;
+    let selection = Selection {
+        shard: settings.shard,
+        only: settings.only.clone(),
+        previous: previous.map(Arc::new),
+    };
+    let survey = survey(&files, &table, &selection)?;
+    for w in &layout.warnings {
+        eprintln!("warning: {w}");
+    }
+    let team = output
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "workers-output".into());
+    let workspace = out_dir.join(format!("{team}.runner"));
+    let isolation = isolation::prepare(&settings, &cwd, &team, std::slice::from_ref(&workspace))?;
+    let source: Arc<dyn ItemSource> = Arc::new(Rows {
+        table: table.clone(),
+        instruction,
+        selection: selection.clone(),
+        deps: survey.deps,
+    });
+    let mut sinks = Sinks::default();
+    sinks.push(Box::new(CsvOutput {
+        path: output.clone(),
+        table: table.clone(),
+        selection: selection.clone(),
+        layout,
+    }));
+    if let Some(shard) = settings.shard {
+        sinks.push(Box::new(ShardSidecar {
+            output: output.clone(),
+            fingerprint: survey.fingerprint,
+            shard,
+            table: table.clone(),
+        }));
+    }
+    if let Some(path) = settings.junit.clone() {
+        sinks.push(Box::new(Junit {
+            path,
+            team: team.clone(),
+            items: source.clone(),
+        }));
+    }
+    let rerun = match &selection.only {
+        Only::Ids(ids) => ids.clone(),
+        Only::All | Only::Failed => HashSet::new(),
+    };
+    let spec = RunSpec {
+        team,
+        workspace,
+        cwd,
+        pipe_wait: PIPE_WAIT,
+        settings,
+        template,
+        schema: files.schema,
+        isolation,
+        rerun,
+    };
+    Ok(Plan {
+        spec: Arc::new(spec),
+        source,
+        selected: survey.selected,
+        total: table.rows,
+        sinks,
+        output,
+        remove_workspace_when_done: false,
+    })
+}
+
+/// The previous output that `--only` replays.
+///
+/// Errors: `--only failed` without an output to replay; an output whose columns differ.
+fn previous_output(
+    output: &Path,
+    layout: &output_csv::Layout,
+    only: &Only,
+    id_column: Option<&str>,
+) -> Result<Option<Previous>> {
+    match only {
+        Only::All => Ok(None),
+        _ if !output.exists() && *only == Only::Failed => Err(Error::Input(format!(
+            "{}: --only failed replays an existing output, and there is none",
+            output.display()
+        ))),
+        _ if !output.exists() => Ok(None),
+        _ => {
+            let status_col = if layout.headers.iter().any(|h| h == "runner_status") {
+                "runner_status"
+            } else {
+                "status"
+            };
+            Previous::read(output, &layout.headers, id_column, status_col).map(Some)
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! The todo batch source adapter (DESIGN §3, §4, seed `todo-skill.md`): the unticked items of
+//! a batch file `todo-N.md` become a [`Plan`] for team `todo-resolve-N` — one teammate
+//! `todo-task-k` per item — with the sinks that tick what completed, write
+//! `todo-N.workers-output.csv`, and clean up checkpoints.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::item::WorkItem;
+use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, TeammateTemplate};
+use crate::run::plan::{self, ItemList, ItemSource, Plan};
+use crate::run::selection::Only;
+use crate::run::{RunSpec, isolation};
+use crate::settings::{PIPE_WAIT, Settings};
+use crate::sink::Sinks;
+use crate::sink::checkpoints::Checkpoints;
+use crate::sink::junit::Junit;
+use crate::sink::todo_marks::TodoMarks;
+use crate::sink::todo_table::TodoTable;
+use crate::source::todo::{Mark, Section, TodoDocument};
+use crate::store::Store;
+
+/// Which todo batch to run, and how.
+pub struct TodoBatch<'a> {
+    /// The store the batch belongs to.
+    pub store: &'a Store,
+    /// The batch file (absolute).
+    pub batch: &'a Path,
+    /// Also run unticked Ideas.
+    pub include_ideas: bool,
+    /// Keep the workspace when everything completed.
+    pub keep_team: bool,
+}
+
+/// The team name of a batch file: `todo-3.md` → `todo-resolve-3`.
+pub fn team_name(batch: &Path) -> String {
+    let stem = batch
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!(
+        "todo-resolve-{}",
+        stem.strip_prefix("todo-").unwrap_or(&stem)
+    )
+}
+
+/// `todo-N.workers-output.csv` beside the batch.
+pub fn table_path(batch: &Path) -> PathBuf {
+    let stem = batch
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    batch.with_file_name(format!("{stem}.workers-output.csv"))
+}
+
+/// The items of `doc` this run covers: unticked items of the Todo section (and Ideas when
+/// asked), as work items. Prerequisites on ticked items are already met and dropped.
+///
+/// Errors: one line per problem (a checkpoint that is missing or outside the store, a
+/// prerequisite outside the run, a cycle).
+pub fn plan_items(
+    doc: &TodoDocument,
+    store: &Store,
+    include_ideas: bool,
+) -> std::result::Result<Vec<WorkItem>, Vec<String>> {
+    let wanted = |s: Section| s == Section::Todo || (include_ideas && s == Section::Ideas);
+    let mut problems = Vec::new();
+    let mut items = Vec::new();
+    for i in doc
+        .items()
+        .iter()
+        .filter(|i| wanted(i.section) && i.mark != Mark::Done)
+    {
+        if i.title.trim().is_empty() {
+            problems.push(format!(
+                "line {}: item {} has no text; write the task or remove the line",
+                i.line, i.number
+            ));
+            continue;
+        }
+        let checkpoint = match &i.context {
+            None => None,
+            Some(c) => match store.resolve_checkpoint(c) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    problems.push(format!("line {}: item {}: {e}", i.line, i.number));
+                    None
+                }
+            },
+        };
+        let after = i
+            .after
+            .iter()
+            .filter(|n| doc.item(**n).is_none_or(|d| d.mark != Mark::Done))
+            .map(u32::to_string)
+            .collect();
+        let body = if i.continuation.trim().is_empty() {
+            i.title.clone()
+        } else {
+            format!("{}\n{}", i.title, i.continuation)
+        };
+        items.push(WorkItem {
+            id: i.number.to_string(),
+            title: i.title.clone(),
+            line: i.line as u64,
+            teammate: format!("todo-task-{}", i.number),
+            vars: vec![
+                ("item".into(), i.number.to_string()),
+                ("title".into(), i.title.clone()),
+                ("checkpoint".into(), i.context.clone().unwrap_or_default()),
+            ],
+            body,
+            checkpoint,
+            after,
+            content: crate::item::content_hash([
+                i.title.as_str(),
+                i.continuation.as_str(),
+                i.context.as_deref().unwrap_or_default(),
+            ]),
+        });
+    }
+    if let Err(mut p) = plan::check_dependencies(&items) {
+        problems.append(&mut p);
+    }
+    if problems.is_empty() {
+        Ok(items)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Build the plan of a todo batch whose text is `doc`; `None` when every item is ticked.
+///
+/// Errors: bad items (exit 2, one line each, naming the batch file), `--only` naming an item
+/// that is not unticked, a teammate template that does not parse, isolation that cannot be
+/// set up.
+pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<Option<Plan>> {
+    let mut items = plan_items(doc, b.store, b.include_ideas).map_err(|p| {
+        Error::Input(format!(
+            "{}: {}",
+            b.batch.display(),
+            p.join(&format!("\n{}: ", b.batch.display()))
+        ))
+    })?;
+    let mut rerun = HashSet::new();
+    match &settings.only {
+        // Unticked items are exactly the ones that did not complete.
+        Only::All | Only::Failed => {}
+        Only::Ids(ids) => {
+            let known: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
+            if let Some(bad) = ids.iter().find(|id| !known.contains(id)) {
+                return Err(Error::Input(format!(
+                    "{}: --only {bad}: no unticked item {bad}; the unticked items are {}",
+                    b.batch.display(),
+                    known.join(", ")
+                )));
+            }
+            items.retain(|i| ids.contains(&i.id));
+            rerun = ids.clone();
+        }
+    }
+    if let Some(s) = settings.shard {
+        items.retain(|i| s.contains(&i.id));
+    }
+    let selected: HashSet<String> = items.iter().map(|i| i.id.clone()).collect();
+    for i in &mut items {
+        // Prerequisites outside this selection cannot finish in this run.
+        i.after.retain(|d| {
+            selected.contains(d)
+                || doc
+                    .item(d.parse().unwrap_or(0))
+                    .is_some_and(|x| x.mark != Mark::Done)
+        });
+    }
+    let template_text = b.store.template("teammate.md", DEFAULT_TEAMMATE_TEMPLATE)?;
+    let template =
+        TeammateTemplate::new(&b.store.dir.join("templates/teammate.md"), &template_text)?;
+    if items.is_empty() {
+        return Ok(None);
+    }
+    let team = team_name(b.batch);
+    let workspace = b.store.team_dir(&team);
+    let cwd = match &b.store.project_root {
+        Some(root) => root.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?,
+    };
+    let isolation = isolation::prepare(&settings, &cwd, &team, std::slice::from_ref(&b.store.dir))?;
+    let titles: HashMap<String, String> = items
+        .iter()
+        .map(|i| (i.id.clone(), i.title.clone()))
+        .collect();
+    let numbers: Vec<u32> = items.iter().filter_map(|i| i.id.parse().ok()).collect();
+    let total = items.len() as u64;
+    let source: Arc<dyn ItemSource> = Arc::new(ItemList(items));
+    let mut sinks = Sinks::default();
+    sinks.push(Box::new(TodoMarks::new(
+        b.batch.to_owned(),
+        titles,
+        numbers.clone(),
+        b.include_ideas,
+    )));
+    sinks.push(Box::new(TodoTable {
+        batch: b.batch.to_owned(),
+        path: table_path(b.batch),
+        include_ideas: b.include_ideas,
+        isolated: isolation.is_some(),
+    }));
+    if let Some(path) = settings.junit.clone() {
+        sinks.push(Box::new(Junit {
+            path,
+            team: team.clone(),
+            items: source.clone(),
+        }));
+    }
+    sinks.push(Box::new(Checkpoints {
+        store: b.store.clone(),
+        batch: b.batch.to_owned(),
+        workspace: workspace.clone(),
+        numbers,
+    }));
+    let spec = RunSpec {
+        team,
+        workspace,
+        cwd,
+        pipe_wait: PIPE_WAIT,
+        settings,
+        template,
+        schema: None,
+        isolation,
+        rerun,
+    };
+    Ok(Some(Plan {
+        spec: Arc::new(spec),
+        source,
+        selected: total,
+        total,
+        sinks,
+        output: table_path(b.batch),
+        remove_workspace_when_done: !b.keep_team,
+    }))
+}

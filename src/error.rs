@@ -1,11 +1,12 @@
 //! The one error type of the runner and its exit codes (DESIGN §7).
 //!
-//! Every failure that stops a command maps to exactly one exit code:
+//! Every failure that stops a command is one [`Error`] variant carrying its data, and
+//! [`Error::exit_code`] is the only place that maps a variant to an exit code:
 //! `2` bad input or usage (nothing was changed), `3` the environment (a program is missing,
-//! a lock is held, a store is not writable). Outcomes of a run that did execute
+//! a lock is held, a store or workspace is not writable). Outcomes of a run that did execute
 //! (`0`, `1`, `130`) are decided by the run summary, not by this type.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Exit code: every item completed.
 pub const EXIT_OK: i32 = 0;
@@ -21,12 +22,63 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 /// A failure that ends a command before or outside a run's per-item outcomes.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Bad input or usage: a file that does not parse, a flag that makes no sense.
-    /// The message names the file, the line when known, and what to do. Exit code 2.
+    /// Bad usage: flags that make no sense, a value of the wrong form. The message says what
+    /// to do. Exit 2.
     #[error("{0}")]
-    Input(String),
-    /// The environment is not fit to run: missing program, held lock, unwritable store.
-    /// Exit code 3.
+    Usage(String),
+    /// A file the user gave is wrong: it does not parse, breaks a rule, or names something
+    /// that is not there. Exit 2.
+    #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Input {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line, when known.
+        line: Option<u64>,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// A file the user gave cannot be read (missing, a folder, no permission). Exit 2.
+    #[error("{}: cannot read {what}: {source}", path.display())]
+    ReadInput {
+        /// The file.
+        path: PathBuf,
+        /// What it is (`the input CSV`, `the instruction`).
+        what: &'static str,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// An operation on the runner's own files failed (store, workspace, outputs). Exit 3.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        /// What was done (`write`, `create the store`).
+        action: &'static str,
+        /// The file or folder.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// The agent CLI or another program cannot be started. Exit 3.
+    #[error("`{program}` {problem}")]
+    ProgramMissing {
+        /// The program as given (a name looked up on PATH, or a path).
+        program: String,
+        /// Why, and how to fix it (`was not found on PATH; install it with …`).
+        problem: String,
+    },
+    /// Another run holds the batch's lock. Exit 3.
+    #[error(
+        "another run of this batch is in progress (pid {}); wait for it to finish or stop it (lock: {})",
+        pid.map_or("unknown".to_string(), |p| p.to_string()),
+        lock.display()
+    )]
+    LockHeld {
+        /// The holder's pid, when it wrote one.
+        pid: Option<u32>,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// The environment is not fit to run for another reason (no HOME, no runtime, no
+    /// signal handlers, no agent CLI found). Exit 3.
     #[error("{0}")]
     Environment(String),
 }
@@ -35,24 +87,93 @@ impl Error {
     /// The process exit code for this error (DESIGN §7).
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Input(_) => EXIT_INPUT,
-            Error::Environment(_) => EXIT_ENVIRONMENT,
+            Error::Usage(_) | Error::Input { .. } | Error::ReadInput { .. } => EXIT_INPUT,
+            Error::Io { .. }
+            | Error::ProgramMissing { .. }
+            | Error::LockHeld { .. }
+            | Error::Environment(_) => EXIT_ENVIRONMENT,
         }
     }
 
     /// An input error about `path` (and `line`, 1-based, when known).
     pub fn input_at(path: &Path, line: Option<u64>, message: impl std::fmt::Display) -> Error {
-        match line {
-            Some(line) => Error::Input(format!("{}:{line}: {message}", path.display())),
-            None => Error::Input(format!("{}: {message}", path.display())),
+        Error::Input {
+            path: path.to_owned(),
+            line,
+            message: message.to_string(),
         }
     }
 
-    /// An environment error for a failed IO operation on `path`.
-    pub fn io(action: &str, path: &Path, err: std::io::Error) -> Error {
-        Error::Environment(format!("cannot {action} {}: {err}", path.display()))
+    /// An error for a failed IO operation on the runner's own file `path` (exit 3).
+    pub fn io(action: &'static str, path: &Path, err: std::io::Error) -> Error {
+        Error::Io {
+            action,
+            path: path.to_owned(),
+            source: err,
+        }
+    }
+
+    /// An input file `path` that cannot be read (exit 2).
+    pub fn read_input(what: &'static str, path: &Path, err: std::io::Error) -> Error {
+        Error::ReadInput {
+            path: path.to_owned(),
+            what,
+            source: err,
+        }
     }
 }
 
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_of_failure_has_its_exit_code_and_names_what_failed() {
+        let missing = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        let cases = [
+            (
+                Error::Usage("--jobs must be at least 1".into()),
+                2,
+                "--jobs",
+            ),
+            (
+                Error::input_at(Path::new("B.md"), Some(3), "bad"),
+                2,
+                "B.md:3: bad",
+            ),
+            (
+                Error::read_input("the input CSV", Path::new("in.csv"), missing()),
+                2,
+                "in.csv: cannot read the input CSV",
+            ),
+            (
+                Error::io("write", Path::new("/w/out.csv"), missing()),
+                3,
+                "cannot write /w/out.csv",
+            ),
+            (
+                Error::ProgramMissing {
+                    program: "claude".into(),
+                    problem: "was not found on PATH".into(),
+                },
+                3,
+                "`claude` was not found on PATH",
+            ),
+            (
+                Error::LockHeld {
+                    pid: Some(42),
+                    lock: PathBuf::from("/w/lock"),
+                },
+                3,
+                "(pid 42)",
+            ),
+        ];
+        for (e, code, text) in cases {
+            assert_eq!(e.exit_code(), code, "{e}");
+            assert!(e.to_string().contains(text), "{e} lacks {text}");
+        }
+    }
+}

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 /// rename it over `path`, fsync the folder. A reader sees the old or the new file, never a
 /// mix; on any error the old file is untouched and the temp file is removed.
 ///
-/// Errors: [`Error::Environment`] naming the path (permission denied, disk full, ...).
+/// Errors: [`Error::Io`] (exit 3) naming the path (permission denied, disk full, ...).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     replace(path, true, |w| w.write_all(bytes))
 }
@@ -20,7 +20,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// the old or the new file, never a mix, but a power loss may keep the old one. For live
 /// snapshots (`team.json`) rewritten every half second, where durability is the journal's job.
 ///
-/// Errors: [`Error::Environment`] naming the path.
+/// Errors: [`Error::Io`] (exit 3) naming the path.
 pub fn write_atomic_fast(path: &Path, bytes: &[u8]) -> Result<()> {
     replace(path, false, |w| w.write_all(bytes))
 }
@@ -28,7 +28,7 @@ pub fn write_atomic_fast(path: &Path, bytes: &[u8]) -> Result<()> {
 /// Like [`write_atomic`], streaming: `fill` writes the new content into a buffered writer on
 /// the temp file. Used for outputs too large to build in memory.
 ///
-/// Errors: [`Error::Environment`] naming the path; the old file is untouched.
+/// Errors: [`Error::Io`] (exit 3) naming the path; the old file is untouched.
 pub fn replace_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
@@ -136,7 +136,7 @@ pub fn check_parent(path: Option<&Path>, flag: &str) -> Result<()> {
     if parent.is_dir() {
         Ok(())
     } else {
-        Err(Error::Input(format!(
+        Err(Error::Usage(format!(
             "{flag} {}: the folder {} does not exist",
             p.display(),
             parent.display()
@@ -164,7 +164,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("nope").join("out.csv");
         let err = write_atomic(&p, b"x").expect_err("must fail");
-        assert!(matches!(err, Error::Environment(_)));
+        assert!(matches!(err, Error::Io { .. }), "{err:?}");
+        assert_eq!(err.exit_code(), crate::error::EXIT_ENVIRONMENT);
     }
 
     #[test]

@@ -305,7 +305,7 @@ pub fn parse_duration(flag: &str, text: &str) -> Result<Duration> {
         return Ok(Duration::from_secs(secs));
     }
     humantime::parse_duration(t).map_err(|_| {
-        Error::Input(format!(
+        Error::Usage(format!(
             "{flag} `{text}` is not a duration; write e.g. 90s, 10m or 1h"
         ))
     })
@@ -319,7 +319,7 @@ fn retry_on(text: &str) -> Result<Vec<ItemStatus>> {
             "failed" => Ok(ItemStatus::Failed),
             "timed_out" => Ok(ItemStatus::TimedOut),
             "blocked" => Ok(ItemStatus::Blocked),
-            other => Err(Error::Input(format!(
+            other => Err(Error::Usage(format!(
                 "--retry-on `{other}` is not one of failed, timed_out, blocked"
             ))),
         })
@@ -330,7 +330,7 @@ fn parse_vars(vars: &[String]) -> Result<BTreeMap<String, String>> {
     vars.iter()
         .map(|kv| match kv.split_once('=') {
             Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
-            _ => Err(Error::Input(format!("--var `{kv}` must be NAME=VALUE"))),
+            _ => Err(Error::Usage(format!("--var `{kv}` must be NAME=VALUE"))),
         })
         .collect()
 }
@@ -350,7 +350,7 @@ pub fn shard(flags: &RunArgs) -> Result<Option<Shard>> {
 fn command_line(what: &str, v: &str) -> Result<Vec<String>> {
     match shlex::split(v) {
         Some(argv) if !argv.is_empty() => Ok(argv),
-        _ => Err(Error::Input(format!(
+        _ => Err(Error::Usage(format!(
             "{what} `{v}` is not a command line (check its quotes)"
         ))),
     }
@@ -377,7 +377,7 @@ pub fn detect_runner(store: Option<&Path>) -> Result<String> {
 /// Check that `program` can be started: a path that exists and is executable, or a name
 /// found on PATH.
 ///
-/// Errors: [`Error::Environment`] (exit 3) with the install hint.
+/// Errors: [`Error::ProgramMissing`] (exit 3) with the install hint.
 pub fn check_program(program: &str, hint: &str) -> Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let hint = if hint.is_empty() {
@@ -385,20 +385,21 @@ pub fn check_program(program: &str, hint: &str) -> Result<PathBuf> {
     } else {
         format!("; {hint}")
     };
+    let missing = |problem: String| Error::ProgramMissing {
+        program: program.to_owned(),
+        problem,
+    };
     if !program.contains('/') {
-        return which::which(program)
-            .map_err(|_| Error::Environment(format!("`{program}` was not found on PATH{hint}")));
+        return which::which(program).map_err(|_| missing(format!("was not found on PATH{hint}")));
     }
     match std::fs::metadata(program) {
         Ok(meta) if meta.is_file() && meta.permissions().mode() & 0o111 != 0 => {
             Ok(PathBuf::from(program))
         }
-        Ok(meta) if meta.is_file() => Err(Error::Environment(format!(
-            "`{program}` is not executable; make it so with `chmod +x {program}`"
+        Ok(meta) if meta.is_file() => Err(missing(format!(
+            "is not executable; make it so with `chmod +x {program}`"
         ))),
-        _ => Err(Error::Environment(format!(
-            "`{program}` does not exist or is not a file{hint}"
-        ))),
+        _ => Err(missing(format!("does not exist or is not a file{hint}"))),
     }
 }
 
@@ -426,7 +427,7 @@ impl Settings {
         };
         let runner = definition::load(&runner_name, store, flags.runner_file.as_deref())?;
         if !command.is_empty() && !runner.args.iter().any(|a| a == "{command_args}") {
-            return Err(Error::Input(format!(
+            return Err(Error::Usage(format!(
                 "the runner `{}` starts its own program; a program after `--` (or BATCH.md `command`) is \
                  only for the exec runner — drop it, or use --runner exec",
                 runner.name
@@ -437,7 +438,7 @@ impl Settings {
             .or(file.max_workers.map(|n| n as usize))
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
         if jobs == 0 {
-            return Err(Error::Input("--jobs must be at least 1".into()));
+            return Err(Error::Usage("--jobs must be at least 1".into()));
         }
         let timeout = match &flags.timeout {
             Some(t) => parse_duration("--timeout", t)?,
@@ -446,12 +447,12 @@ impl Settings {
                 .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
         };
         if timeout.is_zero() {
-            return Err(Error::Input(
+            return Err(Error::Usage(
                 "--timeout must be more than 0 (e.g. 90s, 10m, 1h)".into(),
             ));
         }
         if flags.log_cap < 1024 {
-            return Err(Error::Input(format!(
+            return Err(Error::Usage(format!(
                 "--log-cap {} is too small; give at least 1024 bytes",
                 flags.log_cap
             )));
@@ -465,13 +466,13 @@ impl Settings {
             None | Some("none") => false,
             Some("worktree") => true,
             Some(other) => {
-                return Err(Error::Input(format!(
+                return Err(Error::Usage(format!(
                     "--isolate `{other}` must be none or worktree"
                 )));
             }
         };
         if flags.merge && !isolate {
-            return Err(Error::Input(
+            return Err(Error::Usage(
                 "--merge merges teammates' worktree branches: it needs --isolate worktree".into(),
             ));
         }
@@ -542,7 +543,7 @@ impl Settings {
             command: &self.command,
             vars: &self.vars,
         };
-        let inv = self.runner.invocation(&sample).map_err(Error::Input)?;
+        let inv = self.runner.invocation(&sample).map_err(Error::Usage)?;
         check_program(&inv.program, &self.runner.install_hint)?;
         if let Some(v) = &self.verify {
             check_program(&v[0], "check the --verify command")?;
@@ -561,12 +562,8 @@ pub fn load_schema(
     let (schema, origin) = match (value, path) {
         (Some(v), _) => (v, "output_schema".to_string()),
         (None, Some(p)) => {
-            let text = std::fs::read_to_string(p).map_err(|e| {
-                Error::Input(format!(
-                    "{}: cannot read the output schema: {e}",
-                    p.display()
-                ))
-            })?;
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| Error::read_input("the output schema", p, e))?;
             let v: Value = serde_json::from_str(&text).map_err(|e| {
                 Error::input_at(
                     p,
@@ -579,7 +576,7 @@ pub fn load_schema(
         (None, None) => return Ok(None),
     };
     let validator = jsonschema::validator_for(&schema)
-        .map_err(|e| Error::Input(format!("{origin}: not a valid JSON Schema: {e}")))?;
+        .map_err(|e| Error::Usage(format!("{origin}: not a valid JSON Schema: {e}")))?;
     Ok(Some((schema, validator)))
 }
 

@@ -48,8 +48,7 @@ pub fn read_todo(path: &Path) -> Result<(String, TodoDocument)> {
 ///
 /// Errors: the file cannot be read or is not UTF-8 (exit 2, naming it).
 pub fn read_utf8(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::Input(format!("{}: cannot read: {e}", path.display())))?;
+    let bytes = std::fs::read(path).map_err(|e| Error::read_input("it", path, e))?;
     String::from_utf8(bytes)
         .map_err(|_| Error::input_at(path, None, "not valid UTF-8; save it as UTF-8"))
 }
@@ -90,7 +89,7 @@ pub fn choose(
     ask: impl FnOnce(&Path) -> Result<bool>,
 ) -> Result<Store> {
     if flags.global && flags.project {
-        return Err(Error::Input("give --global or --project, not both".into()));
+        return Err(Error::Usage("give --global or --project, not both".into()));
     }
     if let Some(dir) = &flags.store {
         return Ok(Store {
@@ -121,7 +120,7 @@ pub fn choose(
     };
     match (flags.project, root) {
         (true, Some(root)) => Ok(project(root)),
-        (true, None) => Err(Error::Input(format!(
+        (true, None) => Err(Error::Usage(format!(
             "{} is not inside a git repository, so there is no project store; use --global",
             cwd.display()
         ))),
@@ -135,7 +134,7 @@ pub fn choose(
                     global()
                 }
             }
-            Need::Choice => Err(Error::Input(format!(
+            Need::Choice => Err(Error::Usage(format!(
                 "inside the git repository {}: say which store to use with --project ({}) or --global (~/{STORE_DIR})",
                 root.display(),
                 root.join(STORE_DIR).display()
@@ -158,10 +157,7 @@ impl Store {
         match std::fs::read_to_string(&p) {
             Ok(t) => Ok(t),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(builtin.to_owned()),
-            Err(e) => Err(Error::Input(format!(
-                "{}: cannot read the template: {e}",
-                p.display()
-            ))),
+            Err(e) => Err(Error::read_input("the template", &p, e)),
         }
     }
 
@@ -174,7 +170,7 @@ impl Store {
         match std::fs::read_to_string(&p) {
             Ok(text) => FileSettings::from_toml(&p, &text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileSettings::default()),
-            Err(e) => Err(Error::Input(format!("{}: cannot read: {e}", p.display()))),
+            Err(e) => Err(Error::read_input("it", &p, e)),
         }
     }
 
@@ -192,13 +188,13 @@ impl Store {
                 let template = self.template("todo.md", crate::source::todo::INBOX_TEMPLATE)?;
                 Ok((crate::source::todo::inbox_from(&template, today), false))
             }
-            Err(e) => Err(Error::io("read", &p, e)),
+            Err(e) => Err(Error::read_input("the inbox", &p, e)),
         }
     }
 
     /// Create the store folder if needed.
     ///
-    /// Errors: [`Error::Environment`] when it cannot be created.
+    /// Errors: [`Error::Io`] when it cannot be created.
     pub fn ensure(&self) -> Result<()> {
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io("create the store", &self.dir, e))
     }
@@ -236,7 +232,7 @@ impl Store {
     /// Write a new checkpoint `cp-<stamp>.md` (or `cp-<stamp>-2.md`, ... when taken) with
     /// `content`, never overwriting one. Returns its file name.
     ///
-    /// Errors: [`Error::Environment`] when it cannot be written.
+    /// Errors: [`Error::Io`] when it cannot be written.
     pub fn create_checkpoint(&self, stamp: &str, content: &str) -> Result<String> {
         use std::io::Write;
         for n in 1..1000 {

@@ -420,12 +420,8 @@ impl RunnerDef {
 /// Errors: an unknown name (lists the known ones), an unreadable or invalid file.
 pub fn load(name: &str, store: Option<&Path>, runner_file: Option<&Path>) -> Result<RunnerDef> {
     let from_file = |path: &Path| -> Result<RunnerDef> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::Input(format!(
-                "{}: cannot read runner definition: {e}",
-                path.display()
-            ))
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::read_input("the runner definition", path, e))?;
         let (def, warnings) = RunnerDef::parse_with_warnings(path, &text)?;
         for w in warnings {
             eprintln!("warning: {w}");
@@ -443,7 +439,7 @@ pub fn load(name: &str, store: Option<&Path>, runner_file: Option<&Path>) -> Res
     }
     match BUILTIN.iter().find(|(n, _)| *n == name) {
         Some((n, text)) => RunnerDef::parse(Path::new(&format!("runners/{n}.toml")), text),
-        None => Err(Error::Input(format!(
+        None => Err(Error::Usage(format!(
             "unknown runner `{name}`; the built-in runners are: {}",
             BUILTIN
                 .iter()

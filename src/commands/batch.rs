@@ -11,11 +11,10 @@ use crate::settings::{self, Settings};
 use crate::source::batch_spec::{self, BatchSpec, SchemaSource};
 use crate::source::csv_batch::{self, CsvBatchFiles};
 
-fn read_text(path: &Path, what: &str) -> Result<String> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::Input(format!("{}: cannot read {what}: {e}", path.display())))?;
+fn read_text(path: &Path, what: &'static str) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(|e| Error::read_input(what, path, e))?;
     String::from_utf8(bytes).map_err(|_| {
-        Error::Input(format!(
+        Error::Usage(format!(
             "{}: {what} is not valid UTF-8; save it as UTF-8",
             path.display()
         ))
@@ -53,7 +52,7 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
         (None, Some(p), _) => resolve(&base, p),
         (None, None, Some(_)) => base.join("workers-input.csv"),
         (None, None, None) => {
-            return Err(Error::Input(
+            return Err(Error::Usage(
                 "give a BATCH.md, or --input FILE and --instruction FILE".into(),
             ));
         }
@@ -62,7 +61,7 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
         (Some(p), _) => (read_text(p, "the instruction")?, p.clone(), 1),
         (None, Some(b)) => (spec.instruction.clone(), b.clone(), spec.instruction_line),
         (None, None) => {
-            return Err(Error::Input(
+            return Err(Error::Usage(
                 "give --instruction FILE (the template for every row)".into(),
             ));
         }

@@ -43,7 +43,7 @@ fn targets(args: &CleanArgs) -> Result<Vec<Target>> {
         let store = open_store(&args.store, Need::DefaultProject)?;
         let ws = store.team_dir(team);
         if !ws.is_dir() {
-            return Err(Error::Input(format!(
+            return Err(Error::Usage(format!(
                 "no team `{team}` in {} (and no workspace at that path)",
                 store.dir.join("teams").display()
             )));
@@ -132,13 +132,13 @@ pub fn clean(args: CleanArgs) -> Result<i32> {
     }
     if !args.yes {
         if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
-            return Err(Error::Input("clean removes worktrees, branches and workspaces: run it in a terminal or pass --yes".into()));
+            return Err(Error::Usage("clean removes worktrees, branches and workspaces: run it in a terminal or pass --yes".into()));
         }
         let go = dialoguer::Confirm::new()
             .with_prompt("Remove all of this?")
             .default(false)
             .interact()
-            .map_err(|e| Error::Input(format!("not confirmed: {e}")))?;
+            .map_err(|e| Error::Usage(format!("not confirmed: {e}")))?;
         if !go {
             return Ok(0);
         }

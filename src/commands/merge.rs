@@ -22,14 +22,13 @@ struct ShardFile {
 
 fn load(path: &Path) -> Result<ShardFile> {
     let meta = ShardMeta::read(path)?;
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::Input(format!("{}: cannot read: {e}", path.display())))?;
+    let bytes = std::fs::read(path).map_err(|e| Error::read_input("the shard output", path, e))?;
     let raw = output_csv::raw_records(&bytes)
         .map_err(|(line, e)| Error::input_at(path, line, format!("not a CSV output: {e}")))?;
     let header_end = raw.header_end;
     let records: Vec<(usize, usize)> = raw.records.iter().map(|(_, s, e)| (*s, *e)).collect();
     if records.len() != meta.rows.len() {
-        return Err(Error::Input(format!(
+        return Err(Error::Usage(format!(
             "{}: holds {} rows but its sidecar lists {}; was it edited after the run?",
             path.display(),
             records.len(),
@@ -48,7 +47,7 @@ fn load(path: &Path) -> Result<ShardFile> {
 /// `runner merge`.
 pub fn merge(args: MergeArgs) -> Result<i32> {
     if args.inputs.is_empty() {
-        return Err(Error::Input(
+        return Err(Error::Usage(
             "give the shard outputs to merge, e.g. `runner merge out/*.csv -o workers-output.csv`"
                 .into(),
         ));
@@ -58,7 +57,7 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
         .iter()
         .find(|p| crate::fsutil::same_file(p, &args.output))
     {
-        return Err(Error::Input(format!(
+        return Err(Error::Usage(format!(
             "-o {}: the merged output would overwrite the shard {}; choose another file",
             args.output.display(),
             p.display()
@@ -69,14 +68,14 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
     let first = &shards[0];
     for s in &shards[1..] {
         if s.meta.fingerprint != first.meta.fingerprint {
-            return Err(Error::Input(format!(
+            return Err(Error::Usage(format!(
                 "{} belongs to another batch than {} (input, instruction or schema differ); merge only the shards of one batch",
                 s.path.display(),
                 first.path.display()
             )));
         }
         if s.meta.n != first.meta.n {
-            return Err(Error::Input(format!(
+            return Err(Error::Usage(format!(
                 "{} is shard {}/{} but {} is shard {}/{}; all shards must split the batch the same way",
                 s.path.display(),
                 s.meta.k,
@@ -87,7 +86,7 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
             )));
         }
         if s.bytes[..s.header_end] != first.bytes[..first.header_end] {
-            return Err(Error::Input(format!(
+            return Err(Error::Usage(format!(
                 "{}: its columns differ from {}",
                 s.path.display(),
                 first.path.display()
@@ -99,7 +98,7 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
     for (i, s) in shards.iter().enumerate() {
         if let Some(&j) = seen.get(&s.meta.k) {
             if shards[j].bytes != s.bytes {
-                return Err(Error::Input(format!(
+                return Err(Error::Usage(format!(
                     "shard {}/{n} is given twice with different results: {} and {}",
                     s.meta.k,
                     shards[j].path.display(),
@@ -115,7 +114,7 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
         .map(|k| k.to_string())
         .collect();
     if !missing.is_empty() {
-        return Err(Error::Input(format!(
+        return Err(Error::Usage(format!(
             "missing shard(s) {} of {n}; give the output of every shard",
             missing.join(", ")
         )));
@@ -128,7 +127,7 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
             if let Some((prev, prev_path)) = rows.insert(*number, (bytes, &s.path))
                 && prev != bytes
             {
-                return Err(Error::Input(format!(
+                return Err(Error::Usage(format!(
                     "input row {number} is in both {} and {} with different results",
                     prev_path.display(),
                     s.path.display()

@@ -50,7 +50,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     }
     let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     if !args.yes && !interactive {
-        return Err(Error::Input(
+        return Err(Error::Usage(
             "resolving hands items to agents and needs confirmation: run it in a terminal, or pass --yes \
              (with --select 1,3 to choose items)"
                 .into(),
@@ -122,7 +122,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     let batch_doc = TodoDocument::parse(&batch_text);
     // The batch's own checks (checkpoints inside the store, prerequisites) before writing.
     todo_batch::plan_items(&batch_doc, &store, true)
-        .map_err(|p| Error::Input(format!("{}: {}", inbox_path.display(), p.join("; "))))?;
+        .map_err(|p| Error::Usage(format!("{}: {}", inbox_path.display(), p.join("; "))))?;
     let (rest, _) = doc
         .remove_items(&selected)
         .map_err(|e| Error::input_at(&inbox_path, None, e))?;
@@ -226,7 +226,7 @@ fn ask_selection(doc: &TodoDocument, candidates: &[u32]) -> Result<Vec<u32>> {
         .items(&labels)
         .defaults(&defaults)
         .interact()
-        .map_err(|e| Error::Input(format!("no selection: {e}")))?;
+        .map_err(|e| Error::Usage(format!("no selection: {e}")))?;
     let picked: Vec<u32> = chosen
         .into_iter()
         .filter_map(|i| candidates.get(i).copied())
@@ -238,7 +238,7 @@ fn ask_selection(doc: &TodoDocument, candidates: &[u32]) -> Result<Vec<u32>> {
         .with_prompt(format!("Start {} teammate(s)?", picked.len()))
         .default(true)
         .interact()
-        .map_err(|e| Error::Input(format!("not confirmed: {e}")))?;
+        .map_err(|e| Error::Usage(format!("not confirmed: {e}")))?;
     Ok(if go { picked } else { Vec::new() })
 }
 

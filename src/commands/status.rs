@@ -33,7 +33,7 @@ fn locate(arg: Option<&Path>) -> Result<PathBuf> {
             .into_iter()
             .find(|c| c.join("team.json").is_file())
             .ok_or_else(|| {
-                Error::Input(format!(
+                Error::Usage(format!(
                     "{}: no team workspace (team.json) there",
                     p.display()
                 ))
@@ -62,7 +62,7 @@ fn locate(arg: Option<&Path>) -> Result<PathBuf> {
     );
     found.sort();
     found.pop().map(|(_, p)| p).ok_or_else(|| {
-        Error::Input(
+        Error::Usage(
             "no team workspace here (no *.runner/ or .agent-tasks/teams/); give its path".into(),
         )
     })
@@ -70,8 +70,7 @@ fn locate(arg: Option<&Path>) -> Result<PathBuf> {
 
 fn read(dir: &Path) -> Result<Snapshot> {
     let p = dir.join("team.json");
-    let text = std::fs::read_to_string(&p)
-        .map_err(|e| Error::Input(format!("{}: cannot read: {e}", p.display())))?;
+    let text = std::fs::read_to_string(&p).map_err(|e| Error::read_input("it", &p, e))?;
     serde_json::from_str(&text).map_err(|e| {
         Error::input_at(
             &p,

@@ -32,7 +32,7 @@ pub fn open_store(args: &StoreArgs, need: Need) -> Result<Store> {
             .default(0)
             .interact()
             .map(|i| i == 0)
-            .map_err(|e| Error::Input(format!("no store chosen: {e}")))
+            .map_err(|e| Error::Usage(format!("no store chosen: {e}")))
     })
 }
 
@@ -120,10 +120,10 @@ pub fn add(args: AddArgs) -> Result<i32> {
         None => (args.text.trim().to_owned(), String::new()),
     };
     if title.is_empty() {
-        return Err(Error::Input("the item text is empty".into()));
+        return Err(Error::Usage("the item text is empty".into()));
     }
     if args.idea && args.checkpoint.is_some() {
-        return Err(Error::Input(
+        return Err(Error::Usage(
             "an idea has no checkpoint; drop --checkpoint or --idea".into(),
         ));
     }
@@ -133,7 +133,7 @@ pub fn add(args: AddArgs) -> Result<i32> {
             let mut s = String::new();
             std::io::stdin()
                 .read_to_string(&mut s)
-                .map_err(|e| Error::Input(format!("cannot read the checkpoint from stdin: {e}")))?;
+                .map_err(|e| Error::Usage(format!("cannot read the checkpoint from stdin: {e}")))?;
             Some(s)
         }
         Some(p) => Some(store::read_utf8(Path::new(p))?),

@@ -16,13 +16,13 @@ use crate::store::Store;
 pub fn run(args: RunTodoArgs) -> Result<i32> {
     let batch = crate::fsutil::absolute(&args.batch);
     if batch.file_name().is_some_and(|n| n == "todo.md") {
-        return Err(Error::Input(format!(
+        return Err(Error::Usage(format!(
             "{} is the inbox, not a batch; hand its items to teammates with `runner resolve`",
             batch.display()
         )));
     }
     if !batch.is_file() {
-        return Err(Error::Input(format!(
+        return Err(Error::Usage(format!(
             "{}: no such batch file",
             batch.display()
         )));

@@ -35,10 +35,10 @@ pub fn prepare(
         settings.worktree_copy.clone(),
         settings.worktree_setup.clone(),
     )
-    .map_err(Error::Input)?;
+    .map_err(Error::Usage)?;
     for rel in &iso.copy {
         if !iso.repo.join(rel).exists() {
-            return Err(Error::Input(format!(
+            return Err(Error::Usage(format!(
                 "--worktree-copy {}: no such file in {}",
                 rel.display(),
                 iso.repo.display()
@@ -50,16 +50,16 @@ pub fn prepare(
             .iter()
             .filter_map(|p| p.strip_prefix(&iso.repo).ok().map(Path::to_owned))
             .collect();
-        let dirty = worktree::dirty(&iso.repo, &rel).map_err(Error::Input)?;
+        let dirty = worktree::dirty(&iso.repo, &rel).map_err(Error::Usage)?;
         if !dirty.is_empty() {
-            return Err(Error::Input(format!(
+            return Err(Error::Usage(format!(
                 "--merge needs a clean working tree in {}, and it has changes: {}; commit or stash them first",
                 iso.repo.display(),
                 dirty.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
             )));
         }
         if iso.base_branch.is_none() {
-            return Err(Error::Input(
+            return Err(Error::Usage(
                 "--merge needs a checked-out branch to merge into (HEAD is detached)".into(),
             ));
         }

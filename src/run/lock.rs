@@ -16,7 +16,7 @@ pub struct RunLock {
 
 /// Take the lock of the workspace `dir`.
 ///
-/// Errors: [`Error::Environment`] naming the pid of the run that holds it, or the IO error.
+/// Errors: [`Error::LockHeld`] naming the pid of the run that holds it, or the IO error.
 pub fn acquire(dir: &Path) -> Result<RunLock> {
     use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join("lock");
@@ -34,12 +34,10 @@ pub fn acquire(dir: &Path) -> Result<RunLock> {
             let mut pid = String::new();
             let _ = file.read_to_string(&mut pid);
             let pid = pid.trim();
-            return Err(Error::Environment(format!(
-                "another run of this batch is in progress (pid {}); wait for it to finish or stop it \
-                 (lock: {})",
-                if pid.is_empty() { "unknown" } else { pid },
-                path.display()
-            )));
+            return Err(Error::LockHeld {
+                pid: pid.parse().ok(),
+                lock: path,
+            });
         }
         Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", &path, e)),
     }

@@ -33,7 +33,7 @@ impl Only {
                     .map(str::to_owned)
                     .collect();
                 if ids.is_empty() {
-                    return Err(Error::Input(
+                    return Err(Error::Usage(
                         "--only needs `failed` or a comma list of ids".into(),
                     ));
                 }
@@ -67,18 +67,18 @@ impl Shard {
         };
         let (k, n) = if text == "auto" {
             let idx = index.ok_or_else(|| {
-                Error::Input(
+                Error::Usage(
                     "--shard auto needs JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job)"
                         .into(),
                 )
             })?;
             let idx: u32 = idx.trim().parse().map_err(|_| {
-                Error::Input(format!(
+                Error::Usage(format!(
                     "JOB_COMPLETION_INDEX `{idx}` is not a whole number"
                 ))
             })?;
             let n = count.ok_or_else(|| {
-                Error::Input("--shard auto needs the number of shards: --shard-count N or RUNNER_SHARD_COUNT".into())
+                Error::Usage("--shard auto needs the number of shards: --shard-count N or RUNNER_SHARD_COUNT".into())
             })?;
             (idx + 1, n)
         } else {
@@ -86,11 +86,11 @@ impl Shard {
                 Some((k.trim().parse::<u32>().ok()?, n.trim().parse::<u32>().ok()?))
             });
             parsed.ok_or_else(|| {
-                Error::Input(format!("--shard `{text}` must be K/N, e.g. 2/4, or auto"))
+                Error::Usage(format!("--shard `{text}` must be K/N, e.g. 2/4, or auto"))
             })?
         };
         if n == 0 || k == 0 || k > n {
-            return Err(Error::Input(format!(
+            return Err(Error::Usage(format!(
                 "--shard {k}/{n}: K must be between 1 and N"
             )));
         }

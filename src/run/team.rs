@@ -34,7 +34,8 @@ impl Team {
     /// Create or reopen the workspace `dir` (mode 0700), take its lock, replay its journal,
     /// and end processes an earlier, dead run left behind.
     ///
-    /// Errors: [`Error::Environment`] when the folder cannot be created or the lock is held.
+    /// Errors: [`Error::Io`] when the folder cannot be created, [`Error::LockHeld`] when another
+    /// run holds the batch.
     pub fn open(name: &str, dir: &Path) -> Result<Team> {
         crate::fsutil::create_private_dir(dir)?;
         crate::fsutil::create_private_dir(&dir.join("teammates"))?;

@@ -320,7 +320,10 @@ impl Sink for CsvOutput {
         let layout = &self.layout;
         let mut failure: Option<Error> = None;
         let mut prev_file = match &selection.previous {
-            Some(p) => Some(p.open().map_err(|e| Error::io("read", &self.path, e))?),
+            Some(p) => Some(
+                p.open()
+                    .map_err(|e| Error::read_input("the previous output", &self.path, e))?,
+            ),
             None => None,
         };
         write(&self.path, layout, |emit, raw| {

@@ -28,12 +28,8 @@ impl Previous {
         id_column: Option<&str>,
         status_column: &str,
     ) -> Result<Previous> {
-        let bytes = std::fs::read(path).map_err(|e| {
-            Error::Input(format!(
-                "{}: cannot read the previous output for --only: {e}",
-                path.display()
-            ))
-        })?;
+        let bytes = std::fs::read(path)
+            .map_err(|e| Error::read_input("the previous output for --only", path, e))?;
         let raw = output_csv::raw_records(&bytes)
             .map_err(|(line, e)| Error::input_at(path, line, format!("not a CSV output: {e}")))?;
         if raw.header != headers {

@@ -54,9 +54,8 @@ impl ShardMeta {
     pub fn read(output: &Path) -> Result<ShardMeta> {
         let p = path_for(output);
         let text = std::fs::read_to_string(&p).map_err(|e| {
-            Error::Input(format!(
-                "{}: cannot read {} ({e}); merge takes the outputs of `runner batch --shard K/N`, each with its sidecar",
-                output.display(),
+            Error::input_at(output, None, format!(
+                "cannot read {} ({e}); merge takes the outputs of `runner batch --shard K/N`, each with its sidecar",
                 p.display()
             ))
         })?;

@@ -108,7 +108,7 @@ fn survey(files: &CsvBatchFiles, table: &CsvTable, selection: &Selection) -> Res
         loop {
             let n = f
                 .read(&mut buf)
-                .map_err(|e| Error::io("read", &files.input, e))?;
+                .map_err(|e| Error::read_input("the input CSV", &files.input, e))?;
             if n == 0 {
                 break;
             }
@@ -152,7 +152,7 @@ fn survey(files: &CsvBatchFiles, table: &CsvTable, selection: &Selection) -> Res
             .collect();
         if !unknown.is_empty() {
             unknown.sort();
-            return Err(Error::Input(format!(
+            return Err(Error::Usage(format!(
                 "--only names ids that are not in {}: {} (ids are separated by commas)",
                 files.input.display(),
                 unknown.join(", ")
@@ -195,7 +195,7 @@ fn check_deps(
         .collect();
     items.sort_by(|a, b| a.id.cmp(&b.id));
     plan::check_dependencies(&items).map_err(|p| {
-        Error::Input(format!(
+        Error::Usage(format!(
             "{}: column `{DEPENDS_ON}`: {}",
             input.display(),
             p.join("; ")
@@ -205,7 +205,7 @@ fn check_deps(
         for (id, ds) in deps {
             for d in ds {
                 if shard_of(id, shard.n) != shard_of(d, shard.n) {
-                    return Err(Error::Input(format!(
+                    return Err(Error::Usage(format!(
                         "{}: item {id} waits for {d}, which is in another shard; shards must not depend on each other",
                         input.display()
                     )));
@@ -287,7 +287,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
     let output = files.output.clone();
     let out_dir = output.parent().unwrap_or(Path::new("/")).to_owned();
     if !out_dir.is_dir() {
-        return Err(Error::Input(format!(
+        return Err(Error::Usage(format!(
             "{}: the output folder does not exist; create it or choose another --output",
             out_dir.display()
         )));
@@ -299,7 +299,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
     ];
     for (what, p) in reads.iter().chain(&files.reads) {
         if crate::fsutil::same_file(p, &output) {
-            return Err(Error::Input(format!(
+            return Err(Error::Usage(format!(
                 "{}: the output would overwrite the {what}; choose another --output",
                 output.display()
             )));
@@ -405,7 +405,7 @@ fn previous_output(
 ) -> Result<Option<Previous>> {
     match only {
         Only::All => Ok(None),
-        _ if !output.exists() && *only == Only::Failed => Err(Error::Input(format!(
+        _ if !output.exists() && *only == Only::Failed => Err(Error::Usage(format!(
             "{}: --only failed replays an existing output, and there is none",
             output.display()
         ))),

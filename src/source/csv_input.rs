@@ -118,9 +118,11 @@ fn csv_error<R: Read>(path: &Path, rdr: &csv::Reader<LineCounter<R>>, err: csv::
             line,
             "this record is not valid UTF-8; save the file as \"CSV UTF-8\"",
         ),
-        csv::ErrorKind::Io(e) => {
-            Error::io("read", path, std::io::Error::new(e.kind(), e.to_string()))
-        }
+        csv::ErrorKind::Io(e) => Error::read_input(
+            "the input CSV",
+            path,
+            std::io::Error::new(e.kind(), e.to_string()),
+        ),
         _ => Error::input_at(path, line, format!("not valid CSV: {err}")),
     }
 }
@@ -276,12 +278,7 @@ pub fn scan<R: Read>(input: R, path: &Path, id_column: Option<&str>) -> Result<C
 ///
 /// Errors: exit 2 naming the file (missing, unreadable).
 pub fn open_input(path: &Path) -> Result<std::fs::File> {
-    std::fs::File::open(path).map_err(|e| {
-        Error::Input(format!(
-            "{}: cannot read the input CSV: {e}",
-            path.display()
-        ))
-    })
+    std::fs::File::open(path).map_err(|e| Error::read_input("the input CSV", path, e))
 }
 
 impl CsvTable {
@@ -309,7 +306,7 @@ impl<R: Read> CsvRows<R> {
         let mut rdr = reader(input);
         let headers = read_headers(&table.path, &mut rdr)?;
         if headers != table.headers {
-            return Err(Error::Input(format!(
+            return Err(Error::Usage(format!(
                 "{}: the header changed while the batch was starting; run again",
                 table.path.display()
             )));

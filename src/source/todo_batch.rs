@@ -138,7 +138,7 @@ pub fn plan_items(
 /// set up.
 pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<Option<Plan>> {
     let mut items = plan_items(doc, b.store, b.include_ideas).map_err(|p| {
-        Error::Input(format!(
+        Error::Usage(format!(
             "{}: {}",
             b.batch.display(),
             p.join(&format!("\n{}: ", b.batch.display()))
@@ -151,7 +151,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         Only::Ids(ids) => {
             let known: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
             if let Some(bad) = ids.iter().find(|id| !known.contains(id)) {
-                return Err(Error::Input(format!(
+                return Err(Error::Usage(format!(
                     "{}: --only {bad}: no unticked item {bad}; the unticked items are {}",
                     b.batch.display(),
                     known.join(", ")

@@ -62,10 +62,12 @@ mod lines;
 mod new_files;
 mod scan;
 mod tokens;
+mod transform;
 
 use std::fmt;
 
 pub use new_files::{INBOX_TEMPLATE, batch_document, inbox_from, inbox_template};
+pub use transform::{DroppedPrerequisite, Remainder};
 
 use frontmatter::find_frontmatter;
 use lines::{BOM, Ending, Line, render_lines, split_lines};
@@ -176,6 +178,14 @@ pub enum EditError {
     /// never closed, the next heading is indented and would become continuation text, or a
     /// continuation line is itself an item line.
     NotReadBack,
+    /// [`TodoDocument::extract_batch`]: item `item` waits (`@after`) for item `prerequisite`,
+    /// which is neither selected nor done.
+    UnselectedPrerequisite {
+        /// The number of an item that moves: a selected one, or one nested in it.
+        item: u32,
+        /// The number of the item it waits for.
+        prerequisite: u32,
+    },
 }
 
 impl fmt::Display for EditError {
@@ -192,6 +202,11 @@ impl fmt::Display for EditError {
                 f,
                 "the appended item would not read back as written \
                  (a code fence left open, or an indented heading after it?)"
+            ),
+            EditError::UnselectedPrerequisite { item, prerequisite } => write!(
+                f,
+                "item {item} waits for item {prerequisite} (@after), which is not selected; \
+                 select both or neither"
             ),
         }
     }

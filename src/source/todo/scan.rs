@@ -20,6 +20,9 @@ pub(super) struct ItemSpan {
     pub(super) mark_byte: usize,
     /// Byte length of the indentation before the list marker.
     pub(super) indent_bytes: usize,
+    /// Byte offset of the item text (after the checkbox and the blanks after it) inside the
+    /// item line: where its tokens are read.
+    pub(super) text_start: usize,
     /// The runner note line, if any.
     pub(super) note_line: Option<usize>,
 }
@@ -416,6 +419,7 @@ pub(super) fn build_items(
             block_end: raw.block_end,
             mark_byte: raw.line.mark_byte,
             indent_bytes: raw.line.indent.bytes,
+            text_start: raw.line.text_start,
             note_line,
         });
     }

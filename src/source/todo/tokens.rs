@@ -1,6 +1,8 @@
 //! The tokens of an item line (`@context:VALUE`, `@after:1,2`) and the runner note line
 //! (`> runner: TEXT`) of an item's continuation.
 
+use std::ops::Range;
+
 use super::{Problem, TodoItem};
 
 /// What a runner note line starts with, after its indentation.
@@ -13,27 +15,61 @@ pub(super) struct Tokens {
     pub(super) after: Vec<u32>,
 }
 
+/// One word of an item's text, as the parser reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Token<'a> {
+    /// `@context:VALUE`: the text after the colon, possibly empty.
+    Context(&'a str),
+    /// `@after:VALUE`: the text after the colon, possibly empty or malformed.
+    After(&'a str),
+    /// Any other word: part of the title.
+    Word(&'a str),
+}
+
+/// The words of an item's text (the item line after its checkbox), split at whitespace as
+/// [`str::split_whitespace`] splits, each with its byte range in `text` and what it is. A
+/// word is a token only as a whole: `x@after:1` is a title word.
+pub(super) fn tokens(text: &str) -> impl Iterator<Item = (Range<usize>, Token<'_>)> {
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        let rest = text.get(from..)?;
+        let start = from + (rest.len() - rest.trim_start().len());
+        let word = text.get(start..)?;
+        let len = word.find(char::is_whitespace).unwrap_or(word.len());
+        let word = word.get(..len).filter(|word| !word.is_empty())?;
+        from = start + len;
+        let token = if let Some(value) = word.strip_prefix("@context:") {
+            Token::Context(value)
+        } else if let Some(value) = word.strip_prefix("@after:") {
+            Token::After(value)
+        } else {
+            Token::Word(word)
+        };
+        Some((start..from, token))
+    })
+}
+
 /// Reads `@context:VALUE` and `@after:N,M` tokens; the remaining words are the title.
 pub(super) fn parse_tokens(text: &str, line: usize, problems: &mut Vec<Problem>) -> Tokens {
     let mut words = Vec::new();
     let mut context: Option<String> = None;
     let mut after = Vec::new();
     let mut report = |message: String| problems.push(Problem { line, message });
-    for word in text.split_whitespace() {
-        if let Some(value) = word.strip_prefix("@context:") {
-            if value.is_empty() {
-                report("`@context:` names no checkpoint file".to_string());
-            } else if context.is_some() {
-                report(format!(
-                    "a second @context (`{value}`) is ignored; the first one is used"
-                ));
-            } else {
-                context = Some(value.to_string());
+    for (_, token) in tokens(text) {
+        match token {
+            Token::Context(value) => {
+                if value.is_empty() {
+                    report("`@context:` names no checkpoint file".to_string());
+                } else if context.is_some() {
+                    report(format!(
+                        "a second @context (`{value}`) is ignored; the first one is used"
+                    ));
+                } else {
+                    context = Some(value.to_string());
+                }
             }
-        } else if let Some(value) = word.strip_prefix("@after:") {
-            parse_after(value, &mut after, &mut report);
-        } else {
-            words.push(word);
+            Token::After(value) => parse_after(value, &mut after, &mut report),
+            Token::Word(word) => words.push(word),
         }
     }
     Tokens {
@@ -64,6 +100,46 @@ fn parse_after(value: &str, after: &mut Vec<u32>, report: &mut impl FnMut(String
             )),
         }
     }
+}
+
+/// An item line whose text starts at byte `text_start`, with every `@after:` token of its
+/// text rewritten: each number the parser reads from the token ([`parse_after`]) becomes
+/// `renumber(number)`, and is dropped if that is `None` (malformed parts, which the parser
+/// ignores, are dropped too). A token left with no number is removed with the spaces before
+/// it. `None` if the text holds no `@after:` token (then nothing needs rewriting).
+pub(super) fn renumber_after(
+    line: &str,
+    text_start: usize,
+    renumber: impl Fn(u32) -> Option<u32>,
+) -> Option<String> {
+    let text = line.get(text_start..)?;
+    let mut out = String::with_capacity(line.len());
+    let mut copied = 0;
+    let mut found = false;
+    for (range, token) in tokens(text) {
+        let Token::After(value) = token else { continue };
+        found = true;
+        out.push_str(line.get(copied..text_start + range.start)?);
+        copied = text_start + range.end;
+        let mut numbers = Vec::new();
+        parse_after(value, &mut numbers, &mut |_| {});
+        let kept: Vec<String> = numbers
+            .into_iter()
+            .filter_map(&renumber)
+            .map(|number| number.to_string())
+            .collect();
+        if kept.is_empty() {
+            out.truncate(out.trim_end_matches(' ').len());
+        } else {
+            out.push_str("@after:");
+            out.push_str(&kept.join(","));
+        }
+    }
+    if !found {
+        return None;
+    }
+    out.push_str(line.get(copied..)?);
+    Some(out)
 }
 
 /// Reports `@after` numbers naming the item itself or no item.
@@ -102,6 +178,54 @@ pub(super) fn note_text(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{item, parse};
+    use super::*;
+
+    #[test]
+    fn tokens_are_whole_words_with_their_byte_ranges() {
+        let text = "fix  @after:1,2\t@context:cp.md x@after:3 `@after:4` @after:";
+        let found: Vec<(&str, Token<'_>)> = tokens(text)
+            .map(|(range, token)| (text.get(range).unwrap_or("?"), token))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("fix", Token::Word("fix")),
+                ("@after:1,2", Token::After("1,2")),
+                ("@context:cp.md", Token::Context("cp.md")),
+                ("x@after:3", Token::Word("x@after:3")),
+                ("`@after:4`", Token::Word("`@after:4`")),
+                ("@after:", Token::After("")),
+            ]
+        );
+        assert_eq!(tokens(" \u{3000} ").count(), 0);
+    }
+
+    #[test]
+    fn renumbering_rewrites_only_after_tokens() {
+        let line = "- [ ] a @after:1,2 x@after:1 @after:3 tail";
+        let map = |n: u32| (n != 1).then_some(n + 10);
+        assert_eq!(
+            renumber_after(line, 6, map).as_deref(),
+            Some("- [ ] a @after:12 x@after:1 @after:13 tail")
+        );
+        let gone = |_: u32| None;
+        assert_eq!(
+            renumber_after("- [ ] a  @after:1 tail @after:x", 6, gone).as_deref(),
+            Some("- [ ] a tail"),
+            "an emptied token goes with the spaces before it"
+        );
+        assert_eq!(
+            renumber_after("- [ ] @after:1", 6, gone).as_deref(),
+            Some("- [ ]"),
+            "the line stays an item"
+        );
+        assert_eq!(renumber_after("- [ ] see x@after:1", 6, map), None);
+        assert_eq!(
+            renumber_after("- [ ] a @after:+1,2", 6, Some).as_deref(),
+            Some("- [ ] a @after:2"),
+            "`+1` is no item number to the parser either"
+        );
+    }
 
     #[test]
     fn reads_after_and_context_tokens() {

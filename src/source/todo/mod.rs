@@ -55,6 +55,15 @@
 //!   complete first. The title is the item text without these tokens, whitespace collapsed.
 //! - Runner note: the first continuation line starting (after its indentation) with
 //!   `> runner:` is the runner's note on the item ([`TodoDocument::set_note`]).
+//!
+//! # Layout
+//!
+//! This file holds the public types and the read-only API; each concept has its own file:
+//! `lines` (lines with their exact endings), `scan` (items, continuation, headings, code
+//! fences), `tokens` (`@context:`, `@after:`, the runner note), `frontmatter` (finding it,
+//! reading and setting `key: value`), `edit` (marks, notes, removing blocks, the date,
+//! appending items), `new_files` (a new batch file or inbox) and `transform` (moving items
+//! from the inbox to a batch, with `@after:` renumbered).
 
 mod edit;
 mod frontmatter;

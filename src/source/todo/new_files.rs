@@ -25,6 +25,8 @@ use super::{IDEAS_HEADING, TODO_HEADING};
 /// (as returned by [`TodoDocument::remove_items`]) are copied exactly; one that does not end
 /// with a newline gets one, and empty blocks are skipped. `newline` is `"\r\n"` for CRLF
 /// files; anything else means `"\n"`. Parsing the result gives the blocks' items in order.
+///
+/// [`TodoDocument::remove_items`]: super::TodoDocument::remove_items
 #[must_use]
 pub fn batch_document(
     source: &str,

@@ -306,6 +306,37 @@ mod tests {
     }
 
     #[test]
+    fn every_item_ends_up_in_exactly_one_of_the_two_files() {
+        let inboxes = [
+            INBOX,
+            "- [ ] p @after:3\n  - [ ] c\n    ```\n    - [ ] fenced\n    ```\n- [ ] s @after:2\n",
+            "\u{feff}## Todo\r\n- [ ] a\r\n- [ ] b @after:1\r\n## Ideas\r\n- [ ] i @after:2",
+        ];
+        let mut checked = 0;
+        for inbox in inboxes {
+            let doc = TodoDocument::parse(inbox);
+            let top: Vec<u32> = doc
+                .items()
+                .iter()
+                .filter(|i| i.parent.is_none())
+                .map(|i| i.number)
+                .collect();
+            for selected in top.iter().map(|n| vec![*n]).chain([top.clone()]) {
+                let Ok(batch) = doc.extract_batch(&selected, "d") else {
+                    continue;
+                };
+                let rest = remainder(inbox, &selected);
+                let moved = TodoDocument::parse(&batch).items().len();
+                let left = TodoDocument::parse(&rest.text).items().len();
+                assert_eq!(moved + left, doc.items().len(), "{inbox:?} {selected:?}");
+                assert!(moved >= selected.len(), "{batch:?}");
+                checked += 1;
+            }
+        }
+        assert!(checked >= 6, "only {checked} selections could move");
+    }
+
+    #[test]
     fn unknown_items_are_refused_and_nothing_moves() {
         let doc = TodoDocument::parse(INBOX);
         assert_eq!(

@@ -4,7 +4,6 @@
 //! The batch file is written before the inbox is rewritten, so a crash between the two
 //! writes leaves an item in both places, never in neither.
 
-use std::collections::HashMap;
 use std::io::IsTerminal;
 
 use super::todo::{open_store, parse_checked, render_items};
@@ -12,7 +11,7 @@ use super::todo_run;
 use crate::cli::ResolveArgs;
 use crate::error::{Error, Result};
 use crate::settings::Settings;
-use crate::source::todo::{Mark, Section, TodoDocument, batch_document};
+use crate::source::todo::{Mark, Section, TodoDocument};
 use crate::source::todo_batch::{self, TodoBatch};
 use crate::store::{Need, today};
 use crate::ui::say;
@@ -117,43 +116,25 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     }
     let n = store.next_batch_number();
     let batch_path = store.dir.join(format!("todo-{n}.md"));
-    let batch_text = build_batch(&doc, &selected, &today())
+    let batch_text = doc
+        .extract_batch(&selected, &today())
         .map_err(|e| Error::input_at(&inbox_path, None, e))?;
     let batch_doc = TodoDocument::parse(&batch_text);
     // The batch's own checks (checkpoints inside the store, prerequisites) before writing.
     todo_batch::plan_items(&batch_doc, &store, true)
-        .map_err(|p| Error::Usage(format!("{}: {}", inbox_path.display(), p.join("; "))))?;
-    let (rest, _) = doc
-        .remove_items(&selected)
-        .map_err(|e| Error::input_at(&inbox_path, None, e))?;
+        .map_err(|p| Error::input_at(&inbox_path, None, p.join("; ")))?;
     // The items left in the inbox are numbered anew: keep their @after pointing at the same
     // items (a prerequisite that moved to the batch is dropped, with a warning).
-    let moved: std::collections::HashSet<u32> = doc
-        .items()
-        .iter()
-        .filter(|i| {
-            selected
-                .iter()
-                .any(|s| i.number == *s || is_descendant(&doc, i.number, *s))
-        })
-        .map(|i| i.number)
-        .collect();
-    let remaining: HashMap<u32, u32> = doc
-        .items()
-        .iter()
-        .filter(|i| !moved.contains(&i.number))
-        .enumerate()
-        .map(|(k, i)| (i.number, k as u32 + 1))
-        .collect();
-    for i in doc.items().iter().filter(|i| !moved.contains(&i.number)) {
-        for dep in i.after.iter().filter(|d| moved.contains(d)) {
-            eprintln!(
-                "warning: inbox item {} waited for item {dep}, which moves to the batch; its @after:{dep} is dropped",
-                i.number
-            );
-        }
+    let rest = doc
+        .remove_extracted(&selected)
+        .map_err(|e| Error::input_at(&inbox_path, None, e))?;
+    for d in &rest.dropped {
+        let (item, dep) = (d.item, d.prerequisite);
+        eprintln!(
+            "warning: inbox item {item} waited for item {dep}, which moves to the batch; its @after:{dep} is dropped"
+        );
     }
-    let mut rest_doc = TodoDocument::parse(&renumber_after(&rest, &remaining));
+    let mut rest_doc = TodoDocument::parse(&rest.text);
     rest_doc.set_last_updated(&today());
 
     let run = TodoBatch {
@@ -240,149 +221,4 @@ fn ask_selection(doc: &TodoDocument, candidates: &[u32]) -> Result<Vec<u32>> {
         .interact()
         .map_err(|e| Error::Usage(format!("not confirmed: {e}")))?;
     Ok(if go { picked } else { Vec::new() })
-}
-
-/// The new batch file for `selected` inbox items: their blocks (with continuation lines,
-/// nested items and `@context`), Todo then Ideas, with `@after:` renumbered to the batch's
-/// numbering.
-///
-/// Errors: an `@after:` naming an open inbox item that is not selected.
-fn build_batch(
-    doc: &TodoDocument,
-    selected: &[u32],
-    created: &str,
-) -> std::result::Result<String, String> {
-    let mut todo_blocks = Vec::new();
-    let mut idea_blocks = Vec::new();
-    // Inbox numbers of every item that moves, in the batch's order (Todo blocks first).
-    let mut moved_todo = Vec::new();
-    let mut moved_ideas = Vec::new();
-    for n in selected {
-        let Some(item) = doc.item(*n) else { continue };
-        let block = doc.block(*n).unwrap_or_default();
-        let subtree: Vec<u32> = doc
-            .items()
-            .iter()
-            .filter(|i| i.number == *n || is_descendant(doc, i.number, *n))
-            .map(|i| i.number)
-            .collect();
-        if item.section == Section::Ideas {
-            idea_blocks.push(block);
-            moved_ideas.extend(subtree);
-        } else {
-            todo_blocks.push(block);
-            moved_todo.extend(subtree);
-        }
-    }
-    let order: Vec<u32> = moved_todo.into_iter().chain(moved_ideas).collect();
-    let new_number: HashMap<u32, u32> = order
-        .iter()
-        .enumerate()
-        .map(|(i, old)| (*old, i as u32 + 1))
-        .collect();
-    for old in &order {
-        let Some(item) = doc.item(*old) else { continue };
-        for dep in &item.after {
-            let done = doc.item(*dep).is_some_and(|d| d.mark == Mark::Done);
-            if !new_number.contains_key(dep) && !done {
-                return Err(format!(
-                    "item {old} waits for item {dep} (@after), which is not selected; select both or neither"
-                ));
-            }
-        }
-    }
-    let text = batch_document(
-        "todo.md",
-        created,
-        &todo_blocks,
-        &idea_blocks,
-        doc.newline(),
-    );
-    Ok(renumber_after(&text, &new_number))
-}
-
-fn is_descendant(doc: &TodoDocument, item: u32, ancestor: u32) -> bool {
-    let mut cur = doc.item(item).and_then(|i| i.parent);
-    while let Some(p) = cur {
-        if p == ancestor {
-            return true;
-        }
-        cur = doc.item(p).and_then(|i| i.parent);
-    }
-    false
-}
-
-/// Rewrite every `@after:a,b` token of item lines with `map` (old → new numbers); numbers
-/// not in the map (ticked prerequisites) are dropped, and a token left empty is removed.
-fn renumber_after(text: &str, map: &HashMap<u32, u32>) -> String {
-    let doc = TodoDocument::parse(text);
-    let item_lines: std::collections::HashSet<usize> = doc.items().iter().map(|i| i.line).collect();
-    let mut out = String::with_capacity(text.len());
-    for (idx, line) in text.split_inclusive('\n').enumerate() {
-        if !item_lines.contains(&(idx + 1)) || !line.contains("@after:") {
-            out.push_str(line);
-            continue;
-        }
-        let mut rewritten = String::new();
-        let mut rest = line;
-        while let Some(pos) = rest.find("@after:") {
-            rewritten.push_str(&rest[..pos]);
-            let after = &rest[pos + "@after:".len()..];
-            let end = after
-                .find(|c: char| c.is_whitespace())
-                .unwrap_or(after.len());
-            let nums: Vec<String> = after[..end]
-                .split(',')
-                .filter_map(|s| s.trim().parse::<u32>().ok())
-                .filter_map(|n| map.get(&n))
-                .map(u32::to_string)
-                .collect();
-            if nums.is_empty() {
-                rewritten = rewritten.trim_end_matches(' ').to_owned();
-            } else {
-                rewritten.push_str("@after:");
-                rewritten.push_str(&nums.join(","));
-            }
-            rest = &after[end..];
-        }
-        rewritten.push_str(rest);
-        out.push_str(&rewritten);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const INBOX: &str = "# TODO\n\nLast updated: 2026-01-01\n\n## 📋 Todo\n- [ ] first @context:cp-1.md\n  more text\n- [ ] second\n- [ ] third @after:1,2\n- [x] done\n- [ ] fourth @after:4\n\n## 💡 Ideas\n- [ ] idea\n";
-
-    #[test]
-    fn selected_blocks_move_with_renumbered_prerequisites() {
-        let doc = TodoDocument::parse(INBOX);
-        let text = build_batch(&doc, &[2, 5, 6], "2026-11-30").expect("builds");
-        let batch = TodoDocument::parse(&text);
-        let titles: Vec<&str> = batch.items().iter().map(|i| i.title.as_str()).collect();
-        assert_eq!(titles, vec!["second", "fourth", "idea"]);
-        assert!(
-            text.contains("- [ ] fourth\n"),
-            "a ticked prerequisite is dropped: {text}"
-        );
-        let e = build_batch(&doc, &[3], "2026-11-30").expect_err("unselected prerequisite");
-        assert!(e.contains("waits for item 1"), "{e}");
-        let text = build_batch(&doc, &[1, 2, 3], "d").expect("builds");
-        assert!(
-            text.contains("- [ ] third @after:1,2\n") && text.contains("  more text\n"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn renumbering_maps_old_numbers_to_new() {
-        let map = HashMap::from([(7, 1), (9, 2)]);
-        assert_eq!(
-            renumber_after("## Todo\n- [ ] a @after:9,7 x\n", &map),
-            "## Todo\n- [ ] a @after:2,1 x\n"
-        );
-    }
 }

@@ -11,7 +11,7 @@ use super::todo_run;
 use crate::cli::ResolveArgs;
 use crate::error::{Error, Result};
 use crate::settings::Settings;
-use crate::source::todo::{Mark, Section, TodoDocument};
+use crate::source::todo::{Section, TodoDocument};
 use crate::source::todo_batch::{self, TodoBatch};
 use crate::store::{Need, today};
 use crate::ui::say;
@@ -23,16 +23,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     let (text, existed) = store.read_inbox(&today())?;
     let inbox_path = store.inbox();
     let doc = parse_checked(&inbox_path, &text)?;
-    let candidates: Vec<u32> = doc
-        .items()
-        .iter()
-        .filter(|i| {
-            i.parent.is_none()
-                && i.mark != Mark::Done
-                && matches!(i.section, Section::Todo | Section::Ideas)
-        })
-        .map(|i| i.number)
-        .collect();
+    let candidates = doc.resolvable();
     if candidates.is_empty() {
         if !existed {
             store.ensure()?;
@@ -77,21 +68,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         &store.settings()?,
         Some(&store.dir),
     )?;
-    say(
-        format,
-        format!(
-            "Isolation: {}",
-            if settings.isolate {
-                if settings.merge {
-                    "worktree — each teammate in its own git worktree; completed branches are merged back"
-                } else {
-                    "worktree — each teammate in its own git worktree and branch"
-                }
-            } else {
-                "none — teammates share the working tree"
-            }
-        ),
-    );
+    say(format, crate::ui::isolation_line(&settings));
 
     let selected: Vec<u32> = if !args.select.is_empty() {
         let mut s = args.select.clone();
@@ -99,14 +76,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         s.dedup();
         s
     } else if args.yes {
-        candidates
-            .iter()
-            .copied()
-            .filter(|n| {
-                doc.item(*n)
-                    .is_some_and(|i| i.section == Section::Todo && i.mark == Mark::Open)
-            })
-            .collect()
+        doc.open_todo_items()
     } else {
         ask_selection(&doc, &candidates)?
     };

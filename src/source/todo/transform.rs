@@ -28,6 +28,32 @@ pub struct Remainder {
 }
 
 impl TodoDocument {
+    /// The items `resolve` may hand out: open or in-progress top-level items of the Todo and
+    /// Ideas sections, by number.
+    pub fn resolvable(&self) -> Vec<u32> {
+        self.items()
+            .iter()
+            .filter(|i| {
+                i.parent.is_none()
+                    && i.mark != Mark::Done
+                    && matches!(i.section, Section::Todo | Section::Ideas)
+            })
+            .map(|i| i.number)
+            .collect()
+    }
+
+    /// What `resolve --yes` hands out without `--select`: the open (`[ ]`) top-level Todo
+    /// items, by number.
+    pub fn open_todo_items(&self) -> Vec<u32> {
+        self.resolvable()
+            .into_iter()
+            .filter(|n| {
+                self.item(*n)
+                    .is_some_and(|i| i.section == Section::Todo && i.mark == Mark::Open)
+            })
+            .collect()
+    }
+
     /// The text of a new batch file (`source: todo.md`, `created`) holding the blocks of the
     /// `selected` items (each with its continuation lines, nested items and `@context`), the
     /// Todo ones first, then the Ideas ones, each group in the order given. `@after:`
@@ -175,6 +201,15 @@ impl TodoDocument {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn resolve_offers_open_top_level_items_and_yes_takes_the_open_todos() {
+        let doc = super::TodoDocument::parse(
+            "## Todo\n- [ ] one\n  - [ ] nested\n- [x] done\n- [~] going\n## Ideas\n- [ ] idea\n",
+        );
+        assert_eq!(doc.resolvable(), [1, 4, 5]);
+        assert_eq!(doc.open_todo_items(), [1]);
+    }
+
     use super::*;
 
     const INBOX: &str = "# TODO\n\nLast updated: 2026-01-01\n\n## 📋 Todo\n- [ ] first @context:cp-1.md\n  more text\n- [ ] second\n- [ ] third @after:1,2\n- [x] done\n- [ ] fourth @after:4\n\n## 💡 Ideas\n- [ ] idea\n";

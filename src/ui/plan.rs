@@ -1,0 +1,112 @@
+//! `--dry-run`: the plan of a run as people read it, written before anything is created.
+
+use std::io::Write;
+
+use super::Format;
+use crate::run::plan::Plan;
+
+/// Lines of each rendered prompt shown by `--dry-run`, from the item's section on.
+const DRY_RUN_PROMPT_LINES: usize = 4;
+
+/// `--dry-run`: print the plan (team, shard, runner argv, each item with its prerequisites
+/// and the first lines of its rendered prompt) without running or writing anything. With
+/// `--format json` it goes to stderr: stdout is for JSON events only.
+///
+/// Errors: the source failed while reading items.
+pub fn print_plan(plan: &Plan) -> crate::error::Result<()> {
+    let spec = &plan.spec;
+    let mut out: Box<dyn Write> = if spec.settings.format == Format::Json {
+        Box::new(std::io::stderr().lock())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
+    let shard = spec
+        .settings
+        .shard
+        .map(|s| format!(", shard {}/{}", s.k, s.n))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "Plan for team {}: {} of {} item(s){shard}, {} at a time, runner {}",
+        spec.team, plan.selected, plan.total, spec.settings.jobs, spec.settings.runner.name
+    );
+    let _ = writeln!(
+        out,
+        "Workspace: {} (dry run: nothing is created)",
+        spec.workspace.display()
+    );
+    let timeout = spec.settings.timeout.map_or("none".to_string(), |t| {
+        humantime::format_duration(t).to_string()
+    });
+    let _ = writeln!(
+        out,
+        "Time limit per attempt: {timeout}; retries: {}",
+        spec.settings.retries
+    );
+    let mut first = true;
+    for item in plan.source.items()? {
+        let item = item?;
+        let dir = spec.teammate_dir(&item.teammate);
+        let prompt_file = dir.join("prompt.md");
+        let report = dir.join("report.json");
+        let prompt = crate::run::unit::render_prompt(spec, &item, None)
+            .unwrap_or_else(|e| format!("(cannot render: {e})"));
+        if first {
+            first = false;
+            let args = crate::agent::definition::AttemptArgs {
+                prompt_file: &prompt_file,
+                report: &report,
+                workspace: &dir,
+                prompt: "<prompt>",
+                model: spec.settings.model.as_deref(),
+                agent_args: &spec.settings.agent_args,
+                command: &spec.settings.command,
+                vars: &spec.settings.vars,
+            };
+            if let Ok(inv) = spec.settings.runner.invocation(&args) {
+                let how = match spec.settings.runner.prompt {
+                    crate::agent::PromptMode::Stdin => "prompt on stdin",
+                    crate::agent::PromptMode::File => "prompt in prompt.md",
+                    crate::agent::PromptMode::Argument => "prompt as an argument",
+                };
+                let argv: Vec<String> = std::iter::once(inv.program)
+                    .chain(inv.args)
+                    .map(|a| shell_quote(&a))
+                    .collect();
+                let _ = writeln!(out, "Command (first item): {}   ({how})", argv.join(" "));
+            }
+            let _ = writeln!(out, "Items:");
+        }
+        let after = if item.after.is_empty() {
+            String::new()
+        } else {
+            format!("  after: {}", item.after.join(", "))
+        };
+        let _ = writeln!(out, "  {}  (id {}){after}", item.teammate, item.id);
+        let body: Vec<&str> = prompt
+            .lines()
+            .skip_while(|l| !l.starts_with("## Your item"))
+            .filter(|l| !l.trim().is_empty())
+            .take(DRY_RUN_PROMPT_LINES)
+            .collect();
+        for line in body {
+            let _ = writeln!(out, "      | {line}");
+        }
+    }
+    if first {
+        let _ = writeln!(out, "Items: none");
+    }
+    Ok(())
+}
+
+/// Quote an argument for display the way a POSIX shell would need it.
+fn shell_quote(a: &str) -> String {
+    if !a.is_empty()
+        && a.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+    {
+        a.to_owned()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}

@@ -1,0 +1,223 @@
+//! How `runner status` shows a team's `team.json` snapshot: the full view for people and the
+//! short deterministic `--brief` view for lead agents. Reads file times; changes nothing.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use crate::report::ItemStatus;
+use crate::run::team::Snapshot;
+
+/// Most unfinished items `--brief` lists.
+const BRIEF_ITEMS: usize = 15;
+
+/// Whether process `pid` is alive (its `/proc` entry exists).
+pub fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// `running`, `finished`, `interrupted`, or `stopped` when team.json says running but its
+/// runner is gone (killed).
+fn state(s: &Snapshot) -> String {
+    if s.state == "running" && !alive(s.pid) {
+        "stopped (its runner is gone)".into()
+    } else {
+        s.state.clone()
+    }
+}
+
+fn counts_line(s: &Snapshot) -> String {
+    let finished: u64 = s.counts.values().sum();
+    let running = s.running.len() as u64;
+    let waiting = s.waiting.len() as u64;
+    let mut parts: Vec<String> = ItemStatus::ALL
+        .iter()
+        .filter_map(|st| {
+            s.counts
+                .get(st.as_str())
+                .filter(|n| **n > 0)
+                .map(|n| format!("{n} {st}"))
+        })
+        .collect();
+    if running > 0 {
+        parts.push(format!("{running} running"));
+    }
+    if waiting > 0 {
+        parts.push(format!("{waiting} waiting"));
+    }
+    let total = s.total.unwrap_or(finished + running + waiting);
+    let pending = total.saturating_sub(finished + running + waiting);
+    if pending > 0 && s.state == "running" {
+        parts.push(format!("{pending} pending"));
+    }
+    format!(
+        "{total} item(s): {}",
+        if parts.is_empty() {
+            "none yet".into()
+        } else {
+            parts.join(", ")
+        }
+    )
+}
+
+/// The short, deterministic summary for agents: state and counts, then the unfinished items
+/// with their reasons, at most [`BRIEF_ITEMS`] of them.
+pub fn brief(s: &Snapshot) -> String {
+    let mut out = format!("team {}: {}; {}\n", s.team, state(s), counts_line(s));
+    let mut lines: Vec<String> = Vec::new();
+    for r in &s.running {
+        lines.push(format!(
+            "- {} (running, attempt {}): {}",
+            r.id, r.attempt, r.title
+        ));
+    }
+    for w in &s.waiting {
+        lines.push(format!(
+            "- {} (waiting): after {}",
+            w.id,
+            w.after.join(", ")
+        ));
+    }
+    for f in s
+        .finished
+        .iter()
+        .filter(|f| f.status != ItemStatus::Completed)
+    {
+        lines.push(format!("- {} ({}): {}", f.id, f.status, f.detail));
+    }
+    if !lines.is_empty() {
+        out.push_str("unfinished:\n");
+        let more = lines.len().saturating_sub(BRIEF_ITEMS);
+        for l in lines.into_iter().take(BRIEF_ITEMS) {
+            out.push_str(&l);
+            out.push('\n');
+        }
+        if more > 0 {
+            out.push_str(&format!("- … and {more} more\n"));
+        }
+    }
+    out
+}
+
+fn ago(t: SystemTime) -> String {
+    let secs = SystemTime::now()
+        .duration_since(t)
+        .unwrap_or_default()
+        .as_secs();
+    match secs {
+        0..=59 => format!("{secs}s ago"),
+        60..=3599 => format!("{}m ago", secs / 60),
+        _ => format!("{}h ago", secs / 3600),
+    }
+}
+
+/// The newest of a teammate's attempt files (`attempt-N.stdout.log`, `.stderr.log`, their
+/// `.tail` files once a log passes half its cap, the verify and set-up logs) and its
+/// working-context.md.
+fn last_activity(dir: &Path, teammate: &str) -> Option<SystemTime> {
+    let tdir = dir.join("teammates").join(teammate);
+    let mut newest = std::fs::metadata(tdir.join("working-context.md"))
+        .and_then(|m| m.modified())
+        .ok();
+    for e in std::fs::read_dir(&tdir).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with("attempt-")
+            && let Ok(m) = e.metadata().and_then(|m| m.modified())
+        {
+            newest = Some(newest.map_or(m, |n| n.max(m)));
+        }
+    }
+    newest
+}
+
+fn elapsed_since(rfc3339: &str) -> String {
+    match rfc3339.parse::<jiff::Timestamp>() {
+        Ok(t) => {
+            let secs = jiff::Timestamp::now().duration_since(t).as_secs().max(0);
+            format!("{}:{:02}", secs / 60, secs % 60)
+        }
+        Err(_) => "?".into(),
+    }
+}
+
+/// The full human view of the team in `dir`: state, counts, running teammates with their
+/// last line and activity, waiting items, what did not complete (with logs), recent
+/// completions.
+pub fn full(dir: &Path, s: &Snapshot) -> String {
+    let mut o = String::new();
+    o.push_str(&format!(
+        "Team {} — {} (runner pid {})\n",
+        s.team,
+        state(s),
+        s.pid
+    ));
+    o.push_str(&format!(
+        "Workspace: {}\nStarted {}, updated {}\n",
+        dir.display(),
+        s.started_at,
+        s.updated_at
+    ));
+    let cost = s.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
+    o.push_str(&format!("{}{cost}\n", counts_line(s)));
+    if !s.running.is_empty() {
+        o.push_str("Running:\n");
+        for r in &s.running {
+            let act = last_activity(dir, &r.teammate)
+                .map(|t| format!("  (last activity {})", ago(t)))
+                .unwrap_or_default();
+            let line = if r.last_line.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", r.last_line)
+            };
+            o.push_str(&format!(
+                "  {}  attempt {}  {}  {}{line}{act}\n",
+                r.teammate,
+                r.attempt,
+                elapsed_since(&r.started_at),
+                r.title
+            ));
+        }
+    }
+    if !s.waiting.is_empty() {
+        o.push_str("Waiting for prerequisites:\n");
+        for w in &s.waiting {
+            o.push_str(&format!(
+                "  {}  after {}  {}\n",
+                w.teammate,
+                w.after.join(", "),
+                w.title
+            ));
+        }
+    }
+    let problems: Vec<_> = s
+        .finished
+        .iter()
+        .filter(|f| f.status != ItemStatus::Completed)
+        .collect();
+    if !problems.is_empty() {
+        o.push_str("Did not complete:\n");
+        for f in problems {
+            o.push_str(&format!(
+                "  {:>10}  {} (id {}): {}\n",
+                f.status, f.teammate, f.id, f.detail
+            ));
+            if !f.log.is_empty() {
+                o.push_str(&format!("              log: {}\n", f.log));
+            }
+        }
+    }
+    let done: Vec<_> = s
+        .finished
+        .iter()
+        .filter(|f| f.status == ItemStatus::Completed)
+        .collect();
+    if !done.is_empty() {
+        o.push_str("Completed (most recent last):\n");
+        for f in done.iter().rev().take(10).rev() {
+            o.push_str(&format!(
+                "  {}  {:.1}s  {}\n",
+                f.teammate, f.duration_s, f.detail
+            ));
+        }
+    }
+    o
+}

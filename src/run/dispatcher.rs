@@ -10,6 +10,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
+use super::backend::{self, Backend};
 use super::events::{Event, Reporter, RunSummary};
 use super::journal::Entry;
 use super::outcome::Outcome;
@@ -87,18 +88,122 @@ fn readiness(
     Ok(true)
 }
 
+/// Where interrupts come from: SIGINT, SIGTERM and SIGHUP (a closed terminal must not orphan
+/// the teammates), and any sender of [`Interrupts::channel`]. The first interrupt stops the
+/// run gracefully, the next one at once.
+pub struct Interrupts {
+    signals: Option<[tokio::signal::unix::Signal; 3]>,
+    extra: Option<mpsc::UnboundedReceiver<()>>,
+}
+
+impl Interrupts {
+    /// Listen for SIGINT, SIGTERM and SIGHUP.
+    ///
+    /// Errors: [`Error::Environment`] when a signal handler cannot be installed.
+    pub fn signals() -> Result<Interrupts> {
+        let listen = |kind: SignalKind, what: &str| {
+            signal(kind).map_err(|e| Error::Environment(format!("cannot listen for {what}: {e}")))
+        };
+        Ok(Interrupts {
+            signals: Some([
+                listen(SignalKind::interrupt(), "Ctrl-C")?,
+                listen(SignalKind::terminate(), "SIGTERM")?,
+                listen(SignalKind::hangup(), "SIGHUP")?,
+            ]),
+            extra: None,
+        })
+    }
+
+    /// Interrupts sent through the returned sender only (no signal handler is installed):
+    /// each `send(())` counts as one Ctrl-C.
+    pub fn channel() -> (mpsc::UnboundedSender<()>, Interrupts) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (
+            tx,
+            Interrupts {
+                signals: None,
+                extra: Some(rx),
+            },
+        )
+    }
+
+    /// The next interrupt; pending forever when no source is left.
+    async fn next(&mut self) {
+        let signals = async {
+            match &mut self.signals {
+                Some([int, term, hup]) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                        _ = hup.recv() => {}
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let extra = async {
+            match &mut self.extra {
+                Some(rx) => {
+                    if rx.recv().await.is_none() {
+                        // Every sender is gone: no interrupt will come from here.
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = signals => {}
+            _ = extra => {}
+        }
+    }
+}
+
+/// How a run is wired to the world: the backend its attempts execute on and where its
+/// interrupts come from.
+pub struct Wiring {
+    /// Executes every attempt of the run.
+    pub backend: Arc<dyn Backend>,
+    /// Interrupts of the run.
+    pub interrupts: Interrupts,
+}
+
 /// Run every item of `items` in `team` and return the summary. Events go to `reporter`
-/// and the journal; `team.json` is kept current.
+/// and the journal; `team.json` is kept current. Attempts run on the backend of the runner
+/// definition ([`backend::for_runner`]); SIGINT, SIGTERM and SIGHUP interrupt the run.
 ///
-/// Errors: the journal cannot be written, or the source failed mid-way (the run stops
-/// starting items, lets running ones finish, and reports the error).
+/// Errors: a signal handler cannot be installed, the journal cannot be written, or the
+/// source failed mid-way (the run stops starting items, lets running ones finish, and
+/// reports the error).
 pub async fn run(
+    spec: Arc<RunSpec>,
+    team: &mut Team,
+    items: ItemStream,
+    total: Option<u64>,
+    reporter: &mut dyn Reporter,
+) -> Result<RunSummary> {
+    let wiring = Wiring {
+        backend: backend::for_runner(&spec.runner),
+        interrupts: Interrupts::signals()?,
+    };
+    run_wired(spec, team, items, total, reporter, wiring).await
+}
+
+/// [`run`] on the given backend and interrupt source.
+///
+/// Errors: as [`run`], except for signal handlers (none are installed here).
+pub async fn run_wired(
     spec: Arc<RunSpec>,
     team: &mut Team,
     mut items: ItemStream,
     total: Option<u64>,
     reporter: &mut dyn Reporter,
+    wiring: Wiring,
 ) -> Result<RunSummary> {
+    let Wiring {
+        backend,
+        mut interrupts,
+    } = wiring;
     let started = Instant::now();
     team.record(&Entry::RunStarted {
         at: now_rfc3339(),
@@ -125,13 +230,6 @@ pub async fn run(
 
     let (tx, mut rx) = mpsc::unbounded_channel::<UnitMsg>();
     let (cancel_tx, cancel_rx) = watch::channel(Cancel::None);
-    let mut interrupt = signal(SignalKind::interrupt())
-        .map_err(|e| Error::Environment(format!("cannot listen for Ctrl-C: {e}")))?;
-    let mut terminate = signal(SignalKind::terminate())
-        .map_err(|e| Error::Environment(format!("cannot listen for SIGTERM: {e}")))?;
-    // A closed terminal must not orphan the teammates: SIGHUP stops the run like SIGTERM.
-    let mut hangup = signal(SignalKind::hangup())
-        .map_err(|e| Error::Environment(format!("cannot listen for SIGHUP: {e}")))?;
     let mut tick = tokio::time::interval(SNAPSHOT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
@@ -192,6 +290,7 @@ pub async fn run(
                 running.insert(item.id.clone(), ());
                 let handle = tasks.spawn(unit::run_item(
                     spec.clone(),
+                    backend.clone(),
                     item.clone(),
                     first_attempt,
                     tx.clone(),
@@ -267,9 +366,7 @@ pub async fn run(
                     skip(&item, ItemStatus::Failed, "internal error: the teammate's supervisor crashed".into(), team, &mut st, reporter)?;
                 }
             }
-            _ = interrupt.recv() => on_interrupt(&mut interrupted, &cancel_tx, reporter),
-            _ = terminate.recv() => on_interrupt(&mut interrupted, &cancel_tx, reporter),
-            _ = hangup.recv() => on_interrupt(&mut interrupted, &cancel_tx, reporter),
+            _ = interrupts.next() => on_interrupt(&mut interrupted, &cancel_tx, reporter),
             _ = tick.tick() => {
                 let waiting_now: Vec<WaitingEntry> = waiting
                     .iter()

@@ -2,6 +2,7 @@
 //! its lock and journal; the [`dispatcher`] schedules units (one per item) under bounded
 //! parallelism and owns the state the user sees; [`process`] supervises one attempt.
 
+pub mod backend;
 pub mod dispatcher;
 pub mod events;
 pub mod journal;

@@ -504,3 +504,6 @@ fn skip(
     reporter.event(&Event::ItemFinished(Box::new(outcome)));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -29,6 +29,8 @@
 //!    retries, the journal and the sinks are the same for every backend.
 
 pub mod process;
+#[cfg(test)]
+pub mod scripted;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

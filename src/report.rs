@@ -325,7 +325,7 @@ pub struct Evidence<'a> {
 }
 
 /// The verdict on one attempt: a status and a one-line reason (empty when completed).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Verdict {
     /// The status.
     pub status: ItemStatus,

@@ -1,7 +1,7 @@
 //! One item's attempts, each in three steps: *prepare* (teammate folder, prompt file, argv
 //! and environment, state folders, worktree), *execute* on a [`Backend`], *judge* (report,
 //! schema, verify, worktree commit → [`report::judge`]); and retries when allowed. A unit
-//! owns no shared state: it reports to the dispatcher through messages.
+//! owns no shared state: it reports to the dispatcher through [`Event`]s.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use rand::Rng;
 use tokio::sync::{mpsc, watch};
 
 use super::backend::{Attempt, Backend, Execution, last_line_of, read_capped};
+use super::events::Event;
 use super::outcome::Outcome;
 use super::process::{self, Cancel, Spawn};
 use super::worktree::Worktree;
@@ -23,46 +24,6 @@ use crate::report::{self, Evidence, ItemStatus, ProcessEnd, Verdict, VerifyResul
 
 /// Most bytes of `working-context.md` carried into a retry prompt.
 const WORKING_CONTEXT_MAX: u64 = 64 * 1024;
-
-/// Messages from a unit to the dispatcher.
-#[derive(Debug)]
-pub enum UnitMsg {
-    /// An attempt's process started (journal its process group).
-    AttemptStarted {
-        /// Item id.
-        id: String,
-        /// Teammate.
-        teammate: String,
-        /// Title.
-        title: String,
-        /// Attempt number.
-        attempt: u32,
-        /// Process group id.
-        pgid: u32,
-    },
-    /// An attempt ended.
-    AttemptFinished {
-        /// Item id.
-        id: String,
-        /// Teammate.
-        teammate: String,
-        /// Attempt number.
-        attempt: u32,
-        /// Verdict.
-        verdict: Verdict,
-        /// Another attempt follows.
-        retrying: bool,
-    },
-    /// The item's agent printed this line (throttled).
-    Activity {
-        /// Item id.
-        id: String,
-        /// The line.
-        line: String,
-    },
-    /// The item is done.
-    Finished(Box<Outcome>),
-}
 
 /// Longest value listed under "Values of this item", characters (the instruction carries the
 /// values it uses in full; the listing must not double a huge field's size).
@@ -168,7 +129,7 @@ pub async fn run_item(
     backend: Arc<dyn Backend>,
     item: WorkItem,
     first_attempt: u32,
-    tx: mpsc::UnboundedSender<UnitMsg>,
+    tx: mpsc::UnboundedSender<Event>,
     mut cancel: watch::Receiver<Cancel>,
 ) {
     let dir = spec.teammate_dir(&item.teammate);
@@ -202,12 +163,13 @@ pub async fn run_item(
         let interrupted = *cancel.borrow() != Cancel::None;
         let retrying =
             made <= spec.retries && !interrupted && spec.retry_on.contains(&result.verdict.status);
-        let _ = tx.send(UnitMsg::AttemptFinished {
+        let _ = tx.send(Event::AttemptFinished {
             id: item.id.clone(),
             teammate: item.teammate.clone(),
             attempt,
             verdict: result.verdict.clone(),
             retrying,
+            at: now_rfc3339(),
         });
         if !retrying {
             break result;
@@ -265,7 +227,7 @@ pub async fn run_item(
         commit: last.git.as_ref().map(|g| g.1.clone()),
         diffstat: last.git.as_ref().map(|g| g.2.clone()),
     };
-    let _ = tx.send(UnitMsg::Finished(Box::new(outcome)));
+    let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
 }
 
 /// An attempt that ended before its agent ran; `log` is the log that explains it, if one was
@@ -293,7 +255,7 @@ async fn attempt_once(
     logs: AttemptLogs<'_>,
     new_item: bool,
     prompt: Result<String, String>,
-    tx: &mpsc::UnboundedSender<UnitMsg>,
+    tx: &mpsc::UnboundedSender<Event>,
     cancel: watch::Receiver<Cancel>,
 ) -> AttemptResult {
     let prepared = match prepare(spec, item, &logs, new_item, prompt, cancel.clone()).await {

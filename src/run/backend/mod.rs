@@ -40,8 +40,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
+use super::events::Event;
 use super::process::{ActivitySink, Cancel};
-use super::unit::UnitMsg;
 use crate::agent::definition::Invocation;
 use crate::agent::{AgentResult, RunnerDef};
 use crate::item::WorkItem;
@@ -103,26 +103,28 @@ pub struct Attempt<'a> {
     pub grace: Duration,
     /// How long to wait for a process's pipes after it exits.
     pub pipe_wait: Duration,
-    pub(in crate::run) events: &'a mpsc::UnboundedSender<UnitMsg>,
+    pub(in crate::run) events: &'a mpsc::UnboundedSender<Event>,
 }
 
 impl Attempt<'_> {
     /// Tell the dispatcher the attempt is under way. `pgid` is its process group (journaled,
     /// so a resumed run can end what a crashed one left behind), 0 when no process runs.
     pub fn started(&self, pgid: u32) {
-        let _ = self.events.send(UnitMsg::AttemptStarted {
+        let _ = self.events.send(Event::AttemptStarted {
             id: self.item.id.clone(),
             teammate: self.item.teammate.clone(),
             title: self.item.title.clone(),
             attempt: self.number,
             pgid,
+            at: crate::run::now_rfc3339(),
         });
     }
 
     /// Pass a line the agent printed on to progress displays.
     pub fn activity(&self, line: String) {
-        let _ = self.events.send(UnitMsg::Activity {
+        let _ = self.events.send(Event::Activity {
             id: self.item.id.clone(),
+            teammate: self.item.teammate.clone(),
             line,
         });
     }
@@ -130,10 +132,11 @@ impl Attempt<'_> {
     /// An [`ActivitySink`] that calls [`Attempt::activity`], for code that outlives borrows.
     pub fn activity_sink(&self) -> ActivitySink {
         let tx = self.events.clone();
-        let id = self.item.id.clone();
+        let (id, teammate) = (self.item.id.clone(), self.item.teammate.clone());
         ActivitySink(Arc::new(move |line| {
-            let _ = tx.send(UnitMsg::Activity {
+            let _ = tx.send(Event::Activity {
                 id: id.clone(),
+                teammate: teammate.clone(),
                 line,
             });
         }))
@@ -159,7 +162,7 @@ pub struct Execution {
 }
 
 /// Most bytes of a log read back for parsing: logs up to this size are read whole; larger
-/// ones contribute their first [`HEAD_READ`] and last [`TAIL_READ`] bytes.
+/// ones contribute their first 256 KiB and last 2 MiB.
 pub const FULL_READ: u64 = 4 * 1024 * 1024;
 const HEAD_READ: u64 = 256 * 1024;
 const TAIL_READ: u64 = 2 * 1024 * 1024;

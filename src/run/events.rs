@@ -34,8 +34,8 @@ pub enum Event {
         pid: u32,
         /// Team name.
         team: String,
-        /// Team workspace folder.
-        #[serde(default)]
+        /// Team workspace folder (written lossily when it is not UTF-8).
+        #[serde(default, serialize_with = "lossy_path")]
         workspace: PathBuf,
         /// Items in the batch, when known up front.
         #[serde(default)]
@@ -146,6 +146,11 @@ struct Line<'a> {
 struct OwnedLine {
     #[serde(flatten)]
     event: Event,
+}
+
+/// A path as text, bytes that are not UTF-8 replaced (an event line must always be written).
+fn lossy_path<S: serde::Serializer>(path: &std::path::Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&path.to_string_lossy())
 }
 
 /// `ItemFinished`'s outcome under the key `outcome`.
@@ -340,6 +345,21 @@ mod tests {
             let back = Event::from_line(line.as_bytes()).expect("decodes");
             assert_eq!(back, event, "{line}");
         }
+        use std::os::unix::ffi::OsStrExt;
+        let odd = Event::RunStarted {
+            at: String::new(),
+            pid: 1,
+            team: "t".into(),
+            workspace: std::ffi::OsStr::from_bytes(b"/w/caf\xe9").into(),
+            total: None,
+            resumed: 0,
+            jobs: 1,
+        };
+        let line = odd.to_line().expect("recorded");
+        assert!(
+            line.is_ok_and(|l| l.contains("/w/caf\u{fffd}")),
+            "a workspace path that is not UTF-8 must not stop the journal"
+        );
         let activity = Event::Activity {
             id: "a".into(),
             teammate: "1-a".into(),

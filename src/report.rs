@@ -289,6 +289,20 @@ pub enum ProcessEnd {
     NotStarted(String),
 }
 
+/// The verify command's part in an attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VerifyResult {
+    /// No verify command is set, or the attempt failed before it was due.
+    NotRun,
+    /// It exited 0.
+    Passed,
+    /// It did not pass: a one-line reason naming the command (exit code, last output line,
+    /// time-out, signal, or why it could not start).
+    Failed(String),
+    /// The run was interrupted while it ran.
+    Cancelled,
+}
+
 /// All that is known about one attempt, judged by [`judge`].
 #[derive(Debug, Clone)]
 pub struct Evidence<'a> {
@@ -300,14 +314,18 @@ pub struct Evidence<'a> {
     pub agent: &'a AgentResult,
     /// The report lookup.
     pub report: &'a Result<(Report, ReportSource), String>,
-    /// Errors of `output` against `output_schema`, when a schema is set and it failed.
+    /// Errors of `output` against `output_schema` (from [`schema_errors`]), when a schema is
+    /// set and the output does not match it.
     pub schema_errors: Option<&'a str>,
-    /// The verify command's result, when one ran: `Err(reason)` if it failed.
-    pub verify: Option<&'a Result<(), String>>,
+    /// The verify command's result.
+    pub verify: &'a VerifyResult,
+    /// Committing what the teammate left in its worktree, with `--isolate worktree`:
+    /// `Err(git's reason)` when it failed; `None` without isolation (or before the commit).
+    pub commit: Option<&'a Result<(), String>>,
 }
 
 /// The verdict on one attempt: a status and a one-line reason (empty when completed).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Verdict {
     /// The status.
     pub status: ItemStatus,
@@ -336,9 +354,12 @@ pub fn one_line(s: &str, max: usize) -> String {
     out
 }
 
-/// The success rule. `completed` only if: the process exited 0 on its own; the definition's
-/// error flag is not true; a valid report was found; its status is `completed`; its output
-/// validates against the schema (if set); the verify command (if set) passed.
+/// The success rule, the only place an attempt's status is decided. `completed` only if: the
+/// process exited 0 on its own; the definition's error flag is not true; a valid report was
+/// found; its status is `completed`; its output validates against the schema (if set); the
+/// verify command (if set) passed; the worktree commit (with isolation) succeeded. Otherwise
+/// `timed_out` (the time limit), `cancelled` (interrupted, also during verify), `blocked`
+/// (the report says so) or `failed`, each with a one-line reason.
 pub fn judge(e: &Evidence<'_>) -> Verdict {
     let v = |status, reason: String| Verdict { status, reason };
     match e.end {
@@ -434,13 +455,82 @@ pub fn judge(e: &Evidence<'_>) -> Verdict {
             ),
         );
     }
-    if let Some(Err(why)) = e.verify {
+    match e.verify {
+        VerifyResult::NotRun | VerifyResult::Passed => {}
+        VerifyResult::Cancelled => {
+            return v(ItemStatus::Cancelled, "interrupted during verify".into());
+        }
+        VerifyResult::Failed(why) => {
+            return v(
+                ItemStatus::Failed,
+                format!("verify failed: {}", one_line(why, 200)),
+            );
+        }
+    }
+    if let Some(Err(why)) = e.commit {
         return v(
             ItemStatus::Failed,
-            format!("verify failed: {}", one_line(why, 200)),
+            format!("cannot commit the worktree: {why}"),
         );
     }
     v(ItemStatus::Completed, String::new())
+}
+
+/// Most schema errors named in a reason.
+const SCHEMA_ERRORS_NAMED: usize = 3;
+
+/// The ways `report`'s `output` breaks `validator` (the compiled `output_schema`), as one
+/// line: at most three errors, each prefixed by its JSON Pointer path (`/n: ...`) when not at
+/// the root, joined by `; `. `None` when it matches, and for a report that is not
+/// `completed` (its output is not held to the schema).
+pub fn schema_errors(report: &Report, validator: &jsonschema::Validator) -> Option<String> {
+    if report.status != "completed" {
+        return None;
+    }
+    let errs: Vec<String> = validator
+        .iter_errors(&report.output)
+        .take(SCHEMA_ERRORS_NAMED)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    (!errs.is_empty()).then(|| errs.join("; "))
+}
+
+/// The verdict on an attempt that could not be prepared (teammate folder, prompt, argv,
+/// worktree or its set-up command): `failed` with `reason` as it is.
+pub fn judge_unprepared(reason: String) -> Verdict {
+    Verdict {
+        status: ItemStatus::Failed,
+        reason,
+    }
+}
+
+/// The final verdict on an item whose retry was due when the run was interrupted (during the
+/// back-off before it): `cancelled`, whatever the last attempt's verdict was.
+pub fn judge_interrupted_retry() -> Verdict {
+    Verdict {
+        status: ItemStatus::Cancelled,
+        reason: "interrupted before a retry".into(),
+    }
+}
+
+/// The verdict on an item after `--merge` tried to merge its branch back: a `completed` item
+/// whose merge failed (`Err(reason)`, e.g. a conflict; its branch is kept) becomes `failed`
+/// with that reason; any other verdict stands as it was.
+pub fn judge_merge(before: &Verdict, merge: &Result<(), String>) -> Verdict {
+    match merge {
+        Err(reason) if before.status == ItemStatus::Completed => Verdict {
+            status: ItemStatus::Failed,
+            reason: reason.clone(),
+        },
+        _ => before.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -528,7 +618,8 @@ mod tests {
             agent: &agent,
             report: &report,
             schema_errors: None,
-            verify: None,
+            verify: &VerifyResult::NotRun,
+            commit: None,
         })
     }
 
@@ -589,21 +680,153 @@ mod tests {
         let end = ProcessEnd::Exited(0);
         let agent = AgentResult::default();
         let report = good();
-        let verify = Err("exit 1".to_string());
+        let verify = VerifyResult::Failed("exit 1".to_string());
         let e = Evidence {
             end: &end,
             stderr_tail: None,
             agent: &agent,
             report: &report,
             schema_errors: Some("/n: 1 is not a string"),
-            verify: None,
+            verify: &VerifyResult::NotRun,
+            commit: None,
         };
         assert_eq!(judge(&e).status, ItemStatus::Failed);
         let e = Evidence {
             schema_errors: None,
-            verify: Some(&verify),
+            verify: &verify,
             ..e
         };
         assert_eq!(judge(&e).status, ItemStatus::Failed);
+    }
+
+    /// Evidence of an attempt whose agent did everything right.
+    fn clean<'a>(
+        end: &'a ProcessEnd,
+        agent: &'a AgentResult,
+        report: &'a Result<(Report, ReportSource), String>,
+    ) -> Evidence<'a> {
+        Evidence {
+            end,
+            stderr_tail: None,
+            agent,
+            report,
+            schema_errors: None,
+            verify: &VerifyResult::NotRun,
+            commit: None,
+        }
+    }
+
+    #[test]
+    fn an_interrupt_during_verify_cancels_a_completed_attempt() {
+        let (end, agent, report) = (ProcessEnd::Exited(0), AgentResult::default(), good());
+        let e = Evidence {
+            verify: &VerifyResult::Cancelled,
+            ..clean(&end, &agent, &report)
+        };
+        assert_eq!(
+            judge(&e),
+            Verdict {
+                status: ItemStatus::Cancelled,
+                reason: "interrupted during verify".into()
+            }
+        );
+        let e = Evidence {
+            verify: &VerifyResult::Passed,
+            ..clean(&end, &agent, &report)
+        };
+        assert_eq!(judge(&e).status, ItemStatus::Completed);
+    }
+
+    #[test]
+    fn a_failed_worktree_commit_fails_a_completed_attempt_with_the_git_reason() {
+        let (end, agent, report) = (ProcessEnd::Exited(0), AgentResult::default(), good());
+        let failed = Err("fatal: unable to write new index file".to_string());
+        let e = Evidence {
+            commit: Some(&failed),
+            ..clean(&end, &agent, &report)
+        };
+        assert_eq!(
+            judge(&e),
+            Verdict {
+                status: ItemStatus::Failed,
+                reason: "cannot commit the worktree: fatal: unable to write new index file".into()
+            }
+        );
+        let ok = Ok(());
+        let e = Evidence {
+            commit: Some(&ok),
+            ..clean(&end, &agent, &report)
+        };
+        assert_eq!(judge(&e).status, ItemStatus::Completed);
+        // A verdict that was not completed keeps its own reason.
+        let verify = VerifyResult::Failed("`test -s out` exited with code 1".into());
+        let e = Evidence {
+            commit: Some(&failed),
+            verify: &verify,
+            ..clean(&end, &agent, &report)
+        };
+        assert!(judge(&e).reason.starts_with("verify failed: "));
+    }
+
+    #[test]
+    fn schema_errors_name_the_path_and_fail_the_attempt() {
+        let schema = json!({"type":"object","properties":{"n":{"type":"string"}}});
+        let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+        let (r, _) = good().expect("report");
+        let errs = schema_errors(&r, &validator).expect("1 is not a string");
+        assert!(errs.starts_with("/n: "), "{errs}");
+        let (end, agent, report) = (ProcessEnd::Exited(0), AgentResult::default(), good());
+        let e = Evidence {
+            schema_errors: Some(&errs),
+            ..clean(&end, &agent, &report)
+        };
+        let v = judge(&e);
+        assert_eq!(v.status, ItemStatus::Failed);
+        assert!(
+            v.reason
+                .starts_with("output does not match output_schema: /n: "),
+            "{}",
+            v.reason
+        );
+        let fits = find(
+            Some(r#"{"status":"completed","summary":"s","output":{"n":"one"}}"#),
+            None,
+            "7",
+        )
+        .expect("report");
+        assert_eq!(schema_errors(&fits.0, &validator), None);
+        let failed = find(
+            Some(r#"{"status":"failed","summary":"s","output":{"n":1}}"#),
+            None,
+            "7",
+        )
+        .expect("report");
+        assert_eq!(
+            schema_errors(&failed.0, &validator),
+            None,
+            "only a completed report's output is held to the schema"
+        );
+    }
+
+    #[test]
+    fn a_failed_merge_fails_a_completed_item_and_leaves_others_alone() {
+        let completed = Verdict {
+            status: ItemStatus::Completed,
+            reason: String::new(),
+        };
+        let conflict = Err("merge conflict in src/a.rs; branch runner/t/x kept".to_string());
+        assert_eq!(
+            judge_merge(&completed, &conflict),
+            Verdict {
+                status: ItemStatus::Failed,
+                reason: "merge conflict in src/a.rs; branch runner/t/x kept".into()
+            }
+        );
+        assert_eq!(judge_merge(&completed, &Ok(())), completed);
+        let blocked = Verdict {
+            status: ItemStatus::Blocked,
+            reason: "blocked: need a key".into(),
+        };
+        assert_eq!(judge_merge(&blocked, &conflict), blocked);
     }
 }

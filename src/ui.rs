@@ -13,7 +13,6 @@ use std::time::Duration;
 use std::collections::{BTreeMap, HashMap};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde_json::json;
 
 use crate::report::ItemStatus;
 use crate::run::events::{Event, Reporter, RunSummary};
@@ -193,6 +192,7 @@ impl Reporter for Human {
                 teammate,
                 title,
                 attempt,
+                ..
             } => {
                 self.width = self.width.max(teammate.chars().count()).min(40);
                 let pb = self
@@ -269,59 +269,21 @@ impl Reporter for Human {
 
 impl Sink for Human {}
 
-/// JSON lines on stdout: `{"v":1,"event":"…",…}` per event.
+/// JSON lines on stdout: each recorded event as [`Event::to_line`] writes it (the same lines
+/// as the journal; `docs/events.md`).
 pub struct JsonLines;
 
 impl Sink for JsonLines {}
 
 impl Reporter for JsonLines {
     fn event(&mut self, event: &Event) {
-        let value = match event {
-            Event::RunStarted {
-                team,
-                workspace,
-                total,
-                resumed,
-                jobs,
-            } => json!({
-                "event": "run_started", "team": team, "workspace": workspace, "total": total,
-                "resumed": resumed, "jobs": jobs,
-            }),
-            Event::AttemptStarted {
-                id,
-                teammate,
-                title,
-                attempt,
-            } => json!({
-                "event": "item_started", "id": id, "teammate": teammate, "title": title, "attempt": attempt,
-            }),
-            Event::AttemptFinished {
-                id,
-                teammate,
-                attempt,
-                verdict,
-                retrying,
-            } => json!({
-                "event": "attempt_finished", "id": id, "teammate": teammate, "attempt": attempt,
-                "status": verdict.status, "reason": verdict.reason, "retrying": retrying,
-            }),
-            Event::ItemFinished(o) => json!({"event": "item_finished", "outcome": o}),
-            // Progress detail, not part of the versioned event stream.
-            Event::Activity { .. } => return,
-            Event::Interrupted { immediate } => {
-                json!({"event": "interrupted", "immediate": immediate})
+        match event.to_line() {
+            Some(Ok(line)) => {
+                let _ = writeln!(std::io::stdout().lock(), "{line}");
             }
-            Event::RunFinished(s) => json!({
-                "event": "run_finished", "interrupted": s.interrupted, "elapsed_s": s.elapsed_s,
-                "counts": s.counts.iter().map(|(st, n)| (st.as_str().to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
-                "cost_usd": s.cost_usd,
-            }),
-        };
-        let mut line = json!({"v": 1});
-        if let (Some(l), Some(v)) = (line.as_object_mut(), value.as_object()) {
-            l.extend(v.clone());
+            Some(Err(e)) => tracing::warn!("cannot encode an event line: {e}"),
+            None => {}
         }
-        let _ = writeln!(std::io::stdout().lock(), "{line}");
     }
 }
 

@@ -1,60 +1,31 @@
 //! `runner runners`: the known runner definitions, whether each program is on PATH, and its
 //! version (each `--version` call bounded by a time limit).
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::agent::definition::{self, BUILTIN, RunnerDef};
 use crate::cli::RunnersArgs;
 use crate::error::Result;
+use crate::run::process;
 
 /// How long a `--version` call may take.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The first line a program prints for `args`, or why there is none. No shell; the child is
-/// killed after [`VERSION_TIMEOUT`].
+/// The first line a program prints on stdout for `args`, or why there is none (in
+/// parentheses). No shell; run by [`process::capture`], so the program and anything it starts
+/// are gone soon after [`VERSION_TIMEOUT`] at the latest.
 fn version_of(program: &Path, args: &[String]) -> String {
-    use std::os::unix::process::CommandExt;
-    let mut child = match Command::new(program)
-        .process_group(0)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => return format!("(cannot run: {e})"),
-    };
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if started.elapsed() > VERSION_TIMEOUT => {
-                // The whole group: a wrapper script's own children must not outlive it.
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(child.id() as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-                let _ = child.kill();
-                let _ = child.wait();
-                return format!("(no answer in {}s)", VERSION_TIMEOUT.as_secs());
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return format!("(cannot wait: {e})"),
-        }
+    match process::capture(program, args, VERSION_TIMEOUT) {
+        Ok(out) => out
+            .stdout
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("")
+            .to_owned(),
+        Err(e) => format!("({e})"),
     }
-    let mut out = String::new();
-    if let Some(mut s) = child.stdout.take() {
-        let _ = s.by_ref().take(4096).read_to_string(&mut out);
-    }
-    out.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("")
-        .to_owned()
 }
 
 /// `runner runners`.

@@ -10,12 +10,12 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
+use super::backend::{self, Backend};
 use super::events::{Event, Reporter, RunSummary};
-use super::journal::Entry;
 use super::outcome::Outcome;
 use super::process::Cancel;
 use super::team::{RunningEntry, SNAPSHOT_COMPLETED_MAX, Snapshot, Team, WaitingEntry};
-use super::unit::{self, UnitMsg};
+use super::unit;
 use super::{RunSpec, now_rfc3339};
 use crate::error::{Error, Result};
 use crate::item::WorkItem;
@@ -70,6 +70,58 @@ impl State {
         self.snapshot.finish(o);
         self.dirty = true;
     }
+
+    /// Take in an event from a unit; `false` when it is not passed on (a line printed by an
+    /// item that is not running any more).
+    fn apply(&mut self, event: &Event, running: &mut HashMap<String, ()>) -> bool {
+        match event {
+            Event::AttemptStarted {
+                id,
+                teammate,
+                title,
+                attempt,
+                pgid,
+                at,
+            } => {
+                self.snapshot.running.retain(|r| &r.id != id);
+                self.snapshot.running.push(RunningEntry {
+                    id: id.clone(),
+                    teammate: teammate.clone(),
+                    title: title.clone(),
+                    attempt: *attempt,
+                    pgid: *pgid,
+                    started_at: at.clone(),
+                    last_line: String::new(),
+                });
+                self.dirty = true;
+            }
+            Event::AttemptFinished {
+                teammate,
+                attempt,
+                verdict,
+                ..
+            } => {
+                tracing::info!(
+                    "{teammate} attempt {attempt}: {} {}",
+                    verdict.status,
+                    verdict.reason
+                );
+            }
+            Event::Activity { id, line, .. } => {
+                let Some(r) = self.snapshot.running.iter_mut().find(|r| &r.id == id) else {
+                    return false;
+                };
+                r.last_line.clone_from(line);
+                self.dirty = true;
+            }
+            Event::ItemFinished(outcome) => {
+                running.remove(&outcome.id);
+                self.finish(outcome);
+            }
+            Event::RunStarted { .. } | Event::Interrupted { .. } | Event::RunFinished(_) => {}
+        }
+        true
+    }
 }
 
 /// Whether an item may start: `Ok(true)` ready, `Ok(false)` waiting, `Err(reason)` skipped.
@@ -87,24 +139,133 @@ fn readiness(
     Ok(true)
 }
 
+/// Where interrupts come from: SIGINT, SIGTERM and SIGHUP (a closed terminal must not orphan
+/// the teammates), and any sender of [`Interrupts::channel`]. The first interrupt stops the
+/// run gracefully, the next one at once.
+pub struct Interrupts {
+    signals: Option<[tokio::signal::unix::Signal; 3]>,
+    extra: Option<mpsc::UnboundedReceiver<()>>,
+}
+
+impl Interrupts {
+    /// Listen for SIGINT, SIGTERM and SIGHUP.
+    ///
+    /// Errors: [`Error::Environment`] when a signal handler cannot be installed.
+    pub fn signals() -> Result<Interrupts> {
+        let listen = |kind: SignalKind, what: &str| {
+            signal(kind).map_err(|e| Error::Environment(format!("cannot listen for {what}: {e}")))
+        };
+        Ok(Interrupts {
+            signals: Some([
+                listen(SignalKind::interrupt(), "Ctrl-C")?,
+                listen(SignalKind::terminate(), "SIGTERM")?,
+                listen(SignalKind::hangup(), "SIGHUP")?,
+            ]),
+            extra: None,
+        })
+    }
+
+    /// Interrupts sent through the returned sender only (no signal handler is installed):
+    /// each `send(())` counts as one Ctrl-C.
+    pub fn channel() -> (mpsc::UnboundedSender<()>, Interrupts) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (
+            tx,
+            Interrupts {
+                signals: None,
+                extra: Some(rx),
+            },
+        )
+    }
+
+    /// The next interrupt; pending forever when no source is left.
+    async fn next(&mut self) {
+        let signals = async {
+            match &mut self.signals {
+                Some([int, term, hup]) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                        _ = hup.recv() => {}
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let extra = async {
+            match &mut self.extra {
+                Some(rx) => {
+                    if rx.recv().await.is_none() {
+                        // Every sender is gone: no interrupt will come from here.
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = signals => {}
+            _ = extra => {}
+        }
+    }
+}
+
+/// How a run is wired to the world: the backend its attempts execute on and where its
+/// interrupts come from.
+pub struct Wiring {
+    /// Executes every attempt of the run.
+    pub backend: Arc<dyn Backend>,
+    /// Interrupts of the run.
+    pub interrupts: Interrupts,
+}
+
 /// Run every item of `items` in `team` and return the summary. Events go to `reporter`
-/// and the journal; `team.json` is kept current.
+/// and the journal; `team.json` is kept current. Attempts run on the backend of the runner
+/// definition ([`backend::for_runner`]); SIGINT, SIGTERM and SIGHUP interrupt the run.
 ///
-/// Errors: the journal cannot be written, or the source failed mid-way (the run stops
-/// starting items, lets running ones finish, and reports the error).
+/// Errors: a signal handler cannot be installed, the journal cannot be written, or the
+/// source failed mid-way (the run stops starting items, lets running ones finish, and
+/// reports the error).
 pub async fn run(
+    spec: Arc<RunSpec>,
+    team: &mut Team,
+    items: ItemStream,
+    total: Option<u64>,
+    reporter: &mut dyn Reporter,
+) -> Result<RunSummary> {
+    let wiring = Wiring {
+        backend: backend::for_runner(&spec.settings.runner),
+        interrupts: Interrupts::signals()?,
+    };
+    run_wired(spec, team, items, total, reporter, wiring).await
+}
+
+/// [`run`] on the given backend and interrupt source.
+///
+/// Errors: as [`run`], except for signal handlers (none are installed here).
+pub async fn run_wired(
     spec: Arc<RunSpec>,
     team: &mut Team,
     mut items: ItemStream,
     total: Option<u64>,
     reporter: &mut dyn Reporter,
+    wiring: Wiring,
 ) -> Result<RunSummary> {
+    let Wiring {
+        backend,
+        mut interrupts,
+    } = wiring;
     let started = Instant::now();
-    team.record(&Entry::RunStarted {
+    let run_started = Event::RunStarted {
         at: now_rfc3339(),
         pid: std::process::id(),
         team: team.name.clone(),
-    })?;
+        workspace: team.dir.clone(),
+        total,
+        resumed: 0,
+        jobs: spec.settings.jobs,
+    };
+    team.record(&run_started)?;
     let mut st = State {
         statuses: HashMap::new(),
         counts: HashMap::new(),
@@ -115,23 +276,10 @@ pub async fn run(
         snapshot: Snapshot::new(team, total),
         dirty: true,
     };
-    reporter.event(&Event::RunStarted {
-        team: team.name.clone(),
-        workspace: team.dir.clone(),
-        total,
-        resumed: 0,
-        jobs: spec.settings.jobs,
-    });
+    reporter.event(&run_started);
 
-    let (tx, mut rx) = mpsc::unbounded_channel::<UnitMsg>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let (cancel_tx, cancel_rx) = watch::channel(Cancel::None);
-    let mut interrupt = signal(SignalKind::interrupt())
-        .map_err(|e| Error::Environment(format!("cannot listen for Ctrl-C: {e}")))?;
-    let mut terminate = signal(SignalKind::terminate())
-        .map_err(|e| Error::Environment(format!("cannot listen for SIGTERM: {e}")))?;
-    // A closed terminal must not orphan the teammates: SIGHUP stops the run like SIGTERM.
-    let mut hangup = signal(SignalKind::hangup())
-        .map_err(|e| Error::Environment(format!("cannot listen for SIGHUP: {e}")))?;
     let mut tick = tokio::time::interval(SNAPSHOT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
@@ -192,6 +340,7 @@ pub async fn run(
                 running.insert(item.id.clone(), ());
                 let handle = tasks.spawn(unit::run_item(
                     spec.clone(),
+                    backend.clone(),
                     item.clone(),
                     first_attempt,
                     tx.clone(),
@@ -221,34 +370,13 @@ pub async fn run(
 
         tokio::select! {
             biased;
-            Some(msg) = rx.recv() => match msg {
-                UnitMsg::AttemptStarted { id, teammate, title, attempt, pgid } => {
-                    team.record(&Entry::AttemptStarted { id: id.clone(), teammate: teammate.clone(), attempt, pgid, at: now_rfc3339() })?;
-                    st.snapshot.running.retain(|r| r.id != id);
-                    st.snapshot.running.push(RunningEntry { id: id.clone(), teammate: teammate.clone(), title: title.clone(), attempt, pgid, started_at: now_rfc3339(), last_line: String::new() });
-                    st.dirty = true;
-                    reporter.event(&Event::AttemptStarted { id, teammate, title, attempt });
+            Some(event) = rx.recv() => {
+                // Journaled before the state it describes is acted on.
+                team.record(&event)?;
+                if st.apply(&event, &mut running) {
+                    reporter.event(&event);
                 }
-                                UnitMsg::AttemptFinished { id, teammate, attempt, verdict, retrying } => {
-                    tracing::info!("{teammate} attempt {attempt}: {} {}", verdict.status, verdict.reason);
-                    team.record(&Entry::AttemptFinished { id: id.clone(), attempt, status: verdict.status, reason: verdict.reason.clone(), at: now_rfc3339() })?;
-                    reporter.event(&Event::AttemptFinished { id, teammate, attempt, verdict, retrying });
-                }
-                UnitMsg::Activity { id, line } => {
-                    if let Some(r) = st.snapshot.running.iter_mut().find(|r| r.id == id) {
-                        r.last_line.clone_from(&line);
-                        st.dirty = true;
-                        let teammate = r.teammate.clone();
-                        reporter.event(&Event::Activity { id, teammate, line });
-                    }
-                }
-                UnitMsg::Finished(outcome) => {
-                    team.record(&Entry::ItemFinished { outcome: outcome.clone() })?;
-                    running.remove(&outcome.id);
-                    st.finish(&outcome);
-                    reporter.event(&Event::ItemFinished(outcome));
-                }
-            },
+            }
             Some(joined) = tasks.join_next_with_id() => {
                 // A unit that ended normally has sent (or is still sending) its Finished
                 // message; only a panic can lose an item.
@@ -267,9 +395,7 @@ pub async fn run(
                     skip(&item, ItemStatus::Failed, "internal error: the teammate's supervisor crashed".into(), team, &mut st, reporter)?;
                 }
             }
-            _ = interrupt.recv() => on_interrupt(&mut interrupted, &cancel_tx, reporter),
-            _ = terminate.recv() => on_interrupt(&mut interrupted, &cancel_tx, reporter),
-            _ = hangup.recv() => on_interrupt(&mut interrupted, &cancel_tx, reporter),
+            _ = interrupts.next() => on_interrupt(&mut interrupted, &cancel_tx, team, reporter)?,
             _ = tick.tick() => {
                 let waiting_now: Vec<WaitingEntry> = waiting
                     .iter()
@@ -302,10 +428,21 @@ pub async fn run(
             );
         }
     }
-    team.record(&Entry::RunFinished {
+    let summary = RunSummary {
         at: now_rfc3339(),
+        counts: ItemStatus::ALL
+            .iter()
+            .map(|s| (*s, st.counts.get(s).copied().unwrap_or(0)))
+            .collect(),
+        resumed: st.resumed,
         interrupted,
-    })?;
+        elapsed_s: started.elapsed().as_secs_f64(),
+        cost_usd: st.cost,
+        problems: st.problems,
+        problems_hidden: st.problems_hidden,
+    };
+    let run_finished = Event::RunFinished(summary.clone());
+    team.record(&run_finished)?;
     team.sync()?;
     st.snapshot.state = if interrupted {
         "interrupted"
@@ -320,27 +457,16 @@ pub async fn run(
     if let Some(e) = source_error {
         return Err(e);
     }
-    let summary = RunSummary {
-        counts: ItemStatus::ALL
-            .iter()
-            .map(|s| (*s, st.counts.get(s).copied().unwrap_or(0)))
-            .collect(),
-        resumed: st.resumed,
-        interrupted,
-        elapsed_s: started.elapsed().as_secs_f64(),
-        cost_usd: st.cost,
-        problems: st.problems,
-        problems_hidden: st.problems_hidden,
-    };
-    reporter.event(&Event::RunFinished(summary.clone()));
+    reporter.event(&run_finished);
     Ok(summary)
 }
 
 fn on_interrupt(
     interrupted: &mut bool,
     cancel: &watch::Sender<Cancel>,
+    team: &mut Team,
     reporter: &mut dyn Reporter,
-) {
+) -> Result<()> {
     let immediate = *interrupted;
     *interrupted = true;
     let _ = cancel.send(if immediate {
@@ -348,7 +474,10 @@ fn on_interrupt(
     } else {
         Cancel::Graceful
     });
-    reporter.event(&Event::Interrupted { immediate });
+    let event = Event::Interrupted { immediate };
+    team.record(&event)?;
+    reporter.event(&event);
+    Ok(())
 }
 
 /// Pop the first waiting item that is ready; skip those whose prerequisites failed.
@@ -399,11 +528,20 @@ fn skip(
     st: &mut State,
     reporter: &mut dyn Reporter,
 ) -> Result<()> {
-    let outcome = Outcome::not_run(&item.id, &item.teammate, &item.title, status, reason);
-    team.record(&Entry::ItemFinished {
-        outcome: Box::new(outcome.clone()),
-    })?;
-    st.finish(&outcome);
-    reporter.event(&Event::ItemFinished(Box::new(outcome)));
+    let event = Event::ItemFinished(Box::new(Outcome::not_run(
+        &item.id,
+        &item.teammate,
+        &item.title,
+        status,
+        reason,
+    )));
+    team.record(&event)?;
+    if let Event::ItemFinished(outcome) = &event {
+        st.finish(outcome);
+    }
+    reporter.event(&event);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

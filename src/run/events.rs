@@ -1,25 +1,51 @@
-//! Typed events of a run. The dispatcher emits them; the journal, the progress UI and the
-//! sinks consume them and never reach back into the scheduler.
+//! The run's one event vocabulary (DESIGN §1). Units and the dispatcher describe what
+//! happened as [`Event`]s; the same values are appended to `journal.jsonl` (the durable truth
+//! a resumed run reads back), printed as `--format json` lines, and handed to every
+//! [`Reporter`] (progress UI, sinks). None of them reaches back into the scheduler.
+//!
+//! On the wire an event is one JSON object, `{"v":1,"event":"<name>",…}`: the variant's
+//! snake_case name under `event` and its fields beside it ([`Event::ItemFinished`] as
+//! `"outcome"`, [`Event::RunFinished`] as the summary's fields). `docs/events.md` and
+//! `docs/events.schema.json` describe it; a test checks them against serialized events.
+//! [`Event::Activity`] is progress detail and never written.
 
 use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
 
 use super::outcome::Outcome;
 use crate::report::{ItemStatus, Verdict};
 
-/// Something that happened in a run, in the order the dispatcher saw it.
-#[derive(Debug, Clone)]
+/// Version of the event lines (the `v` of each journal and `--format json` line).
+pub const VERSION: u32 = 1;
+
+/// Something that happened in a run, in the order the dispatcher saw it. Fields added after
+/// the first journals were written are `serde(default)`, so old workspaces still read back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
-    /// The run is starting.
+    /// The run (or a resumed run) is starting.
     RunStarted {
+        /// When, RFC 3339 (UTC).
+        #[serde(default)]
+        at: String,
+        /// The runner's pid.
+        #[serde(default)]
+        pid: u32,
         /// Team name.
         team: String,
-        /// Team workspace folder.
+        /// Team workspace folder (written lossily when it is not UTF-8).
+        #[serde(default, serialize_with = "lossy_path")]
         workspace: PathBuf,
         /// Items in the batch, when known up front.
+        #[serde(default)]
         total: Option<u64>,
-        /// Items already completed by an earlier run (not run again).
+        /// Items already completed by an earlier run (not run again); 0 at the start, the
+        /// count is in [`RunSummary::resumed`].
+        #[serde(default)]
         resumed: u64,
         /// Parallel teammates.
+        #[serde(default)]
         jobs: usize,
     },
     /// An attempt of an item started.
@@ -29,24 +55,39 @@ pub enum Event {
         /// Teammate name.
         teammate: String,
         /// Title.
+        #[serde(default)]
         title: String,
-        /// Attempt number.
+        /// Attempt number, 1-based, continuing the numbering of earlier runs.
         attempt: u32,
+        /// Its process group (also the leader's pid); 0 when the backend starts no process.
+        #[serde(default)]
+        pgid: u32,
+        /// When, RFC 3339 (UTC).
+        #[serde(default)]
+        at: String,
     },
     /// An attempt ended; `retrying` says whether another follows.
     AttemptFinished {
         /// Item id.
         id: String,
         /// Teammate name.
+        #[serde(default)]
         teammate: String,
         /// Attempt number.
         attempt: u32,
-        /// The attempt's verdict.
+        /// The attempt's verdict (`status` and `reason` on the wire).
+        #[serde(flatten)]
         verdict: Verdict,
         /// Whether the item will be attempted again.
+        #[serde(default)]
         retrying: bool,
+        /// When, RFC 3339 (UTC).
+        #[serde(default)]
+        at: String,
     },
-    /// A running item's agent printed a line (throttled; for progress displays).
+    /// A running item's agent printed a line (throttled; for progress displays only: never
+    /// journaled or printed as an event line).
+    #[serde(skip)]
     Activity {
         /// Item id.
         id: String,
@@ -55,8 +96,8 @@ pub enum Event {
         /// The line, cleaned of control characters.
         line: String,
     },
-    /// An item reached its final status.
-    ItemFinished(Box<Outcome>),
+    /// An item reached its final status (`"outcome"` on the wire).
+    ItemFinished(#[serde(with = "outcome_field")] Box<Outcome>),
     /// The run was interrupted; `immediate` when the second interrupt kills at once.
     Interrupted {
         /// Second interrupt.
@@ -66,10 +107,113 @@ pub enum Event {
     RunFinished(RunSummary),
 }
 
-/// Totals of a finished run.
-#[derive(Debug, Clone, Default)]
+impl Event {
+    /// Whether the event is part of the record (journal, event lines): all but
+    /// [`Event::Activity`].
+    pub fn is_recorded(&self) -> bool {
+        !matches!(self, Event::Activity { .. })
+    }
+
+    /// The event as one JSON line without its newline, `{"v":1,"event":…}`; `None` for an
+    /// event that is not recorded.
+    ///
+    /// Errors: serde_json's, should a value not be representable (a non-finite number).
+    pub fn to_line(&self) -> Option<serde_json::Result<String>> {
+        self.is_recorded().then(|| {
+            serde_json::to_string(&Line {
+                v: VERSION,
+                event: self,
+            })
+        })
+    }
+
+    /// Read one event line (`v` is ignored; unknown fields are skipped).
+    ///
+    /// Errors: not JSON, an unknown `event`, a missing required field.
+    pub fn from_line(line: &[u8]) -> serde_json::Result<Event> {
+        serde_json::from_slice::<OwnedLine>(line).map(|l| l.event)
+    }
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    v: u32,
+    #[serde(flatten)]
+    event: &'a Event,
+}
+
+#[derive(Deserialize)]
+struct OwnedLine {
+    #[serde(flatten)]
+    event: Event,
+}
+
+/// A path as text, bytes that are not UTF-8 replaced (an event line must always be written).
+fn lossy_path<S: serde::Serializer>(path: &std::path::Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&path.to_string_lossy())
+}
+
+/// `ItemFinished`'s outcome under the key `outcome`.
+mod outcome_field {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::Outcome;
+
+    #[derive(Serialize)]
+    struct Ref<'a> {
+        outcome: &'a Outcome,
+    }
+
+    #[derive(Deserialize)]
+    struct Owned {
+        outcome: Box<Outcome>,
+    }
+
+    #[allow(clippy::borrowed_box)] // the signature serde's `with` asks for
+    pub fn serialize<S: Serializer>(o: &Box<Outcome>, s: S) -> Result<S::Ok, S::Error> {
+        Ref { outcome: o }.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Box<Outcome>, D::Error> {
+        Owned::deserialize(d).map(|o| o.outcome)
+    }
+}
+
+/// `RunSummary::counts` as an object `{"completed": n, …}` in [`ItemStatus::ALL`] order.
+mod counts_map {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::ItemStatus;
+
+    #[allow(clippy::ptr_arg)] // the signature serde's `with` asks for
+    pub fn serialize<S: Serializer>(
+        counts: &Vec<(ItemStatus, u64)>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_map(counts.iter().map(|(st, n)| (st, n)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<(ItemStatus, u64)>, D::Error> {
+        let map = std::collections::BTreeMap::<ItemStatus, u64>::deserialize(d)?;
+        Ok(ItemStatus::ALL
+            .iter()
+            .map(|s| (*s, map.get(s).copied().unwrap_or(0)))
+            .collect())
+    }
+}
+
+/// Totals of a finished run. On the wire (`run_finished`): `at`, `counts` as an object per
+/// status, `resumed`, `interrupted`, `elapsed_s`, `cost_usd`; the problem list is not written
+/// (each problem is an `item_finished` event already).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RunSummary {
+    /// When the run ended, RFC 3339 (UTC).
+    pub at: String,
     /// Items per final status, in [`ItemStatus::ALL`] order.
+    #[serde(with = "counts_map")]
     pub counts: Vec<(ItemStatus, u64)>,
     /// Items completed by an earlier run and not run again (included in the completed count).
     pub resumed: u64,
@@ -80,8 +224,10 @@ pub struct RunSummary {
     /// Sum of known costs, USD.
     pub cost_usd: Option<f64>,
     /// Items that did not complete: (id, teammate, status, reason, log path).
+    #[serde(skip)]
     pub problems: Vec<(String, String, ItemStatus, String, String)>,
     /// Problems not listed because there were too many.
+    #[serde(skip)]
     pub problems_hidden: u64,
 }
 
@@ -125,4 +271,156 @@ pub trait Reporter: Send {
     /// Called for every event, in order, from the dispatcher; it must not block (file IO
     /// belongs on a thread of the consumer's own). Ignores events unless overridden.
     fn event(&mut self, _event: &Event) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+
+    /// One event of every recorded kind, with every optional field set.
+    fn one_of_each() -> Vec<Event> {
+        let mut outcome = Outcome::not_run("a", "1-a", "a", ItemStatus::Failed, "no".into());
+        outcome.attempts = 2;
+        outcome.exit_code = Some(1);
+        outcome.report = Some(serde_json::json!({"status": "failed", "summary": "s"}));
+        outcome.cost_usd = Some(0.5);
+        outcome.session_id = Some("s1".into());
+        outcome.branch = Some("runner/t/1-a".into());
+        outcome.commit = Some("abc123".into());
+        outcome.diffstat = Some("1 file changed".into());
+        vec![
+            Event::RunStarted {
+                at: "2026-12-01T09:00:00Z".into(),
+                pid: 7,
+                team: "t".into(),
+                workspace: "/w/t".into(),
+                total: Some(2),
+                resumed: 0,
+                jobs: 2,
+            },
+            Event::AttemptStarted {
+                id: "a".into(),
+                teammate: "1-a".into(),
+                title: "a".into(),
+                attempt: 1,
+                pgid: 4101,
+                at: "2026-12-01T09:00:00Z".into(),
+            },
+            Event::AttemptFinished {
+                id: "a".into(),
+                teammate: "1-a".into(),
+                attempt: 1,
+                verdict: Verdict {
+                    status: ItemStatus::Failed,
+                    reason: "exited with code 1".into(),
+                },
+                retrying: true,
+                at: "2026-12-01T09:00:01Z".into(),
+            },
+            Event::ItemFinished(Box::new(outcome)),
+            Event::Interrupted { immediate: false },
+            Event::RunFinished(RunSummary {
+                at: "2026-12-01T09:00:02Z".into(),
+                counts: ItemStatus::ALL.iter().map(|s| (*s, 1)).collect(),
+                resumed: 1,
+                interrupted: true,
+                elapsed_s: 2.5,
+                cost_usd: Some(0.5),
+                problems: Vec::new(),
+                problems_hidden: 0,
+            }),
+        ]
+    }
+
+    fn doc(name: &str) -> String {
+        let path = format!("{}/docs/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn event_lines_read_back_as_the_same_events() {
+        for event in one_of_each() {
+            let line = event.to_line().expect("recorded").expect("encodes");
+            let back = Event::from_line(line.as_bytes()).expect("decodes");
+            assert_eq!(back, event, "{line}");
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let odd = Event::RunStarted {
+            at: String::new(),
+            pid: 1,
+            team: "t".into(),
+            workspace: std::ffi::OsStr::from_bytes(b"/w/caf\xe9").into(),
+            total: None,
+            resumed: 0,
+            jobs: 1,
+        };
+        let line = odd.to_line().expect("recorded");
+        assert!(
+            line.is_ok_and(|l| l.contains("/w/caf\u{fffd}")),
+            "a workspace path that is not UTF-8 must not stop the journal"
+        );
+        let activity = Event::Activity {
+            id: "a".into(),
+            teammate: "1-a".into(),
+            line: "working".into(),
+        };
+        assert!(
+            activity.to_line().is_none(),
+            "progress lines are not recorded"
+        );
+    }
+
+    #[test]
+    fn the_documented_schema_describes_every_event_and_every_field() {
+        let schema: Value = serde_json::from_str(&doc("events.schema.json")).expect("JSON");
+        let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+        let md = doc("events.md");
+        let branches = schema["oneOf"].as_array().expect("oneOf");
+        let declared = |props: &Value, key: &str| props.get(key).is_some();
+        let mut names = Vec::new();
+        for event in one_of_each() {
+            let line = event.to_line().expect("recorded").expect("encodes");
+            let v: Value = serde_json::from_str(&line).expect("JSON");
+            let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{line}: {errors:?}");
+            let name = v["event"].as_str().expect("event name").to_owned();
+            let branch = branches
+                .iter()
+                .find(|b| b["properties"]["event"]["const"] == name.as_str())
+                .unwrap_or_else(|| panic!("no schema branch for `{name}`"));
+            for key in v.as_object().expect("object").keys() {
+                assert!(
+                    key == "v" || declared(&branch["properties"], key),
+                    "`{name}` has `{key}`, which events.schema.json does not declare"
+                );
+                assert!(
+                    key == "v" || key == "event" || md.contains(&format!("`{key}`")),
+                    "`{name}` has `{key}`, which events.md does not name"
+                );
+            }
+            if let Some(outcome) = v.get("outcome").and_then(Value::as_object) {
+                for key in outcome.keys() {
+                    assert!(
+                        declared(&schema["$defs"]["outcome"]["properties"], key),
+                        "outcome field `{key}` is not in events.schema.json"
+                    );
+                }
+            }
+            assert!(
+                md.contains(&format!("| `{name}` |")),
+                "events.md has no row for `{name}`"
+            );
+            names.push(name);
+        }
+        let listed: Vec<&str> = schema["properties"]["event"]["enum"]
+            .as_array()
+            .expect("event enum")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(listed, names, "the schema lists exactly the events written");
+        assert_eq!(branches.len(), names.len());
+    }
 }

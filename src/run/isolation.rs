@@ -12,7 +12,7 @@ use super::journal::Entry;
 use super::team::Team;
 use super::worktree::{self, Isolation};
 use crate::error::{Error, Result};
-use crate::report::ItemStatus;
+use crate::report::{self, ItemStatus, Verdict};
 use crate::settings::Settings;
 
 /// Set up isolation when `--isolate worktree`: the repository of `cwd`, and for `--merge` a
@@ -81,8 +81,8 @@ pub struct IsolationEnd {
 }
 
 /// After a run with worktree isolation: merge completed branches in item order (with
-/// `--merge`; a conflict makes that item `failed`, recorded in the journal, its branch and
-/// worktree kept), remove the worktrees of completed items, delete merged branches. The
+/// `--merge`; a conflict makes that item `failed` by [`report::judge_merge`], recorded in
+/// the journal, its branch and worktree kept), remove the worktrees of completed items, delete merged branches. The
 /// summary is corrected for items a merge failed. `ids` are the run's items in input order.
 ///
 /// Errors: the journal cannot be read or written.
@@ -118,22 +118,27 @@ pub fn finish(
             end.to_merge.push(branch);
             continue;
         }
-        match iso.merge(&branch, &o.title) {
-            Ok(()) => {
-                let _ = iso.remove(&path);
-                iso.delete_branch(&branch);
-                end.merged.push(branch);
-            }
-            Err(reason) => {
-                o.status = ItemStatus::Failed;
-                o.error = reason;
-                team.record(&Entry::ItemFinished {
-                    outcome: Box::new(o.clone()),
-                })?;
-                summary.demote(&o);
-                end.kept.push((o.teammate.clone(), path, branch));
-            }
+        let merged = iso.merge(&branch, &o.title);
+        let verdict = report::judge_merge(
+            &Verdict {
+                status: o.status,
+                reason: o.error.clone(),
+            },
+            &merged,
+        );
+        if verdict.status == ItemStatus::Completed {
+            let _ = iso.remove(&path);
+            iso.delete_branch(&branch);
+            end.merged.push(branch);
+            continue;
         }
+        o.status = verdict.status;
+        o.error = verdict.reason;
+        team.record(&Entry::ItemFinished {
+            outcome: Box::new(o.clone()),
+        })?;
+        summary.demote(&o);
+        end.kept.push((o.teammate.clone(), path, branch));
     }
     let _ = worktree::git_sync(&iso.repo, &["worktree", "prune"], &[]);
     Ok(Some(end))

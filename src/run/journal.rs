@@ -1,11 +1,10 @@
 //! `journal.jsonl`: the append-only record of a run, the durable truth used to resume.
 //!
-//! One JSON object per line, `{"v":1,"event":...}`:
-//! - `run_started`: `at`, `pid`, `team`
-//! - `attempt_started`: `id`, `teammate`, `attempt`, `pgid`, `at`
-//! - `attempt_finished`: `id`, `attempt`, `status`, `reason`, `at`
-//! - `item_finished`: `outcome` (see [`Outcome`])
-//! - `run_finished`: `at`, `interrupted`
+//! One [`Event`] per line, `{"v":1,"event":...}` ([`Event::to_line`]): `run_started`,
+//! `attempt_started` (with the process group, to end orphans after a crash),
+//! `attempt_finished`, `item_finished` (the [`Outcome`]), `interrupted`, `run_finished`; the
+//! same lines `--format json` prints (`docs/events.md`). Lines of older journals (fewer
+//! fields) read back as the same events.
 //!
 //! Each event is written with one `write` call before the state it describes is acted on,
 //! so a crash (even `kill -9`) loses at most the event being written; a torn last line is
@@ -16,79 +15,43 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
+use super::events::Event;
 use super::outcome::Outcome;
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 
-/// Journal format version.
-pub const VERSION: u32 = 1;
-
-/// One journal line.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
+/// What a command outside the run layer appends to a team's journal after the run: an
+/// item's changed final outcome (e.g. `--merge` could not merge its branch). It is recorded
+/// as the [`Event::ItemFinished`] it stands for; the run layer itself records [`Event`]s.
+#[derive(Debug, Clone)]
 pub enum Entry {
-    /// A run (or a resumed run) started.
-    RunStarted {
-        /// RFC 3339 time.
-        at: String,
-        /// The runner's pid.
-        pid: u32,
-        /// Team name.
-        team: String,
-    },
-    /// An attempt's process started.
-    AttemptStarted {
-        /// Item id.
-        id: String,
-        /// Teammate name.
-        teammate: String,
-        /// Attempt number, 1-based.
-        attempt: u32,
-        /// Process group id (also the leader's pid).
-        pgid: u32,
-        /// RFC 3339 time.
-        at: String,
-    },
-    /// An attempt ended.
-    AttemptFinished {
-        /// Item id.
-        id: String,
-        /// Attempt number.
-        attempt: u32,
-        /// Its verdict.
-        status: ItemStatus,
-        /// One-line reason.
-        reason: String,
-        /// RFC 3339 time.
-        at: String,
-    },
-    /// An item reached its final status for this run.
+    /// An item's final outcome, replacing the one recorded before.
     ItemFinished {
         /// The outcome.
         outcome: Box<Outcome>,
     },
-    /// The run ended.
-    RunFinished {
-        /// RFC 3339 time.
-        at: String,
-        /// Whether it was interrupted.
-        interrupted: bool,
-    },
 }
 
-#[derive(Serialize)]
-struct Line<'a> {
-    v: u32,
-    #[serde(flatten)]
-    entry: &'a Entry,
+/// What can be appended to the journal: an [`Event`], or an [`Entry`] standing for one.
+pub trait Recordable {
+    /// The event this stands for.
+    fn as_event(&self) -> Cow<'_, Event>;
 }
 
-#[derive(Deserialize)]
-struct OwnedLine {
-    #[serde(flatten)]
-    entry: Entry,
+impl Recordable for Event {
+    fn as_event(&self) -> Cow<'_, Event> {
+        Cow::Borrowed(self)
+    }
+}
+
+impl Recordable for Entry {
+    fn as_event(&self) -> Cow<'_, Event> {
+        match self {
+            Entry::ItemFinished { outcome } => Cow::Owned(Event::ItemFinished(outcome.clone())),
+        }
+    }
 }
 
 /// The open journal of a run.
@@ -166,17 +129,24 @@ impl Journal {
     }
 
     /// Append one event (one `write` call). Returns the byte offset of its line and the
-    /// line's length without the newline.
-    pub fn append(&mut self, entry: &Entry) -> Result<(u64, u64)> {
-        let mut line = serde_json::to_vec(&Line { v: VERSION, entry })
-            .map_err(|e| Error::Environment(format!("cannot encode a journal event: {e}")))?;
+    /// line's length without the newline; `None` for an event that is not recorded
+    /// ([`Event::Activity`]).
+    ///
+    /// Errors: the event cannot be encoded, or the write failed.
+    pub fn append(&mut self, event: &Event) -> Result<Option<(u64, u64)>> {
+        let Some(line) = event.to_line() else {
+            return Ok(None);
+        };
+        let mut line = line
+            .map_err(|e| Error::Environment(format!("cannot encode a journal event: {e}")))?
+            .into_bytes();
         line.push(b'\n');
         self.file
             .write_all(&line)
             .map_err(|e| Error::io("append to", &self.path, e))?;
         let at = self.len;
         self.len += line.len() as u64;
-        Ok((at, line.len() as u64 - 1))
+        Ok(Some((at, line.len() as u64 - 1)))
     }
 
     /// fsync the journal.
@@ -213,19 +183,19 @@ pub fn replay(path: &Path) -> Result<Replay> {
             break;
         }
         let body = line.strip_suffix(b"\n").unwrap_or(&line);
-        if let Ok(OwnedLine { entry }) = serde_json::from_slice::<OwnedLine>(body) {
-            match entry {
-                Entry::AttemptStarted {
+        if let Ok(event) = Event::from_line(body) {
+            match event {
+                Event::AttemptStarted {
                     id, attempt, pgid, ..
                 } => {
                     let best = r.attempts_started.entry(id.clone()).or_default();
                     *best = (*best).max(attempt);
                     open.insert((id, attempt), pgid);
                 }
-                Entry::AttemptFinished { id, attempt, .. } => {
+                Event::AttemptFinished { id, attempt, .. } => {
                     open.remove(&(id, attempt));
                 }
-                Entry::ItemFinished { outcome } => {
+                Event::ItemFinished(outcome) => {
                     r.finished.insert(
                         outcome.id.clone(),
                         FinishedRef {
@@ -237,7 +207,10 @@ pub fn replay(path: &Path) -> Result<Replay> {
                         },
                     );
                 }
-                Entry::RunStarted { .. } | Entry::RunFinished { .. } => {}
+                Event::RunStarted { .. }
+                | Event::Activity { .. }
+                | Event::Interrupted { .. }
+                | Event::RunFinished(_) => {}
             }
         }
         offset += n as u64;
@@ -256,10 +229,8 @@ pub fn read_outcome(file: &mut File, path: &Path, at: &FinishedRef) -> Result<Ou
     let mut buf = vec![0u8; at.len as usize];
     file.read_exact(&mut buf)
         .map_err(|e| Error::io("read", path, e))?;
-    match serde_json::from_slice::<OwnedLine>(&buf) {
-        Ok(OwnedLine {
-            entry: Entry::ItemFinished { outcome },
-        }) => Ok(*outcome),
+    match Event::from_line(&buf) {
+        Ok(Event::ItemFinished(outcome)) => Ok(*outcome),
         _ => Err(Error::Environment(format!(
             "{}: the journal line at byte {} is not an item_finished event",
             path.display(),
@@ -283,30 +254,37 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("journal.jsonl");
         let mut j = Journal::open(&p).expect("open");
-        let started = |id: &str, attempt, pgid| Entry::AttemptStarted {
+        let started = |id: &str, attempt, pgid| Event::AttemptStarted {
             id: id.into(),
             teammate: "t".into(),
+            title: String::new(),
             attempt,
             pgid,
             at: String::new(),
         };
         j.append(&started("a", 1, 100)).expect("append");
-        j.append(&Entry::AttemptFinished {
+        j.append(&Event::AttemptFinished {
             id: "a".into(),
+            teammate: "t".into(),
             attempt: 1,
-            status: ItemStatus::Failed,
-            reason: "x".into(),
+            verdict: crate::report::Verdict {
+                status: ItemStatus::Failed,
+                reason: "x".into(),
+            },
+            retrying: false,
             at: String::new(),
         })
         .expect("append");
-        j.append(&Entry::ItemFinished {
-            outcome: Box::new(outcome("a", ItemStatus::Failed)),
-        })
+        j.append(&Event::ItemFinished(Box::new(outcome(
+            "a",
+            ItemStatus::Failed,
+        ))))
         .expect("append");
         j.append(&started("b", 1, 200)).expect("append");
-        j.append(&Entry::ItemFinished {
-            outcome: Box::new(outcome("a", ItemStatus::Completed)),
-        })
+        j.append(&Event::ItemFinished(Box::new(outcome(
+            "a",
+            ItemStatus::Completed,
+        ))))
         .expect("append");
         drop(j);
         // A torn line from a crash is ignored, and the next append starts a fresh line.
@@ -326,10 +304,52 @@ mod tests {
             ItemStatus::Completed
         );
         let mut j = Journal::open(&p).expect("reopen");
-        j.append(&Entry::ItemFinished {
-            outcome: Box::new(outcome("b", ItemStatus::Completed)),
-        })
+        j.append(
+            &Entry::ItemFinished {
+                outcome: Box::new(outcome("b", ItemStatus::Completed)),
+            }
+            .as_event(),
+        )
         .expect("append");
         assert_eq!(replay(&p).expect("replay").finished.len(), 2);
+    }
+
+    /// A journal as runners before the one event vocabulary wrote it (fewer fields per line).
+    const OLD_JOURNAL: &str = concat!(
+        r#"{"v":1,"event":"run_started","at":"2026-11-30T10:00:00Z","pid":41,"team":"t"}"#,
+        "\n",
+        r#"{"v":1,"event":"attempt_started","id":"a","teammate":"1-a","attempt":1,"pgid":4242,"at":"2026-11-30T10:00:01Z"}"#,
+        "\n",
+        r#"{"v":1,"event":"attempt_finished","id":"a","attempt":1,"status":"completed","reason":"","at":"2026-11-30T10:00:02Z"}"#,
+        "\n",
+        r#"{"v":1,"event":"item_finished","outcome":{"id":"a","teammate":"1-a","title":"a","status":"completed","attempts":1,"exit_code":0,"duration_s":0.5,"started_at":"2026-11-30T10:00:01Z","finished_at":"2026-11-30T10:00:02Z","error":"","summary":"did a","log":"/w/a.log","prompt_hash":"00ff"}}"#,
+        "\n",
+        r#"{"v":1,"event":"attempt_started","id":"b","teammate":"2-b","attempt":2,"pgid":4343,"at":"2026-11-30T10:00:03Z"}"#,
+        "\n",
+        r#"{"v":1,"event":"run_finished","at":"2026-11-30T10:00:04Z","interrupted":true}"#,
+        "\n",
+    );
+
+    #[test]
+    fn a_journal_written_by_an_older_runner_still_resumes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("journal.jsonl");
+        std::fs::write(&p, OLD_JOURNAL).expect("write");
+        let r = replay(&p).expect("replay");
+        let a = &r.finished["a"];
+        assert_eq!(
+            (a.status, a.attempts, a.content_hash.as_str()),
+            (ItemStatus::Completed, 1, "00ff")
+        );
+        assert_eq!(r.unfinished_attempts, vec![("b".to_string(), 4343)]);
+        assert_eq!(r.attempts_started["b"], 2);
+        let mut f = File::open(&p).expect("open");
+        assert_eq!(read_outcome(&mut f, &p, a).expect("read").summary, "did a");
+        for line in OLD_JOURNAL.lines() {
+            assert!(
+                Event::from_line(line.as_bytes()).is_ok(),
+                "an old line no longer reads: {line}"
+            );
+        }
     }
 }

@@ -1,7 +1,10 @@
 //! The run layer: the only code that starts processes. A [`team::Team`] owns the workspace,
 //! its lock and journal; the [`dispatcher`] schedules units (one per item) under bounded
-//! parallelism and owns the state the user sees; [`process`] supervises one attempt.
+//! parallelism and owns the state the user sees; a [`unit`](mod@unit) prepares each attempt, has a
+//! [`backend`] execute it ([`process`] supervises a child process) and judges it; every fact
+//! is one [`events::Event`], journaled and fanned out to reporters.
 
+pub mod backend;
 pub mod dispatcher;
 pub mod events;
 pub mod isolation;

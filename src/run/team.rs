@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::journal::{self, Entry, FinishedRef, Journal, Replay};
+use super::events::Event;
+use super::journal::{self, FinishedRef, Journal, Recordable, Replay};
 use super::lock::{self, RunLock};
 
 use super::outcome::Outcome;
@@ -61,10 +62,16 @@ impl Team {
         })
     }
 
-    /// Append an event to the journal.
-    pub fn record(&mut self, entry: &Entry) -> Result<()> {
-        let (offset, len) = self.journal.append(entry)?;
-        if let Entry::ItemFinished { outcome } = entry {
+    /// Append an event (or a [`journal::Entry`] standing for one) to the journal; an event that is
+    /// not recorded ([`Event::Activity`]) is left out.
+    ///
+    /// Errors: the journal cannot be written.
+    pub fn record(&mut self, what: &impl Recordable) -> Result<()> {
+        let event = what.as_event();
+        let Some((offset, len)) = self.journal.append(&event)? else {
+            return Ok(());
+        };
+        if let Event::ItemFinished(outcome) = event.as_ref() {
             self.finished.insert(
                 outcome.id.clone(),
                 FinishedRef {

@@ -1,6 +1,7 @@
-//! One item's attempts: prepare the teammate folder, render the prompt, run the agent,
-//! collect the report, judge it, verify, and retry when allowed. A unit owns no shared
-//! state: it reports to the dispatcher through messages.
+//! One item's attempts, each in three steps: *prepare* (teammate folder, prompt file, argv
+//! and environment, state folders, worktree), *execute* on a [`Backend`], *judge* (report,
+//! schema, verify, worktree commit → [`report::judge`]); and retries when allowed. A unit
+//! owns no shared state: it reports to the dispatcher through [`Event`]s.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,62 +10,20 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::sync::{mpsc, watch};
 
+use super::backend::{Attempt, Backend, Execution, last_line_of, read_capped};
+use super::events::Event;
 use super::outcome::Outcome;
 use super::process::{self, Cancel, Spawn};
+use super::worktree::Worktree;
 use super::{RunSpec, now_rfc3339};
-use crate::agent::definition::AttemptArgs;
-use crate::agent::{self, AgentResult};
+use crate::agent::AgentResult;
+use crate::agent::definition::{AttemptArgs, Invocation};
 use crate::item::WorkItem;
 use crate::prompt::{ItemContext, PromptContext, RetryContext, Var};
-use crate::report::{self, Evidence, ItemStatus, ProcessEnd, Verdict};
+use crate::report::{self, Evidence, ItemStatus, ProcessEnd, Verdict, VerifyResult};
 
-/// Most bytes of stdout read back for parsing: logs up to this size are read whole; larger
-/// ones contribute their first [`HEAD_READ`] and last [`TAIL_READ`] bytes.
-const FULL_READ: u64 = 4 * 1024 * 1024;
-const HEAD_READ: u64 = 256 * 1024;
-const TAIL_READ: u64 = 2 * 1024 * 1024;
 /// Most bytes of `working-context.md` carried into a retry prompt.
 const WORKING_CONTEXT_MAX: u64 = 64 * 1024;
-
-/// Messages from a unit to the dispatcher.
-#[derive(Debug)]
-pub enum UnitMsg {
-    /// An attempt's process started (journal its process group).
-    AttemptStarted {
-        /// Item id.
-        id: String,
-        /// Teammate.
-        teammate: String,
-        /// Title.
-        title: String,
-        /// Attempt number.
-        attempt: u32,
-        /// Process group id.
-        pgid: u32,
-    },
-    /// An attempt ended.
-    AttemptFinished {
-        /// Item id.
-        id: String,
-        /// Teammate.
-        teammate: String,
-        /// Attempt number.
-        attempt: u32,
-        /// Verdict.
-        verdict: Verdict,
-        /// Another attempt follows.
-        retrying: bool,
-    },
-    /// The item's agent printed this line (throttled).
-    Activity {
-        /// Item id.
-        id: String,
-        /// The line.
-        line: String,
-    },
-    /// The item is done.
-    Finished(Box<Outcome>),
-}
 
 /// Longest value listed under "Values of this item", characters (the instruction carries the
 /// values it uses in full; the listing must not double a huge field's size).
@@ -125,30 +84,6 @@ pub fn render_prompt(
     spec.template.render(&ctx)
 }
 
-fn read_capped(path: &Path, max: u64) -> Option<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(path).ok()?;
-    let len = f.metadata().ok()?.len();
-    if len <= max {
-        let mut buf = Vec::new();
-        f.read_to_end(&mut buf).ok()?;
-        return Some(
-            String::from_utf8(buf)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-        );
-    }
-    let mut head = vec![0u8; HEAD_READ.min(max) as usize];
-    f.read_exact(&mut head).ok()?;
-    let tail_len = TAIL_READ.min(max);
-    f.seek(SeekFrom::Start(len - tail_len)).ok()?;
-    let mut tail = vec![0u8; tail_len as usize];
-    f.read_exact(&mut tail).ok()?;
-    let mut text = String::from_utf8_lossy(&head).into_owned();
-    text.push('\n');
-    text.push_str(&String::from_utf8_lossy(&tail));
-    Some(text)
-}
-
 /// The report file's text: `Ok(None)` when there is none, `Err` when it is too large or not
 /// UTF-8 (then it is invalid, whatever the final text says).
 fn read_report_file(path: &Path) -> Result<Option<String>, String> {
@@ -168,21 +103,6 @@ fn read_report_file(path: &Path) -> Result<Option<String>, String> {
             .map_err(|_| "the report file is not UTF-8".to_string()),
         Err(_) => Ok(None),
     }
-}
-
-fn last_line_of(path: &Path) -> Option<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(path).ok()?;
-    let len = f.metadata().ok()?.len();
-    f.seek(SeekFrom::Start(len.saturating_sub(4096))).ok()?;
-    let mut buf = Vec::new();
-    f.read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf);
-    text.lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .map(str::to_owned)
 }
 
 fn backoff(retry: u32, base: Duration) -> Duration {
@@ -206,9 +126,10 @@ struct AttemptResult {
 /// Run every attempt of `item`; `first_attempt` continues the numbering of earlier runs.
 pub async fn run_item(
     spec: Arc<RunSpec>,
+    backend: Arc<dyn Backend>,
     item: WorkItem,
     first_attempt: u32,
-    tx: mpsc::UnboundedSender<UnitMsg>,
+    tx: mpsc::UnboundedSender<Event>,
     mut cancel: watch::Receiver<Cancel>,
 ) {
     let dir = spec.teammate_dir(&item.teammate);
@@ -224,6 +145,7 @@ pub async fn run_item(
     let last = loop {
         let result = attempt_once(
             &spec,
+            backend.as_ref(),
             &item,
             AttemptLogs { dir: &dir, attempt },
             first_attempt == 1,
@@ -242,12 +164,13 @@ pub async fn run_item(
         let retrying = made <= spec.settings.retries
             && !interrupted
             && spec.settings.retry_on.contains(&result.verdict.status);
-        let _ = tx.send(UnitMsg::AttemptFinished {
+        let _ = tx.send(Event::AttemptFinished {
             id: item.id.clone(),
             teammate: item.teammate.clone(),
             attempt,
             verdict: result.verdict.clone(),
             retrying,
+            at: now_rfc3339(),
         });
         if !retrying {
             break result;
@@ -269,10 +192,7 @@ pub async fn run_item(
         }
         if *cancel.borrow() != Cancel::None {
             break AttemptResult {
-                verdict: Verdict {
-                    status: ItemStatus::Cancelled,
-                    reason: "interrupted before a retry".into(),
-                },
+                verdict: report::judge_interrupted_retry(),
                 ..result
             };
         }
@@ -308,17 +228,14 @@ pub async fn run_item(
         commit: last.git.as_ref().map(|g| g.1.clone()),
         diffstat: last.git.as_ref().map(|g| g.2.clone()),
     };
-    let _ = tx.send(UnitMsg::Finished(Box::new(outcome)));
+    let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
 }
 
 /// An attempt that ended before its agent ran; `log` is the log that explains it, if one was
 /// written (an empty path otherwise: no log column then points at a file that is not there).
 fn failed_before_start(reason: String, log: PathBuf) -> AttemptResult {
     AttemptResult {
-        verdict: Verdict {
-            status: ItemStatus::Failed,
-            reason,
-        },
+        verdict: report::judge_unprepared(reason),
         git: None,
         exit_code: None,
         elapsed: Duration::ZERO,
@@ -328,24 +245,73 @@ fn failed_before_start(reason: String, log: PathBuf) -> AttemptResult {
     }
 }
 
-/// One attempt: `new_item` when this team's journal had no attempt of the item before this
-/// run (then a worktree branch of its name is left from an earlier team).
+/// One attempt: prepare it, execute it on `backend`, judge it. `new_item` when this team's
+/// journal had no attempt of the item before this run (then a worktree branch of its name is
+/// left from an earlier team).
+#[allow(clippy::too_many_arguments)]
 async fn attempt_once(
     spec: &RunSpec,
+    backend: &dyn Backend,
     item: &WorkItem,
     logs: AttemptLogs<'_>,
     new_item: bool,
     prompt: Result<String, String>,
-    tx: &mpsc::UnboundedSender<UnitMsg>,
+    tx: &mpsc::UnboundedSender<Event>,
     cancel: watch::Receiver<Cancel>,
 ) -> AttemptResult {
+    let prepared = match prepare(spec, item, &logs, new_item, prompt, cancel.clone()).await {
+        Ok(p) => p,
+        Err(f) => return failed_before_start(f.reason, f.log),
+    };
+    let attempt = Attempt {
+        item,
+        number: logs.attempt,
+        runner: &spec.settings.runner,
+        invocation: &prepared.invocation,
+        prompt: &prepared.prompt,
+        prompt_file: &prepared.prompt_file,
+        report_path: &prepared.report_path,
+        cwd: &prepared.cwd,
+        env: &prepared.env,
+        stdout_log: logs.path("stdout.log"),
+        stderr_log: logs.path("stderr.log"),
+        log_cap: spec.settings.log_cap,
+        timeout: spec.settings.timeout,
+        grace: spec.settings.grace,
+        pipe_wait: spec.pipe_wait,
+        events: tx,
+    };
+    let execution = backend.execute(&attempt, cancel.clone()).await;
+    judge_attempt(spec, item, &prepared, execution, &logs, cancel).await
+}
+
+/// An attempt made ready for a backend by [`prepare`].
+struct Prepared {
+    prompt: String,
+    prompt_file: PathBuf,
+    report_path: PathBuf,
+    invocation: Invocation,
+    worktree: Option<Worktree>,
+    cwd: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+/// Prepare an attempt: the teammate folder (an earlier attempt's report moved aside), the
+/// prompt file, the argv and environment from the runner definition, the state folders, and
+/// with isolation the worktree and its one-time set-up command.
+///
+/// Errors: why the attempt cannot start, with the set-up command's log when that failed.
+async fn prepare(
+    spec: &RunSpec,
+    item: &WorkItem,
+    logs: &AttemptLogs<'_>,
+    new_item: bool,
+    prompt: Result<String, String>,
+    cancel: watch::Receiver<Cancel>,
+) -> Result<Prepared, HelperFailure> {
     let (dir, attempt) = (logs.dir, logs.attempt);
-    let stdout_log = logs.path("stdout.log");
-    let stderr_log = logs.path("stderr.log");
     let report_path = dir.join("report.json");
-    if let Err(e) = crate::fsutil::create_private_dir(dir) {
-        return failed_before_start(e.to_string(), PathBuf::new());
-    }
+    crate::fsutil::create_private_dir(dir).map_err(|e| HelperFailure::before(e.to_string()))?;
     // A report left by an earlier attempt must never count for this one.
     if report_path.exists() {
         let earlier = AttemptLogs {
@@ -355,21 +321,14 @@ async fn attempt_once(
         let _ = std::fs::rename(&report_path, earlier.path("report.json"));
         let _ = std::fs::remove_file(&report_path);
     }
-    let prompt = match prompt {
-        Ok(p) => p,
-        Err(e) => {
-            return failed_before_start(format!("cannot render the prompt: {e}"), PathBuf::new());
-        }
-    };
+    let prompt =
+        prompt.map_err(|e| HelperFailure::before(format!("cannot render the prompt: {e}")))?;
     let prompt_file = dir.join("prompt.md");
-    if let Err(e) = crate::fsutil::create_private_file(&prompt_file)
+    crate::fsutil::create_private_file(&prompt_file)
         .and_then(|mut f| std::io::Write::write_all(&mut f, prompt.as_bytes()))
-    {
-        return failed_before_start(
-            format!("cannot write {}: {e}", prompt_file.display()),
-            PathBuf::new(),
-        );
-    }
+        .map_err(|e| {
+            HelperFailure::before(format!("cannot write {}: {e}", prompt_file.display()))
+        })?;
     let args = AttemptArgs {
         prompt_file: &prompt_file,
         report: &report_path,
@@ -380,18 +339,20 @@ async fn attempt_once(
         command: &spec.settings.command,
         vars: &spec.settings.vars,
     };
-    let inv = match spec.settings.runner.invocation(&args) {
-        Ok(i) => i,
-        Err(e) => return failed_before_start(e, PathBuf::new()),
-    };
+    let invocation = spec
+        .settings
+        .runner
+        .invocation(&args)
+        .map_err(HelperFailure::before)?;
     let worktree = match &spec.isolation {
         None => None,
         Some(iso) => {
             let path = spec.workspace.join("worktrees").join(&item.teammate);
-            match iso.prepare(&item.teammate, &path, new_item).await {
-                Ok(wt) => Some(wt),
-                Err(e) => return failed_before_start(e, PathBuf::new()),
-            }
+            Some(
+                iso.prepare(&item.teammate, &path, new_item)
+                    .await
+                    .map_err(HelperFailure::before)?,
+            )
         }
     };
     let cwd = worktree
@@ -422,67 +383,45 @@ async fn attempt_once(
     if let Some(wt) = &worktree {
         env.push(("RUNNER_WORKTREE".to_string(), wt.path.display().to_string()));
     }
-    env.extend(inv.env_set.iter().cloned());
-    for var in &inv.state_dirs {
+    env.extend(invocation.env_set.iter().cloned());
+    for var in &invocation.state_dirs {
         let state = dir.join("state").join(var.to_lowercase());
-        if let Err(e) = crate::fsutil::create_private_dir(&state) {
-            return failed_before_start(e.to_string(), PathBuf::new());
-        }
+        crate::fsutil::create_private_dir(&state)
+            .map_err(|e| HelperFailure::before(e.to_string()))?;
         env.push((var.clone(), state.display().to_string()));
     }
     if let (Some(wt), Some(iso)) = (&worktree, &spec.isolation)
         && let Some(setup) = &iso.setup
         && !dir.join(".worktree-setup-done").exists()
     {
-        if let Err(f) = run_setup(spec, setup, &wt.path, &logs, &env, cancel.clone()).await {
-            return failed_before_start(f.reason, f.log);
-        }
+        run_setup(spec, setup, &wt.path, logs, &env, cancel).await?;
         let _ = std::fs::write(dir.join(".worktree-setup-done"), b"");
     }
-    let spawn = Spawn {
-        program: inv.program.clone(),
-        args: inv.args.clone(),
-        cwd: cwd.clone(),
-        env_unset: inv.env_unset.clone(),
-        env_set: env.clone(),
-        stdin: inv.prompt_on_stdin.then(|| prompt_file.clone()),
-        stdout_log: stdout_log.clone(),
-        stderr_log: stderr_log.clone(),
-        log_cap: spec.settings.log_cap,
-        timeout: spec.settings.timeout,
-        grace: spec.settings.grace,
-        pipe_wait: spec.pipe_wait,
-        activity: Some({
-            let tx = tx.clone();
-            let id = item.id.clone();
-            process::ActivitySink(std::sync::Arc::new(move |line| {
-                let _ = tx.send(UnitMsg::Activity {
-                    id: id.clone(),
-                    line,
-                });
-            }))
-        }),
-    };
-    tracing::info!(
-        "{} attempt {attempt}: {} {} (cwd {})",
-        item.teammate,
-        spawn.program,
-        spawn.args.join(" "),
-        spawn.cwd.display()
-    );
-    let exit = process::run(&spawn, cancel.clone(), |pgid| {
-        let _ = tx.send(UnitMsg::AttemptStarted {
-            id: item.id.clone(),
-            teammate: item.teammate.clone(),
-            title: item.title.clone(),
-            attempt,
-            pgid,
-        });
+    Ok(Prepared {
+        prompt,
+        prompt_file,
+        report_path,
+        invocation,
+        worktree,
+        cwd,
+        env,
     })
-    .await;
+}
 
+/// Judge an executed attempt: commit the worktree, find and validate the report, check its
+/// output against the schema, run the verify command when everything else says completed,
+/// and ask [`report::judge`] for the verdict.
+async fn judge_attempt(
+    spec: &RunSpec,
+    item: &WorkItem,
+    prepared: &Prepared,
+    ran: Execution,
+    logs: &AttemptLogs<'_>,
+    cancel: watch::Receiver<Cancel>,
+) -> AttemptResult {
+    let report_path = &prepared.report_path;
     // Nothing the agent did is lost: whatever it left uncommitted goes on its branch.
-    let git = match (&worktree, &spec.isolation) {
+    let git = match (&prepared.worktree, &spec.isolation) {
         (Some(wt), Some(iso)) => Some(
             iso.commit_all(wt, &item.title)
                 .await
@@ -490,33 +429,20 @@ async fn attempt_once(
         ),
         _ => None,
     };
-    let stdout = read_capped(&stdout_log, FULL_READ).unwrap_or_default();
-    let agent = agent::output::parse(&spec.settings.runner, &stdout);
-    let found = match read_report_file(&report_path) {
+    let commit = git
+        .as_ref()
+        .map(|g| g.as_ref().map(|_| ()).map_err(Clone::clone));
+    let found = match read_report_file(report_path) {
         Err(problem) => Err(problem),
-        Ok(text) => report::find(text.as_deref(), agent.final_text.as_deref(), &item.id),
+        Ok(text) => report::find(text.as_deref(), ran.agent.final_text.as_deref(), &item.id),
     };
     let schema_errors = match (&found, &spec.schema) {
-        (Ok((r, _)), Some((_, validator))) if r.status == "completed" => {
-            let errs: Vec<String> = validator
-                .iter_errors(&r.output)
-                .take(3)
-                .map(|e| {
-                    let at = e.instance_path().to_string();
-                    if at.is_empty() {
-                        e.to_string()
-                    } else {
-                        format!("{at}: {e}")
-                    }
-                })
-                .collect();
-            (!errs.is_empty()).then(|| errs.join("; "))
-        }
+        (Ok((r, _)), Some((_, validator))) => report::schema_errors(r, validator),
         _ => None,
     };
     if let Ok((r, report::ReportSource::FinalText)) = &found {
         // Keep what the verdict was based on next to the logs.
-        let _ = crate::fsutil::create_private_file(&report_path).and_then(|mut f| {
+        let _ = crate::fsutil::create_private_file(report_path).and_then(|mut f| {
             std::io::Write::write_all(
                 &mut f,
                 serde_json::to_string_pretty(&r.raw)
@@ -525,57 +451,42 @@ async fn attempt_once(
             )
         });
     }
-    let stderr_tail = last_line_of(&stderr_log);
     let mut evidence = Evidence {
-        end: &exit.end,
-        stderr_tail: stderr_tail.as_deref(),
-        agent: &agent,
+        end: &ran.end,
+        stderr_tail: ran.stderr_tail.as_deref(),
+        agent: &ran.agent,
         report: &found,
         schema_errors: schema_errors.as_deref(),
-        verify: None,
+        verify: &VerifyResult::NotRun,
+        commit: None,
     };
-    let mut verdict = report::judge(&evidence);
-    let verify_result;
-    if verdict.status == ItemStatus::Completed
-        && let Some(verify) = &spec.settings.verify
-    {
-        verify_result = run_verify(spec, item, verify, &cwd, &logs, &env, cancel).await;
-        evidence.verify = Some(&verify_result);
-        verdict = report::judge(&evidence);
-        if matches!(&verify_result, Err(e) if e == HELPER_CANCELLED) {
-            verdict = Verdict {
-                status: ItemStatus::Cancelled,
-                reason: "interrupted during verify".into(),
-            };
+    // The verify command runs when the attempt's own evidence says completed.
+    let verify = match &spec.settings.verify {
+        Some(verify) if report::judge(&evidence).status == ItemStatus::Completed => {
+            run_verify(
+                spec,
+                item,
+                verify,
+                &prepared.cwd,
+                logs,
+                &prepared.env,
+                cancel,
+            )
+            .await
         }
-    }
-    if exit.end == ProcessEnd::Cancelled {
-        verdict = Verdict {
-            status: ItemStatus::Cancelled,
-            reason: verdict.reason,
-        };
-    }
-    let git = match git {
-        Some(Err(e)) => {
-            if verdict.status == ItemStatus::Completed {
-                verdict = Verdict {
-                    status: ItemStatus::Failed,
-                    reason: format!("cannot commit the worktree: {e}"),
-                };
-            }
-            None
-        }
-        Some(Ok(g)) => Some(g),
-        None => None,
+        _ => VerifyResult::NotRun,
     };
+    evidence.verify = &verify;
+    evidence.commit = commit.as_ref();
+    let verdict = report::judge(&evidence);
     AttemptResult {
-        git,
+        git: git.and_then(Result::ok),
         verdict,
-        exit_code: exit.exit_code,
-        elapsed: exit.elapsed,
-        agent,
+        exit_code: ran.exit_code,
+        elapsed: ran.elapsed,
+        agent: ran.agent,
         report: found.ok().map(|(r, _)| r),
-        log: exit.telling_log(&spawn),
+        log: ran.log,
     }
 }
 
@@ -584,9 +495,22 @@ async fn attempt_once(
 struct HelperFailure {
     reason: String,
     log: PathBuf,
+    /// The run was interrupted while it ran.
+    cancelled: bool,
 }
 
-/// The helper-command error that means the run was interrupted while it ran.
+impl HelperFailure {
+    /// A failure before any command ran (no log).
+    fn before(reason: String) -> HelperFailure {
+        HelperFailure {
+            reason,
+            log: PathBuf::new(),
+            cancelled: false,
+        }
+    }
+}
+
+/// The reason of a helper command stopped because the run was interrupted.
 const HELPER_CANCELLED: &str = "interrupted";
 
 /// Where an attempt's files go: `<teammate dir>/attempt-N.<name>`, e.g. `attempt-2.stdout.log`
@@ -607,7 +531,7 @@ impl AttemptLogs<'_> {
 /// `attempt-N.<name>.stderr.log`, under the attempt's time limit.
 ///
 /// Errors: a one-line reason naming the command (its exit code and last output line, a
-/// timeout, a signal); [`HELPER_CANCELLED`] when the run was interrupted.
+/// timeout, a signal); [`HELPER_CANCELLED`] (and `cancelled`) when the run was interrupted.
 async fn run_helper(
     spec: &RunSpec,
     name: &str,
@@ -642,7 +566,13 @@ async fn run_helper(
     let told = exit.telling_log(&spawn);
     let reason = match exit.end {
         ProcessEnd::Exited(0) => return Ok(()),
-        ProcessEnd::Cancelled => HELPER_CANCELLED.into(),
+        ProcessEnd::Cancelled => {
+            return Err(HelperFailure {
+                reason: HELPER_CANCELLED.into(),
+                log: told,
+                cancelled: true,
+            });
+        }
         ProcessEnd::Exited(code) => {
             let tail = last_line_of(&err_log)
                 .or_else(|| last_line_of(&log))
@@ -655,14 +585,13 @@ async fn run_helper(
         }
         ProcessEnd::TimedOut { limit_s } => format!("`{shown}` timed out after {limit_s}s"),
         ProcessEnd::Signalled(s) => format!("`{shown}` was killed by signal {s}"),
-        ProcessEnd::NotStarted(why) => {
-            return Err(HelperFailure {
-                reason: why,
-                log: PathBuf::new(),
-            });
-        }
+        ProcessEnd::NotStarted(why) => return Err(HelperFailure::before(why)),
     };
-    Err(HelperFailure { reason, log: told })
+    Err(HelperFailure {
+        reason,
+        log: told,
+        cancelled: false,
+    })
 }
 
 /// Run the verify command (argv, `{column}` placeholders filled from the item's values) in
@@ -675,18 +604,21 @@ async fn run_verify(
     logs: &AttemptLogs<'_>,
     env: &[(String, String)],
     cancel: watch::Receiver<Cancel>,
-) -> Result<(), String> {
+) -> VerifyResult {
     let headers: Vec<String> = item.vars.iter().map(|(k, _)| k.clone()).collect();
     let values: Vec<String> = item.vars.iter().map(|(_, v)| v.clone()).collect();
     let mut rendered = Vec::with_capacity(argv.len());
     for a in argv {
-        let t = crate::prompt::Instruction::parse(Path::new("--verify"), 1, a)
-            .map_err(|e| e.to_string())?;
-        rendered.push(t.render(&headers, &values));
+        match crate::prompt::Instruction::parse(Path::new("--verify"), 1, a) {
+            Ok(t) => rendered.push(t.render(&headers, &values)),
+            Err(e) => return VerifyResult::Failed(e.to_string()),
+        }
     }
-    run_helper(spec, "verify", &rendered, cwd, logs, env, cancel)
-        .await
-        .map_err(|f| f.reason)
+    match run_helper(spec, "verify", &rendered, cwd, logs, env, cancel).await {
+        Ok(()) => VerifyResult::Passed,
+        Err(f) if f.cancelled => VerifyResult::Cancelled,
+        Err(f) => VerifyResult::Failed(f.reason),
+    }
 }
 
 /// Run the worktree set-up command once, in the worktree, before the agent.

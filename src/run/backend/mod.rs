@@ -1,0 +1,212 @@
+//! How one attempt executes (DESIGN §1): the seam between preparing an attempt and judging
+//! it.
+//!
+//! [`crate::run::unit`] prepares an attempt (teammate folder, prompt file, argv and
+//! environment from the runner definition, state folders, worktree and its set-up), hands it
+//! to a [`Backend`] as an [`Attempt`], and judges the [`Execution`] the backend gives back
+//! with [`crate::report::judge`] (after the report lookup, the schema, verify and the
+//! worktree commit). A backend decides nothing about success: it only says how the attempt
+//! ended and what the agent answered.
+//!
+//! Backends: [`process::Process`] (an agent CLI subprocess in its own process group, see
+//! [`crate::run::process`]) and, in tests, `scripted::Scripted` (scripted results, no
+//! processes).
+//!
+//! # How to add a backend
+//!
+//! 1. Write `src/run/backend/<name>.rs` with a type implementing [`Backend`]. Its `execute`
+//!    runs one [`Attempt`] to its end and returns an [`Execution`]:
+//!    - call [`Attempt::started`] once the attempt is under way (with its process group, or
+//!      0 when it starts no process), and [`Attempt::activity`] with lines worth showing;
+//!    - write what the agent sent back to [`Attempt::stdout_log`] (the log the outputs name)
+//!      and read the agent's answer into an [`AgentResult`] (e.g. with
+//!      [`crate::agent::output::parse`] through [`Attempt::runner`]);
+//!    - stop at [`Attempt::timeout`] with [`ProcessEnd::TimedOut`], and when `cancel` leaves
+//!      [`Cancel::None`] with [`ProcessEnd::Cancelled`]; a request that could not be made at
+//!      all is [`ProcessEnd::NotStarted`] with the reason.
+//! 2. Register it: `mod <name>;` below and one line in [`for_runner`] choosing it for the
+//!    runner definitions it serves. Nothing else changes: preparation, the success rule,
+//!    retries, the journal and the sinks are the same for every backend.
+
+pub mod process;
+#[cfg(test)]
+pub mod scripted;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use super::events::Event;
+use super::process::{ActivitySink, Cancel};
+use crate::agent::definition::Invocation;
+use crate::agent::{AgentResult, RunnerDef};
+use crate::item::WorkItem;
+use crate::report::ProcessEnd;
+
+/// A boxed future a backend returns (`Send`, so units run on any worker thread).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// How one attempt executes. Implementations hold no run state; one value serves every
+/// attempt of a run, from many tasks at once.
+pub trait Backend: Send + Sync {
+    /// Run `attempt` to its end; `cancel` says when the run is interrupted (graceful, then
+    /// immediate). Never fails: whatever went wrong is in [`Execution::end`].
+    fn execute<'a>(
+        &'a self,
+        attempt: &'a Attempt<'a>,
+        cancel: watch::Receiver<Cancel>,
+    ) -> BoxFuture<'a, Execution>;
+}
+
+/// The backend that executes the attempts of runner definition `def`. The registry: one line
+/// per backend.
+pub fn for_runner(def: &RunnerDef) -> Arc<dyn Backend> {
+    tracing::debug!("runner `{}` runs as a process", def.name);
+    Arc::new(process::Process)
+}
+
+/// What a backend gets: one prepared attempt. Every path is absolute; the teammate folder,
+/// the prompt file and the state folders exist.
+pub struct Attempt<'a> {
+    /// The item.
+    pub item: &'a WorkItem,
+    /// The attempt number, 1-based, continuing the numbering of earlier runs.
+    pub number: u32,
+    /// The runner definition (how to read the agent's output).
+    pub runner: &'a RunnerDef,
+    /// The argv and environment changes the definition asks for, expanded for this attempt.
+    pub invocation: &'a Invocation,
+    /// The rendered prompt (also in `prompt_file`).
+    pub prompt: &'a str,
+    /// `<teammate dir>/prompt.md`.
+    pub prompt_file: &'a Path,
+    /// Where the teammate writes its report (`RUNNER_REPORT`); no earlier attempt's report is
+    /// there.
+    pub report_path: &'a Path,
+    /// The working directory: the teammate's worktree, else the run's.
+    pub cwd: &'a Path,
+    /// Variables to set: the `RUNNER_*` ones, the definition's `env.set`, the state folders.
+    pub env: &'a [(String, String)],
+    /// `<teammate dir>/attempt-N.stdout.log`: what the agent answered (the log outputs name).
+    pub stdout_log: PathBuf,
+    /// `<teammate dir>/attempt-N.stderr.log`: its diagnostics, if any.
+    pub stderr_log: PathBuf,
+    /// Cap of each log file, bytes.
+    pub log_cap: u64,
+    /// Time limit of the attempt; `None` for none.
+    pub timeout: Option<Duration>,
+    /// Time between asking a process to stop and killing it.
+    pub grace: Duration,
+    /// How long to wait for a process's pipes after it exits.
+    pub pipe_wait: Duration,
+    pub(in crate::run) events: &'a mpsc::UnboundedSender<Event>,
+}
+
+impl Attempt<'_> {
+    /// Tell the dispatcher the attempt is under way. `pgid` is its process group (journaled,
+    /// so a resumed run can end what a crashed one left behind), 0 when no process runs.
+    pub fn started(&self, pgid: u32) {
+        let _ = self.events.send(Event::AttemptStarted {
+            id: self.item.id.clone(),
+            teammate: self.item.teammate.clone(),
+            title: self.item.title.clone(),
+            attempt: self.number,
+            pgid,
+            at: crate::run::now_rfc3339(),
+        });
+    }
+
+    /// Pass a line the agent printed on to progress displays.
+    pub fn activity(&self, line: String) {
+        let _ = self.events.send(Event::Activity {
+            id: self.item.id.clone(),
+            teammate: self.item.teammate.clone(),
+            line,
+        });
+    }
+
+    /// An [`ActivitySink`] that calls [`Attempt::activity`], for code that outlives borrows.
+    pub fn activity_sink(&self) -> ActivitySink {
+        let tx = self.events.clone();
+        let (id, teammate) = (self.item.id.clone(), self.item.teammate.clone());
+        ActivitySink(Arc::new(move |line| {
+            let _ = tx.send(Event::Activity {
+                id: id.clone(),
+                teammate: teammate.clone(),
+                line,
+            });
+        }))
+    }
+}
+
+/// What a backend gives back: how the attempt ended and what the agent answered.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    /// How it ended: exited (code), signalled, timed out, cancelled, not started (why).
+    pub end: ProcessEnd,
+    /// The exit code, when a process exited (also after it handled SIGTERM).
+    pub exit_code: Option<i32>,
+    /// Wall time of the attempt.
+    pub elapsed: Duration,
+    /// What the runner definition read from the agent's answer.
+    pub agent: AgentResult,
+    /// The last non-blank line of the agent's diagnostics (stderr), for a failure's reason.
+    pub stderr_tail: Option<String>,
+    /// The log that explains the attempt (usually [`Attempt::stdout_log`]); an empty path
+    /// when none was written.
+    pub log: PathBuf,
+}
+
+/// Most bytes of a log read back for parsing: logs up to this size are read whole; larger
+/// ones contribute their first 256 KiB and last 2 MiB.
+pub const FULL_READ: u64 = 4 * 1024 * 1024;
+const HEAD_READ: u64 = 256 * 1024;
+const TAIL_READ: u64 = 2 * 1024 * 1024;
+
+/// The text of `path`, lossily decoded: whole when at most `max` bytes, else its head and
+/// tail (at most 256 KiB and 2 MiB, each within `max`) joined by a newline. `None` when it
+/// cannot be read.
+pub fn read_capped(path: &Path, max: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    if len <= max {
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf).ok()?;
+        return Some(
+            String::from_utf8(buf)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        );
+    }
+    let mut head = vec![0u8; HEAD_READ.min(max) as usize];
+    f.read_exact(&mut head).ok()?;
+    let tail_len = TAIL_READ.min(max);
+    f.seek(SeekFrom::Start(len - tail_len)).ok()?;
+    let mut tail = vec![0u8; tail_len as usize];
+    f.read_exact(&mut tail).ok()?;
+    let mut text = String::from_utf8_lossy(&head).into_owned();
+    text.push('\n');
+    text.push_str(&String::from_utf8_lossy(&tail));
+    Some(text)
+}
+
+/// The last non-blank line (trimmed) in the last 4 KiB of `path`; `None` when there is none
+/// or the file cannot be read.
+pub fn last_line_of(path: &Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(4096))).ok()?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_owned)
+}

@@ -1,0 +1,60 @@
+//! The process backend: the attempt is the runner definition's program, started and
+//! supervised by [`crate::run::process::run`] (own process group, capped logs, time limit,
+//! SIGTERM → grace → SIGKILL), its stdout read through the definition's `[result]` pointers.
+
+use tokio::sync::watch;
+
+use super::{Attempt, Backend, BoxFuture, Execution, FULL_READ, last_line_of, read_capped};
+use crate::agent;
+use crate::run::process::{self, Cancel, Spawn};
+
+/// Runs each attempt as a child process (argv, no shell).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Process;
+
+impl Backend for Process {
+    fn execute<'a>(
+        &'a self,
+        attempt: &'a Attempt<'a>,
+        cancel: watch::Receiver<Cancel>,
+    ) -> BoxFuture<'a, Execution> {
+        Box::pin(run(attempt, cancel))
+    }
+}
+
+async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Execution {
+    let inv = attempt.invocation;
+    let spawn = Spawn {
+        program: inv.program.clone(),
+        args: inv.args.clone(),
+        cwd: attempt.cwd.to_owned(),
+        env_unset: inv.env_unset.clone(),
+        env_set: attempt.env.to_vec(),
+        stdin: inv.prompt_on_stdin.then(|| attempt.prompt_file.to_owned()),
+        stdout_log: attempt.stdout_log.clone(),
+        stderr_log: attempt.stderr_log.clone(),
+        log_cap: attempt.log_cap,
+        timeout: attempt.timeout,
+        grace: attempt.grace,
+        pipe_wait: attempt.pipe_wait,
+        activity: Some(attempt.activity_sink()),
+    };
+    tracing::info!(
+        "{} attempt {}: {} {} (cwd {})",
+        attempt.item.teammate,
+        attempt.number,
+        spawn.program,
+        spawn.args.join(" "),
+        spawn.cwd.display()
+    );
+    let exit = process::run(&spawn, cancel, |pgid| attempt.started(pgid)).await;
+    let stdout = read_capped(&spawn.stdout_log, FULL_READ).unwrap_or_default();
+    Execution {
+        agent: agent::output::parse(attempt.runner, &stdout),
+        stderr_tail: last_line_of(&spawn.stderr_log),
+        log: exit.telling_log(&spawn),
+        end: exit.end,
+        exit_code: exit.exit_code,
+        elapsed: exit.elapsed,
+    }
+}

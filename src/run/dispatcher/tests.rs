@@ -1,0 +1,382 @@
+//! In-process dispatcher tests: the scripted backend instead of processes, interrupts sent
+//! through a channel instead of signals, a temporary workspace.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{Interrupts, Wiring, run_wired};
+use crate::agent::definition;
+use crate::item::{WorkItem, content_hash};
+use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, TeammateTemplate};
+use crate::report::ItemStatus;
+use crate::run::RunSpec;
+use crate::run::backend::scripted::{Scripted, Step};
+use crate::run::events::{Event, Reporter, RunSummary};
+use crate::run::outcome::Outcome;
+use crate::run::selection::Only;
+use crate::run::team::Team;
+use crate::settings::Settings;
+use crate::ui::Format;
+
+fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
+    RunSpec {
+        team: "t".into(),
+        workspace: dir.join("ws"),
+        cwd: dir.to_owned(),
+        pipe_wait: Duration::from_millis(100),
+        settings: Settings {
+            runner: definition::load("exec", None, None).expect("exec definition"),
+            command: vec!["agent".into()],
+            jobs,
+            timeout: Some(Duration::from_secs(30)),
+            grace: Duration::from_millis(100),
+            retries,
+            retry_on: ItemStatus::ALL
+                .into_iter()
+                .filter(|s| *s != ItemStatus::Completed)
+                .collect(),
+            retry_delay: Duration::from_millis(1),
+            verify: None,
+            model: None,
+            agent_args: Vec::new(),
+            vars: BTreeMap::new(),
+            log_cap: 1024 * 1024,
+            format: Format::Plain,
+            isolate: false,
+            merge: false,
+            worktree_copy: Vec::new(),
+            worktree_setup: None,
+            only: Only::All,
+            shard: None,
+            junit: None,
+            dry_run: false,
+        },
+        template: TeammateTemplate::new(Path::new("teammate.md"), DEFAULT_TEAMMATE_TEMPLATE)
+            .expect("template"),
+        schema: None,
+        isolation: None,
+        rerun: Default::default(),
+    }
+}
+
+fn item(id: &str, body: &str, after: &[&str]) -> WorkItem {
+    WorkItem {
+        id: id.into(),
+        title: format!("item {id}"),
+        line: 1,
+        teammate: format!("task-{id}"),
+        vars: Vec::new(),
+        body: body.into(),
+        checkpoint: None,
+        after: after.iter().map(|a| (*a).to_owned()).collect(),
+        content: content_hash([id, body]),
+    }
+}
+
+/// Keeps every event.
+#[derive(Default)]
+struct Events(Vec<Event>);
+
+impl Reporter for Events {
+    fn event(&mut self, event: &Event) {
+        self.0.push(event.clone());
+    }
+}
+
+impl Events {
+    fn outcome(&self, id: &str) -> &Outcome {
+        self.0
+            .iter()
+            .find_map(|e| match e {
+                Event::ItemFinished(o) if o.id == id => Some(o.as_ref()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no outcome for item {id}"))
+    }
+}
+
+struct Ran {
+    summary: RunSummary,
+    events: Events,
+}
+
+/// Sends interrupts when it sees fit (on a blocking task of its own).
+type Interrupter = fn(Arc<Scripted>, tokio::sync::mpsc::UnboundedSender<()>);
+
+/// Run `items` of `spec` on `backend`; `interrupt` is called with the backend and a sender
+/// of interrupts on a task of its own.
+async fn run_items(
+    spec: RunSpec,
+    items: Vec<WorkItem>,
+    backend: Arc<Scripted>,
+    interrupt: Option<Interrupter>,
+) -> Ran {
+    let mut team = Team::open(&spec.team, &spec.workspace).expect("team opens");
+    let (tx, interrupts) = Interrupts::channel();
+    let watcher = interrupt.map(|f| {
+        let backend = backend.clone();
+        tokio::task::spawn_blocking(move || f(backend, tx))
+    });
+    let mut events = Events::default();
+    let total = items.len() as u64;
+    let summary = run_wired(
+        Arc::new(spec),
+        &mut team,
+        Box::new(items.into_iter().map(Ok)),
+        Some(total),
+        &mut events,
+        Wiring {
+            backend,
+            interrupts,
+        },
+    )
+    .await
+    .expect("the run ends");
+    if let Some(w) = watcher {
+        w.await.expect("watcher");
+    }
+    Ran { summary, events }
+}
+
+fn ids_started(backend: &Scripted) -> Vec<(String, u32)> {
+    backend
+        .seen()
+        .into_iter()
+        .map(|s| (s.id, s.attempt))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_resumed_run_skips_completed_items_unless_their_content_changed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = Arc::new(Scripted::new(Step::completed()));
+    let ran = run_items(
+        spec(dir.path(), 2, 0),
+        vec![item("a", "do a", &[]), item("b", "do b", &[])],
+        first.clone(),
+        None,
+    )
+    .await;
+    assert_eq!(ran.summary.count(ItemStatus::Completed), 2);
+    assert_eq!(ran.summary.resumed, 0);
+
+    let second = Arc::new(Scripted::new(Step::completed()));
+    let ran = run_items(
+        spec(dir.path(), 2, 0),
+        vec![item("a", "do a", &[]), item("b", "do b, differently", &[])],
+        second.clone(),
+        None,
+    )
+    .await;
+    assert_eq!(
+        ids_started(&second),
+        vec![("b".to_string(), 2)],
+        "only the changed item runs again, its attempts numbered on from the first run"
+    );
+    assert_eq!(ran.summary.count(ItemStatus::Completed), 2);
+    assert_eq!(ran.summary.resumed, 1);
+    assert_eq!(ran.summary.total(), 2);
+    assert_eq!(ran.events.outcome("b").attempts, 2);
+}
+
+#[tokio::test]
+async fn a_failed_attempt_is_retried_with_its_context_in_the_next_prompt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let failed = Step {
+        report: Some(json!({"status": "failed", "summary": "tests broke in parser.rs"})),
+        ..Step::failed("boom")
+    };
+    let backend =
+        Arc::new(Scripted::new(Step::completed()).script("a", vec![failed, Step::completed()]));
+    let ran = run_items(
+        spec(dir.path(), 1, 1),
+        vec![item("a", "do a", &[])],
+        backend.clone(),
+        None,
+    )
+    .await;
+    let o = ran.events.outcome("a");
+    assert_eq!((o.status, o.attempts), (ItemStatus::Completed, 2));
+    assert_eq!(o.summary, "did it");
+    let seen = backend.seen();
+    assert_eq!(seen.len(), 2);
+    assert!(
+        !seen[0].prompt.contains("This is attempt"),
+        "{}",
+        seen[0].prompt
+    );
+    let retry = &seen[1].prompt;
+    assert!(retry.contains("## This is attempt 2"), "{retry}");
+    assert!(
+        retry.contains("The previous attempt ended `failed`: exited with code 1"),
+        "{retry}"
+    );
+    assert!(retry.contains("tests broke in parser.rs"), "{retry}");
+    let retrying: Vec<(u32, bool)> = ran
+        .events
+        .0
+        .iter()
+        .filter_map(|e| match e {
+            Event::AttemptFinished {
+                attempt, retrying, ..
+            } => Some((*attempt, *retrying)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retrying, vec![(1, true), (2, false)]);
+    assert_eq!(ran.summary.count(ItemStatus::Completed), 1);
+}
+
+#[tokio::test]
+async fn an_interrupt_cancels_running_items_and_counts_those_not_started() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = Arc::new(Scripted::new(
+        Step::completed().after(Duration::from_secs(60)),
+    ));
+    let items = vec![
+        item("a", "do a", &[]),
+        item("b", "do b", &[]),
+        item("c", "do c", &[]),
+        item("d", "do d", &[]),
+    ];
+    // Two run at once; once both are under way, interrupt.
+    let ran = run_items(
+        spec(dir.path(), 2, 3),
+        items,
+        backend.clone(),
+        Some(|backend, tx| {
+            while backend.seen().len() < 2 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = tx.send(());
+        }),
+    )
+    .await;
+    assert_eq!(
+        ids_started(&backend),
+        vec![("a".to_string(), 1), ("b".to_string(), 1)],
+        "nothing starts after the interrupt, and nothing is retried"
+    );
+    for id in ["a", "b"] {
+        let o = ran.events.outcome(id);
+        assert_eq!(o.status, ItemStatus::Cancelled, "{id}: {}", o.error);
+        assert_eq!(o.attempts, 1);
+    }
+    assert!(ran.summary.interrupted);
+    assert_eq!(
+        ran.summary.count(ItemStatus::Cancelled),
+        4,
+        "the two never started are counted too"
+    );
+    assert_eq!(ran.summary.total(), 4);
+    assert!(
+        ran.events
+            .0
+            .iter()
+            .any(|e| matches!(e, Event::Interrupted { immediate: false }))
+    );
+    let snapshot = std::fs::read_to_string(dir.path().join("ws/team.json")).expect("team.json");
+    assert!(
+        snapshot.contains("\"state\": \"interrupted\""),
+        "{snapshot}"
+    );
+}
+
+#[tokio::test]
+async fn an_item_whose_prerequisite_failed_is_skipped_and_never_started() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = Arc::new(Scripted::new(Step::completed()).script("a", vec![Step::failed("no")]));
+    let ran = run_items(
+        spec(dir.path(), 2, 0),
+        vec![
+            item("a", "do a", &[]),
+            item("b", "do b", &["a"]),
+            item("c", "do c", &["b"]),
+            item("d", "do d", &[]),
+        ],
+        backend.clone(),
+        None,
+    )
+    .await;
+    let mut started = ids_started(&backend);
+    started.sort();
+    assert_eq!(started, vec![("a".to_string(), 1), ("d".to_string(), 1)]);
+    let b = ran.events.outcome("b");
+    assert_eq!(
+        (b.status, b.error.as_str(), b.attempts),
+        (
+            ItemStatus::Skipped,
+            "prerequisite a did not complete (failed)",
+            0
+        )
+    );
+    assert_eq!(ran.events.outcome("c").status, ItemStatus::Skipped);
+    assert_eq!(ran.summary.count(ItemStatus::Skipped), 2);
+    assert_eq!(ran.summary.count(ItemStatus::Failed), 1);
+    assert_eq!(ran.summary.count(ItemStatus::Completed), 1);
+}
+
+#[tokio::test]
+async fn the_summary_counts_each_final_status_and_lists_the_problems() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let blocked = Step {
+        report: Some(json!({"status": "blocked", "summary": "s", "blocker": "needs a key"})),
+        ..Step::completed()
+    };
+    let backend = Arc::new(
+        Scripted::new(Step::completed())
+            .script("b", vec![Step::failed("no")])
+            .script("c", vec![blocked])
+            .script("d", vec![Step::completed().after(Duration::from_secs(60))]),
+    );
+    let mut spec = spec(dir.path(), 4, 0);
+    spec.settings.timeout = Some(Duration::from_millis(300));
+    let ran = run_items(
+        spec,
+        vec![
+            item("a", "do a", &[]),
+            item("b", "do b", &[]),
+            item("c", "do c", &[]),
+            item("d", "do d", &[]),
+            item("e", "do e", &["b"]),
+        ],
+        backend,
+        None,
+    )
+    .await;
+    let s = &ran.summary;
+    let counts: Vec<(ItemStatus, u64)> = s.counts.clone();
+    assert_eq!(
+        counts,
+        vec![
+            (ItemStatus::Completed, 1),
+            (ItemStatus::Failed, 1),
+            (ItemStatus::Blocked, 1),
+            (ItemStatus::TimedOut, 1),
+            (ItemStatus::Cancelled, 0),
+            (ItemStatus::Skipped, 1),
+        ]
+    );
+    assert!(!s.interrupted);
+    let mut problems: Vec<(&str, ItemStatus)> = s
+        .problems
+        .iter()
+        .map(|(id, _, status, _, _)| (id.as_str(), *status))
+        .collect();
+    problems.sort();
+    assert_eq!(
+        problems,
+        vec![
+            ("b", ItemStatus::Failed),
+            ("c", ItemStatus::Blocked),
+            ("d", ItemStatus::TimedOut),
+            ("e", ItemStatus::Skipped),
+        ]
+    );
+    assert_eq!(ran.events.outcome("c").error, "blocked: needs a key");
+    assert!(matches!(ran.events.0.last(), Some(Event::RunFinished(f)) if f.total() == 5));
+}

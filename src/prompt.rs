@@ -210,6 +210,7 @@ pub struct PromptContext {
 /// The compiled teammate template.
 pub struct TeammateTemplate {
     env: minijinja::Environment<'static>,
+    path: std::path::PathBuf,
 }
 
 impl TeammateTemplate {
@@ -223,7 +224,10 @@ impl TeammateTemplate {
         env.set_keep_trailing_newline(true);
         env.add_template_owned("teammate", source.to_owned())
             .map_err(|e| template_error(path, &e))?;
-        let t = TeammateTemplate { env };
+        let t = TeammateTemplate {
+            env,
+            path: path.to_owned(),
+        };
         let sample = PromptContext {
             team: "team".into(),
             teammate: "teammate".into(),
@@ -248,24 +252,23 @@ impl TeammateTemplate {
                 working_context: Some("w".into()),
             }),
         };
-        t.render(&sample)
-            .map_err(|e| Error::input_at(path, None, e))?;
+        t.render(&sample)?;
         Ok(t)
     }
 
     /// Render the prompt for one attempt.
     ///
-    /// Errors: a message describing the template error (only possible for values the
-    /// start-up check did not cover).
-    pub fn render(&self, ctx: &PromptContext) -> std::result::Result<String, String> {
-        let tmpl = self
-            .env
+    /// Errors: the template error, naming the template file and line (only possible for
+    /// values the start-up check did not cover).
+    pub fn render(&self, ctx: &PromptContext) -> Result<String> {
+        self.env
             .get_template("teammate")
-            .map_err(|e| e.to_string())?;
-        tmpl.render(ctx).map_err(|e| describe(&e))
+            .and_then(|t| t.render(ctx))
+            .map_err(|e| Error::input_at(&self.path, None, describe(&e)))
     }
 }
 
+/// A render error as `line N: what` (minijinja names the line where rendering failed).
 fn describe(e: &minijinja::Error) -> String {
     match e.line() {
         Some(line) => format!("line {line}: {e}"),

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::agent::AgentResult;
+use crate::run::worktree::GitError;
 
 /// Largest report file read, bytes. A report is a summary; large results belong in files
 /// the report names.
@@ -81,6 +82,20 @@ pub struct Report {
     pub output: Value,
     /// The whole report as written.
     pub raw: Value,
+}
+
+/// Why no valid report was found for an attempt; its text is the verdict's reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReportError {
+    /// Nothing in `RUNNER_REPORT` and no JSON object in the agent's final text.
+    #[error("no report: nothing was written to RUNNER_REPORT and the output holds no JSON report")]
+    Missing,
+    /// The report file could not be used: too large, not UTF-8, not JSON.
+    #[error("{0}")]
+    Unreadable(String),
+    /// A report was found but breaks the format: which field, and the rule.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// Where a report was found.
@@ -190,42 +205,52 @@ fn id_text(v: &Value) -> Option<String> {
 /// Errors (one line): not an object; `id` present and different; `status` not one of
 /// `completed`/`blocked`/`failed`; `summary` missing or not a string; list fields that are
 /// not lists of strings; `tests` not one of its values.
-pub fn validate(value: Value, expected_id: &str) -> Result<Report, String> {
+pub fn validate(value: Value, expected_id: &str) -> Result<Report, ReportError> {
     let Value::Object(ref map) = value else {
-        return Err("the report is not a JSON object".into());
+        return Err(ReportError::Invalid(
+            "the report is not a JSON object".into(),
+        ));
     };
     if let Some(id) = map.get("id").filter(|v| !v.is_null()) {
         match id_text(id) {
             Some(id) if id == expected_id => {}
-            _ => return Err(format!("the report is for id {id}, not `{expected_id}`")),
+            _ => {
+                return Err(ReportError::Invalid(format!(
+                    "the report is for id {id}, not `{expected_id}`"
+                )));
+            }
         }
     }
     let status = match map.get("status").and_then(Value::as_str) {
         Some(s @ ("completed" | "blocked" | "failed")) => s.to_owned(),
         Some(s) => {
-            return Err(format!(
+            return Err(ReportError::Invalid(format!(
                 "report status `{s}` is not completed, blocked or failed"
-            ));
+            )));
         }
-        None => return Err("the report has no `status`".into()),
+        None => return Err(ReportError::Invalid("the report has no `status`".into())),
     };
     let summary = match map.get("summary") {
         Some(Value::String(s)) => s.trim().to_owned(),
-        _ => return Err("the report has no `summary` string".into()),
+        _ => {
+            return Err(ReportError::Invalid(
+                "the report has no `summary` string".into(),
+            ));
+        }
     };
     if let Some(t) = map.get("tests").filter(|v| !v.is_null()) {
         match t.as_str() {
             Some("passed" | "failed" | "added" | "none") => {}
             _ => {
-                return Err(format!(
+                return Err(ReportError::Invalid(format!(
                     "report `tests` is {t}, not passed, failed, added or none"
-                ));
+                )));
             }
         }
     }
-    let files_modified = strings(&value, "files_modified")?;
-    let files_created = strings(&value, "files_created")?;
-    strings(&value, "next_steps")?;
+    let files_modified = strings(&value, "files_modified").map_err(ReportError::Invalid)?;
+    let files_created = strings(&value, "files_created").map_err(ReportError::Invalid)?;
+    strings(&value, "next_steps").map_err(ReportError::Invalid)?;
     let blocker = map
         .get("blocker")
         .and_then(Value::as_str)
@@ -244,17 +269,20 @@ pub fn validate(value: Value, expected_id: &str) -> Result<Report, String> {
 
 /// Find and validate the report: the report file's text first, then the final text.
 ///
-/// Errors: one line saying what was looked at and why nothing valid was found.
+/// Errors: the file is not JSON (and the final text holds none), no report anywhere, or the
+/// report found breaks the format.
 pub fn find(
     file_text: Option<&str>,
     final_text: Option<&str>,
     expected_id: &str,
-) -> Result<(Report, ReportSource), String> {
-    let mut problems = Vec::new();
+) -> Result<(Report, ReportSource), ReportError> {
+    let mut problem = ReportError::Missing;
     if let Some(text) = file_text {
         match serde_json::from_str::<Value>(text.trim()) {
             Ok(v) => return validate(v, expected_id).map(|r| (r, ReportSource::File)),
-            Err(e) => problems.push(format!("the report file is not JSON ({e})")),
+            Err(e) => {
+                problem = ReportError::Unreadable(format!("the report file is not JSON ({e})"))
+            }
         }
     }
     if let Some(text) = final_text
@@ -262,13 +290,7 @@ pub fn find(
     {
         return validate(v, expected_id).map(|r| (r, ReportSource::FinalText));
     }
-    if problems.is_empty() {
-        problems.push(
-            "no report: nothing was written to RUNNER_REPORT and the output holds no JSON report"
-                .into(),
-        );
-    }
-    Err(problems.join("; "))
+    Err(problem)
 }
 
 /// How the agent process ended, as the run layer saw it.
@@ -313,7 +335,7 @@ pub struct Evidence<'a> {
     /// What the definition read from stdout.
     pub agent: &'a AgentResult,
     /// The report lookup.
-    pub report: &'a Result<(Report, ReportSource), String>,
+    pub report: &'a Result<(Report, ReportSource), ReportError>,
     /// Errors of `output` against `output_schema` (from [`schema_errors`]), when a schema is
     /// set and the output does not match it.
     pub schema_errors: Option<&'a str>,
@@ -321,7 +343,7 @@ pub struct Evidence<'a> {
     pub verify: &'a VerifyResult,
     /// Committing what the teammate left in its worktree, with `--isolate worktree`:
     /// `Err(git's reason)` when it failed; `None` without isolation (or before the commit).
-    pub commit: Option<&'a Result<(), String>>,
+    pub commit: Option<&'a Result<(), GitError>>,
 }
 
 /// The verdict on one attempt: a status and a one-line reason (empty when completed).
@@ -421,7 +443,7 @@ pub fn judge(e: &Evidence<'_>) -> Verdict {
         Err(why) => {
             let why = match &e.agent.parse_problem {
                 Some(p) => format!("{why} ({p})"),
-                None => why.clone(),
+                None => why.to_string(),
             };
             return v(ItemStatus::Failed, why);
         }
@@ -523,11 +545,11 @@ pub fn judge_interrupted_retry() -> Verdict {
 /// The verdict on an item after `--merge` tried to merge its branch back: a `completed` item
 /// whose merge failed (`Err(reason)`, e.g. a conflict; its branch is kept) becomes `failed`
 /// with that reason; any other verdict stands as it was.
-pub fn judge_merge(before: &Verdict, merge: &Result<(), String>) -> Verdict {
+pub fn judge_merge(before: &Verdict, merge: &Result<(), GitError>) -> Verdict {
     match merge {
         Err(reason) if before.status == ItemStatus::Completed => Verdict {
             status: ItemStatus::Failed,
-            reason: reason.clone(),
+            reason: reason.to_string(),
         },
         _ => before.clone(),
     }
@@ -569,7 +591,7 @@ mod tests {
         assert!(validate(json!({"id":1,"status":"completed","summary":"x"}), "1").is_ok());
         let e = validate(json!({"id":"2","status":"completed","summary":"x"}), "1")
             .expect_err("wrong id");
-        assert!(e.contains("not `1`"), "{e}");
+        assert!(e.to_string().contains("not `1`"), "{e}");
         assert!(validate(json!({"status":"done","summary":"x"}), "1").is_err());
         assert!(validate(json!({"status":"completed"}), "1").is_err());
         assert!(
@@ -603,6 +625,7 @@ mod tests {
         assert!(
             find(None, Some("all done!"), "7")
                 .expect_err("none")
+                .to_string()
                 .starts_with("no report")
         );
     }
@@ -610,7 +633,7 @@ mod tests {
     fn verdict(
         end: ProcessEnd,
         agent: AgentResult,
-        report: Result<(Report, ReportSource), String>,
+        report: Result<(Report, ReportSource), ReportError>,
     ) -> Verdict {
         judge(&Evidence {
             end: &end,
@@ -623,7 +646,7 @@ mod tests {
         })
     }
 
-    fn good() -> Result<(Report, ReportSource), String> {
+    fn good() -> Result<(Report, ReportSource), ReportError> {
         find(Some(OK), None, "7")
     }
 
@@ -703,7 +726,7 @@ mod tests {
     fn clean<'a>(
         end: &'a ProcessEnd,
         agent: &'a AgentResult,
-        report: &'a Result<(Report, ReportSource), String>,
+        report: &'a Result<(Report, ReportSource), ReportError>,
     ) -> Evidence<'a> {
         Evidence {
             end,
@@ -740,7 +763,9 @@ mod tests {
     #[test]
     fn a_failed_worktree_commit_fails_a_completed_attempt_with_the_git_reason() {
         let (end, agent, report) = (ProcessEnd::Exited(0), AgentResult::default(), good());
-        let failed = Err("fatal: unable to write new index file".to_string());
+        let failed = Err(GitError::Failed(
+            "fatal: unable to write new index file".to_string(),
+        ));
         let e = Evidence {
             commit: Some(&failed),
             ..clean(&end, &agent, &report)
@@ -814,12 +839,12 @@ mod tests {
             status: ItemStatus::Completed,
             reason: String::new(),
         };
-        let conflict = Err("merge conflict in src/a.rs; branch runner/t/x kept".to_string());
+        let conflict = Err(GitError::Conflict(vec!["src/a.rs".into()]));
         assert_eq!(
             judge_merge(&completed, &conflict),
             Verdict {
                 status: ItemStatus::Failed,
-                reason: "merge conflict in src/a.rs; branch runner/t/x kept".into()
+                reason: "merge conflict in src/a.rs".into()
             }
         );
         assert_eq!(judge_merge(&completed, &Ok(())), completed);

@@ -543,7 +543,7 @@ impl Settings {
             command: &self.command,
             vars: &self.vars,
         };
-        let inv = self.runner.invocation(&sample).map_err(Error::Usage)?;
+        let inv = self.runner.invocation(&sample)?;
         check_program(&inv.program, &self.runner.install_hint)?;
         if let Some(v) = &self.verify {
             check_program(&v[0], "check the --verify command")?;

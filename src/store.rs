@@ -268,39 +268,41 @@ impl Store {
     ///
     /// Errors (exit 2): an absolute path, a `..` component, a path whose real location (after
     /// symlinks) is outside the store, or a missing file.
-    pub fn resolve_checkpoint(&self, reference: &str) -> std::result::Result<PathBuf, String> {
+    pub fn resolve_checkpoint(&self, reference: &str) -> Result<PathBuf> {
         let rel = Path::new(reference);
         if rel.is_absolute() {
-            return Err(format!(
+            return Err(Error::Usage(format!(
                 "checkpoint `{reference}` is an absolute path; name a file inside the store"
-            ));
+            )));
         }
         if rel
             .components()
             .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
         {
-            return Err(format!(
+            return Err(Error::Usage(format!(
                 "checkpoint `{reference}` leaves the store (`..`); name a file inside it"
-            ));
+            )));
         }
         let path = self.dir.join(rel);
         let real = path.canonicalize().map_err(|_| {
-            format!(
+            Error::Usage(format!(
                 "checkpoint `{reference}` does not exist in {}",
                 self.dir.display()
-            )
+            ))
         })?;
         let store = self
             .dir
             .canonicalize()
-            .map_err(|e| format!("cannot read the store {}: {e}", self.dir.display()))?;
+            .map_err(|e| Error::read_input("the store", &self.dir, e))?;
         if !real.starts_with(&store) {
-            return Err(format!(
+            return Err(Error::Usage(format!(
                 "checkpoint `{reference}` is a link leading out of the store; refusing it"
-            ));
+            )));
         }
         if !real.is_file() {
-            return Err(format!("checkpoint `{reference}` is not a file"));
+            return Err(Error::Usage(format!(
+                "checkpoint `{reference}` is not a file"
+            )));
         }
         Ok(path)
     }
@@ -344,21 +346,25 @@ mod tests {
         assert!(
             s.resolve_checkpoint("/etc/passwd")
                 .expect_err("abs")
+                .to_string()
                 .contains("absolute")
         );
         assert!(
             s.resolve_checkpoint("../secret.md")
                 .expect_err("dotdot")
+                .to_string()
                 .contains("..")
         );
         assert!(
             s.resolve_checkpoint("cp-link.md")
                 .expect_err("link")
+                .to_string()
                 .contains("link")
         );
         assert!(
             s.resolve_checkpoint("cp-9.md")
                 .expect_err("missing")
+                .to_string()
                 .contains("does not exist")
         );
     }

@@ -288,13 +288,30 @@ impl Reporter for JsonLines {
 }
 
 /// Print a line meant for people: on stdout, or on stderr when stdout carries the JSON event
-/// stream (`--format json` keeps stdout pure JSON lines).
+/// stream (`--format json` keeps stdout pure JSON lines). Write errors are ignored: a run
+/// goes on (and stops its teammates properly) even when nobody reads its output any more.
 pub fn say(format: Format, text: impl std::fmt::Display) {
     if format == Format::Json {
-        eprintln!("{text}");
+        let _ = writeln!(std::io::stderr().lock(), "{text}");
     } else {
-        println!("{text}");
+        let _ = writeln!(std::io::stdout().lock(), "{text}");
     }
+}
+
+/// Print the result of a command that runs no teammate (`list`, `status`, `runners`, …) on
+/// stdout. When stdout is a pipe whose reader is gone (`runner list | head -1`) the process
+/// ends at once with exit 0 and prints nothing more, as ripgrep does.
+pub fn out(text: impl std::fmt::Display) {
+    if let Err(e) = write!(std::io::stdout().lock(), "{text}")
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(crate::error::EXIT_OK);
+    }
+}
+
+/// [`out`] with a newline.
+pub fn outln(text: impl std::fmt::Display) {
+    out(format_args!("{text}\n"));
 }
 
 /// The closing summary: counts per status, total time and cost, the output and workspace
@@ -369,18 +386,30 @@ pub fn print_isolation(end: &IsolationEnd, format: Format) {
         return;
     }
     if !end.merged.is_empty() {
-        println!("Merged into {}: {}", end.target, end.merged.join(", "));
+        say(
+            format,
+            format!("Merged into {}: {}", end.target, end.merged.join(", ")),
+        );
     }
     if !end.to_merge.is_empty() {
-        println!("Completed branches to merge (git merge --no-ff BRANCH):");
+        say(
+            format,
+            "Completed branches to merge (git merge --no-ff BRANCH):",
+        );
         for b in &end.to_merge {
-            println!("  {b}");
+            say(format, format!("  {b}"));
         }
     }
     if !end.kept.is_empty() {
-        println!("Worktrees kept for inspection (remove them with `runner clean`):");
+        say(
+            format,
+            "Worktrees kept for inspection (remove them with `runner clean`):",
+        );
         for (teammate, path, branch) in &end.kept {
-            println!("  {teammate}: {} (branch {branch})", path.display());
+            say(
+                format,
+                format!("  {teammate}: {} (branch {branch})", path.display()),
+            );
         }
     }
 }

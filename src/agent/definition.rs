@@ -292,7 +292,7 @@ impl RunnerDef {
             command: &["prog".to_string()],
             vars: &BTreeMap::new(),
         };
-        self.invocation(&sample)
+        self.expand_argv(&sample)
             .map(|_| ())
             .map_err(|e| Error::input_at(path, None, e))?;
         if self.program.is_empty() && !self.args.iter().any(|a| a == "{command_args}") {
@@ -312,7 +312,17 @@ impl RunnerDef {
     ///
     /// Errors: an unknown placeholder or var, `{command_args}` without a command, a prompt
     /// argument over [`MAX_PROMPT_ARG_BYTES`].
-    pub fn invocation(&self, a: &AttemptArgs<'_>) -> std::result::Result<Invocation, String> {
+    pub fn invocation(&self, a: &AttemptArgs<'_>) -> Result<Invocation> {
+        self.expand_argv(a).map_err(|e| {
+            Error::Usage(if self.name.is_empty() {
+                e
+            } else {
+                format!("runner `{}`: {e}", self.name)
+            })
+        })
+    }
+
+    fn expand_argv(&self, a: &AttemptArgs<'_>) -> std::result::Result<Invocation, String> {
         let mut program = self.program.clone();
         let mut args = Vec::new();
         for arg in &self.args {
@@ -559,6 +569,11 @@ mod tests {
         let big = "x".repeat(MAX_PROMPT_ARG_BYTES + 1);
         let mut a = args(&[], &vars);
         a.prompt = &big;
-        assert!(def.invocation(&a).expect_err("too big").contains("limit"));
+        assert!(
+            def.invocation(&a)
+                .expect_err("too big")
+                .to_string()
+                .contains("limit")
+        );
     }
 }

@@ -107,7 +107,7 @@ fn branches_of(repo: &Path, team: &str) -> Vec<String> {
 pub fn clean(args: CleanArgs) -> Result<i32> {
     let targets = targets(&args)?;
     if targets.is_empty() {
-        println!("Nothing to clean.");
+        crate::ui::outln(format_args!("Nothing to clean."));
         return Ok(0);
     }
     let mut plan = Vec::new();
@@ -121,12 +121,16 @@ pub fn clean(args: CleanArgs) -> Result<i32> {
             .as_ref()
             .map(|r| branches_of(r, &t.team))
             .unwrap_or_default();
-        println!("Team {}: workspace {}", t.team, t.workspace.display());
+        crate::ui::outln(format_args!(
+            "Team {}: workspace {}",
+            t.team,
+            t.workspace.display()
+        ));
         for w in &trees {
-            println!("  worktree {}", w.display());
+            crate::ui::outln(format_args!("  worktree {}", w.display()));
         }
         for b in &branches {
-            println!("  branch   {b}");
+            crate::ui::outln(format_args!("  branch   {b}"));
         }
         plan.push((t, repo, trees, branches));
     }
@@ -175,7 +179,7 @@ pub fn clean(args: CleanArgs) -> Result<i32> {
         }
         drop(lock);
         std::fs::remove_dir_all(&t.workspace).map_err(|e| Error::io("remove", &t.workspace, e))?;
-        println!("Removed team {}.", t.team);
+        crate::ui::outln(format_args!("Removed team {}.", t.team));
     }
     Ok(0)
 }

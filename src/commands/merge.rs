@@ -146,11 +146,11 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
         }
         Ok(())
     })?;
-    println!(
+    crate::ui::outln(format_args!(
         "Merged {} shard(s) of {n}: {} row(s) into {}",
         seen.len(),
         rows.len(),
         args.output.display()
-    );
+    ));
     Ok(0)
 }

@@ -83,12 +83,14 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
     let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
     let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(7).max(7);
     let w2 = rows.iter().map(|r| r.2.len()).max().unwrap_or(7).max(7);
-    println!(
+    crate::ui::outln(format_args!(
         "{:w0$}  {:w1$}  {:w2$}  NOTES",
         "NAME", "PROGRAM", "VERSION"
-    );
+    ));
     for (name, path, version, notes) in &rows {
-        println!("{name:w0$}  {path:w1$}  {version:w2$}  {notes}");
+        crate::ui::outln(format_args!(
+            "{name:w0$}  {path:w1$}  {version:w2$}  {notes}"
+        ));
     }
     Ok(0)
 }

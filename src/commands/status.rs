@@ -3,7 +3,7 @@
 //! `--brief` prints a short deterministic summary meant for a lead agent; `--watch`
 //! refreshes until the run ends.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -83,14 +83,11 @@ pub fn status(args: StatusArgs) -> Result<i32> {
     let dir = dir.canonicalize().unwrap_or(dir);
     if !args.watch {
         let s = read(&dir)?;
-        print!(
-            "{}",
-            if args.brief {
-                brief(&s)
-            } else {
-                full(&dir, &s)
-            }
-        );
+        crate::ui::out(if args.brief {
+            brief(&s)
+        } else {
+            full(&dir, &s)
+        });
         return Ok(0);
     }
     let tty = std::io::stdout().is_terminal();
@@ -101,15 +98,8 @@ pub fn status(args: StatusArgs) -> Result<i32> {
         } else {
             full(&dir, &s)
         };
-        let mut out = std::io::stdout().lock();
-        if tty {
-            let _ = write!(out, "\x1b[2J\x1b[H");
-        } else {
-            let _ = writeln!(out, "---");
-        }
-        let _ = write!(out, "{text}");
-        let _ = out.flush();
-        drop(out);
+        let clear = if tty { "\x1b[2J\x1b[H" } else { "---\n" };
+        crate::ui::out(format_args!("{clear}{text}"));
         if s.state != "running" || !alive(s.pid) {
             return Ok(0);
         }

@@ -108,8 +108,8 @@ pub fn list(args: ListArgs) -> Result<i32> {
         crate::fsutil::write_atomic(&store.inbox(), text.as_bytes())?;
     }
     let doc = parse_checked(&store.inbox(), &text)?;
-    println!("{}", store.inbox().display());
-    print!("{}", render_items(&doc));
+    crate::ui::outln(store.inbox().display());
+    crate::ui::out(render_items(&doc));
     Ok(0)
 }
 
@@ -191,11 +191,14 @@ pub fn add(args: AddArgs) -> Result<i32> {
     doc.set_last_updated(&today());
     crate::fsutil::write_atomic(&store.inbox(), doc.render().as_bytes())?;
     match checkpoint_name {
-        Some(cp) => println!(
+        Some(cp) => crate::ui::outln(format_args!(
             "Added item {number} to {} with checkpoint {cp}",
             store.inbox().display()
-        ),
-        None => println!("Added idea {number} to {}", store.inbox().display()),
+        )),
+        None => crate::ui::outln(format_args!(
+            "Added idea {number} to {}",
+            store.inbox().display()
+        )),
     }
     Ok(0)
 }

@@ -35,7 +35,7 @@ pub fn prepare(
         settings.worktree_copy.clone(),
         settings.worktree_setup.clone(),
     )
-    .map_err(Error::Usage)?;
+    .map_err(|e| Error::Usage(e.to_string()))?;
     for rel in &iso.copy {
         if !iso.repo.join(rel).exists() {
             return Err(Error::Usage(format!(
@@ -50,7 +50,7 @@ pub fn prepare(
             .iter()
             .filter_map(|p| p.strip_prefix(&iso.repo).ok().map(Path::to_owned))
             .collect();
-        let dirty = worktree::dirty(&iso.repo, &rel).map_err(Error::Usage)?;
+        let dirty = worktree::dirty(&iso.repo, &rel).map_err(|e| Error::Usage(e.to_string()))?;
         if !dirty.is_empty() {
             return Err(Error::Usage(format!(
                 "--merge needs a clean working tree in {}, and it has changes: {}; commit or stash them first",

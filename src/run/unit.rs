@@ -45,7 +45,7 @@ pub fn render_prompt(
     spec: &RunSpec,
     item: &WorkItem,
     retry: Option<RetryContext>,
-) -> Result<String, String> {
+) -> crate::error::Result<String> {
     let dir = spec.teammate_dir(&item.teammate);
     let ctx = PromptContext {
         team: spec.team.clone(),
@@ -255,7 +255,7 @@ async fn attempt_once(
     item: &WorkItem,
     logs: AttemptLogs<'_>,
     new_item: bool,
-    prompt: Result<String, String>,
+    prompt: crate::error::Result<String>,
     tx: &mpsc::UnboundedSender<Event>,
     cancel: watch::Receiver<Cancel>,
 ) -> AttemptResult {
@@ -306,7 +306,7 @@ async fn prepare(
     item: &WorkItem,
     logs: &AttemptLogs<'_>,
     new_item: bool,
-    prompt: Result<String, String>,
+    prompt: crate::error::Result<String>,
     cancel: watch::Receiver<Cancel>,
 ) -> Result<Prepared, HelperFailure> {
     let (dir, attempt) = (logs.dir, logs.attempt);
@@ -343,7 +343,7 @@ async fn prepare(
         .settings
         .runner
         .invocation(&args)
-        .map_err(HelperFailure::before)?;
+        .map_err(|e| HelperFailure::before(e.to_string()))?;
     let worktree = match &spec.isolation {
         None => None,
         Some(iso) => {
@@ -351,7 +351,7 @@ async fn prepare(
             Some(
                 iso.prepare(&item.teammate, &path, new_item)
                     .await
-                    .map_err(HelperFailure::before)?,
+                    .map_err(|e| HelperFailure::before(e.to_string()))?,
             )
         }
     };
@@ -433,7 +433,7 @@ async fn judge_attempt(
         .as_ref()
         .map(|g| g.as_ref().map(|_| ()).map_err(Clone::clone));
     let found = match read_report_file(report_path) {
-        Err(problem) => Err(problem),
+        Err(problem) => Err(report::ReportError::Unreadable(problem)),
         Ok(text) => report::find(text.as_deref(), ran.agent.final_text.as_deref(), &item.id),
     };
     let schema_errors = match (&found, &spec.schema) {

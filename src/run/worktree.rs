@@ -8,6 +8,19 @@ use std::process::Stdio;
 
 use tokio::sync::Mutex;
 
+/// Why a git step of isolation did not succeed: git's own first error line (or the rule
+/// that refused, naming what to do), or the files a merge stopped on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GitError {
+    /// A git command failed, or a precondition does not hold (not a repository, no commit,
+    /// a stale branch with commits of its own).
+    #[error("{0}")]
+    Failed(String),
+    /// `git merge` stopped on conflicts in these files (the merge was aborted).
+    #[error("merge conflict in {}", .0.join(", "))]
+    Conflict(Vec<String>),
+}
+
 /// The result of one git command: its exit status success and combined output.
 #[derive(Debug)]
 pub struct GitOut {
@@ -111,21 +124,21 @@ impl Isolation {
         team: &str,
         copy: Vec<PathBuf>,
         setup: Option<Vec<String>>,
-    ) -> Result<Isolation, String> {
+    ) -> Result<Isolation, GitError> {
         let top = git_sync(cwd, &["rev-parse", "--show-toplevel"], &[]);
         if !top.ok {
-            return Err(format!(
+            return Err(GitError::Failed(format!(
                 "{} is not inside a git repository, so --isolate worktree cannot be used",
                 cwd.display()
-            ));
+            )));
         }
         let repo = PathBuf::from(top.stdout.trim());
         let head = git_sync(&repo, &["rev-parse", "--verify", "HEAD"], &[]);
         if !head.ok {
-            return Err(
+            return Err(GitError::Failed(
                 "the repository has no commit yet; commit once before using --isolate worktree"
                     .into(),
-            );
+            ));
         }
         let branch = git_sync(&repo, &["symbolic-ref", "--quiet", "--short", "HEAD"], &[]);
         let has_identity = git_sync(&repo, &["config", "user.email"], &[]).ok;
@@ -170,7 +183,7 @@ impl Isolation {
         teammate: &str,
         path: &Path,
         new_item: bool,
-    ) -> Result<Worktree, String> {
+    ) -> Result<Worktree, GitError> {
         let mut prepared = self.prepared.lock().await;
         let branch = self.branch(teammate);
         if path.join(".git").exists() {
@@ -205,17 +218,17 @@ impl Isolation {
             )
             .await;
             if !ancestor.ok {
-                return Err(format!(
+                return Err(GitError::Failed(format!(
                     "branch {branch} holds commits from an earlier run; merge or delete it (`git branch -D {branch}`, or `runner clean`) and run again"
-                ));
+                )));
             }
             let reset = git(&self.repo, &["branch", "-f", &branch, &self.base], &[]).await;
             if !reset.ok {
-                return Err(format!(
+                return Err(GitError::Failed(format!(
                     "cannot reset branch {branch} to {}: {}",
                     self.base,
                     first_line(&reset.stderr)
-                ));
+                )));
             }
         }
         let out = if exists {
@@ -229,15 +242,19 @@ impl Isolation {
             .await
         };
         if !out.ok {
-            return Err(format!(
+            return Err(GitError::Failed(format!(
                 "git worktree add failed: {}",
                 first_line(&out.stderr)
-            ));
+            )));
         }
         prepared.insert(branch.clone());
         for rel in &self.copy {
-            copy_into(&self.repo.join(rel), &path.join(rel))
-                .map_err(|e| format!("cannot copy {} into the worktree: {e}", rel.display()))?;
+            copy_into(&self.repo.join(rel), &path.join(rel)).map_err(|e| {
+                GitError::Failed(format!(
+                    "cannot copy {} into the worktree: {e}",
+                    rel.display()
+                ))
+            })?;
         }
         Ok(Worktree {
             path: path.to_owned(),
@@ -250,15 +267,25 @@ impl Isolation {
     /// branch's head commit and the diffstat of the branch against the base.
     ///
     /// Errors: what git said.
-    pub async fn commit_all(&self, wt: &Worktree, title: &str) -> Result<(String, String), String> {
+    pub async fn commit_all(
+        &self,
+        wt: &Worktree,
+        title: &str,
+    ) -> Result<(String, String), GitError> {
         let status = git(&wt.path, &["status", "--porcelain"], &[]).await;
         if !status.ok {
-            return Err(format!("git status failed: {}", first_line(&status.stderr)));
+            return Err(GitError::Failed(format!(
+                "git status failed: {}",
+                first_line(&status.stderr)
+            )));
         }
         if !status.stdout.trim().is_empty() {
             let add = git(&wt.path, &["add", "-A"], &self.identity).await;
             if !add.ok {
-                return Err(format!("git add failed: {}", first_line(&add.stderr)));
+                return Err(GitError::Failed(format!(
+                    "git add failed: {}",
+                    first_line(&add.stderr)
+                )));
             }
             let msg = format!("runner: {title}");
             let commit = git(
@@ -268,7 +295,10 @@ impl Isolation {
             )
             .await;
             if !commit.ok {
-                return Err(format!("git commit failed: {}", first_line(&commit.stderr)));
+                return Err(GitError::Failed(format!(
+                    "git commit failed: {}",
+                    first_line(&commit.stderr)
+                )));
             }
         }
         let head = git(&wt.path, &["rev-parse", "HEAD"], &[]).await;
@@ -277,7 +307,7 @@ impl Isolation {
     }
 
     /// Remove the worktree at `path` (`git worktree remove --force`), then prune.
-    pub fn remove(&self, path: &Path) -> Result<(), String> {
+    pub fn remove(&self, path: &Path) -> Result<(), GitError> {
         let out = git_sync(
             &self.repo,
             &["worktree", "remove", "--force", &path.to_string_lossy()],
@@ -287,13 +317,13 @@ impl Isolation {
         if out.ok || !path.exists() {
             Ok(())
         } else {
-            Err(first_line(&out.stderr))
+            Err(GitError::Failed(first_line(&out.stderr)))
         }
     }
 
     /// Merge `branch` into the current branch of the main working tree with `--no-ff`. On a
     /// conflict the merge is aborted and the conflicting files are returned as the error.
-    pub fn merge(&self, branch: &str, title: &str) -> Result<(), String> {
+    pub fn merge(&self, branch: &str, title: &str) -> Result<(), GitError> {
         let msg = format!("runner: merge {title}");
         let out = git_sync(
             &self.repo,
@@ -307,12 +337,14 @@ impl Isolation {
         let _ = git_sync(&self.repo, &["merge", "--abort"], &[]);
         let files: Vec<&str> = conflicts.stdout.lines().filter(|l| !l.is_empty()).collect();
         if files.is_empty() {
-            Err(format!(
+            Err(GitError::Failed(format!(
                 "merge failed: {}",
                 first_line(&format!("{}{}", out.stdout, out.stderr))
-            ))
+            )))
         } else {
-            Err(format!("merge conflict in {}", files.join(", ")))
+            Err(GitError::Conflict(
+                files.into_iter().map(str::to_owned).collect(),
+            ))
         }
     }
 
@@ -323,7 +355,7 @@ impl Isolation {
 }
 
 /// Whether the main working tree has changes outside `exclude` (paths relative to `repo`).
-pub fn dirty(repo: &Path, exclude: &[PathBuf]) -> Result<Vec<String>, String> {
+pub fn dirty(repo: &Path, exclude: &[PathBuf]) -> Result<Vec<String>, GitError> {
     let mut args: Vec<String> = vec![
         "status".into(),
         "--porcelain".into(),
@@ -336,7 +368,7 @@ pub fn dirty(repo: &Path, exclude: &[PathBuf]) -> Result<Vec<String>, String> {
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = git_sync(repo, &refs, &[]);
     if !out.ok {
-        return Err(first_line(&out.stderr));
+        return Err(GitError::Failed(first_line(&out.stderr)));
     }
     Ok(out
         .stdout

@@ -217,3 +217,23 @@ fn the_inbox_and_empty_items_are_not_run() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("has no text"), "{r:?}");
 }
+
+#[test]
+fn a_closed_stdout_pipe_ends_list_and_runners_quietly_with_exit_0() {
+    let sb = Sandbox::new();
+    assert_eq!(sb.run(&["add", "--store", "s", "first item"]).code, 0);
+    for args in [&["list", "--store", "s"][..], &["runners"][..]] {
+        // The reader is gone before the runner writes a byte: every write gets EPIPE.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = sb
+            .cmd(args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}

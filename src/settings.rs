@@ -530,9 +530,10 @@ impl Settings {
         Ok(settings)
     }
 
-    /// Expand the runner definition once with sample values, so a bad definition or a
-    /// missing program fails before anything is written.
+    /// Check the runner definition's backend and expand it once with sample values, so a bad
+    /// definition or a missing program fails before anything is written.
     fn check_programs(&self) -> Result<()> {
+        crate::run::backend::for_runner(&self.runner)?;
         let sample = definition::AttemptArgs {
             prompt_file: Path::new("prompt.md"),
             report: Path::new("report.json"),

@@ -34,9 +34,9 @@ pub enum Format {
 /// terminal.
 pub fn reporter(format: Format) -> Box<dyn Sink> {
     match format {
-        Format::Json => Box::new(JsonLines),
+        Format::Json => Box::new(JsonLines::new(Box::new(std::io::stdout()))),
         Format::Human if std::io::stdout().is_terminal() => Box::new(Human::new()),
-        Format::Human | Format::Plain => Box::new(Plain),
+        Format::Human | Format::Plain => Box::new(Plain::new(Box::new(std::io::stdout()))),
     }
 }
 
@@ -70,12 +70,24 @@ fn at_a_time(jobs: usize, total: Option<u64>) -> usize {
     })
 }
 
+/// Where a reporter writes: stdout in a run, a buffer in tests.
+pub type Output = Box<dyn Write + Send>;
+
 /// One line per finished item and per interrupt, for logs and CI.
-pub struct Plain;
+pub struct Plain {
+    out: Output,
+}
+
+impl Plain {
+    /// Plain lines on `out`.
+    pub fn new(out: Output) -> Plain {
+        Plain { out }
+    }
+}
 
 impl Reporter for Plain {
     fn event(&mut self, event: &Event) {
-        let mut out = std::io::stdout().lock();
+        let out = &mut self.out;
         let _ = match event {
             Event::RunStarted {
                 team,
@@ -114,6 +126,7 @@ impl Reporter for Plain {
             }
             _ => Ok(()),
         };
+        let _ = out.flush();
     }
 }
 
@@ -269,9 +282,18 @@ impl Reporter for Human {
 
 impl Sink for Human {}
 
-/// JSON lines on stdout: each recorded event as [`Event::to_line`] writes it (the same lines
-/// as the journal; `docs/events.md`).
-pub struct JsonLines;
+/// JSON lines: each recorded event as [`Event::to_line`] writes it (the same lines as the
+/// journal; `docs/events.md`).
+pub struct JsonLines {
+    out: Output,
+}
+
+impl JsonLines {
+    /// JSON lines on `out`.
+    pub fn new(out: Output) -> JsonLines {
+        JsonLines { out }
+    }
+}
 
 impl Sink for JsonLines {}
 
@@ -279,7 +301,8 @@ impl Reporter for JsonLines {
     fn event(&mut self, event: &Event) {
         match event.to_line() {
             Some(Ok(line)) => {
-                let _ = writeln!(std::io::stdout().lock(), "{line}");
+                let _ = writeln!(self.out, "{line}");
+                let _ = self.out.flush();
             }
             Some(Err(e)) => tracing::warn!("cannot encode an event line: {e}"),
             None => {}
@@ -320,7 +343,18 @@ pub fn print_summary(s: &RunSummary, output: Option<&Path>, workspace: &Path, fo
     if format == Format::Json {
         return;
     }
-    let mut out = std::io::stdout().lock();
+    let _ = write_summary(&mut std::io::stdout().lock(), s, output, workspace);
+}
+
+/// The closing summary of [`print_summary`], written to `out`.
+///
+/// Errors: `out` cannot be written.
+pub fn write_summary(
+    out: &mut dyn Write,
+    s: &RunSummary,
+    output: Option<&Path>,
+    workspace: &Path,
+) -> std::io::Result<()> {
     let counts: Vec<String> = s
         .counts
         .iter()
@@ -333,7 +367,7 @@ pub fn print_summary(s: &RunSummary, output: Option<&Path>, workspace: &Path, fo
         String::new()
     };
     let cost = s.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
-    let _ = writeln!(
+    writeln!(
         out,
         "\nSummary: {} item(s): {}{resumed} in {:.1}s{cost}{}",
         s.total(),
@@ -348,24 +382,24 @@ pub fn print_summary(s: &RunSummary, output: Option<&Path>, workspace: &Path, fo
         } else {
             ""
         }
-    );
+    )?;
     for (id, teammate, status, reason, log) in &s.problems {
-        let _ = writeln!(out, "  {status:>10}  {teammate} (id {id}): {reason}");
+        writeln!(out, "  {status:>10}  {teammate} (id {id}): {reason}")?;
         if !log.is_empty() {
-            let _ = writeln!(out, "              log: {log}");
+            writeln!(out, "              log: {log}")?;
         }
     }
     if s.problems_hidden > 0 {
-        let _ = writeln!(
+        writeln!(
             out,
             "  … and {} more; see the output file",
             s.problems_hidden
-        );
+        )?;
     }
     if let Some(o) = output {
-        let _ = writeln!(out, "Output:    {}", o.display());
+        writeln!(out, "Output:    {}", o.display())?;
     }
-    let _ = writeln!(out, "Workspace: {}", workspace.display());
+    writeln!(out, "Workspace: {}", workspace.display())
 }
 
 /// The line `resolve` shows before it asks: which isolation the run will use.
@@ -411,5 +445,93 @@ pub fn print_isolation(end: &IsolationEnd, format: Format) {
                 format!("  {teammate}: {} (branch {branch})", path.display()),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::run::events::tests::one_of_each;
+
+    /// A writer the test reads back.
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buffer {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Buffer {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().expect("lock").clone()).expect("utf-8")
+        }
+    }
+
+    fn feed(reporter: &mut dyn Reporter) {
+        for event in one_of_each() {
+            reporter.event(&event);
+        }
+    }
+
+    #[test]
+    fn plain_lines_from_constructed_events() {
+        let buf = Buffer::default();
+        feed(&mut Plain::new(Box::new(buf.clone())));
+        insta::assert_snapshot!(buf.text());
+    }
+
+    #[test]
+    fn json_lines_are_the_recorded_events_one_per_line() {
+        let buf = Buffer::default();
+        feed(&mut JsonLines::new(Box::new(buf.clone())));
+        let text = buf.text();
+        // Activity is progress detail, not part of the versioned stream.
+        let recorded = one_of_each()
+            .iter()
+            .filter(|e| e.to_line().is_some())
+            .count();
+        assert_eq!(text.lines().count(), recorded, "{text}");
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn the_closing_summary_lists_counts_problems_and_places() {
+        let summary = RunSummary {
+            at: "2026-12-01T09:00:02Z".into(),
+            counts: vec![
+                (ItemStatus::Completed, 3),
+                (ItemStatus::Failed, 1),
+                (ItemStatus::TimedOut, 0),
+            ],
+            resumed: 2,
+            interrupted: false,
+            elapsed_s: 12.34,
+            cost_usd: Some(0.125),
+            problems: vec![(
+                "b".into(),
+                "2-b".into(),
+                ItemStatus::Failed,
+                "exited with code 1: boom".into(),
+                "/w/t/teammates/2-b/attempt-1.stderr.log".into(),
+            )],
+            problems_hidden: 0,
+        };
+        let mut out = Vec::new();
+        write_summary(
+            &mut out,
+            &summary,
+            Some(Path::new("/w/out.csv")),
+            Path::new("/w/t"),
+        )
+        .expect("write");
+        insta::assert_snapshot!(String::from_utf8(out).expect("utf-8"));
     }
 }

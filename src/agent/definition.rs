@@ -156,6 +156,10 @@ pub struct RunnerDef {
     /// One line for `runner runners`.
     #[serde(default)]
     pub description: String,
+    /// Which backend executes its attempts (`crate::run::backend::for_runner`): `process`
+    /// (the default: the program below as a subprocess).
+    #[serde(default = "default_kind")]
+    pub kind: String,
     /// Program looked up on PATH; empty for `exec` (taken from the command after `--`).
     pub program: String,
     /// How to install the program, shown when it is missing.
@@ -185,6 +189,10 @@ pub struct RunnerDef {
     /// Environment handling.
     #[serde(default)]
     pub env: EnvSpec,
+}
+
+fn default_kind() -> String {
+    "process".into()
 }
 
 /// The per-attempt values placeholders expand to.

@@ -234,7 +234,7 @@ pub async fn run(
     reporter: &mut dyn Reporter,
 ) -> Result<RunSummary> {
     let wiring = Wiring {
-        backend: backend::for_runner(&spec.settings.runner),
+        backend: backend::for_runner(&spec.settings.runner)?,
         interrupts: Interrupts::signals()?,
     };
     run_wired(spec, team, items, total, reporter, wiring).await

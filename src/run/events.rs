@@ -274,15 +274,16 @@ pub trait Reporter: Send {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::Value;
 
     use super::*;
 
     /// One event of every recorded kind, with every optional field set.
-    fn one_of_each() -> Vec<Event> {
+    pub(crate) fn one_of_each() -> Vec<Event> {
         let mut outcome = Outcome::not_run("a", "1-a", "a", ItemStatus::Failed, "no".into());
         outcome.attempts = 2;
+        outcome.finished_at = "2026-12-01T09:00:01Z".into();
         outcome.exit_code = Some(1);
         outcome.report = Some(serde_json::json!({"status": "failed", "summary": "s"}));
         outcome.cost_usd = Some(0.5);

@@ -24,8 +24,8 @@
 //!    - stop at [`Attempt::timeout`] with [`ProcessEnd::TimedOut`], and when `cancel` leaves
 //!      [`Cancel::None`] with [`ProcessEnd::Cancelled`]; a request that could not be made at
 //!      all is [`ProcessEnd::NotStarted`] with the reason.
-//! 2. Register it: `mod <name>;` below and one line in [`for_runner`] choosing it for the
-//!    runner definitions it serves. Nothing else changes: preparation, the success rule,
+//! 2. Register it: `mod <name>;` below and one match arm in [`for_runner`] for the runner
+//!    definition `kind` it serves (`kind = "<name>"` in `runners/*.toml`). Nothing else changes: preparation, the success rule,
 //!    retries, the journal and the sinks are the same for every backend.
 
 pub mod process;
@@ -62,11 +62,18 @@ pub trait Backend: Send + Sync {
     ) -> BoxFuture<'a, Execution>;
 }
 
-/// The backend that executes the attempts of runner definition `def`. The registry: one line
-/// per backend.
-pub fn for_runner(def: &RunnerDef) -> Arc<dyn Backend> {
-    tracing::debug!("runner `{}` runs as a process", def.name);
-    Arc::new(process::Process)
+/// The backend that executes the attempts of runner definition `def`, by its `kind`. The
+/// registry: one match arm per backend.
+///
+/// Errors: a `kind` no backend serves (exit 2, naming the definition).
+pub fn for_runner(def: &RunnerDef) -> crate::error::Result<Arc<dyn Backend>> {
+    match def.kind.as_str() {
+        "process" => Ok(Arc::new(process::Process)),
+        other => Err(crate::error::Error::Usage(format!(
+            "runner `{}` has kind `{other}`, which no backend runs (known: process)",
+            def.name
+        ))),
+    }
 }
 
 /// What a backend gets: one prepared attempt. Every path is absolute; the teammate folder,
@@ -209,4 +216,22 @@ pub fn last_line_of(path: &Path) -> Option<String> {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_definition_kind_no_backend_serves_is_refused_naming_it() {
+        let mut def = crate::agent::definition::load("exec", None, None).expect("exec");
+        assert_eq!(def.kind, "process");
+        assert!(for_runner(&def).is_ok());
+        def.kind = "carrier-pigeon".into();
+        let e = for_runner(&def).err().expect("refused").to_string();
+        assert!(
+            e.contains("`carrier-pigeon`") && e.contains("runner `exec`"),
+            "{e}"
+        );
+    }
 }

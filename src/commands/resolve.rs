@@ -6,11 +6,10 @@
 
 use std::io::IsTerminal;
 
-use super::todo::{open_store, parse_checked, render_items};
+use super::todo::{open_store, parse_checked, render_items, store_settings};
 use super::todo_run;
 use crate::cli::ResolveArgs;
 use crate::error::{Error, Result};
-use crate::settings::Settings;
 use crate::source::todo::{Section, TodoDocument};
 use crate::source::todo_batch::{self, TodoBatch};
 use crate::store::{Need, today};
@@ -62,12 +61,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         }
     }
     // Validate the runner options before asking anything or writing.
-    let settings = Settings::resolve(
-        &args.run,
-        &args.command,
-        &store.settings()?,
-        Some(&store.dir),
-    )?;
+    let settings = store_settings(&store, &args.run, &args.command)?;
     say(format, crate::ui::isolation_line(&settings));
 
     let selected: Vec<u32> = if !args.select.is_empty() {

@@ -3,8 +3,9 @@
 use std::io::{IsTerminal, Read};
 use std::path::Path;
 
-use crate::cli::{AddArgs, ListArgs, StoreArgs};
+use crate::cli::{AddArgs, ListArgs, RunArgs, StoreArgs};
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use crate::source::todo::{Mark, Section, TodoDocument};
 use crate::store::{self, Need, ScopeFlags, Store, today};
 
@@ -34,6 +35,14 @@ pub fn open_store(args: &StoreArgs, need: Need) -> Result<Store> {
             .map(|i| i == 0)
             .map_err(|e| Error::Usage(format!("no store chosen: {e}")))
     })
+}
+
+/// The settings of a run from `store`: the flags over its `runner.toml` over the defaults,
+/// with its `runners/` overrides.
+///
+/// Errors: as [`Settings::resolve`], and an invalid runner.toml (exit 2).
+pub fn store_settings(store: &Store, run: &RunArgs, command: &[String]) -> Result<Settings> {
+    Settings::resolve(run, command, &store.settings()?, Some(&store.dir))
 }
 
 /// Parse a todo file, refusing one with problems (exit 2, naming file and line).

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::todo::read_doc;
+use super::todo::{read_doc, store_settings};
 use crate::cli::RunTodoArgs;
 use crate::error::{Error, Result};
 use crate::run::pipeline;
@@ -35,12 +35,7 @@ pub fn run(args: RunTodoArgs) -> Result<i32> {
     .flatten();
     let store = Store { dir, project_root };
     let (_, doc) = read_doc(&batch)?;
-    let settings = Settings::resolve(
-        &args.run,
-        &args.command,
-        &store.settings()?,
-        Some(&store.dir),
-    )?;
+    let settings = store_settings(&store, &args.run, &args.command)?;
     let batch = TodoBatch {
         store: &store,
         batch: &batch,

@@ -12,6 +12,7 @@ use super::{RunSpec, isolation};
 use crate::error::{EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Error, Result};
 use crate::report::ItemStatus;
 use crate::sink::RunEnd;
+use crate::sink::junit::Junit;
 
 /// Carry out `plan` and return the process exit code (DESIGN §7).
 ///
@@ -26,7 +27,15 @@ pub fn run(mut plan: Plan) -> Result<i32> {
     }
     // Everything is valid: from here on files are written.
     let mut team = Team::open(&spec.team, &spec.workspace)?;
-    // The UI finishes last: the closing summary follows every output written.
+    // Sinks every run may have, after the source's own; the UI finishes last, so the
+    // closing summary follows every output written.
+    if let Some(path) = spec.settings.junit.clone() {
+        plan.sinks.push(Box::new(Junit {
+            path,
+            team: spec.team.clone(),
+            items: plan.source.clone(),
+        }));
+    }
     plan.sinks.push(crate::ui::reporter(format));
     let mut summary = execute(
         spec.clone(),

@@ -18,7 +18,6 @@ use crate::run::selection::{Only, Selection, shard_of};
 use crate::run::{RunSpec, isolation};
 use crate::settings::{PIPE_WAIT, Settings};
 use crate::sink::Sinks;
-use crate::sink::junit::Junit;
 use crate::sink::output_csv::{self, CsvOutput};
 use crate::sink::previous::Previous;
 use crate::sink::shard_meta::ShardSidecar;
@@ -359,13 +358,6 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
             fingerprint: survey.fingerprint,
             shard,
             table: table.clone(),
-        }));
-    }
-    if let Some(path) = settings.junit.clone() {
-        sinks.push(Box::new(Junit {
-            path,
-            team: team.clone(),
-            items: source.clone(),
         }));
     }
     let rerun = match &selection.only {

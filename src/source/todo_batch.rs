@@ -16,7 +16,6 @@ use crate::run::{RunSpec, isolation};
 use crate::settings::{PIPE_WAIT, Settings};
 use crate::sink::Sinks;
 use crate::sink::checkpoints::Checkpoints;
-use crate::sink::junit::Junit;
 use crate::sink::todo_marks::TodoMarks;
 use crate::sink::todo_table::TodoTable;
 use crate::source::todo::{Mark, Section, TodoDocument};
@@ -208,13 +207,6 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         include_ideas: b.include_ideas,
         isolated: isolation.is_some(),
     }));
-    if let Some(path) = settings.junit.clone() {
-        sinks.push(Box::new(Junit {
-            path,
-            team: team.clone(),
-            items: source.clone(),
-        }));
-    }
     sinks.push(Box::new(Checkpoints {
         store: b.store.clone(),
         batch: b.batch.to_owned(),

@@ -292,4 +292,9 @@ pub struct RunArgs {
     /// (argv, no shell); its failure fails the attempt.
     #[arg(long, value_name = "CMD")]
     pub worktree_setup: Option<String>,
+    /// Write agents' values into output CSVs as they are. By default a value that starts with
+    /// = + - @, a tab or a carriage return gets a leading ' so spreadsheets show it as text
+    /// instead of running it as a formula.
+    #[arg(long)]
+    pub keep_formulas: bool,
 }

@@ -90,7 +90,17 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
     };
     match made {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {
+            // A folder made earlier (by hand, by an older runner, with another umask) is made
+            // as private as a new one.
+            use std::os::unix::fs::PermissionsExt;
+            let meta = fs::metadata(dir).map_err(|e| Error::io("read", dir, e))?;
+            if meta.permissions().mode() & 0o077 != 0 {
+                fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+                    .map_err(|e| Error::io("make private", dir, e))?;
+            }
+            Ok(())
+        }
         Err(e) => Err(Error::io("create", dir, e)),
     }
 }
@@ -186,5 +196,17 @@ mod tests {
         fs::write(&blocked, b"x").expect("file");
         assert!(create_private_dir(&blocked).is_err());
         assert!(create_private_dir(&blocked.join("sub")).is_err());
+    }
+
+    #[test]
+    fn a_folder_that_already_exists_is_made_private_like_a_new_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = dir.path().join("out.runner");
+        fs::create_dir(&ws).expect("mkdir");
+        fs::set_permissions(&ws, fs::Permissions::from_mode(0o755)).expect("chmod");
+        create_private_dir(&ws).expect("existing");
+        let mode = fs::metadata(&ws).expect("ws").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
     }
 }

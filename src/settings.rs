@@ -62,6 +62,10 @@ pub struct FileSettings {
     /// line run once in each new worktree).
     #[serde(default)]
     pub worktree: Option<WorktreeSettings>,
+    /// `keep_formulas`: write agents' values into output CSVs as they are, even those a
+    /// spreadsheet would run as formulas.
+    #[serde(default)]
+    pub keep_formulas: Option<bool>,
 }
 
 /// `worktree:` in BATCH.md, `[worktree]` in runner.toml.
@@ -294,6 +298,9 @@ pub struct Settings {
     pub junit: Option<PathBuf>,
     /// `--dry-run`: show the plan, write nothing.
     pub dry_run: bool,
+    /// `--keep-formulas`: agents' values go into output CSVs as they are (by default a value
+    /// a spreadsheet would evaluate gets a leading `'`).
+    pub keep_formulas: bool,
 }
 
 /// Parse a duration flag: `90s`, `10m`, `1h`, `1h30m`, or bare seconds.
@@ -523,6 +530,7 @@ impl Settings {
             shard: shard(flags)?,
             junit: flags.junit.clone(),
             dry_run: flags.dry_run,
+            keep_formulas: flags.keep_formulas || file.keep_formulas.unwrap_or(false),
             runner,
         };
         settings.check_programs()?;

@@ -51,11 +51,33 @@ pub struct Layout {
     pub warnings: Vec<String>,
     /// Whether the worktree columns follow the runner columns.
     pub worktree: bool,
+    /// Whether values that come from agents are written so that spreadsheets do not evaluate
+    /// them as formulas ([`formula_safe`]); `false` with `--keep-formulas`.
+    pub guard_formulas: bool,
+}
+
+/// A value from an agent as a spreadsheet cannot run it (OWASP "CSV injection"): a value
+/// that starts with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading `'`, which
+/// Excel, LibreOffice and Google Sheets show as text and do not evaluate. Plain numbers
+/// (`-3`, `+1.5`) and other values are unchanged.
+pub fn formula_safe(value: String) -> String {
+    match value.chars().next() {
+        Some('=' | '+' | '-' | '@' | '\t' | '\r') if value.trim().parse::<f64>().is_err() => {
+            format!("'{value}")
+        }
+        _ => value,
+    }
 }
 
 /// Work out the columns for `inputs`, an optional `output_schema`, and whether teammates
-/// work in worktrees (which adds [`WORKTREE_COLUMNS`]).
-pub fn layout(inputs: &[String], schema: Option<&Value>, worktree: bool) -> Layout {
+/// work in worktrees (which adds [`WORKTREE_COLUMNS`]); `guard_formulas` is
+/// [`Layout::guard_formulas`].
+pub fn layout(
+    inputs: &[String],
+    schema: Option<&Value>,
+    worktree: bool,
+    guard_formulas: bool,
+) -> Layout {
     let fields: Option<Vec<String>> = schema
         .and_then(|s| s.get("properties"))
         .and_then(Value::as_object)
@@ -104,6 +126,7 @@ pub fn layout(inputs: &[String], schema: Option<&Value>, worktree: bool) -> Layo
         fields,
         warnings,
         worktree,
+        guard_formulas,
     }
 }
 
@@ -147,12 +170,20 @@ pub fn row(
         ));
         return out;
     };
+    // Values an agent chose: its output, its summary, its error text, its session id.
+    let agent = |v: String| {
+        if layout.guard_formulas {
+            formula_safe(v)
+        } else {
+            v
+        }
+    };
     match &layout.fields {
-        Some(fields) => out.extend(fields.iter().map(|f| cell(o.output.get(f)))),
+        Some(fields) => out.extend(fields.iter().map(|f| agent(cell(o.output.get(f))))),
         None => out.push(if o.output.is_null() {
             String::new()
         } else {
-            o.output.to_string()
+            agent(o.output.to_string())
         }),
     }
     out.extend([
@@ -166,14 +197,14 @@ pub fn row(
         },
         o.started_at.clone(),
         o.finished_at.clone(),
-        o.error.clone(),
-        o.summary.clone(),
+        agent(o.error.clone()),
+        agent(o.summary.clone()),
         o.log.clone(),
         opt(o.cost_usd),
         opt(o.input_tokens),
         opt(o.output_tokens),
         opt(o.turns),
-        o.session_id.clone().unwrap_or_default(),
+        agent(o.session_id.clone().unwrap_or_default()),
     ]);
     if layout.worktree {
         out.push(o.branch.clone().unwrap_or_default());
@@ -392,6 +423,7 @@ mod tests {
             &["path".into()],
             Some(&json!({"properties": {"ok": {}, "links": {}}})),
             false,
+            true,
         );
         assert_eq!(&l.headers[..3], &["path", "ok", "links"]);
         assert_eq!(l.headers[3], "status");
@@ -406,15 +438,64 @@ mod tests {
 
     #[test]
     fn runner_columns_are_prefixed_on_collision() {
-        let l = layout(&["id".into(), "status".into()], None, false);
+        let l = layout(&["id".into(), "status".into()], None, false, true);
         assert_eq!(l.headers[2], "result");
         assert_eq!(l.headers[3], "runner_status");
         assert_eq!(l.warnings.len(), 1);
     }
 
     #[test]
+    fn agent_values_never_reach_a_spreadsheet_as_formulas_and_inputs_stay_as_they_are() {
+        let schema = json!({"properties": {"cmd": {}, "n": {}}});
+        let mut o = Outcome::not_run(
+            "1",
+            "t",
+            "t",
+            ItemStatus::Failed,
+            "=HYPERLINK(\"x\")".into(),
+        );
+        o.attempts = 1;
+        o.summary = "@SUM(1,1)".into();
+        o.output = json!({"cmd": "=cmd|' /C calc'!A0", "n": -3});
+        let input = ["+1+1".to_string()];
+        for (guard, cmd, n, error, summary) in [
+            (
+                true,
+                "'=cmd|' /C calc'!A0",
+                "-3",
+                "'=HYPERLINK(\"x\")",
+                "'@SUM(1,1)",
+            ),
+            (
+                false,
+                "=cmd|' /C calc'!A0",
+                "-3",
+                "=HYPERLINK(\"x\")",
+                "@SUM(1,1)",
+            ),
+        ] {
+            let l = layout(&["in".into()], Some(&schema), false, guard);
+            let r = row(&l, &input, Some(&o), ("", ""));
+            let col = |name: &str| &r[l.headers.iter().position(|h| h == name).expect(name)];
+            assert_eq!(col("in"), "+1+1", "input columns stay byte for byte");
+            assert_eq!(col("cmd"), cmd);
+            assert_eq!(col("n"), n, "plain numbers are not formulas");
+            assert_eq!(col("error"), error);
+            assert_eq!(col("summary"), summary);
+        }
+        for (raw, safe) in [
+            ("-2+3", "'-2+3"),
+            ("\tx", "'\tx"),
+            ("\rx", "'\rx"),
+            ("ok", "ok"),
+        ] {
+            assert_eq!(formula_safe(raw.into()), safe);
+        }
+    }
+
+    #[test]
     fn missing_outcome_keeps_the_row() {
-        let l = layout(&["id".into()], None, true);
+        let l = layout(&["id".into()], None, true, true);
         let r = row(&l, &["7".into()], None, ("cancelled", "not started"));
         assert_eq!(r.len(), l.headers.len());
         assert_eq!(r[2], "cancelled");

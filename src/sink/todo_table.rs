@@ -20,6 +20,8 @@ pub struct TodoTable {
     pub include_ideas: bool,
     /// Whether teammates worked in worktrees (adds the branch columns).
     pub isolated: bool,
+    /// [`output_csv::Layout::guard_formulas`].
+    pub guard_formulas: bool,
 }
 
 impl Reporter for TodoTable {}
@@ -28,7 +30,7 @@ impl Sink for TodoTable {
     fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
         let (_, doc) = crate::store::read_todo(&self.batch)?;
         let inputs = ["item", "title", "checkpoint"].map(String::from);
-        let layout = output_csv::layout(&inputs, None, self.isolated);
+        let layout = output_csv::layout(&inputs, None, self.isolated, self.guard_formulas);
         let mut rows = Vec::new();
         for item in doc.items().iter().filter(|i| {
             i.section == Section::Todo || (self.include_ideas && i.section == Section::Ideas)

@@ -308,6 +308,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         &table.headers,
         files.schema.as_ref().map(|s| &s.0),
         settings.isolate,
+        !settings.keep_formulas,
     );
     let mut seen_cols = HashSet::new();
     if let Some(dup) = layout

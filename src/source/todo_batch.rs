@@ -206,6 +206,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         path: table_path(b.batch),
         include_ideas: b.include_ideas,
         isolated: isolation.is_some(),
+        guard_formulas: !settings.keep_formulas,
     }));
     sinks.push(Box::new(Checkpoints {
         store: b.store.clone(),

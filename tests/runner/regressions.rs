@@ -237,3 +237,34 @@ fn a_closed_stdout_pipe_ends_list_and_runners_quietly_with_exit_0() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn agent_values_that_look_like_formulas_are_written_as_text_unless_kept() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,note\na,=1+1\n");
+    sb.write("instr.md", "Do {id}\n");
+    let agent = [
+        "sh",
+        "-c",
+        r#"printf '%s' '{"status":"completed","summary":"=HYPERLINK(\"http://x\")","output":{"cmd":"@SUM(1,1)"}}' > "$RUNNER_REPORT""#,
+    ];
+    sb.write(
+        "schema.json",
+        r#"{"type":"object","properties":{"cmd":{"type":"string"}}}"#,
+    );
+    let flags = ["--id-column", "id", "--output-schema", "schema.json"];
+    let r = sb.batch(&flags, &agent);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["note"], "=1+1", "input columns stay as they are");
+    assert_eq!(rows["a"]["cmd"], "'@SUM(1,1)");
+    assert_eq!(rows["a"]["summary"], "'=HYPERLINK(\"http://x\")");
+    let r = sb.batch(
+        &[&flags[..], &["--keep-formulas", "--only", "a"]].concat(),
+        &agent,
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["cmd"], "@SUM(1,1)");
+    assert_eq!(rows["a"]["summary"], "=HYPERLINK(\"http://x\")");
+}

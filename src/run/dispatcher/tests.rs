@@ -54,6 +54,7 @@ fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
             shard: None,
             junit: None,
             dry_run: false,
+            keep_formulas: false,
         },
         template: TeammateTemplate::new(Path::new("teammate.md"), DEFAULT_TEAMMATE_TEMPLATE)
             .expect("template"),

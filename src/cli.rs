@@ -273,6 +273,10 @@ pub struct RunArgs {
     /// Also write a JUnit XML report: one test case per item.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Also write the run as Chrome trace events (open it in Perfetto or chrome://tracing):
+    /// one lane per concurrent slot, one bar per attempt.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
     /// Show the plan (items, argv, prompts, dependencies, shard) without running or writing.
     #[arg(long)]
     pub dry_run: bool,

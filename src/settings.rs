@@ -296,6 +296,8 @@ pub struct Settings {
     pub shard: Option<Shard>,
     /// `--junit FILE`.
     pub junit: Option<PathBuf>,
+    /// `--trace FILE`: Chrome trace events of the run.
+    pub trace: Option<PathBuf>,
     /// `--dry-run`: show the plan, write nothing.
     pub dry_run: bool,
     /// `--keep-formulas`: agents' values go into output CSVs as they are (by default a value
@@ -529,12 +531,14 @@ impl Settings {
             only: Only::parse(flags.only.as_deref())?,
             shard: shard(flags)?,
             junit: flags.junit.clone(),
+            trace: flags.trace.clone(),
             dry_run: flags.dry_run,
             keep_formulas: flags.keep_formulas || file.keep_formulas.unwrap_or(false),
             runner,
         };
         settings.check_programs()?;
         crate::fsutil::check_parent(settings.junit.as_deref(), "--junit")?;
+        crate::fsutil::check_parent(settings.trace.as_deref(), "--trace")?;
         Ok(settings)
     }
 

@@ -13,6 +13,7 @@ use crate::error::{EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Error, Result};
 use crate::report::ItemStatus;
 use crate::sink::RunEnd;
 use crate::sink::junit::Junit;
+use crate::sink::trace::Trace;
 
 /// Carry out `plan` and return the process exit code (DESIGN §7).
 ///
@@ -35,6 +36,10 @@ pub fn run(mut plan: Plan) -> Result<i32> {
             team: spec.team.clone(),
             items: plan.source.clone(),
         }));
+    }
+    if let Some(path) = spec.settings.trace.clone() {
+        plan.sinks
+            .push(Box::new(Trace::new(path, spec.team.clone())));
     }
     plan.sinks.push(crate::ui::reporter(format));
     let mut summary = execute(

@@ -18,6 +18,7 @@ pub mod previous;
 pub mod shard_meta;
 pub mod todo_marks;
 pub mod todo_table;
+pub mod trace;
 
 use crate::error::Result;
 use crate::run::events::{Event, Reporter, RunSummary};

@@ -213,3 +213,37 @@ fn the_terminal_renderer_is_not_used_when_stdout_is_not_a_terminal() {
         "{r:?}"
     );
 }
+
+#[test]
+fn trace_shows_one_bar_per_attempt_on_the_lanes_that_ran_at_once() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "flaky"), ("c", "failed")]);
+    let r = sb.fake_batch(&[
+        "--jobs",
+        "2",
+        "--retries",
+        "1",
+        "--retry-delay",
+        "0s",
+        "--trace",
+        "t.json",
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let doc: serde_json::Value = serde_json::from_str(&sb.read("t.json")).expect("trace JSON");
+    let events = doc["traceEvents"].as_array().expect("traceEvents");
+    let bars: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    // a: 1 attempt, b: fails then passes, c: fails twice.
+    assert_eq!(bars.len(), 5, "{doc}");
+    let lanes: std::collections::BTreeSet<u64> =
+        bars.iter().filter_map(|e| e["tid"].as_u64()).collect();
+    assert!(
+        lanes.len() <= 2 && lanes.contains(&1),
+        "--jobs 2 uses at most two lanes: {lanes:?}"
+    );
+    let completed = bars.iter().filter(|e| e["cat"] == "completed").count();
+    assert_eq!(completed, 2, "a and b's second attempt");
+    assert!(
+        bars.iter()
+            .all(|e| e["dur"].as_u64().is_some_and(|d| d > 0))
+    );
+}

@@ -53,6 +53,7 @@ fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
             only: Only::All,
             shard: None,
             junit: None,
+            trace: None,
             dry_run: false,
             keep_formulas: false,
         },

@@ -33,6 +33,11 @@ pub const RUNNER_COLUMNS: &[&str] = &[
     "output_tokens",
     "turns",
     "session_id",
+    "files_modified",
+    "files_created",
+    "tests",
+    "blocker",
+    "next_steps",
 ];
 
 /// Columns added with `--isolate worktree`: the teammate's branch and its head commit.
@@ -206,6 +211,24 @@ pub fn row(
         opt(o.turns),
         agent(o.session_id.clone().unwrap_or_default()),
     ]);
+    // The report's hand-off fields (seed `task-management-protocol.md`): lists as JSON text.
+    let handoff = |key: &str| {
+        let v = o.report.as_ref().and_then(|r| r.get(key));
+        match v {
+            Some(Value::Array(a)) if a.is_empty() => String::new(),
+            other => agent(cell(other)),
+        }
+    };
+    out.extend(
+        [
+            "files_modified",
+            "files_created",
+            "tests",
+            "blocker",
+            "next_steps",
+        ]
+        .map(handoff),
+    );
     if layout.worktree {
         out.push(o.branch.clone().unwrap_or_default());
         out.push(o.commit.clone().unwrap_or_default());
@@ -491,6 +514,27 @@ mod tests {
         ] {
             assert_eq!(formula_safe(raw.into()), safe);
         }
+    }
+
+    #[test]
+    fn the_reports_hand_off_fields_are_columns() {
+        let l = layout(&["id".into()], None, false, true);
+        let mut o = Outcome::not_run("1", "t", "t", ItemStatus::Completed, String::new());
+        o.attempts = 1;
+        o.report = Some(json!({
+            "status": "completed", "summary": "s", "files_modified": ["src/a.rs", "b.md"],
+            "files_created": [], "tests": "passed", "next_steps": ["wire it", "=1"],
+        }));
+        let r = row(&l, &["1".into()], Some(&o), ("", ""));
+        assert_eq!(r.len(), l.headers.len());
+        let col = |name: &str| &r[l.headers.iter().position(|h| h == name).expect(name)];
+        assert_eq!(col("files_modified"), r#"["src/a.rs","b.md"]"#);
+        assert_eq!(col("files_created"), "");
+        assert_eq!(col("tests"), "passed");
+        assert_eq!(col("blocker"), "");
+        assert_eq!(col("next_steps"), r#"["wire it","=1"]"#);
+        let none = row(&l, &["2".into()], None, ("cancelled", "not started"));
+        assert_eq!(none.len(), l.headers.len());
     }
 
     #[test]

@@ -49,6 +49,43 @@ pub enum Command {
     Status(StatusArgs),
     /// Remove what a team left behind: its git worktrees, branches and workspace.
     Clean(CleanArgs),
+    /// One item of a team: its status, every attempt with its verdict, the report, the
+    /// prompt, and the last lines of the log that explains it.
+    Show(ShowArgs),
+    /// Print a log of one item's attempt (the last attempt's stdout by default).
+    Logs(LogsArgs),
+}
+
+/// `runner show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The item's id (the CSV id column or row number; the item number of a todo batch).
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// The team workspace (or its team.json, the batch's output CSV, or a todo-N.md);
+    /// default: the most recently updated team here.
+    #[arg(value_name = "WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+}
+
+/// `runner logs`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The item's id.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// The team workspace, as for `runner show`.
+    #[arg(value_name = "WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+    /// Which attempt (default: the last one started).
+    #[arg(long, value_name = "N")]
+    pub attempt: Option<u32>,
+    /// The stderr log instead of stdout.
+    #[arg(long)]
+    pub stderr: bool,
+    /// Keep printing what the attempt writes until it ends.
+    #[arg(long, short)]
+    pub follow: bool,
 }
 
 /// `runner clean`.

@@ -35,6 +35,8 @@ fn main() {
         Command::Merge(args) => commands::merge::merge(args),
         Command::Status(args) => commands::status::status(args),
         Command::Clean(args) => commands::clean::clean(args),
+        Command::Show(args) => commands::show::show(args),
+        Command::Logs(args) => commands::show::logs(args),
     };
     let code = match result {
         Ok(code) => code,

@@ -2,6 +2,7 @@
 //! item otherwise, or JSON lines (`--format json`). The UI reads events; it changes no state.
 
 pub mod plan;
+pub mod show;
 pub mod status;
 
 pub use plan::print_plan;

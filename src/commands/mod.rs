@@ -7,6 +7,7 @@ pub mod clean;
 pub mod merge;
 pub mod resolve;
 pub mod runners;
+pub mod show;
 pub mod status;
 pub mod todo;
 pub mod todo_run;

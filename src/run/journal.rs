@@ -222,6 +222,31 @@ pub fn replay(path: &Path) -> Result<Replay> {
     Ok(r)
 }
 
+/// Every recorded event of item `id` in the journal at `path`, in order: its attempts'
+/// starts and ends and its outcomes (one per run that finished it). Streams the file; a torn
+/// last line is skipped.
+///
+/// Errors: the journal cannot be read.
+pub fn events_of(path: &Path, id: &str) -> Result<Vec<Event>> {
+    let file = File::open(path).map_err(|e| Error::read_input("the journal", path, e))?;
+    let mut out = Vec::new();
+    for line in BufReader::new(file).split(b'\n') {
+        let line = line.map_err(|e| Error::read_input("the journal", path, e))?;
+        let Ok(event) = Event::from_line(&line) else {
+            continue;
+        };
+        let of_item = match &event {
+            Event::AttemptStarted { id: i, .. } | Event::AttemptFinished { id: i, .. } => i == id,
+            Event::ItemFinished(o) => o.id == id,
+            _ => false,
+        };
+        if of_item {
+            out.push(event);
+        }
+    }
+    Ok(out)
+}
+
 /// Read back the outcome recorded at `at` (from [`Replay::finished`] or [`Journal::append`]).
 pub fn read_outcome(file: &mut File, path: &Path, at: &FinishedRef) -> Result<Outcome> {
     file.seek(SeekFrom::Start(at.offset))

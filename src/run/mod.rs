@@ -18,6 +18,7 @@ pub mod process;
 pub mod selection;
 pub mod team;
 pub mod unit;
+pub mod workspace;
 pub mod worktree;
 
 use std::path::PathBuf;

@@ -247,3 +247,67 @@ fn trace_shows_one_bar_per_attempt_on_the_lanes_that_ran_at_once() {
             .all(|e| e["dur"].as_u64().is_some_and(|d| d > 0))
     );
 }
+
+#[test]
+fn show_and_logs_tell_one_items_attempts_report_and_log() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "flaky"), ("c", "nonzero")]);
+    let r = sb.fake_batch(&[
+        "--retries",
+        "1",
+        "--retry-delay",
+        "0s",
+        "--retry-on",
+        "failed",
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    // The output CSV names the team, as for `runner status`.
+    let show = sb.run(&["show", "b", "workers-output.csv"]);
+    assert_eq!(show.code, 0, "{show:?}");
+    let text = &show.stdout;
+    assert!(
+        text.contains("Item b (teammate 2-b): completed after 2 attempt(s)"),
+        "{text}"
+    );
+    assert!(text.contains("worked on retry"), "the summary: {text}");
+    let attempts: Vec<&str> = text
+        .lines()
+        .skip_while(|l| *l != "Attempts:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(attempts.len(), 2, "{text}");
+    assert!(
+        attempts[0].contains("failed") && attempts[0].contains("exited with code 1"),
+        "{text}"
+    );
+    assert!(attempts[1].contains("completed"), "{text}");
+    assert!(
+        text.contains("\"status\": \"completed\""),
+        "the report: {text}"
+    );
+    assert!(text.contains("teammates/2-b/prompt.md"), "{text}");
+
+    let show = sb.run(&["show", "c", "workers-output.runner"]);
+    assert!(
+        show.stdout.contains("crashing"),
+        "the telling log's last lines: {show:?}"
+    );
+
+    let logs = sb.run(&[
+        "logs",
+        "b",
+        "workers-output.csv",
+        "--attempt",
+        "1",
+        "--stderr",
+    ]);
+    assert_eq!(logs.code, 0, "{logs:?}");
+    assert_eq!(logs.stdout.trim(), "transient failure");
+    let logs = sb.run(&["logs", "a", "workers-output.csv"]);
+    assert_eq!(logs.stdout.trim(), "done");
+
+    let missing = sb.run(&["show", "zz", "workers-output.csv"]);
+    assert_eq!(missing.code, 2, "{missing:?}");
+    assert!(missing.stderr.contains("no item `zz`"), "{missing:?}");
+}

@@ -1,0 +1,99 @@
+//! `runner show ID` and `runner logs ID`: one item of a team, from its journal (read only,
+//! so both work while the run goes on and after it).
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::cli::{LogsArgs, ShowArgs};
+use crate::error::{Error, Result};
+use crate::run::events::Event;
+use crate::run::journal;
+use crate::run::workspace::locate;
+
+/// The item's recorded events and its teammate's name.
+///
+/// Errors: no such item in the team (exit 2).
+fn item_events(dir: &Path, id: &str) -> Result<(Vec<Event>, String)> {
+    let events = journal::events_of(&dir.join("journal.jsonl"), id)?;
+    let teammate = events.iter().find_map(|e| match e {
+        Event::AttemptStarted { teammate, .. } => Some(teammate.clone()),
+        Event::ItemFinished(o) => Some(o.teammate.clone()),
+        _ => None,
+    });
+    match teammate {
+        Some(t) => Ok((events, t)),
+        None => Err(Error::Usage(format!(
+            "team {}: no item `{id}` has started or finished there; `runner status {}` lists the items",
+            dir.display(),
+            dir.display()
+        ))),
+    }
+}
+
+/// `runner show ID [WORKSPACE]`.
+pub fn show(args: ShowArgs) -> Result<i32> {
+    let dir = locate(args.workspace.as_deref())?;
+    let (events, teammate) = item_events(&dir, &args.id)?;
+    let teammate_dir = dir.join("teammates").join(&teammate);
+    crate::ui::out(crate::ui::show::item(&args.id, &teammate_dir, &events));
+    Ok(0)
+}
+
+/// `runner logs ID [WORKSPACE] [--attempt N] [--stderr] [--follow]`.
+pub fn logs(args: LogsArgs) -> Result<i32> {
+    let dir = locate(args.workspace.as_deref())?;
+    let (events, teammate) = item_events(&dir, &args.id)?;
+    let last = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::AttemptStarted { attempt, .. } => Some(*attempt),
+            _ => None,
+        })
+        .max();
+    let Some(attempt) = args.attempt.or(last) else {
+        return Err(Error::Usage(format!(
+            "item `{}` never started an attempt, so it has no log",
+            args.id
+        )));
+    };
+    let stream = if args.stderr { "stderr" } else { "stdout" };
+    let path = dir
+        .join("teammates")
+        .join(&teammate)
+        .join(format!("attempt-{attempt}.{stream}.log"));
+    let mut offset = 0;
+    if path.exists() || !args.follow {
+        offset = print_from(&path, 0)?;
+    }
+    if !args.follow {
+        return Ok(0);
+    }
+    // Follow until the journal says the attempt ended, then print what is left.
+    loop {
+        let ended = journal::events_of(&dir.join("journal.jsonl"), &args.id)?
+            .iter()
+            .any(|e| matches!(e, Event::AttemptFinished { attempt: a, .. } if *a == attempt));
+        if path.exists() {
+            offset = print_from(&path, offset)?;
+        }
+        if ended {
+            return Ok(0);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Print `path` from byte `offset` on; returns the new end.
+///
+/// Errors: the log cannot be read (exit 2, naming it).
+fn print_from(path: &PathBuf, offset: u64) -> Result<u64> {
+    let mut f = std::fs::File::open(path).map_err(|e| Error::read_input("the log", path, e))?;
+    f.seek(SeekFrom::Start(offset))
+        .map_err(|e| Error::read_input("the log", path, e))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)
+        .map_err(|e| Error::read_input("the log", path, e))?;
+    crate::ui::out(String::from_utf8_lossy(&buf));
+    Ok(offset + buf.len() as u64)
+}

@@ -1,0 +1,141 @@
+//! How `runner show` describes one item: its status and reason, each attempt with its verdict
+//! and duration, cost and tokens, the prompt and report files, and the last lines of the log
+//! that explains it. Reads those files; changes nothing.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use crate::run::events::Event;
+
+/// Lines of the telling log shown.
+const LOG_LINES: usize = 20;
+
+/// Seconds between two RFC 3339 times, when both parse.
+fn seconds_between(from: &str, to: &str) -> Option<i64> {
+    let (a, b) = (
+        from.parse::<jiff::Timestamp>().ok()?,
+        to.parse::<jiff::Timestamp>().ok()?,
+    );
+    Some(b.duration_since(a).as_secs())
+}
+
+/// The last `n` lines of the file at `path`, when it can be read.
+fn tail(path: &Path, n: usize) -> Option<String> {
+    let text = std::fs::read(path).ok()?;
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text.lines().collect();
+    Some(lines[lines.len().saturating_sub(n)..].join("\n"))
+}
+
+/// The description of item `id`, whose teammate folder is `dir`, from its recorded `events`.
+pub fn item(id: &str, dir: &Path, events: &[Event]) -> String {
+    let mut o = String::new();
+    let outcome = events.iter().rev().find_map(|e| match e {
+        Event::ItemFinished(o) => Some(o),
+        _ => None,
+    });
+    let teammate = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match outcome {
+        Some(out) => {
+            let _ = writeln!(
+                o,
+                "Item {id} (teammate {teammate}): {} after {} attempt(s)",
+                out.status, out.attempts
+            );
+            let _ = writeln!(o, "Title:   {}", out.title);
+            if !out.error.is_empty() {
+                let _ = writeln!(o, "Reason:  {}", out.error);
+            }
+            if !out.summary.is_empty() {
+                let _ = writeln!(o, "Summary: {}", out.summary);
+            }
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "Item {id} (teammate {teammate}): running, no outcome yet"
+            );
+        }
+    }
+    let _ = writeln!(o, "Attempts:");
+    for e in events {
+        let Event::AttemptStarted { attempt, at, .. } = e else {
+            continue;
+        };
+        let end = events.iter().find_map(|f| match f {
+            Event::AttemptFinished {
+                attempt: a,
+                verdict,
+                at: done,
+                ..
+            } if a == attempt => Some((verdict, done)),
+            _ => None,
+        });
+        let line = match end {
+            Some((verdict, done)) => {
+                let took = seconds_between(at, done)
+                    .map(|s| format!("{s}s"))
+                    .unwrap_or_else(|| "?".into());
+                format!(
+                    "  {attempt:>3}  {:<10} {took:>6}  started {at}  {}",
+                    verdict.status, verdict.reason
+                )
+            }
+            None => format!("  {attempt:>3}  {:<10} {:>6}  started {at}", "running", ""),
+        };
+        let _ = writeln!(o, "{}", line.trim_end());
+    }
+    if let Some(out) = outcome {
+        let mut costs = Vec::new();
+        if let Some(c) = out.cost_usd {
+            costs.push(format!("${c:.6}"));
+        }
+        if let (Some(i), Some(t)) = (out.input_tokens, out.output_tokens) {
+            costs.push(format!("tokens in {i}, out {t}"));
+        }
+        if let Some(s) = &out.session_id {
+            costs.push(format!("session {s}"));
+        }
+        if !costs.is_empty() {
+            let _ = writeln!(o, "Cost:    {}", costs.join("; "));
+        }
+        if let Some(b) = &out.branch {
+            let _ = writeln!(
+                o,
+                "Branch:  {b} {}",
+                out.commit.as_deref().unwrap_or_default()
+            );
+        }
+    }
+    let _ = writeln!(o, "Prompt:  {}", dir.join("prompt.md").display());
+    if let Some(report) = outcome.and_then(|out| out.report.as_ref()) {
+        let pretty = serde_json::to_string_pretty(report).unwrap_or_default();
+        let _ = writeln!(o, "Report:");
+        for l in pretty.lines() {
+            let _ = writeln!(o, "  {l}");
+        }
+    }
+    if let Some(log) = outcome
+        .map(|out| out.log.as_str())
+        .filter(|l| !l.is_empty())
+    {
+        match tail(Path::new(log), LOG_LINES) {
+            Some(t) if !t.trim().is_empty() => {
+                let _ = writeln!(o, "Log {log} (last {LOG_LINES} lines):");
+                for l in t.lines() {
+                    let _ = writeln!(o, "  | {l}");
+                }
+            }
+            Some(_) => {
+                let _ = writeln!(o, "Log {log}: empty");
+            }
+            None => {
+                let _ = writeln!(o, "Log {log}: no longer there");
+            }
+        }
+    }
+    o
+}

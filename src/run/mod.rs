@@ -59,10 +59,11 @@ impl RunSpec {
     }
 }
 
-/// The current time as RFC 3339 in UTC, second precision.
+/// The current time as RFC 3339 in UTC, millisecond precision (`2026-12-01T09:00:00.123Z`;
+/// a whole second prints without a fraction).
 pub fn now_rfc3339() -> String {
     jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
+        .round(jiff::Unit::Millisecond)
         .map(|t| t.to_string())
         .unwrap_or_default()
 }

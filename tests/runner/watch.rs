@@ -34,7 +34,7 @@ fn snapshots_of_plain_output_status_brief_and_dry_run() {
         let mut s = insta::Settings::clone_current();
         s.add_filter(&regex_escape(&sb.path().display().to_string()), "[SANDBOX]");
         s.add_filter(&regex_escape(&agent("fake_agent.py")), "[AGENT]");
-        s.add_filter(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[TIME]");
+        s.add_filter(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", "[TIME]");
         s.add_filter(r"\[ *\d+\.\ds\]", "[DUR]");
         s.add_filter(r"in \d+\.\ds", "in [DUR]");
         s.add_filter(r"  \d+\.\ds  ", "  [DUR]  ");

@@ -54,6 +54,21 @@ pub enum Command {
     Show(ShowArgs),
     /// Print a log of one item's attempt (the last attempt's stdout by default).
     Logs(LogsArgs),
+    /// Write a report of a team: one self-contained HTML file with a timeline of every
+    /// attempt and a sortable table of the items (works while the run goes on).
+    Report(ReportArgs),
+}
+
+/// `runner report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The team workspace (or its team.json, the batch's output CSV, or a todo-N.md);
+    /// default: the most recently updated team here.
+    #[arg(value_name = "WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+    /// Where to write the HTML report.
+    #[arg(long, value_name = "FILE", required = true)]
+    pub html: PathBuf,
 }
 
 /// `runner show`.

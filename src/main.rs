@@ -37,6 +37,7 @@ fn main() {
         Command::Clean(args) => commands::clean::clean(args),
         Command::Show(args) => commands::show::show(args),
         Command::Logs(args) => commands::show::logs(args),
+        Command::Report(args) => commands::report::report(args),
     };
     let code = match result {
         Ok(code) => code,

@@ -5,6 +5,7 @@
 pub mod batch;
 pub mod clean;
 pub mod merge;
+pub mod report;
 pub mod resolve;
 pub mod runners;
 pub mod show;

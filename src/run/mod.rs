@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod dispatcher;
 pub mod events;
+pub mod history;
 pub mod isolation;
 pub mod journal;
 pub mod lock;

@@ -311,3 +311,84 @@ fn show_and_logs_tell_one_items_attempts_report_and_log() {
     assert_eq!(missing.code, 2, "{missing:?}");
     assert!(missing.stderr.contains("no item `zz`"), "{missing:?}");
 }
+
+/// Debian's Chromium, when it is installed (`.ci/run` installs it).
+fn chromium() -> Option<std::path::PathBuf> {
+    ["chromium", "chromium-browser"]
+        .iter()
+        .find_map(|name| which_program(name))
+}
+
+fn which_program(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
+#[test]
+fn the_html_report_renders_in_chromium_without_script_errors_and_lists_every_item() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[
+        ("a", "success"),
+        ("b", "flaky"),
+        ("c", "failed"),
+        ("<script>alert(1)</script>", "success"),
+    ]);
+    let r = sb.fake_batch(&["--jobs", "2", "--retries", "1", "--retry-delay", "0s"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rep = sb.run(&["report", "workers-output.csv", "--html", "report.html"]);
+    assert_eq!(rep.code, 0, "{rep:?}");
+    let page = sb.read("report.html");
+    assert!(!page.contains("<script>alert"), "agent text is escaped");
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "no external asset"
+    );
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "skipped: Chromium is not installed (apt-get install chromium); the page was written and checked as text only"
+        );
+        return;
+    };
+    let profile = tempfile::tempdir().expect("profile dir");
+    let out = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", sb.join("report.html").display()))
+        .stderr(Stdio::null())
+        .output()
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.contains("data-ready=\"1\""),
+        "the page's script ran to its end: {dom}"
+    );
+    assert_eq!(
+        dom.matches("<tr data-id=").count(),
+        4,
+        "every item is listed: {dom}"
+    );
+    assert!(
+        dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{dom}"
+    );
+    // b failed once then passed: two bars, the second labelled as a retry.
+    assert_eq!(
+        dom.matches("class=\"bar ").count(),
+        6,
+        "one bar per attempt: {dom}"
+    );
+    assert!(dom.contains("2-b #2"), "{dom}");
+}

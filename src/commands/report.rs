@@ -1,0 +1,35 @@
+//! `runner report [WORKSPACE] --html FILE`: a team's journal as one self-contained HTML page
+//! (`ui::html`), for a finished team or a snapshot of a running one.
+
+use crate::cli::ReportArgs;
+use crate::error::{Error, Result};
+use crate::run::{history, workspace};
+
+/// `runner report`.
+pub fn report(args: ReportArgs) -> Result<i32> {
+    let dir = workspace::locate(args.workspace.as_deref())?;
+    crate::fsutil::check_parent(Some(&args.html), "--html")?;
+    let html = crate::fsutil::absolute(&args.html);
+    let html = html
+        .parent()
+        .and_then(|p| p.canonicalize().ok())
+        .zip(html.file_name())
+        .map_or(html.clone(), |(p, n)| p.join(n));
+    if html.starts_with(&dir) {
+        return Err(Error::Usage(format!(
+            "--html {}: write the report outside the team workspace {}",
+            args.html.display(),
+            dir.display()
+        )));
+    }
+    let h = history::read(&dir.join("journal.jsonl"))?;
+    let page = crate::ui::html::report(&h, jiff::Timestamp::now().as_millisecond());
+    crate::fsutil::write_atomic(&args.html, page.as_bytes())?;
+    crate::ui::outln(format_args!(
+        "Wrote {} ({} item(s), {} attempt(s))",
+        args.html.display(),
+        h.outcomes.len(),
+        h.spans.len()
+    ));
+    Ok(0)
+}

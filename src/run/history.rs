@@ -1,0 +1,168 @@
+//! A team's run history read back from its journal (for `runner report`): every attempt as a
+//! span of time with its verdict, and each item's last outcome. Read only; works on the
+//! journal of a running team (attempts not finished yet have no end).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use super::events::Event;
+use super::outcome::Outcome;
+use crate::error::{Error, Result};
+use crate::report::Verdict;
+
+/// One attempt of an item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Span {
+    /// Item id.
+    pub id: String,
+    /// Teammate name.
+    pub teammate: String,
+    /// Attempt number, 1-based.
+    pub attempt: u32,
+    /// Start, milliseconds since the Unix epoch.
+    pub start_ms: i64,
+    /// End, milliseconds since the Unix epoch; `None` while it runs.
+    pub end_ms: Option<i64>,
+    /// Its verdict, once it ended.
+    pub verdict: Option<Verdict>,
+}
+
+/// What a team's journal holds.
+#[derive(Debug, Default)]
+pub struct History {
+    /// Team name (from the last `run_started`).
+    pub team: String,
+    /// Attempts in the order they started.
+    pub spans: Vec<Span>,
+    /// Each item's last outcome, in the order items first finished.
+    pub outcomes: Vec<Outcome>,
+    /// How many runs (starts and resumes) the journal records.
+    pub runs: u32,
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time.
+fn ms(at: &str) -> Option<i64> {
+    at.parse::<jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_millisecond())
+}
+
+/// Read the journal at `path`.
+///
+/// Errors: it cannot be read (exit 2, naming it).
+pub fn read(path: &Path) -> Result<History> {
+    let file = File::open(path).map_err(|e| Error::read_input("the journal", path, e))?;
+    let mut h = History::default();
+    let mut open: HashMap<(String, u32), usize> = HashMap::new();
+    let mut outcome_at: HashMap<String, usize> = HashMap::new();
+    for line in BufReader::new(file).split(b'\n') {
+        let line = line.map_err(|e| Error::read_input("the journal", path, e))?;
+        let Ok(event) = Event::from_line(&line) else {
+            continue;
+        };
+        match event {
+            Event::RunStarted { team, .. } => {
+                h.team = team;
+                h.runs += 1;
+            }
+            Event::AttemptStarted {
+                id,
+                teammate,
+                attempt,
+                at,
+                ..
+            } => {
+                let Some(start_ms) = ms(&at) else { continue };
+                open.insert((id.clone(), attempt), h.spans.len());
+                h.spans.push(Span {
+                    id,
+                    teammate,
+                    attempt,
+                    start_ms,
+                    end_ms: None,
+                    verdict: None,
+                });
+            }
+            Event::AttemptFinished {
+                id,
+                attempt,
+                verdict,
+                at,
+                ..
+            } => {
+                if let Some(i) = open.remove(&(id, attempt))
+                    && let Some(span) = h.spans.get_mut(i)
+                {
+                    span.end_ms = ms(&at).map(|e| e.max(span.start_ms));
+                    span.verdict = Some(verdict);
+                }
+            }
+            Event::ItemFinished(outcome) => match outcome_at.get(&outcome.id) {
+                Some(i) => h.outcomes[*i] = *outcome,
+                None => {
+                    outcome_at.insert(outcome.id.clone(), h.outcomes.len());
+                    h.outcomes.push(*outcome);
+                }
+            },
+            Event::RunFinished(_) => {
+                // Attempts a dead or interrupted run left open end with it.
+                open.clear();
+            }
+            Event::Activity { .. } | Event::Interrupted { .. } => {}
+        }
+    }
+    Ok(h)
+}
+
+/// Lanes for `spans`: each span goes to the lowest lane that is free when it starts (a lane
+/// is one concurrent slot), so no two spans of a lane overlap. `now_ms` ends running spans.
+pub fn lanes(spans: &[Span], now_ms: i64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..spans.len()).collect();
+    order.sort_by_key(|i| spans[*i].start_ms);
+    let mut free_at: Vec<i64> = Vec::new();
+    let mut lane = vec![0; spans.len()];
+    for i in order {
+        let s = &spans[i];
+        let end = s.end_ms.unwrap_or(now_ms).max(s.start_ms);
+        let l = match free_at.iter().position(|f| *f <= s.start_ms) {
+            Some(l) => l,
+            None => {
+                free_at.push(0);
+                free_at.len() - 1
+            }
+        };
+        free_at[l] = end;
+        lane[i] = l;
+    }
+    lane
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(start: i64, end: Option<i64>) -> Span {
+        Span {
+            id: String::new(),
+            teammate: String::new(),
+            attempt: 1,
+            start_ms: start,
+            end_ms: end,
+            verdict: None,
+        }
+    }
+
+    #[test]
+    fn overlapping_attempts_take_separate_lanes_and_a_freed_lane_is_reused() {
+        let spans = [
+            span(0, Some(10)),
+            span(2, Some(5)),
+            span(5, Some(8)),
+            span(11, None),
+            span(3, Some(4)),
+        ];
+        assert_eq!(lanes(&spans, 20), [0, 1, 1, 0, 2]);
+    }
+}

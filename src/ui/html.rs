@@ -1,0 +1,244 @@
+//! `runner report --html FILE`: one self-contained HTML page about a team (no network, no
+//! external assets): the counts, total time and cost; a timeline with one lane per concurrent
+//! slot and one bar per attempt, coloured by its verdict (retries labelled, a running attempt
+//! striped); and a table of the items, sortable by any column, with each reason, summary and
+//! a link to the log that explains it. Every value from agents is HTML-escaped: the page runs
+//! only its own script.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::report::ItemStatus;
+use crate::run::history::{self, History};
+
+/// Escape text for HTML element content and attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The CSS class of a verdict (`s-completed`, `s-failed`, …; `s-running` with none).
+fn class(status: Option<ItemStatus>) -> String {
+    match status {
+        Some(s) => format!("s-{}", s.as_str()),
+        None => "s-running".into(),
+    }
+}
+
+const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\
+h1{font-size:1.3em}table{border-collapse:collapse;width:100%}\
+th,td{border-bottom:1px solid #ddd;padding:4px 6px;text-align:left;vertical-align:top}\
+th{cursor:pointer;background:#f4f4f4;user-select:none}td.num{text-align:right}\
+.counts span{margin-right:1em}.lane{position:relative;height:18px;margin:2px 0;background:#fafafa}\
+.bar{position:absolute;top:1px;height:16px;border-radius:2px;font-size:11px;overflow:hidden;\
+white-space:nowrap;color:#fff;padding-left:2px;box-sizing:border-box}\
+.s-completed{background:#2e8b57}.s-failed{background:#c0392b}.s-timed_out{background:#8e44ad}\
+.s-blocked{background:#d68910}.s-cancelled,.s-skipped{background:#888}\
+.s-running{background:repeating-linear-gradient(45deg,#3498db,#3498db 6px,#5dade2 6px,#5dade2 12px)}\
+.retry{opacity:.75}td .s{display:inline-block;width:.8em;height:.8em;border-radius:50%;margin-right:4px}\
+.axis{color:#666;font-size:11px}td:nth-child(3){white-space:nowrap}";
+
+/// Sorts the table by a clicked header (numbers by value), and marks the page ready.
+const SCRIPT: &str = "document.querySelectorAll('th').forEach(function(th,col){\
+th.addEventListener('click',function(){var tb=th.closest('table').tBodies[0];\
+var rows=Array.prototype.slice.call(tb.rows);var asc=th.dataset.asc!=='1';th.dataset.asc=asc?'1':'0';\
+rows.sort(function(a,b){var x=a.cells[col].dataset.v||a.cells[col].textContent;\
+var y=b.cells[col].dataset.v||b.cells[col].textContent;var nx=parseFloat(x),ny=parseFloat(y);\
+var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);return asc?c:-c;});\
+rows.forEach(function(r){tb.appendChild(r);});});});\
+document.body.dataset.ready='1';";
+
+/// The page for `h`; `now_ms` (milliseconds since the epoch) ends attempts still running.
+pub fn report(h: &History, now_ms: i64) -> String {
+    let mut o = String::new();
+    let title = format!("Team {}", h.team);
+    let _ = write!(
+        o,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
+         <style>{STYLE}</style></head><body><h1>{}</h1>",
+        escape(&title),
+        escape(&title)
+    );
+    // Counts, time, cost.
+    let mut counts: BTreeMap<ItemStatus, u64> = BTreeMap::new();
+    for out in &h.outcomes {
+        *counts.entry(out.status).or_default() += 1;
+    }
+    let running: Vec<_> = h.spans.iter().filter(|s| s.end_ms.is_none()).collect();
+    let start = h.spans.iter().map(|s| s.start_ms).min().unwrap_or(now_ms);
+    let end = h
+        .spans
+        .iter()
+        .map(|s| s.end_ms.unwrap_or(now_ms))
+        .max()
+        .unwrap_or(start)
+        .max(start + 1);
+    let cost: f64 = h.outcomes.iter().filter_map(|o| o.cost_usd).sum();
+    let _ = write!(o, "<p class=\"counts\">");
+    for (status, n) in &counts {
+        let _ = write!(
+            o,
+            "<span><i class=\"s {}\"></i>{n} {}</span>",
+            class(Some(*status)),
+            status
+        );
+    }
+    if !running.is_empty() {
+        let _ = write!(o, "<span>{} running</span>", running.len());
+    }
+    let _ = write!(
+        o,
+        "<span>{} attempt(s) in {:.1}s</span>",
+        h.spans.len(),
+        (end - start) as f64 / 1000.0
+    );
+    if cost > 0.0 {
+        let _ = write!(o, "<span>${cost:.4}</span>");
+    }
+    let _ = write!(o, "</p>");
+    // Timeline.
+    let lanes = history::lanes(&h.spans, now_ms);
+    let n_lanes = lanes.iter().max().map_or(0, |l| l + 1);
+    let span_ms = (end - start) as f64;
+    let _ = write!(
+        o,
+        "<h2>Timeline</h2><div class=\"axis\">0 s — {:.1} s, {n_lanes} lane(s)</div><div id=\"timeline\">",
+        span_ms / 1000.0
+    );
+    for lane in 0..n_lanes {
+        let _ = write!(o, "<div class=\"lane\" data-lane=\"{}\">", lane + 1);
+        for s in h
+            .spans
+            .iter()
+            .zip(&lanes)
+            .filter(|(_, l)| **l == lane)
+            .map(|(s, _)| s)
+        {
+            let stop = s.end_ms.unwrap_or(now_ms).max(s.start_ms);
+            let left = (s.start_ms - start) as f64 / span_ms * 100.0;
+            let width = ((stop - s.start_ms) as f64 / span_ms * 100.0).max(0.2);
+            let status = s.verdict.as_ref().map(|v| v.status);
+            let reason = s.verdict.as_ref().map_or("running", |v| v.reason.as_str());
+            let label = if s.attempt > 1 {
+                format!("{} #{}", s.teammate, s.attempt)
+            } else {
+                s.teammate.clone()
+            };
+            let tip = format!(
+                "{} (id {}), attempt {}: {} in {:.1}s{}",
+                s.teammate,
+                s.id,
+                s.attempt,
+                status.map_or("running".to_string(), |st| st.to_string()),
+                (stop - s.start_ms) as f64 / 1000.0,
+                if reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(" — {reason}")
+                }
+            );
+            let _ = write!(
+                o,
+                "<div class=\"bar {}{}\" style=\"left:{left:.3}%;width:{width:.3}%\" title=\"{}\">{}</div>",
+                class(status),
+                if s.attempt > 1 { " retry" } else { "" },
+                escape(&tip),
+                escape(&label)
+            );
+        }
+        let _ = write!(o, "</div>");
+    }
+    let _ = write!(o, "</div>");
+    // Items.
+    let _ = write!(
+        o,
+        "<h2>Items</h2><table id=\"items\"><thead><tr><th>id</th><th>teammate</th><th>status</th>\
+         <th>attempts</th><th>duration s</th><th>cost $</th><th>reason</th><th>summary</th>\
+         <th>log</th></tr></thead><tbody>"
+    );
+    for out in &h.outcomes {
+        let log = if out.log.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "<a href=\"file://{}\">log</a>",
+                escape(&out.log.replace(' ', "%20"))
+            )
+        };
+        let _ = write!(
+            o,
+            "<tr data-id=\"{}\"><td>{}</td><td>{}</td><td data-v=\"{}\"><i class=\"s {}\"></i>{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{:.3}</td><td class=\"num\">{}</td><td>{}</td>\
+             <td>{}</td><td>{log}</td></tr>",
+            escape(&out.id),
+            escape(&out.id),
+            escape(&out.teammate),
+            out.status,
+            class(Some(out.status)),
+            out.status,
+            out.attempts,
+            out.duration_s,
+            out.cost_usd.map(|c| format!("{c:.6}")).unwrap_or_default(),
+            escape(&out.error),
+            escape(&out.summary)
+        );
+    }
+    let _ = writeln!(o, "</tbody></table><script>{SCRIPT}</script></body></html>");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Verdict;
+    use crate::run::history::Span;
+    use crate::run::outcome::Outcome;
+
+    #[test]
+    fn agent_text_cannot_inject_markup_or_script() {
+        let mut out = Outcome::not_run(
+            "<b>1</b>",
+            "t",
+            "t",
+            ItemStatus::Failed,
+            "</td><script>alert(1)</script>".into(),
+        );
+        out.summary = "\"onload='x'".into();
+        let h = History {
+            team: "<team>".into(),
+            spans: vec![Span {
+                id: "<b>1</b>".into(),
+                teammate: "t<".into(),
+                attempt: 1,
+                start_ms: 0,
+                end_ms: Some(1000),
+                verdict: Some(Verdict {
+                    status: ItemStatus::Failed,
+                    reason: "<img src=x onerror=alert(1)>".into(),
+                }),
+            }],
+            outcomes: vec![out],
+            runs: 1,
+        };
+        let page = report(&h, 2000);
+        assert_eq!(
+            page.matches("<script>").count(),
+            1,
+            "only the page's own script"
+        );
+        assert!(!page.contains("<img"), "{page}");
+        assert!(!page.contains("<b>1</b>"), "{page}");
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(page.contains("&quot;onload=&#39;x&#39;"));
+    }
+}

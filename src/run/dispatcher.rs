@@ -507,7 +507,7 @@ fn resume_completed(item: &WorkItem, team: &Team, st: &mut State) -> Result<bool
     let Some(prev) = team.finished.get(&item.id) else {
         return Ok(false);
     };
-    if prev.status != ItemStatus::Completed || prev.content_hash != item.content {
+    if !prev.resumes(item) {
         return Ok(false);
     }
     tracing::debug!(

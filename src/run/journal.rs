@@ -76,6 +76,14 @@ pub struct FinishedRef {
     pub content_hash: String,
 }
 
+impl FinishedRef {
+    /// Whether this recorded outcome means `item` is not run again: it completed, and the
+    /// item's content is what it was then (a changed row or todo item runs again).
+    pub fn resumes(&self, item: &crate::item::WorkItem) -> bool {
+        self.status == ItemStatus::Completed && self.content_hash == item.content
+    }
+}
+
 /// What a previous run left in the journal.
 #[derive(Debug, Default)]
 pub struct Replay {

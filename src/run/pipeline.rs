@@ -23,7 +23,14 @@ pub fn run(mut plan: Plan) -> Result<i32> {
     let spec = plan.spec.clone();
     let format = spec.settings.format;
     if spec.settings.dry_run {
-        crate::ui::print_plan(&plan)?;
+        // What an earlier run completed, read without taking the team's lock.
+        let journal = spec.workspace.join("journal.jsonl");
+        let earlier = if journal.is_file() {
+            Some(super::journal::replay(&journal)?)
+        } else {
+            None
+        };
+        crate::ui::print_plan(&plan, earlier.as_ref())?;
         return Ok(EXIT_OK);
     }
     // Everything is valid: from here on files are written.

@@ -3,18 +3,35 @@
 use std::io::Write;
 
 use super::Format;
+use crate::run::journal::Replay;
 use crate::run::plan::Plan;
 
 /// Lines of each rendered prompt shown by `--dry-run`, from the item's section on.
 const DRY_RUN_PROMPT_LINES: usize = 4;
 
 /// `--dry-run`: print the plan (team, shard, runner argv, each item with its prerequisites
-/// and the first lines of its rendered prompt) without running or writing anything. With
-/// `--format json` it goes to stderr: stdout is for JSON events only.
+/// and the first lines of its rendered prompt) without running or writing anything. Items
+/// that `earlier` (the team's journal, when it has one) shows completed with the same content
+/// are marked and not counted as running. With `--format json` it goes to stderr: stdout is
+/// for JSON events only.
 ///
 /// Errors: the source failed while reading items.
-pub fn print_plan(plan: &Plan) -> crate::error::Result<()> {
+pub fn print_plan(plan: &Plan, earlier: Option<&Replay>) -> crate::error::Result<()> {
     let spec = &plan.spec;
+    let done_before = |item: &crate::item::WorkItem| {
+        !spec.rerun.contains(&item.id)
+            && earlier
+                .and_then(|r| r.finished.get(&item.id))
+                .is_some_and(|f| f.resumes(item))
+    };
+    let mut resumed = 0u64;
+    if earlier.is_some() {
+        for item in plan.source.items()? {
+            if done_before(&item?) {
+                resumed += 1;
+            }
+        }
+    }
     let mut out: Box<dyn Write> = if spec.settings.format == Format::Json {
         Box::new(std::io::stderr().lock())
     } else {
@@ -25,10 +42,19 @@ pub fn print_plan(plan: &Plan) -> crate::error::Result<()> {
         .shard
         .map(|s| format!(", shard {}/{}", s.k, s.n))
         .unwrap_or_default();
+    let earlier_note = if resumed > 0 {
+        format!(" ({resumed} completed earlier, not run again)")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "Plan for team {}: {} of {} item(s){shard}, {} at a time, runner {}",
-        spec.team, plan.selected, plan.total, spec.settings.jobs, spec.settings.runner.name
+        "Plan for team {}: {} of {} item(s){shard}{earlier_note}, {} at a time, runner {}",
+        spec.team,
+        plan.selected - resumed,
+        plan.total,
+        spec.settings.jobs,
+        spec.settings.runner.name
     );
     let _ = writeln!(
         out,
@@ -82,6 +108,14 @@ pub fn print_plan(plan: &Plan) -> crate::error::Result<()> {
         } else {
             format!("  after: {}", item.after.join(", "))
         };
+        if done_before(&item) {
+            let _ = writeln!(
+                out,
+                "  {}  (id {})  completed earlier; not run again",
+                item.teammate, item.id
+            );
+            continue;
+        }
         let _ = writeln!(out, "  {}  (id {}){after}", item.teammate, item.id);
         let body: Vec<&str> = prompt
             .lines()

@@ -392,3 +392,31 @@ fn the_html_report_renders_in_chromium_without_script_errors_and_lists_every_ite
     );
     assert!(dom.contains("2-b #2"), "{dom}");
 }
+
+#[test]
+fn dry_run_after_a_run_marks_what_completed_and_counts_only_what_will_run() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "failed"), ("c", "success")]);
+    assert_eq!(sb.fake_batch(&[]).code, 1);
+    let before = sb.tree();
+    let r = sb.fake_batch(&["--dry-run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains(": 1 of 3 item(s) (2 completed earlier, not run again),"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("1-a  (id a)  completed earlier; not run again"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("2-b  (id b)\n"),
+        "b runs again: {}",
+        r.stdout
+    );
+    assert_eq!(sb.tree(), before, "a dry run writes nothing");
+}

@@ -274,9 +274,11 @@ pub struct RunArgs {
     /// A runner definition file (TOML) overriding the built-in one.
     #[arg(long, value_name = "FILE")]
     pub runner_file: Option<PathBuf>,
-    /// Teammates at once (default: BATCH.md max_workers, else the number of CPUs).
-    #[arg(long, short, value_name = "N")]
-    pub jobs: Option<usize>,
+    /// Teammates at once: N, 0 for as many as allowed (one per item, within the open-file
+    /// budget), or a share of the CPUs like 50% (default: BATCH.md max_workers, else the
+    /// number of CPUs).
+    #[arg(long, short, value_name = "N|0|P%")]
+    pub jobs: Option<String>,
     /// Time limit of one attempt, e.g. 90s, 10m, 1h (default: max_runtime_seconds, else 30m).
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,

@@ -16,4 +16,5 @@ pub mod settings;
 pub mod sink;
 pub mod source;
 pub mod store;
+pub mod suggest;
 pub mod ui;

@@ -240,7 +240,12 @@ impl FileSettings {
             let line = line_of(e.inner().span());
             let message = match key_problem(e.path(), e.inner().message()) {
                 KeyProblem::Unknown { key, known } => {
-                    format!("unknown key `{key}` (known: {})", known.join(", "))
+                    let leaf = key.rsplit('.').next().unwrap_or_default();
+                    format!(
+                        "unknown key `{key}`{} (known: {})",
+                        crate::suggest::did_you_mean(leaf, known.iter().map(String::as_str)),
+                        known.join(", ")
+                    )
                 }
                 KeyProblem::Invalid { key, .. } if key.is_empty() => e.inner().message().to_owned(),
                 KeyProblem::Invalid { key, .. } => format!("`{key}` {}", e.inner().message()),
@@ -258,7 +263,7 @@ pub struct Settings {
     pub runner: RunnerDef,
     /// The exec command (program first); empty for runners that start their own program.
     pub command: Vec<String>,
-    /// Teammates at once (≥ 1).
+    /// Teammates at once (≥ 1; `usize::MAX` for as many as allowed).
     pub jobs: usize,
     /// Time limit of one attempt.
     pub timeout: Option<Duration>,
@@ -356,6 +361,30 @@ pub fn shard(flags: &RunArgs) -> Result<Option<Shard>> {
     )
 }
 
+/// `--jobs`: `N` teammates, `0` for as many as allowed (`usize::MAX`: one per item, as
+/// the descriptor budget and the batch's size allow), or `P%` of the `cpus` (at least one).
+///
+/// Errors: anything else (exit 2, with the forms).
+fn parse_jobs(text: &str, cpus: usize) -> Result<usize> {
+    let t = text.trim();
+    let bad = || {
+        Error::Usage(format!(
+            "--jobs `{text}` must be a number, 0 for as many as allowed, or a share of the CPUs like 50%"
+        ))
+    };
+    if let Some(p) = t.strip_suffix('%') {
+        let p: f64 = p.trim().parse().map_err(|_| bad())?;
+        if !(p > 0.0 && p.is_finite()) {
+            return Err(bad());
+        }
+        return Ok(((cpus as f64 * p / 100.0).floor() as usize).max(1));
+    }
+    match t.parse::<usize>().map_err(|_| bad())? {
+        0 => Ok(usize::MAX),
+        n => Ok(n),
+    }
+}
+
 fn command_line(what: &str, v: &str) -> Result<Vec<String>> {
     match shlex::split(v) {
         Some(argv) if !argv.is_empty() => Ok(argv),
@@ -442,13 +471,11 @@ impl Settings {
                 runner.name
             )));
         }
-        let jobs = flags
-            .jobs
-            .or(file.max_workers.map(|n| n as usize))
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-        if jobs == 0 {
-            return Err(Error::Usage("--jobs must be at least 1".into()));
-        }
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let jobs = match &flags.jobs {
+            Some(text) => parse_jobs(text, cpus)?,
+            None => file.max_workers.map_or(cpus, |n| n as usize),
+        };
         let timeout = match &flags.timeout {
             Some(t) => parse_duration("--timeout", t)?,
             None => file
@@ -602,6 +629,18 @@ mod tests {
     }
 
     #[test]
+    fn jobs_take_a_number_zero_for_all_or_a_share_of_the_cpus() {
+        assert_eq!(parse_jobs("8", 4).expect("n"), 8);
+        assert_eq!(parse_jobs("0", 4).expect("all"), usize::MAX);
+        assert_eq!(parse_jobs("50%", 4).expect("half"), 2);
+        assert_eq!(parse_jobs("10%", 4).expect("at least one"), 1);
+        assert_eq!(parse_jobs("200%", 2).expect("double"), 4);
+        for bad in ["-1", "x", "0%", "%", "nan%"] {
+            assert!(parse_jobs(bad, 4).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn batch_frontmatter_and_runner_toml_give_the_same_settings() {
         let from_yaml = FileSettings::from_map(map(
             "runner: exec\ncommand: python3 a.py\nmax_workers: 3\nmax_runtime_seconds: 60\n\
@@ -668,7 +707,9 @@ mod tests {
             .expect_err("unknown");
         let text = e.to_string();
         assert!(
-            text.starts_with("r.toml:2: unknown key `max_wrokers` (known: runner, command"),
+            text.starts_with(
+                "r.toml:2: unknown key `max_wrokers`; did you mean `max_workers`? (known: runner, command"
+            ),
             "{text}"
         );
     }

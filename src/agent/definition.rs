@@ -457,20 +457,33 @@ pub fn load(name: &str, store: Option<&Path>, runner_file: Option<&Path>) -> Res
     }
     match BUILTIN.iter().find(|(n, _)| *n == name) {
         Some((n, text)) => RunnerDef::parse(Path::new(&format!("runners/{n}.toml")), text),
-        None => Err(Error::Usage(format!(
-            "unknown runner `{name}`; the built-in runners are: {}",
-            BUILTIN
-                .iter()
-                .map(|(n, _)| *n)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
+        None => {
+            let known: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+            Err(Error::Usage(format!(
+                "unknown runner `{name}`{}; the built-in runners are: {}",
+                crate::suggest::did_you_mean(name, known.iter().copied()),
+                known.join(", ")
+            )))
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_runner_names_the_built_in_ones_and_the_closest() {
+        let e = load("claud", None, None)
+            .err()
+            .expect("unknown")
+            .to_string();
+        assert!(
+            e.contains("unknown runner `claud`; did you mean `claude`?"),
+            "{e}"
+        );
+        assert!(e.contains("codex"), "{e}");
+    }
 
     fn args<'a>(command: &'a [String], vars: &'a BTreeMap<String, String>) -> AttemptArgs<'a> {
         AttemptArgs {

@@ -20,11 +20,13 @@ use crate::sink::trace::Trace;
 /// Errors: the workspace cannot be opened or locked (exit 3), the journal or an output cannot
 /// be written, the source became unreadable mid-run.
 pub fn run(mut plan: Plan) -> Result<i32> {
-    let spec = plan.spec.clone();
-    let format = spec.settings.format;
-    if spec.settings.dry_run {
+    // `--jobs 0` (as many as allowed) runs every item of the batch at once.
+    let items = usize::try_from(plan.selected).unwrap_or(usize::MAX).max(1);
+    plan.spec.settings.jobs = plan.spec.settings.jobs.min(items);
+    let format = plan.spec.settings.format;
+    if plan.spec.settings.dry_run {
         // What an earlier run completed, read without taking the team's lock.
-        let journal = spec.workspace.join("journal.jsonl");
+        let journal = plan.spec.workspace.join("journal.jsonl");
         let earlier = if journal.is_file() {
             Some(super::journal::replay(&journal)?)
         } else {
@@ -33,32 +35,40 @@ pub fn run(mut plan: Plan) -> Result<i32> {
         crate::ui::print_plan(&plan, earlier.as_ref())?;
         return Ok(EXIT_OK);
     }
+    let Plan {
+        spec,
+        source,
+        selected,
+        mut sinks,
+        output,
+        remove_workspace_when_done,
+        ..
+    } = plan;
+    let spec = Arc::new(spec);
     // Everything is valid: from here on files are written.
     let mut team = Team::open(&spec.team, &spec.workspace)?;
     // Sinks every run may have, after the source's own; the UI finishes last, so the
     // closing summary follows every output written.
     if let Some(path) = spec.settings.junit.clone() {
-        plan.sinks.push(Box::new(Junit {
+        sinks.push(Box::new(Junit {
             path,
             team: spec.team.clone(),
-            items: plan.source.clone(),
+            items: source.clone(),
         }));
     }
     if let Some(path) = spec.settings.trace.clone() {
-        plan.sinks
-            .push(Box::new(Trace::new(path, spec.team.clone())));
+        sinks.push(Box::new(Trace::new(path, spec.team.clone())));
     }
-    plan.sinks.push(crate::ui::reporter(format));
+    sinks.push(crate::ui::reporter(format));
     let mut summary = execute(
         spec.clone(),
         &mut team,
-        plan.source.items()?,
-        Some(plan.selected),
-        &mut plan.sinks,
+        source.items()?,
+        Some(selected),
+        &mut sinks,
     )?;
     if spec.isolation.is_some() {
-        let ids = plan
-            .source
+        let ids = source
             .items()?
             .map(|i| i.map(|i| i.id))
             .collect::<Result<Vec<_>>>()?;
@@ -67,15 +77,15 @@ pub fn run(mut plan: Plan) -> Result<i32> {
         }
     }
     let (mut outcomes, lock) = team.into_index()?;
-    plan.sinks.finish(&mut RunEnd {
+    sinks.finish(&mut RunEnd {
         summary: &summary,
         outcomes: &mut outcomes,
     })?;
-    crate::ui::print_summary(&summary, Some(&plan.output), &spec.workspace, format);
+    crate::ui::print_summary(&summary, Some(&output), &spec.workspace, format);
     drop(outcomes);
     drop(lock);
     let everything = exit_code(&summary) == EXIT_OK;
-    if everything && plan.remove_workspace_when_done {
+    if everything && remove_workspace_when_done {
         match std::fs::remove_dir_all(&spec.workspace) {
             Ok(()) => crate::ui::say(
                 format,

@@ -35,7 +35,7 @@ impl ItemSource for ItemList {
 /// One run, validated: what runs, how, and what it leaves.
 pub struct Plan {
     /// The run's places and settings.
-    pub spec: Arc<RunSpec>,
+    pub spec: RunSpec,
     /// The items this run covers.
     pub source: Arc<dyn ItemSource>,
     /// How many items this run covers.

@@ -194,9 +194,11 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
                     .chain(known.iter().map(String::as_str))
                     .collect()
             };
+            let leaf = key.rsplit('.').next().unwrap_or_default();
             warnings.push(format!(
-                "{}{line}: unknown key `{key}` ignored (known: {})",
+                "{}{line}: unknown key `{key}` ignored{} (known: {})",
                 path.display(),
+                crate::suggest::did_you_mean(leaf, known.iter().copied()),
                 known.join(", ")
             ));
         }
@@ -279,6 +281,11 @@ mod tests {
         let spec = p("---\nmax_wrokers: 2\n---\nx\n").expect("valid");
         assert_eq!(spec.warnings.len(), 1);
         assert!(spec.warnings[0].starts_with("BATCH.md:2: unknown key `max_wrokers`"));
+        assert!(
+            spec.warnings[0].contains("did you mean `max_workers`?"),
+            "{}",
+            spec.warnings[0]
+        );
     }
 
     #[test]

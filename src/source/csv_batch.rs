@@ -377,7 +377,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         rerun,
     };
     Ok(Plan {
-        spec: Arc::new(spec),
+        spec,
         source,
         selected: survey.selected,
         total: table.rows,

@@ -226,7 +226,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         rerun,
     };
     Ok(Some(Plan {
-        spec: Arc::new(spec),
+        spec,
         source,
         selected: total,
         total,

@@ -225,7 +225,7 @@ fn cases() -> Vec<Case> {
             want: &["--timeout `soon` is not a duration"],
         },
         Case {
-            what: "--jobs 0",
+            what: "--jobs with a bad value",
             files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
             args: &[
                 "batch",
@@ -234,11 +234,14 @@ fn cases() -> Vec<Case> {
                 "--instruction",
                 "instr.md",
                 "--jobs",
-                "0",
+                "0.5x",
             ],
             agent: true,
             code: 2,
-            want: &["--jobs must be at least 1"],
+            want: &[
+                "--jobs `0.5x`",
+                "a number, 0 for as many as allowed, or a share of the CPUs",
+            ],
         },
         Case {
             what: "bad --retry-on",

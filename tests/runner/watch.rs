@@ -420,3 +420,18 @@ fn dry_run_after_a_run_marks_what_completed_and_counts_only_what_will_run() {
     );
     assert_eq!(sb.tree(), before, "a dry run writes nothing");
 }
+
+#[test]
+fn jobs_zero_runs_every_item_at_once_and_a_share_of_the_cpus_is_accepted() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "success"), ("c", "success")]);
+    let r = sb.fake_batch(&["--jobs", "0", "--dry-run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("3 of 3 item(s), 3 at a time"),
+        "{}",
+        r.stdout
+    );
+    let r = sb.fake_batch(&["--jobs", "50%"]);
+    assert_eq!(r.code, 0, "{r:?}");
+}

@@ -474,10 +474,7 @@ mod tests {
 
     #[test]
     fn an_unknown_runner_names_the_built_in_ones_and_the_closest() {
-        let e = load("claud", None, None)
-            .err()
-            .expect("unknown")
-            .to_string();
+        let e = load("claud", None, None).expect_err("unknown").to_string();
         assert!(
             e.contains("unknown runner `claud`; did you mean `claude`?"),
             "{e}"

@@ -106,6 +106,18 @@ impl Outcome {
     }
 }
 
+/// A cost in USD as written in outputs: rounded to micro-dollars, without trailing zeros
+/// (`0.1 + 0.2` is `0.3`, not `0.30000000000000004`).
+pub fn usd_text(cost: f64) -> String {
+    let text = format!("{cost:.6}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".into()
+    } else {
+        text.to_owned()
+    }
+}
+
 /// FNV-1a, 64 bits: a hash that is stable across builds and platforms (unlike std's
 /// `DefaultHasher`). Used to notice a changed prompt on resume, to slice a batch into
 /// shards, and to fingerprint a batch.
@@ -148,6 +160,14 @@ pub fn stable_hash(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn costs_are_written_in_micro_dollars_without_float_noise() {
+        assert_eq!(usd_text(0.1 + 0.2), "0.3");
+        assert_eq!(usd_text(1.0), "1");
+        assert_eq!(usd_text(0.000_000_4), "0");
+        assert_eq!(usd_text(0.123_456_78), "0.123457");
+    }
 
     #[test]
     fn stable_hash_is_fnv1a() {

@@ -54,6 +54,7 @@ pub fn run(mut plan: Plan) -> Result<i32> {
             path,
             team: spec.team.clone(),
             items: source.clone(),
+            retried: Default::default(),
         }));
     }
     if let Some(path) = spec.settings.trace.clone() {

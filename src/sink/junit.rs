@@ -1,16 +1,17 @@
 //! `--junit FILE`: a JUnit XML report (with `quick-junit`), one test case per item, so CI
 //! systems show per-item results where they show test results.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
 
 use super::{RunEnd, Sink};
 use crate::error::{Error, Result};
-use crate::report::ItemStatus;
-use crate::run::events::Reporter;
+use crate::report::{ItemStatus, Verdict};
+use crate::run::events::{Event, Reporter};
 use crate::run::outcome::Outcome;
 use crate::run::plan::ItemSource;
 
@@ -27,10 +28,11 @@ fn tail(path: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
-/// One test case for an item's outcome. Completed → success; failed, blocked and timed out →
-/// failure (with the reason as message and the log tail as output); cancelled and skipped →
-/// skipped.
-pub fn test_case(team: &str, o: &Outcome) -> TestCase {
+/// One test case for an item's outcome. Completed → success (flaky when `retried`, the
+/// verdicts of the attempts that failed before, is not empty: one `flakyFailure` each, as
+/// nextest marks tests that passed on a retry); failed, blocked and timed out → failure (with
+/// the reason as message and the log tail as output); cancelled and skipped → skipped.
+pub fn test_case(team: &str, o: &Outcome, retried: &[Verdict]) -> TestCase {
     let mut status = match o.status {
         ItemStatus::Completed => TestCaseStatus::success(),
         ItemStatus::Failed | ItemStatus::Blocked | ItemStatus::TimedOut => {
@@ -38,8 +40,22 @@ pub fn test_case(team: &str, o: &Outcome) -> TestCase {
         }
         ItemStatus::Cancelled | ItemStatus::Skipped => TestCaseStatus::skipped(),
     };
+    if o.status == ItemStatus::Completed {
+        status.add_reruns(retried.iter().map(|v| {
+            let mut run = TestRerun::new(NonSuccessKind::Failure);
+            run.set_message(format!("{}: {}", v.status, v.reason));
+            run.set_type(v.status.as_str());
+            run
+        }));
+    }
     if o.status != ItemStatus::Completed {
-        status.set_message(format!("{}: {}", o.status, o.error));
+        // The reason may already start with the status (`blocked: need a key`).
+        let prefix = format!("{}: ", o.status);
+        status.set_message(if o.error.starts_with(&prefix) {
+            o.error.clone()
+        } else {
+            format!("{prefix}{}", o.error)
+        });
         status.set_type(o.status.as_str());
     }
     let mut case = TestCase::new(format!("{} ({})", o.teammate, o.id), status);
@@ -48,7 +64,7 @@ pub fn test_case(team: &str, o: &Outcome) -> TestCase {
     case.add_property(("attempts", o.attempts.to_string().as_str()));
     case.add_property(("status", o.status.as_str()));
     if let Some(c) = o.cost_usd {
-        case.add_property(("cost_usd", c.to_string().as_str()));
+        case.add_property(("cost_usd", crate::run::outcome::usd_text(c).as_str()));
     }
     if o.status != ItemStatus::Completed
         && !o.log.is_empty()
@@ -59,12 +75,22 @@ pub fn test_case(team: &str, o: &Outcome) -> TestCase {
     case
 }
 
-/// Write the report for `outcomes` to `path` (atomically).
+/// Write the report for `outcomes` (each with the verdicts of its retried attempts) to
+/// `path` (atomically).
 ///
 /// Errors: the file cannot be written.
-pub fn write(path: &Path, team: &str, outcomes: &[Outcome], elapsed_s: f64) -> Result<()> {
+pub fn write(
+    path: &Path,
+    team: &str,
+    outcomes: &[(Outcome, Vec<Verdict>)],
+    elapsed_s: f64,
+) -> Result<()> {
     let mut suite = TestSuite::new(team);
-    suite.add_test_cases(outcomes.iter().map(|o| test_case(team, o)));
+    suite.add_test_cases(
+        outcomes
+            .iter()
+            .map(|(o, retried)| test_case(team, o, retried)),
+    );
     suite.set_time(Duration::from_secs_f64(elapsed_s.max(0.0)));
     let mut report = Report::new("runner");
     report.add_test_suite(suite);
@@ -84,16 +110,33 @@ pub struct Junit {
     pub team: String,
     /// The items the run covered.
     pub items: Arc<dyn ItemSource>,
+    /// Verdicts of attempts that were retried, by item id (seen live).
+    pub retried: HashMap<String, Vec<Verdict>>,
 }
 
-impl Reporter for Junit {}
+impl Reporter for Junit {
+    fn event(&mut self, event: &Event) {
+        if let Event::AttemptFinished {
+            id,
+            verdict,
+            retrying: true,
+            ..
+        } = event
+        {
+            self.retried
+                .entry(id.clone())
+                .or_default()
+                .push(verdict.clone());
+        }
+    }
+}
 
 impl Sink for Junit {
     fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
         let mut outcomes = Vec::new();
         for item in self.items.items()? {
             let item = item?;
-            outcomes.push(match run.outcomes.outcome(&item.id)? {
+            let outcome = match run.outcomes.outcome(&item.id)? {
                 Some(o) => o,
                 None => super::output_csv::not_started(
                     &item.id,
@@ -101,7 +144,9 @@ impl Sink for Junit {
                     &item.title,
                     run.summary.interrupted,
                 ),
-            });
+            };
+            let retried = self.retried.remove(&item.id).unwrap_or_default();
+            outcomes.push((outcome, retried));
         }
         write(&self.path, &self.team, &outcomes, run.summary.elapsed_s)
     }

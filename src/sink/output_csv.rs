@@ -205,7 +205,9 @@ pub fn row(
         agent(o.error.clone()),
         agent(o.summary.clone()),
         o.log.clone(),
-        opt(o.cost_usd),
+        o.cost_usd
+            .map(crate::run::outcome::usd_text)
+            .unwrap_or_default(),
         opt(o.input_tokens),
         opt(o.output_tokens),
         opt(o.turns),

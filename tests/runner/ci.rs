@@ -314,3 +314,53 @@ fn plain_output_has_no_escape_codes_or_carriage_returns() {
         );
     }
 }
+
+#[test]
+fn junit_marks_items_that_passed_on_a_retry_as_flaky_and_never_doubles_the_status() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "flaky"), ("b", "blocked")]);
+    let r = sb.fake_batch(&[
+        "--retries",
+        "1",
+        "--retry-delay",
+        "0s",
+        "--retry-on",
+        "failed",
+        "--junit",
+        "j.xml",
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let xml = sb.read("j.xml");
+    let doc = roxmltree::Document::parse(&xml).expect("JUnit XML");
+    let case = |name: &str| {
+        doc.descendants()
+            .find(|n| {
+                n.has_tag_name("testcase") && n.attribute("name").is_some_and(|a| a.contains(name))
+            })
+            .unwrap_or_else(|| panic!("no test case {name}: {xml}"))
+    };
+    let flaky: Vec<_> = case("(a)")
+        .children()
+        .filter(|n| n.has_tag_name("flakyFailure"))
+        .collect();
+    assert_eq!(flaky.len(), 1, "{xml}");
+    assert!(
+        flaky[0]
+            .attribute("message")
+            .is_some_and(|m| m.starts_with("failed: exited with code 1")),
+        "{xml}"
+    );
+    assert!(
+        !case("(a)").children().any(|n| n.has_tag_name("failure")),
+        "{xml}"
+    );
+    let failure = case("(b)")
+        .children()
+        .find(|n| n.has_tag_name("failure"))
+        .expect("b failed");
+    let message = failure.attribute("message").unwrap_or_default();
+    assert!(
+        message.starts_with("blocked: ") && !message.contains("blocked: blocked"),
+        "{message}"
+    );
+}

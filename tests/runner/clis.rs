@@ -180,7 +180,8 @@ fn claude_argv_stdin_env_and_usage_columns() {
         "CLAUDECODE is unset for the child"
     );
     assert_eq!(row["session_id"], "3f6c1c1e-8a2b-4d7e-9b1a-5c2e7d9f0a41");
-    assert_eq!(row["cost_usd"], "0.0412965");
+    // Claude said 0.0412965; outputs carry micro-dollars.
+    assert_eq!(row["cost_usd"], "0.041296");
     assert_eq!(row["turns"], "3");
     assert!(
         !row["input_tokens"].is_empty() && !row["output_tokens"].is_empty(),

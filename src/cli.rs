@@ -57,6 +57,19 @@ pub enum Command {
     /// Write a report of a team: one self-contained HTML file with a timeline of every
     /// attempt and a sortable table of the items (works while the run goes on).
     Report(ReportArgs),
+    /// Print a shell completion script (e.g. `runner completions bash >
+    /// /etc/bash_completion.d/runner`).
+    Completions(CompletionsArgs),
+    /// Print the man page (roff; e.g. `runner man > runner.1`).
+    Man,
+}
+
+/// `runner completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 /// `runner report`.

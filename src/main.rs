@@ -38,6 +38,8 @@ fn main() {
         Command::Show(args) => commands::show::show(args),
         Command::Logs(args) => commands::show::logs(args),
         Command::Report(args) => commands::report::report(args),
+        Command::Completions(args) => commands::docs::completions(args),
+        Command::Man => commands::docs::man(),
     };
     let code = match result {
         Ok(code) => code,

@@ -1,6 +1,7 @@
 //! `runner clean [TEAM]`: remove what a team left behind — its git worktrees, its branches
 //! `runner/<team>/*`, and its workspace — after asking, or with `--yes` (DESIGN §2, §9).
-//! A team that is running (its lock is held) is refused with exit 3.
+//! A team that is running (its lock is held) is refused with exit 3. Without a team, every
+//! team of the store and every CSV-batch team (`*.runner/`) in the current folder.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -64,6 +65,19 @@ fn targets(args: &CleanArgs) -> Result<Vec<Target>> {
             workspace: e.path(),
         })
         .collect();
+    // CSV-batch teams here: `<output stem>.runner/` folders beside their outputs.
+    for e in std::fs::read_dir(".").into_iter().flatten().flatten() {
+        let p = e.path();
+        let is_team = p.extension().is_some_and(|x| x == "runner")
+            && (p.join("team.json").is_file() || p.join("journal.jsonl").is_file());
+        if is_team {
+            let ws = p.canonicalize().unwrap_or(p);
+            out.push(Target {
+                team: team_of(&ws),
+                workspace: ws,
+            });
+        }
+    }
     out.sort_by(|a, b| a.team.cmp(&b.team));
     Ok(out)
 }

@@ -4,6 +4,7 @@
 
 pub mod batch;
 pub mod clean;
+pub mod docs;
 pub mod merge;
 pub mod report;
 pub mod resolve;

@@ -268,3 +268,36 @@ fn agent_values_that_look_like_formulas_are_written_as_text_unless_kept() {
     assert_eq!(rows["a"]["cmd"], "@SUM(1,1)");
     assert_eq!(rows["a"]["summary"], "=HYPERLINK(\"http://x\")");
 }
+
+#[test]
+fn clean_without_a_team_also_finds_the_csv_batch_teams_in_the_current_folder() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "failed")]);
+    assert_eq!(sb.fake_batch(&[]).code, 1);
+    assert!(sb.join("workers-output.runner").is_dir());
+    let r = sb.run(&["clean", "--store", "s", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("workers-output"), "{r:?}");
+    assert!(!sb.join("workers-output.runner").exists(), "{r:?}");
+    assert!(sb.join("workers-output.csv").is_file(), "the output stays");
+}
+
+#[test]
+fn shell_completions_and_the_man_page_come_from_the_command_line_definitions() {
+    let sb = Sandbox::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let r = sb.run(&["completions", shell]);
+        assert_eq!(r.code, 0, "{shell}: {r:?}");
+        for word in ["resolve", "batch", "keep-formulas"] {
+            assert!(r.stdout.contains(word), "{shell} completions lack {word}");
+        }
+    }
+    let man = sb.run(&["man"]);
+    assert_eq!(man.code, 0, "{man:?}");
+    assert!(
+        man.stdout.starts_with(".ie") || man.stdout.contains(".TH runner"),
+        "{}",
+        &man.stdout[..200.min(man.stdout.len())]
+    );
+    assert!(man.stdout.contains("resolve"), "subcommands are listed");
+}

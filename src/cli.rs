@@ -143,6 +143,12 @@ pub struct StatusArgs {
     /// A short, deterministic summary for an agent to read.
     #[arg(long)]
     pub brief: bool,
+    /// List every team known here (with --store, that store's too): state and counts.
+    #[arg(long, conflicts_with_all = ["watch", "brief"])]
+    pub list: bool,
+    /// Also look for teams in this store (`DIR/teams/`).
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
 }
 
 /// `runner merge`.

@@ -1,7 +1,9 @@
 //! `runner status [WORKSPACE]`: the live or last state of a team, read from its `team.json`
 //! (written atomically by the running dispatcher, so this works from another terminal).
 //! `--brief` prints a short deterministic summary meant for a lead agent; `--watch`
-//! refreshes until the run ends.
+//! refreshes until the run ends; `--list` lists the teams it knows. The exit code is 0 while
+//! nothing has gone wrong (every item completed, or the run goes on without a failure yet),
+//! else 1.
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -24,9 +26,35 @@ fn read(dir: &Path) -> Result<Snapshot> {
     })
 }
 
+/// The exit code for snapshot `s`: 1 when an item did not complete or the run ended with
+/// items never started, else 0.
+fn exit_code(s: &Snapshot) -> i32 {
+    if crate::ui::status::incomplete(s) {
+        crate::error::EXIT_INCOMPLETE
+    } else {
+        crate::error::EXIT_OK
+    }
+}
+
 /// `runner status`.
 pub fn status(args: StatusArgs) -> Result<i32> {
-    let dir = crate::run::workspace::locate(args.workspace.as_deref())?;
+    let store = args.store.as_deref();
+    if args.list {
+        let teams = crate::run::workspace::known(store);
+        if teams.is_empty() {
+            return Err(Error::Usage(
+                "no team workspace here (no *.runner/ or .agent-tasks/teams/)".into(),
+            ));
+        }
+        let mut code = crate::error::EXIT_OK;
+        for dir in &teams {
+            let s = read(dir)?;
+            code = code.max(exit_code(&s));
+            crate::ui::outln(crate::ui::status::one_line(dir, &s));
+        }
+        return Ok(code);
+    }
+    let dir = crate::run::workspace::locate_in(args.workspace.as_deref(), store)?;
     if !args.watch {
         let s = read(&dir)?;
         crate::ui::out(if args.brief {
@@ -34,7 +62,7 @@ pub fn status(args: StatusArgs) -> Result<i32> {
         } else {
             full(&dir, &s)
         });
-        return Ok(0);
+        return Ok(exit_code(&s));
     }
     let tty = std::io::stdout().is_terminal();
     loop {
@@ -47,7 +75,7 @@ pub fn status(args: StatusArgs) -> Result<i32> {
         let clear = if tty { "\x1b[2J\x1b[H" } else { "---\n" };
         crate::ui::out(format_args!("{clear}{text}"));
         if s.state != "running" || !alive(s.pid) {
-            return Ok(0);
+            return Ok(exit_code(&s));
         }
         std::thread::sleep(Duration::from_secs(1));
     }

@@ -12,6 +12,13 @@ use crate::error::{Error, Result};
 ///
 /// Errors: nothing there is a team workspace (exit 2).
 pub fn locate(arg: Option<&Path>) -> Result<PathBuf> {
+    locate_in(arg, None)
+}
+
+/// [`locate`], also looking in `store`'s teams when no workspace is named.
+///
+/// Errors: as [`locate`].
+pub fn locate_in(arg: Option<&Path>, store: Option<&Path>) -> Result<PathBuf> {
     if let Some(p) = arg {
         let candidates = [
             p.to_owned(),
@@ -33,6 +40,17 @@ pub fn locate(arg: Option<&Path>) -> Result<PathBuf> {
                 ))
             });
     }
+    known(store).pop().ok_or_else(|| {
+        Error::Usage(
+            "no team workspace here (no *.runner/ or .agent-tasks/teams/); give its path".into(),
+        )
+    })
+}
+
+/// Every team workspace here, oldest update first: `*.runner/` folders in the current folder,
+/// the project store's teams (`<git root>/.agent-tasks/teams/*/`, `./.agent-tasks/teams/*/`)
+/// and, when given, those of `store`. Paths are canonical; each appears once.
+pub fn known(store: Option<&Path>) -> Vec<PathBuf> {
     let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
     let mut scan = |dir: &Path, runner_only: bool| {
         for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -41,7 +59,7 @@ pub fn locate(arg: Option<&Path>) -> Result<PathBuf> {
                 continue;
             }
             if let Ok(m) = std::fs::metadata(p.join("team.json")).and_then(|m| m.modified()) {
-                found.push((m, p));
+                found.push((m, p.canonicalize().unwrap_or(p)));
             }
         }
     };
@@ -54,14 +72,14 @@ pub fn locate(arg: Option<&Path>) -> Result<PathBuf> {
         Path::new(crate::store::STORE_DIR).join("teams").as_path(),
         false,
     );
+    if let Some(store) = store {
+        scan(&store.join("teams"), false);
+    }
     found.sort();
+    let mut seen = std::collections::HashSet::new();
     found
-        .pop()
-        .map(|(_, p)| p.canonicalize().unwrap_or(p))
-        .ok_or_else(|| {
-            Error::Usage(
-                "no team workspace here (no *.runner/ or .agent-tasks/teams/); give its path"
-                    .into(),
-            )
-        })
+        .into_iter()
+        .map(|(_, p)| p)
+        .filter(|p| seen.insert(p.clone()))
+        .collect()
 }

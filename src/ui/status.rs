@@ -48,6 +48,8 @@ fn counts_line(s: &Snapshot) -> String {
     let pending = total.saturating_sub(finished + running + waiting);
     if pending > 0 && s.state == "running" {
         parts.push(format!("{pending} pending"));
+    } else if pending > 0 {
+        parts.push(format!("{pending} never started"));
     }
     format!(
         "{total} item(s): {}",
@@ -56,6 +58,29 @@ fn counts_line(s: &Snapshot) -> String {
         } else {
             parts.join(", ")
         }
+    )
+}
+
+/// Whether the team in `s` has items that did not complete: one finished otherwise, or the
+/// run is over (finished, interrupted, its runner gone) with items never started.
+pub fn incomplete(s: &Snapshot) -> bool {
+    let failed = s
+        .counts
+        .iter()
+        .any(|(st, n)| st != ItemStatus::Completed.as_str() && *n > 0);
+    let finished: u64 = s.counts.values().sum();
+    let over = s.state != "running" || !alive(s.pid);
+    failed || (over && s.total.is_some_and(|t| finished < t))
+}
+
+/// One line for `status --list`: the workspace, the team, its state and counts.
+pub fn one_line(dir: &Path, s: &Snapshot) -> String {
+    format!(
+        "{}  {} — {}; {}",
+        s.team,
+        dir.display(),
+        state(s),
+        counts_line(s)
     )
 }
 

@@ -49,7 +49,8 @@ fn snapshots_of_plain_output_status_brief_and_dry_run() {
     assert_eq!(r.code, 1, "{r:?}");
     insta::assert_snapshot!("plain_output", r.stdout);
     let status = sb.run(&["status"]);
-    assert_eq!(status.code, 0, "{status:?}");
+    // The team has an item that did not complete: status says so by its exit code too.
+    assert_eq!(status.code, 1, "{status:?}");
     insta::assert_snapshot!("status", status.stdout);
     let brief = sb.run(&["status", "--brief", "workers-output.csv"]);
     insta::assert_snapshot!("status_brief", brief.stdout);
@@ -434,4 +435,33 @@ fn jobs_zero_runs_every_item_at_once_and_a_share_of_the_cpus_is_accepted() {
     );
     let r = sb.fake_batch(&["--jobs", "50%"]);
     assert_eq!(r.code, 0, "{r:?}");
+}
+
+#[test]
+fn status_exits_1_when_items_did_not_complete_and_lists_the_teams_it_knows() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "failed")]);
+    assert_eq!(sb.fake_batch(&[]).code, 1);
+    sb.write_rows(&[("a", "success")]);
+    assert_eq!(sb.fake_batch(&["--output", "good.csv"]).code, 0);
+    let bad = sb.run(&["status", "workers-output.csv", "--brief"]);
+    assert_eq!(bad.code, 1, "{bad:?}");
+    let good = sb.run(&["status", "good.csv", "--brief"]);
+    assert_eq!(good.code, 0, "{good:?}");
+    let list = sb.run(&["status", "--list"]);
+    assert_eq!(list.code, 1, "one team did not complete: {list:?}");
+    let lines: Vec<&str> = list.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{list:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("workers-output ") && l.contains("1 failed")),
+        "{list:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("good ") && l.contains("1 completed")),
+        "{list:?}"
+    );
 }

@@ -118,6 +118,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         return todo_run::run_batch(run, &batch_doc, settings);
     }
     store.ensure()?;
+    crate::fault::pause("resolve-edit");
     write_new(&batch_path, &batch_text)?;
     crate::fault::point("after-batch-write");
     crate::fsutil::write_atomic(&inbox_path, rest_doc.render().as_bytes())?;

@@ -198,6 +198,7 @@ pub fn add(args: AddArgs) -> Result<i32> {
         }
     };
     doc.set_last_updated(&today());
+    crate::fault::pause("add-edit");
     crate::fsutil::write_atomic(&store.inbox(), doc.render().as_bytes())?;
     match checkpoint_name {
         Some(cp) => crate::ui::outln(format_args!(

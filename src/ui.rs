@@ -1,6 +1,7 @@
 //! Output for people and machines: a progress bar on a terminal, one plain line per finished
 //! item otherwise, or JSON lines (`--format json`). The UI reads events; it changes no state.
 
+pub mod inbox;
 pub mod plan;
 pub mod status;
 

@@ -1,0 +1,120 @@
+//! The store lock (DESIGN §6): one exclusive `flock` on `<store>/.runner.lock`, taken for
+//! each read-modify-write of a store file — the inbox, batch files and their tables,
+//! checkpoints — and released as soon as the edit is written: never held for a run, nor
+//! while a person is asked something. The holder writes its pid inside, so a writer that
+//! waits too long can name it. The OS releases the lock when its holder dies.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+
+/// The lock file's name inside the store.
+pub const LOCK_FILE: &str = ".runner.lock";
+
+/// How long a writer waits for the store lock unless `RUNNER_STORE_LOCK_WAIT` says otherwise.
+/// An edit holds it for milliseconds; a holder this slow is stuck (stopped, or a dead disk).
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+
+/// What a waiting writer says once on stderr (tests wait for it).
+pub const WAITING: &str = "waiting for the store lock";
+
+/// A held store lock; released when dropped.
+#[derive(Debug)]
+pub struct StoreLock {
+    _file: File,
+}
+
+/// How long to wait for the lock: `RUNNER_STORE_LOCK_WAIT` (`500ms`, `30s`, bare seconds)
+/// or [`DEFAULT_WAIT`].
+///
+/// Errors: a value that is not a duration (exit 2).
+pub fn wait_limit() -> Result<Duration> {
+    match std::env::var("RUNNER_STORE_LOCK_WAIT") {
+        Ok(v) => crate::settings::parse_duration("RUNNER_STORE_LOCK_WAIT", &v),
+        Err(_) => Ok(DEFAULT_WAIT),
+    }
+}
+
+/// Take the lock of the store folder `dir` (which must exist), waiting up to `wait` for
+/// another writer to finish its edit; while waiting it says so once on stderr.
+///
+/// Errors: still held after `wait` — [`Error::Environment`] (exit 3) naming the holder's
+/// pid and the lock file; the lock file cannot be opened or locked ([`Error::Io`], exit 3).
+pub fn acquire(dir: &Path, wait: Duration) -> Result<StoreLock> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(LOCK_FILE);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| Error::io("open the store lock", &path, e))?;
+    let deadline = Instant::now() + wait;
+    let mut said = false;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = holder(&mut file);
+                if Instant::now() >= deadline {
+                    return Err(Error::Environment(format!(
+                        "the store {} is being edited by another runner ({holder}) for more than {}; \
+                         wait for it to finish or stop it, then try again (lock: {})",
+                        dir.display(),
+                        humantime::format_duration(wait),
+                        path.display()
+                    )));
+                }
+                if !said {
+                    eprintln!("runner: {WAITING}, held by {holder} ({})", path.display());
+                    said = true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(Error::io("lock", &path, e));
+            }
+        }
+    }
+    let _ = file.set_len(0);
+    let _ = file.seek(SeekFrom::Start(0));
+    let _ = write!(file, "{}", std::process::id());
+    let _ = file.flush();
+    Ok(StoreLock { _file: file })
+}
+
+/// `pid N` as the holder wrote it, or `pid unknown`.
+fn holder(file: &mut File) -> String {
+    let mut pid = String::new();
+    let _ = file.seek(SeekFrom::Start(0));
+    let _ = file.read_to_string(&mut pid);
+    match pid.trim().parse::<u32>() {
+        Ok(p) => format!("pid {p}"),
+        Err(_) => "pid unknown".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_writer_waits_then_names_the_holder() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let held = acquire(dir.path(), Duration::ZERO).expect("first");
+        let e = acquire(dir.path(), Duration::from_millis(50)).expect_err("second");
+        assert!(
+            e.to_string()
+                .contains(&format!("pid {}", std::process::id())),
+            "{e}"
+        );
+        assert_eq!(e.exit_code(), crate::error::EXIT_ENVIRONMENT);
+        drop(held);
+        acquire(dir.path(), Duration::ZERO).expect("free again");
+    }
+}

@@ -515,4 +515,40 @@ mod tests {
         );
         assert_eq!(doc.render(), INBOX);
     }
+
+    #[test]
+    fn chosen_items_are_found_again_by_their_block_or_not_at_all() {
+        let shown = TodoDocument::parse("## Todo\n- [ ] a\n- [ ] b\n- [ ] a\n## Ideas\n- [ ] i\n");
+        let added = TodoDocument::parse(
+            "## Todo\n- [ ] a\n- [ ] b\n- [ ] a\n- [ ] new\n## Ideas\n- [ ] i\n",
+        );
+        assert_eq!(shown.same_items_in(&added, &[3, 4]), Some(vec![3, 5]));
+        let edited = TodoDocument::parse("## Todo\n- [ ] a\n- [ ] b, edited\n- [ ] a\n");
+        assert_eq!(shown.same_items_in(&edited, &[1, 3]), Some(vec![1, 3]));
+        assert_eq!(shown.same_items_in(&edited, &[2]), None);
+    }
+
+    #[test]
+    fn a_bad_item_stays_out_and_so_does_what_waits_for_it() {
+        let doc = TodoDocument::parse(
+            "```x\n```\n## Todo\n- [ ] bad @after:x\n- [ ] after bad @after:1\n- [ ] waits @after:todo-2#1\n- [ ] good\n",
+        );
+        assert!(doc.file_problems().is_empty(), "{:?}", doc.problems());
+        assert_eq!(doc.block_problems(1).len(), 1);
+        assert_eq!(doc.resolvable(), [2, 3, 4]);
+        assert_eq!(doc.open_todo_items(&none()), [4]);
+        let done = HashSet::from([BatchRef { batch: 2, item: 1 }]);
+        assert_eq!(doc.open_todo_items(&done), [3, 4]);
+        let e = doc
+            .extract_batch(&[3], "d", &none())
+            .expect_err("unfinished");
+        assert!(e.to_string().contains("waits for todo-2#1"), "{e}");
+        let batch = doc.extract_batch(&[3], "d", &done).expect("finished");
+        assert!(
+            batch.contains("- [ ] waits\n"),
+            "a met batch prerequisite is dropped: {batch}"
+        );
+        let fence = TodoDocument::parse("## Todo\n- [ ] a\n```\n");
+        assert_eq!(fence.file_problems().len(), 1);
+    }
 }

@@ -1,15 +1,14 @@
 //! The store lock (DESIGN §6): one exclusive `flock` on `<store>/.runner.lock`, taken for
 //! each read-modify-write of a store file — the inbox, batch files and their tables,
 //! checkpoints — and released as soon as the edit is written: never held for a run, nor
-//! while a person is asked something. The holder writes its pid inside, so a writer that
-//! waits too long can name it. The OS releases the lock when its holder dies.
+//! while a person is asked something. It is a [`PidLock`]: the holder's pid is inside, so
+//! a writer that waits too long can name it, and the OS releases it when its holder dies.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::fsutil::{PidLock, try_pid_lock};
 
 /// The lock file's name inside the store.
 pub const LOCK_FILE: &str = ".runner.lock";
@@ -24,7 +23,7 @@ pub const WAITING: &str = "waiting for the store lock";
 /// A held store lock; released when dropped.
 #[derive(Debug)]
 pub struct StoreLock {
-    _file: File,
+    _lock: PidLock,
 }
 
 /// How long to wait for the lock: `RUNNER_STORE_LOCK_WAIT` (`500ms`, `30s`, bare seconds)
@@ -44,58 +43,29 @@ pub fn wait_limit() -> Result<Duration> {
 /// Errors: still held after `wait` — [`Error::Environment`] (exit 3) naming the holder's
 /// pid and the lock file; the lock file cannot be opened or locked ([`Error::Io`], exit 3).
 pub fn acquire(dir: &Path, wait: Duration) -> Result<StoreLock> {
-    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(LOCK_FILE);
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| Error::io("open the store lock", &path, e))?;
     let deadline = Instant::now() + wait;
     let mut said = false;
     loop {
-        match file.try_lock() {
-            Ok(()) => break,
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let holder = holder(&mut file);
-                if Instant::now() >= deadline {
-                    return Err(Error::Environment(format!(
-                        "the store {} is being edited by another runner ({holder}) for more than {}; \
-                         wait for it to finish or stop it, then try again (lock: {})",
-                        dir.display(),
-                        humantime::format_duration(wait),
-                        path.display()
-                    )));
-                }
-                if !said {
-                    eprintln!("runner: {WAITING}, held by {holder} ({})", path.display());
-                    said = true;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(Error::io("lock", &path, e));
-            }
+        let pid = match try_pid_lock(&path)? {
+            Ok(lock) => return Ok(StoreLock { _lock: lock }),
+            Err(pid) => pid,
+        };
+        let holder = pid.map_or("pid unknown".to_string(), |p| format!("pid {p}"));
+        if Instant::now() >= deadline {
+            return Err(Error::Environment(format!(
+                "the store {} is being edited by another runner ({holder}) for more than {}; \
+                 wait for it to finish or stop it, then try again (lock: {})",
+                dir.display(),
+                humantime::format_duration(wait),
+                path.display()
+            )));
         }
-    }
-    let _ = file.set_len(0);
-    let _ = file.seek(SeekFrom::Start(0));
-    let _ = write!(file, "{}", std::process::id());
-    let _ = file.flush();
-    Ok(StoreLock { _file: file })
-}
-
-/// `pid N` as the holder wrote it, or `pid unknown`.
-fn holder(file: &mut File) -> String {
-    let mut pid = String::new();
-    let _ = file.seek(SeekFrom::Start(0));
-    let _ = file.read_to_string(&mut pid);
-    match pid.trim().parse::<u32>() {
-        Ok(p) => format!("pid {p}"),
-        Err(_) => "pid unknown".to_string(),
+        if !said {
+            eprintln!("runner: {WAITING}, held by {holder} ({})", path.display());
+            said = true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

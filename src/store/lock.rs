@@ -40,7 +40,7 @@ pub fn wait_limit() -> Result<Duration> {
 /// Take the lock of the store folder `dir` (which must exist), waiting up to `wait` for
 /// another writer to finish its edit; while waiting it says so once on stderr.
 ///
-/// Errors: still held after `wait` — [`Error::Environment`] (exit 3) naming the holder's
+/// Errors: still held after `wait` — [`Error::StoreBusy`] (exit 3) naming the holder's
 /// pid and the lock file; the lock file cannot be opened or locked ([`Error::Io`], exit 3).
 pub fn acquire(dir: &Path, wait: Duration) -> Result<StoreLock> {
     let path = dir.join(LOCK_FILE);
@@ -51,17 +51,15 @@ pub fn acquire(dir: &Path, wait: Duration) -> Result<StoreLock> {
             Ok(lock) => return Ok(StoreLock { _lock: lock }),
             Err(pid) => pid,
         };
-        let holder = pid.map_or("pid unknown".to_string(), |p| format!("pid {p}"));
         if Instant::now() >= deadline {
-            return Err(Error::Environment(format!(
-                "the store {} is being edited by another runner ({holder}) for more than {}; \
-                 wait for it to finish or stop it, then try again (lock: {})",
-                dir.display(),
-                humantime::format_duration(wait),
-                path.display()
-            )));
+            return Err(Error::StoreBusy {
+                pid,
+                waited: wait,
+                lock: path,
+            });
         }
         if !said {
+            let holder = pid.map_or("pid unknown".to_string(), |p| format!("pid {p}"));
             eprintln!("runner: {WAITING}, held by {holder} ({})", path.display());
             said = true;
         }

@@ -77,6 +77,21 @@ pub enum Error {
         /// The lock file.
         lock: PathBuf,
     },
+    /// Another runner holds the store lock for longer than a writer waits. Exit 3.
+    #[error(
+        "another runner (pid {}) has been editing the store for more than {}; wait for it to finish or stop it, then try again (lock: {})",
+        pid.map_or("unknown".to_string(), |p| p.to_string()),
+        humantime::format_duration(*waited),
+        lock.display()
+    )]
+    StoreBusy {
+        /// The holder's pid, when it wrote one.
+        pid: Option<u32>,
+        /// How long the writer waited.
+        waited: std::time::Duration,
+        /// The lock file.
+        lock: PathBuf,
+    },
     /// The environment is not fit to run for another reason (no HOME, no runtime, no
     /// signal handlers, no agent CLI found). Exit 3.
     #[error("{0}")]
@@ -91,6 +106,7 @@ impl Error {
             Error::Io { .. }
             | Error::ProgramMissing { .. }
             | Error::LockHeld { .. }
+            | Error::StoreBusy { .. }
             | Error::Environment(_) => EXIT_ENVIRONMENT,
         }
     }
@@ -169,6 +185,15 @@ mod tests {
                 },
                 3,
                 "(pid 42)",
+            ),
+            (
+                Error::StoreBusy {
+                    pid: Some(7),
+                    waited: std::time::Duration::from_secs(10),
+                    lock: PathBuf::from("/s/.runner.lock"),
+                },
+                3,
+                "(pid 7) has been editing the store for more than 10s",
             ),
         ];
         for (e, code, text) in cases {

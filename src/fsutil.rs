@@ -1,5 +1,5 @@
-//! File-system helpers: atomic file replacement, private directories (DESIGN §6), and path
-//! resolution shared by every command.
+//! File-system helpers: atomic file replacement, private directories (DESIGN §6), lock files
+//! that name their holder, and path resolution shared by every command.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -70,6 +70,45 @@ fn replace(
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// An exclusive `flock` on a lock file that names its holder (its pid is written inside);
+/// released when dropped, and by the OS when the holder dies, so a lock left by a dead
+/// process is taken over without ceremony. The run lock and the store lock are both one.
+#[derive(Debug)]
+pub struct PidLock {
+    _file: File,
+}
+
+/// Try once to take the lock on `path` (created with mode 0600 if missing). `Ok(Err(pid))`
+/// when another process holds it: its pid, when it wrote one.
+///
+/// Errors: [`Error::Io`] (exit 3) when the file cannot be opened or locked.
+pub fn try_pid_lock(path: &Path) -> Result<std::result::Result<PidLock, Option<u32>>> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::io("open the lock", path, e))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            return Ok(Err(pid.trim().parse().ok()));
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", path, e)),
+    }
+    let _ = file.set_len(0);
+    let _ = file.seek(SeekFrom::Start(0));
+    let _ = write!(file, "{}", std::process::id());
+    let _ = file.flush();
+    Ok(Ok(PidLock { _file: file }))
 }
 
 /// Create `dir` and its parents; the leaf is made private (mode 0700) since team workspaces

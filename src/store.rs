@@ -3,13 +3,19 @@
 //! `todo.md`, batch files `todo-N.md`, checkpoints `cp-YYYYMMDD-HHMMSS.md`, optional
 //! `templates/` and `runners/` overrides, `runner.toml`, and team workspaces under `teams/`.
 //!
-//! This module reads and writes store files; it never starts processes.
+//! This module reads and writes store files; it never starts processes. Every
+//! read-modify-write of a store file happens under the store lock ([`Store::lock`]).
 
+pub mod lock;
+
+use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
+
+pub use lock::StoreLock;
 
 use crate::error::{Error, Result};
 use crate::settings::FileSettings;
-use crate::source::todo::TodoDocument;
+use crate::source::todo::{BatchRef, Mark, Problem, TodoDocument};
 
 /// The store folder's name inside a project.
 pub const STORE_DIR: &str = ".agent-tasks";
@@ -42,6 +48,48 @@ pub fn read_todo(path: &Path) -> Result<(String, TodoDocument)> {
     let text = read_utf8(path)?;
     let doc = TodoDocument::parse(&text);
     Ok((text, doc))
+}
+
+/// Parse a todo file, refusing one with problems (exit 2, naming file and line).
+pub fn parse_checked(path: &Path, text: &str) -> Result<TodoDocument> {
+    let doc = TodoDocument::parse(text);
+    refuse(path, doc.problems().iter().collect())?;
+    Ok(doc)
+}
+
+/// Parse the inbox: a problem on an item's line (a bad `@after:` or `@context:` token) is a
+/// warning naming that line — the item is listed, but not handed out until it is fixed;
+/// a problem elsewhere (a frontmatter or code fence never closed) refuses the file.
+///
+/// Errors: the first problem outside the items (exit 2, naming file and line).
+pub fn parse_inbox(path: &Path, text: &str) -> Result<TodoDocument> {
+    let doc = TodoDocument::parse(text);
+    refuse(path, doc.file_problems())?;
+    for p in doc.problems() {
+        eprintln!(
+            "warning: {}:{}: {}; that item is not handed out until it is fixed",
+            path.display(),
+            p.line,
+            p.message
+        );
+    }
+    Ok(doc)
+}
+
+/// Refuse `path` for the first of `problems`, if any (exit 2).
+fn refuse(path: &Path, problems: Vec<&Problem>) -> Result<()> {
+    let Some(p) = problems.first() else {
+        return Ok(());
+    };
+    let more = match problems.len() - 1 {
+        0 => String::new(),
+        n => format!(" (and {n} more problem(s))"),
+    };
+    Err(Error::input_at(
+        path,
+        Some(p.line as u64),
+        format!("{}{more}", p.message),
+    ))
 }
 
 /// Read a text file the user gave (a todo file, a checkpoint body).
@@ -192,6 +240,17 @@ impl Store {
         }
     }
 
+    /// Take the store lock for one edit (creating the store folder first), waiting a bounded
+    /// time for another writer's edit to finish ([`lock::wait_limit`]). Read the files to
+    /// edit after taking it, write them, then drop it.
+    ///
+    /// Errors: still held after the wait (exit 3, naming the holder's pid); the folder or
+    /// the lock file cannot be created (exit 3); a bad `RUNNER_STORE_LOCK_WAIT` (exit 2).
+    pub fn lock(&self) -> Result<StoreLock> {
+        self.ensure()?;
+        lock::acquire(&self.dir, lock::wait_limit()?)
+    }
+
     /// Create the store folder if needed.
     ///
     /// Errors: [`Error::Io`] when it cannot be created.
@@ -219,9 +278,47 @@ impl Store {
         out
     }
 
+    /// The batch items named by `@after:todo-N#K` in `doc` that are ticked (`[x]`) in their
+    /// batch files now. A batch file that is missing or unreadable ticks none of them, so
+    /// the items waiting for it stay where they are.
+    pub fn finished_batch_items(&self, doc: &TodoDocument) -> HashSet<BatchRef> {
+        let wanted: HashSet<BatchRef> = doc
+            .items()
+            .iter()
+            .flat_map(|i| i.after_batches.iter().copied())
+            .collect();
+        let batches: HashSet<u32> = wanted.iter().map(|b| b.batch).collect();
+        let mut done = HashSet::new();
+        for n in batches {
+            let Ok((_, batch)) = read_todo(&self.dir.join(format!("todo-{n}.md"))) else {
+                continue;
+            };
+            done.extend(wanted.iter().copied().filter(|b| {
+                b.batch == n && batch.item(b.item).is_some_and(|i| i.mark == Mark::Done)
+            }));
+        }
+        done
+    }
+
     /// One more than the largest existing batch number.
     pub fn next_batch_number(&self) -> u32 {
         self.batches().last().map_or(1, |(n, _)| n + 1)
+    }
+
+    /// Write the new batch file `path` with `text`, durably, never replacing a file of that
+    /// name (whoever made it).
+    ///
+    /// Errors: [`Error::Io`] when it exists or cannot be written.
+    pub fn create_batch(&self, path: &Path, text: &str) -> Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| Error::io("create", path, e))?;
+        f.write_all(text.as_bytes())
+            .map_err(|e| Error::io("write", path, e))?;
+        f.sync_all().map_err(|e| Error::io("sync", path, e))
     }
 
     /// The workspace of team `team`: `<store>/teams/<team>/`.

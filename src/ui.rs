@@ -2,6 +2,7 @@
 //! item otherwise, or JSON lines (`--format json`). The UI reads events; it changes no state.
 
 pub mod html;
+pub mod inbox;
 pub mod plan;
 pub mod show;
 pub mod status;

@@ -1,18 +1,22 @@
 //! `runner resolve`: show the inbox, take a confirmed selection, move it into the next
 //! `todo-N.md`, and run it as team `todo-resolve-N` (seed `todo-skill.md`, "resolve").
 //!
-//! The batch file is written before the inbox is rewritten, so a crash between the two
-//! writes leaves an item in both places, never in neither.
+//! The inbox is read and shown without the store lock; the person is asked without it.
+//! Then, under the lock, the inbox is read again, the chosen items must still be the same
+//! items, and the batch file and the inbox are written — the batch first, so a crash
+//! between the two writes leaves an item in both places, never in neither.
 
 use std::io::IsTerminal;
+use std::path::Path;
 
-use super::todo::{open_store, parse_checked, render_items, store_settings};
+use super::todo::{open_store, store_settings};
 use super::todo_run;
 use crate::cli::ResolveArgs;
 use crate::error::{Error, Result};
 use crate::source::todo::{Section, TodoDocument};
 use crate::source::todo_batch::{self, TodoBatch};
-use crate::store::{Need, today};
+use crate::store::{Need, Store, parse_inbox, today};
+use crate::ui::inbox::render_items;
 use crate::ui::say;
 
 /// `runner resolve`.
@@ -21,17 +25,29 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     let store = open_store(&args.store, Need::Choice)?;
     let (text, existed) = store.read_inbox(&today())?;
     let inbox_path = store.inbox();
-    let doc = parse_checked(&inbox_path, &text)?;
-    let candidates = doc.resolvable();
-    if candidates.is_empty() {
+    let doc = parse_inbox(&inbox_path, &text)?;
+    let finished = store.finished_batch_items(&doc);
+    let waiting = |n: &u32| {
+        doc.item(*n)
+            .and_then(|i| i.after_batches.iter().find(|b| !finished.contains(b)))
+            .copied()
+    };
+    let candidates: Vec<u32> = doc
+        .resolvable()
+        .into_iter()
+        .filter(|n| waiting(n).is_none())
+        .collect();
+    if candidates.is_empty() && args.select.is_empty() {
         if !existed {
-            store.ensure()?;
-            crate::fsutil::write_atomic(&inbox_path, text.as_bytes())?;
+            let _lock = store.lock()?;
+            if !inbox_path.exists() {
+                crate::fsutil::write_atomic(&inbox_path, text.as_bytes())?;
+            }
         }
         say(
             format,
             format!(
-                "Nothing to resolve: {} has no open items.",
+                "Nothing to resolve: {} has no open items ready to hand out.",
                 inbox_path.display()
             ),
         );
@@ -48,17 +64,25 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     say(format, inbox_path.display());
     say(format, render_items(&doc).trim_end());
     for n in &args.select {
-        if !candidates.contains(n) {
-            let open: Vec<String> = candidates.iter().map(u32::to_string).collect();
-            return Err(Error::input_at(
-                &inbox_path,
-                None,
-                format!(
-                    "--select {n}: there is no open item {n}; the open items are {}",
-                    open.join(", ")
-                ),
-            ));
+        if candidates.contains(n) {
+            continue;
         }
+        let why = match (doc.block_problems(*n).first(), waiting(n)) {
+            (Some(p), _) => format!("item {n} cannot be handed out: {p}; fix it first"),
+            (None, Some(b)) => format!("item {n} waits for {b}, which has not completed"),
+            (None, None) => {
+                let open: Vec<String> = candidates.iter().map(u32::to_string).collect();
+                format!(
+                    "there is no open item {n}; the open items are {}",
+                    open.join(", ")
+                )
+            }
+        };
+        return Err(Error::input_at(
+            &inbox_path,
+            None,
+            format!("--select {n}: {why}"),
+        ));
     }
     // Validate the runner options before asking anything or writing.
     let settings = store_settings(&store, &args.run, &args.command)?;
@@ -70,7 +94,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         s.dedup();
         s
     } else if args.yes {
-        doc.open_todo_items()
+        doc.open_todo_items(&finished)
     } else {
         ask_selection(&doc, &candidates)?
     };
@@ -78,71 +102,70 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         say(format, "Nothing selected.");
         return Ok(0);
     }
+    // The move is checked on the inbox as shown (bad input changes nothing), then made
+    // under the store lock on the inbox as it is then.
     let n = store.next_batch_number();
-    let batch_path = store.dir.join(format!("todo-{n}.md"));
-    let batch_text = doc
-        .extract_batch(&selected, &today())
-        .map_err(|e| Error::input_at(&inbox_path, None, e))?;
-    let batch_doc = TodoDocument::parse(&batch_text);
-    // The batch's own checks (checkpoints inside the store, prerequisites) before writing.
-    todo_batch::plan_items(&batch_doc, &store, true)
-        .map_err(|p| Error::input_at(&inbox_path, None, p.join("; ")))?;
-    // The items left in the inbox are numbered anew: keep their @after pointing at the same
-    // items (a prerequisite that moved to the batch is dropped, with a warning).
-    let rest = doc
-        .remove_extracted(&selected)
-        .map_err(|e| Error::input_at(&inbox_path, None, e))?;
-    for d in &rest.dropped {
-        let (item, dep) = (d.item, d.prerequisite);
-        eprintln!(
-            "warning: inbox item {item} waited for item {dep}, which moves to the batch; its @after:{dep} is dropped"
-        );
-    }
-    let mut rest_doc = TodoDocument::parse(&rest.text);
-    rest_doc.set_last_updated(&today());
-
-    let run = TodoBatch {
-        store: &store,
-        batch: &batch_path,
-        include_ideas: true,
-        keep_team: args.keep_team,
-    };
+    let m = todo_batch::prepare_move(&store, &doc, &selected, n, &finished, &today())?;
     if args.run.dry_run {
         say(
             format,
             format!(
                 "Dry run: these items would move to {} (nothing is written).",
-                batch_path.display()
+                m.batch_path.display()
             ),
         );
-        return todo_run::run_batch(run, &batch_doc, settings);
+        let run = batch_run(&store, &m.batch_path, args.keep_team);
+        return todo_run::run_batch(run, &m.batch_doc, settings);
     }
-    store.ensure()?;
-    write_new(&batch_path, &batch_text)?;
+    crate::fault::pause("resolve-chosen");
+    let lock = store.lock()?;
+    let (now, _) = store.read_inbox(&today())?;
+    let fresh = TodoDocument::parse(&now);
+    let selected = doc.same_items_in(&fresh, &selected).ok_or_else(|| {
+        Error::input_at(
+            &inbox_path,
+            None,
+            "the inbox changed while the items were being chosen, and a chosen item is no longer \
+             the same; nothing was moved: run `runner resolve` again",
+        )
+    })?;
+    let n = store.next_batch_number();
+    let finished = store.finished_batch_items(&fresh);
+    let m = todo_batch::prepare_move(&store, &fresh, &selected, n, &finished, &today())?;
+    crate::fault::pause("resolve-edit");
+    store.create_batch(&m.batch_path, &m.batch_text)?;
     crate::fault::point("after-batch-write");
-    crate::fsutil::write_atomic(&inbox_path, rest_doc.render().as_bytes())?;
+    crate::fsutil::write_atomic(&inbox_path, m.inbox_text.as_bytes())?;
+    drop(lock);
+    for d in &m.moved {
+        let (item, dep, to) = (d.item, d.prerequisite, d.to);
+        say(
+            format,
+            format!(
+                "Inbox item {item} waits for item {dep}, which moves to the batch: it now waits for @after:{to}."
+            ),
+        );
+    }
     say(
         format,
         format!(
             "Moved {} item(s) to {}; team todo-resolve-{n}.",
             selected.len(),
-            batch_path.display()
+            m.batch_path.display()
         ),
     );
-    todo_run::run_batch(run, &batch_doc, settings)
+    let run = batch_run(&store, &m.batch_path, args.keep_team);
+    todo_run::run_batch(run, &m.batch_doc, settings)
 }
 
-fn write_new(path: &std::path::Path, text: &str) -> Result<()> {
-    use std::io::Write;
-    // create_new: two resolves racing for the same N must not overwrite each other.
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| Error::io("create", path, e))?;
-    f.write_all(text.as_bytes())
-        .map_err(|e| Error::io("write", path, e))?;
-    f.sync_all().map_err(|e| Error::io("sync", path, e))
+/// The run of a batch `resolve` made: every item, Ideas included.
+fn batch_run<'a>(store: &'a Store, batch: &'a Path, keep_team: bool) -> TodoBatch<'a> {
+    TodoBatch {
+        store,
+        batch,
+        include_ideas: true,
+        keep_team,
+    }
 }
 
 fn ask_selection(doc: &TodoDocument, candidates: &[u32]) -> Result<Vec<u32>> {

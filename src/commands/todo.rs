@@ -6,8 +6,10 @@ use std::path::Path;
 use crate::cli::{AddArgs, ListArgs, RunArgs, StoreArgs};
 use crate::error::{Error, Result};
 use crate::settings::Settings;
-use crate::source::todo::{Mark, Section, TodoDocument};
+use crate::source::todo::{EditError, Section, TodoDocument, escape_title};
 use crate::store::{self, Need, ScopeFlags, Store, today};
+use crate::store::{parse_checked, parse_inbox};
+use crate::ui::inbox::render_items;
 
 /// The checkpoint template compiled into the binary (`templates/checkpoint.md`).
 pub const CHECKPOINT_TEMPLATE: &str = include_str!("../../templates/checkpoint.md");
@@ -45,25 +47,6 @@ pub fn store_settings(store: &Store, run: &RunArgs, command: &[String]) -> Resul
     Settings::resolve(run, command, &store.settings()?, Some(&store.dir))
 }
 
-/// Parse a todo file, refusing one with problems (exit 2, naming file and line).
-pub fn parse_checked(path: &Path, text: &str) -> Result<TodoDocument> {
-    let doc = TodoDocument::parse(text);
-    if let Some(p) = doc.problems().first() {
-        let more = doc.problems().len() - 1;
-        let more = if more > 0 {
-            format!(" (and {more} more problem(s))")
-        } else {
-            String::new()
-        };
-        return Err(Error::input_at(
-            path,
-            Some(p.line as u64),
-            format!("{}{more}", p.message),
-        ));
-    }
-    Ok(doc)
-}
-
 /// Read a todo file (UTF-8) and parse it checked.
 ///
 /// Errors: unreadable, not UTF-8, or with problems (exit 2, naming file and line).
@@ -73,50 +56,20 @@ pub fn read_doc(path: &Path) -> Result<(String, TodoDocument)> {
     Ok((text, doc))
 }
 
-/// The open items of `doc` as text: numbered, with checkpoint and continuation lines.
-pub fn render_items(doc: &TodoDocument) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    for (section, heading) in [(Section::Todo, "Todo"), (Section::Ideas, "Ideas")] {
-        let open: Vec<_> = doc
-            .items()
-            .iter()
-            .filter(|i| i.section == section && i.mark != Mark::Done)
-            .collect();
-        let _ = writeln!(out, "{heading} ({})", open.len());
-        for i in open {
-            let indent = "  ".repeat(1 + i.indent / 2);
-            let mark = if i.mark == Mark::InProgress {
-                "[~]"
-            } else {
-                "[ ]"
-            };
-            let cp = i
-                .context
-                .as_ref()
-                .map(|c| format!("  @context:{c}"))
-                .unwrap_or_default();
-            let _ = writeln!(out, "{indent}{:>3}. {mark} {}{cp}", i.number, i.title);
-            for line in i.continuation.lines() {
-                let _ = writeln!(out, "{indent}       {line}");
-            }
-            if let Some(note) = &i.note {
-                let _ = writeln!(out, "{indent}       > runner: {note}");
-            }
-        }
-    }
-    out
-}
-
 /// `runner list`.
 pub fn list(args: ListArgs) -> Result<i32> {
     let store = open_store(&args.store, Need::DefaultProject)?;
-    let (text, existed) = store.read_inbox(&today())?;
+    let (mut text, existed) = store.read_inbox(&today())?;
     if !existed {
-        store.ensure()?;
-        crate::fsutil::write_atomic(&store.inbox(), text.as_bytes())?;
+        let _lock = store.lock()?;
+        // Another writer may have made it since.
+        let (now, exists) = store.read_inbox(&today())?;
+        if !exists {
+            crate::fsutil::write_atomic(&store.inbox(), now.as_bytes())?;
+        }
+        text = now;
     }
-    let doc = parse_checked(&store.inbox(), &text)?;
+    let doc = parse_inbox(&store.inbox(), &text)?;
     crate::ui::outln(store.inbox().display());
     crate::ui::out(render_items(&doc));
     Ok(0)
@@ -148,8 +101,6 @@ pub fn add(args: AddArgs) -> Result<i32> {
         Some(p) => Some(store::read_utf8(Path::new(p))?),
     };
     let store = open_store(&args.store, Need::Choice)?;
-    let (text, _) = store.read_inbox(&today())?;
-    let mut doc = parse_checked(&store.inbox(), &text)?;
     let cp_template = store.template("checkpoint.md", CHECKPOINT_TEMPLATE)?;
     // Check everything before writing: the template renders, the item reads back.
     let now = jiff::Zoned::now();
@@ -175,20 +126,36 @@ pub fn add(args: AddArgs) -> Result<i32> {
             })?;
         Some(rendered)
     };
-    store.ensure()?;
     let section = if args.idea {
         Section::Ideas
     } else {
         Section::Todo
     };
-    let mut line = title.clone();
+    // The edit is tried on the inbox as it is (bad input changes nothing), then made
+    // under the store lock on the inbox as it is then.
+    let line = escape_title(&title);
+    let (text, _) = store.read_inbox(&today())?;
+    let stand_in = checkpoint_text
+        .as_ref()
+        .map(|_| "cp-00000000-000000.md".to_string());
+    let mut doc = parse_inbox(&store.inbox(), &text)?;
+    append(&mut doc, section, &line, &continuation, stand_in)
+        .map_err(|e| Error::input_at(&store.inbox(), None, e))?;
+    let lock = store.lock()?;
+    let (text, _) = store.read_inbox(&today())?;
+    let mut doc = TodoDocument::parse(&text);
     let mut checkpoint_name = None;
     if let Some(content) = checkpoint_text {
         let name = store.create_checkpoint(&now.strftime("%Y%m%d-%H%M%S").to_string(), &content)?;
-        line.push_str(&format!(" @context:{name}"));
         checkpoint_name = Some(name);
     }
-    let number = match doc.append_item(section, &line, &continuation) {
+    let number = match append(
+        &mut doc,
+        section,
+        &line,
+        &continuation,
+        checkpoint_name.clone(),
+    ) {
         Ok(n) => n,
         Err(e) => {
             if let Some(name) = &checkpoint_name {
@@ -198,7 +165,9 @@ pub fn add(args: AddArgs) -> Result<i32> {
         }
     };
     doc.set_last_updated(&today());
+    crate::fault::pause("add-edit");
     crate::fsutil::write_atomic(&store.inbox(), doc.render().as_bytes())?;
+    drop(lock);
     match checkpoint_name {
         Some(cp) => crate::ui::outln(format_args!(
             "Added item {number} to {} with checkpoint {cp}",
@@ -210,4 +179,27 @@ pub fn add(args: AddArgs) -> Result<i32> {
         )),
     }
     Ok(0)
+}
+
+/// Append item `line` (pinned to `checkpoint`) with `continuation` to `section` of `doc`;
+/// it must read back as given: one item, with that checkpoint, its `@after:` naming items
+/// that exist. Returns its number.
+fn append(
+    doc: &mut TodoDocument,
+    section: Section,
+    line: &str,
+    continuation: &str,
+    checkpoint: Option<String>,
+) -> std::result::Result<u32, EditError> {
+    let line = match &checkpoint {
+        Some(name) => format!("{line} @context:{name}"),
+        None => line.to_string(),
+    };
+    let n = doc.append_item(section, &line, continuation)?;
+    let item = doc.item(n).ok_or(EditError::NotReadBack)?;
+    match doc.block_problems(n).first() {
+        Some(p) => Err(EditError::Unreadable(p.message.clone())),
+        None if item.context != checkpoint => Err(EditError::NotReadBack),
+        None => Ok(n),
+    }
 }

@@ -78,14 +78,21 @@ pub fn run(mut plan: Plan) -> Result<i32> {
         }
     }
     let (mut outcomes, lock) = team.into_index()?;
-    sinks.finish(&mut RunEnd {
+    let mut end = RunEnd {
         summary: &summary,
         outcomes: &mut outcomes,
-    })?;
+        unrecorded: Vec::new(),
+    };
+    sinks.finish(&mut end)?;
+    let code = match end.unrecorded.is_empty() {
+        true => exit_code(&summary),
+        // The journal in the kept workspace has what the outputs could not show.
+        false => exit_code(&summary).max(EXIT_INCOMPLETE),
+    };
     crate::ui::print_summary(&summary, Some(&output), &spec.workspace, format);
     drop(outcomes);
     drop(lock);
-    let everything = exit_code(&summary) == EXIT_OK;
+    let everything = code == EXIT_OK;
     if everything && remove_workspace_when_done {
         match std::fs::remove_dir_all(&spec.workspace) {
             Ok(()) => crate::ui::say(
@@ -95,7 +102,7 @@ pub fn run(mut plan: Plan) -> Result<i32> {
             Err(e) => tracing::warn!("cannot remove {}: {e}", spec.workspace.display()),
         }
     }
-    Ok(exit_code(&summary))
+    Ok(code)
 }
 
 /// Run the dispatcher to the end on a multi-threaded runtime.

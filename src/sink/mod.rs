@@ -30,6 +30,10 @@ pub struct RunEnd<'a> {
     pub summary: &'a RunSummary,
     /// The recorded outcomes by item id.
     pub outcomes: &'a mut OutcomeIndex,
+    /// What a sink could not leave where the user looks for it (one sentence each, already
+    /// warned about; e.g. the batch file vanished, so no item is ticked). The journal keeps
+    /// the outcomes: the run ends with exit 1 and its workspace is kept.
+    pub unrecorded: Vec<String>,
 }
 
 /// A consumer of a run: live events (from [`Reporter`]), then one `finish` after the run and

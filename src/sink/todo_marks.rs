@@ -2,7 +2,8 @@
 //! `task-management-protocol.md`): `[~]` while a teammate works on an item, then `[x]` with the
 //! report's summary on a `> runner:` note line for a completed item, or back to `[ ]` with a
 //! note giving the status, the reason and the log for any other outcome. Only the edited
-//! characters and note lines change; the file is replaced atomically.
+//! characters and note lines change; each edit re-reads the file under the store lock, so
+//! what a person or another runner wrote meanwhile is kept; the file is replaced atomically.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use crate::report::ItemStatus;
 use crate::run::events::{Event, Reporter};
 use crate::run::outcome::Outcome;
 use crate::source::todo::{Mark, Section, TodoDocument};
+use crate::store::Store;
 
 /// Set the final mark and note of item `number` from its outcome (`None`: it never started).
 pub fn apply_outcome(doc: &mut TodoDocument, number: u32, outcome: Option<&Outcome>) {
@@ -89,9 +91,11 @@ pub fn locate(doc: &TodoDocument, number: u32, title: &str) -> Option<u32> {
 /// The marks sink of a todo batch: `[~]` in the batch file when an item's attempt starts
 /// (written by a thread of its own, never in the dispatcher's loop), then after the run the
 /// final mark and note of every item of the run and the batch's `status`. The file is read
-/// afresh for each edit, so edits a person makes during the run are kept. Live write errors
-/// are warned about, never fatal: the journal is the truth.
+/// afresh under the store lock for each edit, so edits a person makes during the run are
+/// kept. Live write errors are warned about, never fatal, and a batch file gone by the end
+/// is warned about and left to the table and the journal, which is the truth.
 pub struct TodoMarks {
+    store: Store,
     path: PathBuf,
     titles: Arc<HashMap<String, String>>,
     numbers: Vec<u32>,
@@ -100,15 +104,18 @@ pub struct TodoMarks {
 }
 
 impl TodoMarks {
-    /// Mark the items of `path` whose ids and titles are in `titles`; `numbers` are the
-    /// run's items in order; `include_ideas` counts the Ideas in the batch's status.
+    /// Mark the items of `path` (a batch file of `store`) whose ids and titles are in
+    /// `titles`; `numbers` are the run's items in order; `include_ideas` counts the Ideas in
+    /// the batch's status.
     pub fn new(
+        store: Store,
         path: PathBuf,
         titles: HashMap<String, String>,
         numbers: Vec<u32>,
         include_ideas: bool,
     ) -> TodoMarks {
         TodoMarks {
+            store,
             path,
             titles: Arc::new(titles),
             numbers,
@@ -118,14 +125,15 @@ impl TodoMarks {
     }
 
     fn start_live(&mut self) -> &mpsc::Sender<String> {
-        let (path, titles) = (self.path.clone(), self.titles.clone());
+        let (store, path) = (self.store.clone(), self.path.clone());
+        let titles = self.titles.clone();
         &self
             .live
             .get_or_insert_with(|| {
                 let (tx, rx) = mpsc::channel::<String>();
                 let handle = std::thread::spawn(move || {
                     for id in rx {
-                        if let Err(e) = mark_in_progress(&path, &titles, &id) {
+                        if let Err(e) = mark_in_progress(&store, &path, &titles, &id) {
                             tracing::warn!("cannot mark item {id} in progress: {e}");
                         }
                     }
@@ -137,6 +145,7 @@ impl TodoMarks {
 }
 
 fn mark_in_progress(
+    store: &Store,
     path: &Path,
     titles: &HashMap<String, String>,
     id: &str,
@@ -144,6 +153,7 @@ fn mark_in_progress(
     let (Ok(number), Some(title)) = (id.parse::<u32>(), titles.get(id)) else {
         return Ok(());
     };
+    let _lock = store.lock().map_err(|e| e.to_string())?;
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let mut doc = TodoDocument::parse(&text);
     let Some(n) = locate(&doc, number, title) else {
@@ -172,7 +182,21 @@ impl Sink for TodoMarks {
             drop(tx);
             let _ = handle.join();
         }
-        let (_, mut doc) = crate::store::read_todo(&self.path)?;
+        let _lock = self.store.lock()?;
+        let mut doc = match crate::store::read_todo(&self.path) {
+            Ok((_, doc)) => doc,
+            Err(e) => {
+                let lost = format!(
+                    "the batch file {} could not be read at the end of the run ({e}): no item is \
+                     ticked; every result is in the output table and the team's journal — put the \
+                     file back and run it again to tick what completed",
+                    self.path.display()
+                );
+                eprintln!("warning: {lost}");
+                run.unrecorded.push(lost);
+                return Ok(());
+            }
+        };
         for n in &self.numbers {
             let title = self.titles.get(&n.to_string()).cloned().unwrap_or_default();
             let outcome = run.outcomes.outcome(&n.to_string())?;

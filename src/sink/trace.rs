@@ -185,6 +185,7 @@ mod tests {
         t.finish(&mut RunEnd {
             summary: &Default::default(),
             outcomes: &mut outcomes,
+            unrecorded: Vec::new(),
         })
         .expect("written");
         let doc: Value =

@@ -18,7 +18,7 @@ use crate::sink::Sinks;
 use crate::sink::checkpoints::Checkpoints;
 use crate::sink::todo_marks::TodoMarks;
 use crate::sink::todo_table::TodoTable;
-use crate::source::todo::{Mark, Section, TodoDocument};
+use crate::source::todo::{BatchRef, Mark, MovedPrerequisite, Section, TodoDocument};
 use crate::store::Store;
 
 /// Which todo batch to run, and how.
@@ -89,6 +89,13 @@ pub fn plan_items(
                 }
             },
         };
+        if let Some(b) = i.after_batches.first() {
+            problems.push(format!(
+                "line {}: item {} waits for {b}, an item of another file; in a batch file \
+                 @after names items of the same file",
+                i.line, i.number
+            ));
+        }
         let after = i
             .after
             .iter()
@@ -128,6 +135,58 @@ pub fn plan_items(
     } else {
         Err(problems)
     }
+}
+
+/// Items moving from the inbox into a new batch file (`runner resolve`), checked and ready
+/// to be written.
+pub struct Move {
+    /// The new batch file `todo-N.md`.
+    pub batch_path: PathBuf,
+    /// Its text and what it parses to.
+    pub batch_text: String,
+    /// The parsed batch.
+    pub batch_doc: TodoDocument,
+    /// The inbox left behind, its "last updated" date set to `today`.
+    pub inbox_text: String,
+    /// Inbox items whose prerequisite moved: their `@after:` names it in the batch now.
+    pub moved: Vec<MovedPrerequisite>,
+}
+
+/// Plan moving the top-level items `selected` of `inbox` into batch file
+/// `todo-<number>.md` of `store`, checking the batch (checkpoints inside the store,
+/// prerequisites) before anything is written. `finished` are the batch items (`@after:todo-N#K`)
+/// already ticked.
+///
+/// Errors (exit 2, naming the inbox): a selected item waits for one that is neither
+/// selected nor done, or for a batch item that has not completed; a checkpoint missing or
+/// outside the store.
+pub fn prepare_move(
+    store: &Store,
+    inbox: &TodoDocument,
+    selected: &[u32],
+    number: u32,
+    finished: &HashSet<BatchRef>,
+    today: &str,
+) -> Result<Move> {
+    let inbox_path = store.inbox();
+    let bad = |e: &dyn std::fmt::Display| Error::input_at(&inbox_path, None, e);
+    let batch_text = inbox
+        .extract_batch(selected, today, finished)
+        .map_err(|e| bad(&e))?;
+    let batch_doc = TodoDocument::parse(&batch_text);
+    plan_items(&batch_doc, store, true).map_err(|p| bad(&p.join("; ")))?;
+    let rest = inbox
+        .remove_extracted(selected, number)
+        .map_err(|e| bad(&e))?;
+    let mut rest_doc = TodoDocument::parse(&rest.text);
+    rest_doc.set_last_updated(today);
+    Ok(Move {
+        batch_path: store.dir.join(format!("todo-{number}.md")),
+        batch_text,
+        batch_doc,
+        inbox_text: rest_doc.render(),
+        moved: rest.moved,
+    })
 }
 
 /// Build the plan of a todo batch whose text is `doc`; `None` when every item is ticked.
@@ -192,21 +251,35 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         .map(|i| (i.id.clone(), i.title.clone()))
         .collect();
     let numbers: Vec<u32> = items.iter().filter_map(|i| i.id.parse().ok()).collect();
+    let table_items = numbers
+        .iter()
+        .filter_map(|n| doc.item(*n))
+        .map(|i| {
+            (
+                i.number,
+                i.title.clone(),
+                i.context.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
     let total = items.len() as u64;
     let source: Arc<dyn ItemSource> = Arc::new(ItemList(items));
     let mut sinks = Sinks::default();
     sinks.push(Box::new(TodoMarks::new(
+        b.store.clone(),
         b.batch.to_owned(),
         titles,
         numbers.clone(),
         b.include_ideas,
     )));
     sinks.push(Box::new(TodoTable {
+        store: b.store.clone(),
         batch: b.batch.to_owned(),
         path: table_path(b.batch),
         include_ideas: b.include_ideas,
         isolated: isolation.is_some(),
         guard_formulas: !settings.keep_formulas,
+        items: table_items,
     }));
     sinks.push(Box::new(Checkpoints {
         store: b.store.clone(),

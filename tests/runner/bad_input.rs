@@ -432,9 +432,9 @@ fn cases() -> Vec<Case> {
         },
         // --- todo files, checkpoints, templates, store config
         Case {
-            what: "inbox with a bad @after",
+            what: "inbox with a bad @after, selected",
             files: &[("S/todo.md", b"## Todo\n- [ ] a\n- [ ] b @after:x\n")],
-            args: &["resolve", "--store", "S", "--yes"],
+            args: &["resolve", "--store", "S", "--yes", "--select", "2"],
             agent: true,
             code: 2,
             want: &["todo.md:3:", "@after"],

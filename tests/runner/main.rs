@@ -9,6 +9,7 @@ mod ci;
 mod clis;
 mod faults;
 mod regressions;
+mod store;
 mod todo;
 mod watch;
 mod worktree;

@@ -129,8 +129,8 @@ fn resolve_renumbers_the_prerequisites_left_in_the_inbox() {
     assert_eq!(r.code, 0, "{r:?}");
     let inbox = sb.read("S/todo.md");
     assert!(
-        inbox.contains("- [ ] second MODE=success\n"),
-        "a prerequisite that moved is dropped: {inbox}"
+        inbox.contains("- [ ] second MODE=success @after:todo-1#1\n"),
+        "a prerequisite that moved is named in its batch: {inbox}"
     );
     assert!(
         inbox.contains("- [ ] third MODE=success @after:1\n"),

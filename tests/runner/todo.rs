@@ -296,7 +296,7 @@ fn resolve_without_confirmation_or_with_bad_input_changes_nothing() {
         (
             "unknown @after",
             Some("- [ ] B @after:9\n".into()),
-            vec!["--yes"],
+            vec!["--yes", "--select", "2"],
             2,
             "9",
         ),

@@ -76,7 +76,8 @@ mod transform;
 use std::fmt;
 
 pub use new_files::{INBOX_TEMPLATE, batch_document, inbox_from, inbox_template};
-pub use transform::{DroppedPrerequisite, Remainder};
+pub use tokens::{BatchRef, escape_title};
+pub use transform::{MovedPrerequisite, Remainder};
 
 use frontmatter::find_frontmatter;
 use lines::{BOM, Ending, Line, render_lines, split_lines};
@@ -195,6 +196,16 @@ pub enum EditError {
         /// The number of the item it waits for.
         prerequisite: u32,
     },
+    /// An added item would read back with this problem (an `@after:` naming no item).
+    Unreadable(String),
+    /// [`TodoDocument::extract_batch`]: item `item` waits (`@after:todo-N#K`) for an item of
+    /// a batch file that has not completed.
+    UnfinishedPrerequisite {
+        /// The number of an item that moves.
+        item: u32,
+        /// The batch item it waits for.
+        prerequisite: BatchRef,
+    },
 }
 
 impl fmt::Display for EditError {
@@ -216,6 +227,16 @@ impl fmt::Display for EditError {
                 f,
                 "item {item} waits for item {prerequisite} (@after), which is not selected; \
                  select both or neither"
+            ),
+            EditError::Unreadable(problem) => write!(
+                f,
+                "the item would not read back: {problem} (to write `@after:` or `@context:` \
+                 as text, put a backslash before it)"
+            ),
+            EditError::UnfinishedPrerequisite { item, prerequisite } => write!(
+                f,
+                "item {item} waits for {prerequisite} (@after), which has not completed; \
+                 it can be handed out once that item is ticked"
             ),
         }
     }
@@ -245,6 +266,8 @@ pub struct TodoItem {
     /// well-formed number, even one naming the item itself or no item; such numbers are also
     /// reported in [`TodoDocument::problems`].
     pub after: Vec<u32>,
+    /// The items of batch files named by `@after:todo-N#K` tokens, in the order written.
+    pub after_batches: Vec<BatchRef>,
     /// The item's own continuation lines (not nested items, not the runner note), without
     /// line endings, their common indentation removed, leading and trailing blank lines
     /// dropped, joined by `"\n"`. Empty if there are none.

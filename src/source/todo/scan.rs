@@ -409,6 +409,7 @@ pub(super) fn build_items(
             title: tokens.title,
             context: tokens.context,
             after: tokens.after,
+            after_batches: tokens.after_batches,
             continuation: dedent_join(&continuation_lines),
             note: note_line.map(|index| note_text(text_of(index))),
             parent: raw.parent.map(item_number),

@@ -1,6 +1,11 @@
-//! The tokens of an item line (`@context:VALUE`, `@after:1,2`) and the runner note line
-//! (`> runner: TEXT`) of an item's continuation.
+//! The tokens of an item line (`@context:VALUE`, `@after:1,2,todo-3#1`) and the runner note
+//! line (`> runner: TEXT`) of an item's continuation.
+//!
+//! A word that would be a token but starts with a backslash (`\@context:x`) is a title word
+//! with that one backslash removed, as Markdown shows it: [`escape_title`] writes text a user
+//! typed so that it reads back as exactly that text.
 
+use std::fmt;
 use std::ops::Range;
 
 use super::{Problem, TodoItem};
@@ -8,11 +13,52 @@ use super::{Problem, TodoItem};
 /// What a runner note line starts with, after its indentation.
 pub(super) const NOTE_PREFIX: &str = "> runner:";
 
+/// The token prefixes.
+const TOKEN_PREFIXES: [&str; 2] = ["@context:", "@after:"];
+/// The prefix of a checkpoint reference.
+const CONTEXT_PREFIX: &str = "@context:";
+
+/// A prerequisite held in a batch file: item `item` of `todo-<batch>.md`, written
+/// `@after:todo-<batch>#<item>`. `runner resolve` writes it on an inbox item whose
+/// prerequisite moved to that batch, and hands the item out only once it is ticked there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BatchRef {
+    /// N of `todo-N.md`.
+    pub batch: u32,
+    /// The item's number in that file.
+    pub item: u32,
+}
+
+impl fmt::Display for BatchRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "todo-{}#{}", self.batch, self.item)
+    }
+}
+
+/// One prerequisite named by an `@after:` token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Prerequisite {
+    /// An item of the same file, by number.
+    Item(u32),
+    /// An item of a batch file.
+    Batch(BatchRef),
+}
+
+impl fmt::Display for Prerequisite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Prerequisite::Item(n) => write!(f, "{n}"),
+            Prerequisite::Batch(b) => write!(f, "{b}"),
+        }
+    }
+}
+
 /// What the `@` tokens of an item's text say.
 pub(super) struct Tokens {
     pub(super) title: String,
     pub(super) context: Option<String>,
     pub(super) after: Vec<u32>,
+    pub(super) after_batches: Vec<BatchRef>,
 }
 
 /// One word of an item's text, as the parser reads it.
@@ -22,13 +68,20 @@ pub(super) enum Token<'a> {
     Context(&'a str),
     /// `@after:VALUE`: the text after the colon, possibly empty or malformed.
     After(&'a str),
-    /// Any other word: part of the title.
+    /// Any other word: part of the title (an escaped token without its backslash).
     Word(&'a str),
+}
+
+/// Whether `word` is a token word once `\`s are stripped from its front.
+fn is_token_like(word: &str) -> bool {
+    let bare = word.trim_start_matches('\\');
+    TOKEN_PREFIXES.iter().any(|p| bare.starts_with(p))
 }
 
 /// The words of an item's text (the item line after its checkbox), split at whitespace as
 /// [`str::split_whitespace`] splits, each with its byte range in `text` and what it is. A
-/// word is a token only as a whole: `x@after:1` is a title word.
+/// word is a token only as a whole: `x@after:1` is a title word, and so is `\@after:1`
+/// (as `@after:1`).
 pub(super) fn tokens(text: &str) -> impl Iterator<Item = (Range<usize>, Token<'_>)> {
     let mut from = 0;
     std::iter::from_fn(move || {
@@ -38,15 +91,35 @@ pub(super) fn tokens(text: &str) -> impl Iterator<Item = (Range<usize>, Token<'_
         let len = word.find(char::is_whitespace).unwrap_or(word.len());
         let word = word.get(..len).filter(|word| !word.is_empty())?;
         from = start + len;
-        let token = if let Some(value) = word.strip_prefix("@context:") {
+        let token = if let Some(value) = word.strip_prefix(CONTEXT_PREFIX) {
             Token::Context(value)
         } else if let Some(value) = word.strip_prefix("@after:") {
             Token::After(value)
+        } else if word.starts_with('\\') && is_token_like(word) {
+            Token::Word(word.get(1..).unwrap_or(word))
         } else {
             Token::Word(word)
         };
         Some((start..from, token))
     })
+}
+
+/// `text` (one line, as a user gave it to `runner add`, which pins the checkpoint itself)
+/// written so that every word that would read as a `@context:` token — bare or already
+/// escaped — reads back as exactly that word of the title: it gets one more backslash in
+/// front. `@after:` words are left alone: they are how a new item names its prerequisites.
+#[must_use]
+pub fn escape_title(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    // Each piece is a word and at most one whitespace character after it.
+    for piece in text.split_inclusive(char::is_whitespace) {
+        let word = piece.trim_end_matches(char::is_whitespace);
+        if word.trim_start_matches('\\').starts_with(CONTEXT_PREFIX) {
+            out.push('\\');
+        }
+        out.push_str(piece);
+    }
+    out
 }
 
 /// Reads `@context:VALUE` and `@after:N,M` tokens; the remaining words are the title.
@@ -72,45 +145,73 @@ pub(super) fn parse_tokens(text: &str, line: usize, problems: &mut Vec<Problem>)
             Token::Word(word) => words.push(word),
         }
     }
+    let (items, batches) = after.iter().fold((vec![], vec![]), |(mut i, mut b), p| {
+        match p {
+            Prerequisite::Item(n) => i.push(*n),
+            Prerequisite::Batch(r) => b.push(*r),
+        }
+        (i, b)
+    });
     Tokens {
         title: words.join(" "),
         context,
-        after,
+        after: items,
+        after_batches: batches,
     }
 }
 
-/// Reads the comma-separated item numbers of one `@after:` token into `after`.
-fn parse_after(value: &str, after: &mut Vec<u32>, report: &mut impl FnMut(String)) {
+/// A positive decimal number written with digits only.
+fn number(text: &str) -> Option<u32> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// Reads the comma-separated prerequisites of one `@after:` token into `after`: item
+/// numbers of the same file, and `todo-N#K` items of batch files.
+fn parse_after(value: &str, after: &mut Vec<Prerequisite>, report: &mut impl FnMut(String)) {
     if value.is_empty() {
         report("`@after:` names no items; write item numbers like `@after:1,2`".to_string());
         return;
     }
     for part in value.split(',') {
-        let part = part.trim();
-        let number = if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
-            None
-        } else {
-            part.parse::<u32>().ok()
-        };
-        match number {
-            Some(0) => report("`@after:0`: items are numbered from 1".to_string()),
-            Some(number) => after.push(number),
-            None => report(format!(
-                "invalid @after value `{part}` in `@after:{value}`: expected item numbers like `@after:1,2`"
-            )),
+        match parse_part(part.trim(), value) {
+            Ok(p) => after.push(p),
+            Err(message) => report(message),
         }
     }
 }
 
+/// One part of the `@after:` value `value`, or what is wrong with it.
+fn parse_part(part: &str, value: &str) -> Result<Prerequisite, String> {
+    let batch = part
+        .strip_prefix("todo-")
+        .and_then(|r| r.split_once('#'))
+        .and_then(|(b, i)| Some((number(b)?, number(i)?)));
+    match (number(part), batch) {
+        (Some(0), _) => Err("`@after:0`: items are numbered from 1".to_string()),
+        (Some(n), _) => Ok(Prerequisite::Item(n)),
+        (None, Some((batch, item))) if batch > 0 && item > 0 => {
+            Ok(Prerequisite::Batch(BatchRef { batch, item }))
+        }
+        _ => Err(format!(
+            "invalid @after value `{part}` in `@after:{value}`: expected item numbers like \
+             `@after:1,2`, or an item of a batch file like `@after:todo-3#1`"
+        )),
+    }
+}
+
 /// An item line whose text starts at byte `text_start`, with every `@after:` token of its
-/// text rewritten: each number the parser reads from the token ([`parse_after`]) becomes
-/// `renumber(number)`, and is dropped if that is `None` (malformed parts, which the parser
-/// ignores, are dropped too). A token left with no number is removed with the spaces before
-/// it. `None` if the text holds no `@after:` token (then nothing needs rewriting).
+/// text rewritten: each prerequisite the parser reads from the token ([`parse_after`])
+/// becomes `renumber(prerequisite)`, and is dropped if that is `None`; malformed parts, which
+/// the parser reports, are kept as written for their author to fix. A token left with
+/// nothing is removed with the spaces before it. `None` if the text holds no `@after:`
+/// token (then nothing needs rewriting).
 pub(super) fn renumber_after(
     line: &str,
     text_start: usize,
-    renumber: impl Fn(u32) -> Option<u32>,
+    renumber: impl Fn(Prerequisite) -> Option<Prerequisite>,
 ) -> Option<String> {
     let text = line.get(text_start..)?;
     let mut out = String::with_capacity(line.len());
@@ -121,12 +222,12 @@ pub(super) fn renumber_after(
         found = true;
         out.push_str(line.get(copied..text_start + range.start)?);
         copied = text_start + range.end;
-        let mut numbers = Vec::new();
-        parse_after(value, &mut numbers, &mut |_| {});
-        let kept: Vec<String> = numbers
-            .into_iter()
-            .filter_map(&renumber)
-            .map(|number| number.to_string())
+        let kept: Vec<String> = value
+            .split(',')
+            .filter_map(|part| match parse_part(part.trim(), value) {
+                Ok(p) => renumber(p).map(|p| p.to_string()),
+                Err(_) => Some(part.to_string()).filter(|p| !p.trim().is_empty()),
+            })
             .collect();
         if kept.is_empty() {
             out.truncate(out.trim_end_matches(' ').len());
@@ -203,16 +304,19 @@ mod tests {
     #[test]
     fn renumbering_rewrites_only_after_tokens() {
         let line = "- [ ] a @after:1,2 x@after:1 @after:3 tail";
-        let map = |n: u32| (n != 1).then_some(n + 10);
+        let map = |p: Prerequisite| match p {
+            Prerequisite::Item(n) => (n != 1).then_some(Prerequisite::Item(n + 10)),
+            other => Some(other),
+        };
         assert_eq!(
             renumber_after(line, 6, map).as_deref(),
             Some("- [ ] a @after:12 x@after:1 @after:13 tail")
         );
-        let gone = |_: u32| None;
+        let gone = |_: Prerequisite| None;
         assert_eq!(
             renumber_after("- [ ] a  @after:1 tail @after:x", 6, gone).as_deref(),
-            Some("- [ ] a tail"),
-            "an emptied token goes with the spaces before it"
+            Some("- [ ] a tail @after:x"),
+            "an emptied token goes with the spaces before it; a malformed one stays"
         );
         assert_eq!(
             renumber_after("- [ ] @after:1", 6, gone).as_deref(),
@@ -221,10 +325,53 @@ mod tests {
         );
         assert_eq!(renumber_after("- [ ] see x@after:1", 6, map), None);
         assert_eq!(
-            renumber_after("- [ ] a @after:+1,2", 6, Some).as_deref(),
-            Some("- [ ] a @after:2"),
-            "`+1` is no item number to the parser either"
+            renumber_after("- [ ] a @after:+1,2", 6, |p| match p {
+                Prerequisite::Item(n) => Some(Prerequisite::Item(n + 1)),
+                other => Some(other),
+            })
+            .as_deref(),
+            Some("- [ ] a @after:+1,3"),
+            "`+1` is no item number to the parser either: it is left for its author"
         );
+    }
+
+    #[test]
+    fn batch_items_are_prerequisites_too() {
+        let doc = parse("- [ ] a @after:todo-3#1,2\n- [ ] b\n- [ ] c @after:todo-0#1,todo-3\n");
+        assert_eq!(item(&doc, 1).after, [2]);
+        assert_eq!(
+            item(&doc, 1).after_batches,
+            [BatchRef { batch: 3, item: 1 }]
+        );
+        assert_eq!(BatchRef { batch: 3, item: 1 }.to_string(), "todo-3#1");
+        assert!(item(&doc, 3).after_batches.is_empty());
+        assert_eq!(doc.problems().len(), 2, "{:?}", doc.problems());
+        assert!(
+            doc.problems()[0]
+                .message
+                .contains("`todo-0#1` in `@after:todo-0#1,todo-3`")
+        );
+    }
+
+    #[test]
+    fn escaped_tokens_are_title_words_and_typed_text_reads_back() {
+        for typed in [
+            "Document the @context:cp-x.md syntax",
+            "a \\@context:x and \\\\@context:y",
+            "mail @bob \\@bob",
+        ] {
+            let doc = parse(&format!("- [ ] {} @context:cp-1.md\n", escape_title(typed)));
+            assert!(doc.problems().is_empty(), "{typed}: {:?}", doc.problems());
+            assert_eq!(item(&doc, 1).title, typed);
+            assert_eq!(item(&doc, 1).context.as_deref(), Some("cp-1.md"));
+            assert!(item(&doc, 1).after.is_empty());
+        }
+        assert_eq!(
+            escape_title("B @after:1"),
+            "B @after:1",
+            "a prerequisite stays one"
+        );
+        assert_eq!(item(&parse("- [ ] \\@after:1\n"), 1).title, "@after:1");
     }
 
     #[test]

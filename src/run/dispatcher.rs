@@ -118,7 +118,10 @@ impl State {
                 running.remove(&outcome.id);
                 self.finish(outcome);
             }
-            Event::RunStarted { .. } | Event::Interrupted { .. } | Event::RunFinished(_) => {}
+            Event::RunStarted { .. }
+            | Event::Interrupted { .. }
+            | Event::RunFinished(_)
+            | Event::RunEnded { .. } => {}
         }
         true
     }

@@ -105,6 +105,15 @@ pub enum Event {
     },
     /// The run ended.
     RunFinished(RunSummary),
+    /// Everything is written: the files the run left and its exit code. The last line of
+    /// `--format json`; never in the journal (it is closed by then).
+    RunEnded {
+        /// The files the sinks wrote (output CSV, shard sidecar, JUnit, todo table, trace).
+        #[serde(default)]
+        outputs: Vec<String>,
+        /// The exit code the runner ends with (DESIGN §7).
+        exit_code: i32,
+    },
 }
 
 impl Event {
@@ -332,6 +341,10 @@ pub(crate) mod tests {
                 problems: Vec::new(),
                 problems_hidden: 0,
             }),
+            Event::RunEnded {
+                outputs: vec!["/w/workers-output.csv".into(), "/w/junit.xml".into()],
+                exit_code: 130,
+            },
         ]
     }
 

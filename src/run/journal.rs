@@ -218,7 +218,8 @@ pub fn replay(path: &Path) -> Result<Replay> {
                 Event::RunStarted { .. }
                 | Event::Activity { .. }
                 | Event::Interrupted { .. }
-                | Event::RunFinished(_) => {}
+                | Event::RunFinished(_)
+                | Event::RunEnded { .. } => {}
             }
         }
         offset += n as u64;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::dispatcher::{self, ItemStream};
-use super::events::{Reporter, RunSummary};
+use super::events::{Event, Reporter, RunSummary};
 use super::plan::Plan;
 use super::team::Team;
 use super::{RunSpec, isolation};
@@ -102,6 +102,14 @@ pub fn run(mut plan: Plan) -> Result<i32> {
             Err(e) => tracing::warn!("cannot remove {}: {e}", spec.workspace.display()),
         }
     }
+    sinks.event(&Event::RunEnded {
+        outputs: sinks
+            .files()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        exit_code: code,
+    });
     Ok(code)
 }
 

@@ -132,6 +132,10 @@ impl Reporter for Junit {
 }
 
 impl Sink for Junit {
+    fn files(&self) -> Vec<PathBuf> {
+        vec![self.path.clone()]
+    }
+
     fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
         let mut outcomes = Vec::new();
         for item in self.items.items()? {

@@ -20,6 +20,8 @@ pub mod todo_marks;
 pub mod todo_table;
 pub mod trace;
 
+use std::path::PathBuf;
+
 use crate::error::Result;
 use crate::run::events::{Event, Reporter, RunSummary};
 use crate::run::team::OutcomeIndex;
@@ -46,6 +48,11 @@ pub trait Sink: Reporter {
     fn finish(&mut self, _run: &mut RunEnd<'_>) -> Result<()> {
         Ok(())
     }
+
+    /// The output files this sink writes (named by the final `run_ended` event).
+    fn files(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
 }
 
 /// The fan-out: every event to every sink in order, then every `finish` in order.
@@ -56,6 +63,11 @@ impl Sinks {
     /// Add a sink after the ones already registered.
     pub fn push(&mut self, sink: Box<dyn Sink>) {
         self.0.push(sink);
+    }
+
+    /// Every output file the sinks write, in registration order.
+    pub fn files(&self) -> Vec<PathBuf> {
+        self.0.iter().flat_map(|s| s.files()).collect()
     }
 
     /// Finish every sink in order; the first error stops the rest.

@@ -365,6 +365,10 @@ pub struct CsvOutput {
 impl Reporter for CsvOutput {}
 
 impl Sink for CsvOutput {
+    fn files(&self) -> Vec<PathBuf> {
+        vec![self.path.clone()]
+    }
+
     fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
         let rows = self.table.rows()?;
         let missing = if run.summary.interrupted {

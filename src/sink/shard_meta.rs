@@ -84,6 +84,10 @@ pub struct ShardSidecar {
 impl Reporter for ShardSidecar {}
 
 impl Sink for ShardSidecar {
+    fn files(&self) -> Vec<PathBuf> {
+        vec![path_for(&self.output)]
+    }
+
     fn finish(&mut self, _run: &mut RunEnd<'_>) -> Result<()> {
         let mut rows = Vec::new();
         for row in self.table.rows()? {

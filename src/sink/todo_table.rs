@@ -37,6 +37,10 @@ pub struct TodoTable {
 impl Reporter for TodoTable {}
 
 impl Sink for TodoTable {
+    fn files(&self) -> Vec<PathBuf> {
+        vec![self.path.clone()]
+    }
+
     fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
         let _lock = self.store.lock()?;
         // (input columns, ticked in the file).

@@ -116,6 +116,10 @@ impl Reporter for Trace {
 }
 
 impl Sink for Trace {
+    fn files(&self) -> Vec<PathBuf> {
+        vec![self.path.clone()]
+    }
+
     fn finish(&mut self, _run: &mut RunEnd<'_>) -> Result<()> {
         let mut events = vec![json!({
             "name": "process_name", "ph": "M", "pid": 1,

@@ -364,3 +364,31 @@ fn junit_marks_items_that_passed_on_a_retry_as_flaky_and_never_doubles_the_statu
         "{message}"
     );
 }
+
+#[test]
+fn the_last_json_line_names_every_output_file_and_the_exit_code() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "failed")]);
+    let r = sb.fake_batch(&["--format", "json", "--junit", "j.xml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let last = r.stdout.lines().last().expect("a line");
+    let v: serde_json::Value = serde_json::from_str(last).expect("JSON");
+    assert_eq!(v["event"], "run_ended", "{last}");
+    assert_eq!(v["exit_code"], 1, "{last}");
+    let outputs: Vec<&str> = v["outputs"]
+        .as_array()
+        .expect("outputs")
+        .iter()
+        .filter_map(|o| o.as_str())
+        .collect();
+    assert_eq!(outputs.len(), 2, "{last}");
+    assert!(
+        outputs[0].ends_with("workers-output.csv") && outputs[1].ends_with("j.xml"),
+        "{last}"
+    );
+    assert!(
+        !sb.read("workers-output.runner/journal.jsonl")
+            .contains("run_ended"),
+        "the journal never records it"
+    );
+}

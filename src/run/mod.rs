@@ -5,9 +5,12 @@
 //! is one [`events::Event`], journaled and fanned out to reporters.
 
 pub mod backend;
+pub mod descendants;
+pub mod descriptors;
 pub mod dispatcher;
 pub mod events;
 pub mod isolation;
+pub mod job_control;
 pub mod journal;
 pub mod lock;
 pub mod orphans;

@@ -54,6 +54,26 @@ fn state(pid: u32) -> Option<char> {
     stat.rsplit(')').next()?.trim_start().chars().next()
 }
 
+/// Zombies whose parent is `ppid` (ended, but not reaped).
+fn zombies_of(ppid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let mut fields = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or_default()
+            .split_whitespace();
+        if fields.next() == Some("Z") && fields.next() == Some(ppid.to_string().as_str()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
 /// Pids of the sandbox's live processes other than runners whose command line contains
 /// `needle`.
 fn pids_of(sb: &Sandbox, needle: &str) -> Vec<u32> {
@@ -203,6 +223,10 @@ fn processes_that_left_a_teammates_group_end_with_its_attempt() {
         runner.try_wait().expect("wait").is_none(),
         "the run goes on (b waits for its release)"
     );
+    // They came to the runner (their subreaper) when their parents died: it reaps them.
+    wait_for("the runner to reap the ended escapees", 10, || {
+        zombies_of(runner.id()).is_empty()
+    });
     std::fs::write(&release, "go").expect("release");
     assert_eq!(wait_exit(&mut runner, 30), 0);
     let rows = by_id(&sb.join("workers-output.csv"), "id");

@@ -12,11 +12,13 @@ use tokio::task::JoinSet;
 
 use super::backend::{self, Backend};
 use super::events::{Event, Reporter, RunSummary};
+use super::job_control::{self, Suspends};
 use super::outcome::Outcome;
 use super::process::Cancel;
 use super::team::{RunningEntry, SNAPSHOT_COMPLETED_MAX, Snapshot, Team, WaitingEntry};
 use super::unit;
 use super::{RunSpec, now_rfc3339};
+use super::{descendants, descriptors};
 use crate::error::{Error, Result};
 use crate::item::WorkItem;
 use crate::report::ItemStatus;
@@ -214,21 +216,25 @@ impl Interrupts {
 }
 
 /// How a run is wired to the world: the backend its attempts execute on and where its
-/// interrupts come from.
+/// interrupts and suspend requests (Ctrl-Z) come from.
 pub struct Wiring {
     /// Executes every attempt of the run.
     pub backend: Arc<dyn Backend>,
     /// Interrupts of the run.
     pub interrupts: Interrupts,
+    /// Suspend requests: each stops every teammate and then the runner until it is
+    /// continued ([`job_control::suspend`]).
+    pub suspends: Suspends,
 }
 
 /// Run every item of `items` in `team` and return the summary. Events go to `reporter`
 /// and the journal; `team.json` is kept current. Attempts run on the backend of the runner
-/// definition ([`backend::for_runner`]); SIGINT, SIGTERM and SIGHUP interrupt the run.
+/// definition ([`backend::for_runner`]); SIGINT, SIGTERM and SIGHUP interrupt the run;
+/// SIGTSTP (Ctrl-Z) stops every teammate and then the runner until it is continued.
 ///
-/// Errors: a signal handler cannot be installed, the journal cannot be written, or the
-/// source failed mid-way (the run stops starting items, lets running ones finish, and
-/// reports the error).
+/// Errors: a signal handler cannot be installed, the journal cannot be written (every
+/// started teammate is stopped first), or the source failed mid-way (the run stops starting
+/// items, lets running ones finish, and reports the error).
 pub async fn run(
     spec: Arc<RunSpec>,
     team: &mut Team,
@@ -239,6 +245,7 @@ pub async fn run(
     let wiring = Wiring {
         backend: backend::for_runner(&spec.settings.runner)?,
         interrupts: Interrupts::signals()?,
+        suspends: Suspends::signals()?,
     };
     run_wired(spec, team, items, total, reporter, wiring).await
 }
@@ -257,8 +264,10 @@ pub async fn run_wired(
     let Wiring {
         backend,
         mut interrupts,
+        mut suspends,
     } = wiring;
     let started = Instant::now();
+    let jobs = descriptors::cap_jobs(spec.settings.jobs);
     let run_started = Event::RunStarted {
         at: now_rfc3339(),
         pid: std::process::id(),
@@ -266,7 +275,7 @@ pub async fn run_wired(
         workspace: team.dir.clone(),
         total,
         resumed: 0,
-        jobs: spec.settings.jobs,
+        jobs,
     };
     team.record(&run_started)?;
     let mut st = State {
@@ -293,11 +302,12 @@ pub async fn run_wired(
     let mut source_done = false;
     let mut source_error: Option<Error> = None;
     let mut interrupted = false;
+    let mut snapshot_failing = false;
 
-    loop {
+    let looped: Result<()> = async { loop {
         // Start what can start: waiting items first (input order), then the source.
         if !interrupted {
-            while running.len() < spec.settings.jobs {
+            while running.len() < jobs {
                 let next = take_ready(&mut waiting, &mut st, team, reporter)?;
                 let item = match next {
                     Some(item) => item,
@@ -399,7 +409,9 @@ pub async fn run_wired(
                 }
             }
             _ = interrupts.next() => on_interrupt(&mut interrupted, &cancel_tx, team, reporter)?,
+            _ = suspends.next() => job_control::suspend(),
             _ = tick.tick() => {
+                descendants::reap_zombies();
                 let waiting_now: Vec<WaitingEntry> = waiting
                     .iter()
                     .take(SNAPSHOT_COMPLETED_MAX)
@@ -411,11 +423,38 @@ pub async fn run_wired(
                 }
                 if st.dirty {
                     st.snapshot.updated_at = now_rfc3339();
-                    team.write_snapshot(&st.snapshot)?;
-                    st.dirty = false;
+                    // team.json is a view (the journal is the truth): a failed rewrite is
+                    // tried again on the next tick, never the end of the run.
+                    match team.write_snapshot(&st.snapshot) {
+                        Ok(()) => {
+                            st.dirty = false;
+                            snapshot_failing = false;
+                        }
+                        Err(e) if !snapshot_failing => {
+                            tracing::warn!("{e}; trying again");
+                            snapshot_failing = true;
+                        }
+                        Err(_) => {}
+                    }
                 }
             }
         }
+    }
+    Ok::<(), Error>(())
+    }
+    .await;
+    if let Err(e) = looped {
+        stop_after_error(
+            &cancel_tx,
+            &mut tasks,
+            &mut rx,
+            team,
+            &mut st,
+            &mut running,
+            reporter,
+        )
+        .await;
+        return Err(e);
     }
 
     if interrupted && !source_done {
@@ -456,12 +495,43 @@ pub async fn run_wired(
     st.snapshot.running.clear();
     st.snapshot.waiting.clear();
     st.snapshot.updated_at = now_rfc3339();
-    team.write_snapshot(&st.snapshot)?;
+    if let Err(e) = team.write_snapshot(&st.snapshot) {
+        tracing::warn!("{e}");
+    }
     if let Some(e) = source_error {
         return Err(e);
     }
     reporter.event(&run_finished);
     Ok(summary)
+}
+
+/// After an error ended the run part-way: stop every started teammate at once, wait for their
+/// units to finish, and record what they report where that still works.
+async fn stop_after_error(
+    cancel: &watch::Sender<Cancel>,
+    tasks: &mut JoinSet<()>,
+    rx: &mut mpsc::UnboundedReceiver<Event>,
+    team: &mut Team,
+    st: &mut State,
+    running: &mut HashMap<String, ()>,
+    reporter: &mut dyn Reporter,
+) {
+    let _ = cancel.send(Cancel::Immediate);
+    let mut take = |event: Event, team: &mut Team| {
+        let _ = team.record(&event);
+        if st.apply(&event, running) {
+            reporter.event(&event);
+        }
+    };
+    loop {
+        tokio::select! {
+            Some(event) = rx.recv() => take(event, team),
+            joined = tasks.join_next() => if joined.is_none() { break },
+        }
+    }
+    while let Ok(event) = rx.try_recv() {
+        take(event, team);
+    }
 }
 
 fn on_interrupt(

@@ -5,10 +5,13 @@
 //! is one [`events::Event`], journaled and fanned out to reporters.
 
 pub mod backend;
+pub mod descendants;
+pub mod descriptors;
 pub mod dispatcher;
 pub mod events;
 pub mod history;
 pub mod isolation;
+pub mod job_control;
 pub mod journal;
 pub mod lock;
 pub mod orphans;

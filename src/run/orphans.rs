@@ -1,64 +1,51 @@
 //! Finding and ending the agents a dead runner left behind (DESIGN §6).
 //!
 //! The journal records each attempt's process group. When a run resumes, attempts that
-//! started and never finished may still be running (the runner was `kill -9`ed). A process
-//! is ours only if it is in that group *and* its environment carries this workspace's
-//! `RUNNER_WORKSPACE`, so a recycled process-group id never kills a stranger.
+//! started and never finished may still be running (the runner was `kill -9`ed), and so may
+//! processes they started that left their group (`setsid`, daemons). A process is ours only
+//! if its environment carries this workspace's `RUNNER_WORKSPACE`, so a recycled
+//! process-group id never kills a stranger. The resuming run holds the batch's lock and has
+//! started nothing yet, so every such process is the dead run's.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-/// Process ids in group `pgid` whose environment has `RUNNER_WORKSPACE=<workspace>`.
-pub fn find(pgid: u32, workspace: &Path) -> Vec<u32> {
-    let marker = format!("RUNNER_WORKSPACE={}", workspace.display());
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // Fields after the `(comm)`, which may itself contain spaces and parentheses.
-        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let pgrp = after
-            .split_whitespace()
-            .nth(2)
-            .and_then(|s| s.parse::<u32>().ok());
-        if pgrp != Some(pgid) {
-            continue;
-        }
-        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if environ.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
-            found.push(pid);
-        }
-    }
-    found
+use super::descendants;
+
+/// Live processes whose environment has `RUNNER_WORKSPACE=<workspace>`: those of group
+/// `pgid` first, then the others (those that left their group).
+pub fn find(pgid: u32, workspace: &Path) -> (Vec<u32>, Vec<u32>) {
+    let mut marker = b"RUNNER_WORKSPACE=".to_vec();
+    marker.extend_from_slice(workspace.as_os_str().as_bytes());
+    descendants::marked(|kv| kv == marker.as_slice())
+        .into_iter()
+        .map(|pid| pid as u32)
+        .partition(|pid| descendants::process_group(*pid as i32) == Some(pgid as i32))
 }
 
-/// End the orphaned group `pgid` if it still holds processes of this workspace. Returns how
-/// many processes were found.
+/// End the orphaned group `pgid` if it still holds processes of this workspace, and every
+/// other process of this workspace (those that left a group). Returns how many processes
+/// were found.
 pub fn reap(pgid: u32, workspace: &Path) -> usize {
-    let pids = find(pgid, workspace);
-    if !pids.is_empty() {
+    let (in_group, escaped) = find(pgid, workspace);
+    if !in_group.is_empty() {
         tracing::warn!(
             "ending {} leftover process(es) of group {pgid} from an earlier run",
-            pids.len()
+            in_group.len()
         );
         let _ = killpg(Pid::from_raw(pgid as i32), Signal::SIGKILL);
     }
-    pids.len()
+    if !escaped.is_empty() {
+        tracing::warn!(
+            "ending {} leftover process(es) of an earlier run that left their process group",
+            escaped.len()
+        );
+        for pid in &escaped {
+            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
+        }
+    }
+    in_group.len() + escaped.len()
 }

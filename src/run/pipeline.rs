@@ -8,7 +8,7 @@ use super::dispatcher::{self, ItemStream};
 use super::events::{Event, Reporter, RunSummary};
 use super::plan::Plan;
 use super::team::Team;
-use super::{RunSpec, isolation};
+use super::{RunSpec, descendants, isolation};
 use crate::error::{EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Error, Result};
 use crate::report::ItemStatus;
 use crate::sink::RunEnd;
@@ -128,14 +128,19 @@ fn execute(
     // (until it execs) and while its teammate folder is created, so with fewer workers cores
     // sit idle between agents (measured in BENCHMARKS.md).
     let workers = std::thread::available_parallelism().map_or(4, |n| n.get().max(4));
+    // Processes that leave a teammate's group and lose their parent come to the runner, so
+    // they can be found and ended (DESIGN §6).
+    descendants::become_subreaper();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
         .build()
         .map_err(|e| Error::Environment(format!("cannot start the async runtime: {e}")))?;
     let summary = runtime.block_on(dispatcher::run(spec, team, items, total, reporter));
-    // Never wait on a blocking task (a child reaper) at shutdown: every group is killed by now.
+    // Never wait on a blocking task at shutdown: every group is ended by now. Should a unit
+    // have been lost on the way, nothing it started outlives the run either.
     runtime.shutdown_background();
+    descendants::end_run();
     let summary = summary?;
     // The dispatcher's signal handlers stay installed; while the outputs are written, an
     // interrupt must still end the process (every file is replaced atomically, so stopping
@@ -149,17 +154,26 @@ fn execute(
         };
         rt.block_on(async {
             use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+            let (Ok(mut int), Ok(mut term), Ok(mut hup), Ok(mut tstp)) = (
                 signal(SignalKind::interrupt()),
                 signal(SignalKind::terminate()),
                 signal(SignalKind::hangup()),
+                signal(SignalKind::from_raw(
+                    nix::sys::signal::Signal::SIGTSTP as i32,
+                )),
             ) else {
                 return;
             };
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-                _ = hup.recv() => {}
+            loop {
+                tokio::select! {
+                    _ = int.recv() => break,
+                    _ = term.recv() => break,
+                    _ = hup.recv() => break,
+                    // Ctrl-Z still stops the runner (no teammate runs any more).
+                    _ = tstp.recv() => {
+                        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+                    }
+                }
             }
             eprintln!("runner: interrupted while writing the outputs");
             std::process::exit(EXIT_INTERRUPTED);

@@ -1,11 +1,12 @@
 //! Starting and supervising one attempt's process (DESIGN §6).
 //!
-//! Each child runs as the leader of its own process group (`process-wrap`). A time limit or
-//! an interrupt sends SIGTERM to the whole group, waits a grace period, then SIGKILL; an
+//! Each child runs as the leader of its own process group, marked with an attempt id in its
+//! environment ([`descendants`]). A time limit or an interrupt sends SIGTERM to the whole
+//! group (and to marked processes that left it), waits a grace period, then SIGKILL; an
 //! immediate cancel (second Ctrl-C) sends SIGKILL at once. stdout and stderr are drained
 //! concurrently into capped log files. After the leader exits, the runner waits a bounded
 //! time for the pipes to close (a grandchild may hold them), then kills what is left of the
-//! group. No process of the group outlives [`run`].
+//! group and every marked process. No process the child started outlives [`run`].
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -13,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
+use super::{descendants, descriptors, job_control};
 use crate::report::ProcessEnd;
 
 /// What the dispatcher asks running attempts to do.
@@ -106,13 +107,20 @@ impl Exit {
     }
 }
 
-/// Signals the whole group with SIGKILL when dropped, so that a cancelled or panicking
-/// supervisor cannot leave the group running.
-struct GroupGuard(Pid);
+/// Ends the whole attempt when dropped, so that a cancelled or panicking supervisor cannot
+/// leave it running: SIGKILL to the group and, while armed, to every process that carries
+/// the attempt's marker (those that left the group).
+struct GroupGuard {
+    pgid: Pid,
+    marker: Option<String>,
+}
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        let _ = killpg(self.0, Signal::SIGKILL);
+        let _ = killpg(self.pgid, Signal::SIGKILL);
+        if let Some(marker) = &self.marker {
+            descendants::kill_attempt_now(marker);
+        }
     }
 }
 
@@ -123,64 +131,140 @@ fn signal_group(pgid: Pid, sig: Signal) {
     }
 }
 
+/// Signal the attempt: its group and the processes that left it.
+fn signal_attempt(pgid: Pid, marker: &str, sig: Signal) {
+    signal_group(pgid, sig);
+    descendants::signal_attempt(marker, sig);
+}
+
+/// Why an attempt did not start.
+enum StartError {
+    /// Out of descriptors or processes for now: wait and try again.
+    Exhausted(String),
+    /// It cannot start (the reason).
+    Failed(String),
+}
+
+/// A started child with what the supervisor holds for it.
+struct Started {
+    child: tokio::process::Child,
+    registered: Option<descendants::Registered>,
+    stdout_file: LogFile,
+}
+
+/// Create the stdout log, open stdin and spawn the child as the leader of a new process
+/// group, marked with `marker`.
+fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
+    let failed = |what: String, e: std::io::Error| {
+        if descriptors::exhausted(&e) {
+            StartError::Exhausted(format!("{what}: {e}"))
+        } else {
+            StartError::Failed(format!("{what}: {e}"))
+        }
+    };
+    // The stdout log is the one the output names: it exists even when the agent printed
+    // nothing. The stderr log is created when its first byte arrives.
+    let stdout_file = crate::fsutil::create_private_file(&spec.stdout_log)
+        .map_err(|e| failed(format!("cannot create {}", spec.stdout_log.display()), e))?;
+    let stdin = match &spec.stdin {
+        None => Stdio::null(),
+        Some(path) => Stdio::from(
+            std::fs::File::open(path)
+                .map_err(|e| failed(format!("cannot open {}", path.display()), e))?,
+        ),
+    };
+    let mut cmd = tokio::process::Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .current_dir(&spec.cwd)
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for k in &spec.env_unset {
+        cmd.env_remove(k);
+    }
+    for (k, v) in &spec.env_set {
+        cmd.env(k, v);
+    }
+    cmd.env(descendants::ATTEMPT_VAR, marker);
+    let (child, registered) = descendants::spawn_registered(|| cmd.spawn(), |c| c.id())
+        .map_err(|e| failed(format!("cannot start `{}`", spec.program), e))?;
+    Ok(Started {
+        child,
+        registered,
+        stdout_file: LogFile::open(spec.stdout_log.clone(), stdout_file),
+    })
+}
+
+/// First wait after a start failed for want of descriptors or processes; doubled up to
+/// [`START_RETRY_MAX`].
+const START_RETRY_FIRST: Duration = Duration::from_millis(20);
+const START_RETRY_MAX: Duration = Duration::from_secs(1);
+
 /// Run one attempt to its end. `on_start` is called with the process group id right after
 /// the spawn (the dispatcher journals it so orphans can be found after a crash).
+///
+/// A start that fails for want of descriptors or processes (EMFILE, ENFILE, EAGAIN) is
+/// retried until it succeeds or the run is interrupted: back-pressure, not a failure. The
+/// time limit does not count time the runner spent stopped by job control. When the leader
+/// has exited and the group is killed, every process carrying the attempt's marker is ended
+/// too ([`descendants::end_attempt`]).
 pub async fn run(
     spec: &Spawn,
     mut cancel: watch::Receiver<Cancel>,
     on_start: impl FnOnce(u32),
 ) -> Exit {
-    let not_started = |why: String| Exit {
-        end: ProcessEnd::NotStarted(why),
+    let ended_early = |end: ProcessEnd| Exit {
+        end,
         exit_code: None,
         elapsed: Duration::ZERO,
         stdout_bytes: 0,
         stderr_bytes: 0,
     };
-    // The stdout log is the one the output names: it exists even when the agent printed
-    // nothing. The stderr log is created when its first byte arrives.
-    let stdout_file = match crate::fsutil::create_private_file(&spec.stdout_log) {
-        Ok(f) => LogFile::open(spec.stdout_log.clone(), f),
-        Err(e) => return not_started(format!("cannot create {}: {e}", spec.stdout_log.display())),
-    };
-    let stdin = match &spec.stdin {
-        None => Stdio::null(),
-        Some(path) => match std::fs::File::open(path) {
-            Ok(f) => Stdio::from(f),
-            Err(e) => return not_started(format!("cannot open {}: {e}", path.display())),
-        },
-    };
-    let mut cmd = CommandWrap::with_new(&spec.program, |c| {
-        c.args(&spec.args)
-            .current_dir(&spec.cwd)
-            .stdin(stdin)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for k in &spec.env_unset {
-            c.env_remove(k);
+    let marker = descendants::new_attempt();
+    let mut pause = START_RETRY_FIRST;
+    let Started {
+        mut child,
+        registered,
+        stdout_file,
+    } = loop {
+        match start(spec, &marker) {
+            Ok(started) => break started,
+            Err(StartError::Failed(why)) => return ended_early(ProcessEnd::NotStarted(why)),
+            Err(StartError::Exhausted(why)) => {
+                tracing::debug!("{why}; starting again in {pause:?}");
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    changed = cancel.changed() => {
+                        if changed.is_err() || *cancel.borrow() != Cancel::None {
+                            return ended_early(ProcessEnd::Cancelled);
+                        }
+                    }
+                }
+                pause = (pause * 2).min(START_RETRY_MAX);
+            }
         }
-        for (k, v) in &spec.env_set {
-            c.env(k, v);
-        }
-    });
-    cmd.wrap(ProcessGroup::leader());
+    };
     let started = Instant::now();
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => return not_started(format!("cannot start `{}`: {e}", spec.program)),
-    };
+    let stopped_before = job_control::stopped_total();
+    let stopped_since_start = || job_control::stopped_total().saturating_sub(stopped_before);
     let Some(pid) = child.id() else {
-        return not_started("the process exited before its id could be read".into());
+        return ended_early(ProcessEnd::NotStarted(
+            "the process exited before its id could be read".into(),
+        ));
     };
     let pgid = Pid::from_raw(pid as i32);
-    let guard = GroupGuard(pgid);
+    let mut guard = GroupGuard {
+        pgid,
+        marker: Some(marker.clone()),
+    };
     on_start(pid);
 
     let mut out_task = child
-        .stdout()
+        .stdout
         .take()
         .map(|p| tokio::spawn(drain(p, stdout_file, spec.log_cap, spec.activity.clone())));
-    let mut err_task = child.stderr().take().map(|p| {
+    let mut err_task = child.stderr.take().map(|p| {
         tokio::spawn(drain(
             p,
             LogFile::lazy(spec.stderr_log.clone()),
@@ -189,7 +273,8 @@ pub async fn run(
         ))
     });
 
-    let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
+    let start_at = tokio::time::Instant::now();
+    let mut deadline = spec.timeout.map(|t| start_at + t);
     let mut stopping: Option<(ProcessEnd, tokio::time::Instant)> = None;
     let mut killed = false;
     let status = {
@@ -198,14 +283,21 @@ pub async fn run(
         loop {
             let term_deadline = stopping.as_ref().map(|(_, at)| *at);
             tokio::select! {
+                biased;
                 status = &mut wait => break status,
                 _ = sleep_until_opt(deadline), if stopping.is_none() => {
+                    // Time spent stopped (Ctrl-Z) does not count.
+                    let due = spec.timeout.map(|t| start_at + t + stopped_since_start());
+                    if due.is_some_and(|due| due > tokio::time::Instant::now()) {
+                        deadline = due;
+                        continue;
+                    }
                     let limit_s = spec.timeout.map_or(0, |t| t.as_secs());
-                    signal_group(pgid, Signal::SIGTERM);
+                    signal_attempt(pgid, &marker, Signal::SIGTERM);
                     stopping = Some((ProcessEnd::TimedOut { limit_s }, tokio::time::Instant::now() + spec.grace));
                 }
                 _ = sleep_until_opt(term_deadline), if !killed => {
-                    signal_group(pgid, Signal::SIGKILL);
+                    signal_attempt(pgid, &marker, Signal::SIGKILL);
                     killed = true;
                 }
                 changed = cancel.changed(), if !killed => {
@@ -213,12 +305,12 @@ pub async fn run(
                     match level {
                         Cancel::None => {}
                         Cancel::Graceful if stopping.is_none() => {
-                            signal_group(pgid, Signal::SIGTERM);
+                            signal_attempt(pgid, &marker, Signal::SIGTERM);
                             stopping = Some((ProcessEnd::Cancelled, tokio::time::Instant::now() + spec.grace));
                         }
                         Cancel::Graceful => {}
                         Cancel::Immediate => {
-                            signal_group(pgid, Signal::SIGKILL);
+                            signal_attempt(pgid, &marker, Signal::SIGKILL);
                             killed = true;
                             if stopping.is_none() {
                                 stopping = Some((ProcessEnd::Cancelled, tokio::time::Instant::now()));
@@ -229,9 +321,12 @@ pub async fn run(
             }
         }
     };
-    let elapsed = started.elapsed();
+    // Waited for: the reaper may collect what is left of the group from now on.
+    drop(registered);
+    let elapsed = started.elapsed().saturating_sub(stopped_since_start());
 
-    // The leader is gone; give the pipes a bounded time to close, then end the group.
+    // The leader is gone; give the pipes a bounded time to close, then end the group and
+    // every process that left it.
     let mut bytes = [0u64; 2];
     let mut drains = [out_task.take(), err_task.take()];
     let pipes_closed = tokio::time::timeout(spec.pipe_wait, async {
@@ -245,6 +340,8 @@ pub async fn run(
     .await
     .is_ok();
     signal_group(pgid, Signal::SIGKILL);
+    descendants::end_attempt(&marker).await;
+    guard.marker = None;
     if !pipes_closed {
         tracing::debug!(
             "pipes of group {pgid} still open {:?} after exit; killed the group",
@@ -253,7 +350,7 @@ pub async fn run(
     }
     for (i, slot) in drains.iter_mut().enumerate() {
         if let Some(mut handle) = slot.take() {
-            // Killed holders close the pipes at once; a process that escaped the group
+            // Killed holders close the pipes at once; a process that escaped every signal
             // cannot keep us waiting.
             match tokio::time::timeout(Duration::from_secs(2), &mut handle).await {
                 Ok(n) => bytes[i] = n.unwrap_or(0),
@@ -554,16 +651,19 @@ pub enum CaptureError {
 pub fn capture(program: &Path, args: &[String], timeout: Duration) -> Result<Output, CaptureError> {
     use std::os::unix::process::CommandExt;
     use std::sync::mpsc;
-    let mut child = std::process::Command::new(program)
-        .process_group(0)
+    let mut cmd = std::process::Command::new(program);
+    cmd.process_group(0)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+        .stderr(Stdio::piped());
+    let (mut child, registered) = descendants::spawn_registered(|| cmd.spawn(), |c| Some(c.id()))
         .map_err(CaptureError::Spawn)?;
     let started = Instant::now();
-    let group = GroupGuard(Pid::from_raw(child.id() as i32));
+    let group = GroupGuard {
+        pgid: Pid::from_raw(child.id() as i32),
+        marker: None,
+    };
     let (tx, streams) = mpsc::channel::<(usize, Vec<u8>)>();
     let mut readers = 0;
     let pipes: [Option<Box<dyn std::io::Read + Send>>; 2] = [
@@ -587,7 +687,9 @@ pub fn capture(program: &Path, args: &[String], timeout: Duration) -> Result<Out
     drop(tx);
     let (exited_tx, exited) = mpsc::channel();
     std::thread::spawn(move || {
-        let _ = exited_tx.send(child.wait());
+        let status = child.wait();
+        drop(registered);
+        let _ = exited_tx.send(status);
     });
     let status = match exited.recv_timeout(timeout) {
         Ok(Ok(status)) => status,

@@ -21,6 +21,10 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   no_stdin     do not read stdin at all; report success
   flaky        fail on attempt 1, succeed on later attempts ($RUNNER_ATTEMPT)
   slow         sleep SLOW_SECONDS (default 0.5) then report success
+  wait_file    wait until the file $RELEASE_FILE exists, then report success
+  daemon       leave the process group twice (a `setsid` child and a double-forked daemon,
+               each a `sleep`, pids in $RUNNER_TEAMMATE_DIR/escaped.pids), report success
+  daemon_hang  the same two escapees, then sleep forever
 
 A marker argument (anything) can be passed so tests can find processes in /proc.
 """
@@ -52,6 +56,26 @@ def report(status="completed", summary=None, output=None, item_id=None, **extra)
 def write_report(rep):
     with open(os.environ["RUNNER_REPORT"], "w", encoding="utf-8") as f:
         json.dump(rep, f)
+
+
+def escape():
+    """Start two `sleep`s outside the process group, as opencode's shell tool and daemons
+    do: one in a new session, one double-forked (its parent exits, so it is re-parented)."""
+    pids = os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "escaped.pids")
+    null = os.open(os.devnull, os.O_RDWR)
+    child = subprocess.Popen(["sleep", "3600"], start_new_session=True,
+                             stdin=null, stdout=null, stderr=null)
+    first = os.fork()
+    if first == 0:
+        os.setsid()
+        if os.fork() == 0:
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.execvp("sleep", ["sleep", "3600"])
+        os._exit(0)
+    os.waitpid(first, 0)
+    with open(pids, "w", encoding="utf-8") as f:
+        f.write(f"{child.pid}\n")
 
 
 def main():
@@ -116,6 +140,17 @@ def main():
     elif mode == "slow":
         time.sleep(float(os.environ.get("SLOW_SECONDS", "0.5")))
         write_report(report())
+    elif mode == "wait_file":
+        release = os.environ["RELEASE_FILE"]
+        while not os.path.exists(release):
+            time.sleep(0.02)
+        write_report(report())
+    elif mode == "daemon":
+        escape()
+        write_report(report())
+    elif mode == "daemon_hang":
+        escape()
+        time.sleep(3600)
     else:
         print(f"unknown mode {mode}", file=sys.stderr)
         sys.exit(64)

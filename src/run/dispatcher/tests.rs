@@ -16,6 +16,7 @@ use crate::report::ItemStatus;
 use crate::run::RunSpec;
 use crate::run::backend::scripted::{Scripted, Step};
 use crate::run::events::{Event, Reporter, RunSummary};
+use crate::run::job_control::Suspends;
 use crate::run::outcome::Outcome;
 use crate::run::selection::Only;
 use crate::run::team::Team;
@@ -134,6 +135,7 @@ async fn run_items(
         Wiring {
             backend,
             interrupts,
+            suspends: Suspends::none(),
         },
     )
     .await

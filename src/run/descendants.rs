@@ -1,0 +1,224 @@
+//! Every process a supervised child started, wherever it went (DESIGN §6).
+//!
+//! A teammate's descendants may leave its process group (`setsid`, daemons), so signals to
+//! the group miss them. Three things catch them:
+//!
+//! - each supervised child gets an attempt marker in its environment,
+//!   [`ATTEMPT_VAR`]`=<run>.<n>` ([`new_attempt`]), which its descendants inherit;
+//!   [`end_attempt`] ends every live process that carries it (read from
+//!   `/proc/<pid>/environ`, readable for the user's own processes);
+//! - the runner is a child subreaper ([`become_subreaper`]), so a descendant whose parent
+//!   died is re-parented to the runner instead of pid 1, and [`reap_zombies`] collects it
+//!   when it ends;
+//! - the children the runner spawns as group leaders are registered ([`spawn_registered`]),
+//!   so the reaper never takes an exit status tokio waits for, and job control can stop
+//!   every group ([`signal_run`]).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::unistd::Pid;
+
+/// The environment variable that marks every process of one supervised attempt.
+pub const ATTEMPT_VAR: &str = "RUNNER_ATTEMPT_ID";
+
+/// Rounds of [`end_attempt`]: a process may fork while its relatives are being killed.
+const END_ROUNDS: usize = 50;
+/// Pause between two rounds of [`end_attempt`].
+const END_PAUSE: Duration = Duration::from_millis(10);
+
+/// This runner process's part of every marker: its pid and start time, so that markers of
+/// two runs never match even when a pid is reused.
+static RUN_ID: LazyLock<String> = LazyLock::new(|| {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}-{nanos}", std::process::id())
+});
+static NEXT_ATTEMPT: AtomicU64 = AtomicU64::new(1);
+
+/// Pids of the group leaders this process spawned and has not waited for yet.
+static CHILDREN: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+fn children() -> MutexGuard<'static, BTreeSet<i32>> {
+    CHILDREN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A fresh marker value for one supervised attempt, unique across runs.
+pub fn new_attempt() -> String {
+    format!(
+        "{}.{}",
+        *RUN_ID,
+        NEXT_ATTEMPT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Make the runner the reaper of its orphaned descendants (`PR_SET_CHILD_SUBREAPER`): a
+/// process that escaped its group and lost its parent stays the runner's descendant, so it
+/// can be found and ended. A kernel that refuses is logged, not fatal: markers still work.
+pub fn become_subreaper() {
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        tracing::warn!("cannot become the reaper of orphaned teammate processes: {e}");
+    }
+}
+
+/// A spawned group leader, registered until this is dropped (after it was waited for).
+#[derive(Debug)]
+pub struct Registered(i32);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        children().remove(&self.0);
+    }
+}
+
+/// Spawn a group leader with `spawn` and register it (under the registry lock, so that
+/// [`reap_zombies`] can never take its exit status first). `pid_of` reads its pid.
+///
+/// Errors: whatever `spawn` returned.
+pub fn spawn_registered<T>(
+    spawn: impl FnOnce() -> std::io::Result<T>,
+    pid_of: impl FnOnce(&T) -> Option<u32>,
+) -> std::io::Result<(T, Option<Registered>)> {
+    let mut set = children();
+    let child = spawn()?;
+    let entry = pid_of(&child).map(|pid| {
+        set.insert(pid as i32);
+        Registered(pid as i32)
+    });
+    Ok((child, entry))
+}
+
+/// What `/proc/<pid>/stat` says about a process.
+struct Stat {
+    state: char,
+    ppid: i32,
+    pgrp: i32,
+}
+
+fn stat(pid: i32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the `(comm)`, which may itself contain spaces and parentheses.
+    let mut fields = text.get(text.rfind(')')? + 1..)?.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some(Stat { state, ppid, pgrp })
+}
+
+/// The process group of process `pid`, when it is alive and readable.
+pub fn process_group(pid: i32) -> Option<i32> {
+    stat(pid).map(|s| s.pgrp)
+}
+
+fn all_pids() -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
+        .collect()
+}
+
+/// Live (not zombie) processes other than this one whose environment has an entry for which
+/// `matches` holds.
+pub fn marked(matches: impl Fn(&[u8]) -> bool) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut found = Vec::new();
+    for pid in all_pids() {
+        if pid == me {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if !environ.split(|b| *b == 0).any(&matches) {
+            continue;
+        }
+        if stat(pid).is_some_and(|s| s.state != 'Z' && s.state != 'X') {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn attempt_entry(id: &str) -> Vec<u8> {
+    format!("{ATTEMPT_VAR}={id}").into_bytes()
+}
+
+/// Send `sig` to every live process carrying attempt marker `id`, once.
+pub fn signal_attempt(id: &str, sig: Signal) {
+    let entry = attempt_entry(id);
+    for pid in marked(|kv| kv == entry.as_slice()) {
+        let _ = kill(Pid::from_raw(pid), sig);
+    }
+}
+
+/// End every process carrying attempt marker `id` (SIGKILL, again until none is left, at
+/// most [`END_ROUNDS`] rounds), then reap the zombies re-parented to the runner. Returns how
+/// many processes the first round found.
+pub async fn end_attempt(id: &str) -> usize {
+    let entry = attempt_entry(id);
+    let mut first = None;
+    for _ in 0..END_ROUNDS {
+        let pids = marked(|kv| kv == entry.as_slice());
+        first.get_or_insert(pids.len());
+        if pids.is_empty() {
+            break;
+        }
+        for pid in &pids {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        tokio::time::sleep(END_PAUSE).await;
+    }
+    reap_zombies();
+    let found = first.unwrap_or(0);
+    if found > 0 {
+        tracing::info!("ended {found} process(es) of attempt {id} that left its process group");
+    }
+    found
+}
+
+/// [`end_attempt`] without waiting: one round of SIGKILL, for drop guards.
+pub fn kill_attempt_now(id: &str) {
+    signal_attempt(id, Signal::SIGKILL);
+}
+
+/// Send `sig` to every registered group and to every process carrying a marker of this run
+/// (also those that left their group): how job control stops and continues the teammates.
+pub fn signal_run(sig: Signal) {
+    let groups: Vec<i32> = children().iter().copied().collect();
+    for pgid in groups {
+        let _ = killpg(Pid::from_raw(pgid), sig);
+    }
+    let prefix = format!("{ATTEMPT_VAR}={}.", *RUN_ID).into_bytes();
+    for pid in marked(|kv| kv.starts_with(&prefix)) {
+        let _ = kill(Pid::from_raw(pid), sig);
+    }
+}
+
+/// End everything this run started that is still alive: every registered group and every
+/// process carrying one of its markers. The last line of defence when a run ends early.
+pub fn end_run() {
+    signal_run(Signal::SIGKILL);
+}
+
+/// Collect the exit status of every ended process re-parented to the runner (it is their
+/// subreaper), so none stays a zombie. Children the runner spawned itself are left to their
+/// waiters: registered group leaders, and helpers in the runner's own process group.
+pub fn reap_zombies() {
+    let me = std::process::id() as i32;
+    let my_group = nix::unistd::getpgrp().as_raw();
+    let registered = children();
+    for pid in all_pids() {
+        let Some(s) = stat(pid) else { continue };
+        if s.state == 'Z' && s.ppid == me && s.pgrp != my_group && !registered.contains(&pid) {
+            let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+        }
+    }
+}

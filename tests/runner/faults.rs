@@ -276,8 +276,15 @@ fn an_interrupted_run_counts_the_items_it_never_reached() {
     let out = runner.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(130));
     let stdout = String::from_utf8_lossy(&out.stdout);
+    // The line before the final run_ended (which names the outputs and exit 130).
+    let lines: Vec<&str> = stdout.lines().collect();
+    let ended: serde_json::Value =
+        serde_json::from_str(lines.last().copied().unwrap_or_default()).expect("json line");
+    assert_eq!(ended["event"], "run_ended", "{stdout}");
+    assert_eq!(ended["exit_code"], 130, "{stdout}");
     let last: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("json line");
+        serde_json::from_str(lines.len().checked_sub(2).map_or("", |i| lines[i]))
+            .expect("json line");
     assert_eq!(last["event"], "run_finished", "{stdout}");
     // The three rows never started are in the output, so they are in the counts too.
     assert_eq!(last["counts"]["cancelled"], 5, "{stdout}");

@@ -8,6 +8,7 @@ mod batch;
 mod ci;
 mod clis;
 mod faults;
+mod inputs;
 mod regressions;
 mod todo;
 mod watch;

@@ -395,6 +395,9 @@ async fn prepare(
         && !dir.join(".worktree-setup-done").exists()
     {
         run_setup(spec, setup, &wt.path, logs, &env, cancel).await?;
+        iso.record_setup(wt)
+            .await
+            .map_err(|e| HelperFailure::before(format!("after worktree setup: {e}")))?;
         let _ = std::fs::write(dir.join(".worktree-setup-done"), b"");
     }
     Ok(Prepared {

@@ -120,11 +120,34 @@ pub fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_owned())
 }
 
-/// Whether `a` and `b` name the same file (after resolving `.`/`..` and symlinks where the
-/// files exist).
+/// The path a file `p` is reached by once `.`, `..` and symlinks are resolved: the file's own
+/// canonical path when it exists, else its folder's canonical path joined with its name (a
+/// file about to be written), else its absolute form.
+pub fn real_path(p: &Path) -> PathBuf {
+    if let Ok(c) = p.canonicalize() {
+        return c;
+    }
+    let abs = absolute(p);
+    match (abs.parent(), abs.file_name()) {
+        (Some(dir), Some(name)) => match dir.canonicalize() {
+            Ok(d) => d.join(name),
+            Err(_) => abs,
+        },
+        _ => abs,
+    }
+}
+
+/// Whether `a` and `b` name the same file: the same path after resolving `.`, `..` and
+/// symlinks (see [`real_path`]), or two names (hard links) of one existing file.
 pub fn same_file(a: &Path, b: &Path) -> bool {
-    let norm = |p: &Path| p.canonicalize().unwrap_or_else(|_| absolute(p));
-    norm(a) == norm(b)
+    use std::os::unix::fs::MetadataExt;
+    if real_path(a) == real_path(b) {
+        return true;
+    }
+    match (fs::metadata(a), fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.is_file() && x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
 }
 
 /// Check that the folder a flag's file goes into exists, before anything runs.
@@ -166,6 +189,26 @@ mod tests {
         let err = write_atomic(&p, b"x").expect_err("must fail");
         assert!(matches!(err, Error::Io { .. }), "{err:?}");
         assert_eq!(err.exit_code(), crate::error::EXIT_ENVIRONMENT);
+    }
+
+    #[test]
+    fn the_same_file_is_found_through_dot_dot_symlinks_and_hard_links() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        fs::create_dir(d.join("sub")).expect("sub");
+        fs::write(d.join("in.csv"), b"x").expect("in");
+        std::os::unix::fs::symlink(d.join("in.csv"), d.join("link.csv")).expect("symlink");
+        fs::hard_link(d.join("in.csv"), d.join("hard.csv")).expect("hard link");
+        std::os::unix::fs::symlink(d.join("sub"), d.join("dirlink")).expect("dir symlink");
+        assert!(same_file(&d.join("in.csv"), &d.join("sub/../in.csv")));
+        assert!(same_file(&d.join("in.csv"), &d.join("link.csv")));
+        assert!(same_file(&d.join("in.csv"), &d.join("hard.csv")));
+        // Files not written yet: the same folder reached two ways.
+        assert!(same_file(
+            &d.join("sub/new.xml"),
+            &d.join("dirlink/new.xml")
+        ));
+        assert!(!same_file(&d.join("in.csv"), &d.join("sub/in.csv")));
     }
 
     #[test]

@@ -14,19 +14,21 @@ use crate::report::ItemStatus;
 use crate::sink::RunEnd;
 use crate::sink::junit::Junit;
 
-/// Carry out `plan` and return the process exit code (DESIGN §7).
+/// Check `plan` ([`Plan::check`]), carry it out and return the process exit code (DESIGN §7).
 ///
-/// Errors: the workspace cannot be opened or locked (exit 3), the journal or an output cannot
+/// Errors: the plan's start-up checks (exit 2, nothing written); the workspace cannot be opened or locked (exit 3), the journal or an output cannot
 /// be written, the source became unreadable mid-run.
 pub fn run(mut plan: Plan) -> Result<i32> {
     let spec = plan.spec.clone();
     let format = spec.settings.format;
+    plan.check()?;
     if spec.settings.dry_run {
         crate::ui::print_plan(&plan)?;
         return Ok(EXIT_OK);
     }
     // Everything is valid: from here on files are written.
     let mut team = Team::open(&spec.team, &spec.workspace)?;
+    team.claim(&plan.batch)?;
     // Sinks every run may have, after the source's own; the UI finishes last, so the
     // closing summary follows every output written.
     if let Some(path) = spec.settings.junit.clone() {

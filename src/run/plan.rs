@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use super::RunSpec;
 use super::dispatcher::ItemStream;
-use crate::error::Result;
+use super::team::{self, BatchId};
+use crate::error::{Error, Result};
+use crate::fsutil::same_file;
 use crate::item::WorkItem;
 use crate::sink::Sinks;
 
@@ -48,6 +50,85 @@ pub struct Plan {
     pub output: PathBuf,
     /// Remove the workspace when every item completed (todo batches without `--keep-team`).
     pub remove_workspace_when_done: bool,
+    /// The batch the workspace belongs to (recorded in it, refused by another batch's).
+    pub batch: BatchId,
+    /// Files the run reads and never writes (input CSV, instruction, BATCH.md, schema,
+    /// checkpoints).
+    pub inputs: Vec<PlanFile>,
+    /// Files and folders the run writes, besides its workspace and the `--junit` report (the
+    /// output table, its shard sidecar, the todo batch file and store).
+    pub outputs: Vec<PlanFile>,
+}
+
+/// A file a plan reads or writes, named for messages.
+#[derive(Debug, Clone)]
+pub struct PlanFile {
+    /// What it is (`input`, `output`, `JUnit report`).
+    pub what: &'static str,
+    /// Its path.
+    pub path: PathBuf,
+    /// For a file the run writes, the option that chooses it (`--output`).
+    pub flag: &'static str,
+}
+
+impl PlanFile {
+    /// A file named `what` at `path`, chosen by `flag` (empty for inputs).
+    pub fn new(what: &'static str, path: impl Into<PathBuf>, flag: &'static str) -> PlanFile {
+        PlanFile {
+            what,
+            path: path.into(),
+            flag,
+        }
+    }
+}
+
+impl Plan {
+    /// Every file and folder this run writes: the workspace, [`Plan::outputs`] and the
+    /// `--junit` report.
+    pub fn written(&self) -> Vec<PlanFile> {
+        let mut all = vec![PlanFile::new("workspace", &self.spec.workspace, "--output")];
+        all.extend(self.outputs.iter().cloned());
+        if let Some(j) = &self.spec.settings.junit {
+            all.push(PlanFile::new("JUnit report", j, "--junit"));
+        }
+        all
+    }
+
+    /// The start-up checks every plan passes before anything is written (the pipeline runs
+    /// them first, also for a dry run): no file the run writes is one it reads or another it
+    /// writes (through `..`, symlinks and hard links too); the workspace belongs to this
+    /// batch; with `--merge`, the main working tree
+    /// is clean but for the runner's own files.
+    ///
+    /// Errors: the first problem found (exit 2), naming the file and what to do.
+    pub fn check(&self) -> Result<()> {
+        let written = self.written();
+        for (i, out) in written.iter().enumerate() {
+            let clash = self
+                .inputs
+                .iter()
+                .chain(&written[..i])
+                .find(|other| same_file(&out.path, &other.path));
+            if let Some(other) = clash {
+                return Err(Error::Usage(format!(
+                    "{}: the {} would overwrite the {} ({}); choose another {}",
+                    out.path.display(),
+                    out.what,
+                    other.what,
+                    other.path.display(),
+                    out.flag
+                )));
+            }
+        }
+        team::check_owner(&self.spec.workspace, &self.batch)?;
+        if let Some(iso) = &self.spec.isolation
+            && self.spec.settings.merge
+        {
+            let ours: Vec<PathBuf> = written.into_iter().map(|f| f.path).collect();
+            super::isolation::check_clean(iso, &ours)?;
+        }
+        Ok(())
+    }
 }
 
 /// Check that every prerequisite names an item of the batch and that there is no cycle.

@@ -8,6 +8,10 @@ use std::process::Command;
 
 use crate::harness::{Run, Sandbox, agent, by_id};
 
+fn fake() -> String {
+    agent("fake_agent.py")
+}
+
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
@@ -58,6 +62,141 @@ fn isolated(sb: &Sandbox, extra: &[&str]) -> Run {
     ];
     flags.extend_from_slice(extra);
     sb.batch(&flags, &["python3", &a])
+}
+
+/// `runner batch --input INPUT --instruction instr.md` with the fake agent.
+fn fake_batch_of(sb: &Sandbox, input: &str, extra: &[&str]) -> Run {
+    let f = fake();
+    let mut args = vec![
+        "batch",
+        "--input",
+        input,
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "python3", &f]);
+    sb.run(&args)
+}
+
+#[test]
+fn no_output_of_a_csv_batch_overwrites_what_it_reads_or_another_output() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success")]);
+    std::fs::create_dir(sb.join("sub")).expect("sub");
+    std::os::unix::fs::symlink(sb.join("in.csv"), sb.join("link.csv")).expect("symlink");
+    let before = sb.tree();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--junit", "in.csv"],
+            "the JUnit report would overwrite the input",
+        ),
+        (
+            &["--junit", "instr.md"],
+            "the JUnit report would overwrite the instruction",
+        ),
+        (
+            &["--junit", "sub/../in.csv"],
+            "the JUnit report would overwrite the input",
+        ),
+        (
+            &["--junit", "link.csv"],
+            "the JUnit report would overwrite the input",
+        ),
+        (
+            &["--output", "link.csv"],
+            "the output would overwrite the input",
+        ),
+        (
+            &["--output", "o.csv", "--junit", "sub/../o.csv"],
+            "the JUnit report would overwrite the output",
+        ),
+    ];
+    for (flags, want) in cases {
+        let r = sb.fake_batch(flags);
+        assert_eq!(r.code, 2, "{flags:?}: {r:?}");
+        assert!(
+            r.stderr.contains(want) && r.stderr.contains("choose another"),
+            "{flags:?}: {r:?}"
+        );
+        assert_eq!(sb.tree(), before, "{flags:?} changed files");
+    }
+}
+
+#[test]
+fn no_output_of_a_todo_batch_overwrites_its_batch_file_or_a_checkpoint() {
+    let sb = Sandbox::new();
+    sb.write(
+        "S/todo-1.md",
+        "---\nstatus: pending\n---\n## Todo\n- [ ] one MODE=success @context:cp-1.md\n",
+    );
+    sb.write("S/cp-1.md", "---\ntype: checkpoint\n---\n# where I was\n");
+    let before = sb.tree();
+    let f = fake();
+    for (junit, want) in [
+        (
+            "S/todo-1.md",
+            "the JUnit report would overwrite the batch file",
+        ),
+        (
+            "S/cp-1.md",
+            "the JUnit report would overwrite the checkpoint",
+        ),
+        (
+            "S/todo-1.workers-output.csv",
+            "the JUnit report would overwrite the todo table",
+        ),
+    ] {
+        let r = sb.run(&["run", "S/todo-1.md", "--junit", junit, "--", "python3", &f]);
+        assert_eq!(r.code, 2, "{junit}: {r:?}");
+        assert!(r.stderr.contains(want), "{junit}: {r:?}");
+        assert_eq!(sb.tree(), before, "--junit {junit} changed files");
+    }
+}
+
+#[test]
+fn a_workspace_refuses_another_batch_and_an_edited_input_reports_the_rows_it_lost() {
+    let sb = Sandbox::new();
+    sb.write("instr.md", "Handle {id}. MODE={mode}\n");
+    sb.write("a.csv", "id,mode\nx,success\ny,success\n");
+    sb.write("b.csv", "id,mode\nx,failed\nz,success\n");
+    let r = fake_batch_of(&sb, "a.csv", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let before = sb.tree();
+    // b.csv in the same folder would share workers-output.csv and its workspace.
+    let r = fake_batch_of(&sb, "b.csv", &[]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("belongs to")
+            && r.stderr.contains("a.csv")
+            && r.stderr.contains("--output"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before, "the refused batch changed files");
+    // Its own output is fine.
+    let r = fake_batch_of(&sb, "b.csv", &["--output", "b-out.csv"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    // a.csv edited: y removed, w added, x unchanged. Still a.csv's batch.
+    sb.write("a.csv", "id,mode\nx,success\nw,success\n");
+    let r = fake_batch_of(&sb, "a.csv", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("warning: 1 row(s) of the last run are no longer in")
+            && r.stderr.contains(": y"),
+        "{r:?}"
+    );
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows.keys().collect::<Vec<_>>(), ["w", "x"]);
+    assert_eq!(
+        rows["x"]["attempts"], "1",
+        "x did not change, so it is not rerun"
+    );
+    assert_eq!(rows["w"]["status"], "completed");
 }
 
 #[test]
@@ -112,6 +251,29 @@ fn only_the_agents_changes_go_on_its_branch_not_the_setup_output() {
     );
     let files = git(sb.path(), &["show", "--name-only", "--format=", "HEAD^2"]);
     assert_eq!(files.trim(), "agent.txt", "{files}");
+}
+
+#[test]
+fn merge_runs_resume_and_rerun_their_own_batch() {
+    let sb = bare_repo();
+    edit_rows(&sb, &[("a", "EDIT a.txt=1"), ("b", "EDIT b.txt=2")]);
+    let r = isolated(&sb, &["--merge", "--junit", "j.xml"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // Its output CSV, workspace and JUnit report are in the main tree now, untracked.
+    let status = git(sb.path(), &["status", "--porcelain"]);
+    assert!(status.contains("workers-output"), "{status}");
+    let r = isolated(&sb, &["--merge", "--junit", "j.xml"]);
+    assert_eq!(r.code, 0, "resume: {r:?}");
+    let r = isolated(&sb, &["--merge", "--junit", "j.xml", "--only", "a"]);
+    assert_eq!(r.code, 0, "rerun: {r:?}");
+    // A change of the user's own is still refused.
+    sb.write("shared.txt", "edited by hand\n");
+    let r = isolated(&sb, &["--merge", "--junit", "j.xml"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("shared.txt") && !r.stderr.contains("workers-output"),
+        "{r:?}"
+    );
 }
 
 #[test]

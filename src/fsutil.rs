@@ -150,6 +150,36 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// How text (a prompt, which is UTF-8) can name the file `path` exactly for a process working
+/// in `from` (both absolute): the absolute path when it is UTF-8, else the relative path from
+/// `from` when that is UTF-8 (`../../teammates/1-a/report.json`). `None` when neither is:
+/// the text cannot name it.
+pub fn name_in_text(path: &Path, from: &Path) -> Option<String> {
+    use std::path::Component;
+    if let Some(s) = path.to_str() {
+        return Some(s.to_owned());
+    }
+    let p: Vec<Component<'_>> = path.components().collect();
+    let f: Vec<Component<'_>> = from.components().collect();
+    let common = p.iter().zip(&f).take_while(|(a, b)| a == b).count();
+    // `..` out of a folder that is itself reached through `..` would not be exact.
+    if common == 0
+        || f[common..]
+            .iter()
+            .any(|c| !matches!(c, Component::Normal(_)))
+    {
+        return None;
+    }
+    let mut rel = PathBuf::new();
+    for _ in common..f.len() {
+        rel.push("..");
+    }
+    for c in &p[common..] {
+        rel.push(c.as_os_str());
+    }
+    rel.to_str().map(str::to_owned)
+}
+
 /// Check that the folder a flag's file goes into exists, before anything runs.
 ///
 /// Errors: exit 2 naming the flag and the folder.
@@ -189,6 +219,28 @@ mod tests {
         let err = write_atomic(&p, b"x").expect_err("must fail");
         assert!(matches!(err, Error::Io { .. }), "{err:?}");
         assert_eq!(err.exit_code(), crate::error::EXIT_ENVIRONMENT);
+    }
+
+    #[test]
+    fn a_path_that_is_not_utf8_is_named_relative_to_where_the_reader_works() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        let cafe = Path::new("/t").join(OsStr::from_bytes(b"caf\xe9"));
+        let ws = cafe.join("out.runner");
+        let report = ws.join("teammates/1-a/report.json");
+        assert_eq!(
+            name_in_text(Path::new("/t/x.json"), Path::new("/elsewhere")).as_deref(),
+            Some("/t/x.json")
+        );
+        assert_eq!(
+            name_in_text(&report, &cafe).as_deref(),
+            Some("out.runner/teammates/1-a/report.json")
+        );
+        assert_eq!(
+            name_in_text(&report, &ws.join("worktrees/1-a")).as_deref(),
+            Some("../../teammates/1-a/report.json")
+        );
+        assert_eq!(name_in_text(&report, Path::new("/t")), None);
     }
 
     #[test]

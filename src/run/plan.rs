@@ -5,7 +5,7 @@
 //! errors out.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::RunSpec;
@@ -58,6 +58,8 @@ pub struct Plan {
     /// Files and folders the run writes, besides its workspace and the `--junit` report (the
     /// output table, its shard sidecar, the todo batch file and store).
     pub outputs: Vec<PlanFile>,
+    /// Files the teammate prompt names besides the teammate's own folder (checkpoints).
+    pub named_in_prompt: Vec<PathBuf>,
 }
 
 /// A file a plan reads or writes, named for messages.
@@ -97,7 +99,7 @@ impl Plan {
     /// The start-up checks every plan passes before anything is written (the pipeline runs
     /// them first, also for a dry run): no file the run writes is one it reads or another it
     /// writes (through `..`, symlinks and hard links too); the workspace belongs to this
-    /// batch; with `--merge`, the main working tree
+    /// batch; the prompt can name every path it must; with `--merge`, the main working tree
     /// is clean but for the runner's own files.
     ///
     /// Errors: the first problem found (exit 2), naming the file and what to do.
@@ -121,6 +123,18 @@ impl Plan {
             }
         }
         team::check_owner(&self.spec.workspace, &self.batch)?;
+        let probe = "1-x";
+        let named = std::iter::once(self.spec.teammate_dir(probe).join("report.json"))
+            .chain(self.named_in_prompt.iter().cloned());
+        for path in named {
+            if name_in_prompt(&self.spec, probe, &path).is_none() {
+                return Err(Error::Usage(format!(
+                    "{}: the teammate prompt must name this path, and it is not UTF-8 (nor is it below the teammates' working folder {}); run from the folder that holds it, or choose an --output whose path is UTF-8",
+                    path.display(),
+                    working_dir(&self.spec, probe).display()
+                )));
+            }
+        }
         if let Some(iso) = &self.spec.isolation
             && self.spec.settings.merge
         {
@@ -129,6 +143,21 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// Where `teammate` works: its worktree with isolation, else the run's folder.
+pub fn working_dir(spec: &RunSpec, teammate: &str) -> PathBuf {
+    match spec.isolation {
+        Some(_) => spec.workspace.join("worktrees").join(teammate),
+        None => spec.cwd.clone(),
+    }
+}
+
+/// How the prompt of `teammate` names `path` exactly: the absolute path, or (when that is
+/// not UTF-8) the path relative to where the teammate works. `None` when it cannot, which
+/// [`Plan::check`] refuses at start-up.
+pub fn name_in_prompt(spec: &RunSpec, teammate: &str, path: &Path) -> Option<String> {
+    crate::fsutil::name_in_text(path, &working_dir(spec, teammate))
 }
 
 /// Check that every prerequisite names an item of the batch and that there is no cycle.

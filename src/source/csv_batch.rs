@@ -457,6 +457,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         batch,
         inputs,
         outputs,
+        named_in_prompt: Vec::new(),
     })
 }
 

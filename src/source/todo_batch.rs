@@ -246,5 +246,6 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         batch: BatchId::new(b.batch, String::new()),
         inputs,
         outputs,
+        named_in_prompt: checkpoints,
     }))
 }

@@ -3,7 +3,9 @@
 //! valid branch names, set-up output on branches, `--merge` resuming its own batch, and
 //! reports that contradict themselves.
 
-use std::path::Path;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::harness::{Run, Sandbox, agent, by_id};
@@ -197,6 +199,68 @@ fn a_workspace_refuses_another_batch_and_an_edited_input_reports_the_rows_it_los
         "x did not change, so it is not rerun"
     );
     assert_eq!(rows["w"]["status"], "completed");
+}
+
+/// `<sandbox>/caf\xe9`: a folder whose name is Latin-1, not UTF-8.
+fn latin1_folder(sb: &Sandbox) -> PathBuf {
+    let dir = sb.path().join(OsStr::from_bytes(b"caf\xe9"));
+    std::fs::create_dir(&dir).expect("mkdir caf\\xe9");
+    std::fs::write(dir.join("in.csv"), "id,mode\na,success\nb,success\n").expect("csv");
+    std::fs::write(dir.join("instr.md"), "Handle {id}. MODE={mode}\n").expect("instr");
+    dir
+}
+
+#[test]
+fn a_batch_in_a_folder_whose_name_is_not_utf8_gets_the_real_paths() {
+    let sb = Sandbox::new();
+    let dir = latin1_folder(&sb);
+    let f = fake();
+    let mut c = sb.cmd(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+        "--",
+        "python3",
+        &f,
+    ]);
+    let r: Run = c.current_dir(&dir).output().expect("spawn runner").into();
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&dir.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "completed", "{:?}", rows["a"]);
+    assert_eq!(rows["b"]["status"], "completed", "{:?}", rows["b"]);
+    assert!(
+        dir.join("workers-output.runner/teammates/1-a/report.json")
+            .is_file()
+    );
+}
+
+#[test]
+fn a_prompt_that_cannot_name_a_path_that_is_not_utf8_is_refused_at_start_up() {
+    let sb = Sandbox::new();
+    let dir = latin1_folder(&sb);
+    let before = sb.tree();
+    let f = fake();
+    // Run from the sandbox: the workspace caf\xe9/workers-output.runner has no UTF-8 name
+    // for a teammate working there.
+    let mut c = sb.cmd(&["batch"]);
+    c.arg("--input")
+        .arg(dir.join("in.csv"))
+        .arg("--instruction")
+        .arg(dir.join("instr.md"))
+        .args(["--id-column", "id", "--", "python3", &f]);
+    let r: Run = c.output().expect("spawn runner").into();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("not UTF-8") && r.stderr.contains("--output"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before);
 }
 
 #[test]

@@ -99,8 +99,9 @@ impl Plan {
     /// The start-up checks every plan passes before anything is written (the pipeline runs
     /// them first, also for a dry run): no file the run writes is one it reads or another it
     /// writes (through `..`, symlinks and hard links too); the workspace belongs to this
-    /// batch; the prompt can name every path it must; with `--merge`, the main working tree
-    /// is clean but for the runner's own files.
+    /// batch; the prompt can name every path it must (and with worktrees the workspace path
+    /// is UTF-8); with `--merge`, the main working tree is clean but for the runner's own
+    /// files.
     ///
     /// Errors: the first problem found (exit 2), naming the file and what to do.
     pub fn check(&self) -> Result<()> {
@@ -134,6 +135,12 @@ impl Plan {
                     working_dir(&self.spec, probe).display()
                 )));
             }
+        }
+        if self.spec.isolation.is_some() && self.spec.workspace.to_str().is_none() {
+            return Err(Error::Usage(format!(
+                "{}: --isolate worktree needs a workspace whose path is UTF-8 (worktree paths are given to git as text); choose an --output whose path is UTF-8",
+                self.spec.workspace.display()
+            )));
         }
         if let Some(iso) = &self.spec.isolation
             && self.spec.settings.merge

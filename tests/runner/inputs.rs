@@ -264,6 +264,36 @@ fn a_prompt_that_cannot_name_a_path_that_is_not_utf8_is_refused_at_start_up() {
 }
 
 #[test]
+fn worktrees_under_a_folder_whose_name_is_not_utf8_are_refused_at_start_up() {
+    let sb = bare_repo();
+    let dir = latin1_folder(&sb);
+    let before = sb.tree();
+    let f = fake();
+    let mut c = sb.cmd(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--isolate",
+        "worktree",
+        "--",
+        "python3",
+        &f,
+    ]);
+    let r: Run = c.current_dir(&dir).output().expect("spawn runner").into();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("--isolate worktree needs a workspace whose path is UTF-8"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before);
+}
+
+#[test]
 fn ids_that_are_file_names_get_valid_distinct_branches() {
     let sb = bare_repo();
     let ids = ["Cargo.lock", "notes..md", ".env", "x.", "a@{b}", "a.lock"];

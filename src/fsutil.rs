@@ -169,11 +169,64 @@ pub fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_owned())
 }
 
-/// Whether `a` and `b` name the same file (after resolving `.`/`..` and symlinks where the
-/// files exist).
+/// The path a file `p` is reached by once `.`, `..` and symlinks are resolved: the file's own
+/// canonical path when it exists, else its folder's canonical path joined with its name (a
+/// file about to be written), else its absolute form.
+pub fn real_path(p: &Path) -> PathBuf {
+    if let Ok(c) = p.canonicalize() {
+        return c;
+    }
+    let abs = absolute(p);
+    match (abs.parent(), abs.file_name()) {
+        (Some(dir), Some(name)) => match dir.canonicalize() {
+            Ok(d) => d.join(name),
+            Err(_) => abs,
+        },
+        _ => abs,
+    }
+}
+
+/// Whether `a` and `b` name the same file: the same path after resolving `.`, `..` and
+/// symlinks (see [`real_path`]), or two names (hard links) of one existing file.
 pub fn same_file(a: &Path, b: &Path) -> bool {
-    let norm = |p: &Path| p.canonicalize().unwrap_or_else(|_| absolute(p));
-    norm(a) == norm(b)
+    use std::os::unix::fs::MetadataExt;
+    if real_path(a) == real_path(b) {
+        return true;
+    }
+    match (fs::metadata(a), fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.is_file() && x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// How text (a prompt, which is UTF-8) can name the file `path` exactly for a process working
+/// in `from` (both absolute): the absolute path when it is UTF-8, else the relative path from
+/// `from` when that is UTF-8 (`../../teammates/1-a/report.json`). `None` when neither is:
+/// the text cannot name it.
+pub fn name_in_text(path: &Path, from: &Path) -> Option<String> {
+    use std::path::Component;
+    if let Some(s) = path.to_str() {
+        return Some(s.to_owned());
+    }
+    let p: Vec<Component<'_>> = path.components().collect();
+    let f: Vec<Component<'_>> = from.components().collect();
+    let common = p.iter().zip(&f).take_while(|(a, b)| a == b).count();
+    // `..` out of a folder that is itself reached through `..` would not be exact.
+    if common == 0
+        || f[common..]
+            .iter()
+            .any(|c| !matches!(c, Component::Normal(_)))
+    {
+        return None;
+    }
+    let mut rel = PathBuf::new();
+    for _ in common..f.len() {
+        rel.push("..");
+    }
+    for c in &p[common..] {
+        rel.push(c.as_os_str());
+    }
+    rel.to_str().map(str::to_owned)
 }
 
 /// Check that the folder a flag's file goes into exists, before anything runs.
@@ -215,6 +268,48 @@ mod tests {
         let err = write_atomic(&p, b"x").expect_err("must fail");
         assert!(matches!(err, Error::Io { .. }), "{err:?}");
         assert_eq!(err.exit_code(), crate::error::EXIT_ENVIRONMENT);
+    }
+
+    #[test]
+    fn a_path_that_is_not_utf8_is_named_relative_to_where_the_reader_works() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        let cafe = Path::new("/t").join(OsStr::from_bytes(b"caf\xe9"));
+        let ws = cafe.join("out.runner");
+        let report = ws.join("teammates/1-a/report.json");
+        assert_eq!(
+            name_in_text(Path::new("/t/x.json"), Path::new("/elsewhere")).as_deref(),
+            Some("/t/x.json")
+        );
+        assert_eq!(
+            name_in_text(&report, &cafe).as_deref(),
+            Some("out.runner/teammates/1-a/report.json")
+        );
+        assert_eq!(
+            name_in_text(&report, &ws.join("worktrees/1-a")).as_deref(),
+            Some("../../teammates/1-a/report.json")
+        );
+        assert_eq!(name_in_text(&report, Path::new("/t")), None);
+    }
+
+    #[test]
+    fn the_same_file_is_found_through_dot_dot_symlinks_and_hard_links() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        fs::create_dir(d.join("sub")).expect("sub");
+        fs::write(d.join("in.csv"), b"x").expect("in");
+        std::os::unix::fs::symlink(d.join("in.csv"), d.join("link.csv")).expect("symlink");
+        fs::hard_link(d.join("in.csv"), d.join("hard.csv")).expect("hard link");
+        std::os::unix::fs::symlink(d.join("sub"), d.join("dirlink")).expect("dir symlink");
+        assert!(same_file(&d.join("in.csv"), &d.join("sub/../in.csv")));
+        assert!(same_file(&d.join("in.csv"), &d.join("link.csv")));
+        assert!(same_file(&d.join("in.csv"), &d.join("hard.csv")));
+        // Files not written yet: the same folder reached two ways.
+        assert!(same_file(
+            &d.join("sub/new.xml"),
+            &d.join("dirlink/new.xml")
+        ));
+        assert!(!same_file(&d.join("in.csv"), &d.join("sub/in.csv")));
     }
 
     #[test]

@@ -78,6 +78,8 @@ pub struct Report {
     pub files_created: Vec<String>,
     /// `blocker` text, when blocked.
     pub blocker: Option<String>,
+    /// `tests`: `passed`, `failed`, `added` or `none`, when given.
+    pub tests: Option<String>,
     /// `output`: the structured result (`Value::Null` when absent).
     pub output: Value,
     /// The whole report as written.
@@ -256,12 +258,14 @@ pub fn validate(value: Value, expected_id: &str) -> Result<Report, ReportError> 
         .and_then(Value::as_str)
         .map(str::to_owned);
     let output = map.get("output").cloned().unwrap_or(Value::Null);
+    let tests = map.get("tests").and_then(Value::as_str).map(str::to_owned);
     Ok(Report {
         status,
         summary,
         files_modified,
         files_created,
         blocker,
+        tests,
         output,
         raw: value,
     })
@@ -378,7 +382,8 @@ pub fn one_line(s: &str, max: usize) -> String {
 
 /// The success rule, the only place an attempt's status is decided. `completed` only if: the
 /// process exited 0 on its own; the definition's error flag is not true; a valid report was
-/// found; its status is `completed`; its output validates against the schema (if set); the
+/// found; its status is `completed` and it does not contradict itself (`tests: "failed"`, a
+/// blank `summary`); its output validates against the schema (if set); the
 /// verify command (if set) passed; the worktree commit (with isolation) succeeded. Otherwise
 /// `timed_out` (the time limit), `cancelled` (interrupted, also during verify), `blocked`
 /// (the report says so) or `failed`, each with a one-line reason.
@@ -449,6 +454,24 @@ pub fn judge(e: &Evidence<'_>) -> Verdict {
         }
     };
     match report.status.as_str() {
+        // A completed report must not contradict itself.
+        "completed" if report.tests.as_deref() == Some("failed") => {
+            return v(
+                ItemStatus::Failed,
+                format!(
+                    "the report says completed, but its tests failed: {}",
+                    one_line(&report.summary, 200)
+                )
+                .trim_end_matches([':', ' '])
+                .to_owned(),
+            );
+        }
+        "completed" if report.summary.trim().is_empty() => {
+            return v(
+                ItemStatus::Failed,
+                "the report says completed, but its summary is blank (say what was done)".into(),
+            );
+        }
         "completed" => {}
         "blocked" => {
             let why = report
@@ -648,6 +671,35 @@ mod tests {
 
     fn good() -> Result<(Report, ReportSource), ReportError> {
         find(Some(OK), None, "7")
+    }
+
+    #[test]
+    fn a_completed_report_that_contradicts_itself_fails_with_the_reason() {
+        let ok = |text: &str| {
+            verdict(
+                ProcessEnd::Exited(0),
+                AgentResult::default(),
+                find(Some(text), None, "7"),
+            )
+        };
+        let v = ok(r#"{"status":"completed","summary":"did it","tests":"failed"}"#);
+        assert_eq!(v.status, ItemStatus::Failed);
+        assert!(
+            v.reason.contains("tests failed") && v.reason.contains("did it"),
+            "{}",
+            v.reason
+        );
+        for blank in ["", "   "] {
+            let v = ok(&format!(r#"{{"status":"completed","summary":"{blank}"}}"#));
+            assert_eq!(v.status, ItemStatus::Failed);
+            assert!(v.reason.contains("summary is blank"), "{}", v.reason);
+        }
+        for fine in ["passed", "added", "none"] {
+            let v = ok(&format!(
+                r#"{{"status":"completed","summary":"s","tests":"{fine}"}}"#
+            ));
+            assert_eq!(v.status, ItemStatus::Completed, "tests {fine}");
+        }
     }
 
     #[test]

@@ -105,7 +105,7 @@ fn branches_of(repo: &Path, team: &str) -> Vec<String> {
         &[
             "for-each-ref",
             "--format=%(refname:short)",
-            &format!("refs/heads/runner/{team}/"),
+            &format!("refs/heads/{}", crate::run::worktree::branch_prefix(team)),
         ],
         &[],
     );

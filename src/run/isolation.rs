@@ -15,17 +15,13 @@ use crate::error::{Error, Result};
 use crate::report::{self, ItemStatus, Verdict};
 use crate::settings::Settings;
 
-/// Set up isolation when `--isolate worktree`: the repository of `cwd`, and for `--merge` a
-/// clean main working tree (ignoring the runner's own folders in `exclude`).
+/// Set up isolation when `--isolate worktree`: the repository of `cwd`; for `--merge` a
+/// checked-out branch to merge into. The main working tree's state is checked with the
+/// plan's files by [`check_clean`].
 ///
-/// Errors: not a git repository, no commit, a copied file that does not exist, a dirty
-/// working tree or a detached HEAD with `--merge` (exit 2).
-pub fn prepare(
-    settings: &Settings,
-    cwd: &Path,
-    team: &str,
-    exclude: &[PathBuf],
-) -> Result<Option<Arc<Isolation>>> {
+/// Errors: not a git repository, no commit, a copied file that does not exist, a detached
+/// HEAD with `--merge` (exit 2).
+pub fn prepare(settings: &Settings, cwd: &Path, team: &str) -> Result<Option<Arc<Isolation>>> {
     if !settings.isolate {
         return Ok(None);
     }
@@ -45,26 +41,38 @@ pub fn prepare(
             )));
         }
     }
-    if settings.merge {
-        let rel: Vec<PathBuf> = exclude
-            .iter()
-            .filter_map(|p| p.strip_prefix(&iso.repo).ok().map(Path::to_owned))
-            .collect();
-        let dirty = worktree::dirty(&iso.repo, &rel).map_err(|e| Error::Usage(e.to_string()))?;
-        if !dirty.is_empty() {
-            return Err(Error::Usage(format!(
-                "--merge needs a clean working tree in {}, and it has changes: {}; commit or stash them first",
-                iso.repo.display(),
-                dirty.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
-            )));
-        }
-        if iso.base_branch.is_none() {
-            return Err(Error::Usage(
-                "--merge needs a checked-out branch to merge into (HEAD is detached)".into(),
-            ));
-        }
+    if settings.merge && iso.base_branch.is_none() {
+        return Err(Error::Usage(
+            "--merge needs a checked-out branch to merge into (HEAD is detached)".into(),
+        ));
     }
     Ok(Some(Arc::new(iso)))
+}
+
+/// For `--merge`: check that the main working tree has no changes but the files and folders
+/// the runner itself writes (`ours`: its workspace, outputs, sidecars, JUnit report, store).
+///
+/// Errors: other changes, listed (exit 2); git cannot tell.
+pub fn check_clean(iso: &Isolation, ours: &[PathBuf]) -> Result<()> {
+    let repo = crate::fsutil::real_path(&iso.repo);
+    let rel: Vec<PathBuf> = ours
+        .iter()
+        .filter_map(|p| {
+            crate::fsutil::real_path(p)
+                .strip_prefix(&repo)
+                .ok()
+                .map(Path::to_owned)
+        })
+        .collect();
+    let dirty = worktree::dirty(&iso.repo, &rel).map_err(|e| Error::Usage(e.to_string()))?;
+    if dirty.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "--merge needs a clean working tree in {}, and it has changes: {}; commit or stash them first",
+        iso.repo.display(),
+        dirty.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+    )))
 }
 
 /// What the isolation step did and left, for the UI to describe.
@@ -116,6 +124,13 @@ pub fn finish(
         if !spec.settings.merge {
             let _ = iso.remove(&path);
             end.to_merge.push(branch);
+            continue;
+        }
+        // A resumed run meets the items an earlier run merged (their branches deleted).
+        if o.commit
+            .as_deref()
+            .is_some_and(|c| iso.merged_before(&branch, c))
+        {
             continue;
         }
         let merged = iso.merge(&branch, &o.title);

@@ -15,15 +15,16 @@ use crate::sink::RunEnd;
 use crate::sink::junit::Junit;
 use crate::sink::trace::Trace;
 
-/// Carry out `plan` and return the process exit code (DESIGN §7).
+/// Check `plan` ([`Plan::check`]), carry it out and return the process exit code (DESIGN §7).
 ///
-/// Errors: the workspace cannot be opened or locked (exit 3), the journal or an output cannot
+/// Errors: the plan's start-up checks (exit 2, nothing written); the workspace cannot be opened or locked (exit 3), the journal or an output cannot
 /// be written, the source became unreadable mid-run.
 pub fn run(mut plan: Plan) -> Result<i32> {
     // `--jobs 0` (as many as allowed) runs every item of the batch at once.
     let items = usize::try_from(plan.selected).unwrap_or(usize::MAX).max(1);
     plan.spec.settings.jobs = plan.spec.settings.jobs.min(items);
     let format = plan.spec.settings.format;
+    plan.check()?;
     if plan.spec.settings.dry_run {
         // What an earlier run completed, read without taking the team's lock.
         let journal = plan.spec.workspace.join("journal.jsonl");
@@ -42,11 +43,13 @@ pub fn run(mut plan: Plan) -> Result<i32> {
         mut sinks,
         output,
         remove_workspace_when_done,
+        batch,
         ..
     } = plan;
     let spec = Arc::new(spec);
     // Everything is valid: from here on files are written.
     let mut team = Team::open(&spec.team, &spec.workspace)?;
+    team.claim(&batch)?;
     // Sinks every run may have, after the source's own; the UI finishes last, so the
     // closing summary follows every output written.
     if let Some(path) = spec.settings.junit.clone() {

@@ -5,12 +5,14 @@
 //! errors out.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::RunSpec;
 use super::dispatcher::ItemStream;
-use crate::error::Result;
+use super::team::{self, BatchId};
+use crate::error::{Error, Result};
+use crate::fsutil::same_file;
 use crate::item::WorkItem;
 use crate::sink::Sinks;
 
@@ -48,6 +50,124 @@ pub struct Plan {
     pub output: PathBuf,
     /// Remove the workspace when every item completed (todo batches without `--keep-team`).
     pub remove_workspace_when_done: bool,
+    /// The batch the workspace belongs to (recorded in it, refused by another batch's).
+    pub batch: BatchId,
+    /// Files the run reads and never writes (input CSV, instruction, BATCH.md, schema,
+    /// checkpoints).
+    pub inputs: Vec<PlanFile>,
+    /// Files and folders the run writes, besides its workspace and the `--junit` report (the
+    /// output table, its shard sidecar, the todo batch file and store).
+    pub outputs: Vec<PlanFile>,
+    /// Files the teammate prompt names besides the teammate's own folder (checkpoints).
+    pub named_in_prompt: Vec<PathBuf>,
+}
+
+/// A file a plan reads or writes, named for messages.
+#[derive(Debug, Clone)]
+pub struct PlanFile {
+    /// What it is (`input`, `output`, `JUnit report`).
+    pub what: &'static str,
+    /// Its path.
+    pub path: PathBuf,
+    /// For a file the run writes, the option that chooses it (`--output`).
+    pub flag: &'static str,
+}
+
+impl PlanFile {
+    /// A file named `what` at `path`, chosen by `flag` (empty for inputs).
+    pub fn new(what: &'static str, path: impl Into<PathBuf>, flag: &'static str) -> PlanFile {
+        PlanFile {
+            what,
+            path: path.into(),
+            flag,
+        }
+    }
+}
+
+impl Plan {
+    /// Every file and folder this run writes: the workspace, [`Plan::outputs`], the
+    /// `--junit` report and the `--trace` file.
+    pub fn written(&self) -> Vec<PlanFile> {
+        let mut all = vec![PlanFile::new("workspace", &self.spec.workspace, "--output")];
+        all.extend(self.outputs.iter().cloned());
+        if let Some(j) = &self.spec.settings.junit {
+            all.push(PlanFile::new("JUnit report", j, "--junit"));
+        }
+        if let Some(t) = &self.spec.settings.trace {
+            all.push(PlanFile::new("trace", t, "--trace"));
+        }
+        all
+    }
+
+    /// The start-up checks every plan passes before anything is written (the pipeline runs
+    /// them first, also for a dry run): no file the run writes is one it reads or another it
+    /// writes (through `..`, symlinks and hard links too); the workspace belongs to this
+    /// batch; the prompt can name every path it must (and with worktrees the workspace path
+    /// is UTF-8); with `--merge`, the main working tree is clean but for the runner's own
+    /// files.
+    ///
+    /// Errors: the first problem found (exit 2), naming the file and what to do.
+    pub fn check(&self) -> Result<()> {
+        let written = self.written();
+        for (i, out) in written.iter().enumerate() {
+            let clash = self
+                .inputs
+                .iter()
+                .chain(&written[..i])
+                .find(|other| same_file(&out.path, &other.path));
+            if let Some(other) = clash {
+                return Err(Error::Usage(format!(
+                    "{}: the {} would overwrite the {} ({}); choose another {}",
+                    out.path.display(),
+                    out.what,
+                    other.what,
+                    other.path.display(),
+                    out.flag
+                )));
+            }
+        }
+        team::check_owner(&self.spec.workspace, &self.batch)?;
+        let probe = "1-x";
+        let named = std::iter::once(self.spec.teammate_dir(probe).join("report.json"))
+            .chain(self.named_in_prompt.iter().cloned());
+        for path in named {
+            if name_in_prompt(&self.spec, probe, &path).is_none() {
+                return Err(Error::Usage(format!(
+                    "{}: the teammate prompt must name this path, and it is not UTF-8 (nor is it below the teammates' working folder {}); run from the folder that holds it, or choose an --output whose path is UTF-8",
+                    path.display(),
+                    working_dir(&self.spec, probe).display()
+                )));
+            }
+        }
+        if self.spec.isolation.is_some() && self.spec.workspace.to_str().is_none() {
+            return Err(Error::Usage(format!(
+                "{}: --isolate worktree needs a workspace whose path is UTF-8 (worktree paths are given to git as text); choose an --output whose path is UTF-8",
+                self.spec.workspace.display()
+            )));
+        }
+        if let Some(iso) = &self.spec.isolation
+            && self.spec.settings.merge
+        {
+            let ours: Vec<PathBuf> = written.into_iter().map(|f| f.path).collect();
+            super::isolation::check_clean(iso, &ours)?;
+        }
+        Ok(())
+    }
+}
+
+/// Where `teammate` works: its worktree with isolation, else the run's folder.
+pub fn working_dir(spec: &RunSpec, teammate: &str) -> PathBuf {
+    match spec.isolation {
+        Some(_) => spec.workspace.join("worktrees").join(teammate),
+        None => spec.cwd.clone(),
+    }
+}
+
+/// How the prompt of `teammate` names `path` exactly: the absolute path, or (when that is
+/// not UTF-8) the path relative to where the teammate works. `None` when it cannot, which
+/// [`Plan::check`] refuses at start-up.
+pub fn name_in_prompt(spec: &RunSpec, teammate: &str, path: &Path) -> Option<String> {
+    crate::fsutil::name_in_text(path, &working_dir(spec, teammate))
 }
 
 /// Check that every prerequisite names an item of the batch and that there is no cycle.

@@ -58,8 +58,8 @@ pub struct Spawn {
     pub cwd: PathBuf,
     /// Variables to remove from the inherited environment.
     pub env_unset: Vec<String>,
-    /// Variables to set.
-    pub env_set: Vec<(String, String)>,
+    /// Variables to set (values as raw bytes: paths need not be UTF-8).
+    pub env_set: Vec<(String, std::ffi::OsString)>,
     /// A file given to the child as its stdin, opened read-only (like `cmd < file`): the child
     /// reads it at its own pace and never waits on the runner to feed a pipe. `None` → stdin
     /// is /dev/null.

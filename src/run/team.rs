@@ -127,12 +127,102 @@ impl Team {
         ))
     }
 
+    /// Record that this workspace belongs to `batch` (`batch.json`, replaced atomically),
+    /// after checking again, under the lock, that it belongs to no other batch.
+    ///
+    /// Errors: it belongs to another batch (exit 2); the record cannot be written.
+    pub fn claim(&self, batch: &BatchId) -> Result<()> {
+        check_owner(&self.dir, batch)?;
+        if recorded_batch(&self.dir)?.as_ref() == Some(batch) {
+            return Ok(());
+        }
+        let mut bytes = serde_json::to_vec_pretty(batch)
+            .map_err(|e| Error::Environment(format!("cannot encode {BATCH_FILE}: {e}")))?;
+        bytes.push(b'\n');
+        crate::fsutil::write_atomic(&self.dir.join(BATCH_FILE), &bytes)
+    }
+
     /// Replace `team.json` atomically with `snapshot`.
     pub fn write_snapshot(&self, snapshot: &Snapshot) -> Result<()> {
         let mut bytes = serde_json::to_vec_pretty(snapshot)
             .map_err(|e| Error::Environment(format!("cannot encode team.json: {e}")))?;
         bytes.push(b'\n');
         crate::fsutil::write_atomic_fast(&self.dir.join("team.json"), &bytes)
+    }
+}
+
+/// Which batch a workspace belongs to (DESIGN §1), recorded in its `batch.json`: the input
+/// (a CSV file or a todo batch file, its real path) and the fingerprint of its content. A
+/// workspace serves one batch: the same input, even edited (changed rows rerun), or the same
+/// content moved to another path; any other batch is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchId {
+    /// The input, for messages (lossy when its path is not UTF-8).
+    pub input: String,
+    /// A hash of the input's real path bytes: what identifies it.
+    pub input_key: String,
+    /// A hash of the batch's content (input, instruction, schema, id column); empty when the
+    /// source has none.
+    #[serde(default)]
+    pub fingerprint: String,
+}
+
+impl BatchId {
+    /// The batch read from `input` (resolved through `..` and symlinks) with `fingerprint`.
+    pub fn new(input: &Path, fingerprint: String) -> BatchId {
+        use std::os::unix::ffi::OsStrExt;
+        let real = crate::fsutil::real_path(input);
+        let mut key = super::outcome::Fnv::default();
+        key.update(real.as_os_str().as_bytes());
+        BatchId {
+            input: real.display().to_string(),
+            input_key: key.hex(),
+            fingerprint,
+        }
+    }
+
+    /// Whether a workspace recorded for `self` also serves `other`: the same input, or the
+    /// same content under another name.
+    fn serves(&self, other: &BatchId) -> bool {
+        self.input_key == other.input_key
+            || (!self.fingerprint.is_empty() && self.fingerprint == other.fingerprint)
+    }
+}
+
+const BATCH_FILE: &str = "batch.json";
+
+/// The batch recorded in workspace `dir`, if it records one.
+///
+/// Errors: `batch.json` is there but cannot be read or is not a batch record (exit 2).
+fn recorded_batch(dir: &Path) -> Result<Option<BatchId>> {
+    let path = dir.join(BATCH_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::read_input("the workspace's batch record", &path, e)),
+    };
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+        Error::input_at(
+            &path,
+            None,
+            format!("not a batch record ({e}); remove the workspace with `runner clean`, or choose another --output"),
+        )
+    })
+}
+
+/// Check that workspace `dir` is free for `batch`: it does not exist, records no batch (an
+/// older runner's), or records this one. Reads only.
+///
+/// Errors: the workspace belongs to another batch (exit 2, naming both inputs and what to do).
+pub fn check_owner(dir: &Path, batch: &BatchId) -> Result<()> {
+    match recorded_batch(dir)? {
+        Some(owner) if !owner.serves(batch) => Err(Error::Usage(format!(
+            "{}: this workspace (and its output) belongs to {}, not to {}; choose another --output for this batch",
+            dir.display(),
+            owner.input,
+            batch.input
+        ))),
+        _ => Ok(()),
     }
 }
 

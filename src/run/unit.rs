@@ -3,6 +3,7 @@
 //! schema, verify, worktree commit → [`report::judge`]); and retries when allowed. A unit
 //! owns no shared state: it reports to the dispatcher through [`Event`]s.
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,6 +48,11 @@ pub fn render_prompt(
     retry: Option<RetryContext>,
 ) -> crate::error::Result<String> {
     let dir = spec.teammate_dir(&item.teammate);
+    // Checked at start-up (`Plan::check`): every path here can be named.
+    let named = |p: &Path| {
+        super::plan::name_in_prompt(spec, &item.teammate, p)
+            .unwrap_or_else(|| p.display().to_string())
+    };
     let ctx = PromptContext {
         team: spec.team.clone(),
         teammate: item.teammate.clone(),
@@ -63,7 +69,7 @@ pub fn render_prompt(
                 item.title.clone()
             },
             body: item.body.clone(),
-            checkpoint: item.checkpoint.as_ref().map(|p| p.display().to_string()),
+            checkpoint: item.checkpoint.as_ref().map(|p| named(p)),
             vars: item
                 .vars
                 .iter()
@@ -73,8 +79,8 @@ pub fn render_prompt(
                 })
                 .collect(),
         },
-        report_path: dir.join("report.json").display().to_string(),
-        working_context: dir.join("working-context.md").display().to_string(),
+        report_path: named(&dir.join("report.json")),
+        working_context: named(&dir.join("working-context.md")),
         output_schema: spec
             .schema
             .as_ref()
@@ -293,7 +299,7 @@ struct Prepared {
     invocation: Invocation,
     worktree: Option<Worktree>,
     cwd: PathBuf,
-    env: Vec<(String, String)>,
+    env: Vec<(String, OsString)>,
 }
 
 /// Prepare an attempt: the teammate folder (an earlier attempt's report moved aside), the
@@ -358,43 +364,39 @@ async fn prepare(
     let cwd = worktree
         .as_ref()
         .map_or_else(|| spec.cwd.clone(), |w| w.path.clone());
+    // Paths go to the child as their raw bytes (a folder name need not be UTF-8).
+    let var = |k: &str, v: &dyn AsRef<OsStr>| (k.to_string(), v.as_ref().to_owned());
     let mut env = vec![
-        (
-            "RUNNER_REPORT".to_string(),
-            report_path.display().to_string(),
+        var("RUNNER_REPORT", &report_path),
+        var("RUNNER_ITEM_ID", &item.id),
+        var("RUNNER_TEAM", &spec.team),
+        var("RUNNER_TEAMMATE", &item.teammate),
+        var(
+            "RUNNER_CHECKPOINT",
+            &item.checkpoint.clone().unwrap_or_default(),
         ),
-        ("RUNNER_ITEM_ID".to_string(), item.id.clone()),
-        ("RUNNER_TEAM".to_string(), spec.team.clone()),
-        ("RUNNER_TEAMMATE".to_string(), item.teammate.clone()),
-        (
-            "RUNNER_CHECKPOINT".to_string(),
-            item.checkpoint
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-        ),
-        (
-            "RUNNER_WORKSPACE".to_string(),
-            spec.workspace.display().to_string(),
-        ),
-        ("RUNNER_TEAMMATE_DIR".to_string(), dir.display().to_string()),
-        ("RUNNER_ATTEMPT".to_string(), attempt.to_string()),
+        var("RUNNER_WORKSPACE", &spec.workspace),
+        var("RUNNER_TEAMMATE_DIR", &dir),
+        var("RUNNER_ATTEMPT", &attempt.to_string()),
     ];
     if let Some(wt) = &worktree {
-        env.push(("RUNNER_WORKTREE".to_string(), wt.path.display().to_string()));
+        env.push(var("RUNNER_WORKTREE", &wt.path));
     }
-    env.extend(invocation.env_set.iter().cloned());
-    for var in &invocation.state_dirs {
-        let state = dir.join("state").join(var.to_lowercase());
+    env.extend(invocation.env_set.iter().map(|(k, v)| var(k, v)));
+    for name in &invocation.state_dirs {
+        let state = dir.join("state").join(name.to_lowercase());
         crate::fsutil::create_private_dir(&state)
             .map_err(|e| HelperFailure::before(e.to_string()))?;
-        env.push((var.clone(), state.display().to_string()));
+        env.push(var(name, &state));
     }
     if let (Some(wt), Some(iso)) = (&worktree, &spec.isolation)
         && let Some(setup) = &iso.setup
         && !dir.join(".worktree-setup-done").exists()
     {
         run_setup(spec, setup, &wt.path, logs, &env, cancel).await?;
+        iso.record_setup(wt)
+            .await
+            .map_err(|e| HelperFailure::before(format!("after worktree setup: {e}")))?;
         let _ = std::fs::write(dir.join(".worktree-setup-done"), b"");
     }
     Ok(Prepared {
@@ -538,7 +540,7 @@ async fn run_helper(
     argv: &[String],
     cwd: &Path,
     logs: &AttemptLogs<'_>,
-    env: &[(String, String)],
+    env: &[(String, OsString)],
     cancel: watch::Receiver<Cancel>,
 ) -> Result<(), HelperFailure> {
     let Some((program, args)) = argv.split_first() else {
@@ -602,7 +604,7 @@ async fn run_verify(
     argv: &[String],
     cwd: &Path,
     logs: &AttemptLogs<'_>,
-    env: &[(String, String)],
+    env: &[(String, OsString)],
     cancel: watch::Receiver<Cancel>,
 ) -> VerifyResult {
     let headers: Vec<String> = item.vars.iter().map(|(k, _)| k.clone()).collect();
@@ -627,7 +629,7 @@ async fn run_setup(
     argv: &[String],
     worktree: &Path,
     logs: &AttemptLogs<'_>,
-    env: &[(String, String)],
+    env: &[(String, OsString)],
     cancel: watch::Receiver<Cancel>,
 ) -> Result<(), HelperFailure> {
     run_helper(spec, "setup", argv, worktree, logs, env, cancel)

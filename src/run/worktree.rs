@@ -72,6 +72,23 @@ async fn git(dir: &Path, args: &[&str], env: &[(String, String)]) -> GitOut {
     )
 }
 
+/// Run `git ARGS` in `dir` with the file `input` as its stdin.
+async fn git_fed(dir: &Path, args: &[&str], input: &Path) -> GitOut {
+    let stdin = match std::fs::File::open(input) {
+        Ok(f) => f,
+        Err(e) => return to_git_out(Err(e)),
+    };
+    to_git_out(
+        tokio::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::from(stdin))
+            .kill_on_drop(true)
+            .output()
+            .await,
+    )
+}
+
 /// The line of git's output that says what went wrong: its first `fatal:` or `error:` line
 /// (git prints progress such as "Preparing worktree" before it), else the first line.
 fn first_line(s: &str) -> String {
@@ -167,9 +184,10 @@ impl Isolation {
         })
     }
 
-    /// The branch of `teammate`.
+    /// The branch of `teammate`: `runner/<team>/<teammate>`, each part made a valid ref
+    /// component by [`ref_component`] (unique per teammate, since teammate names are).
     pub fn branch(&self, teammate: &str) -> String {
-        format!("runner/{}/{teammate}", self.team)
+        format!("{}{}", branch_prefix(&self.team), ref_component(teammate))
     }
 
     /// Create (or reuse, on a retry or a resumed run) the worktree of `teammate` at `path`.
@@ -248,6 +266,8 @@ impl Isolation {
             )));
         }
         prepared.insert(branch.clone());
+        // A set-up record of an earlier worktree at this path says nothing about this one.
+        let _ = std::fs::remove_file(side_file(path, "setup-tree"));
         for rel in &self.copy {
             copy_into(&self.repo.join(rel), &path.join(rel)).map_err(|e| {
                 GitError::Failed(format!(
@@ -263,8 +283,74 @@ impl Isolation {
         })
     }
 
-    /// Commit whatever the agent left uncommitted in `wt` (`runner: <title>`). Returns the
-    /// branch's head commit and the diffstat of the branch against the base.
+    /// The state of `wt`'s files as a git tree (tracked and untracked, ignored files left
+    /// out), built in a scratch index beside the worktree: the real index is not touched.
+    ///
+    /// Errors: what git said.
+    async fn tree_of(&self, wt: &Worktree) -> Result<String, GitError> {
+        let index = side_file(&wt.path, "index");
+        let env = vec![(
+            "GIT_INDEX_FILE".to_string(),
+            index.to_string_lossy().into_owned(),
+        )];
+        let steps: [&[&str]; 3] = [&["read-tree", "HEAD"], &["add", "-A"], &["write-tree"]];
+        let mut tree = String::new();
+        for args in steps {
+            let out = git(&wt.path, args, &env).await;
+            if !out.ok {
+                let _ = std::fs::remove_file(&index);
+                return Err(GitError::Failed(format!(
+                    "git {} failed: {}",
+                    args.join(" "),
+                    first_line(&out.stderr)
+                )));
+            }
+            tree = out.stdout.trim().to_owned();
+        }
+        let _ = std::fs::remove_file(&index);
+        Ok(tree)
+    }
+
+    /// Record the state of `wt` after its set-up command ran (beside the worktree, in the
+    /// workspace): what the set-up made is not the agent's work, and [`Isolation::commit_all`]
+    /// leaves it off the branch.
+    ///
+    /// Errors: what git said; the record cannot be written.
+    pub async fn record_setup(&self, wt: &Worktree) -> Result<(), GitError> {
+        let tree = self.tree_of(wt).await?;
+        let path = side_file(&wt.path, "setup-tree");
+        std::fs::write(&path, tree.as_bytes())
+            .map_err(|e| GitError::Failed(format!("cannot write {}: {e}", path.display())))
+    }
+
+    /// The paths the agent changed since set-up, as a pathspec file (C-quoted lines) beside
+    /// the worktree; `None` without a set-up record (then everything is the agent's).
+    async fn changed_since_setup(&self, wt: &Worktree) -> Result<Option<PathBuf>, GitError> {
+        let Ok(setup) = std::fs::read_to_string(side_file(&wt.path, "setup-tree")) else {
+            return Ok(None);
+        };
+        let now = self.tree_of(wt).await?;
+        let diff = git(
+            &wt.path,
+            &["diff", "--name-only", "--no-renames", setup.trim(), &now],
+            &[],
+        )
+        .await;
+        if !diff.ok {
+            return Err(GitError::Failed(format!(
+                "git diff failed: {}",
+                first_line(&diff.stderr)
+            )));
+        }
+        let list = side_file(&wt.path, "agent-paths");
+        std::fs::write(&list, diff.stdout.as_bytes())
+            .map_err(|e| GitError::Failed(format!("cannot write {}: {e}", list.display())))?;
+        Ok(Some(list))
+    }
+
+    /// Commit whatever the agent left uncommitted in `wt` (`runner: <title>`) — only what
+    /// changed after the set-up command, when one ran. Returns the branch's head commit and
+    /// the diffstat of the branch against the base.
     ///
     /// Errors: what git said.
     pub async fn commit_all(
@@ -279,21 +365,57 @@ impl Isolation {
                 first_line(&status.stderr)
             )));
         }
-        if !status.stdout.trim().is_empty() {
-            let add = git(&wt.path, &["add", "-A"], &self.identity).await;
+        let since_setup = match status.stdout.trim().is_empty() {
+            true => None,
+            false => self.changed_since_setup(wt).await?,
+        };
+        let agent_changed = match &since_setup {
+            None => !status.stdout.trim().is_empty(),
+            Some(list) => std::fs::metadata(list).is_ok_and(|m| m.len() > 0),
+        };
+        if agent_changed {
+            let add = match &since_setup {
+                None => git(&wt.path, &["add", "-A"], &self.identity).await,
+                Some(list) => {
+                    // Only the agent's paths, whatever it staged itself.
+                    let _ = git(&wt.path, &["reset", "-q"], &[]).await;
+                    git_fed(
+                        &wt.path,
+                        &["update-index", "--add", "--remove", "--stdin"],
+                        list,
+                    )
+                    .await
+                }
+            };
+            if let Some(list) = &since_setup {
+                let _ = std::fs::remove_file(list);
+            }
             if !add.ok {
                 return Err(GitError::Failed(format!(
                     "git add failed: {}",
                     first_line(&add.stderr)
                 )));
             }
+            // Staged nothing new (the agent only undid set-up output): no commit.
+            let unchanged = git(&wt.path, &["diff", "--cached", "--quiet"], &[])
+                .await
+                .ok;
             let msg = format!("runner: {title}");
-            let commit = git(
-                &wt.path,
-                &["commit", "--no-verify", "-q", "-m", &msg],
-                &self.identity,
-            )
-            .await;
+            let commit = match unchanged {
+                true => GitOut {
+                    ok: true,
+                    stdout: String::new(),
+                    stderr: String::new(),
+                },
+                false => {
+                    git(
+                        &wt.path,
+                        &["commit", "--no-verify", "-q", "-m", &msg],
+                        &self.identity,
+                    )
+                    .await
+                }
+            };
             if !commit.ok {
                 return Err(GitError::Failed(format!(
                     "git commit failed: {}",
@@ -348,10 +470,78 @@ impl Isolation {
         }
     }
 
+    /// Whether `branch` was merged and deleted by an earlier run: it is gone, and its last
+    /// commit `commit` is in the current branch.
+    pub fn merged_before(&self, branch: &str, commit: &str) -> bool {
+        let gone = !git_sync(
+            &self.repo,
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{branch}"),
+            ],
+            &[],
+        )
+        .ok;
+        gone && git_sync(
+            &self.repo,
+            &["merge-base", "--is-ancestor", commit, "HEAD"],
+            &[],
+        )
+        .ok
+    }
+
     /// Delete a branch (after a successful merge).
     pub fn delete_branch(&self, branch: &str) {
         let _ = git_sync(&self.repo, &["branch", "-D", branch], &[]);
     }
+}
+
+/// The prefix of every branch of team `team`: `runner/<team>/`.
+pub fn branch_prefix(team: &str) -> String {
+    format!("runner/{}/", ref_component(team))
+}
+
+/// `name` made one valid component of a git ref name (`git check-ref-format`): control
+/// characters, space, `~^:?*[\`, DEL and `/` become `_`, as do a leading `.`, the second `.`
+/// of `..`, the `{` of `@{`, a trailing `.` and the `.` of a trailing `.lock`; an empty name
+/// becomes `_`. Every other change keeps the length and leaves digits and `-` alone, so
+/// names that differ in a leading row number (`3-…`) stay different.
+pub fn ref_component(name: &str) -> String {
+    let mut out: Vec<char> = Vec::with_capacity(name.len());
+    for c in name.chars() {
+        let prev = out.last().copied();
+        let bad = c.is_control()
+            || matches!(
+                c,
+                ' ' | '~' | '^' | ':' | '?' | '*' | '[' | '\\' | '/' | '\u{7f}'
+            )
+            || (c == '.' && (prev.is_none() || prev == Some('.')))
+            || (c == '{' && prev == Some('@'));
+        out.push(if bad { '_' } else { c });
+    }
+    if out.last() == Some(&'.') {
+        out.pop();
+        out.push('_');
+    }
+    let s: String = out.into_iter().collect();
+    match s.strip_suffix(".lock") {
+        Some(stem) => format!("{stem}_lock"),
+        None if s.is_empty() => "_".into(),
+        None => s,
+    }
+}
+
+/// A file of the runner's beside worktree `path` (in the workspace, never in the worktree):
+/// `<path>.<what>`.
+fn side_file(path: &Path, what: &str) -> PathBuf {
+    let mut name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(format!(".{what}"));
+    path.with_file_name(name)
 }
 
 /// Whether the main working tree has changes outside `exclude` (paths relative to `repo`).
@@ -363,7 +553,7 @@ pub fn dirty(repo: &Path, exclude: &[PathBuf]) -> Result<Vec<String>, GitError> 
         ".".into(),
     ];
     for e in exclude {
-        args.push(format!(":(exclude){}", e.display()));
+        args.push(format!(":(exclude,literal){}", e.display()));
     }
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = git_sync(repo, &refs, &[]);
@@ -392,5 +582,40 @@ fn copy_into(from: &Path, to: &Path) -> std::io::Result<()> {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::copy(from, to).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_become_valid_and_distinct_ref_components() {
+        let names = [
+            "1-Cargo.lock",
+            "2-notes..md",
+            "3-x.",
+            "4-a@{b",
+            "5-a b~c^d:e?f*g[h\\i",
+            "6-tab\there",
+            "7-...",
+            ".hidden",
+            "x.lock.lock",
+            "@",
+            "",
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for n in names {
+            let c = ref_component(n);
+            let full = format!("refs/heads/{}{c}", branch_prefix("team.lock"));
+            let ok = std::process::Command::new("git")
+                .args(["check-ref-format", &full])
+                .status()
+                .expect("git")
+                .success();
+            assert!(ok, "{n:?} → {full:?} is not a valid ref");
+            assert!(seen.insert(c), "{n:?} collides");
+        }
+        assert_eq!(ref_component("12-plain_name-1.txt"), "12-plain_name-1.txt");
     }
 }

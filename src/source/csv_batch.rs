@@ -13,14 +13,15 @@ use crate::item::{WorkItem, teammate_name};
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, Instruction, TeammateTemplate};
 use crate::run::dispatcher::ItemStream;
 use crate::run::outcome::Fnv;
-use crate::run::plan::{self, ItemSource, Plan};
+use crate::run::plan::{self, ItemSource, Plan, PlanFile};
 use crate::run::selection::{Only, Selection, shard_of};
+use crate::run::team::{self, BatchId};
 use crate::run::{RunSpec, isolation};
 use crate::settings::{PIPE_WAIT, Settings};
 use crate::sink::Sinks;
 use crate::sink::output_csv::{self, CsvOutput};
 use crate::sink::previous::Previous;
-use crate::sink::shard_meta::ShardSidecar;
+use crate::sink::shard_meta::{self, ShardSidecar};
 use crate::source::csv_input::{self, CsvRow, CsvTable};
 
 /// The column that names a row's prerequisites (ids separated by `;`).
@@ -94,6 +95,8 @@ struct Survey {
     fingerprint: String,
     selected: u64,
     deps: Option<HashMap<String, Vec<String>>>,
+    /// A hash of every id of the input (to tell which rows of the last output are gone).
+    ids: HashSet<u64>,
 }
 
 /// Stream the input once more: the batch fingerprint, the `depends_on` graph (checked), and
@@ -125,8 +128,10 @@ fn survey(files: &CsvBatchFiles, table: &CsvTable, selection: &Selection) -> Res
     let mut deps: HashMap<String, Vec<String>> = HashMap::new();
     let mut selected = 0u64;
     let mut ids: HashSet<String> = HashSet::new();
+    let mut all_ids: HashSet<u64> = HashSet::new();
     for row in table.rows()? {
         let row = row?;
+        all_ids.insert(id_hash(&row.id));
         if selection.runs(&row.id) {
             selected += 1;
         }
@@ -169,7 +174,61 @@ fn survey(files: &CsvBatchFiles, table: &CsvTable, selection: &Selection) -> Res
         fingerprint: fp.hex(),
         selected,
         deps,
+        ids: all_ids,
     })
+}
+
+fn id_hash(id: &str) -> u64 {
+    let mut h = Fnv::default();
+    h.update(id.as_bytes());
+    h.value()
+}
+
+/// Most ids named in the warning about rows gone from the input.
+const GONE_NAMED: usize = 10;
+
+/// The warning about rows the last output of this batch holds and the input no longer does
+/// (they leave the output); `None` when there is no last output or nothing is gone.
+fn rows_gone(
+    output: &Path,
+    input: &Path,
+    id_column: Option<&str>,
+    ids: &HashSet<u64>,
+) -> Option<String> {
+    let bytes = std::fs::read(output).ok()?;
+    let raw = output_csv::raw_records(&bytes).ok()?;
+    let id_idx = match id_column {
+        Some(c) => Some(raw.header.iter().position(|h| h == c)?),
+        None => None,
+    };
+    let gone: Vec<String> = raw
+        .records
+        .iter()
+        .enumerate()
+        .map(|(n, (record, _, _))| match id_idx {
+            Some(i) => record.get(i).unwrap_or_default().to_owned(),
+            None => (n + 1).to_string(),
+        })
+        .filter(|id| !ids.contains(&id_hash(id)))
+        .collect();
+    if gone.is_empty() {
+        return None;
+    }
+    let more = match gone.len() > GONE_NAMED {
+        true => format!(" and {} more", gone.len() - GONE_NAMED),
+        false => String::new(),
+    };
+    Some(format!(
+        "{} row(s) of the last run are no longer in {} and leave {}: {}{more}",
+        gone.len(),
+        input.display(),
+        output.display(),
+        gone.iter()
+            .take(GONE_NAMED)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }
 
 fn check_deps(
@@ -291,19 +350,6 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
             out_dir.display()
         )));
     }
-    // Never write over what the batch reads.
-    let reads = [
-        ("input", files.input.clone()),
-        ("instruction", files.instruction_path.clone()),
-    ];
-    for (what, p) in reads.iter().chain(&files.reads) {
-        if crate::fsutil::same_file(p, &output) {
-            return Err(Error::Usage(format!(
-                "{}: the output would overwrite the {what}; choose another --output",
-                output.display()
-            )));
-        }
-    }
     let layout = output_csv::layout(
         &table.headers,
         files.schema.as_ref().map(|s| &s.0),
@@ -339,7 +385,32 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "workers-output".into());
     let workspace = out_dir.join(format!("{team}.runner"));
-    let isolation = isolation::prepare(&settings, &cwd, &team, std::slice::from_ref(&workspace))?;
+    let batch = BatchId::new(&files.input, survey.fingerprint.clone());
+    if team::check_owner(&workspace, &batch).is_ok()
+        && let Some(w) = rows_gone(
+            &output,
+            &files.input,
+            files.id_column.as_deref(),
+            &survey.ids,
+        )
+    {
+        eprintln!("warning: {w}");
+    }
+    let isolation = isolation::prepare(&settings, &cwd, &team)?;
+    // What the run reads and writes, for the plan's start-up checks.
+    let mut inputs = vec![
+        PlanFile::new("input", &files.input, ""),
+        PlanFile::new("instruction", &files.instruction_path, ""),
+    ];
+    inputs.extend(files.reads.iter().map(|(w, p)| PlanFile::new(w, p, "")));
+    let mut outputs = vec![PlanFile::new("output", &output, "--output")];
+    if settings.shard.is_some() {
+        outputs.push(PlanFile::new(
+            "shard sidecar",
+            shard_meta::path_for(&output),
+            "--output",
+        ));
+    }
     let source: Arc<dyn ItemSource> = Arc::new(Rows {
         table: table.clone(),
         instruction,
@@ -384,6 +455,10 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         sinks,
         output,
         remove_workspace_when_done: false,
+        batch,
+        inputs,
+        outputs,
+        named_in_prompt: Vec::new(),
     })
 }
 

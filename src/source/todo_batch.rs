@@ -10,8 +10,9 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::item::WorkItem;
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, TeammateTemplate};
-use crate::run::plan::{self, ItemList, ItemSource, Plan};
+use crate::run::plan::{self, ItemList, ItemSource, Plan, PlanFile};
 use crate::run::selection::Only;
+use crate::run::team::BatchId;
 use crate::run::{RunSpec, isolation};
 use crate::settings::{PIPE_WAIT, Settings};
 use crate::sink::Sinks;
@@ -245,7 +246,17 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         None => std::env::current_dir()
             .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?,
     };
-    let isolation = isolation::prepare(&settings, &cwd, &team, std::slice::from_ref(&b.store.dir))?;
+    let isolation = isolation::prepare(&settings, &cwd, &team)?;
+    let checkpoints: Vec<PathBuf> = items.iter().filter_map(|i| i.checkpoint.clone()).collect();
+    let inputs = checkpoints
+        .iter()
+        .map(|c| PlanFile::new("checkpoint", c, ""))
+        .collect();
+    let outputs = vec![
+        PlanFile::new("batch file", b.batch, ""),
+        PlanFile::new("todo table", table_path(b.batch), ""),
+        PlanFile::new("store", &b.store.dir, ""),
+    ];
     let titles: HashMap<String, String> = items
         .iter()
         .map(|i| (i.id.clone(), i.title.clone()))
@@ -306,5 +317,9 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         sinks,
         output: table_path(b.batch),
         remove_workspace_when_done: !b.keep_team,
+        batch: BatchId::new(b.batch, String::new()),
+        inputs,
+        outputs,
+        named_in_prompt: checkpoints,
     }))
 }

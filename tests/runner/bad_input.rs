@@ -526,6 +526,37 @@ fn cases() -> Vec<Case> {
             code: 2,
             want: &["the item text is empty"],
         },
+        Case {
+            what: "--junit over the input CSV",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--junit",
+                "in.csv",
+            ],
+            agent: true,
+            code: 2,
+            want: &[
+                "in.csv",
+                "the JUnit report would overwrite the input",
+                "--junit",
+            ],
+        },
+        Case {
+            what: "--junit over the todo batch file",
+            files: &[("S/todo-1.md", b"## Todo\n- [ ] a\n")],
+            args: &["run", "S/todo-1.md", "--junit", "S/todo-1.md"],
+            agent: true,
+            code: 2,
+            want: &[
+                "todo-1.md",
+                "the JUnit report would overwrite the batch file",
+            ],
+        },
     ]
 }
 

@@ -96,8 +96,9 @@ pub struct Attempt<'a> {
     pub report_path: &'a Path,
     /// The working directory: the teammate's worktree, else the run's.
     pub cwd: &'a Path,
-    /// Variables to set: the `RUNNER_*` ones, the definition's `env.set`, the state folders.
-    pub env: &'a [(String, String)],
+    /// Variables to set: the `RUNNER_*` ones, the definition's `env.set`, the state folders;
+    /// values are raw bytes (paths need not be UTF-8).
+    pub env: &'a [(String, std::ffi::OsString)],
     /// `<teammate dir>/attempt-N.stdout.log`: what the agent answered (the log outputs name).
     pub stdout_log: PathBuf,
     /// `<teammate dir>/attempt-N.stderr.log`: its diagnostics, if any.

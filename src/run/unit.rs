@@ -382,6 +382,12 @@ async fn prepare(
     if let Some(wt) = &worktree {
         env.push(var("RUNNER_WORKTREE", &wt.path));
     }
+    // A private TMPDIR (0700) in the teammate's folder: CLIs leave whole conversations in
+    // temporary files (Gemini's error dumps), which no other user may read, and teammates
+    // never share one.
+    let tmp = dir.join("tmp");
+    crate::fsutil::create_private_dir(&tmp).map_err(|e| HelperFailure::before(e.to_string()))?;
+    env.push(var("TMPDIR", &tmp));
     env.extend(invocation.env_set.iter().map(|(k, v)| var(k, v)));
     for name in &invocation.state_dirs {
         let state = dir.join("state").join(name.to_lowercase());

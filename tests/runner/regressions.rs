@@ -301,3 +301,28 @@ fn shell_completions_and_the_man_page_come_from_the_command_line_definitions() {
     );
     assert!(man.stdout.contains("resolve"), "subcommands are listed");
 }
+
+#[test]
+fn every_teammate_gets_a_private_tmpdir_of_its_own() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id\na\nb\n");
+    sb.write("instr.md", "Do {id}\n");
+    let agent = [
+        "sh",
+        "-c",
+        r#"printf '%s' "$TMPDIR" > "$TMPDIR/../where" && printf '{"status":"completed","summary":"ok"}' > "$RUNNER_REPORT""#,
+    ];
+    let r = sb.batch(&["--id-column", "id"], &agent);
+    assert_eq!(r.code, 0, "{r:?}");
+    let mut seen = Vec::new();
+    for t in ["1-a", "2-b"] {
+        let dir = sb.join(&format!("workers-output.runner/teammates/{t}"));
+        let tmp = std::fs::read_to_string(dir.join("where")).expect("the agent wrote it");
+        assert_eq!(std::path::Path::new(&tmp), dir.join("tmp"), "{t}");
+        let mode = std::fs::metadata(&tmp).expect("tmp").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{t}");
+        seen.push(tmp);
+    }
+    assert_ne!(seen[0], seen[1]);
+}

@@ -28,8 +28,8 @@ pub const ATTEMPT_VAR: &str = "RUNNER_ATTEMPT_ID";
 
 /// Rounds of [`end_attempt`]: a process may fork while its relatives are being killed.
 const END_ROUNDS: usize = 50;
-/// Pause between two rounds of [`end_attempt`].
-const END_PAUSE: Duration = Duration::from_millis(10);
+/// Pause between two looks at a group or at processes being killed in [`end_attempt`].
+const GROUP_PAUSE: Duration = Duration::from_millis(2);
 
 /// This runner process's part of every marker: its pid and start time, so that markers of
 /// two runs never match even when a pid is reused.
@@ -159,14 +159,48 @@ pub fn signal_attempt(id: &str, sig: Signal) {
     }
 }
 
-/// End every process carrying attempt marker `id` (SIGKILL, again until none is left, at
-/// most [`END_ROUNDS`] rounds), then reap the zombies re-parented to the runner. Returns how
-/// many processes the first round found.
-pub async fn end_attempt(id: &str) -> usize {
+/// The runner's children that its main thread adopted: where the kernel re-parents the
+/// orphans of a subreaper (`find_new_reaper` picks the reaper's first live thread, its main
+/// thread). Teammate group leaders, spawned from worker threads, are not listed here, so in
+/// the common case (nothing escaped) this is one read of one short file.
+fn adopted() -> Vec<i32> {
+    let me = std::process::id();
+    std::fs::read_to_string(format!("/proc/{me}/task/{me}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Whether process `pid`'s environment has the entry `entry`.
+fn carries(pid: i32, entry: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == entry))
+}
+
+/// End every process carrying attempt marker `id` whose group `pgid` was just killed: first
+/// wait (bounded) for the group to empty, so that whatever its members started outside it is
+/// re-parented to the runner; then kill the adopted processes that carry the marker, round
+/// after round (what they started comes to the runner once they die), and reap them.
+/// Returns how many processes the first round found. Costs a few system calls when nothing
+/// left the group, so it runs after every attempt.
+pub async fn end_attempt(id: &str, pgid: i32) -> usize {
     let entry = attempt_entry(id);
+    let group = Pid::from_raw(pgid);
+    for _ in 0..END_ROUNDS {
+        reap_zombies();
+        if killpg(group, None).is_err() {
+            break;
+        }
+        tokio::time::sleep(GROUP_PAUSE).await;
+    }
     let mut first = None;
     for _ in 0..END_ROUNDS {
-        let pids = marked(|kv| kv == entry.as_slice());
+        let pids: Vec<i32> = adopted()
+            .into_iter()
+            .filter(|pid| stat(*pid).is_some_and(|s| s.state != 'Z' && s.state != 'X'))
+            .filter(|pid| carries(*pid, &entry))
+            .collect();
         first.get_or_insert(pids.len());
         if pids.is_empty() {
             break;
@@ -174,7 +208,17 @@ pub async fn end_attempt(id: &str) -> usize {
         for pid in &pids {
             let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
         }
-        tokio::time::sleep(END_PAUSE).await;
+        // Let them die, so that their own children are adopted for the next round.
+        for _ in 0..END_ROUNDS {
+            tokio::time::sleep(GROUP_PAUSE).await;
+            if pids
+                .iter()
+                .all(|p| stat(*p).is_none_or(|s| s.state == 'Z' || s.state == 'X'))
+            {
+                break;
+            }
+        }
+        reap_zombies();
     }
     reap_zombies();
     let found = first.unwrap_or(0);
@@ -215,7 +259,7 @@ pub fn reap_zombies() {
     let me = std::process::id() as i32;
     let my_group = nix::unistd::getpgrp().as_raw();
     let registered = children();
-    for pid in all_pids() {
+    for pid in adopted() {
         let Some(s) = stat(pid) else { continue };
         if s.state == 'Z' && s.ppid == me && s.pgrp != my_group && !registered.contains(&pid) {
             let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));

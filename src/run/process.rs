@@ -340,7 +340,7 @@ pub async fn run(
     .await
     .is_ok();
     signal_group(pgid, Signal::SIGKILL);
-    descendants::end_attempt(&marker).await;
+    descendants::end_attempt(&marker, pgid.as_raw()).await;
     guard.marker = None;
     if !pipes_closed {
         tracing::debug!(

@@ -310,19 +310,35 @@ pub struct Settings {
     pub keep_formulas: bool,
 }
 
-/// Parse a duration flag: `90s`, `10m`, `1h`, `1h30m`, or bare seconds.
+/// The longest duration a flag or key takes: a year (longer ones overflow clock arithmetic
+/// and are never meant).
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Parse a duration flag: `90s`, `10m`, `1h`, `1h30m`, or bare seconds, at most
+/// [`MAX_DURATION`].
 ///
 /// Errors: names the flag and shows the accepted forms.
 pub fn parse_duration(flag: &str, text: &str) -> Result<Duration> {
     let t = text.trim();
-    if let Ok(secs) = t.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
+    let d = match t.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => humantime::parse_duration(t).map_err(|_| {
+            Error::Usage(format!(
+                "{flag} `{text}` is not a duration; write e.g. 90s, 10m or 1h"
+            ))
+        })?,
+    };
+    check_duration(flag, d)
+}
+
+fn check_duration(what: &str, d: Duration) -> Result<Duration> {
+    if d > MAX_DURATION {
+        return Err(Error::Usage(format!(
+            "{what} {} is longer than a year; give at most 365d",
+            humantime::format_duration(d)
+        )));
     }
-    humantime::parse_duration(t).map_err(|_| {
-        Error::Usage(format!(
-            "{flag} `{text}` is not a duration; write e.g. 90s, 10m or 1h"
-        ))
-    })
+    Ok(d)
 }
 
 fn retry_on(text: &str) -> Result<Vec<ItemStatus>> {
@@ -478,9 +494,11 @@ impl Settings {
         };
         let timeout = match &flags.timeout {
             Some(t) => parse_duration("--timeout", t)?,
-            None => file
-                .max_runtime_seconds
-                .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
+            None => check_duration(
+                "max_runtime_seconds",
+                file.max_runtime_seconds
+                    .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
+            )?,
         };
         if timeout.is_zero() {
             return Err(Error::Usage(
@@ -638,6 +656,14 @@ mod tests {
         for bad in ["-1", "x", "0%", "%", "nan%"] {
             assert!(parse_jobs(bad, 4).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn durations_longer_than_a_year_are_refused_before_they_overflow_a_clock() {
+        assert!(parse_duration("--timeout", "365d").is_ok());
+        let e = parse_duration("--timeout", "18446744073709551615s").expect_err("huge");
+        assert!(e.to_string().contains("longer than a year"), "{e}");
+        assert!(parse_duration("--grace", "99999999h").is_err());
     }
 
     #[test]

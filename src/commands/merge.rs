@@ -52,9 +52,15 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
                 .into(),
         ));
     }
+    let sidecars: Vec<std::path::PathBuf> = args
+        .inputs
+        .iter()
+        .map(|p| crate::sink::shard_meta::path_for(p))
+        .collect();
     if let Some(p) = args
         .inputs
         .iter()
+        .chain(&sidecars)
         .find(|p| crate::fsutil::same_file(p, &args.output))
     {
         return Err(Error::Usage(format!(
@@ -136,6 +142,16 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
         }
     }
     let header = &first.bytes[..first.header_end];
+    // An existing file is replaced only when it is an output of this batch (an earlier merge):
+    // a merge never lands on the batch's input or anything else by a slip of `-o`.
+    if let Ok(existing) = std::fs::read(&args.output)
+        && !existing.starts_with(header)
+    {
+        return Err(Error::Usage(format!(
+            "-o {}: the file exists and is not an output of this batch (its header differs); choose another file or remove it first",
+            args.output.display()
+        )));
+    }
     crate::fsutil::replace_with(&args.output, |w| {
         w.write_all(header)?;
         for (bytes, _) in rows.values() {

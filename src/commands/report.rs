@@ -22,6 +22,15 @@ pub fn report(args: ReportArgs) -> Result<i32> {
             dir.display()
         )));
     }
+    // Replace only an earlier report: a slip of `--html` must not land on an input or output.
+    if let Ok(existing) = std::fs::read(&html)
+        && !existing.starts_with(b"<!DOCTYPE html>")
+    {
+        return Err(Error::Usage(format!(
+            "--html {}: the file exists and is not an HTML report; choose another file or remove it first",
+            args.html.display()
+        )));
+    }
     let h = history::read(&dir.join("journal.jsonl"))?;
     let page = crate::ui::html::report(&h, jiff::Timestamp::now().as_millisecond());
     crate::fsutil::write_atomic(&args.html, page.as_bytes())?;

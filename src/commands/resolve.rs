@@ -132,6 +132,17 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     let n = store.next_batch_number();
     let finished = store.finished_batch_items(&fresh);
     let m = todo_batch::prepare_move(&store, &fresh, &selected, n, &finished, &today())?;
+    // The whole plan is built and checked before anything is written: a bad flag (an output
+    // over the inbox, say) leaves the inbox as it was.
+    let format = settings.format;
+    let plan = todo_batch::plan(
+        batch_run(&store, &m.batch_path, args.keep_team),
+        &m.batch_doc,
+        settings,
+    )?;
+    if let Some(p) = &plan {
+        p.check()?;
+    }
     crate::fault::pause("resolve-edit");
     store.create_batch(&m.batch_path, &m.batch_text)?;
     crate::fault::point("after-batch-write");
@@ -154,8 +165,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
             m.batch_path.display()
         ),
     );
-    let run = batch_run(&store, &m.batch_path, args.keep_team);
-    todo_run::run_batch(run, &m.batch_doc, settings)
+    todo_run::run_plan(plan, format, &m.batch_path)
 }
 
 /// The run of a batch `resolve` made: every item, Ideas included.

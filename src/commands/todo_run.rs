@@ -51,7 +51,18 @@ pub fn run(args: RunTodoArgs) -> Result<i32> {
 pub fn run_batch(batch: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<i32> {
     let format = settings.format;
     let path = batch.batch.to_owned();
-    match todo_batch::plan(batch, doc, settings)? {
+    run_plan(todo_batch::plan(batch, doc, settings)?, format, &path)
+}
+
+/// Run a todo batch's `plan` (`None`: every item of the batch file `path` is ticked).
+///
+/// Errors: the pipeline's.
+pub fn run_plan(
+    plan: Option<crate::run::plan::Plan>,
+    format: crate::ui::Format,
+    path: &Path,
+) -> Result<i32> {
+    match plan {
         Some(plan) => pipeline::run(plan),
         None => {
             crate::ui::say(

@@ -60,6 +60,10 @@ pub struct Plan {
     pub outputs: Vec<PlanFile>,
     /// Files the teammate prompt names besides the teammate's own folder (checkpoints).
     pub named_in_prompt: Vec<PathBuf>,
+    /// Folders whose files no file named by a flag (`--output`, `--junit`, `--trace`) may
+    /// replace: the todo store of a todo batch (its inbox, batch files, checkpoints). Every
+    /// team workspace is guarded as well, found by its journal.
+    pub guarded: Vec<PathBuf>,
 }
 
 /// A file a plan reads or writes, named for messages.
@@ -99,6 +103,27 @@ impl Plan {
         all
     }
 
+    /// The guarded folder `path` would land in: a team workspace (a folder holding a
+    /// `journal.jsonl` or `team.json`, this run's own included), or one of [`Plan::guarded`].
+    fn guarded_folder(&self, path: &Path) -> Option<PathBuf> {
+        let real = crate::fsutil::real_path(path);
+        if let Some(ws) = real
+            .ancestors()
+            .skip(1)
+            .find(|a| a.join("journal.jsonl").is_file() || a.join("team.json").is_file())
+        {
+            return Some(ws.to_owned());
+        }
+        let own = crate::fsutil::real_path(&self.spec.workspace);
+        if real.starts_with(&own) {
+            return Some(own);
+        }
+        self.guarded
+            .iter()
+            .map(|g| crate::fsutil::real_path(g))
+            .find(|g| real.starts_with(g))
+    }
+
     /// The start-up checks every plan passes before anything is written (the pipeline runs
     /// them first, also for a dry run): no file the run writes is one it reads or another it
     /// writes (through `..`, symlinks and hard links too); the workspace belongs to this
@@ -109,10 +134,22 @@ impl Plan {
     /// Errors: the first problem found (exit 2), naming the file and what to do.
     pub fn check(&self) -> Result<()> {
         let written = self.written();
+        // The agent program and the verify command's files are inputs too.
+        let programs: Vec<PlanFile> = self
+            .spec
+            .settings
+            .command
+            .iter()
+            .chain(self.spec.settings.verify.iter().flatten())
+            .map(Path::new)
+            .filter(|p| p.is_file())
+            .map(|p| PlanFile::new("agent program or its file", p, ""))
+            .collect();
         for (i, out) in written.iter().enumerate() {
             let clash = self
                 .inputs
                 .iter()
+                .chain(&programs)
                 .chain(&written[..i])
                 .find(|other| same_file(&out.path, &other.path));
             if let Some(other) = clash {
@@ -122,6 +159,20 @@ impl Plan {
                     out.what,
                     other.what,
                     other.path.display(),
+                    out.flag
+                )));
+            }
+        }
+        for out in written
+            .iter()
+            .filter(|o| !o.flag.is_empty() && o.what != "workspace")
+        {
+            if let Some(folder) = self.guarded_folder(&out.path) {
+                return Err(Error::Usage(format!(
+                    "{}: the {} would be written inside {}, whose files the runner keeps (a team workspace's journal is what resume reads; a store holds the inbox and checkpoints); choose another {}",
+                    out.path.display(),
+                    out.what,
+                    folder.display(),
                     out.flag
                 )));
             }

@@ -459,6 +459,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         inputs,
         outputs,
         named_in_prompt: Vec::new(),
+        guarded: Vec::new(),
     })
 }
 

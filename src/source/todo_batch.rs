@@ -321,5 +321,6 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         inputs,
         outputs,
         named_in_prompt: checkpoints,
+        guarded: vec![b.store.dir.clone()],
     }))
 }

@@ -88,25 +88,32 @@ pub fn one_line(dir: &Path, s: &Snapshot) -> String {
 /// with their reasons, at most [`BRIEF_ITEMS`] of them.
 pub fn brief(s: &Snapshot) -> String {
     let mut out = format!("team {}: {}; {}\n", s.team, state(s), counts_line(s));
+    // Each group in id order, whatever order the items started or finished in.
+    let mut running: Vec<_> = s.running.iter().collect();
+    running.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut waiting: Vec<_> = s.waiting.iter().collect();
+    waiting.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut failed: Vec<_> = s
+        .finished
+        .iter()
+        .filter(|f| f.status != ItemStatus::Completed)
+        .collect();
+    failed.sort_by(|a, b| a.id.cmp(&b.id));
     let mut lines: Vec<String> = Vec::new();
-    for r in &s.running {
+    for r in running {
         lines.push(format!(
             "- {} (running, attempt {}): {}",
             r.id, r.attempt, r.title
         ));
     }
-    for w in &s.waiting {
+    for w in waiting {
         lines.push(format!(
             "- {} (waiting): after {}",
             w.id,
             w.after.join(", ")
         ));
     }
-    for f in s
-        .finished
-        .iter()
-        .filter(|f| f.status != ItemStatus::Completed)
-    {
+    for f in failed {
         lines.push(format!("- {} ({}): {}", f.id, f.status, f.detail));
     }
     if !lines.is_empty() {

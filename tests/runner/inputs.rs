@@ -420,3 +420,103 @@ fn the_trace_file_never_overwrites_an_input() {
     assert_eq!(sb.read("in.csv"), before);
     assert!(!sb.join("workers-output.csv").exists());
 }
+
+/// Findings of a fresh-user trial: flags that named a file the runner keeps elsewhere.
+#[test]
+fn no_flag_can_land_a_file_on_the_inbox_a_workspace_the_agent_or_another_output() {
+    let sb = Sandbox::new();
+    let fake = agent("fake_agent.py");
+    assert_eq!(sb.run(&["add", "--store", "S", "one"]).code, 0);
+    assert_eq!(sb.run(&["add", "--store", "S", "two"]).code, 0);
+    let inbox = sb.read("S/todo.md");
+    // resolve checks its whole plan before it moves anything.
+    let r = sb.run(&[
+        "resolve",
+        "--store",
+        "S",
+        "--yes",
+        "--select",
+        "1",
+        "--junit",
+        "S/todo.md",
+        "--",
+        "python3",
+        &fake,
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(sb.read("S/todo.md"), inbox, "the inbox is untouched");
+    assert!(!sb.join("S/todo-1.md").exists(), "no batch was made");
+
+    // A team workspace's files (the journal resume reads) and the agent program.
+    sb.write_rows(&[("a", "success")]);
+    assert_eq!(sb.fake_batch(&[]).code, 0);
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    for flags in [
+        &["--trace", "workers-output.runner/journal.jsonl"][..],
+        &["--junit", "workers-output.runner/team.json"][..],
+        &["--output", "workers-output.runner/x.csv"][..],
+        &["--trace", &fake][..],
+    ] {
+        let r = sb.fake_batch(flags);
+        assert_eq!(r.code, 2, "{flags:?}: {r:?}");
+    }
+    assert_eq!(sb.read("workers-output.runner/journal.jsonl"), journal);
+    assert!(
+        sb.read(&fake).contains("def main"),
+        "the agent is untouched"
+    );
+
+    // `report --html` and `merge -o` replace only their own kind of file.
+    let input = sb.read("in.csv");
+    let r = sb.run(&["report", "workers-output.csv", "--html", "in.csv"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(sb.read("in.csv"), input);
+    assert_eq!(
+        sb.run(&["report", "workers-output.csv", "--html", "r.html"])
+            .code,
+        0
+    );
+    assert_eq!(
+        sb.run(&["report", "workers-output.csv", "--html", "r.html"])
+            .code,
+        0,
+        "an earlier report is replaced"
+    );
+}
+
+#[test]
+fn merge_never_replaces_a_file_that_is_not_an_output_of_the_batch() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "success"), ("c", "success")]);
+    for k in 1..=2 {
+        let shard = format!("{k}/2");
+        assert_eq!(sb.fake_batch(&["--shard", &shard]).code, 0);
+    }
+    let input = sb.read("in.csv");
+    let shards = [
+        "workers-output.shard-1-of-2.csv",
+        "workers-output.shard-2-of-2.csv",
+    ];
+    let r = sb.run(&["merge", shards[0], shards[1], "-o", "in.csv"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(sb.read("in.csv"), input);
+    let r = sb.run(&[
+        "merge",
+        shards[0],
+        shards[1],
+        "-o",
+        "workers-output.shard-1-of-2.csv.shard.json",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(
+        sb.run(&["merge", shards[0], shards[1], "-o", "all.csv"])
+            .code,
+        0
+    );
+    assert_eq!(
+        sb.run(&["merge", shards[0], shards[1], "-o", "all.csv"])
+            .code,
+        0,
+        "a merge output is replaced"
+    );
+}

@@ -76,18 +76,19 @@ impl Drop for Registered {
     }
 }
 
-/// Spawn a group leader with `spawn` and register it (under the registry lock, so that
-/// [`reap_zombies`] can never take its exit status first). `pid_of` reads its pid.
+/// Spawn a group leader with `spawn` and register it. `pid_of` reads its pid. The spawn runs
+/// outside the registry's lock (spawns on several workers must not wait for one another): a
+/// leader is spawned from a worker thread, so it is never among the processes the main thread
+/// adopted, which are all [`reap_zombies`] looks at.
 ///
 /// Errors: whatever `spawn` returned.
 pub fn spawn_registered<T>(
     spawn: impl FnOnce() -> std::io::Result<T>,
     pid_of: impl FnOnce(&T) -> Option<u32>,
 ) -> std::io::Result<(T, Option<Registered>)> {
-    let mut set = children();
     let child = spawn()?;
     let entry = pid_of(&child).map(|pid| {
-        set.insert(pid as i32);
+        children().insert(pid as i32);
         Registered(pid as i32)
     });
     Ok((child, entry))
@@ -188,21 +189,29 @@ pub async fn end_attempt(id: &str, pgid: i32) -> usize {
     let entry = attempt_entry(id);
     let group = Pid::from_raw(pgid);
     for _ in 0..END_ROUNDS {
-        reap_zombies();
         if killpg(group, None).is_err() {
             break;
         }
+        // Members are dying (or are zombies the runner adopted from the dead leader).
+        reap_zombies();
         tokio::time::sleep(GROUP_PAUSE).await;
     }
     let mut first = None;
     for _ in 0..END_ROUNDS {
-        let pids: Vec<i32> = adopted()
+        let adopted = adopted();
+        if adopted.is_empty() {
+            // The common case: nothing left the group, nothing to reap.
+            first.get_or_insert(0);
+            break;
+        }
+        let pids: Vec<i32> = adopted
             .into_iter()
             .filter(|pid| stat(*pid).is_some_and(|s| s.state != 'Z' && s.state != 'X'))
             .filter(|pid| carries(*pid, &entry))
             .collect();
         first.get_or_insert(pids.len());
         if pids.is_empty() {
+            reap_zombies();
             break;
         }
         for pid in &pids {
@@ -220,7 +229,6 @@ pub async fn end_attempt(id: &str, pgid: i32) -> usize {
         }
         reap_zombies();
     }
-    reap_zombies();
     let found = first.unwrap_or(0);
     if found > 0 {
         tracing::info!("ended {found} process(es) of attempt {id} that left its process group");

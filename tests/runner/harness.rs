@@ -253,3 +253,20 @@ pub fn by_id(path: &Path, key: &str) -> BTreeMap<String, BTreeMap<String, String
         .map(|r| (r[key].clone(), r))
         .collect()
 }
+
+/// Run `git ARGS` in `dir` (with a committer identity) and return its stdout; a failing git
+/// fails the test with git's message.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -1,26 +1,10 @@
 //! Isolation: each teammate in its own git worktree, merged back only when it succeeded
 //! (issue: isolation).
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Sandbox, agent, by_id};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use crate::harness::{Sandbox, agent, by_id, git};
 
 /// A repository with one commit: shared.txt, an ignored .env, and the runner's files ignored.
 fn repo() -> Sandbox {

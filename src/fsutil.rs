@@ -50,9 +50,20 @@ fn replace(
         .prefix(".runner-tmp-")
         .tempfile_in(dir)
         .map_err(|e| Error::io("create a temporary file in", dir, e))?;
-    if let Ok(meta) = fs::metadata(path) {
+    use std::os::unix::fs::PermissionsExt;
+    match fs::metadata(path) {
         // Keep the permissions of the file we replace.
-        let _ = tmp.as_file().set_permissions(meta.permissions());
+        Ok(meta) => {
+            let _ = tmp.as_file().set_permissions(meta.permissions());
+        }
+        // A new file gets the mode any program would give it (0666 less the umask), not the
+        // temporary file's private 0600: outputs are for sharing.
+        Err(_) => {
+            let mode = 0o666 & !umask();
+            let _ = tmp
+                .as_file()
+                .set_permissions(fs::Permissions::from_mode(mode));
+        }
     }
     {
         let mut w = std::io::BufWriter::new(tmp.as_file());
@@ -109,6 +120,19 @@ pub fn try_pid_lock(path: &Path) -> Result<std::result::Result<PidLock, Option<u
     let _ = write!(file, "{}", std::process::id());
     let _ = file.flush();
     Ok(Ok(PidLock { _file: file }))
+}
+
+/// The process's umask, read from `/proc/self/status` (setting it to read it would race with
+/// other threads creating files); `0o022` when it cannot be read.
+fn umask() -> u32 {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
 }
 
 /// Create `dir` and its parents; the leaf is made private (mode 0700) since team workspaces
@@ -330,6 +354,20 @@ mod tests {
         fs::write(&blocked, b"x").expect("file");
         assert!(create_private_dir(&blocked).is_err());
         assert!(create_private_dir(&blocked.join("sub")).is_err());
+    }
+
+    #[test]
+    fn a_new_output_gets_the_usual_mode_and_a_replaced_one_keeps_its_own() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("out.csv");
+        write_atomic(&p, b"a").expect("new");
+        let mode = fs::metadata(&p).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666 & !umask(), "new files follow the umask");
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o640)).expect("chmod");
+        write_atomic(&p, b"b").expect("replace");
+        let mode = fs::metadata(&p).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
     }
 
     #[test]

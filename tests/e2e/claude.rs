@@ -12,116 +12,17 @@
 //! /v1/messages?beta=true` (streaming), one per turn. Anything else is answered sensibly and
 //! logged (run with `--nocapture` to see the log).
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use wiremock::matchers::{any, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-/// Longest a whole `runner` invocation may take before the test fails. The runner's own
-/// `--timeout 90s` (then `--grace 5s`) should end a hung CLI first; this is the backstop.
-const RUN_LIMIT: Duration = Duration::from_secs(110);
+use crate::support::{self, Cli, Log, Sandbox, find_report_path};
 
 /// The tool-use id of the scripted `Write` call.
 const TOOL_USE_ID: &str = "toolu_01E2eWriteReport0000000";
-
-/// The report the scripted model writes.
-fn report_json() -> String {
-    json!({
-        "id": "1",
-        "status": "completed",
-        "summary": "wrote the report",
-        "files_modified": [],
-        "files_created": [],
-        "tests": "none",
-        "blocker": null,
-        "next_steps": [],
-        "output": {"answer": 42}
-    })
-    .to_string()
-}
-
-// ---------------------------------------------------------------------------------------
-// Finding Claude Code
-
-/// The `claude` binary to test, or `None` (with the skip notice printed) when there is none.
-fn claude_or_skip(test: &str) -> Option<(PathBuf, String)> {
-    let explicit = std::env::var_os("RUNNER_E2E_CLAUDE").filter(|v| !v.is_empty());
-    let default =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/e2e-claude/node_modules/.bin/claude");
-    let bin = explicit.clone().map(PathBuf::from).unwrap_or(default);
-    let why = if !bin.exists() {
-        format!("no Claude Code at {}", bin.display())
-    } else {
-        match version_of(&bin) {
-            Ok(v) => return Some((bin, v)),
-            Err(e) => format!("{} does not run: {e}", bin.display()),
-        }
-    };
-    if explicit.is_some() {
-        panic!("RUNNER_E2E_CLAUDE is set but unusable: {why}");
-    }
-    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/e2e-claude/install.log");
-    let hint = if log.exists() {
-        format!(" (the last install attempt's log: {})", log.display())
-    } else {
-        String::new()
-    };
-    eprintln!(
-        "skipped: {test}: {why}{hint}. Install it with `bash .ci/run` (needs npm), or \
-         `npm install --prefix target/e2e-claude --no-audit --no-fund \
-         @anthropic-ai/claude-code@<version pinned in .ci/run>`, or set RUNNER_E2E_CLAUDE \
-         to a claude binary."
-    );
-    None
-}
-
-/// `claude --version`, e.g. `2.1.332 (Claude Code)`, with a 30 s limit.
-fn version_of(bin: &Path) -> Result<String, String> {
-    let home = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let mut child = std::process::Command::new(bin)
-        .arg("--version")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("CLAUDE_CONFIG_DIR", home.path().join(".claude"))
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let until = Instant::now() + Duration::from_secs(30);
-    loop {
-        match child.try_wait().map_err(|e| e.to_string())? {
-            Some(_) => break,
-            None if Instant::now() > until => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err("`--version` did not finish within 30 s".into());
-            }
-            None => std::thread::sleep(Duration::from_millis(50)),
-        }
-    }
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if out.status.success() && stdout.contains("Claude Code") {
-        Ok(stdout)
-    } else {
-        Err(format!(
-            "`--version` exited {:?}: {stdout} {}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// The scripted Anthropic Messages API
 
 /// What the scripted model does on `POST /v1/messages`.
 #[derive(Clone, Copy, Debug)]
@@ -140,23 +41,6 @@ enum Script {
 /// Code: its system prompt and tool definitions are ~18k tokens.
 const TURN1_USAGE: (u64, u64) = (18_234, 96);
 const TURN2_USAGE: (u64, u64) = (18_412, 14);
-
-/// One line per request the mock saw, for the test log and failure messages.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<String>>>);
-
-impl Log {
-    fn push(&self, line: String) {
-        eprintln!("[mock api] {line}");
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(line);
-    }
-    fn lines(&self) -> Vec<String> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-    fn dump(&self) -> String {
-        self.lines().join("\n")
-    }
-}
 
 /// What the Messages responder learned, for the assertions.
 #[derive(Clone, Default)]
@@ -382,7 +266,7 @@ fn message_end(stop_reason: &str, (input, output): (u64, u64)) -> [Value; 2] {
 /// Turn 1: a sentence, then `Write {file_path: report, content: <report JSON>}`, its input
 /// streamed in two `input_json_delta` pieces; stop_reason `tool_use`.
 fn write_turn(model: &str, turn: usize, report: &str) -> Vec<Value> {
-    let input = json!({"file_path": report, "content": report_json()}).to_string();
+    let input = json!({"file_path": report, "content": support::report_json("1")}).to_string();
     let (a, b) = input.split_at(input.len() / 2);
     let mut events = vec![
         message_start(model, turn, TURN1_USAGE.0),
@@ -456,21 +340,6 @@ fn tool_result(body: &Value, id: &str) -> Option<Value> {
         .cloned()
 }
 
-/// The last absolute path ending in `report.json` in `text` (the prompt names
-/// `$RUNNER_REPORT`, e.g. "Write your report as JSON to the file `/…/report.json`").
-fn find_report_path(text: &str) -> Option<String> {
-    const NAME: &str = "report.json";
-    text.match_indices(NAME)
-        .filter_map(|(i, _)| {
-            let start = text[..i]
-                .rfind(|c: char| c.is_whitespace() || "`\"'()<>[]=,;".contains(c))
-                .map_or(0, |s| s + 1);
-            let candidate = &text[start..i + NAME.len()];
-            candidate.starts_with('/').then(|| candidate.to_string())
-        })
-        .last()
-}
-
 /// A mock API with `script`; returns it with its request log and what it saw.
 async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
     let server = MockServer::start().await;
@@ -501,223 +370,39 @@ async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Running `runner` in a temp folder
+// Running `runner` with Claude Code
 
-/// A temp folder for one run; on drop, no process started in it survives.
-struct Sandbox {
-    dir: tempfile::TempDir,
+/// The Claude Code binary, or `None` with a skip notice.
+fn claude_or_skip(test: &str) -> Option<Cli> {
+    support::cli_or_skip("claude", "node_modules/.bin/claude", "Claude Code", test)
 }
 
-/// What one `runner batch` did.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-    took: Duration,
-}
-
-impl std::fmt::Debug for Run {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {} after {:.1?}\n--- stdout\n{}\n--- stderr\n{}",
-            self.code, self.took, self.stdout, self.stderr
-        )
-    }
-}
-
-impl Sandbox {
-    fn new(claude: &Path) -> Sandbox {
-        let dir = tempfile::Builder::new()
-            .prefix("runner-claude-e2e-")
-            .tempdir()
-            .expect("tempdir");
-        for sub in ["bin", "home/.claude", "tmp"] {
-            std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
-        }
-        // `claude` on PATH, whatever the binary is called.
-        std::os::unix::fs::symlink(claude, dir.path().join("bin/claude")).expect("symlink");
-        std::fs::write(dir.path().join("in.csv"), "id\n1\n").expect("in.csv");
-        std::fs::write(
-            dir.path().join("instr.md"),
-            "Write the report for item {id}; nothing else needs doing.\n",
-        )
-        .expect("instr.md");
-        Sandbox { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// `runner batch --input in.csv --instruction instr.md --runner claude --format plain
-    /// --timeout 90s`, with a clean environment pointing Claude Code at `api`.
-    async fn run(&self, api: &str) -> Run {
-        let root = self.path();
-        let path = format!(
-            "{}:{}",
-            root.join("bin").display(),
-            std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())
-        );
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_runner"));
-        cmd.args([
-            "batch",
-            "--input",
-            "in.csv",
-            "--instruction",
-            "instr.md",
-            "--runner",
-            "claude",
-            "--format",
-            "plain",
-            "--timeout",
-            "90s",
-            "--grace",
-            "5s",
-        ])
-        .current_dir(root)
-        // Nothing from the developer's environment: no real key, login, proxy, model or
-        // config dir may leak in.
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", root.join("home"))
-        .env("TMPDIR", root.join("tmp"))
-        .env("LANG", "C.UTF-8")
-        .env("NO_COLOR", "1")
-        // Claude Code, offline and non-interactive.
-        .env("CLAUDE_CONFIG_DIR", root.join("home/.claude"))
-        .env("ANTHROPIC_BASE_URL", api)
-        .env("ANTHROPIC_API_KEY", "sk-test")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_ERROR_REPORTING", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        // Fail an API error at once instead of retrying it with backoff (default 10).
-        .env("CLAUDE_CODE_MAX_RETRIES", "0")
-        // A stalled response fails after 30 s instead of 10 min.
-        .env("API_TIMEOUT_MS", "30000")
-        // Set, as it is whenever `runner` runs inside Claude Code: the runner must unset it.
-        .env("CLAUDECODE", "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-        for keep in ["RUNNER_LOG", "RUST_BACKTRACE"] {
-            if let Some(v) = std::env::var_os(keep) {
-                cmd.env(keep, v);
-            }
-        }
-        let started = Instant::now();
-        let child = cmd.spawn().expect("spawn runner");
-        let out = match tokio::time::timeout(RUN_LIMIT, child.wait_with_output()).await {
-            Ok(out) => out.expect("wait for runner"),
-            // Dropping the future kills `runner` (kill_on_drop); Sandbox::drop ends the rest.
-            Err(_) => panic!(
-                "runner did not finish within {RUN_LIMIT:?}; workspace: {}",
-                root.display()
+/// `runner batch ... --runner claude --timeout 90s` in `sb`, with Claude Code pointed at `api`.
+async fn run_claude(sb: &Sandbox, api: &str) -> support::Run {
+    std::fs::create_dir_all(sb.home().join(".claude")).expect("mkdir .claude");
+    sb.run(
+        &["--runner", "claude", "--timeout", "90s"],
+        &[
+            // Claude Code, offline and non-interactive.
+            (
+                "CLAUDE_CONFIG_DIR",
+                sb.home().join(".claude").display().to_string(),
             ),
-        };
-        let run = Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            took: started.elapsed(),
-        };
-        eprintln!("runner: {run:?}");
-        run
-    }
-
-    /// The one row of workers-output.csv.
-    fn row(&self) -> BTreeMap<String, String> {
-        let file = self.path().join("workers-output.csv");
-        let mut rdr = csv::Reader::from_path(&file)
-            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
-        let headers = rdr.headers().expect("headers").clone();
-        let rows: Vec<BTreeMap<String, String>> = rdr
-            .records()
-            .map(|r| {
-                let r = r.expect("record");
-                headers
-                    .iter()
-                    .zip(r.iter())
-                    .map(|(h, v)| (h.to_string(), v.to_string()))
-                    .collect()
-            })
-            .collect();
-        assert_eq!(rows.len(), 1, "one row: {rows:?}");
-        rows.into_iter().next().unwrap_or_default()
-    }
-
-    /// The last attempt's stdout log (Claude Code's stream-json), for failure messages.
-    fn agent_log(&self) -> String {
-        let p = self.path().join("workers-output.runner/teammates/1-1");
-        let read = |f: &str| std::fs::read_to_string(p.join(f)).unwrap_or_default();
-        let tail = |s: String| {
-            let cut = s.len().saturating_sub(6000);
-            let cut = (cut..s.len()).find(|&i| s.is_char_boundary(i)).unwrap_or(0);
-            s[cut..].to_string()
-        };
-        format!(
-            "--- claude stdout (tail)\n{}\n--- claude stderr (tail)\n{}",
-            tail(read("attempt-1.stdout.log")),
-            tail(read("attempt-1.stderr.log"))
-        )
-    }
-
-    /// Processes whose environment mentions this sandbox (the run's children).
-    fn live_processes(&self) -> Vec<(u32, String)> {
-        let needle = self.path().display().to_string();
-        let mut found = Vec::new();
-        let me = std::process::id();
-        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if pid == me {
-                continue;
-            }
-            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-                continue;
-            };
-            if !String::from_utf8_lossy(&env).contains(&needle) {
-                continue;
-            }
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            if stat
-                .rsplit(')')
-                .next()
-                .is_some_and(|s| s.trim_start().starts_with('Z'))
-            {
-                continue;
-            }
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
-        }
-        found
-    }
-
-    /// Wait up to `secs` for no process of this sandbox to be alive; return the survivors.
-    fn survivors_after(&self, secs: f64) -> Vec<(u32, String)> {
-        let until = Instant::now() + Duration::from_secs_f64(secs);
-        loop {
-            let live = self.live_processes();
-            if live.is_empty() || Instant::now() > until {
-                return live;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        // Never leave a Claude Code process behind, even when a test fails.
-        for (pid, _) in self.live_processes() {
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status();
-        }
-    }
+            ("ANTHROPIC_BASE_URL", api.to_string()),
+            ("ANTHROPIC_API_KEY", "sk-test".into()),
+            ("DISABLE_TELEMETRY", "1".into()),
+            ("DISABLE_ERROR_REPORTING", "1".into()),
+            ("DISABLE_AUTOUPDATER", "1".into()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+            // Fail an API error at once instead of retrying it with backoff (default 10).
+            ("CLAUDE_CODE_MAX_RETRIES", "0".into()),
+            // A stalled response fails after 30 s instead of 10 min.
+            ("API_TIMEOUT_MS", "30000".into()),
+            // Set, as it is whenever `runner` runs inside Claude Code: the runner must unset it.
+            ("CLAUDECODE", "1".into()),
+        ],
+    )
+    .await
 }
 
 // ---------------------------------------------------------------------------------------
@@ -727,16 +412,15 @@ impl Drop for Sandbox {
 /// `$RUNNER_REPORT`, stream-json parsed, report judged, usage columns filled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_claude_writes_the_report_and_the_item_completes() {
-    let Some((claude, version)) =
-        claude_or_skip("real_claude_writes_the_report_and_the_item_completes")
+    let Some(claude) = claude_or_skip("real_claude_writes_the_report_and_the_item_completes")
     else {
         return;
     };
-    eprintln!("using {} ({version})", claude.display());
+    eprintln!("using {} ({})", claude.bin.display(), claude.version);
     let (api, log, seen) = mock_api(Script::WriteReport).await;
     let sb = Sandbox::new(&claude);
 
-    let r = sb.run(&api.uri()).await;
+    let r = run_claude(&sb, &api.uri()).await;
     let context = || {
         format!(
             "{r:?}\n{}\n--- mock api log\n{}",
@@ -804,11 +488,7 @@ async fn real_claude_writes_the_report_and_the_item_completes() {
     );
 
     // Nothing else was requested, and nothing is left running.
-    let unexpected: Vec<String> = log
-        .lines()
-        .into_iter()
-        .filter(|l| l.contains("(unexpected)"))
-        .collect();
+    let unexpected = log.unexpected();
     assert!(
         unexpected.is_empty(),
         "unexpected requests: {unexpected:#?}"
@@ -826,10 +506,10 @@ async fn api_error_fails_the_item(
     message: &'static str,
     expect_in_reason: &[&str],
 ) {
-    let Some((claude, version)) = claude_or_skip(test) else {
+    let Some(claude) = claude_or_skip(test) else {
         return;
     };
-    eprintln!("using {} ({version})", claude.display());
+    eprintln!("using {} ({})", claude.bin.display(), claude.version);
     let (api, log, seen) = mock_api(Script::Fail {
         status,
         error_type,
@@ -838,7 +518,7 @@ async fn api_error_fails_the_item(
     .await;
     let sb = Sandbox::new(&claude);
 
-    let r = sb.run(&api.uri()).await;
+    let r = run_claude(&sb, &api.uri()).await;
     let context = || {
         format!(
             "{r:?}\n{}\n--- mock api log\n{}",

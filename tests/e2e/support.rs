@@ -1,0 +1,417 @@
+//! What every real-CLI end-to-end test needs: finding the pinned CLI that `.ci/run` installed
+//! under `target/e2e-<name>/` (or skipping with a notice), a private temp folder with a clean
+//! environment to run `runner batch` in, reading `workers-output.csv`, and checking that no
+//! process of the run is left. The scripted model APIs live in each CLI's own module.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+/// Longest a whole `runner` invocation may take before the test fails. The runner's own
+/// `--timeout` (then `--grace 5s`) should end a hung CLI first; this is the backstop.
+pub const RUN_LIMIT: Duration = Duration::from_secs(110);
+
+/// The report a scripted model writes for item `id` (the DESIGN §4 report shape).
+pub fn report_json(id: &str) -> String {
+    json!({
+        "id": id,
+        "status": "completed",
+        "summary": "wrote the report",
+        "files_modified": [],
+        "files_created": [],
+        "tests": "none",
+        "blocker": null,
+        "next_steps": [],
+        "output": {"answer": 42}
+    })
+    .to_string()
+}
+
+/// The last absolute path ending in `report.json` in `text` (the prompt names
+/// `$RUNNER_REPORT`, e.g. "Write your report as JSON to the file `/…/report.json`").
+pub fn find_report_path(text: &str) -> Option<String> {
+    const NAME: &str = "report.json";
+    text.match_indices(NAME)
+        .filter_map(|(i, _)| {
+            let start = text[..i]
+                .rfind(|c: char| c.is_whitespace() || "`\"'()<>[]=,;".contains(c))
+                .map_or(0, |s| s + 1);
+            let candidate = &text[start..i + NAME.len()];
+            candidate.starts_with('/').then(|| candidate.to_string())
+        })
+        .last()
+}
+
+// ---------------------------------------------------------------------------------------
+// Finding a CLI
+
+/// One installed agent CLI under test.
+#[derive(Debug, Clone)]
+pub struct Cli {
+    /// The runner definition's name (`codex`), also the command name on the test's PATH.
+    pub name: &'static str,
+    /// The binary.
+    pub bin: PathBuf,
+    /// What `--version` printed (trimmed).
+    pub version: String,
+}
+
+/// The CLI `name` to test, or `None` (with a `skipped: ...` notice on stderr) when it is not
+/// installed. It is `$RUNNER_E2E_<NAME>` when set (then it must work), else
+/// `target/e2e-<name>/<rel>` as `.ci/run` installs it (`rel` is e.g.
+/// `node_modules/.bin/codex` or `venv/bin/aider`). `version_has` must appear in the output
+/// of `--version` (run with a private HOME and a 30 s limit).
+pub fn cli_or_skip(name: &'static str, rel: &str, version_has: &str, test: &str) -> Option<Cli> {
+    let var = format!("RUNNER_E2E_{}", name.to_uppercase());
+    let explicit = std::env::var_os(&var).filter(|v| !v.is_empty());
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("target/e2e-{name}"));
+    let bin = explicit.clone().map(PathBuf::from).unwrap_or(dir.join(rel));
+    let why = if !bin.exists() {
+        format!("no {name} at {}", bin.display())
+    } else {
+        match version_of(&bin) {
+            Ok(v) if v.contains(version_has) => {
+                return Some(Cli {
+                    name,
+                    bin,
+                    version: v,
+                });
+            }
+            Ok(v) => format!(
+                "`{} --version` printed {v:?}, not {version_has:?}",
+                bin.display()
+            ),
+            Err(e) => format!("{} does not run: {e}", bin.display()),
+        }
+    };
+    if explicit.is_some() {
+        panic!("{var} is set but unusable: {why}");
+    }
+    let log = dir.join("install.log");
+    let hint = if log.exists() {
+        format!(" (the last install attempt's log: {})", log.display())
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "skipped: {test}: {why}{hint}. Install it with `bash .ci/run` (it needs the npm \
+         registry or PyPI), or set {var} to a {name} binary."
+    );
+    None
+}
+
+/// `BIN --version` with a private HOME, a 30 s limit; stdout (or stderr when stdout is
+/// empty), trimmed.
+fn version_of(bin: &Path) -> Result<String, String> {
+    let home = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut child = std::process::Command::new(bin)
+        .arg("--version")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join(".config"))
+        .env("XDG_DATA_HOME", home.path().join(".local/share"))
+        .env("XDG_CACHE_HOME", home.path().join(".cache"))
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(_) => break,
+            None if Instant::now() > until => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("`--version` did not finish within 30 s".into());
+            }
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if out.status.success() {
+        Ok(if stdout.is_empty() { stderr } else { stdout })
+    } else {
+        Err(format!(
+            "`--version` exited {:?}: {stdout} {stderr}",
+            out.status.code()
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The request log of a scripted API
+
+/// One line per request a scripted API saw, for the test log and failure messages.
+#[derive(Clone, Default)]
+pub struct Log(Arc<Mutex<Vec<String>>>);
+
+impl Log {
+    /// Record (and print) one line.
+    pub fn push(&self, line: String) {
+        eprintln!("[mock api] {line}");
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+    }
+    /// Every line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    /// Every line so far, one per line.
+    pub fn dump(&self) -> String {
+        self.lines().join("\n")
+    }
+    /// Lines marked `(unexpected)`.
+    pub fn unexpected(&self) -> Vec<String> {
+        self.lines()
+            .into_iter()
+            .filter(|l| l.contains("(unexpected)"))
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Running `runner` in a temp folder
+
+/// A temp folder for one run, holding `bin/<cli>` (a link to the CLI), `home/`, `tmp/`,
+/// `in.csv` (one row, id `1`) and `instr.md`; on drop, no process started in it survives.
+pub struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+/// What one `runner batch` did.
+pub struct Run {
+    /// Exit code (-1 when signalled).
+    pub code: i32,
+    /// Its stdout.
+    pub stdout: String,
+    /// Its stderr.
+    pub stderr: String,
+    /// Wall time.
+    pub took: Duration,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {} after {:.1?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.took, self.stdout, self.stderr
+        )
+    }
+}
+
+impl Sandbox {
+    /// A fresh sandbox with `cli` on its PATH as `cli.name`.
+    pub fn new(cli: &Cli) -> Sandbox {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("runner-{}-e2e-", cli.name))
+            .tempdir()
+            .expect("tempdir");
+        for sub in ["bin", "home", "tmp", "work"] {
+            std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
+        }
+        std::os::unix::fs::symlink(&cli.bin, dir.path().join("bin").join(cli.name))
+            .expect("symlink");
+        std::fs::write(dir.path().join("in.csv"), "id\n1\n").expect("in.csv");
+        std::fs::write(
+            dir.path().join("instr.md"),
+            "Write the report for item {id}; nothing else needs doing.\n",
+        )
+        .expect("instr.md");
+        Sandbox { dir }
+    }
+
+    /// The sandbox folder (the run's working directory).
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The private HOME the CLI sees (`<sandbox>/home`).
+    pub fn home(&self) -> PathBuf {
+        self.path().join("home")
+    }
+
+    /// `runner batch --input in.csv --instruction instr.md --format plain --grace 5s ARGS...`
+    /// in the sandbox, with a clean environment (PATH with `bin/` first, HOME, TMPDIR,
+    /// XDG_* under `home/`, LANG, NO_COLOR) plus `env`. Nothing from the developer's
+    /// environment leaks in: no real key, login, proxy, model or config dir.
+    pub async fn run(&self, args: &[&str], env: &[(&str, String)]) -> Run {
+        let root = self.path();
+        let path = format!(
+            "{}:{}",
+            root.join("bin").display(),
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())
+        );
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_runner"));
+        cmd.args([
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--format",
+            "plain",
+            "--grace",
+            "5s",
+        ])
+        .args(args)
+        .current_dir(root)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", self.home())
+        .env("XDG_CONFIG_HOME", self.home().join(".config"))
+        .env("XDG_DATA_HOME", self.home().join(".local/share"))
+        .env("XDG_STATE_HOME", self.home().join(".local/state"))
+        .env("XDG_CACHE_HOME", self.home().join(".cache"))
+        .env("TMPDIR", root.join("tmp"))
+        .env("LANG", "C.UTF-8")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        for keep in ["RUNNER_LOG", "RUST_BACKTRACE"] {
+            if let Some(v) = std::env::var_os(keep) {
+                cmd.env(keep, v);
+            }
+        }
+        let started = Instant::now();
+        let child = cmd.spawn().expect("spawn runner");
+        let out = match tokio::time::timeout(RUN_LIMIT, child.wait_with_output()).await {
+            Ok(out) => out.expect("wait for runner"),
+            // Dropping the future kills `runner` (kill_on_drop); Sandbox::drop ends the rest.
+            Err(_) => panic!(
+                "runner did not finish within {RUN_LIMIT:?}; workspace: {}",
+                root.display()
+            ),
+        };
+        let run = Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            took: started.elapsed(),
+        };
+        eprintln!("runner: {run:?}");
+        run
+    }
+
+    /// The one row of workers-output.csv, column → value.
+    pub fn row(&self) -> BTreeMap<String, String> {
+        let file = self.path().join("workers-output.csv");
+        let mut rdr = csv::Reader::from_path(&file)
+            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+        let headers = rdr.headers().expect("headers").clone();
+        let rows: Vec<BTreeMap<String, String>> = rdr
+            .records()
+            .map(|r| {
+                let r = r.expect("record");
+                headers
+                    .iter()
+                    .zip(r.iter())
+                    .map(|(h, v)| (h.to_string(), v.to_string()))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(rows.len(), 1, "one row: {rows:?}");
+        rows.into_iter().next().unwrap_or_default()
+    }
+
+    /// The teammate folder of item `1`.
+    pub fn teammate(&self) -> PathBuf {
+        self.path().join("workers-output.runner/teammates/1-1")
+    }
+
+    /// The tails of the last attempts' stdout and stderr logs, for failure messages.
+    pub fn agent_log(&self) -> String {
+        let p = self.teammate();
+        let read = |f: &str| std::fs::read_to_string(p.join(f)).unwrap_or_default();
+        let tail = |s: String| {
+            let cut = s.len().saturating_sub(6000);
+            let cut = (cut..s.len()).find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+            s[cut..].to_string()
+        };
+        let mut out = String::new();
+        for n in 1..=3 {
+            let (o, e) = (
+                format!("attempt-{n}.stdout.log"),
+                format!("attempt-{n}.stderr.log"),
+            );
+            if !p.join(&o).exists() {
+                break;
+            }
+            out.push_str(&format!(
+                "--- {o} (tail)\n{}\n--- {e} (tail)\n{}\n",
+                tail(read(&o)),
+                tail(read(&e))
+            ));
+        }
+        out
+    }
+
+    /// Processes whose environment mentions this sandbox (the run's children), with their
+    /// command lines; zombies are not counted.
+    pub fn live_processes(&self) -> Vec<(u32, String)> {
+        let needle = self.path().display().to_string();
+        let mut found = Vec::new();
+        let me = std::process::id();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if pid == me {
+                continue;
+            }
+            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                continue;
+            };
+            if !String::from_utf8_lossy(&env).contains(&needle) {
+                continue;
+            }
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|s| s.trim_start().starts_with('Z'))
+            {
+                continue;
+            }
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+        }
+        found
+    }
+
+    /// Wait up to `secs` for no process of this sandbox to be alive; return the survivors.
+    pub fn survivors_after(&self, secs: f64) -> Vec<(u32, String)> {
+        let until = Instant::now() + Duration::from_secs_f64(secs);
+        loop {
+            let live = self.live_processes();
+            if live.is_empty() || Instant::now() > until {
+                return live;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        // Never leave a CLI process behind, even when a test fails.
+        for (pid, _) in self.live_processes() {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
+    }
+}

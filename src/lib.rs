@@ -6,6 +6,7 @@ pub mod agent;
 pub mod cli;
 pub mod commands;
 pub mod error;
+pub mod failure;
 pub mod fault;
 pub mod fsutil;
 pub mod item;

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::agent::AgentResult;
+use crate::failure::{ErrorEvidence, FailureKind, FailureRules};
 use crate::run::worktree::GitError;
 
 /// Largest report file read, bytes. A report is a summary; large results belong in files
@@ -334,10 +335,15 @@ pub enum VerifyResult {
 pub struct Evidence<'a> {
     /// How the process ended.
     pub end: &'a ProcessEnd,
-    /// The last non-empty stderr line, for the reason of a failed exit.
-    pub stderr_tail: Option<&'a str>,
+    /// The end of the agent's stderr (its last few KiB), for the reason of a failure.
+    pub stderr_end: Option<&'a str>,
     /// What the definition read from stdout.
     pub agent: &'a AgentResult,
+    /// The runner definition's `[failure]` rules, which name the kind of a failure.
+    pub rules: &'a FailureRules,
+    /// Whether stdout is plain text (`output = "text"`): then its lines are searched for a
+    /// recognisable error too.
+    pub text_output: bool,
     /// The report lookup.
     pub report: &'a Result<(Report, ReportSource), ReportError>,
     /// Errors of `output` against `output_schema` (from [`schema_errors`]), when a schema is
@@ -350,13 +356,53 @@ pub struct Evidence<'a> {
     pub commit: Option<&'a Result<(), GitError>>,
 }
 
-/// The verdict on one attempt: a status and a one-line reason (empty when completed).
+/// The verdict on one attempt: a status, a failure kind and a one-line reason (both empty
+/// when completed). On the wire (journal, events): `status`, `reason`, `failure_kind`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Verdict {
     /// The status.
     pub status: ItemStatus,
     /// One line: why, when not completed.
     pub reason: String,
+    /// Why, as one word; `None` when completed or blocked (and in journals written before
+    /// failure kinds existed).
+    #[serde(
+        rename = "failure_kind",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub kind: Option<FailureKind>,
+}
+
+impl Verdict {
+    /// A `completed` verdict.
+    pub fn completed() -> Verdict {
+        Verdict {
+            status: ItemStatus::Completed,
+            reason: String::new(),
+            kind: None,
+        }
+    }
+
+    /// A verdict that is not `completed`; `kind` is `None` only for `blocked`.
+    pub fn not_completed(status: ItemStatus, kind: Option<FailureKind>, reason: String) -> Verdict {
+        Verdict {
+            status,
+            reason,
+            kind,
+        }
+    }
+}
+
+/// The failure kind an item that never ran gets: `skipped` or `cancelled` by its status.
+pub fn kind_of_not_run(status: ItemStatus) -> Option<FailureKind> {
+    match status {
+        ItemStatus::Completed | ItemStatus::Blocked => None,
+        ItemStatus::Cancelled => Some(FailureKind::Cancelled),
+        ItemStatus::TimedOut => Some(FailureKind::TimedOut),
+        ItemStatus::Skipped => Some(FailureKind::Skipped),
+        ItemStatus::Failed => Some(FailureKind::AgentError),
+    }
 }
 
 /// The first non-blank line of `s`, control characters (escape sequences included) turned
@@ -388,56 +434,69 @@ pub fn one_line(s: &str, max: usize) -> String {
 /// `timed_out` (the time limit), `cancelled` (interrupted, also during verify), `blocked`
 /// (the report says so) or `failed`, each with a one-line reason.
 pub fn judge(e: &Evidence<'_>) -> Verdict {
-    let v = |status, reason: String| Verdict { status, reason };
+    use FailureKind as K;
+    let v = |status, kind: K, reason: String| Verdict::not_completed(status, Some(kind), reason);
+    let flagged = e.agent.is_error == Some(true);
+    let evidence = |exit_code| ErrorEvidence {
+        error_text: e.agent.error_text.as_deref(),
+        flagged_text: flagged.then_some(e.agent.final_text.as_deref()).flatten(),
+        stderr: e.stderr_end,
+        stdout_text: e
+            .text_output
+            .then_some(e.agent.final_text.as_deref())
+            .flatten(),
+        exit_code,
+    };
     match e.end {
         ProcessEnd::TimedOut { limit_s } => {
             return v(
                 ItemStatus::TimedOut,
+                K::TimedOut,
                 format!("timed out after {limit_s}s; the process group was stopped"),
             );
         }
         ProcessEnd::Cancelled => {
             return v(
                 ItemStatus::Cancelled,
+                K::Cancelled,
                 "interrupted; the process group was stopped".into(),
             );
         }
-        ProcessEnd::NotStarted(why) => return v(ItemStatus::Failed, format!("not started: {why}")),
+        ProcessEnd::NotStarted(why) => {
+            return v(
+                ItemStatus::Failed,
+                K::AgentError,
+                format!("not started: {why}"),
+            );
+        }
         ProcessEnd::Signalled(sig) => {
-            return v(ItemStatus::Failed, format!("killed by signal {sig}"));
+            return v(
+                ItemStatus::Failed,
+                K::AgentError,
+                format!("killed by signal {sig}"),
+            );
         }
         ProcessEnd::Exited(0) => {}
         ProcessEnd::Exited(code) => {
-            // Prefer the agent's own error (e.g. Claude Code's `is_error` result with the API
-            // error text; its stderr is empty) over the last stderr line.
-            let agent_error = (e.agent.is_error == Some(true))
-                .then(|| e.agent.final_text.as_deref().map(|t| one_line(t, 160)))
-                .flatten()
-                .filter(|t| !t.is_empty())
-                .map(|t| format!("the agent reported an error: {t}"));
-            let tail = agent_error.or_else(|| {
-                e.stderr_tail
-                    .map(|t| one_line(t, 160))
-                    .filter(|t| !t.is_empty())
-            });
-            return v(
-                ItemStatus::Failed,
-                match tail {
-                    Some(t) => format!("exited with code {code}: {t}"),
-                    None => format!("exited with code {code}"),
-                },
-            );
+            // The CLI's own words (its error_text, its flagged final text, the JSON error
+            // object ending stderr) before the last stderr line.
+            let d = e.rules.diagnose(&evidence(Some(*code)));
+            let reason = match d.message.map(|m| one_line(&m, 160)) {
+                Some(m) if flagged && e.agent.error_text.is_none() => {
+                    format!("exited with code {code}: the agent reported an error: {m}")
+                }
+                Some(m) => format!("exited with code {code}: {m}"),
+                None => format!("exited with code {code}"),
+            };
+            return v(ItemStatus::Failed, d.kind.unwrap_or(K::AgentError), reason);
         }
     }
-    if e.agent.is_error == Some(true) {
-        let what = e
-            .agent
-            .final_text
-            .as_deref()
-            .map(|t| one_line(t, 160))
-            .unwrap_or_default();
+    if flagged {
+        let d = e.rules.diagnose(&evidence(Some(0)));
+        let what = d.message.map(|m| one_line(&m, 160)).unwrap_or_default();
         return v(
             ItemStatus::Failed,
+            d.kind.unwrap_or(K::AgentError),
             format!("the agent reported an error: {what}")
                 .trim_end_matches([':', ' '])
                 .to_owned(),
@@ -445,12 +504,30 @@ pub fn judge(e: &Evidence<'_>) -> Verdict {
     }
     let report = match e.report {
         Ok((r, _)) => r,
+        Err(ReportError::Missing) => {
+            // Exit 0 and no report: a CLI that swallows API errors (aider) printed why.
+            let d = e.rules.diagnose(&evidence(Some(0)));
+            if let (Some(m), Some(kind)) = (&d.message, d.kind)
+                && e.rules.recognises(m)
+            {
+                return v(
+                    ItemStatus::Failed,
+                    kind,
+                    format!("{} (and no report)", one_line(m, 160)),
+                );
+            }
+            let why = match &e.agent.parse_problem {
+                Some(p) => format!("{} ({p})", ReportError::Missing),
+                None => ReportError::Missing.to_string(),
+            };
+            return v(ItemStatus::Failed, K::NoReport, why);
+        }
         Err(why) => {
             let why = match &e.agent.parse_problem {
                 Some(p) => format!("{why} ({p})"),
                 None => why.to_string(),
             };
-            return v(ItemStatus::Failed, why);
+            return v(ItemStatus::Failed, K::InvalidReport, why);
         }
     };
     match report.status.as_str() {
@@ -458,6 +535,7 @@ pub fn judge(e: &Evidence<'_>) -> Verdict {
         "completed" if report.tests.as_deref() == Some("failed") => {
             return v(
                 ItemStatus::Failed,
+                K::InvalidReport,
                 format!(
                     "the report says completed, but its tests failed: {}",
                     one_line(&report.summary, 200)
@@ -469,6 +547,7 @@ pub fn judge(e: &Evidence<'_>) -> Verdict {
         "completed" if report.summary.trim().is_empty() => {
             return v(
                 ItemStatus::Failed,
+                K::InvalidReport,
                 "the report says completed, but its summary is blank (say what was done)".into(),
             );
         }
@@ -479,14 +558,24 @@ pub fn judge(e: &Evidence<'_>) -> Verdict {
                 .as_deref()
                 .filter(|b| !b.trim().is_empty())
                 .unwrap_or(&report.summary);
-            return v(
+            return Verdict::not_completed(
                 ItemStatus::Blocked,
+                None,
                 format!("blocked: {}", one_line(why, 200)),
             );
         }
         _ => {
+            // An agent may say why it failed (`"failure_kind": "rate_limited"`).
+            let kind = report
+                .raw
+                .get("failure_kind")
+                .and_then(Value::as_str)
+                .and_then(FailureKind::parse)
+                .filter(|k| k.reportable())
+                .unwrap_or(K::AgentError);
             return v(
                 ItemStatus::Failed,
+                kind,
                 format!("the report says failed: {}", one_line(&report.summary, 200)),
             );
         }
@@ -494,6 +583,7 @@ pub fn judge(e: &Evidence<'_>) -> Verdict {
     if let Some(errs) = e.schema_errors {
         return v(
             ItemStatus::Failed,
+            K::InvalidReport,
             format!(
                 "output does not match output_schema: {}",
                 one_line(errs, 200)
@@ -503,11 +593,16 @@ pub fn judge(e: &Evidence<'_>) -> Verdict {
     match e.verify {
         VerifyResult::NotRun | VerifyResult::Passed => {}
         VerifyResult::Cancelled => {
-            return v(ItemStatus::Cancelled, "interrupted during verify".into());
+            return v(
+                ItemStatus::Cancelled,
+                K::Cancelled,
+                "interrupted during verify".into(),
+            );
         }
         VerifyResult::Failed(why) => {
             return v(
                 ItemStatus::Failed,
+                K::VerifyFailed,
                 format!("verify failed: {}", one_line(why, 200)),
             );
         }
@@ -515,10 +610,11 @@ pub fn judge(e: &Evidence<'_>) -> Verdict {
     if let Some(Err(why)) = e.commit {
         return v(
             ItemStatus::Failed,
+            K::AgentError,
             format!("cannot commit the worktree: {why}"),
         );
     }
-    v(ItemStatus::Completed, String::new())
+    Verdict::completed()
 }
 
 /// Most schema errors named in a reason.
@@ -550,19 +646,17 @@ pub fn schema_errors(report: &Report, validator: &jsonschema::Validator) -> Opti
 /// The verdict on an attempt that could not be prepared (teammate folder, prompt, argv,
 /// worktree or its set-up command): `failed` with `reason` as it is.
 pub fn judge_unprepared(reason: String) -> Verdict {
-    Verdict {
-        status: ItemStatus::Failed,
-        reason,
-    }
+    Verdict::not_completed(ItemStatus::Failed, Some(FailureKind::AgentError), reason)
 }
 
 /// The final verdict on an item whose retry was due when the run was interrupted (during the
 /// back-off before it): `cancelled`, whatever the last attempt's verdict was.
 pub fn judge_interrupted_retry() -> Verdict {
-    Verdict {
-        status: ItemStatus::Cancelled,
-        reason: "interrupted before a retry".into(),
-    }
+    Verdict::not_completed(
+        ItemStatus::Cancelled,
+        Some(FailureKind::Cancelled),
+        "interrupted before a retry".into(),
+    )
 }
 
 /// The verdict on an item after `--merge` tried to merge its branch back: a `completed` item
@@ -570,10 +664,11 @@ pub fn judge_interrupted_retry() -> Verdict {
 /// with that reason; any other verdict stands as it was.
 pub fn judge_merge(before: &Verdict, merge: &Result<(), GitError>) -> Verdict {
     match merge {
-        Err(reason) if before.status == ItemStatus::Completed => Verdict {
-            status: ItemStatus::Failed,
-            reason: reason.to_string(),
-        },
+        Err(reason) if before.status == ItemStatus::Completed => Verdict::not_completed(
+            ItemStatus::Failed,
+            Some(FailureKind::MergeConflict),
+            reason.to_string(),
+        ),
         _ => before.clone(),
     }
 }
@@ -660,8 +755,10 @@ mod tests {
     ) -> Verdict {
         judge(&Evidence {
             end: &end,
-            stderr_tail: None,
+            stderr_end: None,
             agent: &agent,
+            rules: &NO_RULES,
+            text_output: false,
             report: &report,
             schema_errors: None,
             verify: &VerifyResult::NotRun,
@@ -758,8 +855,10 @@ mod tests {
         let verify = VerifyResult::Failed("exit 1".to_string());
         let e = Evidence {
             end: &end,
-            stderr_tail: None,
+            stderr_end: None,
             agent: &agent,
+            rules: &NO_RULES,
+            text_output: false,
             report: &report,
             schema_errors: Some("/n: 1 is not a string"),
             verify: &VerifyResult::NotRun,
@@ -775,6 +874,8 @@ mod tests {
     }
 
     /// Evidence of an attempt whose agent did everything right.
+    static NO_RULES: FailureRules = FailureRules::NONE;
+
     fn clean<'a>(
         end: &'a ProcessEnd,
         agent: &'a AgentResult,
@@ -782,7 +883,9 @@ mod tests {
     ) -> Evidence<'a> {
         Evidence {
             end,
-            stderr_tail: None,
+            stderr_end: None,
+            rules: &NO_RULES,
+            text_output: false,
             agent,
             report,
             schema_errors: None,
@@ -802,7 +905,8 @@ mod tests {
             judge(&e),
             Verdict {
                 status: ItemStatus::Cancelled,
-                reason: "interrupted during verify".into()
+                reason: "interrupted during verify".into(),
+                kind: Some(FailureKind::Cancelled),
             }
         );
         let e = Evidence {
@@ -826,7 +930,8 @@ mod tests {
             judge(&e),
             Verdict {
                 status: ItemStatus::Failed,
-                reason: "cannot commit the worktree: fatal: unable to write new index file".into()
+                reason: "cannot commit the worktree: fatal: unable to write new index file".into(),
+                kind: Some(FailureKind::AgentError),
             }
         );
         let ok = Ok(());
@@ -886,24 +991,129 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_merge_fails_a_completed_item_and_leaves_others_alone() {
-        let completed = Verdict {
-            status: ItemStatus::Completed,
-            reason: String::new(),
+    fn each_failure_has_a_kind_and_the_cli_s_own_words() {
+        use FailureKind as K;
+        let rules = FailureRules::NONE;
+        let judge_with = |end: ProcessEnd, agent: AgentResult, stderr: Option<&str>, text: bool| {
+            let report = find(None, agent.final_text.as_deref(), "7");
+            judge(&Evidence {
+                stderr_end: stderr,
+                rules: &rules,
+                text_output: text,
+                ..clean(&end, &agent, &report)
+            })
         };
+        // codex: the cause is only in its JSON events (error_text), stderr is empty.
+        let codex = AgentResult {
+            error_text: Some("exceeded retry limit, last status: 429 Too Many Requests".into()),
+            ..Default::default()
+        };
+        let v = judge_with(ProcessEnd::Exited(1), codex, None, false);
+        assert_eq!(v.kind, Some(K::RateLimited));
+        assert_eq!(
+            v.reason,
+            "exited with code 1: exceeded retry limit, last status: 429 Too Many Requests"
+        );
+        // Claude Code: is_error with the API error as its result text.
+        let claude = AgentResult {
+            is_error: Some(true),
+            final_text: Some("Invalid API key · Please run /login".into()),
+            ..Default::default()
+        };
+        let v = judge_with(ProcessEnd::Exited(1), claude.clone(), None, false);
+        assert_eq!(v.kind, Some(K::Auth));
+        assert_eq!(
+            v.reason,
+            "exited with code 1: the agent reported an error: Invalid API key · Please run /login"
+        );
+        let v = judge_with(ProcessEnd::Exited(0), claude, None, false);
+        assert_eq!(v.kind, Some(K::Auth), "exit 0 with is_error");
+        // aider: exit 0, no report, the provider's error printed in its text output.
+        let aider = AgentResult {
+            final_text: Some(
+                "Aider v0.86.2\nlitellm.AuthenticationError: OpenAIException - Incorrect API key provided\n"
+                    .into(),
+            ),
+            ..Default::default()
+        };
+        let v = judge_with(ProcessEnd::Exited(0), aider.clone(), None, true);
+        assert_eq!(v.kind, Some(K::Auth));
+        assert!(
+            v.reason.starts_with("litellm.AuthenticationError"),
+            "{}",
+            v.reason
+        );
+        // The same words in a JSON-output CLI's stdout are not searched: plain no report.
+        let v = judge_with(ProcessEnd::Exited(0), aider, None, false);
+        assert_eq!(v.kind, Some(K::NoReport));
+        // A crash with an unrecognised message is the agent's error; the message is quoted.
+        let v = judge_with(
+            ProcessEnd::Exited(3),
+            AgentResult::default(),
+            Some("TypeError: x is undefined\n"),
+            false,
+        );
+        assert_eq!(
+            (v.kind, v.reason.as_str()),
+            (
+                Some(K::AgentError),
+                "exited with code 3: TypeError: x is undefined"
+            )
+        );
+        // Kinds that follow from how it ended.
+        let none = AgentResult::default();
+        for (end, kind) in [
+            (ProcessEnd::TimedOut { limit_s: 5 }, K::TimedOut),
+            (ProcessEnd::Cancelled, K::Cancelled),
+            (ProcessEnd::Signalled(9), K::AgentError),
+            (
+                ProcessEnd::NotStarted("no such program".into()),
+                K::AgentError,
+            ),
+        ] {
+            assert_eq!(judge_with(end, none.clone(), None, false).kind, Some(kind));
+        }
+    }
+
+    #[test]
+    fn an_agent_may_state_its_failure_kind_but_not_a_bookkeeping_one() {
+        let judge_report = |text: &str| {
+            let (end, agent) = (ProcessEnd::Exited(0), AgentResult::default());
+            let report = find(Some(text), None, "7");
+            judge(&clean(&end, &agent, &report))
+        };
+        let v = judge_report(
+            r#"{"status":"failed","summary":"429 from the API","failure_kind":"rate_limited","retry_after_s":30}"#,
+        );
+        assert_eq!(v.kind, Some(FailureKind::RateLimited));
+        let v = judge_report(r#"{"status":"failed","summary":"s","failure_kind":"completed"}"#);
+        assert_eq!(v.kind, Some(FailureKind::AgentError), "not a kind");
+        let v = judge_report(r#"{"status":"failed","summary":"s","failure_kind":"timed_out"}"#);
+        assert_eq!(v.kind, Some(FailureKind::AgentError), "the runner's word");
+        let v = judge_report(r#"{"status":"blocked","summary":"s","blocker":"a key"}"#);
+        assert_eq!((v.status, v.kind), (ItemStatus::Blocked, None));
+        let v = judge_report(r#"{"status":"completed","summary":"s","tests":"failed"}"#);
+        assert_eq!(v.kind, Some(FailureKind::InvalidReport));
+        let v = judge_report("{not json");
+        assert_eq!(v.kind, Some(FailureKind::InvalidReport));
+        assert_eq!(judge_report(OK).kind, None);
+    }
+
+    #[test]
+    fn a_failed_merge_fails_a_completed_item_and_leaves_others_alone() {
+        let completed = Verdict::completed();
         let conflict = Err(GitError::Conflict(vec!["src/a.rs".into()]));
         assert_eq!(
             judge_merge(&completed, &conflict),
             Verdict {
                 status: ItemStatus::Failed,
-                reason: "merge conflict in src/a.rs".into()
+                reason: "merge conflict in src/a.rs".into(),
+                kind: Some(FailureKind::MergeConflict),
             }
         );
         assert_eq!(judge_merge(&completed, &Ok(())), completed);
-        let blocked = Verdict {
-            status: ItemStatus::Blocked,
-            reason: "blocked: need a key".into(),
-        };
+        let blocked =
+            Verdict::not_completed(ItemStatus::Blocked, None, "blocked: need a key".into());
         assert_eq!(judge_merge(&blocked, &conflict), blocked);
     }
 }

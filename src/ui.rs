@@ -43,6 +43,15 @@ pub fn reporter(format: Format) -> Box<dyn Sink> {
     }
 }
 
+/// ` [rate_limited]`: the failure kind as it follows a status in a list, or nothing when it
+/// adds nothing to the status (`skipped [skipped]`) or there is none.
+pub fn kind_tag(status: ItemStatus, kind: Option<crate::failure::FailureKind>) -> String {
+    match kind {
+        Some(k) if k.as_str() != status.as_str() => format!(" [{k}]"),
+        _ => String::new(),
+    }
+}
+
 fn detail(o: &crate::run::outcome::Outcome) -> &str {
     if o.status == ItemStatus::Completed {
         &o.summary
@@ -386,10 +395,15 @@ pub fn write_summary(
             ""
         }
     )?;
-    for (id, teammate, status, reason, log) in &s.problems {
-        writeln!(out, "  {status:>10}  {teammate} (id {id}): {reason}")?;
-        if !log.is_empty() {
-            writeln!(out, "              log: {log}")?;
+    for p in &s.problems {
+        let kind = kind_tag(p.status, p.kind);
+        writeln!(
+            out,
+            "  {:>10}  {} (id {}){kind}: {}",
+            p.status, p.teammate, p.id, p.reason
+        )?;
+        if !p.log.is_empty() {
+            writeln!(out, "              log: {}", p.log)?;
         }
     }
     if s.problems_hidden > 0 {
@@ -518,13 +532,14 @@ mod tests {
             interrupted: false,
             elapsed_s: 12.34,
             cost_usd: Some(0.125),
-            problems: vec![(
-                "b".into(),
-                "2-b".into(),
-                ItemStatus::Failed,
-                "exited with code 1: boom".into(),
-                "/w/t/teammates/2-b/attempt-1.stderr.log".into(),
-            )],
+            problems: vec![crate::run::events::Problem {
+                id: "b".into(),
+                teammate: "2-b".into(),
+                status: ItemStatus::Failed,
+                kind: Some(crate::failure::FailureKind::RateLimited),
+                reason: "exited with code 1: boom".into(),
+                log: "/w/t/teammates/2-b/attempt-1.stderr.log".into(),
+            }],
             problems_hidden: 0,
         };
         let mut out = Vec::new();

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+use crate::failure::FailureRules;
 
 /// Largest prompt passed as one command-line argument (`prompt = "argument"`), in bytes.
 /// Longer prompts fail the attempt with a reason instead of hitting the OS limit.
@@ -54,7 +55,9 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "output",
             "vars",
             "result",
+            "failure",
             "env",
+            "proven",
         ],
     ),
     (
@@ -62,6 +65,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
         &[
             "final_text",
             "is_error",
+            "error_text",
             "session_id",
             "cost_usd",
             "input_tokens",
@@ -69,6 +73,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "turns",
         ],
     ),
+    ("failure", &["exit_codes", "patterns", "ignore"]),
     ("env", &["unset", "state_dirs", "set"]),
 ];
 
@@ -121,6 +126,9 @@ pub struct ResultPointers {
     pub final_text: Option<Pointer>,
     /// A flag that, when `true`, fails the item even on exit 0.
     pub is_error: Option<Pointer>,
+    /// The CLI's own error message for a failed attempt (e.g. codex `/error/message` on a
+    /// `turn.failed` line), quoted in the reason and classified by `[failure]`.
+    pub error_text: Option<Pointer>,
     /// Session id, for resuming by hand.
     pub session_id: Option<Pointer>,
     /// Cost of the attempt, USD.
@@ -186,9 +194,27 @@ pub struct RunnerDef {
     /// Where values are found in the output.
     #[serde(default)]
     pub result: ResultPointers,
+    /// How error texts and exit codes map to failure kinds (`[failure]`).
+    #[serde(default)]
+    pub failure: FailureRules,
     /// Environment handling.
     #[serde(default)]
     pub env: EnvSpec,
+    /// The real CLI version an end-to-end test proves this definition against; `None`: not
+    /// proven against the real CLI (only against fakes of it).
+    #[serde(default)]
+    pub proven: Option<Proof>,
+}
+
+/// `proven = { version = "0.169.0", test = "tests/e2e/codex.rs" }`: the pinned CLI version
+/// (the one `.ci/run` installs) and the test module that runs it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Proof {
+    /// The CLI version, as the package registry names it (`2.1.332`).
+    pub version: String,
+    /// The test file, relative to the repository (`tests/e2e/claude.rs`).
+    pub test: String,
 }
 
 fn default_kind() -> String {
@@ -471,6 +497,37 @@ pub fn load(name: &str, store: Option<&Path>, runner_file: Option<&Path>) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `proven` must name the version `.ci/run` installs for the end-to-end tests, and a test
+    /// file that exists; every CLI `.ci/run` installs has a definition that says so.
+    #[test]
+    fn proven_versions_are_the_ones_ci_installs() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let ci = std::fs::read_to_string(root.join(".ci/run")).expect(".ci/run");
+        let pinned: BTreeMap<&str, &str> = ci
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                matches!(w.next(), Some("e2e_npm" | "e2e_pip"))
+                    .then(|| Some((w.next()?, w.nth(1)?)))
+                    .flatten()
+            })
+            .collect();
+        assert!(pinned.contains_key("claude"), "{pinned:?}");
+        for (name, text) in BUILTIN {
+            let (def, warnings) =
+                RunnerDef::parse_with_warnings(Path::new(name), text).expect("built-in parses");
+            assert!(warnings.is_empty(), "{name}: {warnings:?}");
+            match (&def.proven, pinned.get(name)) {
+                (Some(p), Some(v)) => {
+                    assert_eq!(&p.version, v, "{name}: proven vs .ci/run");
+                    assert!(root.join(&p.test).is_file(), "{name}: {} exists", p.test);
+                }
+                (None, None) => {}
+                (p, v) => panic!("{name}: proven {p:?} but .ci/run pins {v:?}"),
+            }
+        }
+    }
 
     #[test]
     fn an_unknown_runner_names_the_built_in_ones_and_the_closest() {

@@ -12,6 +12,8 @@ pub struct AgentResult {
     pub final_text: Option<String>,
     /// The CLI's own error flag (e.g. Claude's `is_error`); `Some(true)` fails the item.
     pub is_error: Option<bool>,
+    /// The CLI's own error message (`[result] error_text`), when it printed one.
+    pub error_text: Option<String>,
     /// Why the output could not be read as the definition says (e.g. no JSON at all).
     pub parse_problem: Option<String>,
     /// Session id.
@@ -107,6 +109,7 @@ pub fn parse(def: &RunnerDef, stdout: &str) -> AgentResult {
     AgentResult {
         final_text: get(&r.final_text).and_then(as_text),
         is_error: get(&r.is_error).and_then(as_bool),
+        error_text: get(&r.error_text).and_then(as_text),
         parse_problem: None,
         session_id: get(&r.session_id).and_then(as_text),
         cost_usd: get(&r.cost_usd).and_then(Value::as_f64),

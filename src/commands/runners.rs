@@ -28,24 +28,47 @@ fn version_of(program: &Path, args: &[String]) -> String {
     }
 }
 
-/// `runner runners`.
+/// One line of `runner runners`.
+struct Row {
+    name: String,
+    program: String,
+    version: String,
+    proven: String,
+    notes: String,
+}
+
+/// `PROVEN`: the real CLI version the definition's end-to-end test runs, or `no` (only
+/// fakes of the CLI were run), or `-` for `exec` (any program).
+fn proven(d: &RunnerDef) -> String {
+    match (&d.proven, d.program.is_empty()) {
+        (Some(p), _) => p.version.clone(),
+        (None, true) => "-".into(),
+        (None, false) => "no".into(),
+    }
+}
+
+/// `runner runners`: one line per built-in definition (or the store's replacement of it):
+/// its program on PATH, the installed version, the version its end-to-end test proves
+/// (`PROVEN`; `no`: not proven against the real CLI) and a description or install hint.
 pub fn runners(args: RunnersArgs) -> Result<i32> {
     let mut defs: Vec<RunnerDef> = Vec::new();
     for (name, _) in BUILTIN {
         defs.push(definition::load(name, args.store.as_deref(), None)?);
     }
-    let rows: Vec<(String, String, String, String)> = std::thread::scope(|scope| {
+    let rows: Vec<Row> = std::thread::scope(|scope| {
         let handles: Vec<_> = defs
             .iter()
             .map(|d| {
                 scope.spawn(move || {
+                    let row = |program: String, version: String, notes: String| Row {
+                        name: d.name.clone(),
+                        program,
+                        version,
+                        proven: proven(d),
+                        notes,
+                    };
                     if d.program.is_empty() {
-                        return (
-                            d.name.clone(),
-                            "(after --)".to_string(),
-                            "-".to_string(),
-                            d.description.clone(),
-                        );
+                        return row("(after --)".into(), "-".into(), d.description.clone());
                     }
                     match which::which(&d.program) {
                         Ok(path) => {
@@ -54,16 +77,10 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
                             } else {
                                 version_of(&path, &d.version_args)
                             };
-                            (
-                                d.name.clone(),
-                                path.display().to_string(),
-                                version,
-                                d.description.clone(),
-                            )
+                            row(path.display().to_string(), version, d.description.clone())
                         }
-                        Err(_) => (
-                            d.name.clone(),
-                            "missing".to_string(),
+                        Err(_) => row(
+                            "missing".into(),
                             String::new(),
                             format!("install: {}", d.install_hint),
                         ),
@@ -73,23 +90,37 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    (String::new(), String::new(), String::new(), String::new())
+            .zip(&defs)
+            .map(|(h, d)| {
+                h.join().unwrap_or_else(|_| Row {
+                    name: d.name.clone(),
+                    program: String::new(),
+                    version: String::new(),
+                    proven: proven(d),
+                    notes: String::new(),
                 })
             })
             .collect()
     });
-    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
-    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(7).max(7);
-    let w2 = rows.iter().map(|r| r.2.len()).max().unwrap_or(7).max(7);
+    let width = |f: fn(&Row) -> &str, min: usize| {
+        rows.iter()
+            .map(|r| f(r).len())
+            .max()
+            .unwrap_or(min)
+            .max(min)
+    };
+    let w0 = width(|r| &r.name, 4);
+    let w1 = width(|r| &r.program, 7);
+    let w2 = width(|r| &r.version, 7);
+    let w3 = width(|r| &r.proven, 6);
     crate::ui::outln(format_args!(
-        "{:w0$}  {:w1$}  {:w2$}  NOTES",
-        "NAME", "PROGRAM", "VERSION"
+        "{:w0$}  {:w1$}  {:w2$}  {:w3$}  NOTES",
+        "NAME", "PROGRAM", "VERSION", "PROVEN"
     ));
-    for (name, path, version, notes) in &rows {
+    for r in &rows {
         crate::ui::outln(format_args!(
-            "{name:w0$}  {path:w1$}  {version:w2$}  {notes}"
+            "{:w0$}  {:w1$}  {:w2$}  {:w3$}  {}",
+            r.name, r.program, r.version, r.proven, r.notes
         ));
     }
     Ok(0)

@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::backend::{self, Backend};
-use super::events::{Event, Reporter, RunSummary};
+use super::events::{Event, Problem, Reporter, RunSummary};
 use super::job_control::{self, Suspends};
 use super::outcome::Outcome;
 use super::process::Cancel;
@@ -24,7 +24,7 @@ use crate::item::WorkItem;
 use crate::report::ItemStatus;
 
 /// Most items listed in the closing summary's problem list.
-const PROBLEMS_LISTED: usize = 50;
+pub const PROBLEMS_LISTED: usize = 50;
 /// How often `team.json` is rewritten at most while items change.
 const SNAPSHOT_EVERY: Duration = Duration::from_millis(500);
 
@@ -36,7 +36,7 @@ struct State {
     counts: HashMap<ItemStatus, u64>,
     resumed: u64,
     cost: Option<f64>,
-    problems: Vec<(String, String, ItemStatus, String, String)>,
+    problems: Vec<Problem>,
     problems_hidden: u64,
     snapshot: Snapshot,
     dirty: bool,
@@ -58,13 +58,7 @@ impl State {
         }
         if o.status != ItemStatus::Completed {
             if self.problems.len() < PROBLEMS_LISTED {
-                self.problems.push((
-                    o.id.clone(),
-                    o.teammate.clone(),
-                    o.status,
-                    o.error.clone(),
-                    o.log.clone(),
-                ));
+                self.problems.push(Problem::of(o));
             } else {
                 self.problems_hidden += 1;
             }

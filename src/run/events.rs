@@ -232,9 +232,9 @@ pub struct RunSummary {
     pub elapsed_s: f64,
     /// Sum of known costs, USD.
     pub cost_usd: Option<f64>,
-    /// Items that did not complete: (id, teammate, status, reason, log path).
+    /// Items that did not complete, at most [`crate::run::dispatcher::PROBLEMS_LISTED`].
     #[serde(skip)]
-    pub problems: Vec<(String, String, ItemStatus, String, String)>,
+    pub problems: Vec<Problem>,
     /// Problems not listed because there were too many.
     #[serde(skip)]
     pub problems_hidden: u64,
@@ -265,13 +265,38 @@ impl RunSummary {
                 *n += 1;
             }
         }
-        self.problems.push((
-            o.id.clone(),
-            o.teammate.clone(),
-            o.status,
-            o.error.clone(),
-            o.log.clone(),
-        ));
+        self.problems.push(Problem::of(o));
+    }
+}
+
+/// An item that did not complete, as the closing summary lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    /// Item id.
+    pub id: String,
+    /// Teammate name.
+    pub teammate: String,
+    /// Final status.
+    pub status: ItemStatus,
+    /// Why, as one word.
+    pub kind: Option<crate::failure::FailureKind>,
+    /// The one-line reason.
+    pub reason: String,
+    /// The log that explains it (empty when none).
+    pub log: String,
+}
+
+impl Problem {
+    /// The problem `o` is.
+    pub fn of(o: &Outcome) -> Problem {
+        Problem {
+            id: o.id.clone(),
+            teammate: o.teammate.clone(),
+            status: o.status,
+            kind: o.failure_kind,
+            reason: o.error.clone(),
+            log: o.log.clone(),
+        }
     }
 }
 
@@ -325,6 +350,7 @@ pub(crate) mod tests {
                 verdict: Verdict {
                     status: ItemStatus::Failed,
                     reason: "exited with code 1".into(),
+                    kind: Some(crate::failure::FailureKind::AgentError),
                 },
                 retrying: true,
                 at: "2026-12-01T09:00:01Z".into(),

@@ -138,6 +138,7 @@ pub fn finish(
             &Verdict {
                 status: o.status,
                 reason: o.error.clone(),
+                kind: o.failure_kind,
             },
             &merged,
         );
@@ -149,6 +150,7 @@ pub fn finish(
         }
         o.status = verdict.status;
         o.error = verdict.reason;
+        o.failure_kind = verdict.kind;
         team.record(&Entry::ItemFinished {
             outcome: Box::new(o.clone()),
         })?;

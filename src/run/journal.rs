@@ -304,6 +304,7 @@ mod tests {
             verdict: crate::report::Verdict {
                 status: ItemStatus::Failed,
                 reason: "x".into(),
+                kind: Some(crate::failure::FailureKind::AgentError),
             },
             retrying: false,
             at: String::new(),

@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::report::ItemStatus;
+use crate::failure::FailureKind;
+use crate::report::{self, ItemStatus};
 
 /// The final result of one item in one run, written to `journal.jsonl` as an
 /// `item_finished` event and read by the sinks (workers-output.csv, todo ticks, JUnit).
@@ -29,6 +30,9 @@ pub struct Outcome {
     pub finished_at: String,
     /// One-line reason when not completed.
     pub error: String,
+    /// Why, as one word (`rate_limited`, `auth`, ...); `None` when completed or blocked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_kind: Option<FailureKind>,
     /// The report's summary.
     pub summary: String,
     /// Path of the last attempt's stdout log (empty if none).
@@ -70,7 +74,8 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// An outcome for an item that never ran (skipped, or cancelled before it started).
+    /// An outcome for an item that never ran (skipped, or cancelled before it started); its
+    /// failure kind follows from `status` (`skipped`, `cancelled`).
     pub fn not_run(
         id: &str,
         teammate: &str,
@@ -89,6 +94,7 @@ impl Outcome {
             started_at: String::new(),
             finished_at: crate::run::now_rfc3339(),
             error: reason,
+            failure_kind: report::kind_of_not_run(status),
             summary: String::new(),
             log: String::new(),
             output: Value::Null,

@@ -294,6 +294,9 @@ pub struct FinishedEntry {
     pub duration_s: f64,
     /// Summary or reason.
     pub detail: String,
+    /// Why it did not complete, as one word.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_kind: Option<crate::failure::FailureKind>,
     /// Cost in USD, when the runner definition yields it.
     pub cost_usd: Option<f64>,
     /// Log path.
@@ -388,6 +391,7 @@ impl Snapshot {
             } else {
                 o.error.clone()
             },
+            failure_kind: o.failure_kind,
             log: o.log.clone(),
             cost_usd: o.cost_usd,
         });

@@ -216,6 +216,7 @@ pub async fn run_item(
         started_at,
         finished_at: now_rfc3339(),
         error: report::one_line(&last.verdict.reason, 1000),
+        failure_kind: last.verdict.kind,
         summary: report
             .map(|r| report::one_line(&r.summary, 500))
             .unwrap_or_default(),
@@ -461,8 +462,10 @@ async fn judge_attempt(
     }
     let mut evidence = Evidence {
         end: &ran.end,
-        stderr_tail: ran.stderr_tail.as_deref(),
+        stderr_end: ran.stderr_end.as_deref(),
         agent: &ran.agent,
+        rules: &spec.settings.runner.failure,
+        text_output: spec.settings.runner.output == crate::agent::OutputFormat::Text,
         report: &found,
         schema_errors: schema_errors.as_deref(),
         verify: &VerifyResult::NotRun,

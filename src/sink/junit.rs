@@ -44,7 +44,7 @@ pub fn test_case(team: &str, o: &Outcome, retried: &[Verdict]) -> TestCase {
         status.add_reruns(retried.iter().map(|v| {
             let mut run = TestRerun::new(NonSuccessKind::Failure);
             run.set_message(format!("{}: {}", v.status, v.reason));
-            run.set_type(v.status.as_str());
+            run.set_type(v.kind.map_or(v.status.as_str(), |k| k.as_str()));
             run
         }));
     }
@@ -56,7 +56,8 @@ pub fn test_case(team: &str, o: &Outcome, retried: &[Verdict]) -> TestCase {
         } else {
             format!("{prefix}{}", o.error)
         });
-        status.set_type(o.status.as_str());
+        // The failure kind is the type a CI dashboard groups by (`rate_limited`, `auth`).
+        status.set_type(o.failure_kind.map_or(o.status.as_str(), |k| k.as_str()));
     }
     let mut case = TestCase::new(format!("{} ({})", o.teammate, o.id), status);
     case.set_classname(team);

@@ -26,6 +26,7 @@ pub const RUNNER_COLUMNS: &[&str] = &[
     "started_at",
     "finished_at",
     "error",
+    "failure_kind",
     "summary",
     "log",
     "cost_usd",
@@ -148,7 +149,8 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 }
 
 /// The output row for one item: its input values, then its outcome's fields. `missing` is
-/// the `(status, reason)` written when the item has no outcome (it never started).
+/// the `(status, reason)` written when the item has no outcome (it never started); its
+/// failure kind is then the status too (`cancelled`).
 pub fn row(
     layout: &Layout,
     values: &[String],
@@ -169,9 +171,10 @@ pub fn row(
         out.push("0".into());
         out.extend(std::iter::repeat_n(String::new(), 4));
         out.push(missing.1.to_owned());
+        out.push(missing.0.to_owned());
         out.extend(std::iter::repeat_n(
             String::new(),
-            RUNNER_COLUMNS.len() - 7 + extra,
+            RUNNER_COLUMNS.len() - 8 + extra,
         ));
         return out;
     };
@@ -203,6 +206,7 @@ pub fn row(
         o.started_at.clone(),
         o.finished_at.clone(),
         agent(o.error.clone()),
+        o.failure_kind.map(|k| k.to_string()).unwrap_or_default(),
         agent(o.summary.clone()),
         o.log.clone(),
         o.cost_usd

@@ -164,6 +164,7 @@ mod tests {
             verdict: Verdict {
                 status,
                 reason: String::new(),
+                kind: crate::report::kind_of_not_run(status),
             },
             retrying: false,
             at: String::new(),

@@ -225,6 +225,7 @@ mod tests {
                 verdict: Some(Verdict {
                     status: ItemStatus::Failed,
                     reason: "<img src=x onerror=alert(1)>".into(),
+                    kind: Some(crate::failure::FailureKind::AgentError),
                 }),
             }],
             outcomes: vec![out],

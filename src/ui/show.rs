@@ -49,6 +49,9 @@ pub fn item(id: &str, dir: &Path, events: &[Event]) -> String {
             if !out.error.is_empty() {
                 let _ = writeln!(o, "Reason:  {}", out.error);
             }
+            if let Some(kind) = out.failure_kind {
+                let _ = writeln!(o, "Kind:    {kind}");
+            }
             if !out.summary.is_empty() {
                 let _ = writeln!(o, "Summary: {}", out.summary);
             }

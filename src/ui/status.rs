@@ -228,8 +228,9 @@ pub fn full(dir: &Path, s: &Snapshot) -> String {
     if !problems.is_empty() {
         o.push_str("Did not complete:\n");
         for f in problems {
+            let kind = crate::ui::kind_tag(f.status, f.failure_kind);
             o.push_str(&format!(
-                "  {:>10}  {} (id {}): {}\n",
+                "  {:>10}  {} (id {}){kind}: {}\n",
                 f.status, f.teammate, f.id, f.detail
             ));
             if !f.log.is_empty() {

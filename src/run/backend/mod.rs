@@ -162,8 +162,9 @@ pub struct Execution {
     pub elapsed: Duration,
     /// What the runner definition read from the agent's answer.
     pub agent: AgentResult,
-    /// The last non-blank line of the agent's diagnostics (stderr), for a failure's reason.
-    pub stderr_tail: Option<String>,
+    /// The end of the agent's diagnostics (the last 4 KiB of stderr), for a failure's reason
+    /// and kind.
+    pub stderr_end: Option<String>,
     /// The log that explains the attempt (usually [`Attempt::stdout_log`]); an empty path
     /// when none was written.
     pub log: PathBuf,
@@ -202,9 +203,9 @@ pub fn read_capped(path: &Path, max: u64) -> Option<String> {
     Some(text)
 }
 
-/// The last non-blank line (trimmed) in the last 4 KiB of `path`; `None` when there is none
-/// or the file cannot be read.
-pub fn last_line_of(path: &Path) -> Option<String> {
+/// The last 4 KiB of `path` (lossily decoded), when it holds more than whitespace; `None`
+/// when it is empty or cannot be read.
+pub fn end_of(path: &Path) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(path).ok()?;
     let len = f.metadata().ok()?.len();
@@ -212,7 +213,14 @@ pub fn last_line_of(path: &Path) -> Option<String> {
     let mut buf = Vec::new();
     f.read_to_end(&mut buf).ok()?;
     let text = String::from_utf8_lossy(&buf);
-    text.lines()
+    (!text.trim().is_empty()).then(|| text.into_owned())
+}
+
+/// The last non-blank line (trimmed) in the last 4 KiB of `path`; `None` when there is none
+/// or the file cannot be read.
+pub fn last_line_of(path: &Path) -> Option<String> {
+    end_of(path)?
+        .lines()
         .rev()
         .map(str::trim)
         .find(|l| !l.is_empty())

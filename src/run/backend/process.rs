@@ -4,7 +4,7 @@
 
 use tokio::sync::watch;
 
-use super::{Attempt, Backend, BoxFuture, Execution, FULL_READ, last_line_of, read_capped};
+use super::{Attempt, Backend, BoxFuture, Execution, FULL_READ, end_of, read_capped};
 use crate::agent;
 use crate::run::process::{self, Cancel, Spawn};
 
@@ -51,7 +51,7 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
     let stdout = read_capped(&spawn.stdout_log, FULL_READ).unwrap_or_default();
     Execution {
         agent: agent::output::parse(attempt.runner, &stdout),
-        stderr_tail: last_line_of(&spawn.stderr_log),
+        stderr_end: end_of(&spawn.stderr_log),
         log: exit.telling_log(&spawn),
         end: exit.end,
         exit_code: exit.exit_code,

@@ -154,7 +154,7 @@ async fn play(
     }
     Execution {
         agent: agent::output::parse(attempt.runner, stdout),
-        stderr_tail: None,
+        stderr_end: None,
         log: attempt.stdout_log.clone(),
         exit_code: exited.then_some(step.exit_code),
         end,

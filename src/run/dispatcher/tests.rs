@@ -369,7 +369,7 @@ async fn the_summary_counts_each_final_status_and_lists_the_problems() {
     let mut problems: Vec<(&str, ItemStatus)> = s
         .problems
         .iter()
-        .map(|(id, _, status, _, _)| (id.as_str(), *status))
+        .map(|p| (p.id.as_str(), p.status))
         .collect();
     problems.sort();
     assert_eq!(

@@ -1,0 +1,511 @@
+//! Failure kinds: why an attempt did not complete, as one word a person or a program can act
+//! on (retry later, fix the key, fix the prompt), and the `[failure]` rules of a runner
+//! definition that classify an agent CLI's error text into one.
+//!
+//! The kinds are the output column `failure_kind` (DESIGN §6 "failure kinds"); the patterns
+//! of each built-in definition are written from what the real CLI prints (the stand-ins in
+//! `tests/e2e/` reproduce those texts).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use regex::{Regex, RegexBuilder};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Why an attempt (or an item) did not complete. Empty (`None`) when it completed, and for
+/// `blocked` (the agent stopped on purpose and said why).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The provider refused for now: too many requests (HTTP 429, "rate limit").
+    RateLimited,
+    /// A quota or usage limit is used up (often daily, with a reset time).
+    Quota,
+    /// The key or login was missing, wrong or not allowed (HTTP 401/403).
+    Auth,
+    /// The model API failed (5xx, overloaded, a broken stream).
+    ApiError,
+    /// The agent CLI failed for another reason (its own error, a crash, a signal, could not
+    /// start), or its report says `failed`.
+    AgentError,
+    /// The agent ended without writing a report.
+    NoReport,
+    /// A report was found but breaks the format, contradicts itself or fails `output_schema`.
+    InvalidReport,
+    /// The `--verify` command did not pass.
+    VerifyFailed,
+    /// Stopped at its time limit.
+    TimedOut,
+    /// Interrupted (Ctrl-C, SIGTERM) or not started because of it.
+    Cancelled,
+    /// Never started (a prerequisite did not complete, or the team stopped starting items).
+    Skipped,
+    /// The teammate's branch could not be merged (`--merge` with `--isolate worktree`).
+    MergeConflict,
+}
+
+impl FailureKind {
+    /// Every kind, in the order of the documentation.
+    pub const ALL: [FailureKind; 12] = [
+        FailureKind::RateLimited,
+        FailureKind::Quota,
+        FailureKind::Auth,
+        FailureKind::ApiError,
+        FailureKind::AgentError,
+        FailureKind::NoReport,
+        FailureKind::InvalidReport,
+        FailureKind::VerifyFailed,
+        FailureKind::TimedOut,
+        FailureKind::Cancelled,
+        FailureKind::Skipped,
+        FailureKind::MergeConflict,
+    ];
+
+    /// The word used in files and events (`rate_limited`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::RateLimited => "rate_limited",
+            FailureKind::Quota => "quota",
+            FailureKind::Auth => "auth",
+            FailureKind::ApiError => "api_error",
+            FailureKind::AgentError => "agent_error",
+            FailureKind::NoReport => "no_report",
+            FailureKind::InvalidReport => "invalid_report",
+            FailureKind::VerifyFailed => "verify_failed",
+            FailureKind::TimedOut => "timed_out",
+            FailureKind::Cancelled => "cancelled",
+            FailureKind::Skipped => "skipped",
+            FailureKind::MergeConflict => "merge_conflict",
+        }
+    }
+
+    /// The kind named `word`, if any.
+    pub fn parse(word: &str) -> Option<FailureKind> {
+        FailureKind::ALL.into_iter().find(|k| k.as_str() == word)
+    }
+
+    /// Whether an agent may state this kind in its report (`"failure_kind"`): the kinds
+    /// about the agent's own work and its provider, not the runner's bookkeeping.
+    pub fn reportable(self) -> bool {
+        matches!(
+            self,
+            FailureKind::RateLimited
+                | FailureKind::Quota
+                | FailureKind::Auth
+                | FailureKind::ApiError
+                | FailureKind::AgentError
+        )
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One `[[failure.patterns]]` entry as written: `{ kind = "rate_limited", regex = "..." }`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatternSpec {
+    kind: FailureKind,
+    regex: String,
+}
+
+/// `[failure]` of a runner definition as written.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+struct FailureSpec {
+    #[serde(default)]
+    exit_codes: BTreeMap<String, FailureKind>,
+    #[serde(default)]
+    patterns: Vec<PatternSpec>,
+    #[serde(default)]
+    ignore: Vec<String>,
+}
+
+/// A compiled regular expression that compares by its source text.
+#[derive(Debug, Clone)]
+struct Pattern(Regex);
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Pattern) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+fn compile(source: &str) -> Result<Pattern, String> {
+    RegexBuilder::new(source)
+        .case_insensitive(true)
+        .size_limit(1 << 20)
+        .build()
+        .map(Pattern)
+        .map_err(|e| format!("invalid regex {source:?}: {e}"))
+}
+
+/// A runner definition's `[failure]` table, compiled:
+///
+/// ```toml
+/// [failure]
+/// exit_codes = { 41 = "auth", 53 = "agent_error" }        # exit code = kind
+/// patterns = [                                           # first match wins
+///   { kind = "quota", regex = "exhausted your daily quota" },
+///   { kind = "rate_limited", regex = "\\b429\\b|rate limit" },
+/// ]
+/// ignore = ["^Ripgrep not available"]                    # stderr lines never quoted
+/// ```
+///
+/// Regexes are the `regex` crate's syntax, matched case-insensitively. Errors (a bad regex,
+/// an exit code that is not an integer, an unknown kind) name the key; the definition loader
+/// adds the file and line.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(try_from = "FailureSpec")]
+pub struct FailureRules {
+    exit_codes: BTreeMap<i32, FailureKind>,
+    patterns: Vec<(FailureKind, Pattern)>,
+    ignore: Vec<Pattern>,
+}
+
+impl FailureRules {
+    /// No rules of its own (the built-in patterns still apply).
+    pub const NONE: FailureRules = FailureRules {
+        exit_codes: BTreeMap::new(),
+        patterns: Vec::new(),
+        ignore: Vec::new(),
+    };
+}
+
+impl TryFrom<FailureSpec> for FailureRules {
+    type Error = String;
+
+    fn try_from(spec: FailureSpec) -> Result<FailureRules, String> {
+        let mut exit_codes = BTreeMap::new();
+        for (code, kind) in spec.exit_codes {
+            let n: i32 = code.trim().parse().map_err(|_| {
+                format!("`failure.exit_codes`: {code:?} is not an exit code (an integer)")
+            })?;
+            exit_codes.insert(n, kind);
+        }
+        let patterns = spec
+            .patterns
+            .iter()
+            .map(|p| compile(&p.regex).map(|r| (p.kind, r)))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("`failure.patterns`: {e}"))?;
+        let ignore = spec
+            .ignore
+            .iter()
+            .map(|s| compile(s))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("`failure.ignore`: {e}"))?;
+        Ok(FailureRules {
+            exit_codes,
+            patterns,
+            ignore,
+        })
+    }
+}
+
+/// Patterns every definition falls back to, after its own: the words providers and their
+/// SDKs use for each kind (HTTP status codes, OpenAI/Anthropic/Gemini error types).
+const BUILT_IN: &[(FailureKind, &str)] = &[
+    (
+        FailureKind::Quota,
+        r"insufficient_quota|exceeded your current quota|quota exceeded|exhausted your .{0,20}quota|usage limit|daily limit",
+    ),
+    (
+        FailureKind::RateLimited,
+        r"\b429\b|rate[ _-]?limit|too many requests|resource_exhausted|throttl",
+    ),
+    (
+        FailureKind::Auth,
+        r"\b40[13]\b|unauthori[sz]ed|authentication|invalid.{0,20}(api[ _-]?key|x-api-key|token)|incorrect api key|api[ _-]?key.{0,40}(missing|not (set|found|provided|valid))|no api key|permission_denied",
+    ),
+    (
+        FailureKind::ApiError,
+        r"\b5\d\d\b|overloaded|internal server error|service unavailable|bad gateway|gateway timeout|api error|stream (disconnected|error)",
+    ),
+];
+
+fn built_in() -> &'static [(FailureKind, Pattern)] {
+    static RULES: std::sync::OnceLock<Vec<(FailureKind, Pattern)>> = std::sync::OnceLock::new();
+    RULES.get_or_init(|| {
+        BUILT_IN
+            .iter()
+            .filter_map(|(k, s)| compile(s).ok().map(|p| (*k, p)))
+            .collect()
+    })
+}
+
+/// What an attempt left that can say why it failed, most telling first.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ErrorEvidence<'a> {
+    /// The definition's `[result] error_text` value (the CLI's own error message).
+    pub error_text: Option<&'a str>,
+    /// The agent's final text when the CLI's error flag (`is_error`) is true.
+    pub flagged_text: Option<&'a str>,
+    /// The end of the agent's stderr (the last few KiB).
+    pub stderr: Option<&'a str>,
+    /// Plain-text stdout (definitions with `output = "text"`), searched for a matching line.
+    pub stdout_text: Option<&'a str>,
+    /// The exit code, when the process exited.
+    pub exit_code: Option<i32>,
+}
+
+/// What [`FailureRules::diagnose`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Diagnosis {
+    /// The error message to quote in the reason (the CLI's own words), when there is one.
+    pub message: Option<String>,
+    /// The kind a rule gave it (a pattern or an exit code); `None` when no rule matched.
+    pub kind: Option<FailureKind>,
+}
+
+/// Most lines of stderr or stdout searched for a matching line.
+const LINES_SEARCHED: usize = 40;
+
+impl FailureRules {
+    fn kind_of(&self, text: &str) -> Option<FailureKind> {
+        self.patterns
+            .iter()
+            .chain(built_in())
+            .find(|(_, p)| p.0.is_match(text))
+            .map(|(k, _)| *k)
+    }
+
+    fn ignored(&self, line: &str) -> bool {
+        self.ignore.iter().any(|p| p.0.is_match(line))
+    }
+
+    /// The message and kind of a failed attempt. The message is, in this order: the
+    /// definition's `error_text`; the final text the CLI flagged as an error; the message of a
+    /// JSON object that ends stderr (`/error/message`, `/message` or a string `/error`); the
+    /// last stderr line (then stdout line, for text output) that a pattern matches; the last
+    /// stderr line that says something (not a lone `}` and not an `ignore`d line). The kind is
+    /// the first of: the definition's patterns over the message, its `exit_codes`, the
+    /// built-in patterns over the message, any pattern over the lines searched.
+    pub fn diagnose(&self, e: &ErrorEvidence<'_>) -> Diagnosis {
+        fn nonblank(s: Option<&str>) -> Option<&str> {
+            s.map(str::trim).filter(|s| !s.is_empty())
+        }
+        let stderr_lines: Vec<&str> = e
+            .stderr
+            .map(|s| {
+                s.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !self.ignored(l))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let tail = |lines: &[&'_ str]| lines.len().saturating_sub(LINES_SEARCHED);
+        let stdout_lines: Vec<&str> = e
+            .stdout_text
+            .map(|s| s.lines().map(str::trim).filter(|l| !l.is_empty()).collect())
+            .unwrap_or_default();
+        let matching_line = |lines: &[&str]| -> Option<(String, FailureKind)> {
+            lines[tail(lines)..]
+                .iter()
+                .rev()
+                .find_map(|l| self.kind_of(l).map(|k| ((*l).to_owned(), k)))
+        };
+        let message = nonblank(e.error_text)
+            .or(nonblank(e.flagged_text))
+            .map(str::to_owned)
+            .or_else(|| e.stderr.and_then(trailing_json_message))
+            .or_else(|| matching_line(&stderr_lines).map(|(l, _)| l))
+            .or_else(|| matching_line(&stdout_lines).map(|(l, _)| l))
+            .or_else(|| {
+                stderr_lines
+                    .iter()
+                    .rev()
+                    .find(|l| l.chars().any(char::is_alphanumeric))
+                    .map(|l| (*l).to_owned())
+            });
+        let own = |text: &str| {
+            self.patterns
+                .iter()
+                .find(|(_, p)| p.0.is_match(text))
+                .map(|(k, _)| *k)
+        };
+        let builtin = |text: &str| {
+            built_in()
+                .iter()
+                .find(|(_, p)| p.0.is_match(text))
+                .map(|(k, _)| *k)
+        };
+        let kind = message
+            .as_deref()
+            .and_then(own)
+            .or_else(|| e.exit_code.and_then(|c| self.exit_codes.get(&c).copied()))
+            .or_else(|| message.as_deref().and_then(builtin))
+            .or_else(|| matching_line(&stderr_lines).map(|(_, k)| k))
+            .or_else(|| matching_line(&stdout_lines).map(|(_, k)| k));
+        Diagnosis { message, kind }
+    }
+
+    /// Whether any rule would classify `text` (used for a report-less exit 0, where only a
+    /// recognisable error may replace "no report").
+    pub fn recognises(&self, text: &str) -> bool {
+        self.kind_of(text).is_some()
+    }
+}
+
+/// The message of the JSON object that ends `stderr`, when it ends with one (Gemini CLI
+/// pretty-prints its error object there): `/error/message`, else `/message`, else a string
+/// `/error`.
+fn trailing_json_message(stderr: &str) -> Option<String> {
+    let end = stderr.trim_end();
+    if !end.ends_with('}') {
+        return None;
+    }
+    // Try each `{` that starts a line, from the last one back, until one parses to the end.
+    let starts = end
+        .match_indices('{')
+        .map(|(i, _)| i)
+        .filter(|&i| i == 0 || end[..i].ends_with('\n') || end[..i].trim_end().ends_with(':'))
+        .collect::<Vec<_>>();
+    for &i in starts.iter().rev() {
+        let Ok(v) = serde_json::from_str::<Value>(&end[i..]) else {
+            continue;
+        };
+        let text = [
+            v.pointer("/error/message"),
+            v.pointer("/message"),
+            v.pointer("/error").filter(|e| e.is_string()),
+        ]
+        .into_iter()
+        .flatten()
+        .find_map(|m| m.as_str().map(str::trim).filter(|m| !m.is_empty()));
+        if let Some(t) = text {
+            return Some(t.to_owned());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(toml_text: &str) -> FailureRules {
+        #[derive(Deserialize)]
+        struct T {
+            failure: FailureRules,
+        }
+        toml::from_str::<T>(toml_text).expect("valid").failure
+    }
+
+    #[test]
+    fn every_kind_round_trips_through_its_word() {
+        for k in FailureKind::ALL {
+            assert_eq!(FailureKind::parse(k.as_str()), Some(k));
+            assert_eq!(
+                serde_json::to_value(k).expect("serialize"),
+                Value::String(k.as_str().into())
+            );
+        }
+        assert_eq!(FailureKind::parse("rate-limited"), None);
+    }
+
+    #[test]
+    fn the_error_text_pointer_wins_and_its_own_patterns_come_first() {
+        let r =
+            rules("[failure]\npatterns = [{ kind = 'quota', regex = 'usage limit reached' }]\n");
+        let d = r.diagnose(&ErrorEvidence {
+            error_text: Some("You've hit your usage limit reached (429)"),
+            stderr: Some("some warning\n"),
+            exit_code: Some(1),
+            ..Default::default()
+        });
+        assert_eq!(
+            d.message.as_deref(),
+            Some("You've hit your usage limit reached (429)")
+        );
+        assert_eq!(d.kind, Some(FailureKind::Quota), "before the built-in 429");
+    }
+
+    #[test]
+    fn a_pretty_printed_json_error_ending_stderr_gives_the_message_not_a_brace() {
+        let stderr = "Error when talking to Gemini API Full report available at: /tmp/x.json\n\
+                      {\n  \"error\": {\n    \"code\": 429,\n    \"message\": \"You exceeded your current quota\",\n    \"status\": \"RESOURCE_EXHAUSTED\"\n  }\n}\n";
+        let d = FailureRules::default().diagnose(&ErrorEvidence {
+            stderr: Some(stderr),
+            exit_code: Some(173),
+            ..Default::default()
+        });
+        assert_eq!(
+            d.message.as_deref(),
+            Some("You exceeded your current quota")
+        );
+        assert_eq!(d.kind, Some(FailureKind::Quota));
+    }
+
+    #[test]
+    fn exit_codes_classify_when_no_own_pattern_matches() {
+        let r = rules("[failure]\nexit_codes = { 41 = 'auth' }\n");
+        let d = r.diagnose(&ErrorEvidence {
+            stderr: Some("Please set an Auth method in your settings\n"),
+            exit_code: Some(41),
+            ..Default::default()
+        });
+        assert_eq!(d.kind, Some(FailureKind::Auth));
+        assert_eq!(
+            d.message.as_deref(),
+            Some("Please set an Auth method in your settings")
+        );
+    }
+
+    #[test]
+    fn ignored_and_punctuation_lines_are_never_the_message() {
+        let r = rules("[failure]\nignore = ['^Ripgrep not available']\n");
+        let d = r.diagnose(&ErrorEvidence {
+            stderr: Some("boom: the real cause\nRipgrep not available, falling back\n}\n"),
+            exit_code: Some(1),
+            ..Default::default()
+        });
+        assert_eq!(d.message.as_deref(), Some("boom: the real cause"));
+        assert_eq!(
+            d.kind, None,
+            "nothing recognised: the caller says agent_error"
+        );
+        let d = r.diagnose(&ErrorEvidence {
+            stderr: Some("Ripgrep not available\n"),
+            ..Default::default()
+        });
+        assert_eq!(d.message, None);
+    }
+
+    #[test]
+    fn a_matching_line_is_preferred_over_the_last_line() {
+        let d = FailureRules::default().diagnose(&ErrorEvidence {
+            stdout_text: Some(
+                "Aider v0.86.2\nlitellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached\nTokens: 0 sent\n",
+            ),
+            exit_code: Some(0),
+            ..Default::default()
+        });
+        assert_eq!(
+            d.message.as_deref(),
+            Some("litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached")
+        );
+        assert_eq!(d.kind, Some(FailureKind::RateLimited));
+    }
+
+    #[test]
+    fn bad_rules_are_refused_with_the_key() {
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct T {
+            failure: FailureRules,
+        }
+        let e = toml::from_str::<T>("[failure]\npatterns = [{ kind = 'auth', regex = '(' }]\n")
+            .expect_err("bad regex");
+        assert!(e.to_string().contains("failure.patterns"), "{e}");
+        let e =
+            toml::from_str::<T>("[failure]\nexit_codes = { x = 'auth' }\n").expect_err("bad code");
+        assert!(e.to_string().contains("not an exit code"), "{e}");
+        let e =
+            toml::from_str::<T>("[failure]\nexit_codes = { 1 = 'flaky' }\n").expect_err("bad kind");
+        assert!(e.to_string().contains("rate_limited"), "{e}");
+    }
+}

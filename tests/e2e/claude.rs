@@ -29,6 +29,10 @@ const TOOL_USE_ID: &str = "toolu_01E2eWriteReport0000000";
 enum Script {
     /// Turn 1: write the report with the `Write` tool; turn 2: a short final text.
     WriteReport,
+    /// Turn 1: the report as the final text, no tool call.
+    ReportInText,
+    /// Accept the request and never answer (a stalled API).
+    Stall,
     /// Every call fails with this HTTP status and Anthropic error body.
     Fail {
         status: u16,
@@ -117,6 +121,11 @@ impl Respond for Messages {
             return api_error(status, error_type, message);
         }
 
+        if let Script::Stall = self.script {
+            self.log.push(format!("{what} -> (stalling)"));
+            return ResponseTemplate::new(200).set_delay(Duration::from_secs(600));
+        }
+
         if !streaming {
             // Claude Code streams its turns; a non-streaming call would be a side request
             // (e.g. a title or a quota probe on the small model). Answer it briefly.
@@ -144,6 +153,12 @@ impl Respond for Messages {
                 "Done: the report is written.",
                 TURN2_USAGE,
             ));
+        }
+
+        if let Script::ReportInText = self.script {
+            self.log.push(format!("{what} -> the report as final text"));
+            let text = format!("Done.\n```json\n{}\n```\n", support::report_json("1"));
+            return sse(&text_turn(&model, turn, &text, TURN2_USAGE));
         }
 
         match find_report_path(&user_text) {
@@ -377,11 +392,12 @@ fn claude_or_skip(test: &str) -> Option<Cli> {
     support::cli_or_skip("claude", "node_modules/.bin/claude", "Claude Code", test)
 }
 
-/// `runner batch ... --runner claude --timeout 90s` in `sb`, with Claude Code pointed at `api`.
-async fn run_claude(sb: &Sandbox, api: &str) -> support::Run {
+/// `runner batch ... --runner claude --timeout <timeout>` in `sb`, with Claude Code pointed
+/// at `api`.
+async fn run_claude(sb: &Sandbox, api: &str, timeout: &str) -> support::Run {
     std::fs::create_dir_all(sb.home().join(".claude")).expect("mkdir .claude");
     sb.run(
-        &["--runner", "claude", "--timeout", "90s"],
+        &["--runner", "claude", "--timeout", timeout],
         &[
             // Claude Code, offline and non-interactive.
             (
@@ -420,7 +436,7 @@ async fn real_claude_writes_the_report_and_the_item_completes() {
     let (api, log, seen) = mock_api(Script::WriteReport).await;
     let sb = Sandbox::new(&claude);
 
-    let r = run_claude(&sb, &api.uri()).await;
+    let r = run_claude(&sb, &api.uri(), "90s").await;
     let context = || {
         format!(
             "{r:?}\n{}\n--- mock api log\n{}",
@@ -505,6 +521,7 @@ async fn api_error_fails_the_item(
     error_type: &'static str,
     message: &'static str,
     expect_in_reason: &[&str],
+    kind: &str,
 ) {
     let Some(claude) = claude_or_skip(test) else {
         return;
@@ -518,7 +535,7 @@ async fn api_error_fails_the_item(
     .await;
     let sb = Sandbox::new(&claude);
 
-    let r = run_claude(&sb, &api.uri()).await;
+    let r = run_claude(&sb, &api.uri(), "90s").await;
     let context = || {
         format!(
             "{r:?}\n{}\n--- mock api log\n{}",
@@ -539,6 +556,7 @@ async fn api_error_fails_the_item(
             context()
         );
     }
+    assert_eq!(row["failure_kind"], kind, "{row:?}");
     let start: String = row["error"].chars().take(40).collect();
     assert!(
         r.stdout.contains(&start),
@@ -568,6 +586,7 @@ async fn real_claude_overloaded_529_fails_the_item() {
         "overloaded_error",
         "Overloaded",
         &["529", "overloaded"],
+        "api_error",
     )
     .await;
 }
@@ -580,6 +599,70 @@ async fn real_claude_rate_limit_429_fails_the_item() {
         "rate_limit_error",
         "Number of request tokens has exceeded your per-minute rate limit",
         &["429", "rate limit"],
+        "rate_limited",
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_claude_bad_key_401_fails_the_item_as_auth() {
+    api_error_fails_the_item(
+        "real_claude_bad_key_401_fails_the_item_as_auth",
+        401,
+        "authentication_error",
+        "invalid x-api-key",
+        // Claude Code 2.1.332 prints its own text, not the API's message.
+        &["invalid api key"],
+        "auth",
+    )
+    .await;
+}
+
+/// The report only in Claude Code's final text (no tool call): still `completed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_claude_report_in_the_final_text_completes() {
+    let Some(claude) = claude_or_skip("real_claude_report_in_the_final_text_completes") else {
+        return;
+    };
+    let (api, log, _seen) = mock_api(Script::ReportInText).await;
+    let sb = Sandbox::new(&claude);
+    let r = run_claude(&sb, &api.uri(), "90s").await;
+    let row = sb.row();
+    assert_eq!(
+        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
+        (0, "completed", ""),
+        "{r:?}\n{row:?}\n{}\n{}",
+        sb.agent_log(),
+        log.dump()
+    );
+    assert_eq!(row["summary"], "wrote the report", "{row:?}");
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
+/// A stalled API and a short `--timeout`: `timed_out`, and no Claude Code process is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_claude_stalled_api_times_out_and_leaves_no_process() {
+    let Some(claude) = claude_or_skip("real_claude_stalled_api_times_out_and_leaves_no_process")
+    else {
+        return;
+    };
+    let (api, log, _seen) = mock_api(Script::Stall).await;
+    let sb = Sandbox::new(&claude);
+    let r = run_claude(&sb, &api.uri(), "6s").await;
+    let row = sb.row();
+    assert_eq!(
+        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
+        (1, "timed_out", "timed_out"),
+        "{r:?}\n{row:?}\n{}\n{}",
+        sb.agent_log(),
+        log.dump()
+    );
+    assert!(
+        log.lines().iter().any(|l| l.contains("(stalling)")),
+        "the request reached the API: {}",
+        log.dump()
+    );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
 }

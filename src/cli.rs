@@ -313,6 +313,19 @@ pub struct RunArgs {
     /// Delay before the first retry; doubled for each further one, with jitter.
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     pub retry_delay: String,
+    /// Longest an item waits in total for rate limits (the team pauses and re-queues a
+    /// rate-limited attempt without using a retry); past it the item ends rate_limited
+    /// (default: BATCH.md/runner.toml rate_limit_wait, else 1h).
+    #[arg(long, value_name = "DURATION")]
+    pub rate_limit_wait: Option<String>,
+    /// Start no new attempt once the cost spent plus the expected cost of the running ones
+    /// reaches this many US dollars; the rest end skipped.
+    #[arg(long, value_name = "USD")]
+    pub max_cost_usd: Option<f64>,
+    /// Stop starting items after N did not complete (the rest end skipped); `N:immediate`
+    /// also stops the running ones.
+    #[arg(long, value_name = "N[:immediate]")]
+    pub max_fail: Option<String>,
     /// A command that must exit 0 for an item to complete (argv, split like a shell would,
     /// never run by one; `{column}` placeholders allowed).
     #[arg(long, value_name = "CMD")]

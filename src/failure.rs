@@ -350,6 +350,35 @@ impl FailureRules {
     }
 }
 
+/// The wait a rate-limit or quota message names: "try again in 20s", "retry after 30
+/// seconds", "Please retry in 14.5s" (Gemini), "try again in 2 minutes", "retry-after: 7".
+/// `None` when it names none (then the team backs off exponentially).
+pub fn retry_after(text: &str) -> Option<std::time::Duration> {
+    static RE: std::sync::OnceLock<Option<Regex>> = std::sync::OnceLock::new();
+    let re = RE
+        .get_or_init(|| {
+            RegexBuilder::new(
+                r"(?:try again|retry|retry-after|retry_after|reset[s]?)[\s:=]*(?:in|after)?\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?)?\b",
+            )
+            .case_insensitive(true)
+            .build()
+            .ok()
+        })
+        .as_ref()?;
+    let c = re.captures(text)?;
+    let n: f64 = c.get(1)?.as_str().parse().ok()?;
+    let unit = c.get(2).map_or("s", |m| m.as_str()).to_ascii_lowercase();
+    let secs = match unit.chars().next() {
+        Some('m') if unit.starts_with("ms") || unit.starts_with("milli") => n / 1000.0,
+        Some('m') => n * 60.0,
+        Some('h') => n * 3600.0,
+        _ => n,
+    };
+    (0.0..366.0 * 86_400.0)
+        .contains(&secs)
+        .then(|| std::time::Duration::from_secs_f64(secs))
+}
+
 /// The message of the JSON object that ends `stderr`, when it ends with one (Gemini CLI
 /// pretty-prints its error object there): `/error/message`, else `/message`, else a string
 /// `/error`.
@@ -489,6 +518,20 @@ mod tests {
             Some("litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached")
         );
         assert_eq!(d.kind, Some(FailureKind::RateLimited));
+    }
+
+    #[test]
+    fn retry_after_reads_the_wait_a_message_names() {
+        let secs = |t: &str| retry_after(t).map(|d| d.as_secs_f64());
+        assert_eq!(
+            secs("Rate limit reached. Please try again in 20s."),
+            Some(20.0)
+        );
+        assert_eq!(secs("Please retry in 14.5s."), Some(14.5));
+        assert_eq!(secs("retry after 2 minutes"), Some(120.0));
+        assert_eq!(secs("try again in 250ms"), Some(0.25));
+        assert_eq!(secs("Retry-After: 7"), Some(7.0));
+        assert_eq!(secs("429 Too Many Requests"), None);
     }
 
     #[test]

@@ -358,7 +358,7 @@ pub struct Evidence<'a> {
 
 /// The verdict on one attempt: a status, a failure kind and a one-line reason (both empty
 /// when completed). On the wire (journal, events): `status`, `reason`, `failure_kind`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     /// The status.
     pub status: ItemStatus,
@@ -372,6 +372,10 @@ pub struct Verdict {
         skip_serializing_if = "Option::is_none"
     )]
     pub kind: Option<FailureKind>,
+    /// For a rate limit or quota: seconds until the provider takes requests again, when the
+    /// CLI or the report names it (`retry_after_s` on the wire).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_s: Option<f64>,
 }
 
 impl Verdict {
@@ -381,6 +385,7 @@ impl Verdict {
             status: ItemStatus::Completed,
             reason: String::new(),
             kind: None,
+            retry_after_s: None,
         }
     }
 
@@ -390,6 +395,7 @@ impl Verdict {
             status,
             reason,
             kind,
+            retry_after_s: None,
         }
     }
 }
@@ -434,6 +440,20 @@ pub fn one_line(s: &str, max: usize) -> String {
 /// `timed_out` (the time limit), `cancelled` (interrupted, also during verify), `blocked`
 /// (the report says so) or `failed`, each with a one-line reason.
 pub fn judge(e: &Evidence<'_>) -> Verdict {
+    let mut v = judge_status(e);
+    if matches!(v.kind, Some(FailureKind::RateLimited | FailureKind::Quota)) {
+        // The report's own number, else the "try again in 20s" of the reason.
+        v.retry_after_s = match e.report {
+            Ok((r, _)) => r.raw.get("retry_after_s").and_then(Value::as_f64),
+            Err(_) => None,
+        }
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .or_else(|| crate::failure::retry_after(&v.reason).map(|d| d.as_secs_f64()));
+    }
+    v
+}
+
+fn judge_status(e: &Evidence<'_>) -> Verdict {
     use FailureKind as K;
     let v = |status, kind: K, reason: String| Verdict::not_completed(status, Some(kind), reason);
     let flagged = e.agent.is_error == Some(true);
@@ -907,6 +927,7 @@ mod tests {
                 status: ItemStatus::Cancelled,
                 reason: "interrupted during verify".into(),
                 kind: Some(FailureKind::Cancelled),
+                retry_after_s: None,
             }
         );
         let e = Evidence {
@@ -932,6 +953,7 @@ mod tests {
                 status: ItemStatus::Failed,
                 reason: "cannot commit the worktree: fatal: unable to write new index file".into(),
                 kind: Some(FailureKind::AgentError),
+                retry_after_s: None,
             }
         );
         let ok = Ok(());
@@ -1109,6 +1131,7 @@ mod tests {
                 status: ItemStatus::Failed,
                 reason: "merge conflict in src/a.rs".into(),
                 kind: Some(FailureKind::MergeConflict),
+                retry_after_s: None,
             }
         );
         assert_eq!(judge_merge(&completed, &Ok(())), completed);

@@ -19,6 +19,7 @@ use crate::agent::{RunnerDef, definition};
 use crate::cli::RunArgs;
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
+use crate::run::gate::{DEFAULT_RATE_LIMIT_WAIT, Limits, MaxFail};
 use crate::run::selection::{Only, Shard};
 use crate::ui::Format;
 
@@ -66,6 +67,26 @@ pub struct FileSettings {
     /// spreadsheet would run as formulas.
     #[serde(default)]
     pub keep_formulas: Option<bool>,
+    /// `rate_limit_wait`: longest an item waits in total for rate limits (`90s`, `1h`, or
+    /// seconds).
+    #[serde(default, deserialize_with = "text")]
+    pub rate_limit_wait: Option<String>,
+    /// `max_cost_usd`: the batch's budget in US dollars (> 0).
+    #[serde(default, deserialize_with = "usd")]
+    pub max_cost_usd: Option<f64>,
+    /// `max_fail`: `N` or `N:immediate` (see `--max-fail`).
+    #[serde(default, deserialize_with = "text")]
+    pub max_fail: Option<String>,
+}
+
+fn usd<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::Number(n) if n.as_f64().is_some_and(|v| v.is_finite() && v > 0.0) => Ok(n.as_f64()),
+        _ => Err(serde::de::Error::custom(
+            "must be a number of US dollars above 0, e.g. 5 or 2.50",
+        )),
+    }
 }
 
 /// `worktree:` in BATCH.md, `[worktree]` in runner.toml.
@@ -308,6 +329,26 @@ pub struct Settings {
     /// `--keep-formulas`: agents' values go into output CSVs as they are (by default a value
     /// a spreadsheet would evaluate gets a leading `'`).
     pub keep_formulas: bool,
+    /// Rate-limit wait, budget and `--max-fail` of the team's gate.
+    pub limits: Limits,
+}
+
+/// Parse `--max-fail` / `max_fail`: `N` or `N:immediate`, N ≥ 1.
+///
+/// Errors: names the flag and shows the accepted forms.
+pub fn parse_max_fail(text: &str) -> Result<MaxFail> {
+    let t = text.trim();
+    let (n, immediate) = match t.split_once(':') {
+        Some((n, "immediate")) => (n, true),
+        Some(_) => ("", false),
+        None => (t, false),
+    };
+    match n.trim().parse::<u32>() {
+        Ok(count) if count >= 1 => Ok(MaxFail { count, immediate }),
+        _ => Err(Error::Usage(format!(
+            "--max-fail `{text}` must be a whole number ≥ 1, optionally followed by :immediate (e.g. 3 or 3:immediate)"
+        ))),
+    }
 }
 
 /// The longest duration a flag or key takes: a year (longer ones overflow clock arithmetic
@@ -579,6 +620,7 @@ impl Settings {
             trace: flags.trace.clone(),
             dry_run: flags.dry_run,
             keep_formulas: flags.keep_formulas || file.keep_formulas.unwrap_or(false),
+            limits: limits(flags, file)?,
             runner,
         };
         settings.check_programs()?;
@@ -608,6 +650,34 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+fn limits(flags: &RunArgs, file: &FileSettings) -> Result<Limits> {
+    let rate_limit_wait = match (&flags.rate_limit_wait, &file.rate_limit_wait) {
+        (Some(t), _) => parse_duration("--rate-limit-wait", t)?,
+        (None, Some(t)) => parse_duration("rate_limit_wait", t)?,
+        (None, None) => DEFAULT_RATE_LIMIT_WAIT,
+    };
+    let max_cost_usd = match flags.max_cost_usd {
+        Some(v) if !(v.is_finite() && v > 0.0) => {
+            return Err(Error::Usage(format!(
+                "--max-cost-usd {v} must be a number of US dollars above 0, e.g. 5 or 2.50"
+            )));
+        }
+        Some(v) => Some(v),
+        None => file.max_cost_usd,
+    };
+    let max_fail = flags
+        .max_fail
+        .as_deref()
+        .or(file.max_fail.as_deref())
+        .map(parse_max_fail)
+        .transpose()?;
+    Ok(Limits {
+        rate_limit_wait,
+        max_cost_usd,
+        max_fail,
+    })
 }
 
 /// Load and compile a JSON Schema given inline or as a file.

@@ -52,6 +52,24 @@ pub fn kind_tag(status: ItemStatus, kind: Option<crate::failure::FailureKind>) -
     }
 }
 
+/// The line a display prints when the team's gate pauses or stops the team.
+fn gate_line(event: &Event) -> String {
+    match event {
+        Event::TeamPaused {
+            until,
+            wait_s,
+            limit,
+            ..
+        } => format!(
+            "    PAUSED  rate limited: no attempt starts for {wait_s}s (until {until}); then at most {limit} at once"
+        ),
+        Event::TeamStopped { reason, .. } => {
+            format!("   STOPPED  starting no more items: {reason}")
+        }
+        _ => String::new(),
+    }
+}
+
 fn detail(o: &crate::run::outcome::Outcome) -> &str {
     if o.status == ItemStatus::Completed {
         &o.summary
@@ -135,6 +153,9 @@ impl Reporter for Plain {
             }
             Event::Interrupted { immediate: true } => {
                 writeln!(out, "Interrupted again: killing running teammates")
+            }
+            Event::TeamPaused { .. } | Event::TeamStopped { .. } => {
+                writeln!(out, "{}", gate_line(event))
             }
             _ => Ok(()),
         };
@@ -279,6 +300,9 @@ impl Reporter for Human {
                 } else {
                     "Interrupted: stopping running teammates (Ctrl-C again to kill at once)"
                 });
+            }
+            Event::TeamPaused { .. } | Event::TeamStopped { .. } => {
+                let _ = self.multi.println(gate_line(event));
             }
             Event::RunFinished(_) => {
                 for (_, (pb, _)) in self.lines.drain() {

@@ -12,10 +12,13 @@ use tokio::task::JoinSet;
 
 use super::backend::{self, Backend};
 use super::events::{Event, Problem, Reporter, RunSummary};
+use super::gate::Gate;
 use super::job_control::{self, Suspends};
 use super::outcome::Outcome;
 use super::process::Cancel;
-use super::team::{RunningEntry, SNAPSHOT_COMPLETED_MAX, Snapshot, Team, WaitingEntry};
+use super::team::{
+    GateSnapshot, RunningEntry, SNAPSHOT_COMPLETED_MAX, Snapshot, Team, WaitingEntry,
+};
 use super::unit;
 use super::{RunSpec, now_rfc3339};
 use super::{descendants, descriptors};
@@ -115,6 +118,8 @@ impl State {
                 self.finish(outcome);
             }
             Event::RunStarted { .. }
+            | Event::TeamPaused { .. }
+            | Event::TeamStopped { .. }
             | Event::Interrupted { .. }
             | Event::RunFinished(_)
             | Event::RunEnded { .. } => {}
@@ -289,6 +294,14 @@ pub async fn run_wired(
     let mut tick = tokio::time::interval(SNAPSHOT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
+    // Earlier runs' spending counts against the budget of a resumed run.
+    let spent_before: f64 = team.finished.values().filter_map(|f| f.cost_usd).sum();
+    let gate = Arc::new(Gate::new(
+        jobs,
+        spec.settings.limits.clone(),
+        spent_before,
+        tx.clone(),
+    ));
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut task_items: HashMap<tokio::task::Id, WorkItem> = HashMap::new();
     let mut running: HashMap<String, ()> = HashMap::new();
@@ -343,11 +356,16 @@ pub async fn run_wired(
                         }
                     },
                 };
+                if let Some(why) = gate.stopped() {
+                    skip(&item, ItemStatus::Skipped, format!("not started: {why}"), team, &mut st, reporter)?;
+                    continue;
+                }
                 let first_attempt = team.attempts_started.get(&item.id).copied().unwrap_or(0) + 1;
                 running.insert(item.id.clone(), ());
                 let handle = tasks.spawn(unit::run_item(
                     spec.clone(),
                     backend.clone(),
+                    gate.clone(),
                     item.clone(),
                     first_attempt,
                     tx.clone(),
@@ -364,6 +382,8 @@ pub async fn run_wired(
                         ItemStatus::Cancelled,
                         "not started: the run was interrupted".to_string(),
                     )
+                } else if let Some(why) = gate.stopped() {
+                    (ItemStatus::Skipped, format!("not started: {why}"))
                 } else {
                     (
                         ItemStatus::Skipped,
@@ -382,6 +402,13 @@ pub async fn run_wired(
                 team.record(&event)?;
                 if st.apply(&event, &mut running) {
                     reporter.event(&event);
+                }
+                if let Event::ItemFinished(o) = &event
+                    && gate.item_finished(o.status)
+                    && !interrupted
+                {
+                    // --max-fail N:immediate: the running teammates are stopped too.
+                    let _ = cancel_tx.send(Cancel::Graceful);
                 }
             }
             Some(joined) = tasks.join_next_with_id() => {
@@ -411,6 +438,25 @@ pub async fn run_wired(
                     .take(SNAPSHOT_COMPLETED_MAX)
                     .map(|w| WaitingEntry { id: w.id.clone(), teammate: w.teammate.clone(), title: w.title.clone(), after: w.after.clone() })
                     .collect();
+                let view = gate.view();
+                let gate_now = GateSnapshot {
+                    limit: view.limit,
+                    jobs,
+                    waiting: view.waiting,
+                    paused: view.paused,
+                    stopped: view.stopped,
+                    spent_usd: view.spent_usd,
+                    max_cost_usd: gate.limits().max_cost_usd,
+                };
+                let shown = gate_now.limit < jobs
+                    || gate_now.paused.is_some()
+                    || gate_now.stopped.is_some()
+                    || gate_now.max_cost_usd.is_some();
+                let gate_now = shown.then_some(gate_now);
+                if st.snapshot.gate != gate_now {
+                    st.snapshot.gate = gate_now;
+                    st.dirty = true;
+                }
                 if waiting_now.len() != st.snapshot.waiting.len() {
                     st.snapshot.waiting = waiting_now;
                     st.dirty = true;

@@ -98,6 +98,28 @@ pub enum Event {
     },
     /// An item reached its final status (`"outcome"` on the wire).
     ItemFinished(#[serde(with = "outcome_field")] Box<Outcome>),
+    /// A rate limit paused the team: no attempt starts before `until`, and at most `limit`
+    /// run at once from then on.
+    TeamPaused {
+        /// When attempts start again, RFC 3339 (UTC).
+        until: String,
+        /// The pause, seconds.
+        wait_s: f64,
+        /// Attempts allowed at once after the pause.
+        limit: usize,
+        /// When, RFC 3339 (UTC).
+        #[serde(default)]
+        at: String,
+    },
+    /// The team stopped starting attempts (auth, quota, budget, `--max-fail`); what runs
+    /// finishes, the rest end `skipped` with `reason`.
+    TeamStopped {
+        /// Why, one line.
+        reason: String,
+        /// When, RFC 3339 (UTC).
+        #[serde(default)]
+        at: String,
+    },
     /// The run was interrupted; `immediate` when the second interrupt kills at once.
     Interrupted {
         /// Second interrupt.
@@ -351,11 +373,22 @@ pub(crate) mod tests {
                     status: ItemStatus::Failed,
                     reason: "exited with code 1".into(),
                     kind: Some(crate::failure::FailureKind::AgentError),
+                    retry_after_s: None,
                 },
                 retrying: true,
                 at: "2026-12-01T09:00:01Z".into(),
             },
             Event::ItemFinished(Box::new(outcome)),
+            Event::TeamPaused {
+                until: "2026-12-01T09:00:31Z".into(),
+                wait_s: 30.0,
+                limit: 4,
+                at: "2026-12-01T09:00:01Z".into(),
+            },
+            Event::TeamStopped {
+                reason: "authentication failed (exited with code 1: invalid api key)".into(),
+                at: "2026-12-01T09:00:01Z".into(),
+            },
             Event::Interrupted { immediate: false },
             Event::RunFinished(RunSummary {
                 at: "2026-12-01T09:00:02Z".into(),

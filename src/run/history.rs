@@ -110,7 +110,11 @@ pub fn read(path: &Path) -> Result<History> {
                 // Attempts a dead or interrupted run left open end with it.
                 open.clear();
             }
-            Event::Activity { .. } | Event::Interrupted { .. } | Event::RunEnded { .. } => {}
+            Event::Activity { .. }
+            | Event::Interrupted { .. }
+            | Event::RunEnded { .. }
+            | Event::TeamPaused { .. }
+            | Event::TeamStopped { .. } => {}
         }
     }
     Ok(h)

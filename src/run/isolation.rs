@@ -139,6 +139,7 @@ pub fn finish(
                 status: o.status,
                 reason: o.error.clone(),
                 kind: o.failure_kind,
+                retry_after_s: None,
             },
             &merged,
         );

@@ -74,6 +74,8 @@ pub struct FinishedRef {
     pub attempts: u32,
     /// Prompt hash recorded with it.
     pub content_hash: String,
+    /// The item's cost in USD, when known (a resumed run's budget counts it).
+    pub cost_usd: Option<f64>,
 }
 
 impl FinishedRef {
@@ -212,10 +214,13 @@ pub fn replay(path: &Path) -> Result<Replay> {
                             status: outcome.status,
                             attempts: outcome.attempts,
                             content_hash: outcome.content_hash.clone(),
+                            cost_usd: outcome.cost_usd,
                         },
                     );
                 }
                 Event::RunStarted { .. }
+                | Event::TeamPaused { .. }
+                | Event::TeamStopped { .. }
                 | Event::Activity { .. }
                 | Event::Interrupted { .. }
                 | Event::RunFinished(_)
@@ -305,6 +310,7 @@ mod tests {
                 status: ItemStatus::Failed,
                 reason: "x".into(),
                 kind: Some(crate::failure::FailureKind::AgentError),
+                retry_after_s: None,
             },
             retrying: false,
             at: String::new(),

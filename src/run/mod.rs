@@ -9,6 +9,7 @@ pub mod descendants;
 pub mod descriptors;
 pub mod dispatcher;
 pub mod events;
+pub mod gate;
 pub mod history;
 pub mod isolation;
 pub mod job_control;

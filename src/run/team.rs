@@ -80,6 +80,7 @@ impl Team {
                     status: outcome.status,
                     attempts: outcome.attempts,
                     content_hash: outcome.content_hash.clone(),
+                    cost_usd: outcome.cost_usd,
                 },
             );
         }
@@ -347,6 +348,32 @@ pub struct Snapshot {
     /// Items waiting for prerequisites (at most [`SNAPSHOT_COMPLETED_MAX`]).
     #[serde(default)]
     pub waiting: Vec<WaitingEntry>,
+    /// The team's gate: pauses, the adaptive limit, a stop, the budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateSnapshot>,
+}
+
+/// The gate's part of `team.json` ([`crate::run::gate`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateSnapshot {
+    /// Attempts allowed at once now (halved by rate limits, back up to `jobs`).
+    pub limit: usize,
+    /// `--jobs`.
+    pub jobs: usize,
+    /// Teammates waiting at the gate for their next attempt.
+    pub waiting: usize,
+    /// `rate limited until 14:03:10 UTC`, while paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<String>,
+    /// Why the team starts no more items, once stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    /// Cost spent so far, earlier runs included, USD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_usd: Option<f64>,
+    /// `--max-cost-usd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
 }
 
 /// How many completed items `team.json` lists at most.
@@ -369,6 +396,7 @@ impl Snapshot {
             running: Vec::new(),
             finished: Vec::new(),
             waiting: Vec::new(),
+            gate: None,
         }
     }
 

@@ -6,19 +6,21 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::Rng;
 use tokio::sync::{mpsc, watch};
 
 use super::backend::{Attempt, Backend, Execution, last_line_of, read_capped};
 use super::events::Event;
+use super::gate::{After, Gate};
 use super::outcome::Outcome;
 use super::process::{self, Cancel, Spawn};
 use super::worktree::Worktree;
 use super::{RunSpec, now_rfc3339};
 use crate::agent::AgentResult;
 use crate::agent::definition::{AttemptArgs, Invocation};
+use crate::failure::FailureKind;
 use crate::item::WorkItem;
 use crate::prompt::{ItemContext, PromptContext, RetryContext, Var};
 use crate::report::{self, Evidence, ItemStatus, ProcessEnd, Verdict, VerifyResult};
@@ -130,9 +132,14 @@ struct AttemptResult {
 }
 
 /// Run every attempt of `item`; `first_attempt` continues the numbering of earlier runs.
+/// Every attempt first passes the team's `gate` (rate-limit pauses, adaptive concurrency,
+/// stops): a rate-limited attempt is made again after the pause without using one of
+/// `--retries`; when the team stops, an item that has not started ends `skipped`.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_item(
     spec: Arc<RunSpec>,
     backend: Arc<dyn Backend>,
+    gate: Arc<Gate>,
     item: WorkItem,
     first_attempt: u32,
     tx: mpsc::UnboundedSender<Event>,
@@ -147,9 +154,45 @@ pub async fn run_item(
     let mut first_prompt = Some(first_prompt);
     let mut retry_ctx: Option<RetryContext> = None;
     let mut attempt = first_attempt;
-    let mut made = 0u32;
+    let mut retries_used = 0u32;
+    let mut previous: Option<AttemptResult> = None;
+    // Time spent waiting at the gate after rate limits, against --rate-limit-wait.
+    let mut rate_limit_waited = Duration::ZERO;
+    let mut requeued = false;
+    let mut last_made = attempt;
     let last = loop {
-        let result = attempt_once(
+        let waiting_since = Instant::now();
+        let admitted = tokio::select! {
+            p = gate.admit() => Some(p),
+            _ = interrupted(&mut cancel) => None,
+        };
+        if requeued {
+            rate_limit_waited += waiting_since.elapsed();
+        }
+        let permit = match (admitted, previous.take()) {
+            (Some(Ok(permit)), _) => permit,
+            (None, Some(prev)) => {
+                break AttemptResult {
+                    verdict: report::judge_interrupted_retry(),
+                    ..prev
+                };
+            }
+            (Some(Err(_)), Some(prev)) => break prev,
+            (admitted, None) => {
+                let (status, reason) = match admitted {
+                    Some(Err(why)) => (ItemStatus::Skipped, format!("not started: {why}")),
+                    _ => (
+                        ItemStatus::Cancelled,
+                        "not started: the run was interrupted".to_owned(),
+                    ),
+                };
+                let outcome =
+                    Outcome::not_run(&item.id, &item.teammate, &item.title, status, reason);
+                let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
+                return;
+            }
+        };
+        let mut result = attempt_once(
             &spec,
             backend.as_ref(),
             &item,
@@ -165,11 +208,24 @@ pub async fn run_item(
             cancel.clone(),
         )
         .await;
-        made += 1;
+        last_made = attempt;
+        let after = gate.ended(&result.verdict, result.agent.cost_usd, rate_limit_waited);
+        drop(permit);
         let interrupted = *cancel.borrow() != Cancel::None;
-        let retrying = made <= spec.settings.retries
-            && !interrupted
-            && spec.settings.retry_on.contains(&result.verdict.status);
+        requeued = after == After::Requeue && !interrupted;
+        if after == After::Final && result.verdict.kind == Some(FailureKind::RateLimited) {
+            result.verdict.reason = format!(
+                "still rate limited after waiting {} in all (--rate-limit-wait {}): {}",
+                humantime::format_duration(Duration::from_secs(rate_limit_waited.as_secs())),
+                humantime::format_duration(gate.limits().rate_limit_wait),
+                result.verdict.reason
+            );
+        }
+        let retrying = requeued
+            || (after == After::Judged
+                && retries_used < spec.settings.retries
+                && !interrupted
+                && spec.settings.retry_on.contains(&result.verdict.status));
         let _ = tx.send(Event::AttemptFinished {
             id: item.id.clone(),
             teammate: item.teammate.clone(),
@@ -191,18 +247,23 @@ pub async fn run_item(
                 .map(|r| serde_json::to_string_pretty(&r.raw).unwrap_or_default()),
             working_context: read_capped(&dir.join("working-context.md"), WORKING_CONTEXT_MAX),
         });
-        let wait = backoff(made, spec.settings.retry_delay);
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = cancel.changed() => {}
-        }
-        if *cancel.borrow() != Cancel::None {
-            break AttemptResult {
-                verdict: report::judge_interrupted_retry(),
-                ..result
-            };
-        }
         attempt += 1;
+        if !requeued {
+            // A retry by --retries waits its own back-off; a re-queued one waits at the gate.
+            retries_used += 1;
+            let wait = backoff(retries_used, spec.settings.retry_delay);
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = cancel.changed() => {}
+            }
+            if *cancel.borrow() != Cancel::None {
+                break AttemptResult {
+                    verdict: report::judge_interrupted_retry(),
+                    ..result
+                };
+            }
+        }
+        previous = Some(result);
     };
     let report = last.report.as_ref();
     let outcome = Outcome {
@@ -210,7 +271,7 @@ pub async fn run_item(
         teammate: item.teammate.clone(),
         title: item.title.clone(),
         status: last.verdict.status,
-        attempts: attempt,
+        attempts: last_made,
         exit_code: last.exit_code,
         duration_s: (last.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
         started_at,
@@ -236,6 +297,19 @@ pub async fn run_item(
         diffstat: last.git.as_ref().map(|g| g.2.clone()),
     };
     let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
+}
+
+/// Resolves once the run is interrupted (at once when it already is); pending forever when
+/// the dispatcher is gone without interrupting.
+async fn interrupted(cancel: &mut watch::Receiver<Cancel>) {
+    loop {
+        if *cancel.borrow_and_update() != Cancel::None {
+            return;
+        }
+        if cancel.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// An attempt that ended before its agent ran; `log` is the log that explains it, if one was
@@ -490,13 +564,23 @@ async fn judge_attempt(
     evidence.verify = &verify;
     evidence.commit = commit.as_ref();
     let verdict = report::judge(&evidence);
+    let report = found.ok().map(|(r, _)| r);
+    let mut agent = ran.agent;
+    if agent.cost_usd.is_none() {
+        // An agent that is no CLI (exec) may say what it spent in its report.
+        agent.cost_usd = report
+            .as_ref()
+            .and_then(|r| r.raw.get("cost_usd"))
+            .and_then(serde_json::Value::as_f64)
+            .filter(|c| c.is_finite() && *c >= 0.0);
+    }
     AttemptResult {
         git: git.and_then(Result::ok),
         verdict,
         exit_code: ran.exit_code,
         elapsed: ran.elapsed,
-        agent: ran.agent,
-        report: found.ok().map(|(r, _)| r),
+        agent,
+        report,
         log: ran.log,
     }
 }

@@ -165,6 +165,7 @@ mod tests {
                 status,
                 reason: String::new(),
                 kind: crate::report::kind_of_not_run(status),
+                retry_after_s: None,
             },
             retrying: false,
             at: String::new(),

@@ -226,6 +226,7 @@ mod tests {
                     status: ItemStatus::Failed,
                     reason: "<img src=x onerror=alert(1)>".into(),
                     kind: Some(crate::failure::FailureKind::AgentError),
+                    retry_after_s: None,
                 }),
             }],
             outcomes: vec![out],

@@ -69,6 +69,21 @@ pub fn print_plan(plan: &Plan, earlier: Option<&Replay>) -> crate::error::Result
         "Time limit per attempt: {timeout}; retries: {}",
         spec.settings.retries
     );
+    let limits = &spec.settings.limits;
+    let _ = writeln!(
+        out,
+        "Limits: rate limits wait up to {} per item; budget: {}; max-fail: {}",
+        humantime::format_duration(limits.rate_limit_wait),
+        limits.max_cost_usd.map_or("none".into(), |c| format!(
+            "${}",
+            crate::run::outcome::usd_text(c)
+        )),
+        limits.max_fail.map_or("none".into(), |m| format!(
+            "{}{}",
+            m.count,
+            if m.immediate { ":immediate" } else { "" }
+        )),
+    );
     let mut first = true;
     for item in plan.source.items()? {
         let item = item?;

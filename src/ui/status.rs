@@ -88,6 +88,9 @@ pub fn one_line(dir: &Path, s: &Snapshot) -> String {
 /// with their reasons, at most [`BRIEF_ITEMS`] of them.
 pub fn brief(s: &Snapshot) -> String {
     let mut out = format!("team {}: {}; {}\n", s.team, state(s), counts_line(s));
+    if let Some(g) = &s.gate {
+        out.push_str(&gate_line(s, g));
+    }
     // Each group in id order, whatever order the items started or finished in.
     let mut running: Vec<_> = s.running.iter().collect();
     running.sort_by(|a, b| a.id.cmp(&b.id));
@@ -170,6 +173,36 @@ fn elapsed_since(rfc3339: &str) -> String {
     }
 }
 
+/// `paused: rate limited until 14:03:10 UTC (5 waiting), running 3 of 8`, or the stop, or
+/// the budget, one per line.
+fn gate_line(s: &Snapshot, g: &crate::run::team::GateSnapshot) -> String {
+    let mut o = String::new();
+    if let Some(p) = &g.paused {
+        o.push_str(&format!(
+            "paused: {p} ({} waiting), running {} of {}\n",
+            g.waiting,
+            s.running.len(),
+            g.jobs
+        ));
+    } else if g.limit < g.jobs {
+        o.push_str(&format!(
+            "adapting to rate limits: at most {} of {} at once\n",
+            g.limit, g.jobs
+        ));
+    }
+    if let Some(why) = &g.stopped {
+        o.push_str(&format!("stopped starting items: {why}\n"));
+    }
+    if let Some(max) = g.max_cost_usd {
+        o.push_str(&format!(
+            "budget: spent ${} of ${}\n",
+            crate::run::outcome::usd_text(g.spent_usd.unwrap_or(0.0)),
+            crate::run::outcome::usd_text(max)
+        ));
+    }
+    o
+}
+
 /// The full human view of the team in `dir`: state, counts, running teammates with their
 /// last line and activity, waiting items, what did not complete (with logs), recent
 /// completions.
@@ -189,6 +222,9 @@ pub fn full(dir: &Path, s: &Snapshot) -> String {
     ));
     let cost = s.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
     o.push_str(&format!("{}{cost}\n", counts_line(s)));
+    if let Some(g) = &s.gate {
+        o.push_str(&gate_line(s, g));
+    }
     if !s.running.is_empty() {
         o.push_str("Running:\n");
         for r in &s.running {

@@ -21,6 +21,9 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   no_stdin     do not read stdin at all; report success
   flaky        fail on attempt 1, succeed on later attempts ($RUNNER_ATTEMPT)
   slow         sleep SLOW_SECONDS (default 0.5) then report success
+  rate_limited_once  on attempt 1 report failed with failure_kind rate_limited and
+               retry_after_s 0.5 (as an exec agent that met an HTTP 429 would); then success
+  auth         report failed with failure_kind auth ("invalid API key")
   wait_file    wait until the file $RELEASE_FILE exists, then report success
   daemon       leave the process group twice (a `setsid` child and a double-forked daemon,
                each a `sleep`, pids in $RUNNER_TEAMMATE_DIR/escaped.pids), report success
@@ -137,6 +140,14 @@ def main():
             print("transient failure", file=sys.stderr)
             sys.exit(1)
         write_report(report(summary="worked on retry"))
+    elif mode == "rate_limited_once":
+        if os.environ.get("RUNNER_ATTEMPT") == "1":
+            write_report(report(status="failed", summary="HTTP 429 from the model API",
+                                failure_kind="rate_limited", retry_after_s=0.5))
+        else:
+            write_report(report(summary="worked after the pause"))
+    elif mode == "auth":
+        write_report(report(status="failed", summary="invalid API key", failure_kind="auth"))
     elif mode == "slow":
         time.sleep(float(os.environ.get("SLOW_SECONDS", "0.5")))
         write_report(report())

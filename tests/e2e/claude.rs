@@ -33,6 +33,8 @@ enum Script {
     ReportInText,
     /// Accept the request and never answer (a stalled API).
     Stall,
+    /// The first call fails with a 429; then as `WriteReport`.
+    RateLimitOnce,
     /// Every call fails with this HTTP status and Anthropic error body.
     Fail {
         status: u16,
@@ -119,6 +121,16 @@ impl Respond for Messages {
         {
             self.log.push(format!("{what} -> {status} {error_type}"));
             return api_error(status, error_type, message);
+        }
+
+        if let (Script::RateLimitOnce, 1) = (self.script, turn) {
+            self.log
+                .push(format!("{what} -> 429 rate_limit_error (once)"));
+            return api_error(
+                429,
+                "rate_limit_error",
+                "Number of request tokens has exceeded your per-minute rate limit",
+            );
         }
 
         if let Script::Stall = self.script {
@@ -392,12 +404,14 @@ fn claude_or_skip(test: &str) -> Option<Cli> {
     support::cli_or_skip("claude", "node_modules/.bin/claude", "Claude Code", test)
 }
 
-/// `runner batch ... --runner claude --timeout <timeout>` in `sb`, with Claude Code pointed
-/// at `api`.
-async fn run_claude(sb: &Sandbox, api: &str, timeout: &str) -> support::Run {
+/// `runner batch ... --runner claude --timeout <timeout> EXTRA...` in `sb`, with Claude Code
+/// pointed at `api`.
+async fn run_claude_with(sb: &Sandbox, api: &str, timeout: &str, extra: &[&str]) -> support::Run {
     std::fs::create_dir_all(sb.home().join(".claude")).expect("mkdir .claude");
+    let mut args = vec!["--runner", "claude", "--timeout", timeout];
+    args.extend_from_slice(extra);
     sb.run(
-        &["--runner", "claude", "--timeout", timeout],
+        &args,
         &[
             // Claude Code, offline and non-interactive.
             (
@@ -419,6 +433,11 @@ async fn run_claude(sb: &Sandbox, api: &str, timeout: &str) -> support::Run {
         ],
     )
     .await
+}
+
+/// [`run_claude_with`] without extra flags.
+async fn run_claude(sb: &Sandbox, api: &str, timeout: &str) -> support::Run {
+    run_claude_with(sb, api, timeout, &[]).await
 }
 
 // ---------------------------------------------------------------------------------------
@@ -662,6 +681,36 @@ async fn real_claude_stalled_api_times_out_and_leaves_no_process() {
         log.lines().iter().any(|l| l.contains("(stalling)")),
         "the request reached the API: {}",
         log.dump()
+    );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
+/// A 429 with rate limits allowed to wait: the team pauses (Claude Code names no time, so
+/// the back-off is 2 s ± 25%), the attempt is made again without a retry, and it completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_claude_rate_limit_pauses_the_team_and_the_next_attempt_completes() {
+    let Some(claude) =
+        claude_or_skip("real_claude_rate_limit_pauses_the_team_and_the_next_attempt_completes")
+    else {
+        return;
+    };
+    let (api, log, _seen) = mock_api(Script::RateLimitOnce).await;
+    let sb = Sandbox::new(&claude);
+    let r = run_claude_with(&sb, &api.uri(), "90s", &["--rate-limit-wait", "1m"]).await;
+    let row = sb.row();
+    assert_eq!(
+        (r.code, row["status"].as_str(), row["attempts"].as_str()),
+        (0, "completed", "2"),
+        "{r:?}\n{row:?}\n{}\n{}",
+        sb.agent_log(),
+        log.dump()
+    );
+    assert!(r.stdout.contains("PAUSED  rate limited"), "{r:?}");
+    assert!(
+        r.took >= Duration::from_millis(1500),
+        "waited: {:?}",
+        r.took
     );
     let survivors = sb.survivors_after(5.0);
     assert!(survivors.is_empty(), "left running: {survivors:?}");

@@ -239,7 +239,8 @@ impl Sandbox {
         self.path().join("home")
     }
 
-    /// `runner batch --input in.csv --instruction instr.md --format plain --grace 5s ARGS...`
+    /// `runner batch --input in.csv --instruction instr.md --format plain --grace 5s
+    /// --rate-limit-wait 0s ARGS...`
     /// in the sandbox, with a clean environment (PATH with `bin/` first, HOME, TMPDIR,
     /// XDG_* under `home/`, LANG, NO_COLOR) plus `env`. Nothing from the developer's
     /// environment leaks in: no real key, login, proxy, model or config dir.
@@ -261,6 +262,10 @@ impl Sandbox {
             "plain",
             "--grace",
             "5s",
+            // One item: a rate limit ends it at once instead of pausing the team (a test that
+            // proves the pause passes its own, later, --rate-limit-wait).
+            "--rate-limit-wait",
+            "0s",
         ])
         .args(args)
         .current_dir(root)

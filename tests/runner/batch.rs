@@ -345,6 +345,58 @@ fn retries_rerun_failed_attempts_with_the_previous_reason_in_the_prompt() {
 }
 
 #[test]
+fn a_rate_limited_row_waits_for_the_team_s_pause_and_completes_without_a_retry() {
+    let sb = batch(&[("a", "rate_limited_once"), ("b", "success")]);
+    let r = run_batch(&sb, &["--format", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "completed", "{:?}", rows["a"]);
+    assert_eq!(rows["a"]["attempts"], "2", "--retries 0, re-queued once");
+    assert_eq!(rows["a"]["summary"], "worked after the pause");
+    let paused: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.contains(r#""event":"team_paused""#))
+        .collect();
+    assert_eq!(paused.len(), 1, "{}", r.stdout);
+    assert!(paused[0].contains(r#""wait_s":0.5"#), "{}", paused[0]);
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert!(journal.contains(r#""event":"team_paused""#), "journaled");
+}
+
+#[test]
+fn a_bad_key_costs_one_wave_of_attempts_and_the_rest_are_skipped_saying_why() {
+    let rows: Vec<(String, &str)> = (0..12).map(|n| (format!("r{n:02}"), "auth")).collect();
+    let rows: Vec<(&str, &str)> = rows.iter().map(|(id, m)| (id.as_str(), *m)).collect();
+    let sb = batch(&rows);
+    let r = run_batch(&sb, &["--jobs", "2", "--retries", "3", "--format", "plain"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let out = csv_rows(&sb.join("workers-output.csv"));
+    let started = out.iter().filter(|row| row["attempts"] != "0").count();
+    assert!(started <= 2, "one wave, no retries: {started} started");
+    for row in &out {
+        if row["attempts"] == "0" {
+            assert_eq!(row["status"], "skipped", "{row:?}");
+            assert_eq!(row["failure_kind"], "skipped", "{row:?}");
+            assert!(
+                row["error"].starts_with("not started: authentication failed ("),
+                "{row:?}"
+            );
+        } else {
+            assert_eq!(
+                (row["status"].as_str(), row["failure_kind"].as_str()),
+                ("failed", "auth")
+            );
+        }
+    }
+    assert!(
+        r.stdout
+            .contains("STOPPED  starting no more items: authentication failed"),
+        "{r:?}"
+    );
+}
+
+#[test]
 fn batch_md_configures_the_run_and_flags_override_it() {
     let sb = Sandbox::new();
     sb.write("jobs/workers-input.csv", "path,owner\ndocs/a.md,ann\n");

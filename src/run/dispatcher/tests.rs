@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::{Interrupts, Wiring, run_wired};
 use crate::agent::definition;
+use crate::failure::FailureKind;
 use crate::item::{WorkItem, content_hash};
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, TeammateTemplate};
 use crate::report::ItemStatus;
@@ -57,6 +58,7 @@ fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
             trace: None,
             dry_run: false,
             keep_formulas: false,
+            limits: Default::default(),
         },
         template: TeammateTemplate::new(Path::new("teammate.md"), DEFAULT_TEAMMATE_TEMPLATE)
             .expect("template"),
@@ -383,4 +385,151 @@ async fn the_summary_counts_each_final_status_and_lists_the_problems() {
     );
     assert_eq!(ran.events.outcome("c").error, "blocked: needs a key");
     assert!(matches!(ran.events.0.last(), Some(Event::RunFinished(f)) if f.total() == 5));
+}
+
+/// A failed report that says why (as an `exec` agent may).
+fn failing_with(kind: &str, retry_after_s: Option<f64>) -> Step {
+    let mut report = json!({"status": "failed", "summary": format!("{kind} from the API")});
+    report["failure_kind"] = json!(kind);
+    if let Some(s) = retry_after_s {
+        report["retry_after_s"] = json!(s);
+    }
+    Step {
+        exit_code: 0,
+        report: Some(report),
+        ..Step::failed("")
+    }
+}
+
+#[tokio::test]
+async fn a_rate_limited_attempt_is_made_again_after_the_pause_without_using_a_retry() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let limited = failing_with("rate_limited", Some(0.3));
+    let backend = Arc::new(
+        Scripted::new(Step::completed())
+            .script("a", vec![limited.clone(), limited, Step::completed()]),
+    );
+    let started = std::time::Instant::now();
+    let ran = run_items(
+        spec(dir.path(), 2, 0),
+        vec![item("a", "do a", &[]), item("b", "do b", &[])],
+        backend.clone(),
+        None,
+    )
+    .await;
+    let a = ran.events.outcome("a");
+    assert_eq!(
+        (a.status, a.attempts),
+        (ItemStatus::Completed, 3),
+        "--retries 0, yet re-queued twice"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(600),
+        "waited out both pauses: {:?}",
+        started.elapsed()
+    );
+    let paused = ran
+        .events
+        .0
+        .iter()
+        .filter(|e| matches!(e, Event::TeamPaused { .. }))
+        .count();
+    assert_eq!(paused, 2, "each rate limit pauses the team");
+    assert_eq!(ran.summary.count(ItemStatus::Completed), 2);
+}
+
+#[tokio::test]
+async fn a_rate_limit_past_rate_limit_wait_ends_the_item_rate_limited() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = spec(dir.path(), 1, 3);
+    s.settings.limits.rate_limit_wait = Duration::from_millis(500);
+    let backend = Arc::new(Scripted::new(failing_with("rate_limited", Some(0.4))));
+    let ran = run_items(s, vec![item("a", "do a", &[])], backend.clone(), None).await;
+    let a = ran.events.outcome("a");
+    assert_eq!(a.status, ItemStatus::Failed);
+    assert_eq!(a.failure_kind, Some(FailureKind::RateLimited));
+    assert!(
+        a.error.starts_with("still rate limited after waiting"),
+        "{}",
+        a.error
+    );
+    assert_eq!(
+        a.attempts, 2,
+        "one pause of 0.4 s fits in 0.5 s, a second does not"
+    );
+}
+
+#[tokio::test]
+async fn an_auth_failure_stops_the_team_and_the_rest_are_skipped_with_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = Arc::new(Scripted::new(failing_with("auth", None)));
+    let items: Vec<WorkItem> = (0..20).map(|n| item(&n.to_string(), "x", &[])).collect();
+    let ran = run_items(spec(dir.path(), 2, 2), items, backend.clone(), None).await;
+    let made = backend.seen().len();
+    assert!(made <= 2, "one wave of attempts, no retries: {made}");
+    assert_eq!(ran.summary.count(ItemStatus::Skipped), 20 - made as u64);
+    let skipped = ran.events.outcome("19");
+    assert_eq!(skipped.status, ItemStatus::Skipped);
+    assert!(
+        skipped.error.starts_with(
+            "not started: authentication failed (the report says failed: auth from the API)"
+        ),
+        "{}",
+        skipped.error
+    );
+    assert_eq!(
+        ran.events.outcome("0").failure_kind,
+        Some(FailureKind::Auth)
+    );
+}
+
+#[tokio::test]
+async fn max_fail_stops_starting_items_once_n_did_not_complete() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = spec(dir.path(), 1, 0);
+    s.settings.limits.max_fail = Some(crate::run::gate::MaxFail {
+        count: 2,
+        immediate: false,
+    });
+    let backend = Arc::new(Scripted::new(Step::failed("boom")));
+    let items: Vec<WorkItem> = (0..6).map(|n| item(&n.to_string(), "x", &[])).collect();
+    let ran = run_items(s, items, backend.clone(), None).await;
+    assert_eq!(backend.seen().len(), 2);
+    assert_eq!(ran.summary.count(ItemStatus::Failed), 2);
+    assert_eq!(ran.summary.count(ItemStatus::Skipped), 4);
+    assert!(
+        ran.events
+            .outcome("5")
+            .error
+            .contains("--max-fail 2 reached"),
+        "{}",
+        ran.events.outcome("5").error
+    );
+}
+
+#[tokio::test]
+async fn the_budget_stops_new_attempts_once_spent_and_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = spec(dir.path(), 1, 0);
+    s.settings.limits.max_cost_usd = Some(1.0);
+    // An exec agent says what it spent in its report.
+    let costly = Step {
+        report: Some(json!({"status": "completed", "summary": "did it", "cost_usd": 0.4})),
+        ..Step::completed()
+    };
+    let backend = Arc::new(Scripted::new(costly));
+    let items: Vec<WorkItem> = (0..6).map(|n| item(&n.to_string(), "x", &[])).collect();
+    let ran = run_items(s, items, backend.clone(), None).await;
+    // 0.4, 0.8, 1.2: the third is started at 0.8 spent (one at a time), then no more.
+    assert_eq!(backend.seen().len(), 3);
+    assert_eq!(ran.summary.count(ItemStatus::Completed), 3);
+    assert_eq!(ran.summary.count(ItemStatus::Skipped), 3);
+    assert!(
+        ran.events
+            .outcome("5")
+            .error
+            .starts_with("not started: budget of $1 reached: spent $1.2"),
+        "{}",
+        ran.events.outcome("5").error
+    );
 }

@@ -1,0 +1,542 @@
+//! The team's gate: every attempt passes it before it starts. It is where the team adapts to
+//! its provider instead of failing items:
+//!
+//! - a `rate_limited` attempt pauses the whole team until the retry-after time (the CLI's own
+//!   "try again in …" when it gives one, else exponential back-off from 2 s with jitter) and
+//!   halves how many attempts run at once; each run of successes as long as the limit adds
+//!   one back, never above `--jobs` (additive increase, multiplicative decrease);
+//! - an `auth` failure, a `quota` that does not reset within `--rate-limit-wait`, a spent
+//!   budget (`--max-cost-usd`) or `--max-fail` stops the team starting attempts: what runs
+//!   finishes, the rest end `skipped` with the reason.
+//!
+//! Each change is an event ([`Event::TeamPaused`], [`Event::TeamStopped`]) in the journal.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+
+use super::events::Event;
+use super::now_rfc3339;
+use crate::failure::FailureKind;
+use crate::report::{ItemStatus, Verdict};
+
+/// `--max-fail N[:immediate]`: stop starting items once N did not complete; with
+/// `immediate`, also stop the running ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxFail {
+    /// How many items may not complete (≥ 1).
+    pub count: u32,
+    /// Also cancel the running teammates when it is reached.
+    pub immediate: bool,
+}
+
+/// The team's limits, from flags, BATCH.md or runner.toml.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Longest an item waits in total for rate limits (`--rate-limit-wait`, default 1 h);
+    /// past it the item ends `rate_limited`.
+    pub rate_limit_wait: Duration,
+    /// `--max-cost-usd`: no attempt starts once the cost spent plus the expected cost of the
+    /// running attempts reaches it.
+    pub max_cost_usd: Option<f64>,
+    /// `--max-fail`.
+    pub max_fail: Option<MaxFail>,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            rate_limit_wait: DEFAULT_RATE_LIMIT_WAIT,
+            max_cost_usd: None,
+            max_fail: None,
+        }
+    }
+}
+
+/// Default of `--rate-limit-wait`.
+pub const DEFAULT_RATE_LIMIT_WAIT: Duration = Duration::from_secs(3600);
+
+/// First back-off after a rate limit that names no time; doubled per rate limit in a row.
+const FIRST_BACKOFF: Duration = Duration::from_secs(2);
+/// Longest back-off when no time is named.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+#[derive(Debug)]
+struct State {
+    /// Attempts allowed at once now (1 ..= jobs).
+    limit: usize,
+    /// Attempts running now.
+    active: usize,
+    /// No attempt starts before this.
+    paused_until: Option<Instant>,
+    /// Why it is paused (`rate limited`), for status.
+    pause_reason: String,
+    /// Why the team stopped starting attempts.
+    stopped: Option<String>,
+    /// Attempts in a row that were not rate limited.
+    streak: usize,
+    /// Rate limits in a row (for the back-off).
+    limited_in_a_row: u32,
+    /// Cost spent (earlier runs included), USD.
+    spent: f64,
+    /// Attempts whose cost is known.
+    costed: u32,
+    /// Items that did not complete (this run).
+    failures: u32,
+    /// Attempts waiting at the gate.
+    waiting: usize,
+}
+
+/// What the team's gate shows `runner status`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateView {
+    /// Attempts allowed at once now.
+    pub limit: usize,
+    /// Attempts waiting at the gate.
+    pub waiting: usize,
+    /// `rate limited until 14:03:10`, while paused.
+    pub paused: Option<String>,
+    /// Why no new attempts start, once stopped.
+    pub stopped: Option<String>,
+    /// Cost spent so far (earlier runs included), when any is known.
+    pub spent_usd: Option<f64>,
+}
+
+/// The gate of one run. Shared by the dispatcher and every teammate's supervisor.
+#[derive(Debug)]
+pub struct Gate {
+    jobs: usize,
+    limits: Limits,
+    state: Mutex<State>,
+    changed: Notify,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+/// A running attempt's place at the gate; dropping it lets the next one in.
+#[derive(Debug)]
+pub struct Permit(Arc<Gate>);
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.0.with(|s| s.active = s.active.saturating_sub(1));
+        self.0.changed.notify_waiters();
+    }
+}
+
+/// What a teammate's supervisor does after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum After {
+    /// Go on as the verdict says (retry by `--retries`, or finish).
+    Judged,
+    /// Rate limited: attempt again after the team's pause, without using a retry.
+    Requeue,
+    /// Finish with this verdict, no retry: the team stopped (auth, quota), or the item has
+    /// waited out `--rate-limit-wait`.
+    Final,
+}
+
+impl Gate {
+    /// A gate for `jobs` attempts at once; `spent_before` is the cost earlier runs of the
+    /// team spent (so a resumed run keeps the same budget). Events go to `events`.
+    pub fn new(
+        jobs: usize,
+        limits: Limits,
+        spent_before: f64,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Gate {
+        Gate {
+            jobs: jobs.max(1),
+            limits,
+            state: Mutex::new(State {
+                limit: jobs.max(1),
+                active: 0,
+                paused_until: None,
+                pause_reason: String::new(),
+                stopped: None,
+                streak: 0,
+                limited_in_a_row: 0,
+                spent: spent_before,
+                costed: 0,
+                failures: 0,
+                waiting: 0,
+            }),
+            changed: Notify::new(),
+            events,
+        }
+    }
+
+    /// The limits in effect.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Why the team no longer starts attempts, once it stopped.
+    pub fn stopped(&self) -> Option<String> {
+        self.with(|s| s.stopped.clone())
+    }
+
+    /// Stop starting attempts, for `reason` (the first reason stays). Recorded as an event.
+    pub fn stop(&self, reason: String) {
+        let first = self.with(|s| {
+            if s.stopped.is_some() {
+                return false;
+            }
+            s.stopped = Some(reason.clone());
+            true
+        });
+        if first {
+            let _ = self.events.send(Event::TeamStopped {
+                reason,
+                at: now_rfc3339(),
+            });
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Wait until an attempt may start and take a place; `Err(reason)` when the team
+    /// stopped starting attempts. Cancel-safe: dropping the future gives nothing up.
+    pub async fn admit(self: &Arc<Self>) -> Result<Permit, String> {
+        self.with(|s| s.waiting += 1);
+        struct Waiting<'a>(&'a Gate);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.with(|s| s.waiting = s.waiting.saturating_sub(1));
+            }
+        }
+        let _waiting = Waiting(self);
+        enum Next {
+            Go,
+            Sleep(Instant),
+            Wait,
+            Over(String),
+        }
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let next = self.with(|s| {
+                if let Some(r) = &s.stopped {
+                    return Err(r.clone());
+                }
+                if let Some(max) = self.limits.max_cost_usd {
+                    let mean = if s.costed > 0 {
+                        s.spent / f64::from(s.costed)
+                    } else {
+                        0.0
+                    };
+                    if s.spent > 0.0 && s.spent + mean * s.active as f64 >= max {
+                        return Ok(Next::Over(format!(
+                            "budget of ${} reached: spent ${}",
+                            crate::run::outcome::usd_text(max),
+                            crate::run::outcome::usd_text(s.spent)
+                        )));
+                    }
+                }
+                match s.paused_until {
+                    Some(t) if t > Instant::now() => return Ok(Next::Sleep(t)),
+                    Some(_) => s.paused_until = None,
+                    None => {}
+                }
+                if s.active < s.limit {
+                    s.active += 1;
+                    return Ok(Next::Go);
+                }
+                Ok(Next::Wait)
+            })?;
+            match next {
+                Next::Go => return Ok(Permit(self.clone())),
+                Next::Over(reason) => {
+                    self.stop(reason.clone());
+                    return Err(reason);
+                }
+                Next::Sleep(t) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(t) => {}
+                        _ = notified => {}
+                    }
+                }
+                Next::Wait => notified.await,
+            }
+        }
+    }
+
+    /// Account for an attempt that ended with `verdict` (costing `cost` USD, when known), and
+    /// say what its item does next. `waited` is how long the item has waited for rate limits
+    /// so far; a rate limit that would take it past `--rate-limit-wait` is final.
+    pub fn ended(&self, verdict: &Verdict, cost: Option<f64>, waited: Duration) -> After {
+        self.with(|s| {
+            if let Some(c) = cost {
+                s.spent += c;
+                s.costed += 1;
+            }
+        });
+        let retry_after = verdict.retry_after_s.map(Duration::from_secs_f64);
+        match verdict.kind {
+            Some(FailureKind::RateLimited) => self.rate_limited(retry_after, waited),
+            Some(FailureKind::Quota) => match retry_after {
+                Some(reset) if waited + reset <= self.limits.rate_limit_wait => {
+                    self.rate_limited(Some(reset), waited)
+                }
+                _ => {
+                    self.stop(format!("quota exhausted: {}", verdict.reason));
+                    After::Final
+                }
+            },
+            Some(FailureKind::Auth) => {
+                self.stop(format!("authentication failed ({})", verdict.reason));
+                After::Final
+            }
+            _ => {
+                self.with(|s| {
+                    s.limited_in_a_row = 0;
+                    s.streak += 1;
+                    if s.streak >= s.limit && s.limit < self.jobs {
+                        s.limit += 1;
+                        s.streak = 0;
+                    }
+                });
+                self.changed.notify_waiters();
+                After::Judged
+            }
+        }
+    }
+
+    fn rate_limited(&self, retry_after: Option<Duration>, waited: Duration) -> After {
+        let (wait, limit) = self.with(|s| {
+            s.streak = 0;
+            s.limited_in_a_row += 1;
+            let wait = retry_after.unwrap_or_else(|| {
+                let exp = FIRST_BACKOFF
+                    .saturating_mul(1 << (s.limited_in_a_row - 1).min(10))
+                    .min(MAX_BACKOFF);
+                exp.mul_f64(rand::rng().random_range(0.75..1.25))
+            });
+            s.limit = (s.limit / 2).max(1);
+            (wait, s.limit)
+        });
+        if waited + wait > self.limits.rate_limit_wait {
+            return After::Final;
+        }
+        let until = Instant::now() + wait;
+        let extended = self.with(|s| {
+            if s.paused_until.is_some_and(|t| t >= until) {
+                return false;
+            }
+            s.paused_until = Some(until);
+            s.pause_reason = "rate limited".into();
+            true
+        });
+        if extended {
+            let at = jiff::Timestamp::now()
+                .checked_add(jiff::SignedDuration::try_from(wait).unwrap_or_default())
+                .map(|t| t.to_string())
+                .unwrap_or_default();
+            let _ = self.events.send(Event::TeamPaused {
+                until: at,
+                wait_s: (wait.as_secs_f64() * 10.0).round() / 10.0,
+                limit,
+                at: now_rfc3339(),
+            });
+        }
+        After::Requeue
+    }
+
+    /// How long the team is paused from now (zero when it is not).
+    pub fn pause_left(&self) -> Duration {
+        self.with(|s| {
+            s.paused_until.map_or(Duration::ZERO, |t| {
+                t.saturating_duration_since(Instant::now())
+            })
+        })
+    }
+
+    /// Account for an item that reached its final `status`; returns `true` when this makes
+    /// `--max-fail N:immediate` stop the running teammates too.
+    pub fn item_finished(&self, status: ItemStatus) -> bool {
+        if matches!(status, ItemStatus::Completed | ItemStatus::Skipped) {
+            return false;
+        }
+        let Some(max) = self.limits.max_fail else {
+            return false;
+        };
+        let failures = self.with(|s| {
+            s.failures += 1;
+            s.failures
+        });
+        if failures < max.count {
+            return false;
+        }
+        self.stop(format!(
+            "--max-fail {} reached: {failures} item(s) did not complete",
+            max.count
+        ));
+        max.immediate
+    }
+
+    /// What `runner status` shows of the gate.
+    pub fn view(&self) -> GateView {
+        self.with(|s| {
+            let left = s
+                .paused_until
+                .map(|t| t.saturating_duration_since(Instant::now()))
+                .filter(|d| !d.is_zero());
+            GateView {
+                limit: s.limit,
+                waiting: s.waiting,
+                paused: left.map(|d| {
+                    let until = jiff::Timestamp::now()
+                        .checked_add(jiff::SignedDuration::try_from(d).unwrap_or_default())
+                        .map(|t| t.strftime("%H:%M:%S UTC").to_string())
+                        .unwrap_or_default();
+                    format!("{} until {until}", s.pause_reason)
+                }),
+                stopped: s.stopped.clone(),
+                spent_usd: (s.costed > 0 || s.spent > 0.0).then_some(s.spent),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(kind: FailureKind, retry_after_s: Option<f64>) -> Verdict {
+        let mut v = Verdict::not_completed(ItemStatus::Failed, Some(kind), format!("{kind} text"));
+        v.retry_after_s = retry_after_s;
+        v
+    }
+
+    fn gate(jobs: usize, limits: Limits) -> (Arc<Gate>, mpsc::UnboundedReceiver<Event>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Arc::new(Gate::new(jobs, limits, 0.0, tx)), rx)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rate_limit_pauses_everyone_halves_the_limit_and_successes_win_it_back() {
+        let (g, mut rx) = gate(8, Limits::default());
+        let p = g.admit().await.expect("open");
+        drop(p);
+        let after = g.ended(
+            &verdict(FailureKind::RateLimited, Some(30.0)),
+            None,
+            Duration::ZERO,
+        );
+        assert_eq!(after, After::Requeue);
+        assert_eq!(g.view().limit, 4);
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(Event::TeamPaused { limit: 4, .. })
+        ));
+        let started = tokio::time::Instant::now();
+        let p = g.admit().await.expect("after the pause");
+        assert!(
+            started.elapsed() >= Duration::from_secs(30),
+            "waited out the pause"
+        );
+        drop(p);
+        for _ in 0..4 {
+            g.ended(&Verdict::completed(), None, Duration::ZERO);
+        }
+        assert_eq!(g.view().limit, 5, "+1 after a run of 4 successes");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_more_than_the_limit_run_at_once() {
+        let (g, _rx) = gate(2, Limits::default());
+        let a = g.admit().await.expect("1");
+        let _b = g.admit().await.expect("2");
+        let g2 = g.clone();
+        let third = tokio::spawn(async move { g2.admit().await.map(|_| ()) });
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(!third.is_finished(), "a third waits");
+        assert_eq!(g.view().waiting, 1);
+        drop(a);
+        third.await.expect("join").expect("admitted once one ended");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rate_limit_past_the_wait_budget_is_final() {
+        let limits = Limits {
+            rate_limit_wait: Duration::from_secs(60),
+            ..Limits::default()
+        };
+        let (g, _rx) = gate(4, limits);
+        let v = verdict(FailureKind::RateLimited, Some(50.0));
+        assert_eq!(g.ended(&v, None, Duration::from_secs(20)), After::Final);
+        assert_eq!(g.ended(&v, None, Duration::ZERO), After::Requeue);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn auth_and_a_long_quota_stop_the_team_a_short_quota_waits() {
+        let (g, mut rx) = gate(4, Limits::default());
+        let short = verdict(FailureKind::Quota, Some(120.0));
+        assert_eq!(g.ended(&short, None, Duration::ZERO), After::Requeue);
+        assert!(g.stopped().is_none());
+        let long = verdict(FailureKind::Quota, Some(86_400.0));
+        assert_eq!(g.ended(&long, None, Duration::ZERO), After::Final);
+        assert_eq!(g.stopped().as_deref(), Some("quota exhausted: quota text"));
+        assert_eq!(
+            g.admit().await.map(|_| ()),
+            Err("quota exhausted: quota text".into())
+        );
+        let (g, _) = gate(4, Limits::default());
+        assert_eq!(
+            g.ended(&verdict(FailureKind::Auth, None), None, Duration::ZERO),
+            After::Final
+        );
+        assert_eq!(
+            g.stopped().as_deref(),
+            Some("authentication failed (auth text)")
+        );
+        let stops = std::iter::from_fn(|| rx.try_recv().ok())
+            .filter(|e| matches!(e, Event::TeamStopped { .. }))
+            .count();
+        assert_eq!(stops, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_budget_counts_the_expected_cost_of_running_attempts() {
+        let limits = Limits {
+            max_cost_usd: Some(1.0),
+            ..Limits::default()
+        };
+        let (g, _rx) = gate(4, limits);
+        let a = g.admit().await.expect("nothing spent yet");
+        g.ended(&Verdict::completed(), Some(0.4), Duration::ZERO);
+        drop(a);
+        let _b = g.admit().await.expect("0.4 spent, 0 running");
+        // 0.4 spent + 0.4 expected for the running one = 0.8 < 1.0
+        let _c = g.admit().await.expect("0.8 expected");
+        // 0.4 + 2 × 0.4 = 1.2 ≥ 1.0
+        let e = g.admit().await.map(|_| ()).expect_err("over budget");
+        assert_eq!(e, "budget of $1 reached: spent $0.4");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn max_fail_stops_after_n_items_and_says_when_to_cancel() {
+        let limits = Limits {
+            max_fail: Some(MaxFail {
+                count: 2,
+                immediate: true,
+            }),
+            ..Limits::default()
+        };
+        let (g, _rx) = gate(4, limits);
+        assert!(!g.item_finished(ItemStatus::Failed));
+        assert!(!g.item_finished(ItemStatus::Skipped), "skips do not count");
+        assert!(g.stopped().is_none());
+        assert!(g.item_finished(ItemStatus::TimedOut));
+        assert_eq!(
+            g.stopped().as_deref(),
+            Some("--max-fail 2 reached: 2 item(s) did not complete")
+        );
+    }
+}

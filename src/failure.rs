@@ -358,7 +358,7 @@ pub fn retry_after(text: &str) -> Option<std::time::Duration> {
     let re = RE
         .get_or_init(|| {
             RegexBuilder::new(
-                r"(?:try again|retry|retry-after|retry_after|reset[s]?)[\s:=]*(?:in|after)?\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?)?\b",
+                r"(?:try again|retry|retry-after|retry_after|reset[s]?)[\s:=]*(?:in|after)?\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?)?\b",
             )
             .case_insensitive(true)
             .build()
@@ -372,6 +372,7 @@ pub fn retry_after(text: &str) -> Option<std::time::Duration> {
         Some('m') if unit.starts_with("ms") || unit.starts_with("milli") => n / 1000.0,
         Some('m') => n * 60.0,
         Some('h') => n * 3600.0,
+        Some('d') => n * 86_400.0,
         _ => n,
     };
     (0.0..366.0 * 86_400.0)
@@ -531,6 +532,11 @@ mod tests {
         assert_eq!(secs("retry after 2 minutes"), Some(120.0));
         assert_eq!(secs("try again in 250ms"), Some(0.25));
         assert_eq!(secs("Retry-After: 7"), Some(7.0));
+        assert_eq!(
+            secs("usage limit reached, try again in 2 days"),
+            Some(172_800.0)
+        );
+        assert_eq!(secs("Your quota resets at 14:03 UTC"), None);
         assert_eq!(secs("429 Too Many Requests"), None);
     }
 

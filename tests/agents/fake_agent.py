@@ -24,6 +24,11 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   rate_limited_once  on attempt 1 report failed with failure_kind rate_limited and
                retry_after_s 0.5 (as an exec agent that met an HTTP 429 would); then success
   auth         report failed with failure_kind auth ("invalid API key")
+  rate_limited_long  on attempt 1 report rate_limited with retry_after_s 30; then success
+  quota_reset  on attempt 1 report failed, failure_kind quota, "usage limit reached, try
+               again in 1s" (the reset time only in the text); then success
+  costly       report success with cost_usd 0.4 (an exec agent saying what it spent)
+  quota        report failed, failure_kind quota, "daily quota exhausted" (no reset time)
   wait_file    wait until the file $RELEASE_FILE exists, then report success
   daemon       leave the process group twice (a `setsid` child and a double-forked daemon,
                each a `sleep`, pids in $RUNNER_TEAMMATE_DIR/escaped.pids), report success
@@ -146,6 +151,22 @@ def main():
                                 failure_kind="rate_limited", retry_after_s=0.5))
         else:
             write_report(report(summary="worked after the pause"))
+    elif mode == "rate_limited_long":
+        if os.environ.get("RUNNER_ATTEMPT") == "1":
+            write_report(report(status="failed", summary="HTTP 429 from the model API",
+                                failure_kind="rate_limited", retry_after_s=30))
+        else:
+            write_report(report(summary="worked after the pause"))
+    elif mode == "quota_reset":
+        if os.environ.get("RUNNER_ATTEMPT") == "1":
+            write_report(report(status="failed", failure_kind="quota",
+                                summary="usage limit reached, try again in 1s"))
+        else:
+            write_report(report(summary="worked after the reset"))
+    elif mode == "costly":
+        write_report(report(cost_usd=0.4))
+    elif mode == "quota":
+        write_report(report(status="failed", summary="daily quota exhausted", failure_kind="quota"))
     elif mode == "auth":
         write_report(report(status="failed", summary="invalid API key", failure_kind="auth"))
     elif mode == "slow":

@@ -397,6 +397,93 @@ fn a_bad_key_costs_one_wave_of_attempts_and_the_rest_are_skipped_saying_why() {
 }
 
 #[test]
+fn a_quota_with_a_reset_time_in_its_message_waits_for_it_and_one_without_stops_the_team() {
+    let sb = batch(&[("a", "quota_reset")]);
+    let r = run_batch(&sb, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(
+        (rows["a"]["status"].as_str(), rows["a"]["summary"].as_str()),
+        ("completed", "worked after the reset")
+    );
+    assert!(
+        r.stdout
+            .contains("PAUSED  rate limited: no attempt starts for 1s"),
+        "{r:?}"
+    );
+
+    let sb = batch(&[("a", "quota"), ("b", "success"), ("c", "success")]);
+    let r = run_batch(&sb, &["--jobs", "1"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(
+        (
+            rows["a"]["status"].as_str(),
+            rows["a"]["failure_kind"].as_str()
+        ),
+        ("failed", "quota")
+    );
+    for id in ["b", "c"] {
+        assert_eq!(rows[id]["status"], "skipped", "{:?}", rows[id]);
+        assert_eq!(
+            rows[id]["error"],
+            "not started: quota exhausted: the report says failed: daily quota exhausted"
+        );
+    }
+    // Once the quota is back, --only failed runs what was skipped.
+    sb.write_rows(&[("a", "success"), ("b", "success"), ("c", "success")]);
+    let r = run_batch(&sb, &["--only", "failed"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert!(
+        rows.values().all(|r| r["status"] == "completed"),
+        "{rows:?}"
+    );
+}
+
+#[test]
+fn max_fail_and_the_budget_stop_a_batch_early_saying_why() {
+    let rows: Vec<(String, &str)> = (0..8).map(|n| (format!("r{n}"), "nonzero")).collect();
+    let rows: Vec<(&str, &str)> = rows.iter().map(|(id, m)| (id.as_str(), *m)).collect();
+    let sb = batch(&rows);
+    let r = run_batch(&sb, &["--jobs", "1", "--max-fail", "2"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let out = csv_rows(&sb.join("workers-output.csv"));
+    assert_eq!(out.iter().filter(|r| r["status"] == "failed").count(), 2);
+    assert_eq!(out.iter().filter(|r| r["status"] == "skipped").count(), 6);
+    assert!(
+        out.iter()
+            .filter(|r| r["status"] == "skipped")
+            .all(|r| r["error"] == "not started: --max-fail 2 reached: 2 item(s) did not complete"),
+        "{out:?}"
+    );
+
+    let rows: Vec<(String, &str)> = (0..6).map(|n| (format!("r{n}"), "costly")).collect();
+    let rows: Vec<(&str, &str)> = rows.iter().map(|(id, m)| (id.as_str(), *m)).collect();
+    let sb = batch(&rows);
+    let r = run_batch(&sb, &["--jobs", "1", "--max-cost-usd", "1"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let out = csv_rows(&sb.join("workers-output.csv"));
+    let completed: Vec<_> = out.iter().filter(|r| r["status"] == "completed").collect();
+    assert_eq!(
+        completed.len(),
+        3,
+        "0.4 + 0.4 + 0.4: the third starts at $0.8 spent"
+    );
+    assert!(
+        completed.iter().all(|r| r["cost_usd"] == "0.4"),
+        "{completed:?}"
+    );
+    assert!(
+        out.iter()
+            .filter(|r| r["status"] == "skipped")
+            .all(|r| r["error"] == "not started: budget of $1 reached: spent $1.2"),
+        "{out:?}"
+    );
+    assert!(r.stdout.contains("budget of $1 reached"), "{r:?}");
+}
+
+#[test]
 fn batch_md_configures_the_run_and_flags_override_it() {
     let sb = Sandbox::new();
     sb.write("jobs/workers-input.csv", "path,owner\ndocs/a.md,ann\n");

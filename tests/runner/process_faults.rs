@@ -300,3 +300,34 @@ fn after_kill_9_the_next_run_ends_what_the_dead_runs_teammates_left_outside_thei
         "processes of the dead run survived: {left:?}"
     );
 }
+
+/// `kill -9` while the team waits out a rate limit: the journal has the pause, no teammate is
+/// left, and the next run makes the attempt again (numbered on) and completes the item.
+#[test]
+fn after_kill_9_during_a_rate_limit_pause_the_next_run_completes_the_item() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "rate_limited_long")]);
+    let mut runner = sb
+        .fake_batch_cmd(&[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn runner");
+    let journal = sb.join(&format!("{WS}/journal.jsonl"));
+    wait_for("the team to pause", 30, || {
+        std::fs::read_to_string(&journal).is_ok_and(|j| j.contains(r#""event":"team_paused""#))
+    });
+    signal(runner.id(), "-KILL");
+    wait_exit(&mut runner, 10);
+    let left = sb.survivors_after(2.0);
+    assert!(left.is_empty(), "nothing runs during the pause: {left:?}");
+    let r = sb.fake_batch(&[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "completed", "{:?}", rows["a"]);
+    assert_eq!(
+        rows["a"]["attempts"], "2",
+        "numbered on from the killed run"
+    );
+    assert_eq!(rows["a"]["summary"], "worked after the pause");
+}

@@ -11,7 +11,10 @@
 #   2. makespan: 64 rows of a 0.5 s sleep at -j 8 (ideal 4.0 s);
 #   3. memory: peak RSS of --dry-run and of a full run over a 100,000-row CSV, and of a run
 #      whose agent writes 1 GiB to stdout;
-#   4. start-up: `runner --version` and `runner list` on an empty store.
+#   4. start-up: `runner --version` and `runner list` on an empty store;
+#   5. rate limits: a stand-in API on 127.0.0.1 that serves 2 requests at once (429 with
+#      Retry-After: 1 above that), 0.5 s each; 48 items at -j 8 vs xargs -P 8 and GNU
+#      parallel -j 8 --retries 3; and 200 items with a bad key.
 # Run it on a quiet machine, and not within five minutes of deleting many files (a previous
 # run of this script deletes half a million at its end): ext4 avoids reusing recently freed
 # inode numbers, and scanning past them slows every file the runner creates.
@@ -24,8 +27,10 @@ SMOKE=0
 
 if [ $SMOKE = 1 ]; then
     N_OVERHEAD=40; N_MAKESPAN=8; SLEEP=0.1; N_MEMORY=300; FLOOD_MB=8; RUNS=1
+    N_LIMITED=8; N_BADKEY=20
 else
     N_OVERHEAD=2000; N_MAKESPAN=64; SLEEP=0.5; N_MEMORY=100000; FLOOD_MB=1024; RUNS=5
+    N_LIMITED=48; N_BADKEY=200
 fi
 
 need() {
@@ -195,6 +200,97 @@ else
 fi
 note "start-up: --version ${v_med}s (${v_min}-${v_max}); list on an empty store ${l_med}s (${l_min}-${l_max})"
 
+# 5. Rate limits ------------------------------------------------------------------------
+# The stand-in API: at most 2 requests at once, each 0.5 s; above that HTTP 429 with
+# Retry-After: 1; a wrong key is 401. It counts the requests it saw (GET /count).
+cat > api.py <<'API'
+import http.server, sys, threading, time
+slots = threading.BoundedSemaphore(2)
+seen = [0]
+lock = threading.Lock()
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def reply(self, code, body, headers=()):
+        self.send_response(code)
+        for k, v in headers: self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        self.reply(200, str(seen[0]).encode())
+    def do_POST(self):
+        with lock: seen[0] += 1
+        if self.headers.get("Authorization") != "Bearer good":
+            return self.reply(401, b'{"error":{"message":"Incorrect API key provided"}}')
+        if not slots.acquire(blocking=False):
+            return self.reply(429, b'{"error":{"message":"Rate limit reached"}}', [("Retry-After", "1")])
+        try:
+            time.sleep(0.5)
+            self.reply(200, b'{"answer":42}')
+        finally:
+            slots.release()
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(srv.server_address[1], flush=True)
+srv.serve_forever()
+API
+# The exec agent: one request; the report says completed, or failed with the failure kind
+# (and the Retry-After) of the answer. Exits 1 when it failed, for xargs and parallel.
+cat > caller.py <<'CALLER'
+import json, os, sys, urllib.error, urllib.request
+sys.stdin.read() if not sys.stdin.isatty() else None
+req = urllib.request.Request(os.environ["API"], data=b"{}", method="POST",
+                             headers={"Authorization": "Bearer " + os.environ["KEY"]})
+rep = {"status": "completed", "summary": "answered"}
+try:
+    urllib.request.urlopen(req, timeout=30).read()
+except urllib.error.HTTPError as e:
+    kind = {429: "rate_limited", 401: "auth"}.get(e.code, "api_error")
+    rep = {"status": "failed", "summary": f"HTTP {e.code}", "failure_kind": kind}
+    if e.headers.get("Retry-After"):
+        rep["retry_after_s"] = float(e.headers["Retry-After"])
+with open(os.environ.get("RUNNER_REPORT", os.devnull), "w") as f:
+    json.dump(rep, f)
+sys.exit(0 if rep["status"] == "completed" else 1)
+CALLER
+python3 api.py > api.port &
+api_pid=$!
+for _ in $(seq 50); do [ -s api.port ] && break; sleep 0.1; done
+API="http://127.0.0.1:$(cat api.port)/v1/call"
+count() { curl -s "http://127.0.0.1:$(cat api.port)/count" 2>/dev/null || python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:$(cat api.port)/count').read().decode())"; }
+rows "$N_LIMITED" limited.csv
+rm -rf limited-out.csv limited-out.runner
+s=$(date +%s%N)
+API=$API KEY=good "$RUNNER" batch --input limited.csv --instruction instr.md --output limited-out.csv \
+    --jobs 8 --format plain -- python3 caller.py > limited.log 2>&1 || true
+e=$(date +%s%N)
+rl_time=$(calc "($e-$s)/1000000000" 2)
+rl_done=$(grep -c ',completed,' limited-out.csv || true)
+rl_ideal=$(calc "$N_LIMITED * 0.5 / 2" 1)
+s=$(date +%s%N)
+x_done=$(seq 1 "$N_LIMITED" | API=$API KEY=good xargs -P 8 -I{} sh -c 'python3 caller.py </dev/null && echo ok' 2>/dev/null | grep -c ok || true)
+e=$(date +%s%N)
+x_time=$(calc "($e-$s)/1000000000" 2)
+p_note="GNU parallel not installed"
+if command -v parallel >/dev/null 2>&1; then
+    s=$(date +%s%N)
+    p_done=$(seq 1 "$N_LIMITED" | API=$API KEY=good parallel -j 8 --retries 3 'python3 caller.py </dev/null && echo ok' 2>/dev/null | grep -c ok || true)
+    e=$(date +%s%N)
+    p_note="GNU parallel -j 8 --retries 3: $p_done of $N_LIMITED in $(calc "($e-$s)/1000000000" 2)s"
+fi
+note "rate limits: $N_LIMITED items, API serving 2 at once: runner -j 8 completed $rl_done of $N_LIMITED in ${rl_time}s (ideal ${rl_ideal}s); xargs -P 8: $x_done of $N_LIMITED in ${x_time}s; $p_note"
+rows "$N_BADKEY" badkey.csv
+rm -rf badkey-out.csv badkey-out.runner
+before=$(count)
+s=$(date +%s%N)
+API=$API KEY=wrong "$RUNNER" batch --input badkey.csv --instruction instr.md --output badkey-out.csv \
+    --jobs 8 --format plain -- python3 caller.py > badkey.log 2>&1 || true
+e=$(date +%s%N)
+bk_time=$(calc "($e-$s)/1000000000" 2)
+bk_attempts=$(( $(count) - before ))
+note "bad key: $N_BADKEY items -j 8: $bk_attempts attempts started, ${bk_time}s"
+kill "$api_pid" 2>/dev/null || true
+test "$rl_done" = "$N_LIMITED" || { echo "rate-limit run did not complete every row" >&2; exit 1; }
+
 [ $SMOKE = 1 ] && { echo "smoke run ok"; exit 0; }
 
 # BENCHMARKS.md ----------------------------------------------------------------------------
@@ -226,6 +322,8 @@ the journal, team.json, and the output CSV.
 | memory: agent writing ${FLOOD_MB} MiB to stdout | ${m_flood} MiB | ≤ 32 MiB | $(verdict "$m_flood <= 32") |
 | start-up: \`runner --version\` | ${v_med}s (${v_min}–${v_max}) | — | |
 | start-up: \`runner list\` on an empty store | ${l_med}s (${l_min}–${l_max}) | — | |
+| rate limits: $N_LIMITED items, an API serving 2 at once (429 + Retry-After: 1 above), 0.5 s each, -j 8 | runner: $rl_done of $N_LIMITED in ${rl_time}s; xargs -P 8: $x_done of $N_LIMITED in ${x_time}s; $p_note | all complete, ≤ 1.3 × ${rl_ideal} s: **$(calc "$rl_time / $rl_ideal" 2)×** | $(verdict "$rl_done == $N_LIMITED && $rl_time <= 1.3 * $rl_ideal") |
+| bad key: $N_BADKEY items, -j 8 | $bk_attempts attempts, ${bk_time}s | ≤ 9 attempts, < 3 s | $(verdict "$bk_attempts <= 9 && $bk_time < 3") |
 
 ## Commands
 

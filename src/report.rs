@@ -499,16 +499,27 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
         ProcessEnd::Exited(0) => {}
         ProcessEnd::Exited(code) => {
             // The CLI's own words (its error_text, its flagged final text, the JSON error
-            // object ending stderr) before the last stderr line.
+            // object ending stderr) before the last stderr line; then what a failed report
+            // says (an exec agent that exits 1 after writing `failure_kind`).
             let d = e.rules.diagnose(&evidence(Some(*code)));
-            let reason = match d.message.map(|m| one_line(&m, 160)) {
+            let failed_report = match e.report {
+                Ok((r, _)) if r.status == "failed" => Some(r),
+                _ => None,
+            };
+            let message = d.message.or_else(|| {
+                failed_report
+                    .map(|r| r.summary.clone())
+                    .filter(|s| !s.trim().is_empty())
+            });
+            let kind = d.kind.or_else(|| failed_report.and_then(stated_kind));
+            let reason = match message.map(|m| one_line(&m, 160)) {
                 Some(m) if flagged && e.agent.error_text.is_none() => {
                     format!("exited with code {code}: the agent reported an error: {m}")
                 }
                 Some(m) => format!("exited with code {code}: {m}"),
                 None => format!("exited with code {code}"),
             };
-            return v(ItemStatus::Failed, d.kind.unwrap_or(K::AgentError), reason);
+            return v(ItemStatus::Failed, kind.unwrap_or(K::AgentError), reason);
         }
     }
     if flagged {
@@ -586,13 +597,7 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
         }
         _ => {
             // An agent may say why it failed (`"failure_kind": "rate_limited"`).
-            let kind = report
-                .raw
-                .get("failure_kind")
-                .and_then(Value::as_str)
-                .and_then(FailureKind::parse)
-                .filter(|k| k.reportable())
-                .unwrap_or(K::AgentError);
+            let kind = stated_kind(report).unwrap_or(K::AgentError);
             return v(
                 ItemStatus::Failed,
                 kind,
@@ -635,6 +640,17 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
         );
     }
     Verdict::completed()
+}
+
+/// The failure kind a report states (`"failure_kind": "rate_limited"`), when it is one an
+/// agent may state ([`FailureKind::reportable`]).
+fn stated_kind(report: &Report) -> Option<FailureKind> {
+    report
+        .raw
+        .get("failure_kind")
+        .and_then(Value::as_str)
+        .and_then(FailureKind::parse)
+        .filter(|k| k.reportable())
 }
 
 /// Most schema errors named in a reason.

@@ -3,8 +3,10 @@
 //!
 //! - a `rate_limited` attempt pauses the whole team until the retry-after time (the CLI's own
 //!   "try again in …" when it gives one, else exponential back-off from 2 s with jitter) and
-//!   halves how many attempts run at once; each run of successes as long as the limit adds
-//!   one back, never above `--jobs` (additive increase, multiplicative decrease);
+//!   halves how many attempts run at once (once per burst: attempts that started before the
+//!   last halving do not halve it again); each run of 2 × `--jobs` successes adds one back,
+//!   never above `--jobs` (additive increase, multiplicative decrease — slow to probe, since
+//!   each probe that meets a rate limit pauses the whole team);
 //! - an `auth` failure, a `quota` that does not reset within `--rate-limit-wait`, a spent
 //!   budget (`--max-cost-usd`) or `--max-fail` stops the team starting attempts: what runs
 //!   finishes, the rest end `skipped` with the reason.
@@ -88,6 +90,9 @@ struct State {
     failures: u32,
     /// Attempts waiting at the gate.
     waiting: usize,
+    /// How many times the limit was halved; an attempt admitted before the last halving
+    /// belongs to the burst that caused it.
+    epoch: u64,
 }
 
 /// What the team's gate shows `runner status`.
@@ -115,14 +120,30 @@ pub struct Gate {
     events: mpsc::UnboundedSender<Event>,
 }
 
-/// A running attempt's place at the gate; dropping it lets the next one in.
+/// A running attempt's place at the gate; [`Permit::ended`] (or dropping it) lets the next
+/// one in.
 #[derive(Debug)]
-pub struct Permit(Arc<Gate>);
+pub struct Permit {
+    gate: Arc<Gate>,
+    /// The gate's epoch when it was admitted.
+    epoch: u64,
+}
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        self.0.with(|s| s.active = s.active.saturating_sub(1));
-        self.0.changed.notify_waiters();
+        self.gate.with(|s| s.active = s.active.saturating_sub(1));
+        self.gate.changed.notify_waiters();
+    }
+}
+
+impl Permit {
+    /// The attempt ended with `verdict` (costing `cost` USD, when known): account for it and
+    /// say what its item does next ([`Gate::ended`]).
+    pub fn ended(self, verdict: &Verdict, cost: Option<f64>, waited: Duration) -> After {
+        let gate = self.gate.clone();
+        let epoch = self.epoch;
+        drop(self);
+        gate.ended_in(epoch, verdict, cost, waited)
     }
 }
 
@@ -162,6 +183,7 @@ impl Gate {
                 costed: 0,
                 failures: 0,
                 waiting: 0,
+                epoch: 0,
             }),
             changed: Notify::new(),
             events,
@@ -212,7 +234,7 @@ impl Gate {
         }
         let _waiting = Waiting(self);
         enum Next {
-            Go,
+            Go(u64),
             Sleep(Instant),
             Wait,
             Over(String),
@@ -246,12 +268,17 @@ impl Gate {
                 }
                 if s.active < s.limit {
                     s.active += 1;
-                    return Ok(Next::Go);
+                    return Ok(Next::Go(s.epoch));
                 }
                 Ok(Next::Wait)
             })?;
             match next {
-                Next::Go => return Ok(Permit(self.clone())),
+                Next::Go(epoch) => {
+                    return Ok(Permit {
+                        gate: self.clone(),
+                        epoch,
+                    });
+                }
                 Next::Over(reason) => {
                     self.stop(reason.clone());
                     return Err(reason);
@@ -269,8 +296,20 @@ impl Gate {
 
     /// Account for an attempt that ended with `verdict` (costing `cost` USD, when known), and
     /// say what its item does next. `waited` is how long the item has waited for rate limits
-    /// so far; a rate limit that would take it past `--rate-limit-wait` is final.
+    /// so far; a rate limit that would take it past `--rate-limit-wait` is final. For an
+    /// attempt admitted now (use [`Permit::ended`] for one that ran).
     pub fn ended(&self, verdict: &Verdict, cost: Option<f64>, waited: Duration) -> After {
+        let epoch = self.with(|s| s.epoch);
+        self.ended_in(epoch, verdict, cost, waited)
+    }
+
+    fn ended_in(
+        &self,
+        epoch: u64,
+        verdict: &Verdict,
+        cost: Option<f64>,
+        waited: Duration,
+    ) -> After {
         self.with(|s| {
             if let Some(c) = cost {
                 s.spent += c;
@@ -279,10 +318,10 @@ impl Gate {
         });
         let retry_after = verdict.retry_after_s.map(Duration::from_secs_f64);
         match verdict.kind {
-            Some(FailureKind::RateLimited) => self.rate_limited(retry_after, waited),
+            Some(FailureKind::RateLimited) => self.rate_limited(epoch, retry_after, waited),
             Some(FailureKind::Quota) => match retry_after {
                 Some(reset) if waited + reset <= self.limits.rate_limit_wait => {
-                    self.rate_limited(Some(reset), waited)
+                    self.rate_limited(epoch, Some(reset), waited)
                 }
                 _ => {
                     self.stop(format!("quota exhausted: {}", verdict.reason));
@@ -297,7 +336,7 @@ impl Gate {
                 self.with(|s| {
                     s.limited_in_a_row = 0;
                     s.streak += 1;
-                    if s.streak >= s.limit && s.limit < self.jobs {
+                    if s.streak >= 2 * self.jobs && s.limit < self.jobs {
                         s.limit += 1;
                         s.streak = 0;
                     }
@@ -308,7 +347,7 @@ impl Gate {
         }
     }
 
-    fn rate_limited(&self, retry_after: Option<Duration>, waited: Duration) -> After {
+    fn rate_limited(&self, epoch: u64, retry_after: Option<Duration>, waited: Duration) -> After {
         let (wait, limit) = self.with(|s| {
             s.streak = 0;
             s.limited_in_a_row += 1;
@@ -318,7 +357,12 @@ impl Gate {
                     .min(MAX_BACKOFF);
                 exp.mul_f64(rand::rng().random_range(0.75..1.25))
             });
-            s.limit = (s.limit / 2).max(1);
+            if epoch == s.epoch {
+                // The first rate limit of a burst halves the limit; the others of the same
+                // burst (admitted before it) do not halve it again.
+                s.limit = s.limit.div_ceil(2);
+                s.epoch += 1;
+            }
             (wait, s.limit)
         });
         if waited + wait > self.limits.rate_limit_wait {
@@ -423,14 +467,16 @@ mod tests {
     async fn a_rate_limit_pauses_everyone_halves_the_limit_and_successes_win_it_back() {
         let (g, mut rx) = gate(8, Limits::default());
         let p = g.admit().await.expect("open");
-        drop(p);
-        let after = g.ended(
-            &verdict(FailureKind::RateLimited, Some(30.0)),
-            None,
-            Duration::ZERO,
-        );
-        assert_eq!(after, After::Requeue);
+        let q = g.admit().await.expect("open");
+        let limited = verdict(FailureKind::RateLimited, Some(30.0));
+        assert_eq!(p.ended(&limited, None, Duration::ZERO), After::Requeue);
         assert_eq!(g.view().limit, 4);
+        assert_eq!(
+            q.ended(&limited, None, Duration::ZERO),
+            After::Requeue,
+            "the same burst"
+        );
+        assert_eq!(g.view().limit, 4, "halved once per burst");
         assert!(matches!(
             rx.try_recv(),
             Ok(Event::TeamPaused { limit: 4, .. })
@@ -442,10 +488,12 @@ mod tests {
             "waited out the pause"
         );
         drop(p);
-        for _ in 0..4 {
+        for _ in 0..15 {
             g.ended(&Verdict::completed(), None, Duration::ZERO);
         }
-        assert_eq!(g.view().limit, 5, "+1 after a run of 4 successes");
+        assert_eq!(g.view().limit, 4);
+        g.ended(&Verdict::completed(), None, Duration::ZERO);
+        assert_eq!(g.view().limit, 5, "+1 after a run of 2 × 8 successes");
     }
 
     #[tokio::test(start_paused = true)]

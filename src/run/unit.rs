@@ -209,8 +209,7 @@ pub async fn run_item(
         )
         .await;
         last_made = attempt;
-        let after = gate.ended(&result.verdict, result.agent.cost_usd, rate_limit_waited);
-        drop(permit);
+        let after = permit.ended(&result.verdict, result.agent.cost_usd, rate_limit_waited);
         let interrupted = *cancel.borrow() != Cancel::None;
         requeued = after == After::Requeue && !interrupted;
         if after == After::Final && result.verdict.kind == Some(FailureKind::RateLimited) {

@@ -1,0 +1,793 @@
+//! End to end: the built-in `codex` runner definition against the REAL OpenAI Codex CLI,
+//! offline. A `wiremock` server plays the OpenAI Responses API (`POST /v1/responses`,
+//! streamed as server-sent events) behind a custom model provider in a private
+//! `CODEX_HOME/config.toml`, with a scripted model: the first request answers with an
+//! `apply_patch` tool call that adds the report file at the path the prompt names, the second
+//! (after the tool output) with a short final text. No real model is ever called.
+//!
+//! Codex is installed by `.ci/run` into `target/e2e-codex/` (a pinned version, from the npm
+//! registry: a node wrapper that starts the native binary of `@openai/codex-linux-x64`);
+//! `RUNNER_E2E_CODEX` may point at another `codex` binary. Without one the tests print a
+//! `skipped: ...` notice on stderr and pass.
+//!
+//! What codex-cli 0.169.0 does with the configuration below (seen with this stand-in):
+//! - only `POST /v1/responses` (`stream: true`, `Authorization: Bearer $MOCK_API_KEY`, a
+//!   `session-id` header equal to the `thread_id` it prints), one per model turn; no
+//!   `/v1/models` and no WebSocket for a custom provider. Anything else is answered and
+//!   logged (run with `--nocapture` to see the log).
+//! - for a known model slug (`gpt-5.5`) it offers `apply_patch` as a *custom* (freeform)
+//!   tool: the model sends a `custom_tool_call` item whose `input` is the patch text, and
+//!   codex answers with a `custom_tool_call_output` (`"Exit code: 0 ... Success. Updated the
+//!   following files:\nA <path>"`). For an unknown slug it prints a "Model metadata ... not
+//!   found" warning item and offers no `apply_patch` at all. The newer slugs (`gpt-5.6-*`,
+//!   `gpt-6-*`) get no `tools` array but an `additional_tools` input item (a JavaScript
+//!   `exec` "code mode" tool); the failure tests use one of them (they never reach a tool),
+//!   the success test passes `--model gpt-5.5`.
+//! - its Linux sandbox works in this container: `--sandbox workspace-write` lets
+//!   `apply_patch` add the report under the `--add-dir` folder, a shell write outside the
+//!   writable roots fails with "Read-only file system", and an `apply_patch` outside them is
+//!   refused ("patch rejected: writing outside of the project; rejected by user approval
+//!   settings").
+//! - on an API error it prints `{"type":"error","message":M}` and
+//!   `{"type":"turn.failed","error":{"message":M}}` on stdout and exits 1; stderr holds only
+//!   start-up warnings. The texts M are asserted below.
+//! - `turn.completed.usage` sums the turn's requests (input and output tokens).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wiremock::matchers::{any, method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::support::{self, Cli, Log, Sandbox, find_report_path};
+
+/// The call id of the scripted `apply_patch` call.
+const CALL_ID: &str = "call_e2e_apply_patch_0001";
+
+/// The model the test's `config.toml` names, and the one the success test passes with
+/// `--model` (slugs codex 0.169.0 knows; for `gpt-5.5` it offers `apply_patch` as a tool).
+const CONFIG_MODEL: &str = "gpt-5.6-luna";
+const MODEL: &str = "gpt-5.5";
+
+/// Token usage the scripted model reports per request (input, output).
+const TURN1_USAGE: (u64, u64) = (11_234, 96);
+const TURN2_USAGE: (u64, u64) = (11_402, 14);
+
+/// What the scripted model does on `POST /v1/responses`.
+#[derive(Clone, Copy, Debug)]
+enum Script {
+    /// Request 1: add the report with `apply_patch`; request 2: a short final text.
+    WriteReport,
+    /// Request 1: the report as the final text, no tool call.
+    ReportInText,
+    /// Accept the request and never answer (a stalled API).
+    Stall,
+    /// Every call fails with this HTTP status and OpenAI error body.
+    Fail {
+        status: u16,
+        error_type: &'static str,
+        code: &'static str,
+        message: &'static str,
+    },
+}
+
+/// What the Responses responder learned, for the assertions.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<SeenInner>>);
+
+#[derive(Default, Debug)]
+struct SeenInner {
+    calls: usize,
+    models: Vec<String>,
+    report_path: Option<String>,
+    tool_output: Option<Value>,
+    session_header: Option<String>,
+    authorization: Option<String>,
+}
+
+impl Seen {
+    fn with<T>(&self, f: impl FnOnce(&mut SeenInner) -> T) -> T {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// `POST /v1/responses`.
+struct Responses {
+    script: Script,
+    log: Log,
+    seen: Seen,
+}
+
+impl Respond for Responses {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let header = |name: &str| {
+            req.headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let body: Value = match serde_json::from_slice(&req.body) {
+            Ok(v) => v,
+            Err(e) => {
+                self.log.push(format!(
+                    "(unexpected) POST {} with a body that is not JSON ({} bytes, \
+                     content-encoding {:?}): {e}",
+                    req.url,
+                    req.body.len(),
+                    header("content-encoding")
+                ));
+                return api_error(400, "invalid_request_error", "invalid_json", "not JSON");
+            }
+        };
+        let model = body["model"].as_str().unwrap_or("?").to_string();
+        let streaming = body["stream"] == json!(true);
+        let tools: Vec<String> = body["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .map(|t| {
+                        format!(
+                            "{}:{}",
+                            t["type"].as_str().unwrap_or("?"),
+                            t["name"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let user_text = user_text(&body);
+        let tool_output = tool_output(&body, CALL_ID);
+        let turn = self.seen.with(|s| {
+            s.calls += 1;
+            s.models.push(model.clone());
+            s.session_header = header("session-id").or(s.session_header.take());
+            s.authorization = header("authorization");
+            s.calls
+        });
+        let what = format!(
+            "POST {} #{turn}: model {model}, stream {streaming}, {} input item(s), {} tool(s)",
+            req.url.path(),
+            body["input"].as_array().map_or(0, Vec::len),
+            tools.len()
+        );
+
+        if let Script::Fail {
+            status,
+            error_type,
+            code,
+            message,
+        } = self.script
+        {
+            self.log.push(format!("{what} -> {status} {code}"));
+            return api_error(status, error_type, code, message);
+        }
+        if let Script::Stall = self.script {
+            self.log.push(format!("{what} -> (stalling)"));
+            return ResponseTemplate::new(200).set_delay(Duration::from_secs(600));
+        }
+        if !streaming {
+            self.log
+                .push(format!("{what} -> (unexpected) a non-streaming request"));
+            return api_error(400, "invalid_request_error", "e2e", "stream: true expected");
+        }
+
+        if let Some(output) = tool_output {
+            self.seen.with(|s| s.tool_output = Some(output.clone()));
+            self.log
+                .push(format!("{what} -> final text (tool output: {output})"));
+            return sse(&text_response(
+                turn,
+                "Done: the report is written.",
+                TURN2_USAGE,
+            ));
+        }
+        if let Script::ReportInText = self.script {
+            self.log.push(format!("{what} -> the report as final text"));
+            let text = format!("Done.\n```json\n{}\n```\n", support::report_json("1"));
+            return sse(&text_response(turn, &text, TURN2_USAGE));
+        }
+        match find_report_path(&user_text) {
+            Some(report) if tools.iter().any(|t| t == "custom:apply_patch") => {
+                self.seen.with(|s| s.report_path = Some(report.clone()));
+                self.log
+                    .push(format!("{what} -> custom_tool_call apply_patch {report}"));
+                sse(&apply_patch_response(turn, &report))
+            }
+            found => {
+                self.log.push(format!(
+                    "{what} -> (unexpected) no report path or no apply_patch tool \
+                     (report path {found:?}, tools {tools:?}); answering with text"
+                ));
+                sse(&text_response(
+                    turn,
+                    "I cannot find the report path.",
+                    (400, 9),
+                ))
+            }
+        }
+    }
+}
+
+/// Every other request: logged as unexpected, answered with an OpenAI-style 404.
+struct Other(Log);
+
+impl Respond for Other {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        self.0.push(format!(
+            "(unexpected) {} {} ({} body bytes) -> 404",
+            req.method,
+            req.url,
+            req.body.len()
+        ));
+        api_error(
+            404,
+            "invalid_request_error",
+            "unknown_url",
+            "Unknown URL (e2e mock)",
+        )
+    }
+}
+
+/// An OpenAI API error response (`{"error": {message, type, param, code}}`).
+fn api_error(status: u16, error_type: &str, code: &str, message: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status)
+        .insert_header("x-request-id", "req_e2e_mock")
+        .set_body_json(json!({
+            "error": {"message": message, "type": error_type, "param": null, "code": code}
+        }))
+}
+
+/// A server-sent-events body, as the Responses API streams it (`event:` = the `type`).
+fn sse(events: &[Value]) -> ResponseTemplate {
+    let mut body = String::new();
+    for e in events {
+        let name = e["type"].as_str().unwrap_or("message");
+        body.push_str(&format!("event: {name}\ndata: {e}\n\n"));
+    }
+    ResponseTemplate::new(200)
+        .insert_header("x-request-id", "req_e2e_mock")
+        .insert_header("cache-control", "no-cache")
+        .set_body_raw(body, "text/event-stream")
+}
+
+fn response_created(id: &str) -> Value {
+    json!({"type": "response.created", "sequence_number": 0,
+           "response": {"id": id, "object": "response", "status": "in_progress", "output": []}})
+}
+
+fn response_completed(id: &str, (input, output): (u64, u64)) -> Value {
+    json!({
+        "type": "response.completed",
+        "response": {
+            "id": id,
+            "object": "response",
+            "status": "completed",
+            "usage": {
+                "input_tokens": input,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": output,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": input + output
+            }
+        }
+    })
+}
+
+/// Request 1: an `apply_patch` custom tool call adding the report file.
+fn apply_patch_response(turn: usize, report: &str) -> Vec<Value> {
+    let id = format!("resp_e2e_{turn:02}");
+    let mut patch = format!("*** Begin Patch\n*** Add File: {report}\n");
+    for line in support::report_json("1").lines() {
+        patch.push_str(&format!("+{line}\n"));
+    }
+    patch.push_str("*** End Patch\n");
+    let item = |status: &str, input: &str| {
+        json!({"type": "custom_tool_call", "id": "ctc_e2e_01", "status": status,
+               "call_id": CALL_ID, "name": "apply_patch", "input": input})
+    };
+    let (a, b) = patch.split_at(patch.len() / 2);
+    vec![
+        response_created(&id),
+        json!({"type": "response.output_item.added", "output_index": 0,
+               "item": item("in_progress", "")}),
+        json!({"type": "response.custom_tool_call_input.delta", "output_index": 0,
+               "item_id": "ctc_e2e_01", "delta": a}),
+        json!({"type": "response.custom_tool_call_input.delta", "output_index": 0,
+               "item_id": "ctc_e2e_01", "delta": b}),
+        json!({"type": "response.custom_tool_call_input.done", "output_index": 0,
+               "item_id": "ctc_e2e_01", "input": patch}),
+        json!({"type": "response.output_item.done", "output_index": 0,
+               "item": item("completed", &patch)}),
+        response_completed(&id, TURN1_USAGE),
+    ]
+}
+
+/// An assistant message with `text`, streamed in two deltas.
+fn text_response(turn: usize, text: &str, usage: (u64, u64)) -> Vec<Value> {
+    let id = format!("resp_e2e_{turn:02}");
+    let msg = format!("msg_e2e_{turn:02}");
+    let cut = (text.len() / 2..=text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(text.len());
+    let (a, b) = text.split_at(cut);
+    vec![
+        response_created(&id),
+        json!({"type": "response.output_item.added", "output_index": 0,
+               "item": {"type": "message", "id": msg, "status": "in_progress",
+                        "role": "assistant", "content": []}}),
+        json!({"type": "response.content_part.added", "item_id": msg, "output_index": 0,
+               "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+        json!({"type": "response.output_text.delta", "item_id": msg, "output_index": 0,
+               "content_index": 0, "delta": a}),
+        json!({"type": "response.output_text.delta", "item_id": msg, "output_index": 0,
+               "content_index": 0, "delta": b}),
+        json!({"type": "response.output_text.done", "item_id": msg, "output_index": 0,
+               "content_index": 0, "text": text}),
+        json!({"type": "response.output_item.done", "output_index": 0,
+               "item": {"type": "message", "id": msg, "status": "completed", "role": "assistant",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}]}}),
+        response_completed(&id, usage),
+    ]
+}
+
+/// All `input_text` of the user messages in the request's `input`.
+fn user_text(body: &Value) -> String {
+    let mut out = String::new();
+    for m in body["input"].as_array().into_iter().flatten() {
+        if m["type"] != "message" || m["role"] != "user" {
+            continue;
+        }
+        for part in m["content"].as_array().into_iter().flatten() {
+            if let Some(t) = part["text"].as_str() {
+                out.push_str(t);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// The `custom_tool_call_output` (or `function_call_output`) answering `call_id`.
+fn tool_output(body: &Value, call_id: &str) -> Option<Value> {
+    body["input"]
+        .as_array()?
+        .iter()
+        .find(|i| {
+            (i["type"] == "custom_tool_call_output" || i["type"] == "function_call_output")
+                && i["call_id"] == call_id
+        })
+        .cloned()
+}
+
+/// A mock API with `script`; returns it with its request log and what it saw.
+async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
+    let server = MockServer::start().await;
+    let log = Log::default();
+    let seen = Seen::default();
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(Responses {
+            script,
+            log: log.clone(),
+            seen: seen.clone(),
+        })
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(any())
+        .respond_with(Other(log.clone()))
+        .with_priority(10)
+        .mount(&server)
+        .await;
+    (server, log, seen)
+}
+
+// ---------------------------------------------------------------------------------------
+// Running `runner` with codex
+
+/// The codex binary, or `None` with a skip notice.
+fn codex_or_skip(test: &str) -> Option<Cli> {
+    support::cli_or_skip("codex", "node_modules/.bin/codex", "codex-cli", test)
+}
+
+/// The environment variable the test's model provider reads its key from.
+const KEY_VAR: &str = "MOCK_API_KEY";
+
+/// `<home>/.codex/config.toml`: the stand-in as a custom Responses-API provider with its
+/// retries off, and nothing that would reach the network (no plugin sync, no analytics).
+fn write_codex_config(sb: &Sandbox, api: &str) -> std::path::PathBuf {
+    let codex_home = sb.home().join(".codex");
+    std::fs::create_dir_all(&codex_home).expect("mkdir .codex");
+    std::fs::write(
+        codex_home.join("config.toml"),
+        format!(
+            r#"model_provider = "mock"
+model = "{CONFIG_MODEL}"
+
+[model_providers.mock]
+name = "e2e stand-in"
+base_url = "{api}/v1"
+wire_api = "responses"
+env_key = "{KEY_VAR}"
+# Fail an API error at once: with the defaults 0.169.0 sends a 401 six times (~7 s) and
+# a 500 thirty times (~25 s); a 429 is sent once either way.
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+
+# Otherwise codex starts a `git fetch` of its curated plugins from github.com at start-up.
+[features]
+plugins = false
+remote_plugin = false
+"#
+        ),
+    )
+    .expect("config.toml");
+    codex_home
+}
+
+/// `runner batch ... --runner codex --timeout <timeout> ARGS` in `sb`, with codex pointed at
+/// `api`; `key` is the provider key's value (`None`: the variable is not set).
+async fn run_codex(
+    sb: &Sandbox,
+    api: &str,
+    timeout: &str,
+    args: &[&str],
+    key: Option<&str>,
+) -> support::Run {
+    let codex_home = write_codex_config(sb, api);
+    let mut argv = vec!["--runner", "codex", "--timeout", timeout];
+    argv.extend_from_slice(args);
+    let mut env = vec![("CODEX_HOME", codex_home.display().to_string())];
+    if let Some(k) = key {
+        env.push((KEY_VAR, k.to_string()));
+    }
+    sb.run(&argv, &env).await
+}
+
+// ---------------------------------------------------------------------------------------
+// Tests
+
+/// The whole loop with the real CLI: prompt on stdin, a real `apply_patch` call writing
+/// `$RUNNER_REPORT` inside codex's own `workspace-write` sandbox, JSONL events parsed, report
+/// judged, session and token columns filled, the SQLite state in the teammate's own folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_writes_the_report_with_apply_patch_and_the_item_completes() {
+    let Some(codex) =
+        codex_or_skip("real_codex_writes_the_report_with_apply_patch_and_the_item_completes")
+    else {
+        return;
+    };
+    eprintln!("using {} ({})", codex.bin.display(), codex.version);
+    let (api, log, seen) = mock_api(Script::WriteReport).await;
+    let sb = Sandbox::new(&codex);
+
+    let r = run_codex(&sb, &api.uri(), "90s", &["--model", MODEL], Some("sk-test")).await;
+    let context = || {
+        format!(
+            "{r:?}\n{}\n--- mock api log\n{}",
+            sb.agent_log(),
+            log.dump()
+        )
+    };
+
+    assert_eq!(r.code, 0, "every item completed: {}", context());
+    let row = sb.row();
+    assert_eq!(row["status"], "completed", "{row:?}\n{}", context());
+    assert_eq!(row["summary"], "wrote the report", "{row:?}");
+    assert_eq!(row["exit_code"], "0", "{row:?}");
+    assert_eq!(row["error"], "", "{row:?}");
+    assert_eq!(row["failure_kind"], "", "{row:?}");
+
+    // The report really came from codex's apply_patch, at the path the prompt named.
+    let s = seen.with(std::mem::take);
+    assert_eq!(s.calls, 2, "one request per model turn: {}", context());
+    assert_eq!(s.models, [MODEL, MODEL], "--model reaches the API as `-m`");
+    assert_eq!(
+        s.authorization.as_deref(),
+        Some("Bearer sk-test"),
+        "the provider's env_key is used"
+    );
+    let report = s
+        .report_path
+        .clone()
+        .expect("the prompt named the report path");
+    assert!(
+        report.starts_with(&sb.path().display().to_string()) && report.ends_with("/report.json"),
+        "{report}"
+    );
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("the report file"))
+            .expect("report JSON");
+    assert_eq!(written["summary"], "wrote the report");
+    let output = s
+        .tool_output
+        .clone()
+        .expect("codex sent the tool output back");
+    assert_eq!(output["type"], "custom_tool_call_output", "{output}");
+    let text = output["output"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("Success") && text.contains(&report),
+        "apply_patch succeeded: {output}"
+    );
+
+    // Session and usage columns, as codex printed them (turn.completed sums the requests).
+    assert!(!row["session_id"].is_empty(), "{row:?}");
+    assert_eq!(
+        Some(&row["session_id"]),
+        s.session_header.as_ref(),
+        "the thread id is the session id the API saw"
+    );
+    assert_eq!(
+        row["input_tokens"],
+        (TURN1_USAGE.0 + TURN2_USAGE.0).to_string(),
+        "{row:?}"
+    );
+    assert_eq!(
+        row["output_tokens"],
+        (TURN1_USAGE.1 + TURN2_USAGE.1).to_string(),
+        "{row:?}"
+    );
+    assert_eq!(row["cost_usd"], "", "codex reports no cost: {row:?}");
+
+    // state_dirs: the SQLite state went to the teammate's CODEX_SQLITE_HOME, not CODEX_HOME.
+    let state = sb.teammate().join("state/codex_sqlite_home");
+    assert!(
+        state.join("state_5.sqlite").is_file(),
+        "codex's state database in {}: {:?}",
+        state.display(),
+        std::fs::read_dir(&state).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+    );
+    assert!(!sb.home().join(".codex/state_5.sqlite").exists());
+
+    // Nothing else was requested, and nothing is left running.
+    let unexpected = log.unexpected();
+    assert!(
+        unexpected.is_empty(),
+        "unexpected requests: {unexpected:#?}"
+    );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    eprintln!("completed in {:.1?}", r.took);
+}
+
+/// The report only in codex's final text (no tool call): still `completed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_report_in_the_final_text_completes() {
+    let Some(codex) = codex_or_skip("real_codex_report_in_the_final_text_completes") else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::ReportInText).await;
+    let sb = Sandbox::new(&codex);
+    let r = run_codex(&sb, &api.uri(), "90s", &[], Some("sk-test")).await;
+    let row = sb.row();
+    assert_eq!(
+        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
+        (0, "completed", ""),
+        "{r:?}\n{row:?}\n{}\n{}",
+        sb.agent_log(),
+        log.dump()
+    );
+    assert_eq!(row["summary"], "wrote the report", "{row:?}");
+    assert_eq!(seen.with(|s| s.calls), 1, "{}", log.dump());
+    assert_eq!(
+        seen.with(|s| s.models.clone()),
+        [CONFIG_MODEL],
+        "no --model: the config's model"
+    );
+    assert_eq!(row["input_tokens"], TURN2_USAGE.0.to_string(), "{row:?}");
+    assert!(log.unexpected().is_empty(), "{}", log.dump());
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
+/// An API error (retries off) or a missing key: the item is `failed` with codex's own
+/// message (from its `turn.failed` event; stderr has none) and the failure kind.
+async fn api_error_fails_the_item(
+    test: &str,
+    script: Script,
+    key: Option<&str>,
+    expect_in_reason: &[&str],
+    kind: &str,
+) {
+    let Some(codex) = codex_or_skip(test) else {
+        return;
+    };
+    eprintln!("using {} ({})", codex.bin.display(), codex.version);
+    let (api, log, seen) = mock_api(script).await;
+    let sb = Sandbox::new(&codex);
+
+    let r = run_codex(&sb, &api.uri(), "90s", &[], key).await;
+    let context = || {
+        format!(
+            "{r:?}\n{}\n--- mock api log\n{}",
+            sb.agent_log(),
+            log.dump()
+        )
+    };
+
+    assert_eq!(r.code, 1, "an item did not complete: {}", context());
+    let row = sb.row();
+    assert_eq!(row["status"], "failed", "{row:?}\n{}", context());
+    assert_eq!(row["exit_code"], "1", "codex exits 1: {row:?}");
+    let reason = row["error"].to_lowercase();
+    assert!(
+        reason.starts_with("exited with code 1: "),
+        "the reason quotes codex: {row:?}"
+    );
+    for word in expect_in_reason {
+        assert!(
+            reason.contains(&word.to_lowercase()),
+            "the reason has codex's words ({word:?}): {row:?}\n{}",
+            context()
+        );
+    }
+    assert_eq!(row["failure_kind"], kind, "{row:?}\n{}", context());
+    let start: String = row["error"].chars().take(40).collect();
+    assert!(
+        r.stdout.contains(&start),
+        "the closing summary names the reason: {r:?}"
+    );
+    let expected_calls = usize::from(key.is_some());
+    assert_eq!(
+        seen.with(|s| s.calls),
+        expected_calls,
+        "request_max_retries = 0: no retry: {}",
+        context()
+    );
+    assert!(
+        r.took < Duration::from_secs(30),
+        "gave up quickly: {:.1?}",
+        r.took
+    );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
+}
+
+/// HTTP 429 `rate_limit_exceeded`: codex drops the API message and prints
+/// "exceeded retry limit, last status: 429 Too Many Requests, request id: <x-request-id>".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_rate_limit_429_fails_the_item() {
+    api_error_fails_the_item(
+        "real_codex_rate_limit_429_fails_the_item",
+        Script::Fail {
+            status: 429,
+            error_type: "tokens",
+            code: "rate_limit_exceeded",
+            message: "Rate limit reached for gpt-5.5 in organization org-e2e on tokens per min \
+                      (TPM): Limit 30000, Used 30000, Requested 1200. Please try again in 2.4s. \
+                      Visit https://platform.openai.com/account/rate-limits to learn more.",
+        },
+        Some("sk-test"),
+        &["exceeded retry limit", "429 too many requests"],
+        "rate_limited",
+    )
+    .await;
+}
+
+/// HTTP 429 `insufficient_quota`: codex prints its own "Quota exceeded" text — a quota,
+/// not a rate limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_insufficient_quota_429_fails_the_item_as_quota() {
+    api_error_fails_the_item(
+        "real_codex_insufficient_quota_429_fails_the_item_as_quota",
+        Script::Fail {
+            status: 429,
+            error_type: "insufficient_quota",
+            code: "insufficient_quota",
+            message: "You exceeded your current quota, please check your plan and billing \
+                      details. For more information on this error, read the docs: \
+                      https://platform.openai.com/docs/guides/error-codes/api-errors.",
+        },
+        Some("sk-test"),
+        &["quota exceeded. check your plan and billing details."],
+        "quota",
+    )
+    .await;
+}
+
+/// HTTP 429 `usage_limit_reached` (the ChatGPT-plan form): "You’ve hit your usage limit."
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_usage_limit_429_fails_the_item_as_quota() {
+    api_error_fails_the_item(
+        "real_codex_usage_limit_429_fails_the_item_as_quota",
+        Script::Fail {
+            status: 429,
+            error_type: "usage_limit_reached",
+            code: "usage_limit_reached",
+            message: "The usage limit has been reached",
+        },
+        Some("sk-test"),
+        &["hit your usage limit"],
+        "quota",
+    )
+    .await;
+}
+
+/// HTTP 401 `invalid_api_key`: codex quotes the API's message with the status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_bad_key_401_fails_the_item_as_auth() {
+    api_error_fails_the_item(
+        "real_codex_bad_key_401_fails_the_item_as_auth",
+        Script::Fail {
+            status: 401,
+            error_type: "invalid_request_error",
+            code: "invalid_api_key",
+            message: "Incorrect API key provided: sk-test. You can find your API key at \
+                      https://platform.openai.com/account/api-keys.",
+        },
+        Some("sk-test"),
+        &["401 unauthorized", "incorrect api key provided"],
+        "auth",
+    )
+    .await;
+}
+
+/// The provider's key variable is not set: codex sends nothing and prints
+/// "Missing environment variable: `MOCK_API_KEY`."
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_missing_key_fails_the_item_as_auth() {
+    api_error_fails_the_item(
+        "real_codex_missing_key_fails_the_item_as_auth",
+        Script::WriteReport,
+        None,
+        &["missing environment variable: `mock_api_key`"],
+        "auth",
+    )
+    .await;
+}
+
+/// HTTP 500: codex prints its own "high demand" text (no status in it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_server_error_500_fails_the_item_as_api_error() {
+    api_error_fails_the_item(
+        "real_codex_server_error_500_fails_the_item_as_api_error",
+        Script::Fail {
+            status: 500,
+            error_type: "server_error",
+            code: "server_error",
+            message: "The server had an error while processing your request. Sorry about that!",
+        },
+        Some("sk-test"),
+        &["experiencing high demand"],
+        "api_error",
+    )
+    .await;
+}
+
+/// A stalled API and a short `--timeout`: `timed_out`, and no codex process (the node
+/// wrapper, the native binary) is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_stalled_api_times_out_and_leaves_no_process() {
+    let Some(codex) = codex_or_skip("real_codex_stalled_api_times_out_and_leaves_no_process")
+    else {
+        return;
+    };
+    let (api, log, _seen) = mock_api(Script::Stall).await;
+    let sb = Sandbox::new(&codex);
+    let r = run_codex(&sb, &api.uri(), "8s", &[], Some("sk-test")).await;
+    let row = sb.row();
+    assert_eq!(
+        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
+        (1, "timed_out", "timed_out"),
+        "{r:?}\n{row:?}\n{}\n{}",
+        sb.agent_log(),
+        log.dump()
+    );
+    assert!(
+        log.lines().iter().any(|l| l.contains("(stalling)")),
+        "the request reached the API: {}",
+        log.dump()
+    );
+    assert!(
+        r.took < Duration::from_secs(30),
+        "8s limit + 5s grace: {:.1?}",
+        r.took
+    );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}

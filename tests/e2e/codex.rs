@@ -439,6 +439,17 @@ async fn run_codex(
     key: Option<&str>,
 ) -> support::Run {
     let codex_home = write_codex_config(sb, api);
+    run_with_codex_home(sb, &codex_home, timeout, args, key).await
+}
+
+/// `runner batch ... --runner codex` in `sb` with `CODEX_HOME=codex_home` as it is.
+async fn run_with_codex_home(
+    sb: &Sandbox,
+    codex_home: &std::path::Path,
+    timeout: &str,
+    args: &[&str],
+    key: Option<&str>,
+) -> support::Run {
     let mut argv = vec!["--runner", "codex", "--timeout", timeout];
     argv.extend_from_slice(args);
     let mut env = vec![("CODEX_HOME", codex_home.display().to_string())];
@@ -788,6 +799,39 @@ async fn real_codex_stalled_api_times_out_and_leaves_no_process() {
         "8s limit + 5s grace: {:.1?}",
         r.took
     );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
+/// A start-up failure (a broken `config.toml`): codex prints no JSON, only a TOML diagnostic
+/// on stderr, and exits 1. The reason is the line that says what is wrong, not the source
+/// excerpt under it (the definition's `[failure] ignore`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_broken_config_fails_with_its_stderr_message() {
+    let Some(codex) = codex_or_skip("real_codex_broken_config_fails_with_its_stderr_message")
+    else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::WriteReport).await;
+    let sb = Sandbox::new(&codex);
+    let codex_home = write_codex_config(&sb, &api.uri());
+    std::fs::write(codex_home.join("config.toml"), "model = [\n").expect("config.toml");
+    let r = run_with_codex_home(&sb, &codex_home, "90s", &[], Some("sk-test")).await;
+    let row = sb.row();
+    let context = || format!("{r:?}\n{row:?}\n{}\n{}", sb.agent_log(), log.dump());
+    assert_eq!(
+        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
+        (1, "failed", "agent_error"),
+        "{}",
+        context()
+    );
+    assert!(
+        row["error"].starts_with("exited with code 1: ")
+            && row["error"].contains("config.toml:1:10: unclosed array, expected `]`"),
+        "the reason is codex's diagnostic line: {}",
+        context()
+    );
+    assert_eq!(seen.with(|s| s.calls), 0, "{}", context());
     let survivors = sb.survivors_after(5.0);
     assert!(survivors.is_empty(), "left running: {survivors:?}");
 }

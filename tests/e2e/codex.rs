@@ -50,6 +50,11 @@ const CALL_ID: &str = "call_e2e_apply_patch_0001";
 const CONFIG_MODEL: &str = "gpt-5.6-luna";
 const MODEL: &str = "gpt-5.5";
 
+/// OpenAI's message for a tokens-per-minute 429 (codex 0.169.0 does not print it).
+const RATE_LIMIT_MESSAGE: &str = "Rate limit reached for gpt-5.5 in organization org-e2e on \
+    tokens per min (TPM): Limit 30000, Used 30000, Requested 1200. Please try again in 2.4s. \
+    Visit https://platform.openai.com/account/rate-limits to learn more.";
+
 /// Token usage the scripted model reports per request (input, output).
 const TURN1_USAGE: (u64, u64) = (11_234, 96);
 const TURN2_USAGE: (u64, u64) = (11_402, 14);
@@ -63,6 +68,8 @@ enum Script {
     ReportInText,
     /// Accept the request and never answer (a stalled API).
     Stall,
+    /// Request 1: HTTP 429 `rate_limit_exceeded`; later requests: like `ReportInText`.
+    RateLimitOnce,
     /// Every call fails with this HTTP status and OpenAI error body.
     Fail {
         status: u16,
@@ -162,6 +169,11 @@ impl Respond for Responses {
             self.log.push(format!("{what} -> {status} {code}"));
             return api_error(status, error_type, code, message);
         }
+        if let (Script::RateLimitOnce, 1) = (self.script, turn) {
+            self.log
+                .push(format!("{what} -> 429 rate_limit_exceeded (once)"));
+            return api_error(429, "tokens", "rate_limit_exceeded", RATE_LIMIT_MESSAGE);
+        }
         if let Script::Stall = self.script {
             self.log.push(format!("{what} -> (stalling)"));
             return ResponseTemplate::new(200).set_delay(Duration::from_secs(600));
@@ -182,7 +194,7 @@ impl Respond for Responses {
                 TURN2_USAGE,
             ));
         }
-        if let Script::ReportInText = self.script {
+        if let Script::ReportInText | Script::RateLimitOnce = self.script {
             self.log.push(format!("{what} -> the report as final text"));
             let text = format!("Done.\n```json\n{}\n```\n", support::report_json("1"));
             return sse(&text_response(turn, &text, TURN2_USAGE));
@@ -626,7 +638,7 @@ async fn api_error_fails_the_item(
     assert_eq!(row["exit_code"], "1", "codex exits 1: {row:?}");
     let reason = row["error"].to_lowercase();
     assert!(
-        reason.starts_with("exited with code 1: "),
+        reason.contains("exited with code 1: "),
         "the reason quotes codex: {row:?}"
     );
     for word in expect_in_reason {
@@ -669,9 +681,7 @@ async fn real_codex_rate_limit_429_fails_the_item() {
             status: 429,
             error_type: "tokens",
             code: "rate_limit_exceeded",
-            message: "Rate limit reached for gpt-5.5 in organization org-e2e on tokens per min \
-                      (TPM): Limit 30000, Used 30000, Requested 1200. Please try again in 2.4s. \
-                      Visit https://platform.openai.com/account/rate-limits to learn more.",
+            message: RATE_LIMIT_MESSAGE,
         },
         Some("sk-test"),
         &["exceeded retry limit", "429 too many requests"],
@@ -832,6 +842,45 @@ async fn real_codex_broken_config_fails_with_its_stderr_message() {
         context()
     );
     assert_eq!(seen.with(|s| s.calls), 0, "{}", context());
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
+/// A 429 with rate limits allowed to wait: the team pauses (codex prints no retry time, so
+/// the back-off is 2 s ± 25%), the attempt is made again without using a retry, and the
+/// second codex process completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_rate_limit_pauses_the_team_and_the_next_attempt_completes() {
+    let Some(codex) =
+        codex_or_skip("real_codex_rate_limit_pauses_the_team_and_the_next_attempt_completes")
+    else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::RateLimitOnce).await;
+    let sb = Sandbox::new(&codex);
+    let r = run_codex(
+        &sb,
+        &api.uri(),
+        "90s",
+        &["--rate-limit-wait", "1m"],
+        Some("sk-test"),
+    )
+    .await;
+    let row = sb.row();
+    let context = || format!("{r:?}\n{row:?}\n{}\n{}", sb.agent_log(), log.dump());
+    assert_eq!(
+        (r.code, row["status"].as_str(), row["attempts"].as_str()),
+        (0, "completed", "2"),
+        "{}",
+        context()
+    );
+    assert!(r.stdout.contains("PAUSED  rate limited"), "{}", context());
+    assert_eq!(seen.with(|s| s.calls), 2, "{}", context());
+    assert!(
+        r.took >= Duration::from_millis(1500),
+        "waited: {:?}",
+        r.took
+    );
     let survivors = sb.survivors_after(5.0);
     assert!(survivors.is_empty(), "left running: {survivors:?}");
 }

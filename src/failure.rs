@@ -351,9 +351,59 @@ impl FailureRules {
 }
 
 /// The wait a rate-limit or quota message names: "try again in 20s", "retry after 30
-/// seconds", "Please retry in 14.5s" (Gemini), "try again in 2 minutes", "retry-after: 7".
-/// `None` when it names none (then the team backs off exponentially).
+/// seconds", "Please retry in 14.5s" (Gemini), "try again in 2 minutes", "retry-after: 7",
+/// or a clock time — "try again at 12:08 PM" (codex's usage limit, local time), "resets at
+/// 14:03 UTC" — counted to its next occurrence. `None` when it names none (then the team
+/// backs off exponentially).
 pub fn retry_after(text: &str) -> Option<std::time::Duration> {
+    retry_after_span(text).or_else(|| retry_at_clock(text, jiff::Zoned::now()))
+}
+
+/// "try again at 12:08 PM" / "resets at 14:03 UTC": the time from `now` to the next such
+/// clock time (in `now`'s zone, or UTC when the text says so).
+fn retry_at_clock(text: &str, now: jiff::Zoned) -> Option<std::time::Duration> {
+    static RE: std::sync::OnceLock<Option<Regex>> = std::sync::OnceLock::new();
+    let re = RE
+        .get_or_init(|| {
+            RegexBuilder::new(
+                r"(?:try again|retry|resets?)\s+at\s+(\d{1,2}):(\d{2})(?::\d{2})?\s*(am|pm)?\s*(utc|gmt)?\b",
+            )
+            .case_insensitive(true)
+            .build()
+            .ok()
+        })
+        .as_ref()?;
+    let c = re.captures(text)?;
+    let mut hour: i8 = c.get(1)?.as_str().parse().ok()?;
+    let minute: i8 = c.get(2)?.as_str().parse().ok()?;
+    match c.get(3).map(|m| m.as_str().to_ascii_lowercase()).as_deref() {
+        Some("pm") if (1..12).contains(&hour) => hour += 12,
+        Some("am") if hour == 12 => hour = 0,
+        Some(_) if !(1..=12).contains(&hour) => return None,
+        _ => {}
+    }
+    let now = if c.get(4).is_some() {
+        now.with_time_zone(jiff::tz::TimeZone::UTC)
+    } else {
+        now
+    };
+    // `at` panics on an hour past 23; the checked constructor does not.
+    let clock = jiff::civil::Time::new(hour, minute, 0, 0).ok()?;
+    let today = now
+        .date()
+        .to_datetime(clock)
+        .to_zoned(now.time_zone().clone())
+        .ok()?;
+    let next = if today > now {
+        today
+    } else {
+        today.checked_add(jiff::Span::new().days(1)).ok()?
+    };
+    let secs = (next.timestamp().as_second() - now.timestamp().as_second()).max(0);
+    Some(std::time::Duration::from_secs(secs.unsigned_abs()))
+}
+
+fn retry_after_span(text: &str) -> Option<std::time::Duration> {
     static RE: std::sync::OnceLock<Option<Regex>> = std::sync::OnceLock::new();
     let re = RE
         .get_or_init(|| {
@@ -536,8 +586,31 @@ mod tests {
             secs("usage limit reached, try again in 2 days"),
             Some(172_800.0)
         );
-        assert_eq!(secs("Your quota resets at 14:03 UTC"), None);
+        assert_eq!(secs("429 resets at noon"), None);
         assert_eq!(secs("429 Too Many Requests"), None);
+    }
+
+    #[test]
+    fn a_clock_time_counts_to_its_next_occurrence() {
+        let now: jiff::Zoned = "2026-12-01T11:30:00+00:00[UTC]".parse().expect("time");
+        let at = |t: &str| retry_at_clock(t, now.clone()).map(|d| d.as_secs());
+        assert_eq!(
+            at("You've hit your usage limit. ... or try again at 12:08 PM."),
+            Some(38 * 60)
+        );
+        assert_eq!(
+            at("Your quota resets at 14:03 UTC"),
+            Some(2 * 3600 + 33 * 60)
+        );
+        assert_eq!(
+            at("try again at 11:00 AM"),
+            Some(23 * 3600 + 30 * 60),
+            "tomorrow"
+        );
+        assert_eq!(at("try again at 12:15 AM"), Some(12 * 3600 + 45 * 60));
+        assert_eq!(at("try again at 25:00"), None);
+        assert_eq!(at("try again at Dec 2nd, 2026 12:38 PM"), None);
+        assert_eq!(at("429 Too Many Requests"), None);
     }
 
     #[test]

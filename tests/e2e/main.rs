@@ -6,3 +6,4 @@
 mod support;
 
 mod claude;
+mod copilot;

@@ -14,7 +14,9 @@
 //! What Copilot CLI 1.0.102 sends with the environment below: only `POST
 //! /v1/chat/completions` (streaming, `stream_options.include_usage`, `Authorization: Bearer
 //! <COPILOT_PROVIDER_API_KEY>`), one per turn. Anything else is answered and logged as
-//! unexpected (run with `--nocapture` to see the log). On its first run in a HOME it unpacks
+//! unexpected (run with `--nocapture` to see the log). Without a provider or a GitHub token
+//! it contacts api.github.com before refusing to start; that test gives it a local proxy
+//! that refuses every CONNECT. On its first run in a HOME it unpacks
 //! its package (~235 MB) into `~/.cache/copilot/pkg/`, which takes about 3 s.
 
 use std::sync::{Arc, Mutex};
@@ -56,9 +58,10 @@ enum Script {
     ReportInText,
     /// Accept the request and never answer (a stalled API).
     Stall,
-    /// Every call fails with a 429 and this OpenAI error (`retry-after: 0`, so Copilot's
-    /// five retries take about 5 s instead of about a minute).
-    TooMany {
+    /// Every call fails with this HTTP status and OpenAI error (`retry-after: 0`, so
+    /// Copilot's five retries of a 429 or 5xx take about 5 s instead of about a minute).
+    Fail {
+        status: u16,
         message: &'static str,
         error_type: &'static str,
         code: &'static str,
@@ -161,13 +164,14 @@ impl Respond for ChatCompletions {
         }
 
         match self.script {
-            Script::TooMany {
+            Script::Fail {
+                status,
                 message,
                 error_type,
                 code,
             } => {
-                self.log.push(format!("{what} -> 429 {code}"));
-                return openai_error(429, message, error_type, code)
+                self.log.push(format!("{what} -> {status} {error_type}"));
+                return openai_error(status, message, error_type, code)
                     .insert_header("retry-after", "0");
             }
             Script::Stall => {
@@ -616,7 +620,8 @@ async fn real_copilot_rate_limit_429_fails_the_item() {
     let Some(copilot) = copilot_or_skip("real_copilot_rate_limit_429_fails_the_item") else {
         return;
     };
-    let (api, log, seen) = mock_api(Script::TooMany {
+    let (api, log, seen) = mock_api(Script::Fail {
+        status: 429,
         message: RATE_LIMIT_MESSAGE,
         error_type: "requests",
         code: "rate_limit_exceeded",
@@ -655,7 +660,8 @@ async fn real_copilot_insufficient_quota_fails_the_item_as_quota() {
     else {
         return;
     };
-    let (api, log, _seen) = mock_api(Script::TooMany {
+    let (api, log, _seen) = mock_api(Script::Fail {
+        status: 429,
         message: QUOTA_MESSAGE,
         error_type: "insufficient_quota",
         code: "insufficient_quota",
@@ -723,6 +729,88 @@ async fn real_copilot_missing_key_fails_the_item_as_auth() {
         "no key, no Authorization header: {:?}",
         s.authorization
     );
+}
+
+/// A 500 on every call: retried 5 times like a 429, then `api_error`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_copilot_server_error_500_fails_the_item_as_api_error() {
+    let Some(copilot) =
+        copilot_or_skip("real_copilot_server_error_500_fails_the_item_as_api_error")
+    else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::Fail {
+        status: 500,
+        message: "The server had an error while processing your request. Sorry about that!",
+        error_type: "server_error",
+        code: "",
+    })
+    .await;
+    let sb = Sandbox::new(&copilot);
+    let r = run_copilot(&sb, &api.uri(), Some(KEY), "90s").await;
+    assert_failed(
+        &sb,
+        &r,
+        &log,
+        "api_error",
+        &[
+            "failed to get response from the ai model; retried 5 times",
+            "last error: 500 the server had an error",
+        ],
+    );
+    assert_eq!(seen.with(|s| s.calls), 6, "{}", log.dump());
+}
+
+/// Every request that reaches the stand-in proxy: `CONNECT host:port` lines, refused.
+struct Proxy(Log);
+
+impl Respond for Proxy {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        self.0.push(format!("{} {} -> 403", req.method, req.url));
+        ResponseTemplate::new(403)
+    }
+}
+
+/// No BYOK provider and no GitHub login or token: Copilot refuses to start, on stderr, with
+/// no JSON; `auth`. (Without a token it still contacts api.github.com first, so
+/// HTTPS_PROXY points at a local stand-in that refuses every CONNECT.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_copilot_not_logged_in_fails_the_item_as_auth() {
+    let Some(copilot) = copilot_or_skip("real_copilot_not_logged_in_fails_the_item_as_auth") else {
+        return;
+    };
+    let proxy = MockServer::start().await;
+    let log = Log::default();
+    Mock::given(any())
+        .respond_with(Proxy(log.clone()))
+        .mount(&proxy)
+        .await;
+    let sb = Sandbox::new(&copilot);
+    let r = sb
+        .run(
+            &["--runner", "copilot", "--timeout", "60s"],
+            &[
+                ("HTTPS_PROXY", proxy.uri()),
+                ("HTTP_PROXY", proxy.uri()),
+                ("COPILOT_AUTO_UPDATE", "false".to_string()),
+            ],
+        )
+        .await;
+    assert_failed(
+        &sb,
+        &r,
+        &log,
+        "auth",
+        &["no authentication information found"],
+    );
+    assert!(
+        log.lines().iter().all(|l| l.starts_with("CONNECT ")),
+        "only proxied connects: {}",
+        log.dump()
+    );
+    let out =
+        std::fs::read_to_string(sb.teammate().join("attempt-1.stdout.log")).unwrap_or_default();
+    assert!(out.trim().is_empty(), "no JSON on stdout: {out}");
 }
 
 /// A stalled API and a short `--timeout`: `timed_out`, and no Copilot process is left (the

@@ -16,8 +16,9 @@
 //! <COPILOT_PROVIDER_API_KEY>`), one per turn. Anything else is answered and logged as
 //! unexpected (run with `--nocapture` to see the log). Without a provider or a GitHub token
 //! it contacts api.github.com before refusing to start; that test gives it a local proxy
-//! that refuses every CONNECT. On its first run in a HOME it unpacks
-//! its package (~235 MB) into `~/.cache/copilot/pkg/`, which takes about 3 s.
+//! that refuses every CONNECT. On its first run in a HOME it unpacks its package (~235 MB)
+//! into `~/.cache/copilot/pkg/` (about 3 s); the tests share one unpacked copy in
+//! `target/e2e-copilot/cache` through `COPILOT_CACHE_HOME`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -58,6 +59,8 @@ enum Script {
     ReportInText,
     /// Accept the request and never answer (a stalled API).
     Stall,
+    /// The first call fails with a 429 (`retry-after: 0`); then as `WriteReport`.
+    RateLimitOnce,
     /// Every call fails with this HTTP status and OpenAI error (`retry-after: 0`, so
     /// Copilot's five retries of a 429 or 5xx take about 5 s instead of about a minute).
     Fail {
@@ -172,6 +175,11 @@ impl Respond for ChatCompletions {
             } => {
                 self.log.push(format!("{what} -> {status} {error_type}"));
                 return openai_error(status, message, error_type, code)
+                    .insert_header("retry-after", "0");
+            }
+            Script::RateLimitOnce if turn == 1 => {
+                self.log.push(format!("{what} -> 429 requests (once)"));
+                return openai_error(429, RATE_LIMIT_MESSAGE, "requests", "rate_limit_exceeded")
                     .insert_header("retry-after", "0");
             }
             Script::Stall => {
@@ -435,11 +443,55 @@ fn copilot_or_skip(test: &str) -> Option<Cli> {
     )
 }
 
+/// A `COPILOT_CACHE_HOME` that already holds the unpacked package of `cli`, shared by the
+/// tests: each fresh HOME would otherwise unpack ~235 MB first (about 3 s, more when the
+/// tests run side by side). Filled once by the real binary (`--version` unpacks it) in a
+/// private folder that is then renamed into place, so concurrent test runs never see half
+/// of it.
+fn shared_cache(cli: &Cli) -> String {
+    static CACHE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CACHE
+        .get_or_init(|| {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/e2e-copilot");
+            let cache = root.join("cache");
+            if !cache.join("pkg").is_dir() {
+                std::fs::create_dir_all(&root).expect("mkdir target/e2e-copilot");
+                let fill = tempfile::Builder::new()
+                    .prefix("cache.")
+                    .tempdir_in(&root)
+                    .expect("tempdir");
+                let status = std::process::Command::new(&cli.bin)
+                    .arg("--version")
+                    .env_clear()
+                    .env("PATH", std::env::var("PATH").unwrap_or_default())
+                    .env("HOME", fill.path())
+                    .env("COPILOT_CACHE_HOME", fill.path().join("copilot"))
+                    .env("COPILOT_AUTO_UPDATE", "false")
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .status()
+                    .expect("run copilot --version");
+                assert!(status.success(), "copilot --version: {status}");
+                // Another run may have won the race; then its cache is used.
+                let _ = std::fs::rename(fill.path().join("copilot"), &cache);
+            }
+            cache.display().to_string()
+        })
+        .clone()
+}
+
 /// `runner batch ... --runner copilot --model gpt-4.1 --timeout <timeout>` in `sb`, with
 /// Copilot in BYOK mode pointed at `api` (`key`: `COPILOT_PROVIDER_API_KEY`, none when
 /// `None`).
-async fn run_copilot(sb: &Sandbox, api: &str, key: Option<&str>, timeout: &str) -> support::Run {
+async fn run_copilot(
+    cli: &Cli,
+    sb: &Sandbox,
+    api: &str,
+    key: Option<&str>,
+    timeout: &str,
+) -> support::Run {
     let mut env = vec![
+        ("COPILOT_CACHE_HOME", shared_cache(cli)),
         // BYOK: an OpenAI-compatible Chat Completions endpoint instead of GitHub's models.
         ("COPILOT_PROVIDER_BASE_URL", format!("{api}/v1")),
         ("COPILOT_PROVIDER_TYPE", "openai".to_string()),
@@ -490,7 +542,7 @@ async fn real_copilot_writes_the_report_and_the_item_completes() {
     let (api, log, seen) = mock_api(Script::WriteReport).await;
     let sb = Sandbox::new(&copilot);
 
-    let r = run_copilot(&sb, &api.uri(), Some(KEY), "90s").await;
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
     let context = || {
         format!(
             "{r:?}\n{}\n--- mock api log\n{}",
@@ -567,7 +619,7 @@ async fn real_copilot_report_in_the_final_text_completes() {
     };
     let (api, log, seen) = mock_api(Script::ReportInText).await;
     let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&sb, &api.uri(), Some(KEY), "90s").await;
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
     let row = sb.row();
     assert_eq!(
         (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
@@ -628,7 +680,7 @@ async fn real_copilot_rate_limit_429_fails_the_item() {
     })
     .await;
     let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&sb, &api.uri(), Some(KEY), "90s").await;
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
     assert_failed(
         &sb,
         &r,
@@ -652,6 +704,37 @@ async fn real_copilot_rate_limit_429_fails_the_item() {
     );
 }
 
+/// One 429, then answers: Copilot retries it itself (after the Retry-After second), so the
+/// runner never sees the rate limit and the item completes in its first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_copilot_retries_a_single_429_itself_and_the_item_completes() {
+    let Some(copilot) =
+        copilot_or_skip("real_copilot_retries_a_single_429_itself_and_the_item_completes")
+    else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::RateLimitOnce).await;
+    let sb = Sandbox::new(&copilot);
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
+    let row = sb.row();
+    assert_eq!(
+        (r.code, row["status"].as_str(), row["attempts"].as_str()),
+        (0, "completed", "1"),
+        "{r:?}\n{row:?}\n{}\n{}",
+        sb.agent_log(),
+        log.dump()
+    );
+    assert_eq!(
+        seen.with(|s| s.calls),
+        3,
+        "the 429, its retry (the create turn), the final turn: {}",
+        log.dump()
+    );
+    assert!(!r.stdout.contains("PAUSED"), "{r:?}");
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
 /// OpenAI's used-up-quota 429 (`insufficient_quota`): Copilot retries it like a rate limit
 /// and calls it one (errorType `rate_limit`), but its message keeps the API's words; `quota`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -668,7 +751,7 @@ async fn real_copilot_insufficient_quota_fails_the_item_as_quota() {
     })
     .await;
     let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&sb, &api.uri(), Some(KEY), "90s").await;
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
     assert_failed(
         &sb,
         &r,
@@ -687,7 +770,7 @@ async fn real_copilot_bad_key_401_fails_the_item_as_auth() {
     };
     let (api, log, seen) = mock_api(Script::WriteReport).await;
     let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&sb, &api.uri(), Some("sk-wrong"), "90s").await;
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some("sk-wrong"), "90s").await;
     assert_failed(
         &sb,
         &r,
@@ -715,7 +798,7 @@ async fn real_copilot_missing_key_fails_the_item_as_auth() {
     };
     let (api, log, seen) = mock_api(Script::WriteReport).await;
     let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&sb, &api.uri(), None, "90s").await;
+    let r = run_copilot(&copilot, &sb, &api.uri(), None, "90s").await;
     assert_failed(
         &sb,
         &r,
@@ -747,7 +830,7 @@ async fn real_copilot_server_error_500_fails_the_item_as_api_error() {
     })
     .await;
     let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&sb, &api.uri(), Some(KEY), "90s").await;
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
     assert_failed(
         &sb,
         &r,
@@ -793,6 +876,7 @@ async fn real_copilot_not_logged_in_fails_the_item_as_auth() {
                 ("HTTPS_PROXY", proxy.uri()),
                 ("HTTP_PROXY", proxy.uri()),
                 ("COPILOT_AUTO_UPDATE", "false".to_string()),
+                ("COPILOT_CACHE_HOME", shared_cache(&copilot)),
             ],
         )
         .await;
@@ -823,7 +907,7 @@ async fn real_copilot_stalled_api_times_out_and_leaves_no_process() {
     };
     let (api, log, _seen) = mock_api(Script::Stall).await;
     let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&sb, &api.uri(), Some(KEY), "8s").await;
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "8s").await;
     let row = sb.row();
     assert_eq!(
         (r.code, row["status"].as_str(), row["failure_kind"].as_str()),

@@ -23,6 +23,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../runners/cursor-agent.toml"),
     ),
     ("amp", include_str!("../../runners/amp.toml")),
+    ("copilot", include_str!("../../runners/copilot.toml")),
     ("aider", include_str!("../../runners/aider.toml")),
     ("exec", include_str!("../../runners/exec.toml")),
 ];
@@ -35,6 +36,7 @@ pub const DETECT_ORDER: &[&str] = &[
     "opencode",
     "cursor-agent",
     "amp",
+    "copilot",
     "aider",
 ];
 

@@ -7,3 +7,4 @@ mod support;
 
 mod claude;
 mod codex;
+mod copilot;

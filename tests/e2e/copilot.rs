@@ -1,0 +1,926 @@
+//! End to end: the built-in `copilot` runner definition against the REAL GitHub Copilot CLI,
+//! offline. Copilot's BYOK mode (`COPILOT_PROVIDER_BASE_URL`, provider type `openai`, wire
+//! API `completions`) points it at a `wiremock` server playing the OpenAI Chat Completions
+//! API, with a scripted model: the first turn answers with a `create` tool call that writes
+//! the report to the path the prompt names, the second (after the tool result) with a short
+//! final text. `COPILOT_OFFLINE=true` turns off GitHub authentication, telemetry and
+//! updates. No real model is ever called.
+//!
+//! The CLI is installed by `.ci/run` into `target/e2e-copilot/` (a pinned version of
+//! `@github/copilot` from the npm registry, whose platform package holds a native binary);
+//! `RUNNER_E2E_COPILOT` may point at another `copilot` binary. Without one the tests print
+//! a `skipped: ...` notice on stderr and pass.
+//!
+//! What Copilot CLI 1.0.102 sends with the environment below: only `POST
+//! /v1/chat/completions` (streaming, `stream_options.include_usage`, `Authorization: Bearer
+//! <COPILOT_PROVIDER_API_KEY>`), one per turn. Anything else is answered and logged as
+//! unexpected (run with `--nocapture` to see the log). Without a provider or a GitHub token
+//! it contacts api.github.com before refusing to start; that test gives it a local proxy
+//! that refuses every CONNECT. On its first run in a HOME it unpacks its package (~235 MB)
+//! into `~/.cache/copilot/pkg/` (about 3 s); the tests share one unpacked copy in
+//! `target/e2e-copilot/cache` through `COPILOT_CACHE_HOME`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wiremock::matchers::{any, method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::support::{self, Cli, Log, Sandbox, find_report_path};
+
+/// The key the stand-in accepts.
+const KEY: &str = "sk-test";
+/// The model the runner is asked for (`--model`), forwarded as `--model` to Copilot.
+const MODEL: &str = "gpt-4.1";
+/// The tool-call id of the scripted `create` call.
+const CALL_ID: &str = "call_e2eWriteReport0001";
+
+/// Token usage the scripted model reports per turn (prompt, completion). Copilot 1.0.102
+/// prints no token counts in its JSONL, so these only make the stream realistic.
+const TURN1_USAGE: (u64, u64) = (14_873, 91);
+const TURN2_USAGE: (u64, u64) = (15_020, 9);
+
+/// OpenAI's 429 body for a per-minute rate limit.
+const RATE_LIMIT_MESSAGE: &str = "Rate limit reached for gpt-4.1 in organization org-e2e on \
+     requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 20s.";
+/// OpenAI's 429 body for a used-up quota.
+const QUOTA_MESSAGE: &str = "You exceeded your current quota, please check your plan and \
+     billing details. For more information on this error, read the docs: \
+     https://platform.openai.com/docs/guides/error-codes/api-errors.";
+
+/// What the scripted model does on `POST /v1/chat/completions` (with the right key; a
+/// missing or wrong key always gets OpenAI's 401).
+#[derive(Clone, Copy, Debug)]
+enum Script {
+    /// Turn 1: write the report with the `create` tool; turn 2: a short final text.
+    WriteReport,
+    /// Turn 1: the report as the final text, no tool call.
+    ReportInText,
+    /// Accept the request and never answer (a stalled API).
+    Stall,
+    /// The first call fails with a 429 (`retry-after: 0`); then as `WriteReport`.
+    RateLimitOnce,
+    /// Every call fails with this HTTP status and OpenAI error (`retry-after: 0`, so
+    /// Copilot's five retries of a 429 or 5xx take about 5 s instead of about a minute).
+    Fail {
+        status: u16,
+        message: &'static str,
+        error_type: &'static str,
+        code: &'static str,
+    },
+}
+
+/// What the responder learned, for the assertions.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<SeenInner>>);
+
+#[derive(Default, Debug)]
+struct SeenInner {
+    calls: usize,
+    models: Vec<String>,
+    report_path: Option<String>,
+    tool_result: Option<String>,
+    authorization: Vec<Option<String>>,
+}
+
+impl Seen {
+    fn with<T>(&self, f: impl FnOnce(&mut SeenInner) -> T) -> T {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// `POST /v1/chat/completions`.
+struct ChatCompletions {
+    script: Script,
+    log: Log,
+    seen: Seen,
+}
+
+impl Respond for ChatCompletions {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let auth = req
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body: Value = match serde_json::from_slice(&req.body) {
+            Ok(v) => v,
+            Err(e) => {
+                self.log.push(format!(
+                    "(unexpected) POST {} with a body that is not JSON: {e}",
+                    req.url
+                ));
+                return openai_error(400, "body is not JSON", "invalid_request_error", "");
+            }
+        };
+        let model = body["model"].as_str().unwrap_or("?").to_string();
+        let streaming = body["stream"] == json!(true);
+        let tools: Vec<&str> = body["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| t["function"]["name"].as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let turn = self.seen.with(|s| {
+            s.calls += 1;
+            s.models.push(model.clone());
+            s.authorization.push(auth.clone());
+            s.calls
+        });
+        let what = format!(
+            "POST {} #{turn}: model {model}, stream {streaming}, {} message(s), {} tool(s)",
+            req.url.path(),
+            body["messages"].as_array().map_or(0, Vec::len),
+            tools.len()
+        );
+
+        if auth.as_deref() != Some(&format!("Bearer {KEY}")) {
+            self.log
+                .push(format!("{what} -> 401 (authorization {auth:?})"));
+            let shown = auth
+                .as_deref()
+                .and_then(|a| a.strip_prefix("Bearer "))
+                .unwrap_or("");
+            return if shown.is_empty() {
+                openai_error(
+                    401,
+                    "You didn't provide an API key. You need to provide your API key in an \
+                     Authorization header using Bearer auth (i.e. Authorization: Bearer \
+                     YOUR_KEY).",
+                    "invalid_request_error",
+                    "",
+                )
+            } else {
+                openai_error(
+                    401,
+                    &format!(
+                        "Incorrect API key provided: {shown}. You can find your API key at \
+                         https://platform.openai.com/account/api-keys."
+                    ),
+                    "invalid_request_error",
+                    "invalid_api_key",
+                )
+            };
+        }
+
+        match self.script {
+            Script::Fail {
+                status,
+                message,
+                error_type,
+                code,
+            } => {
+                self.log.push(format!("{what} -> {status} {error_type}"));
+                return openai_error(status, message, error_type, code)
+                    .insert_header("retry-after", "0");
+            }
+            Script::RateLimitOnce if turn == 1 => {
+                self.log.push(format!("{what} -> 429 requests (once)"));
+                return openai_error(429, RATE_LIMIT_MESSAGE, "requests", "rate_limit_exceeded")
+                    .insert_header("retry-after", "0");
+            }
+            Script::Stall => {
+                self.log.push(format!("{what} -> (stalling)"));
+                return ResponseTemplate::new(200).set_delay(Duration::from_secs(600));
+            }
+            _ => {}
+        }
+
+        if !streaming {
+            // Copilot streams its turns; a non-streaming call would be a side request
+            // (a title, a summary). Answer it briefly.
+            self.log
+                .push(format!("{what} -> (unexpected) non-streaming text"));
+            return ResponseTemplate::new(200).set_body_json(json!({
+                "id": format!("chatcmpl-e2e-side-{turn}"),
+                "object": "chat.completion",
+                "created": 1_796_000_000,
+                "model": model,
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": "Report writing"}}],
+                "usage": {"prompt_tokens": 120, "completion_tokens": 3, "total_tokens": 123}
+            }));
+        }
+
+        if let Some(result) = tool_result(&body, CALL_ID) {
+            self.seen.with(|s| s.tool_result = Some(result.clone()));
+            self.log
+                .push(format!("{what} -> final text (tool result: {result})"));
+            return sse(&text_turn(
+                &model,
+                turn,
+                "Done: the report is written.",
+                TURN2_USAGE,
+            ));
+        }
+
+        if let Script::ReportInText = self.script {
+            self.log.push(format!("{what} -> the report as final text"));
+            let text = format!("Done.\n```json\n{}\n```\n", support::report_json("1"));
+            return sse(&text_turn(&model, turn, &text, TURN2_USAGE));
+        }
+
+        match find_report_path(&user_text(&body)) {
+            Some(report) if tools.contains(&"create") => {
+                self.seen.with(|s| s.report_path = Some(report.clone()));
+                self.log
+                    .push(format!("{what} -> tool call create {report}"));
+                sse(&create_turn(&model, turn, &report))
+            }
+            found => {
+                self.log.push(format!(
+                    "{what} -> (unexpected) no report path or no create tool \
+                     (report path {found:?}, tools {tools:?}); answering with text"
+                ));
+                sse(&text_turn(
+                    &model,
+                    turn,
+                    "I cannot find the report path.",
+                    (400, 9),
+                ))
+            }
+        }
+    }
+}
+
+/// Every other request: an OpenAI-style 404. Logged as unexpected.
+struct Other(Log);
+
+impl Respond for Other {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        self.0.push(format!(
+            "(unexpected) {} {} ({} body bytes) -> 404",
+            req.method,
+            req.url,
+            req.body.len()
+        ));
+        openai_error(404, "Not found (e2e mock)", "invalid_request_error", "")
+    }
+}
+
+/// An OpenAI API error response.
+fn openai_error(status: u16, message: &str, error_type: &str, code: &str) -> ResponseTemplate {
+    let code = if code.is_empty() {
+        Value::Null
+    } else {
+        json!(code)
+    };
+    ResponseTemplate::new(status)
+        .insert_header("x-request-id", "req_e2e_mock")
+        .set_body_json(json!({
+            "error": {"message": message, "type": error_type, "param": null, "code": code}
+        }))
+}
+
+/// A server-sent-events body, as Chat Completions streams it (ending with `[DONE]`).
+fn sse(chunks: &[Value]) -> ResponseTemplate {
+    let mut body = String::new();
+    for c in chunks {
+        body.push_str(&format!("data: {c}\n\n"));
+    }
+    body.push_str("data: [DONE]\n\n");
+    ResponseTemplate::new(200)
+        .insert_header("x-request-id", "req_e2e_mock")
+        .insert_header("cache-control", "no-cache")
+        .set_body_raw(body, "text/event-stream")
+}
+
+/// One `chat.completion.chunk` with `delta` (or the closing usage chunk when `delta` is null).
+fn chunk(model: &str, turn: usize, delta: Value, finish: Option<&str>) -> Value {
+    json!({
+        "id": format!("chatcmpl-e2e-{turn:02}"),
+        "object": "chat.completion.chunk",
+        "created": 1_796_000_000,
+        "model": model,
+        "system_fingerprint": "fp_e2e",
+        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]
+    })
+}
+
+fn usage_chunk(model: &str, turn: usize, (prompt, completion): (u64, u64)) -> Value {
+    json!({
+        "id": format!("chatcmpl-e2e-{turn:02}"),
+        "object": "chat.completion.chunk",
+        "created": 1_796_000_000,
+        "model": model,
+        "system_fingerprint": "fp_e2e",
+        "choices": [],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                  "total_tokens": prompt + completion}
+    })
+}
+
+/// Turn 1: a sentence, then `create {path: report, file_text: <report JSON>}`, its arguments
+/// streamed in two pieces; finish_reason `tool_calls`.
+fn create_turn(model: &str, turn: usize, report: &str) -> Vec<Value> {
+    let args = json!({"path": report, "file_text": support::report_json("1")}).to_string();
+    let (a, b) = args.split_at(args.len() / 2);
+    vec![
+        chunk(
+            model,
+            turn,
+            json!({"role": "assistant", "content": "", "refusal": null}),
+            None,
+        ),
+        chunk(
+            model,
+            turn,
+            json!({"content": "I'll write the report now."}),
+            None,
+        ),
+        chunk(
+            model,
+            turn,
+            json!({"tool_calls": [{"index": 0, "id": CALL_ID, "type": "function",
+                                   "function": {"name": "create", "arguments": ""}}]}),
+            None,
+        ),
+        chunk(
+            model,
+            turn,
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}),
+            None,
+        ),
+        chunk(
+            model,
+            turn,
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}),
+            None,
+        ),
+        chunk(model, turn, json!({}), Some("tool_calls")),
+        usage_chunk(model, turn, TURN1_USAGE),
+    ]
+}
+
+/// A plain text answer; finish_reason `stop`.
+fn text_turn(model: &str, turn: usize, text: &str, usage: (u64, u64)) -> Vec<Value> {
+    let (a, b) = text.split_at(text.len() / 2);
+    vec![
+        chunk(
+            model,
+            turn,
+            json!({"role": "assistant", "content": "", "refusal": null}),
+            None,
+        ),
+        chunk(model, turn, json!({"content": a}), None),
+        chunk(model, turn, json!({"content": b}), None),
+        chunk(model, turn, json!({}), Some("stop")),
+        usage_chunk(model, turn, usage),
+    ]
+}
+
+/// All text of the user messages (content as a string or as parts).
+fn user_text(body: &Value) -> String {
+    let mut out = String::new();
+    for m in body["messages"].as_array().into_iter().flatten() {
+        if m["role"] != "user" {
+            continue;
+        }
+        match &m["content"] {
+            Value::String(s) => out.push_str(s),
+            Value::Array(parts) => {
+                for p in parts {
+                    if let Some(t) = p["text"].as_str() {
+                        out.push_str(t);
+                        out.push('\n');
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The content of the `tool` message answering `id`, if the conversation has one.
+fn tool_result(body: &Value, id: &str) -> Option<String> {
+    let m = body["messages"]
+        .as_array()?
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)?;
+    Some(match &m["content"] {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    })
+}
+
+/// A mock API with `script`; returns it with its request log and what it saw.
+async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
+    let server = MockServer::start().await;
+    let log = Log::default();
+    let seen = Seen::default();
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ChatCompletions {
+            script,
+            log: log.clone(),
+            seen: seen.clone(),
+        })
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(any())
+        .respond_with(Other(log.clone()))
+        .with_priority(10)
+        .mount(&server)
+        .await;
+    (server, log, seen)
+}
+
+// ---------------------------------------------------------------------------------------
+// Running `runner` with Copilot CLI
+
+/// The Copilot CLI binary, or `None` with a skip notice.
+fn copilot_or_skip(test: &str) -> Option<Cli> {
+    support::cli_or_skip(
+        "copilot",
+        "node_modules/.bin/copilot",
+        "GitHub Copilot CLI",
+        test,
+    )
+}
+
+/// A `COPILOT_CACHE_HOME` that already holds the unpacked package of `cli`, shared by the
+/// tests: each fresh HOME would otherwise unpack ~235 MB first (about 3 s, more when the
+/// tests run side by side). Filled once by the real binary (`--version` unpacks it) in a
+/// private folder that is then renamed into place, so concurrent test runs never see half
+/// of it.
+fn shared_cache(cli: &Cli) -> String {
+    static CACHE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CACHE
+        .get_or_init(|| {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/e2e-copilot");
+            let cache = root.join("cache");
+            if !cache.join("pkg").is_dir() {
+                std::fs::create_dir_all(&root).expect("mkdir target/e2e-copilot");
+                let fill = tempfile::Builder::new()
+                    .prefix("cache.")
+                    .tempdir_in(&root)
+                    .expect("tempdir");
+                let status = std::process::Command::new(&cli.bin)
+                    .arg("--version")
+                    .env_clear()
+                    .env("PATH", std::env::var("PATH").unwrap_or_default())
+                    .env("HOME", fill.path())
+                    .env("COPILOT_CACHE_HOME", fill.path().join("copilot"))
+                    .env("COPILOT_AUTO_UPDATE", "false")
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .status()
+                    .expect("run copilot --version");
+                assert!(status.success(), "copilot --version: {status}");
+                // Another run may have won the race; then its cache is used.
+                let _ = std::fs::rename(fill.path().join("copilot"), &cache);
+            }
+            cache.display().to_string()
+        })
+        .clone()
+}
+
+/// `runner batch ... --runner copilot --model gpt-4.1 --timeout <timeout>` in `sb`, with
+/// Copilot in BYOK mode pointed at `api` (`key`: `COPILOT_PROVIDER_API_KEY`, none when
+/// `None`).
+async fn run_copilot(
+    cli: &Cli,
+    sb: &Sandbox,
+    api: &str,
+    key: Option<&str>,
+    timeout: &str,
+) -> support::Run {
+    let mut env = vec![
+        ("COPILOT_CACHE_HOME", shared_cache(cli)),
+        // BYOK: an OpenAI-compatible Chat Completions endpoint instead of GitHub's models.
+        ("COPILOT_PROVIDER_BASE_URL", format!("{api}/v1")),
+        ("COPILOT_PROVIDER_TYPE", "openai".to_string()),
+        ("COPILOT_PROVIDER_WIRE_API", "completions".to_string()),
+        // No GitHub authentication, telemetry, web tools, GitHub MCP server or update check.
+        ("COPILOT_OFFLINE", "true".to_string()),
+        ("COPILOT_AUTO_UPDATE", "false".to_string()),
+    ];
+    if let Some(key) = key {
+        env.push(("COPILOT_PROVIDER_API_KEY", key.to_string()));
+    }
+    sb.run(
+        &[
+            "--runner",
+            "copilot",
+            "--model",
+            MODEL,
+            "--timeout",
+            timeout,
+        ],
+        &env,
+    )
+    .await
+}
+
+/// The `sessionId` of the `result` line of the first attempt's stdout.
+fn session_id_printed(sb: &Sandbox) -> Option<String> {
+    let out = std::fs::read_to_string(sb.teammate().join("attempt-1.stdout.log")).ok()?;
+    out.lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "result")
+        .find_map(|v| v["sessionId"].as_str().map(str::to_string))
+}
+
+// ---------------------------------------------------------------------------------------
+// Tests
+
+/// The whole loop with the real CLI: prompt on stdin, a real `create` tool call writing
+/// `$RUNNER_REPORT`, the JSONL events parsed, report judged, session id filled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_copilot_writes_the_report_and_the_item_completes() {
+    let Some(copilot) = copilot_or_skip("real_copilot_writes_the_report_and_the_item_completes")
+    else {
+        return;
+    };
+    eprintln!("using {} ({})", copilot.bin.display(), copilot.version);
+    let (api, log, seen) = mock_api(Script::WriteReport).await;
+    let sb = Sandbox::new(&copilot);
+
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
+    let context = || {
+        format!(
+            "{r:?}\n{}\n--- mock api log\n{}",
+            sb.agent_log(),
+            log.dump()
+        )
+    };
+
+    assert_eq!(r.code, 0, "every item completed: {}", context());
+    let row = sb.row();
+    assert_eq!(row["status"], "completed", "{row:?}\n{}", context());
+    assert_eq!(row["summary"], "wrote the report", "{row:?}");
+    assert_eq!(row["exit_code"], "0", "{row:?}");
+    assert_eq!(row["error"], "", "{row:?}");
+    assert_eq!(row["failure_kind"], "", "{row:?}");
+
+    // The report really came from Copilot's create tool, at the path the prompt named.
+    let s = seen.with(std::mem::take);
+    assert_eq!(s.calls, 2, "one call per turn: {}", context());
+    assert!(
+        s.models.iter().all(|m| m == MODEL),
+        "--model reached the API: {:?}",
+        s.models
+    );
+    assert!(
+        s.authorization
+            .iter()
+            .all(|a| a.as_deref() == Some("Bearer sk-test")),
+        "COPILOT_PROVIDER_API_KEY is sent as a bearer token: {:?}",
+        s.authorization
+    );
+    let report = s
+        .report_path
+        .clone()
+        .expect("the prompt named the report path");
+    assert!(
+        report.starts_with(&sb.path().display().to_string()) && report.ends_with("/report.json"),
+        "{report}"
+    );
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("the report file"))
+            .expect("report JSON");
+    assert_eq!(written["summary"], "wrote the report");
+    let result = s
+        .tool_result
+        .clone()
+        .expect("Copilot sent the tool result back");
+    assert!(
+        result.starts_with("Created file ") && result.contains(&report),
+        "the create call succeeded: {result}"
+    );
+
+    // The session id is the one Copilot printed on its result line.
+    let printed = session_id_printed(&sb).expect("a result line with a sessionId");
+    assert_eq!(row["session_id"], printed, "{row:?}");
+    assert_eq!(printed.len(), 36, "a UUID: {printed}");
+
+    // Nothing else was requested, and nothing is left running.
+    let unexpected = log.unexpected();
+    assert!(
+        unexpected.is_empty(),
+        "unexpected requests: {unexpected:#?}"
+    );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    eprintln!("completed in {:.1?}", r.took);
+}
+
+/// The report only in Copilot's final text (no tool call): still `completed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_copilot_report_in_the_final_text_completes() {
+    let Some(copilot) = copilot_or_skip("real_copilot_report_in_the_final_text_completes") else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::ReportInText).await;
+    let sb = Sandbox::new(&copilot);
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
+    let row = sb.row();
+    assert_eq!(
+        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
+        (0, "completed", ""),
+        "{r:?}\n{row:?}\n{}\n{}",
+        sb.agent_log(),
+        log.dump()
+    );
+    assert_eq!(row["summary"], "wrote the report", "{row:?}");
+    assert_eq!(seen.with(|s| s.calls), 1, "one turn: {}", log.dump());
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
+/// The item failed with `kind`, and the reason holds each of `expect_in_reason`.
+fn assert_failed(sb: &Sandbox, r: &support::Run, log: &Log, kind: &str, expect_in_reason: &[&str]) {
+    let context = || {
+        format!(
+            "{r:?}\n{}\n--- mock api log\n{}",
+            sb.agent_log(),
+            log.dump()
+        )
+    };
+    assert_eq!(r.code, 1, "an item did not complete: {}", context());
+    let row = sb.row();
+    assert_eq!(row["status"], "failed", "{row:?}\n{}", context());
+    assert_eq!(row["exit_code"], "1", "Copilot exits 1: {row:?}");
+    let reason = row["error"].to_lowercase();
+    for word in expect_in_reason {
+        assert!(
+            reason.contains(&word.to_lowercase()),
+            "the reason quotes Copilot's message ({word:?}): {row:?}\n{}",
+            context()
+        );
+    }
+    assert_eq!(row["failure_kind"], kind, "{row:?}\n{}", context());
+    let start: String = row["error"].chars().take(40).collect();
+    assert!(
+        r.stdout.contains(&start),
+        "the closing summary names the reason: {r:?}"
+    );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
+/// A 429 on every call: Copilot retries 5 times (honouring `retry-after: 0`), then gives up
+/// with its own message quoting the API's; `rate_limited`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_copilot_rate_limit_429_fails_the_item() {
+    let Some(copilot) = copilot_or_skip("real_copilot_rate_limit_429_fails_the_item") else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::Fail {
+        status: 429,
+        message: RATE_LIMIT_MESSAGE,
+        error_type: "requests",
+        code: "rate_limit_exceeded",
+    })
+    .await;
+    let sb = Sandbox::new(&copilot);
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
+    assert_failed(
+        &sb,
+        &r,
+        &log,
+        "rate_limited",
+        &[
+            "failed to get response from the ai model; retried 5 times",
+            "last error: 429 rate limit reached for gpt-4.1",
+        ],
+    );
+    assert_eq!(
+        seen.with(|s| s.calls),
+        6,
+        "one call and 5 retries: {}",
+        log.dump()
+    );
+    assert!(
+        r.took < Duration::from_secs(45),
+        "gave up quickly: {:.1?}",
+        r.took
+    );
+}
+
+/// One 429, then answers: Copilot retries it itself (after the Retry-After second), so the
+/// runner never sees the rate limit and the item completes in its first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_copilot_retries_a_single_429_itself_and_the_item_completes() {
+    let Some(copilot) =
+        copilot_or_skip("real_copilot_retries_a_single_429_itself_and_the_item_completes")
+    else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::RateLimitOnce).await;
+    let sb = Sandbox::new(&copilot);
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
+    let row = sb.row();
+    assert_eq!(
+        (r.code, row["status"].as_str(), row["attempts"].as_str()),
+        (0, "completed", "1"),
+        "{r:?}\n{row:?}\n{}\n{}",
+        sb.agent_log(),
+        log.dump()
+    );
+    assert_eq!(
+        seen.with(|s| s.calls),
+        3,
+        "the 429, its retry (the create turn), the final turn: {}",
+        log.dump()
+    );
+    assert!(!r.stdout.contains("PAUSED"), "{r:?}");
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
+/// OpenAI's used-up-quota 429 (`insufficient_quota`): Copilot retries it like a rate limit
+/// and calls it one (errorType `rate_limit`), but its message keeps the API's words; `quota`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_copilot_insufficient_quota_fails_the_item_as_quota() {
+    let Some(copilot) = copilot_or_skip("real_copilot_insufficient_quota_fails_the_item_as_quota")
+    else {
+        return;
+    };
+    let (api, log, _seen) = mock_api(Script::Fail {
+        status: 429,
+        message: QUOTA_MESSAGE,
+        error_type: "insufficient_quota",
+        code: "insufficient_quota",
+    })
+    .await;
+    let sb = Sandbox::new(&copilot);
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
+    assert_failed(
+        &sb,
+        &r,
+        &log,
+        "quota",
+        &["last error: 429 you exceeded your current quota"],
+    );
+}
+
+/// A wrong key: OpenAI's 401 (Copilot tries 3 times, about 2 s), then Copilot's own message
+/// naming the provider (and, on a second line, the key variables); `auth`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_copilot_bad_key_401_fails_the_item_as_auth() {
+    let Some(copilot) = copilot_or_skip("real_copilot_bad_key_401_fails_the_item_as_auth") else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::WriteReport).await;
+    let sb = Sandbox::new(&copilot);
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some("sk-wrong"), "90s").await;
+    assert_failed(
+        &sb,
+        &r,
+        &log,
+        "auth",
+        // The reason is the message's first line; its second names the key variables.
+        &["authentication failed with provider at", "(http 401)"],
+    );
+    let s = seen.with(std::mem::take);
+    assert!(
+        s.authorization
+            .iter()
+            .all(|a| a.as_deref() == Some("Bearer sk-wrong")),
+        "{:?}",
+        s.authorization
+    );
+}
+
+/// No `COPILOT_PROVIDER_API_KEY` at all: Copilot sends no Authorization header (a key is
+/// optional for BYOK), the API answers 401; `auth`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_copilot_missing_key_fails_the_item_as_auth() {
+    let Some(copilot) = copilot_or_skip("real_copilot_missing_key_fails_the_item_as_auth") else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::WriteReport).await;
+    let sb = Sandbox::new(&copilot);
+    let r = run_copilot(&copilot, &sb, &api.uri(), None, "90s").await;
+    assert_failed(
+        &sb,
+        &r,
+        &log,
+        "auth",
+        &["authentication failed with provider at", "(http 401)"],
+    );
+    let s = seen.with(std::mem::take);
+    assert!(
+        s.calls > 0 && s.authorization.iter().all(Option::is_none),
+        "no key, no Authorization header: {:?}",
+        s.authorization
+    );
+}
+
+/// A 500 on every call: retried 5 times like a 429, then `api_error`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_copilot_server_error_500_fails_the_item_as_api_error() {
+    let Some(copilot) =
+        copilot_or_skip("real_copilot_server_error_500_fails_the_item_as_api_error")
+    else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::Fail {
+        status: 500,
+        message: "The server had an error while processing your request. Sorry about that!",
+        error_type: "server_error",
+        code: "",
+    })
+    .await;
+    let sb = Sandbox::new(&copilot);
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
+    assert_failed(
+        &sb,
+        &r,
+        &log,
+        "api_error",
+        &[
+            "failed to get response from the ai model; retried 5 times",
+            "last error: 500 the server had an error",
+        ],
+    );
+    assert_eq!(seen.with(|s| s.calls), 6, "{}", log.dump());
+}
+
+/// Every request that reaches the stand-in proxy: `CONNECT host:port` lines, refused.
+struct Proxy(Log);
+
+impl Respond for Proxy {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        self.0.push(format!("{} {} -> 403", req.method, req.url));
+        ResponseTemplate::new(403)
+    }
+}
+
+/// No BYOK provider and no GitHub login or token: Copilot refuses to start, on stderr, with
+/// no JSON; `auth`. (Without a token it still contacts api.github.com first, so
+/// HTTPS_PROXY points at a local stand-in that refuses every CONNECT.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_copilot_not_logged_in_fails_the_item_as_auth() {
+    let Some(copilot) = copilot_or_skip("real_copilot_not_logged_in_fails_the_item_as_auth") else {
+        return;
+    };
+    let proxy = MockServer::start().await;
+    let log = Log::default();
+    Mock::given(any())
+        .respond_with(Proxy(log.clone()))
+        .mount(&proxy)
+        .await;
+    let sb = Sandbox::new(&copilot);
+    let r = sb
+        .run(
+            &["--runner", "copilot", "--timeout", "60s"],
+            &[
+                ("HTTPS_PROXY", proxy.uri()),
+                ("HTTP_PROXY", proxy.uri()),
+                ("COPILOT_AUTO_UPDATE", "false".to_string()),
+                ("COPILOT_CACHE_HOME", shared_cache(&copilot)),
+            ],
+        )
+        .await;
+    assert_failed(
+        &sb,
+        &r,
+        &log,
+        "auth",
+        &["no authentication information found"],
+    );
+    assert!(
+        log.lines().iter().all(|l| l.starts_with("CONNECT ")),
+        "only proxied connects: {}",
+        log.dump()
+    );
+    let out =
+        std::fs::read_to_string(sb.teammate().join("attempt-1.stdout.log")).unwrap_or_default();
+    assert!(out.trim().is_empty(), "no JSON on stdout: {out}");
+}
+
+/// A stalled API and a short `--timeout`: `timed_out`, and no Copilot process is left (the
+/// node loader, the native binary and whatever it started).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_copilot_stalled_api_times_out_and_leaves_no_process() {
+    let Some(copilot) = copilot_or_skip("real_copilot_stalled_api_times_out_and_leaves_no_process")
+    else {
+        return;
+    };
+    let (api, log, _seen) = mock_api(Script::Stall).await;
+    let sb = Sandbox::new(&copilot);
+    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "8s").await;
+    let row = sb.row();
+    assert_eq!(
+        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
+        (1, "timed_out", "timed_out"),
+        "{r:?}\n{row:?}\n{}\n{}",
+        sb.agent_log(),
+        log.dump()
+    );
+    assert!(
+        log.lines().iter().any(|l| l.contains("(stalling)")),
+        "the request reached the API: {}",
+        log.dump()
+    );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}

@@ -5,5 +5,7 @@
 
 mod support;
 
+mod chat_api;
 mod claude;
 mod codex;
+mod opencode;

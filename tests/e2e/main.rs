@@ -5,6 +5,7 @@
 
 mod support;
 
+mod aider;
 mod chat_api;
 mod claude;
 mod codex;

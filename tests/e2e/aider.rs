@@ -294,7 +294,7 @@ async fn real_aider_stalled_api_times_out_and_leaves_no_process() {
     let api = chat_api::start(|_: &Call| Reply::Stall(Duration::from_secs(300))).await;
     let sb = Sandbox::new(&aider);
 
-    let r = run_aider(&sb, &api, API_KEY, "8s").await;
+    let r = run_aider(&sb, &api, API_KEY, "15s").await;
     let ctx = || context(&r, &sb, &api);
 
     assert_eq!(r.code, 1, "{}", ctx());
@@ -302,7 +302,7 @@ async fn real_aider_stalled_api_times_out_and_leaves_no_process() {
     assert_eq!(row["status"], "timed_out", "{row:?}\n{}", ctx());
     assert_eq!(row["failure_kind"], "timed_out", "{row:?}");
     assert!(!api.calls().is_empty(), "the API was called: {}", ctx());
-    assert!(r.took < Duration::from_secs(40), "{r:?}");
+    assert!(r.took < Duration::from_secs(60), "{r:?}");
     let survivors = sb.survivors_after(5.0);
     assert!(survivors.is_empty(), "left running: {survivors:?}");
 }

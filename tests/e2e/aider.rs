@@ -60,9 +60,9 @@ fn long_report() -> String {
     .to_string()
 }
 
-/// `runner batch --runner aider --model openai/e2e-model --timeout <limit>` in `sb`.
-async fn run_aider(sb: &Sandbox, api: &ChatApi, key: &str, limit: &str) -> support::Run {
-    // Model metadata, so aider does not download litellm's price list from GitHub.
+/// `~/.aider.model.metadata.json` for the model, so aider does not download litellm's price
+/// list from GitHub.
+fn write_model_metadata(sb: &Sandbox) {
     std::fs::write(
         sb.home().join(".aider.model.metadata.json"),
         json!({MODEL: {
@@ -73,15 +73,44 @@ async fn run_aider(sb: &Sandbox, api: &ChatApi, key: &str, limit: &str) -> suppo
         .to_string(),
     )
     .expect("model metadata");
+}
+
+/// aider's environment: the stand-in as its OpenAI API, `key`, the dead-end proxy.
+fn aider_env(api: &ChatApi, key: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("OPENAI_API_BASE", api.base_url()),
+        ("OPENAI_API_KEY", key.to_string()),
+        ("HTTPS_PROXY", api.proxy.clone()),
+        ("HTTP_PROXY", api.proxy.clone()),
+        ("NO_PROXY", "127.0.0.1,localhost".into()),
+    ]
+}
+
+/// `runner batch --runner aider --model openai/e2e-model --timeout <limit>` in `sb`.
+async fn run_aider(sb: &Sandbox, api: &ChatApi, key: &str, limit: &str) -> support::Run {
+    write_model_metadata(sb);
     sb.run(
         &["--runner", "aider", "--model", MODEL, "--timeout", limit],
+        &aider_env(api, key),
+    )
+    .await
+}
+
+/// Like [`run_aider`] with `--jobs <jobs>` and the sandbox's `in.csv` as it is.
+async fn run_with_jobs(sb: &Sandbox, api: &ChatApi, jobs: &str) -> support::Run {
+    write_model_metadata(sb);
+    sb.run(
         &[
-            ("OPENAI_API_BASE", api.base_url()),
-            ("OPENAI_API_KEY", key.to_string()),
-            ("HTTPS_PROXY", api.proxy.clone()),
-            ("HTTP_PROXY", api.proxy.clone()),
-            ("NO_PROXY", "127.0.0.1,localhost".into()),
+            "--runner",
+            "aider",
+            "--model",
+            MODEL,
+            "--timeout",
+            "60s",
+            "--jobs",
+            jobs,
         ],
+        &aider_env(api, API_KEY),
     )
     .await
 }
@@ -197,6 +226,50 @@ async fn real_aider_report_in_the_final_text_completes() {
     assert_eq!(row["status"], "completed", "{row:?}\n{}", ctx());
     assert_eq!(row["summary"], "wrote the report", "{row:?}");
     assert_no_git_left(&sb);
+    assert!(api.log.unexpected().is_empty(), "{}", api.log.dump());
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
+/// Two aider teammates at once in a folder that is not a git work tree: with `--no-git`
+/// neither runs `git init` there (without it, both would, racing), and both complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_aider_parallel_teammates_outside_git_leave_no_repository() {
+    let Some(aider) =
+        aider_or_skip("real_aider_parallel_teammates_outside_git_leave_no_repository")
+    else {
+        return;
+    };
+    let api = chat_api::start(|c: &Call| {
+        let id = if c.user.contains("item 2") { "2" } else { "1" };
+        Reply::text(
+            format!("Done.\n\n```json\n{}\n```\n", support::report_json(id)),
+            USAGE,
+        )
+    })
+    .await;
+    let sb = Sandbox::new(&aider);
+    std::fs::write(sb.path().join("in.csv"), "id\n1\n2\n").expect("in.csv");
+
+    let r = run_with_jobs(&sb, &api, "2").await;
+    let ctx = || context(&r, &sb, &api);
+
+    assert_eq!(r.code, 0, "both completed: {}", ctx());
+    let out = std::fs::read_to_string(sb.path().join("workers-output.csv")).expect("output");
+    let mut rdr = csv::Reader::from_reader(out.as_bytes());
+    let status = rdr
+        .headers()
+        .expect("headers")
+        .iter()
+        .position(|h| h == "status")
+        .expect("status column");
+    let statuses: Vec<String> = rdr
+        .records()
+        .map(|r| r.expect("record")[status].to_string())
+        .collect();
+    assert_eq!(statuses, ["completed", "completed"], "{out}\n{}", ctx());
+    assert_no_git_left(&sb);
+    assert_eq!(api.calls().len(), 2, "{}", ctx());
     assert!(api.log.unexpected().is_empty(), "{}", api.log.dump());
     let survivors = sb.survivors_after(5.0);
     assert!(survivors.is_empty(), "left running: {survivors:?}");

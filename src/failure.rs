@@ -152,7 +152,7 @@ fn compile(source: &str) -> Result<Pattern, String> {
 ///   { kind = "quota", regex = "exhausted your daily quota" },
 ///   { kind = "rate_limited", regex = "\\b429\\b|rate limit" },
 /// ]
-/// ignore = ["^Ripgrep not available"]                    # stderr lines never quoted
+/// ignore = ["^Ripgrep not available"]                    # lines never quoted (stderr, text stdout)
 /// ```
 ///
 /// Regexes are the `regex` crate's syntax, matched case-insensitively. Errors (a bad regex,
@@ -300,7 +300,12 @@ impl FailureRules {
         let tail = |lines: &[&'_ str]| lines.len().saturating_sub(LINES_SEARCHED);
         let stdout_lines: Vec<&str> = e
             .stdout_text
-            .map(|s| s.lines().map(str::trim).filter(|l| !l.is_empty()).collect())
+            .map(|s| {
+                s.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !self.ignored(l))
+                    .collect()
+            })
             .unwrap_or_default();
         let matching_line = |lines: &[&str]| -> Option<(String, FailureKind)> {
             lines[tail(lines)..]

@@ -642,6 +642,7 @@ impl Settings {
             agent_args: &self.agent_args,
             command: &self.command,
             vars: &self.vars,
+            in_git_work_tree: true,
         };
         let inv = self.runner.invocation(&sample)?;
         check_program(&inv.program, &self.runner.install_hint)?;

@@ -53,6 +53,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "checked",
             "args",
             "model_args",
+            "no_git_args",
             "prompt",
             "output",
             "vars",
@@ -153,7 +154,8 @@ pub struct EnvSpec {
     /// for CLIs whose shared state breaks under parallel runs.
     #[serde(default)]
     pub state_dirs: Vec<String>,
-    /// Variables set to fixed values.
+    /// Variables set to these values, with the argv placeholders expanded (`{workspace}`,
+    /// `{report}`, `{var.NAME}`, ...; `{{` and `}}` for literal braces).
     #[serde(default)]
     pub set: BTreeMap<String, String>,
 }
@@ -186,6 +188,10 @@ pub struct RunnerDef {
     /// Expansion of `{model_args}` when a model is given.
     #[serde(default)]
     pub model_args: Vec<String>,
+    /// Expansion of `{no_git_args}` when the agent's working directory is not inside a git
+    /// work tree (aider: `--no-git`, else it runs `git init` there).
+    #[serde(default)]
+    pub no_git_args: Vec<String>,
     /// How the prompt is passed.
     pub prompt: PromptMode,
     /// How stdout is read.
@@ -242,6 +248,9 @@ pub struct AttemptArgs<'a> {
     pub command: &'a [String],
     /// `--var NAME=VALUE` overrides of [`RunnerDef::vars`].
     pub vars: &'a BTreeMap<String, String>,
+    /// Whether the agent's working directory is inside a git work tree (else
+    /// `{no_git_args}` expands to [`RunnerDef::no_git_args`]).
+    pub in_git_work_tree: bool,
 }
 
 /// A fully expanded command line for one attempt.
@@ -327,6 +336,7 @@ impl RunnerDef {
             agent_args: &[],
             command: &["prog".to_string()],
             vars: &BTreeMap::new(),
+            in_git_work_tree: false,
         };
         self.expand_argv(&sample)
             .map(|_| ())
@@ -383,6 +393,13 @@ impl RunnerDef {
                         }
                     }
                 }
+                "{no_git_args}" => {
+                    if !a.in_git_work_tree {
+                        for m in &self.no_git_args {
+                            args.push(self.expand(m, a)?);
+                        }
+                    }
+                }
                 "{agent_args}" => args.extend(a.agent_args.iter().cloned()),
                 _ => args.push(self.expand(arg, a)?),
             }
@@ -399,8 +416,8 @@ impl RunnerDef {
             .env
             .set
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+            .map(|(k, v)| Ok((k.clone(), self.expand(v, a)?)))
+            .collect::<std::result::Result<_, String>>()?;
         env_set.sort();
         Ok(Invocation {
             program,
@@ -415,8 +432,19 @@ impl RunnerDef {
     fn expand(&self, template: &str, a: &AttemptArgs<'_>) -> std::result::Result<String, String> {
         let mut out = String::new();
         let mut rest = template;
-        while let Some(start) = rest.find('{') {
+        while let Some(start) = rest.find(['{', '}']) {
             out.push_str(&rest[..start]);
+            // `{{` and `}}` are a literal brace (a JSON value in `[env] set`); a lone `}` too.
+            if rest[start..].starts_with("{{") || rest[start..].starts_with("}}") {
+                out.push_str(&rest[start..start + 1]);
+                rest = &rest[start + 2..];
+                continue;
+            }
+            if rest[start..].starts_with('}') {
+                out.push('}');
+                rest = &rest[start + 1..];
+                continue;
+            }
             let Some(len) = rest[start..].find('}') else {
                 return Err(format!("unclosed `{{` in argument `{template}`"));
             };
@@ -551,6 +579,7 @@ mod tests {
             agent_args: &[],
             command,
             vars,
+            in_git_work_tree: true,
         }
     }
 
@@ -602,6 +631,49 @@ mod tests {
                 "--out=/t/report.json"
             ]
         );
+    }
+
+    #[test]
+    fn env_values_expand_placeholders_and_double_braces_are_literal() {
+        let def = RunnerDef::parse(
+            Path::new("x.toml"),
+            "name='x'\nprogram='x'\nargs=['a}b', '{{x}}']\nprompt='stdin'\noutput='jsonl'\n\
+             [env]\nset = { P = '{{\"dir\":{{\"{workspace}/*\":\"allow\"}}}}', Q = 'fixed' }\n",
+        )
+        .expect("valid");
+        let vars = BTreeMap::new();
+        let inv = def.invocation(&args(&[], &vars)).expect("ok");
+        assert_eq!(inv.args, vec!["a}b", "{x}"]);
+        assert_eq!(
+            inv.env_set,
+            vec![
+                ("P".to_string(), r#"{"dir":{"/t/*":"allow"}}"#.to_string()),
+                ("Q".to_string(), "fixed".to_string())
+            ]
+        );
+        let bad = RunnerDef::parse(
+            Path::new("x.toml"),
+            "name='x'\nprogram='x'\nargs=[]\nprompt='stdin'\noutput='text'\n[env]\nset={P='{nope}'}\n",
+        );
+        assert!(
+            bad.is_err(),
+            "an unknown placeholder in [env] set is refused"
+        );
+    }
+
+    #[test]
+    fn no_git_args_only_outside_a_git_work_tree() {
+        let def = RunnerDef::parse(
+            Path::new("x.toml"),
+            "name='x'\nprogram='x'\nargs=['-y','{no_git_args}','{agent_args}']\n\
+             no_git_args=['--no-git']\nprompt='file'\noutput='text'\n",
+        )
+        .expect("valid");
+        let vars = BTreeMap::new();
+        let mut a = args(&[], &vars);
+        assert_eq!(def.invocation(&a).expect("ok").args, vec!["-y"]);
+        a.in_git_work_tree = false;
+        assert_eq!(def.invocation(&a).expect("ok").args, vec!["-y", "--no-git"]);
     }
 
     #[test]

@@ -376,6 +376,12 @@ struct Prepared {
     env: Vec<(String, OsString)>,
 }
 
+/// Whether the agents of `spec` start inside a git work tree: always with `--isolate
+/// worktree`, else when the run's working directory is in one (a `.git` above it).
+pub fn agent_in_git_work_tree(spec: &RunSpec) -> bool {
+    spec.isolation.is_some() || crate::store::git_root(&spec.cwd).is_some()
+}
+
 /// Prepare an attempt: the teammate folder (an earlier attempt's report moved aside), the
 /// prompt file, the argv and environment from the runner definition, the state folders, and
 /// with isolation the worktree and its one-time set-up command.
@@ -418,6 +424,7 @@ async fn prepare(
         agent_args: &spec.settings.agent_args,
         command: &spec.settings.command,
         vars: &spec.settings.vars,
+        in_git_work_tree: agent_in_git_work_tree(spec),
     };
     let invocation = spec
         .settings

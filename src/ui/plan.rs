@@ -103,6 +103,7 @@ pub fn print_plan(plan: &Plan, earlier: Option<&Replay>) -> crate::error::Result
                 agent_args: &spec.settings.agent_args,
                 command: &spec.settings.command,
                 vars: &spec.settings.vars,
+                in_git_work_tree: crate::run::unit::agent_in_git_work_tree(spec),
             };
             if let Ok(inv) = spec.settings.runner.invocation(&args) {
                 let how = match spec.settings.runner.prompt {

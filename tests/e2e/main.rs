@@ -5,6 +5,9 @@
 
 mod support;
 
+mod aider;
+mod chat_api;
 mod claude;
 mod codex;
 mod copilot;
+mod opencode;

@@ -245,6 +245,14 @@ impl Sandbox {
     /// XDG_* under `home/`, LANG, NO_COLOR) plus `env`. Nothing from the developer's
     /// environment leaks in: no real key, login, proxy, model or config dir.
     pub async fn run(&self, args: &[&str], env: &[(&str, String)]) -> Run {
+        self.run_in(self.path(), args, env).await
+    }
+
+    /// Like [`Sandbox::run`], with `cwd` (e.g. `<sandbox>/work`) as the working directory of
+    /// `runner` and so of the agent; `in.csv` and `instr.md` are still the sandbox's. Give
+    /// `-o <sandbox>/workers-output.csv` to keep the team workspace (and [`Sandbox::row`])
+    /// in the sandbox, outside the agent's working directory.
+    pub async fn run_in(&self, cwd: &Path, args: &[&str], env: &[(&str, String)]) -> Run {
         let root = self.path();
         let path = format!(
             "{}:{}",
@@ -252,37 +260,38 @@ impl Sandbox {
             std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())
         );
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_runner"));
-        cmd.args([
-            "batch",
-            "--input",
-            "in.csv",
-            "--instruction",
-            "instr.md",
-            "--format",
-            "plain",
-            "--grace",
-            "5s",
-            // One item: a rate limit ends it at once instead of pausing the team (a test that
-            // proves the pause passes its own, later, --rate-limit-wait).
-            "--rate-limit-wait",
-            "0s",
-        ])
-        .args(args)
-        .current_dir(root)
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", self.home())
-        .env("XDG_CONFIG_HOME", self.home().join(".config"))
-        .env("XDG_DATA_HOME", self.home().join(".local/share"))
-        .env("XDG_STATE_HOME", self.home().join(".local/state"))
-        .env("XDG_CACHE_HOME", self.home().join(".cache"))
-        .env("TMPDIR", root.join("tmp"))
-        .env("LANG", "C.UTF-8")
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
+        let (input, instruction) = (root.join("in.csv"), root.join("instr.md"));
+        cmd.arg("batch")
+            .arg("--input")
+            .arg(&input)
+            .arg("--instruction")
+            .arg(&instruction)
+            .args([
+                "--format",
+                "plain",
+                "--grace",
+                "5s",
+                // One item: a rate limit ends it at once instead of pausing the team (a test
+                // that proves the pause passes its own, later, --rate-limit-wait).
+                "--rate-limit-wait",
+                "0s",
+            ])
+            .args(args)
+            .current_dir(cwd)
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", self.home())
+            .env("XDG_CONFIG_HOME", self.home().join(".config"))
+            .env("XDG_DATA_HOME", self.home().join(".local/share"))
+            .env("XDG_STATE_HOME", self.home().join(".local/state"))
+            .env("XDG_CACHE_HOME", self.home().join(".cache"))
+            .env("TMPDIR", root.join("tmp"))
+            .env("LANG", "C.UTF-8")
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -1,0 +1,443 @@
+//! A scripted stand-in for the OpenAI Chat Completions API (`POST /v1/chat/completions`), as
+//! OpenCode (`@ai-sdk/openai-compatible`, streaming) and aider (litellm's OpenAI client,
+//! `--no-stream`) call it, served by `wiremock` on 127.0.0.1. Each test gives a script: a
+//! function from the call (its number, messages, tools, key) to a reply (text, a tool call,
+//! an HTTP error with OpenAI's error body, or no answer at all). Streaming replies are the
+//! real SSE chunk sequence (`chat.completion.chunk` deltas, `tool_calls` deltas with
+//! `index`/`id`/`function.arguments` pieces, a `finish_reason` chunk, a usage chunk with empty
+//! `choices`, `data: [DONE]`); non-streaming ones a `chat.completion` object.
+//!
+//! Also a dead-end HTTP(S) proxy: the tests point `HTTPS_PROXY`/`HTTP_PROXY` at it, so any
+//! request a CLI makes to the internet (model catalogues, package installs, version checks)
+//! is refused and logged as `(unexpected)` instead of leaving the machine.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
+use wiremock::matchers::{any, method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::support::Log;
+
+/// The key the stand-in accepts (`Authorization: Bearer sk-test`); any other gets a 401.
+pub const API_KEY: &str = "sk-test";
+
+/// One chat-completions call, as the script sees it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// 1 for the first call.
+    pub n: usize,
+    /// The request body.
+    pub body: Value,
+    /// `stream: true`.
+    pub stream: bool,
+    /// The `model` field.
+    pub model: String,
+    /// All system message text.
+    pub system: String,
+    /// All user message text.
+    pub user: String,
+    /// Names of the tools offered.
+    pub tools: Vec<String>,
+    /// `(tool_call_id, content)` of every `tool` message (results of earlier tool calls).
+    pub tool_results: Vec<(String, String)>,
+    /// The `Authorization` header.
+    pub auth: Option<String>,
+}
+
+/// What the scripted model answers.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// An assistant text; `finish_reason: stop`.
+    Text { text: String, usage: (u64, u64) },
+    /// A sentence, then one function call; `finish_reason: tool_calls`.
+    ToolCall {
+        text: String,
+        id: String,
+        name: String,
+        arguments: String,
+        usage: (u64, u64),
+    },
+    /// An HTTP error with OpenAI's error body `{"error": {message, type, param, code}}`.
+    Error {
+        status: u16,
+        message: String,
+        error_type: String,
+        code: Option<String>,
+        /// Extra response headers (e.g. `retry-after-ms`).
+        headers: Vec<(String, String)>,
+    },
+    /// Accept the request and answer nothing for this long (a stalled API).
+    Stall(Duration),
+}
+
+impl Reply {
+    /// A plain text reply.
+    pub fn text(text: impl Into<String>, usage: (u64, u64)) -> Reply {
+        Reply::Text {
+            text: text.into(),
+            usage,
+        }
+    }
+
+    /// OpenAI's 429 for a tokens-per-minute limit (`rate_limit_exceeded`), with
+    /// `retry-after-ms` (which the OpenAI SDKs and OpenCode honour) so retries are quick.
+    pub fn rate_limited() -> Reply {
+        Reply::Error {
+            status: 429,
+            message: "Rate limit reached for gpt-4o in organization org-e2e on tokens per min \
+                      (TPM): Limit 30000, Used 30000, Requested 1200. Please try again in 20ms."
+                .into(),
+            error_type: "tokens".into(),
+            code: Some("rate_limit_exceeded".into()),
+            headers: vec![("retry-after-ms".into(), "20".into())],
+        }
+    }
+
+    /// OpenAI's 401 for a wrong key (`invalid_api_key`).
+    pub fn bad_key(key: &str) -> Reply {
+        Reply::Error {
+            status: 401,
+            message: format!(
+                "Incorrect API key provided: {key}. You can find your API key at \
+                 https://platform.openai.com/account/api-keys."
+            ),
+            error_type: "invalid_request_error".into(),
+            code: Some("invalid_api_key".into()),
+            headers: vec![],
+        }
+    }
+}
+
+/// The script: call → reply.
+pub type Script = Arc<dyn Fn(&Call) -> Reply + Send + Sync>;
+
+/// A running stand-in.
+pub struct ChatApi {
+    /// Keeps the server up.
+    pub server: MockServer,
+    /// Its request log.
+    pub log: Log,
+    /// Every chat-completions call, in order.
+    pub calls: Arc<Mutex<Vec<Call>>>,
+    /// `http://127.0.0.1:<port>` of the dead-end proxy.
+    pub proxy: String,
+}
+
+impl ChatApi {
+    /// The base URL the CLIs take (`http://127.0.0.1:<port>/v1`).
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.server.uri())
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Start the stand-in with `script` (and the dead-end proxy).
+pub async fn start(script: impl Fn(&Call) -> Reply + Send + Sync + 'static) -> ChatApi {
+    let server = MockServer::start().await;
+    let log = Log::default();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(Completions {
+            script: Arc::new(script),
+            log: log.clone(),
+            calls: calls.clone(),
+        })
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(any())
+        .respond_with(Other(log.clone()))
+        .with_priority(10)
+        .mount(&server)
+        .await;
+    let proxy = dead_end_proxy(log.clone()).await;
+    ChatApi {
+        server,
+        log,
+        calls,
+        proxy,
+    }
+}
+
+/// A listener that logs the first line of each connection (`CONNECT host:443 ...`) as
+/// unexpected and closes it.
+async fn dead_end_proxy(log: Log) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind proxy");
+    let addr = listener.local_addr().expect("proxy addr");
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 2048];
+                let n = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]);
+                log.push(format!(
+                    "(unexpected) outbound request through the proxy: {}",
+                    head.lines().next().unwrap_or("")
+                ));
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+struct Completions {
+    script: Script,
+    log: Log,
+    calls: Arc<Mutex<Vec<Call>>>,
+}
+
+impl Respond for Completions {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let body: Value = match serde_json::from_slice(&req.body) {
+            Ok(v) => v,
+            Err(e) => {
+                self.log
+                    .push(format!("(unexpected) POST {} body not JSON: {e}", req.url));
+                return error(400, "body is not JSON", "invalid_request_error", None, &[]);
+            }
+        };
+        let text_of = |role: &str| {
+            let mut out = String::new();
+            for m in body["messages"].as_array().into_iter().flatten() {
+                if m["role"] != role {
+                    continue;
+                }
+                match &m["content"] {
+                    Value::String(s) => out.push_str(s),
+                    Value::Array(parts) => {
+                        for p in parts {
+                            if let Some(t) = p["text"].as_str() {
+                                out.push_str(t);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                out.push('\n');
+            }
+            out
+        };
+        let tool_results = body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| {
+                (
+                    m["tool_call_id"].as_str().unwrap_or("").to_string(),
+                    match &m["content"] {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    },
+                )
+            })
+            .collect();
+        let auth = req
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let call = {
+            let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+            let call = Call {
+                n: calls.len() + 1,
+                stream: body["stream"] == json!(true),
+                model: body["model"].as_str().unwrap_or("?").to_string(),
+                system: text_of("system"),
+                user: text_of("user"),
+                tools: body["tools"]
+                    .as_array()
+                    .map(|t| {
+                        t.iter()
+                            .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                tool_results,
+                auth,
+                body: body.clone(),
+            };
+            calls.push(call.clone());
+            call
+        };
+        let reply = (self.script)(&call);
+        self.log.push(format!(
+            "POST {} #{}: model {}, stream {}, {} message(s), {} tool(s), {} tool result(s) -> {}",
+            req.url.path(),
+            call.n,
+            call.model,
+            call.stream,
+            body["messages"].as_array().map_or(0, Vec::len),
+            call.tools.len(),
+            call.tool_results.len(),
+            match &reply {
+                Reply::Text { text, .. } => format!("text {:?}", short(text)),
+                Reply::ToolCall { name, .. } => format!("tool call {name}"),
+                Reply::Error { status, .. } => format!("HTTP {status}"),
+                Reply::Stall(d) => format!("no answer for {d:?}"),
+            }
+        ));
+        respond(&call, reply)
+    }
+}
+
+fn short(s: &str) -> String {
+    let one: String = s.chars().take(60).collect::<String>().replace('\n', " ");
+    if s.chars().count() > 60 {
+        format!("{one}…")
+    } else {
+        one
+    }
+}
+
+fn respond(call: &Call, reply: Reply) -> ResponseTemplate {
+    let created = 1_796_000_000u64;
+    let id = format!("chatcmpl-e2e{:03}", call.n);
+    let usage = |(input, output): (u64, u64)| json!({"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output});
+    let (message, deltas, finish, used) = match reply {
+        Reply::Error {
+            status,
+            message,
+            error_type,
+            code,
+            headers,
+        } => return error(status, &message, &error_type, code.as_deref(), &headers),
+        Reply::Stall(d) => {
+            return ResponseTemplate::new(200)
+                .set_delay(d)
+                .set_body_string("stalled");
+        }
+        Reply::Text { text, usage } => (
+            json!({"role": "assistant", "content": text}),
+            vec![
+                json!({"role": "assistant", "content": ""}),
+                json!({"content": text}),
+            ],
+            "stop",
+            usage,
+        ),
+        Reply::ToolCall {
+            text,
+            id: call_id,
+            name,
+            arguments,
+            usage,
+        } => {
+            let cut = arguments
+                .char_indices()
+                .nth(arguments.chars().count() / 2)
+                .map_or(0, |(i, _)| i);
+            let (a, b) = arguments.split_at(cut);
+            (
+                json!({"role": "assistant", "content": text, "tool_calls": [
+                    {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+                ]}),
+                vec![
+                    json!({"role": "assistant", "content": text}),
+                    json!({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
+                                           "function": {"name": name, "arguments": ""}}]}),
+                    json!({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}),
+                    json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}),
+                ],
+                "tool_calls",
+                usage,
+            )
+        }
+    };
+    if !call.stream {
+        return ResponseTemplate::new(200).set_body_json(json!({
+            "id": id,
+            "object": "chat.completion",
+            "created": created,
+            "model": call.model,
+            "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
+            "usage": usage(used),
+            "system_fingerprint": "fp_e2e"
+        }));
+    }
+    let chunk = |choices: Value, extra: Option<Value>| {
+        let mut c = json!({
+            "id": id, "object": "chat.completion.chunk", "created": created,
+            "model": call.model, "system_fingerprint": "fp_e2e", "choices": choices
+        });
+        if let Some(u) = extra {
+            c["usage"] = u;
+        }
+        c
+    };
+    let mut body = String::new();
+    for d in deltas {
+        let c = chunk(
+            json!([{"index": 0, "delta": d, "logprobs": null, "finish_reason": null}]),
+            None,
+        );
+        body.push_str(&format!("data: {c}\n\n"));
+    }
+    let fin = chunk(
+        json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish}]),
+        None,
+    );
+    body.push_str(&format!("data: {fin}\n\n"));
+    if call.body["stream_options"]["include_usage"] == json!(true) {
+        let u = chunk(json!([]), Some(usage(used)));
+        body.push_str(&format!("data: {u}\n\n"));
+    }
+    body.push_str("data: [DONE]\n\n");
+    ResponseTemplate::new(200)
+        .insert_header("cache-control", "no-cache")
+        .set_body_raw(body, "text/event-stream")
+}
+
+fn error(
+    status: u16,
+    message: &str,
+    error_type: &str,
+    code: Option<&str>,
+    headers: &[(String, String)],
+) -> ResponseTemplate {
+    let mut t = ResponseTemplate::new(status)
+        .insert_header("x-request-id", "req_e2e_mock")
+        .set_body_json(json!({
+            "error": {"message": message, "type": error_type, "param": null, "code": code}
+        }));
+    for (k, v) in headers {
+        t = t.insert_header(k.as_str(), v.as_str());
+    }
+    t
+}
+
+/// Every other request: logged as unexpected, an OpenAI-style 404.
+struct Other(Log);
+
+impl Respond for Other {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        self.0.push(format!(
+            "(unexpected) {} {} ({} body bytes) -> 404",
+            req.method,
+            req.url,
+            req.body.len()
+        ));
+        error(
+            404,
+            "Not found (e2e mock)",
+            "invalid_request_error",
+            None,
+            &[],
+        )
+    }
+}

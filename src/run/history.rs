@@ -40,6 +40,8 @@ pub struct History {
     pub outcomes: Vec<Outcome>,
     /// How many runs (starts and resumes) the journal records.
     pub runs: u32,
+    /// Rate-limit pauses of the team: (start, end) in milliseconds since the epoch.
+    pub pauses: Vec<(i64, i64)>,
 }
 
 /// Milliseconds since the epoch of an RFC 3339 time.
@@ -110,10 +112,14 @@ pub fn read(path: &Path) -> Result<History> {
                 // Attempts a dead or interrupted run left open end with it.
                 open.clear();
             }
+            Event::TeamPaused { until, at, .. } => {
+                if let (Some(start), Some(end)) = (ms(&at), ms(&until)) {
+                    h.pauses.push((start, end.max(start)));
+                }
+            }
             Event::Activity { .. }
             | Event::Interrupted { .. }
             | Event::RunEnded { .. }
-            | Event::TeamPaused { .. }
             | Event::TeamStopped { .. } => {}
         }
     }

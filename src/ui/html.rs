@@ -46,7 +46,8 @@ white-space:nowrap;color:#fff;padding-left:2px;box-sizing:border-box}\
 .s-blocked{background:#d68910}.s-cancelled,.s-skipped{background:#888}\
 .s-running{background:repeating-linear-gradient(45deg,#3498db,#3498db 6px,#5dade2 6px,#5dade2 12px)}\
 .retry{opacity:.75}td .s{display:inline-block;width:.8em;height:.8em;border-radius:50%;margin-right:4px}\
-.axis{color:#666;font-size:11px}td:nth-child(3){white-space:nowrap}";
+.axis{color:#666;font-size:11px}td:nth-child(3){white-space:nowrap}\
+.pauses{height:8px;background:none}.pause{position:absolute;top:0;height:8px;background:#f5b041}";
 
 /// Sorts the table by a clicked header (numbers by value), and marks the page ready.
 const SCRIPT: &str = "document.querySelectorAll('th').forEach(function(th,col){\
@@ -115,6 +116,24 @@ pub fn report(h: &History, now_ms: i64) -> String {
         "<h2>Timeline</h2><div class=\"axis\">0 s — {:.1} s, {n_lanes} lane(s)</div><div id=\"timeline\">",
         span_ms / 1000.0
     );
+    if !h.pauses.is_empty() {
+        // Rate-limit pauses of the whole team: no attempt started in these.
+        let _ = write!(o, "<div class=\"lane pauses\">");
+        for &(from, to) in &h.pauses {
+            let (from, to) = (from.max(start), to.min(end));
+            let left = (from - start) as f64 / span_ms * 100.0;
+            let width = ((to - from) as f64 / span_ms * 100.0).max(0.2);
+            let _ = write!(
+                o,
+                "<div class=\"pause\" style=\"left:{left:.3}%;width:{width:.3}%\" title=\"{}\"></div>",
+                escape(&format!(
+                    "rate limited: no attempt started for {:.1}s",
+                    (to - from) as f64 / 1000.0
+                ))
+            );
+        }
+        let _ = write!(o, "</div>");
+    }
     for lane in 0..n_lanes {
         let _ = write!(o, "<div class=\"lane\" data-lane=\"{}\">", lane + 1);
         for s in h
@@ -163,7 +182,7 @@ pub fn report(h: &History, now_ms: i64) -> String {
     let _ = write!(
         o,
         "<h2>Items</h2><table id=\"items\"><thead><tr><th>id</th><th>teammate</th><th>status</th>\
-         <th>attempts</th><th>duration s</th><th>cost $</th><th>reason</th><th>summary</th>\
+         <th>attempts</th><th>duration s</th><th>cost $</th><th>kind</th><th>reason</th><th>summary</th>\
          <th>log</th></tr></thead><tbody>"
     );
     for out in &h.outcomes {
@@ -179,7 +198,7 @@ pub fn report(h: &History, now_ms: i64) -> String {
             o,
             "<tr data-id=\"{}\"><td>{}</td><td>{}</td><td data-v=\"{}\"><i class=\"s {}\"></i>{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{:.3}</td><td class=\"num\">{}</td><td>{}</td>\
-             <td>{}</td><td>{log}</td></tr>",
+             <td>{}</td><td>{}</td><td>{log}</td></tr>",
             escape(&out.id),
             escape(&out.id),
             escape(&out.teammate),
@@ -189,6 +208,7 @@ pub fn report(h: &History, now_ms: i64) -> String {
             out.attempts,
             out.duration_s,
             out.cost_usd.map(|c| format!("{c:.6}")).unwrap_or_default(),
+            out.failure_kind.map(|k| k.as_str()).unwrap_or_default(),
             escape(&out.error),
             escape(&out.summary)
         );
@@ -231,6 +251,7 @@ mod tests {
             }],
             outcomes: vec![out],
             runs: 1,
+            pauses: vec![(200, 700)],
         };
         let page = report(&h, 2000);
         assert_eq!(
@@ -242,5 +263,10 @@ mod tests {
         assert!(!page.contains("<b>1</b>"), "{page}");
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(page.contains("&quot;onload=&#39;x&#39;"));
+        assert!(
+            page.contains("class=\"pause\" style=\"left:20.000%;width:50.000%\""),
+            "the rate-limit pause is a band over the lanes: {page}"
+        );
+        assert!(page.contains("<td>agent_error</td>"), "the kind column");
     }
 }

@@ -60,6 +60,10 @@ fn run_cli(
         cli,
         "--format",
         "plain",
+        // The fake CLIs fail the same way on every attempt: a rate limit ends the item at
+        // once instead of pausing the team for up to an hour (the pause has its own tests).
+        "--rate-limit-wait",
+        "0s",
     ];
     args.extend_from_slice(extra);
     let r: crate::harness::Run = sb
@@ -126,6 +130,7 @@ fn claude_rate_limit_with_exit_0_is_failed_not_completed() {
         row["error"].contains("the agent reported an error: API Error: Rate limit reached"),
         "{row:?}"
     );
+    assert_eq!(row["failure_kind"], "rate_limited", "{row:?}");
     let (_, row) = run_cli(&sb, "claude", "max_turns", &[]);
     assert!(row["error"].starts_with("exited with code 1"), "{row:?}");
 }

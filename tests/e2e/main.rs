@@ -10,4 +10,5 @@ mod chat_api;
 mod claude;
 mod codex;
 mod copilot;
+mod gemini;
 mod opencode;

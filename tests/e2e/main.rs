@@ -12,3 +12,4 @@ mod codex;
 mod copilot;
 mod gemini;
 mod opencode;
+mod qwen;

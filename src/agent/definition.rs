@@ -17,6 +17,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("claude", include_str!("../../runners/claude.toml")),
     ("codex", include_str!("../../runners/codex.toml")),
     ("gemini", include_str!("../../runners/gemini.toml")),
+    ("qwen", include_str!("../../runners/qwen.toml")),
     ("opencode", include_str!("../../runners/opencode.toml")),
     (
         "cursor-agent",
@@ -33,6 +34,7 @@ pub const DETECT_ORDER: &[&str] = &[
     "claude",
     "codex",
     "gemini",
+    "qwen",
     "opencode",
     "cursor-agent",
     "amp",

@@ -10,4 +10,6 @@ mod chat_api;
 mod claude;
 mod codex;
 mod copilot;
+mod gemini;
 mod opencode;
+mod qwen;

@@ -1,0 +1,724 @@
+//! End to end: the built-in `qwen` runner definition against the REAL Qwen Code CLI, offline.
+//! A `wiremock` server plays an OpenAI-compatible chat completions API (`OPENAI_BASE_URL`),
+//! with a scripted model: the first turn answers with a streamed `write_file` tool call that
+//! writes the report to the path the prompt names, the second (after the tool result) with a
+//! short final text. No real model is ever called.
+//!
+//! Qwen Code is installed by `.ci/run` into `target/e2e-qwen/` (a pinned version, from the npm
+//! registry); `RUNNER_E2E_QWEN` may point at another `qwen` binary. Without one the tests print
+//! a `skipped: ...` notice on stderr and pass.
+//!
+//! What Qwen Code 0.24.4 sends with `OPENAI_API_KEY`/`OPENAI_BASE_URL`/`OPENAI_MODEL` (the
+//! `openai` auth type is taken from the key; no settings needed): one streaming `POST
+//! /v1/chat/completions` per turn (`stream_options.include_usage`), `Authorization: Bearer`.
+//! It prints stream-json lines ending with a Claude-style `{"type":"result", "is_error",
+//! "result" | "error": {"message"}, "session_id", "num_turns", "usage"}` line and exits 1 on
+//! any failure. Retries (bundle `packages/core/src/utils/retry.ts`, `geminiChat.ts`): the
+//! OpenAI SDK's own retries and the rate-limit loop (10 retries a minute apart) follow
+//! `model.generationConfig.maxRetries` (0 here), but the main turn's `retryWithBackoff` always
+//! makes up to 7 attempts for a 429 or 5xx, waiting `retry-after-ms`/`retry-after` when the
+//! response gives one (else 1.5 s doubling: about 75 s). 401 is not retried. A quota message
+//! that names a reset time ("quota … exceeded … will reset …") fails at once.
+//! Its stderr always carries "Ripgrep not available: … Falling back to built-in grep." (the
+//! vendored rg is not executable when npm install scripts did not run).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wiremock::matchers::{any, method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::support::{self, Cli, Log, Sandbox, find_report_path};
+
+/// The id of the scripted tool call.
+const TOOL_CALL_ID: &str = "call_e2e_write_report_0001";
+/// The model name the test configures (`OPENAI_MODEL`).
+const MODEL: &str = "qwen3-coder-plus";
+
+/// What the scripted model does on `POST /v1/chat/completions`.
+#[derive(Clone, Debug)]
+enum Script {
+    /// Turn 1: write the report with `write_file`; turn 2: a short final text.
+    WriteReport,
+    /// Turn 1: the report as a ```json block in the final text, no tool call.
+    ReportInText,
+    /// Every call fails with this HTTP status, OpenAI error body and `retry-after-ms`.
+    Fail {
+        status: u16,
+        body: Value,
+        retry_after_ms: Option<u32>,
+    },
+    /// Every request is accepted and never answered.
+    Stall,
+}
+
+/// Token usage the scripted model reports per turn (prompt, completion).
+const TURN1_USAGE: (u64, u64) = (14_210, 88);
+const TURN2_USAGE: (u64, u64) = (14_402, 9);
+
+/// What the responder learned, for the assertions.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<SeenInner>>);
+
+#[derive(Default, Debug)]
+struct SeenInner {
+    /// Main-agent turns (not the memory extraction).
+    calls: usize,
+    /// Calls of the managed auto-memory extraction subagent.
+    memory_calls: usize,
+    report_path: Option<String>,
+    tool_result: Option<Value>,
+    auth_header: Option<String>,
+    tools: Vec<String>,
+}
+
+impl Seen {
+    fn with<T>(&self, f: impl FnOnce(&mut SeenInner) -> T) -> T {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// `POST /v1/chat/completions`.
+struct Chat {
+    script: Script,
+    log: Log,
+    seen: Seen,
+}
+
+impl Respond for Chat {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let body: Value = match serde_json::from_slice(&req.body) {
+            Ok(v) => v,
+            Err(e) => {
+                self.log.push(format!(
+                    "(unexpected) POST {} with a body that is not JSON: {e}",
+                    req.url
+                ));
+                return openai_error(400, "body is not JSON", "invalid_request_error", None);
+            }
+        };
+        let tools: Vec<String> = body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+            .collect();
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let streaming = body["stream"] == json!(true);
+        // After a run whose last turn is plain text, Qwen Code 0.24.4 starts its "managed
+        // auto-memory" subagent in the background (`memory.enableManagedAutoMemory`, default
+        // true): one more streaming call with the whole conversation. Answer it with text
+        // (nothing to save) so it ends without tool calls.
+        let system = messages
+            .first()
+            .filter(|m| m["role"] == "system")
+            .map(|m| m["content"].to_string())
+            .unwrap_or_default();
+        if system.contains("managed memory extraction subagent")
+            && !matches!(self.script, Script::Fail { .. } | Script::Stall)
+        {
+            let n = self.seen.with(|s| {
+                s.memory_calls += 1;
+                s.memory_calls
+            });
+            self.log.push(format!(
+                "POST {} (memory extraction #{n}): {} message(s) -> text",
+                req.url.path(),
+                messages.len()
+            ));
+            return sse(&text_turn(100 + n, "Nothing durable to save.", (900, 5)));
+        }
+        let turn = self.seen.with(|s| {
+            s.calls += 1;
+            s.auth_header = req
+                .headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            s.tools = tools.clone();
+            s.calls
+        });
+        let what = format!(
+            "POST {} #{turn}: model {}, stream {streaming}, {} message(s), {} tool(s)",
+            req.url.path(),
+            body["model"].as_str().unwrap_or("?"),
+            messages.len(),
+            tools.len()
+        );
+        match &self.script {
+            Script::Fail {
+                status,
+                body,
+                retry_after_ms,
+            } => {
+                self.log.push(format!("{what} -> {status}"));
+                let mut r = ResponseTemplate::new(*status).set_body_json(body.clone());
+                if let Some(ms) = retry_after_ms {
+                    r = r.insert_header("retry-after-ms", ms.to_string().as_str());
+                }
+                return r;
+            }
+            Script::Stall => {
+                self.log.push(format!("{what} -> (stalling)"));
+                return ResponseTemplate::new(200).set_delay(Duration::from_secs(600));
+            }
+            _ => {}
+        }
+        if !streaming {
+            self.log
+                .push(format!("{what} -> (unexpected) non-streaming text"));
+            return ResponseTemplate::new(200).set_body_json(json!({
+                "id": format!("chatcmpl-e2e-side-{turn}"),
+                "object": "chat.completion",
+                "created": 1_796_000_000,
+                "model": MODEL,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "Report"},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 120, "completion_tokens": 2, "total_tokens": 122}
+            }));
+        }
+        if let Some(result) = tool_result(&messages, TOOL_CALL_ID) {
+            self.seen.with(|s| s.tool_result = Some(result.clone()));
+            self.log
+                .push(format!("{what} -> final text (tool result: {result})"));
+            return sse(&text_turn(
+                turn,
+                "Done: the report is written.",
+                TURN2_USAGE,
+            ));
+        }
+        let report = find_report_path(&user_text(&messages));
+        match (&self.script, report) {
+            (Script::WriteReport, Some(report)) if tools.iter().any(|t| t == "write_file") => {
+                self.seen.with(|s| s.report_path = Some(report.clone()));
+                self.log
+                    .push(format!("{what} -> tool_calls write_file {report}"));
+                sse(&write_turn(turn, &report))
+            }
+            (Script::ReportInText, Some(report)) => {
+                self.seen.with(|s| s.report_path = Some(report.clone()));
+                self.log
+                    .push(format!("{what} -> the report in the final text"));
+                let answer = format!(
+                    "Here is my report.\n\n```json\n{}\n```\n",
+                    support::report_json("1")
+                );
+                sse(&text_turn(turn, &answer, TURN1_USAGE))
+            }
+            (_, found) => {
+                self.log.push(format!(
+                    "{what} -> (unexpected) no report path or no write_file tool \
+                     (report path {found:?}, tools {tools:?}); answering with text"
+                ));
+                sse(&text_turn(turn, "I cannot find the report path.", (400, 9)))
+            }
+        }
+    }
+}
+
+/// Every other request: an OpenAI-style 404. Logged as unexpected.
+struct Other(Log);
+
+impl Respond for Other {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        self.0.push(format!(
+            "(unexpected) {} {} ({} body bytes) -> 404",
+            req.method,
+            req.url,
+            req.body.len()
+        ));
+        openai_error(404, "Not found (e2e mock)", "invalid_request_error", None)
+    }
+}
+
+fn openai_error_body(message: &str, error_type: &str, code: Option<&str>) -> Value {
+    json!({"error": {"message": message, "type": error_type, "param": null, "code": code}})
+}
+
+fn openai_error(
+    status: u16,
+    message: &str,
+    error_type: &str,
+    code: Option<&str>,
+) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_json(openai_error_body(message, error_type, code))
+}
+
+/// A `chat.completion.chunk` with `delta` and `finish_reason`.
+fn chunk(turn: usize, delta: Value, finish: Option<&str>) -> Value {
+    json!({
+        "id": format!("chatcmpl-e2e-{turn:02}"),
+        "object": "chat.completion.chunk",
+        "created": 1_796_000_000,
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+    })
+}
+
+/// The last chunk of a stream with `stream_options.include_usage`: no choices, the usage.
+fn usage_chunk(turn: usize, (prompt, completion): (u64, u64)) -> Value {
+    json!({
+        "id": format!("chatcmpl-e2e-{turn:02}"),
+        "object": "chat.completion.chunk",
+        "created": 1_796_000_000,
+        "model": MODEL,
+        "choices": [],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                  "total_tokens": prompt + completion}
+    })
+}
+
+/// Turn 1: a `write_file {file_path, content}` tool call, its arguments streamed in pieces.
+fn write_turn(turn: usize, report: &str) -> Vec<Value> {
+    let args = json!({"file_path": report, "content": support::report_json("1")}).to_string();
+    let (a, b) = args.split_at(args.len() / 2);
+    vec![
+        chunk(
+            turn,
+            json!({"role": "assistant", "content": null, "tool_calls": [{
+            "index": 0, "id": TOOL_CALL_ID, "type": "function",
+            "function": {"name": "write_file", "arguments": ""}}]}),
+            None,
+        ),
+        chunk(
+            turn,
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}),
+            None,
+        ),
+        chunk(
+            turn,
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}),
+            None,
+        ),
+        chunk(turn, json!({}), Some("tool_calls")),
+        usage_chunk(turn, TURN1_USAGE),
+    ]
+}
+
+/// A plain text answer, in two deltas.
+fn text_turn(turn: usize, text: &str, usage: (u64, u64)) -> Vec<Value> {
+    let cut = (0..=text.len() / 2)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    let (a, b) = text.split_at(cut);
+    vec![
+        chunk(turn, json!({"role": "assistant", "content": a}), None),
+        chunk(turn, json!({"content": b}), None),
+        chunk(turn, json!({}), Some("stop")),
+        usage_chunk(turn, usage),
+    ]
+}
+
+/// A server-sent-events body as chat completions stream it, ending with `[DONE]`.
+fn sse(chunks: &[Value]) -> ResponseTemplate {
+    let mut body = String::new();
+    for c in chunks {
+        body.push_str(&format!("data: {c}\n\n"));
+    }
+    body.push_str("data: [DONE]\n\n");
+    ResponseTemplate::new(200)
+        .insert_header("cache-control", "no-cache")
+        .set_body_raw(body, "text/event-stream")
+}
+
+/// All text of the user messages (string content or text parts).
+fn user_text(messages: &[Value]) -> String {
+    let mut out = String::new();
+    for m in messages.iter().filter(|m| m["role"] == "user") {
+        match &m["content"] {
+            Value::String(s) => out.push_str(s),
+            Value::Array(parts) => {
+                for p in parts {
+                    if let Some(t) = p["text"].as_str() {
+                        out.push_str(t);
+                        out.push('\n');
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The `tool` message answering call `id`, if the conversation has one.
+fn tool_result(messages: &[Value], id: &str) -> Option<Value> {
+    messages
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+        .cloned()
+}
+
+/// A mock chat completions API with `script`; returns it with its request log and what it saw.
+async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
+    let server = MockServer::start().await;
+    let log = Log::default();
+    let seen = Seen::default();
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(Chat {
+            script,
+            log: log.clone(),
+            seen: seen.clone(),
+        })
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(any())
+        .respond_with(Other(log.clone()))
+        .with_priority(10)
+        .mount(&server)
+        .await;
+    (server, log, seen)
+}
+
+// ---------------------------------------------------------------------------------------
+// Running `runner` with Qwen Code
+
+/// The Qwen Code binary, or `None` with a skip notice.
+fn qwen_or_skip(test: &str) -> Option<Cli> {
+    // `qwen --version` prints the bare version (`0.24.4`).
+    support::cli_or_skip("qwen", "node_modules/.bin/qwen", ".", test)
+}
+
+/// `<home>/.qwen/settings.json`: `model.generationConfig.maxRetries = 0` (no OpenAI SDK
+/// retries, no minute-long rate-limit loop) and no usage statistics.
+fn write_settings(sb: &Sandbox) {
+    let dir = sb.home().join(".qwen");
+    std::fs::create_dir_all(&dir).expect("mkdir .qwen");
+    let settings = json!({
+        "model": {"generationConfig": {"maxRetries": 0}},
+        "privacy": {"usageStatisticsEnabled": false}
+    });
+    std::fs::write(dir.join("settings.json"), settings.to_string()).expect("settings.json");
+}
+
+/// `runner batch ... --runner qwen --timeout <timeout>` in `sb`, with Qwen Code pointed at
+/// `api`; `key` is `OPENAI_API_KEY` (none when `None`).
+async fn run_qwen(sb: &Sandbox, api: &str, timeout: &str, key: Option<&str>) -> support::Run {
+    write_settings(sb);
+    let mut env = vec![
+        ("OPENAI_BASE_URL", format!("{api}/v1")),
+        ("OPENAI_MODEL", MODEL.to_string()),
+    ];
+    if let Some(k) = key {
+        env.push(("OPENAI_API_KEY", k.to_string()));
+    }
+    sb.run(&["--runner", "qwen", "--timeout", timeout], &env)
+        .await
+}
+
+// ---------------------------------------------------------------------------------------
+// Tests
+
+/// The whole loop with the real CLI: prompt on stdin, a real `write_file` tool call writing
+/// `$RUNNER_REPORT`, stream-json parsed, report judged, session, turns and tokens read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_qwen_writes_the_report_and_the_item_completes() {
+    let Some(qwen) = qwen_or_skip("real_qwen_writes_the_report_and_the_item_completes") else {
+        return;
+    };
+    eprintln!("using {} ({})", qwen.bin.display(), qwen.version);
+    let (api, log, seen) = mock_api(Script::WriteReport).await;
+    let sb = Sandbox::new(&qwen);
+
+    let r = run_qwen(&sb, &api.uri(), "90s", Some("sk-test")).await;
+    let context = || {
+        format!(
+            "{r:?}\n{}\n--- mock api log\n{}",
+            sb.agent_log(),
+            log.dump()
+        )
+    };
+
+    assert_eq!(r.code, 0, "every item completed: {}", context());
+    let row = sb.row();
+    assert_eq!(row["status"], "completed", "{row:?}\n{}", context());
+    assert_eq!(row["summary"], "wrote the report", "{row:?}");
+    assert_eq!(row["exit_code"], "0", "{row:?}");
+    assert_eq!(row["error"], "", "{row:?}");
+    assert_eq!(row["failure_kind"], "", "{row:?}");
+
+    // The report really came from Qwen Code's write_file tool, at the path the prompt named.
+    let s = seen.with(std::mem::take);
+    assert_eq!(s.calls, 2, "one call per turn: {}", context());
+    let report = s
+        .report_path
+        .clone()
+        .expect("the prompt named the report path");
+    assert!(
+        report.starts_with(&sb.path().display().to_string()) && report.ends_with("/report.json"),
+        "{report}"
+    );
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("the report file"))
+            .expect("report JSON");
+    assert_eq!(written["summary"], "wrote the report");
+    let result = s
+        .tool_result
+        .clone()
+        .expect("Qwen Code sent the tool result back");
+    assert!(
+        result
+            .to_string()
+            .contains("Successfully created and wrote to new file"),
+        "the write succeeded: {result}"
+    );
+    assert_eq!(
+        s.auth_header.as_deref(),
+        Some("Bearer sk-test"),
+        "OPENAI_API_KEY is used"
+    );
+    // --approval-mode auto-edit: the file tools are offered, the shell tool is not.
+    assert!(
+        !s.tools.iter().any(|t| t == "run_shell_command"),
+        "{:?}",
+        s.tools
+    );
+
+    // Session, turns and usage columns, as Qwen Code summed them from the mock's usage.
+    assert_eq!(row["session_id"].len(), 36, "a UUID: {row:?}");
+    assert_eq!(row["turns"], "2", "{row:?}");
+    assert_eq!(
+        row["input_tokens"],
+        (TURN1_USAGE.0 + TURN2_USAGE.0).to_string(),
+        "{row:?}"
+    );
+    assert_eq!(
+        row["output_tokens"],
+        (TURN1_USAGE.1 + TURN2_USAGE.1).to_string(),
+        "{row:?}"
+    );
+
+    let unexpected = log.unexpected();
+    assert!(
+        unexpected.is_empty(),
+        "unexpected requests: {unexpected:#?}"
+    );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    eprintln!("completed in {:.1?}", r.took);
+}
+
+/// The report only in Qwen Code's final text (no tool call): still `completed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_qwen_report_in_the_final_text_completes() {
+    let Some(qwen) = qwen_or_skip("real_qwen_report_in_the_final_text_completes") else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::ReportInText).await;
+    let sb = Sandbox::new(&qwen);
+    let r = run_qwen(&sb, &api.uri(), "90s", Some("sk-test")).await;
+    let row = sb.row();
+    assert_eq!(
+        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
+        (0, "completed", ""),
+        "{r:?}\n{row:?}\n{}\n{}",
+        sb.agent_log(),
+        log.dump()
+    );
+    assert_eq!(row["summary"], "wrote the report", "{row:?}");
+    assert_eq!(
+        seen.with(|s| (s.calls, s.tool_result.is_none())),
+        (1, true),
+        "{}",
+        log.dump()
+    );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
+/// An API error Qwen Code gives up on: the item is `failed` with the CLI's own message (the
+/// result line's `/error/message`), the kind, exit 1, and never the Ripgrep warning.
+async fn api_error_fails_the_item(
+    test: &str,
+    script: Script,
+    key: Option<&str>,
+    expect_in_reason: &[&str],
+    kind: &str,
+    calls: usize,
+) {
+    let qwen = qwen_or_skip(test).expect("checked by the caller");
+    eprintln!("using {} ({})", qwen.bin.display(), qwen.version);
+    let (api, log, seen) = mock_api(script).await;
+    let sb = Sandbox::new(&qwen);
+
+    let r = run_qwen(&sb, &api.uri(), "90s", key).await;
+    let context = || {
+        format!(
+            "{r:?}\n{}\n--- mock api log\n{}",
+            sb.agent_log(),
+            log.dump()
+        )
+    };
+
+    assert_eq!(r.code, 1, "an item did not complete: {}", context());
+    let row = sb.row();
+    assert_eq!(row["status"], "failed", "{row:?}\n{}", context());
+    let reason = row["error"].to_lowercase();
+    for word in expect_in_reason {
+        assert!(
+            reason.contains(&word.to_lowercase()),
+            "the reason quotes Qwen Code ({word:?}): {row:?}\n{}",
+            context()
+        );
+    }
+    assert!(
+        !reason.contains("ripgrep"),
+        "not the stderr warning: {row:?}"
+    );
+    assert_eq!(row["failure_kind"], kind, "{row:?}\n{}", context());
+    assert_eq!(row["exit_code"], "1", "{row:?}");
+    let start: String = row["error"].chars().take(40).collect();
+    assert!(
+        r.stdout.contains(&start),
+        "the closing summary names the reason: {r:?}"
+    );
+    assert_eq!(seen.with(|s| s.calls), calls, "{}", context());
+    assert!(
+        r.took < Duration::from_secs(30),
+        "gave up quickly: {:.1?}",
+        r.took
+    );
+    let unexpected = log.unexpected();
+    assert!(
+        unexpected.is_empty(),
+        "unexpected requests: {unexpected:#?}"
+    );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
+}
+
+/// OpenAI's rate limit (429 `rate_limit_exceeded`, `retry-after-ms`): Qwen Code's fixed 7
+/// attempts, each after the server's delay, then `rate_limited`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_qwen_rate_limit_429_fails_the_item_as_rate_limited() {
+    const TEST: &str = "real_qwen_rate_limit_429_fails_the_item_as_rate_limited";
+    if qwen_or_skip(TEST).is_none() {
+        return;
+    }
+    api_error_fails_the_item(
+        TEST,
+        Script::Fail {
+            status: 429,
+            body: openai_error_body(
+                "Rate limit reached for qwen3-coder-plus in organization org-e2e on requests \
+                 per min (RPM): Limit 60, Used 60, Requested 1. Please try again in 1s.",
+                "requests",
+                Some("rate_limit_exceeded"),
+            ),
+            retry_after_ms: Some(100),
+        },
+        Some("sk-test"),
+        &["[API Error: 429 Rate limit reached for qwen3-coder-plus"],
+        "rate_limited",
+        7,
+    )
+    .await;
+}
+
+/// OpenAI's used-up quota (429 `insufficient_quota`): retried like a rate limit (its text
+/// names no reset time), then `quota`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_qwen_insufficient_quota_429_fails_the_item_as_quota() {
+    const TEST: &str = "real_qwen_insufficient_quota_429_fails_the_item_as_quota";
+    if qwen_or_skip(TEST).is_none() {
+        return;
+    }
+    api_error_fails_the_item(
+        TEST,
+        Script::Fail {
+            status: 429,
+            body: openai_error_body(
+                "You exceeded your current quota, please check your plan and billing details. \
+                 For more information on this error, read the docs: \
+                 https://platform.openai.com/docs/guides/error-codes/api-errors.",
+                "insufficient_quota",
+                Some("insufficient_quota"),
+            ),
+            retry_after_ms: Some(100),
+        },
+        Some("sk-test"),
+        &["[API Error: 429 You exceeded your current quota"],
+        "quota",
+        7,
+    )
+    .await;
+}
+
+/// A key the API rejects (401 `invalid_api_key`): not retried; `auth`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_qwen_bad_key_401_fails_the_item_as_auth() {
+    const TEST: &str = "real_qwen_bad_key_401_fails_the_item_as_auth";
+    if qwen_or_skip(TEST).is_none() {
+        return;
+    }
+    api_error_fails_the_item(
+        TEST,
+        Script::Fail {
+            status: 401,
+            body: openai_error_body(
+                "Incorrect API key provided: sk-bad. You can find your API key at \
+                 https://platform.openai.com/account/api-keys.",
+                "invalid_request_error",
+                Some("invalid_api_key"),
+            ),
+            retry_after_ms: None,
+        },
+        Some("sk-bad"),
+        &["[API Error: 401 Incorrect API key provided"],
+        "auth",
+        1,
+    )
+    .await;
+}
+
+/// No `OPENAI_API_KEY` (and no auth type in the settings): Qwen Code stops before any request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_qwen_missing_key_fails_the_item_as_auth() {
+    const TEST: &str = "real_qwen_missing_key_fails_the_item_as_auth";
+    if qwen_or_skip(TEST).is_none() {
+        return;
+    }
+    api_error_fails_the_item(
+        TEST,
+        Script::WriteReport,
+        None,
+        &["No auth type is selected"],
+        "auth",
+        0,
+    )
+    .await;
+}
+
+/// A stalled API and a short `--timeout`: `timed_out`, and no Qwen Code process is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_qwen_stalled_api_times_out_and_leaves_no_process() {
+    let Some(qwen) = qwen_or_skip("real_qwen_stalled_api_times_out_and_leaves_no_process") else {
+        return;
+    };
+    let (api, log, _seen) = mock_api(Script::Stall).await;
+    let sb = Sandbox::new(&qwen);
+    // 20 s, not less: under load (2 cores, tests in parallel) Qwen Code takes up to ~15 s to
+    // send its first request, and the test must see it reach the stalled API.
+    let r = run_qwen(&sb, &api.uri(), "20s", Some("sk-test")).await;
+    let row = sb.row();
+    assert_eq!(
+        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
+        (1, "timed_out", "timed_out"),
+        "{r:?}\n{row:?}\n{}\n{}",
+        sb.agent_log(),
+        log.dump()
+    );
+    assert!(
+        log.lines().iter().any(|l| l.contains("(stalling)")),
+        "the request reached the API: {}",
+        log.dump()
+    );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    eprintln!("timed out as expected in {:.1?}", r.took);
+}

@@ -345,6 +345,8 @@ impl FailureRules {
             .or_else(|| message.as_deref().and_then(builtin))
             .or_else(|| matching_line(&stderr_lines).map(|(_, k)| k))
             .or_else(|| matching_line(&stdout_lines).map(|(_, k)| k));
+        // A message that is itself an API error body (Gemini's bad key) says more unwrapped.
+        let message = message.map(|m| unwrap_json_message(&m).unwrap_or(m));
         Diagnosis { message, kind }
     }
 
@@ -435,6 +437,24 @@ fn retry_after_span(text: &str) -> Option<std::time::Duration> {
         .then(|| std::time::Duration::from_secs_f64(secs))
 }
 
+/// The message inside `text` when `text` is a JSON error body (`{"error":{"message":…}}`,
+/// `{"message":…}`), possibly inside brackets or after a prefix such as `API Error: 400 `.
+fn unwrap_json_message(text: &str) -> Option<String> {
+    let start = text.find('{')?;
+    let end = text.rfind('}')?;
+    let v: Value = serde_json::from_str(text.get(start..=end)?).ok()?;
+    let inner = [v.pointer("/error/message"), v.pointer("/message")]
+        .into_iter()
+        .flatten()
+        .find_map(|m| m.as_str().map(str::trim).filter(|m| !m.is_empty()))?;
+    let prefix = text[..start].trim().trim_end_matches([':', '[']).trim();
+    Some(if prefix.is_empty() {
+        inner.to_owned()
+    } else {
+        format!("{prefix}: {inner}")
+    })
+}
+
 /// The message of the JSON object that ends `stderr`, when it ends with one (Gemini CLI
 /// pretty-prints its error object there): `/error/message`, else `/message`, else a string
 /// `/error`.
@@ -523,6 +543,27 @@ mod tests {
             Some("You exceeded your current quota")
         );
         assert_eq!(d.kind, Some(FailureKind::Quota));
+    }
+
+    #[test]
+    fn a_message_that_is_an_api_error_body_is_unwrapped() {
+        let d = FailureRules::default().diagnose(&ErrorEvidence {
+            stderr: Some(
+                "{\n  \"error\": {\n    \"message\": \"{\\\"error\\\":{\\\"code\\\":400,\\\"message\\\":\\\"API key not valid. Please pass a valid API key.\\\"}}\"\n  }\n}\n",
+            ),
+            exit_code: Some(144),
+            ..Default::default()
+        });
+        assert_eq!(
+            d.message.as_deref(),
+            Some("API key not valid. Please pass a valid API key.")
+        );
+        assert_eq!(
+            unwrap_json_message("API Error: 429 {\"error\":{\"message\":\"slow down\"}}")
+                .as_deref(),
+            Some("API Error: 429: slow down")
+        );
+        assert_eq!(unwrap_json_message("plain words"), None);
     }
 
     #[test]

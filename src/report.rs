@@ -448,16 +448,27 @@ pub fn judge(e: &Evidence<'_>) -> Verdict {
             Err(_) => None,
         }
         .filter(|s| s.is_finite() && *s >= 0.0)
-        .or_else(|| crate::failure::retry_after(&v.reason).map(|d| d.as_secs_f64()));
+        .or_else(|| {
+            // The CLI's whole message: the reason is cut, and "retry after 45s" may be the
+            // end of a long one.
+            let exit_code = match e.end {
+                ProcessEnd::Exited(c) => Some(*c),
+                _ => None,
+            };
+            let full = e.rules.diagnose(&error_evidence(e, exit_code)).message;
+            full.as_deref()
+                .and_then(crate::failure::retry_after)
+                .or_else(|| crate::failure::retry_after(&v.reason))
+                .map(|d| d.as_secs_f64())
+        });
     }
     v
 }
 
-fn judge_status(e: &Evidence<'_>) -> Verdict {
-    use FailureKind as K;
-    let v = |status, kind: K, reason: String| Verdict::not_completed(status, Some(kind), reason);
+/// What `e` holds that can say why an attempt failed, for [`FailureRules::diagnose`].
+fn error_evidence<'a>(e: &'a Evidence<'a>, exit_code: Option<i32>) -> ErrorEvidence<'a> {
     let flagged = e.agent.is_error == Some(true);
-    let evidence = |exit_code| ErrorEvidence {
+    ErrorEvidence {
         error_text: e.agent.error_text.as_deref(),
         flagged_text: flagged.then_some(e.agent.final_text.as_deref()).flatten(),
         stderr: e.stderr_end,
@@ -466,7 +477,14 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
             .then_some(e.agent.final_text.as_deref())
             .flatten(),
         exit_code,
-    };
+    }
+}
+
+fn judge_status(e: &Evidence<'_>) -> Verdict {
+    use FailureKind as K;
+    let v = |status, kind: K, reason: String| Verdict::not_completed(status, Some(kind), reason);
+    let flagged = e.agent.is_error == Some(true);
+    let evidence = |exit_code| error_evidence(e, exit_code);
     match e.end {
         ProcessEnd::TimedOut { limit_s } => {
             return v(

@@ -387,4 +387,10 @@ pub struct RunArgs {
     /// instead of running it as a formula.
     #[arg(long)]
     pub keep_formulas: bool,
+    /// Confine each teammate: `landlock` runs it in its own Linux Landlock domain, writing
+    /// only its working directory, its teammate folder and what its runner definition
+    /// declares; it cannot signal the runner or its siblings (default: BATCH.md/runner.toml
+    /// sandbox, else none).
+    #[arg(long, value_name = "none|landlock")]
+    pub sandbox: Option<String>,
 }

@@ -13,6 +13,7 @@ pub mod item;
 pub mod prompt;
 pub mod report;
 pub mod run;
+pub mod sandbox;
 pub mod settings;
 pub mod sink;
 pub mod source;

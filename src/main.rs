@@ -23,6 +23,13 @@ fn init_tracing(verbose: u8) {
 }
 
 fn main() {
+    // The `--sandbox landlock` launcher: nothing but restrict and exec. It is not part of the
+    // command line users see (help, completions, man page).
+    if std::env::args_os().nth(1).as_deref() == Some(teammate_runner::sandbox::SUBCOMMAND.as_ref())
+    {
+        let args = teammate_runner::sandbox::LaunchArgs::parse_from(std::env::args_os().skip(1));
+        std::process::exit(teammate_runner::sandbox::launch(args));
+    }
     let cli = Cli::parse();
     init_tracing(cli.verbose);
     // As many descriptors as the hard limit allows (DESIGN §6); `--jobs` is capped to them.

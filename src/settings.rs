@@ -67,6 +67,9 @@ pub struct FileSettings {
     /// spreadsheet would run as formulas.
     #[serde(default)]
     pub keep_formulas: Option<bool>,
+    /// `sandbox`: `none` or `landlock` (see `--sandbox`).
+    #[serde(default, deserialize_with = "text")]
+    pub sandbox: Option<String>,
     /// `rate_limit_wait`: longest an item waits in total for rate limits (`90s`, `1h`, or
     /// seconds).
     #[serde(default, deserialize_with = "text")]
@@ -329,6 +332,8 @@ pub struct Settings {
     /// `--keep-formulas`: agents' values go into output CSVs as they are (by default a value
     /// a spreadsheet would evaluate gets a leading `'`).
     pub keep_formulas: bool,
+    /// `--sandbox`: how each teammate is confined.
+    pub sandbox: crate::sandbox::Mode,
     /// Rate-limit wait, budget and `--max-fail` of the team's gate.
     pub limits: Limits,
 }
@@ -620,6 +625,7 @@ impl Settings {
             trace: flags.trace.clone(),
             dry_run: flags.dry_run,
             keep_formulas: flags.keep_formulas || file.keep_formulas.unwrap_or(false),
+            sandbox: sandbox(flags, file)?,
             limits: limits(flags, file)?,
             runner,
         };
@@ -651,6 +657,22 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+/// `--sandbox`, else `sandbox`, else none; landlock only on a kernel that has it.
+///
+/// Errors: an unknown mode (exit 2); landlock on a kernel without it or with too old an ABI
+/// (exit 3).
+fn sandbox(flags: &RunArgs, file: &FileSettings) -> Result<crate::sandbox::Mode> {
+    use crate::sandbox::{Mode, check_abi, kernel_abi};
+    let mode = match flags.sandbox.as_deref().or(file.sandbox.as_deref()) {
+        Some(text) => Mode::parse(text)?,
+        None => Mode::None,
+    };
+    if mode == Mode::Landlock {
+        check_abi(kernel_abi())?;
+    }
+    Ok(mode)
 }
 
 fn limits(flags: &RunArgs, file: &FileSettings) -> Result<Limits> {

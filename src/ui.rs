@@ -124,10 +124,11 @@ impl Reporter for Plain {
                 workspace,
                 total,
                 jobs,
+                sandbox,
                 ..
             } => writeln!(
                 out,
-                "Starting team {team}: {} item(s), {} at a time; workspace {}",
+                "Starting team {team}: {} item(s), {} at a time; workspace {}; sandbox {sandbox}",
                 total.map_or("?".to_string(), |t| t.to_string()),
                 at_a_time(*jobs, *total),
                 workspace.display()
@@ -222,13 +223,14 @@ impl Reporter for Human {
                 total,
                 jobs,
                 workspace,
+                sandbox,
                 ..
             } => {
                 if let Some(t) = total {
                     self.overall.set_length(*t);
                 }
                 let _ = self.multi.println(format!(
-                    "Starting team {team}, {} at a time; workspace {}",
+                    "Starting team {team}, {} at a time; workspace {}; sandbox {sandbox}",
                     at_a_time(*jobs, *total),
                     workspace.display()
                 ));

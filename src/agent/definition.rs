@@ -214,6 +214,21 @@ pub struct RunnerDef {
     /// proven against the real CLI (only against fakes of it).
     #[serde(default)]
     pub proven: Option<Proof>,
+    /// What the CLI needs beyond its working directory and teammate folder under
+    /// `--sandbox landlock` (`[sandbox]`).
+    #[serde(default)]
+    pub sandbox: SandboxSpec,
+}
+
+/// `[sandbox]` of a runner definition.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSpec {
+    /// Files and folders the CLI writes (its config, login and session state), written with a
+    /// leading `~/` for HOME and `{env.NAME}` for a variable; an entry whose variable is unset
+    /// or whose path does not exist is skipped.
+    #[serde(default)]
+    pub writes: Vec<String>,
 }
 
 /// `proven = { version = "0.169.0", test = "tests/e2e/codex.rs" }`: the pinned CLI version

@@ -49,7 +49,8 @@ fn proven(d: &RunnerDef) -> String {
 
 /// `runner runners`: one line per built-in definition (or the store's replacement of it):
 /// its program on PATH, the installed version, the version its end-to-end test proves
-/// (`PROVEN`; `no`: not proven against the real CLI) and a description or install hint.
+/// (`PROVEN`; `no`: not proven against the real CLI) and a description or install hint;
+/// then the kernel's Landlock ABI (what `--sandbox landlock` needs).
 pub fn runners(args: RunnersArgs) -> Result<i32> {
     let mut defs: Vec<RunnerDef> = Vec::new();
     for (name, _) in BUILTIN {
@@ -123,5 +124,9 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
             r.name, r.program, r.version, r.proven, r.notes
         ));
     }
+    crate::ui::outln(format_args!(
+        "{}",
+        crate::sandbox::describe(crate::sandbox::kernel_abi())
+    ));
     Ok(0)
 }

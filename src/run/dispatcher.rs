@@ -275,6 +275,7 @@ pub async fn run_wired(
         total,
         resumed: 0,
         jobs,
+        sandbox: spec.settings.sandbox.name().into(),
     };
     team.record(&run_started)?;
     let mut st = State {

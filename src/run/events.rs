@@ -19,6 +19,10 @@ use crate::report::{ItemStatus, Verdict};
 /// Version of the event lines (the `v` of each journal and `--format json` line).
 pub const VERSION: u32 = 1;
 
+fn sandbox_none() -> String {
+    "none".into()
+}
+
 /// Something that happened in a run, in the order the dispatcher saw it. Fields added after
 /// the first journals were written are `serde(default)`, so old workspaces still read back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,6 +51,9 @@ pub enum Event {
         /// Parallel teammates.
         #[serde(default)]
         jobs: usize,
+        /// How teammates are confined: `none` or `landlock` (`--sandbox`).
+        #[serde(default = "sandbox_none")]
+        sandbox: String,
     },
     /// An attempt of an item started.
     AttemptStarted {
@@ -356,6 +363,7 @@ pub(crate) mod tests {
                 total: Some(2),
                 resumed: 0,
                 jobs: 2,
+                sandbox: "none".into(),
             },
             Event::AttemptStarted {
                 id: "a".into(),
@@ -428,6 +436,7 @@ pub(crate) mod tests {
             total: None,
             resumed: 0,
             jobs: 1,
+            sandbox: "none".into(),
         };
         let line = odd.to_line().expect("recorded");
         assert!(

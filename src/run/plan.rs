@@ -196,11 +196,65 @@ impl Plan {
                 self.spec.workspace.display()
             )));
         }
+        self.check_sandbox()?;
         if let Some(iso) = &self.spec.isolation
             && self.spec.settings.merge
         {
             let ours: Vec<PathBuf> = written.into_iter().map(|f| f.path).collect();
             super::isolation::check_clean(iso, &ours)?;
+        }
+        Ok(())
+    }
+}
+
+impl Plan {
+    /// With `--sandbox landlock`, no teammate may be able to write the team workspace
+    /// (journal, `team.json`, lock, siblings' folders) beyond its own teammate folder and
+    /// worktree: refuse when the workspace and a writable root of a teammate (the run's
+    /// working directory without isolation, a path its runner definition declares) hold one
+    /// another. With `--isolate worktree` a teammate works in `<workspace>/worktrees/<name>`,
+    /// which holds none of those.
+    ///
+    /// Errors: exit 2, naming the workspace, the root and what to change.
+    fn check_sandbox(&self) -> Result<()> {
+        let spec = &self.spec;
+        if spec.settings.sandbox != crate::sandbox::Mode::Landlock {
+            return Ok(());
+        }
+        let workspace = crate::fsutil::real_path(&spec.workspace);
+        let lookup = |name: &str| std::env::var_os(name);
+        let mut roots: Vec<(PathBuf, String)> = spec
+            .settings
+            .runner
+            .sandbox
+            .writes
+            .iter()
+            .filter_map(|w| {
+                Some((
+                    crate::sandbox::expand_write(w, &lookup)?,
+                    format!("`{w}` of the runner definition's [sandbox] writes"),
+                ))
+            })
+            .collect();
+        if spec.isolation.is_none() {
+            roots.insert(
+                0,
+                (
+                    spec.cwd.clone(),
+                    "the working directory every teammate writes".into(),
+                ),
+            );
+        }
+        for (root, what) in roots {
+            let real = crate::fsutil::real_path(&root);
+            if workspace.starts_with(&real) || real.starts_with(&workspace) {
+                return Err(Error::Usage(format!(
+                    "--sandbox landlock: the team workspace {} lies inside {} ({what}), so a teammate could rewrite the journal or another teammate's report; give an --output outside {} (the workspace is <output>.runner), or use --isolate worktree",
+                    spec.workspace.display(),
+                    root.display(),
+                    root.display(),
+                )));
+            }
         }
         Ok(())
     }

@@ -359,6 +359,7 @@ async fn attempt_once(
         timeout: spec.settings.timeout,
         grace: spec.settings.grace,
         pipe_wait: spec.pipe_wait,
+        sandbox: prepared.sandbox.as_deref(),
         events: tx,
     };
     let execution = backend.execute(&attempt, cancel.clone()).await;
@@ -374,6 +375,7 @@ struct Prepared {
     worktree: Option<Worktree>,
     cwd: PathBuf,
     env: Vec<(String, OsString)>,
+    sandbox: Option<Vec<PathBuf>>,
 }
 
 /// Whether the agents of `spec` start inside a git work tree: always with `--isolate
@@ -486,6 +488,8 @@ async fn prepare(
             .map_err(|e| HelperFailure::before(format!("after worktree setup: {e}")))?;
         let _ = std::fs::write(dir.join(".worktree-setup-done"), b"");
     }
+    let sandbox = (spec.settings.sandbox == crate::sandbox::Mode::Landlock)
+        .then(|| writable(spec, &cwd, dir, &env));
     Ok(Prepared {
         prompt,
         prompt_file,
@@ -494,7 +498,37 @@ async fn prepare(
         worktree,
         cwd,
         env,
+        sandbox,
     })
+}
+
+/// What an attempt may write under `--sandbox landlock`: its working directory, its own
+/// teammate folder (with its TMPDIR and state folders), and the paths its runner definition
+/// declares, expanded with the attempt's environment (its own variables first).
+pub fn writable(
+    spec: &RunSpec,
+    cwd: &Path,
+    dir: &Path,
+    env: &[(String, OsString)],
+) -> Vec<PathBuf> {
+    let lookup = |name: &str| {
+        env.iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var_os(name))
+    };
+    let mut paths = vec![cwd.to_owned(), dir.to_owned()];
+    paths.extend(
+        spec.settings
+            .runner
+            .sandbox
+            .writes
+            .iter()
+            .filter_map(|w| crate::sandbox::expand_write(w, &lookup))
+            .filter(|p| p.exists()),
+    );
+    paths
 }
 
 /// Judge an executed attempt: commit the worktree, find and validate the report, check its

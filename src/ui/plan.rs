@@ -61,6 +61,7 @@ pub fn print_plan(plan: &Plan, earlier: Option<&Replay>) -> crate::error::Result
         "Workspace: {} (dry run: nothing is created)",
         spec.workspace.display()
     );
+    let _ = writeln!(out, "Sandbox: {}", sandbox_line(spec));
     let timeout = spec.settings.timeout.map_or("none".to_string(), |t| {
         humantime::format_duration(t).to_string()
     });
@@ -158,5 +159,24 @@ fn shell_quote(a: &str) -> String {
         a.to_owned()
     } else {
         format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
+/// What `--sandbox` means for this plan, in one line.
+fn sandbox_line(spec: &crate::run::RunSpec) -> String {
+    match spec.settings.sandbox {
+        crate::sandbox::Mode::None => "none (teammates can write anything the user can)".into(),
+        crate::sandbox::Mode::Landlock => format!(
+            "landlock (each teammate writes only {}, its teammate folder{})",
+            match spec.isolation {
+                Some(_) => "its worktree",
+                None => "the working directory",
+            },
+            if spec.settings.runner.sandbox.writes.is_empty() {
+                String::new()
+            } else {
+                format!(" and {}", spec.settings.runner.sandbox.writes.join(", "))
+            }
+        ),
     }
 }

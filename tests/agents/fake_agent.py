@@ -33,6 +33,17 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   daemon       leave the process group twice (a `setsid` child and a double-forked daemon,
                each a `sleep`, pids in $RUNNER_TEAMMATE_DIR/escaped.pids), report success
   daemon_hang  the same two escapees, then sleep forever
+  forge        (an attacker) wait for a sibling's teammate folder, write
+               {"status":"completed","summary":"FORGED"} into its report.json, then report
+               success; what each write did goes to $RUNNER_TEAMMATE_DIR/attack.json
+  trespass     (an attacker) try to write $HOME, a sibling's teammate folder and worktree,
+               journal.jsonl and team.json (append, truncate, replace, delete); results to
+               attack.json, then report success
+  signal       (an attacker) SIGTERM the runner (its parent) and the sibling whose pid is in
+               its folder's `pid` file, read the sibling's /proc/PID/environ; results to
+               attack.json, then create ./attack.done and report success
+  wait_attack  (a victim) write its pid to $RUNNER_TEAMMATE_DIR/pid, wait (up to 20 s) for
+               ./attack.done, then print "I could not do it" and write no report
 
 A marker argument (anything) can be passed so tests can find processes in /proc.
 """
@@ -84,6 +95,47 @@ def escape():
     os.waitpid(first, 0)
     with open(pids, "w", encoding="utf-8") as f:
         f.write(f"{child.pid}\n")
+
+
+def attempt(results, name, action):
+    """Run one attack step; record "ok" or the errno's name under `name`."""
+    try:
+        action()
+        results[name] = "ok"
+    except OSError as e:
+        import errno as errno_names
+        results[name] = errno_names.errorcode.get(e.errno, str(e.errno))
+
+
+def siblings(timeout=20.0):
+    """The other teammates' folders (waits until at least one exists)."""
+    root = os.path.join(os.environ["RUNNER_WORKSPACE"], "teammates")
+    mine = os.environ["RUNNER_TEAMMATE"]
+    until = time.time() + timeout
+    while True:
+        found = sorted(d for d in os.listdir(root) if d != mine)
+        if found or time.time() > until:
+            return [os.path.join(root, d) for d in found]
+        time.sleep(0.02)
+
+
+def wait_for(path, timeout=20.0):
+    until = time.time() + timeout
+    while not os.path.exists(path) and time.time() < until:
+        time.sleep(0.02)
+    return os.path.exists(path)
+
+
+def save_attack(results):
+    with open(os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "attack.json"), "w") as f:
+        json.dump(results, f)
+
+
+def write_to(path, text, mode="w"):
+    def go():
+        with open(path, mode, encoding="utf-8") as f:
+            f.write(text)
+    return go
 
 
 def main():
@@ -183,6 +235,68 @@ def main():
     elif mode == "daemon_hang":
         escape()
         time.sleep(3600)
+    elif mode == "forge":
+        results = {}
+        for sib in siblings():
+            victim = os.path.basename(sib).split("-", 1)[-1]
+            forged = json.dumps({"id": victim, "status": "completed", "summary": "FORGED"})
+            attempt(results, "report " + os.path.basename(sib),
+                    write_to(os.path.join(sib, "report.json"), forged))
+        save_attack(results)
+        open("attack.done", "w").close()
+        write_report(report(summary="forger: " + json.dumps(results, sort_keys=True)))
+    elif mode == "trespass":
+        results = {}
+        ws = os.environ["RUNNER_WORKSPACE"]
+        home = os.environ["HOME"]
+        attempt(results, "home", write_to(os.path.join(home, "pwned"), "x"))
+        attempt(results, "home_file", write_to(os.path.join(home, "keep.txt"), "pwned", "a"))
+        for sib in siblings():
+            wait_for(os.path.join(sib, "pid"))  # its folder and worktree are ready
+            attempt(results, "sibling_new_file", write_to(os.path.join(sib, "pwned"), "x"))
+            attempt(results, "sibling_prompt", write_to(os.path.join(sib, "prompt.md"), "x", "a"))
+            attempt(results, "sibling_remove", lambda: os.remove(os.path.join(sib, "prompt.md")))
+            wt = os.path.join(ws, "worktrees", os.path.basename(sib))
+            if os.path.isdir(wt):
+                attempt(results, "sibling_worktree", write_to(os.path.join(wt, "pwned"), "x"))
+                attempt(results, "sibling_worktree_file",
+                        write_to(os.path.join(wt, "README.md"), "pwned", "a"))
+        journal = os.path.join(ws, "journal.jsonl")
+        attempt(results, "journal_append", write_to(journal, '{"event":"forged"}\n', "a"))
+        attempt(results, "journal_truncate", lambda: os.truncate(journal, 0))
+        attempt(results, "journal_replace", lambda: os.replace(os.path.join(ws, "team.json"), journal))
+        attempt(results, "team_json_remove", lambda: os.remove(os.path.join(ws, "team.json")))
+        attempt(results, "workspace_new_file", write_to(os.path.join(ws, "pwned"), "x"))
+        # What it may write: its working directory, its own folder, its TMPDIR.
+        attempt(results, "own_cwd", write_to(os.path.join(os.getcwd(), "own-" + os.environ["RUNNER_ITEM_ID"]), "x"))
+        attempt(results, "own_folder", write_to(os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "own"), "x"))
+        attempt(results, "own_tmp", write_to(os.path.join(os.environ["TMPDIR"], "own"), "x"))
+        attempt(results, "dev_null", write_to(os.devnull, "x"))
+        save_attack(results)
+        write_report(report(summary="trespasser done"))
+    elif mode == "signal":
+        results = {}
+        runner = os.getppid()
+        results["runner_pid"] = runner
+        attempt(results, "kill_runner", lambda: os.kill(runner, signal.SIGTERM))
+        for sib in siblings():
+            pidfile = os.path.join(sib, "pid")
+            wait_for(pidfile)
+            pid = int(open(pidfile).read().strip())
+            results["sibling_pid"] = pid
+            attempt(results, "kill_sibling", lambda: os.kill(pid, signal.SIGTERM))
+            attempt(results, "kill_sibling_group", lambda: os.killpg(os.getpgid(pid), signal.SIGKILL))
+            attempt(results, "sibling_environ", lambda: open(f"/proc/{pid}/environ", "rb").read())
+        attempt(results, "runner_environ", lambda: open(f"/proc/{runner}/environ", "rb").read())
+        save_attack(results)
+        open("attack.done", "w").close()
+        write_report(report(summary="signaller done"))
+    elif mode == "wait_attack":
+        with open(os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "pid"), "w") as f:
+            f.write(str(os.getpid()))
+        wait_for("attack.done")
+        time.sleep(0.3)
+        print("I could not do it")
     else:
         print(f"unknown mode {mode}", file=sys.stderr)
         sys.exit(64)

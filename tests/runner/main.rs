@@ -11,6 +11,7 @@ mod faults;
 mod inputs;
 mod process_faults;
 mod regressions;
+mod sandbox;
 mod store;
 mod todo;
 mod watch;

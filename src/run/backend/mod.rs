@@ -111,6 +111,9 @@ pub struct Attempt<'a> {
     pub grace: Duration,
     /// How long to wait for a process's pipes after it exits.
     pub pipe_wait: Duration,
+    /// With `--sandbox landlock`: the paths the attempt may write (its working directory, its
+    /// teammate folder, what its runner definition declares); `None`: not confined.
+    pub sandbox: Option<&'a [PathBuf]>,
     pub(in crate::run) events: &'a mpsc::UnboundedSender<Event>,
 }
 

@@ -24,9 +24,29 @@ impl Backend for Process {
 
 async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Execution {
     let inv = attempt.invocation;
+    // Under the sandbox the runner starts itself as the launcher, which confines itself and
+    // execs the agent (same pid and process group, same environment and descriptors).
+    let (program, args) = match attempt.sandbox {
+        None => (inv.program.clone(), inv.args.clone()),
+        Some(writes) => match std::env::current_exe() {
+            Ok(exe) => crate::sandbox::launcher_argv(&exe, writes, &inv.program, &inv.args),
+            Err(e) => {
+                return Execution {
+                    end: crate::report::ProcessEnd::NotStarted(format!(
+                        "cannot find the runner's own program to start the sandbox: {e}"
+                    )),
+                    exit_code: None,
+                    elapsed: std::time::Duration::ZERO,
+                    agent: Default::default(),
+                    stderr_end: None,
+                    log: std::path::PathBuf::new(),
+                };
+            }
+        },
+    };
     let spawn = Spawn {
-        program: inv.program.clone(),
-        args: inv.args.clone(),
+        program,
+        args,
         cwd: attempt.cwd.to_owned(),
         env_unset: inv.env_unset.clone(),
         env_set: attempt.env.to_vec(),

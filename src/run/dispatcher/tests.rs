@@ -58,6 +58,7 @@ fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
             trace: None,
             dry_run: false,
             keep_formulas: false,
+            sandbox: crate::sandbox::Mode::None,
             limits: Default::default(),
         },
         template: TeammateTemplate::new(Path::new("teammate.md"), DEFAULT_TEAMMATE_TEMPLATE)

@@ -1,0 +1,317 @@
+//! `--sandbox landlock` (DESIGN §10): each teammate's process tree in its own Linux Landlock
+//! domain that may write only its own area.
+//!
+//! The crate forbids `unsafe`, so there is no `pre_exec` hook: the process backend starts
+//! `<runner> __sandbox --write PATH... -- PROGRAM ARGS...` instead of the program
+//! ([`launcher_argv`]), and that tiny launcher ([`launch`]) restricts itself and `exec`s the
+//! program, which (with everything it starts) inherits the domain. The async runner never
+//! restricts itself.
+//!
+//! The ruleset handles every filesystem *write* right of the kernel's ABI (reads and
+//! execution stay open) and allows them beneath the given paths and the usual devices; it
+//! scopes signals and abstract unix sockets, so a teammate can signal neither the runner nor
+//! a sibling. Landlock's domain rules deny ptrace (and so `/proc/<pid>/environ`) of any
+//! process outside the teammate's own domain (seen for an unprivileged user; a teammate
+//! running as root could still read another root process's environment in our tests).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, CompatLevel, Compatible, LandlockStatus, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+};
+
+use crate::error::{Error, Result};
+
+/// The hidden subcommand the process backend starts (`runner __sandbox ...`).
+pub const SUBCOMMAND: &str = "__sandbox";
+
+/// The oldest Landlock ABI `--sandbox landlock` runs on: 6 (Linux 6.12) is the first that
+/// scopes signals, without which a teammate could stop its siblings and the runner.
+pub const MIN_ABI: i32 = 6;
+
+/// Devices every teammate may write (and ioctl): terminals, the null sinks, randomness,
+/// shared memory. Those that do not exist are skipped.
+pub const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/urandom",
+    "/dev/random",
+    "/dev/pts",
+    "/dev/ptmx",
+    "/dev/shm",
+];
+
+/// How teammates are confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Not at all: a teammate can do anything the user can.
+    #[default]
+    None,
+    /// Each teammate in its own Landlock domain.
+    Landlock,
+}
+
+impl Mode {
+    /// Parse `--sandbox` / `sandbox`.
+    ///
+    /// Errors: a value other than none or landlock (exit 2).
+    pub fn parse(text: &str) -> Result<Mode> {
+        match text.trim() {
+            "none" => Ok(Mode::None),
+            "landlock" => Ok(Mode::Landlock),
+            other => Err(Error::Usage(format!(
+                "--sandbox `{other}` must be none or landlock"
+            ))),
+        }
+    }
+
+    /// `none` or `landlock`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::None => "none",
+            Mode::Landlock => "landlock",
+        }
+    }
+}
+
+/// The running kernel's Landlock ABI version; `None` when Landlock is not built in or not
+/// enabled.
+///
+/// The crate tells the ABI only once a ruleset is enforced, so a short-lived thread
+/// restricts itself (Landlock applies to the calling thread only, and so does the
+/// `no_new_privs` it sets) with a ruleset that denies nothing it will ever do, and reports.
+pub fn kernel_abi() -> Option<i32> {
+    std::thread::spawn(|| {
+        let status = Ruleset::default()
+            .handle_access(AccessFs::Refer)
+            .and_then(|r| r.create())
+            .and_then(|r| r.restrict_self())
+            .ok()?;
+        match status.landlock {
+            LandlockStatus::Available {
+                effective_abi,
+                kernel_abi,
+            } => Some(kernel_abi.unwrap_or(effective_abi as i32)),
+            _ => None,
+        }
+    })
+    .join()
+    .ok()
+    .flatten()
+}
+
+/// Check that `abi` (see [`kernel_abi`]) can run `--sandbox landlock`.
+///
+/// Errors: no Landlock, or an ABI older than [`MIN_ABI`] (exit 3), saying what is needed.
+pub fn check_abi(abi: Option<i32>) -> Result<()> {
+    match abi {
+        None => Err(Error::Environment(
+            "--sandbox landlock: this kernel has no Landlock (it needs Linux 6.12 or later with Landlock enabled, e.g. `lsm=landlock,...` on the kernel command line); run with --sandbox none, or on such a kernel".into(),
+        )),
+        Some(v) if v < MIN_ABI => Err(Error::Environment(format!(
+            "--sandbox landlock needs Landlock ABI {MIN_ABI} (Linux 6.12 or later: the first that keeps a teammate from signalling the runner and its siblings); this kernel has ABI {v}; run with --sandbox none, or on a newer kernel"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// One line for `runner runners`: the kernel's Landlock ABI and whether `--sandbox
+/// landlock` runs here.
+pub fn describe(abi: Option<i32>) -> String {
+    match abi {
+        None => "Landlock: not available on this kernel (--sandbox landlock exits 3)".into(),
+        Some(v) if v < MIN_ABI => format!(
+            "Landlock: ABI {v} (--sandbox landlock needs ABI {MIN_ABI}, Linux 6.12+; it exits 3 here)"
+        ),
+        Some(v) => format!("Landlock: ABI {v} (--sandbox landlock is available)"),
+    }
+}
+
+/// The argv that runs `program args` under the sandbox: `<runner> __sandbox --write W... --
+/// program args...`.
+pub fn launcher_argv(
+    exe: &Path,
+    writes: &[PathBuf],
+    program: &str,
+    args: &[String],
+) -> (String, Vec<String>) {
+    let mut argv = vec![SUBCOMMAND.to_string()];
+    for w in writes {
+        argv.push("--write".into());
+        argv.push(w.display().to_string());
+    }
+    argv.push("--".into());
+    argv.push(program.to_string());
+    argv.extend(args.iter().cloned());
+    (exe.display().to_string(), argv)
+}
+
+/// Expand one `[sandbox] writes` entry of a runner definition: a leading `~/` is `HOME`,
+/// `{env.NAME}` is that variable (looked up with `lookup`). `None` when a variable it names
+/// is unset or empty, or the result is not absolute.
+pub fn expand_write(entry: &str, lookup: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let mut text = String::new();
+    let mut rest = entry;
+    if let Some(tail) = rest.strip_prefix("~/").or((rest == "~").then_some("")) {
+        text.push_str(lookup("HOME")?.to_str()?);
+        text.push('/');
+        rest = tail;
+    }
+    while let Some(start) = rest.find("{env.") {
+        text.push_str(&rest[..start]);
+        let after = &rest[start + 5..];
+        let end = after.find('}')?;
+        let value = lookup(&after[..end]).filter(|v| !v.is_empty())?;
+        text.push_str(value.to_str()?);
+        rest = &after[end + 1..];
+    }
+    text.push_str(rest);
+    let path = PathBuf::from(text);
+    path.is_absolute().then_some(path)
+}
+
+/// The arguments of `runner __sandbox` (parsed on their own, before the public command line).
+#[derive(Debug, clap::Parser)]
+#[command(name = "runner __sandbox", no_binary_name = false)]
+pub struct LaunchArgs {
+    /// A file or folder the program may write (beneath it, for a folder); repeatable. Paths
+    /// that do not exist are skipped.
+    #[arg(long = "write", value_name = "PATH")]
+    pub writes: Vec<PathBuf>,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
+    pub command: Vec<OsString>,
+}
+
+/// `runner __sandbox`: restrict this process to writing beneath `args.writes` (and the
+/// devices), scope its signals and abstract sockets, then exec the program. Returns only when
+/// it could not: exit 3 when the sandbox cannot be fully enforced (never runs the program
+/// unconfined), 127 when the program cannot be executed.
+pub fn launch(args: LaunchArgs) -> i32 {
+    if let Err(e) = restrict(&args.writes) {
+        eprintln!("runner sandbox: {e}; the agent was not started");
+        return crate::error::EXIT_ENVIRONMENT;
+    }
+    let (program, rest) = args.command.split_first().expect("clap: required");
+    let e =
+        std::os::unix::process::CommandExt::exec(std::process::Command::new(program).args(rest));
+    eprintln!(
+        "runner sandbox: cannot run {}: {e}",
+        Path::new(program).display()
+    );
+    127
+}
+
+fn restrict(writes: &[PathBuf]) -> std::result::Result<(), String> {
+    let abi = kernel_abi();
+    check_abi(abi).map_err(|e| e.to_string())?;
+    // The newest ABI both the kernel and the crate know; every right of it is required.
+    let abi = [ABI::V10, ABI::V9, ABI::V8, ABI::V7, ABI::V6]
+        .into_iter()
+        .find(|a| (*a as i32) <= abi.unwrap_or(0))
+        .ok_or("no Landlock ABI this build knows")?;
+    let existing: Vec<&Path> = writes
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(DEVICES.iter().map(Path::new))
+        .filter(|p| p.exists())
+        .collect();
+    let status = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_write(abi))
+        .and_then(|r| r.scope(Scope::from_all(abi)))
+        .and_then(|r| r.create())
+        .and_then(|r| r.add_rules(path_beneath_rules(existing, AccessFs::from_write(abi))))
+        .and_then(|r| r.restrict_self())
+        .map_err(|e| format!("cannot set up the Landlock sandbox: {e}"))?;
+    if status.ruleset != RulesetStatus::FullyEnforced || !status.no_new_privs {
+        return Err(format!(
+            "the Landlock sandbox is not fully enforced ({:?})",
+            status.ruleset
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_old_or_missing_landlock_is_an_environment_error_saying_what_is_needed() {
+        let none = check_abi(None).expect_err("refused");
+        assert_eq!(none.exit_code(), 3);
+        assert!(none.to_string().contains("no Landlock"), "{none}");
+        let old = check_abi(Some(4)).expect_err("refused");
+        assert_eq!(old.exit_code(), 3);
+        assert!(
+            old.to_string().contains("needs Landlock ABI 6") && old.to_string().contains("ABI 4"),
+            "{old}"
+        );
+        assert!(check_abi(Some(6)).is_ok() && check_abi(Some(7)).is_ok());
+        assert!(describe(None).contains("not available"));
+        assert!(describe(Some(5)).contains("exits 3"));
+        assert!(describe(Some(7)).contains("ABI 7"));
+    }
+
+    #[test]
+    fn writes_expand_home_and_variables_and_skip_unset_ones() {
+        let env = |k: &str| match k {
+            "HOME" => Some(OsString::from("/home/u")),
+            "CODEX_HOME" => Some(OsString::from("/srv/codex")),
+            "EMPTY" => Some(OsString::new()),
+            _ => None,
+        };
+        assert_eq!(
+            expand_write("~/.claude", &env),
+            Some(PathBuf::from("/home/u/.claude"))
+        );
+        assert_eq!(
+            expand_write("{env.CODEX_HOME}", &env),
+            Some(PathBuf::from("/srv/codex"))
+        );
+        assert_eq!(
+            expand_write("{env.CODEX_HOME}/log", &env),
+            Some(PathBuf::from("/srv/codex/log"))
+        );
+        assert_eq!(expand_write("{env.UNSET}", &env), None);
+        assert_eq!(expand_write("{env.EMPTY}", &env), None);
+        assert_eq!(expand_write("relative", &env), None);
+    }
+
+    #[test]
+    fn the_launcher_argv_puts_the_program_after_the_writes() {
+        let (exe, argv) = launcher_argv(
+            Path::new("/bin/runner"),
+            &[PathBuf::from("/w"), PathBuf::from("/t")],
+            "claude",
+            &["-p".into(), "--".into()],
+        );
+        assert_eq!(exe, "/bin/runner");
+        assert_eq!(
+            argv,
+            [
+                "__sandbox",
+                "--write",
+                "/w",
+                "--write",
+                "/t",
+                "--",
+                "claude",
+                "-p",
+                "--"
+            ]
+        );
+    }
+
+    #[test]
+    fn modes_parse_and_name_themselves() {
+        assert_eq!(Mode::parse("landlock").expect("ok"), Mode::Landlock);
+        assert_eq!(Mode::parse("none").expect("ok").name(), "none");
+        assert!(Mode::parse("docker").is_err());
+    }
+}

@@ -1,0 +1,441 @@
+//! `--sandbox landlock` (issue 17): attacking teammates (fake agents in `forge`, `trespass`,
+//! `signal` modes) fail to forge a sibling's report, write outside their area or signal the
+//! runner and their siblings; honest teammates complete; a layout that would let a teammate
+//! write the workspace is refused before anything is written.
+//!
+//! The layout of these runs keeps the workspace outside the teammates' working directory:
+//! `<sandbox>/work` is the run's cwd, the output (and so `workers-output.runner/`) lies in
+//! `<sandbox>/out`, the input beside them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::harness::{Run, Sandbox, agent, by_id, git};
+
+/// Skip (with a notice) on a kernel whose Landlock cannot run the sandbox.
+fn landlock_or_skip(test: &str) -> bool {
+    let out = Command::new(env!("CARGO_BIN_EXE_runner"))
+        .arg("runners")
+        .output()
+        .expect("runner runners");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ok = text.contains("--sandbox landlock is available");
+    if !ok {
+        eprintln!("skipped: {test}: this kernel cannot run --sandbox landlock ({text})");
+    }
+    ok
+}
+
+/// A sandbox with `in.csv` (`id,mode` rows), `instr.md`, `work/` (the cwd), `out/` and
+/// `home/` (HOME, holding `keep.txt`).
+fn layout(rows: &[(&str, &str)]) -> Sandbox {
+    let sb = Sandbox::new();
+    sb.write_rows(rows);
+    std::fs::create_dir_all(sb.join("work")).expect("mkdir work");
+    std::fs::create_dir_all(sb.join("out")).expect("mkdir out");
+    sb.write("home/keep.txt", "mine\n");
+    sb
+}
+
+/// `runner batch` over the layout with the fake agent, from `work/`, output in `out/`.
+fn run(sb: &Sandbox, extra: &[&str]) -> Run {
+    let (input, instr, output) = (
+        sb.join("in.csv"),
+        sb.join("instr.md"),
+        sb.join("out/workers-output.csv"),
+    );
+    let fake = agent("fake_agent.py");
+    let mut args: Vec<String> = [
+        "batch",
+        "--input",
+        &input.display().to_string(),
+        "--instruction",
+        &instr.display().to_string(),
+        "--output",
+        &output.display().to_string(),
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+        "--jobs",
+        "4",
+        "--sandbox",
+        "landlock",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(["--".into(), "python3".into(), fake]);
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r: Run = sb
+        .cmd(&argv)
+        .current_dir(sb.join("work"))
+        .output()
+        .expect("spawn runner")
+        .into();
+    eprintln!("{r:?}");
+    r
+}
+
+fn workspace(sb: &Sandbox) -> PathBuf {
+    sb.join("out/workers-output.runner")
+}
+
+/// The attack results a teammate recorded (`attack.json` in its folder).
+fn attack(sb: &Sandbox, teammate: &str) -> BTreeMap<String, Value> {
+    let path = workspace(sb)
+        .join("teammates")
+        .join(teammate)
+        .join("attack.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("attack.json")
+}
+
+fn rows(sb: &Sandbox) -> BTreeMap<String, BTreeMap<String, String>> {
+    by_id(&sb.join("out/workers-output.csv"), "id")
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+}
+
+fn assert_no_survivors(sb: &Sandbox) {
+    let left = sb.survivors_after(5.0);
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
+#[test]
+fn a_forging_teammate_cannot_write_its_siblings_report_and_the_victim_is_judged_on_its_own() {
+    if !landlock_or_skip("forge") {
+        return;
+    }
+    let sb = layout(&[("victim", "wait_attack"), ("forger", "forge")]);
+    let r = run(&sb, &[]);
+    assert_eq!(r.code, 1, "the victim did not complete: {r:?}");
+    assert!(r.stdout.contains("sandbox landlock"), "{r:?}");
+
+    let results = attack(&sb, "2-forger");
+    assert_eq!(
+        results.get("report 1-victim"),
+        Some(&Value::from("EACCES")),
+        "{results:?}"
+    );
+    let rows = rows(&sb);
+    assert_eq!(rows["victim"]["status"], "failed", "{:?}", rows["victim"]);
+    assert_ne!(rows["victim"]["summary"], "FORGED");
+    assert!(
+        !rows["victim"]["error"].is_empty(),
+        "judged on its own (no report): {:?}",
+        rows["victim"]
+    );
+    assert_eq!(
+        rows["forger"]["status"], "completed",
+        "{:?}",
+        rows["forger"]
+    );
+    let victim_report = workspace(&sb).join("teammates/1-victim/report.json");
+    assert!(!victim_report.exists(), "no report was forged");
+    assert_no_survivors(&sb);
+}
+
+#[test]
+fn a_trespassing_teammate_writes_nothing_outside_its_area() {
+    if !landlock_or_skip("trespass") {
+        return;
+    }
+    let sb = layout(&[("bystander", "wait_attack"), ("intruder", "trespass")]);
+    // The bystander waits for attack.done, which the trespasser never writes: give it one.
+    // Snapshot what must not change once the bystander's folder exists.
+    let child = {
+        let (input, instr, output) = (
+            sb.join("in.csv"),
+            sb.join("instr.md"),
+            sb.join("out/workers-output.csv"),
+        );
+        let fake = agent("fake_agent.py");
+        sb.cmd(&[
+            "batch",
+            "--input",
+            &input.display().to_string(),
+            "--instruction",
+            &instr.display().to_string(),
+            "--output",
+            &output.display().to_string(),
+            "--id-column",
+            "id",
+            "--format",
+            "plain",
+            "--jobs",
+            "2",
+            "--sandbox",
+            "landlock",
+            "--",
+            "python3",
+            &fake,
+        ])
+        .current_dir(sb.join("work"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn runner")
+    };
+    let attack_file = workspace(&sb).join("teammates/2-intruder/attack.json");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !attack_file.exists() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let journal_during = std::fs::read(workspace(&sb).join("journal.jsonl")).expect("journal");
+    let bystander_files: Vec<_> = std::fs::read_dir(workspace(&sb).join("teammates/1-bystander"))
+        .expect("bystander folder")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    std::fs::write(sb.join("work/attack.done"), "").expect("release the bystander");
+    let r: Run = child.wait_with_output().expect("wait").into();
+    eprintln!("{r:?}");
+
+    let results = attack(&sb, "2-intruder");
+    for denied in [
+        "home",
+        "home_file",
+        "sibling_new_file",
+        "sibling_prompt",
+        "sibling_remove",
+        "journal_append",
+        "journal_truncate",
+        "journal_replace",
+        "team_json_remove",
+        "workspace_new_file",
+    ] {
+        assert_eq!(
+            results.get(denied),
+            Some(&Value::from("EACCES")),
+            "{denied}: {results:?}"
+        );
+    }
+    for allowed in ["own_cwd", "own_folder", "own_tmp", "dev_null"] {
+        assert_eq!(
+            results.get(allowed),
+            Some(&Value::from("ok")),
+            "{allowed}: {results:?}"
+        );
+    }
+    // Nothing changed there.
+    assert!(!sb.join("home/pwned").exists());
+    assert_eq!(sb.read("home/keep.txt"), "mine\n");
+    let ws = workspace(&sb);
+    assert!(!ws.join("pwned").exists() && ws.join("team.json").is_file());
+    assert!(!ws.join("teammates/1-bystander/pwned").exists());
+    assert!(ws.join("teammates/1-bystander/prompt.md").is_file());
+    let journal = std::fs::read(ws.join("journal.jsonl")).expect("journal");
+    assert!(
+        journal.starts_with(&journal_during),
+        "the journal only grew by the runner's own events"
+    );
+    let text = String::from_utf8_lossy(&journal);
+    assert!(!text.contains("forged"), "{text}");
+    assert!(
+        !bystander_files.is_empty() && ws.join("teammates/1-bystander").is_dir(),
+        "the bystander's folder is intact"
+    );
+    // The run itself is judged as usual.
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = rows(&sb);
+    assert_eq!(
+        rows["intruder"]["status"], "completed",
+        "{:?}",
+        rows["intruder"]
+    );
+    assert_eq!(
+        rows["bystander"]["status"], "failed",
+        "{:?}",
+        rows["bystander"]
+    );
+    assert_no_survivors(&sb);
+}
+
+#[test]
+fn a_teammate_cannot_signal_the_runner_or_a_sibling_nor_read_their_environment() {
+    if !landlock_or_skip("signal") {
+        return;
+    }
+    let sb = layout(&[("target", "wait_attack"), ("signaller", "signal")]);
+    let r = run(&sb, &[]);
+    let results = attack(&sb, "2-signaller");
+    for denied in ["kill_runner", "kill_sibling", "kill_sibling_group"] {
+        assert_eq!(
+            results.get(denied),
+            Some(&Value::from("EPERM")),
+            "{denied}: {results:?}"
+        );
+    }
+    // Landlock denies ptrace-reading a process outside the domain (`/proc/PID/environ`)
+    // to an unprivileged teammate; as root the read went through on the test kernel (6.18),
+    // so it is only asserted when the tests run as a normal user (README: Security model).
+    if !is_root() {
+        for denied in ["sibling_environ", "runner_environ"] {
+            assert_eq!(
+                results.get(denied),
+                Some(&Value::from("EACCES")),
+                "{denied}: {results:?}"
+            );
+        }
+    } else {
+        eprintln!("note: running as root; environ reads: {results:?}");
+    }
+    // The runner lived to write every output; the target ended on its own (no report), not
+    // by a signal.
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stdout.contains("Summary") || r.stdout.contains("completed"),
+        "{r:?}"
+    );
+    let rows = rows(&sb);
+    assert_eq!(
+        rows["signaller"]["status"], "completed",
+        "{:?}",
+        rows["signaller"]
+    );
+    assert_eq!(rows["target"]["status"], "failed", "{:?}", rows["target"]);
+    assert_eq!(rows["target"]["exit_code"], "0", "{:?}", rows["target"]);
+    assert_no_survivors(&sb);
+}
+
+#[test]
+fn honest_teammates_complete_under_the_sandbox() {
+    if !landlock_or_skip("honest") {
+        return;
+    }
+    let ids: Vec<String> = (1..=6).map(|i| format!("i{i}")).collect();
+    let items: Vec<(&str, &str)> = ids.iter().map(|i| (i.as_str(), "success")).collect();
+    let sb = layout(&items);
+    let r = run(&sb, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("sandbox landlock"),
+        "the start line says so: {r:?}"
+    );
+    let rows = rows(&sb);
+    assert_eq!(rows.len(), 6);
+    assert!(
+        rows.values().all(|r| r["status"] == "completed"),
+        "{rows:?}"
+    );
+    let journal = std::fs::read_to_string(workspace(&sb).join("journal.jsonl")).expect("journal");
+    assert!(journal.contains(r#""sandbox":"landlock""#), "{journal}");
+    assert_no_survivors(&sb);
+}
+
+#[test]
+fn a_workspace_inside_the_working_directory_is_refused_with_exit_2_writing_nothing() {
+    if !landlock_or_skip("refuse") {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success")]);
+    let before = sb.tree();
+    let r = sb.fake_batch(&["--sandbox", "landlock"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("lies inside") && r.stderr.contains("--output outside"),
+        "says what to change: {r:?}"
+    );
+    assert!(r.stderr.contains("--isolate worktree"), "{r:?}");
+    assert_eq!(sb.tree(), before, "nothing was written");
+    // The dry run says the same, and a run that names no sandbox is not refused.
+    let dry = sb.fake_batch(&["--sandbox", "landlock", "--dry-run"]);
+    assert_eq!(dry.code, 2, "{dry:?}");
+    let plain = sb.fake_batch(&["--dry-run"]);
+    assert_eq!(plain.code, 0, "{plain:?}");
+    assert!(plain.stdout.contains("Sandbox: none"), "{plain:?}");
+}
+
+#[test]
+fn an_unknown_sandbox_is_a_usage_error() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success")]);
+    let r = sb.fake_batch(&["--sandbox", "docker"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("must be none or landlock"), "{r:?}");
+}
+
+#[test]
+fn with_worktrees_a_teammate_writes_its_own_worktree_only() {
+    if !landlock_or_skip("worktree") {
+        return;
+    }
+    let sb = Sandbox::new();
+    git(sb.path(), &["init", "-q", "-b", "main"]);
+    sb.write("README.md", "original\n");
+    sb.write(
+        ".gitignore",
+        "*.runner/\nworkers-output*.csv\nin.csv\ninstr.md\n",
+    );
+    git(sb.path(), &["add", "-A"]);
+    git(sb.path(), &["commit", "-q", "-m", "init"]);
+    std::fs::create_dir_all(sb.join("home")).expect("mkdir home");
+    sb.write_rows(&[("bystander", "wait_attack"), ("intruder", "trespass")]);
+    // The bystander is released by hand once the attack is over (it works in its own
+    // worktree, so it cannot see the intruder's attack.done).
+    let child = sb
+        .fake_batch_cmd(&[
+            "--sandbox",
+            "landlock",
+            "--isolate",
+            "worktree",
+            "--jobs",
+            "2",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let ws = sb.join("workers-output.runner");
+    let attack_file = ws.join("teammates/2-intruder/attack.json");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !attack_file.exists() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::fs::write(ws.join("worktrees/1-bystander/attack.done"), "").expect("release");
+    let r: Run = child.wait_with_output().expect("wait").into();
+    eprintln!("{r:?}");
+    let text = std::fs::read_to_string(&attack_file).expect("attack.json");
+    let results: BTreeMap<String, Value> = serde_json::from_str(&text).expect("json");
+    for denied in [
+        "sibling_worktree",
+        "sibling_worktree_file",
+        "sibling_new_file",
+        "journal_append",
+        "home",
+    ] {
+        assert_eq!(
+            results.get(denied),
+            Some(&Value::from("EACCES")),
+            "{denied}: {results:?}"
+        );
+    }
+    assert_eq!(
+        results.get("own_cwd"),
+        Some(&Value::from("ok")),
+        "{results:?}"
+    );
+    assert!(
+        !sb.join("own-intruder").exists(),
+        "the main tree is not its cwd"
+    );
+    assert!(!ws.join("worktrees/1-bystander/pwned").exists());
+    assert_eq!(sb.read("README.md"), "original\n");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(
+        rows["intruder"]["status"], "completed",
+        "{:?}",
+        rows["intruder"]
+    );
+    assert_no_survivors(&sb);
+}

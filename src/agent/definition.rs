@@ -63,8 +63,10 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "failure",
             "env",
             "proven",
+            "sandbox",
         ],
     ),
+    ("sandbox", &["writes"]),
     (
         "result",
         &[
@@ -222,7 +224,6 @@ pub struct RunnerDef {
 
 /// `[sandbox]` of a runner definition.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct SandboxSpec {
     /// Files and folders the CLI writes (its config, login and session state), written with a
     /// leading `~/` for HOME and `{env.NAME}` for a variable; an entry whose variable is unset

@@ -407,32 +407,33 @@ fn claude_or_skip(test: &str) -> Option<Cli> {
 /// `runner batch ... --runner claude --timeout <timeout> EXTRA...` in `sb`, with Claude Code
 /// pointed at `api`.
 async fn run_claude_with(sb: &Sandbox, api: &str, timeout: &str, extra: &[&str]) -> support::Run {
-    std::fs::create_dir_all(sb.home().join(".claude")).expect("mkdir .claude");
     let mut args = vec!["--runner", "claude", "--timeout", timeout];
     args.extend_from_slice(extra);
-    sb.run(
-        &args,
-        &[
-            // Claude Code, offline and non-interactive.
-            (
-                "CLAUDE_CONFIG_DIR",
-                sb.home().join(".claude").display().to_string(),
-            ),
-            ("ANTHROPIC_BASE_URL", api.to_string()),
-            ("ANTHROPIC_API_KEY", "sk-test".into()),
-            ("DISABLE_TELEMETRY", "1".into()),
-            ("DISABLE_ERROR_REPORTING", "1".into()),
-            ("DISABLE_AUTOUPDATER", "1".into()),
-            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-            // Fail an API error at once instead of retrying it with backoff (default 10).
-            ("CLAUDE_CODE_MAX_RETRIES", "0".into()),
-            // A stalled response fails after 30 s instead of 10 min.
-            ("API_TIMEOUT_MS", "30000".into()),
-            // Set, as it is whenever `runner` runs inside Claude Code: the runner must unset it.
-            ("CLAUDECODE", "1".into()),
-        ],
-    )
-    .await
+    sb.run(&args, &claude_env(sb, api)).await
+}
+
+/// The environment Claude Code runs with in these tests (its config dir created).
+fn claude_env(sb: &Sandbox, api: &str) -> Vec<(&'static str, String)> {
+    std::fs::create_dir_all(sb.home().join(".claude")).expect("mkdir .claude");
+    vec![
+        // Claude Code, offline and non-interactive.
+        (
+            "CLAUDE_CONFIG_DIR",
+            sb.home().join(".claude").display().to_string(),
+        ),
+        ("ANTHROPIC_BASE_URL", api.to_string()),
+        ("ANTHROPIC_API_KEY", "sk-test".into()),
+        ("DISABLE_TELEMETRY", "1".into()),
+        ("DISABLE_ERROR_REPORTING", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        // Fail an API error at once instead of retrying it with backoff (default 10).
+        ("CLAUDE_CODE_MAX_RETRIES", "0".into()),
+        // A stalled response fails after 30 s instead of 10 min.
+        ("API_TIMEOUT_MS", "30000".into()),
+        // Set, as it is whenever `runner` runs inside Claude Code: the runner must unset it.
+        ("CLAUDECODE", "1".into()),
+    ]
 }
 
 /// [`run_claude_with`] without extra flags.
@@ -711,6 +712,52 @@ async fn real_claude_rate_limit_pauses_the_team_and_the_next_attempt_completes()
         r.took >= Duration::from_millis(1500),
         "waited: {:?}",
         r.took
+    );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
+/// The same loop under `--sandbox landlock` (the output and workspace outside the teammate's
+/// working directory): Claude Code works, writes its report in its teammate folder and its
+/// state in CLAUDE_CONFIG_DIR (the definition's `[sandbox] writes`), and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_claude_completes_under_the_landlock_sandbox() {
+    let Some(claude) = claude_or_skip("real_claude_completes_under_the_landlock_sandbox") else {
+        return;
+    };
+    let (api, log, _seen) = mock_api(Script::WriteReport).await;
+    let sb = Sandbox::new(&claude);
+    let r = sb
+        .run_sandboxed(
+            &["--runner", "claude", "--timeout", "90s"],
+            &claude_env(&sb, &api.uri()),
+        )
+        .await;
+    let context = || {
+        format!(
+            "{r:?}\n{}\n--- mock api log\n{}",
+            sb.agent_log(),
+            log.dump()
+        )
+    };
+    if r.stderr.contains("--sandbox landlock") && r.code == 3 {
+        eprintln!(
+            "skipped: this kernel cannot run --sandbox landlock: {}",
+            r.stderr
+        );
+        return;
+    }
+    assert_eq!(r.code, 0, "completed under the sandbox: {}", context());
+    assert!(r.stdout.contains("sandbox landlock"), "{r:?}");
+    let row = sb.row();
+    assert_eq!(row["status"], "completed", "{row:?}\n{}", context());
+    assert_eq!(row["summary"], "wrote the report", "{row:?}");
+    assert!(sb.teammate().join("report.json").is_file());
+    assert!(
+        std::fs::read_dir(sb.home().join(".claude"))
+            .map(|d| d.count() > 0)
+            .unwrap_or(false),
+        "Claude Code kept its state in CLAUDE_CONFIG_DIR"
     );
     let survivors = sb.survivors_after(5.0);
     assert!(survivors.is_empty(), "left running: {survivors:?}");

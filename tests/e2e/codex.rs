@@ -884,3 +884,72 @@ async fn real_codex_rate_limit_pauses_the_team_and_the_next_attempt_completes() 
     let survivors = sb.survivors_after(5.0);
     assert!(survivors.is_empty(), "left running: {survivors:?}");
 }
+
+/// The same loop under `--sandbox landlock` (output and workspace outside the working
+/// directory), with codex's own sandbox off: apply_patch writes the report in the teammate
+/// folder, the state lands in CODEX_HOME (the definition's `[sandbox] writes`) and
+/// CODEX_SQLITE_HOME.
+///
+/// codex's own `workspace-write` sandbox does NOT nest inside a Landlock domain: 0.169.0
+/// runs commands and apply_patch through bubblewrap, which prints `bwrap: setting up uid
+/// map: Permission denied` (writing /proc/self/uid_map is a write Landlock denies, and a
+/// Landlock-restricted process may not change its mounts at all), so apply_patch answers
+/// "Failed to write file …/report.json" and the item fails with no report; its
+/// `features.use_legacy_landlock = true` still goes through bubblewrap. Hence
+/// `--var sandbox=danger-full-access` here (README: Security model).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_completes_under_the_landlock_sandbox() {
+    let Some(codex) = codex_or_skip("real_codex_completes_under_the_landlock_sandbox") else {
+        return;
+    };
+    let (api, log, _seen) = mock_api(Script::WriteReport).await;
+    let sb = Sandbox::new(&codex);
+    let codex_home = write_codex_config(&sb, &api.uri());
+    let r = sb
+        .run_sandboxed(
+            &[
+                "--runner",
+                "codex",
+                "--timeout",
+                "90s",
+                "--model",
+                MODEL,
+                "--var",
+                "sandbox=danger-full-access",
+            ],
+            &[
+                ("CODEX_HOME", codex_home.display().to_string()),
+                (KEY_VAR, "sk-test".to_string()),
+            ],
+        )
+        .await;
+    let context = || {
+        format!(
+            "{r:?}\n{}\n--- mock api log\n{}",
+            sb.agent_log(),
+            log.dump()
+        )
+    };
+    if r.stderr.contains("--sandbox landlock") && r.code == 3 {
+        eprintln!(
+            "skipped: this kernel cannot run --sandbox landlock: {}",
+            r.stderr
+        );
+        return;
+    }
+    assert_eq!(r.code, 0, "completed under the sandbox: {}", context());
+    assert!(r.stdout.contains("sandbox landlock"), "{r:?}");
+    let row = sb.row();
+    assert_eq!(row["status"], "completed", "{row:?}\n{}", context());
+    assert_eq!(row["summary"], "wrote the report", "{row:?}");
+    assert!(sb.teammate().join("report.json").is_file());
+    assert!(
+        sb.teammate()
+            .join("state/codex_sqlite_home/state_5.sqlite")
+            .is_file(),
+        "{}",
+        context()
+    );
+    let survivors = sb.survivors_after(5.0);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}

@@ -248,6 +248,16 @@ impl Sandbox {
         self.run_in(self.path(), args, env).await
     }
 
+    /// [`Sandbox::run`] under `--sandbox landlock`, from `work/` (the teammate's working
+    /// directory), the output and its workspace in the sandbox folder, outside what the
+    /// teammate may write.
+    pub async fn run_sandboxed(&self, args: &[&str], env: &[(&str, String)]) -> Run {
+        let output = self.path().join("workers-output.csv").display().to_string();
+        let mut all = vec!["--sandbox", "landlock", "-o", &output];
+        all.extend_from_slice(args);
+        self.run_in(&self.path().join("work"), &all, env).await
+    }
+
     /// Like [`Sandbox::run`], with `cwd` (e.g. `<sandbox>/work`) as the working directory of
     /// `runner` and so of the agent; `in.csv` and `instr.md` are still the sandbox's. Give
     /// `-o <sandbox>/workers-output.csv` to keep the team workspace (and [`Sandbox::row`])

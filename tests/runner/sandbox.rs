@@ -42,6 +42,11 @@ fn layout(rows: &[(&str, &str)]) -> Sandbox {
 
 /// `runner batch` over the layout with the fake agent, from `work/`, output in `out/`.
 fn run(sb: &Sandbox, extra: &[&str]) -> Run {
+    run_with(sb, "landlock", extra)
+}
+
+/// [`run`] with `--sandbox MODE`.
+fn run_with(sb: &Sandbox, mode: &str, extra: &[&str]) -> Run {
     let (input, instr, output) = (
         sb.join("in.csv"),
         sb.join("instr.md"),
@@ -63,7 +68,7 @@ fn run(sb: &Sandbox, extra: &[&str]) -> Run {
         "--jobs",
         "4",
         "--sandbox",
-        "landlock",
+        mode,
     ]
     .map(String::from)
     .to_vec();
@@ -141,6 +146,28 @@ fn a_forging_teammate_cannot_write_its_siblings_report_and_the_victim_is_judged_
     );
     let victim_report = workspace(&sb).join("teammates/1-victim/report.json");
     assert!(!victim_report.exists(), "no report was forged");
+    assert_no_survivors(&sb);
+}
+
+/// The control: the same forger without the sandbox makes the victim — which wrote no report
+/// and printed "I could not do it" — end completed with the forged summary (issue 17).
+#[test]
+fn without_the_sandbox_the_same_forgery_succeeds() {
+    let sb = layout(&[("victim", "wait_attack"), ("forger", "forge")]);
+    let r = run_with(&sb, "none", &[]);
+    assert!(r.stdout.contains("sandbox none"), "{r:?}");
+    assert_eq!(
+        attack(&sb, "2-forger").get("report 1-victim"),
+        Some(&Value::from("ok"))
+    );
+    let rows = rows(&sb);
+    assert_eq!(
+        rows["victim"]["status"], "completed",
+        "{:?}",
+        rows["victim"]
+    );
+    assert_eq!(rows["victim"]["summary"], "FORGED");
+    assert_eq!(r.code, 0, "{r:?}");
     assert_no_survivors(&sb);
 }
 
@@ -330,6 +357,13 @@ fn honest_teammates_complete_under_the_sandbox() {
     let journal = std::fs::read_to_string(workspace(&sb).join("journal.jsonl")).expect("journal");
     assert!(journal.contains(r#""sandbox":"landlock""#), "{journal}");
     assert_no_survivors(&sb);
+    let dry = run(&sb, &["--dry-run"]);
+    assert_eq!(dry.code, 0, "{dry:?}");
+    assert!(
+        dry.stdout
+            .contains("Sandbox: landlock (each teammate writes only the working directory"),
+        "{dry:?}"
+    );
 }
 
 #[test]

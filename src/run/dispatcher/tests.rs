@@ -534,3 +534,33 @@ async fn the_budget_stops_new_attempts_once_spent_and_says_so() {
         ran.events.outcome("5").error
     );
 }
+
+#[tokio::test]
+async fn max_fail_immediate_also_stops_the_running_teammates() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = spec(dir.path(), 3, 0);
+    s.settings.limits.max_fail = Some(crate::run::gate::MaxFail {
+        count: 1,
+        immediate: true,
+    });
+    // One fails at once; two work for a minute; the rest never start.
+    let backend = Arc::new(
+        Scripted::new(Step::completed().after(Duration::from_secs(60)))
+            .script("0", vec![Step::failed("boom")]),
+    );
+    let items: Vec<WorkItem> = (0..6).map(|n| item(&n.to_string(), "x", &[])).collect();
+    let started = std::time::Instant::now();
+    let ran = run_items(s, items, backend.clone(), None).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the running ones were stopped, not waited for"
+    );
+    assert_eq!(ran.summary.count(ItemStatus::Failed), 1);
+    assert_eq!(
+        ran.summary.count(ItemStatus::Cancelled),
+        2,
+        "the two running"
+    );
+    assert_eq!(ran.summary.count(ItemStatus::Skipped), 3, "never started");
+    assert_eq!(backend.seen().len(), 3);
+}

@@ -292,8 +292,11 @@ def main():
         open("attack.done", "w").close()
         write_report(report(summary="signaller done"))
     elif mode == "wait_attack":
-        with open(os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "pid"), "w") as f:
+        # Written whole, then renamed: a sibling waiting for the file never reads it half-made.
+        pidfile = os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "pid")
+        with open(pidfile + ".tmp", "w") as f:
             f.write(str(os.getpid()))
+        os.replace(pidfile + ".tmp", pidfile)
         wait_for("attack.done")
         time.sleep(0.3)
         print("I could not do it")

@@ -19,7 +19,7 @@ use tokio::io::AsyncReadExt;
 use wiremock::matchers::{any, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::Log;
+use crate::support::{self, Log};
 
 /// The key the stand-in accepts (`Authorization: Bearer sk-test`); any other gets a 401.
 pub const API_KEY: &str = "sk-test";
@@ -154,7 +154,16 @@ pub async fn start(script: impl Fn(&Call) -> Reply + Send + Sync + 'static) -> C
         .mount(&server)
         .await;
     Mock::given(any())
-        .respond_with(Other(log.clone()))
+        .respond_with(support::Other {
+            log: log.clone(),
+            not_found: error(
+                404,
+                "Not found (e2e mock)",
+                "invalid_request_error",
+                None,
+                &[],
+            ),
+        })
         .with_priority(10)
         .mount(&server)
         .await;
@@ -203,13 +212,8 @@ struct Completions {
 
 impl Respond for Completions {
     fn respond(&self, req: &Request) -> ResponseTemplate {
-        let body: Value = match serde_json::from_slice(&req.body) {
-            Ok(v) => v,
-            Err(e) => {
-                self.log
-                    .push(format!("(unexpected) POST {} body not JSON: {e}", req.url));
-                return error(400, "body is not JSON", "invalid_request_error", None, &[]);
-            }
+        let Some(body) = support::json_body(req, &self.log) else {
+            return error(400, "body is not JSON", "invalid_request_error", None, &[]);
         };
         let text_of = |role: &str| {
             let mut out = String::new();
@@ -247,11 +251,7 @@ impl Respond for Completions {
                 )
             })
             .collect();
-        let auth = req
-            .headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
+        let auth = support::header(req, "authorization");
         let call = {
             let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
             let call = Call {
@@ -380,27 +380,23 @@ fn respond(call: &Call, reply: Reply) -> ResponseTemplate {
         }
         c
     };
-    let mut body = String::new();
-    for d in deltas {
-        let c = chunk(
-            json!([{"index": 0, "delta": d, "logprobs": null, "finish_reason": null}]),
-            None,
-        );
-        body.push_str(&format!("data: {c}\n\n"));
-    }
-    let fin = chunk(
+    let mut chunks: Vec<Value> = deltas
+        .into_iter()
+        .map(|d| {
+            chunk(
+                json!([{"index": 0, "delta": d, "logprobs": null, "finish_reason": null}]),
+                None,
+            )
+        })
+        .collect();
+    chunks.push(chunk(
         json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish}]),
         None,
-    );
-    body.push_str(&format!("data: {fin}\n\n"));
+    ));
     if call.body["stream_options"]["include_usage"] == json!(true) {
-        let u = chunk(json!([]), Some(usage(used)));
-        body.push_str(&format!("data: {u}\n\n"));
+        chunks.push(chunk(json!([]), Some(usage(used))));
     }
-    body.push_str("data: [DONE]\n\n");
-    ResponseTemplate::new(200)
-        .insert_header("cache-control", "no-cache")
-        .set_body_raw(body, "text/event-stream")
+    support::event_stream(support::data_events(&chunks))
 }
 
 fn error(
@@ -419,25 +415,4 @@ fn error(
         t = t.insert_header(k.as_str(), v.as_str());
     }
     t
-}
-
-/// Every other request: logged as unexpected, an OpenAI-style 404.
-struct Other(Log);
-
-impl Respond for Other {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        self.0.push(format!(
-            "(unexpected) {} {} ({} body bytes) -> 404",
-            req.method,
-            req.url,
-            req.body.len()
-        ));
-        error(
-            404,
-            "Not found (e2e mock)",
-            "invalid_request_error",
-            None,
-            &[],
-        )
-    }
 }

@@ -33,14 +33,13 @@
 //!   start-up warnings. The texts M are asserted below.
 //! - `turn.completed.usage` sums the turn's requests (input and output tokens).
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use wiremock::matchers::{any, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{self, Cli, Log, Sandbox, find_report_path};
+use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
 
 /// The call id of the scripted `apply_patch` call.
 const CALL_ID: &str = "call_e2e_apply_patch_0001";
@@ -80,8 +79,7 @@ enum Script {
 }
 
 /// What the Responses responder learned, for the assertions.
-#[derive(Clone, Default)]
-struct Seen(Arc<Mutex<SeenInner>>);
+type Seen = Shared<SeenInner>;
 
 #[derive(Default, Debug)]
 struct SeenInner {
@@ -93,12 +91,6 @@ struct SeenInner {
     authorization: Option<String>,
 }
 
-impl Seen {
-    fn with<T>(&self, f: impl FnOnce(&mut SeenInner) -> T) -> T {
-        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-}
-
 /// `POST /v1/responses`.
 struct Responses {
     script: Script,
@@ -108,24 +100,8 @@ struct Responses {
 
 impl Respond for Responses {
     fn respond(&self, req: &Request) -> ResponseTemplate {
-        let header = |name: &str| {
-            req.headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
-        let body: Value = match serde_json::from_slice(&req.body) {
-            Ok(v) => v,
-            Err(e) => {
-                self.log.push(format!(
-                    "(unexpected) POST {} with a body that is not JSON ({} bytes, \
-                     content-encoding {:?}): {e}",
-                    req.url,
-                    req.body.len(),
-                    header("content-encoding")
-                ));
-                return api_error(400, "invalid_request_error", "invalid_json", "not JSON");
-            }
+        let Some(body) = support::json_body(req, &self.log) else {
+            return api_error(400, "invalid_request_error", "invalid_json", "not JSON");
         };
         let model = body["model"].as_str().unwrap_or("?").to_string();
         let streaming = body["stream"] == json!(true);
@@ -148,8 +124,8 @@ impl Respond for Responses {
         let turn = self.seen.with(|s| {
             s.calls += 1;
             s.models.push(model.clone());
-            s.session_header = header("session-id").or(s.session_header.take());
-            s.authorization = header("authorization");
+            s.session_header = support::header(req, "session-id").or(s.session_header.take());
+            s.authorization = support::header(req, "authorization");
             s.calls
         });
         let what = format!(
@@ -221,26 +197,6 @@ impl Respond for Responses {
     }
 }
 
-/// Every other request: logged as unexpected, answered with an OpenAI-style 404.
-struct Other(Log);
-
-impl Respond for Other {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        self.0.push(format!(
-            "(unexpected) {} {} ({} body bytes) -> 404",
-            req.method,
-            req.url,
-            req.body.len()
-        ));
-        api_error(
-            404,
-            "invalid_request_error",
-            "unknown_url",
-            "Unknown URL (e2e mock)",
-        )
-    }
-}
-
 /// An OpenAI API error response (`{"error": {message, type, param, code}}`).
 fn api_error(status: u16, error_type: &str, code: &str, message: &str) -> ResponseTemplate {
     ResponseTemplate::new(status)
@@ -252,15 +208,8 @@ fn api_error(status: u16, error_type: &str, code: &str, message: &str) -> Respon
 
 /// A server-sent-events body, as the Responses API streams it (`event:` = the `type`).
 fn sse(events: &[Value]) -> ResponseTemplate {
-    let mut body = String::new();
-    for e in events {
-        let name = e["type"].as_str().unwrap_or("message");
-        body.push_str(&format!("event: {name}\ndata: {e}\n\n"));
-    }
-    ResponseTemplate::new(200)
+    support::event_stream(support::named_events(events))
         .insert_header("x-request-id", "req_e2e_mock")
-        .insert_header("cache-control", "no-cache")
-        .set_body_raw(body, "text/event-stream")
 }
 
 fn response_created(id: &str) -> Value {
@@ -343,21 +292,15 @@ fn text_response(turn: usize, text: &str, usage: (u64, u64)) -> Vec<Value> {
     ]
 }
 
-/// All `input_text` of the user messages in the request's `input`.
+/// All `input_text` of the user messages in the request's `input` (content parts only).
 fn user_text(body: &Value) -> String {
-    let mut out = String::new();
-    for m in body["input"].as_array().into_iter().flatten() {
-        if m["type"] != "message" || m["role"] != "user" {
-            continue;
-        }
-        for part in m["content"].as_array().into_iter().flatten() {
-            if let Some(t) = part["text"].as_str() {
-                out.push_str(t);
-                out.push('\n');
-            }
-        }
-    }
-    out
+    body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["type"] == "message" && m["role"] == "user" && m["content"].is_array())
+        .map(|m| support::text_of(&m["content"]))
+        .collect()
 }
 
 /// The `custom_tool_call_output` (or `function_call_output`) answering `call_id`.
@@ -388,7 +331,15 @@ async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
         .mount(&server)
         .await;
     Mock::given(any())
-        .respond_with(Other(log.clone()))
+        .respond_with(support::Other {
+            log: log.clone(),
+            not_found: api_error(
+                404,
+                "invalid_request_error",
+                "unknown_url",
+                "Unknown URL (e2e mock)",
+            ),
+        })
         .with_priority(10)
         .mount(&server)
         .await;

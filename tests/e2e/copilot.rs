@@ -20,14 +20,13 @@
 //! into `~/.cache/copilot/pkg/` (about 3 s); the tests share one unpacked copy in
 //! `target/e2e-copilot/cache` through `COPILOT_CACHE_HOME`.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use wiremock::matchers::{any, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{self, Cli, Log, Sandbox, find_report_path};
+use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
 
 /// The key the stand-in accepts.
 const KEY: &str = "sk-test";
@@ -72,8 +71,7 @@ enum Script {
 }
 
 /// What the responder learned, for the assertions.
-#[derive(Clone, Default)]
-struct Seen(Arc<Mutex<SeenInner>>);
+type Seen = Shared<SeenInner>;
 
 #[derive(Default, Debug)]
 struct SeenInner {
@@ -82,12 +80,6 @@ struct SeenInner {
     report_path: Option<String>,
     tool_result: Option<String>,
     authorization: Vec<Option<String>>,
-}
-
-impl Seen {
-    fn with<T>(&self, f: impl FnOnce(&mut SeenInner) -> T) -> T {
-        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
-    }
 }
 
 /// `POST /v1/chat/completions`.
@@ -104,15 +96,8 @@ impl Respond for ChatCompletions {
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let body: Value = match serde_json::from_slice(&req.body) {
-            Ok(v) => v,
-            Err(e) => {
-                self.log.push(format!(
-                    "(unexpected) POST {} with a body that is not JSON: {e}",
-                    req.url
-                ));
-                return openai_error(400, "body is not JSON", "invalid_request_error", "");
-            }
+        let Some(body) = support::json_body(req, &self.log) else {
+            return openai_error(400, "body is not JSON", "invalid_request_error", "");
         };
         let model = body["model"].as_str().unwrap_or("?").to_string();
         let streaming = body["stream"] == json!(true);
@@ -223,7 +208,7 @@ impl Respond for ChatCompletions {
             return sse(&text_turn(&model, turn, &text, TURN2_USAGE));
         }
 
-        match find_report_path(&user_text(&body)) {
+        match find_report_path(&support::user_text(&body["messages"])) {
             Some(report) if tools.contains(&"create") => {
                 self.seen.with(|s| s.report_path = Some(report.clone()));
                 self.log
@@ -370,29 +355,6 @@ fn text_turn(model: &str, turn: usize, text: &str, usage: (u64, u64)) -> Vec<Val
         chunk(model, turn, json!({}), Some("stop")),
         usage_chunk(model, turn, usage),
     ]
-}
-
-/// All text of the user messages (content as a string or as parts).
-fn user_text(body: &Value) -> String {
-    let mut out = String::new();
-    for m in body["messages"].as_array().into_iter().flatten() {
-        if m["role"] != "user" {
-            continue;
-        }
-        match &m["content"] {
-            Value::String(s) => out.push_str(s),
-            Value::Array(parts) => {
-                for p in parts {
-                    if let Some(t) = p["text"].as_str() {
-                        out.push_str(t);
-                        out.push('\n');
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
 }
 
 /// The content of the `tool` message answering `id`, if the conversation has one.

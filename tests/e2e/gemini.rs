@@ -28,14 +28,13 @@
 //! per-minute test rate-limits the main model only. Each API error also leaves
 //! `$TMPDIR/gemini-client-error-*.json` holding the conversation.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use wiremock::matchers::{any, method, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{self, Cli, Log, Sandbox, find_report_path};
+use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
 
 /// What the scripted model does.
 #[derive(Clone, Debug)]
@@ -62,8 +61,7 @@ const TURN2_USAGE: (u64, u64) = (8_301, 12);
 const MODEL_VERSION: &str = "gemini-e2e-mock-001";
 
 /// What the responders learned, for the assertions.
-#[derive(Clone, Default)]
-struct Seen(Arc<Mutex<SeenInner>>);
+type Seen = Shared<SeenInner>;
 
 #[derive(Default, Debug)]
 struct SeenInner {
@@ -73,12 +71,6 @@ struct SeenInner {
     function_response: Option<Value>,
     api_key_header: Option<String>,
     tools: Vec<String>,
-}
-
-impl Seen {
-    fn with<T>(&self, f: impl FnOnce(&mut SeenInner) -> T) -> T {
-        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
-    }
 }
 
 /// The model named in `/v1beta/models/<model>:<method>`.
@@ -100,15 +92,8 @@ struct Stream {
 
 impl Respond for Stream {
     fn respond(&self, req: &Request) -> ResponseTemplate {
-        let body: Value = match serde_json::from_slice(&req.body) {
-            Ok(v) => v,
-            Err(e) => {
-                self.log.push(format!(
-                    "(unexpected) POST {} with a body that is not JSON: {e}",
-                    req.url
-                ));
-                return google_error(400, "INVALID_ARGUMENT", "body is not JSON", json!([]));
-            }
+        let Some(body) = support::json_body(req, &self.log) else {
+            return google_error(400, "INVALID_ARGUMENT", "body is not JSON", json!([]));
         };
         let tools: Vec<String> = body["tools"]
             .as_array()
@@ -269,21 +254,6 @@ impl Respond for CountTokens {
     }
 }
 
-/// Every other request: a Google-style 404. Logged as unexpected.
-struct Other(Log);
-
-impl Respond for Other {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        self.0.push(format!(
-            "(unexpected) {} {} ({} body bytes) -> 404",
-            req.method,
-            req.url,
-            req.body.len()
-        ));
-        google_error(404, "NOT_FOUND", "Not found (e2e mock)", json!([]))
-    }
-}
-
 /// A Google API error response (`google.rpc.Status` under `error`).
 fn google_error(code: u16, status: &str, message: &str, details: Value) -> ResponseTemplate {
     ResponseTemplate::new(code).set_body_json(google_error_body(code, status, message, details))
@@ -330,16 +300,11 @@ fn sse(chunks: &[Value]) -> ResponseTemplate {
 
 /// All text parts of the user contents.
 fn user_text(contents: &[Value]) -> String {
-    let mut out = String::new();
-    for c in contents.iter().filter(|c| c["role"] == "user") {
-        for p in c["parts"].as_array().into_iter().flatten() {
-            if let Some(t) = p["text"].as_str() {
-                out.push_str(t);
-                out.push('\n');
-            }
-        }
-    }
-    out
+    contents
+        .iter()
+        .filter(|c| c["role"] == "user" && c["parts"].is_array())
+        .map(|c| support::text_of(&c["parts"]))
+        .collect()
 }
 
 /// The `functionResponse` part answering a call of `name` in the last user content.
@@ -385,7 +350,10 @@ async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
         .mount(&server)
         .await;
     Mock::given(any())
-        .respond_with(Other(log.clone()))
+        .respond_with(support::Other {
+            log: log.clone(),
+            not_found: google_error(404, "NOT_FOUND", "Not found (e2e mock)", json!([])),
+        })
         .with_priority(10)
         .mount(&server)
         .await;

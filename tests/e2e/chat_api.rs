@@ -140,8 +140,16 @@ impl ChatApi {
 
 /// Start the stand-in with `script` (and the dead-end proxy).
 pub async fn start(script: impl Fn(&Call) -> Reply + Send + Sync + 'static) -> ChatApi {
+    start_with_log(Log::default(), script).await
+}
+
+/// [`start`] with `log` as its request log, so that the script can add its own lines (e.g.
+/// mark a call it did not expect as `(unexpected)`).
+pub async fn start_with_log(
+    log: Log,
+    script: impl Fn(&Call) -> Reply + Send + Sync + 'static,
+) -> ChatApi {
     let server = MockServer::start().await;
-    let log = Log::default();
     let calls = Arc::new(Mutex::new(Vec::new()));
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))

@@ -406,13 +406,7 @@ async fn real_claude_writes_the_report_and_the_item_completes() {
     let sb = Sandbox::new(&claude);
 
     let r = run_claude(&sb, &api.uri(), "90s").await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 0, "every item completed: {}", context());
     let row = sb.row();
@@ -473,13 +467,8 @@ async fn real_claude_writes_the_report_and_the_item_completes() {
     );
 
     // Nothing else was requested, and nothing is left running.
-    let unexpected = log.unexpected();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected requests: {unexpected:#?}"
-    );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
     eprintln!("completed in {:.1?}, cost ${cost}", r.took);
 }
 
@@ -505,13 +494,7 @@ async fn api_error_fails_the_item(
     let sb = Sandbox::new(&claude);
 
     let r = run_claude(&sb, &api.uri(), "90s").await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 1, "an item did not complete: {}", context());
     let row = sb.row();
@@ -542,8 +525,7 @@ async fn api_error_fails_the_item(
         "gave up quickly: {:.1?}",
         r.took
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
     eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
 }
 
@@ -605,8 +587,7 @@ async fn real_claude_report_in_the_final_text_completes() {
         log.dump()
     );
     assert_eq!(row["summary"], "wrote the report", "{row:?}");
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// A stalled API and a short `--timeout`: `timed_out`, and no Claude Code process is left.
@@ -632,8 +613,7 @@ async fn real_claude_stalled_api_times_out_and_leaves_no_process() {
         "the request reached the API: {}",
         log.dump()
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// A 429 with rate limits allowed to wait: the team pauses (Claude Code names no time, so
@@ -662,8 +642,7 @@ async fn real_claude_rate_limit_pauses_the_team_and_the_next_attempt_completes()
         "waited: {:?}",
         r.took
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// The same loop under `--sandbox landlock` (the output and workspace outside the teammate's
@@ -682,13 +661,7 @@ async fn real_claude_completes_under_the_landlock_sandbox() {
             &claude_env(&sb, &api.uri()),
         )
         .await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
     if r.stderr.contains("--sandbox landlock") && r.code == 3 {
         eprintln!(
             "skipped: this kernel cannot run --sandbox landlock: {}",
@@ -708,6 +681,5 @@ async fn real_claude_completes_under_the_landlock_sandbox() {
             .unwrap_or(false),
         "Claude Code kept its state in CLAUDE_CONFIG_DIR"
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }

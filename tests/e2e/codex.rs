@@ -440,13 +440,7 @@ async fn real_codex_writes_the_report_with_apply_patch_and_the_item_completes() 
     let sb = Sandbox::new(&codex);
 
     let r = run_codex(&sb, &api.uri(), "90s", &["--model", MODEL], Some("sk-test")).await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 0, "every item completed: {}", context());
     let row = sb.row();
@@ -518,13 +512,8 @@ async fn real_codex_writes_the_report_with_apply_patch_and_the_item_completes() 
     assert!(!sb.home().join(".codex/state_5.sqlite").exists());
 
     // Nothing else was requested, and nothing is left running.
-    let unexpected = log.unexpected();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected requests: {unexpected:#?}"
-    );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
     eprintln!("completed in {:.1?}", r.took);
 }
 
@@ -554,8 +543,7 @@ async fn real_codex_report_in_the_final_text_completes() {
     );
     assert_eq!(row["input_tokens"], TURN2_USAGE.0.to_string(), "{row:?}");
     assert!(log.unexpected().is_empty(), "{}", log.dump());
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// An API error (retries off) or a missing key: the item is `failed` with codex's own
@@ -575,13 +563,7 @@ async fn api_error_fails_the_item(
     let sb = Sandbox::new(&codex);
 
     let r = run_codex(&sb, &api.uri(), "90s", &[], key).await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 1, "an item did not complete: {}", context());
     let row = sb.row();
@@ -617,8 +599,7 @@ async fn api_error_fails_the_item(
         "gave up quickly: {:.1?}",
         r.took
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
     eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
 }
 
@@ -760,8 +741,7 @@ async fn real_codex_stalled_api_times_out_and_leaves_no_process() {
         "8s limit + 5s grace: {:.1?}",
         r.took
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// A start-up failure (a broken `config.toml`): codex prints no JSON, only a TOML diagnostic
@@ -793,8 +773,7 @@ async fn real_codex_broken_config_fails_with_its_stderr_message() {
         context()
     );
     assert_eq!(seen.with(|s| s.calls), 0, "{}", context());
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// A 429 with rate limits allowed to wait: the team pauses (codex prints no retry time, so
@@ -832,8 +811,7 @@ async fn real_codex_rate_limit_pauses_the_team_and_the_next_attempt_completes() 
         "waited: {:?}",
         r.took
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// The same loop under `--sandbox landlock` (output and workspace outside the working
@@ -874,13 +852,7 @@ async fn real_codex_completes_under_the_landlock_sandbox() {
             ],
         )
         .await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
     if r.stderr.contains("--sandbox landlock") && r.code == 3 {
         eprintln!(
             "skipped: this kernel cannot run --sandbox landlock: {}",
@@ -901,6 +873,5 @@ async fn real_codex_completes_under_the_landlock_sandbox() {
         "{}",
         context()
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }

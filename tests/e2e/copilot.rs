@@ -315,13 +315,7 @@ async fn real_copilot_writes_the_report_and_the_item_completes() {
     let sb = Sandbox::new(&copilot);
 
     let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 0, "every item completed: {}", context());
     let row = sb.row();
@@ -373,13 +367,8 @@ async fn real_copilot_writes_the_report_and_the_item_completes() {
     assert_eq!(printed.len(), 36, "a UUID: {printed}");
 
     // Nothing else was requested, and nothing is left running.
-    let unexpected = log.unexpected();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected requests: {unexpected:#?}"
-    );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
     eprintln!("completed in {:.1?}", r.took);
 }
 
@@ -402,19 +391,12 @@ async fn real_copilot_report_in_the_final_text_completes() {
     );
     assert_eq!(row["summary"], "wrote the report", "{row:?}");
     assert_eq!(seen.with(|s| s.calls), 1, "one turn: {}", log.dump());
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// The item failed with `kind`, and the reason holds each of `expect_in_reason`.
 fn assert_failed(sb: &Sandbox, r: &support::Run, log: &Log, kind: &str, expect_in_reason: &[&str]) {
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(r, log);
     assert_eq!(r.code, 1, "an item did not complete: {}", context());
     let row = sb.row();
     assert_eq!(row["status"], "failed", "{row:?}\n{}", context());
@@ -433,8 +415,7 @@ fn assert_failed(sb: &Sandbox, r: &support::Run, log: &Log, kind: &str, expect_i
         r.stdout.contains(&start),
         "the closing summary names the reason: {r:?}"
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// A 429 on every call: Copilot retries 5 times (honouring `retry-after: 0`), then gives up
@@ -503,8 +484,7 @@ async fn real_copilot_retries_a_single_429_itself_and_the_item_completes() {
         log.dump()
     );
     assert!(!r.stdout.contains("PAUSED"), "{r:?}");
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// OpenAI's used-up-quota 429 (`insufficient_quota`): Copilot retries it like a rate limit
@@ -693,6 +673,5 @@ async fn real_copilot_stalled_api_times_out_and_leaves_no_process() {
         "the request reached the API: {}",
         log.dump()
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }

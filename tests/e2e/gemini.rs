@@ -426,13 +426,7 @@ async fn real_gemini_writes_the_report_and_the_item_completes() {
     let sb = Sandbox::new(&gemini);
 
     let r = run_gemini(&sb, &api.uri(), "90s", Some("sk-test")).await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 0, "every item completed: {}", context());
     let row = sb.row();
@@ -498,13 +492,8 @@ async fn real_gemini_writes_the_report_and_the_item_completes() {
     );
     assert_eq!(row["input_tokens"], "", "not mapped: {row:?}");
 
-    let unexpected = log.unexpected();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected requests: {unexpected:#?}"
-    );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
     eprintln!("completed in {:.1?}", r.took);
 }
 
@@ -533,8 +522,7 @@ async fn real_gemini_report_in_the_final_text_completes() {
         "{}",
         log.dump()
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// An API error Gemini CLI gives up on at once: the item is `failed` with the CLI's own
@@ -553,13 +541,7 @@ async fn api_error_fails_the_item(
     let sb = Sandbox::new(&gemini);
 
     let r = run_gemini(&sb, &api.uri(), "90s", key).await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 1, "an item did not complete: {}", context());
     let row = sb.row();
@@ -593,13 +575,8 @@ async fn api_error_fails_the_item(
         "gave up quickly: {:.1?}",
         r.took
     );
-    let unexpected = log.unexpected();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected requests: {unexpected:#?}"
-    );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
     eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
     (sb, seen)
 }
@@ -777,7 +754,6 @@ async fn real_gemini_stalled_api_times_out_and_leaves_no_process() {
         "the request reached the API: {}",
         log.dump()
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
     eprintln!("timed out as expected in {:.1?}", r.took);
 }

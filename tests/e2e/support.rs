@@ -172,6 +172,15 @@ impl Log {
     pub fn dump(&self) -> String {
         self.lines().join("\n")
     }
+    /// Fail the test when a line is marked `(unexpected)`.
+    #[track_caller]
+    pub fn assert_nothing_unexpected(&self) {
+        let unexpected = self.unexpected();
+        assert!(
+            unexpected.is_empty(),
+            "unexpected requests: {unexpected:#?}"
+        );
+    }
     /// Lines marked `(unexpected)`.
     pub fn unexpected(&self) -> Vec<String> {
         self.lines()
@@ -545,6 +554,23 @@ impl Sandbox {
             found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
         }
         found
+    }
+
+    /// Fail the test when a process of this sandbox is still alive 5 s from now.
+    #[track_caller]
+    pub fn assert_no_survivors(&self) {
+        let survivors = self.survivors_after(5.0);
+        assert!(survivors.is_empty(), "left running: {survivors:?}");
+    }
+
+    /// `run`, the agent's logs ([`Sandbox::agent_log`]) and the scripted API's `log`, for a
+    /// failure message.
+    pub fn context(&self, run: &Run, log: &Log) -> String {
+        format!(
+            "{run:?}\n{}\n--- mock api log\n{}",
+            self.agent_log(),
+            log.dump()
+        )
     }
 
     /// Wait up to `secs` for no process of this sandbox to be alive; return the survivors.

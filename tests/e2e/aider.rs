@@ -283,9 +283,8 @@ async fn api_error_fails_the_item(
         return;
     };
     let api = chat_api::start(move |c: &Call| {
-        if c.auth.as_deref() != Some(&format!("Bearer {API_KEY}")) {
-            let key = c.auth.as_deref().and_then(|a| a.strip_prefix("Bearer "));
-            return Reply::bad_key(key.unwrap_or(""));
+        if c.key() != API_KEY {
+            return Reply::bad_key(c.key());
         }
         reply.clone()
     })

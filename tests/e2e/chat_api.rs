@@ -47,6 +47,17 @@ pub struct Call {
     pub auth: Option<String>,
 }
 
+impl Call {
+    /// The bearer token of its `Authorization` header (empty when there is none); the key is
+    /// right when it is [`API_KEY`].
+    pub fn key(&self) -> &str {
+        self.auth
+            .as_deref()
+            .and_then(|a| a.strip_prefix("Bearer "))
+            .unwrap_or("")
+    }
+}
+
 /// What the scripted model answers.
 #[derive(Debug, Clone)]
 pub enum Reply {

@@ -92,13 +92,8 @@ fn reply(script: Script, c: &Call, log: &Log, seen: &Seen) -> Reply {
         s.models.push(c.model.clone());
         s.authorization.push(c.auth.clone());
     });
-    if c.auth.as_deref() != Some(&format!("Bearer {KEY}")) {
-        let shown = c
-            .auth
-            .as_deref()
-            .and_then(|a| a.strip_prefix("Bearer "))
-            .unwrap_or("");
-        return if shown.is_empty() {
+    if c.key() != KEY {
+        return if c.key().is_empty() {
             Reply::Error {
                 status: 401,
                 message: "You didn't provide an API key. You need to provide your API key in an \
@@ -110,7 +105,7 @@ fn reply(script: Script, c: &Call, log: &Log, seen: &Seen) -> Reply {
                 headers: vec![],
             }
         } else {
-            Reply::bad_key(shown)
+            Reply::bad_key(c.key())
         };
     }
 

@@ -260,8 +260,8 @@ async fn api_error_fails_the_item(
         return;
     };
     let api = chat_api::start(move |c: &Call| {
-        if c.auth.as_deref() != Some(&format!("Bearer {API_KEY}")) {
-            return Reply::bad_key(key_of(c));
+        if c.key() != API_KEY {
+            return Reply::bad_key(c.key());
         }
         reply.clone()
     })
@@ -289,13 +289,6 @@ async fn api_error_fails_the_item(
     assert!(api.log.unexpected().is_empty(), "{}", api.log.dump());
     sb.assert_no_survivors();
     eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
-}
-
-fn key_of(c: &Call) -> &str {
-    c.auth
-        .as_deref()
-        .and_then(|a| a.strip_prefix("Bearer "))
-        .unwrap_or("")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

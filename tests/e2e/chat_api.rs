@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
-use wiremock::matchers::{any, method, path};
+use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::support::{self, Log};
@@ -172,20 +172,18 @@ pub async fn start_with_log(
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(any())
-        .respond_with(support::Other {
-            log: log.clone(),
-            not_found: error(
-                404,
-                "Not found (e2e mock)",
-                "invalid_request_error",
-                None,
-                &[],
-            ),
-        })
-        .with_priority(10)
-        .mount(&server)
-        .await;
+    support::Other {
+        log: log.clone(),
+        not_found: error(
+            404,
+            "Not found (e2e mock)",
+            "invalid_request_error",
+            None,
+            &[],
+        ),
+    }
+    .mount(&server)
+    .await;
     let proxy = dead_end_proxy(log.clone()).await;
     ChatApi {
         server,

@@ -36,7 +36,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wiremock::matchers::{any, method, path};
+use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
@@ -330,19 +330,17 @@ async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(any())
-        .respond_with(support::Other {
-            log: log.clone(),
-            not_found: api_error(
-                404,
-                "invalid_request_error",
-                "unknown_url",
-                "Unknown URL (e2e mock)",
-            ),
-        })
-        .with_priority(10)
-        .mount(&server)
-        .await;
+    support::Other {
+        log: log.clone(),
+        not_found: api_error(
+            404,
+            "invalid_request_error",
+            "unknown_url",
+            "Unknown URL (e2e mock)",
+        ),
+    }
+    .mount(&server)
+    .await;
     (server, log, seen)
 }
 

@@ -31,7 +31,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wiremock::matchers::{any, method, path_regex};
+use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
@@ -349,14 +349,12 @@ async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(any())
-        .respond_with(support::Other {
-            log: log.clone(),
-            not_found: google_error(404, "NOT_FOUND", "Not found (e2e mock)", json!([])),
-        })
-        .with_priority(10)
-        .mount(&server)
-        .await;
+    support::Other {
+        log: log.clone(),
+        not_found: google_error(404, "NOT_FOUND", "Not found (e2e mock)", json!([])),
+    }
+    .mount(&server)
+    .await;
     (server, log, seen)
 }
 

@@ -25,7 +25,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wiremock::matchers::{any, method, path};
+use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
@@ -309,14 +309,12 @@ async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(any())
-        .respond_with(support::Other {
-            log: log.clone(),
-            not_found: openai_error(404, "Not found (e2e mock)", "invalid_request_error", None),
-        })
-        .with_priority(10)
-        .mount(&server)
-        .await;
+    support::Other {
+        log: log.clone(),
+        not_found: openai_error(404, "Not found (e2e mock)", "invalid_request_error", None),
+    }
+    .mount(&server)
+    .await;
     (server, log, seen)
 }
 

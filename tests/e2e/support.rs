@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wiremock::{Request, Respond, ResponseTemplate};
+use wiremock::matchers::any;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// Longest a whole `runner` invocation may take before the test fails. The runner's own
 /// `--timeout` (then `--grace 5s`) should end a hung CLI first; this is the backstop.
@@ -303,6 +304,18 @@ pub struct Other {
     pub log: Log,
     /// The answer: a 404 with the API's error body.
     pub not_found: ResponseTemplate,
+}
+
+impl Other {
+    /// Mount it on `server` below every other mock (priority 10), so it answers only what
+    /// they do not.
+    pub async fn mount(self, server: &MockServer) {
+        Mock::given(any())
+            .respond_with(self)
+            .with_priority(10)
+            .mount(server)
+            .await;
+    }
 }
 
 impl Respond for Other {

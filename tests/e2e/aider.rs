@@ -190,13 +190,8 @@ async fn real_aider_edits_a_file_and_the_report_completes_the_item() {
     assert!(!calls[0].stream, "--no-stream");
     assert_eq!(calls[0].model, "e2e-model");
     assert_eq!(calls[0].auth.as_deref(), Some("Bearer sk-test"));
-    let unexpected = api.log.unexpected();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected requests: {unexpected:#?}"
-    );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    api.log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
     eprintln!("completed in {:.1?}", r.took);
 }
 
@@ -227,8 +222,7 @@ async fn real_aider_report_in_the_final_text_completes() {
     assert_eq!(row["summary"], "wrote the report", "{row:?}");
     assert_no_git_left(&sb);
     assert!(api.log.unexpected().is_empty(), "{}", api.log.dump());
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// Two aider teammates at once in a folder that is not a git work tree: with `--no-git`
@@ -271,8 +265,7 @@ async fn real_aider_parallel_teammates_outside_git_leave_no_repository() {
     assert_no_git_left(&sb);
     assert_eq!(api.calls().len(), 2, "{}", ctx());
     assert!(api.log.unexpected().is_empty(), "{}", api.log.dump());
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// aider exits 0 after an API error: the item fails with the litellm error aider printed, and
@@ -290,9 +283,8 @@ async fn api_error_fails_the_item(
         return;
     };
     let api = chat_api::start(move |c: &Call| {
-        if c.auth.as_deref() != Some(&format!("Bearer {API_KEY}")) {
-            let key = c.auth.as_deref().and_then(|a| a.strip_prefix("Bearer "));
-            return Reply::bad_key(key.unwrap_or(""));
+        if c.key() != API_KEY {
+            return Reply::bad_key(c.key());
         }
         reply.clone()
     })
@@ -318,8 +310,7 @@ async fn api_error_fails_the_item(
     assert!(r.took < within, "gave up within {within:?}: {r:?}");
     assert_no_git_left(&sb);
     assert!(api.log.unexpected().is_empty(), "{}", api.log.dump());
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
     eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
 }
 
@@ -376,6 +367,5 @@ async fn real_aider_stalled_api_times_out_and_leaves_no_process() {
     assert_eq!(row["failure_kind"], "timed_out", "{row:?}");
     assert!(!api.calls().is_empty(), "the API was called: {}", ctx());
     assert!(r.took < Duration::from_secs(60), "{r:?}");
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }

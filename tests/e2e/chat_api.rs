@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
-use wiremock::matchers::{any, method, path};
+use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::Log;
+use crate::support::{self, Log};
 
 /// The key the stand-in accepts (`Authorization: Bearer sk-test`); any other gets a 401.
 pub const API_KEY: &str = "sk-test";
@@ -45,6 +45,17 @@ pub struct Call {
     pub tool_results: Vec<(String, String)>,
     /// The `Authorization` header.
     pub auth: Option<String>,
+}
+
+impl Call {
+    /// The bearer token of its `Authorization` header (empty when there is none); the key is
+    /// right when it is [`API_KEY`].
+    pub fn key(&self) -> &str {
+        self.auth
+            .as_deref()
+            .and_then(|a| a.strip_prefix("Bearer "))
+            .unwrap_or("")
+    }
 }
 
 /// What the scripted model answers.
@@ -140,8 +151,16 @@ impl ChatApi {
 
 /// Start the stand-in with `script` (and the dead-end proxy).
 pub async fn start(script: impl Fn(&Call) -> Reply + Send + Sync + 'static) -> ChatApi {
+    start_with_log(Log::default(), script).await
+}
+
+/// [`start`] with `log` as its request log, so that the script can add its own lines (e.g.
+/// mark a call it did not expect as `(unexpected)`).
+pub async fn start_with_log(
+    log: Log,
+    script: impl Fn(&Call) -> Reply + Send + Sync + 'static,
+) -> ChatApi {
     let server = MockServer::start().await;
-    let log = Log::default();
     let calls = Arc::new(Mutex::new(Vec::new()));
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
@@ -153,11 +172,18 @@ pub async fn start(script: impl Fn(&Call) -> Reply + Send + Sync + 'static) -> C
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(any())
-        .respond_with(Other(log.clone()))
-        .with_priority(10)
-        .mount(&server)
-        .await;
+    support::Other {
+        log: log.clone(),
+        not_found: error(
+            404,
+            "Not found (e2e mock)",
+            "invalid_request_error",
+            None,
+            &[],
+        ),
+    }
+    .mount(&server)
+    .await;
     let proxy = dead_end_proxy(log.clone()).await;
     ChatApi {
         server,
@@ -203,13 +229,8 @@ struct Completions {
 
 impl Respond for Completions {
     fn respond(&self, req: &Request) -> ResponseTemplate {
-        let body: Value = match serde_json::from_slice(&req.body) {
-            Ok(v) => v,
-            Err(e) => {
-                self.log
-                    .push(format!("(unexpected) POST {} body not JSON: {e}", req.url));
-                return error(400, "body is not JSON", "invalid_request_error", None, &[]);
-            }
+        let Some(body) = support::json_body(req, &self.log) else {
+            return error(400, "body is not JSON", "invalid_request_error", None, &[]);
         };
         let text_of = |role: &str| {
             let mut out = String::new();
@@ -247,11 +268,7 @@ impl Respond for Completions {
                 )
             })
             .collect();
-        let auth = req
-            .headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
+        let auth = support::header(req, "authorization");
         let call = {
             let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
             let call = Call {
@@ -380,27 +397,23 @@ fn respond(call: &Call, reply: Reply) -> ResponseTemplate {
         }
         c
     };
-    let mut body = String::new();
-    for d in deltas {
-        let c = chunk(
-            json!([{"index": 0, "delta": d, "logprobs": null, "finish_reason": null}]),
-            None,
-        );
-        body.push_str(&format!("data: {c}\n\n"));
-    }
-    let fin = chunk(
+    let mut chunks: Vec<Value> = deltas
+        .into_iter()
+        .map(|d| {
+            chunk(
+                json!([{"index": 0, "delta": d, "logprobs": null, "finish_reason": null}]),
+                None,
+            )
+        })
+        .collect();
+    chunks.push(chunk(
         json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish}]),
         None,
-    );
-    body.push_str(&format!("data: {fin}\n\n"));
+    ));
     if call.body["stream_options"]["include_usage"] == json!(true) {
-        let u = chunk(json!([]), Some(usage(used)));
-        body.push_str(&format!("data: {u}\n\n"));
+        chunks.push(chunk(json!([]), Some(usage(used))));
     }
-    body.push_str("data: [DONE]\n\n");
-    ResponseTemplate::new(200)
-        .insert_header("cache-control", "no-cache")
-        .set_body_raw(body, "text/event-stream")
+    support::event_stream(support::data_events(&chunks))
 }
 
 fn error(
@@ -419,25 +432,4 @@ fn error(
         t = t.insert_header(k.as_str(), v.as_str());
     }
     t
-}
-
-/// Every other request: logged as unexpected, an OpenAI-style 404.
-struct Other(Log);
-
-impl Respond for Other {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        self.0.push(format!(
-            "(unexpected) {} {} ({} body bytes) -> 404",
-            req.method,
-            req.url,
-            req.body.len()
-        ));
-        error(
-            404,
-            "Not found (e2e mock)",
-            "invalid_request_error",
-            None,
-            &[],
-        )
-    }
 }

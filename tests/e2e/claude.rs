@@ -12,14 +12,13 @@
 //! /v1/messages?beta=true` (streaming), one per turn. Anything else is answered sensibly and
 //! logged (run with `--nocapture` to see the log).
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use wiremock::matchers::{any, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{self, Cli, Log, Sandbox, find_report_path};
+use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
 
 /// The tool-use id of the scripted `Write` call.
 const TOOL_USE_ID: &str = "toolu_01E2eWriteReport0000000";
@@ -49,8 +48,7 @@ const TURN1_USAGE: (u64, u64) = (18_234, 96);
 const TURN2_USAGE: (u64, u64) = (18_412, 14);
 
 /// What the Messages responder learned, for the assertions.
-#[derive(Clone, Default)]
-struct Seen(Arc<Mutex<SeenInner>>);
+type Seen = Shared<SeenInner>;
 
 #[derive(Default, Debug)]
 struct SeenInner {
@@ -59,12 +57,6 @@ struct SeenInner {
     tool_result: Option<Value>,
     session_header: Option<String>,
     api_key_header: Option<String>,
-}
-
-impl Seen {
-    fn with<T>(&self, f: impl FnOnce(&mut SeenInner) -> T) -> T {
-        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
-    }
 }
 
 /// `POST /v1/messages`.
@@ -76,21 +68,8 @@ struct Messages {
 
 impl Respond for Messages {
     fn respond(&self, req: &Request) -> ResponseTemplate {
-        let header = |name: &str| {
-            req.headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
-        let body: Value = match serde_json::from_slice(&req.body) {
-            Ok(v) => v,
-            Err(e) => {
-                self.log.push(format!(
-                    "POST {} with a body that is not JSON: {e}",
-                    req.url
-                ));
-                return api_error(400, "invalid_request_error", "body is not JSON");
-            }
+        let Some(body) = support::json_body(req, &self.log) else {
+            return api_error(400, "invalid_request_error", "body is not JSON");
         };
         let model = body["model"].as_str().unwrap_or("?").to_string();
         let streaming = body["stream"] == json!(true);
@@ -98,12 +77,13 @@ impl Respond for Messages {
             .as_array()
             .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
             .unwrap_or_default();
-        let user_text = user_text(&body);
+        let user_text = support::user_text(&body["messages"]);
         let tool_result = tool_result(&body, TOOL_USE_ID);
         let turn = self.seen.with(|s| {
             s.message_calls += 1;
-            s.session_header = header("x-claude-code-session-id").or(s.session_header.take());
-            s.api_key_header = header("x-api-key");
+            s.session_header =
+                support::header(req, "x-claude-code-session-id").or(s.session_header.take());
+            s.api_key_header = support::header(req, "x-api-key");
             s.message_calls
         });
         let what = format!(
@@ -241,15 +221,7 @@ fn api_error(status: u16, error_type: &str, message: &str) -> ResponseTemplate {
 
 /// A server-sent-events body, as the Messages API streams it.
 fn sse(events: &[Value]) -> ResponseTemplate {
-    let mut body = String::new();
-    for e in events {
-        let name = e["type"].as_str().unwrap_or("message");
-        body.push_str(&format!("event: {name}\ndata: {e}\n\n"));
-    }
-    ResponseTemplate::new(200)
-        .insert_header("request-id", "req_e2e_mock")
-        .insert_header("cache-control", "no-cache")
-        .set_body_raw(body, "text/event-stream")
+    support::event_stream(support::named_events(events)).insert_header("request-id", "req_e2e_mock")
 }
 
 fn message_start(model: &str, turn: usize, input_tokens: u64) -> Value {
@@ -331,29 +303,6 @@ fn text_turn(model: &str, turn: usize, text: &str, usage: (u64, u64)) -> Vec<Val
     ];
     events.extend(message_end("end_turn", usage));
     events
-}
-
-/// All text of the user messages.
-fn user_text(body: &Value) -> String {
-    let mut out = String::new();
-    for m in body["messages"].as_array().into_iter().flatten() {
-        if m["role"] != "user" {
-            continue;
-        }
-        match &m["content"] {
-            Value::String(s) => out.push_str(s),
-            Value::Array(blocks) => {
-                for b in blocks {
-                    if let Some(t) = b["text"].as_str() {
-                        out.push_str(t);
-                        out.push('\n');
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
 }
 
 /// The `tool_result` block answering `id`, if the conversation has one.
@@ -457,13 +406,7 @@ async fn real_claude_writes_the_report_and_the_item_completes() {
     let sb = Sandbox::new(&claude);
 
     let r = run_claude(&sb, &api.uri(), "90s").await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 0, "every item completed: {}", context());
     let row = sb.row();
@@ -524,13 +467,8 @@ async fn real_claude_writes_the_report_and_the_item_completes() {
     );
 
     // Nothing else was requested, and nothing is left running.
-    let unexpected = log.unexpected();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected requests: {unexpected:#?}"
-    );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
     eprintln!("completed in {:.1?}, cost ${cost}", r.took);
 }
 
@@ -556,13 +494,7 @@ async fn api_error_fails_the_item(
     let sb = Sandbox::new(&claude);
 
     let r = run_claude(&sb, &api.uri(), "90s").await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 1, "an item did not complete: {}", context());
     let row = sb.row();
@@ -593,8 +525,7 @@ async fn api_error_fails_the_item(
         "gave up quickly: {:.1?}",
         r.took
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
     eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
 }
 
@@ -656,8 +587,7 @@ async fn real_claude_report_in_the_final_text_completes() {
         log.dump()
     );
     assert_eq!(row["summary"], "wrote the report", "{row:?}");
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// A stalled API and a short `--timeout`: `timed_out`, and no Claude Code process is left.
@@ -683,8 +613,7 @@ async fn real_claude_stalled_api_times_out_and_leaves_no_process() {
         "the request reached the API: {}",
         log.dump()
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// A 429 with rate limits allowed to wait: the team pauses (Claude Code names no time, so
@@ -713,8 +642,7 @@ async fn real_claude_rate_limit_pauses_the_team_and_the_next_attempt_completes()
         "waited: {:?}",
         r.took
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// The same loop under `--sandbox landlock` (the output and workspace outside the teammate's
@@ -733,13 +661,7 @@ async fn real_claude_completes_under_the_landlock_sandbox() {
             &claude_env(&sb, &api.uri()),
         )
         .await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
     if r.stderr.contains("--sandbox landlock") && r.code == 3 {
         eprintln!(
             "skipped: this kernel cannot run --sandbox landlock: {}",
@@ -759,6 +681,5 @@ async fn real_claude_completes_under_the_landlock_sandbox() {
             .unwrap_or(false),
         "Claude Code kept its state in CLAUDE_CONFIG_DIR"
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }

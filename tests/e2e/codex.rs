@@ -33,14 +33,13 @@
 //!   start-up warnings. The texts M are asserted below.
 //! - `turn.completed.usage` sums the turn's requests (input and output tokens).
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wiremock::matchers::{any, method, path};
+use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{self, Cli, Log, Sandbox, find_report_path};
+use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
 
 /// The call id of the scripted `apply_patch` call.
 const CALL_ID: &str = "call_e2e_apply_patch_0001";
@@ -80,8 +79,7 @@ enum Script {
 }
 
 /// What the Responses responder learned, for the assertions.
-#[derive(Clone, Default)]
-struct Seen(Arc<Mutex<SeenInner>>);
+type Seen = Shared<SeenInner>;
 
 #[derive(Default, Debug)]
 struct SeenInner {
@@ -93,12 +91,6 @@ struct SeenInner {
     authorization: Option<String>,
 }
 
-impl Seen {
-    fn with<T>(&self, f: impl FnOnce(&mut SeenInner) -> T) -> T {
-        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-}
-
 /// `POST /v1/responses`.
 struct Responses {
     script: Script,
@@ -108,24 +100,8 @@ struct Responses {
 
 impl Respond for Responses {
     fn respond(&self, req: &Request) -> ResponseTemplate {
-        let header = |name: &str| {
-            req.headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
-        let body: Value = match serde_json::from_slice(&req.body) {
-            Ok(v) => v,
-            Err(e) => {
-                self.log.push(format!(
-                    "(unexpected) POST {} with a body that is not JSON ({} bytes, \
-                     content-encoding {:?}): {e}",
-                    req.url,
-                    req.body.len(),
-                    header("content-encoding")
-                ));
-                return api_error(400, "invalid_request_error", "invalid_json", "not JSON");
-            }
+        let Some(body) = support::json_body(req, &self.log) else {
+            return api_error(400, "invalid_request_error", "invalid_json", "not JSON");
         };
         let model = body["model"].as_str().unwrap_or("?").to_string();
         let streaming = body["stream"] == json!(true);
@@ -148,8 +124,8 @@ impl Respond for Responses {
         let turn = self.seen.with(|s| {
             s.calls += 1;
             s.models.push(model.clone());
-            s.session_header = header("session-id").or(s.session_header.take());
-            s.authorization = header("authorization");
+            s.session_header = support::header(req, "session-id").or(s.session_header.take());
+            s.authorization = support::header(req, "authorization");
             s.calls
         });
         let what = format!(
@@ -221,26 +197,6 @@ impl Respond for Responses {
     }
 }
 
-/// Every other request: logged as unexpected, answered with an OpenAI-style 404.
-struct Other(Log);
-
-impl Respond for Other {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        self.0.push(format!(
-            "(unexpected) {} {} ({} body bytes) -> 404",
-            req.method,
-            req.url,
-            req.body.len()
-        ));
-        api_error(
-            404,
-            "invalid_request_error",
-            "unknown_url",
-            "Unknown URL (e2e mock)",
-        )
-    }
-}
-
 /// An OpenAI API error response (`{"error": {message, type, param, code}}`).
 fn api_error(status: u16, error_type: &str, code: &str, message: &str) -> ResponseTemplate {
     ResponseTemplate::new(status)
@@ -252,15 +208,8 @@ fn api_error(status: u16, error_type: &str, code: &str, message: &str) -> Respon
 
 /// A server-sent-events body, as the Responses API streams it (`event:` = the `type`).
 fn sse(events: &[Value]) -> ResponseTemplate {
-    let mut body = String::new();
-    for e in events {
-        let name = e["type"].as_str().unwrap_or("message");
-        body.push_str(&format!("event: {name}\ndata: {e}\n\n"));
-    }
-    ResponseTemplate::new(200)
+    support::event_stream(support::named_events(events))
         .insert_header("x-request-id", "req_e2e_mock")
-        .insert_header("cache-control", "no-cache")
-        .set_body_raw(body, "text/event-stream")
 }
 
 fn response_created(id: &str) -> Value {
@@ -343,21 +292,15 @@ fn text_response(turn: usize, text: &str, usage: (u64, u64)) -> Vec<Value> {
     ]
 }
 
-/// All `input_text` of the user messages in the request's `input`.
+/// All `input_text` of the user messages in the request's `input` (content parts only).
 fn user_text(body: &Value) -> String {
-    let mut out = String::new();
-    for m in body["input"].as_array().into_iter().flatten() {
-        if m["type"] != "message" || m["role"] != "user" {
-            continue;
-        }
-        for part in m["content"].as_array().into_iter().flatten() {
-            if let Some(t) = part["text"].as_str() {
-                out.push_str(t);
-                out.push('\n');
-            }
-        }
-    }
-    out
+    body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["type"] == "message" && m["role"] == "user" && m["content"].is_array())
+        .map(|m| support::text_of(&m["content"]))
+        .collect()
 }
 
 /// The `custom_tool_call_output` (or `function_call_output`) answering `call_id`.
@@ -387,11 +330,17 @@ async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(any())
-        .respond_with(Other(log.clone()))
-        .with_priority(10)
-        .mount(&server)
-        .await;
+    support::Other {
+        log: log.clone(),
+        not_found: api_error(
+            404,
+            "invalid_request_error",
+            "unknown_url",
+            "Unknown URL (e2e mock)",
+        ),
+    }
+    .mount(&server)
+    .await;
     (server, log, seen)
 }
 
@@ -489,13 +438,7 @@ async fn real_codex_writes_the_report_with_apply_patch_and_the_item_completes() 
     let sb = Sandbox::new(&codex);
 
     let r = run_codex(&sb, &api.uri(), "90s", &["--model", MODEL], Some("sk-test")).await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 0, "every item completed: {}", context());
     let row = sb.row();
@@ -567,13 +510,8 @@ async fn real_codex_writes_the_report_with_apply_patch_and_the_item_completes() 
     assert!(!sb.home().join(".codex/state_5.sqlite").exists());
 
     // Nothing else was requested, and nothing is left running.
-    let unexpected = log.unexpected();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected requests: {unexpected:#?}"
-    );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
     eprintln!("completed in {:.1?}", r.took);
 }
 
@@ -603,8 +541,7 @@ async fn real_codex_report_in_the_final_text_completes() {
     );
     assert_eq!(row["input_tokens"], TURN2_USAGE.0.to_string(), "{row:?}");
     assert!(log.unexpected().is_empty(), "{}", log.dump());
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// An API error (retries off) or a missing key: the item is `failed` with codex's own
@@ -624,13 +561,7 @@ async fn api_error_fails_the_item(
     let sb = Sandbox::new(&codex);
 
     let r = run_codex(&sb, &api.uri(), "90s", &[], key).await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 1, "an item did not complete: {}", context());
     let row = sb.row();
@@ -666,8 +597,7 @@ async fn api_error_fails_the_item(
         "gave up quickly: {:.1?}",
         r.took
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
     eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
 }
 
@@ -809,8 +739,7 @@ async fn real_codex_stalled_api_times_out_and_leaves_no_process() {
         "8s limit + 5s grace: {:.1?}",
         r.took
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// A start-up failure (a broken `config.toml`): codex prints no JSON, only a TOML diagnostic
@@ -842,8 +771,7 @@ async fn real_codex_broken_config_fails_with_its_stderr_message() {
         context()
     );
     assert_eq!(seen.with(|s| s.calls), 0, "{}", context());
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// A 429 with rate limits allowed to wait: the team pauses (codex prints no retry time, so
@@ -881,8 +809,7 @@ async fn real_codex_rate_limit_pauses_the_team_and_the_next_attempt_completes() 
         "waited: {:?}",
         r.took
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// The same loop under `--sandbox landlock` (output and workspace outside the working
@@ -923,13 +850,7 @@ async fn real_codex_completes_under_the_landlock_sandbox() {
             ],
         )
         .await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
     if r.stderr.contains("--sandbox landlock") && r.code == 3 {
         eprintln!(
             "skipped: this kernel cannot run --sandbox landlock: {}",
@@ -950,6 +871,5 @@ async fn real_codex_completes_under_the_landlock_sandbox() {
         "{}",
         context()
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }

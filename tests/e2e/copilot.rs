@@ -1,7 +1,7 @@
 //! End to end: the built-in `copilot` runner definition against the REAL GitHub Copilot CLI,
 //! offline. Copilot's BYOK mode (`COPILOT_PROVIDER_BASE_URL`, provider type `openai`, wire
-//! API `completions`) points it at a `wiremock` server playing the OpenAI Chat Completions
-//! API, with a scripted model: the first turn answers with a `create` tool call that writes
+//! API `completions`) points it at the shared OpenAI Chat Completions stand-in
+//! (`chat_api`), with a scripted model: the first turn answers with a `create` tool call that writes
 //! the report to the path the prompt names, the second (after the tool result) with a short
 //! final text. `COPILOT_OFFLINE=true` turns off GitHub authentication, telemetry and
 //! updates. No real model is ever called.
@@ -20,17 +20,17 @@
 //! into `~/.cache/copilot/pkg/` (about 3 s); the tests share one unpacked copy in
 //! `target/e2e-copilot/cache` through `COPILOT_CACHE_HOME`.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wiremock::matchers::{any, method, path};
+use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{self, Cli, Log, Sandbox, find_report_path};
+use crate::chat_api::{self, Call, Reply};
+use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
 
 /// The key the stand-in accepts.
-const KEY: &str = "sk-test";
+const KEY: &str = chat_api::API_KEY;
 /// The model the runner is asked for (`--model`), forwarded as `--model` to Copilot.
 const MODEL: &str = "gpt-4.1";
 /// The tool-call id of the scripted `create` call.
@@ -72,8 +72,7 @@ enum Script {
 }
 
 /// What the responder learned, for the assertions.
-#[derive(Clone, Default)]
-struct Seen(Arc<Mutex<SeenInner>>);
+type Seen = Shared<SeenInner>;
 
 #[derive(Default, Debug)]
 struct SeenInner {
@@ -84,350 +83,118 @@ struct SeenInner {
     authorization: Vec<Option<String>>,
 }
 
-impl Seen {
-    fn with<T>(&self, f: impl FnOnce(&mut SeenInner) -> T) -> T {
-        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-}
-
-/// `POST /v1/chat/completions`.
-struct ChatCompletions {
-    script: Script,
-    log: Log,
-    seen: Seen,
-}
-
-impl Respond for ChatCompletions {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        let auth = req
-            .headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let body: Value = match serde_json::from_slice(&req.body) {
-            Ok(v) => v,
-            Err(e) => {
-                self.log.push(format!(
-                    "(unexpected) POST {} with a body that is not JSON: {e}",
-                    req.url
-                ));
-                return openai_error(400, "body is not JSON", "invalid_request_error", "");
+/// Copilot's side of the Chat Completions stand-in (`chat_api`): what the scripted model
+/// answers to call `c`, noting what it saw in `seen` and, in `log`, what Copilot should not
+/// have sent.
+fn reply(script: Script, c: &Call, log: &Log, seen: &Seen) -> Reply {
+    seen.with(|s| {
+        s.calls += 1;
+        s.models.push(c.model.clone());
+        s.authorization.push(c.auth.clone());
+    });
+    if c.key() != KEY {
+        return if c.key().is_empty() {
+            Reply::Error {
+                status: 401,
+                message: "You didn't provide an API key. You need to provide your API key in an \
+                          Authorization header using Bearer auth (i.e. Authorization: Bearer \
+                          YOUR_KEY)."
+                    .into(),
+                error_type: "invalid_request_error".into(),
+                code: None,
+                headers: vec![],
             }
+        } else {
+            Reply::bad_key(c.key())
         };
-        let model = body["model"].as_str().unwrap_or("?").to_string();
-        let streaming = body["stream"] == json!(true);
-        let tools: Vec<&str> = body["tools"]
-            .as_array()
-            .map(|t| {
-                t.iter()
-                    .filter_map(|t| t["function"]["name"].as_str())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let turn = self.seen.with(|s| {
-            s.calls += 1;
-            s.models.push(model.clone());
-            s.authorization.push(auth.clone());
-            s.calls
-        });
-        let what = format!(
-            "POST {} #{turn}: model {model}, stream {streaming}, {} message(s), {} tool(s)",
-            req.url.path(),
-            body["messages"].as_array().map_or(0, Vec::len),
-            tools.len()
-        );
+    }
 
-        if auth.as_deref() != Some(&format!("Bearer {KEY}")) {
-            self.log
-                .push(format!("{what} -> 401 (authorization {auth:?})"));
-            let shown = auth
-                .as_deref()
-                .and_then(|a| a.strip_prefix("Bearer "))
-                .unwrap_or("");
-            return if shown.is_empty() {
-                openai_error(
-                    401,
-                    "You didn't provide an API key. You need to provide your API key in an \
-                     Authorization header using Bearer auth (i.e. Authorization: Bearer \
-                     YOUR_KEY).",
-                    "invalid_request_error",
-                    "",
-                )
-            } else {
-                openai_error(
-                    401,
-                    &format!(
-                        "Incorrect API key provided: {shown}. You can find your API key at \
-                         https://platform.openai.com/account/api-keys."
-                    ),
-                    "invalid_request_error",
-                    "invalid_api_key",
-                )
+    // `retry-after: 0`, so Copilot's five retries of a 429 or 5xx take about 5 s.
+    let retry_now = || vec![("retry-after".to_string(), "0".to_string())];
+    match script {
+        Script::Fail {
+            status,
+            message,
+            error_type,
+            code,
+        } => {
+            return Reply::Error {
+                status,
+                message: message.into(),
+                error_type: error_type.into(),
+                code: (!code.is_empty()).then(|| code.into()),
+                headers: retry_now(),
             };
         }
-
-        match self.script {
-            Script::Fail {
-                status,
-                message,
-                error_type,
-                code,
-            } => {
-                self.log.push(format!("{what} -> {status} {error_type}"));
-                return openai_error(status, message, error_type, code)
-                    .insert_header("retry-after", "0");
-            }
-            Script::RateLimitOnce if turn == 1 => {
-                self.log.push(format!("{what} -> 429 requests (once)"));
-                return openai_error(429, RATE_LIMIT_MESSAGE, "requests", "rate_limit_exceeded")
-                    .insert_header("retry-after", "0");
-            }
-            Script::Stall => {
-                self.log.push(format!("{what} -> (stalling)"));
-                return ResponseTemplate::new(200).set_delay(Duration::from_secs(600));
-            }
-            _ => {}
+        Script::RateLimitOnce if c.n == 1 => {
+            return Reply::Error {
+                status: 429,
+                message: RATE_LIMIT_MESSAGE.into(),
+                error_type: "requests".into(),
+                code: Some("rate_limit_exceeded".into()),
+                headers: retry_now(),
+            };
         }
-
-        if !streaming {
-            // Copilot streams its turns; a non-streaming call would be a side request
-            // (a title, a summary). Answer it briefly.
-            self.log
-                .push(format!("{what} -> (unexpected) non-streaming text"));
-            return ResponseTemplate::new(200).set_body_json(json!({
-                "id": format!("chatcmpl-e2e-side-{turn}"),
-                "object": "chat.completion",
-                "created": 1_796_000_000,
-                "model": model,
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": "Report writing"}}],
-                "usage": {"prompt_tokens": 120, "completion_tokens": 3, "total_tokens": 123}
-            }));
+        Script::Stall => {
+            log.push(format!("call #{} -> (stalling)", c.n));
+            return Reply::Stall(Duration::from_secs(600));
         }
+        _ => {}
+    }
 
-        if let Some(result) = tool_result(&body, CALL_ID) {
-            self.seen.with(|s| s.tool_result = Some(result.clone()));
-            self.log
-                .push(format!("{what} -> final text (tool result: {result})"));
-            return sse(&text_turn(
-                &model,
-                turn,
-                "Done: the report is written.",
-                TURN2_USAGE,
+    if !c.stream {
+        // Copilot streams its turns; a non-streaming call would be a side request
+        // (a title, a summary). Answer it briefly.
+        log.push(format!("call #{} -> (unexpected) non-streaming text", c.n));
+        return Reply::text("Report writing", (120, 3));
+    }
+
+    if let Some((_, result)) = c.tool_results.iter().find(|(id, _)| id == CALL_ID) {
+        seen.with(|s| s.tool_result = Some(result.clone()));
+        return Reply::text("Done: the report is written.", TURN2_USAGE);
+    }
+
+    if let Script::ReportInText = script {
+        let text = format!("Done.\n```json\n{}\n```\n", support::report_json("1"));
+        return Reply::text(text, TURN2_USAGE);
+    }
+
+    match find_report_path(&support::user_text(&c.body["messages"])) {
+        Some(report) if c.tools.iter().any(|t| t == "create") => {
+            seen.with(|s| s.report_path = Some(report.clone()));
+            // `create {path: report, file_text: <report JSON>}`.
+            let arguments =
+                json!({"path": report, "file_text": support::report_json("1")}).to_string();
+            Reply::ToolCall {
+                text: "I'll write the report now.".into(),
+                id: CALL_ID.into(),
+                name: "create".into(),
+                arguments,
+                usage: TURN1_USAGE,
+            }
+        }
+        found => {
+            log.push(format!(
+                "call #{} -> (unexpected) no report path or no create tool (report path \
+                 {found:?}, tools {:?}); answering with text",
+                c.n, c.tools
             ));
-        }
-
-        if let Script::ReportInText = self.script {
-            self.log.push(format!("{what} -> the report as final text"));
-            let text = format!("Done.\n```json\n{}\n```\n", support::report_json("1"));
-            return sse(&text_turn(&model, turn, &text, TURN2_USAGE));
-        }
-
-        match find_report_path(&user_text(&body)) {
-            Some(report) if tools.contains(&"create") => {
-                self.seen.with(|s| s.report_path = Some(report.clone()));
-                self.log
-                    .push(format!("{what} -> tool call create {report}"));
-                sse(&create_turn(&model, turn, &report))
-            }
-            found => {
-                self.log.push(format!(
-                    "{what} -> (unexpected) no report path or no create tool \
-                     (report path {found:?}, tools {tools:?}); answering with text"
-                ));
-                sse(&text_turn(
-                    &model,
-                    turn,
-                    "I cannot find the report path.",
-                    (400, 9),
-                ))
-            }
+            Reply::text("I cannot find the report path.", (400, 9))
         }
     }
 }
 
-/// Every other request: an OpenAI-style 404. Logged as unexpected.
-struct Other(Log);
-
-impl Respond for Other {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        self.0.push(format!(
-            "(unexpected) {} {} ({} body bytes) -> 404",
-            req.method,
-            req.url,
-            req.body.len()
-        ));
-        openai_error(404, "Not found (e2e mock)", "invalid_request_error", "")
-    }
-}
-
-/// An OpenAI API error response.
-fn openai_error(status: u16, message: &str, error_type: &str, code: &str) -> ResponseTemplate {
-    let code = if code.is_empty() {
-        Value::Null
-    } else {
-        json!(code)
-    };
-    ResponseTemplate::new(status)
-        .insert_header("x-request-id", "req_e2e_mock")
-        .set_body_json(json!({
-            "error": {"message": message, "type": error_type, "param": null, "code": code}
-        }))
-}
-
-/// A server-sent-events body, as Chat Completions streams it (ending with `[DONE]`).
-fn sse(chunks: &[Value]) -> ResponseTemplate {
-    let mut body = String::new();
-    for c in chunks {
-        body.push_str(&format!("data: {c}\n\n"));
-    }
-    body.push_str("data: [DONE]\n\n");
-    ResponseTemplate::new(200)
-        .insert_header("x-request-id", "req_e2e_mock")
-        .insert_header("cache-control", "no-cache")
-        .set_body_raw(body, "text/event-stream")
-}
-
-/// One `chat.completion.chunk` with `delta` (or the closing usage chunk when `delta` is null).
-fn chunk(model: &str, turn: usize, delta: Value, finish: Option<&str>) -> Value {
-    json!({
-        "id": format!("chatcmpl-e2e-{turn:02}"),
-        "object": "chat.completion.chunk",
-        "created": 1_796_000_000,
-        "model": model,
-        "system_fingerprint": "fp_e2e",
-        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]
-    })
-}
-
-fn usage_chunk(model: &str, turn: usize, (prompt, completion): (u64, u64)) -> Value {
-    json!({
-        "id": format!("chatcmpl-e2e-{turn:02}"),
-        "object": "chat.completion.chunk",
-        "created": 1_796_000_000,
-        "model": model,
-        "system_fingerprint": "fp_e2e",
-        "choices": [],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                  "total_tokens": prompt + completion}
-    })
-}
-
-/// Turn 1: a sentence, then `create {path: report, file_text: <report JSON>}`, its arguments
-/// streamed in two pieces; finish_reason `tool_calls`.
-fn create_turn(model: &str, turn: usize, report: &str) -> Vec<Value> {
-    let args = json!({"path": report, "file_text": support::report_json("1")}).to_string();
-    let (a, b) = args.split_at(args.len() / 2);
-    vec![
-        chunk(
-            model,
-            turn,
-            json!({"role": "assistant", "content": "", "refusal": null}),
-            None,
-        ),
-        chunk(
-            model,
-            turn,
-            json!({"content": "I'll write the report now."}),
-            None,
-        ),
-        chunk(
-            model,
-            turn,
-            json!({"tool_calls": [{"index": 0, "id": CALL_ID, "type": "function",
-                                   "function": {"name": "create", "arguments": ""}}]}),
-            None,
-        ),
-        chunk(
-            model,
-            turn,
-            json!({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}),
-            None,
-        ),
-        chunk(
-            model,
-            turn,
-            json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}),
-            None,
-        ),
-        chunk(model, turn, json!({}), Some("tool_calls")),
-        usage_chunk(model, turn, TURN1_USAGE),
-    ]
-}
-
-/// A plain text answer; finish_reason `stop`.
-fn text_turn(model: &str, turn: usize, text: &str, usage: (u64, u64)) -> Vec<Value> {
-    let (a, b) = text.split_at(text.len() / 2);
-    vec![
-        chunk(
-            model,
-            turn,
-            json!({"role": "assistant", "content": "", "refusal": null}),
-            None,
-        ),
-        chunk(model, turn, json!({"content": a}), None),
-        chunk(model, turn, json!({"content": b}), None),
-        chunk(model, turn, json!({}), Some("stop")),
-        usage_chunk(model, turn, usage),
-    ]
-}
-
-/// All text of the user messages (content as a string or as parts).
-fn user_text(body: &Value) -> String {
-    let mut out = String::new();
-    for m in body["messages"].as_array().into_iter().flatten() {
-        if m["role"] != "user" {
-            continue;
-        }
-        match &m["content"] {
-            Value::String(s) => out.push_str(s),
-            Value::Array(parts) => {
-                for p in parts {
-                    if let Some(t) = p["text"].as_str() {
-                        out.push_str(t);
-                        out.push('\n');
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// The content of the `tool` message answering `id`, if the conversation has one.
-fn tool_result(body: &Value, id: &str) -> Option<String> {
-    let m = body["messages"]
-        .as_array()?
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)?;
-    Some(match &m["content"] {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    })
-}
-
-/// A mock API with `script`; returns it with its request log and what it saw.
+/// The Chat Completions stand-in with `script`; returns its server with its request log and
+/// what it saw.
 async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
-    let server = MockServer::start().await;
     let log = Log::default();
     let seen = Seen::default();
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(ChatCompletions {
-            script,
-            log: log.clone(),
-            seen: seen.clone(),
-        })
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(any())
-        .respond_with(Other(log.clone()))
-        .with_priority(10)
-        .mount(&server)
-        .await;
-    (server, log, seen)
+    let (script_log, script_seen) = (log.clone(), seen.clone());
+    let api = chat_api::start_with_log(log.clone(), move |c: &Call| {
+        reply(script, c, &script_log, &script_seen)
+    })
+    .await;
+    (api.server, log, seen)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -543,13 +310,7 @@ async fn real_copilot_writes_the_report_and_the_item_completes() {
     let sb = Sandbox::new(&copilot);
 
     let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 0, "every item completed: {}", context());
     let row = sb.row();
@@ -601,13 +362,8 @@ async fn real_copilot_writes_the_report_and_the_item_completes() {
     assert_eq!(printed.len(), 36, "a UUID: {printed}");
 
     // Nothing else was requested, and nothing is left running.
-    let unexpected = log.unexpected();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected requests: {unexpected:#?}"
-    );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
     eprintln!("completed in {:.1?}", r.took);
 }
 
@@ -630,19 +386,12 @@ async fn real_copilot_report_in_the_final_text_completes() {
     );
     assert_eq!(row["summary"], "wrote the report", "{row:?}");
     assert_eq!(seen.with(|s| s.calls), 1, "one turn: {}", log.dump());
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// The item failed with `kind`, and the reason holds each of `expect_in_reason`.
 fn assert_failed(sb: &Sandbox, r: &support::Run, log: &Log, kind: &str, expect_in_reason: &[&str]) {
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(r, log);
     assert_eq!(r.code, 1, "an item did not complete: {}", context());
     let row = sb.row();
     assert_eq!(row["status"], "failed", "{row:?}\n{}", context());
@@ -661,8 +410,7 @@ fn assert_failed(sb: &Sandbox, r: &support::Run, log: &Log, kind: &str, expect_i
         r.stdout.contains(&start),
         "the closing summary names the reason: {r:?}"
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// A 429 on every call: Copilot retries 5 times (honouring `retry-after: 0`), then gives up
@@ -731,8 +479,7 @@ async fn real_copilot_retries_a_single_429_itself_and_the_item_completes() {
         log.dump()
     );
     assert!(!r.stdout.contains("PAUSED"), "{r:?}");
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// OpenAI's used-up-quota 429 (`insufficient_quota`): Copilot retries it like a rate limit
@@ -921,6 +668,5 @@ async fn real_copilot_stalled_api_times_out_and_leaves_no_process() {
         "the request reached the API: {}",
         log.dump()
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }

@@ -28,14 +28,13 @@
 //! per-minute test rate-limits the main model only. Each API error also leaves
 //! `$TMPDIR/gemini-client-error-*.json` holding the conversation.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wiremock::matchers::{any, method, path_regex};
+use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{self, Cli, Log, Sandbox, find_report_path};
+use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
 
 /// What the scripted model does.
 #[derive(Clone, Debug)]
@@ -62,8 +61,7 @@ const TURN2_USAGE: (u64, u64) = (8_301, 12);
 const MODEL_VERSION: &str = "gemini-e2e-mock-001";
 
 /// What the responders learned, for the assertions.
-#[derive(Clone, Default)]
-struct Seen(Arc<Mutex<SeenInner>>);
+type Seen = Shared<SeenInner>;
 
 #[derive(Default, Debug)]
 struct SeenInner {
@@ -73,12 +71,6 @@ struct SeenInner {
     function_response: Option<Value>,
     api_key_header: Option<String>,
     tools: Vec<String>,
-}
-
-impl Seen {
-    fn with<T>(&self, f: impl FnOnce(&mut SeenInner) -> T) -> T {
-        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
-    }
 }
 
 /// The model named in `/v1beta/models/<model>:<method>`.
@@ -100,15 +92,8 @@ struct Stream {
 
 impl Respond for Stream {
     fn respond(&self, req: &Request) -> ResponseTemplate {
-        let body: Value = match serde_json::from_slice(&req.body) {
-            Ok(v) => v,
-            Err(e) => {
-                self.log.push(format!(
-                    "(unexpected) POST {} with a body that is not JSON: {e}",
-                    req.url
-                ));
-                return google_error(400, "INVALID_ARGUMENT", "body is not JSON", json!([]));
-            }
+        let Some(body) = support::json_body(req, &self.log) else {
+            return google_error(400, "INVALID_ARGUMENT", "body is not JSON", json!([]));
         };
         let tools: Vec<String> = body["tools"]
             .as_array()
@@ -269,21 +254,6 @@ impl Respond for CountTokens {
     }
 }
 
-/// Every other request: a Google-style 404. Logged as unexpected.
-struct Other(Log);
-
-impl Respond for Other {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        self.0.push(format!(
-            "(unexpected) {} {} ({} body bytes) -> 404",
-            req.method,
-            req.url,
-            req.body.len()
-        ));
-        google_error(404, "NOT_FOUND", "Not found (e2e mock)", json!([]))
-    }
-}
-
 /// A Google API error response (`google.rpc.Status` under `error`).
 fn google_error(code: u16, status: &str, message: &str, details: Value) -> ResponseTemplate {
     ResponseTemplate::new(code).set_body_json(google_error_body(code, status, message, details))
@@ -330,16 +300,11 @@ fn sse(chunks: &[Value]) -> ResponseTemplate {
 
 /// All text parts of the user contents.
 fn user_text(contents: &[Value]) -> String {
-    let mut out = String::new();
-    for c in contents.iter().filter(|c| c["role"] == "user") {
-        for p in c["parts"].as_array().into_iter().flatten() {
-            if let Some(t) = p["text"].as_str() {
-                out.push_str(t);
-                out.push('\n');
-            }
-        }
-    }
-    out
+    contents
+        .iter()
+        .filter(|c| c["role"] == "user" && c["parts"].is_array())
+        .map(|c| support::text_of(&c["parts"]))
+        .collect()
 }
 
 /// The `functionResponse` part answering a call of `name` in the last user content.
@@ -384,11 +349,12 @@ async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(any())
-        .respond_with(Other(log.clone()))
-        .with_priority(10)
-        .mount(&server)
-        .await;
+    support::Other {
+        log: log.clone(),
+        not_found: google_error(404, "NOT_FOUND", "Not found (e2e mock)", json!([])),
+    }
+    .mount(&server)
+    .await;
     (server, log, seen)
 }
 
@@ -458,13 +424,7 @@ async fn real_gemini_writes_the_report_and_the_item_completes() {
     let sb = Sandbox::new(&gemini);
 
     let r = run_gemini(&sb, &api.uri(), "90s", Some("sk-test")).await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 0, "every item completed: {}", context());
     let row = sb.row();
@@ -530,13 +490,8 @@ async fn real_gemini_writes_the_report_and_the_item_completes() {
     );
     assert_eq!(row["input_tokens"], "", "not mapped: {row:?}");
 
-    let unexpected = log.unexpected();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected requests: {unexpected:#?}"
-    );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
     eprintln!("completed in {:.1?}", r.took);
 }
 
@@ -565,8 +520,7 @@ async fn real_gemini_report_in_the_final_text_completes() {
         "{}",
         log.dump()
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// An API error Gemini CLI gives up on at once: the item is `failed` with the CLI's own
@@ -585,13 +539,7 @@ async fn api_error_fails_the_item(
     let sb = Sandbox::new(&gemini);
 
     let r = run_gemini(&sb, &api.uri(), "90s", key).await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 1, "an item did not complete: {}", context());
     let row = sb.row();
@@ -625,13 +573,8 @@ async fn api_error_fails_the_item(
         "gave up quickly: {:.1?}",
         r.took
     );
-    let unexpected = log.unexpected();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected requests: {unexpected:#?}"
-    );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
     eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
     (sb, seen)
 }
@@ -809,7 +752,6 @@ async fn real_gemini_stalled_api_times_out_and_leaves_no_process() {
         "the request reached the API: {}",
         log.dump()
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
     eprintln!("timed out as expected in {:.1?}", r.took);
 }

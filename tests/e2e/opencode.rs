@@ -206,13 +206,8 @@ async fn real_opencode_writes_the_report_outside_its_cwd_and_the_item_completes(
         "{stdout}"
     );
 
-    let unexpected = api.log.unexpected();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected requests: {unexpected:#?}"
-    );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    api.log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
     eprintln!("completed in {:.1?}", r.took);
 }
 
@@ -248,8 +243,7 @@ async fn real_opencode_report_in_the_final_text_completes() {
     let turns = api.calls().iter().filter(|c| !is_title_request(c)).count();
     assert_eq!(turns, 1, "one turn, no tool call: {}", ctx());
     assert!(api.log.unexpected().is_empty(), "{}", api.log.dump());
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// An API error OpenCode gives up on: `failed`, the reason quoting OpenCode's error event,
@@ -266,8 +260,8 @@ async fn api_error_fails_the_item(
         return;
     };
     let api = chat_api::start(move |c: &Call| {
-        if c.auth.as_deref() != Some(&format!("Bearer {API_KEY}")) {
-            return Reply::bad_key(key_of(c));
+        if c.key() != API_KEY {
+            return Reply::bad_key(c.key());
         }
         reply.clone()
     })
@@ -293,16 +287,8 @@ async fn api_error_fails_the_item(
     assert_eq!(main_calls, calls, "{}", ctx());
     assert!(r.took < Duration::from_secs(45), "gave up quickly: {r:?}");
     assert!(api.log.unexpected().is_empty(), "{}", api.log.dump());
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
     eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
-}
-
-fn key_of(c: &Call) -> &str {
-    c.auth
-        .as_deref()
-        .and_then(|a| a.strip_prefix("Bearer "))
-        .unwrap_or("")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -353,6 +339,5 @@ async fn real_opencode_stalled_api_times_out_and_leaves_no_process() {
     assert_eq!(row["failure_kind"], "timed_out", "{row:?}");
     assert!(!api.calls().is_empty(), "the API was called: {}", ctx());
     assert!(r.took < Duration::from_secs(60), "{r:?}");
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }

@@ -22,14 +22,13 @@
 //! Its stderr always carries "Ripgrep not available: … Falling back to built-in grep." (the
 //! vendored rg is not executable when npm install scripts did not run).
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wiremock::matchers::{any, method, path};
+use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{self, Cli, Log, Sandbox, find_report_path};
+use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
 
 /// The id of the scripted tool call.
 const TOOL_CALL_ID: &str = "call_e2e_write_report_0001";
@@ -58,8 +57,7 @@ const TURN1_USAGE: (u64, u64) = (14_210, 88);
 const TURN2_USAGE: (u64, u64) = (14_402, 9);
 
 /// What the responder learned, for the assertions.
-#[derive(Clone, Default)]
-struct Seen(Arc<Mutex<SeenInner>>);
+type Seen = Shared<SeenInner>;
 
 #[derive(Default, Debug)]
 struct SeenInner {
@@ -73,12 +71,6 @@ struct SeenInner {
     tools: Vec<String>,
 }
 
-impl Seen {
-    fn with<T>(&self, f: impl FnOnce(&mut SeenInner) -> T) -> T {
-        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-}
-
 /// `POST /v1/chat/completions`.
 struct Chat {
     script: Script,
@@ -88,15 +80,8 @@ struct Chat {
 
 impl Respond for Chat {
     fn respond(&self, req: &Request) -> ResponseTemplate {
-        let body: Value = match serde_json::from_slice(&req.body) {
-            Ok(v) => v,
-            Err(e) => {
-                self.log.push(format!(
-                    "(unexpected) POST {} with a body that is not JSON: {e}",
-                    req.url
-                ));
-                return openai_error(400, "body is not JSON", "invalid_request_error", None);
-            }
+        let Some(body) = support::json_body(req, &self.log) else {
+            return openai_error(400, "body is not JSON", "invalid_request_error", None);
         };
         let tools: Vec<String> = body["tools"]
             .as_array()
@@ -188,7 +173,7 @@ impl Respond for Chat {
                 TURN2_USAGE,
             ));
         }
-        let report = find_report_path(&user_text(&messages));
+        let report = find_report_path(&support::user_text(&body["messages"]));
         match (&self.script, report) {
             (Script::WriteReport, Some(report)) if tools.iter().any(|t| t == "write_file") => {
                 self.seen.with(|s| s.report_path = Some(report.clone()));
@@ -214,21 +199,6 @@ impl Respond for Chat {
                 sse(&text_turn(turn, "I cannot find the report path.", (400, 9)))
             }
         }
-    }
-}
-
-/// Every other request: an OpenAI-style 404. Logged as unexpected.
-struct Other(Log);
-
-impl Respond for Other {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        self.0.push(format!(
-            "(unexpected) {} {} ({} body bytes) -> 404",
-            req.method,
-            req.url,
-            req.body.len()
-        ));
-        openai_error(404, "Not found (e2e mock)", "invalid_request_error", None)
     }
 }
 
@@ -313,34 +283,7 @@ fn text_turn(turn: usize, text: &str, usage: (u64, u64)) -> Vec<Value> {
 
 /// A server-sent-events body as chat completions stream it, ending with `[DONE]`.
 fn sse(chunks: &[Value]) -> ResponseTemplate {
-    let mut body = String::new();
-    for c in chunks {
-        body.push_str(&format!("data: {c}\n\n"));
-    }
-    body.push_str("data: [DONE]\n\n");
-    ResponseTemplate::new(200)
-        .insert_header("cache-control", "no-cache")
-        .set_body_raw(body, "text/event-stream")
-}
-
-/// All text of the user messages (string content or text parts).
-fn user_text(messages: &[Value]) -> String {
-    let mut out = String::new();
-    for m in messages.iter().filter(|m| m["role"] == "user") {
-        match &m["content"] {
-            Value::String(s) => out.push_str(s),
-            Value::Array(parts) => {
-                for p in parts {
-                    if let Some(t) = p["text"].as_str() {
-                        out.push_str(t);
-                        out.push('\n');
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
+    support::event_stream(support::data_events(chunks))
 }
 
 /// The `tool` message answering call `id`, if the conversation has one.
@@ -366,11 +309,12 @@ async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(any())
-        .respond_with(Other(log.clone()))
-        .with_priority(10)
-        .mount(&server)
-        .await;
+    support::Other {
+        log: log.clone(),
+        not_found: openai_error(404, "Not found (e2e mock)", "invalid_request_error", None),
+    }
+    .mount(&server)
+    .await;
     (server, log, seen)
 }
 
@@ -425,13 +369,7 @@ async fn real_qwen_writes_the_report_and_the_item_completes() {
     let sb = Sandbox::new(&qwen);
 
     let r = run_qwen(&sb, &api.uri(), "90s", Some("sk-test")).await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 0, "every item completed: {}", context());
     let row = sb.row();
@@ -492,13 +430,8 @@ async fn real_qwen_writes_the_report_and_the_item_completes() {
         "{row:?}"
     );
 
-    let unexpected = log.unexpected();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected requests: {unexpected:#?}"
-    );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
     eprintln!("completed in {:.1?}", r.took);
 }
 
@@ -526,8 +459,7 @@ async fn real_qwen_report_in_the_final_text_completes() {
         "{}",
         log.dump()
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
 }
 
 /// An API error Qwen Code gives up on: the item is `failed` with the CLI's own message (the
@@ -546,13 +478,7 @@ async fn api_error_fails_the_item(
     let sb = Sandbox::new(&qwen);
 
     let r = run_qwen(&sb, &api.uri(), "90s", key).await;
-    let context = || {
-        format!(
-            "{r:?}\n{}\n--- mock api log\n{}",
-            sb.agent_log(),
-            log.dump()
-        )
-    };
+    let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 1, "an item did not complete: {}", context());
     let row = sb.row();
@@ -582,13 +508,8 @@ async fn api_error_fails_the_item(
         "gave up quickly: {:.1?}",
         r.took
     );
-    let unexpected = log.unexpected();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected requests: {unexpected:#?}"
-    );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
     eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
 }
 
@@ -718,7 +639,6 @@ async fn real_qwen_stalled_api_times_out_and_leaves_no_process() {
         "the request reached the API: {}",
         log.dump()
     );
-    let survivors = sb.survivors_after(5.0);
-    assert!(survivors.is_empty(), "left running: {survivors:?}");
+    sb.assert_no_survivors();
     eprintln!("timed out as expected in {:.1?}", r.took);
 }

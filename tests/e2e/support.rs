@@ -1,14 +1,19 @@
 //! What every real-CLI end-to-end test needs: finding the pinned CLI that `.ci/run` installed
 //! under `target/e2e-<name>/` (or skipping with a notice), a private temp folder with a clean
 //! environment to run `runner batch` in, reading `workers-output.csv`, and checking that no
-//! process of the run is left. The scripted model APIs live in each CLI's own module.
+//! process of the run is left. The scripted model APIs live in each CLI's own module (and
+//! the OpenAI Chat Completions one, shared by several CLIs, in `chat_api`); the small pieces
+//! they all need (shared state, headers, JSON bodies, message text, SSE bodies, the
+//! catch-all responder) are here.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
+use wiremock::matchers::any;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// Longest a whole `runner` invocation may take before the test fails. The runner's own
 /// `--timeout` (then `--grace 5s`) should end a hung CLI first; this is the backstop.
@@ -168,12 +173,160 @@ impl Log {
     pub fn dump(&self) -> String {
         self.lines().join("\n")
     }
+    /// Fail the test when a line is marked `(unexpected)`.
+    #[track_caller]
+    pub fn assert_nothing_unexpected(&self) {
+        let unexpected = self.unexpected();
+        assert!(
+            unexpected.is_empty(),
+            "unexpected requests: {unexpected:#?}"
+        );
+    }
     /// Lines marked `(unexpected)`.
     pub fn unexpected(&self) -> Vec<String> {
         self.lines()
             .into_iter()
             .filter(|l| l.contains("(unexpected)"))
             .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Pieces of the scripted APIs
+
+/// State a responder shares with the test (what it saw, for the assertions); cloning shares
+/// it. A panic while it is held does not poison it for the assertions.
+pub struct Shared<T>(Arc<Mutex<T>>);
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        Shared(self.0.clone())
+    }
+}
+
+impl<T: Default> Default for Shared<T> {
+    fn default() -> Self {
+        Shared(Arc::default())
+    }
+}
+
+impl<T> Shared<T> {
+    /// Run `f` on the state, under the lock.
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// The value of request header `name`, when present and text.
+pub fn header(req: &Request, name: &str) -> Option<String> {
+    req.headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// The request body as JSON, or `None` after logging it as `(unexpected)` (with its size and
+/// `content-encoding`); the caller answers with its API's 400.
+pub fn json_body(req: &Request, log: &Log) -> Option<Value> {
+    match serde_json::from_slice(&req.body) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            log.push(format!(
+                "(unexpected) {} {} with a body that is not JSON ({} bytes, content-encoding \
+                 {:?}): {e}",
+                req.method,
+                req.url,
+                req.body.len(),
+                header(req, "content-encoding")
+            ));
+            None
+        }
+    }
+}
+
+/// The text of one message `content` (or Gemini `parts`): a string as it is, an array as the
+/// `text` of each part, each followed by a newline.
+pub fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .map(|t| format!("{t}\n"))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// All text of the `user` messages of a `messages` array (Anthropic Messages, OpenAI Chat
+/// Completions), see [`text_of`].
+pub fn user_text(messages: &Value) -> String {
+    messages
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .map(|m| text_of(&m["content"]))
+        .collect()
+}
+
+/// A server-sent-events body of named events, `event: <type>` then `data: <event>` (the
+/// Anthropic Messages and OpenAI Responses streams).
+pub fn named_events(events: &[Value]) -> String {
+    events
+        .iter()
+        .map(|e| {
+            let name = e["type"].as_str().unwrap_or("message");
+            format!("event: {name}\ndata: {e}\n\n")
+        })
+        .collect()
+}
+
+/// A server-sent-events body of `data: <chunk>` lines ending with `data: [DONE]` (the OpenAI
+/// Chat Completions stream).
+pub fn data_events(chunks: &[Value]) -> String {
+    let mut body: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+    body.push_str("data: [DONE]\n\n");
+    body
+}
+
+/// A 200 `text/event-stream` response with `body` and `cache-control: no-cache`.
+pub fn event_stream(body: String) -> ResponseTemplate {
+    ResponseTemplate::new(200)
+        .insert_header("cache-control", "no-cache")
+        .set_body_raw(body, "text/event-stream")
+}
+
+/// The catch-all responder: every request no other mock matched is logged as `(unexpected)`
+/// and answered with `not_found`, the API's own 404.
+pub struct Other {
+    /// The API's request log.
+    pub log: Log,
+    /// The answer: a 404 with the API's error body.
+    pub not_found: ResponseTemplate,
+}
+
+impl Other {
+    /// Mount it on `server` below every other mock (priority 10), so it answers only what
+    /// they do not.
+    pub async fn mount(self, server: &MockServer) {
+        Mock::given(any())
+            .respond_with(self)
+            .with_priority(10)
+            .mount(server)
+            .await;
+    }
+}
+
+impl Respond for Other {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        self.log.push(format!(
+            "(unexpected) {} {} ({} body bytes) -> 404",
+            req.method,
+            req.url,
+            req.body.len()
+        ));
+        self.not_found.clone()
     }
 }
 
@@ -414,6 +567,23 @@ impl Sandbox {
             found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
         }
         found
+    }
+
+    /// Fail the test when a process of this sandbox is still alive 5 s from now.
+    #[track_caller]
+    pub fn assert_no_survivors(&self) {
+        let survivors = self.survivors_after(5.0);
+        assert!(survivors.is_empty(), "left running: {survivors:?}");
+    }
+
+    /// `run`, the agent's logs ([`Sandbox::agent_log`]) and the scripted API's `log`, for a
+    /// failure message.
+    pub fn context(&self, run: &Run, log: &Log) -> String {
+        format!(
+            "{run:?}\n{}\n--- mock api log\n{}",
+            self.agent_log(),
+            log.dump()
+        )
     }
 
     /// Wait up to `secs` for no process of this sandbox to be alive; return the survivors.

@@ -181,9 +181,16 @@ impl TryFrom<FailureSpec> for FailureRules {
     fn try_from(spec: FailureSpec) -> Result<FailureRules, String> {
         let mut exit_codes = BTreeMap::new();
         for (code, kind) in spec.exit_codes {
-            let n: i32 = code.trim().parse().map_err(|_| {
-                format!("`failure.exit_codes`: {code:?} is not an exit code (an integer)")
-            })?;
+            let n: i32 = code
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| (1..=255).contains(n))
+                .ok_or_else(|| {
+                    format!(
+                        "`failure.exit_codes`: {code:?} is not an exit code of a failure (an integer from 1 to 255)"
+                    )
+                })?;
             exit_codes.insert(n, kind);
         }
         let patterns = spec
@@ -672,6 +679,9 @@ mod tests {
         let e =
             toml::from_str::<T>("[failure]\nexit_codes = { x = 'auth' }\n").expect_err("bad code");
         assert!(e.to_string().contains("not an exit code"), "{e}");
+        let e = toml::from_str::<T>("[failure]\nexit_codes = { 999 = 'auth' }\n")
+            .expect_err("out of range");
+        assert!(e.to_string().contains("from 1 to 255"), "{e}");
         let e =
             toml::from_str::<T>("[failure]\nexit_codes = { 1 = 'flaky' }\n").expect_err("bad kind");
         assert!(e.to_string().contains("rate_limited"), "{e}");

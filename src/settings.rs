@@ -68,18 +68,56 @@ pub struct FileSettings {
     #[serde(default)]
     pub keep_formulas: Option<bool>,
     /// `sandbox`: `none` or `landlock` (see `--sandbox`).
-    #[serde(default, deserialize_with = "text")]
+    #[serde(default, deserialize_with = "sandbox_text")]
     pub sandbox: Option<String>,
     /// `rate_limit_wait`: longest an item waits in total for rate limits (`90s`, `1h`, or
     /// seconds).
-    #[serde(default, deserialize_with = "text")]
+    #[serde(default, deserialize_with = "duration_text")]
     pub rate_limit_wait: Option<String>,
     /// `max_cost_usd`: the batch's budget in US dollars (> 0).
     #[serde(default, deserialize_with = "usd")]
     pub max_cost_usd: Option<f64>,
     /// `max_fail`: `N` or `N:immediate` (see `--max-fail`).
-    #[serde(default, deserialize_with = "text")]
+    #[serde(default, deserialize_with = "max_fail_text")]
     pub max_fail: Option<String>,
+}
+
+/// A text value that `valid` accepts; else the error says `rule` (the file and line are
+/// added by the caller, as for every key).
+fn checked_text<'de, D: Deserializer<'de>>(
+    d: D,
+    valid: impl Fn(&str) -> bool,
+    rule: &str,
+) -> std::result::Result<Option<String>, D::Error> {
+    let v = text(d)?;
+    match v {
+        Some(t) if !valid(&t) => Err(serde::de::Error::custom(rule)),
+        other => Ok(other),
+    }
+}
+
+fn sandbox_text<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+    checked_text(
+        d,
+        |t| crate::sandbox::Mode::parse(t).is_ok(),
+        "must be none or landlock",
+    )
+}
+
+fn duration_text<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+    checked_text(
+        d,
+        |t| parse_duration("", t).is_ok(),
+        "must be a duration such as 90s, 10m or 1h (at most 365d)",
+    )
+}
+
+fn max_fail_text<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+    checked_text(
+        d,
+        |t| parse_max_fail(t).is_ok(),
+        "must be a whole number ≥ 1, optionally followed by :immediate (e.g. 3 or 3:immediate)",
+    )
 }
 
 fn usd<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {

@@ -60,9 +60,15 @@ fn gate_line(event: &Event) -> String {
             wait_s,
             limit,
             ..
-        } => format!(
-            "    PAUSED  rate limited: no attempt starts for {wait_s}s (until {until}); then at most {limit} at once"
-        ),
+        } => {
+            let until = until
+                .parse::<jiff::Timestamp>()
+                .map(|t| t.strftime("%H:%M:%S UTC").to_string())
+                .unwrap_or_else(|_| until.clone());
+            format!(
+                "    PAUSED  rate limited: no attempt starts for {wait_s}s (until {until}); then at most {limit} at once"
+            )
+        }
         Event::TeamStopped { reason, .. } => {
             format!("   STOPPED  starting no more items: {reason}")
         }

@@ -95,11 +95,15 @@ impl State {
                 self.dirty = true;
             }
             Event::AttemptFinished {
+                id,
                 teammate,
                 attempt,
                 verdict,
                 ..
             } => {
+                // Between attempts (a retry's back-off, a rate-limit pause) it is not running.
+                self.snapshot.running.retain(|r| &r.id != id);
+                self.dirty = true;
                 tracing::info!(
                     "{teammate} attempt {attempt}: {} {}",
                     verdict.status,
@@ -535,6 +539,11 @@ pub async fn run_wired(
     .into();
     st.snapshot.running.clear();
     st.snapshot.waiting.clear();
+    if let Some(g) = &mut st.snapshot.gate {
+        // Over: nothing waits at the gate any more.
+        g.paused = None;
+        g.waiting = 0;
+    }
     st.snapshot.updated_at = now_rfc3339();
     if let Err(e) = team.write_snapshot(&st.snapshot) {
         tracing::warn!("{e}");

@@ -291,6 +291,48 @@ fn cases() -> Vec<Case> {
             want: &["--rate-limit-wait `forever` is not a duration"],
         },
         Case {
+            what: "BATCH.md max_fail, sandbox and rate_limit_wait name the file and line",
+            files: &[
+                (
+                    "BATCH.md",
+                    b"---\nid_column: id\nmax_fail: 0\n---\nDo {id}\n",
+                ),
+                ("workers-input.csv", GOOD_CSV),
+            ],
+            args: &["batch", "BATCH.md"],
+            agent: true,
+            code: 2,
+            want: &["BATCH.md:3:", "`max_fail` must be a whole number ≥ 1"],
+        },
+        Case {
+            what: "BATCH.md bad sandbox",
+            files: &[
+                (
+                    "BATCH.md",
+                    b"---\nid_column: id\nsandbox: bogus\n---\nDo {id}\n",
+                ),
+                ("workers-input.csv", GOOD_CSV),
+            ],
+            args: &["batch", "BATCH.md"],
+            agent: true,
+            code: 2,
+            want: &["BATCH.md:3:", "`sandbox` must be none or landlock"],
+        },
+        Case {
+            what: "BATCH.md bad rate_limit_wait",
+            files: &[
+                (
+                    "BATCH.md",
+                    b"---\nid_column: id\nrate_limit_wait: abc\n---\nDo {id}\n",
+                ),
+                ("workers-input.csv", GOOD_CSV),
+            ],
+            args: &["batch", "BATCH.md"],
+            agent: true,
+            code: 2,
+            want: &["BATCH.md:3:", "`rate_limit_wait` must be a duration"],
+        },
+        Case {
             what: "BATCH.md max_cost_usd not a number",
             files: &[
                 (

@@ -616,10 +616,24 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
         _ => {
             // An agent may say why it failed (`"failure_kind": "rate_limited"`).
             let kind = stated_kind(report).unwrap_or(K::AgentError);
+            // A kind the agent may not state is not dropped silently.
+            let bad_kind = report
+                .raw
+                .get("failure_kind")
+                .filter(|_| stated_kind(report).is_none())
+                .map(|k| {
+                    format!(
+                        " (its failure_kind {k} is not one an agent may state: rate_limited, quota, auth, api_error or agent_error)"
+                    )
+                })
+                .unwrap_or_default();
             return v(
                 ItemStatus::Failed,
                 kind,
-                format!("the report says failed: {}", one_line(&report.summary, 200)),
+                format!(
+                    "the report says failed: {}{bad_kind}",
+                    one_line(&report.summary, 200)
+                ),
             );
         }
     }
@@ -1146,6 +1160,10 @@ mod tests {
         assert_eq!(v.kind, Some(FailureKind::AgentError), "not a kind");
         let v = judge_report(r#"{"status":"failed","summary":"s","failure_kind":"timed_out"}"#);
         assert_eq!(v.kind, Some(FailureKind::AgentError), "the runner's word");
+        assert_eq!(
+            v.reason,
+            "the report says failed: s (its failure_kind \"timed_out\" is not one an agent may state: rate_limited, quota, auth, api_error or agent_error)"
+        );
         let v = judge_report(r#"{"status":"blocked","summary":"s","blocker":"a key"}"#);
         assert_eq!((v.status, v.kind), (ItemStatus::Blocked, None));
         let v = judge_report(r#"{"status":"completed","summary":"s","tests":"failed"}"#);

@@ -244,6 +244,17 @@ fn built_in() -> &'static [(FailureKind, Pattern)] {
     })
 }
 
+/// The kind of the first of `rules` whose pattern matches `text`.
+fn first_kind<'a>(
+    rules: impl IntoIterator<Item = &'a (FailureKind, Pattern)>,
+    text: &str,
+) -> Option<FailureKind> {
+    rules
+        .into_iter()
+        .find(|(_, p)| p.0.is_match(text))
+        .map(|(k, _)| *k)
+}
+
 /// What an attempt left that can say why it failed, most telling first.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ErrorEvidence<'a> {
@@ -273,11 +284,7 @@ const LINES_SEARCHED: usize = 40;
 
 impl FailureRules {
     fn kind_of(&self, text: &str) -> Option<FailureKind> {
-        self.patterns
-            .iter()
-            .chain(built_in())
-            .find(|(_, p)| p.0.is_match(text))
-            .map(|(k, _)| *k)
+        first_kind(self.patterns.iter().chain(built_in()), text)
     }
 
     fn ignored(&self, line: &str) -> bool {
@@ -333,18 +340,8 @@ impl FailureRules {
                     .find(|l| l.chars().any(char::is_alphanumeric))
                     .map(|l| (*l).to_owned())
             });
-        let own = |text: &str| {
-            self.patterns
-                .iter()
-                .find(|(_, p)| p.0.is_match(text))
-                .map(|(k, _)| *k)
-        };
-        let builtin = |text: &str| {
-            built_in()
-                .iter()
-                .find(|(_, p)| p.0.is_match(text))
-                .map(|(k, _)| *k)
-        };
+        let own = |text: &str| first_kind(&self.patterns, text);
+        let builtin = |text: &str| first_kind(built_in(), text);
         let kind = message
             .as_deref()
             .and_then(own)

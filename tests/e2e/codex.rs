@@ -524,14 +524,7 @@ async fn real_codex_report_in_the_final_text_completes() {
     let (api, log, seen) = mock_api(Script::ReportInText).await;
     let sb = Sandbox::new(&codex);
     let r = run_codex(&sb, &api.uri(), "90s", &[], Some("sk-test")).await;
-    let row = sb.row();
-    assert_eq!(
-        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
-        (0, "completed", ""),
-        "{r:?}\n{row:?}\n{}\n{}",
-        sb.agent_log(),
-        log.dump()
-    );
+    let row = sb.assert_outcome(&r, &log, 0, "completed", "");
     assert_eq!(row["summary"], "wrote the report", "{row:?}");
     assert_eq!(seen.with(|s| s.calls), 1, "{}", log.dump());
     assert_eq!(
@@ -721,14 +714,7 @@ async fn real_codex_stalled_api_times_out_and_leaves_no_process() {
     let (api, log, _seen) = mock_api(Script::Stall).await;
     let sb = Sandbox::new(&codex);
     let r = run_codex(&sb, &api.uri(), "8s", &[], Some("sk-test")).await;
-    let row = sb.row();
-    assert_eq!(
-        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
-        (1, "timed_out", "timed_out"),
-        "{r:?}\n{row:?}\n{}\n{}",
-        sb.agent_log(),
-        log.dump()
-    );
+    sb.assert_outcome(&r, &log, 1, "timed_out", "timed_out");
     assert!(
         log.lines().iter().any(|l| l.contains("(stalling)")),
         "the request reached the API: {}",

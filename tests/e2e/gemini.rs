@@ -504,14 +504,7 @@ async fn real_gemini_report_in_the_final_text_completes() {
     let (api, log, seen) = mock_api(Script::ReportInText).await;
     let sb = Sandbox::new(&gemini);
     let r = run_gemini(&sb, &api.uri(), "90s", Some("sk-test")).await;
-    let row = sb.row();
-    assert_eq!(
-        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
-        (0, "completed", ""),
-        "{r:?}\n{row:?}\n{}\n{}",
-        sb.agent_log(),
-        log.dump()
-    );
+    let row = sb.assert_outcome(&r, &log, 0, "completed", "");
     assert_eq!(row["summary"], "wrote the report", "{row:?}");
     // One turn, no function call: the report came from the final text.
     assert_eq!(
@@ -739,14 +732,7 @@ async fn real_gemini_stalled_api_times_out_and_leaves_no_process() {
     let (api, log, _seen) = mock_api(Script::Stall).await;
     let sb = Sandbox::new(&gemini);
     let r = run_gemini(&sb, &api.uri(), "8s", Some("sk-test")).await;
-    let row = sb.row();
-    assert_eq!(
-        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
-        (1, "timed_out", "timed_out"),
-        "{r:?}\n{row:?}\n{}\n{}",
-        sb.agent_log(),
-        log.dump()
-    );
+    sb.assert_outcome(&r, &log, 1, "timed_out", "timed_out");
     assert!(
         log.lines().iter().any(|l| l.contains("(stalling)")),
         "the request reached the API: {}",

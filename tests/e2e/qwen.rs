@@ -444,14 +444,7 @@ async fn real_qwen_report_in_the_final_text_completes() {
     let (api, log, seen) = mock_api(Script::ReportInText).await;
     let sb = Sandbox::new(&qwen);
     let r = run_qwen(&sb, &api.uri(), "90s", Some("sk-test")).await;
-    let row = sb.row();
-    assert_eq!(
-        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
-        (0, "completed", ""),
-        "{r:?}\n{row:?}\n{}\n{}",
-        sb.agent_log(),
-        log.dump()
-    );
+    let row = sb.assert_outcome(&r, &log, 0, "completed", "");
     assert_eq!(row["summary"], "wrote the report", "{row:?}");
     assert_eq!(
         seen.with(|s| (s.calls, s.tool_result.is_none())),
@@ -626,14 +619,7 @@ async fn real_qwen_stalled_api_times_out_and_leaves_no_process() {
     // 20 s, not less: under load (2 cores, tests in parallel) Qwen Code takes up to ~15 s to
     // send its first request, and the test must see it reach the stalled API.
     let r = run_qwen(&sb, &api.uri(), "20s", Some("sk-test")).await;
-    let row = sb.row();
-    assert_eq!(
-        (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
-        (1, "timed_out", "timed_out"),
-        "{r:?}\n{row:?}\n{}\n{}",
-        sb.agent_log(),
-        log.dump()
-    );
+    sb.assert_outcome(&r, &log, 1, "timed_out", "timed_out");
     assert!(
         log.lines().iter().any(|l| l.contains("(stalling)")),
         "the request reached the API: {}",

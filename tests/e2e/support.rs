@@ -576,6 +576,31 @@ impl Sandbox {
         assert!(survivors.is_empty(), "left running: {survivors:?}");
     }
 
+    /// The one output row, after asserting the run's exit code and the row's `status` and
+    /// `failure_kind` (with [`Sandbox::context`] when they differ).
+    #[track_caller]
+    pub fn assert_outcome(
+        &self,
+        run: &Run,
+        log: &Log,
+        code: i32,
+        status: &str,
+        kind: &str,
+    ) -> BTreeMap<String, String> {
+        let row = self.row();
+        assert_eq!(
+            (
+                run.code,
+                row["status"].as_str(),
+                row["failure_kind"].as_str()
+            ),
+            (code, status, kind),
+            "{row:?}\n{}",
+            self.context(run, log)
+        );
+        row
+    }
+
     /// `run`, the agent's logs ([`Sandbox::agent_log`]) and the scripted API's `log`, for a
     /// failure message.
     pub fn context(&self, run: &Run, log: &Log) -> String {

@@ -169,6 +169,9 @@ pub struct ItemContext {
     pub body: String,
     /// Absolute checkpoint path, if any.
     pub checkpoint: Option<String>,
+    /// The checkpoint's text, for an agent that cannot read files (`answer_only`); `None`
+    /// otherwise.
+    pub checkpoint_text: Option<String>,
     /// The item's values (CSV row), shown as a list.
     pub vars: Vec<Var>,
 }
@@ -205,6 +208,9 @@ pub struct PromptContext {
     pub output_schema: Option<String>,
     /// Set on attempts after the first.
     pub retry: Option<RetryContext>,
+    /// The agent has no tools (the HTTP backend): its answer is its report, it keeps no
+    /// working context and reads no files.
+    pub answer_only: bool,
 }
 
 /// The compiled teammate template.
@@ -236,6 +242,7 @@ impl TeammateTemplate {
                 title: "t".into(),
                 body: "b".into(),
                 checkpoint: Some("/cp.md".into()),
+                checkpoint_text: Some("c".into()),
                 vars: vec![Var {
                     name: "a".into(),
                     value: "b".into(),
@@ -251,8 +258,13 @@ impl TeammateTemplate {
                 report: Some("{}".into()),
                 working_context: Some("w".into()),
             }),
+            answer_only: false,
         };
         t.render(&sample)?;
+        t.render(&PromptContext {
+            answer_only: true,
+            ..sample
+        })?;
         Ok(t)
     }
 
@@ -342,12 +354,14 @@ mod tests {
                 title: "Fix auth".into(),
                 body: "Fix auth\n3 cases left".into(),
                 checkpoint: Some("/p/.agent-tasks/cp-1.md".into()),
+                checkpoint_text: None,
                 vars: vec![],
             },
             report_path: "/w/report.json".into(),
             working_context: "/w/working-context.md".into(),
             output_schema: None,
             retry: None,
+            answer_only: false,
         };
         let out = t.render(&ctx).expect("renders");
         assert!(out.contains("Fix auth\n3 cases left"));

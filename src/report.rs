@@ -314,6 +314,16 @@ pub enum ProcessEnd {
     Cancelled,
     /// Could not be started (or prepared) at all.
     NotStarted(String),
+    /// Ended by a failure the backend can name for certain (the HTTP backend: the status of
+    /// the API's answer, an unreachable server, a refused or cut-off answer).
+    Failed {
+        /// Its kind (`rate_limited` for HTTP 429, `auth` for 401, ...).
+        kind: FailureKind,
+        /// One line quoting the cause (`HTTP 429: Rate limit reached for ...`).
+        reason: String,
+        /// The wait the API asked for (`Retry-After`), if it named one.
+        retry_after: Option<std::time::Duration>,
+    },
 }
 
 /// The verify command's part in an attempt.
@@ -442,25 +452,34 @@ pub fn one_line(s: &str, max: usize) -> String {
 pub fn judge(e: &Evidence<'_>) -> Verdict {
     let mut v = judge_status(e);
     if matches!(v.kind, Some(FailureKind::RateLimited | FailureKind::Quota)) {
-        // The report's own number, else the "try again in 20s" of the reason.
-        v.retry_after_s = match e.report {
-            Ok((r, _)) => r.raw.get("retry_after_s").and_then(Value::as_f64),
-            Err(_) => None,
-        }
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .or_else(|| {
-            // The CLI's whole message: the reason is cut, and "retry after 45s" may be the
-            // end of a long one.
-            let exit_code = match e.end {
-                ProcessEnd::Exited(c) => Some(*c),
-                _ => None,
-            };
-            let full = e.rules.diagnose(&error_evidence(e, exit_code)).message;
-            full.as_deref()
-                .and_then(crate::failure::retry_after)
-                .or_else(|| crate::failure::retry_after(&v.reason))
-                .map(|d| d.as_secs_f64())
-        });
+        // The backend's (an HTTP Retry-After), else the report's own number, else the "try
+        // again in 20s" of the reason.
+        let told = match e.end {
+            ProcessEnd::Failed {
+                retry_after: Some(d),
+                ..
+            } => Some(d.as_secs_f64()),
+            _ => None,
+        };
+        v.retry_after_s = told
+            .or(match e.report {
+                Ok((r, _)) => r.raw.get("retry_after_s").and_then(Value::as_f64),
+                Err(_) => None,
+            })
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .or_else(|| {
+                // The CLI's whole message: the reason is cut, and "retry after 45s" may be the
+                // end of a long one.
+                let exit_code = match e.end {
+                    ProcessEnd::Exited(c) => Some(*c),
+                    _ => None,
+                };
+                let full = e.rules.diagnose(&error_evidence(e, exit_code)).message;
+                full.as_deref()
+                    .and_then(crate::failure::retry_after)
+                    .or_else(|| crate::failure::retry_after(&v.reason))
+                    .map(|d| d.as_secs_f64())
+            });
     }
     v
 }
@@ -490,14 +509,14 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
             return v(
                 ItemStatus::TimedOut,
                 K::TimedOut,
-                format!("timed out after {limit_s}s; the process group was stopped"),
+                format!("timed out after {limit_s}s; the attempt was stopped"),
             );
         }
         ProcessEnd::Cancelled => {
             return v(
                 ItemStatus::Cancelled,
                 K::Cancelled,
-                "interrupted; the process group was stopped".into(),
+                "interrupted; the attempt was stopped".into(),
             );
         }
         ProcessEnd::NotStarted(why) => {
@@ -513,6 +532,9 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
                 K::AgentError,
                 format!("killed by signal {sig}"),
             );
+        }
+        ProcessEnd::Failed { kind, reason, .. } => {
+            return v(ItemStatus::Failed, *kind, reason.clone());
         }
         ProcessEnd::Exited(0) => {}
         ProcessEnd::Exited(code) => {

@@ -541,6 +541,45 @@ pub fn check_program(program: &str, hint: &str) -> Result<PathBuf> {
     }
 }
 
+#[cfg(test)]
+impl Settings {
+    /// Settings for in-process tests: `runner`, one job, a 30 s time limit, every status but
+    /// `completed` retried (no retries), nothing else set.
+    pub fn for_test(runner: RunnerDef) -> Settings {
+        Settings {
+            runner,
+            command: Vec::new(),
+            jobs: 1,
+            timeout: Some(Duration::from_secs(30)),
+            grace: Duration::from_millis(100),
+            retries: 0,
+            retry_on: ItemStatus::ALL
+                .into_iter()
+                .filter(|s| *s != ItemStatus::Completed)
+                .collect(),
+            retry_delay: Duration::from_millis(1),
+            verify: None,
+            model: None,
+            agent_args: Vec::new(),
+            vars: BTreeMap::new(),
+            log_cap: 1024 * 1024,
+            format: Format::Plain,
+            isolate: false,
+            merge: false,
+            worktree_copy: Vec::new(),
+            worktree_setup: None,
+            only: Only::All,
+            shard: None,
+            junit: None,
+            trace: None,
+            dry_run: false,
+            keep_formulas: false,
+            sandbox: crate::sandbox::Mode::None,
+            limits: Default::default(),
+        }
+    }
+}
+
 impl Settings {
     /// Combine the flags over the file's settings over the defaults, and validate the result.
     /// `command` is what followed `--`; `store` is where user runner definitions live.
@@ -673,23 +712,11 @@ impl Settings {
         Ok(settings)
     }
 
-    /// Check the runner definition's backend and expand it once with sample values, so a bad
-    /// definition or a missing program fails before anything is written.
+    /// Check the runner definition's backend (for a process: expand its argv once with
+    /// sample values and find its program), and the verify command, so a bad definition or
+    /// a missing program fails before anything is written.
     fn check_programs(&self) -> Result<()> {
-        crate::run::backend::for_runner(&self.runner)?;
-        let sample = definition::AttemptArgs {
-            prompt_file: Path::new("prompt.md"),
-            report: Path::new("report.json"),
-            workspace: Path::new("."),
-            prompt: "",
-            model: self.model.as_deref(),
-            agent_args: &self.agent_args,
-            command: &self.command,
-            vars: &self.vars,
-            in_git_work_tree: true,
-        };
-        let inv = self.runner.invocation(&sample)?;
-        check_program(&inv.program, &self.runner.install_hint)?;
+        crate::run::backend::for_settings(self)?;
         if let Some(v) = &self.verify {
             check_program(&v[0], "check the --verify command")?;
         }

@@ -27,6 +27,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("copilot", include_str!("../../runners/copilot.toml")),
     ("aider", include_str!("../../runners/aider.toml")),
     ("exec", include_str!("../../runners/exec.toml")),
+    ("openai", include_str!("../../runners/openai.toml")),
 ];
 
 /// The order in which installed agent CLIs are picked when no runner is chosen.
@@ -49,6 +50,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
         &[
             "name",
             "description",
+            "kind",
             "program",
             "install_hint",
             "version_args",
@@ -64,9 +66,23 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "env",
             "proven",
             "sandbox",
+            "http",
         ],
     ),
     ("sandbox", &["writes"]),
+    (
+        "http",
+        &[
+            "base_url",
+            "base_url_env",
+            "key_env",
+            "model",
+            "input_usd_per_mtok",
+            "output_usd_per_mtok",
+            "headers",
+            "body",
+        ],
+    ),
     (
         "result",
         &[
@@ -85,10 +101,11 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
 ];
 
 /// How the prompt reaches the agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PromptMode {
     /// `prompt.md` is the child's stdin, opened read-only (as with `< prompt.md`).
+    #[default]
     Stdin,
     /// Left in `prompt.md`; the args name it with `{prompt_file}`. stdin is /dev/null.
     File,
@@ -97,10 +114,11 @@ pub enum PromptMode {
 }
 
 /// How the agent's stdout is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OutputFormat {
     /// Plain text: the whole stdout is the final text.
+    #[default]
     Text,
     /// One JSON object: the whole stdout, or its last line that parses.
     Json,
@@ -172,11 +190,14 @@ pub struct RunnerDef {
     /// One line for `runner runners`.
     #[serde(default)]
     pub description: String,
-    /// Which backend executes its attempts (`crate::run::backend::for_runner`): `process`
-    /// (the default: the program below as a subprocess).
+    /// Which backend executes its attempts (`crate::run::backend::for_settings`): `process`
+    /// (the default: the program below as a subprocess) or `http` (one OpenAI-compatible
+    /// request per attempt, configured by [`RunnerDef::http`]; no program).
     #[serde(default = "default_kind")]
     pub kind: String,
-    /// Program looked up on PATH; empty for `exec` (taken from the command after `--`).
+    /// Program looked up on PATH; empty for `exec` (taken from the command after `--`) and
+    /// for kind `http`.
+    #[serde(default)]
     pub program: String,
     /// How to install the program, shown when it is missing.
     #[serde(default)]
@@ -188,6 +209,7 @@ pub struct RunnerDef {
     #[serde(default)]
     pub checked: String,
     /// argv after the program, with placeholders (see [`RunnerDef::invocation`]).
+    #[serde(default)]
     pub args: Vec<String>,
     /// Expansion of `{model_args}` when a model is given.
     #[serde(default)]
@@ -196,9 +218,11 @@ pub struct RunnerDef {
     /// work tree (aider: `--no-git`, else it runs `git init` there).
     #[serde(default)]
     pub no_git_args: Vec<String>,
-    /// How the prompt is passed.
+    /// How the prompt is passed (default `stdin`).
+    #[serde(default)]
     pub prompt: PromptMode,
-    /// How stdout is read.
+    /// How stdout is read (default `text`).
+    #[serde(default)]
     pub output: OutputFormat,
     /// Defaults for `{var.NAME}`.
     #[serde(default)]
@@ -220,6 +244,44 @@ pub struct RunnerDef {
     /// `--sandbox landlock` (`[sandbox]`).
     #[serde(default)]
     pub sandbox: SandboxSpec,
+    /// Where and how kind `http` sends its requests (`[http]`); `None` for other kinds.
+    #[serde(default)]
+    pub http: Option<HttpSpec>,
+}
+
+/// `[http]` of a definition of kind `http` (built-in `openai`): an OpenAI-compatible
+/// chat-completions API (`POST <base_url>/chat/completions`, the OpenAI API reference's
+/// "Create chat completion"). Every value can be changed per run with `--var` (see
+/// `crate::run::backend::http`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSpec {
+    /// The API's base URL, up to and including its version (`https://api.openai.com/v1`),
+    /// used when the variable [`HttpSpec::base_url_env`] names is unset or empty.
+    pub base_url: String,
+    /// The variable that overrides the base URL (`OPENAI_BASE_URL`, as the OpenAI SDKs read
+    /// it); empty for none.
+    #[serde(default)]
+    pub base_url_env: String,
+    /// The variable holding the API key, sent as `Authorization: Bearer <key>`
+    /// (`OPENAI_API_KEY`); empty for none.
+    #[serde(default)]
+    pub key_env: String,
+    /// The model when `--model` is not given; empty: `--model` is required.
+    #[serde(default)]
+    pub model: String,
+    /// Price of input (prompt) tokens, USD per million; 0: unknown (no cost is computed).
+    #[serde(default)]
+    pub input_usd_per_mtok: f64,
+    /// Price of output (completion) tokens, USD per million; 0: unknown.
+    #[serde(default)]
+    pub output_usd_per_mtok: f64,
+    /// Extra request headers (name → value).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Extra fields of the request body (e.g. `temperature = 0`), merged over the runner's.
+    #[serde(default)]
+    pub body: BTreeMap<String, toml::Value>,
 }
 
 /// `[sandbox]` of a runner definition.
@@ -356,6 +418,16 @@ impl RunnerDef {
             vars: &BTreeMap::new(),
             in_git_work_tree: false,
         };
+        if self.kind == "http" {
+            return match &self.http {
+                Some(_) => Ok(()),
+                None => Err(Error::input_at(
+                    path,
+                    None,
+                    "kind `http` needs an `[http]` table with at least `base_url`",
+                )),
+            };
+        }
         self.expand_argv(&sample)
             .map(|_| ())
             .map_err(|e| Error::input_at(path, None, e))?;
@@ -386,7 +458,24 @@ impl RunnerDef {
         })
     }
 
+    /// Whether the agent has no tools of its own (kind `http`): its answer is its report,
+    /// it reads no files and keeps no working context, so the prompt says so.
+    pub fn answers_only(&self) -> bool {
+        self.kind == "http"
+    }
+
     fn expand_argv(&self, a: &AttemptArgs<'_>) -> std::result::Result<Invocation, String> {
+        if self.kind == "http" {
+            // An HTTP attempt starts no program: nothing to expand.
+            return Ok(Invocation {
+                program: String::new(),
+                args: Vec::new(),
+                prompt_on_stdin: false,
+                env_unset: Vec::new(),
+                env_set: Vec::new(),
+                state_dirs: Vec::new(),
+            });
+        }
         let mut program = self.program.clone();
         let mut args = Vec::new();
         for arg in &self.args {

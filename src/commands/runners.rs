@@ -38,7 +38,7 @@ struct Row {
 }
 
 /// `PROVEN`: the real CLI version the definition's end-to-end test runs, or `no` (only
-/// fakes of the CLI were run), or `-` for `exec` (any program).
+/// fakes of the CLI were run), or `-` for `exec` (any program) and kind `http` (no CLI).
 fn proven(d: &RunnerDef) -> String {
     match (&d.proven, d.program.is_empty()) {
         (Some(p), _) => p.version.clone(),
@@ -68,6 +68,23 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
                         proven: proven(d),
                         notes,
                     };
+                    if let Some(http) = &d.http {
+                        // No program: say where requests go and whether the key is there.
+                        let key = match std::env::var_os(&http.key_env) {
+                            _ if http.key_env.is_empty() => String::new(),
+                            Some(v) if !v.is_empty() => format!("; {} is set", http.key_env),
+                            _ => format!("; {} is not set", http.key_env),
+                        };
+                        let base = std::env::var(&http.base_url_env)
+                            .ok()
+                            .filter(|b| !b.is_empty())
+                            .unwrap_or_else(|| http.base_url.clone());
+                        return row(
+                            "(http)".into(),
+                            "-".into(),
+                            format!("{} ({base}{key})", d.description),
+                        );
+                    }
                     if d.program.is_empty() {
                         return row("(after --)".into(), "-".into(), d.description.clone());
                     }

@@ -232,7 +232,7 @@ pub struct Wiring {
 
 /// Run every item of `items` in `team` and return the summary. Events go to `reporter`
 /// and the journal; `team.json` is kept current. Attempts run on the backend of the runner
-/// definition ([`backend::for_runner`]); SIGINT, SIGTERM and SIGHUP interrupt the run;
+/// definition ([`backend::for_settings`]); SIGINT, SIGTERM and SIGHUP interrupt the run;
 /// SIGTSTP (Ctrl-Z) stops every teammate and then the runner until it is continued.
 ///
 /// Errors: a signal handler cannot be installed, the journal cannot be written (every
@@ -246,7 +246,7 @@ pub async fn run(
     reporter: &mut dyn Reporter,
 ) -> Result<RunSummary> {
     let wiring = Wiring {
-        backend: backend::for_runner(&spec.settings.runner)?,
+        backend: backend::for_settings(&spec.settings)?,
         interrupts: Interrupts::signals()?,
         suspends: Suspends::signals()?,
     };

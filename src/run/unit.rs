@@ -25,7 +25,8 @@ use crate::item::WorkItem;
 use crate::prompt::{ItemContext, PromptContext, RetryContext, Var};
 use crate::report::{self, Evidence, ItemStatus, ProcessEnd, Verdict, VerifyResult};
 
-/// Most bytes of `working-context.md` carried into a retry prompt.
+/// Most bytes of `working-context.md` carried into a retry prompt (and of a checkpoint
+/// inlined for an agent that cannot read files).
 const WORKING_CONTEXT_MAX: u64 = 64 * 1024;
 
 /// Longest value listed under "Values of this item", characters (the instruction carries the
@@ -50,6 +51,7 @@ pub fn render_prompt(
     retry: Option<RetryContext>,
 ) -> crate::error::Result<String> {
     let dir = spec.teammate_dir(&item.teammate);
+    let answer_only = spec.settings.runner.answers_only();
     // Checked at start-up (`Plan::check`): every path here can be named.
     let named = |p: &Path| {
         super::plan::name_in_prompt(spec, &item.teammate, p)
@@ -72,6 +74,12 @@ pub fn render_prompt(
             },
             body: item.body.clone(),
             checkpoint: item.checkpoint.as_ref().map(|p| named(p)),
+            // An agent without tools cannot read the checkpoint: it gets the text.
+            checkpoint_text: item
+                .checkpoint
+                .as_ref()
+                .filter(|_| answer_only)
+                .and_then(|p| read_capped(p, WORKING_CONTEXT_MAX)),
             vars: item
                 .vars
                 .iter()
@@ -88,6 +96,7 @@ pub fn render_prompt(
             .as_ref()
             .map(|s| serde_json::to_string_pretty(&s.0).unwrap_or_default()),
         retry,
+        answer_only,
     };
     spec.template.render(&ctx)
 }
@@ -360,6 +369,7 @@ async fn attempt_once(
         grace: spec.settings.grace,
         pipe_wait: spec.pipe_wait,
         sandbox: prepared.sandbox.as_deref(),
+        output_schema: spec.schema.as_ref().map(|(s, _)| s),
         events: tx,
     };
     let execution = backend.execute(&attempt, cancel.clone()).await;
@@ -721,6 +731,8 @@ async fn run_helper(
         ProcessEnd::TimedOut { limit_s } => format!("`{shown}` timed out after {limit_s}s"),
         ProcessEnd::Signalled(s) => format!("`{shown}` was killed by signal {s}"),
         ProcessEnd::NotStarted(why) => return Err(HelperFailure::before(why)),
+        // Only backends end that way; a helper command is always a process.
+        ProcessEnd::Failed { reason, .. } => reason,
     };
     Err(HelperFailure {
         reason,

@@ -106,7 +106,15 @@ pub fn print_plan(plan: &Plan, earlier: Option<&Replay>) -> crate::error::Result
                 vars: &spec.settings.vars,
                 in_git_work_tree: crate::run::unit::agent_in_git_work_tree(spec),
             };
-            if let Ok(inv) = spec.settings.runner.invocation(&args) {
+            if spec.settings.runner.kind == "http" {
+                if let Ok(http) = crate::run::backend::http::Http::for_settings(&spec.settings) {
+                    let _ = writeln!(
+                        out,
+                        "Request (each item): {}",
+                        http.describe(spec.schema.is_some())
+                    );
+                }
+            } else if let Ok(inv) = spec.settings.runner.invocation(&args) {
                 let how = match spec.settings.runner.prompt {
                     crate::agent::PromptMode::Stdin => "prompt on stdin",
                     crate::agent::PromptMode::File => "prompt in prompt.md",

@@ -8,6 +8,7 @@ mod batch;
 mod ci;
 mod clis;
 mod faults;
+mod http;
 mod inputs;
 mod process_faults;
 mod regressions;

@@ -9,8 +9,8 @@
 //! ended and what the agent answered.
 //!
 //! Backends: [`process::Process`] (an agent CLI subprocess in its own process group, see
-//! [`crate::run::process`]) and, in tests, `scripted::Scripted` (scripted results, no
-//! processes).
+//! [`crate::run::process`]), [`http::Http`] (one OpenAI-compatible chat-completions request
+//! per attempt) and, in tests, `scripted::Scripted` (scripted results, no processes).
 //!
 //! # How to add a backend
 //!
@@ -24,10 +24,11 @@
 //!    - stop at [`Attempt::timeout`] with [`ProcessEnd::TimedOut`], and when `cancel` leaves
 //!      [`Cancel::None`] with [`ProcessEnd::Cancelled`]; a request that could not be made at
 //!      all is [`ProcessEnd::NotStarted`] with the reason.
-//! 2. Register it: `mod <name>;` below and one match arm in [`for_runner`] for the runner
+//! 2. Register it: `mod <name>;` below and one match arm in [`for_settings`] for the runner
 //!    definition `kind` it serves (`kind = "<name>"` in `runners/*.toml`). Nothing else changes: preparation, the success rule,
 //!    retries, the journal and the sinks are the same for every backend.
 
+pub mod http;
 pub mod process;
 #[cfg(test)]
 pub mod scripted;
@@ -46,6 +47,7 @@ use crate::agent::definition::Invocation;
 use crate::agent::{AgentResult, RunnerDef};
 use crate::item::WorkItem;
 use crate::report::ProcessEnd;
+use crate::settings::Settings;
 
 /// A boxed future a backend returns (`Send`, so units run on any worker thread).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -62,15 +64,21 @@ pub trait Backend: Send + Sync {
     ) -> BoxFuture<'a, Execution>;
 }
 
-/// The backend that executes the attempts of runner definition `def`, by its `kind`. The
-/// registry: one match arm per backend.
+/// The backend that executes the attempts of a run with `settings`, by its runner
+/// definition's `kind`, after the checks that backend makes before anything is written. The
+/// registry: one match arm per backend. Called once per run: the value serves every attempt
+/// (the HTTP backend's one client and its connections among them).
 ///
-/// Errors: a `kind` no backend serves (exit 2, naming the definition).
-pub fn for_runner(def: &RunnerDef) -> crate::error::Result<Arc<dyn Backend>> {
+/// Errors: a `kind` no backend serves (exit 2, naming the definition); what the backend's
+/// checks refuse (a missing program or API key: exit 3; a bad `--var`, a missing model:
+/// exit 2).
+pub fn for_settings(settings: &Settings) -> crate::error::Result<Arc<dyn Backend>> {
+    let def = &settings.runner;
     match def.kind.as_str() {
-        "process" => Ok(Arc::new(process::Process)),
+        "process" => Ok(Arc::new(process::Process::for_settings(settings)?)),
+        "http" => Ok(Arc::new(http::Http::for_settings(settings)?)),
         other => Err(crate::error::Error::Usage(format!(
-            "runner `{}` has kind `{other}`, which no backend runs (known: process)",
+            "runner `{}` has kind `{other}`, which no backend runs (known: process, http)",
             def.name
         ))),
     }
@@ -114,6 +122,9 @@ pub struct Attempt<'a> {
     /// With `--sandbox landlock`: the paths the attempt may write (its working directory, its
     /// teammate folder, what its runner definition declares); `None`: not confined.
     pub sandbox: Option<&'a [PathBuf]>,
+    /// The `output_schema` the report's `output` must satisfy, when one is set (the HTTP
+    /// backend asks for structured output with it).
+    pub output_schema: Option<&'a serde_json::Value>,
     pub(in crate::run) events: &'a mpsc::UnboundedSender<Event>,
 }
 
@@ -236,11 +247,15 @@ mod tests {
 
     #[test]
     fn a_definition_kind_no_backend_serves_is_refused_naming_it() {
-        let mut def = crate::agent::definition::load("exec", None, None).expect("exec");
+        let def = crate::agent::definition::load("exec", None, None).expect("exec");
         assert_eq!(def.kind, "process");
-        assert!(for_runner(&def).is_ok());
-        def.kind = "carrier-pigeon".into();
-        let e = for_runner(&def).err().expect("refused").to_string();
+        let mut settings = Settings {
+            command: vec!["true".into()],
+            ..Settings::for_test(def)
+        };
+        assert!(for_settings(&settings).is_ok());
+        settings.runner.kind = "carrier-pigeon".into();
+        let e = for_settings(&settings).err().expect("refused").to_string();
         assert!(
             e.contains("`carrier-pigeon`") && e.contains("runner `exec`"),
             "{e}"

@@ -2,15 +2,44 @@
 //! supervised by [`crate::run::process::run`] (own process group, capped logs, time limit,
 //! SIGTERM → grace → SIGKILL), its stdout read through the definition's `[result]` pointers.
 
+use std::path::Path;
+
 use tokio::sync::watch;
 
 use super::{Attempt, Backend, BoxFuture, Execution, FULL_READ, end_of, read_capped};
 use crate::agent;
+use crate::agent::definition::AttemptArgs;
+use crate::error::Result;
 use crate::run::process::{self, Cancel, Spawn};
+use crate::settings::Settings;
 
 /// Runs each attempt as a child process (argv, no shell).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Process;
+
+impl Process {
+    /// The process backend for `settings`, after expanding the definition's argv once with
+    /// sample values and finding its program.
+    ///
+    /// Errors: a placeholder the definition cannot expand (exit 2), a program that is not
+    /// installed (exit 3, with the definition's install hint).
+    pub fn for_settings(settings: &Settings) -> Result<Process> {
+        let sample = AttemptArgs {
+            prompt_file: Path::new("prompt.md"),
+            report: Path::new("report.json"),
+            workspace: Path::new("."),
+            prompt: "",
+            model: settings.model.as_deref(),
+            agent_args: &settings.agent_args,
+            command: &settings.command,
+            vars: &settings.vars,
+            in_git_work_tree: true,
+        };
+        let inv = settings.runner.invocation(&sample)?;
+        crate::settings::check_program(&inv.program, &settings.runner.install_hint)?;
+        Ok(Process)
+    }
+}
 
 impl Backend for Process {
     fn execute<'a>(

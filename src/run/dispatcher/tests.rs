@@ -1,7 +1,6 @@
 //! In-process dispatcher tests: the scripted backend instead of processes, interrupts sent
 //! through a channel instead of signals, a temporary workspace.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,10 +18,8 @@ use crate::run::backend::scripted::{Scripted, Step};
 use crate::run::events::{Event, Reporter, RunSummary};
 use crate::run::job_control::Suspends;
 use crate::run::outcome::Outcome;
-use crate::run::selection::Only;
 use crate::run::team::Team;
 use crate::settings::Settings;
-use crate::ui::Format;
 
 fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
     RunSpec {
@@ -31,35 +28,10 @@ fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
         cwd: dir.to_owned(),
         pipe_wait: Duration::from_millis(100),
         settings: Settings {
-            runner: definition::load("exec", None, None).expect("exec definition"),
             command: vec!["agent".into()],
             jobs,
-            timeout: Some(Duration::from_secs(30)),
-            grace: Duration::from_millis(100),
             retries,
-            retry_on: ItemStatus::ALL
-                .into_iter()
-                .filter(|s| *s != ItemStatus::Completed)
-                .collect(),
-            retry_delay: Duration::from_millis(1),
-            verify: None,
-            model: None,
-            agent_args: Vec::new(),
-            vars: BTreeMap::new(),
-            log_cap: 1024 * 1024,
-            format: Format::Plain,
-            isolate: false,
-            merge: false,
-            worktree_copy: Vec::new(),
-            worktree_setup: None,
-            only: Only::All,
-            shard: None,
-            junit: None,
-            trace: None,
-            dry_run: false,
-            keep_formulas: false,
-            sandbox: crate::sandbox::Mode::None,
-            limits: Default::default(),
+            ..Settings::for_test(definition::load("exec", None, None).expect("exec definition"))
         },
         template: TeammateTemplate::new(Path::new("teammate.md"), DEFAULT_TEAMMATE_TEMPLATE)
             .expect("template"),

@@ -1,0 +1,731 @@
+//! The HTTP backend (runner definition kind `http`, built-in `openai`): each attempt is one
+//! OpenAI-compatible chat-completions request, no agent process.
+//!
+//! The wire format is the OpenAI API reference's "Create chat completion"
+//! (`POST <base_url>/chat/completions`, `{"model", "messages", "response_format"}` →
+//! `{"id", "choices": [{"message": {"content", "refusal"}, "finish_reason"}], "usage":
+//! {"prompt_tokens", "completion_tokens"}}`; errors `{"error": {"message", "type",
+//! "code"}}`), which llama.cpp's server, vLLM, Ollama, LM Studio, OpenRouter, Together and
+//! Groq also speak. The rendered teammate prompt is the user message; a system message asks
+//! for the report JSON; with `output_schema` the request asks for structured output
+//! (`response_format: {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`,
+//! the schema being the report with `output` held to the user's schema). The answer's
+//! content is the agent's final text, judged by the same success rule as any other.
+//!
+//! How an attempt ends: HTTP 429, and 503 with a `Retry-After`, → `rate_limited` (the wait
+//! from `retry-after-ms` or `Retry-After`); 429 `insufficient_quota` → `quota`; 401/403 →
+//! `auth`; other statuses and an unreachable server → `api_error`; a refusal, a cut-off
+//! (`finish_reason: length`) or filtered answer → `invalid_report`. Time limits and
+//! interrupts drop the request at once (its connection is closed).
+//!
+//! Logs: `attempt-N.stdout.log` is the response body as received; `attempt-N.stderr.log`
+//! the exchange (request line, headers with keys redacted, request body, response status
+//! and headers), as `curl -v` would show it.
+//!
+//! `--var` names it takes: `base_url`, `input_usd_per_mtok`, `output_usd_per_mtok`, `strict`
+//! (`true`/`false`), `response_format` (`json_schema`/`json_object`/`none`), `header.NAME`
+//! (an extra request header), `body.NAME` (an extra body field: JSON, else a string).
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+
+use super::{Attempt, Backend, BoxFuture, Execution};
+use crate::agent::AgentResult;
+use crate::error::{Error, Result};
+use crate::failure::FailureKind;
+use crate::report::{ProcessEnd, one_line};
+use crate::run::process::Cancel;
+use crate::settings::Settings;
+
+/// The system message of every request: what the answer must be.
+pub const SYSTEM_MESSAGE: &str = "You are a teammate in a batch run. You have no tools and \
+cannot read or write files: work with what the user message gives you. Answer with exactly \
+one JSON object, your report, and nothing else: {\"status\": \"completed\" | \"blocked\" | \
+\"failed\", \"summary\": \"one line: what you found or did\", \"blocker\": null or why a \
+person must decide, \"output\": {the structured result}}. \"completed\" only if the item is \
+fully done; \"blocked\" if you cannot go on without a person; \"failed\" otherwise.";
+
+/// The `--var` names other than `header.*` and `body.*`.
+const VARS: &[&str] = &[
+    "base_url",
+    "input_usd_per_mtok",
+    "output_usd_per_mtok",
+    "strict",
+    "response_format",
+];
+
+/// How the request asks for a JSON answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// `json_schema` with the report schema (the default when `output_schema` is set).
+    Schema,
+    /// `json_object` (JSON mode; the default without a schema).
+    Object,
+    /// No `response_format` (servers that know neither).
+    None,
+}
+
+/// Sends one chat-completions request per attempt over one client (one connection pool:
+/// HTTP/1.1 keep-alive, HTTP/2 where the server offers it) for the whole run.
+pub struct Http {
+    client: reqwest::Client,
+    /// `<base_url>/chat/completions`.
+    url: String,
+    /// The API key, when the definition's key variable is set.
+    key: Option<String>,
+    model: String,
+    headers: HeaderMap,
+    body: Map<String, Value>,
+    /// `--var response_format`, when given.
+    format: Option<Format>,
+    strict: bool,
+    /// USD per million input and output tokens (0: unknown).
+    prices: (f64, f64),
+}
+
+impl Http {
+    /// The backend for `settings` (runner definition kind `http`): base URL, key, model,
+    /// headers, body fields and prices from the definition's `[http]`, the environment and
+    /// `--var`, and the one client of the run.
+    ///
+    /// Errors (nothing is written before them): no model (`--model` missing) or a `--var`
+    /// this backend does not take or cannot use (exit 2); the default, hosted base URL with
+    /// no key in the environment, or a client that cannot be built (exit 3).
+    pub fn for_settings(settings: &Settings) -> Result<Http> {
+        let def = &settings.runner;
+        let spec = def.http.as_ref().ok_or_else(|| {
+            Error::Usage(format!(
+                "runner `{}` has kind `http` but no `[http]` table",
+                def.name
+            ))
+        })?;
+        let usage = |m: String| Error::Usage(format!("runner `{}`: {m}", def.name));
+        let vars = &settings.vars;
+        for name in vars.keys() {
+            if !(VARS.contains(&name.as_str())
+                || name.starts_with("header.")
+                || name.starts_with("body."))
+            {
+                return Err(usage(format!(
+                    "--var `{name}` is not one this runner takes{} (it takes {}, header.NAME \
+                     and body.NAME)",
+                    crate::suggest::did_you_mean(name, VARS.iter().copied()),
+                    VARS.join(", ")
+                )));
+            }
+        }
+        let env_base = (!spec.base_url_env.is_empty())
+            .then(|| std::env::var(&spec.base_url_env).ok())
+            .flatten()
+            .filter(|v| !v.trim().is_empty());
+        let base = vars
+            .get("base_url")
+            .cloned()
+            .or(env_base)
+            .unwrap_or_else(|| spec.base_url.clone());
+        let base = base.trim().trim_end_matches('/').to_owned();
+        let parsed = reqwest::Url::parse(&base).map_err(|e| {
+            usage(format!(
+                "the base URL `{base}` is not a URL ({e}); give it like http://127.0.0.1:8080/v1"
+            ))
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(usage(format!(
+                "the base URL `{base}` must start with http:// or https://"
+            )));
+        }
+        let key = (!spec.key_env.is_empty())
+            .then(|| std::env::var(&spec.key_env).ok())
+            .flatten()
+            .filter(|k| !k.trim().is_empty());
+        if key.is_none() && !spec.key_env.is_empty() && base == spec.base_url.trim_end_matches('/')
+        {
+            return Err(Error::Environment(format!(
+                "runner `{}`: {} is not set; export your API key as {}, or point {} (or --var \
+                 base_url=URL) at a server that needs none",
+                def.name,
+                spec.key_env,
+                spec.key_env,
+                if spec.base_url_env.is_empty() {
+                    "the base URL"
+                } else {
+                    &spec.base_url_env
+                }
+            )));
+        }
+        let model = settings
+            .model
+            .clone()
+            .filter(|m| !m.trim().is_empty())
+            .or_else(|| (!spec.model.is_empty()).then(|| spec.model.clone()))
+            .ok_or_else(|| {
+                usage(
+                    "needs a model: give --model NAME (the model id your API serves, e.g. \
+                     gpt-4.1-mini)"
+                        .into(),
+                )
+            })?;
+        let price = |name: &str, default: f64| -> Result<f64> {
+            match vars.get(name) {
+                None => Ok(default),
+                Some(v) => match v.trim().parse::<f64>() {
+                    Ok(p) if p.is_finite() && p >= 0.0 => Ok(p),
+                    _ => Err(usage(format!(
+                        "--var {name}={v}: give USD per million tokens, a number ≥ 0 (e.g. 0.15)"
+                    ))),
+                },
+            }
+        };
+        let prices = (
+            price("input_usd_per_mtok", spec.input_usd_per_mtok)?,
+            price("output_usd_per_mtok", spec.output_usd_per_mtok)?,
+        );
+        let strict = match vars.get("strict").map(|s| s.trim()) {
+            None | Some("true") => true,
+            Some("false") => false,
+            Some(v) => return Err(usage(format!("--var strict={v}: give true or false"))),
+        };
+        let format = match vars.get("response_format").map(|s| s.trim()) {
+            None => None,
+            Some("json_schema") => Some(Format::Schema),
+            Some("json_object") => Some(Format::Object),
+            Some("none") => Some(Format::None),
+            Some(v) => {
+                return Err(usage(format!(
+                    "--var response_format={v}: give json_schema, json_object or none"
+                )));
+            }
+        };
+        let mut headers = HeaderMap::new();
+        let extra_headers = spec.headers.iter().map(|(k, v)| (k.as_str(), v)).chain(
+            vars.iter()
+                .filter_map(|(k, v)| Some((k.strip_prefix("header.")?, v))),
+        );
+        for (name, value) in extra_headers {
+            let n = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| usage(format!("`{name}` is not an HTTP header name")))?;
+            let v = HeaderValue::from_str(value).map_err(|_| {
+                usage(format!(
+                    "the value of header `{name}` is not a header value"
+                ))
+            })?;
+            headers.insert(n, v);
+        }
+        let mut body = Map::new();
+        for (k, v) in &spec.body {
+            let v = serde_json::to_value(v)
+                .map_err(|e| usage(format!("[http] body `{k}` is not JSON: {e}")))?;
+            body.insert(k.clone(), v);
+        }
+        for (k, v) in vars {
+            if let Some(field) = k.strip_prefix("body.") {
+                let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.clone()));
+                body.insert(field.to_owned(), value);
+            }
+        }
+        // reqwest is built without a crypto provider of its own; ring is ours (installing
+        // it twice is harmless).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(30))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .user_agent(concat!("teammate-runner/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| Error::Environment(format!("cannot set up the HTTP client: {e}")))?;
+        Ok(Http {
+            client,
+            url: format!("{base}/chat/completions"),
+            key,
+            model,
+            headers,
+            body,
+            format,
+            strict,
+            prices,
+        })
+    }
+
+    /// `POST <url>`, for `--dry-run`: where each item's request goes and how it asks.
+    pub fn describe(&self, schema: bool) -> String {
+        let how = match self.effective_format(schema) {
+            Format::Schema if self.strict => "structured output (json_schema, strict)",
+            Format::Schema => "structured output (json_schema)",
+            Format::Object => "JSON mode (json_object)",
+            Format::None => "no response_format",
+        };
+        format!("POST {}   (model {}, {how})", self.url, self.model)
+    }
+
+    /// The `response_format` of a request: the one `--var response_format` chose, else
+    /// json_schema with a schema and JSON mode without.
+    fn effective_format(&self, schema: bool) -> Format {
+        match (self.format, schema) {
+            // Without a schema there is nothing for json_schema to hold the answer to.
+            (Some(Format::Schema), false) | (None, false) => Format::Object,
+            (None, true) => Format::Schema,
+            (Some(f), _) => f,
+        }
+    }
+
+    /// The request body for one attempt.
+    fn request_body(&self, prompt: &str, schema: Option<&Value>) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert(
+            "messages".into(),
+            json!([
+                {"role": "system", "content": SYSTEM_MESSAGE},
+                {"role": "user", "content": prompt},
+            ]),
+        );
+        match (self.effective_format(schema.is_some()), schema) {
+            (Format::Schema, Some(s)) => {
+                body.insert(
+                    "response_format".into(),
+                    json!({
+                        "type": "json_schema",
+                        "json_schema": {
+                            "name": "report",
+                            "schema": report_schema(s),
+                            "strict": self.strict,
+                        }
+                    }),
+                );
+            }
+            (Format::None, _) => {}
+            _ => {
+                body.insert("response_format".into(), json!({"type": "json_object"}));
+            }
+        }
+        for (k, v) in &self.body {
+            body.insert(k.clone(), v.clone());
+        }
+        Value::Object(body)
+    }
+}
+
+/// The report as a JSON Schema for structured output, its `output` held to `output`: every
+/// property required and no others (what strict mode asks of a schema).
+pub fn report_schema(output: &Value) -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["status", "summary", "blocker", "output"],
+        "properties": {
+            "status": {"type": "string", "enum": ["completed", "blocked", "failed"]},
+            "summary": {"type": "string"},
+            "blocker": {"type": ["string", "null"]},
+            "output": output,
+        }
+    })
+}
+
+impl Backend for Http {
+    fn execute<'a>(
+        &'a self,
+        attempt: &'a Attempt<'a>,
+        cancel: watch::Receiver<Cancel>,
+    ) -> BoxFuture<'a, Execution> {
+        Box::pin(self.run(attempt, cancel))
+    }
+}
+
+/// What came back: the status, the headers worth logging and the body.
+struct Answer {
+    status: reqwest::StatusCode,
+    headers: HeaderMap,
+    body: Vec<u8>,
+}
+
+impl Http {
+    async fn run(&self, attempt: &Attempt<'_>, mut cancel: watch::Receiver<Cancel>) -> Execution {
+        let started = Instant::now();
+        let body = self.request_body(attempt.prompt, attempt.output_schema);
+        let body_text = serde_json::to_string_pretty(&body).unwrap_or_default();
+        let mut request = self
+            .client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body_text.clone());
+        if let Some(key) = &self.key {
+            request = request.bearer_auth(key);
+        }
+        let mut exchange = format!("POST {}\n", self.url);
+        if let Some(key) = &self.key {
+            let _ = writeln!(exchange, "authorization: Bearer {}", redacted(key));
+        }
+        let _ = writeln!(exchange, "content-type: application/json");
+        for (name, value) in &self.headers {
+            let shown = match secret_header(name.as_str()) {
+                true => redacted(value.to_str().unwrap_or("")),
+                false => value.to_str().unwrap_or("(not text)").to_owned(),
+            };
+            let _ = writeln!(exchange, "{name}: {shown}");
+        }
+        let _ = writeln!(exchange, "\n{body_text}\n");
+        attempt.started(0);
+        let exchange_future = async {
+            let response = request.send().await?;
+            let status = response.status();
+            let headers = response.headers().clone();
+            let body = response.bytes().await?;
+            Ok::<_, reqwest::Error>(Answer {
+                status,
+                headers,
+                body: body.to_vec(),
+            })
+        };
+        let limit = attempt.timeout;
+        let answered = tokio::select! {
+            a = exchange_future => Ok(a),
+            _ = async {
+                match limit {
+                    Some(t) => tokio::time::sleep(t).await,
+                    None => std::future::pending().await,
+                }
+            } => Err(ProcessEnd::TimedOut { limit_s: limit.map_or(0, |t| t.as_secs()) }),
+            _ = interrupted(&mut cancel) => Err(ProcessEnd::Cancelled),
+        };
+        let elapsed = started.elapsed();
+        let ended =
+            |end: ProcessEnd, agent: AgentResult, exchange: &str, log: std::path::PathBuf| {
+                write_capped(&attempt.stderr_log, exchange.as_bytes(), attempt.log_cap);
+                Execution {
+                    end,
+                    exit_code: None,
+                    elapsed,
+                    agent,
+                    stderr_end: None,
+                    log,
+                }
+            };
+        let answer = match answered {
+            Err(end) => {
+                let _ = writeln!(
+                    exchange,
+                    "(no answer: {} after {} ms)",
+                    match end {
+                        ProcessEnd::TimedOut { .. } => "time limit reached",
+                        _ => "interrupted",
+                    },
+                    elapsed.as_millis()
+                );
+                return ended(
+                    end,
+                    AgentResult::default(),
+                    &exchange,
+                    attempt.stderr_log.clone(),
+                );
+            }
+            Ok(Err(e)) => {
+                let why = error_chain(&e);
+                let _ = writeln!(exchange, "(no answer: {why})");
+                let end = failed(
+                    FailureKind::ApiError,
+                    format!("no answer from {}: {why}", self.url),
+                    None,
+                );
+                return ended(
+                    end,
+                    AgentResult::default(),
+                    &exchange,
+                    attempt.stderr_log.clone(),
+                );
+            }
+            Ok(Ok(a)) => a,
+        };
+        let _ = writeln!(
+            exchange,
+            "HTTP {} ({} ms)",
+            answer.status,
+            elapsed.as_millis()
+        );
+        for (name, value) in &answer.headers {
+            let _ = writeln!(
+                exchange,
+                "{name}: {}",
+                value.to_str().unwrap_or("(not text)")
+            );
+        }
+        write_capped(&attempt.stdout_log, &answer.body, attempt.log_cap);
+        let stdout_log = attempt.stdout_log.clone();
+        let (end, agent) = self.read_answer(&answer);
+        attempt.activity(format!(
+            "HTTP {} in {} ms",
+            answer.status.as_u16(),
+            elapsed.as_millis()
+        ));
+        ended(end, agent, &exchange, stdout_log)
+    }
+
+    /// How an answered request ended and what the model said.
+    fn read_answer(&self, a: &Answer) -> (ProcessEnd, AgentResult) {
+        let status = a.status;
+        let parsed: Option<Value> = serde_json::from_slice(&a.body).ok();
+        if !status.is_success() {
+            let message = parsed
+                .as_ref()
+                .and_then(api_message)
+                .unwrap_or_else(|| one_line(&String::from_utf8_lossy(&a.body), 200));
+            let code = parsed.as_ref().and_then(|v| {
+                ["/error/code", "/error/type"]
+                    .iter()
+                    .find_map(|p| v.pointer(p).and_then(Value::as_str).map(str::to_owned))
+            });
+            let wait = retry_after(&a.headers);
+            let what = format!(
+                "HTTP {}{}",
+                status.as_u16(),
+                match message.trim() {
+                    "" => String::new(),
+                    m => format!(": {}", one_line(m, 300)),
+                }
+            );
+            let quota = code.as_deref() == Some("insufficient_quota")
+                || message
+                    .to_lowercase()
+                    .contains("exceeded your current quota");
+            let kind = match status.as_u16() {
+                429 if quota => FailureKind::Quota,
+                429 => FailureKind::RateLimited,
+                503 if wait.is_some() => FailureKind::RateLimited,
+                401 | 403 => FailureKind::Auth,
+                _ => FailureKind::ApiError,
+            };
+            let mut reason = what;
+            if kind == FailureKind::Auth && self.key.is_none() {
+                reason.push_str(" (no API key was sent: its variable is not set)");
+            }
+            if status.as_u16() == 400
+                && self.format != Some(Format::None)
+                && message.to_lowercase().contains("schema")
+                && self.strict
+            {
+                reason.push_str(
+                    " (strict structured output needs every property required and \
+                     additionalProperties false; or give --var strict=false)",
+                );
+            }
+            return (failed(kind, reason, wait), AgentResult::default());
+        }
+        let Some(v) = parsed else {
+            return (
+                failed(
+                    FailureKind::ApiError,
+                    format!(
+                        "HTTP {} but the body is not JSON: {}",
+                        status.as_u16(),
+                        one_line(&String::from_utf8_lossy(&a.body), 120)
+                    ),
+                    None,
+                ),
+                AgentResult::default(),
+            );
+        };
+        let tokens = |p: &str| v.pointer(p).and_then(Value::as_u64);
+        let (input, output) = (
+            tokens("/usage/prompt_tokens"),
+            tokens("/usage/completion_tokens"),
+        );
+        let cost = match self.prices {
+            (0.0, 0.0) => None,
+            (i, o) => Some(
+                ((input.unwrap_or(0) as f64 * i + output.unwrap_or(0) as f64 * o) / 1e6 * 1e6)
+                    .round()
+                    / 1e6,
+            ),
+        };
+        let agent = AgentResult {
+            final_text: v
+                .pointer("/choices/0/message/content")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            session_id: v.get("id").and_then(Value::as_str).map(str::to_owned),
+            input_tokens: input,
+            output_tokens: output,
+            cost_usd: cost,
+            turns: Some(1),
+            ..AgentResult::default()
+        };
+        let refusal = v
+            .pointer("/choices/0/message/refusal")
+            .and_then(Value::as_str)
+            .filter(|r| !r.trim().is_empty());
+        let finish = v
+            .pointer("/choices/0/finish_reason")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let problem = if let Some(r) = refusal {
+            Some(format!("the model refused: {}", one_line(r, 200)))
+        } else if finish == "length" {
+            Some(
+                "the answer was cut off at the token limit (finish_reason: length); raise it \
+                 with --var body.max_completion_tokens=N"
+                    .to_owned(),
+            )
+        } else if finish == "content_filter" {
+            Some("the answer was withheld by the provider's content filter".to_owned())
+        } else if v.pointer("/choices/0").is_none() {
+            Some(format!(
+                "HTTP {} but the answer has no choices: {}",
+                status.as_u16(),
+                one_line(&String::from_utf8_lossy(&a.body), 120)
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(p) => (failed(FailureKind::InvalidReport, p, None), agent),
+            None => (ProcessEnd::Exited(0), agent),
+        }
+    }
+}
+
+fn failed(kind: FailureKind, reason: String, retry_after: Option<Duration>) -> ProcessEnd {
+    ProcessEnd::Failed {
+        kind,
+        reason,
+        retry_after,
+    }
+}
+
+/// The API's own words in an error body: OpenAI's `/error/message`, else a top-level
+/// `message` or `detail` (vLLM, FastAPI servers), else `error` as a string (Ollama).
+fn api_message(v: &Value) -> Option<String> {
+    ["/error/message", "/message", "/detail", "/error"]
+        .iter()
+        .find_map(|p| v.pointer(p).and_then(Value::as_str))
+        .map(str::to_owned)
+}
+
+/// The wait an answer asks for: `retry-after-ms` (milliseconds, as OpenAI sends it), else
+/// `Retry-After` (seconds, or an HTTP date).
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(ms) = text("retry-after-ms").and_then(|t| t.parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let t = text("retry-after")?;
+    if let Ok(s) = t.parse::<f64>() {
+        return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s));
+    }
+    let at = jiff::fmt::rfc2822::parse(t).ok()?.timestamp();
+    let now = jiff::Timestamp::now();
+    Some(at.duration_since(now).try_into().unwrap_or(Duration::ZERO))
+}
+
+/// Whether a header's value is a secret (never logged in full).
+fn secret_header(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["key", "auth", "token", "secret", "cookie"]
+        .iter()
+        .any(|w| n.contains(w))
+}
+
+/// A secret as logs show it: its first four characters, if it is long enough to spare them.
+fn redacted(secret: &str) -> String {
+    match secret.char_indices().nth(4) {
+        Some((i, _)) if secret.chars().count() >= 16 => format!("{}…(redacted)", &secret[..i]),
+        _ => "(redacted)".to_owned(),
+    }
+}
+
+/// Why a request got no answer, in the words of the deepest cause ("tcp connect error:
+/// Connection refused (os error 111)"), else reqwest's own.
+fn error_chain(e: &reqwest::Error) -> String {
+    let mut deepest: Option<&dyn std::error::Error> = None;
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        deepest = Some(s);
+        source = s.source();
+    }
+    let why = deepest.map_or_else(|| e.to_string(), |d| d.to_string());
+    match (e.is_connect(), why.contains("connect")) {
+        (true, false) => format!("cannot connect: {why}"),
+        _ => why,
+    }
+}
+
+/// Write `bytes` to a new private log file, at most `cap` bytes (then the head, marked cut).
+fn write_capped(path: &std::path::Path, bytes: &[u8], cap: u64) {
+    let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+    let _ = crate::fsutil::create_private_file(path).and_then(|mut f| {
+        use std::io::Write;
+        if bytes.len() <= cap {
+            f.write_all(bytes)
+        } else {
+            f.write_all(&bytes[..cap])?;
+            write!(f, "\n[runner: cut at {cap} of {} bytes]\n", bytes.len())
+        }
+    });
+}
+
+/// Resolves once the run is interrupted (at once when it already is).
+async fn interrupted(cancel: &mut watch::Receiver<Cancel>) {
+    loop {
+        if *cancel.borrow_and_update() != Cancel::None {
+            return;
+        }
+        if cancel.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_milliseconds_seconds_and_dates() {
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("7"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
+        h.insert("retry-after-ms", HeaderValue::from_static("1500"));
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
+        let mut h = HeaderMap::new();
+        let soon = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(120);
+        let date =
+            jiff::fmt::rfc2822::to_string(&soon.to_zoned(jiff::tz::TimeZone::UTC)).expect("date");
+        h.insert("retry-after", HeaderValue::from_str(&date).expect("header"));
+        let wait = retry_after(&h).expect("a date");
+        assert!(
+            wait > Duration::from_secs(100) && wait <= Duration::from_secs(120),
+            "{wait:?}"
+        );
+        h.insert("retry-after", HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h), None);
+    }
+
+    #[test]
+    fn keys_never_reach_the_log_whole() {
+        assert_eq!(redacted("sk-proj-abcdefghijklmnop"), "sk-p…(redacted)");
+        assert_eq!(redacted("short"), "(redacted)");
+        assert!(secret_header("X-Api-Key") && secret_header("Authorization"));
+        assert!(!secret_header("OpenAI-Organization"));
+    }
+
+    #[test]
+    fn the_report_schema_holds_output_to_the_users_schema_strictly() {
+        let s = report_schema(&json!({"type": "object"}));
+        assert_eq!(s["additionalProperties"], json!(false));
+        assert_eq!(
+            s["required"],
+            json!(["status", "summary", "blocker", "output"])
+        );
+        assert_eq!(s["properties"]["output"], json!({"type": "object"}));
+    }
+}

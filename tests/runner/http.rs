@@ -1,0 +1,636 @@
+//! The HTTP backend (`--runner openai`) against a scripted OpenAI chat-completions API served
+//! by `wiremock` on 127.0.0.1: what a user sees in `workers-output.csv`, the exit code, the
+//! logs and the requests the API received, for an answer with a schema and each failure
+//! shape (schema violation, 429 with and without Retry-After, quota, 401, 500, a stall past
+//! the time limit, a body that is not JSON, a refusal, a cut-off answer, Ctrl-C).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::harness::{Run, Sandbox, by_id};
+
+const KEY: &str = "sk-test-0123456789abcdef";
+
+/// What the scripted API answers to call number `n` (1-based) with request body `body`.
+type Script = Arc<dyn Fn(usize, &Value) -> ResponseTemplate + Send + Sync>;
+
+/// Every request the API received: its body and headers, in order.
+type Calls = Arc<Mutex<Vec<(Value, Vec<(String, String)>)>>>;
+
+struct Api {
+    server: MockServer,
+    calls: Calls,
+}
+
+struct Responder {
+    script: Script,
+    calls: Calls,
+}
+
+impl Respond for Responder {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let headers = req
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_owned()))
+            .collect();
+        let n = {
+            let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+            calls.push((body.clone(), headers));
+            calls.len()
+        };
+        (self.script)(n, &body)
+    }
+}
+
+impl Api {
+    async fn start(
+        script: impl Fn(usize, &Value) -> ResponseTemplate + Send + Sync + 'static,
+    ) -> Api {
+        let server = MockServer::start().await;
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(Responder {
+                script: Arc::new(script),
+                calls: calls.clone(),
+            })
+            .mount(&server)
+            .await;
+        Api { server, calls }
+    }
+
+    fn base(&self) -> String {
+        format!("{}/v1", self.server.uri())
+    }
+
+    fn bodies(&self) -> Vec<Value> {
+        let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        calls.iter().map(|(b, _)| b.clone()).collect()
+    }
+
+    fn header(&self, n: usize, name: &str) -> Option<String> {
+        let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        calls[n]
+            .1
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    }
+}
+
+/// A `chat.completion` whose message content is `content`.
+fn completion(content: &str, finish: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "id": "chatcmpl-test1",
+        "object": "chat.completion",
+        "created": 1764590000,
+        "model": "gpt-test",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content, "refusal": null},
+            "finish_reason": finish
+        }],
+        "usage": {"prompt_tokens": 1200, "completion_tokens": 300, "total_tokens": 1500}
+    }))
+}
+
+/// The report a model answers for a row: `output` as given.
+fn report(output: Value) -> String {
+    json!({"status": "completed", "summary": "checked the row", "blocker": null, "output": output})
+        .to_string()
+}
+
+/// OpenAI's error body.
+fn error(status: u16, message: &str, kind: &str, code: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_json(json!({
+        "error": {"message": message, "type": kind, "param": null, "code": code}
+    }))
+}
+
+/// A batch of `rows` ids with a one-line instruction, in a fresh sandbox.
+fn sandbox(rows: &[&str]) -> Sandbox {
+    let sb = Sandbox::new();
+    let mut csv = String::from("id,text\n");
+    for r in rows {
+        csv.push_str(&format!("{r},text of {r}\n"));
+    }
+    sb.write("in.csv", csv);
+    sb.write("instr.md", "Say whether {text} is a greeting.\n");
+    sb
+}
+
+/// `runner batch --runner openai` over in.csv against `api`, with `flags`.
+async fn run(sb: &Sandbox, api: &Api, flags: &[&str]) -> Run {
+    let mut cmd = openai_cmd(sb, api, flags);
+    tokio::task::spawn_blocking(move || cmd.output().expect("spawn runner").into())
+        .await
+        .expect("join")
+}
+
+fn openai_cmd(sb: &Sandbox, api: &Api, flags: &[&str]) -> std::process::Command {
+    let mut args = vec![
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--runner",
+        "openai",
+        "--model",
+        "gpt-test",
+        "--format",
+        "plain",
+        "--rate-limit-wait",
+        "0s",
+    ];
+    args.extend_from_slice(flags);
+    let mut cmd = sb.cmd(&args);
+    cmd.env("OPENAI_BASE_URL", api.base())
+        .env("OPENAI_API_KEY", KEY);
+    cmd
+}
+
+fn rows(
+    sb: &Sandbox,
+) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>> {
+    by_id(&sb.join("workers-output.csv"), "id")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_with_a_schema_completes_with_tokens_cost_and_redacted_logs() {
+    let api = Api::start(|_, body| {
+        let greeting = body["messages"][1]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("text of hi");
+        completion(&report(json!({"greeting": greeting})), "stop")
+    })
+    .await;
+    let sb = sandbox(&["hi", "bye"]);
+    sb.write(
+        "schema.json",
+        r#"{"type":"object","additionalProperties":false,"required":["greeting"],"properties":{"greeting":{"type":"boolean"}}}"#,
+    );
+    let r = run(
+        &sb,
+        &api,
+        &[
+            "--output-schema",
+            "schema.json",
+            "--var",
+            "input_usd_per_mtok=2",
+            "--var",
+            "output_usd_per_mtok=8",
+            "--var",
+            "body.temperature=0",
+            "--var",
+            "header.OpenAI-Organization=org-test",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = rows(&sb);
+    for id in ["hi", "bye"] {
+        let row = &rows[id];
+        assert_eq!(row["status"], "completed", "{row:?}");
+        assert_eq!(row["input_tokens"], "1200");
+        assert_eq!(row["output_tokens"], "300");
+        // 1200 × $2/M + 300 × $8/M.
+        assert_eq!(row["cost_usd"].parse::<f64>().expect("cost"), 0.0048);
+        assert_eq!(row["session_id"], "chatcmpl-test1");
+        assert_eq!(row["summary"], "checked the row");
+    }
+    // The schema's fields are columns.
+    assert_eq!(rows["hi"]["greeting"], "true", "{:?}", rows["hi"]);
+    assert_eq!(rows["bye"]["greeting"], "false", "{:?}", rows["bye"]);
+    // The request: system message, the rendered prompt, strict structured output with the
+    // report schema holding `output` to the user's schema, extra body field and header.
+    let bodies = api.bodies();
+    assert_eq!(bodies.len(), 2);
+    let b = &bodies[0];
+    assert_eq!(b["model"], "gpt-test");
+    assert_eq!(b["messages"][0]["role"], "system");
+    assert!(
+        b["messages"][1]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("is a greeting")
+    );
+    assert!(
+        !b["messages"][1]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("working-context"),
+        "a model without tools is not asked to keep files"
+    );
+    assert_eq!(b["response_format"]["type"], "json_schema");
+    assert_eq!(b["response_format"]["json_schema"]["strict"], true);
+    assert_eq!(
+        b["response_format"]["json_schema"]["schema"]["properties"]["output"]["required"],
+        json!(["greeting"])
+    );
+    assert_eq!(b["temperature"], 0);
+    assert_eq!(
+        api.header(0, "openai-organization").as_deref(),
+        Some("org-test")
+    );
+    assert_eq!(
+        api.header(0, "authorization"),
+        Some(format!("Bearer {KEY}"))
+    );
+    // The logs: the response body as received, the exchange with the key redacted.
+    let log = &rows["hi"]["log"];
+    let answer = std::fs::read_to_string(log).expect("stdout log");
+    assert!(answer.contains("chatcmpl-test1"), "{answer}");
+    let exchange = std::fs::read_to_string(log.replace("stdout.log", "stderr.log")).expect("log");
+    assert!(exchange.contains("POST http://127.0.0.1:"), "{exchange}");
+    assert!(exchange.contains("HTTP 200 OK"), "{exchange}");
+    assert!(
+        exchange.contains("authorization: Bearer sk-t…(redacted)"),
+        "{exchange}"
+    );
+    let everything: String = walk(&sb.join("workers-output.runner"));
+    assert!(
+        !everything.contains(KEY),
+        "the API key was written to the workspace"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.push_str(&walk(&p));
+        } else {
+            out.push_str(&String::from_utf8_lossy(
+                &std::fs::read(&p).unwrap_or_default(),
+            ));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_violating_the_schema_fails_naming_the_field() {
+    let api = Api::start(|_, _| completion(&report(json!({"greeting": "yes"})), "stop")).await;
+    let sb = sandbox(&["hi"]);
+    sb.write(
+        "schema.json",
+        r#"{"type":"object","required":["greeting"],"properties":{"greeting":{"type":"boolean"}}}"#,
+    );
+    let r = run(&sb, &api, &["--output-schema", "schema.json"]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    let row = &rows(&sb)["hi"];
+    assert_eq!(row["status"], "failed");
+    assert_eq!(row["failure_kind"], "invalid_report");
+    assert!(row["error"].contains("greeting"), "{row:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_with_retry_after_pauses_then_completes_without_using_a_retry() {
+    let api = Api::start(|n, _| match n {
+        1 => error(
+            429,
+            "Rate limit reached for gpt-test on requests per min (RPM): Limit 3.",
+            "requests",
+            "rate_limit_exceeded",
+        )
+        .insert_header("retry-after", "1"),
+        _ => completion(&report(json!({})), "stop"),
+    })
+    .await;
+    let sb = sandbox(&["hi"]);
+    let r = run(&sb, &api, &["--rate-limit-wait", "1m", "--retries", "0"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let row = &rows(&sb)["hi"];
+    assert_eq!(row["status"], "completed");
+    assert_eq!(row["attempts"], "2");
+    assert_eq!(api.bodies().len(), 2);
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert!(
+        journal.contains("\"team_paused\"") && journal.contains("Rate limit reached"),
+        "{journal}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_without_retry_after_is_rate_limited_quoting_the_api() {
+    let api = Api::start(|_, _| {
+        error(
+            429,
+            "Rate limit reached for gpt-test on tokens per min (TPM).",
+            "tokens",
+            "rate_limit_exceeded",
+        )
+    })
+    .await;
+    let sb = sandbox(&["hi"]);
+    let r = run(&sb, &api, &[]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    let row = &rows(&sb)["hi"];
+    assert_eq!(row["status"], "failed");
+    assert_eq!(row["failure_kind"], "rate_limited");
+    assert!(
+        row["error"].contains("HTTP 429: Rate limit reached for gpt-test"),
+        "{row:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_503_with_retry_after_is_a_rate_limit_and_without_it_an_api_error() {
+    let api = Api::start(|n, _| match n {
+        1 => ResponseTemplate::new(503)
+            .insert_header("retry-after", "1")
+            .set_body_string("overloaded"),
+        2 => completion(&report(json!({})), "stop"),
+        _ => ResponseTemplate::new(503).set_body_string("Service Unavailable"),
+    })
+    .await;
+    let sb = sandbox(&["a", "b"]);
+    let r = run(&sb, &api, &["-j", "1", "--rate-limit-wait", "1m"]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = rows(&sb);
+    assert_eq!(rows["a"]["status"], "completed", "{rows:?}");
+    assert_eq!(rows["b"]["failure_kind"], "api_error");
+    assert!(
+        rows["b"]["error"].contains("HTTP 503: Service Unavailable"),
+        "{rows:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insufficient_quota_stops_the_team() {
+    let api = Api::start(|_, _| {
+        error(
+            429,
+            "You exceeded your current quota, please check your plan and billing details.",
+            "insufficient_quota",
+            "insufficient_quota",
+        )
+    })
+    .await;
+    let sb = sandbox(&["a", "b", "c"]);
+    let r = run(&sb, &api, &["-j", "1"]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = rows(&sb);
+    assert_eq!(rows["a"]["failure_kind"], "quota");
+    assert!(rows["a"]["error"].contains("exceeded your current quota"));
+    for id in ["b", "c"] {
+        assert_eq!(rows[id]["status"], "skipped", "{rows:?}");
+    }
+    assert_eq!(api.bodies().len(), 1, "no request after the quota ran out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_401_is_auth_and_stops_the_team_after_one_request() {
+    let api = Api::start(|_, _| {
+        error(
+            401,
+            "Incorrect API key provided: sk-test-****cdef.",
+            "invalid_request_error",
+            "invalid_api_key",
+        )
+    })
+    .await;
+    let sb = sandbox(&["a", "b", "c"]);
+    let r = run(&sb, &api, &["-j", "1"]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = rows(&sb);
+    assert_eq!(rows["a"]["failure_kind"], "auth");
+    assert!(
+        rows["a"]["error"].contains("HTTP 401: Incorrect API key"),
+        "{rows:?}"
+    );
+    for id in ["b", "c"] {
+        assert_eq!(rows[id]["status"], "skipped", "{rows:?}");
+    }
+    assert_eq!(api.bodies().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_500_is_an_api_error_and_is_retried() {
+    let api = Api::start(|n, _| match n {
+        1 => error(
+            500,
+            "The server had an error while processing your request.",
+            "server_error",
+            "server_error",
+        ),
+        _ => completion(&report(json!({})), "stop"),
+    })
+    .await;
+    let sb = sandbox(&["a"]);
+    let r = run(&sb, &api, &["--retries", "1", "--retry-delay", "10ms"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(rows(&sb)["a"]["attempts"], "2");
+    let first = sb.read("workers-output.runner/journal.jsonl");
+    assert!(
+        first.contains("HTTP 500: The server had an error") && first.contains("\"api_error\""),
+        "{first}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_api_times_out_and_the_request_is_dropped() {
+    let api = Api::start(|_, _| {
+        completion(&report(json!({})), "stop").set_delay(Duration::from_secs(120))
+    })
+    .await;
+    let sb = sandbox(&["a"]);
+    let r = run(&sb, &api, &["--timeout", "1s"]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    let row = &rows(&sb)["a"];
+    assert_eq!(row["status"], "timed_out", "{row:?}");
+    assert_eq!(row["failure_kind"], "timed_out");
+    assert!(row["error"].contains("timed out after 1s"), "{row:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_is_not_json_and_an_answer_without_a_report_fail_by_name() {
+    let api = Api::start(|_, body| {
+        if body["messages"][1]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("text of a")
+        {
+            ResponseTemplate::new(200).set_body_string("<html>gateway</html>")
+        } else {
+            completion("I think it is a greeting.", "stop")
+        }
+    })
+    .await;
+    let sb = sandbox(&["a", "b"]);
+    let r = run(&sb, &api, &[]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = rows(&sb);
+    assert_eq!(rows["a"]["failure_kind"], "api_error", "{rows:?}");
+    assert!(
+        rows["a"]["error"].contains("not JSON: <html>gateway</html>"),
+        "{rows:?}"
+    );
+    assert_eq!(rows["b"]["failure_kind"], "no_report", "{rows:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_and_a_cut_off_answer_are_invalid_reports() {
+    let api = Api::start(|_, body| {
+        if body["messages"][1]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("text of a")
+        {
+            ResponseTemplate::new(200).set_body_json(json!({
+                "id": "chatcmpl-r",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+                    "refusal": "I can't help with that request."}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5}
+            }))
+        } else {
+            completion("{\"status\": \"completed\", \"summ", "length")
+        }
+    })
+    .await;
+    let sb = sandbox(&["a", "b"]);
+    let r = run(&sb, &api, &[]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = rows(&sb);
+    assert_eq!(rows["a"]["failure_kind"], "invalid_report");
+    assert!(
+        rows["a"]["error"].contains("the model refused: I can't help"),
+        "{rows:?}"
+    );
+    assert_eq!(rows["b"]["failure_kind"], "invalid_report");
+    assert!(
+        rows["b"]["error"].contains("finish_reason: length"),
+        "{rows:?}"
+    );
+    assert_eq!(
+        rows["b"]["output_tokens"], "300",
+        "tokens are kept on a failed answer"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_requests_cancels_them_and_writes_the_outputs() {
+    let api = Api::start(|_, _| {
+        completion(&report(json!({})), "stop").set_delay(Duration::from_secs(120))
+    })
+    .await;
+    let sb = sandbox(&["a", "b", "c", "d"]);
+    let mut cmd = openai_cmd(&sb, &api, &["-j", "2"]);
+    let child = cmd.spawn().expect("spawn runner");
+    let pid = child.id();
+    // Both slots have a request in flight.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while api.bodies().len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(api.bodies().len(), 2, "two requests in flight");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT");
+    let out: Run =
+        tokio::task::spawn_blocking(move || child.wait_with_output().expect("wait").into())
+            .await
+            .expect("join");
+    assert_eq!(out.code, 130, "{out:?}");
+    let rows = rows(&sb);
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for (id, row) in &rows {
+        assert_eq!(row["status"], "cancelled", "{id}: {row:?}");
+    }
+    assert_eq!(
+        api.bodies().len(),
+        2,
+        "nothing was sent after the interrupt"
+    );
+    assert!(sb.survivors_after(2.0).is_empty());
+}
+
+#[test]
+fn a_missing_key_model_or_bad_var_is_refused_before_anything_is_written() {
+    let sb = sandbox(&["a"]);
+    let before = sb.tree();
+    let base = [
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--runner",
+        "openai",
+    ];
+    // The default (hosted) API and no key: exit 3, naming the variable.
+    let mut cmd = sb.cmd(&[&base[..], &["--model", "m"]].concat());
+    cmd.env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL");
+    let r: Run = cmd.output().expect("spawn").into();
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("OPENAI_API_KEY is not set"), "{r:?}");
+    // No model: exit 2.
+    let mut cmd = sb.cmd(&base);
+    cmd.env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
+    let r: Run = cmd.output().expect("spawn").into();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("--model"), "{r:?}");
+    // A --var it does not take: exit 2 with the closest name.
+    let mut cmd = sb.cmd(&[&base[..], &["--model", "m", "--var", "strcit=false"]].concat());
+    cmd.env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
+    let r: Run = cmd.output().expect("spawn").into();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("did you mean `strict`"), "{r:?}");
+    // A base URL that is not one.
+    let mut cmd = sb.cmd(
+        &[
+            &base[..],
+            &["--model", "m", "--var", "base_url=localhost:8080"],
+        ]
+        .concat(),
+    );
+    cmd.env_remove("OPENAI_API_KEY");
+    let r: Run = cmd.output().expect("spawn").into();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("http://"), "{r:?}");
+    assert_eq!(sb.tree(), before, "nothing on disk changed");
+}
+
+#[test]
+fn an_unreachable_server_is_an_api_error_naming_the_url() {
+    let sb = sandbox(&["a"]);
+    let mut cmd = sb.cmd(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--runner",
+        "openai",
+        "--model",
+        "m",
+        "--format",
+        "plain",
+    ]);
+    cmd.env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
+    let r: Run = cmd.output().expect("spawn").into();
+    assert_eq!(r.code, 1, "{r:?}");
+    let row = &rows(&sb)["a"];
+    assert_eq!(row["failure_kind"], "api_error");
+    assert!(
+        row["error"].contains("no answer from http://127.0.0.1:9/v1/chat/completions")
+            && row["error"].contains("Connection refused"),
+        "{row:?}"
+    );
+    assert!(
+        std::path::Path::new(&row["log"]).is_file(),
+        "the log column names a file: {row:?}"
+    );
+}

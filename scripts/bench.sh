@@ -14,7 +14,10 @@
 #   4. start-up: `runner --version` and `runner list` on an empty store;
 #   5. rate limits: a stand-in API on 127.0.0.1 that serves 2 requests at once (429 with
 #      Retry-After: 1 above that), 0.5 s each; 48 items at -j 8 vs xargs -P 8 and GNU
-#      parallel -j 8 --retries 3; and 200 items with a bad key.
+#      parallel -j 8 --retries 3; and 200 items with a bad key;
+#   6. HTTP backend: N rows, one chat-completions request each (--runner openai, -j 8) against
+#      a local stand-in that answers at once (examples/audit/model_standin.py --answer fixed),
+#      vs xargs -P 8 curl over the same rows and server; and the runner's peak RSS.
 # Run it on a quiet machine, and not within five minutes of deleting many files (a previous
 # run of this script deletes half a million at its end): ext4 avoids reusing recently freed
 # inode numbers, and scanning past them slows every file the runner creates.
@@ -27,10 +30,10 @@ SMOKE=0
 
 if [ $SMOKE = 1 ]; then
     N_OVERHEAD=40; N_MAKESPAN=8; SLEEP=0.1; N_MEMORY=300; FLOOD_MB=8; RUNS=1
-    N_LIMITED=8; N_BADKEY=20
+    N_LIMITED=8; N_BADKEY=20; N_HTTP=40
 else
     N_OVERHEAD=2000; N_MAKESPAN=64; SLEEP=0.5; N_MEMORY=100000; FLOOD_MB=1024; RUNS=5
-    N_LIMITED=48; N_BADKEY=200
+    N_LIMITED=48; N_BADKEY=200; N_HTTP=2000
 fi
 
 need() {
@@ -295,6 +298,31 @@ note "bad key: $N_BADKEY items -j 8: $bk_attempts attempts started, ${bk_time}s"
 kill "$api_pid" 2>/dev/null || true
 test "$rl_done" = "$N_LIMITED" || { echo "rate-limit run did not complete every row" >&2; exit 1; }
 
+# 6. HTTP backend -----------------------------------------------------------------------
+python3 "$ROOT/examples/audit/model_standin.py" --answer fixed > standin.out &
+standin_pid=$!
+for _ in $(seq 50); do [ -s standin.out ] && break; sleep 0.1; done
+BASE=$(awk '{print $2}' standin.out)
+rows "$N_HTTP" http.csv
+tail -n +2 http.csv > http.txt
+rm -rf http-out.csv http-out.runner
+run_http="OPENAI_BASE_URL=$BASE $RUNNER batch --input http.csv --instruction instr.md --id-column id --output http-out.csv --runner openai --model standin --jobs 8 --format plain"
+s=$(date +%s%N)
+m_http=$(OPENAI_BASE_URL=$BASE rss "$RUNNER" batch --input http.csv --instruction instr.md --id-column id \
+    --output http-out.csv --runner openai --model standin --jobs 8 --format plain)
+e=$(date +%s%N)
+h_time=$(calc "($e-$s)/1000000000" 3)
+h_done=$(grep -c ',completed,' http-out.csv || true)
+run_curl="xargs -P 8 -I{} curl -s -o /dev/null -H 'Content-Type: application/json' -d '{\"model\":\"standin\",\"messages\":[{\"role\":\"user\",\"content\":\"Item {}.\"}]}' $BASE/chat/completions < http.txt"
+s=$(date +%s%N)
+bash -c "$run_curl"
+e=$(date +%s%N)
+c_time=$(calc "($e-$s)/1000000000" 3)
+kill "$standin_pid" 2>/dev/null || true
+h_ratio=$(calc "$c_time / $h_time" 2)
+note "http backend: $N_HTTP rows -j 8: runner $h_done completed in ${h_time}s (${m_http} MiB peak RSS); xargs -P 8 curl ${c_time}s; xargs+curl/runner ${h_ratio}x"
+test "$h_done" = "$N_HTTP" || { echo "HTTP run did not complete every row" >&2; exit 1; }
+
 [ $SMOKE = 1 ] && { echo "smoke run ok"; exit 0; }
 
 # BENCHMARKS.md ----------------------------------------------------------------------------
@@ -328,6 +356,8 @@ the journal, team.json, and the output CSV.
 | start-up: \`runner list\` on an empty store | ${l_med}s (${l_min}–${l_max}) | — | |
 | rate limits: $N_LIMITED items, an API serving 2 at once (429 + Retry-After: 1 above), 0.5 s each, -j 8 | runner: $rl_done of $N_LIMITED in ${rl_time}s; xargs -P 8: $x_done of $N_LIMITED in ${x_time}s; $p_note | all complete, ≤ 1.3 × ${rl_ideal} s: **$(calc "$rl_time / $rl_ideal" 2)×** | $(verdict "$rl_done == $N_LIMITED && $rl_time <= 1.3 * $rl_ideal") |
 | bad key: $N_BADKEY items, -j 8 | $bk_attempts attempts, ${bk_time}s | ≤ 9 attempts, < 3 s | $(verdict "$bk_attempts <= 9 && $bk_time < 3") |
+| HTTP backend: $N_HTTP rows, one request each, a local stand-in answering at once, -j 8 | runner (\`--runner openai\`, every log, journal and output CSV): $h_done of $N_HTTP in ${h_time}s; \`xargs -P 8 curl\` (nothing kept): ${c_time}s | ≥ 2× faster than xargs + curl: **${h_ratio}×** | $(verdict "$h_done == $N_HTTP && $h_ratio >= 2") |
+| memory: the HTTP run | ${m_http} MiB | < 64 MiB | $(verdict "$m_http < 64") |
 
 ## Commands
 
@@ -336,6 +366,8 @@ the journal, team.json, and the output CSV.
 - xargs: \`$run_xargs\`
 - GNU parallel: \`$run_parallel\`
 - makespan: \`$run_span\` (sleeper.sh: sleep $SLEEP, then write the report) over $N_MAKESPAN rows
+- HTTP backend: \`$run_http\` (stand-in: \`examples/audit/model_standin.py --answer fixed\`, one
+  Python process, HTTP/1.1 keep-alive); against \`$run_curl\`
 - memory: \`/usr/bin/time -v runner batch ... --dry-run\` and a full run over a $N_MEMORY-row CSV;
   an agent running \`head -c ${FLOOD_MB}MiB /dev/zero\`
 

@@ -634,3 +634,43 @@ fn an_unreachable_server_is_an_api_error_naming_the_url() {
         "the log column names a file: {row:?}"
     );
 }
+
+#[test]
+fn the_bundled_http_example_audits_every_file_through_the_standin() {
+    let sb = Sandbox::new();
+    let out = sb.join("out.csv");
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut cmd = std::process::Command::new("python3");
+    cmd.current_dir(root)
+        .env_remove("OPENAI_API_KEY")
+        .env("HOME", sb.join("home"))
+        .env("NO_COLOR", "1")
+        .args([
+            "examples/audit/model_standin.py",
+            "--",
+            env!("CARGO_BIN_EXE_runner"),
+        ])
+        .args([
+            "batch",
+            "examples/audit/BATCH-http.md",
+            "--format",
+            "plain",
+            "-o",
+        ])
+        .arg(&out);
+    let r: Run = cmd.output().expect("spawn python3").into();
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&out, "path");
+    let input =
+        std::fs::read_to_string(format!("{root}/examples/audit/workers-input.csv")).expect("input");
+    assert_eq!(rows.len(), input.lines().count() - 1, "{rows:?}");
+    for (path, row) in &rows {
+        assert_eq!(row["status"], "completed", "{path}: {row:?}");
+        assert!(
+            row["session_id"].starts_with("chatcmpl-standin-"),
+            "{row:?}"
+        );
+    }
+    assert_eq!(rows["README.md"]["has_title"], "true");
+    assert_eq!(rows["examples/audit/BATCH.md"]["frontmatter"], "valid");
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""A stand-in for an OpenAI-compatible model server, on 127.0.0.1, for the HTTP variant of
+the bundled example (`examples/audit/BATCH-http.md`, runner `openai`) and the benchmark.
+
+It serves `POST /v1/chat/completions` as the OpenAI API reference gives it (a
+`chat.completion` object with `choices[0].message.content`, `finish_reason`, `usage`), with
+HTTP/1.1 keep-alive. It plays the model: for a prompt that names a markdown file
+(`--answer audit`, the default) it answers with the same audit `audit_agent.py` makes of that
+file; with `--answer fixed` it answers every request at once with a fixed completed report.
+No model and no key are involved.
+
+    python3 examples/audit/model_standin.py -- runner batch examples/audit/BATCH-http.md
+
+starts the stand-in on a free port, runs the command with OPENAI_BASE_URL pointing at it,
+stops the stand-in and exits with the command's exit code. Without a command it serves until
+interrupted (`--port N`, default a free one; it prints its base URL).
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from audit_agent import audit  # noqa: E402
+
+FILE = re.compile(r"markdown file `([^`]+)`")
+FIXED = json.dumps(
+    {"status": "completed", "summary": "checked", "blocker": None, "output": {"ok": True}}
+)
+
+
+def answer_for(prompt, mode):
+    """The report the stand-in "model" answers with, as JSON text."""
+    if mode == "fixed":
+        return FIXED
+    m = FILE.search(prompt)
+    if not m:
+        return json.dumps(
+            {"status": "failed", "summary": "the prompt names no markdown file",
+             "blocker": None, "output": {}}
+        )
+    path = m.group(1)
+    try:
+        findings = audit(path)
+    except (OSError, UnicodeDecodeError) as e:
+        return json.dumps(
+            {"status": "failed", "summary": f"cannot read {path}: {e}", "blocker": None,
+             "output": {}}
+        )
+    return json.dumps(
+        {"status": "completed",
+         "summary": f"{path}: {findings['links_checked']} links checked, "
+                    f"{len(findings['broken_links'])} broken",
+         "blocker": None, "output": findings}
+    )
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    mode = "audit"
+    calls = 0
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self.reply(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            return
+        try:
+            req = json.loads(raw)
+            prompt = "\n".join(
+                m.get("content") or "" for m in req.get("messages", []) if m.get("role") == "user"
+            )
+        except (ValueError, AttributeError):
+            self.reply(400, {"error": {"message": "the body is not JSON", "type": "invalid_request_error"}})
+            return
+        Handler.calls += 1
+        content = answer_for(prompt, Handler.mode)
+        self.reply(200, {
+            "id": f"chatcmpl-standin-{Handler.calls}",
+            "object": "chat.completion",
+            "model": req.get("model", "standin"),
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content, "refusal": None}}],
+            "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(content) // 4,
+                      "total_tokens": (len(prompt) + len(content)) // 4},
+        })
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--answer", choices=["audit", "fixed"], default="audit")
+    ap.add_argument("command", nargs=argparse.REMAINDER)
+    args = ap.parse_args()
+    Handler.mode = args.answer
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        print(f"serving {base}", flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        return 0
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = dict(os.environ, OPENAI_BASE_URL=base)
+    child = subprocess.Popen(command, env=env)
+    while True:
+        try:
+            code = child.wait()
+            break
+        except KeyboardInterrupt:
+            # Ctrl-C reached the command too (same terminal); wait for it to stop.
+            continue
+    server.shutdown()
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -31,7 +31,9 @@ pub fn find(pgid: u32, workspace: &Path) -> (Vec<u32>, Vec<u32>) {
 /// were found.
 pub fn reap(pgid: u32, workspace: &Path) -> usize {
     let (in_group, escaped) = find(pgid, workspace);
-    if !in_group.is_empty() {
+    // Group 0 is an attempt that started no process (the HTTP backend); `killpg(0)` would
+    // be the runner's own group.
+    if !in_group.is_empty() && pgid > 0 {
         tracing::warn!(
             "ending {} leftover process(es) of group {pgid} from an earlier run",
             in_group.len()

@@ -149,6 +149,11 @@ pub struct StatusArgs {
     /// Also look for teams in this store (`DIR/teams/`).
     #[arg(long, value_name = "DIR")]
     pub store: Option<PathBuf>,
+    /// Flag a running teammate as stale when it has not checkpointed (written its
+    /// working-context.md) for longer than this, e.g. 30m (default: 15m; the prompt asks
+    /// for a checkpoint at least every 10 minutes).
+    #[arg(long, value_name = "DURATION")]
+    pub stale_after: Option<String>,
 }
 
 /// `runner merge`.

@@ -221,9 +221,10 @@ pub struct ResolveArgs {
     /// Do not ask: hand out the items given with --select, or every open Todo item.
     #[arg(long, short)]
     pub yes: bool,
-    /// The inbox items to hand out, by number (e.g. 1,3).
-    #[arg(long, value_name = "N,N", value_delimiter = ',')]
-    pub select: Vec<u32>,
+    /// The inbox items to hand out, by number: a comma list of numbers and ranges (e.g.
+    /// 1,3 or 2-4,6).
+    #[arg(long, value_name = "N,N-M")]
+    pub select: Option<String>,
     /// Keep the team workspace even when every item completed.
     #[arg(long)]
     pub keep_team: bool,

@@ -266,9 +266,15 @@ pub struct BatchArgs {
     /// and the instruction template as its body.
     #[arg(value_name = "BATCH.md")]
     pub batch: Option<PathBuf>,
-    /// The input CSV (default: BATCH.md's `input`, or workers-input.csv beside it).
-    #[arg(long, value_name = "FILE")]
+    /// The input CSV, or `-` for rows from stdin (kept in the workspace as stdin.csv;
+    /// default: BATCH.md's `input`, or workers-input.csv beside it).
+    #[arg(long, value_name = "FILE|-")]
     pub input: Option<PathBuf>,
+    /// The input's field delimiter: one character, e.g. ';', or '\t' for a tab (default:
+    /// BATCH.md's `delimiter`, else a tab for a .tsv input, else a comma). The output is
+    /// always comma CSV.
+    #[arg(long, value_name = "C")]
+    pub delimiter: Option<String>,
     /// A file holding the instruction template (default: BATCH.md's body).
     #[arg(long, value_name = "FILE")]
     pub instruction: Option<PathBuf>,

@@ -149,6 +149,11 @@ pub struct StatusArgs {
     /// Also look for teams in this store (`DIR/teams/`).
     #[arg(long, value_name = "DIR")]
     pub store: Option<PathBuf>,
+    /// Flag a running teammate as stale when it has not checkpointed (written its
+    /// working-context.md) for longer than this, e.g. 30m (default: 15m; the prompt asks
+    /// for a checkpoint at least every 10 minutes).
+    #[arg(long, value_name = "DURATION")]
+    pub stale_after: Option<String>,
 }
 
 /// `runner merge`.
@@ -216,9 +221,10 @@ pub struct ResolveArgs {
     /// Do not ask: hand out the items given with --select, or every open Todo item.
     #[arg(long, short)]
     pub yes: bool,
-    /// The inbox items to hand out, by number (e.g. 1,3).
-    #[arg(long, value_name = "N,N", value_delimiter = ',')]
-    pub select: Vec<u32>,
+    /// The inbox items to hand out, by number: a comma list of numbers and ranges (e.g.
+    /// 1,3 or 2-4,6).
+    #[arg(long, value_name = "N,N-M")]
+    pub select: Option<String>,
     /// Keep the team workspace even when every item completed.
     #[arg(long)]
     pub keep_team: bool,
@@ -260,9 +266,15 @@ pub struct BatchArgs {
     /// and the instruction template as its body.
     #[arg(value_name = "BATCH.md")]
     pub batch: Option<PathBuf>,
-    /// The input CSV (default: BATCH.md's `input`, or workers-input.csv beside it).
-    #[arg(long, value_name = "FILE")]
+    /// The input CSV, or `-` for rows from stdin (kept in the workspace as stdin.csv;
+    /// default: BATCH.md's `input`, or workers-input.csv beside it).
+    #[arg(long, value_name = "FILE|-")]
     pub input: Option<PathBuf>,
+    /// The input's field delimiter: one character, e.g. ';', or '\t' for a tab (default:
+    /// BATCH.md's `delimiter`, else a tab for a .tsv input, else a comma). The output is
+    /// always comma CSV.
+    #[arg(long, value_name = "C")]
+    pub delimiter: Option<String>,
     /// A file holding the instruction template (default: BATCH.md's body).
     #[arg(long, value_name = "FILE")]
     pub instruction: Option<PathBuf>,

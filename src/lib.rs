@@ -20,3 +20,4 @@ pub mod source;
 pub mod store;
 pub mod suggest;
 pub mod ui;
+pub mod working_context;

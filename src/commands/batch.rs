@@ -10,6 +10,7 @@ use crate::run::pipeline;
 use crate::settings::{self, Settings};
 use crate::source::batch_spec::{self, BatchSpec, SchemaSource};
 use crate::source::csv_batch::{self, CsvBatchFiles};
+use crate::source::csv_input::{self, Spool};
 
 fn read_text(path: &Path, what: &'static str) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|e| Error::read_input(what, path, e))?;
@@ -32,8 +33,13 @@ pub fn run(args: BatchArgs) -> Result<i32> {
     for w in &spec.warnings {
         eprintln!("warning: {w}");
     }
-    let files = files(&args, &spec)?;
+    let mut files = files(&args, &spec)?;
     let settings = Settings::resolve(&args.run, &args.command, &spec.settings, None)?;
+    if files.input == Path::new("-") {
+        // Every flag is checked before stdin is read.
+        files.input = PathBuf::from(csv_input::STDIN_NAME);
+        files.stdin = Some(Spool::read(std::io::stdin().lock())?);
+    }
     pipeline::run(csv_batch::plan(files, settings, cwd)?)
 }
 
@@ -56,6 +62,11 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
                 "give a BATCH.md, or --input FILE and --instruction FILE".into(),
             ));
         }
+    };
+    let delimiter = match (&args.delimiter, spec.delimiter) {
+        (Some(d), _) => csv_input::delimiter_for("--delimiter", Some(d), None)?,
+        (None, Some(d)) => d,
+        (None, None) => csv_input::delimiter_for("--delimiter", None, Some(&input))?,
     };
     let (instruction, instruction_path, instruction_line) = match (&args.instruction, &args.batch) {
         (Some(p), _) => (read_text(p, "the instruction")?, p.clone(), 1),
@@ -107,6 +118,8 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
     }
     Ok(CsvBatchFiles {
         input,
+        stdin: None,
+        delimiter,
         instruction,
         instruction_path,
         instruction_line,

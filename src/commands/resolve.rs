@@ -22,6 +22,10 @@ use crate::ui::say;
 /// `runner resolve`.
 pub fn resolve(args: ResolveArgs) -> Result<i32> {
     let format = args.run.format;
+    let select = match &args.select {
+        Some(text) => crate::run::selection::parse_numbers("--select", text)?,
+        None => Vec::new(),
+    };
     let store = open_store(&args.store, Need::Choice)?;
     let (text, existed) = store.read_inbox(&today())?;
     let inbox_path = store.inbox();
@@ -37,7 +41,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         .into_iter()
         .filter(|n| waiting(n).is_none())
         .collect();
-    if candidates.is_empty() && args.select.is_empty() {
+    if candidates.is_empty() && select.is_empty() {
         if !existed {
             let _lock = store.lock()?;
             if !inbox_path.exists() {
@@ -63,7 +67,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     }
     say(format, inbox_path.display());
     say(format, render_items(&doc).trim_end());
-    for n in &args.select {
+    for n in &select {
         if candidates.contains(n) {
             continue;
         }
@@ -88,11 +92,8 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     let settings = store_settings(&store, &args.run, &args.command)?;
     say(format, crate::ui::isolation_line(&settings));
 
-    let selected: Vec<u32> = if !args.select.is_empty() {
-        let mut s = args.select.clone();
-        s.sort();
-        s.dedup();
-        s
+    let selected: Vec<u32> = if !select.is_empty() {
+        select
     } else if args.yes {
         doc.open_todo_items(&finished)
     } else {

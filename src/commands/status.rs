@@ -1,7 +1,9 @@
 //! `runner status [WORKSPACE]`: the live or last state of a team, read from its `team.json`
 //! (written atomically by the running dispatcher, so this works from another terminal).
 //! `--brief` prints a short deterministic summary meant for a lead agent; `--watch`
-//! refreshes until the run ends; `--list` lists the teams it knows. The exit code is 0 while
+//! refreshes until the run ends; `--list` lists the teams it knows. Each running teammate
+//! shows its last checkpoint (its `working-context.md` write) and is flagged stale past
+//! `--stale-after` (default [`crate::working_context::STALE_AFTER`]). The exit code is 0 while
 //! nothing has gone wrong (every item completed, or the run goes on without a failure yet),
 //! else 1.
 
@@ -54,13 +56,17 @@ pub fn status(args: StatusArgs) -> Result<i32> {
         }
         return Ok(code);
     }
+    let stale_after = match &args.stale_after {
+        Some(t) => crate::settings::parse_duration("--stale-after", t)?,
+        None => crate::working_context::STALE_AFTER,
+    };
     let dir = crate::run::workspace::locate_in(args.workspace.as_deref(), store)?;
     if !args.watch {
         let s = read(&dir)?;
         crate::ui::out(if args.brief {
-            brief(&s)
+            brief(&dir, &s, stale_after)
         } else {
-            full(&dir, &s)
+            full(&dir, &s, stale_after)
         });
         return Ok(exit_code(&s));
     }
@@ -68,9 +74,9 @@ pub fn status(args: StatusArgs) -> Result<i32> {
     loop {
         let s = read(&dir)?;
         let text = if args.brief {
-            brief(&s)
+            brief(&dir, &s, stale_after)
         } else {
-            full(&dir, &s)
+            full(&dir, &s, stale_after)
         };
         let clear = if tty { "\x1b[2J\x1b[H" } else { "---\n" };
         crate::ui::out(format_args!("{clear}{text}"));

@@ -44,12 +44,16 @@ pub fn run(mut plan: Plan) -> Result<i32> {
         output,
         remove_workspace_when_done,
         batch,
+        stdin_copy,
         ..
     } = plan;
     let spec = Arc::new(spec);
     // Everything is valid: from here on files are written.
     let mut team = Team::open(&spec.team, &spec.workspace)?;
     team.claim(&batch)?;
+    if let Some((spool, path)) = &stdin_copy {
+        spool.copy_to(path)?;
+    }
     // Sinks every run may have, after the source's own; the UI finishes last, so the
     // closing summary follows every output written.
     if let Some(path) = spec.settings.junit.clone() {

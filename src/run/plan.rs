@@ -64,6 +64,10 @@ pub struct Plan {
     /// replace: the todo store of a todo batch (its inbox, batch files, checkpoints). Every
     /// team workspace is guarded as well, found by its journal.
     pub guarded: Vec<PathBuf>,
+    /// Rows read from stdin (`runner batch --input -`) and where in the workspace the
+    /// pipeline copies them once the workspace is open: a pipe cannot be read again, and the
+    /// copy lets the batch be resumed (`--input - < <workspace>/stdin.csv`).
+    pub stdin_copy: Option<(crate::source::csv_input::Spool, PathBuf)>,
 }
 
 /// A file a plan reads or writes, named for messages.

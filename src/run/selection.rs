@@ -1,5 +1,6 @@
-//! Which items of a batch a run covers: `--only failed|ID,...` and `--shard K/N` (DESIGN
-//! §2, §8). Pure: flags and ids in, decisions out.
+//! Which items of a batch a run covers: `--only failed|ID,...`, `--shard K/N` and the item
+//! numbers of `resolve --select 2-4,6` (DESIGN §2, §8). Pure: flags and ids in, decisions
+//! out.
 
 use std::collections::HashSet;
 
@@ -41,6 +42,60 @@ impl Only {
             }
         }
     }
+}
+
+/// Most numbers one range of [`parse_numbers`] may name (an inbox holds tens of items; a
+/// typo like `1-40000000` must not allocate gigabytes).
+const RANGE_MAX: u32 = 10_000;
+
+/// Parse a list of 1-based item numbers with ranges, as `--select 2-4,6` takes it: entries
+/// separated by commas, each `N` or `N-M` (inclusive, N ≤ M; spaces around are ignored).
+/// Returns the numbers sorted, without duplicates.
+///
+/// Errors (exit 2, naming `flag` and the value): an empty list or entry, a number that is
+/// not a whole number above 0 (`0`, `a`, `a-`, `-3`), a range that runs backwards (`4-2`) or
+/// names more than 10,000 numbers.
+pub fn parse_numbers(flag: &str, text: &str) -> Result<Vec<u32>> {
+    let bad = |why: String| {
+        Error::Usage(format!(
+            "{flag} `{text}`: {why}; give item numbers and ranges, e.g. {flag} 2-4,6"
+        ))
+    };
+    let number = |n: &str| match n.trim().parse::<u32>() {
+        Ok(v) if v > 0 => Ok(v),
+        _ if n.trim().is_empty() => Err(bad("a range needs a number on each side".into())),
+        _ => Err(bad(format!(
+            "`{}` is not an item number (1, 2, ...)",
+            n.trim()
+        ))),
+    };
+    let mut out = Vec::new();
+    for entry in text.split(',').map(str::trim) {
+        if entry.is_empty() {
+            return Err(bad("an entry is empty".into()));
+        }
+        let (lo, hi) = match entry.split_once('-') {
+            Some((a, b)) => (number(a)?, number(b)?),
+            None => {
+                let n = number(entry)?;
+                (n, n)
+            }
+        };
+        if lo > hi {
+            return Err(bad(format!(
+                "the range `{entry}` runs backwards; write {hi}-{lo}"
+            )));
+        }
+        if hi - lo >= RANGE_MAX {
+            return Err(bad(format!(
+                "the range `{entry}` names more than {RANGE_MAX} items"
+            )));
+        }
+        out.extend(lo..=hi);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }
 
 /// `--shard K/N`: the K-th (1-based) of N slices.
@@ -162,6 +217,31 @@ mod tests {
                 }
             }
             assert_eq!(seen.len(), ids.len(), "every id in some shard of {n}");
+        }
+    }
+
+    #[test]
+    fn item_numbers_take_ranges_and_lists() {
+        let p = |t: &str| parse_numbers("--select", t);
+        assert_eq!(p("2-4,6").expect("ok"), vec![2, 3, 4, 6]);
+        assert_eq!(p(" 6 , 1 - 2,2,3-3").expect("ok"), vec![1, 2, 3, 6]);
+        for (bad, says) in [
+            ("4-2", "runs backwards; write 2-4"),
+            ("a-", "`a` is not an item number"),
+            ("3-", "needs a number on each side"),
+            ("-3", "needs a number on each side"),
+            ("0", "`0` is not an item number"),
+            ("1-b", "`b` is not an item number"),
+            ("1,,2", "an entry is empty"),
+            ("", "an entry is empty"),
+            ("1-2-3", "`2-3` is not an item number"),
+            ("1-99999", "more than 10000 items"),
+        ] {
+            let e = p(bad).expect_err(bad).to_string();
+            assert!(
+                e.contains(&format!("--select `{bad}`")) && e.contains(says),
+                "{bad}: {e}"
+            );
         }
     }
 

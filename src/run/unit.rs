@@ -25,8 +25,9 @@ use crate::item::WorkItem;
 use crate::prompt::{ItemContext, PromptContext, RetryContext, Var};
 use crate::report::{self, Evidence, ItemStatus, ProcessEnd, Verdict, VerifyResult};
 
-/// Most bytes of `working-context.md` carried into a retry prompt (and of a checkpoint
-/// inlined for an agent that cannot read files).
+/// Most bytes of an unstructured `working-context.md` carried into a retry prompt (a
+/// structured one carries Part A and the last journal entry, each capped on its own), and
+/// of a checkpoint inlined for an agent that cannot read files.
 const WORKING_CONTEXT_MAX: u64 = 64 * 1024;
 
 /// Longest value listed under "Values of this item", characters (the instruction carries the
@@ -90,7 +91,7 @@ pub fn render_prompt(
                 .collect(),
         },
         report_path: named(&dir.join("report.json")),
-        working_context: named(&dir.join("working-context.md")),
+        working_context: named(&dir.join(crate::working_context::FILE_NAME)),
         output_schema: spec
             .schema
             .as_ref()
@@ -253,7 +254,12 @@ pub async fn run_item(
                 .report
                 .as_ref()
                 .map(|r| serde_json::to_string_pretty(&r.raw).unwrap_or_default()),
-            working_context: read_capped(&dir.join("working-context.md"), WORKING_CONTEXT_MAX),
+            working_context: crate::working_context::carry(
+                &dir.join(crate::working_context::FILE_NAME),
+                &item.teammate,
+                WORKING_CONTEXT_MAX,
+                read_capped,
+            ),
         });
         attempt += 1;
         if !requeued {
@@ -394,9 +400,10 @@ pub fn agent_in_git_work_tree(spec: &RunSpec) -> bool {
     spec.isolation.is_some() || crate::store::git_root(&spec.cwd).is_some()
 }
 
-/// Prepare an attempt: the teammate folder (an earlier attempt's report moved aside), the
-/// prompt file, the argv and environment from the runner definition, the state folders, and
-/// with isolation the worktree and its one-time set-up command.
+/// Prepare an attempt: the teammate folder (an earlier attempt's report moved aside, the
+/// working-context skeleton written when there is no such file yet), the prompt file, the
+/// argv and environment from the runner definition, the state folders, and with isolation
+/// the worktree and its one-time set-up command.
 ///
 /// Errors: why the attempt cannot start, with the set-up command's log when that failed.
 async fn prepare(
@@ -418,6 +425,17 @@ async fn prepare(
         };
         let _ = std::fs::rename(&report_path, earlier.path("report.json"));
         let _ = std::fs::remove_file(&report_path);
+    }
+    // The working context's structure is in the file, not the prompt (which only points
+    // at it); an earlier attempt's or the teammate's own file is kept. An agent that only
+    // answers keeps none.
+    if !spec.settings.runner.answers_only() {
+        crate::working_context::seed(dir, &item.teammate).map_err(|e| {
+            HelperFailure::before(format!(
+                "cannot write {}: {e}",
+                dir.join(crate::working_context::FILE_NAME).display()
+            ))
+        })?;
     }
     let prompt =
         prompt.map_err(|e| HelperFailure::before(format!("cannot render the prompt: {e}")))?;

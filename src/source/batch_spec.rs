@@ -4,6 +4,7 @@
 //! ---
 //! input: workers-input.csv        # default: workers-input.csv beside BATCH.md
 //! id_column: path                 # default: the row number is the id
+//! delimiter: ";"                  # default: tab for a .tsv input, else a comma
 //! output: workers-output.csv      # default: workers-output.csv beside BATCH.md
 //! output_schema: schema.json      # a path, or an inline JSON Schema object
 //! max_workers: 4
@@ -28,7 +29,7 @@ use crate::settings::{FileSettings, KeyProblem};
 
 /// The keys of BATCH.md's frontmatter that describe the batch itself; every other key is a
 /// runner option of [`FileSettings`].
-pub const BATCH_KEYS: &[&str] = &["input", "id_column", "output", "output_schema"];
+pub const BATCH_KEYS: &[&str] = &["input", "id_column", "delimiter", "output", "output_schema"];
 
 /// `output_schema` as written: inline or a path to a JSON file.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +48,9 @@ pub struct BatchSpec {
     pub input: Option<PathBuf>,
     /// `id_column`: the column whose value identifies a row.
     pub id_column: Option<String>,
+    /// `delimiter`: the input's field delimiter, checked (one ASCII character; `\t` or
+    /// `tab` for a tab).
+    pub delimiter: Option<u8>,
     /// `output`: where workers-output.csv goes.
     pub output: Option<PathBuf>,
     /// `output_schema`: JSON Schema the report's `output` must satisfy.
@@ -226,9 +230,19 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
              must do, using {column} for the row's values",
         ));
     }
+    // Not `string`: a tab or a space is a delimiter, not an empty value.
+    let delimiter = match fields.map.get("delimiter") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(d)) => Some(
+            crate::source::csv_input::delimiter_for("`delimiter`", Some(d), None)
+                .map_err(|e| Error::input_at(path, key_line(yaml, "delimiter"), e.to_string()))?,
+        ),
+        Some(_) => return Err(fields.bad("delimiter", "one character, e.g. \";\" or \"\\t\"")),
+    };
     Ok(BatchSpec {
         input: fields.string("input")?.map(PathBuf::from),
         id_column: fields.string("id_column")?,
+        delimiter,
         output: fields.string("output")?.map(PathBuf::from),
         output_schema,
         settings,
@@ -302,6 +316,25 @@ mod tests {
                 .expect_err("empty")
                 .to_string()
                 .contains("empty")
+        );
+    }
+
+    #[test]
+    fn delimiter_key_takes_one_character_or_a_tab() {
+        let d = |v: &str| p(&format!("---\ndelimiter: {v}\n---\nx\n")).map(|s| s.delimiter);
+        assert_eq!(d("\";\"").expect("ok"), Some(b';'));
+        assert_eq!(d("\"\\t\"").expect("ok"), Some(b'\t'));
+        assert_eq!(d("'\\t'").expect("ok"), Some(b'\t'));
+        assert_eq!(d("tab").expect("ok"), Some(b'\t'));
+        let e = d("\";;\"").expect_err("two").to_string();
+        assert!(
+            e.starts_with("BATCH.md:2: `delimiter` `;;` must be one character"),
+            "{e}"
+        );
+        let e = d("[1]").expect_err("list").to_string();
+        assert!(
+            e.starts_with("BATCH.md:2: `delimiter` must be one character"),
+            "{e}"
         );
     }
 

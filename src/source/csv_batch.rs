@@ -22,15 +22,22 @@ use crate::sink::Sinks;
 use crate::sink::output_csv::{self, CsvOutput};
 use crate::sink::previous::Previous;
 use crate::sink::shard_meta::{self, ShardSidecar};
-use crate::source::csv_input::{self, CsvRow, CsvTable};
+use crate::source::csv_input::{self, CsvRow, CsvTable, Spool};
 
 /// The column that names a row's prerequisites (ids separated by `;`).
 pub const DEPENDS_ON: &str = "depends_on";
 
+/// The name of the copy of stdin's rows in the workspace (`--input -`).
+pub const STDIN_COPY: &str = "stdin.csv";
+
 /// The files of a CSV batch, resolved from flags and BATCH.md.
 pub struct CsvBatchFiles {
-    /// The input CSV.
+    /// The input CSV ([`csv_input::STDIN_NAME`] when the rows come from stdin).
     pub input: PathBuf,
+    /// The rows read from stdin (`--input -`); `None`: they are read from `input`.
+    pub stdin: Option<Spool>,
+    /// The input's field delimiter (`,`, `;`, a tab, ...).
+    pub delimiter: u8,
     /// The instruction template's text.
     pub instruction: String,
     /// Where the instruction comes from (BATCH.md or `--instruction FILE`), for messages.
@@ -105,7 +112,7 @@ fn survey(files: &CsvBatchFiles, table: &CsvTable, selection: &Selection) -> Res
     let mut fp = Fnv::default();
     {
         use std::io::Read;
-        let mut f = csv_input::open_input(&files.input)?;
+        let mut f = table.open()?;
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             let n = f
@@ -124,6 +131,11 @@ fn survey(files: &CsvBatchFiles, table: &CsvTable, selection: &Selection) -> Res
     fp.update(schema.unwrap_or_default().as_bytes());
     fp.update(b"\0id\0");
     fp.update(files.id_column.as_deref().unwrap_or("").as_bytes());
+    // A comma batch keeps the fingerprint it had before delimiters could be chosen.
+    if files.delimiter != b',' {
+        fp.update(b"\0delimiter\0");
+        fp.update(&[files.delimiter]);
+    }
     let dep_col = table.headers.iter().position(|h| h == DEPENDS_ON);
     let mut deps: HashMap<String, Vec<String>> = HashMap::new();
     let mut selected = 0u64;
@@ -322,8 +334,9 @@ fn to_item(
 /// written.
 pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
     let table = csv_input::scan(
-        csv_input::open_input(&files.input)?,
         &files.input,
+        files.stdin.clone(),
+        files.delimiter,
         files.id_column.as_deref(),
     )?;
     let instruction = Instruction::parse(
@@ -331,7 +344,12 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         files.instruction_line,
         &files.instruction,
     )?;
-    instruction.check_columns(&files.instruction_path, &table.headers)?;
+    instruction
+        .check_columns(&files.instruction_path, &table.headers)
+        .map_err(|e| csv_input::with_hint(e, table.hint.as_deref()))?;
+    if let Some(hint) = &table.hint {
+        eprintln!("warning: {}:1: {hint}", files.input.display());
+    }
     if let Some(v) = &settings.verify {
         for a in v {
             Instruction::parse(Path::new("--verify"), 1, a)?
@@ -385,7 +403,12 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "workers-output".into());
     let workspace = out_dir.join(format!("{team}.runner"));
-    let batch = BatchId::new(&files.input, survey.fingerprint.clone());
+    // Rows from stdin are kept in the workspace: that copy is the batch's input.
+    let stdin_copy = files.stdin.clone().map(|s| (s, workspace.join(STDIN_COPY)));
+    let batch = BatchId::new(
+        stdin_copy.as_ref().map_or(&files.input, |(_, p)| p),
+        survey.fingerprint.clone(),
+    );
     if team::check_owner(&workspace, &batch).is_ok()
         && let Some(w) = rows_gone(
             &output,
@@ -398,10 +421,11 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
     }
     let isolation = isolation::prepare(&settings, &cwd, &team)?;
     // What the run reads and writes, for the plan's start-up checks.
-    let mut inputs = vec![
-        PlanFile::new("input", &files.input, ""),
-        PlanFile::new("instruction", &files.instruction_path, ""),
-    ];
+    let mut inputs = Vec::new();
+    if files.stdin.is_none() {
+        inputs.push(PlanFile::new("input", &files.input, ""));
+    }
+    inputs.push(PlanFile::new("instruction", &files.instruction_path, ""));
     inputs.extend(files.reads.iter().map(|(w, p)| PlanFile::new(w, p, "")));
     let mut outputs = vec![PlanFile::new("output", &output, "--output")];
     if settings.shard.is_some() {
@@ -460,6 +484,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         outputs,
         named_in_prompt: Vec::new(),
         guarded: Vec::new(),
+        stdin_copy,
     })
 }
 

@@ -7,24 +7,168 @@
 //!
 //! Format: RFC 4180 CSV with a header row; a UTF-8 BOM is stripped; CRLF or LF records;
 //! quoted fields may hold commas, quotes (`""`) and newlines, which are carried byte-for-byte.
+//! The field delimiter is `,` unless chosen ([`delimiter_for`]: `--delimiter`, BATCH.md's
+//! `delimiter`, tab for a `.tsv` file). Rows may come from stdin (`--input -`): a pipe is
+//! read once, so its bytes are spooled to an unnamed temporary file ([`Spool`]).
 
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
+/// How messages name rows read from stdin (`--input -`).
+pub const STDIN_NAME: &str = "<stdin>";
+
+/// The field delimiter of an input: `flag` (`--delimiter`, else BATCH.md's `delimiter`) when
+/// given, else tab for a `.tsv` or `.tab` file, else a comma. `\t` and `tab` name a tab.
+/// `what` names the flag or key in messages.
+///
+/// Errors (exit 2, naming `what`): more than one character, a character that is not ASCII,
+/// or one that cannot separate fields (a quote, a newline).
+pub fn delimiter_for(what: &str, flag: Option<&str>, input: Option<&Path>) -> Result<u8> {
+    let Some(text) = flag else {
+        let tsv = input
+            .and_then(Path::extension)
+            .is_some_and(|e| e.eq_ignore_ascii_case("tsv") || e.eq_ignore_ascii_case("tab"));
+        return Ok(if tsv { b'\t' } else { b',' });
+    };
+    let c = match text {
+        "\\t" | "tab" => '\t',
+        _ => {
+            let mut chars = text.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), None) => c,
+                _ => {
+                    return Err(Error::Usage(format!(
+                        "{what} `{text}` must be one character, e.g. ';' or '\\t' for a tab"
+                    )));
+                }
+            }
+        }
+    };
+    if !c.is_ascii() || matches!(c, '"' | '\n' | '\r') {
+        return Err(Error::Usage(format!(
+            "{what} `{}` cannot separate fields; give one ASCII character such as ';', '|' or '\\t'",
+            c.escape_default()
+        )));
+    }
+    Ok(c as u8)
+}
+
+/// The hint for a header read with `delimiter` into one column that holds another common
+/// delimiter (`;`, tab, `|`): the columns are likely separated by that one. `None` when the
+/// header looks right.
+fn delimiter_hint(path: &Path, headers: &[String], delimiter: u8) -> Option<String> {
+    let [only] = headers else { return None };
+    let (c, shown) = [(';', "';'"), ('\t', "'\\t'"), ('|', "'|'")]
+        .into_iter()
+        .find(|(c, _)| *c as u8 != delimiter && only.contains(*c))?;
+    Some(format!(
+        "the header of {} is one column `{}` that holds `{}` and no `{}`: if `{}` separates \
+         the columns, pass --delimiter {shown} (or `delimiter: \"{}\"` in BATCH.md)",
+        path.display(),
+        only.escape_default(),
+        c.escape_default(),
+        (delimiter as char).escape_default(),
+        c.escape_default(),
+        c.escape_default(),
+    ))
+}
+
+/// `e` with `hint` (from [`CsvTable::hint`]) added to its message, when it is an input
+/// error: a missing column is most often a header split at the wrong delimiter.
+pub fn with_hint(e: Error, hint: Option<&str>) -> Error {
+    match (e, hint) {
+        (
+            Error::Input {
+                path,
+                line,
+                message,
+            },
+            Some(h),
+        ) => Error::Input {
+            path,
+            line,
+            message: format!("{message}. Note: {h}"),
+        },
+        (e, _) => e,
+    }
+}
+
+/// Rows read from stdin, spooled to an unnamed temporary file (gone when the last clone is
+/// dropped) so that they can be read as often as a file. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Spool(Arc<std::fs::File>);
+
+impl Spool {
+    /// Read `input` to its end into a new spool.
+    ///
+    /// Errors: no temporary file can be made (exit 3), or `input` cannot be read (exit 2).
+    pub fn read(mut input: impl Read) -> Result<Spool> {
+        let mut file = tempfile::tempfile().map_err(|e| {
+            Error::io(
+                "create a temporary file for stdin in",
+                &std::env::temp_dir(),
+                e,
+            )
+        })?;
+        std::io::copy(&mut input, &mut file)
+            .map_err(|e| Error::read_input("the input CSV", Path::new(STDIN_NAME), e))?;
+        Ok(Spool(Arc::new(file)))
+    }
+
+    /// A reader from the spool's first byte (each reader keeps its own position).
+    pub fn reader(&self) -> SpoolReader {
+        SpoolReader {
+            file: self.0.clone(),
+            pos: 0,
+        }
+    }
+
+    /// Copy the spooled bytes to `path`, replacing it atomically.
+    ///
+    /// Errors: the copy cannot be written (exit 3, naming the path).
+    pub fn copy_to(&self, path: &Path) -> Result<()> {
+        crate::fsutil::replace_with(path, |w| std::io::copy(&mut self.reader(), w).map(|_| ()))
+    }
+}
+
+/// A reader of a [`Spool`] with its own position (positioned reads, so readers never move
+/// each other).
+pub struct SpoolReader {
+    file: Arc<std::fs::File>,
+    pos: u64,
+}
+
+impl Read for SpoolReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
 /// What [`scan`] learned about a valid input file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct CsvTable {
-    /// The file, for messages.
+    /// The file, for messages ([`STDIN_NAME`] for stdin).
     pub path: PathBuf,
+    /// The rows when they came from stdin; `None`: they are read from `path`.
+    pub spool: Option<Spool>,
+    /// The field delimiter (a byte such as `,`, `;` or a tab).
+    pub delimiter: u8,
     /// Column names in input order.
     pub headers: Vec<String>,
     /// Index of the id column; `None` means the 1-based row number is the id.
     pub id_column: Option<usize>,
     /// Number of data rows (header excluded).
     pub rows: u64,
+    /// A hint when the header looks split at the wrong delimiter (one column holding `;`,
+    /// say), for a warning.
+    pub hint: Option<String>,
 }
 
 /// One data row.
@@ -79,7 +223,7 @@ impl<R> LineCounter<R> {
     }
 }
 
-fn reader<R: Read>(input: R) -> csv::Reader<LineCounter<R>> {
+fn reader<R: Read>(input: R, delimiter: u8) -> csv::Reader<LineCounter<R>> {
     let counter = LineCounter {
         inner: input,
         read: 0,
@@ -87,6 +231,7 @@ fn reader<R: Read>(input: R) -> csv::Reader<LineCounter<R>> {
         state: Default::default(),
     };
     csv::ReaderBuilder::new()
+        .delimiter(delimiter)
         .has_headers(true)
         .flexible(false)
         .from_reader(counter)
@@ -109,7 +254,7 @@ fn csv_error<R: Read>(path: &Path, rdr: &csv::Reader<LineCounter<R>>, err: csv::
             line,
             format!(
                 "this record has {len} fields but the header has {expected_len}; \
-                 quote fields that contain commas or newlines (\"a, b\") and make every row \
+                 quote fields that contain the delimiter or newlines (\"a, b\") and make every row \
                  as long as the header"
             ),
         ),
@@ -205,15 +350,31 @@ fn id_index(path: &Path, headers: &[String], id_column: Option<&str>) -> Result<
     }
 }
 
-/// Validate a whole input file, streaming, keeping only the ids.
+/// Validate a whole input, streaming, keeping only the ids: the file at `path`, or `spool`
+/// (rows from stdin; `path` then names it in messages), its fields separated by `delimiter`.
 ///
 /// Errors ([`Error::Input`], naming `path` and the line where the bad record starts): no
 /// header row, an unnamed or duplicate column, a missing id column, a record whose field count
 /// differs from the header, bytes that are not UTF-8, an empty id, a duplicate id.
-pub fn scan<R: Read>(input: R, path: &Path, id_column: Option<&str>) -> Result<CsvTable> {
-    let mut rdr = reader(input);
+pub fn scan(
+    path: &Path,
+    spool: Option<Spool>,
+    delimiter: u8,
+    id_column: Option<&str>,
+) -> Result<CsvTable> {
+    let mut table = CsvTable {
+        path: path.to_owned(),
+        spool,
+        delimiter,
+        headers: Vec::new(),
+        id_column: None,
+        rows: 0,
+        hint: None,
+    };
+    let mut rdr = reader(table.open()?, delimiter);
     let headers = read_headers(path, &mut rdr)?;
-    let id_col = id_index(path, &headers, id_column)?;
+    let hint = delimiter_hint(path, &headers, delimiter);
+    let id_col = id_index(path, &headers, id_column).map_err(|e| with_hint(e, hint.as_deref()))?;
     let mut ids: HashSet<String> = HashSet::new();
     let mut first_line: std::collections::HashMap<String, u64> = Default::default();
     let mut record = csv::ByteRecord::new();
@@ -266,27 +427,31 @@ pub fn scan<R: Read>(input: R, path: &Path, id_column: Option<&str>) -> Result<C
             first_line.insert(id, line);
         }
     }
-    Ok(CsvTable {
-        path: path.to_owned(),
-        headers,
-        id_column: id_col,
-        rows,
-    })
-}
-
-/// Open `path`, the input CSV, for reading.
-///
-/// Errors: exit 2 naming the file (missing, unreadable).
-pub fn open_input(path: &Path) -> Result<std::fs::File> {
-    std::fs::File::open(path).map_err(|e| Error::read_input("the input CSV", path, e))
+    table.headers = headers;
+    table.id_column = id_col;
+    table.rows = rows;
+    table.hint = hint;
+    Ok(table)
 }
 
 impl CsvTable {
-    /// Stream the rows of the scanned file again, from its start.
+    /// The input's bytes from the start: the spool, or the file.
+    ///
+    /// Errors: the file cannot be opened (exit 2, naming it).
+    pub fn open(&self) -> Result<Box<dyn Read + Send>> {
+        match &self.spool {
+            Some(s) => Ok(Box::new(s.reader())),
+            None => std::fs::File::open(&self.path)
+                .map(|f| Box::new(f) as Box<dyn Read + Send>)
+                .map_err(|e| Error::read_input("the input CSV", &self.path, e)),
+        }
+    }
+
+    /// Stream the rows of the scanned input again, from its start.
     ///
     /// Errors: the file cannot be opened, or its header changed since the scan.
-    pub fn rows(&self) -> Result<CsvRows<std::fs::File>> {
-        CsvRows::new(open_input(&self.path)?, self)
+    pub fn rows(&self) -> Result<CsvRows<Box<dyn Read + Send>>> {
+        CsvRows::new(self.open()?, self)
     }
 }
 
@@ -303,7 +468,7 @@ pub struct CsvRows<R: Read> {
 impl<R: Read> CsvRows<R> {
     /// Start reading `input` (the same bytes [`scan`] validated into `table`).
     pub fn new(input: R, table: &CsvTable) -> Result<Self> {
-        let mut rdr = reader(input);
+        let mut rdr = reader(input, table.delimiter);
         let headers = read_headers(&table.path, &mut rdr)?;
         if headers != table.headers {
             return Err(Error::Usage(format!(
@@ -356,16 +521,73 @@ impl<R: Read> Iterator for CsvRows<R> {
 mod tests {
     use super::*;
 
+    fn scan_with(s: &[u8], delimiter: u8, id: Option<&str>) -> Result<CsvTable> {
+        let spool = Spool::read(s).expect("spooled");
+        scan(Path::new("in.csv"), Some(spool), delimiter, id)
+    }
+
     fn scan_str(s: &[u8], id: Option<&str>) -> Result<CsvTable> {
-        scan(s, Path::new("in.csv"), id)
+        scan_with(s, b',', id)
     }
 
     fn rows(s: &[u8], id: Option<&str>) -> Vec<CsvRow> {
         let t = scan_str(s, id).expect("valid");
-        CsvRows::new(s, &t)
-            .expect("rows")
-            .map(|r| r.expect("row"))
-            .collect()
+        t.rows().expect("rows").map(|r| r.expect("row")).collect()
+    }
+
+    #[test]
+    fn semicolon_and_tab_delimiters_split_fields_and_keep_commas() {
+        for (d, text) in [
+            (b';', "id;text\n1;a, b\n2;\"x;y\"\n"),
+            (b'\t', "id\ttext\n1\ta, b\n2\tx;y\n"),
+        ] {
+            let t = scan_with(text.as_bytes(), d, Some("id")).expect("valid");
+            assert_eq!(t.headers, vec!["id", "text"]);
+            assert_eq!(t.hint, None);
+            let r: Vec<CsvRow> = t.rows().expect("rows").map(|r| r.expect("row")).collect();
+            assert_eq!(r[0].values, vec!["1", "a, b"]);
+            assert_eq!(r[1].values, vec!["2", "x;y"]);
+        }
+    }
+
+    #[test]
+    fn a_header_split_at_the_wrong_delimiter_gets_a_hint() {
+        let t = scan_str(b"id;path\n1;a.md\n", None).expect("one column is valid");
+        let hint = t.hint.expect("hint");
+        assert!(hint.contains("--delimiter ';'"), "{hint}");
+        let t = scan_str(b"id\tpath\n1\ta.md\n", None).expect("valid");
+        assert!(t.hint.is_some_and(|h| h.contains("--delimiter '\\t'")));
+        // A comma header, or one column without another delimiter, gets none.
+        assert_eq!(scan_str(b"id,a;b\n1,x\n", None).expect("valid").hint, None);
+        assert_eq!(scan_str(b"path\na.md\n", None).expect("valid").hint, None);
+    }
+
+    #[test]
+    fn delimiters_from_flags_and_file_names() {
+        let d = |f: Option<&str>, p: &str| delimiter_for("--delimiter", f, Some(Path::new(p)));
+        assert_eq!(d(None, "in.csv").expect("ok"), b',');
+        assert_eq!(d(None, "in.TSV").expect("ok"), b'\t');
+        assert_eq!(d(Some(";"), "in.tsv").expect("ok"), b';');
+        assert_eq!(d(Some("\\t"), "in.csv").expect("ok"), b'\t');
+        assert_eq!(d(Some("tab"), "in.csv").expect("ok"), b'\t');
+        for bad in [";;", "", "\"", "é"] {
+            let e = d(Some(bad), "in.csv").expect_err(bad).to_string();
+            assert!(e.contains("--delimiter"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_spool_is_read_again_from_the_start_and_copied() {
+        let spool = Spool::read(&b"id\n1\n"[..]).expect("spooled");
+        let mut a = String::new();
+        let mut b = String::new();
+        spool.reader().read_to_string(&mut a).expect("read");
+        spool.reader().read_to_string(&mut b).expect("read again");
+        assert_eq!((a.as_str(), b.as_str()), ("id\n1\n", "id\n1\n"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let copy = dir.path().join("stdin.csv");
+        spool.copy_to(&copy).expect("copied");
+        assert_eq!(std::fs::read(&copy).expect("read"), b"id\n1\n");
     }
 
     #[test]

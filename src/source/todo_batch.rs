@@ -322,5 +322,6 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         outputs,
         named_in_prompt: checkpoints,
         guarded: vec![b.store.dir.clone()],
+        stdin_copy: None,
     }))
 }

@@ -2,10 +2,10 @@
 //! short deterministic `--brief` view for lead agents. Reads file times; changes nothing.
 
 use std::path::Path;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::report::ItemStatus;
-use crate::run::team::Snapshot;
+use crate::run::team::{RunningEntry, Snapshot};
 
 /// Most unfinished items `--brief` lists.
 const BRIEF_ITEMS: usize = 15;
@@ -84,9 +84,82 @@ pub fn one_line(dir: &Path, s: &Snapshot) -> String {
     )
 }
 
+/// A running teammate's last checkpoint (the last time it wrote its `working-context.md`;
+/// the runner's untouched skeleton is none) and whether it is stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// How long ago the last checkpoint was; `None` when it made none.
+    pub age: Option<Duration>,
+    /// How long it has gone without one, when that is longer than the threshold: since its
+    /// last checkpoint, or since its attempt started when that is later (a checkpoint of an
+    /// earlier attempt does not make a fresh attempt stale).
+    pub stale_for: Option<Duration>,
+}
+
+impl Checkpoint {
+    /// Judge a teammate whose last checkpoint was at `last` and whose attempt started at
+    /// `started` (`None` when team.json's time does not parse), at time `now`, against
+    /// `stale_after`. Pure.
+    pub fn judge(
+        last: Option<SystemTime>,
+        started: Option<SystemTime>,
+        now: SystemTime,
+        stale_after: Duration,
+    ) -> Checkpoint {
+        let since = |t: SystemTime| now.duration_since(t).unwrap_or_default();
+        let quiet = match (last, started) {
+            (Some(l), Some(s)) => Some(since(l.max(s))),
+            (l, s) => l.or(s).map(since),
+        };
+        Checkpoint {
+            age: last.map(since),
+            stale_for: quiet.filter(|q| *q > stale_after),
+        }
+    }
+
+    /// `last checkpoint 3m ago` / `no checkpoint yet`, then `; STALE: none for 16m` when
+    /// stale.
+    fn text(&self) -> String {
+        let mut t = match self.age {
+            Some(a) => format!("last checkpoint {}", ago_secs(a.as_secs())),
+            None => "no checkpoint yet".to_owned(),
+        };
+        if let Some(q) = self.stale_for {
+            t.push_str(&format!("; STALE: none for {}", span(q.as_secs())));
+        }
+        t
+    }
+}
+
+/// The checkpoint of running teammate `r` of the team in `dir`; `None` when the run is not
+/// going on (its runner gone), when nothing is judged.
+fn checkpoint_of(
+    dir: &Path,
+    s: &Snapshot,
+    r: &RunningEntry,
+    stale_after: Duration,
+) -> Option<Checkpoint> {
+    if s.state != "running" || !alive(s.pid) {
+        return None;
+    }
+    let tdir = dir.join("teammates").join(&r.teammate);
+    let started = r
+        .started_at
+        .parse::<jiff::Timestamp>()
+        .ok()
+        .map(SystemTime::from);
+    Some(Checkpoint::judge(
+        crate::working_context::last_checkpoint(&tdir, &r.teammate),
+        started,
+        SystemTime::now(),
+        stale_after,
+    ))
+}
+
 /// The short, deterministic summary for agents: state and counts, then the unfinished items
-/// with their reasons, at most [`BRIEF_ITEMS`] of them.
-pub fn brief(s: &Snapshot) -> String {
+/// with their reasons, at most [`BRIEF_ITEMS`] of them; a running teammate without a
+/// checkpoint for longer than `stale_after` is marked stale.
+pub fn brief(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
     let mut out = format!("team {}: {}; {}\n", s.team, state(s), counts_line(s));
     if let Some(g) = &s.gate {
         out.push_str(&gate_line(s, g));
@@ -104,8 +177,12 @@ pub fn brief(s: &Snapshot) -> String {
     failed.sort_by(|a, b| a.id.cmp(&b.id));
     let mut lines: Vec<String> = Vec::new();
     for r in running {
+        let stale = checkpoint_of(dir, s, r, stale_after)
+            .and_then(|c| c.stale_for)
+            .map(|q| format!(", stale: no checkpoint for {}", span(q.as_secs())))
+            .unwrap_or_default();
         lines.push(format!(
-            "- {} (running, attempt {}): {}",
+            "- {} (running, attempt {}{stale}): {}",
             r.id, r.attempt, r.title
         ));
     }
@@ -134,15 +211,25 @@ pub fn brief(s: &Snapshot) -> String {
 }
 
 fn ago(t: SystemTime) -> String {
-    let secs = SystemTime::now()
-        .duration_since(t)
-        .unwrap_or_default()
-        .as_secs();
+    ago_secs(
+        SystemTime::now()
+            .duration_since(t)
+            .unwrap_or_default()
+            .as_secs(),
+    )
+}
+
+/// `42s`, `16m`, `3h`: a span in its largest whole unit.
+fn span(secs: u64) -> String {
     match secs {
-        0..=59 => format!("{secs}s ago"),
-        60..=3599 => format!("{}m ago", secs / 60),
-        _ => format!("{}h ago", secs / 3600),
+        0..=59 => format!("{secs}s"),
+        60..=3599 => format!("{}m", secs / 60),
+        _ => format!("{}h", secs / 3600),
     }
+}
+
+fn ago_secs(secs: u64) -> String {
+    format!("{} ago", span(secs))
 }
 
 /// The newest of a teammate's attempt files (`attempt-N.stdout.log`, `.stderr.log`, their
@@ -204,9 +291,9 @@ fn gate_line(s: &Snapshot, g: &crate::run::team::GateSnapshot) -> String {
 }
 
 /// The full human view of the team in `dir`: state, counts, running teammates with their
-/// last line and activity, waiting items, what did not complete (with logs), recent
-/// completions.
-pub fn full(dir: &Path, s: &Snapshot) -> String {
+/// last line, activity and last checkpoint (flagged stale past `stale_after`), waiting items,
+/// what did not complete (with logs), recent completions.
+pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
     let mut o = String::new();
     o.push_str(&format!(
         "Team {} — {} (runner pid {})\n",
@@ -228,9 +315,15 @@ pub fn full(dir: &Path, s: &Snapshot) -> String {
     if !s.running.is_empty() {
         o.push_str("Running:\n");
         for r in &s.running {
-            let act = last_activity(dir, &r.teammate)
-                .map(|t| format!("  (last activity {})", ago(t)))
-                .unwrap_or_default();
+            let mut notes: Vec<String> = last_activity(dir, &r.teammate)
+                .map(|t| format!("last activity {}", ago(t)))
+                .into_iter()
+                .collect();
+            notes.extend(checkpoint_of(dir, s, r, stale_after).map(|c| c.text()));
+            let act = match notes.is_empty() {
+                true => String::new(),
+                false => format!("  ({})", notes.join("; ")),
+            };
             let line = if r.last_line.is_empty() {
                 String::new()
             } else {
@@ -289,4 +382,33 @@ pub fn full(dir: &Path, s: &Snapshot) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_teammate_is_stale_only_when_quiet_past_the_threshold() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let limit = 15 * MIN;
+        // Checkpointed 5 minutes ago: fresh.
+        let c = Checkpoint::judge(Some(t0), Some(t0 - MIN), t0 + 5 * MIN, limit);
+        assert_eq!((c.age, c.stale_for), (Some(5 * MIN), None));
+        assert_eq!(c.text(), "last checkpoint 5m ago");
+        // Checkpointed 20 minutes ago: stale for 20 minutes.
+        let c = Checkpoint::judge(Some(t0), Some(t0 - MIN), t0 + 20 * MIN, limit);
+        assert_eq!(c.stale_for, Some(20 * MIN));
+        assert_eq!(c.text(), "last checkpoint 20m ago; STALE: none for 20m");
+        // An earlier attempt's checkpoint: quiet since this attempt started.
+        let c = Checkpoint::judge(Some(t0), Some(t0 + 60 * MIN), t0 + 70 * MIN, limit);
+        assert_eq!((c.age, c.stale_for), (Some(70 * MIN), None));
+        // None yet: quiet since the start.
+        let c = Checkpoint::judge(None, Some(t0), t0 + 16 * MIN, limit);
+        assert_eq!(c.text(), "no checkpoint yet; STALE: none for 16m");
+        let c = Checkpoint::judge(None, Some(t0), t0 + 14 * MIN, limit);
+        assert_eq!(c.stale_for, None);
+    }
 }

@@ -192,34 +192,6 @@ fn resume_is_judged_from_outcomes_not_from_report_files() {
 }
 
 #[test]
-fn a_retry_resumes_from_the_working_context_of_the_last_attempt() {
-    let sb = Sandbox::new();
-    sb.write("in.csv", "id\nw\n");
-    sb.write("instr.md", "Do {id}\n");
-    let script = sb.write(
-        "ctx_agent.sh",
-        "#!/bin/sh\ncat > /dev/null\nif [ \"$RUNNER_ATTEMPT\" = 1 ]; then\n  echo 'step 1 of 2 done; next: step 2' > \"$RUNNER_TEAMMATE_DIR/working-context.md\"\n  exit 1\nfi\n\
-         grep -q 'step 1 of 2 done' \"$RUNNER_TEAMMATE_DIR/prompt.md\" || exit 7\n\
-         printf '{\"status\":\"completed\",\"summary\":\"resumed at step 2\"}' > \"$RUNNER_REPORT\"\n",
-    );
-    let r = sb.batch(
-        &[
-            "--retries",
-            "1",
-            "--retry-delay",
-            "10ms",
-            "--format",
-            "plain",
-        ],
-        &["sh", &script.display().to_string()],
-    );
-    assert_eq!(r.code, 0, "{r:?}");
-    let rows = by_id(&sb.join("workers-output.csv"), "id");
-    assert_eq!(rows["w"]["summary"], "resumed at step 2");
-    assert_eq!(rows["w"]["attempts"], "2");
-}
-
-#[test]
 fn interrupting_a_todo_run_ticks_what_completed_and_keeps_the_rest() {
     let sb = Sandbox::new();
     std::fs::create_dir_all(sb.join("S")).expect("store");

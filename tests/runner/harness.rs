@@ -220,6 +220,34 @@ impl Sandbox {
         self.batch_cmd(&flags, &["python3", &fake])
     }
 
+    /// `runner batch --input INPUT --instruction instr.md --id-column id --format plain
+    /// EXTRA -- <fake agent>` (INPUT may be `-` for stdin).
+    pub fn fake_batch_of_cmd(&self, input: &str, extra: &[&str]) -> Command {
+        let fake = agent("fake_agent.py");
+        let mut args = vec![
+            "batch",
+            "--input",
+            input,
+            "--instruction",
+            "instr.md",
+            "--id-column",
+            "id",
+            "--format",
+            "plain",
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "python3", &fake]);
+        self.cmd(&args)
+    }
+
+    /// Run [`Sandbox::fake_batch_of_cmd`] to completion.
+    pub fn fake_batch_of(&self, input: &str, extra: &[&str]) -> Run {
+        self.fake_batch_of_cmd(input, extra)
+            .output()
+            .expect("spawn runner")
+            .into()
+    }
+
     /// Run [`Sandbox::fake_batch_cmd`] to completion.
     pub fn fake_batch(&self, extra: &[&str]) -> Run {
         self.fake_batch_cmd(extra)

@@ -50,25 +50,6 @@ fn isolated(sb: &Sandbox, extra: &[&str]) -> Run {
     sb.batch(&flags, &["python3", &a])
 }
 
-/// `runner batch --input INPUT --instruction instr.md` with the fake agent.
-fn fake_batch_of(sb: &Sandbox, input: &str, extra: &[&str]) -> Run {
-    let f = fake();
-    let mut args = vec![
-        "batch",
-        "--input",
-        input,
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "id",
-        "--format",
-        "plain",
-    ];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", "python3", &f]);
-    sb.run(&args)
-}
-
 #[test]
 fn no_output_of_a_csv_batch_overwrites_what_it_reads_or_another_output() {
     let sb = Sandbox::new();
@@ -150,11 +131,11 @@ fn a_workspace_refuses_another_batch_and_an_edited_input_reports_the_rows_it_los
     sb.write("instr.md", "Handle {id}. MODE={mode}\n");
     sb.write("a.csv", "id,mode\nx,success\ny,success\n");
     sb.write("b.csv", "id,mode\nx,failed\nz,success\n");
-    let r = fake_batch_of(&sb, "a.csv", &[]);
+    let r = sb.fake_batch_of("a.csv", &[]);
     assert_eq!(r.code, 0, "{r:?}");
     let before = sb.tree();
     // b.csv in the same folder would share workers-output.csv and its workspace.
-    let r = fake_batch_of(&sb, "b.csv", &[]);
+    let r = sb.fake_batch_of("b.csv", &[]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
         r.stderr.contains("belongs to")
@@ -164,11 +145,11 @@ fn a_workspace_refuses_another_batch_and_an_edited_input_reports_the_rows_it_los
     );
     assert_eq!(sb.tree(), before, "the refused batch changed files");
     // Its own output is fine.
-    let r = fake_batch_of(&sb, "b.csv", &["--output", "b-out.csv"]);
+    let r = sb.fake_batch_of("b.csv", &["--output", "b-out.csv"]);
     assert_eq!(r.code, 1, "{r:?}");
     // a.csv edited: y removed, w added, x unchanged. Still a.csv's batch.
     sb.write("a.csv", "id,mode\nx,success\nw,success\n");
-    let r = fake_batch_of(&sb, "a.csv", &[]);
+    let r = sb.fake_batch_of("a.csv", &[]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stderr
@@ -198,21 +179,7 @@ fn latin1_folder(sb: &Sandbox) -> PathBuf {
 fn a_batch_in_a_folder_whose_name_is_not_utf8_gets_the_real_paths() {
     let sb = Sandbox::new();
     let dir = latin1_folder(&sb);
-    let f = fake();
-    let mut c = sb.cmd(&[
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "id",
-        "--format",
-        "plain",
-        "--",
-        "python3",
-        &f,
-    ]);
+    let mut c = sb.fake_batch_of_cmd("in.csv", &[]);
     let r: Run = c.current_dir(&dir).output().expect("spawn runner").into();
     assert_eq!(r.code, 0, "{r:?}");
     let rows = by_id(&dir.join("workers-output.csv"), "id");

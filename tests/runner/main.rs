@@ -7,6 +7,7 @@ mod bad_input;
 mod batch;
 mod ci;
 mod clis;
+mod context;
 mod faults;
 mod http;
 mod inputs;

@@ -251,6 +251,21 @@ pub fn validate(value: Value, expected_id: &str) -> Result<Report, ReportError> 
             }
         }
     }
+    // Numbers the runner acts on (the budget, the rate-limit pause) are never ignored
+    // silently when they are not numbers.
+    for key in ["cost_usd", "retry_after_s"] {
+        if let Some(v) = map.get(key).filter(|v| !v.is_null())
+            && !v.as_f64().is_some_and(|n| n.is_finite() && n >= 0.0)
+        {
+            return Err(ReportError::Invalid(format!(
+                "report `{key}` is {v}, not a number ≥ 0{}",
+                match key {
+                    "cost_usd" => " (USD)",
+                    _ => " (seconds)",
+                }
+            )));
+        }
+    }
     let files_modified = strings(&value, "files_modified").map_err(ReportError::Invalid)?;
     let files_created = strings(&value, "files_created").map_err(ReportError::Invalid)?;
     strings(&value, "next_steps").map_err(ReportError::Invalid)?;
@@ -801,6 +816,26 @@ mod tests {
             .expect_err("wrong id");
         assert!(e.to_string().contains("not `1`"), "{e}");
         assert!(validate(json!({"status":"done","summary":"x"}), "1").is_err());
+        let e = validate(
+            json!({"status":"completed","summary":"x","cost_usd":"0.5"}),
+            "1",
+        )
+        .expect_err("a cost that is not a number");
+        assert!(e.to_string().contains("`cost_usd` is \"0.5\""), "{e}");
+        assert!(
+            validate(
+                json!({"status":"failed","summary":"x","retry_after_s":-1}),
+                "1"
+            )
+            .is_err()
+        );
+        assert!(
+            validate(
+                json!({"status":"completed","summary":"x","cost_usd":0.5,"retry_after_s":null}),
+                "1"
+            )
+            .is_ok()
+        );
         assert!(validate(json!({"status":"completed"}), "1").is_err());
         assert!(
             validate(

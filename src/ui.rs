@@ -410,7 +410,10 @@ pub fn write_summary(
     } else {
         String::new()
     };
-    let cost = s.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
+    let cost = s
+        .cost_usd
+        .map(|c| format!(", ${}", crate::run::outcome::usd_text(c)))
+        .unwrap_or_default();
     writeln!(
         out,
         "\nSummary: {} item(s): {}{resumed} in {:.1}s{cost}{}",

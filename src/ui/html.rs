@@ -104,7 +104,7 @@ pub fn report(h: &History, now_ms: i64) -> String {
         (end - start) as f64 / 1000.0
     );
     if cost > 0.0 {
-        let _ = write!(o, "<span>${cost:.4}</span>");
+        let _ = write!(o, "<span>${}</span>", crate::run::outcome::usd_text(cost));
     }
     let _ = write!(o, "</p>");
     // Timeline.

@@ -94,7 +94,7 @@ pub fn item(id: &str, dir: &Path, events: &[Event]) -> String {
     if let Some(out) = outcome {
         let mut costs = Vec::new();
         if let Some(c) = out.cost_usd {
-            costs.push(format!("${c:.6}"));
+            costs.push(format!("${}", crate::run::outcome::usd_text(c)));
         }
         if let (Some(i), Some(t)) = (out.input_tokens, out.output_tokens) {
             costs.push(format!("tokens in {i}, out {t}"));

@@ -307,7 +307,10 @@ pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
         s.started_at,
         s.updated_at
     ));
-    let cost = s.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
+    let cost = s
+        .cost_usd
+        .map(|c| format!(", ${}", crate::run::outcome::usd_text(c)))
+        .unwrap_or_default();
     o.push_str(&format!("{}{cost}\n", counts_line(s)));
     if let Some(g) = &s.gate {
         o.push_str(&gate_line(s, g));

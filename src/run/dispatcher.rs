@@ -314,6 +314,8 @@ pub async fn run_wired(
     let mut source_done = false;
     let mut source_error: Option<Error> = None;
     let mut interrupted = false;
+    // Why --max-fail N:immediate stopped the running teammates, once it has.
+    let mut stopped_running: Option<String> = None;
     let mut snapshot_failing = false;
 
     let looped: Result<()> = async { loop {
@@ -402,7 +404,14 @@ pub async fn run_wired(
 
         tokio::select! {
             biased;
-            Some(event) = rx.recv() => {
+            Some(mut event) = rx.recv() => {
+                if let (Event::ItemFinished(o), Some(why), false) =
+                    (&mut event, &stopped_running, interrupted)
+                    && o.status == ItemStatus::Cancelled
+                {
+                    // Stopped by --max-fail N:immediate, not by the user.
+                    o.error = format!("stopped while running: {why}");
+                }
                 // Journaled before the state it describes is acted on.
                 team.record(&event)?;
                 if st.apply(&event, &mut running) {
@@ -413,6 +422,7 @@ pub async fn run_wired(
                     && !interrupted
                 {
                     // --max-fail N:immediate: the running teammates are stopped too.
+                    stopped_running = gate.stopped();
                     let _ = cancel_tx.send(Cancel::Graceful);
                 }
             }

@@ -535,4 +535,12 @@ async fn max_fail_immediate_also_stops_the_running_teammates() {
     );
     assert_eq!(ran.summary.count(ItemStatus::Skipped), 3, "never started");
     assert_eq!(backend.seen().len(), 3);
+    // The stopped ones say why: the limit, not an interrupt.
+    for id in ["1", "2"] {
+        let error = &ran.events.outcome(id).error;
+        assert!(
+            error.contains("stopped while running: --max-fail 1 reached"),
+            "{id}: {error}"
+        );
+    }
 }

@@ -308,7 +308,7 @@ pub struct RunArgs {
     /// Teammates at once: N, 0 for as many as allowed (one per item, within the open-file
     /// budget), or a share of the CPUs like 50% (default: BATCH.md max_workers, else the
     /// number of CPUs).
-    #[arg(long, short, value_name = "N|0|P%")]
+    #[arg(long, short, value_name = "N|0|P%", allow_negative_numbers = true)]
     pub jobs: Option<String>,
     /// Time limit of one attempt, e.g. 90s, 10m, 1h (default: max_runtime_seconds, else 30m).
     #[arg(long, value_name = "DURATION")]
@@ -317,7 +317,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub grace: String,
     /// Extra attempts for an item that failed or timed out.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub retries: Option<u32>,
     /// Which outcomes are retried: a comma list of failed, timed_out, blocked.
     #[arg(long, value_name = "LIST", default_value = "failed,timed_out")]
@@ -332,11 +332,11 @@ pub struct RunArgs {
     pub rate_limit_wait: Option<String>,
     /// Start no new attempt once the cost spent plus the expected cost of the running ones
     /// reaches this many US dollars; the rest end skipped.
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub max_cost_usd: Option<f64>,
     /// Stop starting items after N did not complete (the rest end skipped); `N:immediate`
     /// also stops the running ones.
-    #[arg(long, value_name = "N[:immediate]")]
+    #[arg(long, value_name = "N[:immediate]", allow_negative_numbers = true)]
     pub max_fail: Option<String>,
     /// A command that must exit 0 for an item to complete (argv, split like a shell would,
     /// never run by one; `{column}` placeholders allowed).
@@ -352,7 +352,12 @@ pub struct RunArgs {
     #[arg(long = "var", value_name = "NAME=VALUE")]
     pub vars: Vec<String>,
     /// Cap of each stdout/stderr log, bytes (head and tail kept).
-    #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 16 * 1024 * 1024,
+        allow_negative_numbers = true
+    )]
     pub log_cap: u64,
     /// Output style.
     #[arg(long, value_enum, default_value = "human")]

@@ -275,6 +275,22 @@ fn cases() -> Vec<Case> {
             want: &["--max-cost-usd -1 must be a number of US dollars above 0"],
         },
         Case {
+            what: "a negative number given the usual way (no `=`)",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--jobs",
+                "-2",
+            ],
+            agent: true,
+            code: 2,
+            want: &["--jobs `-2` must be a number"],
+        },
+        Case {
             what: "--rate-limit-wait not a duration",
             files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
             args: &[

@@ -121,9 +121,15 @@ fn max_fail_text<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<
 }
 
 fn usd<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {
-    match Value::deserialize(d)? {
-        Value::Null => Ok(None),
-        Value::Number(n) if n.as_f64().is_some_and(|v| v.is_finite() && v > 0.0) => Ok(n.as_f64()),
+    let amount = match Value::deserialize(d)? {
+        Value::Null => return Ok(None),
+        Value::Number(n) => n.as_f64(),
+        // `max_cost_usd: "5"` or `"$5"`: the amount a person wrote, quoted.
+        Value::String(t) => t.trim().trim_start_matches('$').trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    match amount {
+        Some(v) if v.is_finite() && v > 0.0 => Ok(Some(v)),
         _ => Err(serde::de::Error::custom(
             "must be a number of US dollars above 0, e.g. 5 or 2.50",
         )),
@@ -846,6 +852,20 @@ mod tests {
             Some(vec!["python3".to_string(), "a.py".to_string()])
         );
         assert_eq!(from_toml.model.as_deref(), Some("4"));
+    }
+
+    #[test]
+    fn a_budget_may_be_written_quoted_or_with_a_dollar_sign() {
+        for text in [
+            "max_cost_usd: 5\n",
+            "max_cost_usd: \"5\"\n",
+            "max_cost_usd: \"$5\"\n",
+        ] {
+            let got = FileSettings::from_map(map(text)).expect(text).0;
+            assert_eq!(got.max_cost_usd, Some(5.0), "{text}");
+        }
+        assert!(FileSettings::from_map(map("max_cost_usd: \"five\"\n")).is_err());
+        assert!(FileSettings::from_map(map("max_cost_usd: \"-1\"\n")).is_err());
     }
 
     #[test]

@@ -33,7 +33,8 @@ pub enum Command {
     /// Give a BATCH.md (frontmatter + instruction), or the files as flags. Running the same
     /// command again resumes: completed rows are not run again.
     Batch(BatchArgs),
-    /// List the open items of the todo inbox (writes nothing but a missing inbox template).
+    /// List the open items of the todo inbox, then the batches with items left to run and
+    /// the command that runs each (writes nothing but a missing inbox template).
     List(ListArgs),
     /// Add an item to the todo inbox; a Todo item also gets a checkpoint file.
     Add(AddArgs),
@@ -195,6 +196,10 @@ pub struct ListArgs {
     /// The store.
     #[command(flatten)]
     pub store: StoreArgs,
+    /// `human` (or `plain`): text; `json`: one JSON document with the open inbox items and
+    /// the batches waiting, for lead agents (its shape: `ui::inbox::json`, README).
+    #[arg(long, value_name = "FORMAT", default_value = "human")]
+    pub format: Format,
 }
 
 /// `runner add`.

@@ -1,13 +1,14 @@
 //! `runner report [WORKSPACE] --html FILE`: a team's journal as one self-contained HTML page
-//! (`ui::html`), for a finished team or a snapshot of a running one.
+//! (`ui::html`), for a finished team, a snapshot of a running one, or an archived one.
 
 use crate::cli::ReportArgs;
 use crate::error::{Error, Result};
-use crate::run::{history, workspace};
+use crate::run::workspace;
 
 /// `runner report`.
 pub fn report(args: ReportArgs) -> Result<i32> {
-    let dir = workspace::locate(args.workspace.as_deref())?;
+    let found = workspace::locate(args.workspace.as_deref())?;
+    let dir = found.path();
     crate::fsutil::check_parent(Some(&args.html), "--html")?;
     let html = crate::fsutil::absolute(&args.html);
     let html = html
@@ -15,7 +16,7 @@ pub fn report(args: ReportArgs) -> Result<i32> {
         .and_then(|p| p.canonicalize().ok())
         .zip(html.file_name())
         .map_or(html.clone(), |(p, n)| p.join(n));
-    if html.starts_with(&dir) {
+    if html.starts_with(dir) {
         return Err(Error::Usage(format!(
             "--html {}: write the report outside the team workspace {}",
             args.html.display(),
@@ -31,7 +32,7 @@ pub fn report(args: ReportArgs) -> Result<i32> {
             args.html.display()
         )));
     }
-    let h = history::read(&dir.join("journal.jsonl"))?;
+    let h = found.history()?;
     let page = crate::ui::html::report(&h, jiff::Timestamp::now().as_millisecond());
     crate::fsutil::write_atomic(&args.html, page.as_bytes())?;
     crate::ui::outln(format_args!(

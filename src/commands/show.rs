@@ -1,49 +1,56 @@
 //! `runner show ID` and `runner logs ID`: one item of a team, from its journal (read only,
-//! so both work while the run goes on and after it).
+//! so both work while the run goes on and after it) or, once the workspace was removed, from
+//! the team's archive (`show` only: logs are not archived).
 
 use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::{LogsArgs, ShowArgs};
 use crate::error::{Error, Result};
 use crate::run::events::Event;
-use crate::run::journal;
-use crate::run::workspace::locate;
+use crate::run::workspace::{Found, locate};
+use crate::ui::show::Place;
 
 /// The item's recorded events and its teammate's name.
 ///
-/// Errors: no such item in the team (exit 2).
-fn item_events(dir: &Path, id: &str) -> Result<(Vec<Event>, String)> {
-    let events = journal::events_of(&dir.join("journal.jsonl"), id)?;
+/// Errors: no such item in the team (exit 2); its journal or archive cannot be read.
+fn item_events(found: &Found, id: &str) -> Result<(Vec<Event>, String)> {
+    let events = found.events_of(id)?;
     let teammate = events.iter().find_map(|e| match e {
         Event::AttemptStarted { teammate, .. } => Some(teammate.clone()),
         Event::ItemFinished(o) => Some(o.teammate.clone()),
         _ => None,
     });
+    let dir = found.path().display();
     match teammate {
         Some(t) => Ok((events, t)),
         None => Err(Error::Usage(format!(
-            "team {}: no item `{id}` has started or finished there; `runner status {}` lists the items",
-            dir.display(),
-            dir.display()
+            "team {dir}: no item `{id}` has started or finished there; `runner status {dir}` lists the items",
         ))),
     }
 }
 
 /// `runner show ID [WORKSPACE]`.
 pub fn show(args: ShowArgs) -> Result<i32> {
-    let dir = locate(args.workspace.as_deref())?;
-    let (events, teammate) = item_events(&dir, &args.id)?;
-    let teammate_dir = dir.join("teammates").join(&teammate);
-    crate::ui::out(crate::ui::show::item(&args.id, &teammate_dir, &events));
+    let found = locate(args.workspace.as_deref())?;
+    let (events, teammate) = item_events(&found, &args.id)?;
+    let place = match &found {
+        Found::Workspace(dir) => Place::Teammate(&dir.join("teammates").join(&teammate)),
+        Found::Archive(path) => Place::Archive {
+            path,
+            teammate: &teammate,
+        },
+    };
+    crate::ui::out(crate::ui::show::item(&args.id, place, &events));
     Ok(0)
 }
 
 /// `runner logs ID [WORKSPACE] [--attempt N] [--stderr] [--follow]`.
 pub fn logs(args: LogsArgs) -> Result<i32> {
-    let dir = locate(args.workspace.as_deref())?;
-    let (events, teammate) = item_events(&dir, &args.id)?;
+    let found = locate(args.workspace.as_deref())?;
+    let (events, teammate) = item_events(&found, &args.id)?;
+    let dir = found.workspace("its logs")?;
     let last = events
         .iter()
         .filter_map(|e| match e {
@@ -71,7 +78,8 @@ pub fn logs(args: LogsArgs) -> Result<i32> {
     }
     // Follow until the journal says the attempt ended, then print what is left.
     loop {
-        let ended = journal::events_of(&dir.join("journal.jsonl"), &args.id)?
+        let ended = found
+            .events_of(&args.id)?
             .iter()
             .any(|e| matches!(e, Event::AttemptFinished { attempt: a, .. } if *a == attempt));
         if path.exists() {

@@ -1,32 +1,23 @@
 //! `runner status [WORKSPACE]`: the live or last state of a team, read from its `team.json`
-//! (written atomically by the running dispatcher, so this works from another terminal).
-//! `--brief` prints a short deterministic summary meant for a lead agent; `--watch`
-//! refreshes until the run ends; `--list` lists the teams it knows. Each running teammate
-//! shows its last checkpoint (its `working-context.md` write) and is flagged stale past
-//! `--stale-after` (default [`crate::working_context::STALE_AFTER`]). The exit code is 0 while
+//! (written atomically by the running dispatcher, so this works from another terminal), or
+//! from its archive once every item completed and the workspace was removed.
+//! `--brief` prints a short deterministic summary meant for a lead agent (with the command
+//! that resumes, when something is left to do); `--watch` refreshes until the run ends;
+//! `--list` lists the teams it knows. Each running teammate shows its last checkpoint (its
+//! `working-context.md` write) and is flagged stale past `--stale-after` (default
+//! [`crate::working_context::STALE_AFTER`]). The exit code is 0 while
 //! nothing has gone wrong (every item completed, or the run goes on without a failure yet),
 //! else 1.
 
 use std::io::IsTerminal;
-use std::path::Path;
 use std::time::Duration;
 
 use crate::cli::StatusArgs;
 use crate::error::{Error, Result};
+use crate::run::resume;
 use crate::run::team::Snapshot;
+use crate::run::workspace::Found;
 use crate::ui::status::{alive, brief, full};
-
-fn read(dir: &Path) -> Result<Snapshot> {
-    let p = dir.join("team.json");
-    let text = std::fs::read_to_string(&p).map_err(|e| Error::read_input("it", &p, e))?;
-    serde_json::from_str(&text).map_err(|e| {
-        Error::input_at(
-            &p,
-            Some(e.line() as u64),
-            format!("not a team snapshot: {e}"),
-        )
-    })
-}
 
 /// The exit code for snapshot `s`: 1 when an item did not complete or the run ended with
 /// items never started, else 0.
@@ -38,6 +29,19 @@ fn exit_code(s: &Snapshot) -> i32 {
     }
 }
 
+/// What `status` prints for `found`.
+///
+/// Errors: its team.json or archive cannot be read (exit 2).
+fn view(found: &Found, brief_view: bool, stale_after: Duration) -> Result<(String, Snapshot)> {
+    let s = found.snapshot()?;
+    let dir = found.path();
+    let text = match brief_view {
+        true => brief(dir, &s, stale_after, resume::for_team(found, &s).as_deref()),
+        false => full(dir, &s, stale_after),
+    };
+    Ok((text, s))
+}
+
 /// `runner status`.
 pub fn status(args: StatusArgs) -> Result<i32> {
     let store = args.store.as_deref();
@@ -45,14 +49,15 @@ pub fn status(args: StatusArgs) -> Result<i32> {
         let teams = crate::run::workspace::known(store);
         if teams.is_empty() {
             return Err(Error::Usage(
-                "no team workspace here (no *.runner/ or .agent-tasks/teams/)".into(),
+                "no team workspace here (no *.runner/ or .agent-tasks/teams/) and no archive"
+                    .into(),
             ));
         }
         let mut code = crate::error::EXIT_OK;
-        for dir in &teams {
-            let s = read(dir)?;
+        for found in &teams {
+            let s = found.snapshot()?;
             code = code.max(exit_code(&s));
-            crate::ui::outln(crate::ui::status::one_line(dir, &s));
+            crate::ui::outln(crate::ui::status::one_line(found.path(), &s));
         }
         return Ok(code);
     }
@@ -60,24 +65,15 @@ pub fn status(args: StatusArgs) -> Result<i32> {
         Some(t) => crate::settings::parse_duration("--stale-after", t)?,
         None => crate::working_context::STALE_AFTER,
     };
-    let dir = crate::run::workspace::locate_in(args.workspace.as_deref(), store)?;
+    let found = crate::run::workspace::locate_in(args.workspace.as_deref(), store)?;
     if !args.watch {
-        let s = read(&dir)?;
-        crate::ui::out(if args.brief {
-            brief(&dir, &s, stale_after)
-        } else {
-            full(&dir, &s, stale_after)
-        });
+        let (text, s) = view(&found, args.brief, stale_after)?;
+        crate::ui::out(text);
         return Ok(exit_code(&s));
     }
     let tty = std::io::stdout().is_terminal();
     loop {
-        let s = read(&dir)?;
-        let text = if args.brief {
-            brief(&dir, &s, stale_after)
-        } else {
-            full(&dir, &s, stale_after)
-        };
+        let (text, s) = view(&found, args.brief, stale_after)?;
         let clear = if tty { "\x1b[2J\x1b[H" } else { "---\n" };
         crate::ui::out(format_args!("{clear}{text}"));
         if s.state != "running" || !alive(s.pid) {

@@ -1,15 +1,18 @@
-//! `runner list` and `runner add`: the todo inbox (seed `todo-skill.md`).
+//! `runner list` and `runner add`: the todo inbox (seed `todo-skill.md`); `list` also shows
+//! the batch files with items left to run, each with the command that runs them.
 
 use std::io::{IsTerminal, Read};
 use std::path::Path;
 
 use crate::cli::{AddArgs, ListArgs, RunArgs, StoreArgs};
 use crate::error::{Error, Result};
+use crate::run::resume;
+use crate::run::workspace::Found;
 use crate::settings::Settings;
 use crate::source::todo::{EditError, Section, TodoDocument, escape_title};
 use crate::store::{self, Need, ScopeFlags, Store, today};
 use crate::store::{parse_checked, parse_inbox};
-use crate::ui::inbox::render_items;
+use crate::ui::inbox::{ListedItem, WaitingBatch, open_items, render_batches, render_items};
 
 /// The checkpoint template compiled into the binary (`templates/checkpoint.md`).
 pub const CHECKPOINT_TEMPLATE: &str = include_str!("../../templates/checkpoint.md");
@@ -70,9 +73,73 @@ pub fn list(args: ListArgs) -> Result<i32> {
         text = now;
     }
     let doc = parse_inbox(&store.inbox(), &text)?;
+    let waiting = waiting_batches(&store);
+    if args.format == crate::ui::Format::Json {
+        let batches: Vec<WaitingBatch> = waiting.into_iter().map(|(b, _)| b).collect();
+        crate::ui::out(crate::ui::inbox::json(
+            &store.inbox().display().to_string(),
+            &doc,
+            &batches,
+        ));
+        return Ok(0);
+    }
     crate::ui::outln(store.inbox().display());
     crate::ui::out(render_items(&doc));
+    let shown: Vec<(WaitingBatch, &TodoDocument)> =
+        waiting.iter().map(|(b, d)| (b.clone(), d)).collect();
+    crate::ui::out(render_batches(&shown));
     Ok(0)
+}
+
+/// The batch files of `store` with unticked items, by number, each with the command that
+/// runs what is left: derived from its team's last run when its workspace is there and has
+/// something left ([`resume::for_team`]), else `runner run todo-N.md` (with
+/// `--include-ideas` when an unticked item is an idea). A batch file that cannot be read
+/// is warned about and left out.
+fn waiting_batches(store: &Store) -> Vec<(WaitingBatch, TodoDocument)> {
+    let here = std::env::current_dir().unwrap_or_default();
+    let mut out = Vec::new();
+    for (_, path) in store.batches() {
+        let doc = match store::read_todo(&path) {
+            Ok((_, doc)) => doc,
+            Err(e) => {
+                eprintln!("warning: {e}");
+                continue;
+            }
+        };
+        let open = open_items(&doc);
+        if open.is_empty() {
+            continue;
+        }
+        let team = crate::source::todo_batch::team_name(&path);
+        let found = Found::Workspace(store.team_dir(&team));
+        let recorded = found
+            .snapshot()
+            .ok()
+            .and_then(|s| resume::for_team(&found, &s));
+        let resume = recorded.unwrap_or_else(|| {
+            let shown = path
+                .strip_prefix(&here)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            let ideas = open.iter().any(|i| i.section == Section::Ideas);
+            let mut words = vec!["runner", "run", shown.as_str()];
+            if ideas {
+                words.push("--include-ideas");
+            }
+            resume::shell_words(&words)
+        });
+        let batch = WaitingBatch {
+            file: path.display().to_string(),
+            team,
+            status: doc.frontmatter_value("status").unwrap_or_default(),
+            resume,
+            items: open.into_iter().map(ListedItem::of).collect(),
+        };
+        out.push((batch, doc));
+    }
+    out
 }
 
 /// `runner add`.

@@ -17,7 +17,7 @@ use super::job_control::{self, Suspends};
 use super::outcome::Outcome;
 use super::process::Cancel;
 use super::team::{
-    GateSnapshot, RunningEntry, SNAPSHOT_COMPLETED_MAX, Snapshot, Team, WaitingEntry,
+    GateSnapshot, PendingEntry, RunningEntry, SNAPSHOT_COMPLETED_MAX, Snapshot, Team, WaitingEntry,
 };
 use super::unit;
 use super::{RunSpec, now_rfc3339};
@@ -518,11 +518,14 @@ pub async fn run_wired(
         // describe the same batch as the output.
         for item in items.by_ref() {
             let Ok(item) = item else { break };
-            st.count(
-                team.finished
-                    .get(&item.id)
-                    .map_or(ItemStatus::Cancelled, |f| f.status),
-            );
+            let earlier = team.finished.get(&item.id).map(|f| f.status);
+            if earlier.is_none() && st.snapshot.not_started.len() < SNAPSHOT_COMPLETED_MAX {
+                st.snapshot.not_started.push(PendingEntry {
+                    id: item.id.clone(),
+                    title: item.title.clone(),
+                });
+            }
+            st.count(earlier.unwrap_or(ItemStatus::Cancelled));
         }
     }
     let summary = RunSummary {

@@ -56,14 +56,38 @@ fn ms(at: &str) -> Option<i64> {
 /// Errors: it cannot be read (exit 2, naming it).
 pub fn read(path: &Path) -> Result<History> {
     let file = File::open(path).map_err(|e| Error::read_input("the journal", path, e))?;
-    let mut h = History::default();
-    let mut open: HashMap<(String, u32), usize> = HashMap::new();
-    let mut outcome_at: HashMap<String, usize> = HashMap::new();
+    let mut b = Builder::default();
     for line in BufReader::new(file).split(b'\n') {
         let line = line.map_err(|e| Error::read_input("the journal", path, e))?;
-        let Ok(event) = Event::from_line(&line) else {
-            continue;
-        };
+        if let Ok(event) = Event::from_line(&line) {
+            b.add(event);
+        }
+    }
+    Ok(b.h)
+}
+
+/// The history of recorded `events` (an archive's, [`crate::run::archive`]).
+pub fn from_events(events: impl IntoIterator<Item = Event>) -> History {
+    let mut b = Builder::default();
+    for e in events {
+        b.add(e);
+    }
+    b.h
+}
+
+/// A [`History`] being built, event by event.
+#[derive(Default)]
+struct Builder {
+    h: History,
+    /// Attempts started and not finished: their span's index.
+    open: HashMap<(String, u32), usize>,
+    /// Each item's outcome's index.
+    outcome_at: HashMap<String, usize>,
+}
+
+impl Builder {
+    fn add(&mut self, event: Event) {
+        let h = &mut self.h;
         match event {
             Event::RunStarted { team, .. } => {
                 h.team = team;
@@ -76,8 +100,8 @@ pub fn read(path: &Path) -> Result<History> {
                 at,
                 ..
             } => {
-                let Some(start_ms) = ms(&at) else { continue };
-                open.insert((id.clone(), attempt), h.spans.len());
+                let Some(start_ms) = ms(&at) else { return };
+                self.open.insert((id.clone(), attempt), h.spans.len());
                 h.spans.push(Span {
                     id,
                     teammate,
@@ -94,23 +118,23 @@ pub fn read(path: &Path) -> Result<History> {
                 at,
                 ..
             } => {
-                if let Some(i) = open.remove(&(id, attempt))
+                if let Some(i) = self.open.remove(&(id, attempt))
                     && let Some(span) = h.spans.get_mut(i)
                 {
                     span.end_ms = ms(&at).map(|e| e.max(span.start_ms));
                     span.verdict = Some(verdict);
                 }
             }
-            Event::ItemFinished(outcome) => match outcome_at.get(&outcome.id) {
+            Event::ItemFinished(outcome) => match self.outcome_at.get(&outcome.id) {
                 Some(i) => h.outcomes[*i] = *outcome,
                 None => {
-                    outcome_at.insert(outcome.id.clone(), h.outcomes.len());
+                    self.outcome_at.insert(outcome.id.clone(), h.outcomes.len());
                     h.outcomes.push(*outcome);
                 }
             },
             Event::RunFinished(_) => {
                 // Attempts a dead or interrupted run left open end with it.
-                open.clear();
+                self.open.clear();
             }
             Event::TeamPaused { until, at, .. } => {
                 if let (Some(start), Some(end)) = (ms(&at), ms(&until)) {
@@ -123,7 +147,6 @@ pub fn read(path: &Path) -> Result<History> {
             | Event::TeamStopped { .. } => {}
         }
     }
-    Ok(h)
 }
 
 /// Lanes for `spans`: each span goes to the lowest lane that is free when it starts (a lane

@@ -242,23 +242,43 @@ pub fn replay(path: &Path) -> Result<Replay> {
 ///
 /// Errors: the journal cannot be read.
 pub fn events_of(path: &Path, id: &str) -> Result<Vec<Event>> {
-    let file = File::open(path).map_err(|e| Error::read_input("the journal", path, e))?;
     let mut out = Vec::new();
-    for line in BufReader::new(file).split(b'\n') {
-        let line = line.map_err(|e| Error::read_input("the journal", path, e))?;
-        let Ok(event) = Event::from_line(&line) else {
-            continue;
-        };
-        let of_item = match &event {
-            Event::AttemptStarted { id: i, .. } | Event::AttemptFinished { id: i, .. } => i == id,
-            Event::ItemFinished(o) => o.id == id,
-            _ => false,
-        };
-        if of_item {
+    each_event(path, |event| {
+        if is_of_item(&event, id) {
             out.push(event);
         }
-    }
+    })?;
     Ok(out)
+}
+
+/// Every recorded event of the journal at `path`, in order (a torn last line is skipped).
+///
+/// Errors: the journal cannot be read.
+pub fn events(path: &Path) -> Result<Vec<Event>> {
+    let mut out = Vec::new();
+    each_event(path, |event| out.push(event))?;
+    Ok(out)
+}
+
+/// Whether `event` is about item `id`: an attempt's start or end, or an outcome.
+pub fn is_of_item(event: &Event, id: &str) -> bool {
+    match event {
+        Event::AttemptStarted { id: i, .. } | Event::AttemptFinished { id: i, .. } => i == id,
+        Event::ItemFinished(o) => o.id == id,
+        _ => false,
+    }
+}
+
+/// Stream the events of the journal at `path` to `f`; lines that do not read are skipped.
+fn each_event(path: &Path, mut f: impl FnMut(Event)) -> Result<()> {
+    let file = File::open(path).map_err(|e| Error::read_input("the journal", path, e))?;
+    for line in BufReader::new(file).split(b'\n') {
+        let line = line.map_err(|e| Error::read_input("the journal", path, e))?;
+        if let Ok(event) = Event::from_line(&line) {
+            f(event);
+        }
+    }
+    Ok(())
 }
 
 /// Read back the outcome recorded at `at` (from [`Replay::finished`] or [`Journal::append`]).

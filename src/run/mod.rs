@@ -4,6 +4,7 @@
 //! [`backend`] execute it ([`process`] supervises a child process) and judges it; every fact
 //! is one [`events::Event`], journaled and fanned out to reporters.
 
+pub mod archive;
 pub mod backend;
 pub mod descendants;
 pub mod descriptors;
@@ -20,6 +21,7 @@ pub mod outcome;
 pub mod pipeline;
 pub mod plan;
 pub mod process;
+pub mod resume;
 pub mod selection;
 pub mod team;
 pub mod unit;

@@ -42,7 +42,7 @@ pub fn run(mut plan: Plan) -> Result<i32> {
         selected,
         mut sinks,
         output,
-        remove_workspace_when_done,
+        archive,
         batch,
         stdin_copy,
         ..
@@ -85,10 +85,22 @@ pub fn run(mut plan: Plan) -> Result<i32> {
         }
     }
     let (mut outcomes, lock) = team.into_index()?;
+    // Every item completed: the workspace's record is archived before the outputs are
+    // written, so they can name the archive instead of logs that go with the workspace.
+    let archive = archive.filter(|_| exit_code(&summary) == EXIT_OK);
+    if let Some(to) = &archive {
+        super::archive::write(
+            &spec.workspace.join("journal.jsonl"),
+            to,
+            &spec.team,
+            &batch.input,
+        )?;
+    }
     let mut end = RunEnd {
         summary: &summary,
         outcomes: &mut outcomes,
         unrecorded: Vec::new(),
+        archive: archive.as_deref(),
     };
     sinks.finish(&mut end)?;
     let code = match end.unrecorded.is_empty() {
@@ -99,12 +111,14 @@ pub fn run(mut plan: Plan) -> Result<i32> {
     crate::ui::print_summary(&summary, Some(&output), &spec.workspace, format);
     drop(outcomes);
     drop(lock);
-    let everything = code == EXIT_OK;
-    if everything && remove_workspace_when_done {
+    if let Some(to) = archive.as_ref().filter(|_| code == EXIT_OK) {
         match std::fs::remove_dir_all(&spec.workspace) {
             Ok(()) => crate::ui::say(
                 format,
-                "Every item completed; removed the team workspace (keep it with --keep-team).",
+                format!(
+                    "Every item completed; removed the team workspace (keep it with --keep-team); its record is in {}.",
+                    to.display()
+                ),
             ),
             Err(e) => tracing::warn!("cannot remove {}: {e}", spec.workspace.display()),
         }

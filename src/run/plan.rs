@@ -48,8 +48,10 @@ pub struct Plan {
     pub sinks: Sinks,
     /// The main output table, named in the closing summary.
     pub output: PathBuf,
-    /// Remove the workspace when every item completed (todo batches without `--keep-team`).
-    pub remove_workspace_when_done: bool,
+    /// Where the workspace's record goes when every item completed, before the workspace is
+    /// removed ([`crate::run::archive`]; todo batches without `--keep-team`). `None`: the
+    /// workspace stays.
+    pub archive: Option<PathBuf>,
     /// The batch the workspace belongs to (recorded in it, refused by another batch's).
     pub batch: BatchId,
     /// Files the run reads and never writes (input CSV, instruction, BATCH.md, schema,

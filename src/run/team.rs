@@ -195,7 +195,7 @@ const BATCH_FILE: &str = "batch.json";
 /// The batch recorded in workspace `dir`, if it records one.
 ///
 /// Errors: `batch.json` is there but cannot be read or is not a batch record (exit 2).
-fn recorded_batch(dir: &Path) -> Result<Option<BatchId>> {
+pub fn recorded_batch(dir: &Path) -> Result<Option<BatchId>> {
     let path = dir.join(BATCH_FILE);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
@@ -326,7 +326,7 @@ pub struct Snapshot {
     pub team: String,
     /// Workspace folder.
     pub workspace: String,
-    /// `running`, `finished` or `interrupted`.
+    /// `running`, `finished` or `interrupted` (`archived` when read from an archive).
     pub state: String,
     /// Runner pid.
     pub pid: u32,
@@ -351,6 +351,26 @@ pub struct Snapshot {
     /// The team's gate: pauses, the adaptive limit, a stop, the budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateSnapshot>,
+    /// The command line of this run as the runner got it (its arguments, lossy UTF-8), from
+    /// which `status --brief` derives the command that resumes ([`crate::run::resume`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// The folder the run was started in (relative paths of `command` are from there).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cwd: String,
+    /// Items an interrupted run never reached and no run ever finished (at most
+    /// [`SNAPSHOT_COMPLETED_MAX`]), in input order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_started: Vec<PendingEntry>,
+}
+
+/// An item no run started, in `team.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingEntry {
+    /// Item id.
+    pub id: String,
+    /// Title.
+    pub title: String,
 }
 
 /// The gate's part of `team.json` ([`crate::run::gate`]).
@@ -397,6 +417,13 @@ impl Snapshot {
             finished: Vec::new(),
             waiting: Vec::new(),
             gate: None,
+            command: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            cwd: std::env::current_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default(),
+            not_started: Vec::new(),
         }
     }
 

@@ -1,24 +1,114 @@
 //! Finding a team workspace from what a user names (`runner status`, `show`, `logs`): the
-//! folder itself, its `team.json`, the batch's output CSV, or a `todo-N.md`. Reads only.
+//! folder itself, its `team.json`, the batch's output CSV, or a `todo-N.md` — or, once every
+//! item completed and the workspace was removed, the team's archive. Reads only.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use super::events::Event;
+use super::history::{self, History};
+use super::team::Snapshot;
+use super::{archive, journal};
 use crate::error::{Error, Result};
 
-/// Find the workspace: a folder with team.json, team.json itself, an output CSV (its
-/// `.runner` folder), a `todo-N.md` (its store's `teams/todo-resolve-N`), or, without an
-/// argument, the most recently updated team here (`*.runner/`, `.agent-tasks/teams/*/`).
+/// A team as a command finds it: its live workspace, or the archive left when every item
+/// completed and the workspace was removed ([`crate::run::archive`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Found {
+    /// A workspace folder holding `team.json`.
+    Workspace(PathBuf),
+    /// An archive file (`todo-N.archive.jsonl`).
+    Archive(PathBuf),
+}
+
+impl Found {
+    /// The folder or file.
+    pub fn path(&self) -> &Path {
+        match self {
+            Found::Workspace(p) | Found::Archive(p) => p,
+        }
+    }
+
+    /// The team's state: its `team.json`, or its archive's [`archive::Archive::snapshot`].
+    ///
+    /// Errors: the file cannot be read or is not a snapshot or archive (exit 2, naming file
+    /// and line).
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        match self {
+            Found::Archive(p) => Ok(archive::read(p)?.snapshot()),
+            Found::Workspace(dir) => {
+                let p = dir.join("team.json");
+                let text =
+                    std::fs::read_to_string(&p).map_err(|e| Error::read_input("it", &p, e))?;
+                serde_json::from_str(&text).map_err(|e| {
+                    Error::input_at(
+                        &p,
+                        Some(e.line() as u64),
+                        format!("not a team snapshot: {e}"),
+                    )
+                })
+            }
+        }
+    }
+
+    /// Every attempt and outcome the team recorded ([`history`]).
+    ///
+    /// Errors: the journal or archive cannot be read (exit 2).
+    pub fn history(&self) -> Result<History> {
+        match self {
+            Found::Workspace(dir) => history::read(&dir.join("journal.jsonl")),
+            Found::Archive(p) => Ok(history::from_events(archive::read(p)?.events)),
+        }
+    }
+
+    /// The recorded events of item `id`, in order.
+    ///
+    /// Errors: the journal or archive cannot be read (exit 2).
+    pub fn events_of(&self, id: &str) -> Result<Vec<Event>> {
+        match self {
+            Found::Workspace(dir) => journal::events_of(&dir.join("journal.jsonl"), id),
+            Found::Archive(p) => Ok(archive::read(p)?.events_of(id)),
+        }
+    }
+
+    /// The workspace folder; for an archive, an error saying what was not kept (`what`:
+    /// "the logs").
+    ///
+    /// Errors: it is an archive (exit 2).
+    pub fn workspace(&self, what: &str) -> Result<&Path> {
+        match self {
+            Found::Workspace(p) => Ok(p),
+            Found::Archive(p) => Err(Error::Usage(format!(
+                "{}: every item completed and the team workspace was removed with {what};                  the archive keeps each item's attempts and report (`runner show ITEM {}`);                  keep a workspace with --keep-team",
+                p.display(),
+                p.display()
+            ))),
+        }
+    }
+}
+
+/// Whether `p` is a team's archive file (`*.archive.jsonl`).
+fn is_archive(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".archive.jsonl"))
+        && p.is_file()
+}
+
+/// Find the team: a folder with team.json, team.json itself, an output CSV (its `.runner`
+/// folder), a `todo-N.md` (its store's `teams/todo-resolve-N`, else its archive
+/// `todo-N.archive.jsonl`), an archive itself, or, without an argument, the most recently
+/// updated team here ([`known`]).
 ///
-/// Errors: nothing there is a team workspace (exit 2).
-pub fn locate(arg: Option<&Path>) -> Result<PathBuf> {
+/// Errors: nothing there is a team workspace or archive (exit 2).
+pub fn locate(arg: Option<&Path>) -> Result<Found> {
     locate_in(arg, None)
 }
 
-/// [`locate`], also looking in `store`'s teams when no workspace is named.
+/// [`locate`], also looking in `store`'s teams and archives when no workspace is named.
 ///
 /// Errors: as [`locate`].
-pub fn locate_in(arg: Option<&Path>, store: Option<&Path>) -> Result<PathBuf> {
+pub fn locate_in(arg: Option<&Path>, store: Option<&Path>) -> Result<Found> {
     if let Some(p) = arg {
         let candidates = [
             p.to_owned(),
@@ -29,29 +119,38 @@ pub fn locate_in(arg: Option<&Path>, store: Option<&Path>) -> Result<PathBuf> {
                 .join("teams")
                 .join(crate::source::todo_batch::team_name(p)),
         ];
-        return candidates
+        let canonical = |c: PathBuf| c.canonicalize().unwrap_or(c);
+        if let Some(dir) = candidates
             .into_iter()
             .find(|c| c.join("team.json").is_file())
-            .map(|c| c.canonicalize().unwrap_or(c))
+        {
+            return Ok(Found::Workspace(canonical(dir)));
+        }
+        let archives = [p.to_owned(), crate::source::todo_batch::archive_path(p)];
+        return archives
+            .into_iter()
+            .find(|c| is_archive(c))
+            .map(|c| Found::Archive(canonical(c)))
             .ok_or_else(|| {
                 Error::Usage(format!(
-                    "{}: no team workspace (team.json) there",
+                    "{}: no team workspace (team.json) or archive there",
                     p.display()
                 ))
             });
     }
     known(store).pop().ok_or_else(|| {
         Error::Usage(
-            "no team workspace here (no *.runner/ or .agent-tasks/teams/); give its path".into(),
+            "no team workspace here (no *.runner/ or .agent-tasks/teams/) and no archive; give its path".into(),
         )
     })
 }
 
-/// Every team workspace here, oldest update first: `*.runner/` folders in the current folder,
-/// the project store's teams (`<git root>/.agent-tasks/teams/*/`, `./.agent-tasks/teams/*/`)
-/// and, when given, those of `store`. Paths are canonical; each appears once.
-pub fn known(store: Option<&Path>) -> Vec<PathBuf> {
-    let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
+/// Every team here, oldest update first: `*.runner/` folders and `*.archive.jsonl` files in
+/// the current folder, the project store's teams and archives (`<git root>/.agent-tasks/`,
+/// `./.agent-tasks/`) and, when given, those of `store`. Paths are canonical; each appears
+/// once.
+pub fn known(store: Option<&Path>) -> Vec<Found> {
+    let mut found: Vec<(SystemTime, Found)> = Vec::new();
     let mut scan = |dir: &Path, runner_only: bool| {
         for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let p = e.path();
@@ -59,23 +158,38 @@ pub fn known(store: Option<&Path>) -> Vec<PathBuf> {
                 continue;
             }
             if let Ok(m) = std::fs::metadata(p.join("team.json")).and_then(|m| m.modified()) {
-                found.push((m, p.canonicalize().unwrap_or(p)));
+                found.push((m, Found::Workspace(p.canonicalize().unwrap_or(p))));
             }
         }
     };
-    scan(Path::new("."), true);
+    let store_dir = Path::new(crate::store::STORE_DIR);
     let cwd = std::env::current_dir().unwrap_or_default();
-    if let Some(root) = crate::store::git_root(&cwd) {
-        scan(&root.join(crate::store::STORE_DIR).join("teams"), false);
+    let root_store = crate::store::git_root(&cwd).map(|r| r.join(crate::store::STORE_DIR));
+    scan(Path::new("."), true);
+    if let Some(s) = &root_store {
+        scan(&s.join("teams"), false);
     }
-    scan(
-        Path::new(crate::store::STORE_DIR).join("teams").as_path(),
-        false,
-    );
+    scan(store_dir.join("teams").as_path(), false);
     if let Some(store) = store {
         scan(&store.join("teams"), false);
     }
-    found.sort();
+    let archive_dirs = [
+        Some(Path::new(".")),
+        root_store.as_deref(),
+        Some(store_dir),
+        store,
+    ];
+    for dir in archive_dirs.into_iter().flatten() {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if is_archive(&p)
+                && let Ok(m) = e.metadata().and_then(|m| m.modified())
+            {
+                found.push((m, Found::Archive(p.canonicalize().unwrap_or(p))));
+            }
+        }
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
     let mut seen = std::collections::HashSet::new();
     found
         .into_iter()

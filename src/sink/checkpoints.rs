@@ -1,5 +1,5 @@
 //! After a todo run (DESIGN §4, seed `checkpoint-skill.md`): one line per completed item in
-//! the workspace's `completed.md`, and the checkpoints of completed items deleted — only
+//! the workspace's `completed.md` ([`completed_line`]: the report's hand-off), and the checkpoints of completed items deleted — only
 //! inside the store, and only when no item that is not done (in the inbox or any batch file)
 //! still references the same file.
 
@@ -60,39 +60,17 @@ impl Sink for Checkpoints {
     }
 }
 
-/// Append one line per completed item to `completed.md` (seed `checkpoint-skill.md`):
-/// `- <date> | item <n> | <summary> | files: <paths>`. A write error is warned about.
+/// Append one line per completed item to `completed.md`. A write error is warned about.
 fn log_completed(workspace: &Path, completed: &[Outcome]) {
     if completed.is_empty() {
         return;
     }
     let path = workspace.join("completed.md");
     let today = crate::store::today();
-    let mut text = String::new();
-    for o in completed {
-        let files: Vec<String> = o
-            .report
-            .as_ref()
-            .map(|r| {
-                ["files_modified", "files_created"]
-                    .iter()
-                    .flat_map(|k| {
-                        r.get(*k)
-                            .and_then(|v| v.as_array())
-                            .cloned()
-                            .unwrap_or_default()
-                    })
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
-        text.push_str(&format!(
-            "- {today} | item {} | {} | files: {}\n",
-            o.id,
-            o.summary,
-            files.join(", ")
-        ));
-    }
+    let text: String = completed
+        .iter()
+        .map(|o| completed_line(&today, o))
+        .collect();
     let written = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -101,6 +79,64 @@ fn log_completed(workspace: &Path, completed: &[Outcome]) {
     if let Err(e) = written {
         tracing::warn!("cannot append to {}: {e}", path.display());
     }
+}
+
+/// The `completed.md` line of completed item `o` on `date`, in the checkpoint seed's format
+/// (`checkpoint-skill.md` step 4: `- <ISO date> | T<task-id> | <summary> | files: <paths>`)
+/// with the rest of the report's hand-off (seed `task-management-protocol.md`) as further
+/// fields: `| created: <paths>` (which of the files are new), `| tests: <tests>` and
+/// `| next: <step>; <step>`, each left out when the report has none. `files` lists the
+/// modified files, then the created ones. A `|` or line break inside a value is written as
+/// `/` or a space, so a line stays one record.
+pub fn completed_line(date: &str, o: &Outcome) -> String {
+    let list = |key: &str| -> Vec<String> {
+        o.report
+            .as_ref()
+            .and_then(|r| r.get(key))
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(one_line))
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let created = list("files_created");
+    let mut files = list("files_modified");
+    files.extend(created.iter().cloned());
+    let mut line = format!(
+        "- {date} | T{} | {} | files:{}{}",
+        one_line(&o.id),
+        one_line(&o.summary),
+        if files.is_empty() { "" } else { " " },
+        files.join(", ")
+    );
+    if !created.is_empty() {
+        line.push_str(&format!(" | created: {}", created.join(", ")));
+    }
+    if let Some(tests) = o
+        .report
+        .as_ref()
+        .and_then(|r| r.get("tests"))
+        .and_then(|t| t.as_str())
+    {
+        line.push_str(&format!(" | tests: {}", one_line(tests)));
+    }
+    let next = list("next_steps");
+    if !next.is_empty() {
+        line.push_str(&format!(" | next: {}", next.join("; ")));
+    }
+    line.push('\n');
+    line
+}
+
+/// `text` on one line without the field separator.
+fn one_line(text: &str) -> String {
+    text.replace('|', "/")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Delete the checkpoints of `completed` items of `doc` that nothing open references.
@@ -139,4 +175,31 @@ fn clean(store: &Store, doc: &TodoDocument, completed: &[Outcome]) -> Result<()>
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_completed_line_carries_the_reports_hand_off_in_the_seeds_format() {
+        let mut o = Outcome::not_run("3", "todo-task-3", "t", ItemStatus::Completed, "".into());
+        o.summary = "added | the parser".into();
+        o.report = Some(serde_json::json!({
+            "files_modified": ["src/a.rs"],
+            "files_created": ["src/b.rs", "tests/b.rs"],
+            "tests": "added",
+            "next_steps": ["wire it in", "document\nit"],
+        }));
+        assert_eq!(
+            completed_line("2026-12-01", &o),
+            "- 2026-12-01 | T3 | added / the parser | files: src/a.rs, src/b.rs, tests/b.rs \
+             | created: src/b.rs, tests/b.rs | tests: added | next: wire it in; document it\n"
+        );
+        o.report = None;
+        assert_eq!(
+            completed_line("2026-12-01", &o),
+            "- 2026-12-01 | T3 | added / the parser | files:\n"
+        );
+    }
 }

@@ -20,7 +20,7 @@ pub mod todo_marks;
 pub mod todo_table;
 pub mod trace;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::run::events::{Event, Reporter, RunSummary};
@@ -36,6 +36,9 @@ pub struct RunEnd<'a> {
     /// warned about; e.g. the batch file vanished, so no item is ticked). The journal keeps
     /// the outcomes: the run ends with exit 1 and its workspace is kept.
     pub unrecorded: Vec<String>,
+    /// The archive the workspace's record was written to, when every item completed and the
+    /// workspace goes: outputs name it instead of the logs that go with the workspace.
+    pub archive: Option<&'a Path>,
 }
 
 /// A consumer of a run: live events (from [`Reporter`]), then one `finish` after the run and

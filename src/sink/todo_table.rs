@@ -2,7 +2,10 @@
 //! the item number, title and checkpoint as its input columns and every Todo item of the batch
 //! (and Ideas when they ran) as a row — items ticked in earlier runs as `completed`. When the
 //! batch file is gone by the end of the run, the rows are the run's items as they were when
-//! it started, with their outcomes from the journal.
+//! it started, with their outcomes from the journal. When every item completed and the
+//! workspace is removed, the `log` column names the team's archive (`todo-N.archive.jsonl`,
+//! which holds each item's attempts and report; `runner show ITEM todo-N.md` reads it)
+//! instead of a log that is gone.
 
 use std::path::PathBuf;
 
@@ -63,7 +66,13 @@ impl Sink for TodoTable {
         let layout = output_csv::layout(&inputs, None, self.isolated, self.guard_formulas);
         let mut rows = Vec::new();
         for ((number, title, checkpoint), ticked) in items {
-            let outcome = run.outcomes.outcome(&number.to_string())?;
+            let mut outcome = run.outcomes.outcome(&number.to_string())?;
+            // The logs go with the workspace; the archive keeps the item's record.
+            if let (Some(o), Some(archive)) = (outcome.as_mut(), run.archive)
+                && !o.log.is_empty()
+            {
+                o.log = archive.display().to_string();
+            }
             let missing = if ticked {
                 ("completed", "")
             } else {

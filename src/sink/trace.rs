@@ -192,6 +192,7 @@ mod tests {
             summary: &Default::default(),
             outcomes: &mut outcomes,
             unrecorded: Vec::new(),
+            archive: None,
         })
         .expect("written");
         let doc: Value =

@@ -478,7 +478,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         total: table.rows,
         sinks,
         output,
-        remove_workspace_when_done: false,
+        archive: None,
         batch,
         inputs,
         outputs,

@@ -55,6 +55,16 @@ pub fn table_path(batch: &Path) -> PathBuf {
     batch.with_file_name(format!("{stem}.workers-output.csv"))
 }
 
+/// `todo-N.archive.jsonl` beside the batch: the team's record once its workspace is removed
+/// ([`crate::run::archive`]).
+pub fn archive_path(batch: &Path) -> PathBuf {
+    let stem = batch
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    batch.with_file_name(format!("{stem}.archive.jsonl"))
+}
+
 /// The items of `doc` this run covers: unticked items of the Todo section (and Ideas when
 /// asked), as work items. Prerequisites on ticked items are already met and dropped.
 ///
@@ -274,6 +284,11 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         })
         .collect();
     let total = items.len() as u64;
+    let archive = (!b.keep_team).then(|| archive_path(b.batch));
+    // A bad archive is found now, while nothing is written, not when the run is over.
+    if let Some(a) = archive.as_deref().filter(|a| a.exists()) {
+        crate::run::archive::read(a)?;
+    }
     let source: Arc<dyn ItemSource> = Arc::new(ItemList(items));
     let mut sinks = Sinks::default();
     sinks.push(Box::new(TodoMarks::new(
@@ -316,7 +331,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         total,
         sinks,
         output: table_path(b.batch),
-        remove_workspace_when_done: !b.keep_team,
+        archive,
         batch: BatchId::new(b.batch, String::new()),
         inputs,
         outputs,

@@ -27,17 +27,34 @@ fn tail(path: &Path, n: usize) -> Option<String> {
     Some(lines[lines.len().saturating_sub(n)..].join("\n"))
 }
 
-/// The description of item `id`, whose teammate folder is `dir`, from its recorded `events`.
-pub fn item(id: &str, dir: &Path, events: &[Event]) -> String {
+/// Where an item's files are.
+#[derive(Debug, Clone, Copy)]
+pub enum Place<'a> {
+    /// Its teammate folder in a live workspace (prompt, logs).
+    Teammate(&'a Path),
+    /// A team archive: the workspace and its files are gone.
+    Archive {
+        /// The archive file.
+        path: &'a Path,
+        /// The teammate's name.
+        teammate: &'a str,
+    },
+}
+
+/// The description of item `id` at `place`, from its recorded `events`.
+pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
     let mut o = String::new();
     let outcome = events.iter().rev().find_map(|e| match e {
         Event::ItemFinished(o) => Some(o),
         _ => None,
     });
-    let teammate = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let teammate = match place {
+        Place::Teammate(dir) => dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        Place::Archive { teammate, .. } => teammate.to_owned(),
+    };
     match outcome {
         Some(out) => {
             let _ = writeln!(
@@ -113,7 +130,18 @@ pub fn item(id: &str, dir: &Path, events: &[Event]) -> String {
             );
         }
     }
-    let _ = writeln!(o, "Prompt:  {}", dir.join("prompt.md").display());
+    match place {
+        Place::Teammate(dir) => {
+            let _ = writeln!(o, "Prompt:  {}", dir.join("prompt.md").display());
+        }
+        Place::Archive { path, .. } => {
+            let _ = writeln!(
+                o,
+                "Archive: {} (the prompt and logs were removed with the workspace)",
+                path.display()
+            );
+        }
+    }
     if let Some(report) = outcome.and_then(|out| out.report.as_ref()) {
         let pretty = serde_json::to_string_pretty(report).unwrap_or_default();
         let _ = writeln!(o, "Report:");

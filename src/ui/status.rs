@@ -157,9 +157,10 @@ fn checkpoint_of(
 }
 
 /// The short, deterministic summary for agents: state and counts, then the unfinished items
-/// with their reasons, at most [`BRIEF_ITEMS`] of them; a running teammate without a
-/// checkpoint for longer than `stale_after` is marked stale.
-pub fn brief(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
+/// with their reasons (never-started ones last), at most [`BRIEF_ITEMS`] of them, then
+/// `resume: COMMAND` when `resume` is given; a running teammate without a checkpoint for
+/// longer than `stale_after` is marked stale.
+pub fn brief(dir: &Path, s: &Snapshot, stale_after: Duration, resume: Option<&str>) -> String {
     let mut out = format!("team {}: {}; {}\n", s.team, state(s), counts_line(s));
     if let Some(g) = &s.gate {
         out.push_str(&gate_line(s, g));
@@ -196,6 +197,9 @@ pub fn brief(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
     for f in failed {
         lines.push(format!("- {} ({}): {}", f.id, f.status, f.detail));
     }
+    for n in &s.not_started {
+        lines.push(format!("- {} (never started): {}", n.id, n.title));
+    }
     if !lines.is_empty() {
         out.push_str("unfinished:\n");
         let more = lines.len().saturating_sub(BRIEF_ITEMS);
@@ -206,6 +210,9 @@ pub fn brief(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
         if more > 0 {
             out.push_str(&format!("- … and {more} more\n"));
         }
+    }
+    if let Some(cmd) = resume {
+        out.push_str(&format!("resume: {cmd}\n"));
     }
     out
 }
@@ -295,18 +302,30 @@ fn gate_line(s: &Snapshot, g: &crate::run::team::GateSnapshot) -> String {
 /// what did not complete (with logs), recent completions.
 pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
     let mut o = String::new();
-    o.push_str(&format!(
-        "Team {} — {} (runner pid {})\n",
-        s.team,
-        state(s),
-        s.pid
-    ));
-    o.push_str(&format!(
-        "Workspace: {}\nStarted {}, updated {}\n",
-        dir.display(),
-        s.started_at,
-        s.updated_at
-    ));
+    let archived = s.state == crate::run::archive::ARCHIVED;
+    if archived {
+        o.push_str(&format!(
+            "Team {} — archived: every item completed and its workspace was removed\n\
+             Archive: {}\nStarted {}, archived {}\n",
+            s.team,
+            dir.display(),
+            s.started_at,
+            s.updated_at
+        ));
+    } else {
+        o.push_str(&format!(
+            "Team {} — {} (runner pid {})\n",
+            s.team,
+            state(s),
+            s.pid
+        ));
+        o.push_str(&format!(
+            "Workspace: {}\nStarted {}, updated {}\n",
+            dir.display(),
+            s.started_at,
+            s.updated_at
+        ));
+    }
     let cost = s
         .cost_usd
         .map(|c| format!(", ${}", crate::run::outcome::usd_text(c)))
@@ -376,10 +395,16 @@ pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
         .filter(|f| f.status == ItemStatus::Completed)
         .collect();
     if !done.is_empty() {
+        // An archived team is over: every item is listed, with its attempts.
+        let shown = if archived { done.len() } else { 10 };
         o.push_str("Completed (most recent last):\n");
-        for f in done.iter().rev().take(10).rev() {
+        for f in done.iter().rev().take(shown).rev() {
+            let attempts = match (archived, f.attempts) {
+                (true, n) => format!("  {n} attempt(s)"),
+                (false, _) => String::new(),
+            };
             o.push_str(&format!(
-                "  {}  {:.1}s  {}\n",
+                "  {}  {:.1}s{attempts}  {}\n",
                 f.teammate, f.duration_s, f.detail
             ));
         }

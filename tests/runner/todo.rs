@@ -190,7 +190,10 @@ fn resolve_ticks_what_completed_and_keeps_what_failed() {
     assert_eq!(rows["2"]["status"], "failed");
     // The team stays (an item failed), with completed.md.
     let done = sb.read("S/teams/todo-resolve-1/completed.md");
-    assert!(done.contains("| item 1 | fake agent handled 1 |"), "{done}");
+    assert!(
+        done.contains("| T1 | fake agent handled 1 | files: | tests: none\n"),
+        "{done}"
+    );
     assert!(r.stdout.contains("S/teams/todo-resolve-1"), "{r:?}");
 }
 

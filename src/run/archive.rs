@@ -1,0 +1,234 @@
+//! A team's archive (`todo-N.archive.jsonl` beside its batch file): what is kept of a todo
+//! team once every item completed and its workspace is removed, so `runner status`, `show`
+//! and `report` still answer and the output table's `log` column names a file that exists.
+//!
+//! One self-describing JSON-lines file, replaced atomically (`fsutil::write_atomic`):
+//!
+//! - line 1, the header: `{"v":1,"archive":{"team":"todo-resolve-3","batch":"/abs/todo-3.md",
+//!   "archived_at":"2026-12-01T13:42:05Z"}}`;
+//! - every further line one recorded journal event, exactly as `journal.jsonl` and
+//!   `--format json` write it (`{"v":1,"event":…}`, `docs/events.md`), in the order they
+//!   happened: runs, attempts with their verdicts, and each `item_finished` outcome with the
+//!   item's whole report (summary, `files_modified`, `files_created`, `tests`, `next_steps`).
+//!
+//! Logs are not kept: an archived outcome's `log` is empty (its file went with the
+//! workspace). A team archived again (its batch file got new items that ran and completed)
+//! keeps the earlier archive's events before the new ones.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::events::Event;
+use super::team::Snapshot;
+use crate::error::{Error, Result};
+
+/// The [`Snapshot::state`] of a team read from its archive.
+pub const ARCHIVED: &str = "archived";
+
+/// What the header line says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// Team name.
+    pub team: String,
+    /// The batch file the team ran (absolute, lossy when not UTF-8).
+    pub batch: String,
+    /// When the archive was (last) written, RFC 3339 (UTC).
+    pub archived_at: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct HeaderLine {
+    v: u32,
+    archive: Header,
+}
+
+/// An archive read back.
+#[derive(Debug)]
+pub struct Archive {
+    /// Its file.
+    pub path: PathBuf,
+    /// Its header.
+    pub header: Header,
+    /// The recorded events, in order.
+    pub events: Vec<Event>,
+}
+
+impl Archive {
+    /// The team as `runner status` shows it: state `archived`, every item's last outcome
+    /// as finished, the counts and cost over them, the first run's start.
+    pub fn snapshot(&self) -> Snapshot {
+        let history = super::history::from_events(self.events.iter().cloned());
+        let started_at = self
+            .events
+            .iter()
+            .find_map(|e| match e {
+                Event::RunStarted { at, .. } => Some(at.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let mut s = Snapshot {
+            v: 1,
+            team: self.header.team.clone(),
+            workspace: self.path.display().to_string(),
+            state: ARCHIVED.into(),
+            pid: 0,
+            started_at,
+            updated_at: self.header.archived_at.clone(),
+            total: Some(history.outcomes.len() as u64),
+            counts: Default::default(),
+            cost_usd: None,
+            running: Vec::new(),
+            finished: Vec::new(),
+            waiting: Vec::new(),
+            gate: None,
+            command: Vec::new(),
+            cwd: String::new(),
+            not_started: Vec::new(),
+        };
+        for o in &history.outcomes {
+            s.finish(o);
+        }
+        s
+    }
+
+    /// The events of item `id`: its attempts' starts and ends and its outcomes.
+    pub fn events_of(&self, id: &str) -> Vec<Event> {
+        self.events
+            .iter()
+            .filter(|e| super::journal::is_of_item(e, id))
+            .cloned()
+            .collect()
+    }
+}
+
+/// How the fix reads in every error about a bad archive.
+const FIX: &str = "the runner writes this file; restore it from a backup or remove it \
+     (the batch file and its workers-output.csv keep each item's status and summary)";
+
+/// Read the archive at `path`. Every line must read: an archive is never half-written.
+///
+/// Errors (exit 2, naming the file and line): unreadable, an empty file, a first line that
+/// is not the header, a line that is not an event.
+pub fn read(path: &Path) -> Result<Archive> {
+    let bytes = std::fs::read(path).map_err(|e| Error::read_input("the archive", path, e))?;
+    let mut lines = bytes.split(|b| *b == b'\n').enumerate();
+    let header = match lines.next() {
+        Some((_, first)) if !first.is_empty() => {
+            serde_json::from_slice::<HeaderLine>(first)
+                .map_err(|e| {
+                    Error::input_at(
+                        path,
+                        Some(1),
+                        format!("not a runner archive header ({e}); {FIX}"),
+                    )
+                })?
+                .archive
+        }
+        _ => {
+            return Err(Error::input_at(
+                path,
+                Some(1),
+                format!("an empty archive; {FIX}"),
+            ));
+        }
+    };
+    let mut events = Vec::new();
+    for (i, line) in lines {
+        if line.is_empty() {
+            continue;
+        }
+        let event = Event::from_line(line).map_err(|e| {
+            Error::input_at(
+                path,
+                Some(i as u64 + 1),
+                format!("not an archived event ({e}); {FIX}"),
+            )
+        })?;
+        events.push(event);
+    }
+    Ok(Archive {
+        path: path.to_owned(),
+        header,
+        events,
+    })
+}
+
+/// Write (or extend) the archive `to` of team `team` (batch file `batch`) from the workspace
+/// journal `journal`: the earlier archive's events, then the journal's (a torn last line
+/// left by a crash is skipped, as on replay), outcomes without their log.
+///
+/// Errors: the journal cannot be read, the earlier archive is bad (exit 2; [`read`]), the
+/// archive cannot be written (exit 3; the old one is untouched).
+pub fn write(journal: &Path, to: &Path, team: &str, batch: &str) -> Result<()> {
+    let mut events = match to.exists() {
+        true => read(to)?.events,
+        false => Vec::new(),
+    };
+    events.extend(super::journal::events(journal)?);
+    let header = HeaderLine {
+        v: super::events::VERSION,
+        archive: Header {
+            team: team.to_owned(),
+            batch: batch.to_owned(),
+            archived_at: super::now_rfc3339(),
+        },
+    };
+    let encode =
+        |e: serde_json::Error| Error::Environment(format!("cannot encode the archive: {e}"));
+    let mut text = serde_json::to_string(&header).map_err(encode)?;
+    text.push('\n');
+    for mut event in events {
+        if let Event::ItemFinished(o) = &mut event {
+            o.log.clear();
+        }
+        if let Some(line) = event.to_line() {
+            text.push_str(&line.map_err(encode)?);
+            text.push('\n');
+        }
+    }
+    crate::fsutil::write_atomic(to, text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::ItemStatus;
+    use crate::run::outcome::Outcome;
+
+    #[test]
+    fn an_archive_keeps_earlier_events_drops_logs_and_names_a_bad_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let journal = dir.path().join("journal.jsonl");
+        let mut o = Outcome::not_run("1", "todo-task-1", "one", ItemStatus::Completed, "".into());
+        o.log = "/gone/attempt-1.stdout.log".into();
+        o.report = Some(serde_json::json!({"summary": "did one", "next_steps": ["two"]}));
+        let line = Event::ItemFinished(Box::new(o.clone()))
+            .to_line()
+            .expect("recorded")
+            .expect("encode");
+        std::fs::write(&journal, format!("{line}\n{{\"v\":1,\"ev")).expect("journal");
+        let to = dir.path().join("todo-1.archive.jsonl");
+        write(&journal, &to, "todo-resolve-1", "/s/todo-1.md").expect("write");
+        write(&journal, &to, "todo-resolve-1", "/s/todo-1.md").expect("again");
+        let a = read(&to).expect("read");
+        assert_eq!(a.header.team, "todo-resolve-1");
+        assert_eq!(
+            a.events.len(),
+            2,
+            "the earlier archive's event and the journal's"
+        );
+        let Event::ItemFinished(kept) = &a.events[1] else {
+            panic!("{:?}", a.events)
+        };
+        assert_eq!(kept.log, "");
+        assert_eq!(kept.report, o.report);
+        let text = std::fs::read_to_string(&to).expect("text");
+        std::fs::write(&to, text.replacen("item_finished", "item_finishd", 1)).expect("spoil");
+        let e = read(&to).expect_err("a bad line");
+        assert!(
+            matches!(&e, Error::Input { line: Some(2), .. }) && e.exit_code() == 2,
+            "{e}"
+        );
+    }
+}

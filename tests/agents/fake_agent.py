@@ -5,6 +5,8 @@ It reads the prompt from stdin to EOF (as real CLIs do when given `-p` on stdin)
 on the first `MODE=<mode>` token found in the prompt (or argv[1]):
 
   success      write a valid report to $RUNNER_REPORT, exit 0
+  handoff      as success, with hand-off fields: files_modified [src/a.rs], files_created
+               [src/new.rs], tests "passed", next_steps ["wire it in", "document it"]
   fenced       print the report only inside a ```json block on stdout, exit 0
   text_last    print prose with the report as the last JSON object, exit 0
   nonzero      write a valid report, then exit 3
@@ -148,6 +150,10 @@ def main():
 
     if mode == "success":
         write_report(report())
+        print("done")
+    elif mode == "handoff":
+        write_report(report(files_modified=["src/a.rs"], files_created=["src/new.rs"],
+                            tests="passed", next_steps=["wire it in", "document it"]))
         print("done")
     elif mode == "fenced":
         print("I did the work.\n```json\n" + json.dumps(report(), indent=2) + "\n```")

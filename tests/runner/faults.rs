@@ -3,15 +3,7 @@
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Sandbox, agent, by_id};
-
-fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(secs);
-    while !cond() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use crate::harness::{Sandbox, agent, by_id, wait_for};
 
 fn journal_count(sb: &Sandbox, ws: &str, event: &str) -> usize {
     std::fs::read_to_string(sb.join(ws).join("journal.jsonl"))

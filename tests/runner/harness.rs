@@ -257,6 +257,19 @@ impl Sandbox {
     }
 }
 
+/// Wait up to `secs` for `cond` to hold (checked every 20 ms); fail the test naming `what`
+/// when it does not.
+pub fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < until,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Parse a CSV file into rows of name → value.
 pub fn csv_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
     let mut rdr =

@@ -4,21 +4,13 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Run, Sandbox, by_id};
+use crate::harness::{Run, Sandbox, by_id, wait_for};
 
 const WS: &str = "workers-output.runner";
 /// Part of the fake agent's command line (the runner's names it too, after `--instruction`).
 const AGENT: &str = "fake_agent.py";
 /// Part of the command line of a process the fake agent let escape.
 const ESCAPEE: &str = "sleep 3600";
-
-fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(secs);
-    while !cond() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn journal_count(sb: &Sandbox, event: &str) -> usize {
     std::fs::read_to_string(sb.join(WS).join("journal.jsonl"))

@@ -1,0 +1,373 @@
+//! A finished run's results outlive its workspace, and status/list always answer (issue 18,
+//! items 1 and 5): the archive of a fully completed todo team, the output table's `log`
+//! column, the resume command, never-started items, the waiting batches in `runner list`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use crate::harness::{Run, Sandbox, agent, by_id, wait_for};
+
+fn fake() -> String {
+    agent("fake_agent.py")
+}
+
+fn add(sb: &Sandbox, text: &str) {
+    let r = sb.run(&["add", "--store", "S", text]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+fn resolve(sb: &Sandbox, extra: &[&str]) -> Run {
+    let f = fake();
+    let mut a = vec!["resolve", "--store", "S", "--format", "plain", "--yes"];
+    a.extend_from_slice(extra);
+    a.extend_from_slice(&["--", "python3", &f]);
+    sb.run(&a)
+}
+
+/// The `resume: …` line of `status --brief` for `target`.
+fn resume_line(sb: &Sandbox, target: &str) -> String {
+    let r = sb.run(&["status", "--brief", target]);
+    assert_eq!(r.code, 1, "something is left to do: {r:?}");
+    r.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("resume: "))
+        .unwrap_or_else(|| panic!("no resume line: {r:?}"))
+        .to_owned()
+}
+
+/// Run a resume command line in the sandbox with a shell, as a user pasting it would.
+fn run_line(sb: &Sandbox, line: &str) -> Run {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_runner"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().expect("bin dir").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let c = sb.cmd(&[]);
+    let mut sh = std::process::Command::new("sh");
+    sh.args(["-c", line])
+        .current_dir(sb.path())
+        .stdin(Stdio::null())
+        .env("PATH", path);
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    sh.output().expect("sh").into()
+}
+
+#[test]
+fn a_fully_completed_todo_run_is_archived_and_status_show_report_answer_from_it() {
+    let sb = Sandbox::new();
+    add(&sb, "Write the parser MODE=handoff");
+    add(&sb, "Tidy up MODE=success");
+    let r = resolve(&sb, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        !sb.join("S/teams/todo-resolve-1").exists(),
+        "the workspace is removed"
+    );
+    let archive = sb.join("S/todo-1.archive.jsonl");
+    assert!(r.stdout.contains("todo-1.archive.jsonl"), "{r:?}");
+    // The log column names a file that exists: the archive, which has the item's record.
+    let rows = by_id(&sb.join("S/todo-1.workers-output.csv"), "item");
+    let text = std::fs::read_to_string(&archive).expect("archive");
+    for n in ["1", "2"] {
+        let log = Path::new(&rows[n]["log"]);
+        assert!(log.exists(), "item {n}: log {} is gone", log.display());
+        assert_eq!(
+            log.canonicalize().expect("log"),
+            archive.canonicalize().expect("archive")
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.contains("\"item_finished\"") && l.contains(&format!("\"id\":\"{n}\""))),
+            "{text}"
+        );
+    }
+    assert!(
+        text.contains(r#""files_created":["src/new.rs"]"#),
+        "the report is kept: {text}"
+    );
+
+    let status = sb.run(&["status", "S/todo-1.md"]);
+    assert_eq!(status.code, 0, "{status:?}");
+    for want in [
+        "archived",
+        "2 item(s): 2 completed",
+        "fake agent handled 1",
+        "fake agent handled 2",
+        "1 attempt(s)",
+    ] {
+        assert!(status.stdout.contains(want), "{want}: {status:?}");
+    }
+    // `runner status` in the batch's folder finds the archive by itself.
+    let here: Run = sb
+        .cmd(&["status", "--brief"])
+        .current_dir(sb.join("S"))
+        .output()
+        .expect("status")
+        .into();
+    assert_eq!(here.code, 0, "{here:?}");
+    assert!(
+        here.stdout
+            .starts_with("team todo-resolve-1: archived; 2 item(s): 2 completed\n"),
+        "{here:?}"
+    );
+    assert!(
+        !here.stdout.contains("resume:"),
+        "nothing is left: {here:?}"
+    );
+
+    let show = sb.run(&["show", "1", "S/todo-1.md"]);
+    assert_eq!(show.code, 0, "{show:?}");
+    for want in [
+        "Item 1 (teammate todo-task-1): completed after 1 attempt(s)",
+        "Summary: fake agent handled 1",
+        "\"next_steps\": [",
+        "Archive: ",
+    ] {
+        assert!(show.stdout.contains(want), "{want}: {show:?}");
+    }
+    let logs = sb.run(&["logs", "1", "S/todo-1.md"]);
+    assert_eq!(logs.code, 2, "{logs:?}");
+    assert!(
+        logs.stderr.contains("todo-1.archive.jsonl") && logs.stderr.contains("runner show"),
+        "{logs:?}"
+    );
+
+    let report = sb.run(&["report", "S/todo-1.md", "--html", "r.html"]);
+    assert_eq!(report.code, 0, "{report:?}");
+    let html = sb.read("r.html");
+    assert!(
+        html.contains("fake agent handled 1") && html.contains("fake agent handled 2"),
+        "every item is in the report"
+    );
+}
+
+#[test]
+fn completed_md_lines_carry_the_reports_hand_off() {
+    let sb = Sandbox::new();
+    add(&sb, "Write the parser MODE=handoff");
+    let r = resolve(&sb, &["--keep-team"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        !sb.join("S/todo-1.archive.jsonl").exists(),
+        "a kept team is not archived"
+    );
+    let done = sb.read("S/teams/todo-resolve-1/completed.md");
+    assert!(
+        done.ends_with(
+            " | T1 | fake agent handled 1 | files: src/a.rs, src/new.rs | created: src/new.rs \
+             | tests: passed | next: wire it in; document it\n"
+        ),
+        "{done}"
+    );
+    let rows = by_id(&sb.join("S/todo-1.workers-output.csv"), "item");
+    assert!(
+        Path::new(&rows["1"]["log"]).exists(),
+        "a kept team's log stays"
+    );
+}
+
+#[test]
+fn a_corrupt_archive_line_is_named_and_nothing_changes() {
+    let sb = Sandbox::new();
+    add(&sb, "One MODE=success");
+    assert_eq!(resolve(&sb, &[]).code, 0);
+    let archive = sb.join("S/todo-1.archive.jsonl");
+    let text = std::fs::read_to_string(&archive).expect("archive");
+    let spoiled: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| match i {
+            2 => l[..l.len() / 2].to_owned(),
+            _ => l.to_owned(),
+        })
+        .collect();
+    std::fs::write(&archive, spoiled.join("\n") + "\n").expect("spoil");
+    let r = sb.run(&["status", "S/todo-1.md"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("todo-1.archive.jsonl:3: not an archived event"),
+        "names the file and line: {r:?}"
+    );
+    // A new item in the batch does not run over a bad archive: refused before anything.
+    let batch = sb.read("S/todo-1.md");
+    sb.write(
+        "S/todo-1.md",
+        batch.replace("## 💡 Ideas", "- [ ] Two MODE=success\n\n## 💡 Ideas"),
+    );
+    let before = sb.tree();
+    let f = fake();
+    let r = sb.run(&["run", "S/todo-1.md", "--", "python3", &f]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("todo-1.archive.jsonl"), "{r:?}");
+    assert_eq!(sb.tree(), before, "nothing on disk changed");
+}
+
+#[test]
+fn status_brief_gives_the_command_that_resumes_a_todo_team_and_it_resumes() {
+    let sb = Sandbox::new();
+    add(&sb, "A MODE=success");
+    add(&sb, "B MODE=noreport");
+    assert_eq!(resolve(&sb, &[]).code, 1);
+    let line = resume_line(&sb, "S/todo-1.md");
+    assert_eq!(
+        line,
+        format!(
+            "runner run S/todo-1.md --include-ideas --format plain -- python3 {}",
+            fake()
+        )
+    );
+    // Someone fixes B; the resume command runs what is left and the team completes.
+    let batch = sb.read("S/todo-1.md");
+    sb.write(
+        "S/todo-1.md",
+        batch.replace("MODE=noreport", "MODE=success"),
+    );
+    let r = run_line(&sb, &line);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("todo-task-2") && !r.stdout.contains("todo-task-1 "));
+    assert!(sb.join("S/todo-1.archive.jsonl").is_file());
+}
+
+#[test]
+fn status_brief_gives_the_command_that_resumes_a_csv_team_and_lists_never_started_items() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "noreport")]);
+    assert_eq!(sb.fake_batch(&[]).code, 1);
+    let line = resume_line(&sb, "workers-output.csv");
+    assert!(
+        line.starts_with("runner batch --input in.csv --instruction instr.md ")
+            && line.ends_with(&format!("--only failed -- python3 {}", fake())),
+        "{line}"
+    );
+    let r = run_line(&sb, &line);
+    assert_eq!(r.code, 1, "b fails again: {r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(
+        (
+            rows["a"]["attempts"].as_str(),
+            rows["b"]["attempts"].as_str()
+        ),
+        ("1", "2"),
+        "only the failed row ran again"
+    );
+
+    // An interrupted run: what it never reached is listed by id.
+    let sb = Sandbox::new();
+    sb.write_rows(&[("h", "hang"), ("x", "success"), ("y", "success")]);
+    let mut runner = sb
+        .fake_batch_cmd(&["--jobs", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_for("the first item to start", 30, || {
+        sb.read_opt("workers-output.runner/journal.jsonl")
+            .is_some_and(|j| j.contains("\"attempt_started\""))
+    });
+    let ok = std::process::Command::new("kill")
+        .args(["-INT", &runner.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(ok.success());
+    let code = runner.wait().expect("wait").code();
+    assert_eq!(code, Some(130));
+    let brief = sb.run(&["status", "--brief"]);
+    assert_eq!(brief.code, 1, "{brief:?}");
+    for want in [
+        "- h (cancelled)",
+        "- x (never started): Handle x. MODE=success\n",
+        "- y (never started): Handle y. MODE=success\n",
+        "--only failed",
+    ] {
+        assert!(brief.stdout.contains(want), "{want}: {brief:?}");
+    }
+}
+
+#[test]
+fn list_shows_the_batches_waiting_with_their_resume_command_as_text_and_json() {
+    let sb = Sandbox::new();
+    add(&sb, "Done soon MODE=success");
+    add(&sb, "Fix the flaky test MODE=noreport");
+    add(&sb, "Later");
+    assert_eq!(resolve(&sb, &["--select", "1,2"]).code, 1);
+    let resume = format!(
+        "runner run S/todo-1.md --include-ideas --format plain -- python3 {}",
+        fake()
+    );
+    let text = sb.run(&["list", "--store", "S"]);
+    assert_eq!(text.code, 0, "{text:?}");
+    let out = &text.stdout;
+    let inbox_at = out.find("1. [ ] Later").expect("the inbox item");
+    let batches_at = out.find("Waiting in batches (1)\n").expect("the batches");
+    assert!(inbox_at < batches_at, "inbox first: {out}");
+    assert!(
+        out.contains(&format!(
+            "todo-1.md (1 unticked, partial) — resume: {resume}\n"
+        )),
+        "{out}"
+    );
+    assert!(
+        out[batches_at..].contains("2. [ ] Fix the flaky test")
+            && out[batches_at..].contains("> runner: failed: no report"),
+        "{out}"
+    );
+    assert!(!out[batches_at..].contains("Done soon"), "ticked: {out}");
+
+    let json = sb.run(&["list", "--store", "S", "--format", "json"]);
+    assert_eq!(json.code, 0, "{json:?}");
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).expect("one JSON document");
+    assert_eq!(doc["v"], 1);
+    assert!(
+        doc["inbox"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("S/todo.md"))
+    );
+    let items = doc["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "{doc}");
+    assert_eq!(items[0]["title"], "Later");
+    assert_eq!(items[0]["section"], "todo");
+    assert_eq!(items[0]["mark"], "open");
+    assert!(
+        items[0]["checkpoint"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("cp-"))
+    );
+    let batches = doc["batches"].as_array().expect("batches");
+    assert_eq!(batches.len(), 1, "{doc}");
+    let b = &batches[0];
+    assert!(
+        b["file"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("S/todo-1.md"))
+    );
+    assert_eq!(b["team"], "todo-resolve-1");
+    assert_eq!(b["status"], "partial");
+    assert_eq!(b["resume"], resume.as_str());
+    let waiting = b["items"].as_array().expect("batch items");
+    assert_eq!(waiting.len(), 1, "{doc}");
+    assert_eq!(waiting[0]["number"], 2);
+    assert_eq!(waiting[0]["title"], "Fix the flaky test MODE=noreport");
+    assert!(
+        waiting[0]["note"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("failed: no report"))
+    );
+    assert_eq!(waiting[0]["after"], serde_json::json!([]));
+
+    // Once nothing is left, no batch is listed.
+    let batch = sb.read("S/todo-1.md");
+    sb.write(
+        "S/todo-1.md",
+        batch.replace("MODE=noreport", "MODE=success"),
+    );
+    assert_eq!(run_line(&sb, &resume).code, 0);
+    let after = sb.run(&["list", "--store", "S", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&after.stdout).expect("json");
+    assert_eq!(doc["batches"], serde_json::json!([]), "{doc}");
+}

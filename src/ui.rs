@@ -33,6 +33,24 @@ pub enum Format {
     Json,
 }
 
+/// What `runner clean` adds to "Removed team X." about what it kept of the workspace (a
+/// line break and where its record is, and which output tables' `log` column names it), or
+/// nothing.
+pub fn kept_line(kept: Option<&crate::run::archive::Kept>) -> String {
+    let Some(k) = kept else {
+        return String::new();
+    };
+    let tables: Vec<String> = k.tables.iter().map(|p| p.display().to_string()).collect();
+    let named = match tables.is_empty() {
+        true => String::new(),
+        false => format!("; the log column of {} names it", tables.join(", ")),
+    };
+    format!(
+        "\n  Its record (attempts and reports, no logs) is in {}{named}.",
+        k.archive.display()
+    )
+}
+
 /// Build the reporter for `format`. `Human` falls back to plain lines when stdout is not a
 /// terminal.
 pub fn reporter(format: Format) -> Box<dyn Sink> {

@@ -1,7 +1,7 @@
-//! `runner clean [TEAM]`: remove what a team left behind — its git worktrees, its branches
-//! `runner/<team>/*`, and its workspace — after asking, or with `--yes` (DESIGN §2, §9).
-//! A team that is running (its lock is held) is refused with exit 3. Without a team, every
-//! team of the store and every CSV-batch team (`*.runner/`) in the current folder.
+//! `runner clean [TEAM]`: remove what a team left behind — git worktrees, branches
+//! `runner/<team>/*`, its workspace (archived first: `run::archive::before_removal`) — after
+//! asking, or with `--yes` (DESIGN §2, §9). A running team (its lock held) is refused, exit 3.
+//! Without a team: every team of the store and every CSV-batch team (`*.runner/`) here.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -163,11 +163,9 @@ pub fn clean(args: CleanArgs) -> Result<i32> {
     }
     for (t, repo, trees, branches) in plan {
         // A running team holds its lock; never pull its worktrees from under it.
-        let lock = if t.workspace.join("lock").exists() {
-            Some(crate::run::lock::acquire(&t.workspace)?)
-        } else {
-            None
-        };
+        let lock = (t.workspace.join("lock").exists())
+            .then(|| crate::run::lock::acquire(&t.workspace))
+            .transpose()?;
         if let Some(repo) = &repo {
             for w in &trees {
                 let out = git_sync(
@@ -191,9 +189,11 @@ pub fn clean(args: CleanArgs) -> Result<i32> {
             }
             let _ = git_sync(repo, &["worktree", "prune"], &[]);
         }
+        let kept = crate::run::archive::before_removal(&t.workspace, &t.team)?;
         drop(lock);
         std::fs::remove_dir_all(&t.workspace).map_err(|e| Error::io("remove", &t.workspace, e))?;
-        crate::ui::outln(format_args!("Removed team {}.", t.team));
+        let kept = crate::ui::kept_line(kept.as_ref());
+        crate::ui::outln(format_args!("Removed team {}.{kept}", t.team));
     }
     Ok(0)
 }

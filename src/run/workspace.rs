@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 
 /// A team as a command finds it: its live workspace, or the archive left when every item
 /// completed and the workspace was removed ([`crate::run::archive`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Found {
     /// A workspace folder holding `team.json`.
     Workspace(PathBuf),
@@ -79,7 +79,9 @@ impl Found {
         match self {
             Found::Workspace(p) => Ok(p),
             Found::Archive(p) => Err(Error::Usage(format!(
-                "{}: every item completed and the team workspace was removed with {what};                  the archive keeps each item's attempts and report (`runner show ITEM {}`);                  keep a workspace with --keep-team",
+                "{}: the team workspace was removed with {what}; the archive keeps each \
+                 item's attempts and report (`runner show ITEM {}`); keep a workspace with \
+                 --keep-team",
                 p.display(),
                 p.display()
             ))),
@@ -189,7 +191,7 @@ pub fn known(store: Option<&Path>) -> Vec<Found> {
             }
         }
     }
-    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found.sort();
     let mut seen = std::collections::HashSet::new();
     found
         .into_iter()

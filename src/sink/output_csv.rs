@@ -304,6 +304,57 @@ pub fn raw_records(bytes: &[u8]) -> std::result::Result<RawRecords, (Option<u64>
     })
 }
 
+/// Point the `log` column of the output table `path` (written by the runner) at `archive`
+/// where it names a file under `workspace`, which is about to be removed; every other byte
+/// stays. Returns whether a cell changed (the file is rewritten only then).
+///
+/// Errors: the file cannot be read or is not CSV (exit 2, naming it and the line); it
+/// cannot be replaced (exit 3).
+pub fn repoint_logs(path: &Path, workspace: &Path, archive: &Path) -> Result<bool> {
+    let bytes = std::fs::read(path).map_err(|e| Error::read_input("the output table", path, e))?;
+    let raw = raw_records(&bytes)
+        .map_err(|(line, e)| Error::input_at(path, line, format!("not a CSV output: {e}")))?;
+    // The runner's columns are all `runner_<name>` when one collided (see `layout`).
+    let prefixed = raw.header.iter().any(|h| h == "runner_status");
+    let name = if prefixed { "runner_log" } else { "log" };
+    let Some(at) = raw.header.iter().position(|h| h == name) else {
+        return Ok(false);
+    };
+    let real = crate::fsutil::real_path(workspace);
+    let gone = |cell: &str| {
+        let p = Path::new(cell);
+        !cell.is_empty()
+            && (p.starts_with(workspace) || crate::fsutil::real_path(p).starts_with(&real))
+    };
+    if !raw
+        .records
+        .iter()
+        .any(|(r, ..)| r.get(at).is_some_and(gone))
+    {
+        return Ok(false);
+    }
+    let archive = archive.display().to_string();
+    crate::fsutil::replace_with(path, |w: &mut dyn Write| {
+        w.write_all(&bytes[..raw.header_end])?;
+        for (record, start, end) in &raw.records {
+            if !record.get(at).is_some_and(gone) {
+                w.write_all(&bytes[*start..*end])?;
+                continue;
+            }
+            let fields: Vec<&str> = record
+                .iter()
+                .enumerate()
+                .map(|(i, f)| if i == at { archive.as_str() } else { f })
+                .collect();
+            let mut csv = csv::WriterBuilder::new().from_writer(Vec::new());
+            csv.write_record(&fields)?;
+            w.write_all(&csv.into_inner().map_err(|e| e.into_error())?)?;
+        }
+        Ok(())
+    })?;
+    Ok(true)
+}
+
 /// A row writer handed to [`write`]'s `fill`: takes a record's fields.
 pub type Emit<'a> = dyn FnMut(Vec<String>) -> std::io::Result<()> + 'a;
 /// A raw writer handed to [`write`]'s `fill`: takes a whole record's exact bytes (with its

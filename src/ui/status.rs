@@ -305,7 +305,7 @@ pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
     let archived = s.state == crate::run::archive::ARCHIVED;
     if archived {
         o.push_str(&format!(
-            "Team {} — archived: every item completed and its workspace was removed\n\
+            "Team {} — archived: its workspace was removed\n\
              Archive: {}\nStarted {}, archived {}\n",
             s.team,
             dir.display(),

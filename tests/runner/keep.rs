@@ -191,7 +191,8 @@ fn a_corrupt_archive_line_is_named_and_nothing_changes() {
     let r = sb.run(&["status", "S/todo-1.md"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        r.stderr.contains("todo-1.archive.jsonl:3: not an archived event"),
+        r.stderr
+            .contains("todo-1.archive.jsonl:3: not an archived event"),
         "names the file and line: {r:?}"
     );
     // A new item in the batch does not run over a bad archive: refused before anything.
@@ -370,4 +371,45 @@ fn list_shows_the_batches_waiting_with_their_resume_command_as_text_and_json() {
     let after = sb.run(&["list", "--store", "S", "--format", "json"]);
     let doc: serde_json::Value = serde_json::from_str(&after.stdout).expect("json");
     assert_eq!(doc["batches"], serde_json::json!([]), "{doc}");
+}
+
+#[test]
+fn clean_archives_a_csv_team_and_its_log_column_never_dangles() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "noreport")]);
+    assert_eq!(sb.fake_batch(&[]).code, 1);
+    let before = by_id(&sb.join("workers-output.csv"), "id");
+    assert!(Path::new(&before["b"]["log"]).exists());
+    let r = sb.run(&["clean", "--yes", "workers-output.runner"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!sb.join("workers-output.runner").exists());
+    let archive = sb.join("workers-output.archive.jsonl");
+    assert!(r.stdout.contains("workers-output.archive.jsonl"), "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    for id in ["a", "b"] {
+        let log = Path::new(&rows[id]["log"]);
+        assert!(log.exists(), "row {id}: {} is gone", log.display());
+        assert_eq!(
+            log.canonicalize().expect("log"),
+            archive.canonicalize().expect("archive")
+        );
+        // Only the log cell changed.
+        let mut was = before[id].clone();
+        was.remove("log");
+        let mut now = rows[id].clone();
+        now.remove("log");
+        assert_eq!(now, was, "row {id}");
+    }
+    let status = sb.run(&["status", "workers-output.csv"]);
+    assert_eq!(status.code, 1, "b did not complete: {status:?}");
+    assert!(
+        status.stdout.contains("archived") && status.stdout.contains("1 failed"),
+        "{status:?}"
+    );
+    let show = sb.run(&["show", "b", "workers-output.csv"]);
+    assert_eq!(show.code, 0, "{show:?}");
+    assert!(
+        show.stdout.contains("failed after 1 attempt(s)"),
+        "{show:?}"
+    );
 }

@@ -17,12 +17,12 @@ use crate::error::{Error, Result};
 use crate::run::resume;
 use crate::run::team::Snapshot;
 use crate::run::workspace::Found;
-use crate::ui::status::{alive, brief, full};
+use crate::ui::status::{brief, full};
 
 /// The exit code for snapshot `s`: 1 when an item did not complete or the run ended with
 /// items never started, else 0.
 fn exit_code(s: &Snapshot) -> i32 {
-    if crate::ui::status::incomplete(s) {
+    if s.incomplete() {
         crate::error::EXIT_INCOMPLETE
     } else {
         crate::error::EXIT_OK
@@ -76,7 +76,7 @@ pub fn status(args: StatusArgs) -> Result<i32> {
         let (text, s) = view(&found, args.brief, stale_after)?;
         let clear = if tty { "\x1b[2J\x1b[H" } else { "---\n" };
         crate::ui::out(format_args!("{clear}{text}"));
-        if s.state != "running" || !alive(s.pid) {
+        if !s.is_live() {
             return Ok(exit_code(&s));
         }
         std::thread::sleep(Duration::from_secs(1));

@@ -134,8 +134,7 @@ pub fn shell_words<S: AsRef<str>>(words: &[S]) -> String {
 /// no run goes on: [`command`] over what its last run recorded, with a `cd` to the folder it
 /// was started in when that is not the current one.
 pub fn for_team(found: &Found, s: &Snapshot) -> Option<String> {
-    if !crate::ui::status::incomplete(s) || s.state == "running" && crate::ui::status::alive(s.pid)
-    {
+    if !s.incomplete() || s.is_live() {
         return None;
     }
     let batch = match found {

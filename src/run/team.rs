@@ -399,7 +399,29 @@ pub struct GateSnapshot {
 /// How many completed items `team.json` lists at most.
 pub const SNAPSHOT_COMPLETED_MAX: usize = 200;
 
+/// Whether process `pid` is alive (its `/proc` entry exists).
+pub fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
 impl Snapshot {
+    /// Whether the team has items that did not complete: one finished otherwise, or the run
+    /// is over (finished, interrupted, archived, its runner gone) with items never started.
+    pub fn incomplete(&self) -> bool {
+        let failed = self
+            .counts
+            .iter()
+            .any(|(st, n)| st != ItemStatus::Completed.as_str() && *n > 0);
+        let finished: u64 = self.counts.values().sum();
+        let over = self.state != "running" || !alive(self.pid);
+        failed || (over && self.total.is_some_and(|t| finished < t))
+    }
+
+    /// Whether a runner is working on the team now.
+    pub fn is_live(&self) -> bool {
+        self.state == "running" && alive(self.pid)
+    }
+
     /// A fresh snapshot for a run starting now.
     pub fn new(team: &Team, total: Option<u64>) -> Snapshot {
         Snapshot {

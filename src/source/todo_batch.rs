@@ -48,21 +48,22 @@ pub fn team_name(batch: &Path) -> String {
 
 /// `todo-N.workers-output.csv` beside the batch.
 pub fn table_path(batch: &Path) -> PathBuf {
-    let stem = batch
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    batch.with_file_name(format!("{stem}.workers-output.csv"))
+    beside(batch, "workers-output.csv")
 }
 
 /// `todo-N.archive.jsonl` beside the batch: the team's record once its workspace is removed
 /// ([`crate::run::archive`]).
 pub fn archive_path(batch: &Path) -> PathBuf {
+    beside(batch, "archive.jsonl")
+}
+
+/// `<batch stem>.<suffix>` in the batch's folder.
+fn beside(batch: &Path, suffix: &str) -> PathBuf {
     let stem = batch
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    batch.with_file_name(format!("{stem}.archive.jsonl"))
+    batch.with_file_name(format!("{stem}.{suffix}"))
 }
 
 /// The items of `doc` this run covers: unticked items of the Todo section (and Ideas when

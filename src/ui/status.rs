@@ -5,15 +5,11 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::report::ItemStatus;
+pub use crate::run::team::alive;
 use crate::run::team::{RunningEntry, Snapshot};
 
 /// Most unfinished items `--brief` lists.
 const BRIEF_ITEMS: usize = 15;
-
-/// Whether process `pid` is alive (its `/proc` entry exists).
-pub fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-}
 
 /// `running`, `finished`, `interrupted`, or `stopped` when team.json says running but its
 /// runner is gone (killed).
@@ -59,18 +55,6 @@ fn counts_line(s: &Snapshot) -> String {
             parts.join(", ")
         }
     )
-}
-
-/// Whether the team in `s` has items that did not complete: one finished otherwise, or the
-/// run is over (finished, interrupted, its runner gone) with items never started.
-pub fn incomplete(s: &Snapshot) -> bool {
-    let failed = s
-        .counts
-        .iter()
-        .any(|(st, n)| st != ItemStatus::Completed.as_str() && *n > 0);
-    let finished: u64 = s.counts.values().sum();
-    let over = s.state != "running" || !alive(s.pid);
-    failed || (over && s.total.is_some_and(|t| finished < t))
 }
 
 /// One line for `status --list`: the workspace, the team, its state and counts.
@@ -139,7 +123,7 @@ fn checkpoint_of(
     r: &RunningEntry,
     stale_after: Duration,
 ) -> Option<Checkpoint> {
-    if s.state != "running" || !alive(s.pid) {
+    if !s.is_live() {
         return None;
     }
     let tdir = dir.join("teammates").join(&r.teammate);

@@ -58,6 +58,13 @@ fn run_line(sb: &Sandbox, line: &str) -> Run {
     sh.output().expect("sh").into()
 }
 
+/// Fail unless `r`'s stdout holds every one of `wants`.
+fn assert_has(r: &Run, wants: &[&str]) {
+    for want in wants {
+        assert!(r.stdout.contains(want), "{want}: {r:?}");
+    }
+}
+
 #[test]
 fn a_fully_completed_todo_run_is_archived_and_status_show_report_answer_from_it() {
     let sb = Sandbox::new();
@@ -94,15 +101,16 @@ fn a_fully_completed_todo_run_is_archived_and_status_show_report_answer_from_it(
 
     let status = sb.run(&["status", "S/todo-1.md"]);
     assert_eq!(status.code, 0, "{status:?}");
-    for want in [
-        "archived",
-        "2 item(s): 2 completed",
-        "fake agent handled 1",
-        "fake agent handled 2",
-        "1 attempt(s)",
-    ] {
-        assert!(status.stdout.contains(want), "{want}: {status:?}");
-    }
+    assert_has(
+        &status,
+        &[
+            "archived",
+            "2 item(s): 2 completed",
+            "fake agent handled 1",
+            "fake agent handled 2",
+            "1 attempt(s)",
+        ],
+    );
     // `runner status` in the batch's folder finds the archive by itself.
     let here: Run = sb
         .cmd(&["status", "--brief"])
@@ -123,14 +131,15 @@ fn a_fully_completed_todo_run_is_archived_and_status_show_report_answer_from_it(
 
     let show = sb.run(&["show", "1", "S/todo-1.md"]);
     assert_eq!(show.code, 0, "{show:?}");
-    for want in [
-        "Item 1 (teammate todo-task-1): completed after 1 attempt(s)",
-        "Summary: fake agent handled 1",
-        "\"next_steps\": [",
-        "Archive: ",
-    ] {
-        assert!(show.stdout.contains(want), "{want}: {show:?}");
-    }
+    assert_has(
+        &show,
+        &[
+            "Item 1 (teammate todo-task-1): completed after 1 attempt(s)",
+            "Summary: fake agent handled 1",
+            "\"next_steps\": [",
+            "Archive: ",
+        ],
+    );
     let logs = sb.run(&["logs", "1", "S/todo-1.md"]);
     assert_eq!(logs.code, 2, "{logs:?}");
     assert!(
@@ -280,14 +289,15 @@ fn status_brief_gives_the_command_that_resumes_a_csv_team_and_lists_never_starte
     assert_eq!(code, Some(130));
     let brief = sb.run(&["status", "--brief"]);
     assert_eq!(brief.code, 1, "{brief:?}");
-    for want in [
-        "- h (cancelled)",
-        "- x (never started): Handle x. MODE=success\n",
-        "- y (never started): Handle y. MODE=success\n",
-        "--only failed",
-    ] {
-        assert!(brief.stdout.contains(want), "{want}: {brief:?}");
-    }
+    assert_has(
+        &brief,
+        &[
+            "- h (cancelled)",
+            "- x (never started): Handle x. MODE=success\n",
+            "- y (never started): Handle y. MODE=success\n",
+            "--only failed",
+        ],
+    );
 }
 
 #[test]

@@ -113,10 +113,9 @@ fn waiting_batches(store: &Store) -> Vec<(WaitingBatch, TodoDocument)> {
         }
         let team = crate::source::todo_batch::team_name(&path);
         let found = Found::Workspace(store.team_dir(&team));
-        let recorded = found
-            .snapshot()
-            .ok()
-            .and_then(|s| resume::for_team(&found, &s));
+        let snapshot = found.snapshot().ok();
+        let running = snapshot.as_ref().is_some_and(|s| s.is_live());
+        let recorded = snapshot.and_then(|s| resume::for_team(&found, &s));
         let resume = recorded.unwrap_or_else(|| {
             let shown = path
                 .strip_prefix(&here)
@@ -135,6 +134,7 @@ fn waiting_batches(store: &Store) -> Vec<(WaitingBatch, TodoDocument)> {
             team,
             status: doc.frontmatter_value("status").unwrap_or_default(),
             resume,
+            running,
             items: open.into_iter().map(ListedItem::of).collect(),
         };
         out.push((batch, doc));

@@ -87,15 +87,18 @@ pub fn run(mut plan: Plan) -> Result<i32> {
     let (mut outcomes, lock) = team.into_index()?;
     // Every item completed: the workspace's record is archived before the outputs are
     // written, so they can name the archive instead of logs that go with the workspace.
-    let archive = archive.filter(|_| exit_code(&summary) == EXIT_OK);
-    if let Some(to) = &archive {
-        super::archive::write(
-            &spec.workspace.join("journal.jsonl"),
-            to,
-            &spec.team,
-            &batch.input,
-        )?;
-    }
+    // An archive that cannot be written keeps the workspace (and the logs the outputs name).
+    let journal = spec.workspace.join("journal.jsonl");
+    let archive =
+        archive.filter(|_| exit_code(&summary) == EXIT_OK).filter(
+            |to| match super::archive::write(&journal, to, &spec.team, &batch.input) {
+                Ok(()) => true,
+                Err(e) => {
+                    eprintln!("warning: {e}; the team workspace is kept");
+                    false
+                }
+            },
+        );
     let mut end = RunEnd {
         summary: &summary,
         outcomes: &mut outcomes,

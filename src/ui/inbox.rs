@@ -77,6 +77,8 @@ pub struct WaitingBatch {
     pub status: String,
     /// The command that runs what is left (see `run::resume`).
     pub resume: String,
+    /// Whether a runner works on it now (the resume command would wait for its lock).
+    pub running: bool,
     /// Its unticked items, in file order.
     pub items: Vec<ListedItem>,
 }
@@ -147,12 +149,15 @@ pub fn render_batches(batches: &[(WaitingBatch, &TodoDocument)]) -> String {
             true => String::new(),
             false => format!(", {}", b.status),
         };
+        let next = match b.running {
+            true => format!("running now; `runner status {}`", b.file),
+            false => format!("resume: {}", b.resume),
+        };
         let _ = writeln!(
             out,
-            "  {} ({} unticked{status}) — resume: {}",
+            "  {} ({} unticked{status}) — {next}",
             b.file,
-            b.items.len(),
-            b.resume
+            b.items.len()
         );
         for i in open_items(doc) {
             render_item(&mut out, "    ", i);
@@ -162,7 +167,7 @@ pub fn render_batches(batches: &[(WaitingBatch, &TodoDocument)]) -> String {
 }
 
 /// `runner list --format json`: one document,
-/// `{"v":1,"inbox":PATH,"items":[ITEM…],"batches":[{"file","team","status","resume","items":[ITEM…]}…]}`
+/// `{"v":1,"inbox":PATH,"items":[ITEM…],"batches":[{"file","team","status","resume","running","items":[ITEM…]}…]}`
 /// where ITEM is `{"number","section","mark","title","checkpoint","after","continuation","note"}`
 /// ([`ListedItem`]); `items` are the inbox's open Todo and Ideas items, `batches` the batch
 /// files with unticked items ([`WaitingBatch`]), by number. Field names are stable; fields

@@ -360,6 +360,7 @@ fn list_shows_the_batches_waiting_with_their_resume_command_as_text_and_json() {
     assert_eq!(b["team"], "todo-resolve-1");
     assert_eq!(b["status"], "partial");
     assert_eq!(b["resume"], resume.as_str());
+    assert_eq!(b["running"], false);
     let waiting = b["items"].as_array().expect("batch items");
     assert_eq!(waiting.len(), 1, "{doc}");
     assert_eq!(waiting[0]["number"], 2);
@@ -381,6 +382,19 @@ fn list_shows_the_batches_waiting_with_their_resume_command_as_text_and_json() {
     let after = sb.run(&["list", "--store", "S", "--format", "json"]);
     let doc: serde_json::Value = serde_json::from_str(&after.stdout).expect("json");
     assert_eq!(doc["batches"], serde_json::json!([]), "{doc}");
+    // A new item in the finished batch: no run recorded how to run it, so the batch's own
+    // command is given.
+    let batch = sb.read("S/todo-1.md");
+    sb.write(
+        "S/todo-1.md",
+        batch.replace("## 💡 Ideas", "- [ ] Three\n\n## 💡 Ideas"),
+    );
+    let text = sb.run(&["list", "--store", "S"]);
+    assert!(
+        text.stdout
+            .contains("todo-1.md (1 unticked, done) — resume: runner run S/todo-1.md\n"),
+        "{text:?}"
+    );
 }
 
 #[test]

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 ///
 /// Errors: [`Error::Io`] (exit 3) naming the path (permission denied, disk full, ...).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    replace(path, true, |w| w.write_all(bytes))
+    replace(path, true, None, |w| w.write_all(bytes))
 }
 
 /// Replace `path` atomically with `bytes`, without waiting for the disk: readers still see
@@ -22,7 +22,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 ///
 /// Errors: [`Error::Io`] (exit 3) naming the path.
 pub fn write_atomic_fast(path: &Path, bytes: &[u8]) -> Result<()> {
-    replace(path, false, |w| w.write_all(bytes))
+    replace(path, false, None, |w| w.write_all(bytes))
 }
 
 /// Like [`write_atomic`], streaming: `fill` writes the new content into a buffered writer on
@@ -33,13 +33,24 @@ pub fn replace_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    replace(path, true, fill)
+    replace(path, true, None, fill)
 }
 
-/// Temp file in the same folder, `fill`, then (when `durable`) fsync, rename, fsync the folder.
+/// Like [`write_atomic`], the file private to its owner (mode 0600) from its first byte on:
+/// for records that may quote what agents and their CLIs said (a team's archive).
+///
+/// Errors: [`Error::Io`] (exit 3) naming the path; the old file is untouched.
+pub fn write_atomic_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace(path, true, Some(0o600), |w| w.write_all(bytes))
+}
+
+/// Temp file in the same folder, `fill`, then (when `durable`) fsync, rename, fsync the
+/// folder. The new file gets `mode`, else the replaced file's permissions, else 0666 less
+/// the umask.
 fn replace(
     path: &Path,
     durable: bool,
+    mode: Option<u32>,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
     let dir = match path.parent() {
@@ -52,6 +63,11 @@ fn replace(
         .map_err(|e| Error::io("create a temporary file in", dir, e))?;
     use std::os::unix::fs::PermissionsExt;
     match fs::metadata(path) {
+        _ if let Some(mode) = mode => {
+            let _ = tmp
+                .as_file()
+                .set_permissions(fs::Permissions::from_mode(mode));
+        }
         // Keep the permissions of the file we replace.
         Ok(meta) => {
             let _ = tmp.as_file().set_permissions(meta.permissions());

@@ -2,7 +2,8 @@
 //! team once every item completed and its workspace is removed, so `runner status`, `show`
 //! and `report` still answer and the output table's `log` column names a file that exists.
 //!
-//! One self-describing JSON-lines file, replaced atomically (`fsutil::write_atomic`):
+//! One self-describing JSON-lines file, private to its owner like the workspace it stands for
+//! (mode 0600), replaced atomically (`fsutil::write_atomic_private`):
 //!
 //! - line 1, the header: `{"v":1,"archive":{"team":"todo-resolve-3","batch":"/abs/todo-3.md",
 //!   "archived_at":"2026-12-01T13:42:05Z"}}`;
@@ -187,7 +188,7 @@ pub fn write(journal: &Path, to: &Path, team: &str, batch: &str) -> Result<()> {
             text.push('\n');
         }
     }
-    crate::fsutil::write_atomic(to, text.as_bytes())
+    crate::fsutil::write_atomic_private(to, text.as_bytes())
 }
 
 /// What [`before_removal`] kept of a workspace.

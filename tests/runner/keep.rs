@@ -78,6 +78,16 @@ fn a_fully_completed_todo_run_is_archived_and_status_show_report_answer_from_it(
     );
     let archive = sb.join("S/todo-1.archive.jsonl");
     assert!(r.stdout.contains("todo-1.archive.jsonl"), "{r:?}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&archive)
+        .expect("archive")
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o777,
+        0o600,
+        "private, like the workspace it stands for"
+    );
     // The log column names a file that exists: the archive, which has the item's record.
     let rows = by_id(&sb.join("S/todo-1.workers-output.csv"), "item");
     let text = std::fs::read_to_string(&archive).expect("archive");

@@ -1,12 +1,13 @@
-//! A team's archive (`todo-N.archive.jsonl` beside its batch file): what is kept of a todo
-//! team once every item completed and its workspace is removed, so `runner status`, `show`
-//! and `report` still answer and the output table's `log` column names a file that exists.
+//! A team's archive (`todo-N.archive.jsonl` beside its batch file, `<stem>.archive.jsonl`
+//! beside a CSV team's output): what is kept of a team once its workspace is removed — by the
+//! run when every todo item completed, or by `runner clean` — so `runner status`, `show` and
+//! `report` still answer and the output table's `log` column names a file that exists.
 //!
 //! One self-describing JSON-lines file, private to its owner like the workspace it stands for
 //! (mode 0600), replaced atomically (`fsutil::write_atomic_private`):
 //!
 //! - line 1, the header: `{"v":1,"archive":{"team":"todo-resolve-3","batch":"/abs/todo-3.md",
-//!   "archived_at":"2026-12-01T13:42:05Z"}}`;
+//!   "archived_at":"2026-12-01T13:42:05Z"}}` (`batch`: the todo-N.md or input CSV);
 //! - every further line one recorded journal event, exactly as `journal.jsonl` and
 //!   `--format json` write it (`{"v":1,"event":…}`, `docs/events.md`), in the order they
 //!   happened: runs, attempts with their verdicts, and each `item_finished` outcome with the
@@ -32,7 +33,8 @@ pub const ARCHIVED: &str = "archived";
 pub struct Header {
     /// Team name.
     pub team: String,
-    /// The batch file the team ran (absolute, lossy when not UTF-8).
+    /// The batch the team ran: its `todo-N.md` or input CSV, as its `batch.json` records it
+    /// (real path, lossy when not UTF-8; empty when it records none).
     pub batch: String,
     /// When the archive was (last) written, RFC 3339 (UTC).
     pub archived_at: String,

@@ -193,7 +193,7 @@ fn claude_argv_stdin_env_and_usage_columns() {
         "{row:?}"
     );
     assert!(
-        r.stdout.contains("$0.0413"),
+        r.stdout.contains("$0.041296"),
         "the closing summary has the total cost: {r:?}"
     );
     let team: serde_json::Value =

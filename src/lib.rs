@@ -11,6 +11,7 @@ pub mod fault;
 pub mod fsutil;
 pub mod item;
 pub mod prompt;
+pub mod redact;
 pub mod report;
 pub mod run;
 pub mod sandbox;

@@ -439,9 +439,10 @@ impl Snapshot {
             finished: Vec::new(),
             waiting: Vec::new(),
             gate: None,
-            command: std::env::args_os()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
+            // Secrets given as `--var` (an API key header) stay out of team.json.
+            command: crate::redact::command_line(
+                std::env::args_os().map(|a| a.to_string_lossy().into_owned()),
+            ),
             cwd: std::env::current_dir()
                 .map(|d| d.display().to_string())
                 .unwrap_or_default(),

@@ -2,10 +2,10 @@
 //! `team.json` ([`crate::run::team::Snapshot::command`]): the same options, read with the
 //! runner's own argument definitions (so a flag's value is never taken for a positional).
 //!
-//! - `runner batch …` resumes as the same command with `--only failed` (an earlier `--only`
-//!   dropped): the rows that did not complete, never-started ones included.
-//! - `runner run todo-N.md …` resumes as the same command without `--only` (the batch's
-//!   unticked items are what is left).
+//! - `runner batch …` and `runner run todo-N.md …` resume as the same command without
+//!   `--only`: completed items are not run again, so what runs is what did not complete,
+//!   never-started items included (`--only failed` would also refuse when a run was killed
+//!   before it wrote any output).
 //! - `runner resolve …` resumes as `runner run <its todo-N.md> --include-ideas …` with the
 //!   run options it was given (`--yes`, `--select` and the store choice belong to resolve).
 //!
@@ -84,17 +84,11 @@ pub fn command(argv: &[String], batch: Option<&str>) -> Option<String> {
     // Global options given before the subcommand (`-v`) stay where they were.
     words.extend(head[..at].iter().cloned());
     match name {
-        "batch" => {
+        // The same command resumes (completed items are not run again); `--only failed`
+        // would refuse when the run died before writing any output.
+        "batch" | "run" => {
             drop(&mut toks, &["only", "dry_run"]);
-            words.push("batch".into());
-            toks.push(Token {
-                id: None,
-                words: vec!["--only".into(), "failed".into()],
-            });
-        }
-        "run" => {
-            drop(&mut toks, &["only", "dry_run"]);
-            words.push("run".into());
+            words.push(name.into());
         }
         "resolve" => {
             drop(
@@ -171,13 +165,13 @@ mod tests {
     }
 
     #[test]
-    fn a_csv_batch_resumes_its_failed_rows_with_the_same_options() {
+    fn a_csv_batch_resumes_with_the_same_options_without_only() {
         let a = argv(
             "/bin/runner batch --input in.csv --only a,b --jobs 2 --dry-run -- python3 my agent.py",
         );
         assert_eq!(
             command(&a, None).as_deref(),
-            Some("runner batch --input in.csv --jobs 2 --only failed -- python3 my agent.py")
+            Some("runner batch --input in.csv --jobs 2 -- python3 my agent.py")
         );
     }
 

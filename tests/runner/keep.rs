@@ -262,7 +262,8 @@ fn status_brief_gives_the_command_that_resumes_a_csv_team_and_lists_never_starte
     let line = resume_line(&sb, "workers-output.csv");
     assert!(
         line.starts_with("runner batch --input in.csv --instruction instr.md ")
-            && line.ends_with(&format!("--only failed -- python3 {}", fake())),
+            && line.ends_with(&format!("--format plain -- python3 {}", fake()))
+            && !line.contains("--only"),
         "{line}"
     );
     let r = run_line(&sb, &line);
@@ -305,9 +306,35 @@ fn status_brief_gives_the_command_that_resumes_a_csv_team_and_lists_never_starte
             "- h (cancelled)",
             "- x (never started): Handle x. MODE=success\n",
             "- y (never started): Handle y. MODE=success\n",
-            "--only failed",
+            "resume: runner batch --input in.csv",
         ],
     );
+}
+
+#[test]
+fn the_resume_command_works_after_the_runner_was_killed_before_writing_any_output() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("s", "slow"), ("x", "success")]);
+    let mut runner = sb
+        .fake_batch_cmd(&["--jobs", "1"])
+        .env("SLOW_SECONDS", "60")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_for("the first item to start", 30, || {
+        sb.read_opt("workers-output.runner/journal.jsonl")
+            .is_some_and(|j| j.contains("\"attempt_started\""))
+    });
+    runner.kill().expect("kill -9");
+    let _ = runner.wait();
+    assert!(!sb.join("workers-output.csv").exists(), "no output yet");
+    let line = resume_line(&sb, "workers-output.runner");
+    let r = run_line(&sb, &line);
+    assert_eq!(r.code, 0, "the printed command resumes: {line}\n{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["s"]["status"], "completed");
+    assert_eq!(rows["x"]["status"], "completed");
 }
 
 #[test]

@@ -64,11 +64,24 @@ pub fn logs(args: LogsArgs) -> Result<i32> {
             args.id
         )));
     };
-    let stream = if args.stderr { "stderr" } else { "stdout" };
-    let path = dir
-        .join("teammates")
-        .join(&teammate)
-        .join(format!("attempt-{attempt}.{stream}.log"));
+    if let Some(last) = last.filter(|l| attempt > *l) {
+        return Err(Error::Usage(format!(
+            "item `{}` has {last} attempt(s); give --attempt 1 to {last}",
+            args.id
+        )));
+    }
+    let log = |stream: &str| {
+        dir.join("teammates")
+            .join(&teammate)
+            .join(format!("attempt-{attempt}.{stream}.log"))
+    };
+    let path = match args.stderr {
+        true => log("stderr"),
+        // An attempt that wrote no stdout (an HTTP request that got no answer, an agent
+        // that only printed errors) is told by its stderr log.
+        false if !log("stdout").exists() && log("stderr").exists() && !args.follow => log("stderr"),
+        false => log("stdout"),
+    };
     let mut offset = 0;
     if path.exists() || !args.follow {
         offset = print_from(&path, 0)?;

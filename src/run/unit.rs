@@ -34,15 +34,22 @@ const WORKING_CONTEXT_MAX: u64 = 64 * 1024;
 /// values it uses in full; the listing must not double a huge field's size).
 const VAR_SHOWN_MAX: usize = 300;
 
-fn shown_value(v: &str, line: u64) -> String {
+/// `v` as the prompt lists it: whole, or its first [`VAR_SHOWN_MAX`] characters with a note
+/// saying where the rest is (an agent that only answers cannot read the input file).
+fn shown_value(v: &str, line: u64, answer_only: bool) -> String {
     if v.chars().count() <= VAR_SHOWN_MAX {
         return v.to_owned();
     }
     let head: String = v.chars().take(VAR_SHOWN_MAX).collect();
-    format!(
-        "{head}… (cut: {} characters in all; the full value is in the input row starting on line {line})",
-        v.chars().count()
-    )
+    let total = v.chars().count();
+    match answer_only {
+        true => format!(
+            "{head}… (cut: {total} characters in all; the instruction carries what it uses)"
+        ),
+        false => format!(
+            "{head}… (cut: {total} characters in all; the full value is in the input row starting on line {line})"
+        ),
+    }
 }
 
 /// Render the teammate prompt for `item` (pure); `retry` is set on attempts after the first.
@@ -86,7 +93,7 @@ pub fn render_prompt(
                 .iter()
                 .map(|(n, v)| Var {
                     name: n.clone(),
-                    value: shown_value(v, item.line),
+                    value: shown_value(v, item.line, answer_only),
                 })
                 .collect(),
         },

@@ -393,7 +393,7 @@ async fn a_401_is_auth_and_stops_the_team_after_one_request() {
     let api = Api::start(|_, _| {
         error(
             401,
-            "Incorrect API key provided: sk-test-****cdef.",
+            &format!("Incorrect API key provided: {KEY}."),
             "invalid_request_error",
             "invalid_api_key",
         )
@@ -405,9 +405,12 @@ async fn a_401_is_auth_and_stops_the_team_after_one_request() {
     let rows = rows(&sb);
     assert_eq!(rows["a"]["failure_kind"], "auth");
     assert!(
-        rows["a"]["error"].contains("HTTP 401: Incorrect API key"),
+        rows["a"]["error"].contains("HTTP 401: Incorrect API key provided: sk-t…(redacted)"),
         "{rows:?}"
     );
+    // The API echoed the whole key; the runner wrote it nowhere.
+    let everything = walk(sb.path());
+    assert!(!everything.contains(KEY), "the echoed key reached a file");
     for id in ["b", "c"] {
         assert_eq!(rows[id]["status"], "skipped", "{rows:?}");
     }
@@ -450,6 +453,17 @@ async fn a_stalled_api_times_out_and_the_request_is_dropped() {
     assert_eq!(row["status"], "timed_out", "{row:?}");
     assert_eq!(row["failure_kind"], "timed_out");
     assert!(row["error"].contains("timed out after 1s"), "{row:?}");
+    // No answer, so no stdout log: `runner logs` shows the exchange instead.
+    let logs = sb.run(&["logs", "1"]);
+    assert_eq!(logs.code, 0, "{logs:?}");
+    assert!(
+        logs.stdout.contains("POST http://127.0.0.1:")
+            && logs.stdout.contains("(no answer: time limit reached"),
+        "{logs:?}"
+    );
+    let beyond = sb.run(&["logs", "1", "--attempt", "9"]);
+    assert_eq!(beyond.code, 2);
+    assert!(beyond.stderr.contains("has 1 attempt(s)"), "{beyond:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -476,6 +490,10 @@ async fn a_body_that_is_not_json_and_an_answer_without_a_report_fail_by_name() {
         "{rows:?}"
     );
     assert_eq!(rows["b"]["failure_kind"], "no_report", "{rows:?}");
+    assert!(
+        rows["b"]["error"].contains("the answer holds no JSON object: I think it is a greeting."),
+        "{rows:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -556,6 +574,78 @@ async fn ctrl_c_during_requests_cancels_them_and_writes_the_outputs() {
     assert!(sb.survivors_after(2.0).is_empty());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_url_without_its_version_gets_a_hint_and_an_authorization_header_replaces_the_keys()
+{
+    let api = Api::start(|_, _| completion(&report(json!({})), "stop")).await;
+    let sb = sandbox(&["a"]);
+    let bare = api.server.uri();
+    let r = run(&sb, &api, &["--var", &format!("base_url={bare}")]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    let row = &rows(&sb)["a"];
+    assert_eq!(row["failure_kind"], "api_error");
+    assert!(
+        row["error"].contains("HTTP 404")
+            && row["error"].contains("must end with the API's version"),
+        "{row:?}"
+    );
+    let sb = sandbox(&["a"]);
+    let r = run(
+        &sb,
+        &api,
+        &["--var", "header.Authorization=Bearer other-token-123456"],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let calls = api.calls.lock().unwrap_or_else(|e| e.into_inner());
+    let auth: Vec<&String> = calls[0]
+        .1
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(
+        auth,
+        vec!["Bearer other-token-123456"],
+        "one Authorization header"
+    );
+}
+
+#[test]
+fn dry_run_shows_where_requests_go_with_headers_body_fields_and_prices() {
+    let sb = sandbox(&["a"]);
+    let mut cmd = sb.cmd(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--runner",
+        "openai",
+        "--model",
+        "m",
+        "--dry-run",
+        "--var",
+        "body.temperature=0",
+        "--var",
+        "header.X-Api-Key=abcdefghijklmnopqrstuvwxyz",
+        "--var",
+        "input_usd_per_mtok=0.4",
+    ]);
+    cmd.env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
+    let r: Run = cmd.output().expect("spawn").into();
+    assert_eq!(r.code, 0, "{r:?}");
+    for want in [
+        "Request (each item): POST http://127.0.0.1:9/v1/chat/completions",
+        "body fields: {\"temperature\":0}",
+        "x-api-key: abcd…(redacted)",
+        "prices: $0.4 / $0 per million",
+    ] {
+        assert!(r.stdout.contains(want), "{want}: {r:?}");
+    }
+    assert!(!r.stdout.contains("abcdefghijklmnop"));
+}
+
 #[test]
 fn a_missing_key_model_or_bad_var_is_refused_before_anything_is_written() {
     let sb = sandbox(&["a"]);
@@ -600,6 +690,18 @@ fn a_missing_key_model_or_bad_var_is_refused_before_anything_is_written() {
     let r: Run = cmd.output().expect("spawn").into();
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("http://"), "{r:?}");
+    // Body fields the backend sets itself.
+    for (var, want) in [
+        ("body.model=x", "the model is --model"),
+        ("body.messages=1", "the messages are the prompt"),
+        ("body.=x", "needs a name"),
+    ] {
+        let mut cmd = sb.cmd(&[&base[..], &["--model", "m", "--var", var]].concat());
+        cmd.env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
+        let r: Run = cmd.output().expect("spawn").into();
+        assert_eq!(r.code, 2, "{var}: {r:?}");
+        assert!(r.stderr.contains(want), "{var}: {r:?}");
+    }
     assert_eq!(sb.tree(), before, "nothing on disk changed");
 }
 

@@ -221,6 +221,24 @@ impl Http {
                 .map_err(|e| usage(format!("[http] body `{k}` is not JSON: {e}")))?;
             body.insert(k.clone(), v);
         }
+        for field in spec
+            .body
+            .keys()
+            .map(String::as_str)
+            .chain(vars.keys().filter_map(|k| k.strip_prefix("body.")))
+        {
+            let owned = match field {
+                "" => Some("a body field needs a name (body.NAME=VALUE)"),
+                "model" => Some("the model is --model"),
+                "messages" => Some("the messages are the prompt and the runner's system message"),
+                "stream" => Some("the backend reads one JSON answer, not a stream"),
+                "response_format" => Some("use --var response_format=json_schema|json_object|none"),
+                _ => None,
+            };
+            if let Some(why) = owned {
+                return Err(usage(format!("body field `{field}` cannot be set: {why}")));
+            }
+        }
         for (k, v) in vars {
             if let Some(field) = k.strip_prefix("body.") {
                 let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.clone()));
@@ -257,7 +275,32 @@ impl Http {
             Format::Object => "JSON mode (json_object)",
             Format::None => "no response_format",
         };
-        format!("POST {}   (model {}, {how})", self.url, self.model)
+        let mut line = format!("POST {}   (model {}, {how})", self.url, self.model);
+        let headers: Vec<String> = self
+            .headers
+            .iter()
+            .map(|(n, v)| match crate::redact::secret_name(n.as_str()) {
+                true => format!("{n}: {}", crate::redact::redacted(v.to_str().unwrap_or(""))),
+                false => format!("{n}: {}", v.to_str().unwrap_or("(not text)")),
+            })
+            .collect();
+        if !headers.is_empty() {
+            line.push_str(&format!("\n  headers: {}", headers.join(", ")));
+        }
+        if !self.body.is_empty() {
+            line.push_str(&format!(
+                "\n  body fields: {}",
+                Value::Object(self.body.clone())
+            ));
+        }
+        if self.prices != (0.0, 0.0) {
+            line.push_str(&format!(
+                "\n  prices: ${} / ${} per million input / output tokens",
+                crate::run::outcome::usd_text(self.prices.0),
+                crate::run::outcome::usd_text(self.prices.1)
+            ));
+        }
+        line
     }
 
     /// The `response_format` of a request: the one `--var response_format` chose, else
@@ -352,11 +395,17 @@ impl Http {
             .headers(self.headers.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body_text.clone());
-        if let Some(key) = &self.key {
+        // An `Authorization` header of the user's (`--var header.Authorization=…`) replaces
+        // the key's.
+        let key = self
+            .key
+            .as_ref()
+            .filter(|_| !self.headers.contains_key(reqwest::header::AUTHORIZATION));
+        if let Some(key) = key {
             request = request.bearer_auth(key);
         }
         let mut exchange = format!("POST {}\n", self.url);
-        if let Some(key) = &self.key {
+        if let Some(key) = key {
             let _ = writeln!(
                 exchange,
                 "authorization: Bearer {}",
@@ -456,6 +505,12 @@ impl Http {
                 value.to_str().unwrap_or("(not text)")
             );
         }
+        // An API that echoes the key ("Incorrect API key provided: sk-…") never gets it into
+        // a log, a reason or an output.
+        let answer = Answer {
+            body: self.scrub(answer.body),
+            ..answer
+        };
         write_capped(&attempt.stdout_log, &answer.body, attempt.log_cap);
         let stdout_log = attempt.stdout_log.clone();
         let (end, agent) = self.read_answer(&answer);
@@ -465,6 +520,29 @@ impl Http {
             elapsed.as_millis()
         ));
         ended(end, agent, &exchange, stdout_log)
+    }
+
+    /// `body` with every secret the run sends (the key, secret headers' values) replaced by
+    /// its redacted form.
+    fn scrub(&self, mut body: Vec<u8>) -> Vec<u8> {
+        let secrets = self.key.iter().cloned().chain(
+            self.headers
+                .iter()
+                .filter(|(n, _)| crate::redact::secret_name(n.as_str()))
+                .filter_map(|(_, v)| v.to_str().ok().map(str::to_owned)),
+        );
+        for secret in secrets {
+            // The bare token of `Bearer <token>` too.
+            let token = secret.strip_prefix("Bearer ").unwrap_or(&secret).to_owned();
+            for s in [secret, token] {
+                if s.len() < 8 {
+                    continue;
+                }
+                let shown = crate::redact::redacted(&s);
+                body = replace_bytes(&body, s.as_bytes(), shown.as_bytes());
+            }
+        }
+        body
     }
 
     /// How an answered request ended and what the model said.
@@ -502,6 +580,13 @@ impl Http {
                 _ => FailureKind::ApiError,
             };
             let mut reason = what;
+            if status.as_u16() == 404 {
+                reason.push_str(&format!(
+                    " (requests go to {}: the base URL must end with the API's version, e.g. \
+                     http://127.0.0.1:8080/v1)",
+                    self.url
+                ));
+            }
             if kind == FailureKind::Auth && self.key.is_none() {
                 reason.push_str(" (no API key was sent: its variable is not set)");
             }
@@ -583,6 +668,16 @@ impl Http {
         } else {
             None
         };
+        if let (None, Some(text)) = (&problem, &agent.final_text)
+            && crate::report::extract_json(text).is_none()
+        {
+            // The answer is the only place a report can be: say what it was instead.
+            let why = format!(
+                "no report: the answer holds no JSON object: {}",
+                one_line(text, 160)
+            );
+            return (failed(FailureKind::NoReport, why, None), agent);
+        }
         match problem {
             Some(p) => (failed(FailureKind::InvalidReport, p, None), agent),
             None => (ProcessEnd::Exited(0), agent),
@@ -659,6 +754,22 @@ fn write_capped(path: &std::path::Path, bytes: &[u8], cap: u64) {
             write!(f, "\n[runner: cut at {cap} of {} bytes]\n", bytes.len())
         }
     });
+}
+
+/// `haystack` with every `needle` replaced by `with`.
+fn replace_bytes(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut i = 0;
+    while i < haystack.len() {
+        if haystack[i..].starts_with(needle) {
+            out.extend_from_slice(with);
+            i += needle.len();
+        } else {
+            out.push(haystack[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 /// Resolves once the run is interrupted (at once when it already is).

@@ -453,21 +453,7 @@ pub async fn run_wired(
                     .take(SNAPSHOT_COMPLETED_MAX)
                     .map(|w| WaitingEntry { id: w.id.clone(), teammate: w.teammate.clone(), title: w.title.clone(), after: w.after.clone() })
                     .collect();
-                let view = gate.view();
-                let gate_now = GateSnapshot {
-                    limit: view.limit,
-                    jobs,
-                    waiting: view.waiting,
-                    paused: view.paused,
-                    stopped: view.stopped,
-                    spent_usd: view.spent_usd,
-                    max_cost_usd: gate.limits().max_cost_usd,
-                };
-                let shown = gate_now.limit < jobs
-                    || gate_now.paused.is_some()
-                    || gate_now.stopped.is_some()
-                    || gate_now.max_cost_usd.is_some();
-                let gate_now = shown.then_some(gate_now);
+                let gate_now = gate_snapshot(&gate, jobs);
                 if st.snapshot.gate != gate_now {
                     st.snapshot.gate = gate_now;
                     st.dirty = true;
@@ -552,6 +538,8 @@ pub async fn run_wired(
     .into();
     st.snapshot.running.clear();
     st.snapshot.waiting.clear();
+    // The last word on the budget and stops, however short the run was against the tick.
+    st.snapshot.gate = gate_snapshot(&gate, jobs);
     if let Some(g) = &mut st.snapshot.gate {
         // Over: nothing waits at the gate any more.
         g.paused = None;
@@ -595,6 +583,24 @@ async fn stop_after_error(
     while let Ok(event) = rx.try_recv() {
         take(event, team);
     }
+}
+
+/// What team.json shows of the gate: `None` when there is nothing to show (full
+/// concurrency, no pause, no stop, no budget).
+fn gate_snapshot(gate: &Gate, jobs: usize) -> Option<GateSnapshot> {
+    let view = gate.view();
+    let g = GateSnapshot {
+        limit: view.limit,
+        jobs,
+        waiting: view.waiting,
+        paused: view.paused,
+        stopped: view.stopped,
+        spent_usd: view.spent_usd,
+        max_cost_usd: gate.limits().max_cost_usd,
+    };
+    let shown =
+        g.limit < jobs || g.paused.is_some() || g.stopped.is_some() || g.max_cost_usd.is_some();
+    shown.then_some(g)
 }
 
 fn on_interrupt(

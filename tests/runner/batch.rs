@@ -481,6 +481,12 @@ fn max_fail_and_the_budget_stop_a_batch_early_saying_why() {
         "{out:?}"
     );
     assert!(r.stdout.contains("budget of $1 reached"), "{r:?}");
+    // `runner status` afterwards says what was spent, however short the run.
+    let status = sb.run(&["status"]);
+    assert!(
+        status.stdout.contains("budget: spent $1.2 of $1"),
+        "{status:?}"
+    );
 }
 
 #[test]

@@ -35,6 +35,14 @@ pub fn run(args: RunTodoArgs) -> Result<i32> {
     .flatten();
     let store = Store { dir, project_root };
     let (_, doc) = read_doc(&batch)?;
+    if doc.items().is_empty() {
+        // "Nothing to run" would pass a file that is no batch at all (exit 0).
+        return Err(Error::Usage(format!(
+            "{}: holds no items (`- [ ] text` lines), so it is not a todo batch; `runner \
+             resolve` writes batch files from the inbox",
+            batch.display()
+        )));
+    }
     let settings = store_settings(&store, &args.run, &args.command)?;
     let batch = TodoBatch {
         store: &store,

@@ -398,6 +398,22 @@ fn cases() -> Vec<Case> {
             want: &["--var `novalue` must be NAME=VALUE"],
         },
         Case {
+            what: "a --var the runner definition never uses",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--var",
+                "foo=1",
+            ],
+            agent: true,
+            code: 2,
+            want: &["runner `exec` takes no --var `foo`"],
+        },
+        Case {
             what: "unknown flag",
             files: &[],
             args: &["batch", "--frobnicate"],
@@ -587,6 +603,14 @@ fn cases() -> Vec<Case> {
             agent: true,
             code: 2,
             want: &["todo-9.md", "no such batch file"],
+        },
+        Case {
+            what: "a file that is no batch (no items)",
+            files: &[("S/notes.txt", b"Some notes.\nNothing to tick here.\n")],
+            args: &["run", "S/notes.txt"],
+            agent: true,
+            code: 2,
+            want: &["notes.txt: holds no items", "not a todo batch"],
         },
         Case {
             what: "batch checkpoint missing",

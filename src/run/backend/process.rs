@@ -35,6 +35,30 @@ impl Process {
             vars: &settings.vars,
             in_git_work_tree: true,
         };
+        // A `--var` the definition never uses is a typo, not a setting.
+        let def = &settings.runner;
+        let used = |name: &str| {
+            let placeholder = format!("{{var.{name}}}");
+            def.vars.contains_key(name)
+                || def
+                    .args
+                    .iter()
+                    .chain(def.model_args.iter())
+                    .chain(def.env.set.values())
+                    .any(|a| a.contains(&placeholder))
+        };
+        if let Some(name) = settings.vars.keys().find(|k| !used(k)) {
+            let known: Vec<&str> = def.vars.keys().map(String::as_str).collect();
+            return Err(crate::error::Error::Usage(format!(
+                "runner `{}` takes no --var `{name}`{} ({})",
+                def.name,
+                crate::suggest::did_you_mean(name, known.iter().copied()),
+                match known.is_empty() {
+                    true => "it has no variables".to_owned(),
+                    false => format!("its variables: {}", known.join(", ")),
+                }
+            )));
+        }
         let inv = settings.runner.invocation(&sample)?;
         crate::settings::check_program(&inv.program, &settings.runner.install_hint)?;
         Ok(Process)

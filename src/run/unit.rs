@@ -230,10 +230,18 @@ pub async fn run_item(
         let interrupted = *cancel.borrow() != Cancel::None;
         requeued = after == After::Requeue && !interrupted;
         if after == After::Final && result.verdict.kind == Some(FailureKind::RateLimited) {
+            // The gate gives up when the next wait would pass the bound, not after it.
+            let next = match result.verdict.retry_after_s {
+                Some(s) => format!(
+                    "waiting the {} it asks for",
+                    rough_duration(Duration::from_secs_f64(s.min(1e12)))
+                ),
+                None => "another back-off".to_owned(),
+            };
             result.verdict.reason = format!(
-                "still rate limited after waiting {} in all (--rate-limit-wait {}): {}",
-                humantime::format_duration(Duration::from_secs(rate_limit_waited.as_secs())),
-                humantime::format_duration(gate.limits().rate_limit_wait),
+                "still rate limited after waiting {}; {next} would pass --rate-limit-wait {}: {}",
+                rough_duration(rate_limit_waited),
+                rough_duration(gate.limits().rate_limit_wait),
                 result.verdict.reason
             );
         }
@@ -318,6 +326,12 @@ pub async fn run_item(
         diffstat: last.git.as_ref().map(|g| g.2.clone()),
     };
     let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
+}
+
+/// `d` in its two largest units, whole seconds (`1h 5m`, `3170years 3months`, `0s`).
+fn rough_duration(d: Duration) -> String {
+    let full = humantime::format_duration(Duration::from_secs(d.as_secs())).to_string();
+    full.split(' ').take(2).collect::<Vec<_>>().join(" ")
 }
 
 /// Resolves once the run is interrupted (at once when it already is); pending forever when

@@ -776,3 +776,19 @@ fn the_bundled_http_example_audits_every_file_through_the_standin() {
     assert_eq!(rows["README.md"]["has_title"], "true");
     assert_eq!(rows["examples/audit/BATCH.md"]["frontmatter"], "valid");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_in_the_environment_is_not_used_for_a_server_on_this_machine() {
+    let api = Api::start(|_, _| completion(&report(json!({})), "stop")).await;
+    let sb = sandbox(&["a"]);
+    let mut cmd = openai_cmd(&sb, &api, &[]);
+    // A proxy that refuses every connection: requests to 127.0.0.1 must not go through it.
+    cmd.env("HTTP_PROXY", "http://127.0.0.1:9")
+        .env("HTTPS_PROXY", "http://127.0.0.1:9")
+        .env("ALL_PROXY", "http://127.0.0.1:9");
+    let r: Run = tokio::task::spawn_blocking(move || cmd.output().expect("spawn").into())
+        .await
+        .expect("join");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(api.bodies().len(), 1);
+}

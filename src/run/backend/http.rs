@@ -248,7 +248,20 @@ impl Http {
         // reqwest is built without a crypto provider of its own; ring is ours (installing
         // it twice is harmless).
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder();
+        // HTTP(S)_PROXY and NO_PROXY are honoured, except for a server on this machine (as
+        // Go's net/http does): a proxy cannot reach our loopback.
+        let host = parsed.host_str().unwrap_or_default();
+        let loopback = host.eq_ignore_ascii_case("localhost")
+            || host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if loopback {
+            builder = builder.no_proxy();
+        }
+        let client = builder
             .connect_timeout(Duration::from_secs(30))
             .pool_idle_timeout(Duration::from_secs(90))
             .user_agent(concat!("teammate-runner/", env!("CARGO_PKG_VERSION")))

@@ -31,6 +31,20 @@ pub enum Cancel {
     Immediate,
 }
 
+/// Resolves once the run is interrupted (at once when it already is); pending forever when
+/// the dispatcher is gone without interrupting. For units and backends waiting on something
+/// else (the gate, a request).
+pub async fn interrupted(cancel: &mut tokio::sync::watch::Receiver<Cancel>) {
+    loop {
+        if *cancel.borrow_and_update() != Cancel::None {
+            return;
+        }
+        if cancel.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 /// Receives the last line a child printed (throttled, control characters removed, at most
 /// [`ACTIVITY_MAX_CHARS`] characters), for progress displays.
 #[derive(Clone)]

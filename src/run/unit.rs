@@ -15,7 +15,7 @@ use super::backend::{Attempt, Backend, Execution, last_line_of, read_capped};
 use super::events::Event;
 use super::gate::{After, Gate};
 use super::outcome::Outcome;
-use super::process::{self, Cancel, Spawn};
+use super::process::{self, Cancel, Spawn, interrupted};
 use super::worktree::Worktree;
 use super::{RunSpec, now_rfc3339};
 use crate::agent::AgentResult;
@@ -332,19 +332,6 @@ pub async fn run_item(
 fn rough_duration(d: Duration) -> String {
     let full = humantime::format_duration(Duration::from_secs(d.as_secs())).to_string();
     full.split(' ').take(2).collect::<Vec<_>>().join(" ")
-}
-
-/// Resolves once the run is interrupted (at once when it already is); pending forever when
-/// the dispatcher is gone without interrupting.
-async fn interrupted(cancel: &mut watch::Receiver<Cancel>) {
-    loop {
-        if *cancel.borrow_and_update() != Cancel::None {
-            return;
-        }
-        if cancel.changed().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
 }
 
 /// An attempt that ended before its agent ran; `log` is the log that explains it, if one was

@@ -611,10 +611,10 @@ async fn a_base_url_without_its_version_gets_a_hint_and_an_authorization_header_
     );
 }
 
-#[test]
-fn dry_run_shows_where_requests_go_with_headers_body_fields_and_prices() {
-    let sb = sandbox(&["a"]);
-    let mut cmd = sb.cmd(&[
+/// `runner batch --runner openai EXTRA` over in.csv with no key, the base URL `base`
+/// (`None`: the default, hosted one) — for what is decided before or without a server.
+fn offline(sb: &Sandbox, base: Option<&str>, extra: &[&str]) -> Run {
+    let mut args = vec![
         "batch",
         "--input",
         "in.csv",
@@ -622,18 +622,40 @@ fn dry_run_shows_where_requests_go_with_headers_body_fields_and_prices() {
         "instr.md",
         "--runner",
         "openai",
-        "--model",
-        "m",
-        "--dry-run",
-        "--var",
-        "body.temperature=0",
-        "--var",
-        "header.X-Api-Key=abcdefghijklmnopqrstuvwxyz",
-        "--var",
-        "input_usd_per_mtok=0.4",
-    ]);
-    cmd.env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
-    let r: Run = cmd.output().expect("spawn").into();
+        "--format",
+        "plain",
+    ];
+    args.extend_from_slice(extra);
+    let mut cmd = sb.cmd(&args);
+    cmd.env_remove("OPENAI_API_KEY");
+    match base {
+        Some(b) => cmd.env("OPENAI_BASE_URL", b),
+        None => cmd.env_remove("OPENAI_BASE_URL"),
+    };
+    cmd.output().expect("spawn").into()
+}
+
+/// A base URL where nothing listens.
+const NOBODY: Option<&str> = Some("http://127.0.0.1:9/v1");
+
+#[test]
+fn dry_run_shows_where_requests_go_with_headers_body_fields_and_prices() {
+    let sb = sandbox(&["a"]);
+    let r = offline(
+        &sb,
+        NOBODY,
+        &[
+            "--model",
+            "m",
+            "--dry-run",
+            "--var",
+            "body.temperature=0",
+            "--var",
+            "header.X-Api-Key=abcdefghijklmnopqrstuvwxyz",
+            "--var",
+            "input_usd_per_mtok=0.4",
+        ],
+    );
     assert_eq!(r.code, 0, "{r:?}");
     for want in [
         "Request (each item): POST http://127.0.0.1:9/v1/chat/completions",
@@ -650,57 +672,29 @@ fn dry_run_shows_where_requests_go_with_headers_body_fields_and_prices() {
 fn a_missing_key_model_or_bad_var_is_refused_before_anything_is_written() {
     let sb = sandbox(&["a"]);
     let before = sb.tree();
-    let base = [
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--runner",
-        "openai",
-    ];
     // The default (hosted) API and no key: exit 3, naming the variable.
-    let mut cmd = sb.cmd(&[&base[..], &["--model", "m"]].concat());
-    cmd.env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL");
-    let r: Run = cmd.output().expect("spawn").into();
+    let r = offline(&sb, None, &["--model", "m"]);
     assert_eq!(r.code, 3, "{r:?}");
     assert!(r.stderr.contains("OPENAI_API_KEY is not set"), "{r:?}");
-    // No model: exit 2.
-    let mut cmd = sb.cmd(&base);
-    cmd.env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
-    let r: Run = cmd.output().expect("spawn").into();
-    assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("--model"), "{r:?}");
-    // A --var it does not take: exit 2 with the closest name.
-    let mut cmd = sb.cmd(&[&base[..], &["--model", "m", "--var", "strcit=false"]].concat());
-    cmd.env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
-    let r: Run = cmd.output().expect("spawn").into();
-    assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("did you mean `strict`"), "{r:?}");
-    // A base URL that is not one.
-    let mut cmd = sb.cmd(
-        &[
-            &base[..],
-            &["--model", "m", "--var", "base_url=localhost:8080"],
-        ]
-        .concat(),
-    );
-    cmd.env_remove("OPENAI_API_KEY");
-    let r: Run = cmd.output().expect("spawn").into();
-    assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("http://"), "{r:?}");
-    // Body fields the backend sets itself.
-    for (var, want) in [
-        ("body.model=x", "the model is --model"),
-        ("body.messages=1", "the messages are the prompt"),
-        ("body.=x", "needs a name"),
+    for (extra, want) in [
+        (&[][..], "--model"),
+        (&["--var", "strcit=false"][..], "did you mean `strict`"),
+        (&["--var", "base_url=localhost:8080"][..], "http://"),
+        // Body fields the backend sets itself.
+        (&["--var", "body.model=x"][..], "the model is --model"),
+        (
+            &["--var", "body.messages=1"][..],
+            "the messages are the prompt",
+        ),
+        (&["--var", "body.=x"][..], "needs a name"),
     ] {
-        let mut cmd = sb.cmd(&[&base[..], &["--model", "m", "--var", var]].concat());
-        cmd.env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
-        let r: Run = cmd.output().expect("spawn").into();
-        assert_eq!(r.code, 2, "{var}: {r:?}");
-        assert!(r.stderr.contains(want), "{var}: {r:?}");
+        let with_model: Vec<&str> = match extra.is_empty() {
+            true => vec![],
+            false => [&["--model", "m"][..], extra].concat(),
+        };
+        let r = offline(&sb, NOBODY, &with_model);
+        assert_eq!(r.code, 2, "{extra:?}: {r:?}");
+        assert!(r.stderr.contains(want), "{extra:?}: {r:?}");
     }
     assert_eq!(sb.tree(), before, "nothing on disk changed");
 }
@@ -708,21 +702,7 @@ fn a_missing_key_model_or_bad_var_is_refused_before_anything_is_written() {
 #[test]
 fn an_unreachable_server_is_an_api_error_naming_the_url() {
     let sb = sandbox(&["a"]);
-    let mut cmd = sb.cmd(&[
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--runner",
-        "openai",
-        "--model",
-        "m",
-        "--format",
-        "plain",
-    ]);
-    cmd.env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
-    let r: Run = cmd.output().expect("spawn").into();
+    let r = offline(&sb, NOBODY, &["--model", "m"]);
     assert_eq!(r.code, 1, "{r:?}");
     let row = &rows(&sb)["a"];
     assert_eq!(row["failure_kind"], "api_error");

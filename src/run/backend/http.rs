@@ -38,7 +38,7 @@ use crate::agent::AgentResult;
 use crate::error::{Error, Result};
 use crate::failure::FailureKind;
 use crate::report::{ProcessEnd, one_line};
-use crate::run::process::Cancel;
+use crate::run::process::{Cancel, interrupted};
 use crate::settings::Settings;
 
 /// The system message of every request: what the answer must be.
@@ -783,18 +783,6 @@ fn replace_bytes(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
         }
     }
     out
-}
-
-/// Resolves once the run is interrupted (at once when it already is).
-async fn interrupted(cancel: &mut watch::Receiver<Cancel>) {
-    loop {
-        if *cancel.borrow_and_update() != Cancel::None {
-            return;
-        }
-        if cancel.changed().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
 }
 
 #[cfg(test)]

@@ -84,22 +84,8 @@ pub fn plan_items(
         .iter()
         .filter(|i| wanted(i.section) && i.mark != Mark::Done)
     {
-        if i.title.trim().is_empty() {
-            problems.push(format!(
-                "line {}: item {} has no text; write the task or remove the line",
-                i.line, i.number
-            ));
+        let Some(checkpoint) = item_checks(i, store, &mut problems) else {
             continue;
-        }
-        let checkpoint = match &i.context {
-            None => None,
-            Some(c) => match store.resolve_checkpoint(c) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    problems.push(format!("line {}: item {}: {e}", i.line, i.number));
-                    None
-                }
-            },
         };
         if let Some(b) = i.after_batches.first() {
             problems.push(format!(
@@ -182,6 +168,17 @@ pub fn prepare_move(
 ) -> Result<Move> {
     let inbox_path = store.inbox();
     let bad = |e: &dyn std::fmt::Display| Error::input_at(&inbox_path, None, e);
+    // Checked on the inbox, so that a problem names the inbox's line and number (not the
+    // batch file's, which does not exist yet).
+    let mut problems = Vec::new();
+    for n in selected {
+        if let Some(i) = inbox.item(*n) {
+            item_checks(i, store, &mut problems);
+        }
+    }
+    if !problems.is_empty() {
+        return Err(bad(&problems.join("; ")));
+    }
     let batch_text = inbox
         .extract_batch(selected, today, finished)
         .map_err(|e| bad(&e))?;
@@ -198,6 +195,34 @@ pub fn prepare_move(
         batch_doc,
         inbox_text: rest_doc.render(),
         moved: rest.moved,
+    })
+}
+
+/// The checks of one item that hold wherever it is (inbox or batch): it has text, and its
+/// checkpoint, if any, exists inside the store. Problems are pushed onto `problems` naming
+/// the item's line and number in its own file; `None` when it has no text, else its
+/// checkpoint path (`Some(None)`: it names none or a bad one).
+fn item_checks(
+    i: &crate::source::todo::TodoItem,
+    store: &Store,
+    problems: &mut Vec<String>,
+) -> Option<Option<std::path::PathBuf>> {
+    if i.title.trim().is_empty() {
+        problems.push(format!(
+            "line {}: item {} has no text; write the task or remove the line",
+            i.line, i.number
+        ));
+        return None;
+    }
+    Some(match &i.context {
+        None => None,
+        Some(c) => match store.resolve_checkpoint(c) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                problems.push(format!("line {}: item {}: {e}", i.line, i.number));
+                None
+            }
+        },
     })
 }
 

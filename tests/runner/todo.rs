@@ -336,6 +336,19 @@ fn resolve_without_confirmation_or_with_bad_input_changes_nothing() {
         assert_eq!(r.code, code, "{what}: {r:?}");
         assert!(r.stderr.contains(want), "{what}: want {want:?}: {r:?}");
         assert_eq!(sb2.tree(), before, "{what}: files changed");
+        if what.contains("checkpoint") {
+            // The problem names the inbox's line and item number, where the user looks.
+            let inbox = sb2.read("S/todo.md");
+            let line = inbox
+                .lines()
+                .position(|l| l.starts_with("- [ ] B"))
+                .expect("item B")
+                + 1;
+            assert!(
+                r.stderr.contains(&format!("todo.md: line {line}: item 2:")),
+                "{what}: {r:?}"
+            );
+        }
     }
     // A symlink leading out of the store is refused too.
     let sb3 = Sandbox::new();

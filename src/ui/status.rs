@@ -14,10 +14,24 @@ const BRIEF_ITEMS: usize = 15;
 /// `running`, `finished`, `interrupted`, or `stopped` when team.json says running but its
 /// runner is gone (killed).
 fn state(s: &Snapshot) -> String {
-    if s.state == "running" && !alive(s.pid) {
+    if runner_gone(s) {
         "stopped (its runner is gone)".into()
     } else {
         s.state.clone()
+    }
+}
+
+/// Whether team.json says running but its runner is gone: what it lists as running was
+/// stopped with it (and a resume runs it again).
+fn runner_gone(s: &Snapshot) -> bool {
+    s.state == "running" && !alive(s.pid)
+}
+
+/// How the running entries are named: `running`, or `were running` once the runner is gone.
+fn running_word(s: &Snapshot) -> &'static str {
+    match runner_gone(s) {
+        true => "were running",
+        false => "running",
     }
 }
 
@@ -35,7 +49,7 @@ fn counts_line(s: &Snapshot) -> String {
         })
         .collect();
     if running > 0 {
-        parts.push(format!("{running} running"));
+        parts.push(format!("{running} {}", running_word(s)));
     }
     if waiting > 0 {
         parts.push(format!("{waiting} waiting"));
@@ -167,8 +181,14 @@ pub fn brief(dir: &Path, s: &Snapshot, stale_after: Duration, resume: Option<&st
             .map(|q| format!(", stale: no checkpoint for {}", span(q.as_secs())))
             .unwrap_or_default();
         lines.push(format!(
-            "- {} (running, attempt {}{stale}): {}",
-            r.id, r.attempt, r.title
+            "- {} ({}, attempt {}{stale}): {}",
+            r.id,
+            match runner_gone(s) {
+                true => "was running when its runner died",
+                false => "running",
+            },
+            r.attempt,
+            r.title
         ));
     }
     for w in waiting {
@@ -319,7 +339,10 @@ pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
         o.push_str(&gate_line(s, g));
     }
     if !s.running.is_empty() {
-        o.push_str("Running:\n");
+        o.push_str(match runner_gone(s) {
+            true => "Running when the runner died (a resume runs them again):\n",
+            false => "Running:\n",
+        });
         for r in &s.running {
             let mut notes: Vec<String> = last_activity(dir, &r.teammate)
                 .map(|t| format!("last activity {}", ago(t)))

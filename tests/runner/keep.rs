@@ -329,6 +329,15 @@ fn the_resume_command_works_after_the_runner_was_killed_before_writing_any_outpu
     runner.kill().expect("kill -9");
     let _ = runner.wait();
     assert!(!sb.join("workers-output.csv").exists(), "no output yet");
+    // Status does not call what died with its runner "running".
+    let status = sb.run(&["status", "--brief", "workers-output.runner"]);
+    assert!(
+        status
+            .stdout
+            .contains("- s (was running when its runner died, attempt 1)")
+            && status.stdout.contains("stopped (its runner is gone)"),
+        "{status:?}"
+    );
     let line = resume_line(&sb, "workers-output.runner");
     let r = run_line(&sb, &line);
     assert_eq!(r.code, 0, "the printed command resumes: {line}\n{r:?}");

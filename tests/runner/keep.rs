@@ -322,9 +322,11 @@ fn the_resume_command_works_after_the_runner_was_killed_before_writing_any_outpu
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn");
-    wait_for("the first item to start", 30, || {
-        sb.read_opt("workers-output.runner/journal.jsonl")
-            .is_some_and(|j| j.contains("\"attempt_started\""))
+    // Until team.json (rewritten at most twice a second) lists it as running.
+    wait_for("the first item to show as running", 30, || {
+        sb.read_opt("workers-output.runner/team.json")
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|t| t["running"].as_array().is_some_and(|r| !r.is_empty()))
     });
     runner.kill().expect("kill -9");
     let _ = runner.wait();

@@ -141,6 +141,11 @@ fn checkpoint_of(
         return None;
     }
     let tdir = dir.join("teammates").join(&r.teammate);
+    // Every teammate that keeps a working context starts with one (the runner seeds it);
+    // none at all is a teammate that only answers (the HTTP backend): nothing to judge.
+    if !tdir.join("working-context.md").exists() {
+        return None;
+    }
     let started = r
         .started_at
         .parse::<jiff::Timestamp>()

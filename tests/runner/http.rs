@@ -551,6 +551,18 @@ async fn ctrl_c_during_requests_cancels_them_and_writes_the_outputs() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(api.bodies().len(), 2, "two requests in flight");
+    // `runner status` meanwhile: two running, and no checkpoint talk for a teammate that
+    // only answers.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        let st = sb.run(&["status"]);
+        if st.stdout.contains("2 running") || std::time::Instant::now() > deadline {
+            break st;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(status.stdout.contains("2 running"), "{status:?}");
+    assert!(!status.stdout.contains("checkpoint"), "{status:?}");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid as i32),
         nix::sys::signal::Signal::SIGINT,

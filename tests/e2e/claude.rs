@@ -408,28 +408,12 @@ async fn real_claude_writes_the_report_and_the_item_completes() {
     let r = run_claude(&sb, &api.uri(), "90s").await;
     let context = || sb.context(&r, &log);
 
-    assert_eq!(r.code, 0, "every item completed: {}", context());
-    let row = sb.row();
-    assert_eq!(row["status"], "completed", "{row:?}\n{}", context());
-    assert_eq!(row["summary"], "wrote the report", "{row:?}");
-    assert_eq!(row["exit_code"], "0", "{row:?}");
-    assert_eq!(row["error"], "", "{row:?}");
+    let row = sb.assert_completed(&r, &log);
 
     // The report really came from Claude Code's Write tool, at the path the prompt named.
     let s = seen.with(std::mem::take);
     assert_eq!(s.message_calls, 2, "one call per turn: {}", context());
-    let report = s
-        .report_path
-        .clone()
-        .expect("the prompt named the report path");
-    assert!(
-        report.starts_with(&sb.path().display().to_string()) && report.ends_with("/report.json"),
-        "{report}"
-    );
-    let written: Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).expect("the report file"))
-            .expect("report JSON");
-    assert_eq!(written["summary"], "wrote the report");
+    sb.assert_report_written(s.report_path.clone());
     let result = s
         .tool_result
         .clone()
@@ -578,8 +562,7 @@ async fn real_claude_report_in_the_final_text_completes() {
     let (api, log, _seen) = mock_api(Script::ReportInText).await;
     let sb = Sandbox::new(&claude);
     let r = run_claude(&sb, &api.uri(), "90s").await;
-    let row = sb.assert_outcome(&r, &log, 0, "completed", "");
-    assert_eq!(row["summary"], "wrote the report", "{row:?}");
+    sb.assert_completed(&r, &log);
     sb.assert_no_survivors();
 }
 
@@ -647,7 +630,6 @@ async fn real_claude_completes_under_the_landlock_sandbox() {
             &claude_env(&sb, &api.uri()),
         )
         .await;
-    let context = || sb.context(&r, &log);
     if r.stderr.contains("--sandbox landlock") && r.code == 3 {
         eprintln!(
             "skipped: this kernel cannot run --sandbox landlock: {}",
@@ -655,11 +637,8 @@ async fn real_claude_completes_under_the_landlock_sandbox() {
         );
         return;
     }
-    assert_eq!(r.code, 0, "completed under the sandbox: {}", context());
     assert!(r.stdout.contains("sandbox landlock"), "{r:?}");
-    let row = sb.row();
-    assert_eq!(row["status"], "completed", "{row:?}\n{}", context());
-    assert_eq!(row["summary"], "wrote the report", "{row:?}");
+    sb.assert_completed(&r, &log);
     assert!(sb.teammate().join("report.json").is_file());
     assert!(
         std::fs::read_dir(sb.home().join(".claude"))

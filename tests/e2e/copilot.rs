@@ -312,13 +312,7 @@ async fn real_copilot_writes_the_report_and_the_item_completes() {
     let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
     let context = || sb.context(&r, &log);
 
-    assert_eq!(r.code, 0, "every item completed: {}", context());
-    let row = sb.row();
-    assert_eq!(row["status"], "completed", "{row:?}\n{}", context());
-    assert_eq!(row["summary"], "wrote the report", "{row:?}");
-    assert_eq!(row["exit_code"], "0", "{row:?}");
-    assert_eq!(row["error"], "", "{row:?}");
-    assert_eq!(row["failure_kind"], "", "{row:?}");
+    let row = sb.assert_completed(&r, &log);
 
     // The report really came from Copilot's create tool, at the path the prompt named.
     let s = seen.with(std::mem::take);
@@ -335,18 +329,7 @@ async fn real_copilot_writes_the_report_and_the_item_completes() {
         "COPILOT_PROVIDER_API_KEY is sent as a bearer token: {:?}",
         s.authorization
     );
-    let report = s
-        .report_path
-        .clone()
-        .expect("the prompt named the report path");
-    assert!(
-        report.starts_with(&sb.path().display().to_string()) && report.ends_with("/report.json"),
-        "{report}"
-    );
-    let written: Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).expect("the report file"))
-            .expect("report JSON");
-    assert_eq!(written["summary"], "wrote the report");
+    let report = sb.assert_report_written(s.report_path.clone());
     let result = s
         .tool_result
         .clone()
@@ -376,8 +359,7 @@ async fn real_copilot_report_in_the_final_text_completes() {
     let (api, log, seen) = mock_api(Script::ReportInText).await;
     let sb = Sandbox::new(&copilot);
     let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
-    let row = sb.assert_outcome(&r, &log, 0, "completed", "");
-    assert_eq!(row["summary"], "wrote the report", "{row:?}");
+    sb.assert_completed(&r, &log);
     assert_eq!(seen.with(|s| s.calls), 1, "one turn: {}", log.dump());
     sb.assert_no_survivors();
 }

@@ -371,29 +371,12 @@ async fn real_qwen_writes_the_report_and_the_item_completes() {
     let r = run_qwen(&sb, &api.uri(), "90s", Some("sk-test")).await;
     let context = || sb.context(&r, &log);
 
-    assert_eq!(r.code, 0, "every item completed: {}", context());
-    let row = sb.row();
-    assert_eq!(row["status"], "completed", "{row:?}\n{}", context());
-    assert_eq!(row["summary"], "wrote the report", "{row:?}");
-    assert_eq!(row["exit_code"], "0", "{row:?}");
-    assert_eq!(row["error"], "", "{row:?}");
-    assert_eq!(row["failure_kind"], "", "{row:?}");
+    let row = sb.assert_completed(&r, &log);
 
     // The report really came from Qwen Code's write_file tool, at the path the prompt named.
     let s = seen.with(std::mem::take);
     assert_eq!(s.calls, 2, "one call per turn: {}", context());
-    let report = s
-        .report_path
-        .clone()
-        .expect("the prompt named the report path");
-    assert!(
-        report.starts_with(&sb.path().display().to_string()) && report.ends_with("/report.json"),
-        "{report}"
-    );
-    let written: Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).expect("the report file"))
-            .expect("report JSON");
-    assert_eq!(written["summary"], "wrote the report");
+    sb.assert_report_written(s.report_path.clone());
     let result = s
         .tool_result
         .clone()
@@ -444,8 +427,7 @@ async fn real_qwen_report_in_the_final_text_completes() {
     let (api, log, seen) = mock_api(Script::ReportInText).await;
     let sb = Sandbox::new(&qwen);
     let r = run_qwen(&sb, &api.uri(), "90s", Some("sk-test")).await;
-    let row = sb.assert_outcome(&r, &log, 0, "completed", "");
-    assert_eq!(row["summary"], "wrote the report", "{row:?}");
+    sb.assert_completed(&r, &log);
     assert_eq!(
         seen.with(|s| (s.calls, s.tool_result.is_none())),
         (1, true),

@@ -601,6 +601,41 @@ impl Sandbox {
         row
     }
 
+    /// The one output row of a run in which the scripted model wrote the report
+    /// ([`report_json`]): exit 0, `completed` with its summary, exit code 0, no error and no
+    /// failure kind (with [`Sandbox::context`] when not).
+    #[track_caller]
+    pub fn assert_completed(&self, run: &Run, log: &Log) -> BTreeMap<String, String> {
+        let row = self.assert_outcome(run, log, 0, "completed", "");
+        assert_eq!(
+            (
+                row["summary"].as_str(),
+                row["exit_code"].as_str(),
+                row["error"].as_str()
+            ),
+            ("wrote the report", "0", ""),
+            "{row:?}"
+        );
+        row
+    }
+
+    /// The report the CLI's own tool wrote, at `path` as the prompt named it: a
+    /// `report.json` inside this sandbox holding the scripted report. Returns the path.
+    #[track_caller]
+    pub fn assert_report_written(&self, path: Option<String>) -> String {
+        let report = path.expect("the prompt named the report path");
+        assert!(
+            report.starts_with(&self.path().display().to_string())
+                && report.ends_with("/report.json"),
+            "{report}"
+        );
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).expect("the report file"))
+                .expect("report JSON");
+        assert_eq!(written["summary"], "wrote the report");
+        report
+    }
+
     /// `run`, the agent's logs ([`Sandbox::agent_log`]) and the scripted API's `log`, for a
     /// failure message.
     pub fn context(&self, run: &Run, log: &Log) -> String {

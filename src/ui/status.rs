@@ -170,15 +170,15 @@ pub fn brief(dir: &Path, s: &Snapshot, stale_after: Duration, resume: Option<&st
     }
     // Each group in id order, whatever order the items started or finished in.
     let mut running: Vec<_> = s.running.iter().collect();
-    running.sort_by(|a, b| a.id.cmp(&b.id));
+    running.sort_by(|a, b| id_order(&a.id, &b.id));
     let mut waiting: Vec<_> = s.waiting.iter().collect();
-    waiting.sort_by(|a, b| a.id.cmp(&b.id));
+    waiting.sort_by(|a, b| id_order(&a.id, &b.id));
     let mut failed: Vec<_> = s
         .finished
         .iter()
         .filter(|f| f.status != ItemStatus::Completed)
         .collect();
-    failed.sort_by(|a, b| a.id.cmp(&b.id));
+    failed.sort_by(|a, b| id_order(&a.id, &b.id));
     let mut lines: Vec<String> = Vec::new();
     for r in running {
         let stale = checkpoint_of(dir, s, r, stale_after)
@@ -226,6 +226,41 @@ pub fn brief(dir: &Path, s: &Snapshot, stale_after: Duration, resume: Option<&st
     out
 }
 
+/// Item ids in the order a person counts them: runs of digits compare as numbers (`2` before
+/// `10`, `row-9` before `row-10`), the rest as text.
+fn id_order(a: &str, b: &str) -> std::cmp::Ordering {
+    fn runs(s: &str) -> impl Iterator<Item = (bool, &str)> {
+        let mut rest = s;
+        std::iter::from_fn(move || {
+            let first = rest.chars().next()?;
+            let digits = first.is_ascii_digit();
+            let end = rest
+                .find(|c: char| c.is_ascii_digit() != digits)
+                .unwrap_or(rest.len());
+            let (run, tail) = rest.split_at(end);
+            rest = tail;
+            Some((digits, run))
+        })
+    }
+    let mut x = runs(a);
+    let mut y = runs(b);
+    loop {
+        let ord = match (x.next(), y.next()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return std::cmp::Ordering::Less,
+            (Some(_), None) => return std::cmp::Ordering::Greater,
+            (Some((true, m)), Some((true, n))) => {
+                let (m, n) = (m.trim_start_matches('0'), n.trim_start_matches('0'));
+                m.len().cmp(&n.len()).then_with(|| m.cmp(n))
+            }
+            (Some((_, m)), Some((_, n))) => m.cmp(n),
+        };
+        if ord.is_ne() {
+            return ord;
+        }
+    }
+}
+
 fn ago(t: SystemTime) -> String {
     ago_secs(
         SystemTime::now()
@@ -266,10 +301,17 @@ fn last_activity(dir: &Path, teammate: &str) -> Option<SystemTime> {
     newest
 }
 
-fn elapsed_since(rfc3339: &str) -> String {
-    match rfc3339.parse::<jiff::Timestamp>() {
+/// `M:SS` from `from` (RFC 3339) to `until`, or to now when `until` is `None`; `?` when a
+/// time does not parse.
+fn elapsed_between(from: &str, until: Option<&str>) -> String {
+    let end = match until.map(str::parse::<jiff::Timestamp>) {
+        None => jiff::Timestamp::now(),
+        Some(Ok(t)) => t,
+        Some(Err(_)) => return "?".into(),
+    };
+    match from.parse::<jiff::Timestamp>() {
         Ok(t) => {
-            let secs = jiff::Timestamp::now().duration_since(t).as_secs().max(0);
+            let secs = end.duration_since(t).as_secs().max(0);
             format!("{}:{:02}", secs / 60, secs % 60)
         }
         Err(_) => "?".into(),
@@ -367,7 +409,12 @@ pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
                 "  {}  attempt {}  {}  {}{line}{act}\n",
                 r.teammate,
                 r.attempt,
-                elapsed_since(&r.started_at),
+                // Once the runner is gone the attempt stopped with it: its time ends at
+                // the last snapshot, not now.
+                elapsed_between(
+                    &r.started_at,
+                    runner_gone(s).then_some(s.updated_at.as_str())
+                ),
                 r.title
             ));
         }
@@ -450,5 +497,23 @@ mod tests {
         assert_eq!(c.text(), "no checkpoint yet; STALE: none for 16m");
         let c = Checkpoint::judge(None, Some(t0), t0 + 14 * MIN, limit);
         assert_eq!(c.stale_for, None);
+    }
+
+    #[test]
+    fn ids_are_listed_in_counting_order() {
+        let mut ids = vec!["10", "9", "row-10", "row-9", "2", "1b", "1a", "b", "a", "007"];
+        ids.sort_by(|a, b| id_order(a, b));
+        assert_eq!(
+            ids,
+            ["1a", "1b", "2", "007", "9", "10", "a", "b", "row-9", "row-10"]
+        );
+    }
+
+    #[test]
+    fn an_attempt_stopped_with_its_runner_stops_counting_time() {
+        let t = "2026-12-01T10:00:00Z";
+        assert_eq!(elapsed_between(t, Some("2026-12-01T10:02:05Z")), "2:05");
+        assert_eq!(elapsed_between(t, Some("not a time")), "?");
+        assert_eq!(elapsed_between("bad", None), "?");
     }
 }

@@ -120,6 +120,14 @@ impl Fields<'_> {
         )
     }
 
+    /// An inline `output_schema`, checked here so that a bad one is named by its line.
+    fn inline_schema(&self, v: Value) -> Result<SchemaSource> {
+        match jsonschema::validator_for(&v) {
+            Ok(_) => Ok(SchemaSource::Inline(v)),
+            Err(e) => Err(self.bad("output_schema", &format!("a valid JSON Schema ({e})"))),
+        }
+    }
+
     fn string(&self, key: &str) -> Result<Option<String>> {
         match self.map.get(key) {
             None | Some(Value::Null) => Ok(None),
@@ -147,10 +155,32 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
         Value::Object(Map::new())
     } else {
         serde_saphyr::from_str(yaml).map_err(|e| {
+            // The frontmatter starts on the file's line 2: the message, its snippet and the
+            // line named count the file's lines.
+            let name = path.display().to_string();
+            let text = e.render_with_options(serde_saphyr::render_options! {
+                line_offset: 1,
+                source_name: Some(name.as_str()),
+            });
+            // The parser blames a tab at the end of the line before it: name the line that
+            // is indented with one.
+            if let Some(i) = yaml
+                .lines()
+                .position(|l| l.trim_start_matches(' ').starts_with('\t'))
+                .filter(|_| text.contains("tab"))
+            {
+                return Error::input_at(
+                    path,
+                    Some(i as u64 + 2),
+                    "the frontmatter is indented with a tab, which YAML does not allow; \
+                     indent with spaces",
+                );
+            }
+            let line = e.location().map(|l| l.line() + 1).filter(|l| *l > 1);
             Error::input_at(
                 path,
-                None,
-                format!("the frontmatter is not valid YAML: {e}"),
+                line,
+                format!("the frontmatter is not valid YAML: {text}"),
             )
         })?
     };
@@ -212,12 +242,12 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
         Some(Value::String(s)) if s.trim_start().starts_with('{') => {
             let v: Value = serde_json::from_str(s)
                 .map_err(|e| fields.bad("output_schema", &format!("a JSON Schema ({e})")))?;
-            Some(SchemaSource::Inline(v))
+            Some(fields.inline_schema(v)?)
         }
         Some(Value::String(s)) if !s.trim().is_empty() => {
             Some(SchemaSource::Path(PathBuf::from(s)))
         }
-        Some(v @ Value::Object(_)) => Some(SchemaSource::Inline(v.clone())),
+        Some(v @ Value::Object(_)) => Some(fields.inline_schema(v.clone())?),
         Some(_) => {
             return Err(fields.bad("output_schema", "a path or an inline JSON Schema object"));
         }
@@ -288,6 +318,37 @@ mod tests {
             e.to_string(),
             "BATCH.md:3: `max_workers` must be a whole number ≥ 1"
         );
+    }
+
+    #[test]
+    fn yaml_errors_count_the_files_lines() {
+        let e = p("---\ninput: a.csv\njobs: 2\n  bad: [\n---\nx\n").expect_err("bad");
+        let text = e.to_string();
+        assert!(
+            text.starts_with("BATCH.md:4: the frontmatter is not valid YAML"),
+            "{text}"
+        );
+        assert!(text.contains("BATCH.md:4:6"), "{text}");
+        let e = p("---\ninput: a.csv\n\tjobs: 2\n---\nx\n").expect_err("tab");
+        assert_eq!(
+            e.to_string(),
+            "BATCH.md:3: the frontmatter is indented with a tab, which YAML does not allow; \
+             indent with spaces"
+        );
+    }
+
+    #[test]
+    fn an_inline_output_schema_that_is_no_schema_is_named_by_its_line() {
+        for text in [
+            "---\ninput: a.csv\noutput_schema: {\"type\": \"objekt\"}\n---\nx\n",
+            "---\ninput: a.csv\noutput_schema:\n  type: objekt\n---\nx\n",
+        ] {
+            let e = p(text).expect_err("bad schema").to_string();
+            assert!(
+                e.starts_with("BATCH.md:3: `output_schema` must be a valid JSON Schema"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -501,11 +501,15 @@ mod tests {
 
     #[test]
     fn ids_are_listed_in_counting_order() {
-        let mut ids = vec!["10", "9", "row-10", "row-9", "2", "1b", "1a", "b", "a", "007"];
+        let mut ids = vec![
+            "10", "9", "row-10", "row-9", "2", "1b", "1a", "b", "a", "007",
+        ];
         ids.sort_by(|a, b| id_order(a, b));
         assert_eq!(
             ids,
-            ["1a", "1b", "2", "007", "9", "10", "a", "b", "row-9", "row-10"]
+            [
+                "1a", "1b", "2", "007", "9", "10", "a", "b", "row-9", "row-10"
+            ]
         );
     }
 

@@ -177,7 +177,7 @@ fn cases() -> Vec<Case> {
             args: &["batch", "BATCH.md"],
             agent: true,
             code: 2,
-            want: &["output_schema", "not a valid JSON Schema"],
+            want: &["BATCH.md:3:", "`output_schema` must be a valid JSON Schema"],
         },
         Case {
             what: "BATCH.md missing input",

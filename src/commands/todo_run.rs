@@ -34,12 +34,19 @@ pub fn run(args: RunTodoArgs) -> Result<i32> {
     .then(|| dir.parent().map(Path::to_owned))
     .flatten();
     let store = Store { dir, project_root };
-    let (_, doc) = read_doc(&batch)?;
+    let (text, doc) = read_doc(&batch)?;
     if doc.items().is_empty() {
         // "Nothing to run" would pass a file that is no batch at all (exit 0).
+        let hint = match text.trim_start_matches('\u{feff}').starts_with("---") {
+            true => format!(
+                "; a BATCH.md with a CSV is run with `runner batch {}`",
+                batch.display()
+            ),
+            false => String::new(),
+        };
         return Err(Error::Usage(format!(
             "{}: holds no items (`- [ ] text` lines), so it is not a todo batch; `runner \
-             resolve` writes batch files from the inbox",
+             resolve` writes batch files from the inbox{hint}",
             batch.display()
         )));
     }

@@ -613,6 +613,17 @@ fn cases() -> Vec<Case> {
             want: &["notes.txt: holds no items", "not a todo batch"],
         },
         Case {
+            what: "a CSV batch's BATCH.md given to run",
+            files: &[
+                ("S/BATCH.md", b"---\nid_column: id\n---\nDo {id}\n"),
+                ("S/workers-input.csv", GOOD_CSV),
+            ],
+            args: &["run", "S/BATCH.md"],
+            agent: true,
+            code: 2,
+            want: &["BATCH.md: holds no items", "`runner batch "],
+        },
+        Case {
             what: "batch checkpoint missing",
             files: &[("S/todo-1.md", b"## Todo\n- [ ] a @context:cp-gone.md\n")],
             args: &["run", "S/todo-1.md"],

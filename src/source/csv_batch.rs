@@ -368,6 +368,14 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
             out_dir.display()
         )));
     }
+    let can_write = nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK;
+    if let Err(e) = nix::unistd::access(&out_dir, can_write) {
+        return Err(Error::Usage(format!(
+            "{}: cannot write in the output folder ({}); choose another --output",
+            out_dir.display(),
+            e.desc()
+        )));
+    }
     let layout = output_csv::layout(
         &table.headers,
         files.schema.as_ref().map(|s| &s.0),

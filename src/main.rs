@@ -14,12 +14,45 @@ fn init_tracing(verbose: u8) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     use std::io::IsTerminal;
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
-        .with_ansi(ansi)
-        .try_init();
+        .with_ansi(ansi);
+    // Asked for diagnostics (-v, RUNNER_LOG): timestamped lines. Otherwise the few warnings
+    // read like the runner's other messages: `warning: ...`.
+    let _ = match verbose > 0 || std::env::var_os("RUNNER_LOG").is_some() {
+        true => builder.try_init(),
+        false => builder.event_format(Plain).try_init(),
+    };
+}
+
+/// `warning: MESSAGE` (the level in lower case, then the event's fields), as the runner's
+/// own messages print.
+struct Plain;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Plain
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'w> tracing_subscriber::fmt::FormatFields<'w> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut w: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let level = match *event.metadata().level() {
+            tracing::Level::ERROR => "error",
+            tracing::Level::WARN => "warning",
+            tracing::Level::INFO => "info",
+            tracing::Level::DEBUG => "debug",
+            tracing::Level::TRACE => "trace",
+        };
+        write!(w, "{level}: ")?;
+        tracing_subscriber::fmt::FormatFields::format_fields(ctx, w.by_ref(), event)?;
+        writeln!(w)
+    }
 }
 
 fn main() {

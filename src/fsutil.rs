@@ -269,20 +269,36 @@ pub fn name_in_text(path: &Path, from: &Path) -> Option<String> {
     rel.to_str().map(str::to_owned)
 }
 
-/// Check that the folder a flag's file goes into exists, before anything runs.
+/// Why this process cannot make files in folder `dir` (`access(2)` with write and search
+/// permission: `Permission denied`, `Read-only file system`), or `None` when it can.
+pub fn cannot_write_in(dir: &Path) -> Option<String> {
+    use nix::unistd::AccessFlags;
+    nix::unistd::access(dir, AccessFlags::W_OK | AccessFlags::X_OK)
+        .err()
+        .map(|e| e.desc().to_string())
+}
+
+/// Check that the folder a flag's file goes into exists and can be written, before anything
+/// runs (a JUnit file refused after a paid batch has run would waste the batch).
 ///
 /// Errors: exit 2 naming the flag and the folder.
 pub fn check_parent(path: Option<&Path>, flag: &str) -> Result<()> {
     let Some(p) = path else { return Ok(()) };
     let parent = absolute(p).parent().map(Path::to_owned).unwrap_or_default();
-    if parent.is_dir() {
-        Ok(())
-    } else {
-        Err(Error::Usage(format!(
+    if !parent.is_dir() {
+        return Err(Error::Usage(format!(
             "{flag} {}: the folder {} does not exist",
             p.display(),
             parent.display()
-        )))
+        )));
+    }
+    match cannot_write_in(&parent) {
+        None => Ok(()),
+        Some(why) => Err(Error::Usage(format!(
+            "{flag} {}: cannot write in the folder {} ({why}); choose another path",
+            p.display(),
+            parent.display()
+        ))),
     }
 }
 

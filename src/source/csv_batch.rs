@@ -368,12 +368,10 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
             out_dir.display()
         )));
     }
-    let can_write = nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK;
-    if let Err(e) = nix::unistd::access(&out_dir, can_write) {
+    if let Some(why) = crate::fsutil::cannot_write_in(&out_dir) {
         return Err(Error::Usage(format!(
-            "{}: cannot write in the output folder ({}); choose another --output",
-            out_dir.display(),
-            e.desc()
+            "{}: cannot write in the output folder ({why}); choose another --output",
+            out_dir.display()
         )));
     }
     let layout = output_csv::layout(

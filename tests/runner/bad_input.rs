@@ -761,62 +761,67 @@ fn every_bad_input_exits_2_or_3_names_the_place_and_changes_nothing() {
     );
 }
 
-/// An `-o` in a folder the user may not write is refused up front, naming the folder (it
-/// was "cannot read the workspace's batch record" or a raw "cannot create" error). Root may
+/// A file asked for in a folder the user may not write (`-o`, `--junit`, `--trace`) is
+/// refused before any teammate runs, naming the folder (`-o` was a confusing batch-record or
+/// create error; `--junit`/`--trace` failed only after the whole batch had run). Root may
 /// write anywhere, so as root the runner is run as `nobody` (setpriv).
 #[test]
-fn an_output_folder_the_user_cannot_write_is_refused_before_anything_runs() {
+fn a_folder_the_user_cannot_write_is_refused_before_anything_runs() {
     use std::os::unix::fs::PermissionsExt;
-    let sb = Sandbox::new();
-    sb.write("in.csv", GOOD_CSV);
-    sb.write("instr.md", b"Do {id}\n");
-    std::fs::create_dir(sb.join("ro")).expect("mkdir");
     let mode = |p: &std::path::Path, m: u32| {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod")
     };
-    mode(&sb.join("ro"), 0o555);
+    let root =
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").expect("/proc")) == 0;
     let fake = agent("fake_agent.py");
-    let args = [
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "id",
-        "-o",
-        "ro/out.csv",
-        "--",
-        "python3",
-        &fake,
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["-o", "ro/out.csv"],
+            "ro: cannot write in the output folder",
+        ),
+        (
+            &["--junit", "ro/j.xml"],
+            "--junit ro/j.xml: cannot write in the folder",
+        ),
+        (
+            &["--trace", "ro/t.json"],
+            "--trace ro/t.json: cannot write in the folder",
+        ),
     ];
-    let mut cmd = sb.cmd(&args);
-    let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").expect("/proc"));
-    if uid == 0 {
-        mode(sb.path(), 0o777);
-        // The build folder may not be reachable by nobody: run a link (or copy) of the binary.
-        let bin = sb.join("bin-runner");
-        let built = cmd.get_program().to_owned();
-        if std::fs::hard_link(&built, &bin).is_err() {
-            std::fs::copy(&built, &bin).expect("copy the runner binary");
+    for (extra, want) in cases {
+        let sb = Sandbox::new();
+        sb.write("in.csv", GOOD_CSV);
+        sb.write("instr.md", b"Do {id}\n");
+        std::fs::create_dir(sb.join("ro")).expect("mkdir");
+        mode(&sb.join("ro"), 0o555);
+        let mut args = vec!["batch", "--input", "in.csv", "--instruction", "instr.md"];
+        args.extend(["--id-column", "id"]);
+        args.extend(extra);
+        args.extend(["--", "python3", &fake]);
+        let mut cmd = sb.cmd(&args);
+        if root {
+            mode(sb.path(), 0o777);
+            // The build folder may not be reachable by nobody: run a link (or a copy) of
+            // the binary from the sandbox.
+            let bin = sb.join("bin-runner");
+            let built = cmd.get_program().to_owned();
+            if std::fs::hard_link(&built, &bin).is_err() {
+                std::fs::copy(&built, &bin).expect("copy the runner binary");
+            }
+            let mut as_nobody = std::process::Command::new("setpriv");
+            as_nobody.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+            as_nobody
+                .arg(&bin)
+                .args(cmd.get_args())
+                .current_dir(sb.path());
+            as_nobody.env("NO_COLOR", "1").env("HOME", sb.join("home"));
+            cmd = as_nobody;
         }
-        let setpriv = ["--reuid=65534", "--regid=65534", "--clear-groups"];
-        let mut as_nobody = std::process::Command::new("setpriv");
-        as_nobody
-            .args(setpriv)
-            .arg(cmd.get_program())
-            .args(cmd.get_args());
-        as_nobody.current_dir(sb.path()).env("NO_COLOR", "1");
-        as_nobody.env("HOME", sb.join("home"));
-        cmd = as_nobody;
+        let before = sb.tree();
+        let r: crate::harness::Run = cmd.output().expect("spawn runner").into();
+        assert_eq!(r.code, 2, "{extra:?}: {r:?}");
+        assert!(r.stderr.contains(want), "{extra:?}: {r:?}");
+        assert!(!r.stderr.contains("started"), "{extra:?}: {r:?}");
+        assert_eq!(sb.tree(), before, "{extra:?}: nothing on disk changes");
     }
-    let before = sb.tree();
-    let r: crate::harness::Run = cmd.output().expect("spawn runner").into();
-    assert_eq!(r.code, 2, "{r:?}");
-    assert!(
-        r.stderr.contains("ro: cannot write in the output folder")
-            && r.stderr.contains("choose another --output"),
-        "{r:?}"
-    );
-    assert_eq!(sb.tree(), before, "nothing on disk changes");
 }

@@ -97,10 +97,11 @@ impl Instruction {
             .collect()
     }
 
-    /// Check every placeholder names one of `columns`.
+    /// Check every placeholder names one of `columns`; `what` names the template in the
+    /// message (`the instruction`, `the --verify command`).
     ///
     /// Errors: lists every unknown placeholder and the available columns.
-    pub fn check_columns(&self, path: &Path, columns: &[String]) -> Result<()> {
+    pub fn check_columns(&self, path: &Path, what: &str, columns: &[String]) -> Result<()> {
         let unknown: Vec<&str> = self
             .placeholders()
             .into_iter()
@@ -117,7 +118,7 @@ impl Instruction {
             path,
             line,
             format!(
-                "unknown placeholder{} {} in the instruction; the available columns are: {}. \
+                "unknown placeholder{} {} in {what}; the available names are: {}. \
                  Write `{{{{` and `}}}}` for literal braces",
                 if unknown.len() > 1 { "s" } else { "" },
                 unknown
@@ -296,6 +297,24 @@ fn template_error(path: &Path, e: &minijinja::Error) -> Error {
     )
 }
 
+/// Check a `--verify` command (argv; each argument a `{name}` template) before anything
+/// runs: every placeholder must name one of an item's `names` (a CSV batch's columns; a todo
+/// item's `item`, `title`, `checkpoint`). Unchecked, an unknown name would be rendered empty
+/// and the check would test the wrong thing.
+///
+/// Errors: a malformed or unknown placeholder, naming `--verify` and the available names
+/// (exit 2).
+pub fn check_verify(argv: &[String], names: &[String]) -> Result<()> {
+    for a in argv {
+        Instruction::parse(Path::new("--verify"), 1, a)?.check_columns(
+            Path::new("--verify"),
+            "the --verify command",
+            names,
+        )?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,10 +345,14 @@ mod tests {
     #[test]
     fn unknown_placeholders_are_listed_with_columns() {
         let i = parse("{path} {nope} {nada}").expect("valid");
-        let e = i.check_columns(Path::new("BATCH.md"), &["path".into(), "id".into()]);
+        let e = i.check_columns(
+            Path::new("BATCH.md"),
+            "the instruction",
+            &["path".into(), "id".into()],
+        );
         let msg = e.expect_err("unknown").to_string();
         assert!(
-            msg.contains("{nope}, {nada}") && msg.contains("columns are: path, id"),
+            msg.contains("{nope}, {nada}") && msg.contains("names are: path, id"),
             "{msg}"
         );
     }

@@ -45,9 +45,15 @@ pub fn open_store(args: &StoreArgs, need: Need) -> Result<Store> {
 /// The settings of a run from `store`: the flags over its `runner.toml` over the defaults,
 /// with its `runners/` overrides.
 ///
-/// Errors: as [`Settings::resolve`], and an invalid runner.toml (exit 2).
+/// Errors: as [`Settings::resolve`], an invalid runner.toml, a `--verify` placeholder a todo
+/// item has no value for (exit 2).
 pub fn store_settings(store: &Store, run: &RunArgs, command: &[String]) -> Result<Settings> {
-    Settings::resolve(run, command, &store.settings()?, Some(&store.dir))
+    let settings = Settings::resolve(run, command, &store.settings()?, Some(&store.dir))?;
+    if let Some(v) = &settings.verify {
+        let names = crate::source::todo_batch::ITEM_VARS.map(String::from);
+        crate::prompt::check_verify(v, &names)?;
+    }
+    Ok(settings)
 }
 
 /// Read a todo file (UTF-8) and parse it checked.

@@ -345,16 +345,13 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         &files.instruction,
     )?;
     instruction
-        .check_columns(&files.instruction_path, &table.headers)
+        .check_columns(&files.instruction_path, "the instruction", &table.headers)
         .map_err(|e| csv_input::with_hint(e, table.hint.as_deref()))?;
     if let Some(hint) = &table.hint {
         eprintln!("warning: {}:1: {hint}", files.input.display());
     }
     if let Some(v) = &settings.verify {
-        for a in v {
-            Instruction::parse(Path::new("--verify"), 1, a)?
-                .check_columns(Path::new("--verify"), &table.headers)?;
-        }
+        crate::prompt::check_verify(v, &table.headers)?;
     }
     let template = TeammateTemplate::new(
         Path::new("templates/teammate.md"),

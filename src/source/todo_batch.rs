@@ -66,6 +66,10 @@ fn beside(batch: &Path, suffix: &str) -> PathBuf {
     batch.with_file_name(format!("{stem}.{suffix}"))
 }
 
+/// The values a todo item offers `--verify` placeholders: `{item}` (its number), `{title}`,
+/// `{checkpoint}` (the checkpoint file named by `@context:`, or empty).
+pub const ITEM_VARS: [&str; 3] = ["item", "title", "checkpoint"];
+
 /// The items of `doc` this run covers: unticked items of the Todo section (and Ideas when
 /// asked), as work items. Prerequisites on ticked items are already met and dropped.
 ///
@@ -110,11 +114,15 @@ pub fn plan_items(
             title: i.title.clone(),
             line: i.line as u64,
             teammate: format!("todo-task-{}", i.number),
-            vars: vec![
-                ("item".into(), i.number.to_string()),
-                ("title".into(), i.title.clone()),
-                ("checkpoint".into(), i.context.clone().unwrap_or_default()),
-            ],
+            vars: ITEM_VARS
+                .iter()
+                .map(|v| v.to_string())
+                .zip([
+                    i.number.to_string(),
+                    i.title.clone(),
+                    i.context.clone().unwrap_or_default(),
+                ])
+                .collect(),
             body,
             checkpoint,
             after,

@@ -91,7 +91,12 @@ fn cases() -> Vec<Case> {
             args: BATCH_ARGS,
             agent: true,
             code: 2,
-            want: &["instr.md", "{nope}", "columns are: id, mode"],
+            want: &[
+                "instr.md",
+                "{nope}",
+                "in the instruction",
+                "names are: id, mode",
+            ],
         },
         Case {
             what: "unclosed brace",
@@ -435,7 +440,7 @@ fn cases() -> Vec<Case> {
             ],
             agent: true,
             code: 2,
-            want: &["--verify", "{nope}"],
+            want: &["--verify", "{nope}", "in the --verify command"],
         },
         // --- runner definitions
         Case {
@@ -576,6 +581,21 @@ fn cases() -> Vec<Case> {
             agent: true,
             code: 2,
             want: &["todo.md:3:", "@after"],
+        },
+        Case {
+            what: "a --verify placeholder a todo item has no value for",
+            files: &[("S/todo.md", b"## Todo\n- [ ] a\n")],
+            args: &[
+                "resolve",
+                "--store",
+                "S",
+                "--yes",
+                "--verify",
+                "test -f {id}",
+            ],
+            agent: true,
+            code: 2,
+            want: &["--verify", "{id}", "names are: item, title, checkpoint"],
         },
         Case {
             what: "inbox not UTF-8",

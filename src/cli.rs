@@ -153,7 +153,7 @@ pub struct StatusArgs {
     /// Flag a running teammate as stale when it has not checkpointed (written its
     /// working-context.md) for longer than this, e.g. 30m (default: 15m; the prompt asks
     /// for a checkpoint at least every 10 minutes).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub stale_after: Option<String>,
 }
 
@@ -316,10 +316,15 @@ pub struct RunArgs {
     #[arg(long, short, value_name = "N|0|P%", allow_negative_numbers = true)]
     pub jobs: Option<String>,
     /// Time limit of one attempt, e.g. 90s, 10m, 1h (default: max_runtime_seconds, else 30m).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub timeout: Option<String>,
     /// Time between SIGTERM and SIGKILL when stopping a teammate.
-    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "10s",
+        allow_hyphen_values = true
+    )]
     pub grace: String,
     /// Extra attempts for an item that failed or timed out.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
@@ -328,12 +333,17 @@ pub struct RunArgs {
     #[arg(long, value_name = "LIST", default_value = "failed,timed_out")]
     pub retry_on: String,
     /// Delay before the first retry; doubled for each further one, with jitter.
-    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "2s",
+        allow_hyphen_values = true
+    )]
     pub retry_delay: String,
     /// Longest an item waits in total for rate limits (the team pauses and re-queues a
     /// rate-limited attempt without using a retry); past it the item ends rate_limited
     /// (default: BATCH.md/runner.toml rate_limit_wait, else 1h).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub rate_limit_wait: Option<String>,
     /// Start no new attempt once the cost spent plus the expected cost of the running ones
     /// reaches this many US dollars; the rest end skipped.

@@ -322,8 +322,8 @@ pub enum ProcessEnd {
     Signalled(i32),
     /// Stopped by the runner at its time limit (whatever it exited with afterwards).
     TimedOut {
-        /// The limit, seconds.
-        limit_s: u64,
+        /// The time limit (shown as written: `300ms`, `10m`).
+        limit: std::time::Duration,
     },
     /// Stopped by the runner because the run was interrupted.
     Cancelled,
@@ -520,11 +520,14 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
     let flagged = e.agent.is_error == Some(true);
     let evidence = |exit_code| error_evidence(e, exit_code);
     match e.end {
-        ProcessEnd::TimedOut { limit_s } => {
+        ProcessEnd::TimedOut { limit } => {
             return v(
                 ItemStatus::TimedOut,
                 K::TimedOut,
-                format!("timed out after {limit_s}s; the attempt was stopped"),
+                format!(
+                    "timed out after {}; the attempt was stopped",
+                    humantime::format_duration(*limit)
+                ),
             );
         }
         ProcessEnd::Cancelled => {
@@ -938,14 +941,19 @@ mod tests {
             verdict(ProcessEnd::Signalled(9), AgentResult::default(), good()).status,
             ItemStatus::Failed
         );
-        assert_eq!(
-            verdict(
-                ProcessEnd::TimedOut { limit_s: 5 },
-                AgentResult::default(),
-                good()
-            )
-            .status,
-            ItemStatus::TimedOut
+        let timed_out = verdict(
+            ProcessEnd::TimedOut {
+                limit: std::time::Duration::from_millis(300),
+            },
+            AgentResult::default(),
+            good(),
+        );
+        assert_eq!(timed_out.status, ItemStatus::TimedOut);
+        // A limit under a second is shown as given (it read "after 0s").
+        assert!(
+            timed_out.reason.starts_with("timed out after 300ms;"),
+            "{}",
+            timed_out.reason
         );
         assert_eq!(
             verdict(ProcessEnd::Cancelled, AgentResult::default(), good()).status,
@@ -1190,7 +1198,12 @@ mod tests {
         // Kinds that follow from how it ended.
         let none = AgentResult::default();
         for (end, kind) in [
-            (ProcessEnd::TimedOut { limit_s: 5 }, K::TimedOut),
+            (
+                ProcessEnd::TimedOut {
+                    limit: std::time::Duration::from_secs(5),
+                },
+                K::TimedOut,
+            ),
             (ProcessEnd::Cancelled, K::Cancelled),
             (ProcessEnd::Signalled(9), K::AgentError),
             (

@@ -418,14 +418,14 @@ pub fn parse_duration(flag: &str, text: &str) -> Result<Duration> {
             ))
         })?,
     };
-    check_duration(flag, d)
+    check_duration(flag, t, d)
 }
 
-fn check_duration(what: &str, d: Duration) -> Result<Duration> {
+/// `d`, unless it passes [`MAX_DURATION`]; `shown` is the value as the user wrote it.
+fn check_duration(what: &str, shown: &str, d: Duration) -> Result<Duration> {
     if d > MAX_DURATION {
         return Err(Error::Usage(format!(
-            "{what} {} is longer than a year; give at most 365d",
-            humantime::format_duration(d)
+            "{what} {shown} is longer than a year; give at most 365d"
         )));
     }
     Ok(d)
@@ -623,11 +623,16 @@ impl Settings {
         };
         let timeout = match &flags.timeout {
             Some(t) => parse_duration("--timeout", t)?,
-            None => check_duration(
-                "max_runtime_seconds",
-                file.max_runtime_seconds
-                    .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
-            )?,
+            None => {
+                let secs = file
+                    .max_runtime_seconds
+                    .unwrap_or(DEFAULT_TIMEOUT.as_secs());
+                check_duration(
+                    "max_runtime_seconds",
+                    &secs.to_string(),
+                    Duration::from_secs(secs),
+                )?
+            }
         };
         if timeout.is_zero() {
             return Err(Error::Usage(

@@ -306,9 +306,9 @@ pub async fn run(
                         deadline = due;
                         continue;
                     }
-                    let limit_s = spec.timeout.map_or(0, |t| t.as_secs());
+                    let limit = spec.timeout.unwrap_or_default();
                     signal_attempt(pgid, &marker, Signal::SIGTERM);
-                    stopping = Some((ProcessEnd::TimedOut { limit_s }, tokio::time::Instant::now() + spec.grace));
+                    stopping = Some((ProcessEnd::TimedOut { limit }, tokio::time::Instant::now() + spec.grace));
                 }
                 _ = sleep_until_opt(term_deadline), if !killed => {
                     signal_attempt(pgid, &marker, Signal::SIGKILL);

@@ -754,7 +754,10 @@ async fn run_helper(
                 told.display()
             )
         }
-        ProcessEnd::TimedOut { limit_s } => format!("`{shown}` timed out after {limit_s}s"),
+        ProcessEnd::TimedOut { limit } => format!(
+            "`{shown}` timed out after {}",
+            humantime::format_duration(limit)
+        ),
         ProcessEnd::Signalled(s) => format!("`{shown}` was killed by signal {s}"),
         ProcessEnd::NotStarted(why) => return Err(HelperFailure::before(why)),
         // Only backends end that way; a helper command is always a process.

@@ -296,6 +296,38 @@ fn cases() -> Vec<Case> {
             want: &["--jobs `-2` must be a number"],
         },
         Case {
+            what: "a negative duration given the usual way (no `=`)",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--timeout",
+                "-5s",
+            ],
+            agent: true,
+            code: 2,
+            want: &["--timeout `-5s` is not a duration"],
+        },
+        Case {
+            what: "a duration past a year quoted as written",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--retry-delay",
+                "99999h",
+            ],
+            agent: true,
+            code: 2,
+            want: &["--retry-delay 99999h is longer than a year"],
+        },
+        Case {
             what: "--rate-limit-wait not a duration",
             files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
             args: &[

@@ -454,7 +454,7 @@ impl Http {
                     Some(t) => tokio::time::sleep(t).await,
                     None => std::future::pending().await,
                 }
-            } => Err(ProcessEnd::TimedOut { limit_s: limit.map_or(0, |t| t.as_secs()) }),
+            } => Err(ProcessEnd::TimedOut { limit: limit.unwrap_or_default() }),
             _ = interrupted(&mut cancel) => Err(ProcessEnd::Cancelled),
         };
         let elapsed = started.elapsed();

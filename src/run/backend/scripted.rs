@@ -141,7 +141,7 @@ async fn play(
     let end = tokio::select! {
         _ = tokio::time::sleep(step.delay), if step.delay < limit => None,
         _ = tokio::time::sleep(limit), if limit < Duration::MAX => {
-            Some(ProcessEnd::TimedOut { limit_s: limit.as_secs() })
+            Some(ProcessEnd::TimedOut { limit })
         }
         end = ends => Some(end),
     };

@@ -57,7 +57,7 @@ pub struct FileSettings {
     #[serde(default, deserialize_with = "text")]
     pub model: Option<String>,
     /// `isolate`: `none` or `worktree`.
-    #[serde(default, deserialize_with = "text")]
+    #[serde(default, deserialize_with = "isolate_text")]
     pub isolate: Option<String>,
     /// `worktree`: `copy` (ignored files copied into each worktree) and `setup` (a command
     /// line run once in each new worktree).
@@ -89,7 +89,8 @@ fn checked_text<'de, D: Deserializer<'de>>(
     valid: impl Fn(&str) -> bool,
     rule: &str,
 ) -> std::result::Result<Option<String>, D::Error> {
-    let v = text(d)?;
+    // A value of the wrong type (`isolate: yes` is a YAML boolean) gets the same rule.
+    let v = text(d).map_err(|_: D::Error| serde::de::Error::custom(rule))?;
     match v {
         Some(t) if !valid(&t) => Err(serde::de::Error::custom(rule)),
         other => Ok(other),
@@ -101,6 +102,14 @@ fn sandbox_text<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<S
         d,
         |t| crate::sandbox::Mode::parse(t).is_ok(),
         "must be none or landlock",
+    )
+}
+
+fn isolate_text<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+    checked_text(
+        d,
+        |t| matches!(t, "none" | "worktree"),
+        "must be none or worktree",
     )
 }
 

@@ -177,6 +177,16 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
                 );
             }
             let line = e.location().map(|l| l.line() + 1).filter(|l| *l > 1);
+            // The library's wording names its own option; say what to do instead.
+            let plain = e.without_snippet().to_string();
+            if let Some(rest) = plain.split("duplicate mapping key: ").nth(1) {
+                let key = rest.split(',').next().unwrap_or_default().trim();
+                return Error::input_at(
+                    path,
+                    line,
+                    format!("`{key}` is set twice in the frontmatter; keep one of them"),
+                );
+            }
             Error::input_at(
                 path,
                 line,
@@ -329,6 +339,16 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("BATCH.md:4:6"), "{text}");
+        let e = p("---\ninput: a.csv\njobs: 2\ninput: b.csv\n---\nx\n").expect_err("twice");
+        assert_eq!(
+            e.to_string(),
+            "BATCH.md:4: `input` is set twice in the frontmatter; keep one of them"
+        );
+        let e = p("---\nisolate: yes\n---\nx\n").expect_err("a boolean");
+        assert_eq!(
+            e.to_string(),
+            "BATCH.md:2: `isolate` must be none or worktree"
+        );
         let e = p("---\ninput: a.csv\n\tjobs: 2\n---\nx\n").expect_err("tab");
         assert_eq!(
             e.to_string(),

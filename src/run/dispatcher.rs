@@ -39,7 +39,11 @@ struct State {
     counts: HashMap<ItemStatus, u64>,
     resumed: u64,
     cost: Option<f64>,
-    problems: Vec<Problem>,
+    /// Each item's place in the source (for the summary's order).
+    order: HashMap<String, usize>,
+    /// Items that did not complete, with their places: the first [`PROBLEMS_LISTED`] in
+    /// source order (not in the order they ended).
+    problems: Vec<(usize, Problem)>,
     problems_hidden: u64,
     snapshot: Snapshot,
     dirty: bool,
@@ -60,9 +64,13 @@ impl State {
             *self.cost.get_or_insert(0.0) += c;
         }
         if o.status != ItemStatus::Completed {
-            if self.problems.len() < PROBLEMS_LISTED {
-                self.problems.push(Problem::of(o));
-            } else {
+            let place = self.order.get(&o.id).copied().unwrap_or(usize::MAX);
+            self.problems.push((place, Problem::of(o)));
+            if self.problems.len() > PROBLEMS_LISTED {
+                // Drop the one furthest down the source.
+                if let Some(last) = (0..self.problems.len()).max_by_key(|i| self.problems[*i].0) {
+                    self.problems.swap_remove(last);
+                }
                 self.problems_hidden += 1;
             }
         }
@@ -287,6 +295,7 @@ pub async fn run_wired(
         counts: HashMap::new(),
         resumed: 0,
         cost: None,
+        order: HashMap::new(),
         problems: Vec::new(),
         problems_hidden: 0,
         snapshot: Snapshot::new(team, total),
@@ -337,6 +346,8 @@ pub async fn run_wired(
                             continue;
                         }
                         Some(Ok(item)) => {
+                            let place = st.order.len();
+                            st.order.entry(item.id.clone()).or_insert(place);
                             if !spec.rerun.contains(&item.id)
                                 && resume_completed(&item, team, &mut st)?
                             {
@@ -524,7 +535,11 @@ pub async fn run_wired(
         interrupted,
         elapsed_s: started.elapsed().as_secs_f64(),
         cost_usd: st.cost,
-        problems: st.problems,
+        problems: {
+            let mut p = st.problems;
+            p.sort_by_key(|(place, _)| *place);
+            p.into_iter().map(|(_, p)| p).collect()
+        },
         problems_hidden: st.problems_hidden,
     };
     let run_finished = Event::RunFinished(summary.clone());

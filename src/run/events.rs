@@ -261,7 +261,8 @@ pub struct RunSummary {
     pub elapsed_s: f64,
     /// Sum of known costs, USD.
     pub cost_usd: Option<f64>,
-    /// Items that did not complete, at most [`crate::run::dispatcher::PROBLEMS_LISTED`].
+    /// Items that did not complete, in the batch's order: the first
+    /// [`crate::run::dispatcher::PROBLEMS_LISTED`] of them.
     #[serde(skip)]
     pub problems: Vec<Problem>,
     /// Problems not listed because there were too many.

@@ -341,12 +341,12 @@ async fn the_summary_counts_each_final_status_and_lists_the_problems() {
         ]
     );
     assert!(!s.interrupted);
-    let mut problems: Vec<(&str, ItemStatus)> = s
+    let problems: Vec<(&str, ItemStatus)> = s
         .problems
         .iter()
         .map(|p| (p.id.as_str(), p.status))
         .collect();
-    problems.sort();
+    // In the batch's order, though d (timed out after 300 ms) ended after e (skipped at once).
     assert_eq!(
         problems,
         vec![

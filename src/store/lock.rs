@@ -44,7 +44,8 @@ pub fn wait_limit() -> Result<Duration> {
 /// pid and the lock file; the lock file cannot be opened or locked ([`Error::Io`], exit 3).
 pub fn acquire(dir: &Path, wait: Duration) -> Result<StoreLock> {
     let path = dir.join(LOCK_FILE);
-    let deadline = Instant::now() + wait;
+    let started = Instant::now();
+    let deadline = started + wait;
     let mut said = false;
     loop {
         let pid = match try_pid_lock(&path)? {
@@ -58,7 +59,10 @@ pub fn acquire(dir: &Path, wait: Duration) -> Result<StoreLock> {
                 lock: path,
             });
         }
-        if !said {
+        // The holder writes its pid just after it takes the lock: name it once it is there
+        // (or after a moment without it).
+        let quiet = started.elapsed() >= Duration::from_millis(200);
+        if !said && (pid.is_some() || quiet) {
             let holder = pid.map_or("pid unknown".to_string(), |p| format!("pid {p}"));
             eprintln!("runner: {WAITING}, held by {holder} ({})", path.display());
             said = true;

@@ -70,13 +70,19 @@ pub fn list(args: ListArgs) -> Result<i32> {
     let store = open_store(&args.store, Need::DefaultProject)?;
     let (mut text, existed) = store.read_inbox(&today())?;
     if !existed {
-        let _lock = store.lock()?;
-        // Another writer may have made it since.
-        let (now, exists) = store.read_inbox(&today())?;
-        if !exists {
-            crate::fsutil::write_atomic(&store.inbox(), now.as_bytes())?;
+        // Listing only reads: a store this user may not write is listed (empty), not refused.
+        let made = store.lock().and_then(|_lock| {
+            // Another writer may have made it since.
+            let (now, exists) = store.read_inbox(&today())?;
+            if !exists {
+                crate::fsutil::write_atomic(&store.inbox(), now.as_bytes())?;
+            }
+            Ok(now)
+        });
+        match made {
+            Ok(now) => text = now,
+            Err(e) => eprintln!("warning: the inbox was not created: {e}"),
         }
-        text = now;
     }
     let doc = parse_inbox(&store.inbox(), &text)?;
     let waiting = waiting_batches(&store);

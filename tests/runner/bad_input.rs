@@ -813,18 +813,42 @@ fn every_bad_input_exits_2_or_3_names_the_place_and_changes_nothing() {
     );
 }
 
-/// A file asked for in a folder the user may not write (`-o`, `--junit`, `--trace`) is
-/// refused before any teammate runs, naming the folder (`-o` was a confusing batch-record or
-/// create error; `--junit`/`--trace` failed only after the whole batch had run). Root may
-/// write anywhere, so as root the runner is run as `nobody` (setpriv).
-#[test]
-fn a_folder_the_user_cannot_write_is_refused_before_anything_runs() {
+/// `cmd` run by a user who cannot write in the sandbox's `ro` folder (mode 0555): as it
+/// is unless it is root (root writes anywhere), then as `nobody` (setpriv), running a link
+/// (or a copy) of the binary from the sandbox, since the build folder may be closed to it.
+fn as_user_who_cannot_write(sb: &Sandbox, cmd: std::process::Command) -> std::process::Command {
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &std::path::Path, m: u32| {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod")
     };
-    let root =
-        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").expect("/proc")) == 0;
+    if !sb.join("ro").exists() {
+        std::fs::create_dir(sb.join("ro")).expect("mkdir");
+    }
+    mode(&sb.join("ro"), 0o555);
+    let meta = std::fs::metadata("/proc/self").expect("/proc");
+    if std::os::unix::fs::MetadataExt::uid(&meta) != 0 {
+        return cmd;
+    }
+    mode(sb.path(), 0o777);
+    let bin = sb.join("bin-runner");
+    if std::fs::hard_link(cmd.get_program(), &bin).is_err() {
+        std::fs::copy(cmd.get_program(), &bin).expect("copy the runner binary");
+    }
+    let mut as_nobody = std::process::Command::new("setpriv");
+    as_nobody.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+    as_nobody
+        .arg(&bin)
+        .args(cmd.get_args())
+        .current_dir(sb.path());
+    as_nobody.env("NO_COLOR", "1").env("HOME", sb.join("home"));
+    as_nobody
+}
+
+/// A file asked for in a folder the user may not write (`-o`, `--junit`, `--trace`) is
+/// refused before any teammate runs, naming the folder (`-o` was a confusing batch-record or
+/// create error; `--junit`/`--trace` failed only after the whole batch had run).
+#[test]
+fn a_folder_the_user_cannot_write_is_refused_before_anything_runs() {
     let fake = agent("fake_agent.py");
     let cases: [(&[&str], &str); 3] = [
         (
@@ -844,31 +868,11 @@ fn a_folder_the_user_cannot_write_is_refused_before_anything_runs() {
         let sb = Sandbox::new();
         sb.write("in.csv", GOOD_CSV);
         sb.write("instr.md", b"Do {id}\n");
-        std::fs::create_dir(sb.join("ro")).expect("mkdir");
-        mode(&sb.join("ro"), 0o555);
         let mut args = vec!["batch", "--input", "in.csv", "--instruction", "instr.md"];
         args.extend(["--id-column", "id"]);
         args.extend(extra);
         args.extend(["--", "python3", &fake]);
-        let mut cmd = sb.cmd(&args);
-        if root {
-            mode(sb.path(), 0o777);
-            // The build folder may not be reachable by nobody: run a link (or a copy) of
-            // the binary from the sandbox.
-            let bin = sb.join("bin-runner");
-            let built = cmd.get_program().to_owned();
-            if std::fs::hard_link(&built, &bin).is_err() {
-                std::fs::copy(&built, &bin).expect("copy the runner binary");
-            }
-            let mut as_nobody = std::process::Command::new("setpriv");
-            as_nobody.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
-            as_nobody
-                .arg(&bin)
-                .args(cmd.get_args())
-                .current_dir(sb.path());
-            as_nobody.env("NO_COLOR", "1").env("HOME", sb.join("home"));
-            cmd = as_nobody;
-        }
+        let mut cmd = as_user_who_cannot_write(&sb, sb.cmd(&args));
         let before = sb.tree();
         let r: crate::harness::Run = cmd.output().expect("spawn runner").into();
         assert_eq!(r.code, 2, "{extra:?}: {r:?}");
@@ -876,4 +880,21 @@ fn a_folder_the_user_cannot_write_is_refused_before_anything_runs() {
         assert!(!r.stderr.contains("started"), "{extra:?}: {r:?}");
         assert_eq!(sb.tree(), before, "{extra:?}: nothing on disk changes");
     }
+}
+
+/// `runner list` only reads: a store the user may not write is listed, with a warning that
+/// its inbox was not created (it failed "cannot open the lock", exit 3).
+#[test]
+fn list_shows_a_store_the_user_cannot_write() {
+    let sb = Sandbox::new();
+    let mut cmd = as_user_who_cannot_write(&sb, sb.cmd(&["list", "--store", "ro"]));
+    let before = sb.tree();
+    let r: crate::harness::Run = cmd.output().expect("spawn runner").into();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("Todo (0)"), "{r:?}");
+    assert!(
+        r.stderr.contains("warning: the inbox was not created"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing on disk changes");
 }

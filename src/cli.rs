@@ -386,7 +386,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "K/N|auto")]
     pub shard: Option<String>,
     /// N for `--shard auto` (also RUNNER_SHARD_COUNT).
-    #[arg(long, value_name = "N", env = "RUNNER_SHARD_COUNT")]
+    #[arg(long, value_name = "N")]
     pub shard_count: Option<u32>,
     /// Also write a JUnit XML report: one test case per item.
     #[arg(long, value_name = "FILE")]

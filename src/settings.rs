@@ -465,13 +465,33 @@ fn parse_vars(vars: &[String]) -> Result<BTreeMap<String, String>> {
 }
 
 /// The shard the flags ask for: `--shard K/N`, or `--shard auto` with K from
-/// `JOB_COMPLETION_INDEX` (Kubernetes Indexed Jobs) and N from `--shard-count`.
+/// `JOB_COMPLETION_INDEX` (Kubernetes Indexed Jobs) and N from `--shard-count`, else
+/// `RUNNER_SHARD_COUNT` (an environment a CI job may set for all its steps, so it alone
+/// asks for nothing).
 ///
-/// Errors: a malformed or out-of-range shard (exit 2).
+/// Errors: a malformed or out-of-range shard; `--shard-count` without `--shard auto`, which
+/// would be ignored (exit 2).
 pub fn shard(flags: &RunArgs) -> Result<Option<Shard>> {
+    let auto = flags.shard.as_deref().map(str::trim) == Some("auto");
+    if let (Some(n), false) = (flags.shard_count, auto) {
+        return Err(Error::Usage(format!(
+            "--shard-count {n} is the number of shards of --shard auto; add --shard auto, or \
+             give the slice as --shard K/{n}"
+        )));
+    }
+    let count = match flags.shard_count {
+        Some(n) => Some(n),
+        None if auto => match std::env::var("RUNNER_SHARD_COUNT") {
+            Ok(v) => Some(v.trim().parse::<u32>().map_err(|_| {
+                Error::Usage(format!("RUNNER_SHARD_COUNT `{v}` is not a whole number"))
+            })?),
+            Err(_) => None,
+        },
+        None => None,
+    };
     Shard::parse(
         flags.shard.as_deref(),
-        flags.shard_count,
+        count,
         std::env::var("JOB_COMPLETION_INDEX").ok().as_deref(),
     )
 }

@@ -97,6 +97,66 @@ fn shards_cover_every_item_exactly_once_for_n_1_to_7() {
     );
 }
 
+/// `--shard auto` in a Kubernetes Indexed Job: K from JOB_COMPLETION_INDEX (0-based), N from
+/// `--shard-count` or RUNNER_SHARD_COUNT; it picks the same items as `--shard K/N`. A
+/// `--shard-count` without `--shard auto` would be ignored, so it is refused; the variable
+/// alone (set for a whole CI job) asks for nothing.
+#[test]
+fn shard_auto_takes_its_slice_from_the_indexed_job() {
+    let sb = Sandbox::new();
+    let rows: Vec<(String, &str)> = (0..12).map(|i| (format!("item-{i}"), "success")).collect();
+    let refs: Vec<(&str, &str)> = rows.iter().map(|(a, b)| (a.as_str(), *b)).collect();
+    setup(&sb, &refs);
+    let planned = |r: &crate::harness::Run| -> Vec<String> {
+        assert_eq!(r.code, 0, "{r:?}");
+        r.stdout
+            .lines()
+            .filter_map(|l| {
+                l.split_once("(id ")
+                    .map(|(_, rest)| rest.trim_end_matches(')').to_string())
+            })
+            .collect()
+    };
+    let explicit = planned(&batch(&sb, &["--dry-run", "--shard", "2/3"]));
+    assert!(!explicit.is_empty() && explicit.len() < 12, "{explicit:?}");
+    let by_flag = sb
+        .fake_batch_cmd(&["--dry-run", "--shard", "auto", "--shard-count", "3"])
+        .env("JOB_COMPLETION_INDEX", "1")
+        .output()
+        .expect("spawn")
+        .into();
+    assert_eq!(planned(&by_flag), explicit);
+    let by_env = sb
+        .fake_batch_cmd(&["--dry-run", "--shard", "auto"])
+        .env("JOB_COMPLETION_INDEX", "1")
+        .env("RUNNER_SHARD_COUNT", "3")
+        .output()
+        .expect("spawn")
+        .into();
+    assert_eq!(planned(&by_env), explicit);
+    let env_alone = sb
+        .fake_batch_cmd(&["--dry-run"])
+        .env("RUNNER_SHARD_COUNT", "3")
+        .output()
+        .expect("spawn")
+        .into();
+    assert_eq!(planned(&env_alone).len(), 12);
+    let r = batch(&sb, &["--dry-run", "--shard-count", "3"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("add --shard auto"), "{r:?}");
+    let r: crate::harness::Run = sb
+        .fake_batch_cmd(&["--dry-run", "--shard", "auto"])
+        .env("JOB_COMPLETION_INDEX", "1")
+        .output()
+        .expect("spawn")
+        .into();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("--shard-count N or RUNNER_SHARD_COUNT"),
+        "{r:?}"
+    );
+}
+
 #[test]
 fn merging_three_shards_equals_the_one_machine_output_apart_from_timing() {
     let sb = Sandbox::new();

@@ -29,7 +29,8 @@ pub fn apply_outcome(doc: &mut TodoDocument, number: u32, outcome: Option<&Outco
             (Mark::Done, summary)
         }
         Some(o) => {
-            let log = if o.log.is_empty() {
+            // A reason that names its log already (a verify or exit failure) keeps just it.
+            let log = if o.log.is_empty() || o.error.contains("(log: ") {
                 String::new()
             } else {
                 format!(" (log: {})", o.log)
@@ -261,6 +262,17 @@ mod tests {
         // Running again replaces the note instead of stacking notes.
         apply_outcome(&mut doc, 1, Some(&outcome(ItemStatus::Completed)));
         assert_eq!(doc.render().matches("> runner:").count(), 1);
+        // A reason that names its own log is not given a second one.
+        let mut verify = outcome(ItemStatus::Failed);
+        verify.error = "verify `test -s x` exited with code 1 (log: /w/verify.log)".into();
+        apply_outcome(&mut doc, 1, Some(&verify));
+        let text = doc.render();
+        assert!(
+            text.contains(
+                "> runner: failed: verify `test -s x` exited with code 1 (log: /w/verify.log)\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

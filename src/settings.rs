@@ -547,6 +547,39 @@ pub fn detect_runner(store: Option<&Path>) -> Result<String> {
     )))
 }
 
+/// The `--` command (or BATCH.md `command`) with its relative paths made absolute from the
+/// folder runner was started in, before any teammate starts: a teammate may work elsewhere
+/// (its git worktree with `--isolate worktree`, the project root of a todo run), and the
+/// user's own, current copy must run there, as it would from that folder — not a copy
+/// committed in the worktree, nor nothing when the file is untracked.
+///
+/// The program is anchored when it names a path (holds a `/`, as `./agent.sh`); an argument
+/// when it names a file or folder that exists there (`agent.py`, `../tools`). Anything else
+/// (flags, text, a path that names nothing there) stays as given, as does every argument of
+/// a runner definition (`claude`, `codex`, …: their argv is the CLI's flags, not this).
+fn anchor_command(command: Vec<String>) -> Vec<String> {
+    let anchor = |arg: String| {
+        let p = Path::new(&arg);
+        if arg.is_empty() || p.is_absolute() || !p.exists() {
+            return arg;
+        }
+        // A folder whose path is not UTF-8 cannot be written into the argv: keep the text.
+        match std::path::absolute(p).map(|abs| abs.into_os_string().into_string()) {
+            Ok(Ok(abs)) => abs,
+            _ => arg,
+        }
+    };
+    let mut rest = command.into_iter();
+    let Some(program) = rest.next() else {
+        return Vec::new();
+    };
+    let program = match program.contains('/') {
+        true => anchor(program),
+        false => program,
+    };
+    std::iter::once(program).chain(rest.map(anchor)).collect()
+}
+
 /// Check that `program` can be started: a path that exists and is executable, or a name
 /// found on PATH.
 ///
@@ -706,7 +739,7 @@ impl Settings {
             .or(file.verify.as_ref())
             .map(|v| command_line("--verify", v))
             .transpose()?;
-        let settings = Settings {
+        let mut settings = Settings {
             command,
             jobs,
             timeout: Some(timeout),
@@ -747,6 +780,8 @@ impl Settings {
             runner,
         };
         settings.check_programs()?;
+        // Checked as the user wrote it (messages name their words), run from anywhere.
+        settings.command = anchor_command(std::mem::take(&mut settings.command));
         crate::fsutil::check_parent(settings.junit.as_deref(), "--junit")?;
         crate::fsutil::check_parent(settings.trace.as_deref(), "--trace")?;
         Ok(settings)

@@ -416,3 +416,104 @@ fn a_branch_left_by_a_removed_workspace_is_never_silently_reused() {
     let parent = git(sb.path(), &["rev-parse", "runner/workers-output/1-a~1"]);
     assert_eq!(parent, head, "the branch starts from the current HEAD");
 }
+
+/// A shell agent that records its working folder and arguments in `seen.txt` (in its
+/// worktree, so on its branch) and reports completed; `version` tells the copies apart.
+fn shell_agent(version: &str) -> String {
+    format!(
+        "#!/bin/sh\n{{ echo {version}; pwd; for a in \"$@\"; do echo \"$a\"; done; }} > seen.txt\n\
+         printf '{{\"status\":\"completed\",\"summary\":\"ok\"}}' > \"$RUNNER_REPORT\"\n"
+    )
+}
+
+fn make_executable(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+#[test]
+fn a_relative_agent_program_runs_the_users_current_copy_in_every_worktree() {
+    let sb = repo();
+    // ag.sh is tracked, then edited without committing: the edit is what must run.
+    make_executable(&sb.write("ag.sh", shell_agent("committed")));
+    git(sb.path(), &["add", "ag.sh"]);
+    git(sb.path(), &["commit", "-q", "-m", "agent"]);
+    make_executable(&sb.write("ag.sh", shell_agent("current")));
+    // An untracked file named as an argument, and an argument that names nothing here.
+    sb.write("notes/data.txt", "untracked\n");
+    rows(&sb, &[("a", "x"), ("b", "y")]);
+    let r = sb.batch(
+        &[
+            "--id-column",
+            "id",
+            "--format",
+            "plain",
+            "--isolate",
+            "worktree",
+            "--jobs",
+            "4",
+        ],
+        &["./ag.sh", "notes/data.txt", "no-such-file", "--flag"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let root = sb.path().canonicalize().expect("canon");
+    for branch in ["runner/workers-output/1-a", "runner/workers-output/2-b"] {
+        let seen = git(sb.path(), &["show", &format!("{branch}:seen.txt")]);
+        let lines: Vec<&str> = seen.lines().collect();
+        assert_eq!(lines[0], "current", "the user's own copy ran: {seen}");
+        assert!(
+            lines[1].ends_with(&format!("worktrees/{}", &branch[22..])),
+            "it ran in its worktree: {seen}"
+        );
+        assert_eq!(
+            lines[2..],
+            [
+                root.join("notes/data.txt").display().to_string().as_str(),
+                "no-such-file",
+                "--flag"
+            ],
+            "{seen}"
+        );
+    }
+}
+
+#[test]
+fn a_program_outside_the_repository_given_as_a_relative_path_runs_in_worktrees() {
+    let sb = Sandbox::new();
+    let project = sb.join("project");
+    std::fs::create_dir_all(&project).expect("mkdir");
+    git(&project, &["init", "-q", "-b", "main"]);
+    std::fs::write(project.join("README"), "x\n").expect("write");
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "init"]);
+    sb.write("agent.sh", shell_agent("outside"));
+    std::fs::create_dir_all(sb.join("out")).expect("mkdir out");
+    std::fs::write(project.join("in.csv"), "id,task\na,x\n").expect("csv");
+    std::fs::write(project.join("instr.md"), "Do {task}\n").expect("instr");
+    let out = sb
+        .cmd(&[
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--id-column",
+            "id",
+            "--format",
+            "plain",
+            "--isolate",
+            "worktree",
+            "-o",
+            "../out/o.csv",
+            "--",
+            "sh",
+            "../agent.sh",
+        ])
+        .current_dir(&project)
+        .output()
+        .expect("spawn");
+    let r = crate::harness::Run::from(out);
+    assert_eq!(r.code, 0, "{r:?}");
+    let seen = git(&project, &["show", "runner/o/1-a:seen.txt"]);
+    assert!(seen.starts_with("outside\n"), "{seen}");
+}

@@ -126,6 +126,10 @@ pub struct CleanArgs {
     /// Do not ask.
     #[arg(long, short)]
     pub yes: bool,
+    /// Also delete the team's branches holding commits never merged into the branch its run
+    /// started from (their work is lost); without it they are kept, as `git branch -d` would.
+    #[arg(long)]
+    pub force: bool,
     /// The store.
     #[command(flatten)]
     pub store: StoreArgs,

@@ -1,7 +1,9 @@
-//! `runner clean [TEAM]`: remove what a team left behind — git worktrees, branches
-//! `runner/<team>/*`, its workspace (archived first: `run::archive::before_removal`) — after
-//! asking, or with `--yes` (DESIGN §2, §9). A running team (its lock held) is refused, exit 3.
-//! Without a team: every team of the store and every CSV-batch team (`*.runner/`) here.
+//! `runner clean [TEAM]`: remove what a team left behind — its git worktrees, its merged
+//! branches `runner/<team>/*` (unmerged ones only with `--force`: `run::leftovers`), its
+//! workspace (archived first: `run::archive::before_removal`) — after asking, or with `--yes`
+//! (DESIGN §2, §9). A running team (its lock held) is refused, exit 3. Without a team: every
+//! team of the store, every CSV-batch team (`*.runner/`) here, and every team holding a
+//! worktree of the repository here (its workspace may lie outside it).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -9,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::todo::open_store;
 use crate::cli::CleanArgs;
 use crate::error::{Error, Result};
-use crate::run::worktree::git_sync;
+use crate::run::leftovers::{self, Leftovers};
 use crate::store::Need;
 
 struct Target {
@@ -55,7 +57,8 @@ fn targets(args: &CleanArgs) -> Result<Vec<Target>> {
         }]);
     }
     let store = open_store(&args.store, Need::DefaultProject)?;
-    let mut out: Vec<Target> = std::fs::read_dir(store.dir.join("teams"))
+    let teams = store.dir.join("teams");
+    let mut out: Vec<Target> = std::fs::read_dir(&teams)
         .into_iter()
         .flatten()
         .flatten()
@@ -65,88 +68,79 @@ fn targets(args: &CleanArgs) -> Result<Vec<Target>> {
             workspace: e.path(),
         })
         .collect();
-    // CSV-batch teams here: `<output stem>.runner/` folders beside their outputs.
-    for e in std::fs::read_dir(".").into_iter().flatten().flatten() {
-        let p = e.path();
-        let is_team = p.extension().is_some_and(|x| x == "runner")
-            && (p.join("team.json").is_file() || p.join("journal.jsonl").is_file());
-        if is_team {
-            let ws = p.canonicalize().unwrap_or(p);
+    // CSV-batch teams here (`<output stem>.runner/` beside their outputs), and those whose
+    // worktrees the repository here holds, wherever their output went.
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let repo = leftovers::repo_at(&here);
+    let beside = std::fs::read_dir(&here).into_iter().flatten().flatten();
+    let csv_teams = beside.map(|e| e.path()).filter(|p| {
+        p.extension().is_some_and(|x| x == "runner")
+            && (p.join("team.json").is_file() || p.join("journal.jsonl").is_file())
+    });
+    let in_repo = repo.iter().flat_map(|r| leftovers::workspaces_in(r));
+    for p in csv_teams.chain(in_repo) {
+        let ws = crate::fsutil::real_path(&p);
+        if !out
+            .iter()
+            .any(|t| crate::fsutil::real_path(&t.workspace) == ws)
+        {
             out.push(Target {
                 team: team_of(&ws),
                 workspace: ws,
             });
         }
     }
+    if out.is_empty() {
+        let repo = repo.map_or(String::new(), |r| {
+            format!(
+                ", nor a worktree of a team in the repository {}",
+                r.display()
+            )
+        });
+        crate::ui::outln(format_args!(
+            "Nothing to clean: no team in {}, no team workspace (*.runner) in {}{repo}.",
+            teams.display(),
+            here.display()
+        ));
+    }
     out.sort_by(|a, b| a.team.cmp(&b.team));
     Ok(out)
-}
-
-/// The git work tree the workspace lives in (or was made from).
-fn repo_of(workspace: &Path) -> Option<PathBuf> {
-    let start = workspace.ancestors().find(|p| p.is_dir())?;
-    let out = git_sync(start, &["rev-parse", "--show-toplevel"], &[]);
-    out.ok.then(|| PathBuf::from(out.stdout.trim()))
-}
-
-fn worktrees_under(repo: &Path, workspace: &Path) -> Vec<PathBuf> {
-    let out = git_sync(repo, &["worktree", "list", "--porcelain"], &[]);
-    out.stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("worktree "))
-        .map(PathBuf::from)
-        .filter(|p| p.starts_with(workspace))
-        .collect()
-}
-
-fn branches_of(repo: &Path, team: &str) -> Vec<String> {
-    let out = git_sync(
-        repo,
-        &[
-            "for-each-ref",
-            "--format=%(refname:short)",
-            &format!("refs/heads/{}", crate::run::worktree::branch_prefix(team)),
-        ],
-        &[],
-    );
-    out.stdout
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
-        .collect()
 }
 
 /// `runner clean`.
 pub fn clean(args: CleanArgs) -> Result<i32> {
     let targets = targets(&args)?;
     if targets.is_empty() {
-        crate::ui::outln(format_args!("Nothing to clean."));
         return Ok(0);
     }
     let mut plan = Vec::new();
     for t in &targets {
-        let repo = repo_of(&t.workspace);
-        let trees = repo
-            .as_ref()
-            .map(|r| worktrees_under(r, &t.workspace))
-            .unwrap_or_default();
-        let branches = repo
-            .as_ref()
-            .map(|r| branches_of(r, &t.team))
-            .unwrap_or_default();
+        let left = leftovers::find(&t.workspace, &t.team);
         crate::ui::outln(format_args!(
             "Team {}: workspace {}",
             t.team,
             t.workspace.display()
         ));
-        for w in &trees {
+        for w in left.iter().flat_map(|l| &l.worktrees) {
             crate::ui::outln(format_args!("  worktree {}", w.display()));
         }
-        for b in &branches {
+        for b in left.iter().flat_map(|l| &l.merged) {
             crate::ui::outln(format_args!("  branch   {b}"));
         }
-        plan.push((t, repo, trees, branches));
+        let fate = if args.force {
+            "deleted: --force"
+        } else {
+            "kept"
+        };
+        if let Some(l) = &left {
+            for b in &l.unmerged {
+                let target = &l.target;
+                crate::ui::outln(format_args!(
+                    "  branch   {b} (commits not merged into {target}: {fate})"
+                ));
+            }
+        }
+        plan.push((t, left));
     }
     if !args.yes {
         if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
@@ -161,39 +155,31 @@ pub fn clean(args: CleanArgs) -> Result<i32> {
             return Ok(0);
         }
     }
-    for (t, repo, trees, branches) in plan {
+    for (t, left) in plan {
         // A running team holds its lock; never pull its worktrees from under it.
         let lock = (t.workspace.join("lock").exists())
             .then(|| crate::run::lock::acquire(&t.workspace))
             .transpose()?;
-        if let Some(repo) = &repo {
-            for w in &trees {
-                let out = git_sync(
-                    repo,
-                    &["worktree", "remove", "--force", &w.to_string_lossy()],
-                    &[],
-                );
-                if !out.ok {
-                    eprintln!(
-                        "warning: cannot remove worktree {}: {}",
-                        w.display(),
-                        out.stderr.trim()
-                    );
-                }
-            }
-            for b in &branches {
-                let out = git_sync(repo, &["branch", "-D", b], &[]);
-                if !out.ok {
-                    eprintln!("warning: cannot delete branch {b}: {}", out.stderr.trim());
-                }
-            }
-            let _ = git_sync(repo, &["worktree", "prune"], &[]);
+        for w in left.iter().flat_map(|l| l.remove(args.force)) {
+            eprintln!("warning: {w}");
         }
         let kept = crate::run::archive::before_removal(&t.workspace, &t.team)?;
         drop(lock);
         std::fs::remove_dir_all(&t.workspace).map_err(|e| Error::io("remove", &t.workspace, e))?;
         let kept = crate::ui::kept_line(kept.as_ref());
         crate::ui::outln(format_args!("Removed team {}.{kept}", t.team));
+        if let Some(l) = left.filter(|l| !args.force && !l.unmerged.is_empty()) {
+            crate::ui::outln(format_args!("{}", kept_branches(&l)));
+        }
     }
     Ok(0)
+}
+
+/// What clean says of the unmerged branches it kept, and how to drop them.
+fn kept_branches(l: &Leftovers) -> String {
+    let names = l.unmerged.join(" ");
+    format!(
+        "  Kept branches with commits not merged into {}: {names}. Merge them (git merge --no-ff BRANCH), or drop them: git branch -D {names} (runner clean --force deletes them with their team).",
+        l.target
+    )
 }

@@ -88,6 +88,7 @@ impl Archive {
             command: Vec::new(),
             cwd: String::new(),
             not_started: Vec::new(),
+            isolation: None,
         };
         for o in &history.outcomes {
             s.finish(o);

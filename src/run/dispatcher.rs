@@ -298,7 +298,13 @@ pub async fn run_wired(
         order: HashMap::new(),
         problems: Vec::new(),
         problems_hidden: 0,
-        snapshot: Snapshot::new(team, total),
+        snapshot: Snapshot {
+            isolation: spec
+                .isolation
+                .as_deref()
+                .map(super::worktree::Isolation::record),
+            ..Snapshot::new(team, total)
+        },
         dirty: true,
     };
     reporter.event(&run_started);

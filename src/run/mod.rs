@@ -15,6 +15,7 @@ pub mod history;
 pub mod isolation;
 pub mod job_control;
 pub mod journal;
+pub mod leftovers;
 pub mod lock;
 pub mod orphans;
 pub mod outcome;

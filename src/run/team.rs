@@ -362,6 +362,10 @@ pub struct Snapshot {
     /// [`SNAPSHOT_COMPLETED_MAX`]), in input order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_started: Vec<PendingEntry>,
+    /// With `--isolate worktree`: the repository of the team's worktrees and branches, and
+    /// what they started from (read by `runner clean`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<super::worktree::IsolationRecord>,
 }
 
 /// An item no run started, in `team.json`.
@@ -447,6 +451,7 @@ impl Snapshot {
                 .map(|d| d.display().to_string())
                 .unwrap_or_default(),
             not_started: Vec::new(),
+            isolation: None,
         }
     }
 

@@ -121,6 +121,22 @@ pub struct Isolation {
     prepared: Mutex<std::collections::HashSet<String>>,
 }
 
+/// What a team's `team.json` records of its run's isolation ([`Isolation::record`]), so that
+/// `runner clean` finds the repository holding the team's worktrees and branches wherever
+/// the workspace lies (an `--output` outside the repository puts it outside), and the
+/// branch they merge into.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IsolationRecord {
+    /// The repository's main working tree (absolute).
+    pub repo: PathBuf,
+    /// The commit the run's new branches started from (HEAD when it started).
+    pub base: String,
+    /// The branch checked out when the run started (what a teammate's branch merges into);
+    /// none when HEAD was detached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_branch: Option<String>,
+}
+
 /// A teammate's worktree.
 #[derive(Debug, Clone)]
 pub struct Worktree {
@@ -184,6 +200,15 @@ impl Isolation {
         })
     }
 
+    /// What `team.json` records of this isolation.
+    pub fn record(&self) -> IsolationRecord {
+        IsolationRecord {
+            repo: self.repo.clone(),
+            base: self.base.clone(),
+            base_branch: self.base_branch.clone(),
+        }
+    }
+
     /// The branch of `teammate`: `runner/<team>/<teammate>`, each part made a valid ref
     /// component by [`ref_component`] (unique per teammate, since teammate names are).
     pub fn branch(&self, teammate: &str) -> String {
@@ -237,7 +262,7 @@ impl Isolation {
             .await;
             if !ancestor.ok {
                 return Err(GitError::Failed(format!(
-                    "branch {branch} holds commits from an earlier run; merge or delete it (`git branch -D {branch}`, or `runner clean`) and run again"
+                    "branch {branch} holds commits from an earlier run; merge or delete it (`git branch -D {branch}`, or `runner clean --force`) and run again"
                 )));
             }
             let reset = git(&self.repo, &["branch", "-f", &branch, &self.base], &[]).await;

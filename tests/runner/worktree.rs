@@ -237,7 +237,8 @@ fn clean_leaves_worktrees_and_branches_as_before_the_run() {
         &["--merge"],
     );
     assert_eq!(r.code, 1, "{r:?}");
-    let r = sb.run(&["clean", "workers-output.runner", "--yes"]);
+    // The conflicting item's branch holds commits never merged: only --force drops it.
+    let r = sb.run(&["clean", "workers-output.runner", "--yes", "--force"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(paths(worktree_list(&sb)), worktrees_before);
     assert_eq!(git(sb.path(), &["branch"]), branches_before);
@@ -516,4 +517,147 @@ fn a_program_outside_the_repository_given_as_a_relative_path_runs_in_worktrees()
     assert_eq!(r.code, 0, "{r:?}");
     let seen = git(&project, &["show", "runner/o/1-a:seen.txt"]);
     assert!(seen.starts_with("outside\n"), "{seen}");
+}
+
+fn branches(dir: &std::path::Path) -> Vec<String> {
+    git(dir, &["branch", "--format=%(refname:short)"])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn clean_removes_worktrees_and_branches_of_a_team_whose_workspace_is_outside_the_repo() {
+    let sb = Sandbox::new();
+    let project = sb.join("project");
+    std::fs::create_dir_all(&project).expect("mkdir");
+    std::fs::create_dir_all(sb.join("outside")).expect("mkdir");
+    git(&project, &["init", "-q", "-b", "main"]);
+    std::fs::write(project.join("README"), "x\n").expect("write");
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "init"]);
+    std::fs::write(project.join("in.csv"), "id,task\na,x\nb,y\n").expect("csv");
+    std::fs::write(project.join("instr.md"), "Do {task}\n").expect("instr");
+    let runner = |args: &[&str]| {
+        let out = sb.cmd(args).current_dir(&project).output().expect("spawn");
+        crate::harness::Run::from(out)
+    };
+    let batch = [
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+        "--isolate",
+        "worktree",
+        "-o",
+        "../outside/o.csv",
+        "--",
+        "sh",
+        "-c",
+        "exit 1",
+    ];
+    let worktrees = || git(&project, &["worktree", "list", "--porcelain"]);
+    // `runner clean` with no argument finds the team through the repository's worktrees;
+    // given the workspace, it finds the repository the workspace records.
+    for clean in [
+        &["clean", "--yes"][..],
+        &["clean", "../outside/o.runner", "--yes"][..],
+    ] {
+        let r = runner(&batch);
+        assert_eq!(r.code, 1, "{r:?}");
+        assert_eq!(
+            worktrees().matches("worktree ").count(),
+            3,
+            "{}",
+            worktrees()
+        );
+        let r = runner(clean);
+        assert_eq!(r.code, 0, "{clean:?}: {r:?}");
+        assert!(r.stdout.contains("Removed team o."), "{r:?}");
+        assert_eq!(
+            worktrees().matches("worktree ").count(),
+            1,
+            "{}",
+            worktrees()
+        );
+        assert_eq!(branches(&project), ["main"], "{clean:?}");
+        assert!(!sb.join("outside/o.runner").exists());
+    }
+    let r = runner(&["clean", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.starts_with("Nothing to clean: no team in ")
+            && r.stdout
+                .contains("nor a worktree of a team in the repository"),
+        "it says where it looked: {r:?}"
+    );
+}
+
+#[test]
+fn clean_keeps_branches_with_commits_never_merged_unless_forced() {
+    let sb = repo();
+    let r = batch(
+        &sb,
+        &[
+            ("a", "EDIT a.txt=1"),
+            ("b", "EDIT b.txt=2"),
+            // Edits, then fails: the runner commits what it left on its branch.
+            ("c", "EDIT c.txt=3 CHECK missing.txt"),
+        ],
+        &["--jobs", "3"],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    git(
+        sb.path(),
+        &[
+            "merge",
+            "-q",
+            "--no-ff",
+            "--no-edit",
+            "runner/workers-output/1-a",
+        ],
+    );
+    let r = sb.run(&["clean", "workers-output.runner", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        branches(sb.path()),
+        [
+            "main",
+            "runner/workers-output/2-b",
+            "runner/workers-output/3-c"
+        ],
+        "the merged branch is deleted, the unmerged ones kept"
+    );
+    assert!(
+        r.stdout
+            .contains("Kept branches with commits not merged into main")
+            && r.stdout
+                .contains("git branch -D runner/workers-output/2-b runner/workers-output/3-c"),
+        "{r:?}"
+    );
+    assert_eq!(
+        git(sb.path(), &["show", "runner/workers-output/3-c:c.txt"]),
+        "3\n",
+        "the failed item's uncommitted edit is on its branch"
+    );
+    assert_eq!(
+        worktree_list(&sb).matches("worktree ").count(),
+        1,
+        "{}",
+        worktree_list(&sb)
+    );
+    assert!(!sb.join("workers-output.runner").exists());
+
+    // --force deletes unmerged branches with their team.
+    let r = batch(&sb, &[("d", "EDIT d.txt=4")], &["-o", "second.csv"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = sb.run(&["clean", "second.runner", "--yes", "--force"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!branches(sb.path()).contains(&"runner/second/1-d".to_owned()));
+    assert!(!r.stdout.contains("Kept branches"), "{r:?}");
 }

@@ -1,0 +1,176 @@
+//! What a team left in its git repository (DESIGN §9) — the worktrees under its workspace
+//! and its branches `runner/<team>/*` — found in the repository the workspace records, and
+//! removed for `runner clean` the way `git branch -d` deletes: a branch whose commits are
+//! all in the branch the run started from goes, one holding commits of its own that were
+//! never merged is kept unless forced (the agents' work is on it). Worktree folders go
+//! either way: the runner commits what an attempt left in its worktree when it ends
+//! ([`super::worktree::Isolation::commit_all`]), so the branch holds the work.
+
+use std::path::{Path, PathBuf};
+
+use super::worktree::{IsolationRecord, branch_prefix, git_sync};
+use crate::fsutil::real_path;
+
+/// A team's worktrees and branches in one repository.
+#[derive(Debug)]
+pub struct Leftovers {
+    /// The repository's main working tree.
+    pub repo: PathBuf,
+    /// Worktrees registered in `repo` that lie under the workspace (as git lists them).
+    pub worktrees: Vec<PathBuf>,
+    /// Branches to delete: merged into `target`, or with no commits of their own.
+    pub merged: Vec<String>,
+    /// Branches with commits not merged into `target`: kept unless forced.
+    pub unmerged: Vec<String>,
+    /// What `merged` is measured against: the branch the run started from, else its base
+    /// commit, else `HEAD`.
+    pub target: String,
+}
+
+/// The repository of the team in `workspace`: the one its `team.json` records (a run with
+/// `--isolate worktree` records it), else the one holding the folder the run was started
+/// in, else the one holding the workspace.
+fn repo_of(
+    workspace: &Path,
+    recorded: Option<&IsolationRecord>,
+    cwd: Option<&str>,
+) -> Option<PathBuf> {
+    recorded
+        .and_then(|r| repo_at(&r.repo))
+        .or_else(|| {
+            cwd.filter(|c| !c.is_empty())
+                .and_then(|c| repo_at(Path::new(c)))
+        })
+        .or_else(|| repo_at(workspace))
+}
+
+/// The team `team`'s worktrees and branches, for its workspace `workspace`; none
+/// when no repository is found.
+pub fn find(workspace: &Path, team: &str) -> Option<Leftovers> {
+    let workspace = &real_path(workspace);
+    let snapshot = std::fs::read_to_string(workspace.join("team.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    let recorded = snapshot
+        .as_ref()
+        .and_then(|v| serde_json::from_value::<IsolationRecord>(v["isolation"].clone()).ok());
+    let cwd = snapshot.as_ref().and_then(|v| v["cwd"].as_str());
+    let repo = repo_of(workspace, recorded.as_ref(), cwd)?;
+    let exists = |r: &str| git_sync(&repo, &["rev-parse", "--verify", "--quiet", r], &[]).ok;
+    let target = recorded
+        .as_ref()
+        .and_then(|r| r.base_branch.clone())
+        .filter(|b| exists(&format!("refs/heads/{b}")))
+        .or_else(|| recorded.as_ref().map(|r| r.base.clone()))
+        .unwrap_or_else(|| "HEAD".into());
+    let base = recorded.map(|r| r.base);
+    let (merged, unmerged) = branches_of(&repo, team).into_iter().partition(|b| {
+        let tip = format!("refs/heads/{b}");
+        let in_ = |to: &str| git_sync(&repo, &["merge-base", "--is-ancestor", &tip, to], &[]).ok;
+        in_(&target) || base.as_deref().is_some_and(in_)
+    });
+    Some(Leftovers {
+        worktrees: worktrees_under(&repo, workspace),
+        repo,
+        merged,
+        unmerged,
+        target,
+    })
+}
+
+impl Leftovers {
+    /// Remove the worktrees (`git worktree remove --force`, then `prune` for folders already
+    /// gone) and delete the merged branches — the unmerged ones too with `force`. Returns a
+    /// warning line for each step git refused.
+    pub fn remove(&self, force: bool) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for w in &self.worktrees {
+            let out = git_sync(
+                &self.repo,
+                &["worktree", "remove", "--force", &w.to_string_lossy()],
+                &[],
+            );
+            if !out.ok && w.exists() {
+                warnings.push(format!(
+                    "cannot remove worktree {}: {}",
+                    w.display(),
+                    out.stderr.trim()
+                ));
+            }
+        }
+        let _ = git_sync(&self.repo, &["worktree", "prune"], &[]);
+        let doomed = self
+            .merged
+            .iter()
+            .chain(self.unmerged.iter().filter(|_| force));
+        for b in doomed {
+            let out = git_sync(&self.repo, &["branch", "-D", b], &[]);
+            if !out.ok {
+                warnings.push(format!("cannot delete branch {b}: {}", out.stderr.trim()));
+            }
+        }
+        warnings
+    }
+}
+
+/// Worktrees registered in `repo` under `workspace` (compared by real path).
+fn worktrees_under(repo: &Path, workspace: &Path) -> Vec<PathBuf> {
+    registered(repo)
+        .into_iter()
+        .filter(|p| real_path(p).starts_with(workspace))
+        .collect()
+}
+
+/// The worktrees `git worktree list` names in `repo` (the main working tree first).
+fn registered(repo: &Path) -> Vec<PathBuf> {
+    let out = git_sync(repo, &["worktree", "list", "--porcelain"], &[]);
+    out.stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .map(PathBuf::from)
+        .collect()
+}
+
+fn branches_of(repo: &Path, team: &str) -> Vec<String> {
+    let out = git_sync(
+        repo,
+        &[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            &format!("refs/heads/{}", branch_prefix(team)),
+        ],
+        &[],
+    );
+    out.stdout
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The top of the git working tree holding `dir` (or its nearest existing folder), if any.
+pub fn repo_at(dir: &Path) -> Option<PathBuf> {
+    let start = dir.ancestors().find(|p| p.is_dir())?;
+    let out = git_sync(start, &["rev-parse", "--show-toplevel"], &[]);
+    out.ok.then(|| PathBuf::from(out.stdout.trim()))
+}
+
+/// Team workspaces that hold a worktree registered in `repo` (`<workspace>/worktrees/<name>`
+/// beside the workspace's `team.json` or `journal.jsonl`), wherever they lie: the repository
+/// records a team whose output, and so workspace, is outside it. Real paths, sorted.
+pub fn workspaces_in(repo: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = registered(repo)
+        .iter()
+        .filter_map(|w| {
+            let parent = w.parent()?;
+            let ws = parent.parent()?;
+            let is_team = parent.file_name().is_some_and(|n| n == "worktrees")
+                && (ws.join("team.json").is_file() || ws.join("journal.jsonl").is_file());
+            is_team.then(|| real_path(ws))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}

@@ -34,20 +34,22 @@ fn rows(sb: &Sandbox, rows: &[(&str, &str)]) {
     }
 }
 
+/// The flags of every batch here: ids from `id`, plain output, a worktree per teammate.
+const ISOLATED: &[&str] = &[
+    "--id-column",
+    "id",
+    "--format",
+    "plain",
+    "--isolate",
+    "worktree",
+];
+
 fn batch(sb: &Sandbox, items: &[(&str, &str)], extra: &[&str]) -> crate::harness::Run {
     if !items.is_empty() {
         rows(sb, items);
     }
     let a = agent("edit_agent.py");
-    let mut flags = vec![
-        "--id-column",
-        "id",
-        "--format",
-        "plain",
-        "--isolate",
-        "worktree",
-    ];
-    flags.extend_from_slice(extra);
+    let flags = [ISOLATED, extra].concat();
     sb.batch(&flags, &["python3", &a])
 }
 
@@ -444,16 +446,7 @@ fn a_relative_agent_program_runs_the_users_current_copy_in_every_worktree() {
     sb.write("notes/data.txt", "untracked\n");
     rows(&sb, &[("a", "x"), ("b", "y")]);
     let r = sb.batch(
-        &[
-            "--id-column",
-            "id",
-            "--format",
-            "plain",
-            "--isolate",
-            "worktree",
-            "--jobs",
-            "4",
-        ],
+        &[ISOLATED, &["--jobs", "4"]].concat(),
         &["./ag.sh", "notes/data.txt", "no-such-file", "--flag"],
     );
     assert_eq!(r.code, 0, "{r:?}");
@@ -478,42 +471,42 @@ fn a_relative_agent_program_runs_the_users_current_copy_in_every_worktree() {
     }
 }
 
-#[test]
-fn a_program_outside_the_repository_given_as_a_relative_path_runs_in_worktrees() {
-    let sb = Sandbox::new();
+/// A repository in the sandbox's `project/` (one commit; `in.csv` with these rows and
+/// `instr.md` untracked) and an empty `outside/` beside it, for outputs outside it.
+fn project_beside_outside(sb: &Sandbox, rows: &str) -> std::path::PathBuf {
     let project = sb.join("project");
     std::fs::create_dir_all(&project).expect("mkdir");
+    std::fs::create_dir_all(sb.join("outside")).expect("mkdir");
     git(&project, &["init", "-q", "-b", "main"]);
     std::fs::write(project.join("README"), "x\n").expect("write");
     git(&project, &["add", "-A"]);
     git(&project, &["commit", "-q", "-m", "init"]);
-    sb.write("agent.sh", shell_agent("outside"));
-    std::fs::create_dir_all(sb.join("out")).expect("mkdir out");
-    std::fs::write(project.join("in.csv"), "id,task\na,x\n").expect("csv");
+    std::fs::write(project.join("in.csv"), format!("id,task\n{rows}")).expect("csv");
     std::fs::write(project.join("instr.md"), "Do {task}\n").expect("instr");
-    let out = sb
-        .cmd(&[
-            "batch",
-            "--input",
-            "in.csv",
-            "--instruction",
-            "instr.md",
-            "--id-column",
-            "id",
-            "--format",
-            "plain",
-            "--isolate",
-            "worktree",
-            "-o",
-            "../out/o.csv",
-            "--",
-            "sh",
-            "../agent.sh",
-        ])
-        .current_dir(&project)
+    project
+}
+
+/// Run `runner ARGS` in `dir`.
+fn run_in(sb: &Sandbox, dir: &std::path::Path, args: &[&str]) -> crate::harness::Run {
+    sb.cmd(args)
+        .current_dir(dir)
         .output()
-        .expect("spawn");
-    let r = crate::harness::Run::from(out);
+        .expect("spawn")
+        .into()
+}
+
+/// `runner batch` over `project`'s in.csv with worktrees, its output `../outside/o.csv`.
+fn batch_outside(sb: &Sandbox, project: &std::path::Path, agent: &[&str]) -> crate::harness::Run {
+    let mut cmd = sb.batch_cmd(&[ISOLATED, &["-o", "../outside/o.csv"]].concat(), agent);
+    cmd.current_dir(project).output().expect("spawn").into()
+}
+
+#[test]
+fn a_program_outside_the_repository_given_as_a_relative_path_runs_in_worktrees() {
+    let sb = Sandbox::new();
+    let project = project_beside_outside(&sb, "a,x\n");
+    sb.write("agent.sh", shell_agent("outside"));
+    let r = batch_outside(&sb, &project, &["sh", "../agent.sh"]);
     assert_eq!(r.code, 0, "{r:?}");
     let seen = git(&project, &["show", "runner/o/1-a:seen.txt"]);
     assert!(seen.starts_with("outside\n"), "{seen}");
@@ -529,38 +522,7 @@ fn branches(dir: &std::path::Path) -> Vec<String> {
 #[test]
 fn clean_removes_worktrees_and_branches_of_a_team_whose_workspace_is_outside_the_repo() {
     let sb = Sandbox::new();
-    let project = sb.join("project");
-    std::fs::create_dir_all(&project).expect("mkdir");
-    std::fs::create_dir_all(sb.join("outside")).expect("mkdir");
-    git(&project, &["init", "-q", "-b", "main"]);
-    std::fs::write(project.join("README"), "x\n").expect("write");
-    git(&project, &["add", "-A"]);
-    git(&project, &["commit", "-q", "-m", "init"]);
-    std::fs::write(project.join("in.csv"), "id,task\na,x\nb,y\n").expect("csv");
-    std::fs::write(project.join("instr.md"), "Do {task}\n").expect("instr");
-    let runner = |args: &[&str]| {
-        let out = sb.cmd(args).current_dir(&project).output().expect("spawn");
-        crate::harness::Run::from(out)
-    };
-    let batch = [
-        "batch",
-        "--input",
-        "in.csv",
-        "--instruction",
-        "instr.md",
-        "--id-column",
-        "id",
-        "--format",
-        "plain",
-        "--isolate",
-        "worktree",
-        "-o",
-        "../outside/o.csv",
-        "--",
-        "sh",
-        "-c",
-        "exit 1",
-    ];
+    let project = project_beside_outside(&sb, "a,x\nb,y\n");
     let worktrees = || git(&project, &["worktree", "list", "--porcelain"]);
     // `runner clean` with no argument finds the team through the repository's worktrees;
     // given the workspace, it finds the repository the workspace records.
@@ -568,7 +530,7 @@ fn clean_removes_worktrees_and_branches_of_a_team_whose_workspace_is_outside_the
         &["clean", "--yes"][..],
         &["clean", "../outside/o.runner", "--yes"][..],
     ] {
-        let r = runner(&batch);
+        let r = batch_outside(&sb, &project, &["sh", "-c", "exit 1"]);
         assert_eq!(r.code, 1, "{r:?}");
         assert_eq!(
             worktrees().matches("worktree ").count(),
@@ -576,7 +538,7 @@ fn clean_removes_worktrees_and_branches_of_a_team_whose_workspace_is_outside_the
             "{}",
             worktrees()
         );
-        let r = runner(clean);
+        let r = run_in(&sb, &project, clean);
         assert_eq!(r.code, 0, "{clean:?}: {r:?}");
         assert!(r.stdout.contains("Removed team o."), "{r:?}");
         assert_eq!(
@@ -588,7 +550,7 @@ fn clean_removes_worktrees_and_branches_of_a_team_whose_workspace_is_outside_the
         assert_eq!(branches(&project), ["main"], "{clean:?}");
         assert!(!sb.join("outside/o.runner").exists());
     }
-    let r = runner(&["clean", "--yes"]);
+    let r = run_in(&sb, &project, &["clean", "--yes"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stdout.starts_with("Nothing to clean: no team in ")

@@ -554,13 +554,17 @@ pub fn detect_runner(store: Option<&Path>) -> Result<String> {
 /// committed in the worktree, nor nothing when the file is untracked.
 ///
 /// The program is anchored when it names a path (holds a `/`, as `./agent.sh`); an argument
-/// when it names a file or folder that exists there (`agent.py`, `../tools`). Anything else
-/// (flags, text, a path that names nothing there) stays as given, as does every argument of
-/// a runner definition (`claude`, `codex`, …: their argv is the CLI's flags, not this).
+/// when it names a file that exists there (`agent.py`), or a folder above it (`../tools`).
+/// A folder inside it (`.`, `src`) stays relative: in a worktree it names the teammate's own
+/// copy, which is what isolation is for. Anything else (flags, text, a path that names
+/// nothing there) stays as given, as does every argument of a runner definition (`claude`,
+/// `codex`, …: their argv is the CLI's flags, not this).
 fn anchor_command(command: Vec<String>) -> Vec<String> {
     let anchor = |arg: String| {
         let p = Path::new(&arg);
-        if arg.is_empty() || p.is_absolute() || !p.exists() {
+        let above = p.components().find(|c| *c != std::path::Component::CurDir)
+            == Some(std::path::Component::ParentDir);
+        if arg.is_empty() || p.is_absolute() || !(p.is_file() || (above && p.is_dir())) {
             return arg;
         }
         // A folder whose path is not UTF-8 cannot be written into the argv: keep the text.

@@ -442,12 +442,13 @@ fn a_relative_agent_program_runs_the_users_current_copy_in_every_worktree() {
     git(sb.path(), &["add", "ag.sh"]);
     git(sb.path(), &["commit", "-q", "-m", "agent"]);
     make_executable(&sb.write("ag.sh", shell_agent("current")));
-    // An untracked file named as an argument, and an argument that names nothing here.
+    // An untracked file named as an argument, folders inside the repository (which name
+    // the teammate's own copy in its worktree), an argument that names nothing here.
     sb.write("notes/data.txt", "untracked\n");
     rows(&sb, &[("a", "x"), ("b", "y")]);
     let r = sb.batch(
         &[ISOLATED, &["--jobs", "4"]].concat(),
-        &["./ag.sh", "notes/data.txt", "no-such-file", "--flag"],
+        &["./ag.sh", "notes/data.txt", "notes", ".", "no-such-file", "--flag"],
     );
     assert_eq!(r.code, 0, "{r:?}");
     let root = sb.path().canonicalize().expect("canon");
@@ -463,6 +464,8 @@ fn a_relative_agent_program_runs_the_users_current_copy_in_every_worktree() {
             lines[2..],
             [
                 root.join("notes/data.txt").display().to_string().as_str(),
+                "notes",
+                ".",
                 "no-such-file",
                 "--flag"
             ],

@@ -560,28 +560,39 @@ pub fn detect_runner(store: Option<&Path>) -> Result<String> {
 /// nothing there) stays as given, as does every argument of a runner definition (`claude`,
 /// `codex`, …: their argv is the CLI's flags, not this).
 fn anchor_command(command: Vec<String>) -> Vec<String> {
-    let anchor = |arg: String| {
-        let p = Path::new(&arg);
-        let above = p.components().find(|c| *c != std::path::Component::CurDir)
-            == Some(std::path::Component::ParentDir);
-        if arg.is_empty() || p.is_absolute() || !(p.is_file() || (above && p.is_dir())) {
-            return arg;
-        }
-        // A folder whose path is not UTF-8 cannot be written into the argv: keep the text.
-        match std::path::absolute(p).map(|abs| abs.into_os_string().into_string()) {
-            Ok(Ok(abs)) => abs,
-            _ => arg,
-        }
-    };
     let mut rest = command.into_iter();
     let Some(program) = rest.next() else {
         return Vec::new();
     };
-    let program = match program.contains('/') {
-        true => anchor(program),
+    std::iter::once(anchor_program(program))
+        .chain(rest.map(anchored))
+        .collect()
+}
+
+/// A program named by a relative path (`./check.sh`) made absolute from the folder runner
+/// was started in; a bare name (found on PATH) stays. The `--verify` command gets only this:
+/// its arguments name what it checks, the teammate's own files in its worktree.
+fn anchor_program(program: String) -> String {
+    match program.contains('/') {
+        true => anchored(program),
         false => program,
-    };
-    std::iter::once(program).chain(rest.map(anchor)).collect()
+    }
+}
+
+/// `arg` made absolute from the current folder when it names a file there or a folder
+/// above it (see [`anchor_command`]); else as given.
+fn anchored(arg: String) -> String {
+    let p = Path::new(&arg);
+    let above = p.components().find(|c| *c != std::path::Component::CurDir)
+        == Some(std::path::Component::ParentDir);
+    if arg.is_empty() || p.is_absolute() || !(p.is_file() || (above && p.is_dir())) {
+        return arg;
+    }
+    // A folder whose path is not UTF-8 cannot be written into the argv: keep the text.
+    match std::path::absolute(p).map(|abs| abs.into_os_string().into_string()) {
+        Ok(Ok(abs)) => abs,
+        _ => arg,
+    }
 }
 
 /// Check that `program` can be started: a path that exists and is executable, or a name
@@ -786,6 +797,9 @@ impl Settings {
         settings.check_programs()?;
         // Checked as the user wrote it (messages name their words), run from anywhere.
         settings.command = anchor_command(std::mem::take(&mut settings.command));
+        if let Some(v) = settings.verify.as_mut().and_then(|v| v.first_mut()) {
+            *v = anchor_program(std::mem::take(v));
+        }
         crate::fsutil::check_parent(settings.junit.as_deref(), "--junit")?;
         crate::fsutil::check_parent(settings.trace.as_deref(), "--trace")?;
         Ok(settings)

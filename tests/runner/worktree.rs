@@ -445,10 +445,25 @@ fn a_relative_agent_program_runs_the_users_current_copy_in_every_worktree() {
     // An untracked file named as an argument, folders inside the repository (which name
     // the teammate's own copy in its worktree), an argument that names nothing here.
     sb.write("notes/data.txt", "untracked\n");
+    // An untracked --verify program runs too; its argument names the teammate's own file
+    // (a stale seen.txt lies in the main tree: checking that one would fail).
+    make_executable(&sb.write("check.sh", "#!/bin/sh\ngrep -q current \"$1\"\n"));
+    sb.write("seen.txt", "stale\n");
     rows(&sb, &[("a", "x"), ("b", "y")]);
     let r = sb.batch(
-        &[ISOLATED, &["--jobs", "4"]].concat(),
-        &["./ag.sh", "notes/data.txt", "notes", ".", "no-such-file", "--flag"],
+        &[
+            ISOLATED,
+            &["--jobs", "4", "--verify", "./check.sh seen.txt"],
+        ]
+        .concat(),
+        &[
+            "./ag.sh",
+            "notes/data.txt",
+            "notes",
+            ".",
+            "no-such-file",
+            "--flag",
+        ],
     );
     assert_eq!(r.code, 0, "{r:?}");
     let root = sb.path().canonicalize().expect("canon");

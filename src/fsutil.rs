@@ -104,7 +104,16 @@ fn replace(
 /// process is taken over without ceremony. The run lock and the store lock are both one.
 #[derive(Debug)]
 pub struct PidLock {
-    _file: File,
+    file: File,
+}
+
+impl Drop for PidLock {
+    /// Empty the file before the lock goes (the OS releases the `flock` as the file closes):
+    /// between holders it names no one, so a command that only took the lock leaves the
+    /// file as it found it.
+    fn drop(&mut self) {
+        let _ = self.file.set_len(0);
+    }
 }
 
 /// Try once to take the lock on `path` (created with mode 0600 if missing). `Ok(Err(pid))`
@@ -135,7 +144,7 @@ pub fn try_pid_lock(path: &Path) -> Result<std::result::Result<PidLock, Option<u
     let _ = file.seek(SeekFrom::Start(0));
     let _ = write!(file, "{}", std::process::id());
     let _ = file.flush();
-    Ok(Ok(PidLock { _file: file }))
+    Ok(Ok(PidLock { file }))
 }
 
 /// The process's umask, read from `/proc/self/status` (setting it to read it would race with
@@ -305,6 +314,22 @@ pub fn check_parent(path: Option<&Path>, flag: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lock_names_its_holder_while_held_and_no_one_after() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(".lock");
+        let held = try_pid_lock(&path).expect("open").expect("free");
+        let me = std::process::id().to_string();
+        assert_eq!(fs::read_to_string(&path).expect("read"), me);
+        assert_eq!(
+            try_pid_lock(&path).expect("open").expect_err("held"),
+            Some(std::process::id())
+        );
+        drop(held);
+        // Emptied: a command that only took the lock leaves the file as it found it.
+        assert_eq!(fs::read_to_string(&path).expect("read"), "");
+    }
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_temp_files() {

@@ -15,6 +15,26 @@ fn batch(sb: &Sandbox, extra: &[&str]) -> crate::harness::Run {
     sb.fake_batch(extra)
 }
 
+/// `n` rows `item-0`… whose fake agent succeeds.
+fn succeeding_rows(sb: &Sandbox, n: usize) {
+    let rows: Vec<(String, &str)> = (0..n).map(|i| (format!("item-{i}"), "success")).collect();
+    let refs: Vec<(&str, &str)> = rows.iter().map(|(a, b)| (a.as_str(), *b)).collect();
+    setup(sb, &refs);
+}
+
+/// The ids a `--dry-run` plan lists (its `… (id ID)` lines), in order.
+fn planned(r: &crate::harness::Run) -> Vec<String> {
+    assert_eq!(r.code, 0, "{r:?}");
+    r.stdout
+        .lines()
+        .filter_map(|l| {
+            l.trim()
+                .split_once("(id ")
+                .map(|(_, rest)| rest.trim_end_matches(')').to_string())
+        })
+        .collect()
+}
+
 fn raw_line<'a>(text: &'a str, id: &str) -> &'a str {
     text.lines()
         .find(|l| l.starts_with(&format!("{id},")))
@@ -73,19 +93,14 @@ fn only_failed_replays_from_the_output_alone_and_keeps_completed_rows_byte_ident
 #[test]
 fn shards_cover_every_item_exactly_once_for_n_1_to_7() {
     let sb = Sandbox::new();
-    let rows: Vec<(String, &str)> = (0..40).map(|i| (format!("item-{i}"), "success")).collect();
-    let refs: Vec<(&str, &str)> = rows.iter().map(|(a, b)| (a.as_str(), *b)).collect();
-    setup(&sb, &refs);
+    succeeding_rows(&sb, 40);
     for n in 1..=7 {
         let mut seen = Vec::new();
         for k in 1..=n {
-            let r = batch(&sb, &["--dry-run", "--shard", &format!("{k}/{n}")]);
-            assert_eq!(r.code, 0, "{r:?}");
-            seen.extend(r.stdout.lines().filter_map(|l| {
-                l.trim()
-                    .split_once("(id ")
-                    .map(|(_, rest)| rest.trim_end_matches(')').to_string())
-            }));
+            seen.extend(planned(&batch(
+                &sb,
+                &["--dry-run", "--shard", &format!("{k}/{n}")],
+            )));
         }
         let unique: BTreeSet<&String> = seen.iter().collect();
         assert_eq!(seen.len(), 40, "N={n}: every item exactly once");
@@ -104,52 +119,27 @@ fn shards_cover_every_item_exactly_once_for_n_1_to_7() {
 #[test]
 fn shard_auto_takes_its_slice_from_the_indexed_job() {
     let sb = Sandbox::new();
-    let rows: Vec<(String, &str)> = (0..12).map(|i| (format!("item-{i}"), "success")).collect();
-    let refs: Vec<(&str, &str)> = rows.iter().map(|(a, b)| (a.as_str(), *b)).collect();
-    setup(&sb, &refs);
-    let planned = |r: &crate::harness::Run| -> Vec<String> {
-        assert_eq!(r.code, 0, "{r:?}");
-        r.stdout
-            .lines()
-            .filter_map(|l| {
-                l.split_once("(id ")
-                    .map(|(_, rest)| rest.trim_end_matches(')').to_string())
-            })
-            .collect()
+    succeeding_rows(&sb, 12);
+    let with_env = |extra: &[&str], env: &[(&str, &str)]| -> crate::harness::Run {
+        let mut cmd = sb.fake_batch_cmd(&[&["--dry-run"], extra].concat());
+        cmd.envs(env.iter().copied());
+        cmd.output().expect("spawn").into()
     };
-    let explicit = planned(&batch(&sb, &["--dry-run", "--shard", "2/3"]));
+    let explicit = planned(&with_env(&["--shard", "2/3"], &[]));
     assert!(!explicit.is_empty() && explicit.len() < 12, "{explicit:?}");
-    let by_flag = sb
-        .fake_batch_cmd(&["--dry-run", "--shard", "auto", "--shard-count", "3"])
-        .env("JOB_COMPLETION_INDEX", "1")
-        .output()
-        .expect("spawn")
-        .into();
+    let index = ("JOB_COMPLETION_INDEX", "1");
+    let count = ("RUNNER_SHARD_COUNT", "3");
+    let by_flag = with_env(&["--shard", "auto", "--shard-count", "3"], &[index]);
     assert_eq!(planned(&by_flag), explicit);
-    let by_env = sb
-        .fake_batch_cmd(&["--dry-run", "--shard", "auto"])
-        .env("JOB_COMPLETION_INDEX", "1")
-        .env("RUNNER_SHARD_COUNT", "3")
-        .output()
-        .expect("spawn")
-        .into();
-    assert_eq!(planned(&by_env), explicit);
-    let env_alone = sb
-        .fake_batch_cmd(&["--dry-run"])
-        .env("RUNNER_SHARD_COUNT", "3")
-        .output()
-        .expect("spawn")
-        .into();
-    assert_eq!(planned(&env_alone).len(), 12);
-    let r = batch(&sb, &["--dry-run", "--shard-count", "3"]);
+    assert_eq!(
+        planned(&with_env(&["--shard", "auto"], &[index, count])),
+        explicit
+    );
+    assert_eq!(planned(&with_env(&[], &[count])).len(), 12);
+    let r = with_env(&["--shard-count", "3"], &[]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("add --shard auto"), "{r:?}");
-    let r: crate::harness::Run = sb
-        .fake_batch_cmd(&["--dry-run", "--shard", "auto"])
-        .env("JOB_COMPLETION_INDEX", "1")
-        .output()
-        .expect("spawn")
-        .into();
+    let r = with_env(&["--shard", "auto"], &[index]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
         r.stderr.contains("--shard-count N or RUNNER_SHARD_COUNT"),

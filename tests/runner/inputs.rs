@@ -38,16 +38,7 @@ fn edit_rows(sb: &Sandbox, rows: &[(&str, &str)]) {
 
 fn isolated(sb: &Sandbox, extra: &[&str]) -> Run {
     let a = agent("edit_agent.py");
-    let mut flags = vec![
-        "--id-column",
-        "id",
-        "--format",
-        "plain",
-        "--isolate",
-        "worktree",
-    ];
-    flags.extend_from_slice(extra);
-    sb.batch(&flags, &["python3", &a])
+    sb.batch(&[crate::worktree::ISOLATED, extra].concat(), &["python3", &a])
 }
 
 #[test]

@@ -441,6 +441,14 @@ fn retry_after_span(text: &str) -> Option<std::time::Duration> {
         .then(|| std::time::Duration::from_secs_f64(secs))
 }
 
+/// A wait hint in seconds from outside (a report's `retry_after_s`, a `Retry-After` or
+/// `retry-after-ms` header) as a duration: `None` when negative or not a number; past
+/// 10^12 s (31,700 years: longer than any `--rate-limit-wait`) it is held there, so a
+/// hostile `1e300` is a wait the gate refuses, not a crash.
+pub fn hinted_wait(secs: f64) -> Option<std::time::Duration> {
+    (secs >= 0.0).then(|| std::time::Duration::from_secs_f64(secs.min(1e12)))
+}
+
 /// The message inside `text` when `text` is a JSON error body (`{"error":{"message":…}}`,
 /// `{"message":…}`), possibly inside brackets or after a prefix such as `API Error: 400 `.
 fn unwrap_json_message(text: &str) -> Option<String> {

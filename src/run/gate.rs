@@ -316,7 +316,7 @@ impl Gate {
                 s.costed += 1;
             }
         });
-        let retry_after = verdict.retry_after_s.map(Duration::from_secs_f64);
+        let retry_after = verdict.retry_after_s.and_then(crate::failure::hinted_wait);
         match verdict.kind {
             Some(FailureKind::RateLimited) => self.rate_limited(epoch, retry_after, waited),
             Some(FailureKind::Quota) => match retry_after {

@@ -231,11 +231,12 @@ pub async fn run_item(
         requeued = after == After::Requeue && !interrupted;
         if after == After::Final && result.verdict.kind == Some(FailureKind::RateLimited) {
             // The gate gives up when the next wait would pass the bound, not after it.
-            let next = match result.verdict.retry_after_s {
-                Some(s) => format!(
-                    "waiting the {} it asks for",
-                    rough_duration(Duration::from_secs_f64(s.min(1e12)))
-                ),
+            let wait = result
+                .verdict
+                .retry_after_s
+                .and_then(crate::failure::hinted_wait);
+            let next = match wait {
+                Some(w) => format!("waiting the {} it asks for", rough_duration(w)),
                 None => "another back-off".to_owned(),
             };
             result.verdict.reason = format!(

@@ -38,7 +38,10 @@ fn edit_rows(sb: &Sandbox, rows: &[(&str, &str)]) {
 
 fn isolated(sb: &Sandbox, extra: &[&str]) -> Run {
     let a = agent("edit_agent.py");
-    sb.batch(&[crate::worktree::ISOLATED, extra].concat(), &["python3", &a])
+    sb.batch(
+        &[crate::worktree::ISOLATED, extra].concat(),
+        &["python3", &a],
+    )
 }
 
 #[test]

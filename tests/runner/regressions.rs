@@ -326,3 +326,28 @@ fn every_teammate_gets_a_private_tmpdir_of_its_own() {
     }
     assert_ne!(seen[0], seen[1]);
 }
+
+/// A trial's agent reported `retry_after_s: 1e300`: the supervisor panicked converting it
+/// ("cannot convert float seconds to Duration") and the item ended "internal error". Now
+/// the wait is refused as past --rate-limit-wait, and the item ends rate_limited.
+#[test]
+fn a_huge_retry_hint_is_a_wait_refused_not_a_crash() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id\na\n");
+    sb.write("instr.md", "Do {id}\n");
+    sb.write(
+        "agent.sh",
+        "printf '{\"status\":\"failed\",\"summary\":\"slow down\",\"failure_kind\":\"rate_limited\",\"retry_after_s\":1e300}' > \"$RUNNER_REPORT\"\n",
+    );
+    let r = sb.batch(&["--id-column", "id"], &["sh", "agent.sh"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(!r.stderr.contains("panicked"), "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "failed", "{:?}", rows["a"]);
+    assert_eq!(rows["a"]["failure_kind"], "rate_limited", "{:?}", rows["a"]);
+    assert!(
+        rows["a"]["error"].contains("would pass --rate-limit-wait 1h"),
+        "{:?}",
+        rows["a"]
+    );
+}

@@ -725,14 +725,13 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
             .map(str::trim)
     };
     if let Some(ms) = text("retry-after-ms").and_then(|t| t.parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
+        && let Some(wait) = crate::failure::hinted_wait(ms / 1000.0)
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(wait);
     }
     let t = text("retry-after")?;
     if let Ok(s) = t.parse::<f64>() {
-        return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s));
+        return crate::failure::hinted_wait(s);
     }
     let at = jiff::fmt::rfc2822::parse(t).ok()?.timestamp();
     let now = jiff::Timestamp::now();
@@ -807,6 +806,18 @@ mod tests {
             "{wait:?}"
         );
         h.insert("retry-after", HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h), None);
+        // A hostile server's numbers are held to 10^12 s, never a crash.
+        let cap = Some(Duration::from_secs(1_000_000_000_000));
+        h.insert(
+            "retry-after",
+            HeaderValue::from_static("99999999999999999999999"),
+        );
+        assert_eq!(retry_after(&h), cap);
+        let mut h = HeaderMap::new();
+        h.insert("retry-after-ms", HeaderValue::from_static("1e300"));
+        assert_eq!(retry_after(&h), cap);
+        h.insert("retry-after-ms", HeaderValue::from_static("NaN"));
         assert_eq!(retry_after(&h), None);
     }
 

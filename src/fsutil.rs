@@ -278,6 +278,27 @@ pub fn name_in_text(path: &Path, from: &Path) -> Option<String> {
     rel.to_str().map(str::to_owned)
 }
 
+/// Check, before anything runs, that the file a flag names may be replaced: it does not
+/// exist, is empty, or `ours` recognises its bytes as an earlier file of the same kind (an
+/// earlier output, report, trace). A slip of the flag onto someone's notes or an input
+/// must not destroy it.
+///
+/// Errors: exit 2 naming the flag, the file and `kind` (`an output CSV of the runner`).
+pub fn check_replaceable(
+    path: &Path,
+    flag: &str,
+    kind: &str,
+    ours: impl Fn(&[u8]) -> bool,
+) -> Result<()> {
+    match fs::read(path) {
+        Ok(bytes) if !bytes.is_empty() && !ours(&bytes) => Err(Error::Usage(format!(
+            "{flag} {}: the file exists and is not {kind}; choose another file or remove it first",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Why this process cannot make files in folder `dir` (`access(2)` with write and search
 /// permission: `Permission denied`, `Read-only file system`), or `None` when it can.
 pub fn cannot_write_in(dir: &Path) -> Option<String> {

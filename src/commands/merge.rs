@@ -144,14 +144,12 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
     let header = &first.bytes[..first.header_end];
     // An existing file is replaced only when it is an output of this batch (an earlier merge):
     // a merge never lands on the batch's input or anything else by a slip of `-o`.
-    if let Ok(existing) = std::fs::read(&args.output)
-        && !existing.starts_with(header)
-    {
-        return Err(Error::Usage(format!(
-            "-o {}: the file exists and is not an output of this batch (its header differs); choose another file or remove it first",
-            args.output.display()
-        )));
-    }
+    crate::fsutil::check_replaceable(
+        &args.output,
+        "-o",
+        "an output of this batch (its header differs)",
+        |b| b.starts_with(header),
+    )?;
     crate::fsutil::replace_with(&args.output, |w| {
         w.write_all(header)?;
         for (bytes, _) in rows.values() {

@@ -24,14 +24,9 @@ pub fn report(args: ReportArgs) -> Result<i32> {
         )));
     }
     // Replace only an earlier report: a slip of `--html` must not land on an input or output.
-    if let Ok(existing) = std::fs::read(&html)
-        && !existing.starts_with(b"<!DOCTYPE html>")
-    {
-        return Err(Error::Usage(format!(
-            "--html {}: the file exists and is not an HTML report; choose another file or remove it first",
-            args.html.display()
-        )));
-    }
+    crate::fsutil::check_replaceable(&args.html, "--html", "an HTML report", |b| {
+        b.starts_with(b"<!DOCTYPE html>")
+    })?;
     let h = found.history()?;
     let page = crate::ui::html::report(&h, jiff::Timestamp::now().as_millisecond());
     crate::fsutil::write_atomic(&args.html, page.as_bytes())?;

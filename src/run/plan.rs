@@ -183,6 +183,20 @@ impl Plan {
                 )));
             }
         }
+        // A file chosen by a flag replaces only an earlier file of its kind: a slip of `-o`
+        // onto someone's notes must not destroy them.
+        for out in &written {
+            let (kind, ours): (&str, fn(&[u8]) -> bool) = match out.flag {
+                "--output" if out.what == "output" => (
+                    "an output CSV of the runner (no status, attempts and error columns)",
+                    crate::sink::output_csv::is_output,
+                ),
+                "--junit" => ("a JUnit report", crate::sink::junit::is_junit),
+                "--trace" => ("a trace of a run", crate::sink::trace::is_trace),
+                _ => continue,
+            };
+            crate::fsutil::check_replaceable(&out.path, out.flag, kind, ours)?;
+        }
         team::check_owner(&self.spec.workspace, &self.batch)?;
         let probe = "1-x";
         let named = std::iter::once(self.spec.teammate_dir(probe).join("report.json"))

@@ -76,6 +76,14 @@ pub fn test_case(team: &str, o: &Outcome, retried: &[Verdict]) -> TestCase {
     case
 }
 
+/// Whether `bytes` are a JUnit XML report (what [`write`] makes, or another tool's): the
+/// only kind of file `--junit` replaces.
+pub fn is_junit(bytes: &[u8]) -> bool {
+    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]);
+    head.trim_start().starts_with('<')
+        && (head.contains("<testsuites") || head.contains("<testsuite"))
+}
+
 /// Write the report for `outcomes` (each with the verdicts of its retried attempts) to
 /// `path` (atomically).
 ///

@@ -41,6 +41,25 @@ pub const RUNNER_COLUMNS: &[&str] = &[
     "next_steps",
 ];
 
+/// Whether `bytes` are an output CSV of the runner: its header row holds the runner's
+/// `status`, `attempts` and `error` columns (or their `runner_` names). The only kind of
+/// file a batch's output replaces, whatever its input columns were.
+pub fn is_output(bytes: &[u8]) -> bool {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(bytes);
+    let Some(Ok(header)) = reader.records().next() else {
+        return false;
+    };
+    let has = |name: &str| {
+        header
+            .iter()
+            .any(|h| h.trim_start_matches('\u{feff}') == name || h == format!("runner_{name}"))
+    };
+    ["status", "attempts", "error"].into_iter().all(has)
+}
+
 /// Columns added with `--isolate worktree`: the teammate's branch and its head commit.
 pub const WORKTREE_COLUMNS: &[&str] = &["branch", "commit"];
 

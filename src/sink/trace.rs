@@ -27,6 +27,12 @@ pub struct Trace {
     events: Vec<Value>,
 }
 
+/// Whether `bytes` are a Chrome trace-event document as this sink writes it (an object
+/// whose first key is `traceEvents`): the only kind of file `--trace` replaces.
+pub fn is_trace(bytes: &[u8]) -> bool {
+    bytes.trim_ascii_start().starts_with(b"{\"traceEvents\"")
+}
+
 impl Trace {
     /// A trace of team `team`, written to `path` when the run ends.
     pub fn new(path: PathBuf, team: String) -> Trace {

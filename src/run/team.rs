@@ -166,6 +166,11 @@ pub struct BatchId {
     /// source has none.
     #[serde(default)]
     pub fingerprint: String,
+    /// How the batch names its items: `column NAME` (`--id-column NAME`), `row number`, or
+    /// `None` (a todo batch, or a workspace recorded before this was kept). A run that names
+    /// them otherwise would see none of the recorded outcomes and redo every item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ids: Option<String>,
 }
 
 impl BatchId {
@@ -179,6 +184,15 @@ impl BatchId {
             input: real.display().to_string(),
             input_key: key.hex(),
             fingerprint,
+            ids: None,
+        }
+    }
+
+    /// The same batch, its items named by `id_column` (`None`: by row number).
+    pub fn with_ids(self, id_column: Option<&str>) -> BatchId {
+        BatchId {
+            ids: Some(id_column.map_or("row number".into(), |c| format!("column {c}"))),
+            ..self
         }
     }
 
@@ -223,6 +237,18 @@ pub fn check_owner(dir: &Path, batch: &BatchId) -> Result<()> {
             owner.input,
             batch.input
         ))),
+        Some(BatchId { ids: Some(was), .. })
+            if batch.ids.as_ref().is_some_and(|now| *now != was) =>
+        {
+            let flag = was
+                .strip_prefix("column ")
+                .map_or("no --id-column".to_string(), |c| format!("--id-column {c}"));
+            Err(Error::Usage(format!(
+                "{}: this batch's items were named by {was}, and this run names them by {}: it would redo every item and replace their rows; give {flag} to go on, or choose another --output (or `runner clean`) to start over",
+                dir.display(),
+                batch.ids.as_deref().unwrap_or_default()
+            )))
+        }
         _ => Ok(()),
     }
 }

@@ -411,7 +411,8 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
     let batch = BatchId::new(
         stdin_copy.as_ref().map_or(&files.input, |(_, p)| p),
         survey.fingerprint.clone(),
-    );
+    )
+    .with_ids(files.id_column.as_deref());
     if team::check_owner(&workspace, &batch).is_ok()
         && let Some(w) = rows_gone(
             &output,

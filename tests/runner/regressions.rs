@@ -351,3 +351,37 @@ fn a_huge_retry_hint_is_a_wait_refused_not_a_crash() {
         rows["a"]
     );
 }
+
+/// A trial reran a batch without the `--id-column` it first had: every item was redone and
+/// every row replaced, without a word. The workspace records how its items are named; a
+/// run naming them otherwise is refused (exit 2, nothing changed) saying which flag resumes.
+#[test]
+fn a_rerun_that_names_items_otherwise_is_refused_not_redone() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "success")]);
+    let fake = agent("fake_agent.py");
+    let with = |flags: &[&str]| -> crate::harness::Run {
+        sb.batch_cmd(flags, &["python3", &fake])
+            .output()
+            .expect("spawn")
+            .into()
+    };
+    assert_eq!(with(&["--id-column", "id"]).code, 0);
+    let output = sb.read("workers-output.csv");
+    let before = sb.tree();
+    let r = with(&[]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("were named by column id, and this run names them by row number")
+            && r.stderr.contains("give --id-column id to go on"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing on disk changes");
+    let r = with(&["--id-column", "mode"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let r = with(&["--id-column", "id"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("2 from an earlier run"), "{r:?}");
+    assert_eq!(sb.read("workers-output.csv"), output);
+}

@@ -349,8 +349,8 @@ pub struct RunArgs {
     /// (default: BATCH.md/runner.toml rate_limit_wait, else 1h).
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub rate_limit_wait: Option<String>,
-    /// Start no new attempt once the cost spent plus the expected cost of the running ones
-    /// reaches this many US dollars; the rest end skipped.
+    /// Start an attempt only while the cost spent plus the expected cost of the running ones
+    /// and this one stays within this many US dollars; the rest end skipped.
     #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub max_cost_usd: Option<f64>,
     /// Stop starting items after N did not complete (the rest end skipped); `N:immediate`

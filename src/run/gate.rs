@@ -41,8 +41,8 @@ pub struct Limits {
     /// Longest an item waits in total for rate limits (`--rate-limit-wait`, default 1 h);
     /// past it the item ends `rate_limited`.
     pub rate_limit_wait: Duration,
-    /// `--max-cost-usd`: no attempt starts once the cost spent plus the expected cost of the
-    /// running attempts reaches it.
+    /// `--max-cost-usd`: an attempt starts only while the cost spent plus the expected cost
+    /// (the mean per attempt so far) of the running attempts and this one stays within it.
     pub max_cost_usd: Option<f64>,
     /// `--max-fail`.
     pub max_fail: Option<MaxFail>,
@@ -253,7 +253,10 @@ impl Gate {
                     } else {
                         0.0
                     };
-                    if s.spent > 0.0 && s.spent + mean * s.active as f64 >= max {
+                    // This attempt counts too: with it, the expected spend must stay within
+                    // the budget (before any cost is known, the first wave starts).
+                    let expected = s.spent + mean * (s.active + 1) as f64;
+                    if s.spent >= max || (s.spent > 0.0 && expected > max + 1e-9) {
                         return Ok(Next::Over(format!(
                             "budget of ${} reached: spent ${}",
                             crate::run::outcome::usd_text(max),
@@ -560,10 +563,9 @@ mod tests {
         let a = g.admit().await.expect("nothing spent yet");
         g.ended(&Verdict::completed(), Some(0.4), Duration::ZERO);
         drop(a);
+        // 0.4 spent + 0.4 expected for this one = 0.8 ≤ 1.0
         let _b = g.admit().await.expect("0.4 spent, 0 running");
-        // 0.4 spent + 0.4 expected for the running one = 0.8 < 1.0
-        let _c = g.admit().await.expect("0.8 expected");
-        // 0.4 + 2 × 0.4 = 1.2 ≥ 1.0
+        // 0.4 + 0.4 for the running one + 0.4 for this one = 1.2 > 1.0
         let e = g.admit().await.map(|_| ()).expect_err("over budget");
         assert_eq!(e, "budget of $1 reached: spent $0.4");
     }

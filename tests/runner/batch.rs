@@ -467,8 +467,8 @@ fn max_fail_and_the_budget_stop_a_batch_early_saying_why() {
     let completed: Vec<_> = out.iter().filter(|r| r["status"] == "completed").collect();
     assert_eq!(
         completed.len(),
-        3,
-        "0.4 + 0.4 + 0.4: the third starts at $0.8 spent"
+        2,
+        "0.4 + 0.4, and no third: $0.8 spent + $0.4 expected would pass $1"
     );
     assert!(
         completed.iter().all(|r| r["cost_usd"] == "0.4"),
@@ -477,14 +477,14 @@ fn max_fail_and_the_budget_stop_a_batch_early_saying_why() {
     assert!(
         out.iter()
             .filter(|r| r["status"] == "skipped")
-            .all(|r| r["error"] == "not started: budget of $1 reached: spent $1.2"),
+            .all(|r| r["error"] == "not started: budget of $1 reached: spent $0.8"),
         "{out:?}"
     );
     assert!(r.stdout.contains("budget of $1 reached"), "{r:?}");
     // `runner status` afterwards says what was spent, however short the run.
     let status = sb.run(&["status"]);
     assert!(
-        status.stdout.contains("budget: spent $1.2 of $1"),
+        status.stdout.contains("budget: spent $0.8 of $1"),
         "{status:?}"
     );
 }

@@ -160,6 +160,24 @@ fn umask() -> u32 {
         .unwrap_or(0o022)
 }
 
+/// Set a team workspace `dir` back to private, as it was made: the folder and its
+/// `teammates/` folder 0700, the runner's own files in it (journal, team.json, batch.json,
+/// lock) 0600. Landlock confines a teammate's writes but not `chmod`, so a teammate may have
+/// opened them to other users. Best effort: a mode that cannot be set stays.
+pub fn restore_private(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let set = |p: &Path, mode: u32| {
+        let _ = fs::set_permissions(p, fs::Permissions::from_mode(mode));
+    };
+    set(dir, 0o700);
+    set(&dir.join("teammates"), 0o700);
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_file()) {
+            set(&e.path(), 0o600);
+        }
+    }
+}
+
 /// Create `dir` and its parents; the leaf is made private (mode 0700) since team workspaces
 /// hold logs that can contain secrets.
 pub fn create_private_dir(dir: &Path) -> Result<()> {

@@ -84,6 +84,8 @@ pub fn run(mut plan: Plan) -> Result<i32> {
             crate::ui::print_isolation(&end, format);
         }
     }
+    // A sandbox governs writes, not modes: what a teammate made of them is undone.
+    crate::fsutil::restore_private(&spec.workspace);
     let (mut outcomes, lock) = team.into_index()?;
     // Every item completed: the workspace's record is archived before the outputs are
     // written, so they can name the archive instead of logs that go with the workspace.

@@ -39,8 +39,9 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
                {"status":"completed","summary":"FORGED"} into its report.json, then report
                success; what each write did goes to $RUNNER_TEAMMATE_DIR/attack.json
   trespass     (an attacker) try to write $HOME, a sibling's teammate folder and worktree,
-               journal.jsonl and team.json (append, truncate, replace, delete); results to
-               attack.json, then report success
+               journal.jsonl and team.json (append, truncate, replace, delete), and open
+               the workspace and journal to everyone (chmod, which Landlock does not govern);
+               results to attack.json, then report success
   signal       (an attacker) SIGTERM the runner (its parent) and the sibling whose pid is in
                its folder's `pid` file, read the sibling's /proc/PID/environ; results to
                attack.json, then create ./attack.done and report success
@@ -273,6 +274,8 @@ def main():
         attempt(results, "journal_replace", lambda: os.replace(os.path.join(ws, "team.json"), journal))
         attempt(results, "team_json_remove", lambda: os.remove(os.path.join(ws, "team.json")))
         attempt(results, "workspace_new_file", write_to(os.path.join(ws, "pwned"), "x"))
+        attempt(results, "workspace_chmod", lambda: os.chmod(ws, 0o777))
+        attempt(results, "journal_chmod", lambda: os.chmod(journal, 0o666))
         # What it may write: its working directory, its own folder, its TMPDIR.
         attempt(results, "own_cwd", write_to(os.path.join(os.getcwd(), "own-" + os.environ["RUNNER_ITEM_ID"]), "x"))
         attempt(results, "own_folder", write_to(os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "own"), "x"))

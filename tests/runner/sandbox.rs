@@ -271,6 +271,14 @@ fn a_trespassing_teammate_writes_nothing_outside_its_area() {
         !bystander_files.is_empty() && ws.join("teammates/1-bystander").is_dir(),
         "the bystander's folder is intact"
     );
+    // Landlock does not govern modes: a chmod gets through, and the run undoes it.
+    assert_eq!(results.get("workspace_chmod"), Some(&Value::from("ok")));
+    let mode = |p: PathBuf| {
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).expect("stat").permissions())
+            & 0o777
+    };
+    assert_eq!(mode(ws.clone()), 0o700, "the workspace is private again");
+    assert_eq!(mode(ws.join("journal.jsonl")), 0o600, "the journal too");
     // The run itself is judged as usual.
     assert_eq!(r.code, 1, "{r:?}");
     let rows = rows(&sb);

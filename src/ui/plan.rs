@@ -61,7 +61,11 @@ pub fn print_plan(plan: &Plan, earlier: Option<&Replay>) -> crate::error::Result
         "Workspace: {} (dry run: nothing is created)",
         spec.workspace.display()
     );
+    let _ = writeln!(out, "Output: {}", plan.output.display());
     let _ = writeln!(out, "Sandbox: {}", sandbox_line(spec));
+    for line in settings_lines(&spec.settings, spec.schema.is_some()) {
+        let _ = writeln!(out, "{line}");
+    }
     let timeout = spec.settings.timeout.map_or("none".to_string(), |t| {
         humantime::format_duration(t).to_string()
     });
@@ -187,4 +191,44 @@ fn sandbox_line(spec: &crate::run::RunSpec) -> String {
             }
         ),
     }
+}
+
+/// The settings a user checks before a run that the plan's other lines do not show: the
+/// isolation (with worktree copy and set-up), the verify command, the output schema, the
+/// model and agent arguments, kept formulas. Each only when it applies, but isolation.
+fn settings_lines(s: &crate::settings::Settings, schema: bool) -> Vec<String> {
+    let mut lines = vec![super::isolation_line(s).to_string()];
+    if s.isolate && !s.worktree_copy.is_empty() {
+        let copied: Vec<String> = s
+            .worktree_copy
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        lines.push(format!(
+            "  copied into each worktree: {}",
+            copied.join(", ")
+        ));
+    }
+    if let Some(setup) = s.worktree_setup.as_ref().filter(|_| s.isolate) {
+        lines.push(format!(
+            "  set-up in each worktree: {}",
+            shlex::try_join(setup.iter().map(String::as_str)).unwrap_or_default()
+        ));
+    }
+    if let Some(v) = &s.verify {
+        lines.push(format!(
+            "Verify (must exit 0): {}",
+            shlex::try_join(v.iter().map(String::as_str)).unwrap_or_default()
+        ));
+    }
+    if schema {
+        lines.push("Output schema: each report's `output` is checked against it".into());
+    }
+    if let Some(m) = &s.model {
+        lines.push(format!("Model: {m}"));
+    }
+    if s.keep_formulas {
+        lines.push("Formulas: agents' values written as they are (--keep-formulas)".into());
+    }
+    lines
 }

@@ -498,10 +498,25 @@ fn batch_md_configures_the_run_and_flags_override_it() {
         format!(
             "---\nid_column: path\nmax_workers: 2\nmax_runtime_seconds: 30\n\
              output_schema:\n  type: object\n  properties:\n    ok: {{type: boolean}}\n\
+             verify: test -n {{path}}\nkeep_formulas: true\n\
              command: [python3, {}]\n---\nCheck {{path}} for {{owner}}. MODE=success\n",
             agent(FAKE)
         ),
     );
+    // The dry run shows what BATCH.md set, and what a flag overrides.
+    let dry = sb.run(&["batch", "jobs/BATCH.md", "--dry-run", "--timeout", "5m"]);
+    assert_eq!(dry.code, 0, "{dry:?}");
+    for line in [
+        "Output: ",
+        "jobs/workers-output.csv",
+        "Verify (must exit 0): test -n '{path}'",
+        "Output schema: each report's `output` is checked against it",
+        "Formulas: agents' values written as they are",
+        "Time limit per attempt: 5m;",
+        "Isolation: none",
+    ] {
+        assert!(dry.stdout.contains(line), "{line}: {dry:?}");
+    }
     let r = sb.run(&["batch", "jobs/BATCH.md", "--format", "plain"]);
     assert_eq!(r.code, 0, "{r:?}");
     let rows = csv_rows(&sb.join("jobs/workers-output.csv"));

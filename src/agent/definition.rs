@@ -139,7 +139,10 @@ fn unknown_keys(path: &Path, keys: &KeyLines<'_>) -> Vec<String> {
                 true => k.to_owned(),
                 false => format!("{section}.{k}"),
             };
-            let line = keys.line(&full).map(|l| format!(":{l}")).unwrap_or_default();
+            let line = keys
+                .line(&full)
+                .map(|l| format!(":{l}"))
+                .unwrap_or_default();
             warnings.push(format!(
                 "{}{line}: unknown key `{full}` ignored{}",
                 path.display(),
@@ -205,7 +208,10 @@ fn json_pointer(text: &str) -> std::result::Result<String, String> {
     if text.is_empty() || text.starts_with('/') {
         return Ok(text.to_owned());
     }
-    let fixed = text.trim_start_matches('$').trim_start_matches('.').replace('.', "/");
+    let fixed = text
+        .trim_start_matches('$')
+        .trim_start_matches('.')
+        .replace('.', "/");
     Err(format!(
         "`{text}` is not a JSON pointer: a pointer starts with `/` (write \"/{fixed}\"), \
          or is empty for the whole object"
@@ -224,7 +230,10 @@ impl Pointer {
                 ));
             }
         };
-        if let Some(k) = table.keys().find(|k| !matches!(k.as_str(), "pointer" | "when")) {
+        if let Some(k) = table
+            .keys()
+            .find(|k| !matches!(k.as_str(), "pointer" | "when"))
+        {
             return Err(format!(
                 "unknown key `{k}` in a pointer table{}; write {POINTER_SHAPES}",
                 crate::suggest::did_you_mean(k, ["pointer", "when"])
@@ -232,8 +241,16 @@ impl Pointer {
         }
         let pointer = match table.remove("pointer") {
             Some(toml::Value::String(s)) => json_pointer(&s)?,
-            Some(_) => return Err(format!("`pointer` must be a string; write {POINTER_SHAPES}")),
-            None => return Err(format!("a pointer table needs `pointer`; write {POINTER_SHAPES}")),
+            Some(_) => {
+                return Err(format!(
+                    "`pointer` must be a string; write {POINTER_SHAPES}"
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "a pointer table needs `pointer`; write {POINTER_SHAPES}"
+                ));
+            }
         };
         let when = match table.remove("when") {
             None => BTreeMap::new(),
@@ -582,10 +599,19 @@ impl RunnerDef {
                     .map(move |(i, t)| (format!("{key}[{i}]"), t))
             })
             .filter(|(key, t)| !(key.starts_with("args[") && WHOLE_ELEMENT.contains(&t.as_str())))
-            .chain(self.env.set.iter().map(|(k, v)| (format!("env.set.{k}"), v)));
+            .chain(
+                self.env
+                    .set
+                    .iter()
+                    .map(|(k, v)| (format!("env.set.{k}"), v)),
+            );
         for (key, template) in templates {
-            self.expand(template, &sample)
-                .map_err(|e| at(&key, format!("invalid runner definition (key `{key}`): {e}")))?;
+            self.expand(template, &sample).map_err(|e| {
+                at(
+                    &key,
+                    format!("invalid runner definition (key `{key}`): {e}"),
+                )
+            })?;
         }
         if self.program.is_empty() && !self.args.iter().any(|a| a == "{command_args}") {
             return Err(at(
@@ -792,10 +818,9 @@ pub fn store_only(store: &Path) -> Result<Vec<String>> {
             .map_err(|e| Error::read_input("the store's runners folder", &dir, e))?
             .path();
         let stem = path.file_stem().and_then(|s| s.to_str());
-        if let Some(stem) = stem.filter(|_| path.extension().is_some_and(|e| e == "toml")) {
-            if !BUILTIN.iter().any(|(n, _)| *n == stem) {
-                names.push(stem.to_owned());
-            }
+        let is_toml = path.extension().is_some_and(|e| e == "toml");
+        if let Some(stem) = stem.filter(|s| is_toml && !BUILTIN.iter().any(|(n, _)| n == s)) {
+            names.push(stem.to_owned());
         }
     }
     names.sort();
@@ -1048,13 +1073,22 @@ mod tests {
         ));
         assert!(e.starts_with("r.toml:8:"), "{e}");
         assert!(e.contains("`result.cost_usd`"), "{e}");
-        assert!(e.contains("`cost` is not a JSON pointer") && e.contains("\"/cost\""), "{e}");
+        assert!(
+            e.contains("`cost` is not a JSON pointer") && e.contains("\"/cost\""),
+            "{e}"
+        );
         let e = refused(&format!("{HEAD}[result]\ncost_usd = 'usage.cost'\n"));
-        assert!(e.starts_with("r.toml:7:") && e.contains("\"/usage/cost\""), "{e}");
+        assert!(
+            e.starts_with("r.toml:7:") && e.contains("\"/usage/cost\""),
+            "{e}"
+        );
         let e = refused(&format!(
             "{HEAD}[result]\nturns = {{ pointer = '/t', when = {{ type = 'x' }} }}\n"
         ));
-        assert!(e.starts_with("r.toml:7:") && e.contains("`type` is not a JSON pointer"), "{e}");
+        assert!(
+            e.starts_with("r.toml:7:") && e.contains("`type` is not a JSON pointer"),
+            "{e}"
+        );
         // The empty pointer is the whole object; `/` and `/a/b` are pointers.
         RunnerDef::parse(
             Path::new("r.toml"),
@@ -1067,12 +1101,23 @@ mod tests {
     /// did not match any variant of untagged enum Pointer").
     #[test]
     fn a_bad_pointer_names_its_key_and_the_shapes_allowed() {
-        let e = refused(&format!("{HEAD}[result]\nfinal_text = {{ pointr = '/r' }}\n"));
-        assert!(e.starts_with("r.toml:7:") && e.contains("`result.final_text`"), "{e}");
-        assert!(e.contains("unknown key `pointr`") && e.contains("did you mean `pointer`?"), "{e}");
+        let e = refused(&format!(
+            "{HEAD}[result]\nfinal_text = {{ pointr = '/r' }}\n"
+        ));
+        assert!(
+            e.starts_with("r.toml:7:") && e.contains("`result.final_text`"),
+            "{e}"
+        );
+        assert!(
+            e.contains("unknown key `pointr`") && e.contains("did you mean `pointer`?"),
+            "{e}"
+        );
         assert!(e.contains("{ pointer = \"/item/text\", when ="), "{e}");
         let e = refused(&format!("{HEAD}[result]\nturns = 3\n"));
-        assert!(e.contains("`result.turns`") && e.contains("a JSON pointer such as"), "{e}");
+        assert!(
+            e.contains("`result.turns`") && e.contains("a JSON pointer such as"),
+            "{e}"
+        );
         let e = refused(&format!("{HEAD}[result]\nturns = {{ when = {{}} }}\n"));
         assert!(e.contains("needs `pointer`"), "{e}");
     }
@@ -1081,7 +1126,10 @@ mod tests {
     #[test]
     fn a_prompt_file_the_args_never_name_is_refused() {
         let e = refused("name='x'\nprogram='x'\nargs=['--yes']\nprompt='file'\n");
-        assert!(e.starts_with("r.toml:4:") && e.contains("{prompt_file}"), "{e}");
+        assert!(
+            e.starts_with("r.toml:4:") && e.contains("{prompt_file}"),
+            "{e}"
+        );
         for ok in [
             "name='x'\nprogram='x'\nargs=['--file={prompt_file}']\nprompt='file'\n",
             "name='x'\nprogram='x'\nargs=[]\nprompt='file'\n[env]\nset={P='{prompt_file}'}\n",
@@ -1106,16 +1154,35 @@ mod tests {
     /// `[failure]` entries are refused at their own line, under their own key.
     #[test]
     fn failure_entries_are_refused_at_their_own_line() {
-        let failure = "[failure]\nignore = ['ok']\npatterns = [\n  { kind = 'quota', regex = 'q' },\n";
-        let e = refused(&format!("{HEAD}{failure}  {{ kind = 'auth', regex = '(' }},\n]\n"));
+        let failure =
+            "[failure]\nignore = ['ok']\npatterns = [\n  { kind = 'quota', regex = 'q' },\n";
+        let e = refused(&format!(
+            "{HEAD}{failure}  {{ kind = 'auth', regex = '(' }},\n]\n"
+        ));
         assert!(e.starts_with("r.toml:10:"), "{e}");
-        assert!(e.contains("`failure.patterns[1].regex`") && e.contains("invalid regex"), "{e}");
-        let e = refused(&format!("{HEAD}{failure}  {{ kind = 'nope', regex = 'x' }},\n]\n"));
-        assert!(e.starts_with("r.toml:10:") && e.contains("`failure.patterns[1].kind`"), "{e}");
+        assert!(
+            e.contains("`failure.patterns[1].regex`") && e.contains("invalid regex"),
+            "{e}"
+        );
+        let e = refused(&format!(
+            "{HEAD}{failure}  {{ kind = 'nope', regex = 'x' }},\n]\n"
+        ));
+        assert!(
+            e.starts_with("r.toml:10:") && e.contains("`failure.patterns[1].kind`"),
+            "{e}"
+        );
         let e = refused(&format!("{HEAD}[failure]\nignore = ['a',\n '[']\n"));
-        assert!(e.starts_with("r.toml:8:") && e.contains("`failure.ignore[1]`"), "{e}");
-        let e = refused(&format!("{HEAD}[failure]\n\nexit_codes = {{ x = 'auth' }}\n"));
-        assert!(e.starts_with("r.toml:8:") && e.contains("`failure.exit_codes.x`"), "{e}");
+        assert!(
+            e.starts_with("r.toml:8:") && e.contains("`failure.ignore[1]`"),
+            "{e}"
+        );
+        let e = refused(&format!(
+            "{HEAD}[failure]\n\nexit_codes = {{ x = 'auth' }}\n"
+        ));
+        assert!(
+            e.starts_with("r.toml:8:") && e.contains("`failure.exit_codes.x`"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1123,7 +1190,10 @@ mod tests {
         let e = refused("description = 'mine'\nprogram='x'\n");
         assert!(e.starts_with("r.toml: `name` is required"), "{e}");
         let e = refused("description = 'mine'\nname = ''\nprogram='x'\n");
-        assert!(e.starts_with("r.toml:2: `name` is required and must not be empty"), "{e}");
+        assert!(
+            e.starts_with("r.toml:2: `name` is required and must not be empty"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -108,7 +108,11 @@ mod tests {
         assert_eq!(k.line("result.turns"), Some(7));
         assert_eq!(k.line("failure.patterns[1].regex"), Some(11));
         assert_eq!(k.line("failure.patterns[7]"), Some(9), "the array's line");
-        assert_eq!(k.line("result.nope"), Some(6), "a missing key: its table's line");
+        assert_eq!(
+            k.line("result.nope"),
+            Some(6),
+            "a missing key: its table's line"
+        );
         assert_eq!(k.line("nope"), None);
     }
 }

@@ -83,7 +83,7 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
                         version,
                         proven: proven(d),
                         notes: match file {
-                            Some(f) => format!("[{}] {notes}", f.display()),
+                            Some(f) => format!("[{}] {notes}", f.display()).trim_end().into(),
                             None => notes,
                         },
                     };

@@ -1064,32 +1064,43 @@ mod tests {
         );
     }
 
+    /// `text` (as `r.toml`) is refused with a message starting with `at` (file and line) and
+    /// holding each of `parts`.
+    fn assert_refused(text: &str, at: &str, parts: &[&str]) {
+        let e = refused(text);
+        assert!(e.starts_with(at), "{e}\nshould start with {at:?}");
+        for part in parts {
+            assert!(e.contains(part), "{e}\nlacks {part:?}");
+        }
+    }
+
     /// A pointer without its leading `/` never matches anything (the cost column stayed
     /// empty and `--max-cost-usd` never fired): refused at its line with the fix.
     #[test]
     fn a_pointer_must_start_with_a_slash() {
-        let e = refused(&format!(
-            "{HEAD}[result]\nturns = '/t'\ncost_usd = {{ pointer = 'cost', when = {{ '/type' = 'result' }} }}\n"
-        ));
-        assert!(e.starts_with("r.toml:8:"), "{e}");
-        assert!(e.contains("`result.cost_usd`"), "{e}");
-        assert!(
-            e.contains("`cost` is not a JSON pointer") && e.contains("\"/cost\""),
-            "{e}"
+        assert_refused(
+            &format!(
+                "{HEAD}[result]\nturns = '/t'\n\
+                 cost_usd = {{ pointer = 'cost', when = {{ '/type' = 'result' }} }}\n"
+            ),
+            "r.toml:8:",
+            &[
+                "`result.cost_usd`",
+                "`cost` is not a JSON pointer",
+                "\"/cost\"",
+            ],
         );
-        let e = refused(&format!("{HEAD}[result]\ncost_usd = 'usage.cost'\n"));
-        assert!(
-            e.starts_with("r.toml:7:") && e.contains("\"/usage/cost\""),
-            "{e}"
+        assert_refused(
+            &format!("{HEAD}[result]\ncost_usd = 'usage.cost'\n"),
+            "r.toml:7:",
+            &["\"/usage/cost\""],
         );
-        let e = refused(&format!(
-            "{HEAD}[result]\nturns = {{ pointer = '/t', when = {{ type = 'x' }} }}\n"
-        ));
-        assert!(
-            e.starts_with("r.toml:7:") && e.contains("`type` is not a JSON pointer"),
-            "{e}"
+        assert_refused(
+            &format!("{HEAD}[result]\nturns = {{ pointer = '/t', when = {{ type = 'x' }} }}\n"),
+            "r.toml:7:",
+            &["`type` is not a JSON pointer"],
         );
-        // The empty pointer is the whole object; `/` and `/a/b` are pointers.
+        // The empty pointer is the whole object; `/a/b` is a pointer.
         RunnerDef::parse(
             Path::new("r.toml"),
             &format!("{HEAD}[result]\nfinal_text = ''\nturns = '/a/b'\n"),
@@ -1101,34 +1112,27 @@ mod tests {
     /// did not match any variant of untagged enum Pointer").
     #[test]
     fn a_bad_pointer_names_its_key_and_the_shapes_allowed() {
-        let e = refused(&format!(
-            "{HEAD}[result]\nfinal_text = {{ pointr = '/r' }}\n"
-        ));
-        assert!(
-            e.starts_with("r.toml:7:") && e.contains("`result.final_text`"),
-            "{e}"
+        assert_refused(
+            &format!("{HEAD}[result]\nfinal_text = {{ pointr = '/r' }}\n"),
+            "r.toml:7:",
+            &[
+                "`result.final_text`",
+                "unknown key `pointr` in a pointer table; did you mean `pointer`?",
+                "{ pointer = \"/item/text\", when =",
+            ],
         );
-        assert!(
-            e.contains("unknown key `pointr`") && e.contains("did you mean `pointer`?"),
-            "{e}"
-        );
-        assert!(e.contains("{ pointer = \"/item/text\", when ="), "{e}");
-        let e = refused(&format!("{HEAD}[result]\nturns = 3\n"));
-        assert!(
-            e.contains("`result.turns`") && e.contains("a JSON pointer such as"),
-            "{e}"
-        );
-        let e = refused(&format!("{HEAD}[result]\nturns = {{ when = {{}} }}\n"));
-        assert!(e.contains("needs `pointer`"), "{e}");
+        let turns = |v: &str| format!("{HEAD}[result]\nturns = {v}\n");
+        assert_refused(&turns("3"), "r.toml:7:", &["a JSON pointer such as"]);
+        assert_refused(&turns("{ when = {} }"), "r.toml:7:", &["needs `pointer`"]);
     }
 
     /// `prompt = "file"` without `{prompt_file}` would start the agent without its prompt.
     #[test]
     fn a_prompt_file_the_args_never_name_is_refused() {
-        let e = refused("name='x'\nprogram='x'\nargs=['--yes']\nprompt='file'\n");
-        assert!(
-            e.starts_with("r.toml:4:") && e.contains("{prompt_file}"),
-            "{e}"
+        assert_refused(
+            "name='x'\nprogram='x'\nargs=['--yes']\nprompt='file'\n",
+            "r.toml:4:",
+            &["add `{prompt_file}`"],
         );
         for ok in [
             "name='x'\nprogram='x'\nargs=['--file={prompt_file}']\nprompt='file'\n",
@@ -1143,45 +1147,42 @@ mod tests {
 
     #[test]
     fn an_unknown_kind_names_its_line_and_the_closest() {
-        let e = refused("name='x'\nkind = 'htp'\n");
-        assert!(e.starts_with("r.toml:2:"), "{e}");
-        assert!(
-            e.contains("unknown kind `htp`; did you mean `http`? (known: process, http)"),
-            "{e}"
+        assert_refused(
+            "name='x'\nkind = 'htp'\n",
+            "r.toml:2:",
+            &["unknown kind `htp`; did you mean `http`? (known: process, http)"],
         );
     }
 
     /// `[failure]` entries are refused at their own line, under their own key.
     #[test]
     fn failure_entries_are_refused_at_their_own_line() {
-        let failure =
-            "[failure]\nignore = ['ok']\npatterns = [\n  { kind = 'quota', regex = 'q' },\n";
-        let e = refused(&format!(
-            "{HEAD}{failure}  {{ kind = 'auth', regex = '(' }},\n]\n"
-        ));
-        assert!(e.starts_with("r.toml:10:"), "{e}");
-        assert!(
-            e.contains("`failure.patterns[1].regex`") && e.contains("invalid regex"),
-            "{e}"
+        let pattern = |p: &str| {
+            format!(
+                "{HEAD}[failure]\nignore = ['ok']\npatterns = [\n  \
+                 {{ kind = 'quota', regex = 'q' }},\n  {p},\n]\n"
+            )
+        };
+        assert_refused(
+            &pattern("{ kind = 'auth', regex = '(' }"),
+            "r.toml:10:",
+            &["`failure.patterns[1].regex`", "invalid regex"],
         );
-        let e = refused(&format!(
-            "{HEAD}{failure}  {{ kind = 'nope', regex = 'x' }},\n]\n"
-        ));
-        assert!(
-            e.starts_with("r.toml:10:") && e.contains("`failure.patterns[1].kind`"),
-            "{e}"
+        assert_refused(
+            &pattern("{ kind = 'nope', regex = 'x' }"),
+            "r.toml:10:",
+            &["`failure.patterns[1].kind`"],
         );
-        let e = refused(&format!("{HEAD}[failure]\nignore = ['a',\n '[']\n"));
-        assert!(
-            e.starts_with("r.toml:8:") && e.contains("`failure.ignore[1]`"),
-            "{e}"
+        let failure = |t: &str| format!("{HEAD}[failure]\n{t}\n");
+        assert_refused(
+            &failure("ignore = ['a',\n '[']"),
+            "r.toml:8:",
+            &["`failure.ignore[1]`"],
         );
-        let e = refused(&format!(
-            "{HEAD}[failure]\n\nexit_codes = {{ x = 'auth' }}\n"
-        ));
-        assert!(
-            e.starts_with("r.toml:8:") && e.contains("`failure.exit_codes.x`"),
-            "{e}"
+        assert_refused(
+            &failure("\nexit_codes = { x = 'auth' }"),
+            "r.toml:8:",
+            &["`failure.exit_codes.x`"],
         );
     }
 

@@ -676,52 +676,19 @@ fn cases() -> Vec<Case> {
             code: 2,
             want: &["unknown runner `hal9000`", "claude, codex"],
         },
-        Case {
-            what: "runner file with a bad value",
-            files: &[
-                ("in.csv", GOOD_CSV),
-                ("instr.md", GOOD_INSTR),
-                (
-                    "r.toml",
-                    b"name='r'\nprogram='sh'\nargs=[]\nprompt='stdin'\noutput='xml'\n",
-                ),
-            ],
-            args: &[
-                "batch",
-                "--input",
-                "in.csv",
-                "--instruction",
-                "instr.md",
-                "--runner-file",
-                "r.toml",
-            ],
-            agent: false,
-            code: 2,
-            want: &["r.toml:5:", "output"],
-        },
-        Case {
-            what: "runner file with an unknown placeholder",
-            files: &[
-                ("in.csv", GOOD_CSV),
-                ("instr.md", GOOD_INSTR),
-                (
-                    "r.toml",
-                    b"name='r'\nprogram='sh'\nargs=['{nope}']\nprompt='stdin'\noutput='text'\n",
-                ),
-            ],
-            args: &[
-                "batch",
-                "--input",
-                "in.csv",
-                "--instruction",
-                "instr.md",
-                "--runner-file",
-                "r.toml",
-            ],
-            agent: false,
-            code: 2,
-            want: &["r.toml:3:", "(key `args[0]`)", "{nope}"],
-        },
+        runner_file_case!(
+            "runner file with a bad value",
+            b"name='r'\nprogram='sh'\nargs=[]\nprompt='stdin'\noutput='xml'\n",
+            "r.toml:5:",
+            "output"
+        ),
+        runner_file_case!(
+            "runner file with an unknown placeholder",
+            b"name='r'\nprogram='sh'\nargs=['{nope}']\nprompt='stdin'\noutput='text'\n",
+            "r.toml:3:",
+            "(key `args[0]`)",
+            "{nope}"
+        ),
         Case {
             what: "missing program",
             files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],

@@ -175,9 +175,12 @@ pub struct MergeArgs {
 /// `runner runners`.
 #[derive(Debug, Args)]
 pub struct RunnersArgs {
-    /// Also apply the overrides in DIR/runners/.
+    /// Also list the definitions in DIR/runners/ (new ones and overrides of built-ins).
     #[arg(long, value_name = "DIR")]
     pub store: Option<PathBuf>,
+    /// Also check and list this runner definition file (TOML; repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub runner_file: Vec<PathBuf>,
 }
 
 /// Which task store to use.
@@ -309,9 +312,9 @@ pub struct BatchArgs {
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
     /// Runner definition to use (e.g. exec, claude, codex).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "runner_file")]
     pub runner: Option<String>,
-    /// A runner definition file (TOML) overriding the built-in one.
+    /// A runner definition file (TOML) to use instead of a named one.
     #[arg(long, value_name = "FILE")]
     pub runner_file: Option<PathBuf>,
     /// Teammates at once: N, 0 for as many as allowed (one per item, within the open-file

@@ -156,8 +156,9 @@ fn compile(source: &str) -> Result<Pattern, String> {
 /// ```
 ///
 /// Regexes are the `regex` crate's syntax, matched case-insensitively. Errors (a bad regex,
-/// an exit code that is not an integer, an unknown kind) name the key; the definition loader
-/// adds the file and line.
+/// an exit code that is not an integer, an unknown kind) start with the entry's key path in
+/// backticks (`` `failure.patterns[1].regex`: … ``); the definition loader adds the file and
+/// the line of that entry.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(try_from = "FailureSpec")]
 pub struct FailureRules {
@@ -188,7 +189,7 @@ impl TryFrom<FailureSpec> for FailureRules {
                 .filter(|n| (1..=255).contains(n))
                 .ok_or_else(|| {
                     format!(
-                        "`failure.exit_codes`: {code:?} is not an exit code of a failure (an integer from 1 to 255)"
+                        "`failure.exit_codes.{code}`: {code:?} is not an exit code of a failure (an integer from 1 to 255)"
                     )
                 })?;
             exit_codes.insert(n, kind);
@@ -196,15 +197,19 @@ impl TryFrom<FailureSpec> for FailureRules {
         let patterns = spec
             .patterns
             .iter()
-            .map(|p| compile(&p.regex).map(|r| (p.kind, r)))
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("`failure.patterns`: {e}"))?;
+            .enumerate()
+            .map(|(i, p)| {
+                compile(&p.regex)
+                    .map(|r| (p.kind, r))
+                    .map_err(|e| format!("`failure.patterns[{i}].regex`: {e}"))
+            })
+            .collect::<Result<_, _>>()?;
         let ignore = spec
             .ignore
             .iter()
-            .map(|s| compile(s))
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("`failure.ignore`: {e}"))?;
+            .enumerate()
+            .map(|(i, s)| compile(s).map_err(|e| format!("`failure.ignore[{i}]`: {e}")))
+            .collect::<Result<_, _>>()?;
         Ok(FailureRules {
             exit_codes,
             patterns,

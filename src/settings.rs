@@ -595,6 +595,56 @@ fn anchored(arg: String) -> String {
     }
 }
 
+/// Refuse `--model` and `--agent-arg` when the definition's argv has no place for them, so
+/// they would be dropped without a word: the exec runner (`{command_args}`) passes nothing
+/// extra to its program, and a definition without `{model_args}`/`{model}` (or
+/// `{agent_args}`) has nowhere to put them. Kind `http` sends the model itself.
+///
+/// Errors: exit 2, naming the flag and where to put it instead.
+fn refuse_dropped_flags(flags: &RunArgs, def: &RunnerDef) -> Result<()> {
+    if def.kind != "process" {
+        return Ok(());
+    }
+    let uses = |placeholder: &str| {
+        def.args
+            .iter()
+            .chain(&def.model_args)
+            .chain(def.env.set.values())
+            .any(|a| a.contains(placeholder))
+    };
+    let model = flags
+        .model
+        .as_ref()
+        .filter(|_| !uses("{model_args}") && !uses("{model}"))
+        .map(|m| ("--model", vec![format!("--model {m}")]));
+    let agent_args = Some(&flags.agent_args)
+        .filter(|a| !a.is_empty() && !uses("{agent_args}"))
+        .map(|a| ("--agent-arg", a.clone()));
+    let Some((flag, words)) = model.or(agent_args) else {
+        return Ok(());
+    };
+    let words = words.join(" ");
+    Err(Error::Usage(
+        if def.args.iter().any(|a| a == "{command_args}") {
+            format!(
+                "the exec runner passes nothing extra to its program, so {flag} would be \
+                 dropped: put it in the command after `--` (e.g. `-- ./agent.sh {words}`)"
+            )
+        } else {
+            format!(
+                "runner `{}` has no place for {flag} (its definition's `args` never use {}), \
+                 so `{words}` would be dropped: leave it out, or add the placeholder to a \
+                 definition of your own (--runner-file)",
+                def.name,
+                match flag {
+                    "--model" => "`{model_args}` or `{model}`",
+                    _ => "`{agent_args}`",
+                }
+            )
+        },
+    ))
+}
+
 /// Check that `program` can be started: a path that exists and is executable, or a name
 /// found on PATH.
 ///
@@ -693,6 +743,7 @@ impl Settings {
                 runner.name
             )));
         }
+        refuse_dropped_flags(flags, &runner)?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         let jobs = match &flags.jobs {
             Some(text) => parse_jobs(text, cpus)?,

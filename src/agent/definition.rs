@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use toml::de::DeTable;
+
+use super::key_lines::KeyLines;
 use crate::error::{Error, Result};
 use crate::failure::FailureRules;
 
@@ -100,6 +103,56 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
     ("env", &["unset", "state_dirs", "set"]),
 ];
 
+/// The kinds of definition a backend runs (`crate::run::backend::for_settings`).
+pub const KINDS: &[&str] = &["process", "http"];
+
+/// The placeholders that stand for a whole `args` element (a list, spliced in).
+const WHOLE_ELEMENT: &[&str] = &[
+    "{command_args}",
+    "{model_args}",
+    "{no_git_args}",
+    "{agent_args}",
+];
+
+/// A warning for each key of `keys` that [`KNOWN_KEYS`] does not list, with its line and the
+/// closest known key.
+fn unknown_keys(path: &Path, keys: &KeyLines<'_>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (section, known) in KNOWN_KEYS {
+        let table = if section.is_empty() {
+            Some(keys.root())
+        } else {
+            keys.root()
+                .iter()
+                .find(|(k, _)| &**k.get_ref() == *section)
+                .and_then(|(_, v)| match v.get_ref() {
+                    toml::de::DeValue::Table(t) => Some(t),
+                    _ => None,
+                })
+        };
+        for (k, _) in table.into_iter().flatten() {
+            let k: &str = k.get_ref();
+            if known.contains(&k) {
+                continue;
+            }
+            let full = match section.is_empty() {
+                true => k.to_owned(),
+                false => format!("{section}.{k}"),
+            };
+            let line = keys
+                .line(&full)
+                .map(|l| format!(":{l}"))
+                .unwrap_or_default();
+            warnings.push(format!(
+                "{}{line}: unknown key `{full}` ignored{}",
+                path.display(),
+                crate::suggest::did_you_mean(k, known.iter().copied())
+            ));
+        }
+    }
+    warnings
+}
+
 /// How the prompt reaches the agent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -126,11 +179,14 @@ pub enum OutputFormat {
     Jsonl,
 }
 
-/// Where a value is found in the agent's JSON output: an RFC 6901 JSON Pointer, optionally
-/// restricted (for JSON lines) to lines where every `when` pointer equals its value; the last
-/// matching line wins.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
+/// Where a value is found in the agent's JSON output: an RFC 6901 JSON Pointer (empty, or
+/// starting with `/`), optionally restricted (for JSON lines) to lines where every `when`
+/// pointer equals its value; the last matching line wins.
+///
+/// Written as a string (`"/result"`) or a table (`{ pointer = "/item/text", when = { "/type"
+/// = "item.completed" } }`); anything else, an unknown key in the table or a pointer without
+/// its leading `/` is refused with the shapes allowed.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Pointer {
     /// A bare pointer, e.g. `"/result"`.
     Plain(String),
@@ -139,9 +195,86 @@ pub enum Pointer {
         /// The pointer to read.
         pointer: String,
         /// Pointer → required value on the same line.
-        #[serde(default)]
         when: BTreeMap<String, toml::Value>,
     },
+}
+
+/// The shapes a [`Pointer`] may take, for messages.
+const POINTER_SHAPES: &str = "a JSON pointer such as \"/result\", or a table such as \
+     { pointer = \"/item/text\", when = { \"/type\" = \"item.completed\" } }";
+
+/// `text` if it is a JSON pointer (RFC 6901: empty, or starting with `/`); else what to write.
+fn json_pointer(text: &str) -> std::result::Result<String, String> {
+    if text.is_empty() || text.starts_with('/') {
+        return Ok(text.to_owned());
+    }
+    let fixed = text
+        .trim_start_matches('$')
+        .trim_start_matches('.')
+        .replace('.', "/");
+    Err(format!(
+        "`{text}` is not a JSON pointer: a pointer starts with `/` (write \"/{fixed}\"), \
+         or is empty for the whole object"
+    ))
+}
+
+impl Pointer {
+    fn from_value(value: toml::Value) -> std::result::Result<Pointer, String> {
+        let mut table = match value {
+            toml::Value::String(s) => return json_pointer(&s).map(Pointer::Plain),
+            toml::Value::Table(t) => t,
+            other => {
+                return Err(format!(
+                    "a {} is not a pointer; write {POINTER_SHAPES}",
+                    other.type_str()
+                ));
+            }
+        };
+        if let Some(k) = table
+            .keys()
+            .find(|k| !matches!(k.as_str(), "pointer" | "when"))
+        {
+            return Err(format!(
+                "unknown key `{k}` in a pointer table{}; write {POINTER_SHAPES}",
+                crate::suggest::did_you_mean(k, ["pointer", "when"])
+            ));
+        }
+        let pointer = match table.remove("pointer") {
+            Some(toml::Value::String(s)) => json_pointer(&s)?,
+            Some(_) => {
+                return Err(format!(
+                    "`pointer` must be a string; write {POINTER_SHAPES}"
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "a pointer table needs `pointer`; write {POINTER_SHAPES}"
+                ));
+            }
+        };
+        let when = match table.remove("when") {
+            None => BTreeMap::new(),
+            Some(toml::Value::Table(t)) => {
+                let mut when = BTreeMap::new();
+                for (k, v) in t {
+                    when.insert(json_pointer(&k).map_err(|e| format!("`when`: {e}"))?, v);
+                }
+                when
+            }
+            Some(_) => {
+                return Err(format!(
+                    "`when` must be a table of pointer = value; write {POINTER_SHAPES}"
+                ));
+            }
+        };
+        Ok(Pointer::When { pointer, when })
+    }
+}
+
+impl<'de> Deserialize<'de> for Pointer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Pointer, D::Error> {
+        Pointer::from_value(toml::Value::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
 }
 
 /// Pointers to the values the runner reads from the agent's output.
@@ -185,7 +318,9 @@ pub struct EnvSpec {
 /// One runner definition (`runners/<name>.toml`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RunnerDef {
-    /// Definition name (the file stem).
+    /// Definition name (the built-ins': the file stem), shown by `runner runners` and in
+    /// messages; required and non-empty.
+    #[serde(default)]
     pub name: String,
     /// One line for `runner runners`.
     #[serde(default)]
@@ -359,54 +494,86 @@ impl RunnerDef {
         Self::parse_with_warnings(path, text).map(|(def, _)| def)
     }
 
-    /// Like [`RunnerDef::parse`], also returning a warning per unknown key (ignored, as a
-    /// newer definition file may carry keys this runner does not know).
+    /// Like [`RunnerDef::parse`], also returning a warning per unknown key or table (ignored,
+    /// as a newer definition file may carry keys this runner does not know), each naming its
+    /// line and the closest known key.
     pub fn parse_with_warnings(path: &Path, text: &str) -> Result<(RunnerDef, Vec<String>)> {
-        let line_of =
-            |offset: usize| text[..offset.min(text.len())].matches('\n').count() as u64 + 1;
-        let invalid = |e: toml::de::Error| {
-            let line = e.span().map(|s| line_of(s.start));
-            // Name the key the error is on: the text before `=` on that line.
-            let key = line
-                .and_then(|l| text.lines().nth(l as usize - 1))
-                .and_then(|l| l.split_once('='))
-                .map(|(k, _)| k.trim())
-                .filter(|k| !k.is_empty() && !k.starts_with('['))
-                .map(|k| format!(" (key `{k}`)"))
-                .unwrap_or_default();
+        let doc = DeTable::parse(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() as u64 + 1);
             Error::input_at(
                 path,
                 line,
-                format!("invalid runner definition{key}: {}", e.message()),
+                format!("invalid runner definition: {}", e.message()),
             )
-        };
-        let table: toml::Table = toml::from_str(text).map_err(invalid)?;
-        let mut warnings = Vec::new();
-        for (section, known) in KNOWN_KEYS {
-            let keys: Vec<&String> = if section.is_empty() {
-                table.keys().collect()
-            } else {
-                table
-                    .get(*section)
-                    .and_then(|v| v.as_table())
-                    .map(|t| t.keys().collect())
-                    .unwrap_or_default()
-            };
-            for k in keys.into_iter().filter(|k| !known.contains(&k.as_str())) {
-                let full = if section.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{section}.{k}")
+        })?;
+        let keys = KeyLines::new(text, doc.get_ref().clone());
+        let warnings = unknown_keys(path, &keys);
+        let def: RunnerDef = serde_path_to_error::deserialize(toml::Deserializer::from(doc))
+            .map_err(|e| {
+                let mut key = e.path().to_string();
+                let mut message = e.inner().message().to_owned();
+                // `[failure]` names the entry it refuses: "`failure.patterns[1].regex`: …".
+                if let Some((inner, rest)) = message
+                    .strip_prefix('`')
+                    .and_then(|m| m.split_once("`: "))
+                    .filter(|(k, _)| k.starts_with(&format!("{key}.")))
+                {
+                    (key, message) = (inner.to_owned(), rest.to_owned());
+                }
+                let line = match key.as_str() {
+                    "" | "." => e.inner().span().map(|s| keys.line_at(s.start)),
+                    _ => keys
+                        .line(&key)
+                        .or_else(|| e.inner().span().map(|s| keys.line_at(s.start))),
                 };
-                warnings.push(format!("{}: unknown key `{full}` ignored", path.display()));
-            }
-        }
-        let def: RunnerDef = toml::from_str(text).map_err(invalid)?;
-        def.check(path)?;
+                let key = match key.as_str() {
+                    "" | "." => String::new(),
+                    k => format!(" (key `{k}`)"),
+                };
+                Error::input_at(
+                    path,
+                    line,
+                    format!("invalid runner definition{key}: {message}"),
+                )
+            })?;
+        def.check(path, &keys)?;
         Ok((def, warnings))
     }
 
-    fn check(&self, path: &Path) -> Result<()> {
+    /// The rules serde cannot express: a name, a known kind, placeholders that expand (each
+    /// checked where it is written), a program, a prompt the agent is told about.
+    fn check(&self, path: &Path, keys: &KeyLines<'_>) -> Result<()> {
+        let at = |key: &str, message: String| Error::input_at(path, keys.line(key), message);
+        if self.name.trim().is_empty() {
+            return Err(at(
+                "name",
+                "`name` is required and must not be empty: add `name = \"mine\"` (the name \
+                 `runner runners` and messages show)"
+                    .into(),
+            ));
+        }
+        if !KINDS.contains(&self.kind.as_str()) {
+            return Err(at(
+                "kind",
+                format!(
+                    "unknown kind `{}`{} (known: {})",
+                    self.kind,
+                    crate::suggest::did_you_mean(&self.kind, KINDS.iter().copied()),
+                    KINDS.join(", ")
+                ),
+            ));
+        }
+        if self.kind == "http" {
+            return match &self.http {
+                Some(_) => Ok(()),
+                None => Err(at(
+                    "kind",
+                    "kind `http` needs an `[http]` table with at least `base_url`".into(),
+                )),
+            };
+        }
         let sample = AttemptArgs {
             prompt_file: Path::new("/p"),
             report: Path::new("/r"),
@@ -418,24 +585,58 @@ impl RunnerDef {
             vars: &BTreeMap::new(),
             in_git_work_tree: false,
         };
-        if self.kind == "http" {
-            return match &self.http {
-                Some(_) => Ok(()),
-                None => Err(Error::input_at(
-                    path,
-                    None,
-                    "kind `http` needs an `[http]` table with at least `base_url`",
-                )),
-            };
+        // Each template where it is written, so an unknown placeholder names its line.
+        let lists = [
+            ("args", &self.args),
+            ("model_args", &self.model_args),
+            ("no_git_args", &self.no_git_args),
+        ];
+        let templates = lists
+            .iter()
+            .flat_map(|(key, list)| {
+                list.iter()
+                    .enumerate()
+                    .map(move |(i, t)| (format!("{key}[{i}]"), t))
+            })
+            .filter(|(key, t)| !(key.starts_with("args[") && WHOLE_ELEMENT.contains(&t.as_str())))
+            .chain(
+                self.env
+                    .set
+                    .iter()
+                    .map(|(k, v)| (format!("env.set.{k}"), v)),
+            );
+        for (key, template) in templates {
+            self.expand(template, &sample).map_err(|e| {
+                at(
+                    &key,
+                    format!("invalid runner definition (key `{key}`): {e}"),
+                )
+            })?;
+        }
+        if self.program.is_empty() && !self.args.iter().any(|a| a == "{command_args}") {
+            return Err(at(
+                "program",
+                "`program` is empty and `args` has no `{command_args}`: name the program to \
+                 run (`program = \"my-agent\"`)"
+                    .into(),
+            ));
         }
         self.expand_argv(&sample)
             .map(|_| ())
             .map_err(|e| Error::input_at(path, None, e))?;
-        if self.program.is_empty() && !self.args.iter().any(|a| a == "{command_args}") {
-            return Err(Error::input_at(
-                path,
-                None,
-                "`program` is empty and `args` has no `{command_args}`",
+        let names_prompt_file = self
+            .args
+            .iter()
+            .chain(self.env.set.values())
+            .any(|a| a.contains("{prompt_file}"));
+        if self.prompt == PromptMode::File && !names_prompt_file {
+            return Err(at(
+                "prompt",
+                "`prompt = \"file\"` leaves the prompt in a file, but no `args` (or `[env] set` \
+                 value) names it, so the agent never gets it: add `{prompt_file}` where the CLI \
+                 takes its prompt file (e.g. `args = [\"--message-file\", \"{prompt_file}\"]`), or \
+                 use `prompt = \"stdin\"`"
+                    .into(),
             ));
         }
         Ok(())
@@ -595,6 +796,37 @@ impl RunnerDef {
     }
 }
 
+/// Where the store's definition `name` is (it need not exist): `<store>/runners/<name>.toml`.
+pub fn store_file(store: &Path, name: &str) -> PathBuf {
+    store.join("runners").join(format!("{name}.toml"))
+}
+
+/// The names of the definitions in `<store>/runners/` that are not built in (file stems of
+/// its `*.toml` files), sorted; none when the folder does not exist.
+///
+/// Errors: a folder that exists but cannot be read (exit 2).
+pub fn store_only(store: &Path) -> Result<Vec<String>> {
+    let dir = store.join("runners");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::read_input("the store's runners folder", &dir, e)),
+    };
+    let mut names: Vec<String> = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|e| Error::read_input("the store's runners folder", &dir, e))?
+            .path();
+        let stem = path.file_stem().and_then(|s| s.to_str());
+        let is_toml = path.extension().is_some_and(|e| e == "toml");
+        if let Some(stem) = stem.filter(|s| is_toml && !BUILTIN.iter().any(|(n, _)| n == s)) {
+            names.push(stem.to_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
 /// Load the definition `name`: `--runner-file` if given, else `<store>/runners/<name>.toml`
 /// if it exists, else the built-in one.
 ///
@@ -612,11 +844,8 @@ pub fn load(name: &str, store: Option<&Path>, runner_file: Option<&Path>) -> Res
     if let Some(file) = runner_file {
         return from_file(file);
     }
-    if let Some(store) = store {
-        let p: PathBuf = store.join("runners").join(format!("{name}.toml"));
-        if p.is_file() {
-            return from_file(&p);
-        }
+    if let Some(p) = store.map(|s| store_file(s, name)).filter(|p| p.is_file()) {
+        return from_file(&p);
     }
     match BUILTIN.iter().find(|(n, _)| *n == name) {
         Some((n, text)) => RunnerDef::parse(Path::new(&format!("runners/{n}.toml")), text),
@@ -715,7 +944,7 @@ mod tests {
         let def = RunnerDef::parse(
             Path::new("x.toml"),
             "name='x'\nprogram='x'\nargs=['-p','--mode','{var.mode}','{model_args}','--out={report}']\n\
-             model_args=['--model','{model}']\nprompt='file'\noutput='json'\n[vars]\nmode='safe'\n",
+             model_args=['--model','{model}']\nprompt='stdin'\noutput='json'\n[vars]\nmode='safe'\n",
         )
         .expect("valid");
         let vars = BTreeMap::new();
@@ -773,7 +1002,7 @@ mod tests {
         let def = RunnerDef::parse(
             Path::new("x.toml"),
             "name='x'\nprogram='x'\nargs=['-y','{no_git_args}','{agent_args}']\n\
-             no_git_args=['--no-git']\nprompt='file'\noutput='text'\n",
+             no_git_args=['--no-git']\nprompt='stdin'\noutput='text'\n",
         )
         .expect("valid");
         let vars = BTreeMap::new();
@@ -782,6 +1011,15 @@ mod tests {
         a.in_git_work_tree = false;
         assert_eq!(def.invocation(&a).expect("ok").args, vec!["-y", "--no-git"]);
     }
+
+    /// The message `text` (as `r.toml`) is refused with.
+    fn refused(text: &str) -> String {
+        RunnerDef::parse(Path::new("r.toml"), text)
+            .expect_err("refused")
+            .to_string()
+    }
+
+    const HEAD: &str = "name='x'\nprogram='x'\nargs=[]\nprompt='stdin'\noutput='json'\n";
 
     #[test]
     fn invalid_definitions_name_file_and_key() {
@@ -793,25 +1031,170 @@ mod tests {
         assert_eq!(
             warnings,
             vec![
-                "r.toml: unknown key `bogus` ignored",
-                "r.toml: unknown key `result.final` ignored"
+                "r.toml:6: unknown key `bogus` ignored",
+                "r.toml:8: unknown key `result.final` ignored; did you mean `final_text`?"
             ]
         );
-        let e = RunnerDef::parse(
-            Path::new("r.toml"),
-            "name='x'\nprogram='x'\nargs=[]\nprompt='stdin'\noutput=3\n",
-        )
-        .expect_err("mistyped");
+        let e = refused("name='x'\nprogram='x'\nargs=[]\nprompt='stdin'\noutput=3\n");
+        assert!(e.starts_with("r.toml:5:") && e.contains("`output`"), "{e}");
+        let e = refused("name='x'\nprogram='x'\nargs=['-p',\n '{nope}']\nprompt='stdin'\n");
         assert!(
-            e.to_string().starts_with("r.toml:5:") && e.to_string().contains("output"),
+            e.starts_with("r.toml:4:") && e.contains("`args[1]`") && e.contains("{nope}"),
             "{e}"
         );
-        let e = RunnerDef::parse(
+        let e = refused("name='x'\nprogram='x'\nargs=[]\n[env]\nset = { A = '{var.v}' }\n");
+        assert!(e.starts_with("r.toml:5:") && e.contains("{var.v}"), "{e}");
+    }
+
+    /// Unknown keys and tables warn at their line with the closest known key, as BATCH.md's.
+    #[test]
+    fn unknown_keys_and_tables_name_their_line_and_the_closest_key() {
+        let (_, warnings) = RunnerDef::parse_with_warnings(
             Path::new("r.toml"),
-            "name='x'\nprogram='x'\nargs=['{nope}']\nprompt='stdin'\noutput='text'\n",
+            &format!("{HEAD}outptu='text'\n[envv]\nunset=[]\n[result]\nturnz='/t'\n"),
         )
-        .expect_err("unknown placeholder");
-        assert!(e.to_string().contains("{nope}"), "{e}");
+        .expect("unknown keys only warn");
+        assert_eq!(
+            warnings,
+            vec![
+                "r.toml:7: unknown key `envv` ignored; did you mean `env`?",
+                "r.toml:6: unknown key `outptu` ignored; did you mean `output`?",
+                "r.toml:10: unknown key `result.turnz` ignored; did you mean `turns`?",
+            ]
+        );
+    }
+
+    /// `text` (as `r.toml`) is refused with a message starting with `at` (file and line) and
+    /// holding each of `parts`.
+    fn assert_refused(text: &str, at: &str, parts: &[&str]) {
+        let e = refused(text);
+        assert!(e.starts_with(at), "{e}\nshould start with {at:?}");
+        for part in parts {
+            assert!(e.contains(part), "{e}\nlacks {part:?}");
+        }
+    }
+
+    /// A pointer without its leading `/` never matches anything (the cost column stayed
+    /// empty and `--max-cost-usd` never fired): refused at its line with the fix.
+    #[test]
+    fn a_pointer_must_start_with_a_slash() {
+        assert_refused(
+            &format!(
+                "{HEAD}[result]\nturns = '/t'\n\
+                 cost_usd = {{ pointer = 'cost', when = {{ '/type' = 'result' }} }}\n"
+            ),
+            "r.toml:8:",
+            &[
+                "`result.cost_usd`",
+                "`cost` is not a JSON pointer",
+                "\"/cost\"",
+            ],
+        );
+        assert_refused(
+            &format!("{HEAD}[result]\ncost_usd = 'usage.cost'\n"),
+            "r.toml:7:",
+            &["\"/usage/cost\""],
+        );
+        assert_refused(
+            &format!("{HEAD}[result]\nturns = {{ pointer = '/t', when = {{ type = 'x' }} }}\n"),
+            "r.toml:7:",
+            &["`type` is not a JSON pointer"],
+        );
+        // The empty pointer is the whole object; `/a/b` is a pointer.
+        RunnerDef::parse(
+            Path::new("r.toml"),
+            &format!("{HEAD}[result]\nfinal_text = ''\nturns = '/a/b'\n"),
+        )
+        .expect("valid pointers");
+    }
+
+    /// A mistyped pointer table says which key and what shapes are allowed (it said "data
+    /// did not match any variant of untagged enum Pointer").
+    #[test]
+    fn a_bad_pointer_names_its_key_and_the_shapes_allowed() {
+        assert_refused(
+            &format!("{HEAD}[result]\nfinal_text = {{ pointr = '/r' }}\n"),
+            "r.toml:7:",
+            &[
+                "`result.final_text`",
+                "unknown key `pointr` in a pointer table; did you mean `pointer`?",
+                "{ pointer = \"/item/text\", when =",
+            ],
+        );
+        let turns = |v: &str| format!("{HEAD}[result]\nturns = {v}\n");
+        assert_refused(&turns("3"), "r.toml:7:", &["a JSON pointer such as"]);
+        assert_refused(&turns("{ when = {} }"), "r.toml:7:", &["needs `pointer`"]);
+    }
+
+    /// `prompt = "file"` without `{prompt_file}` would start the agent without its prompt.
+    #[test]
+    fn a_prompt_file_the_args_never_name_is_refused() {
+        assert_refused(
+            "name='x'\nprogram='x'\nargs=['--yes']\nprompt='file'\n",
+            "r.toml:4:",
+            &["add `{prompt_file}`"],
+        );
+        for ok in [
+            "name='x'\nprogram='x'\nargs=['--file={prompt_file}']\nprompt='file'\n",
+            "name='x'\nprogram='x'\nargs=[]\nprompt='file'\n[env]\nset={P='{prompt_file}'}\n",
+            // The other modes always deliver it: stdin, or the last argument.
+            "name='x'\nprogram='x'\nargs=[]\nprompt='stdin'\n",
+            "name='x'\nprogram='x'\nargs=[]\nprompt='argument'\n",
+        ] {
+            RunnerDef::parse(Path::new("r.toml"), ok).expect(ok);
+        }
+    }
+
+    #[test]
+    fn an_unknown_kind_names_its_line_and_the_closest() {
+        assert_refused(
+            "name='x'\nkind = 'htp'\n",
+            "r.toml:2:",
+            &["unknown kind `htp`; did you mean `http`? (known: process, http)"],
+        );
+    }
+
+    /// `[failure]` entries are refused at their own line, under their own key.
+    #[test]
+    fn failure_entries_are_refused_at_their_own_line() {
+        let pattern = |p: &str| {
+            format!(
+                "{HEAD}[failure]\nignore = ['ok']\npatterns = [\n  \
+                 {{ kind = 'quota', regex = 'q' }},\n  {p},\n]\n"
+            )
+        };
+        assert_refused(
+            &pattern("{ kind = 'auth', regex = '(' }"),
+            "r.toml:10:",
+            &["`failure.patterns[1].regex`", "invalid regex"],
+        );
+        assert_refused(
+            &pattern("{ kind = 'nope', regex = 'x' }"),
+            "r.toml:10:",
+            &["`failure.patterns[1].kind`"],
+        );
+        let failure = |t: &str| format!("{HEAD}[failure]\n{t}\n");
+        assert_refused(
+            &failure("ignore = ['a',\n '[']"),
+            "r.toml:8:",
+            &["`failure.ignore[1]`"],
+        );
+        assert_refused(
+            &failure("\nexit_codes = { x = 'auth' }"),
+            "r.toml:8:",
+            &["`failure.exit_codes.x`"],
+        );
+    }
+
+    #[test]
+    fn a_name_is_required_and_not_empty() {
+        let e = refused("description = 'mine'\nprogram='x'\n");
+        assert!(e.starts_with("r.toml: `name` is required"), "{e}");
+        let e = refused("description = 'mine'\nname = ''\nprogram='x'\n");
+        assert!(
+            e.starts_with("r.toml:2: `name` is required and must not be empty"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! the `report` module's success rule).
 
 pub mod definition;
+pub mod key_lines;
 pub mod output;
 
 pub use definition::{OutputFormat, PromptMode, RunnerDef};

@@ -1,7 +1,7 @@
 //! `runner runners`: the known runner definitions, whether each program is on PATH, and its
 //! version (each `--version` call bounded by a time limit).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::agent::definition::{self, BUILTIN, RunnerDef};
@@ -47,26 +47,45 @@ fn proven(d: &RunnerDef) -> String {
     }
 }
 
-/// `runner runners`: one line per built-in definition (or the store's replacement of it):
-/// its program on PATH, the installed version, the version its end-to-end test proves
+/// `runner runners`: one line per built-in definition (or the store's replacement of it),
+/// then per definition only the store has (`<store>/runners/*.toml`), then per
+/// `--runner-file`, each checked as a run would check it (a broken one is exit 2); the notes
+/// of one read from a file start with that file in brackets. Each line gives its program on PATH, the installed version, the version its end-to-end test proves
 /// (`PROVEN`; `no`: not proven against the real CLI) and a description or install hint;
 /// then the kernel's Landlock ABI (what `--sandbox landlock` needs).
 pub fn runners(args: RunnersArgs) -> Result<i32> {
-    let mut defs: Vec<RunnerDef> = Vec::new();
+    let store = args.store.as_deref();
+    // (definition, the file it came from when it is not the built-in one)
+    let mut defs: Vec<(RunnerDef, Option<PathBuf>)> = Vec::new();
     for (name, _) in BUILTIN {
-        defs.push(definition::load(name, args.store.as_deref(), None)?);
+        let file = store
+            .map(|s| definition::store_file(s, name))
+            .filter(|p| p.is_file());
+        defs.push((definition::load(name, store, None)?, file));
+    }
+    if let Some(store) = store {
+        for name in definition::store_only(store)? {
+            let file = definition::store_file(store, &name);
+            defs.push((definition::load(&name, Some(store), None)?, Some(file)));
+        }
+    }
+    for file in &args.runner_file {
+        defs.push((definition::load("", None, Some(file))?, Some(file.clone())));
     }
     let rows: Vec<Row> = std::thread::scope(|scope| {
         let handles: Vec<_> = defs
             .iter()
-            .map(|d| {
+            .map(|(d, file)| {
                 scope.spawn(move || {
                     let row = |program: String, version: String, notes: String| Row {
                         name: d.name.clone(),
                         program,
                         version,
                         proven: proven(d),
-                        notes,
+                        notes: match file {
+                            Some(f) => format!("[{}] {notes}", f.display()).trim_end().into(),
+                            None => notes,
+                        },
                     };
                     if let Some(http) = &d.http {
                         // No program: say where requests go and whether the key is there.
@@ -109,7 +128,7 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
         handles
             .into_iter()
             .zip(&defs)
-            .map(|(h, d)| {
+            .map(|(h, (d, _))| {
                 h.join().unwrap_or_else(|_| Row {
                     name: d.name.clone(),
                     program: String::new(),

@@ -31,8 +31,133 @@ macro_rules! csv_case {
     };
 }
 
+const RUNNER_FILE_ARGS: &[&str] = &[
+    "batch",
+    "--input",
+    "in.csv",
+    "--instruction",
+    "instr.md",
+    "--runner-file",
+    "r.toml",
+];
+
+/// A batch run with the runner definition `r.toml` holding `$toml`.
+macro_rules! runner_file_case {
+    ($what:expr, $toml:expr, $($want:expr),+) => {
+        Case {
+            what: $what,
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR), ("r.toml", $toml)],
+            args: RUNNER_FILE_ARGS,
+            agent: false,
+            code: 2,
+            want: &[$($want),+],
+        }
+    };
+}
+
 fn cases() -> Vec<Case> {
     vec![
+        // --- runner definition files (`--runner-file`)
+        runner_file_case!(
+            "a result pointer without its leading slash",
+            b"name='r'\nprogram='sh'\nargs=[]\noutput='json'\n[result]\ncost_usd = { pointer = 'cost' }\n",
+            "r.toml:6:",
+            "`result.cost_usd`",
+            "`cost` is not a JSON pointer",
+            "write \"/cost\""
+        ),
+        runner_file_case!(
+            "prompt = file that no argument names",
+            b"name='r'\nprogram='sh'\nargs=['-x']\nprompt='file'\n",
+            "r.toml:4:",
+            "add `{prompt_file}`",
+            "prompt = \"stdin\""
+        ),
+        runner_file_case!(
+            "an unknown kind",
+            b"name='r'\nkind = 'htp'\n",
+            "r.toml:2:",
+            "unknown kind `htp`; did you mean `http`?"
+        ),
+        runner_file_case!(
+            "a misspelt key in a pointer table",
+            b"name='r'\nprogram='sh'\noutput='json'\n[result]\nfinal_text = { pointr = '/r' }\n",
+            "r.toml:5:",
+            "`result.final_text`",
+            "did you mean `pointer`?",
+            "a JSON pointer such as"
+        ),
+        runner_file_case!(
+            "a bad regex in [failure]",
+            b"name='r'\nprogram='sh'\n[failure]\nignore = []\npatterns = [{ kind = 'auth', regex = '(' }]\n",
+            "r.toml:5:",
+            "`failure.patterns[0].regex`",
+            "invalid regex"
+        ),
+        runner_file_case!(
+            "a bad failure kind",
+            b"name='r'\nprogram='sh'\n[failure]\npatterns = [{ kind = 'oops', regex = 'x' }]\n",
+            "r.toml:4:",
+            "(key `failure.patterns[0].kind`)",
+            "unknown variant `oops`"
+        ),
+        runner_file_case!(
+            "a bad exit code in [failure]",
+            b"name='r'\nprogram='sh'\n[failure]\n\nexit_codes = { 0 = 'auth' }\n",
+            "r.toml:5:",
+            "`failure.exit_codes.0`",
+            "an integer from 1 to 255"
+        ),
+        runner_file_case!(
+            "a definition without a name",
+            b"description = 'mine'\nprogram='sh'\n",
+            "r.toml: `name` is required",
+            "add `name = \"mine\"`"
+        ),
+        runner_file_case!(
+            "an empty name",
+            b"description = 'mine'\nname = ''\nprogram='sh'\n",
+            "r.toml:2: `name` is required and must not be empty"
+        ),
+        Case {
+            what: "--runner and --runner-file together",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR), ("r.toml", b"name='r'\nprogram='sh'\n")],
+            args: &["batch", "--runner", "codex", "--runner-file", "r.toml"],
+            agent: false,
+            code: 2,
+            want: &["--runner <NAME>", "cannot be used with", "--runner-file <FILE>"],
+        },
+        // --- flags a runner would drop
+        Case {
+            what: "--model with a runner that takes no model",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &["batch", "--input", "in.csv", "--instruction", "instr.md", "--runner", "amp", "--model", "m1"],
+            agent: false,
+            code: 2,
+            want: &["runner `amp` has no place for --model", "`--model m1` would be dropped"],
+        },
+        Case {
+            what: "--model with the exec runner",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &["batch", "--input", "in.csv", "--instruction", "instr.md", "--model", "opus"],
+            agent: true,
+            code: 2,
+            want: &[
+                "the exec runner passes nothing extra to its program, so --model would be dropped",
+                "after `--` (e.g. `-- ./agent.sh --model opus`)",
+            ],
+        },
+        Case {
+            what: "--agent-arg with the exec runner",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &["batch", "--input", "in.csv", "--instruction", "instr.md", "--agent-arg", "--fast"],
+            agent: true,
+            code: 2,
+            want: &[
+                "so --agent-arg would be dropped",
+                "(e.g. `-- ./agent.sh --fast`)",
+            ],
+        },
         // --- CSV input
         csv_case!(
             "ragged row",
@@ -551,52 +676,19 @@ fn cases() -> Vec<Case> {
             code: 2,
             want: &["unknown runner `hal9000`", "claude, codex"],
         },
-        Case {
-            what: "runner file with a bad value",
-            files: &[
-                ("in.csv", GOOD_CSV),
-                ("instr.md", GOOD_INSTR),
-                (
-                    "r.toml",
-                    b"name='r'\nprogram='sh'\nargs=[]\nprompt='stdin'\noutput='xml'\n",
-                ),
-            ],
-            args: &[
-                "batch",
-                "--input",
-                "in.csv",
-                "--instruction",
-                "instr.md",
-                "--runner-file",
-                "r.toml",
-            ],
-            agent: false,
-            code: 2,
-            want: &["r.toml:5:", "output"],
-        },
-        Case {
-            what: "runner file with an unknown placeholder",
-            files: &[
-                ("in.csv", GOOD_CSV),
-                ("instr.md", GOOD_INSTR),
-                (
-                    "r.toml",
-                    b"name='r'\nprogram='sh'\nargs=['{nope}']\nprompt='stdin'\noutput='text'\n",
-                ),
-            ],
-            args: &[
-                "batch",
-                "--input",
-                "in.csv",
-                "--instruction",
-                "instr.md",
-                "--runner-file",
-                "r.toml",
-            ],
-            agent: false,
-            code: 2,
-            want: &["r.toml", "{nope}"],
-        },
+        runner_file_case!(
+            "runner file with a bad value",
+            b"name='r'\nprogram='sh'\nargs=[]\nprompt='stdin'\noutput='xml'\n",
+            "r.toml:5:",
+            "output"
+        ),
+        runner_file_case!(
+            "runner file with an unknown placeholder",
+            b"name='r'\nprogram='sh'\nargs=['{nope}']\nprompt='stdin'\noutput='text'\n",
+            "r.toml:3:",
+            "(key `args[0]`)",
+            "{nope}"
+        ),
         Case {
             what: "missing program",
             files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],

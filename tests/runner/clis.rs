@@ -288,6 +288,59 @@ fn runners_lists_installed_clis_with_versions_and_hints_for_missing_ones() {
     assert!(amp.contains("missing") && amp.contains("install:"), "{amp}");
 }
 
+/// `runner runners --store` lists a definition only the store has, and `--runner-file` one
+/// more, each checked and marked with the file it came from; a broken file is exit 2.
+#[test]
+fn runners_lists_the_store_s_own_definitions_and_a_runner_file() {
+    let sb = sandbox();
+    let def = |name: &str, program: &str| {
+        format!(
+            "name='{name}'\ndescription='{name} here'\nprogram='{program}'\nversion_args=['--version']\n"
+        )
+    };
+    sb.write("st/runners/mocka.toml", def("mocka", "claude"));
+    sb.write("st/runners/notes.txt", "not a definition");
+    sb.write("x.toml", def("mine", "no-such-cli-xyz"));
+    let runners = |args: &[&str]| -> crate::harness::Run {
+        sb.cmd(args)
+            .env("PATH", path_with_bin(&sb))
+            .output()
+            .expect("run")
+            .into()
+    };
+    let r = runners(&["runners", "--store", "st", "--runner-file", "x.toml"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let line = |name: &str| {
+        r.stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} line: {r:?}"))
+            .to_owned()
+    };
+    let mocka = line("mocka");
+    assert!(
+        mocka.contains(&sb.join("bin/claude").display().to_string())
+            && mocka.contains("claude 9.9.9 (fake)")
+            && mocka.contains("[st/runners/mocka.toml] mocka here"),
+        "{mocka}"
+    );
+    let mine = line("mine");
+    assert!(
+        mine.contains("missing") && mine.contains("[x.toml]"),
+        "{mine}"
+    );
+    assert!(!r.stdout.contains("notes"), "{r:?}");
+    assert!(!line("claude").contains('['), "the built-in is not marked");
+    // A broken definition is refused as a run would refuse it.
+    sb.write(
+        "st/runners/broken.toml",
+        "name='broken'\nprogram='x'\nprompt='file'\n",
+    );
+    let r = runners(&["runners", "--store", "st"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("broken.toml:3:"), "{r:?}");
+}
+
 #[test]
 fn without_a_runner_the_first_installed_cli_is_used_and_none_is_exit_3() {
     let sb = sandbox();
@@ -375,7 +428,8 @@ fn a_user_definition_overrides_and_a_broken_one_is_exit_2() {
         .into();
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
-        r.stderr.contains("mine.toml: unknown key `colour` ignored"),
+        r.stderr
+            .contains("mine.toml:6: unknown key `colour` ignored"),
         "{r:?}"
     );
     assert_eq!(

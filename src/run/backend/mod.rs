@@ -78,8 +78,9 @@ pub fn for_settings(settings: &Settings) -> crate::error::Result<Arc<dyn Backend
         "process" => Ok(Arc::new(process::Process::for_settings(settings)?)),
         "http" => Ok(Arc::new(http::Http::for_settings(settings)?)),
         other => Err(crate::error::Error::Usage(format!(
-            "runner `{}` has kind `{other}`, which no backend runs (known: process, http)",
-            def.name
+            "runner `{}` has kind `{other}`, which no backend runs (known: {})",
+            def.name,
+            crate::agent::definition::KINDS.join(", ")
         ))),
     }
 }

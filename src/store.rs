@@ -115,6 +115,26 @@ pub fn git_root(start: &Path) -> Option<PathBuf> {
         .map(Path::to_owned)
 }
 
+/// For a command that only reads (`list`, `status`): the store named by `--store DIR` must be
+/// there, so a mistyped path is refused rather than created or read as empty.
+///
+/// Errors: `dir` is not a folder (exit 2, naming it and that `runner add --store DIR`
+/// creates a store).
+pub fn check_given(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let what = match dir.exists() {
+        true => "not a folder",
+        false => "no such folder",
+    };
+    Err(Error::Usage(format!(
+        "--store {}: {what}, so there is no store there; check the path, or create the store with `runner add --store {} TEXT`",
+        dir.display(),
+        dir.display()
+    )))
+}
+
 /// How the store was chosen, for `choose`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Need {

@@ -45,6 +45,9 @@ fn view(found: &Found, brief_view: bool, stale_after: Duration) -> Result<(Strin
 /// `runner status`.
 pub fn status(args: StatusArgs) -> Result<i32> {
     let store = args.store.as_deref();
+    if let Some(dir) = store {
+        crate::store::check_given(dir)?;
+    }
     if args.list {
         let teams = crate::run::workspace::known(store);
         if teams.is_empty() {

@@ -67,6 +67,9 @@ pub fn read_doc(path: &Path) -> Result<(String, TodoDocument)> {
 
 /// `runner list`.
 pub fn list(args: ListArgs) -> Result<i32> {
+    if let Some(dir) = &args.store.store {
+        store::check_given(dir)?;
+    }
     let store = open_store(&args.store, Need::DefaultProject)?;
     let (mut text, existed) = store.read_inbox(&today())?;
     if !existed {

@@ -99,6 +99,7 @@ fn add_writes_a_checkpoint_and_pins_it_on_the_item() {
 #[test]
 fn list_writes_nothing_but_a_missing_template() {
     let sb = Sandbox::new();
+    std::fs::create_dir(sb.join("S")).expect("mkdir S");
     let r = sb.run(&["list", "--store", "S"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(sb.join("S/todo.md").is_file());
@@ -108,6 +109,28 @@ fn list_writes_nothing_but_a_missing_template() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("1. [ ] One thing  @context:cp-"), "{r:?}");
     assert_eq!(sb.tree(), before);
+}
+
+#[test]
+fn a_store_given_to_list_or_status_that_does_not_exist_is_refused_and_not_created() {
+    let sb = Sandbox::new();
+    let before = sb.tree();
+    for cmd in ["list", "status"] {
+        let r = sb.run(&[cmd, "--store", "x/stt"]);
+        assert_eq!(r.code, 2, "{cmd}: {r:?}");
+        assert!(
+            r.stderr.contains("--store x/stt: no such folder")
+                && r.stderr.contains("runner add --store x/stt"),
+            "{cmd}: it names the store and how to make one: {r:?}"
+        );
+        assert_eq!(sb.tree(), before, "{cmd}: nothing was created");
+    }
+    // `add` makes the store, and `list` then reads it.
+    let r = sb.run(&["add", "--store", "x/stt", "One thing"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = sb.run(&["list", "--store", "x/stt"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("1. [ ] One thing"), "{r:?}");
 }
 
 #[test]

@@ -54,6 +54,8 @@ pub struct Plan {
     pub archive: Option<PathBuf>,
     /// The batch the workspace belongs to (recorded in it, refused by another batch's).
     pub batch: BatchId,
+    /// What places the workspace, for messages that ask to move it.
+    pub workspace_from: WorkspaceFrom,
     /// Files the run reads and never writes (input CSV, instruction, BATCH.md, schema,
     /// checkpoints).
     pub inputs: Vec<PlanFile>,
@@ -70,6 +72,40 @@ pub struct Plan {
     /// pipeline copies them once the workspace is open: a pipe cannot be read again, and the
     /// copy lets the batch be resumed (`--input - < <workspace>/stdin.csv`).
     pub stdin_copy: Option<(crate::source::csv_input::Spool, PathBuf)>,
+}
+
+/// What places a run's workspace: a CSV batch's output (`<output stem>.runner` beside it),
+/// or a todo batch's store (`<store>/teams/<team>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkspaceFrom {
+    /// `runner batch`: `--output` (or BATCH.md's `output`).
+    Output,
+    /// `runner resolve` / `runner run`: the store (`--store`, `--global`, `--project`).
+    Store,
+}
+
+impl WorkspaceFrom {
+    /// The option that moves the workspace.
+    pub fn flag(self) -> &'static str {
+        match self {
+            WorkspaceFrom::Output => "--output",
+            WorkspaceFrom::Store => "--store",
+        }
+    }
+
+    /// What to change so that the workspace is not inside (nor around) the folder `root`
+    /// teammates may write under `--sandbox landlock`.
+    fn apart_from(self, root: &Path) -> String {
+        let root = root.display();
+        match self {
+            WorkspaceFrom::Output => format!(
+                "give an --output outside {root} (the workspace is <output>.runner), or use --isolate worktree"
+            ),
+            WorkspaceFrom::Store => format!(
+                "run teammates in worktrees (--isolate worktree, or isolate = \"worktree\" in the store's runner.toml), or use a store outside {root} (--global, or --store DIR; the workspace is <store>/teams/<team>)"
+            ),
+        }
+    }
 }
 
 /// A file a plan reads or writes, named for messages.
@@ -98,7 +134,8 @@ impl Plan {
     /// Every file and folder this run writes: the workspace, [`Plan::outputs`], the
     /// `--junit` report and the `--trace` file.
     pub fn written(&self) -> Vec<PlanFile> {
-        let mut all = vec![PlanFile::new("workspace", &self.spec.workspace, "--output")];
+        let flag = self.workspace_from.flag();
+        let mut all = vec![PlanFile::new("workspace", &self.spec.workspace, flag)];
         all.extend(self.outputs.iter().cloned());
         if let Some(j) = &self.spec.settings.junit {
             all.push(PlanFile::new("JUnit report", j, "--junit"));
@@ -269,10 +306,10 @@ impl Plan {
             let real = crate::fsutil::real_path(&root);
             if workspace.starts_with(&real) || real.starts_with(&workspace) {
                 return Err(Error::Usage(format!(
-                    "--sandbox landlock: the team workspace {} lies inside {} ({what}), so a teammate could rewrite the journal or another teammate's report; give an --output outside {} (the workspace is <output>.runner), or use --isolate worktree",
+                    "--sandbox landlock: the team workspace {} lies inside {} ({what}), so a teammate could rewrite the journal or another teammate's report; {}",
                     spec.workspace.display(),
                     root.display(),
-                    root.display(),
+                    self.workspace_from.apart_from(&root),
                 )));
             }
         }

@@ -13,7 +13,7 @@ use crate::item::{WorkItem, teammate_name};
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, Instruction, TeammateTemplate};
 use crate::run::dispatcher::ItemStream;
 use crate::run::outcome::Fnv;
-use crate::run::plan::{self, ItemSource, Plan, PlanFile};
+use crate::run::plan::{self, ItemSource, Plan, PlanFile, WorkspaceFrom};
 use crate::run::selection::{Only, Selection, shard_of};
 use crate::run::team::{self, BatchId};
 use crate::run::{RunSpec, isolation};
@@ -484,6 +484,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         output,
         archive: None,
         batch,
+        workspace_from: WorkspaceFrom::Output,
         inputs,
         outputs,
         named_in_prompt: Vec::new(),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::item::WorkItem;
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, TeammateTemplate};
-use crate::run::plan::{self, ItemList, ItemSource, Plan, PlanFile};
+use crate::run::plan::{self, ItemList, ItemSource, Plan, PlanFile, WorkspaceFrom};
 use crate::run::selection::Only;
 use crate::run::team::BatchId;
 use crate::run::{RunSpec, isolation};
@@ -367,6 +367,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         output: table_path(b.batch),
         archive,
         batch: BatchId::new(b.batch, String::new()),
+        workspace_from: WorkspaceFrom::Store,
         inputs,
         outputs,
         named_in_prompt: checkpoints,

@@ -481,3 +481,30 @@ fn with_worktrees_a_teammate_writes_its_own_worktree_only() {
     );
     assert_no_survivors(&sb);
 }
+
+#[test]
+fn a_todo_run_whose_store_is_inside_its_working_directory_gets_advice_it_can_follow() {
+    if !landlock_or_skip("todo refuse") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let r = sb.run(&["add", "--store", "S", "Tidy up MODE=success"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    sb.write("S/runner.toml", "sandbox = \"landlock\"\n");
+    let before = sb.tree();
+    let fake = agent("fake_agent.py");
+    let r = sb.run(&["resolve", "--store", "S", "--yes", "--", "python3", &fake]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("lies inside")
+            && r.stderr.contains("--isolate worktree")
+            && r.stderr.contains("isolate = \"worktree\"")
+            && r.stderr.contains("use a store outside"),
+        "says what a todo run can change: {r:?}"
+    );
+    assert!(
+        !r.stderr.contains("--output"),
+        "resolve has no --output: {r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing was written");
+}

@@ -88,7 +88,8 @@ pub struct ReportArgs {
 /// `runner show`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The item's id (the CSV id column or row number; the item number of a todo batch).
+    /// The item's id (the CSV id column or row number; the item number of a todo batch) or
+    /// its teammate's name, as the summary and `status` print it (`1-a`, `todo-task-1`).
     #[arg(value_name = "ID")]
     pub id: String,
     /// The team workspace (or its team.json, the batch's output CSV, or a todo-N.md);
@@ -100,7 +101,7 @@ pub struct ShowArgs {
 /// `runner logs`.
 #[derive(Debug, Args)]
 pub struct LogsArgs {
-    /// The item's id.
+    /// The item's id or its teammate's name, as for `runner show`.
     #[arg(value_name = "ID")]
     pub id: String,
     /// The team workspace, as for `runner show`.

@@ -12,21 +12,24 @@ use crate::run::events::Event;
 use crate::run::workspace::{Found, locate};
 use crate::ui::show::Place;
 
-/// The item's recorded events and its teammate's name.
+/// The item `name` names (its id or its teammate's name): its id, its recorded events and
+/// its teammate's name.
 ///
 /// Errors: no such item in the team (exit 2); its journal or archive cannot be read.
-fn item_events(found: &Found, id: &str) -> Result<(Vec<Event>, String)> {
-    let events = found.events_of(id)?;
-    let teammate = events.iter().find_map(|e| match e {
-        Event::AttemptStarted { teammate, .. } => Some(teammate.clone()),
-        Event::ItemFinished(o) => Some(o.teammate.clone()),
-        _ => None,
+fn item_events(found: &Found, name: &str) -> Result<(String, Vec<Event>, String)> {
+    let named = found.item_named(name)?;
+    let teammate = named.as_ref().and_then(|(_, events)| {
+        events.iter().find_map(|e| match e {
+            Event::AttemptStarted { teammate, .. } => Some(teammate.clone()),
+            Event::ItemFinished(o) => Some(o.teammate.clone()),
+            _ => None,
+        })
     });
     let dir = found.path().display();
-    match teammate {
-        Some(t) => Ok((events, t)),
-        None => Err(Error::Usage(format!(
-            "team {dir}: no item `{id}` has started or finished there; `runner status {dir}` lists the items",
+    match (named, teammate) {
+        (Some((id, events)), Some(t)) => Ok((id, events, t)),
+        _ => Err(Error::Usage(format!(
+            "team {dir}: no item `{name}` (by id or teammate name) has started or finished there; `runner status {dir}` lists the items",
         ))),
     }
 }
@@ -34,7 +37,7 @@ fn item_events(found: &Found, id: &str) -> Result<(Vec<Event>, String)> {
 /// `runner show ID [WORKSPACE]`.
 pub fn show(args: ShowArgs) -> Result<i32> {
     let found = locate(args.workspace.as_deref())?;
-    let (events, teammate) = item_events(&found, &args.id)?;
+    let (id, events, teammate) = item_events(&found, &args.id)?;
     let place = match &found {
         Found::Workspace(dir) => Place::Teammate(&dir.join("teammates").join(&teammate)),
         Found::Archive(path) => Place::Archive {
@@ -42,14 +45,14 @@ pub fn show(args: ShowArgs) -> Result<i32> {
             teammate: &teammate,
         },
     };
-    crate::ui::out(crate::ui::show::item(&args.id, place, &events));
+    crate::ui::out(crate::ui::show::item(&id, place, &events));
     Ok(0)
 }
 
 /// `runner logs ID [WORKSPACE] [--attempt N] [--stderr] [--follow]`.
 pub fn logs(args: LogsArgs) -> Result<i32> {
     let found = locate(args.workspace.as_deref())?;
-    let (events, teammate) = item_events(&found, &args.id)?;
+    let (id, events, teammate) = item_events(&found, &args.id)?;
     let dir = found.workspace("its logs")?;
     let last = events
         .iter()
@@ -60,30 +63,40 @@ pub fn logs(args: LogsArgs) -> Result<i32> {
         .max();
     let Some(attempt) = args.attempt.or(last) else {
         return Err(Error::Usage(format!(
-            "item `{}` never started an attempt, so it has no log",
-            args.id
+            "item `{id}` never started an attempt, so it has no log"
         )));
     };
-    if let Some(last) = last.filter(|l| attempt > *l) {
-        return Err(Error::Usage(format!(
-            "item `{}` has {last} attempt(s); give --attempt 1 to {last}",
-            args.id
-        )));
+    if let Some(last) = last.filter(|l| attempt > *l || attempt == 0) {
+        let (has, give) = match last {
+            1 => ("1 attempt".to_owned(), "--attempt 1".to_owned()),
+            n => (format!("{n} attempts"), format!("--attempt 1 to {n}")),
+        };
+        return Err(Error::Usage(format!("item `{id}` has {has}; give {give}")));
     }
     let log = |stream: &str| {
         dir.join("teammates")
             .join(&teammate)
             .join(format!("attempt-{attempt}.{stream}.log"))
     };
-    let path = match args.stderr {
-        true => log("stderr"),
+    let (stream, path) = match args.stderr {
+        true => ("stderr", log("stderr")),
         // An attempt that wrote no stdout (an HTTP request that got no answer, an agent
         // that only printed errors) is told by its stderr log.
-        false if !log("stdout").exists() && log("stderr").exists() && !args.follow => log("stderr"),
-        false => log("stdout"),
+        false if !log("stdout").exists() && log("stderr").exists() && !args.follow => {
+            ("stderr", log("stderr"))
+        }
+        false => ("stdout", log("stdout")),
     };
+    if !path.exists() && !args.follow {
+        // The runner creates a log when the attempt first writes to it.
+        eprintln!(
+            "item `{id}`, attempt {attempt}: wrote nothing to {stream} (no {})",
+            path.display()
+        );
+        return Ok(0);
+    }
     let mut offset = 0;
-    if path.exists() || !args.follow {
+    if path.exists() {
         offset = print_from(&path, 0)?;
     }
     if !args.follow {
@@ -92,7 +105,7 @@ pub fn logs(args: LogsArgs) -> Result<i32> {
     // Follow until the journal says the attempt ended, then print what is left.
     loop {
         let ended = found
-            .events_of(&args.id)?
+            .events_of(&id)?
             .iter()
             .any(|e| matches!(e, Event::AttemptFinished { attempt: a, .. } if *a == attempt));
         if path.exists() {

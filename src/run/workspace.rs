@@ -1,6 +1,7 @@
 //! Finding a team workspace from what a user names (`runner status`, `show`, `logs`): the
-//! folder itself, its `team.json`, the batch's output CSV, or a `todo-N.md` — or, once every
-//! item completed and the workspace was removed, the team's archive. Reads only.
+//! folder itself, its `team.json`, the batch's output CSV or team name, or a `todo-N.md` —
+//! or, once every item completed and the workspace was removed, the team's archive. Reads
+//! only.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -71,6 +72,30 @@ impl Found {
         }
     }
 
+    /// The item `name` names — its id, else its teammate's name (`1-a`, `todo-task-1`: what
+    /// the summary and `status` print) — as its id and its recorded events, in order; `None`
+    /// when no item of that id or teammate has started or finished.
+    ///
+    /// Errors: the journal or archive cannot be read (exit 2).
+    pub fn item_named(&self, name: &str) -> Result<Option<(String, Vec<Event>)>> {
+        let all = match self {
+            Found::Workspace(dir) => journal::events(&dir.join("journal.jsonl"))?,
+            Found::Archive(p) => archive::read(p)?.events,
+        };
+        let id = match all.iter().any(|e| journal::is_of_item(e, name)) {
+            true => name.to_owned(),
+            false => match all.iter().find_map(|e| id_of_teammate(e, name)) {
+                Some(id) => id,
+                None => return Ok(None),
+            },
+        };
+        let events = all
+            .into_iter()
+            .filter(|e| journal::is_of_item(e, &id))
+            .collect();
+        Ok(Some((id, events)))
+    }
+
     /// The workspace folder; for an archive, an error saying what was not kept (`what`:
     /// "the logs").
     ///
@@ -89,6 +114,39 @@ impl Found {
     }
 }
 
+/// The item id of `event` when it is about the teammate named `teammate`.
+fn id_of_teammate(event: &Event, teammate: &str) -> Option<String> {
+    match event {
+        Event::AttemptStarted {
+            id, teammate: t, ..
+        }
+        | Event::AttemptFinished {
+            id, teammate: t, ..
+        } if t == teammate => Some(id.clone()),
+        Event::ItemFinished(o) if o.teammate == teammate => Some(o.id.clone()),
+        _ => None,
+    }
+}
+
+/// The folders a team named by `p` may be in, most direct first: `p` itself; its parent
+/// (`p` is a `team.json`); the `.runner` folder of a batch output or team name (`X.csv` →
+/// `X.runner`, `NAME` → `NAME.runner`: a CSV team's workspace is `<output stem>.runner`); a
+/// `todo-N.md`'s store team (`teams/todo-resolve-N` beside it).
+pub fn candidates(p: &Path) -> Vec<PathBuf> {
+    let mut appended = p.as_os_str().to_owned();
+    appended.push(".runner");
+    vec![
+        p.to_owned(),
+        p.parent().map(Path::to_owned).unwrap_or_default(),
+        p.with_extension("runner"),
+        PathBuf::from(appended),
+        p.parent()
+            .unwrap_or(Path::new("."))
+            .join("teams")
+            .join(crate::source::todo_batch::team_name(p)),
+    ]
+}
+
 /// Whether `p` is a team's archive file (`*.archive.jsonl`).
 fn is_archive(p: &Path) -> bool {
     p.file_name()
@@ -97,8 +155,8 @@ fn is_archive(p: &Path) -> bool {
         && p.is_file()
 }
 
-/// Find the team: a folder with team.json, team.json itself, an output CSV (its `.runner`
-/// folder), a `todo-N.md` (its store's `teams/todo-resolve-N`, else its archive
+/// Find the team: a folder with team.json, team.json itself, an output CSV or a team name
+/// (its `.runner` folder), a `todo-N.md` (its store's `teams/todo-resolve-N`, else its archive
 /// `todo-N.archive.jsonl`), an archive itself, or, without an argument, the most recently
 /// updated team here ([`known`]).
 ///
@@ -112,17 +170,8 @@ pub fn locate(arg: Option<&Path>) -> Result<Found> {
 /// Errors: as [`locate`].
 pub fn locate_in(arg: Option<&Path>, store: Option<&Path>) -> Result<Found> {
     if let Some(p) = arg {
-        let candidates = [
-            p.to_owned(),
-            p.parent().map(Path::to_owned).unwrap_or_default(),
-            p.with_extension("runner"),
-            p.parent()
-                .unwrap_or(Path::new("."))
-                .join("teams")
-                .join(crate::source::todo_batch::team_name(p)),
-        ];
         let canonical = |c: PathBuf| c.canonicalize().unwrap_or(c);
-        if let Some(dir) = candidates
+        if let Some(dir) = candidates(p)
             .into_iter()
             .find(|c| c.join("team.json").is_file())
         {

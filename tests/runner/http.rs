@@ -463,7 +463,10 @@ async fn a_stalled_api_times_out_and_the_request_is_dropped() {
     );
     let beyond = sb.run(&["logs", "1", "--attempt", "9"]);
     assert_eq!(beyond.code, 2);
-    assert!(beyond.stderr.contains("has 1 attempt(s)"), "{beyond:?}");
+    assert!(
+        beyond.stderr.contains("has 1 attempt; give --attempt 1"),
+        "{beyond:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

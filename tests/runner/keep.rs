@@ -485,3 +485,56 @@ fn clean_archives_a_csv_team_and_its_log_column_never_dangles() {
         "{show:?}"
     );
 }
+
+#[test]
+fn show_and_logs_take_the_teammate_name_the_summary_prints_and_say_what_an_attempt_lacks() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success")]);
+    let r = sb.fake_batch(&["-o", "out-f.csv"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("1-a"),
+        "the summary names the teammate: {r:?}"
+    );
+    for name in ["a", "1-a"] {
+        let show = sb.run(&["show", name, "out-f.csv"]);
+        assert_eq!(show.code, 0, "{name}: {show:?}");
+        assert!(
+            show.stdout.contains("Item a (teammate 1-a): completed"),
+            "{name}: {show:?}"
+        );
+        let logs = sb.run(&["logs", name, "out-f.csv"]);
+        assert_eq!(logs.code, 0, "{name}: {logs:?}");
+        assert_eq!(logs.stdout.trim(), "done", "{name}");
+    }
+    // The agent wrote nothing to stderr: said so, not an error.
+    let logs = sb.run(&["logs", "1-a", "out-f.csv", "--stderr"]);
+    assert_eq!(logs.code, 0, "{logs:?}");
+    assert_eq!(logs.stdout, "", "{logs:?}");
+    assert!(
+        logs.stderr
+            .contains("item `a`, attempt 1: wrote nothing to stderr"),
+        "{logs:?}"
+    );
+    let logs = sb.run(&["logs", "a", "out-f.csv", "--attempt", "2"]);
+    assert_eq!(logs.code, 2, "{logs:?}");
+    assert!(
+        logs.stderr
+            .contains("item `a` has 1 attempt; give --attempt 1"),
+        "{logs:?}"
+    );
+    let missing = sb.run(&["show", "2-a", "out-f.csv"]);
+    assert_eq!(missing.code, 2, "{missing:?}");
+    assert!(missing.stderr.contains("no item `2-a`"), "{missing:?}");
+
+    // A todo team's teammate `todo-task-1`, from its archive.
+    add(&sb, "Tidy up MODE=success");
+    assert_eq!(resolve(&sb, &[]).code, 0);
+    let show = sb.run(&["show", "todo-task-1", "S/todo-1.md"]);
+    assert_eq!(show.code, 0, "{show:?}");
+    assert!(
+        show.stdout
+            .contains("Item 1 (teammate todo-task-1): completed"),
+        "{show:?}"
+    );
+}

@@ -121,7 +121,9 @@ pub struct LogsArgs {
 /// `runner clean`.
 #[derive(Debug, Args)]
 pub struct CleanArgs {
-    /// The team (e.g. todo-resolve-3) or a workspace folder; default: every team of the store.
+    /// The team (e.g. todo-resolve-3, or a CSV team's name `out` or its output `out.csv`,
+    /// both meaning `out.runner` here) or a workspace folder; default: every team of the
+    /// store and here.
     #[arg(value_name = "TEAM")]
     pub team: Option<String>,
     /// Do not ask.

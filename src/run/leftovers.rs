@@ -64,17 +64,66 @@ pub fn find(workspace: &Path, team: &str) -> Option<Leftovers> {
         .or_else(|| recorded.as_ref().map(|r| r.base.clone()))
         .unwrap_or_else(|| "HEAD".into());
     let base = recorded.map(|r| r.base);
-    let (merged, unmerged) = branches_of(&repo, team).into_iter().partition(|b| {
-        let tip = format!("refs/heads/{b}");
-        let in_ = |to: &str| git_sync(&repo, &["merge-base", "--is-ancestor", &tip, to], &[]).ok;
-        in_(&target) || base.as_deref().is_some_and(in_)
-    });
+    let (merged, unmerged) = split(&repo, branches_of(&repo, team), &target, base.as_deref());
     Some(Leftovers {
         worktrees: worktrees_under(&repo, workspace),
         repo,
         merged,
         unmerged,
         target,
+    })
+}
+
+/// The branches `runner/<team>/*` that team `team` left in `repo` after its workspace was
+/// removed (`runner clean` keeps unmerged ones), measured against the branch checked out in
+/// `repo` (else `HEAD`): no workspace records what the run started from any more. `None`
+/// when `repo` holds no such branch.
+pub fn orphaned(repo: &Path, team: &str) -> Option<Leftovers> {
+    let branches = branches_of(repo, team);
+    if branches.is_empty() {
+        return None;
+    }
+    let head = git_sync(repo, &["symbolic-ref", "--quiet", "--short", "HEAD"], &[]);
+    let target = match head.ok {
+        true => head.stdout.trim().to_owned(),
+        false => "HEAD".to_owned(),
+    };
+    let (merged, unmerged) = split(repo, branches, &target, None);
+    Some(Leftovers {
+        repo: repo.to_owned(),
+        worktrees: Vec::new(),
+        merged,
+        unmerged,
+        target,
+    })
+}
+
+/// The teams with branches `runner/<team>/*` in `repo` other than those of `known` (the
+/// teams whose workspaces were found), each named by its branches' team component, sorted.
+pub fn orphan_teams(repo: &Path, known: &[String]) -> Vec<String> {
+    let prefixes: Vec<String> = known.iter().map(|k| branch_prefix(k)).collect();
+    let mut out: Vec<String> = for_each_ref(repo, "refs/heads/runner/")
+        .into_iter()
+        .filter(|b| !prefixes.iter().any(|p| b.starts_with(p)))
+        .filter_map(|b| Some(b.strip_prefix("runner/")?.split_once('/')?.0.to_owned()))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `branches` split into those whose commits are all in `target` (or in `base`, the run's
+/// base commit) and those holding commits of their own.
+fn split(
+    repo: &Path,
+    branches: Vec<String>,
+    target: &str,
+    base: Option<&str>,
+) -> (Vec<String>, Vec<String>) {
+    branches.into_iter().partition(|b| {
+        let tip = format!("refs/heads/{b}");
+        let in_ = |to: &str| git_sync(repo, &["merge-base", "--is-ancestor", &tip, to], &[]).ok;
+        in_(target) || base.is_some_and(in_)
     })
 }
 
@@ -131,14 +180,16 @@ fn registered(repo: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The branches of team `team` in `repo` (`runner/<team>/*`).
 fn branches_of(repo: &Path, team: &str) -> Vec<String> {
+    for_each_ref(repo, &format!("refs/heads/{}", branch_prefix(team)))
+}
+
+/// The branches under the ref prefix `prefix` in `repo`, by short name.
+fn for_each_ref(repo: &Path, prefix: &str) -> Vec<String> {
     let out = git_sync(
         repo,
-        &[
-            "for-each-ref",
-            "--format=%(refname:short)",
-            &format!("refs/heads/{}", branch_prefix(team)),
-        ],
+        &["for-each-ref", "--format=%(refname:short)", prefix],
         &[],
     );
     out.stdout

@@ -1,7 +1,9 @@
 //! Finding a team workspace from what a user names (`runner status`, `show`, `logs`): the
 //! folder itself, its `team.json`, the batch's output CSV or team name, or a `todo-N.md` —
-//! or, once every item completed and the workspace was removed, the team's archive. Reads
-//! only.
+//! or, once every item completed and the workspace was removed, the team's archive. Also the
+//! teams `runner clean` acts on: the one named (a workspace, a store team, a CSV team's name
+//! or output, or a team whose workspace is gone but whose branches are left), or every team
+//! here. Reads only.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -9,8 +11,10 @@ use std::time::SystemTime;
 use super::events::Event;
 use super::history::{self, History};
 use super::team::Snapshot;
-use super::{archive, journal};
+use super::{archive, journal, leftovers};
 use crate::error::{Error, Result};
+use crate::fsutil::real_path;
+use crate::store::Store;
 
 /// A team as a command finds it: its live workspace, or the archive left when every item
 /// completed and the workspace was removed ([`crate::run::archive`]).
@@ -145,6 +149,140 @@ pub fn candidates(p: &Path) -> Vec<PathBuf> {
             .join("teams")
             .join(crate::source::todo_batch::team_name(p)),
     ]
+}
+
+/// The team name of the workspace `workspace`: the `team` its `team.json` records, else the
+/// folder's name without `.runner`.
+pub fn team_of(workspace: &Path) -> String {
+    std::fs::read_to_string(workspace.join("team.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["team"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| {
+            let name = workspace
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            name.strip_suffix(".runner").unwrap_or(&name).to_owned()
+        })
+}
+
+/// A team to clean: its workspace, or `None` when that is gone and only its branches are
+/// left in the repository here.
+pub struct CleanTarget {
+    /// The team's name (its branches are `runner/<team>/*`).
+    pub team: String,
+    /// Its workspace folder (a real path), if it is still there.
+    pub workspace: Option<PathBuf>,
+}
+
+/// Whether `dir` is a team workspace (a run wrote its snapshot or took its lock there).
+fn is_workspace(dir: &Path) -> bool {
+    dir.join("team.json").is_file() || dir.join("lock").is_file()
+}
+
+/// The team in the workspace `workspace`.
+fn at(workspace: &Path) -> CleanTarget {
+    let ws = real_path(workspace);
+    CleanTarget {
+        team: team_of(&ws),
+        workspace: Some(ws),
+    }
+}
+
+/// The team `arg` names: a workspace folder; a team of the store; a CSV team's name or its
+/// output (`NAME`, `NAME.csv` → `NAME.runner` here, [`candidates`]); a team with a worktree
+/// in the repository here; else, when its workspace is gone, its branches `runner/<team>/*`
+/// there (`arg` the team's name or its old workspace path).
+///
+/// Errors: none of these (exit 2, saying where it looked).
+pub fn clean_named(arg: &str, store: &Store) -> Result<CleanTarget> {
+    let p = Path::new(arg);
+    if is_workspace(p) {
+        return Ok(at(p));
+    }
+    let ws = store.team_dir(arg);
+    if ws.is_dir() {
+        return Ok(CleanTarget {
+            team: arg.to_owned(),
+            workspace: Some(ws),
+        });
+    }
+    if let Some(ws) = candidates(p).iter().find(|c| is_workspace(c)) {
+        return Ok(at(ws));
+    }
+    let name = p.file_name().map_or(arg.into(), |n| n.to_string_lossy());
+    let name = match (name.strip_suffix(".runner"), p.extension()) {
+        (Some(stem), _) => stem.to_owned(),
+        (None, Some(x)) if x == "csv" => name.strip_suffix(".csv").unwrap_or(&name).to_owned(),
+        (None, _) => name.into_owned(),
+    };
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let repo = leftovers::repo_at(&here);
+    if let Some(repo) = &repo {
+        let in_repo = leftovers::workspaces_in(repo);
+        if let Some(ws) = in_repo.into_iter().find(|w| team_of(w) == name) {
+            return Ok(at(&ws));
+        }
+        if leftovers::orphaned(repo, &name).is_some() {
+            return Ok(CleanTarget {
+                team: name,
+                workspace: None,
+            });
+        }
+    }
+    let repo = repo.map_or(String::new(), |r| {
+        format!(
+            ", nor branches {}* in {}",
+            crate::run::worktree::branch_prefix(&name),
+            r.display()
+        )
+    });
+    Err(Error::Usage(format!(
+        "no team `{arg}` in {} (and no team workspace at that path or in its .runner folder{repo})",
+        store.dir.join("teams").display()
+    )))
+}
+
+/// Every team to clean when none is named, and the teams that left branches in the
+/// repository here with no workspace found.
+pub fn clean_every(store: &Store) -> (Vec<CleanTarget>, Vec<String>) {
+    let teams = store.dir.join("teams");
+    let mut out: Vec<CleanTarget> = std::fs::read_dir(&teams)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| CleanTarget {
+            team: e.file_name().to_string_lossy().into_owned(),
+            workspace: Some(e.path()),
+        })
+        .collect();
+    // CSV-batch teams here (`<output stem>.runner/` beside their outputs), and those whose
+    // worktrees the repository here holds, wherever their output went.
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let repo = leftovers::repo_at(&here);
+    let beside = std::fs::read_dir(&here).into_iter().flatten().flatten();
+    let csv_teams = beside.map(|e| e.path()).filter(|p| {
+        p.extension().is_some_and(|x| x == "runner")
+            && (p.join("team.json").is_file() || p.join("journal.jsonl").is_file())
+    });
+    let in_repo = repo.iter().flat_map(|r| leftovers::workspaces_in(r));
+    for p in csv_teams.chain(in_repo) {
+        let ws = real_path(&p);
+        if !out
+            .iter()
+            .any(|t| t.workspace.as_deref().map(real_path).as_ref() == Some(&ws))
+        {
+            out.push(at(&ws));
+        }
+    }
+    let known: Vec<String> = out.iter().map(|t| t.team.clone()).collect();
+    let orphans = repo
+        .as_deref()
+        .map_or(Vec::new(), |r| leftovers::orphan_teams(r, &known));
+    out.sort_by(|a, b| a.team.cmp(&b.team));
+    (out, orphans)
 }
 
 /// Whether `p` is a team's archive file (`*.archive.jsonl`).

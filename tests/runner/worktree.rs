@@ -573,7 +573,7 @@ fn clean_removes_worktrees_and_branches_of_a_team_whose_workspace_is_outside_the
     assert!(
         r.stdout.starts_with("Nothing to clean: no team in ")
             && r.stdout
-                .contains("nor a worktree of a team in the repository"),
+                .contains("nor a worktree or branch of a team in the repository"),
         "it says where it looked: {r:?}"
     );
 }
@@ -640,4 +640,80 @@ fn clean_keeps_branches_with_commits_never_merged_unless_forced() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(!branches(sb.path()).contains(&"runner/second/1-d".to_owned()));
     assert!(!r.stdout.contains("Kept branches"), "{r:?}");
+}
+
+#[test]
+fn clean_takes_a_csv_teams_name_or_output_and_cleans_the_branches_of_a_removed_workspace() {
+    let sb = repo();
+    // Both items leave commits of their own on their branches (nothing is merged).
+    let r = batch(
+        &sb,
+        &[("a", "EDIT a.txt=1"), ("b", "EDIT b.txt=2")],
+        &["-o", "out-g.csv"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let listed = sb.run(&["clean", "--yes", "--store", "S", "nosuch"]);
+    assert_eq!(listed.code, 2, "{listed:?}");
+    assert!(
+        listed.stderr.contains("no team `nosuch`")
+            && listed.stderr.contains("no team workspace at that path")
+            && listed.stderr.contains("nor branches runner/nosuch/*"),
+        "it says where it looked: {listed:?}"
+    );
+    // The name `clean` lists the team by is what it takes.
+    let r = sb.run(&["clean", "out-g", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("Removed team out-g."), "{r:?}");
+    assert!(!sb.join("out-g.runner").exists());
+    assert!(
+        r.stdout.contains("runner clean out-g --force deletes them"),
+        "{r:?}"
+    );
+    let kept = ["main", "runner/out-g/1-a", "runner/out-g/2-b"];
+    assert_eq!(branches(sb.path()), kept);
+
+    // With no team named, the branches left with no workspace are named, with the fix.
+    let r = sb.run(&["clean", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stdout.contains("Nothing to clean"), "{r:?}");
+    assert!(
+        r.stdout.contains("by team out-g, whose workspace is gone")
+            && r.stdout.contains("runner/out-g/1-a runner/out-g/2-b")
+            && r.stdout.contains("runner clean out-g --force"),
+        "{r:?}"
+    );
+    assert_eq!(branches(sb.path()), kept, "only named, not deleted");
+
+    // The old workspace path, without --force: listed as kept, and kept.
+    let r = sb.run(&["clean", "out-g.runner", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("Team out-g: workspace gone")
+            && r.stdout
+                .contains("runner/out-g/1-a (commits not merged into main: kept)"),
+        "{r:?}"
+    );
+    assert_eq!(branches(sb.path()), kept);
+    // With --force they go.
+    let r = sb.run(&["clean", "out-g.runner", "--yes", "--force"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("Deleted the branches of team out-g: runner/out-g/1-a runner/out-g/2-b."),
+        "{r:?}"
+    );
+    assert_eq!(branches(sb.path()), ["main"]);
+    let r = sb.run(&["clean", "--yes"]);
+    assert!(r.stdout.starts_with("Nothing to clean"), "{r:?}");
+
+    // The output CSV's path names its team too, and the team name cleans a gone one.
+    let r = batch(&sb, &[("c", "EDIT c.txt=3")], &["-o", "out-h.csv"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = sb.run(&["clean", "out-h.csv", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("Removed team out-h."), "{r:?}");
+    assert!(!sb.join("out-h.runner").exists());
+    let r = sb.run(&["clean", "out-h", "--yes", "--force"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(branches(sb.path()), ["main"]);
 }

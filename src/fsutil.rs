@@ -308,6 +308,12 @@ pub fn check_replaceable(
     kind: &str,
     ours: impl Fn(&[u8]) -> bool,
 ) -> Result<()> {
+    if path.is_dir() {
+        return Err(Error::Usage(format!(
+            "{flag} {}: that is a folder; give the path of a file (in it, or elsewhere)",
+            path.display()
+        )));
+    }
     match fs::read(path) {
         Ok(bytes) if !bytes.is_empty() && !ours(&bytes) => Err(Error::Usage(format!(
             "{flag} {}: the file exists and is not {kind}; choose another file or remove it first",

@@ -135,6 +135,12 @@ impl Shard {
             let n = count.ok_or_else(|| {
                 Error::Usage("--shard auto needs the number of shards: --shard-count N or RUNNER_SHARD_COUNT".into())
             })?;
+            if idx >= n {
+                return Err(Error::Usage(format!(
+                    "--shard auto: JOB_COMPLETION_INDEX {idx} (0-based) names shard {} of {n}; the job has more completions than --shard-count/RUNNER_SHARD_COUNT says",
+                    idx + 1
+                )));
+            }
             (idx + 1, n)
         } else {
             let parsed = text.split_once('/').and_then(|(k, n)| {
@@ -258,6 +264,12 @@ mod tests {
         assert!(Shard::parse(Some("5/4"), None, None).is_err());
         assert!(Shard::parse(Some("auto"), None, Some("1")).is_err());
         assert!(Shard::parse(Some("auto"), Some(2), None).is_err());
+        let e = Shard::parse(Some("auto"), Some(2), Some("5")).expect_err("index 5 of 2");
+        assert!(
+            e.to_string()
+                .contains("JOB_COMPLETION_INDEX 5 (0-based) names shard 6 of 2"),
+            "{e}"
+        );
         assert!(Shard::parse(Some("x"), None, None).is_err());
         assert_eq!(
             Only::parse(Some("a, b")).expect("ok"),

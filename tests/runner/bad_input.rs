@@ -441,6 +441,14 @@ fn cases() -> Vec<Case> {
             want: &["notes.txt: the file exists and is not an output CSV of the runner"],
         },
         Case {
+            what: "--junit onto a folder",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR), ("c/keep.txt", b"x\n")],
+            args: &["batch", "--input", "in.csv", "--instruction", "instr.md", "--junit", "c"],
+            agent: true,
+            code: 2,
+            want: &["--junit c: that is a folder; give the path of a file"],
+        },
+        Case {
             what: "--junit onto a file that is no JUnit report",
             files: &[
                 ("in.csv", GOOD_CSV),

@@ -251,8 +251,10 @@ fn key_problem(path: &serde_path_to_error::Path, message: &str) -> KeyProblem {
         let known = message
             .split_once(", expected ")
             .map(|(_, e)| {
+                // serde says "`a` or `b`" for two fields, "one of `a`, `b`, `c`" for more.
                 e.trim_start_matches("one of ")
                     .split(", ")
+                    .flat_map(|k| k.split(" or "))
                     .map(|k| k.trim_matches('`').to_owned())
                     .collect()
             })
@@ -1043,6 +1045,11 @@ mod tests {
         assert_eq!(keys, ["max_wrokers", "worktree.setpu"]);
         assert!(
             matches!(&unknown[0], KeyProblem::Unknown { known, .. } if known.contains(&"max_workers".to_string())),
+            "{unknown:?}"
+        );
+        // A table of two keys: serde says "`copy` or `setup`".
+        assert!(
+            matches!(&unknown[1], KeyProblem::Unknown { known, .. } if *known == ["copy", "setup"]),
             "{unknown:?}"
         );
         let e = FileSettings::from_toml(Path::new("r.toml"), "runner = 'x'\nmax_wrokers = 3\n")

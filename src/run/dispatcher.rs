@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 
 use super::backend::{self, Backend};
 use super::events::{Event, Problem, Reporter, RunSummary};
-use super::gate::Gate;
+use super::gate::{Gate, Spent};
 use super::job_control::{self, Suspends};
 use super::outcome::Outcome;
 use super::process::Cancel;
@@ -314,12 +314,16 @@ pub async fn run_wired(
     let mut tick = tokio::time::interval(SNAPSHOT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
-    // Earlier runs' spending counts against the budget of a resumed run.
-    let spent_before: f64 = team.finished.values().filter_map(|f| f.cost_usd).sum();
+    // Earlier runs' spending counts against the budget of a resumed run, and their costs
+    // are what the next attempt is expected to cost until this run's own are known.
+    let costs: Vec<f64> = team.finished.values().filter_map(|f| f.cost_usd).collect();
     let gate = Arc::new(Gate::new(
         jobs,
         spec.settings.limits.clone(),
-        spent_before,
+        Spent {
+            usd: costs.iter().sum(),
+            costed: costs.len() as u32,
+        },
         tx.clone(),
     ));
     let mut tasks: JoinSet<()> = JoinSet::new();

@@ -159,13 +159,23 @@ pub enum After {
     Final,
 }
 
+/// What earlier runs of a team spent: a resumed run keeps the same budget, and expects its
+/// first attempts to cost what theirs did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Spent {
+    /// Total, USD.
+    pub usd: f64,
+    /// How many items it was spent on (the mean cost is `usd / costed`).
+    pub costed: u32,
+}
+
 impl Gate {
-    /// A gate for `jobs` attempts at once; `spent_before` is the cost earlier runs of the
-    /// team spent (so a resumed run keeps the same budget). Events go to `events`.
+    /// A gate for `jobs` attempts at once; `before` is what earlier runs of the team spent.
+    /// Events go to `events`.
     pub fn new(
         jobs: usize,
         limits: Limits,
-        spent_before: f64,
+        before: Spent,
         events: mpsc::UnboundedSender<Event>,
     ) -> Gate {
         Gate {
@@ -179,8 +189,8 @@ impl Gate {
                 stopped: None,
                 streak: 0,
                 limited_in_a_row: 0,
-                spent: spent_before,
-                costed: 0,
+                spent: before.usd,
+                costed: before.costed,
                 failures: 0,
                 waiting: 0,
                 epoch: 0,
@@ -463,7 +473,7 @@ mod tests {
 
     fn gate(jobs: usize, limits: Limits) -> (Arc<Gate>, mpsc::UnboundedReceiver<Event>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Arc::new(Gate::new(jobs, limits, 0.0, tx)), rx)
+        (Arc::new(Gate::new(jobs, limits, Spent::default(), tx)), rx)
     }
 
     #[tokio::test(start_paused = true)]

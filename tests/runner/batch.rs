@@ -487,6 +487,20 @@ fn max_fail_and_the_budget_stop_a_batch_early_saying_why() {
         status.stdout.contains("budget: spent $0.8 of $1"),
         "{status:?}"
     );
+    // Resumed, the same budget holds: its mean cost is known from the first run, so no
+    // attempt starts (one did, and spent $1.2).
+    let again = run_batch(&sb, &["--jobs", "1", "--max-cost-usd", "1"]);
+    assert_eq!(again.code, 1, "{again:?}");
+    let out = csv_rows(&sb.join("workers-output.csv"));
+    assert_eq!(
+        out.iter().filter(|r| r["status"] == "completed").count(),
+        2,
+        "{again:?}"
+    );
+    assert!(
+        again.stdout.contains("budget of $1 reached: spent $0.8"),
+        "{again:?}"
+    );
 }
 
 #[test]

@@ -391,6 +391,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
             ),
         ));
     }
+    check_same_shard(&output, settings.shard)?;
     let previous = previous_output(&output, &layout, &settings.only, files.id_column.as_deref())?;
     let selection = Selection {
         shard: settings.shard,
@@ -496,6 +497,48 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
 /// The previous output that `--only` replays.
 ///
 /// Errors: `--only failed` without an output to replay; an output whose columns differ.
+/// Refuse to replace an existing output that holds another slice of the batch: a shard's
+/// output (its `.shard.json` sidecar says which) under another `--shard`, or the whole
+/// batch's output under a shard. Each `runner batch --shard K/N -o FILE` with the same FILE
+/// would otherwise replace the previous shard's rows.
+///
+/// Errors: exit 2, naming the file, both slices and what to do.
+fn check_same_shard(output: &Path, shard: Option<crate::run::selection::Shard>) -> Result<()> {
+    if !output.is_file() {
+        return Ok(());
+    }
+    let sidecar = crate::sink::shard_meta::path_for(output);
+    let recorded = match sidecar.is_file() {
+        true => {
+            let m = crate::sink::shard_meta::ShardMeta::read(output)?;
+            Some((m.k, m.n))
+        }
+        false => None,
+    };
+    let now = shard.map(|s| (s.k, s.n));
+    if recorded == now {
+        return Ok(());
+    }
+    let name = |s: Option<(u32, u32)>| {
+        s.map_or("the whole batch".to_string(), |(k, n)| {
+            format!("shard {k}/{n}")
+        })
+    };
+    Err(Error::Usage(format!(
+        "{}: this output holds {}, and this run is {}: it would replace those rows; give each shard its own --output (e.g. {}), or leave --output out (shard outputs are then named <output>.shard-K-of-N.csv)",
+        output.display(),
+        name(recorded),
+        name(now),
+        now.map_or("out.csv".to_string(), |(k, n)| {
+            let stem = output
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("{stem}.shard-{k}-of-{n}.csv")
+        })
+    )))
+}
+
 fn previous_output(
     output: &Path,
     layout: &output_csv::Layout,

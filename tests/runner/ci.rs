@@ -147,6 +147,31 @@ fn shard_auto_takes_its_slice_from_the_indexed_job() {
     );
 }
 
+/// A trial ran `--shard K/3 -o sh.csv` for K = 1, 2, 3: each shard replaced the previous
+/// one's rows in sh.csv, and merge found shards missing. A run whose slice differs from the
+/// one an existing output holds is refused (exit 2, nothing changed), naming a file to use.
+#[test]
+fn shards_given_one_output_file_do_not_replace_each_others_rows() {
+    let sb = Sandbox::new();
+    succeeding_rows(&sb, 6);
+    assert_eq!(batch(&sb, &["--shard", "1/3", "-o", "sh.csv"]).code, 0);
+    let before = sb.tree();
+    let r = batch(&sb, &["--shard", "2/3", "-o", "sh.csv"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("this output holds shard 1/3, and this run is shard 2/3")
+            && r.stderr.contains("sh.shard-2-of-3.csv"),
+        "{r:?}"
+    );
+    let r = batch(&sb, &["-o", "sh.csv"]);
+    assert_eq!(r.code, 2, "the whole batch over a shard's output: {r:?}");
+    assert_eq!(sb.tree(), before, "nothing on disk changes");
+    // The same shard again resumes.
+    let r = batch(&sb, &["--shard", "1/3", "-o", "sh.csv"]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
 #[test]
 fn merging_three_shards_equals_the_one_machine_output_apart_from_timing() {
     let sb = Sandbox::new();

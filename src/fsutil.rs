@@ -323,13 +323,29 @@ pub fn check_replaceable(
     }
 }
 
-/// Why this process cannot make files in folder `dir` (`access(2)` with write and search
-/// permission: `Permission denied`, `Read-only file system`), or `None` when it can.
+/// Why this process cannot make files in folder `dir` (`Permission denied`, `Read-only file
+/// system`), or `None` when it can: `access(2)` for write and search permission, then a
+/// probe file made and removed at once, since root passes `access` on `/proc` and `/sys`
+/// whose files it cannot create.
 pub fn cannot_write_in(dir: &Path) -> Option<String> {
     use nix::unistd::AccessFlags;
-    nix::unistd::access(dir, AccessFlags::W_OK | AccessFlags::X_OK)
-        .err()
-        .map(|e| e.desc().to_string())
+    if let Err(e) = nix::unistd::access(dir, AccessFlags::W_OK | AccessFlags::X_OK) {
+        return Some(e.desc().to_string());
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let probe = dir.join(format!(".runner-probe-{}-{nanos}", std::process::id()));
+    match OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => {
+            let _ = fs::remove_file(&probe);
+            None
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => None,
+        Err(e) => Some(e.raw_os_error().map_or(e.to_string(), |n| {
+            nix::errno::Errno::from_raw(n).desc().to_string()
+        })),
+    }
 }
 
 /// Check that the folder a flag's file goes into exists and can be written, before anything

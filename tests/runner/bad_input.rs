@@ -441,6 +441,14 @@ fn cases() -> Vec<Case> {
             want: &["notes.txt: the file exists and is not an output CSV of the runner"],
         },
         Case {
+            what: "--trace in a folder nobody can make files in, root included (/proc)",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &["batch", "--input", "in.csv", "--instruction", "instr.md", "--trace", "/proc/t.json"],
+            agent: true,
+            code: 2,
+            want: &["--trace /proc/t.json: cannot write in the folder /proc"],
+        },
+        Case {
             what: "--junit onto a folder",
             files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR), ("c/keep.txt", b"x\n")],
             args: &["batch", "--input", "in.csv", "--instruction", "instr.md", "--junit", "c"],

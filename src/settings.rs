@@ -597,6 +597,15 @@ fn anchored(arg: String) -> String {
     }
 }
 
+/// Whether a process definition's argv (or environment) uses `placeholder`.
+fn uses_placeholder(def: &RunnerDef, placeholder: &str) -> bool {
+    def.args
+        .iter()
+        .chain(&def.model_args)
+        .chain(def.env.set.values())
+        .any(|a| a.contains(placeholder))
+}
+
 /// Refuse `--model` and `--agent-arg` when the definition's argv has no place for them, so
 /// they would be dropped without a word: the exec runner (`{command_args}`) passes nothing
 /// extra to its program, and a definition without `{model_args}`/`{model}` (or
@@ -607,13 +616,7 @@ fn refuse_dropped_flags(flags: &RunArgs, def: &RunnerDef) -> Result<()> {
     if def.kind != "process" {
         return Ok(());
     }
-    let uses = |placeholder: &str| {
-        def.args
-            .iter()
-            .chain(&def.model_args)
-            .chain(def.env.set.values())
-            .any(|a| a.contains(placeholder))
-    };
+    let uses = |placeholder: &str| uses_placeholder(def, placeholder);
     let model = flags
         .model
         .as_ref()
@@ -746,6 +749,21 @@ impl Settings {
             )));
         }
         refuse_dropped_flags(flags, &runner)?;
+        // A `model` in a file may serve other runners of the store: said, not refused.
+        if let (None, Some(m)) = (&flags.model, &file.model)
+            && runner.kind == "process"
+            && !uses_placeholder(&runner, "{model_args}")
+            && !uses_placeholder(&runner, "{model}")
+        {
+            eprintln!(
+                "warning: `model: {m}` is not used: runner `{}` has no place for a model{}",
+                runner.name,
+                match runner.name == "exec" {
+                    true => " (put it in the command)",
+                    false => "",
+                }
+            );
+        }
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         let jobs = match &flags.jobs {
             Some(text) => parse_jobs(text, cpus)?,

@@ -385,3 +385,26 @@ fn a_rerun_that_names_items_otherwise_is_refused_not_redone() {
     assert!(r.stdout.contains("2 from an earlier run"), "{r:?}");
     assert_eq!(sb.read("workers-output.csv"), output);
 }
+
+/// A trial set `model: x` in BATCH.md for an exec batch: dropped without a word (the
+/// `--model` flag is refused for exec). A file's model may serve other runners, so it is
+/// said, not refused.
+#[test]
+fn a_files_model_that_the_runner_cannot_use_is_said() {
+    let sb = Sandbox::new();
+    sb.write("workers-input.csv", "id\na\n");
+    sb.write(
+        "BATCH.md",
+        format!(
+            "---\nid_column: id\nmodel: opus\ncommand: [python3, {}]\n---\nDo {{id}}. MODE=success\n",
+            agent("fake_agent.py")
+        ),
+    );
+    let r = sb.run(&["batch", "BATCH.md", "--dry-run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("warning: `model: opus` is not used: runner `exec` has no place for a model"),
+        "{r:?}"
+    );
+}

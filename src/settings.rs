@@ -812,6 +812,17 @@ impl Settings {
                 "--merge merges teammates' worktree branches: it needs --isolate worktree".into(),
             ));
         }
+        let worktree_flag = match (flags.worktree_copy.is_empty(), &flags.worktree_setup) {
+            (false, _) => Some("--worktree-copy"),
+            (true, Some(_)) => Some("--worktree-setup"),
+            (true, None) => None,
+        };
+        if let Some(flag) = worktree_flag.filter(|_| !isolate) {
+            return Err(Error::Usage(format!(
+                "{flag} prepares each teammate's git worktree: it needs --isolate worktree \
+                 (without it, teammates share this working tree)"
+            )));
+        }
         let file_worktree = file.worktree.clone().unwrap_or_default();
         let worktree_setup = flags
             .worktree_setup

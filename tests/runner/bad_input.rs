@@ -449,6 +449,14 @@ fn cases() -> Vec<Case> {
             want: &["--trace /proc/t.json: cannot write in the folder /proc"],
         },
         Case {
+            what: "--worktree-copy without worktrees",
+            files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR)],
+            args: &["batch", "--input", "in.csv", "--instruction", "instr.md", "--worktree-copy", ".env"],
+            agent: true,
+            code: 2,
+            want: &["--worktree-copy prepares each teammate's git worktree: it needs --isolate worktree"],
+        },
+        Case {
             what: "--junit onto a folder",
             files: &[("in.csv", GOOD_CSV), ("instr.md", GOOD_INSTR), ("c/keep.txt", b"x\n")],
             args: &["batch", "--input", "in.csv", "--instruction", "instr.md", "--junit", "c"],

@@ -225,20 +225,36 @@ pub fn recorded_batch(dir: &Path) -> Result<Option<BatchId>> {
     })
 }
 
+/// Whether workspace `dir` recorded any item's outcome. One that never did (a batch of no
+/// rows, a run stopped before any item ended) holds nothing to lose: another batch may take
+/// it over.
+fn holds_results(dir: &Path) -> bool {
+    use std::io::BufRead;
+    match File::open(dir.join("journal.jsonl")) {
+        Ok(f) => std::io::BufReader::new(f)
+            .lines()
+            .map_while(std::result::Result::ok)
+            .any(|l| l.contains("\"event\":\"item_finished\"")),
+        // Unreadable: assume it does.
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+    }
+}
+
 /// Check that workspace `dir` is free for `batch`: it does not exist, records no batch (an
-/// older runner's), or records this one. Reads only.
+/// older runner's), records this one, or holds no outcome yet. Reads only.
 ///
-/// Errors: the workspace belongs to another batch (exit 2, naming both inputs and what to do).
+/// Errors: the workspace belongs to another batch, or this batch names its items otherwise
+/// (exit 2, naming both and what to do).
 pub fn check_owner(dir: &Path, batch: &BatchId) -> Result<()> {
     match recorded_batch(dir)? {
-        Some(owner) if !owner.serves(batch) => Err(Error::Usage(format!(
+        Some(owner) if !owner.serves(batch) && holds_results(dir) => Err(Error::Usage(format!(
             "{}: this workspace (and its output) belongs to {}, not to {}; choose another --output for this batch",
             dir.display(),
             owner.input,
             batch.input
         ))),
         Some(BatchId { ids: Some(was), .. })
-            if batch.ids.as_ref().is_some_and(|now| *now != was) =>
+            if batch.ids.as_ref().is_some_and(|now| *now != was) && holds_results(dir) =>
         {
             let flag = was
                 .strip_prefix("column ")

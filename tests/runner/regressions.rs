@@ -408,3 +408,44 @@ fn a_files_model_that_the_runner_cannot_use_is_said() {
         "{r:?}"
     );
 }
+
+/// A trial ran a header-only CSV (0 items, exit 0), and the default output's workspace then
+/// refused the real CSV as "another batch". A workspace that holds no outcome belongs to
+/// nobody; one that does still refuses another batch.
+#[test]
+fn a_workspace_without_results_is_taken_over_by_the_next_batch() {
+    let sb = Sandbox::new();
+    sb.write("instr.md", "Do {id}. MODE=success\n");
+    sb.write("empty.csv", "id\n");
+    sb.write("real.csv", "id\na\n");
+    let fake = agent("fake_agent.py");
+    let on = |input: &str| -> crate::harness::Run {
+        let args = [
+            "batch",
+            "--input",
+            input,
+            "--instruction",
+            "instr.md",
+            "--id-column",
+            "id",
+        ];
+        sb.cmd(&[&args[..], &["--", "python3", &fake]].concat())
+            .output()
+            .expect("spawn")
+            .into()
+    };
+    assert_eq!(on("empty.csv").code, 0);
+    let r = on("real.csv");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        by_id(&sb.join("workers-output.csv"), "id")["a"]["status"],
+        "completed"
+    );
+    sb.write("other.csv", "id\nb\n");
+    let r = on("other.csv");
+    assert_eq!(
+        r.code, 2,
+        "a workspace with results is still refused: {r:?}"
+    );
+    assert!(r.stderr.contains("belongs to"), "{r:?}");
+}

@@ -418,22 +418,7 @@ fn a_workspace_without_results_is_taken_over_by_the_next_batch() {
     sb.write("instr.md", "Do {id}. MODE=success\n");
     sb.write("empty.csv", "id\n");
     sb.write("real.csv", "id\na\n");
-    let fake = agent("fake_agent.py");
-    let on = |input: &str| -> crate::harness::Run {
-        let args = [
-            "batch",
-            "--input",
-            input,
-            "--instruction",
-            "instr.md",
-            "--id-column",
-            "id",
-        ];
-        sb.cmd(&[&args[..], &["--", "python3", &fake]].concat())
-            .output()
-            .expect("spawn")
-            .into()
-    };
+    let on = |input: &str| sb.fake_batch_of(input, &[]);
     assert_eq!(on("empty.csv").code, 0);
     let r = on("real.csv");
     assert_eq!(r.code, 0, "{r:?}");

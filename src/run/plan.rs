@@ -4,7 +4,7 @@
 //! `pi-dag-workflow` `blockedBy` and `taskmaster-protocol` `depends_on`), pure: items in,
 //! errors out.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -332,20 +332,54 @@ pub fn name_in_prompt(spec: &RunSpec, teammate: &str, path: &Path) -> Option<Str
     crate::fsutil::name_in_text(path, &working_dir(spec, teammate))
 }
 
-/// Check that every prerequisite names an item of the batch and that there is no cycle.
+/// One item as [`check_dependencies`] sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Waits<'a> {
+    /// The item's id (a CSV row's id, a todo item's number in its file).
+    pub id: &'a str,
+    /// 1-based line of the file where the item is, named in problems (0: none is named).
+    pub line: u64,
+    /// The ids it waits for.
+    pub after: &'a [String],
+}
+
+impl<'a> From<&'a WorkItem> for Waits<'a> {
+    fn from(item: &'a WorkItem) -> Waits<'a> {
+        Waits {
+            id: &item.id,
+            line: item.line,
+            after: &item.after,
+        }
+    }
+}
+
+/// Check that every prerequisite names an item of `items` and that there is no cycle.
 ///
-/// Errors: one line per problem, naming the items (`item 3 waits for 9, which is not in
-/// this batch`; `a cycle: 1 → 2 → 1`).
-pub fn check_dependencies(items: &[WorkItem]) -> Result<(), Vec<String>> {
-    let ids: HashSet<&str> = items.iter().map(|i| i.id.as_str()).collect();
+/// Errors: one line per problem, naming the line of the item and the ids as `items` has
+/// them (`line 4: item 3 waits for 9, which is not in this batch`; `line 2: a cycle of
+/// prerequisites: 1 → 2 → 1`, at the line of the cycle's first item).
+pub fn check_dependencies<'a>(
+    items: impl IntoIterator<Item = Waits<'a>>,
+) -> Result<(), Vec<String>> {
+    let items: Vec<Waits<'a>> = items.into_iter().collect();
+    let at = |line: u64| match line {
+        0 => String::new(),
+        n => format!("line {n}: "),
+    };
+    let ids: HashMap<&str, u64> = items.iter().map(|i| (i.id, i.line)).collect();
     let mut problems = Vec::new();
-    for item in items {
-        for dep in &item.after {
-            if dep == &item.id {
-                problems.push(format!("item {} waits for itself", item.id));
-            } else if !ids.contains(dep.as_str()) {
+    for item in &items {
+        for dep in item.after {
+            if dep == item.id {
                 problems.push(format!(
-                    "item {} waits for {dep}, which is not in this batch",
+                    "{}item {} waits for itself",
+                    at(item.line),
+                    item.id
+                ));
+            } else if !ids.contains_key(dep.as_str()) {
+                problems.push(format!(
+                    "{}item {} waits for {dep}, which is not in this batch",
+                    at(item.line),
                     item.id
                 ));
             }
@@ -354,10 +388,10 @@ pub fn check_dependencies(items: &[WorkItem]) -> Result<(), Vec<String>> {
     if !problems.is_empty() {
         return Err(problems);
     }
-    // Depth-first search with colours; report the first cycle found from each root.
+    // Depth-first search with colours; report the first cycle found.
     let graph: HashMap<&str, Vec<&str>> = items
         .iter()
-        .map(|i| (i.id.as_str(), i.after.iter().map(String::as_str).collect()))
+        .map(|i| (i.id, i.after.iter().map(String::as_str).collect()))
         .collect();
     #[derive(Clone, Copy, PartialEq)]
     enum Colour {
@@ -365,7 +399,7 @@ pub fn check_dependencies(items: &[WorkItem]) -> Result<(), Vec<String>> {
         Black,
     }
     let mut colour: HashMap<&str, Colour> = HashMap::new();
-    for root in items.iter().map(|i| i.id.as_str()) {
+    for root in items.iter().map(|i| i.id) {
         if colour.contains_key(root) {
             continue;
         }
@@ -384,7 +418,11 @@ pub fn check_dependencies(items: &[WorkItem]) -> Result<(), Vec<String>> {
                         let start = path.iter().position(|p| *p == dep).unwrap_or(0);
                         let mut cycle: Vec<&str> = path[start..].to_vec();
                         cycle.push(dep);
-                        problems.push(format!("a cycle of prerequisites: {}", cycle.join(" → ")));
+                        problems.push(format!(
+                            "{}a cycle of prerequisites: {}",
+                            at(ids.get(dep).copied().unwrap_or(0)),
+                            cycle.join(" → ")
+                        ));
                         return Err(problems);
                     }
                     Some(Colour::Black) => {}
@@ -408,11 +446,12 @@ pub fn check_dependencies(items: &[WorkItem]) -> Result<(), Vec<String>> {
 mod tests {
     use super::*;
 
-    fn item(id: &str, after: &[&str]) -> WorkItem {
+    /// Item `id` on line `line` of its file, waiting for `after`.
+    fn item(id: &str, line: u64, after: &[&str]) -> WorkItem {
         WorkItem {
             id: id.into(),
             title: id.into(),
-            line: 1,
+            line,
             teammate: id.into(),
             vars: vec![],
             body: String::new(),
@@ -422,28 +461,64 @@ mod tests {
         }
     }
 
+    fn check(items: &[WorkItem]) -> Result<(), Vec<String>> {
+        check_dependencies(items.iter().map(Waits::from))
+    }
+
     #[test]
     fn chains_and_diamonds_are_fine() {
         assert!(
-            check_dependencies(&[item("1", &[]), item("2", &["1"]), item("3", &["2"])]).is_ok()
+            check(&[
+                item("1", 1, &[]),
+                item("2", 2, &["1"]),
+                item("3", 3, &["2"])
+            ])
+            .is_ok()
         );
         assert!(
-            check_dependencies(&[
-                item("a", &[]),
-                item("b", &["a"]),
-                item("c", &["a"]),
-                item("d", &["b", "c"])
+            check(&[
+                item("a", 2, &[]),
+                item("b", 3, &["a"]),
+                item("c", 4, &["a"]),
+                item("d", 5, &["b", "c"])
             ])
             .is_ok()
         );
     }
 
     #[test]
-    fn unknown_ids_and_cycles_are_named() {
-        let e = check_dependencies(&[item("1", &["9"])]).expect_err("unknown");
-        assert_eq!(e, vec!["item 1 waits for 9, which is not in this batch"]);
-        let e = check_dependencies(&[item("1", &["3"]), item("2", &["1"]), item("3", &["2"])])
-            .expect_err("cycle");
-        assert_eq!(e, vec!["a cycle of prerequisites: 1 → 3 → 2 → 1"]);
+    fn unknown_ids_and_cycles_are_named_with_their_lines() {
+        let e = check(&[item("1", 4, &["9"])]).expect_err("unknown");
+        assert_eq!(
+            e,
+            vec!["line 4: item 1 waits for 9, which is not in this batch"]
+        );
+        let e = check(&[item("7", 3, &["7"])]).expect_err("itself");
+        assert_eq!(e, vec!["line 3: item 7 waits for itself"]);
+        let e = check(&[
+            item("1", 2, &["3"]),
+            item("2", 5, &["1"]),
+            item("3", 9, &["2"]),
+        ])
+        .expect_err("cycle");
+        assert_eq!(e, vec!["line 2: a cycle of prerequisites: 1 → 3 → 2 → 1"]);
+        let e = check_dependencies([
+            Waits {
+                id: "a",
+                line: 0,
+                after: &["b".to_string()],
+            },
+            Waits {
+                id: "b",
+                line: 0,
+                after: &["a".to_string()],
+            },
+        ])
+        .expect_err("cycle");
+        assert_eq!(
+            e,
+            vec!["a cycle of prerequisites: a → b → a"],
+            "no line to name"
+        );
     }
 }

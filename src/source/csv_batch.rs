@@ -139,7 +139,8 @@ fn survey(files: &CsvBatchFiles, table: &CsvTable, selection: &Selection) -> Res
     let dep_col = table.headers.iter().position(|h| h == DEPENDS_ON);
     let mut deps: HashMap<String, Vec<String>> = HashMap::new();
     let mut selected = 0u64;
-    let mut ids: HashSet<String> = HashSet::new();
+    // Each id named by --only or needed by `depends_on`, with its row's line.
+    let mut ids: HashMap<String, u64> = HashMap::new();
     let mut all_ids: HashSet<u64> = HashSet::new();
     for row in table.rows()? {
         let row = row?;
@@ -150,20 +151,20 @@ fn survey(files: &CsvBatchFiles, table: &CsvTable, selection: &Selection) -> Res
         if let Only::Ids(wanted) = &selection.only
             && wanted.contains(&row.id)
         {
-            ids.insert(row.id.clone());
+            ids.insert(row.id.clone(), row.line);
         }
         if let Some(c) = dep_col {
             let d = split_deps(row.values.get(c).map_or("", String::as_str));
             if !d.is_empty() {
                 deps.insert(row.id.clone(), d);
             }
-            ids.insert(row.id);
+            ids.insert(row.id, row.line);
         }
     }
     if let Only::Ids(wanted) = &selection.only {
         let mut unknown: Vec<&str> = wanted
             .iter()
-            .filter(|id| !ids.contains(*id))
+            .filter(|id| !ids.contains_key(*id))
             .map(String::as_str)
             .collect();
         if !unknown.is_empty() {
@@ -243,33 +244,29 @@ fn rows_gone(
     ))
 }
 
+/// Check the `depends_on` graph: `ids` maps every row's id to its line in `input`.
 fn check_deps(
     input: &Path,
-    ids: &HashSet<String>,
+    ids: &HashMap<String, u64>,
     deps: &HashMap<String, Vec<String>>,
     selection: &Selection,
 ) -> Result<()> {
-    let mut items: Vec<WorkItem> = ids
-        .iter()
-        .map(|id| WorkItem {
-            id: id.clone(),
-            title: String::new(),
-            line: 0,
-            teammate: String::new(),
-            vars: Vec::new(),
-            body: String::new(),
-            checkpoint: None,
-            after: deps.get(id).cloned().unwrap_or_default(),
-            content: String::new(),
-        })
-        .collect();
-    items.sort_by(|a, b| a.id.cmp(&b.id));
-    plan::check_dependencies(&items).map_err(|p| {
-        Error::Usage(format!(
-            "{}: column `{DEPENDS_ON}`: {}",
-            input.display(),
-            p.join("; ")
-        ))
+    let mut rows: Vec<(&String, u64)> = ids.iter().map(|(id, line)| (id, *line)).collect();
+    rows.sort_by_key(|(_, line)| *line);
+    plan::check_dependencies(rows.iter().map(|(id, line)| plan::Waits {
+        id,
+        line: *line,
+        after: deps.get(*id).map_or(&[], Vec::as_slice),
+    }))
+    .map_err(|p| {
+        Error::input_at(
+            input,
+            None,
+            format!(
+                "column `{DEPENDS_ON}`: {} (name ids of other rows, separated by `;`)",
+                p.join("; ")
+            ),
+        )
     })?;
     if let Some(shard) = selection.shard {
         for (id, ds) in deps {

@@ -98,12 +98,7 @@ pub fn plan_items(
                 i.line, i.number
             ));
         }
-        let after = i
-            .after
-            .iter()
-            .filter(|n| doc.item(**n).is_none_or(|d| d.mark != Mark::Done))
-            .map(u32::to_string)
-            .collect();
+        let after = open_prerequisites(doc, i);
         let body = if i.continuation.trim().is_empty() {
             i.title.clone()
         } else {
@@ -133,7 +128,7 @@ pub fn plan_items(
             ]),
         });
     }
-    if let Err(mut p) = plan::check_dependencies(&items) {
+    if let Err(mut p) = plan::check_dependencies(items.iter().map(plan::Waits::from)) {
         problems.append(&mut p);
     }
     if problems.is_empty() {
@@ -141,6 +136,15 @@ pub fn plan_items(
     } else {
         Err(problems)
     }
+}
+
+/// The prerequisites of `item` (of `doc`) still to complete, as ids: a ticked one is met.
+fn open_prerequisites(doc: &TodoDocument, item: &crate::source::todo::TodoItem) -> Vec<String> {
+    item.after
+        .iter()
+        .filter(|n| doc.item(**n).is_none_or(|d| d.mark != Mark::Done))
+        .map(u32::to_string)
+        .collect()
 }
 
 /// Items moving from the inbox into a new batch file (`runner resolve`), checked and ready
@@ -190,6 +194,26 @@ pub fn prepare_move(
     let batch_text = inbox
         .extract_batch(selected, today, finished)
         .map_err(|e| bad(&e))?;
+    // Checked by the inbox's numbers and lines (the ones the user chose by), not the batch's.
+    let moving: Vec<(String, u64, Vec<String>)> = inbox
+        .moving(selected)
+        .into_iter()
+        .filter_map(|n| inbox.item(n))
+        .filter(|i| i.mark != Mark::Done)
+        .map(|i| {
+            (
+                i.number.to_string(),
+                i.line as u64,
+                open_prerequisites(inbox, i),
+            )
+        })
+        .collect();
+    plan::check_dependencies(moving.iter().map(|(id, line, after)| plan::Waits {
+        id,
+        line: *line,
+        after,
+    }))
+    .map_err(|p| bad(&p.join("; ")))?;
     let batch_doc = TodoDocument::parse(&batch_text);
     plan_items(&batch_doc, store, true).map_err(|p| bad(&p.join("; ")))?;
     let rest = inbox

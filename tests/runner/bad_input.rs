@@ -791,6 +791,18 @@ fn cases() -> Vec<Case> {
             want: &["todo.md:3:", "@after"],
         },
         Case {
+            what: "a cycle among selected inbox items",
+            files: &[(
+                "S/todo.md",
+                b"## Todo\n- [ ] a\n- [ ] b\n- [ ] c\n- [ ] d\n- [ ] e @after:6\n- [ ] f @after:5\n",
+            )],
+            args: &["resolve", "--store", "S", "--yes", "--select", "5,6"],
+            agent: true,
+            code: 2,
+            // The inbox's numbers and line (the batch would number them 1 and 2).
+            want: &["todo.md", "line 6: a cycle of prerequisites: 5 → 6 → 5"],
+        },
+        Case {
             what: "a --verify placeholder a todo item has no value for",
             files: &[("S/todo.md", b"## Todo\n- [ ] a\n")],
             args: &[

@@ -118,13 +118,14 @@ fn dependents_of_a_failed_item_are_skipped_and_never_start() {
 #[test]
 fn cycles_and_unknown_prerequisites_are_input_errors() {
     for (rows, want) in [
+        // The problem names the row's line in the CSV.
         (
-            "id,mode,depends_on\na,success,b\nb,success,a\n",
-            "a cycle of prerequisites: a → b → a",
+            "id,mode,depends_on\nx,success,\na,success,b\nb,success,a\n",
+            "line 3: a cycle of prerequisites: a → b → a",
         ),
         (
-            "id,mode,depends_on\na,success,zz\n",
-            "item a waits for zz, which is not in this batch",
+            "id,mode,depends_on\nx,success,\na,success,zz\n",
+            "line 3: item a waits for zz, which is not in this batch",
         ),
     ] {
         let sb = Sandbox::new();

@@ -250,6 +250,12 @@ impl TodoDocument {
         })
     }
 
+    /// The numbers of the items that move into a batch with `selected` (each with the items
+    /// nested in it), in the order the batch numbers them 1, 2, ….
+    pub fn moving(&self, selected: &[u32]) -> Vec<u32> {
+        self.extraction(selected).order
+    }
+
     /// The blocks of `selected` and the numbering of the batch they make.
     fn extraction(&self, selected: &[u32]) -> Extraction {
         let mut todo_blocks = Vec::new();

@@ -2,7 +2,7 @@
 //! order, starts a unit per ready item under the parallelism bound, and takes unit messages,
 //! signals and timer ticks one at a time (DESIGN §1, nextest's dispatcher).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,8 @@ struct State {
     problems_hidden: u64,
     snapshot: Snapshot,
     dirty: bool,
+    /// Whether `team_stopped` is recorded ([`announce_stop`]).
+    stop_announced: bool,
 }
 
 impl State {
@@ -76,6 +78,15 @@ impl State {
         }
         self.snapshot.finish(o);
         self.dirty = true;
+    }
+
+    /// Whether `event` from a unit or the gate is still to be recorded: not a
+    /// `team_stopped` that [`announce_stop`] recorded already.
+    fn fresh(&mut self, event: &Event) -> bool {
+        if let Event::TeamStopped { .. } = event {
+            return !std::mem::replace(&mut self.stop_announced, true);
+        }
+        true
     }
 
     /// Take in an event from a unit; `false` when it is not passed on (a line printed by an
@@ -238,7 +249,9 @@ pub struct Wiring {
     pub suspends: Suspends,
 }
 
-/// Run every item of `items` in `team` and return the summary. Events go to `reporter`
+/// Run every item of `items` in `team` and return the summary; `total` is how many items
+/// `items` holds, when known, and `resumed` how many of them the journal has completed
+/// ([`super::journal::count_done_before`]), both as `run_started` states them. Events go to `reporter`
 /// and the journal; `team.json` is kept current. Attempts run on the backend of the runner
 /// definition ([`backend::for_settings`]); SIGINT, SIGTERM and SIGHUP interrupt the run;
 /// SIGTSTP (Ctrl-Z) stops every teammate and then the runner until it is continued.
@@ -251,6 +264,7 @@ pub async fn run(
     team: &mut Team,
     items: ItemStream,
     total: Option<u64>,
+    resumed: u64,
     reporter: &mut dyn Reporter,
 ) -> Result<RunSummary> {
     let wiring = Wiring {
@@ -258,7 +272,7 @@ pub async fn run(
         interrupts: Interrupts::signals()?,
         suspends: Suspends::signals()?,
     };
-    run_wired(spec, team, items, total, reporter, wiring).await
+    run_wired(spec, team, items, total, resumed, reporter, wiring).await
 }
 
 /// [`run`] on the given backend and interrupt source.
@@ -269,6 +283,7 @@ pub async fn run_wired(
     team: &mut Team,
     mut items: ItemStream,
     total: Option<u64>,
+    resumed: u64,
     reporter: &mut dyn Reporter,
     wiring: Wiring,
 ) -> Result<RunSummary> {
@@ -285,7 +300,7 @@ pub async fn run_wired(
         team: team.name.clone(),
         workspace: team.dir.clone(),
         total,
-        resumed: 0,
+        resumed,
         jobs,
         sandbox: spec.settings.sandbox.name().into(),
     };
@@ -306,6 +321,7 @@ pub async fn run_wired(
             ..Snapshot::new(team, total)
         },
         dirty: true,
+        stop_announced: false,
     };
     reporter.event(&run_started);
 
@@ -358,9 +374,7 @@ pub async fn run_wired(
                         Some(Ok(item)) => {
                             let place = st.order.len();
                             st.order.entry(item.id.clone()).or_insert(place);
-                            if !spec.rerun.contains(&item.id)
-                                && resume_completed(&item, team, &mut st)?
-                            {
+                            if resume_completed(&item, &spec.rerun, team, &mut st)? {
                                 continue;
                             }
                             match readiness(&item, &st.statuses) {
@@ -384,7 +398,7 @@ pub async fn run_wired(
                         }
                     },
                 };
-                if let Some(why) = gate.stopped() {
+                if let Some(why) = announce_stop(&gate, team, &mut st, reporter)? {
                     skip(&item, ItemStatus::Skipped, format!("not started: {why}"), team, &mut st, reporter)?;
                     continue;
                 }
@@ -410,7 +424,7 @@ pub async fn run_wired(
                         ItemStatus::Cancelled,
                         "not started: the run was interrupted".to_string(),
                     )
-                } else if let Some(why) = gate.stopped() {
+                } else if let Some(why) = announce_stop(&gate, team, &mut st, reporter)? {
                     (ItemStatus::Skipped, format!("not started: {why}"))
                 } else {
                     (
@@ -432,6 +446,9 @@ pub async fn run_wired(
                 {
                     // Stopped by --max-fail N:immediate, not by the user.
                     o.error = format!("stopped while running: {why}");
+                }
+                if !st.fresh(&event) {
+                    continue;
                 }
                 // Journaled before the state it describes is acted on.
                 team.record(&event)?;
@@ -594,6 +611,9 @@ async fn stop_after_error(
 ) {
     let _ = cancel.send(Cancel::Immediate);
     let mut take = |event: Event, team: &mut Team| {
+        if !st.fresh(&event) {
+            return;
+        }
         let _ = team.record(&event);
         if st.apply(&event, running) {
             reporter.event(&event);
@@ -647,6 +667,33 @@ fn on_interrupt(
     Ok(())
 }
 
+/// Why the team stopped starting items, once it has ([`Gate::stopped`]). The first time,
+/// `team_stopped` is recorded and reported here, so that it comes before the
+/// `item_finished` of every item it skips; the gate's own event, still on its way, is then
+/// not recorded again.
+///
+/// Errors: the journal cannot be written.
+fn announce_stop(
+    gate: &Gate,
+    team: &mut Team,
+    st: &mut State,
+    reporter: &mut dyn Reporter,
+) -> Result<Option<String>> {
+    let Some(reason) = gate.stopped() else {
+        return Ok(None);
+    };
+    if !st.stop_announced {
+        st.stop_announced = true;
+        let event = Event::TeamStopped {
+            reason: reason.clone(),
+            at: now_rfc3339(),
+        };
+        team.record(&event)?;
+        reporter.event(&event);
+    }
+    Ok(Some(reason))
+}
+
 /// Pop the first waiting item that is ready; skip those whose prerequisites failed.
 fn take_ready(
     waiting: &mut VecDeque<WorkItem>,
@@ -670,11 +717,13 @@ fn take_ready(
 }
 
 /// An item completed by an earlier run with the same prompt is not run again.
-fn resume_completed(item: &WorkItem, team: &Team, st: &mut State) -> Result<bool> {
-    let Some(prev) = team.finished.get(&item.id) else {
-        return Ok(false);
-    };
-    if !prev.resumes(item) {
+fn resume_completed(
+    item: &WorkItem,
+    rerun: &HashSet<String>,
+    team: &Team,
+    st: &mut State,
+) -> Result<bool> {
+    if !super::journal::done_before(&team.finished, rerun, item) {
         return Ok(false);
     }
     tracing::debug!(

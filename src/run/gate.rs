@@ -221,13 +221,14 @@ impl Gate {
                 return false;
             }
             s.stopped = Some(reason.clone());
-            true
-        });
-        if first {
+            // Sent under the lock: whoever sees the stop finds its event sent before.
             let _ = self.events.send(Event::TeamStopped {
                 reason,
                 at: now_rfc3339(),
             });
+            true
+        });
+        if first {
             self.changed.notify_waiters();
         }
     }
@@ -393,7 +394,7 @@ impl Gate {
         if extended {
             let at = jiff::Timestamp::now()
                 .checked_add(jiff::SignedDuration::try_from(wait).unwrap_or_default())
-                .map(|t| t.to_string())
+                .map(super::rfc3339)
                 .unwrap_or_default();
             let _ = self.events.send(Event::TeamPaused {
                 until: at,
@@ -490,10 +491,21 @@ mod tests {
             "the same burst"
         );
         assert_eq!(g.view().limit, 4, "halved once per burst");
-        assert!(matches!(
-            rx.try_recv(),
-            Ok(Event::TeamPaused { limit: 4, .. })
-        ));
+        let Ok(Event::TeamPaused {
+            limit: 4, until, ..
+        }) = rx.try_recv()
+        else {
+            panic!("a team_paused event with limit 4");
+        };
+        // Milliseconds, like every `at` (not jiff's nanoseconds).
+        let fraction = until
+            .trim_end_matches('Z')
+            .split_once('.')
+            .map_or(0, |(_, f)| f.len());
+        assert!(
+            until.parse::<jiff::Timestamp>().is_ok() && fraction <= 3,
+            "{until}"
+        );
         let started = tokio::time::Instant::now();
         let p = g.admit().await.expect("after the pause");
         assert!(

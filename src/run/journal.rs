@@ -10,7 +10,7 @@
 //! so a crash (even `kill -9`) loses at most the event being written; a torn last line is
 //! ignored on replay. The file is fsynced when the run ends.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -84,6 +84,35 @@ impl FinishedRef {
     pub fn resumes(&self, item: &crate::item::WorkItem) -> bool {
         self.status == ItemStatus::Completed && self.content_hash == item.content
     }
+}
+
+/// Whether `item` is not run again: `finished` (the last outcome per id) has it completed
+/// with its content as it is now, and `rerun` (`--only ID`: run it even so) does not name it.
+pub fn done_before(
+    finished: &HashMap<String, FinishedRef>,
+    rerun: &HashSet<String>,
+    item: &crate::item::WorkItem,
+) -> bool {
+    !rerun.contains(&item.id) && finished.get(&item.id).is_some_and(|f| f.resumes(item))
+}
+
+/// How many of `items` are [`done_before`] (`run_started`'s `resumed`, the dry run's
+/// "completed earlier"). The items are not read when nothing completed before.
+///
+/// Errors: the source's, should it fail while being read.
+pub fn count_done_before(
+    finished: &HashMap<String, FinishedRef>,
+    rerun: &HashSet<String>,
+    items: impl Iterator<Item = Result<crate::item::WorkItem>>,
+) -> Result<u64> {
+    if !finished.values().any(|f| f.status == ItemStatus::Completed) {
+        return Ok(0);
+    }
+    let mut n = 0;
+    for item in items {
+        n += u64::from(done_before(finished, rerun, &item?));
+    }
+    Ok(n)
 }
 
 /// What a previous run left in the journal.

@@ -67,11 +67,15 @@ impl RunSpec {
     }
 }
 
-/// The current time as RFC 3339 in UTC, millisecond precision (`2026-12-01T09:00:00.123Z`;
-/// a whole second prints without a fraction).
+/// The current time as [`rfc3339`] writes it.
 pub fn now_rfc3339() -> String {
-    jiff::Timestamp::now()
-        .round(jiff::Unit::Millisecond)
+    rfc3339(jiff::Timestamp::now())
+}
+
+/// `t` as every time of the event lines is written: RFC 3339 in UTC, millisecond precision
+/// (`2026-12-01T09:00:00.123Z`; a whole second prints without a fraction).
+pub fn rfc3339(t: jiff::Timestamp) -> String {
+    t.round(jiff::Unit::Millisecond)
         .map(|t| t.to_string())
         .unwrap_or_default()
 }

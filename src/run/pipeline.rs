@@ -68,11 +68,13 @@ pub fn run(mut plan: Plan) -> Result<i32> {
         sinks.push(Box::new(Trace::new(path, spec.team.clone())));
     }
     sinks.push(crate::ui::reporter(format));
+    let resumed = super::journal::count_done_before(&team.finished, &spec.rerun, source.items()?)?;
     let mut summary = execute(
         spec.clone(),
         &mut team,
         source.items()?,
         Some(selected),
+        resumed,
         &mut sinks,
     )?;
     if spec.isolation.is_some() {
@@ -139,7 +141,7 @@ pub fn run(mut plan: Plan) -> Result<i32> {
     Ok(code)
 }
 
-/// Run the dispatcher to the end on a multi-threaded runtime.
+/// Run the dispatcher to the end on a multi-threaded runtime ([`dispatcher::run`]).
 ///
 /// Errors: the runtime cannot start, or the dispatcher failed (journal unwritable, source
 /// unreadable).
@@ -148,6 +150,7 @@ fn execute(
     team: &mut Team,
     items: ItemStream,
     total: Option<u64>,
+    resumed: u64,
     reporter: &mut dyn Reporter,
 ) -> Result<RunSummary> {
     // At least four workers, even on two cores: a worker is held while a child is spawned
@@ -162,7 +165,7 @@ fn execute(
         .enable_all()
         .build()
         .map_err(|e| Error::Environment(format!("cannot start the async runtime: {e}")))?;
-    let summary = runtime.block_on(dispatcher::run(spec, team, items, total, reporter));
+    let summary = runtime.block_on(dispatcher::run(spec, team, items, total, resumed, reporter));
     // Never wait on a blocking task at shutdown: every group is ended by now. Should a unit
     // have been lost on the way, nothing it started outlives the run either.
     runtime.shutdown_background();

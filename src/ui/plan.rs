@@ -19,19 +19,14 @@ const DRY_RUN_PROMPT_LINES: usize = 4;
 pub fn print_plan(plan: &Plan, earlier: Option<&Replay>) -> crate::error::Result<()> {
     let spec = &plan.spec;
     let done_before = |item: &crate::item::WorkItem| {
-        !spec.rerun.contains(&item.id)
-            && earlier
-                .and_then(|r| r.finished.get(&item.id))
-                .is_some_and(|f| f.resumes(item))
+        earlier.is_some_and(|r| crate::run::journal::done_before(&r.finished, &spec.rerun, item))
     };
-    let mut resumed = 0u64;
-    if earlier.is_some() {
-        for item in plan.source.items()? {
-            if done_before(&item?) {
-                resumed += 1;
-            }
+    let resumed = match earlier {
+        Some(r) => {
+            crate::run::journal::count_done_before(&r.finished, &spec.rerun, plan.source.items()?)?
         }
-    }
+        None => 0,
+    };
     let mut out: Box<dyn Write> = if spec.settings.format == Format::Json {
         Box::new(std::io::stderr().lock())
     } else {

@@ -101,11 +101,18 @@ async fn run_items(
     });
     let mut events = Events::default();
     let total = items.len() as u64;
+    let resumed = crate::run::journal::count_done_before(
+        &team.finished,
+        &spec.rerun,
+        items.iter().cloned().map(Ok),
+    )
+    .expect("items");
     let summary = run_wired(
         Arc::new(spec),
         &mut team,
         Box::new(items.into_iter().map(Ok)),
         Some(total),
+        resumed,
         &mut events,
         Wiring {
             backend,

@@ -68,9 +68,15 @@ impl Sinks {
         self.0.push(sink);
     }
 
-    /// Every output file the sinks write, in registration order.
+    /// Every output file the sinks write, in registration order, as absolute paths (a
+    /// path as typed, `--junit j.xml`, is taken from the current folder, which a reader of
+    /// the `run_ended` event may not know).
     pub fn files(&self) -> Vec<PathBuf> {
-        self.0.iter().flat_map(|s| s.files()).collect()
+        self.0
+            .iter()
+            .flat_map(|s| s.files())
+            .map(|p| std::path::absolute(&p).unwrap_or(p))
+            .collect()
     }
 
     /// Finish every sink in order; the first error stops the rest.

@@ -44,8 +44,9 @@ pub enum Event {
         /// Items in the batch, when known up front.
         #[serde(default)]
         total: Option<u64>,
-        /// Items already completed by an earlier run (not run again); 0 at the start, the
-        /// count is in [`RunSummary::resumed`].
+        /// Items of this run that the journal shows completed by an earlier run with the
+        /// same content, so they are not run again (an interrupted run's
+        /// [`RunSummary::resumed`] counts only those it reached).
         #[serde(default)]
         resumed: u64,
         /// Parallel teammates.
@@ -191,15 +192,27 @@ fn lossy_path<S: serde::Serializer>(path: &std::path::Path, s: S) -> Result<S::O
     s.serialize_str(&path.to_string_lossy())
 }
 
-/// `ItemFinished`'s outcome under the key `outcome`.
+/// `ItemFinished`'s outcome under the key `outcome`, with [`Outcome::handoff`] beside its
+/// fields.
 mod outcome_field {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     use super::Outcome;
+    use crate::run::outcome::Handoff;
 
     #[derive(Serialize)]
     struct Ref<'a> {
+        outcome: WithHandoff<'a>,
+    }
+
+    /// The outcome's fields and, beside them, its report's hand-off fields (not read back:
+    /// the report holds them).
+    #[derive(Serialize)]
+    struct WithHandoff<'a> {
+        #[serde(flatten)]
         outcome: &'a Outcome,
+        #[serde(flatten)]
+        handoff: Handoff,
     }
 
     #[derive(Deserialize)]
@@ -209,7 +222,13 @@ mod outcome_field {
 
     #[allow(clippy::borrowed_box)] // the signature serde's `with` asks for
     pub fn serialize<S: Serializer>(o: &Box<Outcome>, s: S) -> Result<S::Ok, S::Error> {
-        Ref { outcome: o }.serialize(s)
+        Ref {
+            outcome: WithHandoff {
+                outcome: o,
+                handoff: o.handoff(),
+            },
+        }
+        .serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Box<Outcome>, D::Error> {
@@ -349,7 +368,12 @@ pub(crate) mod tests {
         outcome.attempts = 2;
         outcome.finished_at = "2026-12-01T09:00:01Z".into();
         outcome.exit_code = Some(1);
-        outcome.report = Some(serde_json::json!({"status": "failed", "summary": "s"}));
+        outcome.started_at = "2026-12-01T09:00:00.250Z".into();
+        outcome.content_hash = "cbf29ce484222325".into();
+        outcome.report = Some(serde_json::json!({
+            "status": "failed", "summary": "s", "files_modified": ["src/a.rs"],
+            "files_created": [], "tests": "failed", "blocker": null, "next_steps": ["retry"]
+        }));
         outcome.cost_usd = Some(0.5);
         outcome.session_id = Some("s1".into());
         outcome.branch = Some("runner/t/1-a".into());
@@ -488,6 +512,10 @@ pub(crate) mod tests {
                     assert!(
                         declared(&schema["$defs"]["outcome"]["properties"], key),
                         "outcome field `{key}` is not in events.schema.json"
+                    );
+                    assert!(
+                        md.contains(&format!("| `{key}` |")),
+                        "outcome field `{key}` has no row in events.md"
                     );
                 }
             }

@@ -112,6 +112,50 @@ impl Outcome {
     }
 }
 
+/// The report's hand-off fields (`report.rs`; the seed's task-management protocol) as a
+/// lead reads them: the `item_finished` event carries them beside the outcome's own fields.
+/// Taken from [`Outcome::report`]; without a report, or where the report's value is not of
+/// the type, a list is empty and a text `None`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Handoff {
+    /// Files the teammate changed, as it named them.
+    pub files_modified: Vec<String>,
+    /// Files the teammate created.
+    pub files_created: Vec<String>,
+    /// What it did about tests (`passed`, `failed`, `added`, `none`, or its own words).
+    pub tests: Option<String>,
+    /// What blocks the item, when it is blocked.
+    pub blocker: Option<String>,
+    /// What is left to do.
+    pub next_steps: Vec<String>,
+}
+
+impl Outcome {
+    /// The hand-off fields of the item's report.
+    pub fn handoff(&self) -> Handoff {
+        let field = |key: &str| self.report.as_ref().and_then(|r| r.get(key));
+        let list = |key: &str| -> Vec<String> {
+            field(key)
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let text = |key: &str| field(key).and_then(Value::as_str).map(str::to_owned);
+        Handoff {
+            files_modified: list("files_modified"),
+            files_created: list("files_created"),
+            tests: text("tests"),
+            blocker: text("blocker"),
+            next_steps: list("next_steps"),
+        }
+    }
+}
+
 /// A cost in USD as written in outputs: rounded to micro-dollars, without trailing zeros
 /// (`0.1 + 0.2` is `0.3`, not `0.30000000000000004`).
 pub fn usd_text(cost: f64) -> String {

@@ -89,21 +89,16 @@ fn log_completed(workspace: &Path, completed: &[Outcome]) {
 /// modified files, then the created ones. A `|` or line break inside a value is written as
 /// `/` or a space, so a line stays one record.
 pub fn completed_line(date: &str, o: &Outcome) -> String {
-    let list = |key: &str| -> Vec<String> {
-        o.report
-            .as_ref()
-            .and_then(|r| r.get(key))
-            .and_then(|v| v.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(one_line))
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            })
-            .unwrap_or_default()
+    let handoff = o.handoff();
+    let list = |values: &[String]| -> Vec<String> {
+        values
+            .iter()
+            .map(|v| one_line(v))
+            .filter(|s| !s.is_empty())
+            .collect()
     };
-    let created = list("files_created");
-    let mut files = list("files_modified");
+    let created = list(&handoff.files_created);
+    let mut files = list(&handoff.files_modified);
     files.extend(created.iter().cloned());
     let mut line = format!(
         "- {date} | T{} | {} | files:{}{}",
@@ -115,15 +110,10 @@ pub fn completed_line(date: &str, o: &Outcome) -> String {
     if !created.is_empty() {
         line.push_str(&format!(" | created: {}", created.join(", ")));
     }
-    if let Some(tests) = o
-        .report
-        .as_ref()
-        .and_then(|r| r.get("tests"))
-        .and_then(|t| t.as_str())
-    {
+    if let Some(tests) = &handoff.tests {
         line.push_str(&format!(" | tests: {}", one_line(tests)));
     }
-    let next = list("next_steps");
+    let next = list(&handoff.next_steps);
     if !next.is_empty() {
         line.push_str(&format!(" | next: {}", next.join("; ")));
     }

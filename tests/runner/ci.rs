@@ -330,6 +330,34 @@ fn junit_report_parses_and_counts_each_item() {
     );
 }
 
+/// The `--format json` lines of `r`, each checked against docs/events.schema.json.
+fn json_events(r: &crate::harness::Run) -> Vec<serde_json::Value> {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/docs/events.schema.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("schema"),
+    )
+    .expect("schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    r.stdout
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"));
+            let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{line}: {errors:?}");
+            v
+        })
+        .collect()
+}
+
+/// The events of `events` named `name`.
+fn named<'a>(events: &'a [serde_json::Value], name: &str) -> Vec<&'a serde_json::Value> {
+    events.iter().filter(|e| e["event"] == name).collect()
+}
+
 #[test]
 fn json_events_follow_the_documented_schema() {
     let sb = Sandbox::new();
@@ -346,23 +374,10 @@ fn json_events_follow_the_documented_schema() {
         ],
     );
     assert_eq!(r.code, 0, "{r:?}");
-    let schema: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(format!(
-            "{}/docs/events.schema.json",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .expect("schema"),
-    )
-    .expect("schema is JSON");
-    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    let mut kinds = Vec::new();
-    for line in r.stdout.lines() {
-        let v: serde_json::Value =
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"));
-        let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
-        assert!(errors.is_empty(), "{line}: {errors:?}");
-        kinds.push(v["event"].as_str().unwrap_or_default().to_string());
-    }
+    let kinds: Vec<String> = json_events(&r)
+        .iter()
+        .map(|v| v["event"].as_str().unwrap_or_default().to_string())
+        .collect();
     assert_eq!(kinds.first().map(String::as_str), Some("run_started"));
     // run_finished ends the run's events; run_ended, once the outputs are written, the stream.
     assert_eq!(
@@ -375,6 +390,93 @@ fn json_events_follow_the_documented_schema() {
         3,
         "b took two attempts"
     );
+}
+
+#[test]
+fn run_started_says_how_many_items_a_resumed_run_will_not_run_again() {
+    let sb = Sandbox::new();
+    setup(
+        &sb,
+        &[("a", "success"), ("b", "noreport"), ("c", "success")],
+    );
+    let r = batch(&sb, &["--format", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(named(&json_events(&r), "run_started")[0]["resumed"], 0);
+    // a and c completed; b (now fixed) runs again.
+    setup(&sb, &[("a", "success"), ("b", "success"), ("c", "success")]);
+    let r = batch(&sb, &["--format", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let events = json_events(&r);
+    assert_eq!(named(&events, "run_started")[0]["resumed"], 2, "{r:?}");
+    assert_eq!(named(&events, "run_finished")[0]["resumed"], 2, "{r:?}");
+    // Everything completed now: a full resume runs nothing, and says so up front.
+    let r = batch(&sb, &["--format", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let events = json_events(&r);
+    assert_eq!(named(&events, "run_started")[0]["resumed"], 3, "{r:?}");
+    assert_eq!(named(&events, "run_finished")[0]["resumed"], 3, "{r:?}");
+    assert!(named(&events, "attempt_started").is_empty(), "{r:?}");
+}
+
+#[test]
+fn team_stopped_comes_before_the_items_it_skips_and_they_never_started() {
+    let sb = Sandbox::new();
+    setup(&sb, &[("a", "nonzero"), ("b", "success"), ("c", "success")]);
+    let r = batch(&sb, &["--format", "json", "--jobs", "1", "--max-fail", "1"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let events = json_events(&r);
+    let place = |pred: &dyn Fn(&serde_json::Value) -> bool| {
+        events.iter().position(pred).expect("the event")
+    };
+    let stopped = place(&|e| e["event"] == "team_stopped");
+    assert_eq!(named(&events, "team_stopped").len(), 1, "{r:?}");
+    let skipped: Vec<&serde_json::Value> = named(&events, "item_finished")
+        .into_iter()
+        .filter(|e| e["outcome"]["status"] == "skipped")
+        .collect();
+    assert_eq!(skipped.len(), 2, "{r:?}");
+    for id in ["b", "c"] {
+        let finished = place(&|e| e["event"] == "item_finished" && e["outcome"]["id"] == id);
+        assert!(
+            stopped < finished,
+            "team_stopped before {id}'s item_finished: {r:?}"
+        );
+    }
+    for s in skipped {
+        // Never started: documented as "" (the schema allows "" only here).
+        assert_eq!(s["outcome"]["started_at"], "", "{s}");
+        assert_eq!(s["outcome"]["attempts"], 0, "{s}");
+    }
+}
+
+#[test]
+fn item_finished_carries_the_reports_hand_off_fields() {
+    let sb = Sandbox::new();
+    setup(&sb, &[("a", "handoff"), ("b", "noreport")]);
+    let r = batch(&sb, &["--format", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let events = json_events(&r);
+    let outcome = |id: &str| {
+        named(&events, "item_finished")
+            .into_iter()
+            .find(|e| e["outcome"]["id"] == id)
+            .map(|e| e["outcome"].clone())
+            .expect("item_finished")
+    };
+    let a = outcome("a");
+    assert_eq!(a["files_modified"], serde_json::json!(["src/a.rs"]), "{a}");
+    assert_eq!(a["files_created"], serde_json::json!(["src/new.rs"]), "{a}");
+    assert_eq!(a["tests"], "passed", "{a}");
+    assert_eq!(a["blocker"], serde_json::Value::Null, "{a}");
+    assert_eq!(
+        a["next_steps"],
+        serde_json::json!(["wire it in", "document it"]),
+        "{a}"
+    );
+    // Without a report: empty lists, null texts — the same fields, never missing.
+    let b = outcome("b");
+    assert_eq!(b["files_modified"], serde_json::json!([]), "{b}");
+    assert_eq!(b["tests"], serde_json::Value::Null, "{b}");
 }
 
 #[test]
@@ -460,9 +562,12 @@ fn the_last_json_line_names_every_output_file_and_the_exit_code() {
         .iter()
         .filter_map(|o| o.as_str())
         .collect();
-    assert_eq!(outputs.len(), 2, "{last}");
-    assert!(
-        outputs[0].ends_with("workers-output.csv") && outputs[1].ends_with("j.xml"),
+    // Absolute, though --junit was given relative to the folder the runner ran in.
+    let csv = sb.join("workers-output.csv");
+    let junit = sb.join("j.xml");
+    assert_eq!(
+        outputs,
+        [csv.to_str().expect("UTF-8"), junit.to_str().expect("UTF-8")],
         "{last}"
     );
     assert!(

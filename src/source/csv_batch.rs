@@ -263,7 +263,7 @@ fn check_deps(
             input,
             None,
             format!(
-                "column `{DEPENDS_ON}`: {} (name ids of other rows, separated by `;`)",
+                "column `{DEPENDS_ON}` (ids separated by `;`): {}",
                 p.join("; ")
             ),
         )

@@ -319,9 +319,11 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         .collect();
     let total = items.len() as u64;
     let archive = (!b.keep_team).then(|| archive_path(b.batch));
-    // A bad archive is found now, while nothing is written, not when the run is over.
-    if let Some(a) = archive.as_deref().filter(|a| a.exists()) {
-        crate::run::archive::read(a)?;
+    // A bad archive (which this run may extend, and whose outcomes the table's rows of items
+    // not run come from) is found now, while nothing is written, not when the run is over.
+    let archive_file = archive_path(b.batch);
+    if archive_file.exists() {
+        crate::run::archive::read(&archive_file)?;
     }
     let source: Arc<dyn ItemSource> = Arc::new(ItemList(items));
     let mut sinks = Sinks::default();
@@ -336,6 +338,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         store: b.store.clone(),
         batch: b.batch.to_owned(),
         path: table_path(b.batch),
+        archive: archive_file,
         include_ideas: b.include_ideas,
         isolated: isolation.is_some(),
         guard_formulas: !settings.keep_formulas,

@@ -254,10 +254,18 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         Only::Ids(ids) => {
             let known: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
             if let Some(bad) = ids.iter().find(|id| !known.contains(id)) {
+                let idea = doc
+                    .item(bad.parse().unwrap_or(0))
+                    .is_some_and(|i| i.section == Section::Ideas && i.mark != Mark::Done);
+                let left = match known.as_slice() {
+                    _ if idea => format!("item {bad} is an idea: add --include-ideas to run it"),
+                    [] if b.include_ideas => "there are none: every item is ticked".to_owned(),
+                    [] => "there are none: every Todo item is ticked".to_owned(),
+                    _ => format!("the unticked items are {}", known.join(", ")),
+                };
                 return Err(Error::Usage(format!(
-                    "{}: --only {bad}: no unticked item {bad}; the unticked items are {}",
+                    "{}: --only {bad}: no unticked item {bad}; {left}",
                     b.batch.display(),
-                    known.join(", ")
                 )));
             }
             items.retain(|i| ids.contains(&i.id));

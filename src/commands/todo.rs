@@ -196,7 +196,9 @@ pub fn add(args: AddArgs) -> Result<i32> {
                 minijinja::context! {
                     created => now.strftime("%Y-%m-%dT%H:%M:%S").to_string(),
                     task => &title,
-                    body => body.as_deref().map(str::trim_end),
+                    // The file's bytes as they are (its last newline too); a blank one
+                    // leaves the template's sections.
+                    body => body.as_deref().filter(|b| !b.trim().is_empty()),
                 },
             )
             .map_err(|e| {
@@ -277,8 +279,20 @@ fn append(
         Some(name) => format!("{line} @context:{name}"),
         None => line.to_string(),
     };
+    let before = doc.items().len();
     let n = doc.append_item(section, &line, continuation)?;
     let item = doc.item(n).ok_or(EditError::NotReadBack)?;
+    // Counted as the user counts: the inbox's items before this one (`runner list`).
+    if let Some(k) = item.after.iter().find(|k| **k as usize > before) {
+        let has = match before {
+            0 => "no items yet".to_owned(),
+            1 => "1 item, number 1".to_owned(),
+            b => format!("{b} items, numbered 1 to {b}"),
+        };
+        return Err(EditError::Unreadable(format!(
+            "@after:{k} names no item (the inbox has {has})"
+        )));
+    }
     match doc.block_problems(n).first() {
         Some(p) => Err(EditError::Unreadable(p.message.clone())),
         None if item.context != checkpoint => Err(EditError::NotReadBack),

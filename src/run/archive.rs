@@ -58,10 +58,18 @@ pub struct Archive {
 }
 
 impl Archive {
+    /// Each item's last outcome (its `log` empty), in the order they finished (by
+    /// `finished_at`; an item that finished again in a later run is placed by its last finish).
+    pub fn outcomes(&self) -> Vec<super::outcome::Outcome> {
+        let mut outcomes = super::history::from_events(self.events.iter().cloned()).outcomes;
+        outcomes.sort_by_key(|o| o.finished_at.parse::<jiff::Timestamp>().ok());
+        outcomes
+    }
+
     /// The team as `runner status` shows it: state `archived`, every item's last outcome
-    /// as finished, the counts and cost over them, the first run's start.
+    /// as finished (most recent last), the counts and cost over them, the first run's start.
     pub fn snapshot(&self) -> Snapshot {
-        let history = super::history::from_events(self.events.iter().cloned());
+        let outcomes = self.outcomes();
         let started_at = self
             .events
             .iter()
@@ -78,7 +86,7 @@ impl Archive {
             pid: 0,
             started_at,
             updated_at: self.header.archived_at.clone(),
-            total: Some(history.outcomes.len() as u64),
+            total: Some(outcomes.len() as u64),
             counts: Default::default(),
             cost_usd: None,
             running: Vec::new(),
@@ -90,7 +98,7 @@ impl Archive {
             not_started: Vec::new(),
             isolation: None,
         };
-        for o in &history.outcomes {
+        for o in &outcomes {
             s.finish(o);
         }
         s

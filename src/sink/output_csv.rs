@@ -168,13 +168,15 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 }
 
 /// The output row for one item: its input values, then its outcome's fields. `missing` is
-/// the `(status, reason)` written when the item has no outcome (it never started); its
-/// failure kind is then the status too (`cancelled`).
+/// the `(status, reason)` written when the item has no outcome (it never started, or a todo
+/// item was ticked with no record of its run); its failure kind is then the one an item not
+/// run gets ([`crate::report::kind_of_not_run`]: `cancelled`, `skipped`, none for
+/// `completed`).
 pub fn row(
     layout: &Layout,
     values: &[String],
     outcome: Option<&Outcome>,
-    missing: (&str, &str),
+    missing: (ItemStatus, &str),
 ) -> Vec<String> {
     let mut out: Vec<String> = values.to_vec();
     out.resize(layout.inputs, String::new());
@@ -186,11 +188,11 @@ pub fn row(
         };
         let blanks = layout.headers.len() - layout.inputs - RUNNER_COLUMNS.len() - extra;
         out.extend(std::iter::repeat_n(String::new(), blanks));
-        out.push(missing.0.to_owned());
+        out.push(missing.0.to_string());
         out.push("0".into());
         out.extend(std::iter::repeat_n(String::new(), 4));
         out.push(missing.1.to_owned());
-        out.push(missing.0.to_owned());
+        out.push(opt(crate::report::kind_of_not_run(missing.0)));
         out.extend(std::iter::repeat_n(
             String::new(),
             RUNNER_COLUMNS.len() - 8 + extra,
@@ -446,9 +448,12 @@ impl Sink for CsvOutput {
     fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
         let rows = self.table.rows()?;
         let missing = if run.summary.interrupted {
-            ("cancelled", "not started: the run was interrupted")
+            (
+                ItemStatus::Cancelled,
+                "not started: the run was interrupted",
+            )
         } else {
-            ("cancelled", "not started")
+            (ItemStatus::Cancelled, "not started")
         };
         let selection = &self.selection;
         let layout = &self.layout;
@@ -485,7 +490,7 @@ impl Sink for CsvOutput {
                         layout,
                         &row.values,
                         None,
-                        ("skipped", "not selected by --only"),
+                        (ItemStatus::Skipped, "not selected by --only"),
                     ))?;
                     continue;
                 }
@@ -534,7 +539,7 @@ mod tests {
         let mut o = Outcome::not_run("1", "t", "t", ItemStatus::Completed, String::new());
         o.attempts = 1;
         o.output = json!({"ok": true, "links": ["a", "b"]});
-        let r = row(&l, &["a.md".into()], Some(&o), ("", ""));
+        let r = row(&l, &["a.md".into()], Some(&o), (ItemStatus::Cancelled, ""));
         assert_eq!(&r[..4], &["a.md", "true", "[\"a\",\"b\"]", "completed"]);
         assert_eq!(r.len(), l.headers.len());
     }
@@ -578,7 +583,7 @@ mod tests {
             ),
         ] {
             let l = layout(&["in".into()], Some(&schema), false, guard);
-            let r = row(&l, &input, Some(&o), ("", ""));
+            let r = row(&l, &input, Some(&o), (ItemStatus::Cancelled, ""));
             let col = |name: &str| &r[l.headers.iter().position(|h| h == name).expect(name)];
             assert_eq!(col("in"), "+1+1", "input columns stay byte for byte");
             assert_eq!(col("cmd"), cmd);
@@ -605,7 +610,7 @@ mod tests {
             "status": "completed", "summary": "s", "files_modified": ["src/a.rs", "b.md"],
             "files_created": [], "tests": "passed", "next_steps": ["wire it", "=1"],
         }));
-        let r = row(&l, &["1".into()], Some(&o), ("", ""));
+        let r = row(&l, &["1".into()], Some(&o), (ItemStatus::Cancelled, ""));
         assert_eq!(r.len(), l.headers.len());
         let col = |name: &str| &r[l.headers.iter().position(|h| h == name).expect(name)];
         assert_eq!(col("files_modified"), r#"["src/a.rs","b.md"]"#);
@@ -613,16 +618,35 @@ mod tests {
         assert_eq!(col("tests"), "passed");
         assert_eq!(col("blocker"), "");
         assert_eq!(col("next_steps"), r#"["wire it","=1"]"#);
-        let none = row(&l, &["2".into()], None, ("cancelled", "not started"));
+        let none = row(
+            &l,
+            &["2".into()],
+            None,
+            (ItemStatus::Cancelled, "not started"),
+        );
         assert_eq!(none.len(), l.headers.len());
     }
 
     #[test]
     fn missing_outcome_keeps_the_row() {
         let l = layout(&["id".into()], None, true, true);
-        let r = row(&l, &["7".into()], None, ("cancelled", "not started"));
+        let r = row(
+            &l,
+            &["7".into()],
+            None,
+            (ItemStatus::Cancelled, "not started"),
+        );
         assert_eq!(r.len(), l.headers.len());
-        assert_eq!(r[2], "cancelled");
-        assert_eq!(r[8], "not started");
+        let col = |name: &str| &r[l.headers.iter().position(|h| h == name).expect(name)];
+        assert_eq!(col("status"), "cancelled");
+        assert_eq!(col("error"), "not started");
+        assert_eq!(col("failure_kind"), "cancelled");
+        // A ticked todo item with no record of its run: completed, with no failure kind.
+        let r = row(&l, &["8".into()], None, (ItemStatus::Completed, ""));
+        let col = |name: &str| &r[l.headers.iter().position(|h| h == name).expect(name)];
+        assert_eq!(
+            (col("status").as_str(), col("failure_kind").as_str()),
+            ("completed", "")
+        );
     }
 }

@@ -1,18 +1,28 @@
 //! `todo-N.workers-output.csv` (DESIGN §3): the output table of a todo batch, beside it, with
 //! the item number, title and checkpoint as its input columns and every Todo item of the batch
-//! (and Ideas when they ran) as a row — items ticked in earlier runs as `completed`. When the
-//! batch file is gone by the end of the run, the rows are the run's items as they were when
-//! it started, with their outcomes from the journal. When every item completed and the
-//! workspace is removed, the `log` column names the team's archive (`todo-N.archive.jsonl`,
-//! which holds each item's attempts and report; `runner show ITEM todo-N.md` reads it)
-//! instead of a log that is gone.
+//! (and Ideas when they ran) as a row. When the batch file is gone by the end of the run, the
+//! rows are the run's items as they were when it started, with their outcomes from the
+//! journal. When every item completed and the workspace is removed, the `log` column names the
+//! team's archive (`todo-N.archive.jsonl`, which holds each item's attempts and report;
+//! `runner show ITEM todo-N.md` reads it) instead of a log that is gone.
+//!
+//! A row of an item this run did not run (ticked in an earlier run, or left out by `--only`
+//! or `--shard`) comes from the first of: its outcome in the team's journal; its row in the
+//! table as it was, byte for byte (as a CSV batch keeps rows with `--only`, [`Previous`]); its
+//! outcome in the archive (an earlier workspace was removed; `log` names the archive); else it
+//! is `completed` with no record when ticked, `cancelled` "not started" when not. A ticked
+//! item's row comes only from a record that shows it completed.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
-use super::output_csv;
+use super::output_csv::{self, Layout};
+use super::previous::Previous;
 use super::{RunEnd, Sink};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::report::ItemStatus;
 use crate::run::events::Reporter;
+use crate::run::outcome::Outcome;
 use crate::source::todo::{Mark, Section};
 use crate::store::Store;
 
@@ -27,6 +37,9 @@ pub struct TodoTable {
     pub batch: PathBuf,
     /// The table file.
     pub path: PathBuf,
+    /// The team's archive beside the batch (`todo-N.archive.jsonl`), which may hold the
+    /// outcomes of items that ran in a workspace since removed.
+    pub archive: PathBuf,
     /// Whether the Ideas ran too (and so are rows).
     pub include_ideas: bool,
     /// Whether teammates worked in worktrees (adds the branch columns).
@@ -35,6 +48,83 @@ pub struct TodoTable {
     pub guard_formulas: bool,
     /// The run's items as the batch held them when it started: the rows when it is gone.
     pub items: Vec<TableItem>,
+}
+
+/// One row of the new table: fields to write, or a row of the old table's exact bytes.
+enum Row {
+    Fields(Vec<String>),
+    Kept(Vec<u8>),
+}
+
+/// The table as it was before this run, to copy rows from.
+struct OldTable {
+    path: PathBuf,
+    index: Previous,
+    file: std::fs::File,
+}
+
+impl OldTable {
+    /// Item `id`'s row, byte for byte; `None` when it has none (or, for a `ticked` item, none
+    /// that shows it completed).
+    ///
+    /// Errors: the table cannot be read back.
+    fn row(&mut self, id: &str, ticked: bool) -> Result<Option<Vec<u8>>> {
+        if ticked && !self.index.completed(id) {
+            return Ok(None);
+        }
+        self.index
+            .raw(&mut self.file, id)
+            .map_err(|e| Error::read_input("the todo table", &self.path, e))
+    }
+}
+
+impl TodoTable {
+    /// The table as the last run left it, when it has this run's columns; `None` when there
+    /// is none or it cannot be used (then every row is made anew; a broken one is warned of).
+    fn old_table(&self, layout: &Layout) -> Option<OldTable> {
+        if !self.path.is_file() {
+            return None;
+        }
+        let read =
+            Previous::read(&self.path, &layout.headers, Some("item"), "status").and_then(|index| {
+                let file = index
+                    .open()
+                    .map_err(|e| Error::read_input("the todo table", &self.path, e))?;
+                Ok(OldTable {
+                    path: self.path.clone(),
+                    index,
+                    file,
+                })
+            });
+        match read {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::warn!("{e}; its rows are made anew");
+                None
+            }
+        }
+    }
+
+    /// The outcomes the archive holds by item id, each `log` naming the archive (empty when
+    /// there is no archive). The plan read it before the run, so a bad one stopped the run
+    /// then.
+    ///
+    /// Errors: it cannot be read now (exit 2, naming it and the line).
+    fn archived(&self) -> Result<HashMap<String, Outcome>> {
+        if !self.archive.is_file() {
+            return Ok(HashMap::new());
+        }
+        let archive = crate::run::archive::read(&self.archive)?;
+        let log = self.archive.display().to_string();
+        Ok(archive
+            .outcomes()
+            .into_iter()
+            .map(|mut o| {
+                o.log.clone_from(&log);
+                (o.id.clone(), o)
+            })
+            .collect())
+    }
 }
 
 impl Reporter for TodoTable {}
@@ -64,26 +154,49 @@ impl Sink for TodoTable {
         };
         let inputs = ["item", "title", "checkpoint"].map(String::from);
         let layout = output_csv::layout(&inputs, None, self.isolated, self.guard_formulas);
+        let mut old = self.old_table(&layout);
+        let archived = self.archived()?;
         let mut rows = Vec::new();
         for ((number, title, checkpoint), ticked) in items {
-            let mut outcome = run.outcomes.outcome(&number.to_string())?;
+            let id = number.to_string();
+            let ran = self.items.iter().any(|i| i.0 == number);
+            // A ticked item's row is kept only from a record that shows it completed.
+            let usable = |o: &Outcome| ran || !ticked || o.status == ItemStatus::Completed;
+            let mut outcome = run.outcomes.outcome(&id)?.filter(usable);
             // The logs go with the workspace; the archive keeps the item's record.
             if let (Some(o), Some(archive)) = (outcome.as_mut(), run.archive)
                 && !o.log.is_empty()
             {
                 o.log = archive.display().to_string();
             }
+            if outcome.is_none() && !ran {
+                if let Some(t) = old.as_mut()
+                    && let Some(bytes) = t.row(&id, ticked)?
+                {
+                    rows.push(Row::Kept(bytes));
+                    continue;
+                }
+                outcome = archived.get(&id).filter(|o| usable(o)).cloned();
+            }
             let missing = if ticked {
-                ("completed", "")
+                (ItemStatus::Completed, "")
             } else {
-                ("cancelled", "not started")
+                (ItemStatus::Cancelled, "not started")
             };
-            let values = vec![number.to_string(), title, checkpoint];
-            rows.push(output_csv::row(&layout, &values, outcome.as_ref(), missing));
+            let values = vec![id, title, checkpoint];
+            rows.push(Row::Fields(output_csv::row(
+                &layout,
+                &values,
+                outcome.as_ref(),
+                missing,
+            )));
         }
-        output_csv::write(&self.path, &layout, |emit, _| {
+        output_csv::write(&self.path, &layout, |emit, raw| {
             for row in rows {
-                emit(row)?;
+                match row {
+                    Row::Fields(fields) => emit(fields)?,
+                    Row::Kept(bytes) => raw(&bytes)?,
+                }
             }
             Ok(())
         })

@@ -278,10 +278,18 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         Only::Ids(ids) => {
             let known: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
             if let Some(bad) = ids.iter().find(|id| !known.contains(id)) {
+                let idea = doc
+                    .item(bad.parse().unwrap_or(0))
+                    .is_some_and(|i| i.section == Section::Ideas && i.mark != Mark::Done);
+                let left = match known.as_slice() {
+                    _ if idea => format!("item {bad} is an idea: add --include-ideas to run it"),
+                    [] if b.include_ideas => "there are none: every item is ticked".to_owned(),
+                    [] => "there are none: every Todo item is ticked".to_owned(),
+                    _ => format!("the unticked items are {}", known.join(", ")),
+                };
                 return Err(Error::Usage(format!(
-                    "{}: --only {bad}: no unticked item {bad}; the unticked items are {}",
+                    "{}: --only {bad}: no unticked item {bad}; {left}",
                     b.batch.display(),
-                    known.join(", ")
                 )));
             }
             items.retain(|i| ids.contains(&i.id));
@@ -343,9 +351,11 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         .collect();
     let total = items.len() as u64;
     let archive = (!b.keep_team).then(|| archive_path(b.batch));
-    // A bad archive is found now, while nothing is written, not when the run is over.
-    if let Some(a) = archive.as_deref().filter(|a| a.exists()) {
-        crate::run::archive::read(a)?;
+    // A bad archive (which this run may extend, and whose outcomes the table's rows of items
+    // not run come from) is found now, while nothing is written, not when the run is over.
+    let archive_file = archive_path(b.batch);
+    if archive_file.exists() {
+        crate::run::archive::read(&archive_file)?;
     }
     let source: Arc<dyn ItemSource> = Arc::new(ItemList(items));
     let mut sinks = Sinks::default();
@@ -360,6 +370,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         store: b.store.clone(),
         batch: b.batch.to_owned(),
         path: table_path(b.batch),
+        archive: archive_file,
         include_ideas: b.include_ideas,
         isolated: isolation.is_some(),
         guard_formulas: !settings.keep_formulas,

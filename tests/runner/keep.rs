@@ -24,6 +24,25 @@ fn resolve(sb: &Sandbox, extra: &[&str]) -> Run {
     sb.run(&a)
 }
 
+/// `runner run S/todo-1.md --format plain EXTRA -- <fake agent>`.
+fn run_todo(sb: &Sandbox, extra: &[&str]) -> Run {
+    let f = fake();
+    let mut a = vec!["run", "S/todo-1.md", "--format", "plain"];
+    a.extend_from_slice(extra);
+    a.extend_from_slice(&["--", "python3", &f]);
+    sb.run(&a)
+}
+
+/// Interrupt `runner` with SIGINT (as Ctrl-C does) and check that it ends with 130.
+fn interrupt(mut runner: std::process::Child) {
+    let ok = std::process::Command::new("kill")
+        .args(["-INT", &runner.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(ok.success());
+    assert_eq!(runner.wait().expect("wait").code(), Some(130));
+}
+
 /// The `resume: …` line of `status --brief` for `target`.
 fn resume_line(sb: &Sandbox, target: &str) -> String {
     let r = sb.run(&["status", "--brief", target]);
@@ -281,7 +300,7 @@ fn status_brief_gives_the_command_that_resumes_a_csv_team_and_lists_never_starte
     // An interrupted run: what it never reached is listed by id.
     let sb = Sandbox::new();
     sb.write_rows(&[("h", "hang"), ("x", "success"), ("y", "success")]);
-    let mut runner = sb
+    let runner = sb
         .fake_batch_cmd(&["--jobs", "1"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -291,13 +310,7 @@ fn status_brief_gives_the_command_that_resumes_a_csv_team_and_lists_never_starte
         sb.read_opt("workers-output.runner/journal.jsonl")
             .is_some_and(|j| j.contains("\"attempt_started\""))
     });
-    let ok = std::process::Command::new("kill")
-        .args(["-INT", &runner.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(ok.success());
-    let code = runner.wait().expect("wait").code();
-    assert_eq!(code, Some(130));
+    interrupt(runner);
     let brief = sb.run(&["status", "--brief"]);
     assert_eq!(brief.code, 1, "{brief:?}");
     assert_has(
@@ -537,4 +550,161 @@ fn show_and_logs_take_the_teammate_name_the_summary_prints_and_say_what_an_attem
             .contains("Item 1 (teammate todo-task-1): completed"),
         "{show:?}"
     );
+}
+
+/// Item `n`'s line of the todo table at `path`, exactly as written.
+fn table_line(path: &Path, n: &str) -> String {
+    std::fs::read_to_string(path)
+        .expect("table")
+        .lines()
+        .find(|l| l.starts_with(&format!("{n},")))
+        .unwrap_or_else(|| panic!("no row {n} in {}", path.display()))
+        .to_owned()
+}
+
+/// The batch file with item `title` unticked again (without its checkpoint, which went when
+/// it completed).
+fn untick(sb: &Sandbox, title: &str) {
+    let batch = sb.read("S/todo-1.md");
+    let ticked = format!("- [x] {title}");
+    assert!(batch.contains(&ticked), "{batch}");
+    let lines: Vec<String> = batch
+        .lines()
+        .map(|l| match l.starts_with(&ticked) {
+            true => format!("- [ ] {title}"),
+            false => l.to_owned(),
+        })
+        .collect();
+    sb.write("S/todo-1.md", lines.join("\n") + "\n");
+}
+
+#[test]
+fn a_rerun_whose_workspace_is_gone_keeps_the_rows_of_the_items_it_does_not_run() {
+    let sb = Sandbox::new();
+    add(&sb, "task A MODE=handoff");
+    let r = sb.run(&["add", "--store", "S", "--idea", "idea B MODE=success"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = resolve(&sb, &["--select", "1,2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!sb.join("S/teams/todo-resolve-1").exists(), "archived");
+    let table = sb.join("S/todo-1.workers-output.csv");
+    let row_a = table_line(&table, "1");
+    let rerun = |sb: &Sandbox| {
+        untick(sb, "idea B");
+        let r = run_todo(sb, &["--include-ideas"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        assert!(!r.stdout.contains("todo-task-1 "), "A is not run: {r:?}");
+    };
+    rerun(&sb);
+    assert_eq!(table_line(&table, "1"), row_a, "kept byte for byte");
+    let rows = by_id(&table, "item");
+    assert_eq!(rows["2"]["status"], "completed");
+    assert_eq!(rows["2"]["attempts"], "1");
+
+    // Without the old table, task A's row is rebuilt from the archive.
+    std::fs::remove_file(&table).expect("rm table");
+    rerun(&sb);
+    let rows = by_id(&table, "item");
+    let a = &rows["1"];
+    let archive = sb.join("S/todo-1.archive.jsonl");
+    assert_eq!(
+        (
+            a["status"].as_str(),
+            a["attempts"].as_str(),
+            a["failure_kind"].as_str(),
+            a["summary"].as_str(),
+            a["files_created"].as_str(),
+            a["next_steps"].as_str(),
+        ),
+        (
+            "completed",
+            "1",
+            "",
+            "fake agent handled 1",
+            r#"["src/new.rs"]"#,
+            r#"["wire it in","document it"]"#,
+        ),
+        "{a:?}"
+    );
+    assert!(
+        !a["started_at"].is_empty() && !a["finished_at"].is_empty(),
+        "{a:?}"
+    );
+    assert_eq!(
+        Path::new(&a["log"]).canonicalize().expect("log"),
+        archive.canonicalize().expect("archive")
+    );
+    assert_eq!(rows["2"]["status"], "completed");
+
+    // A ticked item with no record at all: completed, never with failure kind `completed`.
+    std::fs::remove_file(&table).expect("rm table");
+    std::fs::remove_file(&archive).expect("rm archive");
+    rerun(&sb);
+    let rows = by_id(&table, "item");
+    assert_eq!(
+        (
+            rows["1"]["status"].as_str(),
+            rows["1"]["failure_kind"].as_str()
+        ),
+        ("completed", ""),
+        "{rows:?}"
+    );
+}
+
+#[test]
+fn an_interrupted_resolve_cleaned_then_run_again_keeps_the_completed_row() {
+    let sb = Sandbox::new();
+    add(&sb, "task A MODE=success");
+    add(&sb, "task C MODE=hang");
+    let f = fake();
+    let runner = sb
+        .cmd(&[
+            "resolve", "--store", "S", "--yes", "--format", "plain", "--", "python3", &f,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_for("task A to finish", 30, || {
+        sb.read_opt("S/teams/todo-resolve-1/journal.jsonl")
+            .is_some_and(|j| j.contains("\"item_finished\""))
+    });
+    interrupt(runner);
+    let r = sb.run(&["clean", "todo-resolve-1", "--store", "S", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!sb.join("S/teams/todo-resolve-1").exists(), "cleaned");
+    let table = sb.join("S/todo-1.workers-output.csv");
+    let row_a = table_line(&table, "1");
+    assert!(row_a.contains(",completed,1,"), "{row_a}");
+    let batch = sb.read("S/todo-1.md");
+    sb.write("S/todo-1.md", batch.replace("MODE=hang", "MODE=success"));
+    let r = run_todo(&sb, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(table_line(&table, "1"), row_a, "kept byte for byte");
+    let rows = by_id(&table, "item");
+    assert_eq!(rows["2"]["status"], "completed");
+}
+
+#[test]
+fn status_from_an_archive_lists_the_completed_items_by_finish_time() {
+    let sb = Sandbox::new();
+    // Item 1 finishes first (item 2 waits for it); run again, it finishes last.
+    add(&sb, "task B MODE=success");
+    add(&sb, "task A MODE=success @after:1");
+    let r = resolve(&sb, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    untick(&sb, "task B");
+    let r = run_todo(&sb, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let status = sb.run(&["status", "S/todo-1.md"]);
+    assert_eq!(status.code, 0, "{status:?}");
+    let listed: Vec<&str> = status
+        .stdout
+        .split("Completed (most recent last):\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{status:?}"))
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(listed, ["todo-task-2", "todo-task-1"], "{status:?}");
 }

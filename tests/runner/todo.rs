@@ -485,3 +485,66 @@ fn run_only_named_items_with_a_junit_report() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("no unticked item 9"), "{r:?}");
 }
+
+#[test]
+fn only_naming_an_item_when_none_is_unticked_says_so() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    sb.write(
+        "S/todo-9.md",
+        "## Todo\n- [x] one\n- [x] two\n## Ideas\n- [ ] three\n",
+    );
+    let f = fake();
+    let run = |only: &str, extra: &[&str]| {
+        let mut a = vec!["run", "S/todo-9.md", "--only", only];
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["--", "python3", &f]);
+        sb.run(&a)
+    };
+    let before = sb.tree();
+    let r = run("2", &[]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("--only 2: no unticked item 2; there are none: every Todo item is ticked"),
+        "{r:?}"
+    );
+    let r = run("3", &[]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("item 3 is an idea: add --include-ideas to run it"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing changed");
+}
+
+#[test]
+fn add_counts_the_items_of_the_inbox_as_the_user_does() {
+    let sb = Sandbox::new();
+    for t in ["one", "two", "three", "four"] {
+        assert_eq!(add(&sb, &[t]).code, 0);
+    }
+    let inbox = sb.read("S/todo.md");
+    let r = add(&sb, &["bad dep @after:9"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("@after:9 names no item (the inbox has 4 items, numbered 1 to 4)"),
+        "{r:?}"
+    );
+    assert_eq!(sb.read("S/todo.md"), inbox, "the inbox is unchanged");
+    assert_eq!(checkpoints(&sb).len(), 4, "no checkpoint is left behind");
+}
+
+#[test]
+fn add_keeps_the_checkpoint_files_bytes() {
+    let sb = Sandbox::new();
+    let body = "## Current task\nauth\n\n## Next steps\n1. error branch\n";
+    sb.write("notes.md", body);
+    let r = add(&sb, &["Finish auth", "--checkpoint", "notes.md"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let cps = checkpoints(&sb);
+    let cp = sb.read(&format!("S/{}", cps[0]));
+    assert!(cp.ends_with(&format!("---\n\n{body}")), "{cp:?}");
+}

@@ -282,8 +282,15 @@ fn append(
     let before = doc.items().len();
     let n = doc.append_item(section, &line, continuation)?;
     let item = doc.item(n).ok_or(EditError::NotReadBack)?;
-    // Counted as the user counts: the inbox's items before this one (`runner list`).
-    if let Some(k) = item.after.iter().find(|k| **k as usize > before) {
+    // Counted as the user counts: the inbox's items before this one (`runner list`). Items
+    // after the new one moved up a number, its own `@after:` with them: as written, `k`.
+    let as_written = |k: u32| if k > n { k - 1 } else { k };
+    if let Some(k) = item
+        .after
+        .iter()
+        .map(|k| as_written(*k))
+        .find(|k| *k as usize > before)
+    {
         let has = match before {
             0 => "no items yet".to_owned(),
             1 => "1 item, number 1".to_owned(),

@@ -537,6 +537,57 @@ fn add_counts_the_items_of_the_inbox_as_the_user_does() {
     assert_eq!(checkpoints(&sb).len(), 4, "no checkpoint is left behind");
 }
 
+/// A Todo item added above the Ideas moves the ideas up a number: every `@after:` naming
+/// them moves with them, and the new item's own (written with the numbers `runner list`
+/// showed) names what the user meant. A helper found `add "A @after:1"` after an idea
+/// refused as naming itself, and older references pointing at the wrong item.
+#[test]
+fn an_item_added_above_the_ideas_keeps_every_prerequisite_pointing_where_it_did() {
+    let sb = Sandbox::new();
+    assert_eq!(add(&sb, &["B idea", "--idea"]).code, 0); // B = 1
+    assert_eq!(add(&sb, &["C task @after:1"]).code, 0); // C = 1 after B, B = 2
+    assert_eq!(add(&sb, &["F idea @after:1", "--idea"]).code, 0); // F = 3 after C
+    assert_eq!(add(&sb, &["D task"]).code, 0); // D = 2: B = 3, F = 4
+    assert_eq!(add(&sb, &["E task @after:4"]).code, 0); // E = 3 after F: B = 4, F = 5
+    let list = sb.run(&["list", "--store", "S"]);
+    assert_eq!(list.code, 0, "{list:?}");
+    let lines: Vec<&str> = list.stdout.lines().map(str::trim).collect();
+    for want in [
+        "1. [ ] C task",
+        "2. [ ] D task",
+        "3. [ ] E task",
+        "4. [ ] B idea",
+        "5. [ ] F idea",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "{want}: {list:?}"
+        );
+    }
+    let after = |title: &str| {
+        lines
+            .iter()
+            .find(|l| l.contains(title))
+            .and_then(|l| l.split("@after:").nth(1))
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        after("C task").as_deref(),
+        Some("4"),
+        "C waits for B: {list:?}"
+    );
+    assert_eq!(
+        after("E task").as_deref(),
+        Some("5"),
+        "E waits for F: {list:?}"
+    );
+    assert_eq!(
+        after("F idea").as_deref(),
+        Some("1"),
+        "F waits for C: {list:?}"
+    );
+}
+
 #[test]
 fn add_keeps_the_checkpoint_files_bytes() {
     let sb = Sandbox::new();

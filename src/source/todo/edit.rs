@@ -3,7 +3,7 @@
 
 use super::lines::{insert_lines, keep_lines, render_lines};
 use super::scan::{Heading, dedent_join, is_blank, leading_indent};
-use super::tokens::NOTE_PREFIX;
+use super::tokens::{NOTE_PREFIX, Prerequisite};
 use super::{EditError, IDEAS_HEADING, Mark, Section, TODO_HEADING, TodoDocument};
 
 /// Makes one line of text: line breaks become spaces, ends trimmed.
@@ -212,7 +212,7 @@ impl TodoDocument {
         new_texts.extend(continuation_lines);
         let mut lines = self.lines.clone();
         insert_lines(&mut lines, insert_at, new_texts, self.newline_ending());
-        let candidate = Self::from_lines(self.bom, lines);
+        let mut candidate = Self::from_lines(self.bom, lines);
         let number = candidate
             .items
             .iter()
@@ -220,6 +220,15 @@ impl TodoDocument {
             .filter(|_| candidate.items.len() == self.items.len() + 1)
             .map(|item| item.number)
             .ok_or(EditError::NotReadBack)?;
+        // Inserted before later items (a Todo item above the Ideas): they move up one number,
+        // and so must every `@after:` naming them, the new item's own included (written with
+        // the numbers `runner list` showed).
+        if candidate.items.iter().any(|i| i.number > number) {
+            candidate.renumber_after(|p| match p {
+                Prerequisite::Item(n) if n >= number => Some(Prerequisite::Item(n + 1)),
+                other => Some(other),
+            });
+        }
         *self = candidate;
         Ok(number)
     }

@@ -312,7 +312,7 @@ impl TodoDocument {
     /// tokens: only whole words of an item line's text, never text in code fences or
     /// continuation lines. Prerequisites mapped to `None` are dropped, and a token left
     /// empty is removed.
-    fn renumber_after(&mut self, map: impl Fn(Prerequisite) -> Option<Prerequisite>) {
+    pub(super) fn renumber_after(&mut self, map: impl Fn(Prerequisite) -> Option<Prerequisite>) {
         let mut changed = false;
         for span in &self.spans {
             let Some(line) = self.lines.get_mut(span.line) else {

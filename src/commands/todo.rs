@@ -284,7 +284,8 @@ fn append(
     let item = doc.item(n).ok_or(EditError::NotReadBack)?;
     // Counted as the user counts: the inbox's items before this one (`runner list`). Items
     // after the new one moved up a number, its own `@after:` with them: as written, `k`.
-    let as_written = |k: u32| if k > n { k - 1 } else { k };
+    let moved = (n as usize) <= before;
+    let as_written = |k: u32| if moved && k > n { k - 1 } else { k };
     if let Some(k) = item
         .after
         .iter()

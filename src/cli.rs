@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::ui::Format;
+use crate::options::Format;
 
 /// Resolve a batch of work items in parallel: one agent CLI teammate per item, verified
 /// reports, atomic outputs.

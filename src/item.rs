@@ -33,7 +33,7 @@ pub struct WorkItem {
 
 /// The [`WorkItem::content`] hash of some parts (FNV-1a over each part and a separator).
 pub fn content_hash<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
-    let mut h = crate::run::outcome::Fnv::default();
+    let mut h = crate::hash::Fnv::default();
     for p in parts {
         h.update(p.as_bytes());
         h.update(&[0x1f]);

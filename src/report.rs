@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::agent::AgentResult;
 use crate::failure::{ErrorEvidence, FailureKind, FailureRules};
-use crate::run::worktree::GitError;
+use crate::git::GitError;
 
 /// Largest report file read, bytes. A report is a summary; large results belong in files
 /// the report names.

@@ -18,10 +18,10 @@ use serde_json::Value;
 use crate::agent::{RunnerDef, definition};
 use crate::cli::RunArgs;
 use crate::error::{Error, Result};
+use crate::options::Format;
+use crate::options::limits::{DEFAULT_RATE_LIMIT_WAIT, Limits, MaxFail};
+use crate::options::selection::{Only, Shard};
 use crate::report::ItemStatus;
-use crate::run::gate::{DEFAULT_RATE_LIMIT_WAIT, Limits, MaxFail};
-use crate::run::selection::{Only, Shard};
-use crate::ui::Format;
 
 /// Default time limit of one attempt.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -613,7 +613,7 @@ fn uses_placeholder(def: &RunnerDef, placeholder: &str) -> bool {
 ///
 /// Errors: exit 2, naming the flag and where to put it instead.
 fn refuse_dropped_flags(flags: &RunArgs, def: &RunnerDef) -> Result<()> {
-    if def.kind != "process" {
+    if def.backend != crate::agent::definition::BackendDef::Process {
         return Ok(());
     }
     let uses = |placeholder: &str| uses_placeholder(def, placeholder);
@@ -751,7 +751,7 @@ impl Settings {
         refuse_dropped_flags(flags, &runner)?;
         // A `model` in a file may serve other runners of the store: said, not refused.
         if let (None, Some(m)) = (&flags.model, &file.model)
-            && runner.kind == "process"
+            && runner.backend == crate::agent::definition::BackendDef::Process
             && !uses_placeholder(&runner, "{model_args}")
             && !uses_placeholder(&runner, "{model}")
         {
@@ -887,14 +887,63 @@ impl Settings {
         Ok(settings)
     }
 
-    /// Check the runner definition's backend (for a process: expand its argv once with
-    /// sample values and find its program), and the verify command, so a bad definition or
-    /// a missing program fails before anything is written.
+    /// Check a process definition (expand its argv once with sample values, find its
+    /// program, refuse a `--var` it never uses) and the verify command, so a bad definition
+    /// or a missing program fails before anything is written, in the words the user wrote.
+    /// (An `http` definition's values are checked where its one client is built,
+    /// `crate::run::backend::for_settings`.)
     fn check_programs(&self) -> Result<()> {
-        crate::run::backend::for_settings(self)?;
+        if self.runner.backend == definition::BackendDef::Process {
+            self.check_process()?;
+        }
         if let Some(v) = &self.verify {
             check_program(&v[0], "check the --verify command")?;
         }
+        Ok(())
+    }
+
+    /// The process backend's checks ([`Settings::check_programs`]).
+    ///
+    /// Errors: a `--var` the definition never uses, a placeholder it cannot expand (exit 2),
+    /// a program that is not installed (exit 3, with the definition's install hint).
+    fn check_process(&self) -> Result<()> {
+        let sample = definition::AttemptArgs {
+            prompt_file: Path::new("prompt.md"),
+            report: Path::new("report.json"),
+            workspace: Path::new("."),
+            prompt: "",
+            model: self.model.as_deref(),
+            agent_args: &self.agent_args,
+            command: &self.command,
+            vars: &self.vars,
+            in_git_work_tree: true,
+        };
+        // A `--var` the definition never uses is a typo, not a setting.
+        let def = &self.runner;
+        let used = |name: &str| {
+            let placeholder = format!("{{var.{name}}}");
+            def.vars.contains_key(name)
+                || def
+                    .args
+                    .iter()
+                    .chain(def.model_args.iter())
+                    .chain(def.env.set.values())
+                    .any(|a| a.contains(&placeholder))
+        };
+        if let Some(name) = self.vars.keys().find(|k| !used(k)) {
+            let known: Vec<&str> = def.vars.keys().map(String::as_str).collect();
+            return Err(Error::Usage(format!(
+                "runner `{}` takes no --var `{name}`{} ({})",
+                def.name,
+                crate::suggest::did_you_mean(name, known.iter().copied()),
+                match known.is_empty() {
+                    true => "it has no variables".to_owned(),
+                    false => format!("its variables: {}", known.join(", ")),
+                }
+            )));
+        }
+        let inv = self.runner.invocation(&sample)?;
+        check_program(&inv.program, &self.runner.install_hint)?;
         Ok(())
     }
 }

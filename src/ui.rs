@@ -17,21 +17,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::options::Format;
 use crate::report::ItemStatus;
 use crate::run::events::{Event, Reporter, RunSummary};
 use crate::run::isolation::IsolationEnd;
 use crate::sink::Sink;
-
-/// `--format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Progress bar on a terminal, plain lines otherwise.
-    Human,
-    /// One plain line per finished item; no colours, no carriage returns.
-    Plain,
-    /// JSON lines of typed events on stdout.
-    Json,
-}
 
 /// What `runner clean` adds to "Removed team X." about what it kept of the workspace (a
 /// line break and where its record is, and which output tables' `log` column names it), or

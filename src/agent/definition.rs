@@ -325,11 +325,14 @@ pub struct RunnerDef {
     /// One line for `runner runners`.
     #[serde(default)]
     pub description: String,
-    /// Which backend executes its attempts (`crate::run::backend::for_settings`): `process`
-    /// (the default: the program below as a subprocess) or `http` (one OpenAI-compatible
-    /// request per attempt, configured by [`RunnerDef::http`]; no program).
-    #[serde(default = "default_kind")]
-    pub kind: String,
+    /// `kind` as written: `process` (the default) or `http`; read into
+    /// [`RunnerDef::backend`] when the definition is checked.
+    #[serde(default = "default_kind", rename = "kind")]
+    kind_name: String,
+    /// Which backend executes its attempts, with what only that backend reads
+    /// (`crate::run::backend::for_settings` builds it once per run).
+    #[serde(skip)]
+    pub backend: BackendDef,
     /// Program looked up on PATH; empty for `exec` (taken from the command after `--`) and
     /// for kind `http`.
     #[serde(default)]
@@ -379,9 +382,32 @@ pub struct RunnerDef {
     /// `--sandbox landlock` (`[sandbox]`).
     #[serde(default)]
     pub sandbox: SandboxSpec,
-    /// Where and how kind `http` sends its requests (`[http]`); `None` for other kinds.
-    #[serde(default)]
-    pub http: Option<HttpSpec>,
+    /// `[http]` as written; moved into [`BackendDef::Http`] when the definition is checked.
+    #[serde(default, rename = "http")]
+    http_table: Option<HttpSpec>,
+}
+
+/// How a definition's attempts execute: its `kind`, carrying the configuration only that
+/// kind has.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum BackendDef {
+    /// `kind = "process"` (the default): the definition's program as a subprocess, from its
+    /// `program`, `args`, `env`, `[result]` and `[failure]` keys.
+    #[default]
+    Process,
+    /// `kind = "http"`: one OpenAI-compatible request per attempt, no program; where and how
+    /// it sends them (`[http]`).
+    Http(HttpSpec),
+}
+
+impl BackendDef {
+    /// The `kind` word of the definition (`process`, `http`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BackendDef::Process => "process",
+            BackendDef::Http(_) => "http",
+        }
+    }
 }
 
 /// `[http]` of a definition of kind `http` (built-in `openai`): an OpenAI-compatible
@@ -510,7 +536,7 @@ impl RunnerDef {
         })?;
         let keys = KeyLines::new(text, doc.get_ref().clone());
         let warnings = unknown_keys(path, &keys);
-        let def: RunnerDef = serde_path_to_error::deserialize(toml::Deserializer::from(doc))
+        let mut def: RunnerDef = serde_path_to_error::deserialize(toml::Deserializer::from(doc))
             .map_err(|e| {
                 let mut key = e.path().to_string();
                 let mut message = e.inner().message().to_owned();
@@ -544,7 +570,7 @@ impl RunnerDef {
 
     /// The rules serde cannot express: a name, a known kind, placeholders that expand (each
     /// checked where it is written), a program, a prompt the agent is told about.
-    fn check(&self, path: &Path, keys: &KeyLines<'_>) -> Result<()> {
+    fn check(&mut self, path: &Path, keys: &KeyLines<'_>) -> Result<()> {
         let at = |key: &str, message: String| Error::input_at(path, keys.line(key), message);
         if self.name.trim().is_empty() {
             return Err(at(
@@ -554,25 +580,28 @@ impl RunnerDef {
                     .into(),
             ));
         }
-        if !KINDS.contains(&self.kind.as_str()) {
-            return Err(at(
-                "kind",
-                format!(
-                    "unknown kind `{}`{} (known: {})",
-                    self.kind,
-                    crate::suggest::did_you_mean(&self.kind, KINDS.iter().copied()),
-                    KINDS.join(", ")
-                ),
-            ));
-        }
-        if self.kind == "http" {
-            return match &self.http {
-                Some(_) => Ok(()),
-                None => Err(at(
+        match (self.kind_name.as_str(), self.http_table.take()) {
+            ("process", _) => self.backend = BackendDef::Process,
+            ("http", Some(http)) => {
+                self.backend = BackendDef::Http(http);
+                return Ok(());
+            }
+            ("http", None) => {
+                return Err(at(
                     "kind",
                     "kind `http` needs an `[http]` table with at least `base_url`".into(),
-                )),
-            };
+                ));
+            }
+            (other, _) => {
+                return Err(at(
+                    "kind",
+                    format!(
+                        "unknown kind `{other}`{} (known: {})",
+                        crate::suggest::did_you_mean(other, KINDS.iter().copied()),
+                        KINDS.join(", ")
+                    ),
+                ));
+            }
         }
         let sample = AttemptArgs {
             prompt_file: Path::new("/p"),
@@ -662,11 +691,11 @@ impl RunnerDef {
     /// Whether the agent has no tools of its own (kind `http`): its answer is its report,
     /// it reads no files and keeps no working context, so the prompt says so.
     pub fn answers_only(&self) -> bool {
-        self.kind == "http"
+        matches!(self.backend, BackendDef::Http(_))
     }
 
     fn expand_argv(&self, a: &AttemptArgs<'_>) -> std::result::Result<Invocation, String> {
-        if self.kind == "http" {
+        if let BackendDef::Http(_) = self.backend {
             // An HTTP attempt starts no program: nothing to expand.
             return Ok(Invocation {
                 program: String::new(),

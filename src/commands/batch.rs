@@ -35,12 +35,13 @@ pub fn run(args: BatchArgs) -> Result<i32> {
     }
     let mut files = files(&args, &spec)?;
     let settings = Settings::resolve(&args.run, &args.command, &spec.settings, None)?;
+    let backend = crate::run::backend::for_settings(&settings)?;
     if files.input == Path::new("-") {
         // Every flag is checked before stdin is read.
         files.input = PathBuf::from(csv_input::STDIN_NAME);
         files.stdin = Some(Spool::read(std::io::stdin().lock())?);
     }
-    pipeline::run(csv_batch::plan(files, settings, cwd)?)
+    pipeline::run(csv_batch::plan(files, settings, cwd)?, backend)
 }
 
 /// The batch's files: flags first, then BATCH.md's keys (relative to its folder), then the

@@ -23,7 +23,7 @@ use crate::ui::say;
 pub fn resolve(args: ResolveArgs) -> Result<i32> {
     let format = args.run.format;
     let select = match &args.select {
-        Some(text) => crate::run::selection::parse_numbers("--select", text)?,
+        Some(text) => crate::options::selection::parse_numbers("--select", text)?,
         None => Vec::new(),
     };
     let store = open_store(&args.store, Need::Choice)?;
@@ -89,7 +89,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
         ));
     }
     // Validate the runner options before asking anything or writing.
-    let settings = store_settings(&store, &args.run, &args.command)?;
+    let (settings, backend) = store_settings(&store, &args.run, &args.command)?;
     say(format, crate::ui::isolation_line(&settings));
 
     let selected: Vec<u32> = if !select.is_empty() {
@@ -116,7 +116,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
             ),
         );
         let run = batch_run(&store, &m.batch_path, args.keep_team);
-        return todo_run::run_batch(run, &m.batch_doc, settings);
+        return todo_run::run_batch(run, &m.batch_doc, settings, backend);
     }
     crate::fault::pause("resolve-chosen");
     let lock = store.lock()?;
@@ -166,7 +166,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
             m.batch_path.display()
         ),
     );
-    todo_run::run_plan(plan, format, &m.batch_path)
+    todo_run::run_plan(plan, format, &m.batch_path, backend)
 }
 
 /// The run of a batch `resolve` made: every item, Ideas included.

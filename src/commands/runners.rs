@@ -87,7 +87,7 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
                             None => notes,
                         },
                     };
-                    if let Some(http) = &d.http {
+                    if let crate::agent::definition::BackendDef::Http(http) = &d.backend {
                         // No program: say where requests go and whether the key is there.
                         let key = match std::env::var_os(&http.key_env) {
                             _ if http.key_env.is_empty() => String::new(),

@@ -4,8 +4,11 @@
 use std::io::{IsTerminal, Read};
 use std::path::Path;
 
+use std::sync::Arc;
+
 use crate::cli::{AddArgs, ListArgs, RunArgs, StoreArgs};
 use crate::error::{Error, Result};
+use crate::run::backend::Backend;
 use crate::run::resume;
 use crate::run::workspace::Found;
 use crate::settings::Settings;
@@ -42,18 +45,23 @@ pub fn open_store(args: &StoreArgs, need: Need) -> Result<Store> {
     })
 }
 
-/// The settings of a run from `store`: the flags over its `runner.toml` over the defaults,
-/// with its `runners/` overrides.
+/// The settings of a run from `store` (the flags over its `runner.toml` over the defaults,
+/// with its `runners/` overrides) and the backend built from them, once.
 ///
-/// Errors: as [`Settings::resolve`], an invalid runner.toml, a `--verify` placeholder a todo
-/// item has no value for (exit 2).
-pub fn store_settings(store: &Store, run: &RunArgs, command: &[String]) -> Result<Settings> {
+/// Errors: as [`Settings::resolve`] and [`crate::run::backend::for_settings`], an invalid
+/// runner.toml, a `--verify` placeholder a todo item has no value for (exit 2).
+pub fn store_settings(
+    store: &Store,
+    run: &RunArgs,
+    command: &[String],
+) -> Result<(Settings, Arc<dyn Backend>)> {
     let settings = Settings::resolve(run, command, &store.settings()?, Some(&store.dir))?;
     if let Some(v) = &settings.verify {
         let names = crate::source::todo_batch::ITEM_VARS.map(String::from);
         crate::prompt::check_verify(v, &names)?;
     }
-    Ok(settings)
+    let backend = crate::run::backend::for_settings(&settings)?;
+    Ok((settings, backend))
 }
 
 /// Read a todo file (UTF-8) and parse it checked.
@@ -89,7 +97,7 @@ pub fn list(args: ListArgs) -> Result<i32> {
     }
     let doc = parse_inbox(&store.inbox(), &text)?;
     let waiting = waiting_batches(&store);
-    if args.format == crate::ui::Format::Json {
+    if args.format == crate::options::Format::Json {
         let batches: Vec<WaitingBatch> = waiting.into_iter().map(|(b, _)| b).collect();
         crate::ui::out(crate::ui::inbox::json(
             &store.inbox().display().to_string(),

@@ -2,10 +2,12 @@
 //! of a todo batch as team `todo-resolve-N` (DESIGN §3, §4).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use super::todo::{read_doc, store_settings};
 use crate::cli::RunTodoArgs;
 use crate::error::{Error, Result};
+use crate::run::backend::Backend;
 use crate::run::pipeline;
 use crate::settings::Settings;
 use crate::source::todo::TodoDocument;
@@ -50,23 +52,33 @@ pub fn run(args: RunTodoArgs) -> Result<i32> {
             batch.display()
         )));
     }
-    let settings = store_settings(&store, &args.run, &args.command)?;
+    let (settings, backend) = store_settings(&store, &args.run, &args.command)?;
     let batch = TodoBatch {
         store: &store,
         batch: &batch,
         include_ideas: args.include_ideas,
         keep_team: args.keep_team,
     };
-    run_batch(batch, &doc, settings)
+    run_batch(batch, &doc, settings, backend)
 }
 
-/// Run the todo batch `doc` with validated `settings` and return the exit code.
+/// Run the todo batch `doc` with validated `settings` on `backend` and return the exit code.
 ///
 /// Errors: the plan's (bad items, template, isolation) and the pipeline's.
-pub fn run_batch(batch: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<i32> {
+pub fn run_batch(
+    batch: TodoBatch<'_>,
+    doc: &TodoDocument,
+    settings: Settings,
+    backend: Arc<dyn Backend>,
+) -> Result<i32> {
     let format = settings.format;
     let path = batch.batch.to_owned();
-    run_plan(todo_batch::plan(batch, doc, settings)?, format, &path)
+    run_plan(
+        todo_batch::plan(batch, doc, settings)?,
+        format,
+        &path,
+        backend,
+    )
 }
 
 /// Run a todo batch's `plan` (`None`: every item of the batch file `path` is ticked).
@@ -74,11 +86,12 @@ pub fn run_batch(batch: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -
 /// Errors: the pipeline's.
 pub fn run_plan(
     plan: Option<crate::run::plan::Plan>,
-    format: crate::ui::Format,
+    format: crate::options::Format,
     path: &Path,
+    backend: Arc<dyn Backend>,
 ) -> Result<i32> {
     match plan {
-        Some(plan) => pipeline::run(plan),
+        Some(plan) => pipeline::run(plan, backend),
         None => {
             crate::ui::say(
                 format,

@@ -252,8 +252,8 @@ pub struct Wiring {
 /// Run every item of `items` in `team` and return the summary; `total` is how many items
 /// `items` holds, when known, and `resumed` how many of them the journal has completed
 /// ([`super::journal::count_done_before`]), both as `run_started` states them. Events go to `reporter`
-/// and the journal; `team.json` is kept current. Attempts run on the backend of the runner
-/// definition ([`backend::for_settings`]); SIGINT, SIGTERM and SIGHUP interrupt the run;
+/// and the journal; `team.json` is kept current. Attempts run on `backend` (built once per
+/// run, [`backend::for_settings`]); SIGINT, SIGTERM and SIGHUP interrupt the run;
 /// SIGTSTP (Ctrl-Z) stops every teammate and then the runner until it is continued.
 ///
 /// Errors: a signal handler cannot be installed, the journal cannot be written (every
@@ -266,9 +266,10 @@ pub async fn run(
     total: Option<u64>,
     resumed: u64,
     reporter: &mut dyn Reporter,
+    backend: Arc<dyn backend::Backend>,
 ) -> Result<RunSummary> {
     let wiring = Wiring {
-        backend: backend::for_settings(&spec.settings)?,
+        backend,
         interrupts: Interrupts::signals()?,
         suspends: Suspends::signals()?,
     };

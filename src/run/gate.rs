@@ -23,43 +23,8 @@ use tokio::time::Instant;
 use super::events::Event;
 use super::now_rfc3339;
 use crate::failure::FailureKind;
+use crate::options::limits::Limits;
 use crate::report::{ItemStatus, Verdict};
-
-/// `--max-fail N[:immediate]`: stop starting items once N did not complete; with
-/// `immediate`, also stop the running ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MaxFail {
-    /// How many items may not complete (≥ 1).
-    pub count: u32,
-    /// Also cancel the running teammates when it is reached.
-    pub immediate: bool,
-}
-
-/// The team's limits, from flags, BATCH.md or runner.toml.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Limits {
-    /// Longest an item waits in total for rate limits (`--rate-limit-wait`, default 1 h);
-    /// past it the item ends `rate_limited`.
-    pub rate_limit_wait: Duration,
-    /// `--max-cost-usd`: an attempt starts only while the cost spent plus the expected cost
-    /// (the mean per attempt so far) of the running attempts and this one stays within it.
-    pub max_cost_usd: Option<f64>,
-    /// `--max-fail`.
-    pub max_fail: Option<MaxFail>,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            rate_limit_wait: DEFAULT_RATE_LIMIT_WAIT,
-            max_cost_usd: None,
-            max_fail: None,
-        }
-    }
-}
-
-/// Default of `--rate-limit-wait`.
-pub const DEFAULT_RATE_LIMIT_WAIT: Duration = Duration::from_secs(3600);
 
 /// First back-off after a rate limit that names no time; doubled per rate limit in a row.
 const FIRST_BACKOFF: Duration = Duration::from_secs(2);
@@ -465,6 +430,7 @@ impl Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::limits::MaxFail;
 
     fn verdict(kind: FailureKind, retry_after_s: Option<f64>) -> Verdict {
         let mut v = Verdict::not_completed(ItemStatus::Failed, Some(kind), format!("{kind} text"));

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::backend::Backend;
 use super::dispatcher::{self, ItemStream};
 use super::events::{Event, Reporter, RunSummary};
 use super::plan::Plan;
@@ -15,11 +16,12 @@ use crate::sink::RunEnd;
 use crate::sink::junit::Junit;
 use crate::sink::trace::Trace;
 
-/// Check `plan` ([`Plan::check`]), carry it out and return the process exit code (DESIGN §7).
+/// Check `plan` ([`Plan::check`]), carry it out on `backend` (built once, by the command,
+/// [`super::backend::for_settings`]) and return the process exit code (DESIGN §7).
 ///
 /// Errors: the plan's start-up checks (exit 2, nothing written); the workspace cannot be opened or locked (exit 3), the journal or an output cannot
 /// be written, the source became unreadable mid-run.
-pub fn run(mut plan: Plan) -> Result<i32> {
+pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
     // `--jobs 0` (as many as allowed) runs every item of the batch at once.
     let items = usize::try_from(plan.selected).unwrap_or(usize::MAX).max(1);
     plan.spec.settings.jobs = plan.spec.settings.jobs.min(items);
@@ -33,7 +35,7 @@ pub fn run(mut plan: Plan) -> Result<i32> {
         } else {
             None
         };
-        crate::ui::print_plan(&plan, earlier.as_ref())?;
+        crate::ui::print_plan(&plan, earlier.as_ref(), backend.as_ref())?;
         return Ok(EXIT_OK);
     }
     let Plan {
@@ -76,6 +78,7 @@ pub fn run(mut plan: Plan) -> Result<i32> {
         Some(selected),
         resumed,
         &mut sinks,
+        backend,
     )?;
     if spec.isolation.is_some() {
         let ids = source
@@ -152,6 +155,7 @@ fn execute(
     total: Option<u64>,
     resumed: u64,
     reporter: &mut dyn Reporter,
+    backend: Arc<dyn Backend>,
 ) -> Result<RunSummary> {
     // At least four workers, even on two cores: a worker is held while a child is spawned
     // (until it execs) and while its teammate folder is created, so with fewer workers cores
@@ -165,7 +169,9 @@ fn execute(
         .enable_all()
         .build()
         .map_err(|e| Error::Environment(format!("cannot start the async runtime: {e}")))?;
-    let summary = runtime.block_on(dispatcher::run(spec, team, items, total, resumed, reporter));
+    let summary = runtime.block_on(dispatcher::run(
+        spec, team, items, total, resumed, reporter, backend,
+    ));
     // Never wait on a blocking task at shutdown: every group is ended by now. Should a unit
     // have been lost on the way, nothing it started outlives the run either.
     runtime.shutdown_background();

@@ -178,7 +178,7 @@ impl BatchId {
     pub fn new(input: &Path, fingerprint: String) -> BatchId {
         use std::os::unix::ffi::OsStrExt;
         let real = crate::fsutil::real_path(input);
-        let mut key = super::outcome::Fnv::default();
+        let mut key = crate::hash::Fnv::default();
         key.update(real.as_os_str().as_bytes());
         BatchId {
             input: real.display().to_string(),

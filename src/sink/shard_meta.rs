@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{RunEnd, Sink};
 use crate::error::{Error, Result};
+use crate::options::selection::Shard;
 use crate::run::events::Reporter;
-use crate::run::selection::Shard;
 use crate::source::csv_input::CsvTable;
 
 /// `<output>.shard.json`.

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::hash::Fnv;
 use crate::item::{WorkItem, teammate_name};
+use crate::options::selection::{Only, shard_of};
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, Instruction, TeammateTemplate};
 use crate::run::dispatcher::ItemStream;
-use crate::run::outcome::Fnv;
 use crate::run::plan::{self, ItemSource, Plan, PlanFile, WorkspaceFrom};
-use crate::run::selection::{Only, Selection, shard_of};
+use crate::run::selection::Selection;
 use crate::run::team::{self, BatchId};
 use crate::run::{RunSpec, isolation};
 use crate::settings::{PIPE_WAIT, Settings};
@@ -500,7 +501,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
 /// would otherwise replace the previous shard's rows.
 ///
 /// Errors: exit 2, naming the file, both slices and what to do.
-fn check_same_shard(output: &Path, shard: Option<crate::run::selection::Shard>) -> Result<()> {
+fn check_same_shard(output: &Path, shard: Option<crate::options::selection::Shard>) -> Result<()> {
     if !output.is_file() {
         return Ok(());
     }

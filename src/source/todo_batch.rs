@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::item::WorkItem;
+use crate::options::selection::Only;
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, TeammateTemplate};
 use crate::run::plan::{self, ItemList, ItemSource, Plan, PlanFile, WorkspaceFrom};
-use crate::run::selection::Only;
 use crate::run::team::BatchId;
 use crate::run::{RunSpec, isolation};
 use crate::settings::{PIPE_WAIT, Settings};

@@ -16,7 +16,11 @@ const DRY_RUN_PROMPT_LINES: usize = 4;
 /// for JSON events only.
 ///
 /// Errors: the source failed while reading items.
-pub fn print_plan(plan: &Plan, earlier: Option<&Replay>) -> crate::error::Result<()> {
+pub fn print_plan(
+    plan: &Plan,
+    earlier: Option<&Replay>,
+    backend: &dyn crate::run::backend::Backend,
+) -> crate::error::Result<()> {
     let spec = &plan.spec;
     let done_before = |item: &crate::item::WorkItem| {
         earlier.is_some_and(|r| crate::run::journal::done_before(&r.finished, &spec.rerun, item))
@@ -105,14 +109,8 @@ pub fn print_plan(plan: &Plan, earlier: Option<&Replay>) -> crate::error::Result
                 vars: &spec.settings.vars,
                 in_git_work_tree: crate::run::unit::agent_in_git_work_tree(spec),
             };
-            if spec.settings.runner.kind == "http" {
-                if let Ok(http) = crate::run::backend::http::Http::for_settings(&spec.settings) {
-                    let _ = writeln!(
-                        out,
-                        "Request (each item): {}",
-                        http.describe(spec.schema.is_some())
-                    );
-                }
+            if let Some(request) = backend.describe(spec.schema.is_some()) {
+                let _ = writeln!(out, "Request (each item): {request}");
             } else if let Ok(inv) = spec.settings.runner.invocation(&args) {
                 let how = match spec.settings.runner.prompt {
                     crate::agent::PromptMode::Stdin => "prompt on stdin",

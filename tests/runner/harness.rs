@@ -115,7 +115,7 @@ impl Sandbox {
                     walk(&p, root, out);
                 } else {
                     let bytes = std::fs::read(&p).expect("read");
-                    let mut h = teammate_runner::run::outcome::Fnv::default();
+                    let mut h = teammate_runner::hash::Fnv::default();
                     h.update(&bytes);
                     out.insert(rel, format!("{} bytes, {}", bytes.len(), h.hex()));
                 }

@@ -35,6 +35,7 @@ use tokio::sync::watch;
 
 use super::{Attempt, Backend, BoxFuture, Execution};
 use crate::agent::AgentResult;
+use crate::agent::definition::BackendDef;
 use crate::error::{Error, Result};
 use crate::failure::FailureKind;
 use crate::report::{ProcessEnd, one_line};
@@ -97,12 +98,13 @@ impl Http {
     /// no key in the environment, or a client that cannot be built (exit 3).
     pub fn for_settings(settings: &Settings) -> Result<Http> {
         let def = &settings.runner;
-        let spec = def.http.as_ref().ok_or_else(|| {
-            Error::Usage(format!(
-                "runner `{}` has kind `http` but no `[http]` table",
-                def.name
-            ))
-        })?;
+        let BackendDef::Http(spec) = &def.backend else {
+            return Err(Error::Usage(format!(
+                "runner `{}` has kind `{}`, not `http`",
+                def.name,
+                def.backend.kind()
+            )));
+        };
         let usage = |m: String| Error::Usage(format!("runner `{}`: {m}", def.name));
         let vars = &settings.vars;
         for name in vars.keys() {
@@ -387,6 +389,10 @@ impl Backend for Http {
         cancel: watch::Receiver<Cancel>,
     ) -> BoxFuture<'a, Execution> {
         Box::pin(self.run(attempt, cancel))
+    }
+
+    fn describe(&self, schema: bool) -> Option<String> {
+        Some(Http::describe(self, schema))
     }
 }
 

@@ -43,7 +43,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::events::Event;
 use super::process::{ActivitySink, Cancel};
-use crate::agent::definition::Invocation;
+use crate::agent::definition::{BackendDef, Invocation};
 use crate::agent::{AgentResult, RunnerDef};
 use crate::item::WorkItem;
 use crate::report::ProcessEnd;
@@ -62,26 +62,28 @@ pub trait Backend: Send + Sync {
         attempt: &'a Attempt<'a>,
         cancel: watch::Receiver<Cancel>,
     ) -> BoxFuture<'a, Execution>;
+
+    /// One line for `--dry-run` saying where each item's request goes and how it asks
+    /// (`schema`: an `output_schema` is set), for a backend that sends requests; `None` for
+    /// one whose attempts are the definition's program (the plan shows its argv).
+    fn describe(&self, schema: bool) -> Option<String> {
+        let _ = schema;
+        None
+    }
 }
 
 /// The backend that executes the attempts of a run with `settings`, by its runner
-/// definition's `kind`, after the checks that backend makes before anything is written. The
-/// registry: one match arm per backend. Called once per run: the value serves every attempt
-/// (the HTTP backend's one client and its connections among them).
+/// definition's [`BackendDef`], after the checks that backend makes before anything is
+/// written. The registry: one match arm per backend. Built once per run, by the command
+/// right after its settings resolve (before it changes any file): the value serves every
+/// attempt (the HTTP backend's one client and its connections among them).
 ///
-/// Errors: a `kind` no backend serves (exit 2, naming the definition); what the backend's
-/// checks refuse (a missing program or API key: exit 3; a bad `--var`, a missing model:
-/// exit 2).
+/// Errors: what the backend's checks refuse (a missing program or API key: exit 3; a bad
+/// `--var`, a missing model, a placeholder the definition cannot expand: exit 2).
 pub fn for_settings(settings: &Settings) -> crate::error::Result<Arc<dyn Backend>> {
-    let def = &settings.runner;
-    match def.kind.as_str() {
-        "process" => Ok(Arc::new(process::Process::for_settings(settings)?)),
-        "http" => Ok(Arc::new(http::Http::for_settings(settings)?)),
-        other => Err(crate::error::Error::Usage(format!(
-            "runner `{}` has kind `{other}`, which no backend runs (known: {})",
-            def.name,
-            crate::agent::definition::KINDS.join(", ")
-        ))),
+    match &settings.runner.backend {
+        BackendDef::Process => Ok(Arc::new(process::Process)),
+        BackendDef::Http(_) => Ok(Arc::new(http::Http::for_settings(settings)?)),
     }
 }
 
@@ -240,26 +242,4 @@ pub fn last_line_of(path: &Path) -> Option<String> {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .map(str::to_owned)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_definition_kind_no_backend_serves_is_refused_naming_it() {
-        let def = crate::agent::definition::load("exec", None, None).expect("exec");
-        assert_eq!(def.kind, "process");
-        let mut settings = Settings {
-            command: vec!["true".into()],
-            ..Settings::for_test(def)
-        };
-        assert!(for_settings(&settings).is_ok());
-        settings.runner.kind = "carrier-pigeon".into();
-        let e = for_settings(&settings).err().expect("refused").to_string();
-        assert!(
-            e.contains("`carrier-pigeon`") && e.contains("runner `exec`"),
-            "{e}"
-        );
-    }
 }

@@ -2,68 +2,17 @@
 //! supervised by [`crate::run::process::run`] (own process group, capped logs, time limit,
 //! SIGTERM → grace → SIGKILL), its stdout read through the definition's `[result]` pointers.
 
-use std::path::Path;
-
 use tokio::sync::watch;
 
 use super::{Attempt, Backend, BoxFuture, Execution, FULL_READ, end_of, read_capped};
 use crate::agent;
-use crate::agent::definition::AttemptArgs;
-use crate::error::Result;
 use crate::run::process::{self, Cancel, Spawn};
-use crate::settings::Settings;
 
-/// Runs each attempt as a child process (argv, no shell).
+/// Runs each attempt as a child process (argv, no shell). Its definition was checked when
+/// the settings resolved ([`crate::settings::Settings::resolve`]: the argv expands, the
+/// program is installed, every `--var` is used).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Process;
-
-impl Process {
-    /// The process backend for `settings`, after expanding the definition's argv once with
-    /// sample values and finding its program.
-    ///
-    /// Errors: a placeholder the definition cannot expand (exit 2), a program that is not
-    /// installed (exit 3, with the definition's install hint).
-    pub fn for_settings(settings: &Settings) -> Result<Process> {
-        let sample = AttemptArgs {
-            prompt_file: Path::new("prompt.md"),
-            report: Path::new("report.json"),
-            workspace: Path::new("."),
-            prompt: "",
-            model: settings.model.as_deref(),
-            agent_args: &settings.agent_args,
-            command: &settings.command,
-            vars: &settings.vars,
-            in_git_work_tree: true,
-        };
-        // A `--var` the definition never uses is a typo, not a setting.
-        let def = &settings.runner;
-        let used = |name: &str| {
-            let placeholder = format!("{{var.{name}}}");
-            def.vars.contains_key(name)
-                || def
-                    .args
-                    .iter()
-                    .chain(def.model_args.iter())
-                    .chain(def.env.set.values())
-                    .any(|a| a.contains(&placeholder))
-        };
-        if let Some(name) = settings.vars.keys().find(|k| !used(k)) {
-            let known: Vec<&str> = def.vars.keys().map(String::as_str).collect();
-            return Err(crate::error::Error::Usage(format!(
-                "runner `{}` takes no --var `{name}`{} ({})",
-                def.name,
-                crate::suggest::did_you_mean(name, known.iter().copied()),
-                match known.is_empty() {
-                    true => "it has no variables".to_owned(),
-                    false => format!("its variables: {}", known.join(", ")),
-                }
-            )));
-        }
-        let inv = settings.runner.invocation(&sample)?;
-        crate::settings::check_program(&inv.program, &settings.runner.install_hint)?;
-        Ok(Process)
-    }
-}
 
 impl Backend for Process {
     fn execute<'a>(

@@ -467,7 +467,7 @@ async fn an_auth_failure_stops_the_team_and_the_rest_are_skipped_with_why() {
 async fn max_fail_stops_starting_items_once_n_did_not_complete() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = spec(dir.path(), 1, 0);
-    s.settings.limits.max_fail = Some(crate::run::gate::MaxFail {
+    s.settings.limits.max_fail = Some(crate::options::limits::MaxFail {
         count: 2,
         immediate: false,
     });
@@ -518,7 +518,7 @@ async fn the_budget_stops_new_attempts_once_spent_and_says_so() {
 async fn max_fail_immediate_also_stops_the_running_teammates() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = spec(dir.path(), 3, 0);
-    s.settings.limits.max_fail = Some(crate::run::gate::MaxFail {
+    s.settings.limits.max_fail = Some(crate::options::limits::MaxFail {
         count: 1,
         immediate: true,
     });

@@ -66,7 +66,7 @@ fn main() {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
     // As many descriptors as the hard limit allows (DESIGN §6); `--jobs` is capped to them.
-    teammate_runner::run::descriptors::raise_soft_limit();
+    teammate_runner::run::supervise::descriptors::raise_soft_limit();
     let result = match cli.command {
         Command::Batch(args) => commands::batch::run(args),
         Command::List(args) => commands::todo::list(args),

@@ -26,7 +26,7 @@ use crate::sink::Sink;
 /// What `runner clean` adds to "Removed team X." about what it kept of the workspace (a
 /// line break and where its record is, and which output tables' `log` column names it), or
 /// nothing.
-pub fn kept_line(kept: Option<&crate::run::archive::Kept>) -> String {
+pub fn kept_line(kept: Option<&crate::run::record::archive::Kept>) -> String {
     let Some(k) = kept else {
         return String::new();
     };
@@ -84,7 +84,7 @@ fn gate_line(event: &Event) -> String {
     }
 }
 
-fn detail(o: &crate::run::outcome::Outcome) -> &str {
+fn detail(o: &crate::run::record::outcome::Outcome) -> &str {
     if o.status == ItemStatus::Completed {
         &o.summary
     } else {
@@ -92,7 +92,7 @@ fn detail(o: &crate::run::outcome::Outcome) -> &str {
     }
 }
 
-fn finished_line(o: &crate::run::outcome::Outcome) -> String {
+fn finished_line(o: &crate::run::record::outcome::Outcome) -> String {
     let retries = if o.attempts > 1 {
         format!(" (attempt {})", o.attempts)
     } else {
@@ -420,7 +420,7 @@ pub fn write_summary(
     };
     let cost = s
         .cost_usd
-        .map(|c| format!(", ${}", crate::run::outcome::usd_text(c)))
+        .map(|c| format!(", ${}", crate::run::record::outcome::usd_text(c)))
         .unwrap_or_default();
     writeln!(
         out,

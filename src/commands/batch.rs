@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::cli::BatchArgs;
 use crate::error::{Error, Result};
 use crate::fsutil::{absolute, resolve};
-use crate::run::pipeline;
+use crate::run::schedule::pipeline;
 use crate::settings::{self, Settings};
 use crate::source::batch_spec::{self, BatchSpec, SchemaSource};
 use crate::source::csv_batch::{self, CsvBatchFiles};

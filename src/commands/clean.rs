@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use super::todo::open_store;
 use crate::cli::CleanArgs;
 use crate::error::{Error, Result};
-use crate::run::leftovers::{self, Leftovers};
-use crate::run::workspace::{clean_every, clean_named};
+use crate::run::isolation::leftovers::{self, Leftovers};
+use crate::run::record::workspace::{clean_every, clean_named};
 use crate::store::Need;
 
 /// `runner clean`.
@@ -100,13 +100,13 @@ pub fn clean(args: CleanArgs) -> Result<i32> {
         // A running team holds its lock; never pull its worktrees from under it.
         let lock = (t.workspace.as_ref())
             .filter(|ws| ws.join("lock").exists())
-            .map(|ws| crate::run::lock::acquire(ws))
+            .map(|ws| crate::run::record::lock::acquire(ws))
             .transpose()?;
         for w in left.iter().flat_map(|l| l.remove(args.force)) {
             eprintln!("warning: {w}");
         }
         if let Some(ws) = &t.workspace {
-            let kept = crate::run::archive::before_removal(ws, &t.team)?;
+            let kept = crate::run::record::archive::before_removal(ws, &t.team)?;
             drop(lock);
             std::fs::remove_dir_all(ws).map_err(|e| Error::io("remove", ws, e))?;
             let kept = crate::ui::kept_line(kept.as_ref());

@@ -3,7 +3,7 @@
 
 use crate::cli::ReportArgs;
 use crate::error::{Error, Result};
-use crate::run::workspace;
+use crate::run::record::workspace;
 
 /// `runner report`.
 pub fn report(args: ReportArgs) -> Result<i32> {

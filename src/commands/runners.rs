@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::agent::definition::{self, BUILTIN, RunnerDef};
 use crate::cli::RunnersArgs;
 use crate::error::Result;
-use crate::run::process;
+use crate::run::supervise::process;
 
 /// How long a `--version` call may take.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(5);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::cli::{LogsArgs, ShowArgs};
 use crate::error::{Error, Result};
 use crate::run::events::Event;
-use crate::run::workspace::{Found, locate};
+use crate::run::record::workspace::{Found, locate};
 use crate::ui::show::Place;
 
 /// The item `name` names (its id or its teammate's name): its id, its recorded events and

@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use crate::cli::StatusArgs;
 use crate::error::{Error, Result};
-use crate::run::resume;
-use crate::run::team::Snapshot;
-use crate::run::workspace::Found;
+use crate::run::record::resume;
+use crate::run::record::team::Snapshot;
+use crate::run::record::workspace::Found;
 use crate::ui::status::{brief, full};
 
 /// The exit code for snapshot `s`: 1 when an item did not complete or the run ended with
@@ -49,7 +49,7 @@ pub fn status(args: StatusArgs) -> Result<i32> {
         crate::store::check_given(dir)?;
     }
     if args.list {
-        let teams = crate::run::workspace::known(store);
+        let teams = crate::run::record::workspace::known(store);
         if teams.is_empty() {
             return Err(Error::Usage(
                 "no team workspace here (no *.runner/ or .agent-tasks/teams/) and no archive"
@@ -68,7 +68,7 @@ pub fn status(args: StatusArgs) -> Result<i32> {
         Some(t) => crate::settings::parse_duration("--stale-after", t)?,
         None => crate::working_context::STALE_AFTER,
     };
-    let found = crate::run::workspace::locate_in(args.workspace.as_deref(), store)?;
+    let found = crate::run::record::workspace::locate_in(args.workspace.as_deref(), store)?;
     if !args.watch {
         let (text, s) = view(&found, args.brief, stale_after)?;
         crate::ui::out(text);

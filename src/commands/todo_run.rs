@@ -8,7 +8,7 @@ use super::todo::{read_doc, store_settings};
 use crate::cli::RunTodoArgs;
 use crate::error::{Error, Result};
 use crate::run::backend::Backend;
-use crate::run::pipeline;
+use crate::run::schedule::pipeline;
 use crate::settings::Settings;
 use crate::source::todo::TodoDocument;
 use crate::source::todo_batch::{self, TodoBatch};
@@ -85,7 +85,7 @@ pub fn run_batch(
 ///
 /// Errors: the pipeline's.
 pub fn run_plan(
-    plan: Option<crate::run::plan::Plan>,
+    plan: Option<crate::run::schedule::plan::Plan>,
     format: crate::options::Format,
     path: &Path,
     backend: Arc<dyn Backend>,

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::outcome::Outcome;
+use super::record::outcome::Outcome;
 use crate::report::{ItemStatus, Verdict};
 
 /// Version of the event lines (the `v` of each journal and `--format json` line).
@@ -198,7 +198,7 @@ mod outcome_field {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     use super::Outcome;
-    use crate::run::outcome::Handoff;
+    use crate::run::record::outcome::Handoff;
 
     #[derive(Serialize)]
     struct Ref<'a> {
@@ -281,7 +281,7 @@ pub struct RunSummary {
     /// Sum of known costs, USD.
     pub cost_usd: Option<f64>,
     /// Items that did not complete, in the batch's order: the first
-    /// [`crate::run::dispatcher::PROBLEMS_LISTED`] of them.
+    /// [`crate::run::schedule::dispatcher::PROBLEMS_LISTED`] of them.
     #[serde(skip)]
     pub problems: Vec<Problem>,
     /// Problems not listed because there were too many.

@@ -1,33 +1,28 @@
-//! The run layer: the only code that starts processes. A [`team::Team`] owns the workspace,
-//! its lock and journal; the [`dispatcher`] schedules units (one per item) under bounded
-//! parallelism and owns the state the user sees; a [`unit`](mod@unit) prepares each attempt, has a
-//! [`backend`] execute it ([`process`] supervises a child process) and judges it; every fact
-//! is one [`events::Event`], journaled and fanned out to reporters.
+//! The run layer: the only code that starts processes or sends requests. Four rooms, each
+//! with a guide of its own, and the seam between them:
+//!
+//! - [`schedule`]: deciding what runs when. The [`schedule::plan::Plan`] a source builds,
+//!   the [`schedule::pipeline`] every run goes through, the [`schedule::dispatcher`] that
+//!   owns the state the user sees, a [`schedule::unit`] per item (prepare → execute →
+//!   judge), the team's [`schedule::gate`] (rate limits, stops), [`schedule::selection`].
+//! - [`supervise`]: the processes an attempt starts. Process groups, capped logs, time
+//!   limits ([`supervise::process`]), the attempt mark and subreaping
+//!   ([`supervise::descendants`]), leftovers of a crashed run ([`supervise::orphans`]),
+//!   Ctrl-Z ([`supervise::job_control`]), the descriptor budget ([`supervise::descriptors`]).
+//! - [`record`]: what outlives the run. The workspace and its lock ([`record::team`],
+//!   [`record::lock`]), `journal.jsonl` ([`record::journal`]), outcomes, history, the
+//!   archive of a removed workspace, the resume command, finding a team again.
+//! - [`isolation`]: git worktrees per teammate, merging them back, and what `clean` removes.
+//!
+//! [`backend`] is how one attempt executes (process, HTTP); every fact of a run is one
+//! [`events::Event`], journaled by the dispatcher and fanned out to the sinks.
 
-pub mod archive;
 pub mod backend;
-pub mod descendants;
-pub mod descriptors;
-pub mod dispatcher;
 pub mod events;
-pub mod gate;
-pub mod history;
 pub mod isolation;
-pub mod job_control;
-pub mod journal;
-pub mod leftovers;
-pub mod lock;
-pub mod orphans;
-pub mod outcome;
-pub mod pipeline;
-pub mod plan;
-pub mod process;
-pub mod resume;
-pub mod selection;
-pub mod team;
-pub mod unit;
-pub mod workspace;
-pub mod worktree;
+pub mod record;
+pub mod schedule;
+pub mod supervise;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -54,7 +49,7 @@ pub struct RunSpec {
     /// The output schema and its compiled validator.
     pub schema: Option<(Value, jsonschema::Validator)>,
     /// Git worktree isolation, when `--isolate worktree`.
-    pub isolation: Option<std::sync::Arc<worktree::Isolation>>,
+    pub isolation: Option<std::sync::Arc<isolation::worktree::Isolation>>,
     /// Ids run even when an earlier run of this team completed them: those named by
     /// `--only ID,...` (a resumed run skips completed items; a named one is redone).
     pub rerun: std::collections::HashSet<String>,

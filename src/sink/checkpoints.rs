@@ -11,7 +11,7 @@ use super::{RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::events::Reporter;
-use crate::run::outcome::Outcome;
+use crate::run::record::outcome::Outcome;
 use crate::source::todo::TodoDocument;
 use crate::store::Store;
 

@@ -12,8 +12,8 @@ use super::{RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::report::{ItemStatus, Verdict};
 use crate::run::events::{Event, Reporter};
-use crate::run::outcome::Outcome;
-use crate::run::plan::ItemSource;
+use crate::run::record::outcome::Outcome;
+use crate::run::schedule::plan::ItemSource;
 
 /// Bytes of the log tail put in a failed test case's output.
 const LOG_TAIL: u64 = 4096;
@@ -65,7 +65,10 @@ pub fn test_case(team: &str, o: &Outcome, retried: &[Verdict]) -> TestCase {
     case.add_property(("attempts", o.attempts.to_string().as_str()));
     case.add_property(("status", o.status.as_str()));
     if let Some(c) = o.cost_usd {
-        case.add_property(("cost_usd", crate::run::outcome::usd_text(c).as_str()));
+        case.add_property((
+            "cost_usd",
+            crate::run::record::outcome::usd_text(c).as_str(),
+        ));
     }
     if o.status != ItemStatus::Completed
         && !o.log.is_empty()

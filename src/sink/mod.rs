@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::run::events::{Event, Reporter, RunSummary};
-use crate::run::team::OutcomeIndex;
+use crate::run::record::team::OutcomeIndex;
 
 /// What a finished run hands its sinks.
 pub struct RunEnd<'a> {

@@ -13,8 +13,8 @@ use super::{RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::events::Reporter;
-use crate::run::outcome::Outcome;
-use crate::run::selection::Selection;
+use crate::run::record::outcome::Outcome;
+use crate::run::schedule::selection::Selection;
 use crate::source::csv_input::CsvTable;
 
 /// The runner's columns, in order.
@@ -231,7 +231,7 @@ pub fn row(
         agent(o.summary.clone()),
         o.log.clone(),
         o.cost_usd
-            .map(crate::run::outcome::usd_text)
+            .map(crate::run::record::outcome::usd_text)
             .unwrap_or_default(),
         opt(o.input_tokens),
         opt(o.output_tokens),

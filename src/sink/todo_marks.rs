@@ -13,7 +13,7 @@ use super::{RunEnd, Sink};
 use crate::error::Result;
 use crate::report::ItemStatus;
 use crate::run::events::{Event, Reporter};
-use crate::run::outcome::Outcome;
+use crate::run::record::outcome::Outcome;
 use crate::source::todo::{Mark, Section, TodoDocument};
 use crate::store::Store;
 

@@ -22,7 +22,7 @@ use super::{RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::events::Reporter;
-use crate::run::outcome::Outcome;
+use crate::run::record::outcome::Outcome;
 use crate::source::todo::{Mark, Section};
 use crate::store::Store;
 
@@ -114,7 +114,7 @@ impl TodoTable {
         if !self.archive.is_file() {
             return Ok(HashMap::new());
         }
-        let archive = crate::run::archive::read(&self.archive)?;
+        let archive = crate::run::record::archive::read(&self.archive)?;
         let log = self.archive.display().to_string();
         Ok(archive
             .outcomes()

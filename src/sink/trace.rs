@@ -149,7 +149,7 @@ impl Sink for Trace {
 mod tests {
     use super::*;
     use crate::report::Verdict;
-    use crate::run::team::OutcomeIndex;
+    use crate::run::record::team::OutcomeIndex;
 
     fn started(id: &str, attempt: u32) -> Event {
         Event::AttemptStarted {

@@ -1,11 +1,11 @@
 //! Sources of work items: a CSV batch (`workers-input.csv` + `BATCH.md`) or a todo batch
 //! (`todo-N.md`). Sources read and validate text; they never spawn processes. Each source
-//! adapter (`csv_batch`, `todo_batch`) turns its input into one [`crate::run::plan::Plan`]:
+//! adapter (`csv_batch`, `todo_batch`) turns its input into one [`crate::run::schedule::plan::Plan`]:
 //! the items, the output layout and the sinks that finish the run.
 //!
 //! How to add a source:
 //! 1. Parse its files in a pure module (`src/source/<format>.rs`: text in, values out).
-//! 2. Write the adapter `src/source/<name>_batch.rs`: an [`crate::run::plan::ItemSource`]
+//! 2. Write the adapter `src/source/<name>_batch.rs`: an [`crate::run::schedule::plan::ItemSource`]
 //!    that yields its items as `WorkItem`s, and a `plan(…) -> Result<Plan>` that validates
 //!    everything and registers its sinks.
 //! 3. Register it: `pub mod …;` below, and a command in `src/commands/` that calls

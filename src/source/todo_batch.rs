@@ -11,8 +11,8 @@ use crate::error::{Error, Result};
 use crate::item::WorkItem;
 use crate::options::selection::Only;
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, TeammateTemplate};
-use crate::run::plan::{self, ItemList, ItemSource, Plan, PlanFile, WorkspaceFrom};
-use crate::run::team::BatchId;
+use crate::run::record::team::BatchId;
+use crate::run::schedule::plan::{self, ItemList, ItemSource, Plan, PlanFile, WorkspaceFrom};
 use crate::run::{RunSpec, isolation};
 use crate::settings::{PIPE_WAIT, Settings};
 use crate::sink::Sinks;
@@ -52,7 +52,7 @@ pub fn table_path(batch: &Path) -> PathBuf {
 }
 
 /// `todo-N.archive.jsonl` beside the batch: the team's record once its workspace is removed
-/// ([`crate::run::archive`]).
+/// ([`crate::run::record::archive`]).
 pub fn archive_path(batch: &Path) -> PathBuf {
     beside(batch, "archive.jsonl")
 }
@@ -355,7 +355,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
     // not run come from) is found now, while nothing is written, not when the run is over.
     let archive_file = archive_path(b.batch);
     if archive_file.exists() {
-        crate::run::archive::read(&archive_file)?;
+        crate::run::record::archive::read(&archive_file)?;
     }
     let source: Arc<dyn ItemSource> = Arc::new(ItemList(items));
     let mut sinks = Sinks::default();

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::report::ItemStatus;
-use crate::run::history::{self, History};
+use crate::run::record::history::{self, History};
 
 /// Escape text for HTML element content and attribute values.
 pub fn escape(text: &str) -> String {
@@ -104,7 +104,11 @@ pub fn report(h: &History, now_ms: i64) -> String {
         (end - start) as f64 / 1000.0
     );
     if cost > 0.0 {
-        let _ = write!(o, "<span>${}</span>", crate::run::outcome::usd_text(cost));
+        let _ = write!(
+            o,
+            "<span>${}</span>",
+            crate::run::record::outcome::usd_text(cost)
+        );
     }
     let _ = write!(o, "</p>");
     // Timeline.
@@ -221,8 +225,8 @@ pub fn report(h: &History, now_ms: i64) -> String {
 mod tests {
     use super::*;
     use crate::report::Verdict;
-    use crate::run::history::Span;
-    use crate::run::outcome::Outcome;
+    use crate::run::record::history::Span;
+    use crate::run::record::outcome::Outcome;
 
     #[test]
     fn agent_text_cannot_inject_markup_or_script() {

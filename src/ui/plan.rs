@@ -3,8 +3,8 @@
 use std::io::Write;
 
 use super::Format;
-use crate::run::journal::Replay;
-use crate::run::plan::Plan;
+use crate::run::record::journal::Replay;
+use crate::run::schedule::plan::Plan;
 
 /// Lines of each rendered prompt shown by `--dry-run`, from the item's section on.
 const DRY_RUN_PROMPT_LINES: usize = 4;
@@ -23,12 +23,16 @@ pub fn print_plan(
 ) -> crate::error::Result<()> {
     let spec = &plan.spec;
     let done_before = |item: &crate::item::WorkItem| {
-        earlier.is_some_and(|r| crate::run::journal::done_before(&r.finished, &spec.rerun, item))
+        earlier.is_some_and(|r| {
+            crate::run::record::journal::done_before(&r.finished, &spec.rerun, item)
+        })
     };
     let resumed = match earlier {
-        Some(r) => {
-            crate::run::journal::count_done_before(&r.finished, &spec.rerun, plan.source.items()?)?
-        }
+        Some(r) => crate::run::record::journal::count_done_before(
+            &r.finished,
+            &spec.rerun,
+            plan.source.items()?,
+        )?,
         None => 0,
     };
     let mut out: Box<dyn Write> = if spec.settings.format == Format::Json {
@@ -80,7 +84,7 @@ pub fn print_plan(
         humantime::format_duration(limits.rate_limit_wait),
         limits.max_cost_usd.map_or("none".into(), |c| format!(
             "${}",
-            crate::run::outcome::usd_text(c)
+            crate::run::record::outcome::usd_text(c)
         )),
         limits.max_fail.map_or("none".into(), |m| format!(
             "{}{}",
@@ -94,7 +98,7 @@ pub fn print_plan(
         let dir = spec.teammate_dir(&item.teammate);
         let prompt_file = dir.join("prompt.md");
         let report = dir.join("report.json");
-        let prompt = crate::run::unit::render_prompt(spec, &item, None)
+        let prompt = crate::run::schedule::unit::render_prompt(spec, &item, None)
             .unwrap_or_else(|e| format!("(cannot render: {e})"));
         if first {
             first = false;
@@ -107,7 +111,7 @@ pub fn print_plan(
                 agent_args: &spec.settings.agent_args,
                 command: &spec.settings.command,
                 vars: &spec.settings.vars,
-                in_git_work_tree: crate::run::unit::agent_in_git_work_tree(spec),
+                in_git_work_tree: crate::run::schedule::unit::agent_in_git_work_tree(spec),
             };
             if let Some(request) = backend.describe(spec.schema.is_some()) {
                 let _ = writeln!(out, "Request (each item): {request}");

@@ -111,7 +111,7 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
     if let Some(out) = outcome {
         let mut costs = Vec::new();
         if let Some(c) = out.cost_usd {
-            costs.push(format!("${}", crate::run::outcome::usd_text(c)));
+            costs.push(format!("${}", crate::run::record::outcome::usd_text(c)));
         }
         if let (Some(i), Some(t)) = (out.input_tokens, out.output_tokens) {
             costs.push(format!("tokens in {i}, out {t}"));

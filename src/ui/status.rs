@@ -5,8 +5,8 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::report::ItemStatus;
-pub use crate::run::team::alive;
-use crate::run::team::{RunningEntry, Snapshot};
+pub use crate::run::record::team::alive;
+use crate::run::record::team::{RunningEntry, Snapshot};
 
 /// Most unfinished items `--brief` lists.
 const BRIEF_ITEMS: usize = 15;
@@ -320,7 +320,7 @@ fn elapsed_between(from: &str, until: Option<&str>) -> String {
 
 /// `paused: rate limited until 14:03:10 UTC (5 waiting), running 3 of 8`, or the stop, or
 /// the budget, one per line.
-fn gate_line(s: &Snapshot, g: &crate::run::team::GateSnapshot) -> String {
+fn gate_line(s: &Snapshot, g: &crate::run::record::team::GateSnapshot) -> String {
     let mut o = String::new();
     if let Some(p) = &g.paused {
         o.push_str(&format!(
@@ -341,8 +341,8 @@ fn gate_line(s: &Snapshot, g: &crate::run::team::GateSnapshot) -> String {
     if let Some(max) = g.max_cost_usd {
         o.push_str(&format!(
             "budget: spent ${} of ${}\n",
-            crate::run::outcome::usd_text(g.spent_usd.unwrap_or(0.0)),
-            crate::run::outcome::usd_text(max)
+            crate::run::record::outcome::usd_text(g.spent_usd.unwrap_or(0.0)),
+            crate::run::record::outcome::usd_text(max)
         ));
     }
     o
@@ -353,7 +353,7 @@ fn gate_line(s: &Snapshot, g: &crate::run::team::GateSnapshot) -> String {
 /// what did not complete (with logs), recent completions.
 pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
     let mut o = String::new();
-    let archived = s.state == crate::run::archive::ARCHIVED;
+    let archived = s.state == crate::run::record::archive::ARCHIVED;
     if archived {
         o.push_str(&format!(
             "Team {} — archived: its workspace was removed\n\
@@ -379,7 +379,7 @@ pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
     }
     let cost = s
         .cost_usd
-        .map(|c| format!(", ${}", crate::run::outcome::usd_text(c)))
+        .map(|c| format!(", ${}", crate::run::record::outcome::usd_text(c)))
         .unwrap_or_default();
     o.push_str(&format!("{}{cost}\n", counts_line(s)));
     if let Some(g) = &s.gate {

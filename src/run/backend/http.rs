@@ -39,7 +39,7 @@ use crate::agent::definition::BackendDef;
 use crate::error::{Error, Result};
 use crate::failure::FailureKind;
 use crate::report::{ProcessEnd, one_line};
-use crate::run::process::{Cancel, interrupted};
+use crate::run::supervise::process::{Cancel, interrupted};
 use crate::settings::Settings;
 
 /// The system message of every request: what the answer must be.
@@ -311,8 +311,8 @@ impl Http {
         if self.prices != (0.0, 0.0) {
             line.push_str(&format!(
                 "\n  prices: ${} / ${} per million input / output tokens",
-                crate::run::outcome::usd_text(self.prices.0),
-                crate::run::outcome::usd_text(self.prices.1)
+                crate::run::record::outcome::usd_text(self.prices.0),
+                crate::run::record::outcome::usd_text(self.prices.1)
             ));
         }
         line

@@ -1,7 +1,7 @@
 //! How one attempt executes (DESIGN §1): the seam between preparing an attempt and judging
 //! it.
 //!
-//! [`crate::run::unit`] prepares an attempt (teammate folder, prompt file, argv and
+//! [`crate::run::schedule::unit`] prepares an attempt (teammate folder, prompt file, argv and
 //! environment from the runner definition, state folders, worktree and its set-up), hands it
 //! to a [`Backend`] as an [`Attempt`], and judges the [`Execution`] the backend gives back
 //! with [`crate::report::judge`] (after the report lookup, the schema, verify and the
@@ -9,7 +9,7 @@
 //! ended and what the agent answered.
 //!
 //! Backends: [`process::Process`] (an agent CLI subprocess in its own process group, see
-//! [`crate::run::process`]), [`http::Http`] (one OpenAI-compatible chat-completions request
+//! [`crate::run::supervise::process`]), [`http::Http`] (one OpenAI-compatible chat-completions request
 //! per attempt) and, in tests, `scripted::Scripted` (scripted results, no processes).
 //!
 //! # How to add a backend
@@ -42,11 +42,11 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 use super::events::Event;
-use super::process::{ActivitySink, Cancel};
 use crate::agent::definition::{BackendDef, Invocation};
 use crate::agent::{AgentResult, RunnerDef};
 use crate::item::WorkItem;
 use crate::report::ProcessEnd;
+use crate::run::supervise::process::{ActivitySink, Cancel};
 use crate::settings::Settings;
 
 /// A boxed future a backend returns (`Send`, so units run on any worker thread).

@@ -1,12 +1,12 @@
 //! The process backend: the attempt is the runner definition's program, started and
-//! supervised by [`crate::run::process::run`] (own process group, capped logs, time limit,
+//! supervised by [`crate::run::supervise::process::run`] (own process group, capped logs, time limit,
 //! SIGTERM → grace → SIGKILL), its stdout read through the definition's `[result]` pointers.
 
 use tokio::sync::watch;
 
 use super::{Attempt, Backend, BoxFuture, Execution, FULL_READ, end_of, read_capped};
 use crate::agent;
-use crate::run::process::{self, Cancel, Spawn};
+use crate::run::supervise::process::{self, Cancel, Spawn};
 
 /// Runs each attempt as a child process (argv, no shell). Its definition was checked when
 /// the settings resolved ([`crate::settings::Settings::resolve`]: the argv expands, the

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use super::{Attempt, Backend, BoxFuture, Execution};
 use crate::agent;
 use crate::report::ProcessEnd;
-use crate::run::process::Cancel;
+use crate::run::supervise::process::Cancel;
 
 /// One scripted attempt.
 #[derive(Debug, Clone)]

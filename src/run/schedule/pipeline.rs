@@ -4,20 +4,21 @@
 
 use std::sync::Arc;
 
-use super::backend::Backend;
-use super::dispatcher::{self, ItemStream};
-use super::events::{Event, Reporter, RunSummary};
-use super::plan::Plan;
-use super::team::Team;
-use super::{RunSpec, descendants, isolation};
 use crate::error::{EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Error, Result};
 use crate::report::ItemStatus;
+use crate::run::backend::Backend;
+use crate::run::events::{Event, Reporter, RunSummary};
+use crate::run::record::team::Team;
+use crate::run::schedule::dispatcher::{self, ItemStream};
+use crate::run::schedule::plan::Plan;
+use crate::run::supervise::descendants;
+use crate::run::{RunSpec, isolation};
 use crate::sink::RunEnd;
 use crate::sink::junit::Junit;
 use crate::sink::trace::Trace;
 
 /// Check `plan` ([`Plan::check`]), carry it out on `backend` (built once, by the command,
-/// [`super::backend::for_settings`]) and return the process exit code (DESIGN §7).
+/// [`crate::run::backend::for_settings`]) and return the process exit code (DESIGN §7).
 ///
 /// Errors: the plan's start-up checks (exit 2, nothing written); the workspace cannot be opened or locked (exit 3), the journal or an output cannot
 /// be written, the source became unreadable mid-run.
@@ -31,7 +32,7 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
         // What an earlier run completed, read without taking the team's lock.
         let journal = plan.spec.workspace.join("journal.jsonl");
         let earlier = if journal.is_file() {
-            Some(super::journal::replay(&journal)?)
+            Some(crate::run::record::journal::replay(&journal)?)
         } else {
             None
         };
@@ -70,7 +71,11 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
         sinks.push(Box::new(Trace::new(path, spec.team.clone())));
     }
     sinks.push(crate::ui::reporter(format));
-    let resumed = super::journal::count_done_before(&team.finished, &spec.rerun, source.items()?)?;
+    let resumed = crate::run::record::journal::count_done_before(
+        &team.finished,
+        &spec.rerun,
+        source.items()?,
+    )?;
     let mut summary = execute(
         spec.clone(),
         &mut team,
@@ -96,16 +101,17 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
     // written, so they can name the archive instead of logs that go with the workspace.
     // An archive that cannot be written keeps the workspace (and the logs the outputs name).
     let journal = spec.workspace.join("journal.jsonl");
-    let archive =
-        archive.filter(|_| exit_code(&summary) == EXIT_OK).filter(
-            |to| match super::archive::write(&journal, to, &spec.team, &batch.input) {
+    let archive = archive
+        .filter(|_| exit_code(&summary) == EXIT_OK)
+        .filter(|to| {
+            match crate::run::record::archive::write(&journal, to, &spec.team, &batch.input) {
                 Ok(()) => true,
                 Err(e) => {
                     eprintln!("warning: {e}; the team workspace is kept");
                     false
                 }
-            },
-        );
+            }
+        });
     let mut end = RunEnd {
         summary: &summary,
         outcomes: &mut outcomes,

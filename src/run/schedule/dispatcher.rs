@@ -10,21 +10,21 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-use super::backend::{self, Backend};
-use super::events::{Event, Problem, Reporter, RunSummary};
-use super::gate::{Gate, Spent};
-use super::job_control::{self, Suspends};
-use super::outcome::Outcome;
-use super::process::Cancel;
-use super::team::{
-    GateSnapshot, PendingEntry, RunningEntry, SNAPSHOT_COMPLETED_MAX, Snapshot, Team, WaitingEntry,
-};
-use super::unit;
-use super::{RunSpec, now_rfc3339};
-use super::{descendants, descriptors};
 use crate::error::{Error, Result};
 use crate::item::WorkItem;
 use crate::report::ItemStatus;
+use crate::run::backend::{self, Backend};
+use crate::run::events::{Event, Problem, Reporter, RunSummary};
+use crate::run::record::outcome::Outcome;
+use crate::run::record::team::{
+    GateSnapshot, PendingEntry, RunningEntry, SNAPSHOT_COMPLETED_MAX, Snapshot, Team, WaitingEntry,
+};
+use crate::run::schedule::gate::{Gate, Spent};
+use crate::run::schedule::unit;
+use crate::run::supervise::job_control::{self, Suspends};
+use crate::run::supervise::process::Cancel;
+use crate::run::supervise::{descendants, descriptors};
+use crate::run::{RunSpec, now_rfc3339};
 
 /// Most items listed in the closing summary's problem list.
 pub const PROBLEMS_LISTED: usize = 50;
@@ -251,7 +251,7 @@ pub struct Wiring {
 
 /// Run every item of `items` in `team` and return the summary; `total` is how many items
 /// `items` holds, when known, and `resumed` how many of them the journal has completed
-/// ([`super::journal::count_done_before`]), both as `run_started` states them. Events go to `reporter`
+/// ([`crate::run::record::journal::count_done_before`]), both as `run_started` states them. Events go to `reporter`
 /// and the journal; `team.json` is kept current. Attempts run on `backend` (built once per
 /// run, [`backend::for_settings`]); SIGINT, SIGTERM and SIGHUP interrupt the run;
 /// SIGTSTP (Ctrl-Z) stops every teammate and then the runner until it is continued.
@@ -318,7 +318,7 @@ pub async fn run_wired(
             isolation: spec
                 .isolation
                 .as_deref()
-                .map(super::worktree::Isolation::record),
+                .map(crate::run::isolation::worktree::Isolation::record),
             ..Snapshot::new(team, total)
         },
         dirty: true,
@@ -724,7 +724,7 @@ fn resume_completed(
     team: &Team,
     st: &mut State,
 ) -> Result<bool> {
-    if !super::journal::done_before(&team.finished, rerun, item) {
+    if !crate::run::record::journal::done_before(&team.finished, rerun, item) {
         return Ok(false);
     }
     tracing::debug!(

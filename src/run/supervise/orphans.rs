@@ -13,7 +13,7 @@ use std::path::Path;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-use super::descendants;
+use crate::run::supervise::descendants;
 
 /// Live processes whose environment has `RUNNER_WORKSPACE=<workspace>`: those of group
 /// `pgid` first, then the others (those that left their group).

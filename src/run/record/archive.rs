@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::events::Event;
-use super::team::Snapshot;
 use crate::error::{Error, Result};
+use crate::run::events::Event;
+use crate::run::record::team::Snapshot;
 
 /// The [`Snapshot::state`] of a team read from its archive.
 pub const ARCHIVED: &str = "archived";
@@ -60,8 +60,9 @@ pub struct Archive {
 impl Archive {
     /// Each item's last outcome (its `log` empty), in the order they finished (by
     /// `finished_at`; an item that finished again in a later run is placed by its last finish).
-    pub fn outcomes(&self) -> Vec<super::outcome::Outcome> {
-        let mut outcomes = super::history::from_events(self.events.iter().cloned()).outcomes;
+    pub fn outcomes(&self) -> Vec<crate::run::record::outcome::Outcome> {
+        let mut outcomes =
+            crate::run::record::history::from_events(self.events.iter().cloned()).outcomes;
         outcomes.sort_by_key(|o| o.finished_at.parse::<jiff::Timestamp>().ok());
         outcomes
     }
@@ -108,7 +109,7 @@ impl Archive {
     pub fn events_of(&self, id: &str) -> Vec<Event> {
         self.events
             .iter()
-            .filter(|e| super::journal::is_of_item(e, id))
+            .filter(|e| crate::run::record::journal::is_of_item(e, id))
             .cloned()
             .collect()
     }
@@ -177,13 +178,13 @@ pub fn write(journal: &Path, to: &Path, team: &str, batch: &str) -> Result<()> {
         true => read(to)?.events,
         false => Vec::new(),
     };
-    events.extend(super::journal::events(journal)?);
+    events.extend(crate::run::record::journal::events(journal)?);
     let header = HeaderLine {
-        v: super::events::VERSION,
+        v: crate::run::events::VERSION,
         archive: Header {
             team: team.to_owned(),
             batch: batch.to_owned(),
-            archived_at: super::now_rfc3339(),
+            archived_at: crate::run::now_rfc3339(),
         },
     };
     let encode =
@@ -225,7 +226,7 @@ pub fn before_removal(ws: &Path, team: &str) -> Result<Option<Kept>> {
     if !journal.is_file() {
         return Ok(None);
     }
-    let input = super::team::recorded_batch(ws)?.map(|b| b.input);
+    let input = crate::run::record::team::recorded_batch(ws)?.map(|b| b.input);
     let todo = input
         .as_deref()
         .filter(|i| i.ends_with(".md") && team.starts_with("todo-resolve-"))
@@ -271,7 +272,7 @@ pub fn before_removal(ws: &Path, team: &str) -> Result<Option<Kept>> {
 mod tests {
     use super::*;
     use crate::report::ItemStatus;
-    use crate::run::outcome::Outcome;
+    use crate::run::record::outcome::Outcome;
 
     #[test]
     fn an_archive_keeps_earlier_events_drops_logs_and_names_a_bad_line() {

@@ -17,8 +17,8 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
-use super::{descendants, descriptors, job_control};
 use crate::report::ProcessEnd;
+use crate::run::supervise::{descendants, descriptors, job_control};
 
 /// What the dispatcher asks running attempts to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

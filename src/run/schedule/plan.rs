@@ -1,5 +1,5 @@
 //! The plan of a run (DESIGN §1): one value a source adapter builds and validates before
-//! anything is written, and [`crate::run::pipeline::run`] carries out. Also the planning check
+//! anything is written, and [`crate::run::schedule::pipeline::run`] carries out. Also the planning check
 //! of the dependency graph (`@after:` on todo items, `depends_on` in CSV; seeds
 //! `pi-dag-workflow` `blockedBy` and `taskmaster-protocol` `depends_on`), pure: items in,
 //! errors out.
@@ -8,12 +8,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::RunSpec;
-use super::dispatcher::ItemStream;
-use super::team::{self, BatchId};
 use crate::error::{Error, Result};
 use crate::fsutil::same_file;
 use crate::item::WorkItem;
+use crate::run::RunSpec;
+use crate::run::record::team::{self, BatchId};
+use crate::run::schedule::dispatcher::ItemStream;
 use crate::sink::Sinks;
 
 /// Where a run's items come from, in input order. A source can be read more than once (the
@@ -49,7 +49,7 @@ pub struct Plan {
     /// The main output table, named in the closing summary.
     pub output: PathBuf,
     /// Where the workspace's record goes when every item completed, before the workspace is
-    /// removed ([`crate::run::archive`]; todo batches without `--keep-team`). `None`: the
+    /// removed ([`crate::run::record::archive`]; todo batches without `--keep-team`). `None`: the
     /// workspace stays.
     pub archive: Option<PathBuf>,
     /// The batch the workspace belongs to (recorded in it, refused by another batch's).
@@ -258,7 +258,7 @@ impl Plan {
             && self.spec.settings.merge
         {
             let ours: Vec<PathBuf> = written.into_iter().map(|f| f.path).collect();
-            super::isolation::check_clean(iso, &ours)?;
+            crate::run::isolation::check_clean(iso, &ours)?;
         }
         Ok(())
     }

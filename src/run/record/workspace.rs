@@ -8,16 +8,17 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::events::Event;
-use super::history::{self, History};
-use super::team::Snapshot;
-use super::{archive, journal, leftovers};
 use crate::error::{Error, Result};
 use crate::fsutil::real_path;
+use crate::run::events::Event;
+use crate::run::isolation::leftovers;
+use crate::run::record::history::{self, History};
+use crate::run::record::team::Snapshot;
+use crate::run::record::{archive, journal};
 use crate::store::Store;
 
 /// A team as a command finds it: its live workspace, or the archive left when every item
-/// completed and the workspace was removed ([`crate::run::archive`]).
+/// completed and the workspace was removed ([`crate::run::record::archive`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Found {
     /// A workspace folder holding `team.json`.
@@ -234,7 +235,7 @@ pub fn clean_named(arg: &str, store: &Store) -> Result<CleanTarget> {
     let repo = repo.map_or(String::new(), |r| {
         format!(
             ", nor branches {}* in {}",
-            crate::run::worktree::branch_prefix(&name),
+            crate::run::isolation::worktree::branch_prefix(&name),
             r.display()
         )
     });

@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 
 use std::borrow::Cow;
 
-use super::events::Event;
-use super::outcome::Outcome;
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
+use crate::run::events::Event;
+use crate::run::record::outcome::Outcome;
 
 /// What a command outside the run layer appends to a team's journal after the run: an
 /// item's changed final outcome (e.g. `--merge` could not merge its branch). It is recorded

@@ -20,11 +20,11 @@ use rand::Rng;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
-use super::events::Event;
-use super::now_rfc3339;
 use crate::failure::FailureKind;
 use crate::options::limits::Limits;
 use crate::report::{ItemStatus, Verdict};
+use crate::run::events::Event;
+use crate::run::now_rfc3339;
 
 /// First back-off after a rate limit that names no time; doubled per rate limit in a row.
 const FIRST_BACKOFF: Duration = Duration::from_secs(2);
@@ -235,8 +235,8 @@ impl Gate {
                     if s.spent >= max || (s.spent > 0.0 && expected > max + 1e-9) {
                         return Ok(Next::Over(format!(
                             "budget of ${} reached: spent ${}",
-                            crate::run::outcome::usd_text(max),
-                            crate::run::outcome::usd_text(s.spent)
+                            crate::run::record::outcome::usd_text(max),
+                            crate::run::record::outcome::usd_text(s.spent)
                         )));
                     }
                 }
@@ -359,7 +359,7 @@ impl Gate {
         if extended {
             let at = jiff::Timestamp::now()
                 .checked_add(jiff::SignedDuration::try_from(wait).unwrap_or_default())
-                .map(super::rfc3339)
+                .map(crate::run::rfc3339)
                 .unwrap_or_default();
             let _ = self.events.send(Event::TeamPaused {
                 until: at,

@@ -1,5 +1,5 @@
 //! The command that resumes a team, derived from the command line its last run recorded in
-//! `team.json` ([`crate::run::team::Snapshot::command`]): the same options, read with the
+//! `team.json` ([`crate::run::record::team::Snapshot::command`]): the same options, read with the
 //! runner's own argument definitions (so a flag's value is never taken for a positional).
 //!
 //! - `runner batch …` and `runner run todo-N.md …` resume as the same command without
@@ -15,8 +15,8 @@ use std::path::Path;
 
 use clap::CommandFactory;
 
-use super::team::Snapshot;
-use super::workspace::Found;
+use crate::run::record::team::Snapshot;
+use crate::run::record::workspace::Found;
 
 /// A token group of a recorded command line: an option with its value, or a positional.
 struct Token {
@@ -132,7 +132,7 @@ pub fn for_team(found: &Found, s: &Snapshot) -> Option<String> {
         return None;
     }
     let batch = match found {
-        Found::Workspace(dir) => super::team::recorded_batch(dir).ok().flatten(),
+        Found::Workspace(dir) => crate::run::record::team::recorded_batch(dir).ok().flatten(),
         Found::Archive(_) => None,
     };
     let cwd = Path::new(&s.cwd);

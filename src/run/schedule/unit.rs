@@ -11,19 +11,19 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 use tokio::sync::{mpsc, watch};
 
-use super::backend::{Attempt, Backend, Execution, last_line_of, read_capped};
-use super::events::Event;
-use super::gate::{After, Gate};
-use super::outcome::Outcome;
-use super::process::{self, Cancel, Spawn, interrupted};
-use super::worktree::Worktree;
-use super::{RunSpec, now_rfc3339};
 use crate::agent::AgentResult;
 use crate::agent::definition::{AttemptArgs, Invocation};
 use crate::failure::FailureKind;
 use crate::item::WorkItem;
 use crate::prompt::{ItemContext, PromptContext, RetryContext, Var};
 use crate::report::{self, Evidence, ItemStatus, ProcessEnd, Verdict, VerifyResult};
+use crate::run::backend::{Attempt, Backend, Execution, last_line_of, read_capped};
+use crate::run::events::Event;
+use crate::run::isolation::worktree::Worktree;
+use crate::run::record::outcome::Outcome;
+use crate::run::schedule::gate::{After, Gate};
+use crate::run::supervise::process::{self, Cancel, Spawn, interrupted};
+use crate::run::{RunSpec, now_rfc3339};
 
 /// Most bytes of an unstructured `working-context.md` carried into a retry prompt (a
 /// structured one carries Part A and the last journal entry, each capped on its own), and
@@ -62,7 +62,7 @@ pub fn render_prompt(
     let answer_only = spec.settings.runner.answers_only();
     // Checked at start-up (`Plan::check`): every path here can be named.
     let named = |p: &Path| {
-        super::plan::name_in_prompt(spec, &item.teammate, p)
+        crate::run::schedule::plan::name_in_prompt(spec, &item.teammate, p)
             .unwrap_or_else(|| p.display().to_string())
     };
     let ctx = PromptContext {

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, raise};
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::descendants;
 use crate::error::{Error, Result};
+use crate::run::supervise::descendants;
 
 struct Clock {
     /// Time of the suspensions that ended.

@@ -16,9 +16,9 @@ use crate::report::ItemStatus;
 use crate::run::RunSpec;
 use crate::run::backend::scripted::{Scripted, Step};
 use crate::run::events::{Event, Reporter, RunSummary};
-use crate::run::job_control::Suspends;
-use crate::run::outcome::Outcome;
-use crate::run::team::Team;
+use crate::run::record::outcome::Outcome;
+use crate::run::record::team::Team;
+use crate::run::supervise::job_control::Suspends;
 use crate::settings::Settings;
 
 fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
@@ -101,7 +101,7 @@ async fn run_items(
     });
     let mut events = Events::default();
     let total = items.len() as u64;
-    let resumed = crate::run::journal::count_done_before(
+    let resumed = crate::run::record::journal::count_done_before(
         &team.finished,
         &spec.rerun,
         items.iter().cloned().map(Ok),

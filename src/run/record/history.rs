@@ -7,10 +7,10 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use super::events::Event;
-use super::outcome::Outcome;
 use crate::error::{Error, Result};
 use crate::report::Verdict;
+use crate::run::events::Event;
+use crate::run::record::outcome::Outcome;
 
 /// One attempt of an item.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,7 +66,7 @@ pub fn read(path: &Path) -> Result<History> {
     Ok(b.h)
 }
 
-/// The history of recorded `events` (an archive's, [`crate::run::archive`]).
+/// The history of recorded `events` (an archive's, [`crate::run::record::archive`]).
 pub fn from_events(events: impl IntoIterator<Item = Event>) -> History {
     let mut b = Builder::default();
     for e in events {

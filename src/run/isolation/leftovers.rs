@@ -4,12 +4,12 @@
 //! all in the branch the run started from goes, one holding commits of its own that were
 //! never merged is kept unless forced (the agents' work is on it). Worktree folders go
 //! either way: the runner commits what an attempt left in its worktree when it ends
-//! ([`super::worktree::Isolation::commit_all`]), so the branch holds the work.
+//! ([`crate::run::isolation::worktree::Isolation::commit_all`]), so the branch holds the work.
 
 use std::path::{Path, PathBuf};
 
-use super::worktree::{IsolationRecord, branch_prefix, git_sync};
 use crate::fsutil::real_path;
+use crate::run::isolation::worktree::{IsolationRecord, branch_prefix, git_sync};
 
 /// A team's worktrees and branches in one repository.
 #[derive(Debug)]

@@ -7,14 +7,15 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::events::Event;
-use super::journal::{self, FinishedRef, Journal, Recordable, Replay};
-use super::lock::{self, RunLock};
+use crate::run::events::Event;
+use crate::run::record::journal::{self, FinishedRef, Journal, Recordable, Replay};
+use crate::run::record::lock::{self, RunLock};
 
-use super::outcome::Outcome;
-use super::{now_rfc3339, orphans};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
+use crate::run::now_rfc3339;
+use crate::run::record::outcome::Outcome;
+use crate::run::supervise::orphans;
 
 /// An open team workspace, locked for this run.
 pub struct Team {
@@ -394,7 +395,7 @@ pub struct Snapshot {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateSnapshot>,
     /// The command line of this run as the runner got it (its arguments, lossy UTF-8), from
-    /// which `status --brief` derives the command that resumes ([`crate::run::resume`]).
+    /// which `status --brief` derives the command that resumes ([`crate::run::record::resume`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
     /// The folder the run was started in (relative paths of `command` are from there).
@@ -407,7 +408,7 @@ pub struct Snapshot {
     /// With `--isolate worktree`: the repository of the team's worktrees and branches, and
     /// what they started from (read by `runner clean`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub isolation: Option<super::worktree::IsolationRecord>,
+    pub isolation: Option<crate::run::isolation::worktree::IsolationRecord>,
 }
 
 /// An item no run started, in `team.json`.
@@ -419,7 +420,7 @@ pub struct PendingEntry {
     pub title: String,
 }
 
-/// The gate's part of `team.json` ([`crate::run::gate`]).
+/// The gate's part of `team.json` ([`crate::run::schedule::gate`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateSnapshot {
     /// Attempts allowed at once now (halved by rate limits, back up to `jobs`).

@@ -1,19 +1,22 @@
 //! A run's worktree isolation from start to end (DESIGN §9): checked and set up from the
 //! settings before anything is written, and finished after the run — completed branches
 //! merged in item order (with `--merge`), finished worktrees removed, and what is left
-//! described for the UI. The git mechanics are in [`super::worktree`].
+//! described for the UI. The git mechanics are in [`crate::run::isolation::worktree`].
+
+pub mod leftovers;
+pub mod worktree;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::RunSpec;
-use super::events::RunSummary;
-use super::journal::Entry;
-use super::team::Team;
-use super::worktree::{self, Isolation};
 use crate::error::{Error, Result};
 use crate::report::{self, ItemStatus, Verdict};
+use crate::run::RunSpec;
+use crate::run::events::RunSummary;
+use crate::run::record::journal::Entry;
+use crate::run::record::team::Team;
 use crate::settings::Settings;
+use worktree::Isolation;
 
 /// Set up isolation when `--isolate worktree`: the repository of `cwd`; for `--merge` a
 /// checked-out branch to merge into. The main working tree's state is checked with the

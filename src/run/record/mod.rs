@@ -1,0 +1,16 @@
+//! The durable record of a team (DESIGN §1, §6): its workspace and lock ([`team`],
+//! [`lock`]), `journal.jsonl` and its replay ([`journal`]), each item's [`outcome`] and the
+//! read-only index sinks use, the journal as spans for reports ([`history`]), a removed
+//! workspace's [`archive`], the command that resumes a team ([`resume`]) and finding a team
+//! from what a user names ([`workspace`]).
+//!
+//! A change belongs here when it is about what is written to disk and read back later.
+
+pub mod archive;
+pub mod history;
+pub mod journal;
+pub mod lock;
+pub mod outcome;
+pub mod resume;
+pub mod team;
+pub mod workspace;

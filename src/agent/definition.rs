@@ -568,8 +568,9 @@ impl RunnerDef {
         Ok((def, warnings))
     }
 
-    /// The rules serde cannot express: a name, a known kind, placeholders that expand (each
-    /// checked where it is written), a program, a prompt the agent is told about.
+    /// The rules serde cannot express — a name, a known kind, placeholders that expand (each
+    /// checked where it is written), a program, a prompt the agent is told about — and the
+    /// `kind` and `[http]` as written read into [`RunnerDef::backend`].
     fn check(&mut self, path: &Path, keys: &KeyLines<'_>) -> Result<()> {
         let at = |key: &str, message: String| Error::input_at(path, keys.line(key), message);
         if self.name.trim().is_empty() {

@@ -24,9 +24,10 @@
 //!    - stop at [`Attempt::timeout`] with [`ProcessEnd::TimedOut`], and when `cancel` leaves
 //!      [`Cancel::None`] with [`ProcessEnd::Cancelled`]; a request that could not be made at
 //!      all is [`ProcessEnd::NotStarted`] with the reason.
-//! 2. Register it: `mod <name>;` below and one match arm in [`for_settings`] for the runner
-//!    definition `kind` it serves (`kind = "<name>"` in `runners/*.toml`). Nothing else changes: preparation, the success rule,
-//!    retries, the journal and the sinks are the same for every backend.
+//! 2. Give it a kind: a [`BackendDef`] variant carrying the configuration only it reads (its
+//!    word in `kind = "<name>"` of `runners/*.toml`, read by the definition's check).
+//! 3. Register it: `mod <name>;` below and one match arm in [`for_settings`]. Preparation,
+//!    the success rule, retries, the journal and the sinks are the same for every backend.
 
 pub mod http;
 pub mod process;

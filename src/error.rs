@@ -22,10 +22,79 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 /// A failure that ends a command before or outside a run's per-item outcomes.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Bad usage: flags that make no sense, a value of the wrong form. The message says what
-    /// to do. Exit 2.
+    /// Bad usage that fits none of the classes below. The message says what to do. Exit 2.
     #[error("{0}")]
     Usage(String),
+    /// A flag, setting or environment variable got a value of the wrong form. Exit 2.
+    /// Shown as `{flag} `{value}` {expected}`, e.g. ``--sandbox `jail` must be none or landlock``.
+    #[error("{flag} `{value}` {expected}")]
+    BadValue {
+        /// The flag, BATCH.md key or variable (`--jobs`, `RUNNER_SHARD_COUNT`).
+        flag: String,
+        /// The value as given.
+        value: String,
+        /// What it must be, as a predicate with an example (`must be K/N, e.g. 2/4`).
+        expected: String,
+    },
+    /// A flag (or a command) that needs another flag, a confirmation or a state of the
+    /// repository it does not have. Exit 2. Shown as `{flag} needs {needs}: {why}`.
+    #[error("{flag} needs {needs}: {why}")]
+    Needs {
+        /// The flag or command (`--merge`, `runner resolve`).
+        flag: String,
+        /// What it needs (`--isolate worktree`, `confirmation`).
+        needs: String,
+        /// Why, and what to do.
+        why: String,
+    },
+    /// Two flags or settings that do not go together. Exit 2.
+    /// Shown as `{flag} does not go with {other}: {why}`.
+    #[error("{flag} does not go with {other}: {why}")]
+    Conflict {
+        /// The first flag (`--global`).
+        flag: String,
+        /// The flag or setting it clashes with (`--project`).
+        other: String,
+        /// Why, and which to drop.
+        why: String,
+    },
+    /// A name that names nothing: a runner, a runner variable, an item, a team. Exit 2.
+    /// Shown as ``unknown {what} `{name}`{suggestion}; {hint}``.
+    #[error("unknown {what} `{name}`{suggestion}; {hint}")]
+    Unknown {
+        /// What kind of name (`runner`, `item`, `team`).
+        what: String,
+        /// The name as given.
+        name: String,
+        /// `; did you mean `x`?` for a close match ([`crate::suggest::did_you_mean`]), or empty.
+        suggestion: String,
+        /// Which names there are, or where to look.
+        hint: String,
+    },
+    /// A file or folder the user named is not there (or is not a file). Exit 2.
+    /// Shown as `{path}: no such {what}; {hint}`.
+    #[error("{}: no such {what}; {hint}", path.display())]
+    MissingFile {
+        /// The path as the runner resolved it.
+        path: PathBuf,
+        /// What it should have been (`batch file`, `checkpoint`, `folder`).
+        what: String,
+        /// What to do.
+        hint: String,
+    },
+    /// An output the run would write is refused before anything is written: it would
+    /// overwrite an input or another kind of file, land among the runner's own files, or
+    /// replace another batch's results. Exit 2. Shown as `{path}: {problem}`.
+    /// `{flag} {path}: {problem}` when a flag named it.
+    #[error("{}{}: {problem}", flag.as_ref().map(|f| format!("{f} ")).unwrap_or_default(), path.display())]
+    OutputRefused {
+        /// The flag that named the output (`--junit`, `-o`), when one did.
+        flag: Option<String>,
+        /// The output file or folder.
+        path: PathBuf,
+        /// What it would break and what to choose instead.
+        problem: String,
+    },
     /// A file the user gave is wrong: it does not parse, breaks a rule, or names something
     /// that is not there. Exit 2.
     #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
@@ -102,7 +171,15 @@ impl Error {
     /// The process exit code for this error (DESIGN §7).
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Usage(_) | Error::Input { .. } | Error::ReadInput { .. } => EXIT_INPUT,
+            Error::Usage(_)
+            | Error::BadValue { .. }
+            | Error::Needs { .. }
+            | Error::Conflict { .. }
+            | Error::Unknown { .. }
+            | Error::MissingFile { .. }
+            | Error::OutputRefused { .. }
+            | Error::Input { .. }
+            | Error::ReadInput { .. } => EXIT_INPUT,
             Error::Io { .. }
             | Error::ProgramMissing { .. }
             | Error::LockHeld { .. }
@@ -117,6 +194,51 @@ impl Error {
             path: path.to_owned(),
             line,
             message: message.to_string(),
+        }
+    }
+
+    /// A [`Error::BadValue`]: `flag` got `value`, which `expected` (a predicate such as
+    /// `must be none or landlock`).
+    pub fn bad_value(
+        flag: impl Into<String>,
+        value: impl std::fmt::Display,
+        expected: impl Into<String>,
+    ) -> Error {
+        Error::BadValue {
+            flag: flag.into(),
+            value: value.to_string(),
+            expected: expected.into(),
+        }
+    }
+
+    /// A [`Error::Needs`]: `flag` needs `needs`, because `why`.
+    pub fn needs(
+        flag: impl Into<String>,
+        needs: impl Into<String>,
+        why: impl Into<String>,
+    ) -> Error {
+        Error::Needs {
+            flag: flag.into(),
+            needs: needs.into(),
+            why: why.into(),
+        }
+    }
+
+    /// A [`Error::MissingFile`]: `path` is not there as the `what` it should be.
+    pub fn missing_file(path: &Path, what: impl Into<String>, hint: impl Into<String>) -> Error {
+        Error::MissingFile {
+            path: path.to_owned(),
+            what: what.into(),
+            hint: hint.into(),
+        }
+    }
+
+    /// An [`Error::OutputRefused`] for the output `path`, named by `flag` when one did.
+    pub fn output_refused(flag: Option<&str>, path: &Path, problem: impl Into<String>) -> Error {
+        Error::OutputRefused {
+            flag: flag.map(str::to_owned),
+            path: path.to_owned(),
+            problem: problem.into(),
         }
     }
 
@@ -151,9 +273,47 @@ mod tests {
         let missing = || std::io::Error::from(std::io::ErrorKind::NotFound);
         let cases = [
             (
-                Error::Usage("--jobs must be at least 1".into()),
+                Error::bad_value("--jobs", "x", "must be a number"),
                 2,
-                "--jobs",
+                "--jobs `x` must be a number",
+            ),
+            (
+                Error::needs(
+                    "--merge",
+                    "--isolate worktree",
+                    "it merges worktree branches",
+                ),
+                2,
+                "--merge needs --isolate worktree: it merges",
+            ),
+            (
+                Error::Conflict {
+                    flag: "--global".into(),
+                    other: "--project".into(),
+                    why: "give one".into(),
+                },
+                2,
+                "--global does not go with --project",
+            ),
+            (
+                Error::Unknown {
+                    what: "runner".into(),
+                    name: "claud".into(),
+                    suggestion: "; did you mean `claude`?".into(),
+                    hint: "the built-in runners are: claude".into(),
+                },
+                2,
+                "unknown runner `claud`; did you mean `claude`?; the built-in",
+            ),
+            (
+                Error::missing_file(Path::new("todo-9.md"), "batch file", "check the path"),
+                2,
+                "todo-9.md: no such batch file; check the path",
+            ),
+            (
+                Error::output_refused(Some("-o"), Path::new("in.csv"), "it is the input"),
+                2,
+                "-o in.csv: it is the input",
             ),
             (
                 Error::input_at(Path::new("B.md"), Some(3), "bad"),

@@ -309,16 +309,18 @@ pub fn check_replaceable(
     ours: impl Fn(&[u8]) -> bool,
 ) -> Result<()> {
     if path.is_dir() {
-        return Err(Error::Usage(format!(
-            "{flag} {}: that is a folder; give the path of a file (in it, or elsewhere)",
-            path.display()
-        )));
+        return Err(Error::output_refused(
+            Some(flag),
+            path,
+            "that is a folder; give the path of a file (in it, or elsewhere)",
+        ));
     }
     match fs::read(path) {
-        Ok(bytes) if !bytes.is_empty() && !ours(&bytes) => Err(Error::Usage(format!(
-            "{flag} {}: the file exists and is not {kind}; choose another file or remove it first",
-            path.display()
-        ))),
+        Ok(bytes) if !bytes.is_empty() && !ours(&bytes) => Err(Error::output_refused(
+            Some(flag),
+            path,
+            format!("the file exists and is not {kind}; choose another file or remove it first"),
+        )),
         _ => Ok(()),
     }
 }
@@ -356,19 +358,22 @@ pub fn check_parent(path: Option<&Path>, flag: &str) -> Result<()> {
     let Some(p) = path else { return Ok(()) };
     let parent = absolute(p).parent().map(Path::to_owned).unwrap_or_default();
     if !parent.is_dir() {
-        return Err(Error::Usage(format!(
-            "{flag} {}: the folder {} does not exist",
-            p.display(),
-            parent.display()
-        )));
+        return Err(Error::output_refused(
+            Some(flag),
+            p,
+            format!("the folder {} does not exist", parent.display()),
+        ));
     }
     match cannot_write_in(&parent) {
         None => Ok(()),
-        Some(why) => Err(Error::Usage(format!(
-            "{flag} {}: cannot write in the folder {} ({why}); choose another path",
-            p.display(),
-            parent.display()
-        ))),
+        Some(why) => Err(Error::output_refused(
+            Some(flag),
+            p,
+            format!(
+                "cannot write in the folder {} ({why}); choose another path",
+                parent.display()
+            ),
+        )),
     }
 }
 

@@ -63,9 +63,11 @@ impl Mode {
         match text.trim() {
             "none" => Ok(Mode::None),
             "landlock" => Ok(Mode::Landlock),
-            other => Err(Error::Usage(format!(
-                "--sandbox `{other}` must be none or landlock"
-            ))),
+            other => Err(Error::bad_value(
+                "--sandbox",
+                other,
+                "must be none or landlock",
+            )),
         }
     }
 

@@ -405,9 +405,11 @@ pub fn parse_max_fail(text: &str) -> Result<MaxFail> {
     };
     match n.trim().parse::<u32>() {
         Ok(count) if count >= 1 => Ok(MaxFail { count, immediate }),
-        _ => Err(Error::Usage(format!(
-            "--max-fail `{text}` must be a whole number ≥ 1, optionally followed by :immediate (e.g. 3 or 3:immediate)"
-        ))),
+        _ => Err(Error::bad_value(
+            "--max-fail",
+            text,
+            "must be a whole number ≥ 1, optionally followed by :immediate (e.g. 3 or 3:immediate)",
+        )),
     }
 }
 
@@ -424,9 +426,7 @@ pub fn parse_duration(flag: &str, text: &str) -> Result<Duration> {
     let d = match t.parse::<u64>() {
         Ok(secs) => Duration::from_secs(secs),
         Err(_) => humantime::parse_duration(t).map_err(|_| {
-            Error::Usage(format!(
-                "{flag} `{text}` is not a duration; write e.g. 90s, 10m or 1h"
-            ))
+            Error::bad_value(flag, text, "is not a duration; write e.g. 90s, 10m or 1h")
         })?,
     };
     check_duration(flag, t, d)
@@ -435,9 +435,11 @@ pub fn parse_duration(flag: &str, text: &str) -> Result<Duration> {
 /// `d`, unless it passes [`MAX_DURATION`]; `shown` is the value as the user wrote it.
 fn check_duration(what: &str, shown: &str, d: Duration) -> Result<Duration> {
     if d > MAX_DURATION {
-        return Err(Error::Usage(format!(
-            "{what} {shown} is longer than a year; give at most 365d"
-        )));
+        return Err(Error::bad_value(
+            what,
+            shown,
+            "is longer than a year; give at most 365d",
+        ));
     }
     Ok(d)
 }
@@ -450,9 +452,11 @@ fn retry_on(text: &str) -> Result<Vec<ItemStatus>> {
             "failed" => Ok(ItemStatus::Failed),
             "timed_out" => Ok(ItemStatus::TimedOut),
             "blocked" => Ok(ItemStatus::Blocked),
-            other => Err(Error::Usage(format!(
-                "--retry-on `{other}` is not one of failed, timed_out, blocked"
-            ))),
+            other => Err(Error::bad_value(
+                "--retry-on",
+                other,
+                "is not one of failed, timed_out, blocked",
+            )),
         })
         .collect()
 }
@@ -461,7 +465,7 @@ fn parse_vars(vars: &[String]) -> Result<BTreeMap<String, String>> {
     vars.iter()
         .map(|kv| match kv.split_once('=') {
             Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
-            _ => Err(Error::Usage(format!("--var `{kv}` must be NAME=VALUE"))),
+            _ => Err(Error::bad_value("--var", kv, "must be NAME=VALUE")),
         })
         .collect()
 }
@@ -476,16 +480,19 @@ fn parse_vars(vars: &[String]) -> Result<BTreeMap<String, String>> {
 pub fn shard(flags: &RunArgs) -> Result<Option<Shard>> {
     let auto = flags.shard.as_deref().map(str::trim) == Some("auto");
     if let (Some(n), false) = (flags.shard_count, auto) {
-        return Err(Error::Usage(format!(
-            "--shard-count {n} is the number of shards of --shard auto; add --shard auto, or \
-             give the slice as --shard K/{n}"
-        )));
+        return Err(Error::needs(
+            format!("--shard-count {n}"),
+            "--shard auto",
+            format!(
+                "it is the number of shards of --shard auto; add --shard auto, or give the slice as --shard K/{n}"
+            ),
+        ));
     }
     let count = match flags.shard_count {
         Some(n) => Some(n),
         None if auto => match std::env::var("RUNNER_SHARD_COUNT") {
             Ok(v) => Some(v.trim().parse::<u32>().map_err(|_| {
-                Error::Usage(format!("RUNNER_SHARD_COUNT `{v}` is not a whole number"))
+                Error::bad_value("RUNNER_SHARD_COUNT", &v, "is not a whole number")
             })?),
             Err(_) => None,
         },
@@ -505,9 +512,11 @@ pub fn shard(flags: &RunArgs) -> Result<Option<Shard>> {
 fn parse_jobs(text: &str, cpus: usize) -> Result<usize> {
     let t = text.trim();
     let bad = || {
-        Error::Usage(format!(
-            "--jobs `{text}` must be a number, 0 for as many as allowed, or a share of the CPUs like 50%"
-        ))
+        Error::bad_value(
+            "--jobs",
+            text,
+            "must be a number, 0 for as many as allowed, or a share of the CPUs like 50%",
+        )
     };
     if let Some(p) = t.strip_suffix('%') {
         let p: f64 = p.trim().parse().map_err(|_| bad())?;
@@ -525,9 +534,11 @@ fn parse_jobs(text: &str, cpus: usize) -> Result<usize> {
 fn command_line(what: &str, v: &str) -> Result<Vec<String>> {
     match shlex::split(v) {
         Some(argv) if !argv.is_empty() => Ok(argv),
-        _ => Err(Error::Usage(format!(
-            "{what} `{v}` is not a command line (check its quotes)"
-        ))),
+        _ => Err(Error::bad_value(
+            what,
+            v,
+            "is not a command line (check its quotes)",
+        )),
     }
 }
 
@@ -742,11 +753,13 @@ impl Settings {
         };
         let runner = definition::load(&runner_name, store, flags.runner_file.as_deref())?;
         if !command.is_empty() && !runner.args.iter().any(|a| a == "{command_args}") {
-            return Err(Error::Usage(format!(
-                "the runner `{}` starts its own program; a program after `--` (or BATCH.md `command`) is \
-                 only for the exec runner — drop it, or use --runner exec",
-                runner.name
-            )));
+            return Err(Error::Conflict {
+                flag: "a program after `--` (or BATCH.md `command`)".into(),
+                other: format!("the runner `{}`", runner.name),
+                why: "that runner starts its own program, and a program is only for the exec \
+                      runner; drop it, or use --runner exec"
+                    .into(),
+            });
         }
         refuse_dropped_flags(flags, &runner)?;
         // A `model` in a file may serve other runners of the store: said, not refused.
@@ -783,15 +796,18 @@ impl Settings {
             }
         };
         if timeout.is_zero() {
-            return Err(Error::Usage(
-                "--timeout must be more than 0 (e.g. 90s, 10m, 1h)".into(),
+            return Err(Error::bad_value(
+                "--timeout",
+                humantime::format_duration(timeout),
+                "must be more than 0 (e.g. 90s, 10m, 1h)",
             ));
         }
         if flags.log_cap < 1024 {
-            return Err(Error::Usage(format!(
-                "--log-cap {} is too small; give at least 1024 bytes",
-                flags.log_cap
-            )));
+            return Err(Error::bad_value(
+                "--log-cap",
+                flags.log_cap,
+                "is too small; give at least 1024 bytes",
+            ));
         }
         let isolate = match flags
             .isolate
@@ -802,14 +818,18 @@ impl Settings {
             None | Some("none") => false,
             Some("worktree") => true,
             Some(other) => {
-                return Err(Error::Usage(format!(
-                    "--isolate `{other}` must be none or worktree"
-                )));
+                return Err(Error::bad_value(
+                    "--isolate",
+                    other,
+                    "must be none or worktree",
+                ));
             }
         };
         if flags.merge && !isolate {
-            return Err(Error::Usage(
-                "--merge merges teammates' worktree branches: it needs --isolate worktree".into(),
+            return Err(Error::needs(
+                "--merge",
+                "--isolate worktree",
+                "it merges teammates' worktree branches",
             ));
         }
         let worktree_flag = match (flags.worktree_copy.is_empty(), &flags.worktree_setup) {
@@ -818,10 +838,12 @@ impl Settings {
             (true, None) => None,
         };
         if let Some(flag) = worktree_flag.filter(|_| !isolate) {
-            return Err(Error::Usage(format!(
-                "{flag} prepares each teammate's git worktree: it needs --isolate worktree \
-                 (without it, teammates share this working tree)"
-            )));
+            return Err(Error::needs(
+                flag,
+                "--isolate worktree",
+                "it prepares each teammate's git worktree (without it, teammates share this \
+                 working tree)",
+            ));
         }
         let file_worktree = file.worktree.clone().unwrap_or_default();
         let worktree_setup = flags
@@ -932,15 +954,19 @@ impl Settings {
         };
         if let Some(name) = self.vars.keys().find(|k| !used(k)) {
             let known: Vec<&str> = def.vars.keys().map(String::as_str).collect();
-            return Err(Error::Usage(format!(
-                "runner `{}` takes no --var `{name}`{} ({})",
-                def.name,
-                crate::suggest::did_you_mean(name, known.iter().copied()),
-                match known.is_empty() {
-                    true => "it has no variables".to_owned(),
-                    false => format!("its variables: {}", known.join(", ")),
-                }
-            )));
+            return Err(Error::Unknown {
+                what: "--var".into(),
+                name: name.clone(),
+                suggestion: crate::suggest::did_you_mean(name, known.iter().copied()),
+                hint: match known.is_empty() {
+                    true => format!("runner `{}` has no variables", def.name),
+                    false => format!(
+                        "runner `{}` has the variables {}",
+                        def.name,
+                        known.join(", ")
+                    ),
+                },
+            });
         }
         let inv = self.runner.invocation(&sample)?;
         check_program(&inv.program, &self.runner.install_hint)?;
@@ -972,9 +998,11 @@ fn limits(flags: &RunArgs, file: &FileSettings) -> Result<Limits> {
     };
     let max_cost_usd = match flags.max_cost_usd {
         Some(v) if !(v.is_finite() && v > 0.0) => {
-            return Err(Error::Usage(format!(
-                "--max-cost-usd {v} must be a number of US dollars above 0, e.g. 5 or 2.50"
-            )));
+            return Err(Error::bad_value(
+                "--max-cost-usd",
+                v,
+                "must be a number of US dollars above 0, e.g. 5 or 2.50",
+            ));
         }
         Some(v) => Some(v),
         None => file.max_cost_usd,

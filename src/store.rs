@@ -124,15 +124,18 @@ pub fn check_given(dir: &Path) -> Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
-    let what = match dir.exists() {
-        true => "not a folder",
-        false => "no such folder",
-    };
-    Err(Error::Usage(format!(
-        "--store {}: {what}, so there is no store there; check the path, or create the store with `runner add --store {} TEXT`",
-        dir.display(),
-        dir.display()
-    )))
+    Err(Error::missing_file(
+        dir,
+        "store folder (--store)",
+        format!(
+            "{}check the path, or create the store with `runner add --store {} TEXT`",
+            match dir.exists() {
+                true => "it is not a folder; ",
+                false => "",
+            },
+            dir.display()
+        ),
+    ))
 }
 
 /// How the store was chosen, for `choose`.
@@ -157,7 +160,11 @@ pub fn choose(
     ask: impl FnOnce(&Path) -> Result<bool>,
 ) -> Result<Store> {
     if flags.global && flags.project {
-        return Err(Error::Usage("give --global or --project, not both".into()));
+        return Err(Error::Conflict {
+            flag: "--global".into(),
+            other: "--project".into(),
+            why: "give one of them".into(),
+        });
     }
     if let Some(dir) = &flags.store {
         return Ok(Store {
@@ -188,10 +195,14 @@ pub fn choose(
     };
     match (flags.project, root) {
         (true, Some(root)) => Ok(project(root)),
-        (true, None) => Err(Error::Usage(format!(
-            "{} is not inside a git repository, so there is no project store; use --global",
-            cwd.display()
-        ))),
+        (true, None) => Err(Error::needs(
+            "--project",
+            "a git repository",
+            format!(
+                "{} is not inside one, so there is no project store; use --global",
+                cwd.display()
+            ),
+        )),
         (false, None) => global(),
         (false, Some(root)) => match need {
             Need::DefaultProject => Ok(project(root)),
@@ -202,11 +213,15 @@ pub fn choose(
                     global()
                 }
             }
-            Need::Choice => Err(Error::Usage(format!(
-                "inside the git repository {}: say which store to use with --project ({}) or --global (~/{STORE_DIR})",
-                root.display(),
-                root.join(STORE_DIR).display()
-            ))),
+            Need::Choice => Err(Error::needs(
+                "this command",
+                "a store",
+                format!(
+                    "inside the git repository {}, say which one with --project ({}) or --global (~/{STORE_DIR})",
+                    root.display(),
+                    root.join(STORE_DIR).display()
+                ),
+            )),
         },
     }
 }
@@ -388,38 +403,47 @@ impl Store {
     pub fn resolve_checkpoint(&self, reference: &str) -> Result<PathBuf> {
         let rel = Path::new(reference);
         if rel.is_absolute() {
-            return Err(Error::Usage(format!(
-                "checkpoint `{reference}` is an absolute path; name a file inside the store"
-            )));
+            return Err(Error::bad_value(
+                "checkpoint",
+                reference,
+                "is an absolute path; name a file inside the store",
+            ));
         }
         if rel
             .components()
             .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
         {
-            return Err(Error::Usage(format!(
-                "checkpoint `{reference}` leaves the store (`..`); name a file inside it"
-            )));
+            return Err(Error::bad_value(
+                "checkpoint",
+                reference,
+                "leaves the store (`..`); name a file inside it",
+            ));
         }
         let path = self.dir.join(rel);
         let real = path.canonicalize().map_err(|_| {
-            Error::Usage(format!(
-                "checkpoint `{reference}` does not exist in {}",
-                self.dir.display()
-            ))
+            Error::missing_file(
+                &path,
+                "checkpoint",
+                format!("name a file inside the store {}", self.dir.display()),
+            )
         })?;
         let store = self
             .dir
             .canonicalize()
             .map_err(|e| Error::read_input("the store", &self.dir, e))?;
         if !real.starts_with(&store) {
-            return Err(Error::Usage(format!(
-                "checkpoint `{reference}` is a link leading out of the store; refusing it"
-            )));
+            return Err(Error::bad_value(
+                "checkpoint",
+                reference,
+                "is a link leading out of the store; refusing it",
+            ));
         }
         if !real.is_file() {
-            return Err(Error::Usage(format!(
-                "checkpoint `{reference}` is not a file"
-            )));
+            return Err(Error::missing_file(
+                &path,
+                "checkpoint file",
+                "it is a folder or another kind of file; name a file inside the store",
+            ));
         }
         Ok(path)
     }
@@ -478,12 +502,10 @@ mod tests {
                 .to_string()
                 .contains("link")
         );
-        assert!(
-            s.resolve_checkpoint("cp-9.md")
-                .expect_err("missing")
-                .to_string()
-                .contains("does not exist")
-        );
+        assert!(matches!(
+            s.resolve_checkpoint("cp-9.md").expect_err("missing"),
+            Error::MissingFile { what, .. } if what == "checkpoint"
+        ));
     }
 
     #[test]

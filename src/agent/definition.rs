@@ -881,11 +881,12 @@ pub fn load(name: &str, store: Option<&Path>, runner_file: Option<&Path>) -> Res
         Some((n, text)) => RunnerDef::parse(Path::new(&format!("runners/{n}.toml")), text),
         None => {
             let known: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
-            Err(Error::Usage(format!(
-                "unknown runner `{name}`{}; the built-in runners are: {}",
-                crate::suggest::did_you_mean(name, known.iter().copied()),
-                known.join(", ")
-            )))
+            Err(Error::Unknown {
+                what: "runner".into(),
+                name: name.to_owned(),
+                suggestion: crate::suggest::did_you_mean(name, known.iter().copied()),
+                hint: format!("the built-in runners are: {}", known.join(", ")),
+            })
         }
     }
 }

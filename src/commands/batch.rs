@@ -15,10 +15,11 @@ use crate::source::csv_input::{self, Spool};
 fn read_text(path: &Path, what: &'static str) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|e| Error::read_input(what, path, e))?;
     String::from_utf8(bytes).map_err(|_| {
-        Error::Usage(format!(
-            "{}: {what} is not valid UTF-8; save it as UTF-8",
-            path.display()
-        ))
+        Error::input_at(
+            path,
+            None,
+            format!("{what} is not valid UTF-8; save it as UTF-8"),
+        )
     })
 }
 
@@ -59,8 +60,10 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
         (None, Some(p), _) => resolve(&base, p),
         (None, None, Some(_)) => base.join("workers-input.csv"),
         (None, None, None) => {
-            return Err(Error::Usage(
-                "give a BATCH.md, or --input FILE and --instruction FILE".into(),
+            return Err(Error::needs(
+                "runner batch",
+                "a BATCH.md, or --input FILE and --instruction FILE",
+                "give the batch file, or the rows and the template for every row",
             ));
         }
     };
@@ -73,8 +76,10 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
         (Some(p), _) => (read_text(p, "the instruction")?, p.clone(), 1),
         (None, Some(b)) => (spec.instruction.clone(), b.clone(), spec.instruction_line),
         (None, None) => {
-            return Err(Error::Usage(
-                "give --instruction FILE (the template for every row)".into(),
+            return Err(Error::needs(
+                "--input",
+                "--instruction FILE",
+                "the instruction is the template for every row",
             ));
         }
     };

@@ -85,7 +85,11 @@ pub fn clean(args: CleanArgs) -> Result<i32> {
     }
     if !args.yes && !plan.is_empty() {
         if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
-            return Err(Error::Usage("clean removes worktrees, branches and workspaces: run it in a terminal or pass --yes".into()));
+            return Err(Error::needs(
+                "runner clean",
+                "confirmation",
+                "it removes worktrees, branches and workspaces; run it in a terminal or pass --yes",
+            ));
         }
         let go = dialoguer::Confirm::new()
             .with_prompt("Remove all of this?")

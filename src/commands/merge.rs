@@ -28,12 +28,15 @@ fn load(path: &Path) -> Result<ShardFile> {
     let header_end = raw.header_end;
     let records: Vec<(usize, usize)> = raw.records.iter().map(|(_, s, e)| (*s, *e)).collect();
     if records.len() != meta.rows.len() {
-        return Err(Error::Usage(format!(
-            "{}: holds {} rows but its sidecar lists {}; was it edited after the run?",
-            path.display(),
-            records.len(),
-            meta.rows.len()
-        )));
+        return Err(Error::input_at(
+            path,
+            None,
+            format!(
+                "holds {} rows but its sidecar lists {}; was it edited after the run?",
+                records.len(),
+                meta.rows.len()
+            ),
+        ));
     }
     Ok(ShardFile {
         path: path.to_owned(),
@@ -47,9 +50,10 @@ fn load(path: &Path) -> Result<ShardFile> {
 /// `runner merge`.
 pub fn merge(args: MergeArgs) -> Result<i32> {
     if args.inputs.is_empty() {
-        return Err(Error::Usage(
-            "give the shard outputs to merge, e.g. `runner merge out/*.csv -o workers-output.csv`"
-                .into(),
+        return Err(Error::needs(
+            "runner merge",
+            "the shard outputs to merge",
+            "give them, e.g. `runner merge out/*.csv -o workers-output.csv`",
         ));
     }
     let sidecars: Vec<std::path::PathBuf> = args
@@ -63,40 +67,49 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
         .chain(&sidecars)
         .find(|p| crate::fsutil::same_file(p, &args.output))
     {
-        return Err(Error::Usage(format!(
-            "-o {}: the merged output would overwrite the shard {}; choose another file",
-            args.output.display(),
-            p.display()
-        )));
+        return Err(Error::output_refused(
+            Some("-o"),
+            &args.output,
+            format!(
+                "the merged output would overwrite the shard {}; choose another file",
+                p.display()
+            ),
+        ));
     }
     crate::fsutil::check_parent(Some(&args.output), "-o")?;
     let shards: Vec<ShardFile> = args.inputs.iter().map(|p| load(p)).collect::<Result<_>>()?;
     let first = &shards[0];
     for s in &shards[1..] {
         if s.meta.fingerprint != first.meta.fingerprint {
-            return Err(Error::Usage(format!(
-                "{} belongs to another batch than {} (input, instruction or schema differ); merge only the shards of one batch",
-                s.path.display(),
-                first.path.display()
-            )));
+            return Err(Error::input_at(
+                &s.path,
+                None,
+                format!(
+                    "belongs to another batch than {} (input, instruction or schema differ); merge only the shards of one batch",
+                    first.path.display()
+                ),
+            ));
         }
         if s.meta.n != first.meta.n {
-            return Err(Error::Usage(format!(
-                "{} is shard {}/{} but {} is shard {}/{}; all shards must split the batch the same way",
-                s.path.display(),
-                s.meta.k,
-                s.meta.n,
-                first.path.display(),
-                first.meta.k,
-                first.meta.n
-            )));
+            return Err(Error::input_at(
+                &s.path,
+                None,
+                format!(
+                    "is shard {}/{} but {} is shard {}/{}; all shards must split the batch the same way",
+                    s.meta.k,
+                    s.meta.n,
+                    first.path.display(),
+                    first.meta.k,
+                    first.meta.n
+                ),
+            ));
         }
         if s.bytes[..s.header_end] != first.bytes[..first.header_end] {
-            return Err(Error::Usage(format!(
-                "{}: its columns differ from {}",
-                s.path.display(),
-                first.path.display()
-            )));
+            return Err(Error::input_at(
+                &s.path,
+                None,
+                format!("its columns differ from {}", first.path.display()),
+            ));
         }
     }
     let n = first.meta.n;
@@ -104,12 +117,15 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
     for (i, s) in shards.iter().enumerate() {
         if let Some(&j) = seen.get(&s.meta.k) {
             if shards[j].bytes != s.bytes {
-                return Err(Error::Usage(format!(
-                    "shard {}/{n} is given twice with different results: {} and {}",
-                    s.meta.k,
-                    shards[j].path.display(),
-                    s.path.display()
-                )));
+                return Err(Error::input_at(
+                    &s.path,
+                    None,
+                    format!(
+                        "shard {}/{n} is given twice with different results: here and in {}",
+                        s.meta.k,
+                        shards[j].path.display()
+                    ),
+                ));
             }
             continue;
         }
@@ -120,10 +136,11 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
         .map(|k| k.to_string())
         .collect();
     if !missing.is_empty() {
-        return Err(Error::Usage(format!(
-            "missing shard(s) {} of {n}; give the output of every shard",
-            missing.join(", ")
-        )));
+        return Err(Error::needs(
+            "runner merge",
+            "the output of every shard",
+            format!("missing shard(s) {} of {n}", missing.join(", ")),
+        ));
     }
     // Rows by input row number; a row reported by two shards must be byte-identical.
     let mut rows: BTreeMap<u64, (&[u8], &Path)> = BTreeMap::new();
@@ -133,11 +150,14 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
             if let Some((prev, prev_path)) = rows.insert(*number, (bytes, &s.path))
                 && prev != bytes
             {
-                return Err(Error::Usage(format!(
-                    "input row {number} is in both {} and {} with different results",
-                    prev_path.display(),
-                    s.path.display()
-                )));
+                return Err(Error::input_at(
+                    &s.path,
+                    None,
+                    format!(
+                        "input row {number} is also in {}, with different results",
+                        prev_path.display()
+                    ),
+                ));
             }
         }
     }

@@ -17,11 +17,14 @@ pub fn report(args: ReportArgs) -> Result<i32> {
         .zip(html.file_name())
         .map_or(html.clone(), |(p, n)| p.join(n));
     if html.starts_with(dir) {
-        return Err(Error::Usage(format!(
-            "--html {}: write the report outside the team workspace {}",
-            args.html.display(),
-            dir.display()
-        )));
+        return Err(Error::output_refused(
+            Some("--html"),
+            &args.html,
+            format!(
+                "write the report outside the team workspace {}",
+                dir.display()
+            ),
+        ));
     }
     // Replace only an earlier report: a slip of `--html` must not land on an input or output.
     crate::fsutil::check_replaceable(&args.html, "--html", "an HTML report", |b| {

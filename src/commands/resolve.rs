@@ -59,10 +59,10 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     }
     let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     if !args.yes && !interactive {
-        return Err(Error::Usage(
-            "resolving hands items to agents and needs confirmation: run it in a terminal, or pass --yes \
-             (with --select 1,3 to choose items)"
-                .into(),
+        return Err(Error::needs(
+            "runner resolve",
+            "confirmation",
+            "it hands items to agents; run it in a terminal, or pass --yes (with --select 1,3 to choose items)",
         ));
     }
     say(format, inbox_path.display());

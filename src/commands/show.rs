@@ -28,9 +28,14 @@ fn item_events(found: &Found, name: &str) -> Result<(String, Vec<Event>, String)
     let dir = found.path().display();
     match (named, teammate) {
         (Some((id, events)), Some(t)) => Ok((id, events, t)),
-        _ => Err(Error::Usage(format!(
-            "team {dir}: no item `{name}` (by id or teammate name) has started or finished there; `runner status {dir}` lists the items",
-        ))),
+        _ => Err(Error::Unknown {
+            what: "item".into(),
+            name: name.to_owned(),
+            suggestion: String::new(),
+            hint: format!(
+                "no item by that id or teammate name has started or finished in team {dir}; `runner status {dir}` lists the items"
+            ),
+        }),
     }
 }
 

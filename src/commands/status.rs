@@ -51,9 +51,10 @@ pub fn status(args: StatusArgs) -> Result<i32> {
     if args.list {
         let teams = crate::run::record::workspace::known(store);
         if teams.is_empty() {
-            return Err(Error::Usage(
-                "no team workspace here (no *.runner/ or .agent-tasks/teams/) and no archive"
-                    .into(),
+            return Err(Error::missing_file(
+                &std::env::current_dir().unwrap_or_default(),
+                "team workspace or archive",
+                "no *.runner/ or .agent-tasks/teams/ here, and no archive in the store",
             ));
         }
         let mut code = crate::error::EXIT_OK;

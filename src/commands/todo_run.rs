@@ -18,16 +18,18 @@ use crate::store::Store;
 pub fn run(args: RunTodoArgs) -> Result<i32> {
     let batch = crate::fsutil::absolute(&args.batch);
     if batch.file_name().is_some_and(|n| n == "todo.md") {
-        return Err(Error::Usage(format!(
-            "{} is the inbox, not a batch; hand its items to teammates with `runner resolve`",
-            batch.display()
-        )));
+        return Err(Error::input_at(
+            &batch,
+            None,
+            "this is the inbox, not a batch; hand its items to teammates with `runner resolve`",
+        ));
     }
     if !batch.is_file() {
-        return Err(Error::Usage(format!(
-            "{}: no such batch file",
-            batch.display()
-        )));
+        return Err(Error::missing_file(
+            &batch,
+            "batch file",
+            "give the path of a todo-N.md that `runner resolve` wrote",
+        ));
     }
     let dir = batch.parent().unwrap_or(Path::new("/")).to_owned();
     let project_root = (dir
@@ -46,11 +48,14 @@ pub fn run(args: RunTodoArgs) -> Result<i32> {
             ),
             false => String::new(),
         };
-        return Err(Error::Usage(format!(
-            "{}: holds no items (`- [ ] text` lines), so it is not a todo batch; `runner \
-             resolve` writes batch files from the inbox{hint}",
-            batch.display()
-        )));
+        return Err(Error::input_at(
+            &batch,
+            None,
+            format!(
+                "holds no items (`- [ ] text` lines), so it is not a todo batch; `runner \
+                 resolve` writes batch files from the inbox{hint}"
+            ),
+        ));
     }
     let (settings, backend) = store_settings(&store, &args.run, &args.command)?;
     let batch = TodoBatch {

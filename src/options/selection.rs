@@ -34,8 +34,10 @@ impl Only {
                     .map(str::to_owned)
                     .collect();
                 if ids.is_empty() {
-                    return Err(Error::Usage(
-                        "--only needs `failed` or a comma list of ids".into(),
+                    return Err(Error::bad_value(
+                        "--only",
+                        list,
+                        "needs `failed` or a comma list of ids",
                     ));
                 }
                 Ok(Only::Ids(ids))
@@ -57,9 +59,13 @@ const RANGE_MAX: u32 = 10_000;
 /// names more than 10,000 numbers.
 pub fn parse_numbers(flag: &str, text: &str) -> Result<Vec<u32>> {
     let bad = |why: String| {
-        Error::Usage(format!(
-            "{flag} `{text}`: {why}; give item numbers and ranges, e.g. {flag} 2-4,6"
-        ))
+        Error::bad_value(
+            flag,
+            text,
+            format!(
+                "is not a list of item numbers: {why}; give numbers and ranges, e.g. {flag} 2-4,6"
+            ),
+        )
     };
     let number = |n: &str| match n.trim().parse::<u32>() {
         Ok(v) if v > 0 => Ok(v),
@@ -122,24 +128,31 @@ impl Shard {
         };
         let (k, n) = if text == "auto" {
             let idx = index.ok_or_else(|| {
-                Error::Usage(
-                    "--shard auto needs JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job)"
-                        .into(),
+                Error::needs(
+                    "--shard auto",
+                    "JOB_COMPLETION_INDEX",
+                    "a Kubernetes Indexed Job sets it; elsewhere give the slice as --shard K/N",
                 )
             })?;
             let idx: u32 = idx.trim().parse().map_err(|_| {
-                Error::Usage(format!(
-                    "JOB_COMPLETION_INDEX `{idx}` is not a whole number"
-                ))
+                Error::bad_value("JOB_COMPLETION_INDEX", idx, "is not a whole number")
             })?;
             let n = count.ok_or_else(|| {
-                Error::Usage("--shard auto needs the number of shards: --shard-count N or RUNNER_SHARD_COUNT".into())
+                Error::needs(
+                    "--shard auto",
+                    "the number of shards",
+                    "give --shard-count N or set RUNNER_SHARD_COUNT",
+                )
             })?;
             if idx >= n {
-                return Err(Error::Usage(format!(
-                    "--shard auto: JOB_COMPLETION_INDEX {idx} (0-based) names shard {} of {n}; the job has more completions than --shard-count/RUNNER_SHARD_COUNT says",
-                    idx + 1
-                )));
+                return Err(Error::bad_value(
+                    "JOB_COMPLETION_INDEX",
+                    idx,
+                    format!(
+                        "(0-based) names shard {} of {n}; the job has more completions than --shard-count/RUNNER_SHARD_COUNT says",
+                        idx + 1
+                    ),
+                ));
             }
             (idx + 1, n)
         } else {
@@ -147,13 +160,15 @@ impl Shard {
                 Some((k.trim().parse::<u32>().ok()?, n.trim().parse::<u32>().ok()?))
             });
             parsed.ok_or_else(|| {
-                Error::Usage(format!("--shard `{text}` must be K/N, e.g. 2/4, or auto"))
+                Error::bad_value("--shard", text, "must be K/N, e.g. 2/4, or auto")
             })?
         };
         if n == 0 || k == 0 || k > n {
-            return Err(Error::Usage(format!(
-                "--shard {k}/{n}: K must be between 1 and N"
-            )));
+            return Err(Error::bad_value(
+                "--shard",
+                format!("{k}/{n}"),
+                "must have K between 1 and N",
+            ));
         }
         Ok(Some(Shard { k, n }))
     }
@@ -232,7 +247,7 @@ mod tests {
         let e = Shard::parse(Some("auto"), Some(2), Some("5")).expect_err("index 5 of 2");
         assert!(
             e.to_string()
-                .contains("JOB_COMPLETION_INDEX 5 (0-based) names shard 6 of 2"),
+                .contains("JOB_COMPLETION_INDEX `5` (0-based) names shard 6 of 2"),
             "{e}"
         );
         assert!(Shard::parse(Some("x"), None, None).is_err());

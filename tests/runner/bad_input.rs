@@ -402,7 +402,7 @@ fn cases() -> Vec<Case> {
             ],
             agent: true,
             code: 2,
-            want: &["--max-cost-usd -1 must be a number of US dollars above 0"],
+            want: &["--max-cost-usd `-1` must be a number of US dollars above 0"],
         },
         Case {
             what: "a negative number given the usual way (no `=`)",
@@ -454,7 +454,7 @@ fn cases() -> Vec<Case> {
             args: &["batch", "--input", "in.csv", "--instruction", "instr.md", "--worktree-copy", ".env"],
             agent: true,
             code: 2,
-            want: &["--worktree-copy prepares each teammate's git worktree: it needs --isolate worktree"],
+            want: &["--worktree-copy needs --isolate worktree: it prepares each teammate's git worktree"],
         },
         Case {
             what: "--junit onto a folder",
@@ -534,7 +534,7 @@ fn cases() -> Vec<Case> {
             ],
             agent: true,
             code: 2,
-            want: &["--retry-delay 99999h is longer than a year"],
+            want: &["--retry-delay `99999h` is longer than a year"],
         },
         Case {
             what: "--rate-limit-wait not a duration",
@@ -657,7 +657,7 @@ fn cases() -> Vec<Case> {
             ],
             agent: true,
             code: 2,
-            want: &["runner `exec` takes no --var `foo`"],
+            want: &["unknown --var `foo`; runner `exec` has no variables"],
         },
         Case {
             what: "unknown flag",
@@ -869,7 +869,7 @@ fn cases() -> Vec<Case> {
             args: &["run", "S/todo-1.md"],
             agent: true,
             code: 2,
-            want: &["todo-1.md: line 2: item 1:", "does not exist"],
+            want: &["todo-1.md: line 2: item 1:", "cp-gone.md: no such checkpoint"],
         },
         Case {
             what: "batch checkpoint outside the store",

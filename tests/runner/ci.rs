@@ -142,7 +142,8 @@ fn shard_auto_takes_its_slice_from_the_indexed_job() {
     let r = with_env(&["--shard", "auto"], &[index]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        r.stderr.contains("--shard-count N or RUNNER_SHARD_COUNT"),
+        r.stderr
+            .contains("--shard-count N or set RUNNER_SHARD_COUNT"),
         "{r:?}"
     );
 }

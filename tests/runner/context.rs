@@ -219,11 +219,20 @@ fn select_takes_ranges_and_lists_and_refuses_bad_ones_changing_nothing() {
     for (bad, says) in [
         (
             "4-2",
-            "--select `4-2`: the range `4-2` runs backwards; write 2-4",
+            "--select `4-2` is not a list of item numbers: the range `4-2` runs backwards; write 2-4",
         ),
-        ("a-", "--select `a-`: `a` is not an item number"),
-        ("0", "--select `0`: `0` is not an item number"),
-        ("2-", "--select `2-`: a range needs a number on each side"),
+        (
+            "a-",
+            "--select `a-` is not a list of item numbers: `a` is not an item number",
+        ),
+        (
+            "0",
+            "--select `0` is not a list of item numbers: `0` is not an item number",
+        ),
+        (
+            "2-",
+            "--select `2-` is not a list of item numbers: a range needs a number on each side",
+        ),
     ] {
         let r = resolve(&sb, &["--yes", "--select", bad]);
         assert_eq!(r.code, 2, "{bad}: {r:?}");

@@ -538,7 +538,7 @@ fn show_and_logs_take_the_teammate_name_the_summary_prints_and_say_what_an_attem
     );
     let missing = sb.run(&["show", "2-a", "out-f.csv"]);
     assert_eq!(missing.code, 2, "{missing:?}");
-    assert!(missing.stderr.contains("no item `2-a`"), "{missing:?}");
+    assert!(missing.stderr.contains("unknown item `2-a`"), "{missing:?}");
 
     // A todo team's teammate `todo-task-1`, from its archive.
     add(&sb, "Tidy up MODE=success");

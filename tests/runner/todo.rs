@@ -119,7 +119,7 @@ fn a_store_given_to_list_or_status_that_does_not_exist_is_refused_and_not_create
         let r = sb.run(&[cmd, "--store", "x/stt"]);
         assert_eq!(r.code, 2, "{cmd}: {r:?}");
         assert!(
-            r.stderr.contains("--store x/stt: no such folder")
+            r.stderr.contains("x/stt: no such store folder (--store)")
                 && r.stderr.contains("runner add --store x/stt"),
             "{cmd}: it names the store and how to make one: {r:?}"
         );
@@ -318,7 +318,7 @@ fn resolve_without_confirmation_or_with_bad_input_changes_nothing() {
             Some("- [ ] B @context:cp-nope.md\n".into()),
             vec!["--yes"],
             2,
-            "does not exist",
+            "cp-nope.md: no such checkpoint",
         ),
         (
             "unknown @after",

@@ -311,7 +311,7 @@ fn show_and_logs_tell_one_items_attempts_report_and_log() {
 
     let missing = sb.run(&["show", "zz", "workers-output.csv"]);
     assert_eq!(missing.code, 2, "{missing:?}");
-    assert!(missing.stderr.contains("no item `zz`"), "{missing:?}");
+    assert!(missing.stderr.contains("unknown item `zz`"), "{missing:?}");
 }
 
 /// Debian's Chromium, when it is installed (`.ci/run` installs it).

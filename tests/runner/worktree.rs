@@ -655,7 +655,7 @@ fn clean_takes_a_csv_teams_name_or_output_and_cleans_the_branches_of_a_removed_w
     let listed = sb.run(&["clean", "--yes", "--store", "S", "nosuch"]);
     assert_eq!(listed.code, 2, "{listed:?}");
     assert!(
-        listed.stderr.contains("no team `nosuch`")
+        listed.stderr.contains("unknown team `nosuch`")
             && listed.stderr.contains("no team workspace at that path")
             && listed.stderr.contains("nor branches runner/nosuch/*"),
         "it says where it looked: {listed:?}"

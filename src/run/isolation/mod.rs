@@ -37,16 +37,18 @@ pub fn prepare(settings: &Settings, cwd: &Path, team: &str) -> Result<Option<Arc
     .map_err(|e| Error::Usage(e.to_string()))?;
     for rel in &iso.copy {
         if !iso.repo.join(rel).exists() {
-            return Err(Error::Usage(format!(
-                "--worktree-copy {}: no such file in {}",
-                rel.display(),
-                iso.repo.display()
-            )));
+            return Err(Error::missing_file(
+                &iso.repo.join(rel),
+                "file to copy (--worktree-copy)",
+                format!("name a file inside the repository {}", iso.repo.display()),
+            ));
         }
     }
     if settings.merge && iso.base_branch.is_none() {
-        return Err(Error::Usage(
-            "--merge needs a checked-out branch to merge into (HEAD is detached)".into(),
+        return Err(Error::needs(
+            "--merge",
+            "a checked-out branch to merge into",
+            "HEAD is detached; check out a branch first",
         ));
     }
     Ok(Some(Arc::new(iso)))
@@ -71,11 +73,14 @@ pub fn check_clean(iso: &Isolation, ours: &[PathBuf]) -> Result<()> {
     if dirty.is_empty() {
         return Ok(());
     }
-    Err(Error::Usage(format!(
-        "--merge needs a clean working tree in {}, and it has changes: {}; commit or stash them first",
-        iso.repo.display(),
-        dirty.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
-    )))
+    Err(Error::needs(
+        "--merge",
+        format!("a clean working tree in {}", iso.repo.display()),
+        format!(
+            "it has changes: {}; commit or stash them first",
+            dirty.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+        ),
+    ))
 }
 
 /// What the isolation step did and left, for the UI to describe.

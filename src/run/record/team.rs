@@ -248,23 +248,28 @@ fn holds_results(dir: &Path) -> bool {
 /// (exit 2, naming both and what to do).
 pub fn check_owner(dir: &Path, batch: &BatchId) -> Result<()> {
     match recorded_batch(dir)? {
-        Some(owner) if !owner.serves(batch) && holds_results(dir) => Err(Error::Usage(format!(
-            "{}: this workspace (and its output) belongs to {}, not to {}; choose another --output for this batch",
-            dir.display(),
-            owner.input,
-            batch.input
-        ))),
+        Some(owner) if !owner.serves(batch) && holds_results(dir) => Err(Error::output_refused(
+            None,
+            dir,
+            format!(
+                "this workspace (and its output) belongs to {}, not to {}; choose another --output for this batch",
+                owner.input, batch.input
+            ),
+        )),
         Some(BatchId { ids: Some(was), .. })
             if batch.ids.as_ref().is_some_and(|now| *now != was) && holds_results(dir) =>
         {
             let flag = was
                 .strip_prefix("column ")
                 .map_or("no --id-column".to_string(), |c| format!("--id-column {c}"));
-            Err(Error::Usage(format!(
-                "{}: this batch's items were named by {was}, and this run names them by {}: it would redo every item and replace their rows; give {flag} to go on, or choose another --output (or `runner clean`) to start over",
-                dir.display(),
-                batch.ids.as_deref().unwrap_or_default()
-            )))
+            Err(Error::output_refused(
+                None,
+                dir,
+                format!(
+                    "this batch's items were named by {was}, and this run names them by {}: it would redo every item and replace their rows; give {flag} to go on, or choose another --output (or `runner clean`) to start over",
+                    batch.ids.as_deref().unwrap_or_default()
+                ),
+            ))
         }
         _ => Ok(()),
     }

@@ -239,10 +239,15 @@ pub fn clean_named(arg: &str, store: &Store) -> Result<CleanTarget> {
             r.display()
         )
     });
-    Err(Error::Usage(format!(
-        "no team `{arg}` in {} (and no team workspace at that path or in its .runner folder{repo})",
-        store.dir.join("teams").display()
-    )))
+    Err(Error::Unknown {
+        what: "team".into(),
+        name: arg.to_string(),
+        suggestion: String::new(),
+        hint: format!(
+            "there is none in {} (and no team workspace at that path or in its .runner folder{repo})",
+            store.dir.join("teams").display()
+        ),
+    })
 }
 
 /// Every team to clean when none is named, and the teams that left branches in the
@@ -322,15 +327,18 @@ pub fn locate_in(arg: Option<&Path>, store: Option<&Path>) -> Result<Found> {
             .find(|c| is_archive(c))
             .map(|c| Found::Archive(canonical(c)))
             .ok_or_else(|| {
-                Error::Usage(format!(
-                    "{}: no team workspace (team.json) or archive there",
-                    p.display()
-                ))
+                Error::missing_file(
+                    p,
+                    "team workspace (team.json) or archive",
+                    "give the path of a *.runner/ folder or a *.archive.jsonl file",
+                )
             });
     }
     known(store).pop().ok_or_else(|| {
-        Error::Usage(
-            "no team workspace here (no *.runner/ or .agent-tasks/teams/) and no archive; give its path".into(),
+        Error::missing_file(
+            &std::env::current_dir().unwrap_or_default(),
+            "team workspace or archive",
+            "no *.runner/ or .agent-tasks/teams/ here, and no archive; give its path",
         )
     })
 }

@@ -52,6 +52,21 @@ struct State {
 }
 
 impl State {
+    fn new(snapshot: Snapshot) -> State {
+        State {
+            statuses: HashMap::new(),
+            counts: HashMap::new(),
+            resumed: 0,
+            cost: None,
+            order: HashMap::new(),
+            problems: Vec::new(),
+            problems_hidden: 0,
+            snapshot,
+            dirty: true,
+            stop_announced: false,
+        }
+    }
+
     /// Count an item that ends the run as `status` without an outcome of this run (completed
     /// earlier, or never reached).
     fn count(&mut self, status: ItemStatus) {
@@ -91,7 +106,7 @@ impl State {
 
     /// Take in an event from a unit; `false` when it is not passed on (a line printed by an
     /// item that is not running any more).
-    fn apply(&mut self, event: &Event, running: &mut HashMap<String, ()>) -> bool {
+    fn apply(&mut self, event: &Event, running: &mut HashSet<String>) -> bool {
         match event {
             Event::AttemptStarted {
                 id,
@@ -276,6 +291,376 @@ pub async fn run(
     run_wired(spec, team, items, total, resumed, reporter, wiring).await
 }
 
+/// One thing the dispatcher loop waited for, as [`Dispatcher::handle`] takes it.
+enum Input {
+    /// A unit or the gate sent an event.
+    Unit(Event),
+    /// A unit's task panicked before reporting its item (`None`: the item is not known).
+    Crashed(Option<WorkItem>),
+    /// Ctrl-C, SIGTERM or SIGHUP, or a sender of [`Interrupts::channel`].
+    Interrupt,
+    /// The snapshot timer ([`SNAPSHOT_EVERY`]).
+    Tick,
+}
+
+/// What [`Dispatcher`] decided that the async loop carries out.
+#[derive(Debug, PartialEq)]
+enum Action {
+    /// Start a unit for the item, at this attempt number.
+    Start(Box<WorkItem>, u32),
+    /// Tell every running unit to stop.
+    Cancel(Cancel),
+}
+
+/// The run's state and the decisions taken on it; synchronous, so that each input is one
+/// plain call ([`Dispatcher::handle`]) and the async loop in [`run_wired`] only turns
+/// channels, tasks, signals and timers into [`Input`]s (nextest's `handle_event`).
+struct Dispatcher<'a> {
+    spec: Arc<RunSpec>,
+    team: &'a mut Team,
+    reporter: &'a mut dyn Reporter,
+    gate: Arc<Gate>,
+    jobs: usize,
+    st: State,
+    /// Started units whose `item_finished` has not arrived yet, by item id.
+    running: HashSet<String>,
+    /// Items read from the source whose prerequisites have not finished, in input order.
+    waiting: VecDeque<WorkItem>,
+    source_done: bool,
+    source_error: Option<Error>,
+    interrupted: bool,
+    /// Why --max-fail N:immediate stopped the running teammates, once it has.
+    stopped_running: Option<String>,
+    snapshot_failing: bool,
+}
+
+impl<'a> Dispatcher<'a> {
+    /// Items to start now (waiting ones first, in input order, then the source), under the
+    /// parallelism bound; items completed earlier, skipped or waiting are taken care of here.
+    ///
+    /// Errors: the journal cannot be written.
+    fn fill(&mut self, items: &mut ItemStream) -> Result<Vec<Action>> {
+        let mut start = Vec::new();
+        if self.interrupted {
+            return Ok(start);
+        }
+        while self.running.len() < self.jobs {
+            let item = match take_ready(&mut self.waiting, &mut self.st, self.team, self.reporter)?
+            {
+                Some(item) => item,
+                None if self.source_done => break,
+                None => match items.next() {
+                    None => {
+                        self.source_done = true;
+                        continue;
+                    }
+                    Some(Err(e)) => {
+                        self.source_error = Some(e);
+                        self.source_done = true;
+                        continue;
+                    }
+                    Some(Ok(item)) => match self.admit(item)? {
+                        Some(item) => item,
+                        None => continue,
+                    },
+                },
+            };
+            if let Some(why) = announce_stop(&self.gate, self.team, &mut self.st, self.reporter)? {
+                let reason = format!("not started: {why}");
+                skip(
+                    &item,
+                    ItemStatus::Skipped,
+                    reason,
+                    self.team,
+                    &mut self.st,
+                    self.reporter,
+                )?;
+                continue;
+            }
+            let first_attempt = self
+                .team
+                .attempts_started
+                .get(&item.id)
+                .copied()
+                .unwrap_or(0)
+                + 1;
+            self.running.insert(item.id.clone());
+            start.push(Action::Start(Box::new(item), first_attempt));
+        }
+        Ok(start)
+    }
+
+    /// An item fresh from the source: `Some` when it can start now; otherwise it completed in
+    /// an earlier run, waits for its prerequisites, or is skipped because one failed.
+    fn admit(&mut self, item: WorkItem) -> Result<Option<WorkItem>> {
+        let place = self.st.order.len();
+        self.st.order.entry(item.id.clone()).or_insert(place);
+        if resume_completed(&item, &self.spec.rerun, self.team, &mut self.st) {
+            return Ok(None);
+        }
+        match readiness(&item, &self.st.statuses) {
+            Ok(true) => Ok(Some(item)),
+            Ok(false) => {
+                self.waiting.push_back(item);
+                Ok(None)
+            }
+            Err(reason) => {
+                skip(
+                    &item,
+                    ItemStatus::Skipped,
+                    reason,
+                    self.team,
+                    &mut self.st,
+                    self.reporter,
+                )?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Whether the run is over: nothing runs and nothing more can start. Items still waiting
+    /// then can never start, and end as skipped (or cancelled, when interrupted).
+    fn over(&mut self) -> Result<bool> {
+        if !(self.running.is_empty() && (self.source_done || self.interrupted)) {
+            return Ok(false);
+        }
+        while let Some(item) = self.waiting.pop_front() {
+            let (status, reason) = if self.interrupted {
+                (
+                    ItemStatus::Cancelled,
+                    "not started: the run was interrupted".to_string(),
+                )
+            } else if let Some(why) =
+                announce_stop(&self.gate, self.team, &mut self.st, self.reporter)?
+            {
+                (ItemStatus::Skipped, format!("not started: {why}"))
+            } else {
+                (
+                    ItemStatus::Skipped,
+                    "its prerequisites never finished".to_string(),
+                )
+            };
+            skip(
+                &item,
+                status,
+                reason,
+                self.team,
+                &mut self.st,
+                self.reporter,
+            )?;
+        }
+        Ok(true)
+    }
+
+    /// Take one input and say what is to be done about it.
+    ///
+    /// Errors: the journal cannot be written.
+    fn handle(&mut self, input: Input) -> Result<Vec<Action>> {
+        match input {
+            Input::Unit(event) => self.on_event(event),
+            Input::Crashed(item) => {
+                if let Some(item) = item
+                    && self.running.remove(&item.id)
+                {
+                    // The unit panicked before reporting: record it rather than lose it.
+                    let reason = "internal error: the teammate's supervisor crashed".to_string();
+                    skip(
+                        &item,
+                        ItemStatus::Failed,
+                        reason,
+                        self.team,
+                        &mut self.st,
+                        self.reporter,
+                    )?;
+                }
+                Ok(Vec::new())
+            }
+            Input::Interrupt => {
+                let immediate = std::mem::replace(&mut self.interrupted, true);
+                let event = Event::Interrupted { immediate };
+                self.team.record(&event)?;
+                self.reporter.event(&event);
+                Ok(vec![Action::Cancel(if immediate {
+                    Cancel::Immediate
+                } else {
+                    Cancel::Graceful
+                })])
+            }
+            Input::Tick => {
+                self.on_tick();
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    fn on_event(&mut self, mut event: Event) -> Result<Vec<Action>> {
+        if let (Event::ItemFinished(o), Some(why), false) =
+            (&mut event, &self.stopped_running, self.interrupted)
+            && o.status == ItemStatus::Cancelled
+        {
+            // Stopped by --max-fail N:immediate, not by the user.
+            o.error = format!("stopped while running: {why}");
+        }
+        if !self.st.fresh(&event) {
+            return Ok(Vec::new());
+        }
+        // Journaled before the state it describes is acted on.
+        self.team.record(&event)?;
+        if self.st.apply(&event, &mut self.running) {
+            self.reporter.event(&event);
+        }
+        if let Event::ItemFinished(o) = &event
+            && self.gate.item_finished(o.status)
+            && !self.interrupted
+        {
+            // --max-fail N:immediate: the running teammates are stopped too.
+            self.stopped_running = self.gate.stopped();
+            return Ok(vec![Action::Cancel(Cancel::Graceful)]);
+        }
+        Ok(Vec::new())
+    }
+
+    /// Reap stray zombies and rewrite `team.json` when something changed.
+    fn on_tick(&mut self) {
+        descendants::reap_zombies();
+        let st = &mut self.st;
+        let waiting_now: Vec<WaitingEntry> = self
+            .waiting
+            .iter()
+            .take(SNAPSHOT_COMPLETED_MAX)
+            .map(|w| WaitingEntry {
+                id: w.id.clone(),
+                teammate: w.teammate.clone(),
+                title: w.title.clone(),
+                after: w.after.clone(),
+            })
+            .collect();
+        let gate_now = gate_snapshot(&self.gate, self.jobs);
+        if st.snapshot.gate != gate_now {
+            st.snapshot.gate = gate_now;
+            st.dirty = true;
+        }
+        if waiting_now.len() != st.snapshot.waiting.len() {
+            st.snapshot.waiting = waiting_now;
+            st.dirty = true;
+        }
+        if !st.dirty {
+            return;
+        }
+        st.snapshot.updated_at = now_rfc3339();
+        // team.json is a view (the journal is the truth): a failed rewrite is tried again on
+        // the next tick, never the end of the run.
+        match self.team.write_snapshot(&st.snapshot) {
+            Ok(()) => {
+                st.dirty = false;
+                self.snapshot_failing = false;
+            }
+            Err(e) if !self.snapshot_failing => {
+                tracing::warn!("{e}; trying again");
+                self.snapshot_failing = true;
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Close the run: count the items an interrupted run never reached, record
+    /// `run_finished`, write the last `team.json` and return the summary.
+    ///
+    /// Errors: the journal cannot be written, or the source failed mid-way.
+    fn finish(mut self, items: &mut ItemStream, started: Instant) -> Result<RunSummary> {
+        let st = &mut self.st;
+        if self.interrupted && !self.source_done {
+            // Items the run never reached are in the output too (with their last journaled
+            // outcome, else as cancelled): count them, so the summary, the events and
+            // team.json describe the same batch as the output.
+            for item in items.by_ref() {
+                let Ok(item) = item else { break };
+                let earlier = self.team.finished.get(&item.id).map(|f| f.status);
+                if earlier.is_none() && st.snapshot.not_started.len() < SNAPSHOT_COMPLETED_MAX {
+                    st.snapshot.not_started.push(PendingEntry {
+                        id: item.id.clone(),
+                        title: item.title.clone(),
+                    });
+                }
+                st.count(earlier.unwrap_or(ItemStatus::Cancelled));
+            }
+        }
+        let mut problems = std::mem::take(&mut st.problems);
+        problems.sort_by_key(|(place, _)| *place);
+        let summary = RunSummary {
+            at: now_rfc3339(),
+            counts: ItemStatus::ALL
+                .iter()
+                .map(|s| (*s, st.counts.get(s).copied().unwrap_or(0)))
+                .collect(),
+            resumed: st.resumed,
+            interrupted: self.interrupted,
+            elapsed_s: started.elapsed().as_secs_f64(),
+            cost_usd: st.cost,
+            problems: problems.into_iter().map(|(_, p)| p).collect(),
+            problems_hidden: st.problems_hidden,
+        };
+        let run_finished = Event::RunFinished(summary.clone());
+        self.team.record(&run_finished)?;
+        self.team.sync()?;
+        st.snapshot.state = if self.interrupted {
+            "interrupted"
+        } else {
+            "finished"
+        }
+        .into();
+        st.snapshot.running.clear();
+        st.snapshot.waiting.clear();
+        // The last word on the budget and stops, however short the run was against the tick.
+        st.snapshot.gate = gate_snapshot(&self.gate, self.jobs);
+        if let Some(g) = &mut st.snapshot.gate {
+            // Over: nothing waits at the gate any more.
+            g.paused = None;
+            g.waiting = 0;
+        }
+        st.snapshot.updated_at = now_rfc3339();
+        if let Err(e) = self.team.write_snapshot(&st.snapshot) {
+            tracing::warn!("{e}");
+        }
+        if let Some(e) = self.source_error {
+            return Err(e);
+        }
+        self.reporter.event(&run_finished);
+        Ok(summary)
+    }
+
+    /// After an error ended the run part-way: stop every started teammate at once, wait for
+    /// their units to finish, and record what they report where that still works.
+    async fn stop_after_error(
+        &mut self,
+        cancel: &watch::Sender<Cancel>,
+        tasks: &mut JoinSet<()>,
+        rx: &mut mpsc::UnboundedReceiver<Event>,
+    ) {
+        let _ = cancel.send(Cancel::Immediate);
+        loop {
+            tokio::select! {
+                Some(event) = rx.recv() => self.take_late(event),
+                joined = tasks.join_next() => if joined.is_none() { break },
+            }
+        }
+        while let Ok(event) = rx.try_recv() {
+            self.take_late(event);
+        }
+    }
+
+    /// An event that arrives after the run failed: recorded where the journal still works.
+    fn take_late(&mut self, event: Event) {
+        if !self.st.fresh(&event) {
+            return;
+        }
+        let _ = self.team.record(&event);
+        if self.st.apply(&event, &mut self.running) {
+            self.reporter.event(&event);
+        }
+    }
+}
+
 /// [`run`] on the given backend and interrupt source.
 ///
 /// Errors: as [`run`], except for signal handlers (none are installed here).
@@ -306,25 +691,14 @@ pub async fn run_wired(
         sandbox: spec.settings.sandbox.name().into(),
     };
     team.record(&run_started)?;
-    let mut st = State {
-        statuses: HashMap::new(),
-        counts: HashMap::new(),
-        resumed: 0,
-        cost: None,
-        order: HashMap::new(),
-        problems: Vec::new(),
-        problems_hidden: 0,
-        snapshot: Snapshot {
-            isolation: spec
-                .isolation
-                .as_deref()
-                .map(crate::run::isolation::worktree::Isolation::record),
-            ..Snapshot::new(team, total)
-        },
-        dirty: true,
-        stop_announced: false,
-    };
     reporter.event(&run_started);
+    let snapshot = Snapshot {
+        isolation: spec
+            .isolation
+            .as_deref()
+            .map(crate::run::isolation::worktree::Isolation::record),
+        ..Snapshot::new(team, total)
+    };
 
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let (cancel_tx, cancel_rx) = watch::channel(Cancel::None);
@@ -343,292 +717,78 @@ pub async fn run_wired(
         },
         tx.clone(),
     ));
+    let mut d = Dispatcher {
+        spec: spec.clone(),
+        team,
+        reporter,
+        gate: gate.clone(),
+        jobs,
+        st: State::new(snapshot),
+        running: HashSet::new(),
+        waiting: VecDeque::new(),
+        source_done: false,
+        source_error: None,
+        interrupted: false,
+        stopped_running: None,
+        snapshot_failing: false,
+    };
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut task_items: HashMap<tokio::task::Id, WorkItem> = HashMap::new();
-    let mut running: HashMap<String, ()> = HashMap::new();
-    let mut waiting: VecDeque<WorkItem> = VecDeque::new();
-    let mut source_done = false;
-    let mut source_error: Option<Error> = None;
-    let mut interrupted = false;
-    // Why --max-fail N:immediate stopped the running teammates, once it has.
-    let mut stopped_running: Option<String> = None;
-    let mut snapshot_failing = false;
 
-    let looped: Result<()> = async { loop {
-        // Start what can start: waiting items first (input order), then the source.
-        if !interrupted {
-            while running.len() < jobs {
-                let next = take_ready(&mut waiting, &mut st, team, reporter)?;
-                let item = match next {
-                    Some(item) => item,
-                    None if source_done => break,
-                    None => match items.next() {
-                        None => {
-                            source_done = true;
-                            continue;
-                        }
-                        Some(Err(e)) => {
-                            source_error = Some(e);
-                            source_done = true;
-                            continue;
-                        }
-                        Some(Ok(item)) => {
-                            let place = st.order.len();
-                            st.order.entry(item.id.clone()).or_insert(place);
-                            if resume_completed(&item, &spec.rerun, team, &mut st)? {
-                                continue;
-                            }
-                            match readiness(&item, &st.statuses) {
-                                Ok(true) => item,
-                                Ok(false) => {
-                                    waiting.push_back(item);
-                                    continue;
-                                }
-                                Err(reason) => {
-                                    skip(
-                                        &item,
-                                        ItemStatus::Skipped,
-                                        reason,
-                                        team,
-                                        &mut st,
-                                        reporter,
-                                    )?;
-                                    continue;
-                                }
-                            }
-                        }
-                    },
-                };
-                if let Some(why) = announce_stop(&gate, team, &mut st, reporter)? {
-                    skip(&item, ItemStatus::Skipped, format!("not started: {why}"), team, &mut st, reporter)?;
-                    continue;
-                }
-                let first_attempt = team.attempts_started.get(&item.id).copied().unwrap_or(0) + 1;
-                running.insert(item.id.clone(), ());
-                let handle = tasks.spawn(unit::run_item(
-                    spec.clone(),
-                    backend.clone(),
-                    gate.clone(),
-                    item.clone(),
-                    first_attempt,
-                    tx.clone(),
-                    cancel_rx.clone(),
-                ));
-                task_items.insert(handle.id(), item);
-            }
-        }
-        if running.is_empty() && (source_done || interrupted) {
-            // Items still waiting can never start now.
-            while let Some(item) = waiting.pop_front() {
-                let (status, reason) = if interrupted {
-                    (
-                        ItemStatus::Cancelled,
-                        "not started: the run was interrupted".to_string(),
-                    )
-                } else if let Some(why) = announce_stop(&gate, team, &mut st, reporter)? {
-                    (ItemStatus::Skipped, format!("not started: {why}"))
-                } else {
-                    (
-                        ItemStatus::Skipped,
-                        "its prerequisites never finished".to_string(),
-                    )
-                };
-                skip(&item, status, reason, team, &mut st, reporter)?;
-            }
-            break;
-        }
-
-        tokio::select! {
-            biased;
-            Some(mut event) = rx.recv() => {
-                if let (Event::ItemFinished(o), Some(why), false) =
-                    (&mut event, &stopped_running, interrupted)
-                    && o.status == ItemStatus::Cancelled
-                {
-                    // Stopped by --max-fail N:immediate, not by the user.
-                    o.error = format!("stopped while running: {why}");
-                }
-                if !st.fresh(&event) {
-                    continue;
-                }
-                // Journaled before the state it describes is acted on.
-                team.record(&event)?;
-                if st.apply(&event, &mut running) {
-                    reporter.event(&event);
-                }
-                if let Event::ItemFinished(o) = &event
-                    && gate.item_finished(o.status)
-                    && !interrupted
-                {
-                    // --max-fail N:immediate: the running teammates are stopped too.
-                    stopped_running = gate.stopped();
-                    let _ = cancel_tx.send(Cancel::Graceful);
+    let looped: Result<()> = async {
+        let mut actions = d.fill(&mut items)?;
+        loop {
+            for action in actions.drain(..) {
+                match action {
+                    Action::Start(item, first_attempt) => {
+                        let handle = tasks.spawn(unit::run_item(
+                            spec.clone(),
+                            backend.clone(),
+                            gate.clone(),
+                            (*item).clone(),
+                            first_attempt,
+                            tx.clone(),
+                            cancel_rx.clone(),
+                        ));
+                        task_items.insert(handle.id(), *item);
+                    }
+                    Action::Cancel(how) => {
+                        let _ = cancel_tx.send(how);
+                    }
                 }
             }
-            Some(joined) = tasks.join_next_with_id() => {
-                // A unit that ended normally has sent (or is still sending) its Finished
-                // message; only a panic can lose an item.
-                let crashed = match &joined {
+            if d.over()? {
+                return Ok(());
+            }
+            let input = tokio::select! {
+                biased;
+                Some(event) = rx.recv() => Input::Unit(event),
+                Some(joined) = tasks.join_next_with_id() => match joined {
+                    // A unit that ended normally has sent (or is still sending) its
+                    // Finished message; only a panic can lose an item.
                     Ok((id, ())) => {
-                        task_items.remove(id);
-                        None
+                        task_items.remove(&id);
+                        continue;
                     }
-                    Err(e) => task_items.remove(&e.id()),
-                };
-                if let Some(item) = crashed
-                    && running.contains_key(&item.id)
-                {
-                    // The unit panicked before reporting: record it rather than lose it.
-                    running.remove(&item.id);
-                    skip(&item, ItemStatus::Failed, "internal error: the teammate's supervisor crashed".into(), team, &mut st, reporter)?;
+                    Err(e) => Input::Crashed(task_items.remove(&e.id())),
+                },
+                _ = interrupts.next() => Input::Interrupt,
+                _ = suspends.next() => {
+                    job_control::suspend();
+                    continue;
                 }
-            }
-            _ = interrupts.next() => on_interrupt(&mut interrupted, &cancel_tx, team, reporter)?,
-            _ = suspends.next() => job_control::suspend(),
-            _ = tick.tick() => {
-                descendants::reap_zombies();
-                let waiting_now: Vec<WaitingEntry> = waiting
-                    .iter()
-                    .take(SNAPSHOT_COMPLETED_MAX)
-                    .map(|w| WaitingEntry { id: w.id.clone(), teammate: w.teammate.clone(), title: w.title.clone(), after: w.after.clone() })
-                    .collect();
-                let gate_now = gate_snapshot(&gate, jobs);
-                if st.snapshot.gate != gate_now {
-                    st.snapshot.gate = gate_now;
-                    st.dirty = true;
-                }
-                if waiting_now.len() != st.snapshot.waiting.len() {
-                    st.snapshot.waiting = waiting_now;
-                    st.dirty = true;
-                }
-                if st.dirty {
-                    st.snapshot.updated_at = now_rfc3339();
-                    // team.json is a view (the journal is the truth): a failed rewrite is
-                    // tried again on the next tick, never the end of the run.
-                    match team.write_snapshot(&st.snapshot) {
-                        Ok(()) => {
-                            st.dirty = false;
-                            snapshot_failing = false;
-                        }
-                        Err(e) if !snapshot_failing => {
-                            tracing::warn!("{e}; trying again");
-                            snapshot_failing = true;
-                        }
-                        Err(_) => {}
-                    }
-                }
-            }
+                _ = tick.tick() => Input::Tick,
+            };
+            actions = d.handle(input)?;
+            actions.extend(d.fill(&mut items)?);
         }
-    }
-    Ok::<(), Error>(())
     }
     .await;
     if let Err(e) = looped {
-        stop_after_error(
-            &cancel_tx,
-            &mut tasks,
-            &mut rx,
-            team,
-            &mut st,
-            &mut running,
-            reporter,
-        )
-        .await;
+        d.stop_after_error(&cancel_tx, &mut tasks, &mut rx).await;
         return Err(e);
     }
-
-    if interrupted && !source_done {
-        // Items the run never reached are in the output too (with their last journaled
-        // outcome, else as cancelled): count them, so the summary, the events and team.json
-        // describe the same batch as the output.
-        for item in items.by_ref() {
-            let Ok(item) = item else { break };
-            let earlier = team.finished.get(&item.id).map(|f| f.status);
-            if earlier.is_none() && st.snapshot.not_started.len() < SNAPSHOT_COMPLETED_MAX {
-                st.snapshot.not_started.push(PendingEntry {
-                    id: item.id.clone(),
-                    title: item.title.clone(),
-                });
-            }
-            st.count(earlier.unwrap_or(ItemStatus::Cancelled));
-        }
-    }
-    let summary = RunSummary {
-        at: now_rfc3339(),
-        counts: ItemStatus::ALL
-            .iter()
-            .map(|s| (*s, st.counts.get(s).copied().unwrap_or(0)))
-            .collect(),
-        resumed: st.resumed,
-        interrupted,
-        elapsed_s: started.elapsed().as_secs_f64(),
-        cost_usd: st.cost,
-        problems: {
-            let mut p = st.problems;
-            p.sort_by_key(|(place, _)| *place);
-            p.into_iter().map(|(_, p)| p).collect()
-        },
-        problems_hidden: st.problems_hidden,
-    };
-    let run_finished = Event::RunFinished(summary.clone());
-    team.record(&run_finished)?;
-    team.sync()?;
-    st.snapshot.state = if interrupted {
-        "interrupted"
-    } else {
-        "finished"
-    }
-    .into();
-    st.snapshot.running.clear();
-    st.snapshot.waiting.clear();
-    // The last word on the budget and stops, however short the run was against the tick.
-    st.snapshot.gate = gate_snapshot(&gate, jobs);
-    if let Some(g) = &mut st.snapshot.gate {
-        // Over: nothing waits at the gate any more.
-        g.paused = None;
-        g.waiting = 0;
-    }
-    st.snapshot.updated_at = now_rfc3339();
-    if let Err(e) = team.write_snapshot(&st.snapshot) {
-        tracing::warn!("{e}");
-    }
-    if let Some(e) = source_error {
-        return Err(e);
-    }
-    reporter.event(&run_finished);
-    Ok(summary)
-}
-
-/// After an error ended the run part-way: stop every started teammate at once, wait for their
-/// units to finish, and record what they report where that still works.
-async fn stop_after_error(
-    cancel: &watch::Sender<Cancel>,
-    tasks: &mut JoinSet<()>,
-    rx: &mut mpsc::UnboundedReceiver<Event>,
-    team: &mut Team,
-    st: &mut State,
-    running: &mut HashMap<String, ()>,
-    reporter: &mut dyn Reporter,
-) {
-    let _ = cancel.send(Cancel::Immediate);
-    let mut take = |event: Event, team: &mut Team| {
-        if !st.fresh(&event) {
-            return;
-        }
-        let _ = team.record(&event);
-        if st.apply(&event, running) {
-            reporter.event(&event);
-        }
-    };
-    loop {
-        tokio::select! {
-            Some(event) = rx.recv() => take(event, team),
-            joined = tasks.join_next() => if joined.is_none() { break },
-        }
-    }
-    while let Ok(event) = rx.try_recv() {
-        take(event, team);
-    }
+    d.finish(&mut items, started)
 }
 
 /// What team.json shows of the gate: `None` when there is nothing to show (full
@@ -647,25 +807,6 @@ fn gate_snapshot(gate: &Gate, jobs: usize) -> Option<GateSnapshot> {
     let shown =
         g.limit < jobs || g.paused.is_some() || g.stopped.is_some() || g.max_cost_usd.is_some();
     shown.then_some(g)
-}
-
-fn on_interrupt(
-    interrupted: &mut bool,
-    cancel: &watch::Sender<Cancel>,
-    team: &mut Team,
-    reporter: &mut dyn Reporter,
-) -> Result<()> {
-    let immediate = *interrupted;
-    *interrupted = true;
-    let _ = cancel.send(if immediate {
-        Cancel::Immediate
-    } else {
-        Cancel::Graceful
-    });
-    let event = Event::Interrupted { immediate };
-    team.record(&event)?;
-    reporter.event(&event);
-    Ok(())
 }
 
 /// Why the team stopped starting items, once it has ([`Gate::stopped`]). The first time,
@@ -717,15 +858,11 @@ fn take_ready(
     Ok(None)
 }
 
-/// An item completed by an earlier run with the same prompt is not run again.
-fn resume_completed(
-    item: &WorkItem,
-    rerun: &HashSet<String>,
-    team: &Team,
-    st: &mut State,
-) -> Result<bool> {
+/// An item completed by an earlier run with the same prompt is not run again: `true` when
+/// `item` is one (it is counted as completed here).
+fn resume_completed(item: &WorkItem, rerun: &HashSet<String>, team: &Team, st: &mut State) -> bool {
     if !crate::run::record::journal::done_before(&team.finished, rerun, item) {
-        return Ok(false);
+        return false;
     }
     tracing::debug!(
         "item {} completed in an earlier run; not run again",
@@ -734,7 +871,7 @@ fn resume_completed(
     st.statuses.insert(item.id.clone(), ItemStatus::Completed);
     st.count(ItemStatus::Completed);
     st.resumed += 1;
-    Ok(true)
+    true
 }
 
 fn skip(

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Interrupts, Wiring, run_wired};
+use super::{Action, Dispatcher, Input, Interrupts, State, Wiring, run_wired};
 use crate::agent::definition;
 use crate::failure::FailureKind;
 use crate::item::{WorkItem, content_hash};
@@ -19,6 +19,7 @@ use crate::run::events::{Event, Reporter, RunSummary};
 use crate::run::record::outcome::Outcome;
 use crate::run::record::team::Team;
 use crate::run::supervise::job_control::Suspends;
+use crate::run::supervise::process::Cancel;
 use crate::settings::Settings;
 
 fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
@@ -550,4 +551,193 @@ async fn max_fail_immediate_also_stops_the_running_teammates() {
             "{id}: {error}"
         );
     }
+}
+
+// The decisions alone: `Dispatcher::handle` and `fill` called as plain functions.
+
+/// A dispatcher over `spec` on a fresh team in `dir`, recording into `events`.
+fn dispatcher<'a>(spec: RunSpec, team: &'a mut Team, events: &'a mut Events) -> Dispatcher<'a> {
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let jobs = spec.settings.jobs;
+    let gate = Arc::new(super::Gate::new(
+        jobs,
+        spec.settings.limits.clone(),
+        super::Spent {
+            usd: 0.0,
+            costed: 0,
+        },
+        tx,
+    ));
+    let snapshot = crate::run::record::team::Snapshot::new(team, None);
+    Dispatcher {
+        spec: Arc::new(spec),
+        team,
+        reporter: events,
+        gate,
+        jobs,
+        st: State::new(snapshot),
+        running: Default::default(),
+        waiting: Default::default(),
+        source_done: false,
+        source_error: None,
+        interrupted: false,
+        stopped_running: None,
+        snapshot_failing: false,
+    }
+}
+
+fn started(actions: &[Action]) -> Vec<(&str, u32)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Start(item, attempt) => Some((item.id.as_str(), *attempt)),
+            Action::Cancel(_) => None,
+        })
+        .collect()
+}
+
+fn finished(id: &str, status: ItemStatus) -> Input {
+    Input::Unit(Event::ItemFinished(Box::new(Outcome::not_run(
+        id,
+        &format!("task-{id}"),
+        &format!("item {id}"),
+        status,
+        "done".into(),
+    ))))
+}
+
+#[test]
+fn the_first_interrupt_stops_gracefully_the_second_at_once_and_nothing_more_starts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = spec(dir.path(), 1, 0);
+    let mut team = Team::open(&s.team, &s.workspace).expect("team opens");
+    let mut events = Events::default();
+    let mut d = dispatcher(s, &mut team, &mut events);
+    let mut items: super::ItemStream = Box::new(
+        vec![item("a", "x", &[]), item("b", "x", &[])]
+            .into_iter()
+            .map(Ok),
+    );
+    assert_eq!(started(&d.fill(&mut items).expect("fill")), [("a", 1)]);
+    assert_eq!(
+        d.handle(Input::Interrupt).expect("handle"),
+        [Action::Cancel(Cancel::Graceful)]
+    );
+    assert!(
+        d.fill(&mut items).expect("fill").is_empty(),
+        "b is not started"
+    );
+    assert_eq!(
+        d.handle(Input::Interrupt).expect("handle"),
+        [Action::Cancel(Cancel::Immediate)]
+    );
+    assert!(!d.over().expect("over"), "a still runs");
+    d.handle(finished("a", ItemStatus::Cancelled))
+        .expect("handle");
+    assert!(d.over().expect("over"));
+}
+
+#[test]
+fn an_item_waits_for_its_prerequisite_and_starts_once_it_completes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = spec(dir.path(), 4, 0);
+    let mut team = Team::open(&s.team, &s.workspace).expect("team opens");
+    let mut events = Events::default();
+    let mut d = dispatcher(s, &mut team, &mut events);
+    let mut items: super::ItemStream = Box::new(
+        vec![
+            item("b", "x", &["a"]),
+            item("a", "x", &[]),
+            item("c", "x", &["a"]),
+        ]
+        .into_iter()
+        .map(Ok),
+    );
+    assert_eq!(started(&d.fill(&mut items).expect("fill")), [("a", 1)]);
+    assert!(
+        d.handle(finished("a", ItemStatus::Completed))
+            .expect("handle")
+            .is_empty()
+    );
+    // Waiting ones start in input order.
+    assert_eq!(
+        started(&d.fill(&mut items).expect("fill")),
+        [("b", 1), ("c", 1)]
+    );
+}
+
+#[test]
+fn max_fail_immediate_cancels_the_running_and_their_outcomes_say_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = spec(dir.path(), 2, 0);
+    s.settings.limits.max_fail = Some(crate::options::limits::MaxFail {
+        count: 1,
+        immediate: true,
+    });
+    let mut team = Team::open(&s.team, &s.workspace).expect("team opens");
+    let mut events = Events::default();
+    {
+        let mut d = dispatcher(s, &mut team, &mut events);
+        let mut items: super::ItemStream = Box::new(
+            vec![
+                item("a", "x", &[]),
+                item("b", "x", &[]),
+                item("c", "x", &[]),
+            ]
+            .into_iter()
+            .map(Ok),
+        );
+        assert_eq!(
+            started(&d.fill(&mut items).expect("fill")),
+            [("a", 1), ("b", 1)]
+        );
+        assert_eq!(
+            d.handle(finished("a", ItemStatus::Failed)).expect("handle"),
+            [Action::Cancel(Cancel::Graceful)]
+        );
+        d.handle(finished("b", ItemStatus::Cancelled))
+            .expect("handle");
+        assert!(started(&d.fill(&mut items).expect("fill")).is_empty());
+        assert!(d.over().expect("over"));
+    }
+    assert!(
+        events
+            .outcome("b")
+            .error
+            .starts_with("stopped while running: --max-fail 1 reached"),
+        "{}",
+        events.outcome("b").error
+    );
+    assert!(
+        events
+            .outcome("c")
+            .error
+            .starts_with("not started: --max-fail 1 reached"),
+        "{}",
+        events.outcome("c").error
+    );
+}
+
+#[test]
+fn a_crashed_unit_leaves_its_item_failed_not_lost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = spec(dir.path(), 1, 0);
+    let mut team = Team::open(&s.team, &s.workspace).expect("team opens");
+    let mut events = Events::default();
+    {
+        let mut d = dispatcher(s, &mut team, &mut events);
+        let mut items: super::ItemStream = Box::new(vec![item("a", "x", &[])].into_iter().map(Ok));
+        assert_eq!(started(&d.fill(&mut items).expect("fill")), [("a", 1)]);
+        d.handle(Input::Crashed(Some(item("a", "x", &[]))))
+            .expect("handle");
+        // As the loop does after each input: the source is found to be at its end.
+        assert!(d.fill(&mut items).expect("fill").is_empty());
+        assert!(d.over().expect("over"));
+    }
+    assert_eq!(events.outcome("a").status, ItemStatus::Failed);
+    assert!(events.outcome("a").error.contains("supervisor crashed"));
+    // The journal has it too: a resume will not lose it.
+    drop(team);
+    let reopened = Team::open("t", &dir.path().join("ws")).expect("team reopens");
+    assert_eq!(reopened.finished["a"].status, ItemStatus::Failed);
 }

@@ -26,6 +26,7 @@
 //! (`true`/`false`), `response_format` (`json_schema`/`json_object`/`none`), `header.NAME`
 //! (an extra request header), `body.NAME` (an extra body field: JSON, else a string).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -35,7 +36,7 @@ use tokio::sync::watch;
 
 use super::{Attempt, Backend, BoxFuture, Execution};
 use crate::agent::AgentResult;
-use crate::agent::definition::BackendDef;
+use crate::agent::definition::{BackendDef, HttpSpec};
 use crate::error::{Error, Result};
 use crate::failure::FailureKind;
 use crate::report::{ProcessEnd, one_line};
@@ -202,73 +203,9 @@ impl Http {
                 )));
             }
         };
-        let mut headers = HeaderMap::new();
-        let extra_headers = spec.headers.iter().map(|(k, v)| (k.as_str(), v)).chain(
-            vars.iter()
-                .filter_map(|(k, v)| Some((k.strip_prefix("header.")?, v))),
-        );
-        for (name, value) in extra_headers {
-            let n = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| usage(format!("`{name}` is not an HTTP header name")))?;
-            let v = HeaderValue::from_str(value).map_err(|_| {
-                usage(format!(
-                    "the value of header `{name}` is not a header value"
-                ))
-            })?;
-            headers.insert(n, v);
-        }
-        let mut body = Map::new();
-        for (k, v) in &spec.body {
-            let v = serde_json::to_value(v)
-                .map_err(|e| usage(format!("[http] body `{k}` is not JSON: {e}")))?;
-            body.insert(k.clone(), v);
-        }
-        for field in spec
-            .body
-            .keys()
-            .map(String::as_str)
-            .chain(vars.keys().filter_map(|k| k.strip_prefix("body.")))
-        {
-            let owned = match field {
-                "" => Some("a body field needs a name (body.NAME=VALUE)"),
-                "model" => Some("the model is --model"),
-                "messages" => Some("the messages are the prompt and the runner's system message"),
-                "stream" => Some("the backend reads one JSON answer, not a stream"),
-                "response_format" => Some("use --var response_format=json_schema|json_object|none"),
-                _ => None,
-            };
-            if let Some(why) = owned {
-                return Err(usage(format!("body field `{field}` cannot be set: {why}")));
-            }
-        }
-        for (k, v) in vars {
-            if let Some(field) = k.strip_prefix("body.") {
-                let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.clone()));
-                body.insert(field.to_owned(), value);
-            }
-        }
-        // reqwest is built without a crypto provider of its own; ring is ours (installing
-        // it twice is harmless).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut builder = reqwest::Client::builder();
-        // HTTP(S)_PROXY and NO_PROXY are honoured, except for a server on this machine (as
-        // Go's net/http does): a proxy cannot reach our loopback.
-        let host = parsed.host_str().unwrap_or_default();
-        let loopback = host.eq_ignore_ascii_case("localhost")
-            || host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback());
-        if loopback {
-            builder = builder.no_proxy();
-        }
-        let client = builder
-            .connect_timeout(Duration::from_secs(30))
-            .pool_idle_timeout(Duration::from_secs(90))
-            .user_agent(concat!("teammate-runner/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| Error::Environment(format!("cannot set up the HTTP client: {e}")))?;
+        let headers = headers(spec, vars, &usage)?;
+        let body = body(spec, vars, &usage)?;
+        let client = client(&parsed)?;
         Ok(Http {
             client,
             url: format!("{base}/chat/completions"),
@@ -788,6 +725,104 @@ fn replace_bytes(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
         }
     }
     out
+}
+
+/// The request headers: the definition's `[http] headers`, then `--var header.NAME=VALUE`.
+///
+/// Errors: a name or value HTTP does not allow (exit 2, through `usage`).
+fn headers(
+    spec: &HttpSpec,
+    vars: &BTreeMap<String, String>,
+    usage: &dyn Fn(String) -> Error,
+) -> Result<HeaderMap> {
+    let mut headers = HeaderMap::new();
+    let extra_headers = spec.headers.iter().map(|(k, v)| (k.as_str(), v)).chain(
+        vars.iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix("header.")?, v))),
+    );
+    for (name, value) in extra_headers {
+        let n = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| usage(format!("`{name}` is not an HTTP header name")))?;
+        let v = HeaderValue::from_str(value).map_err(|_| {
+            usage(format!(
+                "the value of header `{name}` is not a header value"
+            ))
+        })?;
+        headers.insert(n, v);
+    }
+    Ok(headers)
+}
+
+/// The extra body fields: the definition's `[http] body`, then `--var body.NAME=VALUE` (a
+/// value that parses as JSON is sent as that JSON, else as a string).
+///
+/// Errors: a field the backend sets itself (`model`, `messages`, `stream`,
+/// `response_format`) or one without a name (exit 2, through `usage`).
+fn body(
+    spec: &HttpSpec,
+    vars: &BTreeMap<String, String>,
+    usage: &dyn Fn(String) -> Error,
+) -> Result<Map<String, Value>> {
+    let mut body = Map::new();
+    for (k, v) in &spec.body {
+        let v = serde_json::to_value(v)
+            .map_err(|e| usage(format!("[http] body `{k}` is not JSON: {e}")))?;
+        body.insert(k.clone(), v);
+    }
+    for field in spec
+        .body
+        .keys()
+        .map(String::as_str)
+        .chain(vars.keys().filter_map(|k| k.strip_prefix("body.")))
+    {
+        let owned = match field {
+            "" => Some("a body field needs a name (body.NAME=VALUE)"),
+            "model" => Some("the model is --model"),
+            "messages" => Some("the messages are the prompt and the runner's system message"),
+            "stream" => Some("the backend reads one JSON answer, not a stream"),
+            "response_format" => Some("use --var response_format=json_schema|json_object|none"),
+            _ => None,
+        };
+        if let Some(why) = owned {
+            return Err(usage(format!("body field `{field}` cannot be set: {why}")));
+        }
+    }
+    for (k, v) in vars {
+        if let Some(field) = k.strip_prefix("body.") {
+            let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.clone()));
+            body.insert(field.to_owned(), value);
+        }
+    }
+    Ok(body)
+}
+
+/// The one client of the run: rustls, a 30 s connect timeout, and the proxy variables
+/// honoured except for a server on this machine.
+///
+/// Errors: the client cannot be built (exit 3).
+fn client(base: &reqwest::Url) -> Result<reqwest::Client> {
+    // reqwest is built without a crypto provider of its own; ring is ours (installing
+    // it twice is harmless).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut builder = reqwest::Client::builder();
+    // HTTP(S)_PROXY and NO_PROXY are honoured, except for a server on this machine (as
+    // Go's net/http does): a proxy cannot reach our loopback.
+    let host = base.host_str().unwrap_or_default();
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        builder = builder.no_proxy();
+    }
+    builder
+        .connect_timeout(Duration::from_secs(30))
+        .pool_idle_timeout(Duration::from_secs(90))
+        .user_agent(concat!("teammate-runner/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| Error::Environment(format!("cannot set up the HTTP client: {e}")))
 }
 
 #[cfg(test)]

@@ -230,20 +230,10 @@ pub async fn run_item(
         let interrupted = *cancel.borrow() != Cancel::None;
         requeued = after == After::Requeue && !interrupted;
         if after == After::Final && result.verdict.kind == Some(FailureKind::RateLimited) {
-            // The gate gives up when the next wait would pass the bound, not after it.
-            let wait = result
-                .verdict
-                .retry_after_s
-                .and_then(crate::failure::hinted_wait);
-            let next = match wait {
-                Some(w) => format!("waiting the {} it asks for", rough_duration(w)),
-                None => "another back-off".to_owned(),
-            };
-            result.verdict.reason = format!(
-                "still rate limited after waiting {}; {next} would pass --rate-limit-wait {}: {}",
-                rough_duration(rate_limit_waited),
-                rough_duration(gate.limits().rate_limit_wait),
-                result.verdict.reason
+            explain_last_rate_limit(
+                &mut result.verdict,
+                rate_limit_waited,
+                gate.limits().rate_limit_wait,
             );
         }
         let retrying = requeued
@@ -262,21 +252,7 @@ pub async fn run_item(
         if !retrying {
             break result;
         }
-        retry_ctx = Some(RetryContext {
-            attempt: attempt + 1,
-            status: result.verdict.status.to_string(),
-            reason: result.verdict.reason.clone(),
-            report: result
-                .report
-                .as_ref()
-                .map(|r| serde_json::to_string_pretty(&r.raw).unwrap_or_default()),
-            working_context: crate::working_context::carry(
-                &dir.join(crate::working_context::FILE_NAME),
-                &item.teammate,
-                WORKING_CONTEXT_MAX,
-                read_capped,
-            ),
-        });
+        retry_ctx = Some(retry_context(&dir, &item, attempt + 1, &result));
         attempt += 1;
         if !requeued {
             // A retry by --retries waits its own back-off; a re-queued one waits at the gate.
@@ -295,13 +271,26 @@ pub async fn run_item(
         }
         previous = Some(result);
     };
+    let outcome = final_outcome(&item, last, last_made, started_at, content_hash);
+    let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
+}
+
+/// The item's outcome from its last attempt; `attempts` is the number of the last attempt
+/// made, `started_at` when the item's first attempt began (RFC 3339).
+fn final_outcome(
+    item: &WorkItem,
+    last: AttemptResult,
+    attempts: u32,
+    started_at: String,
+    content_hash: String,
+) -> Outcome {
     let report = last.report.as_ref();
-    let outcome = Outcome {
+    Outcome {
         id: item.id.clone(),
         teammate: item.teammate.clone(),
         title: item.title.clone(),
         status: last.verdict.status,
-        attempts: last_made,
+        attempts,
         exit_code: last.exit_code,
         duration_s: (last.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
         started_at,
@@ -325,8 +314,44 @@ pub async fn run_item(
         branch: last.git.as_ref().map(|g| g.0.clone()),
         commit: last.git.as_ref().map(|g| g.1.clone()),
         diffstat: last.git.as_ref().map(|g| g.2.clone()),
+    }
+}
+
+/// What attempt `next` of `item` is told about the one before (`result`): its verdict, its
+/// report and the working context the teammate left in `dir`.
+fn retry_context(dir: &Path, item: &WorkItem, next: u32, result: &AttemptResult) -> RetryContext {
+    RetryContext {
+        attempt: next,
+        status: result.verdict.status.to_string(),
+        reason: result.verdict.reason.clone(),
+        report: result
+            .report
+            .as_ref()
+            .map(|r| serde_json::to_string_pretty(&r.raw).unwrap_or_default()),
+        working_context: crate::working_context::carry(
+            &dir.join(crate::working_context::FILE_NAME),
+            &item.teammate,
+            WORKING_CONTEXT_MAX,
+            read_capped,
+        ),
+    }
+}
+
+/// The reason of a rate-limited attempt after which the gate gave up: how long the item
+/// waited, and that the next wait would pass `--rate-limit-wait` (the gate gives up when
+/// the next wait would pass the bound, not after it).
+fn explain_last_rate_limit(verdict: &mut Verdict, waited: Duration, bound: Duration) {
+    let wait = verdict.retry_after_s.and_then(crate::failure::hinted_wait);
+    let next = match wait {
+        Some(w) => format!("waiting the {} it asks for", rough_duration(w)),
+        None => "another back-off".to_owned(),
     };
-    let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
+    verdict.reason = format!(
+        "still rate limited after waiting {}; {next} would pass --rate-limit-wait {}: {}",
+        rough_duration(waited),
+        rough_duration(bound),
+        verdict.reason
+    );
 }
 
 /// `d` in its two largest units, whole seconds (`1h 5m`, `3170years 3months`, `0s`).

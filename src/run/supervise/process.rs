@@ -236,28 +236,13 @@ pub async fn run(
         stderr_bytes: 0,
     };
     let marker = descendants::new_attempt();
-    let mut pause = START_RETRY_FIRST;
     let Started {
         mut child,
         registered,
         stdout_file,
-    } = loop {
-        match start(spec, &marker) {
-            Ok(started) => break started,
-            Err(StartError::Failed(why)) => return ended_early(ProcessEnd::NotStarted(why)),
-            Err(StartError::Exhausted(why)) => {
-                tracing::debug!("{why}; starting again in {pause:?}");
-                tokio::select! {
-                    _ = tokio::time::sleep(pause) => {}
-                    changed = cancel.changed() => {
-                        if changed.is_err() || *cancel.borrow() != Cancel::None {
-                            return ended_early(ProcessEnd::Cancelled);
-                        }
-                    }
-                }
-                pause = (pause * 2).min(START_RETRY_MAX);
-            }
-        }
+    } = match start_patiently(spec, &marker, &mut cancel).await {
+        Ok(started) => started,
+        Err(end) => return ended_early(end),
     };
     let started = Instant::now();
     let stopped_before = job_control::stopped_total();
@@ -374,29 +359,65 @@ pub async fn run(
     }
     drop(guard);
 
-    let (end, exit_code) = match status {
-        Err(e) => (
-            ProcessEnd::NotStarted(format!("cannot wait for the process: {e}")),
-            None,
-        ),
-        Ok(st) => {
-            use std::os::unix::process::ExitStatusExt;
-            match stopping {
-                Some((end, _)) => (end, st.code()),
-                None => match (st.code(), st.signal()) {
-                    (Some(code), _) => (ProcessEnd::Exited(code), Some(code)),
-                    (None, Some(sig)) => (ProcessEnd::Signalled(sig), None),
-                    (None, None) => (ProcessEnd::Signalled(0), None),
-                },
-            }
-        }
-    };
+    let (end, exit_code) = ending(status, stopping);
     Exit {
         end,
         exit_code,
         elapsed,
         stdout_bytes: bytes[0],
         stderr_bytes: bytes[1],
+    }
+}
+
+/// [`start`], tried again with back-off while descriptors or processes are short; the
+/// `ProcessEnd` when it cannot start (`NotStarted`) or the run is interrupted meanwhile
+/// (`Cancelled`).
+async fn start_patiently(
+    spec: &Spawn,
+    marker: &str,
+    cancel: &mut watch::Receiver<Cancel>,
+) -> std::result::Result<Started, ProcessEnd> {
+    let mut pause = START_RETRY_FIRST;
+    loop {
+        match start(spec, marker) {
+            Ok(started) => return Ok(started),
+            Err(StartError::Failed(why)) => return Err(ProcessEnd::NotStarted(why)),
+            Err(StartError::Exhausted(why)) => {
+                tracing::debug!("{why}; starting again in {pause:?}");
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    changed = cancel.changed() => {
+                        if changed.is_err() || *cancel.borrow() != Cancel::None {
+                            return Err(ProcessEnd::Cancelled);
+                        }
+                    }
+                }
+                pause = (pause * 2).min(START_RETRY_MAX);
+            }
+        }
+    }
+}
+
+/// How the attempt ended, from its wait status and why the runner was stopping it, if it
+/// was: `(end, exit code)`.
+fn ending(
+    status: std::io::Result<std::process::ExitStatus>,
+    stopping: Option<(ProcessEnd, tokio::time::Instant)>,
+) -> (ProcessEnd, Option<i32>) {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Err(e) => (
+            ProcessEnd::NotStarted(format!("cannot wait for the process: {e}")),
+            None,
+        ),
+        Ok(st) => match stopping {
+            Some((end, _)) => (end, st.code()),
+            None => match (st.code(), st.signal()) {
+                (Some(code), _) => (ProcessEnd::Exited(code), Some(code)),
+                (None, Some(sig)) => (ProcessEnd::Signalled(sig), None),
+                (None, None) => (ProcessEnd::Signalled(0), None),
+            },
+        },
     }
 }
 

@@ -10,7 +10,8 @@ use crate::run::schedule::pipeline;
 use crate::settings::{self, Settings};
 use crate::source::batch_spec::{self, BatchSpec, SchemaSource};
 use crate::source::csv_batch::{self, CsvBatchFiles};
-use crate::source::csv_input::{self, Spool};
+use crate::source::csv_input;
+use crate::source::input::{self, Spool};
 
 fn read_text(path: &Path, what: &'static str) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|e| Error::read_input(what, path, e))?;
@@ -39,7 +40,7 @@ pub fn run(args: BatchArgs) -> Result<i32> {
     let backend = crate::run::backend::for_settings(&settings)?;
     if files.input == Path::new("-") {
         // Every flag is checked before stdin is read.
-        files.input = PathBuf::from(csv_input::STDIN_NAME);
+        files.input = PathBuf::from(input::STDIN_NAME);
         files.stdin = Some(Spool::read(std::io::stdin().lock())?);
     }
     pipeline::run(csv_batch::plan(files, settings, cwd)?, backend)
@@ -67,6 +68,13 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
             ));
         }
     };
+    if args.delimiter.is_some() && input::InputFormat::of(&input) == input::InputFormat::Jsonl {
+        return Err(Error::Conflict {
+            flag: "--delimiter".into(),
+            other: format!("the JSON Lines input {}", input.display()),
+            why: "JSON Lines has no delimiter; drop --delimiter".into(),
+        });
+    }
     let delimiter = match (&args.delimiter, spec.delimiter) {
         (Some(d), _) => csv_input::delimiter_for("--delimiter", Some(d), None)?,
         (None, Some(d)) => d,

@@ -14,6 +14,7 @@
 pub mod checkpoints;
 pub mod junit;
 pub mod output_csv;
+pub mod output_jsonl;
 pub mod previous;
 pub mod shard_meta;
 pub mod todo_marks;

@@ -15,7 +15,7 @@ use crate::report::ItemStatus;
 use crate::run::events::Reporter;
 use crate::run::record::outcome::Outcome;
 use crate::run::schedule::selection::Selection;
-use crate::source::csv_input::CsvTable;
+use crate::source::input::InputTable;
 
 /// The runner's columns, in order.
 pub const RUNNER_COLUMNS: &[&str] = &[
@@ -431,7 +431,7 @@ pub struct CsvOutput {
     /// The output file.
     pub path: PathBuf,
     /// The scanned input.
-    pub table: CsvTable,
+    pub table: InputTable,
     /// Which rows this run covers.
     pub selection: Selection,
     /// The output's columns.
@@ -447,6 +447,9 @@ impl Sink for CsvOutput {
 
     fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
         let rows = self.table.rows()?;
+        if let Some(w) = self.table.changed() {
+            eprintln!("warning: {w}");
+        }
         let missing = if run.summary.interrupted {
             (
                 ItemStatus::Cancelled,

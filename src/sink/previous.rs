@@ -57,6 +57,53 @@ impl Previous {
         })
     }
 
+    /// Index the JSON Lines output `path` (one object per line, [`crate::sink::output_jsonl`]):
+    /// ids from the field `id_column` (a string, or a number as its JSON text; the line's
+    /// row number when `None`), statuses from `status_column`. Objects name their fields, so
+    /// unlike a CSV output the fields need not match this run's.
+    ///
+    /// Errors: the file is missing or unreadable, or a line is not a JSON object (exit 2,
+    /// naming the line).
+    pub fn read_jsonl(
+        path: &Path,
+        id_column: Option<&str>,
+        status_column: &str,
+    ) -> Result<Previous> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| Error::read_input("the previous output for --only", path, e))?;
+        let mut rows = HashMap::new();
+        let mut start = 0usize;
+        let mut number = 0u64;
+        for (n, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
+            let end = start + line.len();
+            let range = (start as u64, end as u64);
+            start = end;
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let Ok(serde_json::Value::Object(o)) = serde_json::from_slice(line) else {
+                return Err(Error::input_at(
+                    path,
+                    Some(n as u64 + 1),
+                    "not a JSON Lines output (this line is not a JSON object); run without --only to write a new output",
+                ));
+            };
+            number += 1;
+            let id = match id_column.map(|c| o.get(c)) {
+                None => number.to_string(),
+                Some(Some(serde_json::Value::String(s))) => s.clone(),
+                Some(Some(serde_json::Value::Number(x))) => x.to_string(),
+                Some(_) => continue,
+            };
+            let completed = o.get(status_column).and_then(|v| v.as_str()) == Some("completed");
+            rows.insert(id, (completed, range.0, range.1));
+        }
+        Ok(Previous {
+            path: path.to_owned(),
+            rows,
+        })
+    }
+
     /// Whether the previous output shows `id` completed.
     pub fn completed(&self, id: &str) -> bool {
         self.rows.get(id).is_some_and(|r| r.0)

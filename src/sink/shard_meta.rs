@@ -11,7 +11,7 @@ use super::{RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::options::selection::Shard;
 use crate::run::events::Reporter;
-use crate::source::csv_input::CsvTable;
+use crate::source::input::InputTable;
 
 /// `<output>.shard.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,7 +78,7 @@ pub struct ShardSidecar {
     /// This shard.
     pub shard: Shard,
     /// The scanned input, streamed again for the row numbers of the shard.
-    pub table: CsvTable,
+    pub table: InputTable,
 }
 
 impl Reporter for ShardSidecar {}

@@ -21,9 +21,11 @@ use crate::run::{RunSpec, isolation};
 use crate::settings::{PIPE_WAIT, Settings};
 use crate::sink::Sinks;
 use crate::sink::output_csv::{self, CsvOutput};
+use crate::sink::output_jsonl::{self, JsonlOutput};
 use crate::sink::previous::Previous;
 use crate::sink::shard_meta::{self, ShardSidecar};
-use crate::source::csv_input::{self, CsvRow, CsvTable, Spool};
+use crate::source::input::{InputFormat, InputRow, InputTable, Spool};
+use crate::source::{csv_input, jsonl_input};
 
 /// The column that names a row's prerequisites (ids separated by `;`).
 pub const DEPENDS_ON: &str = "depends_on";
@@ -33,7 +35,7 @@ pub const STDIN_COPY: &str = "stdin.csv";
 
 /// The files of a CSV batch, resolved from flags and BATCH.md.
 pub struct CsvBatchFiles {
-    /// The input CSV ([`csv_input::STDIN_NAME`] when the rows come from stdin).
+    /// The input CSV ([`crate::source::input::STDIN_NAME`] when the rows come from stdin).
     pub input: PathBuf,
     /// The rows read from stdin (`--input -`); `None`: they are read from `input`.
     pub stdin: Option<Spool>,
@@ -58,7 +60,7 @@ pub struct CsvBatchFiles {
 
 /// The rows of the batch this run covers, as work items, streamed from the input.
 struct Rows {
-    table: CsvTable,
+    table: InputTable,
     instruction: Instruction,
     selection: Selection,
     /// Prerequisites by id, when the input has a `depends_on` column.
@@ -107,24 +109,11 @@ struct Survey {
     ids: HashSet<u64>,
 }
 
-/// Stream the input once more: the batch fingerprint, the `depends_on` graph (checked), and
-/// how many rows this run covers.
-fn survey(files: &CsvBatchFiles, table: &CsvTable, selection: &Selection) -> Result<Survey> {
-    let mut fp = Fnv::default();
-    {
-        use std::io::Read;
-        let mut f = table.open()?;
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = f
-                .read(&mut buf)
-                .map_err(|e| Error::read_input("the input CSV", &files.input, e))?;
-            if n == 0 {
-                break;
-            }
-            fp.update(&buf[..n]);
-        }
-    }
+/// Stream the scanned rows once more (from the snapshot, not the file): the batch
+/// fingerprint, the `depends_on` graph (checked), and how many rows this run covers.
+fn survey(files: &CsvBatchFiles, table: &InputTable, selection: &Selection) -> Result<Survey> {
+    // The input's bytes were hashed as the scan read them.
+    let mut fp = table.digest;
     fp.update(b"\0instruction\0");
     fp.update(files.instruction.as_bytes());
     fp.update(b"\0schema\0");
@@ -303,7 +292,7 @@ fn to_item(
     deps: Option<&HashMap<String, Vec<String>>>,
     headers: &[String],
     instruction: &Instruction,
-    row: CsvRow,
+    row: InputRow,
 ) -> WorkItem {
     let body = instruction.render(headers, &row.values);
     let after = deps
@@ -331,12 +320,19 @@ fn to_item(
 /// Errors: every problem of the input files (exit 2, naming the file and line), nothing
 /// written.
 pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
-    let table = csv_input::scan(
-        &files.input,
-        files.stdin.clone(),
-        files.delimiter,
-        files.id_column.as_deref(),
-    )?;
+    let table = match InputFormat::of(&files.input) {
+        InputFormat::Csv => csv_input::scan(
+            &files.input,
+            files.stdin.clone(),
+            files.delimiter,
+            files.id_column.as_deref(),
+        )?,
+        InputFormat::Jsonl => jsonl_input::scan(
+            &files.input,
+            files.stdin.clone(),
+            files.id_column.as_deref(),
+        )?,
+    };
     let instruction = Instruction::parse(
         &files.instruction_path,
         files.instruction_line,
@@ -430,7 +426,17 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
     }
     inputs.push(PlanFile::new("instruction", &files.instruction_path, ""));
     inputs.extend(files.reads.iter().map(|(w, p)| PlanFile::new(w, p, "")));
-    let mut outputs = vec![PlanFile::new("output", &output, "--output")];
+    let mut outputs = vec![if output_jsonl::is_jsonl_path(&output) {
+        PlanFile::new("output", &output, "--output").replacing(
+            "a JSON Lines output of the runner (no status, attempts and error fields)",
+            output_jsonl::is_output,
+        )
+    } else {
+        PlanFile::new("output", &output, "--output").replacing(
+            "an output CSV of the runner (no status, attempts and error columns)",
+            output_csv::is_output,
+        )
+    }];
     if settings.shard.is_some() {
         outputs.push(PlanFile::new(
             "shard sidecar",
@@ -445,12 +451,21 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         deps: survey.deps,
     });
     let mut sinks = Sinks::default();
-    sinks.push(Box::new(CsvOutput {
-        path: output.clone(),
-        table: table.clone(),
-        selection: selection.clone(),
-        layout,
-    }));
+    if output_jsonl::is_jsonl_path(&output) {
+        sinks.push(Box::new(JsonlOutput {
+            path: output.clone(),
+            table: table.clone(),
+            selection: selection.clone(),
+            layout,
+        }));
+    } else {
+        sinks.push(Box::new(CsvOutput {
+            path: output.clone(),
+            table: table.clone(),
+            selection: selection.clone(),
+            layout,
+        }));
+    }
     if let Some(shard) = settings.shard {
         sinks.push(Box::new(ShardSidecar {
             output: output.clone(),
@@ -556,7 +571,11 @@ fn previous_output(
             } else {
                 "status"
             };
-            Previous::read(output, &layout.headers, id_column, status_col).map(Some)
+            if output_jsonl::is_jsonl_path(output) {
+                Previous::read_jsonl(output, id_column, status_col).map(Some)
+            } else {
+                Previous::read(output, &layout.headers, id_column, status_col).map(Some)
+            }
         }
     }
 }

@@ -1,9 +1,10 @@
 //! `workers-input.csv`: the rows of a CSV batch (seed `taskmaster-protocol.md`, DESIGN §3).
 //!
-//! The file is read twice, both times streaming: [`scan`] validates every record before
-//! anything is written (header row, equal lengths, UTF-8, non-empty unique ids) and keeps
-//! only the ids; [`CsvRows`] then yields rows one at a time for the run, so memory does not
-//! grow with the row count beyond the rows in flight and the id set.
+//! The file is opened once and read streaming: [`scan`] validates every record before
+//! anything is written (header row, equal lengths, UTF-8, non-empty unique ids), keeps only
+//! the ids, and leaves a snapshot of the bytes ([`Spool`]); [`CsvRows`] then yields rows one
+//! at a time from that snapshot for the run, so memory does not grow with the row count
+//! beyond the rows in flight and the id set.
 //!
 //! Format: RFC 4180 CSV with a header row; a UTF-8 BOM is stripped; CRLF or LF records;
 //! quoted fields may hold commas, quotes (`""`) and newlines, which are carried byte-for-byte.
@@ -14,12 +15,9 @@
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use crate::error::{Error, Result};
-
-/// How messages name rows read from stdin (`--input -`).
-pub const STDIN_NAME: &str = "<stdin>";
+use crate::source::input::{InputFormat, InputRow, InputTable, Snapshotting, Spool};
 
 /// The field delimiter of an input: `flag` (`--delimiter`, else BATCH.md's `delimiter`) when
 /// given, else tab for a `.tsv` or `.tab` file, else a comma. `\t` and `tab` name a tab.
@@ -77,7 +75,7 @@ fn delimiter_hint(path: &Path, headers: &[String], delimiter: u8) -> Option<Stri
     ))
 }
 
-/// `e` with `hint` (from [`CsvTable::hint`]) added to its message, when it is an input
+/// `e` with `hint` (from [`InputTable::hint`]) added to its message, when it is an input
 /// error: a missing column is most often a header split at the wrong delimiter.
 pub fn with_hint(e: Error, hint: Option<&str>) -> Error {
     match (e, hint) {
@@ -95,93 +93,6 @@ pub fn with_hint(e: Error, hint: Option<&str>) -> Error {
         },
         (e, _) => e,
     }
-}
-
-/// Rows read from stdin, spooled to an unnamed temporary file (gone when the last clone is
-/// dropped) so that they can be read as often as a file. Cheap to clone.
-#[derive(Debug, Clone)]
-pub struct Spool(Arc<std::fs::File>);
-
-impl Spool {
-    /// Read `input` to its end into a new spool.
-    ///
-    /// Errors: no temporary file can be made (exit 3), or `input` cannot be read (exit 2).
-    pub fn read(mut input: impl Read) -> Result<Spool> {
-        let mut file = tempfile::tempfile().map_err(|e| {
-            Error::io(
-                "create a temporary file for stdin in",
-                &std::env::temp_dir(),
-                e,
-            )
-        })?;
-        std::io::copy(&mut input, &mut file)
-            .map_err(|e| Error::read_input("the input CSV", Path::new(STDIN_NAME), e))?;
-        Ok(Spool(Arc::new(file)))
-    }
-
-    /// A reader from the spool's first byte (each reader keeps its own position).
-    pub fn reader(&self) -> SpoolReader {
-        SpoolReader {
-            file: self.0.clone(),
-            pos: 0,
-        }
-    }
-
-    /// Copy the spooled bytes to `path`, replacing it atomically.
-    ///
-    /// Errors: the copy cannot be written (exit 3, naming the path).
-    pub fn copy_to(&self, path: &Path) -> Result<()> {
-        crate::fsutil::replace_with(path, |w| std::io::copy(&mut self.reader(), w).map(|_| ()))
-    }
-}
-
-/// A reader of a [`Spool`] with its own position (positioned reads, so readers never move
-/// each other).
-pub struct SpoolReader {
-    file: Arc<std::fs::File>,
-    pos: u64,
-}
-
-impl Read for SpoolReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        use std::os::unix::fs::FileExt;
-        let n = self.file.read_at(buf, self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
-/// What [`scan`] learned about a valid input file.
-#[derive(Debug, Clone)]
-pub struct CsvTable {
-    /// The file, for messages ([`STDIN_NAME`] for stdin).
-    pub path: PathBuf,
-    /// The rows when they came from stdin; `None`: they are read from `path`.
-    pub spool: Option<Spool>,
-    /// The field delimiter (a byte such as `,`, `;` or a tab).
-    pub delimiter: u8,
-    /// Column names in input order.
-    pub headers: Vec<String>,
-    /// Index of the id column; `None` means the 1-based row number is the id.
-    pub id_column: Option<usize>,
-    /// Number of data rows (header excluded).
-    pub rows: u64,
-    /// A hint when the header looks split at the wrong delimiter (one column holding `;`,
-    /// say), for a warning.
-    pub hint: Option<String>,
-}
-
-/// One data row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CsvRow {
-    /// 1-based data row number (header excluded).
-    pub number: u64,
-    /// 1-based line of the file where the record starts.
-    pub line: u64,
-    /// The row's id: its id column value, or its row number.
-    pub id: String,
-    /// Field values in column order.
-    pub values: Vec<String>,
 }
 
 /// Wraps the input to map a record's byte offset to its 1-based line: the `csv` crate's own
@@ -361,17 +272,8 @@ pub fn scan(
     spool: Option<Spool>,
     delimiter: u8,
     id_column: Option<&str>,
-) -> Result<CsvTable> {
-    let mut table = CsvTable {
-        path: path.to_owned(),
-        spool,
-        delimiter,
-        headers: Vec::new(),
-        id_column: None,
-        rows: 0,
-        hint: None,
-    };
-    let mut rdr = reader(table.open()?, delimiter);
+) -> Result<InputTable> {
+    let mut rdr = reader(Snapshotting::open("the input CSV", path, spool)?, delimiter);
     let headers = read_headers(path, &mut rdr)?;
     let hint = delimiter_hint(path, &headers, delimiter);
     let id_col = id_index(path, &headers, id_column).map_err(|e| with_hint(e, hint.as_deref()))?;
@@ -427,32 +329,19 @@ pub fn scan(
             first_line.insert(id, line);
         }
     }
-    table.headers = headers;
-    table.id_column = id_col;
-    table.rows = rows;
-    table.hint = hint;
-    Ok(table)
-}
-
-impl CsvTable {
-    /// The input's bytes from the start: the spool, or the file.
-    ///
-    /// Errors: the file cannot be opened (exit 2, naming it).
-    pub fn open(&self) -> Result<Box<dyn Read + Send>> {
-        match &self.spool {
-            Some(s) => Ok(Box::new(s.reader())),
-            None => std::fs::File::open(&self.path)
-                .map(|f| Box::new(f) as Box<dyn Read + Send>)
-                .map_err(|e| Error::read_input("the input CSV", &self.path, e)),
-        }
-    }
-
-    /// Stream the rows of the scanned input again, from its start.
-    ///
-    /// Errors: the file cannot be opened, or its header changed since the scan.
-    pub fn rows(&self) -> Result<CsvRows<Box<dyn Read + Send>>> {
-        CsvRows::new(self.open()?, self)
-    }
+    let (spool, digest, stamp) = rdr.into_inner().inner.finish(path)?;
+    Ok(InputTable {
+        path: path.to_owned(),
+        spool,
+        digest,
+        format: InputFormat::Csv,
+        delimiter,
+        headers,
+        id_column: id_col,
+        rows,
+        hint,
+        stamp,
+    })
 }
 
 /// Streaming iterator over the rows of an input file already validated by [`scan`].
@@ -467,7 +356,7 @@ pub struct CsvRows<R: Read> {
 
 impl<R: Read> CsvRows<R> {
     /// Start reading `input` (the same bytes [`scan`] validated into `table`).
-    pub fn new(input: R, table: &CsvTable) -> Result<Self> {
+    pub fn new(input: R, table: &InputTable) -> Result<Self> {
         let mut rdr = reader(input, table.delimiter);
         let headers = read_headers(&table.path, &mut rdr)?;
         if headers != table.headers {
@@ -488,7 +377,7 @@ impl<R: Read> CsvRows<R> {
 }
 
 impl<R: Read> Iterator for CsvRows<R> {
-    type Item = Result<CsvRow>;
+    type Item = Result<InputRow>;
 
     fn next(&mut self) -> Option<Self::Item> {
         match self.rdr.read_byte_record(&mut self.record) {
@@ -506,11 +395,12 @@ impl<R: Read> Iterator for CsvRows<R> {
                     Some(c) => values.get(c).cloned().unwrap_or_default(),
                     None => self.number.to_string(),
                 };
-                Some(Ok(CsvRow {
+                Some(Ok(InputRow {
                     number: self.number,
                     line,
                     id,
                     values,
+                    json: None,
                 }))
             }
         }
@@ -521,16 +411,16 @@ impl<R: Read> Iterator for CsvRows<R> {
 mod tests {
     use super::*;
 
-    fn scan_with(s: &[u8], delimiter: u8, id: Option<&str>) -> Result<CsvTable> {
+    fn scan_with(s: &[u8], delimiter: u8, id: Option<&str>) -> Result<InputTable> {
         let spool = Spool::read(s).expect("spooled");
         scan(Path::new("in.csv"), Some(spool), delimiter, id)
     }
 
-    fn scan_str(s: &[u8], id: Option<&str>) -> Result<CsvTable> {
+    fn scan_str(s: &[u8], id: Option<&str>) -> Result<InputTable> {
         scan_with(s, b',', id)
     }
 
-    fn rows(s: &[u8], id: Option<&str>) -> Vec<CsvRow> {
+    fn rows(s: &[u8], id: Option<&str>) -> Vec<InputRow> {
         let t = scan_str(s, id).expect("valid");
         t.rows().expect("rows").map(|r| r.expect("row")).collect()
     }
@@ -544,7 +434,7 @@ mod tests {
             let t = scan_with(text.as_bytes(), d, Some("id")).expect("valid");
             assert_eq!(t.headers, vec!["id", "text"]);
             assert_eq!(t.hint, None);
-            let r: Vec<CsvRow> = t.rows().expect("rows").map(|r| r.expect("row")).collect();
+            let r: Vec<InputRow> = t.rows().expect("rows").map(|r| r.expect("row")).collect();
             assert_eq!(r[0].values, vec!["1", "a, b"]);
             assert_eq!(r[1].values, vec!["2", "x;y"]);
         }

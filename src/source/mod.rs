@@ -14,5 +14,7 @@
 pub mod batch_spec;
 pub mod csv_batch;
 pub mod csv_input;
+pub mod input;
+pub mod jsonl_input;
 pub mod todo;
 pub mod todo_batch;

@@ -11,6 +11,7 @@ mod context;
 mod faults;
 mod http;
 mod inputs;
+mod jsonl;
 mod keep;
 mod process_faults;
 mod regressions;

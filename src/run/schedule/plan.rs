@@ -71,7 +71,7 @@ pub struct Plan {
     /// Rows read from stdin (`runner batch --input -`) and where in the workspace the
     /// pipeline copies them once the workspace is open: a pipe cannot be read again, and the
     /// copy lets the batch be resumed (`--input - < <workspace>/stdin.csv`).
-    pub stdin_copy: Option<(crate::source::csv_input::Spool, PathBuf)>,
+    pub stdin_copy: Option<(crate::source::input::Spool, PathBuf)>,
 }
 
 /// What places a run's workspace: a CSV batch's output (`<output stem>.runner` beside it),
@@ -117,6 +117,19 @@ pub struct PlanFile {
     pub path: PathBuf,
     /// For a file the run writes, the option that chooses it (`--output`).
     pub flag: &'static str,
+    /// For a file chosen by a flag: the only kind of existing file it may replace, so that
+    /// a slip of `-o` onto someone's notes does not destroy them.
+    pub replaces: Option<Replaces>,
+}
+
+/// The kind of file an output may replace: `kind` names it for the message, `ours` tells it
+/// by its bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Replaces {
+    /// What the file must be (`a JUnit report`).
+    pub kind: &'static str,
+    /// Whether the existing bytes are that kind of file.
+    pub ours: fn(&[u8]) -> bool,
 }
 
 impl PlanFile {
@@ -126,7 +139,15 @@ impl PlanFile {
             what,
             path: path.into(),
             flag,
+            replaces: None,
         }
+    }
+
+    /// This file, which replaces only an existing file `ours` recognises as `kind`
+    /// ([`PlanFile::replaces`]).
+    pub fn replacing(mut self, kind: &'static str, ours: fn(&[u8]) -> bool) -> PlanFile {
+        self.replaces = Some(Replaces { kind, ours });
+        self
     }
 }
 
@@ -138,10 +159,16 @@ impl Plan {
         let mut all = vec![PlanFile::new("workspace", &self.spec.workspace, flag)];
         all.extend(self.outputs.iter().cloned());
         if let Some(j) = &self.spec.settings.junit {
-            all.push(PlanFile::new("JUnit report", j, "--junit"));
+            all.push(
+                PlanFile::new("JUnit report", j, "--junit")
+                    .replacing("a JUnit report", crate::sink::junit::is_junit),
+            );
         }
         if let Some(t) = &self.spec.settings.trace {
-            all.push(PlanFile::new("trace", t, "--trace"));
+            all.push(
+                PlanFile::new("trace", t, "--trace")
+                    .replacing("a trace of a run", crate::sink::trace::is_trace),
+            );
         }
         all
     }
@@ -222,17 +249,12 @@ impl Plan {
         }
         // A file chosen by a flag replaces only an earlier file of its kind: a slip of `-o`
         // onto someone's notes must not destroy them.
+        // A file chosen by a flag replaces only an earlier file of its kind, as whoever
+        // declared it says ([`PlanFile::replacing`]).
         for out in &written {
-            let (kind, ours): (&str, fn(&[u8]) -> bool) = match out.flag {
-                "--output" if out.what == "output" => (
-                    "an output CSV of the runner (no status, attempts and error columns)",
-                    crate::sink::output_csv::is_output,
-                ),
-                "--junit" => ("a JUnit report", crate::sink::junit::is_junit),
-                "--trace" => ("a trace of a run", crate::sink::trace::is_trace),
-                _ => continue,
-            };
-            crate::fsutil::check_replaceable(&out.path, out.flag, kind, ours)?;
+            if let Some(r) = out.replaces {
+                crate::fsutil::check_replaceable(&out.path, out.flag, r.kind, r.ours)?;
+            }
         }
         team::check_owner(&self.spec.workspace, &self.batch)?;
         let probe = "1-x";

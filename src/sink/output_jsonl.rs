@@ -1,0 +1,299 @@
+//! A JSON Lines output (`-o out.jsonl` or `.ndjson`): one object per input row of the
+//! shard, in input order, with the same names as the columns of `workers-output.csv`
+//! ([`output_csv::layout`]) but the values' own types: the input's fields (a JSON Lines
+//! input's with their JSON types, a CSV input's as strings), the report's output fields (or
+//! `result`) as the JSON the teammate gave, then the runner's fields — numbers as numbers,
+//! the hand-off lists as lists, and `null` where a CSV cell is empty. Nothing is guarded
+//! against spreadsheets: no spreadsheet reads it. The file is replaced atomically.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use super::output_csv::{Layout, RUNNER_COLUMNS, WORKTREE_COLUMNS};
+use super::{RunEnd, Sink};
+use crate::error::{Error, Result};
+use crate::report::ItemStatus;
+use crate::run::events::Reporter;
+use crate::run::record::outcome::Outcome;
+use crate::run::schedule::selection::Selection;
+use crate::source::input::{InputRow, InputTable};
+
+/// Whether `path` names a JSON Lines output (`.jsonl`, `.ndjson`).
+pub fn is_jsonl_path(path: &Path) -> bool {
+    crate::source::input::InputFormat::of(path) == crate::source::input::InputFormat::Jsonl
+}
+
+/// Whether `bytes` are a JSON Lines output of the runner: its first line is an object with
+/// the runner's `status`, `attempts` and `error` fields (or their `runner_` names). The only
+/// kind of file a JSON Lines output replaces.
+pub fn is_output(bytes: &[u8]) -> bool {
+    let first = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
+    let Ok(Value::Object(o)) = serde_json::from_slice::<Value>(first) else {
+        return false;
+    };
+    ["status", "attempts", "error"]
+        .iter()
+        .all(|k| o.contains_key(*k) || o.contains_key(&format!("runner_{k}")))
+}
+
+/// The JSON Lines output sink of a CSV or JSON Lines batch: as [`super::output_csv::CsvOutput`],
+/// rows run now from their outcomes, rows `--only` did not select copied byte-for-byte from
+/// the previous output.
+pub struct JsonlOutput {
+    /// The output file.
+    pub path: PathBuf,
+    /// The scanned input.
+    pub table: InputTable,
+    /// Which rows this run covers.
+    pub selection: Selection,
+    /// The names of the fields (the CSV output's columns).
+    pub layout: Layout,
+}
+
+impl Reporter for JsonlOutput {}
+
+impl Sink for JsonlOutput {
+    fn files(&self) -> Vec<PathBuf> {
+        vec![self.path.clone()]
+    }
+
+    fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
+        let rows = self.table.rows()?;
+        if let Some(w) = self.table.changed() {
+            eprintln!("warning: {w}");
+        }
+        let missing = if run.summary.interrupted {
+            (
+                ItemStatus::Cancelled,
+                "not started: the run was interrupted",
+            )
+        } else {
+            (ItemStatus::Cancelled, "not started")
+        };
+        let selection = &self.selection;
+        let mut prev_file = match &selection.previous {
+            Some(p) => Some(
+                p.open()
+                    .map_err(|e| Error::read_input("the previous output", &self.path, e))?,
+            ),
+            None => None,
+        };
+        let mut failure: Option<Error> = None;
+        crate::fsutil::replace_with(&self.path, |w: &mut dyn Write| {
+            for row in rows {
+                let row = match row {
+                    Ok(r) => r,
+                    Err(e) => {
+                        failure = Some(e);
+                        return Err(std::io::Error::other("cannot read the input's rows"));
+                    }
+                };
+                if !selection.in_shard(&row.id) {
+                    continue;
+                }
+                let object = if selection.runs(&row.id) {
+                    match run.outcomes.outcome(&row.id) {
+                        Ok(o) => line(&self.layout, &row, o.as_ref(), missing),
+                        Err(e) => {
+                            failure = Some(e);
+                            return Err(std::io::Error::other("cannot read the journal"));
+                        }
+                    }
+                } else {
+                    if let (Some(prev), Some(file)) = (&selection.previous, prev_file.as_mut())
+                        && let Some(bytes) = prev.raw(file, &row.id)?
+                    {
+                        w.write_all(&bytes)?;
+                        continue;
+                    }
+                    line(
+                        &self.layout,
+                        &row,
+                        None,
+                        (ItemStatus::Skipped, "not selected by --only"),
+                    )
+                };
+                serde_json::to_writer(&mut *w, &Value::Object(object))?;
+                w.write_all(b"\n")?;
+            }
+            Ok(())
+        })
+        .map_err(|e| failure.take().unwrap_or(e))
+    }
+}
+
+/// The object of one row: its input fields, then its outcome's fields under the layout's
+/// names. `missing` is the `(status, reason)` of a row without an outcome, as in
+/// [`super::output_csv::row`].
+pub fn line(
+    layout: &Layout,
+    row: &InputRow,
+    outcome: Option<&Outcome>,
+    missing: (ItemStatus, &str),
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    let names = &layout.headers;
+    for (i, name) in names[..layout.inputs].iter().enumerate() {
+        let value = match &row.json {
+            // A key the row does not have stays out, as in its input line.
+            Some(object) => match object.get(name) {
+                Some(v) => v.clone(),
+                None => continue,
+            },
+            None => Value::String(row.values.get(i).cloned().unwrap_or_default()),
+        };
+        out.insert(name.clone(), value);
+    }
+    let mut rest = names[layout.inputs..].iter();
+    let output = outcome.map_or(&Value::Null, |o| &o.output);
+    match &layout.fields {
+        Some(fields) => {
+            for (field, name) in fields.iter().zip(rest.by_ref()) {
+                out.insert(
+                    name.clone(),
+                    output.get(field).cloned().unwrap_or(Value::Null),
+                );
+            }
+        }
+        None => {
+            if let Some(name) = rest.next() {
+                out.insert(name.clone(), output.clone());
+            }
+        }
+    }
+    let worktree: &[&str] = if layout.worktree {
+        WORKTREE_COLUMNS
+    } else {
+        &[]
+    };
+    let values = runner_values(outcome, missing);
+    for ((column, name), value) in RUNNER_COLUMNS.iter().chain(worktree).zip(rest).zip(values) {
+        debug_assert!(name.ends_with(column));
+        out.insert(name.clone(), value);
+    }
+    out
+}
+
+/// The runner's fields of a row, in [`RUNNER_COLUMNS`] order (then [`WORKTREE_COLUMNS`]).
+fn runner_values(outcome: Option<&Outcome>, missing: (ItemStatus, &str)) -> Vec<Value> {
+    let Some(o) = outcome else {
+        let mut v = vec![
+            json!(missing.0.to_string()),
+            json!(0),
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            json!(missing.1),
+            json!(crate::report::kind_of_not_run(missing.0).map(|k| k.to_string())),
+        ];
+        v.resize(RUNNER_COLUMNS.len() + WORKTREE_COLUMNS.len(), Value::Null);
+        return v;
+    };
+    let text = |s: &str| if s.is_empty() { Value::Null } else { json!(s) };
+    let handoff = |key: &str| {
+        o.report
+            .as_ref()
+            .and_then(|r| r.get(key))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    vec![
+        json!(o.status.to_string()),
+        json!(o.attempts),
+        json!(o.exit_code),
+        if o.attempts == 0 {
+            Value::Null
+        } else {
+            json!((o.duration_s * 1000.0).round() / 1000.0)
+        },
+        text(&o.started_at),
+        text(&o.finished_at),
+        text(&o.error),
+        json!(o.failure_kind.map(|k| k.to_string())),
+        text(&o.summary),
+        text(&o.log),
+        json!(o.cost_usd),
+        json!(o.input_tokens),
+        json!(o.output_tokens),
+        json!(o.turns),
+        json!(o.session_id),
+        handoff("files_modified"),
+        handoff("files_created"),
+        handoff("tests"),
+        handoff("blocker"),
+        handoff("next_steps"),
+        json!(o.branch),
+        json!(o.commit),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::output_csv::layout;
+
+    fn row(json: Option<Value>, values: &[&str]) -> InputRow {
+        InputRow {
+            number: 1,
+            line: 1,
+            id: "a".into(),
+            values: values.iter().map(|v| (*v).to_owned()).collect(),
+            json: json.and_then(|j| j.as_object().cloned()),
+        }
+    }
+
+    #[test]
+    fn fields_keep_their_types_and_names_follow_the_csv_columns() {
+        let schema = json!({"properties": {"score": {}, "n": {}}});
+        let l = layout(&["id".into(), "n".into()], Some(&schema), false, true);
+        let mut o = Outcome::not_run("a", "1-a", "a", ItemStatus::Completed, String::new());
+        o.attempts = 2;
+        o.exit_code = Some(0);
+        o.duration_s = 1.25;
+        o.cost_usd = Some(0.5);
+        o.output = json!({"score": 7, "n": "fine"});
+        o.report = Some(json!({"files_modified": ["a.rs"], "blocker": null}));
+        let r = row(Some(json!({"id": "a", "n": 1})), &["a", "1"]);
+        let line = Value::Object(line(&l, &r, Some(&o), (ItemStatus::Cancelled, "")));
+        assert_eq!(line["n"], json!(1), "a JSON input keeps its number");
+        assert_eq!(line["score"], json!(7));
+        assert_eq!(line["output_n"], json!("fine"), "renamed as in the CSV");
+        assert_eq!(line["status"], json!("completed"));
+        assert_eq!(line["attempts"], json!(2));
+        assert_eq!(line["duration_s"], json!(1.25));
+        assert_eq!(line["cost_usd"], json!(0.5));
+        assert_eq!(line["files_modified"], json!(["a.rs"]));
+        assert_eq!(line["input_tokens"], Value::Null);
+        assert!(
+            line.get("branch").is_none(),
+            "no worktree fields without --isolate"
+        );
+        assert!(is_output(
+            serde_json::to_string(&line).unwrap_or_default().as_bytes()
+        ));
+    }
+
+    #[test]
+    fn a_row_without_an_outcome_says_why_and_a_csv_input_stays_text() {
+        let l = layout(&["id".into(), "n".into()], None, true, true);
+        let r = row(None, &["a", "1"]);
+        let line = Value::Object(line(
+            &l,
+            &r,
+            None,
+            (ItemStatus::Skipped, "not selected by --only"),
+        ));
+        assert_eq!(line["n"], json!("1"));
+        assert_eq!(line["result"], Value::Null);
+        assert_eq!(line["status"], json!("skipped"));
+        assert_eq!(line["attempts"], json!(0));
+        assert_eq!(line["error"], json!("not selected by --only"));
+        assert_eq!(line["failure_kind"], json!("skipped"));
+        assert_eq!(line["branch"], Value::Null);
+        assert!(!is_output(b"{\"id\":1}\n"));
+        assert!(!is_output(b"id,status\n"));
+    }
+}

@@ -1,0 +1,279 @@
+//! The input of a batch, whatever its format: the rows as the run first read them
+//! ([`Spool`]: stdin's rows, or the snapshot taken while the file is scanned, so the file is
+//! opened once per run and an edit while the run goes on changes nothing of it), what the
+//! scan learned ([`InputTable`]) and the rows streamed from it ([`InputRow`]). The formats
+//! are [`crate::source::csv_input`] (CSV, TSV, any delimiter) and
+//! [`crate::source::jsonl_input`] (one JSON object per line).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+
+/// How messages name rows read from stdin (`--input -`).
+pub const STDIN_NAME: &str = "<stdin>";
+
+/// The format of an input file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputFormat {
+    /// CSV with a header row, fields split at [`InputTable::delimiter`].
+    Csv,
+    /// JSON Lines: one JSON object per line; the columns are the keys in the order they
+    /// first appear.
+    Jsonl,
+}
+
+impl InputFormat {
+    /// The format of `path` by its extension: `.jsonl` and `.ndjson` are JSON Lines,
+    /// anything else CSV.
+    pub fn of(path: &Path) -> InputFormat {
+        match path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+        {
+            Some(e) if e == "jsonl" || e == "ndjson" => InputFormat::Jsonl,
+            _ => InputFormat::Csv,
+        }
+    }
+}
+
+/// The input's bytes as the run first read them, in an unnamed temporary file (gone when the
+/// last clone is dropped) so that they can be read as often as a file: rows from stdin, and
+/// the snapshot [`scan`] takes of an input file, so that a file edited or replaced while the
+/// run goes on changes nothing of it. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Spool(Arc<std::fs::File>);
+
+impl Spool {
+    /// Read `input` to its end into a new spool.
+    ///
+    /// Errors: no temporary file can be made (exit 3), or `input` cannot be read (exit 2).
+    pub fn read(mut input: impl Read) -> Result<Spool> {
+        let mut file = tempfile::tempfile().map_err(|e| {
+            Error::io(
+                "create a temporary file for stdin in",
+                &std::env::temp_dir(),
+                e,
+            )
+        })?;
+        std::io::copy(&mut input, &mut file)
+            .map_err(|e| Error::read_input("the input CSV", Path::new(STDIN_NAME), e))?;
+        Ok(Spool(Arc::new(file)))
+    }
+
+    /// A reader from the spool's first byte (each reader keeps its own position).
+    pub fn reader(&self) -> SpoolReader {
+        SpoolReader {
+            file: self.0.clone(),
+            pos: 0,
+        }
+    }
+
+    /// Copy the spooled bytes to `path`, replacing it atomically.
+    ///
+    /// Errors: the copy cannot be written (exit 3, naming the path).
+    pub fn copy_to(&self, path: &Path) -> Result<()> {
+        crate::fsutil::replace_with(path, |w| std::io::copy(&mut self.reader(), w).map(|_| ()))
+    }
+}
+
+/// A reader of a [`Spool`] with its own position (positioned reads, so readers never move
+/// each other).
+pub struct SpoolReader {
+    file: Arc<std::fs::File>,
+    pos: u64,
+}
+
+impl Read for SpoolReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// What [`scan`] learned about a valid input file.
+#[derive(Debug, Clone)]
+pub struct InputTable {
+    /// The file, for messages ([`STDIN_NAME`] for stdin).
+    pub path: PathBuf,
+    /// The input's bytes as [`scan`] read them (stdin's rows, or the snapshot of the file):
+    /// every later pass reads them, never the file again.
+    pub spool: Spool,
+    /// The FNV-1a state after the input's bytes (the batch fingerprint starts from it).
+    pub digest: crate::hash::Fnv,
+    /// The format the rows are read in.
+    pub format: InputFormat,
+    /// The field delimiter of a CSV input (a byte such as `,`, `;` or a tab).
+    pub delimiter: u8,
+    /// Column names in input order.
+    pub headers: Vec<String>,
+    /// Index of the id column; `None` means the 1-based row number is the id.
+    pub id_column: Option<usize>,
+    /// Number of data rows (header excluded).
+    pub rows: u64,
+    /// A hint when the header looks split at the wrong delimiter (one column holding `;`,
+    /// say), for a warning.
+    pub hint: Option<String>,
+    /// The file as it was when the scan read it (`None` for stdin), to tell whether it
+    /// changed while the run went on ([`InputTable::changed`]).
+    pub stamp: Option<FileStamp>,
+}
+
+/// What tells a file's content changed without reading it: device, inode, size and
+/// modification time (nanoseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+}
+
+impl FileStamp {
+    /// The stamp of `meta`.
+    pub fn of(meta: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        }
+    }
+}
+
+/// One data row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputRow {
+    /// 1-based data row number (header excluded).
+    pub number: u64,
+    /// 1-based line of the file where the record starts.
+    pub line: u64,
+    /// The row's id: its id column value, or its row number.
+    pub id: String,
+    /// Field values in column order (a JSON Lines value that is not a string as its
+    /// compact JSON text; a missing or `null` one empty).
+    pub values: Vec<String>,
+    /// The row's object, for a JSON Lines input (its values with their JSON types).
+    pub json: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl InputTable {
+    /// A warning when the input file was edited, replaced or removed since the scan read it:
+    /// the run went on, and its outputs hold, the rows as they were read then.
+    pub fn changed(&self) -> Option<String> {
+        let then = self.stamp?;
+        let now = std::fs::metadata(&self.path)
+            .ok()
+            .map(|m| FileStamp::of(&m));
+        (now != Some(then)).then(|| {
+            format!(
+                "{} changed while the run went on; the run and its outputs use the rows as they were when it started",
+                self.path.display()
+            )
+        })
+    }
+
+    /// The input's bytes from the start: the spool, or the file.
+    ///
+    /// Errors: the file cannot be opened (exit 2, naming it).
+    pub fn open(&self) -> Result<Box<dyn Read + Send>> {
+        Ok(Box::new(self.spool.reader()))
+    }
+
+    /// Stream the rows of the scanned input again, from its start.
+    ///
+    /// Errors: the file cannot be opened, or its header changed since the scan.
+    pub fn rows(&self) -> Result<Rows> {
+        Ok(match self.format {
+            InputFormat::Csv => {
+                Box::new(crate::source::csv_input::CsvRows::new(self.open()?, self)?)
+            }
+            InputFormat::Jsonl => Box::new(crate::source::jsonl_input::JsonlRows::new(
+                self.open()?,
+                self,
+            )),
+        })
+    }
+}
+
+/// The rows of an input, streamed in file order.
+pub type Rows = Box<dyn Iterator<Item = Result<InputRow>> + Send>;
+
+/// The reader [`scan`] reads through: the input's bytes are hashed as they pass, and those
+/// of a file are copied into a new [`Spool`] (stdin's rows are one already).
+pub struct Snapshotting {
+    inner: Box<dyn Read + Send>,
+    copy: Option<std::fs::File>,
+    spool: Option<Spool>,
+    digest: crate::hash::Fnv,
+    stamp: Option<FileStamp>,
+}
+
+impl Snapshotting {
+    /// Read `path` (opened once, here), or the rows already spooled from stdin; `what`
+    /// names the input in messages (`the input CSV`).
+    ///
+    /// Errors: the file cannot be opened (exit 2), or no temporary file can be made for its
+    /// copy (exit 3).
+    pub fn open(what: &'static str, path: &Path, spool: Option<Spool>) -> Result<Snapshotting> {
+        if let Some(spool) = spool {
+            return Ok(Snapshotting {
+                inner: Box::new(spool.reader()),
+                copy: None,
+                spool: Some(spool),
+                digest: Default::default(),
+                stamp: None,
+            });
+        }
+        let file = std::fs::File::open(path).map_err(|e| Error::read_input(what, path, e))?;
+        let copy = tempfile::tempfile().map_err(|e| {
+            Error::io(
+                "create a temporary copy of the input in",
+                &std::env::temp_dir(),
+                e,
+            )
+        })?;
+        let stamp = file.metadata().ok().map(|m| FileStamp::of(&m));
+        Ok(Snapshotting {
+            inner: Box::new(file),
+            copy: Some(copy),
+            spool: None,
+            digest: Default::default(),
+            stamp,
+        })
+    }
+
+    /// The spool of every byte read, their digest and the file's stamp when it was opened;
+    /// call it once the input was read to its end.
+    ///
+    /// Errors: the input was read without a copy (an internal error, exit 3).
+    pub fn finish(self, path: &Path) -> Result<(Spool, crate::hash::Fnv, Option<FileStamp>)> {
+        let spool = match (self.spool, self.copy) {
+            (Some(spool), _) => spool,
+            (None, Some(copy)) => Spool(Arc::new(copy)),
+            (None, None) => {
+                return Err(Error::Environment(format!(
+                    "{}: the input was read without a copy",
+                    path.display()
+                )));
+            }
+        };
+        Ok((spool, self.digest, self.stamp))
+    }
+}
+
+impl Read for Snapshotting {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.digest.update(&buf[..n]);
+        if let Some(copy) = &mut self.copy {
+            std::io::Write::write_all(copy, &buf[..n])?;
+        }
+        Ok(n)
+    }
+}

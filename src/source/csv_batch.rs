@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::hash::Fnv;
 use crate::item::{WorkItem, teammate_name};
-use crate::options::selection::{Only, shard_of};
+use crate::options::selection::Only;
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, Instruction, TeammateTemplate};
 use crate::run::record::team::{self, BatchId};
 use crate::run::schedule::dispatcher::ItemStream;
@@ -258,18 +258,11 @@ fn check_deps(
             ),
         )
     })?;
-    if let Some(shard) = selection.shard {
-        for (id, ds) in deps {
-            for d in ds {
-                if shard_of(id, shard.n) != shard_of(d, shard.n) {
-                    return Err(Error::Usage(format!(
-                        "{}: item {id} waits for {d}, which is in another shard; shards must not depend on each other",
-                        input.display()
-                    )));
-                }
-            }
-        }
-    }
+    plan::check_shards(
+        selection.shard,
+        deps.iter().map(|(id, ds)| (id.as_str(), ds.as_slice())),
+    )
+    .map_err(|why| Error::input_at(input, None, format!("column `{DEPENDS_ON}`: {why}")))?;
     Ok(())
 }
 

@@ -296,18 +296,20 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
             rerun = ids.clone();
         }
     }
+    for i in &mut items {
+        // A ticked prerequisite completed in an earlier run: it is met.
+        i.after.retain(|d| {
+            doc.item(d.parse().unwrap_or(0))
+                .is_some_and(|x| x.mark != Mark::Done)
+        });
+    }
+    plan::check_shards(
+        settings.shard,
+        items.iter().map(|i| (i.id.as_str(), i.after.as_slice())),
+    )
+    .map_err(|why| Error::input_at(b.batch, None, why))?;
     if let Some(s) = settings.shard {
         items.retain(|i| s.contains(&i.id));
-    }
-    let selected: HashSet<String> = items.iter().map(|i| i.id.clone()).collect();
-    for i in &mut items {
-        // Prerequisites outside this selection cannot finish in this run.
-        i.after.retain(|d| {
-            selected.contains(d)
-                || doc
-                    .item(d.parse().unwrap_or(0))
-                    .is_some_and(|x| x.mark != Mark::Done)
-        });
     }
     let template_text = b.store.template("teammate.md", DEFAULT_TEAMMATE_TEMPLATE)?;
     let template =

@@ -577,3 +577,44 @@ fn the_last_json_line_names_every_output_file_and_the_exit_code() {
         "the journal never records it"
     );
 }
+
+/// One rule for every source (issue 31): an item may not wait for one in another shard —
+/// that shard's run decides it, so this one would wait for nothing (a todo run pruned such
+/// a prerequisite silently, a CSV run refused it). A chain of six crosses shards somewhere.
+#[test]
+fn a_prerequisite_in_another_shard_is_refused_for_csv_and_todo_alike() {
+    let sb = Sandbox::new();
+    let mut csv = String::from("id,mode,depends_on\nr1,success,\n");
+    for i in 2..=6 {
+        csv.push_str(&format!("r{i},success,r{}\n", i - 1));
+    }
+    sb.write_csv(&csv);
+    let before = sb.tree();
+    let r = batch(&sb, &["--shard", "1/3"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("in.csv: column `depends_on`: item r")
+            && r.stderr.contains("which is in another shard"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing written");
+
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    let mut todo = String::from("## Todo\n- [ ] one MODE=success\n");
+    for i in 2..=6 {
+        todo.push_str(&format!("- [ ] item {i} MODE=success @after:{}\n", i - 1));
+    }
+    sb.write("S/todo-3.md", &todo);
+    let before = sb.tree();
+    let f = agent("fake_agent.py");
+    let r = sb.run(&["run", "S/todo-3.md", "--shard", "1/3", "--", "python3", &f]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("todo-3.md: item ") && r.stderr.contains("which is in another shard"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing written");
+    // Unsharded, the chain runs in order.
+    let r = sb.run(&["run", "S/todo-3.md", "--", "python3", &f]);
+    assert_eq!(r.code, 0, "{r:?}");
+}

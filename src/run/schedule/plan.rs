@@ -375,6 +375,31 @@ impl<'a> From<&'a WorkItem> for Waits<'a> {
     }
 }
 
+/// The one rule for prerequisites and shards, whatever the source: an item may not wait for
+/// an item of another shard (that shard's run decides it, so this one could never know).
+/// `waits` gives each item's id and the prerequisites still to finish (one completed before
+/// is met wherever it is).
+///
+/// Errors: the first such pair, as `item A waits for B, which is in another shard` (the
+/// caller names its file).
+pub fn check_shards<'a>(
+    shard: Option<crate::options::selection::Shard>,
+    waits: impl IntoIterator<Item = (&'a str, &'a [String])>,
+) -> std::result::Result<(), String> {
+    let Some(shard) = shard else {
+        return Ok(());
+    };
+    let of = |id: &str| crate::options::selection::shard_of(id, shard.n);
+    for (id, after) in waits {
+        if let Some(d) = after.iter().find(|d| of(d) != of(id)) {
+            return Err(format!(
+                "item {id} waits for {d}, which is in another shard; shards must not depend on each other (run the batch unsharded, or drop the prerequisite)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Check that every prerequisite names an item of `items` and that there is no cycle.
 ///
 /// Errors: one line per problem, naming the line of the item and the ids as `items` has

@@ -323,3 +323,46 @@ fn after_kill_9_during_a_rate_limit_pause_the_next_run_completes_the_item() {
     );
     assert_eq!(rows["a"]["summary"], "worked after the pause");
 }
+
+/// Issue 24: the runner alone stopped (`kill -STOP`, a debugger, a paused VM) while its
+/// teammates go on. An agent that ended within its limit meanwhile is judged by the success
+/// rule, not `timed_out`; and time the runner spent stopped does not count against an
+/// attempt still running, whoever stopped it.
+#[test]
+fn a_stopped_runner_judges_what_ended_meanwhile_and_does_not_count_its_stop() {
+    // (agent seconds, limit, stop for): the agent ends while the runner is stopped; the
+    // agent outlives its limit in wall time only because the runner was stopped.
+    for (slow, limit, stop, out) in [
+        ("1", "3s", 4.5, "ended.csv"),
+        ("4", "3s", 2.5, "running.csv"),
+    ] {
+        let sb = Sandbox::new();
+        sb.write_rows(&[("a", "slow")]);
+        let mut runner = sb
+            .fake_batch_cmd(&["--timeout", limit, "-o", out])
+            .env("SLOW_SECONDS", slow)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn runner");
+        let ws = out.replace(".csv", ".runner");
+        let started = |sb: &Sandbox| {
+            std::fs::read_to_string(sb.join(&ws).join("journal.jsonl"))
+                .unwrap_or_default()
+                .contains("\"event\":\"attempt_started\"")
+        };
+        wait_for("the agent to start", 30, || started(&sb));
+        signal(runner.id(), "-STOP");
+        std::thread::sleep(Duration::from_secs_f64(stop));
+        signal(runner.id(), "-CONT");
+        assert_eq!(wait_exit(&mut runner, 30), 0, "{out}");
+        let rows = by_id(&sb.join(out), "id");
+        assert_eq!(
+            rows["a"]["status"], "completed",
+            "{out}: {}",
+            rows["a"]["error"]
+        );
+        assert_eq!(rows["a"]["exit_code"], "0", "{out}");
+        assert!(sb.survivors_after(1.0).is_empty());
+    }
+}

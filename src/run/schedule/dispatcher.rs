@@ -679,6 +679,7 @@ pub async fn run_wired(
         mut suspends,
     } = wiring;
     let started = Instant::now();
+    job_control::watch_stops();
     let jobs = descriptors::cap_jobs(spec.settings.jobs);
     let run_started = Event::RunStarted {
         at: now_rfc3339(),

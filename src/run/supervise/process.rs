@@ -285,10 +285,17 @@ pub async fn run(
                 biased;
                 status = &mut wait => break status,
                 _ = sleep_until_opt(deadline), if stopping.is_none() => {
-                    // Time spent stopped (Ctrl-Z) does not count.
+                    // Time the runner spent stopped (Ctrl-Z, kill -STOP) does not count.
+                    job_control::account_stops();
                     let due = spec.timeout.map(|t| start_at + t + stopped_since_start());
                     if due.is_some_and(|due| due > tokio::time::Instant::now()) {
                         deadline = due;
+                        continue;
+                    }
+                    if exited_already(pgid) {
+                        // It ended before its limit while nobody looked: judge it by the
+                        // success rule once the wait sees it, not as timed out.
+                        deadline = Some(tokio::time::Instant::now() + REAP_GRACE);
                         continue;
                     }
                     let limit = spec.timeout.unwrap_or_default();
@@ -419,6 +426,22 @@ fn ending(
             },
         },
     }
+}
+
+/// How long a deadline waits for the wait to see a leader that has exited already.
+const REAP_GRACE: Duration = Duration::from_millis(20);
+
+/// Whether the group leader `pid` has exited and waits to be reaped (looked at without
+/// reaping it: `waitid` with `WNOWAIT`, the wait future still collects it).
+fn exited_already(pid: Pid) -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    matches!(
+        waitid(
+            Id::Pid(pid),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+        ),
+        Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..))
+    )
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {

@@ -44,6 +44,64 @@ pub fn write_atomic_private(path: &Path, bytes: &[u8]) -> Result<()> {
     replace(path, true, Some(0o600), |w| w.write_all(bytes))
 }
 
+/// The name prefix of the runner's temporary files beside the files it replaces.
+pub const TEMP_PREFIX: &str = ".runner-tmp-";
+
+/// A temporary file younger than this is never swept (between its creation and its lock).
+const TEMP_SWEEP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Remove the runner's temporary files in `dir` that an atomic replace killed half-way left
+/// behind ([`TEMP_PREFIX`], older than a minute, and locked by no writer — a runner
+/// writing one holds its lock). Entries are looked at without following links, and a link
+/// or anything but a plain file is left alone. Returns how many were removed; best effort.
+pub fn sweep_temporaries(dir: &Path) -> usize {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let mut removed = 0;
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with(TEMP_PREFIX) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age > TEMP_SWEEP_AGE);
+        if !meta.file_type().is_file() || !old {
+            continue;
+        }
+        let Ok(file) = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc_nofollow())
+            .open(&path)
+        else {
+            continue;
+        };
+        let same = file
+            .metadata()
+            .is_ok_and(|m| m.ino() == meta.ino() && m.dev() == meta.dev());
+        if same && file.try_lock().is_ok() && fs::remove_file(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        tracing::info!(
+            "removed {removed} temporary file(s) left in {}",
+            dir.display()
+        );
+    }
+    removed
+}
+
+/// `O_NOFOLLOW | O_NONBLOCK` for `OpenOptionsExt::custom_flags`.
+fn libc_nofollow() -> i32 {
+    (nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits()
+}
+
 /// Temp file in the same folder, `fill`, then (when `durable`) fsync, rename, fsync the
 /// folder. The new file gets `mode`, else the replaced file's permissions, else 0666 less
 /// the umask.
@@ -58,9 +116,11 @@ fn replace(
         _ => Path::new("."),
     };
     let tmp = tempfile::Builder::new()
-        .prefix(".runner-tmp-")
+        .prefix(TEMP_PREFIX)
         .tempfile_in(dir)
         .map_err(|e| Error::io("create a temporary file in", dir, e))?;
+    // Held while it is written: [`sweep_temporaries`] leaves a locked one alone.
+    let _ = tmp.as_file().try_lock();
     use std::os::unix::fs::PermissionsExt;
     match fs::metadata(path) {
         _ if let Some(mode) = mode => {

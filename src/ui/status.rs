@@ -11,11 +11,17 @@ use crate::run::record::team::{RunningEntry, Snapshot};
 /// Most unfinished items `--brief` lists.
 const BRIEF_ITEMS: usize = 15;
 
-/// `running`, `finished`, `interrupted`, or `stopped` when team.json says running but its
-/// runner is gone (killed).
+/// `running`, `finished`, `interrupted`, `stopped` when team.json says running but its
+/// runner is gone (killed), or `paused` when its runner is stopped (SIGSTOP, Ctrl-Z, a
+/// debugger): no deadline counts while it is, and teammates it did not stop go on.
 fn state(s: &Snapshot) -> String {
     if runner_gone(s) {
         "stopped (its runner is gone)".into()
+    } else if s.state == "running" && crate::run::record::team::stopped(s.pid) {
+        format!(
+            "paused (its runner, pid {}, is stopped; `kill -CONT {}` or `fg` continues it)",
+            s.pid, s.pid
+        )
     } else {
         s.state.clone()
     }

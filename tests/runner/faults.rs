@@ -262,3 +262,46 @@ fn an_interrupted_run_counts_the_items_it_never_reached() {
         serde_json::from_str(&sb.read("workers-output.runner/team.json")).expect("team.json");
     assert_eq!(team["counts"]["cancelled"], 5, "{team}");
 }
+
+/// Issue 24: a `kill -9` during an atomic replace leaves its hidden temporary file (up to
+/// megabytes each). The next run of the batch removes those beside what it writes — but
+/// never one a writer still holds (locked), one just made, or a link someone planted under
+/// that name (nor what it points at).
+#[test]
+fn the_next_run_sweeps_temporaries_a_killed_replace_left_and_nothing_else() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success")]);
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let left = |rel: &str| {
+        let p = sb.write(rel, "half a file");
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .and_then(|f| f.set_modified(old))
+            .expect("age it");
+        p
+    };
+    let stale_out = left(".runner-tmp-Ab12Cd");
+    let stale_ws = {
+        std::fs::create_dir_all(sb.join("workers-output.runner")).expect("ws");
+        left("workers-output.runner/.runner-tmp-Zz99Yy")
+    };
+    let held = left(".runner-tmp-Held00");
+    let lock = std::fs::File::open(&held).expect("open held");
+    lock.lock().expect("hold it, as a writer does");
+    let young = sb.write(".runner-tmp-Young0", "being written");
+    let victim = sb.write("victim.txt", "keep me");
+    std::os::unix::fs::symlink(&victim, sb.join(".runner-tmp-Link00")).expect("link");
+    let r = sb.fake_batch(&[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!stale_out.exists(), "beside the output");
+    assert!(!stale_ws.exists(), "in the workspace");
+    assert!(held.exists(), "a locked one is someone's write under way");
+    assert!(young.exists(), "a young one may be about to be locked");
+    assert!(
+        sb.join(".runner-tmp-Link00").symlink_metadata().is_ok(),
+        "a link is left alone"
+    );
+    assert_eq!(sb.read("victim.txt"), "keep me");
+    drop(lock);
+}

@@ -366,3 +366,44 @@ fn a_stopped_runner_judges_what_ended_meanwhile_and_does_not_count_its_stop() {
         assert!(sb.survivors_after(1.0).is_empty());
     }
 }
+
+/// Issue 24: `runner status` on a team whose runner is stopped says so (it showed it as
+/// running) and how to continue it.
+#[test]
+fn status_shows_a_stopped_runner_as_paused_with_how_to_continue_it() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "wait_file")]);
+    let release = sb.join("release");
+    let mut runner = sb
+        .fake_batch_cmd(&[])
+        .env("RELEASE_FILE", &release)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn runner");
+    wait_for("the agent to start", 30, || {
+        journal_count(&sb, "attempt_started") == 1
+    });
+    wait_for("team.json to show it running", 30, || {
+        sb.read_opt(&format!("{WS}/team.json"))
+            .is_some_and(|t| t.contains("\"1-a\""))
+    });
+    signal(runner.id(), "-STOP");
+    wait_for("the runner to be stopped", 10, || {
+        state(runner.id()) == Some('T')
+    });
+    let brief = sb.run(&["status", "--brief"]);
+    let pid = runner.id();
+    assert!(
+        brief.stdout.contains(&format!(
+            "paused (its runner, pid {pid}, is stopped; `kill -CONT {pid}` or `fg` continues it)"
+        )),
+        "{brief:?}"
+    );
+    signal(runner.id(), "-CONT");
+    let brief = sb.run(&["status", "--brief"]);
+    assert!(!brief.stdout.contains("paused"), "{brief:?}");
+    std::fs::write(&release, "go").expect("release");
+    assert_eq!(wait_exit(&mut runner, 30), 0);
+    assert!(sb.survivors_after(1.0).is_empty());
+}

@@ -456,6 +456,17 @@ pub fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// Whether process `pid` is stopped (state `T` or `t` in `/proc/PID/stat`: SIGSTOP,
+/// Ctrl-Z, a debugger).
+pub fn stopped(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which is in parentheses and may hold anything.
+    let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+    matches!(state.and_then(|r| r.chars().next()), Some('T' | 't'))
+}
+
 impl Snapshot {
     /// Whether the team has items that did not complete: one finished otherwise, or the run
     /// is over (finished, interrupted, archived, its runner gone) with items never started.

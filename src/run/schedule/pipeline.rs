@@ -2,6 +2,7 @@
 //! Dry run, or open the team → execute → finish isolation → sinks → summary → exit code.
 //! The commands only build plans; nothing else sequences these steps.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Error, Result};
@@ -39,6 +40,13 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
         crate::ui::print_plan(&plan, earlier.as_ref(), backend.as_ref())?;
         return Ok(EXIT_OK);
     }
+    // Temporaries an earlier run left half-way beside what this run writes.
+    let mut swept: Vec<PathBuf> = vec![plan.spec.workspace.clone()];
+    swept.extend(
+        plan.written()
+            .iter()
+            .filter_map(|f| f.path.parent().map(Path::to_owned)),
+    );
     let Plan {
         spec,
         source,
@@ -54,6 +62,11 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
     // Everything is valid: from here on files are written.
     let mut team = Team::open(&spec.team, &spec.workspace)?;
     team.claim(&batch)?;
+    swept.sort();
+    swept.dedup();
+    for dir in &swept {
+        crate::fsutil::sweep_temporaries(dir);
+    }
     if let Some((spool, path)) = &stdin_copy {
         spool.copy_to(path)?;
     }

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::record::outcome::Outcome;
+use super::record::outcome::{Outcome, Spend};
 use crate::report::{ItemStatus, Verdict};
 
 /// Version of the event lines (the `v` of each journal and `--format json` line).
@@ -89,6 +89,10 @@ pub enum Event {
         /// Whether the item will be attempted again.
         #[serde(default)]
         retrying: bool,
+        /// What this attempt cost (`cost_usd`, `input_tokens`, `output_tokens` on the wire,
+        /// each left out when the agent did not say).
+        #[serde(flatten, default)]
+        spend: Spend,
         /// When, RFC 3339 (UTC).
         #[serde(default)]
         at: String,
@@ -409,6 +413,11 @@ pub(crate) mod tests {
                     retry_after_s: None,
                 },
                 retrying: true,
+                spend: crate::run::record::outcome::Spend {
+                    cost_usd: Some(0.25),
+                    input_tokens: Some(1200),
+                    output_tokens: Some(300),
+                },
                 at: "2026-12-01T09:00:01Z".into(),
             },
             Event::ItemFinished(Box::new(outcome)),

@@ -173,6 +173,7 @@ mod tests {
                 kind: crate::report::kind_of_not_run(status),
                 retry_after_s: None,
             },
+            spend: Default::default(),
             retrying: false,
             at: String::new(),
         }

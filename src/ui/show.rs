@@ -89,18 +89,24 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
             Event::AttemptFinished {
                 attempt: a,
                 verdict,
+                spend,
                 at: done,
                 ..
-            } if a == attempt => Some((verdict, done)),
+            } if a == attempt => Some((verdict, spend, done)),
             _ => None,
         });
         let line = match end {
-            Some((verdict, done)) => {
+            Some((verdict, spend, done)) => {
                 let took = seconds_between(at, done)
                     .map(|s| format!("{s}s"))
                     .unwrap_or_else(|| "?".into());
+                // What this attempt cost, when its agent said.
+                let cost = spend
+                    .cost_usd
+                    .map(|c| format!("  ${}", crate::run::record::outcome::usd_text(c)))
+                    .unwrap_or_default();
                 format!(
-                    "  {attempt:>3}  {:<10} {took:>6}  started {at}  {}",
+                    "  {attempt:>3}  {:<10} {took:>6}  started {at}{cost}  {}",
                     verdict.status, verdict.reason
                 )
             }

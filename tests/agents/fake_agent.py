@@ -30,6 +30,8 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   quota_reset  on attempt 1 report failed, failure_kind quota, "usage limit reached, try
                again in 1s" (the reset time only in the text); then success
   costly       report success with cost_usd 0.4 (an exec agent saying what it spent)
+  costly_retry on attempt 1 report failed with cost_usd 0.5 (1000 input, 100 output
+               tokens); later attempts succeed with cost_usd 0.25 (500 and 50)
   quota        report failed, failure_kind quota, "daily quota exhausted" (no reset time)
   wait_file    wait until the file $RELEASE_FILE exists, then report success
   daemon       leave the process group twice (a `setsid` child and a double-forked daemon,
@@ -224,6 +226,12 @@ def main():
             write_report(report(summary="worked after the reset"))
     elif mode == "costly":
         write_report(report(cost_usd=0.4))
+    elif mode == "costly_retry":
+        if os.environ.get("RUNNER_ATTEMPT") == "1":
+            write_report(report(status="failed", summary="not yet", cost_usd=0.5,
+                                input_tokens=1000, output_tokens=100))
+        else:
+            write_report(report(cost_usd=0.25, input_tokens=500, output_tokens=50))
     elif mode == "quota":
         write_report(report(status="failed", summary="daily quota exhausted", failure_kind="quota"))
     elif mode == "auth":

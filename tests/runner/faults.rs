@@ -305,3 +305,44 @@ fn the_next_run_sweeps_temporaries_a_killed_replace_left_and_nothing_else() {
     assert_eq!(sb.read("victim.txt"), "keep me");
     drop(lock);
 }
+
+/// Issue 24: a failed attempt costs money too. A $0.50 failure then a $0.25 success is
+/// $0.75 everywhere (the output's cost and tokens are sums, each attempt's own is in its
+/// event), and a resumed run's budget counts every earlier attempt, not last attempts only.
+#[test]
+fn cost_and_tokens_are_summed_over_every_attempt_and_the_budget_counts_them_all() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "costly_retry"), ("b", "costly")]);
+    let r = sb.fake_batch(&["--retries", "1", "--only", "a", "--format", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "completed");
+    assert_eq!(rows["a"]["attempts"], "2");
+    assert_eq!(rows["a"]["cost_usd"], "0.75");
+    assert_eq!(rows["a"]["input_tokens"], "1500");
+    assert_eq!(rows["a"]["output_tokens"], "150");
+    let attempts: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "attempt_finished")
+        .collect();
+    let costs: Vec<_> = attempts.iter().map(|e| e["cost_usd"].clone()).collect();
+    assert_eq!(
+        costs,
+        [serde_json::json!(0.5), serde_json::json!(0.25)],
+        "{attempts:?}"
+    );
+    // Resumed under a $1 budget: $0.75 spent, and the next item is expected to cost as
+    // much again, so it does not start (it did when only the last $0.25 counted).
+    let r = sb.fake_batch(&["--max-cost-usd", "1"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["cost_usd"], "0.75", "a was not run again");
+    assert_eq!(rows["b"]["status"], "skipped", "{:?}", rows["b"]);
+    assert!(
+        rows["b"]["error"].starts_with("not started: budget of $1 reached: spent $0.75"),
+        "{:?}",
+        rows["b"]
+    );
+}

@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::events::Event;
-use crate::run::record::outcome::Outcome;
+use crate::run::record::outcome::{Outcome, Spend};
 
 /// What a command outside the run layer appends to a team's journal after the run: an
 /// item's changed final outcome (e.g. `--merge` could not merge its branch). It is recorded
@@ -124,6 +124,9 @@ pub struct Replay {
     pub unfinished_attempts: Vec<(String, u32)>,
     /// Highest attempt number started per item (to keep numbering across runs).
     pub attempts_started: HashMap<String, u32>,
+    /// What every finished attempt of each item cost, over every run (from
+    /// `attempt_finished`; journals written before it carried costs have none).
+    pub spent: HashMap<String, Spend>,
 }
 
 impl Journal {
@@ -231,8 +234,13 @@ pub fn replay(path: &Path) -> Result<Replay> {
                     *best = (*best).max(attempt);
                     open.insert((id, attempt), pgid);
                 }
-                Event::AttemptFinished { id, attempt, .. } => {
-                    open.remove(&(id, attempt));
+                Event::AttemptFinished {
+                    id, attempt, spend, ..
+                } => {
+                    open.remove(&(id.clone(), attempt));
+                    if !spend.is_empty() {
+                        r.spent.entry(id).or_default().add(spend);
+                    }
                 }
                 Event::ItemFinished(outcome) => {
                     r.finished.insert(
@@ -362,6 +370,10 @@ mod tests {
                 retry_after_s: None,
             },
             retrying: false,
+            spend: Spend {
+                cost_usd: Some(0.5),
+                ..Spend::default()
+            },
             at: String::new(),
         })
         .expect("append");

@@ -157,6 +157,44 @@ impl Outcome {
 }
 
 /// A cost in USD as written in outputs: rounded to micro-dollars, without trailing zeros
+
+/// What attempts cost, as the agents said: USD and tokens, each `None` until one said it.
+/// Summed over every attempt of every run of an item for its outcome, and over every item
+/// for the team's budget (issue 24: retries cost money too).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spend {
+    /// Cost, USD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Input (prompt) tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// Output (completion) tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+}
+
+impl Spend {
+    /// Add `other` (a field stays `None` only if both are).
+    pub fn add(&mut self, other: Spend) {
+        fn sum<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, None) => a,
+                (None, b) => b,
+            }
+        }
+        self.cost_usd = sum(self.cost_usd, other.cost_usd);
+        self.input_tokens = sum(self.input_tokens, other.input_tokens);
+        self.output_tokens = sum(self.output_tokens, other.output_tokens);
+    }
+
+    /// Whether no attempt said what it cost.
+    pub fn is_empty(&self) -> bool {
+        *self == Spend::default()
+    }
+}
+
 /// (`0.1 + 0.2` is `0.3`, not `0.30000000000000004`).
 pub fn usd_text(cost: f64) -> String {
     let text = format!("{cost:.6}");

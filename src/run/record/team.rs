@@ -14,7 +14,7 @@ use crate::run::record::lock::{self, RunLock};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::now_rfc3339;
-use crate::run::record::outcome::Outcome;
+use crate::run::record::outcome::{Outcome, Spend};
 use crate::run::supervise::orphans;
 
 /// An open team workspace, locked for this run.
@@ -29,6 +29,8 @@ pub struct Team {
     pub finished: HashMap<String, FinishedRef>,
     /// Highest attempt started per item, across runs.
     pub attempts_started: HashMap<String, u32>,
+    /// What the finished attempts of each item cost, across runs (this one's included).
+    pub spent: HashMap<String, Spend>,
     _lock: RunLock,
 }
 
@@ -47,6 +49,7 @@ impl Team {
             finished,
             unfinished_attempts,
             attempts_started,
+            spent,
         } = journal::replay(&journal_path)?;
         for (_, pgid) in &unfinished_attempts {
             orphans::reap(*pgid, dir);
@@ -59,6 +62,7 @@ impl Team {
             reader: None,
             finished,
             attempts_started,
+            spent,
             _lock: lock,
         })
     }
@@ -72,6 +76,11 @@ impl Team {
         let Some((offset, len)) = self.journal.append(&event)? else {
             return Ok(());
         };
+        if let Event::AttemptFinished { id, spend, .. } = event.as_ref()
+            && !spend.is_empty()
+        {
+            self.spent.entry(id.clone()).or_default().add(*spend);
+        }
         if let Event::ItemFinished(outcome) = event.as_ref() {
             self.finished.insert(
                 outcome.id.clone(),

@@ -306,8 +306,8 @@ enum Input {
 /// What [`Dispatcher`] decided that the async loop carries out.
 #[derive(Debug, PartialEq)]
 enum Action {
-    /// Start a unit for the item, at this attempt number.
-    Start(Box<WorkItem>, u32),
+    /// Start a unit for the item, continuing what earlier runs left of it.
+    Start(Box<WorkItem>, unit::Earlier),
     /// Tell every running unit to stop.
     Cancel(Cancel),
 }
@@ -377,15 +377,18 @@ impl<'a> Dispatcher<'a> {
                 )?;
                 continue;
             }
-            let first_attempt = self
-                .team
-                .attempts_started
-                .get(&item.id)
-                .copied()
-                .unwrap_or(0)
-                + 1;
+            let earlier = unit::Earlier {
+                first_attempt: self
+                    .team
+                    .attempts_started
+                    .get(&item.id)
+                    .copied()
+                    .unwrap_or(0)
+                    + 1,
+                spent: self.team.spent.get(&item.id).copied().unwrap_or_default(),
+            };
             self.running.insert(item.id.clone());
-            start.push(Action::Start(Box::new(item), first_attempt));
+            start.push(Action::Start(Box::new(item), earlier));
         }
         Ok(start)
     }
@@ -708,7 +711,19 @@ pub async fn run_wired(
 
     // Earlier runs' spending counts against the budget of a resumed run, and their costs
     // are what the next attempt is expected to cost until this run's own are known.
-    let costs: Vec<f64> = team.finished.values().filter_map(|f| f.cost_usd).collect();
+    // Every attempt counts (a retry costs money too): per item what its attempts cost,
+    // else, for a journal written before attempts carried costs, what its outcome says.
+    let mut items_spent: HashMap<&str, f64> = team
+        .finished
+        .iter()
+        .filter_map(|(id, f)| Some((id.as_str(), f.cost_usd?)))
+        .collect();
+    items_spent.extend(
+        team.spent
+            .iter()
+            .filter_map(|(id, s)| Some((id.as_str(), s.cost_usd?))),
+    );
+    let costs: Vec<f64> = items_spent.into_values().collect();
     let gate = Arc::new(Gate::new(
         jobs,
         spec.settings.limits.clone(),
@@ -741,13 +756,13 @@ pub async fn run_wired(
         loop {
             for action in actions.drain(..) {
                 match action {
-                    Action::Start(item, first_attempt) => {
+                    Action::Start(item, earlier) => {
                         let handle = tasks.spawn(unit::run_item(
                             spec.clone(),
                             backend.clone(),
                             gate.clone(),
                             (*item).clone(),
-                            first_attempt,
+                            earlier,
                             tx.clone(),
                             cancel_rx.clone(),
                         ));

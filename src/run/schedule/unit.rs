@@ -20,7 +20,7 @@ use crate::report::{self, Evidence, ItemStatus, ProcessEnd, Verdict, VerifyResul
 use crate::run::backend::{Attempt, Backend, Execution, last_line_of, read_capped};
 use crate::run::events::Event;
 use crate::run::isolation::worktree::Worktree;
-use crate::run::record::outcome::Outcome;
+use crate::run::record::outcome::{Outcome, Spend};
 use crate::run::schedule::gate::{After, Gate};
 use crate::run::supervise::process::{self, Cancel, Spawn, interrupted};
 use crate::run::{RunSpec, now_rfc3339};
@@ -148,7 +148,18 @@ struct AttemptResult {
     log: PathBuf,
 }
 
-/// Run every attempt of `item`; `first_attempt` continues the numbering of earlier runs.
+/// What earlier runs left of an item: the attempt numbering continues after theirs, and
+/// what their attempts cost counts in the item's outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Earlier {
+    /// The number of this run's first attempt (1 + the highest one started before).
+    pub first_attempt: u32,
+    /// What every earlier attempt of the item cost.
+    pub spent: Spend,
+}
+
+/// Run every attempt of `item`; `earlier` continues the numbering and the spending of
+/// earlier runs.
 /// Every attempt first passes the team's `gate` (rate-limit pauses, adaptive concurrency,
 /// stops): a rate-limited attempt is made again after the pause without using one of
 /// `--retries`; when the team stops, an item that has not started ends `skipped`.
@@ -158,10 +169,14 @@ pub async fn run_item(
     backend: Arc<dyn Backend>,
     gate: Arc<Gate>,
     item: WorkItem,
-    first_attempt: u32,
+    earlier: Earlier,
     tx: mpsc::UnboundedSender<Event>,
     mut cancel: watch::Receiver<Cancel>,
 ) {
+    let Earlier {
+        first_attempt,
+        spent: mut spend,
+    } = earlier;
     let dir = spec.teammate_dir(&item.teammate);
     let started_at = now_rfc3339();
     // The first attempt's prompt, rendered once: hashed (to notice a changed item on resume)
@@ -226,6 +241,12 @@ pub async fn run_item(
         )
         .await;
         last_made = attempt;
+        let this_attempt = Spend {
+            cost_usd: result.agent.cost_usd,
+            input_tokens: result.agent.input_tokens,
+            output_tokens: result.agent.output_tokens,
+        };
+        spend.add(this_attempt);
         let after = permit.ended(&result.verdict, result.agent.cost_usd, rate_limit_waited);
         let interrupted = *cancel.borrow() != Cancel::None;
         requeued = after == After::Requeue && !interrupted;
@@ -247,6 +268,7 @@ pub async fn run_item(
             attempt,
             verdict: result.verdict.clone(),
             retrying,
+            spend: this_attempt,
             at: now_rfc3339(),
         });
         if !retrying {
@@ -271,18 +293,20 @@ pub async fn run_item(
         }
         previous = Some(result);
     };
-    let outcome = final_outcome(&item, last, last_made, started_at, content_hash);
+    let outcome = final_outcome(&item, last, last_made, started_at, content_hash, spend);
     let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
 }
 
 /// The item's outcome from its last attempt; `attempts` is the number of the last attempt
-/// made, `started_at` when the item's first attempt began (RFC 3339).
+/// made, `started_at` when the item's first attempt began (RFC 3339), `spend` what every
+/// attempt of every run cost.
 fn final_outcome(
     item: &WorkItem,
     last: AttemptResult,
     attempts: u32,
     started_at: String,
     content_hash: String,
+    spend: Spend,
 ) -> Outcome {
     let report = last.report.as_ref();
     Outcome {
@@ -305,9 +329,9 @@ fn final_outcome(
             .map(|r| r.output.clone())
             .unwrap_or(serde_json::Value::Null),
         report: report.map(|r| r.raw.clone()),
-        cost_usd: last.agent.cost_usd,
-        input_tokens: last.agent.input_tokens,
-        output_tokens: last.agent.output_tokens,
+        cost_usd: spend.cost_usd,
+        input_tokens: spend.input_tokens,
+        output_tokens: spend.output_tokens,
         turns: last.agent.turns,
         session_id: last.agent.session_id,
         content_hash,
@@ -668,13 +692,18 @@ async fn judge_attempt(
     let verdict = report::judge(&evidence);
     let report = found.ok().map(|(r, _)| r);
     let mut agent = ran.agent;
+    // An agent that is no CLI (exec) may say what it spent in its report.
+    let said = |key: &str| report.as_ref().and_then(|r| r.raw.get(key));
     if agent.cost_usd.is_none() {
-        // An agent that is no CLI (exec) may say what it spent in its report.
-        agent.cost_usd = report
-            .as_ref()
-            .and_then(|r| r.raw.get("cost_usd"))
+        agent.cost_usd = said("cost_usd")
             .and_then(serde_json::Value::as_f64)
             .filter(|c| c.is_finite() && *c >= 0.0);
+    }
+    if agent.input_tokens.is_none() {
+        agent.input_tokens = said("input_tokens").and_then(serde_json::Value::as_u64);
+    }
+    if agent.output_tokens.is_none() {
+        agent.output_tokens = said("output_tokens").and_then(serde_json::Value::as_u64);
     }
     AttemptResult {
         git: git.and_then(Result::ok),

@@ -590,7 +590,7 @@ fn started(actions: &[Action]) -> Vec<(&str, u32)> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Start(item, attempt) => Some((item.id.as_str(), *attempt)),
+            Action::Start(item, earlier) => Some((item.id.as_str(), earlier.first_attempt)),
             Action::Cancel(_) => None,
         })
         .collect()

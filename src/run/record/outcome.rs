@@ -156,8 +156,6 @@ impl Outcome {
     }
 }
 
-/// A cost in USD as written in outputs: rounded to micro-dollars, without trailing zeros
-
 /// What attempts cost, as the agents said: USD and tokens, each `None` until one said it.
 /// Summed over every attempt of every run of an item for its outcome, and over every item
 /// for the team's budget (issue 24: retries cost money too).
@@ -195,6 +193,7 @@ impl Spend {
     }
 }
 
+/// A cost in USD as written in outputs: rounded to micro-dollars, without trailing zeros
 /// (`0.1 + 0.2` is `0.3`, not `0.30000000000000004`).
 pub fn usd_text(cost: f64) -> String {
     let text = format!("{cost:.6}");

@@ -30,6 +30,8 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   quota_reset  on attempt 1 report failed, failure_kind quota, "usage limit reached, try
                again in 1s" (the reset time only in the text); then success
   costly       report success with cost_usd 0.4 (an exec agent saying what it spent)
+  journal_junk (someone else writing the journal) append a line that is no event and a
+               half line without its newline to the team's journal.jsonl, then report success
   costly_retry on attempt 1 report failed with cost_usd 0.5 (1000 input, 100 output
                tokens); later attempts succeed with cost_usd 0.25 (500 and 50)
   quota        report failed, failure_kind quota, "daily quota exhausted" (no reset time)
@@ -226,6 +228,12 @@ def main():
             write_report(report(summary="worked after the reset"))
     elif mode == "costly":
         write_report(report(cost_usd=0.4))
+    elif mode == "journal_junk":
+        journal = os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "..", "..", "journal.jsonl")
+        with open(journal, "a", encoding="utf-8") as f:
+            f.write("a note someone's editor saved here\n")
+            f.write('{"event":"item_fin')
+        write_report(report())
     elif mode == "costly_retry":
         if os.environ.get("RUNNER_ATTEMPT") == "1":
             write_report(report(status="failed", summary="not yet", cost_usd=0.5,

@@ -346,3 +346,57 @@ fn cost_and_tokens_are_summed_over_every_attempt_and_the_budget_counts_them_all(
         rows["b"]
     );
 }
+
+/// Issue 24: bytes in the journal the runner did not write — a line appended by someone
+/// else, a half line — cost nothing: every item's outcome is written, the run ends 0 with a
+/// warning naming the place, and a resume reads the journal and runs nothing again.
+#[test]
+fn foreign_bytes_in_the_journal_lose_no_output_and_a_resume_reads_past_them() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "journal_junk"), ("b", "success"), ("c", "success")]);
+    let r = sb.fake_batch(&["--jobs", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("journal.jsonl: it changed under the runner"),
+        "{r:?}"
+    );
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    for id in ["a", "b", "c"] {
+        assert_eq!(rows[id]["status"], "completed", "{id}: {:?}", rows[id]);
+    }
+    // The runner's own lines each stand alone: nothing was glued to the half line.
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert!(journal.contains("{\"event\":\"item_fin\n"), "{journal}");
+    let again = sb.fake_batch(&["--jobs", "1"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(
+        again
+            .stderr
+            .contains("line(s) are no event of the runner's"),
+        "{again:?}"
+    );
+    assert_eq!(
+        journal_count(&sb, "workers-output.runner", "attempt_started"),
+        3,
+        "nothing ran again"
+    );
+
+    // A cut tail (the last event's end gone) is kept aside on open, never glued to the
+    // next event.
+    let path = sb.join("workers-output.runner/journal.jsonl");
+    let bytes = std::fs::read(&path).expect("journal");
+    std::fs::write(&path, &bytes[..bytes.len() - 5]).expect("cut");
+    let third = sb.fake_batch(&["--jobs", "1"]);
+    assert_eq!(third.code, 0, "{third:?}");
+    assert!(third.stderr.contains("its last line was cut"), "{third:?}");
+    assert!(
+        sb.join("workers-output.runner/journal.jsonl.torn")
+            .is_file()
+    );
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert!(
+        rows.values().all(|r| r["status"] == "completed"),
+        "{rows:?}"
+    );
+}

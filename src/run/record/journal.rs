@@ -58,8 +58,14 @@ impl Recordable for Entry {
 pub struct Journal {
     file: File,
     path: PathBuf,
+    /// Where the runner's last line ended (the file's size, unless someone else wrote).
     len: u64,
+    /// Whether bytes the runner did not write were warned about.
+    foreign_warned: bool,
 }
+
+/// The suffix of the sidecar that keeps a cut last line ([`Journal::open`]).
+pub const TORN_SUFFIX: &str = ".torn";
 
 /// Where an `item_finished` event sits in the journal, and its key facts.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,11 +136,14 @@ pub struct Replay {
 }
 
 impl Journal {
-    /// Open (create) the journal for appending. A torn last line left by a crash is cut off
-    /// so new events start on a fresh line.
+    /// Open (create) the journal for appending. A cut last line (a crash half-way through a
+    /// write, or a tail someone cut) is moved to `journal.jsonl.torn` with a warning, so new
+    /// events start on a fresh line and nothing is glued to them.
+    ///
+    /// Errors: the journal cannot be opened, read or repaired.
     pub fn open(path: &Path) -> Result<Journal> {
         use std::os::unix::fs::OpenOptionsExt;
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
@@ -142,32 +151,79 @@ impl Journal {
             .open(path)
             .map_err(|e| Error::io("open", path, e))?;
         let len = file
-            .seek(SeekFrom::End(0))
-            .map_err(|e| Error::io("read", path, e))?;
+            .metadata()
+            .map_err(|e| Error::io("read", path, e))?
+            .len();
         let mut journal = Journal {
             file,
             path: path.to_owned(),
             len,
+            foreign_warned: false,
         };
-        if len > 0 {
-            let mut last = [0u8; 1];
-            journal
-                .file
-                .seek(SeekFrom::Start(len - 1))
-                .map_err(|e| Error::io("read", path, e))?;
-            journal
-                .file
-                .read_exact(&mut last)
-                .map_err(|e| Error::io("read", path, e))?;
-            if last[0] != b'\n' {
-                journal
-                    .file
-                    .write_all(b"\n")
-                    .map_err(|e| Error::io("write", path, e))?;
-                journal.len += 1;
-            }
-        }
+        journal.repair_tail()?;
         Ok(journal)
+    }
+
+    /// Move a last line without its newline to the `.torn` sidecar and cut it off.
+    fn repair_tail(&mut self) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let path = self.path.clone();
+        let read = |e| Error::io("read", &path, e);
+        if self.len == 0 || self.last_byte().map_err(read)? == Some(b'\n') {
+            return Ok(());
+        }
+        // Find the last newline, reading backwards.
+        let mut end = self.len;
+        let mut keep = 0u64;
+        let mut chunk = vec![0u8; 64 * 1024];
+        while end > 0 {
+            let start = end.saturating_sub(chunk.len() as u64);
+            let buf = &mut chunk[..(end - start) as usize];
+            self.file.read_exact_at(buf, start).map_err(read)?;
+            if let Some(i) = buf.iter().rposition(|b| *b == b'\n') {
+                keep = start + i as u64 + 1;
+                break;
+            }
+            end = start;
+        }
+        let mut torn = vec![0u8; (self.len - keep) as usize];
+        self.file.read_exact_at(&mut torn, keep).map_err(read)?;
+        let sidecar = PathBuf::from(format!("{}{TORN_SUFFIX}", self.path.display()));
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .open(&sidecar)
+                .map_err(|e| Error::io("open", &sidecar, e))?;
+            f.write_all(&torn)
+                .and_then(|()| f.write_all(b"\n"))
+                .map_err(|e| Error::io("write", &sidecar, e))?;
+        }
+        self.file
+            .set_len(keep)
+            .map_err(|e| Error::io("repair", &self.path, e))?;
+        tracing::warn!(
+            "{}: its last line was cut ({} bytes at byte {keep}, not an event the runner can read); it is kept in {} and left out",
+            self.path.display(),
+            torn.len(),
+            sidecar.display()
+        );
+        self.len = keep;
+        Ok(())
+    }
+
+    /// The file's last byte, `None` when it is empty.
+    fn last_byte(&self) -> std::io::Result<Option<u8>> {
+        use std::os::unix::fs::FileExt;
+        let size = self.file.metadata()?.len();
+        if size == 0 {
+            return Ok(None);
+        }
+        let mut b = [0u8; 1];
+        self.file.read_exact_at(&mut b, size - 1)?;
+        Ok(Some(b[0]))
     }
 
     /// Append one event (one `write` call). Returns the byte offset of its line and the
@@ -183,12 +239,48 @@ impl Journal {
             .map_err(|e| Error::Environment(format!("cannot encode a journal event: {e}")))?
             .into_bytes();
         line.push(b'\n');
+        let body = line.len() as u64 - 1;
+        let size = self
+            .file
+            .metadata()
+            .map_err(|e| Error::io("read", &self.path, e))?
+            .len();
+        if size != self.len {
+            // Someone else wrote to (or cut) the journal: the line goes after whatever is
+            // there, on a line of its own, and its offset is where it really landed.
+            if !self.foreign_warned {
+                self.foreign_warned = true;
+                tracing::warn!(
+                    "{}: it changed under the runner ({size} bytes where it wrote {}; from byte {}); lines the runner did not write are skipped when it is read",
+                    self.path.display(),
+                    self.len,
+                    self.len.min(size)
+                );
+            }
+            if self
+                .last_byte()
+                .map_err(|e| Error::io("read", &self.path, e))?
+                .is_some_and(|b| b != b'\n')
+            {
+                line.insert(0, b'\n');
+            }
+        }
         self.file
             .write_all(&line)
             .map_err(|e| Error::io("append to", &self.path, e))?;
-        let at = self.len;
-        self.len += line.len() as u64;
-        Ok(Some((at, line.len() as u64 - 1)))
+        // With O_APPEND the position after the write is where the line ends.
+        let end = self
+            .file
+            .stream_position()
+            .map_err(|e| Error::io("append to", &self.path, e))?;
+        self.len = end;
+        Ok(Some((end - body - 1, body)))
+    }
+
+    /// Whether the journal is shorter than the lines the runner wrote (someone cut it): the
+    /// offsets it handed out may point past what is left.
+    pub fn was_cut(&self) -> bool {
+        self.file.metadata().is_ok_and(|m| m.len() < self.len)
     }
 
     /// fsync the journal.
@@ -204,7 +296,8 @@ impl Journal {
     }
 }
 
-/// Read a journal (missing → empty replay). Unreadable lines (a torn last line) are skipped.
+/// Read a journal (missing → empty replay). Lines that are no event (written by someone
+/// else, or a torn last line) are skipped, with a warning naming the first one's offset.
 pub fn replay(path: &Path) -> Result<Replay> {
     let file = match File::open(path) {
         Ok(f) => f,
@@ -213,6 +306,9 @@ pub fn replay(path: &Path) -> Result<Replay> {
     };
     let mut r = Replay::default();
     let mut open: HashMap<(String, u32), u32> = HashMap::new();
+    // Lines that are no event of the runner's (someone else wrote them): how many, and the
+    // first one's offset.
+    let mut foreign: (u64, Option<u64>) = (0, None);
     let mut reader = BufReader::new(file);
     let mut offset = 0u64;
     let mut line = Vec::new();
@@ -225,7 +321,12 @@ pub fn replay(path: &Path) -> Result<Replay> {
             break;
         }
         let body = line.strip_suffix(b"\n").unwrap_or(&line);
-        if let Ok(event) = Event::from_line(body) {
+        let event = Event::from_line(body);
+        if event.is_err() && !body.iter().all(u8::is_ascii_whitespace) {
+            foreign.0 += 1;
+            foreign.1.get_or_insert(offset);
+        }
+        if let Ok(event) = event {
             match event {
                 Event::AttemptStarted {
                     id, attempt, pgid, ..
@@ -265,6 +366,12 @@ pub fn replay(path: &Path) -> Result<Replay> {
             }
         }
         offset += n as u64;
+    }
+    if let (n, Some(first)) = foreign {
+        tracing::warn!(
+            "{}: {n} line(s) are no event of the runner's (the first at byte {first}); they are skipped",
+            path.display()
+        );
     }
     let mut unfinished: Vec<(String, u32)> =
         open.into_iter().map(|((id, _), pgid)| (id, pgid)).collect();

@@ -127,6 +127,14 @@ impl Team {
     pub fn into_index(mut self) -> Result<(OutcomeIndex, RunLock)> {
         self.journal.sync()?;
         let path = self.journal.path().to_owned();
+        if self.journal.was_cut() {
+            // The outputs come from what is left: read where each outcome is now.
+            tracing::warn!(
+                "{}: it was cut while the run went on; the outputs hold the outcomes it still records",
+                path.display()
+            );
+            self.finished = journal::replay(&path)?.finished;
+        }
         let file = File::open(&path).map_err(|e| Error::io("read", &path, e))?;
         Ok((
             OutcomeIndex {

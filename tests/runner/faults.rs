@@ -400,3 +400,60 @@ fn foreign_bytes_in_the_journal_lose_no_output_and_a_resume_reads_past_them() {
         "{rows:?}"
     );
 }
+
+/// Issue 24: a runner killed between starting an agent and journaling its attempt left an
+/// agent no resume ended, and the resumed attempt reused its number. The next run ends every
+/// process of the workspace whatever the journal says, and numbers its attempt after the
+/// one that left a log.
+#[test]
+fn a_kill_between_spawn_and_journal_leaves_no_orphan_and_no_reused_attempt_number() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "wait_file")]);
+    let release = sb.join("release");
+    let crashed = sb
+        .fake_batch_cmd(&[])
+        .env("RELEASE_FILE", &release)
+        .env("RUNNER_FAULT", "after_spawn")
+        .output()
+        .expect("runner");
+    assert_ne!(crashed.status.code(), Some(0));
+    wait_for("the orphaned agent to be left running", 10, || {
+        !sb.live_processes().is_empty()
+    });
+    assert_eq!(
+        journal_count(&sb, "workers-output.runner", "attempt_started"),
+        0,
+        "killed before the journal knew"
+    );
+    let orphans = sb.live_processes();
+    let mut resumed = sb
+        .fake_batch_cmd(&[])
+        .env("RELEASE_FILE", &release)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("runner");
+    wait_for("the resumed attempt to start", 30, || {
+        journal_count(&sb, "workers-output.runner", "attempt_started") == 1
+    });
+    // Ended as the team opened, before the resumed attempt started (not by the release).
+    let gone = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
+    };
+    for (pid, cmd) in &orphans {
+        assert!(gone(pid), "orphan {pid} ({cmd}) still runs");
+    }
+    std::fs::write(&release, "go").expect("release");
+    assert_eq!(wait_exit(&mut resumed, 30), 0);
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "completed");
+    assert_eq!(rows["a"]["attempts"], "2", "attempt 1 was the orphan's");
+    let teammate = sb.join("workers-output.runner/teammates/1-a");
+    assert!(teammate.join("attempt-1.stdout.log").is_file());
+    assert!(teammate.join("attempt-2.stdout.log").is_file());
+    assert!(sb.survivors_after(1.0).is_empty());
+}

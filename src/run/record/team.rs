@@ -54,6 +54,7 @@ impl Team {
         for (_, pgid) in &unfinished_attempts {
             orphans::reap(*pgid, dir);
         }
+        orphans::reap_workspace(dir);
         let journal = Journal::open(&journal_path)?;
         Ok(Team {
             name: name.to_owned(),

@@ -173,11 +173,14 @@ pub async fn run_item(
     tx: mpsc::UnboundedSender<Event>,
     mut cancel: watch::Receiver<Cancel>,
 ) {
+    let dir = spec.teammate_dir(&item.teammate);
     let Earlier {
         first_attempt,
         spent: mut spend,
     } = earlier;
-    let dir = spec.teammate_dir(&item.teammate);
+    // An attempt whose start was never journaled (the runner was killed as it started)
+    // still left its stdout log: its number is not used again.
+    let first_attempt = first_attempt.max(highest_logged_attempt(&dir) + 1);
     let started_at = now_rfc3339();
     // The first attempt's prompt, rendered once: hashed (to notice a changed item on resume)
     // and used.
@@ -376,6 +379,24 @@ fn explain_last_rate_limit(verdict: &mut Verdict, waited: Duration, bound: Durat
         rough_duration(bound),
         verdict.reason
     );
+}
+
+/// The highest `N` of the `attempt-N.stdout.log` files in teammate folder `dir` (0: none).
+fn highest_logged_attempt(dir: &Path) -> u32 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let n = name
+                .to_str()?
+                .strip_prefix("attempt-")?
+                .strip_suffix(".stdout.log")?;
+            n.parse::<u32>().ok()
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// `d` in its two largest units, whole seconds (`1h 5m`, `3170years 3months`, `0s`).

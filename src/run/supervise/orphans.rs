@@ -26,6 +26,26 @@ pub fn find(pgid: u32, workspace: &Path) -> (Vec<u32>, Vec<u32>) {
         .partition(|pid| descendants::process_group(*pid as i32) == Some(pgid as i32))
 }
 
+/// End every live process of this workspace, whatever the journal says: a runner killed
+/// between starting an agent and journaling its attempt leaves one no journal names. The
+/// resuming run holds the batch's lock and has started nothing, so each is a dead run's.
+/// Returns how many were ended.
+pub fn reap_workspace(workspace: &Path) -> usize {
+    let mut marker = b"RUNNER_WORKSPACE=".to_vec();
+    marker.extend_from_slice(workspace.as_os_str().as_bytes());
+    let pids = descendants::marked(|kv| kv == marker.as_slice());
+    if !pids.is_empty() {
+        tracing::warn!(
+            "ending {} leftover process(es) of an earlier run the journal does not name (it was killed as they started)",
+            pids.len()
+        );
+    }
+    for pid in &pids {
+        let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    pids.len()
+}
+
 /// End the orphaned group `pgid` if it still holds processes of this workspace, and every
 /// other process of this workspace (those that left a group). Returns how many processes
 /// were found.

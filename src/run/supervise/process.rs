@@ -252,6 +252,8 @@ pub async fn run(
             "the process exited before its id could be read".into(),
         ));
     };
+    // A crash test's kill between starting the agent and journaling its attempt.
+    crate::fault::point("after_spawn");
     let pgid = Pid::from_raw(pid as i32);
     let mut guard = GroupGuard {
         pgid,

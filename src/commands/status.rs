@@ -76,8 +76,23 @@ pub fn status(args: StatusArgs) -> Result<i32> {
         return Ok(exit_code(&s));
     }
     let tty = std::io::stdout().is_terminal();
+    let mut found = found;
     loop {
-        let (text, s) = view(&found, args.brief, stale_after)?;
+        // A todo run that completed removed its workspace for its archive: show that.
+        if !found.path().exists()
+            && let Some(archive) = found.archived()
+        {
+            found = archive;
+        }
+        let (text, s) = match view(&found, args.brief, stale_after) {
+            Ok(v) => v,
+            // Removed between the look and the read.
+            Err(_) if let Some(archive) = found.archived() => {
+                found = archive;
+                view(&found, args.brief, stale_after)?
+            }
+            Err(e) => return Err(e),
+        };
         let clear = if tty { "\x1b[2J\x1b[H" } else { "---\n" };
         crate::ui::out(format_args!("{clear}{text}"));
         if !s.is_live() {

@@ -457,3 +457,68 @@ fn a_kill_between_spawn_and_journal_leaves_no_orphan_and_no_reused_attempt_numbe
     assert!(teammate.join("attempt-2.stdout.log").is_file());
     assert!(sb.survivors_after(1.0).is_empty());
 }
+
+/// Issue 24: right after a `kill -9`, `runner status` showed team.json's picture, up to half
+/// a second old: an item the journal recorded as finished was missing. It now catches up
+/// from the journal.
+#[test]
+fn status_after_kill_9_shows_what_the_journal_recorded_since_team_json() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "hang")]);
+    let r = sb
+        .fake_batch_cmd(&["--jobs", "1"])
+        .env("RUNNER_FAULT", "after_item_finished")
+        .output()
+        .expect("runner");
+    assert_ne!(r.status.code(), Some(0));
+    let snapshot = sb.read("workers-output.runner/team.json");
+    assert!(
+        !snapshot.contains("\"completed\""),
+        "the picture predates a's end: {snapshot}"
+    );
+    let status = sb.run(&["status", "--brief"]);
+    assert!(status.stdout.contains("1 completed"), "{status:?}");
+    assert!(sb.survivors_after(1.0).is_empty());
+}
+
+/// Issue 24: `status --watch` on a todo run that completes followed it into its archive
+/// (the workspace is removed) and ends 0, instead of exit 2 (`team.json: cannot read it`).
+#[test]
+fn status_watch_follows_a_completing_todo_run_into_its_archive() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    sb.write("S/todo-4.md", "## Todo\n- [ ] one MODE=wait_file\n");
+    let release = sb.join("release");
+    let f = agent("fake_agent.py");
+    let mut run = sb
+        .cmd(&["run", "S/todo-4.md", "--", "python3", &f])
+        .env("RELEASE_FILE", &release)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("runner");
+    wait_for("the todo team to run", 30, || {
+        sb.join("S/teams/todo-resolve-4/team.json").is_file()
+    });
+    let watch = sb
+        .cmd(&["status", "--watch", "S/todo-4.md"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("status --watch");
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(&release, "go").expect("release");
+    assert_eq!(wait_exit(&mut run, 30), 0);
+    let out = watch.wait_with_output().expect("watch ends");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        !sb.join("S/teams/todo-resolve-4").exists(),
+        "the workspace went"
+    );
+    let last = stdout.rsplit("---\n").next().unwrap_or_default();
+    assert!(last.contains("1 completed"), "{stdout}");
+}

@@ -532,6 +532,49 @@ impl Snapshot {
         }
     }
 
+    /// Bring the snapshot of a runner that died (`kill -9`) up to what its journal recorded
+    /// after the snapshot was written (team.json is rewritten at most every half second):
+    /// the items that finished since count, and are not shown running. Best effort: a
+    /// journal that cannot be read leaves the snapshot as it is.
+    pub fn catch_up(&mut self, journal: &Path) {
+        use std::io::BufRead;
+        let Ok(file) = File::open(journal) else {
+            return;
+        };
+        let Ok(written) = self.updated_at.parse::<jiff::Timestamp>() else {
+            return;
+        };
+        // Recorded at most this long after it finished: an outcome older than the
+        // snapshot by more is in it already.
+        let slack = jiff::SignedDuration::from_secs(2);
+        let mut this_run = false;
+        let mut late = Vec::new();
+        for line in std::io::BufReader::new(file)
+            .split(b'\n')
+            .map_while(std::io::Result::ok)
+        {
+            match Event::from_line(&line) {
+                Ok(Event::RunStarted { pid, .. }) => {
+                    this_run = pid == self.pid;
+                    late.clear();
+                }
+                Ok(Event::ItemFinished(o)) if this_run => {
+                    let recent = o
+                        .finished_at
+                        .parse::<jiff::Timestamp>()
+                        .is_ok_and(|t| t >= written - slack);
+                    if recent && !self.finished.iter().any(|f| f.id == o.id) {
+                        late.push(o);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for o in late {
+            self.finish(&o);
+        }
+    }
+
     /// Record a finished item.
     pub fn finish(&mut self, o: &Outcome) {
         self.running.retain(|r| r.id != o.id);

@@ -46,15 +46,35 @@ impl Found {
                 let p = dir.join("team.json");
                 let text =
                     std::fs::read_to_string(&p).map_err(|e| Error::read_input("it", &p, e))?;
-                serde_json::from_str(&text).map_err(|e| {
+                let mut s: Snapshot = serde_json::from_str(&text).map_err(|e| {
                     Error::input_at(
                         &p,
                         Some(e.line() as u64),
                         format!("not a team snapshot: {e}"),
                     )
-                })
+                })?;
+                if s.state == "running" && !crate::run::record::team::alive(s.pid) {
+                    s.catch_up(&dir.join("journal.jsonl"));
+                }
+                Ok(s)
             }
         }
+    }
+
+    /// Where a todo team's record went when its workspace was removed: for
+    /// `<store>/teams/todo-resolve-N`, `<store>/todo-N.archive.jsonl` if it exists now.
+    pub fn archived(&self) -> Option<Found> {
+        let Found::Workspace(dir) = self else {
+            return None;
+        };
+        let n = dir.file_name()?.to_str()?.strip_prefix("todo-resolve-")?;
+        let teams = dir.parent()?;
+        if teams.file_name()? != "teams" {
+            return None;
+        }
+        let batch = teams.parent()?.join(format!("todo-{n}.md"));
+        let archive = crate::source::todo_batch::archive_path(&batch);
+        archive.is_file().then_some(Found::Archive(archive))
     }
 
     /// Every attempt and outcome the team recorded ([`history`]).

@@ -6,14 +6,17 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::live::Live;
 use super::{RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
-use crate::run::events::Reporter;
+use crate::run::events::{Event, Reporter};
 use crate::run::record::outcome::Outcome;
+use crate::run::record::team::OutcomeIndex;
 use crate::run::schedule::selection::Selection;
 use crate::source::input::InputTable;
 
@@ -424,40 +427,123 @@ impl Write for Shared<'_> {
     }
 }
 
-/// The `workers-output.csv` sink of a CSV batch: the rows of its shard in input order — rows
-/// run now from their outcomes, rows `--only` did not select copied byte-for-byte from the
-/// previous output.
-pub struct CsvOutput {
-    /// The output file.
-    pub path: PathBuf,
-    /// The scanned input.
-    pub table: InputTable,
-    /// Which rows this run covers.
-    pub selection: Selection,
-    /// The output's columns.
-    pub layout: Layout,
+/// The error text of a row a live output shows before its item finished (its status and
+/// attempts are empty).
+pub const UNFINISHED: &str = "not finished when this output was written; the run was going on";
+
+/// What a row without an outcome says: not run (with its status and reason), or, in an
+/// output written while the run goes on, not finished yet ([`UNFINISHED`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Missing {
+    /// The item has no outcome and will have none from this run.
+    NotRun(ItemStatus, &'static str),
+    /// The run is still going on.
+    Unfinished,
 }
 
-impl Reporter for CsvOutput {}
+impl Missing {
+    /// The missing rows of a finished run: never started (interrupted or not).
+    pub fn after(interrupted: bool) -> Missing {
+        match interrupted {
+            true => Missing::NotRun(
+                ItemStatus::Cancelled,
+                "not started: the run was interrupted",
+            ),
+            false => Missing::NotRun(ItemStatus::Cancelled, "not started"),
+        }
+    }
+}
+
+/// The `workers-output.csv` sink of a CSV batch: the rows of its shard in input order — rows
+/// run now from their outcomes, rows `--only` did not select copied byte-for-byte from the
+/// previous output. Kept current while the run goes on ([`Live`]).
+pub struct CsvOutput {
+    file: Arc<CsvFile>,
+    /// The team's journal, which the live rewrites follow.
+    journal: PathBuf,
+    live: Option<Live>,
+}
+
+/// What [`CsvOutput`] writes, shared with its live thread.
+struct CsvFile {
+    path: PathBuf,
+    table: InputTable,
+    selection: Selection,
+    layout: Layout,
+}
+
+impl CsvOutput {
+    /// The output `path` of the rows of `table` this run's `selection` covers, in `layout`;
+    /// `journal` is the team's, read for live rewrites.
+    pub fn new(
+        path: PathBuf,
+        table: InputTable,
+        selection: Selection,
+        layout: Layout,
+        journal: PathBuf,
+    ) -> CsvOutput {
+        CsvOutput {
+            file: Arc::new(CsvFile {
+                path,
+                table,
+                selection,
+                layout,
+            }),
+            journal,
+            live: None,
+        }
+    }
+}
+
+impl Reporter for CsvOutput {
+    fn event(&mut self, event: &Event) {
+        if !matches!(event, Event::ItemFinished(_)) {
+            return;
+        }
+        let live = self.live.get_or_insert_with(|| {
+            let file = self.file.clone();
+            let journal = self.journal.clone();
+            let mut index: Option<OutcomeIndex> = None;
+            Live::start("the output CSV", move || {
+                let outcomes = match &mut index {
+                    Some(i) => {
+                        i.catch_up()?;
+                        i
+                    }
+                    None => index.insert(OutcomeIndex::follow(&journal)?),
+                };
+                file.write(outcomes, Missing::Unfinished)
+            })
+        });
+        live.changed();
+    }
+}
 
 impl Sink for CsvOutput {
     fn files(&self) -> Vec<PathBuf> {
-        vec![self.path.clone()]
+        vec![self.file.path.clone()]
     }
 
     fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
-        let rows = self.table.rows()?;
-        if let Some(w) = self.table.changed() {
+        if let Some(mut live) = self.live.take() {
+            live.stop();
+        }
+        if let Some(w) = self.file.table.changed() {
             eprintln!("warning: {w}");
         }
-        let missing = if run.summary.interrupted {
-            (
-                ItemStatus::Cancelled,
-                "not started: the run was interrupted",
-            )
-        } else {
-            (ItemStatus::Cancelled, "not started")
-        };
+        self.file
+            .write(run.outcomes, Missing::after(run.summary.interrupted))
+    }
+}
+
+impl CsvFile {
+    /// Replace the output with every row of the shard: its outcome from `outcomes`, else what
+    /// `missing` says.
+    ///
+    /// Errors: the input's snapshot, the previous output or the journal cannot be read, or
+    /// the file cannot be written.
+    fn write(&self, outcomes: &mut OutcomeIndex, missing: Missing) -> Result<()> {
+        let rows = self.table.rows()?;
         let selection = &self.selection;
         let layout = &self.layout;
         let mut failure: Option<Error> = None;
@@ -497,19 +583,45 @@ impl Sink for CsvOutput {
                     ))?;
                     continue;
                 }
-                let outcome = match run.outcomes.outcome(&row.id) {
+                let outcome = match outcomes.outcome(&row.id) {
                     Ok(o) => o,
                     Err(e) => {
                         failure = Some(e);
                         return Err(std::io::Error::other("cannot read the journal"));
                     }
                 };
-                emit(self::row(layout, &row.values, outcome.as_ref(), missing))?;
+                emit(match (outcome, missing) {
+                    (Some(o), _) => {
+                        self::row(layout, &row.values, Some(&o), (ItemStatus::Cancelled, ""))
+                    }
+                    (None, Missing::NotRun(status, why)) => {
+                        self::row(layout, &row.values, None, (status, why))
+                    }
+                    (None, Missing::Unfinished) => unfinished_row(layout, &row.values),
+                })?;
             }
             Ok(())
         })
         .map_err(|e| failure.take().unwrap_or(e))
     }
+}
+
+/// The row of an item not finished yet: its input values, its error [`UNFINISHED`], and no
+/// status, attempts or failure kind.
+pub fn unfinished_row(layout: &Layout, values: &[String]) -> Vec<String> {
+    let mut out = row(layout, values, None, (ItemStatus::Cancelled, UNFINISHED));
+    let extra = if layout.worktree {
+        WORKTREE_COLUMNS.len()
+    } else {
+        0
+    };
+    let first = layout.headers.len() - RUNNER_COLUMNS.len() - extra;
+    for column in ["status", "attempts", "failure_kind"] {
+        if let Some(i) = RUNNER_COLUMNS.iter().position(|c| *c == column) {
+            out[first + i].clear();
+        }
+    }
+    out
 }
 
 /// The outcome of a covered item that has none recorded: it never started.

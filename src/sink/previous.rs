@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::sink::output_csv;
@@ -12,8 +12,19 @@ use crate::sink::output_csv;
 /// Index of a previous output file: id → (completed?, byte range of its record).
 #[derive(Debug, Clone)]
 pub struct Previous {
-    path: PathBuf,
+    /// The file as it was read, kept open: an output kept current while the run goes on
+    /// replaces the path, and the byte ranges are of these bytes.
+    file: std::sync::Arc<std::fs::File>,
     rows: HashMap<String, (bool, u64, u64)>,
+}
+
+/// Open `path`, read it whole, and keep it open.
+fn read_kept(path: &Path) -> Result<(std::sync::Arc<std::fs::File>, Vec<u8>)> {
+    let err = |e| Error::read_input("the previous output for --only", path, e);
+    let mut file = std::fs::File::open(path).map_err(err)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(err)?;
+    Ok((std::sync::Arc::new(file), bytes))
 }
 
 impl Previous {
@@ -28,8 +39,7 @@ impl Previous {
         id_column: Option<&str>,
         status_column: &str,
     ) -> Result<Previous> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| Error::read_input("the previous output for --only", path, e))?;
+        let (file, bytes) = read_kept(path)?;
         let raw = output_csv::raw_records(&bytes)
             .map_err(|(line, e)| Error::input_at(path, line, format!("not a CSV output: {e}")))?;
         if raw.header != headers {
@@ -51,10 +61,7 @@ impl Previous {
             let completed = status_idx.and_then(|i| record.get(i)) == Some("completed");
             rows.insert(id, (completed, *start as u64, *end as u64));
         }
-        Ok(Previous {
-            path: path.to_owned(),
-            rows,
-        })
+        Ok(Previous { file, rows })
     }
 
     /// Index the JSON Lines output `path` (one object per line, [`crate::sink::output_jsonl`]):
@@ -69,8 +76,7 @@ impl Previous {
         id_column: Option<&str>,
         status_column: &str,
     ) -> Result<Previous> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| Error::read_input("the previous output for --only", path, e))?;
+        let (file, bytes) = read_kept(path)?;
         let mut rows = HashMap::new();
         let mut start = 0usize;
         let mut number = 0u64;
@@ -98,10 +104,7 @@ impl Previous {
             let completed = o.get(status_column).and_then(|v| v.as_str()) == Some("completed");
             rows.insert(id, (completed, range.0, range.1));
         }
-        Ok(Previous {
-            path: path.to_owned(),
-            rows,
-        })
+        Ok(Previous { file, rows })
     }
 
     /// Whether the previous output shows `id` completed.
@@ -125,9 +128,10 @@ impl Previous {
         Ok(Some(buf))
     }
 
-    /// Open the file for [`Previous::raw`].
+    /// The file as it was read, for [`Previous::raw`] (a handle of its own; the bytes are
+    /// those indexed even after the path was replaced).
     pub fn open(&self) -> std::io::Result<std::fs::File> {
-        std::fs::File::open(&self.path)
+        self.file.try_clone()
     }
 
     /// Ids in the previous output.

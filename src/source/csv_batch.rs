@@ -445,19 +445,21 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
     });
     let mut sinks = Sinks::default();
     if output_jsonl::is_jsonl_path(&output) {
-        sinks.push(Box::new(JsonlOutput {
-            path: output.clone(),
-            table: table.clone(),
-            selection: selection.clone(),
+        sinks.push(Box::new(JsonlOutput::new(
+            output.clone(),
+            table.clone(),
+            selection.clone(),
             layout,
-        }));
+            workspace.join("journal.jsonl"),
+        )));
     } else {
-        sinks.push(Box::new(CsvOutput {
-            path: output.clone(),
-            table: table.clone(),
-            selection: selection.clone(),
+        sinks.push(Box::new(CsvOutput::new(
+            output.clone(),
+            table.clone(),
+            selection.clone(),
             layout,
-        }));
+            workspace.join("journal.jsonl"),
+        )));
     }
     if let Some(shard) = settings.shard {
         sinks.push(Box::new(ShardSidecar {

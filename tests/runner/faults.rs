@@ -522,3 +522,54 @@ fn status_watch_follows_a_completing_todo_run_into_its_archive() {
     let last = stdout.rsplit("---\n").next().unwrap_or_default();
     assert!(last.contains("1 completed"), "{stdout}");
 }
+
+/// Issue 24: the output CSV is kept current while the run goes on (about once a second), so
+/// a `kill -9` leaves one holding every item finished up to a second before — the rest say
+/// they had not finished — and the resume completes it.
+#[test]
+fn the_output_is_current_while_the_run_goes_on_and_survives_a_kill_9() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "success"), ("c", "wait_file")]);
+    let release = sb.join("release");
+    let mut runner = sb
+        .fake_batch_cmd(&["--jobs", "3"])
+        .env("RELEASE_FILE", &release)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("runner");
+    let out = sb.join("workers-output.csv");
+    let current = || {
+        out.is_file() && {
+            let rows = by_id(&out, "id");
+            rows.len() == 3
+                && rows["a"]["status"] == "completed"
+                && rows["b"]["status"] == "completed"
+        }
+    };
+    wait_for("the output to show a and b completed", 20, current);
+    let rows = by_id(&out, "id");
+    assert_eq!(rows["c"]["status"], "", "{:?}", rows["c"]);
+    assert!(rows["c"]["error"].starts_with("not finished when this output was written"));
+    signal(&runner, "-9");
+    let _ = wait_exit(&mut runner, 10);
+    assert!(current(), "the kill left the output as it was");
+    std::fs::write(&release, "go").expect("release");
+    let r = sb
+        .fake_batch_cmd(&["--jobs", "3"])
+        .env("RELEASE_FILE", &release)
+        .output()
+        .expect("runner");
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stdout)
+    );
+    let rows = by_id(&out, "id");
+    assert!(
+        rows.values().all(|r| r["status"] == "completed"),
+        "{rows:?}"
+    );
+    assert!(sb.survivors_after(1.0).is_empty());
+}

@@ -425,6 +425,52 @@ fn each_event(path: &Path, mut f: impl FnMut(Event)) -> Result<()> {
     Ok(())
 }
 
+/// Read the complete lines of `file` from byte `from` on, and note where each item's last
+/// `item_finished` line is in `into` (other lines are skipped). Returns where the last
+/// complete line ends: a half-written line is read next time. For outputs kept current
+/// while the run goes on.
+///
+/// Errors: the journal cannot be read.
+pub fn finished_from(
+    file: &mut File,
+    path: &Path,
+    from: u64,
+    into: &mut HashMap<String, FinishedRef>,
+) -> Result<u64> {
+    file.seek(SeekFrom::Start(from))
+        .map_err(|e| Error::io("read", path, e))?;
+    let mut reader = BufReader::new(file);
+    let mut offset = from;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| Error::io("read", path, e))?;
+        if n == 0 || !line.ends_with(b"\n") {
+            return Ok(offset);
+        }
+        let body = &line[..n - 1];
+        // Only outcome lines are parsed.
+        if body.windows(15).any(|w| w == b"\"item_finished\"")
+            && let Ok(Event::ItemFinished(outcome)) = Event::from_line(body)
+        {
+            into.insert(
+                outcome.id.clone(),
+                FinishedRef {
+                    offset,
+                    len: body.len() as u64,
+                    status: outcome.status,
+                    attempts: outcome.attempts,
+                    content_hash: outcome.content_hash.clone(),
+                    cost_usd: outcome.cost_usd,
+                },
+            );
+        }
+        offset += n as u64;
+    }
+}
+
 /// Read back the outcome recorded at `at` (from [`Replay::finished`] or [`Journal::append`]).
 pub fn read_outcome(file: &mut File, path: &Path, at: &FinishedRef) -> Result<Outcome> {
     file.seek(SeekFrom::Start(at.offset))

@@ -142,6 +142,7 @@ impl Team {
                 finished: self.finished,
                 file,
                 path,
+                read_to: 0,
             },
             self._lock,
         ))
@@ -300,9 +301,37 @@ pub struct OutcomeIndex {
     finished: HashMap<String, FinishedRef>,
     file: File,
     path: PathBuf,
+    /// How far [`OutcomeIndex::catch_up`] has read (an index that follows a live run).
+    read_to: u64,
 }
 
 impl OutcomeIndex {
+    /// An index that follows the journal at `path` while a run appends to it, for outputs
+    /// kept current: read-only, its own file handle, the outcomes recorded so far (earlier
+    /// runs' included); [`OutcomeIndex::catch_up`] reads what was appended since.
+    ///
+    /// Errors: the journal cannot be opened or read.
+    pub fn follow(path: &Path) -> Result<OutcomeIndex> {
+        let file = File::open(path).map_err(|e| Error::io("read", path, e))?;
+        let mut index = OutcomeIndex {
+            finished: HashMap::new(),
+            file,
+            path: path.to_owned(),
+            read_to: 0,
+        };
+        index.catch_up()?;
+        Ok(index)
+    }
+
+    /// Read the outcomes appended since the last look.
+    ///
+    /// Errors: the journal cannot be read.
+    pub fn catch_up(&mut self) -> Result<()> {
+        self.read_to =
+            journal::finished_from(&mut self.file, &self.path, self.read_to, &mut self.finished)?;
+        Ok(())
+    }
+
     /// An index of no outcomes (for sinks' tests).
     #[cfg(test)]
     pub fn empty() -> OutcomeIndex {
@@ -310,6 +339,7 @@ impl OutcomeIndex {
             finished: HashMap::new(),
             file: File::open("/dev/null").expect("/dev/null"),
             path: PathBuf::from("/dev/null"),
+            read_to: 0,
         }
     }
 

@@ -1,8 +1,11 @@
 //! Outputs kept current while the run goes on (issue 24; GNU parallel's `--joblog` and
 //! `--results` are current as jobs end): a sink that has a [`Live`] rewrites its file on a
-//! thread of its own, at most once every [`EVERY`] after an item finished, so a `kill -9`
-//! leaves a file that holds everything finished up to about a second before. The file is
-//! replaced atomically each time; the sink's final write, after the run, is the last word.
+//! thread of its own after an item finished, at most once every [`EVERY`] — or, for a file
+//! so big that writing it takes longer than a tenth of that, every [`SHARE`] times as long
+//! as the last write took (a rewrite reads every row), so the rewrites never take more than
+//! a tenth of the run. A `kill -9` leaves a file that holds everything finished up to then.
+//! The file is replaced atomically each time; the sink's final write, after the run, is the
+//! last word.
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -12,6 +15,8 @@ use crate::error::Result;
 
 /// The least time between two rewrites of a live output.
 pub const EVERY: Duration = Duration::from_secs(1);
+/// Between two rewrites at least this many times as long as the last one took.
+pub const SHARE: u32 = 10;
 
 #[derive(Default)]
 struct Flags {
@@ -30,7 +35,7 @@ pub struct Live {
 
 impl Live {
     /// Start the thread named `name` that calls `write` after [`Live::changed`], at most once
-    /// every [`EVERY`]. A failed write is warned about once and tried again on the next
+    /// every [`EVERY`] (or [`SHARE`] times the last write's time, when longer). A failed write is warned about once and tried again on the next
     /// change: the final write reports for real.
     pub fn start(name: &str, mut write: impl FnMut() -> Result<()> + Send + 'static) -> Live {
         let shared = Arc::new((Mutex::new(Flags::default()), Condvar::new()));
@@ -41,17 +46,21 @@ impl Live {
             .spawn(move || {
                 let (lock, wake) = &*theirs;
                 let mut last: Option<Instant> = None;
+                let mut gap = EVERY;
                 let mut warned = false;
                 let mut flags = lock.lock().unwrap_or_else(PoisonError::into_inner);
                 loop {
                     if flags.stop {
                         return;
                     }
-                    let due = last.map_or(Duration::ZERO, |l| EVERY.saturating_sub(l.elapsed()));
+                    let due = last.map_or(Duration::ZERO, |l| gap.saturating_sub(l.elapsed()));
                     if flags.dirty && due.is_zero() {
                         flags.dirty = false;
                         drop(flags);
-                        if let Err(e) = write()
+                        let began = Instant::now();
+                        let wrote = write();
+                        gap = EVERY.max(began.elapsed() * SHARE);
+                        if let Err(e) = wrote
                             && !std::mem::replace(&mut warned, true)
                         {
                             tracing::warn!(
@@ -62,7 +71,7 @@ impl Live {
                         flags = lock.lock().unwrap_or_else(PoisonError::into_inner);
                         continue;
                     }
-                    let wait = if flags.dirty { due } else { EVERY };
+                    let wait = if flags.dirty { due } else { gap };
                     flags = wake
                         .wait_timeout(flags, wait)
                         .unwrap_or_else(PoisonError::into_inner)

@@ -573,3 +573,49 @@ fn the_output_is_current_while_the_run_goes_on_and_survives_a_kill_9() {
     );
     assert!(sb.survivors_after(1.0).is_empty());
 }
+
+/// Issue 24: Ctrl-C while `--verify` checks a finished agent's report marked the item
+/// `cancelled` and threw the report away: the resume ran the agent again (a non-idempotent
+/// agent then reports on work it already changed). The report is kept; the resume runs
+/// only the verify.
+#[test]
+fn an_interrupt_during_verify_keeps_the_report_and_the_resume_runs_only_the_verify() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success")]);
+    sb.write(
+        "verify.sh",
+        "test -f pass && exit 0\ntouch verifying\nexec sleep 30\n",
+    );
+    let verify = "sh verify.sh";
+    let mut runner = sb
+        .fake_batch_cmd(&["--verify", verify])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("runner");
+    wait_for("the verify to run", 30, || sb.join("verifying").is_file());
+    signal(&runner, "-INT");
+    assert_eq!(wait_exit(&mut runner, 30), 130);
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "cancelled");
+    assert_eq!(rows["a"]["error"], "interrupted during verify");
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert!(journal.contains("\"awaiting_verify\":true"), "{journal}");
+
+    sb.write("pass", "");
+    let r = sb.fake_batch(&["--verify", verify]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "completed", "{:?}", rows["a"]);
+    assert_eq!(
+        rows["a"]["summary"], "fake agent handled a",
+        "the agent's own report"
+    );
+    assert_eq!(rows["a"]["attempts"], "1");
+    assert_eq!(
+        journal_count(&sb, "workers-output.runner", "attempt_started"),
+        1,
+        "the agent did not run again"
+    );
+    assert!(sb.survivors_after(1.0).is_empty());
+}

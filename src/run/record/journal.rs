@@ -82,9 +82,31 @@ pub struct FinishedRef {
     pub content_hash: String,
     /// The item's cost in USD, when known (a resumed run's budget counts it).
     pub cost_usd: Option<f64>,
+    /// Its agent finished with a valid report, and the run was interrupted while the
+    /// verify command checked it: a resume runs only the verify ([`Outcome::awaiting_verify`]).
+    pub awaiting_verify: bool,
 }
 
 impl FinishedRef {
+    /// Where `outcome`'s line is (`offset`, `len` without the newline), with its key facts.
+    pub fn of(outcome: &Outcome, offset: u64, len: u64) -> FinishedRef {
+        FinishedRef {
+            offset,
+            len,
+            status: outcome.status,
+            attempts: outcome.attempts,
+            content_hash: outcome.content_hash.clone(),
+            cost_usd: outcome.cost_usd,
+            awaiting_verify: outcome.awaiting_verify,
+        }
+    }
+
+    /// Whether a resume of `item` runs only its verify command: its agent finished with a
+    /// valid report that an interrupt kept from being verified, and the item is unchanged.
+    pub fn verify_only(&self, item: &crate::item::WorkItem) -> bool {
+        self.awaiting_verify && self.content_hash == item.content
+    }
+
     /// Whether this recorded outcome means `item` is not run again: it completed, and the
     /// item's content is what it was then (a changed row or todo item runs again).
     pub fn resumes(&self, item: &crate::item::WorkItem) -> bool {
@@ -346,14 +368,7 @@ pub fn replay(path: &Path) -> Result<Replay> {
                 Event::ItemFinished(outcome) => {
                     r.finished.insert(
                         outcome.id.clone(),
-                        FinishedRef {
-                            offset,
-                            len: body.len() as u64,
-                            status: outcome.status,
-                            attempts: outcome.attempts,
-                            content_hash: outcome.content_hash.clone(),
-                            cost_usd: outcome.cost_usd,
-                        },
+                        FinishedRef::of(&outcome, offset, body.len() as u64),
                     );
                 }
                 Event::RunStarted { .. }
@@ -457,14 +472,7 @@ pub fn finished_from(
         {
             into.insert(
                 outcome.id.clone(),
-                FinishedRef {
-                    offset,
-                    len: body.len() as u64,
-                    status: outcome.status,
-                    attempts: outcome.attempts,
-                    content_hash: outcome.content_hash.clone(),
-                    cost_usd: outcome.cost_usd,
-                },
+                FinishedRef::of(&outcome, offset, body.len() as u64),
             );
         }
         offset += n as u64;

@@ -71,6 +71,11 @@ pub struct Outcome {
     /// `git diff --shortstat` of the branch against the run's base commit.
     #[serde(default)]
     pub diffstat: Option<String>,
+    /// The agent finished with a valid report, and the run was interrupted while the verify
+    /// command checked it (status `cancelled`): a resume runs only the verify, on this
+    /// report, instead of the agent again (the agent's work is not done twice).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub awaiting_verify: bool,
 }
 
 impl Outcome {
@@ -108,6 +113,7 @@ impl Outcome {
             branch: None,
             commit: None,
             diffstat: None,
+            awaiting_verify: false,
         }
     }
 }

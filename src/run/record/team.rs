@@ -83,17 +83,8 @@ impl Team {
             self.spent.entry(id.clone()).or_default().add(*spend);
         }
         if let Event::ItemFinished(outcome) = event.as_ref() {
-            self.finished.insert(
-                outcome.id.clone(),
-                FinishedRef {
-                    offset,
-                    len,
-                    status: outcome.status,
-                    attempts: outcome.attempts,
-                    content_hash: outcome.content_hash.clone(),
-                    cost_usd: outcome.cost_usd,
-                },
-            );
+            self.finished
+                .insert(outcome.id.clone(), FinishedRef::of(outcome, offset, len));
         }
         Ok(())
     }

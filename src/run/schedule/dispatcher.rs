@@ -386,11 +386,30 @@ impl<'a> Dispatcher<'a> {
                     .unwrap_or(0)
                     + 1,
                 spent: self.team.spent.get(&item.id).copied().unwrap_or_default(),
+                verify_only: self.verify_only(&item)?,
             };
             self.running.insert(item.id.clone());
             start.push(Action::Start(Box::new(item), earlier));
         }
         Ok(start)
+    }
+
+    /// The earlier outcome of `item` when a resume runs only its verify command: its agent
+    /// finished with a valid report, an interrupt stopped the verify, the item is unchanged,
+    /// `--only` does not name it, and its teammates work in the run's own folder (a
+    /// worktree's state is not kept for it).
+    ///
+    /// Errors: the journal cannot be read.
+    fn verify_only(&mut self, item: &WorkItem) -> Result<Option<Box<Outcome>>> {
+        let pending = self
+            .team
+            .finished
+            .get(&item.id)
+            .is_some_and(|f| f.verify_only(item));
+        if !pending || self.spec.isolation.is_some() || self.spec.rerun.contains(&item.id) {
+            return Ok(None);
+        }
+        Ok(self.team.outcome(&item.id)?.map(Box::new))
     }
 
     /// An item fresh from the source: `Some` when it can start now; otherwise it completed in

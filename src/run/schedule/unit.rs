@@ -146,16 +146,21 @@ struct AttemptResult {
     agent: AgentResult,
     report: Option<report::Report>,
     log: PathBuf,
+    /// The report passed every check but the verify command, which an interrupt stopped.
+    verify_cancelled: bool,
 }
 
 /// What earlier runs left of an item: the attempt numbering continues after theirs, and
 /// what their attempts cost counts in the item's outcome.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Earlier {
     /// The number of this run's first attempt (1 + the highest one started before).
     pub first_attempt: u32,
     /// What every earlier attempt of the item cost.
     pub spent: Spend,
+    /// The outcome of an earlier run whose verify an interrupt stopped
+    /// ([`Outcome::awaiting_verify`]): only the verify command runs, on its report.
+    pub verify_only: Option<Box<Outcome>>,
 }
 
 /// Run every attempt of `item`; `earlier` continues the numbering and the spending of
@@ -177,7 +182,13 @@ pub async fn run_item(
     let Earlier {
         first_attempt,
         spent: mut spend,
+        verify_only,
     } = earlier;
+    if let Some(earlier) = verify_only {
+        let outcome = verify_again(&spec, &item, *earlier, cancel).await;
+        let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
+        return;
+    }
     // An attempt whose start was never journaled (the runner was killed as it started)
     // still left its stdout log: its number is not used again.
     let first_attempt = first_attempt.max(highest_logged_attempt(&dir) + 1);
@@ -341,6 +352,7 @@ fn final_outcome(
         branch: last.git.as_ref().map(|g| g.0.clone()),
         commit: last.git.as_ref().map(|g| g.1.clone()),
         diffstat: last.git.as_ref().map(|g| g.2.clone()),
+        awaiting_verify: last.verify_cancelled && last.verdict.status == ItemStatus::Cancelled,
     }
 }
 
@@ -381,6 +393,61 @@ fn explain_last_rate_limit(verdict: &mut Verdict, waited: Duration, bound: Durat
     );
 }
 
+/// Resume an item whose verify command an interrupt stopped: run only the verify, on the
+/// report its agent left (`earlier`, [`Outcome::awaiting_verify`]), in the run's working
+/// directory with the attempt's `RUNNER_*` variables. Passed: completed; failed:
+/// `verify_failed`; interrupted again: still awaiting its verify.
+async fn verify_again(
+    spec: &RunSpec,
+    item: &WorkItem,
+    earlier: Outcome,
+    cancel: watch::Receiver<Cancel>,
+) -> Outcome {
+    let Some(argv) = &spec.settings.verify else {
+        // No verify any more: the report stands as the agent left it.
+        return Outcome {
+            status: ItemStatus::Completed,
+            error: String::new(),
+            failure_kind: None,
+            awaiting_verify: false,
+            finished_at: now_rfc3339(),
+            ..earlier
+        };
+    };
+    let dir = spec.teammate_dir(&item.teammate);
+    let logs = AttemptLogs {
+        dir: &dir,
+        attempt: earlier.attempts.max(1),
+    };
+    let var = |k: &str, v: &dyn AsRef<OsStr>| (k.to_string(), v.as_ref().to_owned());
+    let env = vec![
+        var("RUNNER_REPORT", &dir.join("report.json")),
+        var("RUNNER_ITEM_ID", &item.id),
+        var("RUNNER_TEAM", &spec.team),
+        var("RUNNER_TEAMMATE", &item.teammate),
+        var("RUNNER_WORKSPACE", &spec.workspace),
+        var("RUNNER_TEAMMATE_DIR", &dir),
+        var("RUNNER_ATTEMPT", &logs.attempt.to_string()),
+    ];
+    let verdict = match run_verify(spec, item, argv, &spec.cwd, &logs, &env, cancel).await {
+        VerifyResult::Passed | VerifyResult::NotRun => (ItemStatus::Completed, None, String::new()),
+        VerifyResult::Failed(why) => (
+            ItemStatus::Failed,
+            Some(FailureKind::VerifyFailed),
+            format!("verify failed: {}", report::one_line(&why, 200)),
+        ),
+        VerifyResult::Cancelled => return earlier,
+    };
+    Outcome {
+        status: verdict.0,
+        failure_kind: verdict.1,
+        error: verdict.2,
+        awaiting_verify: false,
+        finished_at: now_rfc3339(),
+        ..earlier
+    }
+}
+
 /// The highest `N` of the `attempt-N.stdout.log` files in teammate folder `dir` (0: none).
 fn highest_logged_attempt(dir: &Path) -> u32 {
     std::fs::read_dir(dir)
@@ -416,6 +483,7 @@ fn failed_before_start(reason: String, log: PathBuf) -> AttemptResult {
         agent: AgentResult::default(),
         report: None,
         log,
+        verify_cancelled: false,
     }
 }
 
@@ -728,6 +796,7 @@ async fn judge_attempt(
     }
     AttemptResult {
         git: git.and_then(Result::ok),
+        verify_cancelled: matches!(verify, VerifyResult::Cancelled),
         verdict,
         exit_code: ran.exit_code,
         elapsed: ran.elapsed,

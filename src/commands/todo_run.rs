@@ -96,6 +96,16 @@ pub fn run_plan(
     backend: Arc<dyn Backend>,
 ) -> Result<i32> {
     match plan {
+        Some(plan) if plan.selected == 0 => {
+            crate::ui::say(
+                format,
+                format!(
+                    "Every item of {} is ticked; finishing the ending an earlier run left undone (the table, checkpoints, archive, workspace).",
+                    path.display()
+                ),
+            );
+            pipeline::run(plan, backend)
+        }
         Some(plan) => pipeline::run(plan, backend),
         None => {
             crate::ui::say(

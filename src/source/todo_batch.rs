@@ -258,7 +258,37 @@ fn item_checks(
     })
 }
 
-/// Build the plan of a todo batch whose text is `doc`; `None` when every item is ticked.
+/// The items of `doc` that the team workspace's journal has outcomes of, when every item is
+/// ticked but the workspace is still there (a run killed as it ended): what the finishing
+/// run writes its table and removes checkpoints for. Empty when there is no such workspace.
+///
+/// Errors: the journal cannot be read.
+fn ended_items(doc: &TodoDocument, workspace: &Path) -> Result<Vec<WorkItem>> {
+    let journal = workspace.join("journal.jsonl");
+    if !journal.is_file() {
+        return Ok(Vec::new());
+    }
+    let finished = crate::run::record::journal::replay(&journal)?.finished;
+    Ok(doc
+        .items()
+        .iter()
+        .filter(|i| finished.contains_key(&i.number.to_string()))
+        .map(|i| WorkItem {
+            id: i.number.to_string(),
+            title: i.title.clone(),
+            line: i.line as u64,
+            teammate: format!("todo-task-{}", i.number),
+            vars: Vec::new(),
+            body: i.title.clone(),
+            checkpoint: None,
+            after: Vec::new(),
+            content: String::new(),
+        })
+        .collect())
+}
+
+/// Build the plan of a todo batch whose text is `doc`; `None` when every item is ticked
+/// (and no run's ending is left to finish).
 ///
 /// Errors: bad items (exit 2, one line each, naming the batch file), `--only` naming an item
 /// that is not unticked, a teammate template that does not parse, isolation that cannot be
@@ -314,11 +344,24 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
     let template_text = b.store.template("teammate.md", DEFAULT_TEAMMATE_TEMPLATE)?;
     let template =
         TeammateTemplate::new(&b.store.dir.join("templates/teammate.md"), &template_text)?;
+    let team = team_name(b.batch);
+    let workspace = b.store.team_dir(&team);
+    // Every item is ticked, yet the team's workspace is still there: a run was killed as it
+    // ended (its table, checkpoints, archive or workspace removal not done). This run runs
+    // nothing and finishes that ending.
+    let ending = items.is_empty() && matches!(settings.only, Only::All | Only::Failed);
+    let run_now = if ending {
+        items = ended_items(doc, &workspace)?;
+        if items.is_empty() {
+            return Ok(None);
+        }
+        Vec::new()
+    } else {
+        items.clone()
+    };
     if items.is_empty() {
         return Ok(None);
     }
-    let team = team_name(b.batch);
-    let workspace = b.store.team_dir(&team);
     let cwd = match &b.store.project_root {
         Some(root) => root.clone(),
         None => std::env::current_dir()
@@ -352,6 +395,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         })
         .collect();
     let total = items.len() as u64;
+    let selected = run_now.len() as u64;
     let archive = (!b.keep_team).then(|| archive_path(b.batch));
     // A bad archive (which this run may extend, and whose outcomes the table's rows of items
     // not run come from) is found now, while nothing is written, not when the run is over.
@@ -359,7 +403,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
     if archive_file.exists() {
         crate::run::record::archive::read(&archive_file)?;
     }
-    let source: Arc<dyn ItemSource> = Arc::new(ItemList(items));
+    let source: Arc<dyn ItemSource> = Arc::new(ItemList(run_now));
     let mut sinks = Sinks::default();
     sinks.push(Box::new(TodoMarks::new(
         b.store.clone(),
@@ -398,7 +442,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
     Ok(Some(Plan {
         spec,
         source,
-        selected: total,
+        selected,
         total,
         sinks,
         output: table_path(b.batch),

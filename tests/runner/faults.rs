@@ -619,3 +619,57 @@ fn an_interrupt_during_verify_keeps_the_report_and_the_resume_runs_only_the_veri
     );
     assert!(sb.survivors_after(1.0).is_empty());
 }
+
+/// Issue 24: a `kill -9` as a todo run ends — its items ticked, the table, the checkpoints of
+/// completed items, the archive and the workspace removal not done — left a batch that
+/// `runner run` called "Nothing to run", with the checkpoints kept for good. The next run
+/// finishes that ending.
+#[test]
+fn a_todo_run_killed_as_it_ends_is_finished_by_the_next_run() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    sb.write("S/cp-1.md", "# where I was\n");
+    sb.write(
+        "S/todo-6.md",
+        "## Todo\n- [ ] one MODE=success @context:cp-1.md\n- [ ] two MODE=success\n",
+    );
+    let f = agent("fake_agent.py");
+    let killed = sb
+        .cmd(&["run", "S/todo-6.md", "--", "python3", &f])
+        .env("RUNNER_FAULT", "after_ticks")
+        .output()
+        .expect("runner");
+    assert_ne!(killed.status.code(), Some(0));
+    let batch = sb.read("S/todo-6.md");
+    assert!(
+        batch.contains("- [x] one") && batch.contains("- [x] two"),
+        "{batch}"
+    );
+    assert!(
+        sb.join("S/cp-1.md").is_file(),
+        "not removed yet"
+    );
+    assert!(sb.join("S/teams/todo-resolve-6").is_dir());
+
+    let r = sb.run(&["run", "S/todo-6.md", "--", "python3", &f]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("finishing the ending an earlier run left undone"),
+        "{r:?}"
+    );
+    assert!(
+        !sb.join("S/cp-1.md").exists(),
+        "the completed item's checkpoint"
+    );
+    assert!(
+        !sb.join("S/teams/todo-resolve-6").exists(),
+        "the workspace went"
+    );
+    assert!(sb.join("S/todo-6.archive.jsonl").is_file());
+    let table = sb.read("S/todo-6.workers-output.csv");
+    assert_eq!(table.matches(",completed,").count(), 2, "{table}");
+    assert_eq!(sb.read("S/todo-6.md"), batch, "the ticks stay as they were");
+    let again = sb.run(&["run", "S/todo-6.md", "--", "python3", &f]);
+    assert!(again.stdout.contains("Nothing to run"), "{again:?}");
+}

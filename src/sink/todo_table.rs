@@ -14,23 +14,53 @@
 //! item's row comes only from a record that shows it completed.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
+use super::live::Live;
 use super::output_csv::{self, Layout};
 use super::previous::Previous;
 use super::{RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
-use crate::run::events::Reporter;
+use crate::run::events::{Event, Reporter};
 use crate::run::record::outcome::Outcome;
+use crate::run::record::team::OutcomeIndex;
 use crate::source::todo::{Mark, Section};
 use crate::store::Store;
 
 /// One row's input columns: item number, title, checkpoint reference (may be empty).
 pub type TableItem = (u32, String, String);
 
-/// The todo table sink. It reads the batch file after the marks sink has written it.
+/// The todo table sink. It reads the batch file after the marks sink has written it, and
+/// keeps the table current while the run goes on ([`Live`]).
 pub struct TodoTable {
+    file: Arc<TableFile>,
+    /// The table as it was before this run (read once, at the first write: later writes,
+    /// live ones included, copy its rows, not their own).
+    old: Arc<Mutex<OldCache>>,
+    /// The team's journal, which the live rewrites follow.
+    journal: PathBuf,
+    live: Option<Live>,
+}
+
+/// `None` until read; then the old table, if it could be used.
+type OldCache = Option<Option<OldTable>>;
+
+impl TodoTable {
+    /// The sink of `file`; `journal` is the team's, read for live rewrites.
+    pub fn new(file: TableFile, journal: PathBuf) -> TodoTable {
+        TodoTable {
+            file: Arc::new(file),
+            old: Arc::new(Mutex::new(None)),
+            journal,
+            live: None,
+        }
+    }
+}
+
+/// What the todo table is made of.
+pub struct TableFile {
     /// The store the batch belongs to (its lock is held while the table is made).
     pub store: Store,
     /// The batch file.
@@ -78,7 +108,7 @@ impl OldTable {
     }
 }
 
-impl TodoTable {
+impl TableFile {
     /// The table as the last run left it, when it has this run's columns; `None` when there
     /// is none or it cannot be used (then every row is made anew; a broken one is warned of).
     fn old_table(&self, layout: &Layout) -> Option<OldTable> {
@@ -127,14 +157,61 @@ impl TodoTable {
     }
 }
 
-impl Reporter for TodoTable {}
+impl Reporter for TodoTable {
+    fn event(&mut self, event: &Event) {
+        if !matches!(event, Event::ItemFinished(_)) {
+            return;
+        }
+        let live = self.live.get_or_insert_with(|| {
+            let file = self.file.clone();
+            let old = self.old.clone();
+            let journal = self.journal.clone();
+            let mut index: Option<OutcomeIndex> = None;
+            Live::start("the todo table", move || {
+                let outcomes = match &mut index {
+                    Some(i) => {
+                        i.catch_up()?;
+                        i
+                    }
+                    None => index.insert(OutcomeIndex::follow(&journal)?),
+                };
+                let mut old = old.lock().unwrap_or_else(PoisonError::into_inner);
+                file.write(outcomes, None, true, &mut old)
+            })
+        });
+        live.changed();
+    }
+}
 
 impl Sink for TodoTable {
     fn files(&self) -> Vec<PathBuf> {
-        vec![self.path.clone()]
+        vec![self.file.path.clone()]
     }
 
     fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
+        if let Some(mut live) = self.live.take() {
+            live.stop();
+        }
+        let mut old = self.old.lock().unwrap_or_else(PoisonError::into_inner);
+        self.file.write(run.outcomes, run.archive, false, &mut old)
+    }
+}
+
+impl TableFile {
+    /// Replace the table: a row per item of the batch, from its outcome, the old table or
+    /// the archive (see the module). `live` while the run goes on: an item of this run
+    /// with no outcome yet is shown unfinished ([`output_csv::unfinished_row`]); `archive`
+    /// is where the record went when the workspace goes.
+    ///
+    /// Errors: the store lock, the journal, the archive or the table cannot be read or
+    /// written.
+    fn write(
+        &self,
+        outcomes: &mut OutcomeIndex,
+        archive: Option<&Path>,
+        live: bool,
+        old: &mut OldCache,
+    ) -> Result<()> {
         let _lock = self.store.lock()?;
         // (input columns, ticked in the file).
         let items: Vec<(TableItem, bool)> = match crate::store::read_todo(&self.batch) {
@@ -154,7 +231,7 @@ impl Sink for TodoTable {
         };
         let inputs = ["item", "title", "checkpoint"].map(String::from);
         let layout = output_csv::layout(&inputs, None, self.isolated, self.guard_formulas);
-        let mut old = self.old_table(&layout);
+        let old = old.get_or_insert_with(|| self.old_table(&layout));
         let archived = self.archived()?;
         let mut rows = Vec::new();
         for ((number, title, checkpoint), ticked) in items {
@@ -162,9 +239,9 @@ impl Sink for TodoTable {
             let ran = self.items.iter().any(|i| i.0 == number);
             // A ticked item's row is kept only from a record that shows it completed.
             let usable = |o: &Outcome| ran || !ticked || o.status == ItemStatus::Completed;
-            let mut outcome = run.outcomes.outcome(&id)?.filter(usable);
+            let mut outcome = outcomes.outcome(&id)?.filter(usable);
             // The logs go with the workspace; the archive keeps the item's record.
-            if let (Some(o), Some(archive)) = (outcome.as_mut(), run.archive)
+            if let (Some(o), Some(archive)) = (outcome.as_mut(), archive)
                 && !o.log.is_empty()
             {
                 o.log = archive.display().to_string();
@@ -184,6 +261,10 @@ impl Sink for TodoTable {
                 (ItemStatus::Cancelled, "not started")
             };
             let values = vec![id, title, checkpoint];
+            if live && ran && outcome.is_none() {
+                rows.push(Row::Fields(output_csv::unfinished_row(&layout, &values)));
+                continue;
+            }
             rows.push(Row::Fields(output_csv::row(
                 &layout,
                 &values,

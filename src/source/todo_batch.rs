@@ -18,7 +18,7 @@ use crate::settings::{PIPE_WAIT, Settings};
 use crate::sink::Sinks;
 use crate::sink::checkpoints::Checkpoints;
 use crate::sink::todo_marks::TodoMarks;
-use crate::sink::todo_table::TodoTable;
+use crate::sink::todo_table::{TableFile, TodoTable};
 use crate::source::todo::{BatchRef, Mark, MovedPrerequisite, Section, TodoDocument};
 use crate::store::Store;
 
@@ -412,16 +412,19 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         numbers.clone(),
         b.include_ideas,
     )));
-    sinks.push(Box::new(TodoTable {
-        store: b.store.clone(),
-        batch: b.batch.to_owned(),
-        path: table_path(b.batch),
-        archive: archive_file,
-        include_ideas: b.include_ideas,
-        isolated: isolation.is_some(),
-        guard_formulas: !settings.keep_formulas,
-        items: table_items,
-    }));
+    sinks.push(Box::new(TodoTable::new(
+        TableFile {
+            store: b.store.clone(),
+            batch: b.batch.to_owned(),
+            path: table_path(b.batch),
+            archive: archive_file,
+            include_ideas: b.include_ideas,
+            isolated: isolation.is_some(),
+            guard_formulas: !settings.keep_formulas,
+            items: table_items,
+        },
+        workspace.join("journal.jsonl"),
+    )));
     sinks.push(Box::new(Checkpoints {
         store: b.store.clone(),
         batch: b.batch.to_owned(),

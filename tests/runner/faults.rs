@@ -645,10 +645,7 @@ fn a_todo_run_killed_as_it_ends_is_finished_by_the_next_run() {
         batch.contains("- [x] one") && batch.contains("- [x] two"),
         "{batch}"
     );
-    assert!(
-        sb.join("S/cp-1.md").is_file(),
-        "not removed yet"
-    );
+    assert!(sb.join("S/cp-1.md").is_file(), "not removed yet");
     assert!(sb.join("S/teams/todo-resolve-6").is_dir());
 
     let r = sb.run(&["run", "S/todo-6.md", "--", "python3", &f]);
@@ -672,4 +669,41 @@ fn a_todo_run_killed_as_it_ends_is_finished_by_the_next_run() {
     assert_eq!(sb.read("S/todo-6.md"), batch, "the ticks stay as they were");
     let again = sb.run(&["run", "S/todo-6.md", "--", "python3", &f]);
     assert!(again.stdout.contains("Nothing to run"), "{again:?}");
+}
+
+/// Issue 24: the todo table, like the output CSV, is current while the run goes on.
+#[test]
+fn the_todo_table_is_current_while_the_run_goes_on() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    sb.write(
+        "S/todo-7.md",
+        "## Todo\n- [ ] one MODE=success\n- [ ] two MODE=wait_file\n",
+    );
+    let release = sb.join("release");
+    let f = agent("fake_agent.py");
+    let mut run = sb
+        .cmd(&["run", "S/todo-7.md", "--", "python3", &f])
+        .env("RELEASE_FILE", &release)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("runner");
+    let table = sb.join("S/todo-7.workers-output.csv");
+    wait_for("the table to show item 1 completed", 20, || {
+        table.is_file()
+            && by_id(&table, "item")
+                .get("1")
+                .is_some_and(|r| r["status"] == "completed")
+    });
+    let rows = by_id(&table, "item");
+    assert_eq!(rows["2"]["status"], "", "{:?}", rows["2"]);
+    assert!(rows["2"]["error"].starts_with("not finished when this output was written"));
+    std::fs::write(&release, "go").expect("release");
+    assert_eq!(wait_exit(&mut run, 30), 0);
+    let rows = by_id(&table, "item");
+    assert!(
+        rows.values().all(|r| r["status"] == "completed"),
+        "{rows:?}"
+    );
 }

@@ -9,7 +9,7 @@
 //! Which teams: `run::workspace::clean_named` and `clean_every`.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::todo::open_store;
 use crate::cli::CleanArgs;
@@ -111,6 +111,16 @@ pub fn clean(args: CleanArgs) -> Result<i32> {
         }
         if let Some(ws) = &t.workspace {
             let kept = crate::run::record::archive::before_removal(ws, &t.team)?;
+            // A todo run killed as it ended: its table and checkpoints are finished first.
+            let archive = crate::run::record::team::recorded_batch(ws)?
+                .map(|b| crate::source::todo_batch::archive_path(Path::new(&b.input)))
+                .filter(|a| a.is_file());
+            if crate::source::todo_batch::finish_ending(&store, ws, archive.as_deref())? {
+                crate::ui::outln(format_args!(
+                    "Team {}: every item was ticked; wrote its table and removed the checkpoints of its completed items.",
+                    t.team
+                ));
+            }
             drop(lock);
             std::fs::remove_dir_all(ws).map_err(|e| Error::io("remove", ws, e))?;
             let kept = crate::ui::kept_line(kept.as_ref());

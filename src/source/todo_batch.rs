@@ -287,6 +287,77 @@ fn ended_items(doc: &TodoDocument, workspace: &Path) -> Result<Vec<WorkItem>> {
         .collect())
 }
 
+/// For `runner clean`: finish the ending a todo run killed as it ended left undone, before
+/// its workspace `ws` is removed — when every Todo item of the batch file it belongs to is
+/// ticked, write the table and remove the checkpoints of its completed items, from the
+/// workspace's journal (the archive `archive` is what the table's `log` names). Returns
+/// whether it did (not a todo team, its batch file gone, or an item unticked: nothing).
+///
+/// Errors: the batch file, the journal or the store cannot be read, or the table written.
+pub fn finish_ending(store: &Store, ws: &Path, archive: Option<&Path>) -> Result<bool> {
+    let Some(recorded) = crate::run::record::team::recorded_batch(ws)? else {
+        return Ok(false);
+    };
+    let batch = PathBuf::from(recorded.input);
+    if !batch.is_file() || batch.extension().is_none_or(|e| e != "md") {
+        return Ok(false);
+    }
+    let (_, doc) = crate::store::read_todo(&batch)?;
+    let all_ticked = doc
+        .items()
+        .iter()
+        .filter(|i| i.section == Section::Todo)
+        .all(|i| i.mark == Mark::Done);
+    let items = ended_items(&doc, ws)?;
+    if !all_ticked || items.is_empty() {
+        return Ok(false);
+    }
+    let numbers: Vec<u32> = items.iter().filter_map(|i| i.id.parse().ok()).collect();
+    let journal = ws.join("journal.jsonl");
+    let mut outcomes = crate::run::record::team::OutcomeIndex::follow(&journal)?;
+    let summary = crate::run::events::RunSummary::default();
+    let mut end = crate::sink::RunEnd {
+        summary: &summary,
+        outcomes: &mut outcomes,
+        unrecorded: Vec::new(),
+        archive,
+    };
+    let mut table = TodoTable::new(
+        TableFile {
+            store: store.clone(),
+            batch: batch.clone(),
+            path: table_path(&batch),
+            archive: archive_path(&batch),
+            include_ideas: false,
+            isolated: ws.join("worktrees").is_dir(),
+            guard_formulas: true,
+            items: doc
+                .items()
+                .iter()
+                .filter(|i| numbers.contains(&i.number))
+                .map(|i| {
+                    (
+                        i.number,
+                        i.title.clone(),
+                        i.context.clone().unwrap_or_default(),
+                    )
+                })
+                .collect(),
+        },
+        journal,
+    );
+    let mut checkpoints = Checkpoints {
+        store: store.clone(),
+        batch,
+        workspace: ws.to_owned(),
+        numbers,
+    };
+    use crate::sink::Sink;
+    table.finish(&mut end)?;
+    checkpoints.finish(&mut end)?;
+    Ok(true)
+}
+
 /// Build the plan of a todo batch whose text is `doc`; `None` when every item is ticked
 /// (and no run's ending is left to finish).
 ///

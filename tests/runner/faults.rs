@@ -669,6 +669,36 @@ fn a_todo_run_killed_as_it_ends_is_finished_by_the_next_run() {
     assert_eq!(sb.read("S/todo-6.md"), batch, "the ticks stay as they were");
     let again = sb.run(&["run", "S/todo-6.md", "--", "python3", &f]);
     assert!(again.stdout.contains("Nothing to run"), "{again:?}");
+
+    // `runner clean` finishes such an ending too, before it removes the workspace.
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    sb.write("S/cp-1.md", "# where I was\n");
+    sb.write(
+        "S/todo-6.md",
+        "## Todo\n- [ ] one MODE=success @context:cp-1.md\n",
+    );
+    let killed = sb
+        .cmd(&["run", "S/todo-6.md", "--", "python3", &f])
+        .env("RUNNER_FAULT", "after_ticks")
+        .output()
+        .expect("runner");
+    assert_ne!(killed.status.code(), Some(0));
+    let r = sb.run(&["clean", "--store", "S", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("wrote its table and removed the checkpoints"),
+        "{r:?}"
+    );
+    assert!(!sb.join("S/cp-1.md").exists(), "{r:?}");
+    assert!(!sb.join("S/teams/todo-resolve-6").exists());
+    assert_eq!(
+        sb.read("S/todo-6.workers-output.csv")
+            .matches(",completed,")
+            .count(),
+        1
+    );
 }
 
 /// Issue 24: the todo table, like the output CSV, is current while the run goes on.

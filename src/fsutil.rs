@@ -256,6 +256,18 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
     };
     match made {
         Ok(()) => Ok(()),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::AlreadyExists
+                && fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) =>
+        {
+            // Never through a link a teammate may have planted (its chmod would land on
+            // whatever the link names).
+            Err(Error::io(
+                "use",
+                dir,
+                std::io::Error::other("it is a link; the runner does not follow links in the folders it keeps"),
+            ))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {
             // A folder made earlier (by hand, by an older runner, with another umask) is made
             // as private as a new one.
@@ -271,15 +283,53 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
     }
 }
 
-/// Create (truncate) a private file (mode 0600) for writing.
+/// Create a private file (mode 0600) for writing, replacing whatever `path` named: a new
+/// file every time, never one opened through a link (issue 25: a teammate that planted its
+/// log as a link to a sibling's report made the runner write that report). An entry at
+/// `path` is removed first (a link itself, not what it points at; a hard link only loses
+/// this name), then the file is made with `O_CREAT | O_EXCL | O_NOFOLLOW`.
+///
+/// Errors: the entry cannot be removed, or something was made at `path` in between.
 pub fn create_private_file(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
+    match fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
     OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
         .mode(0o600)
         .open(path)
+}
+
+/// Open `path` for reading without following a link, and only if it is a plain file: what
+/// the runner reads from a teammate's folder (its report). `Ok(None)` when there is nothing
+/// there.
+///
+/// Errors: it is a link, a folder, a device or a pipe (a teammate's trick, or a mistake), or
+/// it cannot be opened.
+pub fn open_plain_file(path: &Path) -> std::io::Result<Option<File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(path);
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // ELOOP: the last component is a link.
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err(std::io::Error::other("it is a link, not a file"));
+        }
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.file_type().is_file() {
+        return Err(std::io::Error::other("it is not a plain file"));
+    }
+    Ok(Some(file))
 }
 
 /// Resolve `p` against `base` unless it is absolute.
@@ -440,6 +490,36 @@ pub fn check_parent(path: Option<&Path>, flag: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_in_a_teammates_folder_are_never_written_or_read_through_a_link() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("victim.json");
+        fs::write(&victim, "the victim's").expect("victim");
+        let planted = dir.path().join("attempt-1.stderr.log");
+        std::os::unix::fs::symlink(&victim, &planted).expect("link");
+        // Written: the link is replaced by a file of the runner's own.
+        let mut f = create_private_file(&planted).expect("created");
+        f.write_all(b"log").expect("write");
+        assert_eq!(fs::read_to_string(&victim).expect("victim"), "the victim's");
+        assert!(fs::symlink_metadata(&planted).expect("meta").file_type().is_file());
+        // Read: a link, a folder or a pipe is refused; nothing there is no error.
+        let report = dir.path().join("report.json");
+        std::os::unix::fs::symlink(&victim, &report).expect("link");
+        assert!(open_plain_file(&report).is_err());
+        assert!(open_plain_file(dir.path()).is_err());
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("fifo");
+        assert!(open_plain_file(&fifo).is_err(), "a pipe never blocks the runner");
+        assert!(open_plain_file(&dir.path().join("none")).expect("no error").is_none());
+        assert!(open_plain_file(&victim).expect("plain").is_some());
+        // A folder the runner keeps is never one reached through a link.
+        let elsewhere = dir.path().join("elsewhere");
+        fs::create_dir(&elsewhere).expect("dir");
+        let tmp = dir.path().join("tmp");
+        std::os::unix::fs::symlink(&elsewhere, &tmp).expect("link");
+        assert!(create_private_dir(&tmp).is_err());
+    }
 
     #[test]
     fn a_lock_names_its_holder_while_held_and_no_one_after() {

@@ -214,11 +214,15 @@ pub fn carry(
     max: u64,
     read_capped: impl Fn(&Path, u64) -> Option<String>,
 ) -> Option<String> {
-    let len = std::fs::metadata(path).ok()?.len();
+    use std::io::Read;
+    // The teammate's own file: never read through a link it planted (issue 25).
+    let mut file = crate::fsutil::open_plain_file(path).ok()??;
+    let len = file.metadata().ok()?.len();
     if len > PARSE_MAX {
         return read_capped(path, max);
     }
-    let bytes = std::fs::read(path).ok()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
     let text = String::from_utf8_lossy(&bytes);
     if parse(&text).is_none() {
         return read_capped(path, max).filter(|t| !t.trim().is_empty());

@@ -42,6 +42,9 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   forge        (an attacker) wait for a sibling's teammate folder, write
                {"status":"completed","summary":"FORGED"} into its report.json, then report
                success; what each write did goes to $RUNNER_TEAMMATE_DIR/attack.json
+  link_forge   (an attacker) wait for a sibling, plant attempt-1.stderr.log in its own folder
+               as a link to the sibling's report.json, print a forged completed report to
+               stderr (for the runner to write through the link), then report success
   trespass     (an attacker) try to write $HOME, a sibling's teammate folder and worktree,
                journal.jsonl and team.json (append, truncate, replace, delete), and open
                the workspace and journal to everyone (chmod, which Landlock does not govern);
@@ -268,6 +271,21 @@ def main():
         save_attack(results)
         open("attack.done", "w").close()
         write_report(report(summary="forger: " + json.dumps(results, sort_keys=True)))
+    elif mode == "link_forge":
+        results = {}
+        mine = os.environ["RUNNER_TEAMMATE_DIR"]
+        for sib in siblings():
+            wait_for(os.path.join(sib, "pid"))
+            victim = os.path.basename(sib).split("-", 1)[-1]
+            link = os.path.join(mine, "attempt-1.stderr.log")
+            target = os.path.join(sib, "report.json")
+            attempt(results, "link " + os.path.basename(sib), lambda: os.symlink(target, link))
+            forged = json.dumps({"id": victim, "status": "completed", "summary": "FORGED"})
+            print(forged, file=sys.stderr, flush=True)
+        time.sleep(0.5)
+        save_attack(results)
+        open("attack.done", "w").close()
+        write_report(report(summary="link forger"))
     elif mode == "trespass":
         results = {}
         ws = os.environ["RUNNER_WORKSPACE"]

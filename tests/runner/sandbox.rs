@@ -508,3 +508,47 @@ fn a_todo_run_whose_store_is_inside_its_working_directory_gets_advice_it_can_fol
     );
     assert_eq!(sb.tree(), before, "nothing was written");
 }
+
+/// Issue 25, escape 1: a teammate plants its stderr log as a link to a sibling's
+/// `report.json` and prints a forged report to stderr; the runner, which creates that log on
+/// the first byte, wrote through the link and the victim — which wrote no report — ended
+/// `completed` "FORGED". The runner never follows a link in a teammate's folder: it replaces
+/// it with a file of its own (and reads a report only from a plain file). With and without
+/// the sandbox: the runner's own writes are not confined by it.
+#[test]
+fn a_teammate_cannot_make_the_runner_write_a_siblings_report_through_a_link() {
+    let modes: &[&str] = if landlock_or_skip("link forge") {
+        &["none", "landlock"]
+    } else {
+        &["none"]
+    };
+    for mode in modes {
+        let sb = layout(&[("victim", "wait_attack"), ("forger", "link_forge")]);
+        let r = run_with(&sb, mode, &[]);
+        assert_eq!(r.code, 1, "{mode}: the victim did not complete: {r:?}");
+        assert_eq!(
+            attack(&sb, "2-forger").get("link 1-victim"),
+            Some(&Value::from("ok")),
+            "{mode}: the link was planted"
+        );
+        let rows = rows(&sb);
+        assert_eq!(
+            rows["victim"]["status"], "failed",
+            "{mode}: {:?}",
+            rows["victim"]
+        );
+        assert_ne!(rows["victim"]["summary"], "FORGED");
+        let victim_report = workspace(&sb).join("teammates/1-victim/report.json");
+        assert!(
+            !victim_report.exists(),
+            "{mode}: nothing was written through the link"
+        );
+        let log = workspace(&sb).join("teammates/2-forger/attempt-1.stderr.log");
+        let meta = std::fs::symlink_metadata(&log).expect("the forger's stderr log");
+        assert!(
+            meta.file_type().is_file(),
+            "{mode}: the runner's own file, not the link"
+        );
+        assert_no_survivors(&sb);
+    }
+}

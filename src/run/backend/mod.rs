@@ -196,10 +196,11 @@ const TAIL_READ: u64 = 2 * 1024 * 1024;
 
 /// The text of `path`, lossily decoded: whole when at most `max` bytes, else its head and
 /// tail (at most 256 KiB and 2 MiB, each within `max`) joined by a newline. `None` when it
-/// cannot be read.
+/// cannot be read, or is a link or not a plain file (links are never followed).
 pub fn read_capped(path: &Path, max: u64) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(path).ok()?;
+    // Logs and files in a teammate's folder: never through a link (issue 25).
+    let mut f = crate::fsutil::open_plain_file(path).ok()??;
     let len = f.metadata().ok()?.len();
     if len <= max {
         let mut buf = Vec::new();

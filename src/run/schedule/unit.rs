@@ -112,7 +112,14 @@ pub fn render_prompt(
 /// The report file's text: `Ok(None)` when there is none, `Err` when it is too large or not
 /// UTF-8 (then it is invalid, whatever the final text says).
 fn read_report_file(path: &Path) -> Result<Option<String>, String> {
-    let Ok(meta) = std::fs::metadata(path) else {
+    use std::io::Read;
+    // Never through a link, and only a plain file (issue 25).
+    let mut file = match crate::fsutil::open_plain_file(path) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(format!("the report file cannot be read: {e}")),
+    };
+    let Ok(meta) = file.metadata() else {
         return Ok(None);
     };
     if meta.len() > report::MAX_REPORT_BYTES {
@@ -122,8 +129,13 @@ fn read_report_file(path: &Path) -> Result<Option<String>, String> {
             report::MAX_REPORT_BYTES
         ));
     }
-    match std::fs::read(path) {
-        Ok(bytes) => String::from_utf8(bytes)
+    let mut bytes = Vec::new();
+    match file
+        .by_ref()
+        .take(report::MAX_REPORT_BYTES + 1)
+        .read_to_end(&mut bytes)
+    {
+        Ok(_) => String::from_utf8(bytes)
             .map(Some)
             .map_err(|_| "the report file is not UTF-8".to_string()),
         Err(_) => Ok(None),

@@ -648,13 +648,20 @@ fn copy_range(
     Ok(())
 }
 
+/// The ring file of a capped log: a new private file, never one opened through a link
+/// ([`crate::fsutil::create_private_file`]), read back when the log is closed.
 fn open_ring(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
         .mode(0o600)
         .open(path)
 }

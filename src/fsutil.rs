@@ -265,7 +265,9 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
             Err(Error::io(
                 "use",
                 dir,
-                std::io::Error::other("it is a link; the runner does not follow links in the folders it keeps"),
+                std::io::Error::other(
+                    "it is a link; the runner does not follow links in the folders it keeps",
+                ),
             ))
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {
@@ -502,7 +504,12 @@ mod tests {
         let mut f = create_private_file(&planted).expect("created");
         f.write_all(b"log").expect("write");
         assert_eq!(fs::read_to_string(&victim).expect("victim"), "the victim's");
-        assert!(fs::symlink_metadata(&planted).expect("meta").file_type().is_file());
+        assert!(
+            fs::symlink_metadata(&planted)
+                .expect("meta")
+                .file_type()
+                .is_file()
+        );
         // Read: a link, a folder or a pipe is refused; nothing there is no error.
         let report = dir.path().join("report.json");
         std::os::unix::fs::symlink(&victim, &report).expect("link");
@@ -510,8 +517,15 @@ mod tests {
         assert!(open_plain_file(dir.path()).is_err());
         let fifo = dir.path().join("fifo");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("fifo");
-        assert!(open_plain_file(&fifo).is_err(), "a pipe never blocks the runner");
-        assert!(open_plain_file(&dir.path().join("none")).expect("no error").is_none());
+        assert!(
+            open_plain_file(&fifo).is_err(),
+            "a pipe never blocks the runner"
+        );
+        assert!(
+            open_plain_file(&dir.path().join("none"))
+                .expect("no error")
+                .is_none()
+        );
         assert!(open_plain_file(&victim).expect("plain").is_some());
         // A folder the runner keeps is never one reached through a link.
         let elsewhere = dir.path().join("elsewhere");

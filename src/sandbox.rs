@@ -208,6 +208,14 @@ pub fn launch(args: LaunchArgs) -> i32 {
     127
 }
 
+/// What a teammate may do beneath the paths it may write: every write right of `abi` but
+/// making device nodes (issue 25: as root, a teammate made `kmsg` and a loop device in its
+/// own folder and wrote to them). Pipes and sockets may still be made (CLIs and the tools
+/// they run use them in their `TMPDIR`).
+fn granted(abi: ABI) -> landlock::BitFlags<AccessFs> {
+    AccessFs::from_write(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
 fn restrict(writes: &[PathBuf]) -> std::result::Result<(), String> {
     let abi = kernel_abi();
     check_abi(abi).map_err(|e| e.to_string())?;
@@ -227,7 +235,7 @@ fn restrict(writes: &[PathBuf]) -> std::result::Result<(), String> {
         .handle_access(AccessFs::from_write(abi))
         .and_then(|r| r.scope(Scope::from_all(abi)))
         .and_then(|r| r.create())
-        .and_then(|r| r.add_rules(path_beneath_rules(existing, AccessFs::from_write(abi))))
+        .and_then(|r| r.add_rules(path_beneath_rules(existing, granted(abi))))
         .and_then(|r| r.restrict_self())
         .map_err(|e| format!("cannot set up the Landlock sandbox: {e}"))?;
     if status.ruleset != RulesetStatus::FullyEnforced || !status.no_new_privs {

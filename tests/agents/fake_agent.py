@@ -45,6 +45,8 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   link_forge   (an attacker) wait for a sibling, plant attempt-1.stderr.log in its own folder
                as a link to the sibling's report.json, print a forged completed report to
                stderr (for the runner to write through the link), then report success
+  mknod        (an attacker) try to make a character and a block device node in its own
+               folder (kmsg, a loop device); what each did goes to attack.json; report success
   trespass     (an attacker) try to write $HOME, a sibling's teammate folder and worktree,
                journal.jsonl and team.json (append, truncate, replace, delete), and open
                the workspace and journal to everyone (chmod, which Landlock does not govern);
@@ -271,6 +273,16 @@ def main():
         save_attack(results)
         open("attack.done", "w").close()
         write_report(report(summary="forger: " + json.dumps(results, sort_keys=True)))
+    elif mode == "mknod":
+        import stat
+        results = {}
+        mine = os.environ["RUNNER_TEAMMATE_DIR"]
+        attempt(results, "char", lambda: os.mknod(os.path.join(mine, "kmsg"),
+                                                  stat.S_IFCHR | 0o600, os.makedev(1, 11)))
+        attempt(results, "block", lambda: os.mknod(os.path.join(mine, "loop"),
+                                                   stat.S_IFBLK | 0o600, os.makedev(7, 0)))
+        save_attack(results)
+        write_report(report())
     elif mode == "link_forge":
         results = {}
         mine = os.environ["RUNNER_TEAMMATE_DIR"]

@@ -552,3 +552,36 @@ fn a_teammate_cannot_make_the_runner_write_a_siblings_report_through_a_link() {
         assert_no_survivors(&sb);
     }
 }
+
+/// Issue 25, escape 4: as root, a teammate made a character device (`kmsg`) and a loop block
+/// device in its own folder and wrote through them. Under the sandbox it may make neither;
+/// without it (the control) root can.
+#[test]
+fn a_teammate_cannot_make_device_nodes_under_the_sandbox() {
+    if !landlock_or_skip("mknod") {
+        return;
+    }
+    let sb = layout(&[("a", "mknod")]);
+    let r = run(&sb, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let results = attack(&sb, "1-a");
+    for node in ["char", "block"] {
+        assert_ne!(
+            results.get(node),
+            Some(&Value::from("ok")),
+            "{node}: {results:?}"
+        );
+    }
+    assert!(!workspace(&sb).join("teammates/1-a/kmsg").exists());
+    if is_root() {
+        let sb = layout(&[("a", "mknod")]);
+        let r = run_with(&sb, "none", &[]);
+        assert_eq!(r.code, 0, "{r:?}");
+        assert_eq!(
+            attack(&sb, "1-a").get("char"),
+            Some(&Value::from("ok")),
+            "the control"
+        );
+    }
+    assert_no_survivors(&sb);
+}

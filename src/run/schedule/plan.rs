@@ -300,6 +300,11 @@ impl Plan {
         if spec.settings.sandbox != crate::sandbox::Mode::Landlock {
             return Ok(());
         }
+        if nix::unistd::geteuid().is_root() {
+            tracing::warn!(
+                "running as root: under --sandbox landlock a teammate still has root's other powers (it can read other root processes' environments, change the owner of what it may write); run the runner as a normal user"
+            );
+        }
         let workspace = crate::fsutil::real_path(&spec.workspace);
         let lookup = |name: &str| std::env::var_os(name);
         let mut roots: Vec<(PathBuf, String)> = spec

@@ -300,7 +300,12 @@ impl Plan {
         if spec.settings.sandbox != crate::sandbox::Mode::Landlock {
             return Ok(());
         }
-        if nix::unistd::geteuid().is_root() {
+        // /proc/self belongs to the process's effective user.
+        let root = std::os::unix::fs::MetadataExt::uid(
+            &std::fs::metadata("/proc/self")
+                .map_err(|e| Error::io("read", Path::new("/proc/self"), e))?,
+        ) == 0;
+        if root {
             tracing::warn!(
                 "running as root: under --sandbox landlock a teammate still has root's other powers (it can read other root processes' environments, change the owner of what it may write); run the runner as a normal user"
             );

@@ -208,6 +208,31 @@ pub fn launch(args: LaunchArgs) -> i32 {
     127
 }
 
+/// Variables that lead to unsandboxed servers a teammate could ask to run commands or act
+/// for it (issue 25, escape 3: `tmux run-shell` ran a command outside the sandbox): the
+/// tmux server, the SSH agent, the session bus, the X and Wayland displays.
+pub const REACHING_OUT: &[&str] = &[
+    "TMUX",
+    "TMUX_PANE",
+    "SSH_AUTH_SOCK",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+];
+
+/// The variables a sandboxed attempt's process starts without: the definition's own
+/// `unset`, and [`REACHING_OUT`] — except one the attempt sets itself (`set`: a definition
+/// that keeps one on purpose sets it in its `[env]`).
+pub fn unset_under_sandbox(unset: &[String], set: &[(String, std::ffi::OsString)]) -> Vec<String> {
+    let mut all = unset.to_vec();
+    for name in REACHING_OUT {
+        if !set.iter().any(|(k, _)| k == name) && !all.iter().any(|u| u == name) {
+            all.push((*name).to_owned());
+        }
+    }
+    all
+}
+
 /// What a teammate may do beneath the paths it may write: every write right of `abi` but
 /// making device nodes (issue 25: as root, a teammate made `kmsg` and a loop device in its
 /// own folder and wrote to them). Pipes and sockets may still be made (CLIs and the tools

@@ -45,6 +45,8 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   link_forge   (an attacker) wait for a sibling, plant attempt-1.stderr.log in its own folder
                as a link to the sibling's report.json, print a forged completed report to
                stderr (for the runner to write through the link), then report success
+  reach_out    (an attacker) note which ways out to unsandboxed servers its environment
+               names (TMUX, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS, DISPLAY, ...) in attack.json
   mknod        (an attacker) try to make a character and a block device node in its own
                folder (kmsg, a loop device); what each did goes to attack.json; report success
   trespass     (an attacker) try to write $HOME, a sibling's teammate folder and worktree,
@@ -273,6 +275,11 @@ def main():
         save_attack(results)
         open("attack.done", "w").close()
         write_report(report(summary="forger: " + json.dumps(results, sort_keys=True)))
+    elif mode == "reach_out":
+        names = ["TMUX", "TMUX_PANE", "SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "DISPLAY",
+                 "WAYLAND_DISPLAY"]
+        save_attack({n: os.environ[n] for n in names if n in os.environ})
+        write_report(report())
     elif mode == "mknod":
         import stat
         results = {}

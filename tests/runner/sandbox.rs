@@ -47,6 +47,16 @@ fn run(sb: &Sandbox, extra: &[&str]) -> Run {
 
 /// [`run`] with `--sandbox MODE`.
 fn run_with(sb: &Sandbox, mode: &str, extra: &[&str]) -> Run {
+    let r: Run = run_cmd(sb, mode, extra)
+        .output()
+        .expect("spawn runner")
+        .into();
+    eprintln!("{r:?}");
+    r
+}
+
+/// The command [`run_with`] runs.
+fn run_cmd(sb: &Sandbox, mode: &str, extra: &[&str]) -> Command {
     let (input, instr, output) = (
         sb.join("in.csv"),
         sb.join("instr.md"),
@@ -75,14 +85,9 @@ fn run_with(sb: &Sandbox, mode: &str, extra: &[&str]) -> Run {
     args.extend(extra.iter().map(|s| s.to_string()));
     args.extend(["--".into(), "python3".into(), fake]);
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let r: Run = sb
-        .cmd(&argv)
-        .current_dir(sb.join("work"))
-        .output()
-        .expect("spawn runner")
-        .into();
-    eprintln!("{r:?}");
-    r
+    let mut cmd = sb.cmd(&argv);
+    cmd.current_dir(sb.join("work"));
+    cmd
 }
 
 fn workspace(sb: &Sandbox) -> PathBuf {
@@ -584,4 +589,29 @@ fn a_teammate_cannot_make_device_nodes_under_the_sandbox() {
         );
     }
     assert_no_survivors(&sb);
+}
+
+/// Issue 25, escape 3 (in part): the environment named the tmux server (whose `run-shell`
+/// ran a command outside the sandbox), the SSH agent, the session bus and the displays.
+/// Under the sandbox a teammate starts without them; without it (the control) it has them.
+#[test]
+fn a_sandboxed_teammate_is_not_told_where_the_unsandboxed_servers_are() {
+    if !landlock_or_skip("reach out") {
+        return;
+    }
+    let ways = [
+        ("TMUX", "/tmp/tmux-0/default,1,0"),
+        ("TMUX_PANE", "%1"),
+        ("SSH_AUTH_SOCK", "/tmp/ssh-x/agent.1"),
+        ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/0/bus"),
+        ("DISPLAY", ":0"),
+        ("WAYLAND_DISPLAY", "wayland-0"),
+    ];
+    for (mode, told) in [("landlock", 0), ("none", ways.len())] {
+        let sb = layout(&[("a", "reach_out")]);
+        let out = run_cmd(&sb, mode, &[]).envs(ways).output().expect("runner");
+        assert_eq!(out.status.code(), Some(0), "{mode}");
+        let seen = attack(&sb, "1-a");
+        assert_eq!(seen.len(), told, "{mode}: {seen:?}");
+    }
 }

@@ -50,7 +50,10 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
         program,
         args,
         cwd: attempt.cwd.to_owned(),
-        env_unset: inv.env_unset.clone(),
+        env_unset: match attempt.sandbox {
+            None => inv.env_unset.clone(),
+            Some(_) => crate::sandbox::unset_under_sandbox(&inv.env_unset, attempt.env),
+        },
         env_set: attempt.env.to_vec(),
         stdin: inv.prompt_on_stdin.then(|| attempt.prompt_file.to_owned()),
         stdout_log: attempt.stdout_log.clone(),

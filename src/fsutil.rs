@@ -349,20 +349,34 @@ pub fn absolute(p: &Path) -> PathBuf {
 }
 
 /// The path a file `p` is reached by once `.`, `..` and symlinks are resolved: the file's own
-/// canonical path when it exists, else its folder's canonical path joined with its name (a
-/// file about to be written), else its absolute form.
+/// canonical path when it exists, else the canonical path of its nearest existing ancestor
+/// with the rest of `p` joined to it (`..` and `.` in the rest taken lexically): a file or
+/// folder about to be made — a store's `teams/…` reached through a symlink resolves through
+/// it, and `work/../s3/teams/x` is not inside `work` (issue 25). Else its absolute form.
 pub fn real_path(p: &Path) -> PathBuf {
+    use std::path::Component;
     if let Ok(c) = p.canonicalize() {
         return c;
     }
     let abs = absolute(p);
-    match (abs.parent(), abs.file_name()) {
-        (Some(dir), Some(name)) => match dir.canonicalize() {
-            Ok(d) => d.join(name),
-            Err(_) => abs,
-        },
-        _ => abs,
+    let parts: Vec<Component<'_>> = abs.components().collect();
+    for known in (1..parts.len()).rev() {
+        let ancestor: PathBuf = parts[..known].iter().collect();
+        let Ok(mut out) = ancestor.canonicalize() else {
+            continue;
+        };
+        for part in &parts[known..] {
+            match part {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::Normal(name) => out.push(name),
+                Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+            }
+        }
+        return out;
     }
+    abs
 }
 
 /// Whether `a` and `b` name the same file: the same path after resolving `.`, `..` and
@@ -492,6 +506,26 @@ pub fn check_parent(path: Option<&Path>, flag: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_to_be_made_resolves_through_its_nearest_existing_ancestor() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = dir.path().canonicalize().expect("real");
+        fs::create_dir(real.join("work")).expect("work");
+        fs::create_dir(real.join("work/s")).expect("s");
+        std::os::unix::fs::symlink(real.join("work/s"), real.join("link")).expect("link");
+        // Two levels that do not exist yet, behind a link: inside `work`.
+        assert_eq!(
+            real_path(&real.join("link/teams/todo-resolve-1")),
+            real.join("work/s/teams/todo-resolve-1")
+        );
+        // `..` out of `work` is outside it.
+        assert_eq!(
+            real_path(&real.join("work/../s3/teams/x")),
+            real.join("s3/teams/x")
+        );
+        assert_eq!(real_path(&real.join("work/s")), real.join("work/s"));
+    }
 
     #[test]
     fn files_in_a_teammates_folder_are_never_written_or_read_through_a_link() {

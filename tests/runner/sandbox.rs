@@ -615,3 +615,46 @@ fn a_sandboxed_teammate_is_not_told_where_the_unsandboxed_servers_are() {
         assert_eq!(seen.len(), told, "{mode}: {seen:?}");
     }
 }
+
+/// Issue 25, escape 7: a store reached through a symlink into the working directory passed
+/// the "workspace inside the teammates' writable area" check (a teammate then appended to
+/// the journal), and `--store ../s3`, outside it, was refused. Both are judged by where
+/// the paths really lead.
+#[test]
+fn the_workspace_check_follows_links_and_dotdot_to_where_they_lead() {
+    if !landlock_or_skip("store link") {
+        return;
+    }
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("work/inside")).expect("work");
+    std::os::unix::fs::symlink(sb.join("work/inside"), sb.join("via-link")).expect("link");
+    let fake = agent("fake_agent.py");
+    let run_in = |store: &str| -> crate::harness::Run {
+        let add = sb
+            .cmd(&["add", "--store", store, "Tidy up MODE=success"])
+            .current_dir(sb.join("work"))
+            .output()
+            .expect("add");
+        assert_eq!(add.status.code(), Some(0), "{store}: {add:?}");
+        sb.cmd(&[
+            "resolve",
+            "--store",
+            store,
+            "--yes",
+            "--sandbox",
+            "landlock",
+            "--",
+            "python3",
+            &fake,
+        ])
+        .current_dir(sb.join("work"))
+        .output()
+        .expect("resolve")
+        .into()
+    };
+    let r = run_in(&sb.join("via-link").display().to_string());
+    assert_eq!(r.code, 2, "through the link it is inside: {r:?}");
+    assert!(r.stderr.contains("lies inside"), "{r:?}");
+    let r = run_in("../s3");
+    assert_eq!(r.code, 0, "../s3 is outside the working directory: {r:?}");
+}

@@ -45,6 +45,8 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   link_forge   (an attacker) wait for a sibling, plant attempt-1.stderr.log in its own folder
                as a link to the sibling's report.json, print a forged completed report to
                stderr (for the runner to write through the link), then report success
+  git_trap     (an attacker) replace its worktree's .git with a repository of its own whose
+               core.fsmonitor command touches $HOME/fsmonitor-ran, then report success
   reach_out    (an attacker) note which ways out to unsandboxed servers its environment
                names (TMUX, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS, DISPLAY, ...) in attack.json
   mknod        (an attacker) try to make a character and a block device node in its own
@@ -275,6 +277,14 @@ def main():
         save_attack(results)
         open("attack.done", "w").close()
         write_report(report(summary="forger: " + json.dumps(results, sort_keys=True)))
+    elif mode == "git_trap":
+        wt = os.environ["RUNNER_WORKTREE"]
+        os.remove(os.path.join(wt, ".git"))
+        subprocess.run(["git", "init", "-q", wt], check=True)
+        ran = os.path.join(os.environ["HOME"], "fsmonitor-ran")
+        subprocess.run(["git", "-C", wt, "config", "core.fsmonitor", f"touch {ran}; false"],
+                       check=True)
+        write_report(report())
     elif mode == "reach_out":
         names = ["TMUX", "TMUX_PANE", "SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "DISPLAY",
                  "WAYLAND_DISPLAY"]

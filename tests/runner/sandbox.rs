@@ -658,3 +658,42 @@ fn the_workspace_check_follows_links_and_dotdot_to_where_they_lead() {
     let r = run_in("../s3");
     assert_eq!(r.code, 0, "../s3 is outside the working directory: {r:?}");
 }
+
+/// Issue 25, escape 2: a teammate replaced its worktree's `.git` with a repository of its
+/// own whose `core.fsmonitor` names a command; the runner's `git status` after the attempt
+/// ran it outside the sandbox. The runner checks that the worktree still points into its
+/// repository before running git there (and never runs a repository's fsmonitor or hooks).
+#[test]
+fn a_teammate_cannot_make_the_runners_git_run_its_command() {
+    if !landlock_or_skip("git trap") {
+        return;
+    }
+    let sb = Sandbox::new();
+    git(sb.path(), &["init", "-q", "-b", "main"]);
+    sb.write("README.md", "original\n");
+    sb.write(
+        ".gitignore",
+        "*.runner/\nworkers-output*.csv\nin.csv\ninstr.md\n",
+    );
+    git(sb.path(), &["add", "-A"]);
+    git(sb.path(), &["commit", "-q", "-m", "init"]);
+    std::fs::create_dir_all(sb.join("home")).expect("mkdir home");
+    sb.write_rows(&[("a", "git_trap")]);
+    let r: Run = sb
+        .fake_batch_cmd(&["--sandbox", "landlock", "--isolate", "worktree"])
+        .output()
+        .expect("runner")
+        .into();
+    assert!(
+        !sb.join("home/fsmonitor-ran").exists(),
+        "the trap ran: {r:?}"
+    );
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "failed", "{:?}", rows["a"]);
+    assert!(
+        rows["a"]["error"].contains("no longer points into the repository"),
+        "{:?}",
+        rows["a"]
+    );
+    assert_no_survivors(&sb);
+}

@@ -36,10 +36,21 @@ fn to_git_out(out: std::io::Result<std::process::Output>) -> GitOut {
     }
 }
 
+/// Put before every git command the runner runs: no repository-configured program runs
+/// (issue 25: a teammate that replaced its worktree's `.git` with a repository of its own
+/// named a `core.fsmonitor` command, which the runner's `git status` ran unsandboxed).
+const SAFE: &[&str] = &[
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+];
+
 /// Run `git ARGS` in `dir` (blocking; for set-up and after-run steps).
 pub fn git_sync(dir: &Path, args: &[&str], env: &[(String, String)]) -> GitOut {
     to_git_out(
         std::process::Command::new("git")
+            .args(SAFE)
             .args(args)
             .current_dir(dir)
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -51,6 +62,7 @@ pub fn git_sync(dir: &Path, args: &[&str], env: &[(String, String)]) -> GitOut {
 async fn git(dir: &Path, args: &[&str], env: &[(String, String)]) -> GitOut {
     to_git_out(
         tokio::process::Command::new("git")
+            .args(SAFE)
             .args(args)
             .current_dir(dir)
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -69,6 +81,7 @@ async fn git_fed(dir: &Path, args: &[&str], input: &Path) -> GitOut {
     };
     to_git_out(
         tokio::process::Command::new("git")
+            .args(SAFE)
             .args(args)
             .current_dir(dir)
             .stdin(Stdio::from(stdin))
@@ -372,6 +385,7 @@ impl Isolation {
         wt: &Worktree,
         title: &str,
     ) -> Result<(String, String), GitError> {
+        self.check_worktree(wt)?;
         let status = git(&wt.path, &["status", "--porcelain"], &[]).await;
         if !status.ok {
             return Err(GitError::Failed(format!(
@@ -440,6 +454,37 @@ impl Isolation {
         let head = git(&wt.path, &["rev-parse", "HEAD"], &[]).await;
         let stat = git(&wt.path, &["diff", "--shortstat", &self.base, "HEAD"], &[]).await;
         Ok((head.stdout.trim().to_owned(), stat.stdout.trim().to_owned()))
+    }
+
+    /// That the worktree still belongs to the runner's repository: its `.git` is a plain
+    /// file naming a gitdir under the main repository's `worktrees/` (a teammate may have
+    /// replaced it with a repository of its own, whose configuration git would obey).
+    ///
+    /// Errors: it was replaced or cannot be read; git is not run in it.
+    fn check_worktree(&self, wt: &Worktree) -> Result<(), GitError> {
+        let dotgit = wt.path.join(".git");
+        let plain = std::fs::symlink_metadata(&dotgit).is_ok_and(|m| m.file_type().is_file());
+        let common = git_sync(&self.repo, &["rev-parse", "--git-common-dir"], &[]);
+        let worktrees =
+            crate::fsutil::real_path(&self.repo.join(common.stdout.trim())).join("worktrees");
+        let ours = plain
+            && common.ok
+            && std::fs::read_to_string(&dotgit)
+                .ok()
+                .and_then(|t| {
+                    t.trim()
+                        .strip_prefix("gitdir:")
+                        .map(|g| PathBuf::from(g.trim()))
+                })
+                .is_some_and(|g| crate::fsutil::real_path(&g).starts_with(&worktrees));
+        if ours {
+            return Ok(());
+        }
+        Err(GitError::Failed(format!(
+            "the worktree's .git ({}) no longer points into the repository {}: the teammate replaced it, so the runner runs no git in it (its branch keeps what was committed before)",
+            dotgit.display(),
+            self.repo.display()
+        )))
     }
 
     /// Remove the worktree at `path` (`git worktree remove --force`), then prune.

@@ -43,7 +43,10 @@ mod tests {
         // (close-on-exec): the lock is free once it has.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while acquire(dir.path()).is_err() {
-            assert!(std::time::Instant::now() < until, "the lock was never free again");
+            assert!(
+                std::time::Instant::now() < until,
+                "the lock was never free again"
+            );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }

@@ -335,8 +335,30 @@ pub async fn run(
 
     // The leader is gone; give the pipes a bounded time to close, then end the group and
     // every process that left it.
+    let bytes = close_pipes(spec, [out_task.take(), err_task.take()], pgid, &marker).await;
+    guard.marker = None;
+    drop(guard);
+
+    let (end, exit_code) = ending(status, stopping);
+    Exit {
+        end,
+        exit_code,
+        elapsed,
+        stdout_bytes: bytes[0],
+        stderr_bytes: bytes[1],
+    }
+}
+
+/// After the leader exited: wait up to `spec.pipe_wait` for the pipes to close, then kill the
+/// group and every process carrying `marker`, and collect what is left of the drains. Returns
+/// the bytes read from stdout and stderr.
+async fn close_pipes(
+    spec: &Spawn,
+    mut drains: [Option<tokio::task::JoinHandle<u64>>; 2],
+    pgid: Pid,
+    marker: &str,
+) -> [u64; 2] {
     let mut bytes = [0u64; 2];
-    let mut drains = [out_task.take(), err_task.take()];
     let pipes_closed = tokio::time::timeout(spec.pipe_wait, async {
         for (i, slot) in drains.iter_mut().enumerate() {
             if let Some(handle) = slot.as_mut() {
@@ -348,8 +370,7 @@ pub async fn run(
     .await
     .is_ok();
     signal_group(pgid, Signal::SIGKILL);
-    descendants::end_attempt(&marker, pgid.as_raw()).await;
-    guard.marker = None;
+    descendants::end_attempt(marker, pgid.as_raw()).await;
     if !pipes_closed {
         tracing::debug!(
             "pipes of group {pgid} still open {:?} after exit; killed the group",
@@ -366,16 +387,7 @@ pub async fn run(
             }
         }
     }
-    drop(guard);
-
-    let (end, exit_code) = ending(status, stopping);
-    Exit {
-        end,
-        exit_code,
-        elapsed,
-        stdout_bytes: bytes[0],
-        stderr_bytes: bytes[1],
-    }
+    bytes
 }
 
 /// [`start`], tried again with back-off while descriptors or processes are short; the

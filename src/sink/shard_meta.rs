@@ -81,7 +81,18 @@ pub struct ShardSidecar {
     pub table: InputTable,
 }
 
-impl Reporter for ShardSidecar {}
+impl Reporter for ShardSidecar {
+    /// Written as the run starts too: the output is kept current while the run goes on, and
+    /// an output a `kill -9` left must say which shard it holds, or the resume of that shard
+    /// would be refused as replacing another slice.
+    fn event(&mut self, event: &crate::run::events::Event) {
+        if let crate::run::events::Event::RunStarted { .. } = event
+            && let Err(e) = self.write()
+        {
+            tracing::warn!("{e}; it is written when the run ends");
+        }
+    }
+}
 
 impl Sink for ShardSidecar {
     fn files(&self) -> Vec<PathBuf> {
@@ -89,6 +100,15 @@ impl Sink for ShardSidecar {
     }
 
     fn finish(&mut self, _run: &mut RunEnd<'_>) -> Result<()> {
+        self.write()
+    }
+}
+
+impl ShardSidecar {
+    /// Write the sidecar of the output: the fingerprint, the shard and its rows.
+    ///
+    /// Errors: the input's snapshot cannot be read, or the sidecar written.
+    fn write(&self) -> Result<()> {
         let mut rows = Vec::new();
         for row in self.table.rows()? {
             let row = row?;

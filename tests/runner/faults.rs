@@ -737,3 +737,50 @@ fn the_todo_table_is_current_while_the_run_goes_on() {
         "{rows:?}"
     );
 }
+
+/// The output a `kill -9` leaves of a sharded run is one the resume of that shard accepts:
+/// its sidecar (which shard it holds) is written as the run starts, not only at its end.
+#[test]
+fn a_sharded_run_killed_mid_way_resumes_into_its_own_output() {
+    let sb = Sandbox::new();
+    let rows: Vec<(String, &str)> = (1..=6).map(|n| (format!("r{n}"), "slow")).collect();
+    let rows: Vec<(&str, &str)> = rows.iter().map(|(id, m)| (id.as_str(), *m)).collect();
+    sb.write_rows(&rows);
+    let out = sb.join("sh.csv");
+    let mut runner = sb
+        .fake_batch_cmd(&["--jobs", "1", "--shard", "1/2", "-o", "sh.csv"])
+        .env("SLOW_SECONDS", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("runner");
+    wait_for("the live output to show a completed row", 30, || {
+        out.is_file()
+            && by_id(&out, "id")
+                .values()
+                .any(|r| r["status"] == "completed")
+    });
+    signal(&runner, "-9");
+    let _ = wait_exit(&mut runner, 10);
+    assert!(
+        sb.join("sh.csv.shard.json").is_file(),
+        "the sidecar came first"
+    );
+    let r = sb
+        .fake_batch_cmd(&["--jobs", "1", "--shard", "1/2", "-o", "sh.csv"])
+        .env("SLOW_SECONDS", "0")
+        .output()
+        .expect("runner");
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let rows = by_id(&out, "id");
+    assert!(
+        rows.values().all(|r| r["status"] == "completed"),
+        "{rows:?}"
+    );
+    assert!(sb.survivors_after(1.0).is_empty());
+}

@@ -384,6 +384,37 @@ pub fn out(text: impl std::fmt::Display) {
     }
 }
 
+/// Characters that change how text reads without being seen ("Trojan Source",
+/// CVE-2021-42574): bidirectional embeddings, overrides and isolates, zero-width
+/// characters and marks, the Arabic letter mark and the byte-order mark.
+pub fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200B}'..='\u{200F}'
+        | '\u{061C}' | '\u{FEFF}')
+}
+
+/// Agent text as a terminal may show it: escape sequences and other control characters
+/// (but newlines and tabs) as `^[`-style or `\u{..}` text, so no OSC 52 clipboard write,
+/// title, cursor move or link reaches the terminal; invisible characters
+/// ([`is_invisible`]) shown as `<U+202E>`, so a summary cannot read otherwise than it is.
+pub fn terminal_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            c if (c as u32) < 0x20 => {
+                out.push('^');
+                out.push(char::from(b'@' + c as u8));
+            }
+            '\u{7f}' => out.push_str("^?"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if is_invisible(c) => out.push_str(&format!("<U+{:04X}>", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// [`out`] with a newline.
 pub fn outln(text: impl std::fmt::Display) {
     out(format_args!("{text}\n"));
@@ -513,6 +544,21 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+
+    #[test]
+    fn agent_text_reaches_a_terminal_shown_not_obeyed() {
+        // OSC 52 (clipboard), a title, a cursor move, a bidi override, a zero-width space.
+        let text = "ok\x1b]52;c;cm0gLXJm\x07 \x1b]0;pwned\x07\x1b[2Atests \u{202E}deliaf\u{202C} x\u{200B}y\n\tnext";
+        let safe = terminal_safe(text);
+        assert!(!safe.chars().any(|c| c == '\x1b' || c == '\x07' || is_invisible(c)), "{safe}");
+        assert!(safe.contains("^[]52;c;cm0gLXJm^G"), "{safe}");
+        assert!(safe.contains("<U+202E>deliaf<U+202C>"), "{safe}");
+        assert!(safe.contains("x<U+200B>y\n\tnext"), "newlines and tabs stay: {safe}");
+        assert_eq!(
+            crate::ui::html::escape("a\u{2066}b<"),
+            "a&lt;U+2066&gt;b&lt;"
+        );
+    }
     use crate::run::events::tests::one_of_each;
 
     /// A writer the test reads back.

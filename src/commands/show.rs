@@ -50,7 +50,10 @@ pub fn show(args: ShowArgs) -> Result<i32> {
             teammate: &teammate,
         },
     };
-    crate::ui::out(crate::ui::show::item(&id, place, &events));
+    // What agents wrote reaches the terminal shown, never obeyed.
+    crate::ui::out(crate::ui::terminal_safe(&crate::ui::show::item(
+        &id, place, &events,
+    )));
     Ok(0)
 }
 
@@ -133,6 +136,12 @@ fn print_from(path: &PathBuf, offset: u64) -> Result<u64> {
     let mut buf = Vec::new();
     f.read_to_end(&mut buf)
         .map_err(|e| Error::read_input("the log", path, e))?;
-    crate::ui::out(String::from_utf8_lossy(&buf));
+    let text = String::from_utf8_lossy(&buf);
+    // On a terminal the log is shown, not obeyed; to a pipe it stays byte for byte.
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        crate::ui::out(crate::ui::terminal_safe(&text));
+    } else {
+        crate::ui::out(text);
+    }
     Ok(offset + buf.len() as u64)
 }

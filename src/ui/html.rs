@@ -11,7 +11,8 @@ use std::fmt::Write;
 use crate::report::ItemStatus;
 use crate::run::record::history::{self, History};
 
-/// Escape text for HTML element content and attribute values.
+/// Escape text for HTML element content and attribute values; invisible characters
+/// ([`crate::ui::is_invisible`]) are shown as `<U+202E>`.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -21,6 +22,8 @@ pub fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            // Shown, so that text cannot read otherwise than it is ("Trojan Source").
+            c if crate::ui::is_invisible(c) => out.push_str(&format!("&lt;U+{:04X}&gt;", c as u32)),
             c => out.push(c),
         }
     }

@@ -550,10 +550,18 @@ mod tests {
         // OSC 52 (clipboard), a title, a cursor move, a bidi override, a zero-width space.
         let text = "ok\x1b]52;c;cm0gLXJm\x07 \x1b]0;pwned\x07\x1b[2Atests \u{202E}deliaf\u{202C} x\u{200B}y\n\tnext";
         let safe = terminal_safe(text);
-        assert!(!safe.chars().any(|c| c == '\x1b' || c == '\x07' || is_invisible(c)), "{safe}");
+        assert!(
+            !safe
+                .chars()
+                .any(|c| c == '\x1b' || c == '\x07' || is_invisible(c)),
+            "{safe}"
+        );
         assert!(safe.contains("^[]52;c;cm0gLXJm^G"), "{safe}");
         assert!(safe.contains("<U+202E>deliaf<U+202C>"), "{safe}");
-        assert!(safe.contains("x<U+200B>y\n\tnext"), "newlines and tabs stay: {safe}");
+        assert!(
+            safe.contains("x<U+200B>y\n\tnext"),
+            "newlines and tabs stay: {safe}"
+        );
         assert_eq!(
             crate::ui::html::escape("a\u{2066}b<"),
             "a&lt;U+2066&gt;b&lt;"

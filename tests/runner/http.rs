@@ -681,6 +681,24 @@ fn dry_run_shows_where_requests_go_with_headers_body_fields_and_prices() {
         assert!(r.stdout.contains(want), "{want}: {r:?}");
     }
     assert!(!r.stdout.contains("abcdefghijklmnop"));
+
+    // Issue 25: a base URL's password and key stay hidden, and its query survives the join.
+    let r = offline(
+        &sb,
+        Some("http://bob:hunter2@127.0.0.1:9/v1?api_key=sk-secret&x=1"),
+        &["--model", "m", "--dry-run"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(
+            "POST http://bob:REDACTED@127.0.0.1:9/v1/chat/completions?api_key=REDACTED&x=1"
+        ),
+        "{r:?}"
+    );
+    assert!(
+        !r.stdout.contains("hunter2") && !r.stdout.contains("sk-secret"),
+        "{r:?}"
+    );
 }
 
 #[test]

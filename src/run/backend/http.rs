@@ -208,7 +208,7 @@ impl Http {
         let client = client(&parsed)?;
         Ok(Http {
             client,
-            url: format!("{base}/chat/completions"),
+            url: chat_completions(&parsed),
             key,
             model,
             headers,
@@ -227,7 +227,11 @@ impl Http {
             Format::Object => "JSON mode (json_object)",
             Format::None => "no response_format",
         };
-        let mut line = format!("POST {}   (model {}, {how})", self.url, self.model);
+        let mut line = format!(
+            "POST {}   (model {}, {how})",
+            crate::redact::urls(&self.url),
+            self.model
+        );
         let headers: Vec<String> = self
             .headers
             .iter()
@@ -360,7 +364,7 @@ impl Http {
         if let Some(key) = key {
             request = request.bearer_auth(key);
         }
-        let mut exchange = format!("POST {}\n", self.url);
+        let mut exchange = format!("POST {}\n", crate::redact::urls(&self.url));
         if let Some(key) = key {
             let _ = writeln!(
                 exchange,
@@ -436,7 +440,7 @@ impl Http {
                 let _ = writeln!(exchange, "(no answer: {why})");
                 let end = failed(
                     FailureKind::ApiError,
-                    format!("no answer from {}: {why}", self.url),
+                    format!("no answer from {}: {why}", crate::redact::urls(&self.url)),
                     None,
                 );
                 return ended(
@@ -540,7 +544,7 @@ impl Http {
                 reason.push_str(&format!(
                     " (requests go to {}: the base URL must end with the API's version, e.g. \
                      http://127.0.0.1:8080/v1)",
-                    self.url
+                    crate::redact::urls(&self.url)
                 ));
             }
             if kind == FailureKind::Auth && self.key.is_none() {
@@ -725,6 +729,15 @@ fn replace_bytes(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
         }
     }
     out
+}
+
+/// `<base>/chat/completions`, keeping the base URL's query (`…/v1?key=k` →
+/// `…/v1/chat/completions?key=k`).
+fn chat_completions(base: &reqwest::Url) -> String {
+    let mut url = base.clone();
+    let path = format!("{}/chat/completions", base.path().trim_end_matches('/'));
+    url.set_path(&path);
+    url.to_string()
 }
 
 /// The request headers: the definition's `[http] headers`, then `--var header.NAME=VALUE`.

@@ -62,14 +62,27 @@ var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);return asc?c:-c;});\
 rows.forEach(function(r){tb.appendChild(r);});});});\
 document.body.dataset.ready='1';";
 
+/// The page's Content-Security-Policy: nothing is fetched (no network: an agent's text that
+/// escaped escaping could not send anything anywhere), styles only inline, scripts only the
+/// page's own, carrying `nonce`.
+fn csp(nonce: &str) -> String {
+    format!(
+        "default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; img-src data:; base-uri 'none'; form-action 'none'"
+    )
+}
+
 /// The page for `h`; `now_ms` (milliseconds since the epoch) ends attempts still running.
 pub fn report(h: &History, now_ms: i64) -> String {
     let mut o = String::new();
     let title = format!("Team {}", h.team);
+    // No network at all, and no script but the page's own (its nonce is new each time).
+    let nonce = format!("{:032x}", rand::random::<u128>());
     let _ = write!(
         o,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"{}\"><title>{}</title>\
          <style>{STYLE}</style></head><body><h1>{}</h1>",
+        csp(&nonce),
         escape(&title),
         escape(&title)
     );
@@ -220,7 +233,10 @@ pub fn report(h: &History, now_ms: i64) -> String {
             escape(&out.summary)
         );
     }
-    let _ = writeln!(o, "</tbody></table><script>{SCRIPT}</script></body></html>");
+    let _ = writeln!(
+        o,
+        "</tbody></table><script nonce=\"{nonce}\">{SCRIPT}</script></body></html>"
+    );
     o
 }
 
@@ -262,9 +278,15 @@ mod tests {
         };
         let page = report(&h, 2000);
         assert_eq!(
-            page.matches("<script>").count(),
+            page.matches("<script").count(),
             1,
             "only the page's own script"
+        );
+        assert!(
+            page.contains("Content-Security-Policy")
+                && page.contains("default-src 'none'")
+                && page.contains("<script nonce=\""),
+            "no network, no script but its own: {page}"
         );
         assert!(!page.contains("<img"), "{page}");
         assert!(!page.contains("<b>1</b>"), "{page}");

@@ -738,6 +738,17 @@ fn a_crashed_unit_leaves_its_item_failed_not_lost() {
     assert!(events.outcome("a").error.contains("supervisor crashed"));
     // The journal has it too: a resume will not lose it.
     drop(team);
-    let reopened = Team::open("t", &dir.path().join("ws")).expect("team reopens");
+    // A child another test forks in this instant holds the lock's descriptor until its exec
+    // (close-on-exec): the lock is free once it has.
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    let reopened = loop {
+        match Team::open("t", &dir.path().join("ws")) {
+            Ok(t) => break t,
+            Err(e) => {
+                assert!(std::time::Instant::now() < until, "team reopens: {e:?}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    };
     assert_eq!(reopened.finished["a"].status, ItemStatus::Failed);
 }

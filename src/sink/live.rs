@@ -11,7 +11,10 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use std::path::PathBuf;
+
 use crate::error::Result;
+use crate::run::record::team::OutcomeIndex;
 
 /// The least time between two rewrites of a live output.
 pub const EVERY: Duration = Duration::from_secs(1);
@@ -86,6 +89,27 @@ impl Live {
             }
         };
         Live { shared, thread }
+    }
+
+    /// [`Live::start`] for an output made from the outcomes the team's `journal` records:
+    /// `write` gets an index that follows the journal (opened at the first write, caught up
+    /// before each one).
+    pub fn following(
+        name: &str,
+        journal: PathBuf,
+        mut write: impl FnMut(&mut OutcomeIndex) -> Result<()> + Send + 'static,
+    ) -> Live {
+        let mut index: Option<OutcomeIndex> = None;
+        Live::start(name, move || {
+            let outcomes = match &mut index {
+                Some(i) => {
+                    i.catch_up()?;
+                    i
+                }
+                None => index.insert(OutcomeIndex::follow(&journal)?),
+            };
+            write(outcomes)
+        })
     }
 
     /// An item finished: rewrite the file soon.

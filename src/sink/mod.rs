@@ -14,6 +14,7 @@
 pub mod checkpoints;
 pub mod junit;
 pub mod live;
+pub mod output;
 pub mod output_csv;
 pub mod output_jsonl;
 pub mod previous;

@@ -5,20 +5,13 @@
 //! as `runner_<name>` and a warning says so. The file is replaced atomically.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 
 use serde_json::Value;
 
-use super::live::Live;
-use super::{RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
-use crate::run::events::{Event, Reporter};
 use crate::run::record::outcome::Outcome;
-use crate::run::record::team::OutcomeIndex;
-use crate::run::schedule::selection::Selection;
-use crate::source::input::InputTable;
 
 /// The runner's columns, in order.
 pub const RUNNER_COLUMNS: &[&str] = &[
@@ -82,6 +75,26 @@ pub struct Layout {
     /// Whether values that come from agents are written so that spreadsheets do not evaluate
     /// them as formulas ([`formula_safe`]); `false` with `--keep-formulas`.
     pub guard_formulas: bool,
+}
+
+/// The runner columns an unfinished row leaves empty: nothing is decided yet.
+pub const UNDECIDED: [&str; 3] = ["status", "attempts", "failure_kind"];
+
+impl Layout {
+    /// Where the runner column `column` (a name of [`RUNNER_COLUMNS`]) is in
+    /// [`Layout::headers`], whatever name it is written under (`runner_<name>` on a clash).
+    pub fn runner_column(&self, column: &str) -> Option<usize> {
+        let extra = if self.worktree {
+            WORKTREE_COLUMNS.len()
+        } else {
+            0
+        };
+        let first = self.headers.len() - RUNNER_COLUMNS.len() - extra;
+        RUNNER_COLUMNS
+            .iter()
+            .position(|c| *c == column)
+            .map(|i| first + i)
+    }
 }
 
 /// A value from an agent as a spreadsheet cannot run it (OWASP "CSV injection"): a value
@@ -454,171 +467,13 @@ impl Missing {
     }
 }
 
-/// The `workers-output.csv` sink of a CSV batch: the rows of its shard in input order — rows
-/// run now from their outcomes, rows `--only` did not select copied byte-for-byte from the
-/// previous output. Kept current while the run goes on ([`Live`]).
-pub struct CsvOutput {
-    file: Arc<CsvFile>,
-    /// The team's journal, which the live rewrites follow.
-    journal: PathBuf,
-    live: Option<Live>,
-}
-
-/// What [`CsvOutput`] writes, shared with its live thread.
-struct CsvFile {
-    path: PathBuf,
-    table: InputTable,
-    selection: Selection,
-    layout: Layout,
-}
-
-impl CsvOutput {
-    /// The output `path` of the rows of `table` this run's `selection` covers, in `layout`;
-    /// `journal` is the team's, read for live rewrites.
-    pub fn new(
-        path: PathBuf,
-        table: InputTable,
-        selection: Selection,
-        layout: Layout,
-        journal: PathBuf,
-    ) -> CsvOutput {
-        CsvOutput {
-            file: Arc::new(CsvFile {
-                path,
-                table,
-                selection,
-                layout,
-            }),
-            journal,
-            live: None,
-        }
-    }
-}
-
-impl Reporter for CsvOutput {
-    fn event(&mut self, event: &Event) {
-        if !matches!(event, Event::ItemFinished(_)) {
-            return;
-        }
-        let live = self.live.get_or_insert_with(|| {
-            let file = self.file.clone();
-            let journal = self.journal.clone();
-            let mut index: Option<OutcomeIndex> = None;
-            Live::start("the output CSV", move || {
-                let outcomes = match &mut index {
-                    Some(i) => {
-                        i.catch_up()?;
-                        i
-                    }
-                    None => index.insert(OutcomeIndex::follow(&journal)?),
-                };
-                file.write(outcomes, Missing::Unfinished)
-            })
-        });
-        live.changed();
-    }
-}
-
-impl Sink for CsvOutput {
-    fn files(&self) -> Vec<PathBuf> {
-        vec![self.file.path.clone()]
-    }
-
-    fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
-        if let Some(mut live) = self.live.take() {
-            live.stop();
-        }
-        if let Some(w) = self.file.table.changed() {
-            eprintln!("warning: {w}");
-        }
-        self.file
-            .write(run.outcomes, Missing::after(run.summary.interrupted))
-    }
-}
-
-impl CsvFile {
-    /// Replace the output with every row of the shard: its outcome from `outcomes`, else what
-    /// `missing` says.
-    ///
-    /// Errors: the input's snapshot, the previous output or the journal cannot be read, or
-    /// the file cannot be written.
-    fn write(&self, outcomes: &mut OutcomeIndex, missing: Missing) -> Result<()> {
-        let rows = self.table.rows()?;
-        let selection = &self.selection;
-        let layout = &self.layout;
-        let mut failure: Option<Error> = None;
-        let mut prev_file = match &selection.previous {
-            Some(p) => Some(
-                p.open()
-                    .map_err(|e| Error::read_input("the previous output", &self.path, e))?,
-            ),
-            None => None,
-        };
-        write(&self.path, layout, |emit, raw| {
-            for row in rows {
-                let row = match row {
-                    Ok(r) => r,
-                    Err(e) => {
-                        failure = Some(e);
-                        return Err(std::io::Error::other(
-                            "the input changed while writing the output",
-                        ));
-                    }
-                };
-                if !selection.in_shard(&row.id) {
-                    continue;
-                }
-                if !selection.runs(&row.id) {
-                    if let (Some(prev), Some(file)) = (&selection.previous, prev_file.as_mut())
-                        && let Some(bytes) = prev.raw(file, &row.id)?
-                    {
-                        raw(&bytes)?;
-                        continue;
-                    }
-                    emit(self::row(
-                        layout,
-                        &row.values,
-                        None,
-                        (ItemStatus::Skipped, "not selected by --only"),
-                    ))?;
-                    continue;
-                }
-                let outcome = match outcomes.outcome(&row.id) {
-                    Ok(o) => o,
-                    Err(e) => {
-                        failure = Some(e);
-                        return Err(std::io::Error::other("cannot read the journal"));
-                    }
-                };
-                emit(match (outcome, missing) {
-                    (Some(o), _) => {
-                        self::row(layout, &row.values, Some(&o), (ItemStatus::Cancelled, ""))
-                    }
-                    (None, Missing::NotRun(status, why)) => {
-                        self::row(layout, &row.values, None, (status, why))
-                    }
-                    (None, Missing::Unfinished) => unfinished_row(layout, &row.values),
-                })?;
-            }
-            Ok(())
-        })
-        .map_err(|e| failure.take().unwrap_or(e))
-    }
-}
-
 /// The row of an item not finished yet: its input values, its error [`UNFINISHED`], and no
 /// status, attempts or failure kind.
 pub fn unfinished_row(layout: &Layout, values: &[String]) -> Vec<String> {
     let mut out = row(layout, values, None, (ItemStatus::Cancelled, UNFINISHED));
-    let extra = if layout.worktree {
-        WORKTREE_COLUMNS.len()
-    } else {
-        0
-    };
-    let first = layout.headers.len() - RUNNER_COLUMNS.len() - extra;
-    for column in ["status", "attempts", "failure_kind"] {
-        if let Some(i) = RUNNER_COLUMNS.iter().position(|c| *c == column) {
-            out[first + i].clear();
+    for column in UNDECIDED {
+        if let Some(i) = layout.runner_column(column) {
+            out[i].clear();
         }
     }
     out

@@ -6,22 +6,14 @@
 //! the hand-off lists as lists, and `null` where a CSV cell is empty. Nothing is guarded
 //! against spreadsheets: no spreadsheet reads it. The file is replaced atomically.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use super::live::Live;
-use super::output_csv::{Layout, Missing, RUNNER_COLUMNS, UNFINISHED, WORKTREE_COLUMNS};
-use super::{RunEnd, Sink};
-use crate::error::{Error, Result};
+use super::output_csv::{Layout, RUNNER_COLUMNS, UNDECIDED, UNFINISHED, WORKTREE_COLUMNS};
 use crate::report::ItemStatus;
-use crate::run::events::{Event, Reporter};
 use crate::run::record::outcome::Outcome;
-use crate::run::record::team::OutcomeIndex;
-use crate::run::schedule::selection::Selection;
-use crate::source::input::{InputRow, InputTable};
+use crate::source::input::InputRow;
 
 /// Whether `path` names a JSON Lines output (`.jsonl`, `.ndjson`).
 pub fn is_jsonl_path(path: &Path) -> bool {
@@ -41,170 +33,13 @@ pub fn is_output(bytes: &[u8]) -> bool {
         .all(|k| o.contains_key(*k) || o.contains_key(&format!("runner_{k}")))
 }
 
-/// The JSON Lines output sink of a CSV or JSON Lines batch: as [`super::output_csv::CsvOutput`],
-/// rows run now from their outcomes, rows `--only` did not select copied byte-for-byte from
-/// the previous output, kept current while the run goes on ([`Live`]).
-pub struct JsonlOutput {
-    file: Arc<JsonlFile>,
-    /// The team's journal, which the live rewrites follow.
-    journal: PathBuf,
-    live: Option<Live>,
-}
-
-/// What [`JsonlOutput`] writes, shared with its live thread.
-struct JsonlFile {
-    path: PathBuf,
-    table: InputTable,
-    selection: Selection,
-    layout: Layout,
-}
-
-impl JsonlOutput {
-    /// The output `path` of the rows of `table` this run's `selection` covers, under the
-    /// names of `layout`; `journal` is the team's, read for live rewrites.
-    pub fn new(
-        path: PathBuf,
-        table: InputTable,
-        selection: Selection,
-        layout: Layout,
-        journal: PathBuf,
-    ) -> JsonlOutput {
-        JsonlOutput {
-            file: Arc::new(JsonlFile {
-                path,
-                table,
-                selection,
-                layout,
-            }),
-            journal,
-            live: None,
-        }
-    }
-}
-
-impl Reporter for JsonlOutput {
-    fn event(&mut self, event: &Event) {
-        if !matches!(event, Event::ItemFinished(_)) {
-            return;
-        }
-        let live = self.live.get_or_insert_with(|| {
-            let file = self.file.clone();
-            let journal = self.journal.clone();
-            let mut index: Option<OutcomeIndex> = None;
-            Live::start("the JSON Lines output", move || {
-                let outcomes = match &mut index {
-                    Some(i) => {
-                        i.catch_up()?;
-                        i
-                    }
-                    None => index.insert(OutcomeIndex::follow(&journal)?),
-                };
-                file.write(outcomes, Missing::Unfinished)
-            })
-        });
-        live.changed();
-    }
-}
-
-impl Sink for JsonlOutput {
-    fn files(&self) -> Vec<PathBuf> {
-        vec![self.file.path.clone()]
-    }
-
-    fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
-        if let Some(mut live) = self.live.take() {
-            live.stop();
-        }
-        if let Some(w) = self.file.table.changed() {
-            eprintln!("warning: {w}");
-        }
-        self.file
-            .write(run.outcomes, Missing::after(run.summary.interrupted))
-    }
-}
-
-impl JsonlFile {
-    /// Replace the output with one line per row of the shard: its outcome from `outcomes`,
-    /// else what `missing` says.
-    ///
-    /// Errors: the input's snapshot, the previous output or the journal cannot be read, or
-    /// the file cannot be written.
-    fn write(&self, outcomes: &mut OutcomeIndex, missing: Missing) -> Result<()> {
-        let rows = self.table.rows()?;
-        let selection = &self.selection;
-        let mut prev_file = match &selection.previous {
-            Some(p) => Some(
-                p.open()
-                    .map_err(|e| Error::read_input("the previous output", &self.path, e))?,
-            ),
-            None => None,
-        };
-        let mut failure: Option<Error> = None;
-        crate::fsutil::replace_with(&self.path, |w: &mut dyn Write| {
-            for row in rows {
-                let row = match row {
-                    Ok(r) => r,
-                    Err(e) => {
-                        failure = Some(e);
-                        return Err(std::io::Error::other("cannot read the input's rows"));
-                    }
-                };
-                if !selection.in_shard(&row.id) {
-                    continue;
-                }
-                let object = if selection.runs(&row.id) {
-                    let outcome = match outcomes.outcome(&row.id) {
-                        Ok(o) => o,
-                        Err(e) => {
-                            failure = Some(e);
-                            return Err(std::io::Error::other("cannot read the journal"));
-                        }
-                    };
-                    match (outcome, missing) {
-                        (Some(o), _) => {
-                            line(&self.layout, &row, Some(&o), (ItemStatus::Cancelled, ""))
-                        }
-                        (None, Missing::NotRun(status, why)) => {
-                            line(&self.layout, &row, None, (status, why))
-                        }
-                        (None, Missing::Unfinished) => unfinished_line(&self.layout, &row),
-                    }
-                } else {
-                    if let (Some(prev), Some(file)) = (&selection.previous, prev_file.as_mut())
-                        && let Some(bytes) = prev.raw(file, &row.id)?
-                    {
-                        w.write_all(&bytes)?;
-                        continue;
-                    }
-                    line(
-                        &self.layout,
-                        &row,
-                        None,
-                        (ItemStatus::Skipped, "not selected by --only"),
-                    )
-                };
-                serde_json::to_writer(&mut *w, &Value::Object(object))?;
-                w.write_all(b"\n")?;
-            }
-            Ok(())
-        })
-        .map_err(|e| failure.take().unwrap_or(e))
-    }
-}
-
 /// The line of an item not finished yet: as [`super::output_csv::unfinished_row`], its
 /// status, attempts and failure kind `null`.
-fn unfinished_line(layout: &Layout, row: &InputRow) -> Map<String, Value> {
+pub fn unfinished_line(layout: &Layout, row: &InputRow) -> Map<String, Value> {
     let mut out = line(layout, row, None, (ItemStatus::Cancelled, UNFINISHED));
-    let extra = if layout.worktree {
-        WORKTREE_COLUMNS.len()
-    } else {
-        0
-    };
-    let first = layout.headers.len() - RUNNER_COLUMNS.len() - extra;
-    for column in ["status", "attempts", "failure_kind"] {
-        if let Some(i) = RUNNER_COLUMNS.iter().position(|c| *c == column) {
-            out.insert(layout.headers[first + i].clone(), Value::Null);
+    for column in UNDECIDED {
+        if let Some(i) = layout.runner_column(column) {
+            out.insert(layout.headers[i].clone(), Value::Null);
         }
     }
     out

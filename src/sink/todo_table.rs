@@ -165,16 +165,7 @@ impl Reporter for TodoTable {
         let live = self.live.get_or_insert_with(|| {
             let file = self.file.clone();
             let old = self.old.clone();
-            let journal = self.journal.clone();
-            let mut index: Option<OutcomeIndex> = None;
-            Live::start("the todo table", move || {
-                let outcomes = match &mut index {
-                    Some(i) => {
-                        i.catch_up()?;
-                        i
-                    }
-                    None => index.insert(OutcomeIndex::follow(&journal)?),
-                };
+            Live::following("the todo table", self.journal.clone(), move |outcomes| {
                 let mut old = old.lock().unwrap_or_else(PoisonError::into_inner);
                 file.write(outcomes, None, true, &mut old)
             })

@@ -20,8 +20,8 @@ use crate::run::schedule::selection::Selection;
 use crate::run::{RunSpec, isolation};
 use crate::settings::{PIPE_WAIT, Settings};
 use crate::sink::Sinks;
-use crate::sink::output_csv::{self, CsvOutput};
-use crate::sink::output_jsonl::{self, JsonlOutput};
+use crate::sink::output::{Output, OutputFormat};
+use crate::sink::output_csv;
 use crate::sink::previous::Previous;
 use crate::sink::shard_meta::{self, ShardSidecar};
 use crate::source::input::{InputFormat, InputRow, InputTable, Spool};
@@ -419,17 +419,8 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
     }
     inputs.push(PlanFile::new("instruction", &files.instruction_path, ""));
     inputs.extend(files.reads.iter().map(|(w, p)| PlanFile::new(w, p, "")));
-    let mut outputs = vec![if output_jsonl::is_jsonl_path(&output) {
-        PlanFile::new("output", &output, "--output").replacing(
-            "a JSON Lines output of the runner (no status, attempts and error fields)",
-            output_jsonl::is_output,
-        )
-    } else {
-        PlanFile::new("output", &output, "--output").replacing(
-            "an output CSV of the runner (no status, attempts and error columns)",
-            output_csv::is_output,
-        )
-    }];
+    let (kind, is_mine) = OutputFormat::of(&output).replaces();
+    let mut outputs = vec![PlanFile::new("output", &output, "--output").replacing(kind, is_mine)];
     if settings.shard.is_some() {
         outputs.push(PlanFile::new(
             "shard sidecar",
@@ -444,23 +435,13 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         deps: survey.deps,
     });
     let mut sinks = Sinks::default();
-    if output_jsonl::is_jsonl_path(&output) {
-        sinks.push(Box::new(JsonlOutput::new(
-            output.clone(),
-            table.clone(),
-            selection.clone(),
-            layout,
-            workspace.join("journal.jsonl"),
-        )));
-    } else {
-        sinks.push(Box::new(CsvOutput::new(
-            output.clone(),
-            table.clone(),
-            selection.clone(),
-            layout,
-            workspace.join("journal.jsonl"),
-        )));
-    }
+    sinks.push(Box::new(Output::new(
+        output.clone(),
+        table.clone(),
+        selection.clone(),
+        layout,
+        workspace.join("journal.jsonl"),
+    )));
     if let Some(shard) = settings.shard {
         sinks.push(Box::new(ShardSidecar {
             output: output.clone(),
@@ -566,11 +547,11 @@ fn previous_output(
             } else {
                 "status"
             };
-            if output_jsonl::is_jsonl_path(output) {
-                Previous::read_jsonl(output, id_column, status_col).map(Some)
-            } else {
-                Previous::read(output, &layout.headers, id_column, status_col).map(Some)
+            match OutputFormat::of(output) {
+                OutputFormat::Jsonl => Previous::read_jsonl(output, id_column, status_col),
+                OutputFormat::Csv => Previous::read(output, &layout.headers, id_column, status_col),
             }
+            .map(Some)
         }
     }
 }

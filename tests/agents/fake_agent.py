@@ -290,6 +290,51 @@ def main():
                  "WAYLAND_DISPLAY"]
         save_attack({n: os.environ[n] for n in names if n in os.environ})
         write_report(report())
+    elif mode == "env_i_daemon":
+        # A daemon that drops every variable (and so the attempt's mark), leaves the process
+        # group and session and is re-parented: it must not outlive the attempt. Then try to
+        # kill the parent (under the sandbox, the keeper that would end the daemon).
+        pidfile = os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "daemon.pid")
+        first = os.fork()
+        if first == 0:
+            os.setsid()
+            if os.fork() == 0:
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.execvp("env", ["env", "-i", "sh", "-c", f"echo $$ > {pidfile}; exec sleep 3600"])
+            os._exit(0)
+        os.waitpid(first, 0)
+        wait_for(pidfile)
+        results = {}
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            keeper = b"__sandbox" in f.read()
+        if keeper:  # never the runner itself (the control, without the sandbox)
+            attempt(results, "kill_parent", lambda: os.kill(os.getppid(), signal.SIGKILL))
+        save_attack(results)
+        write_report(report())
+    elif mode == "tty":
+        # Push a command into the terminal the runner was started from (TIOCSTI), through the
+        # controlling terminal and through every pseudo-terminal there is.
+        import fcntl
+        import termios
+        results = {}
+        def sti(path):
+            def go():
+                fd = os.open(path, os.O_RDONLY | os.O_NOCTTY)
+                try:
+                    fcntl.ioctl(fd, termios.TIOCSTI, b"#")
+                finally:
+                    os.close(fd)
+            return go
+        attempt(results, "open_tty", lambda: os.close(os.open("/dev/tty", os.O_RDONLY)))
+        attempt(results, "sti_tty", sti("/dev/tty"))
+        for name in sorted(os.listdir("/dev/pts")):
+            if name.isdigit():
+                attempt(results, "sti_pts_" + name, sti("/dev/pts/" + name))
+        results["sid_is_me"] = os.getsid(0) == os.getpid()
+        save_attack(results)
+        write_report(report())
     elif mode == "mknod":
         import stat
         results = {}
@@ -351,6 +396,12 @@ def main():
         runner = os.getppid()
         results["runner_pid"] = runner
         attempt(results, "kill_runner", lambda: os.kill(runner, signal.SIGTERM))
+        # Under the sandbox the parent is the attempt's keeper; the runner is its parent.
+        with open(f"/proc/{runner}/stat") as f:
+            grand = int(f.read().rsplit(")", 1)[1].split()[1])
+        if grand > 1 and grand != runner:
+            results["grandparent_pid"] = grand
+            attempt(results, "kill_grandparent", lambda: os.kill(grand, signal.SIGTERM))
         for sib in siblings():
             pidfile = os.path.join(sib, "pid")
             wait_for(pidfile)

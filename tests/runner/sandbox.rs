@@ -308,7 +308,14 @@ fn a_teammate_cannot_signal_the_runner_or_a_sibling_nor_read_their_environment()
     let sb = layout(&[("target", "wait_attack"), ("signaller", "signal")]);
     let r = run(&sb, &[]);
     let results = attack(&sb, "2-signaller");
-    for denied in ["kill_runner", "kill_sibling", "kill_sibling_group"] {
+    // The parent is the attempt's keeper, its parent the runner: neither may be signalled.
+    assert!(results.contains_key("grandparent_pid"), "{results:?}");
+    for denied in [
+        "kill_runner",
+        "kill_grandparent",
+        "kill_sibling",
+        "kill_sibling_group",
+    ] {
         assert_eq!(
             results.get(denied),
             Some(&Value::from("EPERM")),
@@ -695,5 +702,141 @@ fn a_teammate_cannot_make_the_runners_git_run_its_command() {
         "{:?}",
         rows["a"]
     );
+    assert_no_survivors(&sb);
+}
+
+/// Whether process `pid` is alive (a zombie is not).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|t| !t.trim_start().starts_with('Z'))
+    })
+}
+
+/// Issue 25, escape 6: a daemon started with `env -i` (no mark), in a session of its own and
+/// re-parented, outlived its attempt and the run. Under the sandbox the attempt's keeper — a
+/// subreaper outside the teammate's domain, which the teammate cannot kill — ends it with the
+/// attempt; without the sandbox (the control) it survives.
+#[test]
+fn a_daemon_that_drops_its_mark_does_not_outlive_its_attempt() {
+    if !landlock_or_skip("env -i daemon") {
+        return;
+    }
+    for mode in ["landlock", "none"] {
+        let sb = layout(&[("a", "env_i_daemon")]);
+        let r = run_with(&sb, mode, &[]);
+        assert_eq!(r.code, 0, "{mode}: {r:?}");
+        let pidfile = workspace(&sb).join("teammates/1-a/daemon.pid");
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap_or_else(|e| panic!("{mode}: {}: {e}", pidfile.display()))
+            .trim()
+            .parse()
+            .expect("pid");
+        let survived = alive(pid);
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        if mode == "landlock" {
+            assert!(!survived, "the daemon {pid} outlived its sandboxed attempt");
+            let results = attack(&sb, "1-a");
+            assert_eq!(
+                results.get("kill_parent"),
+                Some(&Value::from("EPERM")),
+                "the teammate killed its keeper: {results:?}"
+            );
+            assert_no_survivors(&sb);
+        } else {
+            assert!(
+                survived,
+                "the control: without the sandbox the daemon survives"
+            );
+        }
+    }
+}
+
+/// Issue 25, escape 3: a teammate pushed a command into the terminal `runner` was started
+/// from (`TIOCSTI` on its controlling terminal; as root on any pseudo-terminal), and the
+/// user's shell ran it after `runner` returned. Under the sandbox a teammate is in a session
+/// of its own with no controlling terminal, and no device ioctl is allowed; without it (the
+/// control) it can open the terminal.
+#[test]
+fn a_sandboxed_teammate_has_no_terminal_to_push_input_into() {
+    if !landlock_or_skip("tty") {
+        return;
+    }
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: tty: no `script` (util-linux) to give the runner a terminal");
+        return;
+    }
+    for mode in ["landlock", "none"] {
+        let sb = layout(&[("a", "tty")]);
+        let cmd = run_cmd(&sb, mode, &[]);
+        let line: Vec<String> = std::iter::once(cmd.get_program())
+            .chain(cmd.get_args())
+            .map(|a| format!("'{}'", a.to_string_lossy().replace('\'', r"'\''")))
+            .collect();
+        // `script` runs the command on a new pseudo-terminal: its controlling terminal.
+        let mut under_tty = Command::new("script");
+        under_tty
+            .args(["-qec", &line.join(" "), "/dev/null"])
+            .current_dir(sb.join("work"))
+            .stdin(std::process::Stdio::null());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => under_tty.env(k, v),
+                None => under_tty.env_remove(k),
+            };
+        }
+        let out = under_tty.output().expect("script");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let results = attack(&sb, "1-a");
+        if mode == "landlock" {
+            assert_eq!(
+                results.get("sid_is_me"),
+                Some(&Value::Bool(true)),
+                "{results:?}"
+            );
+            let pushed: Vec<_> = results
+                .iter()
+                .filter(|(k, v)| k.as_str() != "sid_is_me" && v.as_str() == Some("ok"))
+                .collect();
+            assert!(
+                pushed.is_empty(),
+                "reached a terminal: {pushed:?} of {results:?}"
+            );
+            assert!(
+                results.keys().any(|k| k.starts_with("sti_pts_")),
+                "{results:?}"
+            );
+        } else {
+            assert_eq!(
+                results.get("open_tty"),
+                Some(&Value::from("ok")),
+                "the control: {results:?}"
+            );
+        }
+        assert_no_survivors(&sb);
+    }
+}
+
+/// A sandboxed attempt that outlives its time limit — one ignoring SIGTERM, one that started
+/// processes outside its group and hangs — ends `timed_out` with nothing left running: the
+/// runner asks the keeper to kill the tree instead of killing the keeper.
+#[test]
+fn a_sandboxed_attempt_that_times_out_leaves_nothing_running() {
+    if !landlock_or_skip("timeout") {
+        return;
+    }
+    let sb = layout(&[("a", "daemon_hang"), ("b", "ignore_term")]);
+    let r = run(&sb, &["--timeout", "1s", "--grace", "1s"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = rows(&sb);
+    for id in ["a", "b"] {
+        assert_eq!(rows[id]["status"], "timed_out", "{id}: {:?}", rows[id]);
+    }
     assert_no_survivors(&sb);
 }

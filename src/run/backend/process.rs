@@ -26,8 +26,9 @@ impl Backend for Process {
 
 async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Execution {
     let inv = attempt.invocation;
-    // Under the sandbox the runner starts itself as the launcher, which confines itself and
-    // execs the agent (same pid and process group, same environment and descriptors).
+    // Under the sandbox the runner starts itself as the attempt's keeper, which starts the
+    // confined agent in a session of its own and ends whatever it leaves behind
+    // (`crate::sandbox::shim`); environment and descriptors pass through unchanged.
     let (program, args) = match attempt.sandbox {
         None => (inv.program.clone(), inv.args.clone()),
         Some(writes) => match std::env::current_exe() {
@@ -63,6 +64,7 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
         grace: attempt.grace,
         pipe_wait: attempt.pipe_wait,
         activity: Some(attempt.activity_sink()),
+        keeper: attempt.sandbox.is_some(),
     };
     tracing::info!(
         "{} attempt {}: {} {} (cwd {})",

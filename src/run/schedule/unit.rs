@@ -888,6 +888,7 @@ async fn run_helper(
         grace: spec.settings.grace,
         pipe_wait: spec.pipe_wait,
         activity: None,
+        keeper: false,
     };
     let shown = argv.join(" ");
     let exit = process::run(&spawn, cancel, |_| {}).await;

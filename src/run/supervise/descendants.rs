@@ -152,11 +152,13 @@ fn attempt_entry(id: &str) -> Vec<u8> {
     format!("{ATTEMPT_VAR}={id}").into_bytes()
 }
 
-/// Send `sig` to every live process carrying attempt marker `id`, once.
-pub fn signal_attempt(id: &str, sig: Signal) {
+/// Send `sig` to every live process carrying attempt marker `id` but `except`, once.
+pub fn signal_attempt(id: &str, sig: Signal, except: Option<i32>) {
     let entry = attempt_entry(id);
     for pid in marked(|kv| kv == entry.as_slice()) {
-        let _ = kill(Pid::from_raw(pid), sig);
+        if Some(pid) != except {
+            let _ = kill(Pid::from_raw(pid), sig);
+        }
     }
 }
 
@@ -238,7 +240,7 @@ pub async fn end_attempt(id: &str, pgid: i32) -> usize {
 
 /// [`end_attempt`] without waiting: one round of SIGKILL, for drop guards.
 pub fn kill_attempt_now(id: &str) {
-    signal_attempt(id, Signal::SIGKILL);
+    signal_attempt(id, Signal::SIGKILL, None);
 }
 
 /// Send `sig` to every registered group and to every process carrying a marker of this run

@@ -92,7 +92,15 @@ pub struct Spawn {
     pub pipe_wait: Duration,
     /// Where the last printed line goes, if anywhere.
     pub activity: Option<ActivitySink>,
+    /// The program is the sandbox's keeper ([`crate::sandbox::shim`]): it must outlive the
+    /// agent to end what the agent left, so it is sent [`crate::sandbox::shim::KILL_TREE`]
+    /// where others get SIGKILL (SIGKILL follows only if it has not exited
+    /// [`KEEPER_KILL_WAIT`] later).
+    pub keeper: bool,
 }
+
+/// How long a keeper told to kill its tree may take before its group is sent SIGKILL.
+pub const KEEPER_KILL_WAIT: Duration = Duration::from_secs(2);
 
 /// How an attempt's process ended.
 #[derive(Debug, Clone)]
@@ -145,10 +153,18 @@ fn signal_group(pgid: Pid, sig: Signal) {
     }
 }
 
-/// Signal the attempt: its group and the processes that left it.
-fn signal_attempt(pgid: Pid, marker: &str, sig: Signal) {
-    signal_group(pgid, sig);
-    descendants::signal_attempt(marker, sig);
+/// Signal the attempt: its group and the processes that left it. A keeper is asked to kill
+/// its tree instead of being killed (and spared the SIGKILL its marked processes get).
+fn signal_attempt(pgid: Pid, keeper: bool, marker: &str, sig: Signal) {
+    if keeper && sig == Signal::SIGKILL {
+        if let Err(e) = nix::sys::signal::kill(pgid, crate::sandbox::shim::KILL_TREE) {
+            tracing::debug!("cannot ask keeper {pgid} to kill its tree: {e}");
+        }
+        descendants::signal_attempt(marker, sig, Some(pgid.as_raw()));
+    } else {
+        signal_group(pgid, sig);
+        descendants::signal_attempt(marker, sig, None);
+    }
 }
 
 /// Why an attempt did not start.
@@ -278,6 +294,8 @@ pub async fn run(
     let mut deadline = spec.timeout.map(|t| start_at + t);
     let mut stopping: Option<(ProcessEnd, tokio::time::Instant)> = None;
     let mut killed = false;
+    // When a keeper asked to kill its tree gets SIGKILL itself if it is still there.
+    let mut keeper_due: Option<tokio::time::Instant> = None;
     let status = {
         let wait = child.wait();
         tokio::pin!(wait);
@@ -301,25 +319,32 @@ pub async fn run(
                         continue;
                     }
                     let limit = spec.timeout.unwrap_or_default();
-                    signal_attempt(pgid, &marker, Signal::SIGTERM);
+                    signal_attempt(pgid, spec.keeper, &marker, Signal::SIGTERM);
                     stopping = Some((ProcessEnd::TimedOut { limit }, tokio::time::Instant::now() + spec.grace));
                 }
                 _ = sleep_until_opt(term_deadline), if !killed => {
-                    signal_attempt(pgid, &marker, Signal::SIGKILL);
+                    signal_attempt(pgid, spec.keeper, &marker, Signal::SIGKILL);
                     killed = true;
+                    keeper_due = spec.keeper.then(|| tokio::time::Instant::now() + KEEPER_KILL_WAIT);
+                }
+                _ = sleep_until_opt(keeper_due), if keeper_due.is_some() => {
+                    tracing::warn!("the sandbox keeper {pgid} did not end its tree in {KEEPER_KILL_WAIT:?}; killing its group");
+                    signal_group(pgid, Signal::SIGKILL);
+                    keeper_due = None;
                 }
                 changed = cancel.changed(), if !killed => {
                     let level = if changed.is_ok() { *cancel.borrow() } else { Cancel::Immediate };
                     match level {
                         Cancel::None => {}
                         Cancel::Graceful if stopping.is_none() => {
-                            signal_attempt(pgid, &marker, Signal::SIGTERM);
+                            signal_attempt(pgid, spec.keeper, &marker, Signal::SIGTERM);
                             stopping = Some((ProcessEnd::Cancelled, tokio::time::Instant::now() + spec.grace));
                         }
                         Cancel::Graceful => {}
                         Cancel::Immediate => {
-                            signal_attempt(pgid, &marker, Signal::SIGKILL);
+                            signal_attempt(pgid, spec.keeper, &marker, Signal::SIGKILL);
                             killed = true;
+                            keeper_due = spec.keeper.then(|| tokio::time::Instant::now() + KEEPER_KILL_WAIT);
                             if stopping.is_none() {
                                 stopping = Some((ProcessEnd::Cancelled, tokio::time::Instant::now()));
                             }
@@ -843,6 +868,7 @@ mod tests {
             grace: Duration::from_secs(1),
             pipe_wait: Duration::from_secs(1),
             activity: None,
+            keeper: false,
         }
     }
 

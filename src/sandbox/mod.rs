@@ -1,18 +1,23 @@
 //! `--sandbox landlock` (DESIGN §10): each teammate's process tree in its own Linux Landlock
-//! domain that may write only its own area.
+//! domain that may write only its own area, in a session of its own (no controlling
+//! terminal), kept by a process that ends everything the tree leaves behind ([`shim`]).
 //!
 //! The crate forbids `unsafe`, so there is no `pre_exec` hook: the process backend starts
 //! `<runner> __sandbox --write PATH... -- PROGRAM ARGS...` instead of the program
-//! ([`launcher_argv`]), and that tiny launcher ([`launch`]) restricts itself and `exec`s the
-//! program, which (with everything it starts) inherits the domain. The async runner never
-//! restricts itself.
+//! ([`launcher_argv`]). That process is the attempt's keeper ([`shim::keep`]); it starts
+//! `<runner> __sandbox --confine ...`, which makes itself a session, restricts itself and
+//! `exec`s the program, which (with everything it starts) inherits the domain. The async
+//! runner never restricts itself.
 //!
 //! The ruleset handles every filesystem *write* right of the kernel's ABI (reads and
-//! execution stay open) and allows them beneath the given paths and the usual devices; it
-//! scopes signals and abstract unix sockets, so a teammate can signal neither the runner nor
-//! a sibling. Landlock's domain rules deny ptrace (and so `/proc/<pid>/environ`) of any
+//! execution stay open) and allows them beneath the given paths and the usual devices, but
+//! no device ioctl anywhere (`IoctlDev`: no `TIOCSTI` into a terminal); it scopes signals and
+//! abstract unix sockets, so a teammate can signal neither the runner, its keeper nor a
+//! sibling. Landlock's domain rules deny ptrace (and so `/proc/<pid>/environ`) of any
 //! process outside the teammate's own domain (seen for an unprivileged user; a teammate
 //! running as root could still read another root process's environment in our tests).
+
+pub mod shim;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -31,7 +36,7 @@ pub const SUBCOMMAND: &str = "__sandbox";
 /// scopes signals, without which a teammate could stop its siblings and the runner.
 pub const MIN_ABI: i32 = 6;
 
-/// Devices every teammate may write (and ioctl): terminals, the null sinks, randomness,
+/// Devices every teammate may write (never ioctl): terminals, the null sinks, randomness,
 /// shared memory. Those that do not exist are skipped.
 pub const DEVICES: &[&str] = &[
     "/dev/null",
@@ -184,21 +189,58 @@ pub struct LaunchArgs {
     /// that do not exist are skipped.
     #[arg(long = "write", value_name = "PATH")]
     pub writes: Vec<PathBuf>,
+    /// The inner step: make a session, confine this process and exec the program (started by
+    /// the keeper; without it this process is the keeper).
+    #[arg(long)]
+    pub confine: bool,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
     pub command: Vec<OsString>,
 }
 
-/// `runner __sandbox`: restrict this process to writing beneath `args.writes` (and the
-/// devices), scope its signals and abstract sockets, then exec the program. Returns only when
-/// it could not: exit 3 when the sandbox cannot be fully enforced (never runs the program
-/// unconfined), 127 when the program cannot be executed.
+/// `runner __sandbox`: without `--confine`, keep the attempt ([`shim::keep`]: start this
+/// launcher again with `--confine`, end what the agent leaves behind, exit as the agent did).
+/// With `--confine`: leave the controlling terminal (`setsid`), restrict this process to
+/// writing beneath `args.writes` (and the devices), scope its signals and abstract sockets,
+/// then exec the program. Returns only when it could not: exit 3 when the sandbox cannot be
+/// fully enforced (never runs the program unconfined), 127 when the program cannot be
+/// executed.
 pub fn launch(args: LaunchArgs) -> i32 {
+    if !args.confine {
+        let exe = match std::env::current_exe() {
+            Ok(exe) => exe,
+            Err(e) => {
+                eprintln!(
+                    "runner sandbox: cannot find its own program: {e}; the agent was not started"
+                );
+                return crate::error::EXIT_ENVIRONMENT;
+            }
+        };
+        let mut inner: Vec<OsString> = vec![SUBCOMMAND.into(), "--confine".into()];
+        for w in &args.writes {
+            inner.push("--write".into());
+            inner.push(w.clone().into_os_string());
+        }
+        inner.push("--".into());
+        inner.extend(args.command);
+        return shim::keep(&exe, &inner);
+    }
+    // A session of its own: no controlling terminal to read keystrokes from or push input
+    // into (issue 25, escape 3: TIOCSTI). The keeper passes signals on to this session.
+    if let Err(e) = nix::unistd::setsid() {
+        eprintln!(
+            "runner sandbox: cannot leave the terminal's session: {e}; the agent was not started"
+        );
+        return crate::error::EXIT_ENVIRONMENT;
+    }
     if let Err(e) = restrict(&args.writes) {
         eprintln!("runner sandbox: {e}; the agent was not started");
         return crate::error::EXIT_ENVIRONMENT;
     }
-    let (program, rest) = args.command.split_first().expect("clap: required");
+    let Some((program, rest)) = args.command.split_first() else {
+        eprintln!("runner sandbox: no program to run");
+        return 127;
+    };
     let e =
         std::os::unix::process::CommandExt::exec(std::process::Command::new(program).args(rest));
     eprintln!(
@@ -237,8 +279,11 @@ pub fn unset_under_sandbox(unset: &[String], set: &[(String, std::ffi::OsString)
 /// making device nodes (issue 25: as root, a teammate made `kmsg` and a loop device in its
 /// own folder and wrote to them). Pipes and sockets may still be made (CLIs and the tools
 /// they run use them in their `TMPDIR`).
+///
+/// No device ioctls either (`IoctlDev`, issue 25 escape 3: `TIOCSTI` pushed a command into
+/// the user's terminal): a program in the domain sees the devices it opens as no terminal.
 fn granted(abi: ABI) -> landlock::BitFlags<AccessFs> {
-    AccessFs::from_write(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+    AccessFs::from_write(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev)
 }
 
 fn restrict(writes: &[PathBuf]) -> std::result::Result<(), String> {

@@ -408,6 +408,11 @@ pub struct RunArgs {
     /// Show the plan (items, argv, prompts, dependencies, shard) without running or writing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Start from batch files (BATCH.md, input, instruction, schema, runner definition) that
+    /// changed while an earlier sandboxed run was going on, after you checked them: teammates
+    /// could write them, and without this the run refuses to start (exit 2).
+    #[arg(long)]
+    pub accept_changes: bool,
     /// Isolation: `worktree` runs each teammate in its own git worktree and branch
     /// `runner/<team>/<teammate>` (default: none).
     #[arg(long, value_name = "none|worktree")]

@@ -384,6 +384,12 @@ pub struct Settings {
     pub trace: Option<PathBuf>,
     /// `--dry-run`: show the plan, write nothing.
     pub dry_run: bool,
+    /// `--accept-changes`: start from batch files that changed during an earlier sandboxed
+    /// run ([`crate::run::record::definition`]).
+    pub accept_changes: bool,
+    /// The file the runner definition was read from (`--runner-file`, or
+    /// `<store>/runners/NAME.toml`); `None` for a built-in one.
+    pub runner_from: Option<PathBuf>,
     /// `--keep-formulas`: agents' values go into output CSVs as they are (by default a value
     /// a spreadsheet would evaluate gets a leading `'`).
     pub keep_formulas: bool,
@@ -722,6 +728,8 @@ impl Settings {
             junit: None,
             trace: None,
             dry_run: false,
+            accept_changes: false,
+            runner_from: None,
             keep_formulas: false,
             sandbox: crate::sandbox::Mode::None,
             limits: Default::default(),
@@ -893,6 +901,12 @@ impl Settings {
             junit: flags.junit.clone(),
             trace: flags.trace.clone(),
             dry_run: flags.dry_run,
+            accept_changes: flags.accept_changes,
+            runner_from: flags.runner_file.clone().or_else(|| {
+                store
+                    .map(|s| definition::store_file(s, &runner_name))
+                    .filter(|p| p.is_file())
+            }),
             keep_formulas: flags.keep_formulas || file.keep_formulas.unwrap_or(false),
             sandbox: sandbox(flags, file)?,
             limits: limits(flags, file)?,

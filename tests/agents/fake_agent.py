@@ -290,6 +290,14 @@ def main():
                  "WAYLAND_DISPLAY"]
         save_attack({n: os.environ[n] for n in names if n in os.environ})
         write_report(report())
+    elif mode == "rewrite_batch":
+        # Without worktrees the run's working directory is the teammate's: rewrite the batch
+        # definition there so that the next run starts unsandboxed with a verify of its own.
+        with open("BATCH.md", encoding="utf-8") as f:
+            text = f.read()
+        with open("BATCH.md", "w", encoding="utf-8") as f:
+            f.write(text.replace("sandbox: landlock", "sandbox: none\nverify: \"true\""))
+        write_report(report())
     elif mode == "env_i_daemon":
         # A daemon that drops every variable (and so the attempt's mark), leaves the process
         # group and session and is re-parented: it must not outlive the attempt. Then try to

@@ -840,3 +840,72 @@ fn a_sandboxed_attempt_that_times_out_leaves_nothing_running() {
     }
     assert_no_survivors(&sb);
 }
+
+/// Issue 25, escape 5: without worktrees a teammate rewrote `BATCH.md` (in the working
+/// directory it may write) to `sandbox: none` with a verify of its own, and the next run
+/// started unsandboxed from it. The run that saw the change says so; the next refuses to
+/// start from it (exit 2, nothing written) until a person accepts it.
+#[test]
+fn a_batch_definition_a_teammate_rewrote_is_not_run_until_a_person_accepts_it() {
+    if !landlock_or_skip("rewrite BATCH.md") {
+        return;
+    }
+    let sb = layout(&[("a", "rewrite_batch")]);
+    let fake = agent("fake_agent.py");
+    sb.write(
+        "work/BATCH.md",
+        format!(
+            "---\ninput: ../in.csv\noutput: ../out/workers-output.csv\nid_column: id\nsandbox: landlock\ncommand: [python3, {fake}]\n---\n{}",
+            crate::harness::FAKE_INSTRUCTION
+        ),
+    );
+    let batch = |extra: &[&str]| -> Run {
+        let mut args = vec!["batch", "BATCH.md", "--format", "plain"];
+        args.extend(extra);
+        let mut cmd = sb.cmd(&args);
+        cmd.current_dir(sb.join("work"));
+        let r: Run = cmd.output().expect("runner").into();
+        eprintln!("{r:?}");
+        r
+    };
+    let first = batch(&[]);
+    assert_eq!(first.code, 0, "{first:?}");
+    assert!(
+        first
+            .stderr
+            .contains("BATCH.md changed while this run was going on"),
+        "{first:?}"
+    );
+    let rewritten = std::fs::read_to_string(sb.join("work/BATCH.md")).expect("BATCH.md");
+    assert!(rewritten.contains("sandbox: none"), "the attack happened");
+    let output = std::fs::read(sb.join("out/workers-output.csv")).expect("output");
+    let journal = std::fs::read(workspace(&sb).join("journal.jsonl")).expect("journal");
+
+    let second = batch(&["--only", "a"]);
+    assert_eq!(second.code, 2, "{second:?}");
+    assert!(
+        second
+            .stderr
+            .contains("BATCH.md changed while the last run")
+            && second.stderr.contains("--accept-changes"),
+        "{second:?}"
+    );
+    assert_eq!(
+        std::fs::read(sb.join("out/workers-output.csv")).expect("output"),
+        output
+    );
+    assert_eq!(
+        std::fs::read(workspace(&sb).join("journal.jsonl")).expect("journal"),
+        journal,
+        "nothing written"
+    );
+
+    // A person read it and puts the sandbox back; an edit between runs is theirs.
+    sb.write(
+        "work/BATCH.md",
+        rewritten.replace("sandbox: none", "sandbox: landlock"),
+    );
+    let accepted = batch(&["--only", "a", "--accept-changes"]);
+    assert!(accepted.stdout.contains("sandbox landlock"), "{accepted:?}");
+    assert_no_survivors(&sb);
+}

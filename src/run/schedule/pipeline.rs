@@ -47,6 +47,7 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
             .iter()
             .filter_map(|f| f.path.parent().map(Path::to_owned)),
     );
+    let guard = plan.definition_guard();
     let Plan {
         spec,
         source,
@@ -62,6 +63,7 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
     // Everything is valid: from here on files are written.
     let mut team = Team::open(&spec.team, &spec.workspace)?;
     team.claim(&batch)?;
+    guard.start()?;
     swept.sort();
     swept.dedup();
     for dir in &swept {
@@ -106,6 +108,12 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
         if let Some(end) = isolation::finish(&spec, &mut team, &ids, &mut summary)? {
             crate::ui::print_isolation(&end, format);
         }
+    }
+    for file in guard.finish()? {
+        eprintln!(
+            "warning: {} changed while this run was going on, where its sandboxed teammates could write it; the next run refuses to start from it until you have checked it (--accept-changes)",
+            file.display()
+        );
     }
     // A sandbox governs writes, not modes: what a teammate made of them is undone.
     crate::fsutil::restore_private(&spec.workspace);

@@ -203,6 +203,8 @@ impl Plan {
     ///
     /// Errors: the first problem found (exit 2), naming the file and what to do.
     pub fn check(&self) -> Result<()> {
+        self.definition_guard()
+            .check(self.spec.settings.accept_changes)?;
         let written = self.written();
         // The agent program and the verify command's files are inputs too.
         let programs: Vec<PlanFile> = self
@@ -311,6 +313,28 @@ impl Plan {
             );
         }
         let workspace = crate::fsutil::real_path(&spec.workspace);
+        let roots = self.teammate_roots();
+        for (root, what) in roots {
+            let real = crate::fsutil::real_path(&root);
+            if workspace.starts_with(&real) || real.starts_with(&workspace) {
+                return Err(Error::Usage(format!(
+                    "--sandbox landlock: the team workspace {} lies inside {} ({what}), so a teammate could rewrite the journal or another teammate's report; {}",
+                    spec.workspace.display(),
+                    root.display(),
+                    self.workspace_from.apart_from(&root),
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Plan {
+    /// The folders every teammate may write under `--sandbox landlock` besides its own, each
+    /// with what it is for messages: the run's working directory without isolation, and the
+    /// paths its runner definition declares.
+    fn teammate_roots(&self) -> Vec<(PathBuf, String)> {
+        let spec = &self.spec;
         let lookup = |name: &str| std::env::var_os(name);
         let mut roots: Vec<(PathBuf, String)> = spec
             .settings
@@ -334,18 +358,45 @@ impl Plan {
                 ),
             );
         }
-        for (root, what) in roots {
-            let real = crate::fsutil::real_path(&root);
-            if workspace.starts_with(&real) || real.starts_with(&workspace) {
-                return Err(Error::Usage(format!(
-                    "--sandbox landlock: the team workspace {} lies inside {} ({what}), so a teammate could rewrite the journal or another teammate's report; {}",
-                    spec.workspace.display(),
-                    root.display(),
-                    self.workspace_from.apart_from(&root),
-                )));
+        roots
+    }
+
+    /// The files that decide what the next run of this batch does and that a sandboxed
+    /// teammate could rewrite (issue 25, escape 5): its inputs but checkpoints (BATCH.md, the
+    /// input, the instruction, the schema), the runner definition's file, the agent program's
+    /// and the verify command's files — those inside a teammate's writable roots. Nothing
+    /// without `--sandbox landlock` (a teammate can write anything then).
+    pub fn definition_guard(&self) -> crate::run::record::definition::Guard {
+        let spec = &self.spec;
+        let mut files = Vec::new();
+        if spec.settings.sandbox == crate::sandbox::Mode::Landlock {
+            let roots: Vec<PathBuf> = self
+                .teammate_roots()
+                .iter()
+                .map(|(r, _)| crate::fsutil::real_path(r))
+                .collect();
+            let candidates = self
+                .inputs
+                .iter()
+                .filter(|f| f.what != "checkpoint")
+                .map(|f| f.path.clone())
+                .chain(spec.settings.runner_from.clone())
+                .chain(
+                    spec.settings
+                        .command
+                        .iter()
+                        .chain(spec.settings.verify.iter().flatten())
+                        .map(|a| spec.cwd.join(a))
+                        .filter(|p| p.is_file()),
+                );
+            for file in candidates {
+                let real = crate::fsutil::real_path(&file);
+                if roots.iter().any(|r| real.starts_with(r)) && !files.contains(&real) {
+                    files.push(real);
+                }
             }
         }
-        Ok(())
+        crate::run::record::definition::Guard::new(&spec.workspace, files)
     }
 }
 

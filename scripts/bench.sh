@@ -19,7 +19,9 @@
 #      a local stand-in that answers at once (examples/audit/model_standin.py --answer fixed),
 #      vs xargs -P 8 curl over the same rows and server; and the runner's peak RSS.
 #   7. live output: 20,000 rows with the trivial agent at -j 8, the output CSV kept current
-#      while the run goes on, vs xargs -P 8 over the same items.
+#      while the run goes on, vs xargs -P 8 over the same items;
+#   8. the sandbox: 1,000 rows with the trivial agent at -j 8 under --sandbox none and
+#      --sandbox landlock (keeper, own session, Landlock domain): wall and CPU per attempt.
 # Run it on a quiet machine, and not within five minutes of deleting many files (a previous
 # run of this script deletes half a million at its end): ext4 avoids reusing recently freed
 # inode numbers, and scanning past them slows every file the runner creates.
@@ -32,10 +34,10 @@ SMOKE=0
 
 if [ $SMOKE = 1 ]; then
     N_OVERHEAD=40; N_MAKESPAN=8; SLEEP=0.1; N_MEMORY=300; FLOOD_MB=8; RUNS=1
-    N_LIMITED=8; N_BADKEY=20; N_HTTP=40; N_LIVE=200
+    N_LIMITED=8; N_BADKEY=20; N_HTTP=40; N_LIVE=200; N_SANDBOX=20
 else
     N_OVERHEAD=2000; N_MAKESPAN=64; SLEEP=0.5; N_MEMORY=100000; FLOOD_MB=1024; RUNS=5
-    N_LIMITED=48; N_BADKEY=200; N_HTTP=2000; N_LIVE=20000
+    N_LIMITED=48; N_BADKEY=200; N_HTTP=2000; N_LIVE=20000; N_SANDBOX=1000
 fi
 
 need() {
@@ -349,6 +351,36 @@ done
 ratio_live=$(calc "$lv_med / $lx_med" 2)
 note "live output: $N_LIVE rows -j8: runner ${lv_med}s (${lv_min}-${lv_max}), xargs ${lx_med}s (${lx_min}-${lx_max}); runner/xargs ${ratio_live}x"
 
+# 8. The sandbox's cost per attempt --------------------------------------------------------
+# The same rows under --sandbox none and landlock, run from a folder of their own with the
+# output outside it (the sandbox refuses a workspace its teammates could write). Wall and
+# user+sys CPU of the whole process tree, medians of 3 runs each.
+if [ -x /usr/bin/time ] && "$RUNNER" runners 2>/dev/null | grep -q -- '--sandbox landlock is available'; then
+    rows "$N_SANDBOX" sb.csv
+    rm -rf sb-runs sb-work && mkdir sb-runs sb-work
+    sb_run() { # mode → "wall cpu" seconds
+        local out; out=$(mktemp -d -p "$WORK/sb-runs")/out.csv
+        (cd sb-work && /usr/bin/time -f '%e %U %S' "$RUNNER" batch --input ../sb.csv \
+            --instruction ../instr.md --id-column id --output "$out" --jobs 8 --format plain \
+            --sandbox "$1" -- ../agent 2>&1 >/dev/null | tail -n 1 | awk '{printf "%s %.2f", $1, $2 + $3}')
+        test "$(grep -c ',completed,' "$out")" = "$N_SANDBOX" || { echo "sandbox run ($1) did not complete every row" >&2; exit 1; }
+    }
+    median3() { sort -n | sed -n 2p; }
+    sync
+    sb_none=(); sb_ll=()
+    for _ in 1 2 3; do sb_none+=("$(sb_run none)"); sb_ll+=("$(sb_run landlock)"); done
+    sn_wall=$(printf '%s\n' "${sb_none[@]}" | awk '{print $1}' | median3)
+    sn_cpu=$(printf '%s\n' "${sb_none[@]}" | awk '{print $2}' | median3)
+    sl_wall=$(printf '%s\n' "${sb_ll[@]}" | awk '{print $1}' | median3)
+    sl_cpu=$(printf '%s\n' "${sb_ll[@]}" | awk '{print $2}' | median3)
+    sb_wall_ms=$(calc "($sl_wall - $sn_wall) * 8 * 1000 / $N_SANDBOX" 2)
+    sb_cpu_ms=$(calc "($sl_cpu - $sn_cpu) * 1000 / $N_SANDBOX" 2)
+    note "sandbox: $N_SANDBOX rows -j8: none ${sn_wall}s wall ${sn_cpu}s cpu, landlock ${sl_wall}s wall ${sl_cpu}s cpu; per attempt +${sb_wall_ms} ms of a slot, +${sb_cpu_ms} ms cpu"
+else
+    sn_wall=-; sn_cpu=-; sl_wall=-; sl_cpu=-; sb_wall_ms=-; sb_cpu_ms=-
+    note "sandbox: not measured (this kernel cannot run --sandbox landlock, or no /usr/bin/time)"
+fi
+
 [ $SMOKE = 1 ] && { echo "smoke run ok"; exit 0; }
 
 # BENCHMARKS.md ----------------------------------------------------------------------------
@@ -384,6 +416,7 @@ the journal, team.json, and the output CSV.
 | bad key: $N_BADKEY items, -j 8 | $bk_attempts attempts, ${bk_time}s | ≤ 9 attempts, < 3 s | $(verdict "$bk_attempts <= 9 && $bk_time < 3") |
 | HTTP backend: $N_HTTP rows, one request each, a local stand-in answering at once, -j 8 | runner (\`--runner openai\`, every log, journal and output CSV): $h_done of $N_HTTP in ${h_time}s; \`xargs -P 8 curl\` (nothing kept): ${c_time}s | ≥ 2× faster than xargs + curl: **${h_ratio}×** | $(verdict "$h_done == $N_HTTP && $h_ratio >= 2") |
 | memory: the HTTP run | ${m_http} MiB | < 64 MiB | $(verdict "$m_http < 64") |
+| the sandbox: $N_SANDBOX rows, trivial agent, -j 8 | none ${sn_wall}s wall, ${sn_cpu}s CPU; landlock ${sl_wall}s wall, ${sl_cpu}s CPU | — (per attempt: +${sb_wall_ms} ms of a slot, +${sb_cpu_ms} ms CPU) | |
 | overhead with the output kept current: $N_LIVE rows, trivial agent, -j 8 | runner ${lv_med}s (${lv_min}–${lv_max}); xargs -P 8 ${lx_med}s (${lx_min}–${lx_max}) | runner ≤ 1.5× xargs: **${ratio_live}×** | $(verdict "$ratio_live <= 1.5") |
 
 ## Commands

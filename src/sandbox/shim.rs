@@ -129,13 +129,21 @@ fn reap(child: Pid, ended: &mut Option<Ended>) {
     }
 }
 
-/// The keeper's live children (it has one thread, whose children are all of them).
-fn children() -> Vec<Pid> {
+/// The children of this process's main thread (`/proc/<pid>/task/<pid>/children`): where
+/// the kernel re-parents the orphans of a child subreaper (`find_new_reaper` picks the
+/// reaper's first live thread). For the keeper, which has one thread, all its children.
+pub fn main_thread_children() -> Vec<i32> {
     let me = std::process::id();
     std::fs::read_to_string(format!("/proc/{me}/task/{me}/children"))
         .unwrap_or_default()
         .split_whitespace()
         .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn children() -> Vec<Pid> {
+    main_thread_children()
+        .into_iter()
         .map(Pid::from_raw)
         .collect()
 }

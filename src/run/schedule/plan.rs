@@ -208,13 +208,8 @@ impl Plan {
         let written = self.written();
         // The agent program and the verify command's files are inputs too.
         let programs: Vec<PlanFile> = self
-            .spec
-            .settings
-            .command
+            .program_files()
             .iter()
-            .chain(self.spec.settings.verify.iter().flatten())
-            .map(Path::new)
-            .filter(|p| p.is_file())
             .map(|p| PlanFile::new("agent program or its file", p, ""))
             .collect();
         for (i, out) in written.iter().enumerate() {
@@ -361,6 +356,19 @@ impl Plan {
         roots
     }
 
+    /// The files among the agent command's and the verify command's words (the program, a
+    /// script it runs), relative to the run's working directory.
+    fn program_files(&self) -> Vec<PathBuf> {
+        let settings = &self.spec.settings;
+        settings
+            .command
+            .iter()
+            .chain(settings.verify.iter().flatten())
+            .map(|a| self.spec.cwd.join(a))
+            .filter(|p| p.is_file())
+            .collect()
+    }
+
     /// The files that decide what the next run of this batch does and that a sandboxed
     /// teammate could rewrite (issue 25, escape 5): its inputs but checkpoints (BATCH.md, the
     /// input, the instruction, the schema), the runner definition's file, the agent program's
@@ -381,14 +389,7 @@ impl Plan {
                 .filter(|f| f.what != "checkpoint")
                 .map(|f| f.path.clone())
                 .chain(spec.settings.runner_from.clone())
-                .chain(
-                    spec.settings
-                        .command
-                        .iter()
-                        .chain(spec.settings.verify.iter().flatten())
-                        .map(|a| spec.cwd.join(a))
-                        .filter(|p| p.is_file()),
-                );
+                .chain(self.program_files());
             for file in candidates {
                 let real = crate::fsutil::real_path(&file);
                 if roots.iter().any(|r| real.starts_with(r)) && !files.contains(&real) {

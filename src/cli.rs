@@ -436,8 +436,10 @@ pub struct RunArgs {
     pub keep_formulas: bool,
     /// Confine each teammate: `landlock` runs it in its own Linux Landlock domain, writing
     /// only its working directory, its teammate folder and what its runner definition
-    /// declares; it cannot signal the runner or its siblings (default: BATCH.md/runner.toml
-    /// sandbox, else none).
-    #[arg(long, value_name = "none|landlock")]
+    /// declares; it cannot signal the runner or its siblings. `auto` (the default, unless
+    /// BATCH.md/runner.toml say `sandbox`) is landlock where the kernel has it (Linux 6.12+)
+    /// and the team workspace lies outside what teammates write, else none, saying why on
+    /// the first line. `none` opts out.
+    #[arg(long, value_name = "auto|none|landlock")]
     pub sandbox: Option<String>,
 }

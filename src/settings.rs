@@ -67,7 +67,7 @@ pub struct FileSettings {
     /// spreadsheet would run as formulas.
     #[serde(default)]
     pub keep_formulas: Option<bool>,
-    /// `sandbox`: `none` or `landlock` (see `--sandbox`).
+    /// `sandbox`: `auto`, `none` or `landlock` (see `--sandbox`).
     #[serde(default, deserialize_with = "sandbox_text")]
     pub sandbox: Option<String>,
     /// `rate_limit_wait`: longest an item waits in total for rate limits (`90s`, `1h`, or
@@ -101,7 +101,7 @@ fn sandbox_text<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<S
     checked_text(
         d,
         |t| crate::sandbox::Mode::parse(t).is_ok(),
-        "must be none or landlock",
+        "must be auto, none or landlock",
     )
 }
 
@@ -393,8 +393,12 @@ pub struct Settings {
     /// `--keep-formulas`: agents' values go into output CSVs as they are (by default a value
     /// a spreadsheet would evaluate gets a leading `'`).
     pub keep_formulas: bool,
-    /// `--sandbox`: how each teammate is confined.
+    /// `--sandbox`: how each teammate is confined. `auto` (the default) until the plan
+    /// settles it (`Plan::settle_sandbox`), which every run does before anything starts.
     pub sandbox: crate::sandbox::Mode,
+    /// When `auto` was settled: why it chose what it chose (`this kernel has no Landlock`,
+    /// `the team workspace … lies inside …`), shown on the run's first line.
+    pub sandbox_auto: Option<String>,
     /// Rate-limit wait, budget and `--max-fail` of the team's gate.
     pub limits: Limits,
 }
@@ -732,6 +736,7 @@ impl Settings {
             runner_from: None,
             keep_formulas: false,
             sandbox: crate::sandbox::Mode::None,
+            sandbox_auto: None,
             limits: Default::default(),
         }
     }
@@ -909,6 +914,7 @@ impl Settings {
             }),
             keep_formulas: flags.keep_formulas || file.keep_formulas.unwrap_or(false),
             sandbox: sandbox(flags, file)?,
+            sandbox_auto: None,
             limits: limits(flags, file)?,
             runner,
         };
@@ -988,7 +994,7 @@ impl Settings {
     }
 }
 
-/// `--sandbox`, else `sandbox`, else none; landlock only on a kernel that has it.
+/// `--sandbox`, else `sandbox`, else auto; landlock only on a kernel that has it.
 ///
 /// Errors: an unknown mode (exit 2); landlock on a kernel without it or with too old an ABI
 /// (exit 3).
@@ -996,7 +1002,7 @@ fn sandbox(flags: &RunArgs, file: &FileSettings) -> Result<crate::sandbox::Mode>
     use crate::sandbox::{Mode, check_abi, kernel_abi};
     let mode = match flags.sandbox.as_deref().or(file.sandbox.as_deref()) {
         Some(text) => Mode::parse(text)?,
-        None => Mode::None,
+        None => Mode::Auto,
     };
     if mode == Mode::Landlock {
         check_abi(kernel_abi())?;

@@ -139,13 +139,15 @@ impl Reporter for Plain {
                 total,
                 jobs,
                 sandbox,
+                sandbox_why_none,
                 ..
             } => writeln!(
                 out,
-                "Starting team {team}: {} item(s), {} at a time; workspace {}; sandbox {sandbox}",
+                "Starting team {team}: {} item(s), {} at a time; workspace {}; sandbox {}",
                 total.map_or("?".to_string(), |t| t.to_string()),
                 at_a_time(*jobs, *total),
-                workspace.display()
+                workspace.display(),
+                sandbox_text(sandbox, sandbox_why_none.as_deref())
             ),
             Event::ItemFinished(o) => writeln!(out, "{}", finished_line(o)),
             Event::AttemptFinished {
@@ -238,15 +240,17 @@ impl Reporter for Human {
                 jobs,
                 workspace,
                 sandbox,
+                sandbox_why_none,
                 ..
             } => {
                 if let Some(t) = total {
                     self.overall.set_length(*t);
                 }
                 let _ = self.multi.println(format!(
-                    "Starting team {team}, {} at a time; workspace {}; sandbox {sandbox}",
+                    "Starting team {team}, {} at a time; workspace {}; sandbox {}",
                     at_a_time(*jobs, *total),
-                    workspace.display()
+                    workspace.display(),
+                    sandbox_text(sandbox, sandbox_why_none.as_deref())
                 ));
             }
             Event::AttemptStarted {
@@ -370,6 +374,15 @@ pub fn say(format: Format, text: impl std::fmt::Display) {
         let _ = writeln!(std::io::stderr().lock(), "{text}");
     } else {
         let _ = writeln!(std::io::stdout().lock(), "{text}");
+    }
+}
+
+/// The run's sandbox for its first line: `landlock`, `none`, or `none (auto: WHY)` when the
+/// default left teammates unconfined.
+fn sandbox_text(sandbox: &str, why_none: Option<&str>) -> String {
+    match why_none {
+        Some(why) => format!("{sandbox} (auto: {why})"),
+        None => sandbox.to_string(),
     }
 }
 

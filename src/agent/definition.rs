@@ -72,7 +72,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "http",
         ],
     ),
-    ("sandbox", &["writes"]),
+    ("sandbox", &["writes", "vars"]),
     (
         "http",
         &[
@@ -453,6 +453,12 @@ pub struct SandboxSpec {
     /// or whose path does not exist is skipped.
     #[serde(default)]
     pub writes: Vec<String>,
+    /// Values of `[vars]` that hand the CLI's own sandbox over to ours when the runner
+    /// confines teammates (codex: `sandbox = "danger-full-access"`, since its bubblewrap
+    /// cannot start inside a Landlock domain). A `--var` of the same name still wins. Each
+    /// name must be one of `[vars]`.
+    #[serde(default)]
+    pub vars: BTreeMap<String, String>,
 }
 
 /// `proven = { version = "0.169.0", test = "tests/e2e/codex.rs" }`: the pinned CLI version
@@ -642,6 +648,20 @@ impl RunnerDef {
                     format!("invalid runner definition (key `{key}`): {e}"),
                 )
             })?;
+        }
+        if let Some(name) = self
+            .sandbox
+            .vars
+            .keys()
+            .find(|n| !self.vars.contains_key(*n))
+        {
+            return Err(at(
+                &format!("sandbox.vars.{name}"),
+                format!(
+                    "`[sandbox] vars` sets `{name}`, which `[vars]` does not define: add \
+                     `{name} = \"...\"` (its value without the runner's sandbox) to `[vars]`"
+                ),
+            ));
         }
         if self.program.is_empty() && !self.args.iter().any(|a| a == "{command_args}") {
             return Err(at(

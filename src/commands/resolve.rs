@@ -136,12 +136,13 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     // The whole plan is built and checked before anything is written: a bad flag (an output
     // over the inbox, say) leaves the inbox as it was.
     let format = settings.format;
-    let plan = todo_batch::plan(
+    let mut plan = todo_batch::plan(
         batch_run(&store, &m.batch_path, args.keep_team),
         &m.batch_doc,
         settings,
     )?;
-    if let Some(p) = &plan {
+    if let Some(p) = &mut plan {
+        p.settle_sandbox();
         p.check()?;
     }
     crate::fault::pause("resolve-edit");

@@ -47,6 +47,24 @@ fn proven(d: &RunnerDef) -> String {
     }
 }
 
+/// What the definition's `[sandbox] vars` do, for its notes: under the runner's sandbox
+/// the CLI's own is handed over (`; sandboxed by the runner: sandbox=danger-full-access`).
+fn handover(d: &RunnerDef) -> String {
+    if d.sandbox.vars.is_empty() {
+        return String::new();
+    }
+    let vars: Vec<String> = d
+        .sandbox
+        .vars
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    format!(
+        "; under --sandbox landlock its own sandbox is off and ours replaces it ({})",
+        vars.join(", ")
+    )
+}
+
 /// `runner runners`: one line per built-in definition (or the store's replacement of it),
 /// then per definition only the store has (`<store>/runners/*.toml`), then per
 /// `--runner-file`, each checked as a run would check it (a broken one is exit 2); the notes
@@ -83,8 +101,10 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
                         version,
                         proven: proven(d),
                         notes: match file {
-                            Some(f) => format!("[{}] {notes}", f.display()).trim_end().into(),
-                            None => notes,
+                            Some(f) => format!("[{}] {notes}{}", f.display(), handover(d))
+                                .trim_end()
+                                .into(),
+                            None => format!("{notes}{}", handover(d)),
                         },
                     };
                     if let crate::agent::definition::BackendDef::Http(http) = &d.backend {

@@ -55,6 +55,10 @@ pub enum Event {
         /// How teammates are confined: `none` or `landlock` (`--sandbox`).
         #[serde(default = "sandbox_none")]
         sandbox: String,
+        /// Why the default `--sandbox auto` left teammates unconfined (`this kernel has no
+        /// Landlock`, `the team workspace … lies inside …`); absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox_why_none: Option<String>,
     },
     /// An attempt of an item started.
     AttemptStarted {
@@ -393,6 +397,7 @@ pub(crate) mod tests {
                 resumed: 0,
                 jobs: 2,
                 sandbox: "none".into(),
+                sandbox_why_none: None,
             },
             Event::AttemptStarted {
                 id: "a".into(),
@@ -471,6 +476,7 @@ pub(crate) mod tests {
             resumed: 0,
             jobs: 1,
             sandbox: "none".into(),
+            sandbox_why_none: None,
         };
         let line = odd.to_line().expect("recorded");
         assert!(

@@ -50,7 +50,7 @@ pub const DEVICES: &[&str] = &[
     "/dev/shm",
 ];
 
-/// How teammates are confined.
+/// How teammates are confined (`--sandbox`, DESIGN §10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     /// Not at all: a teammate can do anything the user can.
@@ -58,30 +58,51 @@ pub enum Mode {
     None,
     /// Each teammate in its own Landlock domain.
     Landlock,
+    /// The default: [`Mode::Landlock`] where the kernel and the run's layout allow it, else
+    /// [`Mode::None`] with one line saying why. A plan settles it before it runs
+    /// (`Plan::settle_sandbox`); nothing runs under `Auto` itself.
+    Auto,
 }
 
 impl Mode {
+    /// The values `--sandbox` takes, for messages.
+    pub const VALUES: &str = "auto, none or landlock";
+
     /// Parse `--sandbox` / `sandbox`.
     ///
-    /// Errors: a value other than none or landlock (exit 2).
+    /// Errors: a value other than auto, none or landlock (exit 2).
     pub fn parse(text: &str) -> Result<Mode> {
         match text.trim() {
             "none" => Ok(Mode::None),
             "landlock" => Ok(Mode::Landlock),
+            "auto" => Ok(Mode::Auto),
             other => Err(Error::bad_value(
                 "--sandbox",
                 other,
-                "must be none or landlock",
+                format!("must be {}", Mode::VALUES),
             )),
         }
     }
 
-    /// `none` or `landlock`.
+    /// `none`, `landlock` or `auto`.
     pub fn name(self) -> &'static str {
         match self {
             Mode::None => "none",
             Mode::Landlock => "landlock",
+            Mode::Auto => "auto",
         }
+    }
+}
+
+/// Why `--sandbox auto` cannot use Landlock on a kernel with this `abi` (see
+/// [`kernel_abi`]); `None` when it can.
+pub fn auto_refusal(abi: Option<i32>) -> Option<String> {
+    match abi {
+        None => Some("this kernel has no Landlock".into()),
+        Some(v) if v < MIN_ABI => Some(format!(
+            "this kernel has Landlock ABI {v}, and confining teammates needs ABI {MIN_ABI} (Linux 6.12+)"
+        )),
+        Some(_) => None,
     }
 }
 
@@ -158,27 +179,82 @@ pub fn launcher_argv(
 }
 
 /// Expand one `[sandbox] writes` entry of a runner definition: a leading `~/` is `HOME`,
-/// `{env.NAME}` is that variable (looked up with `lookup`). `None` when a variable it names
-/// is unset or empty, or the result is not absolute.
+/// `{env.NAME}` is that variable (looked up with `lookup`), `{env.NAME:-DEFAULT}` is the
+/// variable or, when it is unset or empty, `DEFAULT` (whose leading `~/` is `HOME`: the XDG
+/// folders, `{env.XDG_DATA_HOME:-~/.local/share}/opencode/`). `None` when a variable it
+/// names without a default is unset or empty, or the result is not absolute. A trailing `/`
+/// (a folder the runner creates when missing, [`is_folder`]) is dropped.
 pub fn expand_write(entry: &str, lookup: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let home = |rest: &str, text: &mut String| -> Option<usize> {
+        match rest.strip_prefix("~/").or((rest == "~").then_some("")) {
+            Some(tail) => {
+                text.push_str(lookup("HOME")?.to_str()?);
+                text.push('/');
+                Some(rest.len() - tail.len())
+            }
+            None => Some(0),
+        }
+    };
     let mut text = String::new();
-    let mut rest = entry;
-    if let Some(tail) = rest.strip_prefix("~/").or((rest == "~").then_some("")) {
-        text.push_str(lookup("HOME")?.to_str()?);
-        text.push('/');
-        rest = tail;
-    }
+    let mut rest = &entry[home(entry, &mut text)?..];
     while let Some(start) = rest.find("{env.") {
         text.push_str(&rest[..start]);
         let after = &rest[start + 5..];
         let end = after.find('}')?;
-        let value = lookup(&after[..end]).filter(|v| !v.is_empty())?;
-        text.push_str(value.to_str()?);
+        let (name, default) = match after[..end].split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (&after[..end], None),
+        };
+        match (lookup(name).filter(|v| !v.is_empty()), default) {
+            (Some(value), _) => text.push_str(value.to_str()?),
+            (None, Some(default)) => {
+                let skip = home(default, &mut text)?;
+                text.push_str(&default[skip..]);
+            }
+            (None, None) => return None,
+        }
         rest = &after[end + 1..];
     }
     text.push_str(rest);
+    while text.len() > 1 && text.ends_with('/') {
+        text.pop();
+    }
     let path = PathBuf::from(text);
     path.is_absolute().then_some(path)
+}
+
+/// Whether a `[sandbox] writes` entry names a folder the CLI makes on first use (it ends in
+/// `/`): the runner creates it before the attempt when it is missing, since a teammate
+/// cannot create it in a parent it may not write (opencode's first start makes
+/// `~/.local/share/opencode`). Other entries that do not exist are skipped.
+pub fn is_folder(entry: &str) -> bool {
+    entry.ends_with('/')
+}
+
+/// The path of the last write the sandbox denied, as the agent's stderr tells it (`EACCES:
+/// permission denied, mkdir '/home/u/.qwen/extensions'` from Node,
+/// `[Errno 13] Permission denied: '/x'` from Python, `bash: /x: Permission denied`,
+/// `Read-only file system`): the last of the lines of `stderr` that say so and name an
+/// absolute path. `None` when none does.
+pub fn denied_write(stderr: &str) -> Option<PathBuf> {
+    static DENIED: std::sync::OnceLock<Option<(regex::Regex, regex::Regex)>> =
+        std::sync::OnceLock::new();
+    let (denied, path) = DENIED
+        .get_or_init(|| {
+            let denied = regex::Regex::new(
+                r"(?i)\b(EACCES|EPERM|EROFS|permission denied|read-only file system|operation not permitted)\b",
+            );
+            let path = regex::Regex::new(r#"['"`](/[^'"`]+)['"`]|(?:^|[\s,])(/[^\s:'"`,]+)"#);
+            denied.ok().zip(path.ok())
+        })
+        .as_ref()?;
+    stderr.lines().rev().find_map(|line| {
+        if !denied.is_match(line) {
+            return None;
+        }
+        let c = path.captures(line)?;
+        c.get(1).or(c.get(2)).map(|m| PathBuf::from(m.as_str()))
+    })
 }
 
 /// The arguments of `runner __sandbox` (parsed on their own, before the public command line).
@@ -358,9 +434,53 @@ mod tests {
             expand_write("{env.CODEX_HOME}/log", &env),
             Some(PathBuf::from("/srv/codex/log"))
         );
+        assert_eq!(
+            expand_write("{env.XDG_DATA_HOME:-~/.local/share}/opencode/", &env),
+            Some(PathBuf::from("/home/u/.local/share/opencode"))
+        );
+        assert_eq!(
+            expand_write("{env.CODEX_HOME:-~/.codex}/", &env),
+            Some(PathBuf::from("/srv/codex"))
+        );
+        assert_eq!(
+            expand_write("{env.EMPTY:-/var/x}", &env),
+            Some(PathBuf::from("/var/x"))
+        );
+        assert!(is_folder("~/.qwen/") && !is_folder("~/.claude.json"));
         assert_eq!(expand_write("{env.UNSET}", &env), None);
         assert_eq!(expand_write("{env.EMPTY}", &env), None);
         assert_eq!(expand_write("relative", &env), None);
+    }
+
+    #[test]
+    fn a_denied_write_is_found_in_the_words_of_node_python_shells_and_git() {
+        let cases = [
+            (
+                "Error: EACCES: permission denied, mkdir '/h/.qwen/extensions'\n    at x (/a/b.js:1:2)",
+                Some("/h/.qwen/extensions"),
+            ),
+            (
+                "PermissionError: [Errno 13] Permission denied: '/etc/x'",
+                Some("/etc/x"),
+            ),
+            (
+                "bash: /srv/out.txt: Permission denied",
+                Some("/srv/out.txt"),
+            ),
+            (
+                "fatal: Unable to create '/r/.git/index.lock': Permission denied",
+                Some("/r/.git/index.lock"),
+            ),
+            (
+                "touch: cannot touch '/x': Read-only file system",
+                Some("/x"),
+            ),
+            ("Error: 401 permission denied by the API", None),
+            ("all good", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(denied_write(text), want.map(PathBuf::from), "{text}");
+        }
     }
 
     #[test]

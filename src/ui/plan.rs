@@ -174,7 +174,12 @@ fn shell_quote(a: &str) -> String {
 /// What `--sandbox` means for this plan, in one line.
 fn sandbox_line(spec: &crate::run::RunSpec) -> String {
     match spec.settings.sandbox {
-        crate::sandbox::Mode::None => "none (teammates can write anything the user can)".into(),
+        crate::sandbox::Mode::None => match &spec.settings.sandbox_auto {
+            Some(why) => format!("none (teammates can write anything the user can; auto: {why})"),
+            None => "none (teammates can write anything the user can)".into(),
+        },
+        // A plan is settled before it is printed; `auto` here would be a bug, shown as such.
+        crate::sandbox::Mode::Auto => "auto (not settled)".into(),
         crate::sandbox::Mode::Landlock => format!(
             "landlock (each teammate writes only {}, its teammate folder{})",
             match spec.isolation {

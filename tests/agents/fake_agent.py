@@ -51,6 +51,9 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
                names (TMUX, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS, DISPLAY, ...) in attack.json
   mknod        (an attacker) try to make a character and a block device node in its own
                folder (kmsg, a loop device); what each did goes to attack.json; report success
+  cli_state    (an honest CLI) make its state folder $HOME/.fakecli/sessions first, as a CLI
+               does on start-up; when that is denied, die as Node does ("Error: EACCES:
+               permission denied, mkdir '<path>'", then a stack frame), exit 1; else success
   trespass     (an attacker) try to write $HOME, a sibling's teammate folder and worktree,
                journal.jsonl and team.json (append, truncate, replace, delete), and open
                the workspace and journal to everyone (chmod, which Landlock does not govern);
@@ -368,6 +371,16 @@ def main():
         save_attack(results)
         open("attack.done", "w").close()
         write_report(report(summary="link forger"))
+    elif mode == "cli_state":
+        state = os.path.join(os.environ["HOME"], ".fakecli", "sessions")
+        try:
+            os.makedirs(state, exist_ok=True)
+        except PermissionError:
+            print(f"Error: EACCES: permission denied, mkdir '{os.path.dirname(state)}'",
+                  file=sys.stderr)
+            print("    at async file:///fakecli/chunk.js:1:2", file=sys.stderr)
+            sys.exit(1)
+        write_report(report())
     elif mode == "trespass":
         results = {}
         ws = os.environ["RUNNER_WORKSPACE"]

@@ -96,6 +96,47 @@ async fn run_aider(sb: &Sandbox, api: &ChatApi, key: &str, limit: &str) -> suppo
     .await
 }
 
+/// aider edits a file and reports under the default `--sandbox auto`, Landlock here (output
+/// and workspace outside the working directory `work/`): the edit lands, the history stays
+/// in the teammate folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_aider_completes_under_the_default_sandbox() {
+    let Some(aider) = aider_or_skip("real_aider_completes_under_the_default_sandbox") else {
+        return;
+    };
+    let api = chat_api::start(|_: &Call| {
+        Reply::text(
+            format!(
+                "notes.txt\n```text\n<<<<<<< SEARCH\nstatus: todo\n=======\nstatus: done\n\
+                 >>>>>>> REPLACE\n```\n\n```json\n{}\n```\n",
+                long_report()
+            ),
+            USAGE,
+        )
+    })
+    .await;
+    let sb = Sandbox::new(&aider);
+    write_model_metadata(&sb);
+    let notes = sb.path().join("work/notes.txt");
+    std::fs::write(&notes, "title: e2e\nstatus: todo\n").expect("notes");
+    let Some(r) = sb
+        .run_sandboxed(
+            &["--runner", "aider", "--model", MODEL, "--timeout", "60s"],
+            &aider_env(&api, API_KEY),
+        )
+        .await
+    else {
+        return;
+    };
+    assert_eq!(r.code, 0, "{}", context(&r, &sb, &api));
+    assert_eq!(sb.row()["status"], "completed");
+    assert_eq!(
+        std::fs::read_to_string(&notes).expect("notes"),
+        "title: e2e\nstatus: done\n"
+    );
+    sb.assert_no_survivors();
+}
+
 /// Like [`run_aider`] with `--jobs <jobs>` and the sandbox's `in.csv` as it is.
 async fn run_with_jobs(sb: &Sandbox, api: &ChatApi, jobs: &str) -> support::Run {
     write_model_metadata(sb);

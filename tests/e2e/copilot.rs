@@ -257,6 +257,22 @@ async fn run_copilot(
     key: Option<&str>,
     timeout: &str,
 ) -> support::Run {
+    sb.run(
+        &[
+            "--runner",
+            "copilot",
+            "--model",
+            MODEL,
+            "--timeout",
+            timeout,
+        ],
+        &copilot_env(cli, api, key),
+    )
+    .await
+}
+
+/// Copilot's environment: BYOK mode pointed at `api`, `key` as `COPILOT_PROVIDER_API_KEY`.
+fn copilot_env(cli: &Cli, api: &str, key: Option<&str>) -> Vec<(&'static str, String)> {
     let mut env = vec![
         ("COPILOT_CACHE_HOME", shared_cache(cli)),
         // BYOK: an OpenAI-compatible Chat Completions endpoint instead of GitHub's models.
@@ -270,18 +286,32 @@ async fn run_copilot(
     if let Some(key) = key {
         env.push(("COPILOT_PROVIDER_API_KEY", key.to_string()));
     }
-    sb.run(
-        &[
-            "--runner",
-            "copilot",
-            "--model",
-            MODEL,
-            "--timeout",
-            timeout,
-        ],
-        &env,
-    )
-    .await
+    env
+}
+
+/// The whole loop under the default `--sandbox auto`, Landlock here (output and workspace
+/// outside the working directory): Copilot writes its report in its teammate folder and its
+/// state where the definition's `[sandbox] writes` say, and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_copilot_completes_under_the_default_sandbox() {
+    let Some(copilot) = copilot_or_skip("real_copilot_completes_under_the_default_sandbox") else {
+        return;
+    };
+    let (api, log, _seen) = mock_api(Script::WriteReport).await;
+    let sb = Sandbox::new(&copilot);
+    let env = copilot_env(&copilot, &api.uri(), Some(KEY));
+    let Some(r) = sb
+        .run_sandboxed(
+            &["--runner", "copilot", "--model", MODEL, "--timeout", "90s"],
+            &env,
+        )
+        .await
+    else {
+        return;
+    };
+    sb.assert_completed(&r, &log);
+    assert!(sb.teammate().join("report.json").is_file());
+    sb.assert_no_survivors();
 }
 
 /// The `sessionId` of the `result` line of the first attempt's stdout.

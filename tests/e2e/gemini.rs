@@ -389,12 +389,43 @@ fn write_settings(sb: &Sandbox) {
 /// `api`; `key` is `GEMINI_API_KEY` (none when `None`).
 async fn run_gemini(sb: &Sandbox, api: &str, timeout: &str, key: Option<&str>) -> support::Run {
     write_settings(sb);
+    sb.run(
+        &["--runner", "gemini", "--timeout", timeout],
+        &gemini_env(api, key),
+    )
+    .await
+}
+
+/// Gemini CLI's environment: the stand-in at `api`, `key` as `GEMINI_API_KEY`.
+fn gemini_env(api: &str, key: Option<&str>) -> Vec<(&'static str, String)> {
     let mut env = vec![("GOOGLE_GEMINI_BASE_URL", api.to_string())];
     if let Some(k) = key {
         env.push(("GEMINI_API_KEY", k.to_string()));
     }
-    sb.run(&["--runner", "gemini", "--timeout", timeout], &env)
+    env
+}
+
+/// The whole loop under the default `--sandbox auto`, Landlock here (output and workspace
+/// outside the working directory): Gemini CLI writes its report in its teammate folder and
+/// its state in `~/.gemini` (the definition's `[sandbox] writes`), and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_gemini_completes_under_the_default_sandbox() {
+    let Some(gemini) = gemini_or_skip("real_gemini_completes_under_the_default_sandbox") else {
+        return;
+    };
+    let (api, log, _seen) = mock_api(Script::WriteReport).await;
+    let sb = Sandbox::new(&gemini);
+    write_settings(&sb);
+    let env = gemini_env(&api.uri(), Some("sk-test"));
+    let Some(r) = sb
+        .run_sandboxed(&["--runner", "gemini", "--timeout", "90s"], &env)
         .await
+    else {
+        return;
+    };
+    sb.assert_completed(&r, &log);
+    assert!(sb.teammate().join("report.json").is_file());
+    sb.assert_no_survivors();
 }
 
 /// The `gemini-client-error-*.json` files in `dir`.

@@ -139,7 +139,11 @@ fn context(r: &support::Run, sb: &Sandbox, api: &ChatApi) -> String {
 /// The whole loop with the team workspace OUTSIDE OpenCode's working directory (the runner
 /// runs in `<sandbox>/work`, the teammate folder is `<sandbox>/workers-output.runner/...`):
 /// the real `write` tool writes `$RUNNER_REPORT` (allowed by the definition's
-/// `OPENCODE_PERMISSION`), the JSON events are parsed, the session id is read.
+/// `OPENCODE_PERMISSION`), the JSON events are parsed, the session id is read. With the
+/// workspace outside the working directory the default `--sandbox auto` confines OpenCode
+/// with Landlock where the kernel can (its XDG folders are the definition's `[sandbox]
+/// writes`); the other tests here run from the sandbox folder itself, so auto leaves them
+/// unconfined.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_opencode_writes_the_report_outside_its_cwd_and_the_item_completes() {
     let test = "real_opencode_writes_the_report_outside_its_cwd_and_the_item_completes";
@@ -153,6 +157,12 @@ async fn real_opencode_writes_the_report_outside_its_cwd_and_the_item_completes(
 
     let r = run_opencode(&sb, &cwd, &api, API_KEY, "60s").await;
     let ctx = || context(&r, &sb, &api);
+    assert!(
+        r.stdout.contains("; sandbox landlock")
+            || r.stdout.contains("sandbox none (auto: this kernel"),
+        "{}",
+        ctx()
+    );
 
     assert_eq!(r.code, 0, "every item completed: {}", ctx());
     let row = sb.row();

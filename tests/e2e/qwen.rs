@@ -343,6 +343,16 @@ fn write_settings(sb: &Sandbox) {
 /// `api`; `key` is `OPENAI_API_KEY` (none when `None`).
 async fn run_qwen(sb: &Sandbox, api: &str, timeout: &str, key: Option<&str>) -> support::Run {
     write_settings(sb);
+    sb.run(
+        &["--runner", "qwen", "--timeout", timeout],
+        &qwen_env(api, key),
+    )
+    .await
+}
+
+/// Qwen Code's environment: the stand-in at `api` as its OpenAI API, `key` as
+/// `OPENAI_API_KEY`.
+fn qwen_env(api: &str, key: Option<&str>) -> Vec<(&'static str, String)> {
     let mut env = vec![
         ("OPENAI_BASE_URL", format!("{api}/v1")),
         ("OPENAI_MODEL", MODEL.to_string()),
@@ -350,8 +360,30 @@ async fn run_qwen(sb: &Sandbox, api: &str, timeout: &str, key: Option<&str>) -> 
     if let Some(k) = key {
         env.push(("OPENAI_API_KEY", k.to_string()));
     }
-    sb.run(&["--runner", "qwen", "--timeout", timeout], &env)
+    env
+}
+
+/// The whole loop under the default `--sandbox auto`, Landlock here (output and workspace
+/// outside the working directory): Qwen Code writes its report in its teammate folder and
+/// its state in `~/.qwen` (the definition's `[sandbox] writes`), and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_qwen_completes_under_the_default_sandbox() {
+    let Some(qwen) = qwen_or_skip("real_qwen_completes_under_the_default_sandbox") else {
+        return;
+    };
+    let (api, log, _seen) = mock_api(Script::WriteReport).await;
+    let sb = Sandbox::new(&qwen);
+    write_settings(&sb);
+    let env = qwen_env(&api.uri(), Some("sk-test"));
+    let Some(r) = sb
+        .run_sandboxed(&["--runner", "qwen", "--timeout", "90s"], &env)
         .await
+    else {
+        return;
+    };
+    sb.assert_completed(&r, &log);
+    assert!(sb.teammate().join("report.json").is_file());
+    sb.assert_no_survivors();
 }
 
 // ---------------------------------------------------------------------------------------

@@ -401,14 +401,25 @@ impl Sandbox {
         self.run_in(self.path(), args, env).await
     }
 
-    /// [`Sandbox::run`] under `--sandbox landlock`, from `work/` (the teammate's working
+    /// [`Sandbox::run`] at the default `--sandbox auto`, from `work/` (the teammate's working
     /// directory), the output and its workspace in the sandbox folder, outside what the
-    /// teammate may write.
-    pub async fn run_sandboxed(&self, args: &[&str], env: &[(&str, String)]) -> Run {
+    /// teammate may write — so auto confines the teammate with Landlock. `None` (having
+    /// printed a "skipped" notice) when this kernel cannot, and auto said so; otherwise the
+    /// run, whose first line is checked to say `sandbox landlock`.
+    pub async fn run_sandboxed(&self, args: &[&str], env: &[(&str, String)]) -> Option<Run> {
         let output = self.path().join("workers-output.csv").display().to_string();
-        let mut all = vec!["--sandbox", "landlock", "-o", &output];
+        let mut all = vec!["-o", &output];
         all.extend_from_slice(args);
-        self.run_in(&self.path().join("work"), &all, env).await
+        let r = self.run_in(&self.path().join("work"), &all, env).await;
+        if r.stdout.contains("sandbox none (auto: this kernel") {
+            eprintln!(
+                "skipped: this kernel cannot confine teammates: {}",
+                r.stdout
+            );
+            return None;
+        }
+        assert!(r.stdout.contains("; sandbox landlock"), "{r:?}");
+        Some(r)
     }
 
     /// Like [`Sandbox::run`], with `cwd` (e.g. `<sandbox>/work`) as the working directory of

@@ -74,6 +74,12 @@ fn cases() -> Vec<Case> {
             "prompt = \"stdin\""
         ),
         runner_file_case!(
+            "[sandbox] vars naming a variable [vars] does not define",
+            b"name='r'\nprogram='sh'\n[vars]\nmode='x'\n[sandbox]\nvars = { mdoe = 'y' }\n",
+            "r.toml:6:",
+            "`[sandbox] vars` sets `mdoe`, which `[vars]` does not define"
+        ),
+        runner_file_case!(
             "an unknown kind",
             b"name='r'\nkind = 'htp'\n",
             "r.toml:2:",
@@ -578,7 +584,7 @@ fn cases() -> Vec<Case> {
             args: &["batch", "BATCH.md"],
             agent: true,
             code: 2,
-            want: &["BATCH.md:3:", "`sandbox` must be none or landlock"],
+            want: &["BATCH.md:3:", "`sandbox` must be auto, none or landlock"],
         },
         Case {
             what: "BATCH.md bad rate_limit_wait",

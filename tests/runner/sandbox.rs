@@ -45,7 +45,7 @@ fn run(sb: &Sandbox, extra: &[&str]) -> Run {
     run_with(sb, "landlock", extra)
 }
 
-/// [`run`] with `--sandbox MODE`.
+/// [`run`] with `--sandbox MODE` (none at all, so the default `auto`, when `mode` is empty).
 fn run_with(sb: &Sandbox, mode: &str, extra: &[&str]) -> Run {
     let r: Run = run_cmd(sb, mode, extra)
         .output()
@@ -57,12 +57,18 @@ fn run_with(sb: &Sandbox, mode: &str, extra: &[&str]) -> Run {
 
 /// The command [`run_with`] runs.
 fn run_cmd(sb: &Sandbox, mode: &str, extra: &[&str]) -> Command {
+    let fake = agent("fake_agent.py");
+    run_agent_cmd(sb, mode, extra, &["--", "python3", &fake])
+}
+
+/// [`run_cmd`] with `agent` (`-- PROGRAM ARGS`, or `--runner-file FILE`) in place of the fake
+/// agent after `--`.
+fn run_agent_cmd(sb: &Sandbox, mode: &str, extra: &[&str], agent: &[&str]) -> Command {
     let (input, instr, output) = (
         sb.join("in.csv"),
         sb.join("instr.md"),
         sb.join("out/workers-output.csv"),
     );
-    let fake = agent("fake_agent.py");
     let mut args: Vec<String> = [
         "batch",
         "--input",
@@ -77,13 +83,13 @@ fn run_cmd(sb: &Sandbox, mode: &str, extra: &[&str]) -> Command {
         "plain",
         "--jobs",
         "4",
-        "--sandbox",
-        mode,
     ]
     .map(String::from)
     .to_vec();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args.extend(["--".into(), "python3".into(), fake]);
+    if !mode.is_empty() {
+        args.extend(["--sandbox".into(), mode.into()]);
+    }
+    args.extend(extra.iter().chain(agent).map(|s| s.to_string()));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut cmd = sb.cmd(&argv);
     cmd.current_dir(sb.join("work"));
@@ -386,6 +392,85 @@ fn honest_teammates_complete_under_the_sandbox() {
     );
 }
 
+/// The default, `--sandbox auto`, is Landlock where the kernel has it and the workspace
+/// lies outside what teammates write: the forger of the test above fails the same way
+/// without any flag. Where the workspace lies inside the working directory, auto runs
+/// unconfined and says why and what to change on the first line; `--sandbox none` opts out
+/// without a word.
+#[test]
+fn the_default_sandbox_confines_teammates_where_the_layout_allows_and_says_why_not_where_not() {
+    if !landlock_or_skip("auto") {
+        return;
+    }
+    let sb = layout(&[("victim", "wait_attack"), ("forger", "forge")]);
+    let r = run_with(&sb, "", &[]);
+    assert_eq!(r.code, 1, "the victim did not complete: {r:?}");
+    assert!(r.stdout.contains("; sandbox landlock\n"), "{r:?}");
+    let results = attack(&sb, "2-forger");
+    assert_eq!(
+        results.get("report 1-victim"),
+        Some(&Value::from("EACCES")),
+        "{results:?}"
+    );
+    assert_eq!(rows(&sb)["victim"]["status"], "failed");
+
+    let inside = Sandbox::new();
+    inside.write_rows(&[("a", "success")]);
+    let r = inside.fake_batch(&[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(&format!(
+            "; sandbox none (auto: the workspace lies inside {}, which teammates write; to confine them, give an --output outside it, or use --isolate worktree)\n",
+            inside.path().display()
+        )),
+        "{r:?}"
+    );
+    let opted_out = inside.fake_batch(&["--sandbox", "none"]);
+    assert!(
+        opted_out.stdout.contains("; sandbox none\n"),
+        "{opted_out:?}"
+    );
+}
+
+/// A CLI that cannot make its own state folder under the sandbox fails with a reason that
+/// names the folder and the definition key that allows it; declared as a folder in
+/// `[sandbox] writes`, the runner makes it when missing and the same CLI completes.
+#[test]
+fn a_denied_state_folder_is_named_with_the_key_that_allows_it_and_declaring_it_works() {
+    if !landlock_or_skip("state folder") {
+        return;
+    }
+    let sb = layout(&[("a", "cli_state")]);
+    let r = run(&sb, &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let row = &rows(&sb)["a"];
+    let home = sb.join("home/.fakecli");
+    assert!(
+        row["error"].starts_with(&format!(
+            "the sandbox denied writing {} (if the agent needs it, add it to `[sandbox] writes` of the runner definition",
+            home.display()
+        )),
+        "{row:?}"
+    );
+    assert!(!home.exists());
+
+    let fake = agent("fake_agent.py");
+    sb.write(
+        "fakecli.toml",
+        format!(
+            "name = \"fakecli\"\nprogram = \"python3\"\nargs = [{fake:?}]\nprompt = \"stdin\"\noutput = \"text\"\n[sandbox]\nwrites = [\"~/.fakecli/\"]\n"
+        ),
+    );
+    let file = sb.join("fakecli.toml").display().to_string();
+    let r: Run = run_agent_cmd(&sb, "landlock", &[], &["--runner-file", &file])
+        .output()
+        .expect("spawn runner")
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(home.join("sessions").is_dir(), "{r:?}");
+    assert_eq!(rows(&sb)["a"]["status"], "completed");
+}
+
 #[test]
 fn a_workspace_inside_the_working_directory_is_refused_with_exit_2_writing_nothing() {
     if !landlock_or_skip("refuse") {
@@ -407,7 +492,11 @@ fn a_workspace_inside_the_working_directory_is_refused_with_exit_2_writing_nothi
     assert_eq!(dry.code, 2, "{dry:?}");
     let plain = sb.fake_batch(&["--dry-run"]);
     assert_eq!(plain.code, 0, "{plain:?}");
-    assert!(plain.stdout.contains("Sandbox: none"), "{plain:?}");
+    assert!(
+        plain.stdout.contains("Sandbox: none")
+            && plain.stdout.contains("auto: the workspace lies inside"),
+        "{plain:?}"
+    );
 }
 
 #[test]
@@ -416,7 +505,7 @@ fn an_unknown_sandbox_is_a_usage_error() {
     sb.write_rows(&[("a", "success")]);
     let r = sb.fake_batch(&["--sandbox", "docker"]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("must be none or landlock"), "{r:?}");
+    assert!(r.stderr.contains("must be auto, none or landlock"), "{r:?}");
 }
 
 #[test]

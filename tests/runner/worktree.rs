@@ -103,6 +103,9 @@ fn two_teammates_editing_the_same_file_both_complete_in_their_own_worktrees() {
     );
 }
 
+/// Without the sandbox an agent may commit on its branch itself. (Under it — the default
+/// where the kernel has Landlock — a commit writes the repository's shared `.git`, which no
+/// teammate may write, so the runner makes every commit: the next test.)
 #[test]
 fn uncommitted_changes_are_committed_and_the_agents_own_commits_kept() {
     let sb = repo();
@@ -112,7 +115,7 @@ fn uncommitted_changes_are_committed_and_the_agents_own_commits_kept() {
             ("a", "EDIT src/new.rs=fn_main"),
             ("b", "EDIT b.txt=x COMMIT"),
         ],
-        &[],
+        &["--sandbox", "none"],
     );
     assert_eq!(r.code, 0, "{r:?}");
     let log = git(
@@ -131,6 +134,38 @@ fn uncommitted_changes_are_committed_and_the_agents_own_commits_kept() {
         log.starts_with("agent's own commit\n"),
         "nothing left to commit: {log}"
     );
+}
+
+/// Under the default sandbox (Landlock where the kernel has it) a teammate in its worktree
+/// cannot write the repository's shared `.git`: its own `git commit` and an attempt to move
+/// `main` fail and `main` stays where it was; the runner commits what it left, on its branch.
+#[test]
+fn under_the_sandbox_a_teammate_cannot_commit_or_move_a_branch_and_the_runner_commits_for_it() {
+    let sb = repo();
+    let main_before = git(sb.path(), &["rev-parse", "main"]);
+    let r = batch(&sb, &[("a", "EDIT a.txt=one TRY-COMMIT")], &[]);
+    if r.stdout.contains("sandbox none (auto: this kernel") {
+        eprintln!(
+            "skipped: this kernel cannot confine teammates: {}",
+            r.stdout
+        );
+        return;
+    }
+    assert!(r.stdout.contains("; sandbox landlock"), "{r:?}");
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    let result: serde_json::Value = serde_json::from_str(&rows["a"]["result"]).expect("json");
+    let said = &result["git"];
+    for step in ["add", "commit", "move_main"] {
+        let text = said[step].as_str().unwrap_or_default();
+        assert!(text.contains("Permission denied"), "{step}: {said}");
+    }
+    assert_eq!(git(sb.path(), &["rev-parse", "main"]), main_before);
+    let log = git(
+        sb.path(),
+        &["log", "--format=%s", "runner/workers-output/1-a"],
+    );
+    assert!(log.starts_with("runner: Do this: EDIT a.txt=one"), "{log}");
 }
 
 #[test]

@@ -28,6 +28,7 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
     let items = usize::try_from(plan.selected).unwrap_or(usize::MAX).max(1);
     plan.spec.settings.jobs = plan.spec.settings.jobs.min(items);
     let format = plan.spec.settings.format;
+    plan.settle_sandbox();
     plan.check()?;
     if plan.spec.settings.dry_run {
         // What an earlier run completed, read without taking the team's lock.

@@ -93,6 +93,16 @@ impl WorkspaceFrom {
         }
     }
 
+    /// [`WorkspaceFrom::apart_from`] for the run's first line, where the folder was named.
+    fn apart_briefly(self) -> &'static str {
+        match self {
+            WorkspaceFrom::Output => "give an --output outside it, or use --isolate worktree",
+            WorkspaceFrom::Store => {
+                "use --isolate worktree, or a store outside it (--global, --store DIR)"
+            }
+        }
+    }
+
     /// What to change so that the workspace is not inside (nor around) the folder `root`
     /// teammates may write under `--sandbox landlock`.
     fn apart_from(self, root: &Path) -> String {
@@ -284,12 +294,57 @@ impl Plan {
 }
 
 impl Plan {
+    /// Settle `--sandbox auto` (the default) into what this run does: Landlock where the
+    /// kernel has it ([`crate::sandbox::MIN_ABI`]), the runner starts processes and the team
+    /// workspace lies outside what teammates write; else none, the reason kept in
+    /// `settings.sandbox_auto` for the run's first line. Under Landlock, the runner
+    /// definition's `[sandbox] vars` (its CLI's own sandbox handed over to ours) apply
+    /// where no `--var` set them. Idempotent; every run settles before its checks.
+    pub fn settle_sandbox(&mut self) {
+        use crate::sandbox::Mode;
+        let settings = &self.spec.settings;
+        if settings.sandbox == Mode::Auto {
+            let why = if settings.runner.answers_only() {
+                Err("the runner starts no process to confine".to_string())
+            } else if let Some(why) = crate::sandbox::auto_refusal(crate::sandbox::kernel_abi()) {
+                Err(why)
+            } else if let Some((_, root, _)) = self.layout_conflict() {
+                Err(format!(
+                    "the workspace lies inside {}, which teammates write; to confine them, {}",
+                    root.display(),
+                    self.workspace_from.apart_briefly()
+                ))
+            } else {
+                Ok(())
+            };
+            let settings = &mut self.spec.settings;
+            match why {
+                Ok(()) => {
+                    settings.sandbox = Mode::Landlock;
+                    settings.sandbox_auto = Some("the kernel has Landlock".into());
+                }
+                Err(why) => {
+                    settings.sandbox = Mode::None;
+                    settings.sandbox_auto = Some(why);
+                }
+            }
+        }
+        let settings = &mut self.spec.settings;
+        if settings.sandbox == Mode::Landlock {
+            for (name, value) in &settings.runner.sandbox.vars {
+                settings
+                    .vars
+                    .entry(name.clone())
+                    .or_insert_with(|| value.clone());
+            }
+        }
+    }
+
     /// With `--sandbox landlock`, no teammate may be able to write the team workspace
     /// (journal, `team.json`, lock, siblings' folders) beyond its own teammate folder and
-    /// worktree: refuse when the workspace and a writable root of a teammate (the run's
-    /// working directory without isolation, a path its runner definition declares) hold one
-    /// another. With `--isolate worktree` a teammate works in `<workspace>/worktrees/<name>`,
-    /// which holds none of those.
+    /// worktree: refuse when the workspace and a writable root of a teammate hold one
+    /// another ([`Plan::layout_conflict`]). Warns once when run as root, unless `auto`
+    /// chose Landlock (root in a container is common and `auto` is the default).
     ///
     /// Errors: exit 2, naming the workspace, the root and what to change.
     fn check_sandbox(&self) -> Result<()> {
@@ -302,25 +357,34 @@ impl Plan {
             &std::fs::metadata("/proc/self")
                 .map_err(|e| Error::io("read", Path::new("/proc/self"), e))?,
         ) == 0;
-        if root {
+        if root && spec.settings.sandbox_auto.is_none() {
             tracing::warn!(
                 "running as root: under --sandbox landlock a teammate still has root's other powers (it can read other root processes' environments, change the owner of what it may write); run the runner as a normal user"
             );
         }
-        let workspace = crate::fsutil::real_path(&spec.workspace);
-        let roots = self.teammate_roots();
-        for (root, what) in roots {
-            let real = crate::fsutil::real_path(&root);
-            if workspace.starts_with(&real) || real.starts_with(&workspace) {
-                return Err(Error::Usage(format!(
-                    "--sandbox landlock: the team workspace {} lies inside {} ({what}), so a teammate could rewrite the journal or another teammate's report; {}",
-                    spec.workspace.display(),
-                    root.display(),
-                    self.workspace_from.apart_from(&root),
-                )));
-            }
+        if let Some((what, root, apart)) = self.layout_conflict() {
+            return Err(Error::Usage(format!(
+                "--sandbox landlock: the team workspace {} lies inside {} ({what}), so a teammate could rewrite the journal or another teammate's report; {apart}",
+                spec.workspace.display(),
+                root.display(),
+            )));
         }
         Ok(())
+    }
+
+    /// The first writable root of a teammate (the run's working directory without
+    /// isolation, a path its runner definition declares) that holds the team workspace or
+    /// lies in it: what the root is for, the root, and what to change. Landlock grants a
+    /// folder with everything beneath it, so such a workspace cannot be kept from teammates.
+    fn layout_conflict(&self) -> Option<(String, PathBuf, String)> {
+        let workspace = crate::fsutil::real_path(&self.spec.workspace);
+        self.teammate_roots().into_iter().find_map(|(root, what)| {
+            let real = crate::fsutil::real_path(&root);
+            (workspace.starts_with(&real) || real.starts_with(&workspace)).then(|| {
+                let apart = self.workspace_from.apart_from(&root);
+                (what, root, apart)
+            })
+        })
     }
 }
 

@@ -689,9 +689,23 @@ async fn prepare(
     })
 }
 
+/// The reason of a sandboxed attempt that failed as `agent_error`, led by the write the
+/// sandbox denied when its stderr names one outside the team workspace (a CLI's own state
+/// folder its definition does not declare): that path and the key that would allow it.
+fn sandbox_hint(spec: &RunSpec, stderr: Option<&str>, reason: String) -> String {
+    match stderr.and_then(crate::sandbox::denied_write) {
+        Some(path) if !path.starts_with(&spec.workspace) => format!(
+            "the sandbox denied writing {} (if the agent needs it, add it to `[sandbox] writes` of the runner definition, or run with --sandbox none); {reason}",
+            path.display()
+        ),
+        _ => reason,
+    }
+}
+
 /// What an attempt may write under `--sandbox landlock`: its working directory, its own
 /// teammate folder (with its TMPDIR and state folders), and the paths its runner definition
-/// declares, expanded with the attempt's environment (its own variables first).
+/// declares, expanded with the attempt's environment (its own variables first). A declared
+/// folder (an entry ending in `/`) is created when missing; other missing paths are skipped.
 pub fn writable(
     spec: &RunSpec,
     cwd: &Path,
@@ -706,15 +720,17 @@ pub fn writable(
             .or_else(|| std::env::var_os(name))
     };
     let mut paths = vec![cwd.to_owned(), dir.to_owned()];
-    paths.extend(
-        spec.settings
-            .runner
-            .sandbox
-            .writes
-            .iter()
-            .filter_map(|w| crate::sandbox::expand_write(w, &lookup))
-            .filter(|p| p.exists()),
-    );
+    paths.extend(spec.settings.runner.sandbox.writes.iter().filter_map(|w| {
+        let path = crate::sandbox::expand_write(w, &lookup)?;
+        if crate::sandbox::is_folder(w) && !path.exists() {
+            // The CLI would have made it on its first start; made here because the
+            // teammate may not write its parent. A failure leaves it skipped.
+            if let Err(e) = std::fs::create_dir_all(&path) {
+                tracing::debug!("{}: {e}", path.display());
+            }
+        }
+        path.exists().then_some(path)
+    }));
     paths
 }
 
@@ -790,7 +806,10 @@ async fn judge_attempt(
     };
     evidence.verify = &verify;
     evidence.commit = commit.as_ref();
-    let verdict = report::judge(&evidence);
+    let mut verdict = report::judge(&evidence);
+    if prepared.sandbox.is_some() && verdict.kind == Some(crate::failure::FailureKind::AgentError) {
+        verdict.reason = sandbox_hint(spec, ran.stderr_end.as_deref(), verdict.reason);
+    }
     let report = found.ok().map(|(r, _)| r);
     let mut agent = ran.agent;
     // An agent that is no CLI (exec) may say what it spent in its report.

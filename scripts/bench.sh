@@ -9,8 +9,9 @@
 #   1. overhead: N rows with a trivial agent (writes a report) at -j 8, vs xargs -P 8 and
 #      GNU parallel --joblog over the same items and the same agent;
 #   2. makespan: 64 rows of a 0.5 s sleep at -j 8 (ideal 4.0 s);
-#   3. memory: peak RSS of --dry-run and of a full run over a 100,000-row CSV, and of a run
-#      whose agent writes 1 GiB to stdout;
+#   3. memory: peak RSS of --dry-run and of a full run over a 100,000-row CSV, of a run
+#      whose agent writes 1 GiB to stdout, and of the refusal (exit 2) of hostile inputs: a
+#      header of 1,000,000 columns and a 100 MiB cell;
 #   4. start-up: `runner --version` and `runner list` on an empty store;
 #   5. rate limits: a stand-in API on 127.0.0.1 that serves 2 requests at once (429 with
 #      Retry-After: 1 above that), 0.5 s each; 48 items at -j 8 vs xargs -P 8 and GNU
@@ -35,9 +36,11 @@ SMOKE=0
 if [ $SMOKE = 1 ]; then
     N_OVERHEAD=40; N_MAKESPAN=8; SLEEP=0.1; N_MEMORY=300; FLOOD_MB=8; RUNS=1
     N_LIMITED=8; N_BADKEY=20; N_HTTP=40; N_LIVE=200; N_SANDBOX=20
+    HOSTILE_COLS=20000; HOSTILE_CELL_MB=17
 else
     N_OVERHEAD=2000; N_MAKESPAN=64; SLEEP=0.5; N_MEMORY=100000; FLOOD_MB=1024; RUNS=5
     N_LIMITED=48; N_BADKEY=200; N_HTTP=2000; N_LIVE=20000; N_SANDBOX=1000
+    HOSTILE_COLS=1000000; HOSTILE_CELL_MB=100
 fi
 
 need() {
@@ -193,6 +196,14 @@ rm -rf flood-out.csv flood-out.runner
 m_flood=$(rss "$RUNNER" batch --input one.csv --instruction instr.md --output flood-out.csv --format plain -- ./flood.sh)
 grep -q ',completed,' flood-out.csv || { echo "flood run did not complete" >&2; exit 1; }
 note "memory: --dry-run over $N_MEMORY rows ${m_dry} MiB; full run over $N_MEMORY rows ${m_full} MiB; agent writing ${FLOOD_MB} MiB to stdout ${m_flood} MiB"
+# Hostile inputs: refused (exit 2) without holding them.
+awk -v n="$HOSTILE_COLS" 'BEGIN { for (i = 0; i < n; i++) printf "%sc%d", (i ? "," : ""), i; print "" }' > wide.csv
+{ printf 'id,v\n1,"'; head -c $((HOSTILE_CELL_MB * 1024 * 1024)) /dev/zero | tr '\0' x; printf '"\n'; } > cell.csv
+m_wide=$(rss "$RUNNER" batch --input wide.csv --instruction instr.md --output wide-out.csv -- ./agent || true)
+m_cell=$(rss "$RUNNER" batch --input cell.csv --instruction instr.md --output cell-out.csv -- ./agent || true)
+test ! -e wide-out.csv && test ! -e cell-out.csv || { echo "a hostile input was run" >&2; exit 1; }
+rm -f wide.csv cell.csv
+note "memory: refusing $HOSTILE_COLS columns ${m_wide} MiB; refusing a ${HOSTILE_CELL_MB} MiB cell ${m_cell} MiB"
 
 # 4. Start-up --------------------------------------------------------------------------
 mkdir -p empty-store
@@ -410,6 +421,8 @@ the journal, team.json, and the output CSV.
 | memory: --dry-run, $N_MEMORY rows | ${m_dry} MiB | ≤ 64 MiB | $(verdict "$m_dry <= 64") |
 | memory: full run, $N_MEMORY rows, trivial agent | ${m_full} MiB | ≤ 64 MiB | $(verdict "$m_full <= 64") |
 | memory: agent writing ${FLOOD_MB} MiB to stdout | ${m_flood} MiB | ≤ 32 MiB | $(verdict "$m_flood <= 32") |
+| memory: refusing a header of $HOSTILE_COLS columns (exit 2) | ${m_wide} MiB (776 MiB before the bounds) | ≤ 96 MiB | $(verdict "$m_wide <= 96") |
+| memory: refusing a ${HOSTILE_CELL_MB} MiB cell (exit 2) | ${m_cell} MiB (338 MiB before the bounds) | ≤ 96 MiB | $(verdict "$m_cell <= 96") |
 | start-up: \`runner --version\` | ${v_med}s (${v_min}–${v_max}) | — | |
 | start-up: \`runner list\` on an empty store | ${l_med}s (${l_min}–${l_max}) | — | |
 | rate limits: $N_LIMITED items, an API serving 2 at once (429 + Retry-After: 1 above), 0.5 s each, -j 8 | runner: $rl_done of $N_LIMITED in ${rl_time}s; xargs -P 8: $x_done of $N_LIMITED in ${x_time}s; $p_note | all complete, ≤ 1.3 × ${rl_ideal} s: **$(calc "$rl_time / $rl_ideal" 2)×** | $(verdict "$rl_done == $N_LIMITED && $rl_time <= 1.3 * $rl_ideal") |

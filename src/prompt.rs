@@ -85,6 +85,18 @@ impl Instruction {
         Ok(Instruction { segments })
     }
 
+    /// How many bytes this instruction renders to for a row whose value in column `name`
+    /// is `len(name)` bytes long (for [`crate::source::input::MAX_PROMPT_BYTES`], checked as
+    /// the input is scanned, before any value is kept).
+    pub fn rendered_len(&self, len: impl Fn(&str) -> usize) -> usize {
+        self.segments.iter().fold(0usize, |n, s| {
+            n.saturating_add(match s {
+                Segment::Text(t) => t.len(),
+                Segment::Column(c, _) => len(c),
+            })
+        })
+    }
+
     /// The distinct column names the template uses, in first-use order.
     pub fn placeholders(&self) -> Vec<&str> {
         let mut seen = HashSet::new();

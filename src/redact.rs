@@ -74,23 +74,89 @@ fn url(text: &str) -> String {
     u.to_string()
 }
 
+/// A JSON request body as the request log shows it: the string value of every object
+/// field, at any depth, whose name is a [`secret_name`] (`"api_key"`, `"password"`) is
+/// [`redacted`]; numbers and other values stay (`"max_tokens": 1000`), and so does the text
+/// of the messages. A body that is not JSON, or holds no such field, is returned as it is.
+pub fn json_body(text: &str) -> String {
+    fn walk(v: &mut serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Object(map) => {
+                let mut changed = false;
+                for (name, value) in map.iter_mut() {
+                    match value {
+                        serde_json::Value::String(s) if secret_name(name) => {
+                            *s = redacted(s);
+                            changed = true;
+                        }
+                        other => changed |= walk(other),
+                    }
+                }
+                changed
+            }
+            serde_json::Value::Array(items) => items.iter_mut().fold(false, |c, i| walk(i) | c),
+            _ => false,
+        }
+    }
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return text.to_owned();
+    };
+    if walk(&mut value) {
+        serde_json::to_string(&value).unwrap_or_else(|_| text.to_owned())
+    } else {
+        text.to_owned()
+    }
+}
+
+/// `NAME=VALUE` (also `--NAME=VALUE`) with VALUE hidden when NAME is a [`secret_name`].
+fn hidden(v: &str) -> String {
+    match v.split_once('=') {
+        Some((name, _)) if secret_name(name.trim_start_matches('-')) => {
+            format!("{name}=REDACTED")
+        }
+        _ => v.to_owned(),
+    }
+}
+
+/// One word of an agent's own command line as shown; `secret_next` carries over from the
+/// word before it (`--api-key`, then its value).
+fn agent_word(word: &str, secret_next: &mut bool) -> String {
+    let shown = if *secret_next && !word.starts_with('-') {
+        "REDACTED".to_owned()
+    } else {
+        hidden(word)
+    };
+    *secret_next =
+        word.starts_with('-') && !word.contains('=') && secret_name(word.trim_start_matches('-'));
+    urls(&shown)
+}
+
+/// An agent's command line (program first) as the runner shows it (`--dry-run`): the words
+/// that name a secret give nothing away, as in [`command_line`].
+pub fn agent_argv(words: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut secret_next = false;
+    words
+        .into_iter()
+        .map(|w| agent_word(&w, &mut secret_next))
+        .collect()
+}
+
 /// `args` with the value of every `--var NAME=VALUE` (also `--var=NAME=VALUE`) whose NAME is
-/// a [`secret_name`] replaced by `REDACTED`, and every URL's secrets hidden ([`urls`]);
-/// otherwise everything after `--` (the agent's own command) is left as it is.
+/// a [`secret_name`] replaced by `REDACTED`, and every URL's secrets hidden ([`urls`]). In
+/// the agent's own command (after `--`) and in `--agent-arg` values, an argument that names
+/// a secret gives its value away too: `--api-key=VALUE`, `API_KEY=VALUE`, and the argument
+/// after `--api-key` or `--token` become `REDACTED` (issue 25: a key passed to an exec agent
+/// showed in `status --brief`'s `resume:` line).
 pub fn command_line(args: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let mut var_next = false;
-    let mut after_dashes = false;
+    let (mut var_next, mut agent_arg_next, mut after_dashes) = (false, false, false);
+    let mut secret_next = false;
     for a in args {
-        if after_dashes {
-            out.push(urls(&a));
-            continue;
-        }
-        let hidden = |v: &str| match v.split_once('=') {
-            Some((name, _)) if secret_name(name) => format!("{name}=REDACTED"),
-            _ => v.to_owned(),
-        };
-        let shown = if var_next {
+        let shown = if after_dashes || agent_arg_next {
+            agent_word(&a, &mut secret_next)
+        } else if let Some(w) = a.strip_prefix("--agent-arg=") {
+            format!("--agent-arg={}", agent_word(w, &mut secret_next))
+        } else if var_next {
             hidden(&a)
         } else if let Some(v) = a.strip_prefix("--var=") {
             format!("--var={}", hidden(v))
@@ -98,10 +164,12 @@ pub fn command_line(args: impl IntoIterator<Item = String>) -> Vec<String> {
             a.clone()
         };
         // A base URL may carry a password or a key in its query.
-        let shown = urls(&shown);
-        var_next = a == "--var";
-        after_dashes = a == "--";
-        out.push(shown);
+        out.push(urls(&shown));
+        if !after_dashes {
+            var_next = !agent_arg_next && a == "--var";
+            after_dashes = !agent_arg_next && a == "--";
+            agent_arg_next = !agent_arg_next && a == "--agent-arg";
+        }
     }
     out
 }
@@ -134,6 +202,23 @@ mod tests {
     }
 
     #[test]
+    fn secret_fields_of_a_request_body_are_hidden_and_the_rest_kept() {
+        let body = r#"{"model":"m","max_tokens":1000,"api_key":"sk-proj-abcdefghijklmnop","messages":[{"role":"user","content":"my password is in here"}],"extra":{"password":"hunter2"}}"#;
+        let shown = json_body(body);
+        assert!(
+            !shown.contains("abcdefghijklmnop") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+        assert!(shown.contains(r#""api_key":"sk-p…(redacted)""#), "{shown}");
+        assert!(shown.contains(r#""password":"(redacted)""#), "{shown}");
+        assert!(shown.contains(r#""max_tokens":1000"#), "{shown}");
+        assert!(shown.contains("my password is in here"), "{shown}");
+        let plain = "{\n  \"model\": \"m\"\n}";
+        assert_eq!(json_body(plain), plain, "untouched byte for byte");
+        assert_eq!(json_body("not json"), "not json");
+    }
+
+    #[test]
     fn keys_never_reach_a_log_or_team_json_whole() {
         assert_eq!(redacted("sk-proj-abcdefghijklmnop"), "sk-p…(redacted)");
         assert_eq!(redacted("short"), "(redacted)");
@@ -148,10 +233,21 @@ mod tests {
                 "header.X-Api-Key=abc",
                 "--var=body.temperature=0",
                 "--var=header.Authorization=Bearer x",
+                "--agent-arg",
+                "--api-key=sk-1",
+                "--agent-arg=--token",
+                "--agent-arg=tok-2",
                 "--",
                 "agent",
-                "--var",
-                "token=kept"
+                "--api-key",
+                "sk-3",
+                "--password=pw-4",
+                "GITHUB_TOKEN=gh-5",
+                "--max-turns",
+                "3",
+                "--token",
+                "--verbose",
+                "file.md"
             ])),
             argv(&[
                 "runner",
@@ -160,10 +256,21 @@ mod tests {
                 "header.X-Api-Key=REDACTED",
                 "--var=body.temperature=0",
                 "--var=header.Authorization=REDACTED",
+                "--agent-arg",
+                "--api-key=REDACTED",
+                "--agent-arg=--token",
+                "--agent-arg=REDACTED",
                 "--",
                 "agent",
-                "--var",
-                "token=kept"
+                "--api-key",
+                "REDACTED",
+                "--password=REDACTED",
+                "GITHUB_TOKEN=REDACTED",
+                "--max-turns",
+                "3",
+                "--token",
+                "--verbose",
+                "file.md"
             ])
         );
     }

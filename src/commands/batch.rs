@@ -13,8 +13,29 @@ use crate::source::csv_batch::{self, CsvBatchFiles};
 use crate::source::csv_input;
 use crate::source::input::{self, Spool};
 
+/// The text of a batch file the user wrote (BATCH.md, the instruction), read up to
+/// [`input::MAX_PROMPT_BYTES`]: either becomes part of every prompt.
+///
+/// Errors (exit 2, naming the file): unreadable, larger than that, not UTF-8.
 fn read_text(path: &Path, what: &'static str) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|e| Error::read_input(what, path, e))?;
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            f.take(input::MAX_PROMPT_BYTES as u64 + 1)
+                .read_to_end(&mut bytes)
+        })
+        .map_err(|e| Error::read_input(what, path, e))?;
+    if bytes.len() > input::MAX_PROMPT_BYTES {
+        return Err(Error::input_at(
+            path,
+            None,
+            format!(
+                "{what} is over {}, more than a prompt may hold; keep large content in files and name them in it",
+                input::mib(input::MAX_PROMPT_BYTES as u64)
+            ),
+        ));
+    }
     String::from_utf8(bytes).map_err(|_| {
         Error::input_at(
             path,

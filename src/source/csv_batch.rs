@@ -313,24 +313,26 @@ fn to_item(
 /// Errors: every problem of the input files (exit 2, naming the file and line), nothing
 /// written.
 pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
+    let instruction = Instruction::parse(
+        &files.instruction_path,
+        files.instruction_line,
+        &files.instruction,
+    )?;
     let table = match InputFormat::of(&files.input) {
         InputFormat::Csv => csv_input::scan(
             &files.input,
             files.stdin.clone(),
             files.delimiter,
             files.id_column.as_deref(),
+            Some(&instruction),
         )?,
         InputFormat::Jsonl => jsonl_input::scan(
             &files.input,
             files.stdin.clone(),
             files.id_column.as_deref(),
+            Some(&instruction),
         )?,
     };
-    let instruction = Instruction::parse(
-        &files.instruction_path,
-        files.instruction_line,
-        &files.instruction,
-    )?;
     instruction
         .check_columns(&files.instruction_path, "the instruction", &table.headers)
         .map_err(|e| csv_input::with_hint(e, table.hint.as_deref()))?;

@@ -17,7 +17,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::source::input::{InputFormat, InputRow, InputTable, Snapshotting, Spool};
+use crate::source::input::{
+    InputFormat, InputRow, InputTable, MAX_COLUMNS, MAX_ROW_BYTES, Snapshotting, Spool,
+    check_prompt, row_too_large, too_many_columns,
+};
 
 /// The field delimiter of an input: `flag` (`--delimiter`, else BATCH.md's `delimiter`) when
 /// given, else tab for a `.tsv` or `.tab` file, else a comma. `\t` and `tab` name a tab.
@@ -96,16 +99,24 @@ pub fn with_hint(e: Error, hint: Option<&str>) -> Error {
 }
 
 /// Wraps the input to map a record's byte offset to its 1-based line: the `csv` crate's own
-/// line numbers drift on CRLF files. Only newlines in the reader's look-ahead are held.
+/// line numbers drift on CRLF files. Only newlines in the reader's look-ahead are held. It
+/// also bounds a record: reading more than [`MAX_ROW_BYTES`] past the start of the record
+/// being read (`record_start`, moved on after each record) fails, and `over` says why.
 struct LineCounter<R> {
     inner: R,
     read: u64,
     quotes: u64,
     state: std::cell::RefCell<(u64, std::collections::VecDeque<u64>)>,
+    record_start: std::cell::Cell<u64>,
+    over: std::cell::Cell<bool>,
 }
 
 impl<R: Read> Read for LineCounter<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.read.saturating_sub(self.record_start.get()) > MAX_ROW_BYTES {
+            self.over.set(true);
+            return Err(std::io::Error::other("a row over the size bound"));
+        }
         let n = self.inner.read(buf)?;
         let mut state = self.state.borrow_mut();
         for (i, b) in buf[..n].iter().enumerate() {
@@ -140,6 +151,8 @@ fn reader<R: Read>(input: R, delimiter: u8) -> csv::Reader<LineCounter<R>> {
         read: 0,
         quotes: 0,
         state: Default::default(),
+        record_start: Default::default(),
+        over: Default::default(),
     };
     csv::ReaderBuilder::new()
         .delimiter(delimiter)
@@ -156,7 +169,11 @@ fn record_line<R: Read>(
 }
 
 fn csv_error<R: Read>(path: &Path, rdr: &csv::Reader<LineCounter<R>>, err: csv::Error) -> Error {
-    let line = err.position().map(|p| rdr.get_ref().line_at(p.byte()));
+    let counter = rdr.get_ref();
+    if counter.over.get() {
+        return row_too_large(path, Some(counter.line_at(counter.record_start.get())));
+    }
+    let line = err.position().map(|p| counter.line_at(p.byte()));
     match err.kind() {
         csv::ErrorKind::UnequalLengths {
             expected_len, len, ..
@@ -215,6 +232,9 @@ fn read_headers<R: Read>(
         Ok(h) => h.clone(),
         Err(e) => return Err(csv_error(path, rdr, e)),
     };
+    if headers.len() > MAX_COLUMNS {
+        return Err(too_many_columns(path, Some(1), headers.len()));
+    }
     if headers.is_empty() || (headers.len() == 1 && headers[0].is_empty()) {
         return Err(Error::input_at(
             path,
@@ -262,19 +282,29 @@ fn id_index(path: &Path, headers: &[String], id_column: Option<&str>) -> Result<
 }
 
 /// Validate a whole input, streaming, keeping only the ids: the file at `path`, or `spool`
-/// (rows from stdin; `path` then names it in messages), its fields separated by `delimiter`.
+/// (rows from stdin; `path` then names it in messages), its fields separated by `delimiter`;
+/// each row's task text, `instruction` with its values, is sized as it goes.
 ///
 /// Errors ([`Error::Input`], naming `path` and the line where the bad record starts): no
 /// header row, an unnamed or duplicate column, a missing id column, a record whose field count
-/// differs from the header, bytes that are not UTF-8, an empty id, a duplicate id.
+/// differs from the header, bytes that are not UTF-8, an empty id, a duplicate id; more than
+/// [`MAX_COLUMNS`] columns, a record over [`MAX_ROW_BYTES`], a task text over
+/// [`crate::source::input::MAX_PROMPT_BYTES`].
 pub fn scan(
     path: &Path,
     spool: Option<Spool>,
     delimiter: u8,
     id_column: Option<&str>,
+    instruction: Option<&crate::prompt::Instruction>,
 ) -> Result<InputTable> {
     let mut rdr = reader(Snapshotting::open("the input CSV", path, spool)?, delimiter);
     let headers = read_headers(path, &mut rdr)?;
+    let column: std::collections::HashMap<&str, usize> = headers
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.as_str(), i))
+        .collect();
+    rdr.get_ref().record_start.set(rdr.position().byte());
     let hint = delimiter_hint(path, &headers, delimiter);
     let id_col = id_index(path, &headers, id_column).map_err(|e| with_hint(e, hint.as_deref()))?;
     let mut ids: HashSet<String> = HashSet::new();
@@ -304,7 +334,14 @@ pub fn scan(
         }
         rows += 1;
         let line = record_line(&rdr, &record).unwrap_or(rows + 1);
+        rdr.get_ref().record_start.set(rdr.position().byte());
         utf8_fields(path, Some(line), &record, "field")?;
+        check_prompt(path, line, instruction, |name| {
+            column
+                .get(name)
+                .and_then(|i| record.get(*i))
+                .map_or(0, <[u8]>::len)
+        })?;
         last_multiline = record.iter().any(|f| f.contains(&b'\n')).then_some(line);
         let Some(col) = id_col else { continue };
         let id = String::from_utf8_lossy(&record[col]).into_owned();
@@ -413,7 +450,7 @@ mod tests {
 
     fn scan_with(s: &[u8], delimiter: u8, id: Option<&str>) -> Result<InputTable> {
         let spool = Spool::read(s).expect("spooled");
-        scan(Path::new("in.csv"), Some(spool), delimiter, id)
+        scan(Path::new("in.csv"), Some(spool), delimiter, id, None)
     }
 
     fn scan_str(s: &[u8], id: Option<&str>) -> Result<InputTable> {

@@ -14,6 +14,75 @@ use crate::error::{Error, Result};
 /// How messages name rows read from stdin (`--input -`).
 pub const STDIN_NAME: &str = "<stdin>";
 
+/// Most columns an input may have (a CSV header's fields, a JSON Lines file's distinct keys).
+/// Far above any real batch; a hostile header of 1,000,000 columns cost 776 MB before it.
+pub const MAX_COLUMNS: usize = 10_000;
+
+/// Most bytes of one row (a CSV record, its quoted newlines included; a JSON Lines line),
+/// and so of one cell: 16 MiB. Enforced while reading, so a 100 MB cell (338 MB of memory
+/// before) stops at the bound.
+pub const MAX_ROW_BYTES: u64 = 16 << 20;
+
+/// Most bytes of one item's task text (the instruction with the row's values in it): 16 MiB,
+/// above what any agent's context takes.
+pub const MAX_PROMPT_BYTES: usize = 16 << 20;
+
+/// A size in MiB for messages (`16 MiB`).
+pub fn mib(bytes: u64) -> String {
+    format!("{} MiB", bytes >> 20)
+}
+
+/// The error for a row over [`MAX_ROW_BYTES`], at `line` of `path`.
+pub fn row_too_large(path: &Path, line: Option<u64>) -> Error {
+    Error::input_at(
+        path,
+        line,
+        format!(
+            "this row is over {}, the most a row may hold; keep large content in files and give their paths in the row",
+            mib(MAX_ROW_BYTES)
+        ),
+    )
+}
+
+/// The error for a header of `columns` columns, over [`MAX_COLUMNS`], at `line` of `path`.
+pub fn too_many_columns(path: &Path, line: Option<u64>, columns: usize) -> Error {
+    Error::input_at(
+        path,
+        line,
+        format!(
+            "the input has {columns} columns, more than the {MAX_COLUMNS} a batch may have; keep only the columns the instruction uses"
+        ),
+    )
+}
+
+/// Check the task text of the row at `line` of `path`: `instruction` with the row's values,
+/// whose value in column `name` is `len(name)` bytes long.
+///
+/// Errors: over [`MAX_PROMPT_BYTES`] (exit 2, naming the line).
+pub fn check_prompt(
+    path: &Path,
+    line: u64,
+    instruction: Option<&crate::prompt::Instruction>,
+    len: impl Fn(&str) -> usize,
+) -> Result<()> {
+    let Some(instruction) = instruction else {
+        return Ok(());
+    };
+    let size = instruction.rendered_len(len);
+    if size > MAX_PROMPT_BYTES {
+        return Err(Error::input_at(
+            path,
+            Some(line),
+            format!(
+                "this row makes a task of {} bytes with the instruction, over the {} an item may have; keep large content in files and give their paths in the row",
+                size,
+                mib(MAX_PROMPT_BYTES as u64)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The format of an input file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputFormat {

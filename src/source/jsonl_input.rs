@@ -15,7 +15,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::source::input::{InputFormat, InputRow, InputTable, Snapshotting, Spool};
+use crate::source::input::{
+    InputFormat, InputRow, InputTable, MAX_COLUMNS, MAX_ROW_BYTES, Snapshotting, Spool,
+    check_prompt, row_too_large, too_many_columns,
+};
 
 /// How messages name the input.
 const WHAT: &str = "the input JSON Lines file";
@@ -26,8 +29,15 @@ const WHAT: &str = "the input JSON Lines file";
 ///
 /// Errors ([`Error::Input`], naming `path` and the line): a line that is not JSON or not an
 /// object, bytes that are not UTF-8, no rows, an id key that no row has, a row whose id is
-/// missing, empty or not a string or number, a duplicate id.
-pub fn scan(path: &Path, spool: Option<Spool>, id_column: Option<&str>) -> Result<InputTable> {
+/// missing, empty or not a string or number, a duplicate id; a line over [`MAX_ROW_BYTES`],
+/// more than [`MAX_COLUMNS`] keys in all, a task text (`instruction` with the row's values)
+/// over [`crate::source::input::MAX_PROMPT_BYTES`].
+pub fn scan(
+    path: &Path,
+    spool: Option<Spool>,
+    id_column: Option<&str>,
+    instruction: Option<&crate::prompt::Instruction>,
+) -> Result<InputTable> {
     let mut input = BufReader::new(Snapshotting::open(WHAT, path, spool)?);
     let mut headers: Vec<String> = Vec::new();
     let mut known: HashSet<String> = HashSet::new();
@@ -39,13 +49,17 @@ pub fn scan(path: &Path, spool: Option<Spool>, id_column: Option<&str>) -> Resul
     let mut line = Vec::new();
     loop {
         line.clear();
-        let n = input
+        let n = (&mut input)
+            .take(MAX_ROW_BYTES + 1)
             .read_until(b'\n', &mut line)
             .map_err(|e| Error::read_input(WHAT, path, e))?;
         if n == 0 {
             break;
         }
         line_no += 1;
+        if n as u64 > MAX_ROW_BYTES {
+            return Err(row_too_large(path, Some(line_no)));
+        }
         let Some(object) = parse_line(path, line_no, &line)? else {
             continue;
         };
@@ -55,6 +69,12 @@ pub fn scan(path: &Path, spool: Option<Spool>, id_column: Option<&str>) -> Resul
                 headers.push(key.clone());
             }
         }
+        if headers.len() > MAX_COLUMNS {
+            return Err(too_many_columns(path, Some(line_no), headers.len()));
+        }
+        check_prompt(path, line_no, instruction, |name| {
+            cell_len(object.get(name))
+        })?;
         let Some(col) = id_column else { continue };
         match object.get(col).map(id_text) {
             None => {
@@ -203,6 +223,14 @@ pub fn cell(v: Option<&Value>) -> String {
     }
 }
 
+/// The length in bytes of [`cell`] of `v`, without copying a string.
+fn cell_len(v: Option<&Value>) -> usize {
+    match v {
+        Some(Value::String(s)) => s.len(),
+        other => cell(other).len(),
+    }
+}
+
 /// The rows of a scanned JSON Lines input, one at a time.
 pub struct JsonlRows {
     input: BufReader<Box<dyn Read + Send>>,
@@ -269,7 +297,7 @@ mod tests {
 
     fn scan_str(s: &str, id: Option<&str>) -> Result<InputTable> {
         let spool = Spool::read(s.as_bytes()).expect("spooled");
-        scan(Path::new("rows.jsonl"), Some(spool), id)
+        scan(Path::new("rows.jsonl"), Some(spool), id, None)
     }
 
     fn rows(s: &str, id: Option<&str>) -> Vec<InputRow> {

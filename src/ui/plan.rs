@@ -121,10 +121,11 @@ pub fn print_plan(
                     crate::agent::PromptMode::File => "prompt in prompt.md",
                     crate::agent::PromptMode::Argument => "prompt as an argument",
                 };
-                let argv: Vec<String> = std::iter::once(inv.program)
-                    .chain(inv.args)
-                    .map(|a| shell_quote(&a))
-                    .collect();
+                let argv: Vec<String> =
+                    crate::redact::agent_argv(std::iter::once(inv.program).chain(inv.args))
+                        .iter()
+                        .map(|a| shell_quote(a))
+                        .collect();
                 let _ = writeln!(out, "Command (first item): {}   ({how})", argv.join(" "));
             }
             let _ = writeln!(out, "Items:");

@@ -1007,6 +1007,115 @@ fn every_bad_input_exits_2_or_3_names_the_place_and_changes_nothing() {
     );
 }
 
+/// Hostile sizes (issue 25): a header of 10,001 columns, a 17 MiB cell, a JSON Lines line
+/// over 16 MiB or with 10,001 keys, a row whose task text (instruction with its values) is
+/// over 16 MiB, a 17 MiB instruction — each exits 2 naming the file and line, before a
+/// teammate starts, with nothing written.
+#[test]
+fn hostile_input_sizes_exit_2_naming_the_line_and_change_nothing() {
+    const MIB: usize = 1 << 20;
+    let wide: Vec<String> = (0..10_001).map(|i| format!("c{i}")).collect();
+    let big = "x".repeat(17 * MIB);
+    let six = "y".repeat(6 * MIB);
+    let keys: Vec<String> = (0..10_001).map(|i| format!("\"k{i}\":1")).collect();
+    // (what, files written over the good in.csv and instr.md, the input, what stderr says)
+    type Hostile<'a> = (&'a str, Vec<(&'a str, Vec<u8>)>, &'a str, Vec<&'a str>);
+    let cases: Vec<Hostile> = vec![
+        (
+            "10,001 columns",
+            vec![("in.csv", format!("{}\n", wide.join(",")).into_bytes())],
+            "in.csv",
+            vec!["in.csv:1:", "10001 columns, more than the 10000"],
+        ),
+        (
+            "a 17 MiB cell",
+            vec![(
+                "in.csv",
+                format!("id,mode\na,success\nb,\"{big}\"\nc,success\n").into_bytes(),
+            )],
+            "in.csv",
+            vec!["in.csv:3:", "this row is over 16 MiB"],
+        ),
+        (
+            "a JSON Lines line over 16 MiB",
+            vec![(
+                "rows.jsonl",
+                format!(
+                    "{{\"id\":\"a\",\"mode\":\"success\"}}\n{{\"id\":\"b\",\"mode\":\"{big}\"}}\n"
+                )
+                .into_bytes(),
+            )],
+            "rows.jsonl",
+            vec!["rows.jsonl:2:", "this row is over 16 MiB"],
+        ),
+        (
+            "a JSON Lines row of 10,001 keys",
+            vec![(
+                "rows.jsonl",
+                format!("{{\"id\":\"a\",\"mode\":\"success\",{}}}\n", keys.join(",")).into_bytes(),
+            )],
+            "rows.jsonl",
+            vec!["rows.jsonl:1:", "columns, more than the 10000"],
+        ),
+        (
+            "a task text over 16 MiB (a 6 MiB value used three times)",
+            vec![
+                (
+                    "in.csv",
+                    format!("id,mode\na,success\nb,{six}\n").into_bytes(),
+                ),
+                ("instr.md", b"Do {id}: {mode} {mode} {mode}\n".to_vec()),
+            ],
+            "in.csv",
+            vec!["in.csv:3:", "over the 16 MiB an item may have"],
+        ),
+        (
+            "a 17 MiB instruction",
+            vec![("instr.md", big.clone().into_bytes())],
+            "in.csv",
+            vec!["instr.md", "the instruction is over 16 MiB"],
+        ),
+    ];
+    let fake = agent("fake_agent.py");
+    let mut failures = Vec::new();
+    for (what, files, input, want) in cases {
+        let sb = Sandbox::new();
+        sb.write("in.csv", GOOD_CSV);
+        sb.write("instr.md", GOOD_INSTR);
+        for (rel, bytes) in &files {
+            sb.write(rel, bytes);
+        }
+        let before = sb.tree();
+        let r = sb.run(&[
+            "batch",
+            "--input",
+            input,
+            "--instruction",
+            "instr.md",
+            "--",
+            "python3",
+            &fake,
+        ]);
+        let mut problems = Vec::new();
+        if r.code != 2 {
+            problems.push(format!("exit {}", r.code));
+        }
+        for w in &want {
+            if !r.stderr.contains(w) {
+                problems.push(format!("stderr lacks {w:?}"));
+            }
+        }
+        if sb.tree() != before {
+            problems.push("files changed".into());
+        }
+        if !problems.is_empty() {
+            let stderr: String = r.stderr.chars().take(600).collect();
+            failures.push(format!("{what}: {}\n{stderr}", problems.join(", ")));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 /// `cmd` run by a user who cannot write in the sandbox's `ro` folder (mode 0555): as it
 /// is unless it is root (root writes anywhere), then as `nobody` (setpriv), running a link
 /// (or a copy) of the binary from the sandbox, since the build folder may be closed to it.

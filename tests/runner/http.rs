@@ -190,6 +190,8 @@ async fn an_answer_with_a_schema_completes_with_tokens_cost_and_redacted_logs() 
             "--var",
             "body.temperature=0",
             "--var",
+            "body.api_key=bodysecret-0123456789",
+            "--var",
             "header.OpenAI-Organization=org-test",
         ],
     )
@@ -255,7 +257,20 @@ async fn an_answer_with_a_schema_completes_with_tokens_cost_and_redacted_logs() 
         exchange.contains("authorization: Bearer sk-t…(redacted)"),
         "{exchange}"
     );
+    // A body field named like a secret is sent as it is and logged redacted (issue 25).
+    assert_eq!(
+        api.bodies()[0]["api_key"].as_str(),
+        Some("bodysecret-0123456789")
+    );
+    assert!(
+        exchange.contains(r#""api_key":"body…(redacted)""#),
+        "{exchange}"
+    );
     let everything: String = walk(&sb.join("workers-output.runner"));
+    assert!(
+        !everything.contains("bodysecret-0123456789"),
+        "a secret body field was written to the workspace"
+    );
     assert!(
         !everything.contains(KEY),
         "the API key was written to the workspace"
@@ -666,6 +681,8 @@ fn dry_run_shows_where_requests_go_with_headers_body_fields_and_prices() {
             "--var",
             "body.temperature=0",
             "--var",
+            "body.client_secret=bodysecret-0123456789",
+            "--var",
             "header.X-Api-Key=abcdefghijklmnopqrstuvwxyz",
             "--var",
             "input_usd_per_mtok=0.4",
@@ -674,13 +691,13 @@ fn dry_run_shows_where_requests_go_with_headers_body_fields_and_prices() {
     assert_eq!(r.code, 0, "{r:?}");
     for want in [
         "Request (each item): POST http://127.0.0.1:9/v1/chat/completions",
-        "body fields: {\"temperature\":0}",
+        "body fields: {\"client_secret\":\"body…(redacted)\",\"temperature\":0}",
         "x-api-key: abcd…(redacted)",
         "prices: $0.4 / $0 per million",
     ] {
         assert!(r.stdout.contains(want), "{want}: {r:?}");
     }
-    assert!(!r.stdout.contains("abcdefghijklmnop"));
+    assert!(!r.stdout.contains("abcdefghijklmnop") && !r.stdout.contains("bodysecret"));
 
     // Issue 25: a base URL's password and key stay hidden, and its query survives the join.
     let r = offline(

@@ -324,6 +324,42 @@ fn status_brief_gives_the_command_that_resumes_a_csv_team_and_lists_never_starte
     );
 }
 
+/// A key given to an exec agent as an argument (`--api-key KEY`, `--password=KEY`) reaches
+/// the agent but never `team.json`, nor the `resume:` line (issue 25).
+#[test]
+fn a_key_in_the_agents_arguments_is_not_recorded_nor_shown_in_the_resume_line() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("b", "noreport")]);
+    let fake = fake();
+    let r = sb.batch(
+        &["--id-column", "id", "--format", "plain"],
+        &[
+            "python3",
+            &fake,
+            "--api-key",
+            "sk-argsecret-1",
+            "--password=pw-argsecret-2",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let line = resume_line(&sb, "workers-output.csv");
+    assert!(
+        line.ends_with(&format!(
+            "-- python3 {fake} --api-key REDACTED --password=REDACTED"
+        )),
+        "{line}"
+    );
+    let team = sb
+        .read_opt("workers-output.runner/team.json")
+        .expect("team.json");
+    for secret in ["sk-argsecret-1", "pw-argsecret-2"] {
+        assert!(
+            !team.contains(secret) && !line.contains(secret),
+            "{secret}: {team}"
+        );
+    }
+}
+
 #[test]
 fn the_resume_command_works_after_the_runner_was_killed_before_writing_any_output() {
     let sb = Sandbox::new();

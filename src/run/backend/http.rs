@@ -19,8 +19,8 @@
 //! interrupts drop the request at once (its connection is closed).
 //!
 //! Logs: `attempt-N.stdout.log` is the response body as received; `attempt-N.stderr.log`
-//! the exchange (request line, headers with keys redacted, request body, response status
-//! and headers), as `curl -v` would show it.
+//! the exchange (request line, headers with keys redacted, request body with secret-named
+//! fields redacted, response status and headers), as `curl -v` would show it.
 //!
 //! `--var` names it takes: `base_url`, `input_usd_per_mtok`, `output_usd_per_mtok`, `strict`
 //! (`true`/`false`), `response_format` (`json_schema`/`json_object`/`none`), `header.NAME`
@@ -246,7 +246,7 @@ impl Http {
         if !self.body.is_empty() {
             line.push_str(&format!(
                 "\n  body fields: {}",
-                Value::Object(self.body.clone())
+                crate::redact::json_body(&Value::Object(self.body.clone()).to_string())
             ));
         }
         if self.prices != (0.0, 0.0) {
@@ -380,7 +380,7 @@ impl Http {
             };
             let _ = writeln!(exchange, "{name}: {shown}");
         }
-        let _ = writeln!(exchange, "\n{body_text}\n");
+        let _ = writeln!(exchange, "\n{}\n", crate::redact::json_body(&body_text));
         attempt.started(0);
         let exchange_future = async {
             let response = request.send().await?;

@@ -29,6 +29,12 @@ pub enum FailureKind {
     /// The agent CLI failed for another reason (its own error, a crash, a signal, could not
     /// start), or its report says `failed`.
     AgentError,
+    /// The agent could not begin any work: its command is broken (a script that is not there,
+    /// a program that crashes as it starts: exit 126/127, `can't open file`, `command not
+    /// found`, `Cannot find module`) or its API cannot be reached (connection refused, DNS,
+    /// TLS). When a run's first attempts all fail so, the same way, the team stops starting
+    /// new ones (`Gate`).
+    Setup,
     /// The agent ended without writing a report.
     NoReport,
     /// A report was found but breaks the format, contradicts itself or fails `output_schema`.
@@ -47,12 +53,13 @@ pub enum FailureKind {
 
 impl FailureKind {
     /// Every kind, in the order of the documentation.
-    pub const ALL: [FailureKind; 12] = [
+    pub const ALL: [FailureKind; 13] = [
         FailureKind::RateLimited,
         FailureKind::Quota,
         FailureKind::Auth,
         FailureKind::ApiError,
         FailureKind::AgentError,
+        FailureKind::Setup,
         FailureKind::NoReport,
         FailureKind::InvalidReport,
         FailureKind::VerifyFailed,
@@ -70,6 +77,7 @@ impl FailureKind {
             FailureKind::Auth => "auth",
             FailureKind::ApiError => "api_error",
             FailureKind::AgentError => "agent_error",
+            FailureKind::Setup => "setup",
             FailureKind::NoReport => "no_report",
             FailureKind::InvalidReport => "invalid_report",
             FailureKind::VerifyFailed => "verify_failed",
@@ -237,6 +245,13 @@ const BUILT_IN: &[(FailureKind, &str)] = &[
         FailureKind::ApiError,
         r"\b5\d\d\b|overloaded|internal server error|service unavailable|bad gateway|gateway timeout|api error|stream (disconnected|error)",
     ),
+    (
+        // The command or the endpoint is broken: python's and node's words for a script or
+        // module that is not there or does not parse, a shell's, the loader's; a refused
+        // connection or an unknown host as Node (ECONNREFUSED, ENOTFOUND) and others say it.
+        FailureKind::Setup,
+        r"can't open file|cannot find module|command not found|exec format error|error while loading shared libraries|modulenotfounderror|no module named|^syntaxerror|econnrefused|connection refused|enotfound|getaddrinfo|name or service not known|failed to lookup address|certificate verify failed|invalid peer certificate",
+    ),
 ];
 
 fn built_in() -> &'static [(FailureKind, Pattern)] {
@@ -352,6 +367,8 @@ impl FailureRules {
             .and_then(own)
             .or_else(|| e.exit_code.and_then(|c| self.exit_codes.get(&c).copied()))
             .or_else(|| message.as_deref().and_then(builtin))
+            // A shell's "cannot execute" (126) and "not found" (127).
+            .or_else(|| matches!(e.exit_code, Some(126 | 127)).then_some(FailureKind::Setup))
             .or_else(|| matching_line(&stderr_lines).map(|(_, k)| k))
             .or_else(|| matching_line(&stdout_lines).map(|(_, k)| k));
         // A message that is itself an API error body (Gemini's bad key) says more unwrapped.
@@ -423,8 +440,10 @@ fn retry_after_span(text: &str) -> Option<std::time::Duration> {
     static RE: std::sync::OnceLock<Option<Regex>> = std::sync::OnceLock::new();
     let re = RE
         .get_or_init(|| {
+            // The lead words, then a Go-style duration (`6m0s`, `1m5s`, `2h14m`, `20ms`,
+            // `6.5s`, `37s`, a bare `7`) or a number and a unit word (`2 minutes`).
             RegexBuilder::new(
-                r"(?:try again|retry|retry-after|retry_after|reset[s]?)[\s:=]*(?:in|after)?\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?)?\b",
+                r#"(?:try again|retry-after|retry_after|retrydelay|retry|resets?)["']?[\s:="']*(?:in|after)?\s*(\d[0-9a-z.]*)(?:\s*(milliseconds?|secs?|seconds?|mins?|minutes?|hrs?|hours?|days?)\b)?"#,
             )
             .case_insensitive(true)
             .build()
@@ -432,18 +451,64 @@ fn retry_after_span(text: &str) -> Option<std::time::Duration> {
         })
         .as_ref()?;
     let c = re.captures(text)?;
-    let n: f64 = c.get(1)?.as_str().parse().ok()?;
-    let unit = c.get(2).map_or("s", |m| m.as_str()).to_ascii_lowercase();
-    let secs = match unit.chars().next() {
-        Some('m') if unit.starts_with("ms") || unit.starts_with("milli") => n / 1000.0,
-        Some('m') => n * 60.0,
-        Some('h') => n * 3600.0,
-        Some('d') => n * 86_400.0,
-        _ => n,
+    let token = c
+        .get(1)?
+        .as_str()
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    let secs = match c.get(2) {
+        Some(word) if token.bytes().all(|b| b.is_ascii_digit() || b == b'.') => {
+            let n: f64 = token.parse().ok()?;
+            let word = word.as_str().to_ascii_lowercase();
+            n * match word.chars().next() {
+                Some('m') if word.starts_with("milli") => 0.001,
+                Some('m') => 60.0,
+                Some('h') => 3600.0,
+                Some('d') => 86_400.0,
+                _ => 1.0,
+            }
+        }
+        _ => duration_secs(&token)?,
     };
     (0.0..366.0 * 86_400.0)
         .contains(&secs)
         .then(|| std::time::Duration::from_secs_f64(secs))
+}
+
+/// Seconds in a Go-style duration as providers write it (OpenAI's `6m0s`, `1m5s`, `2h14m`,
+/// `20ms`, `6.5s`; Gemini's `37s`; `x-ratelimit-reset-tokens: 6m0s`): numbers each followed
+/// by `d`, `h`, `m`, `s`, `ms`, `us`/`µs` or `ns`; a lone number is seconds. `None` for
+/// anything else.
+pub fn duration_secs(text: &str) -> Option<f64> {
+    let text = text.trim();
+    if let Ok(n) = text.parse::<f64>() {
+        return n.is_finite().then_some(n);
+    }
+    let mut rest = text;
+    let mut total = 0.0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let n: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit] {
+            "d" => 86_400.0,
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return None,
+        };
+        total += n * scale;
+        rest = &rest[unit..];
+    }
+    Some(total)
 }
 
 /// A wait hint in seconds from outside (a report's `retry_after_s`, a `Retry-After` or
@@ -648,6 +713,21 @@ mod tests {
         assert_eq!(
             secs("usage limit reached, try again in 2 days"),
             Some(172_800.0)
+        );
+        // OpenAI's own wording (compound Go-style durations), Gemini's RetryInfo.
+        assert_eq!(
+            secs(
+                "Rate limit reached for gpt-4o on tokens per min (TPM). Please try again in 6m0s."
+            ),
+            Some(360.0)
+        );
+        assert_eq!(secs("Please try again in 1m5s."), Some(65.0));
+        assert_eq!(secs("Please try again in 2h14m."), Some(8040.0));
+        assert_eq!(secs("Please try again in 20ms."), Some(0.02));
+        assert_eq!(secs("Please try again in 6.5s."), Some(6.5));
+        assert_eq!(
+            secs(r#"{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"}"#),
+            Some(37.0)
         );
         assert_eq!(secs("429 resets at noon"), None);
         assert_eq!(secs("429 Too Many Requests"), None);

@@ -750,12 +750,12 @@ fn a_missing_key_model_or_bad_var_is_refused_before_anything_is_written() {
 }
 
 #[test]
-fn an_unreachable_server_is_an_api_error_naming_the_url() {
+fn an_unreachable_server_is_a_setup_failure_naming_the_url() {
     let sb = sandbox(&["a"]);
     let r = offline(&sb, NOBODY, &["--model", "m"]);
     assert_eq!(r.code, 1, "{r:?}");
     let row = &rows(&sb)["a"];
-    assert_eq!(row["failure_kind"], "api_error");
+    assert_eq!(row["failure_kind"], "setup");
     assert!(
         row["error"].contains("no answer from http://127.0.0.1:9/v1/chat/completions")
             && row["error"].contains("Connection refused"),

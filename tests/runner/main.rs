@@ -16,6 +16,7 @@ mod keep;
 mod process_faults;
 mod regressions;
 mod sandbox;
+mod setup;
 mod store;
 mod todo;
 mod watch;

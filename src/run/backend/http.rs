@@ -438,8 +438,15 @@ impl Http {
             Ok(Err(e)) => {
                 let why = error_chain(&e);
                 let _ = writeln!(exchange, "(no answer: {why})");
+                // No connection at all (refused, an unknown host, a failed TLS handshake):
+                // the endpoint is wrong or down, not the request.
+                let kind = if e.is_connect() {
+                    FailureKind::Setup
+                } else {
+                    FailureKind::ApiError
+                };
                 let end = failed(
-                    FailureKind::ApiError,
+                    kind,
                     format!("no answer from {}: {why}", crate::redact::urls(&self.url)),
                     None,
                 );
@@ -519,7 +526,7 @@ impl Http {
                     .iter()
                     .find_map(|p| v.pointer(p).and_then(Value::as_str).map(str::to_owned))
             });
-            let wait = retry_after(&a.headers);
+            let wait = answer_wait(&a.headers, &a.body);
             let what = format!(
                 "HTTP {}{}",
                 status.as_u16(),
@@ -534,7 +541,8 @@ impl Http {
                     .contains("exceeded your current quota");
             let kind = match status.as_u16() {
                 429 if quota => FailureKind::Quota,
-                429 => FailureKind::RateLimited,
+                // 529: Anthropic's `overloaded_error`, a wait like a rate limit's.
+                429 | 529 => FailureKind::RateLimited,
                 503 if wait.is_some() => FailureKind::RateLimited,
                 401 | 403 => FailureKind::Auth,
                 _ => FailureKind::ApiError,
@@ -662,8 +670,20 @@ fn api_message(v: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The wait an answer asks for: `retry-after-ms` (milliseconds, as OpenAI sends it), else
-/// `Retry-After` (seconds, or an HTTP date).
+/// The wait a refused request's answer asks for: its headers' ([`retry_after`]), else the
+/// wait its body names — OpenAI's "Please try again in 6m0s." in the message, Gemini's
+/// `RetryInfo` `"retryDelay": "37s"` ([`crate::failure::retry_after`]).
+fn answer_wait(headers: &HeaderMap, body: &[u8]) -> Option<Duration> {
+    retry_after(headers).or_else(|| crate::failure::retry_after(&String::from_utf8_lossy(body)))
+}
+
+/// The wait an answer asks for, from the first of these that says one: `retry-after-ms`
+/// (milliseconds, as OpenAI sends it); `Retry-After` as seconds or an HTTP date in any of the
+/// three forms RFC 9110 requires (IMF-fixdate, RFC 850, asctime); OpenAI's
+/// `x-ratelimit-reset-requests` / `-tokens` (`1s`, `6m0s`) and Anthropic's
+/// `anthropic-ratelimit-*-reset` (an RFC 3339 time) — of those, the reset of a limit whose
+/// `remaining` is 0, else the latest. A value that cannot be read is logged (then the
+/// runner's own back-off applies).
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let text = |name: &str| {
         headers
@@ -676,13 +696,56 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     {
         return Some(wait);
     }
-    let t = text("retry-after")?;
-    if let Ok(s) = t.parse::<f64>() {
-        return crate::failure::hinted_wait(s);
+    if let Some(t) = text("retry-after") {
+        if let Ok(s) = t.parse::<f64>() {
+            return crate::failure::hinted_wait(s);
+        }
+        if let Ok(at) = httpdate::parse_http_date(t) {
+            return Some(
+                at.duration_since(std::time::SystemTime::now())
+                    .unwrap_or(Duration::ZERO),
+            );
+        }
+        // Not an HTTP date but an RFC 2822 one (`+0000` for `GMT`): some servers send it.
+        if let Ok(at) = jiff::fmt::rfc2822::parse(t) {
+            let wait = at.timestamp().duration_since(jiff::Timestamp::now());
+            return Some(wait.try_into().unwrap_or(Duration::ZERO));
+        }
+        tracing::warn!(
+            "Retry-After `{t}` is neither seconds nor an HTTP date; waiting by the runner's back-off"
+        );
     }
-    let at = jiff::fmt::rfc2822::parse(t).ok()?.timestamp();
-    let now = jiff::Timestamp::now();
-    Some(at.duration_since(now).try_into().unwrap_or(Duration::ZERO))
+    // (the reset, whether that limit is used up) of each limit the headers describe
+    let mut resets: Vec<(Duration, bool)> = Vec::new();
+    for (name, value) in headers {
+        let name = name.as_str();
+        let Ok(value) = value.to_str() else { continue };
+        let (limit, wait) = if let Some(limit) = name
+            .strip_prefix("x-ratelimit-reset-")
+            .filter(|l| !l.is_empty())
+        {
+            let wait = crate::failure::duration_secs(value).and_then(crate::failure::hinted_wait);
+            (format!("x-ratelimit-remaining-{limit}"), wait)
+        } else if let Some(limit) = name
+            .strip_prefix("anthropic-ratelimit-")
+            .and_then(|l| l.strip_suffix("-reset"))
+        {
+            let wait = value.trim().parse::<jiff::Timestamp>().ok().map(|at| {
+                at.duration_since(jiff::Timestamp::now())
+                    .try_into()
+                    .unwrap_or(Duration::ZERO)
+            });
+            (format!("anthropic-ratelimit-{limit}-remaining"), wait)
+        } else {
+            continue;
+        };
+        match wait {
+            Some(w) => resets.push((w, text(&limit) == Some("0"))),
+            None => tracing::warn!("{name} `{value}` is not a time; ignored"),
+        }
+    }
+    let used_up = resets.iter().filter(|(_, out)| *out).map(|(w, _)| *w).max();
+    used_up.or_else(|| resets.iter().map(|(w, _)| *w).max())
 }
 
 /// Why a request got no answer, in the words of the deepest cause ("tcp connect error:
@@ -861,6 +924,19 @@ mod tests {
         );
         h.insert("retry-after", HeaderValue::from_static("soon"));
         assert_eq!(retry_after(&h), None);
+        // RFC 9110's two older date forms: RFC 850 and asctime (recorded shapes, a fixed
+        // past date: no wait left).
+        for date in [
+            "Tuesday, 01-Dec-26 19:12:25 GMT",
+            "Tue Dec  1 19:12:27 2026",
+        ] {
+            h.insert("retry-after", HeaderValue::from_static(date));
+            assert_eq!(retry_after(&h), Some(Duration::ZERO), "{date}");
+        }
+        let soon = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(90));
+        h.insert("retry-after", HeaderValue::from_str(&soon).expect("header"));
+        let wait = retry_after(&h).expect("an IMF-fixdate");
+        assert!(wait > Duration::from_secs(80), "{wait:?}");
         // A hostile server's numbers are held to 10^12 s, never a crash.
         let cap = Some(Duration::from_secs(1_000_000_000_000));
         h.insert(
@@ -873,6 +949,83 @@ mod tests {
         assert_eq!(retry_after(&h), cap);
         h.insert("retry-after-ms", HeaderValue::from_static("NaN"));
         assert_eq!(retry_after(&h), None);
+    }
+
+    #[test]
+    fn the_rate_limit_reset_headers_of_openai_and_anthropic_give_the_wait() {
+        // OpenAI (recorded shape of a 429 without Retry-After): the tokens limit is used up.
+        let mut h = HeaderMap::new();
+        for (n, v) in [
+            ("x-ratelimit-limit-requests", "500"),
+            ("x-ratelimit-remaining-requests", "499"),
+            ("x-ratelimit-reset-requests", "120ms"),
+            ("x-ratelimit-limit-tokens", "30000"),
+            ("x-ratelimit-remaining-tokens", "0"),
+            ("x-ratelimit-reset-tokens", "6m0s"),
+        ] {
+            h.insert(n, HeaderValue::from_static(v));
+        }
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(360)));
+        h.insert(
+            "x-ratelimit-remaining-tokens",
+            HeaderValue::from_static("12"),
+        );
+        h.insert(
+            "x-ratelimit-remaining-requests",
+            HeaderValue::from_static("0"),
+        );
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(120)));
+        // Anthropic: RFC 3339 resets; the used-up limit's counts.
+        let at = |secs: i64| {
+            (jiff::Timestamp::now() + jiff::SignedDuration::from_secs(secs))
+                .round(jiff::Unit::Second)
+                .expect("round")
+                .to_string()
+        };
+        let mut h = HeaderMap::new();
+        h.insert(
+            "anthropic-ratelimit-requests-remaining",
+            HeaderValue::from_static("10"),
+        );
+        h.insert(
+            "anthropic-ratelimit-requests-reset",
+            HeaderValue::from_str(&at(5)).expect("header"),
+        );
+        h.insert(
+            "anthropic-ratelimit-input-tokens-remaining",
+            HeaderValue::from_static("0"),
+        );
+        h.insert(
+            "anthropic-ratelimit-input-tokens-reset",
+            HeaderValue::from_str(&at(42)).expect("header"),
+        );
+        let wait = retry_after(&h).expect("a reset");
+        assert!(
+            wait > Duration::from_secs(38) && wait <= Duration::from_secs(43),
+            "{wait:?}"
+        );
+        // Retry-After, when there, comes first.
+        h.insert("retry-after", HeaderValue::from_static("3"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn the_wait_a_body_names_is_read_when_no_header_says_one() {
+        let none = HeaderMap::new();
+        // OpenAI, a 429 without Retry-After (recorded body).
+        let openai = br#"{"error":{"message":"Rate limit reached for gpt-4o-mini in organization org-x on tokens per min (TPM): Limit 200000, Used 199748, Requested 1036. Please try again in 1m5s. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}"#;
+        assert_eq!(answer_wait(&none, openai), Some(Duration::from_secs(65)));
+        // Gemini's OpenAI-compatible endpoint, RESOURCE_EXHAUSTED with RetryInfo.
+        let gemini = br#"[{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests"}]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}]"#;
+        assert_eq!(answer_wait(&none, gemini), Some(Duration::from_secs(37)));
+        // Anthropic 529 overloaded_error: no wait named.
+        let anthropic =
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(answer_wait(&none, anthropic), None);
+        // A header wins over the body.
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("2"));
+        assert_eq!(answer_wait(&h, openai), Some(Duration::from_secs(2)));
     }
 
     #[test]

@@ -9,7 +9,10 @@
 //!   each probe that meets a rate limit pauses the whole team);
 //! - an `auth` failure, a `quota` that does not reset within `--rate-limit-wait`, a spent
 //!   budget (`--max-cost-usd`) or `--max-fail` stops the team starting attempts: what runs
-//!   finishes, the rest end `skipped` with the reason.
+//!   finishes, the rest end `skipped` with the reason;
+//! - so do [`SETUP_STOP`] `setup` failures (a broken agent command, an endpoint that refuses
+//!   connections) before any attempt of the run ended otherwise: the first attempts show the
+//!   set-up is broken, and every other item and retry would fail the same way.
 //!
 //! Each change is an event ([`Event::TeamPaused`], [`Event::TeamStopped`]) in the journal.
 
@@ -30,6 +33,9 @@ use crate::run::now_rfc3339;
 const FIRST_BACKOFF: Duration = Duration::from_secs(2);
 /// Longest back-off when no time is named.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// `setup` failures, before any attempt of the run ended otherwise, that stop the team.
+pub const SETUP_STOP: u32 = 3;
 
 #[derive(Debug)]
 struct State {
@@ -53,6 +59,10 @@ struct State {
     costed: u32,
     /// Items that did not complete (this run).
     failures: u32,
+    /// `setup` failures of this run so far, while no attempt has ended otherwise.
+    setup_failures: u32,
+    /// Whether an attempt of this run ended other than `setup` (then the set-up works).
+    set_up_works: bool,
     /// Attempts waiting at the gate.
     waiting: usize,
     /// How many times the limit was halved; an attempt admitted before the last halving
@@ -157,6 +167,8 @@ impl Gate {
                 spent: before.usd,
                 costed: before.costed,
                 failures: 0,
+                setup_failures: 0,
+                set_up_works: false,
                 waiting: 0,
                 epoch: 0,
             }),
@@ -311,8 +323,23 @@ impl Gate {
                 self.stop(format!("authentication failed ({})", verdict.reason));
                 After::Final
             }
+            Some(FailureKind::Setup) => {
+                let broken = self.with(|s| {
+                    s.setup_failures += 1;
+                    !s.set_up_works && s.setup_failures >= SETUP_STOP
+                });
+                if broken {
+                    self.stop(format!(
+                        "set-up failure: the first {SETUP_STOP} attempts failed before doing any work ({}); fix the agent command or the endpoint and run again",
+                        verdict.reason
+                    ));
+                    return After::Final;
+                }
+                After::Judged
+            }
             _ => {
                 self.with(|s| {
+                    s.set_up_works = true;
                     s.limited_in_a_row = 0;
                     s.streak += 1;
                     if s.streak >= 2 * self.jobs && s.limit < self.jobs {
@@ -539,6 +566,32 @@ mod tests {
             .filter(|e| matches!(e, Event::TeamStopped { .. }))
             .count();
         assert_eq!(stops, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_set_up_failures_stop_the_team_but_not_after_the_set_up_worked() {
+        let (g, _rx) = gate(8, Limits::default());
+        let setup = verdict(FailureKind::Setup, None);
+        for _ in 1..SETUP_STOP {
+            assert_eq!(g.ended(&setup, None, Duration::ZERO), After::Judged);
+            assert!(g.stopped().is_none());
+        }
+        assert_eq!(g.ended(&setup, None, Duration::ZERO), After::Final);
+        let why = g.stopped().expect("stopped");
+        assert!(
+            why.starts_with(
+                "set-up failure: the first 3 attempts failed before doing any work (setup text)"
+            ),
+            "{why}"
+        );
+        // Once an attempt ended otherwise the set-up works: later set-up failures (an
+        // endpoint going down mid-run) are judged one by one.
+        let (g, _rx) = gate(8, Limits::default());
+        g.ended(&Verdict::completed(), None, Duration::ZERO);
+        for _ in 0..SETUP_STOP + 2 {
+            assert_eq!(g.ended(&setup, None, Duration::ZERO), After::Judged);
+        }
+        assert!(g.stopped().is_none());
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,0 +1,189 @@
+//! A broken set-up stops early (issue 32): an agent command that cannot start its work (a
+//! script that is not there, a command that is not found) or an endpoint that refuses
+//! connections fails the first few attempts with failure kind `setup`, and the team starts
+//! nothing more: 60 rows with `--retries 2` cost a handful of attempts, not 180.
+
+use std::collections::BTreeMap;
+
+use crate::harness::{Run, Sandbox, agent, by_id};
+
+/// `n` rows `id,mode` (every row would succeed with a working agent).
+fn rows(sb: &Sandbox, n: usize) {
+    let rows: Vec<(String, &str)> = (1..=n).map(|i| (format!("r{i}"), "success")).collect();
+    let rows: Vec<(&str, &str)> = rows.iter().map(|(i, m)| (i.as_str(), *m)).collect();
+    sb.write_rows(&rows);
+}
+
+/// Every row's (status, failure kind, attempts, error).
+fn table(path: &std::path::Path, id: &str) -> BTreeMap<String, BTreeMap<String, String>> {
+    by_id(path, id)
+}
+
+/// Check the end state a user sees after a broken set-up: exit 1; the few attempts made
+/// failed `setup` naming `cause`; every other row `skipped` with the set-up failure as its
+/// reason; at most `jobs` + a few attempts in all.
+fn assert_stopped_early(
+    r: &Run,
+    rows: &BTreeMap<String, BTreeMap<String, String>>,
+    jobs: usize,
+    cause: &str,
+) {
+    assert_eq!(r.code, 1, "{r:?}");
+    let attempts: usize = rows
+        .values()
+        .map(|row| row["attempts"].parse::<usize>().unwrap_or(0))
+        .sum();
+    assert!(
+        attempts <= jobs + 3,
+        "{attempts} attempts for a broken set-up: {r:?}"
+    );
+    assert!(attempts >= 3, "{attempts}: {r:?}");
+    let failed: Vec<_> = rows.values().filter(|r| r["status"] == "failed").collect();
+    assert!(!failed.is_empty(), "{r:?}");
+    for row in &failed {
+        assert_eq!(row["failure_kind"], "setup", "{row:?}");
+        assert!(row["error"].contains(cause), "{row:?}");
+    }
+    let skipped: Vec<_> = rows.values().filter(|r| r["status"] == "skipped").collect();
+    assert_eq!(failed.len() + skipped.len(), rows.len(), "{rows:?}");
+    for row in &skipped {
+        assert!(
+            row["error"].starts_with(
+                "not started: set-up failure: the first 3 attempts failed before doing any work"
+            ) && row["error"].contains(cause)
+                && row["error"].contains("fix the agent command or the endpoint"),
+            "{row:?}"
+        );
+    }
+    assert!(
+        r.stdout
+            .contains("STOPPED  starting no more items: set-up failure"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn a_script_that_is_not_there_stops_a_60_row_batch_after_a_few_attempts() {
+    let sb = Sandbox::new();
+    rows(&sb, 60);
+    let r = sb.batch(
+        &[
+            "--id-column",
+            "id",
+            "--format",
+            "plain",
+            "--jobs",
+            "4",
+            "--retries",
+            "2",
+        ],
+        &["python3", "agnt.py"],
+    );
+    let rows = table(&sb.join("workers-output.csv"), "id");
+    assert_stopped_early(&r, &rows, 4, "can't open file");
+    assert!(sb.survivors_after(5.0).is_empty());
+}
+
+#[test]
+fn a_command_that_is_not_found_stops_the_batch_by_its_exit_code_127() {
+    let sb = Sandbox::new();
+    rows(&sb, 30);
+    let r = sb.batch(
+        &[
+            "--id-column",
+            "id",
+            "--format",
+            "plain",
+            "--jobs",
+            "2",
+            "--retries",
+            "1",
+        ],
+        &["sh", "-c", "cat >/dev/null; no-such-agent-command"],
+    );
+    let rows = table(&sb.join("workers-output.csv"), "id");
+    assert_stopped_early(&r, &rows, 2, "not found");
+}
+
+#[test]
+fn an_endpoint_that_refuses_connections_stops_an_http_batch_after_a_few_requests() {
+    let sb = Sandbox::new();
+    let mut csv = String::from("id,text\n");
+    for i in 1..=60 {
+        csv.push_str(&format!("r{i},text {i}\n"));
+    }
+    sb.write("in.csv", csv);
+    sb.write("instr.md", "Say whether {text} is a greeting.\n");
+    let mut cmd = sb.cmd(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--runner",
+        "openai",
+        "--model",
+        "m",
+        "--format",
+        "plain",
+        "--jobs",
+        "4",
+        "--retries",
+        "2",
+    ]);
+    // Nothing listens on port 9 (discard) of 127.0.0.1.
+    cmd.env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("OPENAI_API_KEY", "sk-test");
+    let r: Run = cmd.output().expect("spawn").into();
+    let rows = table(&sb.join("workers-output.csv"), "id");
+    assert_stopped_early(&r, &rows, 4, "no answer from http://127.0.0.1:9/v1");
+}
+
+#[test]
+fn a_broken_agent_command_stops_a_todo_resolve_early_and_ticks_nothing() {
+    let sb = Sandbox::new();
+    for i in 1..=12 {
+        let r = sb.run(&["add", "--store", "S", &format!("Task {i} MODE=success")]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let r = sb.run(&[
+        "resolve",
+        "--store",
+        "S",
+        "--format",
+        "plain",
+        "--yes",
+        "--jobs",
+        "2",
+        "--retries",
+        "2",
+        "--",
+        "python3",
+        "agnt.py",
+    ]);
+    let rows = table(&sb.join("S/todo-1.workers-output.csv"), "item");
+    assert_stopped_early(&r, &rows, 2, "can't open file");
+    let batch = std::fs::read_to_string(sb.join("S/todo-1.md")).expect("todo-1.md");
+    assert!(!batch.contains("[x]"), "nothing is ticked: {batch}");
+}
+
+/// A genuine failure is not a set-up failure: an agent that works but fails its items is
+/// judged item by item (`--max-fail` is for those), and the team does not stop.
+#[test]
+fn items_that_fail_on_their_own_do_not_stop_the_team() {
+    let sb = Sandbox::new();
+    let fail: Vec<(String, &str)> = (1..=8).map(|i| (format!("r{i}"), "failed")).collect();
+    let fail: Vec<(&str, &str)> = fail.iter().map(|(i, m)| (i.as_str(), *m)).collect();
+    sb.write_rows(&fail);
+    let fake = agent("fake_agent.py");
+    let r = sb.batch(
+        &["--id-column", "id", "--format", "plain", "--jobs", "2"],
+        &["python3", &fake],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = table(&sb.join("workers-output.csv"), "id");
+    assert!(rows.values().all(|r| r["status"] == "failed"), "{rows:?}");
+    assert!(!r.stdout.contains("STOPPED"), "{r:?}");
+}

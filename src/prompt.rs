@@ -138,7 +138,10 @@ impl Instruction {
                     .map(|u| format!("{{{u}}}"))
                     .collect::<Vec<_>>()
                     .join(", "),
-                columns.join(", ")
+                match columns.len() {
+                    n if n > 40 => format!("{}, … and {} more", columns[..40].join(", "), n - 40),
+                    _ => columns.join(", "),
+                }
             ),
         ))
     }

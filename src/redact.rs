@@ -108,14 +108,46 @@ pub fn json_body(text: &str) -> String {
     }
 }
 
-/// `NAME=VALUE` (also `--NAME=VALUE`) with VALUE hidden when NAME is a [`secret_name`].
+/// `NAME=VALUE` (also `--NAME=VALUE`) with VALUE hidden when NAME is a [`secret_name`];
+/// any other text [`scrub`]bed.
 fn hidden(v: &str) -> String {
     match v.split_once('=') {
         Some((name, _)) if secret_name(name.trim_start_matches('-')) => {
             format!("{name}=REDACTED")
         }
-        _ => v.to_owned(),
+        _ => scrub(v),
     }
+}
+
+/// `text` with the secrets that show by their shape hidden, wherever they stand: a header
+/// line that names one (`Authorization: Bearer …`, `X-Api-Key: …` → `Authorization:
+/// REDACTED`), a bearer token (`Bearer REDACTED`), a value shaped like a provider's key
+/// (`sk-…`, `sk-ant-…`, `ghp_…`, `github_pat_…`, `glpat-…`, `xoxb-…`, `AIza…` → `REDACTED`),
+/// and URLs' secrets ([`urls`]).
+pub fn scrub(text: &str) -> String {
+    static RES: std::sync::OnceLock<Option<[regex::Regex; 3]>> = std::sync::OnceLock::new();
+    let Some([header, bearer, key]) = RES
+        .get_or_init(|| {
+            Some([
+                regex::Regex::new(r"^(\s*)([A-Za-z0-9_-]+)(\s*:\s*)\S.*$").ok()?,
+                regex::Regex::new(r"(?i)\b(bearer\s+)[^\s'\x22]+").ok()?,
+                regex::Regex::new(
+                    r"\b(?:sk-[A-Za-z0-9_-]{12,}|ghp_[A-Za-z0-9]{20,}|gho_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{30,})",
+                )
+                .ok()?,
+            ])
+        })
+        .as_ref()
+    else {
+        return urls(text);
+    };
+    let mut out = match header.captures(text) {
+        Some(c) if secret_name(&c[2]) => format!("{}{}{}REDACTED", &c[1], &c[2], &c[3]),
+        _ => text.to_owned(),
+    };
+    out = bearer.replace_all(&out, "${1}REDACTED").into_owned();
+    out = key.replace_all(&out, "REDACTED").into_owned();
+    urls(&out)
 }
 
 /// One word of an agent's own command line as shown; `secret_next` carries over from the
@@ -128,7 +160,7 @@ fn agent_word(word: &str, secret_next: &mut bool) -> String {
     };
     *secret_next =
         word.starts_with('-') && !word.contains('=') && secret_name(word.trim_start_matches('-'));
-    urls(&shown)
+    shown
 }
 
 /// An agent's command line (program first) as the runner shows it (`--dry-run`): the words
@@ -160,11 +192,15 @@ pub fn command_line(args: impl IntoIterator<Item = String>) -> Vec<String> {
             hidden(&a)
         } else if let Some(v) = a.strip_prefix("--var=") {
             format!("--var={}", hidden(v))
+        } else if a.contains(' ') {
+            // A command given as one string (`--verify "test -n --token=X"`,
+            // `--worktree-setup`): each of its words as an agent's.
+            agent_argv(a.split(' ').map(str::to_owned)).join(" ")
         } else {
             a.clone()
         };
-        // A base URL may carry a password or a key in its query.
-        out.push(urls(&shown));
+        // A base URL may carry a password or a key in its query; a key may show by its shape.
+        out.push(scrub(&shown));
         if !after_dashes {
             var_next = !agent_arg_next && a == "--var";
             after_dashes = !agent_arg_next && a == "--";
@@ -216,6 +252,54 @@ mod tests {
         let plain = "{\n  \"model\": \"m\"\n}";
         assert_eq!(json_body(plain), plain, "untouched byte for byte");
         assert_eq!(json_body("not json"), "not json");
+    }
+
+    #[test]
+    fn secrets_that_show_by_their_shape_are_hidden_anywhere() {
+        let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            command_line(argv(&[
+                "runner",
+                "batch",
+                "--verify",
+                "test -n --token=SECRETV1",
+                "--",
+                "agent",
+                "-H",
+                "Authorization: Bearer sk-SECRETH8",
+                "-k",
+                "sk-proj-abcdefghijklmnop",
+                "--header",
+                "x-api-key: abc",
+                "--model",
+                "gpt-4o",
+                "notes.md"
+            ])),
+            argv(&[
+                "runner",
+                "batch",
+                "--verify",
+                "test -n --token=REDACTED",
+                "--",
+                "agent",
+                "-H",
+                "Authorization: REDACTED",
+                "-k",
+                "REDACTED",
+                "--header",
+                "x-api-key: REDACTED",
+                "--model",
+                "gpt-4o",
+                "notes.md"
+            ])
+        );
+        assert_eq!(
+            scrub("curl -H 'Bearer abc.def'"),
+            "curl -H 'Bearer REDACTED'"
+        );
+        assert_eq!(scrub("ghp_0123456789abcdefghijKLMN"), "REDACTED");
+        assert_eq!(scrub("Model: gpt-4o"), "Model: gpt-4o");
+        assert_eq!(scrub("task-1234567890abcdef"), "task-1234567890abcdef");
     }
 
     #[test]

@@ -396,9 +396,10 @@ pub struct Settings {
     /// `--sandbox`: how each teammate is confined. `auto` (the default) until the plan
     /// settles it (`Plan::settle_sandbox`), which every run does before anything starts.
     pub sandbox: crate::sandbox::Mode,
-    /// When `auto` was settled: why it chose what it chose (`this kernel has no Landlock`,
-    /// `the team workspace … lies inside …`), shown on the run's first line.
-    pub sandbox_auto: Option<String>,
+    /// Why teammates run unconfined when the plan settled on none for them (`auto: this
+    /// kernel has no Landlock`, `auto: the workspace lies inside …`, `no process to confine:
+    /// …`), shown on the run's first line as `sandbox none (WHY)`.
+    pub sandbox_why_none: Option<String>,
     /// Rate-limit wait, budget and `--max-fail` of the team's gate.
     pub limits: Limits,
 }
@@ -736,7 +737,7 @@ impl Settings {
             runner_from: None,
             keep_formulas: false,
             sandbox: crate::sandbox::Mode::None,
-            sandbox_auto: None,
+            sandbox_why_none: None,
             limits: Default::default(),
         }
     }
@@ -914,7 +915,7 @@ impl Settings {
             }),
             keep_formulas: flags.keep_formulas || file.keep_formulas.unwrap_or(false),
             sandbox: sandbox(flags, file)?,
-            sandbox_auto: None,
+            sandbox_why_none: None,
             limits: limits(flags, file)?,
             runner,
         };

@@ -377,11 +377,11 @@ pub fn say(format: Format, text: impl std::fmt::Display) {
     }
 }
 
-/// The run's sandbox for its first line: `landlock`, `none`, or `none (auto: WHY)` when the
-/// default left teammates unconfined.
+/// The run's sandbox for its first line: `landlock`, `none`, or `none (WHY)` when the plan
+/// settled on none though confinement was asked for (`auto: this kernel has no Landlock`).
 fn sandbox_text(sandbox: &str, why_none: Option<&str>) -> String {
     match why_none {
-        Some(why) => format!("{sandbox} (auto: {why})"),
+        Some(why) => format!("{sandbox} ({why})"),
         None => sandbox.to_string(),
     }
 }

@@ -541,7 +541,7 @@ impl RunnerDef {
             )
         })?;
         let keys = KeyLines::new(text, doc.get_ref().clone());
-        let warnings = unknown_keys(path, &keys);
+        let mut warnings = unknown_keys(path, &keys);
         let mut def: RunnerDef = serde_path_to_error::deserialize(toml::Deserializer::from(doc))
             .map_err(|e| {
                 let mut key = e.path().to_string();
@@ -571,6 +571,18 @@ impl RunnerDef {
                 )
             })?;
         def.check(path, &keys)?;
+        for (i, w) in def.sandbox.writes.iter().enumerate() {
+            let trimmed = w.trim_end_matches('/');
+            if ["", "~"].contains(&trimmed) {
+                let line = keys.line(&format!("sandbox.writes[{i}]"));
+                warnings.push(format!(
+                    "{}{}: `[sandbox] writes` entry `{w}` lets every teammate write {}; name the folders the CLI needs",
+                    path.display(),
+                    line.map(|l| format!(":{l}")).unwrap_or_default(),
+                    if trimmed.is_empty() { "everything the user may" } else { "the whole home folder" }
+                ));
+            }
+        }
         Ok((def, warnings))
     }
 
@@ -648,6 +660,18 @@ impl RunnerDef {
                     format!("invalid runner definition (key `{key}`): {e}"),
                 )
             })?;
+        }
+        if let Some((i, w)) =
+            self.sandbox.writes.iter().enumerate().find(|(_, w)| {
+                !(w.starts_with('/') || w.starts_with('~') || w.starts_with("{env."))
+            })
+        {
+            return Err(at(
+                &format!("sandbox.writes[{i}]"),
+                format!(
+                    "`[sandbox] writes` entry `{w}` is relative; write it from `~/` (HOME), `/` or `{{env.NAME}}`"
+                ),
+            ));
         }
         if let Some(name) = self
             .sandbox

@@ -233,16 +233,16 @@ pub fn is_folder(entry: &str) -> bool {
 
 /// The path of the last write the sandbox denied, as the agent's stderr tells it (`EACCES:
 /// permission denied, mkdir '/home/u/.qwen/extensions'` from Node,
-/// `[Errno 13] Permission denied: '/x'` from Python, `bash: /x: Permission denied`,
-/// `Read-only file system`): the last of the lines of `stderr` that say so and name an
-/// absolute path. `None` when none does.
+/// `[Errno 13] Permission denied: '/x'` from Python, `bash: /x: Permission denied`): the
+/// last of the lines of `stderr` that say so and name an absolute path. `None` when none
+/// does. (Landlock answers EACCES; EROFS and "Read-only file system" are never its.)
 pub fn denied_write(stderr: &str) -> Option<PathBuf> {
     static DENIED: std::sync::OnceLock<Option<(regex::Regex, regex::Regex)>> =
         std::sync::OnceLock::new();
     let (denied, path) = DENIED
         .get_or_init(|| {
             let denied = regex::Regex::new(
-                r"(?i)\b(EACCES|EPERM|EROFS|permission denied|read-only file system|operation not permitted)\b",
+                r"(?i)\b(EACCES|EPERM|permission denied|operation not permitted)\b",
             );
             let path = regex::Regex::new(r#"['"`](/[^'"`]+)['"`]|(?:^|[\s,])(/[^\s:'"`,]+)"#);
             denied.ok().zip(path.ok())
@@ -471,10 +471,7 @@ mod tests {
                 "fatal: Unable to create '/r/.git/index.lock': Permission denied",
                 Some("/r/.git/index.lock"),
             ),
-            (
-                "touch: cannot touch '/x': Read-only file system",
-                Some("/x"),
-            ),
+            ("touch: cannot touch '/x': Read-only file system", None),
             ("Error: 401 permission denied by the API", None),
             ("all good", None),
         ];

@@ -151,7 +151,8 @@ pub fn print_plan(
             .take(DRY_RUN_PROMPT_LINES)
             .collect();
         for line in body {
-            let _ = writeln!(out, "      | {line}");
+            // A long value (a whole file in a cell) shows as its start.
+            let _ = writeln!(out, "      | {}", crate::report::one_line(line, 200));
         }
     }
     if first {
@@ -175,8 +176,9 @@ fn shell_quote(a: &str) -> String {
 /// What `--sandbox` means for this plan, in one line.
 fn sandbox_line(spec: &crate::run::RunSpec) -> String {
     match spec.settings.sandbox {
-        crate::sandbox::Mode::None => match &spec.settings.sandbox_auto {
-            Some(why) => format!("none (teammates can write anything the user can; auto: {why})"),
+        crate::sandbox::Mode::None => match &spec.settings.sandbox_why_none {
+            Some(why) if spec.settings.runner.answers_only() => format!("none ({why})"),
+            Some(why) => format!("none (teammates can write anything the user can; {why})"),
             None => "none (teammates can write anything the user can)".into(),
         },
         // A plan is settled before it is printed; `auto` here would be a bug, shown as such.
@@ -194,6 +196,13 @@ fn sandbox_line(spec: &crate::run::RunSpec) -> String {
             }
         ),
     }
+}
+
+/// A command line of the user's as the plan shows it: quoted for a shell, secrets hidden
+/// ([`crate::redact::agent_argv`]).
+fn shown_command(argv: &[String]) -> String {
+    let shown = crate::redact::agent_argv(argv.iter().cloned());
+    shlex::try_join(shown.iter().map(String::as_str)).unwrap_or_default()
 }
 
 /// The settings a user checks before a run that the plan's other lines do not show: the
@@ -215,14 +224,11 @@ fn settings_lines(s: &crate::settings::Settings, schema: bool) -> Vec<String> {
     if let Some(setup) = s.worktree_setup.as_ref().filter(|_| s.isolate) {
         lines.push(format!(
             "  set-up in each worktree: {}",
-            shlex::try_join(setup.iter().map(String::as_str)).unwrap_or_default()
+            shown_command(setup)
         ));
     }
     if let Some(v) = &s.verify {
-        lines.push(format!(
-            "Verify (must exit 0): {}",
-            shlex::try_join(v.iter().map(String::as_str)).unwrap_or_default()
-        ));
+        lines.push(format!("Verify (must exit 0): {}", shown_command(v)));
     }
     if schema {
         lines.push("Output schema: each report's `output` is checked against it".into());

@@ -227,7 +227,13 @@ pub fn brief(dir: &Path, s: &Snapshot, stale_after: Duration, resume: Option<&st
         }
     }
     if let Some(cmd) = resume {
-        out.push_str(&format!("resume: {cmd}\n"));
+        // A secret of the command was recorded as REDACTED: say so, in a shell comment, so
+        // that the line stays one a person can paste once they put it back.
+        let note = match cmd.contains("REDACTED") {
+            true => "  # put back each REDACTED value",
+            false => "",
+        };
+        out.push_str(&format!("resume: {cmd}{note}\n"));
     }
     out
 }

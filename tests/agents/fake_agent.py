@@ -54,6 +54,8 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   cli_state    (an honest CLI) make its state folder $HOME/.fakecli/sessions first, as a CLI
                does on start-up; when that is denied, die as Node does ("Error: EACCES:
                permission denied, mkdir '<path>'", then a stack frame), exit 1; else success
+  eacces_cwd   fail like a CLI whose write in its own working directory was refused by the
+               file's permissions (not the sandbox): a Node-style EACCES naming ./locked.txt
   trespass     (an attacker) try to write $HOME, a sibling's teammate folder and worktree,
                journal.jsonl and team.json (append, truncate, replace, delete), and open
                the workspace and journal to everyone (chmod, which Landlock does not govern);
@@ -381,6 +383,10 @@ def main():
             print("    at async file:///fakecli/chunk.js:1:2", file=sys.stderr)
             sys.exit(1)
         write_report(report())
+    elif mode == "eacces_cwd":
+        print(f"Error: EACCES: permission denied, open '{os.path.join(os.getcwd(), 'locked.txt')}'",
+              file=sys.stderr)
+        sys.exit(1)
     elif mode == "trespass":
         results = {}
         ws = os.environ["RUNNER_WORKSPACE"]

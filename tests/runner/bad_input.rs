@@ -80,6 +80,12 @@ fn cases() -> Vec<Case> {
             "`[sandbox] vars` sets `mdoe`, which `[vars]` does not define"
         ),
         runner_file_case!(
+            "a relative [sandbox] writes entry",
+            b"name='r'\nprogram='sh'\n[sandbox]\nwrites = ['~/.r/', 'state/']\n",
+            "r.toml:4:",
+            "`[sandbox] writes` entry `state/` is relative; write it from `~/` (HOME), `/` or `{env.NAME}`"
+        ),
+        runner_file_case!(
             "an unknown kind",
             b"name='r'\nkind = 'htp'\n",
             "r.toml:2:",

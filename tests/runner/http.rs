@@ -699,6 +699,21 @@ fn dry_run_shows_where_requests_go_with_headers_body_fields_and_prices() {
     }
     assert!(!r.stdout.contains("abcdefghijklmnop") && !r.stdout.contains("bodysecret"));
 
+    // Nothing to confine: the HTTP backend starts no process, whatever --sandbox asks, and
+    // the workspace beside the input is no reason to refuse.
+    let r = offline(
+        &sb,
+        NOBODY,
+        &["--model", "m", "--dry-run", "--sandbox", "landlock"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(
+            "Sandbox: none (no process to confine: the HTTP backend sends the requests itself)"
+        ),
+        "{r:?}"
+    );
+
     // Issue 25: a base URL's password and key stay hidden, and its query survives the join.
     let r = offline(
         &sb,

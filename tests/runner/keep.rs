@@ -345,7 +345,7 @@ fn a_key_in_the_agents_arguments_is_not_recorded_nor_shown_in_the_resume_line() 
     let line = resume_line(&sb, "workers-output.csv");
     assert!(
         line.ends_with(&format!(
-            "-- python3 {fake} --api-key REDACTED --password=REDACTED"
+            "-- python3 {fake} --api-key REDACTED --password=REDACTED  # put back each REDACTED value"
         )),
         "{line}"
     );

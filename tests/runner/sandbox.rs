@@ -160,6 +160,43 @@ fn a_forging_teammate_cannot_write_its_siblings_report_and_the_victim_is_judged_
     assert_no_survivors(&sb);
 }
 
+/// A runner definition cannot open the workspace to its teammates through the attempt's own
+/// variables: `[sandbox] writes` entries that expand into the workspace
+/// (`{env.RUNNER_WORKSPACE}`, `{env.TMPDIR}/../..` — the teammates folder) are not granted,
+/// with a warning, and the forger fails as without them (found by a new user's review).
+#[test]
+fn writes_that_expand_into_the_workspace_are_not_granted_and_the_forgery_fails() {
+    if !landlock_or_skip("writes into the workspace") {
+        return;
+    }
+    let sb = layout(&[("victim", "wait_attack"), ("forger", "forge")]);
+    let fake = agent("fake_agent.py");
+    sb.write(
+        "opening.toml",
+        format!(
+            "name = \"opening\"\nprogram = \"python3\"\nargs = [{fake:?}]\nprompt = \"stdin\"\noutput = \"text\"\n[sandbox]\nwrites = [\"{{env.RUNNER_WORKSPACE}}/\", \"{{env.TMPDIR}}/../../\", \"{{env.RUNNER_TEAMMATE_DIR}}/../\"]\n"
+        ),
+    );
+    let file = sb.join("opening.toml").display().to_string();
+    let r: Run = run_agent_cmd(&sb, "landlock", &[], &["--runner-file", &file])
+        .output()
+        .expect("spawn runner")
+        .into();
+    assert_eq!(r.code, 1, "the victim did not complete: {r:?}");
+    assert!(
+        r.stderr.contains("reaches into the team workspace") && r.stderr.contains("not granted"),
+        "{r:?}"
+    );
+    let results = attack(&sb, "2-forger");
+    assert_eq!(
+        results.get("report 1-victim"),
+        Some(&Value::from("EACCES")),
+        "{results:?}"
+    );
+    assert_ne!(rows(&sb)["victim"]["summary"], "FORGED");
+    assert_no_survivors(&sb);
+}
+
 /// The control: the same forger without the sandbox makes the victim — which wrote no report
 /// and printed "I could not do it" — end completed with the forged summary (issue 17).
 #[test]
@@ -440,17 +477,23 @@ fn a_denied_state_folder_is_named_with_the_key_that_allows_it_and_declaring_it_w
     if !landlock_or_skip("state folder") {
         return;
     }
-    let sb = layout(&[("a", "cli_state")]);
+    let sb = layout(&[("a", "cli_state"), ("b", "eacces_cwd")]);
     let r = run(&sb, &[]);
     assert_eq!(r.code, 1, "{r:?}");
     let row = &rows(&sb)["a"];
     let home = sb.join("home/.fakecli");
     assert!(
         row["error"].starts_with(&format!(
-            "the sandbox denied writing {} (if the agent needs it, add it to `[sandbox] writes` of the runner definition",
+            "the sandbox denied writing {} (if the agent needs it, add it to `[sandbox] writes` of a runner definition",
             home.display()
         )),
         "{row:?}"
+    );
+    // A refusal in what the sandbox grants (the working directory) is not the sandbox's.
+    assert!(
+        rows(&sb)["b"]["error"].starts_with("exited with code 1: Error: EACCES"),
+        "{:?}",
+        rows(&sb)["b"]
     );
     assert!(!home.exists());
 
@@ -462,6 +505,7 @@ fn a_denied_state_folder_is_named_with_the_key_that_allows_it_and_declaring_it_w
         ),
     );
     let file = sb.join("fakecli.toml").display().to_string();
+    sb.write_rows(&[("a", "cli_state")]);
     let r: Run = run_agent_cmd(&sb, "landlock", &[], &["--runner-file", &file])
         .output()
         .expect("spawn runner")

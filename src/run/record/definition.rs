@@ -102,13 +102,19 @@ impl Guard {
             return Ok(());
         }
         let names: Vec<&str> = suspect.iter().map(|k| k.as_str()).collect();
+        let (them, are, differ) = match names.len() {
+            1 => ("it", "is", "differs"),
+            _ => ("them", "are", "differ"),
+        };
         let when = if last.ended {
-            "changed while the last run of this batch was going on"
+            "changed while the last run of this batch was going on".to_owned()
         } else {
-            "differ from what the last run of this batch started with, and that run never ended"
+            format!(
+                "{differ} from what the last run of this batch started with, and that run never ended"
+            )
         };
         Err(Error::Usage(format!(
-            "{} {when}, where its sandboxed teammates could write them; read them, and if the changes are yours run again with --accept-changes (a batch definition outside the working directory, or --isolate worktree, keeps teammates away from it)",
+            "{} {when}, where its sandboxed teammates could write {them}; read {them}, and if the changes {are} yours run again with --accept-changes (a batch definition outside the working directory, or --isolate worktree, keeps teammates away from it)",
             names.join(", ")
         )))
     }

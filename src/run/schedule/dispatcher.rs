@@ -716,11 +716,7 @@ pub async fn run_wired(
         resumed,
         jobs,
         sandbox: spec.settings.sandbox.name().into(),
-        sandbox_why_none: spec
-            .settings
-            .sandbox_auto
-            .clone()
-            .filter(|_| spec.settings.sandbox == crate::sandbox::Mode::None),
+        sandbox_why_none: spec.settings.sandbox_why_none.clone(),
     };
     team.record(&run_started)?;
     reporter.event(&run_started);

@@ -295,39 +295,35 @@ impl Plan {
 
 impl Plan {
     /// Settle `--sandbox auto` (the default) into what this run does: Landlock where the
-    /// kernel has it ([`crate::sandbox::MIN_ABI`]), the runner starts processes and the team
-    /// workspace lies outside what teammates write; else none, the reason kept in
-    /// `settings.sandbox_auto` for the run's first line. Under Landlock, the runner
-    /// definition's `[sandbox] vars` (its CLI's own sandbox handed over to ours) apply
-    /// where no `--var` set them. Idempotent; every run settles before its checks.
+    /// kernel has it ([`crate::sandbox::MIN_ABI`]) and the team workspace lies outside what
+    /// teammates write; else none, the reason kept in `settings.sandbox_why_none` for the
+    /// run's first line. A runner that starts no process (the HTTP backend) has nothing to
+    /// confine, whatever was asked. Under Landlock, the runner definition's `[sandbox] vars`
+    /// (its CLI's own sandbox handed over to ours) apply where no `--var` set them.
+    /// Idempotent; every run settles before its checks.
     pub fn settle_sandbox(&mut self) {
         use crate::sandbox::Mode;
         let settings = &self.spec.settings;
-        if settings.sandbox == Mode::Auto {
-            let why = if settings.runner.answers_only() {
-                Err("the runner starts no process to confine".to_string())
-            } else if let Some(why) = crate::sandbox::auto_refusal(crate::sandbox::kernel_abi()) {
-                Err(why)
-            } else if let Some((_, root, _)) = self.layout_conflict() {
-                Err(format!(
-                    "the workspace lies inside {}, which teammates write; to confine them, {}",
-                    root.display(),
-                    self.workspace_from.apart_briefly()
-                ))
-            } else {
-                Ok(())
-            };
-            let settings = &mut self.spec.settings;
-            match why {
-                Ok(()) => {
-                    settings.sandbox = Mode::Landlock;
-                    settings.sandbox_auto = Some("the kernel has Landlock".into());
-                }
-                Err(why) => {
-                    settings.sandbox = Mode::None;
-                    settings.sandbox_auto = Some(why);
-                }
+        let why_none = if settings.sandbox == Mode::None {
+            None
+        } else if settings.runner.answers_only() {
+            Some("no process to confine: the HTTP backend sends the requests itself".to_string())
+        } else if settings.sandbox == Mode::Auto {
+            match crate::sandbox::auto_refusal(crate::sandbox::kernel_abi()) {
+                Some(why) => Some(format!("auto: {why}")),
+                None => self
+                    .layout_conflict()
+                    .map(|c| format!("auto: {}", c.briefly)),
             }
+        } else {
+            None
+        };
+        let settings = &mut self.spec.settings;
+        if let Some(why) = why_none {
+            settings.sandbox = Mode::None;
+            settings.sandbox_why_none = Some(why);
+        } else if settings.sandbox == Mode::Auto {
+            settings.sandbox = Mode::Landlock;
         }
         let settings = &mut self.spec.settings;
         if settings.sandbox == Mode::Landlock {
@@ -343,8 +339,7 @@ impl Plan {
     /// With `--sandbox landlock`, no teammate may be able to write the team workspace
     /// (journal, `team.json`, lock, siblings' folders) beyond its own teammate folder and
     /// worktree: refuse when the workspace and a writable root of a teammate hold one
-    /// another ([`Plan::layout_conflict`]). Warns once when run as root, unless `auto`
-    /// chose Landlock (root in a container is common and `auto` is the default).
+    /// another ([`Plan::layout_conflict`]). Warns when run as root.
     ///
     /// Errors: exit 2, naming the workspace, the root and what to change.
     fn check_sandbox(&self) -> Result<()> {
@@ -357,64 +352,110 @@ impl Plan {
             &std::fs::metadata("/proc/self")
                 .map_err(|e| Error::io("read", Path::new("/proc/self"), e))?,
         ) == 0;
-        if root && spec.settings.sandbox_auto.is_none() {
+        if root {
             tracing::warn!(
                 "running as root: under --sandbox landlock a teammate still has root's other powers (it can read other root processes' environments, change the owner of what it may write); run the runner as a normal user"
             );
         }
-        if let Some((what, root, apart)) = self.layout_conflict() {
-            return Err(Error::Usage(format!(
-                "--sandbox landlock: the team workspace {} lies inside {} ({what}), so a teammate could rewrite the journal or another teammate's report; {apart}",
-                spec.workspace.display(),
-                root.display(),
-            )));
+        if let Some(c) = self.layout_conflict() {
+            return Err(Error::Usage(format!("--sandbox landlock: {}", c.fully)));
         }
         Ok(())
     }
 
-    /// The first writable root of a teammate (the run's working directory without
+    /// How the first writable root of a teammate (the run's working directory without
     /// isolation, a path its runner definition declares) that holds the team workspace or
-    /// lies in it: what the root is for, the root, and what to change. Landlock grants a
-    /// folder with everything beneath it, so such a workspace cannot be kept from teammates.
-    fn layout_conflict(&self) -> Option<(String, PathBuf, String)> {
-        let workspace = crate::fsutil::real_path(&self.spec.workspace);
-        self.teammate_roots().into_iter().find_map(|(root, what)| {
-            let real = crate::fsutil::real_path(&root);
-            (workspace.starts_with(&real) || real.starts_with(&workspace)).then(|| {
-                let apart = self.workspace_from.apart_from(&root);
-                (what, root, apart)
+    /// lies in it keeps teammates from being confined — Landlock grants a folder with
+    /// everything beneath it — and what to change; `None` when none does.
+    fn layout_conflict(&self) -> Option<Conflict> {
+        let spec = &self.spec;
+        let workspace = crate::fsutil::real_path(&spec.workspace);
+        self.teammate_roots().into_iter().find_map(|root| {
+            let real = crate::fsutil::real_path(&root.path);
+            let (holds, inside) = (workspace.starts_with(&real), real.starts_with(&workspace));
+            if !holds && !inside {
+                return None;
+            }
+            let path = root.path.display();
+            Some(match &root.entry {
+                None => Conflict {
+                    briefly: format!(
+                        "the workspace lies inside {path}, which teammates write; to confine them, {}",
+                        self.workspace_from.apart_briefly()
+                    ),
+                    fully: format!(
+                        "the team workspace {} lies inside {path} ({}), so a teammate could rewrite the journal or another teammate's report; {}",
+                        spec.workspace.display(),
+                        root.what,
+                        self.workspace_from.apart_from(&root.path)
+                    ),
+                },
+                Some(entry) => {
+                    let how = if inside && !holds { "lies inside" } else { "holds" };
+                    let said = format!(
+                        "the runner definition's `[sandbox] writes` entry `{entry}` ({path}) {how} the team workspace {}",
+                        spec.workspace.display()
+                    );
+                    Conflict {
+                        briefly: format!("{said}; to confine teammates, narrow that entry"),
+                        fully: format!(
+                            "{said}, so a teammate could rewrite the journal or another teammate's report; narrow that entry (in a runner file: --runner-file)"
+                        ),
+                    }
+                }
             })
         })
     }
 }
 
+/// Why a plan's layout cannot confine its teammates ([`Plan::layout_conflict`]).
+struct Conflict {
+    /// For the run's first line when `auto` runs unconfined.
+    briefly: String,
+    /// For the refusal of an explicit `--sandbox landlock` (exit 2).
+    fully: String,
+}
+
+/// A folder every teammate may write under the sandbox besides its own.
+struct Root {
+    /// The folder.
+    path: PathBuf,
+    /// What it is, for messages.
+    what: String,
+    /// The `[sandbox] writes` entry it was expanded from; `None` for the working directory.
+    entry: Option<String>,
+}
+
 impl Plan {
-    /// The folders every teammate may write under `--sandbox landlock` besides its own, each
-    /// with what it is for messages: the run's working directory without isolation, and the
-    /// paths its runner definition declares.
-    fn teammate_roots(&self) -> Vec<(PathBuf, String)> {
+    /// The folders every teammate may write under `--sandbox landlock` besides its own: the
+    /// run's working directory without isolation, and the paths its runner definition
+    /// declares (expanded with the runner's environment; the attempt's own variables are
+    /// checked as each attempt starts, `unit::writable`).
+    fn teammate_roots(&self) -> Vec<Root> {
         let spec = &self.spec;
         let lookup = |name: &str| std::env::var_os(name);
-        let mut roots: Vec<(PathBuf, String)> = spec
+        let mut roots: Vec<Root> = spec
             .settings
             .runner
             .sandbox
             .writes
             .iter()
             .filter_map(|w| {
-                Some((
-                    crate::sandbox::expand_write(w, &lookup)?,
-                    format!("`{w}` of the runner definition's [sandbox] writes"),
-                ))
+                Some(Root {
+                    path: crate::sandbox::expand_write(w, &lookup)?,
+                    what: format!("`{w}` of the runner definition's [sandbox] writes"),
+                    entry: Some(w.clone()),
+                })
             })
             .collect();
         if spec.isolation.is_none() {
             roots.insert(
                 0,
-                (
-                    spec.cwd.clone(),
-                    "the working directory every teammate writes".into(),
-                ),
+                Root {
+                    path: spec.cwd.clone(),
+                    what: "the working directory every teammate writes".into(),
+                    entry: None,
+                },
             );
         }
         roots
@@ -445,7 +486,7 @@ impl Plan {
             let roots: Vec<PathBuf> = self
                 .teammate_roots()
                 .iter()
-                .map(|(r, _)| crate::fsutil::real_path(r))
+                .map(|r| crate::fsutil::real_path(&r.path))
                 .collect();
             let candidates = self
                 .inputs

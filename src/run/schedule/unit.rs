@@ -690,22 +690,45 @@ async fn prepare(
 }
 
 /// The reason of a sandboxed attempt that failed as `agent_error`, led by the write the
-/// sandbox denied when its stderr names one outside the team workspace (a CLI's own state
-/// folder its definition does not declare): that path and the key that would allow it.
-fn sandbox_hint(spec: &RunSpec, stderr: Option<&str>, reason: String) -> String {
-    match stderr.and_then(crate::sandbox::denied_write) {
-        Some(path) if !path.starts_with(&spec.workspace) => format!(
-            "the sandbox denied writing {} (if the agent needs it, add it to `[sandbox] writes` of the runner definition, or run with --sandbox none); {reason}",
-            path.display()
-        ),
-        _ => reason,
+/// sandbox denied when its stderr names one ([`crate::sandbox::denied_write`]) that the
+/// sandbox explains: outside what the attempt may write (`granted`) and the team workspace,
+/// and writable to the user without the sandbox (else it was the file's permissions, or a
+/// read, which Landlock never denies). That path and the key that would allow it.
+fn sandbox_hint(
+    spec: &RunSpec,
+    granted: &[PathBuf],
+    stderr: Option<&str>,
+    reason: String,
+) -> String {
+    let Some(path) = stderr.and_then(crate::sandbox::denied_write) else {
+        return reason;
+    };
+    let real = crate::fsutil::real_path(&path);
+    let inside = |root: &Path| real.starts_with(crate::fsutil::real_path(root));
+    if inside(&spec.workspace) || granted.iter().any(|g| inside(g)) {
+        return reason;
     }
+    // The path, or the folder it would be made in.
+    let Some(existing) = path.ancestors().find(|a| a.exists()) else {
+        return reason;
+    };
+    if nix::unistd::access(existing, nix::unistd::AccessFlags::W_OK).is_err() {
+        return reason;
+    }
+    format!(
+        "the sandbox denied writing {} (if the agent needs it, add it to `[sandbox] writes` of a runner definition — docs/runners.md; for an exec agent, a --runner-file with args = [\"{{command_args}}\"] — or run with --sandbox none); {reason}",
+        path.display()
+    )
 }
 
 /// What an attempt may write under `--sandbox landlock`: its working directory, its own
 /// teammate folder (with its TMPDIR and state folders), and the paths its runner definition
 /// declares, expanded with the attempt's environment (its own variables first). A declared
 /// folder (an entry ending in `/`) is created when missing; other missing paths are skipped.
+/// A declared path that holds the team workspace or lies in it — but in the attempt's own
+/// folder or worktree — is dropped with a warning, whatever it was written as
+/// (`{env.RUNNER_WORKSPACE}`, `{env.TMPDIR}/../..`): it would let the teammate rewrite the
+/// journal or a sibling's report.
 pub fn writable(
     spec: &RunSpec,
     cwd: &Path,
@@ -719,9 +742,31 @@ pub fn writable(
             .map(|(_, v)| v.clone())
             .or_else(|| std::env::var_os(name))
     };
+    let workspace = crate::fsutil::real_path(&spec.workspace);
+    let own: Vec<PathBuf> = [dir, cwd]
+        .iter()
+        .map(|p| crate::fsutil::real_path(p))
+        .filter(|p| p.starts_with(&workspace))
+        .collect();
+    let apart = |path: &Path| {
+        let real = crate::fsutil::real_path(path);
+        let overlaps = real.starts_with(&workspace) || workspace.starts_with(&real);
+        let ok = !overlaps || own.iter().any(|o| real.starts_with(o));
+        if !ok {
+            tracing::warn!(
+                "{}: a `[sandbox] writes` entry of the runner definition reaches into the team workspace {}; not granted",
+                path.display(),
+                spec.workspace.display()
+            );
+        }
+        ok
+    };
     let mut paths = vec![cwd.to_owned(), dir.to_owned()];
     paths.extend(spec.settings.runner.sandbox.writes.iter().filter_map(|w| {
         let path = crate::sandbox::expand_write(w, &lookup)?;
+        if !apart(&path) {
+            return None;
+        }
         if crate::sandbox::is_folder(w) && !path.exists() {
             // The CLI would have made it on its first start; made here because the
             // teammate may not write its parent. A failure leaves it skipped.
@@ -808,7 +853,8 @@ async fn judge_attempt(
     evidence.commit = commit.as_ref();
     let mut verdict = report::judge(&evidence);
     if prepared.sandbox.is_some() && verdict.kind == Some(crate::failure::FailureKind::AgentError) {
-        verdict.reason = sandbox_hint(spec, ran.stderr_end.as_deref(), verdict.reason);
+        let granted = prepared.sandbox.as_deref().unwrap_or_default();
+        verdict.reason = sandbox_hint(spec, granted, ran.stderr_end.as_deref(), verdict.reason);
     }
     let report = found.ok().map(|(r, _)| r);
     let mut agent = ran.agent;

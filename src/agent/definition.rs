@@ -61,6 +61,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "args",
             "model_args",
             "no_git_args",
+            "leaves_processes",
             "prompt",
             "output",
             "vars",
@@ -356,6 +357,11 @@ pub struct RunnerDef {
     /// work tree (aider: `--no-git`, else it runs `git init` there).
     #[serde(default)]
     pub no_git_args: Vec<String>,
+    /// The CLI leaves processes that keep its stdout or stderr open after it exits (a
+    /// language server, a watcher): end them as soon as it exits instead of waiting the pipe
+    /// wait (2 s) for its output to close.
+    #[serde(default)]
+    pub leaves_processes: bool,
     /// How the prompt is passed (default `stdin`).
     #[serde(default)]
     pub prompt: PromptMode,

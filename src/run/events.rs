@@ -93,6 +93,11 @@ pub enum Event {
         /// Whether the item will be attempted again.
         #[serde(default)]
         retrying: bool,
+        /// The request was refused before any work was done (the HTTP backend's 429, 503,
+        /// 529): the item waits and sends the identical request again, and its `attempts`
+        /// does not count this one (its `rate_limit_waits` does).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        refused: bool,
         /// What this attempt cost (`cost_usd`, `input_tokens`, `output_tokens` on the wire,
         /// each left out when the agent did not say).
         #[serde(flatten, default)]
@@ -418,6 +423,7 @@ pub(crate) mod tests {
                     retry_after_s: None,
                 },
                 retrying: true,
+                refused: false,
                 spend: crate::run::record::outcome::Spend {
                     cost_usd: Some(0.25),
                     input_tokens: Some(1200),

@@ -175,6 +175,7 @@ mod tests {
             },
             spend: Default::default(),
             retrying: false,
+            refused: false,
             at: String::new(),
         }
     }

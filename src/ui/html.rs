@@ -48,7 +48,7 @@ white-space:nowrap;color:#fff;padding-left:2px;box-sizing:border-box}\
 .s-completed{background:#2e8b57}.s-failed{background:#c0392b}.s-timed_out{background:#8e44ad}\
 .s-blocked{background:#d68910}.s-cancelled,.s-skipped{background:#888}\
 .s-running{background:repeating-linear-gradient(45deg,#3498db,#3498db 6px,#5dade2 6px,#5dade2 12px)}\
-.retry{opacity:.75}td .s{display:inline-block;width:.8em;height:.8em;border-radius:50%;margin-right:4px}\
+.retry{opacity:.75}.refused{opacity:.45;background-image:repeating-linear-gradient(45deg,transparent 0 4px,rgba(255,255,255,.5) 4px 8px)}td .s{display:inline-block;width:.8em;height:.8em;border-radius:50%;margin-right:4px}\
 .axis{color:#666;font-size:11px}td:nth-child(3){white-space:nowrap}\
 .pauses{height:8px;background:none}.pause{position:absolute;top:0;height:8px;background:#f5b041}";
 
@@ -178,7 +178,11 @@ pub fn report(h: &History, now_ms: i64) -> String {
                 s.teammate,
                 s.id,
                 s.attempt,
-                status.map_or("running".to_string(), |st| st.to_string()),
+                match (s.refused, status) {
+                    (true, _) =>
+                        "refused unprocessed (a rate-limit wait, not an attempt)".to_string(),
+                    (false, st) => st.map_or("running".to_string(), |st| st.to_string()),
+                },
                 (stop - s.start_ms) as f64 / 1000.0,
                 if reason.is_empty() {
                     String::new()
@@ -190,7 +194,11 @@ pub fn report(h: &History, now_ms: i64) -> String {
                 o,
                 "<div class=\"bar {}{}\" style=\"left:{left:.3}%;width:{width:.3}%\" title=\"{}\">{}</div>",
                 class(status),
-                if s.attempt > 1 { " retry" } else { "" },
+                match (s.refused, s.attempt > 1) {
+                    (true, _) => " refused",
+                    (false, true) => " retry",
+                    (false, false) => "",
+                },
                 escape(&tip),
                 escape(&label)
             );
@@ -271,6 +279,7 @@ mod tests {
                     kind: Some(crate::failure::FailureKind::AgentError),
                     retry_after_s: None,
                 }),
+                refused: false,
             }],
             outcomes: vec![out],
             runs: 1,

@@ -57,9 +57,13 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
     };
     match outcome {
         Some(out) => {
+            let waits = match out.rate_limit_waits {
+                0 => String::new(),
+                n => format!(" and {n} rate-limit wait(s)"),
+            };
             let _ = writeln!(
                 o,
-                "Item {id} (teammate {teammate}): {} after {} attempt(s)",
+                "Item {id} (teammate {teammate}): {} after {} attempt(s){waits}",
                 out.status, out.attempts
             );
             let _ = writeln!(o, "Title:   {}", out.title);

@@ -177,6 +177,63 @@ fn child_exiting_with_a_grandchild_holding_its_pipes_does_not_hang_and_counts() 
     );
 }
 
+/// Issue 32: a process an agent leaves holding its output costs the slot the pipe wait; the
+/// run says so once (which item, which process, that it was ended), the item's duration
+/// counts that time, and a runner definition that declares `leaves_processes` has them
+/// ended at once, without the note.
+#[test]
+fn processes_left_holding_the_output_are_named_once_and_counted_in_the_duration() {
+    let sb = batch(&[("a", "fork_exit"), ("b", "fork_exit")]);
+    let r = run_batch(&sb, &["--jobs", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.stderr
+            .matches("kept the agent's output open after it exited")
+            .count(),
+        1,
+        "{r:?}"
+    );
+    assert!(
+        r.stderr.contains("1-a attempt 1: sleep (pid ") && r.stderr.contains("ended after 2s"),
+        "{r:?}"
+    );
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    for id in ["a", "b"] {
+        let d: f64 = rows[id]["duration_s"].parse().expect("duration");
+        assert!(
+            d >= 2.0,
+            "the held pipes count in the duration: {:?}",
+            rows[id]
+        );
+    }
+    assert!(sb.survivors_after(2.0).is_empty());
+
+    let sb = batch(&[("a", "fork_exit")]);
+    let fake = agent(FAKE);
+    sb.write(
+        "leaves.toml",
+        format!(
+            "name = \"leaves\"\nprogram = \"python3\"\nargs = [{fake:?}]\nprompt = \"stdin\"\noutput = \"text\"\nleaves_processes = true\n"
+        ),
+    );
+    let r = sb.run(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+        "--runner-file",
+        "leaves.toml",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stderr.contains("kept the agent's output open"), "{r:?}");
+    assert!(sb.survivors_after(2.0).is_empty());
+}
+
 #[test]
 fn huge_stderr_is_capped_with_head_tail_and_marker() {
     let sb = batch(&[("loud", "flood_stderr")]);

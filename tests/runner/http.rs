@@ -326,11 +326,66 @@ async fn a_429_with_retry_after_pauses_then_completes_without_using_a_retry() {
     assert_eq!(r.code, 0, "{r:?}");
     let row = &rows(&sb)["hi"];
     assert_eq!(row["status"], "completed");
-    assert_eq!(row["attempts"], "2");
+    assert_eq!(
+        row["attempts"], "1",
+        "a refused request is a wait, not an attempt"
+    );
     assert_eq!(api.bodies().len(), 2);
     let journal = sb.read("workers-output.runner/journal.jsonl");
     assert!(
         journal.contains("\"team_paused\"") && journal.contains("Rate limit reached"),
+        "{journal}"
+    );
+}
+
+/// Issue 32: the model never saw a request refused with 429, so it is sent again as it was
+/// — not as a "previous attempt failed" retry. A stand-in that answers only a request it
+/// has seen before (as a provider's prompt cache favours) completes every row after one
+/// 429 each; `attempts` counts executions (1), the wait is counted on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_is_sent_again_identical_and_counts_as_a_wait_not_an_attempt() {
+    let seen = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let api = Api::start(move |_, body| {
+        let first = seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(body.to_string());
+        if first {
+            error(
+                429,
+                "Rate limit reached for gpt-test.",
+                "requests",
+                "rate_limit_exceeded",
+            )
+            .insert_header("retry-after-ms", "200")
+        } else {
+            completion(&report(json!({})), "stop")
+        }
+    })
+    .await;
+    let sb = sandbox(&["hi", "bye"]);
+    let r = run(&sb, &api, &["--rate-limit-wait", "10s", "--retries", "0"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = rows(&sb);
+    for id in ["hi", "bye"] {
+        assert_eq!(rows[id]["status"], "completed", "{:?}", rows[id]);
+        assert_eq!(rows[id]["attempts"], "1", "{:?}", rows[id]);
+    }
+    let bodies = api.bodies();
+    assert_eq!(bodies.len(), 4, "one 429 and one answer per row");
+    for id in ["hi", "bye"] {
+        let sent: Vec<&Value> = bodies
+            .iter()
+            .filter(|b| b.to_string().contains(&format!("text of {id}")))
+            .collect();
+        assert_eq!(sent.len(), 2, "{id}");
+        assert_eq!(sent[0], sent[1], "{id}: the same request again");
+    }
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert_eq!(journal.matches("\"refused\":true").count(), 2, "{journal}");
+    assert_eq!(
+        journal.matches("\"rate_limit_waits\":1").count(),
+        2,
         "{journal}"
     );
 }

@@ -75,6 +75,10 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
         spawn.cwd.display()
     );
     let exit = process::run(&spawn, cancel, |pgid| attempt.started(pgid)).await;
+    // A definition that declares `leaves_processes` waits no time for them: nothing to say.
+    if !exit.held_pipes.is_empty() && !attempt.pipe_wait.is_zero() {
+        note_held_pipes(attempt, &exit.held_pipes);
+    }
     let stdout = read_capped(&spawn.stdout_log, FULL_READ).unwrap_or_default();
     Execution {
         agent: agent::output::parse(attempt.runner, &stdout),
@@ -84,4 +88,21 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
         exit_code: exit.exit_code,
         elapsed: exit.elapsed,
     }
+}
+
+/// Say once per run that an agent left processes holding its output after it exited (a
+/// language server, `npm run dev &`): each such attempt keeps its slot the pipe wait longer
+/// (counted in its duration), and they were ended.
+fn note_held_pipes(attempt: &Attempt<'_>, holders: &[String]) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    tracing::warn!(
+        "{} attempt {}: {} kept the agent's output open after it exited; ended after {:?}, which counts in the attempt's duration and keeps its slot (items like it may cost the same; if the agent always leaves such processes, set `leaves_processes = true` in its runner definition to end them at once)",
+        attempt.item.teammate,
+        attempt.number,
+        holders.join(", "),
+        attempt.pipe_wait
+    );
 }

@@ -27,6 +27,8 @@ pub struct Span {
     pub end_ms: Option<i64>,
     /// Its verdict, once it ended.
     pub verdict: Option<Verdict>,
+    /// Its request was refused unprocessed (a rate-limit wait, not an attempt).
+    pub refused: bool,
 }
 
 /// What a team's journal holds.
@@ -109,6 +111,7 @@ impl Builder {
                     start_ms,
                     end_ms: None,
                     verdict: None,
+                    refused: false,
                 });
             }
             Event::AttemptFinished {
@@ -116,6 +119,7 @@ impl Builder {
                 attempt,
                 verdict,
                 at,
+                refused,
                 ..
             } => {
                 if let Some(i) = self.open.remove(&(id, attempt))
@@ -123,6 +127,7 @@ impl Builder {
                 {
                     span.end_ms = ms(&at).map(|e| e.max(span.start_ms));
                     span.verdict = Some(verdict);
+                    span.refused = refused;
                 }
             }
             Event::ItemFinished(outcome) => match self.outcome_at.get(&outcome.id) {
@@ -184,6 +189,7 @@ mod tests {
             start_ms: start,
             end_ms: end,
             verdict: None,
+            refused: false,
         }
     }
 

@@ -155,6 +155,35 @@ pub struct Replay {
     /// What every finished attempt of each item cost, over every run (from
     /// `attempt_finished`; journals written before it carried costs have none).
     pub spent: HashMap<String, Spend>,
+    /// Per item, over every run: attempts whose request was refused unprocessed
+    /// (`attempt_finished` with `refused`), and rate-limit waits (`retrying` after a
+    /// `rate_limited` or `quota` verdict).
+    pub waits: HashMap<String, Waits>,
+}
+
+/// An item's rate-limit waits over every run ([`Replay::waits`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Waits {
+    /// Requests refused unprocessed: not counted as attempts.
+    pub refused: u32,
+    /// Waits for a rate limit or a quota's reset.
+    pub rate_limit: u32,
+}
+
+impl Waits {
+    /// Count the attempt that ended with `verdict` (`retrying`, `refused` as in
+    /// `attempt_finished`).
+    pub fn count(&mut self, verdict: &crate::report::Verdict, retrying: bool, refused: bool) {
+        use crate::failure::FailureKind;
+        self.refused += u32::from(refused);
+        self.rate_limit += u32::from(
+            retrying
+                && matches!(
+                    verdict.kind,
+                    Some(FailureKind::RateLimited | FailureKind::Quota)
+                ),
+        );
+    }
 }
 
 impl Journal {
@@ -358,9 +387,19 @@ pub fn replay(path: &Path) -> Result<Replay> {
                     open.insert((id, attempt), pgid);
                 }
                 Event::AttemptFinished {
-                    id, attempt, spend, ..
+                    id,
+                    attempt,
+                    spend,
+                    verdict,
+                    retrying,
+                    refused,
+                    ..
                 } => {
                     open.remove(&(id.clone(), attempt));
+                    r.waits
+                        .entry(id.clone())
+                        .or_default()
+                        .count(&verdict, retrying, refused);
                     if !spend.is_empty() {
                         r.spent.entry(id).or_default().add(spend);
                     }
@@ -531,6 +570,7 @@ mod tests {
                 retry_after_s: None,
             },
             retrying: false,
+            refused: false,
             spend: Spend {
                 cost_usd: Some(0.5),
                 ..Spend::default()

@@ -18,8 +18,13 @@ pub struct Outcome {
     pub title: String,
     /// Final status.
     pub status: ItemStatus,
-    /// Attempts made for this item, across runs that resumed it.
+    /// Attempts made for this item, across runs that resumed it: executions — a request the
+    /// provider refused unprocessed (the HTTP backend's 429) is a wait, not an attempt.
     pub attempts: u32,
+    /// Times the item waited for a rate limit (or a quota's reset) and went again, across
+    /// runs that resumed it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rate_limit_waits: u32,
     /// Exit code of the last attempt, when it exited.
     pub exit_code: Option<i32>,
     /// Wall time of the last attempt, seconds.
@@ -78,6 +83,10 @@ pub struct Outcome {
     pub awaiting_verify: bool,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 impl Outcome {
     /// An outcome for an item that never ran (skipped, or cancelled before it started); its
     /// failure kind follows from `status` (`skipped`, `cancelled`).
@@ -94,6 +103,7 @@ impl Outcome {
             title: title.to_owned(),
             status,
             attempts: 0,
+            rate_limit_waits: 0,
             exit_code: None,
             duration_s: 0.0,
             started_at: String::new(),

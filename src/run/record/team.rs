@@ -31,6 +31,8 @@ pub struct Team {
     pub attempts_started: HashMap<String, u32>,
     /// What the finished attempts of each item cost, across runs (this one's included).
     pub spent: HashMap<String, Spend>,
+    /// Each item's rate-limit waits and refused requests, across runs (this one's included).
+    pub waits: HashMap<String, journal::Waits>,
     _lock: RunLock,
 }
 
@@ -50,6 +52,7 @@ impl Team {
             unfinished_attempts,
             attempts_started,
             spent,
+            waits,
         } = journal::replay(&journal_path)?;
         for (_, pgid) in &unfinished_attempts {
             orphans::reap(*pgid, dir);
@@ -64,6 +67,7 @@ impl Team {
             finished,
             attempts_started,
             spent,
+            waits,
             _lock: lock,
         })
     }
@@ -77,10 +81,22 @@ impl Team {
         let Some((offset, len)) = self.journal.append(&event)? else {
             return Ok(());
         };
-        if let Event::AttemptFinished { id, spend, .. } = event.as_ref()
-            && !spend.is_empty()
+        if let Event::AttemptFinished {
+            id,
+            spend,
+            verdict,
+            retrying,
+            refused,
+            ..
+        } = event.as_ref()
         {
-            self.spent.entry(id.clone()).or_default().add(*spend);
+            self.waits
+                .entry(id.clone())
+                .or_default()
+                .count(verdict, *retrying, *refused);
+            if !spend.is_empty() {
+                self.spent.entry(id.clone()).or_default().add(*spend);
+            }
         }
         if let Event::ItemFinished(outcome) = event.as_ref() {
             self.finished

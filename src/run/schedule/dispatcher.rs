@@ -377,6 +377,7 @@ impl<'a> Dispatcher<'a> {
                 )?;
                 continue;
             }
+            let waits = self.team.waits.get(&item.id).copied().unwrap_or_default();
             let earlier = unit::Earlier {
                 first_attempt: self
                     .team
@@ -387,6 +388,8 @@ impl<'a> Dispatcher<'a> {
                     + 1,
                 spent: self.team.spent.get(&item.id).copied().unwrap_or_default(),
                 verify_only: self.verify_only(&item)?,
+                refused: waits.refused,
+                rate_limit_waits: waits.rate_limit,
             };
             self.running.insert(item.id.clone());
             start.push(Action::Start(Box::new(item), earlier));

@@ -173,6 +173,11 @@ pub struct Earlier {
     /// The outcome of an earlier run whose verify an interrupt stopped
     /// ([`Outcome::awaiting_verify`]): only the verify command runs, on its report.
     pub verify_only: Option<Box<Outcome>>,
+    /// Requests of earlier runs the provider refused unprocessed (`refused` attempts): not
+    /// counted in the item's `attempts`.
+    pub refused: u32,
+    /// Rate-limit waits of earlier runs.
+    pub rate_limit_waits: u32,
 }
 
 /// Run every attempt of `item`; `earlier` continues the numbering and the spending of
@@ -195,9 +200,12 @@ pub async fn run_item(
         first_attempt,
         spent: mut spend,
         verify_only,
+        mut refused,
+        mut rate_limit_waits,
     } = earlier;
     if let Some(earlier) = verify_only {
-        let outcome = verify_again(&spec, &item, *earlier, cancel).await;
+        let last_attempt = first_attempt.saturating_sub(1).max(1);
+        let outcome = verify_again(&spec, &item, *earlier, last_attempt, cancel).await;
         let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
         return;
     }
@@ -218,6 +226,8 @@ pub async fn run_item(
     let mut rate_limit_waited = Duration::ZERO;
     let mut requeued = false;
     let mut last_made = attempt;
+    // The prompt of a request the provider refused unprocessed, sent again as it was.
+    let mut refused_prompt: Option<crate::error::Result<String>> = None;
     let last = loop {
         let waiting_since = Instant::now();
         let admitted = tokio::select! {
@@ -250,18 +260,25 @@ pub async fn run_item(
                 return;
             }
         };
+        let prompt = match (refused_prompt.take(), retry_ctx.take()) {
+            (Some(same), _) => same,
+            (None, Some(retry)) => render_prompt(&spec, &item, Some(retry)),
+            (None, None) => first_prompt
+                .take()
+                .unwrap_or_else(|| render_prompt(&spec, &item, None)),
+        };
+        // Kept where a refused request is sent again as it was.
+        let sent = match (spec.settings.runner.answers_only(), &prompt) {
+            (true, Ok(p)) => Some(Ok(p.clone())),
+            _ => None,
+        };
         let mut result = attempt_once(
             &spec,
             backend.as_ref(),
             &item,
             AttemptLogs { dir: &dir, attempt },
             first_attempt == 1,
-            match retry_ctx.take() {
-                Some(retry) => render_prompt(&spec, &item, Some(retry)),
-                None => first_prompt
-                    .take()
-                    .unwrap_or_else(|| render_prompt(&spec, &item, None)),
-            },
+            prompt,
             &tx,
             cancel.clone(),
         )
@@ -276,6 +293,16 @@ pub async fn run_item(
         let after = permit.ended(&result.verdict, result.agent.cost_usd, rate_limit_waited);
         let interrupted = *cancel.borrow() != Cancel::None;
         requeued = after == After::Requeue && !interrupted;
+        // The HTTP backend's 429 (or 503, 529): the model never saw the request, so it is
+        // sent again as it was — no "previous attempt" in the prompt (which would also miss
+        // the provider's prompt cache) — and it is a wait, not an attempt.
+        let refused_now = after == After::Requeue && spec.settings.runner.answers_only();
+        if requeued {
+            rate_limit_waits += 1;
+        }
+        if refused_now {
+            refused += 1;
+        }
         if after == After::Final && result.verdict.kind == Some(FailureKind::RateLimited) {
             explain_last_rate_limit(
                 &mut result.verdict,
@@ -294,13 +321,18 @@ pub async fn run_item(
             attempt,
             verdict: result.verdict.clone(),
             retrying,
+            refused: refused_now,
             spend: this_attempt,
             at: now_rfc3339(),
         });
         if !retrying {
             break result;
         }
-        retry_ctx = Some(retry_context(&dir, &item, attempt + 1, &result));
+        if refused_now && let Some(same) = sent {
+            refused_prompt = Some(same);
+        } else {
+            retry_ctx = Some(retry_context(&dir, &item, attempt + 1, &result));
+        }
         attempt += 1;
         if !requeued {
             // A retry by --retries waits its own back-off; a re-queued one waits at the gate.
@@ -319,17 +351,29 @@ pub async fn run_item(
         }
         previous = Some(result);
     };
-    let outcome = final_outcome(&item, last, last_made, started_at, content_hash, spend);
+    let counts = Counts {
+        attempts: last_made.saturating_sub(refused),
+        rate_limit_waits,
+    };
+    let outcome = final_outcome(&item, last, counts, started_at, content_hash, spend);
     let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
 }
 
-/// The item's outcome from its last attempt; `attempts` is the number of the last attempt
-/// made, `started_at` when the item's first attempt began (RFC 3339), `spend` what every
-/// attempt of every run cost.
+/// How many times an item was attempted and waited, across runs.
+struct Counts {
+    /// Executions: attempts made, but requests refused unprocessed.
+    attempts: u32,
+    /// Rate-limit waits.
+    rate_limit_waits: u32,
+}
+
+/// The item's outcome from its last attempt; `counts` its attempts and waits across runs,
+/// `started_at` when the item's first attempt began (RFC 3339), `spend` what every attempt
+/// of every run cost.
 fn final_outcome(
     item: &WorkItem,
     last: AttemptResult,
-    attempts: u32,
+    counts: Counts,
     started_at: String,
     content_hash: String,
     spend: Spend,
@@ -340,7 +384,8 @@ fn final_outcome(
         teammate: item.teammate.clone(),
         title: item.title.clone(),
         status: last.verdict.status,
-        attempts,
+        attempts: counts.attempts,
+        rate_limit_waits: counts.rate_limit_waits,
         exit_code: last.exit_code,
         duration_s: (last.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
         started_at,
@@ -413,6 +458,7 @@ async fn verify_again(
     spec: &RunSpec,
     item: &WorkItem,
     earlier: Outcome,
+    attempt: u32,
     cancel: watch::Receiver<Cancel>,
 ) -> Outcome {
     let Some(argv) = &spec.settings.verify else {
@@ -427,10 +473,7 @@ async fn verify_again(
         };
     };
     let dir = spec.teammate_dir(&item.teammate);
-    let logs = AttemptLogs {
-        dir: &dir,
-        attempt: earlier.attempts.max(1),
-    };
+    let logs = AttemptLogs { dir: &dir, attempt };
     let var = |k: &str, v: &dyn AsRef<OsStr>| (k.to_string(), v.as_ref().to_owned());
     let env = vec![
         var("RUNNER_REPORT", &dir.join("report.json")),
@@ -532,7 +575,10 @@ async fn attempt_once(
         log_cap: spec.settings.log_cap,
         timeout: spec.settings.timeout,
         grace: spec.settings.grace,
-        pipe_wait: spec.pipe_wait,
+        pipe_wait: match spec.settings.runner.leaves_processes {
+            true => Duration::ZERO,
+            false => spec.pipe_wait,
+        },
         sandbox: prepared.sandbox.as_deref(),
         output_schema: spec.schema.as_ref().map(|(s, _)| s),
         events: tx,

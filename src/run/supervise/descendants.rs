@@ -148,6 +148,18 @@ pub fn marked(matches: impl Fn(&[u8]) -> bool) -> Vec<i32> {
     found
 }
 
+/// The live processes carrying attempt marker `id`, each as `name (pid N)`, for messages.
+pub fn describe_attempt(id: &str) -> Vec<String> {
+    let entry = attempt_entry(id);
+    marked(|kv| kv == entry.as_slice())
+        .into_iter()
+        .map(|pid| {
+            let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            format!("{} (pid {pid})", name.trim())
+        })
+        .collect()
+}
+
 fn attempt_entry(id: &str) -> Vec<u8> {
     format!("{ATTEMPT_VAR}={id}").into_bytes()
 }

@@ -115,6 +115,10 @@ pub struct Exit {
     pub stdout_bytes: u64,
     /// Bytes the child wrote to stderr (before capping).
     pub stderr_bytes: u64,
+    /// The processes that kept the child's stdout or stderr open after it exited, until the
+    /// runner ended them [`Spawn::pipe_wait`] later (`sleep (pid 4242)`); that wait is part of
+    /// [`Exit::elapsed`]. Empty when the pipes closed with the child.
+    pub held_pipes: Vec<String>,
 }
 
 impl Exit {
@@ -250,6 +254,7 @@ pub async fn run(
         elapsed: Duration::ZERO,
         stdout_bytes: 0,
         stderr_bytes: 0,
+        held_pipes: Vec::new(),
     };
     let marker = descendants::new_attempt();
     let Started {
@@ -360,9 +365,16 @@ pub async fn run(
 
     // The leader is gone; give the pipes a bounded time to close, then end the group and
     // every process that left it.
-    let bytes = close_pipes(spec, [out_task.take(), err_task.take()], pgid, &marker).await;
+    let closing = std::time::Instant::now();
+    let (bytes, held_pipes) =
+        close_pipes(spec, [out_task.take(), err_task.take()], pgid, &marker).await;
     guard.marker = None;
     drop(guard);
+    // The slot was taken until the pipes closed: a holder's time counts.
+    let elapsed = match held_pipes.is_empty() {
+        true => elapsed,
+        false => elapsed + closing.elapsed(),
+    };
 
     let (end, exit_code) = ending(status, stopping);
     Exit {
@@ -371,18 +383,20 @@ pub async fn run(
         elapsed,
         stdout_bytes: bytes[0],
         stderr_bytes: bytes[1],
+        held_pipes,
     }
 }
 
 /// After the leader exited: wait up to `spec.pipe_wait` for the pipes to close, then kill the
 /// group and every process carrying `marker`, and collect what is left of the drains. Returns
-/// the bytes read from stdout and stderr.
+/// the bytes read from stdout and stderr, and the processes that still held the pipes when
+/// the wait ended (empty when they closed in time).
 async fn close_pipes(
     spec: &Spawn,
     mut drains: [Option<tokio::task::JoinHandle<u64>>; 2],
     pgid: Pid,
     marker: &str,
-) -> [u64; 2] {
+) -> ([u64; 2], Vec<String>) {
     let mut bytes = [0u64; 2];
     let pipes_closed = tokio::time::timeout(spec.pipe_wait, async {
         for (i, slot) in drains.iter_mut().enumerate() {
@@ -394,12 +408,17 @@ async fn close_pipes(
     })
     .await
     .is_ok();
+    let holders = match pipes_closed {
+        true => Vec::new(),
+        false => descendants::describe_attempt(marker),
+    };
     signal_group(pgid, Signal::SIGKILL);
     descendants::end_attempt(marker, pgid.as_raw()).await;
     if !pipes_closed {
         tracing::debug!(
-            "pipes of group {pgid} still open {:?} after exit; killed the group",
-            spec.pipe_wait
+            "pipes of group {pgid} still open {:?} after exit ({}); killed the group",
+            spec.pipe_wait,
+            holders.join(", ")
         );
     }
     for (i, slot) in drains.iter_mut().enumerate() {
@@ -412,7 +431,12 @@ async fn close_pipes(
             }
         }
     }
-    bytes
+    // The wait ran out with nobody left to name (a holder that ended just then).
+    let holders = match (pipes_closed, holders.is_empty()) {
+        (false, true) => vec!["a process the runner could not name".to_owned()],
+        _ => holders,
+    };
+    (bytes, holders)
 }
 
 /// [`start`], tried again with back-off while descriptors or processes are short; the

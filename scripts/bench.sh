@@ -15,7 +15,8 @@
 #   4. start-up: `runner --version` and `runner list` on an empty store;
 #   5. rate limits: a stand-in API on 127.0.0.1 that serves 2 requests at once (429 with
 #      Retry-After: 1 above that), 0.5 s each; 48 items at -j 8 vs xargs -P 8 and GNU
-#      parallel -j 8 --retries 3; and 200 items with a bad key;
+#      parallel -j 8 --retries 3; 200 items with a bad key; 60 items whose agent script is
+#      missing (a broken set-up);
 #   6. HTTP backend: N rows, one chat-completions request each (--runner openai, -j 8) against
 #      a local stand-in that answers at once (examples/audit/model_standin.py --answer fixed),
 #      vs xargs -P 8 curl over the same rows and server; and the runner's peak RSS.
@@ -310,6 +311,17 @@ e=$(date +%s%N)
 bk_time=$(calc "($e-$s)/1000000000" 2)
 bk_attempts=$(( $(count) - before ))
 note "bad key: $N_BADKEY items -j 8: $bk_attempts attempts started, ${bk_time}s"
+# A broken set-up (issue 32): the agent's script is not there; 60 rows, --retries 2 (180
+# attempts if every row tried all of them).
+rows 60 setup.csv
+rm -rf setup-out.csv setup-out.runner
+s=$(date +%s%N)
+"$RUNNER" batch --input setup.csv --instruction instr.md --output setup-out.csv --jobs 8 \
+    --retries 2 --format plain -- sh ./no-such-agent.sh > setup.log 2>&1 || true
+e=$(date +%s%N)
+su_time=$(calc "($e-$s)/1000000000" 2)
+su_attempts=$(grep -c '"attempt_started"' setup-out.runner/journal.jsonl || true)
+note "broken set-up: 60 items -j 8 --retries 2: $su_attempts attempts started, ${su_time}s"
 kill "$api_pid" 2>/dev/null || true
 test "$rl_done" = "$N_LIMITED" || { echo "rate-limit run did not complete every row" >&2; exit 1; }
 
@@ -425,8 +437,9 @@ the journal, team.json, and the output CSV.
 | memory: refusing a ${HOSTILE_CELL_MB} MiB cell (exit 2) | ${m_cell} MiB (338 MiB before the bounds) | ≤ 96 MiB | $(verdict "$m_cell <= 96") |
 | start-up: \`runner --version\` | ${v_med}s (${v_min}–${v_max}) | — | |
 | start-up: \`runner list\` on an empty store | ${l_med}s (${l_min}–${l_max}) | — | |
-| rate limits: $N_LIMITED items, an API serving 2 at once (429 + Retry-After: 1 above), 0.5 s each, -j 8 | runner: $rl_done of $N_LIMITED in ${rl_time}s; xargs -P 8: $x_done of $N_LIMITED in ${x_time}s; $p_note | all complete, ≤ 1.3 × ${rl_ideal} s: **$(calc "$rl_time / $rl_ideal" 2)×** | $(verdict "$rl_done == $N_LIMITED && $rl_time <= 1.3 * $rl_ideal") |
+| rate limits: $N_LIMITED items, an API serving 2 at once (429 + Retry-After: 1 above), 0.5 s each, -j 8 | runner: $rl_done of $N_LIMITED in ${rl_time}s; xargs -P 8: $x_done of $N_LIMITED in ${x_time}s; $p_note | all complete, ≤ 1.15 × ${rl_ideal} s: **$(calc "$rl_time / $rl_ideal" 2)×** | $(verdict "$rl_done == $N_LIMITED && $rl_time <= 1.15 * $rl_ideal") |
 | bad key: $N_BADKEY items, -j 8 | $bk_attempts attempts, ${bk_time}s | ≤ 9 attempts, < 3 s | $(verdict "$bk_attempts <= 9 && $bk_time < 3") |
+| broken set-up: 60 items, the agent's script missing, -j 8 --retries 2 | $su_attempts attempts, ${su_time}s | ≤ 11 attempts (8 + 3), < 3 s | $(verdict "$su_attempts <= 11 && $su_time < 3") |
 | HTTP backend: $N_HTTP rows, one request each, a local stand-in answering at once, -j 8 | runner (\`--runner openai\`, every log, journal and output CSV): $h_done of $N_HTTP in ${h_time}s; \`xargs -P 8 curl\` (nothing kept): ${c_time}s | ≥ 2× faster than xargs + curl: **${h_ratio}×** | $(verdict "$h_done == $N_HTTP && $h_ratio >= 2") |
 | memory: the HTTP run | ${m_http} MiB | < 64 MiB | $(verdict "$m_http < 64") |
 | the sandbox: $N_SANDBOX rows, trivial agent, -j 8 | none ${sn_wall}s wall, ${sn_cpu}s CPU; landlock ${sl_wall}s wall, ${sl_cpu}s CPU | — (per attempt: +${sb_wall_ms} ms of a slot, +${sb_cpu_ms} ms CPU) | |

@@ -246,11 +246,11 @@ const BUILT_IN: &[(FailureKind, &str)] = &[
         r"\b5\d\d\b|overloaded|internal server error|service unavailable|bad gateway|gateway timeout|api error|stream (disconnected|error)",
     ),
     (
-        // The command or the endpoint is broken: python's and node's words for a script or
-        // module that is not there or does not parse, a shell's, the loader's; a refused
+        // The command or the endpoint is broken: python's, dash's and node's words for a
+        // script or module that is not there or does not parse, a shell's, the loader's; a refused
         // connection or an unknown host as Node (ECONNREFUSED, ENOTFOUND) and others say it.
         FailureKind::Setup,
-        r"can't open file|cannot find module|command not found|exec format error|error while loading shared libraries|modulenotfounderror|no module named|^syntaxerror|econnrefused|connection refused|enotfound|getaddrinfo|name or service not known|failed to lookup address|certificate verify failed|invalid peer certificate",
+        r"can't open file|cannot open [^:]*: no such file|cannot find module|command not found|exec format error|error while loading shared libraries|modulenotfounderror|no module named|^syntaxerror|econnrefused|connection refused|enotfound|getaddrinfo|name or service not known|failed to lookup address|certificate verify failed|invalid peer certificate",
     ),
 ];
 
@@ -697,6 +697,36 @@ mod tests {
             Some("litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached")
         );
         assert_eq!(d.kind, Some(FailureKind::RateLimited));
+    }
+
+    #[test]
+    fn a_broken_command_or_endpoint_is_a_setup_failure() {
+        let kind = |stderr: &str, code: i32| {
+            FailureRules::default()
+                .diagnose(&ErrorEvidence {
+                    stderr: Some(stderr),
+                    exit_code: Some(code),
+                    ..ErrorEvidence::default()
+                })
+                .kind
+        };
+        for (stderr, code) in [
+            ("sh: 0: cannot open ./agnt.sh: No such file", 2),
+            (
+                "/usr/bin/python3: can't open file '/w/agnt.py': [Errno 2] No such file or directory",
+                2,
+            ),
+            ("Error: Cannot find module '/w/agent.js'", 1),
+            ("bash: ./agent.sh: No such file or directory", 127),
+            ("sh: 1: claude: not found", 127),
+            ("ModuleNotFoundError: No module named 'openai'", 1),
+            ("Error: connect ECONNREFUSED 127.0.0.1:8080", 1),
+            ("./agent: cannot execute binary file", 126),
+        ] {
+            assert_eq!(kind(stderr, code), Some(FailureKind::Setup), "{stderr}");
+        }
+        assert_eq!(kind("error: tests failed", 1), None);
+        assert_eq!(kind("cannot open the pod bay doors", 1), None);
     }
 
     #[test]

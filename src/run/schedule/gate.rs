@@ -5,8 +5,10 @@
 //!   "try again in …" when it gives one, else exponential back-off from 2 s with jitter) and
 //!   halves how many attempts run at once (once per burst: attempts that started before the
 //!   last halving do not halve it again); each run of 2 × `--jobs` successes adds one back,
-//!   never above `--jobs` (additive increase, multiplicative decrease — slow to probe, since
-//!   each probe that meets a rate limit pauses the whole team);
+//!   never above `--jobs` (additive increase, multiplicative decrease). A rate limit met just
+//!   after such a step up is the probe failing: the limit steps back, only that attempt
+//!   waits (the others ran fine at the old limit, so the team is not paused), and the next
+//!   probe waits twice as many successes — the team learns the provider's cap;
 //! - an `auth` failure, a `quota` that does not reset within `--rate-limit-wait`, a spent
 //!   budget (`--max-cost-usd`) or `--max-fail` stops the team starting attempts: what runs
 //!   finishes, the rest end `skipped` with the reason;
@@ -63,6 +65,15 @@ struct State {
     setup_failures: u32,
     /// Whether an attempt of this run ended other than `setup` (then the set-up works).
     set_up_works: bool,
+    /// The limit the team last stepped up from, while the step up is unproven (a probe);
+    /// `None` once a run of successes at the new limit proved it, or the probe failed.
+    probing_from: Option<usize>,
+    /// The epoch a step up began: rate limits of attempts admitted in it (or just before,
+    /// running beside the probe) are the probe's, and pause nobody.
+    probe_epoch: Option<u64>,
+    /// Successes in a row before the next step up: 2 × `--jobs`, doubled by each failed
+    /// probe (up to 16 × `--jobs`).
+    streak_needed: usize,
     /// Attempts waiting at the gate.
     waiting: usize,
     /// How many times the limit was halved; an attempt admitted before the last halving
@@ -129,6 +140,9 @@ pub enum After {
     Judged,
     /// Rate limited: attempt again after the team's pause, without using a retry.
     Requeue,
+    /// Rate limited alone (a probe above the limit the team ran well at): attempt again after
+    /// this wait of its own, without using a retry; the team is not paused.
+    Wait(Duration),
     /// Finish with this verdict, no retry: the team stopped (auth, quota), or the item has
     /// waited out `--rate-limit-wait`.
     Final,
@@ -169,6 +183,9 @@ impl Gate {
                 failures: 0,
                 setup_failures: 0,
                 set_up_works: false,
+                probing_from: None,
+                probe_epoch: None,
+                streak_needed: 2 * jobs.max(1),
                 waiting: 0,
                 epoch: 0,
             }),
@@ -342,8 +359,15 @@ impl Gate {
                     s.set_up_works = true;
                     s.limited_in_a_row = 0;
                     s.streak += 1;
-                    if s.streak >= 2 * self.jobs && s.limit < self.jobs {
-                        s.limit += 1;
+                    if s.streak >= s.streak_needed {
+                        // A run of successes: the current limit is proven.
+                        s.probing_from = None;
+                        if s.limit < self.jobs {
+                            s.probing_from = Some(s.limit);
+                            s.limit += 1;
+                            s.epoch += 1;
+                            s.probe_epoch = Some(s.epoch);
+                        }
                         s.streak = 0;
                     }
                 });
@@ -354,6 +378,30 @@ impl Gate {
     }
 
     fn rate_limited(&self, epoch: u64, retry_after: Option<Duration>, waited: Duration) -> After {
+        // A probe that failed: step back to the proven limit; only this attempt waits (and
+        // so does any other attempt that met the probe's rate limit).
+        let probe = self.with(|s| {
+            let probe = s.probe_epoch?;
+            if epoch != probe && epoch + 1 != probe {
+                return None;
+            }
+            if let Some(from) = s.probing_from.take() {
+                s.limit = from;
+                s.streak = 0;
+                s.streak_needed = (s.streak_needed * 2).min(16 * self.jobs);
+                // Attempts admitted from now on run at the proven limit again.
+                s.epoch += 1;
+            }
+            Some(())
+        });
+        if probe.is_some() {
+            let wait = retry_after.unwrap_or(FIRST_BACKOFF);
+            self.changed.notify_waiters();
+            if waited + wait > self.limits.rate_limit_wait {
+                return After::Final;
+            }
+            return After::Wait(wait);
+        }
         let (wait, limit) = self.with(|s| {
             s.streak = 0;
             s.limited_in_a_row += 1;
@@ -368,6 +416,8 @@ impl Gate {
                 // burst (admitted before it) do not halve it again.
                 s.limit = s.limit.div_ceil(2);
                 s.epoch += 1;
+                s.probing_from = None;
+                s.probe_epoch = None;
             }
             (wait, s.limit)
         });
@@ -512,6 +562,36 @@ mod tests {
         assert_eq!(g.view().limit, 4);
         g.ended(&Verdict::completed(), None, Duration::ZERO);
         assert_eq!(g.view().limit, 5, "+1 after a run of 2 × 8 successes");
+
+        // The step up to 5 is a probe: a rate limit now steps back to 4 without pausing the
+        // team (only that attempt waits), and the next probe waits twice the successes.
+        let limited = verdict(FailureKind::RateLimited, Some(1.0));
+        assert_eq!(
+            g.ended(&limited, None, Duration::ZERO),
+            After::Wait(Duration::from_secs(1))
+        );
+        assert_eq!(g.view().limit, 4);
+        assert_eq!(g.pause_left(), Duration::ZERO, "the team goes on");
+        for _ in 0..31 {
+            g.ended(&Verdict::completed(), None, Duration::ZERO);
+        }
+        assert_eq!(g.view().limit, 4);
+        g.ended(&Verdict::completed(), None, Duration::ZERO);
+        assert_eq!(g.view().limit, 5, "probed again after 2 × 16 successes");
+        // A probe that holds (a run of successes at 5) is proven, and the next one steps to 6;
+        // failing, it steps back to 5, not below.
+        for _ in 0..32 {
+            g.ended(&Verdict::completed(), None, Duration::ZERO);
+        }
+        assert_eq!(g.view().limit, 6);
+        assert_eq!(
+            g.ended(&limited, None, Duration::ZERO),
+            After::Wait(Duration::from_secs(1))
+        );
+        assert_eq!(g.view().limit, 5);
+        // Not probing: a rate limit is the provider's, and pauses the team again.
+        assert_eq!(g.ended(&limited, None, Duration::ZERO), After::Requeue);
+        assert!(g.pause_left() > Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]

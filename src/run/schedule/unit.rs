@@ -292,11 +292,11 @@ pub async fn run_item(
         spend.add(this_attempt);
         let after = permit.ended(&result.verdict, result.agent.cost_usd, rate_limit_waited);
         let interrupted = *cancel.borrow() != Cancel::None;
-        requeued = after == After::Requeue && !interrupted;
+        requeued = matches!(after, After::Requeue | After::Wait(_)) && !interrupted;
         // The HTTP backend's 429 (or 503, 529): the model never saw the request, so it is
         // sent again as it was — no "previous attempt" in the prompt (which would also miss
         // the provider's prompt cache) — and it is a wait, not an attempt.
-        let refused_now = after == After::Requeue && spec.settings.runner.answers_only();
+        let refused_now = requeued && spec.settings.runner.answers_only();
         if requeued {
             rate_limit_waits += 1;
         }
@@ -334,13 +334,24 @@ pub async fn run_item(
             retry_ctx = Some(retry_context(&dir, &item, attempt + 1, &result));
         }
         attempt += 1;
-        if !requeued {
-            // A retry by --retries waits its own back-off; a re-queued one waits at the gate.
-            retries_used += 1;
-            let wait = backoff(retries_used, spec.settings.retry_delay);
+        // A retry by --retries waits its own back-off; a failed probe its own rate-limit
+        // wait; a re-queued one waits at the gate.
+        let wait = match after {
+            After::Wait(wait) if requeued => Some(wait),
+            _ if requeued => None,
+            _ => {
+                retries_used += 1;
+                Some(backoff(retries_used, spec.settings.retry_delay))
+            }
+        };
+        if let Some(wait) = wait {
+            let since = Instant::now();
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = cancel.changed() => {}
+            }
+            if requeued {
+                rate_limit_waited += since.elapsed();
             }
             if *cancel.borrow() != Cancel::None {
                 break AttemptResult {

@@ -113,12 +113,16 @@ impl fmt::Display for FailureKind {
     }
 }
 
-/// One `[[failure.patterns]]` entry as written: `{ kind = "rate_limited", regex = "..." }`.
+/// One `[[failure.patterns]]` entry as written: `{ kind = "rate_limited", regex = "...",
+/// hint = "..." }`; `hint`, when given, is what to do, added to the reason of a failure the
+/// pattern recognised (gemini's "Invalid auth method selected." names the setting).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PatternSpec {
     kind: FailureKind,
     regex: String,
+    #[serde(default)]
+    hint: Option<String>,
 }
 
 /// `[failure]` of a runner definition as written.
@@ -172,6 +176,8 @@ fn compile(source: &str) -> Result<Pattern, String> {
 pub struct FailureRules {
     exit_codes: BTreeMap<i32, FailureKind>,
     patterns: Vec<(FailureKind, Pattern)>,
+    /// Each own pattern's `hint`, by its index in `patterns`.
+    hints: Vec<Option<String>>,
     ignore: Vec<Pattern>,
 }
 
@@ -180,6 +186,7 @@ impl FailureRules {
     pub const NONE: FailureRules = FailureRules {
         exit_codes: BTreeMap::new(),
         patterns: Vec::new(),
+        hints: Vec::new(),
         ignore: Vec::new(),
     };
 }
@@ -218,9 +225,11 @@ impl TryFrom<FailureSpec> for FailureRules {
             .enumerate()
             .map(|(i, s)| compile(s).map_err(|e| format!("`failure.ignore[{i}]`: {e}")))
             .collect::<Result<_, _>>()?;
+        let hints = spec.patterns.iter().map(|p| p.hint.clone()).collect();
         Ok(FailureRules {
             exit_codes,
             patterns,
+            hints,
             ignore,
         })
     }
@@ -231,7 +240,7 @@ impl TryFrom<FailureSpec> for FailureRules {
 const BUILT_IN: &[(FailureKind, &str)] = &[
     (
         FailureKind::Quota,
-        r"insufficient_quota|exceeded your current quota|quota exceeded|exhausted your .{0,20}quota|usage limit|daily limit",
+        r"insufficient_quota|exceeded your current quota|quota exceeded|exhausted your .{0,20}quota|usage limit|daily limit|credit balance is too low|billing_error|insufficient (credits|balance)",
     ),
     (
         FailureKind::RateLimited,
@@ -297,6 +306,9 @@ pub struct Diagnosis {
     pub message: Option<String>,
     /// The kind a rule gave it (a pattern or an exit code); `None` when no rule matched.
     pub kind: Option<FailureKind>,
+    /// What to do, from the `hint` of the definition's first pattern that matches the
+    /// message or a searched line.
+    pub hint: Option<String>,
 }
 
 /// Most lines of stderr or stdout searched for a matching line.
@@ -371,9 +383,27 @@ impl FailureRules {
             .or_else(|| matches!(e.exit_code, Some(126 | 127)).then_some(FailureKind::Setup))
             .or_else(|| matching_line(&stderr_lines).map(|(_, k)| k))
             .or_else(|| matching_line(&stdout_lines).map(|(_, k)| k));
+        let hint = message
+            .iter()
+            .map(String::as_str)
+            .chain(stderr_lines[tail(&stderr_lines)..].iter().copied())
+            .chain(stdout_lines[tail(&stdout_lines)..].iter().copied())
+            .find_map(|text| self.hint_for(text));
         // A message that is itself an API error body (Gemini's bad key) says more unwrapped.
         let message = message.map(|m| unwrap_json_message(&m).unwrap_or(m));
-        Diagnosis { message, kind }
+        Diagnosis {
+            message,
+            kind,
+            hint,
+        }
+    }
+
+    /// The hint of the definition's first pattern with one that matches `text`.
+    fn hint_for(&self, text: &str) -> Option<String> {
+        self.patterns
+            .iter()
+            .zip(&self.hints)
+            .find_map(|((_, p), hint)| hint.as_ref().filter(|_| p.0.is_match(text)).cloned())
     }
 
     /// Whether any rule would classify `text` (used for a report-less exit 0, where only a
@@ -697,6 +727,26 @@ mod tests {
             Some("litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached")
         );
         assert_eq!(d.kind, Some(FailureKind::RateLimited));
+    }
+
+    #[test]
+    fn a_patterns_hint_says_what_to_do_when_it_matches() {
+        let r = rules(
+            "[failure]\npatterns = [{ kind = 'auth', regex = 'invalid auth method', hint = 'set selectedType' }, { kind = 'auth', regex = '401' }]\n",
+        );
+        let d = r.diagnose(&ErrorEvidence {
+            stderr: Some("Loaded cached credentials.\nInvalid auth method selected.\n"),
+            exit_code: Some(41),
+            ..ErrorEvidence::default()
+        });
+        assert_eq!(d.kind, Some(FailureKind::Auth));
+        assert_eq!(d.hint.as_deref(), Some("set selectedType"));
+        let d = r.diagnose(&ErrorEvidence {
+            stderr: Some("HTTP 401\n"),
+            exit_code: Some(1),
+            ..ErrorEvidence::default()
+        });
+        assert_eq!((d.kind, d.hint), (Some(FailureKind::Auth), None));
     }
 
     #[test]

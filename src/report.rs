@@ -570,13 +570,16 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
                     .filter(|s| !s.trim().is_empty())
             });
             let kind = d.kind.or_else(|| failed_report.and_then(stated_kind));
-            let reason = match message.map(|m| one_line(&m, 160)) {
+            let mut reason = match message.map(|m| one_line(&m, 160)) {
                 Some(m) if flagged && e.agent.error_text.is_none() => {
                     format!("exited with code {code}: the agent reported an error: {m}")
                 }
                 Some(m) => format!("exited with code {code}: {m}"),
                 None => format!("exited with code {code}"),
             };
+            if let Some(hint) = &d.hint {
+                reason.push_str(&format!(" ({hint})"));
+            }
             return v(ItemStatus::Failed, kind.unwrap_or(K::AgentError), reason);
         }
     }

@@ -25,6 +25,8 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   slow         sleep SLOW_SECONDS (default 0.5) then report success
   rate_limited_once  on attempt 1 report failed with failure_kind rate_limited and
                retry_after_s 0.5 (as an exec agent that met an HTTP 429 would); then success
+  rate_limited_always  every attempt: sleep 0.1 s, then report rate_limited "Please try again
+               in 0.2s" with retry_after_s 0.2 (a provider that never lets up)
   auth         report failed with failure_kind auth ("invalid API key")
   rate_limited_long  on attempt 1 report rate_limited with retry_after_s 30; then success
   quota_reset  on attempt 1 report failed, failure_kind quota, "usage limit reached, try
@@ -228,6 +230,11 @@ def main():
                                 failure_kind="rate_limited", retry_after_s=0.5))
         else:
             write_report(report(summary="worked after the pause"))
+    elif mode == "rate_limited_always":
+        time.sleep(0.1)
+        write_report(report(status="failed", summary="HTTP 429: Please try again in 0.2s.",
+                            failure_kind="rate_limited", retry_after_s=0.2))
+        sys.exit(1)
     elif mode == "rate_limited_long":
         if os.environ.get("RUNNER_ATTEMPT") == "1":
             write_report(report(status="failed", summary="HTTP 429 from the model API",

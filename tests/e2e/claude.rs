@@ -553,6 +553,21 @@ async fn real_claude_bad_key_401_fails_the_item_as_auth() {
     .await;
 }
 
+/// Anthropic's "credit balance is too low" (HTTP 400, `billing_error`): `quota`, which stops
+/// the team, not `agent_error` (issue 29).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_claude_credit_balance_too_low_fails_the_item_as_quota() {
+    api_error_fails_the_item(
+        "real_claude_credit_balance_too_low_fails_the_item_as_quota",
+        400,
+        "billing_error",
+        "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.",
+        &["credit balance is too low"],
+        "quota",
+    )
+    .await;
+}
+
 /// The report only in Claude Code's final text (no tool call): still `completed`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_claude_report_in_the_final_text_completes() {

@@ -734,6 +734,33 @@ async fn real_gemini_missing_key_fails_the_item_as_auth() {
     );
 }
 
+/// A fresh `~/.gemini` without `security.auth.selectedType`: every row would fail with
+/// "Invalid auth method selected."; the reason names the setting and its value (issue 29).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_gemini_without_an_auth_type_names_the_setting_to_add() {
+    let Some(gemini) = gemini_or_skip("real_gemini_without_an_auth_type_names_the_setting_to_add")
+    else {
+        return;
+    };
+    let (api, log, _seen) = mock_api(Script::WriteReport).await;
+    let sb = Sandbox::new(&gemini);
+    let env = gemini_env(&api.uri(), Some("sk-test"));
+    let r = sb
+        .run(&["--runner", "gemini", "--timeout", "60s"], &env)
+        .await;
+    assert_eq!(r.code, 1, "{}", sb.context(&r, &log));
+    let row = sb.row();
+    assert_eq!(row["failure_kind"], "auth", "{row:?}");
+    assert!(
+        row["error"].contains("Invalid auth method selected")
+            && row["error"]
+                .contains(r#"{"security": {"auth": {"selectedType": "gemini-api-key"}}}"#)
+            && row["error"].contains("~/.gemini/settings.json"),
+        "{row:?}"
+    );
+    sb.assert_no_survivors();
+}
+
 /// A stalled API and a short `--timeout`: `timed_out`, and no Gemini CLI process is left
 /// (its launcher ignores SIGTERM and waits for the relaunched child).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

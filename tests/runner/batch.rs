@@ -421,6 +421,31 @@ fn a_rate_limited_row_waits_for_the_team_s_pause_and_completes_without_a_retry()
     assert!(journal.contains(r#""event":"team_paused""#), "journaled");
 }
 
+/// Issue 29: a provider that keeps answering "try again in 0.2s" is not retried almost
+/// without end. `--rate-limit-wait` bounds the item's whole time on rate limits — the
+/// waits and the rate-limited attempts themselves — and from the third rate limit in a row
+/// the item's own back-off grows on top of the hint (2 s, 4 s, …). Within 6 s that is a
+/// handful of attempts; obeying the hint to the letter it was about 20.
+#[test]
+fn a_hint_that_repeats_grows_and_the_wait_bound_counts_the_attempts_too() {
+    let sb = batch(&[("a", "rate_limited_always")]);
+    let r = run_batch(&sb, &["--rate-limit-wait", "6s", "--format", "plain"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    let a = &rows["a"];
+    assert_eq!(
+        (a["status"].as_str(), a["failure_kind"].as_str()),
+        ("failed", "rate_limited"),
+        "{a:?}"
+    );
+    let attempts: u32 = a["attempts"].parse().expect("attempts");
+    assert!(
+        (3..=6).contains(&attempts),
+        "{attempts} attempts within a 6 s bound: {a:?}"
+    );
+    assert!(a["error"].contains("rate"), "{a:?}");
+}
+
 #[test]
 fn a_bad_key_costs_one_wave_of_attempts_and_the_rest_are_skipped_saying_why() {
     let rows: Vec<(String, &str)> = (0..12).map(|n| (format!("r{n:02}"), "auth")).collect();

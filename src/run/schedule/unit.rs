@@ -222,8 +222,12 @@ pub async fn run_item(
     let mut attempt = first_attempt;
     let mut retries_used = 0u32;
     let mut previous: Option<AttemptResult> = None;
-    // Time spent waiting at the gate after rate limits, against --rate-limit-wait.
+    // Time spent on rate limits — waiting at the gate, waiting alone, and the rate-limited
+    // attempts themselves — against --rate-limit-wait.
     let mut rate_limit_waited = Duration::ZERO;
+    // This item's rate limits in a row: from the third, its own back-off grows on top of
+    // the provider's hint (a provider that keeps saying "try again in 1s").
+    let mut limited_in_a_row = 0u32;
     let mut requeued = false;
     let mut last_made = attempt;
     // The prompt of a request the provider refused unprocessed, sent again as it was.
@@ -290,6 +294,16 @@ pub async fn run_item(
             output_tokens: result.agent.output_tokens,
         };
         spend.add(this_attempt);
+        let limited = matches!(
+            result.verdict.kind,
+            Some(FailureKind::RateLimited | FailureKind::Quota)
+        );
+        if limited {
+            limited_in_a_row += 1;
+            rate_limit_waited += result.elapsed;
+        } else {
+            limited_in_a_row = 0;
+        }
         let after = permit.ended(&result.verdict, result.agent.cost_usd, rate_limit_waited);
         let interrupted = *cancel.borrow() != Cancel::None;
         requeued = matches!(after, After::Requeue | After::Wait(_)) && !interrupted;
@@ -336,9 +350,10 @@ pub async fn run_item(
         attempt += 1;
         // A retry by --retries waits its own back-off; a failed probe its own rate-limit
         // wait; a re-queued one waits at the gate.
+        let grown = repeated_limit_backoff(limited_in_a_row);
         let wait = match after {
-            After::Wait(wait) if requeued => Some(wait),
-            _ if requeued => None,
+            After::Wait(wait) if requeued => Some(wait + grown),
+            _ if requeued => (!grown.is_zero()).then_some(grown),
             _ => {
                 retries_used += 1;
                 Some(backoff(retries_used, spec.settings.retry_delay))
@@ -368,6 +383,18 @@ pub async fn run_item(
     };
     let outcome = final_outcome(&item, last, counts, started_at, content_hash, spend);
     let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
+}
+
+/// The back-off an item adds to the provider's wait after its `n`th rate limit in a row:
+/// none for the first two, then 2 s, 4 s, 8 s … up to 5 minutes — so a hint that repeats
+/// ("try again in 1s", forever) grows instead of being obeyed to the letter.
+fn repeated_limit_backoff(n: u32) -> Duration {
+    match n {
+        0..=2 => Duration::ZERO,
+        n => Duration::from_secs(2)
+            .saturating_mul(1 << (n - 3).min(8))
+            .min(Duration::from_secs(300)),
+    }
 }
 
 /// How many times an item was attempted and waited, across runs.

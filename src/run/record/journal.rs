@@ -174,15 +174,19 @@ impl Waits {
     /// Count the attempt that ended with `verdict` (`retrying`, `refused` as in
     /// `attempt_finished`).
     pub fn count(&mut self, verdict: &crate::report::Verdict, retrying: bool, refused: bool) {
-        use crate::failure::FailureKind;
         self.refused += u32::from(refused);
-        self.rate_limit += u32::from(
-            retrying
-                && matches!(
-                    verdict.kind,
-                    Some(FailureKind::RateLimited | FailureKind::Quota)
-                ),
-        );
+        self.rate_limit += u32::from(Waits::is_wait(verdict, retrying));
+    }
+
+    /// Whether an attempt that ended with `verdict` (`retrying`) was a rate-limit wait: only
+    /// those (and refusals) are counted, so items that never waited take no entry.
+    pub fn is_wait(verdict: &crate::report::Verdict, retrying: bool) -> bool {
+        use crate::failure::FailureKind;
+        retrying
+            && matches!(
+                verdict.kind,
+                Some(FailureKind::RateLimited | FailureKind::Quota)
+            )
     }
 }
 
@@ -396,10 +400,12 @@ pub fn replay(path: &Path) -> Result<Replay> {
                     ..
                 } => {
                     open.remove(&(id.clone(), attempt));
-                    r.waits
-                        .entry(id.clone())
-                        .or_default()
-                        .count(&verdict, retrying, refused);
+                    if refused || Waits::is_wait(&verdict, retrying) {
+                        r.waits
+                            .entry(id.clone())
+                            .or_default()
+                            .count(&verdict, retrying, refused);
+                    }
                     if !spend.is_empty() {
                         r.spent.entry(id).or_default().add(spend);
                     }

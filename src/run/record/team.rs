@@ -90,10 +90,12 @@ impl Team {
             ..
         } = event.as_ref()
         {
-            self.waits
-                .entry(id.clone())
-                .or_default()
-                .count(verdict, *retrying, *refused);
+            if *refused || journal::Waits::is_wait(verdict, *retrying) {
+                self.waits
+                    .entry(id.clone())
+                    .or_default()
+                    .count(verdict, *retrying, *refused);
+            }
             if !spend.is_empty() {
                 self.spent.entry(id.clone()).or_default().add(*spend);
             }

@@ -521,11 +521,21 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
     let evidence = |exit_code| error_evidence(e, exit_code);
     match e.end {
         ProcessEnd::TimedOut { limit } => {
+            // A CLI that retried an error on its own until the limit printed why all along
+            // (issue 29): quote the last error a pattern recognised.
+            let d = e.rules.diagnose(&evidence(None));
+            let seen = match (d.kind, d.message) {
+                (Some(kind), Some(m)) => format!(
+                    "; the last error it printed ({kind}): {}",
+                    one_line(&m, 200)
+                ),
+                _ => String::new(),
+            };
             return v(
                 ItemStatus::TimedOut,
                 K::TimedOut,
                 format!(
-                    "timed out after {}; the attempt was stopped",
+                    "timed out after {}; the attempt was stopped{seen}",
                     humantime::format_duration(*limit)
                 ),
             );
@@ -957,6 +967,30 @@ mod tests {
             timed_out.reason.starts_with("timed out after 300ms;"),
             "{}",
             timed_out.reason
+        );
+        // A CLI that retried a 429 on its own until the limit: the reason quotes its words.
+        let end = ProcessEnd::TimedOut {
+            limit: std::time::Duration::from_secs(120),
+        };
+        let agent = AgentResult::default();
+        let report = good();
+        let retried = judge(&Evidence {
+            end: &end,
+            stderr_end: Some(
+                "Attempt 3 failed with status 429. Retrying with backoff...\nstill going\n",
+            ),
+            agent: &agent,
+            rules: &NO_RULES,
+            text_output: false,
+            report: &report,
+            schema_errors: None,
+            verify: &VerifyResult::NotRun,
+            commit: None,
+        });
+        assert_eq!(retried.kind, Some(FailureKind::TimedOut));
+        assert_eq!(
+            retried.reason,
+            "timed out after 2m; the attempt was stopped; the last error it printed (rate_limited): Attempt 3 failed with status 429. Retrying with backoff..."
         );
         assert_eq!(
             verdict(ProcessEnd::Cancelled, AgentResult::default(), good()).status,

@@ -259,7 +259,7 @@ const BUILT_IN: &[(FailureKind, &str)] = &[
         // script or module that is not there or does not parse, a shell's, the loader's; a refused
         // connection or an unknown host as Node (ECONNREFUSED, ENOTFOUND) and others say it.
         FailureKind::Setup,
-        r"can't open file|cannot open [^:]*: no such file|cannot find module|command not found|exec format error|error while loading shared libraries|modulenotfounderror|no module named|^syntaxerror|econnrefused|connection refused|enotfound|getaddrinfo|name or service not known|failed to lookup address|certificate verify failed|invalid peer certificate",
+        r"can't open file|cannot open [^:]*: no such file|cannot find module|command not found|exec format error|error while loading shared libraries|modulenotfounderror|no module named|^syntaxerror|\beconnrefused\b|connection refused|\benotfound\b|getaddrinfo|name or service not known|failed to lookup address|certificate verify failed|invalid peer certificate",
     ),
 ];
 
@@ -776,6 +776,18 @@ mod tests {
             assert_eq!(kind(stderr, code), Some(FailureKind::Setup), "{stderr}");
         }
         assert_eq!(kind("error: tests failed", 1), None);
+        // A Python FileNotFoundError is a task's, not the set-up's (ENOTFOUND is Node's DNS).
+        assert_eq!(
+            kind(
+                "FileNotFoundError: [Errno 2] No such file or directory: 'data/row1.txt'",
+                1
+            ),
+            None
+        );
+        assert_eq!(
+            kind("Error: getaddrinfo ENOTFOUND api.example", 1),
+            Some(FailureKind::Setup)
+        );
         assert_eq!(kind("cannot open the pod bay doors", 1), None);
     }
 

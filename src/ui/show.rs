@@ -95,12 +95,13 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
                 verdict,
                 spend,
                 at: done,
+                refused,
                 ..
-            } if a == attempt => Some((verdict, spend, done)),
+            } if a == attempt => Some((verdict, spend, done, *refused)),
             _ => None,
         });
         let line = match end {
-            Some((verdict, spend, done)) => {
+            Some((verdict, spend, done, refused)) => {
                 let took = seconds_between(at, done)
                     .map(|s| format!("{s}s"))
                     .unwrap_or_else(|| "?".into());
@@ -109,9 +110,18 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
                     .cost_usd
                     .map(|c| format!("  ${}", crate::run::record::outcome::usd_text(c)))
                     .unwrap_or_default();
+                // A request refused unprocessed is a wait, not an attempt.
+                let status = match refused {
+                    true => "refused".to_string(),
+                    false => verdict.status.to_string(),
+                };
+                let wait = match refused {
+                    true => " (a rate-limit wait, sent again as it was)",
+                    false => "",
+                };
                 format!(
-                    "  {attempt:>3}  {:<10} {took:>6}  started {at}{cost}  {}",
-                    verdict.status, verdict.reason
+                    "  {attempt:>3}  {status:<10} {took:>6}  started {at}{cost}  {}{wait}",
+                    verdict.reason
                 )
             }
             None => format!("  {attempt:>3}  {:<10} {:>6}  started {at}", "running", ""),

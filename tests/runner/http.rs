@@ -388,6 +388,16 @@ async fn a_refused_request_is_sent_again_identical_and_counts_as_a_wait_not_an_a
         2,
         "{journal}"
     );
+    let show = sb.run(&["show", "1"]);
+    assert!(
+        show.stdout
+            .contains("completed after 1 attempt(s) and 1 rate-limit wait(s)")
+            && show.stdout.contains("refused")
+            && show
+                .stdout
+                .contains("(a rate-limit wait, sent again as it was)"),
+        "{show:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,7 +21,7 @@ fn table(path: &std::path::Path, id: &str) -> BTreeMap<String, BTreeMap<String, 
 
 /// Check the end state a user sees after a broken set-up: exit 1; the few attempts made
 /// failed `setup` naming `cause`; every other row `skipped` with the set-up failure as its
-/// reason; at most `jobs` + a few attempts in all.
+/// reason; at most twice `jobs` and a few attempts in all.
 fn assert_stopped_early(
     r: &Run,
     rows: &BTreeMap<String, BTreeMap<String, String>>,
@@ -33,8 +33,9 @@ fn assert_stopped_early(
         .values()
         .map(|row| row["attempts"].parse::<usize>().unwrap_or(0))
         .sum();
+    // The first wave, and a retry of its items while the third distinct item fails.
     assert!(
-        attempts <= jobs + 3,
+        attempts <= 2 * jobs + 3,
         "{attempts} attempts for a broken set-up: {r:?}"
     );
     assert!(attempts >= 3, "{attempts}: {r:?}");
@@ -49,7 +50,7 @@ fn assert_stopped_early(
     for row in &skipped {
         assert!(
             row["error"].starts_with(
-                "not started: set-up failure: the first 3 attempts failed before doing any work"
+                "not started: set-up failure: the first 3 items failed the same way before any attempt got further"
             ) && row["error"].contains(cause)
                 && row["error"].contains("fix the agent command or the endpoint"),
             "{row:?}"
@@ -167,6 +168,28 @@ fn a_broken_agent_command_stops_a_todo_resolve_early_and_ticks_nothing() {
     assert_stopped_early(&r, &rows, 2, "can't open file");
     let batch = std::fs::read_to_string(sb.join("S/todo-1.md")).expect("todo-1.md");
     assert!(!batch.contains("[x]"), "nothing is ticked: {batch}");
+}
+
+/// A row's own missing file is not a broken set-up: Python's `FileNotFoundError` for rows
+/// 1–3 (each naming its own file) fails those rows, and the others complete (found by a new
+/// user's review: "ENOTFOUND", Node's DNS error, matched inside "FileNotFoundError").
+#[test]
+fn rows_failing_on_their_own_missing_files_do_not_stop_the_team() {
+    let sb = Sandbox::new();
+    rows(&sb, 12);
+    sb.write(
+        "task.py",
+        "import os, sys, json\nsys.stdin.read()\nrow = os.environ['RUNNER_ITEM_ID']\nif row in ('r1', 'r2', 'r3'):\n    open(f'data/{row}.txt')\njson.dump({'status': 'completed', 'summary': 'ok'}, open(os.environ['RUNNER_REPORT'], 'w'))\n",
+    );
+    let r = sb.batch(
+        &["--id-column", "id", "--format", "plain", "--jobs", "4"],
+        &["python3", "task.py"],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = table(&sb.join("workers-output.csv"), "id");
+    let completed = rows.values().filter(|r| r["status"] == "completed").count();
+    assert_eq!(completed, 9, "{r:?}");
+    assert!(!r.stdout.contains("STOPPED"), "{r:?}");
 }
 
 /// A genuine failure is not a set-up failure: an agent that works but fails its items is

@@ -12,9 +12,9 @@
 //! - an `auth` failure, a `quota` that does not reset within `--rate-limit-wait`, a spent
 //!   budget (`--max-cost-usd`) or `--max-fail` stops the team starting attempts: what runs
 //!   finishes, the rest end `skipped` with the reason;
-//! - so do [`SETUP_STOP`] `setup` failures (a broken agent command, an endpoint that refuses
-//!   connections) before any attempt of the run ended otherwise: the first attempts show the
-//!   set-up is broken, and every other item and retry would fail the same way.
+//! - so do [`SETUP_STOP`] items failing `setup` with the same words (a broken agent command,
+//!   an endpoint that refuses connections) before any attempt of the run ended otherwise: the
+//!   first attempts show the set-up is broken, and every other item would fail the same way.
 //!
 //! Each change is an event ([`Event::TeamPaused`], [`Event::TeamStopped`]) in the journal.
 
@@ -36,7 +36,8 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(2);
 /// Longest back-off when no time is named.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// `setup` failures, before any attempt of the run ended otherwise, that stop the team.
+/// Items failing `setup` with the same reason, before any attempt of the run ended
+/// otherwise, that stop the team.
 pub const SETUP_STOP: u32 = 3;
 
 #[derive(Debug)]
@@ -61,8 +62,9 @@ struct State {
     costed: u32,
     /// Items that did not complete (this run).
     failures: u32,
-    /// `setup` failures of this run so far, while no attempt has ended otherwise.
-    setup_failures: u32,
+    /// The items of this run that failed `setup`, by reason, while no attempt has ended
+    /// otherwise (emptied once one has).
+    setup_failures: std::collections::HashMap<String, std::collections::HashSet<String>>,
     /// Whether an attempt of this run ended other than `setup` (then the set-up works).
     set_up_works: bool,
     /// The limit the team last stepped up from, while the step up is unproven (a probe);
@@ -125,11 +127,17 @@ impl Drop for Permit {
 impl Permit {
     /// The attempt ended with `verdict` (costing `cost` USD, when known): account for it and
     /// say what its item does next ([`Gate::ended`]).
-    pub fn ended(self, verdict: &Verdict, cost: Option<f64>, waited: Duration) -> After {
+    pub fn ended(
+        self,
+        item: &str,
+        verdict: &Verdict,
+        cost: Option<f64>,
+        waited: Duration,
+    ) -> After {
         let gate = self.gate.clone();
         let epoch = self.epoch;
         drop(self);
-        gate.ended_in(epoch, verdict, cost, waited)
+        gate.ended_in(epoch, item, verdict, cost, waited)
     }
 }
 
@@ -181,7 +189,7 @@ impl Gate {
                 spent: before.usd,
                 costed: before.costed,
                 failures: 0,
-                setup_failures: 0,
+                setup_failures: Default::default(),
                 set_up_works: false,
                 probing_from: None,
                 probe_epoch: None,
@@ -306,14 +314,21 @@ impl Gate {
     /// say what its item does next. `waited` is how long the item has waited for rate limits
     /// so far; a rate limit that would take it past `--rate-limit-wait` is final. For an
     /// attempt admitted now (use [`Permit::ended`] for one that ran).
-    pub fn ended(&self, verdict: &Verdict, cost: Option<f64>, waited: Duration) -> After {
+    pub fn ended(
+        &self,
+        item: &str,
+        verdict: &Verdict,
+        cost: Option<f64>,
+        waited: Duration,
+    ) -> After {
         let epoch = self.with(|s| s.epoch);
-        self.ended_in(epoch, verdict, cost, waited)
+        self.ended_in(epoch, item, verdict, cost, waited)
     }
 
     fn ended_in(
         &self,
         epoch: u64,
+        item: &str,
         verdict: &Verdict,
         cost: Option<f64>,
         waited: Duration,
@@ -341,13 +356,19 @@ impl Gate {
                 After::Final
             }
             Some(FailureKind::Setup) => {
+                // The same words from different items (a row's own missing file differs by
+                // row; a missing agent script or a refused connection does not).
                 let broken = self.with(|s| {
-                    s.setup_failures += 1;
-                    !s.set_up_works && s.setup_failures >= SETUP_STOP
+                    if s.set_up_works {
+                        return false;
+                    }
+                    let items = s.setup_failures.entry(verdict.reason.clone()).or_default();
+                    items.insert(item.to_owned());
+                    items.len() >= SETUP_STOP as usize
                 });
                 if broken {
                     self.stop(format!(
-                        "set-up failure: the first {SETUP_STOP} attempts failed before doing any work ({}); fix the agent command or the endpoint and run again",
+                        "set-up failure: the first {SETUP_STOP} items failed the same way before any attempt got further ({}); fix the agent command or the endpoint and run again",
                         verdict.reason
                     ));
                     return After::Final;
@@ -357,6 +378,7 @@ impl Gate {
             _ => {
                 self.with(|s| {
                     s.set_up_works = true;
+                    s.setup_failures.clear();
                     s.limited_in_a_row = 0;
                     s.streak += 1;
                     if s.streak >= s.streak_needed {
@@ -404,14 +426,27 @@ impl Gate {
         }
         let (wait, limit) = self.with(|s| {
             s.streak = 0;
-            s.limited_in_a_row += 1;
-            let wait = retry_after.unwrap_or_else(|| {
-                let exp = FIRST_BACKOFF
-                    .saturating_mul(1 << (s.limited_in_a_row - 1).min(10))
-                    .min(MAX_BACKOFF);
-                exp.mul_f64(rand::rng().random_range(0.75..1.25))
-            });
-            if epoch == s.epoch {
+            // A burst (attempts admitted before its first rate limit) counts once: eight 429s
+            // of one wave are one rate limit, not eight doublings of the back-off.
+            let first_of_burst = epoch == s.epoch;
+            if first_of_burst {
+                s.limited_in_a_row += 1;
+            }
+            let left = s
+                .paused_until
+                .map(|t| t.saturating_duration_since(Instant::now()));
+            let wait = match (retry_after, first_of_burst, left) {
+                (Some(named), _, _) => named,
+                // The burst's pause already stands: no new back-off of its own.
+                (None, false, Some(left)) => left,
+                (None, _, _) => {
+                    let exp = FIRST_BACKOFF
+                        .saturating_mul(1 << (s.limited_in_a_row.max(1) - 1).min(10))
+                        .min(MAX_BACKOFF);
+                    exp.mul_f64(rand::rng().random_range(0.75..1.25))
+                }
+            };
+            if first_of_burst {
                 // The first rate limit of a burst halves the limit; the others of the same
                 // burst (admitted before it) do not halve it again.
                 s.limit = s.limit.div_ceil(2);
@@ -526,10 +561,10 @@ mod tests {
         let p = g.admit().await.expect("open");
         let q = g.admit().await.expect("open");
         let limited = verdict(FailureKind::RateLimited, Some(30.0));
-        assert_eq!(p.ended(&limited, None, Duration::ZERO), After::Requeue);
+        assert_eq!(p.ended("i", &limited, None, Duration::ZERO), After::Requeue);
         assert_eq!(g.view().limit, 4);
         assert_eq!(
-            q.ended(&limited, None, Duration::ZERO),
+            q.ended("i", &limited, None, Duration::ZERO),
             After::Requeue,
             "the same burst"
         );
@@ -557,40 +592,40 @@ mod tests {
         );
         drop(p);
         for _ in 0..15 {
-            g.ended(&Verdict::completed(), None, Duration::ZERO);
+            g.ended("i", &Verdict::completed(), None, Duration::ZERO);
         }
         assert_eq!(g.view().limit, 4);
-        g.ended(&Verdict::completed(), None, Duration::ZERO);
+        g.ended("i", &Verdict::completed(), None, Duration::ZERO);
         assert_eq!(g.view().limit, 5, "+1 after a run of 2 × 8 successes");
 
         // The step up to 5 is a probe: a rate limit now steps back to 4 without pausing the
         // team (only that attempt waits), and the next probe waits twice the successes.
         let limited = verdict(FailureKind::RateLimited, Some(1.0));
         assert_eq!(
-            g.ended(&limited, None, Duration::ZERO),
+            g.ended("i", &limited, None, Duration::ZERO),
             After::Wait(Duration::from_secs(1))
         );
         assert_eq!(g.view().limit, 4);
         assert_eq!(g.pause_left(), Duration::ZERO, "the team goes on");
         for _ in 0..31 {
-            g.ended(&Verdict::completed(), None, Duration::ZERO);
+            g.ended("i", &Verdict::completed(), None, Duration::ZERO);
         }
         assert_eq!(g.view().limit, 4);
-        g.ended(&Verdict::completed(), None, Duration::ZERO);
+        g.ended("i", &Verdict::completed(), None, Duration::ZERO);
         assert_eq!(g.view().limit, 5, "probed again after 2 × 16 successes");
         // A probe that holds (a run of successes at 5) is proven, and the next one steps to 6;
         // failing, it steps back to 5, not below.
         for _ in 0..32 {
-            g.ended(&Verdict::completed(), None, Duration::ZERO);
+            g.ended("i", &Verdict::completed(), None, Duration::ZERO);
         }
         assert_eq!(g.view().limit, 6);
         assert_eq!(
-            g.ended(&limited, None, Duration::ZERO),
+            g.ended("i", &limited, None, Duration::ZERO),
             After::Wait(Duration::from_secs(1))
         );
         assert_eq!(g.view().limit, 5);
         // Not probing: a rate limit is the provider's, and pauses the team again.
-        assert_eq!(g.ended(&limited, None, Duration::ZERO), After::Requeue);
+        assert_eq!(g.ended("i", &limited, None, Duration::ZERO), After::Requeue);
         assert!(g.pause_left() > Duration::ZERO);
     }
 
@@ -616,18 +651,21 @@ mod tests {
         };
         let (g, _rx) = gate(4, limits);
         let v = verdict(FailureKind::RateLimited, Some(50.0));
-        assert_eq!(g.ended(&v, None, Duration::from_secs(20)), After::Final);
-        assert_eq!(g.ended(&v, None, Duration::ZERO), After::Requeue);
+        assert_eq!(
+            g.ended("i", &v, None, Duration::from_secs(20)),
+            After::Final
+        );
+        assert_eq!(g.ended("i", &v, None, Duration::ZERO), After::Requeue);
     }
 
     #[tokio::test(start_paused = true)]
     async fn auth_and_a_long_quota_stop_the_team_a_short_quota_waits() {
         let (g, mut rx) = gate(4, Limits::default());
         let short = verdict(FailureKind::Quota, Some(120.0));
-        assert_eq!(g.ended(&short, None, Duration::ZERO), After::Requeue);
+        assert_eq!(g.ended("i", &short, None, Duration::ZERO), After::Requeue);
         assert!(g.stopped().is_none());
         let long = verdict(FailureKind::Quota, Some(86_400.0));
-        assert_eq!(g.ended(&long, None, Duration::ZERO), After::Final);
+        assert_eq!(g.ended("i", &long, None, Duration::ZERO), After::Final);
         assert_eq!(g.stopped().as_deref(), Some("quota exhausted: quota text"));
         assert_eq!(
             g.admit().await.map(|_| ()),
@@ -635,7 +673,7 @@ mod tests {
         );
         let (g, _) = gate(4, Limits::default());
         assert_eq!(
-            g.ended(&verdict(FailureKind::Auth, None), None, Duration::ZERO),
+            g.ended("i", &verdict(FailureKind::Auth, None), None, Duration::ZERO),
             After::Final
         );
         assert_eq!(
@@ -649,27 +687,59 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_burst_of_rate_limits_without_a_named_wait_pauses_once_not_ever_longer() {
+        let (g, mut rx) = gate(8, Limits::default());
+        let permits: Vec<Permit> = futures_admit(&g, 8).await;
+        let unnamed = verdict(FailureKind::RateLimited, None);
+        for p in permits {
+            assert_eq!(p.ended("i", &unnamed, None, Duration::ZERO), After::Requeue);
+        }
+        let left = g.pause_left();
+        assert!(
+            left <= Duration::from_millis(2500),
+            "one back-off of about 2 s for the wave, not 2^8: {left:?}"
+        );
+        let pauses = std::iter::from_fn(|| rx.try_recv().ok())
+            .filter(|e| matches!(e, Event::TeamPaused { .. }))
+            .count();
+        assert_eq!(pauses, 1, "one pause for the wave");
+    }
+
+    /// Admit `n` attempts at once.
+    async fn futures_admit(g: &Arc<Gate>, n: usize) -> Vec<Permit> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.push(g.admit().await.expect("open"));
+        }
+        out
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn the_first_set_up_failures_stop_the_team_but_not_after_the_set_up_worked() {
         let (g, _rx) = gate(8, Limits::default());
         let setup = verdict(FailureKind::Setup, None);
-        for _ in 1..SETUP_STOP {
-            assert_eq!(g.ended(&setup, None, Duration::ZERO), After::Judged);
-            assert!(g.stopped().is_none());
+        // One item's retries are one item: they do not stop the team.
+        for _ in 0..SETUP_STOP + 1 {
+            assert_eq!(g.ended("a", &setup, None, Duration::ZERO), After::Judged);
         }
-        assert_eq!(g.ended(&setup, None, Duration::ZERO), After::Final);
+        // Nor do items failing each in its own words (a row's own missing file).
+        let mut own = verdict(FailureKind::Setup, None);
+        own.reason = "no such file: row b".into();
+        assert_eq!(g.ended("b", &own, None, Duration::ZERO), After::Judged);
+        assert!(g.stopped().is_none());
+        assert_eq!(g.ended("c", &setup, None, Duration::ZERO), After::Judged);
+        assert_eq!(g.ended("d", &setup, None, Duration::ZERO), After::Final);
         let why = g.stopped().expect("stopped");
         assert!(
-            why.starts_with(
-                "set-up failure: the first 3 attempts failed before doing any work (setup text)"
-            ),
+            why.starts_with("set-up failure: the first 3 items failed the same way before any attempt got further (setup text)"),
             "{why}"
         );
         // Once an attempt ended otherwise the set-up works: later set-up failures (an
         // endpoint going down mid-run) are judged one by one.
         let (g, _rx) = gate(8, Limits::default());
-        g.ended(&Verdict::completed(), None, Duration::ZERO);
-        for _ in 0..SETUP_STOP + 2 {
-            assert_eq!(g.ended(&setup, None, Duration::ZERO), After::Judged);
+        g.ended("x", &Verdict::completed(), None, Duration::ZERO);
+        for item in ["a", "b", "c", "d", "e"] {
+            assert_eq!(g.ended(item, &setup, None, Duration::ZERO), After::Judged);
         }
         assert!(g.stopped().is_none());
     }
@@ -682,7 +752,7 @@ mod tests {
         };
         let (g, _rx) = gate(4, limits);
         let a = g.admit().await.expect("nothing spent yet");
-        g.ended(&Verdict::completed(), Some(0.4), Duration::ZERO);
+        g.ended("i", &Verdict::completed(), Some(0.4), Duration::ZERO);
         drop(a);
         // 0.4 spent + 0.4 expected for this one = 0.8 ≤ 1.0
         let _b = g.admit().await.expect("0.4 spent, 0 running");

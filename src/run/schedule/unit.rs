@@ -304,9 +304,25 @@ pub async fn run_item(
         } else {
             limited_in_a_row = 0;
         }
-        let after = permit.ended(&result.verdict, result.agent.cost_usd, rate_limit_waited);
+        let mut after = permit.ended(
+            &item.id,
+            &result.verdict,
+            result.agent.cost_usd,
+            rate_limit_waited,
+        );
         let interrupted = *cancel.borrow() != Cancel::None;
         requeued = matches!(after, After::Requeue | After::Wait(_)) && !interrupted;
+        // The wait the item adds on its own (a failed probe's, its repeated rate limits'
+        // back-off) counts against --rate-limit-wait as the gate's does.
+        let grown = repeated_limit_backoff(limited_in_a_row);
+        let own_wait = match after {
+            After::Wait(wait) => wait + grown,
+            _ => grown,
+        };
+        if requeued && rate_limit_waited + own_wait > gate.limits().rate_limit_wait {
+            requeued = false;
+            after = After::Final;
+        }
         // The HTTP backend's 429 (or 503, 529): the model never saw the request, so it is
         // sent again as it was — no "previous attempt" in the prompt (which would also miss
         // the provider's prompt cache) — and it is a wait, not an attempt.
@@ -322,6 +338,7 @@ pub async fn run_item(
                 &mut result.verdict,
                 rate_limit_waited,
                 gate.limits().rate_limit_wait,
+                grown,
             );
         }
         let retrying = requeued
@@ -350,9 +367,8 @@ pub async fn run_item(
         attempt += 1;
         // A retry by --retries waits its own back-off; a failed probe its own rate-limit
         // wait; a re-queued one waits at the gate.
-        let grown = repeated_limit_backoff(limited_in_a_row);
         let wait = match after {
-            After::Wait(wait) if requeued => Some(wait + grown),
+            After::Wait(_) if requeued => Some(own_wait),
             _ if requeued => (!grown.is_zero()).then_some(grown),
             _ => {
                 retries_used += 1;
@@ -474,11 +490,21 @@ fn retry_context(dir: &Path, item: &WorkItem, next: u32, result: &AttemptResult)
 /// The reason of a rate-limited attempt after which the gate gave up: how long the item
 /// waited, and that the next wait would pass `--rate-limit-wait` (the gate gives up when
 /// the next wait would pass the bound, not after it).
-fn explain_last_rate_limit(verdict: &mut Verdict, waited: Duration, bound: Duration) {
+fn explain_last_rate_limit(
+    verdict: &mut Verdict,
+    waited: Duration,
+    bound: Duration,
+    own: Duration,
+) {
     let wait = verdict.retry_after_s.and_then(crate::failure::hinted_wait);
-    let next = match wait {
-        Some(w) => format!("waiting the {} it asks for", rough_duration(w)),
-        None => "another back-off".to_owned(),
+    let next = match (wait, own.is_zero()) {
+        (Some(w), true) => format!("waiting the {} it asks for", rough_duration(w)),
+        (Some(w), false) => format!(
+            "waiting the {} it asks for and the item's own back-off of {} (its rate limits repeat)",
+            rough_duration(w),
+            rough_duration(own)
+        ),
+        (None, _) => "another back-off".to_owned(),
     };
     verdict.reason = format!(
         "still rate limited after waiting {}; {next} would pass --rate-limit-wait {}: {}",
@@ -561,6 +587,10 @@ fn highest_logged_attempt(dir: &Path) -> u32 {
 
 /// `d` in its two largest units, whole seconds (`1h 5m`, `3170years 3months`, `0s`).
 fn rough_duration(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        // Under a second: milliseconds (0.2 s read "0s").
+        return format!("{}ms", d.as_millis());
+    }
     let full = humantime::format_duration(Duration::from_secs(d.as_secs())).to_string();
     full.split(' ').take(2).collect::<Vec<_>>().join(" ")
 }

@@ -14,9 +14,21 @@ fn rows(sb: &Sandbox, n: usize) {
     sb.write_rows(&rows);
 }
 
-/// Every row's (status, failure kind, attempts, error).
-fn table(path: &std::path::Path, id: &str) -> BTreeMap<String, BTreeMap<String, String>> {
-    by_id(path, id)
+/// `runner batch` over the rows with `--jobs jobs --retries retries`, plain output, `agent`.
+fn broken_batch(sb: &Sandbox, jobs: &str, retries: &str, agent: &[&str]) -> Run {
+    sb.batch(
+        &[
+            "--id-column",
+            "id",
+            "--format",
+            "plain",
+            "--jobs",
+            jobs,
+            "--retries",
+            retries,
+        ],
+        agent,
+    )
 }
 
 /// Check the end state a user sees after a broken set-up: exit 1; the few attempts made
@@ -67,20 +79,8 @@ fn assert_stopped_early(
 fn a_script_that_is_not_there_stops_a_60_row_batch_after_a_few_attempts() {
     let sb = Sandbox::new();
     rows(&sb, 60);
-    let r = sb.batch(
-        &[
-            "--id-column",
-            "id",
-            "--format",
-            "plain",
-            "--jobs",
-            "4",
-            "--retries",
-            "2",
-        ],
-        &["python3", "agnt.py"],
-    );
-    let rows = table(&sb.join("workers-output.csv"), "id");
+    let r = broken_batch(&sb, "4", "2", &["python3", "agnt.py"]);
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
     assert_stopped_early(&r, &rows, 4, "can't open file");
     assert!(sb.survivors_after(5.0).is_empty());
 }
@@ -89,20 +89,13 @@ fn a_script_that_is_not_there_stops_a_60_row_batch_after_a_few_attempts() {
 fn a_command_that_is_not_found_stops_the_batch_by_its_exit_code_127() {
     let sb = Sandbox::new();
     rows(&sb, 30);
-    let r = sb.batch(
-        &[
-            "--id-column",
-            "id",
-            "--format",
-            "plain",
-            "--jobs",
-            "2",
-            "--retries",
-            "1",
-        ],
+    let r = broken_batch(
+        &sb,
+        "2",
+        "1",
         &["sh", "-c", "cat >/dev/null; no-such-agent-command"],
     );
-    let rows = table(&sb.join("workers-output.csv"), "id");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
     assert_stopped_early(&r, &rows, 2, "not found");
 }
 
@@ -138,7 +131,7 @@ fn an_endpoint_that_refuses_connections_stops_an_http_batch_after_a_few_requests
     cmd.env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
         .env("OPENAI_API_KEY", "sk-test");
     let r: Run = cmd.output().expect("spawn").into();
-    let rows = table(&sb.join("workers-output.csv"), "id");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
     assert_stopped_early(&r, &rows, 4, "no answer from http://127.0.0.1:9/v1");
 }
 
@@ -164,7 +157,7 @@ fn a_broken_agent_command_stops_a_todo_resolve_early_and_ticks_nothing() {
         "python3",
         "agnt.py",
     ]);
-    let rows = table(&sb.join("S/todo-1.workers-output.csv"), "item");
+    let rows = by_id(&sb.join("S/todo-1.workers-output.csv"), "item");
     assert_stopped_early(&r, &rows, 2, "can't open file");
     let batch = std::fs::read_to_string(sb.join("S/todo-1.md")).expect("todo-1.md");
     assert!(!batch.contains("[x]"), "nothing is ticked: {batch}");
@@ -186,7 +179,7 @@ fn rows_failing_on_their_own_missing_files_do_not_stop_the_team() {
         &["python3", "task.py"],
     );
     assert_eq!(r.code, 1, "{r:?}");
-    let rows = table(&sb.join("workers-output.csv"), "id");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
     let completed = rows.values().filter(|r| r["status"] == "completed").count();
     assert_eq!(completed, 9, "{r:?}");
     assert!(!r.stdout.contains("STOPPED"), "{r:?}");
@@ -206,7 +199,7 @@ fn items_that_fail_on_their_own_do_not_stop_the_team() {
         &["python3", &fake],
     );
     assert_eq!(r.code, 1, "{r:?}");
-    let rows = table(&sb.join("workers-output.csv"), "id");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
     assert!(rows.values().all(|r| r["status"] == "failed"), "{rows:?}");
     assert!(!r.stdout.contains("STOPPED"), "{r:?}");
 }

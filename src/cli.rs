@@ -96,6 +96,10 @@ pub struct ShowArgs {
     /// default: the most recently updated team here.
     #[arg(value_name = "WORKSPACE")]
     pub workspace: Option<PathBuf>,
+    /// Print the prompt of the item's last attempt instead (from its folder, or from the
+    /// record a completed item was compacted into).
+    #[arg(long)]
+    pub prompt: bool,
 }
 
 /// `runner logs`.
@@ -434,6 +438,12 @@ pub struct RunArgs {
     /// instead of running it as a formula.
     #[arg(long)]
     pub keep_formulas: bool,
+    /// Keep each completed item's teammate folder (its prompt and every attempt's full
+    /// logs). By default a completed item is compacted into the workspace's
+    /// `completed.jsonl` (prompt, the last 4 KB of its log, its working context) and its
+    /// folder removed; items that did not complete always keep theirs.
+    #[arg(long)]
+    pub keep_logs: bool,
     /// Confine each teammate: `landlock` runs it in its own Linux Landlock domain, writing
     /// only its working directory, its teammate folder and what its runner definition
     /// declares; it cannot signal the runner or its siblings. `auto` (the default, unless

@@ -67,6 +67,9 @@ pub struct FileSettings {
     /// spreadsheet would run as formulas.
     #[serde(default)]
     pub keep_formulas: Option<bool>,
+    /// `keep_logs`: completed items keep their teammate folders (see `--keep-logs`).
+    #[serde(default)]
+    pub keep_logs: Option<bool>,
     /// `sandbox`: `auto`, `none` or `landlock` (see `--sandbox`).
     #[serde(default, deserialize_with = "sandbox_text")]
     pub sandbox: Option<String>,
@@ -393,6 +396,9 @@ pub struct Settings {
     /// `--keep-formulas`: agents' values go into output CSVs as they are (by default a value
     /// a spreadsheet would evaluate gets a leading `'`).
     pub keep_formulas: bool,
+    /// `--keep-logs`: completed items keep their teammate folders (prompt, every attempt's
+    /// logs) instead of being compacted into `completed.jsonl`.
+    pub keep_logs: bool,
     /// `--sandbox`: how each teammate is confined. `auto` (the default) until the plan
     /// settles it (`Plan::settle_sandbox`), which every run does before anything starts.
     pub sandbox: crate::sandbox::Mode,
@@ -736,6 +742,7 @@ impl Settings {
             accept_changes: false,
             runner_from: None,
             keep_formulas: false,
+            keep_logs: false,
             sandbox: crate::sandbox::Mode::None,
             sandbox_why_none: None,
             limits: Default::default(),
@@ -914,6 +921,7 @@ impl Settings {
                     .filter(|p| p.is_file())
             }),
             keep_formulas: flags.keep_formulas || file.keep_formulas.unwrap_or(false),
+            keep_logs: flags.keep_logs || file.keep_logs.unwrap_or(false),
             sandbox: sandbox(flags, file)?,
             sandbox_why_none: None,
             limits: limits(flags, file)?,

@@ -42,6 +42,12 @@ pub fn skeleton(teammate: &str) -> String {
     TEMPLATE.replace("{{ teammate }}", teammate)
 }
 
+/// Whether `text` says nothing the runner did not write: empty, or `teammate`'s untouched
+/// skeleton.
+pub fn is_skeleton(text: &str, teammate: &str) -> bool {
+    text.trim().is_empty() || text == skeleton(teammate)
+}
+
 /// The two parts of a structured working context, as slices of its text (trailing blank
 /// lines dropped).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,7 +178,7 @@ fn capped(s: &str, max: usize) -> String {
 /// untouched skeleton) or is blank; else the whole text, capped to `max` bytes (head and
 /// tail kept by the caller's reader).
 pub fn carry_text(text: &str, teammate: &str, max: usize) -> Option<String> {
-    if text.trim().is_empty() || text == skeleton(teammate) {
+    if is_skeleton(text, teammate) {
         return None;
     }
     let Some(parts) = parse(text) else {

@@ -1,6 +1,6 @@
 //! How `runner show` describes one item: its status and reason, each attempt with its verdict
 //! and duration, cost and tokens, the prompt and report files, and the last lines of the log
-//! that explains it. Reads those files; changes nothing.
+//! that explains it (from its folder, or from the record a completed item was compacted into). Reads those files; changes nothing.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -32,6 +32,14 @@ fn tail(path: &Path, n: usize) -> Option<String> {
 pub enum Place<'a> {
     /// Its teammate folder in a live workspace (prompt, logs).
     Teammate(&'a Path),
+    /// A completed item whose folder was compacted into the workspace's `completed.jsonl`
+    /// ([`crate::run::record::compact`]).
+    Compacted {
+        /// The record file.
+        file: &'a Path,
+        /// The item's record in it.
+        record: &'a crate::run::record::compact::Record,
+    },
     /// A team archive: the workspace and its files are gone.
     Archive {
         /// The archive file.
@@ -54,6 +62,7 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         Place::Archive { teammate, .. } => teammate.to_owned(),
+        Place::Compacted { record, .. } => record.teammate.clone(),
     };
     match outcome {
         Some(out) => {
@@ -161,6 +170,14 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
                 path.display()
             );
         }
+        Place::Compacted { file, record } => {
+            let _ = writeln!(
+                o,
+                "Prompt:  {} bytes, kept in {} (`runner show {id} --prompt` prints it; the item's folder was removed when it completed: keep folders with --keep-logs)",
+                record.prompt_bytes,
+                file.display()
+            );
+        }
     }
     if let Some(report) = outcome.and_then(|out| out.report.as_ref()) {
         let pretty = serde_json::to_string_pretty(report).unwrap_or_default();
@@ -169,7 +186,25 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
             let _ = writeln!(o, "  {l}");
         }
     }
-    if let Some(log) = outcome
+    if let Place::Compacted { record, .. } = place {
+        let text = record.tail(&record.log).map_or("", |t| t.text.as_str());
+        let lines: Vec<&str> = text.lines().collect();
+        match lines.is_empty() {
+            true => {
+                let _ = writeln!(o, "Log of attempt {} ({}): empty", record.attempt, record.log);
+            }
+            false => {
+                let _ = writeln!(
+                    o,
+                    "Log of attempt {} ({}, last {LOG_LINES} lines, as kept):",
+                    record.attempt, record.log
+                );
+                for l in &lines[lines.len().saturating_sub(LOG_LINES)..] {
+                    let _ = writeln!(o, "  | {l}");
+                }
+            }
+        }
+    } else if let Some(log) = outcome
         .map(|out| out.log.as_str())
         .filter(|l| !l.is_empty())
     {

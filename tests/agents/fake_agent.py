@@ -416,6 +416,9 @@ def main():
         attempt(results, "journal_replace", lambda: os.replace(os.path.join(ws, "team.json"), journal))
         attempt(results, "team_json_remove", lambda: os.remove(os.path.join(ws, "team.json")))
         attempt(results, "workspace_new_file", write_to(os.path.join(ws, "pwned"), "x"))
+        # The record completed items are compacted into: a forged line would be shown as a
+        # sibling's prompt and logs.
+        attempt(results, "completed_record_forge", write_to(os.path.join(ws, "completed.jsonl"), '{"v":1,"id":"bystander","forged":1}\n', "a"))
         attempt(results, "workspace_chmod", lambda: os.chmod(ws, 0o777))
         attempt(results, "journal_chmod", lambda: os.chmod(journal, 0o666))
         # What it may write: its working directory, its own folder, its TMPDIR.

@@ -393,7 +393,7 @@ impl Sandbox {
     }
 
     /// `runner batch --input in.csv --instruction instr.md --format plain --grace 5s
-    /// --rate-limit-wait 0s ARGS...`
+    /// --rate-limit-wait 0s --keep-logs ARGS...`
     /// in the sandbox, with a clean environment (PATH with `bin/` first, HOME, TMPDIR,
     /// XDG_* under `home/`, LANG, NO_COLOR) plus `env`. Nothing from the developer's
     /// environment leaks in: no real key, login, proxy, model or config dir.
@@ -449,6 +449,9 @@ impl Sandbox {
                 // that proves the pause passes its own, later, --rate-limit-wait).
                 "--rate-limit-wait",
                 "0s",
+                // The tests read the CLI's logs in its folder after it completed (a completed
+                // item's compaction is the runner's own, proven in tests/runner).
+                "--keep-logs",
             ])
             .args(args)
             .current_dir(cwd)

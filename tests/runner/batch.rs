@@ -26,25 +26,29 @@ fn success_writes_output_row_workspace_and_exit_0() {
     assert_eq!(rows["a"]["exit_code"], "0");
     assert_eq!(rows["a"]["summary"], "fake agent handled a");
     assert_eq!(rows["a"]["result"], r#"{"ok":true,"echo":"a"}"#);
-    assert!(
-        rows["a"]["log"].ends_with("teammates/1-a/attempt-1.stdout.log"),
-        "{:?}",
-        rows["a"]["log"]
-    );
-    // The workspace holds the snapshot, the journal and the teammate's prompt.
+    // The workspace holds the snapshot, the journal and one record of the completed items:
+    // their folders were compacted into it, and the log column names it.
     let ws = sb.join("workers-output.runner");
+    assert_eq!(
+        rows["a"]["log"],
+        ws.join("completed.jsonl").display().to_string()
+    );
     let team: serde_json::Value =
         serde_json::from_str(&sb.read("workers-output.runner/team.json")).expect("team.json");
     assert_eq!(team["state"], "finished");
     assert_eq!(team["counts"]["completed"], 2);
     assert!(ws.join("journal.jsonl").is_file());
-    let prompt = sb.read("workers-output.runner/teammates/1-a/prompt.md");
+    assert_eq!(
+        std::fs::read_dir(ws.join("teammates")).expect("teammates").count(),
+        0,
+        "completed items keep no folder"
+    );
+    let prompt = sb.prompt("workers-output.runner", "a");
     assert!(prompt.contains("Handle a. MODE=success"), "{prompt}");
     assert!(prompt.contains(&ws.join("teammates/1-a/report.json").display().to_string()));
-    // The stdout log the output names always exists; a stderr log only when the agent wrote
-    // to stderr (this one did not).
-    assert!(ws.join("teammates/1-a/attempt-1.stdout.log").is_file());
-    assert!(!ws.join("teammates/1-a/attempt-1.stderr.log").exists());
+    let show = sb.run(&["show", "a", &ws.display().to_string()]);
+    assert!(show.stdout.contains("kept in"), "{show:?}");
+    assert!(show.stdout.contains("fake agent handled a"), "{show:?}");
     // The workspace is private: logs can hold secrets.
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&ws).expect("ws").permissions().mode() & 0o777;
@@ -53,6 +57,28 @@ fn success_writes_output_row_workspace_and_exit_0() {
         r.stdout.contains("Summary: 2 item(s): 2 completed"),
         "{r:?}"
     );
+}
+
+#[test]
+fn keep_logs_keeps_each_completed_items_folder_with_its_prompt_and_logs() {
+    let sb = batch(&[("a", "success")]);
+    let r = run_batch(&sb, &["--keep-logs"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert!(
+        rows["a"]["log"].ends_with("teammates/1-a/attempt-1.stdout.log"),
+        "{:?}",
+        rows["a"]["log"]
+    );
+    let ws = sb.join("workers-output.runner");
+    assert!(!ws.join("completed.jsonl").exists());
+    let prompt = sb.read("workers-output.runner/teammates/1-a/prompt.md");
+    assert!(prompt.contains("Handle a. MODE=success"), "{prompt}");
+    assert_eq!(sb.prompt("workers-output.runner", "a"), prompt);
+    // The stdout log the output names always exists; a stderr log only when the agent wrote
+    // to stderr (this one did not).
+    assert!(ws.join("teammates/1-a/attempt-1.stdout.log").is_file());
+    assert!(!ws.join("teammates/1-a/attempt-1.stderr.log").exists());
 }
 
 #[test]
@@ -238,7 +264,7 @@ fn processes_left_holding_the_output_are_named_once_and_counted_in_the_duration(
 fn huge_stderr_is_capped_with_head_tail_and_marker() {
     let sb = batch(&[("loud", "flood_stderr")]);
     let r = sb
-        .fake_batch_cmd(&["--log-cap", "1048576"])
+        .fake_batch_cmd(&["--log-cap", "1048576", "--keep-logs"])
         .env("FLOOD_BYTES", (50 * 1024 * 1024).to_string())
         .output()
         .expect("run");
@@ -291,6 +317,7 @@ fn agents_that_read_stdin_to_eof_or_never_read_it_both_finish() {
                 "plain",
                 "--timeout",
                 "20s",
+                "--keep-logs",
             ],
             &["sh", &script.display().to_string()],
         );
@@ -321,7 +348,7 @@ fn the_runner_environment_reaches_the_agent() {
          printf '{\"status\":\"completed\",\"summary\":\"ok\"}' > \"$RUNNER_REPORT\"\n",
     );
     let r = sb.batch(
-        &["--id-column", "id"],
+        &["--id-column", "id", "--keep-logs"],
         &["sh", &script.display().to_string()],
     );
     assert_eq!(r.code, 0, "{r:?}");
@@ -393,7 +420,7 @@ fn retries_rerun_failed_attempts_with_the_previous_reason_in_the_prompt() {
     let rows = by_id(&sb.join("workers-output.csv"), "id");
     assert_eq!(rows["f"]["attempts"], "2");
     assert_eq!(rows["f"]["summary"], "worked on retry");
-    let prompt = sb.read("workers-output.runner/teammates/1-f/prompt.md");
+    let prompt = sb.prompt("workers-output.runner", "f");
     assert!(
         prompt.contains("This is attempt 2")
             && prompt.contains("exited with code 1: transient failure"),

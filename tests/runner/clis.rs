@@ -174,7 +174,7 @@ fn claude_argv_stdin_env_and_usage_columns() {
             "7"
         ]
     );
-    let prompt = std::fs::read_to_string(format!("{ws}/prompt.md")).expect("prompt");
+    let prompt = sb.prompt("out-claude-success.runner", "1");
     assert_eq!(
         rec["stdin"].as_str(),
         Some(prompt.as_str()),
@@ -250,12 +250,12 @@ fn aider_reads_a_prompt_file_and_cursor_takes_the_prompt_as_last_argument() {
     let sb = sandbox();
     run_cli(&sb, "aider", "success", &[]);
     let rec = recorded(&sb, "aider");
-    let prompt = sb.read("out-aider-success.runner/teammates/1-1/prompt.md");
+    let prompt = sb.prompt("out-aider-success.runner", "1");
     assert_eq!(rec["prompt_file"].as_str(), Some(prompt.as_str()));
     assert!(rec["stdin"].is_null());
     run_cli(&sb, "cursor-agent", "success", &[]);
     let rec = recorded(&sb, "cursor-agent");
-    let prompt = sb.read("out-cursor-agent-success.runner/teammates/1-1/prompt.md");
+    let prompt = sb.prompt("out-cursor-agent-success.runner", "1");
     assert_eq!(argv(&rec).last().map(String::as_str), Some(prompt.as_str()));
 }
 

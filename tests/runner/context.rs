@@ -46,7 +46,7 @@ fn a_teammate_starts_with_the_working_context_skeleton_and_the_prompt_points_at_
         &["sh", &script],
     );
     assert_eq!(r.code, 0, "{r:?}");
-    let prompt = sb.read("workers-output.runner/teammates/1-w/prompt.md");
+    let prompt = sb.prompt("workers-output.runner", "w");
     let path = sb.join("workers-output.runner/teammates/1-w/working-context.md");
     assert!(
         prompt.contains(&format!("`{}` is your working context", path.display()))
@@ -96,7 +96,7 @@ fn a_retry_gets_part_a_and_the_last_journal_entry_and_an_untouched_skeleton_is_n
         &["sh", &script],
     );
     assert_eq!(r.code, 0, "{r:?}");
-    let second = sb.read("workers-output.runner/teammates/1-w/prompt.md");
+    let second = sb.prompt("workers-output.runner", "w");
     assert!(second.contains("This is attempt 2"), "{second}");
     assert!(
         second.contains("### 4. In Flight\nHALF-DONE auth.rs")
@@ -108,9 +108,9 @@ fn a_retry_gets_part_a_and_the_last_journal_entry_and_an_untouched_skeleton_is_n
         "earlier entries stay in the file: {second}"
     );
     // A file without the two parts is carried whole, as it was.
-    let u = sb.read("workers-output.runner/teammates/3-u/prompt.md");
+    let u = sb.prompt("workers-output.runner", "u");
     assert!(u.contains("step 1 of 2 done; next: step 2"), "{u}");
-    let q = sb.read("workers-output.runner/teammates/2-q/prompt.md");
+    let q = sb.prompt("workers-output.runner", "q");
     assert!(
         q.contains("This is attempt 2") && !q.contains("Its working context ("),
         "the runner's own skeleton is no context to carry: {q}"

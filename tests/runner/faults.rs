@@ -454,9 +454,15 @@ fn a_kill_between_spawn_and_journal_leaves_no_orphan_and_no_reused_attempt_numbe
     let rows = by_id(&sb.join("workers-output.csv"), "id");
     assert_eq!(rows["a"]["status"], "completed");
     assert_eq!(rows["a"]["attempts"], "2", "attempt 1 was the orphan's");
-    let teammate = sb.join("workers-output.runner/teammates/1-a");
-    assert!(teammate.join("attempt-1.stdout.log").is_file());
-    assert!(teammate.join("attempt-2.stdout.log").is_file());
+    // The completed item was compacted: its record is of attempt 2, its folder gone.
+    assert!(!sb.join("workers-output.runner/teammates/1-a").exists());
+    let record: serde_json::Value = sb
+        .read("workers-output.runner/completed.jsonl")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .find(|r: &serde_json::Value| r["id"] == "a")
+        .expect("a's record");
+    assert_eq!(record["attempt"], 2);
     assert!(sb.survivors_after(1.0).is_empty());
 }
 

@@ -103,6 +103,15 @@ impl Sandbox {
         self.cmd(args).output().expect("spawn runner").into()
     }
 
+    /// The last attempt's prompt of item `id` of workspace `ws` (relative to the sandbox), as
+    /// `runner show ID WS --prompt` prints it: from the teammate folder, or from the record a
+    /// completed item was compacted into.
+    pub fn prompt(&self, ws: &str, id: &str) -> String {
+        let r = self.run(&["show", id, &self.join(ws).display().to_string(), "--prompt"]);
+        assert_eq!(r.code, 0, "runner show {id} --prompt: {r:?}");
+        r.stdout
+    }
+
     /// Every file under the sandbox with its length and a hash of its bytes (to assert
     /// nothing changed, with a readable difference when something did).
     pub fn tree(&self) -> BTreeMap<PathBuf, String> {

@@ -193,6 +193,8 @@ async fn an_answer_with_a_schema_completes_with_tokens_cost_and_redacted_logs() 
             "body.api_key=bodysecret-0123456789",
             "--var",
             "header.OpenAI-Organization=org-test",
+            // The logs are read below.
+            "--keep-logs",
         ],
     )
     .await;

@@ -180,8 +180,8 @@ fn a_batch_in_a_folder_whose_name_is_not_utf8_gets_the_real_paths() {
     assert_eq!(rows["a"]["status"], "completed", "{:?}", rows["a"]);
     assert_eq!(rows["b"]["status"], "completed", "{:?}", rows["b"]);
     assert!(
-        dir.join("workers-output.runner/teammates/1-a/report.json")
-            .is_file()
+        dir.join("workers-output.runner/completed.jsonl").is_file()
+            && !dir.join("workers-output.runner/teammates/1-a").exists()
     );
 }
 

@@ -42,12 +42,12 @@ fn a_jsonl_batch_shows_nested_values_as_compact_json_and_writes_the_csv() {
     std::fs::write(sb.join("rows.jsonl"), sb.read("rows.jsonl") + "\n").expect("append");
     let r = sb.fake_batch_of("rows.jsonl", &[]);
     assert_eq!(r.code, 1, "{r:?}");
-    let prompt = sb.read("workers-output.runner/teammates/1-a/prompt.md");
+    let prompt = sb.prompt("workers-output.runner", "a");
     assert!(
         prompt.contains("Handle a. MODE=success meta={\"k\":[1,2]} n=1"),
         "{prompt}"
     );
-    let prompt = sb.read("workers-output.runner/teammates/2-b/prompt.md");
+    let prompt = sb.prompt("workers-output.runner", "b");
     assert!(
         prompt.contains("Handle b. MODE=failed meta= n=2.5"),
         "{prompt}"

@@ -313,7 +313,8 @@ fn every_teammate_gets_a_private_tmpdir_of_its_own() {
         "-c",
         r#"printf '%s' "$TMPDIR" > "$TMPDIR/../where" && printf '{"status":"completed","summary":"ok"}' > "$RUNNER_REPORT""#,
     ];
-    let r = sb.batch(&["--id-column", "id"], &agent);
+    // The folders are looked into after the run.
+    let r = sb.batch(&["--id-column", "id", "--keep-logs"], &agent);
     assert_eq!(r.code, 0, "{r:?}");
     let mut seen = Vec::new();
     for t in ["1-a", "2-b"] {

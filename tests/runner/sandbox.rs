@@ -83,6 +83,8 @@ fn run_agent_cmd(sb: &Sandbox, mode: &str, extra: &[&str], agent: &[&str]) -> Co
         "plain",
         "--jobs",
         "4",
+        // Attackers leave their findings in their folders, read after the run.
+        "--keep-logs",
     ]
     .map(String::from)
     .to_vec();
@@ -250,6 +252,8 @@ fn a_trespassing_teammate_writes_nothing_outside_its_area() {
             "2",
             "--sandbox",
             "landlock",
+            // The teammates' findings are read from their folders after the run.
+            "--keep-logs",
             "--",
             "python3",
             &fake,
@@ -287,6 +291,7 @@ fn a_trespassing_teammate_writes_nothing_outside_its_area() {
         "journal_replace",
         "team_json_remove",
         "workspace_new_file",
+        "completed_record_forge",
     ] {
         assert_eq!(
             results.get(denied),
@@ -318,6 +323,10 @@ fn a_trespassing_teammate_writes_nothing_outside_its_area() {
     assert!(
         !bystander_files.is_empty() && ws.join("teammates/1-bystander").is_dir(),
         "the bystander's folder is intact"
+    );
+    assert!(
+        !ws.join("completed.jsonl").exists(),
+        "no record was forged (the intruder's folder is kept: --keep-logs)"
     );
     // Landlock does not govern modes: a chmod gets through, and the run undoes it.
     assert_eq!(results.get("workspace_chmod"), Some(&Value::from("ok")));
@@ -578,6 +587,7 @@ fn with_worktrees_a_teammate_writes_its_own_worktree_only() {
             "worktree",
             "--jobs",
             "2",
+            "--keep-logs",
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -783,6 +793,8 @@ fn the_workspace_check_follows_links_and_dotdot_to_where_they_lead() {
             "--yes",
             "--sandbox",
             "landlock",
+            // The teammates' findings are read from their folders after the run.
+            "--keep-logs",
             "--",
             "python3",
             &fake,

@@ -288,7 +288,10 @@ fn show_and_logs_tell_one_items_attempts_report_and_log() {
         text.contains("\"status\": \"completed\""),
         "the report: {text}"
     );
-    assert!(text.contains("teammates/2-b/prompt.md"), "{text}");
+    assert!(
+        text.contains("Prompt:") && text.contains("completed.jsonl"),
+        "a completed item's prompt is kept in the record: {text}"
+    );
 
     let show = sb.run(&["show", "c", "workers-output.runner"]);
     assert!(

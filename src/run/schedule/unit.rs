@@ -206,7 +206,7 @@ pub async fn run_item(
     if let Some(earlier) = verify_only {
         let last_attempt = first_attempt.saturating_sub(1).max(1);
         let outcome = verify_again(&spec, &item, *earlier, last_attempt, cancel).await;
-        let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
+        finished(&spec, outcome, last_attempt, &tx);
         return;
     }
     // An attempt whose start was never journaled (the runner was killed as it started)
@@ -398,6 +398,21 @@ pub async fn run_item(
         rate_limit_waits,
     };
     let outcome = final_outcome(&item, last, counts, started_at, content_hash, spend);
+    finished(&spec, outcome, last_made, &tx);
+}
+
+/// Send the item's outcome. A completed item's folder is compacted first
+/// ([`crate::run::record::compact`], unless `--keep-logs`): its outcome's log then names the
+/// record file, so no output names a removed log. `attempt` is the item's last attempt.
+fn finished(spec: &RunSpec, mut outcome: Outcome, attempt: u32, tx: &mpsc::UnboundedSender<Event>) {
+    if outcome.status == ItemStatus::Completed && !spec.settings.keep_logs {
+        let dir = spec.teammate_dir(&outcome.teammate);
+        let log = PathBuf::from(&outcome.log);
+        match crate::run::record::compact::compact(&spec.workspace, &dir, &outcome.id, attempt, &log) {
+            Ok(record) => outcome.log = record.display().to_string(),
+            Err(e) => tracing::warn!("item {}: its folder is kept: {e}", outcome.id),
+        }
+    }
     let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
 }
 

@@ -1,0 +1,337 @@
+//! Compacting a completed item (DESIGN §6b): its teammate folder — prompt, attempt logs,
+//! report, working context, private `TMPDIR` — becomes one JSON line in the workspace's
+//! `completed.jsonl` (the prompt, the tail of the log that explains the last attempt, the
+//! working context the agent left) and the folder is removed. A 100,000-row audit then leaves
+//! one file and a few KB per completed row instead of six entries each; failed, blocked and
+//! timed-out items keep their folder, where a person looks. `--keep-logs` keeps every folder.
+//!
+//! The report and hand-off fields are not copied: the journal's `item_finished` outcome holds
+//! them. The record is written before the folder goes, in one `write` on a file opened with
+//! `O_APPEND` (so lines of concurrent teammates never interleave), and a reader takes the last
+//! line of an id (a crash between the two leaves the folder, which readers prefer).
+//!
+//! Everything read from the folder is opened without following links and only as plain files
+//! ([`crate::fsutil::open_plain_file`]): the folder is the teammate's to write.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The record file, in the team workspace.
+pub const FILE_NAME: &str = "completed.jsonl";
+
+/// Bytes of the telling log kept: its end, cut to whole lines (`runner show` prints the last
+/// 20 lines of it; `runner logs` all of it).
+pub const LOG_TAIL_BYTES: u64 = 4 * 1024;
+
+/// Bytes of the prompt kept (its beginning); a longer one is cut, `prompt_bytes` says by how
+/// much. Prompts are the template and the row's values, a few KB as a rule.
+pub const PROMPT_KEPT_BYTES: u64 = 64 * 1024;
+
+/// Bytes of the working context kept (its beginning).
+pub const WORKING_CONTEXT_KEPT_BYTES: u64 = 16 * 1024;
+
+/// The kept end of one log of the last attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tail {
+    /// The log's full size, bytes.
+    pub bytes: u64,
+    /// Its last [`LOG_TAIL_BYTES`], from a line start (lossy UTF-8).
+    pub text: String,
+}
+
+impl Tail {
+    /// Whether `text` is the whole log.
+    pub fn whole(&self) -> bool {
+        self.text.len() as u64 >= self.bytes
+    }
+}
+
+/// One completed item, as `completed.jsonl` keeps it (one JSON object per line).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// Format version (1).
+    pub v: u32,
+    /// The item's id.
+    pub id: String,
+    /// The teammate's name (its removed folder's name).
+    pub teammate: String,
+    /// The last attempt's number: the one the prompt and logs are of.
+    pub attempt: u32,
+    /// The last attempt's prompt, its first [`PROMPT_KEPT_BYTES`] (lossy UTF-8).
+    pub prompt: String,
+    /// The prompt's full size, bytes.
+    pub prompt_bytes: u64,
+    /// Which log explained the attempt (the one outputs named): `stdout` or `stderr`.
+    pub log: String,
+    /// The kept ends of the logs of each attempt the folder held, by attempt number.
+    pub logs: Vec<AttemptLogs>,
+    /// The working context the agent left, when it wrote one (not the runner's skeleton).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_context: Option<String>,
+}
+
+/// The kept ends of one attempt's two logs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptLogs {
+    /// The attempt's number.
+    pub attempt: u32,
+    /// The end of its stdout log; `None` when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<Tail>,
+    /// The end of its stderr log; `None` when the agent wrote nothing to stderr.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<Tail>,
+}
+
+impl AttemptLogs {
+    /// The kept end of log `stream` (`stdout` or `stderr`).
+    pub fn tail(&self, stream: &str) -> Option<&Tail> {
+        match stream {
+            "stderr" => self.stderr.as_ref(),
+            _ => self.stdout.as_ref(),
+        }
+    }
+}
+
+impl Record {
+    /// The kept logs of attempt `n`.
+    pub fn logs_of(&self, n: u32) -> Option<&AttemptLogs> {
+        self.logs.iter().find(|l| l.attempt == n)
+    }
+
+    /// The kept end of the last attempt's log `stream` (`stdout` or `stderr`).
+    pub fn tail(&self, stream: &str) -> Option<&Tail> {
+        self.logs_of(self.attempt)?.tail(stream)
+    }
+}
+
+/// The ends of every `attempt-N.{stdout,stderr}.log` in teammate folder `dir`, by attempt.
+fn kept_logs(dir: &Path) -> Vec<AttemptLogs> {
+    let mut numbers: Vec<u32> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let rest = name.to_str()?.strip_prefix("attempt-")?;
+            let n = rest
+                .strip_suffix(".stdout.log")
+                .or_else(|| rest.strip_suffix(".stderr.log"))?;
+            n.parse().ok()
+        })
+        .collect();
+    numbers.sort_unstable();
+    numbers.dedup();
+    numbers
+        .into_iter()
+        .map(|n| {
+            let log = |s: &str| tail(&dir.join(format!("attempt-{n}.{s}.log")), LOG_TAIL_BYTES);
+            AttemptLogs {
+                attempt: n,
+                stdout: log("stdout"),
+                stderr: log("stderr"),
+            }
+        })
+        .collect()
+}
+
+/// The record file of workspace `workspace`.
+pub fn path(workspace: &Path) -> PathBuf {
+    workspace.join(FILE_NAME)
+}
+
+/// The first `cap` bytes of plain file `path` and its size; `None` when there is none (or it
+/// is a link or not a plain file: never followed).
+fn head(path: &Path, cap: u64) -> Option<(String, u64)> {
+    let mut file = crate::fsutil::open_plain_file(path).ok()??;
+    let size = file.metadata().ok()?.len();
+    let mut bytes = Vec::new();
+    Read::by_ref(&mut file).take(cap).read_to_end(&mut bytes).ok()?;
+    Some((String::from_utf8_lossy(&bytes).into_owned(), size))
+}
+
+/// The last `cap` bytes of plain file `path` from a line start, and its size.
+fn tail(path: &Path, cap: u64) -> Option<Tail> {
+    let mut file = crate::fsutil::open_plain_file(path).ok()??;
+    let size = file.metadata().ok()?.len();
+    let from = size.saturating_sub(cap);
+    file.seek(SeekFrom::Start(from)).ok()?;
+    let mut bytes = Vec::new();
+    file.take(cap).read_to_end(&mut bytes).ok()?;
+    if from > 0 {
+        // Cut in the middle of a line: start at the next one, when there is one.
+        if let Some(nl) = bytes.iter().position(|b| *b == b'\n') {
+            bytes.drain(..=nl);
+        }
+    }
+    Some(Tail {
+        bytes: size,
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+    })
+}
+
+/// Compact completed item `id` of teammate folder `dir` in `workspace`: append its
+/// [`Record`] (attempt `attempt`, whose telling log is `log`) to `completed.jsonl`, then
+/// remove the folder. Returns the record file, which outputs then name as the item's log.
+///
+/// Errors: the record cannot be written (the folder is then left as it was).
+pub fn compact(workspace: &Path, dir: &Path, id: &str, attempt: u32, log: &Path) -> Result<PathBuf> {
+    let (prompt, prompt_bytes) =
+        head(&dir.join("prompt.md"), PROMPT_KEPT_BYTES).unwrap_or_default();
+    let stream = match log.to_string_lossy().ends_with(".stderr.log") {
+        true => "stderr",
+        false => "stdout",
+    };
+
+    let teammate = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let working_context = head(
+        &dir.join(crate::working_context::FILE_NAME),
+        WORKING_CONTEXT_KEPT_BYTES,
+    )
+    .map(|(text, _)| text)
+    .filter(|text| !crate::working_context::is_skeleton(text, &teammate));
+    let record = Record {
+        v: 1,
+        id: id.to_owned(),
+        teammate,
+        attempt,
+        prompt,
+        prompt_bytes,
+        log: stream.to_owned(),
+        logs: kept_logs(dir),
+        working_context,
+    };
+    let file = path(workspace);
+    append(&file, &record).map_err(|e| Error::io("write", &file, e))?;
+    // Links inside are removed, never followed (std's remove_dir_all works on descriptors).
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        tracing::warn!("kept {} after compacting it: {e}", dir.display());
+    }
+    Ok(file)
+}
+
+/// Append `record` as one line, in one write (`O_APPEND`: whole lines, in any order).
+fn append(file: &Path, record: &Record) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(file)?;
+    f.write_all(&line)
+}
+
+/// The record of item `id` in `workspace`'s `completed.jsonl`: its last line for that id;
+/// `None` when there is no such file or line. A line torn by a crash is skipped.
+///
+/// Errors: the file exists but cannot be read (exit 2, naming it).
+pub fn find(workspace: &Path, id: &str) -> Result<Option<Record>> {
+    use std::io::BufRead;
+    let file = path(workspace);
+    let f = match std::fs::File::open(&file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::read_input("the completed items' record", &file, e)),
+    };
+    // Only lines that can name the id are parsed (a million-row record stays quick to scan).
+    let needle = serde_json::to_string(id).unwrap_or_default();
+    let mut found = None;
+    for line in std::io::BufReader::new(f).lines() {
+        let line = line.map_err(|e| Error::read_input("the completed items' record", &file, e))?;
+        if !line.contains(&needle) {
+            continue;
+        }
+        if let Ok(r) = serde_json::from_str::<Record>(&line)
+            && r.id == id
+        {
+            found = Some(r);
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder(root: &Path, log: &str) -> PathBuf {
+        let dir = root.join("teammates").join("1-a");
+        std::fs::create_dir_all(dir.join("tmp")).expect("dir");
+        std::fs::write(dir.join("prompt.md"), "Audit a.md.\n").expect("prompt");
+        std::fs::write(dir.join("attempt-2.stdout.log"), log).expect("log");
+        std::fs::write(dir.join("report.json"), r#"{"status":"completed"}"#).expect("report");
+        dir
+    }
+
+    #[test]
+    fn a_compacted_item_leaves_one_line_and_no_folder() {
+        let ws = tempfile::tempdir().expect("tmp");
+        let dir = folder(ws.path(), "step 1\nstep 2\n");
+        crate::working_context::seed(&dir, "1-a").expect("skeleton");
+        let file = compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log"))
+            .expect("compact");
+        assert_eq!(file, ws.path().join(FILE_NAME));
+        assert!(!dir.exists(), "the folder is removed");
+        let r = find(ws.path(), "a").expect("read").expect("the record");
+        assert_eq!(r.prompt, "Audit a.md.\n");
+        let out = r.tail("stdout").expect("stdout");
+        assert_eq!(out.text, "step 1\nstep 2\n");
+        assert_eq!((r.attempt, r.log.as_str(), out.bytes), (2, "stdout", 14));
+        assert!(out.whole());
+        assert_eq!(r.logs.len(), 1);
+        assert_eq!(r.tail("stderr"), None, "no stderr log: none kept");
+        assert_eq!(r.working_context, None, "the untouched skeleton is not kept");
+        assert_eq!(find(ws.path(), "b").expect("read"), None);
+    }
+
+    #[test]
+    fn a_long_log_keeps_its_last_whole_lines_and_a_rerun_replaces_the_record() {
+        let ws = tempfile::tempdir().expect("tmp");
+        let long: String = (0..2000).map(|i| format!("line {i}\n")).collect();
+        let dir = folder(ws.path(), &long);
+        compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log")).expect("first");
+        let first = find(ws.path(), "a").expect("read").expect("record");
+        let out = first.tail("stdout").expect("stdout");
+        assert!(!out.whole());
+        assert!(out.text.starts_with("line "), "starts at a line");
+        assert!(out.text.ends_with("line 1999\n"));
+        assert!(out.text.len() as u64 <= LOG_TAIL_BYTES);
+        let dir = folder(ws.path(), "again\n");
+        std::fs::write(dir.join(crate::working_context::FILE_NAME), "my notes").expect("wc");
+        compact(ws.path(), &dir, "a", 3, &dir.join("attempt-2.stdout.log")).expect("second");
+        let second = find(ws.path(), "a").expect("read").expect("record");
+        assert_eq!(second.attempt, 3);
+        assert_eq!(second.tail("stdout"), None, "attempt 3 left no log");
+        assert_eq!(
+            second.logs_of(2).and_then(|l| l.tail("stdout")).map(|t| t.text.as_str()),
+            Some("again\n"),
+            "an earlier attempt's log is kept too"
+        );
+        assert_eq!(second.working_context.as_deref(), Some("my notes"));
+    }
+
+    #[test]
+    fn links_planted_in_the_folder_are_not_followed() {
+        let ws = tempfile::tempdir().expect("tmp");
+        let victim = ws.path().join("victim.txt");
+        std::fs::write(&victim, "secret").expect("victim");
+        let dir = folder(ws.path(), "");
+        std::fs::remove_file(dir.join("prompt.md")).expect("rm");
+        std::os::unix::fs::symlink(&victim, dir.join("prompt.md")).expect("link");
+        std::os::unix::fs::symlink(&victim, dir.join("tmp").join("x")).expect("link");
+        compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log")).expect("compact");
+        let r = find(ws.path(), "a").expect("read").expect("record");
+        assert_eq!(r.prompt, "", "the linked file is not read");
+        assert_eq!(std::fs::read_to_string(&victim).expect("kept"), "secret");
+    }
+}

@@ -23,7 +23,10 @@
 #   7. live output: 20,000 rows with the trivial agent at -j 8, the output CSV kept current
 #      while the run goes on, vs xargs -P 8 over the same items;
 #   8. the sandbox: 1,000 rows with the trivial agent at -j 8 under --sandbox none and
-#      --sandbox landlock (keeper, own session, Landlock domain): wall and CPU per attempt.
+#      --sandbox landlock (keeper, own session, Landlock domain): wall and CPU per attempt;
+#   9. what a completed item leaves on disk (KB, entries) and the CPU against xargs -P 8,
+#      paired runs over the overhead rows;
+#  10. with BENCH_MILLION=1: a million rows' full run (peak RSS), resume and status.
 # Run it on a quiet machine, and not within five minutes of deleting many files (a previous
 # run of this script deletes half a million at its end): ext4 avoids reusing recently freed
 # inode numbers, and scanning past them slows every file the runner creates.
@@ -36,11 +39,11 @@ SMOKE=0
 
 if [ $SMOKE = 1 ]; then
     N_OVERHEAD=40; N_MAKESPAN=8; SLEEP=0.1; N_MEMORY=300; FLOOD_MB=8; RUNS=1
-    N_LIMITED=8; N_BADKEY=20; N_HTTP=40; N_LIVE=200; N_SANDBOX=20
+    N_LIMITED=8; N_BADKEY=20; N_HTTP=40; N_LIVE=200; N_SANDBOX=20; PAIRS=1
     HOSTILE_COLS=20000; HOSTILE_CELL_MB=17
 else
     N_OVERHEAD=2000; N_MAKESPAN=64; SLEEP=0.5; N_MEMORY=100000; FLOOD_MB=1024; RUNS=5
-    N_LIMITED=48; N_BADKEY=200; N_HTTP=2000; N_LIVE=20000; N_SANDBOX=1000
+    N_LIMITED=48; N_BADKEY=200; N_HTTP=2000; N_LIVE=20000; N_SANDBOX=1000; PAIRS=7
     HOSTILE_COLS=1000000; HOSTILE_CELL_MB=100
 fi
 
@@ -404,6 +407,48 @@ else
     note "sandbox: not measured (this kernel cannot run --sandbox landlock, or no /usr/bin/time)"
 fi
 
+# 9. What a completed item leaves, and its CPU against xargs, paired ----------------------
+# $PAIRS runs of the runner and of xargs -P 8 over the overhead rows, alternating; each
+# pair's ratio of user+sys CPU of the whole process tree (/usr/bin/time counts every child
+# waited for). After each runner run: `du -sk` of its output folder (the output CSV and the
+# workspace) and every entry in it, over the rows.
+cpu_of() { /usr/bin/time -f '%U %S' "$@" 2>&1 >/dev/null | tail -n 1 | awk '{printf "%.3f", $1 + $2}'; }
+median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+rm -rf cmp && mkdir cmp
+pair_ratios=(); kb_items=(); entries_items=()
+for _ in $(seq "$PAIRS"); do
+    dir=$(mktemp -d -p cmp)
+    sync
+    rc=$(cpu_of "$RUNNER" batch --input over.csv --instruction instr.md --id-column id --output "$dir/out.csv" --jobs 8 --format plain -- ./agent)
+    test "$(grep -c ',completed,' "$dir/out.csv")" = "$N_OVERHEAD" || { echo "compaction run did not complete every row" >&2; exit 1; }
+    sync
+    xc=$(cpu_of sh -c 'xargs -P 8 -n 1 ./agent < over.txt')
+    pair_ratios+=("$(calc "$rc / $xc" 3)")
+    kb_items+=("$(calc "$(du -sk "$dir" | cut -f1) / $N_OVERHEAD" 2)")
+    entries_items+=("$(calc "$(find "$dir" -mindepth 1 | wc -l) / $N_OVERHEAD" 3)")
+done
+cpu_ratio=$(printf '%s\n' "${pair_ratios[@]}" | median)
+cpu_lo=$(printf '%s\n' "${pair_ratios[@]}" | sort -n | head -n 1)
+cpu_hi=$(printf '%s\n' "${pair_ratios[@]}" | sort -n | tail -n 1)
+kb_item=$(printf '%s\n' "${kb_items[@]}" | median)
+entries_item=$(printf '%s\n' "${entries_items[@]}" | median)
+note "completed items: $N_OVERHEAD rows leave ${kb_item} KB and ${entries_item} entries per item; CPU runner/xargs ${cpu_ratio}x (${cpu_lo}-${cpu_hi}, $PAIRS pairs)"
+
+# 10. A million rows (BENCH_MILLION=1; about 20 minutes here) ---------------------------
+# Peak RSS of the full run, then the resume of the completed run (nothing left to do) and
+# `runner status` on it, wall seconds.
+if [ "${BENCH_MILLION:-0}" = 1 ] && [ $SMOKE = 0 ]; then
+    rows 1000000 million.csv
+    rm -rf million-out.csv million-out.runner
+    mm_rss=$(rss "$RUNNER" batch --input million.csv --instruction instr.md --id-column id --output million-out.csv --jobs 8 --format plain -- ./agent)
+    mm_resume=$(once "$RUNNER" batch --input million.csv --instruction instr.md --id-column id --output million-out.csv --jobs 8 --format plain -- ./agent)
+    mm_status=$(once "$RUNNER" status million-out.runner)
+    note "a million rows: full run ${mm_rss} MiB; resume of the completed run ${mm_resume}s; status ${mm_status}s"
+    rm -rf million-out.csv million-out.runner million.csv
+else
+    mm_rss=-; mm_resume=-; mm_status=-
+fi
+
 [ $SMOKE = 1 ] && { echo "smoke run ok"; exit 0; }
 
 # BENCHMARKS.md ----------------------------------------------------------------------------
@@ -428,7 +473,10 @@ the journal, team.json, and the output CSV.
 | what | measured | target | |
 |---|---|---|---|
 | overhead: $N_OVERHEAD rows, trivial agent, -j 8 | runner ${r_med}s (${r_min}–${r_max}); xargs -P 8 ${x_med}s (${x_min}–${x_max}); GNU parallel --joblog ${p_med}s (${p_min}–${p_max}) | runner ≤ 1.5× xargs: **${ratio_x}×**; ≥ 3× faster than parallel: **${ratio_p}×** | $(verdict "$ratio_x <= 1.5") / $(verdict "$ratio_p >= 3") |
-| the same, right after deleting the previous run's workspace | runner ${a_med}s (${a_min}–${a_max}) | — (${ratio_a}× xargs; see the notes) | |
+| the same, right after deleting the previous run's workspace | runner ${a_med}s (${a_min}–${a_max}) | ≤ 1.5× xargs: **${ratio_a}×** (see the notes) | $(verdict "$ratio_a <= 1.5") |
+| what a completed item leaves: $N_OVERHEAD rows, trivial agent (\`du -sk\` and every entry of the output folder, over the rows) | ${kb_item} KB and ${entries_item} entries per item (median of $PAIRS runs) | ≤ 4 KB and ≤ 1.5 entries | $(verdict "$kb_item <= 4 && $entries_item <= 1.5") |
+| CPU: the same rows, runner against xargs -P 8, user+sys of the whole process tree, paired | runner/xargs **${cpu_ratio}×** (${cpu_lo}–${cpu_hi}, median of $PAIRS pairs) | ≤ 1.12× | $(verdict "$cpu_ratio <= 1.12") |
+| a million rows (\`BENCH_MILLION=1\`): full run / resume of the completed run / \`runner status\` | ${mm_rss} MiB / ${mm_resume}s / ${mm_status}s | ≤ 64 MiB / ≤ 5 s / ≤ 0.5 s | $( [ "$mm_rss" = - ] && echo "not run" || echo "$(verdict "$mm_rss <= 64") / $(verdict "$mm_resume <= 5") / $(verdict "$mm_status <= 0.5")") |
 | makespan: $N_MAKESPAN × ${SLEEP} s sleep, -j 8 | ${s_med}s (${s_min}–${s_max}) | ≤ 4.3 s (ideal ${ideal} s) | $(verdict "$s_med <= 4.3") |
 | memory: --dry-run, $N_MEMORY rows | ${m_dry} MiB | ≤ 64 MiB | $(verdict "$m_dry <= 64") |
 | memory: full run, $N_MEMORY rows, trivial agent | ${m_full} MiB | ≤ 64 MiB | $(verdict "$m_full <= 64") |
@@ -462,7 +510,8 @@ EOF and writes the report to \`\$RUNNER_REPORT\` (xargs and parallel start the s
 once per item, with the item as its argument; there the report goes to /dev/null). The
 runner gives it the prompt on stdin, and writes per item a teammate folder with the prompt
 and the stdout log (a stderr log only when the agent writes to stderr), three journal
-events, and reads the report back. CI does not run this script; \`tests/bench_smoke.rs\` runs
+events, and reads the report back; a completed item's folder is then compacted into one
+line of \`completed.jsonl\` and removed. CI does not run this script; \`tests/bench_smoke.rs\` runs
 it with \`--smoke\` (tiny sizes, no targets) so it cannot rot.
 MD
 # Hand-written notes below the marker are kept from the previous BENCHMARKS.md.

@@ -233,9 +233,7 @@ fn print_from(path: &PathBuf, offset: u64) -> Result<u64> {
     // The teammate's folder: never through a link planted there.
     let mut f = crate::fsutil::open_plain_file(path)
         .map_err(|e| Error::read_input("the log", path, e))?
-        .ok_or_else(|| {
-            Error::read_input("the log", path, std::io::ErrorKind::NotFound.into())
-        })?;
+        .ok_or_else(|| Error::read_input("the log", path, std::io::ErrorKind::NotFound.into()))?;
     f.seek(SeekFrom::Start(offset))
         .map_err(|e| Error::read_input("the log", path, e))?;
     let mut buf = Vec::new();

@@ -191,7 +191,11 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
         let lines: Vec<&str> = text.lines().collect();
         match lines.is_empty() {
             true => {
-                let _ = writeln!(o, "Log of attempt {} ({}): empty", record.attempt, record.log);
+                let _ = writeln!(
+                    o,
+                    "Log of attempt {} ({}): empty",
+                    record.attempt, record.log
+                );
             }
             false => {
                 let _ = writeln!(

@@ -39,7 +39,9 @@ fn success_writes_output_row_workspace_and_exit_0() {
     assert_eq!(team["counts"]["completed"], 2);
     assert!(ws.join("journal.jsonl").is_file());
     assert_eq!(
-        std::fs::read_dir(ws.join("teammates")).expect("teammates").count(),
+        std::fs::read_dir(ws.join("teammates"))
+            .expect("teammates")
+            .count(),
         0,
         "completed items keep no folder"
     );

@@ -744,3 +744,96 @@ fn status_from_an_archive_lists_the_completed_items_by_finish_time() {
         .collect();
     assert_eq!(listed, ["todo-task-2", "todo-task-1"], "{status:?}");
 }
+
+/// Issue 26: a completed item leaves one line of `completed.jsonl`, not a folder; a failed
+/// one keeps its folder. Everything a user does next still works on the compacted items:
+/// `show`, `logs` (any attempt's kept end), the HTML report, resume, `--only failed` and
+/// `--only ID`.
+#[test]
+fn completed_items_are_compacted_and_show_logs_report_and_reruns_still_work() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "failed"), ("c", "flaky")]);
+    let r = sb.fake_batch(&["--retries", "1", "--retry-delay", "10ms"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let ws = sb.join("workers-output.runner");
+    let folders = |ws: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(ws.join("teammates"))
+            .expect("teammates")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        folders(&ws),
+        ["2-b"],
+        "only the failed item keeps its folder"
+    );
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    let record = ws.join("completed.jsonl").display().to_string();
+    assert_eq!(rows["a"]["log"], record);
+    assert_eq!(rows["c"]["log"], record);
+    assert!(
+        rows["b"]["log"].ends_with("teammates/2-b/attempt-2.stdout.log"),
+        "{:?}",
+        rows["b"]
+    );
+
+    // c's first attempt failed: its stderr is kept with the record.
+    let logs = sb.run(&[
+        "logs",
+        "c",
+        "workers-output.csv",
+        "--attempt",
+        "1",
+        "--stderr",
+    ]);
+    assert_eq!(
+        (logs.code, logs.stdout.trim()),
+        (0, "transient failure"),
+        "{logs:?}"
+    );
+    let show = sb.run(&["show", "c", "workers-output.csv"]);
+    assert!(
+        show.stdout.contains("completed after 2 attempt(s)")
+            && show.stdout.contains("worked on retry")
+            && show.stdout.contains("kept in"),
+        "{show:?}"
+    );
+    let prompt = sb.run(&["show", "c", "workers-output.csv", "--prompt"]);
+    assert!(prompt.stdout.contains("This is attempt 2"), "{prompt:?}");
+
+    let html = sb.run(&["report", "--html", "r.html", "workers-output.csv"]);
+    assert_eq!(html.code, 0, "{html:?}");
+    let page = sb.read("r.html");
+    assert!(page.contains("completed.jsonl") && page.contains("worked on retry"));
+
+    // --only failed reruns b alone; a and c stay as they were.
+    let again = sb.fake_batch(&["--only", "failed"]);
+    assert_eq!(again.code, 1, "{again:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(
+        (
+            rows["a"]["attempts"].as_str(),
+            rows["b"]["attempts"].as_str(),
+            rows["c"]["attempts"].as_str()
+        ),
+        ("1", "3", "2")
+    );
+    assert_eq!(folders(&ws), ["2-b"]);
+
+    // --only a redoes a: attempt 2, its record replaced, its folder gone again.
+    let redo = sb.fake_batch(&["--only", "a"]);
+    assert_eq!(redo.code, 0, "the item run completed: {redo:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["attempts"], "2");
+    assert_eq!(folders(&ws), ["2-b"]);
+    let show = sb.run(&["show", "a", "workers-output.csv"]);
+    assert!(
+        show.stdout.contains("completed after 2 attempt(s)"),
+        "{show:?}"
+    );
+    let logs = sb.run(&["logs", "a", "workers-output.csv"]);
+    assert_eq!((logs.code, logs.stdout.trim()), (0, "done"), "{logs:?}");
+}

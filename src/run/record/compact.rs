@@ -150,7 +150,10 @@ fn head(path: &Path, cap: u64) -> Option<(String, u64)> {
     let mut file = crate::fsutil::open_plain_file(path).ok()??;
     let size = file.metadata().ok()?.len();
     let mut bytes = Vec::new();
-    Read::by_ref(&mut file).take(cap).read_to_end(&mut bytes).ok()?;
+    Read::by_ref(&mut file)
+        .take(cap)
+        .read_to_end(&mut bytes)
+        .ok()?;
     Some((String::from_utf8_lossy(&bytes).into_owned(), size))
 }
 
@@ -179,7 +182,13 @@ fn tail(path: &Path, cap: u64) -> Option<Tail> {
 /// remove the folder. Returns the record file, which outputs then name as the item's log.
 ///
 /// Errors: the record cannot be written (the folder is then left as it was).
-pub fn compact(workspace: &Path, dir: &Path, id: &str, attempt: u32, log: &Path) -> Result<PathBuf> {
+pub fn compact(
+    workspace: &Path,
+    dir: &Path,
+    id: &str,
+    attempt: u32,
+    log: &Path,
+) -> Result<PathBuf> {
     let (prompt, prompt_bytes) =
         head(&dir.join("prompt.md"), PROMPT_KEPT_BYTES).unwrap_or_default();
     let stream = match log.to_string_lossy().ends_with(".stderr.log") {
@@ -278,8 +287,8 @@ mod tests {
         let ws = tempfile::tempdir().expect("tmp");
         let dir = folder(ws.path(), "step 1\nstep 2\n");
         crate::working_context::seed(&dir, "1-a").expect("skeleton");
-        let file = compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log"))
-            .expect("compact");
+        let file =
+            compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log")).expect("compact");
         assert_eq!(file, ws.path().join(FILE_NAME));
         assert!(!dir.exists(), "the folder is removed");
         let r = find(ws.path(), "a").expect("read").expect("the record");
@@ -290,7 +299,10 @@ mod tests {
         assert!(out.whole());
         assert_eq!(r.logs.len(), 1);
         assert_eq!(r.tail("stderr"), None, "no stderr log: none kept");
-        assert_eq!(r.working_context, None, "the untouched skeleton is not kept");
+        assert_eq!(
+            r.working_context, None,
+            "the untouched skeleton is not kept"
+        );
         assert_eq!(find(ws.path(), "b").expect("read"), None);
     }
 
@@ -313,7 +325,10 @@ mod tests {
         assert_eq!(second.attempt, 3);
         assert_eq!(second.tail("stdout"), None, "attempt 3 left no log");
         assert_eq!(
-            second.logs_of(2).and_then(|l| l.tail("stdout")).map(|t| t.text.as_str()),
+            second
+                .logs_of(2)
+                .and_then(|l| l.tail("stdout"))
+                .map(|t| t.text.as_str()),
             Some("again\n"),
             "an earlier attempt's log is kept too"
         );

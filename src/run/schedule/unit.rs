@@ -408,7 +408,13 @@ fn finished(spec: &RunSpec, mut outcome: Outcome, attempt: u32, tx: &mpsc::Unbou
     if outcome.status == ItemStatus::Completed && !spec.settings.keep_logs {
         let dir = spec.teammate_dir(&outcome.teammate);
         let log = PathBuf::from(&outcome.log);
-        match crate::run::record::compact::compact(&spec.workspace, &dir, &outcome.id, attempt, &log) {
+        match crate::run::record::compact::compact(
+            &spec.workspace,
+            &dir,
+            &outcome.id,
+            attempt,
+            &log,
+        ) {
             Ok(record) => outcome.log = record.display().to_string(),
             Err(e) => tracing::warn!("item {}: its folder is kept: {e}", outcome.id),
         }

@@ -229,7 +229,7 @@ pub fn logs(args: LogsArgs) -> Result<i32> {
 /// Print `path` from byte `offset` on; returns the new end.
 ///
 /// Errors: the log cannot be read (exit 2, naming it).
-fn print_from(path: &PathBuf, offset: u64) -> Result<u64> {
+fn print_from(path: &Path, offset: u64) -> Result<u64> {
     // The teammate's folder: never through a link planted there.
     let mut f = crate::fsutil::open_plain_file(path)
         .map_err(|e| Error::read_input("the log", path, e))?

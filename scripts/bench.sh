@@ -74,6 +74,18 @@ else
 fi
 mkdir -p "$WORK"
 cd "$WORK"
+# The file system the runs write to, and for ext4 whether it has a journal: without one,
+# ext4 skips inodes freed in the last minute when it makes a file (`recently_deleted`), so
+# deleting files while creating others costs more there (see BENCHMARKS.md's notes).
+FS=$(df -T . | awk 'NR == 2 {print $2}')
+if [ "$FS" = ext4 ]; then
+    dev=$(basename "$(df . | awk 'NR == 2 {print $1}')")
+    if [ "$(cat "/sys/fs/ext4/$dev/journal_task" 2>/dev/null)" = "<none>" ]; then
+        FS="ext4 without a journal"
+    else
+        FS="ext4 with a journal"
+    fi
+fi
 
 # The trivial agent: reads its input to EOF, writes a report (to /dev/null without
 # RUNNER_REPORT, as under xargs and parallel). A compiled program when a C compiler is there,
@@ -465,6 +477,7 @@ Measured by \`scripts/bench.sh\` on $(date -u +%Y-%m-%d) — $(nproc) cores ($cp
 $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -sr), runner $("$RUNNER" --version | cut -d' ' -f2) (commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)),
 hyperfine $(hyperfine --version | cut -d' ' -f2), GNU parallel $(parallel --version | head -1 | awk '{print $3}').
 Times are medians of $RUNS runs (min–max); memory is peak RSS from \`/usr/bin/time -v\`.
+The runs write to $FS.
 The runner's numbers include everything it writes: per-item prompt, logs and report,
 the journal, team.json, and the output CSV.
 

@@ -203,3 +203,44 @@ fn items_that_fail_on_their_own_do_not_stop_the_team() {
     assert!(rows.values().all(|r| r["status"] == "failed"), "{rows:?}");
     assert!(!r.stdout.contains("STOPPED"), "{r:?}");
 }
+
+/// A stop ends the retries' back-off too: items of the first wave waiting out a long
+/// `--retry-delay` end with the team instead of sleeping through it (the run took the
+/// longest back-off of the wave before, up to 1.5 × the delay).
+#[test]
+fn a_set_up_stop_ends_the_retries_waiting_out_their_back_off() {
+    let sb = Sandbox::new();
+    rows(&sb, 12);
+    let mut child = sb
+        .batch_cmd(
+            &[
+                "--id-column",
+                "id",
+                "--format",
+                "plain",
+                "--jobs",
+                "4",
+                "--retries",
+                "2",
+                "--retry-delay",
+                "1h",
+            ],
+            &["python3", "agnt.py"],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn runner");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > until {
+            let _ = child.kill();
+            panic!("the run still waits out its retries' back-off after the team stopped");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let r: Run = child.wait_with_output().expect("output").into();
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_stopped_early(&r, &rows, 4, "can't open file");
+    assert!(sb.survivors_after(1.0).is_empty());
+}

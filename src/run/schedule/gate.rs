@@ -216,6 +216,20 @@ impl Gate {
         self.with(|s| s.stopped.clone())
     }
 
+    /// Return once the team stopped starting attempts (at once if it has): an item waiting
+    /// out a retry's back-off ends then instead of sleeping on (a broken set-up's stop).
+    pub async fn until_stopped(&self) {
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.stopped().is_some() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// Stop starting attempts, for `reason` (the first reason stays). Recorded as an event.
     pub fn stop(&self, reason: String) {
         let first = self.with(|s| {

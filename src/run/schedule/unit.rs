@@ -377,9 +377,11 @@ pub async fn run_item(
         };
         if let Some(wait) = wait {
             let since = Instant::now();
+            // A team that stops meanwhile starts no more attempts: the wait ends with it.
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = cancel.changed() => {}
+                _ = gate.until_stopped() => {}
             }
             if requeued {
                 rate_limit_waited += since.elapsed();

@@ -67,6 +67,35 @@ pub struct Journal {
 /// The suffix of the sidecar that keeps a cut last line ([`Journal::open`]).
 pub const TORN_SUFFIX: &str = ".torn";
 
+/// A content hash as a journal recorded it ([`crate::item::content_hash`]: 16 lowercase hex
+/// digits), packed into 8 bytes: every finished item keeps one in memory for the whole run,
+/// twice (the team's and the live output's index). Any other text (an older runner's) is
+/// kept as it was, so that it still compares exactly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordedHash {
+    /// The 16 hex digits as their number.
+    Packed(u64),
+    /// Anything else, as written.
+    Text(Box<str>),
+}
+
+impl RecordedHash {
+    /// The hash recorded as `text`.
+    pub fn of(text: &str) -> RecordedHash {
+        let canonical = text.len() == 16
+            && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        match canonical.then(|| u64::from_str_radix(text, 16).ok()).flatten() {
+            Some(n) => RecordedHash::Packed(n),
+            None => RecordedHash::Text(text.into()),
+        }
+    }
+
+    /// Whether it is the hash written `text`.
+    pub fn is(&self, text: &str) -> bool {
+        *self == RecordedHash::of(text)
+    }
+}
+
 /// Where an `item_finished` event sits in the journal, and its key facts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FinishedRef {
@@ -78,8 +107,8 @@ pub struct FinishedRef {
     pub status: ItemStatus,
     /// Attempts made so far.
     pub attempts: u32,
-    /// Prompt hash recorded with it.
-    pub content_hash: String,
+    /// The item's content hash recorded with it.
+    pub content_hash: RecordedHash,
     /// The item's cost in USD, when known (a resumed run's budget counts it).
     pub cost_usd: Option<f64>,
     /// Its agent finished with a valid report, and the run was interrupted while the
@@ -95,7 +124,7 @@ impl FinishedRef {
             len,
             status: outcome.status,
             attempts: outcome.attempts,
-            content_hash: outcome.content_hash.clone(),
+            content_hash: RecordedHash::of(&outcome.content_hash),
             cost_usd: outcome.cost_usd,
             awaiting_verify: outcome.awaiting_verify,
         }
@@ -104,13 +133,13 @@ impl FinishedRef {
     /// Whether a resume of `item` runs only its verify command: its agent finished with a
     /// valid report that an interrupt kept from being verified, and the item is unchanged.
     pub fn verify_only(&self, item: &crate::item::WorkItem) -> bool {
-        self.awaiting_verify && self.content_hash == item.content
+        self.awaiting_verify && self.content_hash.is(&item.content)
     }
 
     /// Whether this recorded outcome means `item` is not run again: it completed, and the
     /// item's content is what it was then (a changed row or todo item runs again).
     pub fn resumes(&self, item: &crate::item::WorkItem) -> bool {
-        self.status == ItemStatus::Completed && self.content_hash == item.content
+        self.status == ItemStatus::Completed && self.content_hash.is(&item.content)
     }
 }
 
@@ -640,6 +669,17 @@ mod tests {
     );
 
     #[test]
+    fn a_recorded_hash_compares_as_the_text_it_was() {
+        let h = RecordedHash::of("07f8a907b4ba2fb9");
+        assert_eq!(h, RecordedHash::Packed(0x07f8_a907_b4ba_2fb9));
+        assert!(h.is("07f8a907b4ba2fb9"));
+        assert!(!h.is("07F8A907B4BA2FB9") && !h.is("7f8a907b4ba2fb9") && !h.is(""));
+        let short = RecordedHash::of("00ff");
+        assert!(short.is("00ff") && !short.is("00000000000000ff"));
+        assert!(RecordedHash::of("").is("") && !RecordedHash::of("").is("0000000000000000"));
+    }
+
+    #[test]
     fn a_journal_written_by_an_older_runner_still_resumes() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("journal.jsonl");
@@ -647,8 +687,8 @@ mod tests {
         let r = replay(&p).expect("replay");
         let a = &r.finished["a"];
         assert_eq!(
-            (a.status, a.attempts, a.content_hash.as_str()),
-            (ItemStatus::Completed, 1, "00ff")
+            (a.status, a.attempts, &a.content_hash),
+            (ItemStatus::Completed, 1, &RecordedHash::Text("00ff".into()))
         );
         assert_eq!(r.unfinished_attempts, vec![("b".to_string(), 4343)]);
         assert_eq!(r.attempts_started["b"], 2);

@@ -238,6 +238,31 @@ pub fn restore_private(dir: &Path) {
     }
 }
 
+/// Remove folder `dir` and everything in it, never following a link (std's `remove_dir_all`
+/// works on descriptors). A folder inside that its owner made unreadable (`chmod 000`, a
+/// teammate's doing) is made 0700 again and the removal tried once more.
+///
+/// Errors: it still cannot be removed.
+pub fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    match fs::remove_dir_all(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(_) => {}
+    }
+    fn open_up(dir: &Path) {
+        let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
+        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+            // symlink_metadata: a link to a folder is not a folder here.
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                open_up(&entry.path());
+            }
+        }
+    }
+    open_up(dir);
+    fs::remove_dir_all(dir)
+}
+
 /// Create `dir` and its parents; the leaf is made private (mode 0700) since team workspaces
 /// hold logs that can contain secrets.
 pub fn create_private_dir(dir: &Path) -> Result<()> {
@@ -691,5 +716,24 @@ mod tests {
         create_private_dir(&ws).expect("existing");
         let mode = fs::metadata(&ws).expect("ws").permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
+    }
+
+    #[test]
+    fn remove_tree_removes_a_folder_its_owner_made_unreadable_and_follows_no_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().expect("tmp");
+        let outside = root.path().join("outside");
+        fs::create_dir(&outside).expect("outside");
+        fs::write(outside.join("keep"), "x").expect("keep");
+        let dir = root.path().join("t");
+        fs::create_dir_all(dir.join("zz/inner")).expect("dirs");
+        std::os::unix::fs::symlink(&outside, dir.join("link")).expect("link");
+        fs::set_permissions(dir.join("zz"), fs::Permissions::from_mode(0o000)).expect("chmod");
+        remove_tree(&dir).expect("removed");
+        assert!(!dir.exists());
+        assert!(
+            outside.join("keep").is_file(),
+            "nothing behind the link is touched"
+        );
     }
 }

@@ -122,7 +122,7 @@ pub fn clean(args: CleanArgs) -> Result<i32> {
                 ));
             }
             drop(lock);
-            std::fs::remove_dir_all(ws).map_err(|e| Error::io("remove", ws, e))?;
+            crate::fsutil::remove_tree(ws).map_err(|e| Error::io("remove", ws, e))?;
             let kept = crate::ui::kept_line(kept.as_ref());
             crate::ui::outln(format_args!("Removed team {}.{kept}", t.team));
         } else if let Some(l) = &left {

@@ -41,31 +41,60 @@ fn item_events(found: &Found, name: &str) -> Result<(String, Vec<Event>, String)
     }
 }
 
-/// The record a completed item of workspace `found` was compacted into, and the record
-/// file: `None` while its teammate folder is there (or the team was archived).
+/// Where a compacted item's prompt and logs are: `Some((file, record))` when its last
+/// outcome names the workspace's `completed.jsonl` as its log (the item was compacted), the
+/// record `None` when that file no longer holds a readable line for it; `None` when its
+/// folder keeps them (not compacted, `--keep-logs`, or the team was archived).
 ///
 /// Errors: the record file cannot be read (exit 2).
-fn compacted(found: &Found, id: &str, teammate: &str) -> Result<Option<(PathBuf, Record)>> {
+#[allow(clippy::type_complexity)]
+fn compacted(
+    found: &Found,
+    id: &str,
+    events: &[Event],
+) -> Result<Option<(PathBuf, Option<Record>)>> {
     let Found::Workspace(dir) = found else {
         return Ok(None);
     };
-    if dir.join("teammates").join(teammate).exists() {
+    let named = events.iter().rev().find_map(|e| match e {
+        Event::ItemFinished(o) => Some(o.log.as_str()),
+        _ => None,
+    });
+    let is_record = named
+        .and_then(|log| Path::new(log).file_name())
+        .is_some_and(|n| n == compact::FILE_NAME);
+    if !is_record {
         return Ok(None);
     }
-    Ok(compact::find(dir, id)?.map(|r| (compact::path(dir), r)))
+    Ok(Some((compact::path(dir), compact::find(dir, id)?)))
+}
+
+/// The error for a compacted item whose record `file` lost its line.
+fn record_lost(id: &str, file: &Path) -> Error {
+    Error::Usage(format!(
+        "item `{id}` completed and was compacted, but {} holds no readable record of it (a damaged or cut line); its report is still in `runner show {id}` and the output",
+        file.display()
+    ))
 }
 
 /// `runner show ID [WORKSPACE] [--prompt]`.
 pub fn show(args: ShowArgs) -> Result<i32> {
     let found = locate(args.workspace.as_deref())?;
     let (id, events, teammate) = item_events(&found, &args.id)?;
-    let record = compacted(&found, &id, &teammate)?;
+    let record = compacted(&found, &id, &events)?;
     if args.prompt {
-        return print_prompt(&found, &id, &teammate, record.as_ref().map(|(_, r)| r));
+        if let Some((file, None)) = &record {
+            return Err(record_lost(&id, file));
+        }
+        let kept = record.as_ref().and_then(|(_, r)| r.as_ref());
+        return print_prompt(&found, &id, &teammate, kept);
     }
     let folder = found.path().join("teammates").join(&teammate);
     let place = match (&found, &record) {
-        (Found::Workspace(_), Some((file, record))) => Place::Compacted { file, record },
+        (Found::Workspace(_), Some((file, record))) => Place::Compacted {
+            file,
+            record: record.as_ref(),
+        },
         (Found::Workspace(_), None) => Place::Teammate(&folder),
         (Found::Archive(path), _) => Place::Archive {
             path,
@@ -126,12 +155,26 @@ fn print_text(text: &str) {
 
 /// `runner logs` of a completed item that was compacted: the kept end of one of attempt
 /// `attempt`'s logs (`stderr`, else stdout — or stderr when stdout had nothing and stderr
-/// did, as for a live folder).
-fn print_compacted(id: &str, file: &Path, r: &Record, attempt: u32, stderr: bool) -> Result<i32> {
-    let logs = r.logs_of(attempt);
+/// did, as for a live folder), from byte `from` of the log on (what `--follow` printed
+/// before the folder went).
+fn print_compacted(
+    id: &str,
+    file: &Path,
+    r: &Record,
+    attempt: u32,
+    stderr: bool,
+    from: u64,
+) -> Result<i32> {
+    let Some(logs) = r.logs_of(attempt) else {
+        eprintln!(
+            "item `{id}`, attempt {attempt}: its logs were not kept (only the attempts its folder held when it completed are in {}; keep every log with --keep-logs)",
+            file.display()
+        );
+        return Ok(0);
+    };
     let (out, err) = (
-        logs.and_then(|l| l.tail("stdout")).filter(|t| t.bytes > 0),
-        logs.and_then(|l| l.tail("stderr")).filter(|t| t.bytes > 0),
+        logs.tail("stdout").filter(|t| t.bytes > 0),
+        logs.tail("stderr").filter(|t| t.bytes > 0),
     );
     let (stream, tail) = match (stderr, out, err) {
         (true, _, err) => ("stderr", err),
@@ -139,11 +182,19 @@ fn print_compacted(id: &str, file: &Path, r: &Record, attempt: u32, stderr: bool
         (false, out, _) => ("stdout", out),
     };
     let Some(tail) = tail else {
-        eprintln!("item `{id}`, attempt {attempt}: wrote nothing to {stream}");
+        if from == 0 {
+            eprintln!("item `{id}`, attempt {attempt}: wrote nothing to {stream}");
+        }
         return Ok(0);
     };
-    print_text(&tail.text);
-    if !tail.whole() {
+    let start = tail.bytes.saturating_sub(tail.text.len() as u64);
+    let text = match from.checked_sub(start) {
+        // What follows what was printed: the kept end covers it.
+        Some(skip) => tail.text.get(skip as usize..).unwrap_or_default(),
+        None => &tail.text,
+    };
+    print_text(text);
+    if from < start && !tail.whole() {
         eprintln!(
             "(the last {} of its {} bytes, kept in {} when the item completed; keep whole logs with --keep-logs)",
             tail.text.len(),
@@ -178,8 +229,12 @@ pub fn logs(args: LogsArgs) -> Result<i32> {
         };
         return Err(Error::Usage(format!("item `{id}` has {has}; give {give}")));
     }
-    if let Some((file, record)) = compacted(&found, &id, &teammate)? {
-        return print_compacted(&id, &file, &record, attempt, args.stderr);
+    match compacted(&found, &id, &events)? {
+        Some((file, Some(record))) => {
+            return print_compacted(&id, &file, &record, attempt, args.stderr, 0);
+        }
+        Some((file, None)) => return Err(record_lost(&id, &file)),
+        None => {}
     }
     let log = |stream: &str| {
         dir.join("teammates")
@@ -210,16 +265,20 @@ pub fn logs(args: LogsArgs) -> Result<i32> {
     if !args.follow {
         return Ok(0);
     }
-    // Follow until the journal says the attempt ended, then print what is left.
+    // Follow until the journal says the attempt ended, then print what is left — from the
+    // record when the item completed and its folder was compacted meanwhile.
     loop {
-        let ended = found
-            .events_of(&id)?
+        let events = found.events_of(&id)?;
+        let ended = events
             .iter()
             .any(|e| matches!(e, Event::AttemptFinished { attempt: a, .. } if *a == attempt));
         if path.exists() {
             offset = print_from(&path, offset)?;
+        } else if ended && let Some((file, Some(record))) = compacted(&found, &id, &events)? {
+            return print_compacted(&id, &file, &record, attempt, args.stderr, offset);
         }
-        if ended {
+        let finished = events.iter().any(|e| matches!(e, Event::ItemFinished(_)));
+        if ended && (path.exists() || finished) {
             return Ok(0);
         }
         std::thread::sleep(Duration::from_millis(250));
@@ -231,9 +290,12 @@ pub fn logs(args: LogsArgs) -> Result<i32> {
 /// Errors: the log cannot be read (exit 2, naming it).
 fn print_from(path: &Path, offset: u64) -> Result<u64> {
     // The teammate's folder: never through a link planted there.
-    let mut f = crate::fsutil::open_plain_file(path)
-        .map_err(|e| Error::read_input("the log", path, e))?
-        .ok_or_else(|| Error::read_input("the log", path, std::io::ErrorKind::NotFound.into()))?;
+    let Some(mut f) =
+        crate::fsutil::open_plain_file(path).map_err(|e| Error::read_input("the log", path, e))?
+    else {
+        // Removed meanwhile (a completed item's folder compacted): nothing more from here.
+        return Ok(offset);
+    };
     f.seek(SeekFrom::Start(offset))
         .map_err(|e| Error::read_input("the log", path, e))?;
     let mut buf = Vec::new();

@@ -37,8 +37,8 @@ pub enum Place<'a> {
     Compacted {
         /// The record file.
         file: &'a Path,
-        /// The item's record in it.
-        record: &'a crate::run::record::compact::Record,
+        /// The item's record in it; `None` when the file lost it (a damaged line).
+        record: Option<&'a crate::run::record::compact::Record>,
     },
     /// A team archive: the workspace and its files are gone.
     Archive {
@@ -62,7 +62,7 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         Place::Archive { teammate, .. } => teammate.to_owned(),
-        Place::Compacted { record, .. } => record.teammate.clone(),
+        Place::Compacted { record, .. } => record.map(|r| r.teammate.clone()).unwrap_or_default(),
     };
     match outcome {
         Some(out) => {
@@ -171,12 +171,27 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
             );
         }
         Place::Compacted { file, record } => {
-            let _ = writeln!(
-                o,
-                "Prompt:  {} bytes, kept in {} (`runner show {id} --prompt` prints it; the item's folder was removed when it completed: keep folders with --keep-logs)",
-                record.prompt_bytes,
-                file.display()
-            );
+            match record {
+                Some(r) => {
+                    // The command that prints it, ready to paste.
+                    let ws = file.parent().unwrap_or(file).display().to_string();
+                    let again = shlex::try_join(["runner", "show", id, ws.as_str(), "--prompt"])
+                        .unwrap_or_default();
+                    let _ = writeln!(
+                        o,
+                        "Prompt:  {} bytes, kept in {} (`{again}` prints it; the item's folder was removed when it completed: keep folders with --keep-logs)",
+                        r.prompt_bytes,
+                        file.display()
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        o,
+                        "Prompt:  not kept: {} holds no readable record of this item (a damaged or cut line)",
+                        file.display()
+                    );
+                }
+            }
         }
     }
     if let Some(report) = outcome.and_then(|out| out.report.as_ref()) {
@@ -186,7 +201,24 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
             let _ = writeln!(o, "  {l}");
         }
     }
-    if let Place::Compacted { record, .. } = place {
+    if let Place::Compacted { record: None, .. } = place {
+        let _ = writeln!(o, "Log:     not kept (see the prompt's line)");
+    } else if let Place::Compacted {
+        record: Some(record),
+        ..
+    } = place
+    {
+        if let Some(wc) = &record.working_context {
+            let lines: Vec<&str> = wc.lines().collect();
+            let _ = writeln!(
+                o,
+                "Working context (as the agent left it, first {LOG_LINES} of {} lines):",
+                lines.len()
+            );
+            for l in lines.iter().take(LOG_LINES) {
+                let _ = writeln!(o, "  | {l}");
+            }
+        }
         let text = record.tail(&record.log).map_or("", |t| t.text.as_str());
         let lines: Vec<&str> = text.lines().collect();
         match lines.is_empty() {

@@ -837,3 +837,83 @@ fn completed_items_are_compacted_and_show_logs_report_and_reruns_still_work() {
     let logs = sb.run(&["logs", "a", "workers-output.csv"]);
     assert_eq!((logs.code, logs.stdout.trim()), (0, "done"), "{logs:?}");
 }
+
+/// The review of issue 26's compaction: a record file that lost an item's line (cut by a
+/// crash or a full disk) says so — `show` never prints another item's lines, `logs` and
+/// `show --prompt` exit 2 — and the next record starts on a line of its own.
+#[test]
+fn a_damaged_record_file_never_shows_another_items_lines() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "success")]);
+    let r = sb.fake_batch(&["--jobs", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let file = sb.join("workers-output.runner/completed.jsonl");
+    let text = std::fs::read_to_string(&file).expect("record");
+    // Cut b's line in the middle, as a full disk would.
+    let b_at = text.find("{\"v\":1,\"id\":\"b\"").expect("b's line");
+    std::fs::write(&file, &text[..b_at + 40]).expect("cut");
+    let show = sb.run(&["show", "b", "workers-output.csv"]);
+    assert_eq!(show.code, 0, "{show:?}");
+    assert!(
+        show.stdout
+            .contains("holds no readable record of this item")
+            && !show.stdout.contains("Handle a."),
+        "{show:?}"
+    );
+    let logs = sb.run(&["logs", "b", "workers-output.csv"]);
+    assert_eq!(logs.code, 2, "{logs:?}");
+    assert!(logs.stderr.contains("no readable record"), "{logs:?}");
+    let prompt = sb.run(&["show", "b", "workers-output.csv", "--prompt"]);
+    assert_eq!(prompt.code, 2, "{prompt:?}");
+    // a is intact; a rerun of b appends a whole line after the cut one.
+    let a = sb.run(&["logs", "a", "workers-output.csv"]);
+    assert_eq!((a.code, a.stdout.trim()), (0, "done"), "{a:?}");
+    let again = sb.fake_batch(&["--only", "b"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    let logs = sb.run(&["logs", "b", "workers-output.csv"]);
+    assert_eq!((logs.code, logs.stdout.trim()), (0, "done"), "{logs:?}");
+    assert!(logs.stderr.contains("skipped 1 damaged line"), "{logs:?}");
+}
+
+/// `runner logs --follow` of an item that completes prints its last line, though its
+/// folder is compacted as it ends.
+#[test]
+fn logs_follow_prints_the_end_of_an_item_compacted_as_it_ends() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id\na\n");
+    sb.write("instr.md", "Do {id}\n");
+    let release = sb.join("release");
+    let agent = sb.write(
+        "slow.sh",
+        format!(
+            "#!/bin/sh\ncat >/dev/null\necho 'line 1'\nwhile [ ! -e '{}' ]; do sleep 0.05; done\necho 'FINAL LINE'\nprintf '{{\"status\":\"completed\",\"summary\":\"ok\"}}' > \"$RUNNER_REPORT\"\n",
+            release.display()
+        ),
+    );
+    let runner = sb
+        .batch_cmd(
+            &["--id-column", "id", "--format", "plain"],
+            &["sh", &agent.display().to_string()],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn runner");
+    let log = sb.join("workers-output.runner/teammates/1-a/attempt-1.stdout.log");
+    wait_for("the agent's first line", 30, || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("line 1"))
+    });
+    let follow = sb
+        .cmd(&["logs", "a", "workers-output.csv", "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn logs");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::write(&release, "go").expect("release");
+    let out = follow.wait_with_output().expect("logs ends");
+    let _ = runner.wait_with_output();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text, "line 1\nFINAL LINE\n", "{out:?}");
+    assert!(!sb.join("workers-output.runner/teammates/1-a").exists());
+}

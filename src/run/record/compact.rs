@@ -109,8 +109,9 @@ impl Record {
     }
 }
 
-/// The ends of every `attempt-N.{stdout,stderr}.log` in teammate folder `dir`, by attempt.
-fn kept_logs(dir: &Path) -> Vec<AttemptLogs> {
+/// The ends of the `attempt-N.{stdout,stderr}.log` of teammate folder `dir`, by attempt, for
+/// the attempts up to `last` (files the teammate named otherwise are not the runner's).
+fn kept_logs(dir: &Path, last: u32) -> Vec<AttemptLogs> {
     let mut numbers: Vec<u32> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -121,7 +122,7 @@ fn kept_logs(dir: &Path) -> Vec<AttemptLogs> {
             let n = rest
                 .strip_suffix(".stdout.log")
                 .or_else(|| rest.strip_suffix(".stderr.log"))?;
-            n.parse().ok()
+            n.parse().ok().filter(|n| (1..=last).contains(n))
         })
         .collect();
     numbers.sort_unstable();
@@ -144,11 +145,19 @@ pub fn path(workspace: &Path) -> PathBuf {
     workspace.join(FILE_NAME)
 }
 
-/// The first `cap` bytes of plain file `path` and its size; `None` when there is none (or it
-/// is a link or not a plain file: never followed).
+/// Plain file `path` of the teammate's folder, opened for reading, and its size: `None` when
+/// there is none, or it is a link, not a plain file, or has another name too (a hard link the
+/// teammate made to a file it could read, which would land in the record).
+fn open_own(path: &Path) -> Option<(std::fs::File, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let file = crate::fsutil::open_plain_file(path).ok()??;
+    let meta = file.metadata().ok()?;
+    (meta.nlink() == 1).then_some((file, meta.len()))
+}
+
+/// The first `cap` bytes of plain file `path` and its size ([`open_own`]).
 fn head(path: &Path, cap: u64) -> Option<(String, u64)> {
-    let mut file = crate::fsutil::open_plain_file(path).ok()??;
-    let size = file.metadata().ok()?.len();
+    let (mut file, size) = open_own(path)?;
     let mut bytes = Vec::new();
     Read::by_ref(&mut file)
         .take(cap)
@@ -157,19 +166,20 @@ fn head(path: &Path, cap: u64) -> Option<(String, u64)> {
     Some((String::from_utf8_lossy(&bytes).into_owned(), size))
 }
 
-/// The last `cap` bytes of plain file `path` from a line start, and its size.
+/// The last `cap` bytes of plain file `path` ([`open_own`]) and its size: from a line start
+/// when that keeps at least half of them, else from the middle of a line (an agent whose
+/// last line is one long JSON result keeps its end).
 fn tail(path: &Path, cap: u64) -> Option<Tail> {
-    let mut file = crate::fsutil::open_plain_file(path).ok()??;
-    let size = file.metadata().ok()?.len();
+    let (mut file, size) = open_own(path)?;
     let from = size.saturating_sub(cap);
     file.seek(SeekFrom::Start(from)).ok()?;
     let mut bytes = Vec::new();
     file.take(cap).read_to_end(&mut bytes).ok()?;
-    if from > 0 {
-        // Cut in the middle of a line: start at the next one, when there is one.
-        if let Some(nl) = bytes.iter().position(|b| *b == b'\n') {
-            bytes.drain(..=nl);
-        }
+    if from > 0
+        && let Some(nl) = bytes.iter().position(|b| *b == b'\n')
+        && nl < bytes.len() / 2
+    {
+        bytes.drain(..=nl);
     }
     Some(Tail {
         bytes: size,
@@ -214,34 +224,46 @@ pub fn compact(
         prompt,
         prompt_bytes,
         log: stream.to_owned(),
-        logs: kept_logs(dir),
+        logs: kept_logs(dir, attempt),
         working_context,
     };
     let file = path(workspace);
     append(&file, &record).map_err(|e| Error::io("write", &file, e))?;
-    // Links inside are removed, never followed (std's remove_dir_all works on descriptors).
-    if let Err(e) = std::fs::remove_dir_all(dir) {
+    if let Err(e) = crate::fsutil::remove_tree(dir) {
         tracing::warn!("kept {} after compacting it: {e}", dir.display());
     }
     Ok(file)
 }
 
-/// Append `record` as one line, in one write (`O_APPEND`: whole lines, in any order).
+/// Append `record` as one line, in one write (`O_APPEND`: whole lines, in any order). A file
+/// whose last line was cut (a full disk, a crash) gets its newline first, so the cut line
+/// stays one damaged line and this record a whole one.
 fn append(file: &Path, record: &Record) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
     let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
     line.push(b'\n');
     let mut f = std::fs::OpenOptions::new()
+        .read(true)
         .append(true)
         .create(true)
         .mode(0o600)
         .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
         .open(file)?;
+    let size = f.metadata()?.len();
+    let mut last = [b'\n'];
+    if size > 0 {
+        f.read_exact_at(&mut last, size - 1)?;
+    }
+    if last[0] != b'\n' {
+        line.insert(0, b'\n');
+    }
     f.write_all(&line)
 }
 
-/// The record of item `id` in `workspace`'s `completed.jsonl`: its last line for that id;
-/// `None` when there is no such file or line. A line torn by a crash is skipped.
+/// The record of item `id` in `workspace`'s `completed.jsonl`: its last line for that id,
+/// with the logs of earlier attempts that only earlier lines of it kept (a rerun item's);
+/// `None` when there is no such file or line. Damaged lines (cut by a crash or a full disk,
+/// not UTF-8, not a record) are skipped, with one warning naming how many.
 ///
 /// Errors: the file exists but cannot be read (exit 2, naming it).
 pub fn find(workspace: &Path, id: &str) -> Result<Option<Record>> {
@@ -254,19 +276,44 @@ pub fn find(workspace: &Path, id: &str) -> Result<Option<Record>> {
     };
     // Only lines that can name the id are parsed (a million-row record stays quick to scan).
     let needle = serde_json::to_string(id).unwrap_or_default();
-    let mut found = None;
-    for line in std::io::BufReader::new(f).lines() {
+    let mut lines: Vec<Record> = Vec::new();
+    let mut damaged = 0usize;
+    for line in std::io::BufReader::new(f).split(b'\n') {
         let line = line.map_err(|e| Error::read_input("the completed items' record", &file, e))?;
-        if !line.contains(&needle) {
+        if line.is_empty() {
             continue;
         }
-        if let Ok(r) = serde_json::from_str::<Record>(&line)
-            && r.id == id
-        {
-            found = Some(r);
+        let Ok(text) = std::str::from_utf8(&line) else {
+            damaged += 1;
+            continue;
+        };
+        if !text.contains(&needle) {
+            continue;
+        }
+        match serde_json::from_str::<Record>(text) {
+            Ok(r) if r.id == id => lines.push(r),
+            Ok(_) => {}
+            Err(_) => damaged += 1,
         }
     }
-    Ok(found)
+    if damaged > 0 {
+        eprintln!(
+            "warning: {}: skipped {damaged} damaged line(s) (cut by a crash or a full disk?)",
+            file.display()
+        );
+    }
+    let Some(mut last) = lines.pop() else {
+        return Ok(None);
+    };
+    for earlier in lines.into_iter().rev() {
+        for logs in earlier.logs {
+            if logs.attempt < last.attempt && last.logs_of(logs.attempt).is_none() {
+                last.logs.push(logs);
+            }
+        }
+    }
+    last.logs.sort_by_key(|l| l.attempt);
+    Ok(Some(last))
 }
 
 #[cfg(test)]
@@ -336,6 +383,69 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_last_line_costs_only_itself_and_damaged_lines_are_skipped() {
+        let ws = tempfile::tempdir().expect("tmp");
+        let file = ws.path().join(FILE_NAME);
+        std::fs::write(&file, b"\xff\xfe not utf-8\n{\"v\":1,\"id\":\"a\",\"tea").expect("junk");
+        let dir = folder(ws.path(), "ok\n");
+        compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log")).expect("compact");
+        let r = find(ws.path(), "a")
+            .expect("read")
+            .expect("the record after the cut line");
+        assert_eq!(r.tail("stdout").map(|t| t.text.as_str()), Some("ok\n"));
+        let text = std::fs::read(&file).expect("file");
+        assert!(text.ends_with(b"\n") && text.windows(3).any(|w| w == b"tea"));
+    }
+
+    #[test]
+    fn a_long_last_line_keeps_its_end() {
+        let ws = tempfile::tempdir().expect("tmp");
+        let long = format!(
+            "progress 1\nprogress 2\n{{\"result\":\"{}\"}}\n",
+            "x".repeat(6000)
+        );
+        let dir = folder(ws.path(), &long);
+        compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log")).expect("compact");
+        let r = find(ws.path(), "a").expect("read").expect("record");
+        let out = r.tail("stdout").expect("stdout");
+        assert_eq!(out.text.len() as u64, LOG_TAIL_BYTES);
+        assert!(out.text.ends_with("xx\"}\n"), "{}", &out.text[..40]);
+    }
+
+    #[test]
+    fn only_the_attempts_made_are_kept_and_a_reruns_record_keeps_the_earlier_ones() {
+        let ws = tempfile::tempdir().expect("tmp");
+        let dir = folder(ws.path(), "second\n");
+        std::fs::write(dir.join("attempt-1.stderr.log"), "first failed\n").expect("log");
+        std::fs::write(dir.join("attempt-300.stdout.log"), "x".repeat(9000)).expect("fake");
+        compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log")).expect("first");
+        let dir = folder(ws.path(), "");
+        std::fs::rename(
+            dir.join("attempt-2.stdout.log"),
+            dir.join("attempt-3.stdout.log"),
+        )
+        .expect("mv");
+        std::fs::write(dir.join("attempt-3.stdout.log"), "third\n").expect("log");
+        compact(ws.path(), &dir, "a", 3, &dir.join("attempt-3.stdout.log")).expect("rerun");
+        let r = find(ws.path(), "a").expect("read").expect("record");
+        let numbers: Vec<u32> = r.logs.iter().map(|l| l.attempt).collect();
+        assert_eq!(
+            numbers,
+            [1, 2, 3],
+            "the teammate's attempt-300 is not the runner's"
+        );
+        let text = |n: u32, s: &str| {
+            r.logs_of(n)
+                .and_then(|l| l.tail(s))
+                .map(|t| t.text.clone())
+                .unwrap_or_default()
+        };
+        assert_eq!(text(1, "stderr"), "first failed\n");
+        assert_eq!(text(2, "stdout"), "second\n");
+        assert_eq!(text(3, "stdout"), "third\n");
+    }
+
+    #[test]
     fn links_planted_in_the_folder_are_not_followed() {
         let ws = tempfile::tempdir().expect("tmp");
         let victim = ws.path().join("victim.txt");
@@ -344,9 +454,13 @@ mod tests {
         std::fs::remove_file(dir.join("prompt.md")).expect("rm");
         std::os::unix::fs::symlink(&victim, dir.join("prompt.md")).expect("link");
         std::os::unix::fs::symlink(&victim, dir.join("tmp").join("x")).expect("link");
+        // A hard link too: the teammate may name a file it can read as its own.
+        std::fs::remove_file(dir.join(crate::working_context::FILE_NAME)).ok();
+        std::fs::hard_link(&victim, dir.join(crate::working_context::FILE_NAME)).expect("ln");
         compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log")).expect("compact");
         let r = find(ws.path(), "a").expect("read").expect("record");
         assert_eq!(r.prompt, "", "the linked file is not read");
+        assert_eq!(r.working_context, None, "nor the hard-linked one");
         assert_eq!(std::fs::read_to_string(&victim).expect("kept"), "secret");
     }
 }

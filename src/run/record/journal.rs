@@ -83,8 +83,13 @@ impl RecordedHash {
     /// The hash recorded as `text`.
     pub fn of(text: &str) -> RecordedHash {
         let canonical = text.len() == 16
-            && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        match canonical.then(|| u64::from_str_radix(text, 16).ok()).flatten() {
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        match canonical
+            .then(|| u64::from_str_radix(text, 16).ok())
+            .flatten()
+        {
             Some(n) => RecordedHash::Packed(n),
             None => RecordedHash::Text(text.into()),
         }

@@ -150,7 +150,7 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
     drop(outcomes);
     drop(lock);
     if let Some(to) = archive.as_ref().filter(|_| code == EXIT_OK) {
-        match std::fs::remove_dir_all(&spec.workspace) {
+        match crate::fsutil::remove_tree(&spec.workspace) {
             Ok(()) => crate::ui::say(
                 format,
                 format!(

@@ -39,8 +39,12 @@ struct State {
     counts: HashMap<ItemStatus, u64>,
     resumed: u64,
     cost: Option<f64>,
-    /// Each item's place in the source (for the summary's order).
+    /// The place in the source of each item admitted and not yet finished (for the summary's
+    /// order of problems); an item's entry goes when it finishes, so this holds the items in
+    /// flight and waiting, not every row of the batch.
     order: HashMap<String, usize>,
+    /// How many items were admitted: the next one's place.
+    admitted: usize,
     /// Items that did not complete, with their places: the first [`PROBLEMS_LISTED`] in
     /// source order (not in the order they ended).
     problems: Vec<(usize, Problem)>,
@@ -59,6 +63,7 @@ impl State {
             resumed: 0,
             cost: None,
             order: HashMap::new(),
+            admitted: 0,
             problems: Vec::new(),
             problems_hidden: 0,
             snapshot,
@@ -80,8 +85,8 @@ impl State {
         if let Some(c) = o.cost_usd {
             *self.cost.get_or_insert(0.0) += c;
         }
+        let place = self.order.remove(&o.id).unwrap_or(usize::MAX);
         if o.status != ItemStatus::Completed {
-            let place = self.order.get(&o.id).copied().unwrap_or(usize::MAX);
             self.problems.push((place, Problem::of(o)));
             if self.problems.len() > PROBLEMS_LISTED {
                 // Drop the one furthest down the source.
@@ -418,11 +423,12 @@ impl<'a> Dispatcher<'a> {
     /// An item fresh from the source: `Some` when it can start now; otherwise it completed in
     /// an earlier run, waits for its prerequisites, or is skipped because one failed.
     fn admit(&mut self, item: WorkItem) -> Result<Option<WorkItem>> {
-        let place = self.st.order.len();
-        self.st.order.entry(item.id.clone()).or_insert(place);
+        let place = self.st.admitted;
+        self.st.admitted += 1;
         if resume_completed(&item, &self.spec.rerun, self.team, &mut self.st) {
             return Ok(None);
         }
+        self.st.order.entry(item.id.clone()).or_insert(place);
         match readiness(&item, &self.st.statuses) {
             Ok(true) => Ok(Some(item)),
             Ok(false) => {

@@ -14,21 +14,35 @@ fn rows(sb: &Sandbox, n: usize) {
     sb.write_rows(&rows);
 }
 
-/// `runner batch` over the rows with `--jobs jobs --retries retries`, plain output, `agent`.
+/// `runner batch` over the rows with `--jobs jobs --retries retries`, plain output, `extra`,
+/// `agent`.
+fn broken_batch_cmd(
+    sb: &Sandbox,
+    jobs: &str,
+    retries: &str,
+    extra: &[&str],
+    agent: &[&str],
+) -> std::process::Command {
+    let mut flags = vec![
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+        "--jobs",
+        jobs,
+        "--retries",
+        retries,
+    ];
+    flags.extend_from_slice(extra);
+    sb.batch_cmd(&flags, agent)
+}
+
+/// [`broken_batch_cmd`] run to its end.
 fn broken_batch(sb: &Sandbox, jobs: &str, retries: &str, agent: &[&str]) -> Run {
-    sb.batch(
-        &[
-            "--id-column",
-            "id",
-            "--format",
-            "plain",
-            "--jobs",
-            jobs,
-            "--retries",
-            retries,
-        ],
-        agent,
-    )
+    broken_batch_cmd(sb, jobs, retries, &[], agent)
+        .output()
+        .expect("spawn runner")
+        .into()
 }
 
 /// Check the end state a user sees after a broken set-up: exit 1; the few attempts made
@@ -211,26 +225,17 @@ fn items_that_fail_on_their_own_do_not_stop_the_team() {
 fn a_set_up_stop_ends_the_retries_waiting_out_their_back_off() {
     let sb = Sandbox::new();
     rows(&sb, 12);
-    let mut child = sb
-        .batch_cmd(
-            &[
-                "--id-column",
-                "id",
-                "--format",
-                "plain",
-                "--jobs",
-                "4",
-                "--retries",
-                "2",
-                "--retry-delay",
-                "1h",
-            ],
-            &["python3", "agnt.py"],
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn runner");
+    let mut child = broken_batch_cmd(
+        &sb,
+        "4",
+        "2",
+        &["--retry-delay", "1h"],
+        &["python3", "agnt.py"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("spawn runner");
     let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while child.try_wait().expect("wait").is_none() {
         if std::time::Instant::now() > until {

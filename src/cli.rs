@@ -188,6 +188,14 @@ pub struct RunnersArgs {
     /// Also check and list this runner definition file (TOML; repeatable).
     #[arg(long, value_name = "FILE")]
     pub runner_file: Vec<PathBuf>,
+    /// Instead of listing, judge runner definition RUNNER (a name, or a .toml file) against
+    /// recorded CLI transcripts, offline: the status, failure kind and reason each would get
+    /// (see examples/transcripts/).
+    #[arg(long, value_name = "RUNNER", requires = "transcripts")]
+    pub check: Option<String>,
+    /// The transcripts for --check (TOML files: stdout, stderr, exit_code, report, expect).
+    #[arg(value_name = "TRANSCRIPT", requires = "check")]
+    pub transcripts: Vec<PathBuf>,
 }
 
 /// Which task store to use.

@@ -8,6 +8,7 @@ pub mod docs;
 pub mod merge;
 pub mod report;
 pub mod resolve;
+pub mod runner_check;
 pub mod runners;
 pub mod show;
 pub mod status;

@@ -73,6 +73,9 @@ fn handover(d: &RunnerDef) -> String {
 /// then the kernel's Landlock ABI (what `--sandbox landlock` needs).
 pub fn runners(args: RunnersArgs) -> Result<i32> {
     let store = args.store.as_deref();
+    if let Some(runner) = &args.check {
+        return crate::commands::runner_check::check(runner, store, &args.transcripts);
+    }
     // (definition, the file it came from when it is not the built-in one)
     let mut defs: Vec<(RunnerDef, Option<PathBuf>)> = Vec::new();
     for (name, _) in BUILTIN {

@@ -462,3 +462,54 @@ fn a_user_definition_overrides_and_a_broken_one_is_exit_2() {
     );
     assert_eq!(sb.tree(), before);
 }
+
+/// Issue 29: `runner runners --check` judges a definition against recorded transcripts,
+/// offline. Every sample in examples/transcripts/ gets the verdict it names.
+#[test]
+fn every_recorded_transcript_gets_the_verdict_it_expects() {
+    let sb = Sandbox::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/transcripts");
+    for cli in ["claude", "codex", "gemini", "opencode"] {
+        let mut files: Vec<String> = std::fs::read_dir(root.join(cli))
+            .expect("transcripts")
+            .flatten()
+            .map(|e| e.path().display().to_string())
+            .collect();
+        files.sort();
+        let mut args = vec!["runners", "--check", cli];
+        args.extend(files.iter().map(String::as_str));
+        let r = sb.run(&args);
+        assert_eq!(r.code, 0, "{cli}: {r:?}");
+        let judged: Vec<&str> = r.stdout.lines().filter(|l| l.ends_with("  ok")).collect();
+        assert_eq!(judged.len(), files.len(), "{cli}: {r:?}");
+    }
+}
+
+#[test]
+fn a_transcript_that_gets_another_verdict_fails_the_check_and_a_bad_one_is_refused() {
+    let sb = Sandbox::new();
+    sb.write(
+        "limit.toml",
+        "exit_code = 1\nexpect = \"completed\"\nstderr = '''\nError: 429 Too Many Requests\n'''\n",
+    );
+    let r = sb.run(&["runners", "--check", "exec", "limit.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stdout.contains("failed")
+            && r.stdout.contains("rate_limited")
+            && r.stdout.contains("EXPECTED completed"),
+        "{r:?}"
+    );
+    sb.write("bad.toml", "exit_code = 0\nstdout = 'x'\nstdot = 'typo'\n");
+    let r = sb.run(&["runners", "--check", "exec", "limit.toml", "bad.toml"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("bad.toml:3:") && r.stdout.is_empty(),
+        "{r:?}"
+    );
+    let r = sb.run(&["runners", "--check", "claud", "limit.toml"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("claude"), "a suggestion: {r:?}");
+    let r = sb.run(&["runners", "--check", "exec"]);
+    assert_eq!(r.code, 2, "transcripts are required: {r:?}");
+}

@@ -1,0 +1,172 @@
+//! `runner runners --check RUNNER TRANSCRIPT...`: a runner definition judged against recorded
+//! CLI transcripts, offline — what the success rule (`report::judge`) would make of each: the
+//! status, the failure kind and the one-line reason, as a run would record them. For writing
+//! or changing a definition without a model, a key or the CLI.
+//!
+//! A transcript is a TOML file of what one run of the CLI left (see `examples/transcripts/`):
+//!
+//! ```toml
+//! name = "rate limit, exit 0"     # default: the file's name
+//! exit_code = 0                   # default 0
+//! stdout = '''…'''                # what the CLI printed (parsed by the definition's `output`)
+//! stderr = '''…'''                # default empty
+//! report = '''{"status": …}'''    # what the agent wrote to RUNNER_REPORT, if anything
+//! id = "1"                        # the item id the report must name (default "1")
+//! expect = "rate_limited"         # optional: the status or failure kind it must get
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::agent::definition::{self, RunnerDef};
+use crate::error::{Error, Result};
+use crate::report::{self, Evidence, ProcessEnd, Verdict, VerifyResult};
+
+/// One recorded run of an agent CLI (the module's doc gives the file's shape).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Transcript {
+    /// A name for the table (default: the file's stem).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The CLI's exit code.
+    #[serde(default)]
+    pub exit_code: i32,
+    /// What it printed on stdout.
+    #[serde(default)]
+    pub stdout: String,
+    /// What it printed on stderr.
+    #[serde(default)]
+    pub stderr: String,
+    /// What the agent wrote to `RUNNER_REPORT`, if anything.
+    #[serde(default)]
+    pub report: Option<String>,
+    /// The item id its report must name.
+    #[serde(default = "default_id")]
+    pub id: String,
+    /// The status (`completed`, `failed`, …) or failure kind (`rate_limited`, `auth`, …) it
+    /// must get; a different verdict makes the check exit 1.
+    #[serde(default)]
+    pub expect: Option<String>,
+}
+
+fn default_id() -> String {
+    "1".into()
+}
+
+/// Read transcript `path`.
+///
+/// Errors: it cannot be read or is not a transcript (exit 2, naming the file and line).
+pub fn read(path: &Path) -> Result<Transcript> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::read_input("the transcript", path, e))?;
+    toml::from_str(&text).map_err(|e| {
+        let line = e
+            .span()
+            .and_then(|s| text.get(..s.start))
+            .map(|before| before.matches('\n').count() as u64 + 1);
+        Error::input_at(
+            path,
+            line,
+            format!(
+                "not a transcript: {} (examples/transcripts/README.md shows the fields)",
+                e.message()
+            ),
+        )
+    })
+}
+
+/// The verdict definition `def` gives transcript `t`: its stdout parsed by the definition's
+/// `output` and `[result]`, the report from `report` or the final text, the `[failure]` rules
+/// over stdout and the last 4 KiB of stderr — as a run judges an attempt that exited on its
+/// own (no schema, no verify command).
+pub fn judge(def: &RunnerDef, t: &Transcript) -> Verdict {
+    let agent = crate::agent::output::parse(def, &t.stdout);
+    let found = report::find(t.report.as_deref(), agent.final_text.as_deref(), &t.id);
+    let start = t.stderr.len().saturating_sub(4096);
+    let start = (start..=t.stderr.len())
+        .find(|i| t.stderr.is_char_boundary(*i))
+        .unwrap_or(t.stderr.len());
+    let stderr_end = &t.stderr[start..];
+    let evidence = Evidence {
+        end: &ProcessEnd::Exited(t.exit_code),
+        stderr_end: (!stderr_end.trim().is_empty()).then_some(stderr_end),
+        agent: &agent,
+        rules: &def.failure,
+        text_output: def.output == crate::agent::OutputFormat::Text,
+        report: &found,
+        schema_errors: None,
+        verify: &VerifyResult::NotRun,
+        commit: None,
+    };
+    report::judge(&evidence)
+}
+
+/// Whether `verdict` is what `expect` names: its status, or its failure kind.
+fn meets(verdict: &Verdict, expect: &str) -> bool {
+    verdict.status.to_string() == expect || verdict.kind.is_some_and(|k| k.to_string() == expect)
+}
+
+/// The definition `runner` names: a TOML file when it names one (a path ending in `.toml`),
+/// else a store's or the built-in definition of that name.
+///
+/// Errors: as [`definition::load`].
+fn definition_of(runner: &str, store: Option<&Path>) -> Result<RunnerDef> {
+    match runner.ends_with(".toml") {
+        true => definition::load("", None, Some(Path::new(runner))),
+        false => definition::load(runner, store, None),
+    }
+}
+
+/// `runner runners --check RUNNER TRANSCRIPT...`: one line per transcript (its name, the
+/// status, the kind, the reason, and `ok` / `EXPECTED …` when it names what it must get).
+/// Exit 0 when every expectation holds, 1 when one does not.
+///
+/// Errors: an unknown or invalid definition, an unreadable or invalid transcript (exit 2,
+/// before anything is printed).
+pub fn check(runner: &str, store: Option<&Path>, files: &[PathBuf]) -> Result<i32> {
+    let def = definition_of(runner, store)?;
+    let transcripts = files
+        .iter()
+        .map(|f| read(f).map(|t| (f, t)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut missed = 0;
+    let mut out = String::new();
+    for (file, t) in &transcripts {
+        let v = judge(&def, t);
+        let name = t.name.clone().unwrap_or_else(|| {
+            file.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+        let kind = v.kind.map_or("-".to_string(), |k| k.to_string());
+        let check = match &t.expect {
+            None => String::new(),
+            Some(e) if meets(&v, e) => "  ok".into(),
+            Some(e) => {
+                missed += 1;
+                format!("  EXPECTED {e}")
+            }
+        };
+        let reason = match v.reason.is_empty() {
+            true => String::new(),
+            false => format!("  {}", report::one_line(&v.reason, 200)),
+        };
+        out.push_str(&format!(
+            "{name:<24} {:<10} {kind:<13}{reason}{check}\n",
+            v.status.to_string()
+        ));
+    }
+    out.push_str(&format!(
+        "{} transcript(s) judged by runner definition `{}`{}\n",
+        transcripts.len(),
+        def.name,
+        match missed {
+            0 => String::new(),
+            n => format!("; {n} did not get what they expect"),
+        }
+    ));
+    crate::ui::out(crate::ui::terminal_safe(&out));
+    Ok(if missed == 0 { 0 } else { 1 })
+}

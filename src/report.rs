@@ -596,13 +596,13 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
     if flagged {
         let d = e.rules.diagnose(&evidence(Some(0)));
         let what = d.message.map(|m| one_line(&m, 160)).unwrap_or_default();
-        return v(
-            ItemStatus::Failed,
-            d.kind.unwrap_or(K::AgentError),
-            format!("the agent reported an error: {what}")
-                .trim_end_matches([':', ' '])
-                .to_owned(),
-        );
+        let mut reason = format!("the agent reported an error: {what}")
+            .trim_end_matches([':', ' '])
+            .to_owned();
+        if let Some(hint) = &d.hint {
+            reason.push_str(&format!(" ({hint})"));
+        }
+        return v(ItemStatus::Failed, d.kind.unwrap_or(K::AgentError), reason);
     }
     let report = match e.report {
         Ok((r, _)) => r,
@@ -612,10 +612,15 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
             if let (Some(m), Some(kind)) = (&d.message, d.kind)
                 && e.rules.recognises(m)
             {
+                let hint = d
+                    .hint
+                    .as_ref()
+                    .map(|h| format!(" ({h})"))
+                    .unwrap_or_default();
                 return v(
                     ItemStatus::Failed,
                     kind,
-                    format!("{} (and no report)", one_line(m, 160)),
+                    format!("{} (and no report){hint}", one_line(m, 160)),
                 );
             }
             let why = match &e.agent.parse_problem {

@@ -55,13 +55,60 @@ fn default_id() -> String {
     "1".into()
 }
 
+/// What `expect` may name: the statuses and failure kinds a transcript can get (not those of
+/// a time limit, an interrupt, a skip, a verify command or a merge, which no transcript
+/// records).
+fn expectable() -> Vec<String> {
+    use crate::failure::FailureKind as K;
+    let mut names: Vec<String> = ["completed", "failed", "blocked"]
+        .map(String::from)
+        .to_vec();
+    names.extend(
+        K::ALL
+            .iter()
+            .filter(|k| {
+                !matches!(
+                    k,
+                    K::VerifyFailed | K::TimedOut | K::Cancelled | K::Skipped | K::MergeConflict
+                )
+            })
+            .map(|k| k.to_string()),
+    );
+    names
+}
+
 /// Read transcript `path`.
 ///
-/// Errors: it cannot be read or is not a transcript (exit 2, naming the file and line).
+/// Errors: it cannot be read or is not a transcript, or its `expect` names no status or
+/// kind (exit 2, naming the file and line).
 pub fn read(path: &Path) -> Result<Transcript> {
     let text =
         std::fs::read_to_string(path).map_err(|e| Error::read_input("the transcript", path, e))?;
-    toml::from_str(&text).map_err(|e| {
+    let t: Transcript = parse(path, &text)?;
+    if let Some(e) = &t.expect {
+        let known = expectable();
+        if !known.contains(e) {
+            let line = text
+                .lines()
+                .position(|l| l.trim_start().starts_with("expect"))
+                .map(|i| i as u64 + 1);
+            return Err(Error::input_at(
+                path,
+                line,
+                format!(
+                    "`expect = \"{e}\"` names no status or failure kind{}; it takes one of: {}",
+                    crate::suggest::did_you_mean(e, known.iter().map(String::as_str)),
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(t)
+}
+
+/// The transcript in `text` (of file `path`).
+fn parse(path: &Path, text: &str) -> Result<Transcript> {
+    toml::from_str(text).map_err(|e| {
         let line = e
             .span()
             .and_then(|s| text.get(..s.start))
@@ -82,8 +129,20 @@ pub fn read(path: &Path) -> Result<Transcript> {
 /// over stdout and the last 4 KiB of stderr — as a run judges an attempt that exited on its
 /// own (no schema, no verify command).
 pub fn judge(def: &RunnerDef, t: &Transcript) -> Verdict {
-    let agent = crate::agent::output::parse(def, &t.stdout);
-    let found = report::find(t.report.as_deref(), agent.final_text.as_deref(), &t.id);
+    // What a run reads: stdout's head and tail past 4 MiB, no report over the limit.
+    let stdout =
+        crate::run::backend::capped_text(t.stdout.as_bytes(), crate::run::backend::FULL_READ);
+    let agent = crate::agent::output::parse(def, &stdout);
+    let found = match &t.report {
+        Some(r) if r.len() as u64 > report::MAX_REPORT_BYTES => {
+            Err(report::ReportError::Unreadable(format!(
+                "the report file is {} bytes, over the {} byte limit; keep large results in files and name them in the report",
+                r.len(),
+                report::MAX_REPORT_BYTES
+            )))
+        }
+        _ => report::find(t.report.as_deref(), agent.final_text.as_deref(), &t.id),
+    };
     let start = t.stderr.len().saturating_sub(4096);
     let start = (start..=t.stderr.len())
         .find(|i| t.stderr.is_char_boundary(*i))
@@ -113,10 +172,18 @@ fn meets(verdict: &Verdict, expect: &str) -> bool {
 ///
 /// Errors: as [`definition::load`].
 fn definition_of(runner: &str, store: Option<&Path>) -> Result<RunnerDef> {
-    match runner.ends_with(".toml") {
-        true => definition::load("", None, Some(Path::new(runner))),
-        false => definition::load(runner, store, None),
+    let path = Path::new(runner);
+    let def = match path.is_file() || runner.to_lowercase().ends_with(".toml") {
+        true => definition::load("", None, Some(path))?,
+        false => definition::load(runner, store, None)?,
+    };
+    if def.answers_only() {
+        return Err(Error::Usage(format!(
+            "runner definition `{}` sends HTTP requests: --check judges what a CLI printed (a process definition)",
+            def.name
+        )));
     }
+    Ok(def)
 }
 
 /// `runner runners --check RUNNER TRANSCRIPT...`: one line per transcript (its name, the
@@ -135,11 +202,14 @@ pub fn check(runner: &str, store: Option<&Path>, files: &[PathBuf]) -> Result<i3
     let mut out = String::new();
     for (file, t) in &transcripts {
         let v = judge(&def, t);
-        let name = t.name.clone().unwrap_or_else(|| {
-            file.file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        });
+        let name = t.name.as_deref().map_or_else(
+            || {
+                file.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            },
+            |n| report::one_line(n, 40),
+        );
         let kind = v.kind.map_or("-".to_string(), |k| k.to_string());
         let check = match &t.expect {
             None => String::new(),
@@ -159,9 +229,13 @@ pub fn check(runner: &str, store: Option<&Path>, files: &[PathBuf]) -> Result<i3
         ));
     }
     out.push_str(&format!(
-        "{} transcript(s) judged by runner definition `{}`{}\n",
+        "{} transcript(s) judged by runner definition `{}`{}{}\n",
         transcripts.len(),
         def.name,
+        match Path::new(runner).is_file() {
+            true => format!(" ({runner})"),
+            false => String::new(),
+        },
         match missed {
             0 => String::new(),
             n => format!("; {n} did not get what they expect"),

@@ -74,6 +74,12 @@ fn handover(d: &RunnerDef) -> String {
 pub fn runners(args: RunnersArgs) -> Result<i32> {
     let store = args.store.as_deref();
     if let Some(runner) = &args.check {
+        if let Some(file) = args.runner_file.first() {
+            return Err(crate::error::Error::Usage(format!(
+                "give the definition to --check itself: `runner runners --check {} TRANSCRIPT...`",
+                file.display()
+            )));
+        }
         return crate::commands::runner_check::check(runner, store, &args.transcripts);
     }
     // (definition, the file it came from when it is not the built-in one)

@@ -56,10 +56,15 @@ fn compacted(
     let Found::Workspace(dir) = found else {
         return Ok(None);
     };
-    let named = events.iter().rev().find_map(|e| match e {
-        Event::ItemFinished(o) => Some(o.log.as_str()),
-        _ => None,
-    });
+    // The last outcome's, unless an attempt started since (a rerun going on: its folder).
+    let named = events
+        .iter()
+        .rev()
+        .take_while(|e| !matches!(e, Event::AttemptStarted { .. }))
+        .find_map(|e| match e {
+            Event::ItemFinished(o) => Some(o.log.as_str()),
+            _ => None,
+        });
     let is_record = named
         .and_then(|log| Path::new(log).file_name())
         .is_some_and(|n| n == compact::FILE_NAME);
@@ -71,8 +76,12 @@ fn compacted(
 
 /// The error for a compacted item whose record `file` lost its line.
 fn record_lost(id: &str, file: &Path) -> Error {
+    let why = match file.exists() {
+        true => "holds no readable record of it (a damaged or cut line)",
+        false => "is gone",
+    };
     Error::Usage(format!(
-        "item `{id}` completed and was compacted, but {} holds no readable record of it (a damaged or cut line); its report is still in `runner show {id}` and the output",
+        "item `{id}` completed and was compacted, but {} {why}; its report is still in `runner show {id}` and the output",
         file.display()
     ))
 }
@@ -155,16 +164,8 @@ fn print_text(text: &str) {
 
 /// `runner logs` of a completed item that was compacted: the kept end of one of attempt
 /// `attempt`'s logs (`stderr`, else stdout — or stderr when stdout had nothing and stderr
-/// did, as for a live folder), from byte `from` of the log on (what `--follow` printed
-/// before the folder went).
-fn print_compacted(
-    id: &str,
-    file: &Path,
-    r: &Record,
-    attempt: u32,
-    stderr: bool,
-    from: u64,
-) -> Result<i32> {
+/// did, as for a live folder).
+fn print_compacted(id: &str, file: &Path, r: &Record, attempt: u32, stderr: bool) -> Result<i32> {
     let Some(logs) = r.logs_of(attempt) else {
         eprintln!(
             "item `{id}`, attempt {attempt}: its logs were not kept (only the attempts its folder held when it completed are in {}; keep every log with --keep-logs)",
@@ -182,22 +183,14 @@ fn print_compacted(
         (false, out, _) => ("stdout", out),
     };
     let Some(tail) = tail else {
-        if from == 0 {
-            eprintln!("item `{id}`, attempt {attempt}: wrote nothing to {stream}");
-        }
+        eprintln!("item `{id}`, attempt {attempt}: wrote nothing to {stream}");
         return Ok(0);
     };
-    let start = tail.bytes.saturating_sub(tail.text.len() as u64);
-    let text = match from.checked_sub(start) {
-        // What follows what was printed: the kept end covers it.
-        Some(skip) => tail.text.get(skip as usize..).unwrap_or_default(),
-        None => &tail.text,
-    };
-    print_text(text);
-    if from < start && !tail.whole() {
+    print_text(&tail.text);
+    if !tail.whole() {
         eprintln!(
             "(the last {} of its {} bytes, kept in {} when the item completed; keep whole logs with --keep-logs)",
-            tail.text.len(),
+            tail.kept,
             tail.bytes,
             file.display()
         );
@@ -231,7 +224,7 @@ pub fn logs(args: LogsArgs) -> Result<i32> {
     }
     match compacted(&found, &id, &events)? {
         Some((file, Some(record))) => {
-            return print_compacted(&id, &file, &record, attempt, args.stderr, 0);
+            return print_compacted(&id, &file, &record, attempt, args.stderr);
         }
         Some((file, None)) => return Err(record_lost(&id, &file)),
         None => {}
@@ -251,6 +244,13 @@ pub fn logs(args: LogsArgs) -> Result<i32> {
         false => ("stdout", log("stdout")),
     };
     if !path.exists() && !args.follow {
+        // A rerun's folder holds only its own attempts: an earlier one's may be in the
+        // record of an earlier completion.
+        if let Ok(Some(record)) = compact::find(dir, &id)
+            && record.logs_of(attempt).is_some()
+        {
+            return print_compacted(&id, &compact::path(dir), &record, attempt, args.stderr);
+        }
         // The runner creates a log when the attempt first writes to it.
         eprintln!(
             "item `{id}`, attempt {attempt}: wrote nothing to {stream} (no {})",
@@ -258,49 +258,67 @@ pub fn logs(args: LogsArgs) -> Result<i32> {
         );
         return Ok(0);
     }
-    let mut offset = 0;
-    if path.exists() {
-        offset = print_from(&path, 0)?;
-    }
+    // One handle for the whole follow: what the attempt wrote last is read from it even
+    // once a completed item's folder is removed.
+    let mut log = Follow::default();
+    log.print_new(&path)?;
     if !args.follow {
         return Ok(0);
     }
     // Follow until the journal says the attempt ended, then print what is left — from the
-    // record when the item completed and its folder was compacted meanwhile.
+    // record when the log was never opened before the item was compacted.
     loop {
         let events = found.events_of(&id)?;
         let ended = events
             .iter()
             .any(|e| matches!(e, Event::AttemptFinished { attempt: a, .. } if *a == attempt));
-        if path.exists() {
-            offset = print_from(&path, offset)?;
-        } else if ended && let Some((file, Some(record))) = compacted(&found, &id, &events)? {
-            return print_compacted(&id, &file, &record, attempt, args.stderr, offset);
-        }
-        let finished = events.iter().any(|e| matches!(e, Event::ItemFinished(_)));
-        if ended && (path.exists() || finished) {
+        log.print_new(&path)?;
+        if ended {
+            if !log.opened()
+                && let Some((file, Some(record))) = compacted(&found, &id, &events)?
+            {
+                return print_compacted(&id, &file, &record, attempt, args.stderr);
+            }
             return Ok(0);
         }
         std::thread::sleep(Duration::from_millis(250));
     }
 }
 
-/// Print `path` from byte `offset` on; returns the new end.
-///
-/// Errors: the log cannot be read (exit 2, naming it).
-fn print_from(path: &Path, offset: u64) -> Result<u64> {
-    // The teammate's folder: never through a link planted there.
-    let Some(mut f) =
-        crate::fsutil::open_plain_file(path).map_err(|e| Error::read_input("the log", path, e))?
-    else {
-        // Removed meanwhile (a completed item's folder compacted): nothing more from here.
-        return Ok(offset);
-    };
-    f.seek(SeekFrom::Start(offset))
-        .map_err(|e| Error::read_input("the log", path, e))?;
-    let mut buf = Vec::new();
-    f.read_to_end(&mut buf)
-        .map_err(|e| Error::read_input("the log", path, e))?;
-    print_text(&String::from_utf8_lossy(&buf));
-    Ok(offset + buf.len() as u64)
+/// A log being printed as it grows: its handle, once it exists, and how far it was printed.
+#[derive(Default)]
+struct Follow {
+    file: Option<std::fs::File>,
+    printed: u64,
+}
+
+impl Follow {
+    /// Whether the log was ever opened.
+    fn opened(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Print what `path` gained since the last look (opening it, without following a link,
+    /// when it first exists).
+    ///
+    /// Errors: the log cannot be read (exit 2, naming it).
+    fn print_new(&mut self, path: &Path) -> Result<()> {
+        if self.file.is_none() {
+            self.file = crate::fsutil::open_plain_file(path)
+                .map_err(|e| Error::read_input("the log", path, e))?;
+        }
+        let Some(f) = self.file.as_mut() else {
+            return Ok(());
+        };
+        f.seek(SeekFrom::Start(self.printed))
+            .map_err(|e| Error::read_input("the log", path, e))?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf)
+            .map_err(|e| Error::read_input("the log", path, e))?;
+        self.printed += buf.len() as u64;
+        if !buf.is_empty() {
+            print_text(&String::from_utf8_lossy(&buf));
+        }
+        Ok(())
+    }
 }

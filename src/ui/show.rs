@@ -62,7 +62,10 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         Place::Archive { teammate, .. } => teammate.to_owned(),
-        Place::Compacted { record, .. } => record.map(|r| r.teammate.clone()).unwrap_or_default(),
+        Place::Compacted { record, .. } => record
+            .map(|r| r.teammate.clone())
+            .or_else(|| outcome.map(|o| o.teammate.clone()))
+            .unwrap_or_default(),
     };
     match outcome {
         Some(out) => {
@@ -175,11 +178,16 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
                 Some(r) => {
                     // The command that prints it, ready to paste.
                     let ws = file.parent().unwrap_or(file).display().to_string();
-                    let again = shlex::try_join(["runner", "show", id, ws.as_str(), "--prompt"])
-                        .unwrap_or_default();
+                    let again =
+                        shlex::try_join(["runner", "show", "--prompt", "--", id, ws.as_str()])
+                            .unwrap_or_default();
+                    let cut = match (r.prompt.len() as u64) < r.prompt_bytes {
+                        true => format!(" (the first {} kept)", r.prompt.len()),
+                        false => String::new(),
+                    };
                     let _ = writeln!(
                         o,
-                        "Prompt:  {} bytes, kept in {} (`{again}` prints it; the item's folder was removed when it completed: keep folders with --keep-logs)",
+                        "Prompt:  {} bytes{cut}, kept in {} (`{again}` prints it; the item's folder was removed when it completed: keep folders with --keep-logs)",
                         r.prompt_bytes,
                         file.display()
                     );
@@ -212,7 +220,7 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
             let lines: Vec<&str> = wc.lines().collect();
             let _ = writeln!(
                 o,
-                "Working context (as the agent left it, first {LOG_LINES} of {} lines):",
+                "Working context (as the agent left it; the first {LOG_LINES} of {} lines kept):",
                 lines.len()
             );
             for l in lines.iter().take(LOG_LINES) {

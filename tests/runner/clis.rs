@@ -512,4 +512,46 @@ fn a_transcript_that_gets_another_verdict_fails_the_check_and_a_bad_one_is_refus
     assert!(r.stderr.contains("claude"), "a suggestion: {r:?}");
     let r = sb.run(&["runners", "--check", "exec"]);
     assert_eq!(r.code, 2, "transcripts are required: {r:?}");
+    // A typo in `expect` is bad input, not a failed check.
+    sb.write("typo.toml", "stdout = 'x'\nexpect = \"rate-limited\"\n");
+    let r = sb.run(&["runners", "--check", "exec", "typo.toml"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("typo.toml:2:") && r.stderr.contains("did you mean `rate_limited`"),
+        "{r:?}"
+    );
+    // An HTTP definition prints nothing to judge.
+    let r = sb.run(&["runners", "--check", "openai", "limit.toml"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("sends HTTP requests"), "{r:?}");
+}
+
+/// A pattern's `hint` reaches the reason also when the CLI exits 0 and flags the error in its
+/// output (claude's `is_error`), as it does for a non-zero exit.
+#[test]
+fn a_patterns_hint_is_given_when_the_cli_flags_the_error_and_exits_0() {
+    let sb = Sandbox::new();
+    let claude = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("runners/claude.toml"),
+    )
+    .expect("claude.toml");
+    let def = claude.replacen(
+        "[failure]\npatterns = [",
+        "[failure]\npatterns = [\n  { kind = \"quota\", regex = \"Rate limit reached\", hint = \"buy more\" },",
+        1,
+    );
+    assert_ne!(def, claude, "the [failure] table moved");
+    sb.write("c1.toml", def);
+    sb.write(
+        "flagged.toml",
+        r#"exit_code = 0
+expect = "quota"
+stdout = '''
+{"type":"result","subtype":"success","is_error":true,"result":"API Error: Rate limit reached"}
+'''
+"#,
+    );
+    let r = sb.run(&["runners", "--check", "c1.toml", "flagged.toml"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("(buy more)"), "{r:?}");
 }

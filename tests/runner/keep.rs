@@ -917,3 +917,101 @@ fn logs_follow_prints_the_end_of_an_item_compacted_as_it_ends() {
     assert_eq!(text, "line 1\nFINAL LINE\n", "{out:?}");
     assert!(!sb.join("workers-output.runner/teammates/1-a").exists());
 }
+
+/// A compacted item run again: while the rerun goes on, `logs --follow` and `show` follow
+/// its folder, not the old record; after a rerun that failed (its folder kept), the first
+/// completion's attempts are still found in the record.
+#[test]
+fn a_compacted_item_run_again_is_followed_live_and_keeps_its_earlier_attempts() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id\na\n");
+    sb.write("instr.md", "Do {id}\n");
+    let release = sb.join("release");
+    let agent = sb.write(
+        "agent.sh",
+        format!(
+            "#!/bin/sh\ncat >/dev/null\necho \"attempt $RUNNER_ATTEMPT\"\n\
+             case \"$RUNNER_ATTEMPT\" in\n\
+             1) echo 'first failed' >&2; exit 1;;\n\
+             2) ;;\n\
+             3) while [ ! -e '{}' ]; do sleep 0.05; done; echo 'third done';;\n\
+             *) exit 1;;\n\
+             esac\n\
+             printf '{{\"status\":\"completed\",\"summary\":\"ok\"}}' > \"$RUNNER_REPORT\"\n",
+            release.display()
+        ),
+    );
+    let run = |extra: &[&str]| {
+        let mut flags = vec![
+            "--id-column",
+            "id",
+            "--format",
+            "plain",
+            "--retry-delay",
+            "10ms",
+        ];
+        flags.extend_from_slice(extra);
+        let agent = agent.display().to_string();
+        sb.batch_cmd(&flags, &["sh", &agent])
+    };
+    let first = run(&["--retries", "1"]).output().expect("run");
+    assert_eq!(first.status.code(), Some(0), "{first:?}");
+    let folder = sb.join("workers-output.runner/teammates/1-a");
+    assert!(!folder.exists(), "compacted");
+    // Attempt 3, held until released.
+    let runner = run(&["--only", "a"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_for("attempt 3 to print", 30, || {
+        std::fs::read_to_string(folder.join("attempt-3.stdout.log"))
+            .is_ok_and(|t| t.contains("attempt 3"))
+    });
+    let show = sb.run(&["show", "a", "workers-output.csv"]);
+    assert!(
+        show.stdout.contains("running") && !show.stdout.contains("kept in"),
+        "the live folder, not the old record: {show:?}"
+    );
+    let follow = sb
+        .cmd(&["logs", "a", "workers-output.csv", "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn logs");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::write(&release, "go").expect("release");
+    let out = follow.wait_with_output().expect("logs");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "attempt 3\nthird done\n",
+        "{out:?}"
+    );
+    assert_eq!(
+        runner.wait_with_output().expect("runner").status.code(),
+        Some(0)
+    );
+    // A fourth run fails and keeps its folder; attempts 1 and 2 are still in the record.
+    let failed = run(&["--only", "a"]).output().expect("run");
+    assert_eq!(failed.status.code(), Some(1), "{failed:?}");
+    assert!(folder.exists());
+    let logs = sb.run(&[
+        "logs",
+        "a",
+        "workers-output.csv",
+        "--attempt",
+        "1",
+        "--stderr",
+    ]);
+    assert_eq!(
+        (logs.code, logs.stdout.trim()),
+        (0, "first failed"),
+        "{logs:?}"
+    );
+    let logs = sb.run(&["logs", "a", "workers-output.csv", "--attempt", "3"]);
+    assert_eq!(
+        (logs.code, logs.stdout.as_str()),
+        (0, "attempt 3\nthird done\n"),
+        "{logs:?}"
+    );
+}

@@ -216,10 +216,27 @@ pub fn read_capped(path: &Path, max: u64) -> Option<String> {
     f.seek(SeekFrom::Start(len - tail_len)).ok()?;
     let mut tail = vec![0u8; tail_len as usize];
     f.read_exact(&mut tail).ok()?;
-    let mut text = String::from_utf8_lossy(&head).into_owned();
+    Some(head_and_tail(&head, &tail))
+}
+
+/// A head and a tail read from one text, lossily decoded and joined by a newline.
+fn head_and_tail(head: &[u8], tail: &[u8]) -> String {
+    let mut text = String::from_utf8_lossy(head).into_owned();
     text.push('\n');
-    text.push_str(&String::from_utf8_lossy(&tail));
-    Some(text)
+    text.push_str(&String::from_utf8_lossy(tail));
+    text
+}
+
+/// [`read_capped`] of text already in memory (`runner runners --check`'s transcripts): the
+/// same head and tail a run would read from a log of these bytes.
+pub fn capped_text(bytes: &[u8], max: u64) -> String {
+    let len = bytes.len() as u64;
+    if len <= max {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let head = &bytes[..HEAD_READ.min(max) as usize];
+    let tail = &bytes[(len - TAIL_READ.min(max)) as usize..];
+    head_and_tail(head, tail)
 }
 
 /// The last 4 KiB of `path` (lossily decoded), when it holds more than whitespace; `None`

@@ -39,14 +39,17 @@ pub const WORKING_CONTEXT_KEPT_BYTES: u64 = 16 * 1024;
 pub struct Tail {
     /// The log's full size, bytes.
     pub bytes: u64,
-    /// Its last [`LOG_TAIL_BYTES`], from a line start (lossy UTF-8).
+    /// How many of its bytes `text` holds (before bytes that are not UTF-8 were replaced).
+    #[serde(default)]
+    pub kept: u64,
+    /// Its last [`LOG_TAIL_BYTES`] at most (lossy UTF-8).
     pub text: String,
 }
 
 impl Tail {
     /// Whether `text` is the whole log.
     pub fn whole(&self) -> bool {
-        self.text.len() as u64 >= self.bytes
+        self.kept >= self.bytes
     }
 }
 
@@ -183,6 +186,7 @@ fn tail(path: &Path, cap: u64) -> Option<Tail> {
     }
     Some(Tail {
         bytes: size,
+        kept: bytes.len() as u64,
         text: String::from_utf8_lossy(&bytes).into_owned(),
     })
 }

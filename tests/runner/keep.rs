@@ -875,14 +875,36 @@ fn a_damaged_record_file_never_shows_another_items_lines() {
     assert!(logs.stderr.contains("skipped 1 damaged line"), "{logs:?}");
 }
 
-/// `runner logs --follow` of an item that completes prints its last line, though its
-/// folder is compacted as it ends.
-#[test]
-fn logs_follow_prints_the_end_of_an_item_compacted_as_it_ends() {
+/// A batch of one row `a`, and the file whose creation lets its agent go on.
+fn one_row_held() -> (Sandbox, std::path::PathBuf) {
     let sb = Sandbox::new();
     sb.write("in.csv", "id\na\n");
     sb.write("instr.md", "Do {id}\n");
     let release = sb.join("release");
+    (sb, release)
+}
+
+/// What `runner logs a --follow` prints when the agent waiting for file `release` is let go
+/// while it follows.
+fn follow_then_release(sb: &Sandbox, release: &Path) -> String {
+    let follow = sb
+        .cmd(&["logs", "a", "workers-output.csv", "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn logs");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::write(release, "go").expect("release");
+    let out = follow.wait_with_output().expect("logs ends");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `runner logs --follow` of an item that completes prints its last line, though its
+/// folder is compacted as it ends.
+#[test]
+fn logs_follow_prints_the_end_of_an_item_compacted_as_it_ends() {
+    let (sb, release) = one_row_held();
     let agent = sb.write(
         "slow.sh",
         format!(
@@ -903,18 +925,9 @@ fn logs_follow_prints_the_end_of_an_item_compacted_as_it_ends() {
     wait_for("the agent's first line", 30, || {
         std::fs::read_to_string(&log).is_ok_and(|t| t.contains("line 1"))
     });
-    let follow = sb
-        .cmd(&["logs", "a", "workers-output.csv", "--follow"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn logs");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    std::fs::write(&release, "go").expect("release");
-    let out = follow.wait_with_output().expect("logs ends");
+    let text = follow_then_release(&sb, &release);
     let _ = runner.wait_with_output();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(text, "line 1\nFINAL LINE\n", "{out:?}");
+    assert_eq!(text, "line 1\nFINAL LINE\n");
     assert!(!sb.join("workers-output.runner/teammates/1-a").exists());
 }
 
@@ -923,10 +936,7 @@ fn logs_follow_prints_the_end_of_an_item_compacted_as_it_ends() {
 /// completion's attempts are still found in the record.
 #[test]
 fn a_compacted_item_run_again_is_followed_live_and_keeps_its_earlier_attempts() {
-    let sb = Sandbox::new();
-    sb.write("in.csv", "id\na\n");
-    sb.write("instr.md", "Do {id}\n");
-    let release = sb.join("release");
+    let (sb, release) = one_row_held();
     let agent = sb.write(
         "agent.sh",
         format!(
@@ -973,19 +983,9 @@ fn a_compacted_item_run_again_is_followed_live_and_keeps_its_earlier_attempts() 
         show.stdout.contains("running") && !show.stdout.contains("kept in"),
         "the live folder, not the old record: {show:?}"
     );
-    let follow = sb
-        .cmd(&["logs", "a", "workers-output.csv", "--follow"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn logs");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    std::fs::write(&release, "go").expect("release");
-    let out = follow.wait_with_output().expect("logs");
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "attempt 3\nthird done\n",
-        "{out:?}"
+        follow_then_release(&sb, &release),
+        "attempt 3\nthird done\n"
     );
     assert_eq!(
         runner.wait_with_output().expect("runner").status.code(),

@@ -188,6 +188,13 @@ impl Error {
         }
     }
 
+    /// The 1-based line of `text` where a parser's error `span` starts (TOML's), when it
+    /// names one inside the text.
+    pub fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> Option<u64> {
+        let before = text.get(..span?.start)?;
+        Some(before.matches('\n').count() as u64 + 1)
+    }
+
     /// An input error about `path` (and `line`, 1-based, when known).
     pub fn input_at(path: &Path, line: Option<u64>, message: impl std::fmt::Display) -> Error {
         Error::Input {

@@ -311,6 +311,16 @@ pub struct Diagnosis {
     pub hint: Option<String>,
 }
 
+impl Diagnosis {
+    /// `reason` with the hint, when a pattern gave one, after it in parentheses.
+    pub fn hinted(&self, reason: String) -> String {
+        match &self.hint {
+            Some(hint) => format!("{reason} ({hint})"),
+            None => reason,
+        }
+    }
+}
+
 /// Most lines of stderr or stdout searched for a matching line.
 const LINES_SEARCHED: usize = 40;
 

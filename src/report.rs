@@ -574,35 +574,38 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
                 Ok((r, _)) if r.status == "failed" => Some(r),
                 _ => None,
             };
-            let message = d.message.or_else(|| {
+            let message = d.message.clone().or_else(|| {
                 failed_report
                     .map(|r| r.summary.clone())
                     .filter(|s| !s.trim().is_empty())
             });
             let kind = d.kind.or_else(|| failed_report.and_then(stated_kind));
-            let mut reason = match message.map(|m| one_line(&m, 160)) {
+            let reason = match message.map(|m| one_line(&m, 160)) {
                 Some(m) if flagged && e.agent.error_text.is_none() => {
                     format!("exited with code {code}: the agent reported an error: {m}")
                 }
                 Some(m) => format!("exited with code {code}: {m}"),
                 None => format!("exited with code {code}"),
             };
-            if let Some(hint) = &d.hint {
-                reason.push_str(&format!(" ({hint})"));
-            }
-            return v(ItemStatus::Failed, kind.unwrap_or(K::AgentError), reason);
+            let kind = kind.unwrap_or(K::AgentError);
+            return v(ItemStatus::Failed, kind, d.hinted(reason));
         }
     }
     if flagged {
         let d = e.rules.diagnose(&evidence(Some(0)));
-        let what = d.message.map(|m| one_line(&m, 160)).unwrap_or_default();
-        let mut reason = format!("the agent reported an error: {what}")
+        let what = d
+            .message
+            .as_deref()
+            .map(|m| one_line(m, 160))
+            .unwrap_or_default();
+        let reason = format!("the agent reported an error: {what}")
             .trim_end_matches([':', ' '])
             .to_owned();
-        if let Some(hint) = &d.hint {
-            reason.push_str(&format!(" ({hint})"));
-        }
-        return v(ItemStatus::Failed, d.kind.unwrap_or(K::AgentError), reason);
+        return v(
+            ItemStatus::Failed,
+            d.kind.unwrap_or(K::AgentError),
+            d.hinted(reason),
+        );
     }
     let report = match e.report {
         Ok((r, _)) => r,
@@ -612,16 +615,8 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
             if let (Some(m), Some(kind)) = (&d.message, d.kind)
                 && e.rules.recognises(m)
             {
-                let hint = d
-                    .hint
-                    .as_ref()
-                    .map(|h| format!(" ({h})"))
-                    .unwrap_or_default();
-                return v(
-                    ItemStatus::Failed,
-                    kind,
-                    format!("{} (and no report){hint}", one_line(m, 160)),
-                );
+                let reason = format!("{} (and no report)", one_line(m, 160));
+                return v(ItemStatus::Failed, kind, d.hinted(reason));
             }
             let why = match &e.agent.parse_problem {
                 Some(p) => format!("{} ({p})", ReportError::Missing),

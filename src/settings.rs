@@ -313,9 +313,7 @@ impl FileSettings {
     ///
     /// Errors: exit 2 naming the file, the line and the key (unknown keys included).
     pub fn from_toml(path: &Path, text: &str) -> Result<FileSettings> {
-        let line_of = |span: Option<std::ops::Range<usize>>| {
-            span.map(|s| text[..s.start.min(text.len())].matches('\n').count() as u64 + 1)
-        };
+        let line_of = |span| Error::line_of(text, span);
         let de = toml::Deserializer::parse(text)
             .map_err(|e| Error::input_at(path, line_of(e.span()), e.message()))?;
         serde_path_to_error::deserialize(de).map_err(|e| {

@@ -537,12 +537,9 @@ impl RunnerDef {
     /// line and the closest known key.
     pub fn parse_with_warnings(path: &Path, text: &str) -> Result<(RunnerDef, Vec<String>)> {
         let doc = DeTable::parse(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() as u64 + 1);
             Error::input_at(
                 path,
-                line,
+                Error::line_of(text, e.span()),
                 format!("invalid runner definition: {}", e.message()),
             )
         })?;

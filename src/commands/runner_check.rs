@@ -109,13 +109,9 @@ pub fn read(path: &Path) -> Result<Transcript> {
 /// The transcript in `text` (of file `path`).
 fn parse(path: &Path, text: &str) -> Result<Transcript> {
     toml::from_str(text).map_err(|e| {
-        let line = e
-            .span()
-            .and_then(|s| text.get(..s.start))
-            .map(|before| before.matches('\n').count() as u64 + 1);
         Error::input_at(
             path,
-            line,
+            Error::line_of(text, e.span()),
             format!(
                 "not a transcript: {} (examples/transcripts/README.md shows the fields)",
                 e.message()

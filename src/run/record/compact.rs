@@ -112,9 +112,9 @@ impl Record {
     }
 }
 
-/// The ends of the `attempt-N.{stdout,stderr}.log` of teammate folder `dir`, by attempt, for
-/// the attempts up to `last` (files the teammate named otherwise are not the runner's).
-fn kept_logs(dir: &Path, last: u32) -> Vec<AttemptLogs> {
+/// The numbers of the attempts whose `attempt-N.stdout.log` or `attempt-N.stderr.log` is in
+/// teammate folder `dir`, in order (none when there is no folder).
+pub fn logged_attempts(dir: &Path) -> Vec<u32> {
     let mut numbers: Vec<u32> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -125,13 +125,20 @@ fn kept_logs(dir: &Path, last: u32) -> Vec<AttemptLogs> {
             let n = rest
                 .strip_suffix(".stdout.log")
                 .or_else(|| rest.strip_suffix(".stderr.log"))?;
-            n.parse().ok().filter(|n| (1..=last).contains(n))
+            n.parse().ok()
         })
         .collect();
     numbers.sort_unstable();
     numbers.dedup();
     numbers
+}
+
+/// The ends of the `attempt-N.{stdout,stderr}.log` of teammate folder `dir`, by attempt, for
+/// the attempts up to `last` (files the teammate named otherwise are not the runner's).
+fn kept_logs(dir: &Path, last: u32) -> Vec<AttemptLogs> {
+    logged_attempts(dir)
         .into_iter()
+        .filter(|n| (1..=last).contains(n))
         .map(|n| {
             let log = |s: &str| tail(&dir.join(format!("attempt-{n}.{s}.log")), LOG_TAIL_BYTES);
             AttemptLogs {
@@ -301,8 +308,8 @@ pub fn find(workspace: &Path, id: &str) -> Result<Option<Record>> {
         }
     }
     if damaged > 0 {
-        eprintln!(
-            "warning: {}: skipped {damaged} damaged line(s) (cut by a crash or a full disk?)",
+        tracing::warn!(
+            "{}: skipped {damaged} damaged line(s) (cut by a crash or a full disk?)",
             file.display()
         );
     }

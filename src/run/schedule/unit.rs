@@ -211,7 +211,10 @@ pub async fn run_item(
     }
     // An attempt whose start was never journaled (the runner was killed as it started)
     // still left its stdout log: its number is not used again.
-    let first_attempt = first_attempt.max(highest_logged_attempt(&dir) + 1);
+    let highest = crate::run::record::compact::logged_attempts(&dir)
+        .last()
+        .copied();
+    let first_attempt = first_attempt.max(highest.unwrap_or(0) + 1);
     let started_at = now_rfc3339();
     // The first attempt's prompt, rendered once: hashed (to notice a changed item on resume)
     // and used.
@@ -588,24 +591,6 @@ async fn verify_again(
         finished_at: now_rfc3339(),
         ..earlier
     }
-}
-
-/// The highest `N` of the `attempt-N.stdout.log` files in teammate folder `dir` (0: none).
-fn highest_logged_attempt(dir: &Path) -> u32 {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name();
-            let n = name
-                .to_str()?
-                .strip_prefix("attempt-")?
-                .strip_suffix(".stdout.log")?;
-            n.parse::<u32>().ok()
-        })
-        .max()
-        .unwrap_or(0)
 }
 
 /// `d` in its two largest units, whole seconds (`1h 5m`, `3170years 3months`, `0s`).

@@ -100,7 +100,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "turns",
         ],
     ),
-    ("failure", &["exit_codes", "patterns", "ignore"]),
+    ("failure", &["exit_codes", "patterns", "ignore", "live"]),
     ("env", &["unset", "state_dirs", "set"]),
 ];
 

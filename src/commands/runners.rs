@@ -65,6 +65,27 @@ fn handover(d: &RunnerDef) -> String {
     )
 }
 
+/// What the definition does about the CLI's own retries (issue 29), for its notes: the
+/// retries its `max_retries` var leaves the CLI (the runner does the waiting, once for the
+/// whole team), and the kinds its `[failure] live` lines end an attempt with at once.
+fn retries(d: &RunnerDef) -> String {
+    let mut out = String::new();
+    if let Some(n) = d.vars.get("max_retries") {
+        out.push_str(&format!(
+            "; its own retries set to {n} (the runner retries; --var max_retries=N)"
+        ));
+    }
+    let mut kinds: Vec<&str> = d.failure.live().iter().map(|r| r.kind().as_str()).collect();
+    kinds.dedup();
+    if !kinds.is_empty() {
+        out.push_str(&format!(
+            "; ends an attempt at once when the CLI reports {} while it runs",
+            kinds.join("/")
+        ));
+    }
+    out
+}
+
 /// `runner runners`: one line per built-in definition (or the store's replacement of it),
 /// then per definition only the store has (`<store>/runners/*.toml`), then per
 /// `--runner-file`, each checked as a run would check it (a broken one is exit 2); the notes
@@ -110,10 +131,12 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
                         version,
                         proven: proven(d),
                         notes: match file {
-                            Some(f) => format!("[{}] {notes}{}", f.display(), handover(d))
-                                .trim_end()
-                                .into(),
-                            None => format!("{notes}{}", handover(d)),
+                            Some(f) => {
+                                format!("[{}] {notes}{}{}", f.display(), retries(d), handover(d))
+                                    .trim_end()
+                                    .into()
+                            }
+                            None => format!("{notes}{}{}", retries(d), handover(d)),
                         },
                     };
                     if let crate::agent::definition::BackendDef::Http(http) = &d.backend {

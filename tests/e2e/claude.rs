@@ -376,8 +376,7 @@ fn claude_env(sb: &Sandbox, api: &str) -> Vec<(&'static str, String)> {
         ("DISABLE_ERROR_REPORTING", "1".into()),
         ("DISABLE_AUTOUPDATER", "1".into()),
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-        // Fail an API error at once instead of retrying it with backoff (default 10).
-        ("CLAUDE_CODE_MAX_RETRIES", "0".into()),
+        // Its retries are the definition's (`max_retries`, CLAUDE_CODE_MAX_RETRIES=2).
         // A stalled response fails after 30 s instead of 10 min.
         ("API_TIMEOUT_MS", "30000".into()),
         // Set, as it is whenever `runner` runs inside Claude Code: the runner must unset it.
@@ -456,7 +455,10 @@ async fn real_claude_writes_the_report_and_the_item_completes() {
     eprintln!("completed in {:.1?}, cost ${cost}", r.took);
 }
 
-/// An API error the CLI gives up on (retries off): the item is `failed` with the error.
+/// An API error the CLI gives up on (after the definition's 2 retries, or at once when the
+/// runner ends it by its `api_retry` event: `calls` requests in all): the item is `failed`
+/// with the error. `extra`: more flags (`--var max_retries=10`: the CLI's own default).
+#[allow(clippy::too_many_arguments)]
 async fn api_error_fails_the_item(
     test: &str,
     status: u16,
@@ -464,6 +466,8 @@ async fn api_error_fails_the_item(
     message: &'static str,
     expect_in_reason: &[&str],
     kind: &str,
+    calls: usize,
+    extra: &[&str],
 ) {
     let Some(claude) = claude_or_skip(test) else {
         return;
@@ -477,7 +481,7 @@ async fn api_error_fails_the_item(
     .await;
     let sb = Sandbox::new(&claude);
 
-    let r = run_claude(&sb, &api.uri(), "90s").await;
+    let r = run_claude_with(&sb, &api.uri(), "90s", extra).await;
     let context = || sb.context(&r, &log);
 
     assert_eq!(r.code, 1, "an item did not complete: {}", context());
@@ -500,12 +504,12 @@ async fn api_error_fails_the_item(
     );
     assert_eq!(
         seen.with(|s| s.message_calls),
-        1,
-        "CLAUDE_CODE_MAX_RETRIES=0: no retry: {}",
+        calls,
+        "requests, with the CLI's retries as set: {}",
         context()
     );
     assert!(
-        r.took < Duration::from_secs(60),
+        r.took < Duration::from_secs(30),
         "gave up quickly: {:.1?}",
         r.took
     );
@@ -522,6 +526,8 @@ async fn real_claude_overloaded_529_fails_the_item() {
         "Overloaded",
         &["529", "overloaded"],
         "api_error",
+        3,
+        &[],
     )
     .await;
 }
@@ -535,6 +541,8 @@ async fn real_claude_rate_limit_429_fails_the_item() {
         "Number of request tokens has exceeded your per-minute rate limit",
         &["429", "rate limit"],
         "rate_limited",
+        3,
+        &[],
     )
     .await;
 }
@@ -546,9 +554,32 @@ async fn real_claude_bad_key_401_fails_the_item_as_auth() {
         401,
         "authentication_error",
         "invalid x-api-key",
-        // Claude Code 2.1.332 prints its own text, not the API's message.
-        &["invalid api key"],
+        // Claude Code announces its first retry of the 401 as an `api_retry` event: the
+        // runner ends the attempt there, with that event's words.
+        &["stopped at once", "api error 401 (authentication_failed)"],
         "auth",
+        1,
+        &[],
+    )
+    .await;
+}
+
+/// A rejected key with Claude Code at its own default retries (10, about 3 minutes of
+/// back-off): ended at its first `api_retry` event, as `auth`, within seconds (issue 29).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_claude_bad_key_at_its_default_retries_is_ended_at_once_as_auth() {
+    api_error_fails_the_item(
+        "real_claude_bad_key_at_its_default_retries_is_ended_at_once_as_auth",
+        401,
+        "authentication_error",
+        "invalid x-api-key",
+        &[
+            "api error 401 (authentication_failed)",
+            "would retry it 10 times",
+        ],
+        "auth",
+        1,
+        &["--var", "max_retries=10"],
     )
     .await;
 }
@@ -564,6 +595,8 @@ async fn real_claude_credit_balance_too_low_fails_the_item_as_quota() {
         "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.",
         &["credit balance is too low"],
         "quota",
+        1,
+        &[],
     )
     .await;
 }
@@ -611,7 +644,14 @@ async fn real_claude_rate_limit_pauses_the_team_and_the_next_attempt_completes()
     };
     let (api, log, _seen) = mock_api(Script::RateLimitOnce).await;
     let sb = Sandbox::new(&claude);
-    let r = run_claude_with(&sb, &api.uri(), "90s", &["--rate-limit-wait", "1m"]).await;
+    // Its own retries off: the runner's gate does the waiting.
+    let r = run_claude_with(
+        &sb,
+        &api.uri(),
+        "90s",
+        &["--rate-limit-wait", "1m", "--var", "max_retries=0"],
+    )
+    .await;
     let row = sb.row();
     assert_eq!(
         (r.code, row["status"].as_str(), row["attempts"].as_str()),
@@ -625,6 +665,28 @@ async fn real_claude_rate_limit_pauses_the_team_and_the_next_attempt_completes()
         r.took >= Duration::from_millis(1500),
         "waited: {:?}",
         r.took
+    );
+    sb.assert_no_survivors();
+}
+
+/// One 429 with the definition's own retries (2): Claude Code waits it out itself and the
+/// item completes in its first attempt (a short rate limit never costs the work done so far).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_claude_one_429_is_retried_by_the_cli_within_the_attempt() {
+    let Some(claude) =
+        claude_or_skip("real_claude_one_429_is_retried_by_the_cli_within_the_attempt")
+    else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::RateLimitOnce).await;
+    let sb = Sandbox::new(&claude);
+    let r = run_claude(&sb, &api.uri(), "90s").await;
+    let row = sb.assert_completed(&r, &log);
+    assert_eq!(row["attempts"], "1", "{row:?}");
+    assert_eq!(
+        seen.with(|s| s.message_calls),
+        3,
+        "the 429, its retry, turn 2"
     );
     sb.assert_no_survivors();
 }

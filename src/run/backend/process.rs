@@ -65,6 +65,8 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
         pipe_wait: attempt.pipe_wait,
         activity: Some(attempt.activity_sink()),
         keeper: attempt.sandbox.is_some(),
+        live: (!attempt.runner.failure.live().is_empty())
+            .then(|| std::sync::Arc::new(attempt.runner.failure.clone())),
     };
     tracing::info!(
         "{} attempt {}: {} {} (cwd {})",

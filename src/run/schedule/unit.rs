@@ -1076,6 +1076,7 @@ async fn run_helper(
         pipe_wait: spec.pipe_wait,
         activity: None,
         keeper: false,
+        live: None,
     };
     let shown = argv.join(" ");
     let exit = process::run(&spawn, cancel, |_| {}).await;

@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
+use crate::failure::FailureRules;
+use crate::failure::live::{self, LiveHit, Stream};
 use crate::report::ProcessEnd;
 use crate::run::supervise::{descendants, descriptors, job_control};
 
@@ -97,6 +99,9 @@ pub struct Spawn {
     /// where others get SIGKILL (SIGKILL follows only if it has not exited
     /// [`KEEPER_KILL_WAIT`] later).
     pub keeper: bool,
+    /// The runner definition's rules, when its `[failure] live` lines may end the attempt
+    /// while it runs ([`crate::failure::live`]); `None` for commands that are not agents.
+    pub live: Option<std::sync::Arc<FailureRules>>,
 }
 
 /// How long a keeper told to kill its tree may take before its group is sent SIGKILL.
@@ -282,18 +287,31 @@ pub async fn run(
     };
     on_start(pid);
 
-    let mut out_task = child
-        .stdout
-        .take()
-        .map(|p| tokio::spawn(drain(p, stdout_file, spec.log_cap, spec.activity.clone())));
+    let (hits_tx, mut hits) = mpsc::unbounded_channel::<LiveHit>();
+    let watcher = |stream| {
+        let rules = spec.live.as_ref()?;
+        live::reads(rules.live(), stream)
+            .then(|| LineWatch::new(rules.clone(), stream, hits_tx.clone()))
+    };
+    let mut out_task = child.stdout.take().map(|p| {
+        tokio::spawn(drain(
+            p,
+            stdout_file,
+            spec.log_cap,
+            spec.activity.clone(),
+            watcher(Stream::Stdout),
+        ))
+    });
     let mut err_task = child.stderr.take().map(|p| {
         tokio::spawn(drain(
             p,
             LogFile::lazy(spec.stderr_log.clone()),
             spec.log_cap,
             spec.activity.clone(),
+            watcher(Stream::Stderr),
         ))
     });
+    drop(hits_tx);
 
     let start_at = tokio::time::Instant::now();
     let mut deadline = spec.timeout.map(|t| start_at + t);
@@ -326,6 +344,23 @@ pub async fn run(
                     let limit = spec.timeout.unwrap_or_default();
                     signal_attempt(pgid, spec.keeper, &marker, Signal::SIGTERM);
                     stopping = Some((ProcessEnd::TimedOut { limit }, tokio::time::Instant::now() + spec.grace));
+                }
+                Some(hit) = hits.recv(), if stopping.is_none() => {
+                    // A line the definition says means "give up" (issue 29): end the attempt
+                    // now rather than at its time limit.
+                    let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+                    if !hit.ends_attempt(left) {
+                        continue;
+                    }
+                    let hint = spec.live.as_ref().and_then(|r| r.hint_for(&hit.text));
+                    tracing::info!("{pgid}: ended by its output: {} ({})", hit.text, hit.kind);
+                    signal_attempt(pgid, spec.keeper, &marker, Signal::SIGTERM);
+                    let end = ProcessEnd::Failed {
+                        kind: hit.kind,
+                        reason: hit.reason(hint.as_deref()),
+                        retry_after: hit.wait,
+                    };
+                    stopping = Some((end, tokio::time::Instant::now() + spec.grace));
                 }
                 _ = sleep_until_opt(term_deadline), if !killed => {
                     signal_attempt(pgid, spec.keeper, &marker, Signal::SIGKILL);
@@ -524,6 +559,7 @@ async fn drain(
     mut log: LogFile,
     cap: u64,
     activity: Option<ActivitySink>,
+    mut watch: Option<LineWatch>,
 ) -> u64 {
     use std::io::{Seek, Write};
     let mut last_sent: Option<tokio::time::Instant> = None;
@@ -557,6 +593,9 @@ async fn drain(
             Ok(n) => n,
         };
         let mut chunk = &buf[..n];
+        if let Some(w) = watch.as_mut() {
+            w.feed(chunk);
+        }
         if let Some(sink) = &activity
             && let Some(line) = last_line(chunk)
         {
@@ -607,6 +646,63 @@ async fn drain(
         let _ = file.flush();
     }
     total
+}
+
+/// Assembles one stream's lines and passes each that a `[failure] live` entry matches on
+/// to the supervising loop. Holds at most [`live::LINE_MAX`] bytes of a line; a longer line
+/// is skipped. After an `auth` or `quota` hit (which always ends the attempt) it stops.
+struct LineWatch {
+    rules: std::sync::Arc<FailureRules>,
+    stream: Stream,
+    line: Vec<u8>,
+    /// The current line has outgrown [`live::LINE_MAX`]: skipped up to its newline.
+    overlong: bool,
+    done: bool,
+    hits: mpsc::UnboundedSender<LiveHit>,
+}
+
+impl LineWatch {
+    fn new(
+        rules: std::sync::Arc<FailureRules>,
+        stream: Stream,
+        hits: mpsc::UnboundedSender<LiveHit>,
+    ) -> LineWatch {
+        LineWatch {
+            rules,
+            stream,
+            line: Vec::new(),
+            overlong: false,
+            done: false,
+            hits,
+        }
+    }
+
+    fn feed(&mut self, chunk: &[u8]) {
+        for piece in chunk.split_inclusive(|b| *b == b'\n') {
+            if self.done {
+                return;
+            }
+            if !self.overlong {
+                if self.line.len() + piece.len() > live::LINE_MAX + 1 {
+                    self.overlong = true;
+                    self.line.clear();
+                } else {
+                    self.line.extend_from_slice(piece);
+                }
+            }
+            if !piece.ends_with(b"\n") {
+                continue;
+            }
+            if !self.overlong
+                && let Some(hit) = live::first_hit(self.rules.live(), self.stream, &self.line)
+            {
+                self.done = hit.kind != crate::failure::FailureKind::RateLimited;
+                let _ = self.hits.send(hit);
+            }
+            self.line.clear();
+            self.overlong = false;
+        }
+    }
 }
 
 /// A log file: opened up front, or created when its first byte arrives so that a silent
@@ -893,6 +989,7 @@ mod tests {
             pipe_wait: Duration::from_secs(1),
             activity: None,
             keeper: false,
+            live: None,
         }
     }
 
@@ -903,6 +1000,72 @@ mod tests {
             .expect("runtime");
         let (_tx, rx) = watch::channel(Cancel::None);
         rt.block_on(run(spec, rx, |_| {}))
+    }
+
+    /// Rules with the `live` entries of `toml` (`[failure]` keys).
+    fn live_rules(toml: &str) -> Option<std::sync::Arc<FailureRules>> {
+        let rules: FailureRules = toml::from_str(toml).expect("rules");
+        Some(std::sync::Arc::new(rules))
+    }
+
+    /// A CLI that retries a rejected key on its own (printing so, in a line split across
+    /// writes) is ended at once, as `auth`, with its words — not at its time limit — and
+    /// leaves nothing running; a rate limit whose wait fits the time left is left to it.
+    #[test]
+    fn a_live_line_ends_the_attempt_at_once_with_its_kind() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut spec = spawn(
+            dir.path(),
+            "printf 'working\\nRetrying in 5s (attempt 1/10): 429\\n' >&2; \
+             printf 'Retrying in 2s (attempt 2/10): [API Error: 401 inv'; sleep 0.2; \
+             printf 'alid key]\\n'; sleep 30 & wait",
+            None,
+        );
+        spec.timeout = Some(Duration::from_secs(60));
+        spec.live = live_rules(
+            r#"live = [
+                { kind = "rate_limited", stream = "stderr", regex = "^Retrying in" },
+                { kind = "auth", stream = "stdout", regex = "^Retrying in .*401" },
+            ]"#,
+        );
+        let exit = run_to_end(&spec);
+        assert!(exit.elapsed < Duration::from_secs(10), "{exit:?}");
+        match &exit.end {
+            ProcessEnd::Failed { kind, reason, .. } => {
+                assert_eq!(*kind, crate::failure::FailureKind::Auth);
+                assert!(reason.contains("[API Error: 401 invalid key]"), "{reason}");
+            }
+            other => panic!("ended by its output: {other:?}"),
+        }
+        // The same output without `live` rules runs to the limit.
+        spec.live = None;
+        spec.timeout = Some(Duration::from_secs(2));
+        let exit = run_to_end(&spec);
+        assert!(matches!(exit.end, ProcessEnd::TimedOut { .. }), "{exit:?}");
+    }
+
+    /// A rate-limit wait longer than the attempt has left ends it, with that wait.
+    #[test]
+    fn a_live_rate_limit_longer_than_the_time_left_ends_the_attempt() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut spec = spawn(
+            dir.path(),
+            "echo 'Retrying in 60s (attempt 1/10): 429 Too Many Requests' >&2; sleep 30",
+            None,
+        );
+        spec.timeout = Some(Duration::from_secs(20));
+        spec.live = live_rules(r#"live = [{ kind = "rate_limited", regex = "^Retrying in" }]"#);
+        let exit = run_to_end(&spec);
+        match &exit.end {
+            ProcessEnd::Failed {
+                kind, retry_after, ..
+            } => {
+                assert_eq!(*kind, crate::failure::FailureKind::RateLimited);
+                assert_eq!(*retry_after, Some(Duration::from_secs(60)));
+            }
+            other => panic!("ended by its output: {other:?}"),
+        }
+        assert!(exit.elapsed < Duration::from_secs(10), "{exit:?}");
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! of each built-in definition are written from what the real CLI prints (the stand-ins in
 //! `tests/e2e/` reproduce those texts).
 
+pub mod live;
+
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -134,6 +136,8 @@ struct FailureSpec {
     patterns: Vec<PatternSpec>,
     #[serde(default)]
     ignore: Vec<String>,
+    #[serde(default)]
+    live: Vec<live::LiveSpec>,
 }
 
 /// A compiled regular expression that compares by its source text.
@@ -165,6 +169,7 @@ fn compile(source: &str) -> Result<Pattern, String> {
 ///   { kind = "rate_limited", regex = "\\b429\\b|rate limit" },
 /// ]
 /// ignore = ["^Ripgrep not available"]                    # lines never quoted (stderr, text stdout)
+/// live = [{ kind = "quota", stream = "stderr", regex = "^Retrying in .*quota" }]  # see [`live`]
 /// ```
 ///
 /// Regexes are the `regex` crate's syntax, matched case-insensitively. Errors (a bad regex,
@@ -179,6 +184,8 @@ pub struct FailureRules {
     /// Each own pattern's `hint`, by its index in `patterns`.
     hints: Vec<Option<String>>,
     ignore: Vec<Pattern>,
+    /// Lines that end an attempt while it runs (`live`, [`live`]).
+    live: Vec<live::LiveRule>,
 }
 
 impl FailureRules {
@@ -188,6 +195,7 @@ impl FailureRules {
         patterns: Vec::new(),
         hints: Vec::new(),
         ignore: Vec::new(),
+        live: Vec::new(),
     };
 }
 
@@ -226,11 +234,18 @@ impl TryFrom<FailureSpec> for FailureRules {
             .map(|(i, s)| compile(s).map_err(|e| format!("`failure.ignore[{i}]`: {e}")))
             .collect::<Result<_, _>>()?;
         let hints = spec.patterns.iter().map(|p| p.hint.clone()).collect();
+        let live = spec
+            .live
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| l.compile(i))
+            .collect::<Result<_, _>>()?;
         Ok(FailureRules {
             exit_codes,
             patterns,
             hints,
             ignore,
+            live,
         })
     }
 }
@@ -409,7 +424,7 @@ impl FailureRules {
     }
 
     /// The hint of the definition's first pattern with one that matches `text`.
-    fn hint_for(&self, text: &str) -> Option<String> {
+    pub fn hint_for(&self, text: &str) -> Option<String> {
         self.patterns
             .iter()
             .zip(&self.hints)
@@ -420,6 +435,11 @@ impl FailureRules {
     /// recognisable error may replace "no report").
     pub fn recognises(&self, text: &str) -> bool {
         self.kind_of(text).is_some()
+    }
+
+    /// The `live` entries: lines that end an attempt while it runs.
+    pub fn live(&self) -> &[live::LiveRule] {
+        &self.live
     }
 }
 
@@ -483,7 +503,7 @@ fn retry_after_span(text: &str) -> Option<std::time::Duration> {
             // The lead words, then a Go-style duration (`6m0s`, `1m5s`, `2h14m`, `20ms`,
             // `6.5s`, `37s`, a bare `7`) or a number and a unit word (`2 minutes`).
             RegexBuilder::new(
-                r#"(?:try again|retry-after|retry_after|retrydelay|retry|resets?)["']?[\s:="']*(?:in|after)?\s*(\d[0-9a-z.]*)(?:\s*(milliseconds?|secs?|seconds?|mins?|minutes?|hrs?|hours?|days?)\b)?"#,
+                r#"(?:try again|retry-after|retry_after|retrydelay|retrying|retry|resets?)["']?[\s:="']*(?:in|after)?\s*(\d[0-9a-z.]*)(?:\s*(milliseconds?|secs?|seconds?|mins?|minutes?|hrs?|hours?|days?)\b)?"#,
             )
             .case_insensitive(true)
             .build()

@@ -101,7 +101,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
         ],
     ),
     ("failure", &["exit_codes", "patterns", "ignore", "live"]),
-    ("env", &["unset", "state_dirs", "set"]),
+    ("env", &["unset", "state_dirs", "set", "files"]),
 ];
 
 /// The kinds of definition a backend runs (`crate::run::backend::for_settings`).
@@ -314,6 +314,12 @@ pub struct EnvSpec {
     /// `{report}`, `{var.NAME}`, ...; `{{` and `}}` for literal braces).
     #[serde(default)]
     pub set: BTreeMap<String, String>,
+    /// Variables set to the path of a file holding this text (placeholders expanded as in
+    /// `set`), written by the runner into the teammate folder before each attempt: for a
+    /// CLI's settings that only a file can carry (Gemini CLI's and Qwen Code's
+    /// `*_SYSTEM_DEFAULTS_PATH`, whose values the user's own settings still override).
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
 }
 
 /// One runner definition (`runners/<name>.toml`).
@@ -521,6 +527,8 @@ pub struct Invocation {
     pub env_set: Vec<(String, String)>,
     /// Variables to point at per-teammate state folders.
     pub state_dirs: Vec<String>,
+    /// Variables to point at a file the runner writes with this text (`[env] files`).
+    pub env_files: Vec<(String, String)>,
 }
 
 impl RunnerDef {
@@ -655,6 +663,12 @@ impl RunnerDef {
                     .set
                     .iter()
                     .map(|(k, v)| (format!("env.set.{k}"), v)),
+            )
+            .chain(
+                self.env
+                    .files
+                    .iter()
+                    .map(|(k, v)| (format!("env.files.{k}"), v)),
             );
         for (key, template) in templates {
             self.expand(template, &sample).map_err(|e| {
@@ -752,6 +766,7 @@ impl RunnerDef {
                 env_unset: Vec::new(),
                 env_set: Vec::new(),
                 state_dirs: Vec::new(),
+                env_files: Vec::new(),
             });
         }
         let mut program = self.program.clone();
@@ -804,6 +819,12 @@ impl RunnerDef {
             .map(|(k, v)| Ok((k.clone(), self.expand(v, a)?)))
             .collect::<std::result::Result<_, String>>()?;
         env_set.sort();
+        let env_files = self
+            .env
+            .files
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), self.expand(v, a)?)))
+            .collect::<std::result::Result<_, String>>()?;
         Ok(Invocation {
             program,
             args,
@@ -811,6 +832,7 @@ impl RunnerDef {
             env_unset: self.env.unset.clone(),
             env_set,
             state_dirs: self.env.state_dirs.clone(),
+            env_files,
         })
     }
 

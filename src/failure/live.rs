@@ -127,7 +127,7 @@ impl LiveHit {
             "stopped at once: the agent CLI reported {} while it ran: {}",
             self.kind, self.text
         );
-        if let Some(w) = self.wait {
+        if let (FailureKind::RateLimited, Some(w)) = (self.kind, self.wait) {
             reason.push_str(&format!(
                 " (a wait of {} is longer than the attempt had left)",
                 humantime::format_duration(Duration::from_secs(w.as_secs()))

@@ -330,10 +330,15 @@ fn qwen_or_skip(test: &str) -> Option<Cli> {
 /// `<home>/.qwen/settings.json`: `model.generationConfig.maxRetries = 0` (no OpenAI SDK
 /// retries, no minute-long rate-limit loop) and no usage statistics.
 fn write_settings(sb: &Sandbox) {
+    write_settings_with(sb, json!({"generationConfig": {"maxRetries": 0}}));
+}
+
+/// `<home>/.qwen/settings.json` with this `model` object and no usage statistics.
+fn write_settings_with(sb: &Sandbox, model: Value) {
     let dir = sb.home().join(".qwen");
     std::fs::create_dir_all(&dir).expect("mkdir .qwen");
     let settings = json!({
-        "model": {"generationConfig": {"maxRetries": 0}},
+        "model": model,
         "privacy": {"usageStatisticsEnabled": false}
     });
     std::fs::write(dir.join("settings.json"), settings.to_string()).expect("settings.json");
@@ -575,6 +580,65 @@ async fn real_qwen_insufficient_quota_429_fails_the_item_as_quota() {
         7,
     )
     .await;
+}
+
+/// OpenAI's used-up quota with no retry setting of the user's own: the definition's system
+/// defaults (`maxRetries` 0) leave only the main turn's fixed 7 attempts, not the 28
+/// requests the CLI's own default makes (its SDK's retries of each); `quota` (issue 29).
+/// `--var max_retries=3` (the SDK's default) brings the 28 back — the file is what cuts them —
+/// and then the stream's rate-limit loop announces "Retrying in 60s (attempt 1/3): [API
+/// Error: 429 You exceeded your current quota…]" on stderr, which ends the attempt at once
+/// (`[failure] live`) instead of three minutes later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_qwen_quota_with_the_definitions_retry_default_makes_7_requests_not_28() {
+    const TEST: &str = "real_qwen_quota_with_the_definitions_retry_default_makes_7_requests_not_28";
+    let Some(qwen) = qwen_or_skip(TEST) else {
+        return;
+    };
+    for (extra, calls) in [(None, 7), (Some("max_retries=3"), 28)] {
+        let (api, log, seen) = mock_api(Script::Fail {
+            status: 429,
+            body: openai_error_body(
+                "You exceeded your current quota, please check your plan and billing details.",
+                "insufficient_quota",
+                Some("insufficient_quota"),
+            ),
+            retry_after_ms: Some(10),
+        })
+        .await;
+        let sb = Sandbox::new(&qwen);
+        write_settings_with(&sb, json!({}));
+        let mut args = vec!["--runner", "qwen", "--timeout", "5m"];
+        if let Some(var) = extra {
+            args.extend(["--var", var]);
+        }
+        let r = sb.run(&args, &qwen_env(&api.uri(), Some("sk-test"))).await;
+        let row = sb.row();
+        assert_eq!(
+            (row["status"].as_str(), row["failure_kind"].as_str()),
+            ("failed", "quota"),
+            "{row:?}\n{}",
+            sb.context(&r, &log)
+        );
+        assert!(
+            row["error"].contains("You exceeded your current quota"),
+            "{row:?}"
+        );
+        assert_eq!(
+            seen.with(|s| s.calls),
+            calls,
+            "{extra:?}: {}",
+            sb.context(&r, &log)
+        );
+        if extra.is_some() {
+            assert!(
+                row["error"].contains("stopped at once") && row["error"].contains("Retrying in"),
+                "{row:?}"
+            );
+            assert!(r.took < Duration::from_secs(30), "{:.1?}", r.took);
+        }
+        sb.assert_no_survivors();
+    }
 }
 
 /// A key the API rejects (401 `invalid_api_key`): not retried; `auth`.

@@ -787,6 +787,16 @@ async fn prepare(
             .map_err(|e| HelperFailure::before(e.to_string()))?;
         env.push(var(name, &state));
     }
+    for (name, text) in &invocation.env_files {
+        let path = dir.join(format!("{}.env-file", name.to_lowercase()));
+        write_env_file(&path, text).map_err(|e| {
+            HelperFailure::before(format!(
+                "cannot write {} (`[env] files`): {e}",
+                path.display()
+            ))
+        })?;
+        env.push(var(name, &path));
+    }
     if let (Some(wt), Some(iso)) = (&worktree, &spec.isolation)
         && let Some(setup) = &iso.setup
         && !dir.join(".worktree-setup-done").exists()
@@ -809,6 +819,13 @@ async fn prepare(
         env,
         sandbox,
     })
+}
+
+/// Write an `[env] files` file in the teammate's folder: a new private file every attempt,
+/// never through a link an earlier attempt left at its name.
+fn write_env_file(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    crate::fsutil::create_private_file(path)?.write_all(text.as_bytes())
 }
 
 /// The reason of a sandboxed attempt that failed as `agent_error`, led by the write the

@@ -70,10 +70,12 @@ fn handover(d: &RunnerDef) -> String {
 /// whole team), and the kinds its `[failure] live` lines end an attempt with at once.
 fn retries(d: &RunnerDef) -> String {
     let mut out = String::new();
-    if let Some(n) = d.vars.get("max_retries") {
-        out.push_str(&format!(
-            "; its own retries set to {n} (the runner retries; --var max_retries=N)"
-        ));
+    for (var, what) in [("max_retries", "retries"), ("max_attempts", "attempts")] {
+        if let Some(n) = d.vars.get(var) {
+            out.push_str(&format!(
+                "; its own {what} set to {n} (the runner retries; --var {var}=N)"
+            ));
+        }
     }
     let mut kinds: Vec<&str> = d.failure.live().iter().map(|r| r.kind().as_str()).collect();
     kinds.dedup();

@@ -372,14 +372,14 @@ fn gemini_or_skip(test: &str) -> Option<Cli> {
 /// - `security.auth.selectedType = "gemini-api-key"`: without it, `GOOGLE_GEMINI_BASE_URL`
 ///   makes 0.61.0 pick the `gateway` auth type, which its non-interactive check rejects
 ///   (exit 41, "Invalid auth method selected.");
-/// - `general.maxAttempts = 1`: no retry of the main model's requests (default 10);
+/// - no `general.maxAttempts`: the definition's system defaults set it (1: no retry of the
+///   main model's requests; the CLI's default is 10);
 /// - `privacy.usageStatisticsEnabled = false`: no telemetry posts to play.googleapis.com.
 fn write_settings(sb: &Sandbox) {
     let dir = sb.home().join(".gemini");
     std::fs::create_dir_all(&dir).expect("mkdir .gemini");
     let settings = json!({
         "security": {"auth": {"selectedType": "gemini-api-key"}},
-        "general": {"maxAttempts": 1},
         "privacy": {"usageStatisticsEnabled": false}
     });
     std::fs::write(dir.join("settings.json"), settings.to_string()).expect("settings.json");
@@ -414,7 +414,7 @@ async fn real_gemini_completes_under_the_default_sandbox() {
         return;
     };
     let (api, log, _seen) = mock_api(Script::WriteReport).await;
-    let sb = Sandbox::new(&gemini);
+    let sb = Sandbox::new_private(&gemini);
     write_settings(&sb);
     let env = gemini_env(&api.uri(), Some("sk-test"));
     let Some(r) = sb
@@ -452,7 +452,7 @@ async fn real_gemini_writes_the_report_and_the_item_completes() {
     };
     eprintln!("using {} ({})", gemini.bin.display(), gemini.version);
     let (api, log, seen) = mock_api(Script::WriteReport).await;
-    let sb = Sandbox::new(&gemini);
+    let sb = Sandbox::new_private(&gemini);
 
     let r = run_gemini(&sb, &api.uri(), "90s", Some("sk-test")).await;
     let context = || sb.context(&r, &log);
@@ -516,7 +516,7 @@ async fn real_gemini_report_in_the_final_text_completes() {
         return;
     };
     let (api, log, seen) = mock_api(Script::ReportInText).await;
-    let sb = Sandbox::new(&gemini);
+    let sb = Sandbox::new_private(&gemini);
     let r = run_gemini(&sb, &api.uri(), "90s", Some("sk-test")).await;
     sb.assert_completed(&r, &log);
     // One turn, no function call: the report came from the final text.
@@ -542,7 +542,7 @@ async fn api_error_fails_the_item(
     let gemini = gemini_or_skip(test).expect("checked by the caller");
     eprintln!("using {} ({})", gemini.bin.display(), gemini.version);
     let (api, log, seen) = mock_api(script).await;
-    let sb = Sandbox::new(&gemini);
+    let sb = Sandbox::new_private(&gemini);
 
     let r = run_gemini(&sb, &api.uri(), "90s", key).await;
     let context = || sb.context(&r, &log);
@@ -571,7 +571,7 @@ async fn api_error_fails_the_item(
     );
     assert!(
         seen.with(|s| s.stream_calls) <= 1,
-        "general.maxAttempts=1: no retry: {}",
+        "the definition's maxAttempts 1: no retry: {}",
         context()
     );
     assert!(
@@ -635,22 +635,15 @@ async fn real_gemini_daily_quota_429_fails_the_item_as_quota() {
     assert_eq!(error_dumps(&sb.path().join("tmp")), Vec::<String>::new());
 }
 
-/// A per-minute rate limit on the main model (429 with a `PerMinute` quota and a RetryInfo):
-/// a `RetryableQuotaError`, given up on at once with `general.maxAttempts = 1`;
-/// `rate_limited`, exit 173.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_gemini_rate_limit_429_fails_the_item_as_rate_limited() {
-    const TEST: &str = "real_gemini_rate_limit_429_fails_the_item_as_rate_limited";
-    if gemini_or_skip(TEST).is_none() {
-        return;
-    }
-    let body = google_error_body(
+/// A per-minute quota's 429 (a `PerMinute` QuotaFailure and a 45 s RetryInfo).
+fn per_minute_429() -> Value {
+    google_error_body(
         429,
         "RESOURCE_EXHAUSTED",
         "You exceeded your current quota, please check your plan and billing details. For more \
-         information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.\n\
-         * Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, \
-         limit: 5, model: gemini-3.1-pro\nPlease retry in 45.69s.",
+     information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.\n\
+     * Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, \
+     limit: 5, model: gemini-3.1-pro\nPlease retry in 45.69s.",
         json!([
             {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
                 "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
@@ -660,7 +653,19 @@ async fn real_gemini_rate_limit_429_fails_the_item_as_rate_limited() {
             }]},
             {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "45s"}
         ]),
-    );
+    )
+}
+
+/// A per-minute rate limit on the main model (429 with a `PerMinute` quota and a RetryInfo):
+/// a `RetryableQuotaError`, given up on at once with `general.maxAttempts = 1`;
+/// `rate_limited`, exit 173.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_gemini_rate_limit_429_fails_the_item_as_rate_limited() {
+    const TEST: &str = "real_gemini_rate_limit_429_fails_the_item_as_rate_limited";
+    if gemini_or_skip(TEST).is_none() {
+        return;
+    }
+    let body = per_minute_429();
     api_error_fails_the_item(
         TEST,
         Script::Fail {
@@ -675,6 +680,53 @@ async fn real_gemini_rate_limit_429_fails_the_item_as_rate_limited() {
         173,
     )
     .await;
+}
+
+/// The same per-minute limit with Gemini CLI at its own default attempts (10, each after the
+/// 45 s the API names) and 40 s to go: its first "Suggested retry after 45s.. Retrying after
+/// …ms" line ends the attempt at once as `rate_limited`, not at the time limit (issue 29).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_gemini_rate_limit_longer_than_the_time_left_is_ended_at_once() {
+    const TEST: &str = "real_gemini_rate_limit_longer_than_the_time_left_is_ended_at_once";
+    let Some(gemini) = gemini_or_skip(TEST) else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::Fail {
+        status: 429,
+        body: per_minute_429(),
+        router_too: false,
+    })
+    .await;
+    let sb = Sandbox::new_private(&gemini);
+    write_settings(&sb);
+    let r = sb
+        .run(
+            &[
+                "--runner",
+                "gemini",
+                "--timeout",
+                "40s",
+                "--var",
+                "max_attempts=10",
+            ],
+            &gemini_env(&api.uri(), Some("sk-test")),
+        )
+        .await;
+    let row = sb.row();
+    assert_eq!(
+        (row["status"].as_str(), row["failure_kind"].as_str()),
+        ("failed", "rate_limited"),
+        "{row:?}\n{}",
+        sb.context(&r, &log)
+    );
+    assert!(
+        row["error"].contains("stopped at once")
+            && row["error"].contains("Suggested retry after 45s"),
+        "{row:?}"
+    );
+    assert!(r.took < Duration::from_secs(20), "{:.1?}", r.took);
+    assert_eq!(seen.with(|s| s.stream_calls), 1, "{}", sb.context(&r, &log));
+    sb.assert_no_survivors();
 }
 
 /// A key the Gemini API rejects (it answers 400 INVALID_ARGUMENT, reason API_KEY_INVALID):
@@ -743,7 +795,7 @@ async fn real_gemini_without_an_auth_type_names_the_setting_to_add() {
         return;
     };
     let (api, log, _seen) = mock_api(Script::WriteReport).await;
-    let sb = Sandbox::new(&gemini);
+    let sb = Sandbox::new_private(&gemini);
     let env = gemini_env(&api.uri(), Some("sk-test"));
     let r = sb
         .run(&["--runner", "gemini", "--timeout", "60s"], &env)
@@ -770,7 +822,7 @@ async fn real_gemini_stalled_api_times_out_and_leaves_no_process() {
         return;
     };
     let (api, log, _seen) = mock_api(Script::Stall).await;
-    let sb = Sandbox::new(&gemini);
+    let sb = Sandbox::new_private(&gemini);
     let r = run_gemini(&sb, &api.uri(), "8s", Some("sk-test")).await;
     sb.assert_outcome(&r, &log, 1, "timed_out", "timed_out");
     assert!(

@@ -368,6 +368,22 @@ impl Sandbox {
             .prefix(&format!("runner-{}-e2e-", cli.name))
             .tempdir()
             .expect("tempdir");
+        Sandbox::fill(cli, dir)
+    }
+
+    /// [`Sandbox::new`] under cargo's `target/tmp` instead of `/tmp`, as a project folder
+    /// is: no folder above it is writable by others. Gemini CLI skips a settings file below
+    /// such a folder ("Parent directory '/tmp' is insecure"), the definition's system
+    /// defaults among them.
+    pub fn new_private(cli: &Cli) -> Sandbox {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("runner-{}-e2e-", cli.name))
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .expect("tempdir");
+        Sandbox::fill(cli, dir)
+    }
+
+    fn fill(cli: &Cli, dir: tempfile::TempDir) -> Sandbox {
         for sub in ["bin", "home", "tmp", "work"] {
             std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
         }

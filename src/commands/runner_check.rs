@@ -144,8 +144,9 @@ pub fn judge(def: &RunnerDef, t: &Transcript) -> Verdict {
         .find(|i| t.stderr.is_char_boundary(*i))
         .unwrap_or(t.stderr.len());
     let stderr_end = &t.stderr[start..];
+    let end = live_end(def, t).unwrap_or(ProcessEnd::Exited(t.exit_code));
     let evidence = Evidence {
-        end: &ProcessEnd::Exited(t.exit_code),
+        end: &end,
         stderr_end: (!stderr_end.trim().is_empty()).then_some(stderr_end),
         agent: &agent,
         rules: &def.failure,
@@ -156,6 +157,24 @@ pub fn judge(def: &RunnerDef, t: &Transcript) -> Verdict {
         commit: None,
     };
     report::judge(&evidence)
+}
+
+/// How a run would have ended the attempt early: at the first stdout, then stderr, line a
+/// `[failure] live` entry matches that ends an attempt without a time limit (`auth`,
+/// `quota`; a rate limit's wait never outlasts "no limit").
+fn live_end(def: &RunnerDef, t: &Transcript) -> Option<ProcessEnd> {
+    use crate::failure::live::{self, Stream};
+    let rules = def.failure.live();
+    let hit = [(Stream::Stdout, &t.stdout), (Stream::Stderr, &t.stderr)]
+        .into_iter()
+        .flat_map(|(stream, text)| text.lines().map(move |l| (stream, l)))
+        .filter_map(|(stream, line)| live::first_hit(rules, stream, line.as_bytes()))
+        .find(|hit| hit.ends_attempt(None))?;
+    Some(ProcessEnd::Failed {
+        kind: hit.kind,
+        reason: hit.reason(def.failure.hint_for(&hit.text).as_deref()),
+        retry_after: hit.wait,
+    })
 }
 
 /// Whether `verdict` is what `expect` names: its status, or its failure kind.

@@ -29,6 +29,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("amp", include_str!("../../runners/amp.toml")),
     ("copilot", include_str!("../../runners/copilot.toml")),
     ("aider", include_str!("../../runners/aider.toml")),
+    ("pi", include_str!("../../runners/pi.toml")),
     ("exec", include_str!("../../runners/exec.toml")),
     ("openai", include_str!("../../runners/openai.toml")),
 ];
@@ -44,6 +45,7 @@ pub const DETECT_ORDER: &[&str] = &[
     "amp",
     "copilot",
     "aider",
+    "pi",
 ];
 
 /// Keys a definition may hold, per table (`""` is the top level).

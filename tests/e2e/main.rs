@@ -12,4 +12,5 @@ mod codex;
 mod copilot;
 mod gemini;
 mod opencode;
+mod pi;
 mod qwen;

@@ -41,7 +41,7 @@ const MODEL: &str = "openai/e2e-model";
 const USAGE: (u64, u64) = (2_345, 67);
 
 fn aider_or_skip(test: &str) -> Option<Cli> {
-    support::cli_or_skip("aider", "venv/bin/aider", "0.86.2", test)
+    support::cli_or_skip("aider", "venv/bin/aider", ".", test)
 }
 
 /// A report whose summary is longer than a terminal line.

@@ -324,6 +324,10 @@ pub enum ProcessEnd {
     TimedOut {
         /// The time limit (shown as written: `300ms`, `10m`).
         limit: std::time::Duration,
+        /// The last line of the agent's output a `[failure] live` entry recognised, quoted
+        /// with its kind (`API error 429 (rate_limit) … (rate_limited)`): what a CLI that
+        /// kept retrying on its own was retrying. `None` when none did.
+        last_error: Option<String>,
     },
     /// Stopped by the runner because the run was interrupted.
     Cancelled,
@@ -520,12 +524,13 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
     let flagged = e.agent.is_error == Some(true);
     let evidence = |exit_code| error_evidence(e, exit_code);
     match e.end {
-        ProcessEnd::TimedOut { limit } => {
+        ProcessEnd::TimedOut { limit, last_error } => {
             // A CLI that retried an error on its own until the limit printed why all along
-            // (issue 29): quote the last error a pattern recognised.
+            // (issue 29): quote the last error a live line or a pattern recognised.
             let d = e.rules.diagnose(&evidence(None));
-            let seen = match (d.kind, d.message) {
-                (Some(kind), Some(m)) => format!(
+            let seen = match (last_error, d.kind, d.message) {
+                (Some(line), _, _) => format!("; the last error it printed: {line}"),
+                (None, Some(kind), Some(m)) => format!(
                     "; the last error it printed ({kind}): {}",
                     one_line(&m, 200)
                 ),
@@ -957,6 +962,7 @@ mod tests {
         let timed_out = verdict(
             ProcessEnd::TimedOut {
                 limit: std::time::Duration::from_millis(300),
+                last_error: None,
             },
             AgentResult::default(),
             good(),
@@ -971,6 +977,7 @@ mod tests {
         // A CLI that retried a 429 on its own until the limit: the reason quotes its words.
         let end = ProcessEnd::TimedOut {
             limit: std::time::Duration::from_secs(120),
+            last_error: None,
         };
         let agent = AgentResult::default();
         let report = good();
@@ -1238,6 +1245,7 @@ mod tests {
             (
                 ProcessEnd::TimedOut {
                     limit: std::time::Duration::from_secs(5),
+                    last_error: None,
                 },
                 K::TimedOut,
             ),

@@ -584,6 +584,34 @@ async fn real_claude_bad_key_at_its_default_retries_is_ended_at_once_as_auth() {
     .await;
 }
 
+/// A rate limit that lasts, with Claude Code at its own default retries (10, back-off up to
+/// minutes): its retries never end the attempt early (a short wait is the CLI's to make), but
+/// the time-out's reason quotes the retry event it was on, not only "timed out".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_claude_retrying_a_rate_limit_until_the_time_limit_says_so() {
+    let Some(claude) =
+        claude_or_skip("real_claude_retrying_a_rate_limit_until_the_time_limit_says_so")
+    else {
+        return;
+    };
+    let (api, log, _seen) = mock_api(Script::Fail {
+        status: 429,
+        error_type: "rate_limit_error",
+        message: "Number of request tokens has exceeded your per-minute rate limit",
+    })
+    .await;
+    let sb = Sandbox::new(&claude);
+    let r = run_claude_with(&sb, &api.uri(), "6s", &["--var", "max_retries=10"]).await;
+    let row = sb.assert_outcome(&r, &log, 1, "timed_out", "timed_out");
+    assert!(
+        row["error"]
+            .contains("the last error it printed: API error 429 (rate_limit), Claude Code's retry")
+            && row["error"].ends_with("of 10 (rate_limited)"),
+        "{row:?}"
+    );
+    sb.assert_no_survivors();
+}
+
 /// Anthropic's "credit balance is too low" (HTTP 400, `billing_error`): `quota`, which stops
 /// the team, not `agent_error` (issue 29).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -653,6 +653,49 @@ async fn real_codex_bad_key_401_fails_the_item_as_auth() {
     .await;
 }
 
+/// A rejected key with codex at its own default retries (the provider's
+/// `request_max_retries`/`stream_max_retries` left out): 0.169.0 sends the 401 several times
+/// with a short back-off, then gives up on its own within seconds — `auth`, with its words,
+/// long before the time limit (issue 29: codex needs no live line or retry setting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_bad_key_at_its_default_retries_fails_within_seconds_as_auth() {
+    let Some(codex) =
+        codex_or_skip("real_codex_bad_key_at_its_default_retries_fails_within_seconds_as_auth")
+    else {
+        return;
+    };
+    let (api, log, seen) = mock_api(Script::Fail {
+        status: 401,
+        error_type: "invalid_request_error",
+        code: "invalid_api_key",
+        message: "Incorrect API key provided: sk-test.",
+    })
+    .await;
+    let sb = Sandbox::new(&codex);
+    let codex_home = write_codex_config(&sb, &api.uri());
+    let config = codex_home.join("config.toml");
+    let own_retries: String = std::fs::read_to_string(&config)
+        .expect("config.toml")
+        .lines()
+        .filter(|l| !l.contains("_max_retries"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&config, own_retries).expect("config.toml");
+    let r = run_with_codex_home(&sb, &codex_home, "2m", &[], Some("sk-test")).await;
+    let row = sb.assert_outcome(&r, &log, 1, "failed", "auth");
+    assert!(
+        row["error"]
+            .to_lowercase()
+            .contains("incorrect api key provided"),
+        "{row:?}"
+    );
+    let calls = seen.with(|s| s.calls);
+    assert!(calls > 1, "its own retries ran: {calls} call(s)");
+    assert!(r.took < Duration::from_secs(30), "{:.1?}", r.took);
+    eprintln!("{calls} call(s) in {:.1?}: {}", r.took, row["error"]);
+    sb.assert_no_survivors();
+}
+
 /// The provider's key variable is not set: codex sends nothing and prints
 /// "Missing environment variable: `MOCK_API_KEY`."
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

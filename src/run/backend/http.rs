@@ -401,7 +401,7 @@ impl Http {
                     Some(t) => tokio::time::sleep(t).await,
                     None => std::future::pending().await,
                 }
-            } => Err(ProcessEnd::TimedOut { limit: limit.unwrap_or_default() }),
+            } => Err(ProcessEnd::TimedOut { limit: limit.unwrap_or_default(), last_error: None }),
             _ = interrupted(&mut cancel) => Err(ProcessEnd::Cancelled),
         };
         let elapsed = started.elapsed();

@@ -141,7 +141,10 @@ async fn play(
     let end = tokio::select! {
         _ = tokio::time::sleep(step.delay), if step.delay < limit => None,
         _ = tokio::time::sleep(limit), if limit < Duration::MAX => {
-            Some(ProcessEnd::TimedOut { limit })
+            Some(ProcessEnd::TimedOut {
+                limit,
+                last_error: None,
+            })
         }
         end = ends => Some(end),
     };

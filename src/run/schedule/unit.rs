@@ -1117,7 +1117,7 @@ async fn run_helper(
                 told.display()
             )
         }
-        ProcessEnd::TimedOut { limit } => format!(
+        ProcessEnd::TimedOut { limit, .. } => format!(
             "`{shown}` timed out after {}",
             humantime::format_duration(limit)
         ),

@@ -319,6 +319,8 @@ pub async fn run(
     let mut killed = false;
     // When a keeper asked to kill its tree gets SIGKILL itself if it is still there.
     let mut keeper_due: Option<tokio::time::Instant> = None;
+    // The last live line that did not end the attempt, quoted if it times out.
+    let mut last_hit: Option<LiveHit> = None;
     let status = {
         let wait = child.wait();
         tokio::pin!(wait);
@@ -343,13 +345,15 @@ pub async fn run(
                     }
                     let limit = spec.timeout.unwrap_or_default();
                     signal_attempt(pgid, spec.keeper, &marker, Signal::SIGTERM);
-                    stopping = Some((ProcessEnd::TimedOut { limit }, tokio::time::Instant::now() + spec.grace));
+                    let last_error = last_hit.as_ref().map(|h: &LiveHit| format!("{} ({})", h.text, h.kind));
+                    stopping = Some((ProcessEnd::TimedOut { limit, last_error }, tokio::time::Instant::now() + spec.grace));
                 }
                 Some(hit) = hits.recv(), if stopping.is_none() => {
                     // A line the definition says means "give up" (issue 29): end the attempt
                     // now rather than at its time limit.
                     let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
                     if !hit.ends_attempt(left) {
+                        last_hit = Some(hit);
                         continue;
                     }
                     let hint = spec.live.as_ref().and_then(|r| r.hint_for(&hit.text));
@@ -1042,6 +1046,29 @@ mod tests {
         spec.timeout = Some(Duration::from_secs(2));
         let exit = run_to_end(&spec);
         assert!(matches!(exit.end, ProcessEnd::TimedOut { .. }), "{exit:?}");
+    }
+
+    /// A rate limit the CLI waits out on its own does not end the attempt; when the attempt
+    /// then times out, its reason has the last such line to quote.
+    #[test]
+    fn a_timed_out_attempt_keeps_the_last_live_line_it_saw() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut spec = spawn(
+            dir.path(),
+            "echo 'Retrying (attempt 1/10): 429 Too Many Requests' >&2; \
+             echo 'Retrying (attempt 2/10): 429 Too Many Requests' >&2; sleep 30",
+            None,
+        );
+        spec.timeout = Some(Duration::from_secs(2));
+        spec.live = live_rules(r#"live = [{ kind = "rate_limited", regex = "^Retrying" }]"#);
+        let exit = run_to_end(&spec);
+        match &exit.end {
+            ProcessEnd::TimedOut { last_error, .. } => assert_eq!(
+                last_error.as_deref(),
+                Some("Retrying (attempt 2/10): 429 Too Many Requests (rate_limited)")
+            ),
+            other => panic!("timed out: {other:?}"),
+        }
     }
 
     /// A rate-limit wait longer than the attempt has left ends it, with that wait.

@@ -67,10 +67,24 @@ pub fn now_rfc3339() -> String {
     rfc3339(jiff::Timestamp::now())
 }
 
-/// `t` as every time of the event lines is written: RFC 3339 in UTC, millisecond precision
-/// (`2026-12-01T09:00:00.123Z`; a whole second prints without a fraction).
+/// `t` as every time of the event lines and outputs is written: RFC 3339 in UTC, always
+/// three fraction digits (`2026-12-01T09:00:00.120Z`, `…:00.000Z`), so that the columns sort
+/// as text.
 pub fn rfc3339(t: jiff::Timestamp) -> String {
     t.round(jiff::Unit::Millisecond)
-        .map(|t| t.to_string())
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    /// Times sort as text: every one has three fraction digits, a whole second too.
+    #[test]
+    fn every_time_has_three_fraction_digits() {
+        let at = |s: &str| super::rfc3339(s.parse().expect("timestamp"));
+        assert_eq!(at("2026-12-01T09:00:00Z"), "2026-12-01T09:00:00.000Z");
+        assert_eq!(at("2026-12-01T09:00:00.97Z"), "2026-12-01T09:00:00.970Z");
+        assert_eq!(at("2026-12-01T09:00:00.3004Z"), "2026-12-01T09:00:00.300Z");
+        assert_eq!(at("2026-12-01T09:00:59.9996Z"), "2026-12-01T09:01:00.000Z");
+    }
 }

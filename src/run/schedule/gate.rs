@@ -12,9 +12,11 @@
 //! - an `auth` failure, a `quota` that does not reset within `--rate-limit-wait`, a spent
 //!   budget (`--max-cost-usd`) or `--max-fail` stops the team starting attempts: what runs
 //!   finishes, the rest end `skipped` with the reason;
-//! - so do [`SETUP_STOP`] items failing `setup` with the same words (a broken agent command,
-//!   an endpoint that refuses connections) before any attempt of the run ended otherwise: the
-//!   first attempts show the set-up is broken, and every other item would fail the same way.
+//! - so do [`SETUP_STOP`] attempts of at least two items failing `setup` with the same words
+//!   (a broken agent command, an endpoint that refuses connections) before any attempt of the
+//!   run ended otherwise: the first attempts show the set-up is broken, and every other item
+//!   would fail the same way. Counting attempts, not only items, keeps the cost the same
+//!   however the retries of the first items and the start of the next ones interleave.
 //!
 //! Each change is an event ([`Event::TeamPaused`], [`Event::TeamStopped`]) in the journal.
 
@@ -36,8 +38,8 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(2);
 /// Longest back-off when no time is named.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// Items failing `setup` with the same reason, before any attempt of the run ended
-/// otherwise, that stop the team.
+/// Attempts failing `setup` with the same reason (of at least two items), before any attempt
+/// of the run ended otherwise, that stop the team.
 pub const SETUP_STOP: u32 = 3;
 
 #[derive(Debug)]
@@ -62,9 +64,9 @@ struct State {
     costed: u32,
     /// Items that did not complete (this run).
     failures: u32,
-    /// The items of this run that failed `setup`, by reason, while no attempt has ended
-    /// otherwise (emptied once one has).
-    setup_failures: std::collections::HashMap<String, std::collections::HashSet<String>>,
+    /// The items of this run that failed `setup` and their attempts so failed, by reason,
+    /// while no attempt has ended otherwise (emptied once one has).
+    setup_failures: std::collections::HashMap<String, (std::collections::HashSet<String>, u32)>,
     /// Whether an attempt of this run ended other than `setup` (then the set-up works).
     set_up_works: bool,
     /// The limit the team last stepped up from, while the step up is unproven (a probe);
@@ -374,15 +376,17 @@ impl Gate {
                 // row; a missing agent script or a refused connection does not).
                 let broken = self.with(|s| {
                     if s.set_up_works {
-                        return false;
+                        return None;
                     }
-                    let items = s.setup_failures.entry(verdict.reason.clone()).or_default();
+                    let (items, attempts) =
+                        s.setup_failures.entry(verdict.reason.clone()).or_default();
                     items.insert(item.to_owned());
-                    items.len() >= SETUP_STOP as usize
+                    *attempts += 1;
+                    (*attempts >= SETUP_STOP && items.len() >= 2).then(|| (*attempts, items.len()))
                 });
-                if broken {
+                if let Some((attempts, items)) = broken {
                     self.stop(format!(
-                        "set-up failure: the first {SETUP_STOP} items failed the same way before any attempt got further ({}); fix the agent command or the endpoint and run again",
+                        "set-up failure: the first {attempts} attempts ({items} items) failed the same way before any attempt got further ({}); fix the agent command or the endpoint and run again",
                         verdict.reason
                     ));
                     return After::Final;
@@ -741,13 +745,18 @@ mod tests {
         own.reason = "no such file: row b".into();
         assert_eq!(g.ended("b", &own, None, Duration::ZERO), After::Judged);
         assert!(g.stopped().is_none());
-        assert_eq!(g.ended("c", &setup, None, Duration::ZERO), After::Judged);
-        assert_eq!(g.ended("d", &setup, None, Duration::ZERO), After::Final);
+        // A second item failing the same way, after 4 such attempts of the first: stopped.
+        assert_eq!(g.ended("c", &setup, None, Duration::ZERO), After::Final);
         let why = g.stopped().expect("stopped");
         assert!(
-            why.starts_with("set-up failure: the first 3 items failed the same way before any attempt got further (setup text)"),
+            why.starts_with("set-up failure: the first 5 attempts (2 items) failed the same way before any attempt got further (setup text)"),
             "{why}"
         );
+        // Two items' first attempts are not yet enough; a third attempt is.
+        let (g, _rx) = gate(8, Limits::default());
+        assert_eq!(g.ended("a", &setup, None, Duration::ZERO), After::Judged);
+        assert_eq!(g.ended("b", &setup, None, Duration::ZERO), After::Judged);
+        assert_eq!(g.ended("a", &setup, None, Duration::ZERO), After::Final);
         // Once an attempt ended otherwise the set-up works: later set-up failures (an
         // endpoint going down mid-run) are judged one by one.
         let (g, _rx) = gate(8, Limits::default());

@@ -382,7 +382,8 @@ impl Gate {
                         s.setup_failures.entry(verdict.reason.clone()).or_default();
                     items.insert(item.to_owned());
                     *attempts += 1;
-                    (*attempts >= SETUP_STOP && items.len() >= 2).then(|| (*attempts, items.len()))
+                    (*attempts >= SETUP_STOP && items.len() >= 2)
+                        .then_some((*attempts, items.len()))
                 });
                 if let Some((attempts, items)) = broken {
                     self.stop(format!(

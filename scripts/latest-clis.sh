@@ -8,15 +8,17 @@
 #
 # For each CLI pinned in .ci/run (`e2e_npm NAME PACKAGE VERSION BIN`, `e2e_pip ...`) it asks
 # the registry for the latest version; when that is newer than the pin, it installs it into
-# target/e2e-latest/<name>/ and points the suite at it (RUNNER_E2E_<NAME>). Then it runs
+# target/e2e-latest/<name>/, else it takes the pinned install of `.ci/run` (a CLI with
+# neither is reported NOT TESTED), and points the suite at it (RUNNER_E2E_<NAME>: a binary
+# that does not run fails its tests instead of skipping them). Then it runs
 # `cargo test --locked --test e2e` for those CLIs and prints, per CLI, the pinned and latest
-# versions and which tests broke. Exit 0: every test passed; 1: some broke; 2: bad usage or a
-# registry could not be asked.
+# versions and which tests broke. A CLI whose latest version would not install is reported
+# (with its install log) and left out. Exit 0: every test passed; 1: some broke or a CLI
+# would not install; 2: bad usage or a registry could not be asked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out="$PWD/target/e2e-latest"
-mkdir -p "$out"
 mapfile -t pins < <(grep -E '^e2e_(npm|pip) ' .ci/run)
 if [ ${#pins[@]} -eq 0 ]; then
     echo "latest-clis: no e2e_npm/e2e_pip pins in .ci/run" >&2
@@ -35,10 +37,15 @@ for w in "${wanted[@]}"; do
     fi
 done
 
-latest_npm() { npm view "$1" version 2>/dev/null; }
+mkdir -p "$out"
+
+latest_npm() { npm view "$1" version 2>/dev/null || true; }
 latest_pip() {
-    python3 -m pip index versions "$1" 2>/dev/null | sed -n 's/^[^ ]* (\(.*\))$/\1/p' | head -n 1
+    { python3 -m pip index versions "$1" 2>/dev/null || true; } |
+        sed -n 's/^[^ ]* (\(.*\))$/\1/p' | head -n 1
 }
+# The newer of two versions (sort -V).
+newer() { printf '%s\n%s\n' "$1" "$2" | sort -V | tail -n 1; }
 
 declare -A pinned latest tested
 envs=()
@@ -58,9 +65,20 @@ for pin in "${pins[@]}"; do
         exit 2
     fi
     latest[$name]=$new
-    filters+=("$name::")
     var="RUNNER_E2E_$(echo "$name" | tr '[:lower:]-' '[:upper:]_')"
-    if [ "$new" = "$version" ]; then
+    if [ "$(newer "$new" "$version")" = "$version" ]; then
+        # The pin is the latest (or newer than what the registry serves): test the pinned
+        # install, which must be there.
+        case $kind in
+        e2e_npm) pinned_bin="target/e2e-$name/node_modules/.bin/$bin" ;;
+        e2e_pip) pinned_bin="target/e2e-$name/venv/bin/$bin" ;;
+        esac
+        if [ ! -x "$pinned_bin" ]; then
+            tested[$name]="not installed: run bash .ci/run"
+            continue
+        fi
+        filters+=("$name::")
+        envs+=("$var=$PWD/$pinned_bin")
         tested[$name]="$version (the pin)"
         continue
     fi
@@ -70,33 +88,48 @@ for pin in "${pins[@]}"; do
         mkdir -p "$dir"
         echo "Installing $package $new into $dir"
         case $kind in
+        e2e_npm) path="$dir/node_modules/.bin/$bin" ;;
+        e2e_pip) path="$dir/venv/bin/$bin" ;;
+        esac
+        ok=0
+        case $kind in
         e2e_npm)
-            npm install --prefix "$dir" --no-audit --no-fund "$package@$new" >"$dir/install.log" 2>&1
-            path="$dir/node_modules/.bin/$bin"
+            npm install --prefix "$dir" --no-audit --no-fund "$package@$new" >"$dir/install.log" 2>&1 &&
+                "$path" --version >>"$dir/install.log" 2>&1 && ok=1
             ;;
         e2e_pip)
-            { python3 -m venv "$dir/venv" &&
-                "$dir/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$package==$new"; } \
-                >"$dir/install.log" 2>&1
-            path="$dir/venv/bin/$bin"
+            python3 -m venv "$dir/venv" >"$dir/install.log" 2>&1 &&
+                "$dir/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+                    "$package==$new" >>"$dir/install.log" 2>&1 &&
+                "$path" --version >>"$dir/install.log" 2>&1 && ok=1
             ;;
         esac
+        if [ $ok -eq 0 ]; then
+            echo "latest-clis: $package $new would not install or run; see $dir/install.log" >&2
+            tested[$name]="install failed"
+            continue
+        fi
         echo "$package@$new" >"$dir/installed"
     fi
     case $kind in
     e2e_npm) path="$dir/node_modules/.bin/$bin" ;;
     e2e_pip) path="$dir/venv/bin/$bin" ;;
     esac
+    filters+=("$name::")
     envs+=("$var=$path")
     tested[$name]=$new
 done
 
 log="$out/test.log"
-echo "Running the end-to-end tests of: ${!pinned[*]}"
-set +e
-env "${envs[@]}" cargo test --locked --test e2e -- "${filters[@]}" >"$log" 2>&1
-code=$?
-set -e
+code=0
+: >"$log"
+if [ ${#filters[@]} -gt 0 ]; then
+    echo "Running the end-to-end tests of: ${filters[*]%::}"
+    set +e
+    env "${envs[@]}" cargo test --locked --test e2e -- "${filters[@]}" >"$log" 2>&1
+    code=$?
+    set -e
+fi
 
 echo
 printf '%-10s %-12s %-12s %-22s %s\n' CLI PINNED LATEST TESTED RESULT
@@ -107,7 +140,10 @@ for name in "${!pinned[@]}"; do
     failed=$(grep -E "^test $name::[^ ]+ \.\.\. FAILED$" "$log" | sed -E "s/^test $name::([^ ]+) .*/\1/" || true)
     behind=""
     [ "${pinned[$name]}" != "${latest[$name]}" ] && behind=" (pin behind)"
-    if [ -n "$failed" ]; then
+    if [ "${tested[$name]}" = "install failed" ] || [ "${tested[$name]#not installed}" != "${tested[$name]}" ]; then
+        result="NOT TESTED"
+        status=1
+    elif [ -n "$failed" ]; then
         result="BROKE: $(echo "$failed" | tr '\n' ' ')"
         status=1
     else

@@ -117,6 +117,28 @@ const WHOLE_ELEMENT: &[&str] = &[
     "{agent_args}",
 ];
 
+/// Why `name` cannot be a variable a definition sets (`[env] set`, `[env] files`): not a
+/// portable environment variable name (letters, digits, `_`, not starting with a digit), or
+/// one the runner sets itself for every attempt (`RUNNER_*`, `TMPDIR`).
+fn bad_variable_name(name: &str) -> Option<String> {
+    let portable = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !portable {
+        return Some(format!(
+            "{name:?} is not a variable name (letters, digits and `_`, not starting with a digit)"
+        ));
+    }
+    if name.starts_with("RUNNER_") || name == "TMPDIR" {
+        return Some(format!(
+            "`{name}` is set by the runner for every attempt (RUNNER_REPORT, RUNNER_ITEM_ID, …, TMPDIR); a definition cannot change it"
+        ));
+    }
+    None
+}
+
 /// A warning for each key of `keys` that [`KNOWN_KEYS`] does not list, with its line and the
 /// closest known key.
 fn unknown_keys(path: &Path, keys: &KeyLines<'_>) -> Vec<String> {
@@ -679,6 +701,30 @@ impl RunnerDef {
                     format!("invalid runner definition (key `{key}`): {e}"),
                 )
             })?;
+        }
+        for (table, names) in [("set", &self.env.set), ("files", &self.env.files)] {
+            for name in names.keys() {
+                if let Some(why) = bad_variable_name(name) {
+                    return Err(at(
+                        &format!("env.{table}.{name}"),
+                        format!("invalid runner definition (key `env.{table}.{name}`): {why}"),
+                    ));
+                }
+            }
+        }
+        let mut file_names = std::collections::HashSet::new();
+        if let Some(name) = self
+            .env
+            .files
+            .keys()
+            .find(|n| !file_names.insert(n.to_lowercase()))
+        {
+            return Err(at(
+                &format!("env.files.{name}"),
+                format!(
+                    "invalid runner definition (key `env.files.{name}`): another `[env] files` variable differs from `{name}` only in case, and both would be written to one file; rename one"
+                ),
+            ));
         }
         if let Some((i, w)) =
             self.sandbox.writes.iter().enumerate().find(|(_, w)| {
@@ -1254,6 +1300,31 @@ mod tests {
             "r.toml:2:",
             &["unknown kind `htp`; did you mean `http`? (known: process, http)"],
         );
+    }
+
+    /// `[env] set` and `[env] files` take variable names, never the runner's own, and two
+    /// files never share one path; a file's text expands like `set`.
+    #[test]
+    fn env_variables_must_be_names_the_runner_does_not_set() {
+        for (body, says) in [
+            ("files = { 'A/B' = 'x' }", "`env.files.A/B`"),
+            ("set = { '1X' = 'x' }", "is not a variable name"),
+            ("set = { RUNNER_REPORT = 'x' }", "set by the runner"),
+            ("files = { TMPDIR = 'x' }", "set by the runner"),
+            ("files = { CFG = 'a', cfg = 'b' }", "only in case"),
+            ("files = { CFG = '{var.nope}' }", "`env.files.CFG`"),
+        ] {
+            let e = refused(&format!("{HEAD}[env]\n{body}\n"));
+            assert!(e.contains(says) && e.contains("r.toml:7"), "{body}: {e}");
+        }
+        let def = RunnerDef::parse(
+            Path::new("r.toml"),
+            &format!(
+                "{HEAD}[vars]\nn = '2'\n[env]\nfiles = {{ CFG = '{{{{\"n\":{{var.n}}}}}}' }}\n"
+            ),
+        )
+        .expect("valid");
+        assert_eq!(def.env.files["CFG"], "{{\"n\":{var.n}}}");
     }
 
     /// `[failure]` entries are refused at their own line, under their own key.

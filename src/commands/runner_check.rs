@@ -13,7 +13,12 @@
 //! report = '''{"status": …}'''    # what the agent wrote to RUNNER_REPORT, if anything
 //! id = "1"                        # the item id the report must name (default "1")
 //! expect = "rate_limited"         # optional: the status or failure kind it must get
+//! timeout = "30m"                 # the attempt's time limit (default the run's, 30m)
 //! ```
+//!
+//! `[failure] live` lines end the attempt as a run would at that time limit (as though each
+//! came at the start); stdout's lines are looked at before stderr's, and a last line
+//! without a newline is looked at too (a run matches only whole lines while the CLI runs).
 
 use std::path::{Path, PathBuf};
 
@@ -49,6 +54,20 @@ pub struct Transcript {
     /// must get; a different verdict makes the check exit 1.
     #[serde(default)]
     pub expect: Option<String>,
+    /// The attempt's time limit (`90s`, `30m`): a live rate-limit line whose wait is longer
+    /// ends the attempt. Default [`crate::settings::DEFAULT_TIMEOUT`].
+    #[serde(default, deserialize_with = "time_limit")]
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// `timeout = "90s"`: a duration as `--timeout` takes it.
+fn time_limit<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<std::time::Duration>, D::Error> {
+    let text = String::deserialize(d)?;
+    crate::settings::parse_duration("timeout", &text)
+        .map(Some)
+        .map_err(|e| serde::de::Error::custom(e.to_string()))
 }
 
 fn default_id() -> String {
@@ -160,8 +179,8 @@ pub fn judge(def: &RunnerDef, t: &Transcript) -> Verdict {
 }
 
 /// How a run would have ended the attempt early: at the first stdout, then stderr, line a
-/// `[failure] live` entry matches that ends an attempt without a time limit (`auth`,
-/// `quota`; a rate limit's wait never outlasts "no limit").
+/// `[failure] live` entry matches that ends an attempt with the transcript's time limit
+/// (`auth`, `quota`, a rate limit whose wait is longer).
 fn live_end(def: &RunnerDef, t: &Transcript) -> Option<ProcessEnd> {
     use crate::failure::live::{self, Stream};
     let rules = def.failure.live();
@@ -169,10 +188,17 @@ fn live_end(def: &RunnerDef, t: &Transcript) -> Option<ProcessEnd> {
         .into_iter()
         .flat_map(|(stream, text)| text.lines().map(move |l| (stream, l)))
         .filter_map(|(stream, line)| live::first_hit(rules, stream, line.as_bytes()))
-        .find(|hit| hit.ends_attempt(None))?;
+        .find(|hit| {
+            hit.ends_attempt(Some(t.timeout.unwrap_or(crate::settings::DEFAULT_TIMEOUT)))
+        })?;
     Some(ProcessEnd::Failed {
         kind: hit.kind,
-        reason: hit.reason(def.failure.hint_for(&hit.text).as_deref()),
+        reason: hit.reason(
+            def.failure
+                .hint_for(&hit.line)
+                .or_else(|| def.failure.hint_for(&hit.text))
+                .as_deref(),
+        ),
         retry_after: hit.wait,
     })
 }

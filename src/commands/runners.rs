@@ -77,12 +77,29 @@ fn retries(d: &RunnerDef) -> String {
             ));
         }
     }
-    let mut kinds: Vec<&str> = d.failure.live().iter().map(|r| r.kind().as_str()).collect();
+    let live = d.failure.live();
+    let mut kinds: Vec<&str> = live
+        .iter()
+        .map(|r| r.kind())
+        .filter(|k| *k != crate::failure::FailureKind::RateLimited)
+        .map(|k| k.as_str())
+        .collect();
     kinds.dedup();
-    if !kinds.is_empty() {
-        out.push_str(&format!(
-            "; ends an attempt at once when the CLI reports {} while it runs",
+    let rate = live
+        .iter()
+        .any(|r| r.kind() == crate::failure::FailureKind::RateLimited);
+    let what = match (kinds.is_empty(), rate) {
+        (true, false) => None,
+        (false, false) => Some(kinds.join("/")),
+        (true, true) => Some("a rate limit longer than the time left".to_owned()),
+        (false, true) => Some(format!(
+            "{} (or a rate limit longer than the time left)",
             kinds.join("/")
+        )),
+    };
+    if let Some(what) = what {
+        out.push_str(&format!(
+            "; ends an attempt at once when the CLI reports {what} while it runs"
         ));
     }
     out
@@ -134,7 +151,8 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
                         proven: proven(d),
                         notes: match file {
                             Some(f) => {
-                                format!("[{}] {notes}{}{}", f.display(), retries(d), handover(d))
+                                let rest = format!("{notes}{}{}", retries(d), handover(d));
+                                format!("[{}] {}", f.display(), rest.trim_start_matches("; "))
                                     .trim_end()
                                     .into()
                             }

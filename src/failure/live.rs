@@ -25,7 +25,8 @@
 //!   match: a pattern loose enough to match what the agent writes about its work would end
 //!   good attempts.
 //! - `quote`: what the reason quotes; `{/pointer}` pieces are read from the line as JSON
-//!   (an event). Without it, the line itself (trimmed, cut to 200 characters).
+//!   (an event; `?` when the line is not JSON or has no such value). Without it, the line
+//!   itself (trimmed, cut to 200 characters).
 
 use std::time::Duration;
 
@@ -89,6 +90,12 @@ impl LiveSpec {
             ));
         }
         let regex = compile(&self.regex).map_err(|e| format!("`failure.live[{i}].regex`: {e}"))?;
+        if regex.0.is_match("") {
+            return Err(format!(
+                "`failure.live[{i}].regex`: {:?} matches an empty line, so it would end every attempt at its first line; match the CLI's own words",
+                self.regex
+            ));
+        }
         Ok(LiveRule {
             kind: self.kind,
             regex,
@@ -105,6 +112,8 @@ pub struct LiveHit {
     pub kind: FailureKind,
     /// What the reason quotes (the entry's `quote` filled in, or the line).
     pub text: String,
+    /// The line itself (trimmed, cut to 200 characters), for a pattern's hint.
+    pub line: String,
     /// The wait the line names, if any ("Retrying in 60s").
     pub wait: Option<Duration>,
 }
@@ -143,6 +152,7 @@ impl LiveHit {
 /// The first of `rules` that matches `line` of `stream`, as a hit; `None` when none does
 /// (or the line is longer than [`LINE_MAX`]).
 pub fn first_hit(rules: &[LiveRule], stream: Stream, line: &[u8]) -> Option<LiveHit> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
     if line.len() > LINE_MAX {
         return None;
     }
@@ -160,6 +170,7 @@ pub fn first_hit(rules: &[LiveRule], stream: Stream, line: &[u8]) -> Option<Live
         kind: rule.kind,
         wait: super::retry_after(line),
         text,
+        line: cut(line, 200),
     })
 }
 
@@ -271,7 +282,13 @@ mod tests {
     }
 
     #[test]
-    fn kinds_that_cannot_be_told_while_running_are_refused() {
+    fn kinds_that_cannot_be_told_while_running_and_empty_matches_are_refused() {
+        for regex in ["", "x*", "^"] {
+            let spec: LiveSpec =
+                toml::from_str(&format!("kind = \"auth\"\nregex = {regex:?}")).expect("spec");
+            let e = spec.compile(1).expect_err("matches every line");
+            assert!(e.contains("matches an empty line"), "{e}");
+        }
         let spec: LiveSpec = toml::from_str("kind = \"agent_error\"\nregex = \"x\"").expect("spec");
         let e = spec.compile(2).expect_err("refused");
         assert!(e.starts_with("`failure.live[2].kind`"), "{e}");

@@ -356,7 +356,10 @@ pub async fn run(
                         last_hit = Some(hit);
                         continue;
                     }
-                    let hint = spec.live.as_ref().and_then(|r| r.hint_for(&hit.text));
+                    let hint = spec
+                        .live
+                        .as_ref()
+                        .and_then(|r| r.hint_for(&hit.line).or_else(|| r.hint_for(&hit.text)));
                     tracing::info!("{pgid}: ended by its output: {} ({})", hit.text, hit.kind);
                     signal_attempt(pgid, spec.keeper, &marker, Signal::SIGTERM);
                     let end = ProcessEnd::Failed {

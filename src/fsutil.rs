@@ -501,30 +501,77 @@ pub fn cannot_write_in(dir: &Path) -> Option<String> {
     }
 }
 
-/// Check that the folder a flag's file goes into exists and can be written, before anything
-/// runs (a JUnit file refused after a paid batch has run would waste the batch).
+/// Check that the folder a flag's file goes into can be written, or made and written,
+/// before anything runs (a JUnit file refused after a paid batch has run would waste the
+/// batch). A folder that is not there yet is made when the file is written
+/// ([`make_parent`]), as most tools do.
 ///
 /// Errors: exit 2 naming the flag and the folder.
 pub fn check_parent(path: Option<&Path>, flag: &str) -> Result<()> {
     let Some(p) = path else { return Ok(()) };
     let parent = absolute(p).parent().map(Path::to_owned).unwrap_or_default();
-    if !parent.is_dir() {
-        return Err(Error::output_refused(
-            Some(flag),
-            p,
-            format!("the folder {} does not exist", parent.display()),
-        ));
-    }
-    match cannot_write_in(&parent) {
+    match cannot_make_or_write(&parent) {
         None => Ok(()),
         Some(why) => Err(Error::output_refused(
             Some(flag),
             p,
-            format!(
-                "cannot write in the folder {} ({why}); choose another path",
-                parent.display()
-            ),
+            format!("{why}; choose another path"),
         )),
+    }
+}
+
+/// [`check_parent`] for each `(path, flag)`; every problem in one error (one per line).
+///
+/// Errors: exit 2 naming each flag and folder at fault.
+pub fn check_parents(outputs: &[(Option<&Path>, &str)]) -> Result<()> {
+    let mut problems: Vec<Error> = outputs
+        .iter()
+        .filter_map(|(p, flag)| check_parent(*p, flag).err())
+        .collect();
+    match problems.len() {
+        0 => Ok(()),
+        1 => Err(problems.remove(0)),
+        _ => Err(Error::Usage(
+            problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\nerror: "),
+        )),
+    }
+}
+
+/// Why folder `dir` cannot hold new files, or `None` when it can: it is a folder this
+/// process can write, or it is not there yet and the nearest folder above it that is can be
+/// written (so that it can be made). The text names the folder at fault.
+pub fn cannot_make_or_write(dir: &Path) -> Option<String> {
+    let mut at = dir;
+    loop {
+        match fs::metadata(at) {
+            Ok(m) if m.is_dir() => {
+                return cannot_write_in(at)
+                    .map(|why| format!("cannot write in the folder {} ({why})", at.display()));
+            }
+            Ok(_) => return Some(format!("{} is a file, not a folder", at.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match at.parent() {
+                Some(up) if !up.as_os_str().is_empty() => at = up,
+                _ => return Some(format!("the folder {} cannot be made", dir.display())),
+            },
+            Err(e) => return Some(format!("cannot look at {}: {e}", at.display())),
+        }
+    }
+}
+
+/// Make the folder `path` goes into, with its missing parents, for an output the user named
+/// (`--junit reports/j.xml`). Its absence was checked by [`check_parent`] before the run.
+///
+/// Errors: [`Error::Io`] (exit 3) naming the folder.
+pub fn make_parent(path: &Path) -> Result<()> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => {
+            fs::create_dir_all(dir).map_err(|e| Error::io("create the folder", dir, e))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -931,8 +931,10 @@ impl Settings {
         if let Some(v) = settings.verify.as_mut().and_then(|v| v.first_mut()) {
             *v = anchor_program(std::mem::take(v));
         }
-        crate::fsutil::check_parent(settings.junit.as_deref(), "--junit")?;
-        crate::fsutil::check_parent(settings.trace.as_deref(), "--trace")?;
+        crate::fsutil::check_parents(&[
+            (settings.junit.as_deref(), "--junit"),
+            (settings.trace.as_deref(), "--trace"),
+        ])?;
         Ok(settings)
     }
 

@@ -170,6 +170,7 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
         "an output of this batch (its header differs)",
         |b| b.starts_with(header),
     )?;
+    crate::fsutil::make_parent(&args.output)?;
     crate::fsutil::replace_with(&args.output, |w| {
         w.write_all(header)?;
         for (bytes, _) in rows.values() {

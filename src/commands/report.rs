@@ -32,6 +32,7 @@ pub fn report(args: ReportArgs) -> Result<i32> {
     })?;
     let h = found.history()?;
     let page = crate::ui::html::report(&h, jiff::Timestamp::now().as_millisecond());
+    crate::fsutil::make_parent(&args.html)?;
     crate::fsutil::write_atomic(&args.html, page.as_bytes())?;
     crate::ui::outln(format_args!(
         "Wrote {} ({} item(s), {} attempt(s))",

@@ -110,6 +110,7 @@ pub fn write(
     let xml = report
         .to_string()
         .map_err(|e| Error::Environment(format!("cannot build the JUnit report: {e}")))?;
+    crate::fsutil::make_parent(path)?;
     crate::fsutil::write_atomic(path, xml.as_bytes())
 }
 

@@ -141,6 +141,7 @@ impl Sink for Trace {
         let doc = json!({"traceEvents": events, "displayTimeUnit": "ms"});
         let bytes = serde_json::to_vec(&doc)
             .map_err(|e| Error::Environment(format!("cannot encode the trace: {e}")))?;
+        crate::fsutil::make_parent(&self.path)?;
         crate::fsutil::write_atomic(&self.path, &bytes)
     }
 }

@@ -348,16 +348,11 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
     )?;
     let output = files.output.clone();
     let out_dir = output.parent().unwrap_or(Path::new("/")).to_owned();
-    if !out_dir.is_dir() {
+    // A folder not there yet is made with the team's workspace inside it.
+    if let Some(why) = crate::fsutil::cannot_make_or_write(&out_dir) {
         return Err(Error::Usage(format!(
-            "{}: the output folder does not exist; create it or choose another --output",
-            out_dir.display()
-        )));
-    }
-    if let Some(why) = crate::fsutil::cannot_write_in(&out_dir) {
-        return Err(Error::Usage(format!(
-            "{}: cannot write in the output folder ({why}); choose another --output",
-            out_dir.display()
+            "{}: {why}; choose another --output",
+            output.display()
         )));
     }
     let layout = output_csv::layout(

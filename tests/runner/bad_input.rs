@@ -1162,7 +1162,7 @@ fn a_folder_the_user_cannot_write_is_refused_before_anything_runs() {
     let cases: [(&[&str], &str); 3] = [
         (
             &["-o", "ro/out.csv"],
-            "ro: cannot write in the output folder",
+            "ro/out.csv: cannot write in the folder",
         ),
         (
             &["--junit", "ro/j.xml"],
@@ -1189,6 +1189,51 @@ fn a_folder_the_user_cannot_write_is_refused_before_anything_runs() {
         assert!(!r.stderr.contains("started"), "{extra:?}: {r:?}");
         assert_eq!(sb.tree(), before, "{extra:?}: nothing on disk changes");
     }
+}
+
+/// Output folders that are not there yet are made, as most tools do (`-o newdir/`,
+/// `--junit reports/j.xml`, `--trace tr/t.json`); a file standing where a folder must be is
+/// refused before anything runs, every such problem in one message, and nothing changes.
+#[test]
+fn missing_output_folders_are_made_and_every_blocked_one_is_named_at_once() {
+    let fake = agent("fake_agent.py");
+    let sb = Sandbox::new();
+    sb.write("in.csv", GOOD_CSV);
+    sb.write("instr.md", b"Do {id}\n");
+    let run = |extra: &[&str]| -> crate::harness::Run {
+        let mut args = vec!["batch", "--input", "in.csv", "--instruction", "instr.md"];
+        args.extend(["--id-column", "id"]);
+        args.extend(extra);
+        args.extend(["--", "python3", &fake]);
+        sb.cmd(&args).output().expect("spawn runner").into()
+    };
+    let r = run(&[
+        "-o",
+        "new/deeper/",
+        "--junit",
+        "reports/ci/j.xml",
+        "--trace",
+        "tr/t.json",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    for made in [
+        "new/deeper/workers-output.csv",
+        "reports/ci/j.xml",
+        "tr/t.json",
+    ] {
+        assert!(sb.join(made).is_file(), "{made}: {r:?}");
+    }
+    sb.write("blocker", b"a file, not a folder\n");
+    let before = sb.tree();
+    let r = run(&["--junit", "blocker/j.xml", "--trace", "blocker/sub/t.json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("--junit blocker/j.xml: ")
+            && r.stderr.contains("--trace blocker/sub/t.json: ")
+            && r.stderr.contains("blocker is a file, not a folder"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing on disk changes");
 }
 
 /// `runner list` only reads: a store the user may not write is listed, with a warning that

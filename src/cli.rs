@@ -399,9 +399,10 @@ pub struct RunArgs {
     /// Output style.
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
-    /// Run only some items: `failed` (those the existing output or batch file does not show
-    /// completed) or a comma list of ids. Other rows of the existing output are kept as they are.
-    #[arg(long, value_name = "failed|ID,...")]
+    /// Run only some items: `failed` (those the existing output or batch file shows neither
+    /// completed nor blocked), `blocked` (those it shows blocked: they wait for a person) or a
+    /// comma list of ids. Other rows of the existing output are kept as they are.
+    #[arg(long, value_name = "failed|blocked|ID,...")]
     pub only: Option<String>,
     /// Run the K-th of N stable slices of the batch (by hash of the item id), e.g. 2/4;
     /// `auto` takes K from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs, 0-based).

@@ -1,4 +1,4 @@
-//! The values that say which items of a batch a run covers: `--only failed|ID,...`,
+//! The values that say which items of a batch a run covers: `--only failed|blocked|ID,...`,
 //! `--shard K/N` and the item numbers of `resolve --select 2-4,6` (DESIGN §2, §8). Pure:
 //! flags and ids in, decisions out.
 
@@ -12,8 +12,11 @@ use crate::hash::Fnv;
 pub enum Only {
     /// Every item (no `--only`).
     All,
-    /// Items the previous output does not show completed.
+    /// Items the previous output shows neither completed nor blocked (a blocked item waits
+    /// for a person: it runs again when named, or with `--only blocked`).
     Failed,
+    /// Items the previous output shows blocked.
+    Blocked,
     /// These ids.
     Ids(HashSet<String>),
 }
@@ -26,6 +29,7 @@ impl Only {
         match flag.map(str::trim) {
             None => Ok(Only::All),
             Some("failed") => Ok(Only::Failed),
+            Some("blocked") => Ok(Only::Blocked),
             Some(list) => {
                 let ids: HashSet<String> = list
                     .split(',')
@@ -37,7 +41,7 @@ impl Only {
                     return Err(Error::bad_value(
                         "--only",
                         list,
-                        "needs `failed` or a comma list of ids",
+                        "needs `failed`, `blocked` or a comma list of ids",
                     ));
                 }
                 Ok(Only::Ids(ids))

@@ -15,7 +15,25 @@ pub struct Previous {
     /// The file as it was read, kept open: an output kept current while the run goes on
     /// replaces the path, and the byte ranges are of these bytes.
     file: std::sync::Arc<std::fs::File>,
-    rows: HashMap<String, (bool, u64, u64)>,
+    rows: HashMap<String, (Was, u64, u64)>,
+}
+
+/// What a row's status said, as far as `--only` cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Was {
+    Completed,
+    Blocked,
+    Other,
+}
+
+impl Was {
+    fn of(status: Option<&str>) -> Was {
+        match status {
+            Some("completed") => Was::Completed,
+            Some("blocked") => Was::Blocked,
+            _ => Was::Other,
+        }
+    }
 }
 
 /// Open `path`, read it whole, and keep it open.
@@ -58,8 +76,8 @@ impl Previous {
                 Some(i) => record.get(i).unwrap_or_default().to_owned(),
                 None => (number + 1).to_string(),
             };
-            let completed = status_idx.and_then(|i| record.get(i)) == Some("completed");
-            rows.insert(id, (completed, *start as u64, *end as u64));
+            let was = Was::of(status_idx.and_then(|i| record.get(i)));
+            rows.insert(id, (was, *start as u64, *end as u64));
         }
         Ok(Previous { file, rows })
     }
@@ -101,15 +119,20 @@ impl Previous {
                 Some(Some(serde_json::Value::Number(x))) => x.to_string(),
                 Some(_) => continue,
             };
-            let completed = o.get(status_column).and_then(|v| v.as_str()) == Some("completed");
-            rows.insert(id, (completed, range.0, range.1));
+            let was = Was::of(o.get(status_column).and_then(|v| v.as_str()));
+            rows.insert(id, (was, range.0, range.1));
         }
         Ok(Previous { file, rows })
     }
 
     /// Whether the previous output shows `id` completed.
     pub fn completed(&self, id: &str) -> bool {
-        self.rows.get(id).is_some_and(|r| r.0)
+        self.rows.get(id).is_some_and(|r| r.0 == Was::Completed)
+    }
+
+    /// Whether the previous output shows `id` blocked (waiting for a person).
+    pub fn blocked(&self, id: &str) -> bool {
+        self.rows.get(id).is_some_and(|r| r.0 == Was::Blocked)
     }
 
     /// The exact bytes of `id`'s row (with its line ending), if it has one.

@@ -450,6 +450,8 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
     let rerun = match &selection.only {
         Only::Ids(ids) => ids.clone(),
         Only::All | Only::Failed => HashSet::new(),
+        // Blocked rows are run again even though the journal has their outcome.
+        Only::Blocked => HashSet::new(),
     };
     let spec = RunSpec {
         team,
@@ -533,10 +535,17 @@ fn previous_output(
 ) -> Result<Option<Previous>> {
     match only {
         Only::All => Ok(None),
-        _ if !output.exists() && *only == Only::Failed => Err(Error::Usage(format!(
-            "{}: --only failed replays an existing output, and there is none",
-            output.display()
-        ))),
+        _ if !output.exists() && matches!(only, Only::Failed | Only::Blocked) => {
+            Err(Error::Usage(format!(
+                "{}: --only {} replays an existing output, and there is none",
+                output.display(),
+                if *only == Only::Failed {
+                    "failed"
+                } else {
+                    "blocked"
+                }
+            )))
+        }
         _ if !output.exists() => Ok(None),
         _ => {
             let status_col = if layout.headers.iter().any(|h| h == "runner_status") {

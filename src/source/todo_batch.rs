@@ -376,6 +376,12 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
     match &settings.only {
         // Unticked items are exactly the ones that did not complete.
         Only::All | Only::Failed => {}
+        Only::Blocked => {
+            return Err(Error::Usage(format!(
+                "{}: --only blocked is for a CSV batch's output; in a todo batch every unticked item runs again, blocked ones too (`runner run` with --only ID names one)",
+                b.batch.display()
+            )));
+        }
         Only::Ids(ids) => {
             let known: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
             if let Some(bad) = ids.iter().find(|id| !known.contains(id)) {

@@ -90,6 +90,45 @@ fn only_failed_replays_from_the_output_alone_and_keeps_completed_rows_byte_ident
     assert_eq!(r.code, 2, "{r:?}");
 }
 
+/// A blocked row waits for a person: `--only failed` leaves it (and its row) alone, `--only
+/// blocked` runs exactly it, and naming it runs it too.
+#[test]
+fn only_failed_leaves_blocked_rows_for_a_person_and_only_blocked_runs_them() {
+    let sb = Sandbox::new();
+    setup(
+        &sb,
+        &[("a", "success"), ("b", "blocked"), ("c", "noreport")],
+    );
+    assert_eq!(batch(&sb, &[]).code, 1);
+    let before = sb.read("workers-output.csv");
+    setup(&sb, &[("a", "success"), ("b", "success"), ("c", "success")]);
+    let r = batch(&sb, &["--only", "failed"]);
+    assert_eq!(r.code, 0, "what ran completed: {r:?}");
+    assert!(r.stdout.contains("1 item(s)"), "only c ran: {r:?}");
+    let after = sb.read("workers-output.csv");
+    assert_eq!(
+        raw_line(&after, "b"),
+        raw_line(&before, "b"),
+        "b's row is kept"
+    );
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(
+        (rows["b"]["status"].as_str(), rows["c"]["status"].as_str()),
+        ("blocked", "completed")
+    );
+    let r = batch(&sb, &["--only", "blocked"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("1 item(s)"), "only b ran: {r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert!(
+        rows.values().all(|r| r["status"] == "completed"),
+        "{rows:?}"
+    );
+    // Nothing is blocked any more: --only blocked runs nothing.
+    let r = batch(&sb, &["--only", "blocked", "--dry-run"]);
+    assert_eq!(planned(&r), Vec::<String>::new());
+}
+
 #[test]
 fn shards_cover_every_item_exactly_once_for_n_1_to_7() {
     let sb = Sandbox::new();

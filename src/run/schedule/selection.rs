@@ -27,12 +27,18 @@ impl Selection {
         self.previous.as_ref().is_some_and(|p| p.completed(id))
     }
 
+    /// Whether the previous output shows `id` blocked.
+    pub fn blocked_before(&self, id: &str) -> bool {
+        self.previous.as_ref().is_some_and(|p| p.blocked(id))
+    }
+
     /// Whether the row with `id` is run (shard and `--only`).
     pub fn runs(&self, id: &str) -> bool {
         self.in_shard(id)
             && match &self.only {
                 Only::All => true,
-                Only::Failed => !self.completed_before(id),
+                Only::Failed => !self.completed_before(id) && !self.blocked_before(id),
+                Only::Blocked => self.blocked_before(id),
                 Only::Ids(ids) => ids.contains(id),
             }
     }

@@ -136,26 +136,24 @@ pub enum Error {
     },
     /// Another run holds the batch's lock. Exit 3.
     #[error(
-        "another run of this batch is in progress (pid {}); wait for it to finish or stop it (lock: {})",
-        pid.map_or("unknown".to_string(), |p| p.to_string()),
+        "another run of this batch is in progress ({holder}); wait for it to finish or stop it (lock: {})",
         lock.display()
     )]
     LockHeld {
-        /// The holder's pid, when it wrote one.
-        pid: Option<u32>,
+        /// Who holds it: its pid, and its host when that is another one.
+        holder: crate::fsutil::Holder,
         /// The lock file.
         lock: PathBuf,
     },
     /// Another runner holds the store lock for longer than a writer waits. Exit 3.
     #[error(
-        "another runner (pid {}) has been editing the store for more than {}; wait for it to finish or stop it, then try again (lock: {})",
-        pid.map_or("unknown".to_string(), |p| p.to_string()),
+        "another runner ({holder}) has been editing the store for more than {}; wait for it to finish or stop it, then try again (lock: {})",
         humantime::format_duration(*waited),
         lock.display()
     )]
     StoreBusy {
-        /// The holder's pid, when it wrote one.
-        pid: Option<u32>,
+        /// Who holds it: its pid, and its host when that is another one.
+        holder: crate::fsutil::Holder,
         /// How long the writer waited.
         waited: std::time::Duration,
         /// The lock file.
@@ -347,7 +345,10 @@ mod tests {
             ),
             (
                 Error::LockHeld {
-                    pid: Some(42),
+                    holder: crate::fsutil::Holder {
+                        pid: Some(42),
+                        host: None,
+                    },
                     lock: PathBuf::from("/w/lock"),
                 },
                 3,
@@ -355,7 +356,10 @@ mod tests {
             ),
             (
                 Error::StoreBusy {
-                    pid: Some(7),
+                    holder: crate::fsutil::Holder {
+                        pid: Some(7),
+                        host: None,
+                    },
                     waited: std::time::Duration::from_secs(10),
                     lock: PathBuf::from("/s/.runner.lock"),
                 },

@@ -180,7 +180,7 @@ impl Drop for PidLock {
 /// when another process holds it: its pid, when it wrote one.
 ///
 /// Errors: [`Error::Io`] (exit 3) when the file cannot be opened or locked.
-pub fn try_pid_lock(path: &Path) -> Result<std::result::Result<PidLock, Option<u32>>> {
+pub fn try_pid_lock(path: &Path) -> Result<std::result::Result<PidLock, Holder>> {
     use std::io::{Read, Seek, SeekFrom};
     use std::os::unix::fs::OpenOptionsExt;
     let mut file = OpenOptions::new()
@@ -194,17 +194,66 @@ pub fn try_pid_lock(path: &Path) -> Result<std::result::Result<PidLock, Option<u
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
-            let mut pid = String::new();
-            let _ = file.read_to_string(&mut pid);
-            return Ok(Err(pid.trim().parse().ok()));
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            return Ok(Err(Holder::read(&text)));
         }
         Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", path, e)),
     }
     let _ = file.set_len(0);
     let _ = file.seek(SeekFrom::Start(0));
-    let _ = write!(file, "{}", std::process::id());
+    let _ = write!(file, "{} {}", std::process::id(), this_host());
     let _ = file.flush();
     Ok(Ok(PidLock { file }))
+}
+
+/// Who holds a lock, as its file says (`PID HOST`): a lock on a shared volume may be held
+/// from another machine or container, whose pid means nothing here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The holder's pid, when it wrote one.
+    pub pid: Option<u32>,
+    /// Its host, when it is not this one.
+    pub host: Option<String>,
+}
+
+impl Holder {
+    fn read(text: &str) -> Holder {
+        let mut words = text.split_whitespace();
+        let pid = words.next().and_then(|p| p.parse().ok());
+        let host = words
+            .next()
+            .filter(|h| *h != this_host())
+            .map(str::to_owned);
+        Holder { pid, host }
+    }
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pid = self.pid.map_or("unknown".to_string(), |p| p.to_string());
+        match &self.host {
+            None => write!(f, "pid {pid}"),
+            Some(host) => write!(
+                f,
+                "on host {host}, pid {pid} there: another machine or container sharing this folder, whose pid means nothing here"
+            ),
+        }
+    }
+}
+
+/// This machine's (or container's) host name, from the kernel (`/proc/sys/kernel/hostname`
+/// is per UTS namespace, so each pod has its own); `-` when it cannot be read.
+fn this_host() -> String {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .ok()
+            .filter(|h| !h.is_empty() && !h.contains(char::is_whitespace))
+            .unwrap_or_else(|| "-".to_owned())
+    })
+    .clone()
 }
 
 /// The process's umask, read from `/proc/self/status` (setting it to read it would race with
@@ -641,16 +690,38 @@ mod tests {
         assert!(create_private_dir(&tmp).is_err());
     }
 
+    /// A lock held from another host (a pod sharing the volume) says so, since its pid means
+    /// nothing here; one from this host, or an old file with a pid alone, names the pid.
+    #[test]
+    fn a_lock_held_from_another_host_says_so() {
+        let other = Holder::read("17 shard-worker-2\n");
+        assert_eq!(other.pid, Some(17));
+        assert_eq!(other.host.as_deref(), Some("shard-worker-2"));
+        assert!(
+            other
+                .to_string()
+                .starts_with("on host shard-worker-2, pid 17 there: another machine or container"),
+            "{other}"
+        );
+        let here = Holder::read(&format!("17 {}", this_host()));
+        assert_eq!(here.to_string(), "pid 17");
+        assert_eq!(Holder::read("17").to_string(), "pid 17");
+        assert_eq!(Holder::read("").to_string(), "pid unknown");
+    }
+
     #[test]
     fn a_lock_names_its_holder_while_held_and_no_one_after() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(".lock");
         let held = try_pid_lock(&path).expect("open").expect("free");
-        let me = std::process::id().to_string();
+        let me = format!("{} {}", std::process::id(), this_host());
         assert_eq!(fs::read_to_string(&path).expect("read"), me);
         assert_eq!(
             try_pid_lock(&path).expect("open").expect_err("held"),
-            Some(std::process::id())
+            Holder {
+                pid: Some(std::process::id()),
+                host: None
+            }
         );
         drop(held);
         // Emptied: a command that only took the lock leaves the file as it found it.

@@ -130,11 +130,16 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
         (None, None) if args.batch.is_some() => base.join(&default_name),
         (None, None) => input.parent().unwrap_or(Path::new(".")).join(&default_name),
     };
-    // A folder (existing, or written with a trailing `/`) gets the default file name.
+    // A folder (existing, or written with a trailing `/`) gets the default file name; a file
+    // named for a shard gets its number too (`out.csv` → `out.shard-2-of-4.csv`), so shards
+    // sharing one folder never share one output and one workspace.
     let output = if output.is_dir() || output.as_os_str().to_string_lossy().ends_with('/') {
         output.join(&default_name)
     } else {
-        output
+        match settings::shard(&args.run)? {
+            Some(s) => shard_file(&output, s.k, s.n),
+            None => output,
+        }
     };
     let schema = match (&args.output_schema, &spec.output_schema) {
         (Some(p), _) => settings::load_schema(None, Some(p))?,
@@ -163,4 +168,40 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
         schema,
         reads,
     })
+}
+
+/// `path` with shard `k` of `n` in its name, before the extension (`out.csv` →
+/// `out.shard-2-of-4.csv`); unchanged when it already names that shard.
+fn shard_file(path: &Path, k: u32, n: u32) -> PathBuf {
+    let tag = format!("shard-{k}-of-{n}");
+    let name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name.contains(&tag) {
+        return path.to_owned();
+    }
+    let stem = path
+        .file_stem()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let file = match path.extension() {
+        Some(ext) => format!("{stem}.{tag}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{tag}"),
+    };
+    path.with_file_name(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shards_output_file_carries_its_number() {
+        let at = |p: &str| shard_file(Path::new(p), 2, 4).display().to_string();
+        assert_eq!(at("out/res.csv"), "out/res.shard-2-of-4.csv");
+        assert_eq!(at("res.jsonl"), "res.shard-2-of-4.jsonl");
+        assert_eq!(at("res"), "res.shard-2-of-4");
+        assert_eq!(at("res.shard-2-of-4.csv"), "res.shard-2-of-4.csv");
+    }
 }

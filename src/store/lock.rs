@@ -48,13 +48,13 @@ pub fn acquire(dir: &Path, wait: Duration) -> Result<StoreLock> {
     let deadline = started + wait;
     let mut said = false;
     loop {
-        let pid = match try_pid_lock(&path)? {
+        let holder = match try_pid_lock(&path)? {
             Ok(lock) => return Ok(StoreLock { _lock: lock }),
-            Err(pid) => pid,
+            Err(holder) => holder,
         };
         if Instant::now() >= deadline {
             return Err(Error::StoreBusy {
-                pid,
+                holder,
                 waited: wait,
                 lock: path,
             });
@@ -62,8 +62,7 @@ pub fn acquire(dir: &Path, wait: Duration) -> Result<StoreLock> {
         // The holder writes its pid just after it takes the lock: name it once it is there
         // (or after a moment without it).
         let quiet = started.elapsed() >= Duration::from_millis(200);
-        if !said && (pid.is_some() || quiet) {
-            let holder = pid.map_or("pid unknown".to_string(), |p| format!("pid {p}"));
+        if !said && (holder.pid.is_some() || quiet) {
             eprintln!("runner: {WAITING}, held by {holder} ({})", path.display());
             said = true;
         }

@@ -188,26 +188,37 @@ fn shard_auto_takes_its_slice_from_the_indexed_job() {
 }
 
 /// A trial ran `--shard K/3 -o sh.csv` for K = 1, 2, 3: each shard replaced the previous
-/// one's rows in sh.csv, and merge found shards missing. A run whose slice differs from the
-/// one an existing output holds is refused (exit 2, nothing changed), naming a file to use.
+/// one's rows in sh.csv (and four shard processes sharing one folder met one lock). A file
+/// given with `--shard` carries the shard's number, as the default name does: each shard
+/// writes its own output and workspace, and merge joins them.
 #[test]
-fn shards_given_one_output_file_do_not_replace_each_others_rows() {
+fn shards_given_one_output_file_each_write_their_own() {
     let sb = Sandbox::new();
     succeeding_rows(&sb, 6);
-    assert_eq!(batch(&sb, &["--shard", "1/3", "-o", "sh.csv"]).code, 0);
-    let before = sb.tree();
-    let r = batch(&sb, &["--shard", "2/3", "-o", "sh.csv"]);
-    assert_eq!(r.code, 2, "{r:?}");
-    assert!(
-        r.stderr
-            .contains("this output holds shard 1/3, and this run is shard 2/3")
-            && r.stderr.contains("sh.shard-2-of-3.csv"),
-        "{r:?}"
-    );
-    let r = batch(&sb, &["-o", "sh.csv"]);
-    assert_eq!(r.code, 2, "the whole batch over a shard's output: {r:?}");
-    assert_eq!(sb.tree(), before, "nothing on disk changes");
-    // The same shard again resumes.
+    for k in 1..=3 {
+        let r = batch(&sb, &["--shard", &format!("{k}/3"), "-o", "sh.csv"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        assert!(
+            sb.join(&format!("sh.shard-{k}-of-3.csv")).is_file(),
+            "{r:?}"
+        );
+        assert!(
+            sb.join(&format!("sh.shard-{k}-of-3.runner")).is_dir(),
+            "{r:?}"
+        );
+    }
+    assert!(!sb.join("sh.csv").exists());
+    let r = sb.run(&[
+        "merge",
+        "sh.shard-1-of-3.csv",
+        "sh.shard-2-of-3.csv",
+        "sh.shard-3-of-3.csv",
+        "-o",
+        "sh.csv",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(by_id(&sb.join("sh.csv"), "id").len(), 6);
+    // The same shard again resumes into its own output.
     let r = batch(&sb, &["--shard", "1/3", "-o", "sh.csv"]);
     assert_eq!(r.code, 0, "{r:?}");
 }
@@ -283,7 +294,7 @@ fn merge_refuses_mixed_batches_missing_shards_conflicts_and_strangers() {
         "--shard",
         "2/2",
         "--output",
-        "other.csv",
+        "other.shard-2-of-2.csv",
         "--",
         "python3",
         &f,
@@ -304,7 +315,7 @@ fn merge_refuses_mixed_batches_missing_shards_conflicts_and_strangers() {
     sb.write("stranger.csv", "id\nx\n");
     let cases: &[(&[&str], &str)] = &[
         (
-            &["workers-output.shard-1-of-2.csv", "other.csv"],
+            &["workers-output.shard-1-of-2.csv", "other.shard-2-of-2.csv"],
             "belongs to another batch",
         ),
         (

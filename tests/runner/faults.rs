@@ -754,7 +754,8 @@ fn a_sharded_run_killed_mid_way_resumes_into_its_own_output() {
     let rows: Vec<(String, &str)> = (1..=6).map(|n| (format!("r{n}"), "slow")).collect();
     let rows: Vec<(&str, &str)> = rows.iter().map(|(id, m)| (id.as_str(), *m)).collect();
     sb.write_rows(&rows);
-    let out = sb.join("sh.csv");
+    // A file named for a shard's output gets the shard's number.
+    let out = sb.join("sh.shard-1-of-2.csv");
     let mut runner = sb
         .fake_batch_cmd(&["--jobs", "1", "--shard", "1/2", "-o", "sh.csv"])
         .env("SLOW_SECONDS", "1")
@@ -771,7 +772,7 @@ fn a_sharded_run_killed_mid_way_resumes_into_its_own_output() {
     signal(&runner, "-9");
     let _ = wait_exit(&mut runner, 10);
     assert!(
-        sb.join("sh.csv.shard.json").is_file(),
+        sb.join("sh.shard-1-of-2.csv.shard.json").is_file(),
         "the sidecar came first"
     );
     let r = sb

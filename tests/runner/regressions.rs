@@ -43,13 +43,15 @@ fn inserting_a_row_above_completed_rows_does_not_rerun_them() {
 fn outputs_never_overwrite_what_the_batch_reads() {
     let sb = Sandbox::new();
     sb.write_rows(&[("a", "success")]);
+    sb.write("blocker", b"a file where a folder must be\n");
     let before = sb.tree();
     for target in ["in.csv", "instr.md"] {
         let r = sb.fake_batch(&["--output", target]);
         assert_eq!(r.code, 2, "{target}: {r:?}");
         assert!(r.stderr.contains("would overwrite"), "{r:?}");
     }
-    let r = sb.fake_batch(&["--junit", "no/such/dir/j.xml"]);
+    // (A folder that is not there yet is made; a file in its way is refused.)
+    let r = sb.fake_batch(&["--junit", "blocker/dir/j.xml"]);
     assert_eq!(
         r.code, 2,
         "a bad --junit path is refused before the run: {r:?}"

@@ -20,7 +20,7 @@ pub fn acquire(dir: &Path) -> Result<RunLock> {
     let path = dir.join("lock");
     match try_pid_lock(&path)? {
         Ok(lock) => Ok(RunLock { _lock: lock }),
-        Err(pid) => Err(Error::LockHeld { pid, lock: path }),
+        Err(holder) => Err(Error::LockHeld { holder, lock: path }),
     }
 }
 

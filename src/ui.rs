@@ -455,7 +455,12 @@ pub fn write_summary(
         .counts
         .iter()
         .filter(|(_, n)| *n > 0)
-        .map(|(st, n)| format!("{n} {st}"))
+        .map(|(st, n)| match st {
+            ItemStatus::Cancelled if s.never_started > 0 => {
+                format!("{n} {st} ({} never started)", s.never_started.min(*n))
+            }
+            _ => format!("{n} {st}"),
+        })
         .collect();
     let resumed = if s.resumed > 0 {
         format!(" ({} from an earlier run)", s.resumed)
@@ -637,9 +642,10 @@ mod tests {
                 (ItemStatus::Completed, 3),
                 (ItemStatus::Failed, 1),
                 (ItemStatus::TimedOut, 0),
+                (ItemStatus::Cancelled, 48),
             ],
             resumed: 2,
-            interrupted: false,
+            interrupted: true,
             elapsed_s: 12.34,
             cost_usd: Some(0.125),
             problems: vec![crate::run::events::Problem {
@@ -650,7 +656,8 @@ mod tests {
                 reason: "exited with code 1: boom".into(),
                 log: "/w/t/teammates/2-b/attempt-1.stderr.log".into(),
             }],
-            problems_hidden: 0,
+            problems_hidden: 48,
+            never_started: 46,
         };
         let mut out = Vec::new();
         write_summary(

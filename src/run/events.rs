@@ -300,6 +300,10 @@ pub struct RunSummary {
     /// Problems not listed because there were too many.
     #[serde(skip)]
     pub problems_hidden: u64,
+    /// Of the cancelled items, those no attempt of this run ever started (an interrupt came
+    /// first).
+    #[serde(skip)]
+    pub never_started: u64,
 }
 
 impl RunSummary {
@@ -452,6 +456,7 @@ pub(crate) mod tests {
                 cost_usd: Some(0.5),
                 problems: Vec::new(),
                 problems_hidden: 0,
+                never_started: 0,
             }),
             Event::RunEnded {
                 outputs: vec!["/w/workers-output.csv".into(), "/w/junit.xml".into()],

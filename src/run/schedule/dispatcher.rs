@@ -49,6 +49,8 @@ struct State {
     /// source order (not in the order they ended).
     problems: Vec<(usize, Problem)>,
     problems_hidden: u64,
+    /// Items an interrupted run ended before any attempt of theirs started.
+    never_started: u64,
     snapshot: Snapshot,
     dirty: bool,
     /// Whether `team_stopped` is recorded ([`announce_stop`]).
@@ -66,6 +68,7 @@ impl State {
             admitted: 0,
             problems: Vec::new(),
             problems_hidden: 0,
+            never_started: 0,
             snapshot,
             dirty: true,
             stop_announced: false,
@@ -86,6 +89,9 @@ impl State {
             *self.cost.get_or_insert(0.0) += c;
         }
         let place = self.order.remove(&o.id).unwrap_or(usize::MAX);
+        if o.status == ItemStatus::Cancelled && o.attempts == 0 {
+            self.never_started += 1;
+        }
         if o.status != ItemStatus::Completed {
             self.problems.push((place, Problem::of(o)));
             if self.problems.len() > PROBLEMS_LISTED {
@@ -617,6 +623,9 @@ impl<'a> Dispatcher<'a> {
                         title: item.title.clone(),
                     });
                 }
+                if earlier.is_none() {
+                    st.never_started += 1;
+                }
                 st.count(earlier.unwrap_or(ItemStatus::Cancelled));
             }
         }
@@ -634,6 +643,7 @@ impl<'a> Dispatcher<'a> {
             cost_usd: st.cost,
             problems: problems.into_iter().map(|(_, p)| p).collect(),
             problems_hidden: st.problems_hidden,
+            never_started: st.never_started,
         };
         let run_finished = Event::RunFinished(summary.clone());
         self.team.record(&run_finished)?;

@@ -731,8 +731,22 @@ fn verify_decides_a_reported_success_and_its_failure_names_the_log_that_explains
     assert_eq!(rows["a"]["status"], "failed");
     let error = &rows["a"]["error"];
     assert!(
-        error.contains("exited with code 1: missing a.ok")
-            && error.contains("teammates/1-a/attempt-1.verify.stderr.log"),
+        error.ends_with("exited with code 1: missing a.ok"),
         "{error}"
+    );
+    // The log column (and `show`) name the verify command's log, not the agent's, and the
+    // reason is not cut through a path.
+    assert!(
+        rows["a"]["log"].ends_with("teammates/1-a/attempt-1.verify.stderr.log"),
+        "{:?}",
+        rows["a"]
+    );
+    let shown = sb.run(&["show", "a"]);
+    assert!(
+        shown
+            .stdout
+            .contains("attempt-1.verify.stderr.log (last 20 lines)")
+            && shown.stdout.contains("missing a.ok"),
+        "{shown:?}"
     );
 }

@@ -574,7 +574,8 @@ async fn verify_again(
         var("RUNNER_TEAMMATE_DIR", &dir),
         var("RUNNER_ATTEMPT", &logs.attempt.to_string()),
     ];
-    let verdict = match run_verify(spec, item, argv, &spec.cwd, &logs, &env, cancel).await {
+    let (result, verify_log) = run_verify(spec, item, argv, &spec.cwd, &logs, &env, cancel).await;
+    let verdict = match result {
         VerifyResult::Passed | VerifyResult::NotRun => (ItemStatus::Completed, None, String::new()),
         VerifyResult::Failed(why) => (
             ItemStatus::Failed,
@@ -583,10 +584,15 @@ async fn verify_again(
         ),
         VerifyResult::Cancelled => return earlier,
     };
+    let log = match verdict.1 {
+        Some(_) if !verify_log.as_os_str().is_empty() => verify_log.display().to_string(),
+        _ => earlier.log.clone(),
+    };
     Outcome {
         status: verdict.0,
         failure_kind: verdict.1,
         error: verdict.2,
+        log,
         awaiting_verify: false,
         finished_at: now_rfc3339(),
         ..earlier
@@ -973,7 +979,7 @@ async fn judge_attempt(
         commit: None,
     };
     // The verify command runs when the attempt's own evidence says completed.
-    let verify = match &spec.settings.verify {
+    let (verify, verify_log) = match &spec.settings.verify {
         Some(verify) if report::judge(&evidence).status == ItemStatus::Completed => {
             run_verify(
                 spec,
@@ -986,7 +992,7 @@ async fn judge_attempt(
             )
             .await
         }
-        _ => VerifyResult::NotRun,
+        _ => (VerifyResult::NotRun, PathBuf::new()),
     };
     evidence.verify = &verify;
     evidence.commit = commit.as_ref();
@@ -995,6 +1001,7 @@ async fn judge_attempt(
         let granted = prepared.sandbox.as_deref().unwrap_or_default();
         verdict.reason = sandbox_hint(spec, granted, ran.stderr_end.as_deref(), verdict.reason);
     }
+    let verdict_kind = verdict.kind;
     let report = found.ok().map(|(r, _)| r);
     let mut agent = ran.agent;
     // An agent that is no CLI (exec) may say what it spent in its report.
@@ -1018,7 +1025,15 @@ async fn judge_attempt(
         elapsed: ran.elapsed,
         agent,
         report,
-        log: ran.log,
+        // A failed verify is explained by its own log, not the agent's.
+        log: match verdict_kind {
+            Some(crate::failure::FailureKind::VerifyFailed)
+                if !verify_log.as_os_str().is_empty() =>
+            {
+                verify_log
+            }
+            _ => ran.log,
+        },
     }
 }
 
@@ -1112,10 +1127,8 @@ async fn run_helper(
                 .or_else(|| last_line_of(&log))
                 .map(|l| format!(": {l}"))
                 .unwrap_or_default();
-            format!(
-                "`{shown}` exited with code {code}{tail} (log: {})",
-                told.display()
-            )
+            // The log is the outcome's (its `log` column), not cut into the reason.
+            format!("`{shown}` exited with code {code}{tail}")
         }
         ProcessEnd::TimedOut { limit, .. } => format!(
             "`{shown}` timed out after {}",
@@ -1134,7 +1147,8 @@ async fn run_helper(
 }
 
 /// Run the verify command (argv, `{column}` placeholders filled from the item's values) in
-/// the teammate's working directory (its worktree, when isolated).
+/// the teammate's working directory (its worktree, when isolated). With a failure, the log
+/// that explains it (`attempt-N.verify.log`, or its stderr log; empty when none was written).
 async fn run_verify(
     spec: &RunSpec,
     item: &WorkItem,
@@ -1143,20 +1157,20 @@ async fn run_verify(
     logs: &AttemptLogs<'_>,
     env: &[(String, OsString)],
     cancel: watch::Receiver<Cancel>,
-) -> VerifyResult {
+) -> (VerifyResult, PathBuf) {
     let headers: Vec<String> = item.vars.iter().map(|(k, _)| k.clone()).collect();
     let values: Vec<String> = item.vars.iter().map(|(_, v)| v.clone()).collect();
     let mut rendered = Vec::with_capacity(argv.len());
     for a in argv {
         match crate::prompt::Instruction::parse(Path::new("--verify"), 1, a) {
             Ok(t) => rendered.push(t.render(&headers, &values)),
-            Err(e) => return VerifyResult::Failed(e.to_string()),
+            Err(e) => return (VerifyResult::Failed(e.to_string()), PathBuf::new()),
         }
     }
     match run_helper(spec, "verify", &rendered, cwd, logs, env, cancel).await {
-        Ok(()) => VerifyResult::Passed,
-        Err(f) if f.cancelled => VerifyResult::Cancelled,
-        Err(f) => VerifyResult::Failed(f.reason),
+        Ok(()) => (VerifyResult::Passed, PathBuf::new()),
+        Err(f) if f.cancelled => (VerifyResult::Cancelled, PathBuf::new()),
+        Err(f) => (VerifyResult::Failed(f.reason), f.log),
     }
 }
 

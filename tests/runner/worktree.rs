@@ -122,10 +122,8 @@ fn uncommitted_changes_are_committed_and_the_agents_own_commits_kept() {
         sb.path(),
         &["log", "--format=%s", "runner/workers-output/1-a"],
     );
-    assert!(
-        log.starts_with("runner: Do this: EDIT src/new.rs=fn_main\n"),
-        "{log}"
-    );
+    // Titled with what the report says was done, not the instruction.
+    assert!(log.starts_with("runner: edited src/new.rs"), "{log}");
     let log = git(
         sb.path(),
         &["log", "--format=%s", "runner/workers-output/2-b"],
@@ -165,7 +163,7 @@ fn under_the_sandbox_a_teammate_cannot_commit_or_move_a_branch_and_the_runner_co
         sb.path(),
         &["log", "--format=%s", "runner/workers-output/1-a"],
     );
-    assert!(log.starts_with("runner: Do this: EDIT a.txt=one"), "{log}");
+    assert!(log.starts_with("runner: edited a.txt"), "{log}");
 }
 
 #[test]

@@ -375,7 +375,8 @@ impl Isolation {
         Ok(Some(list))
     }
 
-    /// Commit whatever the agent left uncommitted in `wt` (`runner: <title>`) — only what
+    /// Commit whatever the agent left uncommitted in `wt` (`runner: <title>`: the report's
+    /// summary, else the item's title) — only what
     /// changed after the set-up command, when one ran. Returns the branch's head commit and
     /// the diffstat of the branch against the base.
     ///

@@ -924,6 +924,21 @@ pub fn writable(
     paths
 }
 
+/// A commit title from a report's `summary`: its first line, at most 72 characters (cut at a
+/// word, with `…`); `None` when it is blank.
+fn commit_title(summary: &str) -> Option<String> {
+    let line = summary.lines().map(str::trim).find(|l| !l.is_empty())?;
+    if line.chars().count() <= 72 {
+        return Some(line.to_owned());
+    }
+    let cut: String = line.chars().take(71).collect();
+    let cut = match cut.rfind(' ') {
+        Some(i) if i > 40 => &cut[..i],
+        _ => cut.as_str(),
+    };
+    Some(format!("{}…", cut.trim_end()))
+}
+
 /// Judge an executed attempt: commit the worktree, find and validate the report, check its
 /// output against the schema, run the verify command when everything else says completed,
 /// and ask [`report::judge`] for the verdict.
@@ -936,22 +951,29 @@ async fn judge_attempt(
     cancel: watch::Receiver<Cancel>,
 ) -> AttemptResult {
     let report_path = &prepared.report_path;
-    // Nothing the agent did is lost: whatever it left uncommitted goes on its branch.
+    let found = match read_report_file(report_path) {
+        Err(problem) => Err(report::ReportError::Unreadable(problem)),
+        Ok(text) => report::find(text.as_deref(), ran.agent.final_text.as_deref(), &item.id),
+    };
+    // Nothing the agent did is lost: whatever it left uncommitted goes on its branch, titled
+    // with what its report says it did (else the item's title).
     let git = match (&prepared.worktree, &spec.isolation) {
-        (Some(wt), Some(iso)) => Some(
-            iso.commit_all(wt, &item.title)
-                .await
-                .map(|(c, d)| (wt.branch.clone(), c, d)),
-        ),
+        (Some(wt), Some(iso)) => {
+            let title = match &found {
+                Ok((r, _)) => commit_title(&r.summary).unwrap_or_else(|| item.title.clone()),
+                Err(_) => item.title.clone(),
+            };
+            Some(
+                iso.commit_all(wt, &title)
+                    .await
+                    .map(|(c, d)| (wt.branch.clone(), c, d)),
+            )
+        }
         _ => None,
     };
     let commit = git
         .as_ref()
         .map(|g| g.as_ref().map(|_| ()).map_err(Clone::clone));
-    let found = match read_report_file(report_path) {
-        Err(problem) => Err(report::ReportError::Unreadable(problem)),
-        Ok(text) => report::find(text.as_deref(), ran.agent.final_text.as_deref(), &item.id),
-    };
     let schema_errors = match (&found, &spec.schema) {
         (Ok((r, _)), Some((_, validator))) => report::schema_errors(r, validator),
         _ => None,

@@ -6,6 +6,42 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::options::Format;
 
+/// A free-text value whose usual words are offered by shell completion and listed in
+/// `--help` (`--runner`: the built-in definitions; a store's own names are accepted too).
+/// Parsing accepts any text; the settings check the value and say what is wrong.
+#[derive(Clone)]
+struct Offered(fn() -> Vec<&'static str>);
+
+impl clap::builder::TypedValueParser for Offered {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            (self.0)()
+                .into_iter()
+                .map(clap::builder::PossibleValue::new),
+        ))
+    }
+}
+
+fn runner_names() -> Vec<&'static str> {
+    crate::agent::definition::BUILTIN
+        .iter()
+        .map(|(name, _)| *name)
+        .collect()
+}
+
 /// Resolve a batch of work items in parallel: one agent CLI teammate per item, verified
 /// reports, atomic outputs.
 #[derive(Debug, Parser)]
@@ -327,7 +363,7 @@ pub struct BatchArgs {
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
     /// Runner definition to use (e.g. exec, claude, codex).
-    #[arg(long, value_name = "NAME", conflicts_with = "runner_file")]
+    #[arg(long, value_name = "NAME", conflicts_with = "runner_file", value_parser = Offered(runner_names), hide_possible_values = true)]
     pub runner: Option<String>,
     /// A runner definition file (TOML) to use instead of a named one.
     #[arg(long, value_name = "FILE")]
@@ -352,7 +388,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub retries: Option<u32>,
     /// Which outcomes are retried: a comma list of failed, timed_out, blocked.
-    #[arg(long, value_name = "LIST", default_value = "failed,timed_out")]
+    #[arg(long, value_name = "LIST", default_value = "failed,timed_out", value_parser = Offered(|| vec!["failed", "timed_out", "blocked", "failed,timed_out", "failed,timed_out,blocked"]), hide_possible_values = true)]
     pub retry_on: String,
     /// Delay before the first retry; doubled for each further one, with jitter.
     #[arg(
@@ -428,7 +464,7 @@ pub struct RunArgs {
     pub accept_changes: bool,
     /// Isolation: `worktree` runs each teammate in its own git worktree and branch
     /// `runner/<team>/<teammate>` (default: none).
-    #[arg(long, value_name = "none|worktree")]
+    #[arg(long, value_name = "none|worktree", value_parser = Offered(|| vec!["none", "worktree"]), hide_possible_values = true)]
     pub isolate: Option<String>,
     /// With --isolate worktree: merge completed branches back one by one (`git merge
     /// --no-ff`, in item order); a conflict fails that item and keeps its branch.
@@ -459,6 +495,6 @@ pub struct RunArgs {
     /// BATCH.md/runner.toml say `sandbox`) is landlock where the kernel has it (Linux 6.12+)
     /// and the team workspace lies outside what teammates write, else none, saying why on
     /// the first line. `none` opts out.
-    #[arg(long, value_name = "auto|none|landlock")]
+    #[arg(long, value_name = "auto|none|landlock", value_parser = Offered(|| vec!["auto", "none", "landlock"]), hide_possible_values = true)]
     pub sandbox: Option<String>,
 }

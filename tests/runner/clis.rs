@@ -555,3 +555,29 @@ stdout = '''
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("(buy more)"), "{r:?}");
 }
+
+/// Shell completion offers the runner names and the words `--isolate`, `--sandbox` and
+/// `--retry-on` take, not file names; `--runner` still takes a store's own definition name.
+#[test]
+fn completion_offers_runner_names_and_flag_values() {
+    let sb = Sandbox::new();
+    let r = sb.run(&["completions", "bash"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let offered = |flag: &str| -> String {
+        let at = r
+            .stdout
+            .find(&format!("{flag})"))
+            .unwrap_or_else(|| panic!("{flag} in the script"));
+        r.stdout[at..].lines().nth(1).unwrap_or_default().to_owned()
+    };
+    let runner = offered("--runner");
+    for name in ["claude", "codex", "gemini", "pi", "exec", "openai"] {
+        assert!(runner.contains(name), "{runner}");
+    }
+    assert!(offered("--sandbox").contains("auto none landlock"));
+    assert!(offered("--isolate").contains("none worktree"));
+    assert!(offered("--retry-on").contains("timed_out"));
+    // Offered, not imposed: an unknown name reaches the definition lookup and its message.
+    let r = sb.run(&["batch", "--runner", "my-own", "--dry-run", "x.md"]);
+    assert!(!r.stderr.contains("invalid value"), "{r:?}");
+}

@@ -759,7 +759,8 @@ impl Settings {
         file: &FileSettings,
         store: Option<&Path>,
     ) -> Result<Settings> {
-        let command: Vec<String> = if command.is_empty() {
+        let from_file = command.is_empty();
+        let mut command: Vec<String> = if from_file {
             file.command.clone().unwrap_or_default()
         } else {
             command.to_vec()
@@ -771,6 +772,25 @@ impl Settings {
             None => detect_runner(store)?,
         };
         let runner = definition::load(&runner_name, store, flags.runner_file.as_deref())?;
+        // The quick-start form `runner batch BATCH.md --runner claude` over a file written for
+        // the exec runner: the command line's runner wins over the file's runner and command.
+        let chosen_here = flags.runner.is_some() || flags.runner_file.is_some();
+        if from_file
+            && chosen_here
+            && !command.is_empty()
+            && !runner.args.iter().any(|a| a == "{command_args}")
+        {
+            eprintln!(
+                "note: runner `{}` from the command line replaces the file's {}and its `command` ({})",
+                runner.name,
+                file.runner
+                    .as_ref()
+                    .map(|r| format!("`runner: {r}` "))
+                    .unwrap_or_default(),
+                command.join(" ")
+            );
+            command.clear();
+        }
         if !command.is_empty() && !runner.args.iter().any(|a| a == "{command_args}") {
             return Err(Error::Conflict {
                 flag: "a program after `--` (or BATCH.md `command`)".into(),

@@ -581,3 +581,42 @@ fn completion_offers_runner_names_and_flag_values() {
     let r = sb.run(&["batch", "--runner", "my-own", "--dry-run", "x.md"]);
     assert!(!r.stderr.contains("invalid value"), "{r:?}");
 }
+
+/// The quick-start form over a BATCH.md written for the exec runner: `--runner claude` on
+/// the command line replaces the file's runner and its `command`, with a note; a program
+/// after `--` with a runner that starts its own is still refused.
+#[test]
+fn a_command_line_runner_replaces_the_batch_files_exec_command() {
+    let sb = sandbox();
+    sb.write(
+        "BATCH.md",
+        "---\nrunner: exec\ncommand: [python3, my_agent.py]\n---\nDo {id}.\n",
+    );
+    std::fs::copy(sb.join("in.csv"), sb.join("workers-input.csv")).expect("input");
+    let r: crate::harness::Run = sb
+        .cmd(&[
+            "batch", "BATCH.md", "--runner", "claude", "--format", "plain",
+        ])
+        .env("PATH", path_with_bin(&sb))
+        .env("FAKE_CLI_SCENARIO", "success")
+        .env("FAKE_CLI_RECORD", sb.join("record"))
+        .output()
+        .expect("run")
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains(
+            "note: runner `claude` from the command line replaces the file's `runner: exec` and its `command` (python3 my_agent.py)"
+        ),
+        "{r:?}"
+    );
+    assert_eq!(argv(&recorded(&sb, "claude"))[0], "-p", "claude ran");
+    let r = sb
+        .cmd(&[
+            "batch", "BATCH.md", "--runner", "claude", "--", "python3", "x.py",
+        ])
+        .env("PATH", path_with_bin(&sb))
+        .output()
+        .expect("run");
+    assert_eq!(r.status.code(), Some(2));
+}

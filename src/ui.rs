@@ -88,8 +88,16 @@ fn detail(o: &crate::run::record::outcome::Outcome) -> &str {
     if o.status == ItemStatus::Completed {
         &o.summary
     } else {
-        &o.error
+        without_status(&o.error, o.status)
     }
+}
+
+/// `reason` without a leading `<status>: ` the line already shows (`BLOCKED … blocked:`).
+fn without_status(reason: &str, status: ItemStatus) -> &str {
+    reason
+        .strip_prefix(status.as_str())
+        .and_then(|r| r.strip_prefix(": "))
+        .unwrap_or(reason)
 }
 
 fn finished_line(o: &crate::run::record::outcome::Outcome) -> String {
@@ -492,7 +500,10 @@ pub fn write_summary(
         writeln!(
             out,
             "  {:>10}  {} (id {}){kind}: {}",
-            p.status, p.teammate, p.id, p.reason
+            p.status,
+            p.teammate,
+            p.id,
+            without_status(&p.reason, p.status)
         )?;
         if !p.log.is_empty() {
             writeln!(out, "              log: {}", p.log)?;

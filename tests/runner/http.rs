@@ -811,6 +811,10 @@ fn a_missing_key_model_or_bad_var_is_refused_before_anything_is_written() {
     for (extra, want) in [
         (&[][..], "--model"),
         (&["--var", "strcit=false"][..], "did you mean `strict`"),
+        (
+            &["--var", "temperature=0"][..],
+            "write `--var body.temperature=…`",
+        ),
         (&["--var", "base_url=localhost:8080"][..], "http://"),
         // Body fields the backend sets itself.
         (&["--var", "body.model=x"][..], "the model is --model"),

@@ -113,10 +113,16 @@ impl Http {
                 || name.starts_with("header.")
                 || name.starts_with("body."))
             {
+                // A request field written bare (`temperature=0`) is meant for the body.
+                let suggestion = match crate::suggest::did_you_mean(name, VARS.iter().copied()) {
+                    s if s.is_empty() => format!(
+                        "; to send `{name}` in the request body, write `--var body.{name}=…`"
+                    ),
+                    s => s,
+                };
                 return Err(usage(format!(
-                    "--var `{name}` is not one this runner takes{} (it takes {}, header.NAME \
-                     and body.NAME)",
-                    crate::suggest::did_you_mean(name, VARS.iter().copied()),
+                    "--var `{name}` is not one this runner takes{suggestion} (it takes {}, \
+                     header.NAME and body.NAME)",
                     VARS.join(", ")
                 )));
             }

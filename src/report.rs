@@ -313,6 +313,15 @@ pub fn find(
     Err(problem)
 }
 
+/// `reason` without a leading `<status>: ` (a blocked item's reason starts `blocked: `), for
+/// a line that shows the status already (`BLOCKED … needs a key`, `> runner: blocked: …`).
+pub fn without_status(reason: &str, status: ItemStatus) -> &str {
+    reason
+        .strip_prefix(status.as_str())
+        .and_then(|r| r.strip_prefix(": "))
+        .unwrap_or(reason)
+}
+
 /// How the agent process ended, as the run layer saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProcessEnd {

@@ -92,13 +92,7 @@ fn detail(o: &crate::run::record::outcome::Outcome) -> &str {
     }
 }
 
-/// `reason` without a leading `<status>: ` the line already shows (`BLOCKED … blocked:`).
-fn without_status(reason: &str, status: ItemStatus) -> &str {
-    reason
-        .strip_prefix(status.as_str())
-        .and_then(|r| r.strip_prefix(": "))
-        .unwrap_or(reason)
-}
+use crate::report::without_status;
 
 fn finished_line(o: &crate::run::record::outcome::Outcome) -> String {
     let retries = if o.attempts > 1 {
@@ -441,9 +435,15 @@ pub fn outln(text: impl std::fmt::Display) {
     out(format_args!("{text}\n"));
 }
 
-/// The closing summary: counts per status, total time and cost, the output and workspace
-/// paths, and each item that did not complete with its reason and log path.
-pub fn print_summary(s: &RunSummary, output: Option<&Path>, workspace: &Path, format: Format) {
+/// The closing summary: counts per status, total time and cost, the output path and the
+/// workspace's (`None` once it was removed), and each item that did not complete with its
+/// reason and log path.
+pub fn print_summary(
+    s: &RunSummary,
+    output: Option<&Path>,
+    workspace: Option<&Path>,
+    format: Format,
+) {
     if format == Format::Json {
         return;
     }
@@ -457,7 +457,7 @@ pub fn write_summary(
     out: &mut dyn Write,
     s: &RunSummary,
     output: Option<&Path>,
-    workspace: &Path,
+    workspace: Option<&Path>,
 ) -> std::io::Result<()> {
     let counts: Vec<String> = s
         .counts
@@ -519,7 +519,10 @@ pub fn write_summary(
     if let Some(o) = output {
         writeln!(out, "Output:    {}", o.display())?;
     }
-    writeln!(out, "Workspace: {}", workspace.display())
+    match workspace {
+        Some(w) => writeln!(out, "Workspace: {}", w.display()),
+        None => Ok(()),
+    }
 }
 
 /// The line `resolve` shows before it asks: which isolation the run will use.
@@ -675,7 +678,7 @@ mod tests {
             &mut out,
             &summary,
             Some(Path::new("/w/out.csv")),
-            Path::new("/w/t"),
+            Some(Path::new("/w/t")),
         )
         .expect("write");
         insta::assert_snapshot!(String::from_utf8(out).expect("utf-8"));

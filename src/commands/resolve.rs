@@ -90,7 +90,10 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     }
     // Validate the runner options before asking anything or writing.
     let (settings, backend) = store_settings(&store, &args.run, &args.command)?;
-    say(format, crate::ui::isolation_line(&settings));
+    // (A dry run's plan says it with the rest.)
+    if !args.run.dry_run {
+        say(format, crate::ui::isolation_line(&settings));
+    }
 
     let selected: Vec<u32> = if !select.is_empty() {
         select

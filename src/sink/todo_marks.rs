@@ -35,7 +35,14 @@ pub fn apply_outcome(doc: &mut TodoDocument, number: u32, outcome: Option<&Outco
             } else {
                 format!(" (log: {})", o.log)
             };
-            (Mark::Open, format!("{}: {}{log}", o.status, o.error))
+            (
+                Mark::Open,
+                format!(
+                    "{}: {}{log}",
+                    o.status,
+                    crate::report::without_status(&o.error, o.status)
+                ),
+            )
         }
         None => (
             Mark::Open,

@@ -62,7 +62,10 @@ pub fn acquire(dir: &Path, wait: Duration) -> Result<StoreLock> {
         // The holder writes its pid just after it takes the lock: name it once it is there
         // (or after a moment without it).
         let quiet = started.elapsed() >= Duration::from_millis(200);
-        if !said && (holder.pid.is_some() || quiet) {
+        // Another thread of this run (ticking an item as the batch file is edited) is no one
+        // to name.
+        let this_run = holder.pid == Some(std::process::id()) && holder.host.is_none();
+        if !said && !this_run && (holder.pid.is_some() || quiet) {
             eprintln!("runner: {WAITING}, held by {holder} ({})", path.display());
             said = true;
         }

@@ -230,7 +230,7 @@ fn run_again_reruns_only_unticked_items_and_removes_the_finished_team() {
     let batch = sb.read("S/todo-1.md");
     assert!(
         batch.contains("- [ ] B MODE=blocked")
-            && batch.contains("> runner: blocked: blocked: needs an API key"),
+            && batch.contains("> runner: blocked: needs an API key"),
         "{batch}"
     );
     // Someone unblocks B.
@@ -254,9 +254,14 @@ fn run_again_reruns_only_unticked_items_and_removes_the_finished_team() {
     assert!(batch.contains("status: done"), "{batch}");
     assert_eq!(batch.matches("- [x]").count(), 2, "{batch}");
     assert!(
-        !sb.join("S/teams/todo-resolve-1").exists(),
-        "the team is removed when everything completed"
+        !sb.join("S/teams").exists(),
+        "the team is removed when everything completed, and the store's teams/ with it"
     );
+    assert!(
+        r.stdout.contains("the team workspace was removed") && !r.stdout.contains("Workspace:"),
+        "a removed workspace is not named as if it were there: {r:?}"
+    );
+    assert!(!r.stderr.contains("waiting for the store lock"), "{r:?}");
     assert!(checkpoints(&sb).is_empty());
 }
 

@@ -146,20 +146,38 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
         // The journal in the kept workspace has what the outputs could not show.
         false => exit_code(&summary).max(EXIT_INCOMPLETE),
     };
-    crate::ui::print_summary(&summary, Some(&output), &spec.workspace, format);
     drop(outcomes);
     drop(lock);
-    if let Some(to) = archive.as_ref().filter(|_| code == EXIT_OK) {
+    let removed = archive.as_ref().filter(|_| code == EXIT_OK).filter(|_| {
         match crate::fsutil::remove_tree(&spec.workspace) {
-            Ok(()) => crate::ui::say(
-                format,
-                format!(
-                    "Every item completed; removed the team workspace (keep it with --keep-team); its record is in {}.",
-                    to.display()
-                ),
-            ),
-            Err(e) => tracing::warn!("cannot remove {}: {e}", spec.workspace.display()),
+            Ok(()) => {
+                // The store's `teams/` folder goes with its last team.
+                if let Some(teams) = spec
+                    .workspace
+                    .parent()
+                    .filter(|p| p.file_name().is_some_and(|n| n == "teams"))
+                {
+                    let _ = std::fs::remove_dir(teams);
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!("cannot remove {}: {e}", spec.workspace.display());
+                false
+            }
         }
+    });
+    // A removed workspace is not named as if it were there.
+    let workspace = removed.is_none().then_some(spec.workspace.as_path());
+    crate::ui::print_summary(&summary, Some(&output), workspace, format);
+    if let Some(to) = removed {
+        crate::ui::say(
+            format,
+            format!(
+                "Every item completed; the team workspace was removed (keep it with --keep-team); its record is in {}.",
+                to.display()
+            ),
+        );
     }
     sinks.event(&Event::RunEnded {
         outputs: sinks

@@ -257,7 +257,7 @@ fn status_brief_gives_the_command_that_resumes_a_todo_team_and_it_resumes() {
     assert_eq!(
         line,
         format!(
-            "runner run S/todo-1.md --include-ideas --format plain -- python3 {}",
+            "runner run S/todo-1.md --format plain -- python3 {}",
             fake()
         )
     );
@@ -405,7 +405,7 @@ fn list_shows_the_batches_waiting_with_their_resume_command_as_text_and_json() {
     add(&sb, "Later");
     assert_eq!(resolve(&sb, &["--select", "1,2"]).code, 1);
     let resume = format!(
-        "runner run S/todo-1.md --include-ideas --format plain -- python3 {}",
+        "runner run S/todo-1.md --format plain -- python3 {}",
         fake()
     );
     let text = sb.run(&["list", "--store", "S"]);

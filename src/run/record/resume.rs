@@ -6,8 +6,9 @@
 //!   `--only`: completed items are not run again, so what runs is what did not complete,
 //!   never-started items included (`--only failed` would also refuse when a run was killed
 //!   before it wrote any output).
-//! - `runner resolve …` resumes as `runner run <its todo-N.md> --include-ideas …` with the
-//!   run options it was given (`--yes`, `--select` and the store choice belong to resolve).
+//! - `runner resolve …` resumes as `runner run <its todo-N.md> …` with the run options it was
+//!   given (`--yes`, `--select` and the store choice belong to resolve), and
+//!   `--include-ideas` when an item left to run is an idea.
 //!
 //! `--dry-run` is dropped everywhere. Pure: text in, text out.
 
@@ -64,9 +65,9 @@ fn tokens(sub: &clap::Command, args: &[String]) -> Vec<Token> {
 
 /// The command line (arguments, shell-quoted, starting with `runner`) that resumes the team
 /// whose last run was started with `argv` (as recorded, program first). `batch` is the todo
-/// batch file of a todo team (needed when `resolve` made it). `None` when `argv` is not a
-/// run the runner knows how to resume.
-pub fn command(argv: &[String], batch: Option<&str>) -> Option<String> {
+/// batch file of a todo team (needed when `resolve` made it), with whether an item left in it
+/// is an idea. `None` when `argv` is not a run the runner knows how to resume.
+pub fn command(argv: &[String], batch: Option<(&str, bool)>) -> Option<String> {
     let args = argv.get(1..)?;
     let (head, agent) = match args.iter().position(|a| a == "--") {
         Some(i) => (&args[..i], &args[i..]),
@@ -97,7 +98,11 @@ pub fn command(argv: &[String], batch: Option<&str>) -> Option<String> {
                     "only", "dry_run", "yes", "select", "store", "global", "project",
                 ],
             );
-            words.extend(["run".into(), batch?.to_owned(), "--include-ideas".into()]);
+            let (file, ideas) = batch?;
+            words.extend(["run".into(), file.to_owned()]);
+            if ideas {
+                words.push("--include-ideas".into());
+            }
         }
         _ => return None,
     }
@@ -137,12 +142,19 @@ pub fn for_team(found: &Found, s: &Snapshot) -> Option<String> {
     };
     let cwd = Path::new(&s.cwd);
     let batch = batch.map(|b| {
-        Path::new(&b.input)
+        // An idea left to run needs `--include-ideas` (an unreadable file: said anyway).
+        let ideas = crate::store::read_todo(Path::new(&b.input)).map_or(true, |(_, doc)| {
+            crate::ui::inbox::open_items(&doc)
+                .iter()
+                .any(|i| i.section == crate::source::todo::Section::Ideas)
+        });
+        let shown = Path::new(&b.input)
             .strip_prefix(cwd.canonicalize().unwrap_or(cwd.to_owned()))
             .map(|p| p.display().to_string())
-            .unwrap_or(b.input.clone())
+            .unwrap_or(b.input.clone());
+        (shown, ideas)
     });
-    let cmd = command(&s.command, batch.as_deref())?;
+    let cmd = command(&s.command, batch.as_ref().map(|(f, i)| (f.as_str(), *i)))?;
     Some(in_folder(cwd, cmd))
 }
 
@@ -181,10 +193,15 @@ mod tests {
             "runner -v resolve --store S --yes --select 1,2 --format=plain --retries 1 -- python3 f.py",
         );
         assert_eq!(
-            command(&a, Some("S/todo-1.md")).as_deref(),
+            command(&a, Some(("S/todo-1.md", true))).as_deref(),
             Some(
                 "runner -v run S/todo-1.md --include-ideas --format=plain --retries 1 -- python3 f.py"
             )
+        );
+        // No idea left: no --include-ideas.
+        assert_eq!(
+            command(&a, Some(("S/todo-1.md", false))).as_deref(),
+            Some("runner -v run S/todo-1.md --format=plain --retries 1 -- python3 f.py")
         );
         assert_eq!(command(&a, None), None, "resolve needs its batch file");
         let run: Vec<String> = ["runner", "run", "S/todo 1.md", "--only", "2"]

@@ -1,7 +1,8 @@
 //! Marks in a todo batch file (DESIGN §3, seeds `todo-skill.md` and
-//! `task-management-protocol.md`): `[~]` while a teammate works on an item, then `[x]` with the
-//! report's summary on a `> runner:` note line for a completed item, or back to `[ ]` with a
-//! note giving the status, the reason and the log for any other outcome. Only the edited
+//! `task-management-protocol.md`): `[~]` while a teammate works on an item, then, as soon as
+//! the item finishes (its outcome journaled), `[x]` with the report's summary on a `> runner:`
+//! note line for a completed item, or back to `[ ]` with a note giving the status, the reason
+//! and the log for any other outcome; the run's end writes every final mark again. Only the edited
 //! characters and note lines change; each edit re-reads the file under the store lock, so
 //! what a person or another runner wrote meanwhile is kept; the file is replaced atomically.
 
@@ -96,9 +97,10 @@ pub fn locate(doc: &TodoDocument, number: u32, title: &str) -> Option<u32> {
         .map(|i| i.number)
 }
 
-/// The marks sink of a todo batch: `[~]` in the batch file when an item's attempt starts
-/// (written by a thread of its own, never in the dispatcher's loop), then after the run the
-/// final mark and note of every item of the run and the batch's `status`. The file is read
+/// The marks sink of a todo batch: `[~]` in the batch file when an item's attempt starts, its
+/// final mark and note when it finishes (both written by a thread of its own, never in the
+/// dispatcher's loop), then after the run the final mark and note of every item of the run
+/// and the batch's `status`. The file is read
 /// afresh under the store lock for each edit, so edits a person makes during the run are
 /// kept. Live write errors are warned about, never fatal, and a batch file gone by the end
 /// is warned about and left to the table and the journal, which is the truth.
@@ -108,7 +110,15 @@ pub struct TodoMarks {
     titles: Arc<HashMap<String, String>>,
     numbers: Vec<u32>,
     include_ideas: bool,
-    live: Option<(mpsc::Sender<String>, std::thread::JoinHandle<()>)>,
+    live: Option<(mpsc::Sender<Live>, std::thread::JoinHandle<()>)>,
+}
+
+/// An edit for the live thread.
+enum Live {
+    /// An attempt of this item id started: `[~]`.
+    Started(String),
+    /// This item finished: its final mark and note.
+    Finished(Box<Outcome>),
 }
 
 impl TodoMarks {
@@ -132,17 +142,21 @@ impl TodoMarks {
         }
     }
 
-    fn start_live(&mut self) -> &mpsc::Sender<String> {
+    fn start_live(&mut self) -> &mpsc::Sender<Live> {
         let (store, path) = (self.store.clone(), self.path.clone());
         let titles = self.titles.clone();
         &self
             .live
             .get_or_insert_with(|| {
-                let (tx, rx) = mpsc::channel::<String>();
+                let (tx, rx) = mpsc::channel::<Live>();
                 let handle = std::thread::spawn(move || {
-                    for id in rx {
-                        if let Err(e) = mark_in_progress(&store, &path, &titles, &id) {
-                            tracing::warn!("cannot mark item {id} in progress: {e}");
+                    for edit in rx {
+                        let (id, what) = match &edit {
+                            Live::Started(id) => (id.clone(), "in progress"),
+                            Live::Finished(o) => (o.id.clone(), "finished"),
+                        };
+                        if let Err(e) = mark_live(&store, &path, &titles, &edit) {
+                            tracing::warn!("cannot mark item {id} {what}: {e}");
                         }
                     }
                 });
@@ -152,12 +166,16 @@ impl TodoMarks {
     }
 }
 
-fn mark_in_progress(
+fn mark_live(
     store: &Store,
     path: &Path,
     titles: &HashMap<String, String>,
-    id: &str,
+    edit: &Live,
 ) -> std::result::Result<(), String> {
+    let id = match edit {
+        Live::Started(id) => id,
+        Live::Finished(o) => &o.id,
+    };
     let (Ok(number), Some(title)) = (id.parse::<u32>(), titles.get(id)) else {
         return Ok(());
     };
@@ -167,18 +185,29 @@ fn mark_in_progress(
     let Some(n) = locate(&doc, number, title) else {
         return Ok(());
     };
-    if doc.item(n).is_some_and(|i| i.mark == Mark::InProgress)
-        || doc.set_mark(n, Mark::InProgress).is_err()
-    {
-        return Ok(());
+    match edit {
+        Live::Started(_) => {
+            if doc.item(n).is_some_and(|i| i.mark == Mark::InProgress)
+                || doc.set_mark(n, Mark::InProgress).is_err()
+            {
+                return Ok(());
+            }
+        }
+        Live::Finished(o) => apply_outcome(&mut doc, n, Some(o)),
     }
     crate::fsutil::write_atomic(path, doc.render().as_bytes()).map_err(|e| e.to_string())
 }
 
 impl Reporter for TodoMarks {
     fn event(&mut self, event: &Event) {
-        if let Event::AttemptStarted { id, .. } = event {
-            let _ = self.start_live().send(id.clone());
+        match event {
+            Event::AttemptStarted { id, .. } => {
+                let _ = self.start_live().send(Live::Started(id.clone()));
+            }
+            Event::ItemFinished(o) => {
+                let _ = self.start_live().send(Live::Finished(o.clone()));
+            }
+            _ => {}
         }
     }
 }
@@ -252,7 +281,7 @@ mod tests {
         apply_outcome(&mut doc, 1, Some(&outcome(ItemStatus::Completed)));
         assert_eq!(
             doc.render(),
-            "---\nstatus: pending\n---\n\n## 📋 Todo\n- [x] one @context:cp-1.md\n  > runner: did one\n  more\n- [ ] two @context:cp-2.md\n"
+            "---\nstatus: pending\n---\n\n## 📋 Todo\n- [x] one @context:cp-1.md\n  more\n  > runner: did one\n- [ ] two @context:cp-2.md\n"
         );
         assert_eq!(batch_status(&doc, &[1]), "done");
         assert_eq!(batch_status(&doc, &[1, 2]), "partial");
@@ -265,7 +294,7 @@ mod tests {
         let text = doc.render();
         assert!(
             text.contains(
-                "- [ ] one @context:cp-1.md\n  > runner: failed: no report (log: /w/log)\n  more\n"
+                "- [ ] one @context:cp-1.md\n  more\n  > runner: failed: no report (log: /w/log)\n"
             ),
             "{text}"
         );

@@ -189,9 +189,10 @@ fn resolve_ticks_what_completed_and_keeps_what_failed() {
         )),
         "{batch}"
     );
-    assert!(batch.contains(&format!("- [ ] Fix the flaky test MODE=noreport @context:{cp_bad}\n  > runner: failed: no report")), "{batch}");
+    // The note follows the item's own text.
+    assert!(batch.contains(&format!("- [ ] Fix the flaky test MODE=noreport @context:{cp_bad}\n  only fails on CI\n  > runner: failed: no report")), "{batch}");
     assert!(
-        batch.contains("todo-task-2/attempt-1.stdout.log)\n  only fails on CI\n"),
+        batch.contains("todo-task-2/attempt-1.stdout.log)\n"),
         "{batch}"
     );
     // The inbox keeps only what was not selected.
@@ -435,7 +436,7 @@ fn crlf_bom_chinese_headings_and_fences_survive_resolve_byte_for_byte() {
     let batch = sb.read("S/todo-1.md");
     assert!(
         batch.contains(
-            "- [x] 完成认证 MODE=success\r\n  > runner: fake agent handled 1\r\n  续行\r\n"
+            "- [x] 完成认证 MODE=success\r\n  续行\r\n  > runner: fake agent handled 1\r\n"
         ),
         "{batch:?}"
     );
@@ -603,4 +604,34 @@ fn add_keeps_the_checkpoint_files_bytes() {
     let cps = checkpoints(&sb);
     let cp = sb.read(&format!("S/{}", cps[0]));
     assert!(cp.ends_with(&format!("---\n\n{body}")), "{cp:?}");
+}
+
+/// An item is ticked (or given its reason) in `todo-N.md` as soon as it finishes, not when
+/// the whole run ends: a person watching the file sees `[x]` while a slow sibling still runs.
+#[test]
+fn an_item_is_ticked_when_it_finishes_not_when_the_run_ends() {
+    let sb = Sandbox::new();
+    add(&sb, &["Quick MODE=success"]);
+    add(&sb, &["Slow MODE=wait_file"]);
+    let release = sb.join("release");
+    let f = fake();
+    let mut runner = sb
+        .cmd(&[
+            "resolve", "--store", "S", "--yes", "--jobs", "2", "--format", "plain", "--",
+            "python3", &f,
+        ])
+        .env("RELEASE_FILE", &release)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("runner");
+    crate::harness::wait_for("the quick item ticked while the slow one runs", 30, || {
+        std::fs::read_to_string(sb.join("S/todo-1.md"))
+            .is_ok_and(|b| b.contains("- [x] Quick") && b.contains("- [~] Slow"))
+    });
+    std::fs::write(&release, "").expect("release");
+    let status = runner.wait().expect("wait");
+    assert_eq!(status.code(), Some(0));
+    let batch = sb.read("S/todo-1.md");
+    assert_eq!(batch.matches("- [x]").count(), 2, "{batch}");
 }

@@ -40,9 +40,10 @@ impl TodoDocument {
     /// Puts, replaces or removes an item's runner note: one line
     /// `<item indentation>  > runner: <text>`. With `Some(text)` an existing note line (the
     /// first continuation line starting with `> runner:`) is rewritten in place, keeping its
-    /// indentation and line ending; otherwise a note line is inserted directly below the item line. Line
-    /// breaks in `text` become spaces. With `None` the note line is removed. Other
-    /// continuation lines are untouched.
+    /// indentation and line ending; otherwise a note line is inserted after the item's own
+    /// continuation lines (before its nested items and any blank lines ending it), so that it
+    /// never splits the item's text. Line breaks in `text` become spaces. With `None` the note
+    /// line is removed. Other continuation lines are untouched.
     ///
     /// # Errors
     ///
@@ -72,7 +73,18 @@ impl TodoDocument {
                     .unwrap_or("");
                 let text = format!("{indent}  {body}");
                 let ending = self.newline_ending();
-                insert_lines(&mut self.lines, span.line + 1, vec![text], ending);
+                // After the item's own text: up to its first nested item, without the blank
+                // lines that end it.
+                let mut at = self
+                    .spans
+                    .iter()
+                    .map(|s| s.line)
+                    .find(|l| *l > span.line && *l <= span.block_end)
+                    .unwrap_or(span.block_end + 1);
+                while at > span.line + 1 && self.line_text(at - 1).trim().is_empty() {
+                    at -= 1;
+                }
+                insert_lines(&mut self.lines, at, vec![text], ending);
             }
             (None, Some(at)) => {
                 let mut remove = vec![false; self.lines.len()];
@@ -371,8 +383,9 @@ mod tests {
         let text = "- [ ] a\n  context line\n  - [ ] child\n- [ ] b\n";
         let mut doc = parse(text);
         assert_eq!(doc.set_note(1, Some("failed: timed out")), Ok(()));
+        // After the item's own text, before its nested item.
         let noted =
-            "- [ ] a\n  > runner: failed: timed out\n  context line\n  - [ ] child\n- [ ] b\n";
+            "- [ ] a\n  context line\n  > runner: failed: timed out\n  - [ ] child\n- [ ] b\n";
         assert_eq!(doc.render(), noted);
         assert_eq!(item(&doc, 1).note.as_deref(), Some("failed: timed out"));
         assert_eq!(item(&doc, 1).continuation, "context line");
@@ -384,7 +397,7 @@ mod tests {
         assert_eq!(doc.set_note(2, Some("child note")), Ok(()));
         assert_eq!(
             doc.render(),
-            "- [ ] a\n  > runner: completed in 3s\n  context line\n  - [ ] child\n    > runner: child note\n- [ ] b\n"
+            "- [ ] a\n  context line\n  > runner: completed in 3s\n  - [ ] child\n    > runner: child note\n- [ ] b\n"
         );
         assert_eq!(item(&doc, 2).note.as_deref(), Some("child note"));
         assert_eq!(doc.set_note(2, None), Ok(()));
@@ -393,6 +406,14 @@ mod tests {
         assert_eq!(doc.set_note(1, None), Ok(()));
         assert_eq!(doc.render(), text);
         assert_eq!(doc.set_note(4, Some("x")), Err(EditError::UnknownItem(4)));
+        // Blank lines ending an item's text stay after the note.
+        let mut doc = parse("- [ ] a\n  one\n  two\n\n- [ ] b\n");
+        assert_eq!(doc.set_note(1, Some("done")), Ok(()));
+        assert_eq!(
+            doc.render(),
+            "- [ ] a\n  one\n  two\n  > runner: done\n\n- [ ] b\n"
+        );
+        assert_eq!(item(&doc, 1).continuation, "one\ntwo");
     }
 
     #[test]

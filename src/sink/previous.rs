@@ -15,7 +15,16 @@ pub struct Previous {
     /// The file as it was read, kept open: an output kept current while the run goes on
     /// replaces the path, and the byte ranges are of these bytes.
     file: std::sync::Arc<std::fs::File>,
-    rows: HashMap<String, (Was, u64, u64)>,
+    /// Per id: its status, its `attempts` (0 when empty) and its row's byte range.
+    rows: HashMap<String, (Was, u32, u64, u64)>,
+}
+
+/// The `attempts` column beside `status_column` (`runner_attempts` beside `runner_status`).
+fn attempts_column_of(status_column: &str) -> String {
+    match status_column.strip_suffix("status") {
+        Some(prefix) => format!("{prefix}attempts"),
+        None => "attempts".to_owned(),
+    }
 }
 
 /// What a row's status said, as far as `--only` cares.
@@ -70,6 +79,8 @@ impl Previous {
         }
         let id_idx = id_column.and_then(|c| headers.iter().position(|h| h == c));
         let status_idx = headers.iter().position(|h| h == status_column);
+        let attempts_column = attempts_column_of(status_column);
+        let attempts_idx = headers.iter().position(|h| *h == attempts_column);
         let mut rows = HashMap::with_capacity(raw.records.len());
         for (number, (record, start, end)) in raw.records.iter().enumerate() {
             let id = match id_idx {
@@ -77,7 +88,11 @@ impl Previous {
                 None => (number + 1).to_string(),
             };
             let was = Was::of(status_idx.and_then(|i| record.get(i)));
-            rows.insert(id, (was, *start as u64, *end as u64));
+            let attempts = attempts_idx
+                .and_then(|i| record.get(i))
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(0);
+            rows.insert(id, (was, attempts, *start as u64, *end as u64));
         }
         Ok(Previous { file, rows })
     }
@@ -120,7 +135,12 @@ impl Previous {
                 Some(_) => continue,
             };
             let was = Was::of(o.get(status_column).and_then(|v| v.as_str()));
-            rows.insert(id, (was, range.0, range.1));
+            let attempts = o
+                .get(&attempts_column_of(status_column))
+                .and_then(serde_json::Value::as_u64)
+                .and_then(|a| u32::try_from(a).ok())
+                .unwrap_or(0);
+            rows.insert(id, (was, attempts, range.0, range.1));
         }
         Ok(Previous { file, rows })
     }
@@ -128,6 +148,18 @@ impl Previous {
     /// Whether the previous output shows `id` completed.
     pub fn completed(&self, id: &str) -> bool {
         self.rows.get(id).is_some_and(|r| r.0 == Was::Completed)
+    }
+
+    /// The attempts the previous output shows for each of its rows that `keep` selects, for
+    /// a replay's attempt numbers to go on from (the README: attempts count across runs).
+    pub fn attempts<'a>(
+        &'a self,
+        keep: impl Fn(&str) -> bool + 'a,
+    ) -> impl Iterator<Item = (&'a str, u32)> + 'a {
+        self.rows
+            .iter()
+            .filter(move |(id, r)| r.1 > 0 && keep(id))
+            .map(|(id, r)| (id.as_str(), r.1))
     }
 
     /// Whether the previous output shows `id` blocked (waiting for a person).
@@ -139,7 +171,7 @@ impl Previous {
     ///
     /// Errors: the file cannot be read back.
     pub fn raw(&self, file: &mut std::fs::File, id: &str) -> std::io::Result<Option<Vec<u8>>> {
-        let Some((_, start, end)) = self.rows.get(id) else {
+        let Some((_, _, start, end)) = self.rows.get(id) else {
             return Ok(None);
         };
         let mut buf = vec![0u8; (end - start) as usize];

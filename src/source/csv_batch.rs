@@ -88,6 +88,16 @@ impl ItemSource for Rows {
             Some(Ok(item))
         })))
     }
+
+    fn attempts_before(&self) -> Vec<(String, u32)> {
+        let Some(previous) = &self.selection.previous else {
+            return Vec::new();
+        };
+        previous
+            .attempts(|id| self.selection.runs(id))
+            .map(|(id, n)| (id.to_owned(), n))
+            .collect()
+    }
 }
 
 fn split_deps(value: &str) -> Vec<String> {

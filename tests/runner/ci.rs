@@ -61,6 +61,11 @@ fn only_failed_replays_from_the_output_alone_and_keeps_completed_rows_byte_ident
     assert_eq!(raw_line(&after, "c"), raw_line(&before, "c"));
     let rows = by_id(&sb.join("workers-output.csv"), "id");
     assert_eq!(rows["b"]["status"], "completed");
+    assert_eq!(
+        rows["b"]["attempts"], "2",
+        "attempts count across runs, also from the output alone: {:?}",
+        rows["b"]
+    );
     assert_eq!(rows.len(), 3);
     // --only ID runs named items and keeps the rest as they were.
     let r = batch(&sb, &["--only", "c"]);
@@ -78,9 +83,10 @@ fn only_failed_replays_from_the_output_alone_and_keeps_completed_rows_byte_ident
     assert_eq!(r.code, 0, "{r:?}");
     assert!(!r.stdout.contains("from an earlier run"), "{r:?}");
     let rows = by_id(&sb.join("workers-output.csv"), "id");
+    // Its third attempt across runs: the first run's (its output artifact), then two named.
     assert_eq!(
-        rows["c"]["attempts"], "2",
-        "a second attempt: {:?}",
+        rows["c"]["attempts"], "3",
+        "a third attempt: {:?}",
         rows["c"]
     );
     // Replaying with no previous output is an input error.

@@ -64,6 +64,12 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
     // Everything is valid: from here on files are written.
     let mut team = Team::open(&spec.team, &spec.workspace)?;
     team.claim(&batch)?;
+    // A replay from an output alone (a CI artifact, no journal) numbers its attempts on from
+    // the attempts that output records.
+    for (id, n) in source.attempts_before() {
+        let started = team.attempts_started.entry(id).or_default();
+        *started = (*started).max(n);
+    }
     guard.start()?;
     swept.sort();
     swept.dedup();

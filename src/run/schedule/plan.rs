@@ -23,6 +23,12 @@ pub trait ItemSource: Send + Sync {
     ///
     /// Errors: the batch cannot be read any more (moved, changed, unreadable).
     fn items(&self) -> Result<ItemStream>;
+
+    /// Attempts an earlier output records for items this run covers (a replay from the
+    /// output alone, with no journal), for their attempt numbers to go on from.
+    fn attempts_before(&self) -> Vec<(String, u32)> {
+        Vec::new()
+    }
 }
 
 /// Items held in memory (a todo batch: tens of items).

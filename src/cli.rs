@@ -117,8 +117,13 @@ pub struct ReportArgs {
     #[arg(value_name = "WORKSPACE")]
     pub workspace: Option<PathBuf>,
     /// Where to write the HTML report.
-    #[arg(long, value_name = "FILE", required = true)]
-    pub html: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "markdown")]
+    pub html: Option<PathBuf>,
+    /// Where to write a Markdown summary (counts, cost, a table of what did not complete):
+    /// a file, or `-` for stdout; e.g. `--markdown "$GITHUB_STEP_SUMMARY"`, which it appends
+    /// to, as GitHub Actions expects.
+    #[arg(long, value_name = "FILE|-")]
+    pub markdown: Option<PathBuf>,
 }
 
 /// `runner show`.
@@ -213,6 +218,10 @@ pub struct MergeArgs {
     /// Where to write the merged output.
     #[arg(long, short, value_name = "FILE")]
     pub output: PathBuf,
+    /// Also write one JUnit report for the whole batch: one suite (named after the output and
+    /// the batch), one test case per row, from the merged rows.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 /// `runner runners`.

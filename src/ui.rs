@@ -3,6 +3,7 @@
 
 pub mod html;
 pub mod inbox;
+pub mod markdown;
 pub mod plan;
 pub mod show;
 pub mod status;

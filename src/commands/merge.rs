@@ -76,7 +76,27 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
             ),
         ));
     }
-    crate::fsutil::check_parent(Some(&args.output), "-o")?;
+    crate::fsutil::check_parents(&[
+        (Some(&args.output), "-o"),
+        (args.junit.as_deref(), "--junit"),
+    ])?;
+    if let Some(j) = &args.junit {
+        if crate::fsutil::same_file(j, &args.output)
+            || args.inputs.iter().any(|p| crate::fsutil::same_file(p, j))
+        {
+            return Err(Error::output_refused(
+                Some("--junit"),
+                j,
+                "that is the merged output or a shard; choose another file",
+            ));
+        }
+        crate::fsutil::check_replaceable(
+            j,
+            "--junit",
+            "a JUnit report",
+            crate::sink::junit::is_junit,
+        )?;
+    }
     let shards: Vec<ShardFile> = args.inputs.iter().map(|p| load(p)).collect::<Result<_>>()?;
     let first = &shards[0];
     for s in &shards[1..] {
@@ -187,5 +207,96 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
         rows.len(),
         args.output.display()
     ));
+    if let Some(path) = &args.junit {
+        let suite = format!(
+            "{} (batch {})",
+            args.output
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            first
+                .meta
+                .fingerprint
+                .get(..8)
+                .unwrap_or(&first.meta.fingerprint)
+        );
+        let outcomes = row_outcomes(header, rows.iter().map(|(n, (b, _))| (*n, *b)));
+        crate::sink::junit::write(path, &suite, &outcomes, 0.0)?;
+        crate::ui::outln(format_args!(
+            "Wrote {} ({} test case(s) in one suite, {suite})",
+            path.display(),
+            outcomes.len()
+        ));
+    }
     Ok(0)
+}
+
+/// The merged rows as outcomes for a JUnit report: each row's `status`, `error`,
+/// `failure_kind`, `attempts`, `duration_s`, `cost_usd` and `log` (their `runner_` names when
+/// the input had columns of those names), its id from the `id` column (else the first).
+fn row_outcomes<'a>(
+    header: &[u8],
+    rows: impl Iterator<Item = (u64, &'a [u8])>,
+) -> Vec<(
+    crate::run::record::outcome::Outcome,
+    Vec<crate::report::Verdict>,
+)> {
+    use crate::report::ItemStatus;
+    let read = |bytes: &[u8]| -> Vec<String> {
+        csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(bytes)
+            .records()
+            .next()
+            .and_then(|r| r.ok())
+            .map(|r| r.iter().map(str::to_owned).collect())
+            .unwrap_or_default()
+    };
+    let names = read(header);
+    let prefixed = names.iter().any(|h| h == "runner_status");
+    let col = |name: &str| {
+        let want = if prefixed {
+            format!("runner_{name}")
+        } else {
+            name.to_owned()
+        };
+        names.iter().position(|h| *h == want)
+    };
+    let (status, error, kind, attempts, duration, cost, log) = (
+        col("status"),
+        col("error"),
+        col("failure_kind"),
+        col("attempts"),
+        col("duration_s"),
+        col("cost_usd"),
+        col("log"),
+    );
+    let id_col = names.iter().position(|h| h == "id").unwrap_or(0);
+    rows.map(|(number, bytes)| {
+        let values = read(bytes);
+        let get = |i: Option<usize>| i.and_then(|i| values.get(i)).cloned().unwrap_or_default();
+        let id = values
+            .get(id_col)
+            .cloned()
+            .unwrap_or_else(|| number.to_string());
+        let state = ItemStatus::ALL
+            .into_iter()
+            .find(|s| s.as_str() == get(status))
+            .unwrap_or(ItemStatus::Failed);
+        let mut o = crate::run::record::outcome::Outcome::not_run(
+            &id,
+            &crate::item::teammate_name(number, &id),
+            &id,
+            state,
+            get(error),
+        );
+        o.failure_kind = crate::failure::FailureKind::parse(&get(kind));
+        o.attempts = get(attempts).parse().unwrap_or(0);
+        o.duration_s = get(duration).parse().unwrap_or(0.0);
+        o.cost_usd = get(cost).parse().ok();
+        o.log = get(log);
+        (o, Vec::new())
+    })
+    .collect()
 }

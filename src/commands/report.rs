@@ -1,5 +1,9 @@
-//! `runner report [WORKSPACE] --html FILE`: a team's journal as one self-contained HTML page
-//! (`ui::html`), for a finished team, a snapshot of a running one, or an archived one.
+//! `runner report [WORKSPACE] --html FILE --markdown FILE|-`: a team's journal as one
+//! self-contained HTML page (`ui::html`) and/or a Markdown summary (`ui::markdown`, for
+//! `$GITHUB_STEP_SUMMARY`), for a finished team, a snapshot of a running one, or an archived
+//! one.
+
+use std::path::Path;
 
 use crate::cli::ReportArgs;
 use crate::error::{Error, Result};
@@ -9,17 +13,42 @@ use crate::run::record::workspace;
 pub fn report(args: ReportArgs) -> Result<i32> {
     let found = workspace::locate(args.workspace.as_deref())?;
     let dir = found.path();
-    crate::fsutil::check_parent(Some(&args.html), "--html")?;
-    let html = crate::fsutil::absolute(&args.html);
-    let html = html
-        .parent()
-        .and_then(|p| p.canonicalize().ok())
-        .zip(html.file_name())
-        .map_or(html.clone(), |(p, n)| p.join(n));
-    if html.starts_with(dir) {
+    if let Some(html) = &args.html {
+        check_html(html, dir)?;
+    }
+    let markdown = args.markdown.as_ref().filter(|m| m.as_os_str() != "-");
+    if let Some(md) = markdown {
+        check_markdown(md, dir)?;
+    }
+    let h = found.history()?;
+    if let Some(path) = &args.html {
+        let page = crate::ui::html::report(&h, jiff::Timestamp::now().as_millisecond());
+        crate::fsutil::make_parent(path)?;
+        crate::fsutil::write_atomic(path, page.as_bytes())?;
+        crate::ui::outln(format_args!(
+            "Wrote {} ({} item(s), {} attempt(s))",
+            path.display(),
+            h.outcomes.len(),
+            h.spans.len()
+        ));
+    }
+    if args.markdown.is_some() {
+        let text = crate::ui::markdown::summary(&h);
+        match markdown {
+            None => crate::ui::out(format_args!("{text}")),
+            Some(path) => append(path, &text)?,
+        }
+    }
+    Ok(0)
+}
+
+/// The HTML page goes outside the workspace and replaces only an earlier report.
+fn check_html(path: &Path, dir: &Path) -> Result<()> {
+    crate::fsutil::check_parent(Some(path), "--html")?;
+    if inside(path, dir) {
         return Err(Error::output_refused(
             Some("--html"),
-            &args.html,
+            path,
             format!(
                 "write the report outside the team workspace {}",
                 dir.display()
@@ -27,18 +56,73 @@ pub fn report(args: ReportArgs) -> Result<i32> {
         ));
     }
     // Replace only an earlier report: a slip of `--html` must not land on an input or output.
-    crate::fsutil::check_replaceable(&args.html, "--html", "an HTML report", |b| {
+    crate::fsutil::check_replaceable(path, "--html", "an HTML report", |b| {
         b.starts_with(b"<!DOCTYPE html>")
+    })
+}
+
+/// The Markdown summary is appended (a step summary file gathers several), outside the
+/// workspace, never to a file that holds anything but Markdown text.
+fn check_markdown(path: &Path, dir: &Path) -> Result<()> {
+    crate::fsutil::check_parent(Some(path), "--markdown")?;
+    if inside(path, dir) {
+        return Err(Error::output_refused(
+            Some("--markdown"),
+            path,
+            format!(
+                "write the summary outside the team workspace {}",
+                dir.display()
+            ),
+        ));
+    }
+    // Appended to, so an existing file must be text of that kind: never an output, a
+    // page, data or code that a slip of the flag would corrupt.
+    let kind = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    const NOT_MARKDOWN: &[&str] = &[
+        "csv", "jsonl", "json", "xml", "html", "htm", "toml", "yaml", "yml", "py", "rs", "sh",
+    ];
+    crate::fsutil::check_replaceable(path, "--markdown", "a Markdown summary", |b| {
+        !NOT_MARKDOWN.contains(&kind.as_str())
+            && std::str::from_utf8(b).is_ok_and(|t| {
+                let t = t.trim_start();
+                !t.starts_with('<') && !t.starts_with('{') && !t.starts_with('[')
+            })
     })?;
-    let h = found.history()?;
-    let page = crate::ui::html::report(&h, jiff::Timestamp::now().as_millisecond());
-    crate::fsutil::make_parent(&args.html)?;
-    crate::fsutil::write_atomic(&args.html, page.as_bytes())?;
-    crate::ui::outln(format_args!(
-        "Wrote {} ({} item(s), {} attempt(s))",
-        args.html.display(),
-        h.outcomes.len(),
-        h.spans.len()
-    ));
-    Ok(0)
+    if NOT_MARKDOWN.contains(&kind.as_str()) {
+        return Err(Error::output_refused(
+            Some("--markdown"),
+            path,
+            format!("a `.{kind}` file is not for a Markdown summary; name a `.md` file or `-`"),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `path` (resolved through its folder) lies inside `dir`.
+fn inside(path: &Path, dir: &Path) -> bool {
+    let abs = crate::fsutil::absolute(path);
+    let abs = abs
+        .parent()
+        .and_then(|p| p.canonicalize().ok())
+        .zip(abs.file_name())
+        .map_or(abs.clone(), |(p, n)| p.join(n));
+    abs.starts_with(dir)
+}
+
+/// Append `text` to `path` (made when missing), as `$GITHUB_STEP_SUMMARY` is written.
+fn append(path: &Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    crate::fsutil::make_parent(path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| Error::io("open", path, e))?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| Error::io("write", path, e))?;
+    crate::ui::outln(format_args!("Wrote the summary to {}", path.display()));
+    Ok(())
 }

@@ -221,9 +221,19 @@ fn shards_given_one_output_file_each_write_their_own() {
         "sh.shard-3-of-3.csv",
         "-o",
         "sh.csv",
+        "--junit",
+        "reports/merged.xml",
     ]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(by_id(&sb.join("sh.csv"), "id").len(), 6);
+    // One JUnit report for the batch: one suite named after it, one case per row.
+    let xml = sb.read("reports/merged.xml");
+    assert_eq!(xml.matches("<testsuite ").count(), 1, "{xml}");
+    assert_eq!(xml.matches("<testcase ").count(), 6, "{xml}");
+    assert!(xml.contains("name=\"sh (batch "), "{xml}");
+    for i in 0..6 {
+        assert_eq!(xml.matches(&format!("(item-{i})")).count(), 1, "{xml}");
+    }
     // The same shard again resumes into its own output.
     let r = batch(&sb, &["--shard", "1/3", "-o", "sh.csv"]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -673,4 +683,48 @@ fn a_prerequisite_in_another_shard_is_refused_for_csv_and_todo_alike() {
     // Unsharded, the chain runs in order.
     let r = sb.run(&["run", "S/todo-3.md", "--", "python3", &f]);
     assert_eq!(r.code, 0, "{r:?}");
+}
+
+/// `runner report --markdown` for `$GITHUB_STEP_SUMMARY`: counts and a table of what did not
+/// complete, appended to the file (a step summary gathers several), or printed with `-`; it
+/// never lands on an output.
+#[test]
+fn report_markdown_appends_a_summary_of_what_did_not_complete() {
+    let sb = Sandbox::new();
+    setup(&sb, &[("a", "success"), ("b", "noreport")]);
+    assert_eq!(batch(&sb, &[]).code, 1);
+    for _ in 0..2 {
+        let r = sb.run(&[
+            "report",
+            "workers-output.csv",
+            "--markdown",
+            "ci/summary.md",
+        ]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let md = sb.read("ci/summary.md");
+    assert_eq!(
+        md.matches("### runner: team `workers-output`").count(),
+        2,
+        "{md}"
+    );
+    assert!(
+        md.contains("❌ **2 item(s)**: 1 completed, 1 failed"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| b | failed | no_report | 1 |") && !md.contains("| a |"),
+        "{md}"
+    );
+    let r = sb.run(&["report", "workers-output.csv", "--markdown", "-"]);
+    assert!(r.stdout.contains("| b | failed |"), "{r:?}");
+    let before = sb.tree();
+    let r = sb.run(&[
+        "report",
+        "workers-output.csv",
+        "--markdown",
+        "workers-output.csv",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(sb.tree(), before);
 }

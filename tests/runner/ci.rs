@@ -728,3 +728,41 @@ fn report_markdown_appends_a_summary_of_what_did_not_complete() {
     assert_eq!(r.code, 2, "{r:?}");
     assert_eq!(sb.tree(), before);
 }
+
+/// A team is found again by whatever names it: the BATCH.md (its `output:` in a subfolder),
+/// the folder given as the output, or the output file; `status --list` and `clean` find the
+/// teams that a BATCH.md here names.
+#[test]
+fn a_team_is_found_by_its_batch_file_its_output_folder_or_its_output() {
+    let sb = Sandbox::new();
+    setup(&sb, &[("a", "success"), ("b", "noreport")]);
+    let fake = agent("fake_agent.py");
+    sb.write(
+        "BATCH.md",
+        format!(
+            "---\ninput: in.csv\nid_column: id\noutput: out-http/workers-output.csv\ncommand: [python3, {fake:?}]\n---\nDo {{id}}\n"
+        ),
+    );
+    let r = sb.run(&["batch", "BATCH.md", "--format", "plain"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    for named in [
+        "BATCH.md",
+        "out-http",
+        "out-http/",
+        "out-http/workers-output.csv",
+    ] {
+        let r = sb.run(&["status", named]);
+        assert_eq!(r.code, 0, "{named}: {r:?}");
+        assert!(
+            r.stdout.contains("out-http/workers-output.runner"),
+            "{named}: {r:?}"
+        );
+        let r = sb.run(&["show", "b", named]);
+        assert!(r.stdout.contains("Item b"), "{named}: {r:?}");
+    }
+    let r = sb.run(&["status", "--list"]);
+    assert!(r.stdout.contains("out-http/workers-output.runner"), "{r:?}");
+    let r = sb.run(&["clean", "--yes"]);
+    assert!(r.stdout.contains("Removed team workers-output"), "{r:?}");
+    assert!(!sb.join("out-http/workers-output.runner").exists());
+}

@@ -160,7 +160,7 @@ fn id_of_teammate(event: &Event, teammate: &str) -> Option<String> {
 pub fn candidates(p: &Path) -> Vec<PathBuf> {
     let mut appended = p.as_os_str().to_owned();
     appended.push(".runner");
-    vec![
+    let mut out = vec![
         p.to_owned(),
         p.parent().map(Path::to_owned).unwrap_or_default(),
         p.with_extension("runner"),
@@ -169,7 +169,61 @@ pub fn candidates(p: &Path) -> Vec<PathBuf> {
             .unwrap_or(Path::new("."))
             .join("teams")
             .join(crate::source::todo_batch::team_name(p)),
-    ]
+    ];
+    // The folder given to `-o`: the workspaces in it, most recently updated first.
+    if p.is_dir() {
+        let mut inside: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(p)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|d| d.extension().is_some_and(|x| x == "runner"))
+            .filter_map(|d| {
+                let at = std::fs::metadata(d.join("team.json"))
+                    .and_then(|m| m.modified())
+                    .ok()?;
+                Some((at, d))
+            })
+            .collect();
+        inside.sort_by(|a, b| b.0.cmp(&a.0));
+        out.extend(inside.into_iter().map(|(_, d)| d));
+    }
+    // A BATCH.md: the workspace of the output it names (else of its default output).
+    if p.extension().is_some_and(|x| x == "md")
+        && let Some(output) = batch_output(p)
+    {
+        out.extend(candidates_of_output(&output));
+    }
+    out
+}
+
+/// The output a batch definition file (BATCH.md) writes: its `output:` (relative to its
+/// folder; a folder gets the default name), else `workers-output.csv` beside it. `None` when
+/// the file is not a batch definition.
+fn batch_output(batch: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(batch).ok()?;
+    if !text.trim_start().starts_with("---") {
+        return None;
+    }
+    let spec = crate::source::batch_spec::parse(batch, &text).ok()?;
+    let base = batch.parent().unwrap_or(Path::new("."));
+    let output = match spec.output {
+        Some(o) => crate::fsutil::resolve(base, &o),
+        None => base.join("workers-output.csv"),
+    };
+    Some(
+        match output.is_dir() || output.as_os_str().to_string_lossy().ends_with('/') {
+            true => output.join("workers-output.csv"),
+            false => output,
+        },
+    )
+}
+
+/// Where the workspace of the output file `output` lies (`out.csv` → `out.runner`).
+fn candidates_of_output(output: &Path) -> Vec<PathBuf> {
+    let mut appended = output.as_os_str().to_owned();
+    appended.push(".runner");
+    vec![output.with_extension("runner"), PathBuf::from(appended)]
 }
 
 /// The team name of the workspace `workspace`: the `team` its `team.json` records, else the
@@ -294,7 +348,7 @@ pub fn clean_every(store: &Store) -> (Vec<CleanTarget>, Vec<String>) {
             && (p.join("team.json").is_file() || p.join("journal.jsonl").is_file())
     });
     let in_repo = repo.iter().flat_map(|r| leftovers::workspaces_in(r));
-    for p in csv_teams.chain(in_repo) {
+    for p in csv_teams.chain(named_by_batches(&here)).chain(in_repo) {
         let ws = real_path(&p);
         if !out
             .iter()
@@ -309,6 +363,22 @@ pub fn clean_every(store: &Store) -> (Vec<CleanTarget>, Vec<String>) {
         .map_or(Vec::new(), |r| leftovers::orphan_teams(r, &known));
     out.sort_by(|a, b| a.team.cmp(&b.team));
     (out, orphans)
+}
+
+/// The workspaces (there now) of the outputs that the batch definitions (`*.md` with a
+/// frontmatter) in folder `dir` name: `output: out-http/workers-output.csv` puts its team in
+/// `out-http/`.
+fn named_by_batches(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "md"))
+        .filter_map(|p| batch_output(&p))
+        .flat_map(|o| candidates_of_output(&o))
+        .filter(|ws| ws.join("team.json").is_file() || ws.join("journal.jsonl").is_file())
+        .collect()
 }
 
 /// Whether `p` is a team's archive file (`*.archive.jsonl`).
@@ -364,7 +434,8 @@ pub fn locate_in(arg: Option<&Path>, store: Option<&Path>) -> Result<Found> {
 }
 
 /// Every team here, oldest update first: `*.runner/` folders and `*.archive.jsonl` files in
-/// the current folder, the project store's teams and archives (`<git root>/.agent-tasks/`,
+/// the current folder, the workspaces of the outputs the batch definitions (`*.md` with a
+/// frontmatter) here name, the project store's teams and archives (`<git root>/.agent-tasks/`,
 /// `./.agent-tasks/`) and, when given, those of `store`. Paths are canonical; each appears
 /// once.
 pub fn known(store: Option<&Path>) -> Vec<Found> {
@@ -390,6 +461,13 @@ pub fn known(store: Option<&Path>) -> Vec<Found> {
     scan(store_dir.join("teams").as_path(), false);
     if let Some(store) = store {
         scan(&store.join("teams"), false);
+    }
+    // The workspaces of the outputs that the batch definitions here name (`output:
+    // out-http/workers-output.csv`).
+    for ws in named_by_batches(Path::new(".")) {
+        if let Ok(m) = std::fs::metadata(ws.join("team.json")).and_then(|m| m.modified()) {
+            found.push((m, Found::Workspace(ws.canonicalize().unwrap_or(ws))));
+        }
     }
     let archive_dirs = [
         Some(Path::new(".")),

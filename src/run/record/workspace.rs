@@ -185,7 +185,7 @@ pub fn candidates(p: &Path) -> Vec<PathBuf> {
                 Some((at, d))
             })
             .collect();
-        inside.sort_by(|a, b| b.0.cmp(&a.0));
+        inside.sort_by_key(|e| std::cmp::Reverse(e.0));
         out.extend(inside.into_iter().map(|(_, d)| d));
     }
     // A BATCH.md: the workspace of the output it names (else of its default output).

@@ -112,7 +112,7 @@ pub struct CompletionsArgs {
 /// `runner report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The team workspace (or its team.json, the batch's output CSV, or a todo-N.md);
+    /// The team workspace (or its team.json, the batch's output CSV or the folder given to -o, its BATCH.md, or a todo-N.md);
     /// default: the most recently updated team here.
     #[arg(value_name = "WORKSPACE")]
     pub workspace: Option<PathBuf>,
@@ -133,7 +133,7 @@ pub struct ShowArgs {
     /// its teammate's name, as the summary and `status` print it (`1-a`, `todo-task-1`).
     #[arg(value_name = "ID")]
     pub id: String,
-    /// The team workspace (or its team.json, the batch's output CSV, or a todo-N.md);
+    /// The team workspace (or its team.json, the batch's output CSV or the folder given to -o, its BATCH.md, or a todo-N.md);
     /// default: the most recently updated team here.
     #[arg(value_name = "WORKSPACE")]
     pub workspace: Option<PathBuf>,
@@ -186,7 +186,7 @@ pub struct CleanArgs {
 /// `runner status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The team workspace (or its team.json, the batch's output CSV, or a todo-N.md);
+    /// The team workspace (or its team.json, the batch's output CSV or the folder given to -o, its BATCH.md, or a todo-N.md);
     /// default: the most recently updated team here.
     #[arg(value_name = "WORKSPACE")]
     pub workspace: Option<PathBuf>,

@@ -50,7 +50,12 @@ white-space:nowrap;color:#fff;padding-left:2px;box-sizing:border-box}\
 .s-running{background:repeating-linear-gradient(45deg,#3498db,#3498db 6px,#5dade2 6px,#5dade2 12px)}\
 .retry{opacity:.75}.refused{opacity:.45;background-image:repeating-linear-gradient(45deg,transparent 0 4px,rgba(255,255,255,.5) 4px 8px)}td .s{display:inline-block;width:.8em;height:.8em;border-radius:50%;margin-right:4px}\
 .axis{color:#666;font-size:11px}td:nth-child(3){white-space:nowrap}\
-.pauses{height:8px;background:none}.pause{position:absolute;top:0;height:8px;background:#f5b041}";
+.pauses{height:8px;background:none}.pause{position:absolute;top:0;height:8px;background:#f5b041}\
+#timeline{position:relative}.run{position:absolute;top:0;bottom:0;border-left:2px dashed #555;z-index:1}\
+.run b{position:absolute;top:-1.3em;left:2px;font-size:11px;color:#555;white-space:nowrap;font-weight:normal}\
+.legend{font-size:12px;color:#444}.legend span{margin-right:1.2em;white-space:nowrap}\
+.legend i{display:inline-block;width:1.6em;height:.9em;vertical-align:middle;margin-right:4px;border-radius:2px}\
+td.out{max-width:24em;overflow-wrap:anywhere}";
 
 /// Sorts the table by a clicked header (numbers by value), and marks the page ready.
 const SCRIPT: &str = "document.querySelectorAll('th').forEach(function(th,col){\
@@ -69,6 +74,41 @@ fn csp(nonce: &str) -> String {
     format!(
         "default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; img-src data:; base-uri 'none'; form-action 'none'"
     )
+}
+
+/// Most output fields shown as columns (the first ones, in the order items give them).
+const FIELDS_SHOWN: usize = 8;
+
+/// An item's place in its batch from its teammate's name: the row number that starts a CSV
+/// teammate's (`12-a`), the item number that ends a todo one's (`todo-task-3`); then the name.
+fn item_order(teammate: &str) -> (u64, String) {
+    let lead: String = teammate.chars().take_while(char::is_ascii_digit).collect();
+    let trail: String = teammate
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let n = lead.parse().or_else(|_| trail.parse()).unwrap_or(u64::MAX);
+    (n, teammate.to_owned())
+}
+
+/// The fields of the items' structured outputs (`output_schema`), in first-seen order, at
+/// most [`FIELDS_SHOWN`].
+fn output_fields(items: &[&crate::run::record::outcome::Outcome]) -> Vec<String> {
+    let mut fields: Vec<String> = Vec::new();
+    for o in items {
+        if let Some(map) = o.output.as_object() {
+            for k in map.keys() {
+                if fields.len() < FIELDS_SHOWN && !fields.contains(k) {
+                    fields.push(k.clone());
+                }
+            }
+        }
+    }
+    fields
 }
 
 /// The page for `h`; `now_ms` (milliseconds since the epoch) ends attempts still running.
@@ -133,9 +173,31 @@ pub fn report(h: &History, now_ms: i64) -> String {
     let span_ms = (end - start) as f64;
     let _ = write!(
         o,
-        "<h2>Timeline</h2><div class=\"axis\">0 s — {:.1} s, {n_lanes} lane(s)</div><div id=\"timeline\">",
-        span_ms / 1000.0
+        "<h2>Timeline</h2><p class=\"legend\">{}<span><i class=\"s-failed retry\"></i>a retry (#N)</span>\
+         <span><i class=\"s-failed refused\"></i>refused unprocessed (a rate-limit wait)</span>\
+         <span><i class=\"s-running\"></i>running</span><span><i class=\"pause\" style=\"position:static;display:inline-block\"></i>the team paused (rate limited)</span>\
+         <span><i style=\"border-left:2px dashed #555;border-radius:0;width:0\"></i>a run began (a resume or a replay)</span></p>\
+         <div class=\"axis\">0 s — {:.1} s, {n_lanes} lane(s), {} run(s)</div><div id=\"timeline\">",
+        ItemStatus::ALL
+            .iter()
+            .map(|st| format!("<span><i class=\"{}\"></i>{st}</span>", class(Some(*st))))
+            .collect::<String>(),
+        span_ms / 1000.0,
+        h.runs.max(1)
     );
+    // Where each later run began: a replay shares the axis with the run before it.
+    for (n, at) in h.run_starts.iter().enumerate().skip(1) {
+        if *at < start || *at > end {
+            continue;
+        }
+        let left = (*at - start) as f64 / span_ms * 100.0;
+        let _ = write!(
+            o,
+            "<div class=\"run\" style=\"left:{left:.3}%\" title=\"run {} began\"><b>run {}</b></div>",
+            n + 1,
+            n + 1
+        );
+    }
     if !h.pauses.is_empty() {
         // Rate-limit pauses of the whole team: no attempt started in these.
         let _ = write!(o, "<div class=\"lane pauses\">");
@@ -168,8 +230,9 @@ pub fn report(h: &History, now_ms: i64) -> String {
             let width = ((stop - s.start_ms) as f64 / span_ms * 100.0).max(0.2);
             let status = s.verdict.as_ref().map(|v| v.status);
             let reason = s.verdict.as_ref().map_or("running", |v| v.reason.as_str());
+            // The retry number first: a narrow bar cuts its label's end.
             let label = if s.attempt > 1 {
-                format!("{} #{}", s.teammate, s.attempt)
+                format!("#{} {}", s.attempt, s.teammate)
             } else {
                 s.teammate.clone()
             };
@@ -206,14 +269,45 @@ pub fn report(h: &History, now_ms: i64) -> String {
         let _ = write!(o, "</div>");
     }
     let _ = write!(o, "</div>");
-    // Items.
+    // Items, in item order (the input's rows, the batch's items), with what each found: the
+    // fields of its structured output (an audit's findings) and the files it changed.
+    let mut items: Vec<&crate::run::record::outcome::Outcome> = h.outcomes.iter().collect();
+    items.sort_by_key(|o| item_order(&o.teammate));
+    let fields = output_fields(&items);
     let _ = write!(
         o,
         "<h2>Items</h2><table id=\"items\"><thead><tr><th>id</th><th>teammate</th><th>status</th>\
-         <th>attempts</th><th>duration s</th><th>cost $</th><th>kind</th><th>reason</th><th>summary</th>\
-         <th>log</th></tr></thead><tbody>"
+         <th>attempts</th><th>duration s</th><th>cost $</th><th>kind</th><th>reason</th><th>summary</th>{}\
+         <th>files modified</th><th>log</th></tr></thead><tbody>",
+        fields
+            .iter()
+            .map(|f| format!("<th>{}</th>", escape(f)))
+            .collect::<String>()
     );
-    for out in &h.outcomes {
+    for out in items {
+        let found: String = fields
+            .iter()
+            .map(|f| {
+                let v = match out.output.get(f) {
+                    None | Some(serde_json::Value::Null) => String::new(),
+                    Some(serde_json::Value::String(s)) => s.clone(),
+                    Some(v) => v.to_string(),
+                };
+                format!("<td class=\"out\">{}</td>", escape(&v))
+            })
+            .collect();
+        let modified = out
+            .report
+            .as_ref()
+            .and_then(|r| r.get("files_modified"))
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
         let log = if out.log.is_empty() {
             String::new()
         } else {
@@ -226,7 +320,7 @@ pub fn report(h: &History, now_ms: i64) -> String {
             o,
             "<tr data-id=\"{}\"><td>{}</td><td>{}</td><td data-v=\"{}\"><i class=\"s {}\"></i>{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{:.3}</td><td class=\"num\">{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{log}</td></tr>",
+             <td>{}</td><td>{}</td>{found}<td class=\"out\">{}</td><td>{log}</td></tr>",
             escape(&out.id),
             escape(&out.id),
             escape(&out.teammate),
@@ -238,7 +332,8 @@ pub fn report(h: &History, now_ms: i64) -> String {
             out.cost_usd.map(|c| format!("{c:.6}")).unwrap_or_default(),
             out.failure_kind.map(|k| k.as_str()).unwrap_or_default(),
             escape(&out.error),
-            escape(&out.summary)
+            escape(&out.summary),
+            escape(&modified)
         );
     }
     let _ = writeln!(
@@ -283,6 +378,7 @@ mod tests {
             }],
             outcomes: vec![out],
             runs: 1,
+            run_starts: Vec::new(),
             pauses: vec![(200, 700)],
         };
         let page = report(&h, 2000);

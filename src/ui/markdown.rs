@@ -145,6 +145,7 @@ mod tests {
             ],
             runs: 2,
             pauses: Vec::new(),
+            run_starts: Vec::new(),
         };
         let text = summary(&h);
         assert!(

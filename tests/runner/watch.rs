@@ -343,6 +343,9 @@ fn the_html_report_renders_in_chromium_without_script_errors_and_lists_every_ite
     ]);
     let r = sb.fake_batch(&["--jobs", "2", "--retries", "1", "--retry-delay", "0s"]);
     assert_eq!(r.code, 1, "{r:?}");
+    // A replay of c: a second run on the same time axis.
+    let r = sb.fake_batch(&["--only", "c"]);
+    assert_eq!(r.code, 1, "{r:?}");
     let rep = sb.run(&["report", "workers-output.csv", "--html", "report.html"]);
     assert_eq!(rep.code, 0, "{rep:?}");
     let page = sb.read("report.html");
@@ -389,13 +392,29 @@ fn the_html_report_renders_in_chromium_without_script_errors_and_lists_every_ite
         dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
         "{dom}"
     );
-    // b failed once then passed: two bars, the second labelled as a retry.
+    // b failed once then passed: two bars, the second labelled as a retry (its number
+    // first, so a narrow bar still shows it); c's replay is one more bar.
     assert_eq!(
         dom.matches("class=\"bar ").count(),
-        6,
+        7,
         "one bar per attempt: {dom}"
     );
-    assert!(dom.contains("2-b #2"), "{dom}");
+    assert!(dom.contains(">#2 2-b<"), "{dom}");
+    // The table lists items in input order, whatever order they finished in.
+    let at = |id: &str| dom.find(&format!("<tr data-id=\"{id}\"")).expect("row");
+    assert!(at("a") < at("b") && at("b") < at("c"), "{dom}");
+    // A legend for the colours and bands, the replay's start on the shared axis, and what
+    // each item found: its output's fields as columns, and the files it changed.
+    assert!(
+        dom.contains("class=\"legend\"") && dom.contains("the team paused"),
+        "{dom}"
+    );
+    assert!(dom.contains("<b>run 2</b>"), "{dom}");
+    assert!(
+        dom.contains("<th>ok</th>") && dom.contains("<th>echo</th>"),
+        "{dom}"
+    );
+    assert!(dom.contains("<th>files modified</th>"), "{dom}");
 }
 
 #[test]

@@ -44,6 +44,9 @@ pub struct History {
     pub runs: u32,
     /// Rate-limit pauses of the team: (start, end) in milliseconds since the epoch.
     pub pauses: Vec<(i64, i64)>,
+    /// When each run (start or resume, a replay) began, milliseconds since the epoch, in
+    /// order.
+    pub run_starts: Vec<i64>,
 }
 
 /// Milliseconds since the epoch of an RFC 3339 time.
@@ -91,9 +94,12 @@ impl Builder {
     fn add(&mut self, event: Event) {
         let h = &mut self.h;
         match event {
-            Event::RunStarted { team, .. } => {
+            Event::RunStarted { team, at, .. } => {
                 h.team = team;
                 h.runs += 1;
+                if let Some(t) = ms(&at) {
+                    h.run_starts.push(t);
+                }
             }
             Event::AttemptStarted {
                 id,

@@ -159,7 +159,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("| b\\|x | failed |  | 2 | exited with code 1: &lt;bad&gt; \\| pipe second | `/w/t/teammates/1-b/attempt-2.stdout.log` |"),
+            text.contains("| b\\|x | failed | agent_error | 2 | exited with code 1: &lt;bad&gt; \\| pipe | `/w/t/teammates/1-b/attempt-2.stdout.log` |"),
             "{text}"
         );
         assert!(

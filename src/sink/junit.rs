@@ -119,7 +119,9 @@ pub fn write(
 pub struct Junit {
     /// The report file.
     pub path: PathBuf,
-    /// The team: the suite's name and each case's class name.
+    /// The suite's name and each case's class name: the team and its batch
+    /// (`workers-output (examples/audit/workers-input.csv)`), so two batches whose outputs
+    /// share a name are two suites in CI.
     pub team: String,
     /// The items the run covered.
     pub items: Arc<dyn ItemSource>,

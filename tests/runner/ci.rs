@@ -376,6 +376,9 @@ fn junit_report_parses_and_counts_each_item() {
         .expect("suite");
     assert_eq!(suite.attribute("tests"), Some("3"));
     assert_eq!(suite.attribute("failures"), Some("2"));
+    // Named after the team and its batch: two batches whose outputs share a name are two
+    // suites in CI.
+    assert_eq!(suite.attribute("name"), Some("workers-output (in.csv)"));
     let cases: Vec<_> = doc
         .descendants()
         .filter(|n| n.has_tag_name("testcase"))

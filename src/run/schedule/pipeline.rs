@@ -84,7 +84,7 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
     if let Some(path) = spec.settings.junit.clone() {
         sinks.push(Box::new(Junit {
             path,
-            team: spec.team.clone(),
+            team: format!("{} ({})", spec.team, batch_label(&batch.input)),
             items: source.clone(),
             retried: Default::default(),
         }));
@@ -279,4 +279,14 @@ pub fn exit_code(s: &RunSummary) -> i32 {
     } else {
         EXIT_INCOMPLETE
     }
+}
+
+/// The batch's input as a JUnit suite shows it: relative to the current folder when inside
+/// it.
+fn batch_label(input: &str) -> String {
+    let here = std::env::current_dir().unwrap_or_default();
+    Path::new(input)
+        .strip_prefix(&here)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| input.to_owned())
 }

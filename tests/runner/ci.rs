@@ -769,3 +769,44 @@ fn a_team_is_found_by_its_batch_file_its_output_folder_or_its_output() {
     assert!(r.stdout.contains("Removed team workers-output"), "{r:?}");
     assert!(!sb.join("out-http/workers-output.runner").exists());
 }
+
+/// The bundled CI examples stay valid against their public schemas: the GitHub workflow
+/// schema (check-jsonschema's vendored copy) and the Kubernetes API (kubernetes-validate's
+/// bundled schemas). The validators come from PyPI, installed by `.ci/run` into
+/// `target/e2e-validators/`; without them this prints a skip notice.
+#[test]
+fn the_ci_examples_validate_against_their_public_schemas() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bin = root.join("target/e2e-validators/venv/bin");
+    if !bin.join("check-jsonschema").is_file() || !bin.join("kubernetes-validate").is_file() {
+        eprintln!(
+            "skipped: the example validators are not installed (bash .ci/run installs them from PyPI into target/e2e-validators)"
+        );
+        return;
+    }
+    let run = |program: &str, args: &[&str]| {
+        let out = std::process::Command::new(bin.join(program))
+            .args(args)
+            .current_dir(root)
+            .output()
+            .expect("run the validator");
+        assert!(
+            out.status.success(),
+            "{program} {args:?}:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(
+        "check-jsonschema",
+        &[
+            "--builtin-schema",
+            "vendor.github-workflows",
+            "examples/ci/github-actions.yml",
+        ],
+    );
+    run(
+        "kubernetes-validate",
+        &["--strict", "examples/k8s/indexed-job.yaml"],
+    );
+}

@@ -178,6 +178,11 @@ pub struct CleanArgs {
     /// started from (their work is lost); without it they are kept, as `git branch -d` would.
     #[arg(long)]
     pub force: bool,
+    /// Instead of teams: remove the store's finished todo batches — every item ticked — with
+    /// their tables and archives, keeping each one an open item still waits on
+    /// (`@after:todo-N#K`), and saying why.
+    #[arg(long, conflicts_with_all = ["team", "force"])]
+    pub completed: bool,
     /// The store.
     #[command(flatten)]
     pub store: StoreArgs,

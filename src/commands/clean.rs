@@ -21,6 +21,9 @@ use crate::store::Need;
 /// `runner clean`.
 pub fn clean(args: CleanArgs) -> Result<i32> {
     let store = open_store(&args.store, Need::DefaultProject)?;
+    if args.completed {
+        return clean_completed(&store, args.yes);
+    }
     let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let repo = leftovers::repo_at(&here);
     let (targets, orphans) = match &args.team {
@@ -166,4 +169,109 @@ fn orphan_branches(l: &Leftovers, team: &str) -> String {
         l.repo.display(),
         l.target
     )
+}
+
+/// `runner clean --completed`: the store's todo batches whose every item is ticked, with
+/// their tables and archives (their results are in the tables being removed and in git, if
+/// the user keeps the store there), except those an open item — in the inbox or in another
+/// batch — still names with `@after:todo-N#K` (the prerequisite closure of what is left:
+/// removing the file would leave that item waiting forever). A batch whose team still has a
+/// workspace is left to `runner clean`.
+fn clean_completed(store: &crate::store::Store, yes: bool) -> Result<i32> {
+    use crate::source::todo::Mark;
+    use crate::source::todo_batch::{archive_path, table_path, team_name};
+    let mut waited_on: std::collections::HashMap<u32, Vec<String>> = Default::default();
+    let mut docs = Vec::new();
+    for (n, path) in store.batches() {
+        match crate::store::read_todo(&path) {
+            Ok((_, doc)) => docs.push((n, path, doc)),
+            Err(e) => eprintln!("warning: {e}; left as it is"),
+        }
+    }
+    let inbox = crate::store::read_todo(&store.inbox()).ok();
+    let open_refs = docs
+        .iter()
+        .map(|(_, p, d)| (p.clone(), d))
+        .chain(inbox.as_ref().map(|(_, d)| (store.inbox(), d)));
+    for (path, doc) in open_refs {
+        for item in doc.items().iter().filter(|i| i.mark != Mark::Done) {
+            for r in &item.after_batches {
+                waited_on.entry(r.batch).or_default().push(format!(
+                    "{}: item {} waits on {r}",
+                    path.file_name().unwrap_or_default().to_string_lossy(),
+                    item.number
+                ));
+            }
+        }
+    }
+    let mut remove = Vec::new();
+    for (n, path, doc) in &docs {
+        let items = doc.items();
+        if items.is_empty() || items.iter().any(|i| i.mark != Mark::Done) {
+            continue;
+        }
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        if let Some(why) = waited_on.get(n) {
+            crate::ui::outln(format_args!("Kept {name}: {}", why.join("; ")));
+            continue;
+        }
+        if store.team_dir(&team_name(path)).exists() {
+            crate::ui::outln(format_args!(
+                "Kept {name}: its team workspace is still there (runner clean {})",
+                team_name(path)
+            ));
+            continue;
+        }
+        let files: Vec<PathBuf> = [path.clone(), table_path(path), archive_path(path)]
+            .into_iter()
+            .filter(|p| p.is_file())
+            .collect();
+        crate::ui::outln(format_args!(
+            "Finished batch {name}: {}",
+            files
+                .iter()
+                .map(|f| f
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        remove.extend(files);
+    }
+    if remove.is_empty() {
+        crate::ui::outln(format_args!(
+            "Nothing to clean: no finished todo batch in {} that nothing waits on.",
+            store.dir.display()
+        ));
+        return Ok(0);
+    }
+    if !yes {
+        if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+            return Err(Error::needs(
+                "runner clean --completed",
+                "confirmation",
+                "it removes finished batch files, their tables and archives; run it in a terminal or pass --yes",
+            ));
+        }
+        let go = dialoguer::Confirm::new()
+            .with_prompt("Remove these files?")
+            .default(false)
+            .interact()
+            .map_err(|e| Error::Usage(format!("not confirmed: {e}")))?;
+        if !go {
+            return Ok(0);
+        }
+    }
+    let _lock = store.lock()?;
+    for f in &remove {
+        std::fs::remove_file(f).map_err(|e| Error::io("remove", f, e))?;
+    }
+    crate::ui::outln(format_args!("Removed {} file(s).", remove.len()));
+    Ok(0)
 }

@@ -233,7 +233,11 @@ pub fn add(args: AddArgs) -> Result<i32> {
     let mut doc = parse_inbox(&store.inbox(), &text)?;
     append(&mut doc, section, &line, &continuation, stand_in)
         .map_err(|e| Error::input_at(&store.inbox(), None, e))?;
+    let first_use = !store.dir.exists();
     let lock = store.lock()?;
+    if first_use {
+        suggest_ignoring(&store.dir);
+    }
     let (text, _) = store.read_inbox(&today())?;
     let mut doc = TodoDocument::parse(&text);
     let mut checkpoint_name = None;
@@ -314,4 +318,31 @@ fn append(
         None if item.context != checkpoint => Err(EditError::NotReadBack),
         None => Ok(n),
     }
+}
+
+/// When a store is made inside a git work tree that does not ignore it: say which lines keep
+/// the runner's files (the store, and the `*.runner/` workspaces of CSV batches) out of
+/// commits. Said once, when the store is new.
+fn suggest_ignoring(store: &Path) {
+    let Some(root) = crate::store::git_root(store) else {
+        return;
+    };
+    let ignored = std::process::Command::new("git")
+        .args(["check-ignore", "-q"])
+        .arg(store)
+        .current_dir(&root)
+        .status()
+        .is_ok_and(|s| s.success());
+    if ignored {
+        return;
+    }
+    let rel = store
+        .strip_prefix(&root)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| store.display().to_string());
+    eprintln!(
+        "note: created {}; to keep the runner's files out of commits, add to {}/.gitignore:\n  {rel}/\n  *.runner/",
+        store.display(),
+        root.display()
+    );
 }

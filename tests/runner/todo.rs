@@ -635,3 +635,68 @@ fn an_item_is_ticked_when_it_finishes_not_when_the_run_ends() {
     let batch = sb.read("S/todo-1.md");
     assert_eq!(batch.matches("- [x]").count(), 2, "{batch}");
 }
+
+/// `runner clean --completed` removes finished batches with their tables and archives, but
+/// keeps one an open item still waits on, and says why.
+#[test]
+fn clean_completed_removes_finished_batches_but_keeps_what_an_open_item_waits_on() {
+    let sb = Sandbox::new();
+    add(&sb, &["A MODE=success"]);
+    assert_eq!(resolve(&sb, &["--yes"]).code, 0);
+    add(&sb, &["B MODE=success"]);
+    assert_eq!(resolve(&sb, &["--yes"]).code, 0);
+    add(&sb, &["C after B @after:todo-2#1"]);
+    for f in [
+        "todo-1.md",
+        "todo-1.workers-output.csv",
+        "todo-1.archive.jsonl",
+        "todo-2.md",
+    ] {
+        assert!(sb.join(&format!("S/{f}")).is_file(), "{f}");
+    }
+    let r = sb.run(&["clean", "--completed", "--store", "S"]);
+    assert_eq!(r.code, 2, "asks first: {r:?}");
+    let r = sb.run(&["clean", "--completed", "--yes", "--store", "S"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("Kept todo-2.md: todo.md: item 1 waits on todo-2#1"),
+        "{r:?}"
+    );
+    for f in [
+        "todo-1.md",
+        "todo-1.workers-output.csv",
+        "todo-1.archive.jsonl",
+    ] {
+        assert!(!sb.join(&format!("S/{f}")).exists(), "{f}: {r:?}");
+    }
+    assert!(sb.join("S/todo-2.md").is_file());
+    assert!(sb.read("S/todo.md").contains("C after B"));
+}
+
+/// A store made inside a git work tree that does not ignore it gets the `.gitignore` lines
+/// suggested, once; an ignored store, or a second add, gets none.
+#[test]
+fn a_new_store_in_a_repository_suggests_the_gitignore_lines_once() {
+    let sb = Sandbox::new();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(sb.path())
+            .output()
+            .expect("git")
+    };
+    git(&["init", "-q"]);
+    let r = sb.run(&["add", "--project", "first"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("add to") && r.stderr.contains("  .agent-tasks/\n  *.runner/"),
+        "{r:?}"
+    );
+    let r = sb.run(&["add", "--project", "second"]);
+    assert!(!r.stderr.contains(".gitignore"), "said once: {r:?}");
+    std::fs::remove_dir_all(sb.join(".agent-tasks")).expect("rm");
+    sb.write(".gitignore", ".agent-tasks/\n");
+    let r = sb.run(&["add", "--project", "third"]);
+    assert!(!r.stderr.contains(".gitignore"), "already ignored: {r:?}");
+}

@@ -558,6 +558,13 @@ pub fn cannot_write_in(dir: &Path) -> Option<String> {
 /// Errors: exit 2 naming the flag and the folder.
 pub fn check_parent(path: Option<&Path>, flag: &str) -> Result<()> {
     let Some(p) = path else { return Ok(()) };
+    if p.is_dir() || p.as_os_str().to_string_lossy().ends_with('/') {
+        return Err(Error::output_refused(
+            Some(flag),
+            p,
+            "that is a folder; give the path of a file (in it, or elsewhere)",
+        ));
+    }
     let parent = absolute(p).parent().map(Path::to_owned).unwrap_or_default();
     match cannot_make_or_write(&parent) {
         None => Ok(()),

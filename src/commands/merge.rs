@@ -221,7 +221,9 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
                 .unwrap_or(&first.meta.fingerprint)
         );
         let outcomes = row_outcomes(header, rows.iter().map(|(n, (b, _))| (*n, *b)));
-        crate::sink::junit::write(path, &suite, &outcomes, 0.0)?;
+        // The shards ran apart: the suite's time is the rows' own, summed.
+        let time: f64 = outcomes.iter().map(|(o, _)| o.duration_s.max(0.0)).sum();
+        crate::sink::junit::write(path, &suite, &outcomes, time)?;
         crate::ui::outln(format_args!(
             "Wrote {} ({} test case(s) in one suite, {suite})",
             path.display(),

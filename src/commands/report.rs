@@ -84,13 +84,19 @@ fn check_markdown(path: &Path, dir: &Path) -> Result<()> {
     const NOT_MARKDOWN: &[&str] = &[
         "csv", "jsonl", "json", "xml", "html", "htm", "toml", "yaml", "yml", "py", "rs", "sh",
     ];
-    crate::fsutil::check_replaceable(path, "--markdown", "a Markdown summary", |b| {
-        !NOT_MARKDOWN.contains(&kind.as_str())
-            && std::str::from_utf8(b).is_ok_and(|t| {
-                let t = t.trim_start();
-                !t.starts_with('<') && !t.starts_with('{') && !t.starts_with('[')
-            })
-    })?;
+    // Appended only to a file that holds a summary of ours already, or to GitHub's step
+    // summary (which other steps write too): never to an input, a template or notes.
+    let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY")
+        .is_some_and(|s| crate::fsutil::same_file(Path::new(&s), path));
+    crate::fsutil::check_replaceable(
+        path,
+        "--markdown",
+        "a Markdown summary of the runner (or $GITHUB_STEP_SUMMARY)",
+        |b| {
+            !NOT_MARKDOWN.contains(&kind.as_str())
+                && std::str::from_utf8(b).is_ok_and(|t| step_summary || t.contains(SUMMARY_MARK))
+        },
+    )?;
     if NOT_MARKDOWN.contains(&kind.as_str()) {
         return Err(Error::output_refused(
             Some("--markdown"),
@@ -100,6 +106,9 @@ fn check_markdown(path: &Path, dir: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// What every summary of ours holds (its heading), by which an earlier one is recognised.
+const SUMMARY_MARK: &str = "### runner: team `";
 
 /// Whether `path` (resolved through its folder) lies inside `dir`.
 fn inside(path: &Path, dir: &Path) -> bool {
@@ -121,7 +130,12 @@ fn append(path: &Path, text: &str) -> Result<()> {
         .append(true)
         .open(path)
         .map_err(|e| Error::io("open", path, e))?;
-    f.write_all(text.as_bytes())
+    // A blank line between summaries appended one after another.
+    let gap = match f.metadata().map(|m| m.len()) {
+        Ok(0) | Err(_) => "",
+        Ok(_) => "\n",
+    };
+    f.write_all(format!("{gap}{text}").as_bytes())
         .map_err(|e| Error::io("write", path, e))?;
     crate::ui::outln(format_args!("Wrote the summary to {}", path.display()));
     Ok(())

@@ -281,7 +281,26 @@ pub fn report(h: &History, now_ms: i64) -> String {
          <th>files modified</th><th>log</th></tr></thead><tbody>",
         fields
             .iter()
-            .map(|f| format!("<th>{}</th>", escape(f)))
+            .map(|f| {
+                // A field named like one of the table's own columns says whose it is.
+                const OWN: &[&str] = &[
+                    "id",
+                    "teammate",
+                    "status",
+                    "attempts",
+                    "duration s",
+                    "cost $",
+                    "kind",
+                    "reason",
+                    "summary",
+                    "files modified",
+                    "log",
+                ];
+                match OWN.contains(&f.as_str()) {
+                    true => format!("<th>output.{}</th>", escape(f)),
+                    false => format!("<th>{}</th>", escape(f)),
+                }
+            })
             .collect::<String>()
     );
     for out in items {

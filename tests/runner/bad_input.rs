@@ -1225,6 +1225,11 @@ fn missing_output_folders_are_made_and_every_blocked_one_is_named_at_once() {
     }
     sb.write("blocker", b"a file, not a folder\n");
     let before = sb.tree();
+    // A path that names a folder is no file to write.
+    let r = run(&["--junit", "reports/"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("that is a folder"), "{r:?}");
+    assert_eq!(sb.tree(), before, "nothing on disk changes");
     let r = run(&["--junit", "blocker/j.xml", "--trace", "blocker/sub/t.json"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(

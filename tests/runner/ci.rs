@@ -722,13 +722,11 @@ fn report_markdown_appends_a_summary_of_what_did_not_complete() {
     let r = sb.run(&["report", "workers-output.csv", "--markdown", "-"]);
     assert!(r.stdout.contains("| b | failed |"), "{r:?}");
     let before = sb.tree();
-    let r = sb.run(&[
-        "report",
-        "workers-output.csv",
-        "--markdown",
-        "workers-output.csv",
-    ]);
-    assert_eq!(r.code, 2, "{r:?}");
+    // Never appended to an output, the batch's instruction, or any file not a summary.
+    for target in ["workers-output.csv", "instr.md", "in.csv"] {
+        let r = sb.run(&["report", "workers-output.csv", "--markdown", target]);
+        assert_eq!(r.code, 2, "{target}: {r:?}");
+    }
     assert_eq!(sb.tree(), before);
 }
 
@@ -768,6 +766,11 @@ fn a_team_is_found_by_its_batch_file_its_output_folder_or_its_output() {
     let r = sb.run(&["clean", "--yes"]);
     assert!(r.stdout.contains("Removed team workers-output"), "{r:?}");
     assert!(!sb.join("out-http/workers-output.runner").exists());
+    // Cleaned, it is found again in its archive by the same names.
+    for named in ["BATCH.md", "out-http"] {
+        let r = sb.run(&["status", named]);
+        assert!(r.stdout.contains("archived"), "{named}: {r:?}");
+    }
 }
 
 /// The bundled CI examples stay valid against their public schemas: the GitHub workflow

@@ -187,6 +187,8 @@ pub fn candidates(p: &Path) -> Vec<PathBuf> {
             .collect();
         inside.sort_by_key(|e| std::cmp::Reverse(e.0));
         out.extend(inside.into_iter().map(|(_, d)| d));
+        // The default name, there or cleaned away (then its archive is beside it).
+        out.push(p.join("workers-output.runner"));
     }
     // A BATCH.md: the workspace of the output it names (else of its default output).
     if p.extension().is_some_and(|x| x == "md")
@@ -411,9 +413,17 @@ pub fn locate_in(arg: Option<&Path>, store: Option<&Path>) -> Result<Found> {
         {
             return Ok(Found::Workspace(canonical(dir)));
         }
-        let archives = [p.to_owned(), crate::source::todo_batch::archive_path(p)];
-        return archives
+        // An archive: given, beside a todo batch, or where a cleaned workspace was (its
+        // output's `<stem>.archive.jsonl`, found through a BATCH.md or an output folder too).
+        let mut archives = [p.to_owned(), crate::source::todo_batch::archive_path(p)]
             .into_iter()
+            .chain(
+                candidates(p)
+                    .into_iter()
+                    .filter(|c| c.extension().is_some_and(|x| x == "runner"))
+                    .map(|c| c.with_extension("archive.jsonl")),
+            );
+        return archives
             .find(|c| is_archive(c))
             .map(|c| Found::Archive(canonical(c)))
             .ok_or_else(|| {

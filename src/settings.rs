@@ -929,7 +929,11 @@ impl Settings {
             worktree_setup,
             only: Only::parse(flags.only.as_deref())?,
             shard: shard(flags)?,
-            junit: flags.junit.clone(),
+            // A shard's report carries its number, as its output does.
+            junit: match (flags.junit.as_ref(), shard(flags)?) {
+                (Some(j), Some(s)) => Some(crate::options::selection::shard_file(j, s.k, s.n)),
+                (j, _) => j.cloned(),
+            },
             trace: flags.trace.clone(),
             dry_run: flags.dry_run,
             accept_changes: flags.accept_changes,

@@ -137,7 +137,7 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
         output.join(&default_name)
     } else {
         match settings::shard(&args.run)? {
-            Some(s) => shard_file(&output, s.k, s.n),
+            Some(s) => crate::options::selection::shard_file(&output, s.k, s.n),
             None => output,
         }
     };
@@ -168,40 +168,4 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
         schema,
         reads,
     })
-}
-
-/// `path` with shard `k` of `n` in its name, before the extension (`out.csv` →
-/// `out.shard-2-of-4.csv`); unchanged when it already names that shard.
-fn shard_file(path: &Path, k: u32, n: u32) -> PathBuf {
-    let tag = format!("shard-{k}-of-{n}");
-    let name = path
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    if name.contains(&tag) {
-        return path.to_owned();
-    }
-    let stem = path
-        .file_stem()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let file = match path.extension() {
-        Some(ext) => format!("{stem}.{tag}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.{tag}"),
-    };
-    path.with_file_name(file)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_shards_output_file_carries_its_number() {
-        let at = |p: &str| shard_file(Path::new(p), 2, 4).display().to_string();
-        assert_eq!(at("out/res.csv"), "out/res.shard-2-of-4.csv");
-        assert_eq!(at("res.jsonl"), "res.shard-2-of-4.jsonl");
-        assert_eq!(at("res"), "res.shard-2-of-4");
-        assert_eq!(at("res.shard-2-of-4.csv"), "res.shard-2-of-4.csv");
-    }
 }

@@ -3,6 +3,7 @@
 //! flags and ids in, decisions out.
 
 use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::hash::Fnv;
@@ -48,6 +49,29 @@ impl Only {
             }
         }
     }
+}
+
+/// `path` with shard `k` of `n` in its name, before the extension (an output or a JUnit
+/// report given with `--shard`, so that shards sharing a folder never share a file) (`out.csv` →
+/// `out.shard-2-of-4.csv`); unchanged when it already names that shard.
+pub fn shard_file(path: &Path, k: u32, n: u32) -> PathBuf {
+    let tag = format!("shard-{k}-of-{n}");
+    let name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name.contains(&tag) {
+        return path.to_owned();
+    }
+    let stem = path
+        .file_stem()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let file = match path.extension() {
+        Some(ext) => format!("{stem}.{tag}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{tag}"),
+    };
+    path.with_file_name(file)
 }
 
 /// Most numbers one range of [`parse_numbers`] may name (an inbox holds tens of items; a
@@ -259,5 +283,18 @@ mod tests {
             Only::parse(Some("a, b")).expect("ok"),
             Only::Ids(["a".to_string(), "b".to_string()].into())
         );
+    }
+
+    #[test]
+    fn a_shards_output_file_carries_its_number() {
+        let at = |p: &str| {
+            shard_file(std::path::Path::new(p), 2, 4)
+                .display()
+                .to_string()
+        };
+        assert_eq!(at("out/res.csv"), "out/res.shard-2-of-4.csv");
+        assert_eq!(at("res.jsonl"), "res.shard-2-of-4.jsonl");
+        assert_eq!(at("res"), "res.shard-2-of-4");
+        assert_eq!(at("res.shard-2-of-4.csv"), "res.shard-2-of-4.csv");
     }
 }

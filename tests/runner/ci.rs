@@ -202,12 +202,24 @@ fn shards_given_one_output_file_each_write_their_own() {
     let sb = Sandbox::new();
     succeeding_rows(&sb, 6);
     for k in 1..=3 {
-        let r = batch(&sb, &["--shard", &format!("{k}/3"), "-o", "sh.csv"]);
+        let r = batch(
+            &sb,
+            &[
+                "--shard",
+                &format!("{k}/3"),
+                "-o",
+                "sh.csv",
+                "--junit",
+                "j.xml",
+            ],
+        );
         assert_eq!(r.code, 0, "{r:?}");
         assert!(
             sb.join(&format!("sh.shard-{k}-of-3.csv")).is_file(),
             "{r:?}"
         );
+        // Its JUnit report too, so shards never overwrite each other's.
+        assert!(sb.join(&format!("j.shard-{k}-of-3.xml")).is_file(), "{r:?}");
         assert!(
             sb.join(&format!("sh.shard-{k}-of-3.runner")).is_dir(),
             "{r:?}"
@@ -812,4 +824,15 @@ fn the_ci_examples_validate_against_their_public_schemas() {
         "kubernetes-validate",
         &["--strict", "examples/k8s/indexed-job.yaml"],
     );
+}
+
+/// `runner status` with no argument finds the team of `-o newdir/` (one folder down).
+#[test]
+fn status_without_an_argument_finds_the_team_of_an_output_folder() {
+    let sb = Sandbox::new();
+    setup(&sb, &[("a", "success")]);
+    assert_eq!(batch(&sb, &["-o", "newdir/"]).code, 0);
+    let r = sb.run(&["status"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("newdir/workers-output.runner"), "{r:?}");
 }

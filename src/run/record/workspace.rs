@@ -465,6 +465,13 @@ pub fn known(store: Option<&Path>) -> Vec<Found> {
     let cwd = std::env::current_dir().unwrap_or_default();
     let root_store = crate::store::git_root(&cwd).map(|r| r.join(crate::store::STORE_DIR));
     scan(Path::new("."), true);
+    // And one folder down: the folder given to `-o newdir/`.
+    for e in std::fs::read_dir(".").into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() && p.extension().is_none_or(|x| x != "runner") && !p.starts_with("./.git") {
+            scan(&p, true);
+        }
+    }
     if let Some(s) = &root_store {
         scan(&s.join("teams"), false);
     }

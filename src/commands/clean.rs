@@ -86,22 +86,15 @@ pub fn clean(args: CleanArgs) -> Result<i32> {
         }
         plan.push((t, left));
     }
-    if !args.yes && !plan.is_empty() {
-        if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
-            return Err(Error::needs(
-                "runner clean",
-                "confirmation",
-                "it removes worktrees, branches and workspaces; run it in a terminal or pass --yes",
-            ));
-        }
-        let go = dialoguer::Confirm::new()
-            .with_prompt("Remove all of this?")
-            .default(false)
-            .interact()
-            .map_err(|e| Error::Usage(format!("not confirmed: {e}")))?;
-        if !go {
-            return Ok(0);
-        }
+    if !args.yes
+        && !plan.is_empty()
+        && !confirmed(
+            "runner clean",
+            "worktrees, branches and workspaces",
+            "Remove all of this?",
+        )?
+    {
+        return Ok(0);
     }
     for (t, left) in plan {
         // A running team holds its lock; never pull its worktrees from under it.
@@ -251,22 +244,14 @@ fn clean_completed(store: &crate::store::Store, yes: bool) -> Result<i32> {
         ));
         return Ok(0);
     }
-    if !yes {
-        if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
-            return Err(Error::needs(
-                "runner clean --completed",
-                "confirmation",
-                "it removes finished batch files, their tables and archives; run it in a terminal or pass --yes",
-            ));
-        }
-        let go = dialoguer::Confirm::new()
-            .with_prompt("Remove these files?")
-            .default(false)
-            .interact()
-            .map_err(|e| Error::Usage(format!("not confirmed: {e}")))?;
-        if !go {
-            return Ok(0);
-        }
+    if !yes
+        && !confirmed(
+            "runner clean --completed",
+            "finished batch files, their tables and archives",
+            "Remove these files?",
+        )?
+    {
+        return Ok(0);
     }
     let _lock = store.lock()?;
     for f in &remove {
@@ -274,4 +259,22 @@ fn clean_completed(store: &crate::store::Store, yes: bool) -> Result<i32> {
     }
     crate::ui::outln(format_args!("Removed {} file(s).", remove.len()));
     Ok(0)
+}
+
+/// Whether the person at the terminal says yes to `prompt` (`command` removes `what`).
+///
+/// Errors: no terminal to ask on (exit 2: run it in one or pass --yes).
+fn confirmed(command: &str, what: &str, prompt: &str) -> Result<bool> {
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        return Err(Error::needs(
+            command,
+            "confirmation",
+            format!("it removes {what}; run it in a terminal or pass --yes"),
+        ));
+    }
+    dialoguer::Confirm::new()
+        .with_prompt(prompt)
+        .default(false)
+        .interact()
+        .map_err(|e| Error::Usage(format!("not confirmed: {e}")))
 }

@@ -128,7 +128,7 @@ async fn real_aider_completes_under_the_default_sandbox() {
     else {
         return;
     };
-    assert_eq!(r.code, 0, "{}", context(&r, &sb, &api));
+    assert_eq!(r.code, 0, "{}", sb.context(&r, &api.log));
     assert_eq!(sb.row()["status"], "completed");
     assert_eq!(
         std::fs::read_to_string(&notes).expect("notes"),
@@ -154,14 +154,6 @@ async fn run_with_jobs(sb: &Sandbox, api: &ChatApi, jobs: &str) -> support::Run 
         &aider_env(api, API_KEY),
     )
     .await
-}
-
-fn context(r: &support::Run, sb: &Sandbox, api: &ChatApi) -> String {
-    format!(
-        "{r:?}\n{}\n--- mock api log\n{}",
-        sb.agent_log(),
-        api.log.dump()
-    )
 }
 
 /// What aider must not leave in a folder that is not a git work tree.
@@ -199,7 +191,7 @@ async fn real_aider_edits_a_file_and_the_report_completes_the_item() {
     std::fs::write(sb.path().join("notes.txt"), "title: e2e\nstatus: todo\n").expect("notes");
 
     let r = run_aider(&sb, &api, API_KEY, "60s").await;
-    let ctx = || context(&r, &sb, &api);
+    let ctx = || sb.context(&r, &api.log);
 
     assert_eq!(r.code, 0, "every item completed: {}", ctx());
     let row = sb.row();
@@ -255,7 +247,7 @@ async fn real_aider_report_in_the_final_text_completes() {
     let sb = Sandbox::new(&aider);
 
     let r = run_aider(&sb, &api, API_KEY, "60s").await;
-    let ctx = || context(&r, &sb, &api);
+    let ctx = || sb.context(&r, &api.log);
 
     assert_eq!(r.code, 0, "{}", ctx());
     let row = sb.row();
@@ -287,7 +279,7 @@ async fn real_aider_parallel_teammates_outside_git_leave_no_repository() {
     std::fs::write(sb.path().join("in.csv"), "id\n1\n2\n").expect("in.csv");
 
     let r = run_with_jobs(&sb, &api, "2").await;
-    let ctx = || context(&r, &sb, &api);
+    let ctx = || sb.context(&r, &api.log);
 
     assert_eq!(r.code, 0, "both completed: {}", ctx());
     let out = std::fs::read_to_string(sb.path().join("workers-output.csv")).expect("output");
@@ -333,7 +325,7 @@ async fn api_error_fails_the_item(
     let sb = Sandbox::new(&aider);
 
     let r = run_aider(&sb, &api, key, "100s").await;
-    let ctx = || context(&r, &sb, &api);
+    let ctx = || sb.context(&r, &api.log);
 
     assert_eq!(r.code, 1, "an item did not complete: {}", ctx());
     let row = sb.row();
@@ -400,7 +392,7 @@ async fn real_aider_stalled_api_times_out_and_leaves_no_process() {
     let sb = Sandbox::new(&aider);
 
     let r = run_aider(&sb, &api, API_KEY, "15s").await;
-    let ctx = || context(&r, &sb, &api);
+    let ctx = || sb.context(&r, &api.log);
 
     assert_eq!(r.code, 1, "{}", ctx());
     let row = sb.row();

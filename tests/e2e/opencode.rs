@@ -128,14 +128,6 @@ async fn run_opencode(
     .await
 }
 
-fn context(r: &support::Run, sb: &Sandbox, api: &ChatApi) -> String {
-    format!(
-        "{r:?}\n{}\n--- mock api log\n{}",
-        sb.agent_log(),
-        api.log.dump()
-    )
-}
-
 /// The whole loop with the team workspace OUTSIDE OpenCode's working directory (the runner
 /// runs in `<sandbox>/work`, the teammate folder is `<sandbox>/workers-output.runner/...`):
 /// the real `write` tool writes `$RUNNER_REPORT` (allowed by the definition's
@@ -156,7 +148,7 @@ async fn real_opencode_writes_the_report_outside_its_cwd_and_the_item_completes(
     let cwd = sb.path().join("work");
 
     let r = run_opencode(&sb, &cwd, &api, API_KEY, "60s").await;
-    let ctx = || context(&r, &sb, &api);
+    let ctx = || sb.context(&r, &api.log);
     assert!(
         r.stdout.contains("; sandbox landlock")
             || r.stdout.contains("sandbox none (auto: this kernel"),
@@ -244,7 +236,7 @@ async fn real_opencode_report_in_the_final_text_completes() {
     let sb = Sandbox::new(&opencode);
 
     let r = run_opencode(&sb, sb.path(), &api, API_KEY, "60s").await;
-    let ctx = || context(&r, &sb, &api);
+    let ctx = || sb.context(&r, &api.log);
 
     assert_eq!(r.code, 0, "{}", ctx());
     let row = sb.row();
@@ -279,7 +271,7 @@ async fn api_error_fails_the_item(
     let sb = Sandbox::new(&opencode);
 
     let r = run_opencode(&sb, sb.path(), &api, key, "60s").await;
-    let ctx = || context(&r, &sb, &api);
+    let ctx = || sb.context(&r, &api.log);
 
     assert_eq!(r.code, 1, "an item did not complete: {}", ctx());
     let row = sb.row();
@@ -341,7 +333,7 @@ async fn real_opencode_stalled_api_times_out_and_leaves_no_process() {
     let sb = Sandbox::new(&opencode);
 
     let r = run_opencode(&sb, sb.path(), &api, API_KEY, "20s").await;
-    let ctx = || context(&r, &sb, &api);
+    let ctx = || sb.context(&r, &api.log);
 
     assert_eq!(r.code, 1, "{}", ctx());
     let row = sb.row();

@@ -93,14 +93,6 @@ async fn run_pi(sb: &Sandbox, api: &ChatApi, key: &str, limit: &str) -> support:
     .await
 }
 
-fn context(r: &support::Run, sb: &Sandbox, api: &ChatApi) -> String {
-    format!(
-        "{r:?}\n{}\n--- mock api log\n{}",
-        sb.agent_log(),
-        api.log.dump()
-    )
-}
-
 /// The whole loop: the prompt on stdin, pi's own `write` tool writes `$RUNNER_REPORT`, the
 /// JSON events are read (session id from the header), the report is judged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,7 +112,7 @@ async fn real_pi_writes_the_report_and_the_item_completes() {
         calls.len(),
         2,
         "one call per turn: {}",
-        context(&r, &sb, &api)
+        sb.context(&r, &api.log)
     );
     assert_eq!(calls[0].key(), API_KEY);
     assert!(
@@ -260,7 +252,7 @@ async fn real_pi_completes_under_the_landlock_sandbox() {
             .map(|d| d.count() > 0)
             .unwrap_or(false),
         "pi kept its session in ~/.pi/agent: {}",
-        context(&r, &sb, &api)
+        sb.context(&r, &api.log)
     );
     sb.assert_no_survivors();
 }

@@ -20,6 +20,10 @@ use crate::store::Need;
 
 /// `runner clean`.
 pub fn clean(args: CleanArgs) -> Result<i32> {
+    if let (true, Some(dir)) = (args.completed, &args.store.store) {
+        // A mistyped store is refused, not reported as having nothing to clean.
+        crate::store::check_given(dir)?;
+    }
     let store = open_store(&args.store, Need::DefaultProject)?;
     if args.completed {
         return clean_completed(&store, args.yes);

@@ -672,6 +672,10 @@ fn clean_completed_removes_finished_batches_but_keeps_what_an_open_item_waits_on
     }
     assert!(sb.join("S/todo-2.md").is_file());
     assert!(sb.read("S/todo.md").contains("C after B"));
+    // A mistyped store is refused, not found empty.
+    let r = sb.run(&["clean", "--completed", "--yes", "--store", "Z"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(!sb.join("Z").exists());
 }
 
 /// A store made inside a git work tree that does not ignore it gets the `.gitignore` lines

@@ -609,10 +609,18 @@ pub fn cannot_make_or_write(dir: &Path) -> Option<String> {
                     .map(|why| format!("cannot write in the folder {} ({why})", at.display()));
             }
             Ok(_) => return Some(format!("{} is a file, not a folder", at.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match at.parent() {
-                Some(up) if !up.as_os_str().is_empty() => at = up,
-                _ => return Some(format!("the folder {} cannot be made", dir.display())),
-            },
+            // Not there, or something above it is a file: look further up.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                match at.parent() {
+                    Some(up) if !up.as_os_str().is_empty() => at = up,
+                    _ => return Some(format!("the folder {} cannot be made", dir.display())),
+                }
+            }
             Err(e) => return Some(format!("cannot look at {}: {e}", at.display())),
         }
     }

@@ -57,6 +57,16 @@ pub fn run(args: BatchArgs) -> Result<i32> {
         eprintln!("warning: {w}");
     }
     let mut files = files(&args, &spec)?;
+    // Every output's folder at once: a blocked one is named with the others.
+    let output_flag = match &args.output {
+        Some(_) => "-o",
+        None => "the output",
+    };
+    crate::fsutil::check_parents(&[
+        (Some(&files.output), output_flag),
+        (args.run.junit.as_deref(), "--junit"),
+        (args.run.trace.as_deref(), "--trace"),
+    ])?;
     let settings = Settings::resolve(&args.run, &args.command, &spec.settings, None)?;
     let backend = crate::run::backend::for_settings(&settings)?;
     if files.input == Path::new("-") {

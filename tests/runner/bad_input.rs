@@ -1230,10 +1230,18 @@ fn missing_output_folders_are_made_and_every_blocked_one_is_named_at_once() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("that is a folder"), "{r:?}");
     assert_eq!(sb.tree(), before, "nothing on disk changes");
-    let r = run(&["--junit", "blocker/j.xml", "--trace", "blocker/sub/t.json"]);
+    let r = run(&[
+        "-o",
+        "blocker/out.csv",
+        "--junit",
+        "blocker/j.xml",
+        "--trace",
+        "blocker/sub/t.json",
+    ]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        r.stderr.contains("--junit blocker/j.xml: ")
+        r.stderr.contains("blocker/out.csv: ")
+            && r.stderr.contains("--junit blocker/j.xml: ")
             && r.stderr.contains("--trace blocker/sub/t.json: ")
             && r.stderr.contains("blocker is a file, not a folder"),
         "{r:?}"

@@ -408,6 +408,63 @@ pub fn open_plain_file(path: &Path) -> std::io::Result<Option<File>> {
     Ok(Some(file))
 }
 
+/// Open `rel` for reading inside `dir`: links are followed only while they stay inside it
+/// (`openat2` with `RESOLVE_BENEATH`, no `/proc` magic links), and only a plain file is
+/// opened — what the runner reads from a batch folder its teammates may write in (a file a
+/// row names, issue 27): a teammate that replaced `docs/a.md` by a link to `~/.ssh/id_rsa`
+/// must not get that key into another item's prompt. Where the kernel has no `openat2`
+/// (before Linux 5.6), the real path is checked to lie inside `dir` and the last component
+/// is opened without following a link.
+///
+/// Errors: `EXDEV` when `rel` (or a link on its way) leads outside `dir`, `ELOOP` when the
+/// fallback meets a link as the last component, `NotFound`, and "not a plain file" for a
+/// folder, pipe or device.
+pub fn open_beneath(dir: &Path, rel: &Path) -> std::io::Result<File> {
+    let file = open_beneath_raw(dir, rel)?;
+    if !file.metadata()?.file_type().is_file() {
+        return Err(std::io::Error::other("it is not a plain file"));
+    }
+    Ok(file)
+}
+
+#[cfg(target_os = "linux")]
+fn open_beneath_raw(dir: &Path, rel: &Path) -> std::io::Result<File> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let root = File::open(dir)?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK | OFlag::O_NOCTTY)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    match nix::fcntl::openat2(&root, rel, how) {
+        Ok(fd) => Ok(File::from(fd)),
+        // No openat2 (an old kernel, or a seccomp filter that refuses it).
+        Err(nix::errno::Errno::ENOSYS | nix::errno::Errno::EPERM) => open_checked(dir, rel),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_beneath_raw(dir: &Path, rel: &Path) -> std::io::Result<File> {
+    open_checked(dir, rel)
+}
+
+/// [`open_beneath`] without `openat2`: the real path must lie inside `dir`, and the last
+/// component is not a link.
+fn open_checked(dir: &Path, rel: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let root = fs::canonicalize(dir)?;
+    let path = dir.join(rel);
+    let parent = path.parent().unwrap_or(dir);
+    let real_parent = fs::canonicalize(parent)?;
+    if !real_parent.starts_with(&root) || rel.is_absolute() {
+        return Err(std::io::Error::from_raw_os_error(nix::libc::EXDEV));
+    }
+    let name = path.file_name().unwrap_or_default();
+    OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(real_parent.join(name))
+}
+
 /// Resolve `p` against `base` unless it is absolute.
 pub fn resolve(base: &Path, p: &Path) -> PathBuf {
     if p.is_absolute() {

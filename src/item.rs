@@ -21,6 +21,9 @@ pub struct WorkItem {
     /// The task text handed to the teammate: the rendered instruction or the todo item text
     /// with its continuation lines.
     pub body: String,
+    /// Where the files the instruction inlines (`{file:…}`, `{image:…}`) go into `body`,
+    /// read when the item starts ([`crate::source::inline::expand`]); empty for most items.
+    pub inline: Vec<crate::source::inline::InlinePart>,
     /// Absolute path of the item's checkpoint file, when it has one.
     pub checkpoint: Option<PathBuf>,
     /// Ids of the items that must complete before this one starts.

@@ -2,8 +2,10 @@
 //!
 //! Both are pure: text and values in, text out. The instruction syntax follows the seed
 //! `taskmaster-protocol.md` (`spawn_agents_on_csv`): `{column}` inserts that column's value,
-//! `{{` and `}}` are literal braces, and inserted values are never expanded again. The
-//! teammate template (`templates/teammate.md`) is a minijinja template.
+//! `{{` and `}}` are literal braces, and inserted values are never expanded again. Ours on
+//! top: `{file:column}` and `{image:column}` mark where the file the column names goes (read
+//! when the item starts, [`crate::source::inline`]). The teammate template
+//! (`templates/teammate.md`) is a minijinja template.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -11,6 +13,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::source::inline::{InlineKind, InlinePart};
 
 /// The teammate template compiled into the binary (`templates/teammate.md`).
 pub const DEFAULT_TEAMMATE_TEMPLATE: &str = include_str!("../templates/teammate.md");
@@ -20,6 +23,8 @@ enum Segment {
     Text(String),
     /// A column placeholder and the 1-based line it is on.
     Column(String, u64),
+    /// `{file:column}` / `{image:column}`: the file the column names, and the line.
+    Inline(InlineKind, String, u64),
 }
 
 /// A parsed `{column}` instruction template.
@@ -74,7 +79,22 @@ impl Instruction {
                 if !literal.is_empty() {
                     segments.push(Segment::Text(std::mem::take(&mut literal)));
                 }
-                segments.push(Segment::Column(name.to_owned(), line_of(consumed)));
+                let line = line_of(consumed);
+                segments.push(match InlineKind::of_placeholder(name) {
+                    Some((kind, "")) => {
+                        return Err(Error::input_at(
+                            path,
+                            Some(line),
+                            format!(
+                                "`{{{name}}}` names no column; write `{{{}:COLUMN}}`, COLUMN \
+                                 holding the file's path",
+                                kind.word()
+                            ),
+                        ));
+                    }
+                    Some((kind, column)) => Segment::Inline(kind, column.to_owned(), line),
+                    None => Segment::Column(name.to_owned(), line),
+                });
                 rest = &brace[close + 1..];
             }
         }
@@ -87,26 +107,37 @@ impl Instruction {
 
     /// How many bytes this instruction renders to for a row whose value in column `name`
     /// is `len(name)` bytes long (for [`crate::source::input::MAX_PROMPT_BYTES`], checked as
-    /// the input is scanned, before any value is kept).
+    /// the input is scanned, before any value is kept). A file placeholder counts the path
+    /// (the file's size is checked when the item starts).
     pub fn rendered_len(&self, len: impl Fn(&str) -> usize) -> usize {
         self.segments.iter().fold(0usize, |n, s| {
             n.saturating_add(match s {
                 Segment::Text(t) => t.len(),
-                Segment::Column(c, _) => len(c),
+                Segment::Column(c, _) | Segment::Inline(_, c, _) => len(c),
             })
         })
     }
 
-    /// The distinct column names the template uses, in first-use order.
+    /// The distinct column names the template uses (those of `{file:…}` and `{image:…}`
+    /// too), in first-use order.
     pub fn placeholders(&self) -> Vec<&str> {
         let mut seen = HashSet::new();
         self.segments
             .iter()
             .filter_map(|s| match s {
-                Segment::Column(c, _) if seen.insert(c.as_str()) => Some(c.as_str()),
+                Segment::Column(c, _) | Segment::Inline(_, c, _) if seen.insert(c.as_str()) => {
+                    Some(c.as_str())
+                }
                 _ => None,
             })
             .collect()
+    }
+
+    /// Whether the template inlines a file or an image anywhere.
+    pub fn inlines(&self) -> bool {
+        self.segments
+            .iter()
+            .any(|s| matches!(s, Segment::Inline(..)))
     }
 
     /// Check every placeholder names one of `columns`; `what` names the template in the
@@ -123,7 +154,11 @@ impl Instruction {
             return Ok(());
         }
         let line = self.segments.iter().find_map(|s| match s {
-            Segment::Column(c, line) if unknown.contains(&c.as_str()) => Some(*line),
+            Segment::Column(c, line) | Segment::Inline(_, c, line)
+                if unknown.contains(&c.as_str()) =>
+            {
+                Some(*line)
+            }
             _ => None,
         });
         Err(Error::input_at(
@@ -148,20 +183,32 @@ impl Instruction {
 
     /// Render with a row's values (`headers[i]` ↔ `values[i]`). A value is inserted verbatim
     /// and never expanded again. A placeholder with no value renders empty (callers check
-    /// columns first with [`Instruction::check_columns`]).
-    pub fn render(&self, headers: &[String], values: &[String]) -> String {
+    /// columns first with [`Instruction::check_columns`]). A file placeholder renders
+    /// nothing: it is returned as an [`InlinePart`] at its byte offset in the text, for
+    /// [`crate::source::inline::expand`] when the item starts.
+    pub fn render(&self, headers: &[String], values: &[String]) -> (String, Vec<InlinePart>) {
         let mut out = String::new();
+        let mut parts = Vec::new();
+        let value = |c: &str| {
+            headers
+                .iter()
+                .position(|h| h == c)
+                .and_then(|i| values.get(i))
+                .map_or("", String::as_str)
+        };
         for s in &self.segments {
             match s {
                 Segment::Text(t) => out.push_str(t),
-                Segment::Column(c, _) => {
-                    if let Some(i) = headers.iter().position(|h| h == c) {
-                        out.push_str(values.get(i).map_or("", String::as_str));
-                    }
-                }
+                Segment::Column(c, _) => out.push_str(value(c)),
+                Segment::Inline(kind, c, _) => parts.push(InlinePart {
+                    at: out.len(),
+                    kind: *kind,
+                    column: c.clone(),
+                    value: value(c).to_owned(),
+                }),
             }
         }
-        out
+        (out, parts)
     }
 }
 
@@ -321,11 +368,14 @@ fn template_error(path: &Path, e: &minijinja::Error) -> Error {
 /// (exit 2).
 pub fn check_verify(argv: &[String], names: &[String]) -> Result<()> {
     for a in argv {
-        Instruction::parse(Path::new("--verify"), 1, a)?.check_columns(
-            Path::new("--verify"),
-            "the --verify command",
-            names,
-        )?;
+        let template = Instruction::parse(Path::new("--verify"), 1, a)?;
+        if template.inlines() {
+            return Err(Error::Usage(format!(
+                "--verify argument `{a}`: `{{file:…}}` and `{{image:…}}` only go into the \
+                 instruction; give the command the path with `{{COLUMN}}`"
+            )));
+        }
+        template.check_columns(Path::new("--verify"), "the --verify command", names)?;
     }
     Ok(())
 }
@@ -342,8 +392,9 @@ mod tests {
     fn columns_and_literal_braces() {
         let i = parse("Audit {path} as {{\"json\": true}} for {owner}.").expect("valid");
         let h = vec!["path".to_string(), "owner".to_string()];
-        let out = i.render(&h, &["a.md".into(), "ann".into()]);
+        let (out, files) = i.render(&h, &["a.md".into(), "ann".into()]);
         assert_eq!(out, "Audit a.md as {\"json\": true} for ann.");
+        assert!(files.is_empty());
         assert_eq!(i.placeholders(), vec!["path", "owner"]);
     }
 
@@ -352,9 +403,38 @@ mod tests {
         let i = parse("{a}").expect("valid");
         let h = vec!["a".to_string(), "b".to_string()];
         assert_eq!(
-            i.render(&h, &["{b} {{x}}".into(), "NO".into()]),
+            i.render(&h, &["{b} {{x}}".into(), "NO".into()]).0,
             "{b} {{x}}"
         );
+    }
+
+    #[test]
+    fn file_and_image_placeholders_mark_where_the_file_goes() {
+        let i = parse("Audit {path}:\n{file:path}\nLooks like {image:shot}.").expect("valid");
+        assert_eq!(i.placeholders(), vec!["path", "shot"]);
+        assert!(i.inlines());
+        let h = vec!["path".to_string(), "shot".to_string()];
+        let (text, parts) = i.render(&h, &["a.md".into(), "s.png".into()]);
+        assert_eq!(text, "Audit a.md:\n\nLooks like .");
+        assert_eq!(parts.len(), 2);
+        assert_eq!(
+            (parts[0].at, parts[0].kind, parts[0].value.as_str()),
+            (12, InlineKind::File, "a.md")
+        );
+        assert_eq!(
+            (parts[1].at, parts[1].kind, parts[1].value.as_str()),
+            (24, InlineKind::Image, "s.png")
+        );
+        // The column of a file placeholder is checked like any other.
+        let e = parse("{file:nope}")
+            .expect("valid")
+            .check_columns(Path::new("BATCH.md"), "the instruction", &h)
+            .expect_err("unknown column");
+        assert!(e.to_string().contains("{nope}"), "{e}");
+        let e = parse("x {file:}").expect_err("no column").to_string();
+        assert!(e.contains("{file:COLUMN}"), "{e}");
+        // Not in a --verify command.
+        assert!(check_verify(&["cat".into(), "{file:path}".into()], &h).is_err());
     }
 
     #[test]

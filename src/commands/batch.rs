@@ -166,6 +166,26 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
     if let Some(p) = &args.output_schema {
         reads.push(("output schema", p.clone()));
     }
+    // Paths a row names are read inside the batch's folder: BATCH.md's, else the input's
+    // (the working directory for rows from stdin).
+    let file_root = crate::source::inline::FileRoot {
+        dir: crate::fsutil::real_path(&absolute(match &args.batch {
+            Some(_) => base.as_path(),
+            None if input == Path::new("-") => Path::new("."),
+            None => match input.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            },
+        })),
+        file_cap: args
+            .file_cap
+            .or(spec.file_cap)
+            .unwrap_or(crate::source::inline::DEFAULT_FILE_CAP),
+        image_cap: args
+            .image_cap
+            .or(spec.image_cap)
+            .unwrap_or(crate::source::inline::DEFAULT_IMAGE_CAP),
+    };
     Ok(CsvBatchFiles {
         input,
         stdin: None,
@@ -174,6 +194,7 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
         instruction_path,
         instruction_line,
         id_column: args.id_column.clone().or(spec.id_column.clone()),
+        files: file_root,
         output: absolute(&output),
         schema,
         reads,

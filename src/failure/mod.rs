@@ -37,6 +37,11 @@ pub enum FailureKind {
     /// TLS). When a run's first attempts all fail so, the same way, the team stops starting
     /// new ones (`Gate`).
     Setup,
+    /// The item's own input cannot be used: a file its instruction inlines
+    /// ([`crate::source::inline`]) is missing, outside the batch's folder, over its cap,
+    /// binary, or not an image. The item never starts and is not retried; fixing the row or
+    /// the file and `--only failed` runs it.
+    Input,
     /// The agent ended without writing a report.
     NoReport,
     /// A report was found but breaks the format, contradicts itself or fails `output_schema`.
@@ -55,13 +60,14 @@ pub enum FailureKind {
 
 impl FailureKind {
     /// Every kind, in the order of the documentation.
-    pub const ALL: [FailureKind; 13] = [
+    pub const ALL: [FailureKind; 14] = [
         FailureKind::RateLimited,
         FailureKind::Quota,
         FailureKind::Auth,
         FailureKind::ApiError,
         FailureKind::AgentError,
         FailureKind::Setup,
+        FailureKind::Input,
         FailureKind::NoReport,
         FailureKind::InvalidReport,
         FailureKind::VerifyFailed,
@@ -80,6 +86,7 @@ impl FailureKind {
             FailureKind::ApiError => "api_error",
             FailureKind::AgentError => "agent_error",
             FailureKind::Setup => "setup",
+            FailureKind::Input => "input",
             FailureKind::NoReport => "no_report",
             FailureKind::InvalidReport => "invalid_report",
             FailureKind::VerifyFailed => "verify_failed",

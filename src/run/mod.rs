@@ -53,6 +53,9 @@ pub struct RunSpec {
     /// Ids run even when an earlier run of this team completed them: those named by
     /// `--only ID,...` (a resumed run skips completed items; a named one is redone).
     pub rerun: std::collections::HashSet<String>,
+    /// Where the files an instruction inlines are read ([`crate::source::inline`]); `None`
+    /// for a todo batch (its items inline none).
+    pub files: Option<crate::source::inline::FileRoot>,
 }
 
 impl RunSpec {

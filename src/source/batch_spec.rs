@@ -29,7 +29,15 @@ use crate::settings::{FileSettings, KeyProblem};
 
 /// The keys of BATCH.md's frontmatter that describe the batch itself; every other key is a
 /// runner option of [`FileSettings`].
-pub const BATCH_KEYS: &[&str] = &["input", "id_column", "delimiter", "output", "output_schema"];
+pub const BATCH_KEYS: &[&str] = &[
+    "input",
+    "id_column",
+    "delimiter",
+    "output",
+    "output_schema",
+    "file_cap",
+    "image_cap",
+];
 
 /// `output_schema` as written: inline or a path to a JSON file.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +63,10 @@ pub struct BatchSpec {
     pub output: Option<PathBuf>,
     /// `output_schema`: JSON Schema the report's `output` must satisfy.
     pub output_schema: Option<SchemaSource>,
+    /// `file_cap`: the most bytes of a file `{file:…}` inlines.
+    pub file_cap: Option<u64>,
+    /// `image_cap`: the most bytes of an `{image:…}`.
+    pub image_cap: Option<u64>,
     /// The runner options the frontmatter sets (the keys runner.toml shares).
     pub settings: FileSettings,
     /// The markdown body: the instruction template.
@@ -125,6 +137,16 @@ impl Fields<'_> {
         match jsonschema::validator_for(&v) {
             Ok(_) => Ok(SchemaSource::Inline(v)),
             Err(e) => Err(self.bad("output_schema", &format!("a valid JSON Schema ({e})"))),
+        }
+    }
+
+    /// A size (`256KiB`, `1MiB`, `300000`), for `file_cap` and `image_cap`.
+    fn size(&self, key: &str) -> Result<Option<u64>> {
+        match self.string(key)? {
+            None => Ok(None),
+            Some(s) => crate::source::inline::parse_cap(&s)
+                .map(Some)
+                .map_err(|why| self.bad(key, &why)),
         }
     }
 
@@ -285,6 +307,8 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
         delimiter,
         output: fields.string("output")?.map(PathBuf::from),
         output_schema,
+        file_cap: fields.size("file_cap")?,
+        image_cap: fields.size("image_cap")?,
         settings,
         instruction: body.to_owned(),
         instruction_line: body_line,

@@ -49,6 +49,8 @@ pub struct CsvBatchFiles {
     pub instruction_line: u64,
     /// The id column (`None`: the row number is the id).
     pub id_column: Option<String>,
+    /// Where the files of `{file:…}` and `{image:…}` are read, and their caps.
+    pub files: crate::source::inline::FileRoot,
     /// The output CSV (absolute).
     pub output: PathBuf,
     /// The output schema and its compiled validator.
@@ -297,7 +299,7 @@ fn to_item(
     instruction: &Instruction,
     row: InputRow,
 ) -> WorkItem {
-    let body = instruction.render(headers, &row.values);
+    let (body, inline) = instruction.render(headers, &row.values);
     let after = deps
         .and_then(|d| d.get(&row.id))
         .cloned()
@@ -309,6 +311,7 @@ fn to_item(
         line: row.line,
         vars: headers.iter().cloned().zip(row.values).collect(),
         body,
+        inline,
         checkpoint: None,
         after,
         content,
@@ -473,6 +476,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         schema: files.schema,
         isolation,
         rerun,
+        files: Some(files.files),
     };
     Ok(Plan {
         spec,

@@ -14,6 +14,7 @@
 pub mod batch_spec;
 pub mod csv_batch;
 pub mod csv_input;
+pub mod inline;
 pub mod input;
 pub mod jsonl_input;
 pub mod todo;

@@ -119,6 +119,7 @@ pub fn plan_items(
                 ])
                 .collect(),
             body,
+            inline: Vec::new(),
             checkpoint,
             after,
             content: crate::item::content_hash([
@@ -280,6 +281,7 @@ fn ended_items(doc: &TodoDocument, workspace: &Path) -> Result<Vec<WorkItem>> {
             teammate: format!("todo-task-{}", i.number),
             vars: Vec::new(),
             body: i.title.clone(),
+            inline: Vec::new(),
             checkpoint: None,
             after: Vec::new(),
             content: String::new(),
@@ -518,6 +520,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         schema: None,
         isolation,
         rerun,
+        files: None,
     };
     Ok(Some(Plan {
         spec,

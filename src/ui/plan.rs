@@ -98,8 +98,13 @@ pub fn print_plan(
         let dir = spec.teammate_dir(&item.teammate);
         let prompt_file = dir.join("prompt.md");
         let report = dir.join("report.json");
-        let prompt = crate::run::schedule::unit::render_prompt(spec, &item, None)
-            .unwrap_or_else(|e| format!("(cannot render: {e})"));
+        // The files the instruction inlines are read as the run would read them; one that
+        // cannot be used is shown as the item's failure.
+        let prompt = match crate::run::schedule::unit::item_text(spec, &item) {
+            Ok(text) => crate::run::schedule::unit::render_prompt(spec, &item, &text.body, None)
+                .unwrap_or_else(|e| format!("(cannot render: {e})")),
+            Err(why) => format!("## Your item\n(fails with kind input: {why})"),
+        };
         if first {
             first = false;
             let args = crate::agent::definition::AttemptArgs {

@@ -908,3 +908,64 @@ async fn a_proxy_in_the_environment_is_not_used_for_a_server_on_this_machine() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(api.bodies().len(), 1);
 }
+
+/// `{file:…}` and `{image:…}` with the HTTP backend: the file's text is in the user message,
+/// the image goes as an `image_url` content part with a base64 data URL (named by a text
+/// part), the exchange log does not hold the image's base64; a row whose file is binary
+/// never reaches the API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_and_images_go_into_the_request_and_a_binary_file_never_reaches_the_api() {
+    let api = Api::start(|_, _| completion(&report(json!({})), "stop")).await;
+    let sb = Sandbox::new();
+    let png: Vec<u8> = b"\x89PNG\r\n\x1a\n"
+        .iter()
+        .copied()
+        .chain(std::iter::repeat_n(7u8, 4000))
+        .collect();
+    sb.write("docs/a.md", "# A\ncaf\u{e9}\n");
+    sb.write("docs/b.bin", b"\x00\x01");
+    sb.write("shot.png", &png);
+    sb.write(
+        "in.csv",
+        "id,path,shot\na,docs/a.md,shot.png\nb,docs/b.bin,shot.png\n",
+    );
+    sb.write(
+        "instr.md",
+        "Audit {path}:\n{file:path}\nScreenshot: {image:shot}\n",
+    );
+    let r = run(&sb, &api, &["--id-column", "id", "--keep-logs"]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = rows(&sb);
+    assert_eq!(rows["a"]["status"], "completed", "{:?}", rows["a"]);
+    assert_eq!(rows["b"]["failure_kind"], "input", "{:?}", rows["b"]);
+    let bodies = api.bodies();
+    assert_eq!(bodies.len(), 1, "only row a was sent: {bodies:?}");
+    let content = &bodies[0]["messages"][1]["content"];
+    let text = content[0]["text"].as_str().unwrap_or("");
+    assert_eq!(content[0]["type"], "text");
+    assert!(text.contains("Audit docs/a.md:\n# A\ncafé\n"), "{text}");
+    assert!(
+        text.contains("Screenshot: `shot.png` (image attached)"),
+        "{text}"
+    );
+    assert_eq!(
+        content[1],
+        json!({"type": "text", "text": "Image `shot.png`:"})
+    );
+    assert_eq!(content[2]["type"], "image_url");
+    let url = content[2]["image_url"]["url"].as_str().unwrap_or("");
+    let data = url
+        .strip_prefix("data:image/png;base64,")
+        .unwrap_or_else(|| panic!("a PNG data URL: {}", &url[..url.len().min(60)]));
+    assert_eq!(
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, data).ok(),
+        Some(png)
+    );
+    let exchange = std::fs::read_to_string(rows["a"]["log"].replace("stdout.log", "stderr.log"))
+        .expect("exchange log");
+    assert!(exchange.contains("bytes of base64)"), "{exchange}");
+    assert!(
+        !exchange.contains(&data[..200]),
+        "the log holds no image data"
+    );
+}

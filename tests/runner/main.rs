@@ -9,6 +9,7 @@ mod ci;
 mod clis;
 mod context;
 mod faults;
+mod files;
 mod http;
 mod inputs;
 mod jsonl;

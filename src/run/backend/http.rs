@@ -42,6 +42,8 @@ use crate::failure::FailureKind;
 use crate::report::{ProcessEnd, one_line};
 use crate::run::supervise::process::{Cancel, interrupted};
 use crate::settings::Settings;
+use crate::source::inline::Image;
+use base64::Engine as _;
 
 /// The system message of every request: what the answer must be.
 pub const SYSTEM_MESSAGE: &str = "You are a teammate in a batch run. You have no tools and \
@@ -276,15 +278,36 @@ impl Http {
         }
     }
 
-    /// The request body for one attempt.
-    fn request_body(&self, prompt: &str, schema: Option<&Value>) -> Value {
+    /// The request body for one attempt: the prompt as the user message, and each image
+    /// (`{image:…}`) after it as an `image_url` content part with a base64 `data:` URL, named
+    /// by a text part (the API reference's "Create chat completion", user message content
+    /// parts).
+    fn request_body(&self, prompt: &str, schema: Option<&Value>, images: &[Image]) -> Value {
         let mut body = Map::new();
         body.insert("model".into(), json!(self.model));
+        let user = match images {
+            [] => json!(prompt),
+            images => {
+                let mut parts = vec![json!({"type": "text", "text": prompt})];
+                for image in images {
+                    parts.push(json!({"type": "text", "text": format!("Image `{}`:", image.name)}));
+                    parts.push(json!({
+                        "type": "image_url",
+                        "image_url": {"url": format!(
+                            "data:{};base64,{}",
+                            image.media_type,
+                            base64::engine::general_purpose::STANDARD.encode(&image.bytes)
+                        )},
+                    }));
+                }
+                Value::Array(parts)
+            }
+        };
         body.insert(
             "messages".into(),
             json!([
                 {"role": "system", "content": SYSTEM_MESSAGE},
-                {"role": "user", "content": prompt},
+                {"role": "user", "content": user},
             ]),
         );
         match (self.effective_format(schema.is_some()), schema) {
@@ -353,7 +376,7 @@ struct Answer {
 impl Http {
     async fn run(&self, attempt: &Attempt<'_>, mut cancel: watch::Receiver<Cancel>) -> Execution {
         let started = Instant::now();
-        let body = self.request_body(attempt.prompt, attempt.output_schema);
+        let body = self.request_body(attempt.prompt, attempt.output_schema, attempt.images);
         let body_text = serde_json::to_string_pretty(&body).unwrap_or_default();
         let mut request = self
             .client
@@ -386,7 +409,13 @@ impl Http {
             };
             let _ = writeln!(exchange, "{name}: {shown}");
         }
-        let _ = writeln!(exchange, "\n{}\n", crate::redact::json_body(&body_text));
+        let logged = match attempt.images.is_empty() {
+            true => body_text.clone(),
+            false => {
+                serde_json::to_string_pretty(&elide_data_urls(body.clone())).unwrap_or_default()
+            }
+        };
+        let _ = writeln!(exchange, "\n{}\n", crate::redact::json_body(&logged));
         attempt.started(0);
         let exchange_future = async {
             let response = request.send().await?;
@@ -656,6 +685,34 @@ impl Http {
             Some(p) => (failed(FailureKind::InvalidReport, p, None), agent),
             None => (ProcessEnd::Exited(0), agent),
         }
+    }
+}
+
+/// `v` with each image's base64 data cut to its media type and size, for the log of the
+/// exchange (a 5 MiB image would fill it).
+fn elide_data_urls(v: Value) -> Value {
+    match v {
+        Value::String(s) if s.len() > 256 && s.starts_with("data:") => {
+            let head = s.split(',').next().unwrap_or_default().to_owned();
+            Value::String(format!(
+                "{head},… ({} bytes of base64)",
+                s.len() - head.len() - 1
+            ))
+        }
+        // Anthropic's `source.data`.
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| match (k.as_str(), v) {
+                    ("data", Value::String(s)) if s.len() > 256 => {
+                        let n = s.len();
+                        (k, Value::String(format!("… ({n} bytes of base64)")))
+                    }
+                    (_, v) => (k, elide_data_urls(v)),
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(elide_data_urls).collect()),
+        v => v,
     }
 }
 

@@ -129,6 +129,9 @@ pub struct Attempt<'a> {
     /// The `output_schema` the report's `output` must satisfy, when one is set (the HTTP
     /// backend asks for structured output with it).
     pub output_schema: Option<&'a serde_json::Value>,
+    /// The images the item's instruction sends (`{image:…}`), for a backend that sends
+    /// requests (an agent CLI gets their paths in the prompt instead); mostly empty.
+    pub images: &'a [crate::source::inline::Image],
     pub(in crate::run) events: &'a mpsc::UnboundedSender<Event>,
 }
 

@@ -676,6 +676,7 @@ mod tests {
             teammate: id.into(),
             vars: vec![],
             body: String::new(),
+            inline: Vec::new(),
             checkpoint: None,
             after: after.iter().map(|s| s.to_string()).collect(),
             content: String::new(),

@@ -24,6 +24,7 @@ use crate::run::record::outcome::{Outcome, Spend};
 use crate::run::schedule::gate::{After, Gate};
 use crate::run::supervise::process::{self, Cancel, Spawn, interrupted};
 use crate::run::{RunSpec, now_rfc3339};
+use crate::source::inline::{Expanded, Image};
 
 /// Most bytes of an unstructured `working-context.md` carried into a retry prompt (a
 /// structured one carries Part A and the last journal entry, each capped on its own), and
@@ -52,10 +53,31 @@ fn shown_value(v: &str, line: u64, answer_only: bool) -> String {
     }
 }
 
-/// Render the teammate prompt for `item` (pure); `retry` is set on attempts after the first.
+/// The task text of `item` with the files its instruction inlines read into it
+/// ([`crate::source::inline::expand`]), and its images (for an agent that only answers).
+///
+/// Errors: why the item's files cannot be used — the item fails with kind `input`.
+pub fn item_text(spec: &RunSpec, item: &WorkItem) -> Result<Expanded, String> {
+    match &spec.files {
+        Some(root) if !item.inline.is_empty() => crate::source::inline::expand(
+            &item.body,
+            &item.inline,
+            root,
+            spec.settings.runner.answers_only(),
+        ),
+        _ => Ok(Expanded {
+            body: item.body.clone(),
+            images: Vec::new(),
+        }),
+    }
+}
+
+/// Render the teammate prompt for `item` whose task text is `body` ([`item_text`]) (pure);
+/// `retry` is set on attempts after the first.
 pub fn render_prompt(
     spec: &RunSpec,
     item: &WorkItem,
+    body: &str,
     retry: Option<RetryContext>,
 ) -> crate::error::Result<String> {
     let dir = spec.teammate_dir(&item.teammate);
@@ -71,8 +93,7 @@ pub fn render_prompt(
         item: ItemContext {
             id: item.id.clone(),
             // A title that only repeats the body's first line is left out of the heading.
-            title: if item
-                .body
+            title: if body
                 .trim_start()
                 .starts_with(item.title.trim_end_matches('…'))
             {
@@ -80,7 +101,7 @@ pub fn render_prompt(
             } else {
                 item.title.clone()
             },
-            body: item.body.clone(),
+            body: body.to_owned(),
             checkpoint: item.checkpoint.as_ref().map(|p| named(p)),
             // An agent without tools cannot read the checkpoint: it gets the text.
             checkpoint_text: item
@@ -216,9 +237,27 @@ pub async fn run_item(
         .copied();
     let first_attempt = first_attempt.max(highest.unwrap_or(0) + 1);
     let started_at = now_rfc3339();
+    // The files the item's instruction inlines, read once for all its attempts: a file that
+    // cannot be used fails the item before any attempt (kind `input`, not retried).
+    let text = match item_text(&spec, &item) {
+        Ok(text) => text,
+        Err(reason) => {
+            let mut outcome = Outcome::not_run(
+                &item.id,
+                &item.teammate,
+                &item.title,
+                ItemStatus::Failed,
+                reason,
+            );
+            outcome.failure_kind = Some(FailureKind::Input);
+            outcome.content_hash = item.content.clone();
+            let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
+            return;
+        }
+    };
     // The first attempt's prompt, rendered once: hashed (to notice a changed item on resume)
     // and used.
-    let first_prompt = render_prompt(&spec, &item, None);
+    let first_prompt = render_prompt(&spec, &item, &text.body, None);
     let content_hash = item.content.clone();
     let mut first_prompt = Some(first_prompt);
     let mut retry_ctx: Option<RetryContext> = None;
@@ -269,10 +308,10 @@ pub async fn run_item(
         };
         let prompt = match (refused_prompt.take(), retry_ctx.take()) {
             (Some(same), _) => same,
-            (None, Some(retry)) => render_prompt(&spec, &item, Some(retry)),
+            (None, Some(retry)) => render_prompt(&spec, &item, &text.body, Some(retry)),
             (None, None) => first_prompt
                 .take()
-                .unwrap_or_else(|| render_prompt(&spec, &item, None)),
+                .unwrap_or_else(|| render_prompt(&spec, &item, &text.body, None)),
         };
         // Kept where a refused request is sent again as it was.
         let sent = match (spec.settings.runner.answers_only(), &prompt) {
@@ -286,6 +325,7 @@ pub async fn run_item(
             AttemptLogs { dir: &dir, attempt },
             first_attempt == 1,
             prompt,
+            &text.images,
             &tx,
             cancel.clone(),
         )
@@ -635,6 +675,7 @@ async fn attempt_once(
     logs: AttemptLogs<'_>,
     new_item: bool,
     prompt: crate::error::Result<String>,
+    images: &[Image],
     tx: &mpsc::UnboundedSender<Event>,
     cancel: watch::Receiver<Cancel>,
 ) -> AttemptResult {
@@ -663,6 +704,7 @@ async fn attempt_once(
         },
         sandbox: prepared.sandbox.as_deref(),
         output_schema: spec.schema.as_ref().map(|(s, _)| s),
+        images,
         events: tx,
     };
     let execution = backend.execute(&attempt, cancel.clone()).await;
@@ -1185,7 +1227,7 @@ async fn run_verify(
     let mut rendered = Vec::with_capacity(argv.len());
     for a in argv {
         match crate::prompt::Instruction::parse(Path::new("--verify"), 1, a) {
-            Ok(t) => rendered.push(t.render(&headers, &values)),
+            Ok(t) => rendered.push(t.render(&headers, &values).0),
             Err(e) => return (VerifyResult::Failed(e.to_string()), PathBuf::new()),
         }
     }

@@ -39,6 +39,7 @@ fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
         schema: None,
         isolation: None,
         rerun: Default::default(),
+        files: None,
     }
 }
 
@@ -50,6 +51,7 @@ fn item(id: &str, body: &str, after: &[&str]) -> WorkItem {
         teammate: format!("task-{id}"),
         vars: Vec::new(),
         body: body.into(),
+        inline: Vec::new(),
         checkpoint: None,
         after: after.iter().map(|a| (*a).to_owned()).collect(),
         content: content_hash([id, body]),

@@ -365,6 +365,11 @@ pub struct BatchArgs {
     /// A JSON Schema file the report's `output` must satisfy.
     #[arg(long, value_name = "FILE")]
     pub output_schema: Option<PathBuf>,
+    /// The folder the paths of `{file:COLUMN}` and `{image:COLUMN}` are relative to, and
+    /// the only one they are read from (default: BATCH.md's `file_root`, else BATCH.md's
+    /// folder, else the input's).
+    #[arg(long, value_name = "DIR")]
+    pub file_root: Option<PathBuf>,
     /// The most bytes of a file the instruction inlines with `{file:COLUMN}`, e.g. 1MiB
     /// (default: BATCH.md's `file_cap`, else 256KiB). A larger file fails its item.
     #[arg(long, value_name = "SIZE", value_parser = crate::source::inline::parse_cap)]

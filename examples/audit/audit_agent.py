@@ -30,12 +30,12 @@ def frontmatter_state(lines):
     return "unclosed"
 
 
-def audit(path):
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+def read_text(text):
+    """What the text of a markdown file shows: its title, frontmatter, relative link targets
+    and line count (no file system needed: what a model given the text can tell)."""
     lines = text.splitlines()
     in_fence = False
-    links, broken, has_title = 0, [], False
+    links, has_title = [], False
     for line in lines:
         if line.lstrip().startswith(("```", "~~~")):
             in_fence = not in_fence
@@ -47,17 +47,30 @@ def audit(path):
         for target in LINK.findall(line):
             if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
                 continue
-            links += 1
-            local = target.split("#", 1)[0]
-            resolved = os.path.normpath(os.path.join(os.path.dirname(path), local))
-            if not os.path.exists(resolved):
-                broken.append(target)
+            links.append(target)
     return {
         "has_title": has_title,
         "frontmatter": frontmatter_state(lines),
-        "links_checked": links,
-        "broken_links": broken,
+        "relative_links": links,
         "lines": len(lines),
+    }
+
+
+def audit(path):
+    with open(path, encoding="utf-8") as f:
+        seen = read_text(f.read())
+    broken = []
+    for target in seen["relative_links"]:
+        local = target.split("#", 1)[0]
+        resolved = os.path.normpath(os.path.join(os.path.dirname(path), local))
+        if not os.path.exists(resolved):
+            broken.append(target)
+    return {
+        "has_title": seen["has_title"],
+        "frontmatter": seen["frontmatter"],
+        "links_checked": len(seen["relative_links"]),
+        "broken_links": broken,
+        "lines": seen["lines"],
     }
 
 

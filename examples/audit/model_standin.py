@@ -4,10 +4,11 @@ the bundled example (`examples/audit/BATCH-http.md`, runner `openai`) and the be
 
 It serves `POST /v1/chat/completions` as the OpenAI API reference gives it (a
 `chat.completion` object with `choices[0].message.content`, `finish_reason`, `usage`), with
-HTTP/1.1 keep-alive. It plays the model: for a prompt that names a markdown file
-(`--answer audit`, the default) it answers with the same audit `audit_agent.py` makes of that
-file; with `--answer fixed` it answers every request at once with a fixed completed report.
-No model and no key are involved.
+HTTP/1.1 keep-alive. It plays the model, from the prompt alone — like a model, it never reads
+the disk: for a prompt that holds a markdown file's text between `<<<FILE` and `FILE>>>` lines
+(the runner inlines it with `{file:path}`; `--answer audit`, the default) it answers with what
+`audit_agent.py` tells from that text; with `--answer fixed` it answers every request at once
+with a fixed completed report. No model and no key are involved.
 
     python3 examples/audit/model_standin.py -- runner batch examples/audit/BATCH-http.md
 
@@ -25,9 +26,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from audit_agent import audit  # noqa: E402
+from audit_agent import read_text  # noqa: E402
 
-FILE = re.compile(r"markdown file `([^`]+)`")
+NAME = re.compile(r"markdown file `([^`]+)`")
+TEXT = re.compile(r"^<<<FILE\n(.*?)\n?FILE>>>$", re.S | re.M)
 FIXED = json.dumps(
     {"status": "completed", "summary": "checked", "blocker": None, "output": {"ok": True}}
 )
@@ -37,24 +39,20 @@ def answer_for(prompt, mode):
     """The report the stand-in "model" answers with, as JSON text."""
     if mode == "fixed":
         return FIXED
-    m = FILE.search(prompt)
-    if not m:
+    name, text = NAME.search(prompt), TEXT.search(prompt)
+    if not (name and text):
         return json.dumps(
-            {"status": "failed", "summary": "the prompt names no markdown file",
+            {"status": "failed", "summary": "the prompt holds no markdown file's text",
              "blocker": None, "output": {}}
         )
-    path = m.group(1)
-    try:
-        findings = audit(path)
-    except (OSError, UnicodeDecodeError) as e:
-        return json.dumps(
-            {"status": "failed", "summary": f"cannot read {path}: {e}", "blocker": None,
-             "output": {}}
-        )
+    findings = read_text(text.group(1))
+    problems = [p for p, bad in (("no title", not findings["has_title"]),
+                                 ("frontmatter " + findings["frontmatter"],
+                                  findings["frontmatter"] in ("invalid", "unclosed"))) if bad]
     return json.dumps(
         {"status": "completed",
-         "summary": f"{path}: {findings['links_checked']} links checked, "
-                    f"{len(findings['broken_links'])} broken",
+         "summary": f"{name.group(1)}: {len(findings['relative_links'])} relative link(s), "
+                    + ("; ".join(problems) or "no problems"),
          "blocker": None, "output": findings}
     )
 

@@ -32,6 +32,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("pi", include_str!("../../runners/pi.toml")),
     ("exec", include_str!("../../runners/exec.toml")),
     ("openai", include_str!("../../runners/openai.toml")),
+    ("anthropic", include_str!("../../runners/anthropic.toml")),
 ];
 
 /// The order in which installed agent CLIs are picked when no runner is chosen.
@@ -79,6 +80,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
     (
         "http",
         &[
+            "api",
             "base_url",
             "base_url_env",
             "key_env",
@@ -453,8 +455,13 @@ impl BackendDef {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpSpec {
-    /// The API's base URL, up to and including its version (`https://api.openai.com/v1`),
-    /// used when the variable [`HttpSpec::base_url_env`] names is unset or empty.
+    /// The wire format: `openai-chat` (the default) or `anthropic-messages`.
+    #[serde(default)]
+    pub api: HttpApi,
+    /// The API's base URL, used when the variable [`HttpSpec::base_url_env`] names is unset
+    /// or empty: for `openai-chat` up to and including its version
+    /// (`https://api.openai.com/v1`), for `anthropic-messages` the origin
+    /// (`https://api.anthropic.com`, as `ANTHROPIC_BASE_URL` is given to the SDKs).
     pub base_url: String,
     /// The variable that overrides the base URL (`OPENAI_BASE_URL`, as the OpenAI SDKs read
     /// it); empty for none.
@@ -479,6 +486,19 @@ pub struct HttpSpec {
     /// Extra fields of the request body (e.g. `temperature = 0`), merged over the runner's.
     #[serde(default)]
     pub body: BTreeMap<String, toml::Value>,
+}
+
+/// The wire format of a `kind = "http"` runner definition (`[http] api`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HttpApi {
+    /// OpenAI's "Create chat completion" (`POST <base>/chat/completions`, bearer key),
+    /// which most servers speak.
+    #[default]
+    OpenaiChat,
+    /// Anthropic's Messages API (`POST <base>/v1/messages`, `x-api-key`), the report as a
+    /// forced tool call ([`crate::run::backend::http`]'s `anthropic` module).
+    AnthropicMessages,
 }
 
 /// `[sandbox]` of a runner definition.

@@ -20,8 +20,11 @@ pub struct AgentResult {
     pub session_id: Option<String>,
     /// Cost in USD.
     pub cost_usd: Option<f64>,
-    /// Input tokens.
+    /// Input tokens (every one: those read from the provider's prompt cache too).
     pub input_tokens: Option<u64>,
+    /// Of the input tokens, those read from the provider's prompt cache (OpenAI's
+    /// `prompt_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`).
+    pub cached_input_tokens: Option<u64>,
     /// Output tokens.
     pub output_tokens: Option<u64>,
     /// Turns taken.
@@ -114,6 +117,7 @@ pub fn parse(def: &RunnerDef, stdout: &str) -> AgentResult {
         session_id: get(&r.session_id).and_then(as_text),
         cost_usd: get(&r.cost_usd).and_then(Value::as_f64),
         input_tokens: get(&r.input_tokens).and_then(Value::as_u64),
+        cached_input_tokens: None,
         output_tokens: get(&r.output_tokens).and_then(Value::as_u64),
         turns: get(&r.turns).and_then(Value::as_u64),
     }

@@ -168,15 +168,37 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
     }
     // Paths a row names are read inside the batch's folder: BATCH.md's, else the input's
     // (the working directory for rows from stdin).
+    let dir = match (&args.file_root, &spec.file_root, &args.batch) {
+        (Some(d), _, _) => d.clone(),
+        (None, Some(d), _) => resolve(&base, d),
+        (None, None, Some(_)) => base.clone(),
+        (None, None, None) if input == Path::new("-") => PathBuf::from("."),
+        (None, None, None) => match input.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        },
+    };
+    if !dir.is_dir() {
+        let what = "is not a folder; give the folder the rows' file paths are relative to";
+        match (&args.file_root, &args.batch) {
+            (Some(_), _) => {
+                return Err(Error::Usage(format!(
+                    "--file-root {} {what}",
+                    dir.display()
+                )));
+            }
+            (None, Some(b)) if spec.file_root.is_some() => {
+                return Err(Error::input_at(
+                    b,
+                    None,
+                    format!("`file_root` {} {what}", dir.display()),
+                ));
+            }
+            _ => {}
+        }
+    }
     let file_root = crate::source::inline::FileRoot {
-        dir: crate::fsutil::real_path(&absolute(match &args.batch {
-            Some(_) => base.as_path(),
-            None if input == Path::new("-") => Path::new("."),
-            None => match input.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p,
-                _ => Path::new("."),
-            },
-        })),
+        dir: crate::fsutil::real_path(&absolute(&dir)),
         file_cap: args
             .file_cap
             .or(spec.file_cap)

@@ -431,6 +431,7 @@ pub(crate) mod tests {
                 spend: crate::run::record::outcome::Spend {
                     cost_usd: Some(0.25),
                     input_tokens: Some(1200),
+                    cached_input_tokens: None,
                     output_tokens: Some(300),
                 },
                 at: "2026-12-01T09:00:01Z".into(),

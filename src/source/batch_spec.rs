@@ -37,6 +37,7 @@ pub const BATCH_KEYS: &[&str] = &[
     "output_schema",
     "file_cap",
     "image_cap",
+    "file_root",
 ];
 
 /// `output_schema` as written: inline or a path to a JSON file.
@@ -63,6 +64,9 @@ pub struct BatchSpec {
     pub output: Option<PathBuf>,
     /// `output_schema`: JSON Schema the report's `output` must satisfy.
     pub output_schema: Option<SchemaSource>,
+    /// `file_root`: the folder the paths of `{file:…}` and `{image:…}` are relative to
+    /// (relative to BATCH.md's folder), when not BATCH.md's folder itself.
+    pub file_root: Option<PathBuf>,
     /// `file_cap`: the most bytes of a file `{file:…}` inlines.
     pub file_cap: Option<u64>,
     /// `image_cap`: the most bytes of an `{image:…}`.
@@ -307,6 +311,7 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
         delimiter,
         output: fields.string("output")?.map(PathBuf::from),
         output_schema,
+        file_root: fields.string("file_root")?.map(PathBuf::from),
         file_cap: fields.size("file_cap")?,
         image_cap: fields.size("image_cap")?,
         settings,

@@ -146,7 +146,10 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
             costs.push(format!("${}", crate::run::record::outcome::usd_text(c)));
         }
         if let (Some(i), Some(t)) = (out.input_tokens, out.output_tokens) {
-            costs.push(format!("tokens in {i}, out {t}"));
+            match out.cached_input_tokens {
+                Some(c) if c > 0 => costs.push(format!("tokens in {i} ({c} cached), out {t}")),
+                _ => costs.push(format!("tokens in {i}, out {t}")),
+            }
         }
         if let Some(s) = &out.session_id {
             costs.push(format!("session {s}"));

@@ -49,7 +49,7 @@ fn a_teammate_starts_with_the_working_context_skeleton_and_the_prompt_points_at_
     let prompt = sb.prompt("workers-output.runner", "w");
     let path = sb.join("workers-output.runner/teammates/1-w/working-context.md");
     assert!(
-        prompt.contains(&format!("`{}` is your working context", path.display()))
+        prompt.contains(&format!("- Your working context: `{}`", path.display()))
             && prompt.contains("rewrite Part A")
             && prompt.contains("append")
             && !prompt.contains("### 1. Objective"),

@@ -21,8 +21,10 @@ type Script = Arc<dyn Fn(usize, &Value) -> ResponseTemplate + Send + Sync>;
 /// Every request the API received: its body and headers, in order.
 type Calls = Arc<Mutex<Vec<(Value, Vec<(String, String)>)>>>;
 
-struct Api {
-    server: MockServer,
+/// A scripted API on 127.0.0.1 and the requests it received (also used by the Anthropic
+/// tests, at its path).
+pub struct Api {
+    pub server: MockServer,
     calls: Calls,
 }
 
@@ -52,10 +54,18 @@ impl Api {
     async fn start(
         script: impl Fn(usize, &Value) -> ResponseTemplate + Send + Sync + 'static,
     ) -> Api {
+        Api::start_at("/v1/chat/completions", script).await
+    }
+
+    /// The API answering POST `at` by `script`.
+    pub async fn start_at(
+        at: &str,
+        script: impl Fn(usize, &Value) -> ResponseTemplate + Send + Sync + 'static,
+    ) -> Api {
         let server = MockServer::start().await;
         let calls = Arc::new(Mutex::new(Vec::new()));
         Mock::given(method("POST"))
-            .and(path("/v1/chat/completions"))
+            .and(path(at))
             .respond_with(Responder {
                 script: Arc::new(script),
                 calls: calls.clone(),
@@ -69,12 +79,12 @@ impl Api {
         format!("{}/v1", self.server.uri())
     }
 
-    fn bodies(&self) -> Vec<Value> {
+    pub fn bodies(&self) -> Vec<Value> {
         let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
         calls.iter().map(|(b, _)| b.clone()).collect()
     }
 
-    fn header(&self, n: usize, name: &str) -> Option<String> {
+    pub fn header(&self, n: usize, name: &str) -> Option<String> {
         let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
         calls[n]
             .1
@@ -891,6 +901,18 @@ fn the_bundled_http_example_audits_every_file_through_the_standin() {
     }
     assert_eq!(rows["README.md"]["has_title"], "true");
     assert_eq!(rows["examples/audit/BATCH.md"]["frontmatter"], "valid");
+    // The stand-in reads no file: what it tells comes from the text the runner put into
+    // the prompt (`{file:path}`, relative to `file_root`).
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).expect("README");
+    assert_eq!(
+        rows["README.md"]["lines"],
+        readme.lines().count().to_string()
+    );
+    assert!(
+        rows["README.md"]["relative_links"].contains("\"docs/runners.md\""),
+        "{:?}",
+        rows["README.md"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -967,5 +989,55 @@ async fn files_and_images_go_into_the_request_and_a_binary_file_never_reaches_th
     assert!(
         !exchange.contains(&data[..200]),
         "the log holds no image data"
+    );
+}
+
+/// Prompt caching: a provider caches a prompt's start, so every item's prompt begins with
+/// what all items share — the report contract, then the instruction up to the row's first
+/// value — and its own parts come last; the API's `prompt_tokens_details.cached_tokens` is
+/// reported (the events, `runner show`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_share_their_start_for_the_prompt_cache_and_cached_tokens_are_reported() {
+    let api = Api::start(|n, _| {
+        ResponseTemplate::new(200).set_body_json(json!({
+            "id": format!("chatcmpl-{n}"),
+            "object": "chat.completion",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": report(json!({}))}}],
+            "usage": {"prompt_tokens": 1500, "completion_tokens": 20,
+                      "prompt_tokens_details": {"cached_tokens": 1280}}
+        }))
+    })
+    .await;
+    let sb = sandbox(&["hi", "bye"]);
+    let r = run(&sb, &api, &["--id-column", "id", "--jobs", "1"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let bodies = api.bodies();
+    let user = |n: usize| {
+        bodies[n]["messages"][1]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    let (a, b) = (user(0), user(1));
+    let shared: String = a
+        .chars()
+        .zip(b.chars())
+        .take_while(|(x, y)| x == y)
+        .map(|(x, _)| x)
+        .collect();
+    assert!(
+        shared.contains("## Answer with your report") && shared.ends_with("Say whether text of "),
+        "the prompts share only: {shared:?}"
+    );
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert!(
+        journal.contains("\"cached_input_tokens\":1280"),
+        "{journal}"
+    );
+    let show = sb.run(&["show", "hi", "workers-output.runner"]);
+    assert!(
+        show.stdout.contains("tokens in 1500 (1280 cached), out 20"),
+        "{show:?}"
     );
 }

@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod anthropic;
 mod bad_input;
 mod batch;
 mod ci;

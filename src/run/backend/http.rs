@@ -26,6 +26,8 @@
 //! (`true`/`false`), `response_format` (`json_schema`/`json_object`/`none`), `header.NAME`
 //! (an extra request header), `body.NAME` (an extra body field: JSON, else a string).
 
+mod anthropic;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -36,7 +38,7 @@ use tokio::sync::watch;
 
 use super::{Attempt, Backend, BoxFuture, Execution};
 use crate::agent::AgentResult;
-use crate::agent::definition::{BackendDef, HttpSpec};
+use crate::agent::definition::{BackendDef, HttpApi, HttpSpec};
 use crate::error::{Error, Result};
 use crate::failure::FailureKind;
 use crate::report::{ProcessEnd, one_line};
@@ -53,13 +55,21 @@ one JSON object, your report, and nothing else: {\"status\": \"completed\" | \"b
 person must decide, \"output\": {the structured result}}. \"completed\" only if the item is \
 fully done; \"blocked\" if you cannot go on without a person; \"failed\" otherwise.";
 
-/// The `--var` names other than `header.*` and `body.*`.
+/// The `--var` names other than `header.*` and `body.*`, of an OpenAI-compatible API.
 const VARS: &[&str] = &[
     "base_url",
     "input_usd_per_mtok",
     "output_usd_per_mtok",
     "strict",
     "response_format",
+];
+
+/// The `--var` names other than `header.*` and `body.*`, of the Anthropic Messages API.
+const ANTHROPIC_VARS: &[&str] = &[
+    "base_url",
+    "input_usd_per_mtok",
+    "output_usd_per_mtok",
+    "max_tokens",
 ];
 
 /// How the request asks for a JSON answer.
@@ -77,8 +87,12 @@ enum Format {
 /// HTTP/1.1 keep-alive, HTTP/2 where the server offers it) for the whole run.
 pub struct Http {
     client: reqwest::Client,
-    /// `<base_url>/chat/completions`.
+    /// The wire format.
+    api: HttpApi,
+    /// `<base_url>/chat/completions`, or `<base_url>/v1/messages`.
     url: String,
+    /// `max_tokens` of an Anthropic request.
+    max_tokens: u64,
     /// The API key, when the definition's key variable is set.
     key: Option<String>,
     model: String,
@@ -110,13 +124,17 @@ impl Http {
         };
         let usage = |m: String| Error::Usage(format!("runner `{}`: {m}", def.name));
         let vars = &settings.vars;
+        let known = match spec.api {
+            HttpApi::OpenaiChat => VARS,
+            HttpApi::AnthropicMessages => ANTHROPIC_VARS,
+        };
         for name in vars.keys() {
-            if !(VARS.contains(&name.as_str())
+            if !(known.contains(&name.as_str())
                 || name.starts_with("header.")
                 || name.starts_with("body."))
             {
                 // A request field written bare (`temperature=0`) is meant for the body.
-                let suggestion = match crate::suggest::did_you_mean(name, VARS.iter().copied()) {
+                let suggestion = match crate::suggest::did_you_mean(name, known.iter().copied()) {
                     s if s.is_empty() => format!(
                         "; to send `{name}` in the request body, write `--var body.{name}=…`"
                     ),
@@ -125,7 +143,7 @@ impl Http {
                 return Err(usage(format!(
                     "--var `{name}` is not one this runner takes{suggestion} (it takes {}, \
                      header.NAME and body.NAME)",
-                    VARS.join(", ")
+                    known.join(", ")
                 )));
             }
         }
@@ -211,12 +229,35 @@ impl Http {
                 )));
             }
         };
-        let headers = headers(spec, vars, &usage)?;
+        let max_tokens = match vars.get("max_tokens").map(|s| s.trim()) {
+            None => anthropic::DEFAULT_MAX_TOKENS,
+            Some(v) => match v.parse::<u64>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Err(usage(format!(
+                        "--var max_tokens={v}: give the most tokens of the answer, a whole \
+                         number > 0 (e.g. 8192)"
+                    )));
+                }
+            },
+        };
+        let mut headers = headers(spec, vars, &usage)?;
+        if spec.api == HttpApi::AnthropicMessages && !headers.contains_key("anthropic-version") {
+            headers.insert(
+                "anthropic-version",
+                HeaderValue::from_static(anthropic::VERSION),
+            );
+        }
         let body = body(spec, vars, &usage)?;
         let client = client(&parsed)?;
         Ok(Http {
             client,
-            url: chat_completions(&parsed),
+            api: spec.api,
+            max_tokens,
+            url: match spec.api {
+                HttpApi::OpenaiChat => chat_completions(&parsed),
+                HttpApi::AnthropicMessages => anthropic::messages_url(&parsed),
+            },
             key,
             model,
             headers,
@@ -229,11 +270,18 @@ impl Http {
 
     /// `POST <url>`, for `--dry-run`: where each item's request goes and how it asks.
     pub fn describe(&self, schema: bool) -> String {
-        let how = match self.effective_format(schema) {
-            Format::Schema if self.strict => "structured output (json_schema, strict)",
-            Format::Schema => "structured output (json_schema)",
-            Format::Object => "JSON mode (json_object)",
-            Format::None => "no response_format",
+        let how = match (self.api, self.effective_format(schema)) {
+            (HttpApi::AnthropicMessages, _) => {
+                "the report as a forced call of the tool `report`, max_tokens "
+            }
+            (_, Format::Schema) if self.strict => "structured output (json_schema, strict)",
+            (_, Format::Schema) => "structured output (json_schema)",
+            (_, Format::Object) => "JSON mode (json_object)",
+            (_, Format::None) => "no response_format",
+        };
+        let how = match self.api {
+            HttpApi::AnthropicMessages => format!("{how}{}", self.max_tokens),
+            HttpApi::OpenaiChat => how.to_owned(),
         };
         let mut line = format!(
             "POST {}   (model {}, {how})",
@@ -283,6 +331,16 @@ impl Http {
     /// by a text part (the API reference's "Create chat completion", user message content
     /// parts).
     fn request_body(&self, prompt: &str, schema: Option<&Value>, images: &[Image]) -> Value {
+        if self.api == HttpApi::AnthropicMessages {
+            return anthropic::request_body(
+                &self.model,
+                self.max_tokens,
+                prompt,
+                schema,
+                images,
+                &self.body,
+            );
+        }
         let mut body = Map::new();
         body.insert("model".into(), json!(self.model));
         let user = match images {
@@ -384,22 +442,20 @@ impl Http {
             .headers(self.headers.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body_text.clone());
-        // An `Authorization` header of the user's (`--var header.Authorization=…`) replaces
-        // the key's.
-        let key = self
-            .key
-            .as_ref()
-            .filter(|_| !self.headers.contains_key(reqwest::header::AUTHORIZATION));
-        if let Some(key) = key {
-            request = request.bearer_auth(key);
-        }
+        // An `Authorization` (or Anthropic's `x-api-key`) header of the user's (`--var
+        // header.Authorization=…`) replaces the key's.
+        let key = self.key.as_ref().filter(|_| {
+            !self.headers.contains_key(reqwest::header::AUTHORIZATION)
+                && !self.headers.contains_key("x-api-key")
+        });
         let mut exchange = format!("POST {}\n", crate::redact::urls(&self.url));
         if let Some(key) = key {
-            let _ = writeln!(
-                exchange,
-                "authorization: Bearer {}",
-                crate::redact::redacted(key)
-            );
+            let (name, prefix) = match self.api {
+                HttpApi::OpenaiChat => ("authorization", "Bearer "),
+                HttpApi::AnthropicMessages => ("x-api-key", ""),
+            };
+            request = request.header(name, format!("{prefix}{key}"));
+            let _ = writeln!(exchange, "{name}: {prefix}{}", crate::redact::redacted(key));
         }
         let _ = writeln!(exchange, "content-type: application/json");
         for (name, value) in &self.headers {
@@ -570,30 +626,44 @@ impl Http {
                     m => format!(": {}", one_line(m, 300)),
                 }
             );
-            let quota = code.as_deref() == Some("insufficient_quota")
-                || message
-                    .to_lowercase()
-                    .contains("exceeded your current quota");
+            let lower = message.to_lowercase();
+            // OpenAI's used-up quota; Anthropic's `billing_error` and its 400 "Your credit
+            // balance is too low".
+            let quota = matches!(
+                code.as_deref(),
+                Some("insufficient_quota" | "billing_error")
+            ) || lower.contains("exceeded your current quota")
+                || lower.contains("credit balance is too low");
             let kind = match status.as_u16() {
-                429 if quota => FailureKind::Quota,
+                402 => FailureKind::Quota,
+                400 | 429 if quota => FailureKind::Quota,
                 // 529: Anthropic's `overloaded_error`, a wait like a rate limit's.
                 429 | 529 => FailureKind::RateLimited,
                 503 if wait.is_some() => FailureKind::RateLimited,
+                // Anthropic's `permission_error` (403) too: the key may not use this.
                 401 | 403 => FailureKind::Auth,
                 _ => FailureKind::ApiError,
             };
             let mut reason = what;
             if status.as_u16() == 404 {
-                reason.push_str(&format!(
-                    " (requests go to {}: the base URL must end with the API's version, e.g. \
-                     http://127.0.0.1:8080/v1)",
-                    crate::redact::urls(&self.url)
-                ));
+                reason.push_str(&match self.api {
+                    HttpApi::OpenaiChat => format!(
+                        " (requests go to {}: the base URL must end with the API's version, \
+                         e.g. http://127.0.0.1:8080/v1)",
+                        crate::redact::urls(&self.url)
+                    ),
+                    HttpApi::AnthropicMessages => format!(
+                        " (requests go to {}: the base URL is the API's origin, without \
+                         /v1, e.g. http://127.0.0.1:8080)",
+                        crate::redact::urls(&self.url)
+                    ),
+                });
             }
             if kind == FailureKind::Auth && self.key.is_none() {
                 reason.push_str(" (no API key was sent: its variable is not set)");
             }
             if status.as_u16() == 400
+                && self.api == HttpApi::OpenaiChat
                 && self.format != Some(Format::None)
                 && message.to_lowercase().contains("schema")
                 && self.strict
@@ -619,6 +689,22 @@ impl Http {
                 AgentResult::default(),
             );
         };
+        if self.api == HttpApi::AnthropicMessages {
+            let a = anthropic::read(&v);
+            let cost = (self.prices != (0.0, 0.0))
+                .then(|| (anthropic::cost(&a, self.prices) * 1e6).round() / 1e6);
+            let agent = AgentResult {
+                final_text: a.text.clone(),
+                session_id: a.id.clone(),
+                input_tokens: a.input_tokens,
+                cached_input_tokens: a.cached_input_tokens,
+                output_tokens: a.output_tokens,
+                cost_usd: cost,
+                turns: Some(1),
+                ..AgentResult::default()
+            };
+            return judge_text(agent, a.problem);
+        }
         let tokens = |p: &str| v.pointer(p).and_then(Value::as_u64);
         let (input, output) = (
             tokens("/usage/prompt_tokens"),
@@ -639,6 +725,7 @@ impl Http {
                 .map(str::to_owned),
             session_id: v.get("id").and_then(Value::as_str).map(str::to_owned),
             input_tokens: input,
+            cached_input_tokens: tokens("/usage/prompt_tokens_details/cached_tokens"),
             output_tokens: output,
             cost_usd: cost,
             turns: Some(1),
@@ -671,20 +758,27 @@ impl Http {
         } else {
             None
         };
-        if let (None, Some(text)) = (&problem, &agent.final_text)
-            && crate::report::extract_json(text).is_none()
-        {
-            // The answer is the only place a report can be: say what it was instead.
-            let why = format!(
-                "no report: the answer holds no JSON object: {}",
-                one_line(text, 160)
-            );
-            return (failed(FailureKind::NoReport, why, None), agent);
-        }
-        match problem {
-            Some(p) => (failed(FailureKind::InvalidReport, p, None), agent),
-            None => (ProcessEnd::Exited(0), agent),
-        }
+        judge_text(agent, problem)
+    }
+}
+
+/// How an answered request ended: a `problem` with the answer (a refusal, a cut-off) is an
+/// invalid report; an answer without a JSON object no report; else the answer is read by
+/// the success rule.
+fn judge_text(agent: AgentResult, problem: Option<String>) -> (ProcessEnd, AgentResult) {
+    if let (None, Some(text)) = (&problem, &agent.final_text)
+        && crate::report::extract_json(text).is_none()
+    {
+        // The answer is the only place a report can be: say what it was instead.
+        let why = format!(
+            "no report: the answer holds no JSON object: {}",
+            one_line(text, 160)
+        );
+        return (failed(FailureKind::NoReport, why, None), agent);
+    }
+    match problem {
+        Some(p) => (failed(FailureKind::InvalidReport, p, None), agent),
+        None => (ProcessEnd::Exited(0), agent),
     }
 }
 

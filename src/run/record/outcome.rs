@@ -54,6 +54,9 @@ pub struct Outcome {
     /// Input tokens, when known.
     #[serde(default)]
     pub input_tokens: Option<u64>,
+    /// Of the input tokens, those read from the provider's prompt cache, when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
     /// Output tokens, when known.
     #[serde(default)]
     pub output_tokens: Option<u64>,
@@ -116,6 +119,7 @@ impl Outcome {
             report: None,
             cost_usd: None,
             input_tokens: None,
+            cached_input_tokens: None,
             output_tokens: None,
             turns: None,
             session_id: None,
@@ -183,6 +187,10 @@ pub struct Spend {
     /// Input (prompt) tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
+    /// Of the input tokens, those the provider read from its prompt cache (the HTTP
+    /// backends; billed at a fraction of the input price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
     /// Output (completion) tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
@@ -200,6 +208,7 @@ impl Spend {
         }
         self.cost_usd = sum(self.cost_usd, other.cost_usd);
         self.input_tokens = sum(self.input_tokens, other.input_tokens);
+        self.cached_input_tokens = sum(self.cached_input_tokens, other.cached_input_tokens);
         self.output_tokens = sum(self.output_tokens, other.output_tokens);
     }
 

@@ -334,6 +334,7 @@ pub async fn run_item(
         let this_attempt = Spend {
             cost_usd: result.agent.cost_usd,
             input_tokens: result.agent.input_tokens,
+            cached_input_tokens: result.agent.cached_input_tokens,
             output_tokens: result.agent.output_tokens,
         };
         spend.add(this_attempt);
@@ -522,6 +523,7 @@ fn final_outcome(
         report: report.map(|r| r.raw.clone()),
         cost_usd: spend.cost_usd,
         input_tokens: spend.input_tokens,
+        cached_input_tokens: spend.cached_input_tokens,
         output_tokens: spend.output_tokens,
         turns: last.agent.turns,
         session_id: last.agent.session_id,

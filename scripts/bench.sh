@@ -20,6 +20,8 @@
 #   6. HTTP backend: N rows, one chat-completions request each (--runner openai, -j 8) against
 #      a local stand-in that answers at once (examples/audit/model_standin.py --answer fixed),
 #      vs xargs -P 8 curl over the same rows and server; and the runner's peak RSS.
+#  6b. the Batch API: N rows as one job (--batch-api) against the same stand-in, whose job
+#      is done at once: the runner's own time around it, and its peak RSS.
 #   7. live output: 20,000 rows with the trivial agent at -j 8, the output CSV kept current
 #      while the run goes on, vs xargs -P 8 over the same items;
 #   8. the sandbox: 1,000 rows with the trivial agent at -j 8 under --sandbox none and
@@ -39,11 +41,11 @@ SMOKE=0
 
 if [ $SMOKE = 1 ]; then
     N_OVERHEAD=40; N_MAKESPAN=8; SLEEP=0.1; N_MEMORY=300; FLOOD_MB=8; RUNS=1
-    N_LIMITED=8; N_BADKEY=20; N_HTTP=40; N_LIVE=200; N_SANDBOX=20; PAIRS=1
+    N_LIMITED=8; N_BADKEY=20; N_HTTP=40; N_BATCH_API=50; N_LIVE=200; N_SANDBOX=20; PAIRS=1
     HOSTILE_COLS=20000; HOSTILE_CELL_MB=17
 else
     N_OVERHEAD=2000; N_MAKESPAN=64; SLEEP=0.5; N_MEMORY=100000; FLOOD_MB=1024; RUNS=5
-    N_LIMITED=48; N_BADKEY=200; N_HTTP=2000; N_LIVE=20000; N_SANDBOX=1000; PAIRS=7
+    N_LIMITED=48; N_BADKEY=200; N_HTTP=2000; N_BATCH_API=10000; N_LIVE=20000; N_SANDBOX=1000; PAIRS=7
     HOSTILE_COLS=1000000; HOSTILE_CELL_MB=100
 fi
 
@@ -360,6 +362,19 @@ s=$(date +%s%N)
 bash -c "$run_curl"
 e=$(date +%s%N)
 c_time=$(calc "($e-$s)/1000000000" 3)
+# 6b. The Batch API: every row in one job (upload, create, poll, download) against the same
+# stand-in, whose job is done at once: the time is the runner's own around it.
+rows "$N_BATCH_API" bapi.csv
+rm -rf bapi-out.csv bapi-out.runner
+run_bapi="OPENAI_BASE_URL=$BASE $RUNNER batch --input bapi.csv --instruction instr.md --id-column id --output bapi-out.csv --runner openai --model standin --batch-api --var poll_max_s=0.5 --format plain"
+s=$(date +%s%N)
+m_bapi=$(OPENAI_BASE_URL=$BASE rss "$RUNNER" batch --input bapi.csv --instruction instr.md --id-column id \
+    --output bapi-out.csv --runner openai --model standin --batch-api --var poll_max_s=0.5 --format plain)
+e=$(date +%s%N)
+b_time=$(calc "($e-$s)/1000000000" 3)
+b_done=$(grep -c ',completed,' bapi-out.csv || true)
+note "batch api: $N_BATCH_API rows in one job: $b_done completed in ${b_time}s (${m_bapi} MiB peak RSS)"
+test "$b_done" = "$N_BATCH_API" || { echo "Batch API run did not complete every row" >&2; exit 1; }
 kill "$standin_pid" 2>/dev/null || true
 h_ratio=$(calc "$c_time / $h_time" 2)
 note "http backend: $N_HTTP rows -j 8: runner $h_done completed in ${h_time}s (${m_http} MiB peak RSS); xargs -P 8 curl ${c_time}s; xargs+curl/runner ${h_ratio}x"
@@ -503,6 +518,8 @@ the journal, team.json, and the output CSV.
 | broken set-up: 60 items, the agent's script missing, -j 8 --retries 2 | $su_attempts attempts, ${su_time}s | ≤ 11 attempts (8 + 3), < 3 s | $(verdict "$su_attempts <= 11 && $su_time < 3") |
 | HTTP backend: $N_HTTP rows, one request each, a local stand-in answering at once, -j 8 | runner (\`--runner openai\`, every log, journal and output CSV): $h_done of $N_HTTP in ${h_time}s; \`xargs -P 8 curl\` (nothing kept): ${c_time}s | ≥ 2× faster than xargs + curl: **${h_ratio}×** | $(verdict "$h_done == $N_HTTP && $h_ratio >= 2") |
 | memory: the HTTP run | ${m_http} MiB | < 64 MiB | $(verdict "$m_http < 64") |
+| Batch API (\`--batch-api\`): $N_BATCH_API rows in one job, a stand-in whose job is done at once | $b_done of $N_BATCH_API in ${b_time}s: the runner's own time around the job (prompts, one upload, polls, one download, every log, journal and output CSV) | < 60 s | $(verdict "$b_done == $N_BATCH_API && $b_time < 60") |
+| memory: the Batch API run | ${m_bapi} MiB | < 256 MiB | $(verdict "$m_bapi < 256") |
 | the sandbox: $N_SANDBOX rows, trivial agent, -j 8 | none ${sn_wall}s wall, ${sn_cpu}s CPU; landlock ${sl_wall}s wall, ${sl_cpu}s CPU | — (per attempt: +${sb_wall_ms} ms of a slot, +${sb_cpu_ms} ms CPU) | |
 | overhead with the output kept current: $N_LIVE rows, trivial agent, -j 8 | runner ${lv_med}s (${lv_min}–${lv_max}); xargs -P 8 ${lx_med}s (${lx_min}–${lx_max}) | runner ≤ 1.5× xargs: **${ratio_live}×** | $(verdict "$ratio_live <= 1.5") |
 

@@ -484,6 +484,12 @@ pub struct RunArgs {
     /// Show the plan (items, argv, prompts, dependencies, shard) without running or writing.
     #[arg(long)]
     pub dry_run: bool,
+    /// With `--runner openai`: send every row in one OpenAI Batch API job (`/v1/batches`,
+    /// half the price, results within 24 hours) instead of one request each. The job's ids
+    /// are kept in the workspace: after a crash or Ctrl-C the same command picks it up
+    /// without a second upload.
+    #[arg(long)]
+    pub batch_api: bool,
     /// Start from batch files (BATCH.md, input, instruction, schema, runner definition) that
     /// changed while an earlier sandboxed run was going on, after you checked them: teammates
     /// could write them, and without this the run refuses to start (exit 2).

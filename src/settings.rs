@@ -385,6 +385,8 @@ pub struct Settings {
     pub trace: Option<PathBuf>,
     /// `--dry-run`: show the plan, write nothing.
     pub dry_run: bool,
+    /// `--batch-api`: the rows go as one OpenAI Batch API job (the HTTP backend's `batch`).
+    pub batch_api: bool,
     /// `--accept-changes`: start from batch files that changed during an earlier sandboxed
     /// run ([`crate::run::record::definition`]).
     pub accept_changes: bool,
@@ -519,6 +521,10 @@ pub fn shard(flags: &RunArgs) -> Result<Option<Shard>> {
         std::env::var("JOB_COMPLETION_INDEX").ok().as_deref(),
     )
 }
+
+/// The time limit of an attempt with `--batch-api` when none is given: the Batch API's
+/// 24-hour completion window and an hour for the upload and the download.
+pub const BATCH_API_TIMEOUT: Duration = Duration::from_secs(25 * 3600);
 
 /// `--jobs`: `N` teammates, `0` for as many as allowed (`usize::MAX`: one per item, as
 /// the descriptor budget and the batch's size allow), or `P%` of the `cpus` (at least one).
@@ -737,6 +743,7 @@ impl Settings {
             junit: None,
             trace: None,
             dry_run: false,
+            batch_api: false,
             accept_changes: false,
             runner_from: None,
             keep_formulas: false,
@@ -936,6 +943,7 @@ impl Settings {
             },
             trace: flags.trace.clone(),
             dry_run: flags.dry_run,
+            batch_api: flags.batch_api,
             accept_changes: flags.accept_changes,
             runner_from: flags.runner_file.clone().or_else(|| {
                 store
@@ -949,6 +957,13 @@ impl Settings {
             limits: limits(flags, file)?,
             runner,
         };
+        if settings.batch_api {
+            // One job holds every row; it may take the provider up to its 24-hour window.
+            settings.jobs = usize::MAX;
+            if flags.timeout.is_none() && file.max_runtime_seconds.is_none() {
+                settings.timeout = Some(BATCH_API_TIMEOUT);
+            }
+        }
         settings.check_programs()?;
         // Checked as the user wrote it (messages name their words), run from anywhere.
         settings.command = anchor_command(std::mem::take(&mut settings.command));

@@ -4,7 +4,8 @@ the bundled example (`examples/audit/BATCH-http.md`, runner `openai`) and the be
 
 It serves `POST /v1/chat/completions` as the OpenAI API reference gives it (a
 `chat.completion` object with `choices[0].message.content`, `finish_reason`, `usage`), with
-HTTP/1.1 keep-alive. It plays the model, from the prompt alone — like a model, it never reads
+HTTP/1.1 keep-alive, and the Batch API's `POST /v1/files`, `POST /v1/batches`,
+`GET /v1/batches/{id}` and the output file's content, each job done at once (`--batch-api`). It plays the model, from the prompt alone — like a model, it never reads
 the disk: for a prompt that holds a markdown file's text between `<<<FILE` and `FILE>>>` lines
 (the runner inlines it with `{file:path}`; `--answer audit`, the default) it answers with what
 `audit_agent.py` tells from that text; with `--answer fixed` it answers every request at once
@@ -64,6 +65,8 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     mode = "audit"
     calls = 0
+    files = {}
+    jobs = {}
 
     def log_message(self, *args):
         pass
@@ -76,9 +79,84 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def do_GET(self):
+        # The Batch API: a job is done at once; its output file answers every line.
+        path = self.path.rstrip("/")
+        if path.startswith("/v1/batches/"):
+            job = Handler.jobs.get(path.rsplit("/", 1)[1])
+            if job is None:
+                self.reply(404, {"error": {"message": "no such batch", "type": "not_found"}})
+                return
+            n = len(job["lines"])
+            self.reply(200, {"id": job["id"], "object": "batch", "status": "completed",
+                             "endpoint": "/v1/chat/completions",
+                             "input_file_id": job["input_file_id"],
+                             "output_file_id": "out-" + job["id"], "error_file_id": None,
+                             "request_counts": {"total": n, "completed": n, "failed": 0}})
+            return
+        if path.startswith("/v1/files/out-") and path.endswith("/content"):
+            job = Handler.jobs.get(path[len("/v1/files/out-"):-len("/content")])
+            if job is None:
+                self.reply(404, {"error": {"message": "no such file", "type": "not_found"}})
+                return
+            out = []
+            for line in job["lines"]:
+                req = json.loads(line)
+                prompt = "\n".join(m.get("content") or "" for m in req["body"].get("messages", [])
+                                   if m.get("role") == "user" and isinstance(m.get("content"), str))
+                out.append(json.dumps({"id": "batch_req", "custom_id": req["custom_id"], "error": None,
+                                       "response": {"status_code": 200, "body": self.completion(
+                                           req["body"], prompt)}}))
+            data = ("\n".join(out) + "\n").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/jsonl")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        self.reply(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def completion(self, req, prompt):
+        Handler.calls += 1
+        content = answer_for(prompt, Handler.mode)
+        return {
+            "id": f"chatcmpl-standin-{Handler.calls}",
+            "object": "chat.completion",
+            "model": req.get("model", "standin"),
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content, "refusal": None}}],
+            "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(content) // 4,
+                      "total_tokens": (len(prompt) + len(content)) // 4},
+        }
+
+    def batch_api(self, raw):
+        path = self.path.rstrip("/")
+        if path == "/v1/files":
+            # multipart/form-data: the part named "file" holds the JSONL.
+            boundary = self.headers.get("Content-Type", "").split("boundary=")[-1].strip('"')
+            lines = []
+            for part in raw.split(b"--" + boundary.encode()):
+                head, _, body = part.partition(b"\r\n\r\n")
+                if b'name="file"' in head:
+                    lines = [l for l in body.rstrip(b"\r\n").decode().split("\n") if l.strip()]
+            fid = f"file-{len(Handler.files) + 1}"
+            Handler.files[fid] = lines
+            self.reply(200, {"id": fid, "object": "file", "purpose": "batch", "bytes": len(raw)})
+            return True
+        if path == "/v1/batches":
+            req = json.loads(raw)
+            bid = f"batch_{len(Handler.jobs) + 1}"
+            Handler.jobs[bid] = {"id": bid, "input_file_id": req["input_file_id"],
+                                 "lines": Handler.files.get(req["input_file_id"], [])}
+            self.reply(200, {"id": bid, "object": "batch", "status": "validating"})
+            return True
+        return False
+
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
+        if self.batch_api(raw):
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self.reply(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return

@@ -35,10 +35,18 @@ fn exit_code(s: &Snapshot) -> i32 {
 fn view(found: &Found, brief_view: bool, stale_after: Duration) -> Result<(String, Snapshot)> {
     let s = found.snapshot()?;
     let dir = found.path();
-    let text = match brief_view {
+    let mut text = match brief_view {
         true => brief(dir, &s, stale_after, resume::for_team(found, &s).as_deref()),
         false => full(dir, &s, stale_after),
     };
+    // The team's OpenAI Batch API jobs (`--batch-api`), as last read.
+    let jobs = crate::run::backend::http::batch::State::read(dir).lines();
+    if !jobs.is_empty() && !brief_view {
+        text.push_str("Batch API jobs:\n");
+        for line in jobs {
+            text.push_str(&format!("  {line}\n"));
+        }
+    }
     Ok((text, s))
 }
 

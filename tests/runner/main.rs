@@ -6,6 +6,7 @@ mod harness;
 mod anthropic;
 mod bad_input;
 mod batch;
+mod batch_api;
 mod ci;
 mod clis;
 mod context;

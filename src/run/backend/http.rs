@@ -27,6 +27,7 @@
 //! (an extra request header), `body.NAME` (an extra body field: JSON, else a string).
 
 mod anthropic;
+pub mod batch;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -62,6 +63,7 @@ const VARS: &[&str] = &[
     "output_usd_per_mtok",
     "strict",
     "response_format",
+    "poll_max_s",
 ];
 
 /// The `--var` names other than `header.*` and `body.*`, of the Anthropic Messages API.
@@ -91,6 +93,8 @@ pub struct Http {
     api: HttpApi,
     /// `<base_url>/chat/completions`, or `<base_url>/v1/messages`.
     url: String,
+    /// The base URL (the Batch API's `/files` and `/batches` are under it).
+    base: reqwest::Url,
     /// `max_tokens` of an Anthropic request.
     max_tokens: u64,
     /// The API key, when the definition's key variable is set.
@@ -103,6 +107,44 @@ pub struct Http {
     strict: bool,
     /// USD per million input and output tokens (0: unknown).
     prices: (f64, f64),
+}
+
+/// The backend of a `kind = "http"` runner: one request per attempt, or with `--batch-api`
+/// ([`batch`]) the rows as OpenAI Batch API jobs.
+///
+/// Errors: those of [`Http::for_settings`]; `--batch-api` with a runner that does not speak
+/// the OpenAI API, or a bad `--var poll_max_s` (exit 2).
+pub fn backend(settings: &Settings) -> Result<std::sync::Arc<dyn Backend>> {
+    let http = Http::for_settings(settings)?;
+    if !settings.batch_api {
+        if settings.vars.contains_key("poll_max_s") {
+            return Err(Error::Usage(
+                "--var poll_max_s is for --batch-api (the longest wait between two reads of a \
+                 job's state)"
+                    .into(),
+            ));
+        }
+        return Ok(std::sync::Arc::new(http));
+    }
+    if http.api != HttpApi::OpenaiChat {
+        return Err(Error::Usage(format!(
+            "--batch-api sends OpenAI Batch API jobs; runner `{}` does not speak the OpenAI API \
+             (use --runner openai)",
+            settings.runner.name
+        )));
+    }
+    let poll_max = match settings.vars.get("poll_max_s").map(|s| s.trim()) {
+        None => Duration::from_secs(60),
+        Some(v) => match v.parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 => Duration::from_secs_f64(s),
+            _ => {
+                return Err(Error::Usage(format!(
+                    "--var poll_max_s={v}: give seconds, a number > 0 (e.g. 30)"
+                )));
+            }
+        },
+    };
+    Ok(std::sync::Arc::new(batch::BatchApi::new(http, poll_max)))
 }
 
 impl Http {
@@ -253,6 +295,7 @@ impl Http {
         Ok(Http {
             client,
             api: spec.api,
+            base: parsed.clone(),
             max_tokens,
             url: match spec.api {
                 HttpApi::OpenaiChat => chat_completions(&parsed),

@@ -82,9 +82,16 @@ pub trait Backend: Send + Sync {
 /// Errors: what the backend's checks refuse (a missing program or API key: exit 3; a bad
 /// `--var`, a missing model, a placeholder the definition cannot expand: exit 2).
 pub fn for_settings(settings: &Settings) -> crate::error::Result<Arc<dyn Backend>> {
+    if settings.batch_api && settings.runner.backend == BackendDef::Process {
+        return Err(crate::error::Error::Usage(format!(
+            "--batch-api sends the rows as OpenAI Batch API jobs; runner `{}` is an agent CLI \
+             (use --runner openai)",
+            settings.runner.name
+        )));
+    }
     match &settings.runner.backend {
         BackendDef::Process => Ok(Arc::new(process::Process)),
-        BackendDef::Http(_) => Ok(Arc::new(http::Http::for_settings(settings)?)),
+        BackendDef::Http(_) => http::backend(settings),
     }
 }
 
@@ -108,6 +115,9 @@ pub struct Attempt<'a> {
     pub report_path: &'a Path,
     /// The working directory: the teammate's worktree, else the run's.
     pub cwd: &'a Path,
+    /// The team's workspace (where a backend keeps what outlives one attempt: the Batch
+    /// API's job ids).
+    pub workspace: &'a Path,
     /// Variables to set: the `RUNNER_*` ones, the definition's `env.set`, the state folders;
     /// values are raw bytes (paths need not be UTF-8).
     pub env: &'a [(String, std::ffi::OsString)],

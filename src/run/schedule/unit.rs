@@ -694,6 +694,7 @@ async fn attempt_once(
         prompt_file: &prepared.prompt_file,
         report_path: &prepared.report_path,
         cwd: &prepared.cwd,
+        workspace: &spec.workspace,
         env: &prepared.env,
         stdout_log: logs.path("stdout.log"),
         stderr_log: logs.path("stderr.log"),

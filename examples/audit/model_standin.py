@@ -168,17 +168,7 @@ class Handler(BaseHTTPRequestHandler):
         except (ValueError, AttributeError):
             self.reply(400, {"error": {"message": "the body is not JSON", "type": "invalid_request_error"}})
             return
-        Handler.calls += 1
-        content = answer_for(prompt, Handler.mode)
-        self.reply(200, {
-            "id": f"chatcmpl-standin-{Handler.calls}",
-            "object": "chat.completion",
-            "model": req.get("model", "standin"),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content, "refusal": None}}],
-            "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(content) // 4,
-                      "total_tokens": (len(prompt) + len(content)) // 4},
-        })
+        self.reply(200, self.completion(req, prompt))
 
 
 def main():

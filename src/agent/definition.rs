@@ -539,7 +539,7 @@ pub struct AttemptArgs<'a> {
     pub prompt_file: &'a Path,
     /// `{report}`: the report path.
     pub report: &'a Path,
-    /// `{workspace}`: the teammate folder.
+    /// `{workspace}`: the teammate's writable folder (`teammates/<name>/work/`).
     pub workspace: &'a Path,
     /// `{prompt}`: the prompt text (only with `prompt = "argument"`).
     pub prompt: &'a str,

@@ -59,9 +59,14 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
-    /// The folder of teammate `name`.
+    /// The folder of teammate `name` (its runner's part; [`record::folder`]).
     pub fn teammate_dir(&self, name: &str) -> PathBuf {
-        self.workspace.join("teammates").join(name)
+        self.teammate(name).dir().to_owned()
+    }
+
+    /// The paths of teammate `name`'s folder.
+    pub fn teammate(&self, name: &str) -> record::folder::TeammateFolder {
+        record::folder::TeammateFolder::new(&self.workspace, name)
     }
 }
 

@@ -95,9 +95,8 @@ pub fn print_plan(
     let mut first = true;
     for item in plan.source.items()? {
         let item = item?;
-        let dir = spec.teammate_dir(&item.teammate);
-        let prompt_file = dir.join("prompt.md");
-        let report = dir.join("report.json");
+        let folder = spec.teammate(&item.teammate);
+        let (prompt_file, report, work) = (folder.prompt(), folder.report(), folder.work());
         // The files the instruction inlines are read as the run would read them; one that
         // cannot be used is shown as the item's failure.
         let prompt = match crate::run::schedule::unit::item_text(spec, &item) {
@@ -110,7 +109,7 @@ pub fn print_plan(
             let args = crate::agent::definition::AttemptArgs {
                 prompt_file: &prompt_file,
                 report: &report,
-                workspace: &dir,
+                workspace: &work,
                 prompt: "<prompt>",
                 model: spec.settings.model.as_deref(),
                 agent_args: &spec.settings.agent_args,

@@ -1,6 +1,7 @@
 //! How `runner status` shows a team's `team.json` snapshot: the full view for people and the
 //! short deterministic `--brief` view for lead agents. Reads file times; changes nothing.
 
+use crate::run::record::folder::TeammateFolder;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -146,10 +147,10 @@ fn checkpoint_of(
     if !s.is_live() {
         return None;
     }
-    let tdir = dir.join("teammates").join(&r.teammate);
+    let work = TeammateFolder::new(dir, &r.teammate).work();
     // Every teammate that keeps a working context starts with one (the runner seeds it);
     // none at all is a teammate that only answers (the HTTP backend): nothing to judge.
-    if !tdir.join("working-context.md").exists() {
+    if !work.join(crate::working_context::FILE_NAME).exists() {
         return None;
     }
     let started = r
@@ -158,7 +159,7 @@ fn checkpoint_of(
         .ok()
         .map(SystemTime::from);
     Some(Checkpoint::judge(
-        crate::working_context::last_checkpoint(&tdir, &r.teammate),
+        crate::working_context::last_checkpoint(&work, &r.teammate),
         started,
         SystemTime::now(),
         stale_after,
@@ -299,11 +300,12 @@ fn ago_secs(secs: u64) -> String {
 /// `.tail` files once a log passes half its cap, the verify and set-up logs) and its
 /// working-context.md.
 fn last_activity(dir: &Path, teammate: &str) -> Option<SystemTime> {
-    let tdir = dir.join("teammates").join(teammate);
-    let mut newest = std::fs::metadata(tdir.join("working-context.md"))
+    let folder = TeammateFolder::new(dir, teammate);
+    let tdir = folder.dir();
+    let mut newest = std::fs::metadata(folder.working_context())
         .and_then(|m| m.modified())
         .ok();
-    for e in std::fs::read_dir(&tdir).into_iter().flatten().flatten() {
+    for e in std::fs::read_dir(tdir).into_iter().flatten().flatten() {
         if e.file_name().to_string_lossy().starts_with("attempt-")
             && let Ok(m) = e.metadata().and_then(|m| m.modified())
         {

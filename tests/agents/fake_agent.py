@@ -250,7 +250,7 @@ def main():
     elif mode == "costly":
         write_report(report(cost_usd=0.4))
     elif mode == "journal_junk":
-        journal = os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "..", "..", "journal.jsonl")
+        journal = os.path.join(os.environ["RUNNER_WORKSPACE"], "journal.jsonl")
         with open(journal, "a", encoding="utf-8") as f:
             f.write("a note someone's editor saved here\n")
             f.write('{"event":"item_fin')
@@ -285,7 +285,7 @@ def main():
             victim = os.path.basename(sib).split("-", 1)[-1]
             forged = json.dumps({"id": victim, "status": "completed", "summary": "FORGED"})
             attempt(results, "report " + os.path.basename(sib),
-                    write_to(os.path.join(sib, "report.json"), forged))
+                    write_to(os.path.join(sib, "work", "report.json"), forged))
         save_attack(results)
         open("attack.done", "w").close()
         write_report(report(summary="forger: " + json.dumps(results, sort_keys=True)))
@@ -369,10 +369,10 @@ def main():
         results = {}
         mine = os.environ["RUNNER_TEAMMATE_DIR"]
         for sib in siblings():
-            wait_for(os.path.join(sib, "pid"))
+            wait_for(os.path.join(sib, "work", "pid"))
             victim = os.path.basename(sib).split("-", 1)[-1]
-            link = os.path.join(mine, "attempt-1.stderr.log")
-            target = os.path.join(sib, "report.json")
+            link = os.path.join(mine, "..", "attempt-1.stderr.log")
+            target = os.path.join(sib, "work", "report.json")
             attempt(results, "link " + os.path.basename(sib), lambda: os.symlink(target, link))
             forged = json.dumps({"id": victim, "status": "completed", "summary": "FORGED"})
             print(forged, file=sys.stderr, flush=True)
@@ -401,8 +401,8 @@ def main():
         attempt(results, "home", write_to(os.path.join(home, "pwned"), "x"))
         attempt(results, "home_file", write_to(os.path.join(home, "keep.txt"), "pwned", "a"))
         for sib in siblings():
-            wait_for(os.path.join(sib, "pid"))  # its folder and worktree are ready
-            attempt(results, "sibling_new_file", write_to(os.path.join(sib, "pwned"), "x"))
+            wait_for(os.path.join(sib, "work", "pid"))  # its folder and worktree are ready
+            attempt(results, "sibling_new_file", write_to(os.path.join(sib, "work", "pwned"), "x"))
             attempt(results, "sibling_prompt", write_to(os.path.join(sib, "prompt.md"), "x", "a"))
             attempt(results, "sibling_remove", lambda: os.remove(os.path.join(sib, "prompt.md")))
             wt = os.path.join(ws, "worktrees", os.path.basename(sib))
@@ -421,6 +421,11 @@ def main():
         attempt(results, "completed_record_forge", write_to(os.path.join(ws, "completed.jsonl"), '{"v":1,"id":"bystander","forged":1}\n', "a"))
         attempt(results, "workspace_chmod", lambda: os.chmod(ws, 0o777))
         attempt(results, "journal_chmod", lambda: os.chmod(journal, 0o666))
+        # The runner's records of this teammate itself, beside its writable folder: what
+        # `runner show` and `runner logs` print of it.
+        mine = os.environ["RUNNER_TEAMMATE_DIR"]
+        attempt(results, "own_prompt", write_to(os.path.join(mine, "..", "prompt.md"), "x", "a"))
+        attempt(results, "own_log", write_to(os.path.join(mine, "..", "attempt-1.stdout.log"), "forged\n", "a"))
         # What it may write: its working directory, its own folder, its TMPDIR.
         attempt(results, "own_cwd", write_to(os.path.join(os.getcwd(), "own-" + os.environ["RUNNER_ITEM_ID"]), "x"))
         attempt(results, "own_folder", write_to(os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "own"), "x"))
@@ -440,7 +445,7 @@ def main():
             results["grandparent_pid"] = grand
             attempt(results, "kill_grandparent", lambda: os.kill(grand, signal.SIGTERM))
         for sib in siblings():
-            pidfile = os.path.join(sib, "pid")
+            pidfile = os.path.join(sib, "work", "pid")
             wait_for(pidfile)
             pid = int(open(pidfile).read().strip())
             results["sibling_pid"] = pid

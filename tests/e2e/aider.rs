@@ -214,7 +214,7 @@ async fn real_aider_edits_a_file_and_the_report_completes_the_item() {
     );
     assert_no_git_left(&sb);
     assert!(
-        sb.teammate().join("aider.chat.history.md").exists(),
+        sb.teammate().join("work/aider.chat.history.md").exists(),
         "the history is in the teammate folder"
     );
 

@@ -739,7 +739,7 @@ async fn real_claude_completes_under_the_landlock_sandbox() {
         return;
     };
     sb.assert_completed(&r, &log);
-    assert!(sb.teammate().join("report.json").is_file());
+    assert!(sb.teammate().join("work/report.json").is_file());
     assert!(
         std::fs::read_dir(sb.home().join(".claude"))
             .map(|d| d.count() > 0)

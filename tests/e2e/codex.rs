@@ -483,7 +483,7 @@ async fn real_codex_writes_the_report_with_apply_patch_and_the_item_completes() 
     assert_eq!(row["cost_usd"], "", "codex reports no cost: {row:?}");
 
     // state_dirs: the SQLite state went to the teammate's CODEX_SQLITE_HOME, not CODEX_HOME.
-    let state = sb.teammate().join("state/codex_sqlite_home");
+    let state = sb.teammate().join("work/state/codex_sqlite_home");
     assert!(
         state.join("state_5.sqlite").is_file(),
         "codex's state database in {}: {:?}",
@@ -858,10 +858,10 @@ async fn real_codex_completes_under_the_landlock_sandbox() {
     };
     let context = || sb.context(&r, &log);
     sb.assert_completed(&r, &log);
-    assert!(sb.teammate().join("report.json").is_file());
+    assert!(sb.teammate().join("work/report.json").is_file());
     assert!(
         sb.teammate()
-            .join("state/codex_sqlite_home/state_5.sqlite")
+            .join("work/state/codex_sqlite_home/state_5.sqlite")
             .is_file(),
         "{}",
         context()

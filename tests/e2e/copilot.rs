@@ -310,7 +310,7 @@ async fn real_copilot_completes_under_the_default_sandbox() {
         return;
     };
     sb.assert_completed(&r, &log);
-    assert!(sb.teammate().join("report.json").is_file());
+    assert!(sb.teammate().join("work/report.json").is_file());
     sb.assert_no_survivors();
 }
 

@@ -424,7 +424,7 @@ async fn real_gemini_completes_under_the_default_sandbox() {
         return;
     };
     sb.assert_completed(&r, &log);
-    assert!(sb.teammate().join("report.json").is_file());
+    assert!(sb.teammate().join("work/report.json").is_file());
     sb.assert_no_survivors();
 }
 
@@ -630,7 +630,7 @@ async fn real_gemini_daily_quota_429_fails_the_item_as_quota() {
     assert_eq!(seen.with(|s| s.stream_calls), 1);
     // Gemini CLI wrote the conversation to $TMPDIR/gemini-client-error-*.json: the runner's
     // per-teammate TMPDIR, never the TMPDIR `runner` itself was given.
-    let private = error_dumps(&sb.teammate().join("tmp"));
+    let private = error_dumps(&sb.teammate().join("work"));
     assert!(!private.is_empty(), "error dumps in the teammate's tmp");
     assert_eq!(error_dumps(&sb.path().join("tmp")), Vec::<String>::new());
 }

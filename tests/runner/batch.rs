@@ -47,7 +47,13 @@ fn success_writes_output_row_workspace_and_exit_0() {
     );
     let prompt = sb.prompt("workers-output.runner", "a");
     assert!(prompt.contains("Handle a. MODE=success"), "{prompt}");
-    assert!(prompt.contains(&ws.join("teammates/1-a/report.json").display().to_string()));
+    assert!(
+        prompt.contains(
+            &ws.join("teammates/1-a/work/report.json")
+                .display()
+                .to_string()
+        )
+    );
     let show = sb.run(&["show", "a", &ws.display().to_string()]);
     assert!(show.stdout.contains("kept in"), "{show:?}");
     assert!(show.stdout.contains("fake agent handled a"), "{show:?}");
@@ -326,7 +332,7 @@ fn agents_that_read_stdin_to_eof_or_never_read_it_both_finish() {
         assert_eq!(r.code, 0, "{r:?}");
     }
     let bytes: usize = sb
-        .read("out.runner/teammates/1-1/stdin-bytes")
+        .read("out.runner/teammates/1-1/work/stdin-bytes")
         .trim()
         .parse()
         .expect("count");
@@ -354,10 +360,10 @@ fn the_runner_environment_reaches_the_agent() {
         &["sh", &script.display().to_string()],
     );
     assert_eq!(r.code, 0, "{r:?}");
-    let env = sb.read("workers-output.runner/teammates/1-x1/env.txt");
+    let env = sb.read("workers-output.runner/teammates/1-x1/work/env.txt");
     let ws = sb.join("workers-output.runner").display().to_string();
     for want in [
-        format!("RUNNER_REPORT={ws}/teammates/1-x1/report.json"),
+        format!("RUNNER_REPORT={ws}/teammates/1-x1/work/report.json"),
         "RUNNER_ITEM_ID=x1".to_string(),
         "RUNNER_TEAM=workers-output".to_string(),
         "RUNNER_TEAMMATE=1-x1".to_string(),

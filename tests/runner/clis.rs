@@ -154,7 +154,7 @@ fn claude_argv_stdin_env_and_usage_columns() {
     assert_eq!(r.code, 0, "{r:?}");
     let rec = recorded(&sb, "claude");
     let ws = sb
-        .join("out-claude-success.runner/teammates/1-1")
+        .join("out-claude-success.runner/teammates/1-1/work")
         .display()
         .to_string();
     assert_eq!(
@@ -235,7 +235,7 @@ fn codex_gets_a_private_sqlite_home_and_reads_its_prompt_from_stdin() {
         .expect("CODEX_SQLITE_HOME");
     assert!(
         home.starts_with(
-            &sb.join("out-codex-success.runner/teammates/1-1/state")
+            &sb.join("out-codex-success.runner/teammates/1-1/work/state")
                 .display()
                 .to_string()
         ),

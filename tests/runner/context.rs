@@ -47,7 +47,7 @@ fn a_teammate_starts_with_the_working_context_skeleton_and_the_prompt_points_at_
     );
     assert_eq!(r.code, 0, "{r:?}");
     let prompt = sb.prompt("workers-output.runner", "w");
-    let path = sb.join("workers-output.runner/teammates/1-w/working-context.md");
+    let path = sb.join("workers-output.runner/teammates/1-w/work/working-context.md");
     assert!(
         prompt.contains(&format!("- Your working context: `{}`", path.display()))
             && prompt.contains("rewrite Part A")
@@ -141,7 +141,7 @@ fn running_team(sb: &Sandbox) -> std::process::Child {
         .expect("spawn");
     wait_for("both teammates running", || {
         ["1-c", "2-n"].iter().all(|t| {
-            sb.join(&format!("workers-output.runner/teammates/{t}/started"))
+            sb.join(&format!("workers-output.runner/teammates/{t}/work/started"))
                 .exists()
         }) && sb
             .read_opt("workers-output.runner/team.json")

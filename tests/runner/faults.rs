@@ -172,7 +172,7 @@ fn resume_is_judged_from_outcomes_not_from_report_files() {
     assert_eq!(r, 1);
     // A report file appears later (e.g. written by a stray process): it must not count.
     sb.write(
-        "workers-output.runner/teammates/1-a/report.json",
+        "workers-output.runner/teammates/1-a/work/report.json",
         r#"{"id":"a","status":"completed","summary":"forged"}"#,
     );
     sb.write("in.csv", "id,mode\na,noreport\n");

@@ -249,7 +249,7 @@ fn ctrl_c_ends_the_processes_that_left_a_teammates_group() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn runner");
-    let pids = sb.join(&format!("{WS}/teammates/1-a/escaped.pids"));
+    let pids = sb.join(&format!("{WS}/teammates/1-a/work/escaped.pids"));
     wait_for("the agent's processes to leave its group", 30, || {
         pids.exists()
     });
@@ -271,7 +271,7 @@ fn after_kill_9_the_next_run_ends_what_the_dead_runs_teammates_left_outside_thei
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn runner");
-    let pids = sb.join(&format!("{WS}/teammates/1-a/escaped.pids"));
+    let pids = sb.join(&format!("{WS}/teammates/1-a/work/escaped.pids"));
     wait_for("the agent's processes to leave its group", 30, || {
         pids.exists()
     });

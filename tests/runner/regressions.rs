@@ -313,16 +313,16 @@ fn every_teammate_gets_a_private_tmpdir_of_its_own() {
     let agent = [
         "sh",
         "-c",
-        r#"printf '%s' "$TMPDIR" > "$TMPDIR/../where" && printf '{"status":"completed","summary":"ok"}' > "$RUNNER_REPORT""#,
+        r#"printf '%s' "$TMPDIR" > "$RUNNER_TEAMMATE_DIR/where" && printf '{"status":"completed","summary":"ok"}' > "$RUNNER_REPORT""#,
     ];
     // The folders are looked into after the run.
     let r = sb.batch(&["--id-column", "id", "--keep-logs"], &agent);
     assert_eq!(r.code, 0, "{r:?}");
     let mut seen = Vec::new();
     for t in ["1-a", "2-b"] {
-        let dir = sb.join(&format!("workers-output.runner/teammates/{t}"));
+        let dir = sb.join(&format!("workers-output.runner/teammates/{t}/work"));
         let tmp = std::fs::read_to_string(dir.join("where")).expect("the agent wrote it");
-        assert_eq!(std::path::Path::new(&tmp), dir.join("tmp"), "{t}");
+        assert_eq!(std::path::Path::new(&tmp), dir, "{t}: its own work/ folder");
         let mode = std::fs::metadata(&tmp).expect("tmp").permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "{t}");
         seen.push(tmp);

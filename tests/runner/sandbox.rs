@@ -102,12 +102,12 @@ fn workspace(sb: &Sandbox) -> PathBuf {
     sb.join("out/workers-output.runner")
 }
 
-/// The attack results a teammate recorded (`attack.json` in its folder).
+/// The attack results a teammate recorded (`attack.json` in its writable folder).
 fn attack(sb: &Sandbox, teammate: &str) -> BTreeMap<String, Value> {
     let path = workspace(sb)
         .join("teammates")
         .join(teammate)
-        .join("attack.json");
+        .join("work/attack.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("attack.json")
 }
@@ -157,7 +157,7 @@ fn a_forging_teammate_cannot_write_its_siblings_report_and_the_victim_is_judged_
         "{:?}",
         rows["forger"]
     );
-    let victim_report = workspace(&sb).join("teammates/1-victim/report.json");
+    let victim_report = workspace(&sb).join("teammates/1-victim/work/report.json");
     assert!(!victim_report.exists(), "no report was forged");
     assert_no_survivors(&sb);
 }
@@ -221,6 +221,9 @@ fn without_the_sandbox_the_same_forgery_succeeds() {
     assert_no_survivors(&sb);
 }
 
+/// Under the sandbox a teammate writes only its working directory, its own `work/` folder
+/// and TMPDIR: not a sibling's files, the journal or the record of completed items, nor the
+/// runner's records of itself — its prompt and logs (DESIGN §6b).
 #[test]
 fn a_trespassing_teammate_writes_nothing_outside_its_area() {
     if !landlock_or_skip("trespass") {
@@ -264,7 +267,7 @@ fn a_trespassing_teammate_writes_nothing_outside_its_area() {
         .spawn()
         .expect("spawn runner")
     };
-    let attack_file = workspace(&sb).join("teammates/2-intruder/attack.json");
+    let attack_file = workspace(&sb).join("teammates/2-intruder/work/attack.json");
     let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !attack_file.exists() && std::time::Instant::now() < until {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -292,6 +295,8 @@ fn a_trespassing_teammate_writes_nothing_outside_its_area() {
         "team_json_remove",
         "workspace_new_file",
         "completed_record_forge",
+        "own_prompt",
+        "own_log",
     ] {
         assert_eq!(
             results.get(denied),
@@ -311,7 +316,7 @@ fn a_trespassing_teammate_writes_nothing_outside_its_area() {
     assert_eq!(sb.read("home/keep.txt"), "mine\n");
     let ws = workspace(&sb);
     assert!(!ws.join("pwned").exists() && ws.join("team.json").is_file());
-    assert!(!ws.join("teammates/1-bystander/pwned").exists());
+    assert!(!ws.join("teammates/1-bystander/work/pwned").exists());
     assert!(ws.join("teammates/1-bystander/prompt.md").is_file());
     let journal = std::fs::read(ws.join("journal.jsonl")).expect("journal");
     assert!(
@@ -594,7 +599,7 @@ fn with_worktrees_a_teammate_writes_its_own_worktree_only() {
         .spawn()
         .expect("spawn");
     let ws = sb.join("workers-output.runner");
-    let attack_file = ws.join("teammates/2-intruder/attack.json");
+    let attack_file = ws.join("teammates/2-intruder/work/attack.json");
     let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !attack_file.exists() && std::time::Instant::now() < until {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -681,10 +686,13 @@ fn a_teammate_cannot_make_the_runner_write_a_siblings_report_through_a_link() {
         let sb = layout(&[("victim", "wait_attack"), ("forger", "link_forge")]);
         let r = run_with(&sb, mode, &[]);
         assert_eq!(r.code, 1, "{mode}: the victim did not complete: {r:?}");
+        // Unconfined the forger plants the link; under the sandbox it cannot even do that:
+        // its logs lie beside its writable folder, not in it.
+        let planted = if *mode == "landlock" { "EACCES" } else { "ok" };
         assert_eq!(
             attack(&sb, "2-forger").get("link 1-victim"),
-            Some(&Value::from("ok")),
-            "{mode}: the link was planted"
+            Some(&Value::from(planted)),
+            "{mode}"
         );
         let rows = rows(&sb);
         assert_eq!(
@@ -693,7 +701,7 @@ fn a_teammate_cannot_make_the_runner_write_a_siblings_report_through_a_link() {
             rows["victim"]
         );
         assert_ne!(rows["victim"]["summary"], "FORGED");
-        let victim_report = workspace(&sb).join("teammates/1-victim/report.json");
+        let victim_report = workspace(&sb).join("teammates/1-victim/work/report.json");
         assert!(
             !victim_report.exists(),
             "{mode}: nothing was written through the link"
@@ -727,7 +735,7 @@ fn a_teammate_cannot_make_device_nodes_under_the_sandbox() {
             "{node}: {results:?}"
         );
     }
-    assert!(!workspace(&sb).join("teammates/1-a/kmsg").exists());
+    assert!(!workspace(&sb).join("teammates/1-a/work/kmsg").exists());
     if is_root() {
         let sb = layout(&[("a", "mknod")]);
         let r = run_with(&sb, "none", &[]);
@@ -872,7 +880,7 @@ fn a_daemon_that_drops_its_mark_does_not_outlive_its_attempt() {
         let sb = layout(&[("a", "env_i_daemon")]);
         let r = run_with(&sb, mode, &[]);
         assert_eq!(r.code, 0, "{mode}: {r:?}");
-        let pidfile = workspace(&sb).join("teammates/1-a/daemon.pid");
+        let pidfile = workspace(&sb).join("teammates/1-a/work/daemon.pid");
         let pid: i32 = std::fs::read_to_string(&pidfile)
             .unwrap_or_else(|e| panic!("{mode}: {}: {e}", pidfile.display()))
             .trim()

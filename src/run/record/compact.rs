@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::run::record::folder::TeammateFolder;
 
 /// The record file, in the team workspace.
 pub const FILE_NAME: &str = "completed.jsonl";
@@ -198,20 +199,20 @@ fn tail(path: &Path, cap: u64) -> Option<Tail> {
     })
 }
 
-/// Compact completed item `id` of teammate folder `dir` in `workspace`: append its
+/// Compact completed item `id` of teammate folder `folder` in `workspace`: append its
 /// [`Record`] (attempt `attempt`, whose telling log is `log`) to `completed.jsonl`, then
 /// remove the folder. Returns the record file, which outputs then name as the item's log.
 ///
 /// Errors: the record cannot be written (the folder is then left as it was).
 pub fn compact(
     workspace: &Path,
-    dir: &Path,
+    folder: &TeammateFolder,
     id: &str,
     attempt: u32,
     log: &Path,
 ) -> Result<PathBuf> {
-    let (prompt, prompt_bytes) =
-        head(&dir.join("prompt.md"), PROMPT_KEPT_BYTES).unwrap_or_default();
+    let dir = folder.dir();
+    let (prompt, prompt_bytes) = head(&folder.prompt(), PROMPT_KEPT_BYTES).unwrap_or_default();
     let stream = match log.to_string_lossy().ends_with(".stderr.log") {
         true => "stderr",
         false => "stdout",
@@ -221,12 +222,9 @@ pub fn compact(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let working_context = head(
-        &dir.join(crate::working_context::FILE_NAME),
-        WORKING_CONTEXT_KEPT_BYTES,
-    )
-    .map(|(text, _)| text)
-    .filter(|text| !crate::working_context::is_skeleton(text, &teammate));
+    let working_context = head(&folder.working_context(), WORKING_CONTEXT_KEPT_BYTES)
+        .map(|(text, _)| text)
+        .filter(|text| !crate::working_context::is_skeleton(text, &teammate));
     let record = Record {
         v: 1,
         id: id.to_owned(),
@@ -331,12 +329,16 @@ pub fn find(workspace: &Path, id: &str) -> Result<Option<Record>> {
 mod tests {
     use super::*;
 
+    fn of(root: &Path) -> TeammateFolder {
+        TeammateFolder::new(root, "1-a")
+    }
+
     fn folder(root: &Path, log: &str) -> PathBuf {
         let dir = root.join("teammates").join("1-a");
-        std::fs::create_dir_all(dir.join("tmp")).expect("dir");
+        std::fs::create_dir_all(dir.join("work").join("tmp")).expect("dir");
         std::fs::write(dir.join("prompt.md"), "Audit a.md.\n").expect("prompt");
         std::fs::write(dir.join("attempt-2.stdout.log"), log).expect("log");
-        std::fs::write(dir.join("report.json"), r#"{"status":"completed"}"#).expect("report");
+        std::fs::write(dir.join("work/report.json"), r#"{"status":"completed"}"#).expect("report");
         dir
     }
 
@@ -344,9 +346,15 @@ mod tests {
     fn a_compacted_item_leaves_one_line_and_no_folder() {
         let ws = tempfile::tempdir().expect("tmp");
         let dir = folder(ws.path(), "step 1\nstep 2\n");
-        crate::working_context::seed(&dir, "1-a").expect("skeleton");
-        let file =
-            compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log")).expect("compact");
+        crate::working_context::seed(&dir.join("work"), "1-a").expect("skeleton");
+        let file = compact(
+            ws.path(),
+            &of(ws.path()),
+            "a",
+            2,
+            &dir.join("attempt-2.stdout.log"),
+        )
+        .expect("compact");
         assert_eq!(file, ws.path().join(FILE_NAME));
         assert!(!dir.exists(), "the folder is removed");
         let r = find(ws.path(), "a").expect("read").expect("the record");
@@ -369,7 +377,14 @@ mod tests {
         let ws = tempfile::tempdir().expect("tmp");
         let long: String = (0..2000).map(|i| format!("line {i}\n")).collect();
         let dir = folder(ws.path(), &long);
-        compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log")).expect("first");
+        compact(
+            ws.path(),
+            &of(ws.path()),
+            "a",
+            2,
+            &dir.join("attempt-2.stdout.log"),
+        )
+        .expect("first");
         let first = find(ws.path(), "a").expect("read").expect("record");
         let out = first.tail("stdout").expect("stdout");
         assert!(!out.whole());
@@ -377,8 +392,15 @@ mod tests {
         assert!(out.text.ends_with("line 1999\n"));
         assert!(out.text.len() as u64 <= LOG_TAIL_BYTES);
         let dir = folder(ws.path(), "again\n");
-        std::fs::write(dir.join(crate::working_context::FILE_NAME), "my notes").expect("wc");
-        compact(ws.path(), &dir, "a", 3, &dir.join("attempt-2.stdout.log")).expect("second");
+        std::fs::write(of(ws.path()).working_context(), "my notes").expect("wc");
+        compact(
+            ws.path(),
+            &of(ws.path()),
+            "a",
+            3,
+            &dir.join("attempt-2.stdout.log"),
+        )
+        .expect("second");
         let second = find(ws.path(), "a").expect("read").expect("record");
         assert_eq!(second.attempt, 3);
         assert_eq!(second.tail("stdout"), None, "attempt 3 left no log");
@@ -399,7 +421,14 @@ mod tests {
         let file = ws.path().join(FILE_NAME);
         std::fs::write(&file, b"\xff\xfe not utf-8\n{\"v\":1,\"id\":\"a\",\"tea").expect("junk");
         let dir = folder(ws.path(), "ok\n");
-        compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log")).expect("compact");
+        compact(
+            ws.path(),
+            &of(ws.path()),
+            "a",
+            2,
+            &dir.join("attempt-2.stdout.log"),
+        )
+        .expect("compact");
         let r = find(ws.path(), "a")
             .expect("read")
             .expect("the record after the cut line");
@@ -416,7 +445,14 @@ mod tests {
             "x".repeat(6000)
         );
         let dir = folder(ws.path(), &long);
-        compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log")).expect("compact");
+        compact(
+            ws.path(),
+            &of(ws.path()),
+            "a",
+            2,
+            &dir.join("attempt-2.stdout.log"),
+        )
+        .expect("compact");
         let r = find(ws.path(), "a").expect("read").expect("record");
         let out = r.tail("stdout").expect("stdout");
         assert_eq!(out.text.len() as u64, LOG_TAIL_BYTES);
@@ -429,7 +465,14 @@ mod tests {
         let dir = folder(ws.path(), "second\n");
         std::fs::write(dir.join("attempt-1.stderr.log"), "first failed\n").expect("log");
         std::fs::write(dir.join("attempt-300.stdout.log"), "x".repeat(9000)).expect("fake");
-        compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log")).expect("first");
+        compact(
+            ws.path(),
+            &of(ws.path()),
+            "a",
+            2,
+            &dir.join("attempt-2.stdout.log"),
+        )
+        .expect("first");
         let dir = folder(ws.path(), "");
         std::fs::rename(
             dir.join("attempt-2.stdout.log"),
@@ -437,7 +480,14 @@ mod tests {
         )
         .expect("mv");
         std::fs::write(dir.join("attempt-3.stdout.log"), "third\n").expect("log");
-        compact(ws.path(), &dir, "a", 3, &dir.join("attempt-3.stdout.log")).expect("rerun");
+        compact(
+            ws.path(),
+            &of(ws.path()),
+            "a",
+            3,
+            &dir.join("attempt-3.stdout.log"),
+        )
+        .expect("rerun");
         let r = find(ws.path(), "a").expect("read").expect("record");
         let numbers: Vec<u32> = r.logs.iter().map(|l| l.attempt).collect();
         assert_eq!(
@@ -464,11 +514,18 @@ mod tests {
         let dir = folder(ws.path(), "");
         std::fs::remove_file(dir.join("prompt.md")).expect("rm");
         std::os::unix::fs::symlink(&victim, dir.join("prompt.md")).expect("link");
-        std::os::unix::fs::symlink(&victim, dir.join("tmp").join("x")).expect("link");
+        std::os::unix::fs::symlink(&victim, dir.join("work/tmp/x")).expect("link");
         // A hard link too: the teammate may name a file it can read as its own.
-        std::fs::remove_file(dir.join(crate::working_context::FILE_NAME)).ok();
-        std::fs::hard_link(&victim, dir.join(crate::working_context::FILE_NAME)).expect("ln");
-        compact(ws.path(), &dir, "a", 2, &dir.join("attempt-2.stdout.log")).expect("compact");
+        std::fs::remove_file(of(ws.path()).working_context()).ok();
+        std::fs::hard_link(&victim, of(ws.path()).working_context()).expect("ln");
+        compact(
+            ws.path(),
+            &of(ws.path()),
+            "a",
+            2,
+            &dir.join("attempt-2.stdout.log"),
+        )
+        .expect("compact");
         let r = find(ws.path(), "a").expect("read").expect("record");
         assert_eq!(r.prompt, "", "the linked file is not read");
         assert_eq!(r.working_context, None, "nor the hard-linked one");

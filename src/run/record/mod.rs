@@ -1,7 +1,7 @@
 //! The durable record of a team (DESIGN §1, §6): its workspace and lock ([`team`],
 //! [`lock`]), `journal.jsonl` and its replay ([`journal`]), each item's [`outcome`] and the
 //! read-only index sinks use, the journal as spans for reports ([`history`]), a removed
-//! workspace's [`archive`], a completed item's [`compact`] record, the batch files a sandboxed run started from ([`definition`]), the command that resumes a team ([`resume`]) and finding a team
+//! workspace's [`archive`], a completed item's [`compact`] record, a teammate's [`folder`] (what the runner keeps, what the teammate may write), the batch files a sandboxed run started from ([`definition`]), the command that resumes a team ([`resume`]) and finding a team
 //! from what a user names ([`workspace`]).
 //!
 //! A change belongs here when it is about what is written to disk and read back later.
@@ -9,6 +9,7 @@
 pub mod archive;
 pub mod compact;
 pub mod definition;
+pub mod folder;
 pub mod history;
 pub mod journal;
 pub mod lock;

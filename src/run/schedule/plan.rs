@@ -271,7 +271,7 @@ impl Plan {
         }
         team::check_owner(&self.spec.workspace, &self.batch)?;
         let probe = "1-x";
-        let named = std::iter::once(self.spec.teammate_dir(probe).join("report.json"))
+        let named = std::iter::once(self.spec.teammate(probe).report())
             .chain(self.named_in_prompt.iter().cloned());
         for path in named {
             if name_in_prompt(&self.spec, probe, &path).is_none() {

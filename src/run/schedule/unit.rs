@@ -3,6 +3,7 @@
 //! schema, verify, worktree commit → [`report::judge`]); and retries when allowed. A unit
 //! owns no shared state: it reports to the dispatcher through [`Event`]s.
 
+use crate::run::record::folder::TeammateFolder;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -80,7 +81,7 @@ pub fn render_prompt(
     body: &str,
     retry: Option<RetryContext>,
 ) -> crate::error::Result<String> {
-    let dir = spec.teammate_dir(&item.teammate);
+    let folder = spec.teammate(&item.teammate);
     let answer_only = spec.settings.runner.answers_only();
     // Checked at start-up (`Plan::check`): every path here can be named.
     let named = |p: &Path| {
@@ -118,8 +119,8 @@ pub fn render_prompt(
                 })
                 .collect(),
         },
-        report_path: named(&dir.join("report.json")),
-        working_context: named(&dir.join(crate::working_context::FILE_NAME)),
+        report_path: named(&folder.report()),
+        working_context: named(&folder.working_context()),
         output_schema: spec
             .schema
             .as_ref()
@@ -406,7 +407,12 @@ pub async fn run_item(
         if refused_now && let Some(same) = sent {
             refused_prompt = Some(same);
         } else {
-            retry_ctx = Some(retry_context(&dir, &item, attempt + 1, &result));
+            retry_ctx = Some(retry_context(
+                &spec.teammate(&item.teammate),
+                &item,
+                attempt + 1,
+                &result,
+            ));
         }
         attempt += 1;
         // A retry by --retries waits its own back-off; a failed probe its own rate-limit
@@ -452,11 +458,11 @@ pub async fn run_item(
 /// record file, so no output names a removed log. `attempt` is the item's last attempt.
 fn finished(spec: &RunSpec, mut outcome: Outcome, attempt: u32, tx: &mpsc::UnboundedSender<Event>) {
     if outcome.status == ItemStatus::Completed && !spec.settings.keep_logs {
-        let dir = spec.teammate_dir(&outcome.teammate);
+        let folder = spec.teammate(&outcome.teammate);
         let log = PathBuf::from(&outcome.log);
         match crate::run::record::compact::compact(
             &spec.workspace,
-            &dir,
+            &folder,
             &outcome.id,
             attempt,
             &log,
@@ -537,7 +543,12 @@ fn final_outcome(
 
 /// What attempt `next` of `item` is told about the one before (`result`): its verdict, its
 /// report and the working context the teammate left in `dir`.
-fn retry_context(dir: &Path, item: &WorkItem, next: u32, result: &AttemptResult) -> RetryContext {
+fn retry_context(
+    folder: &TeammateFolder,
+    item: &WorkItem,
+    next: u32,
+    result: &AttemptResult,
+) -> RetryContext {
     RetryContext {
         attempt: next,
         status: result.verdict.status.to_string(),
@@ -547,7 +558,7 @@ fn retry_context(dir: &Path, item: &WorkItem, next: u32, result: &AttemptResult)
             .as_ref()
             .map(|r| serde_json::to_string_pretty(&r.raw).unwrap_or_default()),
         working_context: crate::working_context::carry(
-            &dir.join(crate::working_context::FILE_NAME),
+            &folder.working_context(),
             &item.teammate,
             WORKING_CONTEXT_MAX,
             read_capped,
@@ -604,16 +615,17 @@ async fn verify_again(
             ..earlier
         };
     };
-    let dir = spec.teammate_dir(&item.teammate);
-    let logs = AttemptLogs { dir: &dir, attempt };
+    let folder = spec.teammate(&item.teammate);
+    let dir = folder.dir();
+    let logs = AttemptLogs { dir, attempt };
     let var = |k: &str, v: &dyn AsRef<OsStr>| (k.to_string(), v.as_ref().to_owned());
     let env = vec![
-        var("RUNNER_REPORT", &dir.join("report.json")),
+        var("RUNNER_REPORT", &folder.report()),
         var("RUNNER_ITEM_ID", &item.id),
         var("RUNNER_TEAM", &spec.team),
         var("RUNNER_TEAMMATE", &item.teammate),
         var("RUNNER_WORKSPACE", &spec.workspace),
-        var("RUNNER_TEAMMATE_DIR", &dir),
+        var("RUNNER_TEAMMATE_DIR", &folder.work()),
         var("RUNNER_ATTEMPT", &logs.attempt.to_string()),
     ];
     let (result, verify_log) = run_verify(spec, item, argv, &spec.cwd, &logs, &env, cancel).await;
@@ -747,9 +759,13 @@ async fn prepare(
     cancel: watch::Receiver<Cancel>,
 ) -> Result<Prepared, HelperFailure> {
     let (dir, attempt) = (logs.dir, logs.attempt);
-    let report_path = dir.join("report.json");
-    crate::fsutil::create_private_dir(dir).map_err(|e| HelperFailure::before(e.to_string()))?;
-    // A report left by an earlier attempt must never count for this one.
+    let folder = spec.teammate(&item.teammate);
+    let work = folder.work();
+    let report_path = folder.report();
+    // The runner's part, then the teammate's (`create_private_dir` makes the parent too).
+    crate::fsutil::create_private_dir(&work).map_err(|e| HelperFailure::before(e.to_string()))?;
+    // A report left by an earlier attempt must never count for this one: it is kept, out of
+    // the teammate's reach, beside that attempt's logs.
     if report_path.exists() {
         let earlier = AttemptLogs {
             dir,
@@ -762,10 +778,10 @@ async fn prepare(
     // at it); an earlier attempt's or the teammate's own file is kept. An agent that only
     // answers keeps none.
     if !spec.settings.runner.answers_only() {
-        crate::working_context::seed(dir, &item.teammate).map_err(|e| {
+        crate::working_context::seed(&work, &item.teammate).map_err(|e| {
             HelperFailure::before(format!(
                 "cannot write {}: {e}",
-                dir.join(crate::working_context::FILE_NAME).display()
+                folder.working_context().display()
             ))
         })?;
     }
@@ -780,7 +796,7 @@ async fn prepare(
     let args = AttemptArgs {
         prompt_file: &prompt_file,
         report: &report_path,
-        workspace: dir,
+        workspace: &work,
         prompt: &prompt,
         model: spec.settings.model.as_deref(),
         agent_args: &spec.settings.agent_args,
@@ -819,21 +835,19 @@ async fn prepare(
             &item.checkpoint.clone().unwrap_or_default(),
         ),
         var("RUNNER_WORKSPACE", &spec.workspace),
-        var("RUNNER_TEAMMATE_DIR", &dir),
+        var("RUNNER_TEAMMATE_DIR", &work),
         var("RUNNER_ATTEMPT", &attempt.to_string()),
     ];
     if let Some(wt) = &worktree {
         env.push(var("RUNNER_WORKTREE", &wt.path));
     }
-    // A private TMPDIR (0700) in the teammate's folder: CLIs leave whole conversations in
-    // temporary files (Gemini's error dumps), which no other user may read, and teammates
-    // never share one.
-    let tmp = dir.join("tmp");
-    crate::fsutil::create_private_dir(&tmp).map_err(|e| HelperFailure::before(e.to_string()))?;
-    env.push(var("TMPDIR", &tmp));
+    // A private TMPDIR (0700): CLIs leave whole conversations in temporary files (Gemini's
+    // error dumps), which no other user may read, and teammates never share one. It is the
+    // teammate's `work/` folder itself: no folder of its own per attempt.
+    env.push(var("TMPDIR", &work));
     env.extend(invocation.env_set.iter().map(|(k, v)| var(k, v)));
     for name in &invocation.state_dirs {
-        let state = dir.join("state").join(name.to_lowercase());
+        let state = work.join("state").join(name.to_lowercase());
         crate::fsutil::create_private_dir(&state)
             .map_err(|e| HelperFailure::before(e.to_string()))?;
         env.push(var(name, &state));
@@ -859,7 +873,7 @@ async fn prepare(
         let _ = std::fs::write(dir.join(".worktree-setup-done"), b"");
     }
     let sandbox = (spec.settings.sandbox == crate::sandbox::Mode::Landlock)
-        .then(|| writable(spec, &cwd, dir, &env));
+        .then(|| writable(spec, &cwd, &work, &env));
     Ok(Prepared {
         prompt,
         prompt_file,

@@ -1,0 +1,97 @@
+//! A teammate's folder in the team workspace (DESIGN §6b), in one place:
+//!
+//! ```text
+//! teammates/<name>/                 the runner's records of the teammate
+//!   prompt.md                       the last attempt's prompt (the agent's stdin, read-only)
+//!   attempt-N.stdout.log, …         each attempt's logs (the runner drains the agent's pipes)
+//!   attempt-N.report.json           an earlier attempt's report, moved aside
+//!   <name>.env-file                 `[env] files` the runner writes for the CLI
+//!   work/                           the only part the teammate may write (under the
+//!                                   sandbox), and its private TMPDIR
+//!     report.json                   its report ($RUNNER_REPORT)
+//!     working-context.md            its checkpoint
+//!     state/<name>/                 per-teammate CLI state folders (`[env] state`)
+//! ```
+//!
+//! Under `--sandbox landlock` a teammate can therefore not rewrite its own prompt or logs:
+//! what `runner show` and `runner logs` print is what the runner sent and read. Whatever the
+//! runner reads from `work/` is opened without following links, as a plain file
+//! ([`crate::fsutil::open_plain_file`]).
+
+use std::path::{Path, PathBuf};
+
+/// The folder, under the workspace, that holds one folder per teammate.
+pub const TEAMMATES: &str = "teammates";
+
+/// The teammate-writable part of a teammate folder.
+pub const WORK: &str = "work";
+
+/// The report's file name in `work/`.
+pub const REPORT: &str = "report.json";
+
+/// The prompt's file name in the teammate folder.
+pub const PROMPT: &str = "prompt.md";
+
+/// The paths of one teammate's folder (nothing is created or read here).
+#[derive(Debug, Clone)]
+pub struct TeammateFolder {
+    dir: PathBuf,
+}
+
+impl TeammateFolder {
+    /// The folder of teammate `name` in team workspace `workspace`.
+    pub fn new(workspace: &Path, name: &str) -> TeammateFolder {
+        TeammateFolder {
+            dir: workspace.join(TEAMMATES).join(name),
+        }
+    }
+
+    /// `teammates/<name>/`: the runner's records (prompt, logs).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `teammates/<name>/work/`: what the teammate may write (`RUNNER_TEAMMATE_DIR`).
+    pub fn work(&self) -> PathBuf {
+        self.dir.join(WORK)
+    }
+
+    /// `work/report.json` (`RUNNER_REPORT`).
+    pub fn report(&self) -> PathBuf {
+        self.work().join(REPORT)
+    }
+
+    /// `work/working-context.md`.
+    pub fn working_context(&self) -> PathBuf {
+        self.work().join(crate::working_context::FILE_NAME)
+    }
+
+    /// `prompt.md`, in the runner's part.
+    pub fn prompt(&self) -> PathBuf {
+        self.dir.join(PROMPT)
+    }
+
+    /// `attempt-<attempt>.<name>` in the runner's part, e.g. `attempt-2.stdout.log` (flat,
+    /// so an attempt costs no folder of its own).
+    pub fn attempt_file(&self, attempt: u32, name: &str) -> PathBuf {
+        self.dir.join(format!("attempt-{attempt}.{name}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_sit_beside_the_teammates_writable_part_never_inside_it() {
+        let f = TeammateFolder::new(Path::new("/w/out.runner"), "1-a");
+        assert_eq!(f.dir(), Path::new("/w/out.runner/teammates/1-a"));
+        assert_eq!(f.work(), Path::new("/w/out.runner/teammates/1-a/work"));
+        assert!(f.report().starts_with(f.work()));
+        assert!(f.working_context().starts_with(f.work()));
+        for record in [f.prompt(), f.attempt_file(2, "stdout.log")] {
+            assert!(!record.starts_with(f.work()), "{}", record.display());
+            assert_eq!(record.parent(), Some(f.dir()));
+        }
+    }
+}

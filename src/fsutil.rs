@@ -362,23 +362,31 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
 /// Create a private file (mode 0600) for writing, replacing whatever `path` named: a new
 /// file every time, never one opened through a link (issue 25: a teammate that planted its
 /// log as a link to a sibling's report made the runner write that report). An entry at
-/// `path` is removed first (a link itself, not what it points at; a hard link only loses
-/// this name), then the file is made with `O_CREAT | O_EXCL | O_NOFOLLOW`.
+/// `path` is removed (a link itself, not what it points at; a hard link only loses this
+/// name) and the file made again: it is always made with `O_CREAT | O_EXCL | O_NOFOLLOW`.
 ///
 /// Errors: the entry cannot be removed, or something was made at `path` in between.
 pub fn create_private_file(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
+    let create = || {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .mode(0o600)
+            .open(path)
+    };
+    // Most files are new: one syscall, not an `unlink` that finds nothing first.
+    match create() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        other => return other,
+    }
     match fs::remove_file(path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .mode(0o600)
-        .open(path)
+    create()
 }
 
 /// Open `path` for reading without following a link, and only if it is a plain file: what

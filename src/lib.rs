@@ -13,6 +13,7 @@ pub mod git;
 pub mod hash;
 pub mod item;
 pub mod options;
+pub mod progress;
 pub mod prompt;
 pub mod redact;
 pub mod report;

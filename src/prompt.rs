@@ -267,6 +267,9 @@ pub struct PromptContext {
     pub report_path: String,
     /// Absolute path of the teammate's `working-context.md`.
     pub working_context: String,
+    /// Absolute path of the teammate's progress file (`RUNNER_PROGRESS`,
+    /// [`crate::progress`]).
+    pub progress_path: String,
     /// The output schema, pretty JSON, when one is set.
     pub output_schema: Option<String>,
     /// Set on attempts after the first.
@@ -313,6 +316,7 @@ impl TeammateTemplate {
             },
             report_path: "/r.json".into(),
             working_context: "/w.md".into(),
+            progress_path: "/p.jsonl".into(),
             output_schema: Some("{}".into()),
             retry: Some(RetryContext {
                 attempt: 2,
@@ -477,6 +481,7 @@ mod tests {
             },
             report_path: "/w/report.json".into(),
             working_context: "/w/working-context.md".into(),
+            progress_path: "/w/progress.jsonl".into(),
             output_schema: None,
             retry: None,
             answer_only: false,

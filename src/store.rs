@@ -275,6 +275,37 @@ impl Store {
         }
     }
 
+    /// Append `proposals` (a title, its details, the batch item it follows) to the inbox's
+    /// Todo section as items `@after` that item, under the store lock: follow-ups teammates
+    /// proposed ([`crate::progress::Subtask`]), which a person confirms like any other item.
+    /// Returns their numbers in the inbox.
+    ///
+    /// Errors: the lock cannot be taken, the inbox cannot be read or written, or an item
+    /// would not read back as given (then nothing is written).
+    pub fn propose(&self, proposals: &[(String, String, BatchRef)]) -> Result<Vec<u32>> {
+        if proposals.is_empty() {
+            return Ok(Vec::new());
+        }
+        let _lock = self.lock()?;
+        let today = today();
+        let (text, _) = self.read_inbox(&today)?;
+        let mut doc = TodoDocument::parse(&text);
+        let mut numbers = Vec::new();
+        for (title, details, after) in proposals {
+            let line = format!(
+                "{} @after:{after}",
+                crate::source::todo::escape_title(title)
+            );
+            let n = doc
+                .append_item(crate::source::todo::Section::Todo, &line, details)
+                .map_err(|e| Error::input_at(&self.inbox(), None, e))?;
+            numbers.push(n);
+        }
+        doc.set_last_updated(&today);
+        crate::fsutil::write_atomic(&self.inbox(), doc.render().as_bytes())?;
+        Ok(numbers)
+    }
+
     /// Take the store lock for one edit (creating the store folder first), waiting a bounded
     /// time for another writer's edit to finish ([`lock::wait_limit`]). Read the files to
     /// edit after taking it, write them, then drop it.

@@ -106,6 +106,22 @@ pub enum Event {
         #[serde(default)]
         at: String,
     },
+    /// A running teammate wrote a line to its progress file (`RUNNER_PROGRESS`,
+    /// [`crate::progress`]): where it is, what it found, what blocks it.
+    Progress {
+        /// Item id.
+        id: String,
+        /// Teammate name.
+        teammate: String,
+        /// Attempt number.
+        attempt: u32,
+        /// What it said (the line's fields, beside these on the wire).
+        #[serde(flatten)]
+        progress: crate::progress::Progress,
+        /// When the runner read it, RFC 3339 (UTC).
+        #[serde(default)]
+        at: String,
+    },
     /// A running item's agent printed a line (throttled; for progress displays only: never
     /// journaled or printed as an event line).
     #[serde(skip)]
@@ -433,6 +449,24 @@ pub(crate) mod tests {
                     input_tokens: Some(1200),
                     cached_input_tokens: None,
                     output_tokens: Some(300),
+                },
+                at: "2026-12-01T09:00:01Z".into(),
+            },
+            Event::Progress {
+                id: "a".into(),
+                teammate: "1-a".into(),
+                attempt: 1,
+                progress: crate::progress::Progress {
+                    status: Some(crate::progress::WorkState::Blocked),
+                    progress: Some("60%".into()),
+                    discoveries: vec!["tabs are dropped".into()],
+                    files: vec!["src/a.rs".into()],
+                    blocker: Some("needs the staging key".into()),
+                    needs: Some(crate::progress::Needs::User),
+                    subtask: Some(crate::progress::Subtask {
+                        title: "Handle tabs".into(),
+                        details: Some("seen in a.rs".into()),
+                    }),
                 },
                 at: "2026-12-01T09:00:01Z".into(),
             },

@@ -6,7 +6,7 @@
 //!   owns the state the user sees, a [`schedule::unit`] per item (prepare → execute →
 //!   judge), the team's [`schedule::gate`] (rate limits, stops), [`schedule::selection`].
 //! - [`supervise`]: the processes an attempt starts. Process groups, capped logs, time
-//!   limits ([`supervise::process`]), the attempt mark and subreaping
+//!   limits ([`supervise::process`]), a teammate's progress file ([`supervise::progress`]), the attempt mark and subreaping
 //!   ([`supervise::descendants`]), leftovers of a crashed run ([`supervise::orphans`]),
 //!   Ctrl-Z ([`supervise::job_control`]), the descriptor budget ([`supervise::descriptors`]).
 //! - [`record`]: what outlives the run. The workspace and its lock ([`record::team`],
@@ -56,6 +56,9 @@ pub struct RunSpec {
     /// Where the files an instruction inlines are read ([`crate::source::inline`]); `None`
     /// for a todo batch (its items inline none).
     pub files: Option<crate::source::inline::FileRoot>,
+    /// Whether the run's working directory is in a git work tree, looked up once
+    /// ([`schedule::unit::agent_in_git_work_tree`]); empty until then.
+    pub cwd_in_git: std::sync::OnceLock<bool>,
 }
 
 impl RunSpec {

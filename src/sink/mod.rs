@@ -18,6 +18,7 @@ pub mod output;
 pub mod output_csv;
 pub mod output_jsonl;
 pub mod previous;
+pub mod proposals;
 pub mod shard_meta;
 pub mod todo_marks;
 pub mod todo_table;

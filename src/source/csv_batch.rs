@@ -477,6 +477,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         isolation,
         rerun,
         files: Some(files.files),
+        cwd_in_git: Default::default(),
     };
     Ok(Plan {
         spec,

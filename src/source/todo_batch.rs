@@ -3,6 +3,7 @@
 //! `todo-task-k` per item — with the sinks that tick what completed, write
 //! `todo-N.workers-output.csv`, and clean up checkpoints.
 
+use crate::sink::proposals::Proposals;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,6 +45,17 @@ pub fn team_name(batch: &Path) -> String {
         "todo-resolve-{}",
         stem.strip_prefix("todo-").unwrap_or(&stem)
     )
+}
+
+/// N of a batch file `todo-N.md`.
+fn batch_number(batch: &Path) -> Option<u32> {
+    batch
+        .file_name()?
+        .to_str()?
+        .strip_prefix("todo-")?
+        .strip_suffix(".md")?
+        .parse()
+        .ok()
 }
 
 /// `todo-N.workers-output.csv` beside the batch.
@@ -510,6 +522,9 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         workspace: workspace.clone(),
         numbers,
     }));
+    if let Some(n) = batch_number(b.batch) {
+        sinks.push(Box::new(Proposals::new(b.store.clone(), n)));
+    }
     let spec = RunSpec {
         team,
         workspace,
@@ -521,6 +536,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         isolation,
         rerun,
         files: None,
+        cwd_in_git: Default::default(),
     };
     Ok(Some(Plan {
         spec,

@@ -140,6 +140,23 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
         };
         let _ = writeln!(o, "{}", line.trim_end());
     }
+    // What the teammate last said while it worked (its progress file), in its words.
+    let said = events.iter().rev().find_map(|e| match e {
+        Event::Progress {
+            attempt, progress, ..
+        } => Some((attempt, progress)),
+        _ => None,
+    });
+    if let Some((attempt, p)) = said {
+        let one_line = |t: &str| t.replace(['\n', '\r'], " ");
+        let _ = writeln!(o, "Said:    {} (attempt {attempt})", one_line(&p.brief()));
+        for d in &p.discoveries {
+            let _ = writeln!(o, "  found: {}", one_line(d));
+        }
+        if !p.files.is_empty() {
+            let _ = writeln!(o, "  files: {}", one_line(&p.files.join(", ")));
+        }
+    }
     if let Some(out) = outcome {
         let mut costs = Vec::new();
         if let Some(c) = out.cost_usd {

@@ -431,6 +431,11 @@ pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
                 ),
                 r.title
             ));
+            if let Some(p) = &r.progress {
+                // The teammate's own words: one line, nothing a terminal would obey.
+                let said = crate::ui::terminal_safe(&p.brief().replace(['\n', '\r', '\t'], " "));
+                o.push_str(&format!("      says: {said}\n"));
+            }
         }
     }
     if !s.waiting.is_empty() {

@@ -17,6 +17,7 @@ mod inputs;
 mod jsonl;
 mod keep;
 mod process_faults;
+mod progress;
 mod regressions;
 mod sandbox;
 mod setup;

@@ -169,7 +169,9 @@ fn open_own(path: &Path) -> Option<(std::fs::File, u64)> {
 /// The first `cap` bytes of plain file `path` and its size ([`open_own`]).
 fn head(path: &Path, cap: u64) -> Option<(String, u64)> {
     let (mut file, size) = open_own(path)?;
-    let mut bytes = Vec::new();
+    // Room for all of it up front: one read, not a dozen growing ones (`Take` gives
+    // `read_to_end` no size hint).
+    let mut bytes = Vec::with_capacity(size.min(cap) as usize + 1);
     Read::by_ref(&mut file)
         .take(cap)
         .read_to_end(&mut bytes)
@@ -184,7 +186,7 @@ fn tail(path: &Path, cap: u64) -> Option<Tail> {
     let (mut file, size) = open_own(path)?;
     let from = size.saturating_sub(cap);
     file.seek(SeekFrom::Start(from)).ok()?;
-    let mut bytes = Vec::new();
+    let mut bytes = Vec::with_capacity((size - from) as usize + 1);
     file.take(cap).read_to_end(&mut bytes).ok()?;
     if from > 0
         && let Some(nl) = bytes.iter().position(|b| *b == b'\n')

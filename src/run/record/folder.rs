@@ -10,6 +10,7 @@
 //!                                   sandbox), and its private TMPDIR
 //!     report.json                   its report ($RUNNER_REPORT)
 //!     working-context.md            its checkpoint
+//!     progress.jsonl                what it says while it works ($RUNNER_PROGRESS)
 //!     state/<name>/                 per-teammate CLI state folders (`[env] state`)
 //! ```
 //!
@@ -64,6 +65,11 @@ impl TeammateFolder {
     /// `work/working-context.md`.
     pub fn working_context(&self) -> PathBuf {
         self.work().join(crate::working_context::FILE_NAME)
+    }
+
+    /// `work/progress.jsonl` (`RUNNER_PROGRESS`, [`crate::progress`]).
+    pub fn progress(&self) -> PathBuf {
+        self.work().join(crate::progress::FILE_NAME)
     }
 
     /// `prompt.md`, in the runner's part.

@@ -153,6 +153,7 @@ impl Builder {
                 }
             }
             Event::Activity { .. }
+            | Event::Progress { .. }
             | Event::Interrupted { .. }
             | Event::RunEnded { .. }
             | Event::TeamStopped { .. } => {}

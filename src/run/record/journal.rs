@@ -454,6 +454,7 @@ pub fn replay(path: &Path) -> Result<Replay> {
                 | Event::TeamPaused { .. }
                 | Event::TeamStopped { .. }
                 | Event::Activity { .. }
+                | Event::Progress { .. }
                 | Event::Interrupted { .. }
                 | Event::RunFinished(_)
                 | Event::RunEnded { .. } => {}
@@ -498,10 +499,13 @@ pub fn events(path: &Path) -> Result<Vec<Event>> {
     Ok(out)
 }
 
-/// Whether `event` is about item `id`: an attempt's start or end, or an outcome.
+/// Whether `event` is about item `id`: an attempt's start or end, what its teammate said
+/// while it worked, or an outcome.
 pub fn is_of_item(event: &Event, id: &str) -> bool {
     match event {
-        Event::AttemptStarted { id: i, .. } | Event::AttemptFinished { id: i, .. } => i == id,
+        Event::AttemptStarted { id: i, .. }
+        | Event::AttemptFinished { id: i, .. }
+        | Event::Progress { id: i, .. } => i == id,
         Event::ItemFinished(o) => o.id == id,
         _ => false,
     }

@@ -381,6 +381,9 @@ pub struct RunningEntry {
     /// The last line the agent printed (cleaned, trimmed).
     #[serde(default)]
     pub last_line: String,
+    /// The last line the teammate wrote to its progress file ([`crate::progress`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<crate::progress::Progress>,
 }
 
 /// One finished item in `team.json`.

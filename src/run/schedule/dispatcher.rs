@@ -136,6 +136,7 @@ impl State {
                     pgid: *pgid,
                     started_at: at.clone(),
                     last_line: String::new(),
+                    progress: None,
                 });
                 self.dirty = true;
             }
@@ -161,6 +162,23 @@ impl State {
                 };
                 r.last_line.clone_from(line);
                 self.dirty = true;
+            }
+            Event::Progress {
+                id,
+                attempt,
+                progress,
+                ..
+            } => {
+                // A line read after its attempt ended is journaled all the same.
+                if let Some(r) = self
+                    .snapshot
+                    .running
+                    .iter_mut()
+                    .find(|r| &r.id == id && r.attempt == *attempt)
+                {
+                    r.progress = Some(progress.clone());
+                    self.dirty = true;
+                }
             }
             Event::ItemFinished(outcome) => {
                 running.remove(&outcome.id);

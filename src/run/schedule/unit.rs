@@ -121,6 +121,7 @@ pub fn render_prompt(
         },
         report_path: named(&folder.report()),
         working_context: named(&folder.working_context()),
+        progress_path: named(&folder.progress()),
         output_schema: spec
             .schema
             .as_ref()
@@ -151,7 +152,8 @@ fn read_report_file(path: &Path) -> Result<Option<String>, String> {
             report::MAX_REPORT_BYTES
         ));
     }
-    let mut bytes = Vec::new();
+    // Room for all of it up front: one read (`Take` gives `read_to_end` no size hint).
+    let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
     match file
         .by_ref()
         .take(report::MAX_REPORT_BYTES + 1)
@@ -722,7 +724,21 @@ async fn attempt_once(
         images,
         events: tx,
     };
+    // What the teammate says while it works; an agent that only answers has no file to say
+    // it in.
+    let progress = (!spec.settings.runner.answers_only()).then(|| {
+        let who = crate::run::supervise::progress::Teammate {
+            id: item.id.clone(),
+            teammate: item.teammate.clone(),
+            attempt: logs.attempt,
+        };
+        let path = spec.teammate(&item.teammate).progress();
+        crate::run::supervise::progress::watch(path, who, tx.clone())
+    });
     let execution = backend.execute(&attempt, cancel.clone()).await;
+    if let Some(watch) = progress {
+        watch.finish().await;
+    }
     judge_attempt(spec, item, &prepared, execution, &logs, cancel).await
 }
 
@@ -741,7 +757,10 @@ struct Prepared {
 /// Whether the agents of `spec` start inside a git work tree: always with `--isolate
 /// worktree`, else when the run's working directory is in one (a `.git` above it).
 pub fn agent_in_git_work_tree(spec: &RunSpec) -> bool {
-    spec.isolation.is_some() || crate::store::git_root(&spec.cwd).is_some()
+    spec.isolation.is_some()
+        || *spec
+            .cwd_in_git
+            .get_or_init(|| crate::store::git_root(&spec.cwd).is_some())
 }
 
 /// Prepare an attempt: the teammate folder (an earlier attempt's report moved aside, the
@@ -762,8 +781,10 @@ async fn prepare(
     let folder = spec.teammate(&item.teammate);
     let work = folder.work();
     let report_path = folder.report();
-    // The runner's part, then the teammate's (`create_private_dir` makes the parent too).
-    crate::fsutil::create_private_dir(&work).map_err(|e| HelperFailure::before(e.to_string()))?;
+    // The runner's part, then the teammate's: both private (0700).
+    for d in [dir, work.as_path()] {
+        crate::fsutil::create_private_dir(d).map_err(|e| HelperFailure::before(e.to_string()))?;
+    }
     // A report left by an earlier attempt must never count for this one: it is kept, out of
     // the teammate's reach, beside that attempt's logs.
     if report_path.exists() {
@@ -836,6 +857,7 @@ async fn prepare(
         ),
         var("RUNNER_WORKSPACE", &spec.workspace),
         var("RUNNER_TEAMMATE_DIR", &work),
+        var("RUNNER_PROGRESS", &folder.progress()),
         var("RUNNER_ATTEMPT", &attempt.to_string()),
     ];
     if let Some(wt) = &worktree {

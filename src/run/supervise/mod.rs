@@ -10,3 +10,4 @@ pub mod descriptors;
 pub mod job_control;
 pub mod orphans;
 pub mod process;
+pub mod progress;

@@ -40,6 +40,7 @@ fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
         isolation: None,
         rerun: Default::default(),
         files: None,
+        cwd_in_git: Default::default(),
     }
 }
 

@@ -99,6 +99,59 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the man page (roff; e.g. `runner man > runner.1`).
     Man,
+    /// Serve the runner's tools to a lead agent over the Model Context Protocol on stdio
+    /// (todo_list, todo_add, todo_resolve, batch_run, status, show); e.g. `claude mcp add
+    /// runner -- runner mcp`.
+    Mcp,
+    /// Install the todo skill where an agent finds it (Claude Code's skills folder, or a
+    /// section of Codex's AGENTS.md).
+    #[command(subcommand)]
+    Skill(SkillCommand),
+}
+
+/// `runner skill`.
+#[derive(Debug, Subcommand)]
+pub enum SkillCommand {
+    /// Write `skills/todo/SKILL.md` for Claude Code (`.claude/skills/todo/SKILL.md`) or
+    /// Codex (a section of `AGENTS.md`), in the project (the default inside a git
+    /// repository) or globally (in HOME); never over a file the runner did not write.
+    Install(SkillInstallArgs),
+}
+
+/// The agent a skill is installed for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkillAgent {
+    /// Claude Code.
+    Claude,
+    /// Codex.
+    Codex,
+}
+
+/// `runner skill install`.
+#[derive(Debug, Args)]
+pub struct SkillInstallArgs {
+    /// For Claude Code (the default).
+    #[arg(long, conflicts_with = "codex")]
+    pub claude: bool,
+    /// For Codex: a section of AGENTS.md.
+    #[arg(long)]
+    pub codex: bool,
+    /// In the project (its git repository); the default inside one.
+    #[arg(long, conflicts_with = "global")]
+    pub project: bool,
+    /// In HOME (`~/.claude/skills/`, `~/.codex/AGENTS.md`); the default outside a repository.
+    #[arg(long)]
+    pub global: bool,
+}
+
+impl SkillInstallArgs {
+    /// The agent chosen.
+    pub fn agent(&self) -> SkillAgent {
+        match self.codex {
+            true => SkillAgent::Codex,
+            false => SkillAgent::Claude,
+        }
+    }
 }
 
 /// `runner completions`.

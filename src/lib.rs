@@ -12,6 +12,7 @@ pub mod fsutil;
 pub mod git;
 pub mod hash;
 pub mod item;
+pub mod mcp;
 pub mod options;
 pub mod progress;
 pub mod prompt;

@@ -82,6 +82,10 @@ fn main() {
         Command::Report(args) => commands::report::report(args),
         Command::Completions(args) => commands::docs::completions(args),
         Command::Man => commands::docs::man(),
+        Command::Mcp => commands::mcp::mcp(),
+        Command::Skill(teammate_runner::cli::SkillCommand::Install(args)) => {
+            commands::skill::install(args)
+        }
     };
     let code = match result {
         Ok(code) => code,

@@ -5,12 +5,14 @@
 pub mod batch;
 pub mod clean;
 pub mod docs;
+pub mod mcp;
 pub mod merge;
 pub mod report;
 pub mod resolve;
 pub mod runner_check;
 pub mod runners;
 pub mod show;
+pub mod skill;
 pub mod status;
 pub mod todo;
 pub mod todo_run;

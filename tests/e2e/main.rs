@@ -11,6 +11,7 @@ mod claude;
 mod codex;
 mod copilot;
 mod gemini;
+mod mcp;
 mod opencode;
 mod pi;
 mod qwen;

@@ -192,8 +192,17 @@ pub fn brief(dir: &Path, s: &Snapshot, stale_after: Duration, resume: Option<&st
             .and_then(|c| c.stale_for)
             .map(|q| format!(", stale: no checkpoint for {}", span(q.as_secs())))
             .unwrap_or_default();
+        // What it last said (its progress file) tells a lead more than its title.
+        let said = r
+            .progress
+            .as_ref()
+            .map(|p| {
+                let one_line = p.brief().replace(['\n', '\r', '\t'], " ");
+                format!(" — says: {}", crate::ui::terminal_safe(&one_line))
+            })
+            .unwrap_or_default();
         lines.push(format!(
-            "- {} ({}, attempt {}{stale}): {}",
+            "- {} ({}, attempt {}{stale}): {}{said}",
             r.id,
             match runner_gone(s) {
                 true => "was running when its runner died",

@@ -76,6 +76,13 @@ fn run_talking_teammate(mode: &str) {
         seen.contains("1-a  attempt 1"),
         "{mode}: shown while it runs: {seen}"
     );
+    let brief = sb.run(&["status", "--brief", &output]).stdout;
+    assert!(
+        brief.contains(
+            "- a (running, attempt 1): Do a — says: blocked (needs user): needs the staging key"
+        ),
+        "{mode}: the brief a lead agent reads: {brief}"
+    );
     let journal = sb.read("out/workers-output.runner/journal.jsonl");
     let said: Vec<&str> = journal
         .lines()

@@ -748,3 +748,228 @@ async fn real_claude_completes_under_the_landlock_sandbox() {
     );
     sb.assert_no_survivors();
 }
+
+// ---------------------------------------------------------------------------------------
+// Claude Code as the lead: `runner mcp` as its MCP server (issue 28)
+
+const MCP_ADD_ID: &str = "toolu_01E2eMcpTodoAdd00000000";
+const MCP_BATCH_ID: &str = "toolu_01E2eMcpBatchRun0000000";
+
+/// `POST /v1/messages` for a lead session: turn 1 calls `mcp__runner__todo_add`, turn 2 (its
+/// result in hand) `mcp__runner__batch_run`, turn 3 answers with text. What it saw is kept.
+struct McpLead {
+    agent: String,
+    log: Log,
+    seen: Shared<Vec<Value>>,
+    offered: Shared<Vec<String>>,
+}
+
+/// A turn that calls MCP tool `name` with `input`; stop_reason `tool_use`.
+fn mcp_turn(model: &str, turn: usize, id: &str, name: &str, input: &Value) -> Vec<Value> {
+    let mut events = vec![
+        message_start(model, turn, TURN1_USAGE.0),
+        json!({"type": "content_block_start", "index": 0,
+               "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+        json!({"type": "content_block_delta", "index": 0,
+               "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
+        json!({"type": "content_block_stop", "index": 0}),
+    ];
+    events.extend(message_end("tool_use", TURN1_USAGE));
+    events
+}
+
+impl Respond for McpLead {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let Some(body) = support::json_body(req, &self.log) else {
+            return api_error(400, "invalid_request_error", "body is not JSON");
+        };
+        let model = body["model"].as_str().unwrap_or("?").to_string();
+        if body["stream"] != json!(true) {
+            self.log.push("side request -> short text".into());
+            return ResponseTemplate::new(200).set_body_json(json!({
+                "id": "msg_e2e_side", "type": "message", "role": "assistant", "model": model,
+                "content": [{"type": "text", "text": "Runner tools"}],
+                "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": {"input_tokens": 50, "output_tokens": 2}
+            }));
+        }
+        let tools: Vec<String> = body["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| t["name"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.offered.with(|o| *o = tools.clone());
+        let added = tool_result(&body, MCP_ADD_ID);
+        let ran = tool_result(&body, MCP_BATCH_ID);
+        match (added, ran) {
+            (_, Some(result)) => {
+                self.seen.with(|s| s.push(result));
+                self.log.push("turn 3 -> final text".into());
+                sse(&text_turn(
+                    &model,
+                    3,
+                    "The lexer audit is in the inbox and the rows ran.",
+                    TURN2_USAGE,
+                ))
+            }
+            (Some(result), None) => {
+                self.seen.with(|s| s.push(result));
+                self.log
+                    .push("turn 2 -> tool_use mcp__runner__batch_run".into());
+                let input = json!({
+                    "csv_path": "rows.csv",
+                    "instruction": "Look at {topic}.",
+                    "id_column": "id",
+                    "command": ["sh", self.agent],
+                    "wait": true
+                });
+                sse(&mcp_turn(
+                    &model,
+                    2,
+                    MCP_BATCH_ID,
+                    "mcp__runner__batch_run",
+                    &input,
+                ))
+            }
+            (None, None) if tools.iter().any(|t| t == "mcp__runner__todo_add") => {
+                self.log
+                    .push("turn 1 -> tool_use mcp__runner__todo_add".into());
+                let input = json!({"text": "Audit the lexer\nstart with tabs", "store": "S"});
+                sse(&mcp_turn(
+                    &model,
+                    1,
+                    MCP_ADD_ID,
+                    "mcp__runner__todo_add",
+                    &input,
+                ))
+            }
+            (None, None) => {
+                self.log
+                    .push(format!("(unexpected) no runner tools offered: {tools:?}"));
+                sse(&text_turn(&model, 1, "No runner tools.", (400, 4)))
+            }
+        }
+    }
+}
+
+/// The real Claude Code, in print mode, with `runner mcp` named by `--mcp-config`: the
+/// scripted model calls `todo_add` and then `batch_run` (waiting for the end); the calls
+/// reach the runner, their results come back to the model, and the files are there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_claude_as_the_lead_calls_runner_mcp_tools() {
+    let Some(claude) = claude_or_skip("real_claude_as_the_lead_calls_runner_mcp_tools") else {
+        return;
+    };
+    let sb = Sandbox::new(&claude);
+    let dir = sb.path();
+    std::fs::write(dir.join("rows.csv"), "id,topic\na,x\nb,y\n").expect("csv");
+    let agent = dir.join("agent.sh");
+    std::fs::write(
+        &agent,
+        "cat > /dev/null\nprintf '{\"status\":\"completed\",\"summary\":\"did %s\"}' \"$RUNNER_ITEM_ID\" > \"$RUNNER_REPORT\"\n",
+    )
+    .expect("agent");
+    let config = json!({"mcpServers": {"runner": {
+        "command": env!("CARGO_BIN_EXE_runner"), "args": ["mcp"]
+    }}});
+    std::fs::write(dir.join("mcp.json"), config.to_string()).expect("mcp.json");
+
+    let server = MockServer::start().await;
+    let (log, seen, offered) = (
+        Log::default(),
+        Shared::<Vec<Value>>::default(),
+        Shared::<Vec<String>>::default(),
+    );
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(McpLead {
+            agent: agent.display().to_string(),
+            log: log.clone(),
+            seen: seen.clone(),
+            offered: offered.clone(),
+        })
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages/count_tokens"))
+        .respond_with(CountTokens(log.clone()))
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(any())
+        .respond_with(Other(log.clone()))
+        .with_priority(10)
+        .mount(&server)
+        .await;
+
+    let mut cmd = tokio::process::Command::new(&claude.bin);
+    cmd.args([
+        "-p",
+        "Add the lexer audit to the inbox, then run the rows.",
+        "--mcp-config",
+        "mcp.json",
+        "--strict-mcp-config",
+        "--allowedTools",
+        "mcp__runner__todo_add,mcp__runner__batch_run",
+        "--output-format",
+        "json",
+    ])
+    .current_dir(dir)
+    .env_clear()
+    .env("PATH", std::env::var("PATH").unwrap_or_default())
+    .env("HOME", sb.home())
+    .env("TMPDIR", dir.join("tmp"))
+    // MCP tools in the request itself, not deferred behind its ToolSearch tool (Claude
+    // Code's default for MCP servers, `ENABLE_TOOL_SEARCH` unset), so the scripted model
+    // sees and calls them in one turn.
+    .env("ENABLE_TOOL_SEARCH", "false")
+    .envs(
+        claude_env(&sb, &server.uri())
+            .into_iter()
+            .filter(|(k, _)| *k != "CLAUDECODE"),
+    )
+    .stdin(std::process::Stdio::null())
+    .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("claude within 2 minutes")
+        .expect("run claude");
+    let context = format!(
+        "exit {:?}\nstdout {}\nstderr {}\nlog:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        log.dump()
+    );
+    assert!(out.status.success(), "{context}");
+    let offered = offered.with(|o| o.clone());
+    for tool in [
+        "todo_list",
+        "todo_add",
+        "todo_resolve",
+        "batch_run",
+        "status",
+        "show",
+    ] {
+        assert!(
+            offered.iter().any(|t| t == &format!("mcp__runner__{tool}")),
+            "{tool} offered to the model: {offered:?}"
+        );
+    }
+    let results = seen.with(|s| s.clone());
+    assert_eq!(results.len(), 2, "{context}");
+    let text = |v: &Value| v.to_string();
+    assert!(text(&results[0]).contains("Added item 1"), "{}", results[0]);
+    assert!(text(&results[1]).contains("exit_code"), "{}", results[1]);
+    let inbox = std::fs::read_to_string(dir.join("S/todo.md")).expect("inbox");
+    assert!(inbox.contains("Audit the lexer"), "{inbox}");
+    let output = std::fs::read_to_string(dir.join("workers-output.csv")).expect("output");
+    assert!(
+        output.contains("did a") && output.contains("did b"),
+        "{output}"
+    );
+}

@@ -398,18 +398,22 @@ impl RunnerTools {
 static STARTED: AtomicU64 = AtomicU64::new(0);
 
 impl RunnerTools {
+    /// `runner ARGS` in the server's folder, without colour (its output goes to a client).
+    fn command(&self, args: &[OsString]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(&self.exe);
+        cmd.args(args).current_dir(&self.cwd).env("NO_COLOR", "1");
+        cmd
+    }
+
     /// Run `runner ARGS` to its end, `stdin` written to it.
     async fn cli(&self, args: &[OsString], stdin: Option<String>) -> Ran {
-        let mut cmd = tokio::process::Command::new(&self.exe);
-        cmd.args(args)
-            .current_dir(&self.cwd)
-            .env("NO_COLOR", "1")
-            .stdin(match stdin {
-                Some(_) => Stdio::piped(),
-                None => Stdio::null(),
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut cmd = self.command(args);
+        cmd.stdin(match stdin {
+            Some(_) => Stdio::piped(),
+            None => Stdio::null(),
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
@@ -460,11 +464,8 @@ impl RunnerTools {
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let token = ctx.meta.get_progress_token();
-        let mut cmd = tokio::process::Command::new(&self.exe);
-        cmd.args(args)
-            .current_dir(&self.cwd)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
+        let mut cmd = self.command(args);
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = match cmd.spawn() {
@@ -537,11 +538,8 @@ impl RunnerTools {
         else {
             return refused(format!("cannot create {}", events.display()));
         };
-        let mut cmd = tokio::process::Command::new(&self.exe);
-        cmd.args(args)
-            .current_dir(&self.cwd)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
+        let mut cmd = self.command(args);
+        cmd.stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
             // The team outlives this call, and this server.

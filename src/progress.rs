@@ -176,7 +176,7 @@ impl Progress {
     }
 
     /// One line for `runner status`: `blocked (needs user): needs the staging key`,
-    /// `60% — the parser drops tabs`.
+    /// `60%: the parser drops tabs` (line breaks in the teammate's text become spaces).
     pub fn brief(&self) -> String {
         let mut parts = Vec::new();
         if self.status == Some(WorkState::Blocked) {
@@ -201,11 +201,12 @@ impl Progress {
             .or(self.discoveries.last())
             .or(self.files.last())
             .or(proposal.as_ref());
-        match (head.is_empty(), tail) {
+        let line = match (head.is_empty(), tail) {
             (true, Some(t)) => t.clone(),
             (false, Some(t)) => format!("{head}: {t}"),
             (_, None) => head,
-        }
+        };
+        line.replace(['\n', '\r', '\t'], " ")
     }
 }
 

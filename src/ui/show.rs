@@ -149,7 +149,7 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
     });
     if let Some((attempt, p)) = said {
         let one_line = |t: &str| t.replace(['\n', '\r'], " ");
-        let _ = writeln!(o, "Said:    {} (attempt {attempt})", one_line(&p.brief()));
+        let _ = writeln!(o, "Said:    {} (attempt {attempt})", p.brief());
         for d in &p.discoveries {
             let _ = writeln!(o, "  found: {}", one_line(d));
         }

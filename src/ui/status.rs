@@ -196,10 +196,7 @@ pub fn brief(dir: &Path, s: &Snapshot, stale_after: Duration, resume: Option<&st
         let said = r
             .progress
             .as_ref()
-            .map(|p| {
-                let one_line = p.brief().replace(['\n', '\r', '\t'], " ");
-                format!(" — says: {}", crate::ui::terminal_safe(&one_line))
-            })
+            .map(|p| format!(" — says: {}", crate::ui::terminal_safe(&p.brief())))
             .unwrap_or_default();
         lines.push(format!(
             "- {} ({}, attempt {}{stale}): {}{said}",
@@ -442,7 +439,7 @@ pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
             ));
             if let Some(p) = &r.progress {
                 // The teammate's own words: one line, nothing a terminal would obey.
-                let said = crate::ui::terminal_safe(&p.brief().replace(['\n', '\r', '\t'], " "));
+                let said = crate::ui::terminal_safe(&p.brief());
                 o.push_str(&format!("      says: {said}\n"));
             }
         }

@@ -318,16 +318,23 @@ fn tool_result(body: &Value, id: &str) -> Option<Value> {
 
 /// A mock API with `script`; returns it with its request log and what it saw.
 async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
-    let server = MockServer::start().await;
     let log = Log::default();
     let seen = Seen::default();
+    let messages = Messages {
+        script,
+        log: log.clone(),
+        seen: seen.clone(),
+    };
+    (messages_api(messages, &log).await, log, seen)
+}
+
+/// A mock API whose `POST /v1/messages` is `messages`; token counts and anything else are
+/// answered as [`CountTokens`] and [`Other`] do, logged to `log`.
+async fn messages_api(messages: impl Respond + 'static, log: &Log) -> MockServer {
+    let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/messages"))
-        .respond_with(Messages {
-            script,
-            log: log.clone(),
-            seen: seen.clone(),
-        })
+        .respond_with(messages)
         .with_priority(1)
         .mount(&server)
         .await;
@@ -342,7 +349,7 @@ async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
         .with_priority(10)
         .mount(&server)
         .await;
-    (server, log, seen)
+    server
 }
 
 // ---------------------------------------------------------------------------------------
@@ -877,34 +884,18 @@ async fn real_claude_as_the_lead_calls_runner_mcp_tools() {
     }}});
     std::fs::write(dir.join("mcp.json"), config.to_string()).expect("mcp.json");
 
-    let server = MockServer::start().await;
     let (log, seen, offered) = (
         Log::default(),
         Shared::<Vec<Value>>::default(),
         Shared::<Vec<String>>::default(),
     );
-    Mock::given(method("POST"))
-        .and(path("/v1/messages"))
-        .respond_with(McpLead {
-            agent: agent.display().to_string(),
-            log: log.clone(),
-            seen: seen.clone(),
-            offered: offered.clone(),
-        })
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/v1/messages/count_tokens"))
-        .respond_with(CountTokens(log.clone()))
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(any())
-        .respond_with(Other(log.clone()))
-        .with_priority(10)
-        .mount(&server)
-        .await;
+    let lead = McpLead {
+        agent: agent.display().to_string(),
+        log: log.clone(),
+        seen: seen.clone(),
+        offered: offered.clone(),
+    };
+    let server = messages_api(lead, &log).await;
 
     let mut cmd = tokio::process::Command::new(&claude.bin);
     cmd.args([

@@ -562,12 +562,19 @@ impl RunnerTools {
                     "workspace": started["workspace"],
                     "total": started["total"],
                     "pid": child.id(),
-                    "events": events,
-                    "next": "poll the `status` tool with this workspace as `team`",
+                    "stderr_log": log,
+                    "next": "poll the `status` tool with this workspace as `team`; the journal in the workspace holds every event",
                 });
-                // Reaped in the background so it leaves no zombie while this server lives.
+                // Reaped in the background so it leaves no zombie while this server lives;
+                // its events copy goes then (the workspace's journal has them), and its
+                // stderr unless the run could not go on (exit 2 or more).
                 tokio::spawn(async move {
-                    let _ = child.wait().await;
+                    let code = child.wait().await.ok().and_then(|s| s.code());
+                    let _ = std::fs::remove_file(&events);
+                    let empty = std::fs::metadata(&log).is_ok_and(|m| m.len() == 0);
+                    if empty || matches!(code, Some(0 | 1)) {
+                        let _ = std::fs::remove_file(&log);
+                    }
                 });
                 return CallToolResult::success(vec![ContentBlock::text(answer.to_string())]);
             }

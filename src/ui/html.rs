@@ -1,7 +1,8 @@
 //! `runner report --html FILE`: one self-contained HTML page about a team (no network, no
 //! external assets): the counts, total time and cost; a timeline with one lane per concurrent
 //! slot and one bar per attempt, coloured by its verdict (retries labelled, a running attempt
-//! striped); and a table of the items, sortable by any column, with each reason, summary and
+//! striped; what the teammate said while it worked — its progress lines — as ticks on its bar,
+//! a blocker in red); and a table of the items, sortable by any column, with each reason, summary and
 //! a link to the log that explains it. Every value from agents is HTML-escaped: the page runs
 //! only its own script.
 
@@ -55,7 +56,8 @@ white-space:nowrap;color:#fff;padding-left:2px;box-sizing:border-box}\
 .run b{position:absolute;top:-1.3em;left:2px;font-size:11px;color:#555;white-space:nowrap;font-weight:normal}\
 .legend{font-size:12px;color:#444}.legend span{margin-right:1.2em;white-space:nowrap}\
 .legend i{display:inline-block;width:1.6em;height:.9em;vertical-align:middle;margin-right:4px;border-radius:2px}\
-td.out{max-width:24em;overflow-wrap:anywhere}";
+td.out{max-width:24em;overflow-wrap:anywhere}\
+.said{position:absolute;top:0;width:3px;height:18px;background:#1b2631;z-index:2}.said.blocked{background:#ff1744;width:4px}";
 
 /// Sorts the table by a clicked header (numbers by value), and marks the page ready.
 const SCRIPT: &str = "document.querySelectorAll('th').forEach(function(th,col){\
@@ -175,7 +177,8 @@ pub fn report(h: &History, now_ms: i64) -> String {
         o,
         "<h2>Timeline</h2><p class=\"legend\">{}<span><i class=\"s-failed retry\"></i>a retry (#N)</span>\
          <span><i class=\"s-failed refused\"></i>refused unprocessed (a rate-limit wait)</span>\
-         <span><i class=\"s-running\"></i>running</span><span><i class=\"pause\" style=\"position:static;display:inline-block\"></i>the team paused (rate limited)</span>\
+         <span><i class=\"s-running\"></i>running</span><span><i class=\"said\" style=\"position:static;display:inline-block;width:3px\"></i>the teammate said how it goes (hover)</span>\
+         <span><i class=\"said blocked\" style=\"position:static;display:inline-block;width:4px\"></i>it said it is blocked</span><span><i class=\"pause\" style=\"position:static;display:inline-block\"></i>the team paused (rate limited)</span>\
          <span><i style=\"border-left:2px dashed #555;border-radius:0;width:0\"></i>a run began (a resume or a replay)</span></p>\
          <div class=\"axis\">0 s — {:.1} s, {n_lanes} lane(s), {} run(s)</div><div id=\"timeline\">",
         ItemStatus::ALL
@@ -237,7 +240,7 @@ pub fn report(h: &History, now_ms: i64) -> String {
                 s.teammate.clone()
             };
             let tip = format!(
-                "{} (id {}), attempt {}: {} in {:.1}s{}",
+                "{} (id {}), attempt {}: {} in {:.1}s{}{}",
                 s.teammate,
                 s.id,
                 s.attempt,
@@ -251,7 +254,11 @@ pub fn report(h: &History, now_ms: i64) -> String {
                     String::new()
                 } else {
                     format!(" — {reason}")
-                }
+                },
+                s.said
+                    .last()
+                    .map(|said| format!(" — said: {}", said.text))
+                    .unwrap_or_default()
             );
             let _ = write!(
                 o,
@@ -265,6 +272,23 @@ pub fn report(h: &History, now_ms: i64) -> String {
                 escape(&tip),
                 escape(&label)
             );
+            // Each progress line where it was read.
+            for said in &s.said {
+                let at = said.at_ms.clamp(s.start_ms, stop);
+                let left = (at - start) as f64 / span_ms * 100.0;
+                let _ = write!(
+                    o,
+                    "<div class=\"said{}\" style=\"left:{left:.3}%\" title=\"{}\"></div>",
+                    if said.blocked { " blocked" } else { "" },
+                    escape(&format!(
+                        "{} attempt {} at {:.1}s: {}",
+                        s.teammate,
+                        s.attempt,
+                        (at - s.start_ms) as f64 / 1000.0,
+                        said.text
+                    ))
+                );
+            }
         }
         let _ = write!(o, "</div>");
     }
@@ -394,6 +418,18 @@ mod tests {
                     retry_after_s: None,
                 }),
                 refused: false,
+                said: vec![
+                    crate::run::record::history::Said {
+                        at_ms: 500,
+                        text: "60%: <script>x</script>".into(),
+                        blocked: false,
+                    },
+                    crate::run::record::history::Said {
+                        at_ms: 900,
+                        text: "blocked: needs the key".into(),
+                        blocked: true,
+                    },
+                ],
             }],
             outcomes: vec![out],
             runs: 1,
@@ -421,5 +457,16 @@ mod tests {
             "the rate-limit pause is a band over the lanes: {page}"
         );
         assert!(page.contains("<td>agent_error</td>"), "the kind column");
+        assert!(
+            page.contains(
+                "<div class=\"said\" style=\"left:50.000%\" title=\"t&lt; attempt 1 at 0.5s: 60%: &lt;script&gt;x&lt;/script&gt;\">"
+            ),
+            "a progress line is a tick where it was read, its text escaped: {page}"
+        );
+        assert!(
+            page.contains("<div class=\"said blocked\" style=\"left:90.000%\"")
+                && page.contains("said: blocked: needs the key"),
+            "a blocker is marked and is the bar's latest word: {page}"
+        );
     }
 }

@@ -761,15 +761,35 @@ async fn real_claude_completes_under_the_landlock_sandbox() {
 
 const MCP_ADD_ID: &str = "toolu_01E2eMcpTodoAdd00000000";
 const MCP_BATCH_ID: &str = "toolu_01E2eMcpBatchRun0000000";
+const MCP_SEARCH_ID: &str = "toolu_01E2eMcpToolSearch000000";
 
 /// `POST /v1/messages` for a lead session: turn 1 calls `mcp__runner__todo_add`, turn 2 (its
-/// result in hand) `mcp__runner__batch_run`, turn 3 answers with text. What it saw is kept.
+/// result in hand) `mcp__runner__batch_run`, turn 3 answers with text; when the MCP tools are
+/// deferred (Claude Code's default), turn 0 first loads them with `ToolSearch`. What it saw
+/// is kept.
 struct McpLead {
     agent: String,
     log: Log,
+    /// The results of the two runner tool calls.
     seen: Shared<Vec<Value>>,
+    /// The runner tools the model was told of: in the request's tools, or named in its
+    /// deferred-tools list.
     offered: Shared<Vec<String>>,
+    /// What `ToolSearch` answered, when it was used.
+    searched: Shared<Option<Value>>,
+    /// `mcp__runner__batch_run` as a request defined it for the model (with its schema).
+    loaded: Shared<Option<Value>>,
 }
+
+/// The tools `runner mcp` serves, as Claude Code names them (`mcp__<server>__<tool>`).
+const RUNNER_TOOLS: [&str; 6] = [
+    "mcp__runner__todo_list",
+    "mcp__runner__todo_add",
+    "mcp__runner__todo_resolve",
+    "mcp__runner__batch_run",
+    "mcp__runner__status",
+    "mcp__runner__show",
+];
 
 /// A turn that calls MCP tool `name` with `input`; stop_reason `tool_use`.
 fn mcp_turn(model: &str, turn: usize, id: &str, name: &str, input: &Value) -> Vec<Value> {
@@ -808,9 +828,36 @@ impl Respond for McpLead {
                     .collect()
             })
             .unwrap_or_default();
-        self.offered.with(|o| *o = tools.clone());
+        let text = body.to_string();
+        self.offered.with(|o| {
+            for t in RUNNER_TOOLS {
+                if text.contains(t) && !o.iter().any(|x| x == t) {
+                    o.push(t.to_string());
+                }
+            }
+        });
         let added = tool_result(&body, MCP_ADD_ID);
         let ran = tool_result(&body, MCP_BATCH_ID);
+        let searched = tool_result(&body, MCP_SEARCH_ID);
+        // Claude Code's default defers MCP tools: their names are listed to the model, and
+        // its ToolSearch tool loads their schemas before the first call.
+        let deferred = !tools.iter().any(|t| t == "mcp__runner__todo_add")
+            && tools.iter().any(|t| t == "ToolSearch")
+            && text.contains("mcp__runner__todo_add");
+        if deferred && searched.is_none() {
+            self.log.push("turn 0 -> tool_use ToolSearch".into());
+            let input = json!({"query": "select:mcp__runner__todo_add,mcp__runner__batch_run"});
+            return sse(&mcp_turn(&model, 1, MCP_SEARCH_ID, "ToolSearch", &input));
+        }
+        if let Some(def) = body["tools"]
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["name"] == "mcp__runner__batch_run"))
+        {
+            self.loaded.with(|l| *l = Some(def.clone()));
+        }
+        if let Some(found) = &searched {
+            self.searched.with(|s| *s = Some(found.clone()));
+        }
         match (added, ran) {
             (_, Some(result)) => {
                 self.seen.with(|s| s.push(result));
@@ -841,7 +888,9 @@ impl Respond for McpLead {
                     &input,
                 ))
             }
-            (None, None) if tools.iter().any(|t| t == "mcp__runner__todo_add") => {
+            (None, None)
+                if tools.iter().any(|t| t == "mcp__runner__todo_add") || searched.is_some() =>
+            {
                 self.log
                     .push("turn 1 -> tool_use mcp__runner__todo_add".into());
                 let input = json!({"text": "Audit the lexer\nstart with tabs", "store": "S"});
@@ -862,12 +911,28 @@ impl Respond for McpLead {
     }
 }
 
-/// The real Claude Code, in print mode, with `runner mcp` named by `--mcp-config`: the
+/// The real Claude Code, in print mode, with `runner mcp` named by `--mcp-config`, at its
+/// default settings: the MCP tools are deferred, so the scripted model loads them with
+/// `ToolSearch` (the runner's schemas must come back), then calls `todo_add` and `batch_run`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_claude_as_the_lead_finds_and_calls_runner_mcp_tools() {
+    lead_calls_runner_mcp_tools(
+        "real_claude_as_the_lead_finds_and_calls_runner_mcp_tools",
+        true,
+    )
+    .await;
+}
+
+/// The same with `ENABLE_TOOL_SEARCH=false` (the MCP tools in the request itself): the
 /// scripted model calls `todo_add` and then `batch_run` (waiting for the end); the calls
 /// reach the runner, their results come back to the model, and the files are there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_claude_as_the_lead_calls_runner_mcp_tools() {
-    let Some(claude) = claude_or_skip("real_claude_as_the_lead_calls_runner_mcp_tools") else {
+    lead_calls_runner_mcp_tools("real_claude_as_the_lead_calls_runner_mcp_tools", false).await;
+}
+
+async fn lead_calls_runner_mcp_tools(test: &str, tool_search: bool) {
+    let Some(claude) = claude_or_skip(test) else {
         return;
     };
     let sb = Sandbox::new(&claude);
@@ -884,16 +949,20 @@ async fn real_claude_as_the_lead_calls_runner_mcp_tools() {
     }}});
     std::fs::write(dir.join("mcp.json"), config.to_string()).expect("mcp.json");
 
-    let (log, seen, offered) = (
+    let (log, seen, offered, searched, loaded) = (
         Log::default(),
         Shared::<Vec<Value>>::default(),
         Shared::<Vec<String>>::default(),
+        Shared::<Option<Value>>::default(),
+        Shared::<Option<Value>>::default(),
     );
     let lead = McpLead {
         agent: agent.display().to_string(),
         log: log.clone(),
         seen: seen.clone(),
         offered: offered.clone(),
+        searched: searched.clone(),
+        loaded: loaded.clone(),
     };
     let server = messages_api(lead, &log).await;
 
@@ -914,10 +983,6 @@ async fn real_claude_as_the_lead_calls_runner_mcp_tools() {
     .env("PATH", std::env::var("PATH").unwrap_or_default())
     .env("HOME", sb.home())
     .env("TMPDIR", dir.join("tmp"))
-    // MCP tools in the request itself, not deferred behind its ToolSearch tool (Claude
-    // Code's default for MCP servers, `ENABLE_TOOL_SEARCH` unset), so the scripted model
-    // sees and calls them in one turn.
-    .env("ENABLE_TOOL_SEARCH", "false")
     .envs(
         claude_env(&sb, &server.uri())
             .into_iter()
@@ -925,6 +990,10 @@ async fn real_claude_as_the_lead_calls_runner_mcp_tools() {
     )
     .stdin(std::process::Stdio::null())
     .kill_on_drop(true);
+    if !tool_search {
+        // MCP tools in the request itself, not deferred behind ToolSearch.
+        cmd.env("ENABLE_TOOL_SEARCH", "false");
+    }
     let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
         .await
         .expect("claude within 2 minutes")
@@ -938,19 +1007,30 @@ async fn real_claude_as_the_lead_calls_runner_mcp_tools() {
     );
     assert!(out.status.success(), "{context}");
     let offered = offered.with(|o| o.clone());
-    for tool in [
-        "todo_list",
-        "todo_add",
-        "todo_resolve",
-        "batch_run",
-        "status",
-        "show",
-    ] {
+    for tool in RUNNER_TOOLS {
         assert!(
-            offered.iter().any(|t| t == &format!("mcp__runner__{tool}")),
+            offered.iter().any(|t| t == tool),
             "{tool} offered to the model: {offered:?}"
         );
     }
+    let searched = searched.with(|s| s.clone());
+    match (tool_search, searched) {
+        (true, Some(found)) => {
+            let found = found.to_string();
+            assert!(
+                found.contains("\"tool_name\":\"mcp__runner__todo_add\"")
+                    && found.contains("\"tool_name\":\"mcp__runner__batch_run\""),
+                "ToolSearch found the runner's tools: {found}\n{context}"
+            );
+        }
+        (true, None) => panic!("the tools were not deferred behind ToolSearch: {context}"),
+        (false, found) => assert!(found.is_none(), "{context}"),
+    }
+    let loaded = loaded.with(|l| l.clone()).unwrap_or_default().to_string();
+    assert!(
+        loaded.contains("csv_path") && loaded.contains("instruction_path"),
+        "batch_run's schema reached the model: {loaded}\n{context}"
+    );
     let results = seen.with(|s| s.clone());
     assert_eq!(results.len(), 2, "{context}");
     let text = |v: &Value| v.to_string();

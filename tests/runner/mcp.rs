@@ -270,6 +270,15 @@ fn a_batch_run_in_the_background_answers_at_once_and_status_and_show_follow_it()
     });
     let (err, text) = c.call("show", json!({"item": "b", "team": workspace}));
     assert!(!err && text.contains("did b"), "{text}");
+    let log = started["stderr_log"]
+        .as_str()
+        .expect("stderr_log")
+        .to_owned();
+    let events = log.replace(".stderr.log", ".jsonl");
+    assert!(events.ends_with(".events.jsonl"), "{events}");
+    wait_for("the finished run's temporary files to go", 30, || {
+        !std::path::Path::new(&log).exists() && !std::path::Path::new(&events).exists()
+    });
     let (err, text) = c.call("show", json!({"item": "nope", "team": workspace}));
     assert!(err, "an unknown item is the CLI's error: {text}");
     // Bad input: the CLI's words, naming what to fix.

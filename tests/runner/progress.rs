@@ -1,7 +1,7 @@
 //! Teammates talk back while they work (issue 28, DESIGN §3 `RUNNER_PROGRESS`): lines a
 //! teammate appends to its progress file show in `runner status` while it still runs, are
-//! journaled, and `runner show` gives the last one; a bad line is skipped with a warning and
-//! the item still completes — unconfined and under `--sandbox landlock`.
+//! journaled, `runner show` gives the last one and the HTML timeline marks each; a bad line
+//! is skipped with a warning (also in the teammate's stderr log) and the item still completes — unconfined and under `--sandbox landlock`.
 
 use std::process::{Command, Stdio};
 
@@ -113,6 +113,22 @@ fn run_talking_teammate(mode: &str) {
         show.stdout
             .contains("Said:    blocked (needs user): needs the staging key (attempt 1)"),
         "{mode}: {show:?}"
+    );
+    let logs = sb.run(&["logs", "a", &output, "--stderr"]);
+    assert!(
+        logs.stdout
+            .contains("runner: 1-a attempt 1: progress line 2 ignored: not a progress line"),
+        "{mode}: the bad line is noted in the teammate's own log: {logs:?}"
+    );
+    let page = sb.join("report.html").display().to_string();
+    let r = sb.run(&["report", &output, "--html", &page]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let page = sb.read("report.html");
+    assert!(
+        page.contains("<div class=\"said blocked\"")
+            && page.contains("1-a attempt 1 at ")
+            && page.contains("blocked (needs user): needs the staging key"),
+        "{mode}: the timeline marks what the teammate said: {page}"
     );
 }
 

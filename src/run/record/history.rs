@@ -29,6 +29,23 @@ pub struct Span {
     pub verdict: Option<Verdict>,
     /// Its request was refused unprocessed (a rate-limit wait, not an attempt).
     pub refused: bool,
+    /// What the teammate said while it worked (its progress lines, [`crate::progress`]),
+    /// oldest first; at most [`SAID_KEPT`], the latest ones.
+    pub said: Vec<Said>,
+}
+
+/// Most progress lines kept per attempt for the page (the latest ones).
+pub const SAID_KEPT: usize = 20;
+
+/// One progress line of a teammate, as the timeline marks it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Said {
+    /// When it was read, milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    /// The line in one line ([`crate::progress::Progress::brief`]).
+    pub text: String,
+    /// It said it is blocked.
+    pub blocked: bool,
 }
 
 /// What a team's journal holds.
@@ -118,7 +135,29 @@ impl Builder {
                     end_ms: None,
                     verdict: None,
                     refused: false,
+                    said: Vec::new(),
                 });
+            }
+            Event::Progress {
+                id,
+                attempt,
+                progress,
+                at,
+                ..
+            } => {
+                let Some(at_ms) = ms(&at) else { return };
+                if let Some(i) = self.open.get(&(id, attempt))
+                    && let Some(span) = h.spans.get_mut(*i)
+                {
+                    if span.said.len() == SAID_KEPT {
+                        span.said.remove(0);
+                    }
+                    span.said.push(Said {
+                        at_ms,
+                        text: progress.brief(),
+                        blocked: progress.status == Some(crate::progress::WorkState::Blocked),
+                    });
+                }
             }
             Event::AttemptFinished {
                 id,
@@ -153,7 +192,6 @@ impl Builder {
                 }
             }
             Event::Activity { .. }
-            | Event::Progress { .. }
             | Event::Interrupted { .. }
             | Event::RunEnded { .. }
             | Event::TeamStopped { .. } => {}
@@ -197,6 +235,7 @@ mod tests {
             end_ms: end,
             verdict: None,
             refused: false,
+            said: Vec::new(),
         }
     }
 

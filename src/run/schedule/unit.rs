@@ -731,6 +731,7 @@ async fn attempt_once(
             id: item.id.clone(),
             teammate: item.teammate.clone(),
             attempt: logs.attempt,
+            log: logs.path("stderr.log"),
         };
         let path = spec.teammate(&item.teammate).progress();
         crate::run::supervise::progress::watch(path, who, tx.clone())

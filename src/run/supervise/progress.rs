@@ -3,8 +3,9 @@
 //! dispatcher journals and `runner status` shows. The file is polled (every
 //! [`POLL_EVERY`], and once more when the attempt ends), opened each time without following
 //! a link and only as a plain file; at most [`MAX_FILE_BYTES`] of it are read per attempt.
-//! A bad line is ignored with a warning naming the teammate and the line; nothing here ends
-//! an attempt.
+//! A bad line is ignored with a warning naming the teammate and the line — on the runner's
+//! stderr at once, and appended to the attempt's stderr log when the attempt ends (the
+//! teammate's own log, where a person reading it looks); nothing here ends an attempt.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
@@ -26,7 +27,13 @@ pub struct Teammate {
     pub teammate: String,
     /// Attempt number.
     pub attempt: u32,
+    /// The attempt's stderr log (in the runner's part of the teammate folder), where the
+    /// warnings about bad lines are appended once the attempt ended.
+    pub log: PathBuf,
 }
+
+/// Most warnings written into the teammate's log per attempt (the rest are counted).
+const NOTES_KEPT: usize = 20;
 
 /// A watch over one attempt's progress file; [`Watch::finish`] ends it.
 pub struct Watch {
@@ -48,6 +55,7 @@ pub fn watch(path: PathBuf, who: Teammate, tx: mpsc::UnboundedSender<Event>) -> 
         }
         // What the teammate wrote just before it ended.
         reader.read_new();
+        reader.note_in_log();
     });
     Watch { stop, task }
 }
@@ -75,6 +83,10 @@ struct Reader {
     capped: bool,
     /// The bytes the file held when the watch began.
     start: u64,
+    /// The warnings said, for the teammate's log (at most [`NOTES_KEPT`]).
+    notes: Vec<String>,
+    /// Warnings past [`NOTES_KEPT`].
+    notes_dropped: u64,
 }
 
 impl Reader {
@@ -93,6 +105,46 @@ impl Reader {
             lines: 0,
             capped: false,
             start,
+            notes: Vec::new(),
+            notes_dropped: 0,
+        }
+    }
+
+    /// Append the warnings to the attempt's stderr log (created if the agent wrote nothing
+    /// there; a link in its place is not followed). The attempt's pipes are closed by now,
+    /// so nothing else writes the file.
+    fn note_in_log(&self) {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        if self.notes.is_empty() {
+            return;
+        }
+        let mut text = String::new();
+        for note in &self.notes {
+            text.push_str("runner: ");
+            text.push_str(note);
+            text.push('\n');
+        }
+        if self.notes_dropped > 0 {
+            text.push_str(&format!(
+                "runner: and {} more progress warning(s)\n",
+                self.notes_dropped
+            ));
+        }
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&self.who.log);
+        match file {
+            Ok(mut f) => {
+                let _ = f.write_all(text.as_bytes());
+            }
+            Err(e) => tracing::debug!(
+                "cannot note progress warnings in {}: {e}",
+                self.who.log.display()
+            ),
         }
     }
 
@@ -115,12 +167,10 @@ impl Reader {
         if want == 0 {
             if size > self.offset && !self.capped {
                 self.capped = true;
-                tracing::warn!(
+                self.note(format!(
                     "{} attempt {}: its progress file passed {} bytes; the rest is not read",
-                    self.who.teammate,
-                    self.who.attempt,
-                    MAX_FILE_BYTES
-                );
+                    self.who.teammate, self.who.attempt, MAX_FILE_BYTES
+                ));
             }
             return;
         }
@@ -177,13 +227,20 @@ impl Reader {
         }
     }
 
-    fn warn(&self, why: &str) {
-        tracing::warn!(
+    fn warn(&mut self, why: &str) {
+        self.note(format!(
             "{} attempt {}: progress line {} ignored: {why}",
-            self.who.teammate,
-            self.who.attempt,
-            self.lines
-        );
+            self.who.teammate, self.who.attempt, self.lines
+        ));
+    }
+
+    /// A warning: on the runner's stderr now, in the teammate's log at the end.
+    fn note(&mut self, text: String) {
+        tracing::warn!("{text}");
+        match self.notes.len() < NOTES_KEPT {
+            true => self.notes.push(text),
+            false => self.notes_dropped += 1,
+        }
     }
 }
 
@@ -198,6 +255,7 @@ mod tests {
             id: "a".into(),
             teammate: "1-a".into(),
             attempt: 2,
+            log: dir.join("attempt-2.stderr.log"),
         };
         (Reader::new(dir.join("progress.jsonl"), who, tx), rx)
     }
@@ -234,6 +292,13 @@ mod tests {
         assert_eq!(said(&mut rx), ["blocked 20%: key"]);
         r.read_new();
         assert!(said(&mut rx).is_empty(), "nothing is read twice");
+        r.note_in_log();
+        let log = std::fs::read_to_string(dir.path().join("attempt-2.stderr.log")).expect("log");
+        assert!(
+            log.starts_with("runner: 1-a attempt 2: progress line 2 ignored: ")
+                && log.lines().count() == 1,
+            "the bad line is noted in the teammate's own log: {log}"
+        );
     }
 
     #[test]

@@ -186,6 +186,16 @@ impl Error {
         }
     }
 
+    /// This error said of `what` (`BATCH.md:7: stage `fix``): the same message after it, the
+    /// same exit code.
+    pub fn within(self, what: &str) -> Error {
+        let message = format!("{what}: {self}");
+        match self.exit_code() {
+            EXIT_INPUT => Error::Usage(message),
+            _ => Error::Environment(message),
+        }
+    }
+
     /// The 1-based line of `text` where a parser's error `span` starts (TOML's), when it
     /// names one inside the text.
     pub fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> Option<u64> {

@@ -32,6 +32,34 @@ pub struct WorkItem {
     /// checkpoint). A resumed run reruns a completed item only when this changed — not when
     /// its row moved, the folder moved, or the shared instruction was edited.
     pub content: String,
+    /// The stage this item is of its row's chain (`stages:` in BATCH.md); `None` for an item
+    /// that is the whole row (or a todo item).
+    pub stage: Option<Box<StageOf>>,
+    /// Which of the run's profiles ([`crate::run::RunSpec::profiles`]) it runs with: a
+    /// stage's or a row's own runner, model, schema, verify and limits; `None` runs with the
+    /// batch's settings.
+    pub profile: Option<u32>,
+}
+
+/// Where a stage item belongs: its row and its place in the row's chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageOf {
+    /// The row's id (the item's own id is `ROW/STAGE`, [`stage_id`]).
+    pub row: String,
+    /// The stage's name (`audit`).
+    pub name: String,
+    /// The stage's index in BATCH.md's `stages:` list, 0-based.
+    pub index: usize,
+    /// Where the earlier stages' values go into [`WorkItem::body`] (`{audit.summary}`): byte
+    /// offset and placeholder, in order; filled in when the item starts
+    /// ([`crate::source::stages::fill`]).
+    pub slots: Vec<(usize, String)>,
+}
+
+/// The id of stage `stage` of row `row`: `ROW/STAGE`. Stage names hold no `/`, so the part
+/// after the last `/` is always the stage.
+pub fn stage_id(row: &str, stage: &str) -> String {
+    format!("{row}/{stage}")
 }
 
 /// The [`WorkItem::content`] hash of some parts (FNV-1a over each part and a separator).

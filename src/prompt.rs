@@ -187,6 +187,21 @@ impl Instruction {
     /// nothing: it is returned as an [`InlinePart`] at its byte offset in the text, for
     /// [`crate::source::inline::expand`] when the item starts.
     pub fn render(&self, headers: &[String], values: &[String]) -> (String, Vec<InlinePart>) {
+        let (out, parts, _) = self.render_with(headers, values, &|_| false);
+        (out, parts)
+    }
+
+    /// [`Instruction::render`], with the placeholders `later` says are filled in later (a
+    /// stage's `{audit.summary}`, [`crate::source::stages`]) left out of the text and
+    /// returned as `(byte offset, name)`, in order.
+    #[allow(clippy::type_complexity)]
+    pub fn render_with(
+        &self,
+        headers: &[String],
+        values: &[String],
+        later: &dyn Fn(&str) -> bool,
+    ) -> (String, Vec<InlinePart>, Vec<(usize, String)>) {
+        let mut slots = Vec::new();
         let mut out = String::new();
         let mut parts = Vec::new();
         let value = |c: &str| {
@@ -199,6 +214,7 @@ impl Instruction {
         for s in &self.segments {
             match s {
                 Segment::Text(t) => out.push_str(t),
+                Segment::Column(c, _) if later(c) => slots.push((out.len(), c.clone())),
                 Segment::Column(c, _) => out.push_str(value(c)),
                 Segment::Inline(kind, c, _) => parts.push(InlinePart {
                     at: out.len(),
@@ -208,7 +224,7 @@ impl Instruction {
                 }),
             }
         }
-        (out, parts)
+        (out, parts, slots)
     }
 }
 

@@ -337,7 +337,7 @@ impl FileSettings {
 
 /// The validated options of a run, from flags, then a file, then defaults. Built once by
 /// [`Settings::resolve`] before anything is written.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     /// The runner definition.
     pub runner: RunnerDef,
@@ -408,6 +408,31 @@ pub struct Settings {
     pub sandbox_why_none: Option<String>,
     /// Rate-limit wait, budget and `--max-fail` of the team's gate.
     pub limits: Limits,
+}
+
+/// What a stage, or a row's `runner_column` / `model_column`, changes of a batch's settings
+/// (BATCH.md `stages:`, issue 33); everything else comes from the batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Overrides {
+    /// Another runner definition, by name (as `--runner`).
+    pub runner: Option<String>,
+    /// Another model.
+    pub model: Option<String>,
+    /// The program of the `exec` runner (argv).
+    pub command: Option<Vec<String>>,
+    /// Another verify command (split like a shell would, never run by one).
+    pub verify: Option<String>,
+    /// Another time limit per attempt.
+    pub timeout: Option<Duration>,
+    /// Another number of retries.
+    pub retries: Option<u32>,
+}
+
+impl Overrides {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Overrides::default()
+    }
 }
 
 /// Parse `--max-fail` / `max_fail`: `N` or `N:immediate`, N ≥ 1.
@@ -975,6 +1000,63 @@ impl Settings {
             (settings.trace.as_deref(), "--trace"),
         ])?;
         Ok(settings)
+    }
+
+    /// These settings with `o` applied, checked as [`Settings::resolve`] checks its own (the
+    /// runner definition loads, its program is installed, a verify program exists). Another
+    /// runner drops the batch's `--agent-arg`s and `--var`s (they were written for its
+    /// runner) and its program (only `exec` takes one; give it `command`).
+    ///
+    /// Errors: as [`Settings::resolve`]'s (exit 2 or 3); `exec` with no program (exit 2).
+    pub fn with_overrides(&self, o: &Overrides) -> Result<Settings> {
+        let mut s = self.clone();
+        if let Some(name) = o.runner.as_deref().filter(|n| *n != s.runner.name) {
+            s.runner = definition::load(name, None, None)?;
+            s.runner_from = None;
+            s.agent_args.clear();
+            s.vars.clear();
+            s.command.clear();
+        }
+        let takes_program = s.runner.args.iter().any(|a| a == "{command_args}");
+        if let Some(c) = &o.command {
+            if !takes_program {
+                return Err(Error::Usage(format!(
+                    "`command` is only for the exec runner, and this runs `{}`",
+                    s.runner.name
+                )));
+            }
+            s.command = anchor_command(c.clone());
+        }
+        if takes_program && s.command.is_empty() {
+            return Err(Error::Usage(format!(
+                "runner `{}` needs a program: give `command: [program, args…]`",
+                s.runner.name
+            )));
+        }
+        if let Some(m) = &o.model {
+            s.model = Some(m.clone());
+        }
+        if let Some(v) = &o.verify {
+            let mut argv = command_line("verify", v)?;
+            if let Some(p) = argv.first_mut() {
+                *p = anchor_program(std::mem::take(p));
+            }
+            s.verify = Some(argv);
+        }
+        if let Some(t) = o.timeout {
+            s.timeout = Some(t);
+        }
+        if let Some(r) = o.retries {
+            s.retries = r;
+        }
+        if s.batch_api && s.runner.backend == definition::BackendDef::Process {
+            return Err(Error::Usage(format!(
+                "--batch-api sends requests, and runner `{}` is an agent CLI",
+                s.runner.name
+            )));
+        }
+        s.check_programs()?;
+        Ok(s)
     }
 
     /// Check a process definition (expand its argv once with sample values, find its

@@ -122,7 +122,14 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
             ));
         }
     };
-    if instruction.trim().is_empty() {
+    if !spec.stages.is_empty() && args.instruction.is_some() {
+        return Err(Error::Conflict {
+            flag: "--instruction".into(),
+            other: "a BATCH.md with `stages:`".into(),
+            why: "each stage has its own instruction; edit them in BATCH.md".into(),
+        });
+    }
+    if instruction.trim().is_empty() && spec.stages.is_empty() {
         return Err(Error::input_at(
             &instruction_path,
             None,
@@ -163,6 +170,26 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
     if let Some(b) = &args.batch {
         reads.push(("batch definition", b.clone()));
     }
+    // Each row a chain of stages: their instructions (the body is their preamble) and
+    // schemas.
+    let stages = match (&args.batch, spec.stages.is_empty()) {
+        (Some(b), false) => {
+            for s in &spec.stages {
+                if let Some(f) = &s.instruction_file {
+                    reads.push(("stage instruction", resolve(&base, f)));
+                }
+            }
+            Some(crate::source::stages::chain(
+                &spec.stages,
+                b,
+                &base,
+                &instruction,
+                schema.as_ref().map(|(v, _)| v),
+                |p| read_text(p, "a stage's instruction"),
+            )?)
+        }
+        _ => None,
+    };
     if let Some(p) = &args.output_schema {
         reads.push(("output schema", p.clone()));
     }
@@ -220,5 +247,8 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
         output: absolute(&output),
         schema,
         reads,
+        stages,
+        runner_column: spec.runner_column.clone(),
+        model_column: spec.model_column.clone(),
     })
 }

@@ -59,9 +59,48 @@ pub struct RunSpec {
     /// Whether the run's working directory is in a git work tree, looked up once
     /// ([`schedule::unit::agent_in_git_work_tree`]); empty until then.
     pub cwd_in_git: std::sync::OnceLock<bool>,
+    /// The other ways items of this run run ([`crate::item::WorkItem::profile`]): a stage's
+    /// or a row's own runner, model, schema, verify and limits; empty for most runs.
+    pub profiles: Vec<Profile>,
+}
+
+/// How some items of a run run, when not as the batch says (BATCH.md `stages:`,
+/// `runner_column`, `model_column`; issue 33). The run's own [`RunSpec::settings`] still
+/// govern what is the team's: jobs, limits, the sandbox, formats, logs.
+pub struct Profile {
+    /// What it is, for the plan: `stage fix`, `stage fix, runner claude, model haiku`.
+    pub label: String,
+    /// The batch's settings with the profile's changes ([`Settings::with_overrides`]).
+    pub settings: Settings,
+    /// The output schema its reports' `output` must satisfy, and its validator.
+    pub schema: Option<(Value, jsonschema::Validator)>,
+    /// The backend its attempts execute on.
+    pub backend: std::sync::Arc<dyn backend::Backend>,
 }
 
 impl RunSpec {
+    /// The profile `item` runs with, if not the batch's own.
+    pub fn profile_of(&self, item: &crate::item::WorkItem) -> Option<&Profile> {
+        item.profile.and_then(|p| self.profiles.get(p as usize))
+    }
+
+    /// The settings `item`'s attempts run with: its profile's, else the run's.
+    pub fn settings_for(&self, item: &crate::item::WorkItem) -> &Settings {
+        self.profile_of(item)
+            .map_or(&self.settings, |p| &p.settings)
+    }
+
+    /// The output schema `item`'s report must satisfy: its profile's, else the run's.
+    pub fn schema_for(
+        &self,
+        item: &crate::item::WorkItem,
+    ) -> Option<&(Value, jsonschema::Validator)> {
+        match self.profile_of(item) {
+            Some(p) => p.schema.as_ref(),
+            None => self.schema.as_ref(),
+        }
+    }
+
     /// The folder of teammate `name` (its runner's part; [`record::folder`]).
     pub fn teammate_dir(&self, name: &str) -> PathBuf {
         self.teammate(name).dir().to_owned()

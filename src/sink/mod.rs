@@ -17,6 +17,7 @@ pub mod live;
 pub mod output;
 pub mod output_csv;
 pub mod output_jsonl;
+pub mod output_stages;
 pub mod previous;
 pub mod proposals;
 pub mod shard_meta;

@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::live::Live;
 use super::output_csv::{self, Layout, Missing};
 use super::output_jsonl;
+use super::output_stages;
 use super::{RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
@@ -153,23 +154,27 @@ impl OutputFile {
         let layout = &self.layout;
         let written = match self.format {
             OutputFormat::Csv => output_csv::write(&self.path, layout, |emit, raw| {
-                self.walk(outcomes, missing, &mut failure, |fate| match fate {
-                    Fate::Kept(bytes) => raw(&bytes),
-                    Fate::Ran(row, o) => emit(output_csv::row(
-                        layout,
-                        &row.values,
-                        Some(&o),
-                        (ItemStatus::Cancelled, ""),
-                    )),
-                    Fate::NotRun(row, status, why) => {
-                        emit(output_csv::row(layout, &row.values, None, (status, why)))
-                    }
-                    Fate::Unfinished(row) => emit(output_csv::unfinished_row(layout, &row.values)),
+                self.walk(outcomes, missing, &mut failure, |fate, stages| {
+                    let mut cells = match fate {
+                        Fate::Kept(bytes) => return raw(&bytes),
+                        Fate::Ran(row, o) => output_csv::row(
+                            layout,
+                            &row.values,
+                            Some(&o),
+                            (ItemStatus::Cancelled, ""),
+                        ),
+                        Fate::NotRun(row, status, why) => {
+                            output_csv::row(layout, &row.values, None, (status, why))
+                        }
+                        Fate::Unfinished(row) => output_csv::unfinished_row(layout, &row.values),
+                    };
+                    cells.extend(output_stages::cells(layout, stages));
+                    emit(cells)
                 })
             }),
             OutputFormat::Jsonl => crate::fsutil::replace_with(&self.path, |w: &mut dyn Write| {
-                self.walk(outcomes, missing, &mut failure, |fate| {
-                    let object = match fate {
+                self.walk(outcomes, missing, &mut failure, |fate, stages| {
+                    let mut object = match fate {
                         Fate::Kept(bytes) => return w.write_all(&bytes),
                         Fate::Ran(row, o) => {
                             output_jsonl::line(layout, row, Some(&o), (ItemStatus::Cancelled, ""))
@@ -179,6 +184,7 @@ impl OutputFile {
                         }
                         Fate::Unfinished(row) => output_jsonl::unfinished_line(layout, row),
                     };
+                    object.extend(output_stages::fields(layout, stages));
                     serde_json::to_writer(&mut *w, &Value::Object(object))?;
                     w.write_all(b"\n")
                 })
@@ -187,20 +193,22 @@ impl OutputFile {
         written.map_err(|e| failure.take().unwrap_or(e))
     }
 
-    /// Hand `each` what every row of the shard becomes, in input order. An error reading the
+    /// Hand `each` what every row of the shard becomes, in input order, with its stages'
+    /// outcomes (one per stage of the layout; none without stages). An error reading the
     /// input or the journal is kept in `failure` (the writer's IO error stands for it).
     fn walk(
         &self,
         outcomes: &mut OutcomeIndex,
         missing: Missing,
         failure: &mut Option<Error>,
-        mut each: impl FnMut(Fate<'_>) -> std::io::Result<()>,
+        mut each: impl FnMut(Fate<'_>, &[Option<Outcome>]) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
         let stop = |failure: &mut Option<Error>, e: Error| {
             *failure = Some(e);
             std::io::Error::other("cannot read the input's rows or the journal")
         };
         let selection = &self.selection;
+        let names: Vec<String> = self.layout.stages.iter().map(|s| s.name.clone()).collect();
         let rows = self.table.rows().map_err(|e| stop(failure, e))?;
         let mut previous = match &selection.previous {
             Some(p) => Some(p.open()?),
@@ -215,22 +223,37 @@ impl OutputFile {
                 if let (Some(prev), Some(file)) = (&selection.previous, previous.as_mut())
                     && let Some(bytes) = prev.raw(file, &row.id)?
                 {
-                    each(Fate::Kept(bytes))?;
+                    each(Fate::Kept(bytes), &[])?;
                 } else {
-                    each(Fate::NotRun(
-                        &row,
-                        ItemStatus::Skipped,
-                        "not selected by --only",
-                    ))?;
+                    each(
+                        Fate::NotRun(&row, ItemStatus::Skipped, "not selected by --only"),
+                        &vec![None; names.len()],
+                    )?;
                 }
                 continue;
             }
-            let outcome = outcomes.outcome(&row.id).map_err(|e| stop(failure, e))?;
-            each(match (outcome, missing) {
+            let (outcome, stages) = match names.is_empty() {
+                true => (
+                    outcomes.outcome(&row.id).map_err(|e| stop(failure, e))?,
+                    Vec::new(),
+                ),
+                // A staged row: its stages' outcomes, and what its chain stands for.
+                false => {
+                    let mut stages = Vec::with_capacity(names.len());
+                    for name in &names {
+                        let id = crate::item::stage_id(&row.id, name);
+                        stages.push(outcomes.outcome(&id).map_err(|e| stop(failure, e))?);
+                    }
+                    let o = output_stages::overall(&row.id, &names, &stages);
+                    (o, stages)
+                }
+            };
+            let fate = match (outcome, missing) {
                 (Some(o), _) => Fate::Ran(&row, Box::new(o)),
                 (None, Missing::NotRun(status, why)) => Fate::NotRun(&row, status, why),
                 (None, Missing::Unfinished) => Fate::Unfinished(&row),
-            })?;
+            };
+            each(fate, &stages)?;
         }
         Ok(())
     }

@@ -75,12 +75,20 @@ pub struct Layout {
     /// Whether values that come from agents are written so that spreadsheets do not evaluate
     /// them as formulas ([`formula_safe`]); `false` with `--keep-formulas`.
     pub guard_formulas: bool,
+    /// With `stages:`, each stage's columns, after the runner's
+    /// ([`super::output_stages`]); empty otherwise.
+    pub stages: Vec<super::output_stages::StageColumns>,
 }
 
 /// The runner columns an unfinished row leaves empty: nothing is decided yet.
 pub const UNDECIDED: [&str; 3] = ["status", "attempts", "failure_kind"];
 
 impl Layout {
+    /// How many columns the stages add at the end.
+    pub fn stage_cells(&self) -> usize {
+        self.stages.iter().map(|s| s.headers().len()).sum()
+    }
+
     /// Where the runner column `column` (a name of [`RUNNER_COLUMNS`]) is in
     /// [`Layout::headers`], whatever name it is written under (`runner_<name>` on a clash).
     pub fn runner_column(&self, column: &str) -> Option<usize> {
@@ -89,7 +97,7 @@ impl Layout {
         } else {
             0
         };
-        let first = self.headers.len() - RUNNER_COLUMNS.len() - extra;
+        let first = self.headers.len() - self.stage_cells() - RUNNER_COLUMNS.len() - extra;
         RUNNER_COLUMNS
             .iter()
             .position(|c| *c == column)
@@ -168,6 +176,7 @@ pub fn layout(
         warnings,
         worktree,
         guard_formulas,
+        stages: Vec::new(),
     }
 }
 
@@ -202,7 +211,11 @@ pub fn row(
         } else {
             0
         };
-        let blanks = layout.headers.len() - layout.inputs - RUNNER_COLUMNS.len() - extra;
+        let blanks = layout.headers.len()
+            - layout.inputs
+            - layout.stage_cells()
+            - RUNNER_COLUMNS.len()
+            - extra;
         out.extend(std::iter::repeat_n(String::new(), blanks));
         out.push(missing.0.to_string());
         out.push("0".into());

@@ -13,9 +13,16 @@
 //! command: [python3, agent.py]    # the program for the `exec` runner
 //! retries: 1
 //! verify: "test -s {path}"        # argv, split like a shell would, never run by one
+//! runner_column: runner           # a row's own runner (an empty cell: the batch's)
+//! model_column: model             # a row's own model
 //! ---
 //! Audit {path}: ...               # the instruction template ({column}, {{ and }})
 //! ```
+//!
+//! With `stages:` (a list of `name` + `instruction` or `instruction_file`, and per stage
+//! `after`, `runner`, `model`, `command`, `output_schema`, `verify`, `timeout`, `retries`),
+//! each row is a chain of teammates ([`StageSpec`]) and the body is a preamble every
+//! stage's instruction starts with (it may be empty).
 //!
 //! Parsing is pure: text in, [`BatchSpec`] out. Relative paths stay relative; the config
 //! layer resolves them against the folder of BATCH.md.
@@ -38,6 +45,24 @@ pub const BATCH_KEYS: &[&str] = &[
     "file_cap",
     "image_cap",
     "file_root",
+    "stages",
+    "runner_column",
+    "model_column",
+];
+
+/// The keys of one stage of `stages:`.
+pub const STAGE_KEYS: &[&str] = &[
+    "name",
+    "instruction",
+    "instruction_file",
+    "after",
+    "runner",
+    "model",
+    "command",
+    "output_schema",
+    "verify",
+    "timeout",
+    "retries",
 ];
 
 /// `output_schema` as written: inline or a path to a JSON file.
@@ -47,6 +72,28 @@ pub enum SchemaSource {
     Inline(Value),
     /// A path to a JSON Schema file, relative to BATCH.md's folder unless absolute.
     Path(PathBuf),
+}
+
+/// One stage of a row's chain, as BATCH.md's `stages:` writes it (issue 33). Checked here:
+/// the name, one instruction, known keys and stages in `after`, no cycle.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StageSpec {
+    /// `name`: `[A-Za-z0-9_-]`, at most 40 characters, unique in the batch.
+    pub name: String,
+    /// `instruction`: the stage's template text.
+    pub instruction: Option<String>,
+    /// `instruction_file`: a file holding it, relative to BATCH.md's folder.
+    pub instruction_file: Option<PathBuf>,
+    /// The stages that must complete first, by index into the list; by default the one
+    /// before (none for the first).
+    pub after: Vec<usize>,
+    /// What it changes of the batch's settings (runner, model, command, verify, timeout,
+    /// retries).
+    pub overrides: crate::settings::Overrides,
+    /// `output_schema`: the JSON Schema of its report's `output` (else the batch's).
+    pub output_schema: Option<SchemaSource>,
+    /// The line of BATCH.md where the stage starts.
+    pub line: Option<u64>,
 }
 
 /// A parsed BATCH.md. Every field is optional; flags override them and the config layer fills
@@ -71,6 +118,12 @@ pub struct BatchSpec {
     pub file_cap: Option<u64>,
     /// `image_cap`: the most bytes of an `{image:…}`.
     pub image_cap: Option<u64>,
+    /// `stages:`: each row runs as this chain of teammates; empty for one teammate a row.
+    pub stages: Vec<StageSpec>,
+    /// `runner_column`: the input column naming a row's own runner.
+    pub runner_column: Option<String>,
+    /// `model_column`: the input column naming a row's own model.
+    pub model_column: Option<String>,
     /// The runner options the frontmatter sets (the keys runner.toml shares).
     pub settings: FileSettings,
     /// The markdown body: the instruction template.
@@ -112,6 +165,50 @@ pub fn split_frontmatter<'a>(
     ))
 }
 
+/// The line of the stage named `name` (its `name:` line, with or without the list's `- `).
+fn stage_line(yaml: &str, name: &str) -> Option<u64> {
+    yaml.lines()
+        .position(|l| {
+            let l = l.trim_start().trim_start_matches('-').trim_start();
+            l.strip_prefix("name")
+                .and_then(|r| r.trim_start().strip_prefix(':'))
+                .is_some_and(|v| v.trim().trim_matches(['"', '\'']) == name)
+        })
+        .map(|i| i as u64 + 2)
+}
+
+/// A circle of stages waiting for each other (indices, in order), if there is one.
+fn stage_cycle(stages: &[StageSpec]) -> Option<Vec<usize>> {
+    // 0 unseen, 1 on the path, 2 done.
+    fn visit(
+        i: usize,
+        stages: &[StageSpec],
+        mark: &mut [u8],
+        path: &mut Vec<usize>,
+    ) -> Option<Vec<usize>> {
+        match mark[i] {
+            2 => return None,
+            1 => {
+                let from = path.iter().position(|p| *p == i).unwrap_or(0);
+                return Some(path[from..].to_vec());
+            }
+            _ => {}
+        }
+        mark[i] = 1;
+        path.push(i);
+        for &j in &stages[i].after {
+            if let Some(c) = visit(j, stages, mark, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        mark[i] = 2;
+        None
+    }
+    let mut mark = vec![0u8; stages.len()];
+    (0..stages.len()).find_map(|i| visit(i, stages, &mut mark, &mut Vec::new()))
+}
+
 fn key_line(yaml: &str, key: &str) -> Option<u64> {
     yaml.lines()
         .position(|l| {
@@ -136,12 +233,224 @@ impl Fields<'_> {
         )
     }
 
-    /// An inline `output_schema`, checked here so that a bad one is named by its line.
-    fn inline_schema(&self, v: Value) -> Result<SchemaSource> {
-        match jsonschema::validator_for(&v) {
+    /// An `output_schema` value: a path, or an inline schema (checked here so that a bad
+    /// one is named by its line).
+    fn schema(&self, v: Option<&Value>) -> Result<Option<SchemaSource>> {
+        let inline = |v: Value| match jsonschema::validator_for(&v) {
             Ok(_) => Ok(SchemaSource::Inline(v)),
             Err(e) => Err(self.bad("output_schema", &format!("a valid JSON Schema ({e})"))),
+        };
+        Ok(match v {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.trim_start().starts_with('{') => {
+                let v: Value = serde_json::from_str(s)
+                    .map_err(|e| self.bad("output_schema", &format!("a JSON Schema ({e})")))?;
+                Some(inline(v)?)
+            }
+            Some(Value::String(s)) if !s.trim().is_empty() => {
+                Some(SchemaSource::Path(PathBuf::from(s)))
+            }
+            Some(v @ Value::Object(_)) => Some(inline(v.clone())?),
+            Some(_) => {
+                return Err(self.bad("output_schema", "a path or an inline JSON Schema object"));
+            }
+        })
+    }
+
+    /// `stages:`, checked ([`StageSpec`]).
+    fn stages(&self) -> Result<Vec<StageSpec>> {
+        let list = match self.map.get("stages") {
+            None | Some(Value::Null) => return Ok(Vec::new()),
+            Some(Value::Array(list)) if !list.is_empty() => list,
+            Some(_) => {
+                return Err(self.bad(
+                    "stages",
+                    "a list of stages, each with a `name` and an `instruction` or `instruction_file`",
+                ));
+            }
+        };
+        let mut stages: Vec<StageSpec> = Vec::new();
+        let mut afters: Vec<Option<Vec<String>>> = Vec::new();
+        for (n, entry) in list.iter().enumerate() {
+            let at = |line: Option<u64>, what: String| {
+                Error::input_at(
+                    self.path,
+                    line.or(key_line(self.yaml, "stages")),
+                    format!("stage {}: {what}", n + 1),
+                )
+            };
+            let Value::Object(map) = entry else {
+                return Err(at(
+                    None,
+                    "must be a mapping with `name:` and `instruction:`".into(),
+                ));
+            };
+            let name = match map.get("name") {
+                Some(Value::String(s)) => s.trim().to_owned(),
+                _ => {
+                    return Err(at(
+                        None,
+                        "has no `name` (a word: letters, digits, `_`, `-`)".into(),
+                    ));
+                }
+            };
+            let line = stage_line(self.yaml, &name);
+            let at = |what: String| {
+                Error::input_at(
+                    self.path,
+                    line.or(key_line(self.yaml, "stages")),
+                    format!("stage `{name}`: {what}"),
+                )
+            };
+            if name.is_empty()
+                || name.len() > 40
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(at(
+                    "a stage's name is a word of at most 40 letters, digits, `_` or `-`".into(),
+                ));
+            }
+            if stages.iter().any(|s| s.name == name) {
+                return Err(at("two stages have this name; give each its own".into()));
+            }
+            if let Some(key) = map.keys().find(|k| !STAGE_KEYS.contains(&k.as_str())) {
+                return Err(at(format!(
+                    "unknown key `{key}`{} (a stage has: {})",
+                    crate::suggest::did_you_mean(key, STAGE_KEYS.iter().copied()),
+                    STAGE_KEYS.join(", ")
+                )));
+            }
+            let text = |key: &str| -> Result<Option<String>> {
+                match map.get(key) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
+                    Some(Value::Number(n)) => Ok(Some(n.to_string())),
+                    Some(_) => Err(at(format!("`{key}` must be a non-empty string"))),
+                }
+            };
+            let instruction = text("instruction")?;
+            let instruction_file = text("instruction_file")?.map(PathBuf::from);
+            if instruction.is_some() == instruction_file.is_some() {
+                return Err(at(
+                    "give it either `instruction` (the text) or `instruction_file` (a file)".into(),
+                ));
+            }
+            let after = match map.get("after") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(vec![s.trim().to_owned()]),
+                Some(Value::Array(a)) => Some(
+                    a.iter()
+                        .map(|v| v.as_str().map(|s| s.trim().to_owned()))
+                        .collect::<Option<Vec<_>>>()
+                        .ok_or_else(|| at("`after` must name stages".into()))?,
+                ),
+                Some(_) => return Err(at("`after` must name a stage or a list of them".into())),
+            };
+            let command = match map.get("command") {
+                None | Some(Value::Null) => None,
+                Some(Value::Array(a)) if !a.is_empty() => Some(
+                    a.iter()
+                        .map(|v| match v {
+                            Value::String(s) => Some(s.clone()),
+                            Value::Number(n) => Some(n.to_string()),
+                            _ => None,
+                        })
+                        .collect::<Option<Vec<_>>>()
+                        .ok_or_else(|| at("`command` must be a list of words".into()))?,
+                ),
+                Some(Value::String(s)) if !s.trim().is_empty() => Some(
+                    shlex::split(s).ok_or_else(|| at("`command` has an unclosed quote".into()))?,
+                ),
+                Some(_) => {
+                    return Err(at("`command` must be a list of words, program first".into()));
+                }
+            };
+            let timeout = text("timeout")?
+                .map(|t| crate::settings::parse_duration("timeout", &t))
+                .transpose()
+                .map_err(|e| at(e.to_string()))?;
+            let retries = match map.get("retries") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(
+                    v.as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| at("`retries` must be a whole number".into()))?,
+                ),
+            };
+            let output_schema = self
+                .schema(map.get("output_schema"))
+                .map_err(|e| at(e.to_string()))?;
+            stages.push(StageSpec {
+                name: name.clone(),
+                instruction,
+                instruction_file,
+                after: Vec::new(),
+                overrides: crate::settings::Overrides {
+                    runner: text("runner")?,
+                    model: text("model")?,
+                    command,
+                    verify: text("verify")?,
+                    timeout,
+                    retries,
+                },
+                output_schema,
+                line,
+            });
+            afters.push(after);
         }
+        for (i, after) in afters.into_iter().enumerate() {
+            let named = match after {
+                None if i == 0 => Vec::new(),
+                None => vec![i - 1],
+                Some(names) => {
+                    let mut ids = Vec::new();
+                    for name in names {
+                        let Some(j) = stages.iter().position(|s| s.name == name) else {
+                            return Err(Error::input_at(
+                                self.path,
+                                stages[i].line,
+                                format!(
+                                    "stage `{}`: `after` names no stage `{name}`{}",
+                                    stages[i].name,
+                                    crate::suggest::did_you_mean(
+                                        &name,
+                                        stages.iter().map(|s| s.name.as_str())
+                                    )
+                                ),
+                            ));
+                        };
+                        if j == i {
+                            return Err(Error::input_at(
+                                self.path,
+                                stages[i].line,
+                                format!("stage `{name}` cannot come after itself"),
+                            ));
+                        }
+                        ids.push(j);
+                    }
+                    ids
+                }
+            };
+            stages[i].after = named;
+        }
+        if let Some(cycle) = stage_cycle(&stages) {
+            return Err(Error::input_at(
+                self.path,
+                stages[cycle[0]].line,
+                format!(
+                    "the stages wait for each other in a circle: {}; one of them must come first",
+                    cycle
+                        .iter()
+                        .chain(cycle.first())
+                        .map(|i| stages[*i].name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" → ")
+                ),
+            ));
+        }
+        Ok(stages)
     }
 
     /// A size (`256KiB`, `1MiB`, `300000`), for `file_cap` and `image_cap`.
@@ -273,22 +582,10 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
             ));
         }
     }
-    let output_schema = match fields.map.get("output_schema") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.trim_start().starts_with('{') => {
-            let v: Value = serde_json::from_str(s)
-                .map_err(|e| fields.bad("output_schema", &format!("a JSON Schema ({e})")))?;
-            Some(fields.inline_schema(v)?)
-        }
-        Some(Value::String(s)) if !s.trim().is_empty() => {
-            Some(SchemaSource::Path(PathBuf::from(s)))
-        }
-        Some(v @ Value::Object(_)) => Some(fields.inline_schema(v.clone())?),
-        Some(_) => {
-            return Err(fields.bad("output_schema", "a path or an inline JSON Schema object"));
-        }
-    };
-    if body.trim().is_empty() {
+    let output_schema = fields.schema(fields.map.get("output_schema"))?;
+    let stages = fields.stages()?;
+    // With stages, the body is a preamble, and may be empty.
+    if body.trim().is_empty() && stages.is_empty() {
         return Err(Error::input_at(
             path,
             Some(body_line),
@@ -314,6 +611,9 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
         file_root: fields.string("file_root")?.map(PathBuf::from),
         file_cap: fields.size("file_cap")?,
         image_cap: fields.size("image_cap")?,
+        stages,
+        runner_column: fields.string("runner_column")?,
+        model_column: fields.string("model_column")?,
         settings,
         instruction: body.to_owned(),
         instruction_line: body_line,

@@ -25,6 +25,7 @@ use crate::sink::output_csv;
 use crate::sink::previous::Previous;
 use crate::sink::shard_meta::{self, ShardSidecar};
 use crate::source::input::{InputFormat, InputRow, InputTable, Spool};
+use crate::source::stages::Chain;
 use crate::source::{csv_input, jsonl_input};
 
 /// The column that names a row's prerequisites (ids separated by `;`).
@@ -58,6 +59,13 @@ pub struct CsvBatchFiles {
     /// Every file the batch reads besides the input and instruction (BATCH.md, the schema
     /// file), named for the message when an output would overwrite it.
     pub reads: Vec<(&'static str, PathBuf)>,
+    /// With BATCH.md's `stages:`, each row's chain (the instruction is then their
+    /// preamble).
+    pub stages: Option<crate::source::stages::Chain>,
+    /// `runner_column`: the column naming a row's own runner.
+    pub runner_column: Option<String>,
+    /// `model_column`: the column naming a row's own model.
+    pub model_column: Option<String>,
 }
 
 /// The rows of the batch this run covers, as work items, streamed from the input.
@@ -67,6 +75,40 @@ struct Rows {
     selection: Selection,
     /// Prerequisites by id, when the input has a `depends_on` column.
     deps: Option<HashMap<String, Vec<String>>>,
+    /// Stages, and each row's own runner and model.
+    choices: Arc<Choices>,
+}
+
+/// How a row's items run when the batch has stages or lets a row choose its runner and
+/// model (issue 33).
+#[derive(Default)]
+struct Choices {
+    /// Each row's chain of stages.
+    chain: Option<Arc<Chain>>,
+    /// The `runner_column`'s index.
+    runner: Option<usize>,
+    /// The `model_column`'s index.
+    model: Option<usize>,
+    /// The profile of (stage, a row's runner cell, its model cell) — the index into
+    /// [`RunSpec::profiles`]; absent: the batch's settings.
+    profiles: HashMap<(Option<usize>, String, String), u32>,
+}
+
+impl Choices {
+    /// A row's (runner, model) cells, trimmed; empty where the batch decides.
+    fn cells(&self, values: &[String]) -> (String, String) {
+        let cell = |i: Option<usize>| {
+            i.and_then(|i| values.get(i))
+                .map_or(String::new(), |v| v.trim().to_owned())
+        };
+        (cell(self.runner), cell(self.model))
+    }
+
+    /// The profile of stage `stage` (`None`: the whole row) of a row with these values.
+    fn profile(&self, stage: Option<usize>, values: &[String]) -> Option<u32> {
+        let (runner, model) = self.cells(values);
+        self.profiles.get(&(stage, runner, model)).copied()
+    }
 }
 
 impl ItemSource for Rows {
@@ -76,19 +118,48 @@ impl ItemSource for Rows {
         let instruction = self.instruction.clone();
         let selection = self.selection.clone();
         let deps = self.deps.clone();
-        Ok(Box::new(rows.filter_map(move |row| {
-            let row = match row {
-                Ok(r) => r,
-                Err(e) => return Some(Err(e)),
-            };
-            if !selection.runs(&row.id) {
-                return None;
-            }
-            let mut item = to_item(deps.as_ref(), &headers, &instruction, row);
-            // A prerequisite not run now but completed in the previous output is met.
-            item.after.retain(|d| !selection.completed_before(d));
-            Some(Ok(item))
-        })))
+        let choices = self.choices.clone();
+        Ok(Box::new(
+            rows.filter_map(move |row| {
+                let row = match row {
+                    Ok(r) => r,
+                    Err(e) => return Some(vec![Err(e)]),
+                };
+                if !selection.runs(&row.id) {
+                    return None;
+                }
+                // A prerequisite not run now but completed in the previous output is met.
+                let mut after = deps
+                    .as_ref()
+                    .and_then(|d| d.get(&row.id))
+                    .cloned()
+                    .unwrap_or_default();
+                after.retain(|d| !selection.completed_before(d));
+                let items = match &choices.chain {
+                    None => {
+                        let profile = choices.profile(None, &row.values);
+                        let mut item = to_item(after, &headers, &instruction, row);
+                        item.profile = profile;
+                        vec![Ok(item)]
+                    }
+                    Some(chain) => chain
+                        .items(
+                            &headers,
+                            row.number,
+                            row.line,
+                            &row.id,
+                            &row.values,
+                            &after,
+                            |i| choices.profile(Some(i), &row.values),
+                        )
+                        .into_iter()
+                        .map(Ok)
+                        .collect(),
+                };
+                Some(items)
+            })
+            .flatten(),
+        ))
     }
 
     fn attempts_before(&self) -> Vec<(String, u32)> {
@@ -123,7 +194,12 @@ struct Survey {
 
 /// Stream the scanned rows once more (from the snapshot, not the file): the batch
 /// fingerprint, the `depends_on` graph (checked), and how many rows this run covers.
-fn survey(files: &CsvBatchFiles, table: &InputTable, selection: &Selection) -> Result<Survey> {
+fn survey(
+    files: &CsvBatchFiles,
+    choices: &Choices,
+    table: &InputTable,
+    selection: &Selection,
+) -> Result<Survey> {
     // The input's bytes were hashed as the scan read them.
     let mut fp = table.digest;
     fp.update(b"\0instruction\0");
@@ -131,6 +207,21 @@ fn survey(files: &CsvBatchFiles, table: &InputTable, selection: &Selection) -> R
     fp.update(b"\0schema\0");
     let schema = files.schema.as_ref().map(|s| s.0.to_string());
     fp.update(schema.unwrap_or_default().as_bytes());
+    if let Some(chain) = &choices.chain {
+        // The stages' shape; their instructions may be edited as the batch's may.
+        fp.update(b"\0stages\0");
+        for st in &chain.stages {
+            fp.update(st.name.as_bytes());
+            fp.update(format!("{:?}", st.after).as_bytes());
+            fp.update(
+                st.schema
+                    .as_ref()
+                    .map(|v| v.to_string())
+                    .unwrap_or_default()
+                    .as_bytes(),
+            );
+        }
+    }
     fp.update(b"\0id\0");
     fp.update(files.id_column.as_deref().unwrap_or("").as_bytes());
     // A comma batch keeps the fingerprint it had before delimiters could be chosen.
@@ -294,16 +385,12 @@ fn title_of(body: &str, id: &str) -> String {
 }
 
 fn to_item(
-    deps: Option<&HashMap<String, Vec<String>>>,
+    after: Vec<String>,
     headers: &[String],
     instruction: &Instruction,
     row: InputRow,
 ) -> WorkItem {
     let (body, inline) = instruction.render(headers, &row.values);
-    let after = deps
-        .and_then(|d| d.get(&row.id))
-        .cloned()
-        .unwrap_or_default();
     let content = crate::item::content_hash(row.values.iter().map(String::as_str));
     WorkItem {
         teammate: teammate_name(row.number, &row.id),
@@ -315,8 +402,134 @@ fn to_item(
         checkpoint: None,
         after,
         content,
+        stage: None,
+        profile: None,
         id: row.id,
     }
+}
+
+/// Most distinct (runner, model) choices the rows of one batch may make.
+const CHOICES_MAX: usize = 64;
+
+/// The stages and each row's runner and model as profiles of the run: one per (stage, row
+/// runner, row model) that occurs, each checked now (its runner definition loads, its
+/// program is installed, its schema compiles, its backend can be built).
+///
+/// Errors: exit 2 naming the file: a `runner_column` / `model_column` that is no column, a
+/// runner a row or stage names that does not exist, more than [`CHOICES_MAX`] choices; exit
+/// 3 for a program that is not installed.
+fn choices(
+    files: &CsvBatchFiles,
+    chain: Option<&Arc<Chain>>,
+    table: &InputTable,
+    settings: &Settings,
+) -> Result<(Arc<Choices>, Vec<crate::run::Profile>)> {
+    let column = |key: &str, name: &Option<String>| -> Result<Option<usize>> {
+        let Some(name) = name else { return Ok(None) };
+        match table.headers.iter().position(|h| h == name) {
+            Some(i) => Ok(Some(i)),
+            None => Err(Error::input_at(
+                &files.instruction_path,
+                None,
+                format!(
+                    "`{key}: {name}` is not a column of {}{}; its columns are: {}",
+                    files.input.display(),
+                    crate::suggest::did_you_mean(name, table.headers.iter().map(String::as_str)),
+                    table.headers.join(", ")
+                ),
+            )),
+        }
+    };
+    let mut choices = Choices {
+        chain: None,
+        runner: column("runner_column", &files.runner_column)?,
+        model: column("model_column", &files.model_column)?,
+        profiles: HashMap::new(),
+    };
+    // Every (runner, model) a row chooses, in first-seen order, with a row that does.
+    let mut seen: Vec<((String, String), String)> =
+        vec![((String::new(), String::new()), String::new())];
+    if choices.runner.is_some() || choices.model.is_some() {
+        for row in table.rows()? {
+            let row = row?;
+            let key = choices.cells(&row.values);
+            if !seen.iter().any(|(k, _)| *k == key) {
+                if seen.len() > CHOICES_MAX {
+                    return Err(Error::input_at(
+                        &files.input,
+                        Some(row.line),
+                        format!(
+                            "the rows choose more than {CHOICES_MAX} different runners and models; group them into fewer batches"
+                        ),
+                    ));
+                }
+                seen.push((key, row.id.clone()));
+            }
+        }
+    }
+    let stages: Vec<Option<usize>> = match chain {
+        None => vec![None],
+        Some(chain) => (0..chain.stages.len()).map(Some).collect(),
+    };
+    let mut profiles = Vec::new();
+    for stage in stages {
+        let spec = stage.and_then(|i| chain.map(|c| &c.stages[i]));
+        for ((runner, model), row) in &seen {
+            let mut o = spec.map(|s| s.overrides.clone()).unwrap_or_default();
+            // A stage's own choice wins over the row's; the row's over the batch's.
+            if o.runner.is_none() && !runner.is_empty() {
+                o.runner = Some(runner.clone());
+            }
+            if o.model.is_none() && !model.is_empty() {
+                o.model = Some(model.clone());
+            }
+            if spec.is_none() && o.is_empty() {
+                continue;
+            }
+            let mut label: Vec<String> = Vec::new();
+            if let Some(s) = spec {
+                label.push(format!("stage {}", s.name));
+            }
+            if let Some(r) = &o.runner {
+                label.push(format!("runner {r}"));
+            }
+            if let Some(m) = &o.model {
+                label.push(format!("model {m}"));
+            }
+            let label = label.join(", ");
+            let whose = match (spec, row.is_empty()) {
+                (Some(s), true) => {
+                    format!("{}: stage `{}`", files.instruction_path.display(), s.name)
+                }
+                (Some(s), false) => format!(
+                    "{}: stage `{}` of row {row} ({label})",
+                    files.instruction_path.display(),
+                    s.name
+                ),
+                (None, _) => format!("{}: row {row} ({label})", files.input.display()),
+            };
+            let profile_settings = settings.with_overrides(&o).map_err(|e| e.within(&whose))?;
+            let schema_value = match spec {
+                Some(s) => s.schema.clone(),
+                None => files.schema.as_ref().map(|(v, _)| v.clone()),
+            };
+            let schema = crate::settings::load_schema(schema_value, None)?;
+            let backend = crate::run::backend::for_settings(&profile_settings)
+                .map_err(|e| e.within(&whose))?;
+            choices.profiles.insert(
+                (stage, runner.clone(), model.clone()),
+                profiles.len() as u32,
+            );
+            profiles.push(crate::run::Profile {
+                label,
+                settings: profile_settings,
+                schema,
+                backend,
+            });
+        }
+    }
+    choices.chain = chain.cloned();
+    Ok((Arc::new(choices), profiles))
 }
 
 /// Build the plan of a CSV batch: scan and check the input, the instruction and `--verify`
@@ -325,7 +538,7 @@ fn to_item(
 ///
 /// Errors: every problem of the input files (exit 2, naming the file and line), nothing
 /// written.
-pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
+pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
     let instruction = Instruction::parse(
         &files.instruction_path,
         files.instruction_line,
@@ -355,6 +568,11 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
     if let Some(v) = &settings.verify {
         crate::prompt::check_verify(v, &table.headers)?;
     }
+    let chain = files.stages.take().map(Arc::new);
+    if let Some(chain) = &chain {
+        chain.check(&table.headers)?;
+    }
+    let (choices, profiles) = choices(&files, chain.as_ref(), &table, &settings)?;
     let template = TeammateTemplate::new(
         Path::new("templates/teammate.md"),
         DEFAULT_TEAMMATE_TEMPLATE,
@@ -368,12 +586,27 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
             output.display()
         )));
     }
-    let layout = output_csv::layout(
-        &table.headers,
-        files.schema.as_ref().map(|s| &s.0),
-        settings.isolate,
-        !settings.keep_formulas,
-    );
+    let layout = match &choices.chain {
+        None => output_csv::layout(
+            &table.headers,
+            files.schema.as_ref().map(|s| &s.0),
+            settings.isolate,
+            !settings.keep_formulas,
+        ),
+        Some(chain) => crate::sink::output_stages::layout(
+            &table.headers,
+            chain
+                .stages
+                .iter()
+                .map(|s| crate::sink::output_stages::StageColumns {
+                    name: s.name.clone(),
+                    fields: s.fields(),
+                })
+                .collect(),
+            settings.isolate,
+            !settings.keep_formulas,
+        ),
+    };
     let mut seen_cols = HashSet::new();
     if let Some(dup) = layout
         .headers
@@ -395,7 +628,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         only: settings.only.clone(),
         previous: previous.map(Arc::new),
     };
-    let survey = survey(&files, &table, &selection)?;
+    let survey = survey(&files, &choices, &table, &selection)?;
     for w in &layout.warnings {
         eprintln!("warning: {w}");
     }
@@ -443,6 +676,7 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         instruction,
         selection: selection.clone(),
         deps: survey.deps,
+        choices: choices.clone(),
     });
     let mut sinks = Sinks::default();
     sinks.push(Box::new(Output::new(
@@ -460,8 +694,21 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
             table: table.clone(),
         }));
     }
+    let per_row = choices.chain.as_ref().map_or(1, |c| c.stages.len() as u64);
     let rerun = match &selection.only {
-        Only::Ids(ids) => ids.clone(),
+        // `--only ID` reruns that row's whole chain.
+        Only::Ids(ids) => match &choices.chain {
+            None => ids.clone(),
+            Some(chain) => ids
+                .iter()
+                .flat_map(|id| {
+                    chain
+                        .stages
+                        .iter()
+                        .map(|s| crate::item::stage_id(id, &s.name))
+                })
+                .collect(),
+        },
         Only::All | Only::Failed => HashSet::new(),
         // Blocked rows are run again even though the journal has their outcome.
         Only::Blocked => HashSet::new(),
@@ -478,12 +725,14 @@ pub fn plan(files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Pl
         rerun,
         files: Some(files.files),
         cwd_in_git: Default::default(),
+        profiles,
     };
     Ok(Plan {
         spec,
         source,
-        selected: survey.selected,
-        total: table.rows,
+        // Each stage of a row is an item of its own.
+        selected: survey.selected * per_row,
+        total: table.rows * per_row,
         sinks,
         output,
         archive: None,

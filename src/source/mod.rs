@@ -17,5 +17,6 @@ pub mod csv_input;
 pub mod inline;
 pub mod input;
 pub mod jsonl_input;
+pub mod stages;
 pub mod todo;
 pub mod todo_batch;

@@ -139,6 +139,8 @@ pub fn plan_items(
                 i.continuation.as_str(),
                 i.context.as_deref().unwrap_or_default(),
             ]),
+            stage: None,
+            profile: None,
         });
     }
     if let Err(mut p) = plan::check_dependencies(items.iter().map(plan::Waits::from)) {
@@ -297,6 +299,8 @@ fn ended_items(doc: &TodoDocument, workspace: &Path) -> Result<Vec<WorkItem>> {
             checkpoint: None,
             after: Vec::new(),
             content: String::new(),
+            stage: None,
+            profile: None,
         })
         .collect())
 }
@@ -537,6 +541,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         rerun,
         files: None,
         cwd_in_git: Default::default(),
+        profiles: Vec::new(),
     };
     Ok(Some(Plan {
         spec,

@@ -406,6 +406,10 @@ impl<'a> Dispatcher<'a> {
                 )?;
                 continue;
             }
+            // A stage's instruction gets its earlier stages' values now that they are done.
+            let mut item = item;
+            let team = &mut *self.team;
+            crate::source::stages::fill(&mut item, |id| team.outcome(id))?;
             let waits = self.team.waits.get(&item.id).copied().unwrap_or_default();
             let earlier = unit::Earlier {
                 first_attempt: self
@@ -818,9 +822,13 @@ pub async fn run_wired(
             for action in actions.drain(..) {
                 match action {
                     Action::Start(item, earlier) => {
+                        // A stage's or a row's own runner has its own backend.
+                        let backend = spec
+                            .profile_of(&item)
+                            .map_or_else(|| backend.clone(), |p| p.backend.clone());
                         let handle = tasks.spawn(unit::run_item(
                             spec.clone(),
-                            backend.clone(),
+                            backend,
                             gate.clone(),
                             (*item).clone(),
                             earlier,

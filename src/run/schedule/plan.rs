@@ -331,13 +331,26 @@ impl Plan {
         } else if settings.sandbox == Mode::Auto {
             settings.sandbox = Mode::Landlock;
         }
-        let settings = &mut self.spec.settings;
-        if settings.sandbox == Mode::Landlock {
-            for (name, value) in &settings.runner.sandbox.vars {
-                settings
-                    .vars
-                    .entry(name.clone())
-                    .or_insert_with(|| value.clone());
+        let (mode, why) = (
+            self.spec.settings.sandbox,
+            self.spec.settings.sandbox_why_none.clone(),
+        );
+        // A stage's or a row's own runner is confined as the team is, with its own
+        // definition's sandbox variables.
+        for p in &mut self.spec.profiles {
+            p.settings.sandbox = mode;
+            p.settings.sandbox_why_none = why.clone();
+        }
+        let own = std::iter::once(&mut self.spec.settings)
+            .chain(self.spec.profiles.iter_mut().map(|p| &mut p.settings));
+        for settings in own {
+            if settings.sandbox == Mode::Landlock {
+                for (name, value) in &settings.runner.sandbox.vars {
+                    settings
+                        .vars
+                        .entry(name.clone())
+                        .or_insert_with(|| value.clone());
+                }
             }
         }
     }
@@ -680,6 +693,8 @@ mod tests {
             checkpoint: None,
             after: after.iter().map(|s| s.to_string()).collect(),
             content: String::new(),
+            stage: None,
+            profile: None,
         }
     }
 

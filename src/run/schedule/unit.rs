@@ -64,7 +64,7 @@ pub fn item_text(spec: &RunSpec, item: &WorkItem) -> Result<Expanded, String> {
             &item.body,
             &item.inline,
             root,
-            spec.settings.runner.answers_only(),
+            spec.settings_for(item).runner.answers_only(),
         ),
         _ => Ok(Expanded {
             body: item.body.clone(),
@@ -82,7 +82,7 @@ pub fn render_prompt(
     retry: Option<RetryContext>,
 ) -> crate::error::Result<String> {
     let folder = spec.teammate(&item.teammate);
-    let answer_only = spec.settings.runner.answers_only();
+    let answer_only = spec.settings_for(item).runner.answers_only();
     // Checked at start-up (`Plan::check`): every path here can be named.
     let named = |p: &Path| {
         crate::run::schedule::plan::name_in_prompt(spec, &item.teammate, p)
@@ -317,7 +317,7 @@ pub async fn run_item(
                 .unwrap_or_else(|| render_prompt(&spec, &item, &text.body, None)),
         };
         // Kept where a refused request is sent again as it was.
-        let sent = match (spec.settings.runner.answers_only(), &prompt) {
+        let sent = match (spec.settings_for(&item).runner.answers_only(), &prompt) {
             (true, Ok(p)) => Some(Ok(p.clone())),
             _ => None,
         };
@@ -373,7 +373,7 @@ pub async fn run_item(
         // The HTTP backend's 429 (or 503, 529): the model never saw the request, so it is
         // sent again as it was — no "previous attempt" in the prompt (which would also miss
         // the provider's prompt cache) — and it is a wait, not an attempt.
-        let refused_now = requeued && spec.settings.runner.answers_only();
+        let refused_now = requeued && spec.settings_for(&item).runner.answers_only();
         if requeued {
             rate_limit_waits += 1;
         }
@@ -390,9 +390,12 @@ pub async fn run_item(
         }
         let retrying = requeued
             || (after == After::Judged
-                && retries_used < spec.settings.retries
+                && retries_used < spec.settings_for(&item).retries
                 && !interrupted
-                && spec.settings.retry_on.contains(&result.verdict.status));
+                && spec
+                    .settings_for(&item)
+                    .retry_on
+                    .contains(&result.verdict.status));
         let _ = tx.send(Event::AttemptFinished {
             id: item.id.clone(),
             teammate: item.teammate.clone(),
@@ -424,7 +427,7 @@ pub async fn run_item(
             _ if requeued => (!grown.is_zero()).then_some(grown),
             _ => {
                 retries_used += 1;
-                Some(backoff(retries_used, spec.settings.retry_delay))
+                Some(backoff(retries_used, spec.settings_for(&item).retry_delay))
             }
         };
         if let Some(wait) = wait {
@@ -606,7 +609,7 @@ async fn verify_again(
     attempt: u32,
     cancel: watch::Receiver<Cancel>,
 ) -> Outcome {
-    let Some(argv) = &spec.settings.verify else {
+    let Some(argv) = &spec.settings_for(item).verify else {
         // No verify any more: the report stands as the agent left it.
         return Outcome {
             status: ItemStatus::Completed,
@@ -621,7 +624,7 @@ async fn verify_again(
     let dir = folder.dir();
     let logs = AttemptLogs { dir, attempt };
     let var = |k: &str, v: &dyn AsRef<OsStr>| (k.to_string(), v.as_ref().to_owned());
-    let env = vec![
+    let mut env = vec![
         var("RUNNER_REPORT", &folder.report()),
         var("RUNNER_ITEM_ID", &item.id),
         var("RUNNER_TEAM", &spec.team),
@@ -630,6 +633,9 @@ async fn verify_again(
         var("RUNNER_TEAMMATE_DIR", &folder.work()),
         var("RUNNER_ATTEMPT", &logs.attempt.to_string()),
     ];
+    if let Some(stage) = &item.stage {
+        env.push(var("RUNNER_STAGE", &stage.name));
+    }
     let (result, verify_log) = run_verify(spec, item, argv, &spec.cwd, &logs, &env, cancel).await;
     let verdict = match result {
         VerifyResult::Passed | VerifyResult::NotRun => (ItemStatus::Completed, None, String::new()),
@@ -702,7 +708,7 @@ async fn attempt_once(
     let attempt = Attempt {
         item,
         number: logs.attempt,
-        runner: &spec.settings.runner,
+        runner: &spec.settings_for(item).runner,
         invocation: &prepared.invocation,
         prompt: &prepared.prompt,
         prompt_file: &prepared.prompt_file,
@@ -712,21 +718,21 @@ async fn attempt_once(
         env: &prepared.env,
         stdout_log: logs.path("stdout.log"),
         stderr_log: logs.path("stderr.log"),
-        log_cap: spec.settings.log_cap,
-        timeout: spec.settings.timeout,
-        grace: spec.settings.grace,
-        pipe_wait: match spec.settings.runner.leaves_processes {
+        log_cap: spec.settings_for(item).log_cap,
+        timeout: spec.settings_for(item).timeout,
+        grace: spec.settings_for(item).grace,
+        pipe_wait: match spec.settings_for(item).runner.leaves_processes {
             true => Duration::ZERO,
             false => spec.pipe_wait,
         },
         sandbox: prepared.sandbox.as_deref(),
-        output_schema: spec.schema.as_ref().map(|(s, _)| s),
+        output_schema: spec.schema_for(item).map(|(s, _)| s),
         images,
         events: tx,
     };
     // What the teammate says while it works; an agent that only answers has no file to say
     // it in.
-    let progress = (!spec.settings.runner.answers_only()).then(|| {
+    let progress = (!spec.settings_for(item).runner.answers_only()).then(|| {
         let who = crate::run::supervise::progress::Teammate {
             id: item.id.clone(),
             teammate: item.teammate.clone(),
@@ -799,7 +805,7 @@ async fn prepare(
     // The working context's structure is in the file, not the prompt (which only points
     // at it); an earlier attempt's or the teammate's own file is kept. An agent that only
     // answers keeps none.
-    if !spec.settings.runner.answers_only() {
+    if !spec.settings_for(item).runner.answers_only() {
         crate::working_context::seed(&work, &item.teammate).map_err(|e| {
             HelperFailure::before(format!(
                 "cannot write {}: {e}",
@@ -820,10 +826,10 @@ async fn prepare(
         report: &report_path,
         workspace: &work,
         prompt: &prompt,
-        model: spec.settings.model.as_deref(),
-        agent_args: &spec.settings.agent_args,
-        command: &spec.settings.command,
-        vars: &spec.settings.vars,
+        model: spec.settings_for(item).model.as_deref(),
+        agent_args: &spec.settings_for(item).agent_args,
+        command: &spec.settings_for(item).command,
+        vars: &spec.settings_for(item).vars,
         in_git_work_tree: agent_in_git_work_tree(spec),
     };
     let invocation = spec
@@ -861,6 +867,10 @@ async fn prepare(
         var("RUNNER_PROGRESS", &folder.progress()),
         var("RUNNER_ATTEMPT", &attempt.to_string()),
     ];
+    // A stage of a row's chain (BATCH.md `stages:`) is told which.
+    if let Some(stage) = &item.stage {
+        env.push(var("RUNNER_STAGE", &stage.name));
+    }
     if let Some(wt) = &worktree {
         env.push(var("RUNNER_WORKTREE", &wt.path));
     }
@@ -889,14 +899,14 @@ async fn prepare(
         && let Some(setup) = &iso.setup
         && !dir.join(".worktree-setup-done").exists()
     {
-        run_setup(spec, setup, &wt.path, logs, &env, cancel).await?;
+        run_setup(spec, item, setup, &wt.path, logs, &env, cancel).await?;
         iso.record_setup(wt)
             .await
             .map_err(|e| HelperFailure::before(format!("after worktree setup: {e}")))?;
         let _ = std::fs::write(dir.join(".worktree-setup-done"), b"");
     }
     let sandbox = (spec.settings.sandbox == crate::sandbox::Mode::Landlock)
-        .then(|| writable(spec, &cwd, &work, &env));
+        .then(|| writable(spec, item, &cwd, &work, &env));
     Ok(Prepared {
         prompt,
         prompt_file,
@@ -958,6 +968,7 @@ fn sandbox_hint(
 /// journal or a sibling's report.
 pub fn writable(
     spec: &RunSpec,
+    item: &WorkItem,
     cwd: &Path,
     dir: &Path,
     env: &[(String, OsString)],
@@ -989,20 +1000,27 @@ pub fn writable(
         ok
     };
     let mut paths = vec![cwd.to_owned(), dir.to_owned()];
-    paths.extend(spec.settings.runner.sandbox.writes.iter().filter_map(|w| {
-        let path = crate::sandbox::expand_write(w, &lookup)?;
-        if !apart(&path) {
-            return None;
-        }
-        if crate::sandbox::is_folder(w) && !path.exists() {
-            // The CLI would have made it on its first start; made here because the
-            // teammate may not write its parent. A failure leaves it skipped.
-            if let Err(e) = std::fs::create_dir_all(&path) {
-                tracing::debug!("{}: {e}", path.display());
-            }
-        }
-        path.exists().then_some(path)
-    }));
+    paths.extend(
+        spec.settings_for(item)
+            .runner
+            .sandbox
+            .writes
+            .iter()
+            .filter_map(|w| {
+                let path = crate::sandbox::expand_write(w, &lookup)?;
+                if !apart(&path) {
+                    return None;
+                }
+                if crate::sandbox::is_folder(w) && !path.exists() {
+                    // The CLI would have made it on its first start; made here because the
+                    // teammate may not write its parent. A failure leaves it skipped.
+                    if let Err(e) = std::fs::create_dir_all(&path) {
+                        tracing::debug!("{}: {e}", path.display());
+                    }
+                }
+                path.exists().then_some(path)
+            }),
+    );
     paths
 }
 
@@ -1056,7 +1074,7 @@ async fn judge_attempt(
     let commit = git
         .as_ref()
         .map(|g| g.as_ref().map(|_| ()).map_err(Clone::clone));
-    let schema_errors = match (&found, &spec.schema) {
+    let schema_errors = match (&found, spec.schema_for(item)) {
         (Ok((r, _)), Some((_, validator))) => report::schema_errors(r, validator),
         _ => None,
     };
@@ -1075,15 +1093,15 @@ async fn judge_attempt(
         end: &ran.end,
         stderr_end: ran.stderr_end.as_deref(),
         agent: &ran.agent,
-        rules: &spec.settings.runner.failure,
-        text_output: spec.settings.runner.output == crate::agent::OutputFormat::Text,
+        rules: &spec.settings_for(item).runner.failure,
+        text_output: spec.settings_for(item).runner.output == crate::agent::OutputFormat::Text,
         report: &found,
         schema_errors: schema_errors.as_deref(),
         verify: &VerifyResult::NotRun,
         commit: None,
     };
     // The verify command runs when the attempt's own evidence says completed.
-    let (verify, verify_log) = match &spec.settings.verify {
+    let (verify, verify_log) = match &spec.settings_for(item).verify {
         Some(verify) if report::judge(&evidence).status == ItemStatus::Completed => {
             run_verify(
                 spec,
@@ -1183,8 +1201,10 @@ impl AttemptLogs<'_> {
 ///
 /// Errors: a one-line reason naming the command (its exit code and last output line, a
 /// timeout, a signal); [`HELPER_CANCELLED`] (and `cancelled`) when the run was interrupted.
+#[allow(clippy::too_many_arguments)]
 async fn run_helper(
     spec: &RunSpec,
+    item: &WorkItem,
     name: &str,
     argv: &[String],
     cwd: &Path,
@@ -1206,9 +1226,9 @@ async fn run_helper(
         stdin: None,
         stdout_log: log.clone(),
         stderr_log: err_log.clone(),
-        log_cap: spec.settings.log_cap,
-        timeout: spec.settings.timeout,
-        grace: spec.settings.grace,
+        log_cap: spec.settings_for(item).log_cap,
+        timeout: spec.settings_for(item).timeout,
+        grace: spec.settings_for(item).grace,
         pipe_wait: spec.pipe_wait,
         activity: None,
         keeper: false,
@@ -1271,7 +1291,7 @@ async fn run_verify(
             Err(e) => return (VerifyResult::Failed(e.to_string()), PathBuf::new()),
         }
     }
-    match run_helper(spec, "verify", &rendered, cwd, logs, env, cancel).await {
+    match run_helper(spec, item, "verify", &rendered, cwd, logs, env, cancel).await {
         Ok(()) => (VerifyResult::Passed, PathBuf::new()),
         Err(f) if f.cancelled => (VerifyResult::Cancelled, PathBuf::new()),
         Err(f) => (VerifyResult::Failed(f.reason), f.log),
@@ -1281,13 +1301,14 @@ async fn run_verify(
 /// Run the worktree set-up command once, in the worktree, before the agent.
 async fn run_setup(
     spec: &RunSpec,
+    item: &WorkItem,
     argv: &[String],
     worktree: &Path,
     logs: &AttemptLogs<'_>,
     env: &[(String, OsString)],
     cancel: watch::Receiver<Cancel>,
 ) -> Result<(), HelperFailure> {
-    run_helper(spec, "setup", argv, worktree, logs, env, cancel)
+    run_helper(spec, item, "setup", argv, worktree, logs, env, cancel)
         .await
         .map_err(|f| HelperFailure {
             reason: format!("worktree setup {}", f.reason),

@@ -41,6 +41,7 @@ fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
         rerun: Default::default(),
         files: None,
         cwd_in_git: Default::default(),
+        profiles: Vec::new(),
     }
 }
 
@@ -56,6 +57,8 @@ fn item(id: &str, body: &str, after: &[&str]) -> WorkItem {
         checkpoint: None,
         after: after.iter().map(|a| (*a).to_owned()).collect(),
         content: content_hash([id, body]),
+        stage: None,
+        profile: None,
     }
 }
 

@@ -86,10 +86,70 @@ fn record_lost(id: &str, file: &Path) -> Error {
     ))
 }
 
+/// With stages, a row's id names its chain: its chain line, then each stage that started
+/// or finished, as `runner show ROW/STAGE` shows it. `None` when the team has no stages or
+/// `name` is no row of it.
+///
+/// Errors: the journal or archive cannot be read.
+fn show_row(found: &Found, name: &str) -> Result<Option<String>> {
+    use crate::source::stages::{Place as StagePlace, chain_line};
+    let stages = found.snapshot().map(|s| s.stages).unwrap_or_default();
+    let mut parts = Vec::new();
+    let mut line = Vec::new();
+    for stage in &stages {
+        let id = crate::item::stage_id(name, stage);
+        let Ok((id, events, teammate)) = item_events(found, &id) else {
+            line.push((stage.clone(), StagePlace::Pending));
+            continue;
+        };
+        let status = events.iter().rev().find_map(|e| match e {
+            Event::ItemFinished(o) => Some(o.status),
+            _ => None,
+        });
+        line.push((
+            stage.clone(),
+            status.map_or(StagePlace::Running, StagePlace::Finished),
+        ));
+        let record = compacted(found, &id, &events)?;
+        let folder = found.path().join("teammates").join(&teammate);
+        let place = match (found, &record) {
+            (Found::Workspace(_), Some((file, record))) => Place::Compacted {
+                file,
+                record: record.as_ref(),
+            },
+            (Found::Workspace(_), None) => Place::Teammate(&folder),
+            (Found::Archive(path), _) => Place::Archive {
+                path,
+                teammate: &teammate,
+            },
+        };
+        parts.push(crate::ui::show::item(&id, place, &events));
+    }
+    if parts.is_empty() {
+        return Ok(None);
+    }
+    let mut out = format!("Row {}\n\n", chain_line(name, &line));
+    out.push_str(&parts.join("\n"));
+    Ok(Some(out))
+}
+
 /// `runner show ID [WORKSPACE] [--prompt]`.
 pub fn show(args: ShowArgs) -> Result<i32> {
     let found = locate(args.workspace.as_deref())?;
-    let (id, events, teammate) = item_events(&found, &args.id)?;
+    let (id, events, teammate) = match item_events(&found, &args.id) {
+        Ok(found_item) => found_item,
+        Err(e) => match args.prompt {
+            true => return Err(e),
+            // A staged batch's row: its whole chain.
+            false => match show_row(&found, &args.id)? {
+                Some(text) => {
+                    crate::ui::out(crate::ui::terminal_safe(&text));
+                    return Ok(0);
+                }
+                None => return Err(e),
+            },
+        },
+    };
     let record = compacted(&found, &id, &events)?;
     if args.prompt {
         if let Some((file, None)) = &record {

@@ -59,6 +59,10 @@ pub enum Event {
         /// Landlock`, `the team workspace … lies inside …`); absent otherwise.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sandbox_why_none: Option<String>,
+        /// With BATCH.md's `stages:`, their names in order: an item `ROW/STAGE` is that
+        /// stage of that row (issue 33); absent otherwise.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        stages: Vec<String>,
     },
     /// An attempt of an item started.
     AttemptStarted {
@@ -423,6 +427,7 @@ pub(crate) mod tests {
                 jobs: 2,
                 sandbox: "none".into(),
                 sandbox_why_none: None,
+                stages: Vec::new(),
             },
             Event::AttemptStarted {
                 id: "a".into(),
@@ -523,6 +528,7 @@ pub(crate) mod tests {
             jobs: 1,
             sandbox: "none".into(),
             sandbox_why_none: None,
+            stages: Vec::new(),
         };
         let line = odd.to_line().expect("recorded");
         assert!(

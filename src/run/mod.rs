@@ -62,6 +62,8 @@ pub struct RunSpec {
     /// The other ways items of this run run ([`crate::item::WorkItem::profile`]): a stage's
     /// or a row's own runner, model, schema, verify and limits; empty for most runs.
     pub profiles: Vec<Profile>,
+    /// With BATCH.md's `stages:`, their names in order (each row's chain); empty otherwise.
+    pub stages: Vec<String>,
 }
 
 /// How some items of a run run, when not as the batch says (BATCH.md `stages:`,

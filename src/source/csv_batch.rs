@@ -726,6 +726,11 @@ pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Resul
         files: Some(files.files),
         cwd_in_git: Default::default(),
         profiles,
+        stages: choices
+            .chain
+            .as_ref()
+            .map(|c| c.stages.iter().map(|s| s.name.clone()).collect())
+            .unwrap_or_default(),
     };
     Ok(Plan {
         spec,

@@ -35,6 +35,8 @@ pub struct Stage {
     pub name: String,
     /// Its instruction (the batch's preamble first).
     pub instruction: Instruction,
+    /// Its own text without the preamble, for the items' titles.
+    pub own: Instruction,
     /// Where the instruction was written (BATCH.md or its `instruction_file`), for messages.
     pub path: PathBuf,
     /// The stages it waits for, by index.
@@ -138,9 +140,8 @@ impl Chain {
                 }
             }
             let what = format!("the instruction of stage `{}`", stage.name);
-            stage
-                .instruction
-                .check_columns(&stage.path, &what, &known)?;
+            // Its own text: the preamble's placeholders are the batch's, checked with it.
+            stage.own.check_columns(&stage.path, &what, &known)?;
             if let Some(verify) = &stage.overrides.verify {
                 let argv = shlex::split(verify).unwrap_or_default();
                 crate::prompt::check_verify(&argv, columns)
@@ -189,7 +190,8 @@ impl Chain {
                         after.extend(ends.iter().map(|e| stage_id(d, &self.stages[*e].name)));
                     }
                 }
-                let title = format!("{}: {}", stage.name, title_line(&body, id));
+                let (own, _, _) = stage.own.render_with(headers, values, &|_| true);
+                let title = format!("{}: {}", stage.name, title_line(&own, id));
                 WorkItem {
                     id: stage_id(id, &stage.name),
                     title,
@@ -338,13 +340,60 @@ pub fn mark(status: Option<ItemStatus>) -> &'static str {
     }
 }
 
-/// A row's chain as one line: `r2: audit ✔ → fix ✘ → verify –`.
-pub fn chain_line(row: &str, stages: &[(String, Option<ItemStatus>)]) -> String {
+/// Where a stage of a row is, for a chain line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Finished with this status.
+    Finished(ItemStatus),
+    /// Running now (`▶`).
+    Running,
+    /// Not started, not finished (`…`).
+    Pending,
+}
+
+/// A row's chain as one line: `r2: audit ✔ → fix ✘ → verify –` (`▶` running, `…` not
+/// started).
+pub fn chain_line(row: &str, stages: &[(String, Place)]) -> String {
     let chain: Vec<String> = stages
         .iter()
-        .map(|(name, status)| format!("{name} {}", mark(*status)))
+        .map(|(name, place)| {
+            let m = match place {
+                Place::Finished(s) => mark(Some(*s)),
+                Place::Running => "▶",
+                Place::Pending => mark(None),
+            };
+            format!("{name} {m}")
+        })
         .collect();
     format!("{row}: {}", chain.join(" → "))
+}
+
+/// The chain lines of the rows `ids` (items' ids with where each is) touch, in first-seen
+/// order, each stage in `stages`' order; ids that are no stage item are left out.
+pub fn chains<'a>(
+    stages: &[String],
+    ids: impl IntoIterator<Item = (&'a str, Place)>,
+) -> Vec<(String, Vec<(String, Place)>)> {
+    let mut rows: Vec<(String, Vec<(String, Place)>)> = Vec::new();
+    for (id, place) in ids {
+        let Some((row, stage)) = split_id(id, stages) else {
+            continue;
+        };
+        let at = match rows.iter().position(|(r, _)| r == row) {
+            Some(i) => i,
+            None => {
+                rows.push((
+                    row.to_owned(),
+                    stages.iter().map(|s| (s.clone(), Place::Pending)).collect(),
+                ));
+                rows.len() - 1
+            }
+        };
+        if let Some(slot) = rows[at].1.iter_mut().find(|(s, _)| s == stage) {
+            slot.1 = place;
+        }
+    }
+    rows
 }
 
 /// The row and stage of a stage item's id (`r2/fix` → `("r2", "fix")`), when `stages` has
@@ -383,11 +432,13 @@ pub fn chain(
                 ));
             }
         };
-        let text = match preamble.trim().is_empty() {
-            true => text,
-            false => format!("{}\n\n{text}", preamble.trim_end()),
+        let own = Instruction::parse(&path, line, &text)?;
+        let instruction = match preamble.trim().is_empty() {
+            true => own.clone(),
+            false => {
+                Instruction::parse(&path, line, &format!("{}\n\n{text}", preamble.trim_end()))?
+            }
         };
-        let instruction = Instruction::parse(&path, line, &text)?;
         let schema = match &s.output_schema {
             None => batch_schema.cloned(),
             Some(crate::source::batch_spec::SchemaSource::Inline(v)) => Some(v.clone()),
@@ -399,6 +450,7 @@ pub fn chain(
         stages.push(Stage {
             name: s.name.clone(),
             instruction,
+            own,
             path,
             after: s.after.clone(),
             overrides: s.overrides.clone(),
@@ -416,6 +468,7 @@ mod tests {
         Stage {
             name: name.into(),
             instruction: Instruction::parse(Path::new("BATCH.md"), 1, text).expect("parse"),
+            own: Instruction::parse(Path::new("BATCH.md"), 1, text).expect("parse"),
             path: PathBuf::from("BATCH.md"),
             after: after.to_vec(),
             overrides: Overrides::default(),
@@ -532,15 +585,25 @@ mod tests {
 
     #[test]
     fn chains_read_as_one_line() {
-        let line = chain_line(
-            "r2",
-            &[
-                ("audit".into(), Some(ItemStatus::Completed)),
-                ("fix".into(), Some(ItemStatus::Failed)),
-                ("verify".into(), Some(ItemStatus::Skipped)),
+        let stages = ["audit".to_string(), "fix".into(), "verify".into()];
+        let rows = chains(
+            &stages,
+            [
+                ("r2/fix", Place::Finished(ItemStatus::Failed)),
+                ("r2/audit", Place::Finished(ItemStatus::Completed)),
+                ("r3/audit", Place::Running),
+                ("r2/verify", Place::Finished(ItemStatus::Skipped)),
+                ("other", Place::Running),
             ],
         );
-        assert_eq!(line, "r2: audit ✔ → fix ✘ → verify –");
+        let lines: Vec<String> = rows.iter().map(|(r, s)| chain_line(r, s)).collect();
+        assert_eq!(
+            lines,
+            [
+                "r2: audit ✔ → fix ✘ → verify –",
+                "r3: audit ▶ → fix … → verify …"
+            ]
+        );
         assert_eq!(split_id("a/b/fix", &["fix".into()]), Some(("a/b", "fix")));
         assert_eq!(split_id("a/b", &["fix".into()]), None);
     }

@@ -542,6 +542,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         files: None,
         cwd_in_git: Default::default(),
         profiles: Vec::new(),
+        stages: Vec::new(),
     };
     Ok(Some(Plan {
         spec,

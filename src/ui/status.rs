@@ -368,9 +368,51 @@ fn gate_line(s: &Snapshot, g: &crate::run::record::team::GateSnapshot) -> String
     o
 }
 
+/// Most row chains `runner status` lists.
+const CHAINS_SHOWN: usize = 20;
+
+/// With stages: each row's chain the snapshot shows (`r2: audit ✔ → fix ✘ → verify –`),
+/// rows not done first, at most [`CHAINS_SHOWN`], and how many rows completed every stage.
+fn chains(s: &Snapshot) -> String {
+    use crate::source::stages::{Place, chain_line, chains};
+    if s.stages.is_empty() {
+        return String::new();
+    }
+    let ids = s
+        .finished
+        .iter()
+        .map(|f| (f.id.as_str(), Place::Finished(f.status)))
+        .chain(s.running.iter().map(|r| (r.id.as_str(), Place::Running)))
+        .chain(s.waiting.iter().map(|w| (w.id.as_str(), Place::Pending)));
+    let rows = chains(&s.stages, ids);
+    let done = |stages: &[(String, Place)]| {
+        stages
+            .iter()
+            .all(|(_, p)| *p == Place::Finished(ItemStatus::Completed))
+    };
+    let (complete, open): (Vec<_>, Vec<_>) = rows.iter().partition(|(_, st)| done(st));
+    let mut o = format!("Chains ({}):\n", s.stages.join(" → "));
+    for (row, stages) in open.iter().take(CHAINS_SHOWN) {
+        o.push_str(&format!("  {}\n", chain_line(row, stages)));
+    }
+    if open.len() > CHAINS_SHOWN {
+        o.push_str(&format!(
+            "  … and {} more row(s) not done\n",
+            open.len() - CHAINS_SHOWN
+        ));
+    }
+    if !complete.is_empty() {
+        o.push_str(&format!(
+            "  {} row(s) completed every stage\n",
+            complete.len()
+        ));
+    }
+    o
+}
+
 /// The full human view of the team in `dir`: state, counts, running teammates with their
 /// last line, activity and last checkpoint (flagged stale past `stale_after`), waiting items,
-/// what did not complete (with logs), recent completions.
+/// each row's chain of stages, what did not complete (with logs), recent completions.
 pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
     let mut o = String::new();
     let archived = s.state == crate::run::record::archive::ARCHIVED;
@@ -455,6 +497,7 @@ pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
             ));
         }
     }
+    o.push_str(&chains(s));
     let problems: Vec<_> = s
         .finished
         .iter()

@@ -98,6 +98,15 @@ impl Archive {
             cwd: String::new(),
             not_started: Vec::new(),
             isolation: None,
+            stages: self
+                .events
+                .iter()
+                .rev()
+                .find_map(|e| match e {
+                    Event::RunStarted { stages, .. } => Some(stages.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default(),
         };
         for o in &outcomes {
             s.finish(o);

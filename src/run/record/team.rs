@@ -474,6 +474,9 @@ pub struct Snapshot {
     /// what they started from (read by `runner clean`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<crate::run::isolation::worktree::IsolationRecord>,
+    /// With BATCH.md's `stages:`, their names in order (each row's chain, issue 33).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<String>,
 }
 
 /// An item no run started, in `team.json`.
@@ -571,6 +574,7 @@ impl Snapshot {
                 .unwrap_or_default(),
             not_started: Vec::new(),
             isolation: None,
+            stages: Vec::new(),
         }
     }
 

@@ -758,6 +758,7 @@ pub async fn run_wired(
         jobs,
         sandbox: spec.settings.sandbox.name().into(),
         sandbox_why_none: spec.settings.sandbox_why_none.clone(),
+        stages: spec.stages.clone(),
     };
     team.record(&run_started)?;
     reporter.event(&run_started);
@@ -766,6 +767,7 @@ pub async fn run_wired(
             .isolation
             .as_deref()
             .map(crate::run::isolation::worktree::Isolation::record),
+        stages: spec.stages.clone(),
         ..Snapshot::new(team, total)
     };
 

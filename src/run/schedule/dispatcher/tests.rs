@@ -42,6 +42,7 @@ fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
         files: None,
         cwd_in_git: Default::default(),
         profiles: Vec::new(),
+        stages: Vec::new(),
     }
 }
 

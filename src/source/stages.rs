@@ -190,7 +190,9 @@ impl Chain {
                         after.extend(ends.iter().map(|e| stage_id(d, &self.stages[*e].name)));
                     }
                 }
-                let (own, _, _) = stage.own.render_with(headers, values, &|_| true);
+                let (own, _, _) = stage
+                    .own
+                    .render_with(headers, values, &|n| self.is_stage_value(i, n));
                 let title = format!("{}: {}", stage.name, title_line(&own, id));
                 WorkItem {
                     id: stage_id(id, &stage.name),
@@ -241,14 +243,14 @@ fn title_line(body: &str, id: &str) -> String {
     t
 }
 
-/// Fill a stage item's slots ([`StageOf::slots`]) with its earlier stages' values, read with
-/// `outcome` (an earlier stage's journaled outcome by item id); the file parts after them
-/// move with the text. An item with no slots is left as it is.
+/// Fill a stage item's slots ([`StageOf::slots`]) with its earlier stages' values: `value`
+/// gets the earlier stage's item id and what of it (`summary`, `output.problems`); the file
+/// parts after the slots move with the text. An item with no slots is left as it is.
 ///
-/// Errors: the journal cannot be read.
+/// Errors: what `value` says (the journal cannot be read).
 pub fn fill(
     item: &mut WorkItem,
-    mut outcome: impl FnMut(&str) -> Result<Option<Outcome>>,
+    mut value: impl FnMut(&str, &str) -> Result<String>,
 ) -> Result<()> {
     let Some(stage) = item.stage.as_mut() else {
         return Ok(());
@@ -267,12 +269,9 @@ pub fn fill(
         body.push_str(item.body.get(from..at).unwrap_or_default());
         from = at;
         let (stage_name, what) = name.split_once('.').unwrap_or((name.as_str(), ""));
-        let value = match outcome(&stage_id(&row, stage_name))? {
-            Some(o) => value_of(&o, what),
-            None => String::new(),
-        };
-        body.push_str(&value);
-        grown.push((at, value.len()));
+        let text = value(&stage_id(&row, stage_name), what)?;
+        body.push_str(&text);
+        grown.push((at, text.len()));
     }
     body.push_str(item.body.get(from..).unwrap_or_default());
     for part in &mut item.inline {
@@ -285,6 +284,19 @@ pub fn fill(
     }
     item.body = body;
     Ok(())
+}
+
+/// [`fill`] from the earlier stages' outcomes, read with `outcome` (by item id; `None`: the
+/// value is empty).
+///
+/// Errors: the journal cannot be read.
+pub fn fill_from(
+    item: &mut WorkItem,
+    mut outcome: impl FnMut(&str) -> Result<Option<Outcome>>,
+) -> Result<()> {
+    fill(item, |id, what| {
+        Ok(outcome(id)?.map(|o| value_of(&o, what)).unwrap_or_default())
+    })
 }
 
 /// The value `what` (`summary`, `status`, `error`, `output`, `output.FIELD[.FIELD…]`) of an
@@ -570,7 +582,7 @@ mod tests {
         );
         audit.summary = "two problems".into();
         audit.output = serde_json::json!({"problems": ["tabs", "é"]});
-        fill(fix, |id| {
+        fill_from(fix, |id| {
             assert_eq!(id, "r/audit");
             Ok(Some(audit.clone()))
         })

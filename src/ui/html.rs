@@ -113,6 +113,40 @@ fn output_fields(items: &[&crate::run::record::outcome::Outcome]) -> Vec<String>
     fields
 }
 
+/// With stages: each row's chain (`r2: audit ✔ → fix ✘ → verify –`), rows not done first.
+fn chains(o: &mut String, h: &History) {
+    use crate::source::stages::{Place, chain_line, chains};
+    if h.stages.is_empty() {
+        return;
+    }
+    let ids = h
+        .outcomes
+        .iter()
+        .map(|out| (out.id.as_str(), Place::Finished(out.status)))
+        .chain(
+            h.spans
+                .iter()
+                .filter(|s| s.end_ms.is_none())
+                .map(|s| (s.id.as_str(), Place::Running)),
+        );
+    let rows = chains(&h.stages, ids);
+    let done = |st: &[(String, Place)]| {
+        st.iter()
+            .all(|(_, p)| *p == Place::Finished(ItemStatus::Completed))
+    };
+    let (complete, open): (Vec<_>, Vec<_>) = rows.iter().partition(|(_, st)| done(st));
+    let _ = write!(
+        o,
+        "<h2>Chains</h2><p>{}: {} row(s) completed every stage</p><ul id=\"chains\">",
+        escape(&h.stages.join(" → ")),
+        complete.len()
+    );
+    for (row, stages) in open {
+        let _ = write!(o, "<li>{}</li>", escape(&chain_line(row, stages)));
+    }
+    let _ = write!(o, "</ul>");
+}
+
 /// The page for `h`; `now_ms` (milliseconds since the epoch) ends attempts still running.
 pub fn report(h: &History, now_ms: i64) -> String {
     let mut o = String::new();
@@ -293,6 +327,7 @@ pub fn report(h: &History, now_ms: i64) -> String {
         let _ = write!(o, "</div>");
     }
     let _ = write!(o, "</div>");
+    chains(&mut o, h);
     // Items, in item order (the input's rows, the batch's items), with what each found: the
     // fields of its structured output (an audit's findings) and the files it changed.
     let mut items: Vec<&crate::run::record::outcome::Outcome> = h.outcomes.iter().collect();
@@ -435,6 +470,7 @@ mod tests {
             runs: 1,
             run_starts: Vec::new(),
             pauses: vec![(200, 700)],
+            stages: Vec::new(),
         };
         let page = report(&h, 2000);
         assert_eq!(

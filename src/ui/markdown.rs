@@ -134,6 +134,7 @@ mod tests {
         let h = History {
             team: "workers-output".into(),
             spans: Vec::new(),
+            stages: Vec::new(),
             outcomes: vec![
                 outcome("a", ItemStatus::Completed, ""),
                 outcome(

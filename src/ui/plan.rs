@@ -92,9 +92,17 @@ pub fn print_plan(
             if m.immediate { ":immediate" } else { "" }
         )),
     );
+    for line in stage_lines(spec) {
+        let _ = writeln!(out, "{line}");
+    }
     let mut first = true;
     for item in plan.source.items()? {
-        let item = item?;
+        let mut item = item?;
+        // An earlier stage's values are known once it ran: shown by name.
+        crate::source::stages::fill(&mut item, |id, what| {
+            let stage = id.rsplit('/').next().unwrap_or_default();
+            Ok(format!("«{stage}.{what}»"))
+        })?;
         let folder = spec.teammate(&item.teammate);
         let (prompt_file, report, work) = (folder.prompt(), folder.report(), folder.work());
         // The files the instruction inlines are read as the run would read them; one that
@@ -163,6 +171,37 @@ pub fn print_plan(
         let _ = writeln!(out, "Items: none");
     }
     Ok(())
+}
+
+/// With stages or rows that choose their runner: the chain each row runs, and what each
+/// profile changes (runner, model, verify, time limit, retries, schema).
+fn stage_lines(spec: &crate::run::RunSpec) -> Vec<String> {
+    let mut lines = Vec::new();
+    if !spec.stages.is_empty() {
+        lines.push(format!(
+            "Stages (each row, one teammate each; a stage that does not complete stops its row): {}",
+            spec.stages.join(" → ")
+        ));
+    }
+    for p in &spec.profiles {
+        let s = &p.settings;
+        let mut what = vec![format!("runner {}", s.runner.name)];
+        if let Some(m) = &s.model {
+            what.push(format!("model {m}"));
+        }
+        if let Some(v) = &s.verify {
+            what.push(format!("verify {}", shown_command(v)));
+        }
+        if let Some(t) = s.timeout {
+            what.push(format!("time limit {}", humantime::format_duration(t)));
+        }
+        what.push(format!("retries {}", s.retries));
+        if p.schema.is_some() {
+            what.push("output schema".into());
+        }
+        lines.push(format!("  {}: {}", p.label, what.join(", ")));
+    }
+    lines
 }
 
 /// Quote an argument for display the way a POSIX shell would need it.

@@ -64,6 +64,8 @@ pub struct History {
     /// When each run (start or resume, a replay) began, milliseconds since the epoch, in
     /// order.
     pub run_starts: Vec<i64>,
+    /// With BATCH.md's `stages:`, their names in order (from the last `run_started`).
+    pub stages: Vec<String>,
 }
 
 /// Milliseconds since the epoch of an RFC 3339 time.
@@ -111,8 +113,11 @@ impl Builder {
     fn add(&mut self, event: Event) {
         let h = &mut self.h;
         match event {
-            Event::RunStarted { team, at, .. } => {
+            Event::RunStarted {
+                team, at, stages, ..
+            } => {
                 h.team = team;
+                h.stages = stages;
                 h.runs += 1;
                 if let Some(t) = ms(&at) {
                     h.run_starts.push(t);

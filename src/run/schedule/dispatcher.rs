@@ -409,7 +409,7 @@ impl<'a> Dispatcher<'a> {
             // A stage's instruction gets its earlier stages' values now that they are done.
             let mut item = item;
             let team = &mut *self.team;
-            crate::source::stages::fill(&mut item, |id| team.outcome(id))?;
+            crate::source::stages::fill_from(&mut item, |id| team.outcome(id))?;
             let waits = self.team.waits.get(&item.id).copied().unwrap_or_default();
             let earlier = unit::Earlier {
                 first_attempt: self

@@ -23,6 +23,7 @@ mod regressions;
 mod sandbox;
 mod setup;
 mod skill;
+mod stages;
 mod store;
 mod todo;
 mod watch;

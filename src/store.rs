@@ -439,7 +439,7 @@ impl Store {
                     ),
                     hint: match names.is_empty() {
                         true => format!(
-                            "the store has none: write {} (`runner fragments` shows the format                              in the README)",
+                            "the store has none yet: write {} (the format is in the README, \"Fragments\")",
                             path.display()
                         ),
                         false => format!("the store's fragments are: {}", names.join(", ")),

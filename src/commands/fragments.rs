@@ -110,11 +110,18 @@ pub fn apply(args: ApplyArgs) -> Result<i32> {
             .filter_map(|k| numbers.get(k.as_str()).copied())
             .collect();
         let n = append(&mut doc, s, &mark, &after).map_err(|e| {
+            let why = match e {
+                EditError::NotReadBack => "the appended item would not read back as written: \
+                    a `description` line reads as an item (`- [ ] …`) or a `> runner:` note, \
+                    or the inbox's Todo section ends inside an open code fence"
+                    .to_owned(),
+                e => e.to_string(),
+            };
             Error::input_at(
                 &fragment.path,
                 Some(s.line),
                 format!(
-                    "step `{}`: {e}; nothing was written to {}",
+                    "step `{}`: {why}; nothing was written to {}",
                     s.key,
                     inbox.display()
                 ),
@@ -123,6 +130,7 @@ pub fn apply(args: ApplyArgs) -> Result<i32> {
         numbers.insert(&s.key, n);
     }
     doc.set_last_updated(&today());
+    crate::fault::pause("apply-edit");
     crate::fsutil::write_atomic(&inbox, doc.render().as_bytes())?;
     outln(format_args!(
         "Applied fragment {}, round {round}, to {}:",

@@ -95,23 +95,30 @@ pub fn reset(args: ResetArgs) -> Result<i32> {
     for l in &lines {
         outln(l);
     }
+    // Batch files by number, then the inbox: a step's dependents are never in an earlier
+    // batch (resolve hands an item out only with or after its prerequisites).
     let here = std::env::current_dir().unwrap_or_default();
-    let again: Vec<String> = changed_files
+    let mut again: Vec<(u32, String)> = changed_files
         .iter()
         .filter_map(|k| files.get(*k))
         .map(|f| match f.batch {
-            Some(_) => format!(
-                "runner run {}",
-                f.path.strip_prefix(&here).unwrap_or(&f.path).display()
+            Some(n) => (
+                n,
+                format!(
+                    "runner run {}",
+                    f.path.strip_prefix(&here).unwrap_or(&f.path).display()
+                ),
             ),
-            None => "runner resolve (the inbox's)".to_owned(),
+            None => (u32::MAX, "runner resolve (the inbox's)".to_owned()),
         })
         .collect();
+    again.sort();
+    let again: Vec<String> = again.into_iter().map(|(_, c)| c).collect();
     match lines.iter().filter(|l| l.contains(" → ")).count() {
         0 => outln("Nothing to reopen: they are all open."),
         n => outln(format_args!(
-            "Reopened {n} item(s); run them again: {}.",
-            again.join("; ")
+            "Reopened {n} item(s); run them again, in this order: {}.",
+            again.join("; then ")
         )),
     }
     Ok(0)

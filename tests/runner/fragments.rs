@@ -246,8 +246,9 @@ subject = "Site {v} MODE=success"
             && r.stdout.contains(
                 "todo-2.md item 2 (release#1/announce): [x] → [ ] Announce 1 MODE=success\n"
             )
-            && r.stdout
-                .contains("Reopened 2 item(s); run them again: runner run S/todo-2.md."),
+            && r.stdout.contains(
+                "Reopened 2 item(s); run them again, in this order: runner run S/todo-2.md."
+            ),
         "{r:?}"
     );
     assert_eq!(sb.read("S/todo-1.md"), batch1, "notes and site stay done");

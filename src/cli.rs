@@ -78,6 +78,15 @@ pub enum Command {
     Resolve(ResolveArgs),
     /// Run (or resume) an existing batch file todo-N.md: every unticked Todo item.
     Run(RunTodoArgs),
+    /// List the store's task fragments (fragments/NAME.toml: named chains of steps with
+    /// {variables}), or show one in full.
+    Fragments(FragmentsArgs),
+    /// Append a fragment's steps to the inbox as items linked by @after, its {variables}
+    /// given as NAME=VALUE; each item records the fragment, the round and its step.
+    Apply(ApplyArgs),
+    /// Reopen the latest round of a fragment: one step (or every step) and every item of
+    /// the round that follows it, where they are now (inbox or todo-N.md).
+    Reset(ResetArgs),
     /// The known runner definitions, whether each program is installed, and its version.
     Runners(RunnersArgs),
     /// Join the outputs of `batch --shard K/N` runs of one batch, in input order.
@@ -232,8 +241,8 @@ pub struct CleanArgs {
     #[arg(long)]
     pub force: bool,
     /// Instead of teams: remove the store's finished todo batches — every item ticked — with
-    /// their tables and archives, keeping each one an open item still waits on
-    /// (`@after:todo-N#K`), and saying why.
+    /// their tables and archives, keeping each one an open item still waits on, directly or
+    /// through others (`@after:todo-N#K`, a fragment step's earlier steps), and saying why.
     #[arg(long, conflicts_with_all = ["team", "force"])]
     pub completed: bool,
     /// The store.
@@ -340,6 +349,47 @@ pub struct AddArgs {
     /// file, or `-` for stdin.
     #[arg(long, value_name = "FILE|-")]
     pub checkpoint: Option<String>,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `runner fragments`.
+#[derive(Debug, Args)]
+pub struct FragmentsArgs {
+    /// Show this fragment in full (its steps' subjects and descriptions, its variables, its
+    /// latest round); default: list them all.
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `runner apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// The fragment (`<store>/fragments/NAME.toml`).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The value of each variable the fragment uses, e.g. version=1.2 (all of them, and no
+    /// other).
+    #[arg(value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `runner reset`.
+#[derive(Debug, Args)]
+pub struct ResetArgs {
+    /// The fragment.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The step (its key) to reopen with the steps after it; default: every step.
+    #[arg(value_name = "STEP")]
+    pub step: Option<String>,
     /// The store.
     #[command(flatten)]
     pub store: StoreArgs,

@@ -8,6 +8,7 @@ pub mod commands;
 pub mod error;
 pub mod failure;
 pub mod fault;
+pub mod fragment;
 pub mod fsutil;
 pub mod git;
 pub mod hash;

@@ -1,16 +1,19 @@
 //! The task store (DESIGN §3, seed `todo-skill.md`): `<git root>/.agent-tasks/` for a
 //! project, `~/.agent-tasks/` globally, or any folder given with `--store`. It holds the inbox
 //! `todo.md`, batch files `todo-N.md`, checkpoints `cp-YYYYMMDD-HHMMSS.md`, optional
-//! `templates/` and `runners/` overrides, `runner.toml`, and team workspaces under `teams/`.
+//! `templates/` and `runners/` overrides, `runner.toml`, task fragments under `fragments/`,
+//! and team workspaces under `teams/`.
 //!
 //! This module reads and writes store files; it never starts processes. Every
 //! read-modify-write of a store file happens under the store lock ([`Store::lock`]).
 
+pub mod links;
 pub mod lock;
 
 use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
 
+pub use links::TodoFile;
 pub use lock::StoreLock;
 
 use crate::error::{Error, Result};
@@ -364,6 +367,88 @@ impl Store {
             }));
         }
         done
+    }
+
+    /// The inbox (when it exists) and every batch file, read and parsed, in that order; the
+    /// files that cannot be read (or are not UTF-8) come back as errors beside them.
+    pub fn todo_files(&self) -> (Vec<TodoFile>, Vec<Error>) {
+        let inbox = self.inbox();
+        let paths = std::iter::once((None, inbox.clone()))
+            .filter(|_| inbox.exists())
+            .chain(self.batches().into_iter().map(|(n, p)| (Some(n), p)));
+        let (mut files, mut errors) = (Vec::new(), Vec::new());
+        for (batch, path) in paths {
+            match read_todo(&path) {
+                Ok((text, doc)) => files.push(TodoFile {
+                    path,
+                    batch,
+                    text,
+                    doc,
+                }),
+                Err(e) => errors.push(e),
+            }
+        }
+        (files, errors)
+    }
+
+    /// `<store>/fragments/`, where the fragment files `NAME.toml` are.
+    pub fn fragments_dir(&self) -> PathBuf {
+        self.dir.join("fragments")
+    }
+
+    /// The names of the store's fragments (`fragments/NAME.toml`), sorted.
+    pub fn fragment_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.fragments_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_str()?.strip_suffix(".toml")?.to_owned();
+                crate::source::todo::is_fragment_name(&name).then_some(name)
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Read and check the fragment `name` (`fragments/NAME.toml`).
+    ///
+    /// Errors (exit 2): a name that is not a plain file name; no such fragment (with the
+    /// nearest name and the list); a file that cannot be read or does not check
+    /// ([`crate::fragment::Fragment::parse`]).
+    pub fn fragment(&self, name: &str) -> Result<crate::fragment::Fragment> {
+        if !crate::source::todo::is_fragment_name(name) {
+            return Err(Error::bad_value(
+                "fragment name",
+                name,
+                "must be letters, digits, `_`, `-` and `.` (the file fragments/NAME.toml)",
+            ));
+        }
+        let path = self.fragments_dir().join(format!("{name}.toml"));
+        let text = match std::fs::read(&path) {
+            Ok(bytes) => String::from_utf8(bytes)
+                .map_err(|_| Error::input_at(&path, None, "not valid UTF-8; save it as UTF-8"))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let names = self.fragment_names();
+                return Err(Error::Unknown {
+                    what: "fragment".into(),
+                    name: name.to_owned(),
+                    suggestion: crate::suggest::did_you_mean(
+                        name,
+                        names.iter().map(String::as_str),
+                    ),
+                    hint: match names.is_empty() {
+                        true => format!(
+                            "the store has none yet: write {} (the format is in the README, \"Fragments\")",
+                            path.display()
+                        ),
+                        false => format!("the store's fragments are: {}", names.join(", ")),
+                    },
+                });
+            }
+            Err(e) => return Err(Error::read_input("the fragment", &path, e)),
+        };
+        crate::fragment::Fragment::parse(name, &path, &text)
     }
 
     /// One more than the largest existing batch number.

@@ -170,76 +170,16 @@ fn orphan_branches(l: &Leftovers, team: &str) -> String {
 
 /// `runner clean --completed`: the store's todo batches whose every item is ticked, with
 /// their tables and archives (their results are in the tables being removed and in git, if
-/// the user keeps the store there), except those an open item — in the inbox or in another
-/// batch — still names with `@after:todo-N#K` (the prerequisite closure of what is left:
-/// removing the file would leave that item waiting forever). A batch whose team still has a
-/// workspace is left to `runner clean`.
+/// the user keeps the store there), except those holding an item that something still open —
+/// in the inbox or in a batch — waits on, directly or through other items
+/// (`store::links`: `@after:todo-N#K`, a fragment step's earlier steps): the prerequisite
+/// closure of what is left, each kept file with the links that keep it. A batch whose team
+/// still has a workspace is left to `runner clean`. The files are found again under the
+/// store lock (not held while asking) and only those still found are removed.
 fn clean_completed(store: &crate::store::Store, yes: bool) -> Result<i32> {
-    use crate::source::todo::Mark;
-    use crate::source::todo_batch::{archive_path, table_path, team_name};
-    let mut waited_on: std::collections::HashMap<u32, Vec<String>> = Default::default();
-    let mut docs = Vec::new();
-    for (n, path) in store.batches() {
-        match crate::store::read_todo(&path) {
-            Ok((_, doc)) => docs.push((n, path, doc)),
-            Err(e) => eprintln!("warning: {e}; left as it is"),
-        }
-    }
-    let inbox = crate::store::read_todo(&store.inbox()).ok();
-    let open_refs = docs
-        .iter()
-        .map(|(_, p, d)| (p.clone(), d))
-        .chain(inbox.as_ref().map(|(_, d)| (store.inbox(), d)));
-    for (path, doc) in open_refs {
-        for item in doc.items().iter().filter(|i| i.mark != Mark::Done) {
-            for r in &item.after_batches {
-                waited_on.entry(r.batch).or_default().push(format!(
-                    "{}: item {} waits on {r}",
-                    path.file_name().unwrap_or_default().to_string_lossy(),
-                    item.number
-                ));
-            }
-        }
-    }
-    let mut remove = Vec::new();
-    for (n, path, doc) in &docs {
-        let items = doc.items();
-        if items.is_empty() || items.iter().any(|i| i.mark != Mark::Done) {
-            continue;
-        }
-        let name = path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        if let Some(why) = waited_on.get(n) {
-            crate::ui::outln(format_args!("Kept {name}: {}", why.join("; ")));
-            continue;
-        }
-        if store.team_dir(&team_name(path)).exists() {
-            crate::ui::outln(format_args!(
-                "Kept {name}: its team workspace is still there (runner clean {})",
-                team_name(path)
-            ));
-            continue;
-        }
-        let files: Vec<PathBuf> = [path.clone(), table_path(path), archive_path(path)]
-            .into_iter()
-            .filter(|p| p.is_file())
-            .collect();
-        crate::ui::outln(format_args!(
-            "Finished batch {name}: {}",
-            files
-                .iter()
-                .map(|f| f
-                    .file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-        remove.extend(files);
+    let (remove, said) = completed_batches(store);
+    for line in said {
+        crate::ui::outln(line);
     }
     if remove.is_empty() {
         crate::ui::outln(format_args!(
@@ -258,11 +198,91 @@ fn clean_completed(store: &crate::store::Store, yes: bool) -> Result<i32> {
         return Ok(0);
     }
     let _lock = store.lock()?;
+    let (still, _) = completed_batches(store);
+    let remove: Vec<&PathBuf> = remove.iter().filter(|f| still.contains(f)).collect();
     for f in &remove {
         std::fs::remove_file(f).map_err(|e| Error::io("remove", f, e))?;
     }
     crate::ui::outln(format_args!("Removed {} file(s).", remove.len()));
     Ok(0)
+}
+
+/// The files `clean --completed` removes (finished batch files nothing open needs, their
+/// tables and archives), and what it says of each finished batch: removed, or kept and why.
+fn completed_batches(store: &crate::store::Store) -> (Vec<PathBuf>, Vec<String>) {
+    use crate::source::todo::Mark;
+    use crate::source::todo_batch::{archive_path, table_path, team_name};
+    use crate::store::links::{At, Links, Via};
+    let (files, unreadable) = store.todo_files();
+    let mut said: Vec<String> = unreadable
+        .iter()
+        .map(|e| format!("Kept a file it cannot read: {e}"))
+        .collect();
+    let links = Links::of(&files);
+    let open = files.iter().enumerate().flat_map(|(file, f)| {
+        f.doc
+            .items()
+            .iter()
+            .filter(|i| i.mark != Mark::Done)
+            .map(move |i| At {
+                file,
+                item: i.number,
+            })
+    });
+    let needed: std::collections::HashSet<At> = links
+        .prerequisites(open)
+        .into_iter()
+        .map(|(at, _)| at)
+        .collect();
+    let mut kept_by: std::collections::HashMap<usize, Vec<String>> = Default::default();
+    for l in links.all() {
+        if l.item.file == l.on.file || !needed.contains(&l.item) {
+            continue;
+        }
+        let from = files.get(l.item.file).map(|f| f.name()).unwrap_or_default();
+        let why = match &l.via {
+            Via::Batch(b) => format!("{from}: item {} waits on {b}", l.item.item),
+            via => format!(
+                "{from}: item {} comes after {via} (item {} here)",
+                l.item.item, l.on.item
+            ),
+        };
+        let list = kept_by.entry(l.on.file).or_default();
+        if !list.contains(&why) {
+            list.push(why);
+        }
+    }
+    let mut remove = Vec::new();
+    for (k, f) in files.iter().enumerate() {
+        let items = f.doc.items();
+        if f.batch.is_none() || items.is_empty() || items.iter().any(|i| i.mark != Mark::Done) {
+            continue;
+        }
+        let (name, path) = (f.name(), &f.path);
+        if let Some(why) = kept_by.get(&k) {
+            said.push(format!("Kept {name}: {}", why.join("; ")));
+            continue;
+        }
+        if store.team_dir(&team_name(path)).exists() {
+            said.push(format!(
+                "Kept {name}: its team workspace is still there (runner clean {})",
+                team_name(path)
+            ));
+            continue;
+        }
+        let gone: Vec<PathBuf> = [path.clone(), table_path(path), archive_path(path)]
+            .into_iter()
+            .filter(|p| p.is_file())
+            .collect();
+        let names: Vec<String> = gone
+            .iter()
+            .filter_map(|f| f.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect();
+        said.push(format!("Finished batch {name}: {}", names.join(", ")));
+        remove.extend(gone);
+    }
+    (remove, said)
 }
 
 /// Whether the person at the terminal says yes to `prompt` (`command` removes `what`).

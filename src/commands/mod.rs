@@ -5,9 +5,11 @@
 pub mod batch;
 pub mod clean;
 pub mod docs;
+pub mod fragments;
 pub mod mcp;
 pub mod merge;
 pub mod report;
+pub mod reset;
 pub mod resolve;
 pub mod runner_check;
 pub mod runners;

@@ -54,6 +54,26 @@ pub fn apply_outcome(doc: &mut TodoDocument, number: u32, outcome: Option<&Outco
     let _ = doc.set_note(number, Some(&note));
 }
 
+/// How the note `runner reset` leaves on an item it reopened in a batch file starts. The
+/// batch's next run runs such an item again even when its team's journal has it completed
+/// (`source::todo_batch::plan`); the run's own note replaces it.
+pub const REOPENED: &str = "reopened by runner reset";
+
+/// The note on an item `runner reset` reopened in `batch` (its file name) for `mark`
+/// (`NAME#ROUND/STEP`).
+pub fn reopened_note(mark: &str, batch: &str) -> String {
+    format!("{REOPENED} ({mark}); `runner run {batch}` runs it again")
+}
+
+/// Whether `item` is open again by `runner reset` and not run since.
+pub fn is_reopened(item: &crate::source::todo::TodoItem) -> bool {
+    item.mark != Mark::Done
+        && item
+            .note
+            .as_deref()
+            .is_some_and(|n| n.starts_with(REOPENED))
+}
+
 /// `done` when every item in `numbers` is ticked, else `partial`.
 pub fn batch_status(doc: &TodoDocument, numbers: &[u32]) -> &'static str {
     let all = numbers

@@ -390,10 +390,15 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
             p.join(&format!("\n{}: ", b.batch.display()))
         ))
     })?;
-    let mut rerun = HashSet::new();
-    match &settings.only {
-        // Unticked items are exactly the ones that did not complete.
-        Only::All | Only::Failed => {}
+    let rerun: HashSet<String> = match &settings.only {
+        // Unticked items are the ones that did not complete, and those `runner reset`
+        // reopened: they run again even if the team's journal has them completed.
+        Only::All | Only::Failed => doc
+            .items()
+            .iter()
+            .filter(|i| crate::sink::todo_marks::is_reopened(i))
+            .map(|i| i.number.to_string())
+            .collect(),
         Only::Blocked => {
             return Err(Error::Usage(format!(
                 "{}: --only blocked is for a CSV batch's output; in a todo batch every unticked item runs again, blocked ones too (`runner run` with --only ID names one)",
@@ -418,9 +423,9 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
                 )));
             }
             items.retain(|i| ids.contains(&i.id));
-            rerun = ids.clone();
+            ids.clone()
         }
-    }
+    };
     for i in &mut items {
         // A ticked prerequisite completed in an earlier run: it is met.
         i.after.retain(|d| {

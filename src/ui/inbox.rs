@@ -25,7 +25,8 @@ pub fn render_items(doc: &TodoDocument) -> String {
 }
 
 /// Item `i` as lines, indented by `base` and its nesting: number, mark, title, checkpoint,
-/// prerequisites, then its continuation lines and the runner's note.
+/// prerequisites, the fragment step it came from, then its continuation lines and the
+/// runner's note.
 fn render_item(out: &mut String, base: &str, i: &TodoItem) {
     use std::fmt::Write;
     let indent = format!("{base}{}", "  ".repeat(i.indent / 2));
@@ -44,9 +45,14 @@ fn render_item(out: &mut String, base: &str, i: &TodoItem) {
         true => String::new(),
         false => format!("  @after:{}", after.join(",")),
     };
+    let fragment = i
+        .fragment
+        .as_ref()
+        .map(|f| format!("  @fragment:{}", f.short()))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "{indent}{:>3}. {mark} {}{cp}{after}",
+        "{indent}{:>3}. {mark} {}{cp}{after}{fragment}",
         i.number, i.title
     );
     for line in i.continuation.lines() {
@@ -102,6 +108,21 @@ pub struct ListedItem {
     pub continuation: String,
     /// The runner's note (`> runner: …`), e.g. why the last attempt failed.
     pub note: Option<String>,
+    /// The fragment step it was made from (`runner apply`), or null.
+    pub fragment: Option<ListedFragment>,
+}
+
+/// The `@fragment:` mark of a listed item.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListedFragment {
+    /// The fragment's name.
+    pub name: String,
+    /// The round (application) it belongs to.
+    pub round: u32,
+    /// The step's key.
+    pub step: String,
+    /// The keys of the steps it comes after.
+    pub after: Vec<String>,
 }
 
 impl ListedItem {
@@ -123,6 +144,12 @@ impl ListedItem {
             after: after_of(i),
             continuation: i.continuation.clone(),
             note: i.note.clone(),
+            fragment: i.fragment.as_ref().map(|f| ListedFragment {
+                name: f.name.clone(),
+                round: f.round,
+                step: f.step.clone(),
+                after: f.after.clone(),
+            }),
         }
     }
 }
@@ -168,7 +195,8 @@ pub fn render_batches(batches: &[(WaitingBatch, &TodoDocument)]) -> String {
 
 /// `runner list --format json`: one document,
 /// `{"v":1,"inbox":PATH,"items":[ITEM…],"batches":[{"file","team","status","resume","running","items":[ITEM…]}…]}`
-/// where ITEM is `{"number","section","mark","title","checkpoint","after","continuation","note"}`
+/// where ITEM is `{"number","section","mark","title","checkpoint","after","continuation","note",
+/// "fragment"}` (`fragment`: `{"name","round","step","after"}` or null)
 /// ([`ListedItem`]); `items` are the inbox's open Todo and Ideas items, `batches` the batch
 /// files with unticked items ([`WaitingBatch`]), by number. Field names are stable; fields
 /// may be added.

@@ -12,6 +12,7 @@ mod clis;
 mod context;
 mod faults;
 mod files;
+mod fragments;
 mod http;
 mod inputs;
 mod jsonl;

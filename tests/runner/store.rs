@@ -60,7 +60,7 @@ fn stopped(pid: u32) -> bool {
 }
 
 /// A runner started in the background, with its stderr read line by line.
-struct Started {
+pub(crate) struct Started {
     child: Child,
     lines: mpsc::Receiver<String>,
 }
@@ -85,7 +85,7 @@ impl Started {
     }
 
     /// Continue a stopped runner.
-    fn resume(&self) {
+    pub(crate) fn resume(&self) {
         let status = Command::new("kill")
             .args(["-CONT", &self.child.id().to_string()])
             .status()
@@ -94,7 +94,7 @@ impl Started {
     }
 
     /// Wait for the end; stderr holds every line, including those already seen.
-    fn finish(mut self, seen: Vec<String>) -> Run {
+    pub(crate) fn finish(mut self, seen: Vec<String>) -> Run {
         let mut stdout = String::new();
         if let Some(mut out) = self.child.stdout.take() {
             let _ = out.read_to_string(&mut stdout);
@@ -113,7 +113,7 @@ impl Started {
 /// Start `cmd` with `RUNNER_PAUSE=point` and return once it stands still there.
 ///
 /// Panics if it ends without reaching the point.
-fn start_paused(mut cmd: Command, point: &str) -> Started {
+pub(crate) fn start_paused(mut cmd: Command, point: &str) -> Started {
     cmd.env("RUNNER_PAUSE", point);
     let mut s = Started::spawn(cmd);
     loop {
@@ -130,7 +130,7 @@ fn start_paused(mut cmd: Command, point: &str) -> Started {
 
 /// Start `cmd` and return once it says it waits for the store lock, or has closed stderr
 /// (finished). Returns the runner and the stderr lines read so far.
-fn start_until_waiting(cmd: Command) -> (Started, Vec<String>) {
+pub(crate) fn start_until_waiting(cmd: Command) -> (Started, Vec<String>) {
     let s = Started::spawn(cmd);
     let mut seen = Vec::new();
     while let Ok(line) = s.lines.recv() {

@@ -52,7 +52,9 @@
 //!   section inherits the section of the enclosing `##`-or-deeper heading; a level-1 heading
 //!   (the `# TODO` title) is not inherited. Items before any heading are [`Section::Other`].
 //! - Tokens: `@context:VALUE` names the item's checkpoint, `@after:1,2` the items that must
-//!   complete first. The title is the item text without these tokens, whitespace collapsed.
+//!   complete first, `@fragment:NAME#ROUND/STEP` the fragment step it was made from
+//!   ([`FragmentMark`]). The title is the item text without these tokens, whitespace
+//!   collapsed.
 //! - Runner note: the first continuation line starting (after its indentation) with
 //!   `> runner:` is the runner's note on the item ([`TodoDocument::set_note`]).
 //!
@@ -60,12 +62,14 @@
 //!
 //! This file holds the public types and the read-only API; each concept has its own file:
 //! `lines` (lines with their exact endings), `scan` (items, continuation, headings, code
-//! fences), `tokens` (`@context:`, `@after:`, the runner note), `frontmatter` (finding it,
+//! fences), `tokens` (`@context:`, `@after:`, `@fragment:`, the runner note),
+//! `fragment_mark` (the value of `@fragment:`), `frontmatter` (finding it,
 //! reading and setting `key: value`), `edit` (marks, notes, removing blocks, the date,
 //! appending items), `new_files` (a new batch file or inbox) and `transform` (moving items
 //! from the inbox to a batch, with `@after:` renumbered).
 
 mod edit;
+mod fragment_mark;
 mod frontmatter;
 mod lines;
 mod new_files;
@@ -75,8 +79,9 @@ mod transform;
 
 use std::fmt;
 
+pub use fragment_mark::{FragmentMark, is_fragment_name, is_step_key};
 pub use new_files::{INBOX_TEMPLATE, batch_document, inbox_from, inbox_template};
-pub use tokens::{BatchRef, escape_title};
+pub use tokens::{BatchRef, escape_text, escape_title};
 pub use transform::{MovedPrerequisite, Remainder};
 
 use frontmatter::find_frontmatter;
@@ -268,6 +273,8 @@ pub struct TodoItem {
     pub after: Vec<u32>,
     /// The items of batch files named by `@after:todo-N#K` tokens, in the order written.
     pub after_batches: Vec<BatchRef>,
+    /// The fragment step the item was made from (`@fragment:NAME#ROUND/STEP`), if any.
+    pub fragment: Option<FragmentMark>,
     /// The item's own continuation lines (not nested items, not the runner note), without
     /// line endings, their common indentation removed, leading and trailing blank lines
     /// dropped, joined by `"\n"`. Empty if there are none.

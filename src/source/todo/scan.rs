@@ -410,6 +410,7 @@ pub(super) fn build_items(
             context: tokens.context,
             after: tokens.after,
             after_batches: tokens.after_batches,
+            fragment: tokens.fragment,
             continuation: dedent_join(&continuation_lines),
             note: note_line.map(|index| note_text(text_of(index))),
             parent: raw.parent.map(item_number),

@@ -1,5 +1,6 @@
-//! The tokens of an item line (`@context:VALUE`, `@after:1,2,todo-3#1`) and the runner note
-//! line (`> runner: TEXT`) of an item's continuation.
+//! The tokens of an item line (`@context:VALUE`, `@after:1,2,todo-3#1`,
+//! `@fragment:NAME#ROUND/STEP`) and the runner note line (`> runner: TEXT`) of an item's
+//! continuation.
 //!
 //! A word that would be a token but starts with a backslash (`\@context:x`) is a title word
 //! with that one backslash removed, as Markdown shows it: [`escape_title`] writes text a user
@@ -8,15 +9,20 @@
 use std::fmt;
 use std::ops::Range;
 
+use super::fragment_mark::FragmentMark;
 use super::{Problem, TodoItem};
 
 /// What a runner note line starts with, after its indentation.
 pub(super) const NOTE_PREFIX: &str = "> runner:";
 
 /// The token prefixes.
-const TOKEN_PREFIXES: [&str; 2] = ["@context:", "@after:"];
+const TOKEN_PREFIXES: [&str; 3] = [CONTEXT_PREFIX, AFTER_PREFIX, FRAGMENT_PREFIX];
 /// The prefix of a checkpoint reference.
 const CONTEXT_PREFIX: &str = "@context:";
+/// The prefix of a list of prerequisites.
+const AFTER_PREFIX: &str = "@after:";
+/// The prefix of a fragment mark ([`FragmentMark`]).
+const FRAGMENT_PREFIX: &str = "@fragment:";
 
 /// A prerequisite held in a batch file: item `item` of `todo-<batch>.md`, written
 /// `@after:todo-<batch>#<item>`. `runner resolve` writes it on an inbox item whose
@@ -59,6 +65,7 @@ pub(super) struct Tokens {
     pub(super) context: Option<String>,
     pub(super) after: Vec<u32>,
     pub(super) after_batches: Vec<BatchRef>,
+    pub(super) fragment: Option<FragmentMark>,
 }
 
 /// One word of an item's text, as the parser reads it.
@@ -68,6 +75,8 @@ pub(super) enum Token<'a> {
     Context(&'a str),
     /// `@after:VALUE`: the text after the colon, possibly empty or malformed.
     After(&'a str),
+    /// `@fragment:VALUE`: the text after the colon, possibly empty or malformed.
+    Fragment(&'a str),
     /// Any other word: part of the title (an escaped token without its backslash).
     Word(&'a str),
 }
@@ -93,8 +102,10 @@ pub(super) fn tokens(text: &str) -> impl Iterator<Item = (Range<usize>, Token<'_
         from = start + len;
         let token = if let Some(value) = word.strip_prefix(CONTEXT_PREFIX) {
             Token::Context(value)
-        } else if let Some(value) = word.strip_prefix("@after:") {
+        } else if let Some(value) = word.strip_prefix(AFTER_PREFIX) {
             Token::After(value)
+        } else if let Some(value) = word.strip_prefix(FRAGMENT_PREFIX) {
+            Token::Fragment(value)
         } else if word.starts_with('\\') && is_token_like(word) {
             Token::Word(word.get(1..).unwrap_or(word))
         } else {
@@ -105,16 +116,32 @@ pub(super) fn tokens(text: &str) -> impl Iterator<Item = (Range<usize>, Token<'_
 }
 
 /// `text` (one line, as a user gave it to `runner add`, which pins the checkpoint itself)
-/// written so that every word that would read as a `@context:` token — bare or already
-/// escaped — reads back as exactly that word of the title: it gets one more backslash in
-/// front. `@after:` words are left alone: they are how a new item names its prerequisites.
+/// written so that every word that would read as a `@context:` or `@fragment:` token — bare
+/// or already escaped — reads back as exactly that word of the title: it gets one more
+/// backslash in front. `@after:` words are left alone: they are how a new item names its
+/// prerequisites.
 #[must_use]
 pub fn escape_title(text: &str) -> String {
+    escape_words(text, &[CONTEXT_PREFIX, FRAGMENT_PREFIX])
+}
+
+/// `text` written so that it reads back as exactly this title, whatever it holds: every
+/// token-like word (`@context:`, `@after:`, `@fragment:`) gets one more backslash in front.
+/// For titles the runner renders (a fragment step's subject), whose links it writes itself.
+#[must_use]
+pub fn escape_text(text: &str) -> String {
+    escape_words(text, &TOKEN_PREFIXES)
+}
+
+/// One more backslash before each word starting (after its backslashes) with one of
+/// `prefixes`.
+fn escape_words(text: &str, prefixes: &[&str]) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     // Each piece is a word and at most one whitespace character after it.
     for piece in text.split_inclusive(char::is_whitespace) {
         let word = piece.trim_end_matches(char::is_whitespace);
-        if word.trim_start_matches('\\').starts_with(CONTEXT_PREFIX) {
+        let bare = word.trim_start_matches('\\');
+        if prefixes.iter().any(|p| bare.starts_with(p)) {
             out.push('\\');
         }
         out.push_str(piece);
@@ -122,10 +149,12 @@ pub fn escape_title(text: &str) -> String {
     out
 }
 
-/// Reads `@context:VALUE` and `@after:N,M` tokens; the remaining words are the title.
+/// Reads `@context:VALUE`, `@after:N,M` and `@fragment:NAME#ROUND/STEP` tokens; the
+/// remaining words are the title.
 pub(super) fn parse_tokens(text: &str, line: usize, problems: &mut Vec<Problem>) -> Tokens {
     let mut words = Vec::new();
     let mut context: Option<String> = None;
+    let mut fragment: Option<FragmentMark> = None;
     let mut after = Vec::new();
     let mut report = |message: String| problems.push(Problem { line, message });
     for (_, token) in tokens(text) {
@@ -142,6 +171,13 @@ pub(super) fn parse_tokens(text: &str, line: usize, problems: &mut Vec<Problem>)
                 }
             }
             Token::After(value) => parse_after(value, &mut after, &mut report),
+            Token::Fragment(value) => match FragmentMark::parse(value) {
+                Ok(_) if fragment.is_some() => report(format!(
+                    "a second @fragment (`{value}`) is ignored; an item comes from one step"
+                )),
+                Ok(mark) => fragment = Some(mark),
+                Err(message) => report(message),
+            },
             Token::Word(word) => words.push(word),
         }
     }
@@ -157,6 +193,7 @@ pub(super) fn parse_tokens(text: &str, line: usize, problems: &mut Vec<Problem>)
         context,
         after: items,
         after_batches: batches,
+        fragment,
     }
 }
 
@@ -372,6 +409,47 @@ mod tests {
             "a prerequisite stays one"
         );
         assert_eq!(item(&parse("- [ ] \\@after:1\n"), 1).title, "@after:1");
+    }
+
+    #[test]
+    fn fragment_marks_are_tokens_not_title_words() {
+        let doc = parse(
+            "- [ ] Tag 1.2 @after:1 @fragment:release#1/tag(notes)\n- [ ] b @fragment:x\n- [ ] c @fragment:a#1/b @fragment:a#2/b\n",
+        );
+        let tag = item(&doc, 1);
+        assert_eq!(tag.title, "Tag 1.2");
+        assert_eq!(tag.after, [1]);
+        let mark = tag.fragment.as_ref().expect("mark");
+        assert_eq!(mark.to_string(), "release#1/tag(notes)");
+        assert_eq!(item(&doc, 2).fragment, None);
+        assert_eq!(item(&doc, 2).title, "b");
+        assert_eq!(
+            item(&doc, 3).fragment.as_ref().map(|m| m.round),
+            Some(1),
+            "the first one counts"
+        );
+        let lines: Vec<usize> = doc.problems().iter().map(|p| p.line).collect();
+        assert_eq!(lines, [1, 2, 3], "{:?}", doc.problems());
+        assert!(doc.problems()[1].message.contains("NAME#ROUND/STEP"));
+        assert!(doc.problems()[2].message.contains("second @fragment"));
+    }
+
+    #[test]
+    fn rendered_text_reads_back_whatever_it_holds() {
+        for typed in [
+            "see @after:1 and @fragment:a#1/b",
+            "\\@context:x @contextual",
+        ] {
+            let doc = parse(&format!("- [ ] {} @fragment:f#1/s\n", escape_text(typed)));
+            assert!(doc.problems().is_empty(), "{typed}: {:?}", doc.problems());
+            assert_eq!(item(&doc, 1).title, typed);
+            assert!(item(&doc, 1).after.is_empty());
+            assert_eq!(
+                item(&doc, 1).fragment.as_ref().map(ToString::to_string),
+                Some("f#1/s".to_owned())
+            );
+        }
+        assert_eq!(escape_title("x @fragment:a#1/b"), "x \\@fragment:a#1/b");
     }
 
     #[test]

@@ -203,12 +203,14 @@ fn id_text(v: &Value) -> Option<String> {
     }
 }
 
-/// Validate a report object for the item `expected_id`.
+/// Validate a report object for the item `ids` names: its id, and for a stage item its
+/// row's id too (a report may name either; [`crate::item::StageOf`]).
 ///
 /// Errors (one line): not an object; `id` present and different; `status` not one of
 /// `completed`/`blocked`/`failed`; `summary` missing or not a string; list fields that are
 /// not lists of strings; `tests` not one of its values.
-pub fn validate(value: Value, expected_id: &str) -> Result<Report, ReportError> {
+pub fn validate(value: Value, ids: &[&str]) -> Result<Report, ReportError> {
+    let expected_id = ids.first().copied().unwrap_or_default();
     let Value::Object(ref map) = value else {
         return Err(ReportError::Invalid(
             "the report is not a JSON object".into(),
@@ -216,7 +218,7 @@ pub fn validate(value: Value, expected_id: &str) -> Result<Report, ReportError> 
     };
     if let Some(id) = map.get("id").filter(|v| !v.is_null()) {
         match id_text(id) {
-            Some(id) if id == expected_id => {}
+            Some(id) if ids.contains(&id.as_str()) => {}
             _ => {
                 return Err(ReportError::Invalid(format!(
                     "the report is for id {id}, not `{expected_id}`"
@@ -294,12 +296,12 @@ pub fn validate(value: Value, expected_id: &str) -> Result<Report, ReportError> 
 pub fn find(
     file_text: Option<&str>,
     final_text: Option<&str>,
-    expected_id: &str,
+    ids: &[&str],
 ) -> Result<(Report, ReportSource), ReportError> {
     let mut problem = ReportError::Missing;
     if let Some(text) = file_text {
         match serde_json::from_str::<Value>(text.trim()) {
-            Ok(v) => return validate(v, expected_id).map(|r| (r, ReportSource::File)),
+            Ok(v) => return validate(v, ids).map(|r| (r, ReportSource::File)),
             Err(e) => {
                 problem = ReportError::Unreadable(format!("the report file is not JSON ({e})"))
             }
@@ -308,7 +310,7 @@ pub fn find(
     if let Some(text) = final_text
         && let Some(v) = extract_json(text)
     {
-        return validate(v, expected_id).map(|r| (r, ReportSource::FinalText));
+        return validate(v, ids).map(|r| (r, ReportSource::FinalText));
     }
     Err(problem)
 }
@@ -840,44 +842,60 @@ mod tests {
 
     #[test]
     fn validation_rules() {
-        assert!(validate(json!({"status":"completed","summary":"x"}), "1").is_ok());
-        assert!(validate(json!({"id":1,"status":"completed","summary":"x"}), "1").is_ok());
-        let e = validate(json!({"id":"2","status":"completed","summary":"x"}), "1")
+        assert!(validate(json!({"status":"completed","summary":"x"}), &["1"]).is_ok());
+        assert!(validate(json!({"id":1,"status":"completed","summary":"x"}), &["1"]).is_ok());
+        // A stage's report may name its row.
+        let stage = ["a.rs/audit", "a.rs"];
+        assert!(
+            validate(
+                json!({"id":"a.rs","status":"completed","summary":"x"}),
+                &stage
+            )
+            .is_ok()
+        );
+        assert!(
+            validate(
+                json!({"id":"b.rs","status":"completed","summary":"x"}),
+                &stage
+            )
+            .is_err()
+        );
+        let e = validate(json!({"id":"2","status":"completed","summary":"x"}), &["1"])
             .expect_err("wrong id");
         assert!(e.to_string().contains("not `1`"), "{e}");
-        assert!(validate(json!({"status":"done","summary":"x"}), "1").is_err());
+        assert!(validate(json!({"status":"done","summary":"x"}), &["1"]).is_err());
         let e = validate(
             json!({"status":"completed","summary":"x","cost_usd":"0.5"}),
-            "1",
+            &["1"],
         )
         .expect_err("a cost that is not a number");
         assert!(e.to_string().contains("`cost_usd` is \"0.5\""), "{e}");
         assert!(
             validate(
                 json!({"status":"failed","summary":"x","retry_after_s":-1}),
-                "1"
+                &["1"]
             )
             .is_err()
         );
         assert!(
             validate(
                 json!({"status":"completed","summary":"x","cost_usd":0.5,"retry_after_s":null}),
-                "1"
+                &["1"]
             )
             .is_ok()
         );
-        assert!(validate(json!({"status":"completed"}), "1").is_err());
+        assert!(validate(json!({"status":"completed"}), &["1"]).is_err());
         assert!(
             validate(
                 json!({"status":"completed","summary":"x","tests":"maybe"}),
-                "1"
+                &["1"]
             )
             .is_err()
         );
         assert!(
             validate(
                 json!({"status":"completed","summary":"x","files_modified":"a"}),
-                "1"
+                &["1"]
             )
             .is_err()
         );
@@ -888,15 +906,15 @@ mod tests {
         let (r, src) = find(
             Some(OK),
             Some("{\"status\":\"failed\",\"summary\":\"no\"}"),
-            "7",
+            &["7"],
         )
         .expect("found");
         assert_eq!(src, ReportSource::File);
         assert_eq!(r.summary, "did it");
-        let (_, src) = find(None, Some(OK), "7").expect("found");
+        let (_, src) = find(None, Some(OK), &["7"]).expect("found");
         assert_eq!(src, ReportSource::FinalText);
         assert!(
-            find(None, Some("all done!"), "7")
+            find(None, Some("all done!"), &["7"])
                 .expect_err("none")
                 .to_string()
                 .starts_with("no report")
@@ -922,7 +940,7 @@ mod tests {
     }
 
     fn good() -> Result<(Report, ReportSource), ReportError> {
-        find(Some(OK), None, "7")
+        find(Some(OK), None, &["7"])
     }
 
     #[test]
@@ -931,7 +949,7 @@ mod tests {
             verdict(
                 ProcessEnd::Exited(0),
                 AgentResult::default(),
-                find(Some(text), None, "7"),
+                find(Some(text), None, &["7"]),
             )
         };
         let v = ok(r#"{"status":"completed","summary":"did it","tests":"failed"}"#);
@@ -1028,7 +1046,7 @@ mod tests {
         let blocked = find(
             Some(r#"{"status":"blocked","summary":"s","blocker":"need a key"}"#),
             None,
-            "7",
+            &["7"],
         );
         let v = verdict(ProcessEnd::Exited(0), AgentResult::default(), blocked);
         assert_eq!(
@@ -1161,14 +1179,14 @@ mod tests {
         let fits = find(
             Some(r#"{"status":"completed","summary":"s","output":{"n":"one"}}"#),
             None,
-            "7",
+            &["7"],
         )
         .expect("report");
         assert_eq!(schema_errors(&fits.0, &validator), None);
         let failed = find(
             Some(r#"{"status":"failed","summary":"s","output":{"n":1}}"#),
             None,
-            "7",
+            &["7"],
         )
         .expect("report");
         assert_eq!(
@@ -1183,7 +1201,7 @@ mod tests {
         use FailureKind as K;
         let rules = FailureRules::NONE;
         let judge_with = |end: ProcessEnd, agent: AgentResult, stderr: Option<&str>, text: bool| {
-            let report = find(None, agent.final_text.as_deref(), "7");
+            let report = find(None, agent.final_text.as_deref(), &["7"]);
             judge(&Evidence {
                 stderr_end: stderr,
                 rules: &rules,
@@ -1273,7 +1291,7 @@ mod tests {
     fn an_agent_may_state_its_failure_kind_but_not_a_bookkeeping_one() {
         let judge_report = |text: &str| {
             let (end, agent) = (ProcessEnd::Exited(0), AgentResult::default());
-            let report = find(Some(text), None, "7");
+            let report = find(Some(text), None, &["7"]);
             judge(&clean(&end, &agent, &report))
         };
         let v = judge_report(

@@ -3,8 +3,9 @@
 
 It behaves like an agent CLI run by the `exec` runner: it reads its prompt on stdin (and
 ignores it: the work is fixed), finds its item in the environment the runner sets, and writes
-its report to $RUNNER_REPORT. The item id is the file's path, relative to the folder the
-runner was started in (the repository root).
+its report to $RUNNER_REPORT. The item id (or, as a stage of BATCH-stages.md, the row id
+$RUNNER_ROW_ID) is the file's path, relative to the folder the runner was started in (the
+repository root).
 
 Checks: the file exists and is UTF-8; it has a `# ` title; a `---` frontmatter, if present,
 is closed and holds `key: value` lines; every relative link `[text](path)` points to a file
@@ -76,7 +77,8 @@ def audit(path):
 
 def main():
     sys.stdin.read()  # the prompt; this example's work does not depend on it
-    path = os.environ["RUNNER_ITEM_ID"]
+    # A stage of a chain (BATCH-stages.md) is told its row apart from its own id.
+    path = os.environ.get("RUNNER_ROW_ID") or os.environ["RUNNER_ITEM_ID"]
     report = {"id": path, "files_modified": [], "files_created": [], "tests": "none", "next_steps": []}
     try:
         out = audit(path)

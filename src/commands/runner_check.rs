@@ -161,7 +161,7 @@ pub fn judge(def: &RunnerDef, t: &Transcript) -> Verdict {
                 report::MAX_REPORT_BYTES
             )))
         }
-        _ => report::find(t.report.as_deref(), agent.final_text.as_deref(), &t.id),
+        _ => report::find(t.report.as_deref(), agent.final_text.as_deref(), &[&t.id]),
     };
     let start = t.stderr.len().saturating_sub(4096);
     let start = (start..=t.stderr.len())

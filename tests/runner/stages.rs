@@ -354,3 +354,46 @@ fn bad_stages_are_refused_before_anything_is_written() {
     sb.write("BATCH.md", BATCH);
     assert_eq!(sb.tree(), before, "nothing written");
 }
+
+/// The bundled example's two-stage variant runs with no agent CLI or key: each file is
+/// audited, then judged from what the audit found.
+#[test]
+fn the_bundled_two_stage_example_audits_then_judges_every_file() {
+    let sb = Sandbox::new();
+    let out = sb.join("out.csv");
+    let root = env!("CARGO_MANIFEST_DIR");
+    let r: crate::harness::Run = std::process::Command::new(env!("CARGO_BIN_EXE_runner"))
+        .current_dir(root)
+        .env("HOME", sb.join("home"))
+        .env("NO_COLOR", "1")
+        .args([
+            "batch",
+            "examples/audit/BATCH-stages.md",
+            "--format",
+            "plain",
+            "-o",
+        ])
+        .arg(&out)
+        .output()
+        .expect("runner")
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&out, "path");
+    let input =
+        std::fs::read_to_string(format!("{root}/examples/audit/workers-input.csv")).expect("input");
+    assert_eq!(rows.len(), input.lines().count() - 1, "{rows:?}");
+    for (path, row) in &rows {
+        assert_eq!(row["status"], "completed", "{path}: {row:?}");
+        assert_eq!(row["attempts"], "2", "two stages: {row:?}");
+    }
+    assert_eq!(rows["README.md"]["verdict.verdict"], "ok");
+    assert_eq!(rows["templates/teammate.md"]["audit.has_title"], "false");
+    assert_eq!(
+        rows["templates/teammate.md"]["verdict.verdict"], "needs work",
+        "the verdict comes from the audit's findings"
+    );
+    assert_eq!(
+        rows["templates/teammate.md"]["verdict.reasons"],
+        "[\"no title\"]"
+    );
+}

@@ -635,6 +635,7 @@ async fn verify_again(
     ];
     if let Some(stage) = &item.stage {
         env.push(var("RUNNER_STAGE", &stage.name));
+        env.push(var("RUNNER_ROW_ID", &stage.row));
     }
     let (result, verify_log) = run_verify(spec, item, argv, &spec.cwd, &logs, &env, cancel).await;
     let verdict = match result {
@@ -870,6 +871,7 @@ async fn prepare(
     // A stage of a row's chain (BATCH.md `stages:`) is told which.
     if let Some(stage) = &item.stage {
         env.push(var("RUNNER_STAGE", &stage.name));
+        env.push(var("RUNNER_ROW_ID", &stage.row));
     }
     if let Some(wt) = &worktree {
         env.push(var("RUNNER_WORKTREE", &wt.path));
@@ -1053,7 +1055,12 @@ async fn judge_attempt(
     let report_path = &prepared.report_path;
     let found = match read_report_file(report_path) {
         Err(problem) => Err(report::ReportError::Unreadable(problem)),
-        Ok(text) => report::find(text.as_deref(), ran.agent.final_text.as_deref(), &item.id),
+        // A stage's report may name its row (`RUNNER_ROW_ID`) or itself.
+        Ok(text) => {
+            let row = item.stage.as_ref().map(|s| s.row.as_str());
+            let ids: Vec<&str> = std::iter::once(item.id.as_str()).chain(row).collect();
+            report::find(text.as_deref(), ran.agent.final_text.as_deref(), &ids)
+        }
     };
     // Nothing the agent did is lost: whatever it left uncommitted goes on its branch, titled
     // with what its report says it did (else the item's title).

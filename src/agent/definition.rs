@@ -102,6 +102,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "input_tokens",
             "output_tokens",
             "turns",
+            "model",
         ],
     ),
     ("failure", &["exit_codes", "patterns", "ignore", "live"]),
@@ -324,6 +325,9 @@ pub struct ResultPointers {
     pub output_tokens: Option<Pointer>,
     /// Agent turns taken.
     pub turns: Option<Pointer>,
+    /// The model that answered, as the CLI reports it (the API's own word: a model pin the
+    /// CLI ignored shows here).
+    pub model: Option<Pointer>,
 }
 
 /// Environment handling for the agent process.

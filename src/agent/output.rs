@@ -29,6 +29,8 @@ pub struct AgentResult {
     pub output_tokens: Option<u64>,
     /// Turns taken.
     pub turns: Option<u64>,
+    /// The model that answered, as the CLI or the API says (not as asked).
+    pub model: Option<String>,
 }
 
 fn lookup<'v>(lines: &'v [Value], p: &Pointer) -> Option<&'v Value> {
@@ -120,6 +122,7 @@ pub fn parse(def: &RunnerDef, stdout: &str) -> AgentResult {
         cached_input_tokens: None,
         output_tokens: get(&r.output_tokens).and_then(Value::as_u64),
         turns: get(&r.turns).and_then(Value::as_u64),
+        model: get(&r.model).and_then(as_text),
     }
 }
 

@@ -78,12 +78,27 @@ pub struct Layout {
     /// With `stages:`, each stage's columns, after the runner's
     /// ([`super::output_stages`]); empty otherwise.
     pub stages: Vec<super::output_stages::StageColumns>,
+    /// A `model` column after the runner's (the model that answered): for a batch whose
+    /// rows choose their runner or model.
+    pub models: bool,
 }
 
 /// The runner columns an unfinished row leaves empty: nothing is decided yet.
 pub const UNDECIDED: [&str; 3] = ["status", "attempts", "failure_kind"];
 
 impl Layout {
+    /// Add the `model` column ([`Layout::models`]), as `runner_model` when an input column
+    /// has that name.
+    pub fn with_models(mut self) -> Layout {
+        let name = match self.headers.iter().any(|h| h == "model") {
+            true => "runner_model",
+            false => "model",
+        };
+        self.headers.push(name.into());
+        self.models = true;
+        self
+    }
+
     /// How many columns the stages add at the end.
     pub fn stage_cells(&self) -> usize {
         self.stages.iter().map(|s| s.headers().len()).sum()
@@ -97,7 +112,11 @@ impl Layout {
         } else {
             0
         };
-        let first = self.headers.len() - self.stage_cells() - RUNNER_COLUMNS.len() - extra;
+        let first = self.headers.len()
+            - self.stage_cells()
+            - usize::from(self.models)
+            - RUNNER_COLUMNS.len()
+            - extra;
         RUNNER_COLUMNS
             .iter()
             .position(|c| *c == column)
@@ -177,6 +196,7 @@ pub fn layout(
         worktree,
         guard_formulas,
         stages: Vec::new(),
+        models: false,
     }
 }
 
@@ -214,6 +234,7 @@ pub fn row(
         let blanks = layout.headers.len()
             - layout.inputs
             - layout.stage_cells()
+            - usize::from(layout.models)
             - RUNNER_COLUMNS.len()
             - extra;
         out.extend(std::iter::repeat_n(String::new(), blanks));
@@ -224,7 +245,7 @@ pub fn row(
         out.push(opt(crate::report::kind_of_not_run(missing.0)));
         out.extend(std::iter::repeat_n(
             String::new(),
-            RUNNER_COLUMNS.len() - 8 + extra,
+            RUNNER_COLUMNS.len() - 8 + extra + usize::from(layout.models),
         ));
         return out;
     };
@@ -288,6 +309,9 @@ pub fn row(
     if layout.worktree {
         out.push(o.branch.clone().unwrap_or_default());
         out.push(o.commit.clone().unwrap_or_default());
+    }
+    if layout.models {
+        out.push(agent(o.model.clone().unwrap_or_default()));
     }
     out
 }

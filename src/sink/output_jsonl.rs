@@ -90,9 +90,20 @@ pub fn line(
         &[]
     };
     let values = runner_values(outcome, missing);
-    for ((column, name), value) in RUNNER_COLUMNS.iter().chain(worktree).zip(rest).zip(values) {
+    let mut rest = rest;
+    for ((column, name), value) in RUNNER_COLUMNS
+        .iter()
+        .chain(worktree)
+        .zip(rest.by_ref())
+        .zip(values)
+    {
         debug_assert!(name.ends_with(column));
         out.insert(name.clone(), value);
+    }
+    if layout.models
+        && let Some(name) = rest.next()
+    {
+        out.insert(name.clone(), json!(outcome.and_then(|o| o.model.clone())));
     }
     out
 }

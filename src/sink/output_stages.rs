@@ -1,7 +1,8 @@
 //! The columns of a staged batch's output (BATCH.md `stages:`, issue 33): still one row per
 //! input row. The runner's columns describe the row's whole chain ([`overall`]: completed
 //! only when every stage completed; otherwise the first stage that did not, its error named
-//! `stage STAGE: …`); then, per stage, `STAGE.status`, `STAGE.summary`, `STAGE.error`, one
+//! `stage STAGE: …`); then, per stage, `STAGE.status`, `STAGE.summary`, `STAGE.error`,
+//! `STAGE.model` (the model that answered, as the CLI or API says), one
 //! `STAGE.<field>` per property of its `output_schema` (without one, `STAGE.result`: the
 //! report's `output` as JSON) and its hand-off fields (`STAGE.files_modified`, …).
 
@@ -37,6 +38,7 @@ impl StageColumns {
             format!("{n}.status"),
             format!("{n}.summary"),
             format!("{n}.error"),
+            format!("{n}.model"),
         ];
         match &self.fields {
             Some(fields) => h.extend(fields.iter().map(|f| format!("{n}.{f}"))),
@@ -163,6 +165,7 @@ fn values(cols: &StageColumns, o: Option<&Outcome>) -> Vec<Value> {
         o.map_or(Value::Null, |o| json!(o.status.to_string())),
         o.map_or(Value::Null, |o| text(&o.summary)),
         o.map_or(Value::Null, |o| text(&o.error)),
+        json!(o.and_then(|o| o.model.clone())),
     ];
     let output = o.map_or(&Value::Null, |o| &o.output);
     match &cols.fields {
@@ -249,6 +252,7 @@ mod tests {
                 "audit.status",
                 "audit.summary",
                 "audit.error",
+                "audit.model",
                 "audit.problems",
                 "audit.files_modified",
                 "audit.files_created",
@@ -261,6 +265,6 @@ mod tests {
         a.output = json!({"problems": ["x"]});
         let cells = cells(&l, &[Some(a), None]);
         assert_eq!(cells.len(), l.stage_cells());
-        assert_eq!(&cells[..4], ["completed", "'=cmd", "", "[\"x\"]"]);
+        assert_eq!(&cells[..5], ["completed", "'=cmd", "", "", "[\"x\"]"]);
     }
 }

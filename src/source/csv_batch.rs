@@ -587,12 +587,19 @@ pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Resul
         )));
     }
     let layout = match &choices.chain {
-        None => output_csv::layout(
-            &table.headers,
-            files.schema.as_ref().map(|s| &s.0),
-            settings.isolate,
-            !settings.keep_formulas,
-        ),
+        None => {
+            let l = output_csv::layout(
+                &table.headers,
+                files.schema.as_ref().map(|s| &s.0),
+                settings.isolate,
+                !settings.keep_formulas,
+            );
+            // Rows that choose their runner or model say which model answered.
+            match choices.runner.is_some() || choices.model.is_some() {
+                true => l.with_models(),
+                false => l,
+            }
+        }
         Some(chain) => crate::sink::output_stages::layout(
             &table.headers,
             chain

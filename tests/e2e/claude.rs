@@ -53,6 +53,8 @@ type Seen = Shared<SeenInner>;
 #[derive(Default, Debug)]
 struct SeenInner {
     message_calls: usize,
+    /// The model the streamed answers named (the stand-in answers as the model asked).
+    answered_model: Option<String>,
     report_path: Option<String>,
     tool_result: Option<Value>,
     session_header: Option<String>,
@@ -73,6 +75,9 @@ impl Respond for Messages {
         };
         let model = body["model"].as_str().unwrap_or("?").to_string();
         let streaming = body["stream"] == json!(true);
+        if streaming {
+            self.seen.with(|s| s.answered_model = Some(model.clone()));
+        }
         let tools: Vec<&str> = body["tools"]
             .as_array()
             .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
@@ -454,6 +459,20 @@ async fn real_claude_writes_the_report_and_the_item_completes() {
         row["output_tokens"],
         (TURN1_USAGE.1 + TURN2_USAGE.1).to_string(),
         "{row:?}"
+    );
+
+    // The model that answered, read from Claude Code's own output (the API's word).
+    let journal = std::fs::read_to_string(sb.path().join("workers-output.runner/journal.jsonl"))
+        .expect("journal");
+    let finished: Value = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .rfind(|e| e["event"] == "item_finished")
+        .expect("item_finished");
+    assert_eq!(
+        finished["outcome"]["model"].as_str(),
+        s.answered_model.as_deref(),
+        "{finished}"
     );
 
     // Nothing else was requested, and nothing is left running.

@@ -1041,3 +1041,80 @@ async fn prompts_share_their_start_for_the_prompt_cache_and_cached_tokens_are_re
         "{show:?}"
     );
 }
+
+/// Issue 33: a row chooses its own model (`model_column`); the request for that row names
+/// it, and the output records the model that answered — the API's own word, which may not
+/// be the one asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_chooses_its_model_and_the_output_records_the_model_that_answered() {
+    let api = Api::start(|_, body| {
+        let asked = body["model"].as_str().unwrap_or_default().to_owned();
+        // The API resolves an alias to a dated model, as providers do.
+        let answered = match asked.as_str() {
+            "cheap" => "cheap-2026-10-01".to_string(),
+            other => other.to_string(),
+        };
+        let mut r: Value = json!({
+            "id": "chatcmpl-m", "object": "chat.completion", "created": 1, "model": answered,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": report(json!({"ok": true}))}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5}
+        });
+        r["system_fingerprint"] = Value::Null;
+        ResponseTemplate::new(200).set_body_json(r)
+    })
+    .await;
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,text,tier\na,easy,cheap\nb,hard,\n");
+    sb.write(
+        "BATCH.md",
+        "---\ninput: in.csv\nid_column: id\nmodel_column: tier\n---\nSay whether {text} is a greeting.\n",
+    );
+    let mut cmd = sb.cmd(&[
+        "batch", "BATCH.md", "--runner", "openai", "--model", "gpt-test", "--format", "plain",
+    ]);
+    cmd.env("OPENAI_BASE_URL", api.base())
+        .env("OPENAI_API_KEY", KEY);
+    let r: Run = tokio::task::spawn_blocking(move || cmd.output().expect("runner").into())
+        .await
+        .expect("join");
+    assert_eq!(r.code, 0, "{r:?}");
+    let calls = api.calls.lock().map(|c| c.clone()).unwrap_or_default();
+    let mut asked: Vec<String> = calls
+        .iter()
+        .map(|(b, _)| b["model"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    asked.sort();
+    assert_eq!(
+        asked,
+        ["cheap", "gpt-test"],
+        "an empty cell keeps the batch's model"
+    );
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(
+        rows["a"]["model"], "cheap-2026-10-01",
+        "the model that answered"
+    );
+    assert_eq!(rows["b"]["model"], "gpt-test");
+    // A row naming a runner that does not exist is refused before anything runs.
+    sb.write("in.csv", "id,text,tier,agent\na,easy,cheap,nope-cli\n");
+    sb.write(
+        "BATCH.md",
+        "---\ninput: in.csv\nid_column: id\nrunner_column: agent\n---\nSay whether {text} is a greeting.\n",
+    );
+    let r: Run = sb
+        .cmd(&[
+            "batch", "BATCH.md", "--runner", "openai", "--model", "m", "-o", "o2.csv",
+        ])
+        .env("OPENAI_BASE_URL", api.base())
+        .env("OPENAI_API_KEY", KEY)
+        .output()
+        .expect("runner")
+        .into();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("row a") && r.stderr.contains("nope-cli"),
+        "{r:?}"
+    );
+    assert!(!sb.join("o2.csv").exists());
+}

@@ -744,6 +744,7 @@ impl Http {
                 output_tokens: a.output_tokens,
                 cost_usd: cost,
                 turns: Some(1),
+                model: v.get("model").and_then(Value::as_str).map(str::to_owned),
                 ..AgentResult::default()
             };
             return judge_text(agent, a.problem);
@@ -767,6 +768,7 @@ impl Http {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             session_id: v.get("id").and_then(Value::as_str).map(str::to_owned),
+            model: v.get("model").and_then(Value::as_str).map(str::to_owned),
             input_tokens: input,
             cached_input_tokens: tokens("/usage/prompt_tokens_details/cached_tokens"),
             output_tokens: output,

@@ -66,6 +66,10 @@ pub struct Outcome {
     /// Agent session id, when known.
     #[serde(default)]
     pub session_id: Option<String>,
+    /// The model that answered its last attempt, as the CLI's or the API's own output says
+    /// (a model pin the CLI ignored shows here); `None` when the output does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// The item's content hash ([`crate::item::WorkItem::content`]): a resumed run reruns a
     /// completed item whose content changed.
     #[serde(default, alias = "prompt_hash")]
@@ -123,6 +127,7 @@ impl Outcome {
             output_tokens: None,
             turns: None,
             session_id: None,
+            model: None,
             content_hash: String::new(),
             branch: None,
             commit: None,

@@ -538,6 +538,7 @@ fn final_outcome(
         output_tokens: spend.output_tokens,
         turns: last.agent.turns,
         session_id: last.agent.session_id,
+        model: last.agent.model,
         content_hash,
         branch: last.git.as_ref().map(|g| g.0.clone()),
         commit: last.git.as_ref().map(|g| g.1.clone()),

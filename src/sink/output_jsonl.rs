@@ -90,7 +90,6 @@ pub fn line(
         &[]
     };
     let values = runner_values(outcome, missing);
-    let mut rest = rest;
     for ((column, name), value) in RUNNER_COLUMNS
         .iter()
         .chain(worktree)

@@ -569,6 +569,16 @@ pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Resul
         crate::prompt::check_verify(v, &table.headers)?;
     }
     let chain = files.stages.take().map(Arc::new);
+    if settings.batch_api
+        && (chain.is_some() || files.runner_column.is_some() || files.model_column.is_some())
+    {
+        return Err(Error::Conflict {
+            flag: "--batch-api".into(),
+            other: "`stages:`, `runner_column` or `model_column`".into(),
+            why: "one Batch API job sends every row at once with one runner and model; run the stages or the rows' own choices without it"
+                .into(),
+        });
+    }
     if let Some(chain) = &chain {
         chain.check(&table.headers)?;
     }

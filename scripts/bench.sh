@@ -476,6 +476,42 @@ else
     mm_rss=-; mm_resume=-; mm_status=-
 fi
 
+# 11. Stages: N rows of three stages against 3N rows of one --------------------------------
+# The same trivial agent, -j 8; each stage reads the one before it ({a.summary}). Medians
+# of 3 alternating runs, wall seconds; a staged run must complete every row.
+N_STAGES=$(( SMOKE == 1 ? 6 : 1000 ))
+rows "$N_STAGES" stages.csv
+rows $((3 * N_STAGES)) flat.csv
+cat > STAGES.md <<'STAGES'
+---
+input: stages.csv
+id_column: id
+runner: exec
+command: [./agent]
+stages:
+  - name: a
+    instruction: "Item {id}, stage a."
+  - name: b
+    instruction: "Item {id} after {a.summary}."
+  - name: c
+    instruction: "Item {id} after {b.status}."
+---
+STAGES
+st_runs=(); fl_runs=()
+for _ in 1 2 3; do
+    rm -rf st-out.csv st-out.runner fl-out.csv fl-out.runner
+    sync
+    st_runs+=("$(once "$RUNNER" batch STAGES.md --output st-out.csv --jobs 8 --format plain)")
+    test "$(grep -c '^[0-9]*,completed,' st-out.csv)" = "$N_STAGES" || { echo "the staged run did not complete every row" >&2; exit 1; }
+    sync
+    fl_runs+=("$(once "$RUNNER" batch --input flat.csv --instruction instr.md --id-column id --output fl-out.csv --jobs 8 --format plain -- ./agent)")
+done
+st_time=$(printf '%s\n' "${st_runs[@]}" | median)
+fl_time=$(printf '%s\n' "${fl_runs[@]}" | median)
+st_ratio=$(calc "$st_time / $fl_time" 2)
+note "stages: $N_STAGES rows x 3 stages ${st_time}s; $((3 * N_STAGES)) rows of one ${fl_time}s (${st_ratio}x)"
+rm -rf st-out.csv st-out.runner fl-out.csv fl-out.runner
+
 [ $SMOKE = 1 ] && { echo "smoke run ok"; exit 0; }
 
 # BENCHMARKS.md ----------------------------------------------------------------------------
@@ -521,6 +557,7 @@ the journal, team.json, and the output CSV.
 | Batch API (\`--batch-api\`): $N_BATCH_API rows in one job, a stand-in whose job is done at once | $b_done of $N_BATCH_API in ${b_time}s: the runner's own time around the job (prompts, one upload, polls, one download, every log, journal and output CSV) | < 60 s | $(verdict "$b_done == $N_BATCH_API && $b_time < 60") |
 | memory: the Batch API run | ${m_bapi} MiB | < 256 MiB | $(verdict "$m_bapi < 256") |
 | the sandbox: $N_SANDBOX rows, trivial agent, -j 8 | none ${sn_wall}s wall, ${sn_cpu}s CPU; landlock ${sl_wall}s wall, ${sl_cpu}s CPU | — (per attempt: +${sb_wall_ms} ms of a slot, +${sb_cpu_ms} ms CPU) | |
+| stages: $N_STAGES rows × 3 stages (each reading the one before) against $((3 * N_STAGES)) rows of one, trivial agent, -j 8 | staged ${st_time}s; flat ${fl_time}s (medians of 3) | ≤ 1.1× the flat run: **${st_ratio}×** | $(verdict "$st_ratio <= 1.1") |
 | overhead with the output kept current: $N_LIVE rows, trivial agent, -j 8 | runner ${lv_med}s (${lv_min}–${lv_max}); xargs -P 8 ${lx_med}s (${lx_min}–${lx_max}) | runner ≤ 1.5× xargs: **${ratio_live}×** | $(verdict "$ratio_live <= 1.5") |
 
 ## Commands

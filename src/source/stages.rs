@@ -294,8 +294,17 @@ pub fn fill_from(
     item: &mut WorkItem,
     mut outcome: impl FnMut(&str) -> Result<Option<Outcome>>,
 ) -> Result<()> {
+    // Each earlier stage's outcome is read once, however many of its values are used.
+    let mut read: Vec<(String, Option<Outcome>)> = Vec::new();
     fill(item, |id, what| {
-        Ok(outcome(id)?.map(|o| value_of(&o, what)).unwrap_or_default())
+        let at = match read.iter().position(|(r, _)| r == id) {
+            Some(i) => i,
+            None => {
+                read.push((id.to_owned(), outcome(id)?));
+                read.len() - 1
+            }
+        };
+        Ok(read[at].1.as_ref().map(|o| value_of(o, what)).unwrap_or_default())
     })
 }
 

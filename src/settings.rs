@@ -1034,7 +1034,26 @@ impl Settings {
             )));
         }
         if let Some(m) = &o.model {
+            // As `--model`: a runner with no place for a model is told, not ignored.
+            if s.runner.backend == definition::BackendDef::Process
+                && !uses_placeholder(&s.runner, "{model_args}")
+                && !uses_placeholder(&s.runner, "{model}")
+            {
+                return Err(Error::Usage(format!(
+                    "model `{m}`: runner `{}` has no place for a model (its definition uses neither {{model_args}} nor {{model}}){}",
+                    s.runner.name,
+                    match s.runner.name == "exec" {
+                        true => "; put it in the command",
+                        false => "",
+                    }
+                )));
+            }
             s.model = Some(m.clone());
+        }
+        if o.timeout.is_some_and(|t| t.is_zero()) {
+            return Err(Error::Usage(
+                "`timeout` must be more than 0 (e.g. 90s, 10m, 1h)".into(),
+            ));
         }
         if let Some(v) = &o.verify {
             let mut argv = command_line("verify", v)?;

@@ -69,7 +69,9 @@ pub fn layout(
 /// The outcome a row's chain stands for, from its stages' (in the layout's order; `None`
 /// where a stage has none yet): completed when every stage completed; else the first stage
 /// (in that order) that did not, its error as `stage STAGE: …`. Attempts, time, cost and
-/// tokens add up; the times span the chain; the summary is the last completed stage's.
+/// tokens add up; the times span the chain; the summary is the last completed stage's; the
+/// files modified and created are every stage's; the other hand-off fields are those of the
+/// deciding stage (the last one, when all completed).
 /// `None` while a stage that may still run has no outcome.
 pub fn overall(row: &str, names: &[String], stages: &[Option<Outcome>]) -> Option<Outcome> {
     let deciding = names.iter().zip(stages).find(|(_, o)| {
@@ -122,6 +124,25 @@ pub fn overall(row: &str, names: &[String], stages: &[Option<Outcome>]) -> Optio
     o.output_tokens = sum_u(|s| s.output_tokens);
     o.turns = sum_u(|s| s.turns);
     o.output = Value::Null;
+    // The files the chain touched: every stage's, in order, once each.
+    if let Some(Value::Object(report)) = o.report.as_mut() {
+        for key in ["files_modified", "files_created"] {
+            let mut all: Vec<Value> = Vec::new();
+            for s in &ran {
+                let list = s
+                    .report
+                    .as_ref()
+                    .and_then(|r| r.get(key))
+                    .and_then(Value::as_array);
+                for f in list.into_iter().flatten() {
+                    if !all.contains(f) {
+                        all.push(f.clone());
+                    }
+                }
+            }
+            report.insert(key.into(), Value::Array(all));
+        }
+    }
     Some(o)
 }
 
@@ -133,11 +154,14 @@ pub fn cells(layout: &Layout, stages: &[Option<Outcome>]) -> Vec<String> {
     };
     let mut out = Vec::new();
     for (cols, o) in layout.stages.iter().zip(stages) {
-        for v in values(cols, o.as_ref()) {
+        let handoff_from = cols.headers().len() - HANDOFF.len();
+        for (i, v) in values(cols, o.as_ref()).into_iter().enumerate() {
             out.push(match v {
                 Value::Null => String::new(),
                 Value::String(s) => agent(s),
-                Value::Array(a) if a.is_empty() => String::new(),
+                // An empty hand-off list is an empty cell, as in the runner's columns; an
+                // output field's `[]` is the teammate's value, written as JSON.
+                Value::Array(a) if a.is_empty() && i >= handoff_from => String::new(),
                 other => agent(other.to_string()),
             });
         }

@@ -165,16 +165,19 @@ pub fn split_frontmatter<'a>(
     ))
 }
 
-/// The line of the stage named `name` (its `name:` line, with or without the list's `- `).
-fn stage_line(yaml: &str, name: &str) -> Option<u64> {
+/// The line of the stage named `name` (its `name:` line, with or without the list's `- `);
+/// `skip`: how many earlier stages have that name.
+fn stage_line(yaml: &str, name: &str, skip: usize) -> Option<u64> {
     yaml.lines()
-        .position(|l| {
+        .enumerate()
+        .filter(|(_, l)| {
             let l = l.trim_start().trim_start_matches('-').trim_start();
             l.strip_prefix("name")
                 .and_then(|r| r.trim_start().strip_prefix(':'))
                 .is_some_and(|v| v.trim().trim_matches(['"', '\'']) == name)
         })
-        .map(|i| i as u64 + 2)
+        .nth(skip)
+        .map(|(i, _)| i as u64 + 2)
 }
 
 /// A circle of stages waiting for each other (indices, in order), if there is one.
@@ -262,6 +265,12 @@ impl Fields<'_> {
         let list = match self.map.get("stages") {
             None | Some(Value::Null) => return Ok(Vec::new()),
             Some(Value::Array(list)) if !list.is_empty() => list,
+            Some(Value::Array(_)) => {
+                return Err(self.bad(
+                    "stages",
+                    "a list of at least one stage (`- name: …` with an `instruction`), or left out",
+                ));
+            }
             Some(_) => {
                 return Err(self.bad(
                     "stages",
@@ -287,14 +296,22 @@ impl Fields<'_> {
             };
             let name = match map.get("name") {
                 Some(Value::String(s)) => s.trim().to_owned(),
-                _ => {
+                None | Some(Value::Null) => {
                     return Err(at(
                         None,
                         "has no `name` (a word: letters, digits, `_`, `-`)".into(),
                     ));
                 }
+                Some(_) => {
+                    return Err(at(
+                        None,
+                        "its `name` must be a word of letters, digits, `_` or `-`, in quotes if it is a number".into(),
+                    ));
+                }
             };
-            let line = stage_line(self.yaml, &name);
+            // The line of this stage, not of an earlier one by the same name.
+            let same_before = stages.iter().filter(|s| s.name == name).count();
+            let line = stage_line(self.yaml, &name, same_before);
             let at = |what: String| {
                 Error::input_at(
                     self.path,
@@ -376,12 +393,14 @@ impl Fields<'_> {
                 Some(v) => Some(
                     v.as_u64()
                         .and_then(|n| u32::try_from(n).ok())
-                        .ok_or_else(|| at("`retries` must be a whole number".into()))?,
+                        .ok_or_else(|| at("`retries` must be a whole number, 0 or more".into()))?,
                 ),
             };
-            let output_schema = self
-                .schema(map.get("output_schema"))
-                .map_err(|e| at(e.to_string()))?;
+            let output_schema = self.schema(map.get("output_schema")).map_err(|e| match e {
+                // Named at the stage's line, once.
+                Error::Input { message, .. } => at(message),
+                other => at(other.to_string()),
+            })?;
             stages.push(StageSpec {
                 name: name.clone(),
                 instruction,

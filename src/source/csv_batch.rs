@@ -262,10 +262,23 @@ fn survey(
             .collect();
         if !unknown.is_empty() {
             unknown.sort();
+            let names: Vec<String> = choices
+                .chain
+                .as_ref()
+                .map(|c| c.stages.iter().map(|s| s.name.clone()).collect())
+                .unwrap_or_default();
+            let stage_ids = unknown
+                .iter()
+                .any(|id| crate::source::stages::split_id(id, &names).is_some());
             return Err(Error::Usage(format!(
-                "--only names ids that are not in {}: {} (ids are separated by commas)",
+                "--only names ids that are not in {}: {} (ids are separated by commas){}",
                 files.input.display(),
-                unknown.join(", ")
+                unknown.join(", "),
+                match stage_ids {
+                    true =>
+                        "; with stages, --only takes a row's id and reruns its whole chain (`--only failed` reruns a failed stage and those after it)",
+                    false => "",
+                }
             )));
         }
     }
@@ -467,6 +480,16 @@ fn choices(
             }
         }
     }
+    // A runner a row names must exist, even where every stage chooses its own.
+    for ((runner, _), row) in seen.iter().filter(|((r, _), _)| !r.is_empty()) {
+        crate::agent::definition::load(runner, None, None).map_err(|e| {
+            e.within(&format!(
+                "{}: row {row}, column `{}`",
+                files.input.display(),
+                files.runner_column.as_deref().unwrap_or_default()
+            ))
+        })?;
+    }
     let stages: Vec<Option<usize>> = match chain {
         None => vec![None],
         Some(chain) => (0..chain.stages.len()).map(Some).collect(),
@@ -502,9 +525,15 @@ fn choices(
                     format!("{}: stage `{}`", files.instruction_path.display(), s.name)
                 }
                 (Some(s), false) => format!(
-                    "{}: stage `{}` of row {row} ({label})",
+                    "{}: stage `{}` of row {row} (the row chose {})",
                     files.instruction_path.display(),
-                    s.name
+                    s.name,
+                    [(runner, "runner"), (model, "model")]
+                        .iter()
+                        .filter(|(v, _)| !v.is_empty())
+                        .map(|(v, what)| format!("{what} {v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
                 (None, _) => format!("{}: row {row} ({label})", files.input.display()),
             };

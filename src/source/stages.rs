@@ -139,6 +139,25 @@ impl Chain {
                     ),
                 }
             }
+            // A value of a stage this one does not come after: say so, and how.
+            let before = self.before(i);
+            for p in stage.own.placeholders() {
+                let Some((other, _)) = p.split_once('.') else {
+                    continue;
+                };
+                if let Some(j) = self.stages.iter().position(|s| s.name == other)
+                    && !before.contains(&j)
+                {
+                    return Err(Error::input_at(
+                        &stage.path,
+                        None,
+                        format!(
+                            "stage `{}` uses {{{p}}}, but it does not come after stage `{other}`, so that value is not there when it starts; add `after: {other}` to it (or list it with the others)",
+                            stage.name
+                        ),
+                    ));
+                }
+            }
             let what = format!("the instruction of stage `{}`", stage.name);
             // Its own text: the preamble's placeholders are the batch's, checked with it.
             stage.own.check_columns(&stage.path, &what, &known)?;
@@ -190,9 +209,11 @@ impl Chain {
                         after.extend(ends.iter().map(|e| stage_id(d, &self.stages[*e].name)));
                     }
                 }
-                let (own, _, _) = stage
+                let (own, _, own_slots) = stage
                     .own
                     .render_with(headers, values, &|n| self.is_stage_value(i, n));
+                // The title is made before the earlier stages ran: their values by name.
+                let own = with_markers(&own, &own_slots);
                 let title = format!("{}: {}", stage.name, title_line(&own, id));
                 WorkItem {
                     id: stage_id(id, &stage.name),
@@ -216,6 +237,20 @@ impl Chain {
             })
             .collect()
     }
+}
+
+/// `text` with each slot's placeholder shown by name (`«audit.summary»`).
+pub fn with_markers(text: &str, slots: &[(usize, String)]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    for (at, name) in slots {
+        let at = (*at).min(text.len());
+        out.push_str(text.get(from..at).unwrap_or_default());
+        out.push_str(&format!("«{name}»"));
+        from = at;
+    }
+    out.push_str(text.get(from..).unwrap_or_default());
+    out
 }
 
 /// The fields `{STAGE.output.FIELD}` of stage `stage` that `instruction` uses.
@@ -304,7 +339,11 @@ pub fn fill_from(
                 read.len() - 1
             }
         };
-        Ok(read[at].1.as_ref().map(|o| value_of(o, what)).unwrap_or_default())
+        Ok(read[at]
+            .1
+            .as_ref()
+            .map(|o| value_of(o, what))
+            .unwrap_or_default())
     })
 }
 
@@ -443,7 +482,15 @@ pub fn chain(
             (Some(t), _) => (t.clone(), batch.to_owned(), s.line.unwrap_or(1)),
             (None, Some(f)) => {
                 let p = crate::fsutil::resolve(base, f);
-                (read(&p)?, p, 1)
+                let text = read(&p).map_err(|e| {
+                    e.within(&format!(
+                        "{}{}: stage `{}`: `instruction_file` (relative to BATCH.md's folder)",
+                        batch.display(),
+                        s.line.map(|l| format!(":{l}")).unwrap_or_default(),
+                        s.name
+                    ))
+                })?;
+                (text, p, 1)
             }
             (None, None) => {
                 return Err(Error::input_at(
@@ -465,7 +512,16 @@ pub fn chain(
             Some(crate::source::batch_spec::SchemaSource::Inline(v)) => Some(v.clone()),
             Some(crate::source::batch_spec::SchemaSource::Path(p)) => {
                 let p = crate::fsutil::resolve(base, p);
-                crate::settings::load_schema(None, Some(&p))?.map(|(v, _)| v)
+                crate::settings::load_schema(None, Some(&p))
+                    .map_err(|e| {
+                        e.within(&format!(
+                            "{}{}: stage `{}`: `output_schema` (relative to BATCH.md's folder)",
+                            batch.display(),
+                            s.line.map(|l| format!(":{l}")).unwrap_or_default(),
+                            s.name
+                        ))
+                    })?
+                    .map(|(v, _)| v)
             }
         };
         stages.push(Stage {
@@ -527,7 +583,7 @@ mod tests {
         c.stages[0] = stage("audit", "Audit {path} after {fix.summary}", &[], None);
         let e = c.check(&cols).expect_err("a later stage").to_string();
         assert!(
-            e.contains("{fix.summary}") && e.contains("stage `audit`"),
+            e.contains("{fix.summary}") && e.contains("add `after: fix`"),
             "{e}"
         );
         let mut c = three();

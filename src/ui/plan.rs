@@ -174,7 +174,8 @@ pub fn print_plan(
 }
 
 /// With stages or rows that choose their runner: the chain each row runs, and what each
-/// profile changes (runner, model, verify, time limit, retries, schema).
+/// profile runs with (runner, command, model, verify, time limit, retries, schema); a
+/// profile a row's choice made is named by that choice (`stage fix, model big`).
 fn stage_lines(spec: &crate::run::RunSpec) -> Vec<String> {
     let mut lines = Vec::new();
     if !spec.stages.is_empty() {
@@ -185,8 +186,14 @@ fn stage_lines(spec: &crate::run::RunSpec) -> Vec<String> {
     }
     for p in &spec.profiles {
         let s = &p.settings;
-        let mut what = vec![format!("runner {}", s.runner.name)];
-        if let Some(m) = &s.model {
+        let mut what = Vec::new();
+        if !p.label.contains("runner ") {
+            what.push(format!("runner {}", s.runner.name));
+        }
+        if !s.command.is_empty() {
+            what.push(format!("command {}", shown_command(&s.command)));
+        }
+        if let Some(m) = s.model.as_ref().filter(|_| !p.label.contains("model ")) {
             what.push(format!("model {m}"));
         }
         if let Some(v) = &s.verify {

@@ -184,7 +184,16 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
     }
     match place {
         Place::Teammate(dir) => {
-            let _ = writeln!(o, "Prompt:  {}", dir.join("prompt.md").display());
+            let prompt = dir.join("prompt.md");
+            match prompt.is_file() {
+                true => {
+                    let _ = writeln!(o, "Prompt:  {}", prompt.display());
+                }
+                // Skipped or cancelled before it started: no folder was made for it.
+                false => {
+                    let _ = writeln!(o, "Prompt:  none: it never started");
+                }
+            }
         }
         Place::Archive { path, .. } => {
             let _ = writeln!(

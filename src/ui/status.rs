@@ -371,20 +371,43 @@ fn gate_line(s: &Snapshot, g: &crate::run::record::team::GateSnapshot) -> String
 /// Most row chains `runner status` lists.
 const CHAINS_SHOWN: usize = 20;
 
-/// With stages: each row's chain the snapshot shows (`r2: audit ✔ → fix ✘ → verify –`),
-/// rows not done first, at most [`CHAINS_SHOWN`], and how many rows completed every stage.
-fn chains(s: &Snapshot) -> String {
+/// With stages: each row's chain (`r2: audit ✔ → fix ✘ → verify –`), rows not done first,
+/// at most [`CHAINS_SHOWN`], and how many rows completed every stage. What finished comes
+/// from the team's journal in `dir` (every run's, not only the last one's, which the
+/// snapshot holds), else from the snapshot (an archive's holds every item).
+fn chains(dir: &Path, s: &Snapshot) -> String {
     use crate::source::stages::{Place, chain_line, chains};
     if s.stages.is_empty() {
         return String::new();
     }
-    let ids = s
-        .finished
-        .iter()
-        .map(|f| (f.id.as_str(), Place::Finished(f.status)))
+    let journal = dir.join("journal.jsonl");
+    let replayed = journal
+        .is_file()
+        .then(|| crate::run::record::journal::replay(&journal).ok())
+        .flatten();
+    let finished: Vec<(&str, Place)> = match &replayed {
+        Some(r) => r
+            .finished
+            .iter()
+            .map(|(id, f)| (id.as_str(), Place::Finished(f.status)))
+            .collect(),
+        None => s
+            .finished
+            .iter()
+            .map(|f| (f.id.as_str(), Place::Finished(f.status)))
+            .collect(),
+    };
+    // Input order where the snapshot knows it; the journal's map has none.
+    let mut finished = finished;
+    finished.sort_by(|a, b| id_order(a.0, b.0));
+    let ids = finished
+        .into_iter()
         .chain(s.running.iter().map(|r| (r.id.as_str(), Place::Running)))
         .chain(s.waiting.iter().map(|w| (w.id.as_str(), Place::Pending)));
     let rows = chains(&s.stages, ids);
+    if rows.is_empty() {
+        return String::new();
+    }
     let done = |stages: &[(String, Place)]| {
         stages
             .iter()
@@ -497,7 +520,7 @@ pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
             ));
         }
     }
-    o.push_str(&chains(s));
+    o.push_str(&chains(dir, s));
     let problems: Vec<_> = s
         .finished
         .iter()

@@ -143,7 +143,11 @@ fn each_row_runs_its_chain_and_a_failed_stage_stops_only_its_row() {
             .starts_with("Row b.rs: audit ✔ → fix ✘ → verify –")
             && show
                 .stdout
-                .contains("Item b.rs/fix (teammate 2-b.rs.fix): failed"),
+                .contains("Item b.rs/fix (teammate 2-b.rs.fix): failed")
+            && show.stdout.contains(
+                "Title:   fix: Fix b.rs (FAIL) given «audit.output.problems» and «audit.summary»"
+            )
+            && show.stdout.contains("Prompt:  none: it never started"),
         "{show:?}"
     );
     // The stage's prompt: the preamble, then its own instruction with the earlier values.
@@ -265,6 +269,18 @@ fn only_failed_reruns_the_failed_stage_and_the_ones_after_and_only_id_the_whole_
         rows["a.rs"]["status"], "completed",
         "kept from the last output"
     );
+    // The chains are the whole batch's, not only what this run did.
+    let out = sb.join("workers-output.csv").display().to_string();
+    let status = sb.run(&["status", &out]);
+    assert!(
+        status.stdout.contains("  2 row(s) completed every stage") && !status.stdout.contains("…"),
+        "{status:?}"
+    );
+    let r = sb.run(&["batch", "BATCH.md", "--only", "b.rs/fix"]);
+    assert!(
+        r.code == 2 && r.stderr.contains("--only takes a row's id"),
+        "{r:?}"
+    );
     std::fs::remove_file(sb.join("starts.log")).expect("rm");
     let r: crate::harness::Run = batch(&sb, &["--only", "a.rs"])
         .output()
@@ -318,7 +334,7 @@ fn bad_stages_are_refused_before_anything_is_written() {
     let cases = [
         (
             BATCH.replace("{audit.summary}", "{verify.summary}"),
-            "unknown placeholder {verify.summary} in the instruction of stage `fix`",
+            "stage `fix` uses {verify.summary}, but it does not come after stage `verify`",
         ),
         (
             BATCH.replace("{audit.output.problems}", "{audit.output.nope}"),
@@ -342,6 +358,22 @@ fn bad_stages_are_refused_before_anything_is_written() {
         (
             BATCH.replace("name: verify", "name: fix"),
             "two stages have this name",
+        ),
+        (
+            BATCH.replace("  - name: fix\n", "  - name: fix\n    model: sonnet\n"),
+            "runner `exec` has no place for a model",
+        ),
+        (
+            BATCH.replace("  - name: fix\n", "  - name: fix\n    timeout: 0s\n"),
+            "`timeout` must be more than 0",
+        ),
+        (
+            BATCH.replace("  - name: fix\n", "  - name: fix\n    retries: -1\n"),
+            "0 or more",
+        ),
+        (
+            BATCH.replace("stages:\n", "stages: []\nx:\n"),
+            "at least one stage",
         ),
     ];
     for (text, want) in cases {
@@ -387,6 +419,10 @@ fn the_bundled_two_stage_example_audits_then_judges_every_file() {
         assert_eq!(row["attempts"], "2", "two stages: {row:?}");
     }
     assert_eq!(rows["README.md"]["verdict.verdict"], "ok");
+    assert_eq!(
+        rows["README.md"]["verdict.reasons"], "[]",
+        "an output field's empty list is written as JSON"
+    );
     assert_eq!(rows["templates/teammate.md"]["audit.has_title"], "false");
     assert_eq!(
         rows["templates/teammate.md"]["verdict.verdict"], "needs work",

@@ -428,6 +428,14 @@ pub fn parse_assignments(args: &[String]) -> Result<Vec<(String, String)>> {
                 "`{name}` is given twice; give each variable once"
             )));
         }
+        if value.trim().is_empty() {
+            // `version=` is a slip of the shell more often than a wish for blank text.
+            return Err(Error::bad_value(
+                "runner apply",
+                arg,
+                "gives the variable no value; write NAME=VALUE, e.g. version=1.2",
+            ));
+        }
         out.push((name.to_owned(), value.to_owned()));
     }
     Ok(out)
@@ -580,10 +588,10 @@ subject = "Write release notes for {version} ({{draft}})"
     fn assignments_are_name_equals_value_once_each() {
         let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            parse_assignments(&args(&["version=1.2", "note=a=b", "empty="])).expect("ok"),
-            values(&[("version", "1.2"), ("note", "a=b"), ("empty", "")])
+            parse_assignments(&args(&["version=1.2", "note=a=b"])).expect("ok"),
+            values(&[("version", "1.2"), ("note", "a=b")])
         );
-        for bad in [&["version"][..], &["=1"], &["a=1", "a=2"]] {
+        for bad in [&["version"][..], &["=1"], &["a=1", "a=2"], &["empty="]] {
             let e = parse_assignments(&args(bad)).expect_err("refused");
             assert_eq!(e.exit_code(), 2, "{bad:?}");
         }

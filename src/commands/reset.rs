@@ -109,7 +109,10 @@ pub fn reset(args: ResetArgs) -> Result<i32> {
                     f.path.strip_prefix(&here).unwrap_or(&f.path).display()
                 ),
             ),
-            None => (u32::MAX, "runner resolve (the inbox's)".to_owned()),
+            None => (
+                u32::MAX,
+                "runner resolve (for the items reopened in the inbox)".to_owned(),
+            ),
         })
         .collect();
     again.sort();

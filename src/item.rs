@@ -72,6 +72,21 @@ pub fn content_hash<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
     h.hex()
 }
 
+/// A one-line title: the first non-blank line of a rendered instruction (markdown heading
+/// marks dropped), at most 80 characters; the id when there is none.
+pub fn title_of(body: &str, id: &str) -> String {
+    let line = body
+        .lines()
+        .map(|l| l.trim().trim_start_matches('#').trim())
+        .find(|l| !l.is_empty())
+        .unwrap_or(id);
+    let mut t: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        t.push('…');
+    }
+    t
+}
+
 /// Make a file-name-safe teammate name from a row number and an id: `<row>-<id>` with every
 /// byte outside `[A-Za-z0-9._-]` replaced by `_`, the id part cut to 40 characters.
 pub fn teammate_name(row: u64, id: &str) -> String {

@@ -111,19 +111,7 @@ fn show_row(found: &Found, name: &str) -> Result<Option<String>> {
             status.map_or(StagePlace::Running, StagePlace::Finished),
         ));
         let record = compacted(found, &id, &events)?;
-        let folder = found.path().join("teammates").join(&teammate);
-        let place = match (found, &record) {
-            (Found::Workspace(_), Some((file, record))) => Place::Compacted {
-                file,
-                record: record.as_ref(),
-            },
-            (Found::Workspace(_), None) => Place::Teammate(&folder),
-            (Found::Archive(path), _) => Place::Archive {
-                path,
-                teammate: &teammate,
-            },
-        };
-        parts.push(crate::ui::show::item(&id, place, &events));
+        parts.push(shown(found, &id, &events, &teammate, &record));
     }
     if parts.is_empty() {
         return Ok(None);
@@ -131,6 +119,27 @@ fn show_row(found: &Found, name: &str) -> Result<Option<String>> {
     let mut out = format!("Row {}\n\n", chain_line(name, &line));
     out.push_str(&parts.join("\n"));
     Ok(Some(out))
+}
+
+/// What `runner show` prints of item `id`: from its teammate folder, the record it was
+/// compacted into (`record`, [`compacted`]), or the archive.
+fn shown(
+    found: &Found,
+    id: &str,
+    events: &[Event],
+    teammate: &str,
+    record: &Option<(PathBuf, Option<Record>)>,
+) -> String {
+    let folder = found.path().join("teammates").join(teammate);
+    let place = match (found, record) {
+        (Found::Workspace(_), Some((file, record))) => Place::Compacted {
+            file,
+            record: record.as_ref(),
+        },
+        (Found::Workspace(_), None) => Place::Teammate(&folder),
+        (Found::Archive(path), _) => Place::Archive { path, teammate },
+    };
+    crate::ui::show::item(id, place, events)
 }
 
 /// `runner show ID [WORKSPACE] [--prompt]`.
@@ -158,21 +167,9 @@ pub fn show(args: ShowArgs) -> Result<i32> {
         let kept = record.as_ref().and_then(|(_, r)| r.as_ref());
         return print_prompt(&found, &id, &teammate, kept);
     }
-    let folder = found.path().join("teammates").join(&teammate);
-    let place = match (&found, &record) {
-        (Found::Workspace(_), Some((file, record))) => Place::Compacted {
-            file,
-            record: record.as_ref(),
-        },
-        (Found::Workspace(_), None) => Place::Teammate(&folder),
-        (Found::Archive(path), _) => Place::Archive {
-            path,
-            teammate: &teammate,
-        },
-    };
     // What agents wrote reaches the terminal shown, never obeyed.
-    crate::ui::out(crate::ui::terminal_safe(&crate::ui::show::item(
-        &id, place, &events,
+    crate::ui::out(crate::ui::terminal_safe(&shown(
+        &found, &id, &events, &teammate, &record,
     )));
     Ok(0)
 }

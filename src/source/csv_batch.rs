@@ -382,21 +382,6 @@ fn check_deps(
     Ok(())
 }
 
-/// A one-line title: the first non-blank line of the rendered instruction (markdown heading
-/// marks dropped), at most 80 characters; the id when there is none.
-fn title_of(body: &str, id: &str) -> String {
-    let line = body
-        .lines()
-        .map(|l| l.trim().trim_start_matches('#').trim())
-        .find(|l| !l.is_empty())
-        .unwrap_or(id);
-    let mut t: String = line.chars().take(80).collect();
-    if line.chars().count() > 80 {
-        t.push('…');
-    }
-    t
-}
-
 fn to_item(
     after: Vec<String>,
     headers: &[String],
@@ -407,7 +392,7 @@ fn to_item(
     let content = crate::item::content_hash(row.values.iter().map(String::as_str));
     WorkItem {
         teammate: teammate_name(row.number, &row.id),
-        title: title_of(&body, &row.id),
+        title: crate::item::title_of(&body, &row.id),
         line: row.line,
         vars: headers.iter().cloned().zip(row.values).collect(),
         body,

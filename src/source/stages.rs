@@ -214,7 +214,7 @@ impl Chain {
                     .render_with(headers, values, &|n| self.is_stage_value(i, n));
                 // The title is made before the earlier stages ran: their values by name.
                 let own = with_markers(&own, &own_slots);
-                let title = format!("{}: {}", stage.name, title_line(&own, id));
+                let title = format!("{}: {}", stage.name, crate::item::title_of(&own, id));
                 WorkItem {
                     id: stage_id(id, &stage.name),
                     title,
@@ -261,21 +261,6 @@ fn stage_fields_used(instruction: &Instruction, stage: &str) -> Vec<String> {
         .into_iter()
         .filter_map(|p| p.strip_prefix(&prefix).map(str::to_owned))
         .collect()
-}
-
-/// A one-line title: the first non-blank line of `body` (heading marks dropped), at most 80
-/// characters; `id` when there is none.
-fn title_line(body: &str, id: &str) -> String {
-    let line = body
-        .lines()
-        .map(|l| l.trim().trim_start_matches('#').trim())
-        .find(|l| !l.is_empty())
-        .unwrap_or(id);
-    let mut t: String = line.chars().take(80).collect();
-    if line.chars().count() > 80 {
-        t.push('…');
-    }
-    t
 }
 
 /// Fill a stage item's slots ([`StageOf::slots`]) with its earlier stages' values: `value`

@@ -36,6 +36,17 @@ pub fn replace_with(
     replace(path, true, None, fill)
 }
 
+/// Like [`replace_with`], mode 0600 and without waiting for the disk: for caches that are
+/// checked when read (`ledger.bin`), where a power loss may keep the old file.
+///
+/// Errors: [`Error::Io`] (exit 3) naming the path; the old file is untouched.
+pub fn replace_cache(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    replace(path, false, Some(0o600), fill)
+}
+
 /// Like [`write_atomic`], the file private to its owner (mode 0600) from its first byte on:
 /// for records that may quote what agents and their CLIs said (a team's archive).
 ///

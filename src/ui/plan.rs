@@ -23,13 +23,12 @@ pub fn print_plan(
 ) -> crate::error::Result<()> {
     let spec = &plan.spec;
     let done_before = |item: &crate::item::WorkItem| {
-        earlier.is_some_and(|r| {
-            crate::run::record::journal::done_before(&r.finished, &spec.rerun, item)
-        })
+        earlier
+            .is_some_and(|r| crate::run::record::journal::done_before(&r.ledger, &spec.rerun, item))
     };
     let resumed = match earlier {
         Some(r) => crate::run::record::journal::count_done_before(
-            &r.finished,
+            &r.ledger,
             &spec.rerun,
             plan.source.items()?,
         )?,

@@ -383,13 +383,12 @@ fn chains(dir: &Path, s: &Snapshot) -> String {
     let journal = dir.join("journal.jsonl");
     let replayed = journal
         .is_file()
-        .then(|| crate::run::record::journal::replay(&journal).ok())
+        .then(|| crate::run::record::journal::last_statuses(&journal).ok())
         .flatten();
     let finished: Vec<(&str, Place)> = match &replayed {
         Some(r) => r
-            .finished
             .iter()
-            .map(|(id, f)| (id.as_str(), Place::Finished(f.status)))
+            .map(|(id, status)| (id.as_str(), Place::Finished(*status)))
             .collect(),
         None => s
             .finished

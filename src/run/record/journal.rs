@@ -10,9 +10,9 @@
 //! so a crash (even `kill -9`) loses at most the event being written; a torn last line is
 //! ignored on replay. The file is fsynced when the run ends.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use std::borrow::Cow;
@@ -20,6 +20,8 @@ use std::borrow::Cow;
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::events::Event;
+use crate::run::record::ledger::{self, IdTable, Ledger};
+use crate::run::record::ledger_file;
 use crate::run::record::outcome::{Outcome, Spend};
 
 /// What a command outside the run layer appends to a team's journal after the run: an
@@ -68,15 +70,15 @@ pub struct Journal {
 pub const TORN_SUFFIX: &str = ".torn";
 
 /// A content hash as a journal recorded it ([`crate::item::content_hash`]: 16 lowercase hex
-/// digits), packed into 8 bytes: every finished item keeps one in memory for the whole run,
-/// twice (the team's and the live output's index). Any other text (an older runner's) is
-/// kept as it was, so that it still compares exactly.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// digits), packed into 8 bytes: every item keeps one in the [`Ledger`] for the whole run.
+/// Any other text (an older runner's) is kept as the FNV-1a hash of that text, so that it
+/// still compares as the text it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordedHash {
     /// The 16 hex digits as their number.
     Packed(u64),
-    /// Anything else, as written.
-    Text(Box<str>),
+    /// Anything else: FNV-1a of the text as written.
+    Text(u64),
 }
 
 impl RecordedHash {
@@ -91,7 +93,7 @@ impl RecordedHash {
             .flatten()
         {
             Some(n) => RecordedHash::Packed(n),
-            None => RecordedHash::Text(text.into()),
+            None => RecordedHash::Text(crate::run::record::ledger::key(text)),
         }
     }
 
@@ -101,40 +103,21 @@ impl RecordedHash {
     }
 }
 
-/// Where an `item_finished` event sits in the journal, and its key facts.
-#[derive(Debug, Clone, PartialEq)]
+/// Where an `item_finished` event sits in the journal, and its key facts ([`Ledger::get`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FinishedRef {
     /// Byte offset of the line.
     pub offset: u64,
-    /// Its length in bytes (without the newline).
-    pub len: u64,
     /// The item's status.
     pub status: ItemStatus,
-    /// Attempts made so far.
-    pub attempts: u32,
     /// The item's content hash recorded with it.
     pub content_hash: RecordedHash,
-    /// The item's cost in USD, when known (a resumed run's budget counts it).
-    pub cost_usd: Option<f64>,
     /// Its agent finished with a valid report, and the run was interrupted while the
     /// verify command checked it: a resume runs only the verify ([`Outcome::awaiting_verify`]).
     pub awaiting_verify: bool,
 }
 
 impl FinishedRef {
-    /// Where `outcome`'s line is (`offset`, `len` without the newline), with its key facts.
-    pub fn of(outcome: &Outcome, offset: u64, len: u64) -> FinishedRef {
-        FinishedRef {
-            offset,
-            len,
-            status: outcome.status,
-            attempts: outcome.attempts,
-            content_hash: RecordedHash::of(&outcome.content_hash),
-            cost_usd: outcome.cost_usd,
-            awaiting_verify: outcome.awaiting_verify,
-        }
-    }
-
     /// Whether a resume of `item` runs only its verify command: its agent finished with a
     /// valid report that an interrupt kept from being verified, and the item is unchanged.
     pub fn verify_only(&self, item: &crate::item::WorkItem) -> bool {
@@ -148,14 +131,10 @@ impl FinishedRef {
     }
 }
 
-/// Whether `item` is not run again: `finished` (the last outcome per id) has it completed
-/// with its content as it is now, and `rerun` (`--only ID`: run it even so) does not name it.
-pub fn done_before(
-    finished: &HashMap<String, FinishedRef>,
-    rerun: &HashSet<String>,
-    item: &crate::item::WorkItem,
-) -> bool {
-    !rerun.contains(&item.id) && finished.get(&item.id).is_some_and(|f| f.resumes(item))
+/// Whether `item` is not run again: `ledger` has it completed with its content as it is
+/// now, and `rerun` (`--only ID`: run it even so) does not name it.
+pub fn done_before(ledger: &Ledger, rerun: &HashSet<String>, item: &crate::item::WorkItem) -> bool {
+    !rerun.contains(&item.id) && ledger.get(&item.id).is_some_and(|f| f.resumes(item))
 }
 
 /// How many of `items` are [`done_before`] (`run_started`'s `resumed`, the dry run's
@@ -163,40 +142,160 @@ pub fn done_before(
 ///
 /// Errors: the source's, should it fail while being read.
 pub fn count_done_before(
-    finished: &HashMap<String, FinishedRef>,
+    ledger: &Ledger,
     rerun: &HashSet<String>,
     items: impl Iterator<Item = Result<crate::item::WorkItem>>,
 ) -> Result<u64> {
-    if !finished.values().any(|f| f.status == ItemStatus::Completed) {
+    if !ledger.outcomes().any(|f| f.status == ItemStatus::Completed) {
         return Ok(0);
     }
     let mut n = 0;
     for item in items {
-        n += u64::from(done_before(finished, rerun, &item?));
+        n += u64::from(done_before(ledger, rerun, &item?));
     }
     Ok(n)
 }
 
 /// What a previous run left in the journal.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Replay {
-    /// Last `item_finished` per item id.
-    pub finished: HashMap<String, FinishedRef>,
-    /// Attempts that started and never finished (the runner died): `(id, pgid)`.
-    pub unfinished_attempts: Vec<(String, u32)>,
-    /// Highest attempt number started per item (to keep numbering across runs).
-    pub attempts_started: HashMap<String, u32>,
-    /// What every finished attempt of each item cost, over every run (from
-    /// `attempt_finished`; journals written before it carried costs have none).
-    pub spent: HashMap<String, Spend>,
-    /// Per item, over every run: attempts whose request was refused unprocessed
-    /// (`attempt_finished` with `refused`), and rate-limit waits (`retrying` after a
-    /// `rate_limited` or `quota` verdict).
-    pub waits: HashMap<String, Waits>,
+    /// Per item: its last `item_finished`, the highest attempt started.
+    pub ledger: Ledger,
+    /// What the items' attempts cost and waited.
+    pub tallies: Tallies,
+    /// Attempts that started and never finished (the runner died): `(id, attempt)` → pgid.
+    pub open: BTreeMap<(String, u32), u32>,
+    /// How many bytes of the journal this replay read (where a later one goes on).
+    pub read_to: u64,
 }
 
-/// An item's rate-limit waits over every run ([`Replay::waits`]).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+impl Replay {
+    /// Attempts that started and never finished: `(id, pgid)`, in id order.
+    pub fn unfinished_attempts(&self) -> Vec<(String, u32)> {
+        self.open
+            .iter()
+            .map(|((id, _), pgid)| (id.clone(), *pgid))
+            .collect()
+    }
+
+    /// Take in one journal event.
+    ///
+    /// Errors: an outcome's offset is past what the ledger holds (1 TiB).
+    pub fn apply(&mut self, event: &Event, offset: u64) -> Result<()> {
+        match event {
+            Event::AttemptStarted {
+                id, attempt, pgid, ..
+            } => {
+                self.ledger.started(ledger::key(id), *attempt);
+                self.open.insert((id.clone(), *attempt), *pgid);
+            }
+            Event::AttemptFinished {
+                id,
+                attempt,
+                spend,
+                verdict,
+                retrying,
+                refused,
+                ..
+            } => {
+                self.open.remove(&(id.clone(), *attempt));
+                self.tallies
+                    .attempt(ledger::key(id), verdict, *retrying, *refused, *spend);
+            }
+            Event::ItemFinished(outcome) => {
+                self.ledger.finished(outcome, offset)?;
+                self.tallies
+                    .outcome(ledger::key(&outcome.id), outcome.cost_usd);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// What some items' attempts cost and how often they waited, over every run, by
+/// [`ledger::key`]: only items that have something to count take an entry.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Tallies {
+    /// What every finished attempt of each item cost (from `attempt_finished`; journals
+    /// written before it carried costs have none).
+    pub spent: HashMap<u64, Spend>,
+    /// Attempts whose request was refused unprocessed, and rate-limit waits.
+    pub waits: HashMap<u64, Waits>,
+    /// An outcome's cost where no attempt of its item said what it cost (journals written
+    /// before attempts carried costs).
+    pub outcome_costs: HashMap<u64, f64>,
+}
+
+impl Tallies {
+    /// Count an attempt of item `key` that ended with `verdict`.
+    pub fn attempt(
+        &mut self,
+        key: u64,
+        verdict: &crate::report::Verdict,
+        retrying: bool,
+        refused: bool,
+        spend: Spend,
+    ) {
+        if refused || Waits::is_wait(verdict, retrying) {
+            self.waits
+                .entry(key)
+                .or_default()
+                .count(verdict, retrying, refused);
+        }
+        if !spend.is_empty() {
+            self.spent.entry(key).or_default().add(spend);
+        }
+    }
+
+    /// Note an outcome of item `key` that cost `cost_usd`.
+    pub fn outcome(&mut self, key: u64, cost_usd: Option<f64>) {
+        if self.spent.contains_key(&key) {
+            return;
+        }
+        match cost_usd {
+            Some(c) => self.outcome_costs.insert(key, c),
+            None => self.outcome_costs.remove(&key),
+        };
+    }
+
+    /// What item `id`'s attempts cost so far.
+    pub fn spent_of(&self, id: &str) -> Spend {
+        self.spent
+            .get(&ledger::key(id))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Item `id`'s waits so far.
+    pub fn waits_of(&self, id: &str) -> Waits {
+        self.waits
+            .get(&ledger::key(id))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// What every item cost, in USD, and how many items said: per item what its attempts
+    /// cost, else what its outcome says (a resumed run's budget counts it).
+    pub fn cost(&self) -> (f64, u32) {
+        let mut usd = 0.0;
+        let mut items = 0u32;
+        for (k, c) in &self.outcome_costs {
+            if !self.spent.get(k).is_some_and(|s| s.cost_usd.is_some()) {
+                usd += c;
+                items += 1;
+            }
+        }
+        for c in self.spent.values().filter_map(|s| s.cost_usd) {
+            usd += c;
+            items += 1;
+        }
+        (usd, items)
+    }
+}
+
+/// An item's rate-limit waits over every run ([`Tallies::waits`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Waits {
     /// Requests refused unprocessed: not counted as attempts.
     pub refused: u32,
@@ -366,6 +465,17 @@ impl Journal {
         Ok(Some((end - body - 1, body)))
     }
 
+    /// Where the runner's last line ends.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the journal holds bytes the runner did not write (it was appended to or cut
+    /// by someone else while it was open).
+    pub fn touched(&self) -> bool {
+        self.foreign_warned || self.file.metadata().map_or(true, |m| m.len() != self.len)
+    }
+
     /// Whether the journal is shorter than the lines the runner wrote (someone cut it): the
     /// offsets it handed out may point past what is left.
     pub fn was_cut(&self) -> bool {
@@ -385,21 +495,27 @@ impl Journal {
     }
 }
 
-/// Read a journal (missing → empty replay). Lines that are no event (written by someone
-/// else, or a torn last line) are skipped, with a warning naming the first one's offset.
+/// Read a journal (missing → empty replay): from its `ledger.bin` on where that still
+/// describes it ([`ledger_file`]), else from its first line. Lines that are no event
+/// (written by someone else, or a torn last line) are skipped, with a warning naming the
+/// first one's offset.
+///
+/// Errors: the journal cannot be read.
 pub fn replay(path: &Path) -> Result<Replay> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Replay::default()),
         Err(e) => return Err(Error::io("read", path, e)),
     };
-    let mut r = Replay::default();
-    let mut open: HashMap<(String, u32), u32> = HashMap::new();
+    let mut r = ledger_file::load(path, &file).unwrap_or_default();
     // Lines that are no event of the runner's (someone else wrote them): how many, and the
     // first one's offset.
     let mut foreign: (u64, Option<u64>) = (0, None);
     let mut reader = BufReader::new(file);
-    let mut offset = 0u64;
+    reader
+        .seek(SeekFrom::Start(r.read_to))
+        .map_err(|e| Error::io("read", path, e))?;
+    let mut offset = r.read_to;
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -410,57 +526,18 @@ pub fn replay(path: &Path) -> Result<Replay> {
             break;
         }
         let body = line.strip_suffix(b"\n").unwrap_or(&line);
-        let event = Event::from_line(body);
-        if event.is_err() && !body.iter().all(u8::is_ascii_whitespace) {
-            foreign.0 += 1;
-            foreign.1.get_or_insert(offset);
-        }
-        if let Ok(event) = event {
-            match event {
-                Event::AttemptStarted {
-                    id, attempt, pgid, ..
-                } => {
-                    let best = r.attempts_started.entry(id.clone()).or_default();
-                    *best = (*best).max(attempt);
-                    open.insert((id, attempt), pgid);
-                }
-                Event::AttemptFinished {
-                    id,
-                    attempt,
-                    spend,
-                    verdict,
-                    retrying,
-                    refused,
-                    ..
-                } => {
-                    open.remove(&(id.clone(), attempt));
-                    if refused || Waits::is_wait(&verdict, retrying) {
-                        r.waits
-                            .entry(id.clone())
-                            .or_default()
-                            .count(&verdict, retrying, refused);
-                    }
-                    if !spend.is_empty() {
-                        r.spent.entry(id).or_default().add(spend);
-                    }
-                }
-                Event::ItemFinished(outcome) => {
-                    r.finished.insert(
-                        outcome.id.clone(),
-                        FinishedRef::of(&outcome, offset, body.len() as u64),
-                    );
-                }
-                Event::RunStarted { .. }
-                | Event::TeamPaused { .. }
-                | Event::TeamStopped { .. }
-                | Event::Activity { .. }
-                | Event::Progress { .. }
-                | Event::Interrupted { .. }
-                | Event::RunFinished(_)
-                | Event::RunEnded { .. } => {}
+        match Event::from_line(body) {
+            Ok(event) => r.apply(&event, offset)?,
+            Err(_) if !body.iter().all(u8::is_ascii_whitespace) => {
+                foreign.0 += 1;
+                foreign.1.get_or_insert(offset);
             }
+            Err(_) => {}
         }
         offset += n as u64;
+        if line.ends_with(b"\n") {
+            r.read_to = offset;
+        }
     }
     if let (n, Some(first)) = foreign {
         tracing::warn!(
@@ -468,11 +545,21 @@ pub fn replay(path: &Path) -> Result<Replay> {
             path.display()
         );
     }
-    let mut unfinished: Vec<(String, u32)> =
-        open.into_iter().map(|((id, _), pgid)| (id, pgid)).collect();
-    unfinished.sort();
-    r.unfinished_attempts = unfinished;
     Ok(r)
+}
+
+/// The status of every item's last outcome in the journal at `path`, by id (for views
+/// that list items by name; a run keeps the [`Ledger`], which has no names).
+///
+/// Errors: the journal cannot be read.
+pub fn last_statuses(path: &Path) -> Result<HashMap<String, ItemStatus>> {
+    let mut out = HashMap::new();
+    each_event(path, |event| {
+        if let Event::ItemFinished(o) = event {
+            out.insert(o.id, o.status);
+        }
+    })?;
+    Ok(out)
 }
 
 /// Every recorded event of item `id` in the journal at `path`, in order: its attempts'
@@ -533,7 +620,7 @@ pub fn finished_from(
     file: &mut File,
     path: &Path,
     from: u64,
-    into: &mut HashMap<String, FinishedRef>,
+    into: &mut IdTable<u64>,
 ) -> Result<u64> {
     file.seek(SeekFrom::Start(from))
         .map_err(|e| Error::io("read", path, e))?;
@@ -553,28 +640,43 @@ pub fn finished_from(
         if body.windows(15).any(|w| w == b"\"item_finished\"")
             && let Ok(Event::ItemFinished(outcome)) = Event::from_line(body)
         {
-            into.insert(
-                outcome.id.clone(),
-                FinishedRef::of(&outcome, offset, body.len() as u64),
-            );
+            into.update(ledger::key(&outcome.id), |_| offset);
         }
         offset += n as u64;
     }
 }
 
-/// Read back the outcome recorded at `at` (from [`Replay::finished`] or [`Journal::append`]).
-pub fn read_outcome(file: &mut File, path: &Path, at: &FinishedRef) -> Result<Outcome> {
-    file.seek(SeekFrom::Start(at.offset))
-        .map_err(|e| Error::io("read", path, e))?;
-    let mut buf = vec![0u8; at.len as usize];
-    file.read_exact(&mut buf)
-        .map_err(|e| Error::io("read", path, e))?;
-    match Event::from_line(&buf) {
-        Ok(Event::ItemFinished(outcome)) => Ok(*outcome),
+/// Read back the outcome of item `id` recorded in the line at byte `offset` (from the
+/// [`Ledger`] or an [`IdTable`] of offsets). `None` when that line is another item's: two
+/// ids with the same [`ledger::key`], whose outcomes must not be mistaken for each other.
+///
+/// Errors: the journal cannot be read, or the line is not an outcome.
+pub fn read_outcome(file: &File, path: &Path, offset: u64, id: &str) -> Result<Option<Outcome>> {
+    use std::os::unix::fs::FileExt;
+    let read = |e| Error::io("read", path, e);
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0usize;
+    let end = loop {
+        let n = file
+            .read_at(&mut buf[len..], offset + len as u64)
+            .map_err(read)?;
+        if let Some(i) = buf[len..len + n].iter().position(|b| *b == b'\n') {
+            break len + i;
+        }
+        len += n;
+        if n == 0 {
+            break len;
+        }
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+    };
+    match Event::from_line(&buf[..end]) {
+        Ok(Event::ItemFinished(outcome)) if outcome.id == id => Ok(Some(*outcome)),
+        Ok(Event::ItemFinished(_)) => Ok(None),
         _ => Err(Error::Environment(format!(
-            "{}: the journal line at byte {} is not an item_finished event",
+            "{}: the journal line at byte {offset} is not an item_finished event",
             path.display(),
-            at.offset
         ))),
     }
 }
@@ -641,14 +743,21 @@ mod tests {
             .and_then(|mut f| f.write_all(b"{\"v\":1,\"ev"))
             .expect("tear");
         let r = replay(&p).expect("replay");
-        assert_eq!(r.finished["a"].status, ItemStatus::Completed);
-        assert_eq!(r.unfinished_attempts, vec![("b".to_string(), 200)]);
-        let mut f = File::open(&p).expect("open");
+        let a = r.ledger.get("a").expect("a finished");
+        assert_eq!(a.status, ItemStatus::Completed);
+        assert_eq!(r.unfinished_attempts(), vec![("b".to_string(), 200)]);
+        assert_eq!(r.tallies.spent_of("a").cost_usd, Some(0.5));
+        let f = File::open(&p).expect("open");
         assert_eq!(
-            read_outcome(&mut f, &p, &r.finished["a"])
+            read_outcome(&f, &p, a.offset, "a")
                 .expect("read")
-                .status,
-            ItemStatus::Completed
+                .map(|o| o.status),
+            Some(ItemStatus::Completed)
+        );
+        assert_eq!(
+            read_outcome(&f, &p, a.offset, "b").expect("read"),
+            None,
+            "another id's line is not its outcome"
         );
         let mut j = Journal::open(&p).expect("reopen");
         j.append(
@@ -658,7 +767,8 @@ mod tests {
             .as_event(),
         )
         .expect("append");
-        assert_eq!(replay(&p).expect("replay").finished.len(), 2);
+        let r = replay(&p).expect("replay");
+        assert_eq!(r.ledger.outcomes().count(), 2);
     }
 
     /// A journal as runners before the one event vocabulary wrote it (fewer fields per line).
@@ -684,7 +794,7 @@ mod tests {
         assert!(h.is("07f8a907b4ba2fb9"));
         assert!(!h.is("07F8A907B4BA2FB9") && !h.is("7f8a907b4ba2fb9") && !h.is(""));
         let short = RecordedHash::of("00ff");
-        assert!(short.is("00ff") && !short.is("00000000000000ff"));
+        assert!(short.is("00ff") && !short.is("00000000000000ff") && !short.is("00fe"));
         assert!(RecordedHash::of("").is("") && !RecordedHash::of("").is("0000000000000000"));
     }
 
@@ -694,15 +804,21 @@ mod tests {
         let p = dir.path().join("journal.jsonl");
         std::fs::write(&p, OLD_JOURNAL).expect("write");
         let r = replay(&p).expect("replay");
-        let a = &r.finished["a"];
+        let a = r.ledger.get("a").expect("a finished");
         assert_eq!(
-            (a.status, a.attempts, &a.content_hash),
-            (ItemStatus::Completed, 1, &RecordedHash::Text("00ff".into()))
+            (a.status, r.ledger.attempts_started("a"), a.content_hash),
+            (ItemStatus::Completed, 1, RecordedHash::of("00ff"))
         );
-        assert_eq!(r.unfinished_attempts, vec![("b".to_string(), 4343)]);
-        assert_eq!(r.attempts_started["b"], 2);
-        let mut f = File::open(&p).expect("open");
-        assert_eq!(read_outcome(&mut f, &p, a).expect("read").summary, "did a");
+        assert!(matches!(a.content_hash, RecordedHash::Text(_)));
+        assert_eq!(r.unfinished_attempts(), vec![("b".to_string(), 4343)]);
+        assert_eq!(r.ledger.attempts_started("b"), 2);
+        let f = File::open(&p).expect("open");
+        assert_eq!(
+            read_outcome(&f, &p, a.offset, "a")
+                .expect("read")
+                .map(|o| o.summary),
+            Some("did a".to_string())
+        );
         for line in OLD_JOURNAL.lines() {
             assert!(
                 Event::from_line(line.as_bytes()).is_ok(),

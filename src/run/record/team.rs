@@ -1,20 +1,22 @@
 //! The team workspace (DESIGN §1): `team.json` (live snapshot, rewritten atomically and
 //! debounced), `journal.jsonl` (append-only truth), `lock`, and `teammates/<name>/`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::run::events::Event;
-use crate::run::record::journal::{self, FinishedRef, Journal, Recordable, Replay};
+use crate::run::record::journal::{self, Journal, Recordable, Replay};
+use crate::run::record::ledger::{IdTable, Ledger};
+use crate::run::record::ledger_file;
 use crate::run::record::lock::{self, RunLock};
 
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::now_rfc3339;
-use crate::run::record::outcome::{Outcome, Spend};
+use crate::run::record::outcome::Outcome;
 use crate::run::supervise::orphans;
 
 /// An open team workspace, locked for this run.
@@ -25,14 +27,9 @@ pub struct Team {
     pub dir: PathBuf,
     journal: Journal,
     reader: Option<File>,
-    /// Items finished so far (this run and earlier ones), by id.
-    pub finished: HashMap<String, FinishedRef>,
-    /// Highest attempt started per item, across runs.
-    pub attempts_started: HashMap<String, u32>,
-    /// What the finished attempts of each item cost, across runs (this one's included).
-    pub spent: HashMap<String, Spend>,
-    /// Each item's rate-limit waits and refused requests, across runs (this one's included).
-    pub waits: HashMap<String, journal::Waits>,
+    /// What the journal records (earlier runs' and this one's): per item its last outcome
+    /// and attempts ([`Replay::ledger`]), costs and waits, attempts still open.
+    pub recorded: Replay,
     _lock: RunLock,
 }
 
@@ -47,15 +44,9 @@ impl Team {
         crate::fsutil::create_private_dir(&dir.join("teammates"))?;
         let lock = lock::acquire(dir)?;
         let journal_path = dir.join("journal.jsonl");
-        let Replay {
-            finished,
-            unfinished_attempts,
-            attempts_started,
-            spent,
-            waits,
-        } = journal::replay(&journal_path)?;
-        for (_, pgid) in &unfinished_attempts {
-            orphans::reap(*pgid, dir);
+        let recorded = journal::replay(&journal_path)?;
+        for (_, pgid) in recorded.unfinished_attempts() {
+            orphans::reap(pgid, dir);
         }
         orphans::reap_workspace(dir);
         let journal = Journal::open(&journal_path)?;
@@ -64,12 +55,14 @@ impl Team {
             dir: dir.to_owned(),
             journal,
             reader: None,
-            finished,
-            attempts_started,
-            spent,
-            waits,
+            recorded,
             _lock: lock,
         })
+    }
+
+    /// Per item: its last outcome, attempts, and status in this run.
+    pub fn ledger(&self) -> &Ledger {
+        &self.recorded.ledger
     }
 
     /// Append an event (or a [`journal::Entry`] standing for one) to the journal; an event that is
@@ -78,31 +71,12 @@ impl Team {
     /// Errors: the journal cannot be written.
     pub fn record(&mut self, what: &impl Recordable) -> Result<()> {
         let event = what.as_event();
-        let Some((offset, len)) = self.journal.append(&event)? else {
+        let Some((offset, _)) = self.journal.append(&event)? else {
             return Ok(());
         };
-        if let Event::AttemptFinished {
-            id,
-            spend,
-            verdict,
-            retrying,
-            refused,
-            ..
-        } = event.as_ref()
-        {
-            if *refused || journal::Waits::is_wait(verdict, *retrying) {
-                self.waits
-                    .entry(id.clone())
-                    .or_default()
-                    .count(verdict, *retrying, *refused);
-            }
-            if !spend.is_empty() {
-                self.spent.entry(id.clone()).or_default().add(*spend);
-            }
-        }
+        self.recorded.apply(&event, offset)?;
         if let Event::ItemFinished(outcome) = event.as_ref() {
-            self.finished
-                .insert(outcome.id.clone(), FinishedRef::of(outcome, offset, len));
+            self.recorded.ledger.set_now(&outcome.id, outcome.status);
         }
         Ok(())
     }
@@ -116,39 +90,52 @@ impl Team {
     ///
     /// Errors: the journal cannot be read, or its line is not an outcome.
     pub fn outcome(&mut self, id: &str) -> Result<Option<Outcome>> {
-        let Some(at) = self.finished.get(id).cloned() else {
+        let Some(at) = self.recorded.ledger.get(id) else {
             return Ok(None);
         };
         let path = self.journal.path().to_owned();
         if self.reader.is_none() {
             self.reader = Some(File::open(&path).map_err(|e| Error::io("read", &path, e))?);
         }
-        let Some(reader) = self.reader.as_mut() else {
+        let Some(reader) = self.reader.as_ref() else {
             return Ok(None);
         };
-        journal::read_outcome(reader, &path, &at).map(Some)
+        journal::read_outcome(reader, &path, at.offset, id)
     }
 
-    /// End the run's writing: the journal is synced and closed, and what it recorded is
-    /// handed over as a read-only [`OutcomeIndex`] for the sinks. The returned lock keeps
-    /// the batch to this run until it is dropped (after the outputs are written).
+    /// End the run's writing: the journal is synced and closed, its `ledger.bin` written
+    /// (when nobody else wrote to the journal meanwhile), and what it recorded is handed
+    /// over as a read-only [`OutcomeIndex`] for the sinks. The returned lock keeps the batch
+    /// to this run until it is dropped (after the outputs are written).
     ///
     /// Errors: the journal cannot be synced or opened for reading.
     pub fn into_index(mut self) -> Result<(OutcomeIndex, RunLock)> {
         self.journal.sync()?;
         let path = self.journal.path().to_owned();
+        let file = File::open(&path).map_err(|e| Error::io("read", &path, e))?;
         if self.journal.was_cut() {
             // The outputs come from what is left: read where each outcome is now.
             tracing::warn!(
                 "{}: it was cut while the run went on; the outputs hold the outcomes it still records",
                 path.display()
             );
-            self.finished = journal::replay(&path)?.finished;
+            self.recorded = journal::replay(&path)?;
+        } else if !self.journal.touched() {
+            let Replay {
+                ledger,
+                tallies,
+                open,
+                ..
+            } = &mut self.recorded;
+            if let Err(e) =
+                ledger_file::save(&path, &file, self.journal.len(), ledger, tallies, open)
+            {
+                tracing::debug!("{} not written: {e}", ledger_file::FILE);
+            }
         }
-        let file = File::open(&path).map_err(|e| Error::io("read", &path, e))?;
         Ok((
             OutcomeIndex {
-                finished: self.finished,
+                offsets: Offsets::Ledger(self.recorded.ledger),
                 file,
                 path,
                 read_to: 0,
@@ -307,11 +294,18 @@ pub fn check_owner(dir: &Path, batch: &BatchId) -> Result<()> {
 /// It holds the offsets of each item's last `item_finished` line (no outcome stays in
 /// memory) and never writes.
 pub struct OutcomeIndex {
-    finished: HashMap<String, FinishedRef>,
+    offsets: Offsets,
     file: File,
     path: PathBuf,
     /// How far [`OutcomeIndex::catch_up`] has read (an index that follows a live run).
     read_to: u64,
+}
+
+/// Where each item's last outcome line is: the run's own ledger, or the offsets alone (an
+/// index that follows a live run keeps 16 bytes an item).
+enum Offsets {
+    Ledger(Ledger),
+    Live(IdTable<u64>),
 }
 
 impl OutcomeIndex {
@@ -323,7 +317,7 @@ impl OutcomeIndex {
     pub fn follow(path: &Path) -> Result<OutcomeIndex> {
         let file = File::open(path).map_err(|e| Error::io("read", path, e))?;
         let mut index = OutcomeIndex {
-            finished: HashMap::new(),
+            offsets: Offsets::Live(IdTable::default()),
             file,
             path: path.to_owned(),
             read_to: 0,
@@ -332,12 +326,13 @@ impl OutcomeIndex {
         Ok(index)
     }
 
-    /// Read the outcomes appended since the last look.
+    /// Read the outcomes appended since the last look (nothing for the run's own index).
     ///
     /// Errors: the journal cannot be read.
     pub fn catch_up(&mut self) -> Result<()> {
-        self.read_to =
-            journal::finished_from(&mut self.file, &self.path, self.read_to, &mut self.finished)?;
+        if let Offsets::Live(table) = &mut self.offsets {
+            self.read_to = journal::finished_from(&mut self.file, &self.path, self.read_to, table)?;
+        }
         Ok(())
     }
 
@@ -345,7 +340,7 @@ impl OutcomeIndex {
     #[cfg(test)]
     pub fn empty() -> OutcomeIndex {
         OutcomeIndex {
-            finished: HashMap::new(),
+            offsets: Offsets::Live(IdTable::default()),
             file: File::open("/dev/null").expect("/dev/null"),
             path: PathBuf::from("/dev/null"),
             read_to: 0,
@@ -356,8 +351,12 @@ impl OutcomeIndex {
     ///
     /// Errors: the journal cannot be read, or its line is not an outcome.
     pub fn outcome(&mut self, id: &str) -> Result<Option<Outcome>> {
-        match self.finished.get(id) {
-            Some(at) => journal::read_outcome(&mut self.file, &self.path, at).map(Some),
+        let offset = match &self.offsets {
+            Offsets::Ledger(l) => l.get(id).map(|f| f.offset),
+            Offsets::Live(t) => t.get(crate::run::record::ledger::key(id)),
+        };
+        match offset {
+            Some(at) => journal::read_outcome(&self.file, &self.path, at, id),
             None => Ok(None),
         }
     }

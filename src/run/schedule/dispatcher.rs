@@ -15,6 +15,7 @@ use crate::item::WorkItem;
 use crate::report::ItemStatus;
 use crate::run::backend::{self, Backend};
 use crate::run::events::{Event, Problem, Reporter, RunSummary};
+use crate::run::record::ledger::Ledger;
 use crate::run::record::outcome::Outcome;
 use crate::run::record::team::{
     GateSnapshot, PendingEntry, RunningEntry, SNAPSHOT_COMPLETED_MAX, Snapshot, Team, WaitingEntry,
@@ -35,7 +36,6 @@ const SNAPSHOT_EVERY: Duration = Duration::from_millis(500);
 pub type ItemStream = Box<dyn Iterator<Item = Result<WorkItem>> + Send>;
 
 struct State {
-    statuses: HashMap<String, ItemStatus>,
     counts: HashMap<ItemStatus, u64>,
     resumed: u64,
     cost: Option<f64>,
@@ -60,7 +60,6 @@ struct State {
 impl State {
     fn new(snapshot: Snapshot) -> State {
         State {
-            statuses: HashMap::new(),
             counts: HashMap::new(),
             resumed: 0,
             cost: None,
@@ -83,7 +82,6 @@ impl State {
     }
 
     fn finish(&mut self, o: &Outcome) {
-        self.statuses.insert(o.id.clone(), o.status);
         *self.counts.entry(o.status).or_default() += 1;
         if let Some(c) = o.cost_usd {
             *self.cost.get_or_insert(0.0) += c;
@@ -196,12 +194,10 @@ impl State {
 }
 
 /// Whether an item may start: `Ok(true)` ready, `Ok(false)` waiting, `Err(reason)` skipped.
-fn readiness(
-    item: &WorkItem,
-    statuses: &HashMap<String, ItemStatus>,
-) -> std::result::Result<bool, String> {
+/// A prerequisite's status is the one it has in this run ([`Ledger::now`]).
+fn readiness(item: &WorkItem, ledger: &Ledger) -> std::result::Result<bool, String> {
     for dep in &item.after {
-        match statuses.get(dep) {
+        match ledger.now(dep) {
             Some(ItemStatus::Completed) => {}
             Some(s) => return Err(format!("prerequisite {dep} did not complete ({s})")),
             None => return Ok(false),
@@ -410,16 +406,10 @@ impl<'a> Dispatcher<'a> {
             let mut item = item;
             let team = &mut *self.team;
             crate::source::stages::fill_from(&mut item, |id| team.outcome(id))?;
-            let waits = self.team.waits.get(&item.id).copied().unwrap_or_default();
+            let waits = self.team.recorded.tallies.waits_of(&item.id);
             let earlier = unit::Earlier {
-                first_attempt: self
-                    .team
-                    .attempts_started
-                    .get(&item.id)
-                    .copied()
-                    .unwrap_or(0)
-                    + 1,
-                spent: self.team.spent.get(&item.id).copied().unwrap_or_default(),
+                first_attempt: self.team.ledger().attempts_started(&item.id) + 1,
+                spent: self.team.recorded.tallies.spent_of(&item.id),
                 verify_only: self.verify_only(&item)?,
                 refused: waits.refused,
                 rate_limit_waits: waits.rate_limit,
@@ -439,7 +429,7 @@ impl<'a> Dispatcher<'a> {
     fn verify_only(&mut self, item: &WorkItem) -> Result<Option<Box<Outcome>>> {
         let pending = self
             .team
-            .finished
+            .ledger()
             .get(&item.id)
             .is_some_and(|f| f.verify_only(item));
         if !pending || self.spec.isolation.is_some() || self.spec.rerun.contains(&item.id) {
@@ -457,7 +447,7 @@ impl<'a> Dispatcher<'a> {
             return Ok(None);
         }
         self.st.order.entry(item.id.clone()).or_insert(place);
-        match readiness(&item, &self.st.statuses) {
+        match readiness(&item, self.team.ledger()) {
             Ok(true) => Ok(Some(item)),
             Ok(false) => {
                 self.waiting.push_back(item);
@@ -638,7 +628,7 @@ impl<'a> Dispatcher<'a> {
             // team.json describe the same batch as the output.
             for item in items.by_ref() {
                 let Ok(item) = item else { break };
-                let earlier = self.team.finished.get(&item.id).map(|f| f.status);
+                let earlier = self.team.ledger().get(&item.id).map(|f| f.status);
                 if earlier.is_none() && st.snapshot.not_started.len() < SNAPSHOT_COMPLETED_MAX {
                     st.snapshot.not_started.push(PendingEntry {
                         id: item.id.clone(),
@@ -780,24 +770,11 @@ pub async fn run_wired(
     // are what the next attempt is expected to cost until this run's own are known.
     // Every attempt counts (a retry costs money too): per item what its attempts cost,
     // else, for a journal written before attempts carried costs, what its outcome says.
-    let mut items_spent: HashMap<&str, f64> = team
-        .finished
-        .iter()
-        .filter_map(|(id, f)| Some((id.as_str(), f.cost_usd?)))
-        .collect();
-    items_spent.extend(
-        team.spent
-            .iter()
-            .filter_map(|(id, s)| Some((id.as_str(), s.cost_usd?))),
-    );
-    let costs: Vec<f64> = items_spent.into_values().collect();
+    let (usd, costed) = team.recorded.tallies.cost();
     let gate = Arc::new(Gate::new(
         jobs,
         spec.settings.limits.clone(),
-        Spent {
-            usd: costs.iter().sum(),
-            costed: costs.len() as u32,
-        },
+        Spent { usd, costed },
         tx.clone(),
     ));
     let mut d = Dispatcher {
@@ -932,7 +909,7 @@ fn take_ready(
 ) -> Result<Option<WorkItem>> {
     let mut i = 0;
     while i < waiting.len() {
-        match readiness(&waiting[i], &st.statuses) {
+        match readiness(&waiting[i], team.ledger()) {
             Ok(true) => return Ok(waiting.remove(i)),
             Ok(false) => i += 1,
             Err(reason) => {
@@ -947,15 +924,22 @@ fn take_ready(
 
 /// An item completed by an earlier run with the same prompt is not run again: `true` when
 /// `item` is one (it is counted as completed here).
-fn resume_completed(item: &WorkItem, rerun: &HashSet<String>, team: &Team, st: &mut State) -> bool {
-    if !crate::run::record::journal::done_before(&team.finished, rerun, item) {
+fn resume_completed(
+    item: &WorkItem,
+    rerun: &HashSet<String>,
+    team: &mut Team,
+    st: &mut State,
+) -> bool {
+    if !crate::run::record::journal::done_before(team.ledger(), rerun, item) {
         return false;
     }
     tracing::debug!(
         "item {} completed in an earlier run; not run again",
         item.id
     );
-    st.statuses.insert(item.id.clone(), ItemStatus::Completed);
+    team.recorded
+        .ledger
+        .set_now(&item.id, ItemStatus::Completed);
     st.count(ItemStatus::Completed);
     st.resumed += 1;
     true

@@ -67,9 +67,15 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
     // A replay from an output alone (a CI artifact, no journal) numbers its attempts on from
     // the attempts that output records.
     for (id, n) in source.attempts_before() {
-        let started = team.attempts_started.entry(id).or_default();
-        *started = (*started).max(n);
+        team.recorded
+            .ledger
+            .started(crate::run::record::ledger::key(&id), n);
     }
+    // Every item of the batch may take an entry: room for them up front, so the table never
+    // moves while it grows (pages not written to cost nothing).
+    team.recorded
+        .ledger
+        .reserve(usize::try_from(selected).unwrap_or(0));
     guard.start()?;
     swept.sort();
     swept.dedup();
@@ -94,7 +100,7 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
     }
     sinks.push(crate::ui::reporter(format));
     let resumed = crate::run::record::journal::count_done_before(
-        &team.finished,
+        team.ledger(),
         &spec.rerun,
         source.items()?,
     )?;

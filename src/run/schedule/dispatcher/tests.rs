@@ -110,7 +110,7 @@ async fn run_items(
     let mut events = Events::default();
     let total = items.len() as u64;
     let resumed = crate::run::record::journal::count_done_before(
-        &team.finished,
+        team.ledger(),
         &spec.rerun,
         items.iter().cloned().map(Ok),
     )
@@ -757,5 +757,8 @@ fn a_crashed_unit_leaves_its_item_failed_not_lost() {
             }
         }
     };
-    assert_eq!(reopened.finished["a"].status, ItemStatus::Failed);
+    assert_eq!(
+        reopened.ledger().get("a").map(|f| f.status),
+        Some(ItemStatus::Failed)
+    );
 }

@@ -1,0 +1,423 @@
+//! The ledger: what a team's journal says about each item, held in memory for a whole run
+//! in 24 bytes an item, so that a batch of a million rows fits in a few tens of MiB
+//! (issue 26; `journal.jsonl` stays the truth, the ledger is what a replay of it leaves).
+//!
+//! Per item, keyed by [`key`] (FNV-1a of the id): where its last `item_finished` line is,
+//! that outcome's status, content hash and whether it awaits its verify, the highest attempt
+//! number started, and its status in the current run. Everything else about an outcome is
+//! read back from its journal line when someone asks ([`crate::run::record::journal::read_outcome`],
+//! which checks the line's id, so two ids with the same key never trade outcomes).
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry as MapEntry;
+
+use crate::error::{Error, Result};
+use crate::report::ItemStatus;
+use crate::run::record::journal::{FinishedRef, RecordedHash};
+use crate::run::record::outcome::Outcome;
+
+/// An item's key in the ledger: FNV-1a (64 bits) of its id — the same on every machine and
+/// build, since `ledger.bin` keeps it between runs.
+pub fn key(id: &str) -> u64 {
+    let mut h = crate::hash::Fnv::default();
+    h.update(id.as_bytes());
+    h.value()
+}
+
+/// A map from [`key`]s to small `Copy` values that costs little more than the values: a
+/// run sorted by key, plus a hash map of the keys added since its last merge, merged into
+/// the run when it holds more than a sixteenth of it. Look-ups are a hash probe and a
+/// binary search; each merge moves the run once (amortised, a few passes over the table
+/// in all).
+#[derive(Debug, Clone)]
+pub struct IdTable<V> {
+    sorted: Vec<(u64, V)>,
+    recent: HashMap<u64, V>,
+}
+
+impl<V> Default for IdTable<V> {
+    fn default() -> IdTable<V> {
+        IdTable {
+            sorted: Vec::new(),
+            recent: HashMap::new(),
+        }
+    }
+}
+
+/// Fewest recent keys before a merge: small tables stay a plain hash map.
+const MERGE_AT_LEAST: usize = 4096;
+
+impl<V: Copy> IdTable<V> {
+    /// The value under `key`.
+    pub fn get(&self, key: u64) -> Option<V> {
+        if let Some(v) = self.recent.get(&key) {
+            return Some(*v);
+        }
+        self.sorted
+            .binary_search_by_key(&key, |e| e.0)
+            .ok()
+            .map(|i| self.sorted[i].1)
+    }
+
+    /// Set the value under `key` to `f` of the value there now.
+    pub fn update(&mut self, key: u64, f: impl FnOnce(Option<V>) -> V) {
+        if let Ok(i) = self.sorted.binary_search_by_key(&key, |e| e.0) {
+            self.sorted[i].1 = f(Some(self.sorted[i].1));
+            return;
+        }
+        match self.recent.entry(key) {
+            MapEntry::Occupied(mut o) => {
+                let v = f(Some(*o.get()));
+                *o.get_mut() = v;
+            }
+            MapEntry::Vacant(v) => {
+                v.insert(f(None));
+                if self.recent.len() > MERGE_AT_LEAST.max(self.sorted.len() / 16) {
+                    self.merge();
+                }
+            }
+        }
+    }
+
+    /// How many keys it holds.
+    pub fn len(&self) -> usize {
+        self.sorted.len() + self.recent.len()
+    }
+
+    /// Whether it holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every key and value, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, V)> + '_ {
+        self.sorted
+            .iter()
+            .copied()
+            .chain(self.recent.iter().map(|(k, v)| (*k, *v)))
+    }
+
+    /// Room for `more` keys in the sorted run (pages not yet written cost no memory).
+    pub fn reserve(&mut self, more: usize) {
+        self.sorted.reserve(more);
+    }
+
+    /// Add `key`, greater than every key in the table, to the sorted run (for a table read
+    /// back in key order).
+    pub fn push_sorted(&mut self, key: u64, value: V) {
+        debug_assert!(self.recent.is_empty() && self.sorted.last().is_none_or(|l| l.0 < key));
+        self.sorted.push((key, value));
+    }
+
+    /// Merge every key into the sorted run: [`IdTable::iter`] then gives them in key order.
+    pub fn compact(&mut self) {
+        if !self.recent.is_empty() {
+            self.merge();
+        }
+    }
+
+    /// Move the recent keys into the sorted run, merging from the back in place.
+    fn merge(&mut self) {
+        let mut tail: Vec<(u64, V)> = self.recent.drain().collect();
+        self.recent.shrink_to(MERGE_AT_LEAST);
+        tail.sort_unstable_by_key(|e| e.0);
+        let old = self.sorted.len();
+        let Some(&filler) = tail.first() else { return };
+        self.sorted.resize(old + tail.len(), filler);
+        let (mut i, mut j, mut k) = (old, tail.len(), old + tail.len());
+        while j > 0 {
+            k -= 1;
+            if i > 0 && self.sorted[i - 1].0 > tail[j - 1].0 {
+                self.sorted[k] = self.sorted[i - 1];
+                i -= 1;
+            } else {
+                self.sorted[k] = tail[j - 1];
+                j -= 1;
+            }
+        }
+    }
+}
+
+/// One item's entry in the [`Ledger`], packed into two words. `word`: bits 0–39 the byte
+/// offset of its last `item_finished` line; 40–53 the highest attempt number started
+/// (saturating at 16383); 54–56 that outcome's status (0: none); 57–59 its status in this
+/// run (0: none); 60 the outcome awaits its verify; 61 `content` is a hash of a content hash
+/// an older runner wrote in another form ([`RecordedHash::Text`]). `content`: the
+/// outcome's content hash.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Account {
+    word: u64,
+    content: u64,
+}
+
+const OFFSET_BITS: u32 = 40;
+const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
+const ATTEMPTS_SHIFT: u32 = 40;
+const ATTEMPTS_MAX: u32 = (1 << 14) - 1;
+const STATUS_SHIFT: u32 = 54;
+const NOW_SHIFT: u32 = 57;
+const AWAITING_VERIFY: u64 = 1 << 60;
+const TEXT_HASH: u64 = 1 << 61;
+
+fn status_code(s: ItemStatus) -> u64 {
+    ItemStatus::ALL
+        .iter()
+        .position(|x| *x == s)
+        .map_or(0, |i| i as u64 + 1)
+}
+
+fn status_of(code: u64) -> Option<ItemStatus> {
+    let i = usize::try_from(code & 0b111).ok()?.checked_sub(1)?;
+    ItemStatus::ALL.get(i).copied()
+}
+
+impl Account {
+    fn field(&self, shift: u32, bits: u32) -> u64 {
+        (self.word >> shift) & ((1 << bits) - 1)
+    }
+
+    fn set_field(&mut self, shift: u32, bits: u32, value: u64) {
+        let mask = ((1u64 << bits) - 1) << shift;
+        self.word = (self.word & !mask) | ((value << shift) & mask);
+    }
+
+    /// Its last outcome, if it has one.
+    pub fn finished(&self) -> Option<FinishedRef> {
+        let status = status_of(self.field(STATUS_SHIFT, 3))?;
+        Some(FinishedRef {
+            offset: self.word & OFFSET_MASK,
+            status,
+            content_hash: if self.word & TEXT_HASH != 0 {
+                RecordedHash::Text(self.content)
+            } else {
+                RecordedHash::Packed(self.content)
+            },
+            awaiting_verify: self.word & AWAITING_VERIFY != 0,
+        })
+    }
+
+    /// The highest attempt number started (0: none).
+    pub fn attempts_started(&self) -> u32 {
+        self.field(ATTEMPTS_SHIFT, 14) as u32
+    }
+
+    /// Its status in this run, if it finished (or was found completed) in it.
+    pub fn now(&self) -> Option<ItemStatus> {
+        status_of(self.field(NOW_SHIFT, 3))
+    }
+
+    /// The two words as `ledger.bin` stores them (without this run's status).
+    pub fn to_words(self) -> [u64; 2] {
+        let mut a = self;
+        a.set_field(NOW_SHIFT, 3, 0);
+        [a.word, a.content]
+    }
+
+    /// An entry from [`Account::to_words`]' words.
+    pub fn from_words(words: [u64; 2]) -> Account {
+        Account {
+            word: words[0],
+            content: words[1],
+        }
+    }
+}
+
+/// What the journal says about every item, by [`key`] (see the module documentation).
+#[derive(Debug, Clone, Default)]
+pub struct Ledger {
+    table: IdTable<Account>,
+}
+
+impl Ledger {
+    /// The entry of item `id`.
+    pub fn account(&self, id: &str) -> Option<Account> {
+        self.table.get(key(id))
+    }
+
+    /// Where item `id`'s last outcome is, with its key facts.
+    pub fn get(&self, id: &str) -> Option<FinishedRef> {
+        self.account(id)?.finished()
+    }
+
+    /// Note `outcome`, whose `item_finished` line starts at byte `offset`, as its item's last.
+    ///
+    /// Errors: the offset is past 1 TiB, which the entry cannot hold.
+    pub fn finished(&mut self, outcome: &Outcome, offset: u64) -> Result<()> {
+        if offset > OFFSET_MASK {
+            return Err(Error::Environment(format!(
+                "the journal is larger than 1 TiB (an outcome at byte {offset}); start a new team with --team"
+            )));
+        }
+        let hash = RecordedHash::of(&outcome.content_hash);
+        self.table.update(key(&outcome.id), |was| {
+            let mut a = was.unwrap_or_default();
+            a.word = (a.word & !(OFFSET_MASK | AWAITING_VERIFY | TEXT_HASH)) | offset;
+            a.set_field(STATUS_SHIFT, 3, status_code(outcome.status));
+            if outcome.awaiting_verify {
+                a.word |= AWAITING_VERIFY;
+            }
+            a.content = match hash {
+                RecordedHash::Packed(n) => n,
+                RecordedHash::Text(n) => {
+                    a.word |= TEXT_HASH;
+                    n
+                }
+            };
+            a
+        });
+        Ok(())
+    }
+
+    /// Note that attempt `attempt` of item `key` started (the highest number is kept).
+    pub fn started(&mut self, key: u64, attempt: u32) {
+        self.table.update(key, |was| {
+            let mut a = was.unwrap_or_default();
+            let n = a.attempts_started().max(attempt.min(ATTEMPTS_MAX));
+            a.set_field(ATTEMPTS_SHIFT, 14, u64::from(n));
+            a
+        });
+    }
+
+    /// The highest attempt number of item `id` started in any run (0: none).
+    pub fn attempts_started(&self, id: &str) -> u32 {
+        self.account(id).map_or(0, |a| a.attempts_started())
+    }
+
+    /// Note item `id`'s status in this run: it finished in it, or was found completed.
+    pub fn set_now(&mut self, id: &str, status: ItemStatus) {
+        self.table.update(key(id), |was| {
+            let mut a = was.unwrap_or_default();
+            a.set_field(NOW_SHIFT, 3, status_code(status));
+            a
+        });
+    }
+
+    /// Item `id`'s status in this run ([`Ledger::set_now`]).
+    pub fn now(&self, id: &str) -> Option<ItemStatus> {
+        self.account(id)?.now()
+    }
+
+    /// The last outcome of every item that has one, in no particular order.
+    pub fn outcomes(&self) -> impl Iterator<Item = FinishedRef> + '_ {
+        self.table.iter().filter_map(|(_, a)| a.finished())
+    }
+
+    /// Every entry: in key order after [`Ledger::compact`], else in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = (u64, Account)> + '_ {
+        self.table.iter()
+    }
+
+    /// Put every entry in key order (for `ledger.bin`).
+    pub fn compact(&mut self) {
+        self.table.compact();
+    }
+
+    /// How many items it has an entry for.
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Whether it has no entry.
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// Room for `more` items.
+    pub fn reserve(&mut self, more: usize) {
+        self.table.reserve(more);
+    }
+
+    /// Put back an entry [`Ledger::entries`] gave after [`Ledger::compact`], in its order:
+    /// each key greater than the one before.
+    pub fn restore_sorted(&mut self, key: u64, account: Account) {
+        self.table.push_sorted(key, account);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_table_keeps_every_key_through_its_merges() {
+        let mut t: IdTable<u64> = IdTable::default();
+        let n = 50_000u64;
+        // Keys in no order, each set and then updated once.
+        for i in 0..n {
+            t.update(i.wrapping_mul(0x9e37_79b9_7f4a_7c15), |_| i);
+        }
+        for i in (0..n).step_by(3) {
+            t.update(i.wrapping_mul(0x9e37_79b9_7f4a_7c15), |v| {
+                v.unwrap_or(0) + n
+            });
+        }
+        assert_eq!(t.len(), n as usize);
+        assert!(
+            t.recent.len() < t.sorted.len(),
+            "merged into the sorted run"
+        );
+        for i in 0..n {
+            let want = if i % 3 == 0 { i + n } else { i };
+            assert_eq!(
+                t.get(i.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+                Some(want),
+                "key {i}"
+            );
+        }
+        assert_eq!(t.get(7), None);
+        assert!(t.sorted.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    fn outcome(id: &str, status: ItemStatus, hash: &str) -> Outcome {
+        let mut o = Outcome::not_run(id, "t", "title", status, String::new());
+        o.content_hash = hash.into();
+        o
+    }
+
+    #[test]
+    fn an_entry_packs_what_a_resume_needs() {
+        let mut l = Ledger::default();
+        l.started(key("a"), 3);
+        l.started(key("a"), 2);
+        assert_eq!(l.get("a"), None, "started, not finished");
+        let mut o = outcome("a", ItemStatus::TimedOut, "07f8a907b4ba2fb9");
+        o.awaiting_verify = true;
+        l.finished(&o, (1 << 40) - 1).expect("fits");
+        let f = l.get("a").expect("finished");
+        assert_eq!(
+            (f.offset, f.status, f.awaiting_verify),
+            ((1 << 40) - 1, ItemStatus::TimedOut, true)
+        );
+        assert!(f.content_hash.is("07f8a907b4ba2fb9"));
+        assert_eq!(l.attempts_started("a"), 3);
+        assert_eq!(l.now("a"), None);
+        l.set_now("a", ItemStatus::Completed);
+        assert_eq!(l.now("a"), Some(ItemStatus::Completed));
+        // A later outcome replaces the earlier one; the attempts and this run's status stay.
+        l.finished(&outcome("a", ItemStatus::Completed, "00ff"), 17)
+            .expect("fits");
+        let f = l.get("a").expect("finished");
+        assert_eq!(
+            (f.offset, f.status, f.awaiting_verify),
+            (17, ItemStatus::Completed, false)
+        );
+        assert!(f.content_hash.is("00ff") && !f.content_hash.is("00000000000000ff"));
+        assert_eq!(
+            (l.attempts_started("a"), l.now("a")),
+            (3, Some(ItemStatus::Completed))
+        );
+        l.started(key("a"), u32::MAX);
+        assert_eq!(l.attempts_started("a"), ATTEMPTS_MAX, "saturates");
+        assert!(l.finished(&o, 1 << 40).is_err(), "past 1 TiB");
+        // ledger.bin keeps everything but this run's status.
+        let (k, a) = l.entries().next().expect("one");
+        let back = Account::from_words(a.to_words());
+        assert_eq!(
+            (k, back.finished(), back.now()),
+            (key("a"), a.finished(), None)
+        );
+        for s in ItemStatus::ALL {
+            assert_eq!(status_of(status_code(s)), Some(s));
+        }
+    }
+}

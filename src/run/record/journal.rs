@@ -281,7 +281,7 @@ impl Tallies {
         let mut usd = 0.0;
         let mut items = 0u32;
         for (k, c) in &self.outcome_costs {
-            if !self.spent.get(k).is_some_and(|s| s.cost_usd.is_some()) {
+            if self.spent.get(k).is_none_or(|s| s.cost_usd.is_none()) {
                 usd += c;
                 items += 1;
             }
@@ -465,8 +465,8 @@ impl Journal {
         Ok(Some((end - body - 1, body)))
     }
 
-    /// Where the runner's last line ends.
-    pub fn len(&self) -> u64 {
+    /// Where the runner's last line ends (bytes).
+    pub fn written_to(&self) -> u64 {
         self.len
     }
 

@@ -201,7 +201,6 @@ mod tests {
     use crate::run::events::Event;
     use crate::run::record::journal::{Journal, replay};
     use crate::run::record::outcome::Outcome;
-    use std::io::Write as _;
 
     fn finished(id: &str, status: ItemStatus) -> Event {
         let mut o = Outcome::not_run(id, "t", "title", status, String::new());

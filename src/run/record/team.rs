@@ -127,9 +127,14 @@ impl Team {
                 open,
                 ..
             } = &mut self.recorded;
-            if let Err(e) =
-                ledger_file::save(&path, &file, self.journal.len(), ledger, tallies, open)
-            {
+            if let Err(e) = ledger_file::save(
+                &path,
+                &file,
+                self.journal.written_to(),
+                ledger,
+                tallies,
+                open,
+            ) {
                 tracing::debug!("{} not written: {e}", ledger_file::FILE);
             }
         }

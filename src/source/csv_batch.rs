@@ -188,8 +188,9 @@ struct Survey {
     fingerprint: String,
     selected: u64,
     deps: Option<HashMap<String, Vec<String>>>,
-    /// A hash of every id of the input (to tell which rows of the last output are gone).
-    ids: HashSet<u64>,
+    /// A hash of every id of the input, sorted (to tell which rows of the last output are
+    /// gone): 8 bytes a row.
+    ids: Vec<u64>,
 }
 
 /// Stream the scanned rows once more (from the snapshot, not the file): the batch
@@ -234,10 +235,10 @@ fn survey(
     let mut selected = 0u64;
     // Each id named by --only or needed by `depends_on`, with its row's line.
     let mut ids: HashMap<String, u64> = HashMap::new();
-    let mut all_ids: HashSet<u64> = HashSet::new();
+    let mut all_ids: Vec<u64> = Vec::new();
     for row in table.rows()? {
         let row = row?;
-        all_ids.insert(id_hash(&row.id));
+        all_ids.push(id_hash(&row.id));
         if selection.runs(&row.id) {
             selected += 1;
         }
@@ -289,6 +290,8 @@ fn survey(
             Some(deps)
         }
     };
+    all_ids.sort_unstable();
+    all_ids.dedup();
     Ok(Survey {
         fingerprint: fp.hex(),
         selected,
@@ -307,39 +310,45 @@ fn id_hash(id: &str) -> u64 {
 const GONE_NAMED: usize = 10;
 
 /// The warning about rows the last output of this batch holds and the input no longer does
-/// (they leave the output); `None` when there is no last output or nothing is gone.
-fn rows_gone(
-    output: &Path,
-    input: &Path,
-    id_column: Option<&str>,
-    ids: &HashSet<u64>,
-) -> Option<String> {
-    let bytes = std::fs::read(output).ok()?;
-    let raw = output_csv::raw_records(&bytes).ok()?;
+/// (they leave the output); `None` when there is no last output or nothing is gone. The
+/// output is streamed: a million-row output is not held.
+fn rows_gone(output: &Path, input: &Path, id_column: Option<&str>, ids: &[u64]) -> Option<String> {
+    let file = std::fs::File::open(output).ok()?;
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .from_reader(std::io::BufReader::new(file));
     let id_idx = match id_column {
-        Some(c) => Some(raw.header.iter().position(|h| h == c)?),
+        Some(c) => Some(rdr.headers().ok()?.iter().position(|h| h == c)?),
         None => None,
     };
-    let gone: Vec<String> = raw
-        .records
-        .iter()
-        .enumerate()
-        .map(|(n, (record, _, _))| match id_idx {
+    let mut gone: Vec<String> = Vec::new();
+    let mut count = 0usize;
+    let mut record = csv::StringRecord::new();
+    let mut n = 0usize;
+    while rdr.read_record(&mut record).ok()? {
+        n += 1;
+        let id = match id_idx {
             Some(i) => record.get(i).unwrap_or_default().to_owned(),
-            None => (n + 1).to_string(),
-        })
-        .filter(|id| !ids.contains(&id_hash(id)))
-        .collect();
+            None => n.to_string(),
+        };
+        if ids.binary_search(&id_hash(&id)).is_err() {
+            count += 1;
+            if gone.len() < GONE_NAMED {
+                gone.push(id);
+            }
+        }
+    }
     if gone.is_empty() {
         return None;
     }
-    let more = match gone.len() > GONE_NAMED {
-        true => format!(" and {} more", gone.len() - GONE_NAMED),
+    let more = match count > GONE_NAMED {
+        true => format!(" and {} more", count - GONE_NAMED),
         false => String::new(),
     };
     Some(format!(
         "{} row(s) of the last run are no longer in {} and leave {}: {}{more}",
-        gone.len(),
+        count,
         input.display(),
         output.display(),
         gone.iter()

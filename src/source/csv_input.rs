@@ -307,8 +307,7 @@ pub fn scan(
     rdr.get_ref().record_start.set(rdr.position().byte());
     let hint = delimiter_hint(path, &headers, delimiter);
     let id_col = id_index(path, &headers, id_column).map_err(|e| with_hint(e, hint.as_deref()))?;
-    let mut ids: HashSet<String> = HashSet::new();
-    let mut first_line: std::collections::HashMap<String, u64> = Default::default();
+    let mut ids = crate::source::input::IdCheck::default();
     let mut record = csv::ByteRecord::new();
     let mut rows = 0u64;
     let mut last_multiline: Option<u64> = None;
@@ -355,19 +354,10 @@ pub fn scan(
                 ),
             ));
         }
-        if let Some(prev) = first_line.get(&id) {
-            return Err(Error::input_at(
-                path,
-                Some(line),
-                format!("duplicate id `{id}` (first on line {prev}); ids must be unique"),
-            ));
-        }
-        if ids.insert(id.clone()) {
-            first_line.insert(id, line);
-        }
+        ids.add(&id);
     }
     let (spool, digest, stamp) = rdr.into_inner().inner.finish(path)?;
-    Ok(InputTable {
+    let table = InputTable {
         path: path.to_owned(),
         spool,
         digest,
@@ -378,7 +368,9 @@ pub fn scan(
         rows,
         hint,
         stamp,
-    })
+    };
+    ids.finish(&table)?;
+    Ok(table)
 }
 
 /// Streaming iterator over the rows of an input file already validated by [`scan`].

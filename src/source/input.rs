@@ -270,6 +270,63 @@ impl InputTable {
     }
 }
 
+/// The check that every id of an input is unique, in 8 bytes a row rather than a set of
+/// the ids (a million-row input must not hold its ids twice over): the scan adds each
+/// id's hash ([`IdCheck::add`]); [`IdCheck::finish`] sorts them, and only when two are equal
+/// reads the rows once more to name the first duplicate exactly.
+#[derive(Debug, Default)]
+pub struct IdCheck {
+    hashes: Vec<u64>,
+}
+
+impl IdCheck {
+    /// Note an id the scan read.
+    pub fn add(&mut self, id: &str) {
+        let mut h = crate::hash::Fnv::default();
+        h.update(id.as_bytes());
+        self.hashes.push(h.value());
+    }
+
+    /// Check the ids of `table` (the input the scan read).
+    ///
+    /// Errors: a duplicate id, naming its line and the line of its first use (exit 2); the
+    /// input cannot be read again.
+    pub fn finish(mut self, table: &InputTable) -> Result<()> {
+        self.hashes.sort_unstable();
+        let twice: std::collections::HashSet<u64> = self
+            .hashes
+            .windows(2)
+            .filter(|w| w[0] == w[1])
+            .map(|w| w[0])
+            .collect();
+        drop(self.hashes);
+        if twice.is_empty() {
+            return Ok(());
+        }
+        let mut first: std::collections::HashMap<String, u64> = Default::default();
+        for row in table.rows()? {
+            let row = row?;
+            let mut h = crate::hash::Fnv::default();
+            h.update(row.id.as_bytes());
+            if !twice.contains(&h.value()) {
+                continue;
+            }
+            if let Some(prev) = first.get(&row.id) {
+                return Err(Error::input_at(
+                    &table.path,
+                    Some(row.line),
+                    format!(
+                        "duplicate id `{}` (first on line {prev}); ids must be unique",
+                        row.id
+                    ),
+                ));
+            }
+            first.insert(row.id, row.line);
+        }
+        Ok(())
+    }
+}
+
 /// The rows of an input, streamed in file order.
 pub type Rows = Box<dyn Iterator<Item = Result<InputRow>> + Send>;
 

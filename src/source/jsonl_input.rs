@@ -8,7 +8,7 @@
 //! naming its line, as a bad CSV record is. The rows keep their objects
 //! ([`InputRow::json`]), so a JSON Lines output carries their values with their types.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
@@ -41,7 +41,7 @@ pub fn scan(
     let mut input = BufReader::new(Snapshotting::open(WHAT, path, spool)?);
     let mut headers: Vec<String> = Vec::new();
     let mut known: HashSet<String> = HashSet::new();
-    let mut ids: HashMap<String, u64> = HashMap::new();
+    let mut ids = crate::source::input::IdCheck::default();
     // Rows without the id key, by line: an error once the key is known to be a column.
     let mut without_id: Option<u64> = None;
     let mut rows = 0u64;
@@ -94,16 +94,7 @@ pub fn scan(
                     format!("the id `{col}` is empty; every row needs an id"),
                 ));
             }
-            Some(Some(id)) => {
-                if let Some(first) = ids.get(&id) {
-                    return Err(Error::input_at(
-                        path,
-                        Some(line_no),
-                        format!("duplicate id `{id}` (first on line {first}); ids must be unique"),
-                    ));
-                }
-                ids.insert(id, line_no);
-            }
+            Some(Some(id)) => ids.add(&id),
         }
     }
     if rows == 0 {
@@ -140,7 +131,7 @@ pub fn scan(
         },
     };
     let (spool, digest, stamp) = input.into_inner().finish(path)?;
-    Ok(InputTable {
+    let table = InputTable {
         path: path.to_owned(),
         spool,
         digest,
@@ -151,7 +142,9 @@ pub fn scan(
         rows,
         hint: None,
         stamp,
-    })
+    };
+    ids.finish(&table)?;
+    Ok(table)
 }
 
 /// One line: `None` when it is blank, else its object.

@@ -207,6 +207,24 @@ impl Event {
     }
 }
 
+impl Event {
+    /// Read an `item_finished` line's outcome without buffering the line the way a tagged
+    /// [`Event::from_line`] does (several times faster; the outputs read one per row).
+    /// `None` when the line is not an `item_finished` event.
+    pub fn outcome_from_line(line: &[u8]) -> Option<Outcome> {
+        #[derive(Deserialize)]
+        struct OutcomeLine<'a> {
+            #[serde(borrow)]
+            event: std::borrow::Cow<'a, str>,
+            outcome: Box<Outcome>,
+        }
+        match serde_json::from_slice::<OutcomeLine>(line) {
+            Ok(l) if l.event == "item_finished" => Some(*l.outcome),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct Line<'a> {
     v: u32,

@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::events::Event;
-use crate::run::record::ledger::{self, IdTable, Ledger};
+use crate::run::record::ledger::{self, IdTable, KeyMap, Ledger};
 use crate::run::record::ledger_file;
 use crate::run::record::outcome::{Outcome, Spend};
 
@@ -219,12 +219,12 @@ impl Replay {
 pub struct Tallies {
     /// What every finished attempt of each item cost (from `attempt_finished`; journals
     /// written before it carried costs have none).
-    pub spent: HashMap<u64, Spend>,
+    pub spent: KeyMap<Spend>,
     /// Attempts whose request was refused unprocessed, and rate-limit waits.
-    pub waits: HashMap<u64, Waits>,
+    pub waits: KeyMap<Waits>,
     /// An outcome's cost where no attempt of its item said what it cost (journals written
     /// before attempts carried costs).
-    pub outcome_costs: HashMap<u64, f64>,
+    pub outcome_costs: KeyMap<f64>,
 }
 
 impl Tallies {
@@ -646,35 +646,80 @@ pub fn finished_from(
     }
 }
 
+/// Reads journal lines at given offsets through a window of the file: outputs ask for the
+/// rows' outcomes in input order, which is mostly the order they were journaled in, so most
+/// lines come from the window rather than a read of their own.
+#[derive(Debug, Default)]
+pub struct LineReader {
+    window: Vec<u8>,
+    /// The file offset of `window[0]`.
+    start: u64,
+}
+
+/// How much of the journal a [`LineReader`] reads at once while the lines asked for follow
+/// each other; a line elsewhere is read with [`JUMP`] bytes (as many more as it needs), so
+/// that outcomes asked for out of order (a rerun's, journaled at the end) cost one small
+/// read each, not a window each.
+const WINDOW: usize = 256 * 1024;
+const JUMP: usize = 8 * 1024;
+
+impl LineReader {
+    /// The line (without its newline) that starts at byte `offset` of `file`; the rest of
+    /// the file when no newline follows.
+    ///
+    /// Errors: the file cannot be read.
+    pub fn line_at(&mut self, file: &File, offset: u64) -> std::io::Result<&[u8]> {
+        use std::os::unix::fs::FileExt;
+        let end = self.start + self.window.len() as u64;
+        let in_window = offset >= self.start && offset < end;
+        if let Some(i) = in_window
+            .then(|| (offset - self.start) as usize)
+            .filter(|at| self.window[*at..].contains(&b'\n'))
+        {
+            let line = &self.window[i..];
+            let n = line.iter().position(|b| *b == b'\n').unwrap_or(line.len());
+            return Ok(&line[..n]);
+        }
+        // Read from the line on, as much as it needs.
+        let following = offset >= self.start && offset <= end + JUMP as u64;
+        let first = if following { WINDOW } else { JUMP };
+        self.start = offset;
+        self.window.clear();
+        let mut len = 0usize;
+        loop {
+            self.window.resize(len + first.max(len), 0);
+            let n = file.read_at(&mut self.window[len..], offset + len as u64)?;
+            let newline = self.window[len..len + n].iter().position(|b| *b == b'\n');
+            len += n;
+            if n == 0 || newline.is_some() {
+                self.window.truncate(len);
+                let line_end = self.window.iter().position(|b| *b == b'\n').unwrap_or(len);
+                return Ok(&self.window[..line_end]);
+            }
+        }
+    }
+}
+
 /// Read back the outcome of item `id` recorded in the line at byte `offset` (from the
-/// [`Ledger`] or an [`IdTable`] of offsets). `None` when that line is another item's: two
-/// ids with the same [`ledger::key`], whose outcomes must not be mistaken for each other.
+/// [`Ledger`] or an [`IdTable`] of offsets), through `lines`. `None` when that line is
+/// another item's: two ids with the same [`ledger::key`], whose outcomes must not be
+/// mistaken for each other.
 ///
 /// Errors: the journal cannot be read, or the line is not an outcome.
-pub fn read_outcome(file: &File, path: &Path, offset: u64, id: &str) -> Result<Option<Outcome>> {
-    use std::os::unix::fs::FileExt;
-    let read = |e| Error::io("read", path, e);
-    let mut buf = vec![0u8; 4096];
-    let mut len = 0usize;
-    let end = loop {
-        let n = file
-            .read_at(&mut buf[len..], offset + len as u64)
-            .map_err(read)?;
-        if let Some(i) = buf[len..len + n].iter().position(|b| *b == b'\n') {
-            break len + i;
-        }
-        len += n;
-        if n == 0 {
-            break len;
-        }
-        if len == buf.len() {
-            buf.resize(buf.len() * 2, 0);
-        }
-    };
-    match Event::from_line(&buf[..end]) {
-        Ok(Event::ItemFinished(outcome)) if outcome.id == id => Ok(Some(*outcome)),
-        Ok(Event::ItemFinished(_)) => Ok(None),
-        _ => Err(Error::Environment(format!(
+pub fn read_outcome(
+    lines: &mut LineReader,
+    file: &File,
+    path: &Path,
+    offset: u64,
+    id: &str,
+) -> Result<Option<Outcome>> {
+    let line = lines
+        .line_at(file, offset)
+        .map_err(|e| Error::io("read", path, e))?;
+    match Event::outcome_from_line(line) {
+        Some(outcome) if outcome.id == id => Ok(Some(outcome)),
+        Some(_) => Ok(None),
+        None => Err(Error::Environment(format!(
             "{}: the journal line at byte {offset} is not an item_finished event",
             path.display(),
         ))),
@@ -749,13 +794,13 @@ mod tests {
         assert_eq!(r.tallies.spent_of("a").cost_usd, Some(0.5));
         let f = File::open(&p).expect("open");
         assert_eq!(
-            read_outcome(&f, &p, a.offset, "a")
+            read_outcome(&mut LineReader::default(), &f, &p, a.offset, "a")
                 .expect("read")
                 .map(|o| o.status),
             Some(ItemStatus::Completed)
         );
         assert_eq!(
-            read_outcome(&f, &p, a.offset, "b").expect("read"),
+            read_outcome(&mut LineReader::default(), &f, &p, a.offset, "b").expect("read"),
             None,
             "another id's line is not its outcome"
         );
@@ -788,6 +833,33 @@ mod tests {
     );
 
     #[test]
+    fn a_line_reader_reads_each_line_whatever_the_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("lines");
+        // Short lines, one longer than a window, and a last line without its newline.
+        let mut lines: Vec<String> = (0..5000).map(|i| format!("line {i}")).collect();
+        lines.insert(2500, "x".repeat(WINDOW * 2 + 17));
+        let text = lines.join("\n");
+        std::fs::write(&p, &text).expect("write");
+        let mut offsets = Vec::new();
+        let mut at = 0u64;
+        for l in &lines {
+            offsets.push(at);
+            at += l.len() as u64 + 1;
+        }
+        let f = File::open(&p).expect("open");
+        let mut r = LineReader::default();
+        let order: Vec<usize> = (0..lines.len())
+            .chain((0..lines.len()).rev())
+            .chain((0..lines.len()).map(|i| (i * 7919) % lines.len()))
+            .collect();
+        for i in order {
+            let got = r.line_at(&f, offsets[i]).expect("read");
+            assert_eq!(got, lines[i].as_bytes(), "line {i}");
+        }
+    }
+
+    #[test]
     fn a_recorded_hash_compares_as_the_text_it_was() {
         let h = RecordedHash::of("07f8a907b4ba2fb9");
         assert_eq!(h, RecordedHash::Packed(0x07f8_a907_b4ba_2fb9));
@@ -814,7 +886,7 @@ mod tests {
         assert_eq!(r.ledger.attempts_started("b"), 2);
         let f = File::open(&p).expect("open");
         assert_eq!(
-            read_outcome(&f, &p, a.offset, "a")
+            read_outcome(&mut LineReader::default(), &f, &p, a.offset, "a")
                 .expect("read")
                 .map(|o| o.summary),
             Some("did a".to_string())

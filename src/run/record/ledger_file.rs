@@ -112,6 +112,7 @@ fn read(found: File, journal: &File) -> std::io::Result<Option<Replay>> {
         last = Some(k);
         ledger.restore_sorted(k, Account::from_words([w, c]));
     }
+    ledger.compact();
     let mut json = vec![
         0u8;
         usize::try_from(trailer_len)

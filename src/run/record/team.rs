@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::run::events::Event;
-use crate::run::record::journal::{self, Journal, Recordable, Replay};
+use crate::run::record::journal::{self, Journal, LineReader, Recordable, Replay};
 use crate::run::record::ledger::{IdTable, Ledger};
 use crate::run::record::ledger_file;
 use crate::run::record::lock::{self, RunLock};
@@ -26,7 +26,7 @@ pub struct Team {
     /// Workspace folder.
     pub dir: PathBuf,
     journal: Journal,
-    reader: Option<File>,
+    reader: Option<(File, LineReader)>,
     /// What the journal records (earlier runs' and this one's): per item its last outcome
     /// and attempts ([`Replay::ledger`]), costs and waits, attempts still open.
     pub recorded: Replay,
@@ -95,12 +95,13 @@ impl Team {
         };
         let path = self.journal.path().to_owned();
         if self.reader.is_none() {
-            self.reader = Some(File::open(&path).map_err(|e| Error::io("read", &path, e))?);
+            let file = File::open(&path).map_err(|e| Error::io("read", &path, e))?;
+            self.reader = Some((file, LineReader::default()));
         }
-        let Some(reader) = self.reader.as_ref() else {
+        let Some((file, lines)) = self.reader.as_mut() else {
             return Ok(None);
         };
-        journal::read_outcome(reader, &path, at.offset, id)
+        journal::read_outcome(lines, file, &path, at.offset, id)
     }
 
     /// End the run's writing: the journal is synced and closed, its `ledger.bin` written
@@ -142,6 +143,7 @@ impl Team {
             OutcomeIndex {
                 offsets: Offsets::Ledger(self.recorded.ledger),
                 file,
+                lines: LineReader::default(),
                 path,
                 read_to: 0,
             },
@@ -301,6 +303,7 @@ pub fn check_owner(dir: &Path, batch: &BatchId) -> Result<()> {
 pub struct OutcomeIndex {
     offsets: Offsets,
     file: File,
+    lines: LineReader,
     path: PathBuf,
     /// How far [`OutcomeIndex::catch_up`] has read (an index that follows a live run).
     read_to: u64,
@@ -324,6 +327,7 @@ impl OutcomeIndex {
         let mut index = OutcomeIndex {
             offsets: Offsets::Live(IdTable::default()),
             file,
+            lines: LineReader::default(),
             path: path.to_owned(),
             read_to: 0,
         };
@@ -347,6 +351,7 @@ impl OutcomeIndex {
         OutcomeIndex {
             offsets: Offsets::Live(IdTable::default()),
             file: File::open("/dev/null").expect("/dev/null"),
+            lines: LineReader::default(),
             path: PathBuf::from("/dev/null"),
             read_to: 0,
         }
@@ -361,7 +366,7 @@ impl OutcomeIndex {
             Offsets::Live(t) => t.get(crate::run::record::ledger::key(id)),
         };
         match offset {
-            Some(at) => journal::read_outcome(&self.file, &self.path, at, id),
+            Some(at) => journal::read_outcome(&mut self.lines, &self.file, &self.path, at, id),
             None => Ok(None),
         }
     }

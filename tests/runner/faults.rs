@@ -793,3 +793,91 @@ fn a_sharded_run_killed_mid_way_resumes_into_its_own_output() {
     );
     assert!(sb.survivors_after(1.0).is_empty());
 }
+
+/// Issue 26: `ledger.bin` caches the journal's replay for the next run, but never outvotes
+/// it: a journal edited in place, cut or replaced since is replayed, and what it says now
+/// decides what runs again.
+#[test]
+fn the_ledger_cache_never_outvotes_the_journal() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "success"), ("c", "success")]);
+    let ws = "workers-output.runner";
+    let journal = sb.join(ws).join("journal.jsonl");
+    let ledger = sb.join(ws).join("ledger.bin");
+    let run = || {
+        let r = sb.fake_batch(&["--jobs", "1"]);
+        assert_eq!(r.code, 0, "{r:?}");
+    };
+    let all_completed = || {
+        let rows = by_id(&sb.join("workers-output.csv"), "id");
+        assert!(
+            rows.values().all(|r| r["status"] == "completed"),
+            "{rows:?}"
+        );
+    };
+    run();
+    assert!(ledger.is_file(), "a run leaves its ledger");
+    run();
+    assert_eq!(
+        journal_count(&sb, ws, "attempt_started"),
+        3,
+        "nothing ran again"
+    );
+    all_completed();
+
+    // c's outcome edited in place (the same length: its content hash changed), as an
+    // editor that writes in place would: c runs again, whatever the ledger says.
+    std::thread::sleep(Duration::from_millis(50));
+    let text = std::fs::read_to_string(&journal).expect("journal");
+    let line = text
+        .lines()
+        .rfind(|l| l.contains("\"event\":\"item_finished\"") && l.contains("\"id\":\"c\""))
+        .expect("c's outcome");
+    let hash = line
+        .split("\"content_hash\":\"")
+        .nth(1)
+        .and_then(|s| s.get(..16))
+        .expect("a content hash");
+    let flipped: String = hash
+        .chars()
+        .map(|c| if c == '0' { '1' } else { '0' })
+        .collect();
+    let edited = text.replacen(line, &line.replacen(hash, &flipped, 1), 1);
+    assert_eq!(edited.len(), text.len());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&journal)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, edited.as_bytes()))
+        .expect("edit in place");
+    run();
+    assert_eq!(journal_count(&sb, ws, "attempt_started"), 4, "c ran again");
+    all_completed();
+
+    // The journal cut before c's last outcome: c runs again.
+    let text = std::fs::read_to_string(&journal).expect("journal");
+    let cut = text
+        .rfind("{\"v\":1,\"event\":\"item_finished\"")
+        .expect("an outcome");
+    assert!(text[cut..].contains("\"id\":\"c\""), "c finished last");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&journal)
+        .and_then(|f| f.set_len(cut as u64))
+        .expect("cut");
+    run();
+    assert_eq!(journal_count(&sb, ws, "attempt_started"), 5, "c ran again");
+    all_completed();
+
+    // A ledger that is not one, or none: the journal decides, and nothing runs again.
+    std::fs::write(&ledger, b"not a ledger").expect("write");
+    run();
+    std::fs::remove_file(&ledger).expect("remove");
+    run();
+    assert_eq!(
+        journal_count(&sb, ws, "attempt_started"),
+        5,
+        "nothing ran again"
+    );
+    all_completed();
+    assert!(ledger.is_file(), "written again");
+}

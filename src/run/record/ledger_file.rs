@@ -2,17 +2,23 @@
 //! `journal.jsonl`, so that opening a team of a million items reads 24 bytes an item instead
 //! of replaying every line (issue 26: a resume of a completed million-row run in ≤ 5 s).
 //!
-//! It is a cache, never the truth: it names the journal it describes (device, inode) and
-//! how many bytes of it (with a hash of the last 4 KiB of them); a journal that was replaced,
-//! cut or rewritten there no longer matches and is replayed from its first line, as is one
-//! whose `ledger.bin` is missing, from another version or unreadable. Lines appended after
-//! it (a later run killed before it wrote a new one, a `--merge`'s outcomes) are replayed on
-//! top. The runner writes it only when nobody else wrote to the journal during the run.
+//! It is a cache, never the truth: it names the journal it describes — device, inode, size,
+//! modification time, and a hash of its last 4 KiB — and is used only while the journal is
+//! exactly that file. Any write since (a run killed before it wrote a new one, a `--merge`'s
+//! outcome, a person's edit in place, a cut) changes its size or time, and a replaced
+//! journal (`sed -i`, a copy back) has another inode: the journal is then replayed from its
+//! first line, as it is when `ledger.bin` is missing, from another version or unreadable.
+//! The runner writes it at the end of a run, and only when nobody else wrote to the journal
+//! during the run.
 //!
-//! Layout, little-endian: the magic `RUNLEDG1`; six `u64` — journal bytes covered, device,
-//! inode, FNV-1a of the covered bytes' last 4 KiB, the number of entries, the length of the
-//! JSON trailer; the entries sorted by key, each `key, word, content` ([`Account`]); the
-//! trailer, one JSON object with the [`Tallies`] and the attempts still open.
+//! Layout, little-endian: the magic `RUNLEDG1` (it names the layout and [`key`]'s
+//! function: a change of either is a new magic); eight `u64` — the journal's size, device,
+//! inode, modification time (seconds, nanoseconds), FNV-1a of its last 4 KiB, the number of
+//! entries, the length of the JSON trailer; the entries sorted by key, each `key, word,
+//! content` ([`Account`]); the trailer, one JSON object with the [`Tallies`] and the
+//! attempts still open.
+//!
+//! [`key`]: crate::run::record::ledger::key
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -85,12 +91,19 @@ fn read(found: File, journal: &File) -> std::io::Result<Option<Replay>> {
         r.read_exact(&mut b)?;
         Ok(u64::from_le_bytes(b))
     };
-    let (covered, dev, ino, hash, entries, trailer_len) =
-        (word()?, word()?, word()?, word()?, word()?, word()?);
+    let (covered, dev, ino, secs, nanos, hash, entries, trailer_len) = (
+        word()?,
+        word()?,
+        word()?,
+        word()?,
+        word()?,
+        word()?,
+        word()?,
+        word()?,
+    );
     let meta = journal.metadata()?;
-    if meta.dev() != dev
-        || meta.ino() != ino
-        || meta.len() < covered
+    if (meta.dev(), meta.ino(), meta.len()) != (dev, ino, covered)
+        || (meta.mtime() as u64, meta.mtime_nsec() as u64) != (secs, nanos)
         || tail_hash(journal, covered)? != hash
     {
         return Ok(None);
@@ -137,8 +150,8 @@ fn read(found: File, journal: &File) -> std::io::Result<Option<Replay>> {
     }))
 }
 
-/// Write the `ledger.bin` of `journal` (open as `file`), describing its first `covered`
-/// bytes: `ledger` (sorted first), `tallies` and the attempts still `open`. Replaced
+/// Write the `ledger.bin` of `journal` (open as `file`), whose `covered` bytes are all it
+/// holds: `ledger` (sorted first), `tallies` and the attempts still `open`. Replaced
 /// atomically, mode 0600; not synced (a lost one is replayed around).
 ///
 /// Errors: the journal's metadata or bytes cannot be read, or the file cannot be written.
@@ -178,6 +191,8 @@ pub fn save(
             covered,
             meta.dev(),
             meta.ino(),
+            meta.mtime() as u64,
+            meta.mtime_nsec() as u64,
             hash,
             ledger.len() as u64,
             json.len() as u64,
@@ -294,7 +309,7 @@ mod tests {
         same(&loaded, &full);
         assert_eq!(loaded.tallies.cost(), (0.25 * 3000.0, 3000));
         assert_eq!(full.unfinished_attempts(), vec![("open".to_string(), 4242)]);
-        // Lines appended after it are replayed on top of it.
+        // Lines appended after it: the journal is replayed (from its first line).
         let mut j = Journal::open(&p).expect("open");
         j.append(&finished("row-0", ItemStatus::Completed))
             .expect("append");
@@ -314,6 +329,7 @@ mod tests {
             Some(ItemStatus::Failed)
         );
         assert_eq!(r.read_to, std::fs::metadata(&p).expect("meta").len());
+        assert!(load(&p, &File::open(&p).expect("open")).is_none());
     }
 
     #[test]
@@ -323,16 +339,18 @@ mod tests {
         let text = std::fs::read(&p).expect("read");
         let load_now = || load(&p, &File::open(&p).expect("open"));
         assert!(load_now().is_some());
-        // A byte changed near the end of what it covers.
+        // A byte changed in place, far from the end (its size and tail unchanged): told by
+        // the modification time, which moves on at the clock's tick (a few ms).
+        std::thread::sleep(std::time::Duration::from_millis(50));
         let mut edited = text.clone();
-        let at = edited.len() - 30;
+        let at = 100;
         edited[at] = if edited[at] == b'x' { b'y' } else { b'x' };
         std::fs::OpenOptions::new()
             .write(true)
             .open(&p)
             .and_then(|mut f| f.write_all(&edited))
             .expect("edit in place");
-        assert!(load_now().is_none(), "an edited journal");
+        assert!(load_now().is_none(), "a journal edited in place");
         // Replaced by a file of the same bytes (another inode): `sed -i`, a copy back.
         let copy = dir.path().join("copy");
         std::fs::write(&copy, &text).expect("copy");

@@ -572,12 +572,16 @@ pub fn name_in_text(path: &Path, from: &Path) -> Option<String> {
     rel.to_str().map(str::to_owned)
 }
 
+/// The most of a file's first line [`check_replaceable`] reads to tell whose it is.
+pub const REPLACEABLE_HEAD: u64 = 64 << 20;
+
 /// Check, before anything runs, that the file a flag names may be replaced: it does not
 /// exist, is empty, or `ours` recognises its bytes as an earlier file of the same kind (an
 /// earlier output, report, trace). A slip of the flag onto someone's notes or an input
 /// must not destroy it.
 ///
 /// Errors: exit 2 naming the flag, the file and `kind` (`an output CSV of the runner`).
+/// `ours` sees the file's first line (at most [`REPLACEABLE_HEAD`] bytes of it).
 pub fn check_replaceable(
     path: &Path,
     flag: &str,
@@ -591,7 +595,14 @@ pub fn check_replaceable(
             "that is a folder; give the path of a file (in it, or elsewhere)",
         ));
     }
-    match fs::read(path) {
+    // Whose file it is shows in its first line (a header, a root element): a million-row
+    // output is not read whole for that.
+    let head = fs::File::open(path).and_then(|f| {
+        let mut bytes = Vec::new();
+        let mut first = std::io::BufReader::new(std::io::Read::take(f, REPLACEABLE_HEAD));
+        std::io::BufRead::read_until(&mut first, b'\n', &mut bytes).map(|_| bytes)
+    });
+    match head {
         Ok(bytes) if !bytes.is_empty() && !ours(&bytes) => Err(Error::output_refused(
             Some(flag),
             path,

@@ -79,7 +79,11 @@ pub fn load(journal: &Path, file: &File) -> Option<Replay> {
     }
 }
 
+/// The bytes before the entries: the magic and eight words.
+const HEADER: u64 = 8 + 8 * 8;
+
 fn read(found: File, journal: &File) -> std::io::Result<Option<Replay>> {
+    let size = found.metadata()?.len();
     let mut r = BufReader::with_capacity(1 << 16, found);
     let mut magic = [0u8; 8];
     r.read_exact(&mut magic)?;
@@ -101,6 +105,14 @@ fn read(found: File, journal: &File) -> std::io::Result<Option<Replay>> {
         word()?,
         word()?,
     );
+    // Its size is what its counts say (a damaged count is not believed, nor allocated for).
+    let expected = entries
+        .checked_mul(24)
+        .and_then(|n| n.checked_add(HEADER))
+        .and_then(|n| n.checked_add(trailer_len));
+    if expected != Some(size) {
+        return Ok(None);
+    }
     let meta = journal.metadata()?;
     if (meta.dev(), meta.ino(), meta.len()) != (dev, ino, covered)
         || (meta.mtime() as u64, meta.mtime_nsec() as u64) != (secs, nanos)
@@ -375,7 +387,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = journal_with_ledger(dir.path(), 50);
         let bin = std::fs::read(path_of(&p)).expect("read");
+        let mut huge = bin.clone();
+        // The entries' count (the seventh word) made enormous.
+        huge[8 + 6 * 8..8 + 7 * 8].copy_from_slice(&u64::MAX.to_le_bytes());
         for broken in [
+            huge,
+            [bin.as_slice(), b"x"].concat(),
             bin[..bin.len() - 1].to_vec(),
             bin[..20].to_vec(),
             [b"RUNLEDG0".as_slice(), &bin[8..]].concat(),
@@ -388,7 +405,7 @@ mod tests {
         }
         // Entries out of order.
         let mut swapped = bin.clone();
-        let first = 8 + 6 * 8;
+        let first = HEADER as usize;
         let (a, b) = swapped[first..first + 48].split_at_mut(24);
         a.swap_with_slice(b);
         std::fs::write(path_of(&p), &swapped).expect("write");

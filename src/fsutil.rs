@@ -572,8 +572,11 @@ pub fn name_in_text(path: &Path, from: &Path) -> Option<String> {
     rel.to_str().map(str::to_owned)
 }
 
-/// The most of a file's first line [`check_replaceable`] reads to tell whose it is.
+/// What [`check_replaceable`] reads of a file to tell whose it is: its first
+/// [`REPLACEABLE_FIRST`] bytes, and on to the end of its first line, at most this many.
 pub const REPLACEABLE_HEAD: u64 = 64 << 20;
+/// See [`REPLACEABLE_HEAD`].
+pub const REPLACEABLE_FIRST: u64 = 64 << 10;
 
 /// Check, before anything runs, that the file a flag names may be replaced: it does not
 /// exist, is empty, or `ours` recognises its bytes as an earlier file of the same kind (an
@@ -581,7 +584,7 @@ pub const REPLACEABLE_HEAD: u64 = 64 << 20;
 /// must not destroy it.
 ///
 /// Errors: exit 2 naming the flag, the file and `kind` (`an output CSV of the runner`).
-/// `ours` sees the file's first line (at most [`REPLACEABLE_HEAD`] bytes of it).
+/// `ours` sees the file's first bytes ([`REPLACEABLE_HEAD`]).
 pub fn check_replaceable(
     path: &Path,
     flag: &str,
@@ -595,12 +598,19 @@ pub fn check_replaceable(
             "that is a folder; give the path of a file (in it, or elsewhere)",
         ));
     }
-    // Whose file it is shows in its first line (a header, a root element): a million-row
-    // output is not read whole for that.
+    // Whose file it is shows in its first bytes (a header line, a root element): a
+    // million-row output is not read whole for that.
     let head = fs::File::open(path).and_then(|f| {
         let mut bytes = Vec::new();
-        let mut first = std::io::BufReader::new(std::io::Read::take(f, REPLACEABLE_HEAD));
-        std::io::BufRead::read_until(&mut first, b'\n', &mut bytes).map(|_| bytes)
+        let mut r = std::io::BufReader::new(std::io::Read::take(f, REPLACEABLE_HEAD));
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(&mut r, REPLACEABLE_FIRST),
+            &mut bytes,
+        )?;
+        if !bytes.contains(&b'\n') {
+            std::io::BufRead::read_until(&mut r, b'\n', &mut bytes)?;
+        }
+        Ok(bytes)
     });
     match head {
         Ok(bytes) if !bytes.is_empty() && !ours(&bytes) => Err(Error::output_refused(

@@ -11,10 +11,8 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use std::path::PathBuf;
-
 use crate::error::Result;
-use crate::run::record::team::OutcomeIndex;
+use crate::run::record::team::{OutcomeIndex, OutcomesView};
 
 /// The least time between two rewrites of a live output.
 pub const EVERY: Duration = Duration::from_secs(1);
@@ -91,24 +89,20 @@ impl Live {
         Live { shared, thread }
     }
 
-    /// [`Live::start`] for an output made from the outcomes the team's `journal` records:
-    /// `write` gets an index that follows the journal (opened at the first write, caught up
-    /// before each one).
+    /// [`Live::start`] for an output made from the outcomes the run records: `write` gets an
+    /// index over `outcomes` (opened at the first write; as current as the run each time).
     pub fn following(
         name: &str,
-        journal: PathBuf,
+        outcomes: OutcomesView,
         mut write: impl FnMut(&mut OutcomeIndex) -> Result<()> + Send + 'static,
     ) -> Live {
         let mut index: Option<OutcomeIndex> = None;
         Live::start(name, move || {
-            let outcomes = match &mut index {
-                Some(i) => {
-                    i.catch_up()?;
-                    i
-                }
-                None => index.insert(OutcomeIndex::follow(&journal)?),
+            let index = match &mut index {
+                Some(i) => i,
+                None => index.insert(OutcomeIndex::over(&outcomes)?),
             };
-            write(outcomes)
+            write(index)
         })
     }
 

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::run::events::{Event, Reporter, RunSummary};
-use crate::run::record::team::OutcomeIndex;
+use crate::run::record::team::{OutcomeIndex, OutcomesView};
 
 /// What a finished run hands its sinks.
 pub struct RunEnd<'a> {
@@ -49,6 +49,11 @@ pub struct RunEnd<'a> {
 /// A consumer of a run: live events (from [`Reporter`]), then one `finish` after the run and
 /// its isolation step, in registration order.
 pub trait Sink: Reporter {
+    /// The run has started recording: `outcomes` is what it records, for a sink that keeps
+    /// its file current while the run goes on (read-only; the team itself stays out of
+    /// reach).
+    fn follow(&mut self, _outcomes: &OutcomesView) {}
+
     /// Write what this sink leaves, from the recorded outcomes.
     ///
     /// Errors: its file cannot be written, or the journal cannot be read; the run's exit
@@ -68,6 +73,13 @@ pub trait Sink: Reporter {
 pub struct Sinks(Vec<Box<dyn Sink>>);
 
 impl Sinks {
+    /// Hand every sink what the run records ([`Sink::follow`]).
+    pub fn follow(&mut self, outcomes: &OutcomesView) {
+        for s in &mut self.0 {
+            s.follow(outcomes);
+        }
+    }
+
     /// Add a sink after the ones already registered.
     pub fn push(&mut self, sink: Box<dyn Sink>) {
         self.0.push(sink);

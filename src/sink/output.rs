@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::events::{Event, Reporter};
 use crate::run::record::outcome::Outcome;
-use crate::run::record::team::OutcomeIndex;
+use crate::run::record::team::{OutcomeIndex, OutcomesView};
 use crate::run::schedule::selection::Selection;
 use crate::source::input::{InputRow, InputTable};
 
@@ -60,8 +60,8 @@ impl OutputFormat {
 /// The output sink of a CSV batch.
 pub struct Output {
     file: Arc<OutputFile>,
-    /// The team's journal, which the live rewrites follow.
-    journal: PathBuf,
+    /// What the run records, once it started ([`Sink::follow`]): what live rewrites read.
+    outcomes: Option<OutcomesView>,
     live: Option<Live>,
 }
 
@@ -88,15 +88,8 @@ enum Fate<'a> {
 
 impl Output {
     /// The output `path` (its format by [`OutputFormat::of`]) of the rows of `table` this
-    /// run's `selection` covers, under `layout`; `journal` is the team's, read for live
-    /// rewrites.
-    pub fn new(
-        path: PathBuf,
-        table: InputTable,
-        selection: Selection,
-        layout: Layout,
-        journal: PathBuf,
-    ) -> Output {
+    /// run's `selection` covers, under `layout`.
+    pub fn new(path: PathBuf, table: InputTable, selection: Selection, layout: Layout) -> Output {
         Output {
             file: Arc::new(OutputFile {
                 format: OutputFormat::of(&path),
@@ -105,7 +98,7 @@ impl Output {
                 selection,
                 layout,
             }),
-            journal,
+            outcomes: None,
             live: None,
         }
     }
@@ -113,12 +106,12 @@ impl Output {
 
 impl Reporter for Output {
     fn event(&mut self, event: &Event) {
-        if !matches!(event, Event::ItemFinished(_)) {
+        let (Event::ItemFinished(_), Some(view)) = (event, &self.outcomes) else {
             return;
-        }
+        };
         let live = self.live.get_or_insert_with(|| {
             let file = self.file.clone();
-            Live::following("the output", self.journal.clone(), move |outcomes| {
+            Live::following("the output", view.clone(), move |outcomes| {
                 file.write(outcomes, Missing::Unfinished)
             })
         });
@@ -127,6 +120,10 @@ impl Reporter for Output {
 }
 
 impl Sink for Output {
+    fn follow(&mut self, outcomes: &OutcomesView) {
+        self.outcomes = Some(outcomes.clone());
+    }
+
     fn files(&self) -> Vec<PathBuf> {
         vec![self.file.path.clone()]
     }

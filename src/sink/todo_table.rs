@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::events::{Event, Reporter};
 use crate::run::record::outcome::Outcome;
-use crate::run::record::team::OutcomeIndex;
+use crate::run::record::team::{OutcomeIndex, OutcomesView};
 use crate::source::todo::{Mark, Section};
 use crate::store::Store;
 
@@ -39,8 +39,8 @@ pub struct TodoTable {
     /// The table as it was before this run (read once, at the first write: later writes,
     /// live ones included, copy its rows, not their own).
     old: Arc<Mutex<OldCache>>,
-    /// The team's journal, which the live rewrites follow.
-    journal: PathBuf,
+    /// What the run records, once it started ([`Sink::follow`]): what live rewrites read.
+    outcomes: Option<OutcomesView>,
     live: Option<Live>,
 }
 
@@ -48,12 +48,12 @@ pub struct TodoTable {
 type OldCache = Option<Option<OldTable>>;
 
 impl TodoTable {
-    /// The sink of `file`; `journal` is the team's, read for live rewrites.
-    pub fn new(file: TableFile, journal: PathBuf) -> TodoTable {
+    /// The sink of `file`.
+    pub fn new(file: TableFile) -> TodoTable {
         TodoTable {
             file: Arc::new(file),
             old: Arc::new(Mutex::new(None)),
-            journal,
+            outcomes: None,
             live: None,
         }
     }
@@ -159,13 +159,13 @@ impl TableFile {
 
 impl Reporter for TodoTable {
     fn event(&mut self, event: &Event) {
-        if !matches!(event, Event::ItemFinished(_)) {
+        let (Event::ItemFinished(_), Some(view)) = (event, &self.outcomes) else {
             return;
-        }
+        };
         let live = self.live.get_or_insert_with(|| {
             let file = self.file.clone();
             let old = self.old.clone();
-            Live::following("the todo table", self.journal.clone(), move |outcomes| {
+            Live::following("the todo table", view.clone(), move |outcomes| {
                 let mut old = old.lock().unwrap_or_else(PoisonError::into_inner);
                 file.write(outcomes, None, true, &mut old)
             })
@@ -175,6 +175,10 @@ impl Reporter for TodoTable {
 }
 
 impl Sink for TodoTable {
+    fn follow(&mut self, outcomes: &OutcomesView) {
+        self.outcomes = Some(outcomes.clone());
+    }
+
     fn files(&self) -> Vec<PathBuf> {
         vec![self.file.path.clone()]
     }

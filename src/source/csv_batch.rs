@@ -684,7 +684,10 @@ pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Resul
         survey.fingerprint.clone(),
     )
     .with_ids(files.id_column.as_deref());
-    if team::check_owner(&workspace, &batch).is_ok()
+    // Rows can be gone only from an input that changed since the last run.
+    let unchanged = team::recorded_batch(&workspace).is_ok_and(|b| b.as_ref() == Some(&batch));
+    if !unchanged
+        && team::check_owner(&workspace, &batch).is_ok()
         && let Some(w) = rows_gone(
             &output,
             &files.input,
@@ -724,7 +727,6 @@ pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Resul
         table.clone(),
         selection.clone(),
         layout,
-        workspace.join("journal.jsonl"),
     )));
     if let Some(shard) = settings.shard {
         sinks.push(Box::new(ShardSidecar {

@@ -332,7 +332,7 @@ pub fn finish_ending(store: &Store, ws: &Path, archive: Option<&Path>) -> Result
     }
     let numbers: Vec<u32> = items.iter().filter_map(|i| i.id.parse().ok()).collect();
     let journal = ws.join("journal.jsonl");
-    let mut outcomes = crate::run::record::team::OutcomeIndex::follow(&journal)?;
+    let mut outcomes = crate::run::record::team::OutcomeIndex::of_journal(&journal)?;
     let summary = crate::run::events::RunSummary::default();
     let mut end = crate::sink::RunEnd {
         summary: &summary,
@@ -340,30 +340,27 @@ pub fn finish_ending(store: &Store, ws: &Path, archive: Option<&Path>) -> Result
         unrecorded: Vec::new(),
         archive,
     };
-    let mut table = TodoTable::new(
-        TableFile {
-            store: store.clone(),
-            batch: batch.clone(),
-            path: table_path(&batch),
-            archive: archive_path(&batch),
-            include_ideas: false,
-            isolated: ws.join("worktrees").is_dir(),
-            guard_formulas: true,
-            items: doc
-                .items()
-                .iter()
-                .filter(|i| numbers.contains(&i.number))
-                .map(|i| {
-                    (
-                        i.number,
-                        i.title.clone(),
-                        i.context.clone().unwrap_or_default(),
-                    )
-                })
-                .collect(),
-        },
-        journal,
-    );
+    let mut table = TodoTable::new(TableFile {
+        store: store.clone(),
+        batch: batch.clone(),
+        path: table_path(&batch),
+        archive: archive_path(&batch),
+        include_ideas: false,
+        isolated: ws.join("worktrees").is_dir(),
+        guard_formulas: true,
+        items: doc
+            .items()
+            .iter()
+            .filter(|i| numbers.contains(&i.number))
+            .map(|i| {
+                (
+                    i.number,
+                    i.title.clone(),
+                    i.context.clone().unwrap_or_default(),
+                )
+            })
+            .collect(),
+    });
     let mut checkpoints = Checkpoints {
         store: store.clone(),
         batch,
@@ -512,19 +509,16 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         numbers.clone(),
         b.include_ideas,
     )));
-    sinks.push(Box::new(TodoTable::new(
-        TableFile {
-            store: b.store.clone(),
-            batch: b.batch.to_owned(),
-            path: table_path(b.batch),
-            archive: archive_file,
-            include_ideas: b.include_ideas,
-            isolated: isolation.is_some(),
-            guard_formulas: !settings.keep_formulas,
-            items: table_items,
-        },
-        workspace.join("journal.jsonl"),
-    )));
+    sinks.push(Box::new(TodoTable::new(TableFile {
+        store: b.store.clone(),
+        batch: b.batch.to_owned(),
+        path: table_path(b.batch),
+        archive: archive_file,
+        include_ideas: b.include_ideas,
+        isolated: isolation.is_some(),
+        guard_formulas: !settings.keep_formulas,
+        items: table_items,
+    })));
     sinks.push(Box::new(Checkpoints {
         store: b.store.clone(),
         batch: b.batch.to_owned(),

@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::events::Event;
-use crate::run::record::ledger::{self, IdTable, KeyMap, Ledger};
+use crate::run::record::ledger::{self, KeyMap, Ledger};
 use crate::run::record::ledger_file;
 use crate::run::record::outcome::{Outcome, Spend};
 
@@ -146,7 +146,7 @@ pub fn count_done_before(
     rerun: &HashSet<String>,
     items: impl Iterator<Item = Result<crate::item::WorkItem>>,
 ) -> Result<u64> {
-    if !ledger.outcomes().any(|f| f.status == ItemStatus::Completed) {
+    if !ledger.any_completed() {
         return Ok(0);
     }
     let mut n = 0;
@@ -157,7 +157,7 @@ pub fn count_done_before(
 }
 
 /// What a previous run left in the journal.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub struct Replay {
     /// Per item: its last `item_finished`, the highest attempt started.
     pub ledger: Ledger,
@@ -610,42 +610,6 @@ fn each_event(path: &Path, mut f: impl FnMut(Event)) -> Result<()> {
     Ok(())
 }
 
-/// Read the complete lines of `file` from byte `from` on, and note where each item's last
-/// `item_finished` line is in `into` (other lines are skipped). Returns where the last
-/// complete line ends: a half-written line is read next time. For outputs kept current
-/// while the run goes on.
-///
-/// Errors: the journal cannot be read.
-pub fn finished_from(
-    file: &mut File,
-    path: &Path,
-    from: u64,
-    into: &mut IdTable<u64>,
-) -> Result<u64> {
-    file.seek(SeekFrom::Start(from))
-        .map_err(|e| Error::io("read", path, e))?;
-    let mut reader = BufReader::new(file);
-    let mut offset = from;
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| Error::io("read", path, e))?;
-        if n == 0 || !line.ends_with(b"\n") {
-            return Ok(offset);
-        }
-        let body = &line[..n - 1];
-        // Only outcome lines are parsed.
-        if body.windows(15).any(|w| w == b"\"item_finished\"")
-            && let Ok(Event::ItemFinished(outcome)) = Event::from_line(body)
-        {
-            into.update(ledger::key(&outcome.id), |_| offset);
-        }
-        offset += n as u64;
-    }
-}
-
 /// Reads journal lines at given offsets through a window of the file: outputs ask for the
 /// rows' outcomes in input order, which is mostly the order they were journaled in, so most
 /// lines come from the window rather than a read of their own.
@@ -701,7 +665,7 @@ impl LineReader {
 }
 
 /// Read back the outcome of item `id` recorded in the line at byte `offset` (from the
-/// [`Ledger`] or an [`IdTable`] of offsets), through `lines`. `None` when that line is
+/// [`Ledger`]), through `lines`. `None` when that line is
 /// another item's: two ids with the same [`ledger::key`], whose outcomes must not be
 /// mistaken for each other.
 ///
@@ -813,7 +777,7 @@ mod tests {
         )
         .expect("append");
         let r = replay(&p).expect("replay");
-        assert_eq!(r.ledger.outcomes().count(), 2);
+        assert_eq!(r.ledger.outcomes(), 2);
     }
 
     /// A journal as runners before the one event vocabulary wrote it (fewer fields per line).

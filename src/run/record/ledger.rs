@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry as MapEntry;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
@@ -87,19 +88,29 @@ const DIR_FROM: usize = 1 << 15;
 const MERGE_AT_LEAST: usize = 4096;
 
 impl<V: Copy> IdTable<V> {
-    /// Where `key` is in the sorted run.
+    /// Where `key` is in the sorted run: within its prefix's stretch, from where a uniform
+    /// key would be, walking to it (a step or two, in the same cache line or the next).
     fn find(&self, key: u64) -> Option<usize> {
-        let (lo, hi) = match self.dir.len() {
-            0 => (0, self.sorted.len()),
-            _ => {
-                let p = (key >> (64 - DIR_BITS)) as usize;
-                (self.dir[p] as usize, self.dir[p + 1] as usize)
+        if self.dir.is_empty() {
+            return self.sorted.binary_search_by_key(&key, |e| e.0).ok();
+        }
+        let p = (key >> (64 - DIR_BITS)) as usize;
+        let (lo, hi) = (self.dir[p] as usize, self.dir[p + 1] as usize);
+        if lo == hi {
+            return None;
+        }
+        let rest = u128::from(key & ((1 << (64 - DIR_BITS)) - 1));
+        let mut i = lo + ((rest * (hi - lo) as u128) >> (64 - DIR_BITS)) as usize;
+        if self.sorted[i].0 < key {
+            while i < hi && self.sorted[i].0 < key {
+                i += 1;
             }
-        };
-        self.sorted[lo..hi]
-            .binary_search_by_key(&key, |e| e.0)
-            .ok()
-            .map(|i| lo + i)
+        } else {
+            while i > lo && self.sorted[i - 1].0 >= key {
+                i -= 1;
+            }
+        }
+        (i < hi && self.sorted[i].0 == key).then_some(i)
     }
 
     /// Build the directory for the run as it is (none for a small one).
@@ -143,6 +154,15 @@ impl<V: Copy> IdTable<V> {
                     self.merge();
                 }
             }
+        }
+    }
+
+    /// Change the value under `key` in place, if there is one.
+    pub fn update_existing(&mut self, key: u64, f: impl FnOnce(&mut V)) {
+        if let Some(v) = self.recent.get_mut(&key) {
+            f(v);
+        } else if let Some(i) = self.find(key) {
+            f(&mut self.sorted[i].1);
         }
     }
 
@@ -296,15 +316,28 @@ impl Account {
 }
 
 /// What the journal says about every item, by [`key`] (see the module documentation).
+///
+/// A handle: its clones share one table, so that an output kept current while the run goes
+/// on reads the run's own ledger (through [`crate::run::record::team::OutcomesView`])
+/// instead of keeping a second index of the journal. Each call takes the table's lock for
+/// that call only.
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
-    table: IdTable<Account>,
+    table: Arc<RwLock<IdTable<Account>>>,
 }
 
 impl Ledger {
+    fn read(&self) -> RwLockReadGuard<'_, IdTable<Account>> {
+        self.table.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, IdTable<Account>> {
+        self.table.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The entry of item `id`.
     pub fn account(&self, id: &str) -> Option<Account> {
-        self.table.get(key(id))
+        self.read().get(key(id))
     }
 
     /// Where item `id`'s last outcome is, with its key facts.
@@ -322,7 +355,7 @@ impl Ledger {
             )));
         }
         let hash = RecordedHash::of(&outcome.content_hash);
-        self.table.update(key(&outcome.id), |was| {
+        self.write().update(key(&outcome.id), |was| {
             let mut a = was.unwrap_or_default();
             a.word = (a.word & !(OFFSET_MASK | AWAITING_VERIFY | TEXT_HASH)) | offset;
             a.set_field(STATUS_SHIFT, 3, status_code(outcome.status));
@@ -343,7 +376,7 @@ impl Ledger {
 
     /// Note that attempt `attempt` of item `key` started (the highest number is kept).
     pub fn started(&mut self, key: u64, attempt: u32) {
-        self.table.update(key, |was| {
+        self.write().update(key, |was| {
             let mut a = was.unwrap_or_default();
             let n = a.attempts_started().max(attempt.min(ATTEMPTS_MAX));
             a.set_field(ATTEMPTS_SHIFT, 14, u64::from(n));
@@ -358,11 +391,26 @@ impl Ledger {
 
     /// Note item `id`'s status in this run: it finished in it, or was found completed.
     pub fn set_now(&mut self, id: &str, status: ItemStatus) {
-        self.table.update(key(id), |was| {
+        self.write().update(key(id), |was| {
             let mut a = was.unwrap_or_default();
             a.set_field(NOW_SHIFT, 3, status_code(status));
             a
         });
+    }
+
+    /// Whether item `id` completed in an earlier run with `content` as it is now; if so it
+    /// counts as completed in this run too ([`Ledger::set_now`]). One look-up.
+    pub fn resume(&mut self, id: &str, content: &str) -> bool {
+        let mut done = false;
+        self.write().update_existing(key(id), |a| {
+            done = a
+                .finished()
+                .is_some_and(|f| f.status == ItemStatus::Completed && f.content_hash.is(content));
+            if done {
+                a.set_field(NOW_SHIFT, 3, status_code(ItemStatus::Completed));
+            }
+        });
+        done
     }
 
     /// Item `id`'s status in this run ([`Ledger::set_now`]).
@@ -370,40 +418,57 @@ impl Ledger {
         self.account(id)?.now()
     }
 
-    /// The last outcome of every item that has one, in no particular order.
-    pub fn outcomes(&self) -> impl Iterator<Item = FinishedRef> + '_ {
-        self.table.iter().filter_map(|(_, a)| a.finished())
+    /// Whether any item's last outcome is `completed`.
+    pub fn any_completed(&self) -> bool {
+        self.read().iter().any(|(_, a)| {
+            a.finished()
+                .is_some_and(|f| f.status == ItemStatus::Completed)
+        })
     }
 
-    /// Every entry: in key order after [`Ledger::compact`], else in no particular order.
-    pub fn entries(&self) -> impl Iterator<Item = (u64, Account)> + '_ {
-        self.table.iter()
+    /// How many items have an outcome.
+    pub fn outcomes(&self) -> usize {
+        self.read()
+            .iter()
+            .filter(|(_, a)| a.finished().is_some())
+            .count()
     }
 
-    /// Put every entry in key order (for `ledger.bin`).
-    pub fn compact(&mut self) {
-        self.table.compact();
+    /// Call `f` with every entry, in key order (for `ledger.bin`; the table is compacted
+    /// first and held still meanwhile).
+    pub fn with_entries<R>(
+        &self,
+        f: impl FnOnce(&mut dyn Iterator<Item = (u64, Account)>) -> R,
+    ) -> R {
+        let mut table = self.write();
+        table.compact();
+        f(&mut table.iter())
     }
 
     /// How many items it has an entry for.
     pub fn len(&self) -> usize {
-        self.table.len()
+        self.read().len()
     }
 
     /// Whether it has no entry.
     pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
+        self.len() == 0
     }
 
     /// Room for `more` items.
     pub fn reserve(&mut self, more: usize) {
-        self.table.reserve(more);
+        self.write().reserve(more);
     }
 
-    /// Put back an entry [`Ledger::entries`] gave after [`Ledger::compact`], in its order:
-    /// each key greater than the one before.
+    /// Put back an entry [`Ledger::with_entries`] gave, in its order: each key greater than
+    /// the one before; [`Ledger::compact`] when done.
     pub fn restore_sorted(&mut self, key: u64, account: Account) {
-        self.table.push_sorted(key, account);
+        self.write().push_sorted(key, account);
+    }
+
+    /// Merge and index the table.
+    pub fn compact(&mut self) {
+        self.write().compact();
     }
 }
 
@@ -494,7 +559,7 @@ mod tests {
         assert_eq!(l.attempts_started("a"), ATTEMPTS_MAX, "saturates");
         assert!(l.finished(&o, 1 << 40).is_err(), "past 1 TiB");
         // ledger.bin keeps everything but this run's status.
-        let (k, a) = l.entries().next().expect("one");
+        let (k, a) = l.with_entries(|e| e.next()).expect("one");
         let back = Account::from_words(a.to_words());
         assert_eq!(
             (k, back.finished(), back.now()),

@@ -194,8 +194,7 @@ pub fn save(
     let json = serde_json::to_vec(&trailer)
         .map_err(std::io::Error::other)
         .map_err(io)?;
-    ledger.compact();
-    let ledger = &*ledger;
+    let entries = ledger.len() as u64;
     crate::fsutil::replace_cache(&path_of(journal), |w| {
         let mut w = BufWriter::with_capacity(1 << 16, w);
         w.write_all(MAGIC)?;
@@ -206,17 +205,20 @@ pub fn save(
             meta.mtime() as u64,
             meta.mtime_nsec() as u64,
             hash,
-            ledger.len() as u64,
+            entries,
             json.len() as u64,
         ] {
             w.write_all(&n.to_le_bytes())?;
         }
-        for (k, a) in ledger.entries() {
-            let [word, content] = a.to_words();
-            w.write_all(&k.to_le_bytes())?;
-            w.write_all(&word.to_le_bytes())?;
-            w.write_all(&content.to_le_bytes())?;
-        }
+        ledger.with_entries(|all| {
+            for (k, a) in all {
+                let [word, content] = a.to_words();
+                w.write_all(&k.to_le_bytes())?;
+                w.write_all(&word.to_le_bytes())?;
+                w.write_all(&content.to_le_bytes())?;
+            }
+            Ok::<(), std::io::Error>(())
+        })?;
         w.write_all(&json)?;
         w.flush()
     })
@@ -295,8 +297,8 @@ mod tests {
     }
 
     fn same(a: &Replay, b: &Replay) {
-        let mut x: Vec<_> = a.ledger.entries().collect();
-        let mut y: Vec<_> = b.ledger.entries().collect();
+        let mut x: Vec<_> = a.ledger.with_entries(|e| e.collect());
+        let mut y: Vec<_> = b.ledger.with_entries(|e| e.collect());
         x.sort_by_key(|e| e.0);
         y.sort_by_key(|e| e.0);
         assert_eq!(x, y);
@@ -401,7 +403,7 @@ mod tests {
             std::fs::write(path_of(&p), &broken).expect("write");
             assert!(load(&p, &File::open(&p).expect("open")).is_none());
             let r = replay(&p).expect("replay");
-            assert_eq!(r.ledger.outcomes().count(), 50, "the journal is replayed");
+            assert_eq!(r.ledger.outcomes(), 50, "the journal is replayed");
         }
         // Entries out of order.
         let mut swapped = bin.clone();

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::run::events::Event;
 use crate::run::record::journal::{self, Journal, LineReader, Recordable, Replay};
-use crate::run::record::ledger::{IdTable, Ledger};
+use crate::run::record::ledger::Ledger;
 use crate::run::record::ledger_file;
 use crate::run::record::lock::{self, RunLock};
 
@@ -63,6 +63,14 @@ impl Team {
     /// Per item: its last outcome, attempts, and status in this run.
     pub fn ledger(&self) -> &Ledger {
         &self.recorded.ledger
+    }
+
+    /// What this run records, for outputs kept current while it goes on.
+    pub fn view(&self) -> OutcomesView {
+        OutcomesView {
+            ledger: self.recorded.ledger.clone(),
+            journal: self.journal.path().to_owned(),
+        }
     }
 
     /// Append an event (or a [`journal::Entry`] standing for one) to the journal; an event that is
@@ -141,11 +149,10 @@ impl Team {
         }
         Ok((
             OutcomeIndex {
-                offsets: Offsets::Ledger(self.recorded.ledger),
+                ledger: self.recorded.ledger,
                 file,
                 lines: LineReader::default(),
                 path,
-                read_to: 0,
             },
             self._lock,
         ))
@@ -297,63 +304,60 @@ pub fn check_owner(dir: &Path, batch: &BatchId) -> Result<()> {
     }
 }
 
-/// The outcomes a run recorded, read back from its journal: what sinks read after the run.
-/// It holds the offsets of each item's last `item_finished` line (no outcome stays in
-/// memory) and never writes.
+/// What a run has recorded so far, for outputs kept current while it goes on: the run's
+/// own [`Ledger`] (a handle to it, only read through this) and its journal. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct OutcomesView {
+    ledger: Ledger,
+    journal: PathBuf,
+}
+
+/// The recorded outcomes by item id, read-only: each item's last outcome read back from its
+/// journal line on request ([`OutcomeIndex::outcome`]). What sinks write their files from.
 pub struct OutcomeIndex {
-    offsets: Offsets,
+    ledger: Ledger,
     file: File,
     lines: LineReader,
     path: PathBuf,
-    /// How far [`OutcomeIndex::catch_up`] has read (an index that follows a live run).
-    read_to: u64,
-}
-
-/// Where each item's last outcome line is: the run's own ledger, or the offsets alone (an
-/// index that follows a live run keeps 16 bytes an item).
-enum Offsets {
-    Ledger(Ledger),
-    Live(IdTable<u64>),
 }
 
 impl OutcomeIndex {
-    /// An index that follows the journal at `path` while a run appends to it, for outputs
-    /// kept current: read-only, its own file handle, the outcomes recorded so far (earlier
-    /// runs' included); [`OutcomeIndex::catch_up`] reads what was appended since.
+    /// An index over what `view`'s run recorded: always as current as the run.
+    ///
+    /// Errors: the journal cannot be opened.
+    pub fn over(view: &OutcomesView) -> Result<OutcomeIndex> {
+        let path = view.journal.clone();
+        let file = File::open(&path).map_err(|e| Error::io("read", &path, e))?;
+        Ok(OutcomeIndex {
+            ledger: view.ledger.clone(),
+            file,
+            lines: LineReader::default(),
+            path,
+        })
+    }
+
+    /// An index of the outcomes the journal at `path` records (a team no run holds now).
     ///
     /// Errors: the journal cannot be opened or read.
-    pub fn follow(path: &Path) -> Result<OutcomeIndex> {
+    pub fn of_journal(path: &Path) -> Result<OutcomeIndex> {
+        let ledger = journal::replay(path)?.ledger;
         let file = File::open(path).map_err(|e| Error::io("read", path, e))?;
-        let mut index = OutcomeIndex {
-            offsets: Offsets::Live(IdTable::default()),
+        Ok(OutcomeIndex {
+            ledger,
             file,
             lines: LineReader::default(),
             path: path.to_owned(),
-            read_to: 0,
-        };
-        index.catch_up()?;
-        Ok(index)
-    }
-
-    /// Read the outcomes appended since the last look (nothing for the run's own index).
-    ///
-    /// Errors: the journal cannot be read.
-    pub fn catch_up(&mut self) -> Result<()> {
-        if let Offsets::Live(table) = &mut self.offsets {
-            self.read_to = journal::finished_from(&mut self.file, &self.path, self.read_to, table)?;
-        }
-        Ok(())
+        })
     }
 
     /// An index of no outcomes (for sinks' tests).
     #[cfg(test)]
     pub fn empty() -> OutcomeIndex {
         OutcomeIndex {
-            offsets: Offsets::Live(IdTable::default()),
+            ledger: Ledger::default(),
             file: File::open("/dev/null").expect("/dev/null"),
             lines: LineReader::default(),
             path: PathBuf::from("/dev/null"),
-            read_to: 0,
         }
     }
 
@@ -361,12 +365,10 @@ impl OutcomeIndex {
     ///
     /// Errors: the journal cannot be read, or its line is not an outcome.
     pub fn outcome(&mut self, id: &str) -> Result<Option<Outcome>> {
-        let offset = match &self.offsets {
-            Offsets::Ledger(l) => l.get(id).map(|f| f.offset),
-            Offsets::Live(t) => t.get(crate::run::record::ledger::key(id)),
-        };
-        match offset {
-            Some(at) => journal::read_outcome(&mut self.lines, &self.file, &self.path, at, id),
+        match self.ledger.get(id) {
+            Some(at) => {
+                journal::read_outcome(&mut self.lines, &self.file, &self.path, at.offset, id)
+            }
             None => Ok(None),
         }
     }

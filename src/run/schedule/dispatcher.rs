@@ -930,16 +930,14 @@ fn resume_completed(
     team: &mut Team,
     st: &mut State,
 ) -> bool {
-    if !crate::run::record::journal::done_before(team.ledger(), rerun, item) {
+    // One look-up: completed before with this content, and now counted as completed.
+    if rerun.contains(&item.id) || !team.recorded.ledger.resume(&item.id, &item.content) {
         return false;
     }
     tracing::debug!(
         "item {} completed in an earlier run; not run again",
         item.id
     );
-    team.recorded
-        .ledger
-        .set_now(&item.id, ItemStatus::Completed);
     st.count(ItemStatus::Completed);
     st.resumed += 1;
     true

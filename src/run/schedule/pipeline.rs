@@ -99,6 +99,7 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
         sinks.push(Box::new(Trace::new(path, spec.team.clone())));
     }
     sinks.push(crate::ui::reporter(format));
+    sinks.follow(&team.view());
     let resumed = crate::run::record::journal::count_done_before(
         team.ledger(),
         &spec.rerun,

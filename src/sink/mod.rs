@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::run::events::{Event, Reporter, RunSummary};
+use crate::run::record::ledger_file::OutputStamp;
 use crate::run::record::team::{OutcomeIndex, OutcomesView};
 
 /// What a finished run hands its sinks.
@@ -44,6 +45,13 @@ pub struct RunEnd<'a> {
     /// The archive the workspace's record was written to, when every item completed and the
     /// workspace goes: outputs name it instead of the logs that go with the workspace.
     pub archive: Option<&'a Path>,
+    /// The outputs as the last run left them, when this run recorded no new outcome
+    /// ([`crate::run::record::team::Closing::unchanged`]): a sink whose file is still
+    /// exactly so need not write it again.
+    pub unchanged: Option<&'a [OutputStamp]>,
+    /// The outputs as this run leaves them, for the next run's `unchanged` (sinks that
+    /// keep none leave this alone).
+    pub stamps: Vec<OutputStamp>,
 }
 
 /// A consumer of a run: live events (from [`Reporter`]), then one `finish` after the run and

@@ -202,6 +202,8 @@ mod tests {
             outcomes: &mut outcomes,
             unrecorded: Vec::new(),
             archive: None,
+            unchanged: None,
+            stamps: Vec::new(),
         })
         .expect("written");
         let doc: Value =

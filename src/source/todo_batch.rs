@@ -339,6 +339,8 @@ pub fn finish_ending(store: &Store, ws: &Path, archive: Option<&Path>) -> Result
         outcomes: &mut outcomes,
         unrecorded: Vec::new(),
         archive,
+        unchanged: None,
+        stamps: Vec::new(),
     };
     let mut table = TodoTable::new(TableFile {
         store: store.clone(),

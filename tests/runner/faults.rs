@@ -881,3 +881,58 @@ fn the_ledger_cache_never_outvotes_the_journal() {
     all_completed();
     assert!(ledger.is_file(), "written again");
 }
+
+/// Issue 26: a resume that records nothing new leaves an output that is exactly as the last
+/// run left it alone (a million-row output is not rewritten for nothing), and rewrites one
+/// that was edited, removed, or is shaped otherwise now.
+#[test]
+fn a_resume_with_nothing_to_do_rewrites_only_an_output_that_changed() {
+    use std::os::unix::fs::MetadataExt;
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "success")]);
+    let out = sb.join("workers-output.csv");
+    let run = |extra: &[&str]| {
+        let r = sb.fake_batch(extra);
+        assert_eq!(r.code, 0, "{r:?}");
+    };
+    let stamp = || {
+        let m = std::fs::metadata(&out).expect("output");
+        (m.ino(), m.mtime(), m.mtime_nsec(), m.len())
+    };
+    run(&[]);
+    let first = stamp();
+    let written = sb.read("workers-output.csv");
+    std::thread::sleep(Duration::from_millis(50));
+    run(&[]);
+    assert_eq!(stamp(), first, "a current output is left alone");
+
+    // Edited by hand: written again, as the journal has it.
+    std::fs::write(&out, written.replace("completed", "COMPLETED")).expect("edit");
+    run(&[]);
+    assert_eq!(sb.read("workers-output.csv"), written);
+    // Removed: written again.
+    std::fs::remove_file(&out).expect("remove");
+    run(&[]);
+    assert_eq!(sb.read("workers-output.csv"), written);
+    // Another shape (the rows --only names): written again.
+    let before = stamp();
+    std::thread::sleep(Duration::from_millis(50));
+    run(&["--only", "a"]);
+    assert_ne!(stamp(), before, "written again");
+    assert_eq!(
+        journal_count(&sb, "workers-output.runner", "attempt_started"),
+        3,
+        "only a ran again"
+    );
+    // A row that runs again: written again, whatever the file.
+    let before = stamp();
+    std::thread::sleep(Duration::from_millis(50));
+    sb.write_rows(&[("a", "success"), ("b", "handoff")]);
+    run(&[]);
+    assert_ne!(stamp(), before);
+    assert_eq!(
+        journal_count(&sb, "workers-output.runner", "attempt_started"),
+        4,
+        "the changed row ran"
+    );
+}

@@ -167,6 +167,9 @@ pub struct Replay {
     pub open: BTreeMap<(String, u32), u32>,
     /// How many bytes of the journal this replay read (where a later one goes on).
     pub read_to: u64,
+    /// The outputs the last run left, as `ledger.bin` has them (none when the journal was
+    /// replayed from its first line: it changed since they were written).
+    pub outputs: Vec<ledger_file::OutputStamp>,
 }
 
 impl Replay {

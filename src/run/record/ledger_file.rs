@@ -50,6 +50,40 @@ struct Trailer {
     waits: Vec<(u64, Waits)>,
     outcome_costs: Vec<(u64, f64)>,
     open: Vec<(String, u32, u32)>,
+    #[serde(default)]
+    outputs: Vec<OutputStamp>,
+}
+
+/// An output file as the run that wrote it left it (its path, file identity, size and
+/// modification time, and a hash of its layout): a later run that records no new outcome
+/// and finds the file so need not write it again (a resume with nothing left to do does
+/// not rewrite a million rows).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputStamp {
+    /// The file.
+    pub path: PathBuf,
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    /// A hash of what shapes its content besides the outcomes (its columns).
+    pub layout: u64,
+}
+
+impl OutputStamp {
+    /// The stamp of the file at `path` as it is now, of layout `layout`; `None` when it
+    /// cannot be read.
+    pub fn of(path: &Path, layout: u64) -> Option<OutputStamp> {
+        let m = std::fs::metadata(path).ok()?;
+        Some(OutputStamp {
+            path: path.to_owned(),
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            layout,
+        })
+    }
 }
 
 /// FNV-1a of the last [`TAIL`] bytes of `file`'s first `len` bytes.
@@ -159,21 +193,22 @@ fn read(found: File, journal: &File) -> std::io::Result<Option<Replay>> {
             .map(|(id, attempt, pgid)| ((id, attempt), pgid))
             .collect::<BTreeMap<_, _>>(),
         read_to: covered,
+        outputs: t.outputs,
     }))
 }
 
 /// Write the `ledger.bin` of `journal` (open as `file`), whose `covered` bytes are all it
-/// holds: `ledger` (sorted first), `tallies` and the attempts still `open`. Replaced
-/// atomically, mode 0600; not synced (a lost one is replayed around).
+/// holds: `ledger` (sorted first), `tallies`, the attempts still `open` and the `outputs`
+/// the run left. Replaced atomically, mode 0600; not synced (a lost one is replayed
+/// around).
 ///
 /// Errors: the journal's metadata or bytes cannot be read, or the file cannot be written.
 pub fn save(
     journal: &Path,
     file: &File,
     covered: u64,
-    ledger: &mut Ledger,
-    tallies: &Tallies,
-    open: &BTreeMap<(String, u32), u32>,
+    (ledger, tallies, open): (&Ledger, &Tallies, &BTreeMap<(String, u32), u32>),
+    outputs: &[OutputStamp],
 ) -> Result<()> {
     let io = |e| crate::error::Error::io("read", journal, e);
     let meta = file.metadata().map_err(io)?;
@@ -190,6 +225,7 @@ pub fn save(
             .iter()
             .map(|((id, attempt), pgid)| (id.clone(), *attempt, *pgid))
             .collect(),
+        outputs: outputs.to_vec(),
     };
     let json = serde_json::to_vec(&trailer)
         .map_err(std::io::Error::other)
@@ -283,16 +319,10 @@ mod tests {
             j.append(&finished(&id, status)).expect("append");
         }
         j.append(&started("open", 2, 4242)).expect("append");
-        let mut r = replay(&p).expect("replay");
+        let r = replay(&p).expect("replay");
         assert!(!path_of(&p).exists());
         let file = File::open(&p).expect("open");
-        let Replay {
-            ledger,
-            tallies,
-            open,
-            read_to,
-        } = &mut r;
-        save(&p, &file, *read_to, ledger, tallies, open).expect("save");
+        save(&p, &file, r.read_to, (&r.ledger, &r.tallies, &r.open), &[]).expect("save");
         p
     }
 
@@ -305,6 +335,7 @@ mod tests {
         assert_eq!(a.tallies, b.tallies);
         assert_eq!(a.open, b.open);
         assert_eq!(a.read_to, b.read_to);
+        assert_eq!(a.outputs, b.outputs);
     }
 
     #[test]
@@ -320,6 +351,8 @@ mod tests {
             std::fs::rename(&moved, path_of(&p)).expect("back");
             r
         };
+        let mut full = full;
+        full.outputs = loaded.outputs.clone();
         same(&loaded, &full);
         assert_eq!(loaded.tallies.cost(), (0.25 * 3000.0, 3000));
         assert_eq!(full.unfinished_attempts(), vec![("open".to_string(), 4242)]);

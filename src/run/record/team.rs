@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::run::events::Event;
 use crate::run::record::journal::{self, Journal, LineReader, Recordable, Replay};
 use crate::run::record::ledger::Ledger;
-use crate::run::record::ledger_file;
+use crate::run::record::ledger_file::{self, OutputStamp};
 use crate::run::record::lock::{self, RunLock};
 
 use crate::error::{Error, Result};
@@ -30,6 +30,8 @@ pub struct Team {
     /// What the journal records (earlier runs' and this one's): per item its last outcome
     /// and attempts ([`Replay::ledger`]), costs and waits, attempts still open.
     pub recorded: Replay,
+    /// How many outcomes this run recorded.
+    outcomes_recorded: u64,
     _lock: RunLock,
 }
 
@@ -56,6 +58,7 @@ impl Team {
             journal,
             reader: None,
             recorded,
+            outcomes_recorded: 0,
             _lock: lock,
         })
     }
@@ -85,6 +88,7 @@ impl Team {
         self.recorded.apply(&event, offset)?;
         if let Event::ItemFinished(outcome) = event.as_ref() {
             self.recorded.ledger.set_now(&outcome.id, outcome.status);
+            self.outcomes_recorded += 1;
         }
         Ok(())
     }
@@ -112,41 +116,36 @@ impl Team {
         journal::read_outcome(lines, file, &path, at.offset, id)
     }
 
-    /// End the run's writing: the journal is synced and closed, its `ledger.bin` written
-    /// (when nobody else wrote to the journal meanwhile), and what it recorded is handed
-    /// over as a read-only [`OutcomeIndex`] for the sinks. The returned lock keeps the batch
-    /// to this run until it is dropped (after the outputs are written).
+    /// End the run's writing: the journal is synced and closed, and what it recorded is
+    /// handed over as a read-only [`OutcomeIndex`] for the sinks. The returned lock keeps
+    /// the batch to this run until it is dropped (after the outputs are written); the
+    /// returned [`Closing`] writes `ledger.bin` once the outputs are written.
     ///
     /// Errors: the journal cannot be synced or opened for reading.
-    pub fn into_index(mut self) -> Result<(OutcomeIndex, RunLock)> {
+    pub fn into_index(mut self) -> Result<(OutcomeIndex, RunLock, Closing)> {
         self.journal.sync()?;
         let path = self.journal.path().to_owned();
         let file = File::open(&path).map_err(|e| Error::io("read", &path, e))?;
-        if self.journal.was_cut() {
+        let cut = self.journal.was_cut();
+        if cut {
             // The outputs come from what is left: read where each outcome is now.
             tracing::warn!(
                 "{}: it was cut while the run went on; the outputs hold the outcomes it still records",
                 path.display()
             );
             self.recorded = journal::replay(&path)?;
-        } else if !self.journal.touched() {
-            let Replay {
-                ledger,
-                tallies,
-                open,
-                ..
-            } = &mut self.recorded;
-            if let Err(e) = ledger_file::save(
-                &path,
-                &file,
-                self.journal.written_to(),
-                ledger,
-                tallies,
-                open,
-            ) {
-                tracing::debug!("{} not written: {e}", ledger_file::FILE);
-            }
         }
+        let closing = Closing {
+            ledger: self.recorded.ledger.clone(),
+            tallies: std::mem::take(&mut self.recorded.tallies),
+            open: std::mem::take(&mut self.recorded.open),
+            before: std::mem::take(&mut self.recorded.outputs),
+            covered: self.journal.written_to(),
+            // A journal someone else wrote to is replayed next time.
+            cacheable: !cut && !self.journal.touched(),
+            outcomes_recorded: self.outcomes_recorded,
+            journal: path.clone(),
+        };
         Ok((
             OutcomeIndex {
                 ledger: self.recorded.ledger,
@@ -155,6 +154,7 @@ impl Team {
                 path,
             },
             self._lock,
+            closing,
         ))
     }
 
@@ -310,6 +310,51 @@ pub fn check_owner(dir: &Path, batch: &BatchId) -> Result<()> {
 pub struct OutcomesView {
     ledger: Ledger,
     journal: PathBuf,
+}
+
+/// What is left to do once a run's outputs are written: its `ledger.bin`
+/// ([`crate::run::record::ledger_file`]), which names the outputs as they were left.
+pub struct Closing {
+    ledger: Ledger,
+    tallies: journal::Tallies,
+    open: BTreeMap<(String, u32), u32>,
+    before: Vec<OutputStamp>,
+    covered: u64,
+    cacheable: bool,
+    outcomes_recorded: u64,
+    journal: PathBuf,
+}
+
+impl Closing {
+    /// The outputs as the last run left them, when this run recorded no outcome: an output
+    /// that is still exactly so is current (nothing it shows changed). `None` when this run
+    /// recorded outcomes, or the journal was replayed from its first line.
+    pub fn unchanged(&self) -> Option<&[OutputStamp]> {
+        (self.outcomes_recorded == 0 && !self.before.is_empty()).then_some(&self.before[..])
+    }
+
+    /// Write `ledger.bin`, naming `outputs` as this run left them (unless someone else
+    /// wrote to the journal during the run: it is replayed next time). A failure is only
+    /// logged: the cache is not needed.
+    pub fn finish(self, outputs: &[OutputStamp]) {
+        if !self.cacheable {
+            return;
+        }
+        let saved = File::open(&self.journal)
+            .map_err(|e| Error::io("read", &self.journal, e))
+            .and_then(|file| {
+                ledger_file::save(
+                    &self.journal,
+                    &file,
+                    self.covered,
+                    (&self.ledger, &self.tallies, &self.open),
+                    outputs,
+                )
+            });
+        if let Err(e) = saved {
+            tracing::debug!("{} not written: {e}", ledger_file::FILE);
+        }
+    }
 }
 
 /// The recorded outcomes by item id, read-only: each item's last outcome read back from its

@@ -131,7 +131,7 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
     }
     // A sandbox governs writes, not modes: what a teammate made of them is undone.
     crate::fsutil::restore_private(&spec.workspace);
-    let (mut outcomes, lock) = team.into_index()?;
+    let (mut outcomes, lock, closing) = team.into_index()?;
     // Every item completed: the workspace's record is archived before the outputs are
     // written, so they can name the archive instead of logs that go with the workspace.
     // An archive that cannot be written keeps the workspace (and the logs the outputs name).
@@ -152,14 +152,19 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
         outcomes: &mut outcomes,
         unrecorded: Vec::new(),
         archive: archive.as_deref(),
+        unchanged: closing.unchanged(),
+        stamps: Vec::new(),
     };
     sinks.finish(&mut end)?;
+    let stamps = std::mem::take(&mut end.stamps);
     let code = match end.unrecorded.is_empty() {
         true => exit_code(&summary),
         // The journal in the kept workspace has what the outputs could not show.
         false => exit_code(&summary).max(EXIT_INCOMPLETE),
     };
     drop(outcomes);
+    // Under the lock still: the next run opens from this.
+    closing.finish(&stamps);
     drop(lock);
     let removed = archive.as_ref().filter(|_| code == EXIT_OK).filter(|_| {
         match crate::fsutil::remove_tree(&spec.workspace) {

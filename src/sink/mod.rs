@@ -6,7 +6,8 @@
 //! How to add a sink:
 //! 1. Write `src/sink/<name>.rs` with a struct holding what it needs (paths, layout) and
 //!    `impl Reporter` (live events; the default ignores them) and `impl Sink` (`finish`
-//!    writes its file from `run.outcomes`).
+//!    writes its file from `run.outcomes`; `follow` hands a sink that keeps its file current
+//!    while the run goes on a read-only view of what the run records).
 //! 2. Register it: `pub mod <name>;` below, and one `sinks.push(Box::new(…))` where the
 //!    source adapter builds its plan (`source/csv_batch.rs` or `source/todo_batch.rs`), or in
 //!    `run/pipeline.rs` for a sink every run has.

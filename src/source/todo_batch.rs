@@ -283,11 +283,11 @@ fn ended_items(doc: &TodoDocument, workspace: &Path) -> Result<Vec<WorkItem>> {
     if !journal.is_file() {
         return Ok(Vec::new());
     }
-    let finished = crate::run::record::journal::replay(&journal)?.ledger;
+    let ledger = crate::run::record::journal::replay(&journal)?.ledger;
     Ok(doc
         .items()
         .iter()
-        .filter(|i| finished.get(&i.number.to_string()).is_some())
+        .filter(|i| ledger.get(&i.number.to_string()).is_some())
         .map(|i| WorkItem {
             id: i.number.to_string(),
             title: i.title.clone(),

@@ -71,11 +71,13 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
             .ledger
             .started(crate::run::record::ledger::key(&id), n);
     }
-    // Every item of the batch may take an entry: room for them up front, so the table never
-    // moves while it grows (pages not written to cost nothing).
+    // Every item of the batch may take an entry: room for those the ledger does not hold
+    // yet, up front, so the table never moves while it grows (pages not written to cost
+    // nothing).
+    let known = team.ledger().len();
     team.recorded
         .ledger
-        .reserve(usize::try_from(selected).unwrap_or(0));
+        .reserve(usize::try_from(selected).unwrap_or(0).saturating_sub(known));
     guard.start()?;
     swept.sort();
     swept.dedup();

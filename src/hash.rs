@@ -34,6 +34,13 @@ impl Fnv {
     }
 }
 
+/// FNV-1a of `bytes`, as a number.
+pub fn fnv(bytes: &[u8]) -> u64 {
+    let mut h = Fnv::default();
+    h.update(bytes);
+    h.value()
+}
+
 /// FNV-1a of `text` as 16 hex digits.
 pub fn stable_hash(text: &str) -> String {
     let mut h = Fnv::default();

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::hash::Fnv;
 use crate::item::{WorkItem, teammate_name};
 use crate::options::selection::Only;
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, Instruction, TeammateTemplate};
@@ -301,9 +300,7 @@ fn survey(
 }
 
 fn id_hash(id: &str) -> u64 {
-    let mut h = Fnv::default();
-    h.update(id.as_bytes());
-    h.value()
+    crate::hash::fnv(id.as_bytes())
 }
 
 /// Most ids named in the warning about rows gone from the input.

@@ -282,9 +282,7 @@ pub struct IdCheck {
 impl IdCheck {
     /// Note an id the scan read.
     pub fn add(&mut self, id: &str) {
-        let mut h = crate::hash::Fnv::default();
-        h.update(id.as_bytes());
-        self.hashes.push(h.value());
+        self.hashes.push(crate::hash::fnv(id.as_bytes()));
     }
 
     /// Check the ids of `table` (the input the scan read).
@@ -306,9 +304,7 @@ impl IdCheck {
         let mut first: std::collections::HashMap<String, u64> = Default::default();
         for row in table.rows()? {
             let row = row?;
-            let mut h = crate::hash::Fnv::default();
-            h.update(row.id.as_bytes());
-            if !twice.contains(&h.value()) {
+            if !twice.contains(&crate::hash::fnv(row.id.as_bytes())) {
                 continue;
             }
             if let Some(prev) = first.get(&row.id) {

@@ -21,9 +21,7 @@ use crate::run::record::outcome::Outcome;
 /// 64-bit finaliser) so that ids that differ only in their last characters spread over the
 /// whole range — the same on every machine and build, since `ledger.bin` keeps it.
 pub fn key(id: &str) -> u64 {
-    let mut h = crate::hash::Fnv::default();
-    h.update(id.as_bytes());
-    let mut k = h.value();
+    let mut k = crate::hash::fnv(id.as_bytes());
     k ^= k >> 33;
     k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
     k ^= k >> 33;
@@ -398,14 +396,12 @@ impl Ledger {
         });
     }
 
-    /// Whether item `id` completed in an earlier run with `content` as it is now; if so it
-    /// counts as completed in this run too ([`Ledger::set_now`]). One look-up.
-    pub fn resume(&mut self, id: &str, content: &str) -> bool {
+    /// Whether `item` completed in an earlier run as it is now ([`FinishedRef::resumes`]);
+    /// if so it counts as completed in this run too ([`Ledger::set_now`]). One look-up.
+    pub fn resume(&mut self, item: &crate::item::WorkItem) -> bool {
         let mut done = false;
-        self.write().update_existing(key(id), |a| {
-            done = a
-                .finished()
-                .is_some_and(|f| f.status == ItemStatus::Completed && f.content_hash.is(content));
+        self.write().update_existing(key(&item.id), |a| {
+            done = a.finished().is_some_and(|f| f.resumes(item));
             if done {
                 a.set_field(NOW_SHIFT, 3, status_code(ItemStatus::Completed));
             }

@@ -26,7 +26,8 @@ pub struct Team {
     /// Workspace folder.
     pub dir: PathBuf,
     journal: Journal,
-    reader: Option<(File, LineReader)>,
+    /// Opened at the first [`Team::outcome`].
+    reader: Option<OutcomeIndex>,
     /// What the journal records (earlier runs' and this one's): per item its last outcome
     /// and attempts ([`Replay::ledger`]), costs and waits, attempts still open.
     pub recorded: Replay,
@@ -102,18 +103,11 @@ impl Team {
     ///
     /// Errors: the journal cannot be read, or its line is not an outcome.
     pub fn outcome(&mut self, id: &str) -> Result<Option<Outcome>> {
-        let Some(at) = self.recorded.ledger.get(id) else {
-            return Ok(None);
+        let reader = match &mut self.reader {
+            Some(r) => r,
+            None => self.reader.insert(OutcomeIndex::over(&self.view())?),
         };
-        let path = self.journal.path().to_owned();
-        if self.reader.is_none() {
-            let file = File::open(&path).map_err(|e| Error::io("read", &path, e))?;
-            self.reader = Some((file, LineReader::default()));
-        }
-        let Some((file, lines)) = self.reader.as_mut() else {
-            return Ok(None);
-        };
-        journal::read_outcome(lines, file, &path, at.offset, id)
+        reader.outcome(id)
     }
 
     /// End the run's writing: the journal is synced and closed, and what it recorded is

@@ -931,7 +931,7 @@ fn resume_completed(
     st: &mut State,
 ) -> bool {
     // One look-up: completed before with this content, and now counted as completed.
-    if rerun.contains(&item.id) || !team.recorded.ledger.resume(&item.id, &item.content) {
+    if rerun.contains(&item.id) || !team.recorded.ledger.resume(item) {
         return false;
     }
     tracing::debug!(

@@ -579,6 +579,20 @@ pub struct Invocation {
     pub env_files: Vec<(String, String)>,
 }
 
+impl Invocation {
+    /// Whether the argv or the environment names `path` (the prompt file: the agent then
+    /// reads it by its name, so it must be written before the agent starts).
+    pub fn names(&self, path: &Path) -> bool {
+        let path = path.to_string_lossy();
+        self.args.iter().any(|a| a.contains(path.as_ref()))
+            || self.env_set.iter().any(|(_, v)| v.contains(path.as_ref()))
+            || self
+                .env_files
+                .iter()
+                .any(|(_, t)| t.contains(path.as_ref()))
+    }
+}
+
 impl RunnerDef {
     /// Parse a definition from TOML text; `path` is for messages.
     ///

@@ -188,8 +188,9 @@ fn print_prompt(found: &Found, id: &str, teammate: &str, record: Option<&Record>
                 .map_err(|e| Error::read_input("the prompt", &path, e))?
                 .ok_or_else(|| {
                     Error::Usage(format!(
-                        "item `{id}` has no prompt kept: {} is not there",
-                        path.display()
+                        "item `{id}` has no prompt kept: {} is {}",
+                        path.display(),
+                        crate::ui::show::PROMPT_NOT_WRITTEN
                     ))
                 })?;
             let mut bytes = Vec::new();
@@ -308,11 +309,20 @@ pub fn logs(args: LogsArgs) -> Result<i32> {
         {
             return print_compacted(&id, &compact::path(dir), &record, attempt, args.stderr);
         }
-        // The runner creates a log when the attempt first writes to it.
-        eprintln!(
-            "item `{id}`, attempt {attempt}: wrote nothing to {stream} (no {})",
-            path.display()
-        );
+        let running = !events
+            .iter()
+            .any(|e| matches!(e, Event::AttemptFinished { attempt: a, .. } if *a == attempt));
+        match (running, stream) {
+            // A quick agent's stdout is held in memory: on disk once it has run a second.
+            (true, "stdout") => eprintln!(
+                "item `{id}`, attempt {attempt}: its stdout log is not written yet (the runner writes it once the attempt has run a second, or when it ends); follow it with --follow"
+            ),
+            // The runner creates a log when the attempt first writes to it.
+            _ => eprintln!(
+                "item `{id}`, attempt {attempt}: wrote nothing to {stream} (no {})",
+                path.display()
+            ),
+        }
         return Ok(0);
     }
     // One handle for the whole follow: what the attempt wrote last is read from it even

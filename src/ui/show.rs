@@ -7,6 +7,11 @@ use std::path::Path;
 
 use crate::run::events::Event;
 
+/// What `show` says of a teammate folder without `prompt.md`: the runner hands a prompt to
+/// its agent from memory and writes the file only once the attempt has run a second or
+/// ended without completing ([`crate::run::supervise::process::HOLD_FOR`]).
+pub const PROMPT_NOT_WRITTEN: &str = "not written (yet): an attempt's prompt is written once it has run a second, or when it ends without completing";
+
 /// Lines of the telling log shown.
 const LOG_LINES: usize = 20;
 
@@ -185,12 +190,16 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
     match place {
         Place::Teammate(dir) => {
             let prompt = dir.join("prompt.md");
-            match prompt.is_file() {
-                true => {
+            match (prompt.is_file(), dir.is_dir()) {
+                (true, _) => {
                     let _ = writeln!(o, "Prompt:  {}", prompt.display());
                 }
+                // Handed to the agent from memory; on disk once it has run a second.
+                (false, true) => {
+                    let _ = writeln!(o, "Prompt:  {PROMPT_NOT_WRITTEN}");
+                }
                 // Skipped or cancelled before it started: no folder was made for it.
-                false => {
+                (false, false) => {
                     let _ = writeln!(o, "Prompt:  none: it never started");
                 }
             }

@@ -402,6 +402,8 @@ def main():
         attempt(results, "home_file", write_to(os.path.join(home, "keep.txt"), "pwned", "a"))
         for sib in siblings():
             wait_for(os.path.join(sib, "work", "pid"))  # its folder and worktree are ready
+            # The runner writes a prompt file once an attempt has run a second.
+            wait_for(os.path.join(sib, "prompt.md"))
             attempt(results, "sibling_new_file", write_to(os.path.join(sib, "work", "pwned"), "x"))
             attempt(results, "sibling_prompt", write_to(os.path.join(sib, "prompt.md"), "x", "a"))
             attempt(results, "sibling_remove", lambda: os.remove(os.path.join(sib, "prompt.md")))

@@ -89,6 +89,36 @@ fn keep_logs_keeps_each_completed_items_folder_with_its_prompt_and_logs() {
     assert!(!ws.join("teammates/1-a/attempt-1.stderr.log").exists());
 }
 
+/// Issue 26: a quick agent's prompt goes to it from memory and its stdout is held there, so
+/// a completed item writes neither; an item that does not complete still leaves both in its
+/// folder, where a person looks, and `show` and `logs` read them there or from the record.
+#[test]
+fn prompts_and_logs_held_in_memory_reach_the_folder_of_an_item_that_did_not_complete() {
+    let sb = batch(&[("ok", "success"), ("silent", "noreport")]);
+    let r = run_batch(&sb, &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let ws = sb.join("workers-output.runner");
+    assert!(!ws.join("teammates/1-ok").exists(), "compacted");
+    let folder = ws.join("teammates/2-silent");
+    let prompt = std::fs::read_to_string(folder.join("prompt.md")).expect("prompt.md");
+    assert!(prompt.contains("Handle silent. MODE=noreport"), "{prompt}");
+    assert_eq!(
+        std::fs::read_to_string(folder.join("attempt-1.stdout.log")).expect("stdout log"),
+        "All done, trust me!\n"
+    );
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert!(rows["silent"]["log"].ends_with("teammates/2-silent/attempt-1.stdout.log"));
+    let logs = sb.run(&["logs", "silent", &ws.display().to_string()]);
+    assert_eq!(logs.stdout, "All done, trust me!\n", "{logs:?}");
+    // The completed one: its prompt and what it printed, from the record.
+    assert!(
+        sb.prompt("workers-output.runner", "ok")
+            .contains("Handle ok. MODE=success")
+    );
+    let logs = sb.run(&["logs", "ok", &ws.display().to_string()]);
+    assert_eq!(logs.stdout, "done\n", "{logs:?}");
+}
+
 #[test]
 fn every_way_of_not_succeeding_is_caught() {
     let sb = batch(&[

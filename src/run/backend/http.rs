@@ -549,6 +549,7 @@ impl Http {
                     agent,
                     stderr_end: None,
                     log,
+                    stdout_held: None,
                 }
             };
         let answer = match answered {

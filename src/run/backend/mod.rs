@@ -95,8 +95,8 @@ pub fn for_settings(settings: &Settings) -> crate::error::Result<Arc<dyn Backend
     }
 }
 
-/// What a backend gets: one prepared attempt. Every path is absolute; the teammate folder,
-/// the prompt file and the state folders exist.
+/// What a backend gets: one prepared attempt. Every path is absolute; the teammate folder
+/// and the state folders exist (the prompt file when the invocation names it).
 pub struct Attempt<'a> {
     /// The item.
     pub item: &'a WorkItem,
@@ -106,9 +106,11 @@ pub struct Attempt<'a> {
     pub runner: &'a RunnerDef,
     /// The argv and environment changes the definition asks for, expanded for this attempt.
     pub invocation: &'a Invocation,
-    /// The rendered prompt (also in `prompt_file`).
+    /// The rendered prompt.
     pub prompt: &'a str,
-    /// `<teammate dir>/prompt.md`.
+    /// `<teammate dir>/prompt.md`: written before the attempt only when the invocation names
+    /// it (`prompt = "file"`, `{prompt_file}`); a prompt on stdin is handed over in memory
+    /// ([`crate::run::supervise::process::Stdin::Text`]).
     pub prompt_file: &'a Path,
     /// Where the teammate writes its report (`RUNNER_REPORT`); no earlier attempt's report is
     /// there.
@@ -199,6 +201,11 @@ pub struct Execution {
     /// The log that explains the attempt (usually [`Attempt::stdout_log`]); an empty path
     /// when none was written.
     pub log: PathBuf,
+    /// The agent's whole stdout, when the backend held it in memory and did not create
+    /// [`Attempt::stdout_log`] (a quick process: [`crate::run::supervise::process::HOLD_MAX`],
+    /// [`crate::run::supervise::process::HOLD_FOR`]). The runner writes it there unless the
+    /// item completes and is compacted, so a completed quick item costs no log file.
+    pub stdout_held: Option<Vec<u8>>,
 }
 
 /// Most bytes of a log read back for parsing: logs up to this size are read whole; larger

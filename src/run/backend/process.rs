@@ -6,7 +6,7 @@ use tokio::sync::watch;
 
 use super::{Attempt, Backend, BoxFuture, Execution, FULL_READ, end_of, read_capped};
 use crate::agent;
-use crate::run::supervise::process::{self, Cancel, Spawn};
+use crate::run::supervise::process::{self, Cancel, Spawn, Stdin};
 
 /// Runs each attempt as a child process (argv, no shell). Its definition was checked when
 /// the settings resolved ([`crate::settings::Settings::resolve`]: the argv expands, the
@@ -43,6 +43,7 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
                     agent: Default::default(),
                     stderr_end: None,
                     log: std::path::PathBuf::new(),
+                    stdout_held: None,
                 };
             }
         },
@@ -56,8 +57,12 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
             Some(_) => crate::sandbox::unset_under_sandbox(&inv.env_unset, attempt.env),
         },
         env_set: attempt.env.to_vec(),
-        stdin: inv.prompt_on_stdin.then(|| attempt.prompt_file.to_owned()),
+        stdin: match inv.prompt_on_stdin {
+            true => Stdin::Text(attempt.prompt.into()),
+            false => Stdin::Null,
+        },
         stdout_log: attempt.stdout_log.clone(),
+        hold_stdout: true,
         stderr_log: attempt.stderr_log.clone(),
         log_cap: attempt.log_cap,
         timeout: attempt.timeout,
@@ -76,14 +81,21 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
         spawn.args.join(" "),
         spawn.cwd.display()
     );
-    let exit = process::run(&spawn, cancel, |pgid| attempt.started(pgid)).await;
+    let mut exit = process::run(&spawn, cancel, |pgid| attempt.started(pgid)).await;
     // A definition that declares `leaves_processes` waits no time for them: nothing to say.
     if !exit.held_pipes.is_empty() && !attempt.pipe_wait.is_zero() {
         note_held_pipes(attempt, &exit.held_pipes);
     }
-    let stdout = read_capped(&spawn.stdout_log, FULL_READ).unwrap_or_default();
+    let held = exit.stdout_held.take();
+    let stdout = match &held {
+        Some(bytes) => String::from_utf8_lossy(bytes),
+        None => read_capped(&spawn.stdout_log, FULL_READ)
+            .unwrap_or_default()
+            .into(),
+    };
     Execution {
         agent: agent::output::parse(attempt.runner, &stdout),
+        stdout_held: held,
         stderr_end: end_of(&spawn.stderr_log),
         log: exit.telling_log(&spawn),
         end: exit.end,

@@ -159,6 +159,7 @@ async fn play(
         agent: agent::output::parse(attempt.runner, stdout),
         stderr_end: None,
         log: attempt.stdout_log.clone(),
+        stdout_held: None,
         exit_code: exited.then_some(step.exit_code),
         end,
         elapsed: started.elapsed(),

@@ -134,19 +134,31 @@ pub fn logged_attempts(dir: &Path) -> Vec<u32> {
     numbers
 }
 
-/// The ends of the `attempt-N.{stdout,stderr}.log` of teammate folder `dir`, by attempt, for
-/// the attempts up to `last` (files the teammate named otherwise are not the runner's).
-fn kept_logs(dir: &Path, last: u32) -> Vec<AttemptLogs> {
-    logged_attempts(dir)
+/// The ends of the `attempt-N.{stdout,stderr}.log` of teammate folder `dir`, by attempt:
+/// attempt `last`'s, and with `fresh.earlier` those of the attempts before it (files the
+/// teammate named otherwise are not the runner's). `fresh.stdout` stands for attempt
+/// `last`'s stdout log when the runner held it in memory.
+fn kept_logs(dir: &Path, last: u32, fresh: &Fresh<'_>) -> Vec<AttemptLogs> {
+    let mut numbers = match fresh.earlier {
+        true => logged_attempts(dir),
+        false => Vec::new(),
+    };
+    numbers.retain(|n| (1..last).contains(n));
+    numbers.push(last);
+    numbers
         .into_iter()
-        .filter(|n| (1..=last).contains(n))
-        .map(|n| {
+        .filter_map(|n| {
             let log = |s: &str| tail(&dir.join(format!("attempt-{n}.{s}.log")), LOG_TAIL_BYTES);
-            AttemptLogs {
+            let stdout = match fresh.stdout {
+                Some(bytes) if n == last => Some(tail_of(bytes, LOG_TAIL_BYTES)),
+                _ => log("stdout"),
+            };
+            let logs = AttemptLogs {
                 attempt: n,
-                stdout: log("stdout"),
+                stdout,
                 stderr: log("stderr"),
-            }
+            };
+            (logs.stdout.is_some() || logs.stderr.is_some()).then_some(logs)
         })
         .collect()
 }
@@ -179,31 +191,69 @@ fn head(path: &Path, cap: u64) -> Option<(String, u64)> {
     Some((String::from_utf8_lossy(&bytes).into_owned(), size))
 }
 
-/// The last `cap` bytes of plain file `path` ([`open_own`]) and its size: from a line start
-/// when that keeps at least half of them, else from the middle of a line (an agent whose
-/// last line is one long JSON result keeps its end).
+/// The last `cap` bytes of plain file `path` ([`open_own`]) and its size ([`tail_of`]).
 fn tail(path: &Path, cap: u64) -> Option<Tail> {
     let (mut file, size) = open_own(path)?;
     let from = size.saturating_sub(cap);
     file.seek(SeekFrom::Start(from)).ok()?;
     let mut bytes = Vec::with_capacity((size - from) as usize + 1);
     file.take(cap).read_to_end(&mut bytes).ok()?;
-    if from > 0
+    Some(cut_tail(bytes, size, from > 0))
+}
+
+/// The last `cap` bytes of a log held in memory ([`cut_tail`]).
+fn tail_of(log: &[u8], cap: u64) -> Tail {
+    let from = log.len().saturating_sub(cap as usize);
+    cut_tail(log[from..].to_vec(), log.len() as u64, from > 0)
+}
+
+/// The kept end of a log of `size` bytes whose last bytes are `bytes` (`cut`: not all of
+/// them): from a line start when that keeps at least half of them, else from the middle of
+/// a line (an agent whose last line is one long JSON result keeps its end).
+fn cut_tail(mut bytes: Vec<u8>, size: u64, cut: bool) -> Tail {
+    if cut
         && let Some(nl) = bytes.iter().position(|b| *b == b'\n')
         && nl < bytes.len() / 2
     {
         bytes.drain(..=nl);
     }
-    Some(Tail {
+    Tail {
         bytes: size,
         kept: bytes.len() as u64,
         text: String::from_utf8_lossy(&bytes).into_owned(),
-    })
+    }
+}
+
+/// What a completed item's last attempt has in memory rather than in its folder (the
+/// runner hands the prompt over as a descriptor and holds a quick agent's stdout): the
+/// record takes these instead of reading files that were never written.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fresh<'a> {
+    /// The last attempt's prompt; `None`: read `prompt.md`.
+    pub prompt: Option<&'a str>,
+    /// The last attempt's whole stdout, when its log was not written; `None`: read the log.
+    pub stdout: Option<&'a [u8]>,
+    /// The folder may hold logs of attempts before the last (an earlier attempt of this run
+    /// or of an earlier run): look for them. Else only the last attempt's are read.
+    pub earlier: bool,
+}
+
+impl Fresh<'_> {
+    /// Nothing in memory: everything is read from the folder (an item whose last attempt
+    /// ran in an earlier run, such as one resumed for its verify).
+    pub fn from_folder() -> Fresh<'static> {
+        Fresh {
+            prompt: None,
+            stdout: None,
+            earlier: true,
+        }
+    }
 }
 
 /// Compact completed item `id` of teammate folder `folder` in `workspace`: append its
-/// [`Record`] (attempt `attempt`, whose telling log is `log`) to `completed.jsonl`, then
-/// remove the folder. Returns the record file, which outputs then name as the item's log.
+/// [`Record`] (attempt `attempt`, whose telling log is `log`; what the runner still holds of
+/// it in `fresh`) to `completed.jsonl`, then remove the folder. Returns the record file,
+/// which outputs then name as the item's log.
 ///
 /// Errors: the record cannot be written (the folder is then left as it was).
 pub fn compact(
@@ -212,9 +262,16 @@ pub fn compact(
     id: &str,
     attempt: u32,
     log: &Path,
+    fresh: Fresh<'_>,
 ) -> Result<PathBuf> {
     let dir = folder.dir();
-    let (prompt, prompt_bytes) = head(&folder.prompt(), PROMPT_KEPT_BYTES).unwrap_or_default();
+    let (prompt, prompt_bytes) = match fresh.prompt {
+        Some(p) => {
+            let kept = &p.as_bytes()[..p.len().min(PROMPT_KEPT_BYTES as usize)];
+            (String::from_utf8_lossy(kept).into_owned(), p.len() as u64)
+        }
+        None => head(&folder.prompt(), PROMPT_KEPT_BYTES).unwrap_or_default(),
+    };
     let stream = match log.to_string_lossy().ends_with(".stderr.log") {
         true => "stderr",
         false => "stdout",
@@ -235,15 +292,28 @@ pub fn compact(
         prompt,
         prompt_bytes,
         log: stream.to_owned(),
-        logs: kept_logs(dir, attempt),
+        logs: kept_logs(dir, attempt, &fresh),
         working_context,
     };
     let file = path(workspace);
     append(&file, &record).map_err(|e| Error::io("write", &file, e))?;
-    if let Err(e) = crate::fsutil::remove_tree(dir) {
+    if let Err(e) = remove_folder(folder) {
         tracing::warn!("kept {} after compacting it: {e}", dir.display());
     }
     Ok(file)
+}
+
+/// Remove a compacted teammate folder. A quick agent's folder holds its report and working
+/// context and nothing else: those go by name (no directory is listed); anything more and
+/// the whole tree goes ([`crate::fsutil::remove_tree`]). Removing a name never follows a
+/// link at it.
+fn remove_folder(folder: &TeammateFolder) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(folder.report());
+    let _ = std::fs::remove_file(folder.working_context());
+    if std::fs::remove_dir(folder.work()).is_ok() && std::fs::remove_dir(folder.dir()).is_ok() {
+        return Ok(());
+    }
+    crate::fsutil::remove_tree(folder.dir())
 }
 
 /// Append `record` as one line, in one write (`O_APPEND`: whole lines, in any order). A file
@@ -355,6 +425,7 @@ mod tests {
             "a",
             2,
             &dir.join("attempt-2.stdout.log"),
+            Fresh::from_folder(),
         )
         .expect("compact");
         assert_eq!(file, ws.path().join(FILE_NAME));
@@ -375,6 +446,40 @@ mod tests {
     }
 
     #[test]
+    fn what_the_runner_held_in_memory_is_the_record_and_the_folder_goes() {
+        let ws = tempfile::tempdir().expect("tmp");
+        let f = of(ws.path());
+        std::fs::create_dir_all(f.work()).expect("dir");
+        std::fs::write(f.report(), r#"{"status":"completed"}"#).expect("report");
+        crate::working_context::seed(&f.work(), "1-a").expect("skeleton");
+        let long = "p".repeat(PROMPT_KEPT_BYTES as usize + 5);
+        let fresh = Fresh {
+            prompt: Some(&long),
+            stdout: Some(b"done\n"),
+            earlier: false,
+        };
+        let log = f.attempt_file(1, "stdout.log");
+        compact(ws.path(), &f, "a", 1, &log, fresh).expect("compact");
+        assert!(!f.dir().exists(), "the folder is removed");
+        let r = find(ws.path(), "a").expect("read").expect("record");
+        assert_eq!(r.prompt.len() as u64, PROMPT_KEPT_BYTES);
+        assert_eq!(r.prompt_bytes, PROMPT_KEPT_BYTES + 5);
+        let out = r.tail("stdout").expect("stdout");
+        assert_eq!((out.text.as_str(), out.bytes), ("done\n", 5));
+        assert_eq!(r.logs.len(), 1);
+
+        // Anything else left in the folder goes with it.
+        std::fs::create_dir_all(f.work().join("state/cli")).expect("dir");
+        std::fs::write(f.work().join("state/cli/session"), "s").expect("state");
+        std::fs::write(f.attempt_file(1, "stderr.log"), "warn\n").expect("stderr");
+        compact(ws.path(), &f, "b", 1, &log, Fresh::default()).expect("compact");
+        assert!(!f.dir().exists(), "the folder is removed");
+        let r = find(ws.path(), "b").expect("read").expect("record");
+        assert_eq!(r.tail("stderr").map(|t| t.text.as_str()), Some("warn\n"));
+        assert_eq!(r.tail("stdout"), None, "no stdout log, none held");
+    }
+
+    #[test]
     fn a_long_log_keeps_its_last_whole_lines_and_a_rerun_replaces_the_record() {
         let ws = tempfile::tempdir().expect("tmp");
         let long: String = (0..2000).map(|i| format!("line {i}\n")).collect();
@@ -385,6 +490,7 @@ mod tests {
             "a",
             2,
             &dir.join("attempt-2.stdout.log"),
+            Fresh::from_folder(),
         )
         .expect("first");
         let first = find(ws.path(), "a").expect("read").expect("record");
@@ -401,6 +507,7 @@ mod tests {
             "a",
             3,
             &dir.join("attempt-2.stdout.log"),
+            Fresh::from_folder(),
         )
         .expect("second");
         let second = find(ws.path(), "a").expect("read").expect("record");
@@ -429,6 +536,7 @@ mod tests {
             "a",
             2,
             &dir.join("attempt-2.stdout.log"),
+            Fresh::from_folder(),
         )
         .expect("compact");
         let r = find(ws.path(), "a")
@@ -453,6 +561,7 @@ mod tests {
             "a",
             2,
             &dir.join("attempt-2.stdout.log"),
+            Fresh::from_folder(),
         )
         .expect("compact");
         let r = find(ws.path(), "a").expect("read").expect("record");
@@ -473,6 +582,7 @@ mod tests {
             "a",
             2,
             &dir.join("attempt-2.stdout.log"),
+            Fresh::from_folder(),
         )
         .expect("first");
         let dir = folder(ws.path(), "");
@@ -488,6 +598,7 @@ mod tests {
             "a",
             3,
             &dir.join("attempt-3.stdout.log"),
+            Fresh::from_folder(),
         )
         .expect("rerun");
         let r = find(ws.path(), "a").expect("read").expect("record");
@@ -526,6 +637,7 @@ mod tests {
             "a",
             2,
             &dir.join("attempt-2.stdout.log"),
+            Fresh::from_folder(),
         )
         .expect("compact");
         let r = find(ws.path(), "a").expect("read").expect("record");

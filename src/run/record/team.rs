@@ -47,11 +47,17 @@ impl Team {
         crate::fsutil::create_private_dir(&dir.join("teammates"))?;
         let lock = lock::acquire(dir)?;
         let journal_path = dir.join("journal.jsonl");
-        let recorded = journal::replay(&journal_path)?;
+        let mut recorded = journal::replay(&journal_path)?;
         for (_, pgid) in recorded.unfinished_attempts() {
             orphans::reap(pgid, dir);
         }
-        orphans::reap_workspace(dir);
+        // An attempt killed before the journal knew it still started: the next is numbered
+        // after it (its logs, if it wrote any, keep their names).
+        for (id, attempt) in orphans::reap_workspace(dir) {
+            recorded
+                .ledger
+                .started(crate::run::record::ledger::key(&id), attempt);
+        }
         let journal = Journal::open(&journal_path)?;
         Ok(Team {
             name: name.to_owned(),

@@ -184,6 +184,48 @@ struct AttemptResult {
     log: PathBuf,
     /// The report passed every check but the verify command, which an interrupt stopped.
     verify_cancelled: bool,
+    /// What the attempt has not written to its teammate folder yet.
+    held: Held,
+}
+
+/// An attempt's records the runner holds in memory instead of its teammate folder: its
+/// prompt (handed to the agent as a sealed in-memory file, DESIGN §6b) and its stdout (held
+/// while small and quick, [`process::HOLD_MAX`], [`process::HOLD_FOR`]). A completed item's
+/// compacted record takes them from here, so a quick completed item writes neither; an
+/// attempt that does not complete writes them ([`Held::write`]), since its folder is where a
+/// person looks, and so does one that runs longer than [`process::HOLD_FOR`] (its prompt;
+/// its stdout goes to its log by itself), for `runner show` and `logs` while it runs.
+#[derive(Debug, Default)]
+struct Held {
+    /// The attempt's prompt (empty when it never got one).
+    prompt: Arc<str>,
+    /// `prompt.md`, while it is not written.
+    prompt_file: Option<PathBuf>,
+    /// The stdout log's path and the bytes it did not get, while it is not written.
+    stdout: Option<(PathBuf, Vec<u8>)>,
+}
+
+impl Held {
+    /// Write the prompt file and the stdout log that are still held. A file that cannot be
+    /// written is logged and left out.
+    fn write(&mut self) {
+        if let Some(path) = self.prompt_file.take() {
+            write_record(&path, self.prompt.as_bytes());
+        }
+        if let Some((path, bytes)) = self.stdout.take() {
+            write_record(&path, &bytes);
+        }
+    }
+}
+
+/// Write one of the runner's records of a teammate (a new private file, never through a
+/// link); a failure is logged, not fatal: the attempt's verdict does not depend on it.
+fn write_record(path: &Path, bytes: &[u8]) {
+    if let Err(e) = crate::fsutil::create_private_file(path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, bytes))
+    {
+        tracing::warn!("cannot write {}: {e}", path.display());
+    }
 }
 
 /// What earlier runs left of an item: the attempt numbering continues after theirs, and
@@ -230,7 +272,7 @@ pub async fn run_item(
     if let Some(earlier) = verify_only {
         let last_attempt = first_attempt.saturating_sub(1).max(1);
         let outcome = verify_again(&spec, &item, *earlier, last_attempt, cancel).await;
-        finished(&spec, outcome, last_attempt, &tx);
+        finished(&spec, outcome, last_attempt, Held::default(), true, &tx);
         return;
     }
     // An attempt whose start was never journaled (the runner was killed as it started)
@@ -277,7 +319,7 @@ pub async fn run_item(
     let mut last_made = attempt;
     // The prompt of a request the provider refused unprocessed, sent again as it was.
     let mut refused_prompt: Option<crate::error::Result<String>> = None;
-    let last = loop {
+    let mut last = loop {
         let waiting_since = Instant::now();
         let admitted = tokio::select! {
             p = gate.admit() => Some(p),
@@ -396,6 +438,11 @@ pub async fn run_item(
                     .settings_for(&item)
                     .retry_on
                     .contains(&result.verdict.status));
+        // What the attempt held in memory goes to its folder unless the item completes
+        // with it and is compacted.
+        if retrying || result.verdict.status != ItemStatus::Completed || spec.settings.keep_logs {
+            result.held.write();
+        }
         let _ = tx.send(Event::AttemptFinished {
             id: item.id.clone(),
             teammate: item.teammate.clone(),
@@ -454,27 +501,52 @@ pub async fn run_item(
         attempts: last_made.saturating_sub(refused),
         rate_limit_waits,
     };
+    let held = std::mem::take(&mut last.held);
     let outcome = final_outcome(&item, last, counts, started_at, content_hash, spend);
-    finished(&spec, outcome, last_made, &tx);
+    // The folder holds logs of attempts before the last: an earlier run's, or this run's.
+    let earlier_logs = highest.is_some() || last_made > first_attempt;
+    finished(&spec, outcome, last_made, held, earlier_logs, &tx);
 }
 
 /// Send the item's outcome. A completed item's folder is compacted first
-/// ([`crate::run::record::compact`], unless `--keep-logs`): its outcome's log then names the
-/// record file, so no output names a removed log. `attempt` is the item's last attempt.
-fn finished(spec: &RunSpec, mut outcome: Outcome, attempt: u32, tx: &mpsc::UnboundedSender<Event>) {
+/// ([`crate::run::record::compact`], unless `--keep-logs`), with what its last attempt
+/// (`attempt`) still `held` in memory: its outcome's log then names the record file, so no
+/// output names a removed log. `earlier_logs`: the folder may hold logs of attempts before
+/// the last. Whatever is still held when the folder stays is written to it.
+fn finished(
+    spec: &RunSpec,
+    mut outcome: Outcome,
+    attempt: u32,
+    mut held: Held,
+    earlier_logs: bool,
+    tx: &mpsc::UnboundedSender<Event>,
+) {
+    let mut compacted = false;
     if outcome.status == ItemStatus::Completed && !spec.settings.keep_logs {
         let folder = spec.teammate(&outcome.teammate);
         let log = PathBuf::from(&outcome.log);
+        let fresh = crate::run::record::compact::Fresh {
+            prompt: (!held.prompt.is_empty()).then_some(&*held.prompt),
+            stdout: held.stdout.as_ref().map(|(_, bytes)| bytes.as_slice()),
+            earlier: earlier_logs,
+        };
         match crate::run::record::compact::compact(
             &spec.workspace,
             &folder,
             &outcome.id,
             attempt,
             &log,
+            fresh,
         ) {
-            Ok(record) => outcome.log = record.display().to_string(),
+            Ok(record) => {
+                outcome.log = record.display().to_string();
+                compacted = true;
+            }
             Err(e) => tracing::warn!("item {}: its folder is kept: {e}", outcome.id),
         }
+    }
+    if !compacted {
+        held.write();
     }
     let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
 }
@@ -685,6 +757,7 @@ fn failed_before_start(reason: String, log: PathBuf) -> AttemptResult {
         report: None,
         log,
         verify_cancelled: false,
+        held: Held::default(),
     }
 }
 
@@ -744,17 +817,44 @@ async fn attempt_once(
         let path = spec.teammate(&item.teammate).progress();
         crate::run::supervise::progress::watch(path, who, tx.clone())
     });
-    let execution = backend.execute(&attempt, cancel.clone()).await;
+    // The prompt file of an attempt that runs long enough to be looked at while it runs.
+    let mut prompt_file = (!prepared.prompt_file_written).then(|| prepared.prompt_file.clone());
+    let mut execution = {
+        let run = backend.execute(&attempt, cancel.clone());
+        tokio::pin!(run);
+        tokio::select! {
+            biased;
+            done = &mut run => done,
+            _ = tokio::time::sleep(process::HOLD_FOR), if prompt_file.is_some() => {
+                if let Some(path) = prompt_file.take() {
+                    write_record(&path, prepared.prompt.as_bytes());
+                }
+                run.await
+            }
+        }
+    };
     if let Some(watch) = progress {
         watch.finish().await;
     }
-    judge_attempt(spec, item, &prepared, execution, &logs, cancel).await
+    let stdout = execution
+        .stdout_held
+        .take()
+        .map(|bytes| (attempt.stdout_log.clone(), bytes));
+    let mut result = judge_attempt(spec, item, &prepared, execution, &logs, cancel).await;
+    result.held = Held {
+        prompt: prepared.prompt.clone(),
+        prompt_file,
+        stdout,
+    };
+    result
 }
 
 /// An attempt made ready for a backend by [`prepare`].
 struct Prepared {
-    prompt: String,
+    prompt: Arc<str>,
     prompt_file: PathBuf,
+    /// `prompt_file` is written: the invocation names it.
+    prompt_file_written: bool,
     report_path: PathBuf,
     invocation: Invocation,
     worktree: Option<Worktree>,
@@ -815,14 +915,10 @@ async fn prepare(
             ))
         })?;
     }
-    let prompt =
-        prompt.map_err(|e| HelperFailure::before(format!("cannot render the prompt: {e}")))?;
-    let prompt_file = dir.join("prompt.md");
-    crate::fsutil::create_private_file(&prompt_file)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, prompt.as_bytes()))
-        .map_err(|e| {
-            HelperFailure::before(format!("cannot write {}: {e}", prompt_file.display()))
-        })?;
+    let prompt: Arc<str> = prompt
+        .map_err(|e| HelperFailure::before(format!("cannot render the prompt: {e}")))?
+        .into();
+    let prompt_file = folder.prompt();
     let args = AttemptArgs {
         prompt_file: &prompt_file,
         report: &report_path,
@@ -839,6 +935,16 @@ async fn prepare(
         .runner
         .invocation(&args)
         .map_err(|e| HelperFailure::before(e.to_string()))?;
+    // The file is written before the attempt only for an agent that reads it by its name; a
+    // prompt on stdin or in an argument is handed over from memory.
+    let prompt_file_written = invocation.names(&prompt_file);
+    if prompt_file_written {
+        crate::fsutil::create_private_file(&prompt_file)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, prompt.as_bytes()))
+            .map_err(|e| {
+                HelperFailure::before(format!("cannot write {}: {e}", prompt_file.display()))
+            })?;
+    }
     let worktree = match &spec.isolation {
         None => None,
         Some(iso) => {
@@ -913,6 +1019,7 @@ async fn prepare(
     Ok(Prepared {
         prompt,
         prompt_file,
+        prompt_file_written,
         report_path,
         invocation,
         worktree,
@@ -1164,6 +1271,7 @@ async fn judge_attempt(
             }
             _ => ran.log,
         },
+        held: Held::default(),
     }
 }
 
@@ -1231,8 +1339,9 @@ async fn run_helper(
         cwd: cwd.to_owned(),
         env_unset: Vec::new(),
         env_set: env.to_vec(),
-        stdin: None,
+        stdin: process::Stdin::Null,
         stdout_log: log.clone(),
+        hold_stdout: false,
         stderr_log: err_log.clone(),
         log_cap: spec.settings_for(item).log_cap,
         timeout: spec.settings_for(item).timeout,

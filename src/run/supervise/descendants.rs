@@ -129,6 +129,15 @@ fn all_pids() -> Vec<i32> {
 /// Live (not zombie) processes other than this one whose environment has an entry for which
 /// `matches` holds.
 pub fn marked(matches: impl Fn(&[u8]) -> bool) -> Vec<i32> {
+    marked_with_env(matches)
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// [`marked`], each with its environment (`KEY=value` entries separated by NUL bytes, as
+/// `/proc/<pid>/environ` holds them).
+pub fn marked_with_env(matches: impl Fn(&[u8]) -> bool) -> Vec<(i32, Vec<u8>)> {
     let me = std::process::id() as i32;
     let mut found = Vec::new();
     for pid in all_pids() {
@@ -142,7 +151,7 @@ pub fn marked(matches: impl Fn(&[u8]) -> bool) -> Vec<i32> {
             continue;
         }
         if stat(pid).is_some_and(|s| s.state != 'Z' && s.state != 'X') {
-            found.push(pid);
+            found.push((pid, environ));
         }
     }
     found

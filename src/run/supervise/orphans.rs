@@ -29,21 +29,34 @@ pub fn find(pgid: u32, workspace: &Path) -> (Vec<u32>, Vec<u32>) {
 /// End every live process of this workspace, whatever the journal says: a runner killed
 /// between starting an agent and journaling its attempt leaves one no journal names. The
 /// resuming run holds the batch's lock and has started nothing, so each is a dead run's.
-/// Returns how many were ended.
-pub fn reap_workspace(workspace: &Path) -> usize {
+/// Returns the attempts they belonged to, as `(item id, attempt number)` from their
+/// `RUNNER_ITEM_ID` and `RUNNER_ATTEMPT`: those attempts did start, so their numbers are
+/// not used again (the journal may not know them).
+pub fn reap_workspace(workspace: &Path) -> Vec<(String, u32)> {
     let mut marker = b"RUNNER_WORKSPACE=".to_vec();
     marker.extend_from_slice(workspace.as_os_str().as_bytes());
-    let pids = descendants::marked(|kv| kv == marker.as_slice());
-    if !pids.is_empty() {
+    let found = descendants::marked_with_env(|kv| kv == marker.as_slice());
+    if !found.is_empty() {
         tracing::warn!(
             "ending {} leftover process(es) of an earlier run the journal does not name (it was killed as they started)",
-            pids.len()
+            found.len()
         );
     }
-    for pid in &pids {
+    let mut attempts = Vec::new();
+    for (pid, environ) in &found {
         let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        let var = |name: &[u8]| {
+            environ
+                .split(|b| *b == 0)
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix(b"="))
+        };
+        if let (Some(id), Some(n)) = (var(b"RUNNER_ITEM_ID"), var(b"RUNNER_ATTEMPT"))
+            && let Some(n) = std::str::from_utf8(n).ok().and_then(|n| n.parse().ok())
+        {
+            attempts.push((String::from_utf8_lossy(id).into_owned(), n));
+        }
     }
-    pids.len()
+    attempts
 }
 
 /// End the orphaned group `pgid` if it still holds processes of this workspace, and every

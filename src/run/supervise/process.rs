@@ -76,12 +76,16 @@ pub struct Spawn {
     pub env_unset: Vec<String>,
     /// Variables to set (values as raw bytes: paths need not be UTF-8).
     pub env_set: Vec<(String, std::ffi::OsString)>,
-    /// A file given to the child as its stdin, opened read-only (like `cmd < file`): the child
-    /// reads it at its own pace and never waits on the runner to feed a pipe. `None` → stdin
-    /// is /dev/null.
-    pub stdin: Option<PathBuf>,
+    /// What the child reads on its stdin.
+    pub stdin: Stdin,
     /// Where stdout goes (capped).
     pub stdout_log: PathBuf,
+    /// Hold stdout in memory instead of creating [`Spawn::stdout_log`] at the start: while
+    /// it stays within [`HOLD_MAX`] bytes and the child has run less than [`HOLD_FOR`], it
+    /// is handed back in [`Exit::stdout_held`] and no file is made (the caller writes it, or
+    /// keeps it in a compacted record); past either bound it goes to the log as usual. A
+    /// quick agent then costs no file; a slow one's log is there to follow within a second.
+    pub hold_stdout: bool,
     /// Where stderr goes (capped); created when the first byte arrives.
     pub stderr_log: PathBuf,
     /// Cap of each log file, bytes (head and tail kept, the cut marked).
@@ -104,6 +108,51 @@ pub struct Spawn {
     pub live: Option<std::sync::Arc<FailureRules>>,
 }
 
+/// What a child reads on its stdin.
+#[derive(Debug, Clone, Default)]
+pub enum Stdin {
+    /// `/dev/null`.
+    #[default]
+    Null,
+    /// A file, opened read-only (like `cmd < file`): the child reads it at its own pace and
+    /// never waits on the runner to feed a pipe.
+    File(PathBuf),
+    /// This text, in a sealed in-memory file (`memfd_create`, then `F_SEAL_WRITE`): to the
+    /// child it is a read-only file like the one above, at its own pace; nothing is written
+    /// to disk and nothing in a teammate's reach can change it (DESIGN §6b: the runner's
+    /// records are handed to the teammate as open descriptors).
+    Text(std::sync::Arc<str>),
+}
+
+/// Most bytes of stdout [`Spawn::hold_stdout`] holds in memory.
+pub const HOLD_MAX: usize = 64 * 1024;
+/// Longest time [`Spawn::hold_stdout`] holds stdout in memory, from the start.
+pub const HOLD_FOR: Duration = Duration::from_secs(1);
+
+/// A sealed in-memory file holding `text`, positioned at its start ([`Stdin::Text`]).
+fn sealed_text(text: &str) -> std::io::Result<std::fs::File> {
+    use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    use std::io::{Seek, Write};
+    let fd = memfd_create(
+        c"runner-prompt",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(text.as_bytes())?;
+    file.rewind()?;
+    fcntl(
+        &file,
+        FcntlArg::F_ADD_SEALS(
+            SealFlag::F_SEAL_WRITE
+                | SealFlag::F_SEAL_GROW
+                | SealFlag::F_SEAL_SHRINK
+                | SealFlag::F_SEAL_SEAL,
+        ),
+    )?;
+    Ok(file)
+}
+
 /// How long a keeper told to kill its tree may take before its group is sent SIGKILL.
 pub const KEEPER_KILL_WAIT: Duration = Duration::from_secs(2);
 
@@ -120,6 +169,9 @@ pub struct Exit {
     pub stdout_bytes: u64,
     /// Bytes the child wrote to stderr (before capping).
     pub stderr_bytes: u64,
+    /// With [`Spawn::hold_stdout`]: all the child wrote to stdout, when it stayed in memory
+    /// (then [`Spawn::stdout_log`] was not created); `None` when it went to the log.
+    pub stdout_held: Option<Vec<u8>>,
     /// The processes that kept the child's stdout or stderr open after it exited, until the
     /// runner ended them [`Spawn::pipe_wait`] later (`sleep (pid 4242)`); that wait is part of
     /// [`Exit::elapsed`]. Empty when the pipes closed with the child.
@@ -191,8 +243,8 @@ struct Started {
     stdout_file: LogFile,
 }
 
-/// Create the stdout log, open stdin and spawn the child as the leader of a new process
-/// group, marked with `marker`.
+/// Create the stdout log (unless it is held), open stdin and spawn the child as the leader
+/// of a new process group, marked with `marker`.
 fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
     let failed = |what: String, e: std::io::Error| {
         if descriptors::exhausted(&e) {
@@ -202,14 +254,25 @@ fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
         }
     };
     // The stdout log is the one the output names: it exists even when the agent printed
-    // nothing. The stderr log is created when its first byte arrives.
-    let stdout_file = crate::fsutil::create_private_file(&spec.stdout_log)
-        .map_err(|e| failed(format!("cannot create {}", spec.stdout_log.display()), e))?;
+    // nothing (a held one is written by the caller). The stderr log is created when its
+    // first byte arrives.
+    let stdout_file = match spec.hold_stdout {
+        true => LogFile::held(spec.stdout_log.clone()),
+        false => LogFile::open(
+            spec.stdout_log.clone(),
+            crate::fsutil::create_private_file(&spec.stdout_log)
+                .map_err(|e| failed(format!("cannot create {}", spec.stdout_log.display()), e))?,
+        ),
+    };
     let stdin = match &spec.stdin {
-        None => Stdio::null(),
-        Some(path) => Stdio::from(
+        Stdin::Null => Stdio::null(),
+        Stdin::File(path) => Stdio::from(
             std::fs::File::open(path)
                 .map_err(|e| failed(format!("cannot open {}", path.display()), e))?,
+        ),
+        Stdin::Text(text) => Stdio::from(
+            sealed_text(text)
+                .map_err(|e| failed("cannot hand the prompt over in memory".to_owned(), e))?,
         ),
     };
     let mut cmd = tokio::process::Command::new(&spec.program);
@@ -231,7 +294,7 @@ fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
     Ok(Started {
         child,
         registered,
-        stdout_file: LogFile::open(spec.stdout_log.clone(), stdout_file),
+        stdout_file,
     })
 }
 
@@ -259,6 +322,7 @@ pub async fn run(
         elapsed: Duration::ZERO,
         stdout_bytes: 0,
         stderr_bytes: 0,
+        stdout_held: None,
         held_pipes: Vec::new(),
     };
     let marker = descendants::new_attempt();
@@ -408,7 +472,7 @@ pub async fn run(
     // The leader is gone; give the pipes a bounded time to close, then end the group and
     // every process that left it.
     let closing = std::time::Instant::now();
-    let (bytes, held_pipes) =
+    let (drained, held_pipes) =
         close_pipes(spec, [out_task.take(), err_task.take()], pgid, &marker).await;
     guard.marker = None;
     drop(guard);
@@ -419,31 +483,33 @@ pub async fn run(
     };
 
     let (end, exit_code) = ending(status, stopping);
+    let [stdout, stderr] = drained;
     Exit {
         end,
         exit_code,
         elapsed,
-        stdout_bytes: bytes[0],
-        stderr_bytes: bytes[1],
+        stdout_bytes: stdout.bytes,
+        stderr_bytes: stderr.bytes,
+        stdout_held: stdout.held,
         held_pipes,
     }
 }
 
 /// After the leader exited: wait up to `spec.pipe_wait` for the pipes to close, then kill the
 /// group and every process carrying `marker`, and collect what is left of the drains. Returns
-/// the bytes read from stdout and stderr, and the processes that still held the pipes when
-/// the wait ended (empty when they closed in time).
+/// what was drained from stdout and stderr, and the processes that still held the pipes
+/// when the wait ended (empty when they closed in time).
 async fn close_pipes(
     spec: &Spawn,
-    mut drains: [Option<tokio::task::JoinHandle<u64>>; 2],
+    mut drains: [Option<tokio::task::JoinHandle<Drained>>; 2],
     pgid: Pid,
     marker: &str,
-) -> ([u64; 2], Vec<String>) {
-    let mut bytes = [0u64; 2];
+) -> ([Drained; 2], Vec<String>) {
+    let mut drained = [Drained::default(), Drained::default()];
     let pipes_closed = tokio::time::timeout(spec.pipe_wait, async {
         for (i, slot) in drains.iter_mut().enumerate() {
             if let Some(handle) = slot.as_mut() {
-                bytes[i] = handle.await.unwrap_or(0);
+                drained[i] = handle.await.unwrap_or_default();
                 *slot = None;
             }
         }
@@ -468,7 +534,7 @@ async fn close_pipes(
             // Killed holders close the pipes at once; a process that escaped every signal
             // cannot keep us waiting.
             match tokio::time::timeout(Duration::from_secs(2), &mut handle).await {
-                Ok(n) => bytes[i] = n.unwrap_or(0),
+                Ok(d) => drained[i] = d.unwrap_or_default(),
                 Err(_) => handle.abort(),
             }
         }
@@ -478,7 +544,7 @@ async fn close_pipes(
         (false, true) => vec!["a process the runner could not name".to_owned()],
         _ => holders,
     };
-    (bytes, holders)
+    (drained, holders)
 }
 
 /// [`start`], tried again with back-off while descriptors or processes are short; the
@@ -556,18 +622,29 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     }
 }
 
+/// What [`drain`] read from one stream.
+#[derive(Debug, Default)]
+struct Drained {
+    /// Bytes read (before capping).
+    bytes: u64,
+    /// All of them, when a held log kept them in memory to the end ([`Spawn::hold_stdout`]).
+    held: Option<Vec<u8>>,
+}
+
 /// Copy `pipe` into `file`, keeping at most `cap` bytes: the first half, then the last half
 /// (held in a ring file beside the log while running), with a marker line where bytes were
-/// cut. Returns the total bytes read. Memory use is one 16 KiB buffer. Log writes go to the
-/// page cache with plain (blocking) writes: they take microseconds, and a disk error never
-/// stops the draining, so a child can never block on a full pipe.
+/// cut. Returns the total bytes read, and a held log's bytes when it never needed its file
+/// (at most [`HOLD_MAX`], within [`HOLD_FOR`]). Memory use is one 16 KiB buffer (and a held
+/// log's bytes). Log writes go to the page cache with plain (blocking) writes: they take
+/// microseconds, and a disk error never stops the draining, so a child can never block on a
+/// full pipe.
 async fn drain(
     mut pipe: impl AsyncRead + Unpin,
     mut log: LogFile,
     cap: u64,
     activity: Option<ActivitySink>,
     mut watch: Option<LineWatch>,
-) -> u64 {
+) -> Drained {
     use std::io::{Seek, Write};
     let mut last_sent: Option<tokio::time::Instant> = None;
     let head_cap = cap / 2;
@@ -577,23 +654,42 @@ async fn drain(
     let mut total: u64 = 0;
     let mut ring_written: u64 = 0;
     let mut buf = vec![0u8; 16 * 1024];
+    // A held log goes to its file once it outgrows this or the child has run HOLD_FOR.
+    let hold_max = HOLD_MAX.min(head_cap as usize);
+    let spill_at = tokio::time::Instant::now() + HOLD_FOR;
     // The newest line not yet passed on (held back by the throttle).
     let mut pending: Option<String> = None;
     loop {
-        let read = if pending.is_some() {
-            // Wake up in time to pass the held-back line on even if nothing else comes.
-            match tokio::time::timeout(ACTIVITY_EVERY, pipe.read(&mut buf)).await {
+        let holding = log.held.is_some();
+        let activity_due = pending
+            .is_some()
+            .then(|| tokio::time::Instant::now() + ACTIVITY_EVERY);
+        let wake = match (activity_due, holding) {
+            (Some(a), true) => Some(a.min(spill_at)),
+            (Some(a), false) => Some(a),
+            (None, true) => Some(spill_at),
+            (None, false) => None,
+        };
+        let read = match wake {
+            // Wake up in time to pass the held-back line on even if nothing else comes, and
+            // to give a held log its file.
+            Some(at) => match tokio::time::timeout_at(at, pipe.read(&mut buf)).await {
                 Ok(r) => r,
                 Err(_) => {
-                    if let (Some(sink), Some(line)) = (&activity, pending.take()) {
-                        last_sent = Some(tokio::time::Instant::now());
+                    let now = tokio::time::Instant::now();
+                    if holding && now >= spill_at {
+                        log.spill();
+                    }
+                    if activity_due.is_some_and(|due| now >= due)
+                        && let (Some(sink), Some(line)) = (&activity, pending.take())
+                    {
+                        last_sent = Some(now);
                         (sink.0)(line);
                     }
                     continue;
                 }
-            }
-        } else {
-            pipe.read(&mut buf).await
+            },
+            None => pipe.read(&mut buf).await,
         };
         let n = match read {
             Ok(0) | Err(_) => break,
@@ -613,6 +709,14 @@ async fn drain(
             } else {
                 pending = Some(line);
             }
+        }
+        if let Some(held) = log.held.as_mut() {
+            if held.len() + n <= hold_max {
+                held.extend_from_slice(chunk);
+                total += n as u64;
+                continue;
+            }
+            log.spill();
         }
         if total < head_cap {
             let take = chunk.len().min((head_cap - total) as usize);
@@ -652,7 +756,10 @@ async fn drain(
     if let Some(file) = log.file.as_mut() {
         let _ = file.flush();
     }
-    total
+    Drained {
+        bytes: total,
+        held: log.held.take(),
+    }
 }
 
 /// Assembles one stream's lines and passes each that a `[failure] live` entry matches on
@@ -719,6 +826,9 @@ struct LogFile {
     file: Option<std::fs::File>,
     /// Creating the file failed once: the stream is still drained, its bytes dropped.
     failed: bool,
+    /// A held log's bytes, kept in memory until it [`LogFile::spill`]s
+    /// ([`Spawn::hold_stdout`]).
+    held: Option<Vec<u8>>,
 }
 
 impl LogFile {
@@ -727,6 +837,27 @@ impl LogFile {
             path,
             file: Some(file),
             failed: false,
+            held: None,
+        }
+    }
+
+    /// A log held in memory; its file is created when it [`LogFile::spill`]s.
+    fn held(path: PathBuf) -> LogFile {
+        LogFile {
+            path,
+            file: None,
+            failed: false,
+            held: Some(Vec::new()),
+        }
+    }
+
+    /// Give a held log its file, with what it held so far (an empty file when nothing).
+    fn spill(&mut self) {
+        use std::io::Write;
+        if let Some(bytes) = self.held.take()
+            && let Some(file) = self.file()
+        {
+            let _ = file.write_all(&bytes);
         }
     }
 
@@ -738,6 +869,7 @@ impl LogFile {
             path,
             file: None,
             failed: false,
+            held: None,
         }
     }
 
@@ -987,8 +1119,9 @@ mod tests {
             cwd: dir.to_owned(),
             env_unset: Vec::new(),
             env_set: Vec::new(),
-            stdin,
+            stdin: stdin.map_or(Stdin::Null, Stdin::File),
             stdout_log: dir.join("attempt-1.stdout.log"),
+            hold_stdout: false,
             stderr_log: dir.join("attempt-1.stderr.log"),
             log_cap: 1024 * 1024,
             timeout: Some(Duration::from_secs(20)),
@@ -1122,6 +1255,74 @@ mod tests {
             std::fs::read_to_string(&spec.stdout_log).expect("stdout log"),
             "",
             "the stdout log exists even when empty"
+        );
+    }
+
+    #[test]
+    fn a_prompt_in_memory_is_a_read_only_stdin_read_to_its_end() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Larger than a pipe buffer (64 KiB): a pipe would need the runner to feed it.
+        let text: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+        let mut spec = spawn(
+            dir.path(),
+            // Read it, try to write through it, then read it again from its start: a file.
+            "cat; ! (echo x >&0) 2>/dev/null && cat /dev/stdin >/dev/null",
+            None,
+        );
+        spec.stdin = Stdin::Text(text.as_str().into());
+        let exit = run_to_end(&spec);
+        assert_eq!(exit.end, ProcessEnd::Exited(0), "stdin must be read-only");
+        assert_eq!(
+            std::fs::read_to_string(&spec.stdout_log).expect("stdout log"),
+            text
+        );
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left, ["attempt-1.stdout.log"], "no prompt file on disk");
+    }
+
+    #[test]
+    fn a_held_stdout_of_a_quick_child_makes_no_file_and_a_long_one_gets_its_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut spec = spawn(dir.path(), "echo quick", None);
+        spec.hold_stdout = true;
+        let exit = run_to_end(&spec);
+        assert_eq!(exit.stdout_held.as_deref(), Some(&b"quick\n"[..]));
+        assert_eq!(exit.stdout_bytes, 6);
+        assert!(!spec.stdout_log.exists(), "held: no file");
+
+        // More than it holds: everything goes to the log, nothing is handed back.
+        let big = HOLD_MAX + 10;
+        let mut spec = spawn(
+            dir.path(),
+            &format!("head -c {big} /dev/zero | tr '\\0' x"),
+            None,
+        );
+        spec.hold_stdout = true;
+        let exit = run_to_end(&spec);
+        assert_eq!(exit.stdout_held, None);
+        let log = std::fs::read(&spec.stdout_log).expect("log");
+        assert_eq!(log.len(), big);
+        assert!(log.iter().all(|b| *b == b'x'));
+
+        // A child that runs past HOLD_FOR has its log while it runs, with what it printed.
+        std::fs::remove_file(&spec.stdout_log).expect("rm");
+        let seen = dir.path().join("seen");
+        let script = format!(
+            "echo early; sleep {}; cat attempt-1.stdout.log > seen; echo late",
+            HOLD_FOR.as_secs_f64() + 0.5
+        );
+        let mut spec = spawn(dir.path(), &script, None);
+        spec.hold_stdout = true;
+        let exit = run_to_end(&spec);
+        assert_eq!(exit.stdout_held, None);
+        assert_eq!(std::fs::read_to_string(&seen).expect("seen"), "early\n");
+        assert_eq!(
+            std::fs::read_to_string(&spec.stdout_log).expect("log"),
+            "early\nlate\n"
         );
     }
 

@@ -308,6 +308,7 @@ impl BatchApi {
             agent,
             stderr_end: None,
             log: attempt.stderr_log.clone(),
+            stdout_held: None,
         }
     }
 

@@ -1113,6 +1113,43 @@ mod tests {
         }
     }
 
+    /// The prompt file is written before the agent starts only when it reads it by name.
+    #[test]
+    fn an_invocation_says_whether_it_names_the_prompt_file() {
+        let vars = BTreeMap::new();
+        let prompt = Path::new("/t/prompt.md");
+        let exec = load("exec", None, None).expect("exec");
+        let cmd = vec!["agent".to_string()];
+        assert!(
+            !exec
+                .invocation(&args(&cmd, &vars))
+                .expect("inv")
+                .names(prompt)
+        );
+        let by_file = RunnerDef::parse(
+            Path::new("x.toml"),
+            "name='x'\nprogram='x'\nargs=['--message-file={prompt_file}']\nprompt='file'\n",
+        )
+        .expect("parses");
+        assert!(
+            by_file
+                .invocation(&args(&cmd, &vars))
+                .expect("inv")
+                .names(prompt)
+        );
+        let by_env = RunnerDef::parse(
+            Path::new("x.toml"),
+            "name='x'\nprogram='x'\nargs=[]\n[env]\nset={P='{prompt_file}'}\n",
+        )
+        .expect("parses");
+        assert!(
+            by_env
+                .invocation(&args(&cmd, &vars))
+                .expect("inv")
+                .names(prompt)
+        );
+    }
+
     #[test]
     fn exec_runs_the_command_with_prompt_on_stdin() {
         let def = load("exec", None, None).expect("exec");

@@ -2,8 +2,12 @@
 //!
 //! ```text
 //! teammates/<name>/                 the runner's records of the teammate
-//!   prompt.md                       the last attempt's prompt (the agent's stdin, read-only)
-//!   attempt-N.stdout.log, …         each attempt's logs (the runner drains the agent's pipes)
+//!   prompt.md                       the last attempt's prompt (handed to the agent on stdin
+//!                                   from memory; written once the attempt has run a second,
+//!                                   or ends without completing, or first when the argv
+//!                                   names it with `{prompt_file}`)
+//!   attempt-N.stdout.log, …         each attempt's logs (the runner drains the agent's pipes;
+//!                                   a quick agent's stdout is held in memory until then too)
 //!   attempt-N.report.json           an earlier attempt's report, moved aside
 //!   <name>.env-file                 `[env] files` the runner writes for the CLI
 //!   work/                           the only part the teammate may write (under the

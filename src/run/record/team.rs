@@ -52,11 +52,15 @@ impl Team {
             orphans::reap(pgid, dir);
         }
         // An attempt killed before the journal knew it still started: the next is numbered
-        // after it (its logs, if it wrote any, keep their names).
+        // after it (its logs, if it wrote any, keep their names). Only the one attempt the
+        // journal can have missed counts — the one after the last it knows — whatever
+        // number a process claims in its environment.
         for (id, attempt) in orphans::reap_workspace(dir) {
-            recorded
-                .ledger
-                .started(crate::run::record::ledger::key(&id), attempt);
+            if attempt == recorded.ledger.attempts_started(&id) + 1 {
+                recorded
+                    .ledger
+                    .started(crate::run::record::ledger::key(&id), attempt);
+            }
         }
         let journal = Journal::open(&journal_path)?;
         Ok(Team {

@@ -18,6 +18,21 @@ use crate::source::inline::{InlineKind, InlinePart};
 /// The teammate template compiled into the binary (`templates/teammate.md`).
 pub const DEFAULT_TEAMMATE_TEMPLATE: &str = include_str!("../templates/teammate.md");
 
+/// Where the default template's item begins: what comes before is the same for every item
+/// of a batch (the contract, the instruction, the schema), what follows is the item's own.
+const ITEM_HEADING: &str = "\n## Your item";
+
+/// A rendered prompt split where its item begins ([`ITEM_HEADING`]): `(shared, own)`, the
+/// part every item of the batch shares and the item's own part; `None` when the prompt has
+/// no such heading after some text (a template of the user's own). The Anthropic backend
+/// caches the shared part; a completed item's record keeps it once for the team.
+pub fn split_at_item(prompt: &str) -> Option<(&str, &str)> {
+    match prompt.find(ITEM_HEADING) {
+        Some(at) if at > 0 => Some(prompt.split_at(at)),
+        _ => None,
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Segment {
     Text(String),

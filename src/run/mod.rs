@@ -64,6 +64,9 @@ pub struct RunSpec {
     pub profiles: Vec<Profile>,
     /// With BATCH.md's `stages:`, their names in order (each row's chain); empty otherwise.
     pub stages: Vec<String>,
+    /// The prompt parts completed items' records share ([`record::compact`]); empty at the
+    /// start of a run.
+    pub shared_prompts: record::compact::SharedPrompts,
 }
 
 /// How some items of a run run, when not as the batch says (BATCH.md `stages:`,

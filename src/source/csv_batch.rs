@@ -770,6 +770,7 @@ pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Resul
             .as_ref()
             .map(|c| c.stages.iter().map(|s| s.name.clone()).collect())
             .unwrap_or_default(),
+        shared_prompts: Default::default(),
     };
     Ok(Plan {
         spec,

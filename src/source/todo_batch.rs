@@ -544,6 +544,7 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         cwd_in_git: Default::default(),
         profiles: Vec::new(),
         stages: Vec::new(),
+        shared_prompts: Default::default(),
     };
     Ok(Some(Plan {
         spec,

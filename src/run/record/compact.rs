@@ -12,6 +12,11 @@
 //!
 //! Everything read from the folder is opened without following links and only as plain files
 //! ([`crate::fsutil::open_plain_file`]): the folder is the teammate's to write.
+//!
+//! The part of a prompt every item shares (the default template's contract and instruction,
+//! before `## Your item`: [`crate::prompt::split_at_item`]) is kept once per run, as a
+//! [`SharedPart`] line, the second time it is met ([`SharedPrompts`]); records then keep the
+//! item's own part and the shared part's key, and [`find`] puts the two together again.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -65,6 +70,10 @@ pub struct Record {
     pub teammate: String,
     /// The last attempt's number: the one the prompt and logs are of.
     pub attempt: u32,
+    /// The key (16 hex digits) of the [`SharedPart`] line that begins the prompt, when the
+    /// line keeps only the item's own part; [`find`] joins the two and clears this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_shared: Option<String>,
     /// The last attempt's prompt, its first [`PROMPT_KEPT_BYTES`] (lossy UTF-8).
     pub prompt: String,
     /// The prompt's full size, bytes.
@@ -76,6 +85,67 @@ pub struct Record {
     /// The working context the agent left, when it wrote one (not the runner's skeleton).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working_context: Option<String>,
+}
+
+/// The part of many items' prompts kept once (a line of `completed.jsonl` of its own).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedPart {
+    /// Format version (1).
+    pub v: u32,
+    /// Its key: the FNV-1a of `text`, 16 hex digits.
+    pub shared: String,
+    /// The text every record naming it begins with.
+    pub text: String,
+}
+
+/// Most distinct shared parts a run keeps (and tracks before it keeps one): a template of
+/// the user's own whose "shared" part differs per item costs no line and little memory.
+const SHARED_MAX: usize = 1024;
+
+/// The shared prompt parts of one run: which it met once, which it wrote. A part is written
+/// the second time it is met, so a part no two items share is never written on its own.
+#[derive(Debug, Default)]
+pub struct SharedPrompts(std::sync::Mutex<SharedState>);
+
+#[derive(Debug, Default)]
+struct SharedState {
+    met: std::collections::HashSet<u64>,
+    written: std::collections::HashSet<u64>,
+}
+
+impl SharedPrompts {
+    /// The key of `part` when it is (now) in `file`, written before any record names it;
+    /// `None` when it is kept in the record itself (met for the first time, or too many).
+    ///
+    /// Errors: the line cannot be written.
+    fn share(&self, file: &Path, part: &str) -> std::io::Result<Option<u64>> {
+        let key = crate::hash::fnv(part.as_bytes());
+        // Held while the line is written: no record names a part not yet on disk.
+        let mut state = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if state.written.contains(&key) {
+            return Ok(Some(key));
+        }
+        if !state.met.contains(&key) {
+            if state.met.len() < SHARED_MAX {
+                state.met.insert(key);
+            }
+            return Ok(None);
+        }
+        if state.written.len() >= SHARED_MAX {
+            return Ok(None);
+        }
+        let line = SharedPart {
+            v: 1,
+            shared: format!("{key:016x}"),
+            text: part.to_owned(),
+        };
+        append(file, &line)?;
+        state.written.insert(key);
+        Ok(Some(key))
+    }
 }
 
 /// The kept ends of one attempt's two logs.
@@ -162,6 +232,9 @@ fn kept_logs(dir: &Path, last: u32, fresh: &Fresh<'_>) -> Vec<AttemptLogs> {
         })
         .collect()
 }
+
+/// How a [`SharedPart`] line begins (serde writes the fields in their order).
+const SHARED_LINE_START: &str = "{\"v\":1,\"shared\":";
 
 /// The record file of workspace `workspace`.
 pub fn path(workspace: &Path) -> PathBuf {
@@ -263,14 +336,29 @@ pub fn compact(
     attempt: u32,
     log: &Path,
     fresh: Fresh<'_>,
+    shared: &SharedPrompts,
 ) -> Result<PathBuf> {
     let dir = folder.dir();
+    let file = path(workspace);
     let (prompt, prompt_bytes) = match fresh.prompt {
         Some(p) => {
             let kept = &p.as_bytes()[..p.len().min(PROMPT_KEPT_BYTES as usize)];
             (String::from_utf8_lossy(kept).into_owned(), p.len() as u64)
         }
         None => head(&folder.prompt(), PROMPT_KEPT_BYTES).unwrap_or_default(),
+    };
+    // A whole prompt whose beginning many items share keeps only its own part.
+    let (prompt_shared, prompt) = match crate::prompt::split_at_item(&prompt) {
+        Some((common, own)) if prompt.len() as u64 == prompt_bytes => {
+            match shared
+                .share(&file, common)
+                .map_err(|e| Error::io("write", &file, e))?
+            {
+                Some(key) => (Some(format!("{key:016x}")), own.to_owned()),
+                None => (None, prompt),
+            }
+        }
+        _ => (None, prompt),
     };
     let stream = match log.to_string_lossy().ends_with(".stderr.log") {
         true => "stderr",
@@ -289,13 +377,13 @@ pub fn compact(
         id: id.to_owned(),
         teammate,
         attempt,
+        prompt_shared,
         prompt,
         prompt_bytes,
         log: stream.to_owned(),
         logs: kept_logs(dir, attempt, &fresh),
         working_context,
     };
-    let file = path(workspace);
     append(&file, &record).map_err(|e| Error::io("write", &file, e))?;
     if let Err(e) = remove_folder(folder) {
         tracing::warn!("kept {} after compacting it: {e}", dir.display());
@@ -319,7 +407,7 @@ fn remove_folder(folder: &TeammateFolder) -> std::io::Result<()> {
 /// Append `record` as one line, in one write (`O_APPEND`: whole lines, in any order). A file
 /// whose last line was cut (a full disk, a crash) gets its newline first, so the cut line
 /// stays one damaged line and this record a whole one.
-fn append(file: &Path, record: &Record) -> std::io::Result<()> {
+fn append(file: &Path, record: &impl Serialize) -> std::io::Result<()> {
     use std::os::unix::fs::{FileExt, OpenOptionsExt};
     let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
     line.push(b'\n');
@@ -355,9 +443,11 @@ pub fn find(workspace: &Path, id: &str) -> Result<Option<Record>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::read_input("the completed items' record", &file, e)),
     };
-    // Only lines that can name the id are parsed (a million-row record stays quick to scan).
+    // Only lines that can name the id are parsed (a million-row record stays quick to scan),
+    // and the shared prompt parts (one or a few per run).
     let needle = serde_json::to_string(id).unwrap_or_default();
     let mut lines: Vec<Record> = Vec::new();
+    let mut parts: std::collections::HashMap<String, String> = Default::default();
     let mut damaged = 0usize;
     for line in std::io::BufReader::new(f).split(b'\n') {
         let line = line.map_err(|e| Error::read_input("the completed items' record", &file, e))?;
@@ -368,6 +458,15 @@ pub fn find(workspace: &Path, id: &str) -> Result<Option<Record>> {
             damaged += 1;
             continue;
         };
+        if text.starts_with(SHARED_LINE_START) {
+            match serde_json::from_str::<SharedPart>(text) {
+                Ok(p) if format!("{:016x}", crate::hash::fnv(p.text.as_bytes())) == p.shared => {
+                    parts.insert(p.shared, p.text);
+                }
+                _ => damaged += 1,
+            }
+            continue;
+        }
         if !text.contains(&needle) {
             continue;
         }
@@ -386,6 +485,13 @@ pub fn find(workspace: &Path, id: &str) -> Result<Option<Record>> {
     let Some(mut last) = lines.pop() else {
         return Ok(None);
     };
+    if let Some(key) = last.prompt_shared.take() {
+        let begins = parts.get(&key).map_or(
+            "[the beginning every item shares was not found: a damaged line]\n",
+            String::as_str,
+        );
+        last.prompt = format!("{begins}{}", last.prompt);
+    }
     for earlier in lines.into_iter().rev() {
         for logs in earlier.logs {
             if logs.attempt < last.attempt && last.logs_of(logs.attempt).is_none() {
@@ -426,6 +532,7 @@ mod tests {
             2,
             &dir.join("attempt-2.stdout.log"),
             Fresh::from_folder(),
+            &SharedPrompts::default(),
         )
         .expect("compact");
         assert_eq!(file, ws.path().join(FILE_NAME));
@@ -459,7 +566,16 @@ mod tests {
             earlier: false,
         };
         let log = f.attempt_file(1, "stdout.log");
-        compact(ws.path(), &f, "a", 1, &log, fresh).expect("compact");
+        compact(
+            ws.path(),
+            &f,
+            "a",
+            1,
+            &log,
+            fresh,
+            &SharedPrompts::default(),
+        )
+        .expect("compact");
         assert!(!f.dir().exists(), "the folder is removed");
         let r = find(ws.path(), "a").expect("read").expect("record");
         assert_eq!(r.prompt.len() as u64, PROMPT_KEPT_BYTES);
@@ -472,11 +588,84 @@ mod tests {
         std::fs::create_dir_all(f.work().join("state/cli")).expect("dir");
         std::fs::write(f.work().join("state/cli/session"), "s").expect("state");
         std::fs::write(f.attempt_file(1, "stderr.log"), "warn\n").expect("stderr");
-        compact(ws.path(), &f, "b", 1, &log, Fresh::default()).expect("compact");
+        compact(
+            ws.path(),
+            &f,
+            "b",
+            1,
+            &log,
+            Fresh::default(),
+            &SharedPrompts::default(),
+        )
+        .expect("compact");
         assert!(!f.dir().exists(), "the folder is removed");
         let r = find(ws.path(), "b").expect("read").expect("record");
         assert_eq!(r.tail("stderr").map(|t| t.text.as_str()), Some("warn\n"));
         assert_eq!(r.tail("stdout"), None, "no stdout log, none held");
+    }
+
+    #[test]
+    fn the_beginning_items_share_is_kept_once_and_every_prompt_reads_back_whole() {
+        let ws = tempfile::tempdir().expect("tmp");
+        let shared = SharedPrompts::default();
+        let contract = "You are a teammate.\nKeep your working context.\n".repeat(40);
+        let prompt = |id: &str| format!("{contract}\n## Your item\n\nItem {id}.\n");
+        let compact_one = |id: &str, text: &str, shared: &SharedPrompts| {
+            let f = TeammateFolder::new(ws.path(), &format!("t-{id}"));
+            std::fs::create_dir_all(f.work()).expect("dir");
+            let fresh = Fresh {
+                prompt: Some(text),
+                stdout: Some(b""),
+                earlier: false,
+            };
+            compact(
+                ws.path(),
+                &f,
+                id,
+                1,
+                &f.attempt_file(1, "stdout.log"),
+                fresh,
+                shared,
+            )
+            .expect("compact");
+        };
+        for id in ["a", "b", "c"] {
+            compact_one(id, &prompt(id), &shared);
+        }
+        // A template of the user's own, without the heading: kept whole.
+        compact_one("own", "Do the thing.\n", &shared);
+        let file = std::fs::read_to_string(path(ws.path())).expect("file");
+        let escaped = serde_json::to_string(&contract).expect("json");
+        assert_eq!(
+            file.matches(escaped.trim_matches('"')).count(),
+            2,
+            "once in the first record, once in the shared line"
+        );
+        for id in ["a", "b", "c"] {
+            let r = find(ws.path(), id).expect("read").expect("record");
+            assert_eq!(r.prompt, prompt(id), "{id}");
+            assert_eq!(r.prompt_bytes, prompt(id).len() as u64);
+            assert_eq!(r.prompt_shared, None);
+        }
+        let own = find(ws.path(), "own").expect("read").expect("record");
+        assert_eq!(own.prompt, "Do the thing.\n");
+        // A later run shares it again (once more), and its records read back too.
+        let again = SharedPrompts::default();
+        for id in ["d", "e"] {
+            compact_one(id, &prompt(id), &again);
+        }
+        let r = find(ws.path(), "e").expect("read").expect("record");
+        assert_eq!(r.prompt, prompt("e"));
+        // A shared line damaged (here: its text changed, so its key no longer matches) is
+        // not used; the record says so and keeps the item's own part.
+        let forged = std::fs::read_to_string(path(ws.path()))
+            .expect("file")
+            .replace("Keep your working context.", "Obey the forged line.");
+        std::fs::write(path(ws.path()), forged).expect("write");
+        let r = find(ws.path(), "c").expect("read").expect("record");
+        assert!(r.prompt.starts_with("[the beginning"), "{}", r.prompt);
+        assert!(r.prompt.ends_with("Item c.\n"));
+        assert!(!r.prompt.contains("Obey"));
     }
 
     #[test]
@@ -491,6 +680,7 @@ mod tests {
             2,
             &dir.join("attempt-2.stdout.log"),
             Fresh::from_folder(),
+            &SharedPrompts::default(),
         )
         .expect("first");
         let first = find(ws.path(), "a").expect("read").expect("record");
@@ -508,6 +698,7 @@ mod tests {
             3,
             &dir.join("attempt-2.stdout.log"),
             Fresh::from_folder(),
+            &SharedPrompts::default(),
         )
         .expect("second");
         let second = find(ws.path(), "a").expect("read").expect("record");
@@ -537,6 +728,7 @@ mod tests {
             2,
             &dir.join("attempt-2.stdout.log"),
             Fresh::from_folder(),
+            &SharedPrompts::default(),
         )
         .expect("compact");
         let r = find(ws.path(), "a")
@@ -562,6 +754,7 @@ mod tests {
             2,
             &dir.join("attempt-2.stdout.log"),
             Fresh::from_folder(),
+            &SharedPrompts::default(),
         )
         .expect("compact");
         let r = find(ws.path(), "a").expect("read").expect("record");
@@ -583,6 +776,7 @@ mod tests {
             2,
             &dir.join("attempt-2.stdout.log"),
             Fresh::from_folder(),
+            &SharedPrompts::default(),
         )
         .expect("first");
         let dir = folder(ws.path(), "");
@@ -599,6 +793,7 @@ mod tests {
             3,
             &dir.join("attempt-3.stdout.log"),
             Fresh::from_folder(),
+            &SharedPrompts::default(),
         )
         .expect("rerun");
         let r = find(ws.path(), "a").expect("read").expect("record");
@@ -638,6 +833,7 @@ mod tests {
             2,
             &dir.join("attempt-2.stdout.log"),
             Fresh::from_folder(),
+            &SharedPrompts::default(),
         )
         .expect("compact");
         let r = find(ws.path(), "a").expect("read").expect("record");

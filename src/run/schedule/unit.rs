@@ -537,6 +537,7 @@ fn finished(
             attempt,
             &log,
             fresh,
+            &spec.shared_prompts,
         ) {
             Ok(record) => {
                 outcome.log = record.display().to_string();

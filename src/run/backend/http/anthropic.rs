@@ -34,10 +34,6 @@ pub const VERSION: &str = "2023-06-01";
 /// `output`.
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
 
-/// Where the default teammate template's item-specific part starts: what comes before it
-/// is the same for every item of a run.
-const ITEM_HEADING: &str = "\n## Your item";
-
 /// The name of the tool the report is given through.
 pub const REPORT_TOOL: &str = "report";
 
@@ -79,12 +75,12 @@ pub fn request_body(
 ) -> Value {
     // The tools and the system prompt come before the messages: a breakpoint after the
     // shared part caches them too.
-    let mut content = match prompt.find(ITEM_HEADING) {
-        Some(at) if at > 0 => vec![
-            json!({"type": "text", "text": &prompt[..at], "cache_control": {"type": "ephemeral"}}),
-            json!({"type": "text", "text": &prompt[at..]}),
+    let mut content = match crate::prompt::split_at_item(prompt) {
+        Some((shared, own)) => vec![
+            json!({"type": "text", "text": shared, "cache_control": {"type": "ephemeral"}}),
+            json!({"type": "text", "text": own}),
         ],
-        _ => vec![json!({"type": "text", "text": prompt})],
+        None => vec![json!({"type": "text", "text": prompt})],
     };
     for image in images {
         content.push(json!({"type": "text", "text": format!("Image `{}`:", image.name)}));

@@ -43,6 +43,7 @@ fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
         cwd_in_git: Default::default(),
         profiles: Vec::new(),
         stages: Vec::new(),
+        shared_prompts: Default::default(),
     }
 }
 

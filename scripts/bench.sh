@@ -533,7 +533,7 @@ $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -sr), runner $("$RUNNER" --ver
 hyperfine $(hyperfine --version | cut -d' ' -f2), GNU parallel $(parallel --version | head -1 | awk '{print $3}').
 Times are medians of $RUNS runs (min–max); memory is peak RSS from \`/usr/bin/time -v\`.
 The runs write to $FS.
-The runner's numbers include everything it writes: per-item prompt, logs and report,
+The runner's numbers include everything it writes: per-item folder, report and record,
 the journal, team.json, and the output CSV.
 
 ## Targets
@@ -579,10 +579,10 @@ the journal, team.json, and the output CSV.
 Every timed run is prepared with \`sync\`. The agent is $AGENT_KIND: it reads its input to
 EOF and writes the report to \`\$RUNNER_REPORT\` (xargs and parallel start the same program
 once per item, with the item as its argument; there the report goes to /dev/null). The
-runner gives it the prompt on stdin, and writes per item a teammate folder with the prompt
-and the stdout log (a stderr log only when the agent writes to stderr), three journal
-events, and reads the report back; a completed item's folder is then compacted into one
-line of \`completed.jsonl\` and removed. CI does not run this script; \`tests/bench_smoke.rs\` runs
+runner gives it the prompt on stdin from memory and holds its stdout in memory, makes per
+item a teammate folder with its `work/` and working context (the agent writes its report
+there), writes three journal events, and reads the report back; a completed item's folder
+is then compacted into one line of \`completed.jsonl\` and removed. CI does not run this script; \`tests/bench_smoke.rs\` runs
 it with \`--smoke\` (tiny sizes, no targets) so it cannot rot.
 MD
 # Hand-written notes below the marker are kept from the previous BENCHMARKS.md.

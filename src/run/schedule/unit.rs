@@ -939,6 +939,10 @@ async fn prepare(
     // The file is written before the attempt only for an agent that reads it by its name; a
     // prompt on stdin or in an argument is handed over from memory.
     let prompt_file_written = invocation.names(&prompt_file);
+    if !prompt_file_written && attempt > 1 {
+        // An earlier attempt's prompt must not pass for this one's while it is held.
+        let _ = std::fs::remove_file(&prompt_file);
+    }
     if prompt_file_written {
         crate::fsutil::create_private_file(&prompt_file)
             .and_then(|mut f| std::io::Write::write_all(&mut f, prompt.as_bytes()))

@@ -1117,37 +1117,20 @@ mod tests {
     #[test]
     fn an_invocation_says_whether_it_names_the_prompt_file() {
         let vars = BTreeMap::new();
-        let prompt = Path::new("/t/prompt.md");
-        let exec = load("exec", None, None).expect("exec");
         let cmd = vec!["agent".to_string()];
-        assert!(
-            !exec
-                .invocation(&args(&cmd, &vars))
+        let names = |def: &RunnerDef| {
+            def.invocation(&args(&cmd, &vars))
                 .expect("inv")
-                .names(prompt)
-        );
-        let by_file = RunnerDef::parse(
-            Path::new("x.toml"),
-            "name='x'\nprogram='x'\nargs=['--message-file={prompt_file}']\nprompt='file'\n",
-        )
-        .expect("parses");
-        assert!(
-            by_file
-                .invocation(&args(&cmd, &vars))
-                .expect("inv")
-                .names(prompt)
-        );
-        let by_env = RunnerDef::parse(
-            Path::new("x.toml"),
-            "name='x'\nprogram='x'\nargs=[]\n[env]\nset={P='{prompt_file}'}\n",
-        )
-        .expect("parses");
-        assert!(
-            by_env
-                .invocation(&args(&cmd, &vars))
-                .expect("inv")
-                .names(prompt)
-        );
+                .names(Path::new("/t/prompt.md"))
+        };
+        let parsed = |toml: &str| RunnerDef::parse(Path::new("x.toml"), toml).expect("parses");
+        assert!(!names(&load("exec", None, None).expect("exec")));
+        assert!(names(&parsed(
+            "name='x'\nprogram='x'\nargs=['--message-file={prompt_file}']\nprompt='file'\n"
+        )));
+        assert!(names(&parsed(
+            "name='x'\nprogram='x'\nargs=[]\n[env]\nset={P='{prompt_file}'}\n"
+        )));
     }
 
     #[test]

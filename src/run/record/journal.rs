@@ -708,14 +708,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("journal.jsonl");
         let mut j = Journal::open(&p).expect("open");
-        let started = |id: &str, attempt, pgid| Event::AttemptStarted {
-            id: id.into(),
-            teammate: "t".into(),
-            title: String::new(),
-            attempt,
-            pgid,
-            at: String::new(),
-        };
+        let started = crate::run::record::ledger_file::tests::started;
         j.append(&started("a", 1, 100)).expect("append");
         j.append(&Event::AttemptFinished {
             id: "a".into(),

@@ -261,7 +261,7 @@ pub fn save(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::report::ItemStatus;
     use crate::run::events::Event;
@@ -274,7 +274,8 @@ mod tests {
         Event::ItemFinished(Box::new(o))
     }
 
-    fn started(id: &str, attempt: u32, pgid: u32) -> Event {
+    /// An `attempt_started` event of item `id` (teammate `t`), for journal tests.
+    pub(crate) fn started(id: &str, attempt: u32, pgid: u32) -> Event {
         Event::AttemptStarted {
             id: id.into(),
             teammate: "t".into(),

@@ -113,6 +113,9 @@ else
     chmod +x agent
     AGENT_KIND="a shell script (no C compiler found)"
 fi
+# The floor of the workspace layout (section 9): every file DESIGN §6b asks for, done by one
+# thread with no runtime. Left out without a C compiler.
+cc -O2 -o layout-floor "$ROOT/scripts/layout-floor.c" 2>/dev/null || rm -f layout-floor
 printf 'Item {id}.\n' > instr.md
 rows() { { echo id; seq 1 "$1"; } > "$2"; }
 
@@ -438,11 +441,12 @@ fi
 # $PAIRS runs of the runner and of xargs -P 8 over the overhead rows, alternating; each
 # pair's ratio of user+sys CPU of the whole process tree (/usr/bin/time counts every child
 # waited for). After each runner run: `du -sk` of its output folder (the output CSV and the
-# workspace) and every entry in it, over the rows.
+# workspace) and every entry in it, over the rows. Beside each pair, the layout's floor
+# (scripts/layout-floor.c) over the same rows: what the layout costs any tool that keeps it.
 cpu_of() { /usr/bin/time -f '%U %S' "$@" 2>&1 >/dev/null | tail -n 1 | awk '{printf "%.3f", $1 + $2}'; }
 median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 rm -rf cmp && mkdir cmp
-pair_ratios=(); kb_items=(); entries_items=()
+pair_ratios=(); kb_items=(); entries_items=(); floor_ratios=()
 for _ in $(seq "$PAIRS"); do
     dir=$(mktemp -d -p cmp)
     sync
@@ -451,15 +455,30 @@ for _ in $(seq "$PAIRS"); do
     sync
     xc=$(cpu_of sh -c 'xargs -P 8 -n 1 ./agent < over.txt')
     pair_ratios+=("$(calc "$rc / $xc" 3)")
+    if [ -x layout-floor ]; then
+        sync
+        fc=$(cpu_of ./layout-floor "$N_OVERHEAD" "$dir/floor" ./agent)
+        test "$(wc -l < "$dir/floor/completed.jsonl")" = "$N_OVERHEAD" || { echo "the layout floor did not record every row" >&2; exit 1; }
+        floor_ratios+=("$(calc "$fc / $xc" 3)")
+        rm -rf "$dir/floor"
+    fi
     kb_items+=("$(calc "$(du -sk "$dir" | cut -f1) / $N_OVERHEAD" 2)")
     entries_items+=("$(calc "$(find "$dir" -mindepth 1 | wc -l) / $N_OVERHEAD" 3)")
 done
 cpu_ratio=$(printf '%s\n' "${pair_ratios[@]}" | median)
 cpu_lo=$(printf '%s\n' "${pair_ratios[@]}" | sort -n | head -n 1)
 cpu_hi=$(printf '%s\n' "${pair_ratios[@]}" | sort -n | tail -n 1)
+if [ ${#floor_ratios[@]} -gt 0 ]; then
+    floor_ratio=$(printf '%s\n' "${floor_ratios[@]}" | median)
+    floor_lo=$(printf '%s\n' "${floor_ratios[@]}" | sort -n | head -n 1)
+    floor_hi=$(printf '%s\n' "${floor_ratios[@]}" | sort -n | tail -n 1)
+    floor_note="; the layout's floor/xargs ${floor_ratio}x (${floor_lo}-${floor_hi})"
+else
+    floor_ratio=-; floor_lo=-; floor_hi=-; floor_note="; no C compiler for the layout's floor"
+fi
 kb_item=$(printf '%s\n' "${kb_items[@]}" | median)
 entries_item=$(printf '%s\n' "${entries_items[@]}" | median)
-note "completed items: $N_OVERHEAD rows leave ${kb_item} KB and ${entries_item} entries per item; CPU runner/xargs ${cpu_ratio}x (${cpu_lo}-${cpu_hi}, $PAIRS pairs)"
+note "completed items: $N_OVERHEAD rows leave ${kb_item} KB and ${entries_item} entries per item; CPU runner/xargs ${cpu_ratio}x (${cpu_lo}-${cpu_hi}, $PAIRS pairs)${floor_note}"
 
 # 10. A million rows (BENCH_MILLION=1; about 15 minutes and 4.5 GB of disk here) -----------
 # Peak RSS of the full run, then the resume of the completed run (nothing left to do: the
@@ -544,6 +563,7 @@ the journal, team.json, and the output CSV.
 | the same, right after deleting the previous run's workspace | runner ${a_med}s (${a_min}–${a_max}) | ≤ 1.5× xargs: **${ratio_a}×** (see the notes) | $(verdict "$ratio_a <= 1.5") |
 | what a completed item leaves: $N_OVERHEAD rows, trivial agent (\`du -sk\` and every entry of the output folder, over the rows) | ${kb_item} KB and ${entries_item} entries per item (median of $PAIRS runs) | ≤ 4 KB and ≤ 1.5 entries | $(verdict "$kb_item <= 4 && $entries_item <= 1.5") |
 | CPU: the same rows, runner against xargs -P 8, user+sys of the whole process tree, paired | runner/xargs **${cpu_ratio}×** (${cpu_lo}–${cpu_hi}, median of $PAIRS pairs) | ≤ 1.12× | $(verdict "$cpu_ratio <= 1.12") |
+| the layout's floor: the same rows through \`scripts/layout-floor.c\` (one thread, no runtime: the folders, skeleton, pipes, report, journal and record lines the layout asks for, nothing else), paired with the same xargs runs | floor/xargs **${floor_ratio}×** (${floor_lo}–${floor_hi}) | — (what the layout costs any tool that keeps it) | |
 | a million rows (\`BENCH_MILLION=1\`): full run / resume of the completed run / \`runner status\` | ${mm_rss} MiB / ${mm_resume}s / ${mm_status}s | ≤ 64 MiB / ≤ 5 s / ≤ 0.5 s | $( [ "$mm_rss" = - ] && echo "not run" || echo "$(verdict "$mm_rss <= 64") / $(verdict "$mm_resume <= 5") / $(verdict "$mm_status <= 0.5")") |
 | makespan: $N_MAKESPAN × ${SLEEP} s sleep, -j 8 | ${s_med}s (${s_min}–${s_max}) | ≤ 4.3 s (ideal ${ideal} s) | $(verdict "$s_med <= 4.3") |
 | memory: --dry-run, $N_MEMORY rows | ${m_dry} MiB | ≤ 64 MiB | $(verdict "$m_dry <= 64") |

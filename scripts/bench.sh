@@ -27,7 +27,7 @@
 #   8. the sandbox: 1,000 rows with the trivial agent at -j 8 under --sandbox none and
 #      --sandbox landlock (keeper, own session, Landlock domain): wall and CPU per attempt;
 #   9. what a completed item leaves on disk (KB, entries) and the CPU against xargs -P 8,
-#      paired runs over the overhead rows;
+#      paired runs over the overhead rows, beside the layout's floors (in C and on tokio);
 #  10. with BENCH_MILLION=1: a million rows' full run (peak RSS), resume and status.
 # Run it on a quiet machine, and not within five minutes of deleting many files (a previous
 # run of this script deletes half a million at its end): ext4 avoids reusing recently freed
@@ -116,6 +116,17 @@ fi
 # The floor of the workspace layout (section 9): every file DESIGN §6b asks for, done by one
 # thread with no runtime. Left out without a C compiler.
 cc -O2 -o layout-floor "$ROOT/scripts/layout-floor.c" 2>/dev/null || rm -f layout-floor
+# The same work on tokio's multi-threaded runtime, the one the runner is built on
+# (examples/layout_floor.rs); a release build, so not in a smoke run.
+TOKIO_FLOOR=
+if [ $SMOKE = 0 ]; then
+    TOKIO_FLOOR=$( (cd "$ROOT" && cargo build --release --locked --example layout_floor --message-format=json 2>/dev/null) | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "layout_floor":
+        print(m["executable"])' ) || TOKIO_FLOOR=
+fi
 printf 'Item {id}.\n' > instr.md
 rows() { { echo id; seq 1 "$1"; } > "$2"; }
 
@@ -441,12 +452,13 @@ fi
 # $PAIRS runs of the runner and of xargs -P 8 over the overhead rows, alternating; each
 # pair's ratio of user+sys CPU of the whole process tree (/usr/bin/time counts every child
 # waited for). After each runner run: `du -sk` of its output folder (the output CSV and the
-# workspace) and every entry in it, over the rows. Beside each pair, the layout's floor
-# (scripts/layout-floor.c) over the same rows: what the layout costs any tool that keeps it.
+# workspace) and every entry in it, over the rows. Beside each pair, the layout's floors
+# over the same rows: scripts/layout-floor.c (one thread, no runtime: what the layout costs
+# any tool that keeps it) and examples/layout_floor.rs (the same on tokio).
 cpu_of() { /usr/bin/time -f '%U %S' "$@" 2>&1 >/dev/null | tail -n 1 | awk '{printf "%.3f", $1 + $2}'; }
 median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 rm -rf cmp && mkdir cmp
-pair_ratios=(); kb_items=(); entries_items=(); floor_ratios=()
+pair_ratios=(); kb_items=(); entries_items=(); floor_ratios=(); tokio_ratios=()
 for _ in $(seq "$PAIRS"); do
     dir=$(mktemp -d -p cmp)
     sync
@@ -462,6 +474,13 @@ for _ in $(seq "$PAIRS"); do
         floor_ratios+=("$(calc "$fc / $xc" 3)")
         rm -rf "$dir/floor"
     fi
+    if [ -n "$TOKIO_FLOOR" ]; then
+        sync
+        tc=$(cpu_of "$TOKIO_FLOOR" "$N_OVERHEAD" "$dir/floor" ./agent)
+        test "$(wc -l < "$dir/floor/completed.jsonl")" = "$N_OVERHEAD" || { echo "the tokio floor did not record every row" >&2; exit 1; }
+        tokio_ratios+=("$(calc "$tc / $xc" 3)")
+        rm -rf "$dir/floor"
+    fi
     kb_items+=("$(calc "$(du -sk "$dir" | cut -f1) / $N_OVERHEAD" 2)")
     entries_items+=("$(calc "$(find "$dir" -mindepth 1 | wc -l) / $N_OVERHEAD" 3)")
 done
@@ -475,6 +494,14 @@ if [ ${#floor_ratios[@]} -gt 0 ]; then
     floor_note="; the layout's floor/xargs ${floor_ratio}x (${floor_lo}-${floor_hi})"
 else
     floor_ratio=-; floor_lo=-; floor_hi=-; floor_note="; no C compiler for the layout's floor"
+fi
+if [ ${#tokio_ratios[@]} -gt 0 ]; then
+    tokio_ratio=$(printf '%s\n' "${tokio_ratios[@]}" | median)
+    tokio_lo=$(printf '%s\n' "${tokio_ratios[@]}" | sort -n | head -n 1)
+    tokio_hi=$(printf '%s\n' "${tokio_ratios[@]}" | sort -n | tail -n 1)
+    floor_note="$floor_note; on tokio ${tokio_ratio}x (${tokio_lo}-${tokio_hi})"
+else
+    tokio_ratio=-; tokio_lo=-; tokio_hi=-
 fi
 kb_item=$(printf '%s\n' "${kb_items[@]}" | median)
 entries_item=$(printf '%s\n' "${entries_items[@]}" | median)
@@ -563,7 +590,7 @@ the journal, team.json, and the output CSV.
 | the same, right after deleting the previous run's workspace | runner ${a_med}s (${a_min}–${a_max}) | ≤ 1.5× xargs: **${ratio_a}×** (see the notes) | $(verdict "$ratio_a <= 1.5") |
 | what a completed item leaves: $N_OVERHEAD rows, trivial agent (\`du -sk\` and every entry of the output folder, over the rows) | ${kb_item} KB and ${entries_item} entries per item (median of $PAIRS runs) | ≤ 4 KB and ≤ 1.5 entries | $(verdict "$kb_item <= 4 && $entries_item <= 1.5") |
 | CPU: the same rows, runner against xargs -P 8, user+sys of the whole process tree, paired | runner/xargs **${cpu_ratio}×** (${cpu_lo}–${cpu_hi}, median of $PAIRS pairs) | ≤ 1.12× | $(verdict "$cpu_ratio <= 1.12") |
-| the layout's floor: the same rows through \`scripts/layout-floor.c\` (one thread, no runtime: the folders, skeleton, pipes, report, journal and record lines the layout asks for, nothing else), paired with the same xargs runs | floor/xargs **${floor_ratio}×** (${floor_lo}–${floor_hi}) | — (what the layout costs any tool that keeps it) | |
+| the layout's floor: the same rows through \`scripts/layout-floor.c\` (one thread, no runtime: the folders, skeleton, pipes, report, journal and record lines the layout asks for, nothing else), paired with the same xargs runs | floor/xargs **${floor_ratio}×** (${floor_lo}–${floor_hi}); the same on tokio (\`examples/layout_floor.rs\`, the multi-threaded runtime the runner is built on) **${tokio_ratio}×** (${tokio_lo}–${tokio_hi}) | — (what the layout costs any tool that keeps it) | |
 | a million rows (\`BENCH_MILLION=1\`): full run / resume of the completed run / \`runner status\` | ${mm_rss} MiB / ${mm_resume}s / ${mm_status}s | ≤ 64 MiB / ≤ 5 s / ≤ 0.5 s | $( [ "$mm_rss" = - ] && echo "not run" || echo "$(verdict "$mm_rss <= 64") / $(verdict "$mm_resume <= 5") / $(verdict "$mm_status <= 0.5")") |
 | makespan: $N_MAKESPAN × ${SLEEP} s sleep, -j 8 | ${s_med}s (${s_min}–${s_max}) | ≤ 4.3 s (ideal ${ideal} s) | $(verdict "$s_med <= 4.3") |
 | memory: --dry-run, $N_MEMORY rows | ${m_dry} MiB | ≤ 64 MiB | $(verdict "$m_dry <= 64") |
@@ -590,6 +617,7 @@ the journal, team.json, and the output CSV.
 - runner after deleting: \`$run_again\`, prepared with \`$prep_again\`
 - xargs: \`$run_xargs\`
 - GNU parallel: \`$run_parallel\`
+- the layout's floors (section 9): \`./layout-floor 2000 DIR ./agent\` (\`cc -O2\` of \`scripts/layout-floor.c\`) and \`target/release/examples/layout_floor 2000 DIR ./agent\` (add \`current\` for the current-thread runtime)
 - makespan: \`$run_span\` (sleeper.sh: sleep $SLEEP, then write the report) over $N_MAKESPAN rows
 - HTTP backend: \`$run_http\` (stand-in: \`examples/audit/model_standin.py --answer fixed\`, one
   Python process, HTTP/1.1 keep-alive); against \`$run_curl\`

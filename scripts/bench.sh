@@ -457,6 +457,8 @@ fi
 # any tool that keeps it) and examples/layout_floor.rs (the same on tokio).
 cpu_of() { /usr/bin/time -f '%U %S' "$@" 2>&1 >/dev/null | tail -n 1 | awk '{printf "%.3f", $1 + $2}'; }
 median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+# "median min max" of the values on stdin, one a line.
+spread() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)], v[1], v[NR]}'; }
 rm -rf cmp && mkdir cmp
 pair_ratios=(); kb_items=(); entries_items=(); floor_ratios=(); tokio_ratios=()
 for _ in $(seq "$PAIRS"); do
@@ -484,21 +486,15 @@ for _ in $(seq "$PAIRS"); do
     kb_items+=("$(calc "$(du -sk "$dir" | cut -f1) / $N_OVERHEAD" 2)")
     entries_items+=("$(calc "$(find "$dir" -mindepth 1 | wc -l) / $N_OVERHEAD" 3)")
 done
-cpu_ratio=$(printf '%s\n' "${pair_ratios[@]}" | median)
-cpu_lo=$(printf '%s\n' "${pair_ratios[@]}" | sort -n | head -n 1)
-cpu_hi=$(printf '%s\n' "${pair_ratios[@]}" | sort -n | tail -n 1)
+read -r cpu_ratio cpu_lo cpu_hi < <(printf '%s\n' "${pair_ratios[@]}" | spread)
 if [ ${#floor_ratios[@]} -gt 0 ]; then
-    floor_ratio=$(printf '%s\n' "${floor_ratios[@]}" | median)
-    floor_lo=$(printf '%s\n' "${floor_ratios[@]}" | sort -n | head -n 1)
-    floor_hi=$(printf '%s\n' "${floor_ratios[@]}" | sort -n | tail -n 1)
+    read -r floor_ratio floor_lo floor_hi < <(printf '%s\n' "${floor_ratios[@]}" | spread)
     floor_note="; the layout's floor/xargs ${floor_ratio}x (${floor_lo}-${floor_hi})"
 else
     floor_ratio=-; floor_lo=-; floor_hi=-; floor_note="; no C compiler for the layout's floor"
 fi
 if [ ${#tokio_ratios[@]} -gt 0 ]; then
-    tokio_ratio=$(printf '%s\n' "${tokio_ratios[@]}" | median)
-    tokio_lo=$(printf '%s\n' "${tokio_ratios[@]}" | sort -n | head -n 1)
-    tokio_hi=$(printf '%s\n' "${tokio_ratios[@]}" | sort -n | tail -n 1)
+    read -r tokio_ratio tokio_lo tokio_hi < <(printf '%s\n' "${tokio_ratios[@]}" | spread)
     floor_note="$floor_note; on tokio ${tokio_ratio}x (${tokio_lo}-${tokio_hi})"
 else
     tokio_ratio=-; tokio_lo=-; tokio_hi=-
@@ -617,7 +613,7 @@ the journal, team.json, and the output CSV.
 - runner after deleting: \`$run_again\`, prepared with \`$prep_again\`
 - xargs: \`$run_xargs\`
 - GNU parallel: \`$run_parallel\`
-- the layout's floors (section 9): \`./layout-floor 2000 DIR ./agent\` (\`cc -O2\` of \`scripts/layout-floor.c\`) and \`target/release/examples/layout_floor 2000 DIR ./agent\` (add \`current\` for the current-thread runtime)
+- the layout's floors (section 9): \`./layout-floor $N_OVERHEAD DIR ./agent\` (\`cc -O2\` of \`scripts/layout-floor.c\`) and \`target/release/examples/layout_floor $N_OVERHEAD DIR ./agent\` (add \`current\` for the current-thread runtime)
 - makespan: \`$run_span\` (sleeper.sh: sleep $SLEEP, then write the report) over $N_MAKESPAN rows
 - HTTP backend: \`$run_http\` (stand-in: \`examples/audit/model_standin.py --answer fixed\`, one
   Python process, HTTP/1.1 keep-alive); against \`$run_curl\`

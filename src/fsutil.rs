@@ -400,6 +400,15 @@ pub fn create_private_file(path: &Path) -> std::io::Result<File> {
     create()
 }
 
+/// [`create_private_file`] holding `bytes`: how the runner writes its own records in a
+/// teammate's folder (a prompt, a held log, an `[env] files` file).
+///
+/// Errors: as [`create_private_file`], or the write failed.
+pub fn write_private_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    create_private_file(path)?.write_all(bytes)
+}
+
 /// Open `path` for reading without following a link, and only if it is a plain file: what
 /// the runner reads from a teammate's folder (its report). `Ok(None)` when there is nothing
 /// there.

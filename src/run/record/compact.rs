@@ -113,12 +113,19 @@ struct SharedState {
     written: std::collections::HashSet<u64>,
 }
 
+/// How a shared line and the records that use it name a part: its FNV-1a hash, 16 hex
+/// digits ([`SharedPart::shared`], [`Record::prompt_shared`]).
+fn shared_key(part: &str) -> String {
+    format!("{:016x}", crate::hash::fnv(part.as_bytes()))
+}
+
 impl SharedPrompts {
-    /// The key of `part` when it is (now) in `file`, written before any record names it;
-    /// `None` when it is kept in the record itself (met for the first time, or too many).
+    /// The key of `part` ([`shared_key`]) when it is (now) in `file`, written before any
+    /// record names it; `None` when it is kept in the record itself (met for the first
+    /// time, or too many).
     ///
     /// Errors: the line cannot be written.
-    fn share(&self, file: &Path, part: &str) -> std::io::Result<Option<u64>> {
+    fn share(&self, file: &Path, part: &str) -> std::io::Result<Option<String>> {
         let key = crate::hash::fnv(part.as_bytes());
         // Held while the line is written: no record names a part not yet on disk.
         let mut state = self
@@ -126,7 +133,7 @@ impl SharedPrompts {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if state.written.contains(&key) {
-            return Ok(Some(key));
+            return Ok(Some(shared_key(part)));
         }
         if !state.met.contains(&key) {
             if state.met.len() < SHARED_MAX {
@@ -139,12 +146,12 @@ impl SharedPrompts {
         }
         let line = SharedPart {
             v: 1,
-            shared: format!("{key:016x}"),
+            shared: shared_key(part),
             text: part.to_owned(),
         };
         append(file, &line)?;
         state.written.insert(key);
-        Ok(Some(key))
+        Ok(Some(line.shared))
     }
 }
 
@@ -354,7 +361,7 @@ pub fn compact(
                 .share(&file, common)
                 .map_err(|e| Error::io("write", &file, e))?
             {
-                Some(key) => (Some(format!("{key:016x}")), own.to_owned()),
+                Some(key) => (Some(key), own.to_owned()),
                 None => (None, prompt),
             }
         }
@@ -460,7 +467,7 @@ pub fn find(workspace: &Path, id: &str) -> Result<Option<Record>> {
         };
         if text.starts_with(SHARED_LINE_START) {
             match serde_json::from_str::<SharedPart>(text) {
-                Ok(p) if format!("{:016x}", crate::hash::fnv(p.text.as_bytes())) == p.shared => {
+                Ok(p) if shared_key(&p.text) == p.shared => {
                     parts.insert(p.shared, p.text);
                 }
                 _ => damaged += 1,

@@ -221,9 +221,7 @@ impl Held {
 /// Write one of the runner's records of a teammate (a new private file, never through a
 /// link); a failure is logged, not fatal: the attempt's verdict does not depend on it.
 fn write_record(path: &Path, bytes: &[u8]) {
-    if let Err(e) = crate::fsutil::create_private_file(path)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, bytes))
-    {
+    if let Err(e) = crate::fsutil::write_private_file(path, bytes) {
         tracing::warn!("cannot write {}: {e}", path.display());
     }
 }
@@ -944,11 +942,9 @@ async fn prepare(
         let _ = std::fs::remove_file(&prompt_file);
     }
     if prompt_file_written {
-        crate::fsutil::create_private_file(&prompt_file)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, prompt.as_bytes()))
-            .map_err(|e| {
-                HelperFailure::before(format!("cannot write {}: {e}", prompt_file.display()))
-            })?;
+        crate::fsutil::write_private_file(&prompt_file, prompt.as_bytes()).map_err(|e| {
+            HelperFailure::before(format!("cannot write {}: {e}", prompt_file.display()))
+        })?;
     }
     let worktree = match &spec.isolation {
         None => None,
@@ -1000,8 +996,9 @@ async fn prepare(
         env.push(var(name, &state));
     }
     for (name, text) in &invocation.env_files {
+        // A new private file every attempt, never through a link an earlier attempt left.
         let path = dir.join(format!("{}.env-file", name.to_lowercase()));
-        write_env_file(&path, text).map_err(|e| {
+        crate::fsutil::write_private_file(&path, text.as_bytes()).map_err(|e| {
             HelperFailure::before(format!(
                 "cannot write {} (`[env] files`): {e}",
                 path.display()
@@ -1032,13 +1029,6 @@ async fn prepare(
         env,
         sandbox,
     })
-}
-
-/// Write an `[env] files` file in the teammate's folder: a new private file every attempt,
-/// never through a link an earlier attempt left at its name.
-fn write_env_file(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    crate::fsutil::create_private_file(path)?.write_all(text.as_bytes())
 }
 
 /// The reason of a sandboxed attempt that failed as `agent_error`, led by the write the
@@ -1200,14 +1190,8 @@ async fn judge_attempt(
     };
     if let Ok((r, report::ReportSource::FinalText)) = &found {
         // Keep what the verdict was based on next to the logs.
-        let _ = crate::fsutil::create_private_file(report_path).and_then(|mut f| {
-            std::io::Write::write_all(
-                &mut f,
-                serde_json::to_string_pretty(&r.raw)
-                    .unwrap_or_default()
-                    .as_bytes(),
-            )
-        });
+        let pretty = serde_json::to_string_pretty(&r.raw).unwrap_or_default();
+        let _ = crate::fsutil::write_private_file(report_path, pretty.as_bytes());
     }
     let mut evidence = Evidence {
         end: &ran.end,

@@ -670,7 +670,7 @@ fn uses_placeholder(def: &RunnerDef, placeholder: &str) -> bool {
 ///
 /// Errors: exit 2, naming the flag and where to put it instead.
 fn refuse_dropped_flags(flags: &RunArgs, def: &RunnerDef) -> Result<()> {
-    if def.backend != crate::agent::definition::BackendDef::Process {
+    if !def.backend.runs_a_program() {
         return Ok(());
     }
     let uses = |placeholder: &str| uses_placeholder(def, placeholder);
@@ -835,7 +835,7 @@ impl Settings {
         refuse_dropped_flags(flags, &runner)?;
         // A `model` in a file may serve other runners of the store: said, not refused.
         if let (None, Some(m)) = (&flags.model, &file.model)
-            && runner.backend == crate::agent::definition::BackendDef::Process
+            && runner.backend.runs_a_program()
             && !uses_placeholder(&runner, "{model_args}")
             && !uses_placeholder(&runner, "{model}")
         {
@@ -1035,7 +1035,7 @@ impl Settings {
         }
         if let Some(m) = &o.model {
             // As `--model`: a runner with no place for a model is told, not ignored.
-            if s.runner.backend == definition::BackendDef::Process
+            if s.runner.backend.runs_a_program()
                 && !uses_placeholder(&s.runner, "{model_args}")
                 && !uses_placeholder(&s.runner, "{model}")
             {
@@ -1068,7 +1068,7 @@ impl Settings {
         if let Some(r) = o.retries {
             s.retries = r;
         }
-        if s.batch_api && s.runner.backend == definition::BackendDef::Process {
+        if s.batch_api && s.runner.backend.runs_a_program() {
             return Err(Error::Usage(format!(
                 "--batch-api sends requests, and runner `{}` is an agent CLI",
                 s.runner.name
@@ -1084,7 +1084,7 @@ impl Settings {
     /// (An `http` definition's values are checked where its one client is built,
     /// `crate::run::backend::for_settings`.)
     fn check_programs(&self) -> Result<()> {
-        if self.runner.backend == definition::BackendDef::Process {
+        if self.runner.backend.runs_a_program() {
             self.check_process()?;
         }
         if let Some(v) = &self.verify {

@@ -159,7 +159,7 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
                             None => format!("{notes}{}{}", retries(d), handover(d)),
                         },
                     };
-                    if let crate::agent::definition::BackendDef::Http(http) = &d.backend {
+                    if let Some(http) = d.backend.http() {
                         // No program: say where requests go and whether the key is there.
                         let key = match std::env::var_os(&http.key_env) {
                             _ if http.key_env.is_empty() => String::new(),

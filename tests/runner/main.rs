@@ -13,6 +13,7 @@ mod context;
 mod faults;
 mod files;
 mod fragments;
+mod gemini_api;
 mod http;
 mod inputs;
 mod jsonl;

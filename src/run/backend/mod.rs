@@ -9,8 +9,9 @@
 //! ended and what the agent answered.
 //!
 //! Backends: [`process::Process`] (an agent CLI subprocess in its own process group, see
-//! [`crate::run::supervise::process`]), [`http::Http`] (one OpenAI-compatible chat-completions request
-//! per attempt) and, in tests, `scripted::Scripted` (scripted results, no processes).
+//! [`crate::run::supervise::process`]), [`http::Http`] (one model API request per attempt,
+//! in the wire format of the definition's `[http] api`: see [`http::wire`]) and, in tests,
+//! `scripted::Scripted` (scripted results, no processes).
 //!
 //! # How to add a backend
 //!
@@ -25,7 +26,12 @@
 //!      [`Cancel::None`] with [`ProcessEnd::Cancelled`]; a request that could not be made at
 //!      all is [`ProcessEnd::NotStarted`] with the reason.
 //! 2. Give it a kind: a [`BackendDef`] variant carrying the configuration only it reads (its
-//!    word in `kind = "<name>"` of `runners/*.toml`, read by the definition's check).
+//!    word in `KINDS` and `kind = "<name>"` of `runners/*.toml`, an arm in
+//!    `BackendDef::from_written`; the compiler then names every other method of
+//!    `BackendDef` that needs an arm — each matches every kind).
+//!
+//! A new model API for the HTTP backend is not a backend but a wire format: one file under
+//! `http/` implementing [`http::wire::WireFormat`] and one arm in `http::wire::for_api`.
 //! 3. Register it: `mod <name>;` below and one match arm in [`for_settings`]. Preparation,
 //!    the success rule, retries, the journal and the sinks are the same for every backend.
 
@@ -82,16 +88,14 @@ pub trait Backend: Send + Sync {
 /// Errors: what the backend's checks refuse (a missing program or API key: exit 3; a bad
 /// `--var`, a missing model, a placeholder the definition cannot expand: exit 2).
 pub fn for_settings(settings: &Settings) -> crate::error::Result<Arc<dyn Backend>> {
-    if settings.batch_api && settings.runner.backend == BackendDef::Process {
-        return Err(crate::error::Error::Usage(format!(
+    match &settings.runner.backend {
+        BackendDef::Process if settings.batch_api => Err(crate::error::Error::Usage(format!(
             "--batch-api sends the rows as OpenAI Batch API jobs; runner `{}` is an agent CLI \
              (use --runner openai)",
             settings.runner.name
-        )));
-    }
-    match &settings.runner.backend {
+        ))),
         BackendDef::Process => Ok(Arc::new(process::Process)),
-        BackendDef::Http(_) => http::backend(settings),
+        BackendDef::Http(spec) => http::backend(settings, spec),
     }
 }
 

@@ -32,7 +32,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 
-use super::{Answer, Http, error_chain, failed, write_capped};
+use super::Http;
+use super::answer::{Answer, api_message, failed};
+use super::exchange::{error_chain, write_capped};
 use crate::agent::AgentResult;
 use crate::failure::FailureKind;
 use crate::report::{ProcessEnd, one_line};
@@ -415,6 +417,33 @@ impl Collector {
             }
             waiting.insert(r.custom_id.clone(), r);
         }
+        self.upload_fresh(fresh, &mut state, &mut waiting, workspace)
+            .await;
+        self.create_jobs(&mut state, &mut waiting, workspace).await;
+        if self
+            .wait_for_jobs(&mut state, &mut waiting, workspace)
+            .await
+        {
+            return;
+        }
+        for (id, r) in waiting.drain() {
+            let _ = r.tx.send(Delivery::Failed(failed(
+                FailureKind::ApiError,
+                format!("no Batch API job holds the request of {id}"),
+                None,
+            )));
+        }
+    }
+
+    /// Upload the requests no job holds yet as new input files, each journaled in
+    /// `batch-api.json` before the runner waits on it; a row whose upload failed is told so.
+    async fn upload_fresh(
+        &self,
+        fresh: Vec<(String, Vec<u8>)>,
+        state: &mut State,
+        waiting: &mut HashMap<String, Request>,
+        workspace: &Path,
+    ) {
         // New jobs for the rows no job holds yet: each file and job journaled before waiting.
         for (ids, lines) in chunks(fresh) {
             match self.upload(lines).await {
@@ -435,7 +464,7 @@ impl Collector {
                 Err(CallError(kind, why, wait)) => {
                     for id in &ids {
                         give(
-                            &mut waiting,
+                            waiting,
                             id,
                             Delivery::Failed(failed(kind, why.clone(), wait)),
                         );
@@ -443,6 +472,17 @@ impl Collector {
                 }
             }
         }
+    }
+
+    /// Create the jobs of uploaded files not created yet (also those a killed run uploaded
+    /// and never created) that hold a waiting row; a row whose job could not be created is
+    /// told so.
+    async fn create_jobs(
+        &self,
+        state: &mut State,
+        waiting: &mut HashMap<String, Request>,
+        workspace: &Path,
+    ) {
         // Jobs not created yet (also those a killed run uploaded and never created).
         for i in 0..state.jobs.len() {
             let job = &state.jobs[i];
@@ -467,7 +507,7 @@ impl Collector {
                     let _ = state.write(workspace);
                     for id in &ids {
                         give(
-                            &mut waiting,
+                            waiting,
                             id,
                             Delivery::Failed(failed(kind, why.clone(), wait)),
                         );
@@ -475,6 +515,17 @@ impl Collector {
                 }
             }
         }
+    }
+
+    /// Wait for every job that holds a waiting row, polling with back-off up to
+    /// `poll_max`, and hand out the answers of each that ends. `true` when every row waiting
+    /// has gone (time limit, Ctrl-C): the jobs stay recorded.
+    async fn wait_for_jobs(
+        &self,
+        state: &mut State,
+        waiting: &mut HashMap<String, Request>,
+        workspace: &Path,
+    ) -> bool {
         // Wait for every job that holds a waiting row.
         let mut pause = Duration::from_millis(500).min(self.poll_max);
         let mut errors_in_a_row = 0u32;
@@ -492,106 +543,114 @@ impl Collector {
             }
             let mut any_open = false;
             for i in open {
-                let batch_id = state.jobs[i].batch_id.clone().unwrap_or_default();
-                let status = match self.get(&format!("batches/{batch_id}")).await {
-                    Ok(v) => {
-                        errors_in_a_row = 0;
-                        v
-                    }
-                    Err(CallError(kind, why, _)) => {
-                        errors_in_a_row += 1;
-                        if errors_in_a_row >= 5 || kind == FailureKind::Auth {
-                            let ids = state.jobs[i].custom_ids.clone();
-                            for id in &ids {
-                                give(
-                                    &mut waiting,
-                                    id,
-                                    Delivery::Failed(failed(
-                                        kind,
-                                        format!(
-                                            "cannot read the state of Batch API job {batch_id}: {why} (the job is kept: run again to collect it)"
-                                        ),
-                                        None,
-                                    )),
-                                );
-                            }
-                        }
-                        any_open = true;
-                        continue;
-                    }
-                };
-                let job = &mut state.jobs[i];
-                job.status = status["status"].as_str().unwrap_or("").to_owned();
-                job.checked_at = crate::run::now_rfc3339();
-                if let Some(counts) = status["request_counts"].as_object() {
-                    job.counts = counts
-                        .iter()
-                        .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
-                        .collect();
-                }
-                let line = format!(
-                    "Batch API job {batch_id}: {} ({}/{} done)",
-                    job.status,
-                    job.counts.get("completed").copied().unwrap_or(0),
-                    job.counts
-                        .get("total")
-                        .copied()
-                        .unwrap_or(job.custom_ids.len() as u64)
-                );
-                for id in &job.custom_ids {
-                    if let Some(r) = waiting.get(id) {
-                        (r.activity.0)(line.clone());
-                    }
-                }
-                let _ = state.write(workspace);
-                match state.jobs[i].status.as_str() {
-                    "completed" | "expired" | "cancelled" => {
-                        self.collect(&status, &state.jobs[i], &mut waiting).await;
-                        state.jobs[i].delivered = true;
-                        let _ = state.write(workspace);
-                    }
-                    "failed" => {
-                        let why = status
-                            .pointer("/errors/data/0/message")
-                            .and_then(Value::as_str)
-                            .unwrap_or("no reason given");
-                        for id in state.jobs[i].custom_ids.clone() {
-                            give(
-                                &mut waiting,
-                                &id,
-                                Delivery::Failed(failed(
-                                    FailureKind::ApiError,
-                                    format!(
-                                        "Batch API job {batch_id} failed: {}",
-                                        one_line(why, 200)
-                                    ),
-                                    None,
-                                )),
-                            );
-                        }
-                        state.jobs[i].delivered = true;
-                        let _ = state.write(workspace);
-                    }
-                    _ => any_open = true,
-                }
+                any_open |= self
+                    .poll(i, state, waiting, workspace, &mut errors_in_a_row)
+                    .await;
             }
             if !any_open {
                 continue;
             }
             // Every row waiting has gone (time limit, Ctrl-C): the jobs stay recorded.
             if waiting.values().all(|r| r.tx.is_closed()) {
-                return;
+                return true;
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(self.poll_max);
         }
-        for (id, r) in waiting.drain() {
-            let _ = r.tx.send(Delivery::Failed(failed(
-                FailureKind::ApiError,
-                format!("no Batch API job holds the request of {id}"),
-                None,
-            )));
+        false
+    }
+
+    /// Read the state of job `i` once and act on it: an ended job's answers handed out, a
+    /// failed job's rows told why, five failed reads in a row (or an `auth` one) given up
+    /// on. `true` while the job is still open.
+    async fn poll(
+        &self,
+        i: usize,
+        state: &mut State,
+        waiting: &mut HashMap<String, Request>,
+        workspace: &Path,
+        errors_in_a_row: &mut u32,
+    ) -> bool {
+        let mut any_open = false;
+        let batch_id = state.jobs[i].batch_id.clone().unwrap_or_default();
+        let status = match self.get(&format!("batches/{batch_id}")).await {
+            Ok(v) => {
+                *errors_in_a_row = 0;
+                v
+            }
+            Err(CallError(kind, why, _)) => {
+                *errors_in_a_row += 1;
+                if *errors_in_a_row >= 5 || kind == FailureKind::Auth {
+                    let ids = state.jobs[i].custom_ids.clone();
+                    for id in &ids {
+                        give(
+                            waiting,
+                            id,
+                            Delivery::Failed(failed(
+                                kind,
+                                format!(
+                                    "cannot read the state of Batch API job {batch_id}: {why} (the job is kept: run again to collect it)"
+                                ),
+                                None,
+                            )),
+                        );
+                    }
+                }
+                return true;
+            }
+        };
+        let job = &mut state.jobs[i];
+        job.status = status["status"].as_str().unwrap_or("").to_owned();
+        job.checked_at = crate::run::now_rfc3339();
+        if let Some(counts) = status["request_counts"].as_object() {
+            job.counts = counts
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
+                .collect();
         }
+        let line = format!(
+            "Batch API job {batch_id}: {} ({}/{} done)",
+            job.status,
+            job.counts.get("completed").copied().unwrap_or(0),
+            job.counts
+                .get("total")
+                .copied()
+                .unwrap_or(job.custom_ids.len() as u64)
+        );
+        for id in &job.custom_ids {
+            if let Some(r) = waiting.get(id) {
+                (r.activity.0)(line.clone());
+            }
+        }
+        let _ = state.write(workspace);
+        match state.jobs[i].status.as_str() {
+            "completed" | "expired" | "cancelled" => {
+                self.collect(&status, &state.jobs[i], waiting).await;
+                state.jobs[i].delivered = true;
+                let _ = state.write(workspace);
+            }
+            "failed" => {
+                let why = status
+                    .pointer("/errors/data/0/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no reason given");
+                for id in state.jobs[i].custom_ids.clone() {
+                    give(
+                        waiting,
+                        &id,
+                        Delivery::Failed(failed(
+                            FailureKind::ApiError,
+                            format!("Batch API job {batch_id} failed: {}", one_line(why, 200)),
+                            None,
+                        )),
+                    );
+                }
+                state.jobs[i].delivered = true;
+                let _ = state.write(workspace);
+            }
+            _ => any_open = true,
+        }
+        any_open
     }
 
     /// Download an ended job's output and error files and hand each row its line; a row
@@ -763,7 +822,7 @@ impl Collector {
             .to_vec();
         if !status.is_success() {
             let mut e = self.refused(status, &bytes, what);
-            e.2 = super::answer_wait(&headers, &bytes);
+            e.2 = super::wait::answer_wait(&headers, &bytes);
             return Err(e);
         }
         serde_json::from_slice(&bytes).map_err(|_| {
@@ -799,7 +858,7 @@ impl Collector {
         let message = serde_json::from_slice::<Value>(&body)
             .ok()
             .as_ref()
-            .and_then(super::api_message)
+            .and_then(api_message)
             .unwrap_or_else(|| one_line(&String::from_utf8_lossy(&body), 200));
         let kind = match status.as_u16() {
             401 | 403 => FailureKind::Auth,

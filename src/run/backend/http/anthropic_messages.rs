@@ -1,5 +1,5 @@
-//! The Anthropic Messages API (`[http] api = "anthropic-messages"`, built-in `anthropic`):
-//! what differs from the OpenAI chat-completions wire format.
+//! The Anthropic Messages API wire format (`[http] api = "anthropic-messages"`, built-in
+//! `anthropic`).
 //!
 //! From the API reference's "Messages" and "Errors" pages (and the TypeScript and Python
 //! SDKs, which send the same): `POST <base>/v1/messages` with headers `x-api-key` and
@@ -21,11 +21,132 @@
 //! answer is JSON by construction; a text answer (a server that ignores `tool_choice`) is
 //! read like any other.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value, json};
 
 use super::report_schema;
+use super::wire::{ApiError, Ask, Prices, Usage, WireFormat, positive_var, under};
+use crate::agent::AgentResult;
+use crate::error::Result;
 use crate::source::inline::Image;
 use base64::Engine as _;
+
+/// The `--var` names other than `header.*` and `body.*`.
+const VARS: &[&str] = &[
+    "base_url",
+    "input_usd_per_mtok",
+    "output_usd_per_mtok",
+    "max_tokens",
+];
+
+/// The Messages API, with the run's `--var max_tokens`.
+pub struct AnthropicMessages {
+    /// `max_tokens` of every request.
+    max_tokens: u64,
+}
+
+impl AnthropicMessages {
+    /// The wire format with `--var max_tokens` read (default [`DEFAULT_MAX_TOKENS`]).
+    ///
+    /// Errors: a `max_tokens` that is not a whole number > 0 (exit 2, through `usage`).
+    pub fn new(vars: &BTreeMap<String, String>, usage: &Usage<'_>) -> Result<AnthropicMessages> {
+        Ok(AnthropicMessages {
+            max_tokens: positive_var(vars, "max_tokens", DEFAULT_MAX_TOKENS, usage)?,
+        })
+    }
+}
+
+impl WireFormat for AnthropicMessages {
+    fn name(&self) -> &'static str {
+        "anthropic-messages"
+    }
+
+    fn vars(&self) -> &'static [&'static str] {
+        VARS
+    }
+
+    fn owned_fields(&self) -> &'static [(&'static str, &'static str)] {
+        // The same fields the OpenAI format refuses: a runner's body.NAME means the same on
+        // either API.
+        &[
+            ("model", "the model is --model"),
+            (
+                "messages",
+                "the messages are the prompt and the runner's system message",
+            ),
+            ("stream", "the backend reads one JSON answer, not a stream"),
+            (
+                "response_format",
+                "use --var response_format=json_schema|json_object|none",
+            ),
+        ]
+    }
+
+    fn url(&self, base: &reqwest::Url, _model: &str) -> String {
+        messages_url(base)
+    }
+
+    fn key_header(&self, key: &str) -> (&'static str, String) {
+        ("x-api-key", key.to_owned())
+    }
+
+    fn fixed_headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[("anthropic-version", VERSION)]
+    }
+
+    fn request_body(&self, ask: &Ask<'_>) -> Map<String, Value> {
+        request_body(
+            ask.model,
+            self.max_tokens,
+            ask.prompt,
+            ask.schema,
+            ask.images,
+        )
+    }
+
+    fn read_answer(&self, v: &Value, prices: Prices) -> (AgentResult, Option<String>) {
+        let a = read(v);
+        let cost = (prices != (0.0, 0.0)).then(|| (cost(&a, prices) * 1e6).round() / 1e6);
+        let agent = AgentResult {
+            final_text: a.text.clone(),
+            session_id: a.id.clone(),
+            input_tokens: a.input_tokens,
+            cached_input_tokens: a.cached_input_tokens,
+            output_tokens: a.output_tokens,
+            cost_usd: cost,
+            turns: Some(1),
+            model: v.get("model").and_then(Value::as_str).map(str::to_owned),
+            ..AgentResult::default()
+        };
+        (agent, a.problem)
+    }
+
+    fn error(&self, v: &Value) -> ApiError {
+        ApiError {
+            message: super::answer::api_message(v),
+            code: ["/error/code", "/error/type"]
+                .iter()
+                .find_map(|p| v.pointer(p).and_then(Value::as_str).map(str::to_owned)),
+        }
+    }
+
+    fn advice(&self, status: u16, _message: &str, url: &str) -> Option<String> {
+        (status == 404).then(|| {
+            format!(
+                " (requests go to {url}: the base URL is the API's origin, without /v1, e.g. \
+                 http://127.0.0.1:8080)"
+            )
+        })
+    }
+
+    fn describe(&self, _schema: bool) -> String {
+        format!(
+            "the report as a forced call of the tool `report`, max_tokens {}",
+            self.max_tokens
+        )
+    }
+}
 
 /// The `anthropic-version` header every request carries (the API's only stable version).
 pub const VERSION: &str = "2023-06-01";
@@ -53,26 +174,21 @@ pub const CACHE_READ_FACTOR: f64 = 0.1;
 /// `<base>/v1/messages`, keeping the base URL's query. The base is the API's origin, as
 /// `ANTHROPIC_BASE_URL` is for the SDKs and Claude Code (`https://api.anthropic.com`).
 pub fn messages_url(base: &reqwest::Url) -> String {
-    let mut url = base.clone();
-    let path = format!("{}/v1/messages", base.path().trim_end_matches('/'));
-    url.set_path(&path);
-    url.to_string()
+    under(base, "v1/messages")
 }
 
 /// The request body of one attempt: the prompt as the user message's text — in two blocks
 /// when it has the default template's `## Your item` heading: the part every item shares
 /// (the contract, the schema), marked with `cache_control` so that the next item's request
 /// reads it from the cache, then the item's own part —, each image after it as an `image`
-/// block named by a text block, and the forced `report` tool. `extra` (`--var body.NAME`) is
-/// merged over it.
+/// block named by a text block, and the forced `report` tool.
 pub fn request_body(
     model: &str,
     max_tokens: u64,
     prompt: &str,
     schema: Option<&Value>,
     images: &[Image],
-    extra: &Map<String, Value>,
-) -> Value {
+) -> Map<String, Value> {
     // The tools and the system prompt come before the messages: a breakpoint after the
     // shared part caches them too.
     let mut content = match crate::prompt::split_at_item(prompt) {
@@ -114,10 +230,7 @@ pub fn request_body(
         "tool_choice".into(),
         json!({"type": "tool", "name": REPORT_TOOL}),
     );
-    for (k, v) in extra {
-        body.insert(k.clone(), v.clone());
-    }
-    Value::Object(body)
+    body
 }
 
 /// What a successful answer holds, read from its JSON.

@@ -1,0 +1,145 @@
+//! How an answered request ended: a refusal's failure kind, reason and wait (the status,
+//! read with the wire format's error words), or a 2xx answer read into the agent's result
+//! and judged as text by the success rule.
+
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+
+use super::Http;
+use super::wire::ApiError;
+use crate::agent::AgentResult;
+use crate::failure::FailureKind;
+use crate::report::{ProcessEnd, one_line};
+
+/// What came back: the status, the headers worth logging and the body.
+pub struct Answer {
+    /// The HTTP status.
+    pub status: reqwest::StatusCode,
+    /// The response headers (the rate-limit ones give the wait).
+    pub headers: HeaderMap,
+    /// The body as received (scrubbed of the run's secrets before it is read).
+    pub body: Vec<u8>,
+}
+
+impl Http {
+    /// How an answered request ended and what the model said.
+    pub(super) fn read_answer(&self, a: &Answer) -> (ProcessEnd, AgentResult) {
+        let parsed: Option<Value> = serde_json::from_slice(&a.body).ok();
+        if !a.status.is_success() {
+            return (self.refusal(a, parsed.as_ref()), AgentResult::default());
+        }
+        let Some(v) = parsed else {
+            return (
+                failed(
+                    FailureKind::ApiError,
+                    format!(
+                        "HTTP {} but the body is not JSON: {}",
+                        a.status.as_u16(),
+                        one_line(&String::from_utf8_lossy(&a.body), 120)
+                    ),
+                    None,
+                ),
+                AgentResult::default(),
+            );
+        };
+        let (agent, problem) = self.wire.read_answer(&v, self.prices);
+        judge_text(agent, problem)
+    }
+
+    /// How a refused request ended: its kind (the wire format's word first, else by status:
+    /// 402 and a used-up quota `quota`; 429, 529 and a 503 that names a wait `rate_limited`;
+    /// 401/403 `auth`; else `api_error`), the reason in the API's words with advice, and
+    /// the wait it asks for.
+    fn refusal(&self, a: &Answer, parsed: Option<&Value>) -> ProcessEnd {
+        let status = a.status.as_u16();
+        let error = parsed.map(|v| self.wire.error(v)).unwrap_or_default();
+        let message = error
+            .message
+            .clone()
+            .unwrap_or_else(|| one_line(&String::from_utf8_lossy(&a.body), 200));
+        let wait = self.wire.wait(&a.headers, &a.body);
+        let kind = self
+            .wire
+            .refusal_kind(status, &error, parsed)
+            .unwrap_or_else(|| kind_by_status(status, &error, &message, wait.is_some()));
+        let mut reason = format!(
+            "HTTP {status}{}",
+            match message.trim() {
+                "" => String::new(),
+                m => format!(": {}", one_line(m, 300)),
+            }
+        );
+        if let Some(advice) = self
+            .wire
+            .advice(status, &message, &crate::redact::urls(&self.url))
+        {
+            reason.push_str(&advice);
+        }
+        if kind == FailureKind::Auth && self.key.is_none() {
+            reason.push_str(" (no API key was sent: its variable is not set)");
+        }
+        failed(kind, reason, wait)
+    }
+}
+
+/// The failure kind of a refused request by its status and words, the same for every API.
+fn kind_by_status(status: u16, error: &ApiError, message: &str, waits: bool) -> FailureKind {
+    let lower = message.to_lowercase();
+    // OpenAI's used-up quota; Anthropic's `billing_error` and its 400 "Your credit balance
+    // is too low".
+    let quota = matches!(
+        error.code.as_deref(),
+        Some("insufficient_quota" | "billing_error")
+    ) || lower.contains("exceeded your current quota")
+        || lower.contains("credit balance is too low");
+    match status {
+        402 => FailureKind::Quota,
+        400 | 429 if quota => FailureKind::Quota,
+        // 529: Anthropic's `overloaded_error`, a wait like a rate limit's.
+        429 | 529 => FailureKind::RateLimited,
+        503 if waits => FailureKind::RateLimited,
+        // Anthropic's `permission_error` (403) too: the key may not use this.
+        401 | 403 => FailureKind::Auth,
+        _ => FailureKind::ApiError,
+    }
+}
+
+/// How an answered request ended: a `problem` with the answer (a refusal, a cut-off) is an
+/// invalid report; an answer without a JSON object no report; else the answer is read by
+/// the success rule.
+fn judge_text(agent: AgentResult, problem: Option<String>) -> (ProcessEnd, AgentResult) {
+    if let (None, Some(text)) = (&problem, &agent.final_text)
+        && crate::report::extract_json(text).is_none()
+    {
+        // The answer is the only place a report can be: say what it was instead.
+        let why = format!(
+            "no report: the answer holds no JSON object: {}",
+            one_line(text, 160)
+        );
+        return (failed(FailureKind::NoReport, why, None), agent);
+    }
+    match problem {
+        Some(p) => (failed(FailureKind::InvalidReport, p, None), agent),
+        None => (ProcessEnd::Exited(0), agent),
+    }
+}
+
+/// An attempt that ended with `kind`, `reason` and, for a refusal that names one, the wait.
+pub fn failed(kind: FailureKind, reason: String, retry_after: Option<Duration>) -> ProcessEnd {
+    ProcessEnd::Failed {
+        kind,
+        reason,
+        retry_after,
+    }
+}
+
+/// The API's own words in an error body: OpenAI's `/error/message`, else a top-level
+/// `message` or `detail` (vLLM, FastAPI servers), else `error` as a string (Ollama).
+pub fn api_message(v: &Value) -> Option<String> {
+    ["/error/message", "/message", "/detail", "/error"]
+        .iter()
+        .find_map(|p| v.pointer(p).and_then(Value::as_str))
+        .map(str::to_owned)
+}

@@ -15,7 +15,7 @@ use super::todo::open_store;
 use crate::cli::CleanArgs;
 use crate::error::{Error, Result};
 use crate::run::isolation::leftovers::{self, Leftovers};
-use crate::run::record::workspace::{clean_every, clean_named};
+use crate::run::record::workspace::{CleanTarget, clean_every, clean_named};
 use crate::store::Need;
 
 /// `runner clean`.
@@ -48,48 +48,10 @@ pub fn clean(args: CleanArgs) -> Result<i32> {
         ));
         return Ok(0);
     }
-    let mut plan = Vec::new();
-    for t in &targets {
-        let left = match &t.workspace {
-            Some(ws) => {
-                crate::ui::outln(format_args!("Team {}: workspace {}", t.team, ws.display()));
-                leftovers::find(ws, &t.team)
-            }
-            None => {
-                let left = repo
-                    .as_deref()
-                    .and_then(|r| leftovers::orphaned(r, &t.team));
-                let r = left
-                    .as_ref()
-                    .map_or(String::new(), |l| l.repo.display().to_string());
-                crate::ui::outln(format_args!(
-                    "Team {}: workspace gone; its branches in {r}",
-                    t.team
-                ));
-                left
-            }
-        };
-        for w in left.iter().flat_map(|l| &l.worktrees) {
-            crate::ui::outln(format_args!("  worktree {}", w.display()));
-        }
-        for b in left.iter().flat_map(|l| &l.merged) {
-            crate::ui::outln(format_args!("  branch   {b}"));
-        }
-        let fate = if args.force {
-            "deleted: --force"
-        } else {
-            "kept"
-        };
-        if let Some(l) = &left {
-            for b in &l.unmerged {
-                let target = &l.target;
-                crate::ui::outln(format_args!(
-                    "  branch   {b} (commits not merged into {target}: {fate})"
-                ));
-            }
-        }
-        plan.push((t, left));
-    }
+    let plan: Vec<(&CleanTarget, Option<Leftovers>)> = targets
+        .iter()
+        .map(|t| (t, show_target(t, repo.as_deref(), args.force)))
+        .collect();
     if !args.yes
         && !plan.is_empty()
         && !confirmed(
@@ -101,44 +63,7 @@ pub fn clean(args: CleanArgs) -> Result<i32> {
         return Ok(0);
     }
     for (t, left) in plan {
-        // A running team holds its lock; never pull its worktrees from under it.
-        let lock = (t.workspace.as_ref())
-            .filter(|ws| ws.join("lock").exists())
-            .map(|ws| crate::run::record::lock::acquire(ws))
-            .transpose()?;
-        for w in left.iter().flat_map(|l| l.remove(args.force)) {
-            eprintln!("warning: {w}");
-        }
-        if let Some(ws) = &t.workspace {
-            let kept = crate::run::record::archive::before_removal(ws, &t.team)?;
-            // A todo run killed as it ended: its table and checkpoints are finished first.
-            let archive = crate::run::record::team::recorded_batch(ws)?
-                .map(|b| crate::source::todo_batch::archive_path(Path::new(&b.input)))
-                .filter(|a| a.is_file());
-            if crate::source::todo_batch::finish_ending(&store, ws, archive.as_deref())? {
-                crate::ui::outln(format_args!(
-                    "Team {}: every item was ticked; wrote its table and removed the checkpoints of its completed items.",
-                    t.team
-                ));
-            }
-            drop(lock);
-            crate::fsutil::remove_tree(ws).map_err(|e| Error::io("remove", ws, e))?;
-            let kept = crate::ui::kept_line(kept.as_ref());
-            crate::ui::outln(format_args!("Removed team {}.{kept}", t.team));
-        } else if let Some(l) = &left {
-            let gone = l.unmerged.iter().filter(|_| args.force);
-            let gone: Vec<&str> = l.merged.iter().chain(gone).map(String::as_str).collect();
-            if !gone.is_empty() {
-                crate::ui::outln(format_args!(
-                    "Deleted the branches of team {}: {}.",
-                    t.team,
-                    gone.join(" ")
-                ));
-            }
-        }
-        if let Some(l) = left.filter(|l| !args.force && !l.unmerged.is_empty()) {
-            crate::ui::outln(format_args!("{}", kept_branches(&l, &t.team)));
-        }
+        remove_target(&store, t, left, args.force)?;
     }
     for team in &orphans {
         if let Some(l) = repo.as_deref().and_then(|r| leftovers::orphaned(r, team)) {
@@ -146,6 +71,94 @@ pub fn clean(args: CleanArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// Say what cleaning team `t` removes: its workspace (or that it is gone, and the
+/// repository `repo` its branches are in), its worktrees and merged branches, its unmerged
+/// ones (deleted only with `force`). Returns what it left in git.
+fn show_target(t: &CleanTarget, repo: Option<&Path>, force: bool) -> Option<Leftovers> {
+    let left = match &t.workspace {
+        Some(ws) => {
+            crate::ui::outln(format_args!("Team {}: workspace {}", t.team, ws.display()));
+            leftovers::find(ws, &t.team)
+        }
+        None => {
+            let left = repo.and_then(|r| leftovers::orphaned(r, &t.team));
+            let r = left
+                .as_ref()
+                .map_or(String::new(), |l| l.repo.display().to_string());
+            crate::ui::outln(format_args!(
+                "Team {}: workspace gone; its branches in {r}",
+                t.team
+            ));
+            left
+        }
+    };
+    for w in left.iter().flat_map(|l| &l.worktrees) {
+        crate::ui::outln(format_args!("  worktree {}", w.display()));
+    }
+    for b in left.iter().flat_map(|l| &l.merged) {
+        crate::ui::outln(format_args!("  branch   {b}"));
+    }
+    let fate = if force { "deleted: --force" } else { "kept" };
+    if let Some(l) = &left {
+        for b in &l.unmerged {
+            let target = &l.target;
+            crate::ui::outln(format_args!(
+                "  branch   {b} (commits not merged into {target}: {fate})"
+            ));
+        }
+    }
+    left
+}
+
+/// Remove team `t`: its worktrees and branches (`left`; unmerged ones only with `force`),
+/// then its workspace, archived first (a todo run killed as it ended is finished first).
+/// A running team holds its lock: taking it fails rather than pull worktrees from under it.
+fn remove_target(
+    store: &crate::store::Store,
+    t: &CleanTarget,
+    left: Option<Leftovers>,
+    force: bool,
+) -> Result<()> {
+    let lock = (t.workspace.as_ref())
+        .filter(|ws| ws.join("lock").exists())
+        .map(|ws| crate::run::record::lock::acquire(ws))
+        .transpose()?;
+    for w in left.iter().flat_map(|l| l.remove(force)) {
+        eprintln!("warning: {w}");
+    }
+    if let Some(ws) = &t.workspace {
+        let kept = crate::run::record::archive::before_removal(ws, &t.team)?;
+        // A todo run killed as it ended: its table and checkpoints are finished first.
+        let archive = crate::run::record::team::recorded_batch(ws)?
+            .map(|b| crate::source::todo_batch::archive_path(Path::new(&b.input)))
+            .filter(|a| a.is_file());
+        if crate::source::todo_batch::finish_ending(store, ws, archive.as_deref())? {
+            crate::ui::outln(format_args!(
+                "Team {}: every item was ticked; wrote its table and removed the checkpoints of its completed items.",
+                t.team
+            ));
+        }
+        drop(lock);
+        crate::fsutil::remove_tree(ws).map_err(|e| Error::io("remove", ws, e))?;
+        let kept = crate::ui::kept_line(kept.as_ref());
+        crate::ui::outln(format_args!("Removed team {}.{kept}", t.team));
+    } else if let Some(l) = &left {
+        let gone = l.unmerged.iter().filter(|_| force);
+        let gone: Vec<&str> = l.merged.iter().chain(gone).map(String::as_str).collect();
+        if !gone.is_empty() {
+            crate::ui::outln(format_args!(
+                "Deleted the branches of team {}: {}.",
+                t.team,
+                gone.join(" ")
+            ));
+        }
+    }
+    if let Some(l) = left.filter(|l| !force && !l.unmerged.is_empty()) {
+        crate::ui::outln(format_args!("{}", kept_branches(&l, &t.team)));
+    }
+    Ok(())
 }
 
 /// What clean says of the unmerged branches of `team` it kept, and how to drop them.

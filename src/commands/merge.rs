@@ -49,12 +49,59 @@ fn load(path: &Path) -> Result<ShardFile> {
 
 /// `runner merge`.
 pub fn merge(args: MergeArgs) -> Result<i32> {
+    check_outputs(&args)?;
+    let shards: Vec<ShardFile> = args.inputs.iter().map(|p| load(p)).collect::<Result<_>>()?;
+    let Some(first) = shards.first() else {
+        return Err(no_inputs());
+    };
+    let n = first.meta.n;
+    let given = check_shards(&shards)?;
+    let rows = rows(&shards)?;
+    let header = &first.bytes[..first.header_end];
+    // An existing file is replaced only when it is an output of this batch (an earlier merge):
+    // a merge never lands on the batch's input or anything else by a slip of `-o`.
+    crate::fsutil::check_replaceable(
+        &args.output,
+        "-o",
+        "an output of this batch (its header differs)",
+        |b| b.starts_with(header),
+    )?;
+    crate::fsutil::make_parent(&args.output)?;
+    crate::fsutil::replace_with(&args.output, |w| {
+        w.write_all(header)?;
+        for (bytes, _) in rows.values() {
+            w.write_all(bytes)?;
+            if !bytes.ends_with(b"\n") {
+                w.write_all(b"\n")?;
+            }
+        }
+        Ok(())
+    })?;
+    crate::ui::outln(format_args!(
+        "Merged {given} shard(s) of {n}: {} row(s) into {}",
+        rows.len(),
+        args.output.display()
+    ));
+    if let Some(path) = &args.junit {
+        write_junit(path, &args.output, first, &rows)?;
+    }
+    Ok(0)
+}
+
+/// Merging without shards to merge is refused (exit 2).
+fn no_inputs() -> Error {
+    Error::needs(
+        "runner merge",
+        "the shard outputs to merge",
+        "give them, e.g. `runner merge out/*.csv -o workers-output.csv`",
+    )
+}
+
+/// Before any shard is read: there are shards, `-o` is none of them nor their sidecars,
+/// and `--junit` is neither the merged output nor a shard and replaces only a JUnit report.
+fn check_outputs(args: &MergeArgs) -> Result<()> {
     if args.inputs.is_empty() {
-        return Err(Error::needs(
-            "runner merge",
-            "the shard outputs to merge",
-            "give them, e.g. `runner merge out/*.csv -o workers-output.csv`",
-        ));
+        return Err(no_inputs());
     }
     let sidecars: Vec<std::path::PathBuf> = args
         .inputs
@@ -97,8 +144,16 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
             crate::sink::junit::is_junit,
         )?;
     }
-    let shards: Vec<ShardFile> = args.inputs.iter().map(|p| load(p)).collect::<Result<_>>()?;
-    let first = &shards[0];
+    Ok(())
+}
+
+/// The shards are of one batch, split the same way, with the same columns; a shard given
+/// twice has the same results each time; none is missing. Returns how many shards were
+/// given (each counted once).
+fn check_shards(shards: &[ShardFile]) -> Result<usize> {
+    let Some(first) = shards.first() else {
+        return Err(no_inputs());
+    };
     for s in &shards[1..] {
         if s.meta.fingerprint != first.meta.fingerprint {
             return Err(Error::input_at(
@@ -162,9 +217,14 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
             format!("missing shard(s) {} of {n}", missing.join(", ")),
         ));
     }
-    // Rows by input row number; a row reported by two shards must be byte-identical.
+    Ok(seen.len())
+}
+
+/// The shards' rows by input row number, each with the shard it came from; a row reported
+/// by two shards must be byte-identical.
+fn rows(shards: &[ShardFile]) -> Result<BTreeMap<u64, (&[u8], &Path)>> {
     let mut rows: BTreeMap<u64, (&[u8], &Path)> = BTreeMap::new();
-    for s in &shards {
+    for s in shards {
         for (number, (start, end)) in s.meta.rows.iter().zip(&s.records) {
             let bytes = &s.bytes[*start..*end];
             if let Some((prev, prev_path)) = rows.insert(*number, (bytes, &s.path))
@@ -181,56 +241,39 @@ pub fn merge(args: MergeArgs) -> Result<i32> {
             }
         }
     }
+    Ok(rows)
+}
+
+/// `--junit`: the merged `rows` as one suite named after `output` and the batch.
+fn write_junit(
+    path: &Path,
+    output: &Path,
+    first: &ShardFile,
+    rows: &BTreeMap<u64, (&[u8], &Path)>,
+) -> Result<()> {
+    let suite = format!(
+        "{} (batch {})",
+        output
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        first
+            .meta
+            .fingerprint
+            .get(..8)
+            .unwrap_or(&first.meta.fingerprint)
+    );
     let header = &first.bytes[..first.header_end];
-    // An existing file is replaced only when it is an output of this batch (an earlier merge):
-    // a merge never lands on the batch's input or anything else by a slip of `-o`.
-    crate::fsutil::check_replaceable(
-        &args.output,
-        "-o",
-        "an output of this batch (its header differs)",
-        |b| b.starts_with(header),
-    )?;
-    crate::fsutil::make_parent(&args.output)?;
-    crate::fsutil::replace_with(&args.output, |w| {
-        w.write_all(header)?;
-        for (bytes, _) in rows.values() {
-            w.write_all(bytes)?;
-            if !bytes.ends_with(b"\n") {
-                w.write_all(b"\n")?;
-            }
-        }
-        Ok(())
-    })?;
+    let outcomes = row_outcomes(header, rows.iter().map(|(n, (b, _))| (*n, *b)));
+    // The shards ran apart: the suite's time is the rows' own, summed.
+    let time: f64 = outcomes.iter().map(|(o, _)| o.duration_s.max(0.0)).sum();
+    crate::sink::junit::write(path, &suite, &outcomes, time)?;
     crate::ui::outln(format_args!(
-        "Merged {} shard(s) of {n}: {} row(s) into {}",
-        seen.len(),
-        rows.len(),
-        args.output.display()
+        "Wrote {} ({} test case(s) in one suite, {suite})",
+        path.display(),
+        outcomes.len()
     ));
-    if let Some(path) = &args.junit {
-        let suite = format!(
-            "{} (batch {})",
-            args.output
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            first
-                .meta
-                .fingerprint
-                .get(..8)
-                .unwrap_or(&first.meta.fingerprint)
-        );
-        let outcomes = row_outcomes(header, rows.iter().map(|(n, (b, _))| (*n, *b)));
-        // The shards ran apart: the suite's time is the rows' own, summed.
-        let time: f64 = outcomes.iter().map(|(o, _)| o.duration_s.max(0.0)).sum();
-        crate::sink::junit::write(path, &suite, &outcomes, time)?;
-        crate::ui::outln(format_args!(
-            "Wrote {} ({} test case(s) in one suite, {suite})",
-            path.display(),
-            outcomes.len()
-        ));
-    }
-    Ok(0)
+    Ok(())
 }
 
 /// The merged rows as outcomes for a JUnit report: each row's `status`, `error`,

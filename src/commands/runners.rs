@@ -122,80 +122,12 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
         }
         return crate::commands::runner_check::check(runner, store, &args.transcripts);
     }
-    // (definition, the file it came from when it is not the built-in one)
-    let mut defs: Vec<(RunnerDef, Option<PathBuf>)> = Vec::new();
-    for (name, _) in BUILTIN {
-        let file = store
-            .map(|s| definition::store_file(s, name))
-            .filter(|p| p.is_file());
-        defs.push((definition::load(name, store, None)?, file));
-    }
-    if let Some(store) = store {
-        for name in definition::store_only(store)? {
-            let file = definition::store_file(store, &name);
-            defs.push((definition::load(&name, Some(store), None)?, Some(file)));
-        }
-    }
-    for file in &args.runner_file {
-        defs.push((definition::load("", None, Some(file))?, Some(file.clone())));
-    }
+    let defs = definitions(store, &args.runner_file)?;
+    // One thread per definition: the `--version` calls run at once.
     let rows: Vec<Row> = std::thread::scope(|scope| {
         let handles: Vec<_> = defs
             .iter()
-            .map(|(d, file)| {
-                scope.spawn(move || {
-                    let row = |program: String, version: String, notes: String| Row {
-                        name: d.name.clone(),
-                        program,
-                        version,
-                        proven: proven(d),
-                        notes: match file {
-                            Some(f) => {
-                                let rest = format!("{notes}{}{}", retries(d), handover(d));
-                                format!("[{}] {}", f.display(), rest.trim_start_matches("; "))
-                                    .trim_end()
-                                    .into()
-                            }
-                            None => format!("{notes}{}{}", retries(d), handover(d)),
-                        },
-                    };
-                    if let Some(http) = d.backend.http() {
-                        // No program: say where requests go and whether the key is there.
-                        let key = match std::env::var_os(&http.key_env) {
-                            _ if http.key_env.is_empty() => String::new(),
-                            Some(v) if !v.is_empty() => format!("; {} is set", http.key_env),
-                            _ => format!("; {} is not set", http.key_env),
-                        };
-                        let base = std::env::var(&http.base_url_env)
-                            .ok()
-                            .filter(|b| !b.is_empty())
-                            .unwrap_or_else(|| http.base_url.clone());
-                        return row(
-                            "(http)".into(),
-                            "-".into(),
-                            format!("{} ({base}{key})", d.description),
-                        );
-                    }
-                    if d.program.is_empty() {
-                        return row("(after --)".into(), "-".into(), d.description.clone());
-                    }
-                    match which::which(&d.program) {
-                        Ok(path) => {
-                            let version = if d.version_args.is_empty() {
-                                String::new()
-                            } else {
-                                version_of(&path, &d.version_args)
-                            };
-                            row(path.display().to_string(), version, d.description.clone())
-                        }
-                        Err(_) => row(
-                            "missing".into(),
-                            String::new(),
-                            format!("install: {}", d.install_hint),
-                        ),
-                    }
-                })
-            })
+            .map(|(d, file)| scope.spawn(move || row(d, file.as_deref())))
             .collect();
         handles
             .into_iter()
@@ -211,6 +143,99 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
             })
             .collect()
     });
+    print_table(&rows);
+    crate::ui::outln(format_args!(
+        "{}",
+        crate::sandbox::describe(crate::sandbox::kernel_abi())
+    ));
+    Ok(0)
+}
+
+/// The definitions `runner runners` lists, each with the file it came from when it is not
+/// the built-in one: the built-in ones (or the store's replacements), those only the store
+/// has, then `runner_files`.
+///
+/// Errors: a definition that does not load (exit 2).
+fn definitions(
+    store: Option<&Path>,
+    runner_files: &[PathBuf],
+) -> Result<Vec<(RunnerDef, Option<PathBuf>)>> {
+    let mut defs: Vec<(RunnerDef, Option<PathBuf>)> = Vec::new();
+    for (name, _) in BUILTIN {
+        let file = store
+            .map(|s| definition::store_file(s, name))
+            .filter(|p| p.is_file());
+        defs.push((definition::load(name, store, None)?, file));
+    }
+    if let Some(store) = store {
+        for name in definition::store_only(store)? {
+            let file = definition::store_file(store, &name);
+            defs.push((definition::load(&name, Some(store), None)?, Some(file)));
+        }
+    }
+    for file in runner_files {
+        defs.push((definition::load("", None, Some(file))?, Some(file.clone())));
+    }
+    Ok(defs)
+}
+
+/// The line of definition `d` (read from `file`, when not built in): its program on PATH
+/// and version, or where its requests go and whether its key is set.
+fn row(d: &RunnerDef, file: Option<&Path>) -> Row {
+    let row = |program: String, version: String, notes: String| Row {
+        name: d.name.clone(),
+        program,
+        version,
+        proven: proven(d),
+        notes: match file {
+            Some(f) => {
+                let rest = format!("{notes}{}{}", retries(d), handover(d));
+                format!("[{}] {}", f.display(), rest.trim_start_matches("; "))
+                    .trim_end()
+                    .into()
+            }
+            None => format!("{notes}{}{}", retries(d), handover(d)),
+        },
+    };
+    if let Some(http) = d.backend.http() {
+        // No program: say where requests go and whether the key is there.
+        let key = match std::env::var_os(&http.key_env) {
+            _ if http.key_env.is_empty() => String::new(),
+            Some(v) if !v.is_empty() => format!("; {} is set", http.key_env),
+            _ => format!("; {} is not set", http.key_env),
+        };
+        let base = std::env::var(&http.base_url_env)
+            .ok()
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| http.base_url.clone());
+        return row(
+            "(http)".into(),
+            "-".into(),
+            format!("{} ({base}{key})", d.description),
+        );
+    }
+    if d.program.is_empty() {
+        return row("(after --)".into(), "-".into(), d.description.clone());
+    }
+    match which::which(&d.program) {
+        Ok(path) => {
+            let version = if d.version_args.is_empty() {
+                String::new()
+            } else {
+                version_of(&path, &d.version_args)
+            };
+            row(path.display().to_string(), version, d.description.clone())
+        }
+        Err(_) => row(
+            "missing".into(),
+            String::new(),
+            format!("install: {}", d.install_hint),
+        ),
+    }
+}
+
+/// The table: a header, then one line per row, each column as wide as its widest value.
+fn print_table(rows: &[Row]) {
     let width = |f: fn(&Row) -> &str, min: usize| {
         rows.iter()
             .map(|r| f(r).len())
@@ -226,15 +251,10 @@ pub fn runners(args: RunnersArgs) -> Result<i32> {
         "{:w0$}  {:w1$}  {:w2$}  {:w3$}  NOTES",
         "NAME", "PROGRAM", "VERSION", "PROVEN"
     ));
-    for r in &rows {
+    for r in rows {
         crate::ui::outln(format_args!(
             "{:w0$}  {:w1$}  {:w2$}  {:w3$}  {}",
             r.name, r.program, r.version, r.proven, r.notes
         ));
     }
-    crate::ui::outln(format_args!(
-        "{}",
-        crate::sandbox::describe(crate::sandbox::kernel_abi())
-    ));
-    Ok(0)
 }

@@ -3,14 +3,25 @@
 //! slot and one bar per attempt, coloured by its verdict (retries labelled, a running attempt
 //! striped; what the teammate said while it worked — its progress lines — as ticks on its bar,
 //! a blocker in red); and a table of the items, sortable by any column, with each reason, summary and
-//! a link to the log that explains it. Every value from agents is HTML-escaped: the page runs
-//! only its own script.
+//! a link to the log that explains it.
+//!
+//! The page is the minijinja template `templates/report.html` (its markup, style, script and
+//! Content-Security-Policy); this file builds the values it shows, a [`Page`], from a team's
+//! [`History`]. Every value is HTML-escaped by [`escape`] as the template prints it (the
+//! environment's formatter), so text from agents stays text: the page runs only its own
+//! script.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
+use serde::Serialize;
+
+use crate::error::{Error, Result};
 use crate::report::ItemStatus;
-use crate::run::record::history::{self, History};
+use crate::run::record::history::{self, History, Span};
+use crate::run::record::outcome::{Outcome, usd_text};
+
+/// The page's template, compiled into the binary.
+const TEMPLATE: &str = include_str!("../../templates/report.html");
 
 /// Escape text for HTML element content and attribute values; invisible characters
 /// ([`crate::ui::is_invisible`]) are shown as `<U+202E>`.
@@ -39,43 +50,337 @@ fn class(status: Option<ItemStatus>) -> String {
     }
 }
 
-const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\
-h1{font-size:1.3em}table{border-collapse:collapse;width:100%}\
-th,td{border-bottom:1px solid #ddd;padding:4px 6px;text-align:left;vertical-align:top}\
-th{cursor:pointer;background:#f4f4f4;user-select:none}td.num{text-align:right}\
-.counts span{margin-right:1em}.lane{position:relative;height:18px;margin:2px 0;background:#fafafa}\
-.bar{position:absolute;top:1px;height:16px;border-radius:2px;font-size:11px;overflow:hidden;\
-white-space:nowrap;color:#fff;padding-left:2px;box-sizing:border-box}\
-.s-completed{background:#2e8b57}.s-failed{background:#c0392b}.s-timed_out{background:#8e44ad}\
-.s-blocked{background:#d68910}.s-cancelled,.s-skipped{background:#888}\
-.s-running{background:repeating-linear-gradient(45deg,#3498db,#3498db 6px,#5dade2 6px,#5dade2 12px)}\
-.retry{opacity:.75}.refused{opacity:.45;background-image:repeating-linear-gradient(45deg,transparent 0 4px,rgba(255,255,255,.5) 4px 8px)}td .s{display:inline-block;width:.8em;height:.8em;border-radius:50%;margin-right:4px}\
-.axis{color:#666;font-size:11px}td:nth-child(3){white-space:nowrap}\
-.pauses{height:8px;background:none}.pause{position:absolute;top:0;height:8px;background:#f5b041}\
-#timeline{position:relative}.run{position:absolute;top:0;bottom:0;border-left:2px dashed #555;z-index:1}\
-.run b{position:absolute;top:-1.3em;left:2px;font-size:11px;color:#555;white-space:nowrap;font-weight:normal}\
-.legend{font-size:12px;color:#444}.legend span{margin-right:1.2em;white-space:nowrap}\
-.legend i{display:inline-block;width:1.6em;height:.9em;vertical-align:middle;margin-right:4px;border-radius:2px}\
-td.out{max-width:24em;overflow-wrap:anywhere}\
-.said{position:absolute;top:0;width:3px;height:18px;background:#1b2631;z-index:2}.said.blocked{background:#ff1744;width:4px}";
+/// What the page shows, as the template prints it: text, with numbers already formatted
+/// (percentages of the time axis to 3 decimals, seconds to 1).
+#[derive(Serialize)]
+struct Page {
+    /// `Team NAME`: the title and the heading.
+    title: String,
+    /// The nonce the page's own script carries (32 hex digits, new for each page).
+    nonce: String,
+    /// Items by verdict, in [`ItemStatus`] order; verdicts no item has are left out.
+    counts: Vec<Count>,
+    /// Attempts still running.
+    running: usize,
+    /// Attempts recorded.
+    attempts: usize,
+    /// Seconds from the first attempt's start to the last one's end (`12.3`).
+    seconds: String,
+    /// Total cost in dollars ([`usd_text`]), when any item cost something.
+    cost: Option<String>,
+    /// One swatch per verdict, for the timeline's legend.
+    legend: Vec<Count>,
+    /// Runs (starts and resumes) recorded; at least 1.
+    runs: u32,
+    /// Where each run after the first began on the time axis.
+    run_marks: Vec<RunMark>,
+    /// The team's rate-limit pauses, as bands over the lanes.
+    pauses: Vec<Band>,
+    /// The timeline's lanes, each its attempts' bars in start order.
+    lanes: Vec<Vec<Bar>>,
+    /// With stages: each row's chain.
+    chains: Option<Chains>,
+    /// The headers of the output fields shown as columns.
+    fields: Vec<String>,
+    /// The table's rows, in item order.
+    items: Vec<Row>,
+}
 
-/// Sorts the table by a clicked header (numbers by value), and marks the page ready.
-const SCRIPT: &str = "document.querySelectorAll('th').forEach(function(th,col){\
-th.addEventListener('click',function(){var tb=th.closest('table').tBodies[0];\
-var rows=Array.prototype.slice.call(tb.rows);var asc=th.dataset.asc!=='1';th.dataset.asc=asc?'1':'0';\
-rows.sort(function(a,b){var x=a.cells[col].dataset.v||a.cells[col].textContent;\
-var y=b.cells[col].dataset.v||b.cells[col].textContent;var nx=parseFloat(x),ny=parseFloat(y);\
-var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);return asc?c:-c;});\
-rows.forEach(function(r){tb.appendChild(r);});});});\
-document.body.dataset.ready='1';";
+/// A verdict and how many items have it (`n` is 0 in the legend).
+#[derive(Serialize)]
+struct Count {
+    class: String,
+    status: String,
+    n: u64,
+}
 
-/// The page's Content-Security-Policy: nothing is fetched (no network: an agent's text that
-/// escaped escaping could not send anything anywhere), styles only inline, scripts only the
-/// page's own, carrying `nonce`.
-fn csp(nonce: &str) -> String {
-    format!(
-        "default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; img-src data:; base-uri 'none'; form-action 'none'"
-    )
+/// A later run's start: `left` in % of the axis, `n` its number (2, 3, …).
+#[derive(Serialize)]
+struct RunMark {
+    left: String,
+    n: usize,
+}
+
+/// A span of the axis (a pause, a bar, a tick): `left` and `width` in %, `title` its tooltip.
+#[derive(Serialize)]
+struct Band {
+    left: String,
+    width: String,
+    title: String,
+}
+
+/// One attempt's bar.
+#[derive(Serialize)]
+struct Bar {
+    /// Its verdict's class, then `retry` or `refused` when it is one.
+    class: String,
+    left: String,
+    width: String,
+    /// What the attempt was: teammate, id, verdict, time, reason, its last word.
+    title: String,
+    /// The teammate, after `#N` for a retry.
+    label: String,
+    /// What the teammate said while it worked, where it was read.
+    said: Vec<Tick>,
+}
+
+/// One progress line on its bar.
+#[derive(Serialize)]
+struct Tick {
+    left: String,
+    title: String,
+    /// The teammate said it is blocked.
+    blocked: bool,
+}
+
+/// With stages: how the rows went.
+#[derive(Serialize)]
+struct Chains {
+    /// The stages, `audit → fix → verify`.
+    stages: String,
+    /// Rows that completed every stage.
+    complete: usize,
+    /// The other rows' chains ([`crate::source::stages::chain_line`]).
+    open: Vec<String>,
+}
+
+/// One item's row of the table.
+#[derive(Serialize)]
+struct Row {
+    id: String,
+    teammate: String,
+    status: String,
+    class: String,
+    attempts: u32,
+    /// Seconds, to 3 decimals.
+    duration: String,
+    /// Dollars to 6 decimals; empty when unknown.
+    cost: String,
+    /// The failure kind; empty when none.
+    kind: String,
+    reason: String,
+    summary: String,
+    /// The item's output fields, one per shown field (empty when it has none).
+    found: Vec<String>,
+    /// The files its report says it modified, comma-separated.
+    modified: String,
+    /// Its log's path with spaces as `%20`, for a `file://` link; none without a log.
+    log: Option<String>,
+}
+
+/// The page for `h`; `now_ms` (milliseconds since the epoch) ends attempts still running.
+///
+/// Errors: the template cannot be rendered (a fault of the runner's, exit 3).
+pub fn report(h: &History, now_ms: i64) -> Result<String> {
+    // No script but the page's own: its nonce is new each time.
+    let nonce = format!("{:032x}", rand::random::<u128>());
+    render(&page(h, now_ms, nonce))
+}
+
+/// Render `page` with the template, every value escaped by [`escape`].
+fn render(page: &Page) -> Result<String> {
+    let mut env = minijinja::Environment::new();
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    env.set_keep_trailing_newline(true);
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    // The same escaping as everywhere else the runner writes HTML (minijinja's own would
+    // let invisible characters through).
+    env.set_formatter(|out, state, value| {
+        if state.auto_escape() == minijinja::AutoEscape::Html && !value.is_safe() {
+            out.write_str(&escape(&value.to_string()))?;
+            Ok(())
+        } else {
+            minijinja::escape_formatter(out, state, value)
+        }
+    });
+    let fail =
+        |e: minijinja::Error| Error::Environment(format!("cannot build the HTML report: {e:#}"));
+    env.add_template("report.html", TEMPLATE).map_err(fail)?;
+    env.get_template("report.html")
+        .and_then(|t| t.render(page))
+        .map_err(fail)
+}
+
+/// The time axis: from the first attempt's start to the last one's end (milliseconds since
+/// the epoch, at least 1 ms long).
+#[derive(Clone, Copy)]
+struct Axis {
+    start: i64,
+    end: i64,
+}
+
+impl Axis {
+    fn of(h: &History, now_ms: i64) -> Axis {
+        let start = h.spans.iter().map(|s| s.start_ms).min().unwrap_or(now_ms);
+        let end = h
+            .spans
+            .iter()
+            .map(|s| s.end_ms.unwrap_or(now_ms))
+            .max()
+            .unwrap_or(start)
+            .max(start + 1);
+        Axis { start, end }
+    }
+
+    fn ms(self) -> f64 {
+        (self.end - self.start) as f64
+    }
+
+    /// Where `at` is, in % of the axis (`12.345`).
+    fn left(self, at: i64) -> String {
+        format!("{:.3}", (at - self.start) as f64 / self.ms() * 100.0)
+    }
+
+    /// How much of the axis `from`..`to` covers, in %, at least 0.2 so that it shows.
+    fn width(self, from: i64, to: i64) -> String {
+        format!("{:.3}", ((to - from) as f64 / self.ms() * 100.0).max(0.2))
+    }
+}
+
+/// The values of the page for `h` at `now_ms`.
+fn page(h: &History, now_ms: i64, nonce: String) -> Page {
+    let mut counts: BTreeMap<ItemStatus, u64> = BTreeMap::new();
+    for out in &h.outcomes {
+        *counts.entry(out.status).or_default() += 1;
+    }
+    let axis = Axis::of(h, now_ms);
+    let cost: f64 = h.outcomes.iter().filter_map(|o| o.cost_usd).sum();
+    let count = |status: ItemStatus, n: u64| Count {
+        class: class(Some(status)),
+        status: status.to_string(),
+        n,
+    };
+    // Items in item order (the input's rows, the batch's items).
+    let mut items: Vec<&Outcome> = h.outcomes.iter().collect();
+    items.sort_by_key(|o| item_order(&o.teammate));
+    let fields = output_fields(&items);
+    Page {
+        title: format!("Team {}", h.team),
+        nonce,
+        counts: counts.into_iter().map(|(s, n)| count(s, n)).collect(),
+        running: h.spans.iter().filter(|s| s.end_ms.is_none()).count(),
+        attempts: h.spans.len(),
+        seconds: format!("{:.1}", axis.ms() / 1000.0),
+        cost: (cost > 0.0).then(|| usd_text(cost)),
+        legend: ItemStatus::ALL.iter().map(|s| count(*s, 0)).collect(),
+        runs: h.runs.max(1),
+        run_marks: run_marks(h, axis),
+        pauses: pauses(h, axis),
+        lanes: lanes(h, axis, now_ms),
+        chains: chains(h),
+        fields: fields.iter().map(|f| header(f)).collect(),
+        items: items.into_iter().map(|o| row(o, &fields)).collect(),
+    }
+}
+
+/// Where each later run began: a replay shares the axis with the run before it.
+fn run_marks(h: &History, axis: Axis) -> Vec<RunMark> {
+    h.run_starts
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(_, at)| (axis.start..=axis.end).contains(*at))
+        .map(|(n, at)| RunMark {
+            left: axis.left(*at),
+            n: n + 1,
+        })
+        .collect()
+}
+
+/// The team's rate-limit pauses: no attempt started in these.
+fn pauses(h: &History, axis: Axis) -> Vec<Band> {
+    h.pauses
+        .iter()
+        .map(|&(from, to)| {
+            let (from, to) = (from.max(axis.start), to.min(axis.end));
+            Band {
+                left: axis.left(from),
+                width: axis.width(from, to),
+                title: format!(
+                    "rate limited: no attempt started for {:.1}s",
+                    (to - from) as f64 / 1000.0
+                ),
+            }
+        })
+        .collect()
+}
+
+/// The lanes of the timeline ([`history::lanes`]), each its attempts' bars.
+fn lanes(h: &History, axis: Axis, now_ms: i64) -> Vec<Vec<Bar>> {
+    let lanes = history::lanes(&h.spans, now_ms);
+    let n_lanes = lanes.iter().max().map_or(0, |l| l + 1);
+    (0..n_lanes)
+        .map(|lane| {
+            h.spans
+                .iter()
+                .zip(&lanes)
+                .filter(|(_, l)| **l == lane)
+                .map(|(s, _)| bar(s, axis, now_ms))
+                .collect()
+        })
+        .collect()
+}
+
+/// The bar of attempt `s`, with a tick for each progress line where it was read.
+fn bar(s: &Span, axis: Axis, now_ms: i64) -> Bar {
+    let stop = s.end_ms.unwrap_or(now_ms).max(s.start_ms);
+    let status = s.verdict.as_ref().map(|v| v.status);
+    let reason = s.verdict.as_ref().map_or("running", |v| v.reason.as_str());
+    let verdict = match (s.refused, status) {
+        (true, _) => "refused unprocessed (a rate-limit wait, not an attempt)".to_string(),
+        (false, st) => st.map_or("running".to_string(), |st| st.to_string()),
+    };
+    let title = format!(
+        "{} (id {}), attempt {}: {verdict} in {:.1}s{}{}",
+        s.teammate,
+        s.id,
+        s.attempt,
+        (stop - s.start_ms) as f64 / 1000.0,
+        if reason.is_empty() {
+            String::new()
+        } else {
+            format!(" — {reason}")
+        },
+        s.said
+            .last()
+            .map(|said| format!(" — said: {}", said.text))
+            .unwrap_or_default()
+    );
+    let said = s
+        .said
+        .iter()
+        .map(|said| {
+            let at = said.at_ms.clamp(s.start_ms, stop);
+            Tick {
+                left: axis.left(at),
+                title: format!(
+                    "{} attempt {} at {:.1}s: {}",
+                    s.teammate,
+                    s.attempt,
+                    (at - s.start_ms) as f64 / 1000.0,
+                    said.text
+                ),
+                blocked: said.blocked,
+            }
+        })
+        .collect();
+    Bar {
+        class: match (s.refused, s.attempt > 1) {
+            (true, _) => format!("{} refused", class(status)),
+            (false, true) => format!("{} retry", class(status)),
+            (false, false) => class(status),
+        },
+        left: axis.left(s.start_ms),
+        width: axis.width(s.start_ms, stop),
+        title,
+        // The retry number first: a narrow bar cuts its label's end.
+        label: match s.attempt > 1 {
+            true => format!("#{} {}", s.attempt, s.teammate),
+            false => s.teammate.clone(),
+        },
+        said,
+    }
 }
 
 /// Most output fields shown as columns (the first ones, in the order items give them).
@@ -99,7 +404,7 @@ fn item_order(teammate: &str) -> (u64, String) {
 
 /// The fields of the items' structured outputs (`output_schema`), in first-seen order, at
 /// most [`FIELDS_SHOWN`].
-fn output_fields(items: &[&crate::run::record::outcome::Outcome]) -> Vec<String> {
+fn output_fields(items: &[&Outcome]) -> Vec<String> {
     let mut fields: Vec<String> = Vec::new();
     for o in items {
         if let Some(map) = o.output.as_object() {
@@ -113,11 +418,76 @@ fn output_fields(items: &[&crate::run::record::outcome::Outcome]) -> Vec<String>
     fields
 }
 
+/// The column header of output field `f`: a field named like one of the table's own columns
+/// says whose it is (`output.status`).
+fn header(f: &str) -> String {
+    const OWN: &[&str] = &[
+        "id",
+        "teammate",
+        "status",
+        "attempts",
+        "duration s",
+        "cost $",
+        "kind",
+        "reason",
+        "summary",
+        "files modified",
+        "log",
+    ];
+    match OWN.contains(&f) {
+        true => format!("output.{f}"),
+        false => f.to_owned(),
+    }
+}
+
+/// The table's row of `out`, with its values of the output `fields` (what it found: an
+/// audit's findings) and the files it changed.
+fn row(out: &Outcome, fields: &[String]) -> Row {
+    let found = fields
+        .iter()
+        .map(|f| match out.output.get(f) {
+            None | Some(serde_json::Value::Null) => String::new(),
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(v) => v.to_string(),
+        })
+        .collect();
+    let modified = out
+        .report
+        .as_ref()
+        .and_then(|r| r.get("files_modified"))
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    Row {
+        id: out.id.clone(),
+        teammate: out.teammate.clone(),
+        status: out.status.to_string(),
+        class: class(Some(out.status)),
+        attempts: out.attempts,
+        duration: format!("{:.3}", out.duration_s),
+        cost: out.cost_usd.map(|c| format!("{c:.6}")).unwrap_or_default(),
+        kind: out
+            .failure_kind
+            .map(|k| k.as_str().to_owned())
+            .unwrap_or_default(),
+        reason: out.error.clone(),
+        summary: out.summary.clone(),
+        found,
+        modified,
+        log: (!out.log.is_empty()).then(|| out.log.replace(' ', "%20")),
+    }
+}
+
 /// With stages: each row's chain (`r2: audit ✔ → fix ✘ → verify –`), rows not done first.
-fn chains(o: &mut String, h: &History) {
+fn chains(h: &History) -> Option<Chains> {
     use crate::source::stages::{Place, chain_line, chains};
     if h.stages.is_empty() {
-        return;
+        return None;
     }
     let ids = h
         .outcomes
@@ -135,290 +505,14 @@ fn chains(o: &mut String, h: &History) {
             .all(|(_, p)| *p == Place::Finished(ItemStatus::Completed))
     };
     let (complete, open): (Vec<_>, Vec<_>) = rows.iter().partition(|(_, st)| done(st));
-    let _ = write!(
-        o,
-        "<h2>Chains</h2><p>{}: {} row(s) completed every stage</p><ul id=\"chains\">",
-        escape(&h.stages.join(" → ")),
-        complete.len()
-    );
-    for (row, stages) in open {
-        let _ = write!(o, "<li>{}</li>", escape(&chain_line(row, stages)));
-    }
-    let _ = write!(o, "</ul>");
-}
-
-/// The page for `h`; `now_ms` (milliseconds since the epoch) ends attempts still running.
-pub fn report(h: &History, now_ms: i64) -> String {
-    let mut o = String::new();
-    let title = format!("Team {}", h.team);
-    // No network at all, and no script but the page's own (its nonce is new each time).
-    let nonce = format!("{:032x}", rand::random::<u128>());
-    let _ = write!(
-        o,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"{}\"><title>{}</title>\
-         <style>{STYLE}</style></head><body><h1>{}</h1>",
-        csp(&nonce),
-        escape(&title),
-        escape(&title)
-    );
-    // Counts, time, cost.
-    let mut counts: BTreeMap<ItemStatus, u64> = BTreeMap::new();
-    for out in &h.outcomes {
-        *counts.entry(out.status).or_default() += 1;
-    }
-    let running: Vec<_> = h.spans.iter().filter(|s| s.end_ms.is_none()).collect();
-    let start = h.spans.iter().map(|s| s.start_ms).min().unwrap_or(now_ms);
-    let end = h
-        .spans
-        .iter()
-        .map(|s| s.end_ms.unwrap_or(now_ms))
-        .max()
-        .unwrap_or(start)
-        .max(start + 1);
-    let cost: f64 = h.outcomes.iter().filter_map(|o| o.cost_usd).sum();
-    let _ = write!(o, "<p class=\"counts\">");
-    for (status, n) in &counts {
-        let _ = write!(
-            o,
-            "<span><i class=\"s {}\"></i>{n} {}</span>",
-            class(Some(*status)),
-            status
-        );
-    }
-    if !running.is_empty() {
-        let _ = write!(o, "<span>{} running</span>", running.len());
-    }
-    let _ = write!(
-        o,
-        "<span>{} attempt(s) in {:.1}s</span>",
-        h.spans.len(),
-        (end - start) as f64 / 1000.0
-    );
-    if cost > 0.0 {
-        let _ = write!(
-            o,
-            "<span>${}</span>",
-            crate::run::record::outcome::usd_text(cost)
-        );
-    }
-    let _ = write!(o, "</p>");
-    // Timeline.
-    let lanes = history::lanes(&h.spans, now_ms);
-    let n_lanes = lanes.iter().max().map_or(0, |l| l + 1);
-    let span_ms = (end - start) as f64;
-    let _ = write!(
-        o,
-        "<h2>Timeline</h2><p class=\"legend\">{}<span><i class=\"s-failed retry\"></i>a retry (#N)</span>\
-         <span><i class=\"s-failed refused\"></i>refused unprocessed (a rate-limit wait)</span>\
-         <span><i class=\"s-running\"></i>running</span><span><i class=\"said\" style=\"position:static;display:inline-block;width:3px\"></i>the teammate said how it goes (hover)</span>\
-         <span><i class=\"said blocked\" style=\"position:static;display:inline-block;width:4px\"></i>it said it is blocked</span><span><i class=\"pause\" style=\"position:static;display:inline-block\"></i>the team paused (rate limited)</span>\
-         <span><i style=\"border-left:2px dashed #555;border-radius:0;width:0\"></i>a run began (a resume or a replay)</span></p>\
-         <div class=\"axis\">0 s — {:.1} s, {n_lanes} lane(s), {} run(s)</div><div id=\"timeline\">",
-        ItemStatus::ALL
-            .iter()
-            .map(|st| format!("<span><i class=\"{}\"></i>{st}</span>", class(Some(*st))))
-            .collect::<String>(),
-        span_ms / 1000.0,
-        h.runs.max(1)
-    );
-    // Where each later run began: a replay shares the axis with the run before it.
-    for (n, at) in h.run_starts.iter().enumerate().skip(1) {
-        if *at < start || *at > end {
-            continue;
-        }
-        let left = (*at - start) as f64 / span_ms * 100.0;
-        let _ = write!(
-            o,
-            "<div class=\"run\" style=\"left:{left:.3}%\" title=\"run {} began\"><b>run {}</b></div>",
-            n + 1,
-            n + 1
-        );
-    }
-    if !h.pauses.is_empty() {
-        // Rate-limit pauses of the whole team: no attempt started in these.
-        let _ = write!(o, "<div class=\"lane pauses\">");
-        for &(from, to) in &h.pauses {
-            let (from, to) = (from.max(start), to.min(end));
-            let left = (from - start) as f64 / span_ms * 100.0;
-            let width = ((to - from) as f64 / span_ms * 100.0).max(0.2);
-            let _ = write!(
-                o,
-                "<div class=\"pause\" style=\"left:{left:.3}%;width:{width:.3}%\" title=\"{}\"></div>",
-                escape(&format!(
-                    "rate limited: no attempt started for {:.1}s",
-                    (to - from) as f64 / 1000.0
-                ))
-            );
-        }
-        let _ = write!(o, "</div>");
-    }
-    for lane in 0..n_lanes {
-        let _ = write!(o, "<div class=\"lane\" data-lane=\"{}\">", lane + 1);
-        for s in h
-            .spans
-            .iter()
-            .zip(&lanes)
-            .filter(|(_, l)| **l == lane)
-            .map(|(s, _)| s)
-        {
-            let stop = s.end_ms.unwrap_or(now_ms).max(s.start_ms);
-            let left = (s.start_ms - start) as f64 / span_ms * 100.0;
-            let width = ((stop - s.start_ms) as f64 / span_ms * 100.0).max(0.2);
-            let status = s.verdict.as_ref().map(|v| v.status);
-            let reason = s.verdict.as_ref().map_or("running", |v| v.reason.as_str());
-            // The retry number first: a narrow bar cuts its label's end.
-            let label = if s.attempt > 1 {
-                format!("#{} {}", s.attempt, s.teammate)
-            } else {
-                s.teammate.clone()
-            };
-            let tip = format!(
-                "{} (id {}), attempt {}: {} in {:.1}s{}{}",
-                s.teammate,
-                s.id,
-                s.attempt,
-                match (s.refused, status) {
-                    (true, _) =>
-                        "refused unprocessed (a rate-limit wait, not an attempt)".to_string(),
-                    (false, st) => st.map_or("running".to_string(), |st| st.to_string()),
-                },
-                (stop - s.start_ms) as f64 / 1000.0,
-                if reason.is_empty() {
-                    String::new()
-                } else {
-                    format!(" — {reason}")
-                },
-                s.said
-                    .last()
-                    .map(|said| format!(" — said: {}", said.text))
-                    .unwrap_or_default()
-            );
-            let _ = write!(
-                o,
-                "<div class=\"bar {}{}\" style=\"left:{left:.3}%;width:{width:.3}%\" title=\"{}\">{}</div>",
-                class(status),
-                match (s.refused, s.attempt > 1) {
-                    (true, _) => " refused",
-                    (false, true) => " retry",
-                    (false, false) => "",
-                },
-                escape(&tip),
-                escape(&label)
-            );
-            // Each progress line where it was read.
-            for said in &s.said {
-                let at = said.at_ms.clamp(s.start_ms, stop);
-                let left = (at - start) as f64 / span_ms * 100.0;
-                let _ = write!(
-                    o,
-                    "<div class=\"said{}\" style=\"left:{left:.3}%\" title=\"{}\"></div>",
-                    if said.blocked { " blocked" } else { "" },
-                    escape(&format!(
-                        "{} attempt {} at {:.1}s: {}",
-                        s.teammate,
-                        s.attempt,
-                        (at - s.start_ms) as f64 / 1000.0,
-                        said.text
-                    ))
-                );
-            }
-        }
-        let _ = write!(o, "</div>");
-    }
-    let _ = write!(o, "</div>");
-    chains(&mut o, h);
-    // Items, in item order (the input's rows, the batch's items), with what each found: the
-    // fields of its structured output (an audit's findings) and the files it changed.
-    let mut items: Vec<&crate::run::record::outcome::Outcome> = h.outcomes.iter().collect();
-    items.sort_by_key(|o| item_order(&o.teammate));
-    let fields = output_fields(&items);
-    let _ = write!(
-        o,
-        "<h2>Items</h2><table id=\"items\"><thead><tr><th>id</th><th>teammate</th><th>status</th>\
-         <th>attempts</th><th>duration s</th><th>cost $</th><th>kind</th><th>reason</th><th>summary</th>{}\
-         <th>files modified</th><th>log</th></tr></thead><tbody>",
-        fields
-            .iter()
-            .map(|f| {
-                // A field named like one of the table's own columns says whose it is.
-                const OWN: &[&str] = &[
-                    "id",
-                    "teammate",
-                    "status",
-                    "attempts",
-                    "duration s",
-                    "cost $",
-                    "kind",
-                    "reason",
-                    "summary",
-                    "files modified",
-                    "log",
-                ];
-                match OWN.contains(&f.as_str()) {
-                    true => format!("<th>output.{}</th>", escape(f)),
-                    false => format!("<th>{}</th>", escape(f)),
-                }
-            })
-            .collect::<String>()
-    );
-    for out in items {
-        let found: String = fields
-            .iter()
-            .map(|f| {
-                let v = match out.output.get(f) {
-                    None | Some(serde_json::Value::Null) => String::new(),
-                    Some(serde_json::Value::String(s)) => s.clone(),
-                    Some(v) => v.to_string(),
-                };
-                format!("<td class=\"out\">{}</td>", escape(&v))
-            })
-            .collect();
-        let modified = out
-            .report
-            .as_ref()
-            .and_then(|r| r.get("files_modified"))
-            .and_then(|v| v.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|f| f.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_default();
-        let log = if out.log.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "<a href=\"file://{}\">log</a>",
-                escape(&out.log.replace(' ', "%20"))
-            )
-        };
-        let _ = write!(
-            o,
-            "<tr data-id=\"{}\"><td>{}</td><td>{}</td><td data-v=\"{}\"><i class=\"s {}\"></i>{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{:.3}</td><td class=\"num\">{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td>{found}<td class=\"out\">{}</td><td>{log}</td></tr>",
-            escape(&out.id),
-            escape(&out.id),
-            escape(&out.teammate),
-            out.status,
-            class(Some(out.status)),
-            out.status,
-            out.attempts,
-            out.duration_s,
-            out.cost_usd.map(|c| format!("{c:.6}")).unwrap_or_default(),
-            out.failure_kind.map(|k| k.as_str()).unwrap_or_default(),
-            escape(&out.error),
-            escape(&out.summary),
-            escape(&modified)
-        );
-    }
-    let _ = writeln!(
-        o,
-        "</tbody></table><script nonce=\"{nonce}\">{SCRIPT}</script></body></html>"
-    );
-    o
+    Some(Chains {
+        stages: h.stages.join(" → "),
+        complete: complete.len(),
+        open: open
+            .into_iter()
+            .map(|(row, stages)| chain_line(row, stages))
+            .collect(),
+    })
 }
 
 #[cfg(test)]
@@ -472,7 +566,7 @@ mod tests {
             pauses: vec![(200, 700)],
             stages: Vec::new(),
         };
-        let page = report(&h, 2000);
+        let page = report(&h, 2000).expect("the page renders");
         assert_eq!(
             page.matches("<script").count(),
             1,
@@ -504,5 +598,67 @@ mod tests {
                 && page.contains("said: blocked: needs the key"),
             "a blocker is marked and is the bar's latest word: {page}"
         );
+    }
+    #[test]
+    fn every_part_of_the_page_renders_from_the_template() {
+        let mut done = Outcome::not_run("r1/audit", "1-r1", "t", ItemStatus::Completed, "".into());
+        done.cost_usd = Some(0.25);
+        done.log = "/tmp/a dir/1.log".into();
+        done.output = serde_json::json!({"status": "fine", "n": 2});
+        done.report = Some(serde_json::json!({"files_modified": ["a.rs", "b.rs"]}));
+        let failed = Outcome::not_run("r2/audit", "2-r2", "t", ItemStatus::Failed, "no".into());
+        let span = |id: &str, attempt, start, end: Option<i64>| Span {
+            id: id.into(),
+            teammate: format!("{}-{id}", attempt),
+            attempt,
+            start_ms: start,
+            end_ms: end,
+            verdict: end.map(|_| Verdict {
+                status: ItemStatus::Completed,
+                reason: String::new(),
+                kind: None,
+                retry_after_s: None,
+            }),
+            refused: false,
+            said: Vec::new(),
+        };
+        let h = History {
+            team: "t".into(),
+            spans: vec![
+                span("r1/audit", 1, 1000, Some(2000)),
+                span("r2/audit", 2, 1500, Some(1800)),
+                span("r1/fix", 1, 2000, None),
+            ],
+            outcomes: vec![done, failed],
+            runs: 2,
+            run_starts: vec![1000, 1500],
+            pauses: Vec::new(),
+            stages: vec!["audit".into(), "fix".into()],
+        };
+        let page = report(&h, 3000).expect("the page renders");
+        assert!(
+            page.starts_with("<!DOCTYPE html>"),
+            "what --html may replace: {page}"
+        );
+        assert!(page.contains("<span>1 running</span>") && page.contains("<span>$0.25</span>"));
+        assert!(
+            page.contains("<b>run 2</b>") && page.contains(">#2 2-r2/audit<"),
+            "{page}"
+        );
+        assert!(page.contains("class=\"bar s-running\""), "{page}");
+        assert!(
+            page.contains("<ul id=\"chains\">") && page.contains("0 row(s) completed every stage"),
+            "{page}"
+        );
+        assert!(
+            page.contains("<th>output.status</th>") && page.contains("<th>n</th>"),
+            "an output field named like a column says whose it is: {page}"
+        );
+        assert!(
+            page.contains("<a href=\"file:///tmp/a%20dir/1.log\">log</a>"),
+            "{page}"
+        );
+        assert!(page.contains("<td class=\"out\">a.rs, b.rs</td>"), "{page}");
+        assert!(page.contains("<td class=\"num\">0.250000</td>"), "{page}");
     }
 }

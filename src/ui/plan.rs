@@ -39,6 +39,46 @@ pub fn print_plan(
     } else {
         Box::new(std::io::stdout().lock())
     };
+    for line in heading_lines(plan, resumed) {
+        let _ = writeln!(out, "{line}");
+    }
+    let mut first = true;
+    for item in plan.source.items()? {
+        let mut item = item?;
+        // An earlier stage's values are known once it ran: shown by name.
+        crate::source::stages::fill(&mut item, |id, what| {
+            let stage = id.rsplit('/').next().unwrap_or_default();
+            Ok(format!("«{stage}.{what}»"))
+        })?;
+        if first {
+            first = false;
+            if let Some(line) = command_line(spec, backend, &item) {
+                let _ = writeln!(out, "{line}");
+            }
+            let _ = writeln!(out, "Items:");
+        }
+        if done_before(&item) {
+            let _ = writeln!(
+                out,
+                "  {}  (id {})  completed earlier; not run again",
+                item.teammate, item.id
+            );
+            continue;
+        }
+        for line in item_lines(spec, &item) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    if first {
+        let _ = writeln!(out, "Items: none");
+    }
+    Ok(())
+}
+
+/// The plan's lines before its items: the team and how many items run (`resumed` of them
+/// completed earlier), the workspace, output, sandbox, settings, time limit, limits, stages.
+fn heading_lines(plan: &Plan, resumed: u64) -> Vec<String> {
+    let spec = &plan.spec;
     let shard = spec
         .settings
         .shard
@@ -49,36 +89,32 @@ pub fn print_plan(
     } else {
         String::new()
     };
-    let _ = writeln!(
-        out,
-        "Plan for team {}: {} of {} item(s){shard}{earlier_note}, {} at a time, runner {}",
-        spec.team,
-        plan.selected - resumed,
-        plan.total,
-        spec.settings.jobs,
-        spec.settings.runner.name
-    );
-    let _ = writeln!(
-        out,
-        "Workspace: {} (dry run: nothing is created)",
-        spec.workspace.display()
-    );
-    let _ = writeln!(out, "Output: {}", plan.output.display());
-    let _ = writeln!(out, "Sandbox: {}", sandbox_line(spec));
-    for line in settings_lines(&spec.settings, spec.schema.is_some()) {
-        let _ = writeln!(out, "{line}");
-    }
+    let mut lines = vec![
+        format!(
+            "Plan for team {}: {} of {} item(s){shard}{earlier_note}, {} at a time, runner {}",
+            spec.team,
+            plan.selected - resumed,
+            plan.total,
+            spec.settings.jobs,
+            spec.settings.runner.name
+        ),
+        format!(
+            "Workspace: {} (dry run: nothing is created)",
+            spec.workspace.display()
+        ),
+        format!("Output: {}", plan.output.display()),
+        format!("Sandbox: {}", sandbox_line(spec)),
+    ];
+    lines.extend(settings_lines(&spec.settings, spec.schema.is_some()));
     let timeout = spec.settings.timeout.map_or("none".to_string(), |t| {
         humantime::format_duration(t).to_string()
     });
-    let _ = writeln!(
-        out,
+    lines.push(format!(
         "Time limit per attempt: {timeout}; retries: {}",
         spec.settings.retries
-    );
+    ));
     let limits = &spec.settings.limits;
-    let _ = writeln!(
-        out,
+    lines.push(format!(
         "Limits: rate limits wait up to {} per item; budget: {}; max-fail: {}",
         humantime::format_duration(limits.rate_limit_wait),
         limits.max_cost_usd.map_or("none".into(), |c| format!(
@@ -90,86 +126,73 @@ pub fn print_plan(
             m.count,
             if m.immediate { ":immediate" } else { "" }
         )),
-    );
-    for line in stage_lines(spec) {
-        let _ = writeln!(out, "{line}");
+    ));
+    lines.extend(stage_lines(spec));
+    lines
+}
+
+/// What each item's attempt sends, shown for the first `item`: the backend's request, or
+/// the agent CLI's command line (secrets hidden) and how the prompt reaches it.
+fn command_line(
+    spec: &crate::run::RunSpec,
+    backend: &dyn crate::run::backend::Backend,
+    item: &crate::item::WorkItem,
+) -> Option<String> {
+    if let Some(request) = backend.describe(spec.schema.is_some()) {
+        return Some(format!("Request (each item): {request}"));
     }
-    let mut first = true;
-    for item in plan.source.items()? {
-        let mut item = item?;
-        // An earlier stage's values are known once it ran: shown by name.
-        crate::source::stages::fill(&mut item, |id, what| {
-            let stage = id.rsplit('/').next().unwrap_or_default();
-            Ok(format!("«{stage}.{what}»"))
-        })?;
-        let folder = spec.teammate(&item.teammate);
-        let (prompt_file, report, work) = (folder.prompt(), folder.report(), folder.work());
-        // The files the instruction inlines are read as the run would read them; one that
-        // cannot be used is shown as the item's failure.
-        let prompt = match crate::run::schedule::unit::item_text(spec, &item) {
-            Ok(text) => crate::run::schedule::unit::render_prompt(spec, &item, &text.body, None)
-                .unwrap_or_else(|e| format!("(cannot render: {e})")),
-            Err(why) => format!("## Your item\n(fails with kind input: {why})"),
-        };
-        if first {
-            first = false;
-            let args = crate::agent::definition::AttemptArgs {
-                prompt_file: &prompt_file,
-                report: &report,
-                workspace: &work,
-                prompt: "<prompt>",
-                model: spec.settings.model.as_deref(),
-                agent_args: &spec.settings.agent_args,
-                command: &spec.settings.command,
-                vars: &spec.settings.vars,
-                in_git_work_tree: crate::run::schedule::unit::agent_in_git_work_tree(spec),
-            };
-            if let Some(request) = backend.describe(spec.schema.is_some()) {
-                let _ = writeln!(out, "Request (each item): {request}");
-            } else if let Ok(inv) = spec.settings.runner.invocation(&args) {
-                let how = match spec.settings.runner.prompt {
-                    crate::agent::PromptMode::Stdin => "prompt on stdin",
-                    crate::agent::PromptMode::File => "prompt in prompt.md",
-                    crate::agent::PromptMode::Argument => "prompt as an argument",
-                };
-                let argv: Vec<String> =
-                    crate::redact::agent_argv(std::iter::once(inv.program).chain(inv.args))
-                        .iter()
-                        .map(|a| shell_quote(a))
-                        .collect();
-                let _ = writeln!(out, "Command (first item): {}   ({how})", argv.join(" "));
-            }
-            let _ = writeln!(out, "Items:");
-        }
-        let after = if item.after.is_empty() {
-            String::new()
-        } else {
-            format!("  after: {}", item.after.join(", "))
-        };
-        if done_before(&item) {
-            let _ = writeln!(
-                out,
-                "  {}  (id {})  completed earlier; not run again",
-                item.teammate, item.id
-            );
-            continue;
-        }
-        let _ = writeln!(out, "  {}  (id {}){after}", item.teammate, item.id);
-        let body: Vec<&str> = prompt
-            .lines()
-            .skip_while(|l| !l.starts_with("## Your item"))
-            .filter(|l| !l.trim().is_empty())
-            .take(DRY_RUN_PROMPT_LINES)
-            .collect();
-        for line in body {
-            // A long value (a whole file in a cell) shows as its start.
-            let _ = writeln!(out, "      | {}", crate::report::one_line(line, 200));
-        }
-    }
-    if first {
-        let _ = writeln!(out, "Items: none");
-    }
-    Ok(())
+    let folder = spec.teammate(&item.teammate);
+    let (prompt_file, report, work) = (folder.prompt(), folder.report(), folder.work());
+    let args = crate::agent::definition::AttemptArgs {
+        prompt_file: &prompt_file,
+        report: &report,
+        workspace: &work,
+        prompt: "<prompt>",
+        model: spec.settings.model.as_deref(),
+        agent_args: &spec.settings.agent_args,
+        command: &spec.settings.command,
+        vars: &spec.settings.vars,
+        in_git_work_tree: crate::run::schedule::unit::agent_in_git_work_tree(spec),
+    };
+    let inv = spec.settings.runner.invocation(&args).ok()?;
+    let how = match spec.settings.runner.prompt {
+        crate::agent::PromptMode::Stdin => "prompt on stdin",
+        crate::agent::PromptMode::File => "prompt in prompt.md",
+        crate::agent::PromptMode::Argument => "prompt as an argument",
+    };
+    let argv: Vec<String> = crate::redact::agent_argv(std::iter::once(inv.program).chain(inv.args))
+        .iter()
+        .map(|a| shell_quote(a))
+        .collect();
+    Some(format!(
+        "Command (first item): {}   ({how})",
+        argv.join(" ")
+    ))
+}
+
+/// An item that runs: its teammate, id and prerequisites, then the first lines of its
+/// rendered prompt from its own section on. The files the instruction inlines are read as
+/// the run would read them; one that cannot be used is shown as the item's failure.
+fn item_lines(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> Vec<String> {
+    let prompt = match crate::run::schedule::unit::item_text(spec, item) {
+        Ok(text) => crate::run::schedule::unit::render_prompt(spec, item, &text.body, None)
+            .unwrap_or_else(|e| format!("(cannot render: {e})")),
+        Err(why) => format!("## Your item\n(fails with kind input: {why})"),
+    };
+    let after = if item.after.is_empty() {
+        String::new()
+    } else {
+        format!("  after: {}", item.after.join(", "))
+    };
+    let mut lines = vec![format!("  {}  (id {}){after}", item.teammate, item.id)];
+    let body = prompt
+        .lines()
+        .skip_while(|l| !l.starts_with("## Your item"))
+        .filter(|l| !l.trim().is_empty())
+        .take(DRY_RUN_PROMPT_LINES);
+    // A long value (a whole file in a cell) shows as its start.
+    lines.extend(body.map(|line| format!("      | {}", crate::report::one_line(line, 200))));
+    lines
 }
 
 /// With stages or rows that choose their runner: the chain each row runs, and what each

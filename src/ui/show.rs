@@ -6,6 +6,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use crate::run::events::Event;
+use crate::run::record::outcome::Outcome;
 
 /// What `show` says of a teammate folder without `prompt.md`: the runner hands a prompt to
 /// its agent from memory and writes the file only once the attempt has run a second or
@@ -58,10 +59,31 @@ pub enum Place<'a> {
 pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
     let mut o = String::new();
     let outcome = events.iter().rev().find_map(|e| match e {
-        Event::ItemFinished(o) => Some(o),
+        Event::ItemFinished(o) => Some(o.as_ref()),
         _ => None,
     });
-    let teammate = match place {
+    heading(&mut o, id, &teammate(place, outcome), outcome);
+    attempts(&mut o, events);
+    said(&mut o, events);
+    if let Some(out) = outcome {
+        spend(&mut o, out);
+    }
+    prompt(&mut o, id, place);
+    if let Some(report) = outcome.and_then(|out| out.report.as_ref()) {
+        let pretty = serde_json::to_string_pretty(report).unwrap_or_default();
+        let _ = writeln!(o, "Report:");
+        for l in pretty.lines() {
+            let _ = writeln!(o, "  {l}");
+        }
+    }
+    log(&mut o, place, outcome);
+    o
+}
+
+/// The teammate's name: its folder's, the archive's, or the compacted record's (else its
+/// outcome's).
+fn teammate(place: Place<'_>, outcome: Option<&Outcome>) -> String {
+    match place {
         Place::Teammate(dir) => dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -71,36 +93,42 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
             .map(|r| r.teammate.clone())
             .or_else(|| outcome.map(|o| o.teammate.clone()))
             .unwrap_or_default(),
-    };
-    match outcome {
-        Some(out) => {
-            let waits = match out.rate_limit_waits {
-                0 => String::new(),
-                n => format!(" and {n} rate-limit wait(s)"),
-            };
-            let _ = writeln!(
-                o,
-                "Item {id} (teammate {teammate}): {} after {} attempt(s){waits}",
-                out.status, out.attempts
-            );
-            let _ = writeln!(o, "Title:   {}", out.title);
-            if !out.error.is_empty() {
-                let _ = writeln!(o, "Reason:  {}", out.error);
-            }
-            if let Some(kind) = out.failure_kind {
-                let _ = writeln!(o, "Kind:    {kind}");
-            }
-            if !out.summary.is_empty() {
-                let _ = writeln!(o, "Summary: {}", out.summary);
-            }
-        }
-        None => {
-            let _ = writeln!(
-                o,
-                "Item {id} (teammate {teammate}): running, no outcome yet"
-            );
-        }
     }
+}
+
+/// The first lines: the item's status after its attempts, title, reason, kind and summary
+/// (or that it is still running).
+fn heading(o: &mut String, id: &str, teammate: &str, outcome: Option<&Outcome>) {
+    let Some(out) = outcome else {
+        let _ = writeln!(
+            o,
+            "Item {id} (teammate {teammate}): running, no outcome yet"
+        );
+        return;
+    };
+    let waits = match out.rate_limit_waits {
+        0 => String::new(),
+        n => format!(" and {n} rate-limit wait(s)"),
+    };
+    let _ = writeln!(
+        o,
+        "Item {id} (teammate {teammate}): {} after {} attempt(s){waits}",
+        out.status, out.attempts
+    );
+    let _ = writeln!(o, "Title:   {}", out.title);
+    if !out.error.is_empty() {
+        let _ = writeln!(o, "Reason:  {}", out.error);
+    }
+    if let Some(kind) = out.failure_kind {
+        let _ = writeln!(o, "Kind:    {kind}");
+    }
+    if !out.summary.is_empty() {
+        let _ = writeln!(o, "Summary: {}", out.summary);
+    }
+}
+
+/// `Attempts:`, one line each: its number, verdict, time, start, cost and reason.
+fn attempts(o: &mut String, events: &[Event]) {
     let _ = writeln!(o, "Attempts:");
     for e in events {
         let Event::AttemptStarted { attempt, at, .. } = e else {
@@ -145,7 +173,10 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
         };
         let _ = writeln!(o, "{}", line.trim_end());
     }
-    // What the teammate last said while it worked (its progress file), in its words.
+}
+
+/// What the teammate last said while it worked (its progress file), in its words.
+fn said(o: &mut String, events: &[Event]) {
     let said = events.iter().rev().find_map(|e| match e {
         Event::Progress {
             attempt, progress, ..
@@ -162,31 +193,37 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
             let _ = writeln!(o, "  files: {}", one_line(&p.files.join(", ")));
         }
     }
-    if let Some(out) = outcome {
-        let mut costs = Vec::new();
-        if let Some(c) = out.cost_usd {
-            costs.push(format!("${}", crate::run::record::outcome::usd_text(c)));
-        }
-        if let (Some(i), Some(t)) = (out.input_tokens, out.output_tokens) {
-            match out.cached_input_tokens {
-                Some(c) if c > 0 => costs.push(format!("tokens in {i} ({c} cached), out {t}")),
-                _ => costs.push(format!("tokens in {i}, out {t}")),
-            }
-        }
-        if let Some(s) = &out.session_id {
-            costs.push(format!("session {s}"));
-        }
-        if !costs.is_empty() {
-            let _ = writeln!(o, "Cost:    {}", costs.join("; "));
-        }
-        if let Some(b) = &out.branch {
-            let _ = writeln!(
-                o,
-                "Branch:  {b} {}",
-                out.commit.as_deref().unwrap_or_default()
-            );
+}
+
+/// `Cost:` (dollars, tokens, session) and `Branch:`, when the outcome has them.
+fn spend(o: &mut String, out: &Outcome) {
+    let mut costs = Vec::new();
+    if let Some(c) = out.cost_usd {
+        costs.push(format!("${}", crate::run::record::outcome::usd_text(c)));
+    }
+    if let (Some(i), Some(t)) = (out.input_tokens, out.output_tokens) {
+        match out.cached_input_tokens {
+            Some(c) if c > 0 => costs.push(format!("tokens in {i} ({c} cached), out {t}")),
+            _ => costs.push(format!("tokens in {i}, out {t}")),
         }
     }
+    if let Some(s) = &out.session_id {
+        costs.push(format!("session {s}"));
+    }
+    if !costs.is_empty() {
+        let _ = writeln!(o, "Cost:    {}", costs.join("; "));
+    }
+    if let Some(b) = &out.branch {
+        let _ = writeln!(
+            o,
+            "Branch:  {b} {}",
+            out.commit.as_deref().unwrap_or_default()
+        );
+    }
+}
+
+/// `Prompt:` (or `Archive:`): where the prompt is, or why there is none.
+fn prompt(o: &mut String, id: &str, place: Place<'_>) {
     match place {
         Place::Teammate(dir) => {
             let prompt = dir.join("prompt.md");
@@ -211,99 +248,102 @@ pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
                 path.display()
             );
         }
-        Place::Compacted { file, record } => {
-            match record {
-                Some(r) => {
-                    // The command that prints it, ready to paste.
-                    let ws = file.parent().unwrap_or(file).display().to_string();
-                    let again =
-                        shlex::try_join(["runner", "show", "--prompt", "--", id, ws.as_str()])
-                            .unwrap_or_default();
-                    let cut = match (r.prompt.len() as u64) < r.prompt_bytes {
-                        true => format!(" (the first {} kept)", r.prompt.len()),
-                        false => String::new(),
-                    };
-                    let _ = writeln!(
-                        o,
-                        "Prompt:  {} bytes{cut}, kept in {} (`{again}` prints it; the item's folder was removed when it completed: keep folders with --keep-logs)",
-                        r.prompt_bytes,
-                        file.display()
-                    );
-                }
-                None => {
-                    let _ = writeln!(
-                        o,
-                        "Prompt:  not kept: {} holds no readable record of this item (a damaged or cut line)",
-                        file.display()
-                    );
+        Place::Compacted {
+            file,
+            record: Some(r),
+        } => {
+            // The command that prints it, ready to paste.
+            let ws = file.parent().unwrap_or(file).display().to_string();
+            let again = shlex::try_join(["runner", "show", "--prompt", "--", id, ws.as_str()])
+                .unwrap_or_default();
+            let cut = match (r.prompt.len() as u64) < r.prompt_bytes {
+                true => format!(" (the first {} kept)", r.prompt.len()),
+                false => String::new(),
+            };
+            let _ = writeln!(
+                o,
+                "Prompt:  {} bytes{cut}, kept in {} (`{again}` prints it; the item's folder was removed when it completed: keep folders with --keep-logs)",
+                r.prompt_bytes,
+                file.display()
+            );
+        }
+        Place::Compacted { file, record: None } => {
+            let _ = writeln!(
+                o,
+                "Prompt:  not kept: {} holds no readable record of this item (a damaged or cut line)",
+                file.display()
+            );
+        }
+    }
+}
+
+/// The last lines of the log that explains the item: kept in its compacted record (after
+/// the working context it left), or read from its log file.
+fn log(o: &mut String, place: Place<'_>, outcome: Option<&Outcome>) {
+    match place {
+        Place::Compacted { record: None, .. } => {
+            let _ = writeln!(o, "Log:     not kept (see the prompt's line)");
+        }
+        Place::Compacted {
+            record: Some(record),
+            ..
+        } => kept_log(o, record),
+        _ => {
+            if let Some(log) = outcome
+                .map(|out| out.log.as_str())
+                .filter(|l| !l.is_empty())
+            {
+                match tail(Path::new(log), LOG_LINES) {
+                    Some(t) if !t.trim().is_empty() => {
+                        let _ = writeln!(o, "Log {log} (last {LOG_LINES} lines):");
+                        for l in t.lines() {
+                            let _ = writeln!(o, "  | {l}");
+                        }
+                    }
+                    Some(_) => {
+                        let _ = writeln!(o, "Log {log}: empty");
+                    }
+                    None => {
+                        let _ = writeln!(o, "Log {log}: no longer there");
+                    }
                 }
             }
         }
     }
-    if let Some(report) = outcome.and_then(|out| out.report.as_ref()) {
-        let pretty = serde_json::to_string_pretty(report).unwrap_or_default();
-        let _ = writeln!(o, "Report:");
-        for l in pretty.lines() {
-            let _ = writeln!(o, "  {l}");
+}
+
+/// A compacted item's working context and log tail, as its record kept them.
+fn kept_log(o: &mut String, record: &crate::run::record::compact::Record) {
+    if let Some(wc) = &record.working_context {
+        let lines: Vec<&str> = wc.lines().collect();
+        let _ = writeln!(
+            o,
+            "Working context (as the agent left it; the first {LOG_LINES} of {} lines kept):",
+            lines.len()
+        );
+        for l in lines.iter().take(LOG_LINES) {
+            let _ = writeln!(o, "  | {l}");
         }
     }
-    if let Place::Compacted { record: None, .. } = place {
-        let _ = writeln!(o, "Log:     not kept (see the prompt's line)");
-    } else if let Place::Compacted {
-        record: Some(record),
-        ..
-    } = place
-    {
-        if let Some(wc) = &record.working_context {
-            let lines: Vec<&str> = wc.lines().collect();
+    let text = record.tail(&record.log).map_or("", |t| t.text.as_str());
+    let lines: Vec<&str> = text.lines().collect();
+    match lines.is_empty() {
+        true => {
             let _ = writeln!(
                 o,
-                "Working context (as the agent left it; the first {LOG_LINES} of {} lines kept):",
-                lines.len()
+                "Log of attempt {} ({}): empty",
+                record.attempt, record.log
             );
-            for l in lines.iter().take(LOG_LINES) {
+        }
+        false => {
+            let _ = writeln!(
+                o,
+                "Log of attempt {} ({}, last {LOG_LINES} lines, as kept):",
+                record.attempt, record.log
+            );
+            for l in &lines[lines.len().saturating_sub(LOG_LINES)..] {
                 let _ = writeln!(o, "  | {l}");
             }
         }
-        let text = record.tail(&record.log).map_or("", |t| t.text.as_str());
-        let lines: Vec<&str> = text.lines().collect();
-        match lines.is_empty() {
-            true => {
-                let _ = writeln!(
-                    o,
-                    "Log of attempt {} ({}): empty",
-                    record.attempt, record.log
-                );
-            }
-            false => {
-                let _ = writeln!(
-                    o,
-                    "Log of attempt {} ({}, last {LOG_LINES} lines, as kept):",
-                    record.attempt, record.log
-                );
-                for l in &lines[lines.len().saturating_sub(LOG_LINES)..] {
-                    let _ = writeln!(o, "  | {l}");
-                }
-            }
-        }
-    } else if let Some(log) = outcome
-        .map(|out| out.log.as_str())
-        .filter(|l| !l.is_empty())
-    {
-        match tail(Path::new(log), LOG_LINES) {
-            Some(t) if !t.trim().is_empty() => {
-                let _ = writeln!(o, "Log {log} (last {LOG_LINES} lines):");
-                for l in t.lines() {
-                    let _ = writeln!(o, "  | {l}");
-                }
-            }
-            Some(_) => {
-                let _ = writeln!(o, "Log {log}: empty");
-            }
-            None => {
-                let _ = writeln!(o, "Log {log}: no longer there");
-            }
-        }
     }
-    o
 }

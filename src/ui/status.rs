@@ -436,31 +436,7 @@ fn chains(dir: &Path, s: &Snapshot) -> String {
 /// last line, activity and last checkpoint (flagged stale past `stale_after`), waiting items,
 /// each row's chain of stages, what did not complete (with logs), recent completions.
 pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
-    let mut o = String::new();
-    let archived = s.state == crate::run::record::archive::ARCHIVED;
-    if archived {
-        o.push_str(&format!(
-            "Team {} — archived: its workspace was removed\n\
-             Archive: {}\nStarted {}, archived {}\n",
-            s.team,
-            dir.display(),
-            s.started_at,
-            s.updated_at
-        ));
-    } else {
-        o.push_str(&format!(
-            "Team {} — {} (runner pid {})\n",
-            s.team,
-            state(s),
-            s.pid
-        ));
-        o.push_str(&format!(
-            "Workspace: {}\nStarted {}, updated {}\n",
-            dir.display(),
-            s.started_at,
-            s.updated_at
-        ));
-    }
+    let mut o = heading(dir, s);
     let cost = s
         .cost_usd
         .map(|c| format!(", ${}", crate::run::record::outcome::usd_text(c)))
@@ -469,45 +445,7 @@ pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
     if let Some(g) = &s.gate {
         o.push_str(&gate_line(s, g));
     }
-    if !s.running.is_empty() {
-        o.push_str(match runner_gone(s) {
-            true => "Running when the runner died (a resume runs them again):\n",
-            false => "Running:\n",
-        });
-        for r in &s.running {
-            let mut notes: Vec<String> = last_activity(dir, &r.teammate)
-                .map(|t| format!("last activity {}", ago(t)))
-                .into_iter()
-                .collect();
-            notes.extend(checkpoint_of(dir, s, r, stale_after).map(|c| c.text()));
-            let act = match notes.is_empty() {
-                true => String::new(),
-                false => format!("  ({})", notes.join("; ")),
-            };
-            let line = if r.last_line.is_empty() {
-                String::new()
-            } else {
-                format!(" — {}", r.last_line)
-            };
-            o.push_str(&format!(
-                "  {}  attempt {}  {}  {}{line}{act}\n",
-                r.teammate,
-                r.attempt,
-                // Once the runner is gone the attempt stopped with it: its time ends at
-                // the last snapshot, not now.
-                elapsed_between(
-                    &r.started_at,
-                    runner_gone(s).then_some(s.updated_at.as_str())
-                ),
-                r.title
-            ));
-            if let Some(p) = &r.progress {
-                // The teammate's own words: one line, nothing a terminal would obey.
-                let said = crate::ui::terminal_safe(&p.brief());
-                o.push_str(&format!("      says: {said}\n"));
-            }
-        }
-    }
+    o.push_str(&running(dir, s, stale_after));
     if !s.waiting.is_empty() {
         o.push_str("Waiting for prerequisites:\n");
         for w in &s.waiting {
@@ -520,11 +458,88 @@ pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
         }
     }
     o.push_str(&chains(dir, s));
-    let problems: Vec<_> = s
+    o.push_str(&finished(s));
+    o
+}
+
+/// The view's first lines: the team and its state (or that it is archived), where it is,
+/// when it started and was last updated.
+fn heading(dir: &Path, s: &Snapshot) -> String {
+    if s.state == crate::run::record::archive::ARCHIVED {
+        return format!(
+            "Team {} — archived: its workspace was removed\n\
+             Archive: {}\nStarted {}, archived {}\n",
+            s.team,
+            dir.display(),
+            s.started_at,
+            s.updated_at
+        );
+    }
+    format!(
+        "Team {} — {} (runner pid {})\nWorkspace: {}\nStarted {}, updated {}\n",
+        s.team,
+        state(s),
+        s.pid,
+        dir.display(),
+        s.started_at,
+        s.updated_at
+    )
+}
+
+/// The running teammates: each one's attempt, time, title and last line, its activity and
+/// last checkpoint, and what it last said.
+fn running(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
+    if s.running.is_empty() {
+        return String::new();
+    }
+    let mut o = String::from(match runner_gone(s) {
+        true => "Running when the runner died (a resume runs them again):\n",
+        false => "Running:\n",
+    });
+    for r in &s.running {
+        let mut notes: Vec<String> = last_activity(dir, &r.teammate)
+            .map(|t| format!("last activity {}", ago(t)))
+            .into_iter()
+            .collect();
+        notes.extend(checkpoint_of(dir, s, r, stale_after).map(|c| c.text()));
+        let act = match notes.is_empty() {
+            true => String::new(),
+            false => format!("  ({})", notes.join("; ")),
+        };
+        let line = if r.last_line.is_empty() {
+            String::new()
+        } else {
+            format!(" — {}", r.last_line)
+        };
+        o.push_str(&format!(
+            "  {}  attempt {}  {}  {}{line}{act}\n",
+            r.teammate,
+            r.attempt,
+            // Once the runner is gone the attempt stopped with it: its time ends at
+            // the last snapshot, not now.
+            elapsed_between(
+                &r.started_at,
+                runner_gone(s).then_some(s.updated_at.as_str())
+            ),
+            r.title
+        ));
+        if let Some(p) = &r.progress {
+            // The teammate's own words: one line, nothing a terminal would obey.
+            let said = crate::ui::terminal_safe(&p.brief());
+            o.push_str(&format!("      says: {said}\n"));
+        }
+    }
+    o
+}
+
+/// What did not complete (with its log), then the recent completions: every one, with its
+/// attempts, for an archived team (it is over).
+fn finished(s: &Snapshot) -> String {
+    let mut o = String::new();
+    let (done, problems): (Vec<_>, Vec<_>) = s
         .finished
         .iter()
-        .filter(|f| f.status != ItemStatus::Completed)
-        .collect();
+        .partition(|f| f.status == ItemStatus::Completed);
     if !problems.is_empty() {
         o.push_str("Did not complete:\n");
         for f in problems {
@@ -538,13 +553,8 @@ pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
             }
         }
     }
-    let done: Vec<_> = s
-        .finished
-        .iter()
-        .filter(|f| f.status == ItemStatus::Completed)
-        .collect();
     if !done.is_empty() {
-        // An archived team is over: every item is listed, with its attempts.
+        let archived = s.state == crate::run::record::archive::ARCHIVED;
         let shown = if archived { done.len() } else { 10 };
         o.push_str("Completed (most recent last):\n");
         for f in done.iter().rev().take(shown).rev() {

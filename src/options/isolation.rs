@@ -30,3 +30,15 @@ impl FromStr for Isolation {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn isolation_is_none_or_worktree() {
+        assert_eq!("none".parse(), Ok(Isolation::None));
+        assert_eq!("worktree".parse(), Ok(Isolation::Worktree));
+        assert_eq!("yes".parse::<Isolation>(), Err(Isolation::RULE));
+    }
+}

@@ -82,3 +82,26 @@ impl Default for Limits {
 
 /// Default of `--rate-limit-wait`.
 pub const DEFAULT_RATE_LIMIT_WAIT: Duration = Duration::from_secs(3600);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_fail_is_a_count_optionally_immediate() {
+        let at = |n, immediate| MaxFail {
+            count: n,
+            immediate,
+        };
+        assert_eq!("3".parse(), Ok(at(3, false)));
+        assert_eq!(" 2:immediate ".parse(), Ok(at(2, true)));
+        for bad in ["0", "x", "3:later", ":immediate", "-1"] {
+            assert_eq!(bad.parse::<MaxFail>(), Err(MaxFail::RULE), "{bad}");
+        }
+        let e = parse_max_fail("0").expect_err("zero").to_string();
+        assert!(
+            e.starts_with("--max-fail `0` must be a whole number ≥ 1"),
+            "{e}"
+        );
+    }
+}

@@ -23,11 +23,17 @@ use crate::report::ItemStatus;
 /// a program, else the first agent CLI on PATH), the program, the model, extra arguments and
 /// variables.
 pub(super) struct RunnerChoice {
+    /// The runner definition.
     pub runner: RunnerDef,
+    /// The file it was read from; `None` for a built-in one.
     pub runner_from: Option<PathBuf>,
+    /// The exec runner's program (argv, as written); empty for other runners.
     pub command: Vec<String>,
+    /// `--model`, else `model`.
     pub model: Option<String>,
+    /// `--agent-arg` values.
     pub agent_args: Vec<String>,
+    /// `--var NAME=VALUE` values.
     pub vars: BTreeMap<String, String>,
 }
 
@@ -122,12 +128,19 @@ fn warn_unused_model(file: &FileSettings, runner: &RunnerDef) {
 /// retries, the verify command. With `--batch-api` one job holds every row and may take the
 /// provider up to its 24-hour window.
 pub(super) struct Attempts {
+    /// Teammates at once (`usize::MAX` for as many as allowed).
     pub jobs: usize,
+    /// Time limit of one attempt (> 0).
     pub timeout: Duration,
+    /// SIGTERM → SIGKILL grace period.
     pub grace: Duration,
+    /// Extra attempts after a retried outcome.
     pub retries: u32,
+    /// Statuses that are retried.
     pub retry_on: Vec<ItemStatus>,
+    /// Delay before the first retry.
     pub retry_delay: Duration,
+    /// The verify command (argv, as written).
     pub verify: Option<Vec<String>>,
 }
 
@@ -173,9 +186,13 @@ pub(super) fn attempts(flags: &RunArgs, file: &FileSettings) -> Result<Attempts>
 /// `--isolate worktree` and what it takes: merging back, files copied into each worktree,
 /// its set-up command.
 pub(super) struct Isolation {
+    /// `--isolate worktree`.
     pub isolate: bool,
+    /// `--merge`.
     pub merge: bool,
+    /// Ignored files copied into each worktree.
     pub worktree_copy: Vec<PathBuf>,
+    /// Each new worktree's set-up command (argv).
     pub worktree_setup: Option<Vec<String>>,
 }
 
@@ -236,7 +253,9 @@ pub(super) fn isolation(flags: &RunArgs, file: &FileSettings) -> Result<Isolatio
 
 /// Which items run: `--only` and `--shard`.
 pub(super) struct Selection {
+    /// `--only`.
     pub only: Only,
+    /// `--shard`.
     pub shard: Option<Shard>,
 }
 
@@ -253,11 +272,17 @@ pub(super) fn selection(flags: &RunArgs) -> Result<Selection> {
 /// What the run writes besides its output, and how: the style on the terminal, the log
 /// cap, `--junit` and `--trace`, formulas kept, logs kept.
 pub(super) struct Outputs {
+    /// How the run is shown.
     pub format: Format,
+    /// Cap of each log file, bytes (≥ 1024).
     pub log_cap: u64,
+    /// `--junit FILE`, a shard's number in its name.
     pub junit: Option<PathBuf>,
+    /// `--trace FILE`.
     pub trace: Option<PathBuf>,
+    /// `--keep-formulas` or `keep_formulas`.
     pub keep_formulas: bool,
+    /// `--keep-logs` or `keep_logs`.
     pub keep_logs: bool,
 }
 

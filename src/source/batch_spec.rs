@@ -824,6 +824,33 @@ mod tests {
     }
 
     #[test]
+    fn the_known_keys_come_from_the_batchs_structs() {
+        let spec =
+            p("---\ninput: a.csv\nworktree: {copy: [a], setpu: x}\n---\nx\n").expect("valid");
+        assert_eq!(
+            spec.warnings,
+            [
+                "BATCH.md:3: unknown key `worktree.setpu` ignored; did you mean `setup`? (known: copy, setup)"
+            ]
+        );
+        let spec = p("---\ninptu: a.csv\n---\nx\n").expect("valid");
+        assert!(
+            spec.warnings[0].contains("did you mean `input`? (known: input, id_column, delimiter,"),
+            "{}",
+            spec.warnings[0]
+        );
+        let e = p("---\nstages:\n  - name: a\n    instruction: x\n    runer: codex\n---\n")
+            .expect_err("unknown stage key")
+            .to_string();
+        assert_eq!(
+            e,
+            "BATCH.md:3: stage `a`: unknown key `runer`; did you mean `runner`? (a stage has: \
+             name, instruction, instruction_file, after, runner, model, command, output_schema, \
+             verify, timeout, retries)"
+        );
+    }
+
+    #[test]
     fn missing_or_unclosed_frontmatter_is_an_error() {
         assert!(p("just text\n").is_err());
         assert!(

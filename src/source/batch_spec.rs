@@ -29,41 +29,70 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+use crate::settings::keys::{keys_of, read_noting_unknown};
 use crate::settings::{FileSettings, KeyProblem};
 
-/// The keys of BATCH.md's frontmatter that describe the batch itself; every other key is a
-/// runner option of [`FileSettings`].
-pub const BATCH_KEYS: &[&str] = &[
-    "input",
-    "id_column",
-    "delimiter",
-    "output",
-    "output_schema",
-    "file_cap",
-    "image_cap",
-    "file_root",
-    "stages",
-    "runner_column",
-    "model_column",
-];
+/// The keys of BATCH.md's frontmatter that describe the batch itself, as written (each is
+/// checked by [`parse`]). The frontmatter is offered to this struct first; the keys it does
+/// not have are runner options of [`FileSettings`], or unknown.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct BatchKeys {
+    /// `input`: the CSV (or JSON Lines) file.
+    input: Option<Value>,
+    /// `id_column`: the column whose value identifies a row.
+    id_column: Option<Value>,
+    /// `delimiter`: the input's field delimiter.
+    delimiter: Option<Value>,
+    /// `output`: where workers-output.csv goes.
+    output: Option<Value>,
+    /// `output_schema`: a path, or an inline JSON Schema.
+    output_schema: Option<Value>,
+    /// `file_cap`: the most bytes of a file `{file:…}` inlines.
+    file_cap: Option<Value>,
+    /// `image_cap`: the most bytes of an `{image:…}`.
+    image_cap: Option<Value>,
+    /// `file_root`: the folder `{file:…}` and `{image:…}` paths are relative to.
+    file_root: Option<Value>,
+    /// `stages`: the chain of teammates each row runs as.
+    stages: Option<Value>,
+    /// `runner_column`: the input column naming a row's own runner.
+    runner_column: Option<Value>,
+    /// `model_column`: the input column naming a row's own model.
+    model_column: Option<Value>,
+}
 
-/// The keys of one stage of `stages:`.
-pub const STAGE_KEYS: &[&str] = &[
-    "name",
-    "instruction",
-    "instruction_file",
-    "after",
-    "runner",
-    "model",
-    "command",
-    "output_schema",
-    "verify",
-    "timeout",
-    "retries",
-];
+/// The keys of one stage of `stages:`, as written ([`StageSpec`] once checked).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StageKeys {
+    /// `name`: the stage's word.
+    name: Option<Value>,
+    /// `instruction`: its template text.
+    instruction: Option<Value>,
+    /// `instruction_file`: a file holding it.
+    instruction_file: Option<Value>,
+    /// `after`: a stage, or a list of them, that must complete first.
+    after: Option<Value>,
+    /// `runner`: another runner definition.
+    runner: Option<Value>,
+    /// `model`: another model.
+    model: Option<Value>,
+    /// `command`: the exec runner's program (a list, or a command line).
+    command: Option<Value>,
+    /// `output_schema`: the JSON Schema of its report's `output`.
+    output_schema: Option<Value>,
+    /// `verify`: another verify command.
+    verify: Option<Value>,
+    /// `timeout`: another time limit per attempt.
+    timeout: Option<Value>,
+    /// `retries`: another number of retries.
+    retries: Option<Value>,
+}
 
 /// `output_schema` as written: inline or a path to a JSON file.
 #[derive(Debug, Clone, PartialEq)]
@@ -224,8 +253,12 @@ fn key_line(yaml: &str, key: &str) -> Option<u64> {
 struct Fields<'a> {
     path: &'a Path,
     yaml: &'a str,
-    map: Map<String, Value>,
+    keys: BatchKeys,
 }
+
+/// The `at` of one stage: its error, at its line (else the line of `stages:`), prefixed by
+/// the stage (`stage 2: …`, `stage `review`: …`).
+type At<'a> = dyn Fn(String) -> Error + 'a;
 
 impl Fields<'_> {
     fn bad(&self, key: &str, what: &str) -> Error {
@@ -260,9 +293,10 @@ impl Fields<'_> {
         })
     }
 
-    /// `stages:`, checked ([`StageSpec`]).
+    /// `stages:`, checked ([`StageSpec`]): each stage on its own, then what each waits for,
+    /// then no circle.
     fn stages(&self) -> Result<Vec<StageSpec>> {
-        let list = match self.map.get("stages") {
+        let list = match &self.keys.stages {
             None | Some(Value::Null) => return Ok(Vec::new()),
             Some(Value::Array(list)) if !list.is_empty() => list,
             Some(Value::Array(_)) => {
@@ -281,178 +315,12 @@ impl Fields<'_> {
         let mut stages: Vec<StageSpec> = Vec::new();
         let mut afters: Vec<Option<Vec<String>>> = Vec::new();
         for (n, entry) in list.iter().enumerate() {
-            let at = |line: Option<u64>, what: String| {
-                Error::input_at(
-                    self.path,
-                    line.or(key_line(self.yaml, "stages")),
-                    format!("stage {}: {what}", n + 1),
-                )
-            };
-            let Value::Object(map) = entry else {
-                return Err(at(
-                    None,
-                    "must be a mapping with `name:` and `instruction:`".into(),
-                ));
-            };
-            let name = match map.get("name") {
-                Some(Value::String(s)) => s.trim().to_owned(),
-                None | Some(Value::Null) => {
-                    return Err(at(
-                        None,
-                        "has no `name` (a word: letters, digits, `_`, `-`)".into(),
-                    ));
-                }
-                Some(_) => {
-                    return Err(at(
-                        None,
-                        "its `name` must be a word of letters, digits, `_` or `-`, in quotes if it is a number".into(),
-                    ));
-                }
-            };
-            // The line of this stage, not of an earlier one by the same name.
-            let same_before = stages.iter().filter(|s| s.name == name).count();
-            let line = stage_line(self.yaml, &name, same_before);
-            let at = |what: String| {
-                Error::input_at(
-                    self.path,
-                    line.or(key_line(self.yaml, "stages")),
-                    format!("stage `{name}`: {what}"),
-                )
-            };
-            if name.is_empty()
-                || name.len() > 40
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-            {
-                return Err(at(
-                    "a stage's name is a word of at most 40 letters, digits, `_` or `-`".into(),
-                ));
-            }
-            if stages.iter().any(|s| s.name == name) {
-                return Err(at("two stages have this name; give each its own".into()));
-            }
-            if let Some(key) = map.keys().find(|k| !STAGE_KEYS.contains(&k.as_str())) {
-                return Err(at(format!(
-                    "unknown key `{key}`{} (a stage has: {})",
-                    crate::suggest::did_you_mean(key, STAGE_KEYS.iter().copied()),
-                    STAGE_KEYS.join(", ")
-                )));
-            }
-            let text = |key: &str| -> Result<Option<String>> {
-                match map.get(key) {
-                    None | Some(Value::Null) => Ok(None),
-                    Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
-                    Some(Value::Number(n)) => Ok(Some(n.to_string())),
-                    Some(_) => Err(at(format!("`{key}` must be a non-empty string"))),
-                }
-            };
-            let instruction = text("instruction")?;
-            let instruction_file = text("instruction_file")?.map(PathBuf::from);
-            if instruction.is_some() == instruction_file.is_some() {
-                return Err(at(
-                    "give it either `instruction` (the text) or `instruction_file` (a file)".into(),
-                ));
-            }
-            let after = match map.get("after") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) => Some(vec![s.trim().to_owned()]),
-                Some(Value::Array(a)) => Some(
-                    a.iter()
-                        .map(|v| v.as_str().map(|s| s.trim().to_owned()))
-                        .collect::<Option<Vec<_>>>()
-                        .ok_or_else(|| at("`after` must name stages".into()))?,
-                ),
-                Some(_) => return Err(at("`after` must name a stage or a list of them".into())),
-            };
-            let command = match map.get("command") {
-                None | Some(Value::Null) => None,
-                Some(Value::Array(a)) if !a.is_empty() => Some(
-                    a.iter()
-                        .map(|v| match v {
-                            Value::String(s) => Some(s.clone()),
-                            Value::Number(n) => Some(n.to_string()),
-                            _ => None,
-                        })
-                        .collect::<Option<Vec<_>>>()
-                        .ok_or_else(|| at("`command` must be a list of words".into()))?,
-                ),
-                Some(Value::String(s)) if !s.trim().is_empty() => Some(
-                    shlex::split(s).ok_or_else(|| at("`command` has an unclosed quote".into()))?,
-                ),
-                Some(_) => {
-                    return Err(at("`command` must be a list of words, program first".into()));
-                }
-            };
-            let timeout = text("timeout")?
-                .map(|t| crate::settings::parse_duration("timeout", &t))
-                .transpose()
-                .map_err(|e| at(e.to_string()))?;
-            let retries = match map.get("retries") {
-                None | Some(Value::Null) => None,
-                Some(v) => Some(
-                    v.as_u64()
-                        .and_then(|n| u32::try_from(n).ok())
-                        .ok_or_else(|| at("`retries` must be a whole number, 0 or more".into()))?,
-                ),
-            };
-            let output_schema = self.schema(map.get("output_schema")).map_err(|e| match e {
-                // Named at the stage's line, once.
-                Error::Input { message, .. } => at(message),
-                other => at(other.to_string()),
-            })?;
-            stages.push(StageSpec {
-                name: name.clone(),
-                instruction,
-                instruction_file,
-                after: Vec::new(),
-                overrides: crate::settings::Overrides {
-                    runner: text("runner")?,
-                    model: text("model")?,
-                    command,
-                    verify: text("verify")?,
-                    timeout,
-                    retries,
-                },
-                output_schema,
-                line,
-            });
+            let (stage, after) = self.stage(n, entry, &stages)?;
+            stages.push(stage);
             afters.push(after);
         }
         for (i, after) in afters.into_iter().enumerate() {
-            let named = match after {
-                None if i == 0 => Vec::new(),
-                None => vec![i - 1],
-                Some(names) => {
-                    let mut ids = Vec::new();
-                    for name in names {
-                        let Some(j) = stages.iter().position(|s| s.name == name) else {
-                            return Err(Error::input_at(
-                                self.path,
-                                stages[i].line,
-                                format!(
-                                    "stage `{}`: `after` names no stage `{name}`{}",
-                                    stages[i].name,
-                                    crate::suggest::did_you_mean(
-                                        &name,
-                                        stages.iter().map(|s| s.name.as_str())
-                                    )
-                                ),
-                            ));
-                        };
-                        if j == i {
-                            return Err(Error::input_at(
-                                self.path,
-                                stages[i].line,
-                                format!("stage `{name}` cannot come after itself"),
-                            ));
-                        }
-                        ids.push(j);
-                    }
-                    ids
-                }
-            };
-            stages[i].after = named;
+            stages[i].after = self.after(&stages, i, after)?;
         }
         if let Some(cycle) = stage_cycle(&stages) {
             return Err(Error::input_at(
@@ -472,9 +340,172 @@ impl Fields<'_> {
         Ok(stages)
     }
 
+    /// Stage `n` of the list (`before`: the stages above it), checked on its own, and the
+    /// names its `after` gives (`None`: the stage before it).
+    fn stage(
+        &self,
+        n: usize,
+        entry: &Value,
+        before: &[StageSpec],
+    ) -> Result<(StageSpec, Option<Vec<String>>)> {
+        let (name, keys, unknown) = self.stage_keys(n, entry)?;
+        // The line of this stage, not of an earlier one by the same name.
+        let same_before = before.iter().filter(|s| s.name == name).count();
+        let line = stage_line(self.yaml, &name, same_before);
+        let at = |what: String| {
+            Error::input_at(
+                self.path,
+                line.or(key_line(self.yaml, "stages")),
+                format!("stage `{name}`: {what}"),
+            )
+        };
+        if name.is_empty()
+            || name.len() > 40
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(at(
+                "a stage's name is a word of at most 40 letters, digits, `_` or `-`".into(),
+            ));
+        }
+        if before.iter().any(|s| s.name == name) {
+            return Err(at("two stages have this name; give each its own".into()));
+        }
+        if let Some(key) = unknown.first() {
+            let known = keys_of::<StageKeys>();
+            return Err(at(format!(
+                "unknown key `{key}`{} (a stage has: {})",
+                crate::suggest::did_you_mean(key, known.iter().copied()),
+                known.join(", ")
+            )));
+        }
+        let text = |key: &str, v: &Option<Value>| stage_text(&at, key, v);
+        let instruction = text("instruction", &keys.instruction)?;
+        let instruction_file = text("instruction_file", &keys.instruction_file)?.map(PathBuf::from);
+        if instruction.is_some() == instruction_file.is_some() {
+            return Err(at(
+                "give it either `instruction` (the text) or `instruction_file` (a file)".into(),
+            ));
+        }
+        let after = stage_after(&at, &keys.after)?;
+        let overrides = crate::settings::Overrides {
+            runner: text("runner", &keys.runner)?,
+            model: text("model", &keys.model)?,
+            command: stage_command(&at, &keys.command)?,
+            verify: text("verify", &keys.verify)?,
+            timeout: text("timeout", &keys.timeout)?
+                .map(|t| crate::settings::parse_duration("timeout", &t))
+                .transpose()
+                .map_err(|e| at(e.to_string()))?,
+            retries: stage_retries(&at, &keys.retries)?,
+        };
+        let output_schema = self
+            .schema(keys.output_schema.as_ref())
+            .map_err(|e| match e {
+                // Named at the stage's line, once.
+                Error::Input { message, .. } => at(message),
+                other => at(other.to_string()),
+            })?;
+        let stage = StageSpec {
+            name: name.clone(),
+            instruction,
+            instruction_file,
+            after: Vec::new(),
+            overrides,
+            output_schema,
+            line,
+        };
+        Ok((stage, after))
+    }
+
+    /// Stage `n`'s name, its keys, and the keys it has that a stage has not.
+    ///
+    /// Errors: not a mapping; no name, or one that is not text.
+    fn stage_keys(&self, n: usize, entry: &Value) -> Result<(String, StageKeys, Vec<String>)> {
+        let at = |what: &str| {
+            Error::input_at(
+                self.path,
+                key_line(self.yaml, "stages"),
+                format!("stage {}: {what}", n + 1),
+            )
+        };
+        if !entry.is_object() {
+            return Err(at("must be a mapping with `name:` and `instruction:`"));
+        }
+        let (keys, unknown) = read_noting_unknown::<StageKeys, _>(entry.clone());
+        let keys = keys.map_err(|e| at(&e.to_string()))?;
+        let name = match &keys.name {
+            Some(Value::String(s)) => s.trim().to_owned(),
+            None | Some(Value::Null) => {
+                return Err(at("has no `name` (a word: letters, digits, `_`, `-`)"));
+            }
+            Some(_) => {
+                return Err(at(
+                    "its `name` must be a word of letters, digits, `_` or `-`, in quotes if it is a number",
+                ));
+            }
+        };
+        Ok((name, keys, unknown))
+    }
+
+    /// The stages stage `i` waits for, by index: those its `after` names, else the one
+    /// before it (none for the first).
+    ///
+    /// Errors: a name no stage has (with the closest), the stage itself.
+    fn after(
+        &self,
+        stages: &[StageSpec],
+        i: usize,
+        after: Option<Vec<String>>,
+    ) -> Result<Vec<usize>> {
+        let Some(names) = after else {
+            return Ok(i.checked_sub(1).into_iter().collect());
+        };
+        let mut ids = Vec::new();
+        for name in names {
+            let Some(j) = stages.iter().position(|s| s.name == name) else {
+                return Err(Error::input_at(
+                    self.path,
+                    stages[i].line,
+                    format!(
+                        "stage `{}`: `after` names no stage `{name}`{}",
+                        stages[i].name,
+                        crate::suggest::did_you_mean(&name, stages.iter().map(|s| s.name.as_str()))
+                    ),
+                ));
+            };
+            if j == i {
+                return Err(Error::input_at(
+                    self.path,
+                    stages[i].line,
+                    format!("stage `{name}` cannot come after itself"),
+                ));
+            }
+            ids.push(j);
+        }
+        Ok(ids)
+    }
+
+    /// The input's field delimiter. Not [`Fields::string`]: a tab or a space is a
+    /// delimiter, not an empty value.
+    fn delimiter(&self) -> Result<Option<u8>> {
+        match &self.keys.delimiter {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(d)) => {
+                crate::source::csv_input::delimiter_for("`delimiter`", Some(d), None)
+                    .map(Some)
+                    .map_err(|e| {
+                        Error::input_at(self.path, key_line(self.yaml, "delimiter"), e.to_string())
+                    })
+            }
+            Some(_) => Err(self.bad("delimiter", "one character, e.g. \";\" or \"\\t\"")),
+        }
+    }
+
     /// A size (`256KiB`, `1MiB`, `300000`), for `file_cap` and `image_cap`.
-    fn size(&self, key: &str) -> Result<Option<u64>> {
-        match self.string(key)? {
+    fn size(&self, key: &str, v: &Option<Value>) -> Result<Option<u64>> {
+        match self.string(key, v)? {
             None => Ok(None),
             Some(s) => crate::source::inline::parse_cap(&s)
                 .map(Some)
@@ -482,14 +513,155 @@ impl Fields<'_> {
         }
     }
 
-    fn string(&self, key: &str) -> Result<Option<String>> {
-        match self.map.get(key) {
+    fn string(&self, key: &str, v: &Option<Value>) -> Result<Option<String>> {
+        match v {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
             Some(Value::Number(n)) => Ok(Some(n.to_string())),
             Some(_) => Err(self.bad(key, "a non-empty string")),
         }
     }
+}
+
+/// A stage's text value (`instruction`, `runner`, …).
+fn stage_text(at: &At<'_>, key: &str, v: &Option<Value>) -> Result<Option<String>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(_) => Err(at(format!("`{key}` must be a non-empty string"))),
+    }
+}
+
+/// A stage's `after`: one stage's name, or a list of them.
+fn stage_after(at: &At<'_>, v: &Option<Value>) -> Result<Option<Vec<String>>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(vec![s.trim().to_owned()])),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(|s| s.trim().to_owned()))
+            .collect::<Option<Vec<_>>>()
+            .map(Some)
+            .ok_or_else(|| at("`after` must name stages".into())),
+        Some(_) => Err(at("`after` must name a stage or a list of them".into())),
+    }
+}
+
+/// A stage's `command`: a list of words, or one command line split as a shell would.
+fn stage_command(at: &At<'_>, v: &Option<Value>) -> Result<Option<Vec<String>>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(a)) if !a.is_empty() => a
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(Some)
+            .ok_or_else(|| at("`command` must be a list of words".into())),
+        Some(Value::String(s)) if !s.trim().is_empty() => shlex::split(s)
+            .map(Some)
+            .ok_or_else(|| at("`command` has an unclosed quote".into())),
+        Some(_) => Err(at("`command` must be a list of words, program first".into())),
+    }
+}
+
+/// A stage's `retries`: a whole number, 0 or more.
+fn stage_retries(at: &At<'_>, v: &Option<Value>) -> Result<Option<u32>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| at("`retries` must be a whole number, 0 or more".into())),
+    }
+}
+
+/// The frontmatter's YAML as a mapping (an empty one for an empty frontmatter).
+///
+/// Errors: YAML that does not parse (naming the file's line, a tab used for indenting, a key
+/// set twice), or that is not `key: value` lines.
+fn frontmatter(path: &Path, yaml: &str) -> Result<Map<String, Value>> {
+    if yaml.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    let value: Value = serde_saphyr::from_str(yaml).map_err(|e| {
+        // The frontmatter starts on the file's line 2: the message, its snippet and the
+        // line named count the file's lines.
+        let name = path.display().to_string();
+        let text = e.render_with_options(serde_saphyr::render_options! {
+            line_offset: 1,
+            source_name: Some(name.as_str()),
+        });
+        // The parser blames a tab at the end of the line before it: name the line that
+        // is indented with one.
+        if let Some(i) = yaml
+            .lines()
+            .position(|l| l.trim_start_matches(' ').starts_with('\t'))
+            .filter(|_| text.contains("tab"))
+        {
+            return Error::input_at(
+                path,
+                Some(i as u64 + 2),
+                "the frontmatter is indented with a tab, which YAML does not allow; \
+                 indent with spaces",
+            );
+        }
+        let line = e.location().map(|l| l.line() + 1).filter(|l| *l > 1);
+        // The library's wording names its own option; say what to do instead.
+        let plain = e.without_snippet().to_string();
+        if let Some(rest) = plain.split("duplicate mapping key: ").nth(1) {
+            let key = rest.split(',').next().unwrap_or_default().trim();
+            return Error::input_at(
+                path,
+                line,
+                format!("`{key}` is set twice in the frontmatter; keep one of them"),
+            );
+        }
+        Error::input_at(
+            path,
+            line,
+            format!("the frontmatter is not valid YAML: {text}"),
+        )
+    })?;
+    match value {
+        Value::Object(m) => Ok(m),
+        Value::Null => Ok(Map::new()),
+        _ => Err(Error::input_at(
+            path,
+            Some(2),
+            "the frontmatter must be `key: value` lines",
+        )),
+    }
+}
+
+/// The warning for a key of the frontmatter that is neither the batch's nor a runner
+/// option (or not one of its table's, `worktree.setpu`), with its line and the closest key.
+fn unknown_key_warning(path: &Path, yaml: &str, key: &str, known: &[String]) -> String {
+    let top = key.split('.').next().unwrap_or_default();
+    let line = key_line(yaml, top)
+        .map(|l| format!(":{l}"))
+        .unwrap_or_default();
+    let known: Vec<&str> = if key.contains('.') {
+        known.iter().map(String::as_str).collect()
+    } else {
+        keys_of::<BatchKeys>()
+            .iter()
+            .copied()
+            .chain(known.iter().map(String::as_str))
+            .collect()
+    };
+    let leaf = key.rsplit('.').next().unwrap_or_default();
+    format!(
+        "{}{line}: unknown key `{key}` ignored{} (known: {})",
+        path.display(),
+        crate::suggest::did_you_mean(leaf, known.iter().copied()),
+        known.join(", ")
+    )
 }
 
 /// Parse BATCH.md text. `path` is used in messages only.
@@ -505,64 +677,12 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
              by the instruction",
         ));
     };
-    let value: Value = if yaml.trim().is_empty() {
-        Value::Object(Map::new())
-    } else {
-        serde_saphyr::from_str(yaml).map_err(|e| {
-            // The frontmatter starts on the file's line 2: the message, its snippet and the
-            // line named count the file's lines.
-            let name = path.display().to_string();
-            let text = e.render_with_options(serde_saphyr::render_options! {
-                line_offset: 1,
-                source_name: Some(name.as_str()),
-            });
-            // The parser blames a tab at the end of the line before it: name the line that
-            // is indented with one.
-            if let Some(i) = yaml
-                .lines()
-                .position(|l| l.trim_start_matches(' ').starts_with('\t'))
-                .filter(|_| text.contains("tab"))
-            {
-                return Error::input_at(
-                    path,
-                    Some(i as u64 + 2),
-                    "the frontmatter is indented with a tab, which YAML does not allow; \
-                     indent with spaces",
-                );
-            }
-            let line = e.location().map(|l| l.line() + 1).filter(|l| *l > 1);
-            // The library's wording names its own option; say what to do instead.
-            let plain = e.without_snippet().to_string();
-            if let Some(rest) = plain.split("duplicate mapping key: ").nth(1) {
-                let key = rest.split(',').next().unwrap_or_default().trim();
-                return Error::input_at(
-                    path,
-                    line,
-                    format!("`{key}` is set twice in the frontmatter; keep one of them"),
-                );
-            }
-            Error::input_at(
-                path,
-                line,
-                format!("the frontmatter is not valid YAML: {text}"),
-            )
-        })?
-    };
-    let map = match value {
-        Value::Object(m) => m,
-        Value::Null => Map::new(),
-        _ => {
-            return Err(Error::input_at(
-                path,
-                Some(2),
-                "the frontmatter must be `key: value` lines",
-            ));
-        }
-    };
-    let (batch_map, settings_map) = map
-        .into_iter()
-        .partition(|(k, _)| BATCH_KEYS.contains(&k.as_str()));
-    let (settings, unknown) = FileSettings::from_map(settings_map).map_err(|p| match p {
+    let mut map = frontmatter(path, yaml)?;
+    // The batch's own keys first; what they leave are runner options, or unknown.
+    let (keys, others) = read_noting_unknown::<BatchKeys, _>(Value::Object(map.clone()));
+    let keys = keys.map_err(|e| Error::input_at(path, Some(2), e.to_string()))?;
+    map.retain(|k, _| others.contains(k));
+    let (settings, unknown) = FileSettings::from_map(map).map_err(|p| match p {
         KeyProblem::Invalid { key, rule } => {
             let top = key.split('.').next().unwrap_or_default();
             Error::input_at(path, key_line(yaml, top), format!("`{key}` {rule}"))
@@ -571,37 +691,17 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
             Error::input_at(path, None, format!("unknown key `{key}`"))
         }
     })?;
-    let fields = Fields {
-        path,
-        yaml,
-        map: batch_map,
-    };
-    let mut warnings = Vec::new();
-    for problem in unknown {
-        if let KeyProblem::Unknown { key, known } = problem {
-            let top = key.split('.').next().unwrap_or_default();
-            let line = key_line(yaml, top)
-                .map(|l| format!(":{l}"))
-                .unwrap_or_default();
-            let known: Vec<&str> = if key.contains('.') {
-                known.iter().map(String::as_str).collect()
-            } else {
-                BATCH_KEYS
-                    .iter()
-                    .copied()
-                    .chain(known.iter().map(String::as_str))
-                    .collect()
-            };
-            let leaf = key.rsplit('.').next().unwrap_or_default();
-            warnings.push(format!(
-                "{}{line}: unknown key `{key}` ignored{} (known: {})",
-                path.display(),
-                crate::suggest::did_you_mean(leaf, known.iter().copied()),
-                known.join(", ")
-            ));
-        }
-    }
-    let output_schema = fields.schema(fields.map.get("output_schema"))?;
+    let warnings = unknown
+        .into_iter()
+        .filter_map(|p| match p {
+            KeyProblem::Unknown { key, known } => {
+                Some(unknown_key_warning(path, yaml, &key, &known))
+            }
+            KeyProblem::Invalid { .. } => None,
+        })
+        .collect();
+    let fields = Fields { path, yaml, keys };
+    let output_schema = fields.schema(fields.keys.output_schema.as_ref())?;
     let stages = fields.stages()?;
     // With stages, the body is a preamble, and may be empty.
     if body.trim().is_empty() && stages.is_empty() {
@@ -612,27 +712,19 @@ pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
              must do, using {column} for the row's values",
         ));
     }
-    // Not `string`: a tab or a space is a delimiter, not an empty value.
-    let delimiter = match fields.map.get("delimiter") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(d)) => Some(
-            crate::source::csv_input::delimiter_for("`delimiter`", Some(d), None)
-                .map_err(|e| Error::input_at(path, key_line(yaml, "delimiter"), e.to_string()))?,
-        ),
-        Some(_) => return Err(fields.bad("delimiter", "one character, e.g. \";\" or \"\\t\"")),
-    };
+    let k = &fields.keys;
     Ok(BatchSpec {
-        input: fields.string("input")?.map(PathBuf::from),
-        id_column: fields.string("id_column")?,
-        delimiter,
-        output: fields.string("output")?.map(PathBuf::from),
+        delimiter: fields.delimiter()?,
+        input: fields.string("input", &k.input)?.map(PathBuf::from),
+        id_column: fields.string("id_column", &k.id_column)?,
+        output: fields.string("output", &k.output)?.map(PathBuf::from),
         output_schema,
-        file_root: fields.string("file_root")?.map(PathBuf::from),
-        file_cap: fields.size("file_cap")?,
-        image_cap: fields.size("image_cap")?,
+        file_root: fields.string("file_root", &k.file_root)?.map(PathBuf::from),
+        file_cap: fields.size("file_cap", &k.file_cap)?,
+        image_cap: fields.size("image_cap", &k.image_cap)?,
         stages,
-        runner_column: fields.string("runner_column")?,
-        model_column: fields.string("model_column")?,
+        runner_column: fields.string("runner_column", &k.runner_column)?,
+        model_column: fields.string("model_column", &k.model_column)?,
         settings,
         instruction: body.to_owned(),
         instruction_line: body_line,
@@ -728,6 +820,33 @@ mod tests {
             spec.warnings[0].contains("did you mean `max_workers`?"),
             "{}",
             spec.warnings[0]
+        );
+    }
+
+    #[test]
+    fn the_known_keys_come_from_the_batchs_structs() {
+        let spec =
+            p("---\ninput: a.csv\nworktree: {copy: [a], setpu: x}\n---\nx\n").expect("valid");
+        assert_eq!(
+            spec.warnings,
+            [
+                "BATCH.md:3: unknown key `worktree.setpu` ignored; did you mean `setup`? (known: copy, setup)"
+            ]
+        );
+        let spec = p("---\ninptu: a.csv\n---\nx\n").expect("valid");
+        assert!(
+            spec.warnings[0].contains("did you mean `input`? (known: input, id_column, delimiter,"),
+            "{}",
+            spec.warnings[0]
+        );
+        let e = p("---\nstages:\n  - name: a\n    instruction: x\n    runer: codex\n---\n")
+            .expect_err("unknown stage key")
+            .to_string();
+        assert_eq!(
+            e,
+            "BATCH.md:3: stage `a`: unknown key `runer`; did you mean `runner`? (a stage has: \
+             name, instruction, instruction_file, after, runner, model, command, output_schema, \
+             verify, timeout, retries)"
         );
     }
 

@@ -137,7 +137,7 @@ impl Outcome {
     }
 }
 
-/// The report's hand-off fields (`report.rs`; the seed's task-management protocol) as a
+/// The report's hand-off fields (`report/format.rs`; the seed's task-management protocol) as a
 /// lead reads them: the `item_finished` event carries them beside the outcome's own fields.
 /// Taken from [`Outcome::report`]; without a report, or where the report's value is not of
 /// the type, a list is empty and a text `None`.

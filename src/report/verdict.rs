@@ -1,328 +1,15 @@
-//! The teammate's report and the success rule (DESIGN §4).
-//!
-//! Report format (seed `task-management-protocol.md`, completion metadata):
-//! `{"id", "status": "completed"|"blocked"|"failed", "summary", "files_modified": [],
-//! "files_created": [], "tests": "passed"|"failed"|"added"|"none", "blocker",
-//! "next_steps": [], "output": {…}}`. It is read from the `RUNNER_REPORT` file; failing that,
-//! from the agent's final text: the whole text, else a single fenced json block, else the last
-//! complete JSON object.
+//! The verdict on an attempt: the success rule ([`judge`]), the only place an attempt's
+//! status is decided, and the verdicts around it (a failed merge, an attempt never prepared,
+//! a retry interrupted).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::format::{Report, ReportError, ReportSource};
+use super::{ItemStatus, one_line};
 use crate::agent::AgentResult;
 use crate::failure::{ErrorEvidence, FailureKind, FailureRules};
 use crate::git::GitError;
-
-/// Largest report file read, bytes. A report is a summary; large results belong in files
-/// the report names.
-pub const MAX_REPORT_BYTES: u64 = 1024 * 1024;
-
-/// How an item ended. Only `Completed` items are ticked and have their checkpoints deleted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ItemStatus {
-    /// Every condition of the success rule held.
-    Completed,
-    /// Something went wrong (exit code, missing/invalid report, schema, verify, ...).
-    Failed,
-    /// The report said it is blocked and needs a person.
-    Blocked,
-    /// The attempt hit its time limit and was stopped.
-    TimedOut,
-    /// The run was interrupted while the item was running (or before it started).
-    Cancelled,
-    /// A prerequisite did not complete, so the item never started.
-    Skipped,
-}
-
-impl ItemStatus {
-    /// The lowercase name used in files and output (`timed_out`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ItemStatus::Completed => "completed",
-            ItemStatus::Failed => "failed",
-            ItemStatus::Blocked => "blocked",
-            ItemStatus::TimedOut => "timed_out",
-            ItemStatus::Cancelled => "cancelled",
-            ItemStatus::Skipped => "skipped",
-        }
-    }
-
-    /// All statuses, in summary order.
-    pub const ALL: [ItemStatus; 6] = [
-        ItemStatus::Completed,
-        ItemStatus::Failed,
-        ItemStatus::Blocked,
-        ItemStatus::TimedOut,
-        ItemStatus::Cancelled,
-        ItemStatus::Skipped,
-    ];
-}
-
-impl std::fmt::Display for ItemStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.pad(self.as_str())
-    }
-}
-
-/// A valid report.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Report {
-    /// `completed`, `blocked` or `failed`.
-    pub status: String,
-    /// One line: what was done.
-    pub summary: String,
-    /// Files changed.
-    pub files_modified: Vec<String>,
-    /// Files created.
-    pub files_created: Vec<String>,
-    /// `blocker` text, when blocked.
-    pub blocker: Option<String>,
-    /// `tests`: `passed`, `failed`, `added` or `none`, when given.
-    pub tests: Option<String>,
-    /// `output`: the structured result (`Value::Null` when absent).
-    pub output: Value,
-    /// The whole report as written.
-    pub raw: Value,
-}
-
-/// Why no valid report was found for an attempt; its text is the verdict's reason.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReportError {
-    /// Nothing in `RUNNER_REPORT` and no JSON object in the agent's final text.
-    #[error("no report: nothing was written to RUNNER_REPORT and the output holds no JSON report")]
-    Missing,
-    /// The report file could not be used: too large, not UTF-8, not JSON.
-    #[error("{0}")]
-    Unreadable(String),
-    /// A report was found but breaks the format: which field, and the rule.
-    #[error("{0}")]
-    Invalid(String),
-}
-
-/// Where a report was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReportSource {
-    /// The `RUNNER_REPORT` file.
-    File,
-    /// The agent's final text.
-    FinalText,
-}
-
-fn fenced_json_blocks(text: &str) -> Vec<&str> {
-    let mut blocks = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("```") {
-        let after = &rest[start + 3..];
-        let Some(nl) = after.find('\n') else { break };
-        let lang = after[..nl].trim();
-        let body = &after[nl + 1..];
-        let Some(end) = body.find("```") else { break };
-        if lang.eq_ignore_ascii_case("json") {
-            blocks.push(&body[..end]);
-        }
-        rest = &body[end + 3..];
-    }
-    blocks
-}
-
-/// Longest tail of the final text searched for the last JSON object, bytes.
-const LAST_OBJECT_WINDOW: usize = 256 * 1024;
-/// Most parse attempts spent looking for the last JSON object (bounds the work on
-/// brace-heavy output).
-const LAST_OBJECT_ATTEMPTS: usize = 4096;
-
-/// The last complete `{...}` in `text` that parses as a JSON object, searched in the last
-/// [`LAST_OBJECT_WINDOW`] bytes with at most [`LAST_OBJECT_ATTEMPTS`] parses.
-fn last_json_object(text: &str) -> Option<Value> {
-    let mut from = text.len().saturating_sub(LAST_OBJECT_WINDOW);
-    while !text.is_char_boundary(from) {
-        from += 1;
-    }
-    let text = &text[from..];
-    let mut attempts = 0;
-    let mut end = text.len();
-    while let Some(close) = text[..end].rfind('}') {
-        let mut start = close;
-        while let Some(open) = text[..start].rfind('{') {
-            attempts += 1;
-            if attempts > LAST_OBJECT_ATTEMPTS {
-                return None;
-            }
-            if let Ok(v) = serde_json::from_str::<Value>(&text[open..=close])
-                && v.is_object()
-            {
-                return Some(v);
-            }
-            start = open;
-        }
-        end = close;
-    }
-    None
-}
-
-/// Find a JSON object in an agent's final text: the whole text, else the single fenced
-/// ```` ```json ```` block, else the last complete JSON object.
-pub fn extract_json(text: &str) -> Option<Value> {
-    if let Ok(v) = serde_json::from_str::<Value>(text.trim())
-        && v.is_object()
-    {
-        return Some(v);
-    }
-    let blocks = fenced_json_blocks(text);
-    if blocks.len() == 1
-        && let Ok(v) = serde_json::from_str::<Value>(blocks[0].trim())
-        && v.is_object()
-    {
-        return Some(v);
-    }
-    last_json_object(text)
-}
-
-fn strings(v: &Value, key: &str) -> Result<Vec<String>, String> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|x| {
-                x.as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| format!("`{key}` must be a list of strings"))
-            })
-            .collect(),
-        Some(_) => Err(format!("`{key}` must be a list of strings")),
-    }
-}
-
-fn id_text(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-/// Validate a report object for the item `ids` names: its id, and for a stage item its
-/// row's id too (a report may name either; [`crate::item::StageOf`]).
-///
-/// Errors (one line): not an object; `id` present and different; `status` not one of
-/// `completed`/`blocked`/`failed`; `summary` missing or not a string; list fields that are
-/// not lists of strings; `tests` not one of its values.
-pub fn validate(value: Value, ids: &[&str]) -> Result<Report, ReportError> {
-    let expected_id = ids.first().copied().unwrap_or_default();
-    let Value::Object(ref map) = value else {
-        return Err(ReportError::Invalid(
-            "the report is not a JSON object".into(),
-        ));
-    };
-    if let Some(id) = map.get("id").filter(|v| !v.is_null()) {
-        match id_text(id) {
-            Some(id) if ids.contains(&id.as_str()) => {}
-            _ => {
-                return Err(ReportError::Invalid(format!(
-                    "the report is for id {id}, not `{expected_id}`"
-                )));
-            }
-        }
-    }
-    let status = match map.get("status").and_then(Value::as_str) {
-        Some(s @ ("completed" | "blocked" | "failed")) => s.to_owned(),
-        Some(s) => {
-            return Err(ReportError::Invalid(format!(
-                "report status `{s}` is not completed, blocked or failed"
-            )));
-        }
-        None => return Err(ReportError::Invalid("the report has no `status`".into())),
-    };
-    let summary = match map.get("summary") {
-        Some(Value::String(s)) => s.trim().to_owned(),
-        _ => {
-            return Err(ReportError::Invalid(
-                "the report has no `summary` string".into(),
-            ));
-        }
-    };
-    if let Some(t) = map.get("tests").filter(|v| !v.is_null()) {
-        match t.as_str() {
-            Some("passed" | "failed" | "added" | "none") => {}
-            _ => {
-                return Err(ReportError::Invalid(format!(
-                    "report `tests` is {t}, not passed, failed, added or none"
-                )));
-            }
-        }
-    }
-    // Numbers the runner acts on (the budget, the rate-limit pause) are never ignored
-    // silently when they are not numbers.
-    for key in ["cost_usd", "retry_after_s"] {
-        if let Some(v) = map.get(key).filter(|v| !v.is_null())
-            && !v.as_f64().is_some_and(|n| n.is_finite() && n >= 0.0)
-        {
-            return Err(ReportError::Invalid(format!(
-                "report `{key}` is {v}, not a number ≥ 0{}",
-                match key {
-                    "cost_usd" => " (USD)",
-                    _ => " (seconds)",
-                }
-            )));
-        }
-    }
-    let files_modified = strings(&value, "files_modified").map_err(ReportError::Invalid)?;
-    let files_created = strings(&value, "files_created").map_err(ReportError::Invalid)?;
-    strings(&value, "next_steps").map_err(ReportError::Invalid)?;
-    let blocker = map
-        .get("blocker")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let output = map.get("output").cloned().unwrap_or(Value::Null);
-    let tests = map.get("tests").and_then(Value::as_str).map(str::to_owned);
-    Ok(Report {
-        status,
-        summary,
-        files_modified,
-        files_created,
-        blocker,
-        tests,
-        output,
-        raw: value,
-    })
-}
-
-/// Find and validate the report: the report file's text first, then the final text.
-///
-/// Errors: the file is not JSON (and the final text holds none), no report anywhere, or the
-/// report found breaks the format.
-pub fn find(
-    file_text: Option<&str>,
-    final_text: Option<&str>,
-    ids: &[&str],
-) -> Result<(Report, ReportSource), ReportError> {
-    let mut problem = ReportError::Missing;
-    if let Some(text) = file_text {
-        match serde_json::from_str::<Value>(text.trim()) {
-            Ok(v) => return validate(v, ids).map(|r| (r, ReportSource::File)),
-            Err(e) => {
-                problem = ReportError::Unreadable(format!("the report file is not JSON ({e})"))
-            }
-        }
-    }
-    if let Some(text) = final_text
-        && let Some(v) = extract_json(text)
-    {
-        return validate(v, ids).map(|r| (r, ReportSource::FinalText));
-    }
-    Err(problem)
-}
-
-/// `reason` without a leading `<status>: ` (a blocked item's reason starts `blocked: `), for
-/// a line that shows the status already (`BLOCKED … needs a key`, `> runner: blocked: …`).
-pub fn without_status(reason: &str, status: ItemStatus) -> &str {
-    reason
-        .strip_prefix(status.as_str())
-        .and_then(|r| r.strip_prefix(": "))
-        .unwrap_or(reason)
-}
 
 /// How the agent process ended, as the run layer saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -451,27 +138,6 @@ pub fn kind_of_not_run(status: ItemStatus) -> Option<FailureKind> {
     }
 }
 
-/// The first non-blank line of `s`, control characters (escape sequences included) turned
-/// into spaces, at most `max` characters (`…` marks a cut). Agent text goes through this before
-/// it reaches a terminal, a CSV cell or a lead agent.
-pub fn one_line(s: &str, max: usize) -> String {
-    let line = s
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    let line: String = line
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    let line = line.as_str();
-    let mut out: String = line.chars().take(max).collect();
-    if line.chars().count() > max {
-        out.push('…');
-    }
-    out
-}
-
 /// The success rule, the only place an attempt's status is decided. `completed` only if: the
 /// process exited 0 on its own; the definition's error flag is not true; a valid report was
 /// found; its status is `completed` and it does not contradict itself (`tests: "failed"`, a
@@ -529,16 +195,38 @@ fn error_evidence<'a>(e: &'a Evidence<'a>, exit_code: Option<i32>) -> ErrorEvide
     }
 }
 
+/// The rule's steps in order; the first that finds the attempt wanting gives the verdict.
 fn judge_status(e: &Evidence<'_>) -> Verdict {
+    if let Some(v) = process_end(e) {
+        return v;
+    }
+    if let Some(v) = error_flag(e) {
+        return v;
+    }
+    let report = match report_found(e) {
+        Ok(report) => report,
+        Err(v) => return v,
+    };
+    report_status(report)
+        .or_else(|| checks(e))
+        .unwrap_or_else(Verdict::completed)
+}
+
+/// A `failed` (or other not-completed) verdict of kind `kind`.
+fn not_completed(status: ItemStatus, kind: FailureKind, reason: String) -> Verdict {
+    Verdict::not_completed(status, Some(kind), reason)
+}
+
+/// Step 1: the process exited 0 on its own. Else how it ended is the verdict: the time limit
+/// (with the last error a CLI that kept retrying printed), an interrupt, a start that failed,
+/// a signal, a failure the backend named, or an exit code with the CLI's own words.
+fn process_end(e: &Evidence<'_>) -> Option<Verdict> {
     use FailureKind as K;
-    let v = |status, kind: K, reason: String| Verdict::not_completed(status, Some(kind), reason);
-    let flagged = e.agent.is_error == Some(true);
-    let evidence = |exit_code| error_evidence(e, exit_code);
-    match e.end {
+    Some(match e.end {
         ProcessEnd::TimedOut { limit, last_error } => {
             // A CLI that retried an error on its own until the limit printed why all along
             // (issue 29): quote the last error a live line or a pattern recognised.
-            let d = e.rules.diagnose(&evidence(None));
+            let d = e.rules.diagnose(&error_evidence(e, None));
             let seen = match (last_error, d.kind, d.message) {
                 (Some(line), _, _) => format!("; the last error it printed: {line}"),
                 (None, Some(kind), Some(m)) => format!(
@@ -547,140 +235,149 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
                 ),
                 _ => String::new(),
             };
-            return v(
+            not_completed(
                 ItemStatus::TimedOut,
                 K::TimedOut,
                 format!(
                     "timed out after {}; the attempt was stopped{seen}",
                     humantime::format_duration(*limit)
                 ),
-            );
+            )
         }
-        ProcessEnd::Cancelled => {
-            return v(
-                ItemStatus::Cancelled,
-                K::Cancelled,
-                "interrupted; the attempt was stopped".into(),
-            );
-        }
-        ProcessEnd::NotStarted(why) => {
-            return v(
-                ItemStatus::Failed,
-                K::AgentError,
-                format!("not started: {why}"),
-            );
-        }
-        ProcessEnd::Signalled(sig) => {
-            return v(
-                ItemStatus::Failed,
-                K::AgentError,
-                format!("killed by signal {sig}"),
-            );
-        }
-        ProcessEnd::Failed { kind, reason, .. } => {
-            return v(ItemStatus::Failed, *kind, reason.clone());
-        }
-        ProcessEnd::Exited(0) => {}
-        ProcessEnd::Exited(code) => {
-            // The CLI's own words (its error_text, its flagged final text, the JSON error
-            // object ending stderr) before the last stderr line; then what a failed report
-            // says (an exec agent that exits 1 after writing `failure_kind`).
-            let d = e.rules.diagnose(&evidence(Some(*code)));
-            let failed_report = match e.report {
-                Ok((r, _)) if r.status == "failed" => Some(r),
-                _ => None,
-            };
-            let message = d.message.clone().or_else(|| {
-                failed_report
-                    .map(|r| r.summary.clone())
-                    .filter(|s| !s.trim().is_empty())
-            });
-            let kind = d.kind.or_else(|| failed_report.and_then(stated_kind));
-            let reason = match message.map(|m| one_line(&m, 160)) {
-                Some(m) if flagged && e.agent.error_text.is_none() => {
-                    format!("exited with code {code}: the agent reported an error: {m}")
-                }
-                Some(m) => format!("exited with code {code}: {m}"),
-                None => format!("exited with code {code}"),
-            };
-            let kind = kind.unwrap_or(K::AgentError);
-            return v(ItemStatus::Failed, kind, d.hinted(reason));
-        }
-    }
-    if flagged {
-        let d = e.rules.diagnose(&evidence(Some(0)));
-        let what = d
-            .message
-            .as_deref()
-            .map(|m| one_line(m, 160))
-            .unwrap_or_default();
-        let reason = format!("the agent reported an error: {what}")
-            .trim_end_matches([':', ' '])
-            .to_owned();
-        return v(
+        ProcessEnd::Cancelled => not_completed(
+            ItemStatus::Cancelled,
+            K::Cancelled,
+            "interrupted; the attempt was stopped".into(),
+        ),
+        ProcessEnd::NotStarted(why) => not_completed(
             ItemStatus::Failed,
-            d.kind.unwrap_or(K::AgentError),
-            d.hinted(reason),
-        );
-    }
-    let report = match e.report {
-        Ok((r, _)) => r,
-        Err(ReportError::Missing) => {
-            // Exit 0 and no report: a CLI that swallows API errors (aider) printed why.
-            let d = e.rules.diagnose(&evidence(Some(0)));
-            if let (Some(m), Some(kind)) = (&d.message, d.kind)
-                && e.rules.recognises(m)
-            {
-                let reason = format!("{} (and no report)", one_line(m, 160));
-                return v(ItemStatus::Failed, kind, d.hinted(reason));
-            }
-            let why = match &e.agent.parse_problem {
-                Some(p) => format!("{} ({p})", ReportError::Missing),
-                None => ReportError::Missing.to_string(),
-            };
-            return v(ItemStatus::Failed, K::NoReport, why);
+            K::AgentError,
+            format!("not started: {why}"),
+        ),
+        ProcessEnd::Signalled(sig) => not_completed(
+            ItemStatus::Failed,
+            K::AgentError,
+            format!("killed by signal {sig}"),
+        ),
+        ProcessEnd::Failed { kind, reason, .. } => {
+            not_completed(ItemStatus::Failed, *kind, reason.clone())
         }
-        Err(why) => {
-            let why = match &e.agent.parse_problem {
-                Some(p) => format!("{why} ({p})"),
-                None => why.to_string(),
-            };
-            return v(ItemStatus::Failed, K::InvalidReport, why);
-        }
+        ProcessEnd::Exited(0) => return None,
+        ProcessEnd::Exited(code) => exited(e, *code),
+    })
+}
+
+/// The verdict on a process that exited with `code` ≠ 0: the CLI's own words (its
+/// error_text, its flagged final text, the JSON error object ending stderr) before the last
+/// stderr line; then what a failed report says (an exec agent that exits 1 after writing
+/// `failure_kind`).
+fn exited(e: &Evidence<'_>, code: i32) -> Verdict {
+    let d = e.rules.diagnose(&error_evidence(e, Some(code)));
+    let failed_report = match e.report {
+        Ok((r, _)) if r.status == "failed" => Some(r),
+        _ => None,
     };
+    let message = d.message.clone().or_else(|| {
+        failed_report
+            .map(|r| r.summary.clone())
+            .filter(|s| !s.trim().is_empty())
+    });
+    let kind = d.kind.or_else(|| failed_report.and_then(stated_kind));
+    let flagged = e.agent.is_error == Some(true);
+    let reason = match message.map(|m| one_line(&m, 160)) {
+        Some(m) if flagged && e.agent.error_text.is_none() => {
+            format!("exited with code {code}: the agent reported an error: {m}")
+        }
+        Some(m) => format!("exited with code {code}: {m}"),
+        None => format!("exited with code {code}"),
+    };
+    let kind = kind.unwrap_or(FailureKind::AgentError);
+    not_completed(ItemStatus::Failed, kind, d.hinted(reason))
+}
+
+/// Step 2: the definition's error flag is not true (an agent that exited 0 and said it
+/// failed).
+fn error_flag(e: &Evidence<'_>) -> Option<Verdict> {
+    if e.agent.is_error != Some(true) {
+        return None;
+    }
+    let d = e.rules.diagnose(&error_evidence(e, Some(0)));
+    let what = d
+        .message
+        .as_deref()
+        .map(|m| one_line(m, 160))
+        .unwrap_or_default();
+    let reason = format!("the agent reported an error: {what}")
+        .trim_end_matches([':', ' '])
+        .to_owned();
+    Some(not_completed(
+        ItemStatus::Failed,
+        d.kind.unwrap_or(FailureKind::AgentError),
+        d.hinted(reason),
+    ))
+}
+
+/// Step 3: a valid report was found. Else `no_report` (or the error a CLI that swallows API
+/// errors printed) or `invalid_report`, with what the definition could not parse.
+fn report_found<'a>(e: &'a Evidence<'a>) -> Result<&'a Report, Verdict> {
+    let why = match e.report {
+        Ok((r, _)) => return Ok(r),
+        Err(why) => why,
+    };
+    if *why == ReportError::Missing {
+        // Exit 0 and no report: a CLI that swallows API errors (aider) printed why.
+        let d = e.rules.diagnose(&error_evidence(e, Some(0)));
+        if let (Some(m), Some(kind)) = (&d.message, d.kind)
+            && e.rules.recognises(m)
+        {
+            let reason = format!("{} (and no report)", one_line(m, 160));
+            return Err(not_completed(ItemStatus::Failed, kind, d.hinted(reason)));
+        }
+    }
+    let kind = match why {
+        ReportError::Missing => FailureKind::NoReport,
+        _ => FailureKind::InvalidReport,
+    };
+    let why = match &e.agent.parse_problem {
+        Some(p) => format!("{why} ({p})"),
+        None => why.to_string(),
+    };
+    Err(not_completed(ItemStatus::Failed, kind, why))
+}
+
+/// Step 4: the report says `completed` and does not contradict itself (`tests: "failed"`, a
+/// blank summary). Else `blocked` with its blocker, or `failed` with the kind it states.
+fn report_status(report: &Report) -> Option<Verdict> {
+    use FailureKind as K;
     match report.status.as_str() {
         // A completed report must not contradict itself.
-        "completed" if report.tests.as_deref() == Some("failed") => {
-            return v(
-                ItemStatus::Failed,
-                K::InvalidReport,
-                format!(
-                    "the report says completed, but its tests failed: {}",
-                    one_line(&report.summary, 200)
-                )
-                .trim_end_matches([':', ' '])
-                .to_owned(),
-            );
-        }
-        "completed" if report.summary.trim().is_empty() => {
-            return v(
-                ItemStatus::Failed,
-                K::InvalidReport,
-                "the report says completed, but its summary is blank (say what was done)".into(),
-            );
-        }
-        "completed" => {}
+        "completed" if report.tests.as_deref() == Some("failed") => Some(not_completed(
+            ItemStatus::Failed,
+            K::InvalidReport,
+            format!(
+                "the report says completed, but its tests failed: {}",
+                one_line(&report.summary, 200)
+            )
+            .trim_end_matches([':', ' '])
+            .to_owned(),
+        )),
+        "completed" if report.summary.trim().is_empty() => Some(not_completed(
+            ItemStatus::Failed,
+            K::InvalidReport,
+            "the report says completed, but its summary is blank (say what was done)".into(),
+        )),
+        "completed" => None,
         "blocked" => {
             let why = report
                 .blocker
                 .as_deref()
                 .filter(|b| !b.trim().is_empty())
                 .unwrap_or(&report.summary);
-            return Verdict::not_completed(
+            Some(Verdict::not_completed(
                 ItemStatus::Blocked,
                 None,
                 format!("blocked: {}", one_line(why, 200)),
-            );
+            ))
         }
         _ => {
             // An agent may say why it failed (`"failure_kind": "rate_limited"`).
@@ -696,51 +393,58 @@ fn judge_status(e: &Evidence<'_>) -> Verdict {
                     )
                 })
                 .unwrap_or_default();
-            return v(
+            Some(not_completed(
                 ItemStatus::Failed,
                 kind,
                 format!(
                     "the report says failed: {}{bad_kind}",
                     one_line(&report.summary, 200)
                 ),
-            );
+            ))
         }
     }
+}
+
+/// Steps 5–7, the runner's own checks of a completed report: its output matches the schema
+/// (if set), the verify command (if set) passed (an interrupt during it cancels), and the
+/// worktree commit (with isolation) succeeded.
+fn checks(e: &Evidence<'_>) -> Option<Verdict> {
+    use FailureKind as K;
     if let Some(errs) = e.schema_errors {
-        return v(
+        return Some(not_completed(
             ItemStatus::Failed,
             K::InvalidReport,
             format!(
                 "output does not match output_schema: {}",
                 one_line(errs, 200)
             ),
-        );
+        ));
     }
     match e.verify {
         VerifyResult::NotRun | VerifyResult::Passed => {}
         VerifyResult::Cancelled => {
-            return v(
+            return Some(not_completed(
                 ItemStatus::Cancelled,
                 K::Cancelled,
                 "interrupted during verify".into(),
-            );
+            ));
         }
         VerifyResult::Failed(why) => {
-            return v(
+            return Some(not_completed(
                 ItemStatus::Failed,
                 K::VerifyFailed,
                 format!("verify failed: {}", one_line(why, 200)),
-            );
+            ));
         }
     }
-    if let Some(Err(why)) = e.commit {
-        return v(
+    match e.commit {
+        Some(Err(why)) => Some(not_completed(
             ItemStatus::Failed,
             K::AgentError,
             format!("cannot commit the worktree: {why}"),
-        );
+        )),
+        _ => None,
     }
-    Verdict::completed()
 }
 
 /// The failure kind a report states (`"failure_kind": "rate_limited"`), when it is one an
@@ -752,32 +456,6 @@ fn stated_kind(report: &Report) -> Option<FailureKind> {
         .and_then(Value::as_str)
         .and_then(FailureKind::parse)
         .filter(|k| k.reportable())
-}
-
-/// Most schema errors named in a reason.
-const SCHEMA_ERRORS_NAMED: usize = 3;
-
-/// The ways `report`'s `output` breaks `validator` (the compiled `output_schema`), as one
-/// line: at most three errors, each prefixed by its JSON Pointer path (`/n: ...`) when not at
-/// the root, joined by `; `. `None` when it matches, and for a report that is not
-/// `completed` (its output is not held to the schema).
-pub fn schema_errors(report: &Report, validator: &jsonschema::Validator) -> Option<String> {
-    if report.status != "completed" {
-        return None;
-    }
-    let errs: Vec<String> = validator
-        .iter_errors(&report.output)
-        .take(SCHEMA_ERRORS_NAMED)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{at}: {e}")
-            }
-        })
-        .collect();
-    (!errs.is_empty()).then(|| errs.join("; "))
 }
 
 /// The verdict on an attempt that could not be prepared (teammate folder, prompt, argv,
@@ -813,113 +491,10 @@ pub fn judge_merge(before: &Verdict, merge: &Result<(), GitError>) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::{find, schema_errors};
     use serde_json::json;
 
     const OK: &str = r#"{"id":"7","status":"completed","summary":"did it","output":{"n":1}}"#;
-
-    #[test]
-    fn extract_whole_fenced_or_last_object() {
-        assert_eq!(
-            extract_json(OK).and_then(|v| v.get("id").cloned()),
-            Some(json!("7"))
-        );
-        let fenced = format!("Done.\n```json\n{OK}\n```\nbye");
-        assert!(extract_json(&fenced).is_some());
-        let trailing = format!("I did {{some}} things {{\"a\":1}} then\n{OK}\n");
-        assert_eq!(
-            extract_json(&trailing).and_then(|v| v.get("summary").cloned()),
-            Some(json!("did it"))
-        );
-        assert!(extract_json("no json here { nope").is_none());
-    }
-
-    #[test]
-    fn two_fenced_blocks_fall_back_to_last_object() {
-        let text = "```json\n{\"status\":\"failed\",\"summary\":\"a\"}\n```\n```json\n{\"status\":\"completed\",\"summary\":\"b\"}\n```\n";
-        let v = extract_json(text).expect("object");
-        assert_eq!(v["summary"], "b");
-    }
-
-    #[test]
-    fn validation_rules() {
-        assert!(validate(json!({"status":"completed","summary":"x"}), &["1"]).is_ok());
-        assert!(validate(json!({"id":1,"status":"completed","summary":"x"}), &["1"]).is_ok());
-        // A stage's report may name its row.
-        let stage = ["a.rs/audit", "a.rs"];
-        assert!(
-            validate(
-                json!({"id":"a.rs","status":"completed","summary":"x"}),
-                &stage
-            )
-            .is_ok()
-        );
-        assert!(
-            validate(
-                json!({"id":"b.rs","status":"completed","summary":"x"}),
-                &stage
-            )
-            .is_err()
-        );
-        let e = validate(json!({"id":"2","status":"completed","summary":"x"}), &["1"])
-            .expect_err("wrong id");
-        assert!(e.to_string().contains("not `1`"), "{e}");
-        assert!(validate(json!({"status":"done","summary":"x"}), &["1"]).is_err());
-        let e = validate(
-            json!({"status":"completed","summary":"x","cost_usd":"0.5"}),
-            &["1"],
-        )
-        .expect_err("a cost that is not a number");
-        assert!(e.to_string().contains("`cost_usd` is \"0.5\""), "{e}");
-        assert!(
-            validate(
-                json!({"status":"failed","summary":"x","retry_after_s":-1}),
-                &["1"]
-            )
-            .is_err()
-        );
-        assert!(
-            validate(
-                json!({"status":"completed","summary":"x","cost_usd":0.5,"retry_after_s":null}),
-                &["1"]
-            )
-            .is_ok()
-        );
-        assert!(validate(json!({"status":"completed"}), &["1"]).is_err());
-        assert!(
-            validate(
-                json!({"status":"completed","summary":"x","tests":"maybe"}),
-                &["1"]
-            )
-            .is_err()
-        );
-        assert!(
-            validate(
-                json!({"status":"completed","summary":"x","files_modified":"a"}),
-                &["1"]
-            )
-            .is_err()
-        );
-    }
-
-    #[test]
-    fn report_file_wins_over_final_text() {
-        let (r, src) = find(
-            Some(OK),
-            Some("{\"status\":\"failed\",\"summary\":\"no\"}"),
-            &["7"],
-        )
-        .expect("found");
-        assert_eq!(src, ReportSource::File);
-        assert_eq!(r.summary, "did it");
-        let (_, src) = find(None, Some(OK), &["7"]).expect("found");
-        assert_eq!(src, ReportSource::FinalText);
-        assert!(
-            find(None, Some("all done!"), &["7"])
-                .expect_err("none")
-                .to_string()
-                .starts_with("no report")
-        );
-    }
 
     fn verdict(
         end: ProcessEnd,

@@ -1,0 +1,353 @@
+//! Flags + files + defaults → one validated [`Settings`], before any file is touched
+//! (DESIGN §2; uv's `settings.rs` combine pattern, ripgrep's low args → high args).
+//!
+//! Every runner option lives in three places and is combined exactly once:
+//! 1. its flag in [`crate::cli::RunArgs`];
+//! 2. its key in [`FileSettings`] (`file.rs`), which BATCH.md's frontmatter and
+//!    `<store>/runner.toml` both deserialize into, each value parsed into its type
+//!    ([`crate::options`]) as the file is read; unknown keys come from the struct itself
+//!    (`keys.rs`, the `serde_ignored` crate);
+//! 3. its resolved field in [`Settings`], set by its group in `groups.rs` (the runner, the
+//!    attempts, isolation, outputs, selection, the team's limits, the sandbox): flag, else
+//!    file, else built-in default. [`Settings::resolve`] puts the groups together and runs
+//!    the checks of `programs.rs` (the definition expands, its program is installed).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::agent::{RunnerDef, definition};
+use crate::cli::RunArgs;
+use crate::error::{Error, Result};
+use crate::options::Format;
+use crate::options::limits::Limits;
+use crate::options::selection::{Only, Shard};
+use crate::report::ItemStatus;
+
+mod file;
+mod groups;
+pub mod keys;
+mod programs;
+mod schema;
+
+pub use crate::options::duration::{MAX_DURATION, parse_duration};
+pub use crate::options::limits::parse_max_fail;
+pub use file::{FileSettings, KeyProblem, WorktreeSettings};
+pub use groups::shard;
+pub use programs::{check_program, detect_runner};
+pub use schema::load_schema;
+
+use groups::command_line;
+use programs::{anchor_command, anchor_program, uses_placeholder};
+
+/// Default time limit of one attempt.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// How long the runner waits for a finished child's pipes to close before ending its group.
+pub const PIPE_WAIT: Duration = Duration::from_secs(2);
+/// The time limit of an attempt with `--batch-api` when none is given: the Batch API's
+/// 24-hour completion window and an hour for the upload and the download.
+pub const BATCH_API_TIMEOUT: Duration = Duration::from_secs(25 * 3600);
+
+/// The validated options of a run, from flags, then a file, then defaults. Built once by
+/// [`Settings::resolve`] before anything is written.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The runner definition.
+    pub runner: RunnerDef,
+    /// The exec command (program first); empty for runners that start their own program.
+    pub command: Vec<String>,
+    /// Teammates at once (≥ 1; `usize::MAX` for as many as allowed).
+    pub jobs: usize,
+    /// Time limit of one attempt.
+    pub timeout: Option<Duration>,
+    /// SIGTERM → SIGKILL grace period.
+    pub grace: Duration,
+    /// Extra attempts after a retried outcome.
+    pub retries: u32,
+    /// Statuses that are retried.
+    pub retry_on: Vec<ItemStatus>,
+    /// Delay before the first retry (doubled each time, with jitter).
+    pub retry_delay: Duration,
+    /// The verify command (argv with `{column}` placeholders).
+    pub verify: Option<Vec<String>>,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--agent-arg` values.
+    pub agent_args: Vec<String>,
+    /// `--var NAME=VALUE` overrides of the runner definition's variables.
+    pub vars: BTreeMap<String, String>,
+    /// Cap of each log file, bytes.
+    pub log_cap: u64,
+    /// How the run is shown.
+    pub format: Format,
+    /// `--isolate worktree`.
+    pub isolate: bool,
+    /// `--merge`: merge completed branches back.
+    pub merge: bool,
+    /// Ignored files copied into each worktree (relative to the repository root).
+    pub worktree_copy: Vec<PathBuf>,
+    /// Set-up command of each new worktree (argv).
+    pub worktree_setup: Option<Vec<String>>,
+    /// `--only`: which items run.
+    pub only: Only,
+    /// `--shard K/N` (or `auto` from `JOB_COMPLETION_INDEX`).
+    pub shard: Option<Shard>,
+    /// `--junit FILE`.
+    pub junit: Option<PathBuf>,
+    /// `--trace FILE`: Chrome trace events of the run.
+    pub trace: Option<PathBuf>,
+    /// `--dry-run`: show the plan, write nothing.
+    pub dry_run: bool,
+    /// `--batch-api`: the rows go as one OpenAI Batch API job (the HTTP backend's `batch`).
+    pub batch_api: bool,
+    /// `--accept-changes`: start from batch files that changed during an earlier sandboxed
+    /// run ([`crate::run::record::definition`]).
+    pub accept_changes: bool,
+    /// The file the runner definition was read from (`--runner-file`, or
+    /// `<store>/runners/NAME.toml`); `None` for a built-in one.
+    pub runner_from: Option<PathBuf>,
+    /// `--keep-formulas`: agents' values go into output CSVs as they are (by default a value
+    /// a spreadsheet would evaluate gets a leading `'`).
+    pub keep_formulas: bool,
+    /// `--keep-logs`: completed items keep their teammate folders (prompt, every attempt's
+    /// logs) instead of being compacted into `completed.jsonl`.
+    pub keep_logs: bool,
+    /// `--sandbox`: how each teammate is confined. `auto` (the default) until the plan
+    /// settles it (`Plan::settle_sandbox`), which every run does before anything starts.
+    pub sandbox: crate::sandbox::Mode,
+    /// Why teammates run unconfined when the plan settled on none for them (`auto: this
+    /// kernel has no Landlock`, `auto: the workspace lies inside …`, `no process to confine:
+    /// …`), shown on the run's first line as `sandbox none (WHY)`.
+    pub sandbox_why_none: Option<String>,
+    /// Rate-limit wait, budget and `--max-fail` of the team's gate.
+    pub limits: Limits,
+}
+
+/// What a stage, or a row's `runner_column` / `model_column`, changes of a batch's settings
+/// (BATCH.md `stages:`, issue 33); everything else comes from the batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Overrides {
+    /// Another runner definition, by name (as `--runner`).
+    pub runner: Option<String>,
+    /// Another model.
+    pub model: Option<String>,
+    /// The program of the `exec` runner (argv).
+    pub command: Option<Vec<String>>,
+    /// Another verify command (split like a shell would, never run by one).
+    pub verify: Option<String>,
+    /// Another time limit per attempt.
+    pub timeout: Option<Duration>,
+    /// Another number of retries.
+    pub retries: Option<u32>,
+}
+
+impl Overrides {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Overrides::default()
+    }
+}
+
+#[cfg(test)]
+impl Settings {
+    /// Settings for in-process tests: `runner`, one job, a 30 s time limit, every status but
+    /// `completed` retried (no retries), nothing else set.
+    pub fn for_test(runner: RunnerDef) -> Settings {
+        Settings {
+            runner,
+            command: Vec::new(),
+            jobs: 1,
+            timeout: Some(Duration::from_secs(30)),
+            grace: Duration::from_millis(100),
+            retries: 0,
+            retry_on: ItemStatus::ALL
+                .into_iter()
+                .filter(|s| *s != ItemStatus::Completed)
+                .collect(),
+            retry_delay: Duration::from_millis(1),
+            verify: None,
+            model: None,
+            agent_args: Vec::new(),
+            vars: BTreeMap::new(),
+            log_cap: 1024 * 1024,
+            format: Format::Plain,
+            isolate: false,
+            merge: false,
+            worktree_copy: Vec::new(),
+            worktree_setup: None,
+            only: Only::All,
+            shard: None,
+            junit: None,
+            trace: None,
+            dry_run: false,
+            batch_api: false,
+            accept_changes: false,
+            runner_from: None,
+            keep_formulas: false,
+            keep_logs: false,
+            sandbox: crate::sandbox::Mode::None,
+            sandbox_why_none: None,
+            limits: Default::default(),
+        }
+    }
+}
+
+impl Settings {
+    /// Combine the flags over the file's settings over the defaults, one group at a time
+    /// (`groups.rs`), and validate the result. `command` is what followed `--`; `store` is
+    /// where user runner definitions live.
+    ///
+    /// Errors: bad flag or key values and definitions (exit 2), a missing program (exit 3).
+    pub fn resolve(
+        flags: &RunArgs,
+        command: &[String],
+        file: &FileSettings,
+        store: Option<&Path>,
+    ) -> Result<Settings> {
+        let chosen = groups::runner(flags, command, file, store)?;
+        let attempts = groups::attempts(flags, file)?;
+        let isolation = groups::isolation(flags, file)?;
+        let selection = groups::selection(flags)?;
+        let outputs = groups::outputs(flags, file, selection.shard)?;
+        let settings = Settings {
+            runner: chosen.runner,
+            runner_from: chosen.runner_from,
+            // Checked as the user wrote it (messages name their words), run from anywhere:
+            // anchored below, once the checks passed.
+            command: chosen.command,
+            model: chosen.model,
+            agent_args: chosen.agent_args,
+            vars: chosen.vars,
+            jobs: attempts.jobs,
+            timeout: Some(attempts.timeout),
+            grace: attempts.grace,
+            retries: attempts.retries,
+            retry_on: attempts.retry_on,
+            retry_delay: attempts.retry_delay,
+            verify: attempts.verify,
+            isolate: isolation.isolate,
+            merge: isolation.merge,
+            worktree_copy: isolation.worktree_copy,
+            worktree_setup: isolation.worktree_setup,
+            only: selection.only,
+            shard: selection.shard,
+            format: outputs.format,
+            log_cap: outputs.log_cap,
+            junit: outputs.junit,
+            trace: outputs.trace,
+            keep_formulas: outputs.keep_formulas,
+            keep_logs: outputs.keep_logs,
+            dry_run: flags.dry_run,
+            batch_api: flags.batch_api,
+            accept_changes: flags.accept_changes,
+            sandbox: groups::sandbox(flags, file)?,
+            sandbox_why_none: None,
+            limits: groups::limits(flags, file)?,
+        };
+        settings.check_programs()?;
+        crate::fsutil::check_parents(&[
+            (settings.junit.as_deref(), "--junit"),
+            (settings.trace.as_deref(), "--trace"),
+        ])?;
+        Ok(settings.anchored())
+    }
+
+    /// These settings with the program (and the verify command's program) made absolute
+    /// from the folder runner was started in ([`programs::anchor_command`]).
+    fn anchored(mut self) -> Settings {
+        self.command = anchor_command(std::mem::take(&mut self.command));
+        if let Some(v) = self.verify.as_mut().and_then(|v| v.first_mut()) {
+            *v = anchor_program(std::mem::take(v));
+        }
+        self
+    }
+
+    /// These settings with `o` applied, checked as [`Settings::resolve`] checks its own (the
+    /// runner definition loads, its program is installed, a verify program exists). Another
+    /// runner drops the batch's `--agent-arg`s and `--var`s (they were written for its
+    /// runner) and its program (only `exec` takes one; give it `command`).
+    ///
+    /// Errors: as [`Settings::resolve`]'s (exit 2 or 3); `exec` with no program (exit 2).
+    pub fn with_overrides(&self, o: &Overrides) -> Result<Settings> {
+        let mut s = self.clone();
+        if let Some(name) = o.runner.as_deref().filter(|n| *n != s.runner.name) {
+            s.runner = definition::load(name, None, None)?;
+            s.runner_from = None;
+            s.agent_args.clear();
+            s.vars.clear();
+            s.command.clear();
+        }
+        let takes_program = s.runner.args.iter().any(|a| a == "{command_args}");
+        if let Some(c) = &o.command {
+            if !takes_program {
+                return Err(Error::Usage(format!(
+                    "`command` is only for the exec runner, and this runs `{}`",
+                    s.runner.name
+                )));
+            }
+            s.command = anchor_command(c.clone());
+        }
+        if takes_program && s.command.is_empty() {
+            return Err(Error::Usage(format!(
+                "runner `{}` needs a program: give `command: [program, args…]`",
+                s.runner.name
+            )));
+        }
+        if let Some(m) = &o.model {
+            // As `--model`: a runner with no place for a model is told, not ignored.
+            if s.runner.backend.runs_a_program()
+                && !uses_placeholder(&s.runner, "{model_args}")
+                && !uses_placeholder(&s.runner, "{model}")
+            {
+                return Err(Error::Usage(format!(
+                    "model `{m}`: runner `{}` has no place for a model (its definition uses neither {{model_args}} nor {{model}}){}",
+                    s.runner.name,
+                    match s.runner.name == "exec" {
+                        true => "; put it in the command",
+                        false => "",
+                    }
+                )));
+            }
+            s.model = Some(m.clone());
+        }
+        if o.timeout.is_some_and(|t| t.is_zero()) {
+            return Err(Error::Usage(
+                "`timeout` must be more than 0 (e.g. 90s, 10m, 1h)".into(),
+            ));
+        }
+        if let Some(v) = &o.verify {
+            let mut argv = command_line("verify", v)?;
+            if let Some(p) = argv.first_mut() {
+                *p = anchor_program(std::mem::take(p));
+            }
+            s.verify = Some(argv);
+        }
+        if let Some(t) = o.timeout {
+            s.timeout = Some(t);
+        }
+        if let Some(r) = o.retries {
+            s.retries = r;
+        }
+        if s.batch_api && s.runner.backend.runs_a_program() {
+            return Err(Error::Usage(format!(
+                "--batch-api sends requests, and runner `{}` is an agent CLI",
+                s.runner.name
+            )));
+        }
+        s.check_programs()?;
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_keys_are_the_structs_own() {
+        let keys = keys::keys_of::<FileSettings>();
+        assert_eq!(keys.first(), Some(&"runner"));
+        assert!(keys.contains(&"max_fail") && keys.contains(&"worktree"));
+        assert_eq!(keys::keys_of::<WorktreeSettings>(), ["copy", "setup"]);
+    }
+}

@@ -13,6 +13,8 @@ pub fn mcp() -> Result<i32> {
         .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?;
     // First: nothing printed from here on reaches the protocol.
     let out = crate::mcp::stdio::ProtocolOut::take()?;
+    // Nor is anything asked on a terminal: stdin is the protocol's.
+    super::todo::stdin_is_protocol();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -5,6 +5,7 @@ use std::io::{IsTerminal, Read};
 use std::path::Path;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cli::{AddArgs, ListArgs, RunArgs, StoreArgs};
 use crate::error::{Error, Result};
@@ -20,6 +21,15 @@ use crate::ui::inbox::{ListedItem, WaitingBatch, open_items, render_batches, ren
 /// The checkpoint template compiled into the binary (`templates/checkpoint.md`).
 pub const CHECKPOINT_TEMPLATE: &str = include_str!("../../templates/checkpoint.md");
 
+/// Whether stdin carries a protocol (`runner mcp`): then no command asks on the terminal,
+/// even when stdin is one.
+static STDIN_IS_PROTOCOL: AtomicBool = AtomicBool::new(false);
+
+/// Say that stdin carries a protocol for the rest of the process ([`STDIN_IS_PROTOCOL`]).
+pub fn stdin_is_protocol() {
+    STDIN_IS_PROTOCOL.store(true, Ordering::Relaxed);
+}
+
 /// Pick the store for a command, asking on a terminal when the rules need a choice.
 pub fn open_store(args: &StoreArgs, need: Need) -> Result<Store> {
     let cwd = std::env::current_dir()
@@ -29,7 +39,9 @@ pub fn open_store(args: &StoreArgs, need: Need) -> Result<Store> {
         global: args.global,
         project: args.project,
     };
-    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let interactive = !STDIN_IS_PROTOCOL.load(Ordering::Relaxed)
+        && std::io::stdin().is_terminal()
+        && std::io::stderr().is_terminal();
     store::choose(&flags, &cwd, need, interactive, |root| {
         let items = [
             format!("project store ({})", root.join(store::STORE_DIR).display()),

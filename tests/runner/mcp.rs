@@ -473,3 +473,36 @@ fn wait_exit(child: &mut Child, secs: u64) -> Option<std::process::ExitStatus> {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_waited_todo_resolve_runs_the_confirmed_items_in_the_server() {
+    let sb = Sandbox::new();
+    let agent = csv_batch(&sb);
+    let mut c = Client::start(&sb);
+    for text in ["Audit the lexer", "Audit the parser"] {
+        let (err, text) = c.call("todo_add", json!({"text": text, "store": "S"}));
+        assert!(!err, "{text}");
+    }
+    let (err, text) = c.call_with(
+        "todo_resolve",
+        json!({"store": "S", "select": "2", "command": ["sh", agent], "wait": true}),
+        Some("tok-r"),
+    );
+    assert!(!err, "{text}");
+    let summary: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(summary["exit_code"], 0, "{summary}");
+    let progress: Vec<&Value> = c
+        .notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(progress.len(), 1, "{:?}", c.notes);
+    assert_eq!(progress[0]["params"]["total"], 1.0, "{:?}", progress[0]);
+    let batch = sb.read("S/todo-1.md");
+    assert!(
+        batch.contains("[x] Audit the parser") && !batch.contains("lexer"),
+        "only the confirmed item moved, and it is ticked: {batch}"
+    );
+    let (err, text) = c.call("todo_list", json!({"store": "S"}));
+    assert!(!err && text.contains("Audit the lexer"), "{text}");
+}

@@ -47,6 +47,19 @@ fn read_text(path: &Path, what: &'static str) -> Result<String> {
 
 /// Run `runner batch` and return the exit code.
 pub fn run(args: BatchArgs) -> Result<i32> {
+    let (plan, backend) = plan(args)?;
+    pipeline::run(plan, backend)
+}
+
+/// The plan of `runner batch ARGS` (its sinks may be added to) and the backend it runs on.
+///
+/// Errors: as [`files`], [`Settings::resolve`] and [`csv_batch::plan`] (exit 2).
+pub fn plan(
+    args: BatchArgs,
+) -> Result<(
+    crate::run::schedule::plan::Plan,
+    std::sync::Arc<dyn crate::run::backend::Backend>,
+)> {
     let cwd = std::env::current_dir()
         .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?;
     let spec = match &args.batch {
@@ -74,7 +87,7 @@ pub fn run(args: BatchArgs) -> Result<i32> {
         files.input = PathBuf::from(input::STDIN_NAME);
         files.stdin = Some(Spool::read(std::io::stdin().lock())?);
     }
-    pipeline::run(csv_batch::plan(files, settings, cwd)?, backend)
+    Ok((csv_batch::plan(files, settings, cwd)?, backend))
 }
 
 /// The batch's files: flags first, then BATCH.md's keys (relative to its folder), then the

@@ -3,19 +3,24 @@
 
 use crate::error::{Error, Result};
 
-/// Serve until the client closes stdin; 0 then.
+/// Serve until the client closes stdin (or SIGINT, SIGTERM, SIGHUP); 0 then, once the run
+/// under way has ended its teammates.
 ///
-/// Errors: this binary's path or the current folder cannot be read, or the transport failed
-/// (exit 3).
+/// Errors: the current folder cannot be read, stdout cannot be set aside for the protocol, a
+/// signal handler cannot be installed, or the transport failed (exit 3).
 pub fn mcp() -> Result<i32> {
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::Environment(format!("cannot find the runner's own binary: {e}")))?;
     let cwd = std::env::current_dir()
         .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?;
+    // First: nothing printed from here on reaches the protocol.
+    let out = crate::mcp::stdio::ProtocolOut::take()?;
+    // Nor is anything asked on a terminal: stdin is the protocol's.
+    super::todo::stdin_is_protocol();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::Environment(format!("cannot start the async runtime: {e}")))?;
-    rt.block_on(crate::mcp::serve(exe, cwd))?;
-    Ok(0)
+    let served = rt.block_on(crate::mcp::serve(cwd, out));
+    // A blocking read of stdin may still be pending: do not wait for it.
+    rt.shutdown_background();
+    served.map(|()| 0)
 }

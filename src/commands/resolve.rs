@@ -6,21 +6,62 @@
 //! items, and the batch file and the inbox are written — the batch first, so a crash
 //! between the two writes leaves an item in both places, never in neither.
 
+use std::collections::HashSet;
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::todo::{open_store, store_settings};
 use super::todo_run;
 use crate::cli::ResolveArgs;
 use crate::error::{Error, Result};
-use crate::source::todo::{Section, TodoDocument};
+use crate::options::Format;
+use crate::run::backend::Backend;
+use crate::run::schedule::plan::Plan;
+use crate::settings::Settings;
+use crate::source::todo::{BatchRef, Section, TodoDocument};
 use crate::source::todo_batch::{self, TodoBatch};
 use crate::store::{Need, Store, parse_inbox, today};
 use crate::ui::inbox::render_items;
 use crate::ui::say;
 
+/// What [`prepare`] left to do: nothing (the exit code: nothing to resolve, nothing
+/// selected, a dry run shown), or the run of the batch it wrote.
+pub enum Resolved {
+    /// Done, with this exit code.
+    Done(i32),
+    /// The items moved to a batch file; its run is next.
+    Run(Box<ResolvedRun>),
+}
+
+/// A batch `resolve` wrote, ready to run ([`todo_run::run_plan`]).
+pub struct ResolvedRun {
+    /// The run's plan (`None`: every item of the batch is ticked); a caller may add sinks.
+    pub plan: Option<Plan>,
+    /// The run's `--format`.
+    pub format: Format,
+    /// The batch file (`todo-N.md`).
+    pub batch: PathBuf,
+    /// The backend every attempt runs on.
+    pub backend: Arc<dyn Backend>,
+}
+
 /// `runner resolve`.
 pub fn resolve(args: ResolveArgs) -> Result<i32> {
+    match prepare(args)? {
+        Resolved::Done(code) => Ok(code),
+        Resolved::Run(r) => todo_run::run_plan(r.plan, r.format, &r.batch, r.backend),
+    }
+}
+
+/// Everything `runner resolve` does before its team runs: show the inbox, take the selection
+/// (`--select`, every open todo item with `--yes`, else asked on the terminal), check it, and
+/// move the chosen items into the next `todo-N.md` with its run's plan built and checked.
+///
+/// Errors: a bad `--select` or runner option, no confirmation off a terminal, the inbox
+/// changed under the choice, the plan's checks (exit 2; nothing is written); the store cannot
+/// be locked or written.
+pub fn prepare(args: ResolveArgs) -> Result<Resolved> {
     let format = args.run.format;
     let select = match &args.select {
         Some(text) => crate::options::selection::parse_numbers("--select", text)?,
@@ -31,15 +72,10 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     let inbox_path = store.inbox();
     let doc = parse_inbox(&inbox_path, &text)?;
     let finished = store.finished_batch_items(&doc);
-    let waiting = |n: &u32| {
-        doc.item(*n)
-            .and_then(|i| i.after_batches.iter().find(|b| !finished.contains(b)))
-            .copied()
-    };
     let candidates: Vec<u32> = doc
         .resolvable()
         .into_iter()
-        .filter(|n| waiting(n).is_none())
+        .filter(|n| waits_for(&doc, &finished, *n).is_none())
         .collect();
     if candidates.is_empty() && select.is_empty() {
         if !existed {
@@ -55,7 +91,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
                 inbox_path.display()
             ),
         );
-        return Ok(0);
+        return Ok(Resolved::Done(0));
     }
     let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     if !args.yes && !interactive {
@@ -67,27 +103,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     }
     say(format, inbox_path.display());
     say(format, render_items(&doc).trim_end());
-    for n in &select {
-        if candidates.contains(n) {
-            continue;
-        }
-        let why = match (doc.block_problems(*n).first(), waiting(n)) {
-            (Some(p), _) => format!("item {n} cannot be handed out: {p}; fix it first"),
-            (None, Some(b)) => format!("item {n} waits for {b}, which has not completed"),
-            (None, None) => {
-                let open: Vec<String> = candidates.iter().map(u32::to_string).collect();
-                format!(
-                    "there is no open item {n}; the open items are {}",
-                    open.join(", ")
-                )
-            }
-        };
-        return Err(Error::input_at(
-            &inbox_path,
-            None,
-            format!("--select {n}: {why}"),
-        ));
-    }
+    check_selection(&doc, &finished, &select, &candidates, &inbox_path)?;
     // Validate the runner options before asking anything or writing.
     let (settings, backend) = store_settings(&store, &args.run, &args.command)?;
     // (A dry run's plan says it with the rest.)
@@ -104,7 +120,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     };
     if selected.is_empty() {
         say(format, "Nothing selected.");
-        return Ok(0);
+        return Ok(Resolved::Done(0));
     }
     // The move is checked on the inbox as shown (bad input changes nothing), then made
     // under the store lock on the inbox as it is then.
@@ -119,13 +135,75 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
             ),
         );
         let run = batch_run(&store, &m.batch_path, args.keep_team);
-        return todo_run::run_batch(run, &m.batch_doc, settings, backend);
+        return todo_run::run_batch(run, &m.batch_doc, settings, backend).map(Resolved::Done);
     }
     crate::fault::pause("resolve-chosen");
+    let format = settings.format;
+    let (plan, batch) = move_items(&store, &doc, &selected, settings, args.keep_team)?;
+    Ok(Resolved::Run(Box::new(ResolvedRun {
+        plan,
+        format,
+        batch,
+        backend,
+    })))
+}
+
+/// The batch an inbox item `n` still waits for (its `@after:todo-N#K` that has not
+/// completed), if any.
+fn waits_for(doc: &TodoDocument, finished: &HashSet<BatchRef>, n: u32) -> Option<BatchRef> {
+    doc.item(n)
+        .and_then(|i| i.after_batches.iter().find(|b| !finished.contains(b)))
+        .copied()
+}
+
+/// Every number of `select` is one of the `candidates` the inbox `doc` offers.
+///
+/// Errors: the first that is not, with why (its problem, the batch it waits for, or the open
+/// items there are), naming the inbox (exit 2).
+fn check_selection(
+    doc: &TodoDocument,
+    finished: &HashSet<BatchRef>,
+    select: &[u32],
+    candidates: &[u32],
+    inbox: &Path,
+) -> Result<()> {
+    let Some(n) = select.iter().find(|n| !candidates.contains(n)) else {
+        return Ok(());
+    };
+    let why = match (doc.block_problems(*n).first(), waits_for(doc, finished, *n)) {
+        (Some(p), _) => format!("item {n} cannot be handed out: {p}; fix it first"),
+        (None, Some(b)) => format!("item {n} waits for {b}, which has not completed"),
+        (None, None) => {
+            let open: Vec<String> = candidates.iter().map(u32::to_string).collect();
+            format!(
+                "there is no open item {n}; the open items are {}",
+                open.join(", ")
+            )
+        }
+    };
+    Err(Error::input_at(inbox, None, format!("--select {n}: {why}")))
+}
+
+/// Under the store lock: read the inbox again, check the `selected` items of `doc` (as
+/// shown) are still the same items, build and check the run's plan, then write the batch
+/// file and the inbox — the batch first, so a crash between the two leaves an item in both
+/// places, never in neither. Returns the plan (`None`: nothing left to run) and the batch
+/// file.
+///
+/// Errors: the inbox changed under the choice, the plan's checks (exit 2; nothing written);
+/// the store cannot be locked or written.
+fn move_items(
+    store: &Store,
+    doc: &TodoDocument,
+    selected: &[u32],
+    settings: Settings,
+    keep_team: bool,
+) -> Result<(Option<Plan>, PathBuf)> {
+    let inbox_path = store.inbox();
     let lock = store.lock()?;
     let (now, _) = store.read_inbox(&today())?;
     let fresh = TodoDocument::parse(&now);
-    let selected = doc.same_items_in(&fresh, &selected).ok_or_else(|| {
+    let selected = doc.same_items_in(&fresh, selected).ok_or_else(|| {
         Error::input_at(
             &inbox_path,
             None,
@@ -135,12 +213,12 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
     })?;
     let n = store.next_batch_number();
     let finished = store.finished_batch_items(&fresh);
-    let m = todo_batch::prepare_move(&store, &fresh, &selected, n, &finished, &today())?;
+    let m = todo_batch::prepare_move(store, &fresh, &selected, n, &finished, &today())?;
     // The whole plan is built and checked before anything is written: a bad flag (an output
     // over the inbox, say) leaves the inbox as it was.
     let format = settings.format;
     let mut plan = todo_batch::plan(
-        batch_run(&store, &m.batch_path, args.keep_team),
+        batch_run(store, &m.batch_path, keep_team),
         &m.batch_doc,
         settings,
     )?;
@@ -170,7 +248,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
             m.batch_path.display()
         ),
     );
-    todo_run::run_plan(plan, format, &m.batch_path, backend)
+    Ok((plan, m.batch_path))
 }
 
 /// The run of a batch `resolve` made: every item, Ideas included.

@@ -144,34 +144,44 @@ fn shown(
 
 /// `runner show ID [WORKSPACE] [--prompt]`.
 pub fn show(args: ShowArgs) -> Result<i32> {
+    if !args.prompt {
+        crate::ui::out(item_view(&args.id, args.workspace.as_deref())?);
+        return Ok(0);
+    }
     let found = locate(args.workspace.as_deref())?;
-    let (id, events, teammate) = match item_events(&found, &args.id) {
+    let (id, events, teammate) = item_events(&found, &args.id)?;
+    let record = compacted(&found, &id, &events)?;
+    if let Some((file, None)) = &record {
+        return Err(record_lost(&id, file));
+    }
+    let kept = record.as_ref().and_then(|(_, r)| r.as_ref());
+    print_prompt(&found, &id, &teammate, kept)
+}
+
+/// What `runner show NAME [WORKSPACE]` prints: item `name` (its id or its teammate's name)
+/// of the team `workspace` names (default: the most recent team here) — its status, every
+/// attempt with its verdict, the report, what the teammate last said, the end of its log —
+/// or, for a staged batch's row, its chain of stages. What agents wrote is shown, never
+/// obeyed ([`crate::ui::terminal_safe`]).
+///
+/// Errors: no such team, no such item in it (exit 2); its journal, archive or compacted
+/// record cannot be read.
+pub fn item_view(name: &str, workspace: Option<&Path>) -> Result<String> {
+    let found = locate(workspace)?;
+    let (id, events, teammate) = match item_events(&found, name) {
         Ok(found_item) => found_item,
-        Err(e) => match args.prompt {
-            true => return Err(e),
-            // A staged batch's row: its whole chain.
-            false => match show_row(&found, &args.id)? {
-                Some(text) => {
-                    crate::ui::out(crate::ui::terminal_safe(&text));
-                    return Ok(0);
-                }
-                None => return Err(e),
-            },
-        },
+        // A staged batch's row: its whole chain.
+        Err(e) => {
+            return match show_row(&found, name)? {
+                Some(text) => Ok(crate::ui::terminal_safe(&text)),
+                None => Err(e),
+            };
+        }
     };
     let record = compacted(&found, &id, &events)?;
-    if args.prompt {
-        if let Some((file, None)) = &record {
-            return Err(record_lost(&id, file));
-        }
-        let kept = record.as_ref().and_then(|(_, r)| r.as_ref());
-        return print_prompt(&found, &id, &teammate, kept);
-    }
-    // What agents wrote reaches the terminal shown, never obeyed.
-    crate::ui::out(crate::ui::terminal_safe(&shown(
+    Ok(crate::ui::terminal_safe(&shown(
         &found, &id, &events, &teammate, &record,
-    )));
-    Ok(0)
+    )))
 }
 
 /// `runner show ID --prompt`: the last attempt's prompt, from the teammate folder (never

@@ -50,8 +50,57 @@ fn view(found: &Found, brief_view: bool, stale_after: Duration) -> Result<(Strin
     Ok((text, s))
 }
 
+/// A team's state as `runner status` shows it once: the text (`--brief`'s or the full view)
+/// and the snapshot it was read from, whose [`StatusView::exit_code`] is the command's.
+pub struct StatusView {
+    /// What `runner status` prints (with `--brief`, the lead agent's summary).
+    pub text: String,
+    /// The team's `team.json` (or its archive) as read.
+    pub snapshot: Snapshot,
+}
+
+impl StatusView {
+    /// 1 when an item did not complete or the run ended with items never started, else 0.
+    pub fn exit_code(&self) -> i32 {
+        exit_code(&self.snapshot)
+    }
+}
+
+/// The `--stale-after` of `args`, else [`crate::working_context::STALE_AFTER`].
+///
+/// Errors: not a duration (exit 2).
+fn stale_after(args: &StatusArgs) -> Result<Duration> {
+    match &args.stale_after {
+        Some(t) => crate::settings::parse_duration("--stale-after", t),
+        None => Ok(crate::working_context::STALE_AFTER),
+    }
+}
+
+/// The team `args.workspace` names (default: the most recently updated team here, or in
+/// `args.store`), found and read once as `runner status` shows it (`args.brief` picks the
+/// view; `--watch` and `--list` are the command's). A team whose items failed is a view like
+/// any other: its exit code says so, it is no error.
+///
+/// Errors: `--store` is no store, `--stale-after` no duration, no team there, or its
+/// team.json or archive cannot be read (exit 2).
+pub fn team_status(args: &StatusArgs) -> Result<StatusView> {
+    let store = args.store.as_deref();
+    if let Some(dir) = store {
+        crate::store::check_given(dir)?;
+    }
+    let stale_after = stale_after(args)?;
+    let found = crate::run::record::workspace::locate_in(args.workspace.as_deref(), store)?;
+    let (text, snapshot) = view(&found, args.brief, stale_after)?;
+    Ok(StatusView { text, snapshot })
+}
+
 /// `runner status`.
 pub fn status(args: StatusArgs) -> Result<i32> {
+    if !args.list && !args.watch {
+        let view = team_status(&args)?;
+        crate::ui::out(&view.text);
+        return Ok(view.exit_code());
+    }
     let store = args.store.as_deref();
     if let Some(dir) = store {
         crate::store::check_given(dir)?;
@@ -73,18 +122,9 @@ pub fn status(args: StatusArgs) -> Result<i32> {
         }
         return Ok(code);
     }
-    let stale_after = match &args.stale_after {
-        Some(t) => crate::settings::parse_duration("--stale-after", t)?,
-        None => crate::working_context::STALE_AFTER,
-    };
-    let found = crate::run::record::workspace::locate_in(args.workspace.as_deref(), store)?;
-    if !args.watch {
-        let (text, s) = view(&found, args.brief, stale_after)?;
-        crate::ui::out(text);
-        return Ok(exit_code(&s));
-    }
+    let stale_after = stale_after(&args)?;
+    let mut found = crate::run::record::workspace::locate_in(args.workspace.as_deref(), store)?;
     let tty = std::io::stdout().is_terminal();
-    let mut found = found;
     loop {
         // A todo run that completed removed its workspace for its archive: show that.
         if !found.path().exists()

@@ -5,6 +5,7 @@ use std::io::{IsTerminal, Read};
 use std::path::Path;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cli::{AddArgs, ListArgs, RunArgs, StoreArgs};
 use crate::error::{Error, Result};
@@ -20,6 +21,15 @@ use crate::ui::inbox::{ListedItem, WaitingBatch, open_items, render_batches, ren
 /// The checkpoint template compiled into the binary (`templates/checkpoint.md`).
 pub const CHECKPOINT_TEMPLATE: &str = include_str!("../../templates/checkpoint.md");
 
+/// Whether stdin carries a protocol (`runner mcp`): then no command asks on the terminal,
+/// even when stdin is one.
+static STDIN_IS_PROTOCOL: AtomicBool = AtomicBool::new(false);
+
+/// Say that stdin carries a protocol for the rest of the process ([`STDIN_IS_PROTOCOL`]).
+pub fn stdin_is_protocol() {
+    STDIN_IS_PROTOCOL.store(true, Ordering::Relaxed);
+}
+
 /// Pick the store for a command, asking on a terminal when the rules need a choice.
 pub fn open_store(args: &StoreArgs, need: Need) -> Result<Store> {
     let cwd = std::env::current_dir()
@@ -29,7 +39,9 @@ pub fn open_store(args: &StoreArgs, need: Need) -> Result<Store> {
         global: args.global,
         project: args.project,
     };
-    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let interactive = !STDIN_IS_PROTOCOL.load(Ordering::Relaxed)
+        && std::io::stdin().is_terminal()
+        && std::io::stderr().is_terminal();
     store::choose(&flags, &cwd, need, interactive, |root| {
         let items = [
             format!("project store ({})", root.join(store::STORE_DIR).display()),
@@ -73,8 +85,32 @@ pub fn read_doc(path: &Path) -> Result<(String, TodoDocument)> {
     Ok((text, doc))
 }
 
-/// `runner list`.
-pub fn list(args: ListArgs) -> Result<i32> {
+/// The todo inbox of a store and its batch files with items left to run, as `runner list`
+/// shows them.
+pub struct Listing {
+    /// The inbox file (`todo.md`).
+    pub inbox: std::path::PathBuf,
+    /// The inbox, parsed.
+    pub doc: TodoDocument,
+    /// The batch files with unticked items, each with the command that runs them.
+    pub waiting: Vec<(WaitingBatch, TodoDocument)>,
+}
+
+impl Listing {
+    /// `runner list --format json`: `{"v":1,"inbox":…,"items":[…],"batches":[…]}`
+    /// ([`crate::ui::inbox::json`]).
+    pub fn json(&self) -> String {
+        let batches: Vec<WaitingBatch> = self.waiting.iter().map(|(b, _)| b.clone()).collect();
+        crate::ui::inbox::json(&self.inbox.display().to_string(), &self.doc, &batches)
+    }
+}
+
+/// Read the inbox of the store `args` picks (made, empty, when it is not there yet and the
+/// store can be written) and the batches waiting in it.
+///
+/// Errors: `--store` is no store; the inbox cannot be read or has problems (exit 2, naming
+/// file and line).
+pub fn listing(args: &ListArgs) -> Result<Listing> {
     if let Some(dir) = &args.store.store {
         store::check_given(dir)?;
     }
@@ -96,20 +132,27 @@ pub fn list(args: ListArgs) -> Result<i32> {
         }
     }
     let doc = parse_inbox(&store.inbox(), &text)?;
-    let waiting = waiting_batches(&store);
+    Ok(Listing {
+        inbox: store.inbox(),
+        doc,
+        waiting: waiting_batches(&store),
+    })
+}
+
+/// `runner list`.
+pub fn list(args: ListArgs) -> Result<i32> {
+    let listing = listing(&args)?;
     if args.format == crate::options::Format::Json {
-        let batches: Vec<WaitingBatch> = waiting.into_iter().map(|(b, _)| b).collect();
-        crate::ui::out(crate::ui::inbox::json(
-            &store.inbox().display().to_string(),
-            &doc,
-            &batches,
-        ));
+        crate::ui::out(listing.json());
         return Ok(0);
     }
-    crate::ui::outln(store.inbox().display());
-    crate::ui::out(render_items(&doc));
-    let shown: Vec<(WaitingBatch, &TodoDocument)> =
-        waiting.iter().map(|(b, d)| (b.clone(), d)).collect();
+    crate::ui::outln(listing.inbox.display());
+    crate::ui::out(render_items(&listing.doc));
+    let shown: Vec<(WaitingBatch, &TodoDocument)> = listing
+        .waiting
+        .iter()
+        .map(|(b, d)| (b.clone(), d))
+        .collect();
     crate::ui::out(render_batches(&shown));
     Ok(0)
 }
@@ -165,8 +208,33 @@ fn waiting_batches(store: &Store) -> Vec<(WaitingBatch, TodoDocument)> {
     out
 }
 
-/// `runner add`.
-pub fn add(args: AddArgs) -> Result<i32> {
+/// An item `runner add` wrote: its number in the inbox, the inbox, and its checkpoint file
+/// (`None` for an idea). Shown as the command prints it (`Added item 3 to … with checkpoint
+/// cp-….md`).
+pub struct Added {
+    /// Its number, as `runner list` counts.
+    pub number: u32,
+    /// The inbox it went to.
+    pub inbox: std::path::PathBuf,
+    /// Its checkpoint file's name in the store (`None`: an idea).
+    pub checkpoint: Option<String>,
+}
+
+impl std::fmt::Display for Added {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (number, inbox) = (self.number, self.inbox.display());
+        match &self.checkpoint {
+            Some(cp) => write!(f, "Added item {number} to {inbox} with checkpoint {cp}"),
+            None => write!(f, "Added idea {number} to {inbox}"),
+        }
+    }
+}
+
+/// The title and the continuation of `args.text`, once it is known to be an item `add`
+/// takes.
+///
+/// Errors: the text is empty, or an idea is given a checkpoint (exit 2).
+fn item_text(args: &AddArgs, has_checkpoint: bool) -> Result<(String, String)> {
     let (title, continuation) = match args.text.trim().split_once('\n') {
         Some((t, rest)) => (t.trim().to_owned(), rest.to_owned()),
         None => (args.text.trim().to_owned(), String::new()),
@@ -174,11 +242,17 @@ pub fn add(args: AddArgs) -> Result<i32> {
     if title.is_empty() {
         return Err(Error::Usage("the item text is empty".into()));
     }
-    if args.idea && args.checkpoint.is_some() {
+    if args.idea && has_checkpoint {
         return Err(Error::Usage(
             "an idea has no checkpoint; drop --checkpoint or --idea".into(),
         ));
     }
+    Ok((title, continuation))
+}
+
+/// `runner add`.
+pub fn add(args: AddArgs) -> Result<i32> {
+    item_text(&args, args.checkpoint.is_some())?;
     let body = match args.checkpoint.as_deref() {
         None => None,
         Some("-") => {
@@ -190,6 +264,20 @@ pub fn add(args: AddArgs) -> Result<i32> {
         }
         Some(p) => Some(store::read_utf8(Path::new(p))?),
     };
+    crate::ui::outln(add_item(&args, body)?);
+    Ok(0)
+}
+
+/// Add `args.text` to the inbox of the store `args` picks, a todo item with a checkpoint file
+/// rendered from the store's template around `checkpoint` (the Markdown `--checkpoint` named;
+/// its own path in `args` is not read), or an idea.
+///
+/// Errors: as [`item_text`]; the template does not render; the item would not read back as
+/// given (an `@after:` naming no item) — nothing is written then (exit 2); the store cannot
+/// be locked or written.
+pub fn add_item(args: &AddArgs, checkpoint: Option<String>) -> Result<Added> {
+    let (title, continuation) = item_text(args, checkpoint.is_some())?;
+    let body = checkpoint;
     let store = open_store(&args.store, Need::Choice)?;
     let cp_template = store.template("checkpoint.md", CHECKPOINT_TEMPLATE)?;
     // Check everything before writing: the template renders, the item reads back.
@@ -264,17 +352,11 @@ pub fn add(args: AddArgs) -> Result<i32> {
     crate::fault::pause("add-edit");
     crate::fsutil::write_atomic(&store.inbox(), doc.render().as_bytes())?;
     drop(lock);
-    match checkpoint_name {
-        Some(cp) => crate::ui::outln(format_args!(
-            "Added item {number} to {} with checkpoint {cp}",
-            store.inbox().display()
-        )),
-        None => crate::ui::outln(format_args!(
-            "Added idea {number} to {}",
-            store.inbox().display()
-        )),
-    }
-    Ok(0)
+    Ok(Added {
+        number,
+        inbox: store.inbox(),
+        checkpoint: checkpoint_name,
+    })
 }
 
 /// Append item `line` (pinned to `checkpoint`) with `continuation` to `section` of `doc`;

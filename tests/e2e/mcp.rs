@@ -1,8 +1,8 @@
 //! `runner mcp` against a real MCP client: the official MCP Inspector's connection CLI
 //! (`mcpdo`, pinned, installed by `.ci/run` under `target/e2e-inspector/`), on a private
 //! daemon (`mcpdo private`) with a private HOME. It connects to `runner mcp` over stdio,
-//! lists the tools and calls each; a refusal comes back as a tool error; stopping the daemon
-//! ends the server. Skipped with a notice when the Inspector is not installed.
+//! lists the tools and calls each; a refusal comes back as a tool error, a team whose item
+//! failed as its status; stopping the daemon ends the server. Skipped with a notice when the Inspector is not installed.
 
 use std::path::Path;
 use std::process::Command;
@@ -156,6 +156,43 @@ fn the_inspector_calls_every_tool_of_runner_mcp() {
     ]);
     assert_eq!(code, 0, "{out}");
     assert!(text_of(&result_of(&out)).contains("did b"), "{out}");
+
+    // A team whose item failed: its run is a result (exit 1), its status data, not an error.
+    std::fs::write(dir.join("fail.csv"), "id,topic\nc,x\n").expect("csv");
+    std::fs::write(
+        dir.join("fail.sh"),
+        "cat > /dev/null\nprintf '{\"status\":\"failed\",\"summary\":\"gave up on %s\"}' \"$RUNNER_ITEM_ID\" > \"$RUNNER_REPORT\"\n",
+    )
+    .expect("agent");
+    let args = serde_json::json!({
+        "csv_path": "fail.csv",
+        "instruction": "Look at {topic}.",
+        "id_column": "id",
+        "output_csv_path": "failed-output.csv",
+        "command": ["sh", dir.join("fail.sh")],
+        "wait": true
+    })
+    .to_string();
+    let (code, out, err) = on(&["tools/call", "batch_run", "--tool-args-json", &args]);
+    assert_eq!(code, 0, "{out}{err}");
+    let summary: Value = serde_json::from_str(&text_of(&result_of(&out))).expect("summary");
+    assert_eq!(summary["exit_code"], 1, "{summary}");
+    let failed = dir.join("failed-output.csv").display().to_string();
+    let (code, out, err) = on(&[
+        "tools/call",
+        "status",
+        &format!("team:={}", Value::from(failed)),
+    ]);
+    assert_eq!(
+        code, 0,
+        "the status of a failed team is no tool error: {out}{err}"
+    );
+    let status = result_of(&out);
+    assert_ne!(status["isError"], true, "{out}");
+    assert!(
+        text_of(&status).contains("- c (failed)") && text_of(&status).contains("gave up on c"),
+        "{out}"
+    );
 
     let (code, _, err) = call(&["daemon", "stop"]);
     assert_eq!(code, 0, "{err}");

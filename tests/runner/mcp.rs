@@ -13,7 +13,8 @@ use crate::harness::{Sandbox, wait_for};
 /// A client session with `runner mcp` started in the sandbox.
 struct Client {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` once closed ([`Client::close_stdin`]).
+    stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     next: u64,
     /// Notifications seen while waiting for responses.
@@ -29,7 +30,7 @@ impl Client {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn runner mcp");
-        let stdin = child.stdin.take().expect("stdin");
+        let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut c = Client {
             child,
@@ -55,8 +56,14 @@ impl Client {
     }
 
     fn send(&mut self, msg: &Value) {
-        writeln!(self.stdin, "{msg}").expect("write");
-        self.stdin.flush().expect("flush");
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{msg}").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    /// Close the server's stdin, as a client that goes away does.
+    fn close_stdin(&mut self) {
+        self.stdin = None;
     }
 
     /// Send a request and read until its response; every line read must be JSON-RPC.
@@ -270,15 +277,30 @@ fn a_batch_run_in_the_background_answers_at_once_and_status_and_show_follow_it()
     });
     let (err, text) = c.call("show", json!({"item": "b", "team": workspace}));
     assert!(!err && text.contains("did b"), "{text}");
-    let log = started["stderr_log"]
-        .as_str()
-        .expect("stderr_log")
-        .to_owned();
-    let events = log.replace(".stderr.log", ".jsonl");
-    assert!(events.ends_with(".events.jsonl"), "{events}");
-    wait_for("the finished run's temporary files to go", 30, || {
-        !std::path::Path::new(&log).exists() && !std::path::Path::new(&events).exists()
+    assert_eq!(
+        started["pid"],
+        c.child.id(),
+        "the team runs in the server's own process: {started}"
+    );
+    assert!(
+        started.get("stderr_log").is_none(),
+        "no runner subprocess, no log of its own: {started}"
+    );
+    // One run at a time: the same call again is refused while the first one finishes its
+    // outputs, then resumes (nothing runs twice).
+    let mut again = String::new();
+    wait_for("the first run to end", 30, || {
+        let (err, text) = c.call_with(
+            "batch_run",
+            json!({"csv_path": "rows.csv", "instruction": "Look at {topic}.", "id_column": "id",
+                   "command": ["sh", agent], "wait": true}),
+            None,
+        );
+        assert!(!err || text.contains("one run at a time"), "{text}");
+        again = text;
+        !err
     });
+    assert!(again.contains("\"resumed\":3"), "{again}");
     let (err, text) = c.call("show", json!({"item": "nope", "team": workspace}));
     assert!(err, "an unknown item is the CLI's error: {text}");
     // Bad input: the CLI's words, naming what to fix.
@@ -291,4 +313,196 @@ fn a_batch_run_in_the_background_answers_at_once_and_status_and_show_follow_it()
                "wait": true}),
     );
     assert!(err && text.contains("missing.csv"), "{text}");
+}
+
+#[test]
+fn the_status_of_a_team_with_a_failed_item_is_its_state_not_an_error() {
+    let sb = Sandbox::new();
+    sb.write("rows.csv", "id,topic\na,x\nb,y\nc,z\n");
+    let agent = sb
+        .write(
+            "agent.sh",
+            "cat > /dev/null\nif [ \"$RUNNER_ITEM_ID\" = b ]; then s=failed; else s=completed; fi\nprintf '{\"status\":\"%s\",\"summary\":\"did %s\"}' \"$s\" \"$RUNNER_ITEM_ID\" > \"$RUNNER_REPORT\"\n",
+        )
+        .display()
+        .to_string();
+    let mut c = Client::start(&sb);
+    let (err, text) = c.call(
+        "batch_run",
+        json!({"csv_path": "rows.csv", "instruction": "Look at {topic}.", "id_column": "id",
+               "command": ["sh", agent], "wait": true}),
+    );
+    assert!(!err, "an item that failed is a result: {text}");
+    let summary: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(summary["exit_code"], 1, "{summary}");
+    let (err, text) = c.call("status", json!({"team": "workers-output.csv"}));
+    assert!(
+        !err,
+        "the status of a team with a failed item is data: {text}"
+    );
+    assert!(text.contains("2 completed"), "{text}");
+    assert!(text.contains("- b (failed)"), "{text}");
+    let (err, text) = c.call("show", json!({"item": "b", "team": "workers-output.csv"}));
+    assert!(!err && text.contains("did b"), "{text}");
+}
+
+#[test]
+fn a_runs_bad_input_is_a_tool_error_naming_the_file_and_line() {
+    let sb = Sandbox::new();
+    let agent = csv_batch(&sb);
+    sb.write("bad.csv", "id,topic\na,x\nb,y,extra\n");
+    let mut c = Client::start(&sb);
+    let before = sb.tree();
+    let (err, text) = c.call(
+        "batch_run",
+        json!({"csv_path": "bad.csv", "instruction": "Look at {topic}.", "id_column": "id",
+               "command": ["sh", agent], "wait": true}),
+    );
+    let (input, instruction) = (
+        sb.join("bad.csv").display().to_string(),
+        sb.join("workers-output.instruction.md")
+            .display()
+            .to_string(),
+    );
+    let cli = sb.run(&[
+        "batch",
+        "--input",
+        &input,
+        "--instruction",
+        &instruction,
+        "--id-column",
+        "id",
+        "--",
+        "sh",
+        &agent,
+    ]);
+    assert!(err, "{text}");
+    assert!(text.contains("bad.csv:3"), "the file and the line: {text}");
+    assert!(
+        text.contains(cli.stderr.trim()) && text.ends_with("(exit 2)"),
+        "the CLI's message ({}) and exit code: {text}",
+        cli.stderr.trim()
+    );
+    let mut after = sb.tree();
+    after.remove(std::path::Path::new("workers-output.instruction.md"));
+    assert_eq!(after, before, "bad input changes nothing");
+}
+
+/// Rows `a` and `b` and an agent that records its pid and sleeps: a team that only ends
+/// when it is ended.
+fn sleeping_batch(sb: &Sandbox) -> String {
+    sb.write("rows.csv", "id,topic\na,x\nb,y\n");
+    let pids = sb.path().display().to_string();
+    sb.write(
+        "agent.sh",
+        format!("cat > /dev/null\necho $$ > \"{pids}/$RUNNER_ITEM_ID.pid\"\nexec sleep 300\n"),
+    )
+    .display()
+    .to_string()
+}
+
+/// Start a sleeping team in the background and wait until both teammates run.
+fn start_sleeping_team(sb: &Sandbox, c: &mut Client) {
+    let agent = sleeping_batch(sb);
+    let (err, text) = c.call(
+        "batch_run",
+        json!({"csv_path": "rows.csv", "instruction": "Look at {topic}.", "id_column": "id",
+               "command": ["sh", agent]}),
+    );
+    assert!(!err, "{text}");
+    wait_for("both teammates to run", 30, || {
+        sb.read_opt("a.pid").is_some() && sb.read_opt("b.pid").is_some()
+    });
+    let (err, text) = c.call(
+        "batch_run",
+        json!({"csv_path": "rows.csv", "instruction": "x"}),
+    );
+    assert!(err && text.contains("one run at a time"), "{text}");
+}
+
+#[test]
+fn closing_stdin_ends_the_server_and_every_teammate() {
+    let sb = Sandbox::new();
+    let mut c = Client::start(&sb);
+    start_sleeping_team(&sb, &mut c);
+    c.close_stdin();
+    let ended = wait_exit(&mut c.child, 60);
+    assert!(ended.is_some(), "the server outlived its client's stdin");
+    assert_eq!(
+        sb.survivors_after(5.0),
+        Vec::new(),
+        "teammates outlived the server"
+    );
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert!(
+        journal.contains("\"event\":\"interrupted\""),
+        "the team was interrupted as Ctrl-C does: {journal}"
+    );
+}
+
+#[test]
+fn a_terminated_server_ends_every_teammate_first() {
+    let sb = Sandbox::new();
+    let mut c = Client::start(&sb);
+    start_sleeping_team(&sb, &mut c);
+    let pid = c.child.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let ended = wait_exit(&mut c.child, 60);
+    assert!(ended.is_some(), "the server outlived SIGTERM");
+    assert_eq!(
+        sb.survivors_after(5.0),
+        Vec::new(),
+        "teammates outlived the server"
+    );
+}
+
+/// Wait up to `secs` for `child` to exit.
+fn wait_exit(child: &mut Child, secs: u64) -> Option<std::process::ExitStatus> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if std::time::Instant::now() > until {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_waited_todo_resolve_runs_the_confirmed_items_in_the_server() {
+    let sb = Sandbox::new();
+    let agent = csv_batch(&sb);
+    let mut c = Client::start(&sb);
+    for text in ["Audit the lexer", "Audit the parser"] {
+        let (err, text) = c.call("todo_add", json!({"text": text, "store": "S"}));
+        assert!(!err, "{text}");
+    }
+    let (err, text) = c.call_with(
+        "todo_resolve",
+        json!({"store": "S", "select": "2", "command": ["sh", agent], "wait": true}),
+        Some("tok-r"),
+    );
+    assert!(!err, "{text}");
+    let summary: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(summary["exit_code"], 0, "{summary}");
+    let progress: Vec<&Value> = c
+        .notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(progress.len(), 1, "{:?}", c.notes);
+    assert_eq!(progress[0]["params"]["total"], 1.0, "{:?}", progress[0]);
+    let batch = sb.read("S/todo-1.md");
+    assert!(
+        batch.contains("[x] Audit the parser") && !batch.contains("lexer"),
+        "only the confirmed item moved, and it is ticked: {batch}"
+    );
+    let (err, text) = c.call("todo_list", json!({"store": "S"}));
+    assert!(!err && text.contains("Audit the lexer"), "{text}");
 }

@@ -82,7 +82,7 @@ pub fn test_case(team: &str, o: &Outcome, retried: &[Verdict]) -> TestCase {
     case
 }
 
-/// Whether `bytes` are a JUnit XML report (what [`write`] makes, or another tool's): the
+/// Whether `bytes` are a JUnit XML report (what [`write`](fn@write) makes, or another tool's): the
 /// only kind of file `--junit` replaces.
 pub fn is_junit(bytes: &[u8]) -> bool {
     let head = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]);

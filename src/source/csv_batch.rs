@@ -1,6 +1,7 @@
 //! The CSV batch source adapter (DESIGN §3, seed `taskmaster-protocol.md`): an input CSV and
 //! an instruction template become a [`Plan`] — one item per selected row, the output layout,
-//! and the sinks (`workers-output.csv`, the shard sidecar, JUnit).
+//! and the sinks (`workers-output.csv`, the shard sidecar; `--junit` and `--trace` come with
+//! [`Plan::new`]).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

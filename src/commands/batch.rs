@@ -2,11 +2,14 @@
 //! files the flags and BATCH.md name, then hands one plan to the pipeline.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::cli::BatchArgs;
-use crate::error::{Error, Result};
+use crate::error::{EXIT_OK, Error, Result};
 use crate::fsutil::{absolute, resolve};
-use crate::run::schedule::pipeline;
+use crate::run::backend::Backend;
+use crate::run::schedule::pipeline::{self, Ran};
+use crate::run::schedule::plan::Plan;
 use crate::settings::{self, Settings};
 use crate::source::batch_spec::{self, BatchSpec, SchemaSource};
 use crate::source::csv_batch::{self, CsvBatchFiles};
@@ -48,18 +51,13 @@ fn read_text(path: &Path, what: &'static str) -> Result<String> {
 /// Run `runner batch` and return the exit code.
 pub fn run(args: BatchArgs) -> Result<i32> {
     let (plan, backend) = plan(args)?;
-    pipeline::run(plan, backend)
+    carry_out(plan, backend)
 }
 
 /// The plan of `runner batch ARGS` (its sinks may be added to) and the backend it runs on.
 ///
 /// Errors: as [`files`], [`Settings::resolve`] and [`csv_batch::plan`] (exit 2).
-pub fn plan(
-    args: BatchArgs,
-) -> Result<(
-    crate::run::schedule::plan::Plan,
-    std::sync::Arc<dyn crate::run::backend::Backend>,
-)> {
+pub fn plan(args: BatchArgs) -> Result<(Plan, Arc<dyn Backend>)> {
     let cwd = std::env::current_dir()
         .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?;
     let spec = match &args.batch {
@@ -90,6 +88,42 @@ pub fn plan(
     Ok((csv_batch::plan(files, settings, cwd)?, backend))
 }
 
+/// Carry out `plan` on `backend` ([`pipeline::run`]) and show what it did: the plan of a
+/// dry run, else what isolation left, the closing summary and where the record went when
+/// the workspace was removed. Every command that runs a plan ends here (`runner batch`,
+/// `runner run`, `runner resolve`). Returns the exit code.
+///
+/// Errors: the pipeline's.
+pub fn carry_out(plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
+    let finished = match pipeline::run(plan, backend.clone())? {
+        Ran::Planned { plan, earlier } => {
+            crate::ui::print_plan(&plan, earlier.as_ref(), backend.as_ref())?;
+            return Ok(EXIT_OK);
+        }
+        Ran::Finished(f) => f,
+    };
+    let format = finished.format;
+    if let Some(end) = &finished.isolation {
+        crate::ui::print_isolation(end, format);
+    }
+    crate::ui::print_summary(
+        &finished.summary,
+        Some(&finished.output),
+        finished.workspace.as_deref(),
+        format,
+    );
+    if let Some(to) = &finished.archived_to {
+        crate::ui::say(
+            format,
+            format!(
+                "Every item completed; the team workspace was removed (keep it with --keep-team); its record is in {}.",
+                to.display()
+            ),
+        );
+    }
+    Ok(finished.code)
+}
+
 /// The batch's files: flags first, then BATCH.md's keys (relative to its folder), then the
 /// defaults beside BATCH.md or the input.
 ///
@@ -100,77 +134,10 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
         Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
         _ => PathBuf::from("."),
     };
-    let input = match (&args.input, &spec.input, &args.batch) {
-        (Some(p), _, _) => p.clone(),
-        (None, Some(p), _) => resolve(&base, p),
-        (None, None, Some(_)) => base.join("workers-input.csv"),
-        (None, None, None) => {
-            return Err(Error::needs(
-                "runner batch",
-                "a BATCH.md, or --input FILE and --instruction FILE",
-                "give the batch file, or the rows and the template for every row",
-            ));
-        }
-    };
-    if args.delimiter.is_some() && input::InputFormat::of(&input) == input::InputFormat::Jsonl {
-        return Err(Error::Conflict {
-            flag: "--delimiter".into(),
-            other: format!("the JSON Lines input {}", input.display()),
-            why: "JSON Lines has no delimiter; drop --delimiter".into(),
-        });
-    }
-    let delimiter = match (&args.delimiter, spec.delimiter) {
-        (Some(d), _) => csv_input::delimiter_for("--delimiter", Some(d), None)?,
-        (None, Some(d)) => d,
-        (None, None) => csv_input::delimiter_for("--delimiter", None, Some(&input))?,
-    };
-    let (instruction, instruction_path, instruction_line) = match (&args.instruction, &args.batch) {
-        (Some(p), _) => (read_text(p, "the instruction")?, p.clone(), 1),
-        (None, Some(b)) => (spec.instruction.clone(), b.clone(), spec.instruction_line),
-        (None, None) => {
-            return Err(Error::needs(
-                "--input",
-                "--instruction FILE",
-                "the instruction is the template for every row",
-            ));
-        }
-    };
-    if !spec.stages.is_empty() && args.instruction.is_some() {
-        return Err(Error::Conflict {
-            flag: "--instruction".into(),
-            other: "a BATCH.md with `stages:`".into(),
-            why: "each stage has its own instruction; edit them in BATCH.md".into(),
-        });
-    }
-    if instruction.trim().is_empty() && spec.stages.is_empty() {
-        return Err(Error::input_at(
-            &instruction_path,
-            None,
-            "the instruction is empty",
-        ));
-    }
-    // A shard's default output carries its number, so shards never share a file.
-    let default_name = match settings::shard(&args.run)? {
-        Some(s) => format!("workers-output.shard-{}-of-{}.csv", s.k, s.n),
-        None => "workers-output.csv".to_string(),
-    };
-    let output = match (&args.output, &spec.output) {
-        (Some(p), _) => p.clone(),
-        (None, Some(p)) => resolve(&base, p),
-        (None, None) if args.batch.is_some() => base.join(&default_name),
-        (None, None) => input.parent().unwrap_or(Path::new(".")).join(&default_name),
-    };
-    // A folder (existing, or written with a trailing `/`) gets the default file name; a file
-    // named for a shard gets its number too (`out.csv` → `out.shard-2-of-4.csv`), so shards
-    // sharing one folder never share one output and one workspace.
-    let output = if output.is_dir() || output.as_os_str().to_string_lossy().ends_with('/') {
-        output.join(&default_name)
-    } else {
-        match settings::shard(&args.run)? {
-            Some(s) => crate::options::selection::shard_file(&output, s.k, s.n),
-            None => output,
-        }
-    };
+    let input = input_path(args, spec, &base)?;
+    let delimiter = delimiter(args, spec, &input)?;
+    let (instruction, instruction_path, instruction_line) = instruction(args, spec)?;
+    let output = output_path(args, spec, &base, &input)?;
     let schema = match (&args.output_schema, &spec.output_schema) {
         (Some(p), _) => settings::load_schema(None, Some(p))?,
         (None, Some(SchemaSource::Inline(v))) => settings::load_schema(Some(v.clone()), None)?,
@@ -206,12 +173,133 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
     if let Some(p) = &args.output_schema {
         reads.push(("output schema", p.clone()));
     }
-    // Paths a row names are read inside the batch's folder: BATCH.md's, else the input's
-    // (the working directory for rows from stdin).
+    let files = file_root(args, spec, &base, &input)?;
+    Ok(CsvBatchFiles {
+        input,
+        stdin: None,
+        delimiter,
+        instruction,
+        instruction_path,
+        instruction_line,
+        id_column: args.id_column.clone().or(spec.id_column.clone()),
+        files,
+        output: absolute(&output),
+        schema,
+        reads,
+        stages,
+        runner_column: spec.runner_column.clone(),
+        model_column: spec.model_column.clone(),
+    })
+}
+
+/// The input: `--input`, else BATCH.md's `input`, else `workers-input.csv` beside BATCH.md.
+///
+/// Errors: neither BATCH.md nor `--input` (exit 2).
+fn input_path(args: &BatchArgs, spec: &BatchSpec, base: &Path) -> Result<PathBuf> {
+    match (&args.input, &spec.input, &args.batch) {
+        (Some(p), _, _) => Ok(p.clone()),
+        (None, Some(p), _) => Ok(resolve(base, p)),
+        (None, None, Some(_)) => Ok(base.join("workers-input.csv")),
+        (None, None, None) => Err(Error::needs(
+            "runner batch",
+            "a BATCH.md, or --input FILE and --instruction FILE",
+            "give the batch file, or the rows and the template for every row",
+        )),
+    }
+}
+
+/// The input's field delimiter: `--delimiter`, else BATCH.md's, else guessed from the
+/// input's name.
+///
+/// Errors: `--delimiter` with a JSON Lines input, or a bad delimiter (exit 2).
+fn delimiter(args: &BatchArgs, spec: &BatchSpec, input: &Path) -> Result<u8> {
+    if args.delimiter.is_some() && input::InputFormat::of(input) == input::InputFormat::Jsonl {
+        return Err(Error::Conflict {
+            flag: "--delimiter".into(),
+            other: format!("the JSON Lines input {}", input.display()),
+            why: "JSON Lines has no delimiter; drop --delimiter".into(),
+        });
+    }
+    match (&args.delimiter, spec.delimiter) {
+        (Some(d), _) => csv_input::delimiter_for("--delimiter", Some(d), None),
+        (None, Some(d)) => Ok(d),
+        (None, None) => csv_input::delimiter_for("--delimiter", None, Some(input)),
+    }
+}
+
+/// The instruction's text, the file it comes from and the line it starts on:
+/// `--instruction FILE`, else BATCH.md's body.
+///
+/// Errors: neither; `--instruction` with BATCH.md's `stages:`; an empty instruction (exit
+/// 2).
+fn instruction(args: &BatchArgs, spec: &BatchSpec) -> Result<(String, PathBuf, u64)> {
+    let (text, path, line) = match (&args.instruction, &args.batch) {
+        (Some(p), _) => (read_text(p, "the instruction")?, p.clone(), 1),
+        (None, Some(b)) => (spec.instruction.clone(), b.clone(), spec.instruction_line),
+        (None, None) => {
+            return Err(Error::needs(
+                "--input",
+                "--instruction FILE",
+                "the instruction is the template for every row",
+            ));
+        }
+    };
+    if !spec.stages.is_empty() && args.instruction.is_some() {
+        return Err(Error::Conflict {
+            flag: "--instruction".into(),
+            other: "a BATCH.md with `stages:`".into(),
+            why: "each stage has its own instruction; edit them in BATCH.md".into(),
+        });
+    }
+    if text.trim().is_empty() && spec.stages.is_empty() {
+        return Err(Error::input_at(&path, None, "the instruction is empty"));
+    }
+    Ok((text, path, line))
+}
+
+/// The output: `--output`, else BATCH.md's `output`, else `workers-output.csv` beside
+/// BATCH.md or the input; a folder gets that default name, and a shard's file its number.
+///
+/// Errors: a bad `--shard` (exit 2).
+fn output_path(args: &BatchArgs, spec: &BatchSpec, base: &Path, input: &Path) -> Result<PathBuf> {
+    // A shard's default output carries its number, so shards never share a file.
+    let default_name = match settings::shard(&args.run)? {
+        Some(s) => format!("workers-output.shard-{}-of-{}.csv", s.k, s.n),
+        None => "workers-output.csv".to_string(),
+    };
+    let output = match (&args.output, &spec.output) {
+        (Some(p), _) => p.clone(),
+        (None, Some(p)) => resolve(base, p),
+        (None, None) if args.batch.is_some() => base.join(&default_name),
+        (None, None) => input.parent().unwrap_or(Path::new(".")).join(&default_name),
+    };
+    // A folder (existing, or written with a trailing `/`) gets the default file name; a file
+    // named for a shard gets its number too (`out.csv` → `out.shard-2-of-4.csv`), so shards
+    // sharing one folder never share one output and one workspace.
+    if output.is_dir() || output.as_os_str().to_string_lossy().ends_with('/') {
+        return Ok(output.join(&default_name));
+    }
+    Ok(match settings::shard(&args.run)? {
+        Some(s) => crate::options::selection::shard_file(&output, s.k, s.n),
+        None => output,
+    })
+}
+
+/// Where the files a row names (`{file:…}`, `{image:…}`) are read, and their caps: the
+/// batch's folder — `--file-root`, BATCH.md's `file_root`, BATCH.md's folder, else the
+/// input's (the working directory for rows from stdin).
+///
+/// Errors: a `--file-root` or `file_root` that is not a folder (exit 2).
+fn file_root(
+    args: &BatchArgs,
+    spec: &BatchSpec,
+    base: &Path,
+    input: &Path,
+) -> Result<crate::source::inline::FileRoot> {
     let dir = match (&args.file_root, &spec.file_root, &args.batch) {
         (Some(d), _, _) => d.clone(),
-        (None, Some(d), _) => resolve(&base, d),
-        (None, None, Some(_)) => base.clone(),
+        (None, Some(d), _) => resolve(base, d),
+        (None, None, Some(_)) => base.to_owned(),
         (None, None, None) if input == Path::new("-") => PathBuf::from("."),
         (None, None, None) => match input.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
@@ -237,7 +325,7 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
             _ => {}
         }
     }
-    let file_root = crate::source::inline::FileRoot {
+    Ok(crate::source::inline::FileRoot {
         dir: crate::fsutil::real_path(&absolute(&dir)),
         file_cap: args
             .file_cap
@@ -247,21 +335,5 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
             .image_cap
             .or(spec.image_cap)
             .unwrap_or(crate::source::inline::DEFAULT_IMAGE_CAP),
-    };
-    Ok(CsvBatchFiles {
-        input,
-        stdin: None,
-        delimiter,
-        instruction,
-        instruction_path,
-        instruction_line,
-        id_column: args.id_column.clone().or(spec.id_column.clone()),
-        files: file_root,
-        output: absolute(&output),
-        schema,
-        reads,
-        stages,
-        runner_column: spec.runner_column.clone(),
-        model_column: spec.model_column.clone(),
     })
 }

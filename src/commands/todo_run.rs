@@ -4,11 +4,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::batch::carry_out;
 use super::todo::{read_doc, store_settings};
 use crate::cli::RunTodoArgs;
 use crate::error::{Error, Result};
 use crate::run::backend::Backend;
-use crate::run::schedule::pipeline;
 use crate::settings::Settings;
 use crate::source::todo::TodoDocument;
 use crate::source::todo_batch::{self, TodoBatch};
@@ -86,7 +86,8 @@ pub fn run_batch(
     )
 }
 
-/// Run a todo batch's `plan` (`None`: every item of the batch file `path` is ticked).
+/// Run a todo batch's `plan` (`None`: every item of the batch file `path` is ticked) and
+/// show what it did ([`carry_out`]).
 ///
 /// Errors: the pipeline's.
 pub fn run_plan(
@@ -104,9 +105,9 @@ pub fn run_plan(
                     path.display()
                 ),
             );
-            pipeline::run(plan, backend)
+            carry_out(plan, backend)
         }
-        Some(plan) => pipeline::run(plan, backend),
+        Some(plan) => carry_out(plan, backend),
         None => {
             crate::ui::say(
                 format,

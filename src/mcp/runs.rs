@@ -23,7 +23,6 @@ use crate::commands::resolve::{self, Resolved, ResolvedRun};
 use crate::error::{EXIT_INCOMPLETE, Error, Result};
 use crate::run::backend::Backend;
 use crate::run::events::{Event, Reporter};
-use crate::run::schedule::pipeline;
 use crate::run::schedule::plan::Plan;
 use crate::run::supervise::descendants;
 use crate::sink::Sink;
@@ -77,13 +76,14 @@ impl Ready {
         }
     }
 
-    /// Carry it out ([`pipeline::run`]) and return the exit code.
+    /// Carry it out ([`crate::commands::batch::carry_out`]: the pipeline, its summary on the
+    /// server's log) and return the exit code.
     ///
     /// Errors: the pipeline's.
     fn run(self) -> Result<i32> {
         match self {
             Ready::Done(code) => Ok(code),
-            Ready::Batch(plan, backend) => pipeline::run(*plan, backend),
+            Ready::Batch(plan, backend) => crate::commands::batch::carry_out(*plan, backend),
             Ready::Todo(r) => {
                 crate::commands::todo_run::run_plan(r.plan, r.format, &r.batch, r.backend)
             }

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::todo_marks::{self, locate};
-use super::{RunEnd, Sink};
+use super::{PlanFile, RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::events::Reporter;
@@ -30,6 +30,11 @@ pub struct Checkpoints {
 impl Reporter for Checkpoints {}
 
 impl Sink for Checkpoints {
+    /// The store, whose checkpoints it removes.
+    fn writes(&self) -> Vec<PlanFile> {
+        vec![PlanFile::new("store", &self.store.dir, "").in_place()]
+    }
+
     fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
         let mut completed = Vec::new();
         for n in &self.numbers {

@@ -3,17 +3,20 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
 
-use super::{RunEnd, Sink};
+use super::{PlanFile, RunEnd, Sink};
 use crate::error::{Error, Result};
+use crate::item::WorkItem;
 use crate::report::{ItemStatus, Verdict};
 use crate::run::events::{Event, Reporter};
 use crate::run::record::outcome::Outcome;
-use crate::run::schedule::plan::ItemSource;
+
+/// The items a run covers, in input order, streamed afresh on each call: the plan's item
+/// source, handed to the sink as a value (the sink knows nothing of plans).
+pub type Items = Box<dyn Fn() -> Result<Box<dyn Iterator<Item = Result<WorkItem>> + Send>> + Send>;
 
 /// Bytes of the log tail put in a failed test case's output.
 const LOG_TAIL: u64 = 4096;
@@ -79,7 +82,7 @@ pub fn test_case(team: &str, o: &Outcome, retried: &[Verdict]) -> TestCase {
     case
 }
 
-/// Whether `bytes` are a JUnit XML report (what [`write`] makes, or another tool's): the
+/// Whether `bytes` are a JUnit XML report (what [`write`](fn@write) makes, or another tool's): the
 /// only kind of file `--junit` replaces.
 pub fn is_junit(bytes: &[u8]) -> bool {
     let head = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]);
@@ -124,9 +127,21 @@ pub struct Junit {
     /// share a name are two suites in CI.
     pub team: String,
     /// The items the run covered.
-    pub items: Arc<dyn ItemSource>,
+    pub items: Items,
     /// Verdicts of attempts that were retried, by item id (seen live).
     pub retried: HashMap<String, Vec<Verdict>>,
+}
+
+impl Junit {
+    /// The report `path` of suite `team` ([`Junit::team`]) over `items`.
+    pub fn new(path: PathBuf, team: String, items: Items) -> Junit {
+        Junit {
+            path,
+            team,
+            items,
+            retried: HashMap::new(),
+        }
+    }
 }
 
 impl Reporter for Junit {
@@ -147,13 +162,16 @@ impl Reporter for Junit {
 }
 
 impl Sink for Junit {
-    fn files(&self) -> Vec<PathBuf> {
-        vec![self.path.clone()]
+    fn writes(&self) -> Vec<PlanFile> {
+        vec![
+            PlanFile::new("JUnit report", &self.path, "--junit")
+                .replacing("a JUnit report", is_junit),
+        ]
     }
 
     fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
         let mut outcomes = Vec::new();
-        for item in self.items.items()? {
+        for item in (self.items)()? {
             let item = item?;
             let outcome = match run.outcomes.outcome(&item.id)? {
                 Some(o) => o,

@@ -1,16 +1,23 @@
 //! Sinks: what a run leaves for the user (DESIGN §1). Each sink is a peer behind one fan-out:
-//! it sees every event while the run goes on, and after the run it writes its files from the
-//! read-only [`OutcomeIndex`] — never through the lock-holding team, never reaching back into
-//! the scheduler.
+//! it declares the files it writes when it is built, sees every event while the run goes on,
+//! and after the run it writes its files from the read-only [`OutcomeIndex`] — never through
+//! the lock-holding team, never reaching back into the scheduler.
 //!
 //! How to add a sink:
-//! 1. Write `src/sink/<name>.rs` with a struct holding what it needs (paths, layout) and
-//!    `impl Reporter` (live events; the default ignores them) and `impl Sink` (`finish`
-//!    writes its file from `run.outcomes`; `follow` hands a sink that keeps its file current
-//!    while the run goes on a read-only view of what the run records).
+//! 1. Write `src/sink/<name>.rs` with a struct holding what it needs (paths, layout, values
+//!    the plan hands it) and `impl Reporter` (live events; the default ignores them) and
+//!    `impl Sink`: `writes` declares each file it writes as a [`PlanFile`] (with
+//!    [`PlanFile::replacing`] when a flag chooses it), `finish` writes them from
+//!    `run.outcomes`; `follow` hands a sink that keeps its file current while the run goes
+//!    on a read-only view of what the run records.
 //! 2. Register it: `pub mod <name>;` below, and one `sinks.push(Box::new(…))` where the
 //!    source adapter builds its plan (`source/csv_batch.rs` or `source/todo_batch.rs`), or in
-//!    `run/pipeline.rs` for a sink every run has.
+//!    `Plan::new` (`run/schedule/plan.rs`) for a sink every run may have (`--junit`,
+//!    `--trace`).
+//!
+//! Nothing else: the plan's written files are the sinks' declarations, so `Plan::check`
+//! refuses a declared file over an input, over another written file, inside a guarded
+//! folder, or over an existing file of another kind; the `run_ended` event names them.
 
 pub mod checkpoints;
 pub mod junit;
@@ -19,6 +26,7 @@ pub mod output;
 pub mod output_csv;
 pub mod output_jsonl;
 pub mod output_stages;
+pub mod plan_file;
 pub mod previous;
 pub mod proposals;
 pub mod shard_meta;
@@ -32,6 +40,8 @@ use crate::error::Result;
 use crate::run::events::{Event, Reporter, RunSummary};
 use crate::run::record::ledger_file::OutputStamp;
 use crate::run::record::team::{OutcomeIndex, OutcomesView};
+
+pub use plan_file::{PlanFile, Replaces};
 
 /// What a finished run hands its sinks.
 pub struct RunEnd<'a> {
@@ -55,9 +65,19 @@ pub struct RunEnd<'a> {
     pub stamps: Vec<OutputStamp>,
 }
 
-/// A consumer of a run: live events (from [`Reporter`]), then one `finish` after the run and
-/// its isolation step, in registration order.
+/// A consumer of a run: the files it writes (declared before the plan is checked), live
+/// events (from [`Reporter`]), then one `finish` after the run and its isolation step, in
+/// registration order.
 pub trait Sink: Reporter {
+    /// Every file (or folder) this sink writes, as it was built: the plan's start-up checks
+    /// refuse each one over a file the run reads, over another file it writes, inside a
+    /// guarded folder, and — with [`PlanFile::replacing`] — over an existing file of another
+    /// kind; the `run_ended` event names those not edited in place. A sink that writes no
+    /// file of its own (the terminal display) declares none.
+    fn writes(&self) -> Vec<PlanFile> {
+        Vec::new()
+    }
+
     /// The run has started recording: `outcomes` is what it records, for a sink that keeps
     /// its file current while the run goes on (read-only; the team itself stays out of
     /// reach).
@@ -69,11 +89,6 @@ pub trait Sink: Reporter {
     /// code then comes from the error.
     fn finish(&mut self, _run: &mut RunEnd<'_>) -> Result<()> {
         Ok(())
-    }
-
-    /// The output files this sink writes (named by the final `run_ended` event).
-    fn files(&self) -> Vec<PathBuf> {
-        Vec::new()
     }
 }
 
@@ -94,14 +109,28 @@ impl Sinks {
         self.0.push(sink);
     }
 
-    /// Every output file the sinks write, in registration order, as absolute paths (a
-    /// path as typed, `--junit j.xml`, is taken from the current folder, which a reader of
-    /// the `run_ended` event may not know).
+    /// Every file the sinks declare ([`Sink::writes`]), in registration order; a folder two
+    /// sinks both edit in place (the todo store) is named once.
+    pub fn writes(&self) -> Vec<PlanFile> {
+        let mut all: Vec<PlanFile> = Vec::new();
+        for f in self.0.iter().flat_map(|s| s.writes()) {
+            let again =
+                |a: &PlanFile| a.in_place && f.in_place && a.what == f.what && a.path == f.path;
+            if !all.iter().any(again) {
+                all.push(f);
+            }
+        }
+        all
+    }
+
+    /// The output files the sinks write (those not edited in place), in registration order,
+    /// as absolute paths (a path as typed, `--junit j.xml`, is taken from the current
+    /// folder, which a reader of the `run_ended` event may not know).
     pub fn files(&self) -> Vec<PathBuf> {
-        self.0
-            .iter()
-            .flat_map(|s| s.files())
-            .map(|p| std::path::absolute(&p).unwrap_or(p))
+        self.writes()
+            .into_iter()
+            .filter(|f| !f.in_place)
+            .map(|f| std::path::absolute(&f.path).unwrap_or(f.path))
             .collect()
     }
 

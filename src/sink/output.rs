@@ -14,7 +14,7 @@ use super::live::Live;
 use super::output_csv::{self, Layout, Missing};
 use super::output_jsonl;
 use super::output_stages;
-use super::{RunEnd, Sink};
+use super::{PlanFile, RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::events::{Event, Reporter};
@@ -43,7 +43,7 @@ impl OutputFormat {
     }
 
     /// The only kind of existing file an output of this format replaces, and how to tell
-    /// one ([`crate::run::schedule::plan::PlanFile::replacing`]).
+    /// one ([`PlanFile::replacing`]).
     pub fn replaces(self) -> (&'static str, fn(&[u8]) -> bool) {
         match self {
             OutputFormat::Csv => (
@@ -125,8 +125,9 @@ impl Sink for Output {
         self.outcomes = Some(outcomes.clone());
     }
 
-    fn files(&self) -> Vec<PathBuf> {
-        vec![self.file.path.clone()]
+    fn writes(&self) -> Vec<PlanFile> {
+        let (kind, is_mine) = self.file.format.replaces();
+        vec![PlanFile::new("output", &self.file.path, "--output").replacing(kind, is_mine)]
     }
 
     fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {

@@ -429,9 +429,9 @@ pub fn repoint_logs(path: &Path, workspace: &Path, archive: &Path) -> Result<boo
     Ok(true)
 }
 
-/// A row writer handed to [`write`]'s `fill`: takes a record's fields.
+/// A row writer handed to [`write`](fn@write)'s `fill`: takes a record's fields.
 pub type Emit<'a> = dyn FnMut(Vec<String>) -> std::io::Result<()> + 'a;
-/// A raw writer handed to [`write`]'s `fill`: takes a whole record's exact bytes (with its
+/// A raw writer handed to [`write`](fn@write)'s `fill`: takes a whole record's exact bytes (with its
 /// line ending), copied from a previous output.
 pub type Raw<'a> = dyn FnMut(&[u8]) -> std::io::Result<()> + 'a;
 

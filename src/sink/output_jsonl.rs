@@ -1,6 +1,6 @@
 //! A JSON Lines output (`-o out.jsonl` or `.ndjson`): one object per input row of the
 //! shard, in input order, with the same names as the columns of `workers-output.csv`
-//! ([`output_csv::layout`]) but the values' own types: the input's fields (a JSON Lines
+//! ([`super::output_csv::layout`]) but the values' own types: the input's fields (a JSON Lines
 //! input's with their JSON types, a CSV input's as strings), the report's output fields (or
 //! `result`) as the JSON the teammate gave, then the runner's fields — numbers as numbers,
 //! the hand-off lists as lists, and `null` where a CSV cell is empty. Nothing is guarded

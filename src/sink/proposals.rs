@@ -6,7 +6,7 @@
 
 use crate::error::Result;
 use crate::run::events::{Event, Reporter};
-use crate::sink::{RunEnd, Sink};
+use crate::sink::{PlanFile, RunEnd, Sink};
 use crate::source::todo::BatchRef;
 use crate::store::Store;
 
@@ -51,6 +51,11 @@ impl Reporter for Proposals {
 }
 
 impl Sink for Proposals {
+    /// The store, whose inbox it adds the proposals to.
+    fn writes(&self) -> Vec<PlanFile> {
+        vec![PlanFile::new("store", &self.store.dir, "").in_place()]
+    }
+
     fn finish(&mut self, _run: &mut RunEnd<'_>) -> Result<()> {
         if self.seen.is_empty() {
             return Ok(());

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{RunEnd, Sink};
+use super::{PlanFile, RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::options::selection::Shard;
 use crate::run::events::Reporter;
@@ -95,8 +95,12 @@ impl Reporter for ShardSidecar {
 }
 
 impl Sink for ShardSidecar {
-    fn files(&self) -> Vec<PathBuf> {
-        vec![path_for(&self.output)]
+    fn writes(&self) -> Vec<PlanFile> {
+        vec![PlanFile::new(
+            "shard sidecar",
+            path_for(&self.output),
+            "--output",
+        )]
     }
 
     fn finish(&mut self, _run: &mut RunEnd<'_>) -> Result<()> {

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 
-use super::{RunEnd, Sink};
+use super::{PlanFile, RunEnd, Sink};
 use crate::error::Result;
 use crate::report::ItemStatus;
 use crate::run::events::{Event, Reporter};
@@ -233,6 +233,11 @@ impl Reporter for TodoMarks {
 }
 
 impl Sink for TodoMarks {
+    /// The batch file, whose marks and notes it edits.
+    fn writes(&self) -> Vec<PlanFile> {
+        vec![PlanFile::new("batch file", &self.path, "").in_place()]
+    }
+
     fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
         // Every live mark lands before the final ones.
         if let Some((tx, handle)) = self.live.take() {

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::live::Live;
 use super::output_csv::{self, Layout};
 use super::previous::Previous;
-use super::{RunEnd, Sink};
+use super::{PlanFile, RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::events::{Event, Reporter};
@@ -57,6 +57,16 @@ impl TodoTable {
             live: None,
         }
     }
+}
+
+/// The todo table of batch file `batch`: `todo-3.md` → `todo-3.workers-output.csv` beside
+/// it (`crate::source::todo_batch::table_path` names it for the todo source).
+pub fn path_for(batch: &Path) -> PathBuf {
+    let stem = batch
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    batch.with_file_name(format!("{stem}.workers-output.csv"))
 }
 
 /// What the todo table is made of.
@@ -179,8 +189,8 @@ impl Sink for TodoTable {
         self.outcomes = Some(outcomes.clone());
     }
 
-    fn files(&self) -> Vec<PathBuf> {
-        vec![self.file.path.clone()]
+    fn writes(&self) -> Vec<PlanFile> {
+        vec![PlanFile::new("todo table", &self.file.path, "")]
     }
 
     fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {

@@ -10,10 +10,11 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{RunEnd, Sink};
+use super::{PlanFile, RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::events::{Event, Reporter};
+use crate::run::record::team::OutcomesView;
 
 /// The trace sink.
 pub struct Trace {
@@ -34,7 +35,8 @@ pub fn is_trace(bytes: &[u8]) -> bool {
 }
 
 impl Trace {
-    /// A trace of team `team`, written to `path` when the run ends.
+    /// A trace of team `team`, written to `path` when the run ends; its times count from
+    /// when the run starts recording ([`Sink::follow`]), or from now if it never does.
     pub fn new(path: PathBuf, team: String) -> Trace {
         Trace {
             path,
@@ -122,8 +124,13 @@ impl Reporter for Trace {
 }
 
 impl Sink for Trace {
-    fn files(&self) -> Vec<PathBuf> {
-        vec![self.path.clone()]
+    fn writes(&self) -> Vec<PlanFile> {
+        vec![PlanFile::new("trace", &self.path, "--trace").replacing("a trace of a run", is_trace)]
+    }
+
+    /// The run starts: lanes' times count from here.
+    fn follow(&mut self, _outcomes: &OutcomesView) {
+        self.started = Instant::now();
     }
 
     fn finish(&mut self, _run: &mut RunEnd<'_>) -> Result<()> {

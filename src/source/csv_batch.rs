@@ -1,6 +1,7 @@
 //! The CSV batch source adapter (DESIGN §3, seed `taskmaster-protocol.md`): an input CSV and
 //! an instruction template become a [`Plan`] — one item per selected row, the output layout,
-//! and the sinks (`workers-output.csv`, the shard sidecar, JUnit).
+//! and the sinks (`workers-output.csv`, the shard sidecar; `--junit` and `--trace` come with
+//! [`Plan::new`]).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -12,17 +13,17 @@ use crate::error::{Error, Result};
 use crate::item::{WorkItem, teammate_name};
 use crate::options::selection::Only;
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, Instruction, TeammateTemplate};
+use crate::run::RunSpec;
 use crate::run::record::team::{self, BatchId};
 use crate::run::schedule::dispatcher::ItemStream;
 use crate::run::schedule::plan::{self, ItemSource, Plan, PlanFile, WorkspaceFrom};
 use crate::run::schedule::selection::Selection;
-use crate::run::{RunSpec, isolation};
-use crate::settings::{PIPE_WAIT, Settings};
+use crate::settings::Settings;
 use crate::sink::Sinks;
 use crate::sink::output::{Output, OutputFormat};
 use crate::sink::output_csv;
 use crate::sink::previous::Previous;
-use crate::sink::shard_meta::{self, ShardSidecar};
+use crate::sink::shard_meta::ShardSidecar;
 use crate::source::input::{InputFormat, InputRow, InputTable, Spool};
 use crate::source::stages::Chain;
 use crate::source::{csv_input, jsonl_input};
@@ -428,49 +429,13 @@ fn choices(
     table: &InputTable,
     settings: &Settings,
 ) -> Result<(Arc<Choices>, Vec<crate::run::Profile>)> {
-    let column = |key: &str, name: &Option<String>| -> Result<Option<usize>> {
-        let Some(name) = name else { return Ok(None) };
-        match table.headers.iter().position(|h| h == name) {
-            Some(i) => Ok(Some(i)),
-            None => Err(Error::input_at(
-                &files.instruction_path,
-                None,
-                format!(
-                    "`{key}: {name}` is not a column of {}{}; its columns are: {}",
-                    files.input.display(),
-                    crate::suggest::did_you_mean(name, table.headers.iter().map(String::as_str)),
-                    table.headers.join(", ")
-                ),
-            )),
-        }
-    };
     let mut choices = Choices {
         chain: None,
-        runner: column("runner_column", &files.runner_column)?,
-        model: column("model_column", &files.model_column)?,
+        runner: column(files, table, "runner_column", &files.runner_column)?,
+        model: column(files, table, "model_column", &files.model_column)?,
         profiles: HashMap::new(),
     };
-    // Every (runner, model) a row chooses, in first-seen order, with a row that does.
-    let mut seen: Vec<((String, String), String)> =
-        vec![((String::new(), String::new()), String::new())];
-    if choices.runner.is_some() || choices.model.is_some() {
-        for row in table.rows()? {
-            let row = row?;
-            let key = choices.cells(&row.values);
-            if !seen.iter().any(|(k, _)| *k == key) {
-                if seen.len() > CHOICES_MAX {
-                    return Err(Error::input_at(
-                        &files.input,
-                        Some(row.line),
-                        format!(
-                            "the rows choose more than {CHOICES_MAX} different runners and models; group them into fewer batches"
-                        ),
-                    ));
-                }
-                seen.push((key, row.id.clone()));
-            }
-        }
-    }
+    let seen = chosen(files, table, &choices)?;
     // A runner a row names must exist, even where every stage chooses its own.
     for ((runner, _), row) in seen.iter().filter(|((r, _), _)| !r.is_empty()) {
         crate::agent::definition::load(runner, None, None).map_err(|e| {
@@ -488,77 +453,246 @@ fn choices(
     let mut profiles = Vec::new();
     for stage in stages {
         let spec = stage.and_then(|i| chain.map(|c| &c.stages[i]));
-        for ((runner, model), row) in &seen {
-            let mut o = spec.map(|s| s.overrides.clone()).unwrap_or_default();
-            // A stage's own choice wins over the row's; the row's over the batch's.
-            if o.runner.is_none() && !runner.is_empty() {
-                o.runner = Some(runner.clone());
+        for (choice, row) in &seen {
+            if let Some(profile) = profile(files, settings, spec, choice, row)? {
+                choices.profiles.insert(
+                    (stage, choice.0.clone(), choice.1.clone()),
+                    profiles.len() as u32,
+                );
+                profiles.push(profile);
             }
-            if o.model.is_none() && !model.is_empty() {
-                o.model = Some(model.clone());
-            }
-            if spec.is_none() && o.is_empty() {
-                continue;
-            }
-            let mut label: Vec<String> = Vec::new();
-            if let Some(s) = spec {
-                label.push(format!("stage {}", s.name));
-            }
-            if let Some(r) = &o.runner {
-                label.push(format!("runner {r}"));
-            }
-            if let Some(m) = &o.model {
-                label.push(format!("model {m}"));
-            }
-            let label = label.join(", ");
-            let whose = match (spec, row.is_empty()) {
-                (Some(s), true) => {
-                    format!("{}: stage `{}`", files.instruction_path.display(), s.name)
-                }
-                (Some(s), false) => format!(
-                    "{}: stage `{}` of row {row} (the row chose {})",
-                    files.instruction_path.display(),
-                    s.name,
-                    [(runner, "runner"), (model, "model")]
-                        .iter()
-                        .filter(|(v, _)| !v.is_empty())
-                        .map(|(v, what)| format!("{what} {v}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                (None, _) => format!("{}: row {row} ({label})", files.input.display()),
-            };
-            let profile_settings = settings.with_overrides(&o).map_err(|e| e.within(&whose))?;
-            let schema_value = match spec {
-                Some(s) => s.schema.clone(),
-                None => files.schema.as_ref().map(|(v, _)| v.clone()),
-            };
-            let schema = crate::settings::load_schema(schema_value, None)?;
-            let backend = crate::run::backend::for_settings(&profile_settings)
-                .map_err(|e| e.within(&whose))?;
-            choices.profiles.insert(
-                (stage, runner.clone(), model.clone()),
-                profiles.len() as u32,
-            );
-            profiles.push(crate::run::Profile {
-                label,
-                settings: profile_settings,
-                schema,
-                backend,
-            });
         }
     }
     choices.chain = chain.cloned();
     Ok((Arc::new(choices), profiles))
 }
 
+/// The index of the column BATCH.md's `key` names (`runner_column: NAME`); `None` when it
+/// names none.
+///
+/// Errors: exit 2 naming BATCH.md: `name` is no column of the input.
+fn column(
+    files: &CsvBatchFiles,
+    table: &InputTable,
+    key: &str,
+    name: &Option<String>,
+) -> Result<Option<usize>> {
+    let Some(name) = name else { return Ok(None) };
+    match table.headers.iter().position(|h| h == name) {
+        Some(i) => Ok(Some(i)),
+        None => Err(Error::input_at(
+            &files.instruction_path,
+            None,
+            format!(
+                "`{key}: {name}` is not a column of {}{}; its columns are: {}",
+                files.input.display(),
+                crate::suggest::did_you_mean(name, table.headers.iter().map(String::as_str)),
+                table.headers.join(", ")
+            ),
+        )),
+    }
+}
+
+/// Every (runner, model) the rows choose, in first-seen order, each with the id of a row
+/// that does; the batch's own (two empty cells, no row) first.
+///
+/// Errors: more than [`CHOICES_MAX`] choices (exit 2, at the row that makes one too many).
+fn chosen(
+    files: &CsvBatchFiles,
+    table: &InputTable,
+    choices: &Choices,
+) -> Result<Vec<((String, String), String)>> {
+    let mut seen: Vec<((String, String), String)> =
+        vec![((String::new(), String::new()), String::new())];
+    if choices.runner.is_none() && choices.model.is_none() {
+        return Ok(seen);
+    }
+    for row in table.rows()? {
+        let row = row?;
+        let key = choices.cells(&row.values);
+        if !seen.iter().any(|(k, _)| *k == key) {
+            if seen.len() > CHOICES_MAX {
+                return Err(Error::input_at(
+                    &files.input,
+                    Some(row.line),
+                    format!(
+                        "the rows choose more than {CHOICES_MAX} different runners and models; group them into fewer batches"
+                    ),
+                ));
+            }
+            seen.push((key, row.id.clone()));
+        }
+    }
+    Ok(seen)
+}
+
+/// The profile of stage `stage` (`None`: a whole row) for rows choosing `(runner, model)`
+/// (empty: the batch's), `row` one of them; `None` when it is the batch's own settings.
+///
+/// Errors: the changed settings, the schema or the backend are bad, named with whose
+/// choice it was.
+fn profile(
+    files: &CsvBatchFiles,
+    settings: &Settings,
+    stage: Option<&crate::source::stages::Stage>,
+    (runner, model): &(String, String),
+    row: &str,
+) -> Result<Option<crate::run::Profile>> {
+    let mut o = stage.map(|s| s.overrides.clone()).unwrap_or_default();
+    // A stage's own choice wins over the row's; the row's over the batch's.
+    if o.runner.is_none() && !runner.is_empty() {
+        o.runner = Some(runner.clone());
+    }
+    if o.model.is_none() && !model.is_empty() {
+        o.model = Some(model.clone());
+    }
+    if stage.is_none() && o.is_empty() {
+        return Ok(None);
+    }
+    let mut label: Vec<String> = Vec::new();
+    if let Some(s) = stage {
+        label.push(format!("stage {}", s.name));
+    }
+    if let Some(r) = &o.runner {
+        label.push(format!("runner {r}"));
+    }
+    if let Some(m) = &o.model {
+        label.push(format!("model {m}"));
+    }
+    let label = label.join(", ");
+    let whose = match (stage, row.is_empty()) {
+        (Some(s), true) => format!("{}: stage `{}`", files.instruction_path.display(), s.name),
+        (Some(s), false) => format!(
+            "{}: stage `{}` of row {row} (the row chose {})",
+            files.instruction_path.display(),
+            s.name,
+            [(runner, "runner"), (model, "model")]
+                .iter()
+                .filter(|(v, _)| !v.is_empty())
+                .map(|(v, what)| format!("{what} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        (None, _) => format!("{}: row {row} ({label})", files.input.display()),
+    };
+    let profile_settings = settings.with_overrides(&o).map_err(|e| e.within(&whose))?;
+    let schema_value = match stage {
+        Some(s) => s.schema.clone(),
+        None => files.schema.as_ref().map(|(v, _)| v.clone()),
+    };
+    let schema = crate::settings::load_schema(schema_value, None)?;
+    let backend =
+        crate::run::backend::for_settings(&profile_settings).map_err(|e| e.within(&whose))?;
+    Ok(Some(crate::run::Profile {
+        label,
+        settings: profile_settings,
+        schema,
+        backend,
+    }))
+}
+
 /// Build the plan of a CSV batch: scan and check the input, the instruction and `--verify`
-/// against its columns, refuse outputs that would overwrite inputs, lay out the output, read
-/// the previous output for `--only`, and register the sinks. Teammates work in `cwd`.
+/// against its columns, lay out the output, read the previous output for `--only`, survey
+/// the rows, and register the sinks (whose files the plan's checks then refuse over inputs).
+/// Teammates work in `cwd`.
 ///
 /// Errors: every problem of the input files (exit 2, naming the file and line), nothing
 /// written.
 pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
+    let (instruction, table) = scan(&files, &settings)?;
+    let chain = files.stages.take().map(Arc::new);
+    if settings.batch_api
+        && (chain.is_some() || files.runner_column.is_some() || files.model_column.is_some())
+    {
+        return Err(Error::Conflict {
+            flag: "--batch-api".into(),
+            other: "`stages:`, `runner_column` or `model_column`".into(),
+            why: "one Batch API job sends every row at once with one runner and model; run the stages or the rows' own choices without it"
+                .into(),
+        });
+    }
+    if let Some(chain) = &chain {
+        chain.check(&table.headers)?;
+    }
+    let (choices, profiles) = choices(&files, chain.as_ref(), &table, &settings)?;
+    let template = TeammateTemplate::new(
+        Path::new("templates/teammate.md"),
+        DEFAULT_TEAMMATE_TEMPLATE,
+    )?;
+    let output = files.output.clone();
+    let out_dir = output.parent().unwrap_or(Path::new("/")).to_owned();
+    // A folder not there yet is made with the team's workspace inside it.
+    if let Some(why) = crate::fsutil::cannot_make_or_write(&out_dir) {
+        return Err(Error::Usage(format!(
+            "{}: {why}; choose another --output",
+            output.display()
+        )));
+    }
+    let layout = layout(&files, &choices, &table, &settings)?;
+    check_same_shard(&output, settings.shard)?;
+    let previous = previous_output(&output, &layout, &settings.only, files.id_column.as_deref())?;
+    let selection = Selection {
+        shard: settings.shard,
+        only: settings.only.clone(),
+        previous: previous.map(Arc::new),
+    };
+    let survey = survey(&files, &choices, &table, &selection)?;
+    for w in &layout.warnings {
+        eprintln!("warning: {w}");
+    }
+    let team = output
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "workers-output".into());
+    let workspace = out_dir.join(format!("{team}.runner"));
+    // Rows from stdin are kept in the workspace: that copy is the batch's input.
+    let stdin_copy = files.stdin.clone().map(|s| (s, workspace.join(STDIN_COPY)));
+    let batch = BatchId::new(
+        stdin_copy.as_ref().map_or(&files.input, |(_, p)| p),
+        survey.fingerprint.clone(),
+    )
+    .with_ids(files.id_column.as_deref());
+    warn_rows_gone(&files, &workspace, &batch, &survey.ids);
+    let inputs = inputs(&files);
+    let source: Arc<dyn ItemSource> = Arc::new(Rows {
+        table: table.clone(),
+        instruction,
+        selection: selection.clone(),
+        deps: survey.deps,
+        choices: choices.clone(),
+    });
+    let shard = settings.shard.map(|s| (s, survey.fingerprint));
+    let sinks = sinks(&output, &table, &selection, layout, shard);
+    let spec = RunSpec {
+        schema: files.schema,
+        rerun: rerun(&selection.only, choices.chain.as_deref()),
+        files: Some(files.files),
+        profiles,
+        stages: choices
+            .chain
+            .as_ref()
+            .map(|c| c.stages.iter().map(|s| s.name.clone()).collect())
+            .unwrap_or_default(),
+        ..RunSpec::new(team, workspace, cwd, settings, template)?
+    };
+    // Each stage of a row is an item of its own.
+    let per_row = choices.chain.as_ref().map_or(1, |c| c.stages.len() as u64);
+    Ok(Plan {
+        selected: survey.selected * per_row,
+        total: table.rows * per_row,
+        inputs,
+        stdin_copy,
+        ..Plan::new(spec, source, sinks, batch, WorkspaceFrom::Output, output)
+    })
+}
+
+/// Parse the instruction and scan the input (CSV, or JSON Lines for a `.jsonl` file; the
+/// only time the file is opened), and check the instruction and `--verify` against its
+/// columns; warns about a header that looks like data.
+///
+/// Errors: the instruction does not parse, the input is bad, a placeholder names no column
+/// (exit 2, naming the file and line).
+fn scan(files: &CsvBatchFiles, settings: &Settings) -> Result<(Instruction, InputTable)> {
     let instruction = Instruction::parse(
         &files.instruction_path,
         files.instruction_line,
@@ -588,34 +722,19 @@ pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Resul
     if let Some(v) = &settings.verify {
         crate::prompt::check_verify(v, &table.headers)?;
     }
-    let chain = files.stages.take().map(Arc::new);
-    if settings.batch_api
-        && (chain.is_some() || files.runner_column.is_some() || files.model_column.is_some())
-    {
-        return Err(Error::Conflict {
-            flag: "--batch-api".into(),
-            other: "`stages:`, `runner_column` or `model_column`".into(),
-            why: "one Batch API job sends every row at once with one runner and model; run the stages or the rows' own choices without it"
-                .into(),
-        });
-    }
-    if let Some(chain) = &chain {
-        chain.check(&table.headers)?;
-    }
-    let (choices, profiles) = choices(&files, chain.as_ref(), &table, &settings)?;
-    let template = TeammateTemplate::new(
-        Path::new("templates/teammate.md"),
-        DEFAULT_TEAMMATE_TEMPLATE,
-    )?;
-    let output = files.output.clone();
-    let out_dir = output.parent().unwrap_or(Path::new("/")).to_owned();
-    // A folder not there yet is made with the team's workspace inside it.
-    if let Some(why) = crate::fsutil::cannot_make_or_write(&out_dir) {
-        return Err(Error::Usage(format!(
-            "{}: {why}; choose another --output",
-            output.display()
-        )));
-    }
+    Ok((instruction, table))
+}
+
+/// The output's columns: the input's, then the runner's (per stage with `stages:`, with the
+/// model that answered when rows choose their runner or model).
+///
+/// Errors: an input column collides with one of the runner's (exit 2, naming the input).
+fn layout(
+    files: &CsvBatchFiles,
+    choices: &Choices,
+    table: &InputTable,
+    settings: &Settings,
+) -> Result<output_csv::Layout> {
     let layout = match &choices.chain {
         None => {
             let l = output_csv::layout(
@@ -658,85 +777,65 @@ pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Resul
             ),
         ));
     }
-    check_same_shard(&output, settings.shard)?;
-    let previous = previous_output(&output, &layout, &settings.only, files.id_column.as_deref())?;
-    let selection = Selection {
-        shard: settings.shard,
-        only: settings.only.clone(),
-        previous: previous.map(Arc::new),
-    };
-    let survey = survey(&files, &choices, &table, &selection)?;
-    for w in &layout.warnings {
-        eprintln!("warning: {w}");
-    }
-    let team = output
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "workers-output".into());
-    let workspace = out_dir.join(format!("{team}.runner"));
-    // Rows from stdin are kept in the workspace: that copy is the batch's input.
-    let stdin_copy = files.stdin.clone().map(|s| (s, workspace.join(STDIN_COPY)));
-    let batch = BatchId::new(
-        stdin_copy.as_ref().map_or(&files.input, |(_, p)| p),
-        survey.fingerprint.clone(),
-    )
-    .with_ids(files.id_column.as_deref());
-    // Rows can be gone only from an input that changed since the last run.
-    let unchanged = team::recorded_batch(&workspace).is_ok_and(|b| b.as_ref() == Some(&batch));
+    Ok(layout)
+}
+
+/// Warn about rows the last output holds that the input no longer does ([`rows_gone`]) —
+/// only when the input changed since the last run of this workspace, which is this batch's.
+fn warn_rows_gone(files: &CsvBatchFiles, workspace: &Path, batch: &BatchId, ids: &[u64]) {
+    let unchanged = team::recorded_batch(workspace).is_ok_and(|b| b.as_ref() == Some(batch));
     if !unchanged
-        && team::check_owner(&workspace, &batch).is_ok()
-        && let Some(w) = rows_gone(
-            &output,
-            &files.input,
-            files.id_column.as_deref(),
-            &survey.ids,
-        )
+        && team::check_owner(workspace, batch).is_ok()
+        && let Some(w) = rows_gone(&files.output, &files.input, files.id_column.as_deref(), ids)
     {
         eprintln!("warning: {w}");
     }
-    let isolation = isolation::prepare(&settings, &cwd, &team)?;
-    // What the run reads and writes, for the plan's start-up checks.
+}
+
+/// What the run reads, for the plan's start-up checks: the input (not stdin), the
+/// instruction, BATCH.md, the schema and stage instruction files.
+fn inputs(files: &CsvBatchFiles) -> Vec<PlanFile> {
     let mut inputs = Vec::new();
     if files.stdin.is_none() {
         inputs.push(PlanFile::new("input", &files.input, ""));
     }
     inputs.push(PlanFile::new("instruction", &files.instruction_path, ""));
     inputs.extend(files.reads.iter().map(|(w, p)| PlanFile::new(w, p, "")));
-    let (kind, is_mine) = OutputFormat::of(&output).replaces();
-    let mut outputs = vec![PlanFile::new("output", &output, "--output").replacing(kind, is_mine)];
-    if settings.shard.is_some() {
-        outputs.push(PlanFile::new(
-            "shard sidecar",
-            shard_meta::path_for(&output),
-            "--output",
-        ));
-    }
-    let source: Arc<dyn ItemSource> = Arc::new(Rows {
-        table: table.clone(),
-        instruction,
-        selection: selection.clone(),
-        deps: survey.deps,
-        choices: choices.clone(),
-    });
+    inputs
+}
+
+/// The sinks of a CSV batch: the output (CSV or JSON Lines) of the rows `selection` covers,
+/// and with `--shard` (this shard and the batch fingerprint) its sidecar.
+fn sinks(
+    output: &Path,
+    table: &InputTable,
+    selection: &Selection,
+    layout: output_csv::Layout,
+    shard: Option<(crate::options::selection::Shard, String)>,
+) -> Sinks {
     let mut sinks = Sinks::default();
     sinks.push(Box::new(Output::new(
-        output.clone(),
+        output.to_owned(),
         table.clone(),
         selection.clone(),
         layout,
     )));
-    if let Some(shard) = settings.shard {
+    if let Some((shard, fingerprint)) = shard {
         sinks.push(Box::new(ShardSidecar {
-            output: output.clone(),
-            fingerprint: survey.fingerprint,
+            output: output.to_owned(),
+            fingerprint,
             shard,
             table: table.clone(),
         }));
     }
-    let per_row = choices.chain.as_ref().map_or(1, |c| c.stages.len() as u64);
-    let rerun = match &selection.only {
-        // `--only ID` reruns that row's whole chain.
-        Only::Ids(ids) => match &choices.chain {
+    sinks
+}
+
+/// The ids run even when the journal has them completed: `--only ID` names rows, each
+/// rerun with its whole chain of stages.
+fn rerun(only: &Only, chain: Option<&Chain>) -> HashSet<String> {
+    match only {
+        Only::Ids(ids) => match chain {
             None => ids.clone(),
             Some(chain) => ids
                 .iter()
@@ -751,49 +850,9 @@ pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Resul
         Only::All | Only::Failed => HashSet::new(),
         // Blocked rows are run again even though the journal has their outcome.
         Only::Blocked => HashSet::new(),
-    };
-    let spec = RunSpec {
-        team,
-        workspace,
-        cwd,
-        pipe_wait: PIPE_WAIT,
-        settings,
-        template,
-        schema: files.schema,
-        isolation,
-        rerun,
-        files: Some(files.files),
-        cwd_in_git: Default::default(),
-        profiles,
-        stages: choices
-            .chain
-            .as_ref()
-            .map(|c| c.stages.iter().map(|s| s.name.clone()).collect())
-            .unwrap_or_default(),
-        shared_prompts: Default::default(),
-    };
-    Ok(Plan {
-        spec,
-        source,
-        // Each stage of a row is an item of its own.
-        selected: survey.selected * per_row,
-        total: table.rows * per_row,
-        sinks,
-        output,
-        archive: None,
-        batch,
-        workspace_from: WorkspaceFrom::Output,
-        inputs,
-        outputs,
-        named_in_prompt: Vec::new(),
-        guarded: Vec::new(),
-        stdin_copy,
-    })
+    }
 }
 
-/// The previous output that `--only` replays.
-///
-/// Errors: `--only failed` without an output to replay; an output whose columns differ.
 /// Refuse to replace an existing output that holds another slice of the batch: a shard's
 /// output (its `.shard.json` sidecar says which) under another `--shard`, or the whole
 /// batch's output under a shard. Each `runner batch --shard K/N -o FILE` with the same FILE
@@ -836,6 +895,10 @@ fn check_same_shard(output: &Path, shard: Option<crate::options::selection::Shar
     )))
 }
 
+/// The previous output that `--only` replays (`None` for a run of every row, or no
+/// output yet).
+///
+/// Errors: `--only failed` without an output to replay; an output whose columns differ.
 fn previous_output(
     output: &Path,
     layout: &output_csv::Layout,

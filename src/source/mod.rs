@@ -7,9 +7,10 @@
 //! 1. Parse its files in a pure module (`src/source/<format>.rs`: text in, values out).
 //! 2. Write the adapter `src/source/<name>_batch.rs`: an [`crate::run::schedule::plan::ItemSource`]
 //!    that yields its items as `WorkItem`s, and a `plan(…) -> Result<Plan>` that validates
-//!    everything and registers its sinks.
+//!    everything, registers its sinks and sets only what differs from `RunSpec::new` and
+//!    `Plan::new`.
 //! 3. Register it: `pub mod …;` below, and a command in `src/commands/` that calls
-//!    `run::pipeline::run(plan)`.
+//!    `commands::batch::carry_out(plan, backend)`.
 
 pub mod batch_spec;
 pub mod csv_batch;

@@ -12,10 +12,10 @@ use crate::error::{Error, Result};
 use crate::item::WorkItem;
 use crate::options::selection::Only;
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, TeammateTemplate};
+use crate::run::RunSpec;
 use crate::run::record::team::BatchId;
-use crate::run::schedule::plan::{self, ItemList, ItemSource, Plan, PlanFile, WorkspaceFrom};
-use crate::run::{RunSpec, isolation};
-use crate::settings::{PIPE_WAIT, Settings};
+use crate::run::schedule::plan::{self, ItemList, Plan, PlanFile, WorkspaceFrom};
+use crate::settings::Settings;
 use crate::sink::Sinks;
 use crate::sink::checkpoints::Checkpoints;
 use crate::sink::todo_marks::TodoMarks;
@@ -58,24 +58,15 @@ fn batch_number(batch: &Path) -> Option<u32> {
         .ok()
 }
 
-/// `todo-N.workers-output.csv` beside the batch.
+/// `todo-N.workers-output.csv` beside the batch ([`crate::sink::todo_table::path_for`]).
 pub fn table_path(batch: &Path) -> PathBuf {
-    beside(batch, "workers-output.csv")
+    crate::sink::todo_table::path_for(batch)
 }
 
 /// `todo-N.archive.jsonl` beside the batch: the team's record once its workspace is removed
-/// ([`crate::run::record::archive`]).
+/// ([`crate::run::record::archive::beside_batch`]).
 pub fn archive_path(batch: &Path) -> PathBuf {
-    beside(batch, "archive.jsonl")
-}
-
-/// `<batch stem>.<suffix>` in the batch's folder.
-fn beside(batch: &Path, suffix: &str) -> PathBuf {
-    let stem = batch
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    batch.with_file_name(format!("{stem}.{suffix}"))
+    crate::run::record::archive::beside_batch(batch)
 }
 
 /// The values a todo item offers `--verify` placeholders: `{item}` (its number), `{title}`,
@@ -380,7 +371,7 @@ pub fn finish_ending(store: &Store, ws: &Path, archive: Option<&Path>) -> Result
 ///
 /// Errors: bad items (exit 2, one line each, naming the batch file), `--only` naming an item
 /// that is not unticked, a teammate template that does not parse, isolation that cannot be
-/// set up.
+/// set up, a bad archive beside the batch.
 pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<Option<Plan>> {
     let mut items = plan_items(doc, b.store, b.include_ideas).map_err(|p| {
         Error::Usage(format!(
@@ -389,21 +380,91 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
             p.join(&format!("\n{}: ", b.batch.display()))
         ))
     })?;
-    let rerun: HashSet<String> = match &settings.only {
+    let rerun = rerun(&b, doc, &mut items, &settings.only)?;
+    keep_shard(&b, doc, &mut items, settings.shard)?;
+    let template_text = b.store.template("teammate.md", DEFAULT_TEAMMATE_TEMPLATE)?;
+    let template =
+        TeammateTemplate::new(&b.store.dir.join("templates/teammate.md"), &template_text)?;
+    let team = team_name(b.batch);
+    let workspace = b.store.team_dir(&team);
+    // Every item is ticked, yet the team's workspace is still there: a run was killed as it
+    // ended (its table, checkpoints, archive or workspace removal not done). This run runs
+    // nothing and finishes that ending.
+    let ending = items.is_empty() && matches!(settings.only, Only::All | Only::Failed);
+    let run_now = if ending {
+        items = ended_items(doc, &workspace)?;
+        Vec::new()
+    } else {
+        items.clone()
+    };
+    if items.is_empty() {
+        return Ok(None);
+    }
+    let cwd = match &b.store.project_root {
+        Some(root) => root.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?,
+    };
+    let spec = RunSpec {
+        rerun,
+        ..RunSpec::new(team, workspace, cwd, settings, template)?
+    };
+    // A bad archive (which this run may extend, and whose outcomes the table's rows of items
+    // not run come from) is found now, while nothing is written, not when the run is over.
+    let archive_file = archive_path(b.batch);
+    if archive_file.exists() {
+        crate::run::record::archive::read(&archive_file)?;
+    }
+    let checkpoints: Vec<PathBuf> = items.iter().filter_map(|i| i.checkpoint.clone()).collect();
+    let sinks = sinks(&b, doc, &items, &spec);
+    let (selected, total) = (run_now.len() as u64, items.len() as u64);
+    let batch = BatchId::new(b.batch, String::new());
+    let source = Arc::new(ItemList(run_now));
+    Ok(Some(Plan {
+        selected,
+        total,
+        archive: (!b.keep_team).then_some(archive_file),
+        inputs: checkpoints
+            .iter()
+            .map(|c| PlanFile::new("checkpoint", c, ""))
+            .collect(),
+        named_in_prompt: checkpoints,
+        guarded: vec![b.store.dir.clone()],
+        ..Plan::new(
+            spec,
+            source,
+            sinks,
+            batch,
+            WorkspaceFrom::Store,
+            table_path(b.batch),
+        )
+    }))
+}
+
+/// The ids run even when the team's journal has them completed, and (with `--only ID`)
+/// `items` narrowed to those named.
+///
+/// Errors: `--only blocked` (a CSV batch's), `--only` naming an item that is not unticked
+/// (exit 2, naming the batch file and what is left to run).
+fn rerun(
+    b: &TodoBatch<'_>,
+    doc: &TodoDocument,
+    items: &mut Vec<WorkItem>,
+    only: &Only,
+) -> Result<HashSet<String>> {
+    match only {
         // Unticked items are the ones that did not complete, and those `runner reset`
         // reopened: they run again even if the team's journal has them completed.
-        Only::All | Only::Failed => doc
+        Only::All | Only::Failed => Ok(doc
             .items()
             .iter()
             .filter(|i| crate::sink::todo_marks::is_reopened(i))
             .map(|i| i.number.to_string())
-            .collect(),
-        Only::Blocked => {
-            return Err(Error::Usage(format!(
-                "{}: --only blocked is for a CSV batch's output; in a todo batch every unticked item runs again, blocked ones too (`runner run` with --only ID names one)",
-                b.batch.display()
-            )));
-        }
+            .collect()),
+        Only::Blocked => Err(Error::Usage(format!(
+            "{}: --only blocked is for a CSV batch's output; in a todo batch every unticked item runs again, blocked ones too (`runner run` with --only ID names one)",
+            b.batch.display()
+        ))),
         Only::Ids(ids) => {
             let known: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
             if let Some(bad) = ids.iter().find(|id| !known.contains(id)) {
@@ -422,10 +483,21 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
                 )));
             }
             items.retain(|i| ids.contains(&i.id));
-            ids.clone()
+            Ok(ids.clone())
         }
-    };
-    for i in &mut items {
+    }
+}
+
+/// Drop the prerequisites a ticked item already met, then keep the items of `shard`.
+///
+/// Errors: an item waits for one of another shard (exit 2, naming the batch file).
+fn keep_shard(
+    b: &TodoBatch<'_>,
+    doc: &TodoDocument,
+    items: &mut Vec<WorkItem>,
+    shard: Option<crate::options::selection::Shard>,
+) -> Result<()> {
+    for i in items.iter_mut() {
         // A ticked prerequisite completed in an earlier run: it is met.
         i.after.retain(|d| {
             doc.item(d.parse().unwrap_or(0))
@@ -433,50 +505,20 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         });
     }
     plan::check_shards(
-        settings.shard,
+        shard,
         items.iter().map(|i| (i.id.as_str(), i.after.as_slice())),
     )
     .map_err(|why| Error::input_at(b.batch, None, why))?;
-    if let Some(s) = settings.shard {
+    if let Some(s) = shard {
         items.retain(|i| s.contains(&i.id));
     }
-    let template_text = b.store.template("teammate.md", DEFAULT_TEAMMATE_TEMPLATE)?;
-    let template =
-        TeammateTemplate::new(&b.store.dir.join("templates/teammate.md"), &template_text)?;
-    let team = team_name(b.batch);
-    let workspace = b.store.team_dir(&team);
-    // Every item is ticked, yet the team's workspace is still there: a run was killed as it
-    // ended (its table, checkpoints, archive or workspace removal not done). This run runs
-    // nothing and finishes that ending.
-    let ending = items.is_empty() && matches!(settings.only, Only::All | Only::Failed);
-    let run_now = if ending {
-        items = ended_items(doc, &workspace)?;
-        if items.is_empty() {
-            return Ok(None);
-        }
-        Vec::new()
-    } else {
-        items.clone()
-    };
-    if items.is_empty() {
-        return Ok(None);
-    }
-    let cwd = match &b.store.project_root {
-        Some(root) => root.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?,
-    };
-    let isolation = isolation::prepare(&settings, &cwd, &team)?;
-    let checkpoints: Vec<PathBuf> = items.iter().filter_map(|i| i.checkpoint.clone()).collect();
-    let inputs = checkpoints
-        .iter()
-        .map(|c| PlanFile::new("checkpoint", c, ""))
-        .collect();
-    let outputs = vec![
-        PlanFile::new("batch file", b.batch, ""),
-        PlanFile::new("todo table", table_path(b.batch), ""),
-        PlanFile::new("store", &b.store.dir, ""),
-    ];
+    Ok(())
+}
+
+/// The sinks of a todo batch run of `items` (of `doc`) under `spec`: the marks in the batch
+/// file, the todo table, the checkpoint clean-up, and the teammates' proposals for the
+/// inbox (a batch file named `todo-N.md`).
+fn sinks(b: &TodoBatch<'_>, doc: &TodoDocument, items: &[WorkItem], spec: &RunSpec) -> Sinks {
     let titles: HashMap<String, String> = items
         .iter()
         .map(|i| (i.id.clone(), i.title.clone()))
@@ -493,16 +535,6 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
             )
         })
         .collect();
-    let total = items.len() as u64;
-    let selected = run_now.len() as u64;
-    let archive = (!b.keep_team).then(|| archive_path(b.batch));
-    // A bad archive (which this run may extend, and whose outcomes the table's rows of items
-    // not run come from) is found now, while nothing is written, not when the run is over.
-    let archive_file = archive_path(b.batch);
-    if archive_file.exists() {
-        crate::run::record::archive::read(&archive_file)?;
-    }
-    let source: Arc<dyn ItemSource> = Arc::new(ItemList(run_now));
     let mut sinks = Sinks::default();
     sinks.push(Box::new(TodoMarks::new(
         b.store.clone(),
@@ -515,51 +547,20 @@ pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<
         store: b.store.clone(),
         batch: b.batch.to_owned(),
         path: table_path(b.batch),
-        archive: archive_file,
+        archive: archive_path(b.batch),
         include_ideas: b.include_ideas,
-        isolated: isolation.is_some(),
-        guard_formulas: !settings.keep_formulas,
+        isolated: spec.isolation.is_some(),
+        guard_formulas: !spec.settings.keep_formulas,
         items: table_items,
     })));
     sinks.push(Box::new(Checkpoints {
         store: b.store.clone(),
         batch: b.batch.to_owned(),
-        workspace: workspace.clone(),
+        workspace: spec.workspace.clone(),
         numbers,
     }));
     if let Some(n) = batch_number(b.batch) {
         sinks.push(Box::new(Proposals::new(b.store.clone(), n)));
     }
-    let spec = RunSpec {
-        team,
-        workspace,
-        cwd,
-        pipe_wait: PIPE_WAIT,
-        settings,
-        template,
-        schema: None,
-        isolation,
-        rerun,
-        files: None,
-        cwd_in_git: Default::default(),
-        profiles: Vec::new(),
-        stages: Vec::new(),
-        shared_prompts: Default::default(),
-    };
-    Ok(Some(Plan {
-        spec,
-        source,
-        selected,
-        total,
-        sinks,
-        output: table_path(b.batch),
-        archive,
-        batch: BatchId::new(b.batch, String::new()),
-        workspace_from: WorkspaceFrom::Store,
-        inputs,
-        outputs,
-        named_in_prompt: checkpoints,
-        guarded: vec![b.store.dir.clone()],
-        stdin_copy: None,
-    }))
+    sinks
 }

@@ -212,6 +212,16 @@ pub fn write(journal: &Path, to: &Path, team: &str, batch: &str) -> Result<()> {
     crate::fsutil::write_atomic_private(to, text.as_bytes())
 }
 
+/// The archive of a todo team beside its batch file: `todo-3.md` → `todo-3.archive.jsonl`
+/// (`crate::source::todo_batch::archive_path` names it for the todo source).
+pub fn beside_batch(batch: &Path) -> PathBuf {
+    let stem = batch
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    batch.with_file_name(format!("{stem}.archive.jsonl"))
+}
+
 /// What [`before_removal`] kept of a workspace.
 #[derive(Debug)]
 pub struct Kept {
@@ -242,8 +252,8 @@ pub fn before_removal(ws: &Path, team: &str) -> Result<Option<Kept>> {
         .map(Path::new);
     let (archive, candidates) = match todo {
         Some(batch) => (
-            crate::source::todo_batch::archive_path(batch),
-            vec![crate::source::todo_batch::table_path(batch)],
+            beside_batch(batch),
+            vec![crate::sink::todo_table::path_for(batch)],
         ),
         None => {
             let stem = ws.file_stem().unwrap_or_default().to_owned();

@@ -1,29 +1,70 @@
-//! The one pipeline every run goes through (DESIGN §1): a [`Plan`] in, an exit code out.
-//! Dry run, or open the team → execute → finish isolation → sinks → summary → exit code.
-//! The commands only build plans; nothing else sequences these steps.
+//! The one pipeline every run goes through (DESIGN §1): a [`Plan`] in, what the run did out
+//! ([`Ran`]). Check, then dry run, or open the team → execute → finish isolation → archive →
+//! sinks → close. The commands only build plans and show what came back (the pipeline prints
+//! nothing; the display sink shows events as they happen); nothing else sequences these
+//! steps.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Error, Result};
+use crate::options::Format;
 use crate::report::ItemStatus;
 use crate::run::backend::Backend;
 use crate::run::events::{Event, Reporter, RunSummary};
-use crate::run::record::team::Team;
+use crate::run::isolation::IsolationEnd;
+use crate::run::record::journal::Replay;
+use crate::run::record::team::{BatchId, Team};
 use crate::run::schedule::dispatcher::{self, ItemStream};
-use crate::run::schedule::plan::Plan;
+use crate::run::schedule::plan::{ItemSource, Plan};
 use crate::run::supervise::descendants;
 use crate::run::{RunSpec, isolation};
-use crate::sink::RunEnd;
-use crate::sink::junit::Junit;
-use crate::sink::trace::Trace;
+use crate::sink::{RunEnd, Sinks};
+
+/// What a run did, for the command to show ([`crate::ui`]).
+pub enum Ran {
+    /// `--dry-run`: the checked plan, and what an earlier run of its team recorded (read
+    /// without the team's lock; `None` when there was none), for
+    /// [`crate::ui::print_plan`]. Nothing was written.
+    Planned {
+        /// The plan, settled and checked.
+        plan: Box<Plan>,
+        /// The earlier run's journal, replayed.
+        earlier: Option<Replay>,
+    },
+    /// The run, carried out to its end.
+    Finished(Finished),
+}
+
+/// The end of a run, as its closing lines show it ([`crate::ui::print_summary`]).
+pub struct Finished {
+    /// The process exit code (DESIGN §7): [`exit_code`] of the summary, at least 1 when a
+    /// sink could not leave what the user looks for.
+    pub code: i32,
+    /// Totals of the run.
+    pub summary: RunSummary,
+    /// What worktree isolation left (merged branches, branches to merge, kept worktrees);
+    /// `None` without isolation.
+    pub isolation: Option<IsolationEnd>,
+    /// The main output table.
+    pub output: PathBuf,
+    /// The team workspace; `None` once it was removed.
+    pub workspace: Option<PathBuf>,
+    /// Where the workspace's record went when every item completed and the workspace was
+    /// removed ([`crate::run::record::archive`]).
+    pub archived_to: Option<PathBuf>,
+    /// How the run shows its output.
+    pub format: Format,
+}
 
 /// Check `plan` ([`Plan::check`]), carry it out on `backend` (built once, by the command,
-/// [`crate::run::backend::for_settings`]) and return the process exit code (DESIGN §7).
+/// [`crate::run::backend::for_settings`]) and return what the run did: the plan itself for a
+/// dry run, else the summary and exit code (DESIGN §7) for the command to show.
 ///
-/// Errors: the plan's start-up checks (exit 2, nothing written); the workspace cannot be opened or locked (exit 3), the journal or an output cannot
-/// be written, the source became unreadable mid-run.
-pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
+/// Errors: the plan's start-up checks (exit 2, nothing written); the workspace cannot be
+/// opened or locked (exit 3), the journal or an output cannot be written, the source became
+/// unreadable mid-run.
+pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<Ran> {
     // `--jobs 0` (as many as allowed) runs every item of the batch at once.
     let items = usize::try_from(plan.selected).unwrap_or(usize::MAX).max(1);
     plan.spec.settings.jobs = plan.spec.settings.jobs.min(items);
@@ -31,23 +72,13 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
     plan.settle_sandbox();
     plan.check()?;
     if plan.spec.settings.dry_run {
-        // What an earlier run completed, read without taking the team's lock.
-        let journal = plan.spec.workspace.join("journal.jsonl");
-        let earlier = if journal.is_file() {
-            Some(crate::run::record::journal::replay(&journal)?)
-        } else {
-            None
-        };
-        crate::ui::print_plan(&plan, earlier.as_ref(), backend.as_ref())?;
-        return Ok(EXIT_OK);
+        let earlier = earlier_run(&plan.spec.workspace)?;
+        return Ok(Ran::Planned {
+            plan: Box::new(plan),
+            earlier,
+        });
     }
-    // Temporaries an earlier run left half-way beside what this run writes.
-    let mut swept: Vec<PathBuf> = vec![plan.spec.workspace.clone()];
-    swept.extend(
-        plan.written()
-            .iter()
-            .filter_map(|f| f.path.parent().map(Path::to_owned)),
-    );
+    let swept = swept(&plan);
     let guard = plan.definition_guard();
     let Plan {
         spec,
@@ -62,44 +93,15 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
     } = plan;
     let spec = Arc::new(spec);
     // Everything is valid: from here on files are written.
-    let mut team = Team::open(&spec.team, &spec.workspace)?;
-    team.claim(&batch)?;
-    // A replay from an output alone (a CI artifact, no journal) numbers its attempts on from
-    // the attempts that output records.
-    for (id, n) in source.attempts_before() {
-        team.recorded
-            .ledger
-            .started(crate::run::record::ledger::key(&id), n);
-    }
-    // Every item of the batch may take an entry: room for those the ledger does not hold
-    // yet, up front, so the table never moves while it grows (pages not written to cost
-    // nothing).
-    let known = team.ledger().len();
-    team.recorded
-        .ledger
-        .reserve(usize::try_from(selected).unwrap_or(0).saturating_sub(known));
+    let mut team = open_team(&spec, &batch, source.as_ref(), selected)?;
     guard.start()?;
-    swept.sort();
-    swept.dedup();
     for dir in &swept {
         crate::fsutil::sweep_temporaries(dir);
     }
     if let Some((spool, path)) = &stdin_copy {
         spool.copy_to(path)?;
     }
-    // Sinks every run may have, after the source's own; the UI finishes last, so the
-    // closing summary follows every output written.
-    if let Some(path) = spec.settings.junit.clone() {
-        sinks.push(Box::new(Junit {
-            path,
-            team: format!("{} ({})", spec.team, batch_label(&batch.input)),
-            items: source.clone(),
-            retried: Default::default(),
-        }));
-    }
-    if let Some(path) = spec.settings.trace.clone() {
-        sinks.push(Box::new(Trace::new(path, spec.team.clone())));
-    }
+    // The display finishes last, after every output is written.
     sinks.push(crate::ui::reporter(format));
     sinks.follow(&team.view());
     let resumed = crate::run::record::journal::count_done_before(
@@ -116,89 +118,24 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
         &mut sinks,
         backend,
     )?;
-    if spec.isolation.is_some() {
-        let ids = source
-            .items()?
-            .map(|i| i.map(|i| i.id))
-            .collect::<Result<Vec<_>>>()?;
-        if let Some(end) = isolation::finish(&spec, &mut team, &ids, &mut summary)? {
-            crate::ui::print_isolation(&end, format);
-        }
-    }
+    let isolation = finish_isolation(&spec, &mut team, source.as_ref(), &mut summary)?;
     for file in guard.finish()? {
-        eprintln!(
-            "warning: {} changed while this run was going on, where its sandboxed teammates could write it; the next run refuses to start from it until you have checked it (--accept-changes)",
+        tracing::warn!(
+            "{} changed while this run was going on, where its sandboxed teammates could write it; the next run refuses to start from it until you have checked it (--accept-changes)",
             file.display()
         );
     }
     // A sandbox governs writes, not modes: what a teammate made of them is undone.
     crate::fsutil::restore_private(&spec.workspace);
-    let (mut outcomes, lock, closing) = team.into_index()?;
     // Every item completed: the workspace's record is archived before the outputs are
     // written, so they can name the archive instead of logs that go with the workspace.
-    // An archive that cannot be written keeps the workspace (and the logs the outputs name).
-    let journal = spec.workspace.join("journal.jsonl");
     let archive = archive
         .filter(|_| exit_code(&summary) == EXIT_OK)
-        .filter(|to| {
-            match crate::run::record::archive::write(&journal, to, &spec.team, &batch.input) {
-                Ok(()) => true,
-                Err(e) => {
-                    eprintln!("warning: {e}; the team workspace is kept");
-                    false
-                }
-            }
-        });
-    let mut end = RunEnd {
-        summary: &summary,
-        outcomes: &mut outcomes,
-        unrecorded: Vec::new(),
-        archive: archive.as_deref(),
-        unchanged: closing.unchanged(),
-        stamps: Vec::new(),
-    };
-    sinks.finish(&mut end)?;
-    let stamps = std::mem::take(&mut end.stamps);
-    let code = match end.unrecorded.is_empty() {
-        true => exit_code(&summary),
-        // The journal in the kept workspace has what the outputs could not show.
-        false => exit_code(&summary).max(EXIT_INCOMPLETE),
-    };
-    drop(outcomes);
-    // Under the lock still: the next run opens from this.
-    closing.finish(&stamps);
-    drop(lock);
-    let removed = archive.as_ref().filter(|_| code == EXIT_OK).filter(|_| {
-        match crate::fsutil::remove_tree(&spec.workspace) {
-            Ok(()) => {
-                // The store's `teams/` folder goes with its last team.
-                if let Some(teams) = spec
-                    .workspace
-                    .parent()
-                    .filter(|p| p.file_name().is_some_and(|n| n == "teams"))
-                {
-                    let _ = std::fs::remove_dir(teams);
-                }
-                true
-            }
-            Err(e) => {
-                tracing::warn!("cannot remove {}: {e}", spec.workspace.display());
-                false
-            }
-        }
-    });
-    // A removed workspace is not named as if it were there.
-    let workspace = removed.is_none().then_some(spec.workspace.as_path());
-    crate::ui::print_summary(&summary, Some(&output), workspace, format);
-    if let Some(to) = removed {
-        crate::ui::say(
-            format,
-            format!(
-                "Every item completed; the team workspace was removed (keep it with --keep-team); its record is in {}.",
-                to.display()
-            ),
-        );
-    }
+        .filter(|to| write_archive(&spec, &batch, to));
+    let code = write_outputs(team, &mut sinks, &summary, archive.as_deref())?;
+    let removed = archive
+        .filter(|_| code == EXIT_OK)
+        .filter(|_| remove_workspace(&spec.workspace));
     sinks.event(&Event::RunEnded {
         outputs: sinks
             .files()
@@ -207,7 +144,156 @@ pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
             .collect(),
         exit_code: code,
     });
+    Ok(Ran::Finished(Finished {
+        code,
+        summary,
+        isolation,
+        output,
+        // A removed workspace is not named as if it were there.
+        workspace: removed.is_none().then(|| spec.workspace.clone()),
+        archived_to: removed,
+        format,
+    }))
+}
+
+/// What an earlier run of the team completed, read without taking the team's lock (for the
+/// dry run); `None` when the workspace has no journal.
+///
+/// Errors: the journal cannot be read.
+fn earlier_run(workspace: &Path) -> Result<Option<Replay>> {
+    let journal = workspace.join("journal.jsonl");
+    match journal.is_file() {
+        true => Ok(Some(crate::run::record::journal::replay(&journal)?)),
+        false => Ok(None),
+    }
+}
+
+/// The folders where an earlier run may have left temporaries half-way: the workspace and
+/// the folder of every file the plan writes (sorted, once each).
+fn swept(plan: &Plan) -> Vec<PathBuf> {
+    let mut swept: Vec<PathBuf> = vec![plan.spec.workspace.clone()];
+    swept.extend(
+        plan.written()
+            .iter()
+            .filter_map(|f| f.path.parent().map(Path::to_owned)),
+    );
+    swept.sort();
+    swept.dedup();
+    swept
+}
+
+/// Open (and lock) the team's workspace, record that it runs `batch`, and ready its ledger
+/// for the `selected` items `source` covers.
+///
+/// Errors: the workspace cannot be opened or locked, or belongs to another batch.
+fn open_team(
+    spec: &RunSpec,
+    batch: &BatchId,
+    source: &dyn ItemSource,
+    selected: u64,
+) -> Result<Team> {
+    let mut team = Team::open(&spec.team, &spec.workspace)?;
+    team.claim(batch)?;
+    // A replay from an output alone (a CI artifact, no journal) numbers its attempts on from
+    // the attempts that output records.
+    for (id, n) in source.attempts_before() {
+        team.recorded
+            .ledger
+            .started(crate::run::record::ledger::key(&id), n);
+    }
+    // Every item of the batch may take an entry: room for those the ledger does not hold
+    // yet, up front, so the table never moves while it grows (pages not written to cost
+    // nothing).
+    let known = team.ledger().len();
+    team.recorded
+        .ledger
+        .reserve(usize::try_from(selected).unwrap_or(0).saturating_sub(known));
+    Ok(team)
+}
+
+/// With worktree isolation, merge or keep each teammate's worktree ([`isolation::finish`]).
+///
+/// Errors: the source cannot be read again, or git fails.
+fn finish_isolation(
+    spec: &RunSpec,
+    team: &mut Team,
+    source: &dyn ItemSource,
+    summary: &mut RunSummary,
+) -> Result<Option<IsolationEnd>> {
+    if spec.isolation.is_none() {
+        return Ok(None);
+    }
+    let ids = source
+        .items()?
+        .map(|i| i.map(|i| i.id))
+        .collect::<Result<Vec<_>>>()?;
+    isolation::finish(spec, team, &ids, summary)
+}
+
+/// Write the workspace's record to the archive `to`; whether it was written (an archive that
+/// cannot be written keeps the workspace, and the logs the outputs name, with a warning).
+fn write_archive(spec: &RunSpec, batch: &BatchId, to: &Path) -> bool {
+    let journal = spec.workspace.join("journal.jsonl");
+    match crate::run::record::archive::write(&journal, to, &spec.team, &batch.input) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!("{e}; the team workspace is kept");
+            false
+        }
+    }
+}
+
+/// Close the team: finish every sink from its read-only outcomes, then record the outputs as
+/// they were left (`ledger.bin`) under the lock still, and return the run's exit code.
+///
+/// Errors: the team's outcomes cannot be read, or a sink failed.
+fn write_outputs(
+    team: Team,
+    sinks: &mut Sinks,
+    summary: &RunSummary,
+    archive: Option<&Path>,
+) -> Result<i32> {
+    let (mut outcomes, lock, closing) = team.into_index()?;
+    let mut end = RunEnd {
+        summary,
+        outcomes: &mut outcomes,
+        unrecorded: Vec::new(),
+        archive,
+        unchanged: closing.unchanged(),
+        stamps: Vec::new(),
+    };
+    sinks.finish(&mut end)?;
+    let stamps = std::mem::take(&mut end.stamps);
+    let code = match end.unrecorded.is_empty() {
+        true => exit_code(summary),
+        // The journal in the kept workspace has what the outputs could not show.
+        false => exit_code(summary).max(EXIT_INCOMPLETE),
+    };
+    drop(outcomes);
+    // Under the lock still: the next run opens from this.
+    closing.finish(&stamps);
+    drop(lock);
     Ok(code)
+}
+
+/// Remove the workspace of a team whose every item completed and whose record is archived
+/// (and the store's `teams/` folder with its last team); whether it is gone.
+fn remove_workspace(workspace: &Path) -> bool {
+    match crate::fsutil::remove_tree(workspace) {
+        Ok(()) => {
+            if let Some(teams) = workspace
+                .parent()
+                .filter(|p| p.file_name().is_some_and(|n| n == "teams"))
+            {
+                let _ = std::fs::remove_dir(teams);
+            }
+            true
+        }
+        Err(e) => {
+            tracing::warn!("cannot remove {}: {e}", workspace.display());
+            false
+        }
+    }
 }
 
 /// Run the dispatcher to the end on a multi-threaded runtime ([`dispatcher::run`]).
@@ -293,14 +379,4 @@ pub fn exit_code(s: &RunSummary) -> i32 {
     } else {
         EXIT_INCOMPLETE
     }
-}
-
-/// The batch's input as a JUnit suite shows it: relative to the current folder when inside
-/// it.
-fn batch_label(input: &str) -> String {
-    let here = std::env::current_dir().unwrap_or_default();
-    Path::new(input)
-        .strip_prefix(&here)
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| input.to_owned())
 }

@@ -1,6 +1,8 @@
-//! The plan of a run (DESIGN §1): one value a source adapter builds and validates before
-//! anything is written, and [`crate::run::schedule::pipeline::run`] carries out. Also the planning check
-//! of the dependency graph (`@after:` on todo items, `depends_on` in CSV; seeds
+//! The plan of a run (DESIGN §1): one value a source adapter builds ([`RunSpec::new`],
+//! [`Plan::new`], then only what differs) and validates before anything is written, and
+//! [`crate::run::schedule::pipeline::run`] carries out. The files it writes are what its
+//! sinks declare ([`Plan::outputs`]), so [`Plan::check`] sees every one. Also the planning
+//! check of the dependency graph (`@after:` on todo items, `depends_on` in CSV; seeds
 //! `pi-dag-workflow` `blockedBy` and `taskmaster-protocol` `depends_on`), pure: items in,
 //! errors out.
 
@@ -15,6 +17,10 @@ use crate::run::RunSpec;
 use crate::run::record::team::{self, BatchId};
 use crate::run::schedule::dispatcher::ItemStream;
 use crate::sink::Sinks;
+use crate::sink::junit::Junit;
+use crate::sink::trace::Trace;
+
+pub use crate::sink::plan_file::{PlanFile, Replaces};
 
 /// Where a run's items come from, in input order. A source can be read more than once (the
 /// dry run, the run, the isolation step and sinks that list every item each read it).
@@ -50,7 +56,9 @@ pub struct Plan {
     pub selected: u64,
     /// How many items the batch holds in all (the dry run says "selected of total").
     pub total: u64,
-    /// The sinks, in the order they finish (the terminal UI is added by the pipeline).
+    /// The sinks, in the order they finish: the source's, then those every run may have
+    /// ([`Plan::new`]; the terminal UI is added by the pipeline). What they declare is what
+    /// the run writes ([`Plan::outputs`]).
     pub sinks: Sinks,
     /// The main output table, named in the closing summary.
     pub output: PathBuf,
@@ -65,9 +73,6 @@ pub struct Plan {
     /// Files the run reads and never writes (input CSV, instruction, BATCH.md, schema,
     /// checkpoints).
     pub inputs: Vec<PlanFile>,
-    /// Files and folders the run writes, besides its workspace and the `--junit` report (the
-    /// output table, its shard sidecar, the todo batch file and store).
-    pub outputs: Vec<PlanFile>,
     /// Files the teammate prompt names besides the teammate's own folder (checkpoints).
     pub named_in_prompt: Vec<PathBuf>,
     /// Folders whose files no file named by a flag (`--output`, `--junit`, `--trace`) may
@@ -124,68 +129,98 @@ impl WorkspaceFrom {
     }
 }
 
-/// A file a plan reads or writes, named for messages.
-#[derive(Debug, Clone)]
-pub struct PlanFile {
-    /// What it is (`input`, `output`, `JUnit report`).
-    pub what: &'static str,
-    /// Its path.
-    pub path: PathBuf,
-    /// For a file the run writes, the option that chooses it (`--output`).
-    pub flag: &'static str,
-    /// For a file chosen by a flag: the only kind of existing file it may replace, so that
-    /// a slip of `-o` onto someone's notes does not destroy them.
-    pub replaces: Option<Replaces>,
-}
-
-/// The kind of file an output may replace: `kind` names it for the message, `ours` tells it
-/// by its bytes.
-#[derive(Debug, Clone, Copy)]
-pub struct Replaces {
-    /// What the file must be (`a JUnit report`).
-    pub kind: &'static str,
-    /// Whether the existing bytes are that kind of file.
-    pub ours: fn(&[u8]) -> bool,
-}
-
-impl PlanFile {
-    /// A file named `what` at `path`, chosen by `flag` (empty for inputs).
-    pub fn new(what: &'static str, path: impl Into<PathBuf>, flag: &'static str) -> PlanFile {
-        PlanFile {
-            what,
-            path: path.into(),
-            flag,
-            replaces: None,
-        }
-    }
-
-    /// This file, which replaces only an existing file `ours` recognises as `kind`
-    /// ([`PlanFile::replaces`]).
-    pub fn replacing(mut self, kind: &'static str, ours: fn(&[u8]) -> bool) -> PlanFile {
-        self.replaces = Some(Replaces { kind, ours });
-        self
+impl RunSpec {
+    /// The run of team `team` in `workspace`, teammates working in `cwd` under `settings`
+    /// with the prompt `template`, its worktree isolation prepared when the settings ask
+    /// for it ([`crate::run::isolation::prepare`]); no schema, profiles, stages, inlined files
+    /// or ids to rerun — a source sets those it has with `RunSpec { schema, ..RunSpec::new(…)? }`.
+    /// (Here, beside [`Plan::new`]: a plan is what builds a run's spec.)
+    ///
+    /// Errors: the isolation cannot be set up (not a git repository, no commit, a detached
+    /// HEAD with `--merge`; exit 2).
+    pub fn new(
+        team: String,
+        workspace: PathBuf,
+        cwd: PathBuf,
+        settings: crate::settings::Settings,
+        template: crate::prompt::TeammateTemplate,
+    ) -> Result<RunSpec> {
+        let isolation = crate::run::isolation::prepare(&settings, &cwd, &team)?;
+        Ok(RunSpec {
+            team,
+            workspace,
+            cwd,
+            pipe_wait: crate::settings::PIPE_WAIT,
+            settings,
+            template,
+            schema: None,
+            isolation,
+            rerun: Default::default(),
+            files: None,
+            cwd_in_git: Default::default(),
+            profiles: Vec::new(),
+            stages: Vec::new(),
+            shared_prompts: Default::default(),
+        })
     }
 }
 
 impl Plan {
-    /// Every file and folder this run writes: the workspace, [`Plan::outputs`], the
-    /// `--junit` report and the `--trace` file.
+    /// The plan of running `spec` over the items of `source`, for `batch`, its workspace
+    /// placed by `workspace_from`, its main output `output`; the source's `sinks` are
+    /// followed by those every run may have (`--junit`, `--trace`). It reads no file, names
+    /// nothing in the prompt, guards no folder, archives nothing and counts no item: a
+    /// source sets what differs with `Plan { selected, total, inputs, ..Plan::new(…) }`.
+    pub fn new(
+        spec: RunSpec,
+        source: Arc<dyn ItemSource>,
+        mut sinks: Sinks,
+        batch: BatchId,
+        workspace_from: WorkspaceFrom,
+        output: PathBuf,
+    ) -> Plan {
+        // Sinks every run may have, after the source's own.
+        if let Some(path) = spec.settings.junit.clone() {
+            let items = source.clone();
+            let team = format!("{} ({})", spec.team, batch_label(&batch.input));
+            sinks.push(Box::new(Junit::new(
+                path,
+                team,
+                Box::new(move || items.items()),
+            )));
+        }
+        if let Some(path) = spec.settings.trace.clone() {
+            sinks.push(Box::new(Trace::new(path, spec.team.clone())));
+        }
+        Plan {
+            spec,
+            source,
+            selected: 0,
+            total: 0,
+            sinks,
+            output,
+            archive: None,
+            batch,
+            workspace_from,
+            inputs: Vec::new(),
+            named_in_prompt: Vec::new(),
+            guarded: Vec::new(),
+            stdin_copy: None,
+        }
+    }
+
+    /// Every file and folder the sinks write, as they declare them
+    /// ([`crate::sink::Sink::writes`]; the output table, its shard sidecar, the todo batch
+    /// file, table and store, the `--junit` report, the `--trace` file).
+    pub fn outputs(&self) -> Vec<PlanFile> {
+        self.sinks.writes()
+    }
+
+    /// Every file and folder this run writes: the workspace and [`Plan::outputs`].
     pub fn written(&self) -> Vec<PlanFile> {
         let flag = self.workspace_from.flag();
         let mut all = vec![PlanFile::new("workspace", &self.spec.workspace, flag)];
-        all.extend(self.outputs.iter().cloned());
-        if let Some(j) = &self.spec.settings.junit {
-            all.push(
-                PlanFile::new("JUnit report", j, "--junit")
-                    .replacing("a JUnit report", crate::sink::junit::is_junit),
-            );
-        }
-        if let Some(t) = &self.spec.settings.trace {
-            all.push(
-                PlanFile::new("trace", t, "--trace")
-                    .replacing("a trace of a run", crate::sink::trace::is_trace),
-            );
-        }
+        all.extend(self.outputs());
         all
     }
 
@@ -260,10 +295,9 @@ impl Plan {
                 )));
             }
         }
-        // A file chosen by a flag replaces only an earlier file of its kind: a slip of `-o`
-        // onto someone's notes must not destroy them.
-        // A file chosen by a flag replaces only an earlier file of its kind, as whoever
-        // declared it says ([`PlanFile::replacing`]).
+        // A file chosen by a flag replaces only an earlier file of its kind, as the sink that
+        // declared it says ([`PlanFile::replacing`]): a slip of `-o` onto someone's notes
+        // must not destroy them.
         for out in &written {
             if let Some(r) = out.replaces {
                 crate::fsutil::check_replaceable(&out.path, out.flag, r.kind, r.ours)?;
@@ -525,6 +559,16 @@ impl Plan {
     }
 }
 
+/// The batch's input as a JUnit suite shows it: relative to the current folder when inside
+/// it.
+fn batch_label(input: &str) -> String {
+    let here = std::env::current_dir().unwrap_or_default();
+    Path::new(input)
+        .strip_prefix(&here)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| input.to_owned())
+}
+
 /// Where `teammate` works: its worktree with isolation, else the run's folder.
 pub fn working_dir(spec: &RunSpec, teammate: &str) -> PathBuf {
     match spec.isolation {
@@ -679,6 +723,121 @@ pub fn check_dependencies<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::events::Reporter;
+    use crate::sink::Sink;
+
+    /// A new sink, registered with nothing else edited: it only declares the file it writes.
+    struct Notes(PathBuf);
+
+    impl Reporter for Notes {}
+
+    impl Sink for Notes {
+        fn writes(&self) -> Vec<PlanFile> {
+            vec![
+                PlanFile::new("notes", &self.0, "--notes")
+                    .replacing("notes of the runner", |b| b.starts_with(b"notes")),
+            ]
+        }
+    }
+
+    /// The plan of a batch read from `input`, its sinks `sinks`, working in `dir`.
+    fn plan_with(dir: &Path, input: &Path, sinks: Vec<Box<dyn Sink>>) -> Plan {
+        let runner = crate::agent::definition::load("exec", None, None).expect("exec");
+        let settings = crate::settings::Settings {
+            command: vec!["agent".into()],
+            ..crate::settings::Settings::for_test(runner)
+        };
+        let template = crate::prompt::TeammateTemplate::new(
+            Path::new("teammate.md"),
+            crate::prompt::DEFAULT_TEAMMATE_TEMPLATE,
+        )
+        .expect("template");
+        let spec = RunSpec::new(
+            "t".into(),
+            dir.join("t.runner"),
+            dir.into(),
+            settings,
+            template,
+        )
+        .expect("spec");
+        let mut registered = Sinks::default();
+        for s in sinks {
+            registered.push(s);
+        }
+        let batch = BatchId::new(input, String::new());
+        Plan {
+            inputs: vec![PlanFile::new("input", input, "")],
+            ..Plan::new(
+                spec,
+                Arc::new(ItemList(Vec::new())),
+                registered,
+                batch,
+                WorkspaceFrom::Output,
+                dir.join("out.csv"),
+            )
+        }
+    }
+
+    #[test]
+    fn a_registered_sink_is_checked_with_no_other_edit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let input = dir.path().join("in.csv");
+        std::fs::write(&input, "id\n1\n").expect("input");
+        let notes = dir.path().join("notes.txt");
+        let fine = plan_with(dir.path(), &input, vec![Box::new(Notes(notes.clone()))]);
+        assert!(fine.check().is_ok());
+        assert!(
+            fine.written().iter().any(|f| f.path == notes),
+            "its file is among the written ones"
+        );
+        assert_eq!(
+            fine.sinks.files(),
+            vec![notes.clone()],
+            "and named by run_ended"
+        );
+
+        // Over an input.
+        let e = plan_with(dir.path(), &input, vec![Box::new(Notes(input.clone()))])
+            .check()
+            .expect_err("over the input");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{0}: the notes would overwrite the input ({0}); choose another --notes",
+                input.display()
+            )
+        );
+        // Over another sink's file.
+        let other = dir.path().join("other.txt");
+        let e = plan_with(
+            dir.path(),
+            &input,
+            vec![
+                Box::new(Notes(other.clone())),
+                Box::new(Notes(other.clone())),
+            ],
+        )
+        .check()
+        .expect_err("over another output");
+        assert!(
+            e.to_string()
+                .contains("the notes would overwrite the notes"),
+            "{e}"
+        );
+        // Over an existing file that is not of its kind.
+        std::fs::write(&other, "someone's draft\n").expect("draft");
+        let e = plan_with(dir.path(), &input, vec![Box::new(Notes(other.clone()))])
+            .check()
+            .expect_err("over a file of another kind");
+        assert!(e.to_string().contains("notes of the runner"), "{e}");
+        std::fs::write(&other, "notes of an earlier run\n").expect("ours");
+        assert!(
+            plan_with(dir.path(), &input, vec![Box::new(Notes(other))])
+                .check()
+                .is_ok(),
+            "its own kind of file is replaced"
+        );
+    }
 
     /// Item `id` on line `line` of its file, waiting for `after`.
     fn item(id: &str, line: u64, after: &[&str]) -> WorkItem {

@@ -177,6 +177,8 @@ impl Reporter for Plain {
             Event::TeamPaused { .. } | Event::TeamStopped { .. } => {
                 writeln!(out, "{}", gate_line(event))
             }
+            // A diagnostic: on stderr, as the runner's other warnings.
+            Event::Warning { message, .. } => warn_on_stderr(message),
             _ => Ok(()),
         };
         let _ = out.flush();
@@ -327,6 +329,10 @@ impl Reporter for Human {
             Event::TeamPaused { .. } | Event::TeamStopped { .. } => {
                 let _ = self.multi.println(gate_line(event));
             }
+            Event::Warning { message, .. } => {
+                // Above the bars, on stderr where the bars are drawn.
+                let _ = self.multi.println(format!("warning: {message}"));
+            }
             Event::RunFinished(_) => {
                 for (_, (pb, _)) in self.lines.drain() {
                     pb.finish_and_clear();
@@ -358,6 +364,10 @@ impl Sink for JsonLines {}
 
 impl Reporter for JsonLines {
     fn event(&mut self, event: &Event) {
+        if let Event::Warning { message, .. } = event {
+            // People reading stderr see it too; stdout stays JSON lines.
+            let _ = warn_on_stderr(message);
+        }
         match event.to_line() {
             Some(Ok(line)) => {
                 let _ = writeln!(self.out, "{line}");
@@ -367,6 +377,14 @@ impl Reporter for JsonLines {
             None => {}
         }
     }
+}
+
+/// `warning: MESSAGE` on stderr, as every reporter shows an [`Event::Warning`] (and as the
+/// runner's diagnostics print outside a run).
+///
+/// Errors: the write's (ignored by the reporters: a run goes on when nobody reads).
+fn warn_on_stderr(message: &str) -> std::io::Result<()> {
+    writeln!(std::io::stderr().lock(), "warning: {message}")
 }
 
 /// Print a line meant for people: on stdout, or on stderr when stdout carries the JSON event

@@ -55,19 +55,36 @@ pub fn run(args: BatchArgs) -> Result<i32> {
 }
 
 /// The plan of `runner batch ARGS` (its sinks may be added to) and the backend it runs on.
+/// What BATCH.md's reading warned of leads the plan's warnings; when no plan can be made,
+/// those warnings are printed before the error (a misspelled key often explains it).
 ///
 /// Errors: as [`files`], [`Settings::resolve`] and [`csv_batch::plan`] (exit 2).
 pub fn plan(args: BatchArgs) -> Result<(Plan, Arc<dyn Backend>)> {
-    let cwd = std::env::current_dir()
-        .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?;
     let spec = match &args.batch {
         Some(p) => batch_spec::parse(p, &read_text(p, "the batch definition")?)?,
         None => BatchSpec::default(),
     };
-    for w in &spec.warnings {
-        eprintln!("warning: {w}");
+    match plan_of(&args, &spec) {
+        Ok((mut plan, backend)) => {
+            plan.spec.warnings.splice(0..0, spec.warnings);
+            Ok((plan, backend))
+        }
+        Err(e) => {
+            for w in &spec.warnings {
+                eprintln!("warning: {w}");
+            }
+            Err(e)
+        }
     }
-    let mut files = files(&args, &spec)?;
+}
+
+/// [`plan`] once BATCH.md (`spec`) is read.
+///
+/// Errors: as [`plan`].
+fn plan_of(args: &BatchArgs, spec: &BatchSpec) -> Result<(Plan, Arc<dyn Backend>)> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?;
+    let mut files = files(args, spec)?;
     // Every output's folder at once: a blocked one is named with the others.
     let output_flag = match &args.output {
         Some(_) => "-o",

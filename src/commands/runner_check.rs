@@ -223,6 +223,9 @@ fn definition_of(runner: &str, store: Option<&Path>) -> Result<RunnerDef> {
         true => definition::load("", None, Some(path))?,
         false => definition::load(runner, store, None)?,
     };
+    for w in &def.warnings {
+        eprintln!("warning: {w}");
+    }
     if def.answers_only() {
         return Err(Error::Usage(format!(
             "runner definition `{}` sends HTTP requests: --check judges what a CLI printed (a process definition)",

@@ -176,6 +176,9 @@ fn definitions(
     for file in runner_files {
         defs.push((definition::load("", None, Some(file))?, Some(file.clone())));
     }
+    for w in defs.iter().flat_map(|(d, _)| &d.warnings) {
+        eprintln!("warning: {w}");
+    }
     Ok(defs)
 }
 

@@ -161,6 +161,18 @@ pub enum Event {
         #[serde(default)]
         at: String,
     },
+    /// Something the user should know that is not an item's result: a batch-file key not
+    /// used, rows of the last output gone from the input, a mark the batch file could not
+    /// take. Start-up warnings (collected on the plan) follow `run_started`; the rest come
+    /// as they happen. Every reporter shows it (`warning: MESSAGE` on stderr); the journal
+    /// keeps those said while it is open.
+    Warning {
+        /// One line, as `warning: ` is followed by it on stderr.
+        message: String,
+        /// When, RFC 3339 (UTC).
+        #[serde(default)]
+        at: String,
+    },
     /// The run was interrupted; `immediate` when the second interrupt kills at once.
     Interrupted {
         /// Second interrupt.
@@ -180,6 +192,14 @@ pub enum Event {
 }
 
 impl Event {
+    /// A [`Event::Warning`] saying `message`, now.
+    pub fn warning(message: impl Into<String>) -> Event {
+        Event::Warning {
+            message: message.into(),
+            at: crate::run::now_rfc3339(),
+        }
+    }
+
     /// Whether the event is part of the record (journal, event lines): all but
     /// [`Event::Activity`].
     pub fn is_recorded(&self) -> bool {

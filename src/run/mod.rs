@@ -67,6 +67,11 @@ pub struct RunSpec {
     /// The prompt parts completed items' records share ([`record::compact`]); empty at the
     /// start of a run.
     pub shared_prompts: record::compact::SharedPrompts,
+    /// What planning the run found worth saying that is not an error (a batch file's unused
+    /// keys, a runner definition's unknown ones, rows of the last output gone from the
+    /// input), one sentence each, in the order found: the dry run prints them; a run
+    /// journals and shows each as an [`events::Event::Warning`] right after `run_started`.
+    pub warnings: Vec<String>,
 }
 
 /// How some items of a run run, when not as the batch says (BATCH.md `stages:`,

@@ -35,6 +35,9 @@ pub(super) struct RunnerChoice {
     pub agent_args: Vec<String>,
     /// `--var NAME=VALUE` values.
     pub vars: BTreeMap<String, String>,
+    /// What choosing it said that is not an error: the definition file's unknown keys, a
+    /// file's `model` this runner has no place for ([`super::Settings::warnings`]).
+    pub warnings: Vec<String>,
 }
 
 /// [`RunnerChoice`] from the flags, the program after `--` (`command`), the file, and the
@@ -61,7 +64,8 @@ pub(super) fn runner(
         None if flags.runner_file.is_some() => String::new(),
         None => detect_runner(store)?,
     };
-    let runner = definition::load(&runner_name, store, flags.runner_file.as_deref())?;
+    let mut runner = definition::load(&runner_name, store, flags.runner_file.as_deref())?;
+    let mut warnings = std::mem::take(&mut runner.warnings);
     let takes_program = runner.args.iter().any(|a| a == "{command_args}");
     // The quick-start form `runner batch BATCH.md --runner claude` over a file written for
     // the exec runner: the command line's runner wins over the file's runner and command.
@@ -89,7 +93,7 @@ pub(super) fn runner(
     }
     refuse_dropped_flags(flags, &runner)?;
     if flags.model.is_none() {
-        warn_unused_model(file, &runner);
+        warnings.extend(unused_model(file, &runner));
     }
     Ok(RunnerChoice {
         runner_from: flags.runner_file.clone().or_else(|| {
@@ -102,26 +106,27 @@ pub(super) fn runner(
         agent_args: flags.agent_args.clone(),
         vars: parse_vars(&flags.vars)?,
         runner,
+        warnings,
     })
 }
 
 /// A `model` in a file may serve other runners of the store: said, not refused, when this
-/// runner has no place for it.
-fn warn_unused_model(file: &FileSettings, runner: &RunnerDef) {
-    if let Some(m) = &file.model
-        && runner.backend.runs_a_program()
-        && !uses_placeholder(runner, "{model_args}")
-        && !uses_placeholder(runner, "{model}")
-    {
-        eprintln!(
-            "warning: `model: {m}` is not used: runner `{}` has no place for a model{}",
+/// runner has no place for it (the warning's text).
+fn unused_model(file: &FileSettings, runner: &RunnerDef) -> Option<String> {
+    let m = file.model.as_ref()?;
+    let used = !runner.backend.runs_a_program()
+        || uses_placeholder(runner, "{model_args}")
+        || uses_placeholder(runner, "{model}");
+    (!used).then(|| {
+        format!(
+            "`model: {m}` is not used: runner `{}` has no place for a model{}",
             runner.name,
             match runner.name == "exec" {
                 true => " (put it in the command)",
                 false => "",
             }
-        );
-    }
+        )
+    })
 }
 
 /// How items are attempted: teammates at once, each attempt's time limit and grace, the

@@ -121,6 +121,10 @@ pub struct Settings {
     pub sandbox_why_none: Option<String>,
     /// Rate-limit wait, budget and `--max-fail` of the team's gate.
     pub limits: Limits,
+    /// What resolving said that is not an error (the definition file's unknown keys, a
+    /// file's `model` the runner has no place for), one sentence each: [`crate::run::schedule::plan::Plan::new`]
+    /// takes them onto the plan, whose run journals and shows them as warnings.
+    pub warnings: Vec<String>,
 }
 
 /// What a stage, or a row's `runner_column` / `model_column`, changes of a batch's settings
@@ -188,6 +192,7 @@ impl Settings {
             sandbox: crate::sandbox::Mode::None,
             sandbox_why_none: None,
             limits: Default::default(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -243,6 +248,7 @@ impl Settings {
             sandbox: groups::sandbox(flags, file)?,
             sandbox_why_none: None,
             limits: groups::limits(flags, file)?,
+            warnings: chosen.warnings,
         };
         settings.check_programs()?;
         crate::fsutil::check_parents(&[

@@ -56,7 +56,6 @@ impl Sink for Checkpoints {
                      is gone, so which of them are still needed cannot be told",
                     self.batch.display()
                 );
-                eprintln!("warning: {kept}");
                 run.unrecorded.push(kept);
                 Ok(())
             }

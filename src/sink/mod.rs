@@ -53,6 +53,10 @@ pub struct RunEnd<'a> {
     /// warned about; e.g. the batch file vanished, so no item is ticked). The journal keeps
     /// the outcomes: the run ends with exit 1 and its workspace is kept.
     pub unrecorded: Vec<String>,
+    /// What a sink warns of while finishing that loses nothing (an item no longer in the
+    /// batch file, an output changed under the run), one sentence each. The pipeline shows
+    /// these and `unrecorded` as [`Event::Warning`]s once every sink finished.
+    pub warnings: Vec<String>,
     /// The archive the workspace's record was written to, when every item completed and the
     /// workspace goes: outputs name it instead of the logs that go with the workspace.
     pub archive: Option<&'a Path>,

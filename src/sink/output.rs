@@ -135,7 +135,7 @@ impl Sink for Output {
             live.stop();
         }
         if let Some(w) = self.file.table.changed() {
-            eprintln!("warning: {w}");
+            run.warnings.push(w);
         }
         // Nothing new was recorded and the file is exactly as the last run left it: it is
         // current (a resume with nothing left to do does not rewrite every row).

@@ -56,7 +56,7 @@ impl Sink for Proposals {
         vec![PlanFile::new("store", &self.store.dir, "").in_place()]
     }
 
-    fn finish(&mut self, _run: &mut RunEnd<'_>) -> Result<()> {
+    fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
         if self.seen.is_empty() {
             return Ok(());
         }
@@ -71,10 +71,10 @@ impl Sink for Proposals {
                     self.store.inbox().display()
                 );
             }
-            Err(e) => tracing::warn!(
+            Err(e) => run.warnings.push(format!(
                 "the {} follow-up(s) teammates proposed were not added to the inbox: {e}",
                 self.seen.len()
-            ),
+            )),
         }
         Ok(())
     }

@@ -254,7 +254,6 @@ impl Sink for TodoMarks {
                      file back and run it again to tick what completed",
                     self.path.display()
                 );
-                eprintln!("warning: {lost}");
                 run.unrecorded.push(lost);
                 return Ok(());
             }
@@ -263,10 +262,10 @@ impl Sink for TodoMarks {
             let title = self.titles.get(&n.to_string()).cloned().unwrap_or_default();
             let outcome = run.outcomes.outcome(&n.to_string())?;
             let Some(at) = locate(&doc, *n, &title) else {
-                eprintln!(
-                    "warning: item {n} ({title}) is no longer in {}; its result is only in the output table",
+                run.warnings.push(format!(
+                    "item {n} ({title}) is no longer in {}; its result is only in the output table",
                     self.path.display()
-                );
+                ));
                 continue;
             };
             apply_outcome(&mut doc, at, outcome.as_ref());

@@ -208,6 +208,7 @@ mod tests {
             summary: &Default::default(),
             outcomes: &mut outcomes,
             unrecorded: Vec::new(),
+            warnings: Vec::new(),
             archive: None,
             unchanged: None,
             stamps: Vec::new(),

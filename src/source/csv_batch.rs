@@ -637,9 +637,12 @@ pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Resul
         previous: previous.map(Arc::new),
     };
     let survey = survey(&files, &choices, &table, &selection)?;
-    for w in &layout.warnings {
-        eprintln!("warning: {w}");
-    }
+    let mut warnings: Vec<String> = table
+        .hint
+        .iter()
+        .map(|hint| format!("{}:1: {hint}", files.input.display()))
+        .collect();
+    warnings.extend(layout.warnings.iter().cloned());
     let team = output
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -652,7 +655,7 @@ pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Resul
         survey.fingerprint.clone(),
     )
     .with_ids(files.id_column.as_deref());
-    warn_rows_gone(&files, &workspace, &batch, &survey.ids);
+    warnings.extend(rows_gone_warning(&files, &workspace, &batch, &survey.ids));
     let inputs = inputs(&files);
     let source: Arc<dyn ItemSource> = Arc::new(Rows {
         table: table.clone(),
@@ -663,7 +666,7 @@ pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Resul
     });
     let shard = settings.shard.map(|s| (s, survey.fingerprint));
     let sinks = sinks(&output, &table, &selection, layout, shard);
-    let spec = RunSpec {
+    let mut spec = RunSpec {
         schema: files.schema,
         rerun: rerun(&selection.only, choices.chain.as_deref()),
         files: Some(files.files),
@@ -675,6 +678,7 @@ pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Resul
             .unwrap_or_default(),
         ..RunSpec::new(team, workspace, cwd, settings, template)?
     };
+    spec.warnings.extend(warnings);
     // Each stage of a row is an item of its own.
     let per_row = choices.chain.as_ref().map_or(1, |c| c.stages.len() as u64);
     Ok(Plan {
@@ -688,7 +692,7 @@ pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Resul
 
 /// Parse the instruction and scan the input (CSV, or JSON Lines for a `.jsonl` file; the
 /// only time the file is opened), and check the instruction and `--verify` against its
-/// columns; warns about a header that looks like data.
+/// columns (a header that looks like data is the table's `hint`, which the plan warns of).
 ///
 /// Errors: the instruction does not parse, the input is bad, a placeholder names no column
 /// (exit 2, naming the file and line).
@@ -716,9 +720,6 @@ fn scan(files: &CsvBatchFiles, settings: &Settings) -> Result<(Instruction, Inpu
     instruction
         .check_columns(&files.instruction_path, "the instruction", &table.headers)
         .map_err(|e| csv_input::with_hint(e, table.hint.as_deref()))?;
-    if let Some(hint) = &table.hint {
-        eprintln!("warning: {}:1: {hint}", files.input.display());
-    }
     if let Some(v) = &settings.verify {
         crate::prompt::check_verify(v, &table.headers)?;
     }
@@ -780,16 +781,20 @@ fn layout(
     Ok(layout)
 }
 
-/// Warn about rows the last output holds that the input no longer does ([`rows_gone`]) —
-/// only when the input changed since the last run of this workspace, which is this batch's.
-fn warn_rows_gone(files: &CsvBatchFiles, workspace: &Path, batch: &BatchId, ids: &[u64]) {
+/// The warning about rows the last output holds that the input no longer does
+/// ([`rows_gone`]) — only when the input changed since the last run of this workspace, which
+/// is this batch's.
+fn rows_gone_warning(
+    files: &CsvBatchFiles,
+    workspace: &Path,
+    batch: &BatchId,
+    ids: &[u64],
+) -> Option<String> {
     let unchanged = team::recorded_batch(workspace).is_ok_and(|b| b.as_ref() == Some(batch));
-    if !unchanged
-        && team::check_owner(workspace, batch).is_ok()
-        && let Some(w) = rows_gone(&files.output, &files.input, files.id_column.as_deref(), ids)
-    {
-        eprintln!("warning: {w}");
+    if unchanged || team::check_owner(workspace, batch).is_err() {
+        return None;
     }
+    rows_gone(&files.output, &files.input, files.id_column.as_deref(), ids)
 }
 
 /// What the run reads, for the plan's start-up checks: the input (not stdin), the

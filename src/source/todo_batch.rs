@@ -329,6 +329,7 @@ pub fn finish_ending(store: &Store, ws: &Path, archive: Option<&Path>) -> Result
         summary: &summary,
         outcomes: &mut outcomes,
         unrecorded: Vec::new(),
+        warnings: Vec::new(),
         archive,
         unchanged: None,
         stamps: Vec::new(),
@@ -363,6 +364,10 @@ pub fn finish_ending(store: &Store, ws: &Path, archive: Option<&Path>) -> Result
     use crate::sink::Sink;
     table.finish(&mut end)?;
     checkpoints.finish(&mut end)?;
+    // No run is going on to show them as events.
+    for w in end.unrecorded.iter().chain(&end.warnings) {
+        eprintln!("warning: {w}");
+    }
     Ok(true)
 }
 

@@ -22,6 +22,10 @@ pub fn print_plan(
     backend: &dyn crate::run::backend::Backend,
 ) -> crate::error::Result<()> {
     let spec = &plan.spec;
+    // What planning warned of, on stderr as a run shows it, before the plan itself.
+    for w in &spec.warnings {
+        eprintln!("warning: {w}");
+    }
     let done_before = |item: &crate::item::WorkItem| {
         earlier
             .is_some_and(|r| crate::run::record::journal::done_before(&r.ledger, &spec.rerun, item))

@@ -412,6 +412,41 @@ fn a_files_model_that_the_runner_cannot_use_is_said() {
     );
 }
 
+/// Warnings are values (issue 55): what planning warned of reaches `--format json` as a
+/// `warning` event after `run_started`, stays in the journal, and is still said on stderr.
+#[test]
+fn a_start_up_warning_is_an_event_in_the_stream_and_the_journal() {
+    let sb = Sandbox::new();
+    sb.write("workers-input.csv", "id\na\n");
+    sb.write(
+        "BATCH.md",
+        format!(
+            "---\nid_column: id\nmodel: opus\ncommand: [python3, {}]\n---\nDo {{id}}. MODE=success\n",
+            agent("fake_agent.py")
+        ),
+    );
+    let r = sb.run(&["batch", "BATCH.md", "--format", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let said = "`model: opus` is not used: runner `exec` has no place for a model";
+    assert!(r.stderr.contains(&format!("warning: {said}")), "{r:?}");
+    let events: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let names: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(&names[..2], ["run_started", "warning"], "{names:?}");
+    assert_eq!(events[1]["message"], said, "{events:?}");
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    let warned: Vec<serde_json::Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON line"))
+        .filter(|e| e["event"] == "warning")
+        .collect();
+    assert_eq!(warned.len(), 1, "{journal}");
+    assert_eq!(warned[0]["message"], said);
+}
+
 /// A trial ran a header-only CSV (0 items, exit 0), and the default output's workspace then
 /// refused the real CSV as "another batch". A workspace that holds no outcome belongs to
 /// nobody; one that does still refuses another batch.

@@ -77,17 +77,16 @@ pub fn store_only(store: &Path) -> Result<Vec<String>> {
 }
 
 /// Load the definition `name`: `--runner-file` if given, else `<store>/runners/<name>.toml`
-/// if it exists, else the built-in one.
+/// if it exists, else the built-in one. What the file's reading said that is not an error is
+/// in [`RunnerDef::warnings`], for the caller to show.
 ///
 /// Errors: an unknown name (lists the known ones), an unreadable or invalid file.
 pub fn load(name: &str, store: Option<&Path>, runner_file: Option<&Path>) -> Result<RunnerDef> {
     let from_file = |path: &Path| -> Result<RunnerDef> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::read_input("the runner definition", path, e))?;
-        let (def, warnings) = RunnerDef::parse_with_warnings(path, &text)?;
-        for w in warnings {
-            eprintln!("warning: {w}");
-        }
+        let (mut def, warnings) = RunnerDef::parse_with_warnings(path, &text)?;
+        def.warnings = warnings;
         Ok(def)
     };
     if let Some(file) = runner_file {

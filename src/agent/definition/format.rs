@@ -285,6 +285,11 @@ pub struct EnvSpec {
 /// One runner definition (`runners/<name>.toml`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RunnerDef {
+    /// What reading its file said that is not an error (keys it does not know, with their
+    /// lines): shown by the command that loaded it; a run's plan carries them as warnings
+    /// (`Plan::warnings`). Empty for a built-in definition.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
     /// Definition name (the built-ins': the file stem), shown by `runner runners` and in
     /// messages; required and non-empty.
     #[serde(default)]

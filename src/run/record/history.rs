@@ -197,6 +197,7 @@ impl Builder {
                 }
             }
             Event::Activity { .. }
+            | Event::Warning { .. }
             | Event::Interrupted { .. }
             | Event::RunEnded { .. }
             | Event::TeamStopped { .. } => {}

@@ -185,6 +185,7 @@ impl State {
             Event::RunStarted { .. }
             | Event::TeamPaused { .. }
             | Event::TeamStopped { .. }
+            | Event::Warning { .. }
             | Event::Interrupted { .. }
             | Event::RunFinished(_)
             | Event::RunEnded { .. } => {}

@@ -258,11 +258,16 @@ fn write_outputs(
         summary,
         outcomes: &mut outcomes,
         unrecorded: Vec::new(),
+        warnings: Vec::new(),
         archive,
         unchanged: closing.unchanged(),
         stamps: Vec::new(),
     };
     sinks.finish(&mut end)?;
+    // The journal is closed by now: these are shown, not recorded.
+    for w in end.unrecorded.iter().chain(&end.warnings) {
+        sinks.event(&Event::warning(w.clone()));
+    }
     let stamps = std::mem::take(&mut end.stamps);
     let code = match end.unrecorded.is_empty() {
         true => exit_code(summary),

@@ -146,6 +146,8 @@ impl RunSpec {
         template: crate::prompt::TeammateTemplate,
     ) -> Result<RunSpec> {
         let isolation = crate::run::isolation::prepare(&settings, &cwd, &team)?;
+        let mut settings = settings;
+        let warnings = std::mem::take(&mut settings.warnings);
         Ok(RunSpec {
             team,
             workspace,
@@ -161,6 +163,7 @@ impl RunSpec {
             profiles: Vec::new(),
             stages: Vec::new(),
             shared_prompts: Default::default(),
+            warnings,
         })
     }
 }

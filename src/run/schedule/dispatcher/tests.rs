@@ -44,6 +44,7 @@ fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
         profiles: Vec::new(),
         stages: Vec::new(),
         shared_prompts: Default::default(),
+        warnings: Vec::new(),
     }
 }
 

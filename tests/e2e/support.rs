@@ -101,10 +101,10 @@ pub fn cli_or_skip(name: &'static str, rel: &str, version_has: &str, test: &str)
     } else {
         String::new()
     };
-    eprintln!(
-        "skipped: {test}: {why}{hint}. Install it with `bash .ci/run` (it needs the npm \
-         registry or PyPI), or set {var} to a {name} binary."
-    );
+    crate::skip::skip(format!(
+        "{test}: {why}{hint}. Install it with `bash .ci/run` (it needs the npm registry or \
+         PyPI), or set {var} to a {name} binary."
+    ));
     None
 }
 
@@ -428,10 +428,10 @@ impl Sandbox {
         all.extend_from_slice(args);
         let r = self.run_in(&self.path().join("work"), &all, env).await;
         if r.stdout.contains("sandbox none (auto: this kernel") {
-            eprintln!(
-                "skipped: this kernel cannot confine teammates: {}",
+            crate::skip::skip(format!(
+                "this kernel cannot confine teammates: {}",
                 r.stdout
-            );
+            ));
             return None;
         }
         assert!(r.stdout.contains("; sandbox landlock"), "{r:?}");

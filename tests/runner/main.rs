@@ -2,6 +2,8 @@
 //! (`tests/agents/`). One test binary, a small harness (ripgrep/just style).
 
 mod harness;
+#[path = "../common/skip.rs"]
+mod skip;
 
 mod anthropic;
 mod bad_input;

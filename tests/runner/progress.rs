@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use crate::harness::{Run, Sandbox, wait_for};
 
-/// Whether this kernel runs `--sandbox landlock` (else a "skipped" notice).
+/// Whether this kernel runs `--sandbox landlock` (else a skip, see `crate::skip`).
 fn landlock_or_skip(test: &str) -> bool {
     let out = Command::new(env!("CARGO_BIN_EXE_runner"))
         .arg("runners")
@@ -15,7 +15,7 @@ fn landlock_or_skip(test: &str) -> bool {
         .expect("runner runners");
     let ok = String::from_utf8_lossy(&out.stdout).contains("--sandbox landlock is available");
     if !ok {
-        eprintln!("skipped: {test}: this kernel cannot run --sandbox landlock");
+        crate::skip::skip(format!("{test}: this kernel cannot run --sandbox landlock"));
     }
     ok
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::harness::{Run, Sandbox, agent, by_id, git};
 
-/// Skip (with a notice) on a kernel whose Landlock cannot run the sandbox.
+/// Skip ([`crate::skip`]) on a kernel whose Landlock cannot run the sandbox.
 fn landlock_or_skip(test: &str) -> bool {
     let out = Command::new(env!("CARGO_BIN_EXE_runner"))
         .arg("runners")
@@ -24,7 +24,9 @@ fn landlock_or_skip(test: &str) -> bool {
     let text = String::from_utf8_lossy(&out.stdout);
     let ok = text.contains("--sandbox landlock is available");
     if !ok {
-        eprintln!("skipped: {test}: this kernel cannot run --sandbox landlock ({text})");
+        crate::skip::skip(format!(
+            "{test}: this kernel cannot run --sandbox landlock ({text})"
+        ));
     }
     ok
 }
@@ -917,7 +919,7 @@ fn a_sandboxed_teammate_has_no_terminal_to_push_input_into() {
         return;
     }
     if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: tty: no `script` (util-linux) to give the runner a terminal");
+        crate::skip::skip("tty: no `script` (util-linux) to give the runner a terminal");
         return;
     }
     for mode in ["landlock", "none"] {

@@ -9,6 +9,7 @@ mod skip;
 mod support;
 
 mod aider;
+mod cases;
 mod chat_api;
 mod claude;
 mod codex;
@@ -18,3 +19,4 @@ mod mcp;
 mod opencode;
 mod pi;
 mod qwen;
+mod table;

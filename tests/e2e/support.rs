@@ -636,6 +636,17 @@ impl Sandbox {
     /// failure kind (with [`Sandbox::context`] when not).
     #[track_caller]
     pub fn assert_completed(&self, run: &Run, log: &Log) -> BTreeMap<String, String> {
+        self.assert_completed_with(run, log, "wrote the report")
+    }
+
+    /// [`Sandbox::assert_completed`] for a report whose summary is `summary`.
+    #[track_caller]
+    pub fn assert_completed_with(
+        &self,
+        run: &Run,
+        log: &Log,
+        summary: &str,
+    ) -> BTreeMap<String, String> {
         let row = self.assert_outcome(run, log, 0, "completed", "");
         assert_eq!(
             (
@@ -643,8 +654,9 @@ impl Sandbox {
                 row["exit_code"].as_str(),
                 row["error"].as_str()
             ),
-            ("wrote the report", "0", ""),
-            "{row:?}"
+            (summary, "0", ""),
+            "{row:?}\n{}",
+            self.context(run, log)
         );
         row
     }

@@ -7,6 +7,8 @@ mod skip;
 
 mod anthropic;
 mod bad_input;
+mod bad_input_cases;
+mod bad_input_flags;
 mod batch;
 mod batch_api;
 mod ci;

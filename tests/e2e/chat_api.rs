@@ -19,6 +19,7 @@ use tokio::io::AsyncReadExt;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+use crate::cases::{self, StandIn};
 use crate::support::{self, Log};
 
 /// The key the stand-in accepts (`Authorization: Bearer sk-test`); any other gets a 401.
@@ -147,6 +148,40 @@ impl ChatApi {
     pub fn calls(&self) -> Vec<Call> {
         self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+}
+
+impl StandIn for ChatApi {
+    fn log(&self) -> &Log {
+        &self.log
+    }
+    fn turns(&self) -> usize {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// Start the stand-in playing the shared cases' `script` for a CLI whose model does its work
+/// as `work` answers and reports in its text as `text` answers: a call with a key other than
+/// [`API_KEY`] always gets OpenAI's 401; `Stall` answers nothing for 300 s; `Fail(reply)`
+/// is `reply` to every call; `RateLimitOnce` is [`Reply::rate_limited`], then as `work`.
+pub async fn play(
+    script: cases::Script<Reply>,
+    work: fn(&Call) -> Reply,
+    text: fn(&Call) -> Reply,
+) -> ChatApi {
+    start(move |c: &Call| {
+        if c.key() != API_KEY {
+            return Reply::bad_key(c.key());
+        }
+        match &script {
+            cases::Script::WriteReport => work(c),
+            cases::Script::ReportInText => text(c),
+            cases::Script::Stall => Reply::Stall(Duration::from_secs(300)),
+            cases::Script::RateLimitOnce if c.n == 1 => Reply::rate_limited(),
+            cases::Script::RateLimitOnce => work(c),
+            cases::Script::Fail(reply) => reply.clone(),
+        }
+    })
+    .await
 }
 
 /// Start the stand-in with `script` (and the dead-end proxy).
@@ -306,7 +341,7 @@ impl Respond for Completions {
                 Reply::Text { text, .. } => format!("text {:?}", short(text)),
                 Reply::ToolCall { name, .. } => format!("tool call {name}"),
                 Reply::Error { status, .. } => format!("HTTP {status}"),
-                Reply::Stall(d) => format!("no answer for {d:?}"),
+                Reply::Stall(d) => format!("(stalling) no answer for {d:?}"),
             }
         ));
         respond(&call, reply)

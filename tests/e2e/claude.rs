@@ -6,41 +6,47 @@
 //!
 //! Claude Code is installed by `.ci/run` into `target/e2e-claude/` (a pinned version, from the
 //! npm registry); `RUNNER_E2E_CLAUDE` may point at another `claude` binary. Without one the
-//! tests print a `skipped: ...` notice on stderr and pass.
+//! tests skip (`crate::skip`). The cases it shares with every CLI are its row in `table.rs`;
+//! here are its wiring ([`Claude`]) and the tests only Claude Code has.
 //!
 //! What Claude Code 2.1.332 sends with the environment below: only `POST
 //! /v1/messages?beta=true` (streaming), one per turn. Anything else is answered sensibly and
 //! logged (run with `--nocapture` to see the log).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use wiremock::matchers::{any, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
+use crate::cases::{self, Agent, Key, Setup, StandIn};
+use crate::support::{self, Cli, Log, Run, Sandbox, Shared, find_report_path};
 
 /// The tool-use id of the scripted `Write` call.
 const TOOL_USE_ID: &str = "toolu_01E2eWriteReport0000000";
 
-/// What the scripted model does on `POST /v1/messages`.
+/// An Anthropic API error: the HTTP status and the error body's `type` and `message`.
 #[derive(Clone, Copy, Debug)]
-enum Script {
-    /// Turn 1: write the report with the `Write` tool; turn 2: a short final text.
-    WriteReport,
-    /// Turn 1: the report as the final text, no tool call.
-    ReportInText,
-    /// Accept the request and never answer (a stalled API).
-    Stall,
-    /// The first call fails with a 429; then as `WriteReport`.
-    RateLimitOnce,
-    /// Every call fails with this HTTP status and Anthropic error body.
-    Fail {
-        status: u16,
-        error_type: &'static str,
-        message: &'static str,
-    },
+pub struct Fault {
+    /// HTTP status.
+    pub status: u16,
+    /// `error.type`, e.g. `overloaded_error`.
+    pub error_type: &'static str,
+    /// `error.message`.
+    pub message: &'static str,
 }
+
+/// The Anthropic API's answer to a key it rejects.
+pub const BAD_KEY: Fault = Fault {
+    status: 401,
+    error_type: "authentication_error",
+    message: "invalid x-api-key",
+};
+
+/// What the scripted model does on `POST /v1/messages`: `WriteReport` is turn 1 a `Write`
+/// tool call, turn 2 a short final text; `RateLimitOnce` is a 429, then as `WriteReport`.
+type Script = cases::Script<Fault>;
 
 /// Token usage the scripted model reports per turn (input, output). Realistic for Claude
 /// Code: its system prompt and tool definitions are ~18k tokens.
@@ -98,11 +104,11 @@ impl Respond for Messages {
             tools.len()
         );
 
-        if let Script::Fail {
+        if let Script::Fail(Fault {
             status,
             error_type,
             message,
-        } = self.script
+        }) = self.script
         {
             self.log.push(format!("{what} -> {status} {error_type}"));
             return api_error(status, error_type, message);
@@ -321,8 +327,24 @@ fn tool_result(body: &Value, id: &str) -> Option<Value> {
         .cloned()
 }
 
-/// A mock API with `script`; returns it with its request log and what it saw.
-async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
+/// The running stand-in: the server, its request log and what it saw.
+pub struct Api {
+    server: MockServer,
+    log: Log,
+    seen: Seen,
+}
+
+impl StandIn for Api {
+    fn log(&self) -> &Log {
+        &self.log
+    }
+    fn turns(&self) -> usize {
+        self.seen.with(|s| s.message_calls)
+    }
+}
+
+/// A mock API with `script`.
+async fn mock_api(script: Script) -> Api {
     let log = Log::default();
     let seen = Seen::default();
     let messages = Messages {
@@ -330,7 +352,8 @@ async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
         log: log.clone(),
         seen: seen.clone(),
     };
-    (messages_api(messages, &log).await, log, seen)
+    let server = messages_api(messages, &log).await;
+    Api { server, log, seen }
 }
 
 /// A mock API whose `POST /v1/messages` is `messages`; token counts and anything else are
@@ -360,14 +383,101 @@ async fn messages_api(messages: impl Respond + 'static, log: &Log) -> MockServer
 // ---------------------------------------------------------------------------------------
 // Running `runner` with Claude Code
 
-/// The Claude Code binary, or `None` with a skip notice.
-fn claude_or_skip(test: &str) -> Option<Cli> {
-    support::cli_or_skip("claude", "node_modules/.bin/claude", "Claude Code", test)
+/// Claude Code's wiring for the shared cases (`table.rs`).
+pub struct Claude;
+
+impl Agent for Claude {
+    const NAME: &'static str = "claude";
+    const BIN: &'static str = "node_modules/.bin/claude";
+    const VERSION_HAS: &'static str = "Claude Code";
+    type Fault = Fault;
+    type Api = Api;
+
+    async fn start(script: Script) -> Api {
+        mock_api(script).await
+    }
+
+    fn setup(_cli: &Cli, sb: &Sandbox, api: &Api, _key: Key) -> Setup {
+        Setup {
+            args: vec![],
+            env: claude_env(sb, &api.server.uri()),
+        }
+    }
+
+    /// The report really came from Claude Code's `Write` tool, at the path the prompt named;
+    /// the session and usage columns are as Claude Code computed them from the mock's usage;
+    /// the model is the one that answered, read from Claude Code's own output.
+    fn check_completed(sb: &Sandbox, r: &Run, api: &Api, row: &BTreeMap<String, String>) {
+        let context = || sb.context(r, &api.log);
+        let s = api.seen.with(std::mem::take);
+        assert_eq!(s.message_calls, 2, "one call per turn: {}", context());
+        sb.assert_report_written(s.report_path.clone());
+        let result = s
+            .tool_result
+            .clone()
+            .expect("Claude Code sent the tool result back");
+        assert_ne!(
+            result["is_error"],
+            json!(true),
+            "the Write succeeded: {result}"
+        );
+        assert_eq!(
+            s.api_key_header.as_deref(),
+            Some("sk-test"),
+            "ANTHROPIC_API_KEY is used"
+        );
+
+        assert!(!row["session_id"].is_empty(), "{row:?}");
+        if let Some(h) = &s.session_header {
+            assert_eq!(&row["session_id"], h, "the session id the API saw");
+        }
+        let cost: f64 = row["cost_usd"]
+            .parse()
+            .unwrap_or_else(|e| panic!("cost_usd {:?}: {e}", row["cost_usd"]));
+        assert!(cost > 0.0, "cost from the usage returned: {row:?}");
+        assert_eq!(row["turns"], "2", "{row:?}");
+        assert_eq!(
+            row["input_tokens"],
+            (TURN1_USAGE.0 + TURN2_USAGE.0).to_string(),
+            "{row:?}"
+        );
+        assert_eq!(
+            row["output_tokens"],
+            (TURN1_USAGE.1 + TURN2_USAGE.1).to_string(),
+            "{row:?}"
+        );
+
+        let journal =
+            std::fs::read_to_string(sb.path().join("workers-output.runner/journal.jsonl"))
+                .expect("journal");
+        let finished: Value = journal
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .rfind(|e| e["event"] == "item_finished")
+            .expect("item_finished");
+        assert_eq!(
+            finished["outcome"]["model"].as_str(),
+            s.answered_model.as_deref(),
+            "{finished}"
+        );
+        eprintln!("cost ${cost}");
+    }
+
+    /// The report in the teammate folder, Claude Code's state in CLAUDE_CONFIG_DIR.
+    fn check_sandboxed(sb: &Sandbox, _r: &Run, _api: &Api) {
+        cases::assert_report_file(sb);
+        assert!(
+            std::fs::read_dir(sb.home().join(".claude"))
+                .map(|d| d.count() > 0)
+                .unwrap_or(false),
+            "Claude Code kept its state in CLAUDE_CONFIG_DIR"
+        );
+    }
 }
 
 /// `runner batch ... --runner claude --timeout <timeout> EXTRA...` in `sb`, with Claude Code
 /// pointed at `api`.
-async fn run_claude_with(sb: &Sandbox, api: &str, timeout: &str, extra: &[&str]) -> support::Run {
+async fn run_claude_with(sb: &Sandbox, api: &str, timeout: &str, extra: &[&str]) -> Run {
     let mut args = vec!["--runner", "claude", "--timeout", timeout];
     args.extend_from_slice(extra);
     sb.run(&args, &claude_env(sb, api)).await
@@ -396,219 +506,8 @@ fn claude_env(sb: &Sandbox, api: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// [`run_claude_with`] without extra flags.
-async fn run_claude(sb: &Sandbox, api: &str, timeout: &str) -> support::Run {
-    run_claude_with(sb, api, timeout, &[]).await
-}
-
 // ---------------------------------------------------------------------------------------
-// Tests
-
-/// The whole loop with the real CLI: prompt on stdin, a real `Write` tool call writing
-/// `$RUNNER_REPORT`, stream-json parsed, report judged, usage columns filled.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_claude_writes_the_report_and_the_item_completes() {
-    let Some(claude) = claude_or_skip("real_claude_writes_the_report_and_the_item_completes")
-    else {
-        return;
-    };
-    eprintln!("using {} ({})", claude.bin.display(), claude.version);
-    let (api, log, seen) = mock_api(Script::WriteReport).await;
-    let sb = Sandbox::new(&claude);
-
-    let r = run_claude(&sb, &api.uri(), "90s").await;
-    let context = || sb.context(&r, &log);
-
-    let row = sb.assert_completed(&r, &log);
-
-    // The report really came from Claude Code's Write tool, at the path the prompt named.
-    let s = seen.with(std::mem::take);
-    assert_eq!(s.message_calls, 2, "one call per turn: {}", context());
-    sb.assert_report_written(s.report_path.clone());
-    let result = s
-        .tool_result
-        .clone()
-        .expect("Claude Code sent the tool result back");
-    assert_ne!(
-        result["is_error"],
-        json!(true),
-        "the Write succeeded: {result}"
-    );
-    assert_eq!(
-        s.api_key_header.as_deref(),
-        Some("sk-test"),
-        "ANTHROPIC_API_KEY is used"
-    );
-
-    // Session and usage columns, as Claude Code computed them from the mock's usage.
-    assert!(!row["session_id"].is_empty(), "{row:?}");
-    if let Some(h) = &s.session_header {
-        assert_eq!(&row["session_id"], h, "the session id the API saw");
-    }
-    let cost: f64 = row["cost_usd"]
-        .parse()
-        .unwrap_or_else(|e| panic!("cost_usd {:?}: {e}", row["cost_usd"]));
-    assert!(cost > 0.0, "cost from the usage returned: {row:?}");
-    assert_eq!(row["turns"], "2", "{row:?}");
-    assert_eq!(
-        row["input_tokens"],
-        (TURN1_USAGE.0 + TURN2_USAGE.0).to_string(),
-        "{row:?}"
-    );
-    assert_eq!(
-        row["output_tokens"],
-        (TURN1_USAGE.1 + TURN2_USAGE.1).to_string(),
-        "{row:?}"
-    );
-
-    // The model that answered, read from Claude Code's own output (the API's word).
-    let journal = std::fs::read_to_string(sb.path().join("workers-output.runner/journal.jsonl"))
-        .expect("journal");
-    let finished: Value = journal
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .rfind(|e| e["event"] == "item_finished")
-        .expect("item_finished");
-    assert_eq!(
-        finished["outcome"]["model"].as_str(),
-        s.answered_model.as_deref(),
-        "{finished}"
-    );
-
-    // Nothing else was requested, and nothing is left running.
-    log.assert_nothing_unexpected();
-    sb.assert_no_survivors();
-    eprintln!("completed in {:.1?}, cost ${cost}", r.took);
-}
-
-/// An API error the CLI gives up on (after the definition's 2 retries, or at once when the
-/// runner ends it by its `api_retry` event: `calls` requests in all): the item is `failed`
-/// with the error. `extra`: more flags (`--var max_retries=10`: the CLI's own default).
-#[allow(clippy::too_many_arguments)]
-async fn api_error_fails_the_item(
-    test: &str,
-    status: u16,
-    error_type: &'static str,
-    message: &'static str,
-    expect_in_reason: &[&str],
-    kind: &str,
-    calls: usize,
-    extra: &[&str],
-) {
-    let Some(claude) = claude_or_skip(test) else {
-        return;
-    };
-    eprintln!("using {} ({})", claude.bin.display(), claude.version);
-    let (api, log, seen) = mock_api(Script::Fail {
-        status,
-        error_type,
-        message,
-    })
-    .await;
-    let sb = Sandbox::new(&claude);
-
-    let r = run_claude_with(&sb, &api.uri(), "90s", extra).await;
-    let context = || sb.context(&r, &log);
-
-    assert_eq!(r.code, 1, "an item did not complete: {}", context());
-    let row = sb.row();
-    assert_eq!(row["status"], "failed", "{row:?}\n{}", context());
-    let reason = row["error"].to_lowercase();
-    assert!(!reason.is_empty(), "a reason is given: {row:?}");
-    for word in expect_in_reason {
-        assert!(
-            reason.contains(&word.to_lowercase()),
-            "the reason names the API error ({word:?}): {row:?}\n{}",
-            context()
-        );
-    }
-    assert_eq!(row["failure_kind"], kind, "{row:?}");
-    let start: String = row["error"].chars().take(40).collect();
-    assert!(
-        r.stdout.contains(&start),
-        "the closing summary names the reason: {r:?}"
-    );
-    assert_eq!(
-        seen.with(|s| s.message_calls),
-        calls,
-        "requests, with the CLI's retries as set: {}",
-        context()
-    );
-    assert!(
-        r.took < Duration::from_secs(30),
-        "gave up quickly: {:.1?}",
-        r.took
-    );
-    sb.assert_no_survivors();
-    eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_claude_overloaded_529_fails_the_item() {
-    api_error_fails_the_item(
-        "real_claude_overloaded_529_fails_the_item",
-        529,
-        "overloaded_error",
-        "Overloaded",
-        &["529", "overloaded"],
-        "api_error",
-        3,
-        &[],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_claude_rate_limit_429_fails_the_item() {
-    api_error_fails_the_item(
-        "real_claude_rate_limit_429_fails_the_item",
-        429,
-        "rate_limit_error",
-        "Number of request tokens has exceeded your per-minute rate limit",
-        &["429", "rate limit"],
-        "rate_limited",
-        3,
-        &[],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_claude_bad_key_401_fails_the_item_as_auth() {
-    api_error_fails_the_item(
-        "real_claude_bad_key_401_fails_the_item_as_auth",
-        401,
-        "authentication_error",
-        "invalid x-api-key",
-        // Claude Code announces its first retry of the 401 as an `api_retry` event: the
-        // runner ends the attempt there, with that event's words.
-        &["stopped at once", "api error 401 (authentication_failed)"],
-        "auth",
-        1,
-        &[],
-    )
-    .await;
-}
-
-/// A rejected key with Claude Code at its own default retries (10, about 3 minutes of
-/// back-off): ended at its first `api_retry` event, as `auth`, within seconds (issue 29).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_claude_bad_key_at_its_default_retries_is_ended_at_once_as_auth() {
-    api_error_fails_the_item(
-        "real_claude_bad_key_at_its_default_retries_is_ended_at_once_as_auth",
-        401,
-        "authentication_error",
-        "invalid x-api-key",
-        &[
-            "api error 401 (authentication_failed)",
-            "would retry it 10 times",
-        ],
-        "auth",
-        1,
-        &["--var", "max_retries=10"],
-    )
-    .await;
-}
+// Tests only Claude Code has
 
 /// A rate limit that lasts, with Claude Code at its own default retries (10, back-off up to
 /// minutes): its retries never end the attempt early (a short wait is the CLI's to make), but
@@ -616,19 +515,19 @@ async fn real_claude_bad_key_at_its_default_retries_is_ended_at_once_as_auth() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_claude_retrying_a_rate_limit_until_the_time_limit_says_so() {
     let Some(claude) =
-        claude_or_skip("real_claude_retrying_a_rate_limit_until_the_time_limit_says_so")
+        cases::find::<Claude>("real_claude_retrying_a_rate_limit_until_the_time_limit_says_so")
     else {
         return;
     };
-    let (api, log, _seen) = mock_api(Script::Fail {
+    let api = mock_api(Script::Fail(Fault {
         status: 429,
         error_type: "rate_limit_error",
         message: "Number of request tokens has exceeded your per-minute rate limit",
-    })
+    }))
     .await;
     let sb = Sandbox::new(&claude);
-    let r = run_claude_with(&sb, &api.uri(), "6s", &["--var", "max_retries=10"]).await;
-    let row = sb.assert_outcome(&r, &log, 1, "timed_out", "timed_out");
+    let r = run_claude_with(&sb, &api.server.uri(), "6s", &["--var", "max_retries=10"]).await;
+    let row = sb.assert_outcome(&r, &api.log, 1, "timed_out", "timed_out");
     assert!(
         row["error"]
             .contains("the last error it printed: API error 429 (rate_limit), Claude Code's retry")
@@ -637,144 +536,6 @@ async fn real_claude_retrying_a_rate_limit_until_the_time_limit_says_so() {
     );
     sb.assert_no_survivors();
 }
-
-/// Anthropic's "credit balance is too low" (HTTP 400, `billing_error`): `quota`, which stops
-/// the team, not `agent_error` (issue 29).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_claude_credit_balance_too_low_fails_the_item_as_quota() {
-    api_error_fails_the_item(
-        "real_claude_credit_balance_too_low_fails_the_item_as_quota",
-        400,
-        "billing_error",
-        "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.",
-        &["credit balance is too low"],
-        "quota",
-        1,
-        &[],
-    )
-    .await;
-}
-
-/// The report only in Claude Code's final text (no tool call): still `completed`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_claude_report_in_the_final_text_completes() {
-    let Some(claude) = claude_or_skip("real_claude_report_in_the_final_text_completes") else {
-        return;
-    };
-    let (api, log, _seen) = mock_api(Script::ReportInText).await;
-    let sb = Sandbox::new(&claude);
-    let r = run_claude(&sb, &api.uri(), "90s").await;
-    sb.assert_completed(&r, &log);
-    sb.assert_no_survivors();
-}
-
-/// A stalled API and a short `--timeout`: `timed_out`, and no Claude Code process is left.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_claude_stalled_api_times_out_and_leaves_no_process() {
-    let Some(claude) = claude_or_skip("real_claude_stalled_api_times_out_and_leaves_no_process")
-    else {
-        return;
-    };
-    let (api, log, _seen) = mock_api(Script::Stall).await;
-    let sb = Sandbox::new(&claude);
-    let r = run_claude(&sb, &api.uri(), "6s").await;
-    sb.assert_outcome(&r, &log, 1, "timed_out", "timed_out");
-    assert!(
-        log.lines().iter().any(|l| l.contains("(stalling)")),
-        "the request reached the API: {}",
-        log.dump()
-    );
-    sb.assert_no_survivors();
-}
-
-/// A 429 with rate limits allowed to wait: the team pauses (Claude Code names no time, so
-/// the back-off is 2 s ± 25%), the attempt is made again without a retry, and it completes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_claude_rate_limit_pauses_the_team_and_the_next_attempt_completes() {
-    let Some(claude) =
-        claude_or_skip("real_claude_rate_limit_pauses_the_team_and_the_next_attempt_completes")
-    else {
-        return;
-    };
-    let (api, log, _seen) = mock_api(Script::RateLimitOnce).await;
-    let sb = Sandbox::new(&claude);
-    // Its own retries off: the runner's gate does the waiting.
-    let r = run_claude_with(
-        &sb,
-        &api.uri(),
-        "90s",
-        &["--rate-limit-wait", "1m", "--var", "max_retries=0"],
-    )
-    .await;
-    let row = sb.row();
-    assert_eq!(
-        (r.code, row["status"].as_str(), row["attempts"].as_str()),
-        (0, "completed", "2"),
-        "{r:?}\n{row:?}\n{}\n{}",
-        sb.agent_log(),
-        log.dump()
-    );
-    assert!(r.stdout.contains("PAUSED  rate limited"), "{r:?}");
-    assert!(
-        r.took >= Duration::from_millis(1500),
-        "waited: {:?}",
-        r.took
-    );
-    sb.assert_no_survivors();
-}
-
-/// One 429 with the definition's own retries (2): Claude Code waits it out itself and the
-/// item completes in its first attempt (a short rate limit never costs the work done so far).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_claude_one_429_is_retried_by_the_cli_within_the_attempt() {
-    let Some(claude) =
-        claude_or_skip("real_claude_one_429_is_retried_by_the_cli_within_the_attempt")
-    else {
-        return;
-    };
-    let (api, log, seen) = mock_api(Script::RateLimitOnce).await;
-    let sb = Sandbox::new(&claude);
-    let r = run_claude(&sb, &api.uri(), "90s").await;
-    let row = sb.assert_completed(&r, &log);
-    assert_eq!(row["attempts"], "1", "{row:?}");
-    assert_eq!(
-        seen.with(|s| s.message_calls),
-        3,
-        "the 429, its retry, turn 2"
-    );
-    sb.assert_no_survivors();
-}
-
-/// The same loop under the default `--sandbox auto`, Landlock here (the output and workspace
-/// outside the teammate's working directory): Claude Code works, writes its report in its teammate folder and its
-/// state in CLAUDE_CONFIG_DIR (the definition's `[sandbox] writes`), and nothing else.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_claude_completes_under_the_landlock_sandbox() {
-    let Some(claude) = claude_or_skip("real_claude_completes_under_the_landlock_sandbox") else {
-        return;
-    };
-    let (api, log, _seen) = mock_api(Script::WriteReport).await;
-    let sb = Sandbox::new(&claude);
-    let Some(r) = sb
-        .run_sandboxed(
-            &["--runner", "claude", "--timeout", "90s"],
-            &claude_env(&sb, &api.uri()),
-        )
-        .await
-    else {
-        return;
-    };
-    sb.assert_completed(&r, &log);
-    assert!(sb.teammate().join("work/report.json").is_file());
-    assert!(
-        std::fs::read_dir(sb.home().join(".claude"))
-            .map(|d| d.count() > 0)
-            .unwrap_or(false),
-        "Claude Code kept its state in CLAUDE_CONFIG_DIR"
-    );
-    sb.assert_no_survivors();
-}
-
 // ---------------------------------------------------------------------------------------
 // Claude Code as the lead: `runner mcp` as its MCP server (issue 28)
 
@@ -951,7 +712,7 @@ async fn real_claude_as_the_lead_calls_runner_mcp_tools() {
 }
 
 async fn lead_calls_runner_mcp_tools(test: &str, tool_search: bool) {
-    let Some(claude) = claude_or_skip(test) else {
+    let Some(claude) = cases::find::<Claude>(test) else {
         return;
     };
     let sb = Sandbox::new(&claude);

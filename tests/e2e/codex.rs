@@ -7,8 +7,9 @@
 //!
 //! Codex is installed by `.ci/run` into `target/e2e-codex/` (a pinned version, from the npm
 //! registry: a node wrapper that starts the native binary of `@openai/codex-linux-x64`);
-//! `RUNNER_E2E_CODEX` may point at another `codex` binary. Without one the tests print a
-//! `skipped: ...` notice on stderr and pass.
+//! `RUNNER_E2E_CODEX` may point at another `codex` binary. Without one the tests skip
+//! (`crate::skip`). The cases it shares with every CLI are its row in `table.rs`; here are
+//! its wiring ([`Codex`]) and the tests only codex has.
 //!
 //! What codex-cli 0.169.0 does with the configuration below (seen with this stand-in):
 //! - only `POST /v1/responses` (`stream: true`, `Authorization: Bearer $MOCK_API_KEY`, a
@@ -33,13 +34,15 @@
 //!   start-up warnings. The texts M are asserted below.
 //! - `turn.completed.usage` sums the turn's requests (input and output tokens).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
+use crate::cases::{self, Agent, Key, Setup, StandIn};
+use crate::support::{self, Cli, Log, Run, Sandbox, Shared, find_report_path};
 
 /// The call id of the scripted `apply_patch` call.
 const CALL_ID: &str = "call_e2e_apply_patch_0001";
@@ -50,7 +53,7 @@ const CONFIG_MODEL: &str = "gpt-5.6-luna";
 const MODEL: &str = "gpt-5.5";
 
 /// OpenAI's message for a tokens-per-minute 429 (codex 0.169.0 does not print it).
-const RATE_LIMIT_MESSAGE: &str = "Rate limit reached for gpt-5.5 in organization org-e2e on \
+pub const RATE_LIMIT_MESSAGE: &str = "Rate limit reached for gpt-5.5 in organization org-e2e on \
     tokens per min (TPM): Limit 30000, Used 30000, Requested 1200. Please try again in 2.4s. \
     Visit https://platform.openai.com/account/rate-limits to learn more.";
 
@@ -58,25 +61,23 @@ const RATE_LIMIT_MESSAGE: &str = "Rate limit reached for gpt-5.5 in organization
 const TURN1_USAGE: (u64, u64) = (11_234, 96);
 const TURN2_USAGE: (u64, u64) = (11_402, 14);
 
-/// What the scripted model does on `POST /v1/responses`.
+/// An OpenAI API error: the HTTP status and the error body's `type`, `code` and `message`.
 #[derive(Clone, Copy, Debug)]
-enum Script {
-    /// Request 1: add the report with `apply_patch`; request 2: a short final text.
-    WriteReport,
-    /// Request 1: the report as the final text, no tool call.
-    ReportInText,
-    /// Accept the request and never answer (a stalled API).
-    Stall,
-    /// Request 1: HTTP 429 `rate_limit_exceeded`; later requests: like `ReportInText`.
-    RateLimitOnce,
-    /// Every call fails with this HTTP status and OpenAI error body.
-    Fail {
-        status: u16,
-        error_type: &'static str,
-        code: &'static str,
-        message: &'static str,
-    },
+pub struct Fault {
+    /// HTTP status.
+    pub status: u16,
+    /// `error.type`.
+    pub error_type: &'static str,
+    /// `error.code`, e.g. `rate_limit_exceeded`.
+    pub code: &'static str,
+    /// `error.message`.
+    pub message: &'static str,
 }
+
+/// What the scripted model does on `POST /v1/responses`: `WriteReport` is request 1 an
+/// `apply_patch` call adding the report, request 2 a short final text; `RateLimitOnce` is a
+/// 429 `rate_limit_exceeded`, then as `ReportInText`.
+type Script = cases::Script<Fault>;
 
 /// What the Responses responder learned, for the assertions.
 type Seen = Shared<SeenInner>;
@@ -135,12 +136,12 @@ impl Respond for Responses {
             tools.len()
         );
 
-        if let Script::Fail {
+        if let Script::Fail(Fault {
             status,
             error_type,
             code,
             message,
-        } = self.script
+        }) = self.script
         {
             self.log.push(format!("{what} -> {status} {code}"));
             return api_error(status, error_type, code, message);
@@ -315,8 +316,24 @@ fn tool_output(body: &Value, call_id: &str) -> Option<Value> {
         .cloned()
 }
 
-/// A mock API with `script`; returns it with its request log and what it saw.
-async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
+/// The running stand-in: the server, its request log and what it saw.
+pub struct Api {
+    server: MockServer,
+    log: Log,
+    seen: Seen,
+}
+
+impl StandIn for Api {
+    fn log(&self) -> &Log {
+        &self.log
+    }
+    fn turns(&self) -> usize {
+        self.seen.with(|s| s.calls)
+    }
+}
+
+/// A mock API with `script`.
+async fn mock_api(script: Script) -> Api {
     let server = MockServer::start().await;
     let log = Log::default();
     let seen = Seen::default();
@@ -341,19 +358,132 @@ async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
     }
     .mount(&server)
     .await;
-    (server, log, seen)
+    Api { server, log, seen }
 }
 
 // ---------------------------------------------------------------------------------------
 // Running `runner` with codex
 
-/// The codex binary, or `None` with a skip notice.
-fn codex_or_skip(test: &str) -> Option<Cli> {
-    support::cli_or_skip("codex", "node_modules/.bin/codex", "codex-cli", test)
-}
-
 /// The environment variable the test's model provider reads its key from.
 const KEY_VAR: &str = "MOCK_API_KEY";
+
+/// codex's wiring for the shared cases (`table.rs`).
+pub struct Codex;
+
+impl Agent for Codex {
+    const NAME: &'static str = "codex";
+    const BIN: &'static str = "node_modules/.bin/codex";
+    const VERSION_HAS: &'static str = "codex-cli";
+    /// A slug codex offers `apply_patch` for (the config's model is one it offers none).
+    const WRITE_ARGS: &'static [&'static str] = &["--model", MODEL];
+    type Fault = Fault;
+    type Api = Api;
+
+    async fn start(script: Script) -> Api {
+        mock_api(script).await
+    }
+
+    fn setup(_cli: &Cli, sb: &Sandbox, api: &Api, key: Key) -> Setup {
+        let codex_home = write_codex_config(sb, &api.server.uri());
+        Setup {
+            args: vec![],
+            env: codex_env(&codex_home, key.value()),
+        }
+    }
+
+    /// The report really came from codex's `apply_patch` (inside its own `workspace-write`
+    /// sandbox), at the path the prompt named; `--model` reached the API; the session and
+    /// token columns are as codex printed them (`turn.completed` sums the requests); the
+    /// SQLite state went to the teammate's CODEX_SQLITE_HOME, not CODEX_HOME.
+    fn check_completed(sb: &Sandbox, r: &Run, api: &Api, row: &BTreeMap<String, String>) {
+        let context = || sb.context(r, &api.log);
+        let s = api.seen.with(std::mem::take);
+        assert_eq!(s.calls, 2, "one request per model turn: {}", context());
+        assert_eq!(s.models, [MODEL, MODEL], "--model reaches the API as `-m`");
+        assert_eq!(
+            s.authorization.as_deref(),
+            Some("Bearer sk-test"),
+            "the provider's env_key is used"
+        );
+        let report = sb.assert_report_written(s.report_path.clone());
+        let output = s
+            .tool_output
+            .clone()
+            .expect("codex sent the tool output back");
+        assert_eq!(output["type"], "custom_tool_call_output", "{output}");
+        let text = output["output"].as_str().unwrap_or_default();
+        assert!(
+            text.contains("Success") && text.contains(&report),
+            "apply_patch succeeded: {output}"
+        );
+
+        assert!(!row["session_id"].is_empty(), "{row:?}");
+        assert_eq!(
+            Some(&row["session_id"]),
+            s.session_header.as_ref(),
+            "the thread id is the session id the API saw"
+        );
+        assert_eq!(
+            row["input_tokens"],
+            (TURN1_USAGE.0 + TURN2_USAGE.0).to_string(),
+            "{row:?}"
+        );
+        assert_eq!(
+            row["output_tokens"],
+            (TURN1_USAGE.1 + TURN2_USAGE.1).to_string(),
+            "{row:?}"
+        );
+        assert_eq!(row["cost_usd"], "", "codex reports no cost: {row:?}");
+
+        let state = sb.teammate().join("work/state/codex_sqlite_home");
+        assert!(
+            state.join("state_5.sqlite").is_file(),
+            "codex's state database in {}: {:?}",
+            state.display(),
+            std::fs::read_dir(&state)
+                .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+        );
+        assert!(!sb.home().join(".codex/state_5.sqlite").exists());
+    }
+
+    /// No `--model`: the config's model; the usage of the one turn.
+    fn check_text(sb: &Sandbox, api: &Api) {
+        assert_eq!(
+            api.seen.with(|s| s.models.clone()),
+            [CONFIG_MODEL],
+            "no --model: the config's model"
+        );
+        let row = sb.row();
+        assert_eq!(row["input_tokens"], TURN2_USAGE.0.to_string(), "{row:?}");
+    }
+
+    /// Under Landlock codex's own sandbox does NOT nest: 0.169.0 runs commands and
+    /// apply_patch through bubblewrap, which prints `bwrap: setting up uid map: Permission
+    /// denied` (writing /proc/self/uid_map is a write Landlock denies, and a
+    /// Landlock-restricted process may not change its mounts at all), so apply_patch would
+    /// answer "Failed to write file …/report.json"; its `features.use_legacy_landlock =
+    /// true` still goes through bubblewrap. So the definition hands over (`[sandbox] vars`:
+    /// `sandbox = "danger-full-access"` under ours), and the case passes no `--var`: the
+    /// report is written in the teammate folder, the state in CODEX_SQLITE_HOME.
+    fn check_sandboxed(sb: &Sandbox, r: &Run, api: &Api) {
+        cases::assert_report_file(sb);
+        assert!(
+            sb.teammate()
+                .join("work/state/codex_sqlite_home/state_5.sqlite")
+                .is_file(),
+            "{}",
+            sb.context(r, &api.log)
+        );
+    }
+
+    /// The reason quotes codex's own message (from its `turn.failed` event; stderr has none).
+    fn check_failed(_sb: &Sandbox, _api: &Api, row: &BTreeMap<String, String>) {
+        assert!(
+            row["error"].to_lowercase().contains("exited with code 1: "),
+            "the reason quotes codex: {row:?}"
+        );
+    }
+}
 
 /// `<home>/.codex/config.toml`: the stand-in as a custom Responses-API provider with its
 /// retries off, and nothing that would reach the network (no plugin sync, no analytics).
@@ -390,268 +520,33 @@ remote_plugin = false
     codex_home
 }
 
-/// `runner batch ... --runner codex --timeout <timeout> ARGS` in `sb`, with codex pointed at
-/// `api`; `key` is the provider key's value (`None`: the variable is not set).
-async fn run_codex(
-    sb: &Sandbox,
-    api: &str,
-    timeout: &str,
-    args: &[&str],
-    key: Option<&str>,
-) -> support::Run {
-    let codex_home = write_codex_config(sb, api);
-    run_with_codex_home(sb, &codex_home, timeout, args, key).await
-}
-
-/// `runner batch ... --runner codex` in `sb` with `CODEX_HOME=codex_home` as it is.
-async fn run_with_codex_home(
-    sb: &Sandbox,
-    codex_home: &std::path::Path,
-    timeout: &str,
-    args: &[&str],
-    key: Option<&str>,
-) -> support::Run {
-    let mut argv = vec!["--runner", "codex", "--timeout", timeout];
-    argv.extend_from_slice(args);
+/// codex's environment: `CODEX_HOME=codex_home`, `key` as the provider key's value (`None`:
+/// the variable is not set).
+fn codex_env(codex_home: &std::path::Path, key: Option<&str>) -> Vec<(&'static str, String)> {
     let mut env = vec![("CODEX_HOME", codex_home.display().to_string())];
     if let Some(k) = key {
         env.push((KEY_VAR, k.to_string()));
     }
-    sb.run(&argv, &env).await
+    env
+}
+
+/// `runner batch ... --runner codex --timeout <timeout>` in `sb` with `CODEX_HOME=codex_home`
+/// as it is.
+async fn run_with_codex_home(
+    sb: &Sandbox,
+    codex_home: &std::path::Path,
+    timeout: &str,
+    key: Option<&str>,
+) -> Run {
+    sb.run(
+        &["--runner", "codex", "--timeout", timeout],
+        &codex_env(codex_home, key),
+    )
+    .await
 }
 
 // ---------------------------------------------------------------------------------------
-// Tests
-
-/// The whole loop with the real CLI: prompt on stdin, a real `apply_patch` call writing
-/// `$RUNNER_REPORT` inside codex's own `workspace-write` sandbox, JSONL events parsed, report
-/// judged, session and token columns filled, the SQLite state in the teammate's own folder.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_codex_writes_the_report_with_apply_patch_and_the_item_completes() {
-    let Some(codex) =
-        codex_or_skip("real_codex_writes_the_report_with_apply_patch_and_the_item_completes")
-    else {
-        return;
-    };
-    eprintln!("using {} ({})", codex.bin.display(), codex.version);
-    let (api, log, seen) = mock_api(Script::WriteReport).await;
-    let sb = Sandbox::new(&codex);
-
-    let r = run_codex(&sb, &api.uri(), "90s", &["--model", MODEL], Some("sk-test")).await;
-    let context = || sb.context(&r, &log);
-
-    let row = sb.assert_completed(&r, &log);
-
-    // The report really came from codex's apply_patch, at the path the prompt named.
-    let s = seen.with(std::mem::take);
-    assert_eq!(s.calls, 2, "one request per model turn: {}", context());
-    assert_eq!(s.models, [MODEL, MODEL], "--model reaches the API as `-m`");
-    assert_eq!(
-        s.authorization.as_deref(),
-        Some("Bearer sk-test"),
-        "the provider's env_key is used"
-    );
-    let report = sb.assert_report_written(s.report_path.clone());
-    let output = s
-        .tool_output
-        .clone()
-        .expect("codex sent the tool output back");
-    assert_eq!(output["type"], "custom_tool_call_output", "{output}");
-    let text = output["output"].as_str().unwrap_or_default();
-    assert!(
-        text.contains("Success") && text.contains(&report),
-        "apply_patch succeeded: {output}"
-    );
-
-    // Session and usage columns, as codex printed them (turn.completed sums the requests).
-    assert!(!row["session_id"].is_empty(), "{row:?}");
-    assert_eq!(
-        Some(&row["session_id"]),
-        s.session_header.as_ref(),
-        "the thread id is the session id the API saw"
-    );
-    assert_eq!(
-        row["input_tokens"],
-        (TURN1_USAGE.0 + TURN2_USAGE.0).to_string(),
-        "{row:?}"
-    );
-    assert_eq!(
-        row["output_tokens"],
-        (TURN1_USAGE.1 + TURN2_USAGE.1).to_string(),
-        "{row:?}"
-    );
-    assert_eq!(row["cost_usd"], "", "codex reports no cost: {row:?}");
-
-    // state_dirs: the SQLite state went to the teammate's CODEX_SQLITE_HOME, not CODEX_HOME.
-    let state = sb.teammate().join("work/state/codex_sqlite_home");
-    assert!(
-        state.join("state_5.sqlite").is_file(),
-        "codex's state database in {}: {:?}",
-        state.display(),
-        std::fs::read_dir(&state).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
-    );
-    assert!(!sb.home().join(".codex/state_5.sqlite").exists());
-
-    // Nothing else was requested, and nothing is left running.
-    log.assert_nothing_unexpected();
-    sb.assert_no_survivors();
-    eprintln!("completed in {:.1?}", r.took);
-}
-
-/// The report only in codex's final text (no tool call): still `completed`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_codex_report_in_the_final_text_completes() {
-    let Some(codex) = codex_or_skip("real_codex_report_in_the_final_text_completes") else {
-        return;
-    };
-    let (api, log, seen) = mock_api(Script::ReportInText).await;
-    let sb = Sandbox::new(&codex);
-    let r = run_codex(&sb, &api.uri(), "90s", &[], Some("sk-test")).await;
-    let row = sb.assert_completed(&r, &log);
-    assert_eq!(seen.with(|s| s.calls), 1, "{}", log.dump());
-    assert_eq!(
-        seen.with(|s| s.models.clone()),
-        [CONFIG_MODEL],
-        "no --model: the config's model"
-    );
-    assert_eq!(row["input_tokens"], TURN2_USAGE.0.to_string(), "{row:?}");
-    assert!(log.unexpected().is_empty(), "{}", log.dump());
-    sb.assert_no_survivors();
-}
-
-/// An API error (retries off) or a missing key: the item is `failed` with codex's own
-/// message (from its `turn.failed` event; stderr has none) and the failure kind.
-async fn api_error_fails_the_item(
-    test: &str,
-    script: Script,
-    key: Option<&str>,
-    expect_in_reason: &[&str],
-    kind: &str,
-) {
-    let Some(codex) = codex_or_skip(test) else {
-        return;
-    };
-    eprintln!("using {} ({})", codex.bin.display(), codex.version);
-    let (api, log, seen) = mock_api(script).await;
-    let sb = Sandbox::new(&codex);
-
-    let r = run_codex(&sb, &api.uri(), "90s", &[], key).await;
-    let context = || sb.context(&r, &log);
-
-    assert_eq!(r.code, 1, "an item did not complete: {}", context());
-    let row = sb.row();
-    assert_eq!(row["status"], "failed", "{row:?}\n{}", context());
-    assert_eq!(row["exit_code"], "1", "codex exits 1: {row:?}");
-    let reason = row["error"].to_lowercase();
-    assert!(
-        reason.contains("exited with code 1: "),
-        "the reason quotes codex: {row:?}"
-    );
-    for word in expect_in_reason {
-        assert!(
-            reason.contains(&word.to_lowercase()),
-            "the reason has codex's words ({word:?}): {row:?}\n{}",
-            context()
-        );
-    }
-    assert_eq!(row["failure_kind"], kind, "{row:?}\n{}", context());
-    let start: String = row["error"].chars().take(40).collect();
-    assert!(
-        r.stdout.contains(&start),
-        "the closing summary names the reason: {r:?}"
-    );
-    let expected_calls = usize::from(key.is_some());
-    assert_eq!(
-        seen.with(|s| s.calls),
-        expected_calls,
-        "request_max_retries = 0: no retry: {}",
-        context()
-    );
-    assert!(
-        r.took < Duration::from_secs(30),
-        "gave up quickly: {:.1?}",
-        r.took
-    );
-    sb.assert_no_survivors();
-    eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
-}
-
-/// HTTP 429 `rate_limit_exceeded`: codex drops the API message and prints
-/// "exceeded retry limit, last status: 429 Too Many Requests, request id: <x-request-id>".
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_codex_rate_limit_429_fails_the_item() {
-    api_error_fails_the_item(
-        "real_codex_rate_limit_429_fails_the_item",
-        Script::Fail {
-            status: 429,
-            error_type: "tokens",
-            code: "rate_limit_exceeded",
-            message: RATE_LIMIT_MESSAGE,
-        },
-        Some("sk-test"),
-        &["exceeded retry limit", "429 too many requests"],
-        "rate_limited",
-    )
-    .await;
-}
-
-/// HTTP 429 `insufficient_quota`: codex prints its own "Quota exceeded" text — a quota,
-/// not a rate limit.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_codex_insufficient_quota_429_fails_the_item_as_quota() {
-    api_error_fails_the_item(
-        "real_codex_insufficient_quota_429_fails_the_item_as_quota",
-        Script::Fail {
-            status: 429,
-            error_type: "insufficient_quota",
-            code: "insufficient_quota",
-            message: "You exceeded your current quota, please check your plan and billing \
-                      details. For more information on this error, read the docs: \
-                      https://platform.openai.com/docs/guides/error-codes/api-errors.",
-        },
-        Some("sk-test"),
-        &["quota exceeded. check your plan and billing details."],
-        "quota",
-    )
-    .await;
-}
-
-/// HTTP 429 `usage_limit_reached` (the ChatGPT-plan form): "You’ve hit your usage limit."
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_codex_usage_limit_429_fails_the_item_as_quota() {
-    api_error_fails_the_item(
-        "real_codex_usage_limit_429_fails_the_item_as_quota",
-        Script::Fail {
-            status: 429,
-            error_type: "usage_limit_reached",
-            code: "usage_limit_reached",
-            message: "The usage limit has been reached",
-        },
-        Some("sk-test"),
-        &["hit your usage limit"],
-        "quota",
-    )
-    .await;
-}
-
-/// HTTP 401 `invalid_api_key`: codex quotes the API's message with the status.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_codex_bad_key_401_fails_the_item_as_auth() {
-    api_error_fails_the_item(
-        "real_codex_bad_key_401_fails_the_item_as_auth",
-        Script::Fail {
-            status: 401,
-            error_type: "invalid_request_error",
-            code: "invalid_api_key",
-            message: "Incorrect API key provided: sk-test. You can find your API key at \
-                      https://platform.openai.com/account/api-keys.",
-        },
-        Some("sk-test"),
-        &["401 unauthorized", "incorrect api key provided"],
-        "auth",
-    )
-    .await;
-}
+// Tests only codex has
 
 /// A rejected key with codex at its own default retries (the provider's
 /// `request_max_retries`/`stream_max_retries` left out): 0.169.0 sends the 401 several times
@@ -659,20 +554,20 @@ async fn real_codex_bad_key_401_fails_the_item_as_auth() {
 /// long before the time limit (issue 29: codex needs no live line or retry setting).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_codex_bad_key_at_its_default_retries_fails_within_seconds_as_auth() {
-    let Some(codex) =
-        codex_or_skip("real_codex_bad_key_at_its_default_retries_fails_within_seconds_as_auth")
-    else {
+    let Some(codex) = cases::find::<Codex>(
+        "real_codex_bad_key_at_its_default_retries_fails_within_seconds_as_auth",
+    ) else {
         return;
     };
-    let (api, log, seen) = mock_api(Script::Fail {
+    let api = mock_api(Script::Fail(Fault {
         status: 401,
         error_type: "invalid_request_error",
         code: "invalid_api_key",
         message: "Incorrect API key provided: sk-test.",
-    })
+    }))
     .await;
     let sb = Sandbox::new(&codex);
-    let codex_home = write_codex_config(&sb, &api.uri());
+    let codex_home = write_codex_config(&sb, &api.server.uri());
     let config = codex_home.join("config.toml");
     let own_retries: String = std::fs::read_to_string(&config)
         .expect("config.toml")
@@ -681,75 +576,18 @@ async fn real_codex_bad_key_at_its_default_retries_fails_within_seconds_as_auth(
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(&config, own_retries).expect("config.toml");
-    let r = run_with_codex_home(&sb, &codex_home, "2m", &[], Some("sk-test")).await;
-    let row = sb.assert_outcome(&r, &log, 1, "failed", "auth");
+    let r = run_with_codex_home(&sb, &codex_home, "2m", Some("sk-test")).await;
+    let row = sb.assert_outcome(&r, &api.log, 1, "failed", "auth");
     assert!(
         row["error"]
             .to_lowercase()
             .contains("incorrect api key provided"),
         "{row:?}"
     );
-    let calls = seen.with(|s| s.calls);
+    let calls = api.turns();
     assert!(calls > 1, "its own retries ran: {calls} call(s)");
     assert!(r.took < Duration::from_secs(30), "{:.1?}", r.took);
     eprintln!("{calls} call(s) in {:.1?}: {}", r.took, row["error"]);
-    sb.assert_no_survivors();
-}
-
-/// The provider's key variable is not set: codex sends nothing and prints
-/// "Missing environment variable: `MOCK_API_KEY`."
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_codex_missing_key_fails_the_item_as_auth() {
-    api_error_fails_the_item(
-        "real_codex_missing_key_fails_the_item_as_auth",
-        Script::WriteReport,
-        None,
-        &["missing environment variable: `mock_api_key`"],
-        "auth",
-    )
-    .await;
-}
-
-/// HTTP 500: codex prints its own "high demand" text (no status in it).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_codex_server_error_500_fails_the_item_as_api_error() {
-    api_error_fails_the_item(
-        "real_codex_server_error_500_fails_the_item_as_api_error",
-        Script::Fail {
-            status: 500,
-            error_type: "server_error",
-            code: "server_error",
-            message: "The server had an error while processing your request. Sorry about that!",
-        },
-        Some("sk-test"),
-        &["experiencing high demand"],
-        "api_error",
-    )
-    .await;
-}
-
-/// A stalled API and a short `--timeout`: `timed_out`, and no codex process (the node
-/// wrapper, the native binary) is left.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_codex_stalled_api_times_out_and_leaves_no_process() {
-    let Some(codex) = codex_or_skip("real_codex_stalled_api_times_out_and_leaves_no_process")
-    else {
-        return;
-    };
-    let (api, log, _seen) = mock_api(Script::Stall).await;
-    let sb = Sandbox::new(&codex);
-    let r = run_codex(&sb, &api.uri(), "8s", &[], Some("sk-test")).await;
-    sb.assert_outcome(&r, &log, 1, "timed_out", "timed_out");
-    assert!(
-        log.lines().iter().any(|l| l.contains("(stalling)")),
-        "the request reached the API: {}",
-        log.dump()
-    );
-    assert!(
-        r.took < Duration::from_secs(30),
-        "8s limit + 5s grace: {:.1?}",
-        r.took
-    );
     sb.assert_no_survivors();
 }
 
@@ -758,17 +596,18 @@ async fn real_codex_stalled_api_times_out_and_leaves_no_process() {
 /// excerpt under it (the definition's `[failure] ignore`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_codex_broken_config_fails_with_its_stderr_message() {
-    let Some(codex) = codex_or_skip("real_codex_broken_config_fails_with_its_stderr_message")
+    let Some(codex) =
+        cases::find::<Codex>("real_codex_broken_config_fails_with_its_stderr_message")
     else {
         return;
     };
-    let (api, log, seen) = mock_api(Script::WriteReport).await;
+    let api = mock_api(Script::WriteReport).await;
     let sb = Sandbox::new(&codex);
-    let codex_home = write_codex_config(&sb, &api.uri());
+    let codex_home = write_codex_config(&sb, &api.server.uri());
     std::fs::write(codex_home.join("config.toml"), "model = [\n").expect("config.toml");
-    let r = run_with_codex_home(&sb, &codex_home, "90s", &[], Some("sk-test")).await;
+    let r = run_with_codex_home(&sb, &codex_home, "90s", Some("sk-test")).await;
     let row = sb.row();
-    let context = || format!("{r:?}\n{row:?}\n{}\n{}", sb.agent_log(), log.dump());
+    let context = || format!("{r:?}\n{row:?}\n{}\n{}", sb.agent_log(), api.log.dump());
     assert_eq!(
         (r.code, row["status"].as_str(), row["failure_kind"].as_str()),
         (1, "failed", "agent_error"),
@@ -781,90 +620,6 @@ async fn real_codex_broken_config_fails_with_its_stderr_message() {
         "the reason is codex's diagnostic line: {}",
         context()
     );
-    assert_eq!(seen.with(|s| s.calls), 0, "{}", context());
-    sb.assert_no_survivors();
-}
-
-/// A 429 with rate limits allowed to wait: the team pauses (codex prints no retry time, so
-/// the back-off is 2 s ± 25%), the attempt is made again without using a retry, and the
-/// second codex process completes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_codex_rate_limit_pauses_the_team_and_the_next_attempt_completes() {
-    let Some(codex) =
-        codex_or_skip("real_codex_rate_limit_pauses_the_team_and_the_next_attempt_completes")
-    else {
-        return;
-    };
-    let (api, log, seen) = mock_api(Script::RateLimitOnce).await;
-    let sb = Sandbox::new(&codex);
-    let r = run_codex(
-        &sb,
-        &api.uri(),
-        "90s",
-        &["--rate-limit-wait", "1m"],
-        Some("sk-test"),
-    )
-    .await;
-    let row = sb.row();
-    let context = || format!("{r:?}\n{row:?}\n{}\n{}", sb.agent_log(), log.dump());
-    assert_eq!(
-        (r.code, row["status"].as_str(), row["attempts"].as_str()),
-        (0, "completed", "2"),
-        "{}",
-        context()
-    );
-    assert!(r.stdout.contains("PAUSED  rate limited"), "{}", context());
-    assert_eq!(seen.with(|s| s.calls), 2, "{}", context());
-    assert!(
-        r.took >= Duration::from_millis(1500),
-        "waited: {:?}",
-        r.took
-    );
-    sb.assert_no_survivors();
-}
-
-/// The same loop under the default `--sandbox auto`, which confines the teammate with
-/// Landlock here (output and workspace outside the working directory): apply_patch writes
-/// the report in the teammate folder, the state lands in CODEX_HOME (the definition's
-/// `[sandbox] writes`) and CODEX_SQLITE_HOME.
-///
-/// codex's own `workspace-write` sandbox does NOT nest inside a Landlock domain: 0.169.0
-/// runs commands and apply_patch through bubblewrap, which prints `bwrap: setting up uid
-/// map: Permission denied` (writing /proc/self/uid_map is a write Landlock denies, and a
-/// Landlock-restricted process may not change its mounts at all), so apply_patch answers
-/// "Failed to write file …/report.json" and the item fails with no report; its
-/// `features.use_legacy_landlock = true` still goes through bubblewrap. So the definition
-/// hands over (`[sandbox] vars`: `sandbox = "danger-full-access"` under ours), and this
-/// test passes no `--var`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_codex_completes_under_the_landlock_sandbox() {
-    let Some(codex) = codex_or_skip("real_codex_completes_under_the_landlock_sandbox") else {
-        return;
-    };
-    let (api, log, _seen) = mock_api(Script::WriteReport).await;
-    let sb = Sandbox::new(&codex);
-    let codex_home = write_codex_config(&sb, &api.uri());
-    let Some(r) = sb
-        .run_sandboxed(
-            &["--runner", "codex", "--timeout", "90s", "--model", MODEL],
-            &[
-                ("CODEX_HOME", codex_home.display().to_string()),
-                (KEY_VAR, "sk-test".to_string()),
-            ],
-        )
-        .await
-    else {
-        return;
-    };
-    let context = || sb.context(&r, &log);
-    sb.assert_completed(&r, &log);
-    assert!(sb.teammate().join("work/report.json").is_file());
-    assert!(
-        sb.teammate()
-            .join("work/state/codex_sqlite_home/state_5.sqlite")
-            .is_file(),
-        "{}",
-        context()
-    );
+    assert_eq!(api.turns(), 0, "{}", context());
     sb.assert_no_survivors();
 }

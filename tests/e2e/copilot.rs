@@ -8,8 +8,9 @@
 //!
 //! The CLI is installed by `.ci/run` into `target/e2e-copilot/` (a pinned version of
 //! `@github/copilot` from the npm registry, whose platform package holds a native binary);
-//! `RUNNER_E2E_COPILOT` may point at another `copilot` binary. Without one the tests print
-//! a `skipped: ...` notice on stderr and pass.
+//! `RUNNER_E2E_COPILOT` may point at another `copilot` binary. Without one the tests skip
+//! (`crate::skip`). The cases it shares with every CLI are its row in `table.rs`; here are
+//! its wiring ([`Copilot`]), its API errors and the test only Copilot CLI has.
 //!
 //! What Copilot CLI 1.0.102 sends with the environment below: only `POST
 //! /v1/chat/completions` (streaming, `stream_options.include_usage`, `Authorization: Bearer
@@ -20,14 +21,16 @@
 //! into `~/.cache/copilot/pkg/` (about 3 s); the tests share one unpacked copy in
 //! `target/e2e-copilot/cache` through `COPILOT_CACHE_HOME`.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::chat_api::{self, Call, Reply};
-use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
+use crate::cases::{self, Agent, Key, Setup, StandIn};
+use crate::chat_api::{self, Call, ChatApi, Reply};
+use crate::support::{self, Cli, Log, Run, Sandbox, Shared, find_report_path};
 
 /// The key the stand-in accepts.
 const KEY: &str = chat_api::API_KEY;
@@ -42,34 +45,33 @@ const TURN1_USAGE: (u64, u64) = (14_873, 91);
 const TURN2_USAGE: (u64, u64) = (15_020, 9);
 
 /// OpenAI's 429 body for a per-minute rate limit.
-const RATE_LIMIT_MESSAGE: &str = "Rate limit reached for gpt-4.1 in organization org-e2e on \
+pub const RATE_LIMIT_MESSAGE: &str = "Rate limit reached for gpt-4.1 in organization org-e2e on \
      requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 20s.";
 /// OpenAI's 429 body for a used-up quota.
 const QUOTA_MESSAGE: &str = "You exceeded your current quota, please check your plan and \
      billing details. For more information on this error, read the docs: \
      https://platform.openai.com/docs/guides/error-codes/api-errors.";
 
-/// What the scripted model does on `POST /v1/chat/completions` (with the right key; a
-/// missing or wrong key always gets OpenAI's 401).
+/// An OpenAI API error, on every call: the HTTP status and the error body's `message`,
+/// `type` and `code` (none when empty), with `retry-after: 0`, so Copilot's five retries of
+/// a 429 or 5xx take about 5 s instead of about a minute.
 #[derive(Clone, Copy, Debug)]
-enum Script {
-    /// Turn 1: write the report with the `create` tool; turn 2: a short final text.
-    WriteReport,
-    /// Turn 1: the report as the final text, no tool call.
-    ReportInText,
-    /// Accept the request and never answer (a stalled API).
-    Stall,
-    /// The first call fails with a 429 (`retry-after: 0`); then as `WriteReport`.
-    RateLimitOnce,
-    /// Every call fails with this HTTP status and OpenAI error (`retry-after: 0`, so
-    /// Copilot's five retries of a 429 or 5xx take about 5 s instead of about a minute).
-    Fail {
-        status: u16,
-        message: &'static str,
-        error_type: &'static str,
-        code: &'static str,
-    },
+pub struct Fault {
+    /// HTTP status.
+    pub status: u16,
+    /// `error.message`.
+    pub message: &'static str,
+    /// `error.type`.
+    pub error_type: &'static str,
+    /// `error.code`; empty for none.
+    pub code: &'static str,
 }
+
+/// What the scripted model does on `POST /v1/chat/completions` (with the right key; a
+/// missing or wrong key always gets OpenAI's 401): `WriteReport` is turn 1 a `create` call,
+/// turn 2 a short final text; `RateLimitOnce` is a 429 (`retry-after: 0`), then as
+/// `WriteReport`.
+type Script = cases::Script<Fault>;
 
 /// What the responder learned, for the assertions.
 type Seen = Shared<SeenInner>;
@@ -112,12 +114,12 @@ fn reply(script: Script, c: &Call, log: &Log, seen: &Seen) -> Reply {
     // `retry-after: 0`, so Copilot's five retries of a 429 or 5xx take about 5 s.
     let retry_now = || vec![("retry-after".to_string(), "0".to_string())];
     match script {
-        Script::Fail {
+        Script::Fail(Fault {
             status,
             message,
             error_type,
             code,
-        } => {
+        }) => {
             return Reply::Error {
                 status,
                 message: message.into(),
@@ -184,30 +186,91 @@ fn reply(script: Script, c: &Call, log: &Log, seen: &Seen) -> Reply {
     }
 }
 
-/// The Chat Completions stand-in with `script`; returns its server with its request log and
-/// what it saw.
-async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
+/// The running stand-in: the Chat Completions stand-in and what Copilot's side of it saw.
+pub struct Api {
+    chat: ChatApi,
+    seen: Seen,
+}
+
+impl StandIn for Api {
+    fn log(&self) -> &Log {
+        &self.chat.log
+    }
+    fn turns(&self) -> usize {
+        self.seen.with(|s| s.calls)
+    }
+}
+
+/// The Chat Completions stand-in with `script`.
+async fn mock_api(script: Script) -> Api {
     let log = Log::default();
     let seen = Seen::default();
     let (script_log, script_seen) = (log.clone(), seen.clone());
-    let api = chat_api::start_with_log(log.clone(), move |c: &Call| {
+    let chat = chat_api::start_with_log(log, move |c: &Call| {
         reply(script, c, &script_log, &script_seen)
     })
     .await;
-    (api.server, log, seen)
+    Api { chat, seen }
 }
 
 // ---------------------------------------------------------------------------------------
 // Running `runner` with Copilot CLI
 
-/// The Copilot CLI binary, or `None` with a skip notice.
-fn copilot_or_skip(test: &str) -> Option<Cli> {
-    support::cli_or_skip(
-        "copilot",
-        "node_modules/.bin/copilot",
-        "GitHub Copilot CLI",
-        test,
-    )
+/// Copilot CLI's wiring for the shared cases (`table.rs`).
+pub struct Copilot;
+
+impl Agent for Copilot {
+    const NAME: &'static str = "copilot";
+    const BIN: &'static str = "node_modules/.bin/copilot";
+    const VERSION_HAS: &'static str = "GitHub Copilot CLI";
+    type Fault = Fault;
+    type Api = Api;
+
+    async fn start(script: Script) -> Api {
+        mock_api(script).await
+    }
+
+    /// `--model gpt-4.1`, forwarded as `--model` to Copilot, in BYOK mode.
+    fn setup(cli: &Cli, _sb: &Sandbox, api: &Api, key: Key) -> Setup {
+        Setup {
+            args: vec!["--model".into(), MODEL.into()],
+            env: copilot_env(cli, &api.chat.server.uri(), key.value()),
+        }
+    }
+
+    /// The report really came from Copilot's `create` tool, at the path the prompt named;
+    /// `--model` and the key reached the API; the session id is the one Copilot printed on
+    /// its result line.
+    fn check_completed(sb: &Sandbox, r: &Run, api: &Api, row: &BTreeMap<String, String>) {
+        let context = || sb.context(r, &api.chat.log);
+        let s = api.seen.with(std::mem::take);
+        assert_eq!(s.calls, 2, "one call per turn: {}", context());
+        assert!(
+            s.models.iter().all(|m| m == MODEL),
+            "--model reached the API: {:?}",
+            s.models
+        );
+        assert!(
+            s.authorization
+                .iter()
+                .all(|a| a.as_deref() == Some("Bearer sk-test")),
+            "COPILOT_PROVIDER_API_KEY is sent as a bearer token: {:?}",
+            s.authorization
+        );
+        let report = sb.assert_report_written(s.report_path.clone());
+        let result = s
+            .tool_result
+            .clone()
+            .expect("Copilot sent the tool result back");
+        assert!(
+            result.starts_with("Created file ") && result.contains(&report),
+            "the create call succeeded: {result}"
+        );
+
+        let printed = session_id_printed(sb).expect("a result line with a sessionId");
+        assert_eq!(row["session_id"], printed, "{row:?}");
+        assert_eq!(printed.len(), 36, "a UUID: {printed}");
+    }
 }
 
 /// A `COPILOT_CACHE_HOME` that already holds the unpacked package of `cli`, shared by the
@@ -247,30 +310,6 @@ fn shared_cache(cli: &Cli) -> String {
         .clone()
 }
 
-/// `runner batch ... --runner copilot --model gpt-4.1 --timeout <timeout>` in `sb`, with
-/// Copilot in BYOK mode pointed at `api` (`key`: `COPILOT_PROVIDER_API_KEY`, none when
-/// `None`).
-async fn run_copilot(
-    cli: &Cli,
-    sb: &Sandbox,
-    api: &str,
-    key: Option<&str>,
-    timeout: &str,
-) -> support::Run {
-    sb.run(
-        &[
-            "--runner",
-            "copilot",
-            "--model",
-            MODEL,
-            "--timeout",
-            timeout,
-        ],
-        &copilot_env(cli, api, key),
-    )
-    .await
-}
-
 /// Copilot's environment: BYOK mode pointed at `api`, `key` as `COPILOT_PROVIDER_API_KEY`.
 fn copilot_env(cli: &Cli, api: &str, key: Option<&str>) -> Vec<(&'static str, String)> {
     let mut env = vec![
@@ -289,31 +328,6 @@ fn copilot_env(cli: &Cli, api: &str, key: Option<&str>) -> Vec<(&'static str, St
     env
 }
 
-/// The whole loop under the default `--sandbox auto`, Landlock here (output and workspace
-/// outside the working directory): Copilot writes its report in its teammate folder and its
-/// state where the definition's `[sandbox] writes` say, and nothing else.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_copilot_completes_under_the_default_sandbox() {
-    let Some(copilot) = copilot_or_skip("real_copilot_completes_under_the_default_sandbox") else {
-        return;
-    };
-    let (api, log, _seen) = mock_api(Script::WriteReport).await;
-    let sb = Sandbox::new(&copilot);
-    let env = copilot_env(&copilot, &api.uri(), Some(KEY));
-    let Some(r) = sb
-        .run_sandboxed(
-            &["--runner", "copilot", "--model", MODEL, "--timeout", "90s"],
-            &env,
-        )
-        .await
-    else {
-        return;
-    };
-    sb.assert_completed(&r, &log);
-    assert!(sb.teammate().join("work/report.json").is_file());
-    sb.assert_no_survivors();
-}
-
 /// The `sessionId` of the `result` line of the first attempt's stdout.
 fn session_id_printed(sb: &Sandbox) -> Option<String> {
     let out = std::fs::read_to_string(sb.teammate().join("attempt-1.stdout.log")).ok()?;
@@ -325,213 +339,35 @@ fn session_id_printed(sb: &Sandbox) -> Option<String> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Tests
+// The API errors of the table's rows, and their last checks
 
-/// The whole loop with the real CLI: prompt on stdin, a real `create` tool call writing
-/// `$RUNNER_REPORT`, the JSONL events parsed, report judged, session id filled.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_copilot_writes_the_report_and_the_item_completes() {
-    let Some(copilot) = copilot_or_skip("real_copilot_writes_the_report_and_the_item_completes")
-    else {
-        return;
-    };
-    eprintln!("using {} ({})", copilot.bin.display(), copilot.version);
-    let (api, log, seen) = mock_api(Script::WriteReport).await;
-    let sb = Sandbox::new(&copilot);
+/// A 429 on every call, for a per-minute rate limit.
+pub const RATE_LIMITED: Fault = Fault {
+    status: 429,
+    message: RATE_LIMIT_MESSAGE,
+    error_type: "requests",
+    code: "rate_limit_exceeded",
+};
 
-    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
-    let context = || sb.context(&r, &log);
+/// OpenAI's used-up-quota 429 (`insufficient_quota`) on every call.
+pub const INSUFFICIENT_QUOTA: Fault = Fault {
+    status: 429,
+    message: QUOTA_MESSAGE,
+    error_type: "insufficient_quota",
+    code: "insufficient_quota",
+};
 
-    let row = sb.assert_completed(&r, &log);
+/// A 500 on every call.
+pub const SERVER_ERROR: Fault = Fault {
+    status: 500,
+    message: "The server had an error while processing your request. Sorry about that!",
+    error_type: "server_error",
+    code: "",
+};
 
-    // The report really came from Copilot's create tool, at the path the prompt named.
-    let s = seen.with(std::mem::take);
-    assert_eq!(s.calls, 2, "one call per turn: {}", context());
-    assert!(
-        s.models.iter().all(|m| m == MODEL),
-        "--model reached the API: {:?}",
-        s.models
-    );
-    assert!(
-        s.authorization
-            .iter()
-            .all(|a| a.as_deref() == Some("Bearer sk-test")),
-        "COPILOT_PROVIDER_API_KEY is sent as a bearer token: {:?}",
-        s.authorization
-    );
-    let report = sb.assert_report_written(s.report_path.clone());
-    let result = s
-        .tool_result
-        .clone()
-        .expect("Copilot sent the tool result back");
-    assert!(
-        result.starts_with("Created file ") && result.contains(&report),
-        "the create call succeeded: {result}"
-    );
-
-    // The session id is the one Copilot printed on its result line.
-    let printed = session_id_printed(&sb).expect("a result line with a sessionId");
-    assert_eq!(row["session_id"], printed, "{row:?}");
-    assert_eq!(printed.len(), 36, "a UUID: {printed}");
-
-    // Nothing else was requested, and nothing is left running.
-    log.assert_nothing_unexpected();
-    sb.assert_no_survivors();
-    eprintln!("completed in {:.1?}", r.took);
-}
-
-/// The report only in Copilot's final text (no tool call): still `completed`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_copilot_report_in_the_final_text_completes() {
-    let Some(copilot) = copilot_or_skip("real_copilot_report_in_the_final_text_completes") else {
-        return;
-    };
-    let (api, log, seen) = mock_api(Script::ReportInText).await;
-    let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
-    sb.assert_completed(&r, &log);
-    assert_eq!(seen.with(|s| s.calls), 1, "one turn: {}", log.dump());
-    sb.assert_no_survivors();
-}
-
-/// The item failed with `kind`, and the reason holds each of `expect_in_reason`.
-fn assert_failed(sb: &Sandbox, r: &support::Run, log: &Log, kind: &str, expect_in_reason: &[&str]) {
-    let context = || sb.context(r, log);
-    assert_eq!(r.code, 1, "an item did not complete: {}", context());
-    let row = sb.row();
-    assert_eq!(row["status"], "failed", "{row:?}\n{}", context());
-    assert_eq!(row["exit_code"], "1", "Copilot exits 1: {row:?}");
-    let reason = row["error"].to_lowercase();
-    for word in expect_in_reason {
-        assert!(
-            reason.contains(&word.to_lowercase()),
-            "the reason quotes Copilot's message ({word:?}): {row:?}\n{}",
-            context()
-        );
-    }
-    assert_eq!(row["failure_kind"], kind, "{row:?}\n{}", context());
-    let start: String = row["error"].chars().take(40).collect();
-    assert!(
-        r.stdout.contains(&start),
-        "the closing summary names the reason: {r:?}"
-    );
-    sb.assert_no_survivors();
-}
-
-/// A 429 on every call: Copilot retries 5 times (honouring `retry-after: 0`), then gives up
-/// with its own message quoting the API's; `rate_limited`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_copilot_rate_limit_429_fails_the_item() {
-    let Some(copilot) = copilot_or_skip("real_copilot_rate_limit_429_fails_the_item") else {
-        return;
-    };
-    let (api, log, seen) = mock_api(Script::Fail {
-        status: 429,
-        message: RATE_LIMIT_MESSAGE,
-        error_type: "requests",
-        code: "rate_limit_exceeded",
-    })
-    .await;
-    let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
-    assert_failed(
-        &sb,
-        &r,
-        &log,
-        "rate_limited",
-        &[
-            "failed to get response from the ai model; retried 5 times",
-            "last error: 429 rate limit reached for gpt-4.1",
-        ],
-    );
-    assert_eq!(
-        seen.with(|s| s.calls),
-        6,
-        "one call and 5 retries: {}",
-        log.dump()
-    );
-    assert!(
-        r.took < Duration::from_secs(45),
-        "gave up quickly: {:.1?}",
-        r.took
-    );
-}
-
-/// One 429, then answers: Copilot retries it itself (after the Retry-After second), so the
-/// runner never sees the rate limit and the item completes in its first attempt.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_copilot_retries_a_single_429_itself_and_the_item_completes() {
-    let Some(copilot) =
-        copilot_or_skip("real_copilot_retries_a_single_429_itself_and_the_item_completes")
-    else {
-        return;
-    };
-    let (api, log, seen) = mock_api(Script::RateLimitOnce).await;
-    let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
-    let row = sb.row();
-    assert_eq!(
-        (r.code, row["status"].as_str(), row["attempts"].as_str()),
-        (0, "completed", "1"),
-        "{r:?}\n{row:?}\n{}\n{}",
-        sb.agent_log(),
-        log.dump()
-    );
-    assert_eq!(
-        seen.with(|s| s.calls),
-        3,
-        "the 429, its retry (the create turn), the final turn: {}",
-        log.dump()
-    );
-    assert!(!r.stdout.contains("PAUSED"), "{r:?}");
-    sb.assert_no_survivors();
-}
-
-/// OpenAI's used-up-quota 429 (`insufficient_quota`): Copilot retries it like a rate limit
-/// and calls it one (errorType `rate_limit`), but its message keeps the API's words; `quota`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_copilot_insufficient_quota_fails_the_item_as_quota() {
-    let Some(copilot) = copilot_or_skip("real_copilot_insufficient_quota_fails_the_item_as_quota")
-    else {
-        return;
-    };
-    let (api, log, _seen) = mock_api(Script::Fail {
-        status: 429,
-        message: QUOTA_MESSAGE,
-        error_type: "insufficient_quota",
-        code: "insufficient_quota",
-    })
-    .await;
-    let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
-    assert_failed(
-        &sb,
-        &r,
-        &log,
-        "quota",
-        &["last error: 429 you exceeded your current quota"],
-    );
-}
-
-/// A wrong key: OpenAI's 401 (Copilot tries 3 times, about 2 s), then Copilot's own message
-/// naming the provider (and, on a second line, the key variables); `auth`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_copilot_bad_key_401_fails_the_item_as_auth() {
-    let Some(copilot) = copilot_or_skip("real_copilot_bad_key_401_fails_the_item_as_auth") else {
-        return;
-    };
-    let (api, log, seen) = mock_api(Script::WriteReport).await;
-    let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&copilot, &sb, &api.uri(), Some("sk-wrong"), "90s").await;
-    assert_failed(
-        &sb,
-        &r,
-        &log,
-        "auth",
-        // The reason is the message's first line; its second names the key variables.
-        &["authentication failed with provider at", "(http 401)"],
-    );
-    let s = seen.with(std::mem::take);
+/// Every call carried the wrong key `sk-wrong` as a bearer token.
+pub fn sent_the_wrong_key(_sb: &Sandbox, api: &Api) {
+    let s = api.seen.with(std::mem::take);
     assert!(
         s.authorization
             .iter()
@@ -541,24 +377,9 @@ async fn real_copilot_bad_key_401_fails_the_item_as_auth() {
     );
 }
 
-/// No `COPILOT_PROVIDER_API_KEY` at all: Copilot sends no Authorization header (a key is
-/// optional for BYOK), the API answers 401; `auth`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_copilot_missing_key_fails_the_item_as_auth() {
-    let Some(copilot) = copilot_or_skip("real_copilot_missing_key_fails_the_item_as_auth") else {
-        return;
-    };
-    let (api, log, seen) = mock_api(Script::WriteReport).await;
-    let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&copilot, &sb, &api.uri(), None, "90s").await;
-    assert_failed(
-        &sb,
-        &r,
-        &log,
-        "auth",
-        &["authentication failed with provider at", "(http 401)"],
-    );
-    let s = seen.with(std::mem::take);
+/// No key, no Authorization header (a key is optional for BYOK).
+pub fn sent_no_key(_sb: &Sandbox, api: &Api) {
+    let s = api.seen.with(std::mem::take);
     assert!(
         s.calls > 0 && s.authorization.iter().all(Option::is_none),
         "no key, no Authorization header: {:?}",
@@ -566,35 +387,8 @@ async fn real_copilot_missing_key_fails_the_item_as_auth() {
     );
 }
 
-/// A 500 on every call: retried 5 times like a 429, then `api_error`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_copilot_server_error_500_fails_the_item_as_api_error() {
-    let Some(copilot) =
-        copilot_or_skip("real_copilot_server_error_500_fails_the_item_as_api_error")
-    else {
-        return;
-    };
-    let (api, log, seen) = mock_api(Script::Fail {
-        status: 500,
-        message: "The server had an error while processing your request. Sorry about that!",
-        error_type: "server_error",
-        code: "",
-    })
-    .await;
-    let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "90s").await;
-    assert_failed(
-        &sb,
-        &r,
-        &log,
-        "api_error",
-        &[
-            "failed to get response from the ai model; retried 5 times",
-            "last error: 500 the server had an error",
-        ],
-    );
-    assert_eq!(seen.with(|s| s.calls), 6, "{}", log.dump());
-}
+// ---------------------------------------------------------------------------------------
+// Tests only Copilot CLI has
 
 /// Every request that reaches the stand-in proxy: `CONNECT host:port` lines, refused.
 struct Proxy(Log);
@@ -611,7 +405,8 @@ impl Respond for Proxy {
 /// HTTPS_PROXY points at a local stand-in that refuses every CONNECT.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_copilot_not_logged_in_fails_the_item_as_auth() {
-    let Some(copilot) = copilot_or_skip("real_copilot_not_logged_in_fails_the_item_as_auth") else {
+    let Some(copilot) = cases::find::<Copilot>("real_copilot_not_logged_in_fails_the_item_as_auth")
+    else {
         return;
     };
     let proxy = MockServer::start().await;
@@ -632,13 +427,25 @@ async fn real_copilot_not_logged_in_fails_the_item_as_auth() {
             ],
         )
         .await;
-    assert_failed(
-        &sb,
-        &r,
-        &log,
-        "auth",
-        &["no authentication information found"],
+    let context = || sb.context(&r, &log);
+    assert_eq!(r.code, 1, "an item did not complete: {}", context());
+    let row = sb.row();
+    assert_eq!(row["status"], "failed", "{row:?}\n{}", context());
+    assert_eq!(row["exit_code"], "1", "Copilot exits 1: {row:?}");
+    assert!(
+        row["error"]
+            .to_lowercase()
+            .contains("no authentication information found"),
+        "the reason quotes Copilot's message: {row:?}\n{}",
+        context()
     );
+    assert_eq!(row["failure_kind"], "auth", "{row:?}\n{}", context());
+    let start: String = row["error"].chars().take(40).collect();
+    assert!(
+        r.stdout.contains(&start),
+        "the closing summary names the reason: {r:?}"
+    );
+    sb.assert_no_survivors();
     assert!(
         log.lines().iter().all(|l| l.starts_with("CONNECT ")),
         "only proxied connects: {}",
@@ -647,24 +454,4 @@ async fn real_copilot_not_logged_in_fails_the_item_as_auth() {
     let out =
         std::fs::read_to_string(sb.teammate().join("attempt-1.stdout.log")).unwrap_or_default();
     assert!(out.trim().is_empty(), "no JSON on stdout: {out}");
-}
-
-/// A stalled API and a short `--timeout`: `timed_out`, and no Copilot process is left (the
-/// node loader, the native binary and whatever it started).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_copilot_stalled_api_times_out_and_leaves_no_process() {
-    let Some(copilot) = copilot_or_skip("real_copilot_stalled_api_times_out_and_leaves_no_process")
-    else {
-        return;
-    };
-    let (api, log, _seen) = mock_api(Script::Stall).await;
-    let sb = Sandbox::new(&copilot);
-    let r = run_copilot(&copilot, &sb, &api.uri(), Some(KEY), "8s").await;
-    sb.assert_outcome(&r, &log, 1, "timed_out", "timed_out");
-    assert!(
-        log.lines().iter().any(|l| l.contains("(stalling)")),
-        "the request reached the API: {}",
-        log.dump()
-    );
-    sb.assert_no_survivors();
 }

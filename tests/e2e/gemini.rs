@@ -6,7 +6,8 @@
 //!
 //! Gemini CLI is installed by `.ci/run` into `target/e2e-gemini/` (a pinned version, from the
 //! npm registry); `RUNNER_E2E_GEMINI` may point at another `gemini` binary. Without one the
-//! tests print a `skipped: ...` notice on stderr and pass.
+//! tests skip (`crate::skip`). The cases it shares with every CLI are its row in `table.rs`;
+//! here are its wiring ([`Gemini`]), its API errors, and the tests only Gemini CLI has.
 //!
 //! What Gemini CLI 0.61.0 sends with the settings below (the default model `auto`): first
 //! `POST /v1beta/models/gemini-3.5-flash-lite:generateContent`, its model router asking for
@@ -28,31 +29,31 @@
 //! per-minute test rate-limits the main model only. Each API error also leaves
 //! `$TMPDIR/gemini-client-error-*.json` holding the conversation.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{self, Cli, Log, Sandbox, Shared, find_report_path};
+use crate::cases::{self, Agent, Key, Setup, StandIn};
+use crate::support::{self, Cli, Log, Run, Sandbox, Shared, find_report_path};
 
-/// What the scripted model does.
+/// A Google API error: every main-model turn fails with this HTTP status and Google error
+/// body; the model router's call too when `router_too`.
 #[derive(Clone, Debug)]
-enum Script {
-    /// Turn 1: write the report with `write_file`; turn 2: a short final text.
-    WriteReport,
-    /// Turn 1: the report as a ```json block in the final text, no tool call.
-    ReportInText,
-    /// Every main-model turn fails with this HTTP status and Google error body; the router's
-    /// call too when `router_too`.
-    Fail {
-        status: u16,
-        body: Value,
-        router_too: bool,
-    },
-    /// Every request is accepted and never answered.
-    Stall,
+pub struct Fault {
+    /// HTTP status.
+    pub status: u16,
+    /// The `google.rpc.Status` body ([`google_error_body`]).
+    pub body: Value,
+    /// Whether the router's `generateContent` call fails too.
+    pub router_too: bool,
 }
+
+/// What the scripted model does: `WriteReport` is turn 1 a `write_file` call, turn 2 a short
+/// final text. `RateLimitOnce` is not scripted (no row of the table asks Gemini CLI for it).
+type Script = cases::Script<Fault>;
 
 /// Token usage the scripted model reports per turn (prompt, candidates).
 const TURN1_USAGE: (u64, u64) = (8_123, 57);
@@ -123,7 +124,7 @@ impl Respond for Stream {
             tools.len()
         );
         match &self.script {
-            Script::Fail { status, body, .. } => {
+            Script::Fail(Fault { status, body, .. }) => {
                 self.log.push(format!("{what} -> {status}"));
                 return ResponseTemplate::new(*status).set_body_json(body.clone());
             }
@@ -209,11 +210,11 @@ impl Respond for Router {
         });
         let what = format!("POST {} #{n}: model {}", req.url.path(), model_of(req));
         match &self.script {
-            Script::Fail {
+            Script::Fail(Fault {
                 status,
                 body,
                 router_too: true,
-            } => {
+            }) => {
                 self.log.push(format!("{what} -> {status}"));
                 ResponseTemplate::new(*status).set_body_json(body.clone())
             }
@@ -318,8 +319,25 @@ fn function_response(contents: &[Value], name: &str) -> Option<Value> {
         .map(|p| p["functionResponse"].clone())
 }
 
-/// A mock Gemini API with `script`; returns it with its request log and what it saw.
-async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
+/// The running stand-in: the server, its request log and what it saw.
+pub struct Api {
+    server: MockServer,
+    log: Log,
+    seen: Seen,
+}
+
+impl StandIn for Api {
+    fn log(&self) -> &Log {
+        &self.log
+    }
+    /// Main-model turns (`streamGenerateContent`), not the router's calls.
+    fn turns(&self) -> usize {
+        self.seen.with(|s| s.stream_calls)
+    }
+}
+
+/// A mock Gemini API with `script`.
+async fn mock_api(script: Script) -> Api {
     let server = MockServer::start().await;
     let log = Log::default();
     let seen = Seen::default();
@@ -355,16 +373,105 @@ async fn mock_api(script: Script) -> (MockServer, Log, Seen) {
     }
     .mount(&server)
     .await;
-    (server, log, seen)
+    Api { server, log, seen }
 }
 
 // ---------------------------------------------------------------------------------------
 // Running `runner` with Gemini CLI
 
-/// The Gemini CLI binary, or `None` with a skip notice.
-fn gemini_or_skip(test: &str) -> Option<Cli> {
-    // `gemini --version` prints the bare version (`0.61.0`).
-    support::cli_or_skip("gemini", "node_modules/.bin/gemini", ".", test)
+/// Gemini CLI's wiring for the shared cases (`table.rs`).
+pub struct Gemini;
+
+impl Agent for Gemini {
+    const NAME: &'static str = "gemini";
+    const BIN: &'static str = "node_modules/.bin/gemini";
+    /// `gemini --version` prints the bare version (`0.61.0`).
+    const VERSION_HAS: &'static str = ".";
+    type Fault = Fault;
+    type Api = Api;
+
+    async fn start(script: Script) -> Api {
+        mock_api(script).await
+    }
+
+    /// Under cargo's `target/tmp`: Gemini CLI skips a settings file below a folder others
+    /// may write (`/tmp`), the definition's system defaults among them.
+    fn sandbox(cli: &Cli) -> Sandbox {
+        Sandbox::new_private(cli)
+    }
+
+    fn setup(_cli: &Cli, sb: &Sandbox, api: &Api, key: Key) -> Setup {
+        write_settings(sb);
+        Setup {
+            args: vec![],
+            env: gemini_env(&api.server.uri(), key.value()),
+        }
+    }
+
+    /// The report really came from Gemini CLI's `write_file` tool, at the path the prompt
+    /// named, after one model-router call; `--approval-mode auto_edit` offers the file tools,
+    /// not the shell; the session id is the one it printed, and its token counts are in its
+    /// output, keyed by the model version, where no fixed JSON pointer reaches them (so the
+    /// columns stay empty).
+    fn check_completed(sb: &Sandbox, r: &Run, api: &Api, row: &BTreeMap<String, String>) {
+        let context = || sb.context(r, &api.log);
+        let s = api.seen.with(std::mem::take);
+        assert_eq!(s.stream_calls, 2, "one call per turn: {}", context());
+        assert_eq!(s.router_calls, 1, "one model-router call: {}", context());
+        sb.assert_report_written(s.report_path.clone());
+        let fr = s
+            .function_response
+            .clone()
+            .expect("Gemini CLI sent the function response back");
+        let output = fr["response"]["output"].as_str().unwrap_or_default();
+        assert!(
+            output.contains("Successfully created and wrote to new file"),
+            "the write succeeded: {fr}"
+        );
+        assert_eq!(
+            s.api_key_header.as_deref(),
+            Some("sk-test"),
+            "GEMINI_API_KEY is used"
+        );
+        assert!(
+            !s.tools.iter().any(|t| t == "run_shell_command"),
+            "{:?}",
+            s.tools
+        );
+
+        let stdout = std::fs::read_to_string(sb.teammate().join("attempt-1.stdout.log"))
+            .expect("attempt stdout");
+        let out: Value = serde_json::from_str(&stdout).expect("one pretty-printed JSON object");
+        assert_eq!(row["session_id"], out["session_id"].as_str().unwrap_or("?"));
+        assert_eq!(row["session_id"].len(), 36, "a UUID: {row:?}");
+        assert_eq!(
+            out["stats"]["models"][MODEL_VERSION]["tokens"]["prompt"],
+            json!(TURN1_USAGE.0 + TURN2_USAGE.0),
+            "{stdout}"
+        );
+        assert_eq!(
+            out["stats"]["models"][MODEL_VERSION]["tokens"]["candidates"],
+            json!(TURN1_USAGE.1 + TURN2_USAGE.1),
+            "{stdout}"
+        );
+        assert_eq!(row["input_tokens"], "", "not mapped: {row:?}");
+    }
+
+    /// No function call: the report came from the final text.
+    fn check_text(_sb: &Sandbox, api: &Api) {
+        assert!(api.seen.with(|s| s.function_response.is_none()));
+    }
+
+    /// The reason is the CLI's own message (from the JSON object ending its stderr): not a
+    /// stderr warning, a lone brace or a raw JSON body; nothing unexpected was requested.
+    fn check_failed(_sb: &Sandbox, api: &Api, row: &BTreeMap<String, String>) {
+        let reason = row["error"].to_lowercase();
+        assert!(
+            !reason.contains("ripgrep") && !reason.ends_with('}') && !reason.contains("{\""),
+            "not a stderr warning, a lone brace or a raw JSON body: {row:?}"
+        );
+        api.log.assert_nothing_unexpected();
+    }
 }
 
 /// The user settings a headless run with a Gemini API key needs
@@ -385,17 +492,6 @@ fn write_settings(sb: &Sandbox) {
     std::fs::write(dir.join("settings.json"), settings.to_string()).expect("settings.json");
 }
 
-/// `runner batch ... --runner gemini --timeout <timeout>` in `sb`, with Gemini CLI pointed at
-/// `api`; `key` is `GEMINI_API_KEY` (none when `None`).
-async fn run_gemini(sb: &Sandbox, api: &str, timeout: &str, key: Option<&str>) -> support::Run {
-    write_settings(sb);
-    sb.run(
-        &["--runner", "gemini", "--timeout", timeout],
-        &gemini_env(api, key),
-    )
-    .await
-}
-
 /// Gemini CLI's environment: the stand-in at `api`, `key` as `GEMINI_API_KEY`.
 fn gemini_env(api: &str, key: Option<&str>) -> Vec<(&'static str, String)> {
     let mut env = vec![("GOOGLE_GEMINI_BASE_URL", api.to_string())];
@@ -403,29 +499,6 @@ fn gemini_env(api: &str, key: Option<&str>) -> Vec<(&'static str, String)> {
         env.push(("GEMINI_API_KEY", k.to_string()));
     }
     env
-}
-
-/// The whole loop under the default `--sandbox auto`, Landlock here (output and workspace
-/// outside the working directory): Gemini CLI writes its report in its teammate folder and
-/// its state in `~/.gemini` (the definition's `[sandbox] writes`), and nothing else.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_gemini_completes_under_the_default_sandbox() {
-    let Some(gemini) = gemini_or_skip("real_gemini_completes_under_the_default_sandbox") else {
-        return;
-    };
-    let (api, log, _seen) = mock_api(Script::WriteReport).await;
-    let sb = Sandbox::new_private(&gemini);
-    write_settings(&sb);
-    let env = gemini_env(&api.uri(), Some("sk-test"));
-    let Some(r) = sb
-        .run_sandboxed(&["--runner", "gemini", "--timeout", "90s"], &env)
-        .await
-    else {
-        return;
-    };
-    sb.assert_completed(&r, &log);
-    assert!(sb.teammate().join("work/report.json").is_file());
-    sb.assert_no_survivors();
 }
 
 /// The `gemini-client-error-*.json` files in `dir`.
@@ -440,160 +513,12 @@ fn error_dumps(dir: &std::path::Path) -> Vec<String> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Tests
+// The API errors of the table's rows, and their last checks
 
-/// The whole loop with the real CLI: prompt on stdin, a real `write_file` call writing
-/// `$RUNNER_REPORT`, the pretty-printed JSON result parsed, report judged, session id read.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_gemini_writes_the_report_and_the_item_completes() {
-    let Some(gemini) = gemini_or_skip("real_gemini_writes_the_report_and_the_item_completes")
-    else {
-        return;
-    };
-    eprintln!("using {} ({})", gemini.bin.display(), gemini.version);
-    let (api, log, seen) = mock_api(Script::WriteReport).await;
-    let sb = Sandbox::new_private(&gemini);
-
-    let r = run_gemini(&sb, &api.uri(), "90s", Some("sk-test")).await;
-    let context = || sb.context(&r, &log);
-
-    let row = sb.assert_completed(&r, &log);
-
-    // The report really came from Gemini CLI's write_file tool, at the path the prompt named.
-    let s = seen.with(std::mem::take);
-    assert_eq!(s.stream_calls, 2, "one call per turn: {}", context());
-    assert_eq!(s.router_calls, 1, "one model-router call: {}", context());
-    sb.assert_report_written(s.report_path.clone());
-    let fr = s
-        .function_response
-        .clone()
-        .expect("Gemini CLI sent the function response back");
-    let output = fr["response"]["output"].as_str().unwrap_or_default();
-    assert!(
-        output.contains("Successfully created and wrote to new file"),
-        "the write succeeded: {fr}"
-    );
-    assert_eq!(
-        s.api_key_header.as_deref(),
-        Some("sk-test"),
-        "GEMINI_API_KEY is used"
-    );
-    // --approval-mode auto_edit: the file tools are offered, the shell tool is not.
-    assert!(
-        !s.tools.iter().any(|t| t == "run_shell_command"),
-        "{:?}",
-        s.tools
-    );
-
-    // The session id Gemini CLI printed; token counts are in its output, keyed by the model
-    // version, where no fixed JSON pointer reaches them (so the columns stay empty).
-    let stdout = std::fs::read_to_string(sb.teammate().join("attempt-1.stdout.log"))
-        .expect("attempt stdout");
-    let out: Value = serde_json::from_str(&stdout).expect("one pretty-printed JSON object");
-    assert_eq!(row["session_id"], out["session_id"].as_str().unwrap_or("?"));
-    assert_eq!(row["session_id"].len(), 36, "a UUID: {row:?}");
-    assert_eq!(
-        out["stats"]["models"][MODEL_VERSION]["tokens"]["prompt"],
-        json!(TURN1_USAGE.0 + TURN2_USAGE.0),
-        "{stdout}"
-    );
-    assert_eq!(
-        out["stats"]["models"][MODEL_VERSION]["tokens"]["candidates"],
-        json!(TURN1_USAGE.1 + TURN2_USAGE.1),
-        "{stdout}"
-    );
-    assert_eq!(row["input_tokens"], "", "not mapped: {row:?}");
-
-    log.assert_nothing_unexpected();
-    sb.assert_no_survivors();
-    eprintln!("completed in {:.1?}", r.took);
-}
-
-/// The report only in Gemini CLI's final text (no tool call): still `completed`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_gemini_report_in_the_final_text_completes() {
-    let Some(gemini) = gemini_or_skip("real_gemini_report_in_the_final_text_completes") else {
-        return;
-    };
-    let (api, log, seen) = mock_api(Script::ReportInText).await;
-    let sb = Sandbox::new_private(&gemini);
-    let r = run_gemini(&sb, &api.uri(), "90s", Some("sk-test")).await;
-    sb.assert_completed(&r, &log);
-    // One turn, no function call: the report came from the final text.
-    assert_eq!(
-        seen.with(|s| (s.stream_calls, s.function_response.is_none())),
-        (1, true),
-        "{}",
-        log.dump()
-    );
-    sb.assert_no_survivors();
-}
-
-/// An API error Gemini CLI gives up on at once: the item is `failed` with the CLI's own
-/// message (from the JSON object ending its stderr), the kind, and its exit code.
-async fn api_error_fails_the_item(
-    test: &str,
-    script: Script,
-    key: Option<&str>,
-    expect_in_reason: &[&str],
-    kind: &str,
-    exit_code: i32,
-) -> (Sandbox, Seen) {
-    let gemini = gemini_or_skip(test).expect("checked by the caller");
-    eprintln!("using {} ({})", gemini.bin.display(), gemini.version);
-    let (api, log, seen) = mock_api(script).await;
-    let sb = Sandbox::new_private(&gemini);
-
-    let r = run_gemini(&sb, &api.uri(), "90s", key).await;
-    let context = || sb.context(&r, &log);
-
-    assert_eq!(r.code, 1, "an item did not complete: {}", context());
-    let row = sb.row();
-    assert_eq!(row["status"], "failed", "{row:?}\n{}", context());
-    let reason = row["error"].to_lowercase();
-    for word in expect_in_reason {
-        assert!(
-            reason.contains(&word.to_lowercase()),
-            "the reason quotes Gemini CLI ({word:?}): {row:?}\n{}",
-            context()
-        );
-    }
-    assert!(
-        !reason.contains("ripgrep") && !reason.ends_with('}') && !reason.contains("{\""),
-        "not a stderr warning, a lone brace or a raw JSON body: {row:?}"
-    );
-    assert_eq!(row["failure_kind"], kind, "{row:?}\n{}", context());
-    assert_eq!(row["exit_code"], exit_code.to_string(), "{row:?}");
-    let start: String = row["error"].chars().take(40).collect();
-    assert!(
-        r.stdout.contains(&start),
-        "the closing summary names the reason: {r:?}"
-    );
-    assert!(
-        seen.with(|s| s.stream_calls) <= 1,
-        "the definition's maxAttempts 1: no retry: {}",
-        context()
-    );
-    assert!(
-        r.took < Duration::from_secs(30),
-        "gave up quickly: {:.1?}",
-        r.took
-    );
-    log.assert_nothing_unexpected();
-    sb.assert_no_survivors();
-    eprintln!("failed as expected in {:.1?}: {}", r.took, row["error"]);
-    (sb, seen)
-}
-
-/// The Gemini API's daily free-tier quota (429 RESOURCE_EXHAUSTED, QuotaFailure with a
-/// `PerDay` quota id): a `TerminalQuotaError`, not retried; `quota`, exit 173 (429 − 256).
-/// Its error dumps land in the teammate's private TMPDIR, not in the caller's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_gemini_daily_quota_429_fails_the_item_as_quota() {
-    const TEST: &str = "real_gemini_daily_quota_429_fails_the_item_as_quota";
-    if gemini_or_skip(TEST).is_none() {
-        return;
-    }
+/// The Gemini API's daily free-tier quota: 429 RESOURCE_EXHAUSTED, a QuotaFailure with a
+/// `PerDay` quota id (a `TerminalQuotaError` in Gemini CLI, never retried); the router's call
+/// fails too.
+pub fn daily_quota_429() -> Fault {
     let body = google_error_body(
         429,
         "RESOURCE_EXHAUSTED",
@@ -614,30 +539,26 @@ async fn real_gemini_daily_quota_429_fails_the_item_as_quota() {
             }]}
         ]),
     );
-    let (sb, seen) = api_error_fails_the_item(
-        TEST,
-        Script::Fail {
-            status: 429,
-            body,
-            router_too: true,
-        },
-        Some("sk-test"),
-        &["exited with code 173: You have exhausted your daily quota on this model."],
-        "quota",
-        173,
-    )
-    .await;
-    assert_eq!(seen.with(|s| s.stream_calls), 1);
-    // Gemini CLI wrote the conversation to $TMPDIR/gemini-client-error-*.json: the runner's
-    // per-teammate TMPDIR, never the TMPDIR `runner` itself was given.
+    Fault {
+        status: 429,
+        body,
+        router_too: true,
+    }
+}
+
+/// Gemini CLI wrote the conversation to `$TMPDIR/gemini-client-error-*.json`: the runner's
+/// per-teammate TMPDIR, never the TMPDIR `runner` itself was given.
+pub fn error_dumps_in_the_teammates_tmp(sb: &Sandbox, _api: &Api) {
     let private = error_dumps(&sb.teammate().join("work"));
     assert!(!private.is_empty(), "error dumps in the teammate's tmp");
     assert_eq!(error_dumps(&sb.path().join("tmp")), Vec::<String>::new());
 }
 
-/// A per-minute quota's 429 (a `PerMinute` QuotaFailure and a 45 s RetryInfo).
-fn per_minute_429() -> Value {
-    google_error_body(
+/// A per-minute quota's 429 (a `PerMinute` QuotaFailure and a 45 s RetryInfo) on the main
+/// model only: its model router's own call keeps its own retries (5 attempts with backoff,
+/// about a minute) for retryable errors.
+pub fn per_minute_429() -> Fault {
+    let body = google_error_body(
         429,
         "RESOURCE_EXHAUSTED",
         "You exceeded your current quota, please check your plan and billing details. For more \
@@ -653,34 +574,45 @@ fn per_minute_429() -> Value {
             }]},
             {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "45s"}
         ]),
-    )
+    );
+    Fault {
+        status: 429,
+        body,
+        router_too: false,
+    }
 }
 
-/// A per-minute rate limit on the main model (429 with a `PerMinute` quota and a RetryInfo):
-/// a `RetryableQuotaError`, given up on at once with `general.maxAttempts = 1`;
-/// `rate_limited`, exit 173.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_gemini_rate_limit_429_fails_the_item_as_rate_limited() {
-    const TEST: &str = "real_gemini_rate_limit_429_fails_the_item_as_rate_limited";
-    if gemini_or_skip(TEST).is_none() {
-        return;
+/// A key the Gemini API rejects: 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
+pub fn bad_key_400() -> Fault {
+    let body = google_error_body(
+        400,
+        "INVALID_ARGUMENT",
+        "API key not valid. Please pass a valid API key.",
+        json!([{
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": "API_KEY_INVALID",
+            "domain": "googleapis.com",
+            "metadata": {"service": "generativelanguage.googleapis.com"}
+        }]),
+    );
+    Fault {
+        status: 400,
+        body,
+        router_too: true,
     }
-    let body = per_minute_429();
-    api_error_fails_the_item(
-        TEST,
-        Script::Fail {
-            status: 429,
-            body,
-            router_too: false,
-        },
-        Some("sk-test"),
-        // The reason is the start of that message (the runner shortens it).
-        &["exited with code 173: You exceeded your current quota"],
-        "rate_limited",
-        173,
-    )
-    .await;
 }
+
+/// Not even the model router was asked (no request without a key).
+pub fn no_router_call(_sb: &Sandbox, api: &Api) {
+    assert_eq!(
+        api.seen.with(|s| s.router_calls),
+        0,
+        "no request without a key"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Tests only Gemini CLI has
 
 /// The same per-minute limit with Gemini CLI at its own default attempts (10, each after the
 /// 45 s the API names) and 40 s to go: its first "Suggested retry after 45s.. Retrying after
@@ -688,15 +620,10 @@ async fn real_gemini_rate_limit_429_fails_the_item_as_rate_limited() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_gemini_rate_limit_longer_than_the_time_left_is_ended_at_once() {
     const TEST: &str = "real_gemini_rate_limit_longer_than_the_time_left_is_ended_at_once";
-    let Some(gemini) = gemini_or_skip(TEST) else {
+    let Some(gemini) = cases::find::<Gemini>(TEST) else {
         return;
     };
-    let (api, log, seen) = mock_api(Script::Fail {
-        status: 429,
-        body: per_minute_429(),
-        router_too: false,
-    })
-    .await;
+    let api = mock_api(Script::Fail(per_minute_429())).await;
     let sb = Sandbox::new_private(&gemini);
     write_settings(&sb);
     let r = sb
@@ -709,7 +636,7 @@ async fn real_gemini_rate_limit_longer_than_the_time_left_is_ended_at_once() {
                 "--var",
                 "max_attempts=10",
             ],
-            &gemini_env(&api.uri(), Some("sk-test")),
+            &gemini_env(&api.server.uri(), Some("sk-test")),
         )
         .await;
     let row = sb.row();
@@ -717,7 +644,7 @@ async fn real_gemini_rate_limit_longer_than_the_time_left_is_ended_at_once() {
         (row["status"].as_str(), row["failure_kind"].as_str()),
         ("failed", "rate_limited"),
         "{row:?}\n{}",
-        sb.context(&r, &log)
+        sb.context(&r, &api.log)
     );
     assert!(
         row["error"].contains("stopped at once")
@@ -725,82 +652,26 @@ async fn real_gemini_rate_limit_longer_than_the_time_left_is_ended_at_once() {
         "{row:?}"
     );
     assert!(r.took < Duration::from_secs(20), "{:.1?}", r.took);
-    assert_eq!(seen.with(|s| s.stream_calls), 1, "{}", sb.context(&r, &log));
+    assert_eq!(api.turns(), 1, "{}", sb.context(&r, &api.log));
     sb.assert_no_survivors();
-}
-
-/// A key the Gemini API rejects (it answers 400 INVALID_ARGUMENT, reason API_KEY_INVALID):
-/// `auth`, exit 144 (400 − 256).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_gemini_bad_key_fails_the_item_as_auth() {
-    const TEST: &str = "real_gemini_bad_key_fails_the_item_as_auth";
-    if gemini_or_skip(TEST).is_none() {
-        return;
-    }
-    let body = google_error_body(
-        400,
-        "INVALID_ARGUMENT",
-        "API key not valid. Please pass a valid API key.",
-        json!([{
-            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-            "reason": "API_KEY_INVALID",
-            "domain": "googleapis.com",
-            "metadata": {"service": "generativelanguage.googleapis.com"}
-        }]),
-    );
-    api_error_fails_the_item(
-        TEST,
-        Script::Fail {
-            status: 400,
-            body,
-            router_too: true,
-        },
-        Some("sk-bad"),
-        &["API key not valid"],
-        "auth",
-        144,
-    )
-    .await;
-}
-
-/// No `GEMINI_API_KEY` at all: Gemini CLI stops before any request, exit 41; `auth`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_gemini_missing_key_fails_the_item_as_auth() {
-    const TEST: &str = "real_gemini_missing_key_fails_the_item_as_auth";
-    if gemini_or_skip(TEST).is_none() {
-        return;
-    }
-    let (_sb, seen) = api_error_fails_the_item(
-        TEST,
-        Script::WriteReport,
-        None,
-        &["you must specify the GEMINI_API_KEY environment variable"],
-        "auth",
-        41,
-    )
-    .await;
-    assert_eq!(
-        seen.with(|s| (s.stream_calls, s.router_calls)),
-        (0, 0),
-        "no request without a key"
-    );
 }
 
 /// A fresh `~/.gemini` without `security.auth.selectedType`: every row would fail with
 /// "Invalid auth method selected."; the reason names the setting and its value (issue 29).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_gemini_without_an_auth_type_names_the_setting_to_add() {
-    let Some(gemini) = gemini_or_skip("real_gemini_without_an_auth_type_names_the_setting_to_add")
+    let Some(gemini) =
+        cases::find::<Gemini>("real_gemini_without_an_auth_type_names_the_setting_to_add")
     else {
         return;
     };
-    let (api, log, _seen) = mock_api(Script::WriteReport).await;
+    let api = mock_api(Script::WriteReport).await;
     let sb = Sandbox::new_private(&gemini);
-    let env = gemini_env(&api.uri(), Some("sk-test"));
+    let env = gemini_env(&api.server.uri(), Some("sk-test"));
     let r = sb
         .run(&["--runner", "gemini", "--timeout", "60s"], &env)
         .await;
-    assert_eq!(r.code, 1, "{}", sb.context(&r, &log));
+    assert_eq!(r.code, 1, "{}", sb.context(&r, &api.log));
     let row = sb.row();
     assert_eq!(row["failure_kind"], "auth", "{row:?}");
     assert!(
@@ -811,25 +682,4 @@ async fn real_gemini_without_an_auth_type_names_the_setting_to_add() {
         "{row:?}"
     );
     sb.assert_no_survivors();
-}
-
-/// A stalled API and a short `--timeout`: `timed_out`, and no Gemini CLI process is left
-/// (its launcher ignores SIGTERM and waits for the relaunched child).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_gemini_stalled_api_times_out_and_leaves_no_process() {
-    let Some(gemini) = gemini_or_skip("real_gemini_stalled_api_times_out_and_leaves_no_process")
-    else {
-        return;
-    };
-    let (api, log, _seen) = mock_api(Script::Stall).await;
-    let sb = Sandbox::new_private(&gemini);
-    let r = run_gemini(&sb, &api.uri(), "8s", Some("sk-test")).await;
-    sb.assert_outcome(&r, &log, 1, "timed_out", "timed_out");
-    assert!(
-        log.lines().iter().any(|l| l.contains("(stalling)")),
-        "the request reached the API: {}",
-        log.dump()
-    );
-    sb.assert_no_survivors();
-    eprintln!("timed out as expected in {:.1?}", r.took);
 }

@@ -1,11 +1,15 @@
 //! End to end against the REAL agent CLIs, offline: each built-in runner definition runs its
 //! pinned CLI (installed by `.ci/run` under `target/e2e-<name>/`) against a scripted stand-in
 //! for that CLI's model API on 127.0.0.1. No real model is ever called. A CLI that is not
-//! installed makes its tests print a `skipped: ...` notice and pass.
+//! installed makes its tests print a `skipped: ...` notice and pass (fail, with
+//! `RUNNER_TEST_REQUIRE_ALL` set: see `tests/common/skip.rs`).
 
+#[path = "../common/skip.rs"]
+mod skip;
 mod support;
 
 mod aider;
+mod cases;
 mod chat_api;
 mod claude;
 mod codex;
@@ -15,3 +19,4 @@ mod mcp;
 mod opencode;
 mod pi;
 mod qwen;
+mod table;

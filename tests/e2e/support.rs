@@ -101,10 +101,10 @@ pub fn cli_or_skip(name: &'static str, rel: &str, version_has: &str, test: &str)
     } else {
         String::new()
     };
-    eprintln!(
-        "skipped: {test}: {why}{hint}. Install it with `bash .ci/run` (it needs the npm \
-         registry or PyPI), or set {var} to a {name} binary."
-    );
+    crate::skip::skip(format!(
+        "{test}: {why}{hint}. Install it with `bash .ci/run` (it needs the npm registry or \
+         PyPI), or set {var} to a {name} binary."
+    ));
     None
 }
 
@@ -428,10 +428,10 @@ impl Sandbox {
         all.extend_from_slice(args);
         let r = self.run_in(&self.path().join("work"), &all, env).await;
         if r.stdout.contains("sandbox none (auto: this kernel") {
-            eprintln!(
-                "skipped: this kernel cannot confine teammates: {}",
+            crate::skip::skip(format!(
+                "this kernel cannot confine teammates: {}",
                 r.stdout
-            );
+            ));
             return None;
         }
         assert!(r.stdout.contains("; sandbox landlock"), "{r:?}");
@@ -636,6 +636,17 @@ impl Sandbox {
     /// failure kind (with [`Sandbox::context`] when not).
     #[track_caller]
     pub fn assert_completed(&self, run: &Run, log: &Log) -> BTreeMap<String, String> {
+        self.assert_completed_with(run, log, "wrote the report")
+    }
+
+    /// [`Sandbox::assert_completed`] for a report whose summary is `summary`.
+    #[track_caller]
+    pub fn assert_completed_with(
+        &self,
+        run: &Run,
+        log: &Log,
+        summary: &str,
+    ) -> BTreeMap<String, String> {
         let row = self.assert_outcome(run, log, 0, "completed", "");
         assert_eq!(
             (
@@ -643,8 +654,9 @@ impl Sandbox {
                 row["exit_code"].as_str(),
                 row["error"].as_str()
             ),
-            ("wrote the report", "0", ""),
-            "{row:?}"
+            (summary, "0", ""),
+            "{row:?}\n{}",
+            self.context(run, log)
         );
         row
     }

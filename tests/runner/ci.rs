@@ -788,14 +788,14 @@ fn a_team_is_found_by_its_batch_file_its_output_folder_or_its_output() {
 /// The bundled CI examples stay valid against their public schemas: the GitHub workflow
 /// schema (check-jsonschema's vendored copy) and the Kubernetes API (kubernetes-validate's
 /// bundled schemas). The validators come from PyPI, installed by `.ci/run` into
-/// `target/e2e-validators/`; without them this prints a skip notice.
+/// `target/e2e-validators/`; without them this skips ([`crate::skip`]).
 #[test]
 fn the_ci_examples_validate_against_their_public_schemas() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let bin = root.join("target/e2e-validators/venv/bin");
     if !bin.join("check-jsonschema").is_file() || !bin.join("kubernetes-validate").is_file() {
-        eprintln!(
-            "skipped: the example validators are not installed (bash .ci/run installs them from PyPI into target/e2e-validators)"
+        crate::skip::skip(
+            "the example validators are not installed (bash .ci/run installs them from PyPI into target/e2e-validators)",
         );
         return;
     }

@@ -320,3 +320,20 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Whether this kernel runs `--sandbox landlock` (`runner runners` says so); when not, the
+/// calling test `test` skips ([`crate::skip`]) and leaves out what needs it.
+pub fn landlock_or_skip(test: &str) -> bool {
+    let out = Command::new(env!("CARGO_BIN_EXE_runner"))
+        .arg("runners")
+        .output()
+        .expect("runner runners");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ok = text.contains("--sandbox landlock is available");
+    if !ok {
+        crate::skip::skip(format!(
+            "{test}: this kernel cannot run --sandbox landlock ({text})"
+        ));
+    }
+    ok
+}

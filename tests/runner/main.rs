@@ -2,9 +2,13 @@
 //! (`tests/agents/`). One test binary, a small harness (ripgrep/just style).
 
 mod harness;
+#[path = "../common/skip.rs"]
+mod skip;
 
 mod anthropic;
 mod bad_input;
+mod bad_input_cases;
+mod bad_input_flags;
 mod batch;
 mod batch_api;
 mod ci;
@@ -18,11 +22,13 @@ mod http;
 mod inputs;
 mod jsonl;
 mod keep;
+mod keep_compaction;
 mod mcp;
 mod process_faults;
 mod progress;
 mod regressions;
 mod sandbox;
+mod sandbox_escapes;
 mod setup;
 mod skill;
 mod stages;

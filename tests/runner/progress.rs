@@ -3,22 +3,9 @@
 //! journaled, `runner show` gives the last one and the HTML timeline marks each; a bad line
 //! is skipped with a warning (also in the teammate's stderr log) and the item still completes — unconfined and under `--sandbox landlock`.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
-use crate::harness::{Run, Sandbox, wait_for};
-
-/// Whether this kernel runs `--sandbox landlock` (else a "skipped" notice).
-fn landlock_or_skip(test: &str) -> bool {
-    let out = Command::new(env!("CARGO_BIN_EXE_runner"))
-        .arg("runners")
-        .output()
-        .expect("runner runners");
-    let ok = String::from_utf8_lossy(&out.stdout).contains("--sandbox landlock is available");
-    if !ok {
-        eprintln!("skipped: {test}: this kernel cannot run --sandbox landlock");
-    }
-    ok
-}
+use crate::harness::{Run, Sandbox, landlock_or_skip, wait_for};
 
 /// The agent: says where it is (a good line, a bad one, a blocker), then waits for `go`.
 const AGENT: &str = r#"cat > /dev/null

@@ -355,8 +355,8 @@ fn the_html_report_renders_in_chromium_without_script_errors_and_lists_every_ite
         "no external asset"
     );
     let Some(browser) = chromium() else {
-        eprintln!(
-            "skipped: Chromium is not installed (apt-get install chromium); the page was written and checked as text only"
+        crate::skip::skip(
+            "Chromium is not installed (apt-get install chromium); the page was written and checked as text only",
         );
         return;
     };

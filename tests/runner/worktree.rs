@@ -143,10 +143,10 @@ fn under_the_sandbox_a_teammate_cannot_commit_or_move_a_branch_and_the_runner_co
     let main_before = git(sb.path(), &["rev-parse", "main"]);
     let r = batch(&sb, &[("a", "EDIT a.txt=one TRY-COMMIT")], &[]);
     if r.stdout.contains("sandbox none (auto: this kernel") {
-        eprintln!(
-            "skipped: this kernel cannot confine teammates: {}",
+        crate::skip::skip(format!(
+            "this kernel cannot confine teammates: {}",
             r.stdout
-        );
+        ));
         return;
     }
     assert!(r.stdout.contains("; sandbox landlock"), "{r:?}");

@@ -1,5 +1,5 @@
 //! teammate-runner: resolve a batch of work items in parallel, one agent CLI teammate per
-//! item, and record only verified success. See DESIGN.md for the architecture:
+//! item, and record only verified success. See docs/DESIGN.md §1 for the architecture:
 //! source → items → plan → dispatcher → units → events → sinks.
 
 pub mod agent;

@@ -2,7 +2,7 @@
 //! on (retry later, fix the key, fix the prompt), and the `[failure]` rules of a runner
 //! definition that classify an agent CLI's error text into one.
 //!
-//! The kinds are the output column `failure_kind` (DESIGN §6 "failure kinds"); the patterns
+//! The kinds are the output column `failure_kind` (DESIGN §4 "failure kinds"); the patterns
 //! of each built-in definition are written from what the real CLI prints (the stand-ins in
 //! `tests/e2e/` reproduce those texts).
 

@@ -18,7 +18,7 @@
 //! - *Change what the user sees while items run* (counts, the snapshot, the closing
 //!   summary): [`dispatcher`]; its decisions are plain functions tested in
 //!   `dispatcher/tests.rs`.
-//! - *Test scheduling in-process*: [`test_support`] (a spec on the `exec` definition, items)
+//! - *Test scheduling in-process*: `test_support` (a spec on the `exec` definition, items)
 //!   and `crate::run::backend::scripted`.
 
 pub mod dispatcher;

@@ -4,7 +4,7 @@
 //! environment ([`descendants`]). A time limit or an interrupt sends SIGTERM to the whole
 //! group (and to marked processes that left it), waits a grace period, then SIGKILL; an
 //! immediate cancel (second Ctrl-C) sends SIGKILL at once. stdout and stderr are drained
-//! concurrently into capped log files ([`super::drain`], [`super::capped_log`]). After the
+//! concurrently into capped log files (`drain`, [`super::capped_log`]). After the
 //! leader exits, the runner waits a bounded time for the pipes to close (a grandchild may
 //! hold them), then kills what is left of the group and every marked process. No process
 //! the child started outlives [`run`]. What the child reads on stdin: [`super::stdin`].
@@ -52,7 +52,7 @@ pub async fn interrupted(cancel: &mut tokio::sync::watch::Receiver<Cancel>) {
 }
 
 /// Receives the last line a child printed (throttled, control characters removed, at most
-/// [`super::drain::ACTIVITY_MAX_CHARS`] characters), for progress displays.
+/// `ACTIVITY_MAX_CHARS` (`drain`) characters), for progress displays.
 #[derive(Clone)]
 pub struct ActivitySink(pub std::sync::Arc<dyn Fn(String) + Send + Sync>);
 

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::sync::watch;
 
+use crate::agent::AgentResult;
 use crate::item::WorkItem;
 use crate::report::{self, Evidence, ItemStatus, VerifyResult};
 use crate::run::RunSpec;
@@ -182,19 +183,7 @@ pub(super) async fn judge_attempt(
     let verdict_kind = verdict.kind;
     let report = found.ok().map(|(r, _)| r);
     let mut agent = ran.agent;
-    // An agent that is no CLI (exec) may say what it spent in its report.
-    let said = |key: &str| report.as_ref().and_then(|r| r.raw.get(key));
-    if agent.cost_usd.is_none() {
-        agent.cost_usd = said("cost_usd")
-            .and_then(serde_json::Value::as_f64)
-            .filter(|c| c.is_finite() && *c >= 0.0);
-    }
-    if agent.input_tokens.is_none() {
-        agent.input_tokens = said("input_tokens").and_then(serde_json::Value::as_u64);
-    }
-    if agent.output_tokens.is_none() {
-        agent.output_tokens = said("output_tokens").and_then(serde_json::Value::as_u64);
-    }
+    spent_as_reported(&mut agent, report.as_ref());
     AttemptResult {
         git: git.and_then(Result::ok),
         verify_cancelled: matches!(verify, VerifyResult::Cancelled),
@@ -213,5 +202,22 @@ pub(super) async fn judge_attempt(
             _ => ran.log,
         },
         held: Held::default(),
+    }
+}
+
+/// What an agent that is no CLI (exec) says it spent in its `report` (`cost_usd`,
+/// `input_tokens`, `output_tokens`), where its output told nothing.
+fn spent_as_reported(agent: &mut AgentResult, report: Option<&report::Report>) {
+    let said = |key: &str| report.and_then(|r| r.raw.get(key));
+    if agent.cost_usd.is_none() {
+        agent.cost_usd = said("cost_usd")
+            .and_then(serde_json::Value::as_f64)
+            .filter(|c| c.is_finite() && *c >= 0.0);
+    }
+    if agent.input_tokens.is_none() {
+        agent.input_tokens = said("input_tokens").and_then(serde_json::Value::as_u64);
+    }
+    if agent.output_tokens.is_none() {
+        agent.output_tokens = said("output_tokens").and_then(serde_json::Value::as_u64);
     }
 }

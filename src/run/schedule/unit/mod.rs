@@ -1,22 +1,22 @@
-//! One item's unit: its attempts, each in three steps — *prepare* ([`prepare`]: teammate
+//! One item's unit: its attempts, each in three steps — *prepare* (`prepare`: teammate
 //! folder, prompt file, argv and environment, state folders, worktree), *execute* on a
-//! [`Backend`] ([`attempt`]), *judge* ([`judge`]: report, schema, verify, worktree commit →
-//! [`report::judge`]) — and after each the [`retry`] policy's word; [`finish`] sends the
+//! [`Backend`] (`attempt`), *judge* (`judge`: report, schema, verify, worktree commit →
+//! [`report::judge`]) — and after each the `retry` policy's word; `finish` sends the
 //! item's outcome. A unit owns no shared state: it reports to the dispatcher through
 //! [`Event`]s, and every attempt first passes the team's [`Gate`].
 //!
-//! - What the teammate is told (task text, prompt, retry context): [`prompt`].
-//! - The verify and worktree set-up commands: [`helpers`].
+//! - What the teammate is told (task text, prompt, retry context): `prompt`.
+//! - The verify and worktree set-up commands: `helpers`.
 //! - Tests of the retry and rate-limit policy, on the scripted backend: `tests.rs`.
 //!
 //! # How to
 //!
-//! - *Give the agent something new* (a variable, a file): [`prepare`] (its environment is
+//! - *Give the agent something new* (a variable, a file): `prepare` (its environment is
 //!   built in one place, and so is the teammate folder); a `RUNNER_*` variable also goes in
-//!   [`finish::verify_again`]'s environment when a verify command needs it.
-//! - *Judge on new evidence*: gather it in [`judge`] and decide in [`report::judge`] (the
+//!   `finish::verify_again`'s environment when a verify command needs it.
+//! - *Judge on new evidence*: gather it in `judge` and decide in [`report::judge`] (the
 //!   success rule stays one pure function).
-//! - *Change when an item is attempted again*: [`retry::Retries::after`] (one function:
+//! - *Change when an item is attempted again*: `retry::Retries::after` (one function:
 //!   the gate's word, `--retries`, `--retry-on`, `--rate-limit-wait`), and add a case to
 //!   `tests.rs`.
 

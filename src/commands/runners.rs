@@ -7,16 +7,16 @@ use std::time::Duration;
 use crate::agent::definition::{self, BUILTIN, RunnerDef};
 use crate::cli::RunnersArgs;
 use crate::error::Result;
-use crate::run::supervise::process;
+use crate::run::supervise::capture::capture;
 
 /// How long a `--version` call may take.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The first line a program prints on stdout for `args`, or why there is none (in
-/// parentheses). No shell; run by [`process::capture`], so the program and anything it starts
+/// parentheses). No shell; run by [`capture`], so the program and anything it starts
 /// are gone soon after [`VERSION_TIMEOUT`] at the latest.
 fn version_of(program: &Path, args: &[String]) -> String {
-    match process::capture(program, args, VERSION_TIMEOUT) {
+    match capture(program, args, VERSION_TIMEOUT) {
         Ok(out) => out
             .stdout
             .lines()

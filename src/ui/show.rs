@@ -10,7 +10,7 @@ use crate::run::record::outcome::Outcome;
 
 /// What `show` says of a teammate folder without `prompt.md`: the runner hands a prompt to
 /// its agent from memory and writes the file only once the attempt has run a second or
-/// ended without completing ([`crate::run::supervise::process::HOLD_FOR`]).
+/// ended without completing ([`crate::run::supervise::capped_log::HOLD_FOR`]).
 pub const PROMPT_NOT_WRITTEN: &str = "not written (yet): an attempt's prompt is written once it has run a second, or when it ends without completing";
 
 /// Lines of the telling log shown.

@@ -114,7 +114,7 @@ pub struct Attempt<'a> {
     pub prompt: &'a str,
     /// `<teammate dir>/prompt.md`: written before the attempt only when the invocation names
     /// it (`prompt = "file"`, `{prompt_file}`); a prompt on stdin is handed over in memory
-    /// ([`crate::run::supervise::process::Stdin::Text`]).
+    /// ([`crate::run::supervise::stdin::Stdin::Text`]).
     pub prompt_file: &'a Path,
     /// Where the teammate writes its report (`RUNNER_REPORT`); no earlier attempt's report is
     /// there.
@@ -206,8 +206,8 @@ pub struct Execution {
     /// when none was written.
     pub log: PathBuf,
     /// The agent's whole stdout, when the backend held it in memory and did not create
-    /// [`Attempt::stdout_log`] (a quick process: [`crate::run::supervise::process::HOLD_MAX`],
-    /// [`crate::run::supervise::process::HOLD_FOR`]). The runner writes it there unless the
+    /// [`Attempt::stdout_log`] (a quick process: [`crate::run::supervise::capped_log::HOLD_MAX`],
+    /// [`crate::run::supervise::capped_log::HOLD_FOR`]). The runner writes it there unless the
     /// item completes and is compacted, so a completed quick item costs no log file.
     pub stdout_held: Option<Vec<u8>>,
 }

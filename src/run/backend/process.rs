@@ -6,7 +6,8 @@ use tokio::sync::watch;
 
 use super::{Attempt, Backend, BoxFuture, Execution, FULL_READ, end_of, read_capped};
 use crate::agent;
-use crate::run::supervise::process::{self, Cancel, Spawn, Stdin};
+use crate::run::supervise::process::{self, Cancel, Spawn};
+use crate::run::supervise::stdin::Stdin;
 
 /// Runs each attempt as a child process (argv, no shell). Its definition was checked when
 /// the settings resolved ([`crate::settings::Settings::resolve`]: the argv expands, the

@@ -1,13 +1,15 @@
 //! The test backend: each attempt plays the next scripted [`Step`] of its item (an exit code,
 //! stdout text, a report file, a delay), honouring the time limit and cancellation. No
-//! process is started. It records every prompt it was given.
+//! process is started. It records every prompt it was given. Its times are tokio's (a
+//! test on a paused clock sees its delays and time limits pass at once, and exactly).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::{Attempt, Backend, BoxFuture, Execution};
 use crate::agent;

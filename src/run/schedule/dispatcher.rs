@@ -27,6 +27,9 @@ use crate::run::supervise::process::Cancel;
 use crate::run::supervise::{descendants, descriptors};
 use crate::run::{RunSpec, now_rfc3339};
 
+mod units;
+use units::Units;
+
 /// Most items listed in the closing summary's problem list.
 pub const PROBLEMS_LISTED: usize = 50;
 /// How often `team.json` is rewritten at most while items change.
@@ -739,28 +742,7 @@ pub async fn run_wired(
     let started = Instant::now();
     job_control::watch_stops();
     let jobs = descriptors::cap_jobs(spec.settings.jobs);
-    let run_started = Event::RunStarted {
-        at: now_rfc3339(),
-        pid: std::process::id(),
-        team: team.name.clone(),
-        workspace: team.dir.clone(),
-        total,
-        resumed,
-        jobs,
-        sandbox: spec.settings.sandbox.name().into(),
-        sandbox_why_none: spec.settings.sandbox_why_none.clone(),
-        stages: spec.stages.clone(),
-    };
-    team.record(&run_started)?;
-    reporter.event(&run_started);
-    let snapshot = Snapshot {
-        isolation: spec
-            .isolation
-            .as_deref()
-            .map(crate::run::isolation::worktree::Isolation::record),
-        stages: spec.stages.clone(),
-        ..Snapshot::new(team, total)
-    };
+    let snapshot = announce(&spec, team, total, resumed, jobs, reporter)?;
 
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let (cancel_tx, cancel_rx) = watch::channel(Cancel::None);
@@ -793,34 +775,22 @@ pub async fn run_wired(
         stopped_running: None,
         snapshot_failing: false,
     };
-    let mut tasks: JoinSet<()> = JoinSet::new();
-    let mut task_items: HashMap<tokio::task::Id, WorkItem> = HashMap::new();
+    let mut units = Units {
+        spec: &spec,
+        backend: &backend,
+        gate: &gate,
+        events: &tx,
+        cancel: &cancel_tx,
+        cancelled: &cancel_rx,
+        tasks: JoinSet::new(),
+        items: HashMap::new(),
+    };
 
     let looped: Result<()> = async {
         let mut actions = d.fill(&mut items)?;
         loop {
             for action in actions.drain(..) {
-                match action {
-                    Action::Start(item, earlier) => {
-                        // A stage's or a row's own runner has its own backend.
-                        let backend = spec
-                            .profile_of(&item)
-                            .map_or_else(|| backend.clone(), |p| p.backend.clone());
-                        let handle = tasks.spawn(unit::run_item(
-                            spec.clone(),
-                            backend,
-                            gate.clone(),
-                            (*item).clone(),
-                            earlier,
-                            tx.clone(),
-                            cancel_rx.clone(),
-                        ));
-                        task_items.insert(handle.id(), *item);
-                    }
-                    Action::Cancel(how) => {
-                        let _ = cancel_tx.send(how);
-                    }
-                }
+                units.act(action);
             }
             if d.over()? {
                 return Ok(());
@@ -828,14 +798,14 @@ pub async fn run_wired(
             let input = tokio::select! {
                 biased;
                 Some(event) = rx.recv() => Input::Unit(event),
-                Some(joined) = tasks.join_next_with_id() => match joined {
+                Some(joined) = units.tasks.join_next_with_id() => match joined {
                     // A unit that ended normally has sent (or is still sending) its
                     // Finished message; only a panic can lose an item.
                     Ok((id, ())) => {
-                        task_items.remove(&id);
+                        units.items.remove(&id);
                         continue;
                     }
-                    Err(e) => Input::Crashed(task_items.remove(&e.id())),
+                    Err(e) => Input::Crashed(units.items.remove(&e.id())),
                 },
                 _ = interrupts.next() => Input::Interrupt,
                 _ = suspends.next() => {
@@ -850,10 +820,54 @@ pub async fn run_wired(
     }
     .await;
     if let Err(e) = looped {
-        d.stop_after_error(&cancel_tx, &mut tasks, &mut rx).await;
+        d.stop_after_error(&cancel_tx, &mut units.tasks, &mut rx)
+            .await;
         return Err(e);
     }
     d.finish(&mut items, started)
+}
+
+/// Record and report that the run started (`run_started`: the team, how many items and
+/// teammates at once, the sandbox, the stages) and what planning warned of (`warning`s), and
+/// the team's first snapshot.
+///
+/// Errors: the journal cannot be written.
+fn announce(
+    spec: &RunSpec,
+    team: &mut Team,
+    total: Option<u64>,
+    resumed: u64,
+    jobs: usize,
+    reporter: &mut dyn Reporter,
+) -> Result<Snapshot> {
+    let run_started = Event::RunStarted {
+        at: now_rfc3339(),
+        pid: std::process::id(),
+        team: team.name.clone(),
+        workspace: team.dir.clone(),
+        total,
+        resumed,
+        jobs,
+        sandbox: spec.settings.sandbox.name().into(),
+        sandbox_why_none: spec.settings.sandbox_why_none.clone(),
+        stages: spec.stages.clone(),
+    };
+    team.record(&run_started)?;
+    reporter.event(&run_started);
+    // What planning warned of, recorded and shown now that the journal is open.
+    for w in &spec.warnings {
+        let warning = Event::warning(w.clone());
+        team.record(&warning)?;
+        reporter.event(&warning);
+    }
+    Ok(Snapshot {
+        isolation: spec
+            .isolation
+            .as_deref()
+            .map(crate::run::isolation::worktree::Isolation::record),
+        stages: spec.stages.clone(),
+        ..Snapshot::new(team, total)
+    })
 }
 
 /// What team.json shows of the gate: `None` when there is nothing to show (full

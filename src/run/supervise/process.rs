@@ -4,23 +4,27 @@
 //! environment ([`descendants`]). A time limit or an interrupt sends SIGTERM to the whole
 //! group (and to marked processes that left it), waits a grace period, then SIGKILL; an
 //! immediate cancel (second Ctrl-C) sends SIGKILL at once. stdout and stderr are drained
-//! concurrently into capped log files. After the leader exits, the runner waits a bounded
-//! time for the pipes to close (a grandchild may hold them), then kills what is left of the
-//! group and every marked process. No process the child started outlives [`run`].
+//! concurrently into capped log files (`drain`, [`super::capped_log`]). After the
+//! leader exits, the runner waits a bounded time for the pipes to close (a grandchild may
+//! hold them), then kills what is left of the group and every marked process. No process
+//! the child started outlives [`run`]. What the child reads on stdin: [`super::stdin`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, watch};
 
+use super::capped_log::{Drained, LogFile};
+use super::drain::drain;
+use super::live_watch::LineWatch;
+use super::stdin::Stdin;
+use super::{descendants, descriptors, job_control};
 use crate::failure::FailureRules;
 use crate::failure::live::{self, LiveHit, Stream};
 use crate::report::ProcessEnd;
-use crate::run::supervise::{descendants, descriptors, job_control};
 
 /// What the dispatcher asks running attempts to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -48,7 +52,7 @@ pub async fn interrupted(cancel: &mut tokio::sync::watch::Receiver<Cancel>) {
 }
 
 /// Receives the last line a child printed (throttled, control characters removed, at most
-/// [`ACTIVITY_MAX_CHARS`] characters), for progress displays.
+/// `ACTIVITY_MAX_CHARS` (`drain`) characters), for progress displays.
 #[derive(Clone)]
 pub struct ActivitySink(pub std::sync::Arc<dyn Fn(String) + Send + Sync>);
 
@@ -57,11 +61,6 @@ impl std::fmt::Debug for ActivitySink {
         f.write_str("ActivitySink")
     }
 }
-
-/// Longest activity line passed on, characters.
-pub const ACTIVITY_MAX_CHARS: usize = 160;
-/// Least time between two activity lines of one stream.
-const ACTIVITY_EVERY: Duration = Duration::from_millis(250);
 
 /// Everything needed to start one attempt.
 #[derive(Debug, Clone)]
@@ -81,7 +80,7 @@ pub struct Spawn {
     /// Where stdout goes (capped).
     pub stdout_log: PathBuf,
     /// Hold stdout in memory instead of creating [`Spawn::stdout_log`] at the start: while
-    /// it stays within [`HOLD_MAX`] bytes and the child has run less than [`HOLD_FOR`], it
+    /// it stays within [`HOLD_MAX`](super::capped_log::HOLD_MAX) bytes and the child has run less than [`HOLD_FOR`](super::capped_log::HOLD_FOR), it
     /// is handed back in [`Exit::stdout_held`] and no file is made (the caller writes it, or
     /// keeps it in a compacted record); past either bound it goes to the log as usual. A
     /// quick agent then costs no file; a slow one's log is there to follow within a second.
@@ -106,51 +105,6 @@ pub struct Spawn {
     /// The runner definition's rules, when its `[failure] live` lines may end the attempt
     /// while it runs ([`crate::failure::live`]); `None` for commands that are not agents.
     pub live: Option<std::sync::Arc<FailureRules>>,
-}
-
-/// What a child reads on its stdin.
-#[derive(Debug, Clone, Default)]
-pub enum Stdin {
-    /// `/dev/null`.
-    #[default]
-    Null,
-    /// A file, opened read-only (like `cmd < file`): the child reads it at its own pace and
-    /// never waits on the runner to feed a pipe.
-    File(PathBuf),
-    /// This text, in a sealed in-memory file (`memfd_create`, then `F_SEAL_WRITE`): to the
-    /// child it is a read-only file like the one above, at its own pace; nothing is written
-    /// to disk and nothing in a teammate's reach can change it (DESIGN §6b: the runner's
-    /// records are handed to the teammate as open descriptors).
-    Text(std::sync::Arc<str>),
-}
-
-/// Most bytes of stdout [`Spawn::hold_stdout`] holds in memory.
-pub const HOLD_MAX: usize = 64 * 1024;
-/// Longest time [`Spawn::hold_stdout`] holds stdout in memory, from the start.
-pub const HOLD_FOR: Duration = Duration::from_secs(1);
-
-/// A sealed in-memory file holding `text`, positioned at its start ([`Stdin::Text`]).
-fn sealed_text(text: &str) -> std::io::Result<std::fs::File> {
-    use nix::fcntl::{FcntlArg, SealFlag, fcntl};
-    use nix::sys::memfd::{MFdFlags, memfd_create};
-    use std::io::{Seek, Write};
-    let fd = memfd_create(
-        c"runner-prompt",
-        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
-    )?;
-    let mut file = std::fs::File::from(fd);
-    file.write_all(text.as_bytes())?;
-    file.rewind()?;
-    fcntl(
-        &file,
-        FcntlArg::F_ADD_SEALS(
-            SealFlag::F_SEAL_WRITE
-                | SealFlag::F_SEAL_GROW
-                | SealFlag::F_SEAL_SHRINK
-                | SealFlag::F_SEAL_SEAL,
-        ),
-    )?;
-    Ok(file)
 }
 
 /// How long a keeper told to kill its tree may take before its group is sent SIGKILL.
@@ -193,9 +147,11 @@ impl Exit {
 /// Ends the whole attempt when dropped, so that a cancelled or panicking supervisor cannot
 /// leave it running: SIGKILL to the group and, while armed, to every process that carries
 /// the attempt's marker (those that left the group).
-struct GroupGuard {
-    pgid: Pid,
-    marker: Option<String>,
+pub(super) struct GroupGuard {
+    /// The attempt's process group.
+    pub(super) pgid: Pid,
+    /// The attempt's marker, while the processes that carry it are to be killed too.
+    pub(super) marker: Option<String>,
 }
 
 impl Drop for GroupGuard {
@@ -264,17 +220,7 @@ fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
                 .map_err(|e| failed(format!("cannot create {}", spec.stdout_log.display()), e))?,
         ),
     };
-    let stdin = match &spec.stdin {
-        Stdin::Null => Stdio::null(),
-        Stdin::File(path) => Stdio::from(
-            std::fs::File::open(path)
-                .map_err(|e| failed(format!("cannot open {}", path.display()), e))?,
-        ),
-        Stdin::Text(text) => Stdio::from(
-            sealed_text(text)
-                .map_err(|e| failed("cannot hand the prompt over in memory".to_owned(), e))?,
-        ),
-    };
+    let stdin = spec.stdin.open().map_err(|(what, e)| failed(what, e))?;
     let mut cmd = tokio::process::Command::new(&spec.program);
     cmd.args(&spec.args)
         .current_dir(&spec.cwd)
@@ -377,6 +323,63 @@ pub async fn run(
     });
     drop(hits_tx);
 
+    let (status, stopping) = until_exit(
+        spec,
+        &mut child,
+        pgid,
+        &marker,
+        &mut hits,
+        &mut cancel,
+        &stopped_since_start,
+    )
+    .await;
+    // Waited for: the reaper may collect what is left of the group from now on.
+    drop(registered);
+    let elapsed = started.elapsed().saturating_sub(stopped_since_start());
+
+    // The leader is gone; give the pipes a bounded time to close, then end the group and
+    // every process that left it.
+    let closing = std::time::Instant::now();
+    let (drained, held_pipes) =
+        close_pipes(spec, [out_task.take(), err_task.take()], pgid, &marker).await;
+    guard.marker = None;
+    drop(guard);
+    // The slot was taken until the pipes closed: a holder's time counts.
+    let elapsed = match held_pipes.is_empty() {
+        true => elapsed,
+        false => elapsed + closing.elapsed(),
+    };
+
+    let (end, exit_code) = ending(status, stopping);
+    let [stdout, stderr] = drained;
+    Exit {
+        end,
+        exit_code,
+        elapsed,
+        stdout_bytes: stdout.bytes,
+        stderr_bytes: stderr.bytes,
+        stdout_held: stdout.held,
+        held_pipes,
+    }
+}
+
+/// Supervise the started child until its leader exits: at its time limit (time the runner
+/// spent stopped by job control does not count), on a `[failure] live` line that ends it
+/// (from `hits`), or when the run is interrupted (`cancel`), SIGTERM to the attempt, then
+/// SIGKILL after the grace period (at once on an immediate cancel). Returns its wait
+/// status, and why the runner was stopping it and since when, if it was.
+async fn until_exit(
+    spec: &Spawn,
+    child: &mut tokio::process::Child,
+    pgid: Pid,
+    marker: &str,
+    hits: &mut mpsc::UnboundedReceiver<LiveHit>,
+    cancel: &mut watch::Receiver<Cancel>,
+    stopped_since_start: impl Fn() -> Duration,
+) -> (
+    std::io::Result<std::process::ExitStatus>,
+    Option<(ProcessEnd, tokio::time::Instant)>,
+) {
     let start_at = tokio::time::Instant::now();
     let mut deadline = spec.timeout.map(|t| start_at + t);
     let mut stopping: Option<(ProcessEnd, tokio::time::Instant)> = None;
@@ -408,7 +411,7 @@ pub async fn run(
                         continue;
                     }
                     let limit = spec.timeout.unwrap_or_default();
-                    signal_attempt(pgid, spec.keeper, &marker, Signal::SIGTERM);
+                    signal_attempt(pgid, spec.keeper, marker, Signal::SIGTERM);
                     let last_error = last_hit.as_ref().map(|h: &LiveHit| format!("{} ({})", h.text, h.kind));
                     stopping = Some((ProcessEnd::TimedOut { limit, last_error }, tokio::time::Instant::now() + spec.grace));
                 }
@@ -425,7 +428,7 @@ pub async fn run(
                         .as_ref()
                         .and_then(|r| r.hint_for(&hit.line).or_else(|| r.hint_for(&hit.text)));
                     tracing::info!("{pgid}: ended by its output: {} ({})", hit.text, hit.kind);
-                    signal_attempt(pgid, spec.keeper, &marker, Signal::SIGTERM);
+                    signal_attempt(pgid, spec.keeper, marker, Signal::SIGTERM);
                     let end = ProcessEnd::Failed {
                         kind: hit.kind,
                         reason: hit.reason(hint.as_deref()),
@@ -434,7 +437,7 @@ pub async fn run(
                     stopping = Some((end, tokio::time::Instant::now() + spec.grace));
                 }
                 _ = sleep_until_opt(term_deadline), if !killed => {
-                    signal_attempt(pgid, spec.keeper, &marker, Signal::SIGKILL);
+                    signal_attempt(pgid, spec.keeper, marker, Signal::SIGKILL);
                     killed = true;
                     keeper_due = spec.keeper.then(|| tokio::time::Instant::now() + KEEPER_KILL_WAIT);
                 }
@@ -448,12 +451,12 @@ pub async fn run(
                     match level {
                         Cancel::None => {}
                         Cancel::Graceful if stopping.is_none() => {
-                            signal_attempt(pgid, spec.keeper, &marker, Signal::SIGTERM);
+                            signal_attempt(pgid, spec.keeper, marker, Signal::SIGTERM);
                             stopping = Some((ProcessEnd::Cancelled, tokio::time::Instant::now() + spec.grace));
                         }
                         Cancel::Graceful => {}
                         Cancel::Immediate => {
-                            signal_attempt(pgid, spec.keeper, &marker, Signal::SIGKILL);
+                            signal_attempt(pgid, spec.keeper, marker, Signal::SIGKILL);
                             killed = true;
                             keeper_due = spec.keeper.then(|| tokio::time::Instant::now() + KEEPER_KILL_WAIT);
                             if stopping.is_none() {
@@ -465,34 +468,7 @@ pub async fn run(
             }
         }
     };
-    // Waited for: the reaper may collect what is left of the group from now on.
-    drop(registered);
-    let elapsed = started.elapsed().saturating_sub(stopped_since_start());
-
-    // The leader is gone; give the pipes a bounded time to close, then end the group and
-    // every process that left it.
-    let closing = std::time::Instant::now();
-    let (drained, held_pipes) =
-        close_pipes(spec, [out_task.take(), err_task.take()], pgid, &marker).await;
-    guard.marker = None;
-    drop(guard);
-    // The slot was taken until the pipes closed: a holder's time counts.
-    let elapsed = match held_pipes.is_empty() {
-        true => elapsed,
-        false => elapsed + closing.elapsed(),
-    };
-
-    let (end, exit_code) = ending(status, stopping);
-    let [stdout, stderr] = drained;
-    Exit {
-        end,
-        exit_code,
-        elapsed,
-        stdout_bytes: stdout.bytes,
-        stderr_bytes: stderr.bytes,
-        stdout_held: stdout.held,
-        held_pipes,
-    }
+    (status, stopping)
 }
 
 /// After the leader exited: wait up to `spec.pipe_wait` for the pipes to close, then kill the
@@ -622,495 +598,12 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// What [`drain`] read from one stream.
-#[derive(Debug, Default)]
-struct Drained {
-    /// Bytes read (before capping).
-    bytes: u64,
-    /// All of them, when a held log kept them in memory to the end ([`Spawn::hold_stdout`]).
-    held: Option<Vec<u8>>,
-}
-
-/// Copy `pipe` into `file`, keeping at most `cap` bytes: the first half, then the last half
-/// (held in a ring file beside the log while running), with a marker line where bytes were
-/// cut. Returns the total bytes read, and a held log's bytes when it never needed its file
-/// (at most [`HOLD_MAX`], within [`HOLD_FOR`]). Memory use is one 16 KiB buffer (and a held
-/// log's bytes). Log writes go to the page cache with plain (blocking) writes: they take
-/// microseconds, and a disk error never stops the draining, so a child can never block on a
-/// full pipe.
-async fn drain(
-    mut pipe: impl AsyncRead + Unpin,
-    mut log: LogFile,
-    cap: u64,
-    activity: Option<ActivitySink>,
-    mut watch: Option<LineWatch>,
-) -> Drained {
-    use std::io::{Seek, Write};
-    let mut last_sent: Option<tokio::time::Instant> = None;
-    let head_cap = cap / 2;
-    let tail_cap = cap - head_cap;
-    let ring_path = ring_path(&log.path);
-    let mut ring: Option<std::fs::File> = None;
-    let mut total: u64 = 0;
-    let mut ring_written: u64 = 0;
-    let mut buf = vec![0u8; 16 * 1024];
-    // A held log goes to its file once it outgrows this or the child has run HOLD_FOR.
-    let hold_max = HOLD_MAX.min(head_cap as usize);
-    let spill_at = tokio::time::Instant::now() + HOLD_FOR;
-    // The newest line not yet passed on (held back by the throttle).
-    let mut pending: Option<String> = None;
-    loop {
-        let holding = log.held.is_some();
-        let activity_due = pending
-            .is_some()
-            .then(|| tokio::time::Instant::now() + ACTIVITY_EVERY);
-        let wake = match (activity_due, holding) {
-            (Some(a), true) => Some(a.min(spill_at)),
-            (Some(a), false) => Some(a),
-            (None, true) => Some(spill_at),
-            (None, false) => None,
-        };
-        let read = match wake {
-            // Wake up in time to pass the held-back line on even if nothing else comes, and
-            // to give a held log its file.
-            Some(at) => match tokio::time::timeout_at(at, pipe.read(&mut buf)).await {
-                Ok(r) => r,
-                Err(_) => {
-                    let now = tokio::time::Instant::now();
-                    if holding && now >= spill_at {
-                        log.spill();
-                    }
-                    if activity_due.is_some_and(|due| now >= due)
-                        && let (Some(sink), Some(line)) = (&activity, pending.take())
-                    {
-                        last_sent = Some(now);
-                        (sink.0)(line);
-                    }
-                    continue;
-                }
-            },
-            None => pipe.read(&mut buf).await,
-        };
-        let n = match read {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let mut chunk = &buf[..n];
-        if let Some(w) = watch.as_mut() {
-            w.feed(chunk);
-        }
-        if let Some(sink) = &activity
-            && let Some(line) = last_line(chunk)
-        {
-            if last_sent.is_none_or(|t| t.elapsed() >= ACTIVITY_EVERY) {
-                last_sent = Some(tokio::time::Instant::now());
-                pending = None;
-                (sink.0)(line);
-            } else {
-                pending = Some(line);
-            }
-        }
-        if let Some(held) = log.held.as_mut() {
-            if held.len() + n <= hold_max {
-                held.extend_from_slice(chunk);
-                total += n as u64;
-                continue;
-            }
-            log.spill();
-        }
-        if total < head_cap {
-            let take = chunk.len().min((head_cap - total) as usize);
-            if let Some(file) = log.file() {
-                let _ = file.write_all(&chunk[..take]);
-            }
-            chunk = &chunk[take..];
-        }
-        total += n as u64;
-        if chunk.is_empty() || tail_cap == 0 {
-            continue;
-        }
-        if ring.is_none() {
-            ring = open_ring(&ring_path).ok();
-        }
-        if let Some(r) = ring.as_mut() {
-            while !chunk.is_empty() {
-                let pos = ring_written % tail_cap;
-                let take = chunk.len().min((tail_cap - pos) as usize);
-                if r.seek(std::io::SeekFrom::Start(pos)).is_err()
-                    || r.write_all(&chunk[..take]).is_err()
-                {
-                    break;
-                }
-                ring_written += take as u64;
-                chunk = &chunk[take..];
-            }
-        }
-    }
-    if let Some(mut r) = ring {
-        if let Some(file) = log.file() {
-            let _ = finish_ring(file, &mut r, ring_written, tail_cap);
-        }
-        drop(r);
-        let _ = std::fs::remove_file(&ring_path);
-    }
-    if let Some(file) = log.file.as_mut() {
-        let _ = file.flush();
-    }
-    Drained {
-        bytes: total,
-        held: log.held.take(),
-    }
-}
-
-/// Assembles one stream's lines and passes each that a `[failure] live` entry matches on
-/// to the supervising loop. Holds at most [`live::LINE_MAX`] bytes of a line; a longer line
-/// is skipped. After an `auth` or `quota` hit (which always ends the attempt) it stops.
-struct LineWatch {
-    rules: std::sync::Arc<FailureRules>,
-    stream: Stream,
-    line: Vec<u8>,
-    /// The current line has outgrown [`live::LINE_MAX`]: skipped up to its newline.
-    overlong: bool,
-    done: bool,
-    hits: mpsc::UnboundedSender<LiveHit>,
-}
-
-impl LineWatch {
-    fn new(
-        rules: std::sync::Arc<FailureRules>,
-        stream: Stream,
-        hits: mpsc::UnboundedSender<LiveHit>,
-    ) -> LineWatch {
-        LineWatch {
-            rules,
-            stream,
-            line: Vec::new(),
-            overlong: false,
-            done: false,
-            hits,
-        }
-    }
-
-    fn feed(&mut self, chunk: &[u8]) {
-        for piece in chunk.split_inclusive(|b| *b == b'\n') {
-            if self.done {
-                return;
-            }
-            if !self.overlong {
-                if self.line.len() + piece.len() > live::LINE_MAX + 1 {
-                    self.overlong = true;
-                    self.line.clear();
-                } else {
-                    self.line.extend_from_slice(piece);
-                }
-            }
-            if !piece.ends_with(b"\n") {
-                continue;
-            }
-            if !self.overlong
-                && let Some(hit) = live::first_hit(self.rules.live(), self.stream, &self.line)
-            {
-                self.done = hit.kind != crate::failure::FailureKind::RateLimited;
-                let _ = self.hits.send(hit);
-            }
-            self.line.clear();
-            self.overlong = false;
-        }
-    }
-}
-
-/// A log file: opened up front, or created when its first byte arrives so that a silent
-/// stream leaves no empty file behind.
-struct LogFile {
-    path: PathBuf,
-    file: Option<std::fs::File>,
-    /// Creating the file failed once: the stream is still drained, its bytes dropped.
-    failed: bool,
-    /// A held log's bytes, kept in memory until it [`LogFile::spill`]s
-    /// ([`Spawn::hold_stdout`]).
-    held: Option<Vec<u8>>,
-}
-
-impl LogFile {
-    fn open(path: PathBuf, file: std::fs::File) -> LogFile {
-        LogFile {
-            path,
-            file: Some(file),
-            failed: false,
-            held: None,
-        }
-    }
-
-    /// A log held in memory; its file is created when it [`LogFile::spill`]s.
-    fn held(path: PathBuf) -> LogFile {
-        LogFile {
-            path,
-            file: None,
-            failed: false,
-            held: Some(Vec::new()),
-        }
-    }
-
-    /// Give a held log its file, with what it held so far (an empty file when nothing).
-    fn spill(&mut self) {
-        use std::io::Write;
-        if let Some(bytes) = self.held.take()
-            && let Some(file) = self.file()
-        {
-            let _ = file.write_all(&bytes);
-        }
-    }
-
-    /// A log created on first use. A file already at `path` (left by an earlier run that
-    /// used the same attempt number) is removed now: it must not pass for this attempt's.
-    fn lazy(path: PathBuf) -> LogFile {
-        let _ = std::fs::remove_file(&path);
-        LogFile {
-            path,
-            file: None,
-            failed: false,
-            held: None,
-        }
-    }
-
-    /// The open file, created (mode 0600) on first use; `None` when it cannot be created.
-    fn file(&mut self) -> Option<&mut std::fs::File> {
-        if self.file.is_none() && !self.failed {
-            match crate::fsutil::create_private_file(&self.path) {
-                Ok(f) => self.file = Some(f),
-                Err(e) => {
-                    tracing::warn!(
-                        "cannot create {}: {e}; its output is dropped",
-                        self.path.display()
-                    );
-                    self.failed = true;
-                }
-            }
-        }
-        self.file.as_mut()
-    }
-}
-
-/// The last complete, non-blank line of `chunk`, cleaned for a terminal: control characters
-/// (escape sequences included) become spaces, at most [`ACTIVITY_MAX_CHARS`] characters.
-fn last_line(chunk: &[u8]) -> Option<String> {
-    let end = chunk.iter().rposition(|b| *b == b'\n')?;
-    let text = String::from_utf8_lossy(&chunk[..end]);
-    let line = text.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
-    let clean: String = line
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(ACTIVITY_MAX_CHARS)
-        .collect();
-    Some(clean)
-}
-
-fn finish_ring(
-    file: &mut std::fs::File,
-    ring: &mut std::fs::File,
-    ring_written: u64,
-    tail_cap: u64,
-) -> std::io::Result<()> {
-    use std::io::Write;
-    if ring_written <= tail_cap {
-        return copy_range(ring, file, 0, ring_written);
-    }
-    let marker = format!(
-        "\n[runner: {} bytes cut here; the log keeps its first and last bytes]\n",
-        ring_written - tail_cap
-    );
-    file.write_all(marker.as_bytes())?;
-    let pos = ring_written % tail_cap;
-    copy_range(ring, file, pos, tail_cap - pos)?;
-    copy_range(ring, file, 0, pos)
-}
-
-fn copy_range(
-    from: &mut std::fs::File,
-    to: &mut std::fs::File,
-    start: u64,
-    len: u64,
-) -> std::io::Result<()> {
-    use std::io::{Read, Seek, Write};
-    let mut buf = vec![0u8; 64 * 1024];
-    from.seek(std::io::SeekFrom::Start(start))?;
-    let mut left = len;
-    while left > 0 {
-        let want = left.min(buf.len() as u64) as usize;
-        from.read_exact(&mut buf[..want])?;
-        to.write_all(&buf[..want])?;
-        left -= want as u64;
-    }
-    Ok(())
-}
-
-/// The ring file of a capped log: a new private file, never one opened through a link
-/// ([`crate::fsutil::create_private_file`]), read back when the log is closed.
-fn open_ring(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .mode(0o600)
-        .open(path)
-}
-
-fn ring_path(log: &Path) -> PathBuf {
-    let mut name = log
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    name.push(".tail");
-    log.with_file_name(name)
-}
-
-/// Most bytes of each stream [`capture`] keeps (the rest is read and dropped).
-pub const CAPTURE_MAX: usize = 64 * 1024;
-/// How long [`capture`] waits for the pipes to close after the program exits (a grandchild
-/// may hold them) before it ends the group.
-const CAPTURE_PIPE_WAIT: Duration = Duration::from_millis(500);
-
-/// What a short command printed, from [`capture`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Output {
-    /// Its exit code; `None` when a signal ended it.
-    pub code: Option<i32>,
-    /// Its stdout, lossily decoded, at most [`CAPTURE_MAX`] bytes.
-    pub stdout: String,
-    /// Its stderr, lossily decoded, at most [`CAPTURE_MAX`] bytes.
-    pub stderr: String,
-}
-
-/// Why [`capture`] has no output.
-#[derive(Debug, thiserror::Error)]
-pub enum CaptureError {
-    /// The program could not be started.
-    #[error("cannot run: {0}")]
-    Spawn(std::io::Error),
-    /// Waiting for it failed.
-    #[error("cannot wait: {0}")]
-    Wait(std::io::Error),
-    /// It did not exit within the time limit (its group was killed).
-    #[error("no answer in {}s", .0.as_secs())]
-    TimedOut(Duration),
-}
-
-/// Run a short command to its end and keep what it printed, for questions such as
-/// `--version`: argv (no shell), stdin /dev/null, in its own process group; stdout and stderr
-/// are drained concurrently (so a chatty program never blocks on a full pipe), each kept up
-/// to [`CAPTURE_MAX`] bytes. It gets `timeout` to exit; after it exits its pipes get a short
-/// bounded wait. The whole group is killed before this returns, so nothing it started
-/// outlives it. Blocking: call it from a plain thread, not from async code.
-///
-/// Errors: [`CaptureError::Spawn`] when it cannot start, [`CaptureError::TimedOut`] when it
-/// did not exit in time, [`CaptureError::Wait`] when waiting for it failed.
-pub fn capture(program: &Path, args: &[String], timeout: Duration) -> Result<Output, CaptureError> {
-    use std::os::unix::process::CommandExt;
-    use std::sync::mpsc;
-    let mut cmd = std::process::Command::new(program);
-    cmd.process_group(0)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let (mut child, registered) = descendants::spawn_registered(|| cmd.spawn(), |c| Some(c.id()))
-        .map_err(CaptureError::Spawn)?;
-    let started = Instant::now();
-    let group = GroupGuard {
-        pgid: Pid::from_raw(child.id() as i32),
-        marker: None,
-    };
-    let (tx, streams) = mpsc::channel::<(usize, Vec<u8>)>();
-    let mut readers = 0;
-    let pipes: [Option<Box<dyn std::io::Read + Send>>; 2] = [
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-    ];
-    for (i, pipe) in pipes.into_iter().enumerate() {
-        let Some(pipe) = pipe else { continue };
-        readers += 1;
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let _ = tx.send((i, read_bounded(pipe, CAPTURE_MAX)));
-        });
-    }
-    drop(tx);
-    let (exited_tx, exited) = mpsc::channel();
-    std::thread::spawn(move || {
-        let status = child.wait();
-        drop(registered);
-        let _ = exited_tx.send(status);
-    });
-    let status = match exited.recv_timeout(timeout) {
-        Ok(Ok(status)) => status,
-        Ok(Err(e)) => return Err(CaptureError::Wait(e)),
-        Err(_) => {
-            // Dropping the guard kills the group; the waiter thread then reaps the child.
-            drop(group);
-            return Err(CaptureError::TimedOut(timeout));
-        }
-    };
-    let mut out = [Vec::new(), Vec::new()];
-    let mut collect = |until: Instant, readers: &mut usize| {
-        while *readers > 0 {
-            let left = until.saturating_duration_since(Instant::now());
-            match streams.recv_timeout(left) {
-                Ok((i, bytes)) => {
-                    out[i] = bytes;
-                    *readers -= 1;
-                }
-                Err(_) => break,
-            }
-        }
-    };
-    let left = timeout.saturating_sub(started.elapsed());
-    collect(Instant::now() + CAPTURE_PIPE_WAIT.min(left), &mut readers);
-    // Killing the group closes the pipes its members still hold; a process that left the
-    // group cannot keep us waiting longer than a moment.
-    drop(group);
-    collect(Instant::now() + CAPTURE_PIPE_WAIT, &mut readers);
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    Ok(Output {
-        code: status.code(),
-        stdout: text(&out[0]),
-        stderr: text(&out[1]),
-    })
-}
-
-/// Read `pipe` to its end, keeping its first `max` bytes.
-fn read_bounded(mut pipe: impl std::io::Read, max: usize) -> Vec<u8> {
-    let mut kept = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match pipe.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                let room = max.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    kept
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
+    use crate::run::supervise::capped_log::{HOLD_FOR, HOLD_MAX};
 
     fn spawn(dir: &Path, script: &str, stdin: Option<PathBuf>) -> Spawn {
         Spawn {
@@ -1340,98 +833,5 @@ mod tests {
             std::fs::read_to_string(&spec.stdout_log).expect("stdout log"),
             text
         );
-    }
-
-    #[test]
-    fn capture_keeps_both_streams_and_the_exit_code() {
-        let out = capture(
-            Path::new("sh"),
-            &["-c".into(), "echo v1.2.3; echo warn >&2; exit 3".into()],
-            Duration::from_secs(20),
-        )
-        .expect("runs");
-        assert_eq!(
-            out,
-            Output {
-                code: Some(3),
-                stdout: "v1.2.3\n".into(),
-                stderr: "warn\n".into()
-            }
-        );
-        assert!(matches!(
-            capture(Path::new("/nonexistent/prog"), &[], Duration::from_secs(1)),
-            Err(CaptureError::Spawn(_))
-        ));
-    }
-
-    #[test]
-    fn capture_never_blocks_on_a_chatty_program_and_caps_what_it_keeps() {
-        // 1 MB on each stream: far more than a pipe holds, so both must be drained at once.
-        let script =
-            "head -c 1000000 /dev/zero | tr '\\0' e >&2; head -c 1000000 /dev/zero | tr '\\0' o";
-        let out = capture(
-            Path::new("sh"),
-            &["-c".into(), script.into()],
-            Duration::from_secs(20),
-        )
-        .expect("runs to its end");
-        assert_eq!(out.code, Some(0));
-        assert_eq!(
-            (out.stdout.len(), out.stderr.len()),
-            (CAPTURE_MAX, CAPTURE_MAX)
-        );
-        assert!(out.stdout.bytes().all(|b| b == b'o'));
-    }
-
-    #[test]
-    fn capture_stops_at_its_time_limit_and_leaves_no_process_behind() {
-        let started = Instant::now();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let pid_file = dir.path().join("pid");
-        let script = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
-        let e = capture(
-            Path::new("sh"),
-            &["-c".into(), script],
-            Duration::from_millis(300),
-        )
-        .expect_err("it never exits");
-        assert!(matches!(e, CaptureError::TimedOut(_)), "{e}");
-        assert!(started.elapsed() < Duration::from_secs(10));
-        let pid = std::fs::read_to_string(&pid_file).expect("pid written");
-        assert!(gone(pid.trim()), "the group's sleep {pid} survived");
-
-        // A grandchild that keeps the pipes open does not hold the answer back either.
-        let started = Instant::now();
-        let script = format!("sleep 30 & echo $! > {}; echo v9", pid_file.display());
-        let out = capture(
-            Path::new("sh"),
-            &["-c".into(), script],
-            Duration::from_secs(20),
-        )
-        .expect("runs");
-        assert_eq!(out.stdout, "v9\n");
-        assert!(started.elapsed() < Duration::from_secs(10));
-        let pid = std::fs::read_to_string(&pid_file).expect("pid written");
-        assert!(gone(pid.trim()), "the grandchild {pid} survived");
-    }
-
-    /// Whether process `pid` has ended (gone, or a zombie awaiting its reaper), waiting up to
-    /// two seconds for it.
-    fn gone(pid: &str) -> bool {
-        let stat = format!("/proc/{pid}/stat");
-        for _ in 0..200 {
-            match std::fs::read_to_string(&stat) {
-                Err(_) => return true,
-                Ok(s)
-                    if s.rsplit(')')
-                        .next()
-                        .is_some_and(|r| r.trim_start().starts_with('Z')) =>
-                {
-                    return true;
-                }
-                Ok(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
-        false
     }
 }

@@ -1,69 +1,23 @@
 //! In-process dispatcher tests: the scripted backend instead of processes, interrupts sent
 //! through a channel instead of signals, a temporary workspace.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
 
 use super::{Action, Dispatcher, Input, Interrupts, State, Wiring, run_wired};
-use crate::agent::definition;
 use crate::failure::FailureKind;
-use crate::item::{WorkItem, content_hash};
-use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, TeammateTemplate};
+use crate::item::WorkItem;
 use crate::report::ItemStatus;
 use crate::run::RunSpec;
 use crate::run::backend::scripted::{Scripted, Step};
 use crate::run::events::{Event, Reporter, RunSummary};
 use crate::run::record::outcome::Outcome;
 use crate::run::record::team::Team;
+use crate::run::schedule::test_support::{item, spec};
 use crate::run::supervise::job_control::Suspends;
 use crate::run::supervise::process::Cancel;
-use crate::settings::Settings;
-
-fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
-    RunSpec {
-        team: "t".into(),
-        workspace: dir.join("ws"),
-        cwd: dir.to_owned(),
-        pipe_wait: Duration::from_millis(100),
-        settings: Settings {
-            command: vec!["agent".into()],
-            jobs,
-            retries,
-            ..Settings::for_test(definition::load("exec", None, None).expect("exec definition"))
-        },
-        template: TeammateTemplate::new(Path::new("teammate.md"), DEFAULT_TEAMMATE_TEMPLATE)
-            .expect("template"),
-        schema: None,
-        isolation: None,
-        rerun: Default::default(),
-        files: None,
-        cwd_in_git: Default::default(),
-        profiles: Vec::new(),
-        stages: Vec::new(),
-        shared_prompts: Default::default(),
-        warnings: Vec::new(),
-    }
-}
-
-fn item(id: &str, body: &str, after: &[&str]) -> WorkItem {
-    WorkItem {
-        id: id.into(),
-        title: format!("item {id}"),
-        line: 1,
-        teammate: format!("task-{id}"),
-        vars: Vec::new(),
-        body: body.into(),
-        inline: Vec::new(),
-        checkpoint: None,
-        after: after.iter().map(|a| (*a).to_owned()).collect(),
-        content: content_hash([id, body]),
-        stage: None,
-        profile: None,
-    }
-}
 
 /// Keeps every event.
 #[derive(Default)]

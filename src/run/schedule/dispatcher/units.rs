@@ -1,0 +1,62 @@
+//! The running units of a run: starting one per admitted item (on its backend) and passing
+//! the dispatcher's cancels on to them all; the item of each task, for one that panics.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+use super::Action;
+use crate::item::WorkItem;
+use crate::run::RunSpec;
+use crate::run::backend::Backend;
+use crate::run::events::Event;
+use crate::run::schedule::gate::Gate;
+use crate::run::schedule::unit;
+use crate::run::supervise::process::Cancel;
+
+/// The running units of a run and what starting one takes.
+pub(super) struct Units<'a> {
+    pub(super) spec: &'a Arc<RunSpec>,
+    /// The run's backend (a stage's or a row's own runner has its own).
+    pub(super) backend: &'a Arc<dyn Backend>,
+    pub(super) gate: &'a Arc<Gate>,
+    /// Where units send their events.
+    pub(super) events: &'a mpsc::UnboundedSender<Event>,
+    /// Asks running units to stop.
+    pub(super) cancel: &'a watch::Sender<Cancel>,
+    /// What units watch for it.
+    pub(super) cancelled: &'a watch::Receiver<Cancel>,
+    pub(super) tasks: JoinSet<()>,
+    /// The item of each running unit's task, for a unit that panics.
+    pub(super) items: HashMap<tokio::task::Id, WorkItem>,
+}
+
+impl Units<'_> {
+    /// Do what the dispatcher decided: start a unit, or pass a cancel on to them all.
+    pub(super) fn act(&mut self, action: Action) {
+        match action {
+            Action::Start(item, earlier) => {
+                // A stage's or a row's own runner has its own backend.
+                let backend = self
+                    .spec
+                    .profile_of(&item)
+                    .map_or_else(|| self.backend.clone(), |p| p.backend.clone());
+                let handle = self.tasks.spawn(unit::run_item(
+                    self.spec.clone(),
+                    backend,
+                    self.gate.clone(),
+                    (*item).clone(),
+                    earlier,
+                    self.events.clone(),
+                    self.cancelled.clone(),
+                ));
+                self.items.insert(handle.id(), *item);
+            }
+            Action::Cancel(how) => {
+                let _ = self.cancel.send(how);
+            }
+        }
+    }
+}

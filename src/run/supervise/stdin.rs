@@ -1,0 +1,65 @@
+//! What an attempt's process reads on its stdin ([`Stdin`]): nothing, a file, or the prompt
+//! held in memory as a sealed in-memory file — never a pipe the runner has to feed.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+/// What a child reads on its stdin.
+#[derive(Debug, Clone, Default)]
+pub enum Stdin {
+    /// `/dev/null`.
+    #[default]
+    Null,
+    /// A file, opened read-only (like `cmd < file`): the child reads it at its own pace and
+    /// never waits on the runner to feed a pipe.
+    File(PathBuf),
+    /// This text, in a sealed in-memory file (`memfd_create`, then `F_SEAL_WRITE`): to the
+    /// child it is a read-only file like the one above, at its own pace; nothing is written
+    /// to disk and nothing in a teammate's reach can change it (DESIGN §6b: the runner's
+    /// records are handed to the teammate as open descriptors).
+    Text(std::sync::Arc<str>),
+}
+
+/// A sealed in-memory file holding `text`, positioned at its start ([`Stdin::Text`]).
+fn sealed_text(text: &str) -> std::io::Result<std::fs::File> {
+    use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    use std::io::{Seek, Write};
+    let fd = memfd_create(
+        c"runner-prompt",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(text.as_bytes())?;
+    file.rewind()?;
+    fcntl(
+        &file,
+        FcntlArg::F_ADD_SEALS(
+            SealFlag::F_SEAL_WRITE
+                | SealFlag::F_SEAL_GROW
+                | SealFlag::F_SEAL_SHRINK
+                | SealFlag::F_SEAL_SEAL,
+        ),
+    )?;
+    Ok(file)
+}
+
+impl Stdin {
+    /// The child's stdin, opened.
+    ///
+    /// Errors: what could not be opened (`cannot open <path>`, or the prompt could not be
+    /// handed over in memory), with the OS error.
+    pub(super) fn open(&self) -> Result<Stdio, (String, std::io::Error)> {
+        Ok(match self {
+            Stdin::Null => Stdio::null(),
+            Stdin::File(path) => Stdio::from(
+                std::fs::File::open(path)
+                    .map_err(|e| (format!("cannot open {}", path.display()), e))?,
+            ),
+            Stdin::Text(text) => Stdio::from(
+                sealed_text(text)
+                    .map_err(|e| ("cannot hand the prompt over in memory".to_owned(), e))?,
+            ),
+        })
+    }
+}

@@ -524,6 +524,11 @@ pub(crate) mod tests {
                 reason: "authentication failed (exited with code 1: invalid api key)".into(),
                 at: "2026-12-01T09:00:01Z".into(),
             },
+            Event::Warning {
+                message: "BATCH.md:3: `max_worker` is not a key; did you mean `max_workers`?"
+                    .into(),
+                at: "2026-12-01T09:00:01Z".into(),
+            },
             Event::Interrupted { immediate: false },
             Event::RunFinished(RunSummary {
                 at: "2026-12-01T09:00:02Z".into(),

@@ -52,7 +52,7 @@ fn runner_names() -> Vec<&'static str> {
     max_term_width = 100,
     args_override_self = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// More diagnostics on stderr (-v info, -vv debug); also `RUNNER_LOG=debug`.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
@@ -63,7 +63,7 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run a CSV batch: one teammate per row of workers-input.csv, results to workers-output.csv.
     ///
     /// Give a BATCH.md (frontmatter + instruction), or the files as flags. Running the same
@@ -120,7 +120,7 @@ pub enum Command {
 
 /// `runner skill`.
 #[derive(Debug, Subcommand)]
-pub enum SkillCommand {
+pub(crate) enum SkillCommand {
     /// Write `skills/todo/SKILL.md` for Claude Code (`.claude/skills/todo/SKILL.md`) or
     /// Codex (a section of `AGENTS.md`), in the project (the default inside a git
     /// repository) or globally (in HOME); never over a file the runner did not write.
@@ -129,7 +129,7 @@ pub enum SkillCommand {
 
 /// The agent a skill is installed for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SkillAgent {
+pub(crate) enum SkillAgent {
     /// Claude Code.
     Claude,
     /// Codex.
@@ -138,7 +138,7 @@ pub enum SkillAgent {
 
 /// `runner skill install`.
 #[derive(Debug, Args)]
-pub struct SkillInstallArgs {
+pub(crate) struct SkillInstallArgs {
     /// For Claude Code (the default).
     #[arg(long, conflicts_with = "codex")]
     pub claude: bool,
@@ -155,7 +155,7 @@ pub struct SkillInstallArgs {
 
 impl SkillInstallArgs {
     /// The agent chosen.
-    pub fn agent(&self) -> SkillAgent {
+    pub(crate) fn agent(&self) -> SkillAgent {
         match self.codex {
             true => SkillAgent::Codex,
             false => SkillAgent::Claude,
@@ -165,7 +165,7 @@ impl SkillInstallArgs {
 
 /// `runner completions`.
 #[derive(Debug, Args)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell.
     #[arg(value_enum, value_name = "SHELL")]
     pub shell: clap_complete::Shell,
@@ -173,7 +173,7 @@ pub struct CompletionsArgs {
 
 /// `runner report`.
 #[derive(Debug, Args)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// The team workspace (or its team.json, the batch's output CSV or the folder given to -o, its BATCH.md, or a todo-N.md);
     /// default: the most recently updated team here.
     #[arg(value_name = "WORKSPACE")]
@@ -190,7 +190,7 @@ pub struct ReportArgs {
 
 /// `runner show`.
 #[derive(Debug, Args)]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     /// The item's id (the CSV id column or row number; the item number of a todo batch) or
     /// its teammate's name, as the summary and `status` print it (`1-a`, `todo-task-1`).
     #[arg(value_name = "ID")]
@@ -207,7 +207,7 @@ pub struct ShowArgs {
 
 /// `runner logs`.
 #[derive(Debug, Args)]
-pub struct LogsArgs {
+pub(crate) struct LogsArgs {
     /// The item's id or its teammate's name, as for `runner show`.
     #[arg(value_name = "ID")]
     pub id: String,
@@ -227,7 +227,7 @@ pub struct LogsArgs {
 
 /// `runner clean`.
 #[derive(Debug, Args)]
-pub struct CleanArgs {
+pub(crate) struct CleanArgs {
     /// The team (e.g. todo-resolve-3, or a CSV team's name `out` or its output `out.csv`,
     /// both meaning `out.runner` here) or a workspace folder; default: every team of the
     /// store and here.
@@ -252,7 +252,7 @@ pub struct CleanArgs {
 
 /// `runner status`.
 #[derive(Debug, Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// The team workspace (or its team.json, the batch's output CSV or the folder given to -o, its BATCH.md, or a todo-N.md);
     /// default: the most recently updated team here.
     #[arg(value_name = "WORKSPACE")]
@@ -278,7 +278,7 @@ pub struct StatusArgs {
 
 /// `runner merge`.
 #[derive(Debug, Args)]
-pub struct MergeArgs {
+pub(crate) struct MergeArgs {
     /// The shard outputs (each with its `.shard.json` sidecar).
     #[arg(value_name = "SHARD.csv", required = true)]
     pub inputs: Vec<PathBuf>,
@@ -293,7 +293,7 @@ pub struct MergeArgs {
 
 /// `runner runners`.
 #[derive(Debug, Args)]
-pub struct RunnersArgs {
+pub(crate) struct RunnersArgs {
     /// Also list the definitions in DIR/runners/ (new ones and overrides of built-ins).
     #[arg(long, value_name = "DIR")]
     pub store: Option<PathBuf>,
@@ -312,7 +312,7 @@ pub struct RunnersArgs {
 
 /// Which task store to use.
 #[derive(Debug, Args, Clone, Default)]
-pub struct StoreArgs {
+pub(crate) struct StoreArgs {
     /// Use this folder as the store (instead of .agent-tasks/ or ~/.agent-tasks/).
     #[arg(long, value_name = "DIR")]
     pub store: Option<PathBuf>,
@@ -326,7 +326,7 @@ pub struct StoreArgs {
 
 /// `runner list`.
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// The store.
     #[command(flatten)]
     pub store: StoreArgs,
@@ -338,7 +338,7 @@ pub struct ListArgs {
 
 /// `runner add`.
 #[derive(Debug, Args)]
-pub struct AddArgs {
+pub(crate) struct AddArgs {
     /// The item: its first line is the title, further lines its continuation.
     #[arg(value_name = "TEXT")]
     pub text: String,
@@ -356,7 +356,7 @@ pub struct AddArgs {
 
 /// `runner fragments`.
 #[derive(Debug, Args)]
-pub struct FragmentsArgs {
+pub(crate) struct FragmentsArgs {
     /// Show this fragment in full (its steps' subjects and descriptions, its variables, its
     /// latest round); default: list them all.
     #[arg(value_name = "NAME")]
@@ -368,7 +368,7 @@ pub struct FragmentsArgs {
 
 /// `runner apply`.
 #[derive(Debug, Args)]
-pub struct ApplyArgs {
+pub(crate) struct ApplyArgs {
     /// The fragment (`<store>/fragments/NAME.toml`).
     #[arg(value_name = "NAME")]
     pub name: String,
@@ -383,7 +383,7 @@ pub struct ApplyArgs {
 
 /// `runner reset`.
 #[derive(Debug, Args)]
-pub struct ResetArgs {
+pub(crate) struct ResetArgs {
     /// The fragment.
     #[arg(value_name = "NAME")]
     pub name: String,
@@ -397,7 +397,7 @@ pub struct ResetArgs {
 
 /// `runner resolve`.
 #[derive(Debug, Args)]
-pub struct ResolveArgs {
+pub(crate) struct ResolveArgs {
     /// Do not ask: hand out the items given with --select, or every open Todo item.
     #[arg(long, short)]
     pub yes: bool,
@@ -421,7 +421,7 @@ pub struct ResolveArgs {
 
 /// `runner run`.
 #[derive(Debug, Args)]
-pub struct RunTodoArgs {
+pub(crate) struct RunTodoArgs {
     /// The batch file (todo-N.md) to run.
     #[arg(value_name = "todo-N.md")]
     pub batch: PathBuf,
@@ -441,7 +441,7 @@ pub struct RunTodoArgs {
 
 /// `runner batch`.
 #[derive(Debug, Args)]
-pub struct BatchArgs {
+pub(crate) struct BatchArgs {
     /// The batch definition: YAML frontmatter (input, id_column, output, output_schema, ...)
     /// and the instruction template as its body.
     #[arg(value_name = "BATCH.md")]
@@ -491,7 +491,7 @@ pub struct BatchArgs {
 
 /// Runner options shared by `resolve`, `run` and `batch`.
 #[derive(Debug, Args, Clone)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Runner definition to use (e.g. exec, claude, codex).
     #[arg(long, value_name = "NAME", conflicts_with = "runner_file", value_parser = Offered(runner_names), hide_possible_values = true)]
     pub runner: Option<String>,

@@ -9,19 +9,19 @@
 use std::path::{Path, PathBuf};
 
 /// Exit code: every item completed.
-pub const EXIT_OK: i32 = 0;
+pub(crate) const EXIT_OK: i32 = 0;
 /// Exit code: at least one item did not complete.
-pub const EXIT_INCOMPLETE: i32 = 1;
+pub(crate) const EXIT_INCOMPLETE: i32 = 1;
 /// Exit code: bad input or usage; nothing on disk was changed.
-pub const EXIT_INPUT: i32 = 2;
+pub(crate) const EXIT_INPUT: i32 = 2;
 /// Exit code: environment problem (runner program missing, lock held, store not writable).
-pub const EXIT_ENVIRONMENT: i32 = 3;
+pub(crate) const EXIT_ENVIRONMENT: i32 = 3;
 /// Exit code: the run was interrupted (Ctrl-C / SIGTERM).
-pub const EXIT_INTERRUPTED: i32 = 130;
+pub(crate) const EXIT_INTERRUPTED: i32 = 130;
 
 /// A failure that ends a command before or outside a run's per-item outcomes.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// Bad usage that fits none of the classes below. The message says what to do. Exit 2.
     #[error("{0}")]
     Usage(String),
@@ -167,7 +167,7 @@ pub enum Error {
 
 impl Error {
     /// The process exit code for this error (DESIGN §7).
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         match self {
             Error::Usage(_)
             | Error::BadValue { .. }
@@ -188,7 +188,7 @@ impl Error {
 
     /// This error said of `what` (`BATCH.md:7: stage `fix``): the same message after it, the
     /// same exit code.
-    pub fn within(self, what: &str) -> Error {
+    pub(crate) fn within(self, what: &str) -> Error {
         let message = format!("{what}: {self}");
         match self.exit_code() {
             EXIT_INPUT => Error::Usage(message),
@@ -198,13 +198,17 @@ impl Error {
 
     /// The 1-based line of `text` where a parser's error `span` starts (TOML's), when it
     /// names one inside the text.
-    pub fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> Option<u64> {
+    pub(crate) fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> Option<u64> {
         let before = text.get(..span?.start)?;
         Some(before.matches('\n').count() as u64 + 1)
     }
 
     /// An input error about `path` (and `line`, 1-based, when known).
-    pub fn input_at(path: &Path, line: Option<u64>, message: impl std::fmt::Display) -> Error {
+    pub(crate) fn input_at(
+        path: &Path,
+        line: Option<u64>,
+        message: impl std::fmt::Display,
+    ) -> Error {
         Error::Input {
             path: path.to_owned(),
             line,
@@ -214,7 +218,7 @@ impl Error {
 
     /// A [`Error::BadValue`]: `flag` got `value`, which `expected` (a predicate such as
     /// `must be none or landlock`).
-    pub fn bad_value(
+    pub(crate) fn bad_value(
         flag: impl Into<String>,
         value: impl std::fmt::Display,
         expected: impl Into<String>,
@@ -227,7 +231,7 @@ impl Error {
     }
 
     /// A [`Error::Needs`]: `flag` needs `needs`, because `why`.
-    pub fn needs(
+    pub(crate) fn needs(
         flag: impl Into<String>,
         needs: impl Into<String>,
         why: impl Into<String>,
@@ -240,7 +244,11 @@ impl Error {
     }
 
     /// A [`Error::MissingFile`]: `path` is not there as the `what` it should be.
-    pub fn missing_file(path: &Path, what: impl Into<String>, hint: impl Into<String>) -> Error {
+    pub(crate) fn missing_file(
+        path: &Path,
+        what: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Error {
         Error::MissingFile {
             path: path.to_owned(),
             what: what.into(),
@@ -249,7 +257,11 @@ impl Error {
     }
 
     /// An [`Error::OutputRefused`] for the output `path`, named by `flag` when one did.
-    pub fn output_refused(flag: Option<&str>, path: &Path, problem: impl Into<String>) -> Error {
+    pub(crate) fn output_refused(
+        flag: Option<&str>,
+        path: &Path,
+        problem: impl Into<String>,
+    ) -> Error {
         Error::OutputRefused {
             flag: flag.map(str::to_owned),
             path: path.to_owned(),
@@ -258,7 +270,7 @@ impl Error {
     }
 
     /// An error for a failed IO operation on the runner's own file `path` (exit 3).
-    pub fn io(action: &'static str, path: &Path, err: std::io::Error) -> Error {
+    pub(crate) fn io(action: &'static str, path: &Path, err: std::io::Error) -> Error {
         Error::Io {
             action,
             path: path.to_owned(),
@@ -267,7 +279,7 @@ impl Error {
     }
 
     /// An input file `path` that cannot be read (exit 2).
-    pub fn read_input(what: &'static str, path: &Path, err: std::io::Error) -> Error {
+    pub(crate) fn read_input(what: &'static str, path: &Path, err: std::io::Error) -> Error {
         Error::ReadInput {
             path: path.to_owned(),
             what,
@@ -277,7 +289,7 @@ impl Error {
 }
 
 /// Result alias used across the crate.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {

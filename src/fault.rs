@@ -3,7 +3,7 @@
 //! it costs one environment lookup per point.
 
 /// Abort the process if `RUNNER_FAULT` names `point`.
-pub fn point(point: &str) {
+pub(crate) fn point(point: &str) {
     if std::env::var_os("RUNNER_FAULT").is_some_and(|v| v == point) {
         eprintln!("runner: fault injected at {point}");
         std::process::abort();
@@ -13,7 +13,7 @@ pub fn point(point: &str) {
 /// Stop the process (SIGSTOP) if `RUNNER_PAUSE` names `point`, so an interleaving test can
 /// act while the runner stands still at exactly this step, then continue it with SIGCONT.
 /// Unset, it costs one environment lookup per point.
-pub fn pause(point: &str) {
+pub(crate) fn pause(point: &str) {
     if std::env::var_os("RUNNER_PAUSE").is_some_and(|v| v == point) {
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
     }

@@ -34,7 +34,7 @@ use crate::source::todo::is_step_key;
 
 /// A parsed, checked fragment file.
 #[derive(Debug, Clone)]
-pub struct Fragment {
+pub(crate) struct Fragment {
     /// Its name: the file's stem.
     pub name: String,
     /// The file.
@@ -47,7 +47,7 @@ pub struct Fragment {
 
 /// One `[[steps]]` table.
 #[derive(Debug, Clone)]
-pub struct Step {
+pub(crate) struct Step {
     /// Its `key`.
     pub key: String,
     /// Its `subject` template, as written.
@@ -64,7 +64,7 @@ pub struct Step {
 
 /// A step rendered with the variables' values: what becomes an inbox item.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RenderedStep {
+pub(crate) struct RenderedStep {
     /// The step's key.
     pub key: String,
     /// The item's title.
@@ -105,7 +105,7 @@ impl Fragment {
     /// subject that is empty or more than one line; an `after` naming no step or its own;
     /// steps that wait for each other; a placeholder that does not parse, is a file or image
     /// placeholder, or is not a variable name.
-    pub fn parse(name: &str, path: &Path, text: &str) -> Result<Fragment> {
+    pub(crate) fn parse(name: &str, path: &Path, text: &str) -> Result<Fragment> {
         let line_of = |span| Error::line_of(text, span);
         let at = |span: std::ops::Range<usize>, message: String| {
             Error::input_at(path, line_of(Some(span)), message)
@@ -218,7 +218,7 @@ impl Fragment {
     }
 
     /// The variables the steps use, in first-use order.
-    pub fn variables(&self) -> Vec<&str> {
+    pub(crate) fn variables(&self) -> Vec<&str> {
         let mut seen = HashSet::new();
         self.steps
             .iter()
@@ -233,7 +233,7 @@ impl Fragment {
 
     /// The steps in the order they are applied: file order, except that a step comes after
     /// every step it names in `after` (a stable topological order).
-    pub fn order(&self) -> Vec<&Step> {
+    pub(crate) fn order(&self) -> Vec<&Step> {
         let mut placed: Vec<&Step> = Vec::with_capacity(self.steps.len());
         while placed.len() < self.steps.len() {
             let next = self.steps.iter().find(|s| {
@@ -258,7 +258,7 @@ impl Fragment {
     /// Errors (exit 2): a value for a name no step uses (with the nearest variable, and the
     /// list); a variable with no value (naming it, the fragment file and its line); a
     /// subject that renders empty.
-    pub fn render(&self, values: &[(String, String)]) -> Result<Vec<RenderedStep>> {
+    pub(crate) fn render(&self, values: &[(String, String)]) -> Result<Vec<RenderedStep>> {
         let variables = self.variables();
         if let Some((name, _)) = values
             .iter()
@@ -330,11 +330,6 @@ impl Fragment {
         Ok(out)
     }
 
-    /// Step `key`, if the fragment has one.
-    pub fn step(&self, key: &str) -> Option<&Step> {
-        self.steps.iter().find(|s| s.key == key)
-    }
-
     /// The keys of steps that wait for each other, if any do (a cycle and what waits on it).
     fn cycle(&self) -> Option<Vec<&str>> {
         let mut left: Vec<&Step> = self.steps.iter().collect();
@@ -354,7 +349,7 @@ impl Fragment {
 
 /// The latest round of fragment `name` among the items of `docs` (the highest round of the
 /// `@fragment:NAME#ROUND/…` marks), or `None` when it was never applied there.
-pub fn latest_round<'a>(
+pub(crate) fn latest_round<'a>(
     docs: impl IntoIterator<Item = &'a crate::source::todo::TodoDocument>,
     name: &str,
 ) -> Option<u32> {
@@ -367,7 +362,7 @@ pub fn latest_round<'a>(
 }
 
 /// `a, b (after a)`: the steps with what each comes after, as `runner fragments` lists them.
-pub fn keys(steps: &[Step]) -> String {
+pub(crate) fn keys(steps: &[Step]) -> String {
     steps
         .iter()
         .map(|s| match s.after.is_empty() {
@@ -413,7 +408,7 @@ fn is_variable(name: &str) -> bool {
 /// Read `runner apply`'s `NAME=VALUE` arguments, in the order given.
 ///
 /// Errors (exit 2): an argument without `=` or with an empty name; a name given twice.
-pub fn parse_assignments(args: &[String]) -> Result<Vec<(String, String)>> {
+pub(crate) fn parse_assignments(args: &[String]) -> Result<Vec<(String, String)>> {
     let mut out: Vec<(String, String)> = Vec::new();
     for arg in args {
         let Some((name, value)) = arg.split_once('=').filter(|(n, _)| !n.is_empty()) else {

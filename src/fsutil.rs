@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 /// mix; on any error the old file is untouched and the temp file is removed.
 ///
 /// Errors: [`Error::Io`] (exit 3) naming the path (permission denied, disk full, ...).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     replace(path, true, None, |w| w.write_all(bytes))
 }
 
@@ -21,7 +21,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// snapshots (`team.json`) rewritten every half second, where durability is the journal's job.
 ///
 /// Errors: [`Error::Io`] (exit 3) naming the path.
-pub fn write_atomic_fast(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic_fast(path: &Path, bytes: &[u8]) -> Result<()> {
     replace(path, false, None, |w| w.write_all(bytes))
 }
 
@@ -29,7 +29,7 @@ pub fn write_atomic_fast(path: &Path, bytes: &[u8]) -> Result<()> {
 /// the temp file. Used for outputs too large to build in memory.
 ///
 /// Errors: [`Error::Io`] (exit 3) naming the path; the old file is untouched.
-pub fn replace_with(
+pub(crate) fn replace_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
@@ -40,7 +40,7 @@ pub fn replace_with(
 /// checked when read (`ledger.bin`), where a power loss may keep the old file.
 ///
 /// Errors: [`Error::Io`] (exit 3) naming the path; the old file is untouched.
-pub fn replace_cache(
+pub(crate) fn replace_cache(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
@@ -51,12 +51,12 @@ pub fn replace_cache(
 /// for records that may quote what agents and their CLIs said (a team's archive).
 ///
 /// Errors: [`Error::Io`] (exit 3) naming the path; the old file is untouched.
-pub fn write_atomic_private(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic_private(path: &Path, bytes: &[u8]) -> Result<()> {
     replace(path, true, Some(0o600), |w| w.write_all(bytes))
 }
 
 /// The name prefix of the runner's temporary files beside the files it replaces.
-pub const TEMP_PREFIX: &str = ".runner-tmp-";
+pub(crate) const TEMP_PREFIX: &str = ".runner-tmp-";
 
 /// A temporary file younger than this is never swept (between its creation and its lock).
 const TEMP_SWEEP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
@@ -65,7 +65,7 @@ const TEMP_SWEEP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 /// behind ([`TEMP_PREFIX`], older than a minute, and locked by no writer — a runner
 /// writing one holds its lock). Entries are looked at without following links, and a link
 /// or anything but a plain file is left alone. Returns how many were removed; best effort.
-pub fn sweep_temporaries(dir: &Path) -> usize {
+pub(crate) fn sweep_temporaries(dir: &Path) -> usize {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let mut removed = 0;
     for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -174,7 +174,7 @@ fn replace(
 /// released when dropped, and by the OS when the holder dies, so a lock left by a dead
 /// process is taken over without ceremony. The run lock and the store lock are both one.
 #[derive(Debug)]
-pub struct PidLock {
+pub(crate) struct PidLock {
     file: File,
 }
 
@@ -191,7 +191,7 @@ impl Drop for PidLock {
 /// when another process holds it: its pid, when it wrote one.
 ///
 /// Errors: [`Error::Io`] (exit 3) when the file cannot be opened or locked.
-pub fn try_pid_lock(path: &Path) -> Result<std::result::Result<PidLock, Holder>> {
+pub(crate) fn try_pid_lock(path: &Path) -> Result<std::result::Result<PidLock, Holder>> {
     use std::io::{Read, Seek, SeekFrom};
     use std::os::unix::fs::OpenOptionsExt;
     let mut file = OpenOptions::new()
@@ -221,7 +221,7 @@ pub fn try_pid_lock(path: &Path) -> Result<std::result::Result<PidLock, Holder>>
 /// Who holds a lock, as its file says (`PID HOST`): a lock on a shared volume may be held
 /// from another machine or container, whose pid means nothing here.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Holder {
+pub(crate) struct Holder {
     /// The holder's pid, when it wrote one.
     pub pid: Option<u32>,
     /// Its host, when it is not this one.
@@ -284,7 +284,7 @@ fn umask() -> u32 {
 /// `teammates/` folder 0700, the runner's own files in it (journal, team.json, batch.json,
 /// lock) 0600. Landlock confines a teammate's writes but not `chmod`, so a teammate may have
 /// opened them to other users. Best effort: a mode that cannot be set stays.
-pub fn restore_private(dir: &Path) {
+pub(crate) fn restore_private(dir: &Path) {
     use std::os::unix::fs::PermissionsExt;
     let set = |p: &Path, mode: u32| {
         let _ = fs::set_permissions(p, fs::Permissions::from_mode(mode));
@@ -303,7 +303,7 @@ pub fn restore_private(dir: &Path) {
 /// teammate's doing) is made 0700 again and the removal tried once more.
 ///
 /// Errors: it still cannot be removed.
-pub fn remove_tree(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn remove_tree(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     match fs::remove_dir_all(dir) {
         Ok(()) => return Ok(()),
@@ -325,7 +325,7 @@ pub fn remove_tree(dir: &Path) -> std::io::Result<()> {
 
 /// Create `dir` and its parents; the leaf is made private (mode 0700) since team workspaces
 /// hold logs that can contain secrets.
-pub fn create_private_dir(dir: &Path) -> Result<()> {
+pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     let create = || fs::DirBuilder::new().mode(0o700).create(dir);
     // One mkdir in the common case (the parent exists); the parents only when it is missing.
@@ -377,7 +377,7 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
 /// name) and the file made again: it is always made with `O_CREAT | O_EXCL | O_NOFOLLOW`.
 ///
 /// Errors: the entry cannot be removed, or something was made at `path` in between.
-pub fn create_private_file(path: &Path) -> std::io::Result<File> {
+pub(crate) fn create_private_file(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     let create = || {
         OpenOptions::new()
@@ -404,7 +404,7 @@ pub fn create_private_file(path: &Path) -> std::io::Result<File> {
 /// teammate's folder (a prompt, a held log, an `[env] files` file).
 ///
 /// Errors: as [`create_private_file`], or the write failed.
-pub fn write_private_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_private_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     create_private_file(path)?.write_all(bytes)
 }
@@ -415,7 +415,7 @@ pub fn write_private_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 ///
 /// Errors: it is a link, a folder, a device or a pipe (a teammate's trick, or a mistake), or
 /// it cannot be opened.
-pub fn open_plain_file(path: &Path) -> std::io::Result<Option<File>> {
+pub(crate) fn open_plain_file(path: &Path) -> std::io::Result<Option<File>> {
     use std::os::unix::fs::OpenOptionsExt;
     let opened = OpenOptions::new()
         .read(true)
@@ -447,7 +447,7 @@ pub fn open_plain_file(path: &Path) -> std::io::Result<Option<File>> {
 /// Errors: `EXDEV` when `rel` (or a link on its way) leads outside `dir`, `ELOOP` when the
 /// fallback meets a link as the last component, `NotFound`, and "not a plain file" for a
 /// folder, pipe or device.
-pub fn open_beneath(dir: &Path, rel: &Path) -> std::io::Result<File> {
+pub(crate) fn open_beneath(dir: &Path, rel: &Path) -> std::io::Result<File> {
     let file = open_beneath_raw(dir, rel)?;
     if !file.metadata()?.file_type().is_file() {
         return Err(std::io::Error::other("it is not a plain file"));
@@ -494,7 +494,7 @@ fn open_checked(dir: &Path, rel: &Path) -> std::io::Result<File> {
 }
 
 /// Resolve `p` against `base` unless it is absolute.
-pub fn resolve(base: &Path, p: &Path) -> PathBuf {
+pub(crate) fn resolve(base: &Path, p: &Path) -> PathBuf {
     if p.is_absolute() {
         p.to_owned()
     } else {
@@ -503,7 +503,7 @@ pub fn resolve(base: &Path, p: &Path) -> PathBuf {
 }
 
 /// The absolute form of `p` (relative to the current directory), without touching the disk.
-pub fn absolute(p: &Path) -> PathBuf {
+pub(crate) fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_owned())
 }
 
@@ -512,7 +512,7 @@ pub fn absolute(p: &Path) -> PathBuf {
 /// with the rest of `p` joined to it (`..` and `.` in the rest taken lexically): a file or
 /// folder about to be made — a store's `teams/…` reached through a symlink resolves through
 /// it, and `work/../s3/teams/x` is not inside `work` (issue 25). Else its absolute form.
-pub fn real_path(p: &Path) -> PathBuf {
+pub(crate) fn real_path(p: &Path) -> PathBuf {
     use std::path::Component;
     if let Ok(c) = p.canonicalize() {
         return c;
@@ -540,7 +540,7 @@ pub fn real_path(p: &Path) -> PathBuf {
 
 /// Whether `a` and `b` name the same file: the same path after resolving `.`, `..` and
 /// symlinks (see [`real_path`]), or two names (hard links) of one existing file.
-pub fn same_file(a: &Path, b: &Path) -> bool {
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     if real_path(a) == real_path(b) {
         return true;
@@ -555,7 +555,7 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 /// in `from` (both absolute): the absolute path when it is UTF-8, else the relative path from
 /// `from` when that is UTF-8 (`../../teammates/1-a/report.json`). `None` when neither is:
 /// the text cannot name it.
-pub fn name_in_text(path: &Path, from: &Path) -> Option<String> {
+pub(crate) fn name_in_text(path: &Path, from: &Path) -> Option<String> {
     use std::path::Component;
     if let Some(s) = path.to_str() {
         return Some(s.to_owned());
@@ -583,9 +583,9 @@ pub fn name_in_text(path: &Path, from: &Path) -> Option<String> {
 
 /// What [`check_replaceable`] reads of a file to tell whose it is: its first
 /// [`REPLACEABLE_FIRST`] bytes, and on to the end of its first line, at most this many.
-pub const REPLACEABLE_HEAD: u64 = 64 << 20;
+pub(crate) const REPLACEABLE_HEAD: u64 = 64 << 20;
 /// See [`REPLACEABLE_HEAD`].
-pub const REPLACEABLE_FIRST: u64 = 64 << 10;
+pub(crate) const REPLACEABLE_FIRST: u64 = 64 << 10;
 
 /// Check, before anything runs, that the file a flag names may be replaced: it does not
 /// exist, is empty, or `ours` recognises its bytes as an earlier file of the same kind (an
@@ -594,7 +594,7 @@ pub const REPLACEABLE_FIRST: u64 = 64 << 10;
 ///
 /// Errors: exit 2 naming the flag, the file and `kind` (`an output CSV of the runner`).
 /// `ours` sees the file's first bytes ([`REPLACEABLE_HEAD`]).
-pub fn check_replaceable(
+pub(crate) fn check_replaceable(
     path: &Path,
     flag: &str,
     kind: &str,
@@ -635,7 +635,7 @@ pub fn check_replaceable(
 /// system`), or `None` when it can: `access(2)` for write and search permission, then a
 /// probe file made and removed at once, since root passes `access` on `/proc` and `/sys`
 /// whose files it cannot create.
-pub fn cannot_write_in(dir: &Path) -> Option<String> {
+pub(crate) fn cannot_write_in(dir: &Path) -> Option<String> {
     use nix::unistd::AccessFlags;
     if let Err(e) = nix::unistd::access(dir, AccessFlags::W_OK | AccessFlags::X_OK) {
         return Some(e.desc().to_string());
@@ -662,7 +662,7 @@ pub fn cannot_write_in(dir: &Path) -> Option<String> {
 /// ([`make_parent`]), as most tools do.
 ///
 /// Errors: exit 2 naming the flag and the folder.
-pub fn check_parent(path: Option<&Path>, flag: &str) -> Result<()> {
+pub(crate) fn check_parent(path: Option<&Path>, flag: &str) -> Result<()> {
     let Some(p) = path else { return Ok(()) };
     if p.is_dir() || p.as_os_str().to_string_lossy().ends_with('/') {
         return Err(Error::output_refused(
@@ -685,7 +685,7 @@ pub fn check_parent(path: Option<&Path>, flag: &str) -> Result<()> {
 /// [`check_parent`] for each `(path, flag)`; every problem in one error (one per line).
 ///
 /// Errors: exit 2 naming each flag and folder at fault.
-pub fn check_parents(outputs: &[(Option<&Path>, &str)]) -> Result<()> {
+pub(crate) fn check_parents(outputs: &[(Option<&Path>, &str)]) -> Result<()> {
     let mut problems: Vec<Error> = outputs
         .iter()
         .filter_map(|(p, flag)| check_parent(*p, flag).err())
@@ -706,7 +706,7 @@ pub fn check_parents(outputs: &[(Option<&Path>, &str)]) -> Result<()> {
 /// Why folder `dir` cannot hold new files, or `None` when it can: it is a folder this
 /// process can write, or it is not there yet and the nearest folder above it that is can be
 /// written (so that it can be made). The text names the folder at fault.
-pub fn cannot_make_or_write(dir: &Path) -> Option<String> {
+pub(crate) fn cannot_make_or_write(dir: &Path) -> Option<String> {
     let mut at = dir;
     loop {
         match fs::metadata(at) {
@@ -736,7 +736,7 @@ pub fn cannot_make_or_write(dir: &Path) -> Option<String> {
 /// (`--junit reports/j.xml`). Its absence was checked by [`check_parent`] before the run.
 ///
 /// Errors: [`Error::Io`] (exit 3) naming the folder.
-pub fn make_parent(path: &Path) -> Result<()> {
+pub(crate) fn make_parent(path: &Path) -> Result<()> {
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => {
             fs::create_dir_all(dir).map_err(|e| Error::io("create the folder", dir, e))

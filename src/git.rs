@@ -4,7 +4,7 @@
 /// Why a git step of isolation did not succeed: git's own first error line (or the rule
 /// that refused, naming what to do), or the files a merge stopped on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum GitError {
+pub(crate) enum GitError {
     /// A git command failed, or a precondition does not hold (not a repository, no commit,
     /// a stale branch with commits of its own).
     #[error("{0}")]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 ///
 /// Items are created by a source, planned, and rendered into a prompt; they never do IO.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkItem {
+pub(crate) struct WorkItem {
     /// Stable identity within the batch: the id column's value, the CSV row number
     /// (1-based, header excluded) when there is no id column, or the todo item number.
     pub id: String,
@@ -43,7 +43,7 @@ pub struct WorkItem {
 
 /// Where a stage item belongs: its row and its place in the row's chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StageOf {
+pub(crate) struct StageOf {
     /// The row's id (the item's own id is `ROW/STAGE`, [`stage_id`]).
     pub row: String,
     /// The stage's name (`audit`).
@@ -58,12 +58,12 @@ pub struct StageOf {
 
 /// The id of stage `stage` of row `row`: `ROW/STAGE`. Stage names hold no `/`, so the part
 /// after the last `/` is always the stage.
-pub fn stage_id(row: &str, stage: &str) -> String {
+pub(crate) fn stage_id(row: &str, stage: &str) -> String {
     format!("{row}/{stage}")
 }
 
 /// The [`WorkItem::content`] hash of some parts (FNV-1a over each part and a separator).
-pub fn content_hash<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
+pub(crate) fn content_hash<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
     let mut h = crate::hash::Fnv::default();
     for p in parts {
         h.update(p.as_bytes());
@@ -74,7 +74,7 @@ pub fn content_hash<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
 
 /// A one-line title: the first non-blank line of a rendered instruction (markdown heading
 /// marks dropped), at most 80 characters; the id when there is none.
-pub fn title_of(body: &str, id: &str) -> String {
+pub(crate) fn title_of(body: &str, id: &str) -> String {
     let line = body
         .lines()
         .map(|l| l.trim().trim_start_matches('#').trim())
@@ -89,7 +89,7 @@ pub fn title_of(body: &str, id: &str) -> String {
 
 /// Make a file-name-safe teammate name from a row number and an id: `<row>-<id>` with every
 /// byte outside `[A-Za-z0-9._-]` replaced by `_`, the id part cut to 40 characters.
-pub fn teammate_name(row: u64, id: &str) -> String {
+pub(crate) fn teammate_name(row: u64, id: &str) -> String {
     let safe: String = id
         .chars()
         .take(40)

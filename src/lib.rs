@@ -2,29 +2,38 @@
 //! item, and record only verified success. See docs/DESIGN.md §1 for the architecture:
 //! source → items → plan → dispatcher → units → events → sinks.
 
-pub mod agent;
-pub mod cli;
-pub mod commands;
-pub mod error;
-pub mod failure;
-pub mod fault;
-pub mod fragment;
-pub mod fsutil;
-pub mod git;
+mod agent;
+mod cli;
+mod commands;
+mod entry;
+mod error;
+mod failure;
+mod fault;
+mod fragment;
+mod fsutil;
+mod git;
+/// FNV-1a, public for the integration tests, which compute ids as the runner does.
 pub mod hash;
-pub mod item;
-pub mod mcp;
-pub mod options;
-pub mod progress;
-pub mod prompt;
-pub mod redact;
-pub mod report;
-pub mod run;
-pub mod sandbox;
-pub mod settings;
-pub mod sink;
-pub mod source;
-pub mod store;
-pub mod suggest;
-pub mod ui;
-pub mod working_context;
+mod item;
+mod mcp;
+mod options;
+mod progress;
+mod prompt;
+mod redact;
+mod report;
+mod run;
+mod sandbox;
+mod settings;
+mod sink;
+mod source;
+mod store;
+mod suggest;
+mod ui;
+mod working_context;
+
+/// Run `runner` with this process's arguments and return its exit code (0 every item
+/// completed, 1 some did not, 2 bad input, 3 environment, 130 interrupted: DESIGN §7). The
+/// binary's `main` is this and `std::process::exit`.
+pub fn run_from_args() -> i32 {
+    entry::run()
+}

@@ -20,22 +20,22 @@
 use serde::{Deserialize, Serialize};
 
 /// The progress file's name in the teammate's `work/` folder.
-pub const FILE_NAME: &str = "progress.jsonl";
+pub(crate) const FILE_NAME: &str = "progress.jsonl";
 
 /// Longest line read, bytes (a longer one is ignored with a warning).
-pub const MAX_LINE_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 8 * 1024;
 
 /// Most bytes of one attempt's progress file read; what follows is ignored, with one warning.
-pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
 /// Most entries of `discoveries` and of `files`.
-pub const MAX_ENTRIES: usize = 20;
+pub(crate) const MAX_ENTRIES: usize = 20;
 
 /// Longest `progress` text, characters (`60%`, `3 of 5 files`).
-pub const MAX_PROGRESS_CHARS: usize = 200;
+pub(crate) const MAX_PROGRESS_CHARS: usize = 200;
 
 /// Longest `blocker`, discovery or file entry, characters.
-pub const MAX_TEXT_CHARS: usize = 1000;
+pub(crate) const MAX_TEXT_CHARS: usize = 1000;
 
 /// The fields a progress line may have.
 const FIELDS: [&str; 7] = [
@@ -49,15 +49,15 @@ const FIELDS: [&str; 7] = [
 ];
 
 /// Longest subtask title, characters (an inbox item's title line).
-pub const MAX_TITLE_CHARS: usize = 200;
+pub(crate) const MAX_TITLE_CHARS: usize = 200;
 
 /// Longest subtask details, characters.
-pub const MAX_DETAILS_CHARS: usize = 4000;
+pub(crate) const MAX_DETAILS_CHARS: usize = 4000;
 
 /// A follow-up a teammate proposes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Subtask {
+pub(crate) struct Subtask {
     /// One line: what to do.
     pub title: String,
     /// More about it (the item's continuation lines in the inbox).
@@ -68,7 +68,7 @@ pub struct Subtask {
 /// Where a teammate is, by its own word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum WorkState {
+pub(crate) enum WorkState {
     /// Working.
     InProgress,
     /// Stuck until someone acts (`blocker` says on what, `needs` on whom).
@@ -78,7 +78,7 @@ pub enum WorkState {
 /// Whom a blocked teammate waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Needs {
+pub(crate) enum Needs {
     /// A person.
     User,
     /// Another teammate's work.
@@ -89,7 +89,7 @@ pub enum Needs {
 
 /// One progress line, as read and journaled.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Progress {
+pub(crate) struct Progress {
     /// `in_progress` or `blocked`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<WorkState>,
@@ -119,7 +119,7 @@ impl Progress {
     /// Errors: a one-line reason to warn with — not JSON, a field unknown or of the wrong
     /// type, nothing said, or over a bound ([`MAX_ENTRIES`], [`MAX_PROGRESS_CHARS`],
     /// [`MAX_TEXT_CHARS`]).
-    pub fn parse(line: &str) -> Result<Progress, String> {
+    pub(crate) fn parse(line: &str) -> Result<Progress, String> {
         let not_one = |e: serde_json::Error| {
             format!(
                 "not a progress line ({e}); write one JSON object per line, e.g. {{\"status\":\"in_progress\",\"progress\":\"60%\"}}"
@@ -177,7 +177,7 @@ impl Progress {
 
     /// One line for `runner status`: `blocked (needs user): needs the staging key`,
     /// `60%: the parser drops tabs` (line breaks in the teammate's text become spaces).
-    pub fn brief(&self) -> String {
+    pub(crate) fn brief(&self) -> String {
         let mut parts = Vec::new();
         if self.status == Some(WorkState::Blocked) {
             let needs = self.needs.map(|n| match n {

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::source::inline::{InlineKind, InlinePart};
 
 /// The teammate template compiled into the binary (`templates/teammate.md`).
-pub const DEFAULT_TEAMMATE_TEMPLATE: &str = include_str!("../templates/teammate.md");
+pub(crate) const DEFAULT_TEAMMATE_TEMPLATE: &str = include_str!("../templates/teammate.md");
 
 /// Where the default template's item begins: what comes before is the same for every item
 /// of a batch (the contract, the instruction, the schema), what follows is the item's own.
@@ -26,7 +26,7 @@ const ITEM_HEADING: &str = "\n## Your item";
 /// part every item of the batch shares and the item's own part; `None` when the prompt has
 /// no such heading after some text (a template of the user's own). The Anthropic backend
 /// caches the shared part; a completed item's record keeps it once for the team.
-pub fn split_at_item(prompt: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_at_item(prompt: &str) -> Option<(&str, &str)> {
     match prompt.find(ITEM_HEADING) {
         Some(at) if at > 0 => Some(prompt.split_at(at)),
         _ => None,
@@ -44,7 +44,7 @@ enum Segment {
 
 /// A parsed `{column}` instruction template.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Instruction {
+pub(crate) struct Instruction {
     segments: Vec<Segment>,
 }
 
@@ -54,7 +54,7 @@ impl Instruction {
     ///
     /// Errors: a `{` that is never closed, an empty `{}`, or a name containing a newline;
     /// the message says to write `{{` for a literal brace.
-    pub fn parse(path: &Path, first_line: u64, text: &str) -> Result<Instruction> {
+    pub(crate) fn parse(path: &Path, first_line: u64, text: &str) -> Result<Instruction> {
         let mut segments = Vec::new();
         let mut literal = String::new();
         let mut rest = text;
@@ -124,7 +124,7 @@ impl Instruction {
     /// is `len(name)` bytes long (for [`crate::source::input::MAX_PROMPT_BYTES`], checked as
     /// the input is scanned, before any value is kept). A file placeholder counts the path
     /// (the file's size is checked when the item starts).
-    pub fn rendered_len(&self, len: impl Fn(&str) -> usize) -> usize {
+    pub(crate) fn rendered_len(&self, len: impl Fn(&str) -> usize) -> usize {
         self.segments.iter().fold(0usize, |n, s| {
             n.saturating_add(match s {
                 Segment::Text(t) => t.len(),
@@ -135,7 +135,7 @@ impl Instruction {
 
     /// The distinct column names the template uses (those of `{file:…}` and `{image:…}`
     /// too), in first-use order.
-    pub fn placeholders(&self) -> Vec<&str> {
+    pub(crate) fn placeholders(&self) -> Vec<&str> {
         let mut seen = HashSet::new();
         self.segments
             .iter()
@@ -149,7 +149,7 @@ impl Instruction {
     }
 
     /// Whether the template inlines a file or an image anywhere.
-    pub fn inlines(&self) -> bool {
+    pub(crate) fn inlines(&self) -> bool {
         self.segments
             .iter()
             .any(|s| matches!(s, Segment::Inline(..)))
@@ -159,7 +159,7 @@ impl Instruction {
     /// message (`the instruction`, `the --verify command`).
     ///
     /// Errors: lists every unknown placeholder and the available columns.
-    pub fn check_columns(&self, path: &Path, what: &str, columns: &[String]) -> Result<()> {
+    pub(crate) fn check_columns(&self, path: &Path, what: &str, columns: &[String]) -> Result<()> {
         let unknown: Vec<&str> = self
             .placeholders()
             .into_iter()
@@ -201,7 +201,11 @@ impl Instruction {
     /// columns first with [`Instruction::check_columns`]). A file placeholder renders
     /// nothing: it is returned as an [`InlinePart`] at its byte offset in the text, for
     /// [`crate::source::inline::expand`] when the item starts.
-    pub fn render(&self, headers: &[String], values: &[String]) -> (String, Vec<InlinePart>) {
+    pub(crate) fn render(
+        &self,
+        headers: &[String],
+        values: &[String],
+    ) -> (String, Vec<InlinePart>) {
         let (out, parts, _) = self.render_with(headers, values, &|_| false);
         (out, parts)
     }
@@ -210,7 +214,7 @@ impl Instruction {
     /// stage's `{audit.summary}`, [`crate::source::stages`]) left out of the text and
     /// returned as `(byte offset, name)`, in order.
     #[allow(clippy::type_complexity)]
-    pub fn render_with(
+    pub(crate) fn render_with(
         &self,
         headers: &[String],
         values: &[String],
@@ -245,7 +249,7 @@ impl Instruction {
 
 /// One `name: value` pair shown to the teammate.
 #[derive(Debug, Clone, Serialize)]
-pub struct Var {
+pub(crate) struct Var {
     /// Column name.
     pub name: String,
     /// Its value.
@@ -254,7 +258,7 @@ pub struct Var {
 
 /// The item as the teammate template sees it.
 #[derive(Debug, Clone, Serialize)]
-pub struct ItemContext {
+pub(crate) struct ItemContext {
     /// Item id.
     pub id: String,
     /// One-line title.
@@ -272,7 +276,7 @@ pub struct ItemContext {
 
 /// What a retry tells the next attempt (DESIGN §4).
 #[derive(Debug, Clone, Serialize)]
-pub struct RetryContext {
+pub(crate) struct RetryContext {
     /// The attempt about to run (2, 3, ...).
     pub attempt: u32,
     /// How the previous attempt ended (`failed`, `timed_out`, ...).
@@ -287,7 +291,7 @@ pub struct RetryContext {
 
 /// Everything the teammate template is rendered with.
 #[derive(Debug, Clone, Serialize)]
-pub struct PromptContext {
+pub(crate) struct PromptContext {
     /// Team name.
     pub team: String,
     /// Teammate name.
@@ -311,7 +315,7 @@ pub struct PromptContext {
 }
 
 /// The compiled teammate template.
-pub struct TeammateTemplate {
+pub(crate) struct TeammateTemplate {
     env: minijinja::Environment<'static>,
     path: std::path::PathBuf,
 }
@@ -321,7 +325,7 @@ impl TeammateTemplate {
     /// that a typo fails at start-up, not on the first item.
     ///
     /// Errors: template syntax errors and references to unknown variables, with the line.
-    pub fn new(path: &Path, source: &str) -> Result<TeammateTemplate> {
+    pub(crate) fn new(path: &Path, source: &str) -> Result<TeammateTemplate> {
         let mut env = minijinja::Environment::new();
         env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
         env.set_keep_trailing_newline(true);
@@ -370,7 +374,7 @@ impl TeammateTemplate {
     ///
     /// Errors: the template error, naming the template file and line (only possible for
     /// values the start-up check did not cover).
-    pub fn render(&self, ctx: &PromptContext) -> Result<String> {
+    pub(crate) fn render(&self, ctx: &PromptContext) -> Result<String> {
         self.env
             .get_template("teammate")
             .and_then(|t| t.render(ctx))
@@ -401,7 +405,7 @@ fn template_error(path: &Path, e: &minijinja::Error) -> Error {
 ///
 /// Errors: a malformed or unknown placeholder, naming `--verify` and the available names
 /// (exit 2).
-pub fn check_verify(argv: &[String], names: &[String]) -> Result<()> {
+pub(crate) fn check_verify(argv: &[String], names: &[String]) -> Result<()> {
     for a in argv {
         let template = Instruction::parse(Path::new("--verify"), 1, a)?;
         if template.inlines() {

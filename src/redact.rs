@@ -5,7 +5,7 @@
 /// Whether a header or variable named `name` holds a secret: its name contains `key`,
 /// `auth`, `token`, `secret`, `password` or `cookie` (any case) — `Authorization`,
 /// `X-Api-Key`, `header.api-key`, `github_token`.
-pub fn secret_name(name: &str) -> bool {
+pub(crate) fn secret_name(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     ["key", "auth", "token", "secret", "password", "cookie"]
         .iter()
@@ -14,7 +14,7 @@ pub fn secret_name(name: &str) -> bool {
 
 /// A secret as logs show it: its first four characters when it is long enough (16 or more)
 /// to spare them, then `…(redacted)`.
-pub fn redacted(secret: &str) -> String {
+pub(crate) fn redacted(secret: &str) -> String {
     match secret.char_indices().nth(4) {
         Some((i, _)) if secret.chars().count() >= 16 => format!("{}…(redacted)", &secret[..i]),
         _ => "(redacted)".to_owned(),
@@ -24,7 +24,7 @@ pub fn redacted(secret: &str) -> String {
 /// Every URL in `text` (an `http://` or `https://` run up to whitespace) with its secrets
 /// hidden: the password of its user info (`user:REDACTED@host`) and the value of every query
 /// parameter whose name is a [`secret_name`] (`?key=REDACTED`). Other text is unchanged.
-pub fn urls(text: &str) -> String {
+pub(crate) fn urls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest
@@ -78,7 +78,7 @@ fn url(text: &str) -> String {
 /// field, at any depth, whose name is a [`secret_name`] (`"api_key"`, `"password"`) is
 /// [`redacted`]; numbers and other values stay (`"max_tokens": 1000`), and so does the text
 /// of the messages. A body that is not JSON, or holds no such field, is returned as it is.
-pub fn json_body(text: &str) -> String {
+pub(crate) fn json_body(text: &str) -> String {
     fn walk(v: &mut serde_json::Value) -> bool {
         match v {
             serde_json::Value::Object(map) => {
@@ -124,7 +124,7 @@ fn hidden(v: &str) -> String {
 /// REDACTED`), a bearer token (`Bearer REDACTED`), a value shaped like a provider's key
 /// (`sk-…`, `sk-ant-…`, `ghp_…`, `github_pat_…`, `glpat-…`, `xoxb-…`, `AIza…` → `REDACTED`),
 /// and URLs' secrets ([`urls`]).
-pub fn scrub(text: &str) -> String {
+pub(crate) fn scrub(text: &str) -> String {
     static RES: std::sync::OnceLock<Option<[regex::Regex; 3]>> = std::sync::OnceLock::new();
     let Some([header, bearer, key]) = RES
         .get_or_init(|| {
@@ -165,7 +165,7 @@ fn agent_word(word: &str, secret_next: &mut bool) -> String {
 
 /// An agent's command line (program first) as the runner shows it (`--dry-run`): the words
 /// that name a secret give nothing away, as in [`command_line`].
-pub fn agent_argv(words: impl IntoIterator<Item = String>) -> Vec<String> {
+pub(crate) fn agent_argv(words: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut secret_next = false;
     words
         .into_iter()
@@ -179,7 +179,7 @@ pub fn agent_argv(words: impl IntoIterator<Item = String>) -> Vec<String> {
 /// a secret gives its value away too: `--api-key=VALUE`, `API_KEY=VALUE`, and the argument
 /// after `--api-key` or `--token` become `REDACTED` (issue 25: a key passed to an exec agent
 /// showed in `status --brief`'s `resume:` line).
-pub fn command_line(args: impl IntoIterator<Item = String>) -> Vec<String> {
+pub(crate) fn command_line(args: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let (mut var_next, mut agent_arg_next, mut after_dashes) = (false, false, false);
     let mut secret_next = false;

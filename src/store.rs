@@ -7,25 +7,25 @@
 //! This module reads and writes store files; it never starts processes. Every
 //! read-modify-write of a store file happens under the store lock ([`Store::lock`]).
 
-pub mod links;
-pub mod lock;
+pub(crate) mod links;
+pub(crate) mod lock;
 
 use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
 
-pub use links::TodoFile;
-pub use lock::StoreLock;
+pub(crate) use links::TodoFile;
+pub(crate) use lock::StoreLock;
 
 use crate::error::{Error, Result};
 use crate::settings::FileSettings;
 use crate::source::todo::{BatchRef, Mark, Problem, TodoDocument};
 
 /// The store folder's name inside a project.
-pub const STORE_DIR: &str = ".agent-tasks";
+pub(crate) const STORE_DIR: &str = ".agent-tasks";
 
 /// Which store a command asked for.
 #[derive(Debug, Clone, Default)]
-pub struct ScopeFlags {
+pub(crate) struct ScopeFlags {
     /// `--store DIR`.
     pub store: Option<PathBuf>,
     /// `--global`.
@@ -36,7 +36,7 @@ pub struct ScopeFlags {
 
 /// An opened store.
 #[derive(Debug, Clone)]
-pub struct Store {
+pub(crate) struct Store {
     /// The store folder (absolute).
     pub dir: PathBuf,
     /// The project root when this is a project store (teammates run there).
@@ -47,14 +47,14 @@ pub struct Store {
 /// are left in the document for the caller to judge.
 ///
 /// Errors: the file cannot be read or is not UTF-8 (exit 2, naming it).
-pub fn read_todo(path: &Path) -> Result<(String, TodoDocument)> {
+pub(crate) fn read_todo(path: &Path) -> Result<(String, TodoDocument)> {
     let text = read_utf8(path)?;
     let doc = TodoDocument::parse(&text);
     Ok((text, doc))
 }
 
 /// Parse a todo file, refusing one with problems (exit 2, naming file and line).
-pub fn parse_checked(path: &Path, text: &str) -> Result<TodoDocument> {
+pub(crate) fn parse_checked(path: &Path, text: &str) -> Result<TodoDocument> {
     let doc = TodoDocument::parse(text);
     refuse(path, doc.problems().iter().collect())?;
     Ok(doc)
@@ -65,7 +65,7 @@ pub fn parse_checked(path: &Path, text: &str) -> Result<TodoDocument> {
 /// a problem elsewhere (a frontmatter or code fence never closed) refuses the file.
 ///
 /// Errors: the first problem outside the items (exit 2, naming file and line).
-pub fn parse_inbox(path: &Path, text: &str) -> Result<TodoDocument> {
+pub(crate) fn parse_inbox(path: &Path, text: &str) -> Result<TodoDocument> {
     let doc = TodoDocument::parse(text);
     refuse(path, doc.file_problems())?;
     for p in doc.problems() {
@@ -98,7 +98,7 @@ fn refuse(path: &Path, problems: Vec<&Problem>) -> Result<()> {
 /// Read a text file the user gave (a todo file, a checkpoint body).
 ///
 /// Errors: the file cannot be read or is not UTF-8 (exit 2, naming it).
-pub fn read_utf8(path: &Path) -> Result<String> {
+pub(crate) fn read_utf8(path: &Path) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|e| Error::read_input("it", path, e))?;
     String::from_utf8(bytes)
         .map_err(|_| Error::input_at(path, None, "not valid UTF-8; save it as UTF-8"))
@@ -106,12 +106,12 @@ pub fn read_utf8(path: &Path) -> Result<String> {
 
 /// Today's date in local time, `YYYY-MM-DD` (the inbox's "last updated" line, batch
 /// `created` dates, `completed.md` lines).
-pub fn today() -> String {
+pub(crate) fn today() -> String {
     jiff::Zoned::now().strftime("%Y-%m-%d").to_string()
 }
 
 /// The git work tree containing `start`, found by walking up to a `.git` entry.
-pub fn git_root(start: &Path) -> Option<PathBuf> {
+pub(crate) fn git_root(start: &Path) -> Option<PathBuf> {
     start
         .ancestors()
         .find(|d| d.join(".git").exists())
@@ -123,7 +123,7 @@ pub fn git_root(start: &Path) -> Option<PathBuf> {
 ///
 /// Errors: `dir` is not a folder (exit 2, naming it and that `runner add --store DIR`
 /// creates a store).
-pub fn check_given(dir: &Path) -> Result<()> {
+pub(crate) fn check_given(dir: &Path) -> Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
@@ -143,7 +143,7 @@ pub fn check_given(dir: &Path) -> Result<()> {
 
 /// How the store was chosen, for `choose`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Need {
+pub(crate) enum Need {
     /// `list`: defaults to the project store.
     DefaultProject,
     /// `add`, `resolve`: inside a repository the user must choose.
@@ -155,7 +155,7 @@ pub enum Need {
 ///
 /// Errors: `--project` outside a git repository; a needed choice without a terminal
 /// (exit 2, naming the flags); no home folder for the global store (exit 3).
-pub fn choose(
+pub(crate) fn choose(
     flags: &ScopeFlags,
     cwd: &Path,
     need: Need,
@@ -231,14 +231,14 @@ pub fn choose(
 
 impl Store {
     /// The inbox path.
-    pub fn inbox(&self) -> PathBuf {
+    pub(crate) fn inbox(&self) -> PathBuf {
         self.dir.join("todo.md")
     }
 
     /// A template: `<store>/templates/<name>` if it exists, else the built-in `builtin`.
     ///
     /// Errors: the override exists but cannot be read.
-    pub fn template(&self, name: &str, builtin: &str) -> Result<String> {
+    pub(crate) fn template(&self, name: &str, builtin: &str) -> Result<String> {
         let p = self.dir.join("templates").join(name);
         match std::fs::read_to_string(&p) {
             Ok(t) => Ok(t),
@@ -251,7 +251,7 @@ impl Store {
     /// present.
     ///
     /// Errors: unreadable or invalid file (exit 2, naming the line and the key).
-    pub fn settings(&self) -> Result<FileSettings> {
+    pub(crate) fn settings(&self) -> Result<FileSettings> {
         let p = self.dir.join("runner.toml");
         match std::fs::read_to_string(&p) {
             Ok(text) => FileSettings::from_toml(&p, &text),
@@ -264,7 +264,7 @@ impl Store {
     /// means the file does not exist).
     ///
     /// Errors: the inbox exists but cannot be read or is not UTF-8 (exit 3 / 2).
-    pub fn read_inbox(&self, today: &str) -> Result<(String, bool)> {
+    pub(crate) fn read_inbox(&self, today: &str) -> Result<(String, bool)> {
         let p = self.inbox();
         match std::fs::read(&p) {
             Ok(bytes) => String::from_utf8(bytes)
@@ -285,7 +285,7 @@ impl Store {
     ///
     /// Errors: the lock cannot be taken, the inbox cannot be read or written, or an item
     /// would not read back as given (then nothing is written).
-    pub fn propose(&self, proposals: &[(String, String, BatchRef)]) -> Result<Vec<u32>> {
+    pub(crate) fn propose(&self, proposals: &[(String, String, BatchRef)]) -> Result<Vec<u32>> {
         if proposals.is_empty() {
             return Ok(Vec::new());
         }
@@ -315,7 +315,7 @@ impl Store {
     ///
     /// Errors: still held after the wait (exit 3, naming the holder's pid); the folder or
     /// the lock file cannot be created (exit 3); a bad `RUNNER_STORE_LOCK_WAIT` (exit 2).
-    pub fn lock(&self) -> Result<StoreLock> {
+    pub(crate) fn lock(&self) -> Result<StoreLock> {
         self.ensure()?;
         lock::acquire(&self.dir, lock::wait_limit()?)
     }
@@ -323,12 +323,12 @@ impl Store {
     /// Create the store folder if needed.
     ///
     /// Errors: [`Error::Io`] when it cannot be created.
-    pub fn ensure(&self) -> Result<()> {
+    pub(crate) fn ensure(&self) -> Result<()> {
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io("create the store", &self.dir, e))
     }
 
     /// The batch files `todo-N.md` of the store, by N.
-    pub fn batches(&self) -> Vec<(u32, PathBuf)> {
+    pub(crate) fn batches(&self) -> Vec<(u32, PathBuf)> {
         let mut out: Vec<(u32, PathBuf)> = std::fs::read_dir(&self.dir)
             .into_iter()
             .flatten()
@@ -350,7 +350,7 @@ impl Store {
     /// The batch items named by `@after:todo-N#K` in `doc` that are ticked (`[x]`) in their
     /// batch files now. A batch file that is missing or unreadable ticks none of them, so
     /// the items waiting for it stay where they are.
-    pub fn finished_batch_items(&self, doc: &TodoDocument) -> HashSet<BatchRef> {
+    pub(crate) fn finished_batch_items(&self, doc: &TodoDocument) -> HashSet<BatchRef> {
         let wanted: HashSet<BatchRef> = doc
             .items()
             .iter()
@@ -371,7 +371,7 @@ impl Store {
 
     /// The inbox (when it exists) and every batch file, read and parsed, in that order; the
     /// files that cannot be read (or are not UTF-8) come back as errors beside them.
-    pub fn todo_files(&self) -> (Vec<TodoFile>, Vec<Error>) {
+    pub(crate) fn todo_files(&self) -> (Vec<TodoFile>, Vec<Error>) {
         let inbox = self.inbox();
         let paths = std::iter::once((None, inbox.clone()))
             .filter(|_| inbox.exists())
@@ -379,12 +379,7 @@ impl Store {
         let (mut files, mut errors) = (Vec::new(), Vec::new());
         for (batch, path) in paths {
             match read_todo(&path) {
-                Ok((text, doc)) => files.push(TodoFile {
-                    path,
-                    batch,
-                    text,
-                    doc,
-                }),
+                Ok((_, doc)) => files.push(TodoFile { path, batch, doc }),
                 Err(e) => errors.push(e),
             }
         }
@@ -392,12 +387,12 @@ impl Store {
     }
 
     /// `<store>/fragments/`, where the fragment files `NAME.toml` are.
-    pub fn fragments_dir(&self) -> PathBuf {
+    pub(crate) fn fragments_dir(&self) -> PathBuf {
         self.dir.join("fragments")
     }
 
     /// The names of the store's fragments (`fragments/NAME.toml`), sorted.
-    pub fn fragment_names(&self) -> Vec<String> {
+    pub(crate) fn fragment_names(&self) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(self.fragments_dir())
             .into_iter()
             .flatten()
@@ -416,7 +411,7 @@ impl Store {
     /// Errors (exit 2): a name that is not a plain file name; no such fragment (with the
     /// nearest name and the list); a file that cannot be read or does not check
     /// ([`crate::fragment::Fragment::parse`]).
-    pub fn fragment(&self, name: &str) -> Result<crate::fragment::Fragment> {
+    pub(crate) fn fragment(&self, name: &str) -> Result<crate::fragment::Fragment> {
         if !crate::source::todo::is_fragment_name(name) {
             return Err(Error::bad_value(
                 "fragment name",
@@ -452,7 +447,7 @@ impl Store {
     }
 
     /// One more than the largest existing batch number.
-    pub fn next_batch_number(&self) -> u32 {
+    pub(crate) fn next_batch_number(&self) -> u32 {
         self.batches().last().map_or(1, |(n, _)| n + 1)
     }
 
@@ -460,7 +455,7 @@ impl Store {
     /// name (whoever made it).
     ///
     /// Errors: [`Error::Io`] when it exists or cannot be written.
-    pub fn create_batch(&self, path: &Path, text: &str) -> Result<()> {
+    pub(crate) fn create_batch(&self, path: &Path, text: &str) -> Result<()> {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -473,7 +468,7 @@ impl Store {
     }
 
     /// The workspace of team `team`: `<store>/teams/<team>/`.
-    pub fn team_dir(&self, team: &str) -> PathBuf {
+    pub(crate) fn team_dir(&self, team: &str) -> PathBuf {
         self.dir.join("teams").join(team)
     }
 
@@ -481,7 +476,7 @@ impl Store {
     /// `content`, never overwriting one. Returns its file name.
     ///
     /// Errors: [`Error::Io`] when it cannot be written.
-    pub fn create_checkpoint(&self, stamp: &str, content: &str) -> Result<String> {
+    pub(crate) fn create_checkpoint(&self, stamp: &str, content: &str) -> Result<String> {
         use std::io::Write;
         for n in 1..1000 {
             let name = if n == 1 {
@@ -516,7 +511,7 @@ impl Store {
     ///
     /// Errors (exit 2): an absolute path, a `..` component, a path whose real location (after
     /// symlinks) is outside the store, or a missing file.
-    pub fn resolve_checkpoint(&self, reference: &str) -> Result<PathBuf> {
+    pub(crate) fn resolve_checkpoint(&self, reference: &str) -> Result<PathBuf> {
         let rel = Path::new(reference);
         if rel.is_absolute() {
             return Err(Error::bad_value(

@@ -6,7 +6,7 @@
 const THRESHOLD: f64 = 0.8;
 
 /// The known name closest to `word`, if one is close enough.
-pub fn closest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     known
         .into_iter()
         .map(|k| (strsim::jaro_winkler(word, k), k))
@@ -16,7 +16,7 @@ pub fn closest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Opti
 }
 
 /// `"; did you mean `x`?"` for [`closest`], or nothing.
-pub fn did_you_mean<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+pub(crate) fn did_you_mean<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> String {
     closest(word, known)
         .map(|k| format!("; did you mean `{k}`?"))
         .unwrap_or_default()

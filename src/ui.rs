@@ -1,14 +1,14 @@
 //! Output for people and machines: a progress bar on a terminal, one plain line per finished
 //! item otherwise, or JSON lines (`--format json`). The UI reads events; it changes no state.
 
-pub mod html;
-pub mod inbox;
-pub mod markdown;
-pub mod plan;
-pub mod show;
-pub mod status;
+pub(crate) mod html;
+pub(crate) mod inbox;
+pub(crate) mod markdown;
+pub(crate) mod plan;
+pub(crate) mod show;
+pub(crate) mod status;
 
-pub use plan::print_plan;
+pub(crate) use plan::print_plan;
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -27,7 +27,7 @@ use crate::sink::Sink;
 /// What `runner clean` adds to "Removed team X." about what it kept of the workspace (a
 /// line break and where its record is, and which output tables' `log` column names it), or
 /// nothing.
-pub fn kept_line(kept: Option<&crate::run::record::archive::Kept>) -> String {
+pub(crate) fn kept_line(kept: Option<&crate::run::record::archive::Kept>) -> String {
     let Some(k) = kept else {
         return String::new();
     };
@@ -44,7 +44,7 @@ pub fn kept_line(kept: Option<&crate::run::record::archive::Kept>) -> String {
 
 /// Build the reporter for `format`. `Human` falls back to plain lines when stdout is not a
 /// terminal.
-pub fn reporter(format: Format) -> Box<dyn Sink> {
+pub(crate) fn reporter(format: Format) -> Box<dyn Sink> {
     match format {
         Format::Json => Box::new(JsonLines::new(Box::new(std::io::stdout()))),
         Format::Human if std::io::stdout().is_terminal() => Box::new(Human::new()),
@@ -54,7 +54,7 @@ pub fn reporter(format: Format) -> Box<dyn Sink> {
 
 /// ` [rate_limited]`: the failure kind as it follows a status in a list, or nothing when it
 /// adds nothing to the status (`skipped [skipped]`) or there is none.
-pub fn kind_tag(status: ItemStatus, kind: Option<crate::failure::FailureKind>) -> String {
+pub(crate) fn kind_tag(status: ItemStatus, kind: Option<crate::failure::FailureKind>) -> String {
     match kind {
         Some(k) if k.as_str() != status.as_str() => format!(" [{k}]"),
         _ => String::new(),
@@ -118,16 +118,16 @@ fn at_a_time(jobs: usize, total: Option<u64>) -> usize {
 }
 
 /// Where a reporter writes: stdout in a run, a buffer in tests.
-pub type Output = Box<dyn Write + Send>;
+pub(crate) type Output = Box<dyn Write + Send>;
 
 /// One line per finished item and per interrupt, for logs and CI.
-pub struct Plain {
+pub(crate) struct Plain {
     out: Output,
 }
 
 impl Plain {
     /// Plain lines on `out`.
-    pub fn new(out: Output) -> Plain {
+    pub(crate) fn new(out: Output) -> Plain {
         Plain { out }
     }
 }
@@ -190,7 +190,7 @@ impl Sink for Plain {}
 /// The terminal display: one line per running teammate (name, elapsed, title, the last line
 /// it printed) above an overall bar (done/total, counts per status, elapsed, ETA); finished
 /// items and the runner's own messages print above them, so no line is torn.
-pub struct Human {
+pub(crate) struct Human {
     multi: MultiProgress,
     overall: ProgressBar,
     lines: HashMap<String, (ProgressBar, String)>,
@@ -349,13 +349,13 @@ impl Sink for Human {}
 
 /// JSON lines: each recorded event as [`Event::to_line`] writes it (the same lines as the
 /// journal; `docs/events.md`).
-pub struct JsonLines {
+pub(crate) struct JsonLines {
     out: Output,
 }
 
 impl JsonLines {
     /// JSON lines on `out`.
-    pub fn new(out: Output) -> JsonLines {
+    pub(crate) fn new(out: Output) -> JsonLines {
         JsonLines { out }
     }
 }
@@ -390,7 +390,7 @@ fn warn_on_stderr(message: &str) -> std::io::Result<()> {
 /// Print a line meant for people: on stdout, or on stderr when stdout carries the JSON event
 /// stream (`--format json` keeps stdout pure JSON lines). Write errors are ignored: a run
 /// goes on (and stops its teammates properly) even when nobody reads its output any more.
-pub fn say(format: Format, text: impl std::fmt::Display) {
+pub(crate) fn say(format: Format, text: impl std::fmt::Display) {
     if format == Format::Json {
         let _ = writeln!(std::io::stderr().lock(), "{text}");
     } else {
@@ -410,7 +410,7 @@ fn sandbox_text(sandbox: &str, why_none: Option<&str>) -> String {
 /// Print the result of a command that runs no teammate (`list`, `status`, `runners`, …) on
 /// stdout. When stdout is a pipe whose reader is gone (`runner list | head -1`) the process
 /// ends at once with exit 0 and prints nothing more, as ripgrep does.
-pub fn out(text: impl std::fmt::Display) {
+pub(crate) fn out(text: impl std::fmt::Display) {
     if let Err(e) = write!(std::io::stdout().lock(), "{text}")
         && e.kind() == std::io::ErrorKind::BrokenPipe
     {
@@ -421,7 +421,7 @@ pub fn out(text: impl std::fmt::Display) {
 /// Characters that change how text reads without being seen ("Trojan Source",
 /// CVE-2021-42574): bidirectional embeddings, overrides and isolates, zero-width
 /// characters and marks, the Arabic letter mark and the byte-order mark.
-pub fn is_invisible(c: char) -> bool {
+pub(crate) fn is_invisible(c: char) -> bool {
     matches!(c,
         '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200B}'..='\u{200F}'
         | '\u{061C}' | '\u{FEFF}')
@@ -431,7 +431,7 @@ pub fn is_invisible(c: char) -> bool {
 /// (but newlines and tabs) as `^[`-style or `\u{..}` text, so no OSC 52 clipboard write,
 /// title, cursor move or link reaches the terminal; invisible characters
 /// ([`is_invisible`]) shown as `<U+202E>`, so a summary cannot read otherwise than it is.
-pub fn terminal_safe(text: &str) -> String {
+pub(crate) fn terminal_safe(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -450,14 +450,14 @@ pub fn terminal_safe(text: &str) -> String {
 }
 
 /// [`out`] with a newline.
-pub fn outln(text: impl std::fmt::Display) {
+pub(crate) fn outln(text: impl std::fmt::Display) {
     out(format_args!("{text}\n"));
 }
 
 /// The closing summary: counts per status, total time and cost, the output path and the
 /// workspace's (`None` once it was removed), and each item that did not complete with its
 /// reason and log path.
-pub fn print_summary(
+pub(crate) fn print_summary(
     s: &RunSummary,
     output: Option<&Path>,
     workspace: Option<&Path>,
@@ -472,7 +472,7 @@ pub fn print_summary(
 /// The closing summary of [`print_summary`], written to `out`.
 ///
 /// Errors: `out` cannot be written.
-pub fn write_summary(
+pub(crate) fn write_summary(
     out: &mut dyn Write,
     s: &RunSummary,
     output: Option<&Path>,
@@ -545,7 +545,7 @@ pub fn write_summary(
 }
 
 /// The line `resolve` shows before it asks: which isolation the run will use.
-pub fn isolation_line(settings: &crate::settings::Settings) -> &'static str {
+pub(crate) fn isolation_line(settings: &crate::settings::Settings) -> &'static str {
     match (settings.isolate, settings.merge) {
         (true, true) => {
             "Isolation: worktree — each teammate in its own git worktree; completed branches are merged back"
@@ -557,7 +557,7 @@ pub fn isolation_line(settings: &crate::settings::Settings) -> &'static str {
 
 /// What worktree isolation left after the run: merged branches, branches to merge, kept
 /// worktrees. Nothing with `--format json` (the events carry the branches).
-pub fn print_isolation(end: &IsolationEnd, format: Format) {
+pub(crate) fn print_isolation(end: &IsolationEnd, format: Format) {
     if format == Format::Json {
         return;
     }

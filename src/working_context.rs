@@ -13,20 +13,15 @@ use std::time::{Duration, SystemTime};
 
 /// The skeleton compiled into the binary (`templates/working-context.md`); `{{ teammate }}`
 /// stands for the teammate's name.
-pub const TEMPLATE: &str = include_str!("../templates/working-context.md");
+pub(crate) const TEMPLATE: &str = include_str!("../templates/working-context.md");
 
 /// The file's name in a teammate folder.
-pub const FILE_NAME: &str = "working-context.md";
-
-/// How often the prompt asks a teammate to checkpoint (`templates/teammate.md` says "at
-/// least every 10 minutes"); `runner status` calls a teammate stale after
-/// [`STALE_AFTER`], which leaves slack for one long step.
-pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(10 * 60);
+pub(crate) const FILE_NAME: &str = "working-context.md";
 
 /// The default of `runner status --stale-after`: a running teammate with no checkpoint for
 /// longer than this (since its last checkpoint, or since its attempt started when it made
 /// none in this attempt) is flagged stale.
-pub const STALE_AFTER: Duration = Duration::from_secs(15 * 60);
+pub(crate) const STALE_AFTER: Duration = Duration::from_secs(15 * 60);
 
 /// Largest file [`carry`] parses; a larger one is carried capped, as an unstructured file.
 const PARSE_MAX: u64 = 4 * 1024 * 1024;
@@ -38,20 +33,20 @@ const PART_A_MAX: usize = 32 * 1024;
 const ENTRY_MAX: usize = 16 * 1024;
 
 /// The skeleton for `teammate`.
-pub fn skeleton(teammate: &str) -> String {
+pub(crate) fn skeleton(teammate: &str) -> String {
     TEMPLATE.replace("{{ teammate }}", teammate)
 }
 
 /// Whether `text` says nothing the runner did not write: empty, or `teammate`'s untouched
 /// skeleton.
-pub fn is_skeleton(text: &str, teammate: &str) -> bool {
+pub(crate) fn is_skeleton(text: &str, teammate: &str) -> bool {
     text.trim().is_empty() || text == skeleton(teammate)
 }
 
 /// The two parts of a structured working context, as slices of its text (trailing blank
 /// lines dropped).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Parts<'a> {
+pub(crate) struct Parts<'a> {
     /// Part A from its heading to the next heading of its level or higher; `None` when the
     /// file has no Part A heading.
     pub part_a: Option<&'a str>,
@@ -122,7 +117,7 @@ fn names_part(text: &str, letter: char) -> bool {
 
 /// Split `text` into its parts; `None` when it has neither a Part A nor a Part B heading
 /// (then it is no structured working context).
-pub fn parse(text: &str) -> Option<Parts<'_>> {
+pub(crate) fn parse(text: &str) -> Option<Parts<'_>> {
     let hs = headings(text);
     let end_of = |i: usize| {
         hs[i + 1..]
@@ -177,7 +172,7 @@ fn capped(s: &str, max: usize) -> String {
 /// and the text says how many); `None` when it is structured but says nothing yet (the
 /// untouched skeleton) or is blank; else the whole text, capped to `max` bytes (head and
 /// tail kept by the caller's reader).
-pub fn carry_text(text: &str, teammate: &str, max: usize) -> Option<String> {
+pub(crate) fn carry_text(text: &str, teammate: &str, max: usize) -> Option<String> {
     if is_skeleton(text, teammate) {
         return None;
     }
@@ -214,7 +209,7 @@ pub fn carry_text(text: &str, teammate: &str, max: usize) -> Option<String> {
 /// What a retry carries of the working context at `path` ([`carry_text`]); an unstructured
 /// or very large file is read with `read_capped` (at most `max` bytes, head and tail).
 /// `None` when there is no file, it cannot be read, or it holds nothing yet.
-pub fn carry(
+pub(crate) fn carry(
     path: &Path,
     teammate: &str,
     max: u64,
@@ -240,7 +235,7 @@ pub fn carry(
 /// attempt's, or the teammate's own): the file is created, never replaced, private (0600).
 ///
 /// Errors: the file cannot be created or written (an existing file is no error).
-pub fn seed(dir: &Path, teammate: &str) -> std::io::Result<()> {
+pub(crate) fn seed(dir: &Path, teammate: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(FILE_NAME);
@@ -259,7 +254,7 @@ pub fn seed(dir: &Path, teammate: &str) -> std::io::Result<()> {
 /// When the teammate last wrote its working context in the folder `dir`: the file's
 /// modification time, or `None` when there is no file or it is still the runner's skeleton
 /// (which is no checkpoint).
-pub fn last_checkpoint(dir: &Path, teammate: &str) -> Option<SystemTime> {
+pub(crate) fn last_checkpoint(dir: &Path, teammate: &str) -> Option<SystemTime> {
     let path = dir.join(FILE_NAME);
     let meta = std::fs::metadata(&path).ok()?;
     let skeleton = skeleton(teammate);

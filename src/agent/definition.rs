@@ -19,12 +19,10 @@ use std::path::Path;
 
 use toml::de::DeTable;
 
-pub use backend::{BackendDef, HttpApi, HttpSpec, KINDS};
-pub use builtins::{BUILTIN, DETECT_ORDER, load, store_file, store_only};
-pub use format::{
-    EnvSpec, OutputFormat, Pointer, PromptMode, Proof, ResultPointers, RunnerDef, SandboxSpec,
-};
-pub use placeholders::{AttemptArgs, Invocation, MAX_PROMPT_ARG_BYTES};
+pub(crate) use backend::{BackendDef, HttpApi, HttpSpec};
+pub(crate) use builtins::{BUILTIN, DETECT_ORDER, load, store_file, store_only};
+pub(crate) use format::{OutputFormat, Pointer, PromptMode, RunnerDef};
+pub(crate) use placeholders::{AttemptArgs, Invocation};
 
 use super::key_lines::KeyLines;
 use crate::error::{Error, Result};
@@ -35,14 +33,14 @@ impl RunnerDef {
     ///
     /// Errors: invalid TOML, a missing or mistyped key, a placeholder that does not exist —
     /// each naming the file, line and key.
-    pub fn parse(path: &Path, text: &str) -> Result<RunnerDef> {
+    pub(crate) fn parse(path: &Path, text: &str) -> Result<RunnerDef> {
         Self::parse_with_warnings(path, text).map(|(def, _)| def)
     }
 
     /// Like [`RunnerDef::parse`], also returning a warning per unknown key or table (ignored,
     /// as a newer definition file may carry keys this runner does not know), each naming its
     /// line and the closest known key.
-    pub fn parse_with_warnings(path: &Path, text: &str) -> Result<(RunnerDef, Vec<String>)> {
+    pub(crate) fn parse_with_warnings(path: &Path, text: &str) -> Result<(RunnerDef, Vec<String>)> {
         let doc = DeTable::parse(text).map_err(|e| {
             Error::input_at(
                 path,
@@ -98,7 +96,7 @@ impl RunnerDef {
 
     /// Whether the agent has no tools of its own (kind `http`): its answer is its report,
     /// it reads no files and keeps no working context, so the prompt says so.
-    pub fn answers_only(&self) -> bool {
+    pub(crate) fn answers_only(&self) -> bool {
         self.backend.answers_only()
     }
 }

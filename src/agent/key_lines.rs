@@ -6,24 +6,24 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 /// A parsed TOML document and its text, for looking up the line of a key.
-pub struct KeyLines<'t> {
+pub(crate) struct KeyLines<'t> {
     text: &'t str,
     doc: DeTable<'t>,
 }
 
 impl<'t> KeyLines<'t> {
     /// The lines of `doc`, parsed from `text`.
-    pub fn new(text: &'t str, doc: DeTable<'t>) -> KeyLines<'t> {
+    pub(crate) fn new(text: &'t str, doc: DeTable<'t>) -> KeyLines<'t> {
         KeyLines { text, doc }
     }
 
     /// The document's top-level table.
-    pub fn root(&self) -> &DeTable<'t> {
+    pub(crate) fn root(&self) -> &DeTable<'t> {
         &self.doc
     }
 
     /// The 1-based line holding byte `offset` of the text.
-    pub fn line_at(&self, offset: usize) -> u64 {
+    pub(crate) fn line_at(&self, offset: usize) -> u64 {
         let end = offset.min(self.text.len());
         self.text.as_bytes()[..end]
             .iter()
@@ -35,7 +35,7 @@ impl<'t> KeyLines<'t> {
     /// The line of `path` — keys joined by `.`, array elements as `[N]` (serde's path form,
     /// `failure.patterns[1].regex`) — or of the deepest part of it that exists (its table, its
     /// array); `None` when even its first key is absent.
-    pub fn line(&self, path: &str) -> Option<u64> {
+    pub(crate) fn line(&self, path: &str) -> Option<u64> {
         let mut at: Option<usize> = None;
         let mut table = Some(&self.doc);
         let mut array: Option<&[Spanned<DeValue<'t>>]> = None;

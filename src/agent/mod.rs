@@ -6,9 +6,9 @@
 //! and stdin of an attempt and parses the CLI's stdout; it never decides success (that is
 //! the `report` module's success rule).
 
-pub mod definition;
-pub mod key_lines;
-pub mod output;
+pub(crate) mod definition;
+pub(crate) mod key_lines;
+pub(crate) mod output;
 
-pub use definition::{OutputFormat, PromptMode, RunnerDef};
-pub use output::AgentResult;
+pub(crate) use definition::{OutputFormat, PromptMode, RunnerDef};
+pub(crate) use output::AgentResult;

@@ -7,7 +7,7 @@ use super::definition::{OutputFormat, Pointer, RunnerDef};
 /// What the runner learned from an agent's stdout. Every field is optional: a CLI that
 /// crashed prints nothing useful.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct AgentResult {
+pub(crate) struct AgentResult {
     /// The agent's final answer text (searched for a report when no report file exists).
     pub final_text: Option<String>,
     /// The CLI's own error flag (e.g. Claude's `is_error`); `Some(true)` fails the item.
@@ -73,7 +73,7 @@ fn as_bool(v: &Value) -> Option<bool> {
 }
 
 /// Parse `stdout` as the definition says.
-pub fn parse(def: &RunnerDef, stdout: &str) -> AgentResult {
+pub(crate) fn parse(def: &RunnerDef, stdout: &str) -> AgentResult {
     let lines: Vec<Value> = match def.output {
         OutputFormat::Text => {
             return AgentResult {

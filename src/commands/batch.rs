@@ -49,7 +49,7 @@ fn read_text(path: &Path, what: &'static str) -> Result<String> {
 }
 
 /// Run `runner batch` and return the exit code.
-pub fn run(args: BatchArgs) -> Result<i32> {
+pub(crate) fn run(args: BatchArgs) -> Result<i32> {
     let (plan, backend) = plan(args)?;
     carry_out(plan, backend)
 }
@@ -59,7 +59,7 @@ pub fn run(args: BatchArgs) -> Result<i32> {
 /// those warnings are printed before the error (a misspelled key often explains it).
 ///
 /// Errors: as [`files`], [`Settings::resolve`] and [`csv_batch::plan`] (exit 2).
-pub fn plan(args: BatchArgs) -> Result<(Plan, Arc<dyn Backend>)> {
+pub(crate) fn plan(args: BatchArgs) -> Result<(Plan, Arc<dyn Backend>)> {
     let spec = match &args.batch {
         Some(p) => batch_spec::parse(p, &read_text(p, "the batch definition")?)?,
         None => BatchSpec::default(),
@@ -111,7 +111,7 @@ fn plan_of(args: &BatchArgs, spec: &BatchSpec) -> Result<(Plan, Arc<dyn Backend>
 /// `runner run`, `runner resolve`). Returns the exit code.
 ///
 /// Errors: the pipeline's.
-pub fn carry_out(plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
+pub(crate) fn carry_out(plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
     let finished = match pipeline::run(plan, backend.clone())? {
         Ran::Planned { plan, earlier } => {
             crate::ui::print_plan(&plan, earlier.as_ref(), backend.as_ref())?;

@@ -19,7 +19,7 @@ use crate::run::record::workspace::{CleanTarget, clean_every, clean_named};
 use crate::store::Need;
 
 /// `runner clean`.
-pub fn clean(args: CleanArgs) -> Result<i32> {
+pub(crate) fn clean(args: CleanArgs) -> Result<i32> {
     if let (true, Some(dir)) = (args.completed, &args.store.store) {
         // A mistyped store is refused, not reported as having nothing to clean.
         crate::store::check_given(dir)?;

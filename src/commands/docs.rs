@@ -7,7 +7,7 @@ use crate::cli::{Cli, CompletionsArgs};
 use crate::error::{Error, Result};
 
 /// `runner completions SHELL`.
-pub fn completions(args: CompletionsArgs) -> Result<i32> {
+pub(crate) fn completions(args: CompletionsArgs) -> Result<i32> {
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut Cli::command(), "runner", &mut out);
     crate::ui::out(String::from_utf8_lossy(&out));
@@ -17,7 +17,7 @@ pub fn completions(args: CompletionsArgs) -> Result<i32> {
 /// `runner man`.
 ///
 /// Errors: the page cannot be rendered (exit 3).
-pub fn man() -> Result<i32> {
+pub(crate) fn man() -> Result<i32> {
     let mut out = Vec::new();
     clap_mangen::Man::new(Cli::command())
         .render(&mut out)

@@ -13,7 +13,7 @@ use crate::store::{Need, Store, parse_inbox, today};
 use crate::ui::outln;
 
 /// `runner fragments [NAME]`.
-pub fn fragments(args: FragmentsArgs) -> Result<i32> {
+pub(crate) fn fragments(args: FragmentsArgs) -> Result<i32> {
     if let Some(dir) = &args.store.store {
         crate::store::check_given(dir)?;
     }
@@ -81,7 +81,7 @@ fn show(store: &Store, f: &Fragment) {
 /// `runner apply NAME k=v…`: render every step, then under the store lock append them to
 /// the inbox's Todo section in order, each `@after` the items of the steps it follows and
 /// marked with the next round. Anything refused is refused before the inbox is written.
-pub fn apply(args: ApplyArgs) -> Result<i32> {
+pub(crate) fn apply(args: ApplyArgs) -> Result<i32> {
     let values = parse_assignments(&args.vars)?;
     let store = open_store(&args.store, Need::Choice)?;
     let fragment = store.fragment(&args.name)?;

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 ///
 /// Errors: the current folder cannot be read, stdout cannot be set aside for the protocol, a
 /// signal handler cannot be installed, or the transport failed (exit 3).
-pub fn mcp() -> Result<i32> {
+pub(crate) fn mcp() -> Result<i32> {
     let cwd = std::env::current_dir()
         .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?;
     // First: nothing printed from here on reaches the protocol.

@@ -48,7 +48,7 @@ fn load(path: &Path) -> Result<ShardFile> {
 }
 
 /// `runner merge`.
-pub fn merge(args: MergeArgs) -> Result<i32> {
+pub(crate) fn merge(args: MergeArgs) -> Result<i32> {
     check_outputs(&args)?;
     let shards: Vec<ShardFile> = args.inputs.iter().map(|p| load(p)).collect::<Result<_>>()?;
     let Some(first) = shards.first() else {

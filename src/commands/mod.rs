@@ -2,19 +2,19 @@
 //! in `settings`, `source`, `run` and `sink` (a run is always `source → Plan →
 //! run::pipeline::run`).
 
-pub mod batch;
-pub mod clean;
-pub mod docs;
-pub mod fragments;
-pub mod mcp;
-pub mod merge;
-pub mod report;
-pub mod reset;
-pub mod resolve;
-pub mod runner_check;
-pub mod runners;
-pub mod show;
-pub mod skill;
-pub mod status;
-pub mod todo;
-pub mod todo_run;
+pub(crate) mod batch;
+pub(crate) mod clean;
+pub(crate) mod docs;
+pub(crate) mod fragments;
+pub(crate) mod mcp;
+pub(crate) mod merge;
+pub(crate) mod report;
+pub(crate) mod reset;
+pub(crate) mod resolve;
+pub(crate) mod runner_check;
+pub(crate) mod runners;
+pub(crate) mod show;
+pub(crate) mod skill;
+pub(crate) mod status;
+pub(crate) mod todo;
+pub(crate) mod todo_run;

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::run::record::workspace;
 
 /// `runner report`.
-pub fn report(args: ReportArgs) -> Result<i32> {
+pub(crate) fn report(args: ReportArgs) -> Result<i32> {
     let found = workspace::locate(args.workspace.as_deref())?;
     let dir = found.path();
     if let Some(html) = &args.html {

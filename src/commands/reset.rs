@@ -22,7 +22,7 @@ use crate::store::{Need, Store, TodoFile, today};
 use crate::ui::outln;
 
 /// `runner reset NAME [STEP]`.
-pub fn reset(args: ResetArgs) -> Result<i32> {
+pub(crate) fn reset(args: ResetArgs) -> Result<i32> {
     if let Some(dir) = &args.store.store {
         crate::store::check_given(dir)?;
     }
@@ -42,7 +42,7 @@ pub fn reset(args: ResetArgs) -> Result<i32> {
         return Err(never_applied(&store, name));
     };
     let links = Links::of(&files);
-    let Some(chosen) = round.from_step(&links, args.step.as_deref()) else {
+    let Some(chosen) = round.step_and_followers(&links, args.step.as_deref()) else {
         let key = args.step.clone().unwrap_or_default();
         return Err(Error::Unknown {
             what: "step".into(),

@@ -27,7 +27,7 @@ use crate::ui::say;
 
 /// What [`prepare`] left to do: nothing (the exit code: nothing to resolve, nothing
 /// selected, a dry run shown), or the run of the batch it wrote.
-pub enum Resolved {
+pub(crate) enum Resolved {
     /// Done, with this exit code.
     Done(i32),
     /// The items moved to a batch file; its run is next.
@@ -35,7 +35,7 @@ pub enum Resolved {
 }
 
 /// A batch `resolve` wrote, ready to run ([`todo_run::run_plan`]).
-pub struct ResolvedRun {
+pub(crate) struct ResolvedRun {
     /// The run's plan (`None`: every item of the batch is ticked); a caller may add sinks.
     pub plan: Option<Plan>,
     /// The run's `--format`.
@@ -47,7 +47,7 @@ pub struct ResolvedRun {
 }
 
 /// `runner resolve`.
-pub fn resolve(args: ResolveArgs) -> Result<i32> {
+pub(crate) fn resolve(args: ResolveArgs) -> Result<i32> {
     match prepare(args)? {
         Resolved::Done(code) => Ok(code),
         Resolved::Run(r) => todo_run::run_plan(r.plan, r.format, &r.batch, r.backend),
@@ -61,7 +61,7 @@ pub fn resolve(args: ResolveArgs) -> Result<i32> {
 /// Errors: a bad `--select` or runner option, no confirmation off a terminal, the inbox
 /// changed under the choice, the plan's checks (exit 2; nothing is written); the store cannot
 /// be locked or written.
-pub fn prepare(args: ResolveArgs) -> Result<Resolved> {
+pub(crate) fn prepare(args: ResolveArgs) -> Result<Resolved> {
     let format = args.run.format;
     let select = match &args.select {
         Some(text) => crate::options::selection::parse_numbers("--select", text)?,

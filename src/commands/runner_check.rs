@@ -31,7 +31,7 @@ use crate::report::{self, Evidence, ProcessEnd, Verdict, VerifyResult};
 /// One recorded run of an agent CLI (the module's doc gives the file's shape).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Transcript {
+pub(crate) struct Transcript {
     /// A name for the table (default: the file's stem).
     #[serde(default)]
     pub name: Option<String>,
@@ -105,7 +105,7 @@ fn expectable() -> Vec<String> {
 ///
 /// Errors: it cannot be read or is not a transcript, or its `expect` names no status or
 /// kind (exit 2, naming the file and line).
-pub fn read(path: &Path) -> Result<Transcript> {
+pub(crate) fn read(path: &Path) -> Result<Transcript> {
     let text =
         std::fs::read_to_string(path).map_err(|e| Error::read_input("the transcript", path, e))?;
     let t: Transcript = parse(path, &text)?;
@@ -148,7 +148,7 @@ fn parse(path: &Path, text: &str) -> Result<Transcript> {
 /// `output` and `[result]`, the report from `report` or the final text, the `[failure]` rules
 /// over stdout and the last 4 KiB of stderr — as a run judges an attempt that exited on its
 /// own (no schema, no verify command).
-pub fn judge(def: &RunnerDef, t: &Transcript) -> Verdict {
+pub(crate) fn judge(def: &RunnerDef, t: &Transcript) -> Verdict {
     // What a run reads: stdout's head and tail past 4 MiB, no report over the limit.
     let stdout =
         crate::run::backend::capped_text(t.stdout.as_bytes(), crate::run::backend::FULL_READ);
@@ -241,7 +241,7 @@ fn definition_of(runner: &str, store: Option<&Path>) -> Result<RunnerDef> {
 ///
 /// Errors: an unknown or invalid definition, an unreadable or invalid transcript (exit 2,
 /// before anything is printed).
-pub fn check(runner: &str, store: Option<&Path>, files: &[PathBuf]) -> Result<i32> {
+pub(crate) fn check(runner: &str, store: Option<&Path>, files: &[PathBuf]) -> Result<i32> {
     let def = definition_of(runner, store)?;
     let transcripts = files
         .iter()

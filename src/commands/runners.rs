@@ -111,7 +111,7 @@ fn retries(d: &RunnerDef) -> String {
 /// of one read from a file start with that file in brackets. Each line gives its program on PATH, the installed version, the version its end-to-end test proves
 /// (`PROVEN`; `no`: not proven against the real CLI) and a description or install hint;
 /// then the kernel's Landlock ABI (what `--sandbox landlock` needs).
-pub fn runners(args: RunnersArgs) -> Result<i32> {
+pub(crate) fn runners(args: RunnersArgs) -> Result<i32> {
     let store = args.store.as_deref();
     if let Some(runner) = &args.check {
         if let Some(file) = args.runner_file.first() {

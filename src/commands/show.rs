@@ -143,7 +143,7 @@ fn shown(
 }
 
 /// `runner show ID [WORKSPACE] [--prompt]`.
-pub fn show(args: ShowArgs) -> Result<i32> {
+pub(crate) fn show(args: ShowArgs) -> Result<i32> {
     if !args.prompt {
         crate::ui::out(item_view(&args.id, args.workspace.as_deref())?);
         return Ok(0);
@@ -166,7 +166,7 @@ pub fn show(args: ShowArgs) -> Result<i32> {
 ///
 /// Errors: no such team, no such item in it (exit 2); its journal, archive or compacted
 /// record cannot be read.
-pub fn item_view(name: &str, workspace: Option<&Path>) -> Result<String> {
+pub(crate) fn item_view(name: &str, workspace: Option<&Path>) -> Result<String> {
     let found = locate(workspace)?;
     let (id, events, teammate) = match item_events(&found, name) {
         Ok(found_item) => found_item,
@@ -267,7 +267,7 @@ fn print_compacted(id: &str, file: &Path, r: &Record, attempt: u32, stderr: bool
 }
 
 /// `runner logs ID [WORKSPACE] [--attempt N] [--stderr] [--follow]`.
-pub fn logs(args: LogsArgs) -> Result<i32> {
+pub(crate) fn logs(args: LogsArgs) -> Result<i32> {
     let found = locate(args.workspace.as_deref())?;
     let (id, events, teammate) = item_events(&found, &args.id)?;
     let dir = found.workspace("its logs")?;

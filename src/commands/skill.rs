@@ -10,7 +10,7 @@ use crate::cli::{SkillAgent, SkillInstallArgs};
 use crate::error::{Error, Result};
 
 /// The skill as shipped (Claude Code's format: frontmatter `name`, `description`).
-pub const TODO_SKILL: &str = include_str!("../../skills/todo/SKILL.md");
+pub(crate) const TODO_SKILL: &str = include_str!("../../skills/todo/SKILL.md");
 
 /// What marks a file (or an `AGENTS.md` section) as written by this command.
 const MARK: &str = "Written by `runner skill install`";
@@ -21,7 +21,7 @@ const END: &str = "<!-- runner todo skill: end -->";
 ///
 /// Errors: `--project` outside a git repository, no HOME for `--global`, a file there that
 /// the runner did not write (exit 2, nothing changed), or it cannot be written (exit 3).
-pub fn install(args: SkillInstallArgs) -> Result<i32> {
+pub(crate) fn install(args: SkillInstallArgs) -> Result<i32> {
     let cwd = std::env::current_dir()
         .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?;
     let root = match (args.global, crate::store::git_root(&cwd)) {

@@ -52,7 +52,7 @@ fn view(found: &Found, brief_view: bool, stale_after: Duration) -> Result<(Strin
 
 /// A team's state as `runner status` shows it once: the text (`--brief`'s or the full view)
 /// and the snapshot it was read from, whose [`StatusView::exit_code`] is the command's.
-pub struct StatusView {
+pub(crate) struct StatusView {
     /// What `runner status` prints (with `--brief`, the lead agent's summary).
     pub text: String,
     /// The team's `team.json` (or its archive) as read.
@@ -61,7 +61,7 @@ pub struct StatusView {
 
 impl StatusView {
     /// 1 when an item did not complete or the run ended with items never started, else 0.
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         exit_code(&self.snapshot)
     }
 }
@@ -83,7 +83,7 @@ fn stale_after(args: &StatusArgs) -> Result<Duration> {
 ///
 /// Errors: `--store` is no store, `--stale-after` no duration, no team there, or its
 /// team.json or archive cannot be read (exit 2).
-pub fn team_status(args: &StatusArgs) -> Result<StatusView> {
+pub(crate) fn team_status(args: &StatusArgs) -> Result<StatusView> {
     let store = args.store.as_deref();
     if let Some(dir) = store {
         crate::store::check_given(dir)?;
@@ -95,7 +95,7 @@ pub fn team_status(args: &StatusArgs) -> Result<StatusView> {
 }
 
 /// `runner status`.
-pub fn status(args: StatusArgs) -> Result<i32> {
+pub(crate) fn status(args: StatusArgs) -> Result<i32> {
     if !args.list && !args.watch {
         let view = team_status(&args)?;
         crate::ui::out(&view.text);

@@ -19,19 +19,19 @@ use crate::store::{parse_checked, parse_inbox};
 use crate::ui::inbox::{ListedItem, WaitingBatch, open_items, render_batches, render_items};
 
 /// The checkpoint template compiled into the binary (`templates/checkpoint.md`).
-pub const CHECKPOINT_TEMPLATE: &str = include_str!("../../templates/checkpoint.md");
+pub(crate) const CHECKPOINT_TEMPLATE: &str = include_str!("../../templates/checkpoint.md");
 
 /// Whether stdin carries a protocol (`runner mcp`): then no command asks on the terminal,
 /// even when stdin is one.
 static STDIN_IS_PROTOCOL: AtomicBool = AtomicBool::new(false);
 
 /// Say that stdin carries a protocol for the rest of the process ([`STDIN_IS_PROTOCOL`]).
-pub fn stdin_is_protocol() {
+pub(crate) fn stdin_is_protocol() {
     STDIN_IS_PROTOCOL.store(true, Ordering::Relaxed);
 }
 
 /// Pick the store for a command, asking on a terminal when the rules need a choice.
-pub fn open_store(args: &StoreArgs, need: Need) -> Result<Store> {
+pub(crate) fn open_store(args: &StoreArgs, need: Need) -> Result<Store> {
     let cwd = std::env::current_dir()
         .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?;
     let flags = ScopeFlags {
@@ -62,7 +62,7 @@ pub fn open_store(args: &StoreArgs, need: Need) -> Result<Store> {
 ///
 /// Errors: as [`Settings::resolve`] and [`crate::run::backend::for_settings`], an invalid
 /// runner.toml, a `--verify` placeholder a todo item has no value for (exit 2).
-pub fn store_settings(
+pub(crate) fn store_settings(
     store: &Store,
     run: &RunArgs,
     command: &[String],
@@ -79,7 +79,7 @@ pub fn store_settings(
 /// Read a todo file (UTF-8) and parse it checked.
 ///
 /// Errors: unreadable, not UTF-8, or with problems (exit 2, naming file and line).
-pub fn read_doc(path: &Path) -> Result<(String, TodoDocument)> {
+pub(crate) fn read_doc(path: &Path) -> Result<(String, TodoDocument)> {
     let (text, _) = store::read_todo(path)?;
     let doc = parse_checked(path, &text)?;
     Ok((text, doc))
@@ -87,7 +87,7 @@ pub fn read_doc(path: &Path) -> Result<(String, TodoDocument)> {
 
 /// The todo inbox of a store and its batch files with items left to run, as `runner list`
 /// shows them.
-pub struct Listing {
+pub(crate) struct Listing {
     /// The inbox file (`todo.md`).
     pub inbox: std::path::PathBuf,
     /// The inbox, parsed.
@@ -99,7 +99,7 @@ pub struct Listing {
 impl Listing {
     /// `runner list --format json`: `{"v":1,"inbox":…,"items":[…],"batches":[…]}`
     /// ([`crate::ui::inbox::json`]).
-    pub fn json(&self) -> String {
+    pub(crate) fn json(&self) -> String {
         let batches: Vec<WaitingBatch> = self.waiting.iter().map(|(b, _)| b.clone()).collect();
         crate::ui::inbox::json(&self.inbox.display().to_string(), &self.doc, &batches)
     }
@@ -110,7 +110,7 @@ impl Listing {
 ///
 /// Errors: `--store` is no store; the inbox cannot be read or has problems (exit 2, naming
 /// file and line).
-pub fn listing(args: &ListArgs) -> Result<Listing> {
+pub(crate) fn listing(args: &ListArgs) -> Result<Listing> {
     if let Some(dir) = &args.store.store {
         store::check_given(dir)?;
     }
@@ -140,7 +140,7 @@ pub fn listing(args: &ListArgs) -> Result<Listing> {
 }
 
 /// `runner list`.
-pub fn list(args: ListArgs) -> Result<i32> {
+pub(crate) fn list(args: ListArgs) -> Result<i32> {
     let listing = listing(&args)?;
     if args.format == crate::options::Format::Json {
         crate::ui::out(listing.json());
@@ -211,7 +211,7 @@ fn waiting_batches(store: &Store) -> Vec<(WaitingBatch, TodoDocument)> {
 /// An item `runner add` wrote: its number in the inbox, the inbox, and its checkpoint file
 /// (`None` for an idea). Shown as the command prints it (`Added item 3 to … with checkpoint
 /// cp-….md`).
-pub struct Added {
+pub(crate) struct Added {
     /// Its number, as `runner list` counts.
     pub number: u32,
     /// The inbox it went to.
@@ -251,7 +251,7 @@ fn item_text(args: &AddArgs, has_checkpoint: bool) -> Result<(String, String)> {
 }
 
 /// `runner add`.
-pub fn add(args: AddArgs) -> Result<i32> {
+pub(crate) fn add(args: AddArgs) -> Result<i32> {
     item_text(&args, args.checkpoint.is_some())?;
     let body = match args.checkpoint.as_deref() {
         None => None,
@@ -275,7 +275,7 @@ pub fn add(args: AddArgs) -> Result<i32> {
 /// Errors: as [`item_text`]; the template does not render; the item would not read back as
 /// given (an `@after:` naming no item) — nothing is written then (exit 2); the store cannot
 /// be locked or written.
-pub fn add_item(args: &AddArgs, checkpoint: Option<String>) -> Result<Added> {
+pub(crate) fn add_item(args: &AddArgs, checkpoint: Option<String>) -> Result<Added> {
     let (title, continuation) = item_text(args, checkpoint.is_some())?;
     let body = checkpoint;
     let store = open_store(&args.store, Need::Choice)?;

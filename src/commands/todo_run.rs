@@ -15,7 +15,7 @@ use crate::source::todo_batch::{self, TodoBatch};
 use crate::store::Store;
 
 /// `runner run todo-N.md`: the store is the batch file's folder.
-pub fn run(args: RunTodoArgs) -> Result<i32> {
+pub(crate) fn run(args: RunTodoArgs) -> Result<i32> {
     let batch = crate::fsutil::absolute(&args.batch);
     if batch.file_name().is_some_and(|n| n == "todo.md") {
         return Err(Error::input_at(
@@ -70,7 +70,7 @@ pub fn run(args: RunTodoArgs) -> Result<i32> {
 /// Run the todo batch `doc` with validated `settings` on `backend` and return the exit code.
 ///
 /// Errors: the plan's (bad items, template, isolation) and the pipeline's.
-pub fn run_batch(
+pub(crate) fn run_batch(
     batch: TodoBatch<'_>,
     doc: &TodoDocument,
     settings: Settings,
@@ -90,7 +90,7 @@ pub fn run_batch(
 /// show what it did ([`carry_out`]).
 ///
 /// Errors: the pipeline's.
-pub fn run_plan(
+pub(crate) fn run_plan(
     plan: Option<crate::run::schedule::plan::Plan>,
     format: crate::options::Format,
     path: &Path,

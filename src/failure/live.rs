@@ -37,12 +37,12 @@ use super::{FailureKind, Pattern, compile};
 
 /// Longest line matched, bytes (a longer line — a big tool result in a JSONL stream — is
 /// never a CLI's error report).
-pub const LINE_MAX: usize = 64 * 1024;
+pub(crate) const LINE_MAX: usize = 64 * 1024;
 
 /// Which output of the agent a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Stream {
+pub(crate) enum Stream {
     /// Standard output.
     Stdout,
     /// Standard error.
@@ -63,7 +63,7 @@ pub(super) struct LiveSpec {
 
 /// One compiled `live` entry.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LiveRule {
+pub(crate) struct LiveRule {
     kind: FailureKind,
     regex: Pattern,
     stream: Option<Stream>,
@@ -72,7 +72,7 @@ pub struct LiveRule {
 
 impl LiveRule {
     /// The kind a matching line ends the attempt with.
-    pub fn kind(&self) -> FailureKind {
+    pub(crate) fn kind(&self) -> FailureKind {
         self.kind
     }
 }
@@ -107,7 +107,7 @@ impl LiveSpec {
 
 /// A line that matched a `live` entry.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LiveHit {
+pub(crate) struct LiveHit {
     /// The entry's kind.
     pub kind: FailureKind,
     /// What the reason quotes (the entry's `quote` filled in, or the line).
@@ -122,7 +122,7 @@ impl LiveHit {
     /// Whether this hit ends an attempt that has `left` of its time limit (`None`: no limit):
     /// always for `auth` and `quota`; for `rate_limited` when the named wait is longer than
     /// what is left.
-    pub fn ends_attempt(&self, left: Option<Duration>) -> bool {
+    pub(crate) fn ends_attempt(&self, left: Option<Duration>) -> bool {
         match self.kind {
             FailureKind::RateLimited => matches!((self.wait, left), (Some(w), Some(l)) if w > l),
             _ => true,
@@ -131,7 +131,7 @@ impl LiveHit {
 
     /// The failure's reason: the quoted text, what the runner did, and `hint` when the
     /// definition's patterns give one.
-    pub fn reason(&self, hint: Option<&str>) -> String {
+    pub(crate) fn reason(&self, hint: Option<&str>) -> String {
         let mut reason = format!(
             "stopped at once: the agent CLI reported {} while it ran: {}",
             self.kind, self.text
@@ -151,7 +151,7 @@ impl LiveHit {
 
 /// The first of `rules` that matches `line` of `stream`, as a hit; `None` when none does
 /// (or the line is longer than [`LINE_MAX`]).
-pub fn first_hit(rules: &[LiveRule], stream: Stream, line: &[u8]) -> Option<LiveHit> {
+pub(crate) fn first_hit(rules: &[LiveRule], stream: Stream, line: &[u8]) -> Option<LiveHit> {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     if line.len() > LINE_MAX {
         return None;
@@ -175,7 +175,7 @@ pub fn first_hit(rules: &[LiveRule], stream: Stream, line: &[u8]) -> Option<Live
 }
 
 /// Whether any of `rules` reads `stream`.
-pub fn reads(rules: &[LiveRule], stream: Stream) -> bool {
+pub(crate) fn reads(rules: &[LiveRule], stream: Stream) -> bool {
     rules.iter().any(|r| r.stream.is_none_or(|s| s == stream))
 }
 

@@ -6,7 +6,7 @@
 //! of each built-in definition are written from what the real CLI prints (the stand-ins in
 //! `tests/e2e/` reproduce those texts).
 
-pub mod live;
+pub(crate) mod live;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -19,7 +19,7 @@ use serde_json::Value;
 /// `blocked` (the agent stopped on purpose and said why).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum FailureKind {
+pub(crate) enum FailureKind {
     /// The provider refused for now: too many requests (HTTP 429, "rate limit").
     RateLimited,
     /// A quota or usage limit is used up (often daily, with a reset time).
@@ -60,7 +60,7 @@ pub enum FailureKind {
 
 impl FailureKind {
     /// Every kind, in the order of the documentation.
-    pub const ALL: [FailureKind; 14] = [
+    pub(crate) const ALL: [FailureKind; 14] = [
         FailureKind::RateLimited,
         FailureKind::Quota,
         FailureKind::Auth,
@@ -78,7 +78,7 @@ impl FailureKind {
     ];
 
     /// The word used in files and events (`rate_limited`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FailureKind::RateLimited => "rate_limited",
             FailureKind::Quota => "quota",
@@ -98,13 +98,13 @@ impl FailureKind {
     }
 
     /// The kind named `word`, if any.
-    pub fn parse(word: &str) -> Option<FailureKind> {
+    pub(crate) fn parse(word: &str) -> Option<FailureKind> {
         FailureKind::ALL.into_iter().find(|k| k.as_str() == word)
     }
 
     /// Whether an agent may state this kind in its report (`"failure_kind"`): the kinds
     /// about the agent's own work and its provider, not the runner's bookkeeping.
-    pub fn reportable(self) -> bool {
+    pub(crate) fn reportable(self) -> bool {
         matches!(
             self,
             FailureKind::RateLimited
@@ -185,7 +185,7 @@ fn compile(source: &str) -> Result<Pattern, String> {
 /// the line of that entry.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(try_from = "FailureSpec")]
-pub struct FailureRules {
+pub(crate) struct FailureRules {
     exit_codes: BTreeMap<i32, FailureKind>,
     patterns: Vec<(FailureKind, Pattern)>,
     /// Each own pattern's `hint`, by its index in `patterns`.
@@ -197,7 +197,8 @@ pub struct FailureRules {
 
 impl FailureRules {
     /// No rules of its own (the built-in patterns still apply).
-    pub const NONE: FailureRules = FailureRules {
+    #[cfg(test)]
+    pub(crate) const NONE: FailureRules = FailureRules {
         exit_codes: BTreeMap::new(),
         patterns: Vec::new(),
         hints: Vec::new(),
@@ -308,7 +309,7 @@ fn first_kind<'a>(
 
 /// What an attempt left that can say why it failed, most telling first.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ErrorEvidence<'a> {
+pub(crate) struct ErrorEvidence<'a> {
     /// The definition's `[result] error_text` value (the CLI's own error message).
     pub error_text: Option<&'a str>,
     /// The agent's final text when the CLI's error flag (`is_error`) is true.
@@ -323,7 +324,7 @@ pub struct ErrorEvidence<'a> {
 
 /// What [`FailureRules::diagnose`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Diagnosis {
+pub(crate) struct Diagnosis {
     /// The error message to quote in the reason (the CLI's own words), when there is one.
     pub message: Option<String>,
     /// The kind a rule gave it (a pattern or an exit code); `None` when no rule matched.
@@ -335,7 +336,7 @@ pub struct Diagnosis {
 
 impl Diagnosis {
     /// `reason` with the hint, when a pattern gave one, after it in parentheses.
-    pub fn hinted(&self, reason: String) -> String {
+    pub(crate) fn hinted(&self, reason: String) -> String {
         match &self.hint {
             Some(hint) => format!("{reason} ({hint})"),
             None => reason,
@@ -362,7 +363,7 @@ impl FailureRules {
     /// stderr line that says something (not a lone `}` and not an `ignore`d line). The kind is
     /// the first of: the definition's patterns over the message, its `exit_codes`, the
     /// built-in patterns over the message, any pattern over the lines searched.
-    pub fn diagnose(&self, e: &ErrorEvidence<'_>) -> Diagnosis {
+    pub(crate) fn diagnose(&self, e: &ErrorEvidence<'_>) -> Diagnosis {
         fn nonblank(s: Option<&str>) -> Option<&str> {
             s.map(str::trim).filter(|s| !s.is_empty())
         }
@@ -431,7 +432,7 @@ impl FailureRules {
     }
 
     /// The hint of the definition's first pattern with one that matches `text`.
-    pub fn hint_for(&self, text: &str) -> Option<String> {
+    pub(crate) fn hint_for(&self, text: &str) -> Option<String> {
         self.patterns
             .iter()
             .zip(&self.hints)
@@ -440,12 +441,12 @@ impl FailureRules {
 
     /// Whether any rule would classify `text` (used for a report-less exit 0, where only a
     /// recognisable error may replace "no report").
-    pub fn recognises(&self, text: &str) -> bool {
+    pub(crate) fn recognises(&self, text: &str) -> bool {
         self.kind_of(text).is_some()
     }
 
     /// The `live` entries: lines that end an attempt while it runs.
-    pub fn live(&self) -> &[live::LiveRule] {
+    pub(crate) fn live(&self) -> &[live::LiveRule] {
         &self.live
     }
 }
@@ -455,7 +456,7 @@ impl FailureRules {
 /// or a clock time — "try again at 12:08 PM" (codex's usage limit, local time), "resets at
 /// 14:03 UTC" — counted to its next occurrence. `None` when it names none (then the team
 /// backs off exponentially).
-pub fn retry_after(text: &str) -> Option<std::time::Duration> {
+pub(crate) fn retry_after(text: &str) -> Option<std::time::Duration> {
     retry_after_span(text).or_else(|| retry_at_clock(text, jiff::Zoned::now()))
 }
 
@@ -546,7 +547,7 @@ fn retry_after_span(text: &str) -> Option<std::time::Duration> {
 /// `20ms`, `6.5s`; Gemini's `37s`; `x-ratelimit-reset-tokens: 6m0s`): numbers each followed
 /// by `d`, `h`, `m`, `s`, `ms`, `us`/`µs` or `ns`; a lone number is seconds. `None` for
 /// anything else.
-pub fn duration_secs(text: &str) -> Option<f64> {
+pub(crate) fn duration_secs(text: &str) -> Option<f64> {
     let text = text.trim();
     if let Ok(n) = text.parse::<f64>() {
         return n.is_finite().then_some(n);
@@ -582,7 +583,7 @@ pub fn duration_secs(text: &str) -> Option<f64> {
 /// `retry-after-ms` header) as a duration: `None` when negative or not a number; past
 /// 10^12 s (31,700 years: longer than any `--rate-limit-wait`) it is held there, so a
 /// hostile `1e300` is a wait the gate refuses, not a crash.
-pub fn hinted_wait(secs: f64) -> Option<std::time::Duration> {
+pub(crate) fn hinted_wait(secs: f64) -> Option<std::time::Duration> {
     (secs >= 0.0).then(|| std::time::Duration::from_secs_f64(secs.min(1e12)))
 }
 

@@ -22,9 +22,9 @@
 //! server is sent SIGINT, SIGTERM or SIGHUP, the run under way is interrupted and every
 //! teammate ended before the server exits ([`runs::Runs::shutdown`]).
 
-pub mod params;
-pub mod runs;
-pub mod stdio;
+pub(crate) mod params;
+pub(crate) mod runs;
+pub(crate) mod stdio;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -44,7 +44,7 @@ use runs::{Runs, Start, error_text, refused};
 
 /// The server: the runner's commands, run in the folder the server was started in.
 #[derive(Clone)]
-pub struct RunnerTools {
+pub(crate) struct RunnerTools {
     cwd: PathBuf,
     runs: Runs,
 }
@@ -147,7 +147,7 @@ fn run_argv(mut args: Vec<OsString>, team: &TeamChoice) -> Vec<OsString> {
 #[tool_router]
 impl RunnerTools {
     /// A server whose tools work in folder `cwd`.
-    pub fn new(cwd: PathBuf) -> RunnerTools {
+    pub(crate) fn new(cwd: PathBuf) -> RunnerTools {
         RunnerTools {
             cwd,
             runs: Runs::default(),
@@ -322,7 +322,7 @@ impl ServerHandler for RunnerTools {
 ///
 /// Errors: the protocol's descriptor or a signal handler cannot be set up, or the transport
 /// failed (the message says how).
-pub async fn serve(cwd: PathBuf, out: stdio::ProtocolOut) -> crate::error::Result<()> {
+pub(crate) async fn serve(cwd: PathBuf, out: stdio::ProtocolOut) -> crate::error::Result<()> {
     let mut signals = stdio::Signals::listen()?;
     let tools = RunnerTools::new(cwd);
     let runs = tools.runs.clone();

@@ -12,7 +12,7 @@ use serde_json::Value;
 /// Which todo store a tool works on: the project's (`.agent-tasks/` in the repository, the
 /// default when there is one), the user's global one, or a store folder named by path.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-pub struct StoreChoice {
+pub(crate) struct StoreChoice {
     /// `project` (the repository's `.agent-tasks/`) or `global` (`~/.agent-tasks/`); default:
     /// the project's store inside a repository, else the global one.
     #[serde(default)]
@@ -25,7 +25,7 @@ pub struct StoreChoice {
 /// `project` or `global`.
 #[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Scope {
+pub(crate) enum Scope {
     /// The repository's store.
     Project,
     /// The user's store.
@@ -34,7 +34,7 @@ pub enum Scope {
 
 /// `todo_list`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct ListParams {
+pub(crate) struct ListParams {
     /// The store.
     #[serde(flatten)]
     pub store: StoreChoice,
@@ -42,7 +42,7 @@ pub struct ListParams {
 
 /// `todo_add`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct AddParams {
+pub(crate) struct AddParams {
     /// The item: its first line is the title, the rest its continuation.
     pub text: String,
     /// Markdown for the item's checkpoint file (what is known, what is next).
@@ -59,7 +59,7 @@ pub struct AddParams {
 /// How a run's teammates are started (all optional: the batch's or the store's settings
 /// hold otherwise).
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-pub struct TeamChoice {
+pub(crate) struct TeamChoice {
     /// The runner definition (`claude`, `codex`, `exec`, `openai`, …; `runner runners`).
     #[serde(default)]
     pub runner: Option<String>,
@@ -77,7 +77,7 @@ pub struct TeamChoice {
 
 /// `todo_resolve`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct ResolveParams {
+pub(crate) struct ResolveParams {
     /// The inbox item numbers the user confirmed, e.g. `1,3-4` (as `todo_list` numbers
     /// them). Required: ask the user which items to resolve first.
     #[serde(default)]
@@ -92,7 +92,7 @@ pub struct ResolveParams {
 
 /// `batch_run`: Codex's `spawn_agents_on_csv` names, plus an instruction file and the agent.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct BatchParams {
+pub(crate) struct BatchParams {
     /// The input CSV: one item per row.
     pub csv_path: String,
     /// The instruction template (`{column}` placeholders); or give `instruction_path`.
@@ -123,7 +123,7 @@ pub struct BatchParams {
 
 /// `status`.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-pub struct StatusParams {
+pub(crate) struct StatusParams {
     /// The team: its workspace, its output CSV, its BATCH.md or todo-N.md (default: the most
     /// recently updated team in the server's folder).
     #[serde(default)]
@@ -132,7 +132,7 @@ pub struct StatusParams {
 
 /// `show`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct ShowParams {
+pub(crate) struct ShowParams {
     /// The item's id or its teammate's name.
     pub item: String,
     /// The team, as for `status`.
@@ -143,7 +143,7 @@ pub struct ShowParams {
 /// The store flags of `s` (`--project`, `--global`, `--store DIR`).
 ///
 /// Errors: both `scope` and `store` (the message says which to give).
-pub fn store_args(s: &StoreChoice) -> Result<Vec<OsString>, String> {
+pub(crate) fn store_args(s: &StoreChoice) -> Result<Vec<OsString>, String> {
     match (&s.scope, &s.store) {
         (Some(_), Some(_)) => Err(
             "give `scope` or `store`, not both: `store` names a store folder, `scope` picks the project's or the global one".into(),
@@ -156,7 +156,7 @@ pub fn store_args(s: &StoreChoice) -> Result<Vec<OsString>, String> {
 }
 
 /// The runner flags of `t` (`--runner`, `--model`, `-- COMMAND…`), last on a command line.
-pub fn team_args(t: &TeamChoice) -> Vec<OsString> {
+pub(crate) fn team_args(t: &TeamChoice) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     if let Some(r) = &t.runner {
         a.extend(["--runner".into(), r.into()]);
@@ -172,7 +172,7 @@ pub fn team_args(t: &TeamChoice) -> Vec<OsString> {
 }
 
 /// Write `text` to `path` for a run to read, unless a different file is there.
-pub fn write_beside(path: &Path, text: &str, field: &str) -> Result<(), String> {
+pub(crate) fn write_beside(path: &Path, text: &str, field: &str) -> Result<(), String> {
     match std::fs::read(path) {
         Ok(old) if old == text.as_bytes() => Ok(()),
         Ok(_) => Err(format!(

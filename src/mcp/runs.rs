@@ -32,7 +32,7 @@ use crate::sink::Sink;
 const STOP_WAIT: Duration = Duration::from_secs(120);
 
 /// What a run tool asks for: a command whose plan the tool runs.
-pub enum Start {
+pub(crate) enum Start {
     /// `runner batch …`.
     Batch(Box<BatchArgs>),
     /// `runner resolve --yes --select … …`.
@@ -143,12 +143,12 @@ impl Reporter for Progress {
 impl Sink for Progress {}
 
 /// The error text of a tool whose command failed: what the CLI prints, and its exit code.
-pub fn error_text(e: &Error) -> String {
+pub(crate) fn error_text(e: &Error) -> String {
     format!("error: {e} (exit {})", e.exit_code())
 }
 
 /// A tool error saying `text` (what was wrong and what to give instead).
-pub fn refused(text: impl Into<String>) -> CallToolResult {
+pub(crate) fn refused(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text.into())])
 }
 
@@ -163,7 +163,7 @@ struct State {
 
 /// The runs of this server (one at a time).
 #[derive(Clone, Default)]
-pub struct Runs(Arc<Mutex<State>>);
+pub(crate) struct Runs(Arc<Mutex<State>>);
 
 /// The run slot, held from the command's checks to the pipeline's return.
 struct Slot(Runs);
@@ -181,7 +181,7 @@ impl Runs {
 
     /// Why a run cannot start now (another one is under way), if it cannot: a run tool asks
     /// before it writes anything (an inline instruction beside the output).
-    pub fn busy(&self) -> Option<String> {
+    pub(crate) fn busy(&self) -> Option<String> {
         self.with(|s| s.active.as_deref().map(busy_text))
     }
 
@@ -200,7 +200,7 @@ impl Runs {
     /// notifications when `wait` (answering with its `run_finished` and `run_ended` events
     /// and its exit code), else until it has started (answering with its team, workspace and
     /// item count while it goes on).
-    pub async fn start(
+    pub(crate) async fn start(
         &self,
         start: Start,
         what: String,
@@ -245,7 +245,7 @@ impl Runs {
     /// its teammates and write its outputs; past [`STOP_WAIT`], or when an interrupt would end
     /// the process at once (an earlier run's interrupt handler, [`State::ended`]), every
     /// process it started is killed. Nothing the runs started outlives the server.
-    pub async fn shutdown(&self, signalled: bool) {
+    pub(crate) async fn shutdown(&self, signalled: bool) {
         let (active, ended) = self.with(|s| (s.active.is_some(), s.ended));
         if active && ended == 0 {
             if !signalled {

@@ -17,14 +17,14 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use crate::error::{Error, Result};
 
 /// The protocol's end of stdout (see the module's guide).
-pub struct ProtocolOut(OwnedFd);
+pub(crate) struct ProtocolOut(OwnedFd);
 
 impl ProtocolOut {
     /// Copy stdout for the protocol (close-on-exec) and point descriptor 1 at stderr. Call it
     /// before anything is printed.
     ///
     /// Errors: a descriptor cannot be copied (exit 3).
-    pub fn take() -> Result<ProtocolOut> {
+    pub(crate) fn take() -> Result<ProtocolOut> {
         let environment = |what: &str, e: nix::Error| {
             Error::Environment(format!("cannot set up the protocol's stdout ({what}): {e}"))
         };
@@ -36,19 +36,19 @@ impl ProtocolOut {
     }
 
     /// The descriptor as the transport writes it.
-    pub fn into_async(self) -> tokio::fs::File {
+    pub(crate) fn into_async(self) -> tokio::fs::File {
         tokio::fs::File::from_std(std::fs::File::from(self.0))
     }
 }
 
 /// SIGINT, SIGTERM and SIGHUP, listened for by the server.
-pub struct Signals([Signal; 3]);
+pub(crate) struct Signals([Signal; 3]);
 
 impl Signals {
     /// Listen for the three (from now on none of them ends the process by itself).
     ///
     /// Errors: a handler cannot be installed (exit 3).
-    pub fn listen() -> Result<Signals> {
+    pub(crate) fn listen() -> Result<Signals> {
         let listen = |kind: SignalKind, what: &str| {
             signal(kind).map_err(|e| Error::Environment(format!("cannot listen for {what}: {e}")))
         };
@@ -60,7 +60,7 @@ impl Signals {
     }
 
     /// The next of them.
-    pub async fn next(&mut self) {
+    pub(crate) async fn next(&mut self) {
         let [int, term, hup] = &mut self.0;
         tokio::select! {
             _ = int.recv() => {}

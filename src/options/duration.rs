@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 
 /// The longest duration a flag or key takes: a year (longer ones overflow clock arithmetic
 /// and are never meant).
-pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// The rule a duration breaks, as [`crate::error::Error::BadValue`]'s predicate.
 const NOT_A_DURATION: &str = "is not a duration; write e.g. 90s, 10m or 1h";
@@ -17,7 +17,7 @@ const TOO_LONG: &str = "is longer than a year; give at most 365d";
 /// [`MAX_DURATION`].
 ///
 /// Errors: the rule it breaks (`is not a duration; …`, `is longer than a year; …`).
-pub fn parse(text: &str) -> std::result::Result<Duration, &'static str> {
+pub(crate) fn parse(text: &str) -> std::result::Result<Duration, &'static str> {
     let t = text.trim();
     let d = match t.parse::<u64>() {
         Ok(secs) => Duration::from_secs(secs),
@@ -29,7 +29,7 @@ pub fn parse(text: &str) -> std::result::Result<Duration, &'static str> {
 /// `d`, unless it passes [`MAX_DURATION`].
 ///
 /// Errors: the rule it breaks.
-pub fn within_a_year(d: Duration) -> std::result::Result<Duration, &'static str> {
+pub(crate) fn within_a_year(d: Duration) -> std::result::Result<Duration, &'static str> {
     match d > MAX_DURATION {
         true => Err(TOO_LONG),
         false => Ok(d),
@@ -39,14 +39,14 @@ pub fn within_a_year(d: Duration) -> std::result::Result<Duration, &'static str>
 /// Parse a duration flag ([`parse`]).
 ///
 /// Errors: names the flag and shows the accepted forms (exit 2).
-pub fn parse_duration(flag: &str, text: &str) -> Result<Duration> {
+pub(crate) fn parse_duration(flag: &str, text: &str) -> Result<Duration> {
     parse(text).map_err(|rule| Error::bad_value(flag, text, rule))
 }
 
 /// `d`, unless it passes [`MAX_DURATION`]; `shown` is the value as the user wrote it.
 ///
 /// Errors: names `what` (a flag or key) and the limit (exit 2).
-pub fn check_duration(what: &str, shown: &str, d: Duration) -> Result<Duration> {
+pub(crate) fn check_duration(what: &str, shown: &str, d: Duration) -> Result<Duration> {
     within_a_year(d).map_err(|rule| Error::bad_value(what, shown, rule))
 }
 

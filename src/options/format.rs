@@ -2,7 +2,7 @@
 
 /// `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// Progress bar on a terminal, plain lines otherwise.
     Human,
     /// One plain line per finished item; no colours, no carriage returns.

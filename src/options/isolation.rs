@@ -4,7 +4,7 @@ use std::str::FromStr;
 
 /// `--isolate none|worktree`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Isolation {
+pub(crate) enum Isolation {
     /// Teammates share the working tree (the default).
     #[default]
     None,
@@ -14,7 +14,7 @@ pub enum Isolation {
 
 impl Isolation {
     /// What `--isolate` / `isolate` must be.
-    pub const RULE: &'static str = "must be none or worktree";
+    pub(crate) const RULE: &'static str = "must be none or worktree";
 }
 
 /// `none` or `worktree`, exactly (a flag's text is trimmed by the caller).

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 /// `--max-fail N[:immediate]`: stop starting items once N did not complete; with
 /// `immediate`, also stop the running ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MaxFail {
+pub(crate) struct MaxFail {
     /// How many items may not complete (≥ 1).
     pub count: u32,
     /// Also cancel the running teammates when it is reached.
@@ -18,7 +18,7 @@ pub struct MaxFail {
 
 impl MaxFail {
     /// What `--max-fail` / `max_fail` must be.
-    pub const RULE: &'static str =
+    pub(crate) const RULE: &'static str =
         "must be a whole number ≥ 1, optionally followed by :immediate (e.g. 3 or 3:immediate)";
 }
 
@@ -44,22 +44,22 @@ impl FromStr for MaxFail {
 /// Parse `--max-fail` / `max_fail`: `N` or `N:immediate`, N ≥ 1.
 ///
 /// Errors: names the flag and shows the accepted forms (exit 2).
-pub fn parse_max_fail(text: &str) -> Result<MaxFail> {
+pub(crate) fn parse_max_fail(text: &str) -> Result<MaxFail> {
     text.parse()
         .map_err(|rule| Error::bad_value("--max-fail", text, rule))
 }
 
 /// The rule of a budget (`--max-cost-usd`, `max_cost_usd`).
-pub const USD_RULE: &str = "must be a number of US dollars above 0, e.g. 5 or 2.50";
+pub(crate) const USD_RULE: &str = "must be a number of US dollars above 0, e.g. 5 or 2.50";
 
 /// Whether `usd` is a budget: a finite amount above 0.
-pub fn is_budget(usd: f64) -> bool {
+pub(crate) fn is_budget(usd: f64) -> bool {
     usd.is_finite() && usd > 0.0
 }
 
 /// The team's limits, from flags, BATCH.md or runner.toml.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Longest an item waits in total for rate limits (`--rate-limit-wait`, default 1 h);
     /// past it the item ends `rate_limited`.
     pub rate_limit_wait: Duration,
@@ -81,7 +81,7 @@ impl Default for Limits {
 }
 
 /// Default of `--rate-limit-wait`.
-pub const DEFAULT_RATE_LIMIT_WAIT: Duration = Duration::from_secs(3600);
+pub(crate) const DEFAULT_RATE_LIMIT_WAIT: Duration = Duration::from_secs(3600);
 
 #[cfg(test)]
 mod tests {

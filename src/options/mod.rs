@@ -4,10 +4,10 @@
 //! parsing (`FromStr`, or [`duration::parse`]); a file's value is parsed once, when the file
 //! is loaded ([`crate::settings::FileSettings`]).
 
-pub mod duration;
-pub mod format;
-pub mod isolation;
-pub mod limits;
-pub mod selection;
+pub(crate) mod duration;
+pub(crate) mod format;
+pub(crate) mod isolation;
+pub(crate) mod limits;
+pub(crate) mod selection;
 
-pub use format::Format;
+pub(crate) use format::Format;

@@ -10,7 +10,7 @@ use crate::hash::Fnv;
 
 /// `--only`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Only {
+pub(crate) enum Only {
     /// Every item (no `--only`).
     All,
     /// Items the previous output shows neither completed nor blocked (a blocked item waits
@@ -26,7 +26,7 @@ impl Only {
     /// Parse `--only`.
     ///
     /// Errors: an empty list.
-    pub fn parse(flag: Option<&str>) -> Result<Only> {
+    pub(crate) fn parse(flag: Option<&str>) -> Result<Only> {
         match flag.map(str::trim) {
             None => Ok(Only::All),
             Some("failed") => Ok(Only::Failed),
@@ -54,7 +54,7 @@ impl Only {
 /// `path` with shard `k` of `n` in its name, before the extension (an output or a JUnit
 /// report given with `--shard`, so that shards sharing a folder never share a file) (`out.csv` →
 /// `out.shard-2-of-4.csv`); unchanged when it already names that shard.
-pub fn shard_file(path: &Path, k: u32, n: u32) -> PathBuf {
+pub(crate) fn shard_file(path: &Path, k: u32, n: u32) -> PathBuf {
     let tag = format!("shard-{k}-of-{n}");
     let name = path
         .file_name()
@@ -85,7 +85,7 @@ const RANGE_MAX: u32 = 10_000;
 /// Errors (exit 2, naming `flag` and the value): an empty list or entry, a number that is
 /// not a whole number above 0 (`0`, `a`, `a-`, `-3`), a range that runs backwards (`4-2`) or
 /// names more than 10,000 numbers.
-pub fn parse_numbers(flag: &str, text: &str) -> Result<Vec<u32>> {
+pub(crate) fn parse_numbers(flag: &str, text: &str) -> Result<Vec<u32>> {
     let bad = |why: String| {
         Error::bad_value(
             flag,
@@ -134,7 +134,7 @@ pub fn parse_numbers(flag: &str, text: &str) -> Result<Vec<u32>> {
 
 /// `--shard K/N`: the K-th (1-based) of N slices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shard {
+pub(crate) struct Shard {
     /// This slice, 1..=n.
     pub k: u32,
     /// Number of slices.
@@ -146,7 +146,7 @@ impl Shard {
     /// from `count`.
     ///
     /// Errors: malformed values, K outside 1..=N, `auto` without an index or a count.
-    pub fn parse(
+    pub(crate) fn parse(
         flag: Option<&str>,
         count: Option<u32>,
         index: Option<&str>,
@@ -203,13 +203,13 @@ impl Shard {
 
     /// Whether item `id` belongs to this shard: FNV-1a of the id, modulo N. The same id
     /// always lands in the same shard, whatever else is in the batch.
-    pub fn contains(&self, id: &str) -> bool {
+    pub(crate) fn contains(&self, id: &str) -> bool {
         shard_of(id, self.n) == self.k
     }
 }
 
 /// The 1-based shard of `id` among `n`.
-pub fn shard_of(id: &str, n: u32) -> u32 {
+pub(crate) fn shard_of(id: &str, n: u32) -> u32 {
     let mut h = Fnv::default();
     h.update(id.as_bytes());
     (h.value() % u64::from(n.max(1))) as u32 + 1

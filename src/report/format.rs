@@ -11,11 +11,11 @@ use serde_json::Value;
 
 /// Largest report file read, bytes. A report is a summary; large results belong in files
 /// the report names.
-pub const MAX_REPORT_BYTES: u64 = 1024 * 1024;
+pub(crate) const MAX_REPORT_BYTES: u64 = 1024 * 1024;
 
 /// A valid report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     /// `completed`, `blocked` or `failed`.
     pub status: String,
     /// One line: what was done.
@@ -36,7 +36,7 @@ pub struct Report {
 
 /// Why no valid report was found for an attempt; its text is the verdict's reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReportError {
+pub(crate) enum ReportError {
     /// Nothing in `RUNNER_REPORT` and no JSON object in the agent's final text.
     #[error("no report: nothing was written to RUNNER_REPORT and the output holds no JSON report")]
     Missing,
@@ -50,7 +50,7 @@ pub enum ReportError {
 
 /// Where a report was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReportSource {
+pub(crate) enum ReportSource {
     /// The `RUNNER_REPORT` file.
     File,
     /// The agent's final text.
@@ -111,7 +111,7 @@ fn last_json_object(text: &str) -> Option<Value> {
 
 /// Find a JSON object in an agent's final text: the whole text, else the single fenced
 /// ```` ```json ```` block, else the last complete JSON object.
-pub fn extract_json(text: &str) -> Option<Value> {
+pub(crate) fn extract_json(text: &str) -> Option<Value> {
     if let Ok(v) = serde_json::from_str::<Value>(text.trim())
         && v.is_object()
     {
@@ -156,7 +156,7 @@ fn id_text(v: &Value) -> Option<String> {
 /// Errors (one line): not an object; `id` present and different; `status` not one of
 /// `completed`/`blocked`/`failed`; `summary` missing or not a string; list fields that are
 /// not lists of strings; `tests` not one of its values.
-pub fn validate(value: Value, ids: &[&str]) -> Result<Report, ReportError> {
+pub(crate) fn validate(value: Value, ids: &[&str]) -> Result<Report, ReportError> {
     let expected_id = ids.first().copied().unwrap_or_default();
     let Value::Object(ref map) = value else {
         return Err(ReportError::Invalid(
@@ -240,7 +240,7 @@ pub fn validate(value: Value, ids: &[&str]) -> Result<Report, ReportError> {
 ///
 /// Errors: the file is not JSON (and the final text holds none), no report anywhere, or the
 /// report found breaks the format.
-pub fn find(
+pub(crate) fn find(
     file_text: Option<&str>,
     final_text: Option<&str>,
     ids: &[&str],
@@ -269,7 +269,7 @@ const SCHEMA_ERRORS_NAMED: usize = 3;
 /// line: at most three errors, each prefixed by its JSON Pointer path (`/n: ...`) when not at
 /// the root, joined by `; `. `None` when it matches, and for a report that is not
 /// `completed` (its output is not held to the schema).
-pub fn schema_errors(report: &Report, validator: &jsonschema::Validator) -> Option<String> {
+pub(crate) fn schema_errors(report: &Report, validator: &jsonschema::Validator) -> Option<String> {
     if report.status != "completed" {
         return None;
     }

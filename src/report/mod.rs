@@ -11,14 +11,13 @@
 
 use serde::{Deserialize, Serialize};
 
-pub mod format;
-pub mod verdict;
+pub(crate) mod format;
+pub(crate) mod verdict;
 
-pub use format::{
+pub(crate) use format::{
     MAX_REPORT_BYTES, Report, ReportError, ReportSource, extract_json, find, schema_errors,
-    validate,
 };
-pub use verdict::{
+pub(crate) use verdict::{
     Evidence, ProcessEnd, Verdict, VerifyResult, judge, judge_interrupted_retry, judge_merge,
     judge_unprepared, kind_of_not_run,
 };
@@ -26,7 +25,7 @@ pub use verdict::{
 /// How an item ended. Only `Completed` items are ticked and have their checkpoints deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ItemStatus {
+pub(crate) enum ItemStatus {
     /// Every condition of the success rule held.
     Completed,
     /// Something went wrong (exit code, missing/invalid report, schema, verify, ...).
@@ -43,7 +42,7 @@ pub enum ItemStatus {
 
 impl ItemStatus {
     /// The lowercase name used in files and output (`timed_out`, ...).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ItemStatus::Completed => "completed",
             ItemStatus::Failed => "failed",
@@ -55,7 +54,7 @@ impl ItemStatus {
     }
 
     /// All statuses, in summary order.
-    pub const ALL: [ItemStatus; 6] = [
+    pub(crate) const ALL: [ItemStatus; 6] = [
         ItemStatus::Completed,
         ItemStatus::Failed,
         ItemStatus::Blocked,
@@ -73,7 +72,7 @@ impl std::fmt::Display for ItemStatus {
 
 /// `reason` without a leading `<status>: ` (a blocked item's reason starts `blocked: `), for
 /// a line that shows the status already (`BLOCKED … needs a key`, `> runner: blocked: …`).
-pub fn without_status(reason: &str, status: ItemStatus) -> &str {
+pub(crate) fn without_status(reason: &str, status: ItemStatus) -> &str {
     reason
         .strip_prefix(status.as_str())
         .and_then(|r| r.strip_prefix(": "))
@@ -83,7 +82,7 @@ pub fn without_status(reason: &str, status: ItemStatus) -> &str {
 /// The first non-blank line of `s`, control characters (escape sequences included) turned
 /// into spaces, at most `max` characters (`…` marks a cut). Agent text goes through this before
 /// it reaches a terminal, a CSV cell or a lead agent.
-pub fn one_line(s: &str, max: usize) -> String {
+pub(crate) fn one_line(s: &str, max: usize) -> String {
     let line = s
         .lines()
         .map(str::trim)

@@ -13,7 +13,7 @@ use crate::git::GitError;
 
 /// How the agent process ended, as the run layer saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProcessEnd {
+pub(crate) enum ProcessEnd {
     /// Exited on its own with this code.
     Exited(i32),
     /// Killed by this signal, not by the runner.
@@ -45,7 +45,7 @@ pub enum ProcessEnd {
 
 /// The verify command's part in an attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum VerifyResult {
+pub(crate) enum VerifyResult {
     /// No verify command is set, or the attempt failed before it was due.
     NotRun,
     /// It exited 0.
@@ -59,7 +59,7 @@ pub enum VerifyResult {
 
 /// All that is known about one attempt, judged by [`judge`].
 #[derive(Debug, Clone)]
-pub struct Evidence<'a> {
+pub(crate) struct Evidence<'a> {
     /// How the process ended.
     pub end: &'a ProcessEnd,
     /// The end of the agent's stderr (its last few KiB), for the reason of a failure.
@@ -86,7 +86,7 @@ pub struct Evidence<'a> {
 /// The verdict on one attempt: a status, a failure kind and a one-line reason (both empty
 /// when completed). On the wire (journal, events): `status`, `reason`, `failure_kind`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     /// The status.
     pub status: ItemStatus,
     /// One line: why, when not completed.
@@ -107,7 +107,7 @@ pub struct Verdict {
 
 impl Verdict {
     /// A `completed` verdict.
-    pub fn completed() -> Verdict {
+    pub(crate) fn completed() -> Verdict {
         Verdict {
             status: ItemStatus::Completed,
             reason: String::new(),
@@ -117,7 +117,11 @@ impl Verdict {
     }
 
     /// A verdict that is not `completed`; `kind` is `None` only for `blocked`.
-    pub fn not_completed(status: ItemStatus, kind: Option<FailureKind>, reason: String) -> Verdict {
+    pub(crate) fn not_completed(
+        status: ItemStatus,
+        kind: Option<FailureKind>,
+        reason: String,
+    ) -> Verdict {
         Verdict {
             status,
             reason,
@@ -128,7 +132,7 @@ impl Verdict {
 }
 
 /// The failure kind an item that never ran gets: `skipped` or `cancelled` by its status.
-pub fn kind_of_not_run(status: ItemStatus) -> Option<FailureKind> {
+pub(crate) fn kind_of_not_run(status: ItemStatus) -> Option<FailureKind> {
     match status {
         ItemStatus::Completed | ItemStatus::Blocked => None,
         ItemStatus::Cancelled => Some(FailureKind::Cancelled),
@@ -145,7 +149,7 @@ pub fn kind_of_not_run(status: ItemStatus) -> Option<FailureKind> {
 /// verify command (if set) passed; the worktree commit (with isolation) succeeded. Otherwise
 /// `timed_out` (the time limit), `cancelled` (interrupted, also during verify), `blocked`
 /// (the report says so) or `failed`, each with a one-line reason.
-pub fn judge(e: &Evidence<'_>) -> Verdict {
+pub(crate) fn judge(e: &Evidence<'_>) -> Verdict {
     let mut v = judge_status(e);
     if matches!(v.kind, Some(FailureKind::RateLimited | FailureKind::Quota)) {
         // The backend's (an HTTP Retry-After), else the report's own number, else the "try
@@ -460,13 +464,13 @@ fn stated_kind(report: &Report) -> Option<FailureKind> {
 
 /// The verdict on an attempt that could not be prepared (teammate folder, prompt, argv,
 /// worktree or its set-up command): `failed` with `reason` as it is.
-pub fn judge_unprepared(reason: String) -> Verdict {
+pub(crate) fn judge_unprepared(reason: String) -> Verdict {
     Verdict::not_completed(ItemStatus::Failed, Some(FailureKind::AgentError), reason)
 }
 
 /// The final verdict on an item whose retry was due when the run was interrupted (during the
 /// back-off before it): `cancelled`, whatever the last attempt's verdict was.
-pub fn judge_interrupted_retry() -> Verdict {
+pub(crate) fn judge_interrupted_retry() -> Verdict {
     Verdict::not_completed(
         ItemStatus::Cancelled,
         Some(FailureKind::Cancelled),
@@ -477,7 +481,7 @@ pub fn judge_interrupted_retry() -> Verdict {
 /// The verdict on an item after `--merge` tried to merge its branch back: a `completed` item
 /// whose merge failed (`Err(reason)`, e.g. a conflict; its branch is kept) becomes `failed`
 /// with that reason; any other verdict stands as it was.
-pub fn judge_merge(before: &Verdict, merge: &Result<(), GitError>) -> Verdict {
+pub(crate) fn judge_merge(before: &Verdict, merge: &Result<(), GitError>) -> Verdict {
     match merge {
         Err(reason) if before.status == ItemStatus::Completed => Verdict::not_completed(
             ItemStatus::Failed,

@@ -17,7 +17,7 @@ use super::record::outcome::{Outcome, Spend};
 use crate::report::{ItemStatus, Verdict};
 
 /// Version of the event lines (the `v` of each journal and `--format json` line).
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 
 fn sandbox_none() -> String {
     "none".into()
@@ -27,7 +27,7 @@ fn sandbox_none() -> String {
 /// the first journals were written are `serde(default)`, so old workspaces still read back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
+pub(crate) enum Event {
     /// The run (or a resumed run) is starting.
     RunStarted {
         /// When, RFC 3339 (UTC).
@@ -193,7 +193,7 @@ pub enum Event {
 
 impl Event {
     /// A [`Event::Warning`] saying `message`, now.
-    pub fn warning(message: impl Into<String>) -> Event {
+    pub(crate) fn warning(message: impl Into<String>) -> Event {
         Event::Warning {
             message: message.into(),
             at: crate::run::now_rfc3339(),
@@ -202,7 +202,7 @@ impl Event {
 
     /// Whether the event is part of the record (journal, event lines): all but
     /// [`Event::Activity`].
-    pub fn is_recorded(&self) -> bool {
+    pub(crate) fn is_recorded(&self) -> bool {
         !matches!(self, Event::Activity { .. })
     }
 
@@ -210,7 +210,7 @@ impl Event {
     /// event that is not recorded.
     ///
     /// Errors: serde_json's, should a value not be representable (a non-finite number).
-    pub fn to_line(&self) -> Option<serde_json::Result<String>> {
+    pub(crate) fn to_line(&self) -> Option<serde_json::Result<String>> {
         self.is_recorded().then(|| {
             serde_json::to_string(&Line {
                 v: VERSION,
@@ -222,7 +222,7 @@ impl Event {
     /// Read one event line (`v` is ignored; unknown fields are skipped).
     ///
     /// Errors: not JSON, an unknown `event`, a missing required field.
-    pub fn from_line(line: &[u8]) -> serde_json::Result<Event> {
+    pub(crate) fn from_line(line: &[u8]) -> serde_json::Result<Event> {
         serde_json::from_slice::<OwnedLine>(line).map(|l| l.event)
     }
 }
@@ -231,7 +231,7 @@ impl Event {
     /// Read an `item_finished` line's outcome without buffering the line the way a tagged
     /// [`Event::from_line`] does (several times faster; the outputs read one per row).
     /// `None` when the line is not an `item_finished` event.
-    pub fn outcome_from_line(line: &[u8]) -> Option<Outcome> {
+    pub(crate) fn outcome_from_line(line: &[u8]) -> Option<Outcome> {
         #[derive(Deserialize)]
         struct OutcomeLine<'a> {
             #[serde(borrow)]
@@ -292,7 +292,7 @@ mod outcome_field {
     }
 
     #[allow(clippy::borrowed_box)] // the signature serde's `with` asks for
-    pub fn serialize<S: Serializer>(o: &Box<Outcome>, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(o: &Box<Outcome>, s: S) -> Result<S::Ok, S::Error> {
         Ref {
             outcome: WithHandoff {
                 outcome: o,
@@ -302,7 +302,7 @@ mod outcome_field {
         .serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Box<Outcome>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Box<Outcome>, D::Error> {
         Owned::deserialize(d).map(|o| o.outcome)
     }
 }
@@ -314,14 +314,14 @@ mod counts_map {
     use super::ItemStatus;
 
     #[allow(clippy::ptr_arg)] // the signature serde's `with` asks for
-    pub fn serialize<S: Serializer>(
+    pub(super) fn serialize<S: Serializer>(
         counts: &Vec<(ItemStatus, u64)>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
         s.collect_map(counts.iter().map(|(st, n)| (st, n)))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
     ) -> Result<Vec<(ItemStatus, u64)>, D::Error> {
         let map = std::collections::BTreeMap::<ItemStatus, u64>::deserialize(d)?;
@@ -337,7 +337,7 @@ mod counts_map {
 /// (each problem is an `item_finished` event already).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct RunSummary {
+pub(crate) struct RunSummary {
     /// When the run ended, RFC 3339 (UTC).
     pub at: String,
     /// Items per final status, in [`ItemStatus::ALL`] order.
@@ -366,7 +366,7 @@ pub struct RunSummary {
 
 impl RunSummary {
     /// Count of items with `status`.
-    pub fn count(&self, status: ItemStatus) -> u64 {
+    pub(crate) fn count(&self, status: ItemStatus) -> u64 {
         self.counts
             .iter()
             .find(|(s, _)| *s == status)
@@ -374,13 +374,13 @@ impl RunSummary {
     }
 
     /// Total items accounted for.
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.counts.iter().map(|(_, n)| n).sum()
     }
 
     /// Account for an item that completed but was failed afterwards (e.g. its branch did not
     /// merge): move it from `completed` to its new status and list it as a problem.
-    pub fn demote(&mut self, o: &Outcome) {
+    pub(crate) fn demote(&mut self, o: &Outcome) {
         for (status, n) in &mut self.counts {
             if *status == ItemStatus::Completed {
                 *n = n.saturating_sub(1);
@@ -395,7 +395,7 @@ impl RunSummary {
 
 /// An item that did not complete, as the closing summary lists it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// Item id.
     pub id: String,
     /// Teammate name.
@@ -412,7 +412,7 @@ pub struct Problem {
 
 impl Problem {
     /// The problem `o` is.
-    pub fn of(o: &Outcome) -> Problem {
+    pub(crate) fn of(o: &Outcome) -> Problem {
         Problem {
             id: o.id.clone(),
             teammate: o.teammate.clone(),
@@ -425,7 +425,7 @@ impl Problem {
 }
 
 /// A consumer of run events (progress UI, JSON lines, the live side of every sink).
-pub trait Reporter: Send {
+pub(crate) trait Reporter: Send {
     /// Called for every event, in order, from the dispatcher; it must not block (file IO
     /// belongs on a thread of the consumer's own). Ignores events unless overridden.
     fn event(&mut self, _event: &Event) {}

@@ -17,12 +17,12 @@
 //! [`backend`] is how one attempt executes (process, HTTP); every fact of a run is one
 //! [`events::Event`], journaled by the dispatcher and fanned out to the sinks.
 
-pub mod backend;
-pub mod events;
-pub mod isolation;
-pub mod record;
-pub mod schedule;
-pub mod supervise;
+pub(crate) mod backend;
+pub(crate) mod events;
+pub(crate) mod isolation;
+pub(crate) mod record;
+pub(crate) mod schedule;
+pub(crate) mod supervise;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -33,7 +33,7 @@ use crate::prompt::TeammateTemplate;
 use crate::settings::Settings;
 
 /// Everything a run needs, validated before any file is touched.
-pub struct RunSpec {
+pub(crate) struct RunSpec {
     /// Team name (`todo-resolve-3`, or the CSV output's stem).
     pub team: String,
     /// Team workspace folder (absolute).
@@ -77,7 +77,7 @@ pub struct RunSpec {
 /// How some items of a run run, when not as the batch says (BATCH.md `stages:`,
 /// `runner_column`, `model_column`; issue 33). The run's own [`RunSpec::settings`] still
 /// govern what is the team's: jobs, limits, the sandbox, formats, logs.
-pub struct Profile {
+pub(crate) struct Profile {
     /// What it is, for the plan: `stage fix`, `stage fix, runner claude, model haiku`.
     pub label: String,
     /// The batch's settings with the profile's changes ([`Settings::with_overrides`]).
@@ -90,18 +90,18 @@ pub struct Profile {
 
 impl RunSpec {
     /// The profile `item` runs with, if not the batch's own.
-    pub fn profile_of(&self, item: &crate::item::WorkItem) -> Option<&Profile> {
+    pub(crate) fn profile_of(&self, item: &crate::item::WorkItem) -> Option<&Profile> {
         item.profile.and_then(|p| self.profiles.get(p as usize))
     }
 
     /// The settings `item`'s attempts run with: its profile's, else the run's.
-    pub fn settings_for(&self, item: &crate::item::WorkItem) -> &Settings {
+    pub(crate) fn settings_for(&self, item: &crate::item::WorkItem) -> &Settings {
         self.profile_of(item)
             .map_or(&self.settings, |p| &p.settings)
     }
 
     /// The output schema `item`'s report must satisfy: its profile's, else the run's.
-    pub fn schema_for(
+    pub(crate) fn schema_for(
         &self,
         item: &crate::item::WorkItem,
     ) -> Option<&(Value, jsonschema::Validator)> {
@@ -112,25 +112,25 @@ impl RunSpec {
     }
 
     /// The folder of teammate `name` (its runner's part; [`record::folder`]).
-    pub fn teammate_dir(&self, name: &str) -> PathBuf {
+    pub(crate) fn teammate_dir(&self, name: &str) -> PathBuf {
         self.teammate(name).dir().to_owned()
     }
 
     /// The paths of teammate `name`'s folder.
-    pub fn teammate(&self, name: &str) -> record::folder::TeammateFolder {
+    pub(crate) fn teammate(&self, name: &str) -> record::folder::TeammateFolder {
         record::folder::TeammateFolder::new(&self.workspace, name)
     }
 }
 
 /// The current time as [`rfc3339`] writes it.
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     rfc3339(jiff::Timestamp::now())
 }
 
 /// `t` as every time of the event lines and outputs is written: RFC 3339 in UTC, always
 /// three fraction digits (`2026-12-01T09:00:00.120Z`, `…:00.000Z`), so that the columns sort
 /// as text.
-pub fn rfc3339(t: jiff::Timestamp) -> String {
+pub(crate) fn rfc3339(t: jiff::Timestamp) -> String {
     t.round(jiff::Unit::Millisecond)
         .map(|t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
         .unwrap_or_default()

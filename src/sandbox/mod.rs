@@ -17,7 +17,7 @@
 //! process outside the teammate's own domain (seen for an unprivileged user; a teammate
 //! running as root could still read another root process's environment in our tests).
 
-pub mod shim;
+pub(crate) mod shim;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -30,15 +30,15 @@ use landlock::{
 use crate::error::{Error, Result};
 
 /// The hidden subcommand the process backend starts (`runner __sandbox ...`).
-pub const SUBCOMMAND: &str = "__sandbox";
+pub(crate) const SUBCOMMAND: &str = "__sandbox";
 
 /// The oldest Landlock ABI `--sandbox landlock` runs on: 6 (Linux 6.12) is the first that
 /// scopes signals, without which a teammate could stop its siblings and the runner.
-pub const MIN_ABI: i32 = 6;
+pub(crate) const MIN_ABI: i32 = 6;
 
 /// Devices every teammate may write (never ioctl): terminals, the null sinks, randomness,
 /// shared memory. Those that do not exist are skipped.
-pub const DEVICES: &[&str] = &[
+pub(crate) const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
@@ -52,7 +52,7 @@ pub const DEVICES: &[&str] = &[
 
 /// How teammates are confined (`--sandbox`, DESIGN §10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Not at all: a teammate can do anything the user can.
     #[default]
     None,
@@ -66,12 +66,12 @@ pub enum Mode {
 
 impl Mode {
     /// The values `--sandbox` takes, for messages.
-    pub const VALUES: &str = "auto, none or landlock";
+    pub(crate) const VALUES: &str = "auto, none or landlock";
 
     /// Parse `--sandbox` / `sandbox`.
     ///
     /// Errors: a value other than auto, none or landlock (exit 2).
-    pub fn parse(text: &str) -> Result<Mode> {
+    pub(crate) fn parse(text: &str) -> Result<Mode> {
         match text.trim() {
             "none" => Ok(Mode::None),
             "landlock" => Ok(Mode::Landlock),
@@ -85,7 +85,7 @@ impl Mode {
     }
 
     /// `none`, `landlock` or `auto`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mode::None => "none",
             Mode::Landlock => "landlock",
@@ -96,7 +96,7 @@ impl Mode {
 
 /// Why `--sandbox auto` cannot use Landlock on a kernel with this `abi` (see
 /// [`kernel_abi`]); `None` when it can.
-pub fn auto_refusal(abi: Option<i32>) -> Option<String> {
+pub(crate) fn auto_refusal(abi: Option<i32>) -> Option<String> {
     match abi {
         None => Some("this kernel has no Landlock".into()),
         Some(v) if v < MIN_ABI => Some(format!(
@@ -112,7 +112,7 @@ pub fn auto_refusal(abi: Option<i32>) -> Option<String> {
 /// The crate tells the ABI only once a ruleset is enforced, so a short-lived thread
 /// restricts itself (Landlock applies to the calling thread only, and so does the
 /// `no_new_privs` it sets) with a ruleset that denies nothing it will ever do, and reports.
-pub fn kernel_abi() -> Option<i32> {
+pub(crate) fn kernel_abi() -> Option<i32> {
     std::thread::spawn(|| {
         let status = Ruleset::default()
             .handle_access(AccessFs::Refer)
@@ -135,7 +135,7 @@ pub fn kernel_abi() -> Option<i32> {
 /// Check that `abi` (see [`kernel_abi`]) can run `--sandbox landlock`.
 ///
 /// Errors: no Landlock, or an ABI older than [`MIN_ABI`] (exit 3), saying what is needed.
-pub fn check_abi(abi: Option<i32>) -> Result<()> {
+pub(crate) fn check_abi(abi: Option<i32>) -> Result<()> {
     match abi {
         None => Err(Error::Environment(
             "--sandbox landlock: this kernel has no Landlock (it needs Linux 6.12 or later with Landlock enabled, e.g. `lsm=landlock,...` on the kernel command line); run with --sandbox none, or on such a kernel".into(),
@@ -149,7 +149,7 @@ pub fn check_abi(abi: Option<i32>) -> Result<()> {
 
 /// One line for `runner runners`: the kernel's Landlock ABI and whether `--sandbox
 /// landlock` runs here.
-pub fn describe(abi: Option<i32>) -> String {
+pub(crate) fn describe(abi: Option<i32>) -> String {
     match abi {
         None => "Landlock: not available on this kernel (--sandbox landlock exits 3)".into(),
         Some(v) if v < MIN_ABI => format!(
@@ -161,7 +161,7 @@ pub fn describe(abi: Option<i32>) -> String {
 
 /// The argv that runs `program args` under the sandbox: `<runner> __sandbox --write W... --
 /// program args...`.
-pub fn launcher_argv(
+pub(crate) fn launcher_argv(
     exe: &Path,
     writes: &[PathBuf],
     program: &str,
@@ -184,7 +184,10 @@ pub fn launcher_argv(
 /// folders, `{env.XDG_DATA_HOME:-~/.local/share}/opencode/`). `None` when a variable it
 /// names without a default is unset or empty, or the result is not absolute. A trailing `/`
 /// (a folder the runner creates when missing, [`is_folder`]) is dropped.
-pub fn expand_write(entry: &str, lookup: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+pub(crate) fn expand_write(
+    entry: &str,
+    lookup: &dyn Fn(&str) -> Option<OsString>,
+) -> Option<PathBuf> {
     let home = |rest: &str, text: &mut String| -> Option<usize> {
         match rest.strip_prefix("~/").or((rest == "~").then_some("")) {
             Some(tail) => {
@@ -227,7 +230,7 @@ pub fn expand_write(entry: &str, lookup: &dyn Fn(&str) -> Option<OsString>) -> O
 /// `/`): the runner creates it before the attempt when it is missing, since a teammate
 /// cannot create it in a parent it may not write (opencode's first start makes
 /// `~/.local/share/opencode`). Other entries that do not exist are skipped.
-pub fn is_folder(entry: &str) -> bool {
+pub(crate) fn is_folder(entry: &str) -> bool {
     entry.ends_with('/')
 }
 
@@ -236,7 +239,7 @@ pub fn is_folder(entry: &str) -> bool {
 /// `[Errno 13] Permission denied: '/x'` from Python, `bash: /x: Permission denied`): the
 /// last of the lines of `stderr` that say so and name an absolute path. `None` when none
 /// does. (Landlock answers EACCES; EROFS and "Read-only file system" are never its.)
-pub fn denied_write(stderr: &str) -> Option<PathBuf> {
+pub(crate) fn denied_write(stderr: &str) -> Option<PathBuf> {
     static DENIED: std::sync::OnceLock<Option<(regex::Regex, regex::Regex)>> =
         std::sync::OnceLock::new();
     let (denied, path) = DENIED
@@ -260,7 +263,7 @@ pub fn denied_write(stderr: &str) -> Option<PathBuf> {
 /// The arguments of `runner __sandbox` (parsed on their own, before the public command line).
 #[derive(Debug, clap::Parser)]
 #[command(name = "runner __sandbox", no_binary_name = false)]
-pub struct LaunchArgs {
+pub(crate) struct LaunchArgs {
     /// A file or folder the program may write (beneath it, for a folder); repeatable. Paths
     /// that do not exist are skipped.
     #[arg(long = "write", value_name = "PATH")]
@@ -281,7 +284,7 @@ pub struct LaunchArgs {
 /// then exec the program. Returns only when it could not: exit 3 when the sandbox cannot be
 /// fully enforced (never runs the program unconfined), 127 when the program cannot be
 /// executed.
-pub fn launch(args: LaunchArgs) -> i32 {
+pub(crate) fn launch(args: LaunchArgs) -> i32 {
     if !args.confine {
         let exe = match std::env::current_exe() {
             Ok(exe) => exe,
@@ -329,7 +332,7 @@ pub fn launch(args: LaunchArgs) -> i32 {
 /// Variables that lead to unsandboxed servers a teammate could ask to run commands or act
 /// for it (issue 25, escape 3: `tmux run-shell` ran a command outside the sandbox): the
 /// tmux server, the SSH agent, the session bus, the X and Wayland displays.
-pub const REACHING_OUT: &[&str] = &[
+pub(crate) const REACHING_OUT: &[&str] = &[
     "TMUX",
     "TMUX_PANE",
     "SSH_AUTH_SOCK",
@@ -341,7 +344,10 @@ pub const REACHING_OUT: &[&str] = &[
 /// The variables a sandboxed attempt's process starts without: the definition's own
 /// `unset`, and [`REACHING_OUT`] — except one the attempt sets itself (`set`: a definition
 /// that keeps one on purpose sets it in its `[env]`).
-pub fn unset_under_sandbox(unset: &[String], set: &[(String, std::ffi::OsString)]) -> Vec<String> {
+pub(crate) fn unset_under_sandbox(
+    unset: &[String],
+    set: &[(String, std::ffi::OsString)],
+) -> Vec<String> {
     let mut all = unset.to_vec();
     for name in REACHING_OUT {
         if !set.iter().any(|(k, _)| k == name) && !all.iter().any(|u| u == name) {

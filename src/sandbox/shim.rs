@@ -36,7 +36,7 @@ use nix::unistd::Pid;
 
 /// The signal the runner sends the keeper instead of `SIGKILL`: kill the agent's whole tree
 /// now, then exit as the agent did (killed).
-pub const KILL_TREE: Signal = Signal::SIGUSR1;
+pub(crate) const KILL_TREE: Signal = Signal::SIGUSR1;
 
 /// Signals passed on to the agent's session as they arrive.
 const PASSED_ON: [Signal; 4] = [
@@ -60,7 +60,7 @@ enum Ended {
 /// Run the keeper: start `inner` (the confining launcher and its arguments) as a child,
 /// pass signals on, and when it ends kill whatever the tree left; then exit as it did.
 /// Returns the exit code to use when the agent's end cannot be repeated by a signal.
-pub fn keep(exe: &Path, inner: &[OsString]) -> i32 {
+pub(crate) fn keep(exe: &Path, inner: &[OsString]) -> i32 {
     let mut taken = SigSet::empty();
     for sig in PASSED_ON.into_iter().chain([KILL_TREE, Signal::SIGCHLD]) {
         taken.add(sig);
@@ -132,7 +132,7 @@ fn reap(child: Pid, ended: &mut Option<Ended>) {
 /// The children of this process's main thread (`/proc/<pid>/task/<pid>/children`): where
 /// the kernel re-parents the orphans of a child subreaper (`find_new_reaper` picks the
 /// reaper's first live thread). For the keeper, which has one thread, all its children.
-pub fn main_thread_children() -> Vec<i32> {
+pub(crate) fn main_thread_children() -> Vec<i32> {
     let me = std::process::id();
     std::fs::read_to_string(format!("/proc/{me}/task/{me}/children"))
         .unwrap_or_default()

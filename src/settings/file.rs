@@ -21,7 +21,7 @@ use crate::sandbox::Mode;
 /// `taskmaster-protocol.md`) and `<store>/runner.toml` share these keys and their rules.
 /// Each value is held in its type, parsed once when the file is read.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct FileSettings {
+pub(crate) struct FileSettings {
     /// `runner`: a runner definition name.
     #[serde(default, deserialize_with = "text")]
     pub runner: Option<String>,
@@ -76,7 +76,7 @@ pub struct FileSettings {
 
 /// `worktree:` in BATCH.md, `[worktree]` in runner.toml.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct WorktreeSettings {
+pub(crate) struct WorktreeSettings {
     /// Ignored files or folders copied into each worktree, relative to the repository root.
     #[serde(default, deserialize_with = "paths")]
     pub copy: Option<Vec<String>>,
@@ -204,7 +204,7 @@ fn paths<'de, D: Deserializer<'de>>(d: D) -> De<Vec<String>, D::Error> {
 /// Why a settings map did not deserialize. Keys are dotted for nested ones
 /// (`worktree.copy`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyProblem {
+pub(crate) enum KeyProblem {
     /// The key is not a setting; `known` lists the keys allowed where it stands.
     Unknown {
         /// The key as written.
@@ -251,7 +251,7 @@ impl FileSettings {
     /// can warn about them.
     ///
     /// Errors: the first key whose value breaks its rule ([`KeyProblem::Invalid`]).
-    pub fn from_map(
+    pub(crate) fn from_map(
         map: serde_json::Map<String, Value>,
     ) -> std::result::Result<(FileSettings, Vec<KeyProblem>), KeyProblem> {
         let (read, unknown) = read_noting_unknown::<FileSettings, _>(Value::Object(map));
@@ -266,7 +266,7 @@ impl FileSettings {
     ///
     /// Errors: exit 2 naming the file, the line and the key (unknown keys included; the
     /// first problem in the file's order).
-    pub fn from_toml(path: &Path, text: &str) -> Result<FileSettings> {
+    pub(crate) fn from_toml(path: &Path, text: &str) -> Result<FileSettings> {
         let line_of = |span| Error::line_of(text, span);
         let doc = toml::de::DeTable::parse(text)
             .map_err(|e| Error::input_at(path, line_of(e.span()), e.message()))?;

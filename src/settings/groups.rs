@@ -397,7 +397,7 @@ fn parse_vars(vars: &[String]) -> Result<BTreeMap<String, String>> {
 ///
 /// Errors: a malformed or out-of-range shard; `--shard-count` without `--shard auto`, which
 /// would be ignored (exit 2).
-pub fn shard(flags: &RunArgs) -> Result<Option<Shard>> {
+pub(crate) fn shard(flags: &RunArgs) -> Result<Option<Shard>> {
     let auto = flags.shard.as_deref().map(str::trim) == Some("auto");
     if let (Some(n), false) = (flags.shard_count, auto) {
         return Err(Error::needs(

@@ -8,7 +8,7 @@ use serde::de::{self, Deserialize, DeserializeOwned, Deserializer, Visitor};
 
 /// The keys of the serde struct `T`, in declaration order, as its derived `Deserialize`
 /// names them (renames applied). Empty for a type that is not a struct.
-pub fn keys_of<T: DeserializeOwned>() -> &'static [&'static str] {
+pub(crate) fn keys_of<T: DeserializeOwned>() -> &'static [&'static str] {
     let mut keys: &'static [&'static str] = &[];
     // The probe always ends in an error: it only asks for the struct's field names.
     let _ = T::deserialize(FieldNames(&mut keys));
@@ -45,7 +45,7 @@ impl<'de> Deserializer<'de> for FieldNames<'_> {
 /// Deserialize `de` as `T`, noting each key `T` does not have: returns the result (its error
 /// with the path of the key whose value broke its rule) and the unknown keys, dotted
 /// (`worktree.setpu`), in the order they were met.
-pub fn read_noting_unknown<'de, T, D>(
+pub(crate) fn read_noting_unknown<'de, T, D>(
     de: D,
 ) -> (Result<T, serde_path_to_error::Error<D::Error>>, Vec<String>)
 where

@@ -26,32 +26,30 @@ use crate::report::ItemStatus;
 
 mod file;
 mod groups;
-pub mod keys;
+pub(crate) mod keys;
 mod programs;
 mod schema;
 
-pub use crate::options::duration::{MAX_DURATION, parse_duration};
-pub use crate::options::limits::parse_max_fail;
-pub use file::{FileSettings, KeyProblem, WorktreeSettings};
-pub use groups::shard;
-pub use programs::{check_program, detect_runner};
-pub use schema::load_schema;
+pub(crate) use crate::options::duration::parse_duration;
+pub(crate) use file::{FileSettings, KeyProblem};
+pub(crate) use groups::shard;
+pub(crate) use schema::load_schema;
 
 use groups::command_line;
 use programs::{anchor_command, anchor_program, uses_placeholder};
 
 /// Default time limit of one attempt.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// How long the runner waits for a finished child's pipes to close before ending its group.
-pub const PIPE_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const PIPE_WAIT: Duration = Duration::from_secs(2);
 /// The time limit of an attempt with `--batch-api` when none is given: the Batch API's
 /// 24-hour completion window and an hour for the upload and the download.
-pub const BATCH_API_TIMEOUT: Duration = Duration::from_secs(25 * 3600);
+pub(crate) const BATCH_API_TIMEOUT: Duration = Duration::from_secs(25 * 3600);
 
 /// The validated options of a run, from flags, then a file, then defaults. Built once by
 /// [`Settings::resolve`] before anything is written.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// The runner definition.
     pub runner: RunnerDef,
     /// The exec command (program first); empty for runners that start their own program.
@@ -130,7 +128,7 @@ pub struct Settings {
 /// What a stage, or a row's `runner_column` / `model_column`, changes of a batch's settings
 /// (BATCH.md `stages:`, issue 33); everything else comes from the batch.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Overrides {
+pub(crate) struct Overrides {
     /// Another runner definition, by name (as `--runner`).
     pub runner: Option<String>,
     /// Another model.
@@ -147,7 +145,7 @@ pub struct Overrides {
 
 impl Overrides {
     /// Whether it changes nothing.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         *self == Overrides::default()
     }
 }
@@ -156,7 +154,7 @@ impl Overrides {
 impl Settings {
     /// Settings for in-process tests: `runner`, one job, a 30 s time limit, every status but
     /// `completed` retried (no retries), nothing else set.
-    pub fn for_test(runner: RunnerDef) -> Settings {
+    pub(crate) fn for_test(runner: RunnerDef) -> Settings {
         Settings {
             runner,
             command: Vec::new(),
@@ -203,7 +201,7 @@ impl Settings {
     /// where user runner definitions live.
     ///
     /// Errors: bad flag or key values and definitions (exit 2), a missing program (exit 3).
-    pub fn resolve(
+    pub(crate) fn resolve(
         flags: &RunArgs,
         command: &[String],
         file: &FileSettings,
@@ -274,7 +272,7 @@ impl Settings {
     /// runner) and its program (only `exec` takes one; give it `command`).
     ///
     /// Errors: as [`Settings::resolve`]'s (exit 2 or 3); `exec` with no program (exit 2).
-    pub fn with_overrides(&self, o: &Overrides) -> Result<Settings> {
+    pub(crate) fn with_overrides(&self, o: &Overrides) -> Result<Settings> {
         let mut s = self.clone();
         if let Some(name) = o.runner.as_deref().filter(|n| *n != s.runner.name) {
             s.runner = definition::load(name, None, None)?;
@@ -354,6 +352,6 @@ mod tests {
         let keys = keys::keys_of::<FileSettings>();
         assert_eq!(keys.first(), Some(&"runner"));
         assert!(keys.contains(&"max_fail") && keys.contains(&"worktree"));
-        assert_eq!(keys::keys_of::<WorktreeSettings>(), ["copy", "setup"]);
+        assert_eq!(keys::keys_of::<file::WorktreeSettings>(), ["copy", "setup"]);
     }
 }

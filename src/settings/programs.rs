@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 /// The first agent CLI of [`definition::DETECT_ORDER`] whose program is on PATH.
 ///
 /// Errors: [`Error::Environment`] (exit 3) listing what was looked for.
-pub fn detect_runner(store: Option<&Path>) -> Result<String> {
+pub(crate) fn detect_runner(store: Option<&Path>) -> Result<String> {
     for name in definition::DETECT_ORDER {
         let def = definition::load(name, store, None)?;
         if which::which(&def.program).is_ok() {
@@ -133,7 +133,7 @@ pub(super) fn refuse_dropped_flags(flags: &RunArgs, def: &RunnerDef) -> Result<(
 /// found on PATH.
 ///
 /// Errors: [`Error::ProgramMissing`] (exit 3) with the install hint.
-pub fn check_program(program: &str, hint: &str) -> Result<PathBuf> {
+pub(crate) fn check_program(program: &str, hint: &str) -> Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let hint = if hint.is_empty() {
         String::new()

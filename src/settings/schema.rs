@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 /// Load and compile a JSON Schema given inline or as a file.
 ///
 /// Errors: an unreadable file, invalid JSON, or an invalid schema (exit 2, naming the file).
-pub fn load_schema(
+pub(crate) fn load_schema(
     value: Option<Value>,
     path: Option<&Path>,
 ) -> Result<Option<(Value, jsonschema::Validator)>> {

@@ -16,7 +16,7 @@ use crate::source::todo::TodoDocument;
 use crate::store::Store;
 
 /// The checkpoint clean-up sink of a todo batch.
-pub struct Checkpoints {
+pub(crate) struct Checkpoints {
     /// The store the batch belongs to.
     pub store: Store,
     /// The batch file (read after the marks sink has written it).
@@ -92,7 +92,7 @@ fn log_completed(workspace: &Path, completed: &[Outcome]) {
 /// `| next: <step>; <step>`, each left out when the report has none. `files` lists the
 /// modified files, then the created ones. A `|` or line break inside a value is written as
 /// `/` or a space, so a line stays one record.
-pub fn completed_line(date: &str, o: &Outcome) -> String {
+pub(crate) fn completed_line(date: &str, o: &Outcome) -> String {
     let handoff = o.handoff();
     let list = |values: &[String]| -> Vec<String> {
         values

@@ -16,7 +16,8 @@ use crate::run::record::outcome::Outcome;
 
 /// The items a run covers, in input order, streamed afresh on each call: the plan's item
 /// source, handed to the sink as a value (the sink knows nothing of plans).
-pub type Items = Box<dyn Fn() -> Result<Box<dyn Iterator<Item = Result<WorkItem>> + Send>> + Send>;
+pub(crate) type Items =
+    Box<dyn Fn() -> Result<Box<dyn Iterator<Item = Result<WorkItem>> + Send>> + Send>;
 
 /// Bytes of the log tail put in a failed test case's output.
 const LOG_TAIL: u64 = 4096;
@@ -35,7 +36,7 @@ fn tail(path: &str) -> Option<String> {
 /// verdicts of the attempts that failed before, is not empty: one `flakyFailure` each, as
 /// nextest marks tests that passed on a retry); failed, blocked and timed out → failure (with
 /// the reason as message and the log tail as output); cancelled and skipped → skipped.
-pub fn test_case(team: &str, o: &Outcome, retried: &[Verdict]) -> TestCase {
+pub(crate) fn test_case(team: &str, o: &Outcome, retried: &[Verdict]) -> TestCase {
     let mut status = match o.status {
         ItemStatus::Completed => TestCaseStatus::success(),
         ItemStatus::Failed | ItemStatus::Blocked | ItemStatus::TimedOut => {
@@ -84,7 +85,7 @@ pub fn test_case(team: &str, o: &Outcome, retried: &[Verdict]) -> TestCase {
 
 /// Whether `bytes` are a JUnit XML report (what [`write`](fn@write) makes, or another tool's): the
 /// only kind of file `--junit` replaces.
-pub fn is_junit(bytes: &[u8]) -> bool {
+pub(crate) fn is_junit(bytes: &[u8]) -> bool {
     let head = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]);
     head.trim_start().starts_with('<')
         && (head.contains("<testsuites") || head.contains("<testsuite"))
@@ -94,7 +95,7 @@ pub fn is_junit(bytes: &[u8]) -> bool {
 /// `path` (atomically).
 ///
 /// Errors: the file cannot be written.
-pub fn write(
+pub(crate) fn write(
     path: &Path,
     team: &str,
     outcomes: &[(Outcome, Vec<Verdict>)],
@@ -119,7 +120,7 @@ pub fn write(
 
 /// The `--junit FILE` sink: one test case per item the run covered, in input order (an item
 /// that never started is a skipped case).
-pub struct Junit {
+pub(crate) struct Junit {
     /// The report file.
     pub path: PathBuf,
     /// The suite's name and each case's class name: the team and its batch
@@ -134,7 +135,7 @@ pub struct Junit {
 
 impl Junit {
     /// The report `path` of suite `team` ([`Junit::team`]) over `items`.
-    pub fn new(path: PathBuf, team: String, items: Items) -> Junit {
+    pub(crate) fn new(path: PathBuf, team: String, items: Items) -> Junit {
         Junit {
             path,
             team,

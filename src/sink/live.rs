@@ -15,9 +15,9 @@ use crate::error::Result;
 use crate::run::record::team::{OutcomeIndex, OutcomesView};
 
 /// The least time between two rewrites of a live output.
-pub const EVERY: Duration = Duration::from_secs(1);
+pub(crate) const EVERY: Duration = Duration::from_secs(1);
 /// Between two rewrites at least this many times as long as the last one took.
-pub const SHARE: u32 = 10;
+pub(crate) const SHARE: u32 = 10;
 
 #[derive(Default)]
 struct Flags {
@@ -29,7 +29,7 @@ struct Flags {
 
 /// The rewriting thread of one output, started by [`Live::start`], ended by [`Live::stop`]
 /// (or when dropped).
-pub struct Live {
+pub(crate) struct Live {
     shared: Arc<(Mutex<Flags>, Condvar)>,
     thread: Option<JoinHandle<()>>,
 }
@@ -38,7 +38,10 @@ impl Live {
     /// Start the thread named `name` that calls `write` after [`Live::changed`], at most once
     /// every [`EVERY`] (or [`SHARE`] times the last write's time, when longer). A failed write is warned about once and tried again on the next
     /// change: the final write reports for real.
-    pub fn start(name: &str, mut write: impl FnMut() -> Result<()> + Send + 'static) -> Live {
+    pub(crate) fn start(
+        name: &str,
+        mut write: impl FnMut() -> Result<()> + Send + 'static,
+    ) -> Live {
         let shared = Arc::new((Mutex::new(Flags::default()), Condvar::new()));
         let theirs = shared.clone();
         let what = name.to_owned();
@@ -91,7 +94,7 @@ impl Live {
 
     /// [`Live::start`] for an output made from the outcomes the run records: `write` gets an
     /// index over `outcomes` (opened at the first write; as current as the run each time).
-    pub fn following(
+    pub(crate) fn following(
         name: &str,
         outcomes: OutcomesView,
         mut write: impl FnMut(&mut OutcomeIndex) -> Result<()> + Send + 'static,
@@ -107,14 +110,14 @@ impl Live {
     }
 
     /// An item finished: rewrite the file soon.
-    pub fn changed(&self) {
+    pub(crate) fn changed(&self) {
         let (lock, wake) = &*self.shared;
         lock.lock().unwrap_or_else(PoisonError::into_inner).dirty = true;
         wake.notify_one();
     }
 
     /// End the thread (a rewrite under way finishes first); nothing is written after this.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         let (lock, wake) = &*self.shared;
         lock.lock().unwrap_or_else(PoisonError::into_inner).stop = true;
         wake.notify_one();

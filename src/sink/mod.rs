@@ -19,20 +19,20 @@
 //! refuses a declared file over an input, over another written file, inside a guarded
 //! folder, or over an existing file of another kind; the `run_ended` event names them.
 
-pub mod checkpoints;
-pub mod junit;
-pub mod live;
-pub mod output;
-pub mod output_csv;
-pub mod output_jsonl;
-pub mod output_stages;
-pub mod plan_file;
-pub mod previous;
-pub mod proposals;
-pub mod shard_meta;
-pub mod todo_marks;
-pub mod todo_table;
-pub mod trace;
+pub(crate) mod checkpoints;
+pub(crate) mod junit;
+pub(crate) mod live;
+pub(crate) mod output;
+pub(crate) mod output_csv;
+pub(crate) mod output_jsonl;
+pub(crate) mod output_stages;
+pub(crate) mod plan_file;
+pub(crate) mod previous;
+pub(crate) mod proposals;
+pub(crate) mod shard_meta;
+pub(crate) mod todo_marks;
+pub(crate) mod todo_table;
+pub(crate) mod trace;
 
 use std::path::{Path, PathBuf};
 
@@ -41,10 +41,10 @@ use crate::run::events::{Event, Reporter, RunSummary};
 use crate::run::record::ledger_file::OutputStamp;
 use crate::run::record::team::{OutcomeIndex, OutcomesView};
 
-pub use plan_file::{PlanFile, Replaces};
+pub(crate) use plan_file::PlanFile;
 
 /// What a finished run hands its sinks.
-pub struct RunEnd<'a> {
+pub(crate) struct RunEnd<'a> {
     /// Totals of the run, as the summary shows them.
     pub summary: &'a RunSummary,
     /// The recorded outcomes by item id.
@@ -72,7 +72,7 @@ pub struct RunEnd<'a> {
 /// A consumer of a run: the files it writes (declared before the plan is checked), live
 /// events (from [`Reporter`]), then one `finish` after the run and its isolation step, in
 /// registration order.
-pub trait Sink: Reporter {
+pub(crate) trait Sink: Reporter {
     /// Every file (or folder) this sink writes, as it was built: the plan's start-up checks
     /// refuse each one over a file the run reads, over another file it writes, inside a
     /// guarded folder, and — with [`PlanFile::replacing`] — over an existing file of another
@@ -98,24 +98,24 @@ pub trait Sink: Reporter {
 
 /// The fan-out: every event to every sink in order, then every `finish` in order.
 #[derive(Default)]
-pub struct Sinks(Vec<Box<dyn Sink>>);
+pub(crate) struct Sinks(Vec<Box<dyn Sink>>);
 
 impl Sinks {
     /// Hand every sink what the run records ([`Sink::follow`]).
-    pub fn follow(&mut self, outcomes: &OutcomesView) {
+    pub(crate) fn follow(&mut self, outcomes: &OutcomesView) {
         for s in &mut self.0 {
             s.follow(outcomes);
         }
     }
 
     /// Add a sink after the ones already registered.
-    pub fn push(&mut self, sink: Box<dyn Sink>) {
+    pub(crate) fn push(&mut self, sink: Box<dyn Sink>) {
         self.0.push(sink);
     }
 
     /// Every file the sinks declare ([`Sink::writes`]), in registration order; a folder two
     /// sinks both edit in place (the todo store) is named once.
-    pub fn writes(&self) -> Vec<PlanFile> {
+    pub(crate) fn writes(&self) -> Vec<PlanFile> {
         let mut all: Vec<PlanFile> = Vec::new();
         for f in self.0.iter().flat_map(|s| s.writes()) {
             let again =
@@ -130,7 +130,7 @@ impl Sinks {
     /// The output files the sinks write (those not edited in place), in registration order,
     /// as absolute paths (a path as typed, `--junit j.xml`, is taken from the current
     /// folder, which a reader of the `run_ended` event may not know).
-    pub fn files(&self) -> Vec<PathBuf> {
+    pub(crate) fn files(&self) -> Vec<PathBuf> {
         self.writes()
             .into_iter()
             .filter(|f| !f.in_place)
@@ -141,7 +141,7 @@ impl Sinks {
     /// Finish every sink in order; the first error stops the rest.
     ///
     /// Errors: the first sink that failed.
-    pub fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
+    pub(crate) fn finish(&mut self, run: &mut RunEnd<'_>) -> Result<()> {
         for sink in &mut self.0 {
             sink.finish(run)?;
         }

@@ -26,7 +26,7 @@ use crate::source::input::{InputRow, InputTable};
 
 /// How the output is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputFormat {
+pub(crate) enum OutputFormat {
     /// `workers-output.csv`: comma-separated, agent values guarded against spreadsheets.
     Csv,
     /// One JSON object per row, values with their types.
@@ -35,7 +35,7 @@ pub enum OutputFormat {
 
 impl OutputFormat {
     /// The format of the output file `path`: JSON Lines for `*.jsonl` and `*.ndjson`.
-    pub fn of(path: &std::path::Path) -> OutputFormat {
+    pub(crate) fn of(path: &std::path::Path) -> OutputFormat {
         match output_jsonl::is_jsonl_path(path) {
             true => OutputFormat::Jsonl,
             false => OutputFormat::Csv,
@@ -44,7 +44,7 @@ impl OutputFormat {
 
     /// The only kind of existing file an output of this format replaces, and how to tell
     /// one ([`PlanFile::replacing`]).
-    pub fn replaces(self) -> (&'static str, fn(&[u8]) -> bool) {
+    pub(crate) fn replaces(self) -> (&'static str, fn(&[u8]) -> bool) {
         match self {
             OutputFormat::Csv => (
                 "an output CSV of the runner (no status, attempts and error columns)",
@@ -59,7 +59,7 @@ impl OutputFormat {
 }
 
 /// The output sink of a CSV batch.
-pub struct Output {
+pub(crate) struct Output {
     file: Arc<OutputFile>,
     /// What the run records, once it started ([`Sink::follow`]): what live rewrites read.
     outcomes: Option<OutcomesView>,
@@ -90,7 +90,12 @@ enum Fate<'a> {
 impl Output {
     /// The output `path` (its format by [`OutputFormat::of`]) of the rows of `table` this
     /// run's `selection` covers, under `layout`.
-    pub fn new(path: PathBuf, table: InputTable, selection: Selection, layout: Layout) -> Output {
+    pub(crate) fn new(
+        path: PathBuf,
+        table: InputTable,
+        selection: Selection,
+        layout: Layout,
+    ) -> Output {
         Output {
             file: Arc::new(OutputFile {
                 format: OutputFormat::of(&path),

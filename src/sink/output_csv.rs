@@ -14,7 +14,7 @@ use crate::report::ItemStatus;
 use crate::run::record::outcome::Outcome;
 
 /// The runner's columns, in order.
-pub const RUNNER_COLUMNS: &[&str] = &[
+pub(crate) const RUNNER_COLUMNS: &[&str] = &[
     "status",
     "attempts",
     "exit_code",
@@ -40,7 +40,7 @@ pub const RUNNER_COLUMNS: &[&str] = &[
 /// Whether `bytes` are an output CSV of the runner: its header row holds the runner's
 /// `status`, `attempts` and `error` columns (or their `runner_` names). The only kind of
 /// file a batch's output replaces, whatever its input columns were.
-pub fn is_output(bytes: &[u8]) -> bool {
+pub(crate) fn is_output(bytes: &[u8]) -> bool {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
@@ -57,11 +57,11 @@ pub fn is_output(bytes: &[u8]) -> bool {
 }
 
 /// Columns added with `--isolate worktree`: the teammate's branch and its head commit.
-pub const WORKTREE_COLUMNS: &[&str] = &["branch", "commit"];
+pub(crate) const WORKTREE_COLUMNS: &[&str] = &["branch", "commit"];
 
 /// The column layout of an output file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layout {
+pub(crate) struct Layout {
     /// Every header, in file order.
     pub headers: Vec<String>,
     /// Number of input columns.
@@ -84,12 +84,12 @@ pub struct Layout {
 }
 
 /// The runner columns an unfinished row leaves empty: nothing is decided yet.
-pub const UNDECIDED: [&str; 3] = ["status", "attempts", "failure_kind"];
+pub(crate) const UNDECIDED: [&str; 3] = ["status", "attempts", "failure_kind"];
 
 impl Layout {
     /// Add the `model` column ([`Layout::models`]), as `runner_model` when an input column
     /// has that name.
-    pub fn with_models(mut self) -> Layout {
+    pub(crate) fn with_models(mut self) -> Layout {
         let name = match self.headers.iter().any(|h| h == "model") {
             true => "runner_model",
             false => "model",
@@ -100,13 +100,13 @@ impl Layout {
     }
 
     /// How many columns the stages add at the end.
-    pub fn stage_cells(&self) -> usize {
+    pub(crate) fn stage_cells(&self) -> usize {
         self.stages.iter().map(|s| s.headers().len()).sum()
     }
 
     /// Where the runner column `column` (a name of [`RUNNER_COLUMNS`]) is in
     /// [`Layout::headers`], whatever name it is written under (`runner_<name>` on a clash).
-    pub fn runner_column(&self, column: &str) -> Option<usize> {
+    pub(crate) fn runner_column(&self, column: &str) -> Option<usize> {
         let extra = if self.worktree {
             WORKTREE_COLUMNS.len()
         } else {
@@ -128,7 +128,7 @@ impl Layout {
 /// that starts with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading `'`, which
 /// Excel, LibreOffice and Google Sheets show as text and do not evaluate. Plain numbers
 /// (`-3`, `+1.5`) and other values are unchanged.
-pub fn formula_safe(value: String) -> String {
+pub(crate) fn formula_safe(value: String) -> String {
     match value.chars().next() {
         Some('=' | '+' | '-' | '@' | '\t' | '\r') if value.trim().parse::<f64>().is_err() => {
             format!("'{value}")
@@ -140,7 +140,7 @@ pub fn formula_safe(value: String) -> String {
 /// Work out the columns for `inputs`, an optional `output_schema`, and whether teammates
 /// work in worktrees (which adds [`WORKTREE_COLUMNS`]); `guard_formulas` is
 /// [`Layout::guard_formulas`].
-pub fn layout(
+pub(crate) fn layout(
     inputs: &[String],
     schema: Option<&Value>,
     worktree: bool,
@@ -217,7 +217,7 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 /// item was ticked with no record of its run); its failure kind is then the one an item not
 /// run gets ([`crate::report::kind_of_not_run`]: `cancelled`, `skipped`, none for
 /// `completed`).
-pub fn row(
+pub(crate) fn row(
     layout: &Layout,
     values: &[String],
     outcome: Option<&Outcome>,
@@ -319,7 +319,7 @@ pub fn row(
 /// An output file split into exact byte ranges, so rows can be copied byte-for-byte
 /// (`--only` replays, `runner merge`).
 #[derive(Debug)]
-pub struct RawRecords {
+pub(crate) struct RawRecords {
     /// The header's fields.
     pub header: Vec<String>,
     /// Where the header line ends (the first record's start).
@@ -333,7 +333,7 @@ pub struct RawRecords {
 /// corrected.)
 ///
 /// Errors: the text is not CSV, with the 1-based line where it breaks.
-pub fn raw_records(bytes: &[u8]) -> std::result::Result<RawRecords, (Option<u64>, String)> {
+pub(crate) fn raw_records(bytes: &[u8]) -> std::result::Result<RawRecords, (Option<u64>, String)> {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(true)
@@ -384,7 +384,7 @@ pub fn raw_records(bytes: &[u8]) -> std::result::Result<RawRecords, (Option<u64>
 ///
 /// Errors: the file cannot be read or is not CSV (exit 2, naming it and the line); it
 /// cannot be replaced (exit 3).
-pub fn repoint_logs(path: &Path, workspace: &Path, archive: &Path) -> Result<bool> {
+pub(crate) fn repoint_logs(path: &Path, workspace: &Path, archive: &Path) -> Result<bool> {
     let bytes = std::fs::read(path).map_err(|e| Error::read_input("the output table", path, e))?;
     let raw = raw_records(&bytes)
         .map_err(|(line, e)| Error::input_at(path, line, format!("not a CSV output: {e}")))?;
@@ -430,16 +430,16 @@ pub fn repoint_logs(path: &Path, workspace: &Path, archive: &Path) -> Result<boo
 }
 
 /// A row writer handed to [`write`](fn@write)'s `fill`: takes a record's fields.
-pub type Emit<'a> = dyn FnMut(Vec<String>) -> std::io::Result<()> + 'a;
+pub(crate) type Emit<'a> = dyn FnMut(Vec<String>) -> std::io::Result<()> + 'a;
 /// A raw writer handed to [`write`](fn@write)'s `fill`: takes a whole record's exact bytes (with its
 /// line ending), copied from a previous output.
-pub type Raw<'a> = dyn FnMut(&[u8]) -> std::io::Result<()> + 'a;
+pub(crate) type Raw<'a> = dyn FnMut(&[u8]) -> std::io::Result<()> + 'a;
 
 /// Replace `path` atomically with the header and the rows `fill` writes, either as fields
 /// (`emit`) or as exact bytes (`raw`).
 ///
 /// Errors: an IO error naming the file (nothing is left half-written).
-pub fn write(
+pub(crate) fn write(
     path: &Path,
     layout: &Layout,
     fill: impl FnOnce(&mut Emit<'_>, &mut Raw<'_>) -> std::io::Result<()>,
@@ -479,12 +479,13 @@ impl Write for Shared<'_> {
 
 /// The error text of a row a live output shows before its item finished (its status and
 /// attempts are empty).
-pub const UNFINISHED: &str = "not finished when this output was written; the run was going on";
+pub(crate) const UNFINISHED: &str =
+    "not finished when this output was written; the run was going on";
 
 /// What a row without an outcome says: not run (with its status and reason), or, in an
 /// output written while the run goes on, not finished yet ([`UNFINISHED`]).
 #[derive(Debug, Clone, Copy)]
-pub enum Missing {
+pub(crate) enum Missing {
     /// The item has no outcome and will have none from this run.
     NotRun(ItemStatus, &'static str),
     /// The run is still going on.
@@ -493,7 +494,7 @@ pub enum Missing {
 
 impl Missing {
     /// The missing rows of a finished run: never started (interrupted or not).
-    pub fn after(interrupted: bool) -> Missing {
+    pub(crate) fn after(interrupted: bool) -> Missing {
         match interrupted {
             true => Missing::NotRun(
                 ItemStatus::Cancelled,
@@ -506,7 +507,7 @@ impl Missing {
 
 /// The row of an item not finished yet: its input values, its error [`UNFINISHED`], and no
 /// status, attempts or failure kind.
-pub fn unfinished_row(layout: &Layout, values: &[String]) -> Vec<String> {
+pub(crate) fn unfinished_row(layout: &Layout, values: &[String]) -> Vec<String> {
     let mut out = row(layout, values, None, (ItemStatus::Cancelled, UNFINISHED));
     for column in UNDECIDED {
         if let Some(i) = layout.runner_column(column) {
@@ -517,7 +518,7 @@ pub fn unfinished_row(layout: &Layout, values: &[String]) -> Vec<String> {
 }
 
 /// The outcome of a covered item that has none recorded: it never started.
-pub fn not_started(id: &str, teammate: &str, title: &str, interrupted: bool) -> Outcome {
+pub(crate) fn not_started(id: &str, teammate: &str, title: &str, interrupted: bool) -> Outcome {
     let reason = if interrupted {
         "not started: the run was interrupted"
     } else {

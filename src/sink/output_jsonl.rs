@@ -16,14 +16,14 @@ use crate::run::record::outcome::Outcome;
 use crate::source::input::InputRow;
 
 /// Whether `path` names a JSON Lines output (`.jsonl`, `.ndjson`).
-pub fn is_jsonl_path(path: &Path) -> bool {
+pub(crate) fn is_jsonl_path(path: &Path) -> bool {
     crate::source::input::InputFormat::of(path) == crate::source::input::InputFormat::Jsonl
 }
 
 /// Whether `bytes` are a JSON Lines output of the runner: its first line is an object with
 /// the runner's `status`, `attempts` and `error` fields (or their `runner_` names). The only
 /// kind of file a JSON Lines output replaces.
-pub fn is_output(bytes: &[u8]) -> bool {
+pub(crate) fn is_output(bytes: &[u8]) -> bool {
     let first = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
     let Ok(Value::Object(o)) = serde_json::from_slice::<Value>(first) else {
         return false;
@@ -35,7 +35,7 @@ pub fn is_output(bytes: &[u8]) -> bool {
 
 /// The line of an item not finished yet: as [`super::output_csv::unfinished_row`], its
 /// status, attempts and failure kind `null`.
-pub fn unfinished_line(layout: &Layout, row: &InputRow) -> Map<String, Value> {
+pub(crate) fn unfinished_line(layout: &Layout, row: &InputRow) -> Map<String, Value> {
     let mut out = line(layout, row, None, (ItemStatus::Cancelled, UNFINISHED));
     for column in UNDECIDED {
         if let Some(i) = layout.runner_column(column) {
@@ -48,7 +48,7 @@ pub fn unfinished_line(layout: &Layout, row: &InputRow) -> Map<String, Value> {
 /// The object of one row: its input fields, then its outcome's fields under the layout's
 /// names. `missing` is the `(status, reason)` of a row without an outcome, as in
 /// [`super::output_csv::row`].
-pub fn line(
+pub(crate) fn line(
     layout: &Layout,
     row: &InputRow,
     outcome: Option<&Outcome>,

@@ -23,7 +23,7 @@ const HANDOFF: [&str; 5] = [
 
 /// One stage's part of the layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StageColumns {
+pub(crate) struct StageColumns {
     /// The stage's name.
     pub name: String,
     /// Its output schema's properties; `None`: one `STAGE.result` column.
@@ -32,7 +32,7 @@ pub struct StageColumns {
 
 impl StageColumns {
     /// Its column names, in order.
-    pub fn headers(&self) -> Vec<String> {
+    pub(crate) fn headers(&self) -> Vec<String> {
         let n = &self.name;
         let mut h = vec![
             format!("{n}.status"),
@@ -51,7 +51,7 @@ impl StageColumns {
 
 /// The layout of a staged batch's output: the input columns, no output columns of its own,
 /// the runner's columns, then each stage's ([`StageColumns::headers`]).
-pub fn layout(
+pub(crate) fn layout(
     inputs: &[String],
     stages: Vec<StageColumns>,
     worktree: bool,
@@ -73,7 +73,7 @@ pub fn layout(
 /// files modified and created are every stage's; the other hand-off fields are those of the
 /// deciding stage (the last one, when all completed).
 /// `None` while a stage that may still run has no outcome.
-pub fn overall(row: &str, names: &[String], stages: &[Option<Outcome>]) -> Option<Outcome> {
+pub(crate) fn overall(row: &str, names: &[String], stages: &[Option<Outcome>]) -> Option<Outcome> {
     let deciding = names.iter().zip(stages).find(|(_, o)| {
         o.as_ref()
             .is_some_and(|o| o.status != ItemStatus::Completed)
@@ -147,7 +147,7 @@ pub fn overall(row: &str, names: &[String], stages: &[Option<Outcome>]) -> Optio
 }
 
 /// Each stage's cells of a CSV row, after the runner's.
-pub fn cells(layout: &Layout, stages: &[Option<Outcome>]) -> Vec<String> {
+pub(crate) fn cells(layout: &Layout, stages: &[Option<Outcome>]) -> Vec<String> {
     let agent = |v: String| match layout.guard_formulas {
         true => formula_safe(v),
         false => v,
@@ -170,7 +170,7 @@ pub fn cells(layout: &Layout, stages: &[Option<Outcome>]) -> Vec<String> {
 }
 
 /// Each stage's fields of a JSON Lines row, named as the CSV's columns.
-pub fn fields(layout: &Layout, stages: &[Option<Outcome>]) -> Vec<(String, Value)> {
+pub(crate) fn fields(layout: &Layout, stages: &[Option<Outcome>]) -> Vec<(String, Value)> {
     layout
         .stages
         .iter()

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 /// A file a plan reads or writes, named for messages.
 #[derive(Debug, Clone)]
-pub struct PlanFile {
+pub(crate) struct PlanFile {
     /// What it is (`input`, `output`, `JUnit report`).
     pub what: &'static str,
     /// Its path.
@@ -28,7 +28,7 @@ pub struct PlanFile {
 /// The kind of file an output may replace: `kind` names it for the message, `ours` tells it
 /// by its bytes.
 #[derive(Debug, Clone, Copy)]
-pub struct Replaces {
+pub(crate) struct Replaces {
     /// What the file must be (`a JUnit report`).
     pub kind: &'static str,
     /// Whether the existing bytes are that kind of file.
@@ -38,7 +38,11 @@ pub struct Replaces {
 impl PlanFile {
     /// A file named `what` at `path`, chosen by `flag` (empty for inputs and for files no
     /// flag names).
-    pub fn new(what: &'static str, path: impl Into<PathBuf>, flag: &'static str) -> PlanFile {
+    pub(crate) fn new(
+        what: &'static str,
+        path: impl Into<PathBuf>,
+        flag: &'static str,
+    ) -> PlanFile {
         PlanFile {
             what,
             path: path.into(),
@@ -50,13 +54,13 @@ impl PlanFile {
 
     /// This file, which replaces only an existing file `ours` recognises as `kind`
     /// ([`PlanFile::replaces`]).
-    pub fn replacing(mut self, kind: &'static str, ours: fn(&[u8]) -> bool) -> PlanFile {
+    pub(crate) fn replacing(mut self, kind: &'static str, ours: fn(&[u8]) -> bool) -> PlanFile {
         self.replaces = Some(Replaces { kind, ours });
         self
     }
 
     /// This file, edited in place ([`PlanFile::in_place`]).
-    pub fn in_place(mut self) -> PlanFile {
+    pub(crate) fn in_place(mut self) -> PlanFile {
         self.in_place = true;
         self
     }

@@ -11,7 +11,7 @@ use crate::sink::output_csv;
 
 /// Index of a previous output file: id → (completed?, byte range of its record).
 #[derive(Debug, Clone)]
-pub struct Previous {
+pub(crate) struct Previous {
     /// The file as it was read, kept open: an output kept current while the run goes on
     /// replaces the path, and the byte ranges are of these bytes.
     file: std::sync::Arc<std::fs::File>,
@@ -60,7 +60,7 @@ impl Previous {
     /// `status_column`.
     ///
     /// Errors: the file is missing or unreadable, its columns differ from this run's (exit 2).
-    pub fn read(
+    pub(crate) fn read(
         path: &Path,
         headers: &[String],
         id_column: Option<&str>,
@@ -104,7 +104,7 @@ impl Previous {
     ///
     /// Errors: the file is missing or unreadable, or a line is not a JSON object (exit 2,
     /// naming the line).
-    pub fn read_jsonl(
+    pub(crate) fn read_jsonl(
         path: &Path,
         id_column: Option<&str>,
         status_column: &str,
@@ -146,13 +146,13 @@ impl Previous {
     }
 
     /// Whether the previous output shows `id` completed.
-    pub fn completed(&self, id: &str) -> bool {
+    pub(crate) fn completed(&self, id: &str) -> bool {
         self.rows.get(id).is_some_and(|r| r.0 == Was::Completed)
     }
 
     /// The attempts the previous output shows for each of its rows that `keep` selects, for
     /// a replay's attempt numbers to go on from (the README: attempts count across runs).
-    pub fn attempts<'a>(
+    pub(crate) fn attempts<'a>(
         &'a self,
         keep: impl Fn(&str) -> bool + 'a,
     ) -> impl Iterator<Item = (&'a str, u32)> + 'a {
@@ -163,14 +163,18 @@ impl Previous {
     }
 
     /// Whether the previous output shows `id` blocked (waiting for a person).
-    pub fn blocked(&self, id: &str) -> bool {
+    pub(crate) fn blocked(&self, id: &str) -> bool {
         self.rows.get(id).is_some_and(|r| r.0 == Was::Blocked)
     }
 
     /// The exact bytes of `id`'s row (with its line ending), if it has one.
     ///
     /// Errors: the file cannot be read back.
-    pub fn raw(&self, file: &mut std::fs::File, id: &str) -> std::io::Result<Option<Vec<u8>>> {
+    pub(crate) fn raw(
+        &self,
+        file: &mut std::fs::File,
+        id: &str,
+    ) -> std::io::Result<Option<Vec<u8>>> {
         let Some((_, _, start, end)) = self.rows.get(id) else {
             return Ok(None);
         };
@@ -185,12 +189,7 @@ impl Previous {
 
     /// The file as it was read, for [`Previous::raw`] (a handle of its own; the bytes are
     /// those indexed even after the path was replaced).
-    pub fn open(&self) -> std::io::Result<std::fs::File> {
+    pub(crate) fn open(&self) -> std::io::Result<std::fs::File> {
         self.file.try_clone()
-    }
-
-    /// Ids in the previous output.
-    pub fn contains(&self, id: &str) -> bool {
-        self.rows.contains_key(id)
     }
 }

@@ -11,7 +11,7 @@ use crate::source::todo::BatchRef;
 use crate::store::Store;
 
 /// The sink: the proposals seen, in order.
-pub struct Proposals {
+pub(crate) struct Proposals {
     store: Store,
     /// N of the batch's `todo-N.md`.
     batch: u32,
@@ -21,7 +21,7 @@ pub struct Proposals {
 
 impl Proposals {
     /// Proposals of the teammates of batch `todo-<batch>.md` of `store`.
-    pub fn new(store: Store, batch: u32) -> Proposals {
+    pub(crate) fn new(store: Store, batch: u32) -> Proposals {
         Proposals {
             store,
             batch,

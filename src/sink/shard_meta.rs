@@ -15,7 +15,7 @@ use crate::source::input::InputTable;
 
 /// `<output>.shard.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShardMeta {
+pub(crate) struct ShardMeta {
     /// Format version.
     pub v: u32,
     /// FNV-1a over the input bytes, the instruction, the schema and the id column.
@@ -29,7 +29,7 @@ pub struct ShardMeta {
 }
 
 /// The sidecar path of an output file.
-pub fn path_for(output: &Path) -> PathBuf {
+pub(crate) fn path_for(output: &Path) -> PathBuf {
     let mut name = output
         .file_name()
         .map(|n| n.to_os_string())
@@ -42,7 +42,7 @@ impl ShardMeta {
     /// Write the sidecar of `output` atomically.
     ///
     /// Errors: the file cannot be written.
-    pub fn write(&self, output: &Path) -> Result<()> {
+    pub(crate) fn write(&self, output: &Path) -> Result<()> {
         let text = serde_json::to_vec(self)
             .map_err(|e| Error::Environment(format!("cannot encode the shard sidecar: {e}")))?;
         crate::fsutil::write_atomic(&path_for(output), &text)
@@ -51,7 +51,7 @@ impl ShardMeta {
     /// Read the sidecar of `output`.
     ///
     /// Errors: missing or invalid sidecar (exit 2), naming the file.
-    pub fn read(output: &Path) -> Result<ShardMeta> {
+    pub(crate) fn read(output: &Path) -> Result<ShardMeta> {
         let p = path_for(output);
         let text = std::fs::read_to_string(&p).map_err(|e| {
             Error::input_at(output, None, format!(
@@ -70,7 +70,7 @@ impl ShardMeta {
 }
 
 /// The sink that writes a shard's sidecar beside its output.
-pub struct ShardSidecar {
+pub(crate) struct ShardSidecar {
     /// The shard's output file.
     pub output: PathBuf,
     /// The batch fingerprint ([`ShardMeta::fingerprint`]).

@@ -19,7 +19,7 @@ use crate::source::todo::{Mark, Section, TodoDocument};
 use crate::store::Store;
 
 /// Set the final mark and note of item `number` from its outcome (`None`: it never started).
-pub fn apply_outcome(doc: &mut TodoDocument, number: u32, outcome: Option<&Outcome>) {
+pub(crate) fn apply_outcome(doc: &mut TodoDocument, number: u32, outcome: Option<&Outcome>) {
     let (mark, note) = match outcome {
         Some(o) if o.status == ItemStatus::Completed => {
             let summary = if o.summary.is_empty() {
@@ -57,16 +57,16 @@ pub fn apply_outcome(doc: &mut TodoDocument, number: u32, outcome: Option<&Outco
 /// How the note `runner reset` leaves on an item it reopened in a batch file starts. The
 /// batch's next run runs such an item again even when its team's journal has it completed
 /// (`source::todo_batch::plan`); the run's own note replaces it.
-pub const REOPENED: &str = "reopened by runner reset";
+pub(crate) const REOPENED: &str = "reopened by runner reset";
 
 /// The note on an item `runner reset` reopened in `batch` (its file name) for `mark`
 /// (`NAME#ROUND/STEP`).
-pub fn reopened_note(mark: &str, batch: &str) -> String {
+pub(crate) fn reopened_note(mark: &str, batch: &str) -> String {
     format!("{REOPENED} ({mark}); `runner run {batch}` runs it again")
 }
 
 /// Whether `item` is open again by `runner reset` and not run since.
-pub fn is_reopened(item: &crate::source::todo::TodoItem) -> bool {
+pub(crate) fn is_reopened(item: &crate::source::todo::TodoItem) -> bool {
     item.mark != Mark::Done
         && item
             .note
@@ -75,7 +75,7 @@ pub fn is_reopened(item: &crate::source::todo::TodoItem) -> bool {
 }
 
 /// `done` when every item in `numbers` is ticked, else `partial`.
-pub fn batch_status(doc: &TodoDocument, numbers: &[u32]) -> &'static str {
+pub(crate) fn batch_status(doc: &TodoDocument, numbers: &[u32]) -> &'static str {
     let all = numbers
         .iter()
         .all(|n| doc.item(*n).is_some_and(|i| i.mark == Mark::Done));
@@ -84,7 +84,9 @@ pub fn batch_status(doc: &TodoDocument, numbers: &[u32]) -> &'static str {
 
 /// The checkpoint references of every item that is not done in `texts` (the inbox and every
 /// batch file): those checkpoints must be kept.
-pub fn referenced_checkpoints<'a>(texts: impl IntoIterator<Item = &'a str>) -> HashSet<String> {
+pub(crate) fn referenced_checkpoints<'a>(
+    texts: impl IntoIterator<Item = &'a str>,
+) -> HashSet<String> {
     texts
         .into_iter()
         .flat_map(|t| {
@@ -100,14 +102,14 @@ pub fn referenced_checkpoints<'a>(texts: impl IntoIterator<Item = &'a str>) -> H
 }
 
 /// A checkpoint reference in comparable form (`./cp-1.md` and `cp-1.md` are the same).
-pub fn normalize(reference: &str) -> String {
+pub(crate) fn normalize(reference: &str) -> String {
     reference.trim().trim_start_matches("./").to_owned()
 }
 
 /// Where item `number` (titled `title` when the run started) is in `doc` now: the same
 /// number if its title still matches, else the first item with that title. A person may have
 /// edited the batch file while the run went on; marks must land on the right line or nowhere.
-pub fn locate(doc: &TodoDocument, number: u32, title: &str) -> Option<u32> {
+pub(crate) fn locate(doc: &TodoDocument, number: u32, title: &str) -> Option<u32> {
     if doc.item(number).is_some_and(|i| i.title == title) {
         return Some(number);
     }
@@ -124,7 +126,7 @@ pub fn locate(doc: &TodoDocument, number: u32, title: &str) -> Option<u32> {
 /// afresh under the store lock for each edit, so edits a person makes during the run are
 /// kept. Live write errors are warned about, never fatal, and a batch file gone by the end
 /// is warned about and left to the table and the journal, which is the truth.
-pub struct TodoMarks {
+pub(crate) struct TodoMarks {
     store: Store,
     path: PathBuf,
     titles: Arc<HashMap<String, String>>,
@@ -145,7 +147,7 @@ impl TodoMarks {
     /// Mark the items of `path` (a batch file of `store`) whose ids and titles are in
     /// `titles`; `numbers` are the run's items in order; `include_ideas` counts the Ideas in
     /// the batch's status.
-    pub fn new(
+    pub(crate) fn new(
         store: Store,
         path: PathBuf,
         titles: HashMap<String, String>,

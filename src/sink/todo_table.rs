@@ -30,11 +30,11 @@ use crate::source::todo::{Mark, Section};
 use crate::store::Store;
 
 /// One row's input columns: item number, title, checkpoint reference (may be empty).
-pub type TableItem = (u32, String, String);
+pub(crate) type TableItem = (u32, String, String);
 
 /// The todo table sink. It reads the batch file after the marks sink has written it, and
 /// keeps the table current while the run goes on ([`Live`]).
-pub struct TodoTable {
+pub(crate) struct TodoTable {
     file: Arc<TableFile>,
     /// The table as it was before this run (read once, at the first write: later writes,
     /// live ones included, copy its rows, not their own).
@@ -49,7 +49,7 @@ type OldCache = Option<Option<OldTable>>;
 
 impl TodoTable {
     /// The sink of `file`.
-    pub fn new(file: TableFile) -> TodoTable {
+    pub(crate) fn new(file: TableFile) -> TodoTable {
         TodoTable {
             file: Arc::new(file),
             old: Arc::new(Mutex::new(None)),
@@ -61,7 +61,7 @@ impl TodoTable {
 
 /// The todo table of batch file `batch`: `todo-3.md` → `todo-3.workers-output.csv` beside
 /// it (`crate::source::todo_batch::table_path` names it for the todo source).
-pub fn path_for(batch: &Path) -> PathBuf {
+pub(crate) fn path_for(batch: &Path) -> PathBuf {
     let stem = batch
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -70,7 +70,7 @@ pub fn path_for(batch: &Path) -> PathBuf {
 }
 
 /// What the todo table is made of.
-pub struct TableFile {
+pub(crate) struct TableFile {
     /// The store the batch belongs to (its lock is held while the table is made).
     pub store: Store,
     /// The batch file.

@@ -17,7 +17,7 @@ use crate::run::events::{Event, Reporter};
 use crate::run::record::team::OutcomesView;
 
 /// The trace sink.
-pub struct Trace {
+pub(crate) struct Trace {
     path: PathBuf,
     team: String,
     started: Instant,
@@ -30,14 +30,14 @@ pub struct Trace {
 
 /// Whether `bytes` are a Chrome trace-event document as this sink writes it (an object
 /// whose first key is `traceEvents`): the only kind of file `--trace` replaces.
-pub fn is_trace(bytes: &[u8]) -> bool {
+pub(crate) fn is_trace(bytes: &[u8]) -> bool {
     bytes.trim_ascii_start().starts_with(b"{\"traceEvents\"")
 }
 
 impl Trace {
     /// A trace of team `team`, written to `path` when the run ends; its times count from
     /// when the run starts recording ([`Sink::follow`]), or from now if it never does.
-    pub fn new(path: PathBuf, team: String) -> Trace {
+    pub(crate) fn new(path: PathBuf, team: String) -> Trace {
         Trace {
             path,
             team,

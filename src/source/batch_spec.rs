@@ -96,7 +96,7 @@ struct StageKeys {
 
 /// `output_schema` as written: inline or a path to a JSON file.
 #[derive(Debug, Clone, PartialEq)]
-pub enum SchemaSource {
+pub(crate) enum SchemaSource {
     /// An inline JSON Schema object.
     Inline(Value),
     /// A path to a JSON Schema file, relative to BATCH.md's folder unless absolute.
@@ -106,7 +106,7 @@ pub enum SchemaSource {
 /// One stage of a row's chain, as BATCH.md's `stages:` writes it (issue 33). Checked here:
 /// the name, one instruction, known keys and stages in `after`, no cycle.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct StageSpec {
+pub(crate) struct StageSpec {
     /// `name`: `[A-Za-z0-9_-]`, at most 40 characters, unique in the batch.
     pub name: String,
     /// `instruction`: the stage's template text.
@@ -128,7 +128,7 @@ pub struct StageSpec {
 /// A parsed BATCH.md. Every field is optional; flags override them and the config layer fills
 /// in defaults.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct BatchSpec {
+pub(crate) struct BatchSpec {
     /// `input`: the CSV file.
     pub input: Option<PathBuf>,
     /// `id_column`: the column whose value identifies a row.
@@ -166,7 +166,7 @@ pub struct BatchSpec {
 /// Split `---` YAML frontmatter from the body. Returns `(yaml, body, body_line)` where
 /// `body_line` is the 1-based line the body starts on; `None` when the text has no
 /// frontmatter. Errors when a frontmatter is opened but never closed.
-pub fn split_frontmatter<'a>(
+pub(crate) fn split_frontmatter<'a>(
     path: &Path,
     text: &'a str,
 ) -> Result<Option<(&'a str, &'a str, u64)>> {
@@ -668,7 +668,7 @@ fn unknown_key_warning(path: &Path, yaml: &str, key: &str, known: &[String]) -> 
 ///
 /// Errors ([`Error::Input`] naming the file and line): no frontmatter, YAML that does not
 /// parse or is not a mapping, a key of the wrong type, an empty instruction body.
-pub fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
+pub(crate) fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
     let Some((yaml, body, body_line)) = split_frontmatter(path, text)? else {
         return Err(Error::input_at(
             path,

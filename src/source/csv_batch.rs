@@ -29,13 +29,13 @@ use crate::source::stages::Chain;
 use crate::source::{csv_input, jsonl_input};
 
 /// The column that names a row's prerequisites (ids separated by `;`).
-pub const DEPENDS_ON: &str = "depends_on";
+pub(crate) const DEPENDS_ON: &str = "depends_on";
 
 /// The name of the copy of stdin's rows in the workspace (`--input -`).
-pub const STDIN_COPY: &str = "stdin.csv";
+pub(crate) const STDIN_COPY: &str = "stdin.csv";
 
 /// The files of a CSV batch, resolved from flags and BATCH.md.
-pub struct CsvBatchFiles {
+pub(crate) struct CsvBatchFiles {
     /// The input CSV ([`crate::source::input::STDIN_NAME`] when the rows come from stdin).
     pub input: PathBuf,
     /// The rows read from stdin (`--input -`); `None`: they are read from `input`.
@@ -598,7 +598,7 @@ fn profile(
 ///
 /// Errors: every problem of the input files (exit 2, naming the file and line), nothing
 /// written.
-pub fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
+pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
     let (instruction, table) = scan(&files, &settings)?;
     let chain = files.stages.take().map(Arc::new);
     if settings.batch_api

@@ -28,7 +28,7 @@ use crate::source::input::{
 ///
 /// Errors (exit 2, naming `what`): more than one character, a character that is not ASCII,
 /// or one that cannot separate fields (a quote, a newline).
-pub fn delimiter_for(what: &str, flag: Option<&str>, input: Option<&Path>) -> Result<u8> {
+pub(crate) fn delimiter_for(what: &str, flag: Option<&str>, input: Option<&Path>) -> Result<u8> {
     let Some(text) = flag else {
         let tsv = input
             .and_then(Path::extension)
@@ -80,7 +80,7 @@ fn delimiter_hint(path: &Path, headers: &[String], delimiter: u8) -> Option<Stri
 
 /// `e` with `hint` (from [`InputTable::hint`]) added to its message, when it is an input
 /// error: a missing column is most often a header split at the wrong delimiter.
-pub fn with_hint(e: Error, hint: Option<&str>) -> Error {
+pub(crate) fn with_hint(e: Error, hint: Option<&str>) -> Error {
     match (e, hint) {
         (
             Error::Input {
@@ -290,7 +290,7 @@ fn id_index(path: &Path, headers: &[String], id_column: Option<&str>) -> Result<
 /// differs from the header, bytes that are not UTF-8, an empty id, a duplicate id; more than
 /// [`MAX_COLUMNS`] columns, a record over [`MAX_ROW_BYTES`], a task text over
 /// [`crate::source::input::MAX_PROMPT_BYTES`].
-pub fn scan(
+pub(crate) fn scan(
     path: &Path,
     spool: Option<Spool>,
     delimiter: u8,
@@ -374,7 +374,7 @@ pub fn scan(
 }
 
 /// Streaming iterator over the rows of an input file already validated by [`scan`].
-pub struct CsvRows<R: Read> {
+pub(crate) struct CsvRows<R: Read> {
     rdr: csv::Reader<LineCounter<R>>,
     path: PathBuf,
     id_col: Option<usize>,
@@ -385,7 +385,7 @@ pub struct CsvRows<R: Read> {
 
 impl<R: Read> CsvRows<R> {
     /// Start reading `input` (the same bytes [`scan`] validated into `table`).
-    pub fn new(input: R, table: &InputTable) -> Result<Self> {
+    pub(crate) fn new(input: R, table: &InputTable) -> Result<Self> {
         let mut rdr = reader(input, table.delimiter);
         let headers = read_headers(&table.path, &mut rdr)?;
         if headers != table.headers {

@@ -20,16 +20,16 @@ use std::path::{Path, PathBuf};
 use crate::source::input::{MAX_PROMPT_BYTES, mib};
 
 /// Default `--file-cap`: the most bytes of one inlined file, 256 KiB (about 64,000 tokens).
-pub const DEFAULT_FILE_CAP: u64 = 256 * 1024;
+pub(crate) const DEFAULT_FILE_CAP: u64 = 256 * 1024;
 
 /// Default `--image-cap`: the most bytes of one image, 5 MiB — the per-image limit of the
 /// Anthropic Messages API (OpenAI's is 20 MB, so the lower one serves both).
-pub const DEFAULT_IMAGE_CAP: u64 = 5 * 1024 * 1024;
+pub(crate) const DEFAULT_IMAGE_CAP: u64 = 5 * 1024 * 1024;
 
 /// A cap as people write it: `256KiB`, `1MiB`, `300kB`, `300000` (bytes), at least 1 byte.
 ///
 /// Errors: what to write instead (for `--file-cap`, `file_cap:` and the image ones).
-pub fn parse_cap(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_cap(text: &str) -> Result<u64, String> {
     match text.trim().parse::<bytesize::ByteSize>() {
         Ok(size) if size.as_u64() > 0 => Ok(size.as_u64()),
         _ => Err(format!(
@@ -40,13 +40,13 @@ pub fn parse_cap(text: &str) -> Result<u64, String> {
 }
 
 /// The line put before a file that is not valid UTF-8.
-pub const NOT_UTF8_NOTE: &str = "(This file is not valid UTF-8. Each byte that is not is \
+pub(crate) const NOT_UTF8_NOTE: &str = "(This file is not valid UTF-8. Each byte that is not is \
 written as \\xNN, its value in hex, and each backslash as \\\\; everything else is as in the \
 file.)";
 
 /// What a placeholder inlines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InlineKind {
+pub(crate) enum InlineKind {
     /// `{file:COLUMN}`: the file's text.
     File,
     /// `{image:COLUMN}`: an image.
@@ -56,7 +56,7 @@ pub enum InlineKind {
 impl InlineKind {
     /// `file:path` → `(File, "path")`, `image:shot` → `(Image, "shot")`; `None` for a plain
     /// column name.
-    pub fn of_placeholder(name: &str) -> Option<(InlineKind, &str)> {
+    pub(crate) fn of_placeholder(name: &str) -> Option<(InlineKind, &str)> {
         if let Some(column) = name.strip_prefix("file:") {
             Some((InlineKind::File, column.trim()))
         } else {
@@ -66,7 +66,7 @@ impl InlineKind {
     }
 
     /// The placeholder's word: `file` or `image`.
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             InlineKind::File => "file",
             InlineKind::Image => "image",
@@ -77,7 +77,7 @@ impl InlineKind {
 /// Where a file goes into an item's task text: made by
 /// [`crate::prompt::Instruction::render`], filled in by [`expand`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InlinePart {
+pub(crate) struct InlinePart {
     /// Byte offset in the rendered text (at a segment boundary).
     pub at: usize,
     /// File or image.
@@ -90,7 +90,7 @@ pub struct InlinePart {
 
 /// Where an item's files are read from, and the most bytes of each.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileRoot {
+pub(crate) struct FileRoot {
     /// The batch's folder (absolute): every file must lie inside it.
     pub dir: PathBuf,
     /// Most bytes of a `{file:…}` (`--file-cap`).
@@ -101,7 +101,7 @@ pub struct FileRoot {
 
 /// An image an item's task text holds, read and checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Image {
+pub(crate) struct Image {
     /// The path as the row wrote it (how the text names the image).
     pub name: String,
     /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
@@ -112,7 +112,7 @@ pub struct Image {
 
 /// An item's task text with its files in it, and its images.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Expanded {
+pub(crate) struct Expanded {
     /// The task text.
     pub body: String,
     /// The images, in the order the text names them.
@@ -127,7 +127,7 @@ pub struct Expanded {
 /// empty value, a path outside the batch's folder (or a link leading out of it), a missing or
 /// unreadable file, one over its cap, a binary file (a NUL byte), an image of another format,
 /// or a task text over [`MAX_PROMPT_BYTES`].
-pub fn expand(
+pub(crate) fn expand(
     body: &str,
     parts: &[InlinePart],
     root: &FileRoot,
@@ -275,7 +275,7 @@ fn too_big(len: u64, cap: u64, flag: &str) -> String {
 /// bytes with each one that is not UTF-8 as `\xNN` and each backslash as `\\`.
 ///
 /// Errors: a NUL byte (a binary file), with its offset.
-pub fn file_text(bytes: &[u8]) -> Result<String, String> {
+pub(crate) fn file_text(bytes: &[u8]) -> Result<String, String> {
     if let Some(at) = bytes.iter().position(|&b| b == 0) {
         return Err(format!(
             "is binary (a NUL byte at offset {at}): it is not sent"
@@ -303,7 +303,7 @@ pub fn file_text(bytes: &[u8]) -> Result<String, String> {
 
 /// The media type of an image by its first bytes: PNG, JPEG, GIF or WebP (the formats both
 /// the OpenAI and the Anthropic API take).
-pub fn image_type(bytes: &[u8]) -> Option<&'static str> {
+pub(crate) fn image_type(bytes: &[u8]) -> Option<&'static str> {
     if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
         Some("image/png")
     } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {

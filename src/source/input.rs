@@ -12,28 +12,28 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 
 /// How messages name rows read from stdin (`--input -`).
-pub const STDIN_NAME: &str = "<stdin>";
+pub(crate) const STDIN_NAME: &str = "<stdin>";
 
 /// Most columns an input may have (a CSV header's fields, a JSON Lines file's distinct keys).
 /// Far above any real batch; a hostile header of 1,000,000 columns cost 776 MB before it.
-pub const MAX_COLUMNS: usize = 10_000;
+pub(crate) const MAX_COLUMNS: usize = 10_000;
 
 /// Most bytes of one row (a CSV record, its quoted newlines included; a JSON Lines line),
 /// and so of one cell: 16 MiB. Enforced while reading, so a 100 MB cell (338 MB of memory
 /// before) stops at the bound.
-pub const MAX_ROW_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_ROW_BYTES: u64 = 16 << 20;
 
 /// Most bytes of one item's task text (the instruction with the row's values in it): 16 MiB,
 /// above what any agent's context takes.
-pub const MAX_PROMPT_BYTES: usize = 16 << 20;
+pub(crate) const MAX_PROMPT_BYTES: usize = 16 << 20;
 
 /// A size in MiB for messages (`16 MiB`).
-pub fn mib(bytes: u64) -> String {
+pub(crate) fn mib(bytes: u64) -> String {
     format!("{} MiB", bytes >> 20)
 }
 
 /// The error for a row over [`MAX_ROW_BYTES`], at `line` of `path`.
-pub fn row_too_large(path: &Path, line: Option<u64>) -> Error {
+pub(crate) fn row_too_large(path: &Path, line: Option<u64>) -> Error {
     Error::input_at(
         path,
         line,
@@ -45,7 +45,7 @@ pub fn row_too_large(path: &Path, line: Option<u64>) -> Error {
 }
 
 /// The error for a header of `columns` columns, over [`MAX_COLUMNS`], at `line` of `path`.
-pub fn too_many_columns(path: &Path, line: Option<u64>, columns: usize) -> Error {
+pub(crate) fn too_many_columns(path: &Path, line: Option<u64>, columns: usize) -> Error {
     Error::input_at(
         path,
         line,
@@ -59,7 +59,7 @@ pub fn too_many_columns(path: &Path, line: Option<u64>, columns: usize) -> Error
 /// whose value in column `name` is `len(name)` bytes long.
 ///
 /// Errors: over [`MAX_PROMPT_BYTES`] (exit 2, naming the line).
-pub fn check_prompt(
+pub(crate) fn check_prompt(
     path: &Path,
     line: u64,
     instruction: Option<&crate::prompt::Instruction>,
@@ -85,7 +85,7 @@ pub fn check_prompt(
 
 /// The format of an input file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputFormat {
+pub(crate) enum InputFormat {
     /// CSV with a header row, fields split at [`InputTable::delimiter`].
     Csv,
     /// JSON Lines: one JSON object per line; the columns are the keys in the order they
@@ -96,7 +96,7 @@ pub enum InputFormat {
 impl InputFormat {
     /// The format of `path` by its extension: `.jsonl` and `.ndjson` are JSON Lines,
     /// anything else CSV.
-    pub fn of(path: &Path) -> InputFormat {
+    pub(crate) fn of(path: &Path) -> InputFormat {
         match path
             .extension()
             .and_then(|e| e.to_str())
@@ -113,13 +113,13 @@ impl InputFormat {
 /// the snapshot [`scan`] takes of an input file, so that a file edited or replaced while the
 /// run goes on changes nothing of it. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct Spool(Arc<std::fs::File>);
+pub(crate) struct Spool(Arc<std::fs::File>);
 
 impl Spool {
     /// Read `input` to its end into a new spool.
     ///
     /// Errors: no temporary file can be made (exit 3), or `input` cannot be read (exit 2).
-    pub fn read(mut input: impl Read) -> Result<Spool> {
+    pub(crate) fn read(mut input: impl Read) -> Result<Spool> {
         let mut file = tempfile::tempfile().map_err(|e| {
             Error::io(
                 "create a temporary file for stdin in",
@@ -133,7 +133,7 @@ impl Spool {
     }
 
     /// A reader from the spool's first byte (each reader keeps its own position).
-    pub fn reader(&self) -> SpoolReader {
+    pub(crate) fn reader(&self) -> SpoolReader {
         SpoolReader {
             file: self.0.clone(),
             pos: 0,
@@ -143,14 +143,14 @@ impl Spool {
     /// Copy the spooled bytes to `path`, replacing it atomically.
     ///
     /// Errors: the copy cannot be written (exit 3, naming the path).
-    pub fn copy_to(&self, path: &Path) -> Result<()> {
+    pub(crate) fn copy_to(&self, path: &Path) -> Result<()> {
         crate::fsutil::replace_with(path, |w| std::io::copy(&mut self.reader(), w).map(|_| ()))
     }
 }
 
 /// A reader of a [`Spool`] with its own position (positioned reads, so readers never move
 /// each other).
-pub struct SpoolReader {
+pub(crate) struct SpoolReader {
     file: Arc<std::fs::File>,
     pos: u64,
 }
@@ -166,7 +166,7 @@ impl Read for SpoolReader {
 
 /// What [`scan`] learned about a valid input file.
 #[derive(Debug, Clone)]
-pub struct InputTable {
+pub(crate) struct InputTable {
     /// The file, for messages ([`STDIN_NAME`] for stdin).
     pub path: PathBuf,
     /// The input's bytes as [`scan`] read them (stdin's rows, or the snapshot of the file):
@@ -195,7 +195,7 @@ pub struct InputTable {
 /// What tells a file's content changed without reading it: device, inode, size and
 /// modification time (nanoseconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileStamp {
+pub(crate) struct FileStamp {
     dev: u64,
     ino: u64,
     len: u64,
@@ -204,7 +204,7 @@ pub struct FileStamp {
 
 impl FileStamp {
     /// The stamp of `meta`.
-    pub fn of(meta: &std::fs::Metadata) -> FileStamp {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> FileStamp {
         use std::os::unix::fs::MetadataExt;
         FileStamp {
             dev: meta.dev(),
@@ -217,7 +217,7 @@ impl FileStamp {
 
 /// One data row.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InputRow {
+pub(crate) struct InputRow {
     /// 1-based data row number (header excluded).
     pub number: u64,
     /// 1-based line of the file where the record starts.
@@ -234,7 +234,7 @@ pub struct InputRow {
 impl InputTable {
     /// A warning when the input file was edited, replaced or removed since the scan read it:
     /// the run went on, and its outputs hold, the rows as they were read then.
-    pub fn changed(&self) -> Option<String> {
+    pub(crate) fn changed(&self) -> Option<String> {
         let then = self.stamp?;
         let now = std::fs::metadata(&self.path)
             .ok()
@@ -250,14 +250,14 @@ impl InputTable {
     /// The input's bytes from the start: the spool, or the file.
     ///
     /// Errors: the file cannot be opened (exit 2, naming it).
-    pub fn open(&self) -> Result<Box<dyn Read + Send>> {
+    pub(crate) fn open(&self) -> Result<Box<dyn Read + Send>> {
         Ok(Box::new(self.spool.reader()))
     }
 
     /// Stream the rows of the scanned input again, from its start.
     ///
     /// Errors: the file cannot be opened, or its header changed since the scan.
-    pub fn rows(&self) -> Result<Rows> {
+    pub(crate) fn rows(&self) -> Result<Rows> {
         Ok(match self.format {
             InputFormat::Csv => {
                 Box::new(crate::source::csv_input::CsvRows::new(self.open()?, self)?)
@@ -275,13 +275,13 @@ impl InputTable {
 /// id's hash ([`IdCheck::add`]); [`IdCheck::finish`] sorts them, and only when two are equal
 /// reads the rows once more to name the first duplicate exactly.
 #[derive(Debug, Default)]
-pub struct IdCheck {
+pub(crate) struct IdCheck {
     hashes: Vec<u64>,
 }
 
 impl IdCheck {
     /// Note an id the scan read.
-    pub fn add(&mut self, id: &str) {
+    pub(crate) fn add(&mut self, id: &str) {
         self.hashes.push(crate::hash::fnv(id.as_bytes()));
     }
 
@@ -289,7 +289,7 @@ impl IdCheck {
     ///
     /// Errors: a duplicate id, naming its line and the line of its first use (exit 2); the
     /// input cannot be read again.
-    pub fn finish(mut self, table: &InputTable) -> Result<()> {
+    pub(crate) fn finish(mut self, table: &InputTable) -> Result<()> {
         self.hashes.sort_unstable();
         let twice: std::collections::HashSet<u64> = self
             .hashes
@@ -324,11 +324,11 @@ impl IdCheck {
 }
 
 /// The rows of an input, streamed in file order.
-pub type Rows = Box<dyn Iterator<Item = Result<InputRow>> + Send>;
+pub(crate) type Rows = Box<dyn Iterator<Item = Result<InputRow>> + Send>;
 
 /// The reader [`scan`] reads through: the input's bytes are hashed as they pass, and those
 /// of a file are copied into a new [`Spool`] (stdin's rows are one already).
-pub struct Snapshotting {
+pub(crate) struct Snapshotting {
     inner: Box<dyn Read + Send>,
     copy: Option<std::fs::File>,
     spool: Option<Spool>,
@@ -342,7 +342,11 @@ impl Snapshotting {
     ///
     /// Errors: the file cannot be opened (exit 2), or no temporary file can be made for its
     /// copy (exit 3).
-    pub fn open(what: &'static str, path: &Path, spool: Option<Spool>) -> Result<Snapshotting> {
+    pub(crate) fn open(
+        what: &'static str,
+        path: &Path,
+        spool: Option<Spool>,
+    ) -> Result<Snapshotting> {
         if let Some(spool) = spool {
             return Ok(Snapshotting {
                 inner: Box::new(spool.reader()),
@@ -374,7 +378,10 @@ impl Snapshotting {
     /// call it once the input was read to its end.
     ///
     /// Errors: the input was read without a copy (an internal error, exit 3).
-    pub fn finish(self, path: &Path) -> Result<(Spool, crate::hash::Fnv, Option<FileStamp>)> {
+    pub(crate) fn finish(
+        self,
+        path: &Path,
+    ) -> Result<(Spool, crate::hash::Fnv, Option<FileStamp>)> {
         let spool = match (self.spool, self.copy) {
             (Some(spool), _) => spool,
             (None, Some(copy)) => Spool(Arc::new(copy)),

@@ -32,7 +32,7 @@ const WHAT: &str = "the input JSON Lines file";
 /// missing, empty or not a string or number, a duplicate id; a line over [`MAX_ROW_BYTES`],
 /// more than [`MAX_COLUMNS`] keys in all, a task text (`instruction` with the row's values)
 /// over [`crate::source::input::MAX_PROMPT_BYTES`].
-pub fn scan(
+pub(crate) fn scan(
     path: &Path,
     spool: Option<Spool>,
     id_column: Option<&str>,
@@ -208,7 +208,7 @@ fn id_text(v: &Value) -> Option<String> {
 
 /// A value as `{col}` shows it: a string as its text, `null` empty, anything else as its
 /// compact JSON.
-pub fn cell(v: Option<&Value>) -> String {
+pub(crate) fn cell(v: Option<&Value>) -> String {
     match v {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
@@ -225,7 +225,7 @@ fn cell_len(v: Option<&Value>) -> usize {
 }
 
 /// The rows of a scanned JSON Lines input, one at a time.
-pub struct JsonlRows {
+pub(crate) struct JsonlRows {
     input: BufReader<Box<dyn Read + Send>>,
     path: PathBuf,
     headers: Vec<String>,
@@ -237,7 +237,7 @@ pub struct JsonlRows {
 
 impl JsonlRows {
     /// Start reading `input` (the bytes [`scan`] checked into `table`).
-    pub fn new(input: Box<dyn Read + Send>, table: &InputTable) -> JsonlRows {
+    pub(crate) fn new(input: Box<dyn Read + Send>, table: &InputTable) -> JsonlRows {
         JsonlRows {
             input: BufReader::new(input),
             path: table.path.clone(),

@@ -12,12 +12,12 @@
 //! 3. Register it: `pub mod …;` below, and a command in `src/commands/` that calls
 //!    `commands::batch::carry_out(plan, backend)`.
 
-pub mod batch_spec;
-pub mod csv_batch;
-pub mod csv_input;
-pub mod inline;
-pub mod input;
-pub mod jsonl_input;
-pub mod stages;
-pub mod todo;
-pub mod todo_batch;
+pub(crate) mod batch_spec;
+pub(crate) mod csv_batch;
+pub(crate) mod csv_input;
+pub(crate) mod inline;
+pub(crate) mod input;
+pub(crate) mod jsonl_input;
+pub(crate) mod stages;
+pub(crate) mod todo;
+pub(crate) mod todo_batch;

@@ -24,13 +24,13 @@ use crate::run::record::outcome::Outcome;
 use crate::settings::Overrides;
 
 /// The most bytes one `{STAGE.…}` value puts into a prompt; a longer one is cut with a note.
-pub const VALUE_MAX: usize = 64 * 1024;
+pub(crate) const VALUE_MAX: usize = 64 * 1024;
 
 /// What a stage's placeholder may read of an earlier stage's outcome.
 const VALUE_NAMES: [&str; 4] = ["summary", "status", "error", "output"];
 
 /// One stage of the batch, ready to make items.
-pub struct Stage {
+pub(crate) struct Stage {
     /// Its name (`audit`).
     pub name: String,
     /// Its instruction (the batch's preamble first).
@@ -49,7 +49,7 @@ pub struct Stage {
 
 impl Stage {
     /// The top-level properties of its output schema; `None` without one.
-    pub fn fields(&self) -> Option<Vec<String>> {
+    pub(crate) fn fields(&self) -> Option<Vec<String>> {
         self.schema
             .as_ref()
             .and_then(|s| s.get("properties"))
@@ -59,14 +59,14 @@ impl Stage {
 }
 
 /// The stages of a batch, in BATCH.md's order.
-pub struct Chain {
+pub(crate) struct Chain {
     /// The stages.
     pub stages: Vec<Stage>,
 }
 
 impl Chain {
     /// Every stage stage `i` waits for, directly or not.
-    pub fn before(&self, i: usize) -> BTreeSet<usize> {
+    pub(crate) fn before(&self, i: usize) -> BTreeSet<usize> {
         let mut seen = BTreeSet::new();
         let mut todo: Vec<usize> = self.stages[i].after.clone();
         while let Some(j) = todo.pop() {
@@ -78,7 +78,7 @@ impl Chain {
     }
 
     /// The stages no other stage waits for: where a row's chain ends.
-    pub fn ends(&self) -> Vec<usize> {
+    pub(crate) fn ends(&self) -> Vec<usize> {
         (0..self.stages.len())
             .filter(|i| !self.stages.iter().any(|s| s.after.contains(i)))
             .collect()
@@ -86,7 +86,7 @@ impl Chain {
 
     /// The stages in an order where each comes after those it waits for (BATCH.md's order
     /// where it allows).
-    pub fn order(&self) -> Vec<usize> {
+    pub(crate) fn order(&self) -> Vec<usize> {
         let mut done: Vec<usize> = Vec::new();
         while done.len() < self.stages.len() {
             let before = done.len();
@@ -121,7 +121,7 @@ impl Chain {
     ///
     /// Errors: exit 2, naming the stage's file and line, the unknown names and what is
     /// available.
-    pub fn check(&self, columns: &[String]) -> Result<()> {
+    pub(crate) fn check(&self, columns: &[String]) -> Result<()> {
         for (i, stage) in self.stages.iter().enumerate() {
             let mut known: Vec<String> = columns.to_vec();
             for j in self.before(i) {
@@ -175,7 +175,7 @@ impl Chain {
     /// other rows' ids; a row's chain is done when its last stages are). `profile` gives
     /// each stage's profile for this row.
     #[allow(clippy::too_many_arguments)]
-    pub fn items(
+    pub(crate) fn items(
         &self,
         headers: &[String],
         number: u64,
@@ -240,7 +240,7 @@ impl Chain {
 }
 
 /// `text` with each slot's placeholder shown by name (`«audit.summary»`).
-pub fn with_markers(text: &str, slots: &[(usize, String)]) -> String {
+pub(crate) fn with_markers(text: &str, slots: &[(usize, String)]) -> String {
     let mut out = String::with_capacity(text.len());
     let mut from = 0;
     for (at, name) in slots {
@@ -268,7 +268,7 @@ fn stage_fields_used(instruction: &Instruction, stage: &str) -> Vec<String> {
 /// parts after the slots move with the text. An item with no slots is left as it is.
 ///
 /// Errors: what `value` says (the journal cannot be read).
-pub fn fill(
+pub(crate) fn fill(
     item: &mut WorkItem,
     mut value: impl FnMut(&str, &str) -> Result<String>,
 ) -> Result<()> {
@@ -310,7 +310,7 @@ pub fn fill(
 /// value is empty).
 ///
 /// Errors: the journal cannot be read.
-pub fn fill_from(
+pub(crate) fn fill_from(
     item: &mut WorkItem,
     mut outcome: impl FnMut(&str) -> Result<Option<Outcome>>,
 ) -> Result<()> {
@@ -334,7 +334,7 @@ pub fn fill_from(
 
 /// The value `what` (`summary`, `status`, `error`, `output`, `output.FIELD[.FIELD…]`) of an
 /// outcome, as text: strings as they are, other JSON as JSON; at most [`VALUE_MAX`] bytes.
-pub fn value_of(o: &Outcome, what: &str) -> String {
+pub(crate) fn value_of(o: &Outcome, what: &str) -> String {
     let text = match what {
         "summary" => o.summary.clone(),
         "status" => o.status.to_string(),
@@ -375,7 +375,7 @@ fn cut(mut text: String) -> String {
 
 /// The mark of a stage's status in a chain line: `✔` completed, `✘` failed or timed out,
 /// `⏸` blocked, `–` skipped or cancelled (not run), `…` not finished.
-pub fn mark(status: Option<ItemStatus>) -> &'static str {
+pub(crate) fn mark(status: Option<ItemStatus>) -> &'static str {
     match status {
         Some(ItemStatus::Completed) => "✔",
         Some(ItemStatus::Failed | ItemStatus::TimedOut) => "✘",
@@ -387,7 +387,7 @@ pub fn mark(status: Option<ItemStatus>) -> &'static str {
 
 /// Where a stage of a row is, for a chain line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Place {
+pub(crate) enum Place {
     /// Finished with this status.
     Finished(ItemStatus),
     /// Running now (`▶`).
@@ -398,7 +398,7 @@ pub enum Place {
 
 /// A row's chain as one line: `r2: audit ✔ → fix ✘ → verify –` (`▶` running, `…` not
 /// started).
-pub fn chain_line(row: &str, stages: &[(String, Place)]) -> String {
+pub(crate) fn chain_line(row: &str, stages: &[(String, Place)]) -> String {
     let chain: Vec<String> = stages
         .iter()
         .map(|(name, place)| {
@@ -415,7 +415,7 @@ pub fn chain_line(row: &str, stages: &[(String, Place)]) -> String {
 
 /// The chain lines of the rows `ids` (items' ids with where each is) touch, in first-seen
 /// order, each stage in `stages`' order; ids that are no stage item are left out.
-pub fn chains<'a>(
+pub(crate) fn chains<'a>(
     stages: &[String],
     ids: impl IntoIterator<Item = (&'a str, Place)>,
 ) -> Vec<(String, Vec<(String, Place)>)> {
@@ -443,7 +443,7 @@ pub fn chains<'a>(
 
 /// The row and stage of a stage item's id (`r2/fix` → `("r2", "fix")`), when `stages` has
 /// that stage.
-pub fn split_id<'a>(id: &'a str, stages: &[String]) -> Option<(&'a str, &'a str)> {
+pub(crate) fn split_id<'a>(id: &'a str, stages: &[String]) -> Option<(&'a str, &'a str)> {
     let (row, stage) = id.rsplit_once('/')?;
     stages.iter().any(|s| s == stage).then_some((row, stage))
 }
@@ -453,7 +453,7 @@ pub fn split_id<'a>(id: &'a str, stages: &[String]) -> Option<(&'a str, &'a str)
 ///
 /// Errors: exit 2 naming the file: an instruction that cannot be read or parsed, a schema
 /// that does not load.
-pub fn chain(
+pub(crate) fn chain(
     specs: &[crate::source::batch_spec::StageSpec],
     batch: &Path,
     base: &Path,

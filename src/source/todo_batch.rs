@@ -24,7 +24,7 @@ use crate::source::todo::{BatchRef, Mark, MovedPrerequisite, Section, TodoDocume
 use crate::store::Store;
 
 /// Which todo batch to run, and how.
-pub struct TodoBatch<'a> {
+pub(crate) struct TodoBatch<'a> {
     /// The store the batch belongs to.
     pub store: &'a Store,
     /// The batch file (absolute).
@@ -36,7 +36,7 @@ pub struct TodoBatch<'a> {
 }
 
 /// The team name of a batch file: `todo-3.md` → `todo-resolve-3`.
-pub fn team_name(batch: &Path) -> String {
+pub(crate) fn team_name(batch: &Path) -> String {
     let stem = batch
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -59,26 +59,26 @@ fn batch_number(batch: &Path) -> Option<u32> {
 }
 
 /// `todo-N.workers-output.csv` beside the batch ([`crate::sink::todo_table::path_for`]).
-pub fn table_path(batch: &Path) -> PathBuf {
+pub(crate) fn table_path(batch: &Path) -> PathBuf {
     crate::sink::todo_table::path_for(batch)
 }
 
 /// `todo-N.archive.jsonl` beside the batch: the team's record once its workspace is removed
 /// ([`crate::run::record::archive::beside_batch`]).
-pub fn archive_path(batch: &Path) -> PathBuf {
+pub(crate) fn archive_path(batch: &Path) -> PathBuf {
     crate::run::record::archive::beside_batch(batch)
 }
 
 /// The values a todo item offers `--verify` placeholders: `{item}` (its number), `{title}`,
 /// `{checkpoint}` (the checkpoint file named by `@context:`, or empty).
-pub const ITEM_VARS: [&str; 3] = ["item", "title", "checkpoint"];
+pub(crate) const ITEM_VARS: [&str; 3] = ["item", "title", "checkpoint"];
 
 /// The items of `doc` this run covers: unticked items of the Todo section (and Ideas when
 /// asked), as work items. Prerequisites on ticked items are already met and dropped.
 ///
 /// Errors: one line per problem (a checkpoint that is missing or outside the store, a
 /// prerequisite outside the run, a cycle).
-pub fn plan_items(
+pub(crate) fn plan_items(
     doc: &TodoDocument,
     store: &Store,
     include_ideas: bool,
@@ -155,7 +155,7 @@ fn open_prerequisites(doc: &TodoDocument, item: &crate::source::todo::TodoItem) 
 
 /// Items moving from the inbox into a new batch file (`runner resolve`), checked and ready
 /// to be written.
-pub struct Move {
+pub(crate) struct Move {
     /// The new batch file `todo-N.md`.
     pub batch_path: PathBuf,
     /// Its text and what it parses to.
@@ -176,7 +176,7 @@ pub struct Move {
 /// Errors (exit 2, naming the inbox): a selected item waits for one that is neither
 /// selected nor done, or for a batch item that has not completed; a checkpoint missing or
 /// outside the store.
-pub fn prepare_move(
+pub(crate) fn prepare_move(
     store: &Store,
     inbox: &TodoDocument,
     selected: &[u32],
@@ -303,7 +303,7 @@ fn ended_items(doc: &TodoDocument, workspace: &Path) -> Result<Vec<WorkItem>> {
 /// whether it did (not a todo team, its batch file gone, or an item unticked: nothing).
 ///
 /// Errors: the batch file, the journal or the store cannot be read, or the table written.
-pub fn finish_ending(store: &Store, ws: &Path, archive: Option<&Path>) -> Result<bool> {
+pub(crate) fn finish_ending(store: &Store, ws: &Path, archive: Option<&Path>) -> Result<bool> {
     let Some(recorded) = crate::run::record::team::recorded_batch(ws)? else {
         return Ok(false);
     };
@@ -377,7 +377,11 @@ pub fn finish_ending(store: &Store, ws: &Path, archive: Option<&Path>) -> Result
 /// Errors: bad items (exit 2, one line each, naming the batch file), `--only` naming an item
 /// that is not unticked, a teammate template that does not parse, isolation that cannot be
 /// set up, a bad archive beside the batch.
-pub fn plan(b: TodoBatch<'_>, doc: &TodoDocument, settings: Settings) -> Result<Option<Plan>> {
+pub(crate) fn plan(
+    b: TodoBatch<'_>,
+    doc: &TodoDocument,
+    settings: Settings,
+) -> Result<Option<Plan>> {
     let mut items = plan_items(doc, b.store, b.include_ideas).map_err(|p| {
         Error::Usage(format!(
             "{}: {}",

@@ -19,20 +19,18 @@ use crate::source::todo::{BatchRef, TodoDocument};
 
 /// One todo file of the store as read.
 #[derive(Debug, Clone)]
-pub struct TodoFile {
+pub(crate) struct TodoFile {
     /// Its path.
     pub path: PathBuf,
     /// N of `todo-N.md`; `None` for the inbox.
     pub batch: Option<u32>,
-    /// Its text.
-    pub text: String,
     /// What it parses to.
     pub doc: TodoDocument,
 }
 
 impl TodoFile {
     /// Its file name (`todo.md`, `todo-3.md`), as messages name it.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         self.path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -43,7 +41,7 @@ impl TodoFile {
 /// An item of the store: which file (an index into the files given to [`Links::of`]) and its
 /// number there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct At {
+pub(crate) struct At {
     /// The file's index.
     pub file: usize,
     /// The item's number in it.
@@ -52,7 +50,7 @@ pub struct At {
 
 /// How an item waits on another.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Via {
+pub(crate) enum Via {
     /// `@after:K` in the same file.
     After,
     /// `@after:todo-N#K`.
@@ -73,7 +71,7 @@ impl fmt::Display for Via {
 
 /// `item` waits on `on`, through `via`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Link {
+pub(crate) struct Link {
     /// The waiting item.
     pub item: At,
     /// Its prerequisite.
@@ -84,14 +82,14 @@ pub struct Link {
 
 /// Every link between the items of a store's files.
 #[derive(Debug, Clone, Default)]
-pub struct Links {
+pub(crate) struct Links {
     links: Vec<Link>,
 }
 
 impl Links {
     /// The links among the items of `files`. A link naming an item that is not there (a
     /// batch file removed, a number out of range) is left out.
-    pub fn of(files: &[TodoFile]) -> Links {
+    pub(crate) fn of(files: &[TodoFile]) -> Links {
         let batch_file: HashMap<u32, usize> = files
             .iter()
             .enumerate()
@@ -162,19 +160,22 @@ impl Links {
     }
 
     /// Every link, waiting item first, in file and item order.
-    pub fn all(&self) -> &[Link] {
+    pub(crate) fn all(&self) -> &[Link] {
         &self.links
     }
 
     /// `start` and every item they wait on, directly or through others, each with the link
     /// that first reached it (`None` for a start), in the order reached.
-    pub fn prerequisites(&self, start: impl IntoIterator<Item = At>) -> Vec<(At, Option<&Link>)> {
+    pub(crate) fn prerequisites(
+        &self,
+        start: impl IntoIterator<Item = At>,
+    ) -> Vec<(At, Option<&Link>)> {
         self.reach(start, |l| (l.item, l.on), |_| true)
     }
 
     /// `start` and every item that waits on them, directly or through others, as long as
     /// each is `within`: in the order reached.
-    pub fn dependents(
+    pub(crate) fn dependents(
         &self,
         start: impl IntoIterator<Item = At>,
         within: impl Fn(At) -> bool,
@@ -216,7 +217,7 @@ impl Links {
 
 /// The items of one round of a fragment, wherever they are now.
 #[derive(Debug, Clone)]
-pub struct Round {
+pub(crate) struct Round {
     /// The round's number.
     pub number: u32,
     /// Its items, in file order (the inbox first), each with its step's key.
@@ -226,7 +227,7 @@ pub struct Round {
 impl Round {
     /// The latest round of fragment `name` in `files` (the highest round any item's mark
     /// names), or `None` when it was never applied there.
-    pub fn latest(files: &[TodoFile], name: &str) -> Option<Round> {
+    pub(crate) fn latest(files: &[TodoFile], name: &str) -> Option<Round> {
         let number = crate::fragment::latest_round(files.iter().map(|f| &f.doc), name)?;
         let items = files
             .iter()
@@ -246,7 +247,7 @@ impl Round {
     }
 
     /// The keys of the round's steps, sorted.
-    pub fn steps(&self) -> Vec<&str> {
+    pub(crate) fn steps(&self) -> Vec<&str> {
         let mut keys: Vec<&str> = self.items.iter().map(|(_, k)| k.as_str()).collect();
         keys.sort_unstable();
         keys.dedup();
@@ -256,7 +257,7 @@ impl Round {
     /// The items of step `step` (every item without one) and every item of the round that
     /// waits on them through `links`, directly or through other items of the round; `None`
     /// when no item of the round is of that step.
-    pub fn from_step(&self, links: &Links, step: Option<&str>) -> Option<Vec<At>> {
+    pub(crate) fn step_and_followers(&self, links: &Links, step: Option<&str>) -> Option<Vec<At>> {
         let start: Vec<At> = self
             .items
             .iter()
@@ -278,7 +279,6 @@ mod tests {
         TodoFile {
             path: PathBuf::from(name),
             batch,
-            text: text.to_owned(),
             doc: TodoDocument::parse(text),
         }
     }
@@ -344,14 +344,14 @@ mod tests {
             ],
         };
         assert_eq!(
-            round.from_step(&links, Some("tag")),
+            round.step_and_followers(&links, Some("tag")),
             Some(vec![at(0, 1), at(2, 1)])
         );
         assert_eq!(
-            round.from_step(&links, None),
+            round.step_and_followers(&links, None),
             Some(vec![at(0, 1), at(1, 1), at(2, 1)])
         );
-        assert_eq!(round.from_step(&links, Some("nope")), None);
+        assert_eq!(round.step_and_followers(&links, Some("nope")), None);
         assert_eq!(Round::latest(&files, "other").map(|r| r.number), None);
     }
 

@@ -11,18 +11,18 @@ use crate::error::{Error, Result};
 use crate::fsutil::{PidLock, try_pid_lock};
 
 /// The lock file's name inside the store.
-pub const LOCK_FILE: &str = ".runner.lock";
+pub(crate) const LOCK_FILE: &str = ".runner.lock";
 
 /// How long a writer waits for the store lock unless `RUNNER_STORE_LOCK_WAIT` says otherwise.
 /// An edit holds it for milliseconds; a holder this slow is stuck (stopped, or a dead disk).
-pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(10);
 
 /// What a waiting writer says once on stderr (tests wait for it).
-pub const WAITING: &str = "waiting for the store lock";
+pub(crate) const WAITING: &str = "waiting for the store lock";
 
 /// A held store lock; released when dropped.
 #[derive(Debug)]
-pub struct StoreLock {
+pub(crate) struct StoreLock {
     _lock: PidLock,
 }
 
@@ -30,7 +30,7 @@ pub struct StoreLock {
 /// or [`DEFAULT_WAIT`].
 ///
 /// Errors: a value that is not a duration (exit 2).
-pub fn wait_limit() -> Result<Duration> {
+pub(crate) fn wait_limit() -> Result<Duration> {
     match std::env::var("RUNNER_STORE_LOCK_WAIT") {
         Ok(v) => crate::settings::parse_duration("RUNNER_STORE_LOCK_WAIT", &v),
         Err(_) => Ok(DEFAULT_WAIT),
@@ -42,7 +42,7 @@ pub fn wait_limit() -> Result<Duration> {
 ///
 /// Errors: still held after `wait` — [`Error::StoreBusy`] (exit 3) naming the holder's
 /// pid and the lock file; the lock file cannot be opened or locked ([`Error::Io`], exit 3).
-pub fn acquire(dir: &Path, wait: Duration) -> Result<StoreLock> {
+pub(crate) fn acquire(dir: &Path, wait: Duration) -> Result<StoreLock> {
     let path = dir.join(LOCK_FILE);
     let started = Instant::now();
     let deadline = started + wait;

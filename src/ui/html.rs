@@ -25,7 +25,7 @@ const TEMPLATE: &str = include_str!("../../templates/report.html");
 
 /// Escape text for HTML element content and attribute values; invisible characters
 /// ([`crate::ui::is_invisible`]) are shown as `<U+202E>`.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -171,7 +171,7 @@ struct Row {
 /// The page for `h`; `now_ms` (milliseconds since the epoch) ends attempts still running.
 ///
 /// Errors: the template cannot be rendered (a fault of the runner's, exit 3).
-pub fn report(h: &History, now_ms: i64) -> Result<String> {
+pub(crate) fn report(h: &History, now_ms: i64) -> Result<String> {
     // No script but the page's own: its nonce is new each time.
     let nonce = format!("{:032x}", rand::random::<u128>());
     render(&page(h, now_ms, nonce))

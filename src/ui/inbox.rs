@@ -7,7 +7,7 @@ use crate::source::todo::{Mark, Section, TodoDocument, TodoItem};
 
 /// The open items of `doc` as text, Todo then Ideas: numbered, with the checkpoint, the
 /// prerequisites (`@after:`), the continuation lines and the runner's note.
-pub fn render_items(doc: &TodoDocument) -> String {
+pub(crate) fn render_items(doc: &TodoDocument) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     for (section, heading) in [(Section::Todo, "Todo"), (Section::Ideas, "Ideas")] {
@@ -74,7 +74,7 @@ fn after_of(i: &TodoItem) -> Vec<String> {
 
 /// A batch file with unticked items, as `runner list` shows it.
 #[derive(Debug, Clone, Serialize)]
-pub struct WaitingBatch {
+pub(crate) struct WaitingBatch {
     /// The batch file `todo-N.md` (absolute).
     pub file: String,
     /// Its team, `todo-resolve-N`.
@@ -91,7 +91,7 @@ pub struct WaitingBatch {
 
 /// One open item in `runner list --format json`.
 #[derive(Debug, Clone, Serialize)]
-pub struct ListedItem {
+pub(crate) struct ListedItem {
     /// Its number in its file (what `--select`, `--only` and `@after:` use).
     pub number: u32,
     /// `todo`, `ideas` or `other` (before any known heading).
@@ -114,7 +114,7 @@ pub struct ListedItem {
 
 /// The `@fragment:` mark of a listed item.
 #[derive(Debug, Clone, Serialize)]
-pub struct ListedFragment {
+pub(crate) struct ListedFragment {
     /// The fragment's name.
     pub name: String,
     /// The round (application) it belongs to.
@@ -127,7 +127,7 @@ pub struct ListedFragment {
 
 impl ListedItem {
     /// The listing of item `i`.
-    pub fn of(i: &TodoItem) -> ListedItem {
+    pub(crate) fn of(i: &TodoItem) -> ListedItem {
         ListedItem {
             number: i.number,
             section: match i.section {
@@ -155,7 +155,7 @@ impl ListedItem {
 }
 
 /// The open (unticked) Todo and Ideas items of `doc`, in file order.
-pub fn open_items(doc: &TodoDocument) -> Vec<&TodoItem> {
+pub(crate) fn open_items(doc: &TodoDocument) -> Vec<&TodoItem> {
     doc.items()
         .iter()
         .filter(|i| i.mark != Mark::Done && i.section != Section::Other)
@@ -164,7 +164,7 @@ pub fn open_items(doc: &TodoDocument) -> Vec<&TodoItem> {
 
 /// The batches waiting, as text after the inbox: each batch with its status and resume
 /// command, then its unticked items (`batches` holds the parsed files beside them).
-pub fn render_batches(batches: &[(WaitingBatch, &TodoDocument)]) -> String {
+pub(crate) fn render_batches(batches: &[(WaitingBatch, &TodoDocument)]) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     if batches.is_empty() {
@@ -200,7 +200,7 @@ pub fn render_batches(batches: &[(WaitingBatch, &TodoDocument)]) -> String {
 /// ([`ListedItem`]); `items` are the inbox's open Todo and Ideas items, `batches` the batch
 /// files with unticked items ([`WaitingBatch`]), by number. Field names are stable; fields
 /// may be added.
-pub fn json(inbox: &str, doc: &TodoDocument, batches: &[WaitingBatch]) -> String {
+pub(crate) fn json(inbox: &str, doc: &TodoDocument, batches: &[WaitingBatch]) -> String {
     #[derive(Serialize)]
     struct Listing<'a> {
         v: u32,

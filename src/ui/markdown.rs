@@ -9,11 +9,11 @@ use crate::report::ItemStatus;
 use crate::run::record::history::History;
 
 /// Most items listed in the table of problems; the rest are counted.
-pub const LISTED: usize = 50;
+pub(crate) const LISTED: usize = 50;
 
 /// The summary of `h`: a heading with the team, a line of counts, then the problems table
 /// (at most [`LISTED`] rows, in the order items first finished).
-pub fn summary(h: &History) -> String {
+pub(crate) fn summary(h: &History) -> String {
     let mut out = String::new();
     let mut counts: BTreeMap<ItemStatus, u64> = BTreeMap::new();
     for o in &h.outcomes {

@@ -16,7 +16,7 @@ const DRY_RUN_PROMPT_LINES: usize = 4;
 /// for JSON events only.
 ///
 /// Errors: the source failed while reading items.
-pub fn print_plan(
+pub(crate) fn print_plan(
     plan: &Plan,
     earlier: Option<&Replay>,
     backend: &dyn crate::run::backend::Backend,

@@ -11,7 +11,7 @@ use crate::run::record::outcome::Outcome;
 /// What `show` says of a teammate folder without `prompt.md`: the runner hands a prompt to
 /// its agent from memory and writes the file only once the attempt has run a second or
 /// ended without completing ([`crate::run::supervise::capped_log::HOLD_FOR`]).
-pub const PROMPT_NOT_WRITTEN: &str = "not written (yet): an attempt's prompt is written once it has run a second, or when it ends without completing";
+pub(crate) const PROMPT_NOT_WRITTEN: &str = "not written (yet): an attempt's prompt is written once it has run a second, or when it ends without completing";
 
 /// Lines of the telling log shown.
 const LOG_LINES: usize = 20;
@@ -35,7 +35,7 @@ fn tail(path: &Path, n: usize) -> Option<String> {
 
 /// Where an item's files are.
 #[derive(Debug, Clone, Copy)]
-pub enum Place<'a> {
+pub(crate) enum Place<'a> {
     /// Its teammate folder in a live workspace (prompt, logs).
     Teammate(&'a Path),
     /// A completed item whose folder was compacted into the workspace's `completed.jsonl`
@@ -56,7 +56,7 @@ pub enum Place<'a> {
 }
 
 /// The description of item `id` at `place`, from its recorded `events`.
-pub fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
+pub(crate) fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
     let mut o = String::new();
     let outcome = events.iter().rev().find_map(|e| match e {
         Event::ItemFinished(o) => Some(o.as_ref()),

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::report::ItemStatus;
-pub use crate::run::record::team::alive;
+pub(crate) use crate::run::record::team::alive;
 use crate::run::record::team::{RunningEntry, Snapshot};
 
 /// Most unfinished items `--brief` lists.
@@ -79,7 +79,7 @@ fn counts_line(s: &Snapshot) -> String {
 }
 
 /// One line for `status --list`: the workspace, the team, its state and counts.
-pub fn one_line(dir: &Path, s: &Snapshot) -> String {
+pub(crate) fn one_line(dir: &Path, s: &Snapshot) -> String {
     format!(
         "{}  {} — {}; {}",
         s.team,
@@ -92,7 +92,7 @@ pub fn one_line(dir: &Path, s: &Snapshot) -> String {
 /// A running teammate's last checkpoint (the last time it wrote its `working-context.md`;
 /// the runner's untouched skeleton is none) and whether it is stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Checkpoint {
+pub(crate) struct Checkpoint {
     /// How long ago the last checkpoint was; `None` when it made none.
     pub age: Option<Duration>,
     /// How long it has gone without one, when that is longer than the threshold: since its
@@ -105,7 +105,7 @@ impl Checkpoint {
     /// Judge a teammate whose last checkpoint was at `last` and whose attempt started at
     /// `started` (`None` when team.json's time does not parse), at time `now`, against
     /// `stale_after`. Pure.
-    pub fn judge(
+    pub(crate) fn judge(
         last: Option<SystemTime>,
         started: Option<SystemTime>,
         now: SystemTime,
@@ -170,7 +170,12 @@ fn checkpoint_of(
 /// with their reasons (never-started ones last), at most [`BRIEF_ITEMS`] of them, then
 /// `resume: COMMAND` when `resume` is given; a running teammate without a checkpoint for
 /// longer than `stale_after` is marked stale.
-pub fn brief(dir: &Path, s: &Snapshot, stale_after: Duration, resume: Option<&str>) -> String {
+pub(crate) fn brief(
+    dir: &Path,
+    s: &Snapshot,
+    stale_after: Duration,
+    resume: Option<&str>,
+) -> String {
     let mut out = format!("team {}: {}; {}\n", s.team, state(s), counts_line(s));
     if let Some(g) = &s.gate {
         out.push_str(&gate_line(s, g));
@@ -435,7 +440,7 @@ fn chains(dir: &Path, s: &Snapshot) -> String {
 /// The full human view of the team in `dir`: state, counts, running teammates with their
 /// last line, activity and last checkpoint (flagged stale past `stale_after`), waiting items,
 /// each row's chain of stages, what did not complete (with logs), recent completions.
-pub fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
+pub(crate) fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
     let mut o = heading(dir, s);
     let cost = s
         .cost_usd

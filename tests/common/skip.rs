@@ -6,10 +6,10 @@
 //! Shared by the test crates `tests/runner` and `tests/e2e` through `#[path]`.
 
 /// The switch: set to anything but empty or `0`, every skip is a failure.
-pub const REQUIRE_ALL: &str = "RUNNER_TEST_REQUIRE_ALL";
+pub(crate) const REQUIRE_ALL: &str = "RUNNER_TEST_REQUIRE_ALL";
 
 /// Whether [`REQUIRE_ALL`] is on in this process's environment.
-pub fn required() -> bool {
+pub(crate) fn required() -> bool {
     std::env::var_os(REQUIRE_ALL).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
@@ -17,7 +17,7 @@ pub fn required() -> bool {
 /// `skipped: <why>` on stderr, or panic with the same words when [`REQUIRE_ALL`] is on. The
 /// caller returns (or leaves out the part that needs the software) after it.
 #[track_caller]
-pub fn skip(why: impl std::fmt::Display) {
+pub(crate) fn skip(why: impl std::fmt::Display) {
     if required() {
         panic!("skipped: {why} ({REQUIRE_ALL} is set, so a skip fails the test)");
     }

@@ -113,7 +113,7 @@ fn assert_no_git_left(sb: &Sandbox) {
 }
 
 /// aider's wiring for the shared cases (`table.rs`).
-pub struct Aider;
+pub(crate) struct Aider;
 
 impl Agent for Aider {
     const NAME: &'static str = "aider";

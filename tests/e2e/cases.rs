@@ -17,7 +17,7 @@ use crate::support::{self, Cli, Log, Run, Sandbox};
 /// What a scripted model API does, in every CLI's stand-in (each plays it in its API's
 /// terms).
 #[derive(Clone, Copy, Debug)]
-pub enum Script<F> {
+pub(crate) enum Script<F> {
     /// The work with the CLI's own tools (write the report file at the path the prompt
     /// names; aider: edit `notes.txt` and report in its reply), then a short final text.
     WriteReport,
@@ -34,7 +34,7 @@ pub enum Script<F> {
 
 /// The key a run gives the CLI (every stand-in accepts [`Key::Right`] only).
 #[derive(Clone, Copy, Debug)]
-pub enum Key {
+pub(crate) enum Key {
     /// The stand-in's key (`sk-test`).
     Right,
     /// Another key, which the API rejects.
@@ -45,7 +45,7 @@ pub enum Key {
 
 impl Key {
     /// The value to put in the CLI's key variable; `None` leaves it unset.
-    pub fn value(self) -> Option<&'static str> {
+    pub(crate) fn value(self) -> Option<&'static str> {
         match self {
             Key::Right => Some(crate::chat_api::API_KEY),
             Key::Wrong(key) => Some(key),
@@ -55,7 +55,7 @@ impl Key {
 }
 
 /// A running stand-in for a CLI's model API.
-pub trait StandIn {
+pub(crate) trait StandIn {
     /// Its request log.
     fn log(&self) -> &Log;
     /// How many model turns it was asked for so far (the CLI's main conversation; side
@@ -64,7 +64,7 @@ pub trait StandIn {
 }
 
 /// The runner flags (besides `--runner` and `--timeout`) and the environment of one run.
-pub struct Setup {
+pub(crate) struct Setup {
     /// E.g. `["--model", "e2e/e2e-model"]`.
     pub args: Vec<String>,
     /// Added to the sandbox's clean environment.
@@ -72,7 +72,7 @@ pub struct Setup {
 }
 
 /// One agent CLI's wiring: a row of `table.rs` runs the cases on it.
-pub trait Agent {
+pub(crate) trait Agent {
     /// The built-in runner definition's name (and the command's name).
     const NAME: &'static str;
     /// The binary under `target/e2e-<NAME>/`, as `.ci/run` installs it.
@@ -131,12 +131,12 @@ pub trait Agent {
 
 /// The report file the CLI's tool wrote in the teammate folder (a run under Landlock).
 #[track_caller]
-pub fn assert_report_file(sb: &Sandbox) {
+pub(crate) fn assert_report_file(sb: &Sandbox) {
     assert!(sb.teammate().join("work/report.json").is_file());
 }
 
 /// The CLI to test, or `None` having skipped ([`support::cli_or_skip`]).
-pub fn find<A: Agent>(test: &str) -> Option<Cli> {
+pub(crate) fn find<A: Agent>(test: &str) -> Option<Cli> {
     support::cli_or_skip(A::NAME, A::BIN, A::VERSION_HAS, test)
 }
 
@@ -153,7 +153,7 @@ fn argv<A: Agent>(setup: Setup, timeout: &str, extra: &[&str]) -> (Vec<String>, 
 
 /// `runner batch` with the CLI pointed at `api` (see [`argv`]), from `cwd`.
 #[allow(clippy::too_many_arguments)]
-pub async fn run_in<A: Agent>(
+pub(crate) async fn run_in<A: Agent>(
     cli: &Cli,
     sb: &Sandbox,
     cwd: &Path,
@@ -168,7 +168,7 @@ pub async fn run_in<A: Agent>(
 }
 
 /// [`run_in`] from the sandbox folder.
-pub async fn run<A: Agent>(
+pub(crate) async fn run<A: Agent>(
     cli: &Cli,
     sb: &Sandbox,
     api: &A::Api,
@@ -186,7 +186,7 @@ pub async fn run<A: Agent>(
 /// (writing `$RUNNER_REPORT`), its output parsed, the report judged; then what the CLI's
 /// [`Agent::check_completed`] adds (session, usage, what the API saw), nothing unexpected
 /// requested, nothing left running.
-pub async fn writes_the_report_and_the_item_completes<A: Agent>(test: &str) {
+pub(crate) async fn writes_the_report_and_the_item_completes<A: Agent>(test: &str) {
     let Some(cli) = find::<A>(test) else {
         return;
     };
@@ -204,7 +204,7 @@ pub async fn writes_the_report_and_the_item_completes<A: Agent>(test: &str) {
 }
 
 /// The report only in the CLI's final text (no tool call): still `completed`, in one turn.
-pub async fn report_in_the_final_text_completes<A: Agent>(test: &str) {
+pub(crate) async fn report_in_the_final_text_completes<A: Agent>(test: &str) {
     let Some(cli) = find::<A>(test) else {
         return;
     };
@@ -226,7 +226,7 @@ pub async fn report_in_the_final_text_completes<A: Agent>(test: &str) {
 /// A stalled API and a short `--timeout`: `timed_out` within `within` (the limit, the
 /// runner's 5 s grace, the CLI's start), the request reached the API, and no process of
 /// the CLI is left.
-pub async fn stalled_api_times_out_and_leaves_no_process<A: Agent>(
+pub(crate) async fn stalled_api_times_out_and_leaves_no_process<A: Agent>(
     test: &str,
     timeout: &str,
     within: Duration,
@@ -253,7 +253,7 @@ pub async fn stalled_api_times_out_and_leaves_no_process<A: Agent>(
 /// workspace outside the working directory `work/`): the CLI does its work and keeps its
 /// state where its definition's `[sandbox] writes` say, and nothing else
 /// ([`Agent::check_sandboxed`]).
-pub async fn completes_under_the_landlock_sandbox<A: Agent>(test: &str) {
+pub(crate) async fn completes_under_the_landlock_sandbox<A: Agent>(test: &str) {
     let Some(cli) = find::<A>(test) else {
         return;
     };
@@ -277,7 +277,7 @@ pub async fn completes_under_the_landlock_sandbox<A: Agent>(test: &str) {
 /// A 429 with rate limits allowed to wait (`--rate-limit-wait 1m`, and `extra`): the team
 /// pauses (the CLI names no time, so the back-off is 2 s ± 25%), the attempt is made again
 /// without using a retry, and the second CLI process completes; `turns` model calls in all.
-pub async fn rate_limit_pauses_the_team_and_the_next_attempt_completes<A: Agent>(
+pub(crate) async fn rate_limit_pauses_the_team_and_the_next_attempt_completes<A: Agent>(
     test: &str,
     extra: &[&str],
     turns: usize,
@@ -311,7 +311,10 @@ pub async fn rate_limit_pauses_the_team_and_the_next_attempt_completes<A: Agent>
 /// One 429, then answers, with the CLI's own retries on: the CLI waits it out itself, so the
 /// runner never sees the rate limit and the item completes in its first attempt (a short
 /// rate limit never costs the work done so far); `turns` model calls in all.
-pub async fn one_429_is_retried_by_the_cli_within_the_attempt<A: Agent>(test: &str, turns: usize) {
+pub(crate) async fn one_429_is_retried_by_the_cli_within_the_attempt<A: Agent>(
+    test: &str,
+    turns: usize,
+) {
     let Some(cli) = find::<A>(test) else {
         return;
     };
@@ -332,7 +335,7 @@ pub async fn one_429_is_retried_by_the_cli_within_the_attempt<A: Agent>(test: &s
 
 /// The words a failure's reason must hold.
 #[derive(Clone, Copy, Debug)]
-pub enum Words {
+pub(crate) enum Words {
     /// Each, in any case.
     AnyCase(&'static [&'static str]),
     /// Each, exactly.
@@ -341,7 +344,7 @@ pub enum Words {
 
 /// How many model turns a failure may take ([`StandIn::turns`]).
 #[derive(Clone, Copy, Debug)]
-pub enum Calls {
+pub(crate) enum Calls {
     /// Not checked.
     Any,
     /// Exactly this many.
@@ -354,7 +357,7 @@ pub enum Calls {
 
 /// A run the CLI gives up on: what its stand-in does and what the item must show. Built with
 /// [`Failure::fault`] or [`Failure::new`] and the methods below; run by [`fails`].
-pub struct Failure<A: Agent> {
+pub(crate) struct Failure<A: Agent> {
     script: Script<A::Fault>,
     kind: &'static str,
     key: Key,
@@ -370,7 +373,7 @@ pub struct Failure<A: Agent> {
 impl<A: Agent> Failure<A> {
     /// The stand-in plays `script` and the item fails as `kind` (the key right, any reason,
     /// any exit code and call count, within 45 s, at the CLI's `--timeout`).
-    pub fn new(script: Script<A::Fault>, kind: &'static str) -> Self {
+    pub(crate) fn new(script: Script<A::Fault>, kind: &'static str) -> Self {
         Failure {
             script,
             kind,
@@ -386,60 +389,60 @@ impl<A: Agent> Failure<A> {
     }
 
     /// Every call fails with `fault`, and the item as `kind`.
-    pub fn fault(fault: A::Fault, kind: &'static str) -> Self {
+    pub(crate) fn fault(fault: A::Fault, kind: &'static str) -> Self {
         Self::new(Script::Fail(fault), kind)
     }
 
     /// The CLI is given `key`.
-    pub fn key(mut self, key: Key) -> Self {
+    pub(crate) fn key(mut self, key: Key) -> Self {
         self.key = key;
         self
     }
 
     /// The reason holds each of `words`, in any case.
-    pub fn reason(mut self, words: &'static [&'static str]) -> Self {
+    pub(crate) fn reason(mut self, words: &'static [&'static str]) -> Self {
         self.reason = Words::AnyCase(words);
         self
     }
 
     /// The reason holds each of `words` exactly.
-    pub fn reason_exact(mut self, words: &'static [&'static str]) -> Self {
+    pub(crate) fn reason_exact(mut self, words: &'static [&'static str]) -> Self {
         self.reason = Words::Exact(words);
         self
     }
 
     /// The `exit_code` column (the CLI's own exit code).
-    pub fn exit_code(mut self, code: &'static str) -> Self {
+    pub(crate) fn exit_code(mut self, code: &'static str) -> Self {
         self.exit_code = Some(code);
         self
     }
 
     /// The model turns the API saw.
-    pub fn calls(mut self, calls: Calls) -> Self {
+    pub(crate) fn calls(mut self, calls: Calls) -> Self {
         self.calls = calls;
         self
     }
 
     /// The run ends within `secs` seconds.
-    pub fn within(mut self, secs: u64) -> Self {
+    pub(crate) fn within(mut self, secs: u64) -> Self {
         self.within = Duration::from_secs(secs);
         self
     }
 
     /// `--timeout` of the run.
-    pub fn timeout(mut self, timeout: &'static str) -> Self {
+    pub(crate) fn timeout(mut self, timeout: &'static str) -> Self {
         self.timeout = timeout;
         self
     }
 
     /// More runner flags.
-    pub fn args(mut self, args: &'static [&'static str]) -> Self {
+    pub(crate) fn args(mut self, args: &'static [&'static str]) -> Self {
         self.args = args;
         self
     }
 
     /// A last check of what the run left and what the stand-in saw.
-    pub fn then(mut self, check: fn(&Sandbox, &A::Api)) -> Self {
+    pub(crate) fn then(mut self, check: fn(&Sandbox, &A::Api)) -> Self {
         self.then = Some(check);
         self
     }
@@ -449,7 +452,7 @@ impl<A: Agent> Failure<A> {
 /// `failed` with a reason that quotes the CLI and the failure kind, the closing summary
 /// names the reason, the API saw the calls the CLI's retries make, it gave up in time, and
 /// nothing is left running.
-pub async fn fails<A: Agent>(test: &str, f: Failure<A>) {
+pub(crate) async fn fails<A: Agent>(test: &str, f: Failure<A>) {
     let Some(cli) = find::<A>(test) else {
         return;
     };

@@ -23,11 +23,11 @@ use crate::cases::{self, StandIn};
 use crate::support::{self, Log};
 
 /// The key the stand-in accepts (`Authorization: Bearer sk-test`); any other gets a 401.
-pub const API_KEY: &str = "sk-test";
+pub(crate) const API_KEY: &str = "sk-test";
 
 /// One chat-completions call, as the script sees it.
 #[derive(Debug, Clone)]
-pub struct Call {
+pub(crate) struct Call {
     /// 1 for the first call.
     pub n: usize,
     /// The request body.
@@ -51,7 +51,7 @@ pub struct Call {
 impl Call {
     /// The bearer token of its `Authorization` header (empty when there is none); the key is
     /// right when it is [`API_KEY`].
-    pub fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         self.auth
             .as_deref()
             .and_then(|a| a.strip_prefix("Bearer "))
@@ -61,7 +61,7 @@ impl Call {
 
 /// What the scripted model answers.
 #[derive(Debug, Clone)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// An assistant text; `finish_reason: stop`.
     Text { text: String, usage: (u64, u64) },
     /// A sentence, then one function call; `finish_reason: tool_calls`.
@@ -87,7 +87,7 @@ pub enum Reply {
 
 impl Reply {
     /// A plain text reply.
-    pub fn text(text: impl Into<String>, usage: (u64, u64)) -> Reply {
+    pub(crate) fn text(text: impl Into<String>, usage: (u64, u64)) -> Reply {
         Reply::Text {
             text: text.into(),
             usage,
@@ -96,7 +96,7 @@ impl Reply {
 
     /// OpenAI's 429 for a tokens-per-minute limit (`rate_limit_exceeded`), with
     /// `retry-after-ms` (which the OpenAI SDKs and OpenCode honour) so retries are quick.
-    pub fn rate_limited() -> Reply {
+    pub(crate) fn rate_limited() -> Reply {
         Reply::Error {
             status: 429,
             message: "Rate limit reached for gpt-4o in organization org-e2e on tokens per min \
@@ -109,7 +109,7 @@ impl Reply {
     }
 
     /// OpenAI's 401 for a wrong key (`invalid_api_key`).
-    pub fn bad_key(key: &str) -> Reply {
+    pub(crate) fn bad_key(key: &str) -> Reply {
         Reply::Error {
             status: 401,
             message: format!(
@@ -124,10 +124,10 @@ impl Reply {
 }
 
 /// The script: call → reply.
-pub type Script = Arc<dyn Fn(&Call) -> Reply + Send + Sync>;
+pub(crate) type Script = Arc<dyn Fn(&Call) -> Reply + Send + Sync>;
 
 /// A running stand-in.
-pub struct ChatApi {
+pub(crate) struct ChatApi {
     /// Keeps the server up.
     pub server: MockServer,
     /// Its request log.
@@ -140,12 +140,12 @@ pub struct ChatApi {
 
 impl ChatApi {
     /// The base URL the CLIs take (`http://127.0.0.1:<port>/v1`).
-    pub fn base_url(&self) -> String {
+    pub(crate) fn base_url(&self) -> String {
         format!("{}/v1", self.server.uri())
     }
 
     /// Every call so far.
-    pub fn calls(&self) -> Vec<Call> {
+    pub(crate) fn calls(&self) -> Vec<Call> {
         self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
@@ -163,7 +163,7 @@ impl StandIn for ChatApi {
 /// as `work` answers and reports in its text as `text` answers: a call with a key other than
 /// [`API_KEY`] always gets OpenAI's 401; `Stall` answers nothing for 300 s; `Fail(reply)`
 /// is `reply` to every call; `RateLimitOnce` is [`Reply::rate_limited`], then as `work`.
-pub async fn play(
+pub(crate) async fn play(
     script: cases::Script<Reply>,
     work: fn(&Call) -> Reply,
     text: fn(&Call) -> Reply,
@@ -185,13 +185,13 @@ pub async fn play(
 }
 
 /// Start the stand-in with `script` (and the dead-end proxy).
-pub async fn start(script: impl Fn(&Call) -> Reply + Send + Sync + 'static) -> ChatApi {
+pub(crate) async fn start(script: impl Fn(&Call) -> Reply + Send + Sync + 'static) -> ChatApi {
     start_with_log(Log::default(), script).await
 }
 
 /// [`start`] with `log` as its request log, so that the script can add its own lines (e.g.
 /// mark a call it did not expect as `(unexpected)`).
-pub async fn start_with_log(
+pub(crate) async fn start_with_log(
     log: Log,
     script: impl Fn(&Call) -> Reply + Send + Sync + 'static,
 ) -> ChatApi {

@@ -28,7 +28,7 @@ const TOOL_USE_ID: &str = "toolu_01E2eWriteReport0000000";
 
 /// An Anthropic API error: the HTTP status and the error body's `type` and `message`.
 #[derive(Clone, Copy, Debug)]
-pub struct Fault {
+pub(crate) struct Fault {
     /// HTTP status.
     pub status: u16,
     /// `error.type`, e.g. `overloaded_error`.
@@ -38,7 +38,7 @@ pub struct Fault {
 }
 
 /// The Anthropic API's answer to a key it rejects.
-pub const BAD_KEY: Fault = Fault {
+pub(crate) const BAD_KEY: Fault = Fault {
     status: 401,
     error_type: "authentication_error",
     message: "invalid x-api-key",
@@ -328,7 +328,7 @@ fn tool_result(body: &Value, id: &str) -> Option<Value> {
 }
 
 /// The running stand-in: the server, its request log and what it saw.
-pub struct Api {
+pub(crate) struct Api {
     server: MockServer,
     log: Log,
     seen: Seen,
@@ -384,7 +384,7 @@ async fn messages_api(messages: impl Respond + 'static, log: &Log) -> MockServer
 // Running `runner` with Claude Code
 
 /// Claude Code's wiring for the shared cases (`table.rs`).
-pub struct Claude;
+pub(crate) struct Claude;
 
 impl Agent for Claude {
     const NAME: &'static str = "claude";

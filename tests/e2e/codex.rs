@@ -53,7 +53,7 @@ const CONFIG_MODEL: &str = "gpt-5.6-luna";
 const MODEL: &str = "gpt-5.5";
 
 /// OpenAI's message for a tokens-per-minute 429 (codex 0.169.0 does not print it).
-pub const RATE_LIMIT_MESSAGE: &str = "Rate limit reached for gpt-5.5 in organization org-e2e on \
+pub(crate) const RATE_LIMIT_MESSAGE: &str = "Rate limit reached for gpt-5.5 in organization org-e2e on \
     tokens per min (TPM): Limit 30000, Used 30000, Requested 1200. Please try again in 2.4s. \
     Visit https://platform.openai.com/account/rate-limits to learn more.";
 
@@ -63,7 +63,7 @@ const TURN2_USAGE: (u64, u64) = (11_402, 14);
 
 /// An OpenAI API error: the HTTP status and the error body's `type`, `code` and `message`.
 #[derive(Clone, Copy, Debug)]
-pub struct Fault {
+pub(crate) struct Fault {
     /// HTTP status.
     pub status: u16,
     /// `error.type`.
@@ -317,7 +317,7 @@ fn tool_output(body: &Value, call_id: &str) -> Option<Value> {
 }
 
 /// The running stand-in: the server, its request log and what it saw.
-pub struct Api {
+pub(crate) struct Api {
     server: MockServer,
     log: Log,
     seen: Seen,
@@ -368,7 +368,7 @@ async fn mock_api(script: Script) -> Api {
 const KEY_VAR: &str = "MOCK_API_KEY";
 
 /// codex's wiring for the shared cases (`table.rs`).
-pub struct Codex;
+pub(crate) struct Codex;
 
 impl Agent for Codex {
     const NAME: &'static str = "codex";

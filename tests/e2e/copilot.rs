@@ -45,7 +45,7 @@ const TURN1_USAGE: (u64, u64) = (14_873, 91);
 const TURN2_USAGE: (u64, u64) = (15_020, 9);
 
 /// OpenAI's 429 body for a per-minute rate limit.
-pub const RATE_LIMIT_MESSAGE: &str = "Rate limit reached for gpt-4.1 in organization org-e2e on \
+pub(crate) const RATE_LIMIT_MESSAGE: &str = "Rate limit reached for gpt-4.1 in organization org-e2e on \
      requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 20s.";
 /// OpenAI's 429 body for a used-up quota.
 const QUOTA_MESSAGE: &str = "You exceeded your current quota, please check your plan and \
@@ -56,7 +56,7 @@ const QUOTA_MESSAGE: &str = "You exceeded your current quota, please check your 
 /// `type` and `code` (none when empty), with `retry-after: 0`, so Copilot's five retries of
 /// a 429 or 5xx take about 5 s instead of about a minute.
 #[derive(Clone, Copy, Debug)]
-pub struct Fault {
+pub(crate) struct Fault {
     /// HTTP status.
     pub status: u16,
     /// `error.message`.
@@ -187,7 +187,7 @@ fn reply(script: Script, c: &Call, log: &Log, seen: &Seen) -> Reply {
 }
 
 /// The running stand-in: the Chat Completions stand-in and what Copilot's side of it saw.
-pub struct Api {
+pub(crate) struct Api {
     chat: ChatApi,
     seen: Seen,
 }
@@ -217,7 +217,7 @@ async fn mock_api(script: Script) -> Api {
 // Running `runner` with Copilot CLI
 
 /// Copilot CLI's wiring for the shared cases (`table.rs`).
-pub struct Copilot;
+pub(crate) struct Copilot;
 
 impl Agent for Copilot {
     const NAME: &'static str = "copilot";
@@ -342,7 +342,7 @@ fn session_id_printed(sb: &Sandbox) -> Option<String> {
 // The API errors of the table's rows, and their last checks
 
 /// A 429 on every call, for a per-minute rate limit.
-pub const RATE_LIMITED: Fault = Fault {
+pub(crate) const RATE_LIMITED: Fault = Fault {
     status: 429,
     message: RATE_LIMIT_MESSAGE,
     error_type: "requests",
@@ -350,7 +350,7 @@ pub const RATE_LIMITED: Fault = Fault {
 };
 
 /// OpenAI's used-up-quota 429 (`insufficient_quota`) on every call.
-pub const INSUFFICIENT_QUOTA: Fault = Fault {
+pub(crate) const INSUFFICIENT_QUOTA: Fault = Fault {
     status: 429,
     message: QUOTA_MESSAGE,
     error_type: "insufficient_quota",
@@ -358,7 +358,7 @@ pub const INSUFFICIENT_QUOTA: Fault = Fault {
 };
 
 /// A 500 on every call.
-pub const SERVER_ERROR: Fault = Fault {
+pub(crate) const SERVER_ERROR: Fault = Fault {
     status: 500,
     message: "The server had an error while processing your request. Sorry about that!",
     error_type: "server_error",
@@ -366,7 +366,7 @@ pub const SERVER_ERROR: Fault = Fault {
 };
 
 /// Every call carried the wrong key `sk-wrong` as a bearer token.
-pub fn sent_the_wrong_key(_sb: &Sandbox, api: &Api) {
+pub(crate) fn sent_the_wrong_key(_sb: &Sandbox, api: &Api) {
     let s = api.seen.with(std::mem::take);
     assert!(
         s.authorization
@@ -378,7 +378,7 @@ pub fn sent_the_wrong_key(_sb: &Sandbox, api: &Api) {
 }
 
 /// No key, no Authorization header (a key is optional for BYOK).
-pub fn sent_no_key(_sb: &Sandbox, api: &Api) {
+pub(crate) fn sent_no_key(_sb: &Sandbox, api: &Api) {
     let s = api.seen.with(std::mem::take);
     assert!(
         s.calls > 0 && s.authorization.iter().all(Option::is_none),

@@ -42,7 +42,7 @@ use crate::support::{self, Cli, Log, Run, Sandbox, Shared, find_report_path};
 /// A Google API error: every main-model turn fails with this HTTP status and Google error
 /// body; the model router's call too when `router_too`.
 #[derive(Clone, Debug)]
-pub struct Fault {
+pub(crate) struct Fault {
     /// HTTP status.
     pub status: u16,
     /// The `google.rpc.Status` body ([`google_error_body`]).
@@ -320,7 +320,7 @@ fn function_response(contents: &[Value], name: &str) -> Option<Value> {
 }
 
 /// The running stand-in: the server, its request log and what it saw.
-pub struct Api {
+pub(crate) struct Api {
     server: MockServer,
     log: Log,
     seen: Seen,
@@ -380,7 +380,7 @@ async fn mock_api(script: Script) -> Api {
 // Running `runner` with Gemini CLI
 
 /// Gemini CLI's wiring for the shared cases (`table.rs`).
-pub struct Gemini;
+pub(crate) struct Gemini;
 
 impl Agent for Gemini {
     const NAME: &'static str = "gemini";
@@ -518,7 +518,7 @@ fn error_dumps(dir: &std::path::Path) -> Vec<String> {
 /// The Gemini API's daily free-tier quota: 429 RESOURCE_EXHAUSTED, a QuotaFailure with a
 /// `PerDay` quota id (a `TerminalQuotaError` in Gemini CLI, never retried); the router's call
 /// fails too.
-pub fn daily_quota_429() -> Fault {
+pub(crate) fn daily_quota_429() -> Fault {
     let body = google_error_body(
         429,
         "RESOURCE_EXHAUSTED",
@@ -548,7 +548,7 @@ pub fn daily_quota_429() -> Fault {
 
 /// Gemini CLI wrote the conversation to `$TMPDIR/gemini-client-error-*.json`: the runner's
 /// per-teammate TMPDIR, never the TMPDIR `runner` itself was given.
-pub fn error_dumps_in_the_teammates_tmp(sb: &Sandbox, _api: &Api) {
+pub(crate) fn error_dumps_in_the_teammates_tmp(sb: &Sandbox, _api: &Api) {
     let private = error_dumps(&sb.teammate().join("work"));
     assert!(!private.is_empty(), "error dumps in the teammate's tmp");
     assert_eq!(error_dumps(&sb.path().join("tmp")), Vec::<String>::new());
@@ -557,7 +557,7 @@ pub fn error_dumps_in_the_teammates_tmp(sb: &Sandbox, _api: &Api) {
 /// A per-minute quota's 429 (a `PerMinute` QuotaFailure and a 45 s RetryInfo) on the main
 /// model only: its model router's own call keeps its own retries (5 attempts with backoff,
 /// about a minute) for retryable errors.
-pub fn per_minute_429() -> Fault {
+pub(crate) fn per_minute_429() -> Fault {
     let body = google_error_body(
         429,
         "RESOURCE_EXHAUSTED",
@@ -583,7 +583,7 @@ pub fn per_minute_429() -> Fault {
 }
 
 /// A key the Gemini API rejects: 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
-pub fn bad_key_400() -> Fault {
+pub(crate) fn bad_key_400() -> Fault {
     let body = google_error_body(
         400,
         "INVALID_ARGUMENT",
@@ -603,7 +603,7 @@ pub fn bad_key_400() -> Fault {
 }
 
 /// Not even the model router was asked (no request without a key).
-pub fn no_router_call(_sb: &Sandbox, api: &Api) {
+pub(crate) fn no_router_call(_sb: &Sandbox, api: &Api) {
     assert_eq!(
         api.seen.with(|s| s.router_calls),
         0,

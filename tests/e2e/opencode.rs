@@ -92,7 +92,7 @@ fn reports_in_text(c: &Call) -> Reply {
 }
 
 /// The running stand-in (the Chat Completions one).
-pub struct Api(ChatApi);
+pub(crate) struct Api(ChatApi);
 
 impl StandIn for Api {
     fn log(&self) -> &Log {
@@ -109,7 +109,7 @@ impl StandIn for Api {
 }
 
 /// OpenCode's wiring for the shared cases (`table.rs`).
-pub struct Opencode;
+pub(crate) struct Opencode;
 
 impl Agent for Opencode {
     const NAME: &'static str = "opencode";

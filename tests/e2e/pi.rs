@@ -63,7 +63,7 @@ fn reports_in_text(_: &Call) -> Reply {
 }
 
 /// pi's wiring for the shared cases (`table.rs`).
-pub struct Pi;
+pub(crate) struct Pi;
 
 impl Agent for Pi {
     const NAME: &'static str = "pi";
@@ -160,7 +160,7 @@ impl Agent for Pi {
 }
 
 /// A used-up quota (429 `insufficient_quota`, `retry-after-ms: 10`) on every call.
-pub fn used_up_quota() -> Reply {
+pub(crate) fn used_up_quota() -> Reply {
     Reply::Error {
         status: 429,
         message: "You exceeded your current quota, please check your plan and billing details."

@@ -41,7 +41,7 @@ const MODEL: &str = "qwen3-coder-plus";
 /// An OpenAI API error: every call fails with this HTTP status, error body and
 /// `retry-after-ms` ([`fault`]).
 #[derive(Clone, Debug)]
-pub struct Fault {
+pub(crate) struct Fault {
     /// HTTP status.
     pub status: u16,
     /// OpenAI's error body.
@@ -298,7 +298,7 @@ fn tool_result(messages: &[Value], id: &str) -> Option<Value> {
 }
 
 /// The running stand-in: the server, its request log and what it saw.
-pub struct Api {
+pub(crate) struct Api {
     server: MockServer,
     log: Log,
     seen: Seen,
@@ -342,7 +342,7 @@ async fn mock_api(script: Script) -> Api {
 // Running `runner` with Qwen Code
 
 /// Qwen Code's wiring for the shared cases (`table.rs`).
-pub struct Qwen;
+pub(crate) struct Qwen;
 
 impl Agent for Qwen {
     const NAME: &'static str = "qwen";
@@ -454,7 +454,7 @@ fn qwen_env(api: &str, key: Option<&str>) -> Vec<(&'static str, String)> {
 }
 
 /// An OpenAI API error for the table's rows: `status`, the error body, `retry-after-ms`.
-pub fn fault(
+pub(crate) fn fault(
     status: u16,
     message: &str,
     error_type: &str,

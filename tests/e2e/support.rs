@@ -17,10 +17,10 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// Longest a whole `runner` invocation may take before the test fails. The runner's own
 /// `--timeout` (then `--grace 5s`) should end a hung CLI first; this is the backstop.
-pub const RUN_LIMIT: Duration = Duration::from_secs(110);
+pub(crate) const RUN_LIMIT: Duration = Duration::from_secs(110);
 
 /// The report a scripted model writes for item `id` (the DESIGN §4 report shape).
-pub fn report_json(id: &str) -> String {
+pub(crate) fn report_json(id: &str) -> String {
     json!({
         "id": id,
         "status": "completed",
@@ -37,7 +37,7 @@ pub fn report_json(id: &str) -> String {
 
 /// The last absolute path ending in `report.json` in `text` (the prompt names
 /// `$RUNNER_REPORT`, e.g. "Write your report as JSON to the file `/…/report.json`").
-pub fn find_report_path(text: &str) -> Option<String> {
+pub(crate) fn find_report_path(text: &str) -> Option<String> {
     const NAME: &str = "report.json";
     text.match_indices(NAME)
         .filter_map(|(i, _)| {
@@ -55,7 +55,7 @@ pub fn find_report_path(text: &str) -> Option<String> {
 
 /// One installed agent CLI under test.
 #[derive(Debug, Clone)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The runner definition's name (`codex`), also the command name on the test's PATH.
     pub name: &'static str,
     /// The binary.
@@ -69,7 +69,12 @@ pub struct Cli {
 /// `target/e2e-<name>/<rel>` as `.ci/run` installs it (`rel` is e.g.
 /// `node_modules/.bin/codex` or `venv/bin/aider`). `version_has` must appear in the output
 /// of `--version` (run with a private HOME and a 30 s limit).
-pub fn cli_or_skip(name: &'static str, rel: &str, version_has: &str, test: &str) -> Option<Cli> {
+pub(crate) fn cli_or_skip(
+    name: &'static str,
+    rel: &str,
+    version_has: &str,
+    test: &str,
+) -> Option<Cli> {
     let var = format!("RUNNER_E2E_{}", name.to_uppercase());
     let explicit = std::env::var_os(&var).filter(|v| !v.is_empty());
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("target/e2e-{name}"));
@@ -157,25 +162,25 @@ fn version_of(bin: &Path) -> Result<String, String> {
 
 /// One line per request a scripted API saw, for the test log and failure messages.
 #[derive(Clone, Default)]
-pub struct Log(Arc<Mutex<Vec<String>>>);
+pub(crate) struct Log(Arc<Mutex<Vec<String>>>);
 
 impl Log {
     /// Record (and print) one line.
-    pub fn push(&self, line: String) {
+    pub(crate) fn push(&self, line: String) {
         eprintln!("[mock api] {line}");
         self.0.lock().unwrap_or_else(|e| e.into_inner()).push(line);
     }
     /// Every line so far.
-    pub fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
     /// Every line so far, one per line.
-    pub fn dump(&self) -> String {
+    pub(crate) fn dump(&self) -> String {
         self.lines().join("\n")
     }
     /// Fail the test when a line is marked `(unexpected)`.
     #[track_caller]
-    pub fn assert_nothing_unexpected(&self) {
+    pub(crate) fn assert_nothing_unexpected(&self) {
         let unexpected = self.unexpected();
         assert!(
             unexpected.is_empty(),
@@ -183,7 +188,7 @@ impl Log {
         );
     }
     /// Lines marked `(unexpected)`.
-    pub fn unexpected(&self) -> Vec<String> {
+    pub(crate) fn unexpected(&self) -> Vec<String> {
         self.lines()
             .into_iter()
             .filter(|l| l.contains("(unexpected)"))
@@ -196,7 +201,7 @@ impl Log {
 
 /// State a responder shares with the test (what it saw, for the assertions); cloning shares
 /// it. A panic while it is held does not poison it for the assertions.
-pub struct Shared<T>(Arc<Mutex<T>>);
+pub(crate) struct Shared<T>(Arc<Mutex<T>>);
 
 impl<T> Clone for Shared<T> {
     fn clone(&self) -> Self {
@@ -212,13 +217,13 @@ impl<T: Default> Default for Shared<T> {
 
 impl<T> Shared<T> {
     /// Run `f` on the state, under the lock.
-    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
 /// The value of request header `name`, when present and text.
-pub fn header(req: &Request, name: &str) -> Option<String> {
+pub(crate) fn header(req: &Request, name: &str) -> Option<String> {
     req.headers
         .get(name)
         .and_then(|v| v.to_str().ok())
@@ -227,7 +232,7 @@ pub fn header(req: &Request, name: &str) -> Option<String> {
 
 /// The request body as JSON, or `None` after logging it as `(unexpected)` (with its size and
 /// `content-encoding`); the caller answers with its API's 400.
-pub fn json_body(req: &Request, log: &Log) -> Option<Value> {
+pub(crate) fn json_body(req: &Request, log: &Log) -> Option<Value> {
     match serde_json::from_slice(&req.body) {
         Ok(v) => Some(v),
         Err(e) => {
@@ -246,7 +251,7 @@ pub fn json_body(req: &Request, log: &Log) -> Option<Value> {
 
 /// The text of one message `content` (or Gemini `parts`): a string as it is, an array as the
 /// `text` of each part, each followed by a newline.
-pub fn text_of(content: &Value) -> String {
+pub(crate) fn text_of(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts
@@ -260,7 +265,7 @@ pub fn text_of(content: &Value) -> String {
 
 /// All text of the `user` messages of a `messages` array (Anthropic Messages, OpenAI Chat
 /// Completions), see [`text_of`].
-pub fn user_text(messages: &Value) -> String {
+pub(crate) fn user_text(messages: &Value) -> String {
     messages
         .as_array()
         .into_iter()
@@ -272,7 +277,7 @@ pub fn user_text(messages: &Value) -> String {
 
 /// A server-sent-events body of named events, `event: <type>` then `data: <event>` (the
 /// Anthropic Messages and OpenAI Responses streams).
-pub fn named_events(events: &[Value]) -> String {
+pub(crate) fn named_events(events: &[Value]) -> String {
     events
         .iter()
         .map(|e| {
@@ -284,14 +289,14 @@ pub fn named_events(events: &[Value]) -> String {
 
 /// A server-sent-events body of `data: <chunk>` lines ending with `data: [DONE]` (the OpenAI
 /// Chat Completions stream).
-pub fn data_events(chunks: &[Value]) -> String {
+pub(crate) fn data_events(chunks: &[Value]) -> String {
     let mut body: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
     body.push_str("data: [DONE]\n\n");
     body
 }
 
 /// A 200 `text/event-stream` response with `body` and `cache-control: no-cache`.
-pub fn event_stream(body: String) -> ResponseTemplate {
+pub(crate) fn event_stream(body: String) -> ResponseTemplate {
     ResponseTemplate::new(200)
         .insert_header("cache-control", "no-cache")
         .set_body_raw(body, "text/event-stream")
@@ -299,7 +304,7 @@ pub fn event_stream(body: String) -> ResponseTemplate {
 
 /// The catch-all responder: every request no other mock matched is logged as `(unexpected)`
 /// and answered with `not_found`, the API's own 404.
-pub struct Other {
+pub(crate) struct Other {
     /// The API's request log.
     pub log: Log,
     /// The answer: a 404 with the API's error body.
@@ -309,7 +314,7 @@ pub struct Other {
 impl Other {
     /// Mount it on `server` below every other mock (priority 10), so it answers only what
     /// they do not.
-    pub async fn mount(self, server: &MockServer) {
+    pub(crate) async fn mount(self, server: &MockServer) {
         Mock::given(any())
             .respond_with(self)
             .with_priority(10)
@@ -335,12 +340,12 @@ impl Respond for Other {
 
 /// A temp folder for one run, holding `bin/<cli>` (a link to the CLI), `home/`, `tmp/`,
 /// `in.csv` (one row, id `1`) and `instr.md`; on drop, no process started in it survives.
-pub struct Sandbox {
+pub(crate) struct Sandbox {
     dir: tempfile::TempDir,
 }
 
 /// What one `runner batch` did.
-pub struct Run {
+pub(crate) struct Run {
     /// Exit code (-1 when signalled).
     pub code: i32,
     /// Its stdout.
@@ -363,7 +368,7 @@ impl std::fmt::Debug for Run {
 
 impl Sandbox {
     /// A fresh sandbox with `cli` on its PATH as `cli.name`.
-    pub fn new(cli: &Cli) -> Sandbox {
+    pub(crate) fn new(cli: &Cli) -> Sandbox {
         let dir = tempfile::Builder::new()
             .prefix(&format!("runner-{}-e2e-", cli.name))
             .tempdir()
@@ -375,7 +380,7 @@ impl Sandbox {
     /// is: no folder above it is writable by others. Gemini CLI skips a settings file below
     /// such a folder ("Parent directory '/tmp' is insecure"), the definition's system
     /// defaults among them.
-    pub fn new_private(cli: &Cli) -> Sandbox {
+    pub(crate) fn new_private(cli: &Cli) -> Sandbox {
         let dir = tempfile::Builder::new()
             .prefix(&format!("runner-{}-e2e-", cli.name))
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -399,12 +404,12 @@ impl Sandbox {
     }
 
     /// The sandbox folder (the run's working directory).
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
     /// The private HOME the CLI sees (`<sandbox>/home`).
-    pub fn home(&self) -> PathBuf {
+    pub(crate) fn home(&self) -> PathBuf {
         self.path().join("home")
     }
 
@@ -413,7 +418,7 @@ impl Sandbox {
     /// in the sandbox, with a clean environment (PATH with `bin/` first, HOME, TMPDIR,
     /// XDG_* under `home/`, LANG, NO_COLOR) plus `env`. Nothing from the developer's
     /// environment leaks in: no real key, login, proxy, model or config dir.
-    pub async fn run(&self, args: &[&str], env: &[(&str, String)]) -> Run {
+    pub(crate) async fn run(&self, args: &[&str], env: &[(&str, String)]) -> Run {
         self.run_in(self.path(), args, env).await
     }
 
@@ -422,7 +427,7 @@ impl Sandbox {
     /// teammate may write — so auto confines the teammate with Landlock. `None` (having
     /// printed a "skipped" notice) when this kernel cannot, and auto said so; otherwise the
     /// run, whose first line is checked to say `sandbox landlock`.
-    pub async fn run_sandboxed(&self, args: &[&str], env: &[(&str, String)]) -> Option<Run> {
+    pub(crate) async fn run_sandboxed(&self, args: &[&str], env: &[(&str, String)]) -> Option<Run> {
         let output = self.path().join("workers-output.csv").display().to_string();
         let mut all = vec!["-o", &output];
         all.extend_from_slice(args);
@@ -442,7 +447,7 @@ impl Sandbox {
     /// `runner` and so of the agent; `in.csv` and `instr.md` are still the sandbox's. Give
     /// `-o <sandbox>/workers-output.csv` to keep the team workspace (and [`Sandbox::row`])
     /// in the sandbox, outside the agent's working directory.
-    pub async fn run_in(&self, cwd: &Path, args: &[&str], env: &[(&str, String)]) -> Run {
+    pub(crate) async fn run_in(&self, cwd: &Path, args: &[&str], env: &[(&str, String)]) -> Run {
         let root = self.path();
         let path = format!(
             "{}:{}",
@@ -514,7 +519,7 @@ impl Sandbox {
     }
 
     /// The one row of workers-output.csv, column → value.
-    pub fn row(&self) -> BTreeMap<String, String> {
+    pub(crate) fn row(&self) -> BTreeMap<String, String> {
         let file = self.path().join("workers-output.csv");
         let mut rdr = csv::Reader::from_path(&file)
             .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
@@ -535,12 +540,12 @@ impl Sandbox {
     }
 
     /// The teammate folder of item `1`.
-    pub fn teammate(&self) -> PathBuf {
+    pub(crate) fn teammate(&self) -> PathBuf {
         self.path().join("workers-output.runner/teammates/1-1")
     }
 
     /// The tails of the last attempts' stdout and stderr logs, for failure messages.
-    pub fn agent_log(&self) -> String {
+    pub(crate) fn agent_log(&self) -> String {
         let p = self.teammate();
         let read = |f: &str| std::fs::read_to_string(p.join(f)).unwrap_or_default();
         let tail = |s: String| {
@@ -568,7 +573,7 @@ impl Sandbox {
 
     /// Processes whose environment mentions this sandbox (the run's children), with their
     /// command lines; zombies are not counted.
-    pub fn live_processes(&self) -> Vec<(u32, String)> {
+    pub(crate) fn live_processes(&self) -> Vec<(u32, String)> {
         let needle = self.path().display().to_string();
         let mut found = Vec::new();
         let me = std::process::id();
@@ -601,7 +606,7 @@ impl Sandbox {
 
     /// Fail the test when a process of this sandbox is still alive 5 s from now.
     #[track_caller]
-    pub fn assert_no_survivors(&self) {
+    pub(crate) fn assert_no_survivors(&self) {
         let survivors = self.survivors_after(5.0);
         assert!(survivors.is_empty(), "left running: {survivors:?}");
     }
@@ -609,7 +614,7 @@ impl Sandbox {
     /// The one output row, after asserting the run's exit code and the row's `status` and
     /// `failure_kind` (with [`Sandbox::context`] when they differ).
     #[track_caller]
-    pub fn assert_outcome(
+    pub(crate) fn assert_outcome(
         &self,
         run: &Run,
         log: &Log,
@@ -635,13 +640,13 @@ impl Sandbox {
     /// ([`report_json`]): exit 0, `completed` with its summary, exit code 0, no error and no
     /// failure kind (with [`Sandbox::context`] when not).
     #[track_caller]
-    pub fn assert_completed(&self, run: &Run, log: &Log) -> BTreeMap<String, String> {
+    pub(crate) fn assert_completed(&self, run: &Run, log: &Log) -> BTreeMap<String, String> {
         self.assert_completed_with(run, log, "wrote the report")
     }
 
     /// [`Sandbox::assert_completed`] for a report whose summary is `summary`.
     #[track_caller]
-    pub fn assert_completed_with(
+    pub(crate) fn assert_completed_with(
         &self,
         run: &Run,
         log: &Log,
@@ -664,7 +669,7 @@ impl Sandbox {
     /// The report the CLI's own tool wrote, at `path` as the prompt named it: a
     /// `report.json` inside this sandbox holding the scripted report. Returns the path.
     #[track_caller]
-    pub fn assert_report_written(&self, path: Option<String>) -> String {
+    pub(crate) fn assert_report_written(&self, path: Option<String>) -> String {
         let report = path.expect("the prompt named the report path");
         assert!(
             report.starts_with(&self.path().display().to_string())
@@ -680,7 +685,7 @@ impl Sandbox {
 
     /// `run`, the agent's logs ([`Sandbox::agent_log`]) and the scripted API's `log`, for a
     /// failure message.
-    pub fn context(&self, run: &Run, log: &Log) -> String {
+    pub(crate) fn context(&self, run: &Run, log: &Log) -> String {
         format!(
             "{run:?}\n{}\n--- mock api log\n{}",
             self.agent_log(),
@@ -689,7 +694,7 @@ impl Sandbox {
     }
 
     /// Wait up to `secs` for no process of this sandbox to be alive; return the survivors.
-    pub fn survivors_after(&self, secs: f64) -> Vec<(u32, String)> {
+    pub(crate) fn survivors_after(&self, secs: f64) -> Vec<(u32, String)> {
         let until = Instant::now() + Duration::from_secs_f64(secs);
         loop {
             let live = self.live_processes();

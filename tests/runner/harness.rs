@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 /// A temp folder to run `runner` in.
-pub struct Sandbox {
+pub(crate) struct Sandbox {
     dir: tempfile::TempDir,
 }
 
 /// What a `runner` invocation did.
-pub struct Run {
+pub(crate) struct Run {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
@@ -40,7 +40,7 @@ impl From<Output> for Run {
 }
 
 /// Absolute path of a fake agent under tests/agents/.
-pub fn agent(name: &str) -> String {
+pub(crate) fn agent(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/agents")
         .join(name)
@@ -49,7 +49,7 @@ pub fn agent(name: &str) -> String {
 }
 
 impl Sandbox {
-    pub fn new() -> Sandbox {
+    pub(crate) fn new() -> Sandbox {
         Sandbox {
             dir: tempfile::Builder::new()
                 .prefix("runner-test-")
@@ -58,15 +58,15 @@ impl Sandbox {
         }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn join(&self, rel: &str) -> PathBuf {
+    pub(crate) fn join(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
     }
 
-    pub fn write(&self, rel: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+    pub(crate) fn write(&self, rel: &str, contents: impl AsRef<[u8]>) -> PathBuf {
         let p = self.join(rel);
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent).expect("mkdir");
@@ -75,16 +75,16 @@ impl Sandbox {
         p
     }
 
-    pub fn read_opt(&self, rel: &str) -> Option<String> {
+    pub(crate) fn read_opt(&self, rel: &str) -> Option<String> {
         std::fs::read_to_string(self.join(rel)).ok()
     }
 
-    pub fn read(&self, rel: &str) -> String {
+    pub(crate) fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
     }
 
     /// A `runner` command in the sandbox, with a clean RUNNER_* environment.
-    pub fn cmd(&self, args: &[&str]) -> Command {
+    pub(crate) fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_runner"));
         c.args(args).current_dir(self.path()).stdin(Stdio::null());
         for (k, _) in std::env::vars() {
@@ -99,14 +99,14 @@ impl Sandbox {
     }
 
     /// Run `runner ARGS` to completion.
-    pub fn run(&self, args: &[&str]) -> Run {
+    pub(crate) fn run(&self, args: &[&str]) -> Run {
         self.cmd(args).output().expect("spawn runner").into()
     }
 
     /// The last attempt's prompt of item `id` of workspace `ws` (relative to the sandbox), as
     /// `runner show ID WS --prompt` prints it: from the teammate folder, or from the record a
     /// completed item was compacted into.
-    pub fn prompt(&self, ws: &str, id: &str) -> String {
+    pub(crate) fn prompt(&self, ws: &str, id: &str) -> String {
         let r = self.run(&["show", id, &self.join(ws).display().to_string(), "--prompt"]);
         assert_eq!(r.code, 0, "runner show {id} --prompt: {r:?}");
         r.stdout
@@ -114,7 +114,7 @@ impl Sandbox {
 
     /// Every file under the sandbox with its length and a hash of its bytes (to assert
     /// nothing changed, with a readable difference when something did).
-    pub fn tree(&self) -> BTreeMap<PathBuf, String> {
+    pub(crate) fn tree(&self) -> BTreeMap<PathBuf, String> {
         fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<PathBuf, String>) {
             for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
                 let p = e.path();
@@ -136,7 +136,7 @@ impl Sandbox {
     }
 
     /// Processes whose environment mentions this sandbox (children of our runs).
-    pub fn live_processes(&self) -> Vec<(u32, String)> {
+    pub(crate) fn live_processes(&self) -> Vec<(u32, String)> {
         let needle = self.path().display().to_string();
         let mut found = Vec::new();
         for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
@@ -164,7 +164,7 @@ impl Sandbox {
     }
 
     /// Wait up to `secs` for no process of this sandbox to be alive; return the survivors.
-    pub fn survivors_after(&self, secs: f64) -> Vec<(u32, String)> {
+    pub(crate) fn survivors_after(&self, secs: f64) -> Vec<(u32, String)> {
         let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
         loop {
             let live = self.live_processes();
@@ -186,17 +186,17 @@ impl Drop for Sandbox {
 }
 
 /// The instruction of the fake batches: the fake agent acts on `MODE=`.
-pub const FAKE_INSTRUCTION: &str = "Handle {id}. MODE={mode}\n";
+pub(crate) const FAKE_INSTRUCTION: &str = "Handle {id}. MODE={mode}\n";
 
 impl Sandbox {
     /// Write `in.csv` (this text) and `instr.md` ([`FAKE_INSTRUCTION`]).
-    pub fn write_csv(&self, csv: &str) {
+    pub(crate) fn write_csv(&self, csv: &str) {
         self.write("in.csv", csv);
         self.write("instr.md", FAKE_INSTRUCTION);
     }
 
     /// Write `in.csv` with columns `id,mode` and these rows, and `instr.md`.
-    pub fn write_rows(&self, rows: &[(&str, &str)]) {
+    pub(crate) fn write_rows(&self, rows: &[(&str, &str)]) {
         let mut csv = String::from("id,mode\n");
         for (id, mode) in rows {
             csv.push_str(&format!("{id},{mode}\n"));
@@ -205,7 +205,7 @@ impl Sandbox {
     }
 
     /// `runner batch --input in.csv --instruction instr.md FLAGS -- AGENT...`.
-    pub fn batch_cmd(&self, flags: &[&str], agent: &[&str]) -> Command {
+    pub(crate) fn batch_cmd(&self, flags: &[&str], agent: &[&str]) -> Command {
         let mut args = vec!["batch", "--input", "in.csv", "--instruction", "instr.md"];
         args.extend_from_slice(flags);
         args.push("--");
@@ -214,7 +214,7 @@ impl Sandbox {
     }
 
     /// Run [`Sandbox::batch_cmd`] to completion.
-    pub fn batch(&self, flags: &[&str], agent: &[&str]) -> Run {
+    pub(crate) fn batch(&self, flags: &[&str], agent: &[&str]) -> Run {
         self.batch_cmd(flags, agent)
             .output()
             .expect("spawn runner")
@@ -222,7 +222,7 @@ impl Sandbox {
     }
 
     /// `runner batch` over in.csv and instr.md with the fake agent; `extra` goes before `--`.
-    pub fn fake_batch_cmd(&self, extra: &[&str]) -> Command {
+    pub(crate) fn fake_batch_cmd(&self, extra: &[&str]) -> Command {
         let fake = agent("fake_agent.py");
         let mut flags = vec!["--id-column", "id", "--format", "plain"];
         flags.extend_from_slice(extra);
@@ -231,7 +231,7 @@ impl Sandbox {
 
     /// `runner batch --input INPUT --instruction instr.md --id-column id --format plain
     /// EXTRA -- <fake agent>` (INPUT may be `-` for stdin).
-    pub fn fake_batch_of_cmd(&self, input: &str, extra: &[&str]) -> Command {
+    pub(crate) fn fake_batch_of_cmd(&self, input: &str, extra: &[&str]) -> Command {
         let fake = agent("fake_agent.py");
         let mut args = vec![
             "batch",
@@ -250,7 +250,7 @@ impl Sandbox {
     }
 
     /// Run [`Sandbox::fake_batch_of_cmd`] to completion.
-    pub fn fake_batch_of(&self, input: &str, extra: &[&str]) -> Run {
+    pub(crate) fn fake_batch_of(&self, input: &str, extra: &[&str]) -> Run {
         self.fake_batch_of_cmd(input, extra)
             .output()
             .expect("spawn runner")
@@ -258,7 +258,7 @@ impl Sandbox {
     }
 
     /// Run [`Sandbox::fake_batch_cmd`] to completion.
-    pub fn fake_batch(&self, extra: &[&str]) -> Run {
+    pub(crate) fn fake_batch(&self, extra: &[&str]) -> Run {
         self.fake_batch_cmd(extra)
             .output()
             .expect("spawn runner")
@@ -268,7 +268,7 @@ impl Sandbox {
 
 /// Wait up to `secs` for `cond` to hold (checked every 20 ms); fail the test naming `what`
 /// when it does not.
-pub fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+pub(crate) fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     while !cond() {
         assert!(
@@ -280,7 +280,7 @@ pub fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
 }
 
 /// Parse a CSV file into rows of name → value.
-pub fn csv_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
+pub(crate) fn csv_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
     let mut rdr =
         csv::Reader::from_path(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let headers = rdr.headers().expect("headers").clone();
@@ -297,7 +297,7 @@ pub fn csv_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
 }
 
 /// The rows of `path` keyed by `key`.
-pub fn by_id(path: &Path, key: &str) -> BTreeMap<String, BTreeMap<String, String>> {
+pub(crate) fn by_id(path: &Path, key: &str) -> BTreeMap<String, BTreeMap<String, String>> {
     csv_rows(path)
         .into_iter()
         .map(|r| (r[key].clone(), r))
@@ -306,7 +306,7 @@ pub fn by_id(path: &Path, key: &str) -> BTreeMap<String, BTreeMap<String, String
 
 /// Run `git ARGS` in `dir` (with a committer identity) and return its stdout; a failing git
 /// fails the test with git's message.
-pub fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
         .args(args)
@@ -323,7 +323,7 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 
 /// Whether this kernel runs `--sandbox landlock` (`runner runners` says so); when not, the
 /// calling test `test` skips ([`crate::skip`]) and leaves out what needs it.
-pub fn landlock_or_skip(test: &str) -> bool {
+pub(crate) fn landlock_or_skip(test: &str) -> bool {
     let out = Command::new(env!("CARGO_BIN_EXE_runner"))
         .arg("runners")
         .output()

@@ -23,7 +23,7 @@ type Calls = Arc<Mutex<Vec<(Value, Vec<(String, String)>)>>>;
 
 /// A scripted API on 127.0.0.1 and the requests it received (also used by the Anthropic
 /// tests, at its path).
-pub struct Api {
+pub(crate) struct Api {
     pub server: MockServer,
     calls: Calls,
 }
@@ -58,7 +58,7 @@ impl Api {
     }
 
     /// The API answering POST `at` by `script`.
-    pub async fn start_at(
+    pub(crate) async fn start_at(
         at: &str,
         script: impl Fn(usize, &Value) -> ResponseTemplate + Send + Sync + 'static,
     ) -> Api {
@@ -79,12 +79,12 @@ impl Api {
         format!("{}/v1", self.server.uri())
     }
 
-    pub fn bodies(&self) -> Vec<Value> {
+    pub(crate) fn bodies(&self) -> Vec<Value> {
         let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
         calls.iter().map(|(b, _)| b.clone()).collect()
     }
 
-    pub fn header(&self, n: usize, name: &str) -> Option<String> {
+    pub(crate) fn header(&self, n: usize, name: &str) -> Option<String> {
         let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
         calls[n]
             .1

@@ -14,7 +14,7 @@ fn add(sb: &Sandbox, args: &[&str]) -> crate::harness::Run {
 }
 
 /// `runner resolve --store S --format plain EXTRA -- <fake agent>`.
-pub fn resolve(sb: &Sandbox, extra: &[&str]) -> crate::harness::Run {
+pub(crate) fn resolve(sb: &Sandbox, extra: &[&str]) -> crate::harness::Run {
     let f = fake();
     let mut a = vec!["resolve", "--store", "S", "--format", "plain"];
     a.extend_from_slice(extra);

@@ -35,7 +35,7 @@ fn rows(sb: &Sandbox, rows: &[(&str, &str)]) {
 }
 
 /// The flags of every batch here: ids from `id`, plain output, a worktree per teammate.
-pub const ISOLATED: &[&str] = &[
+pub(crate) const ISOLATED: &[&str] = &[
     "--id-column",
     "id",
     "--format",

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 /// The kinds of definition a backend runs (`crate::run::backend::for_settings`).
-pub const KINDS: &[&str] = &["process", "http"];
+pub(crate) const KINDS: &[&str] = &["process", "http"];
 
 /// How a definition's attempts execute: its `kind`, carrying the configuration only that
 /// kind has.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub enum BackendDef {
+pub(crate) enum BackendDef {
     /// `kind = "process"` (the default): the definition's program as a subprocess, from its
     /// `program`, `args`, `env`, `[result]` and `[failure]` keys.
     #[default]
@@ -27,7 +27,7 @@ impl BackendDef {
     ///
     /// Errors (the message; the caller names the file and line of `kind`): an unknown kind
     /// (with the closest known one), kind `http` without `[http]`.
-    pub fn from_written(kind: &str, http: Option<HttpSpec>) -> Result<BackendDef, String> {
+    pub(crate) fn from_written(kind: &str, http: Option<HttpSpec>) -> Result<BackendDef, String> {
         match (kind, http) {
             ("process", _) => Ok(BackendDef::Process),
             ("http", Some(http)) => Ok(BackendDef::Http(http)),
@@ -42,17 +42,9 @@ impl BackendDef {
         }
     }
 
-    /// The `kind` word of the definition (`process`, `http`).
-    pub fn kind(&self) -> &'static str {
-        match self {
-            BackendDef::Process => "process",
-            BackendDef::Http(_) => "http",
-        }
-    }
-
     /// Whether an attempt starts the definition's program (its argv, environment, program
     /// check and `--model` placement apply); else it sends a request and starts nothing.
-    pub fn runs_a_program(&self) -> bool {
+    pub(crate) fn runs_a_program(&self) -> bool {
         match self {
             BackendDef::Process => true,
             BackendDef::Http(_) => false,
@@ -61,7 +53,7 @@ impl BackendDef {
 
     /// Whether the agent has no tools of its own: its answer is its report, it reads no
     /// files and keeps no working context (kind `http`).
-    pub fn answers_only(&self) -> bool {
+    pub(crate) fn answers_only(&self) -> bool {
         match self {
             BackendDef::Process => false,
             BackendDef::Http(_) => true,
@@ -69,7 +61,7 @@ impl BackendDef {
     }
 
     /// `[http]` of a kind `http` definition; `None` for any other kind.
-    pub fn http(&self) -> Option<&HttpSpec> {
+    pub(crate) fn http(&self) -> Option<&HttpSpec> {
         match self {
             BackendDef::Process => None,
             BackendDef::Http(spec) => Some(spec),
@@ -83,7 +75,7 @@ impl BackendDef {
 /// with `--var` (see `crate::run::backend::http`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct HttpSpec {
+pub(crate) struct HttpSpec {
     /// The wire format: `openai-chat` (the default), `anthropic-messages` or
     /// `gemini-generate-content`.
     #[serde(default)]
@@ -124,7 +116,7 @@ pub struct HttpSpec {
 /// of `crate::run::backend::http`, chosen in its `wire::for_api`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum HttpApi {
+pub(crate) enum HttpApi {
     /// OpenAI's "Create chat completion" (`POST <base>/chat/completions`, bearer key),
     /// which most servers speak.
     #[default]

@@ -8,7 +8,7 @@ use super::RunnerDef;
 use crate::error::{Error, Result};
 
 /// The built-in definitions, compiled in from `runners/*.toml`: `(name, toml text)`.
-pub const BUILTIN: &[(&str, &str)] = &[
+pub(crate) const BUILTIN: &[(&str, &str)] = &[
     ("claude", include_str!("../../../runners/claude.toml")),
     ("codex", include_str!("../../../runners/codex.toml")),
     ("gemini", include_str!("../../../runners/gemini.toml")),
@@ -32,7 +32,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
 ];
 
 /// The order in which installed agent CLIs are picked when no runner is chosen.
-pub const DETECT_ORDER: &[&str] = &[
+pub(crate) const DETECT_ORDER: &[&str] = &[
     "claude",
     "codex",
     "gemini",
@@ -46,7 +46,7 @@ pub const DETECT_ORDER: &[&str] = &[
 ];
 
 /// Where the store's definition `name` is (it need not exist): `<store>/runners/<name>.toml`.
-pub fn store_file(store: &Path, name: &str) -> PathBuf {
+pub(crate) fn store_file(store: &Path, name: &str) -> PathBuf {
     store.join("runners").join(format!("{name}.toml"))
 }
 
@@ -54,7 +54,7 @@ pub fn store_file(store: &Path, name: &str) -> PathBuf {
 /// its `*.toml` files), sorted; none when the folder does not exist.
 ///
 /// Errors: a folder that exists but cannot be read (exit 2).
-pub fn store_only(store: &Path) -> Result<Vec<String>> {
+pub(crate) fn store_only(store: &Path) -> Result<Vec<String>> {
     let dir = store.join("runners");
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
@@ -81,7 +81,11 @@ pub fn store_only(store: &Path) -> Result<Vec<String>> {
 /// in [`RunnerDef::warnings`], for the caller to show.
 ///
 /// Errors: an unknown name (lists the known ones), an unreadable or invalid file.
-pub fn load(name: &str, store: Option<&Path>, runner_file: Option<&Path>) -> Result<RunnerDef> {
+pub(crate) fn load(
+    name: &str,
+    store: Option<&Path>,
+    runner_file: Option<&Path>,
+) -> Result<RunnerDef> {
     let from_file = |path: &Path| -> Result<RunnerDef> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::read_input("the runner definition", path, e))?;

@@ -114,7 +114,7 @@ pub(super) fn unknown_keys(path: &Path, keys: &KeyLines<'_>) -> Vec<String> {
 /// How the prompt reaches the agent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum PromptMode {
+pub(crate) enum PromptMode {
     /// `prompt.md` is the child's stdin, opened read-only (as with `< prompt.md`).
     #[default]
     Stdin,
@@ -127,7 +127,7 @@ pub enum PromptMode {
 /// How the agent's stdout is read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum OutputFormat {
+pub(crate) enum OutputFormat {
     /// Plain text: the whole stdout is the final text.
     #[default]
     Text,
@@ -145,7 +145,7 @@ pub enum OutputFormat {
 /// = "item.completed" } }`); anything else, an unknown key in the table or a pointer without
 /// its leading `/` is refused with the shapes allowed.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Pointer {
+pub(crate) enum Pointer {
     /// A bare pointer, e.g. `"/result"`.
     Plain(String),
     /// A pointer with conditions on the line.
@@ -237,7 +237,7 @@ impl<'de> Deserialize<'de> for Pointer {
 
 /// Pointers to the values the runner reads from the agent's output.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct ResultPointers {
+pub(crate) struct ResultPointers {
     /// The agent's final answer text (searched for a report when no report file exists).
     pub final_text: Option<Pointer>,
     /// A flag that, when `true`, fails the item even on exit 0.
@@ -262,7 +262,7 @@ pub struct ResultPointers {
 
 /// Environment handling for the agent process.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct EnvSpec {
+pub(crate) struct EnvSpec {
     /// Variables removed from the child's environment (e.g. `CLAUDECODE`).
     #[serde(default)]
     pub unset: Vec<String>,
@@ -284,7 +284,7 @@ pub struct EnvSpec {
 
 /// One runner definition (`runners/<name>.toml`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct RunnerDef {
+pub(crate) struct RunnerDef {
     /// What reading its file said that is not an error (keys it does not know, with their
     /// lines): shown by the command that loaded it; a run's plan carries them as warnings
     /// (`Plan::warnings`). Empty for a built-in definition.
@@ -366,7 +366,7 @@ pub struct RunnerDef {
 
 /// `[sandbox]` of a runner definition.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct SandboxSpec {
+pub(crate) struct SandboxSpec {
     /// Files and folders the CLI writes (its config, login and session state), written with a
     /// leading `~/` for HOME and `{env.NAME}` for a variable; an entry whose variable is unset
     /// or whose path does not exist is skipped.
@@ -384,7 +384,7 @@ pub struct SandboxSpec {
 /// (the one `.ci/run` installs) and the test module that runs it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Proof {
+pub(crate) struct Proof {
     /// The CLI version, as the package registry names it (`2.1.332`).
     pub version: String,
     /// The test file, relative to the repository (`tests/e2e/claude.rs`).

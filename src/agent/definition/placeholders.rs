@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 
 /// Largest prompt passed as one command-line argument (`prompt = "argument"`), in bytes.
 /// Longer prompts fail the attempt with a reason instead of hitting the OS limit.
-pub const MAX_PROMPT_ARG_BYTES: usize = 100 * 1024;
+pub(crate) const MAX_PROMPT_ARG_BYTES: usize = 100 * 1024;
 
 /// The placeholders that stand for a whole `args` element (a list, spliced in).
 pub(super) const WHOLE_ELEMENT: &[&str] = &[
@@ -23,7 +23,7 @@ pub(super) const WHOLE_ELEMENT: &[&str] = &[
 
 /// The per-attempt values placeholders expand to.
 #[derive(Debug, Clone)]
-pub struct AttemptArgs<'a> {
+pub(crate) struct AttemptArgs<'a> {
     /// `{prompt_file}`: the prompt file.
     pub prompt_file: &'a Path,
     /// `{report}`: the report path.
@@ -47,7 +47,7 @@ pub struct AttemptArgs<'a> {
 
 /// A fully expanded command line for one attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invocation {
+pub(crate) struct Invocation {
     /// The program (name looked up on PATH, or a path).
     pub program: String,
     /// Its arguments.
@@ -67,7 +67,7 @@ pub struct Invocation {
 impl Invocation {
     /// Whether the argv or the environment names `path` (the prompt file: the agent then
     /// reads it by its name, so it must be written before the agent starts).
-    pub fn names(&self, path: &Path) -> bool {
+    pub(crate) fn names(&self, path: &Path) -> bool {
         let path = path.to_string_lossy();
         self.args.iter().any(|a| a.contains(path.as_ref()))
             || self.env_set.iter().any(|(_, v)| v.contains(path.as_ref()))
@@ -85,7 +85,7 @@ impl RunnerDef {
     ///
     /// Errors: an unknown placeholder or var, `{command_args}` without a command, a prompt
     /// argument over [`MAX_PROMPT_ARG_BYTES`].
-    pub fn invocation(&self, a: &AttemptArgs<'_>) -> Result<Invocation> {
+    pub(crate) fn invocation(&self, a: &AttemptArgs<'_>) -> Result<Invocation> {
         self.expand_argv(a).map_err(|e| {
             Error::Usage(if self.name.is_empty() {
                 e

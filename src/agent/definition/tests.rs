@@ -385,7 +385,7 @@ fn huge_prompt_argument_is_refused() {
     )
     .expect("valid");
     let vars = BTreeMap::new();
-    let big = "x".repeat(MAX_PROMPT_ARG_BYTES + 1);
+    let big = "x".repeat(super::placeholders::MAX_PROMPT_ARG_BYTES + 1);
     let mut a = args(&[], &vars);
     a.prompt = &big;
     assert!(

@@ -33,13 +33,13 @@
 
 mod answer;
 mod anthropic_messages;
-pub mod batch;
+pub(crate) mod batch;
 mod exchange;
 mod gemini;
 mod openai_chat;
 mod settings;
 mod wait;
-pub mod wire;
+pub(crate) mod wire;
 
 use std::time::Duration;
 
@@ -55,10 +55,8 @@ use crate::settings::Settings;
 use crate::source::inline::Image;
 use wire::{Ask, Prices, WireFormat};
 
-pub use wait::retry_after;
-
 /// The system message of every request: what the answer must be.
-pub const SYSTEM_MESSAGE: &str = "You are a teammate in a batch run. You have no tools and \
+pub(crate) const SYSTEM_MESSAGE: &str = "You are a teammate in a batch run. You have no tools and \
 cannot read or write files: work with what the user message gives you. Answer with exactly \
 one JSON object, your report, and nothing else: {\"status\": \"completed\" | \"blocked\" | \
 \"failed\", \"summary\": \"one line: what you found or did\", \"blocker\": null or why a \
@@ -67,7 +65,7 @@ fully done; \"blocked\" if you cannot go on without a person; \"failed\" otherwi
 
 /// Sends one request per attempt over one client (one connection pool: HTTP/1.1
 /// keep-alive, HTTP/2 where the server offers it) for the whole run.
-pub struct Http {
+pub(crate) struct Http {
     client: reqwest::Client,
     /// The wire format of `[http] api`, with its per-run options.
     wire: Box<dyn WireFormat>,
@@ -89,7 +87,7 @@ pub struct Http {
 ///
 /// Errors: those of [`Http::for_settings`]; `--batch-api` with a runner whose wire format
 /// has no batch mode here, or a bad `--var poll_max_s` (exit 2).
-pub fn backend(settings: &Settings, spec: &HttpSpec) -> Result<std::sync::Arc<dyn Backend>> {
+pub(crate) fn backend(settings: &Settings, spec: &HttpSpec) -> Result<std::sync::Arc<dyn Backend>> {
     let http = Http::for_settings(settings, spec)?;
     if !settings.batch_api {
         if settings.vars.contains_key("poll_max_s") {
@@ -125,7 +123,7 @@ pub fn backend(settings: &Settings, spec: &HttpSpec) -> Result<std::sync::Arc<dy
 
 impl Http {
     /// `POST <url>`, for `--dry-run`: where each item's request goes and how it asks.
-    pub fn describe(&self, schema: bool) -> String {
+    pub(crate) fn describe(&self, schema: bool) -> String {
         let mut line = format!(
             "POST {}   (model {}, {})",
             crate::redact::urls(&self.url),
@@ -176,7 +174,7 @@ impl Http {
 
 /// The report as a JSON Schema for structured output, its `output` held to `output`: every
 /// property required and no others (what strict mode asks of a schema).
-pub fn report_schema(output: &Value) -> Value {
+pub(crate) fn report_schema(output: &Value) -> Value {
     json!({
         "type": "object",
         "additionalProperties": false,

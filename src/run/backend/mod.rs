@@ -35,10 +35,10 @@
 //! 3. Register it: `mod <name>;` below and one match arm in [`for_settings`]. Preparation,
 //!    the success rule, retries, the journal and the sinks are the same for every backend.
 
-pub mod http;
-pub mod process;
+pub(crate) mod http;
+pub(crate) mod process;
 #[cfg(test)]
-pub mod scripted;
+pub(crate) mod scripted;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -57,11 +57,11 @@ use crate::run::supervise::process::{ActivitySink, Cancel};
 use crate::settings::Settings;
 
 /// A boxed future a backend returns (`Send`, so units run on any worker thread).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// How one attempt executes. Implementations hold no run state; one value serves every
 /// attempt of a run, from many tasks at once.
-pub trait Backend: Send + Sync {
+pub(crate) trait Backend: Send + Sync {
     /// Run `attempt` to its end; `cancel` says when the run is interrupted (graceful, then
     /// immediate). Never fails: whatever went wrong is in [`Execution::end`].
     fn execute<'a>(
@@ -87,7 +87,7 @@ pub trait Backend: Send + Sync {
 ///
 /// Errors: what the backend's checks refuse (a missing program or API key: exit 3; a bad
 /// `--var`, a missing model, a placeholder the definition cannot expand: exit 2).
-pub fn for_settings(settings: &Settings) -> crate::error::Result<Arc<dyn Backend>> {
+pub(crate) fn for_settings(settings: &Settings) -> crate::error::Result<Arc<dyn Backend>> {
     match &settings.runner.backend {
         BackendDef::Process if settings.batch_api => Err(crate::error::Error::Usage(format!(
             "--batch-api sends the rows as OpenAI Batch API jobs; runner `{}` is an agent CLI \
@@ -101,7 +101,7 @@ pub fn for_settings(settings: &Settings) -> crate::error::Result<Arc<dyn Backend
 
 /// What a backend gets: one prepared attempt. Every path is absolute; the teammate folder
 /// and the state folders exist (the prompt file when the invocation names it).
-pub struct Attempt<'a> {
+pub(crate) struct Attempt<'a> {
     /// The item.
     pub item: &'a WorkItem,
     /// The attempt number, 1-based, continuing the numbering of earlier runs.
@@ -112,12 +112,10 @@ pub struct Attempt<'a> {
     pub invocation: &'a Invocation,
     /// The rendered prompt.
     pub prompt: &'a str,
-    /// `<teammate dir>/prompt.md`: written before the attempt only when the invocation names
-    /// it (`prompt = "file"`, `{prompt_file}`); a prompt on stdin is handed over in memory
-    /// ([`crate::run::supervise::stdin::Stdin::Text`]).
-    pub prompt_file: &'a Path,
-    /// Where the teammate writes its report (`RUNNER_REPORT`); no earlier attempt's report is
-    /// there.
+    /// Where the teammate writes its report (`RUNNER_REPORT` in `env`, which is how a real
+    /// agent learns it); read here by the scripted test backend, which writes the report
+    /// itself.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub report_path: &'a Path,
     /// The working directory: the teammate's worktree, else the run's.
     pub cwd: &'a Path,
@@ -154,7 +152,7 @@ pub struct Attempt<'a> {
 impl Attempt<'_> {
     /// Tell the dispatcher the attempt is under way. `pgid` is its process group (journaled,
     /// so a resumed run can end what a crashed one left behind), 0 when no process runs.
-    pub fn started(&self, pgid: u32) {
+    pub(crate) fn started(&self, pgid: u32) {
         let _ = self.events.send(Event::AttemptStarted {
             id: self.item.id.clone(),
             teammate: self.item.teammate.clone(),
@@ -166,7 +164,7 @@ impl Attempt<'_> {
     }
 
     /// Pass a line the agent printed on to progress displays.
-    pub fn activity(&self, line: String) {
+    pub(crate) fn activity(&self, line: String) {
         let _ = self.events.send(Event::Activity {
             id: self.item.id.clone(),
             teammate: self.item.teammate.clone(),
@@ -175,7 +173,7 @@ impl Attempt<'_> {
     }
 
     /// An [`ActivitySink`] that calls [`Attempt::activity`], for code that outlives borrows.
-    pub fn activity_sink(&self) -> ActivitySink {
+    pub(crate) fn activity_sink(&self) -> ActivitySink {
         let tx = self.events.clone();
         let (id, teammate) = (self.item.id.clone(), self.item.teammate.clone());
         ActivitySink(Arc::new(move |line| {
@@ -190,7 +188,7 @@ impl Attempt<'_> {
 
 /// What a backend gives back: how the attempt ended and what the agent answered.
 #[derive(Debug, Clone)]
-pub struct Execution {
+pub(crate) struct Execution {
     /// How it ended: exited (code), signalled, timed out, cancelled, not started (why).
     pub end: ProcessEnd,
     /// The exit code, when a process exited (also after it handled SIGTERM).
@@ -214,14 +212,14 @@ pub struct Execution {
 
 /// Most bytes of a log read back for parsing: logs up to this size are read whole; larger
 /// ones contribute their first 256 KiB and last 2 MiB.
-pub const FULL_READ: u64 = 4 * 1024 * 1024;
+pub(crate) const FULL_READ: u64 = 4 * 1024 * 1024;
 const HEAD_READ: u64 = 256 * 1024;
 const TAIL_READ: u64 = 2 * 1024 * 1024;
 
 /// The text of `path`, lossily decoded: whole when at most `max` bytes, else its head and
 /// tail (at most 256 KiB and 2 MiB, each within `max`) joined by a newline. `None` when it
 /// cannot be read, or is a link or not a plain file (links are never followed).
-pub fn read_capped(path: &Path, max: u64) -> Option<String> {
+pub(crate) fn read_capped(path: &Path, max: u64) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
     // Logs and files in a teammate's folder: never through a link (issue 25).
     let mut f = crate::fsutil::open_plain_file(path).ok()??;
@@ -253,7 +251,7 @@ fn head_and_tail(head: &[u8], tail: &[u8]) -> String {
 
 /// [`read_capped`] of text already in memory (`runner runners --check`'s transcripts): the
 /// same head and tail a run would read from a log of these bytes.
-pub fn capped_text(bytes: &[u8], max: u64) -> String {
+pub(crate) fn capped_text(bytes: &[u8], max: u64) -> String {
     let len = bytes.len() as u64;
     if len <= max {
         return String::from_utf8_lossy(bytes).into_owned();
@@ -265,7 +263,7 @@ pub fn capped_text(bytes: &[u8], max: u64) -> String {
 
 /// The last 4 KiB of `path` (lossily decoded), when it holds more than whitespace; `None`
 /// when it is empty or cannot be read.
-pub fn end_of(path: &Path) -> Option<String> {
+pub(crate) fn end_of(path: &Path) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(path).ok()?;
     let len = f.metadata().ok()?.len();
@@ -278,7 +276,7 @@ pub fn end_of(path: &Path) -> Option<String> {
 
 /// The last non-blank line (trimmed) in the last 4 KiB of `path`; `None` when there is none
 /// or the file cannot be read.
-pub fn last_line_of(path: &Path) -> Option<String> {
+pub(crate) fn last_line_of(path: &Path) -> Option<String> {
     end_of(path)?
         .lines()
         .rev()

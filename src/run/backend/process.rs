@@ -13,7 +13,7 @@ use crate::run::supervise::stdin::Stdin;
 /// the settings resolved ([`crate::settings::Settings::resolve`]: the argv expands, the
 /// program is installed, every `--var` is used).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Process;
+pub(crate) struct Process;
 
 impl Backend for Process {
     fn execute<'a>(

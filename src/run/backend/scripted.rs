@@ -18,7 +18,7 @@ use crate::run::supervise::process::Cancel;
 
 /// One scripted attempt.
 #[derive(Debug, Clone)]
-pub struct Step {
+pub(crate) struct Step {
     /// Exit code the "agent" ends with.
     pub exit_code: i32,
     /// Text it prints (written to the stdout log and parsed by the runner definition).
@@ -31,7 +31,7 @@ pub struct Step {
 
 impl Step {
     /// Exit 0 with a valid `completed` report file.
-    pub fn completed() -> Step {
+    pub(crate) fn completed() -> Step {
         Step {
             exit_code: 0,
             stdout: "done\n".into(),
@@ -41,7 +41,7 @@ impl Step {
     }
 
     /// Exit 1 with `message` on stdout and no report.
-    pub fn failed(message: &str) -> Step {
+    pub(crate) fn failed(message: &str) -> Step {
         Step {
             exit_code: 1,
             stdout: format!("{message}\n"),
@@ -51,14 +51,14 @@ impl Step {
     }
 
     /// This step after working for `delay`.
-    pub fn after(self, delay: Duration) -> Step {
+    pub(crate) fn after(self, delay: Duration) -> Step {
         Step { delay, ..self }
     }
 }
 
 /// What an attempt was given.
 #[derive(Debug, Clone)]
-pub struct Seen {
+pub(crate) struct Seen {
     /// Item id.
     pub id: String,
     /// Attempt number.
@@ -69,7 +69,7 @@ pub struct Seen {
 
 /// Scripted attempts per item id; an item whose script ran out plays `fallback`.
 #[derive(Debug)]
-pub struct Scripted {
+pub(crate) struct Scripted {
     script: Mutex<HashMap<String, VecDeque<Step>>>,
     fallback: Step,
     seen: Mutex<Vec<Seen>>,
@@ -77,7 +77,7 @@ pub struct Scripted {
 
 impl Scripted {
     /// Every attempt plays `fallback` unless [`Scripted::script`] says otherwise.
-    pub fn new(fallback: Step) -> Scripted {
+    pub(crate) fn new(fallback: Step) -> Scripted {
         Scripted {
             script: Mutex::new(HashMap::new()),
             fallback,
@@ -86,7 +86,7 @@ impl Scripted {
     }
 
     /// Item `id`'s attempts play `steps` in order.
-    pub fn script(self, id: &str, steps: Vec<Step>) -> Scripted {
+    pub(crate) fn script(self, id: &str, steps: Vec<Step>) -> Scripted {
         self.script
             .lock()
             .expect("script lock")
@@ -95,7 +95,7 @@ impl Scripted {
     }
 
     /// Every attempt made so far, in start order.
-    pub fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().expect("seen lock").clone()
     }
 }

@@ -13,7 +13,7 @@ use crate::run::isolation::worktree::{IsolationRecord, branch_prefix, git_sync};
 
 /// A team's worktrees and branches in one repository.
 #[derive(Debug)]
-pub struct Leftovers {
+pub(crate) struct Leftovers {
     /// The repository's main working tree.
     pub repo: PathBuf,
     /// Worktrees registered in `repo` that lie under the workspace (as git lists them).
@@ -46,7 +46,7 @@ fn repo_of(
 
 /// The team `team`'s worktrees and branches, for its workspace `workspace`; none
 /// when no repository is found.
-pub fn find(workspace: &Path, team: &str) -> Option<Leftovers> {
+pub(crate) fn find(workspace: &Path, team: &str) -> Option<Leftovers> {
     let workspace = &real_path(workspace);
     let snapshot = std::fs::read_to_string(workspace.join("team.json"))
         .ok()
@@ -78,7 +78,7 @@ pub fn find(workspace: &Path, team: &str) -> Option<Leftovers> {
 /// removed (`runner clean` keeps unmerged ones), measured against the branch checked out in
 /// `repo` (else `HEAD`): no workspace records what the run started from any more. `None`
 /// when `repo` holds no such branch.
-pub fn orphaned(repo: &Path, team: &str) -> Option<Leftovers> {
+pub(crate) fn orphaned(repo: &Path, team: &str) -> Option<Leftovers> {
     let branches = branches_of(repo, team);
     if branches.is_empty() {
         return None;
@@ -100,7 +100,7 @@ pub fn orphaned(repo: &Path, team: &str) -> Option<Leftovers> {
 
 /// The teams with branches `runner/<team>/*` in `repo` other than those of `known` (the
 /// teams whose workspaces were found), each named by its branches' team component, sorted.
-pub fn orphan_teams(repo: &Path, known: &[String]) -> Vec<String> {
+pub(crate) fn orphan_teams(repo: &Path, known: &[String]) -> Vec<String> {
     let prefixes: Vec<String> = known.iter().map(|k| branch_prefix(k)).collect();
     let mut out: Vec<String> = for_each_ref(repo, "refs/heads/runner/")
         .into_iter()
@@ -131,7 +131,7 @@ impl Leftovers {
     /// Remove the worktrees (`git worktree remove --force`, then `prune` for folders already
     /// gone) and delete the merged branches — the unmerged ones too with `force`. Returns a
     /// warning line for each step git refused.
-    pub fn remove(&self, force: bool) -> Vec<String> {
+    pub(crate) fn remove(&self, force: bool) -> Vec<String> {
         let mut warnings = Vec::new();
         for w in &self.worktrees {
             let out = git_sync(
@@ -201,7 +201,7 @@ fn for_each_ref(repo: &Path, prefix: &str) -> Vec<String> {
 }
 
 /// The top of the git working tree holding `dir` (or its nearest existing folder), if any.
-pub fn repo_at(dir: &Path) -> Option<PathBuf> {
+pub(crate) fn repo_at(dir: &Path) -> Option<PathBuf> {
     let start = dir.ancestors().find(|p| p.is_dir())?;
     let out = git_sync(start, &["rev-parse", "--show-toplevel"], &[]);
     out.ok.then(|| PathBuf::from(out.stdout.trim()))
@@ -210,7 +210,7 @@ pub fn repo_at(dir: &Path) -> Option<PathBuf> {
 /// Team workspaces that hold a worktree registered in `repo` (`<workspace>/worktrees/<name>`
 /// beside the workspace's `team.json` or `journal.jsonl`), wherever they lie: the repository
 /// records a team whose output, and so workspace, is outside it. Real paths, sorted.
-pub fn workspaces_in(repo: &Path) -> Vec<PathBuf> {
+pub(crate) fn workspaces_in(repo: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = registered(repo)
         .iter()
         .filter_map(|w| {

@@ -3,8 +3,8 @@
 //! merged in item order (with `--merge`), finished worktrees removed, and what is left
 //! described for the UI. The git mechanics are in [`crate::run::isolation::worktree`].
 
-pub mod leftovers;
-pub mod worktree;
+pub(crate) mod leftovers;
+pub(crate) mod worktree;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,7 +24,11 @@ use worktree::Isolation;
 ///
 /// Errors: not a git repository, no commit, a copied file that does not exist, a detached
 /// HEAD with `--merge` (exit 2).
-pub fn prepare(settings: &Settings, cwd: &Path, team: &str) -> Result<Option<Arc<Isolation>>> {
+pub(crate) fn prepare(
+    settings: &Settings,
+    cwd: &Path,
+    team: &str,
+) -> Result<Option<Arc<Isolation>>> {
     if !settings.isolate {
         return Ok(None);
     }
@@ -58,7 +62,7 @@ pub fn prepare(settings: &Settings, cwd: &Path, team: &str) -> Result<Option<Arc
 /// the runner itself writes (`ours`: its workspace, outputs, sidecars, JUnit report, store).
 ///
 /// Errors: other changes, listed (exit 2); git cannot tell.
-pub fn check_clean(iso: &Isolation, ours: &[PathBuf]) -> Result<()> {
+pub(crate) fn check_clean(iso: &Isolation, ours: &[PathBuf]) -> Result<()> {
     let repo = crate::fsutil::real_path(&iso.repo);
     let rel: Vec<PathBuf> = ours
         .iter()
@@ -85,7 +89,7 @@ pub fn check_clean(iso: &Isolation, ours: &[PathBuf]) -> Result<()> {
 
 /// What the isolation step did and left, for the UI to describe.
 #[derive(Debug, Default)]
-pub struct IsolationEnd {
+pub(crate) struct IsolationEnd {
     /// The branch merged into (`HEAD` when detached).
     pub target: String,
     /// Branches merged with `--merge` (and deleted).
@@ -102,7 +106,7 @@ pub struct IsolationEnd {
 /// summary is corrected for items a merge failed. `ids` are the run's items in input order.
 ///
 /// Errors: the journal cannot be read or written.
-pub fn finish(
+pub(crate) fn finish(
     spec: &RunSpec,
     team: &mut Team,
     ids: &[String],

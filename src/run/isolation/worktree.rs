@@ -12,7 +12,7 @@ use crate::git::GitError;
 
 /// The result of one git command: its exit status success and combined output.
 #[derive(Debug)]
-pub struct GitOut {
+pub(crate) struct GitOut {
     /// Exit status 0.
     pub ok: bool,
     /// stdout.
@@ -47,7 +47,7 @@ const SAFE: &[&str] = &[
 ];
 
 /// Run `git ARGS` in `dir` (blocking; for set-up and after-run steps).
-pub fn git_sync(dir: &Path, args: &[&str], env: &[(String, String)]) -> GitOut {
+pub(crate) fn git_sync(dir: &Path, args: &[&str], env: &[(String, String)]) -> GitOut {
     to_git_out(
         std::process::Command::new("git")
             .args(SAFE)
@@ -104,7 +104,7 @@ fn first_line(s: &str) -> String {
 
 /// How teammates are isolated in worktrees for one run.
 #[derive(Debug)]
-pub struct Isolation {
+pub(crate) struct Isolation {
     /// The main working tree (repository root).
     pub repo: PathBuf,
     /// The team name (branch prefix `runner/<team>/`).
@@ -128,7 +128,7 @@ pub struct Isolation {
 /// the workspace lies (an `--output` outside the repository puts it outside), and the
 /// branch they merge into.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct IsolationRecord {
+pub(crate) struct IsolationRecord {
     /// The repository's main working tree (absolute).
     pub repo: PathBuf,
     /// The commit the run's new branches started from (HEAD when it started).
@@ -141,20 +141,18 @@ pub struct IsolationRecord {
 
 /// A teammate's worktree.
 #[derive(Debug, Clone)]
-pub struct Worktree {
+pub(crate) struct Worktree {
     /// Its folder.
     pub path: PathBuf,
     /// Its branch.
     pub branch: String,
-    /// Whether it was created now (so set-up must run).
-    pub created: bool,
 }
 
 impl Isolation {
     /// Prepare isolation for the repository containing `cwd`.
     ///
     /// Errors (one line): not inside a git work tree, no commit to branch from.
-    pub fn new(
+    pub(crate) fn new(
         cwd: &Path,
         team: &str,
         copy: Vec<PathBuf>,
@@ -203,7 +201,7 @@ impl Isolation {
     }
 
     /// What `team.json` records of this isolation.
-    pub fn record(&self) -> IsolationRecord {
+    pub(crate) fn record(&self) -> IsolationRecord {
         IsolationRecord {
             repo: self.repo.clone(),
             base: self.base.clone(),
@@ -213,7 +211,7 @@ impl Isolation {
 
     /// The branch of `teammate`: `runner/<team>/<teammate>`, each part made a valid ref
     /// component by [`ref_component`] (unique per teammate, since teammate names are).
-    pub fn branch(&self, teammate: &str) -> String {
+    pub(crate) fn branch(&self, teammate: &str) -> String {
         format!("{}{}", branch_prefix(&self.team), ref_component(teammate))
     }
 
@@ -223,7 +221,7 @@ impl Isolation {
     /// an earlier team: it restarts from the base when it holds no commits of its own.
     ///
     /// Errors: what git said; such a branch that holds commits (they are never dropped).
-    pub async fn prepare(
+    pub(crate) async fn prepare(
         &self,
         teammate: &str,
         path: &Path,
@@ -235,7 +233,6 @@ impl Isolation {
             return Ok(Worktree {
                 path: path.to_owned(),
                 branch,
-                created: false,
             });
         }
         // A worktree folder removed by hand leaves a registration behind.
@@ -306,7 +303,6 @@ impl Isolation {
         Ok(Worktree {
             path: path.to_owned(),
             branch,
-            created: true,
         })
     }
 
@@ -343,7 +339,7 @@ impl Isolation {
     /// leaves it off the branch.
     ///
     /// Errors: what git said; the record cannot be written.
-    pub async fn record_setup(&self, wt: &Worktree) -> Result<(), GitError> {
+    pub(crate) async fn record_setup(&self, wt: &Worktree) -> Result<(), GitError> {
         let tree = self.tree_of(wt).await?;
         let path = side_file(&wt.path, "setup-tree");
         std::fs::write(&path, tree.as_bytes())
@@ -381,7 +377,7 @@ impl Isolation {
     /// the diffstat of the branch against the base.
     ///
     /// Errors: what git said.
-    pub async fn commit_all(
+    pub(crate) async fn commit_all(
         &self,
         wt: &Worktree,
         title: &str,
@@ -489,7 +485,7 @@ impl Isolation {
     }
 
     /// Remove the worktree at `path` (`git worktree remove --force`), then prune.
-    pub fn remove(&self, path: &Path) -> Result<(), GitError> {
+    pub(crate) fn remove(&self, path: &Path) -> Result<(), GitError> {
         let out = git_sync(
             &self.repo,
             &["worktree", "remove", "--force", &path.to_string_lossy()],
@@ -505,7 +501,7 @@ impl Isolation {
 
     /// Merge `branch` into the current branch of the main working tree with `--no-ff`. On a
     /// conflict the merge is aborted and the conflicting files are returned as the error.
-    pub fn merge(&self, branch: &str, title: &str) -> Result<(), GitError> {
+    pub(crate) fn merge(&self, branch: &str, title: &str) -> Result<(), GitError> {
         let msg = format!("runner: merge {title}");
         let out = git_sync(
             &self.repo,
@@ -532,7 +528,7 @@ impl Isolation {
 
     /// Whether `branch` was merged and deleted by an earlier run: it is gone, and its last
     /// commit `commit` is in the current branch.
-    pub fn merged_before(&self, branch: &str, commit: &str) -> bool {
+    pub(crate) fn merged_before(&self, branch: &str, commit: &str) -> bool {
         let gone = !git_sync(
             &self.repo,
             &[
@@ -553,13 +549,13 @@ impl Isolation {
     }
 
     /// Delete a branch (after a successful merge).
-    pub fn delete_branch(&self, branch: &str) {
+    pub(crate) fn delete_branch(&self, branch: &str) {
         let _ = git_sync(&self.repo, &["branch", "-D", branch], &[]);
     }
 }
 
 /// The prefix of every branch of team `team`: `runner/<team>/`.
-pub fn branch_prefix(team: &str) -> String {
+pub(crate) fn branch_prefix(team: &str) -> String {
     format!("runner/{}/", ref_component(team))
 }
 
@@ -568,7 +564,7 @@ pub fn branch_prefix(team: &str) -> String {
 /// of `..`, the `{` of `@{`, a trailing `.` and the `.` of a trailing `.lock`; an empty name
 /// becomes `_`. Every other change keeps the length and leaves digits and `-` alone, so
 /// names that differ in a leading row number (`3-…`) stay different.
-pub fn ref_component(name: &str) -> String {
+pub(crate) fn ref_component(name: &str) -> String {
     let mut out: Vec<char> = Vec::with_capacity(name.len());
     for c in name.chars() {
         let prev = out.last().copied();
@@ -605,7 +601,7 @@ fn side_file(path: &Path, what: &str) -> PathBuf {
 }
 
 /// Whether the main working tree has changes outside `exclude` (paths relative to `repo`).
-pub fn dirty(repo: &Path, exclude: &[PathBuf]) -> Result<Vec<String>, GitError> {
+pub(crate) fn dirty(repo: &Path, exclude: &[PathBuf]) -> Result<Vec<String>, GitError> {
     let mut args: Vec<String> = vec![
         "status".into(),
         "--porcelain".into(),

@@ -26,11 +26,11 @@ use crate::run::events::Event;
 use crate::run::record::team::Snapshot;
 
 /// The [`Snapshot::state`] of a team read from its archive.
-pub const ARCHIVED: &str = "archived";
+pub(crate) const ARCHIVED: &str = "archived";
 
 /// What the header line says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Header {
+pub(crate) struct Header {
     /// Team name.
     pub team: String,
     /// The batch the team ran: its `todo-N.md` or input CSV, as its `batch.json` records it
@@ -48,7 +48,7 @@ struct HeaderLine {
 
 /// An archive read back.
 #[derive(Debug)]
-pub struct Archive {
+pub(crate) struct Archive {
     /// Its file.
     pub path: PathBuf,
     /// Its header.
@@ -60,7 +60,7 @@ pub struct Archive {
 impl Archive {
     /// Each item's last outcome (its `log` empty), in the order they finished (by
     /// `finished_at`; an item that finished again in a later run is placed by its last finish).
-    pub fn outcomes(&self) -> Vec<crate::run::record::outcome::Outcome> {
+    pub(crate) fn outcomes(&self) -> Vec<crate::run::record::outcome::Outcome> {
         let mut outcomes =
             crate::run::record::history::from_events(self.events.iter().cloned()).outcomes;
         outcomes.sort_by_key(|o| o.finished_at.parse::<jiff::Timestamp>().ok());
@@ -69,7 +69,7 @@ impl Archive {
 
     /// The team as `runner status` shows it: state `archived`, every item's last outcome
     /// as finished (most recent last), the counts and cost over them, the first run's start.
-    pub fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> Snapshot {
         let outcomes = self.outcomes();
         let started_at = self
             .events
@@ -115,7 +115,7 @@ impl Archive {
     }
 
     /// The events of item `id`: its attempts' starts and ends and its outcomes.
-    pub fn events_of(&self, id: &str) -> Vec<Event> {
+    pub(crate) fn events_of(&self, id: &str) -> Vec<Event> {
         self.events
             .iter()
             .filter(|e| crate::run::record::journal::is_of_item(e, id))
@@ -132,7 +132,7 @@ const FIX: &str = "the runner writes this file; restore it from a backup or remo
 ///
 /// Errors (exit 2, naming the file and line): unreadable, an empty file, a first line that
 /// is not the header, a line that is not an event.
-pub fn read(path: &Path) -> Result<Archive> {
+pub(crate) fn read(path: &Path) -> Result<Archive> {
     let bytes = std::fs::read(path).map_err(|e| Error::read_input("the archive", path, e))?;
     let mut lines = bytes.split(|b| *b == b'\n').enumerate();
     let header = match lines.next() {
@@ -182,7 +182,7 @@ pub fn read(path: &Path) -> Result<Archive> {
 ///
 /// Errors: the journal cannot be read, the earlier archive is bad (exit 2; [`read`]), the
 /// archive cannot be written (exit 3; the old one is untouched).
-pub fn write(journal: &Path, to: &Path, team: &str, batch: &str) -> Result<()> {
+pub(crate) fn write(journal: &Path, to: &Path, team: &str, batch: &str) -> Result<()> {
     let mut events = match to.exists() {
         true => read(to)?.events,
         false => Vec::new(),
@@ -214,7 +214,7 @@ pub fn write(journal: &Path, to: &Path, team: &str, batch: &str) -> Result<()> {
 
 /// The archive of a todo team beside its batch file: `todo-3.md` → `todo-3.archive.jsonl`
 /// (`crate::source::todo_batch::archive_path` names it for the todo source).
-pub fn beside_batch(batch: &Path) -> PathBuf {
+pub(crate) fn beside_batch(batch: &Path) -> PathBuf {
     let stem = batch
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -224,7 +224,7 @@ pub fn beside_batch(batch: &Path) -> PathBuf {
 
 /// What [`before_removal`] kept of a workspace.
 #[derive(Debug)]
-pub struct Kept {
+pub(crate) struct Kept {
     /// The archive written.
     pub archive: PathBuf,
     /// The output tables whose `log` column now names it.
@@ -240,7 +240,7 @@ pub struct Kept {
 ///
 /// Errors: the journal or an earlier archive cannot be read, the archive or a table cannot
 /// be written.
-pub fn before_removal(ws: &Path, team: &str) -> Result<Option<Kept>> {
+pub(crate) fn before_removal(ws: &Path, team: &str) -> Result<Option<Kept>> {
     let journal = ws.join("journal.jsonl");
     if !journal.is_file() {
         return Ok(None);

@@ -27,22 +27,22 @@ use crate::error::{Error, Result};
 use crate::run::record::folder::TeammateFolder;
 
 /// The record file, in the team workspace.
-pub const FILE_NAME: &str = "completed.jsonl";
+pub(crate) const FILE_NAME: &str = "completed.jsonl";
 
 /// Bytes of the telling log kept: its end, cut to whole lines (`runner show` prints the last
 /// 20 lines of it; `runner logs` all of it).
-pub const LOG_TAIL_BYTES: u64 = 4 * 1024;
+pub(crate) const LOG_TAIL_BYTES: u64 = 4 * 1024;
 
 /// Bytes of the prompt kept (its beginning); a longer one is cut, `prompt_bytes` says by how
 /// much. Prompts are the template and the row's values, a few KB as a rule.
-pub const PROMPT_KEPT_BYTES: u64 = 64 * 1024;
+pub(crate) const PROMPT_KEPT_BYTES: u64 = 64 * 1024;
 
 /// Bytes of the working context kept (its beginning).
-pub const WORKING_CONTEXT_KEPT_BYTES: u64 = 16 * 1024;
+pub(crate) const WORKING_CONTEXT_KEPT_BYTES: u64 = 16 * 1024;
 
 /// The kept end of one log of the last attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tail {
+pub(crate) struct Tail {
     /// The log's full size, bytes.
     pub bytes: u64,
     /// How many of its bytes `text` holds (before bytes that are not UTF-8 were replaced).
@@ -54,14 +54,14 @@ pub struct Tail {
 
 impl Tail {
     /// Whether `text` is the whole log.
-    pub fn whole(&self) -> bool {
+    pub(crate) fn whole(&self) -> bool {
         self.kept >= self.bytes
     }
 }
 
 /// One completed item, as `completed.jsonl` keeps it (one JSON object per line).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// Format version (1).
     pub v: u32,
     /// The item's id.
@@ -89,7 +89,7 @@ pub struct Record {
 
 /// The part of many items' prompts kept once (a line of `completed.jsonl` of its own).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SharedPart {
+pub(crate) struct SharedPart {
     /// Format version (1).
     pub v: u32,
     /// Its key: the FNV-1a of `text`, 16 hex digits.
@@ -105,7 +105,7 @@ const SHARED_MAX: usize = 1024;
 /// The shared prompt parts of one run: which it met once, which it wrote. A part is written
 /// the second time it is met, so a part no two items share is never written on its own.
 #[derive(Debug, Default)]
-pub struct SharedPrompts(std::sync::Mutex<SharedState>);
+pub(crate) struct SharedPrompts(std::sync::Mutex<SharedState>);
 
 #[derive(Debug, Default)]
 struct SharedState {
@@ -157,7 +157,7 @@ impl SharedPrompts {
 
 /// The kept ends of one attempt's two logs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AttemptLogs {
+pub(crate) struct AttemptLogs {
     /// The attempt's number.
     pub attempt: u32,
     /// The end of its stdout log; `None` when there was none.
@@ -170,7 +170,7 @@ pub struct AttemptLogs {
 
 impl AttemptLogs {
     /// The kept end of log `stream` (`stdout` or `stderr`).
-    pub fn tail(&self, stream: &str) -> Option<&Tail> {
+    pub(crate) fn tail(&self, stream: &str) -> Option<&Tail> {
         match stream {
             "stderr" => self.stderr.as_ref(),
             _ => self.stdout.as_ref(),
@@ -180,19 +180,19 @@ impl AttemptLogs {
 
 impl Record {
     /// The kept logs of attempt `n`.
-    pub fn logs_of(&self, n: u32) -> Option<&AttemptLogs> {
+    pub(crate) fn logs_of(&self, n: u32) -> Option<&AttemptLogs> {
         self.logs.iter().find(|l| l.attempt == n)
     }
 
     /// The kept end of the last attempt's log `stream` (`stdout` or `stderr`).
-    pub fn tail(&self, stream: &str) -> Option<&Tail> {
+    pub(crate) fn tail(&self, stream: &str) -> Option<&Tail> {
         self.logs_of(self.attempt)?.tail(stream)
     }
 }
 
 /// The numbers of the attempts whose `attempt-N.stdout.log` or `attempt-N.stderr.log` is in
 /// teammate folder `dir`, in order (none when there is no folder).
-pub fn logged_attempts(dir: &Path) -> Vec<u32> {
+pub(crate) fn logged_attempts(dir: &Path) -> Vec<u32> {
     let mut numbers: Vec<u32> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -244,7 +244,7 @@ fn kept_logs(dir: &Path, last: u32, fresh: &Fresh<'_>) -> Vec<AttemptLogs> {
 const SHARED_LINE_START: &str = "{\"v\":1,\"shared\":";
 
 /// The record file of workspace `workspace`.
-pub fn path(workspace: &Path) -> PathBuf {
+pub(crate) fn path(workspace: &Path) -> PathBuf {
     workspace.join(FILE_NAME)
 }
 
@@ -308,7 +308,7 @@ fn cut_tail(mut bytes: Vec<u8>, size: u64, cut: bool) -> Tail {
 /// runner hands the prompt over as a descriptor and holds a quick agent's stdout): the
 /// record takes these instead of reading files that were never written.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Fresh<'a> {
+pub(crate) struct Fresh<'a> {
     /// The last attempt's prompt; `None`: read `prompt.md`.
     pub prompt: Option<&'a str>,
     /// The last attempt's whole stdout, when its log was not written; `None`: read the log.
@@ -321,7 +321,8 @@ pub struct Fresh<'a> {
 impl Fresh<'_> {
     /// Nothing in memory: everything is read from the folder (an item whose last attempt
     /// ran in an earlier run, such as one resumed for its verify).
-    pub fn from_folder() -> Fresh<'static> {
+    #[cfg(test)]
+    pub(crate) fn from_folder() -> Fresh<'static> {
         Fresh {
             prompt: None,
             stdout: None,
@@ -336,7 +337,7 @@ impl Fresh<'_> {
 /// which outputs then name as the item's log.
 ///
 /// Errors: the record cannot be written (the folder is then left as it was).
-pub fn compact(
+pub(crate) fn compact(
     workspace: &Path,
     folder: &TeammateFolder,
     id: &str,
@@ -442,7 +443,7 @@ fn append(file: &Path, record: &impl Serialize) -> std::io::Result<()> {
 /// not UTF-8, not a record) are skipped, with one warning naming how many.
 ///
 /// Errors: the file exists but cannot be read (exit 2, naming it).
-pub fn find(workspace: &Path, id: &str) -> Result<Option<Record>> {
+pub(crate) fn find(workspace: &Path, id: &str) -> Result<Option<Record>> {
     use std::io::BufRead;
     let file = path(workspace);
     let f = match std::fs::File::open(&file) {

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 /// The record's file name in the workspace.
-pub const RECORD: &str = "definition.json";
+pub(crate) const RECORD: &str = "definition.json";
 
 /// `definition.json`: each guarded file's digest as the run started, whether the run ended,
 /// and which files changed while it went on.
@@ -36,7 +36,7 @@ struct Record {
 
 /// The files a sandboxed run guards, and where its record goes.
 #[derive(Debug)]
-pub struct Guard {
+pub(crate) struct Guard {
     files: Vec<PathBuf>,
     record: PathBuf,
 }
@@ -60,7 +60,7 @@ impl Guard {
     /// Guard `files` (those of the batch that lie where teammates write) with the record in
     /// `workspace`. An empty list guards nothing, but [`Guard::check`] still reads what the
     /// last run recorded.
-    pub fn new(workspace: &Path, files: Vec<PathBuf>) -> Guard {
+    pub(crate) fn new(workspace: &Path, files: Vec<PathBuf>) -> Guard {
         Guard {
             files,
             record: workspace.join(RECORD),
@@ -77,7 +77,7 @@ impl Guard {
     /// `accepted` (`--accept-changes`).
     ///
     /// Errors: exit 2, naming each such file and what to do.
-    pub fn check(&self, accepted: bool) -> Result<()> {
+    pub(crate) fn check(&self, accepted: bool) -> Result<()> {
         if accepted {
             return Ok(());
         }
@@ -123,7 +123,7 @@ impl Guard {
     /// guard, remove an earlier run's record: this run was accepted, or found nothing).
     ///
     /// Errors: the record cannot be written or removed (exit 3).
-    pub fn start(&self) -> Result<()> {
+    pub(crate) fn start(&self) -> Result<()> {
         if self.files.is_empty() {
             return match std::fs::remove_file(&self.record) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -143,7 +143,7 @@ impl Guard {
     /// As the run ends: record which files changed since it started, and return them.
     ///
     /// Errors: the record cannot be written (exit 3).
-    pub fn finish(&self) -> Result<Vec<PathBuf>> {
+    pub(crate) fn finish(&self) -> Result<Vec<PathBuf>> {
         if self.files.is_empty() {
             return Ok(Vec::new());
         }

@@ -26,64 +26,65 @@
 use std::path::{Path, PathBuf};
 
 /// The folder, under the workspace, that holds one folder per teammate.
-pub const TEAMMATES: &str = "teammates";
+pub(crate) const TEAMMATES: &str = "teammates";
 
 /// The teammate-writable part of a teammate folder.
-pub const WORK: &str = "work";
+pub(crate) const WORK: &str = "work";
 
 /// The report's file name in `work/`.
-pub const REPORT: &str = "report.json";
+pub(crate) const REPORT: &str = "report.json";
 
 /// The prompt's file name in the teammate folder.
-pub const PROMPT: &str = "prompt.md";
+pub(crate) const PROMPT: &str = "prompt.md";
 
 /// The paths of one teammate's folder (nothing is created or read here).
 #[derive(Debug, Clone)]
-pub struct TeammateFolder {
+pub(crate) struct TeammateFolder {
     dir: PathBuf,
 }
 
 impl TeammateFolder {
     /// The folder of teammate `name` in team workspace `workspace`.
-    pub fn new(workspace: &Path, name: &str) -> TeammateFolder {
+    pub(crate) fn new(workspace: &Path, name: &str) -> TeammateFolder {
         TeammateFolder {
             dir: workspace.join(TEAMMATES).join(name),
         }
     }
 
     /// `teammates/<name>/`: the runner's records (prompt, logs).
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// `teammates/<name>/work/`: what the teammate may write (`RUNNER_TEAMMATE_DIR`).
-    pub fn work(&self) -> PathBuf {
+    pub(crate) fn work(&self) -> PathBuf {
         self.dir.join(WORK)
     }
 
     /// `work/report.json` (`RUNNER_REPORT`).
-    pub fn report(&self) -> PathBuf {
+    pub(crate) fn report(&self) -> PathBuf {
         self.work().join(REPORT)
     }
 
     /// `work/working-context.md`.
-    pub fn working_context(&self) -> PathBuf {
+    pub(crate) fn working_context(&self) -> PathBuf {
         self.work().join(crate::working_context::FILE_NAME)
     }
 
     /// `work/progress.jsonl` (`RUNNER_PROGRESS`, [`crate::progress`]).
-    pub fn progress(&self) -> PathBuf {
+    pub(crate) fn progress(&self) -> PathBuf {
         self.work().join(crate::progress::FILE_NAME)
     }
 
     /// `prompt.md`, in the runner's part.
-    pub fn prompt(&self) -> PathBuf {
+    pub(crate) fn prompt(&self) -> PathBuf {
         self.dir.join(PROMPT)
     }
 
     /// `attempt-<attempt>.<name>` in the runner's part, e.g. `attempt-2.stdout.log` (flat,
     /// so an attempt costs no folder of its own).
-    pub fn attempt_file(&self, attempt: u32, name: &str) -> PathBuf {
+    #[cfg(test)]
+    pub(crate) fn attempt_file(&self, attempt: u32, name: &str) -> PathBuf {
         self.dir.join(format!("attempt-{attempt}.{name}"))
     }
 }

@@ -14,7 +14,7 @@ use crate::run::record::outcome::Outcome;
 
 /// One attempt of an item.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Span {
+pub(crate) struct Span {
     /// Item id.
     pub id: String,
     /// Teammate name.
@@ -35,11 +35,11 @@ pub struct Span {
 }
 
 /// Most progress lines kept per attempt for the page (the latest ones).
-pub const SAID_KEPT: usize = 20;
+pub(crate) const SAID_KEPT: usize = 20;
 
 /// One progress line of a teammate, as the timeline marks it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Said {
+pub(crate) struct Said {
     /// When it was read, milliseconds since the Unix epoch.
     pub at_ms: i64,
     /// The line in one line ([`crate::progress::Progress::brief`]).
@@ -50,7 +50,7 @@ pub struct Said {
 
 /// What a team's journal holds.
 #[derive(Debug, Default)]
-pub struct History {
+pub(crate) struct History {
     /// Team name (from the last `run_started`).
     pub team: String,
     /// Attempts in the order they started.
@@ -78,7 +78,7 @@ fn ms(at: &str) -> Option<i64> {
 /// Read the journal at `path`.
 ///
 /// Errors: it cannot be read (exit 2, naming it).
-pub fn read(path: &Path) -> Result<History> {
+pub(crate) fn read(path: &Path) -> Result<History> {
     let file = File::open(path).map_err(|e| Error::read_input("the journal", path, e))?;
     let mut b = Builder::default();
     for line in BufReader::new(file).split(b'\n') {
@@ -91,7 +91,7 @@ pub fn read(path: &Path) -> Result<History> {
 }
 
 /// The history of recorded `events` (an archive's, [`crate::run::record::archive`]).
-pub fn from_events(events: impl IntoIterator<Item = Event>) -> History {
+pub(crate) fn from_events(events: impl IntoIterator<Item = Event>) -> History {
     let mut b = Builder::default();
     for e in events {
         b.add(e);
@@ -207,7 +207,7 @@ impl Builder {
 
 /// Lanes for `spans`: each span goes to the lowest lane that is free when it starts (a lane
 /// is one concurrent slot), so no two spans of a lane overlap. `now_ms` ends running spans.
-pub fn lanes(spans: &[Span], now_ms: i64) -> Vec<usize> {
+pub(crate) fn lanes(spans: &[Span], now_ms: i64) -> Vec<usize> {
     let mut order: Vec<usize> = (0..spans.len()).collect();
     order.sort_by_key(|i| spans[*i].start_ms);
     let mut free_at: Vec<i64> = Vec::new();

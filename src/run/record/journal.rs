@@ -28,7 +28,7 @@ use crate::run::record::outcome::{Outcome, Spend};
 /// item's changed final outcome (e.g. `--merge` could not merge its branch). It is recorded
 /// as the [`Event::ItemFinished`] it stands for; the run layer itself records [`Event`]s.
 #[derive(Debug, Clone)]
-pub enum Entry {
+pub(crate) enum Entry {
     /// An item's final outcome, replacing the one recorded before.
     ItemFinished {
         /// The outcome.
@@ -37,7 +37,7 @@ pub enum Entry {
 }
 
 /// What can be appended to the journal: an [`Event`], or an [`Entry`] standing for one.
-pub trait Recordable {
+pub(crate) trait Recordable {
     /// The event this stands for.
     fn as_event(&self) -> Cow<'_, Event>;
 }
@@ -57,7 +57,7 @@ impl Recordable for Entry {
 }
 
 /// The open journal of a run.
-pub struct Journal {
+pub(crate) struct Journal {
     file: File,
     path: PathBuf,
     /// Where the runner's last line ended (the file's size, unless someone else wrote).
@@ -67,14 +67,14 @@ pub struct Journal {
 }
 
 /// The suffix of the sidecar that keeps a cut last line ([`Journal::open`]).
-pub const TORN_SUFFIX: &str = ".torn";
+pub(crate) const TORN_SUFFIX: &str = ".torn";
 
 /// A content hash as a journal recorded it ([`crate::item::content_hash`]: 16 lowercase hex
 /// digits), packed into 8 bytes: every item keeps one in the [`Ledger`] for the whole run.
 /// Any other text (an older runner's) is kept as the FNV-1a hash of that text, so that it
 /// still compares as the text it was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecordedHash {
+pub(crate) enum RecordedHash {
     /// The 16 hex digits as their number.
     Packed(u64),
     /// Anything else: FNV-1a of the text as written.
@@ -83,7 +83,7 @@ pub enum RecordedHash {
 
 impl RecordedHash {
     /// The hash recorded as `text`.
-    pub fn of(text: &str) -> RecordedHash {
+    pub(crate) fn of(text: &str) -> RecordedHash {
         let canonical = text.len() == 16
             && text
                 .bytes()
@@ -98,14 +98,14 @@ impl RecordedHash {
     }
 
     /// Whether it is the hash written `text`.
-    pub fn is(&self, text: &str) -> bool {
+    pub(crate) fn is(&self, text: &str) -> bool {
         *self == RecordedHash::of(text)
     }
 }
 
 /// Where an `item_finished` event sits in the journal, and its key facts ([`Ledger::get`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct FinishedRef {
+pub(crate) struct FinishedRef {
     /// Byte offset of the line.
     pub offset: u64,
     /// The item's status.
@@ -120,20 +120,24 @@ pub struct FinishedRef {
 impl FinishedRef {
     /// Whether a resume of `item` runs only its verify command: its agent finished with a
     /// valid report that an interrupt kept from being verified, and the item is unchanged.
-    pub fn verify_only(&self, item: &crate::item::WorkItem) -> bool {
+    pub(crate) fn verify_only(&self, item: &crate::item::WorkItem) -> bool {
         self.awaiting_verify && self.content_hash.is(&item.content)
     }
 
     /// Whether this recorded outcome means `item` is not run again: it completed, and the
     /// item's content is what it was then (a changed row or todo item runs again).
-    pub fn resumes(&self, item: &crate::item::WorkItem) -> bool {
+    pub(crate) fn resumes(&self, item: &crate::item::WorkItem) -> bool {
         self.status == ItemStatus::Completed && self.content_hash.is(&item.content)
     }
 }
 
 /// Whether `item` is not run again: `ledger` has it completed with its content as it is
 /// now, and `rerun` (`--only ID`: run it even so) does not name it.
-pub fn done_before(ledger: &Ledger, rerun: &HashSet<String>, item: &crate::item::WorkItem) -> bool {
+pub(crate) fn done_before(
+    ledger: &Ledger,
+    rerun: &HashSet<String>,
+    item: &crate::item::WorkItem,
+) -> bool {
     !rerun.contains(&item.id) && ledger.get(&item.id).is_some_and(|f| f.resumes(item))
 }
 
@@ -141,7 +145,7 @@ pub fn done_before(ledger: &Ledger, rerun: &HashSet<String>, item: &crate::item:
 /// "completed earlier"). The items are not read when nothing completed before.
 ///
 /// Errors: the source's, should it fail while being read.
-pub fn count_done_before(
+pub(crate) fn count_done_before(
     ledger: &Ledger,
     rerun: &HashSet<String>,
     items: impl Iterator<Item = Result<crate::item::WorkItem>>,
@@ -158,7 +162,7 @@ pub fn count_done_before(
 
 /// What a previous run left in the journal.
 #[derive(Debug, Default)]
-pub struct Replay {
+pub(crate) struct Replay {
     /// Per item: its last `item_finished`, the highest attempt started.
     pub ledger: Ledger,
     /// What the items' attempts cost and waited.
@@ -174,7 +178,7 @@ pub struct Replay {
 
 impl Replay {
     /// Attempts that started and never finished: `(id, pgid)`, in id order.
-    pub fn unfinished_attempts(&self) -> Vec<(String, u32)> {
+    pub(crate) fn unfinished_attempts(&self) -> Vec<(String, u32)> {
         self.open
             .iter()
             .map(|((id, _), pgid)| (id.clone(), *pgid))
@@ -184,7 +188,7 @@ impl Replay {
     /// Take in one journal event.
     ///
     /// Errors: an outcome's offset is past what the ledger holds (1 TiB).
-    pub fn apply(&mut self, event: &Event, offset: u64) -> Result<()> {
+    pub(crate) fn apply(&mut self, event: &Event, offset: u64) -> Result<()> {
         match event {
             Event::AttemptStarted {
                 id, attempt, pgid, ..
@@ -219,7 +223,7 @@ impl Replay {
 /// What some items' attempts cost and how often they waited, over every run, by
 /// [`ledger::key`]: only items that have something to count take an entry.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Tallies {
+pub(crate) struct Tallies {
     /// What every finished attempt of each item cost (from `attempt_finished`; journals
     /// written before it carried costs have none).
     pub spent: KeyMap<Spend>,
@@ -232,7 +236,7 @@ pub struct Tallies {
 
 impl Tallies {
     /// Count an attempt of item `key` that ended with `verdict`.
-    pub fn attempt(
+    pub(crate) fn attempt(
         &mut self,
         key: u64,
         verdict: &crate::report::Verdict,
@@ -252,7 +256,7 @@ impl Tallies {
     }
 
     /// Note an outcome of item `key` that cost `cost_usd`.
-    pub fn outcome(&mut self, key: u64, cost_usd: Option<f64>) {
+    pub(crate) fn outcome(&mut self, key: u64, cost_usd: Option<f64>) {
         if self.spent.contains_key(&key) {
             return;
         }
@@ -263,7 +267,7 @@ impl Tallies {
     }
 
     /// What item `id`'s attempts cost so far.
-    pub fn spent_of(&self, id: &str) -> Spend {
+    pub(crate) fn spent_of(&self, id: &str) -> Spend {
         self.spent
             .get(&ledger::key(id))
             .copied()
@@ -271,7 +275,7 @@ impl Tallies {
     }
 
     /// Item `id`'s waits so far.
-    pub fn waits_of(&self, id: &str) -> Waits {
+    pub(crate) fn waits_of(&self, id: &str) -> Waits {
         self.waits
             .get(&ledger::key(id))
             .copied()
@@ -280,7 +284,7 @@ impl Tallies {
 
     /// What every item cost, in USD, and how many items said: per item what its attempts
     /// cost, else what its outcome says (a resumed run's budget counts it).
-    pub fn cost(&self) -> (f64, u32) {
+    pub(crate) fn cost(&self) -> (f64, u32) {
         let mut usd = 0.0;
         let mut items = 0u32;
         for (k, c) in &self.outcome_costs {
@@ -299,7 +303,7 @@ impl Tallies {
 
 /// An item's rate-limit waits over every run ([`Tallies::waits`]).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Waits {
+pub(crate) struct Waits {
     /// Requests refused unprocessed: not counted as attempts.
     pub refused: u32,
     /// Waits for a rate limit or a quota's reset.
@@ -309,14 +313,19 @@ pub struct Waits {
 impl Waits {
     /// Count the attempt that ended with `verdict` (`retrying`, `refused` as in
     /// `attempt_finished`).
-    pub fn count(&mut self, verdict: &crate::report::Verdict, retrying: bool, refused: bool) {
+    pub(crate) fn count(
+        &mut self,
+        verdict: &crate::report::Verdict,
+        retrying: bool,
+        refused: bool,
+    ) {
         self.refused += u32::from(refused);
         self.rate_limit += u32::from(Waits::is_wait(verdict, retrying));
     }
 
     /// Whether an attempt that ended with `verdict` (`retrying`) was a rate-limit wait: only
     /// those (and refusals) are counted, so items that never waited take no entry.
-    pub fn is_wait(verdict: &crate::report::Verdict, retrying: bool) -> bool {
+    pub(crate) fn is_wait(verdict: &crate::report::Verdict, retrying: bool) -> bool {
         use crate::failure::FailureKind;
         retrying
             && matches!(
@@ -332,7 +341,7 @@ impl Journal {
     /// events start on a fresh line and nothing is glued to them.
     ///
     /// Errors: the journal cannot be opened, read or repaired.
-    pub fn open(path: &Path) -> Result<Journal> {
+    pub(crate) fn open(path: &Path) -> Result<Journal> {
         use std::os::unix::fs::OpenOptionsExt;
         let file = OpenOptions::new()
             .read(true)
@@ -422,7 +431,7 @@ impl Journal {
     /// ([`Event::Activity`]).
     ///
     /// Errors: the event cannot be encoded, or the write failed.
-    pub fn append(&mut self, event: &Event) -> Result<Option<(u64, u64)>> {
+    pub(crate) fn append(&mut self, event: &Event) -> Result<Option<(u64, u64)>> {
         let Some(line) = event.to_line() else {
             return Ok(None);
         };
@@ -469,31 +478,31 @@ impl Journal {
     }
 
     /// Where the runner's last line ends (bytes).
-    pub fn written_to(&self) -> u64 {
+    pub(crate) fn written_to(&self) -> u64 {
         self.len
     }
 
     /// Whether the journal holds bytes the runner did not write (it was appended to or cut
     /// by someone else while it was open).
-    pub fn touched(&self) -> bool {
+    pub(crate) fn touched(&self) -> bool {
         self.foreign_warned || self.file.metadata().map_or(true, |m| m.len() != self.len)
     }
 
     /// Whether the journal is shorter than the lines the runner wrote (someone cut it): the
     /// offsets it handed out may point past what is left.
-    pub fn was_cut(&self) -> bool {
+    pub(crate) fn was_cut(&self) -> bool {
         self.file.metadata().is_ok_and(|m| m.len() < self.len)
     }
 
     /// fsync the journal.
-    pub fn sync(&mut self) -> Result<()> {
+    pub(crate) fn sync(&mut self) -> Result<()> {
         self.file
             .sync_all()
             .map_err(|e| Error::io("sync", &self.path, e))
     }
 
     /// The journal's path.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }
@@ -504,7 +513,7 @@ impl Journal {
 /// first one's offset.
 ///
 /// Errors: the journal cannot be read.
-pub fn replay(path: &Path) -> Result<Replay> {
+pub(crate) fn replay(path: &Path) -> Result<Replay> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Replay::default()),
@@ -555,7 +564,7 @@ pub fn replay(path: &Path) -> Result<Replay> {
 /// that list items by name; a run keeps the [`Ledger`], which has no names).
 ///
 /// Errors: the journal cannot be read.
-pub fn last_statuses(path: &Path) -> Result<HashMap<String, ItemStatus>> {
+pub(crate) fn last_statuses(path: &Path) -> Result<HashMap<String, ItemStatus>> {
     let mut out = HashMap::new();
     each_event(path, |event| {
         if let Event::ItemFinished(o) = event {
@@ -570,7 +579,7 @@ pub fn last_statuses(path: &Path) -> Result<HashMap<String, ItemStatus>> {
 /// last line is skipped.
 ///
 /// Errors: the journal cannot be read.
-pub fn events_of(path: &Path, id: &str) -> Result<Vec<Event>> {
+pub(crate) fn events_of(path: &Path, id: &str) -> Result<Vec<Event>> {
     let mut out = Vec::new();
     each_event(path, |event| {
         if is_of_item(&event, id) {
@@ -583,7 +592,7 @@ pub fn events_of(path: &Path, id: &str) -> Result<Vec<Event>> {
 /// Every recorded event of the journal at `path`, in order (a torn last line is skipped).
 ///
 /// Errors: the journal cannot be read.
-pub fn events(path: &Path) -> Result<Vec<Event>> {
+pub(crate) fn events(path: &Path) -> Result<Vec<Event>> {
     let mut out = Vec::new();
     each_event(path, |event| out.push(event))?;
     Ok(out)
@@ -591,7 +600,7 @@ pub fn events(path: &Path) -> Result<Vec<Event>> {
 
 /// Whether `event` is about item `id`: an attempt's start or end, what its teammate said
 /// while it worked, or an outcome.
-pub fn is_of_item(event: &Event, id: &str) -> bool {
+pub(crate) fn is_of_item(event: &Event, id: &str) -> bool {
     match event {
         Event::AttemptStarted { id: i, .. }
         | Event::AttemptFinished { id: i, .. }
@@ -617,7 +626,7 @@ fn each_event(path: &Path, mut f: impl FnMut(Event)) -> Result<()> {
 /// rows' outcomes in input order, which is mostly the order they were journaled in, so most
 /// lines come from the window rather than a read of their own.
 #[derive(Debug, Default)]
-pub struct LineReader {
+pub(crate) struct LineReader {
     window: Vec<u8>,
     /// The file offset of `window[0]`.
     start: u64,
@@ -635,7 +644,7 @@ impl LineReader {
     /// the file when no newline follows.
     ///
     /// Errors: the file cannot be read.
-    pub fn line_at(&mut self, file: &File, offset: u64) -> std::io::Result<&[u8]> {
+    pub(crate) fn line_at(&mut self, file: &File, offset: u64) -> std::io::Result<&[u8]> {
         use std::os::unix::fs::FileExt;
         let end = self.start + self.window.len() as u64;
         let in_window = offset >= self.start && offset < end;
@@ -673,7 +682,7 @@ impl LineReader {
 /// mistaken for each other.
 ///
 /// Errors: the journal cannot be read, or the line is not an outcome.
-pub fn read_outcome(
+pub(crate) fn read_outcome(
     lines: &mut LineReader,
     file: &File,
     path: &Path,

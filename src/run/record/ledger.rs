@@ -20,7 +20,7 @@ use crate::run::record::outcome::Outcome;
 /// An item's key in the ledger: FNV-1a (64 bits) of its id, its bits mixed (MurmurHash3's
 /// 64-bit finaliser) so that ids that differ only in their last characters spread over the
 /// whole range — the same on every machine and build, since `ledger.bin` keeps it.
-pub fn key(id: &str) -> u64 {
+pub(crate) fn key(id: &str) -> u64 {
     let mut k = crate::hash::fnv(id.as_bytes());
     k ^= k >> 33;
     k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
@@ -31,7 +31,7 @@ pub fn key(id: &str) -> u64 {
 
 /// Hashes a [`key`] as itself: it is mixed already.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct KeyHasher(u64);
+pub(crate) struct KeyHasher(u64);
 
 impl std::hash::Hasher for KeyHasher {
     fn finish(&self) -> u64 {
@@ -50,7 +50,7 @@ impl std::hash::Hasher for KeyHasher {
 }
 
 /// A hash map from [`key`]s.
-pub type KeyMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<KeyHasher>>;
+pub(crate) type KeyMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<KeyHasher>>;
 
 /// A map from [`key`]s to small `Copy` values that costs little more than the values: a
 /// run sorted by key, plus a hash map of the keys added since its last merge, merged into
@@ -59,7 +59,7 @@ pub type KeyMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<KeyHasher>>;
 /// uniform, so a million keys leave about 15 to search: one or two cache misses rather
 /// than twenty); each merge moves the run once (amortised, a few passes over the table).
 #[derive(Debug, Clone)]
-pub struct IdTable<V> {
+pub(crate) struct IdTable<V> {
     sorted: Vec<(u64, V)>,
     recent: KeyMap<V>,
     /// Where the keys whose top [`DIR_BITS`] bits are `p` start in `sorted`: `dir[p]`
@@ -128,7 +128,7 @@ impl<V: Copy> IdTable<V> {
     }
 
     /// The value under `key`.
-    pub fn get(&self, key: u64) -> Option<V> {
+    pub(crate) fn get(&self, key: u64) -> Option<V> {
         if let Some(v) = self.recent.get(&key) {
             return Some(*v);
         }
@@ -136,7 +136,7 @@ impl<V: Copy> IdTable<V> {
     }
 
     /// Set the value under `key` to `f` of the value there now.
-    pub fn update(&mut self, key: u64, f: impl FnOnce(Option<V>) -> V) {
+    pub(crate) fn update(&mut self, key: u64, f: impl FnOnce(Option<V>) -> V) {
         if let Some(i) = self.find(key) {
             self.sorted[i].1 = f(Some(self.sorted[i].1));
             return;
@@ -156,7 +156,7 @@ impl<V: Copy> IdTable<V> {
     }
 
     /// Change the value under `key` in place, if there is one.
-    pub fn update_existing(&mut self, key: u64, f: impl FnOnce(&mut V)) {
+    pub(crate) fn update_existing(&mut self, key: u64, f: impl FnOnce(&mut V)) {
         if let Some(v) = self.recent.get_mut(&key) {
             f(v);
         } else if let Some(i) = self.find(key) {
@@ -165,17 +165,12 @@ impl<V: Copy> IdTable<V> {
     }
 
     /// How many keys it holds.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.sorted.len() + self.recent.len()
     }
 
-    /// Whether it holds no key.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Every key and value, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (u64, V)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, V)> + '_ {
         self.sorted
             .iter()
             .copied()
@@ -183,21 +178,21 @@ impl<V: Copy> IdTable<V> {
     }
 
     /// Room for `more` keys in the sorted run (pages not yet written cost no memory).
-    pub fn reserve(&mut self, more: usize) {
+    pub(crate) fn reserve(&mut self, more: usize) {
         self.sorted.reserve(more);
     }
 
     /// Add `key`, greater than every key in the table, to the sorted run (for a table read
     /// back in key order).
     /// [`IdTable::compact`] when done.
-    pub fn push_sorted(&mut self, key: u64, value: V) {
+    pub(crate) fn push_sorted(&mut self, key: u64, value: V) {
         debug_assert!(self.recent.is_empty() && self.sorted.last().is_none_or(|l| l.0 < key));
         self.dir.clear();
         self.sorted.push((key, value));
     }
 
     /// Merge every key into the sorted run: [`IdTable::iter`] then gives them in key order.
-    pub fn compact(&mut self) {
+    pub(crate) fn compact(&mut self) {
         if !self.recent.is_empty() {
             self.merge();
         } else if self.dir.is_empty() {
@@ -236,7 +231,7 @@ impl<V: Copy> IdTable<V> {
 /// an older runner wrote in another form ([`RecordedHash::Text`]). `content`: the
 /// outcome's content hash.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Account {
+pub(crate) struct Account {
     word: u64,
     content: u64,
 }
@@ -273,7 +268,7 @@ impl Account {
     }
 
     /// Its last outcome, if it has one.
-    pub fn finished(&self) -> Option<FinishedRef> {
+    pub(crate) fn finished(&self) -> Option<FinishedRef> {
         let status = status_of(self.field(STATUS_SHIFT, 3))?;
         Some(FinishedRef {
             offset: self.word & OFFSET_MASK,
@@ -288,24 +283,24 @@ impl Account {
     }
 
     /// The highest attempt number started (0: none).
-    pub fn attempts_started(&self) -> u32 {
+    pub(crate) fn attempts_started(&self) -> u32 {
         self.field(ATTEMPTS_SHIFT, 14) as u32
     }
 
     /// Its status in this run, if it finished (or was found completed) in it.
-    pub fn now(&self) -> Option<ItemStatus> {
+    pub(crate) fn now(&self) -> Option<ItemStatus> {
         status_of(self.field(NOW_SHIFT, 3))
     }
 
     /// The two words as `ledger.bin` stores them (without this run's status).
-    pub fn to_words(self) -> [u64; 2] {
+    pub(crate) fn to_words(self) -> [u64; 2] {
         let mut a = self;
         a.set_field(NOW_SHIFT, 3, 0);
         [a.word, a.content]
     }
 
     /// An entry from [`Account::to_words`]' words.
-    pub fn from_words(words: [u64; 2]) -> Account {
+    pub(crate) fn from_words(words: [u64; 2]) -> Account {
         Account {
             word: words[0],
             content: words[1],
@@ -320,7 +315,7 @@ impl Account {
 /// instead of keeping a second index of the journal. Each call takes the table's lock for
 /// that call only.
 #[derive(Debug, Clone, Default)]
-pub struct Ledger {
+pub(crate) struct Ledger {
     table: Arc<RwLock<IdTable<Account>>>,
 }
 
@@ -334,19 +329,19 @@ impl Ledger {
     }
 
     /// The entry of item `id`.
-    pub fn account(&self, id: &str) -> Option<Account> {
+    pub(crate) fn account(&self, id: &str) -> Option<Account> {
         self.read().get(key(id))
     }
 
     /// Where item `id`'s last outcome is, with its key facts.
-    pub fn get(&self, id: &str) -> Option<FinishedRef> {
+    pub(crate) fn get(&self, id: &str) -> Option<FinishedRef> {
         self.account(id)?.finished()
     }
 
     /// Note `outcome`, whose `item_finished` line starts at byte `offset`, as its item's last.
     ///
     /// Errors: the offset is past 1 TiB, which the entry cannot hold.
-    pub fn finished(&mut self, outcome: &Outcome, offset: u64) -> Result<()> {
+    pub(crate) fn finished(&mut self, outcome: &Outcome, offset: u64) -> Result<()> {
         if offset > OFFSET_MASK {
             return Err(Error::Environment(format!(
                 "the journal is larger than 1 TiB (an outcome at byte {offset}); start a new team with --team"
@@ -373,7 +368,7 @@ impl Ledger {
     }
 
     /// Note that attempt `attempt` of item `key` started (the highest number is kept).
-    pub fn started(&mut self, key: u64, attempt: u32) {
+    pub(crate) fn started(&mut self, key: u64, attempt: u32) {
         self.write().update(key, |was| {
             let mut a = was.unwrap_or_default();
             let n = a.attempts_started().max(attempt.min(ATTEMPTS_MAX));
@@ -383,12 +378,12 @@ impl Ledger {
     }
 
     /// The highest attempt number of item `id` started in any run (0: none).
-    pub fn attempts_started(&self, id: &str) -> u32 {
+    pub(crate) fn attempts_started(&self, id: &str) -> u32 {
         self.account(id).map_or(0, |a| a.attempts_started())
     }
 
     /// Note item `id`'s status in this run: it finished in it, or was found completed.
-    pub fn set_now(&mut self, id: &str, status: ItemStatus) {
+    pub(crate) fn set_now(&mut self, id: &str, status: ItemStatus) {
         self.write().update(key(id), |was| {
             let mut a = was.unwrap_or_default();
             a.set_field(NOW_SHIFT, 3, status_code(status));
@@ -398,7 +393,7 @@ impl Ledger {
 
     /// Whether `item` completed in an earlier run as it is now ([`FinishedRef::resumes`]);
     /// if so it counts as completed in this run too ([`Ledger::set_now`]). One look-up.
-    pub fn resume(&mut self, item: &crate::item::WorkItem) -> bool {
+    pub(crate) fn resume(&mut self, item: &crate::item::WorkItem) -> bool {
         let mut done = false;
         self.write().update_existing(key(&item.id), |a| {
             done = a.finished().is_some_and(|f| f.resumes(item));
@@ -410,12 +405,12 @@ impl Ledger {
     }
 
     /// Item `id`'s status in this run ([`Ledger::set_now`]).
-    pub fn now(&self, id: &str) -> Option<ItemStatus> {
+    pub(crate) fn now(&self, id: &str) -> Option<ItemStatus> {
         self.account(id)?.now()
     }
 
     /// Whether any item's last outcome is `completed`.
-    pub fn any_completed(&self) -> bool {
+    pub(crate) fn any_completed(&self) -> bool {
         self.read().iter().any(|(_, a)| {
             a.finished()
                 .is_some_and(|f| f.status == ItemStatus::Completed)
@@ -423,7 +418,8 @@ impl Ledger {
     }
 
     /// How many items have an outcome.
-    pub fn outcomes(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn outcomes(&self) -> usize {
         self.read()
             .iter()
             .filter(|(_, a)| a.finished().is_some())
@@ -432,7 +428,7 @@ impl Ledger {
 
     /// Call `f` with every entry, in key order (for `ledger.bin`; the table is compacted
     /// first and held still meanwhile).
-    pub fn with_entries<R>(
+    pub(crate) fn with_entries<R>(
         &self,
         f: impl FnOnce(&mut dyn Iterator<Item = (u64, Account)>) -> R,
     ) -> R {
@@ -442,28 +438,23 @@ impl Ledger {
     }
 
     /// How many items it has an entry for.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.read().len()
     }
 
-    /// Whether it has no entry.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Room for `more` items.
-    pub fn reserve(&mut self, more: usize) {
+    pub(crate) fn reserve(&mut self, more: usize) {
         self.write().reserve(more);
     }
 
     /// Put back an entry [`Ledger::with_entries`] gave, in its order: each key greater than
     /// the one before; [`Ledger::compact`] when done.
-    pub fn restore_sorted(&mut self, key: u64, account: Account) {
+    pub(crate) fn restore_sorted(&mut self, key: u64, account: Account) {
         self.write().push_sorted(key, account);
     }
 
     /// Merge and index the table.
-    pub fn compact(&mut self) {
+    pub(crate) fn compact(&mut self) {
         self.write().compact();
     }
 }

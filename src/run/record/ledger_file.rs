@@ -34,13 +34,13 @@ use crate::run::record::ledger::{Account, Ledger};
 use crate::run::record::outcome::Spend;
 
 /// The file's name, beside the journal.
-pub const FILE: &str = "ledger.bin";
+pub(crate) const FILE: &str = "ledger.bin";
 const MAGIC: &[u8; 8] = b"RUNLEDG1";
 /// How many of the covered bytes' last bytes are hashed.
 const TAIL: u64 = 4096;
 
 /// The path of the `ledger.bin` of the journal at `journal`.
-pub fn path_of(journal: &Path) -> PathBuf {
+pub(crate) fn path_of(journal: &Path) -> PathBuf {
     journal.with_file_name(FILE)
 }
 
@@ -59,7 +59,7 @@ struct Trailer {
 /// and finds the file so need not write it again (a resume with nothing left to do does
 /// not rewrite a million rows).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutputStamp {
+pub(crate) struct OutputStamp {
     /// The file.
     pub path: PathBuf,
     dev: u64,
@@ -73,7 +73,7 @@ pub struct OutputStamp {
 impl OutputStamp {
     /// The stamp of the file at `path` as it is now, of layout `layout`; `None` when it
     /// cannot be read.
-    pub fn of(path: &Path, layout: u64) -> Option<OutputStamp> {
+    pub(crate) fn of(path: &Path, layout: u64) -> Option<OutputStamp> {
         let m = std::fs::metadata(path).ok()?;
         Some(OutputStamp {
             path: path.to_owned(),
@@ -98,7 +98,7 @@ fn tail_hash(file: &File, len: u64) -> std::io::Result<u64> {
 
 /// What the `ledger.bin` beside `journal` (open as `file`) says, if it still describes
 /// that journal; [`Replay::read_to`] is where a replay goes on.
-pub fn load(journal: &Path, file: &File) -> Option<Replay> {
+pub(crate) fn load(journal: &Path, file: &File) -> Option<Replay> {
     let path = path_of(journal);
     let found = File::open(&path).ok()?;
     match read(found, file) {
@@ -203,7 +203,7 @@ fn read(found: File, journal: &File) -> std::io::Result<Option<Replay>> {
 /// around).
 ///
 /// Errors: the journal's metadata or bytes cannot be read, or the file cannot be written.
-pub fn save(
+pub(crate) fn save(
     journal: &Path,
     file: &File,
     covered: u64,

@@ -9,14 +9,14 @@ use crate::fsutil::{PidLock, try_pid_lock};
 
 /// A held run lock; released when dropped.
 #[derive(Debug)]
-pub struct RunLock {
+pub(crate) struct RunLock {
     _lock: PidLock,
 }
 
 /// Take the lock of the workspace `dir`.
 ///
 /// Errors: [`Error::LockHeld`] naming the pid of the run that holds it, or the IO error.
-pub fn acquire(dir: &Path) -> Result<RunLock> {
+pub(crate) fn acquire(dir: &Path) -> Result<RunLock> {
     let path = dir.join("lock");
     match try_pid_lock(&path)? {
         Ok(lock) => Ok(RunLock { _lock: lock }),

@@ -6,16 +6,16 @@
 //!
 //! A change belongs here when it is about what is written to disk and read back later.
 
-pub mod archive;
-pub mod compact;
-pub mod definition;
-pub mod folder;
-pub mod history;
-pub mod journal;
-pub mod ledger;
-pub mod ledger_file;
-pub mod lock;
-pub mod outcome;
-pub mod resume;
-pub mod team;
-pub mod workspace;
+pub(crate) mod archive;
+pub(crate) mod compact;
+pub(crate) mod definition;
+pub(crate) mod folder;
+pub(crate) mod history;
+pub(crate) mod journal;
+pub(crate) mod ledger;
+pub(crate) mod ledger_file;
+pub(crate) mod lock;
+pub(crate) mod outcome;
+pub(crate) mod resume;
+pub(crate) mod team;
+pub(crate) mod workspace;

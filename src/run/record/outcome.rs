@@ -9,7 +9,7 @@ use crate::report::{self, ItemStatus};
 /// The final result of one item in one run, written to `journal.jsonl` as an
 /// `item_finished` event and read by the sinks (workers-output.csv, todo ticks, JUnit).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Item id.
     pub id: String,
     /// Teammate name.
@@ -97,7 +97,7 @@ fn is_zero(n: &u32) -> bool {
 impl Outcome {
     /// An outcome for an item that never ran (skipped, or cancelled before it started); its
     /// failure kind follows from `status` (`skipped`, `cancelled`).
-    pub fn not_run(
+    pub(crate) fn not_run(
         id: &str,
         teammate: &str,
         title: &str,
@@ -142,7 +142,7 @@ impl Outcome {
 /// Taken from [`Outcome::report`]; without a report, or where the report's value is not of
 /// the type, a list is empty and a text `None`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Handoff {
+pub(crate) struct Handoff {
     /// Files the teammate changed, as it named them.
     pub files_modified: Vec<String>,
     /// Files the teammate created.
@@ -157,7 +157,7 @@ pub struct Handoff {
 
 impl Outcome {
     /// The hand-off fields of the item's report.
-    pub fn handoff(&self) -> Handoff {
+    pub(crate) fn handoff(&self) -> Handoff {
         let field = |key: &str| self.report.as_ref().and_then(|r| r.get(key));
         let list = |key: &str| -> Vec<String> {
             field(key)
@@ -185,7 +185,7 @@ impl Outcome {
 /// Summed over every attempt of every run of an item for its outcome, and over every item
 /// for the team's budget (issue 24: retries cost money too).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Spend {
+pub(crate) struct Spend {
     /// Cost, USD.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
@@ -203,7 +203,7 @@ pub struct Spend {
 
 impl Spend {
     /// Add `other` (a field stays `None` only if both are).
-    pub fn add(&mut self, other: Spend) {
+    pub(crate) fn add(&mut self, other: Spend) {
         fn sum<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
             match (a, b) {
                 (Some(a), Some(b)) => Some(a + b),
@@ -218,14 +218,14 @@ impl Spend {
     }
 
     /// Whether no attempt said what it cost.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         *self == Spend::default()
     }
 }
 
 /// A cost in USD as written in outputs: rounded to micro-dollars, without trailing zeros
 /// (`0.1 + 0.2` is `0.3`, not `0.30000000000000004`).
-pub fn usd_text(cost: f64) -> String {
+pub(crate) fn usd_text(cost: f64) -> String {
     let text = format!("{cost:.6}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
     if text == "-0" {

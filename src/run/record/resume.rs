@@ -67,7 +67,7 @@ fn tokens(sub: &clap::Command, args: &[String]) -> Vec<Token> {
 /// whose last run was started with `argv` (as recorded, program first). `batch` is the todo
 /// batch file of a todo team (needed when `resolve` made it), with whether an item left in it
 /// is an idea. `None` when `argv` is not a run the runner knows how to resume.
-pub fn command(argv: &[String], batch: Option<(&str, bool)>) -> Option<String> {
+pub(crate) fn command(argv: &[String], batch: Option<(&str, bool)>) -> Option<String> {
     let args = argv.get(1..)?;
     let (head, agent) = match args.iter().position(|a| a == "--") {
         Some(i) => (&args[..i], &args[i..]),
@@ -113,7 +113,7 @@ pub fn command(argv: &[String], batch: Option<(&str, bool)>) -> Option<String> {
 
 /// `words` as one POSIX shell command line: a word of only `A-Za-z0-9_@%+=:,./-` as it is,
 /// any other in single quotes (a `'` inside as `'\''`).
-pub fn shell_words<S: AsRef<str>>(words: &[S]) -> String {
+pub(crate) fn shell_words<S: AsRef<str>>(words: &[S]) -> String {
     let quote = |w: &str| {
         let safe = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
         if !w.is_empty() && w.chars().all(safe) {
@@ -132,7 +132,7 @@ pub fn shell_words<S: AsRef<str>>(words: &[S]) -> String {
 /// The command that resumes the team `found` (state `s`), when something is left to do and
 /// no run goes on: [`command`] over what its last run recorded, with a `cd` to the folder it
 /// was started in when that is not the current one.
-pub fn for_team(found: &Found, s: &Snapshot) -> Option<String> {
+pub(crate) fn for_team(found: &Found, s: &Snapshot) -> Option<String> {
     if !s.incomplete() || s.is_live() {
         return None;
     }
@@ -160,7 +160,7 @@ pub fn for_team(found: &Found, s: &Snapshot) -> Option<String> {
 
 /// `cmd`, preceded by `cd FOLDER && ` when `folder` (where its relative paths start) is not
 /// the current folder.
-pub fn in_folder(folder: &Path, cmd: String) -> String {
+pub(crate) fn in_folder(folder: &Path, cmd: String) -> String {
     let here = std::env::current_dir().ok();
     if folder.as_os_str().is_empty() || here.is_some_and(|h| h == folder) {
         return cmd;

@@ -20,7 +20,7 @@ use crate::run::record::outcome::Outcome;
 use crate::run::supervise::orphans;
 
 /// An open team workspace, locked for this run.
-pub struct Team {
+pub(crate) struct Team {
     /// Team name.
     pub name: String,
     /// Workspace folder.
@@ -42,7 +42,7 @@ impl Team {
     ///
     /// Errors: [`Error::Io`] when the folder cannot be created, [`Error::LockHeld`] when another
     /// run holds the batch.
-    pub fn open(name: &str, dir: &Path) -> Result<Team> {
+    pub(crate) fn open(name: &str, dir: &Path) -> Result<Team> {
         crate::fsutil::create_private_dir(dir)?;
         crate::fsutil::create_private_dir(&dir.join("teammates"))?;
         let lock = lock::acquire(dir)?;
@@ -75,12 +75,12 @@ impl Team {
     }
 
     /// Per item: its last outcome, attempts, and status in this run.
-    pub fn ledger(&self) -> &Ledger {
+    pub(crate) fn ledger(&self) -> &Ledger {
         &self.recorded.ledger
     }
 
     /// What this run records, for outputs kept current while it goes on.
-    pub fn view(&self) -> OutcomesView {
+    pub(crate) fn view(&self) -> OutcomesView {
         OutcomesView {
             ledger: self.recorded.ledger.clone(),
             journal: self.journal.path().to_owned(),
@@ -91,7 +91,7 @@ impl Team {
     /// not recorded ([`Event::Activity`]) is left out.
     ///
     /// Errors: the journal cannot be written.
-    pub fn record(&mut self, what: &impl Recordable) -> Result<()> {
+    pub(crate) fn record(&mut self, what: &impl Recordable) -> Result<()> {
         let event = what.as_event();
         let Some((offset, _)) = self.journal.append(&event)? else {
             return Ok(());
@@ -105,14 +105,14 @@ impl Team {
     }
 
     /// fsync the journal.
-    pub fn sync(&mut self) -> Result<()> {
+    pub(crate) fn sync(&mut self) -> Result<()> {
         self.journal.sync()
     }
 
     /// The recorded outcome of item `id`, if it finished in this or an earlier run.
     ///
     /// Errors: the journal cannot be read, or its line is not an outcome.
-    pub fn outcome(&mut self, id: &str) -> Result<Option<Outcome>> {
+    pub(crate) fn outcome(&mut self, id: &str) -> Result<Option<Outcome>> {
         let reader = match &mut self.reader {
             Some(r) => r,
             None => self.reader.insert(OutcomeIndex::over(&self.view())?),
@@ -126,7 +126,7 @@ impl Team {
     /// returned [`Closing`] writes `ledger.bin` once the outputs are written.
     ///
     /// Errors: the journal cannot be synced or opened for reading.
-    pub fn into_index(mut self) -> Result<(OutcomeIndex, RunLock, Closing)> {
+    pub(crate) fn into_index(mut self) -> Result<(OutcomeIndex, RunLock, Closing)> {
         self.journal.sync()?;
         let path = self.journal.path().to_owned();
         let file = File::open(&path).map_err(|e| Error::io("read", &path, e))?;
@@ -166,7 +166,7 @@ impl Team {
     /// after checking again, under the lock, that it belongs to no other batch.
     ///
     /// Errors: it belongs to another batch (exit 2); the record cannot be written.
-    pub fn claim(&self, batch: &BatchId) -> Result<()> {
+    pub(crate) fn claim(&self, batch: &BatchId) -> Result<()> {
         check_owner(&self.dir, batch)?;
         if recorded_batch(&self.dir)?.as_ref() == Some(batch) {
             return Ok(());
@@ -178,7 +178,7 @@ impl Team {
     }
 
     /// Replace `team.json` atomically with `snapshot`.
-    pub fn write_snapshot(&self, snapshot: &Snapshot) -> Result<()> {
+    pub(crate) fn write_snapshot(&self, snapshot: &Snapshot) -> Result<()> {
         let mut bytes = serde_json::to_vec_pretty(snapshot)
             .map_err(|e| Error::Environment(format!("cannot encode team.json: {e}")))?;
         bytes.push(b'\n');
@@ -191,7 +191,7 @@ impl Team {
 /// workspace serves one batch: the same input, even edited (changed rows rerun), or the same
 /// content moved to another path; any other batch is refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BatchId {
+pub(crate) struct BatchId {
     /// The input, for messages (lossy when its path is not UTF-8).
     pub input: String,
     /// A hash of the input's real path bytes: what identifies it.
@@ -209,7 +209,7 @@ pub struct BatchId {
 
 impl BatchId {
     /// The batch read from `input` (resolved through `..` and symlinks) with `fingerprint`.
-    pub fn new(input: &Path, fingerprint: String) -> BatchId {
+    pub(crate) fn new(input: &Path, fingerprint: String) -> BatchId {
         use std::os::unix::ffi::OsStrExt;
         let real = crate::fsutil::real_path(input);
         let mut key = crate::hash::Fnv::default();
@@ -223,7 +223,7 @@ impl BatchId {
     }
 
     /// The same batch, its items named by `id_column` (`None`: by row number).
-    pub fn with_ids(self, id_column: Option<&str>) -> BatchId {
+    pub(crate) fn with_ids(self, id_column: Option<&str>) -> BatchId {
         BatchId {
             ids: Some(id_column.map_or("row number".into(), |c| format!("column {c}"))),
             ..self
@@ -243,7 +243,7 @@ const BATCH_FILE: &str = "batch.json";
 /// The batch recorded in workspace `dir`, if it records one.
 ///
 /// Errors: `batch.json` is there but cannot be read or is not a batch record (exit 2).
-pub fn recorded_batch(dir: &Path) -> Result<Option<BatchId>> {
+pub(crate) fn recorded_batch(dir: &Path) -> Result<Option<BatchId>> {
     let path = dir.join(BATCH_FILE);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
@@ -279,7 +279,7 @@ fn holds_results(dir: &Path) -> bool {
 ///
 /// Errors: the workspace belongs to another batch, or this batch names its items otherwise
 /// (exit 2, naming both and what to do).
-pub fn check_owner(dir: &Path, batch: &BatchId) -> Result<()> {
+pub(crate) fn check_owner(dir: &Path, batch: &BatchId) -> Result<()> {
     match recorded_batch(dir)? {
         Some(owner) if !owner.serves(batch) && holds_results(dir) => Err(Error::output_refused(
             None,
@@ -311,14 +311,14 @@ pub fn check_owner(dir: &Path, batch: &BatchId) -> Result<()> {
 /// What a run has recorded so far, for outputs kept current while it goes on: the run's
 /// own [`Ledger`] (a handle to it, only read through this) and its journal. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct OutcomesView {
+pub(crate) struct OutcomesView {
     ledger: Ledger,
     journal: PathBuf,
 }
 
 /// What is left to do once a run's outputs are written: its `ledger.bin`
 /// ([`crate::run::record::ledger_file`]), which names the outputs as they were left.
-pub struct Closing {
+pub(crate) struct Closing {
     ledger: Ledger,
     tallies: journal::Tallies,
     open: BTreeMap<(String, u32), u32>,
@@ -333,14 +333,14 @@ impl Closing {
     /// The outputs as the last run left them, when this run recorded no outcome: an output
     /// that is still exactly so is current (nothing it shows changed). `None` when this run
     /// recorded outcomes, or the journal was replayed from its first line.
-    pub fn unchanged(&self) -> Option<&[OutputStamp]> {
+    pub(crate) fn unchanged(&self) -> Option<&[OutputStamp]> {
         (self.outcomes_recorded == 0 && !self.before.is_empty()).then_some(&self.before[..])
     }
 
     /// Write `ledger.bin`, naming `outputs` as this run left them (unless someone else
     /// wrote to the journal during the run: it is replayed next time). A failure is only
     /// logged: the cache is not needed.
-    pub fn finish(self, outputs: &[OutputStamp]) {
+    pub(crate) fn finish(self, outputs: &[OutputStamp]) {
         if !self.cacheable {
             return;
         }
@@ -363,7 +363,7 @@ impl Closing {
 
 /// The recorded outcomes by item id, read-only: each item's last outcome read back from its
 /// journal line on request ([`OutcomeIndex::outcome`]). What sinks write their files from.
-pub struct OutcomeIndex {
+pub(crate) struct OutcomeIndex {
     ledger: Ledger,
     file: File,
     lines: LineReader,
@@ -374,7 +374,7 @@ impl OutcomeIndex {
     /// An index over what `view`'s run recorded: always as current as the run.
     ///
     /// Errors: the journal cannot be opened.
-    pub fn over(view: &OutcomesView) -> Result<OutcomeIndex> {
+    pub(crate) fn over(view: &OutcomesView) -> Result<OutcomeIndex> {
         let path = view.journal.clone();
         let file = File::open(&path).map_err(|e| Error::io("read", &path, e))?;
         Ok(OutcomeIndex {
@@ -388,7 +388,7 @@ impl OutcomeIndex {
     /// An index of the outcomes the journal at `path` records (a team no run holds now).
     ///
     /// Errors: the journal cannot be opened or read.
-    pub fn of_journal(path: &Path) -> Result<OutcomeIndex> {
+    pub(crate) fn of_journal(path: &Path) -> Result<OutcomeIndex> {
         let ledger = journal::replay(path)?.ledger;
         let file = File::open(path).map_err(|e| Error::io("read", path, e))?;
         Ok(OutcomeIndex {
@@ -401,7 +401,7 @@ impl OutcomeIndex {
 
     /// An index of no outcomes (for sinks' tests).
     #[cfg(test)]
-    pub fn empty() -> OutcomeIndex {
+    pub(crate) fn empty() -> OutcomeIndex {
         OutcomeIndex {
             ledger: Ledger::default(),
             file: File::open("/dev/null").expect("/dev/null"),
@@ -413,7 +413,7 @@ impl OutcomeIndex {
     /// The last recorded outcome of item `id` (this run or an earlier one), if any.
     ///
     /// Errors: the journal cannot be read, or its line is not an outcome.
-    pub fn outcome(&mut self, id: &str) -> Result<Option<Outcome>> {
+    pub(crate) fn outcome(&mut self, id: &str) -> Result<Option<Outcome>> {
         match self.ledger.get(id) {
             Some(at) => {
                 journal::read_outcome(&mut self.lines, &self.file, &self.path, at.offset, id)
@@ -425,7 +425,7 @@ impl OutcomeIndex {
 
 /// One running teammate in `team.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunningEntry {
+pub(crate) struct RunningEntry {
     /// Item id.
     pub id: String,
     /// Teammate.
@@ -448,7 +448,7 @@ pub struct RunningEntry {
 
 /// One finished item in `team.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FinishedEntry {
+pub(crate) struct FinishedEntry {
     /// Item id.
     pub id: String,
     /// Teammate.
@@ -474,7 +474,7 @@ pub struct FinishedEntry {
 
 /// An item waiting for its prerequisites in `team.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WaitingEntry {
+pub(crate) struct WaitingEntry {
     /// Item id.
     pub id: String,
     /// Teammate.
@@ -487,7 +487,7 @@ pub struct WaitingEntry {
 
 /// `team.json`: the live state of a team, for `runner status` and lead agents.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// Format version.
     pub v: u32,
     /// Team name.
@@ -541,7 +541,7 @@ pub struct Snapshot {
 
 /// An item no run started, in `team.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PendingEntry {
+pub(crate) struct PendingEntry {
     /// Item id.
     pub id: String,
     /// Title.
@@ -550,7 +550,7 @@ pub struct PendingEntry {
 
 /// The gate's part of `team.json` ([`crate::run::schedule::gate`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GateSnapshot {
+pub(crate) struct GateSnapshot {
     /// Attempts allowed at once now (halved by rate limits, back up to `jobs`).
     pub limit: usize,
     /// `--jobs`.
@@ -572,16 +572,16 @@ pub struct GateSnapshot {
 }
 
 /// How many completed items `team.json` lists at most.
-pub const SNAPSHOT_COMPLETED_MAX: usize = 200;
+pub(crate) const SNAPSHOT_COMPLETED_MAX: usize = 200;
 
 /// Whether process `pid` is alive (its `/proc` entry exists).
-pub fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Whether process `pid` is stopped (state `T` or `t` in `/proc/PID/stat`: SIGSTOP,
 /// Ctrl-Z, a debugger).
-pub fn stopped(pid: u32) -> bool {
+pub(crate) fn stopped(pid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
@@ -593,7 +593,7 @@ pub fn stopped(pid: u32) -> bool {
 impl Snapshot {
     /// Whether the team has items that did not complete: one finished otherwise, or the run
     /// is over (finished, interrupted, archived, its runner gone) with items never started.
-    pub fn incomplete(&self) -> bool {
+    pub(crate) fn incomplete(&self) -> bool {
         let failed = self
             .counts
             .iter()
@@ -604,12 +604,12 @@ impl Snapshot {
     }
 
     /// Whether a runner is working on the team now.
-    pub fn is_live(&self) -> bool {
+    pub(crate) fn is_live(&self) -> bool {
         self.state == "running" && alive(self.pid)
     }
 
     /// A fresh snapshot for a run starting now.
-    pub fn new(team: &Team, total: Option<u64>) -> Snapshot {
+    pub(crate) fn new(team: &Team, total: Option<u64>) -> Snapshot {
         Snapshot {
             v: 1,
             team: team.name.clone(),
@@ -642,7 +642,7 @@ impl Snapshot {
     /// after the snapshot was written (team.json is rewritten at most every half second):
     /// the items that finished since count, and are not shown running. Best effort: a
     /// journal that cannot be read leaves the snapshot as it is.
-    pub fn catch_up(&mut self, journal: &Path) {
+    pub(crate) fn catch_up(&mut self, journal: &Path) {
         use std::io::BufRead;
         let Ok(file) = File::open(journal) else {
             return;
@@ -682,7 +682,7 @@ impl Snapshot {
     }
 
     /// Record a finished item.
-    pub fn finish(&mut self, o: &Outcome) {
+    pub(crate) fn finish(&mut self, o: &Outcome) {
         self.running.retain(|r| r.id != o.id);
         *self.counts.entry(o.status.to_string()).or_default() += 1;
         if let Some(c) = o.cost_usd {

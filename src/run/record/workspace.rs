@@ -20,7 +20,7 @@ use crate::store::Store;
 /// A team as a command finds it: its live workspace, or the archive left when every item
 /// completed and the workspace was removed ([`crate::run::record::archive`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Found {
+pub(crate) enum Found {
     /// A workspace folder holding `team.json`.
     Workspace(PathBuf),
     /// An archive file (`todo-N.archive.jsonl`).
@@ -29,7 +29,7 @@ pub enum Found {
 
 impl Found {
     /// The folder or file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         match self {
             Found::Workspace(p) | Found::Archive(p) => p,
         }
@@ -39,7 +39,7 @@ impl Found {
     ///
     /// Errors: the file cannot be read or is not a snapshot or archive (exit 2, naming file
     /// and line).
-    pub fn snapshot(&self) -> Result<Snapshot> {
+    pub(crate) fn snapshot(&self) -> Result<Snapshot> {
         match self {
             Found::Archive(p) => Ok(archive::read(p)?.snapshot()),
             Found::Workspace(dir) => {
@@ -63,7 +63,7 @@ impl Found {
 
     /// Where a todo team's record went when its workspace was removed: for
     /// `<store>/teams/todo-resolve-N`, `<store>/todo-N.archive.jsonl` if it exists now.
-    pub fn archived(&self) -> Option<Found> {
+    pub(crate) fn archived(&self) -> Option<Found> {
         let Found::Workspace(dir) = self else {
             return None;
         };
@@ -80,7 +80,7 @@ impl Found {
     /// Every attempt and outcome the team recorded ([`history`]).
     ///
     /// Errors: the journal or archive cannot be read (exit 2).
-    pub fn history(&self) -> Result<History> {
+    pub(crate) fn history(&self) -> Result<History> {
         match self {
             Found::Workspace(dir) => history::read(&dir.join("journal.jsonl")),
             Found::Archive(p) => Ok(history::from_events(archive::read(p)?.events)),
@@ -90,7 +90,7 @@ impl Found {
     /// The recorded events of item `id`, in order.
     ///
     /// Errors: the journal or archive cannot be read (exit 2).
-    pub fn events_of(&self, id: &str) -> Result<Vec<Event>> {
+    pub(crate) fn events_of(&self, id: &str) -> Result<Vec<Event>> {
         match self {
             Found::Workspace(dir) => journal::events_of(&dir.join("journal.jsonl"), id),
             Found::Archive(p) => Ok(archive::read(p)?.events_of(id)),
@@ -102,7 +102,7 @@ impl Found {
     /// when no item of that id or teammate has started or finished.
     ///
     /// Errors: the journal or archive cannot be read (exit 2).
-    pub fn item_named(&self, name: &str) -> Result<Option<(String, Vec<Event>)>> {
+    pub(crate) fn item_named(&self, name: &str) -> Result<Option<(String, Vec<Event>)>> {
         let all = match self {
             Found::Workspace(dir) => journal::events(&dir.join("journal.jsonl"))?,
             Found::Archive(p) => archive::read(p)?.events,
@@ -125,7 +125,7 @@ impl Found {
     /// "the logs").
     ///
     /// Errors: it is an archive (exit 2).
-    pub fn workspace(&self, what: &str) -> Result<&Path> {
+    pub(crate) fn workspace(&self, what: &str) -> Result<&Path> {
         match self {
             Found::Workspace(p) => Ok(p),
             Found::Archive(p) => Err(Error::Usage(format!(
@@ -157,7 +157,7 @@ fn id_of_teammate(event: &Event, teammate: &str) -> Option<String> {
 /// (`p` is a `team.json`); the `.runner` folder of a batch output or team name (`X.csv` →
 /// `X.runner`, `NAME` → `NAME.runner`: a CSV team's workspace is `<output stem>.runner`); a
 /// `todo-N.md`'s store team (`teams/todo-resolve-N` beside it).
-pub fn candidates(p: &Path) -> Vec<PathBuf> {
+pub(crate) fn candidates(p: &Path) -> Vec<PathBuf> {
     let mut appended = p.as_os_str().to_owned();
     appended.push(".runner");
     let mut out = vec![
@@ -230,7 +230,7 @@ fn candidates_of_output(output: &Path) -> Vec<PathBuf> {
 
 /// The team name of the workspace `workspace`: the `team` its `team.json` records, else the
 /// folder's name without `.runner`.
-pub fn team_of(workspace: &Path) -> String {
+pub(crate) fn team_of(workspace: &Path) -> String {
     std::fs::read_to_string(workspace.join("team.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
@@ -246,7 +246,7 @@ pub fn team_of(workspace: &Path) -> String {
 
 /// A team to clean: its workspace, or `None` when that is gone and only its branches are
 /// left in the repository here.
-pub struct CleanTarget {
+pub(crate) struct CleanTarget {
     /// The team's name (its branches are `runner/<team>/*`).
     pub team: String,
     /// Its workspace folder (a real path), if it is still there.
@@ -273,7 +273,7 @@ fn at(workspace: &Path) -> CleanTarget {
 /// there (`arg` the team's name or its old workspace path).
 ///
 /// Errors: none of these (exit 2, saying where it looked).
-pub fn clean_named(arg: &str, store: &Store) -> Result<CleanTarget> {
+pub(crate) fn clean_named(arg: &str, store: &Store) -> Result<CleanTarget> {
     let p = Path::new(arg);
     if is_workspace(p) {
         return Ok(at(p));
@@ -328,7 +328,7 @@ pub fn clean_named(arg: &str, store: &Store) -> Result<CleanTarget> {
 
 /// Every team to clean when none is named, and the teams that left branches in the
 /// repository here with no workspace found.
-pub fn clean_every(store: &Store) -> (Vec<CleanTarget>, Vec<String>) {
+pub(crate) fn clean_every(store: &Store) -> (Vec<CleanTarget>, Vec<String>) {
     let teams = store.dir.join("teams");
     let mut out: Vec<CleanTarget> = std::fs::read_dir(&teams)
         .into_iter()
@@ -397,14 +397,14 @@ fn is_archive(p: &Path) -> bool {
 /// updated team here ([`known`]).
 ///
 /// Errors: nothing there is a team workspace or archive (exit 2).
-pub fn locate(arg: Option<&Path>) -> Result<Found> {
+pub(crate) fn locate(arg: Option<&Path>) -> Result<Found> {
     locate_in(arg, None)
 }
 
 /// [`locate`], also looking in `store`'s teams and archives when no workspace is named.
 ///
 /// Errors: as [`locate`].
-pub fn locate_in(arg: Option<&Path>, store: Option<&Path>) -> Result<Found> {
+pub(crate) fn locate_in(arg: Option<&Path>, store: Option<&Path>) -> Result<Found> {
     if let Some(p) = arg {
         let canonical = |c: PathBuf| c.canonicalize().unwrap_or(c);
         if let Some(dir) = candidates(p)
@@ -448,7 +448,7 @@ pub fn locate_in(arg: Option<&Path>, store: Option<&Path>) -> Result<Found> {
 /// frontmatter) here name, the project store's teams and archives (`<git root>/.agent-tasks/`,
 /// `./.agent-tasks/`) and, when given, those of `store`. Paths are canonical; each appears
 /// once.
-pub fn known(store: Option<&Path>) -> Vec<Found> {
+pub(crate) fn known(store: Option<&Path>) -> Vec<Found> {
     let mut found: Vec<(SystemTime, Found)> = Vec::new();
     let mut scan = |dir: &Path, runner_only: bool| {
         for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {

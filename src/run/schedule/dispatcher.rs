@@ -31,12 +31,12 @@ mod units;
 use units::Units;
 
 /// Most items listed in the closing summary's problem list.
-pub const PROBLEMS_LISTED: usize = 50;
+pub(crate) const PROBLEMS_LISTED: usize = 50;
 /// How often `team.json` is rewritten at most while items change.
 const SNAPSHOT_EVERY: Duration = Duration::from_millis(500);
 
 /// The items of a run, in input order; an `Err` ends the run (the source became unreadable).
-pub type ItemStream = Box<dyn Iterator<Item = Result<WorkItem>> + Send>;
+pub(crate) type ItemStream = Box<dyn Iterator<Item = Result<WorkItem>> + Send>;
 
 struct State {
     counts: HashMap<ItemStatus, u64>,
@@ -213,7 +213,7 @@ fn readiness(item: &WorkItem, ledger: &Ledger) -> std::result::Result<bool, Stri
 /// Where interrupts come from: SIGINT, SIGTERM and SIGHUP (a closed terminal must not orphan
 /// the teammates), and any sender of [`Interrupts::channel`]. The first interrupt stops the
 /// run gracefully, the next one at once.
-pub struct Interrupts {
+pub(crate) struct Interrupts {
     signals: Option<[tokio::signal::unix::Signal; 3]>,
     extra: Option<mpsc::UnboundedReceiver<()>>,
 }
@@ -222,7 +222,7 @@ impl Interrupts {
     /// Listen for SIGINT, SIGTERM and SIGHUP.
     ///
     /// Errors: [`Error::Environment`] when a signal handler cannot be installed.
-    pub fn signals() -> Result<Interrupts> {
+    pub(crate) fn signals() -> Result<Interrupts> {
         let listen = |kind: SignalKind, what: &str| {
             signal(kind).map_err(|e| Error::Environment(format!("cannot listen for {what}: {e}")))
         };
@@ -238,7 +238,8 @@ impl Interrupts {
 
     /// Interrupts sent through the returned sender only (no signal handler is installed):
     /// each `send(())` counts as one Ctrl-C.
-    pub fn channel() -> (mpsc::UnboundedSender<()>, Interrupts) {
+    #[cfg(test)]
+    pub(crate) fn channel() -> (mpsc::UnboundedSender<()>, Interrupts) {
         let (tx, rx) = mpsc::unbounded_channel();
         (
             tx,
@@ -283,7 +284,7 @@ impl Interrupts {
 
 /// How a run is wired to the world: the backend its attempts execute on and where its
 /// interrupts and suspend requests (Ctrl-Z) come from.
-pub struct Wiring {
+pub(crate) struct Wiring {
     /// Executes every attempt of the run.
     pub backend: Arc<dyn Backend>,
     /// Interrupts of the run.
@@ -303,7 +304,7 @@ pub struct Wiring {
 /// Errors: a signal handler cannot be installed, the journal cannot be written (every
 /// started teammate is stopped first), or the source failed mid-way (the run stops starting
 /// items, lets running ones finish, and reports the error).
-pub async fn run(
+pub(crate) async fn run(
     spec: Arc<RunSpec>,
     team: &mut Team,
     items: ItemStream,
@@ -725,7 +726,7 @@ impl<'a> Dispatcher<'a> {
 /// [`run`] on the given backend and interrupt source.
 ///
 /// Errors: as [`run`], except for signal handlers (none are installed here).
-pub async fn run_wired(
+pub(crate) async fn run_wired(
     spec: Arc<RunSpec>,
     team: &mut Team,
     mut items: ItemStream,

@@ -40,7 +40,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// Attempts failing `setup` with the same reason (of at least two items), before any attempt
 /// of the run ended otherwise, that stop the team.
-pub const SETUP_STOP: u32 = 3;
+pub(crate) const SETUP_STOP: u32 = 3;
 
 #[derive(Debug)]
 struct State {
@@ -87,7 +87,7 @@ struct State {
 
 /// What the team's gate shows `runner status`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct GateView {
+pub(crate) struct GateView {
     /// Attempts allowed at once now.
     pub limit: usize,
     /// Attempts waiting at the gate.
@@ -102,7 +102,7 @@ pub struct GateView {
 
 /// The gate of one run. Shared by the dispatcher and every teammate's supervisor.
 #[derive(Debug)]
-pub struct Gate {
+pub(crate) struct Gate {
     jobs: usize,
     limits: Limits,
     state: Mutex<State>,
@@ -113,7 +113,7 @@ pub struct Gate {
 /// A running attempt's place at the gate; [`Permit::ended`] (or dropping it) lets the next
 /// one in.
 #[derive(Debug)]
-pub struct Permit {
+pub(crate) struct Permit {
     gate: Arc<Gate>,
     /// The gate's epoch when it was admitted.
     epoch: u64,
@@ -129,7 +129,7 @@ impl Drop for Permit {
 impl Permit {
     /// The attempt ended with `verdict` (costing `cost` USD, when known): account for it and
     /// say what its item does next ([`Gate::ended`]).
-    pub fn ended(
+    pub(crate) fn ended(
         self,
         item: &str,
         verdict: &Verdict,
@@ -145,7 +145,7 @@ impl Permit {
 
 /// What a teammate's supervisor does after an attempt.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum After {
+pub(crate) enum After {
     /// Go on as the verdict says (retry by `--retries`, or finish).
     Judged,
     /// Rate limited: attempt again after the team's pause, without using a retry.
@@ -161,7 +161,7 @@ pub enum After {
 /// What earlier runs of a team spent: a resumed run keeps the same budget, and expects its
 /// first attempts to cost what theirs did.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Spent {
+pub(crate) struct Spent {
     /// Total, USD.
     pub usd: f64,
     /// How many items it was spent on (the mean cost is `usd / costed`).
@@ -171,7 +171,7 @@ pub struct Spent {
 impl Gate {
     /// A gate for `jobs` attempts at once; `before` is what earlier runs of the team spent.
     /// Events go to `events`.
-    pub fn new(
+    pub(crate) fn new(
         jobs: usize,
         limits: Limits,
         before: Spent,
@@ -205,7 +205,7 @@ impl Gate {
     }
 
     /// The limits in effect.
-    pub fn limits(&self) -> &Limits {
+    pub(crate) fn limits(&self) -> &Limits {
         &self.limits
     }
 
@@ -214,13 +214,13 @@ impl Gate {
     }
 
     /// Why the team no longer starts attempts, once it stopped.
-    pub fn stopped(&self) -> Option<String> {
+    pub(crate) fn stopped(&self) -> Option<String> {
         self.with(|s| s.stopped.clone())
     }
 
     /// Return once the team stopped starting attempts (at once if it has): an item waiting
     /// out a retry's back-off ends then instead of sleeping on (a broken set-up's stop).
-    pub async fn until_stopped(&self) {
+    pub(crate) async fn until_stopped(&self) {
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
@@ -233,7 +233,7 @@ impl Gate {
     }
 
     /// Stop starting attempts, for `reason` (the first reason stays). Recorded as an event.
-    pub fn stop(&self, reason: String) {
+    pub(crate) fn stop(&self, reason: String) {
         let first = self.with(|s| {
             if s.stopped.is_some() {
                 return false;
@@ -253,7 +253,7 @@ impl Gate {
 
     /// Wait until an attempt may start and take a place; `Err(reason)` when the team
     /// stopped starting attempts. Cancel-safe: dropping the future gives nothing up.
-    pub async fn admit(self: &Arc<Self>) -> Result<Permit, String> {
+    pub(crate) async fn admit(self: &Arc<Self>) -> Result<Permit, String> {
         self.with(|s| s.waiting += 1);
         struct Waiting<'a>(&'a Gate);
         impl Drop for Waiting<'_> {
@@ -330,7 +330,8 @@ impl Gate {
     /// say what its item does next. `waited` is how long the item has waited for rate limits
     /// so far; a rate limit that would take it past `--rate-limit-wait` is final. For an
     /// attempt admitted now (use [`Permit::ended`] for one that ran).
-    pub fn ended(
+    #[cfg(test)]
+    pub(crate) fn ended(
         &self,
         item: &str,
         verdict: &Verdict,
@@ -503,7 +504,8 @@ impl Gate {
     }
 
     /// How long the team is paused from now (zero when it is not).
-    pub fn pause_left(&self) -> Duration {
+    #[cfg(test)]
+    pub(crate) fn pause_left(&self) -> Duration {
         self.with(|s| {
             s.paused_until.map_or(Duration::ZERO, |t| {
                 t.saturating_duration_since(Instant::now())
@@ -513,7 +515,7 @@ impl Gate {
 
     /// Account for an item that reached its final `status`; returns `true` when this makes
     /// `--max-fail N:immediate` stop the running teammates too.
-    pub fn item_finished(&self, status: ItemStatus) -> bool {
+    pub(crate) fn item_finished(&self, status: ItemStatus) -> bool {
         if matches!(status, ItemStatus::Completed | ItemStatus::Skipped) {
             return false;
         }
@@ -535,7 +537,7 @@ impl Gate {
     }
 
     /// What `runner status` shows of the gate.
-    pub fn view(&self) -> GateView {
+    pub(crate) fn view(&self) -> GateView {
         self.with(|s| {
             let left = s
                 .paused_until

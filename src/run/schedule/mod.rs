@@ -21,11 +21,11 @@
 //! - *Test scheduling in-process*: `test_support` (a spec on the `exec` definition, items)
 //!   and `crate::run::backend::scripted`.
 
-pub mod dispatcher;
-pub mod gate;
-pub mod pipeline;
-pub mod plan;
-pub mod selection;
+pub(crate) mod dispatcher;
+pub(crate) mod gate;
+pub(crate) mod pipeline;
+pub(crate) mod plan;
+pub(crate) mod selection;
 #[cfg(test)]
-pub mod test_support;
-pub mod unit;
+pub(crate) mod test_support;
+pub(crate) mod unit;

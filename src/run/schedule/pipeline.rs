@@ -22,7 +22,7 @@ use crate::run::{RunSpec, isolation};
 use crate::sink::{RunEnd, Sinks};
 
 /// What a run did, for the command to show ([`crate::ui`]).
-pub enum Ran {
+pub(crate) enum Ran {
     /// `--dry-run`: the checked plan, and what an earlier run of its team recorded (read
     /// without the team's lock; `None` when there was none), for
     /// [`crate::ui::print_plan`]. Nothing was written.
@@ -37,7 +37,7 @@ pub enum Ran {
 }
 
 /// The end of a run, as its closing lines show it ([`crate::ui::print_summary`]).
-pub struct Finished {
+pub(crate) struct Finished {
     /// The process exit code (DESIGN §7): [`exit_code`] of the summary, at least 1 when a
     /// sink could not leave what the user looks for.
     pub code: i32,
@@ -64,7 +64,7 @@ pub struct Finished {
 /// Errors: the plan's start-up checks (exit 2, nothing written); the workspace cannot be
 /// opened or locked (exit 3), the journal or an output cannot be written, the source became
 /// unreadable mid-run.
-pub fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<Ran> {
+pub(crate) fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<Ran> {
     // `--jobs 0` (as many as allowed) runs every item of the batch at once.
     let items = usize::try_from(plan.selected).unwrap_or(usize::MAX).max(1);
     plan.spec.settings.jobs = plan.spec.settings.jobs.min(items);
@@ -376,7 +376,7 @@ fn execute(
 
 /// The exit code of a finished run (DESIGN §7): 130 interrupted, 0 every item completed,
 /// else 1.
-pub fn exit_code(s: &RunSummary) -> i32 {
+pub(crate) fn exit_code(s: &RunSummary) -> i32 {
     if s.interrupted {
         EXIT_INTERRUPTED
     } else if s.count(ItemStatus::Completed) == s.total() {

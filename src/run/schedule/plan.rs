@@ -20,11 +20,11 @@ use crate::sink::Sinks;
 use crate::sink::junit::Junit;
 use crate::sink::trace::Trace;
 
-pub use crate::sink::plan_file::{PlanFile, Replaces};
+pub(crate) use crate::sink::plan_file::PlanFile;
 
 /// Where a run's items come from, in input order. A source can be read more than once (the
 /// dry run, the run, the isolation step and sinks that list every item each read it).
-pub trait ItemSource: Send + Sync {
+pub(crate) trait ItemSource: Send + Sync {
     /// A fresh stream of the items this run covers.
     ///
     /// Errors: the batch cannot be read any more (moved, changed, unreadable).
@@ -38,7 +38,7 @@ pub trait ItemSource: Send + Sync {
 }
 
 /// Items held in memory (a todo batch: tens of items).
-pub struct ItemList(pub Vec<WorkItem>);
+pub(crate) struct ItemList(pub Vec<WorkItem>);
 
 impl ItemSource for ItemList {
     fn items(&self) -> Result<ItemStream> {
@@ -47,7 +47,7 @@ impl ItemSource for ItemList {
 }
 
 /// One run, validated: what runs, how, and what it leaves.
-pub struct Plan {
+pub(crate) struct Plan {
     /// The run's places and settings.
     pub spec: RunSpec,
     /// The items this run covers.
@@ -88,7 +88,7 @@ pub struct Plan {
 /// What places a run's workspace: a CSV batch's output (`<output stem>.runner` beside it),
 /// or a todo batch's store (`<store>/teams/<team>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkspaceFrom {
+pub(crate) enum WorkspaceFrom {
     /// `runner batch`: `--output` (or BATCH.md's `output`).
     Output,
     /// `runner resolve` / `runner run`: the store (`--store`, `--global`, `--project`).
@@ -97,7 +97,7 @@ pub enum WorkspaceFrom {
 
 impl WorkspaceFrom {
     /// The option that moves the workspace.
-    pub fn flag(self) -> &'static str {
+    pub(crate) fn flag(self) -> &'static str {
         match self {
             WorkspaceFrom::Output => "--output",
             WorkspaceFrom::Store => "--store",
@@ -138,7 +138,7 @@ impl RunSpec {
     ///
     /// Errors: the isolation cannot be set up (not a git repository, no commit, a detached
     /// HEAD with `--merge`; exit 2).
-    pub fn new(
+    pub(crate) fn new(
         team: String,
         workspace: PathBuf,
         cwd: PathBuf,
@@ -174,7 +174,7 @@ impl Plan {
     /// followed by those every run may have (`--junit`, `--trace`). It reads no file, names
     /// nothing in the prompt, guards no folder, archives nothing and counts no item: a
     /// source sets what differs with `Plan { selected, total, inputs, ..Plan::new(…) }`.
-    pub fn new(
+    pub(crate) fn new(
         spec: RunSpec,
         source: Arc<dyn ItemSource>,
         mut sinks: Sinks,
@@ -215,12 +215,12 @@ impl Plan {
     /// Every file and folder the sinks write, as they declare them
     /// ([`crate::sink::Sink::writes`]; the output table, its shard sidecar, the todo batch
     /// file, table and store, the `--junit` report, the `--trace` file).
-    pub fn outputs(&self) -> Vec<PlanFile> {
+    pub(crate) fn outputs(&self) -> Vec<PlanFile> {
         self.sinks.writes()
     }
 
     /// Every file and folder this run writes: the workspace and [`Plan::outputs`].
-    pub fn written(&self) -> Vec<PlanFile> {
+    pub(crate) fn written(&self) -> Vec<PlanFile> {
         let flag = self.workspace_from.flag();
         let mut all = vec![PlanFile::new("workspace", &self.spec.workspace, flag)];
         all.extend(self.outputs());
@@ -256,7 +256,7 @@ impl Plan {
     /// files.
     ///
     /// Errors: the first problem found (exit 2), naming the file and what to do.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         self.definition_guard()
             .check(self.spec.settings.accept_changes)?;
         let written = self.written();
@@ -344,7 +344,7 @@ impl Plan {
     /// confine, whatever was asked. Under Landlock, the runner definition's `[sandbox] vars`
     /// (its CLI's own sandbox handed over to ours) apply where no `--var` set them.
     /// Idempotent; every run settles before its checks.
-    pub fn settle_sandbox(&mut self) {
+    pub(crate) fn settle_sandbox(&mut self) {
         use crate::sandbox::Mode;
         let settings = &self.spec.settings;
         let why_none = if settings.sandbox == Mode::None {
@@ -535,7 +535,7 @@ impl Plan {
     /// input, the instruction, the schema), the runner definition's file, the agent program's
     /// and the verify command's files — those inside a teammate's writable roots. Nothing
     /// without `--sandbox landlock` (a teammate can write anything then).
-    pub fn definition_guard(&self) -> crate::run::record::definition::Guard {
+    pub(crate) fn definition_guard(&self) -> crate::run::record::definition::Guard {
         let spec = &self.spec;
         let mut files = Vec::new();
         if spec.settings.sandbox == crate::sandbox::Mode::Landlock {
@@ -573,7 +573,7 @@ fn batch_label(input: &str) -> String {
 }
 
 /// Where `teammate` works: its worktree with isolation, else the run's folder.
-pub fn working_dir(spec: &RunSpec, teammate: &str) -> PathBuf {
+pub(crate) fn working_dir(spec: &RunSpec, teammate: &str) -> PathBuf {
     match spec.isolation {
         Some(_) => spec.workspace.join("worktrees").join(teammate),
         None => spec.cwd.clone(),
@@ -583,13 +583,13 @@ pub fn working_dir(spec: &RunSpec, teammate: &str) -> PathBuf {
 /// How the prompt of `teammate` names `path` exactly: the absolute path, or (when that is
 /// not UTF-8) the path relative to where the teammate works. `None` when it cannot, which
 /// [`Plan::check`] refuses at start-up.
-pub fn name_in_prompt(spec: &RunSpec, teammate: &str, path: &Path) -> Option<String> {
+pub(crate) fn name_in_prompt(spec: &RunSpec, teammate: &str, path: &Path) -> Option<String> {
     crate::fsutil::name_in_text(path, &working_dir(spec, teammate))
 }
 
 /// One item as [`check_dependencies`] sees it.
 #[derive(Debug, Clone, Copy)]
-pub struct Waits<'a> {
+pub(crate) struct Waits<'a> {
     /// The item's id (a CSV row's id, a todo item's number in its file).
     pub id: &'a str,
     /// 1-based line of the file where the item is, named in problems (0: none is named).
@@ -615,7 +615,7 @@ impl<'a> From<&'a WorkItem> for Waits<'a> {
 ///
 /// Errors: the first such pair, as `item A waits for B, which is in another shard` (the
 /// caller names its file).
-pub fn check_shards<'a>(
+pub(crate) fn check_shards<'a>(
     shard: Option<crate::options::selection::Shard>,
     waits: impl IntoIterator<Item = (&'a str, &'a [String])>,
 ) -> std::result::Result<(), String> {
@@ -638,7 +638,7 @@ pub fn check_shards<'a>(
 /// Errors: one line per problem, naming the line of the item and the ids as `items` has
 /// them (`line 4: item 3 waits for 9, which is not in this batch`; `line 2: a cycle of
 /// prerequisites: 1 → 2 → 1; …`, at the line of the cycle's first item).
-pub fn check_dependencies<'a>(
+pub(crate) fn check_dependencies<'a>(
     items: impl IntoIterator<Item = Waits<'a>>,
 ) -> Result<(), Vec<String>> {
     let items: Vec<Waits<'a>> = items.into_iter().collect();

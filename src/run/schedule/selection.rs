@@ -7,7 +7,7 @@ use crate::options::selection::{Only, Shard};
 /// output. One value shared by planning, the item stream and the output sinks; cheap to
 /// clone.
 #[derive(Debug, Clone)]
-pub struct Selection {
+pub(crate) struct Selection {
     /// `--shard K/N`.
     pub shard: Option<Shard>,
     /// `--only`.
@@ -18,22 +18,22 @@ pub struct Selection {
 
 impl Selection {
     /// Whether the row with `id` belongs to this run's output (its shard).
-    pub fn in_shard(&self, id: &str) -> bool {
+    pub(crate) fn in_shard(&self, id: &str) -> bool {
         self.shard.is_none_or(|s| s.contains(id))
     }
 
     /// Whether the previous output shows `id` completed.
-    pub fn completed_before(&self, id: &str) -> bool {
+    pub(crate) fn completed_before(&self, id: &str) -> bool {
         self.previous.as_ref().is_some_and(|p| p.completed(id))
     }
 
     /// Whether the previous output shows `id` blocked.
-    pub fn blocked_before(&self, id: &str) -> bool {
+    pub(crate) fn blocked_before(&self, id: &str) -> bool {
         self.previous.as_ref().is_some_and(|p| p.blocked(id))
     }
 
     /// Whether the row with `id` is run (shard and `--only`).
-    pub fn runs(&self, id: &str) -> bool {
+    pub(crate) fn runs(&self, id: &str) -> bool {
         self.in_shard(id)
             && match &self.only {
                 Only::All => true,

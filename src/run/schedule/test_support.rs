@@ -12,7 +12,7 @@ use crate::settings::Settings;
 
 /// A run of team `t` in `<dir>/ws` with `jobs` teammates at once and `retries` retries, on
 /// the `exec` definition ([`Settings::for_test`] for the rest).
-pub fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
+pub(crate) fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
     RunSpec {
         team: "t".into(),
         workspace: dir.join("ws"),
@@ -40,7 +40,7 @@ pub fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
 
 /// Item `id` (teammate `task-<id>`, title `item <id>`) with task text `body`, after the
 /// items `after`.
-pub fn item(id: &str, body: &str, after: &[&str]) -> WorkItem {
+pub(crate) fn item(id: &str, body: &str, after: &[&str]) -> WorkItem {
     WorkItem {
         id: id.into(),
         title: format!("item {id}"),

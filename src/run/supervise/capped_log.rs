@@ -11,9 +11,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Most bytes of stdout [`Spawn::hold_stdout`](super::process::Spawn::hold_stdout) holds in memory.
-pub const HOLD_MAX: usize = 64 * 1024;
+pub(crate) const HOLD_MAX: usize = 64 * 1024;
 /// Longest time [`Spawn::hold_stdout`](super::process::Spawn::hold_stdout) holds stdout in memory, from the start.
-pub const HOLD_FOR: Duration = Duration::from_secs(1);
+pub(crate) const HOLD_FOR: Duration = Duration::from_secs(1);
 
 /// What was drained from one stream ([`CappedLog::finish`]).
 #[derive(Debug, Default)]

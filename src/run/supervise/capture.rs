@@ -12,14 +12,14 @@ use super::descendants;
 use super::process::GroupGuard;
 
 /// Most bytes of each stream [`capture`] keeps (the rest is read and dropped).
-pub const CAPTURE_MAX: usize = 64 * 1024;
+pub(crate) const CAPTURE_MAX: usize = 64 * 1024;
 /// How long [`capture`] waits for the pipes to close after the program exits (a grandchild
 /// may hold them) before it ends the group.
 const CAPTURE_PIPE_WAIT: Duration = Duration::from_millis(500);
 
 /// What a short command printed, from [`capture`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Output {
+pub(crate) struct Output {
     /// Its exit code; `None` when a signal ended it.
     pub code: Option<i32>,
     /// Its stdout, lossily decoded, at most [`CAPTURE_MAX`] bytes.
@@ -30,7 +30,7 @@ pub struct Output {
 
 /// Why [`capture`] has no output.
 #[derive(Debug, thiserror::Error)]
-pub enum CaptureError {
+pub(crate) enum CaptureError {
     /// The program could not be started.
     #[error("cannot run: {0}")]
     Spawn(std::io::Error),
@@ -51,7 +51,11 @@ pub enum CaptureError {
 ///
 /// Errors: [`CaptureError::Spawn`] when it cannot start, [`CaptureError::TimedOut`] when it
 /// did not exit in time, [`CaptureError::Wait`] when waiting for it failed.
-pub fn capture(program: &Path, args: &[String], timeout: Duration) -> Result<Output, CaptureError> {
+pub(crate) fn capture(
+    program: &Path,
+    args: &[String],
+    timeout: Duration,
+) -> Result<Output, CaptureError> {
     use std::os::unix::process::CommandExt;
     use std::sync::mpsc;
     let mut cmd = std::process::Command::new(program);

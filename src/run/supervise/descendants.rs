@@ -24,7 +24,7 @@ use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
 /// The environment variable that marks every process of one supervised attempt.
-pub const ATTEMPT_VAR: &str = "RUNNER_ATTEMPT_ID";
+pub(crate) const ATTEMPT_VAR: &str = "RUNNER_ATTEMPT_ID";
 
 /// Rounds of [`end_attempt`]: a process may fork while its relatives are being killed.
 const END_ROUNDS: usize = 50;
@@ -49,7 +49,7 @@ fn children() -> MutexGuard<'static, BTreeSet<i32>> {
 }
 
 /// A fresh marker value for one supervised attempt, unique across runs.
-pub fn new_attempt() -> String {
+pub(crate) fn new_attempt() -> String {
     format!(
         "{}.{}",
         *RUN_ID,
@@ -60,7 +60,7 @@ pub fn new_attempt() -> String {
 /// Make the runner the reaper of its orphaned descendants (`PR_SET_CHILD_SUBREAPER`): a
 /// process that escaped its group and lost its parent stays the runner's descendant, so it
 /// can be found and ended. A kernel that refuses is logged, not fatal: markers still work.
-pub fn become_subreaper() {
+pub(crate) fn become_subreaper() {
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         tracing::warn!("cannot become the reaper of orphaned teammate processes: {e}");
     }
@@ -68,7 +68,7 @@ pub fn become_subreaper() {
 
 /// A spawned group leader, registered until this is dropped (after it was waited for).
 #[derive(Debug)]
-pub struct Registered(i32);
+pub(crate) struct Registered(i32);
 
 impl Drop for Registered {
     fn drop(&mut self) {
@@ -82,7 +82,7 @@ impl Drop for Registered {
 /// adopted, which are all [`reap_zombies`] looks at.
 ///
 /// Errors: whatever `spawn` returned.
-pub fn spawn_registered<T>(
+pub(crate) fn spawn_registered<T>(
     spawn: impl FnOnce() -> std::io::Result<T>,
     pid_of: impl FnOnce(&T) -> Option<u32>,
 ) -> std::io::Result<(T, Option<Registered>)> {
@@ -112,7 +112,7 @@ fn stat(pid: i32) -> Option<Stat> {
 }
 
 /// The process group of process `pid`, when it is alive and readable.
-pub fn process_group(pid: i32) -> Option<i32> {
+pub(crate) fn process_group(pid: i32) -> Option<i32> {
     stat(pid).map(|s| s.pgrp)
 }
 
@@ -128,7 +128,7 @@ fn all_pids() -> Vec<i32> {
 
 /// Live (not zombie) processes other than this one whose environment has an entry for which
 /// `matches` holds.
-pub fn marked(matches: impl Fn(&[u8]) -> bool) -> Vec<i32> {
+pub(crate) fn marked(matches: impl Fn(&[u8]) -> bool) -> Vec<i32> {
     marked_with_env(matches)
         .into_iter()
         .map(|(pid, _)| pid)
@@ -137,7 +137,7 @@ pub fn marked(matches: impl Fn(&[u8]) -> bool) -> Vec<i32> {
 
 /// [`marked`], each with its environment (`KEY=value` entries separated by NUL bytes, as
 /// `/proc/<pid>/environ` holds them).
-pub fn marked_with_env(matches: impl Fn(&[u8]) -> bool) -> Vec<(i32, Vec<u8>)> {
+pub(crate) fn marked_with_env(matches: impl Fn(&[u8]) -> bool) -> Vec<(i32, Vec<u8>)> {
     let me = std::process::id() as i32;
     let mut found = Vec::new();
     for pid in all_pids() {
@@ -158,7 +158,7 @@ pub fn marked_with_env(matches: impl Fn(&[u8]) -> bool) -> Vec<(i32, Vec<u8>)> {
 }
 
 /// The live processes carrying attempt marker `id`, each as `name (pid N)`, for messages.
-pub fn describe_attempt(id: &str) -> Vec<String> {
+pub(crate) fn describe_attempt(id: &str) -> Vec<String> {
     let entry = attempt_entry(id);
     marked(|kv| kv == entry.as_slice())
         .into_iter()
@@ -174,7 +174,7 @@ fn attempt_entry(id: &str) -> Vec<u8> {
 }
 
 /// Send `sig` to every live process carrying attempt marker `id` but `except`, once.
-pub fn signal_attempt(id: &str, sig: Signal, except: Option<i32>) {
+pub(crate) fn signal_attempt(id: &str, sig: Signal, except: Option<i32>) {
     let entry = attempt_entry(id);
     for pid in marked(|kv| kv == entry.as_slice()) {
         if Some(pid) != except {
@@ -203,7 +203,7 @@ fn carries(pid: i32, entry: &[u8]) -> bool {
 /// after round (what they started comes to the runner once they die), and reap them.
 /// Returns how many processes the first round found. Costs a few system calls when nothing
 /// left the group, so it runs after every attempt.
-pub async fn end_attempt(id: &str, pgid: i32) -> usize {
+pub(crate) async fn end_attempt(id: &str, pgid: i32) -> usize {
     let entry = attempt_entry(id);
     let group = Pid::from_raw(pgid);
     for _ in 0..END_ROUNDS {
@@ -255,13 +255,13 @@ pub async fn end_attempt(id: &str, pgid: i32) -> usize {
 }
 
 /// [`end_attempt`] without waiting: one round of SIGKILL, for drop guards.
-pub fn kill_attempt_now(id: &str) {
+pub(crate) fn kill_attempt_now(id: &str) {
     signal_attempt(id, Signal::SIGKILL, None);
 }
 
 /// Send `sig` to every registered group and to every process carrying a marker of this run
 /// (also those that left their group): how job control stops and continues the teammates.
-pub fn signal_run(sig: Signal) {
+pub(crate) fn signal_run(sig: Signal) {
     let groups: Vec<i32> = children().iter().copied().collect();
     for pgid in groups {
         let _ = killpg(Pid::from_raw(pgid), sig);
@@ -274,14 +274,14 @@ pub fn signal_run(sig: Signal) {
 
 /// End everything this run started that is still alive: every registered group and every
 /// process carrying one of its markers. The last line of defence when a run ends early.
-pub fn end_run() {
+pub(crate) fn end_run() {
     signal_run(Signal::SIGKILL);
 }
 
 /// Collect the exit status of every ended process re-parented to the runner (it is their
 /// subreaper), so none stays a zombie. Children the runner spawned itself are left to their
 /// waiters: registered group leaders, and helpers in the runner's own process group.
-pub fn reap_zombies() {
+pub(crate) fn reap_zombies() {
     let me = std::process::id() as i32;
     let my_group = nix::unistd::getpgrp().as_raw();
     let registered = children();

@@ -9,7 +9,7 @@ use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit, setrlimit};
 /// holds 18 with one teammate, 38 with six); its stderr log and the two tail files of logs
 /// over half their cap (7); one more for the short-lived stdin file and exec-status pipe of
 /// a spawn.
-pub const PER_TEAMMATE: u64 = 8;
+pub(crate) const PER_TEAMMATE: u64 = 8;
 
 /// Descriptors kept free for everything else of a run: journal, lock, `team.json`
 /// rewrites, the todo marks, verify and worktree commands, the async runtime, signals.
@@ -18,7 +18,7 @@ const RESERVE: u64 = 32;
 /// Raise the soft open-file limit to the hard one (where the hard one is unlimited, to the
 /// kernel's `fs.nr_open`). Returns the soft limit in force afterwards, `None` when it
 /// cannot be read.
-pub fn raise_soft_limit() -> Option<u64> {
+pub(crate) fn raise_soft_limit() -> Option<u64> {
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
     let target = if hard == RLIM_INFINITY {
         std::fs::read_to_string("/proc/sys/fs/nr_open")
@@ -45,7 +45,7 @@ fn in_use() -> u64 {
 /// How many teammates may run at once with `jobs` asked for: at most what the soft
 /// open-file limit leaves room for (never below one). When that is fewer, one warning says
 /// so (as GNU parallel does).
-pub fn cap_jobs(jobs: usize) -> usize {
+pub(crate) fn cap_jobs(jobs: usize) -> usize {
     let Ok((soft, _)) = getrlimit(Resource::RLIMIT_NOFILE) else {
         return jobs;
     };
@@ -69,7 +69,7 @@ pub fn cap_jobs(jobs: usize) -> usize {
 
 /// Whether `e` means the system is out of descriptors or processes for now (EMFILE,
 /// ENFILE, EAGAIN): a start that fails so is retried once something ends.
-pub fn exhausted(e: &std::io::Error) -> bool {
+pub(crate) fn exhausted(e: &std::io::Error) -> bool {
     use nix::errno::Errno;
     matches!(
         e.raw_os_error().map(Errno::from_raw),

@@ -11,7 +11,7 @@ use super::live_watch::LineWatch;
 use super::process::ActivitySink;
 
 /// Longest activity line passed on, characters.
-pub const ACTIVITY_MAX_CHARS: usize = 160;
+pub(super) const ACTIVITY_MAX_CHARS: usize = 160;
 /// Least time between two activity lines of one stream.
 const ACTIVITY_EVERY: Duration = Duration::from_millis(250);
 

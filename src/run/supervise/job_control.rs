@@ -31,13 +31,13 @@ static CLOCK: Mutex<Clock> = Mutex::new(Clock {
 });
 
 /// How often the stop watcher wakes.
-pub const WATCH_EVERY: Duration = Duration::from_millis(100);
+pub(crate) const WATCH_EVERY: Duration = Duration::from_millis(100);
 /// A wake-up later than [`WATCH_EVERY`] by more than this is a stop, not a busy machine.
 const STOP_GAP: Duration = Duration::from_millis(500);
 
 /// Start the thread that notices stops nobody asked for (once per process; later calls do
 /// nothing).
-pub fn watch_stops() {
+pub(crate) fn watch_stops() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
         account_stops();
@@ -57,7 +57,7 @@ pub fn watch_stops() {
 
 /// Count, now, a stop that happened since the watcher last looked (the watcher may not
 /// have woken yet after a SIGCONT: a deadline calls this before it fires).
-pub fn account_stops() {
+pub(crate) fn account_stops() {
     let now = Instant::now();
     with_clock(|c| {
         if let Some(looked) = c.looked {
@@ -81,13 +81,13 @@ fn with_clock<T>(f: impl FnOnce(&mut Clock) -> T) -> T {
 /// How long this process has been stopped so far — by job control (the suspension under way
 /// included) or by anyone else ([`watch_stops`]). A time limit is due at its start + limit +
 /// the growth of this value.
-pub fn stopped_total() -> Duration {
+pub(crate) fn stopped_total() -> Duration {
     with_clock(|c| c.total + c.since.map_or(Duration::ZERO, |s| s.elapsed()))
 }
 
 /// Stop every teammate, then this process; when it is continued (`fg`, `bg`, SIGCONT),
 /// continue every teammate. Returns once they run again.
-pub fn suspend() {
+pub(crate) fn suspend() {
     with_clock(|c| c.since = Some(Instant::now()));
     descendants::signal_run(Signal::SIGSTOP);
     // SIGSTOP cannot be caught: this returns when the process is continued.
@@ -105,7 +105,7 @@ pub fn suspend() {
 }
 
 /// Where suspend requests come from: SIGTSTP (Ctrl-Z), or nowhere.
-pub struct Suspends {
+pub(crate) struct Suspends {
     tstp: Option<tokio::signal::unix::Signal>,
 }
 
@@ -113,19 +113,20 @@ impl Suspends {
     /// Listen for SIGTSTP.
     ///
     /// Errors: [`Error::Environment`] when the handler cannot be installed.
-    pub fn signals() -> Result<Suspends> {
+    pub(crate) fn signals() -> Result<Suspends> {
         let tstp = signal(SignalKind::from_raw(Signal::SIGTSTP as i32))
             .map_err(|e| Error::Environment(format!("cannot listen for Ctrl-Z: {e}")))?;
         Ok(Suspends { tstp: Some(tstp) })
     }
 
     /// No suspend requests (in-process tests).
-    pub fn none() -> Suspends {
+    #[cfg(test)]
+    pub(crate) fn none() -> Suspends {
         Suspends { tstp: None }
     }
 
     /// The next suspend request; pending forever without a source.
-    pub async fn next(&mut self) {
+    pub(crate) async fn next(&mut self) {
         match &mut self.tstp {
             Some(s) => {
                 if s.recv().await.is_none() {

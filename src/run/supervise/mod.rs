@@ -23,14 +23,14 @@
 //! The tests of [`process`] start real `sh` children; keep them quick and leave nothing
 //! running (`capture`'s tests check it with `/proc`).
 
-pub mod capped_log;
-pub mod capture;
-pub mod descendants;
-pub mod descriptors;
+pub(crate) mod capped_log;
+pub(crate) mod capture;
+pub(crate) mod descendants;
+pub(crate) mod descriptors;
 mod drain;
-pub mod job_control;
+pub(crate) mod job_control;
 mod live_watch;
-pub mod orphans;
-pub mod process;
-pub mod progress;
-pub mod stdin;
+pub(crate) mod orphans;
+pub(crate) mod process;
+pub(crate) mod progress;
+pub(crate) mod stdin;

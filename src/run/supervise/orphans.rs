@@ -17,7 +17,7 @@ use crate::run::supervise::descendants;
 
 /// Live processes whose environment has `RUNNER_WORKSPACE=<workspace>`: those of group
 /// `pgid` first, then the others (those that left their group).
-pub fn find(pgid: u32, workspace: &Path) -> (Vec<u32>, Vec<u32>) {
+pub(crate) fn find(pgid: u32, workspace: &Path) -> (Vec<u32>, Vec<u32>) {
     let mut marker = b"RUNNER_WORKSPACE=".to_vec();
     marker.extend_from_slice(workspace.as_os_str().as_bytes());
     descendants::marked(|kv| kv == marker.as_slice())
@@ -32,7 +32,7 @@ pub fn find(pgid: u32, workspace: &Path) -> (Vec<u32>, Vec<u32>) {
 /// Returns the attempts they belonged to, as `(item id, attempt number)` from their
 /// `RUNNER_ITEM_ID` and `RUNNER_ATTEMPT`: those attempts did start, so their numbers are
 /// not used again (the journal may not know them).
-pub fn reap_workspace(workspace: &Path) -> Vec<(String, u32)> {
+pub(crate) fn reap_workspace(workspace: &Path) -> Vec<(String, u32)> {
     let mut marker = b"RUNNER_WORKSPACE=".to_vec();
     marker.extend_from_slice(workspace.as_os_str().as_bytes());
     let found = descendants::marked_with_env(|kv| kv == marker.as_slice());
@@ -62,7 +62,7 @@ pub fn reap_workspace(workspace: &Path) -> Vec<(String, u32)> {
 /// End the orphaned group `pgid` if it still holds processes of this workspace, and every
 /// other process of this workspace (those that left a group). Returns how many processes
 /// were found.
-pub fn reap(pgid: u32, workspace: &Path) -> usize {
+pub(crate) fn reap(pgid: u32, workspace: &Path) -> usize {
     let (in_group, escaped) = find(pgid, workspace);
     // Group 0 is an attempt that started no process (the HTTP backend); `killpg(0)` would
     // be the runner's own group.

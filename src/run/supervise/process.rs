@@ -28,7 +28,7 @@ use crate::report::ProcessEnd;
 
 /// What the dispatcher asks running attempts to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Cancel {
+pub(crate) enum Cancel {
     /// Keep running.
     None,
     /// Interrupted: SIGTERM, grace period, SIGKILL.
@@ -40,7 +40,7 @@ pub enum Cancel {
 /// Resolves once the run is interrupted (at once when it already is); pending forever when
 /// the dispatcher is gone without interrupting. For units and backends waiting on something
 /// else (the gate, a request).
-pub async fn interrupted(cancel: &mut tokio::sync::watch::Receiver<Cancel>) {
+pub(crate) async fn interrupted(cancel: &mut tokio::sync::watch::Receiver<Cancel>) {
     loop {
         if *cancel.borrow_and_update() != Cancel::None {
             return;
@@ -54,7 +54,7 @@ pub async fn interrupted(cancel: &mut tokio::sync::watch::Receiver<Cancel>) {
 /// Receives the last line a child printed (throttled, control characters removed, at most
 /// `ACTIVITY_MAX_CHARS` (`drain`) characters), for progress displays.
 #[derive(Clone)]
-pub struct ActivitySink(pub std::sync::Arc<dyn Fn(String) + Send + Sync>);
+pub(crate) struct ActivitySink(pub std::sync::Arc<dyn Fn(String) + Send + Sync>);
 
 impl std::fmt::Debug for ActivitySink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -64,7 +64,7 @@ impl std::fmt::Debug for ActivitySink {
 
 /// Everything needed to start one attempt.
 #[derive(Debug, Clone)]
-pub struct Spawn {
+pub(crate) struct Spawn {
     /// Program (PATH lookup or path).
     pub program: String,
     /// Arguments.
@@ -108,11 +108,11 @@ pub struct Spawn {
 }
 
 /// How long a keeper told to kill its tree may take before its group is sent SIGKILL.
-pub const KEEPER_KILL_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const KEEPER_KILL_WAIT: Duration = Duration::from_secs(2);
 
 /// How an attempt's process ended.
 #[derive(Debug, Clone)]
-pub struct Exit {
+pub(crate) struct Exit {
     /// The verdict input: exited, signalled, timed out, cancelled, not started.
     pub end: ProcessEnd,
     /// The exit code, when it exited (also after a SIGTERM it handled).
@@ -135,7 +135,7 @@ pub struct Exit {
 impl Exit {
     /// Of `spec`'s two logs, the one that explains this run: the stdout log, unless the child
     /// wrote nothing there and something to stderr.
-    pub fn telling_log(&self, spec: &Spawn) -> PathBuf {
+    pub(crate) fn telling_log(&self, spec: &Spawn) -> PathBuf {
         if self.stdout_bytes == 0 && self.stderr_bytes > 0 {
             spec.stderr_log.clone()
         } else {
@@ -257,7 +257,7 @@ const START_RETRY_MAX: Duration = Duration::from_secs(1);
 /// time limit does not count time the runner spent stopped by job control. When the leader
 /// has exited and the group is killed, every process carrying the attempt's marker is ended
 /// too ([`descendants::end_attempt`]).
-pub async fn run(
+pub(crate) async fn run(
     spec: &Spawn,
     mut cancel: watch::Receiver<Cancel>,
     on_start: impl FnOnce(u32),

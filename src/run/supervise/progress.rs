@@ -17,10 +17,10 @@ use crate::progress::{MAX_FILE_BYTES, MAX_LINE_BYTES, Progress};
 use crate::run::events::Event;
 
 /// How often the file is looked at while the attempt runs.
-pub const POLL_EVERY: Duration = Duration::from_millis(500);
+pub(crate) const POLL_EVERY: Duration = Duration::from_millis(500);
 
 /// Whom the lines are of.
-pub struct Teammate {
+pub(crate) struct Teammate {
     /// Item id.
     pub id: String,
     /// Teammate name.
@@ -36,14 +36,14 @@ pub struct Teammate {
 const NOTES_KEPT: usize = 20;
 
 /// A watch over one attempt's progress file; [`Watch::finish`] ends it.
-pub struct Watch {
+pub(crate) struct Watch {
     stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
 }
 
 /// Start watching `path` for `who`, sending events on `tx`. Lines already in the file (an
 /// earlier attempt's, journaled then) are not read again.
-pub fn watch(path: PathBuf, who: Teammate, tx: mpsc::UnboundedSender<Event>) -> Watch {
+pub(crate) fn watch(path: PathBuf, who: Teammate, tx: mpsc::UnboundedSender<Event>) -> Watch {
     let (stop, mut stopped) = oneshot::channel();
     let mut reader = Reader::new(path, who, tx);
     let task = tokio::spawn(async move {
@@ -62,7 +62,7 @@ pub fn watch(path: PathBuf, who: Teammate, tx: mpsc::UnboundedSender<Event>) -> 
 
 impl Watch {
     /// Read what is left and stop.
-    pub async fn finish(self) {
+    pub(crate) async fn finish(self) {
         let _ = self.stop.send(());
         let _ = self.task.await;
     }

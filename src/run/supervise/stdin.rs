@@ -1,18 +1,19 @@
 //! What an attempt's process reads on its stdin ([`Stdin`]): nothing, a file, or the prompt
 //! held in memory as a sealed in-memory file — never a pipe the runner has to feed.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 
 /// What a child reads on its stdin.
 #[derive(Debug, Clone, Default)]
-pub enum Stdin {
+pub(crate) enum Stdin {
     /// `/dev/null`.
     #[default]
     Null,
     /// A file, opened read-only (like `cmd < file`): the child reads it at its own pace and
-    /// never waits on the runner to feed a pipe.
-    File(PathBuf),
+    /// never waits on the runner to feed a pipe (the supervisor's tests; a run hands prompts
+    /// over as `Text`).
+    #[cfg(test)]
+    File(std::path::PathBuf),
     /// This text, in a sealed in-memory file (`memfd_create`, then `F_SEAL_WRITE`): to the
     /// child it is a read-only file like the one above, at its own pace; nothing is written
     /// to disk and nothing in a teammate's reach can change it (DESIGN §6b: the runner's
@@ -52,6 +53,7 @@ impl Stdin {
     pub(super) fn open(&self) -> Result<Stdio, (String, std::io::Error)> {
         Ok(match self {
             Stdin::Null => Stdio::null(),
+            #[cfg(test)]
             Stdin::File(path) => Stdio::from(
                 std::fs::File::open(path)
                     .map_err(|e| (format!("cannot open {}", path.display()), e))?,

@@ -18,7 +18,7 @@ impl TodoDocument {
     /// # Errors
     ///
     /// [`EditError::UnknownItem`] if no item has this number.
-    pub fn set_mark(&mut self, number: u32, mark: Mark) -> Result<(), EditError> {
+    pub(crate) fn set_mark(&mut self, number: u32, mark: Mark) -> Result<(), EditError> {
         let index = self.index_of(number)?;
         if self.items.get(index).is_some_and(|item| item.mark == mark) {
             return Ok(());
@@ -48,7 +48,7 @@ impl TodoDocument {
     /// # Errors
     ///
     /// [`EditError::UnknownItem`] if no item has this number.
-    pub fn set_note(&mut self, number: u32, note: Option<&str>) -> Result<(), EditError> {
+    pub(crate) fn set_note(&mut self, number: u32, note: Option<&str>) -> Result<(), EditError> {
         let span = self.span(number)?.clone();
         let body = note.map(|text| {
             let text = single_line(text);
@@ -109,7 +109,7 @@ impl TodoDocument {
     /// # Errors
     ///
     /// [`EditError::UnknownItem`] for the first number that names no item.
-    pub fn remove_items(&self, numbers: &[u32]) -> Result<(String, Vec<String>), EditError> {
+    pub(crate) fn remove_items(&self, numbers: &[u32]) -> Result<(String, Vec<String>), EditError> {
         let mut selected = vec![false; self.items.len()];
         for &number in numbers {
             let index = self.index_of(number)?;
@@ -148,7 +148,7 @@ impl TodoDocument {
     /// `:` or `：`, decoration like `**`, `>` or `-` allowed). Only the first word after the
     /// colon is replaced (or the date is added if there is none). Returns whether such a
     /// line was found; without one the document is unchanged.
-    pub fn set_last_updated(&mut self, date: &str) -> bool {
+    pub(crate) fn set_last_updated(&mut self, date: &str) -> bool {
         let date = single_line(date);
         let start = self.frontmatter_close.map_or(0, |close| close + 1);
         let found = (start..self.lines.len())
@@ -190,7 +190,7 @@ impl TodoDocument {
     /// new lines would not read back as exactly one more item with this continuation (the
     /// section ends in an unclosed code fence, or an indented heading follows). On error the
     /// document is unchanged.
-    pub fn append_item(
+    pub(crate) fn append_item(
         &mut self,
         section: Section,
         text: &str,
@@ -343,7 +343,7 @@ fn skip_while(text: &str, from: usize, pattern: impl Fn(char) -> bool) -> usize 
 
 #[cfg(test)]
 mod tests {
-    use super::super::inbox_template;
+    use super::super::new_files::inbox_template;
     use super::super::test_support::{SEED_INBOX, item, parse};
     use super::*;
 

@@ -14,7 +14,7 @@ use std::fmt;
 
 /// The value of an `@fragment:` token.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct FragmentMark {
+pub(crate) struct FragmentMark {
     /// The fragment's name (its file `<store>/fragments/NAME.toml`).
     pub name: String,
     /// Which application of the fragment (1, 2, …: one more than the latest in the store).
@@ -28,7 +28,7 @@ pub struct FragmentMark {
 /// Whether `word` is a fragment name: ASCII letters, digits, `_`, `-` and `.`, not starting
 /// with `.` or `-` (so it is a plain file name and a token word).
 #[must_use]
-pub fn is_fragment_name(word: &str) -> bool {
+pub(crate) fn is_fragment_name(word: &str) -> bool {
     !word.starts_with(['.', '-'])
         && !word.is_empty()
         && word
@@ -38,7 +38,7 @@ pub fn is_fragment_name(word: &str) -> bool {
 
 /// Whether `word` is a step key: ASCII letters, digits, `_` and `-`.
 #[must_use]
-pub fn is_step_key(word: &str) -> bool {
+pub(crate) fn is_step_key(word: &str) -> bool {
     !word.is_empty()
         && word
             .bytes()
@@ -51,7 +51,7 @@ impl FragmentMark {
     /// # Errors
     ///
     /// What is wrong with it, as a sentence naming the expected form.
-    pub fn parse(value: &str) -> Result<FragmentMark, String> {
+    pub(crate) fn parse(value: &str) -> Result<FragmentMark, String> {
         let bad = || {
             format!(
                 "invalid @fragment value `{value}`: expected NAME#ROUND/STEP, like \
@@ -89,7 +89,7 @@ impl FragmentMark {
 
     /// `NAME#ROUND/STEP`, without the prerequisites: how messages name the item's step.
     #[must_use]
-    pub fn short(&self) -> String {
+    pub(crate) fn short(&self) -> String {
         format!("{}#{}/{}", self.name, self.round, self.step)
     }
 }

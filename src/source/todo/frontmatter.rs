@@ -57,7 +57,8 @@ fn is_frontmatter_delimiter(text: &str) -> bool {
 impl TodoDocument {
     /// Whether the document starts with a closed `---` ... `---` frontmatter.
     #[must_use]
-    pub fn has_frontmatter(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn has_frontmatter(&self) -> bool {
         self.frontmatter_close.is_some()
     }
 
@@ -66,7 +67,7 @@ impl TodoDocument {
     /// dropped. `Some("")` for `key:` without a value; `None` if there is no frontmatter or
     /// no such key. Keys match exactly (case-sensitive); the first matching line wins.
     #[must_use]
-    pub fn frontmatter_value(&self, key: &str) -> Option<String> {
+    pub(crate) fn frontmatter_value(&self, key: &str) -> Option<String> {
         self.frontmatter_entry(key).map(|entry| entry.value)
     }
 
@@ -75,7 +76,7 @@ impl TodoDocument {
     /// `key: value` is inserted before the closing `---`. Values that YAML would misread
     /// unquoted are written double-quoted. Returns `false`, changing nothing, if the
     /// document has no frontmatter; `true` otherwise.
-    pub fn set_frontmatter_value(&mut self, key: &str, value: &str) -> bool {
+    pub(crate) fn set_frontmatter_value(&mut self, key: &str, value: &str) -> bool {
         let Some(close) = self.frontmatter_close else {
             return false;
         };

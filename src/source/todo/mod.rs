@@ -79,10 +79,10 @@ mod transform;
 
 use std::fmt;
 
-pub use fragment_mark::{FragmentMark, is_fragment_name, is_step_key};
-pub use new_files::{INBOX_TEMPLATE, batch_document, inbox_from, inbox_template};
-pub use tokens::{BatchRef, escape_text, escape_title};
-pub use transform::{MovedPrerequisite, Remainder};
+pub(crate) use fragment_mark::{FragmentMark, is_fragment_name, is_step_key};
+pub(crate) use new_files::{INBOX_TEMPLATE, batch_document, inbox_from};
+pub(crate) use tokens::{BatchRef, escape_text, escape_title};
+pub(crate) use transform::MovedPrerequisite;
 
 use frontmatter::find_frontmatter;
 use lines::{BOM, Ending, Line, render_lines, split_lines};
@@ -99,7 +99,7 @@ const IDEA_WORDS: [&str; 3] = ["idea", "想法", "灵感"];
 
 /// The state of an item's checkbox: `[ ]`, `[x]` / `[X]`, or `[~]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Mark {
+pub(crate) enum Mark {
     /// `[ ]`: not started.
     Open,
     /// `[x]` or `[X]`: done.
@@ -111,7 +111,7 @@ pub enum Mark {
 impl Mark {
     /// The character this mark writes between the brackets: `' '`, `'x'` or `'~'`.
     #[must_use]
-    pub fn as_char(self) -> char {
+    pub(crate) fn as_char(self) -> char {
         match self {
             Mark::Open => ' ',
             Mark::Done => 'x',
@@ -122,7 +122,7 @@ impl Mark {
     /// Reads a checkbox character: `' '` is [`Mark::Open`], `'x'` and `'X'` are
     /// [`Mark::Done`], `'~'` is [`Mark::InProgress`]; any other character is `None`.
     #[must_use]
-    pub fn from_char(c: char) -> Option<Self> {
+    pub(crate) fn from_char(c: char) -> Option<Self> {
         match c {
             ' ' => Some(Mark::Open),
             'x' | 'X' => Some(Mark::Done),
@@ -134,7 +134,7 @@ impl Mark {
 
 /// The kind of section an item sits in, from the words of the heading above it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Section {
+pub(crate) enum Section {
     /// Under a heading naming todos (`## 📋 Todo`, `## 待办`, `## Tasks 任务`, ...).
     Todo,
     /// Under a heading naming ideas (`## 💡 Ideas`, `## 想法`, `## 灵感`, ...).
@@ -149,7 +149,7 @@ impl Section {
     /// [`Section::Todo`]; otherwise containing `idea`, `想法` or `灵感` gives
     /// [`Section::Ideas`]; anything else is [`Section::Other`].
     #[must_use]
-    pub fn classify(heading: &str) -> Self {
+    pub(crate) fn classify(heading: &str) -> Self {
         let lower = heading.to_lowercase();
         if TODO_WORDS.iter().any(|word| lower.contains(word)) {
             Section::Todo
@@ -167,7 +167,7 @@ impl Section {
 /// numbers, an `@after` naming its own item or an item that does not exist, an unclosed
 /// code fence.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// 1-based line number the problem is about.
     pub line: usize,
     /// What is wrong, as a sentence for a person.
@@ -182,7 +182,7 @@ impl fmt::Display for Problem {
 
 /// Why an edit of a [`TodoDocument`] could not be made. A failed edit changes nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EditError {
+pub(crate) enum EditError {
     /// No item has this number (items are numbered 1..=`items().len()`).
     UnknownItem(u32),
     /// [`TodoDocument::append_item`] was asked for [`Section::Other`], which has no heading
@@ -251,7 +251,7 @@ impl std::error::Error for EditError {}
 
 /// One task-list item of a document, with what the parser read from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TodoItem {
+pub(crate) struct TodoItem {
     /// 1-based position among all items of the file, in file order (nested items included).
     pub number: u32,
     /// 1-based line number of the item line (`- [ ] ...`).
@@ -295,7 +295,7 @@ pub struct TodoItem {
 /// edit is made. Edits (`set_*`, [`TodoDocument::append_item`]) change only the bytes they
 /// must, then re-read the document, so [`TodoDocument::items`] is always up to date.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TodoDocument {
+pub(crate) struct TodoDocument {
     bom: bool,
     lines: Vec<Line>,
     /// Index of the closing `---` of the frontmatter, which spans lines `0..=close`.
@@ -313,7 +313,7 @@ impl TodoDocument {
     /// Parses the text of a `todo.md` or `todo-N.md`. Never fails and never panics: anything
     /// odd is reported by [`TodoDocument::problems`]. An empty text is an empty document.
     #[must_use]
-    pub fn parse(text: &str) -> Self {
+    pub(crate) fn parse(text: &str) -> Self {
         let (bom, body) = match text.strip_prefix(BOM) {
             Some(rest) => (true, rest),
             None => (false, text),
@@ -349,19 +349,19 @@ impl TodoDocument {
 
     /// The exact text of the document: the parsed bytes, plus any edits made since.
     #[must_use]
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         render_lines(self.bom, &self.lines)
     }
 
     /// All items in file order; `items()[k]` has number `k + 1`.
     #[must_use]
-    pub fn items(&self) -> &[TodoItem] {
+    pub(crate) fn items(&self) -> &[TodoItem] {
         &self.items
     }
 
     /// The item with this 1-based number, or `None` if there is none.
     #[must_use]
-    pub fn item(&self, number: u32) -> Option<&TodoItem> {
+    pub(crate) fn item(&self, number: u32) -> Option<&TodoItem> {
         self.index_of(number)
             .ok()
             .and_then(|index| self.items.get(index))
@@ -369,13 +369,14 @@ impl TodoDocument {
 
     /// Everything odd found while parsing, ordered by line.
     #[must_use]
-    pub fn problems(&self) -> &[Problem] {
+    pub(crate) fn problems(&self) -> &[Problem] {
         &self.problems
     }
 
     /// Whether the text started with a UTF-8 byte order mark (it is kept when rendering).
     #[must_use]
-    pub fn has_bom(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn has_bom(&self) -> bool {
         self.bom
     }
 
@@ -383,7 +384,7 @@ impl TodoDocument {
     /// (`"\n"` or `"\r\n"`), or `"\n"` for a document without any line ending.
     /// Lines the editor inserts use it.
     #[must_use]
-    pub fn newline(&self) -> &'static str {
+    pub(crate) fn newline(&self) -> &'static str {
         self.newline_ending().as_str()
     }
 
@@ -399,7 +400,7 @@ impl TodoDocument {
     /// items with theirs (what [`TodoDocument::remove_items`] would remove), or `None` if no
     /// item has this number.
     #[must_use]
-    pub fn block(&self, number: u32) -> Option<String> {
+    pub(crate) fn block(&self, number: u32) -> Option<String> {
         let span = self.span(number).ok()?;
         let lines = self.lines.get(span.line..=span.block_end)?;
         Some(render_lines(false, lines))

@@ -28,7 +28,7 @@ use super::{IDEAS_HEADING, TODO_HEADING};
 ///
 /// [`TodoDocument::remove_items`]: super::TodoDocument::remove_items
 #[must_use]
-pub fn batch_document(
+pub(crate) fn batch_document(
     source: &str,
     created: &str,
     todo_blocks: &[String],
@@ -69,13 +69,13 @@ fn push_blocks(out: &mut String, blocks: &[String], nl: &str) {
 
 /// The inbox template compiled into the binary (`templates/todo.md`); `{{ date }}` stands for
 /// the last-updated date.
-pub const INBOX_TEMPLATE: &str = include_str!("../../../templates/todo.md");
+pub(crate) const INBOX_TEMPLATE: &str = include_str!("../../../templates/todo.md");
 
 /// A new inbox `todo.md` from `template` (normally [`INBOX_TEMPLATE`], or a store's own
 /// `templates/todo.md`) with `{{ date }}` replaced by `date`. Line breaks in `date` become
 /// spaces.
 #[must_use]
-pub fn inbox_from(template: &str, date: &str) -> String {
+pub(crate) fn inbox_from(template: &str, date: &str) -> String {
     template.replace("{{ date }}", &single_line(date))
 }
 
@@ -91,7 +91,8 @@ pub fn inbox_from(template: &str, date: &str) -> String {
 /// ## 💡 Ideas
 /// ```
 #[must_use]
-pub fn inbox_template(date: &str) -> String {
+#[cfg(test)]
+pub(crate) fn inbox_template(date: &str) -> String {
     inbox_from(INBOX_TEMPLATE, date)
 }
 

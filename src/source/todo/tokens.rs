@@ -28,7 +28,7 @@ const FRAGMENT_PREFIX: &str = "@fragment:";
 /// `@after:todo-<batch>#<item>`. `runner resolve` writes it on an inbox item whose
 /// prerequisite moved to that batch, and hands the item out only once it is ticked there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BatchRef {
+pub(crate) struct BatchRef {
     /// N of `todo-N.md`.
     pub batch: u32,
     /// The item's number in that file.
@@ -121,7 +121,7 @@ pub(super) fn tokens(text: &str) -> impl Iterator<Item = (Range<usize>, Token<'_
 /// backslash in front. `@after:` words are left alone: they are how a new item names its
 /// prerequisites.
 #[must_use]
-pub fn escape_title(text: &str) -> String {
+pub(crate) fn escape_title(text: &str) -> String {
     escape_words(text, &[CONTEXT_PREFIX, FRAGMENT_PREFIX])
 }
 
@@ -129,7 +129,7 @@ pub fn escape_title(text: &str) -> String {
 /// token-like word (`@context:`, `@after:`, `@fragment:`) gets one more backslash in front.
 /// For titles the runner renders (a fragment step's subject), whose links it writes itself.
 #[must_use]
-pub fn escape_text(text: &str) -> String {
+pub(crate) fn escape_text(text: &str) -> String {
     escape_words(text, &TOKEN_PREFIXES)
 }
 

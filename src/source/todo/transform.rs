@@ -10,7 +10,7 @@ use super::{EditError, Mark, Problem, Section, TodoDocument, batch_document};
 /// A prerequisite of an item left in the inbox that moved to the batch: the item's
 /// `@after:` now names it in the batch (`@after:todo-N#K`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MovedPrerequisite {
+pub(crate) struct MovedPrerequisite {
     /// The item that stays, by its number in the inbox before the move.
     pub item: u32,
     /// The item it waited for (`@after`), by its number in the inbox before the move.
@@ -21,7 +21,7 @@ pub struct MovedPrerequisite {
 
 /// What is left of an inbox when items move to a batch ([`TodoDocument::remove_extracted`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Remainder {
+pub(crate) struct Remainder {
     /// The inbox text without the moved blocks, every other byte kept, except that the
     /// `@after:` tokens of the items left are renumbered to their new positions, and those
     /// naming a moved item name it in the batch.
@@ -44,7 +44,7 @@ impl TodoDocument {
     /// The items `resolve` may hand out: open or in-progress top-level items of the Todo and
     /// Ideas sections whose blocks read without a problem ([`TodoDocument::block_problems`]),
     /// by number.
-    pub fn resolvable(&self) -> Vec<u32> {
+    pub(crate) fn resolvable(&self) -> Vec<u32> {
         self.items()
             .iter()
             .filter(|i| {
@@ -60,7 +60,7 @@ impl TodoDocument {
     /// What `resolve --yes` hands out without `--select`: the open (`[ ]`) top-level Todo
     /// items of [`TodoDocument::resolvable`] whose prerequisites are done, handed out with
     /// them, or (for batch items) in `finished` — by number.
-    pub fn open_todo_items(&self, finished: &HashSet<BatchRef>) -> Vec<u32> {
+    pub(crate) fn open_todo_items(&self, finished: &HashSet<BatchRef>) -> Vec<u32> {
         let mut picked: Vec<u32> = self
             .resolvable()
             .into_iter()
@@ -91,7 +91,7 @@ impl TodoDocument {
 
     /// The problems on the line of item `number` or of an item nested in it (a bad
     /// `@after:` or `@context:` token): such a block cannot be handed out, other items can.
-    pub fn block_problems(&self, number: u32) -> Vec<&Problem> {
+    pub(crate) fn block_problems(&self, number: u32) -> Vec<&Problem> {
         let lines: HashSet<usize> = self
             .subtree(number)
             .iter()
@@ -106,7 +106,7 @@ impl TodoDocument {
 
     /// The problems that are on no item's line (a frontmatter or code fence never closed):
     /// they put the reading of the whole file in doubt.
-    pub fn file_problems(&self) -> Vec<&Problem> {
+    pub(crate) fn file_problems(&self) -> Vec<&Problem> {
         let lines: HashSet<usize> = self.items().iter().map(|i| i.line).collect();
         self.problems()
             .iter()
@@ -117,7 +117,7 @@ impl TodoDocument {
     /// The numbers, in `other` (the same file read again), of the top-level items
     /// `numbers` of this document, matched by their whole block text (the k-th identical
     /// block matches the k-th); `None` if one is gone or changed.
-    pub fn same_items_in(&self, other: &TodoDocument, numbers: &[u32]) -> Option<Vec<u32>> {
+    pub(crate) fn same_items_in(&self, other: &TodoDocument, numbers: &[u32]) -> Option<Vec<u32>> {
         let tops = |d: &TodoDocument| -> Vec<(u32, String)> {
             d.items()
                 .iter()
@@ -157,7 +157,7 @@ impl TodoDocument {
     /// [`EditError::UnselectedPrerequisite`] if a moving item waits for an item that is
     /// neither moving nor done; [`EditError::UnfinishedPrerequisite`] if it waits for a
     /// batch item not in `finished`.
-    pub fn extract_batch(
+    pub(crate) fn extract_batch(
         &self,
         selected: &[u32],
         created: &str,
@@ -208,7 +208,11 @@ impl TodoDocument {
     /// # Errors
     ///
     /// [`EditError::UnknownItem`] for the first number that names no item.
-    pub fn remove_extracted(&self, selected: &[u32], batch: u32) -> Result<Remainder, EditError> {
+    pub(crate) fn remove_extracted(
+        &self,
+        selected: &[u32],
+        batch: u32,
+    ) -> Result<Remainder, EditError> {
         let (rest, _) = self.remove_items(selected)?;
         let x = self.extraction(selected);
         let staying = || {
@@ -252,7 +256,7 @@ impl TodoDocument {
 
     /// The numbers of the items that move into a batch with `selected` (each with the items
     /// nested in it), in the order the batch numbers them 1, 2, ….
-    pub fn moving(&self, selected: &[u32]) -> Vec<u32> {
+    pub(crate) fn moving(&self, selected: &[u32]) -> Vec<u32> {
         self.extraction(selected).order
     }
 

@@ -14,7 +14,7 @@ use crate::failure::FailureKind;
 use crate::report::{ProcessEnd, one_line};
 
 /// What came back: the status, the headers worth logging and the body.
-pub struct Answer {
+pub(super) struct Answer {
     /// The HTTP status.
     pub status: reqwest::StatusCode,
     /// The response headers (the rate-limit ones give the wait).
@@ -127,7 +127,11 @@ fn judge_text(agent: AgentResult, problem: Option<String>) -> (ProcessEnd, Agent
 }
 
 /// An attempt that ended with `kind`, `reason` and, for a refusal that names one, the wait.
-pub fn failed(kind: FailureKind, reason: String, retry_after: Option<Duration>) -> ProcessEnd {
+pub(super) fn failed(
+    kind: FailureKind,
+    reason: String,
+    retry_after: Option<Duration>,
+) -> ProcessEnd {
     ProcessEnd::Failed {
         kind,
         reason,
@@ -137,7 +141,7 @@ pub fn failed(kind: FailureKind, reason: String, retry_after: Option<Duration>) 
 
 /// The API's own words in an error body: OpenAI's `/error/message`, else a top-level
 /// `message` or `detail` (vLLM, FastAPI servers), else `error` as a string (Ollama).
-pub fn api_message(v: &Value) -> Option<String> {
+pub(super) fn api_message(v: &Value) -> Option<String> {
     ["/error/message", "/message", "/detail", "/error"]
         .iter()
         .find_map(|p| v.pointer(p).and_then(Value::as_str))

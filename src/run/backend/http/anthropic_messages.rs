@@ -41,7 +41,7 @@ const VARS: &[&str] = &[
 ];
 
 /// The Messages API, with the run's `--var max_tokens`.
-pub struct AnthropicMessages {
+pub(super) struct AnthropicMessages {
     /// `max_tokens` of every request.
     max_tokens: u64,
 }
@@ -50,7 +50,10 @@ impl AnthropicMessages {
     /// The wire format with `--var max_tokens` read (default [`DEFAULT_MAX_TOKENS`]).
     ///
     /// Errors: a `max_tokens` that is not a whole number > 0 (exit 2, through `usage`).
-    pub fn new(vars: &BTreeMap<String, String>, usage: &Usage<'_>) -> Result<AnthropicMessages> {
+    pub(super) fn new(
+        vars: &BTreeMap<String, String>,
+        usage: &Usage<'_>,
+    ) -> Result<AnthropicMessages> {
         Ok(AnthropicMessages {
             max_tokens: positive_var(vars, "max_tokens", DEFAULT_MAX_TOKENS, usage)?,
         })
@@ -149,17 +152,17 @@ impl WireFormat for AnthropicMessages {
 }
 
 /// The `anthropic-version` header every request carries (the API's only stable version).
-pub const VERSION: &str = "2023-06-01";
+pub(super) const VERSION: &str = "2023-06-01";
 
 /// The default `max_tokens` (`--var max_tokens=N`): enough for a report with a large
 /// `output`.
-pub const DEFAULT_MAX_TOKENS: u64 = 4096;
+pub(super) const DEFAULT_MAX_TOKENS: u64 = 4096;
 
 /// The name of the tool the report is given through.
-pub const REPORT_TOOL: &str = "report";
+pub(super) const REPORT_TOOL: &str = "report";
 
 /// The system prompt: what the answer must be (the tool call).
-pub const SYSTEM: &str = "You are a teammate in a batch run. You have no tools but `report` \
+pub(super) const SYSTEM: &str = "You are a teammate in a batch run. You have no tools but `report` \
 and cannot read or write files: work with what the user message gives you. Give your report \
 by calling the tool `report` exactly once: status \"completed\" only if the item is fully \
 done; \"blocked\" if you cannot go on without a person (say why in `blocker`); \"failed\" \
@@ -167,13 +170,13 @@ otherwise; `summary` one line on what you found or did; `output` the structured 
 
 /// Anthropic's price of writing a prompt prefix into its cache (5-minute cache) and of
 /// reading one from it, as multiples of the input price (the prompt-caching pricing table).
-pub const CACHE_WRITE_FACTOR: f64 = 1.25;
+pub(super) const CACHE_WRITE_FACTOR: f64 = 1.25;
 /// See [`CACHE_WRITE_FACTOR`].
-pub const CACHE_READ_FACTOR: f64 = 0.1;
+pub(super) const CACHE_READ_FACTOR: f64 = 0.1;
 
 /// `<base>/v1/messages`, keeping the base URL's query. The base is the API's origin, as
 /// `ANTHROPIC_BASE_URL` is for the SDKs and Claude Code (`https://api.anthropic.com`).
-pub fn messages_url(base: &reqwest::Url) -> String {
+pub(super) fn messages_url(base: &reqwest::Url) -> String {
     under(base, "v1/messages")
 }
 
@@ -182,7 +185,7 @@ pub fn messages_url(base: &reqwest::Url) -> String {
 /// (the contract, the schema), marked with `cache_control` so that the next item's request
 /// reads it from the cache, then the item's own part —, each image after it as an `image`
 /// block named by a text block, and the forced `report` tool.
-pub fn request_body(
+pub(super) fn request_body(
     model: &str,
     max_tokens: u64,
     prompt: &str,
@@ -235,7 +238,7 @@ pub fn request_body(
 
 /// What a successful answer holds, read from its JSON.
 #[derive(Debug, Default, PartialEq)]
-pub struct Answer {
+pub(super) struct Answer {
     /// The report: the `report` tool call's input as JSON text, else the text blocks.
     pub text: Option<String>,
     /// The message id.
@@ -253,7 +256,7 @@ pub struct Answer {
 }
 
 /// Read a 2xx answer.
-pub fn read(v: &Value) -> Answer {
+pub(super) fn read(v: &Value) -> Answer {
     let blocks = v
         .get("content")
         .and_then(Value::as_array)
@@ -316,7 +319,7 @@ pub fn read(v: &Value) -> Answer {
 
 /// The cost in USD of an answer at `input` / `output` USD per million tokens: cache writes
 /// at [`CACHE_WRITE_FACTOR`] and reads at [`CACHE_READ_FACTOR`] times the input price.
-pub fn cost(a: &Answer, (input, output): (f64, f64)) -> f64 {
+pub(super) fn cost(a: &Answer, (input, output): (f64, f64)) -> f64 {
     let n = |t: Option<u64>| t.unwrap_or(0) as f64;
     let (read, write) = (n(a.cached_input_tokens), n(a.cache_write_tokens));
     let plain = (n(a.input_tokens) - read - write).max(0.0);

@@ -42,13 +42,13 @@ use crate::run::backend::{Attempt, Backend, BoxFuture, Execution};
 use crate::run::supervise::process::{ActivitySink, Cancel, interrupted};
 
 /// Most requests in one job (the Batch API's limit).
-pub const MAX_REQUESTS: usize = 50_000;
+pub(crate) const MAX_REQUESTS: usize = 50_000;
 
 /// Most bytes of one job's input file (the Batch API's limit: 200 MB).
-pub const MAX_FILE_BYTES: usize = 200 * 1000 * 1000;
+pub(crate) const MAX_FILE_BYTES: usize = 200 * 1000 * 1000;
 
 /// The state file in the workspace.
-pub const STATE_FILE: &str = "batch-api.json";
+pub(crate) const STATE_FILE: &str = "batch-api.json";
 
 /// How long the collector waits for more requests after the last one arrived.
 const QUIET: Duration = Duration::from_millis(300);
@@ -58,7 +58,7 @@ const ENDPOINT: &str = "/v1/chat/completions";
 
 /// One job as `batch-api.json` keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Job {
+pub(crate) struct Job {
     /// The uploaded input file.
     pub file_id: String,
     /// The job, once created (`None`: uploaded, the job not yet created).
@@ -82,7 +82,7 @@ pub struct Job {
 
 /// `<workspace>/batch-api.json`: every job of the team.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct State {
+pub(crate) struct State {
     /// The base URL the jobs were made at (another one's jobs are not looked up there).
     #[serde(default)]
     pub base_url: String,
@@ -93,7 +93,7 @@ pub struct State {
 
 impl State {
     /// The state in `workspace`; empty when there is none (or it cannot be read).
-    pub fn read(workspace: &Path) -> State {
+    pub(crate) fn read(workspace: &Path) -> State {
         std::fs::read(workspace.join(STATE_FILE))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
@@ -108,7 +108,7 @@ impl State {
 
     /// One line per job for `runner status`: `batch_abc  in_progress  120/1000 done, 2
     /// failed (checked 2026-12-05T15:00:00Z)`.
-    pub fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         self.jobs
             .iter()
             .map(|j| {
@@ -167,7 +167,7 @@ struct Queue {
 }
 
 /// The `--batch-api` backend: the OpenAI backend's requests, sent as Batch API jobs.
-pub struct BatchApi {
+pub(crate) struct BatchApi {
     http: Arc<Http>,
     queue: Arc<Mutex<Queue>>,
     /// Longest wait between two status reads (`--var poll_max_s`, default 60 s).
@@ -178,7 +178,7 @@ pub struct BatchApi {
 
 impl BatchApi {
     /// The backend over `http` (an `openai-chat` runner).
-    pub fn new(http: Http, poll_max: Duration) -> BatchApi {
+    pub(crate) fn new(http: Http, poll_max: Duration) -> BatchApi {
         BatchApi {
             http: Arc::new(http),
             queue: Arc::new(Mutex::new(Queue {
@@ -193,7 +193,7 @@ impl BatchApi {
     }
 
     /// For `--dry-run`: where the rows go.
-    pub fn describe(&self, schema: bool) -> String {
+    pub(crate) fn describe(&self, schema: bool) -> String {
         format!(
             "{}\n  sent as OpenAI Batch API jobs: POST {}/files (purpose=batch), POST {}/batches \
              (completion_window 24h), results within 24 hours",

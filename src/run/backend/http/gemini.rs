@@ -53,7 +53,7 @@ const RETRY_INFO: &str = "type.googleapis.com/google.rpc.RetryInfo";
 const ERROR_INFO: &str = "type.googleapis.com/google.rpc.ErrorInfo";
 
 /// Gemini's `generateContent`, with the run's `--var max_tokens`.
-pub struct Gemini {
+pub(super) struct Gemini {
     /// `generationConfig.maxOutputTokens`, when `--var max_tokens` gives one (else the
     /// model's own limit).
     max_tokens: Option<u64>,
@@ -63,7 +63,7 @@ impl Gemini {
     /// The wire format with `--var max_tokens` read.
     ///
     /// Errors: a `max_tokens` that is not a whole number > 0 (exit 2, through `usage`).
-    pub fn new(vars: &BTreeMap<String, String>, usage: &Usage<'_>) -> Result<Gemini> {
+    pub(super) fn new(vars: &BTreeMap<String, String>, usage: &Usage<'_>) -> Result<Gemini> {
         let max_tokens = match vars.contains_key("max_tokens") {
             true => Some(positive_var(vars, "max_tokens", 1, usage)?),
             false => None,
@@ -94,7 +94,7 @@ fn details<'a>(v: &'a Value, kind: &'a str) -> impl Iterator<Item = &'a Value> +
 
 /// `RetryInfo`'s `retryDelay`: a protobuf Duration in JSON, decimal seconds with an `s`
 /// (`"37s"`, `"58.934310785s"`).
-pub fn retry_delay(v: &Value) -> Option<Duration> {
+pub(super) fn retry_delay(v: &Value) -> Option<Duration> {
     let text = details(v, RETRY_INFO).find_map(|d| d.get("retryDelay").and_then(Value::as_str))?;
     let secs = text.trim().strip_suffix('s')?.parse::<f64>().ok()?;
     crate::failure::hinted_wait(secs)

@@ -44,7 +44,7 @@ enum Format {
 }
 
 /// OpenAI's chat completions, with the run's `--var strict` and `--var response_format`.
-pub struct OpenaiChat {
+pub(super) struct OpenaiChat {
     /// `--var response_format`, when given.
     format: Option<Format>,
     /// Structured output in strict mode (`--var strict`, default true).
@@ -55,7 +55,7 @@ impl OpenaiChat {
     /// The wire format with `--var strict` and `--var response_format` read.
     ///
     /// Errors: a value neither option takes (exit 2, through `usage`).
-    pub fn new(vars: &BTreeMap<String, String>, usage: &Usage<'_>) -> Result<OpenaiChat> {
+    pub(super) fn new(vars: &BTreeMap<String, String>, usage: &Usage<'_>) -> Result<OpenaiChat> {
         let strict = match vars.get("strict").map(|s| s.trim()) {
             None | Some("true") => true,
             Some("false") => false,

@@ -23,7 +23,7 @@ impl Http {
     /// Errors (nothing is written before them): no model (`--model` missing) or a `--var`
     /// this backend does not take or cannot use (exit 2); the default, hosted base URL with
     /// no key in the environment, or a client that cannot be built (exit 3).
-    pub fn for_settings(settings: &Settings, spec: &HttpSpec) -> Result<Http> {
+    pub(crate) fn for_settings(settings: &Settings, spec: &HttpSpec) -> Result<Http> {
         let def = &settings.runner;
         let usage = |m: String| Error::Usage(format!("runner `{}`: {m}", def.name));
         let vars = &settings.vars;

@@ -9,7 +9,7 @@ use reqwest::header::HeaderMap;
 /// The wait a refused request's answer asks for: its headers' ([`retry_after`]), else the
 /// wait its body names — OpenAI's "Please try again in 6m0s." in the message, Gemini's
 /// `RetryInfo` `"retryDelay": "37s"` ([`crate::failure::retry_after`]).
-pub fn answer_wait(headers: &HeaderMap, body: &[u8]) -> Option<Duration> {
+pub(super) fn answer_wait(headers: &HeaderMap, body: &[u8]) -> Option<Duration> {
     retry_after(headers).or_else(|| crate::failure::retry_after(&String::from_utf8_lossy(body)))
 }
 
@@ -20,7 +20,7 @@ pub fn answer_wait(headers: &HeaderMap, body: &[u8]) -> Option<Duration> {
 /// `anthropic-ratelimit-*-reset` (an RFC 3339 time) — of those, the reset of a limit whose
 /// `remaining` is 0, else the latest. A value that cannot be read is logged (then the
 /// runner's own back-off applies).
-pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let text = |name: &str| {
         headers
             .get(name)

@@ -21,14 +21,14 @@ use crate::failure::FailureKind;
 use crate::source::inline::Image;
 
 /// USD per million input and output tokens; `(0, 0)`: unknown (no cost is computed).
-pub type Prices = (f64, f64);
+pub(crate) type Prices = (f64, f64);
 
 /// How a check of a `--var` refuses (exit 2, naming the runner).
-pub type Usage<'a> = dyn Fn(String) -> Error + 'a;
+pub(crate) type Usage<'a> = dyn Fn(String) -> Error + 'a;
 
 /// What one attempt asks: the rendered prompt, the user's `output_schema` (when set), the
 /// images of `{image:…}` in the order written.
-pub struct Ask<'a> {
+pub(crate) struct Ask<'a> {
     /// The model id.
     pub model: &'a str,
     /// The rendered teammate prompt.
@@ -41,7 +41,7 @@ pub struct Ask<'a> {
 
 /// What an error body says, in the API's own words.
 #[derive(Debug, Default, PartialEq)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     /// The message (OpenAI's `/error/message`, Gemini's `error.message`, …).
     pub message: Option<String>,
     /// The machine-readable code or type (`insufficient_quota`, `billing_error`,
@@ -51,7 +51,7 @@ pub struct ApiError {
 
 /// One model API's wire format. Implementations hold only the per-run options of that API
 /// (`--var strict`, `--var max_tokens`, …), read when the backend is built.
-pub trait WireFormat: Send + Sync {
+pub(crate) trait WireFormat: Send + Sync {
     /// The `[http] api` word (`openai-chat`), for messages.
     fn name(&self) -> &'static str;
 
@@ -130,7 +130,7 @@ pub trait WireFormat: Send + Sync {
 /// that names every implementation.
 ///
 /// Errors: a `--var` value this API cannot use (exit 2, through `usage`).
-pub fn for_api(
+pub(crate) fn for_api(
     api: HttpApi,
     vars: &BTreeMap<String, String>,
     usage: &Usage<'_>,
@@ -146,7 +146,7 @@ pub fn for_api(
 
 /// The cost in USD of `input` and `output` tokens at `prices`, rounded to a millionth of a
 /// dollar; `None` when the prices are unknown.
-pub fn cost(input: Option<u64>, output: Option<u64>, (i, o): Prices) -> Option<f64> {
+pub(crate) fn cost(input: Option<u64>, output: Option<u64>, (i, o): Prices) -> Option<f64> {
     if (i, o) == (0.0, 0.0) {
         return None;
     }
@@ -156,7 +156,7 @@ pub fn cost(input: Option<u64>, output: Option<u64>, (i, o): Prices) -> Option<f
 
 /// `<base path>/<path>` under `base`, keeping its query (`…/v1?key=k` →
 /// `…/v1/chat/completions?key=k`).
-pub fn under(base: &reqwest::Url, path: &str) -> String {
+pub(crate) fn under(base: &reqwest::Url, path: &str) -> String {
     let mut url = base.clone();
     let joined = format!("{}/{path}", base.path().trim_end_matches('/'));
     url.set_path(&joined);
@@ -166,7 +166,7 @@ pub fn under(base: &reqwest::Url, path: &str) -> String {
 /// A positive whole number of `--var name`, else `default`.
 ///
 /// Errors: anything but a whole number > 0 (exit 2, through `usage`).
-pub fn positive_var(
+pub(crate) fn positive_var(
     vars: &BTreeMap<String, String>,
     name: &str,
     default: u64,

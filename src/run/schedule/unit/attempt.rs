@@ -123,7 +123,6 @@ pub(super) async fn attempt_once(
         runner: &spec.settings_for(item).runner,
         invocation: &prepared.invocation,
         prompt: &prepared.prompt,
-        prompt_file: &prepared.prompt_file,
         report_path: &prepared.report_path,
         cwd: &prepared.cwd,
         workspace: &spec.workspace,

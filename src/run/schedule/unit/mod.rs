@@ -50,15 +50,15 @@ use crate::source::inline::Expanded;
 
 use attempt::{AttemptLogs, AttemptResult, Held, attempt_once};
 use finish::{Counts, final_outcome, finished, verify_again};
-pub use prepare::{agent_in_git_work_tree, writable};
+pub(crate) use prepare::agent_in_git_work_tree;
 use prompt::retry_context;
-pub use prompt::{item_text, render_prompt};
+pub(crate) use prompt::{item_text, render_prompt};
 use retry::Retries;
 
 /// What earlier runs left of an item: the attempt numbering continues after theirs, and
 /// what their attempts cost counts in the item's outcome.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Earlier {
+pub(crate) struct Earlier {
     /// The number of this run's first attempt (1 + the highest one started before).
     pub first_attempt: u32,
     /// What every earlier attempt of the item cost.
@@ -79,7 +79,7 @@ pub struct Earlier {
 /// stops): a rate-limited attempt is made again after the pause without using one of
 /// `--retries`; when the team stops, an item that has not started ends `skipped`.
 #[allow(clippy::too_many_arguments)]
-pub async fn run_item(
+pub(crate) async fn run_item(
     spec: Arc<RunSpec>,
     backend: Arc<dyn Backend>,
     gate: Arc<Gate>,

@@ -44,7 +44,7 @@ pub(super) struct Prepared {
 
 /// Whether the agents of `spec` start inside a git work tree: always with `--isolate
 /// worktree`, else when the run's working directory is in one (a `.git` above it).
-pub fn agent_in_git_work_tree(spec: &RunSpec) -> bool {
+pub(crate) fn agent_in_git_work_tree(spec: &RunSpec) -> bool {
     spec.isolation.is_some()
         || *spec
             .cwd_in_git
@@ -255,7 +255,7 @@ fn environment(
 /// folder or worktree — is dropped with a warning, whatever it was written as
 /// (`{env.RUNNER_WORKSPACE}`, `{env.TMPDIR}/../..`): it would let the teammate rewrite the
 /// journal or a sibling's report.
-pub fn writable(
+pub(crate) fn writable(
     spec: &RunSpec,
     item: &WorkItem,
     cwd: &Path,

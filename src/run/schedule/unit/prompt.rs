@@ -44,7 +44,7 @@ fn shown_value(v: &str, line: u64, answer_only: bool) -> String {
 /// ([`crate::source::inline::expand`]), and its images (for an agent that only answers).
 ///
 /// Errors: why the item's files cannot be used — the item fails with kind `input`.
-pub fn item_text(spec: &RunSpec, item: &WorkItem) -> Result<Expanded, String> {
+pub(crate) fn item_text(spec: &RunSpec, item: &WorkItem) -> Result<Expanded, String> {
     match &spec.files {
         Some(root) if !item.inline.is_empty() => crate::source::inline::expand(
             &item.body,
@@ -61,7 +61,7 @@ pub fn item_text(spec: &RunSpec, item: &WorkItem) -> Result<Expanded, String> {
 
 /// Render the teammate prompt for `item` whose task text is `body` ([`item_text`]) (pure);
 /// `retry` is set on attempts after the first.
-pub fn render_prompt(
+pub(crate) fn render_prompt(
     spec: &RunSpec,
     item: &WorkItem,
     body: &str,

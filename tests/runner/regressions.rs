@@ -427,7 +427,8 @@ fn a_start_up_warning_is_an_event_in_the_stream_and_the_journal() {
     );
     let r = sb.run(&["batch", "BATCH.md", "--format", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let said = "`model: opus` is not used: runner `exec` has no place for a model";
+    let said =
+        "`model: opus` is not used: runner `exec` has no place for a model (put it in the command)";
     assert!(r.stderr.contains(&format!("warning: {said}")), "{r:?}");
     let events: Vec<serde_json::Value> = r
         .stdout

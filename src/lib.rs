@@ -17,6 +17,7 @@ pub mod hash;
 mod item;
 mod mcp;
 mod options;
+mod plans;
 mod progress;
 mod prompt;
 mod redact;

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use crate::cli::BatchArgs;
 use crate::error::{EXIT_OK, Error, Result};
 use crate::fsutil::{absolute, resolve};
+use crate::plans::csv_batch::{self, CsvBatchFiles};
 use crate::run::backend::Backend;
 use crate::run::schedule::pipeline::{self, Ran};
 use crate::run::schedule::plan::Plan;
 use crate::settings::{self, Settings};
 use crate::source::batch_spec::{self, BatchSpec, SchemaSource};
-use crate::source::csv_batch::{self, CsvBatchFiles};
 use crate::source::csv_input;
 use crate::source::input::{self, Spool};
 

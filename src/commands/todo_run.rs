@@ -8,10 +8,10 @@ use super::batch::carry_out;
 use super::todo::{read_doc, store_settings};
 use crate::cli::RunTodoArgs;
 use crate::error::{Error, Result};
+use crate::plans::todo_batch::{self, TodoBatch};
 use crate::run::backend::Backend;
 use crate::settings::Settings;
 use crate::source::todo::TodoDocument;
-use crate::source::todo_batch::{self, TodoBatch};
 use crate::store::Store;
 
 /// `runner run todo-N.md`: the store is the batch file's folder.

@@ -213,7 +213,7 @@ pub(crate) fn write(journal: &Path, to: &Path, team: &str, batch: &str) -> Resul
 }
 
 /// The archive of a todo team beside its batch file: `todo-3.md` → `todo-3.archive.jsonl`
-/// (`crate::source::todo_batch::archive_path` names it for the todo source).
+/// (`crate::plans::todo_batch::archive_path` names it for the todo source).
 pub(crate) fn beside_batch(batch: &Path) -> PathBuf {
     let stem = batch
         .file_stem()

@@ -80,7 +80,7 @@ mod transform;
 use std::fmt;
 
 pub(crate) use fragment_mark::{FragmentMark, is_fragment_name, is_step_key};
-pub(crate) use new_files::{INBOX_TEMPLATE, batch_document, inbox_from};
+pub(crate) use new_files::{INBOX_TEMPLATE, batch_document, inbox_from, team_name};
 pub(crate) use tokens::{BatchRef, escape_text, escape_title};
 pub(crate) use transform::MovedPrerequisite;
 

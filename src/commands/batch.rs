@@ -312,7 +312,7 @@ fn file_root(
     spec: &BatchSpec,
     base: &Path,
     input: &Path,
-) -> Result<crate::source::inline::FileRoot> {
+) -> Result<crate::inline::FileRoot> {
     let dir = match (&args.file_root, &spec.file_root, &args.batch) {
         (Some(d), _, _) => d.clone(),
         (None, Some(d), _) => resolve(base, d),
@@ -342,15 +342,15 @@ fn file_root(
             _ => {}
         }
     }
-    Ok(crate::source::inline::FileRoot {
+    Ok(crate::inline::FileRoot {
         dir: crate::fsutil::real_path(&absolute(&dir)),
         file_cap: args
             .file_cap
             .or(spec.file_cap)
-            .unwrap_or(crate::source::inline::DEFAULT_FILE_CAP),
+            .unwrap_or(crate::inline::DEFAULT_FILE_CAP),
         image_cap: args
             .image_cap
             .or(spec.image_cap)
-            .unwrap_or(crate::source::inline::DEFAULT_IMAGE_CAP),
+            .unwrap_or(crate::inline::DEFAULT_IMAGE_CAP),
     })
 }

@@ -51,7 +51,7 @@ pub(crate) struct CsvBatchFiles {
     /// The id column (`None`: the row number is the id).
     pub id_column: Option<String>,
     /// Where the files of `{file:…}` and `{image:…}` are read, and their caps.
-    pub files: crate::source::inline::FileRoot,
+    pub files: crate::inline::FileRoot,
     /// The output CSV (absolute).
     pub output: PathBuf,
     /// The output schema and its compiled validator.

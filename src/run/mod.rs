@@ -53,9 +53,9 @@ pub(crate) struct RunSpec {
     /// Ids run even when an earlier run of this team completed them: those named by
     /// `--only ID,...` (a resumed run skips completed items; a named one is redone).
     pub rerun: std::collections::HashSet<String>,
-    /// Where the files an instruction inlines are read ([`crate::source::inline`]); `None`
+    /// Where the files an instruction inlines are read ([`crate::inline`]); `None`
     /// for a todo batch (its items inline none).
-    pub files: Option<crate::source::inline::FileRoot>,
+    pub files: Option<crate::inline::FileRoot>,
     /// Whether the run's working directory is in a git work tree, looked up once
     /// ([`schedule::unit::agent_in_git_work_tree`]); empty until then.
     pub cwd_in_git: std::sync::OnceLock<bool>,

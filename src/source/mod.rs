@@ -1,13 +1,12 @@
 //! Sources of work items: the formats a batch is written in and the value types they yield. A
 //! CSV batch (`workers-input.csv` + `BATCH.md`, [`input`], [`csv_input`], [`jsonl_input`],
-//! [`batch_spec`], [`stages`]) or a todo batch (`todo-N.md`, [`todo`]); [`inline`] holds the
-//! inline parts (`@file`, images) an item's text may carry. Sources read and validate text;
+//! [`batch_spec`], [`stages`]) or a todo batch (`todo-N.md`, [`todo`]); the files and images an
+//! item's text may carry are [`crate::inline`]. Sources read and validate text;
 //! they never spawn processes. The adapters that turn a batch into a run plan live in
 //! [`crate::plans`].
 
 pub(crate) mod batch_spec;
 pub(crate) mod csv_input;
-pub(crate) mod inline;
 pub(crate) mod input;
 pub(crate) mod jsonl_input;
 pub(crate) mod stages;

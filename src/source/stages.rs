@@ -617,9 +617,9 @@ mod tests {
         let headers = vec!["path".to_string()];
         let mut items = c.items(&headers, 1, 2, "r", &["a.rs".into()], &[], |_| None);
         let fix = &mut items[1];
-        fix.inline.push(crate::source::inline::InlinePart {
+        fix.inline.push(crate::inline::InlinePart {
             at: fix.body.len(),
-            kind: crate::source::inline::InlineKind::File,
+            kind: crate::inline::InlineKind::File,
             column: "path".into(),
             value: "a.rs".into(),
         });

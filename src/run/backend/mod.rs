@@ -145,7 +145,7 @@ pub(crate) struct Attempt<'a> {
     pub output_schema: Option<&'a serde_json::Value>,
     /// The images the item's instruction sends (`{image:…}`), for a backend that sends
     /// requests (an agent CLI gets their paths in the prompt instead); mostly empty.
-    pub images: &'a [crate::source::inline::Image],
+    pub images: &'a [crate::inline::Image],
     pub(in crate::run) events: &'a mpsc::UnboundedSender<Event>,
 }
 

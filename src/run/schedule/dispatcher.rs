@@ -410,7 +410,7 @@ impl<'a> Dispatcher<'a> {
             // A stage's instruction gets its earlier stages' values now that they are done.
             let mut item = item;
             let team = &mut *self.team;
-            crate::source::stages::fill_from(&mut item, |id| team.outcome(id))?;
+            crate::run::schedule::stage_values::fill_from(&mut item, |id| team.outcome(id))?;
             let waits = self.team.recorded.tallies.waits_of(&item.id);
             let earlier = unit::Earlier {
                 first_attempt: self.team.ledger().attempts_started(&item.id) + 1,

@@ -14,6 +14,7 @@ mod fsutil;
 mod git;
 /// FNV-1a, public for the integration tests, which compute ids as the runner does.
 pub mod hash;
+mod holder;
 mod inline;
 mod item;
 mod mcp;

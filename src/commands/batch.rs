@@ -112,7 +112,7 @@ fn plan_of(args: &BatchArgs, spec: &BatchSpec) -> Result<(Plan, Arc<dyn Backend>
 ///
 /// Errors: the pipeline's.
 pub(crate) fn carry_out(plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
-    let finished = match pipeline::run(plan, backend.clone())? {
+    let finished = match pipeline::run(plan, backend.clone(), crate::ui::reporter)? {
         Ran::Planned { plan, earlier } => {
             crate::ui::print_plan(&plan, earlier.as_ref(), backend.as_ref())?;
             return Ok(EXIT_OK);

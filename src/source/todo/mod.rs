@@ -431,6 +431,14 @@ impl fmt::Display for TodoDocument {
 }
 
 /// Helpers the unit tests of every file of this module share.
+/// The open (unticked) Todo and Ideas items of `doc`, in file order.
+pub(crate) fn open_items(doc: &TodoDocument) -> Vec<&TodoItem> {
+    doc.items()
+        .iter()
+        .filter(|i| i.mark != Mark::Done && i.section != Section::Other)
+        .collect()
+}
+
 #[cfg(test)]
 mod test_support {
     use super::{TodoDocument, TodoItem};

@@ -26,6 +26,7 @@ mod redact;
 mod report;
 mod run;
 mod sandbox;
+mod schedule;
 mod settings;
 mod sink;
 mod source;

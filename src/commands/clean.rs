@@ -1,6 +1,6 @@
 //! `runner clean [TEAM]`: remove what a team left behind — its git worktrees, its merged
 //! branches `runner/<team>/*` (unmerged ones only with `--force`: `run::leftovers`), its
-//! workspace (archived first: `run::archive::before_removal`) — after asking, or with `--yes`
+//! workspace (archived first: `sink::before_removal`) — after asking, or with `--yes`
 //! (DESIGN §2, §9). A running team (its lock held) is refused, exit 3. Without a team: every
 //! team of the store, every CSV-batch team (`*.runner/`) here, and every team holding a
 //! worktree of the repository here (its workspace may lie outside it); branches
@@ -129,7 +129,7 @@ fn remove_target(
         eprintln!("warning: {w}");
     }
     if let Some(ws) = &t.workspace {
-        let kept = crate::run::record::archive::before_removal(ws, &t.team)?;
+        let kept = crate::sink::before_removal::before_removal(ws, &t.team)?;
         // A todo run killed as it ended: its table and checkpoints are finished first.
         let archive = crate::run::record::team::recorded_batch(ws)?
             .map(|b| crate::plans::todo_batch::archive_path(Path::new(&b.input)))

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::options::Format;
 use crate::plans::todo_batch::{self, TodoBatch};
 use crate::run::backend::Backend;
-use crate::run::schedule::plan::Plan;
+use crate::schedule::plan::Plan;
 use crate::settings::Settings;
 use crate::source::todo::{BatchRef, Section, TodoDocument};
 use crate::store::{Need, Store, parse_inbox, today};

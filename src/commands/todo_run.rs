@@ -91,7 +91,7 @@ pub(crate) fn run_batch(
 ///
 /// Errors: the pipeline's.
 pub(crate) fn run_plan(
-    plan: Option<crate::run::schedule::plan::Plan>,
+    plan: Option<crate::schedule::plan::Plan>,
     format: crate::options::Format,
     path: &Path,
     backend: Arc<dyn Backend>,

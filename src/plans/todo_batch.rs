@@ -14,7 +14,7 @@ use crate::options::selection::Only;
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, TeammateTemplate};
 use crate::run::RunSpec;
 use crate::run::record::team::BatchId;
-use crate::run::schedule::plan::{self, ItemList, Plan, PlanFile, WorkspaceFrom};
+use crate::schedule::plan::{self, ItemList, Plan, PlanFile, WorkspaceFrom};
 use crate::settings::Settings;
 use crate::sink::Sinks;
 use crate::sink::checkpoints::Checkpoints;

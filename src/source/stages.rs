@@ -10,7 +10,7 @@
 //! (its whole output as JSON) and `{STAGE.output.FIELD}` (a field of its output; with an
 //! `output_schema`, one of its properties). These are filled in when the stage starts
 //! ([`fill`]), from the earlier stages' journaled outcomes
-//! ([`crate::run::schedule::stage_values::fill_from`]).
+//! ([`crate::schedule::stage_values::fill_from`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -562,7 +562,7 @@ mod tests {
         );
         audit.summary = "two problems".into();
         audit.output = serde_json::json!({"problems": ["tabs", "é"]});
-        crate::run::schedule::stage_values::fill_from(fix, |id| {
+        crate::schedule::stage_values::fill_from(fix, |id| {
             assert_eq!(id, "r/audit");
             Ok(Some(audit.clone()))
         })

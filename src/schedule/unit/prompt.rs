@@ -71,7 +71,7 @@ pub(crate) fn render_prompt(
     let answer_only = spec.settings_for(item).runner.answers_only();
     // Checked at start-up (`Plan::check`): every path here can be named.
     let named = |p: &Path| {
-        crate::run::schedule::plan::name_in_prompt(spec, &item.teammate, p)
+        crate::schedule::plan::name_in_prompt(spec, &item.teammate, p)
             .unwrap_or_else(|| p.display().to_string())
     };
     let ctx = PromptContext {

@@ -15,10 +15,10 @@ use crate::run::events::{Event, Reporter, RunSummary};
 use crate::run::isolation::IsolationEnd;
 use crate::run::record::journal::Replay;
 use crate::run::record::team::{BatchId, Team};
-use crate::run::schedule::dispatcher::{self, ItemStream};
-use crate::run::schedule::plan::{ItemSource, Plan};
 use crate::run::supervise::descendants;
 use crate::run::{RunSpec, isolation};
+use crate::schedule::dispatcher::{self, ItemStream};
+use crate::schedule::plan::{ItemSource, Plan};
 use crate::sink::{RunEnd, Sink, Sinks};
 
 /// What a run did, for the command to show ([`crate::ui`]).

@@ -475,11 +475,11 @@ pub(crate) struct BatchArgs {
     pub file_root: Option<PathBuf>,
     /// The most bytes of a file the instruction inlines with `{file:COLUMN}`, e.g. 1MiB
     /// (default: BATCH.md's `file_cap`, else 256KiB). A larger file fails its item.
-    #[arg(long, value_name = "SIZE", value_parser = crate::source::inline::parse_cap)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::inline::parse_cap)]
     pub file_cap: Option<u64>,
     /// The most bytes of an image the instruction sends with `{image:COLUMN}` (default:
     /// BATCH.md's `image_cap`, else 5MiB, the Anthropic API's limit).
-    #[arg(long, value_name = "SIZE", value_parser = crate::source::inline::parse_cap)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::inline::parse_cap)]
     pub image_cap: Option<u64>,
     /// Options shared by every command that runs teammates.
     #[command(flatten)]

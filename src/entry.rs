@@ -89,7 +89,7 @@ pub(crate) fn run() -> i32 {
         Command::Report(args) => commands::report::report(args),
         Command::Completions(args) => commands::docs::completions(args),
         Command::Man => commands::docs::man(),
-        Command::Mcp => commands::mcp::mcp(),
+        Command::Mcp => crate::mcp::command::mcp(),
         Command::Skill(crate::cli::SkillCommand::Install(args)) => commands::skill::install(args),
     };
     match result {

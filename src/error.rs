@@ -141,7 +141,7 @@ pub(crate) enum Error {
     )]
     LockHeld {
         /// Who holds it: its pid, and its host when that is another one.
-        holder: crate::fsutil::Holder,
+        holder: crate::holder::Holder,
         /// The lock file.
         lock: PathBuf,
     },
@@ -153,7 +153,7 @@ pub(crate) enum Error {
     )]
     StoreBusy {
         /// Who holds it: its pid, and its host when that is another one.
-        holder: crate::fsutil::Holder,
+        holder: crate::holder::Holder,
         /// How long the writer waited.
         waited: std::time::Duration,
         /// The lock file.
@@ -367,7 +367,7 @@ mod tests {
             ),
             (
                 Error::LockHeld {
-                    holder: crate::fsutil::Holder {
+                    holder: crate::holder::Holder {
                         pid: Some(42),
                         host: None,
                     },
@@ -378,7 +378,7 @@ mod tests {
             ),
             (
                 Error::StoreBusy {
-                    holder: crate::fsutil::Holder {
+                    holder: crate::holder::Holder {
                         pid: Some(7),
                         host: None,
                     },

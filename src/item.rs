@@ -22,8 +22,8 @@ pub(crate) struct WorkItem {
     /// with its continuation lines.
     pub body: String,
     /// Where the files the instruction inlines (`{file:…}`, `{image:…}`) go into `body`,
-    /// read when the item starts ([`crate::source::inline::expand`]); empty for most items.
-    pub inline: Vec<crate::source::inline::InlinePart>,
+    /// read when the item starts ([`crate::inline::expand`]); empty for most items.
+    pub inline: Vec<crate::inline::InlinePart>,
     /// Absolute path of the item's checkpoint file, when it has one.
     pub checkpoint: Option<PathBuf>,
     /// Ids of the items that must complete before this one starts.

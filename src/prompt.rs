@@ -4,7 +4,7 @@
 //! `taskmaster-protocol.md` (`spawn_agents_on_csv`): `{column}` inserts that column's value,
 //! `{{` and `}}` are literal braces, and inserted values are never expanded again. Ours on
 //! top: `{file:column}` and `{image:column}` mark where the file the column names goes (read
-//! when the item starts, [`crate::source::inline`]). The teammate template
+//! when the item starts, [`crate::inline`]). The teammate template
 //! (`templates/teammate.md`) is a minijinja template.
 
 use std::collections::HashSet;
@@ -13,7 +13,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::source::inline::{InlineKind, InlinePart};
+use crate::inline::{InlineKind, InlinePart};
 
 /// The teammate template compiled into the binary (`templates/teammate.md`).
 pub(crate) const DEFAULT_TEAMMATE_TEMPLATE: &str = include_str!("../templates/teammate.md");
@@ -200,7 +200,7 @@ impl Instruction {
     /// and never expanded again. A placeholder with no value renders empty (callers check
     /// columns first with [`Instruction::check_columns`]). A file placeholder renders
     /// nothing: it is returned as an [`InlinePart`] at its byte offset in the text, for
-    /// [`crate::source::inline::expand`] when the item starts.
+    /// [`crate::inline::expand`] when the item starts.
     pub(crate) fn render(
         &self,
         headers: &[String],

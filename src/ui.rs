@@ -27,7 +27,7 @@ use crate::sink::Sink;
 /// What `runner clean` adds to "Removed team X." about what it kept of the workspace (a
 /// line break and where its record is, and which output tables' `log` column names it), or
 /// nothing.
-pub(crate) fn kept_line(kept: Option<&crate::run::record::archive::Kept>) -> String {
+pub(crate) fn kept_line(kept: Option<&crate::sink::before_removal::Kept>) -> String {
     let Some(k) = kept else {
         return String::new();
     };

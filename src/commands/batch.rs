@@ -7,12 +7,12 @@ use std::sync::Arc;
 use crate::cli::BatchArgs;
 use crate::error::{EXIT_OK, Error, Result};
 use crate::fsutil::{absolute, resolve};
+use crate::plans::csv_batch::{self, CsvBatchFiles};
 use crate::run::backend::Backend;
-use crate::run::schedule::pipeline::{self, Ran};
-use crate::run::schedule::plan::Plan;
+use crate::schedule::pipeline::{self, Ran};
+use crate::schedule::plan::Plan;
 use crate::settings::{self, Settings};
 use crate::source::batch_spec::{self, BatchSpec, SchemaSource};
-use crate::source::csv_batch::{self, CsvBatchFiles};
 use crate::source::csv_input;
 use crate::source::input::{self, Spool};
 
@@ -112,7 +112,7 @@ fn plan_of(args: &BatchArgs, spec: &BatchSpec) -> Result<(Plan, Arc<dyn Backend>
 ///
 /// Errors: the pipeline's.
 pub(crate) fn carry_out(plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
-    let finished = match pipeline::run(plan, backend.clone())? {
+    let finished = match pipeline::run(plan, backend.clone(), crate::ui::reporter)? {
         Ran::Planned { plan, earlier } => {
             crate::ui::print_plan(&plan, earlier.as_ref(), backend.as_ref())?;
             return Ok(EXIT_OK);
@@ -312,7 +312,7 @@ fn file_root(
     spec: &BatchSpec,
     base: &Path,
     input: &Path,
-) -> Result<crate::source::inline::FileRoot> {
+) -> Result<crate::inline::FileRoot> {
     let dir = match (&args.file_root, &spec.file_root, &args.batch) {
         (Some(d), _, _) => d.clone(),
         (None, Some(d), _) => resolve(base, d),
@@ -342,15 +342,15 @@ fn file_root(
             _ => {}
         }
     }
-    Ok(crate::source::inline::FileRoot {
+    Ok(crate::inline::FileRoot {
         dir: crate::fsutil::real_path(&absolute(&dir)),
         file_cap: args
             .file_cap
             .or(spec.file_cap)
-            .unwrap_or(crate::source::inline::DEFAULT_FILE_CAP),
+            .unwrap_or(crate::inline::DEFAULT_FILE_CAP),
         image_cap: args
             .image_cap
             .or(spec.image_cap)
-            .unwrap_or(crate::source::inline::DEFAULT_IMAGE_CAP),
+            .unwrap_or(crate::inline::DEFAULT_IMAGE_CAP),
     })
 }

@@ -1,6 +1,6 @@
 //! `runner clean [TEAM]`: remove what a team left behind — its git worktrees, its merged
 //! branches `runner/<team>/*` (unmerged ones only with `--force`: `run::leftovers`), its
-//! workspace (archived first: `run::archive::before_removal`) — after asking, or with `--yes`
+//! workspace (archived first: `sink::before_removal`) — after asking, or with `--yes`
 //! (DESIGN §2, §9). A running team (its lock held) is refused, exit 3. Without a team: every
 //! team of the store, every CSV-batch team (`*.runner/`) here, and every team holding a
 //! worktree of the repository here (its workspace may lie outside it); branches
@@ -129,12 +129,12 @@ fn remove_target(
         eprintln!("warning: {w}");
     }
     if let Some(ws) = &t.workspace {
-        let kept = crate::run::record::archive::before_removal(ws, &t.team)?;
+        let kept = crate::sink::before_removal::before_removal(ws, &t.team)?;
         // A todo run killed as it ended: its table and checkpoints are finished first.
         let archive = crate::run::record::team::recorded_batch(ws)?
-            .map(|b| crate::source::todo_batch::archive_path(Path::new(&b.input)))
+            .map(|b| crate::plans::todo_batch::archive_path(Path::new(&b.input)))
             .filter(|a| a.is_file());
-        if crate::source::todo_batch::finish_ending(store, ws, archive.as_deref())? {
+        if crate::plans::todo_batch::finish_ending(store, ws, archive.as_deref())? {
             crate::ui::outln(format_args!(
                 "Team {}: every item was ticked; wrote its table and removed the checkpoints of its completed items.",
                 t.team
@@ -223,8 +223,8 @@ fn clean_completed(store: &crate::store::Store, yes: bool) -> Result<i32> {
 /// The files `clean --completed` removes (finished batch files nothing open needs, their
 /// tables and archives), and what it says of each finished batch: removed, or kept and why.
 fn completed_batches(store: &crate::store::Store) -> (Vec<PathBuf>, Vec<String>) {
+    use crate::plans::todo_batch::{archive_path, table_path, team_name};
     use crate::source::todo::Mark;
-    use crate::source::todo_batch::{archive_path, table_path, team_name};
     use crate::store::links::{At, Links, Via};
     let (files, unreadable) = store.todo_files();
     let mut said: Vec<String> = unreadable

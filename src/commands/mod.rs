@@ -6,7 +6,6 @@ pub(crate) mod batch;
 pub(crate) mod clean;
 pub(crate) mod docs;
 pub(crate) mod fragments;
-pub(crate) mod mcp;
 pub(crate) mod merge;
 pub(crate) mod report;
 pub(crate) mod reset;

@@ -69,7 +69,7 @@ pub(crate) fn store_settings(
 ) -> Result<(Settings, Arc<dyn Backend>)> {
     let settings = Settings::resolve(run, command, &store.settings()?, Some(&store.dir))?;
     if let Some(v) = &settings.verify {
-        let names = crate::source::todo_batch::ITEM_VARS.map(String::from);
+        let names = crate::plans::todo_batch::ITEM_VARS.map(String::from);
         crate::prompt::check_verify(v, &names)?;
     }
     let backend = crate::run::backend::for_settings(&settings)?;
@@ -177,7 +177,7 @@ fn waiting_batches(store: &Store) -> Vec<(WaitingBatch, TodoDocument)> {
         if open.is_empty() {
             continue;
         }
-        let team = crate::source::todo_batch::team_name(&path);
+        let team = crate::plans::todo_batch::team_name(&path);
         let found = Found::Workspace(store.team_dir(&team));
         let snapshot = found.snapshot().ok();
         let running = snapshot.as_ref().is_some_and(|s| s.is_live());

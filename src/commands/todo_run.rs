@@ -8,10 +8,10 @@ use super::batch::carry_out;
 use super::todo::{read_doc, store_settings};
 use crate::cli::RunTodoArgs;
 use crate::error::{Error, Result};
+use crate::plans::todo_batch::{self, TodoBatch};
 use crate::run::backend::Backend;
 use crate::settings::Settings;
 use crate::source::todo::TodoDocument;
-use crate::source::todo_batch::{self, TodoBatch};
 use crate::store::Store;
 
 /// `runner run todo-N.md`: the store is the batch file's folder.
@@ -91,7 +91,7 @@ pub(crate) fn run_batch(
 ///
 /// Errors: the pipeline's.
 pub(crate) fn run_plan(
-    plan: Option<crate::run::schedule::plan::Plan>,
+    plan: Option<crate::schedule::plan::Plan>,
     format: crate::options::Format,
     path: &Path,
     backend: Arc<dyn Backend>,

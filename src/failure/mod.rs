@@ -38,7 +38,7 @@ pub(crate) enum FailureKind {
     /// new ones (`Gate`).
     Setup,
     /// The item's own input cannot be used: a file its instruction inlines
-    /// ([`crate::source::inline`]) is missing, outside the batch's folder, over its cap,
+    /// ([`crate::inline`]) is missing, outside the batch's folder, over its cap,
     /// binary, or not an image. The item never starts and is not retried; fixing the row or
     /// the file and `--only failed` runs it.
     Input,

@@ -20,8 +20,10 @@
 //! Nothing but protocol is written on stdout ([`stdio`]: the protocol has its own descriptor,
 //! and whatever the library prints goes to stderr); when the client closes stdin, or the
 //! server is sent SIGINT, SIGTERM or SIGHUP, the run under way is interrupted and every
-//! teammate ended before the server exits ([`runs::Runs::shutdown`]).
+//! teammate ended before the server exits ([`runs::Runs::shutdown`]). The command itself,
+//! `runner mcp`, is [`command`]: the server sits above the commands it serves.
 
+pub(crate) mod command;
 pub(crate) mod params;
 pub(crate) mod runs;
 pub(crate) mod stdio;

@@ -23,8 +23,8 @@ use crate::commands::resolve::{self, Resolved, ResolvedRun};
 use crate::error::{EXIT_INCOMPLETE, Error, Result};
 use crate::run::backend::Backend;
 use crate::run::events::{Event, Reporter};
-use crate::run::schedule::plan::Plan;
 use crate::run::supervise::descendants;
+use crate::schedule::plan::Plan;
 use crate::sink::Sink;
 
 /// How long an interrupted run may take to stop its teammates and write its outputs when the

@@ -1,5 +1,5 @@
 //! The team's limits as the user sets them (`--rate-limit-wait`, `--max-cost-usd`,
-//! `--max-fail`, or their BATCH.md / runner.toml keys); [`crate::run::schedule::gate`] enforces them.
+//! `--max-fail`, or their BATCH.md / runner.toml keys); [`crate::schedule::gate`] enforces them.
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -352,7 +352,7 @@ pub(crate) struct RunSummary {
     /// Sum of known costs, USD.
     pub cost_usd: Option<f64>,
     /// Items that did not complete, in the batch's order: the first
-    /// [`crate::run::schedule::dispatcher::PROBLEMS_LISTED`] of them.
+    /// [`crate::schedule::dispatcher::PROBLEMS_LISTED`] of them.
     #[serde(skip)]
     pub problems: Vec<Problem>,
     /// Problems not listed because there were too many.

@@ -1,10 +1,7 @@
-//! The run layer: the only code that starts processes or sends requests. Four rooms, each
-//! with a guide of its own, and the seam between them:
+//! The run layer: the only code that starts processes or sends requests. Three rooms, each
+//! with a guide of its own, and the seam between them (deciding what runs when sits above,
+//! in [`crate::schedule`], with the sinks between the two):
 //!
-//! - [`schedule`]: deciding what runs when. The [`schedule::plan::Plan`] a source builds,
-//!   the [`schedule::pipeline`] every run goes through, the [`schedule::dispatcher`] that
-//!   owns the state the user sees, a [`schedule::unit`] per item (prepare → execute →
-//!   judge), the team's [`schedule::gate`] (rate limits, stops), [`schedule::selection`].
 //! - [`supervise`]: the processes an attempt starts. Process groups, capped logs, time
 //!   limits ([`supervise::process`]), a teammate's progress file ([`supervise::progress`]), the attempt mark and subreaping
 //!   ([`supervise::descendants`]), leftovers of a crashed run ([`supervise::orphans`]),
@@ -21,7 +18,6 @@ pub(crate) mod backend;
 pub(crate) mod events;
 pub(crate) mod isolation;
 pub(crate) mod record;
-pub(crate) mod schedule;
 pub(crate) mod supervise;
 
 use std::path::PathBuf;
@@ -53,11 +49,11 @@ pub(crate) struct RunSpec {
     /// Ids run even when an earlier run of this team completed them: those named by
     /// `--only ID,...` (a resumed run skips completed items; a named one is redone).
     pub rerun: std::collections::HashSet<String>,
-    /// Where the files an instruction inlines are read ([`crate::source::inline`]); `None`
+    /// Where the files an instruction inlines are read ([`crate::inline`]); `None`
     /// for a todo batch (its items inline none).
-    pub files: Option<crate::source::inline::FileRoot>,
+    pub files: Option<crate::inline::FileRoot>,
     /// Whether the run's working directory is in a git work tree, looked up once
-    /// ([`schedule::unit::agent_in_git_work_tree`]); empty until then.
+    /// ([`crate::schedule::unit::agent_in_git_work_tree`]); empty until then.
     pub cwd_in_git: std::sync::OnceLock<bool>,
     /// The other ways items of this run run ([`crate::item::WorkItem::profile`]): a stage's
     /// or a row's own runner, model, schema, verify and limits; empty for most runs.

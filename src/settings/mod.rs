@@ -120,7 +120,7 @@ pub(crate) struct Settings {
     /// Rate-limit wait, budget and `--max-fail` of the team's gate.
     pub limits: Limits,
     /// What resolving said that is not an error (the definition file's unknown keys, a
-    /// file's `model` the runner has no place for), one sentence each: [`crate::run::schedule::plan::Plan::new`]
+    /// file's `model` the runner has no place for), one sentence each: [`crate::schedule::plan::Plan::new`]
     /// takes them onto the plan, whose run journals and shows them as warnings.
     pub warnings: Vec<String>,
 }

@@ -11,14 +11,20 @@
 //!    `run.outcomes`; `follow` hands a sink that keeps its file current while the run goes
 //!    on a read-only view of what the run records.
 //! 2. Register it: `pub mod <name>;` below, and one `sinks.push(Box::new(…))` where the
-//!    source adapter builds its plan (`source/csv_batch.rs` or `source/todo_batch.rs`), or in
-//!    `Plan::new` (`run/schedule/plan.rs`) for a sink every run may have (`--junit`,
+//!    source adapter builds its plan (`plans/csv_batch.rs` or `plans/todo_batch.rs`), or in
+//!    `Plan::new` (`schedule/plan.rs`) for a sink every run may have (`--junit`,
 //!    `--trace`).
 //!
 //! Nothing else: the plan's written files are the sinks' declarations, so `Plan::check`
 //! refuses a declared file over an input, over another written file, inside a guarded
 //! folder, or over an existing file of another kind; the `run_ended` event names them.
+//!
+//! Beside the sinks: [`selection`] (which rows a run covers, against the [`previous`]
+//! output) and [`before_removal`] (a workspace's outputs pointed at its archive before
+//! `runner clean` removes it). Sinks sit above the run's events and record and below the
+//! [`crate::schedule`] that holds them.
 
+pub(crate) mod before_removal;
 pub(crate) mod checkpoints;
 pub(crate) mod junit;
 pub(crate) mod live;
@@ -29,6 +35,7 @@ pub(crate) mod output_stages;
 pub(crate) mod plan_file;
 pub(crate) mod previous;
 pub(crate) mod proposals;
+pub(crate) mod selection;
 pub(crate) mod shard_meta;
 pub(crate) mod todo_marks;
 pub(crate) mod todo_table;

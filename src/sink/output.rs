@@ -21,7 +21,7 @@ use crate::run::events::{Event, Reporter};
 use crate::run::record::ledger_file::OutputStamp;
 use crate::run::record::outcome::Outcome;
 use crate::run::record::team::{OutcomeIndex, OutcomesView};
-use crate::run::schedule::selection::Selection;
+use crate::sink::selection::Selection;
 use crate::source::input::{InputRow, InputTable};
 
 /// How the output is written.

@@ -1,5 +1,5 @@
 //! A file a run reads or writes, named for the plan's start-up checks
-//! ([`crate::run::schedule::plan::Plan::check`]). A source names what it reads (input,
+//! ([`crate::schedule::plan::Plan::check`]). A source names what it reads (input,
 //! instruction, BATCH.md, checkpoints); each sink declares what it writes
 //! ([`super::Sink::writes`]), so the plan's list of written files is made of the sinks
 //! themselves and no sink's file escapes the checks. It lives with the sinks, below the plan:

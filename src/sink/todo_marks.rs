@@ -56,7 +56,7 @@ pub(crate) fn apply_outcome(doc: &mut TodoDocument, number: u32, outcome: Option
 
 /// How the note `runner reset` leaves on an item it reopened in a batch file starts. The
 /// batch's next run runs such an item again even when its team's journal has it completed
-/// (`source::todo_batch::plan`); the run's own note replaces it.
+/// (`plans::todo_batch::plan`); the run's own note replaces it.
 pub(crate) const REOPENED: &str = "reopened by runner reset";
 
 /// The note on an item `runner reset` reopened in `batch` (its file name) for `mark`

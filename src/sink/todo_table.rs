@@ -60,7 +60,7 @@ impl TodoTable {
 }
 
 /// The todo table of batch file `batch`: `todo-3.md` → `todo-3.workers-output.csv` beside
-/// it (`crate::source::todo_batch::table_path` names it for the todo source).
+/// it (`crate::plans::todo_batch::table_path` names it for the todo source).
 pub(crate) fn path_for(batch: &Path) -> PathBuf {
     let stem = batch
         .file_stem()

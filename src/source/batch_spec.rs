@@ -507,7 +507,7 @@ impl Fields<'_> {
     fn size(&self, key: &str, v: &Option<Value>) -> Result<Option<u64>> {
         match self.string(key, v)? {
             None => Ok(None),
-            Some(s) => crate::source::inline::parse_cap(&s)
+            Some(s) => crate::inline::parse_cap(&s)
                 .map(Some)
                 .map_err(|why| self.bad(key, &why)),
         }

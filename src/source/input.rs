@@ -23,14 +23,7 @@ pub(crate) const MAX_COLUMNS: usize = 10_000;
 /// before) stops at the bound.
 pub(crate) const MAX_ROW_BYTES: u64 = 16 << 20;
 
-/// Most bytes of one item's task text (the instruction with the row's values in it): 16 MiB,
-/// above what any agent's context takes.
-pub(crate) const MAX_PROMPT_BYTES: usize = 16 << 20;
-
-/// A size in MiB for messages (`16 MiB`).
-pub(crate) fn mib(bytes: u64) -> String {
-    format!("{} MiB", bytes >> 20)
-}
+pub(crate) use crate::inline::{MAX_PROMPT_BYTES, mib};
 
 /// The error for a row over [`MAX_ROW_BYTES`], at `line` of `path`.
 pub(crate) fn row_too_large(path: &Path, line: Option<u64>) -> Error {

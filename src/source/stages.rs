@@ -9,7 +9,8 @@
 //! not) reported: `{STAGE.summary}`, `{STAGE.status}`, `{STAGE.error}`, `{STAGE.output}`
 //! (its whole output as JSON) and `{STAGE.output.FIELD}` (a field of its output; with an
 //! `output_schema`, one of its properties). These are filled in when the stage starts
-//! ([`fill`]), from the earlier stages' journaled outcomes.
+//! ([`fill`]), from the earlier stages' journaled outcomes
+//! ([`crate::schedule::stage_values::fill_from`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -20,11 +21,7 @@ use crate::error::{Error, Result};
 use crate::item::{StageOf, WorkItem, stage_id, teammate_name};
 use crate::prompt::Instruction;
 use crate::report::ItemStatus;
-use crate::run::record::outcome::Outcome;
 use crate::settings::Overrides;
-
-/// The most bytes one `{STAGE.…}` value puts into a prompt; a longer one is cut with a note.
-pub(crate) const VALUE_MAX: usize = 64 * 1024;
 
 /// What a stage's placeholder may read of an earlier stage's outcome.
 const VALUE_NAMES: [&str; 4] = ["summary", "status", "error", "output"];
@@ -306,73 +303,6 @@ pub(crate) fn fill(
     Ok(())
 }
 
-/// [`fill`] from the earlier stages' outcomes, read with `outcome` (by item id; `None`: the
-/// value is empty).
-///
-/// Errors: the journal cannot be read.
-pub(crate) fn fill_from(
-    item: &mut WorkItem,
-    mut outcome: impl FnMut(&str) -> Result<Option<Outcome>>,
-) -> Result<()> {
-    // Each earlier stage's outcome is read once, however many of its values are used.
-    let mut read: Vec<(String, Option<Outcome>)> = Vec::new();
-    fill(item, |id, what| {
-        let at = match read.iter().position(|(r, _)| r == id) {
-            Some(i) => i,
-            None => {
-                read.push((id.to_owned(), outcome(id)?));
-                read.len() - 1
-            }
-        };
-        Ok(read[at]
-            .1
-            .as_ref()
-            .map(|o| value_of(o, what))
-            .unwrap_or_default())
-    })
-}
-
-/// The value `what` (`summary`, `status`, `error`, `output`, `output.FIELD[.FIELD…]`) of an
-/// outcome, as text: strings as they are, other JSON as JSON; at most [`VALUE_MAX`] bytes.
-pub(crate) fn value_of(o: &Outcome, what: &str) -> String {
-    let text = match what {
-        "summary" => o.summary.clone(),
-        "status" => o.status.to_string(),
-        "error" => o.error.clone(),
-        "output" => json_text(&o.output),
-        _ => match what.strip_prefix("output.") {
-            Some(path) => path
-                .split('.')
-                .try_fold(&o.output, |v, key| v.get(key))
-                .map(json_text)
-                .unwrap_or_default(),
-            None => String::new(),
-        },
-    };
-    cut(text)
-}
-
-fn json_text(v: &Value) -> String {
-    match v {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn cut(mut text: String) -> String {
-    if text.len() <= VALUE_MAX {
-        return text;
-    }
-    let mut end = VALUE_MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
-    text.push_str(&format!("… (cut at {VALUE_MAX} bytes)"));
-    text
-}
-
 /// The mark of a stage's status in a chain line: `✔` completed, `✘` failed or timed out,
 /// `⏸` blocked, `–` skipped or cancelled (not run), `…` not finished.
 pub(crate) fn mark(status: Option<ItemStatus>) -> &'static str {
@@ -617,13 +547,13 @@ mod tests {
         let headers = vec!["path".to_string()];
         let mut items = c.items(&headers, 1, 2, "r", &["a.rs".into()], &[], |_| None);
         let fix = &mut items[1];
-        fix.inline.push(crate::source::inline::InlinePart {
+        fix.inline.push(crate::inline::InlinePart {
             at: fix.body.len(),
-            kind: crate::source::inline::InlineKind::File,
+            kind: crate::inline::InlineKind::File,
             column: "path".into(),
             value: "a.rs".into(),
         });
-        let mut audit = Outcome::not_run(
+        let mut audit = crate::run::record::outcome::Outcome::not_run(
             "r/audit",
             "1-r.audit",
             "audit",
@@ -632,7 +562,7 @@ mod tests {
         );
         audit.summary = "two problems".into();
         audit.output = serde_json::json!({"problems": ["tabs", "é"]});
-        fill_from(fix, |id| {
+        crate::schedule::stage_values::fill_from(fix, |id| {
             assert_eq!(id, "r/audit");
             Ok(Some(audit.clone()))
         })

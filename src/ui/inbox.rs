@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+pub(crate) use crate::source::todo::open_items;
 use crate::source::todo::{Mark, Section, TodoDocument, TodoItem};
 
 /// The open items of `doc` as text, Todo then Ideas: numbered, with the checkpoint, the
@@ -152,14 +153,6 @@ impl ListedItem {
             }),
         }
     }
-}
-
-/// The open (unticked) Todo and Ideas items of `doc`, in file order.
-pub(crate) fn open_items(doc: &TodoDocument) -> Vec<&TodoItem> {
-    doc.items()
-        .iter()
-        .filter(|i| i.mark != Mark::Done && i.section != Section::Other)
-        .collect()
 }
 
 /// The batches waiting, as text after the inbox: each batch with its status and resume

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use super::Format;
 use crate::run::record::journal::Replay;
-use crate::run::schedule::plan::Plan;
+use crate::schedule::plan::Plan;
 
 /// Lines of each rendered prompt shown by `--dry-run`, from the item's section on.
 const DRY_RUN_PROMPT_LINES: usize = 4;
@@ -156,7 +156,7 @@ fn command_line(
         agent_args: &spec.settings.agent_args,
         command: &spec.settings.command,
         vars: &spec.settings.vars,
-        in_git_work_tree: crate::run::schedule::unit::agent_in_git_work_tree(spec),
+        in_git_work_tree: crate::schedule::unit::agent_in_git_work_tree(spec),
     };
     let inv = spec.settings.runner.invocation(&args).ok()?;
     let how = match spec.settings.runner.prompt {
@@ -178,8 +178,8 @@ fn command_line(
 /// rendered prompt from its own section on. The files the instruction inlines are read as
 /// the run would read them; one that cannot be used is shown as the item's failure.
 fn item_lines(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> Vec<String> {
-    let prompt = match crate::run::schedule::unit::item_text(spec, item) {
-        Ok(text) => crate::run::schedule::unit::render_prompt(spec, item, &text.body, None)
+    let prompt = match crate::schedule::unit::item_text(spec, item) {
+        Ok(text) => crate::schedule::unit::render_prompt(spec, item, &text.body, None)
             .unwrap_or_else(|e| format!("(cannot render: {e})")),
         Err(why) => format!("## Your item\n(fails with kind input: {why})"),
     };

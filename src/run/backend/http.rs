@@ -50,9 +50,9 @@ use tokio::sync::watch;
 use super::{Attempt, Backend, BoxFuture, Execution};
 use crate::agent::definition::HttpSpec;
 use crate::error::{Error, Result};
+use crate::inline::Image;
 use crate::run::supervise::process::Cancel;
 use crate::settings::Settings;
-use crate::source::inline::Image;
 use wire::{Ask, Prices, WireFormat};
 
 /// The system message of every request: what the answer must be.

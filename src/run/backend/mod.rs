@@ -1,7 +1,7 @@
 //! How one attempt executes (DESIGN §1): the seam between preparing an attempt and judging
 //! it.
 //!
-//! [`crate::run::schedule::unit`] prepares an attempt (teammate folder, prompt file, argv and
+//! [`crate::schedule::unit`] prepares an attempt (teammate folder, prompt file, argv and
 //! environment from the runner definition, state folders, worktree and its set-up), hands it
 //! to a [`Backend`] as an [`Attempt`], and judges the [`Execution`] the backend gives back
 //! with [`crate::report::judge`] (after the report lookup, the schema, verify and the
@@ -145,8 +145,8 @@ pub(crate) struct Attempt<'a> {
     pub output_schema: Option<&'a serde_json::Value>,
     /// The images the item's instruction sends (`{image:…}`), for a backend that sends
     /// requests (an agent CLI gets their paths in the prompt instead); mostly empty.
-    pub images: &'a [crate::source::inline::Image],
-    pub(in crate::run) events: &'a mpsc::UnboundedSender<Event>,
+    pub images: &'a [crate::inline::Image],
+    pub(crate) events: &'a mpsc::UnboundedSender<Event>,
 }
 
 impl Attempt<'_> {

@@ -144,7 +144,7 @@ pub(crate) fn for_team(found: &Found, s: &Snapshot) -> Option<String> {
     let batch = batch.map(|b| {
         // An idea left to run needs `--include-ideas` (an unreadable file: said anyway).
         let ideas = crate::store::read_todo(Path::new(&b.input)).map_or(true, |(_, doc)| {
-            crate::ui::inbox::open_items(&doc)
+            crate::source::todo::open_items(&doc)
                 .iter()
                 .any(|i| i.section == crate::source::todo::Section::Ideas)
         });

@@ -548,7 +548,7 @@ pub(crate) struct PendingEntry {
     pub title: String,
 }
 
-/// The gate's part of `team.json` ([`crate::run::schedule::gate`]).
+/// The gate's part of `team.json` ([`crate::schedule::gate`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct GateSnapshot {
     /// Attempts allowed at once now (halved by rate limits, back up to `jobs`).

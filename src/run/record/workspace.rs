@@ -73,7 +73,7 @@ impl Found {
             return None;
         }
         let batch = teams.parent()?.join(format!("todo-{n}.md"));
-        let archive = crate::source::todo_batch::archive_path(&batch);
+        let archive = crate::run::record::archive::beside_batch(&batch);
         archive.is_file().then_some(Found::Archive(archive))
     }
 
@@ -168,7 +168,7 @@ pub(crate) fn candidates(p: &Path) -> Vec<PathBuf> {
         p.parent()
             .unwrap_or(Path::new("."))
             .join("teams")
-            .join(crate::source::todo_batch::team_name(p)),
+            .join(crate::source::todo::team_name(p)),
     ];
     // The folder given to `-o`: the workspaces in it, most recently updated first.
     if p.is_dir() {
@@ -415,7 +415,7 @@ pub(crate) fn locate_in(arg: Option<&Path>, store: Option<&Path>) -> Result<Foun
         }
         // An archive: given, beside a todo batch, or where a cleaned workspace was (its
         // output's `<stem>.archive.jsonl`, found through a BATCH.md or an output folder too).
-        let mut archives = [p.to_owned(), crate::source::todo_batch::archive_path(p)]
+        let mut archives = [p.to_owned(), crate::run::record::archive::beside_batch(p)]
             .into_iter()
             .chain(
                 candidates(p)

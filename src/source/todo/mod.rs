@@ -80,7 +80,7 @@ mod transform;
 use std::fmt;
 
 pub(crate) use fragment_mark::{FragmentMark, is_fragment_name, is_step_key};
-pub(crate) use new_files::{INBOX_TEMPLATE, batch_document, inbox_from};
+pub(crate) use new_files::{INBOX_TEMPLATE, batch_document, inbox_from, team_name};
 pub(crate) use tokens::{BatchRef, escape_text, escape_title};
 pub(crate) use transform::MovedPrerequisite;
 
@@ -431,6 +431,14 @@ impl fmt::Display for TodoDocument {
 }
 
 /// Helpers the unit tests of every file of this module share.
+/// The open (unticked) Todo and Ideas items of `doc`, in file order.
+pub(crate) fn open_items(doc: &TodoDocument) -> Vec<&TodoItem> {
+    doc.items()
+        .iter()
+        .filter(|i| i.mark != Mark::Done && i.section != Section::Other)
+        .collect()
+}
+
 #[cfg(test)]
 mod test_support {
     use super::{TodoDocument, TodoItem};

@@ -1,9 +1,10 @@
 //! The text of new files: a batch file `todo-N.md` for extracted blocks, and a new inbox
-//! `todo.md` from its template.
+//! `todo.md` from its template; the team name a batch file runs as.
 
 use super::edit::single_line;
 use super::frontmatter::{QuoteStyle, double_quoted, yaml_scalar};
 use super::{IDEAS_HEADING, TODO_HEADING};
+use std::path::Path;
 
 /// Builds a new batch file `todo-N.md` (seed format "todo-N.md 批次文件格式"):
 ///
@@ -91,6 +92,18 @@ pub(crate) fn inbox_from(template: &str, date: &str) -> String {
 /// ## 💡 Ideas
 /// ```
 #[must_use]
+/// The team name of a batch file: `todo-3.md` → `todo-resolve-3`.
+pub(crate) fn team_name(batch: &Path) -> String {
+    let stem = batch
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!(
+        "todo-resolve-{}",
+        stem.strip_prefix("todo-").unwrap_or(&stem)
+    )
+}
+
 #[cfg(test)]
 pub(crate) fn inbox_template(date: &str) -> String {
     inbox_from(INBOX_TEMPLATE, date)

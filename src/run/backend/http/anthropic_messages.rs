@@ -29,7 +29,7 @@ use super::report_schema;
 use super::wire::{ApiError, Ask, Prices, Usage, WireFormat, positive_var, under};
 use crate::agent::AgentResult;
 use crate::error::Result;
-use crate::source::inline::Image;
+use crate::inline::Image;
 use base64::Engine as _;
 
 /// The `--var` names other than `header.*` and `body.*`.

@@ -443,7 +443,7 @@ mod tests {
     #[test]
     fn the_request_holds_the_schema_the_images_and_merges_generation_config() {
         let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
-        let images = [crate::source::inline::Image {
+        let images = [crate::inline::Image {
             name: "shot".into(),
             media_type: "image/png",
             bytes: b"png".to_vec(),

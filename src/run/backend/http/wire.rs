@@ -18,7 +18,7 @@ use crate::agent::AgentResult;
 use crate::agent::definition::HttpApi;
 use crate::error::{Error, Result};
 use crate::failure::FailureKind;
-use crate::source::inline::Image;
+use crate::inline::Image;
 
 /// USD per million input and output tokens; `(0, 0)`: unknown (no cost is computed).
 pub(crate) type Prices = (f64, f64);

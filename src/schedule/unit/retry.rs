@@ -16,8 +16,8 @@ use crate::failure::FailureKind;
 use crate::item::WorkItem;
 use crate::report::Verdict;
 use crate::run::RunSpec;
-use crate::run::schedule::gate::{After, Gate, Permit};
 use crate::run::supervise::process::Cancel;
+use crate::schedule::gate::{After, Gate, Permit};
 
 use super::attempt::AttemptResult;
 

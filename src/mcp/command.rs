@@ -12,14 +12,14 @@ pub(crate) fn mcp() -> Result<i32> {
     let cwd = std::env::current_dir()
         .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?;
     // First: nothing printed from here on reaches the protocol.
-    let out = crate::mcp::stdio::ProtocolOut::take()?;
+    let out = super::stdio::ProtocolOut::take()?;
     // Nor is anything asked on a terminal: stdin is the protocol's.
-    super::todo::stdin_is_protocol();
+    crate::commands::todo::stdin_is_protocol();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::Environment(format!("cannot start the async runtime: {e}")))?;
-    let served = rt.block_on(crate::mcp::serve(cwd, out));
+    let served = rt.block_on(super::serve(cwd, out));
     // A blocking read of stdin may still be pending: do not wait for it.
     rt.shutdown_background();
     served.map(|()| 0)

@@ -4,12 +4,12 @@
 
 use std::path::Path;
 
+use crate::inline::Expanded;
 use crate::item::WorkItem;
 use crate::prompt::{ItemContext, PromptContext, RetryContext, Var};
 use crate::run::RunSpec;
 use crate::run::backend::read_capped;
 use crate::run::record::folder::TeammateFolder;
-use crate::source::inline::Expanded;
 
 use super::attempt::AttemptResult;
 
@@ -41,12 +41,12 @@ fn shown_value(v: &str, line: u64, answer_only: bool) -> String {
 }
 
 /// The task text of `item` with the files its instruction inlines read into it
-/// ([`crate::source::inline::expand`]), and its images (for an agent that only answers).
+/// ([`crate::inline::expand`]), and its images (for an agent that only answers).
 ///
 /// Errors: why the item's files cannot be used — the item fails with kind `input`.
 pub(crate) fn item_text(spec: &RunSpec, item: &WorkItem) -> Result<Expanded, String> {
     match &spec.files {
-        Some(root) if !item.inline.is_empty() => crate::source::inline::expand(
+        Some(root) if !item.inline.is_empty() => crate::inline::expand(
             &item.body,
             &item.inline,
             root,
@@ -71,7 +71,7 @@ pub(crate) fn render_prompt(
     let answer_only = spec.settings_for(item).runner.answers_only();
     // Checked at start-up (`Plan::check`): every path here can be named.
     let named = |p: &Path| {
-        crate::run::schedule::plan::name_in_prompt(spec, &item.teammate, p)
+        crate::schedule::plan::name_in_prompt(spec, &item.teammate, p)
             .unwrap_or_else(|| p.display().to_string())
     };
     let ctx = PromptContext {

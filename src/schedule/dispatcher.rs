@@ -20,12 +20,12 @@ use crate::run::record::outcome::Outcome;
 use crate::run::record::team::{
     GateSnapshot, PendingEntry, RunningEntry, SNAPSHOT_COMPLETED_MAX, Snapshot, Team, WaitingEntry,
 };
-use crate::run::schedule::gate::{Gate, Spent};
-use crate::run::schedule::unit;
 use crate::run::supervise::job_control::{self, Suspends};
 use crate::run::supervise::process::Cancel;
 use crate::run::supervise::{descendants, descriptors};
 use crate::run::{RunSpec, now_rfc3339};
+use crate::schedule::gate::{Gate, Spent};
+use crate::schedule::unit;
 
 mod units;
 use units::Units;
@@ -410,7 +410,7 @@ impl<'a> Dispatcher<'a> {
             // A stage's instruction gets its earlier stages' values now that they are done.
             let mut item = item;
             let team = &mut *self.team;
-            crate::source::stages::fill_from(&mut item, |id| team.outcome(id))?;
+            crate::schedule::stage_values::fill_from(&mut item, |id| team.outcome(id))?;
             let waits = self.team.recorded.tallies.waits_of(&item.id);
             let earlier = unit::Earlier {
                 first_attempt: self.team.ledger().attempts_started(&item.id) + 1,

@@ -15,11 +15,11 @@ use crate::run::events::{Event, Reporter, RunSummary};
 use crate::run::isolation::IsolationEnd;
 use crate::run::record::journal::Replay;
 use crate::run::record::team::{BatchId, Team};
-use crate::run::schedule::dispatcher::{self, ItemStream};
-use crate::run::schedule::plan::{ItemSource, Plan};
 use crate::run::supervise::descendants;
 use crate::run::{RunSpec, isolation};
-use crate::sink::{RunEnd, Sinks};
+use crate::schedule::dispatcher::{self, ItemStream};
+use crate::schedule::plan::{ItemSource, Plan};
+use crate::sink::{RunEnd, Sink, Sinks};
 
 /// What a run did, for the command to show ([`crate::ui`]).
 pub(crate) enum Ran {
@@ -59,12 +59,18 @@ pub(crate) struct Finished {
 
 /// Check `plan` ([`Plan::check`]), carry it out on `backend` (built once, by the command,
 /// [`crate::run::backend::for_settings`]) and return what the run did: the plan itself for a
-/// dry run, else the summary and exit code (DESIGN §7) for the command to show.
+/// dry run, else the summary and exit code (DESIGN §7) for the command to show. `reporter`
+/// builds the display for the run's format ([`crate::ui::reporter`]): the last sink, so it
+/// finishes after every output is written.
 ///
 /// Errors: the plan's start-up checks (exit 2, nothing written); the workspace cannot be
 /// opened or locked (exit 3), the journal or an output cannot be written, the source became
 /// unreadable mid-run.
-pub(crate) fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<Ran> {
+pub(crate) fn run(
+    mut plan: Plan,
+    backend: Arc<dyn Backend>,
+    reporter: fn(Format) -> Box<dyn Sink>,
+) -> Result<Ran> {
     // `--jobs 0` (as many as allowed) runs every item of the batch at once.
     let items = usize::try_from(plan.selected).unwrap_or(usize::MAX).max(1);
     plan.spec.settings.jobs = plan.spec.settings.jobs.min(items);
@@ -102,7 +108,7 @@ pub(crate) fn run(mut plan: Plan, backend: Arc<dyn Backend>) -> Result<Ran> {
         spool.copy_to(path)?;
     }
     // The display finishes last, after every output is written.
-    sinks.push(crate::ui::reporter(format));
+    sinks.push(reporter(format));
     sinks.follow(&team.view());
     let resumed = crate::run::record::journal::count_done_before(
         team.ledger(),

@@ -18,9 +18,9 @@ use crate::run::backend::scripted::{Scripted, Step};
 use crate::run::events::Event;
 use crate::run::record::outcome::Outcome;
 use crate::run::record::team::Team;
-use crate::run::schedule::gate::{Gate, Spent};
-use crate::run::schedule::test_support::{item, spec};
 use crate::run::supervise::process::Cancel;
+use crate::schedule::gate::{Gate, Spent};
+use crate::schedule::test_support::{item, spec};
 
 /// One team's run, with its gate, for units started one after another.
 struct Bench {

@@ -15,14 +15,14 @@ use crate::options::selection::Only;
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, Instruction, TeammateTemplate};
 use crate::run::RunSpec;
 use crate::run::record::team::{self, BatchId};
-use crate::run::schedule::dispatcher::ItemStream;
-use crate::run::schedule::plan::{self, ItemSource, Plan, PlanFile, WorkspaceFrom};
-use crate::run::schedule::selection::Selection;
+use crate::schedule::dispatcher::ItemStream;
+use crate::schedule::plan::{self, ItemSource, Plan, PlanFile, WorkspaceFrom};
 use crate::settings::Settings;
 use crate::sink::Sinks;
 use crate::sink::output::{Output, OutputFormat};
 use crate::sink::output_csv;
 use crate::sink::previous::Previous;
+use crate::sink::selection::Selection;
 use crate::sink::shard_meta::ShardSidecar;
 use crate::source::input::{InputFormat, InputRow, InputTable, Spool};
 use crate::source::stages::Chain;
@@ -51,7 +51,7 @@ pub(crate) struct CsvBatchFiles {
     /// The id column (`None`: the row number is the id).
     pub id_column: Option<String>,
     /// Where the files of `{file:…}` and `{image:…}` are read, and their caps.
-    pub files: crate::source::inline::FileRoot,
+    pub files: crate::inline::FileRoot,
     /// The output CSV (absolute).
     pub output: PathBuf,
     /// The output schema and its compiled validator.

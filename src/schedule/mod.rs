@@ -3,7 +3,8 @@
 //! [`dispatcher`] turns unit events, signals and timers into the state the user sees; a
 //! [`unit`](mod@unit) per item prepares each attempt, has the backend execute it, judges it
 //! and asks its retry policy what next; every attempt passes the team's [`gate`];
-//! [`selection`] says which rows a run covers.
+//! [`stage_values`] reads what earlier stages
+//! reported for a later stage's instruction.
 //!
 //! A change belongs here when it is about order, concurrency, retries or which items run.
 //!
@@ -25,7 +26,7 @@ pub(crate) mod dispatcher;
 pub(crate) mod gate;
 pub(crate) mod pipeline;
 pub(crate) mod plan;
-pub(crate) mod selection;
+pub(crate) mod stage_values;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub(crate) mod unit;

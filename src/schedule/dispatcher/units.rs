@@ -12,9 +12,9 @@ use crate::item::WorkItem;
 use crate::run::RunSpec;
 use crate::run::backend::Backend;
 use crate::run::events::Event;
-use crate::run::schedule::gate::Gate;
-use crate::run::schedule::unit;
 use crate::run::supervise::process::Cancel;
+use crate::schedule::gate::Gate;
+use crate::schedule::unit;
 
 /// The running units of a run and what starting one takes.
 pub(super) struct Units<'a> {

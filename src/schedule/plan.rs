@@ -1,6 +1,6 @@
 //! The plan of a run (DESIGN §1): one value a source adapter builds ([`RunSpec::new`],
 //! [`Plan::new`], then only what differs) and validates before anything is written, and
-//! [`crate::run::schedule::pipeline::run`] carries out. The files it writes are what its
+//! [`crate::schedule::pipeline::run`] carries out. The files it writes are what its
 //! sinks declare ([`Plan::outputs`]), so [`Plan::check`] sees every one. Also the planning
 //! check of the dependency graph (`@after:` on todo items, `depends_on` in CSV; seeds
 //! `pi-dag-workflow` `blockedBy` and `taskmaster-protocol` `depends_on`), pure: items in,
@@ -15,7 +15,7 @@ use crate::fsutil::same_file;
 use crate::item::WorkItem;
 use crate::run::RunSpec;
 use crate::run::record::team::{self, BatchId};
-use crate::run::schedule::dispatcher::ItemStream;
+use crate::schedule::dispatcher::ItemStream;
 use crate::sink::Sinks;
 use crate::sink::junit::Junit;
 use crate::sink::trace::Trace;

@@ -14,12 +14,13 @@ use crate::options::selection::Only;
 use crate::prompt::{DEFAULT_TEAMMATE_TEMPLATE, TeammateTemplate};
 use crate::run::RunSpec;
 use crate::run::record::team::BatchId;
-use crate::run::schedule::plan::{self, ItemList, Plan, PlanFile, WorkspaceFrom};
+use crate::schedule::plan::{self, ItemList, Plan, PlanFile, WorkspaceFrom};
 use crate::settings::Settings;
 use crate::sink::Sinks;
 use crate::sink::checkpoints::Checkpoints;
 use crate::sink::todo_marks::TodoMarks;
 use crate::sink::todo_table::{TableFile, TodoTable};
+pub(crate) use crate::source::todo::team_name;
 use crate::source::todo::{BatchRef, Mark, MovedPrerequisite, Section, TodoDocument};
 use crate::store::Store;
 
@@ -33,18 +34,6 @@ pub(crate) struct TodoBatch<'a> {
     pub include_ideas: bool,
     /// Keep the workspace when everything completed.
     pub keep_team: bool,
-}
-
-/// The team name of a batch file: `todo-3.md` → `todo-resolve-3`.
-pub(crate) fn team_name(batch: &Path) -> String {
-    let stem = batch
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    format!(
-        "todo-resolve-{}",
-        stem.strip_prefix("todo-").unwrap_or(&stem)
-    )
 }
 
 /// N of a batch file `todo-N.md`.

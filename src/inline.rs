@@ -17,7 +17,14 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::source::input::{MAX_PROMPT_BYTES, mib};
+/// Most bytes of one item's task text (the instruction with the row's values in it): 16 MiB,
+/// above what any agent's context takes.
+pub(crate) const MAX_PROMPT_BYTES: usize = 16 << 20;
+
+/// A size in MiB for messages (`16 MiB`).
+pub(crate) fn mib(bytes: u64) -> String {
+    format!("{} MiB", bytes >> 20)
+}
 
 /// Default `--file-cap`: the most bytes of one inlined file, 256 KiB (about 64,000 tokens).
 pub(crate) const DEFAULT_FILE_CAP: u64 = 256 * 1024;

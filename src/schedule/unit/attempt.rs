@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 use crate::agent::AgentResult;
+use crate::inline::Image;
 use crate::item::WorkItem;
 use crate::report::{self, Verdict};
 use crate::run::RunSpec;
@@ -16,7 +17,6 @@ use crate::run::backend::{Attempt, Backend};
 use crate::run::events::Event;
 use crate::run::supervise::capped_log::HOLD_FOR;
 use crate::run::supervise::process::Cancel;
-use crate::source::inline::Image;
 
 use super::judge::judge_attempt;
 use super::prepare::prepare;

@@ -15,9 +15,9 @@ use crate::run::backend::scripted::{Scripted, Step};
 use crate::run::events::{Event, Reporter, RunSummary};
 use crate::run::record::outcome::Outcome;
 use crate::run::record::team::Team;
-use crate::run::schedule::test_support::{item, spec};
 use crate::run::supervise::job_control::Suspends;
 use crate::run::supervise::process::Cancel;
+use crate::schedule::test_support::{item, spec};
 
 /// Keeps every event.
 #[derive(Default)]

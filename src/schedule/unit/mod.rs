@@ -37,16 +37,16 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::failure::FailureKind;
+use crate::inline::Expanded;
 use crate::item::WorkItem;
 use crate::prompt::RetryContext;
 use crate::report::{self, ItemStatus};
 use crate::run::backend::Backend;
 use crate::run::events::Event;
 use crate::run::record::outcome::{Outcome, Spend};
-use crate::run::schedule::gate::{Gate, Permit};
 use crate::run::supervise::process::{Cancel, interrupted};
 use crate::run::{RunSpec, now_rfc3339};
-use crate::source::inline::Expanded;
+use crate::schedule::gate::{Gate, Permit};
 
 use attempt::{AttemptLogs, AttemptResult, Held, attempt_once};
 use finish::{Counts, final_outcome, finished, verify_again};

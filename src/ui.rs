@@ -22,7 +22,7 @@ use crate::options::Format;
 use crate::report::ItemStatus;
 use crate::run::events::{Event, Reporter, RunSummary};
 use crate::run::isolation::IsolationEnd;
-use crate::sink::Sink;
+use crate::sink::{PlanFile, Sink};
 
 /// What `runner clean` adds to "Removed team X." about what it kept of the workspace (a
 /// line break and where its record is, and which output tables' `log` column names it), or
@@ -185,7 +185,12 @@ impl Reporter for Plain {
     }
 }
 
-impl Sink for Plain {}
+impl Sink for Plain {
+    /// The terminal, not a file.
+    fn writes(&self) -> Vec<PlanFile> {
+        Vec::new()
+    }
+}
 
 /// The terminal display: one line per running teammate (name, elapsed, title, the last line
 /// it printed) above an overall bar (done/total, counts per status, elapsed, ETA); finished
@@ -345,7 +350,12 @@ impl Reporter for Human {
     }
 }
 
-impl Sink for Human {}
+impl Sink for Human {
+    /// The terminal, not a file.
+    fn writes(&self) -> Vec<PlanFile> {
+        Vec::new()
+    }
+}
 
 /// JSON lines: each recorded event as [`Event::to_line`] writes it (the same lines as the
 /// journal; `docs/events.md`).
@@ -360,7 +370,12 @@ impl JsonLines {
     }
 }
 
-impl Sink for JsonLines {}
+impl Sink for JsonLines {
+    /// The terminal, not a file.
+    fn writes(&self) -> Vec<PlanFile> {
+        Vec::new()
+    }
+}
 
 impl Reporter for JsonLines {
     fn event(&mut self, event: &Event) {

@@ -140,7 +140,12 @@ impl Reporter for Progress {
     }
 }
 
-impl Sink for Progress {}
+impl Sink for Progress {
+    /// The tool's progress notifications, not a file.
+    fn writes(&self) -> Vec<crate::sink::PlanFile> {
+        Vec::new()
+    }
+}
 
 /// The error text of a tool whose command failed: what the CLI prints, and its exit code.
 pub(crate) fn error_text(e: &Error) -> String {

@@ -6,7 +6,7 @@
 //! How to add a sink:
 //! 1. Write `src/sink/<name>.rs` with a struct holding what it needs (paths, layout, values
 //!    the plan hands it) and `impl Reporter` (live events; the default ignores them) and
-//!    `impl Sink`: `writes` declares each file it writes as a [`PlanFile`] (with
+//!    `impl Sink`: `writes` (required) declares each file it writes as a [`PlanFile`] (with
 //!    [`PlanFile::replacing`] when a flag chooses it), `finish` writes them from
 //!    `run.outcomes`; `follow` hands a sink that keeps its file current while the run goes
 //!    on a read-only view of what the run records.
@@ -83,11 +83,10 @@ pub(crate) trait Sink: Reporter {
     /// Every file (or folder) this sink writes, as it was built: the plan's start-up checks
     /// refuse each one over a file the run reads, over another file it writes, inside a
     /// guarded folder, and — with [`PlanFile::replacing`] — over an existing file of another
-    /// kind; the `run_ended` event names those not edited in place. A sink that writes no
-    /// file of its own (the terminal display) declares none.
-    fn writes(&self) -> Vec<PlanFile> {
-        Vec::new()
-    }
+    /// kind; the `run_ended` event names those not edited in place. Required, so that no
+    /// sink writes a file the checks never saw: one that writes none (the terminal display)
+    /// says so with an empty list.
+    fn writes(&self) -> Vec<PlanFile>;
 
     /// The run has started recording: `outcomes` is what it records, for a sink that keeps
     /// its file current while the run goes on (read-only; the team itself stays out of

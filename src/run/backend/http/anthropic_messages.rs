@@ -72,18 +72,7 @@ impl WireFormat for AnthropicMessages {
     fn owned_fields(&self) -> &'static [(&'static str, &'static str)] {
         // The same fields the OpenAI format refuses: a runner's body.NAME means the same on
         // either API.
-        &[
-            ("model", "the model is --model"),
-            (
-                "messages",
-                "the messages are the prompt and the runner's system message",
-            ),
-            ("stream", "the backend reads one JSON answer, not a stream"),
-            (
-                "response_format",
-                "use --var response_format=json_schema|json_object|none",
-            ),
-        ]
+        super::openai_chat::OWNED_FIELDS
     }
 
     fn url(&self, base: &reqwest::Url, _model: &str) -> String {

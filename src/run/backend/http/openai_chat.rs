@@ -108,6 +108,21 @@ fn user_content(ask: &Ask<'_>) -> Value {
     Value::Array(parts)
 }
 
+/// The body fields the runner sets itself, with what to do instead, shared by the
+/// chat-completions and Messages formats (a runner's `body.NAME` means the same on either).
+pub(super) const OWNED_FIELDS: &[(&str, &str)] = &[
+    ("model", "the model is --model"),
+    (
+        "messages",
+        "the messages are the prompt and the runner's system message",
+    ),
+    ("stream", "the backend reads one JSON answer, not a stream"),
+    (
+        "response_format",
+        "use --var response_format=json_schema|json_object|none",
+    ),
+];
+
 impl WireFormat for OpenaiChat {
     fn name(&self) -> &'static str {
         "openai-chat"
@@ -118,18 +133,7 @@ impl WireFormat for OpenaiChat {
     }
 
     fn owned_fields(&self) -> &'static [(&'static str, &'static str)] {
-        &[
-            ("model", "the model is --model"),
-            (
-                "messages",
-                "the messages are the prompt and the runner's system message",
-            ),
-            ("stream", "the backend reads one JSON answer, not a stream"),
-            (
-                "response_format",
-                "use --var response_format=json_schema|json_object|none",
-            ),
-        ]
+        OWNED_FIELDS
     }
 
     fn url(&self, base: &reqwest::Url, _model: &str) -> String {

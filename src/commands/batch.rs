@@ -230,11 +230,12 @@ fn input_path(args: &BatchArgs, spec: &BatchSpec, base: &Path) -> Result<PathBuf
 ///
 /// Errors: `--delimiter` with a JSON Lines input, or a bad delimiter (exit 2).
 fn delimiter(args: &BatchArgs, spec: &BatchSpec, input: &Path) -> Result<u8> {
-    if args.delimiter.is_some() && input::InputFormat::of(input) == input::InputFormat::Jsonl {
+    let format = input::input_format(input);
+    if args.delimiter.is_some() && !format.has_delimiter() {
         return Err(Error::Conflict {
             flag: "--delimiter".into(),
-            other: format!("the JSON Lines input {}", input.display()),
-            why: "JSON Lines has no delimiter; drop --delimiter".into(),
+            other: format!("the {} input {}", format.name(), input.display()),
+            why: format!("{} has no delimiter; drop --delimiter", format.name()),
         });
     }
     match (&args.delimiter, spec.delimiter) {

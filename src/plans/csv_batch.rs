@@ -19,14 +19,14 @@ use crate::schedule::dispatcher::ItemStream;
 use crate::schedule::plan::{self, ItemSource, Plan, PlanFile, WorkspaceFrom};
 use crate::settings::Settings;
 use crate::sink::Sinks;
-use crate::sink::output::{Output, OutputFormat};
+use crate::sink::output::Output;
 use crate::sink::output_csv;
 use crate::sink::previous::Previous;
 use crate::sink::selection::Selection;
 use crate::sink::shard_meta::ShardSidecar;
-use crate::source::input::{InputFormat, InputRow, InputTable, Spool};
+use crate::source::csv_input;
+use crate::source::input::{InputRow, InputTable, Spool};
 use crate::source::stages::Chain;
-use crate::source::{csv_input, jsonl_input};
 
 /// The column that names a row's prerequisites (ids separated by `;`).
 pub(crate) const DEPENDS_ON: &str = "depends_on";
@@ -702,21 +702,13 @@ fn scan(files: &CsvBatchFiles, settings: &Settings) -> Result<(Instruction, Inpu
         files.instruction_line,
         &files.instruction,
     )?;
-    let table = match InputFormat::of(&files.input) {
-        InputFormat::Csv => csv_input::scan(
-            &files.input,
-            files.stdin.clone(),
-            files.delimiter,
-            files.id_column.as_deref(),
-            Some(&instruction),
-        )?,
-        InputFormat::Jsonl => jsonl_input::scan(
-            &files.input,
-            files.stdin.clone(),
-            files.id_column.as_deref(),
-            Some(&instruction),
-        )?,
-    };
+    let table = crate::source::input::input_format(&files.input).scan(
+        &files.input,
+        files.stdin.clone(),
+        files.delimiter,
+        files.id_column.as_deref(),
+        Some(&instruction),
+    )?;
     instruction
         .check_columns(&files.instruction_path, "the instruction", &table.headers)
         .map_err(|e| csv_input::with_hint(e, table.hint.as_deref()))?;
@@ -930,11 +922,9 @@ fn previous_output(
             } else {
                 "status"
             };
-            match OutputFormat::of(output) {
-                OutputFormat::Jsonl => Previous::read_jsonl(output, id_column, status_col),
-                OutputFormat::Csv => Previous::read(output, &layout.headers, id_column, status_col),
-            }
-            .map(Some)
+            crate::sink::output::output_format(output)
+                .previous(output, &layout.headers, id_column, status_col)
+                .map(Some)
         }
     }
 }

@@ -19,6 +19,10 @@
 //! refuses a declared file over an input, over another written file, inside a guarded
 //! folder, or over an existing file of another kind; the `run_ended` event names them.
 //!
+//! The output of a CSV batch ([`output`]) writes any row format: an
+//! [`output::OutputFormat`] per file ([`output_csv`], [`output_jsonl`]), registered in one line
+//! (ARCHITECTURE.md, "How to add a row format").
+//!
 //! Beside the sinks: [`selection`] (which rows a run covers, against the [`previous`]
 //! output) and [`before_removal`] (a workspace's outputs pointed at its archive before
 //! `runner clean` removes it). Sinks sit above the run's events and record and below the

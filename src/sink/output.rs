@@ -1,19 +1,17 @@
-//! The output of a CSV batch, one sink for both formats: `workers-output.csv`
-//! ([`output_csv`]) or, for an output named `*.jsonl`, JSON Lines ([`output_jsonl`]). The
-//! rows of the shard in input order — rows run now from their outcomes, rows `--only` did
-//! not select copied byte-for-byte from the previous output — kept current while the run
-//! goes on ([`Live`]) and written a last time when it ends.
-
-use std::io::Write;
-use std::path::PathBuf;
+//! The output of a CSV batch, one sink for every row format: `workers-output.csv`
+//! ([`output_csv`]) or, for an output named `*.jsonl`, JSON Lines ([`output_jsonl`]), each an
+//! [`OutputFormat`] chosen in [`FORMATS`] by the output's extension. The rows of the shard in
+//! input order — rows run now from their outcomes, rows `--only` did not select copied
+//! byte-for-byte from the previous output — kept current while the run goes on ([`Live`])
+//! and written a last time when it ends; the walk is here, the format writes each row.
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-use serde_json::Value;
 
 use super::live::Live;
 use super::output_csv::{self, Layout, Missing};
 use super::output_jsonl;
 use super::output_stages;
+use super::previous::Previous;
 use super::{PlanFile, RunEnd, Sink};
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
@@ -24,38 +22,62 @@ use crate::run::record::team::{OutcomeIndex, OutcomesView};
 use crate::sink::selection::Selection;
 use crate::source::input::{InputRow, InputTable};
 
-/// How the output is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OutputFormat {
-    /// `workers-output.csv`: comma-separated, agent values guarded against spreadsheets.
-    Csv,
-    /// One JSON object per row, values with their types.
-    Jsonl,
+/// The output formats, each in its own file, chosen by the output's extension
+/// ([`output_format`]); the last is the format of any other name. A new format is one file
+/// with an [`OutputFormat`] and one line here.
+static FORMATS: &[&dyn OutputFormat] = &[&output_jsonl::Jsonl, &output_csv::Csv];
+
+/// The format of the output file `path` by its extension (case-insensitive): the first of
+/// [`FORMATS`] that claims it (JSON Lines for `*.jsonl` and `*.ndjson`), else the last
+/// (`workers-output.csv`'s CSV).
+pub(crate) fn output_format(path: &Path) -> &'static dyn OutputFormat {
+    let ext = crate::source::input::extension(path);
+    FORMATS
+        .iter()
+        .find(|f| ext.as_deref().is_some_and(|e| f.extensions().contains(&e)))
+        .or(FORMATS.last())
+        .copied()
+        .unwrap_or(&output_csv::Csv)
 }
 
-impl OutputFormat {
-    /// The format of the output file `path`: JSON Lines for `*.jsonl` and `*.ndjson`.
-    pub(crate) fn of(path: &std::path::Path) -> OutputFormat {
-        match output_jsonl::is_jsonl_path(path) {
-            true => OutputFormat::Jsonl,
-            false => OutputFormat::Csv,
-        }
-    }
+/// What a format's writer calls once per row, in input order: what the row becomes and its
+/// stages' outcomes (one per stage of the layout; none without stages).
+pub(crate) type Each<'a> = dyn FnMut(Fate<'_>, &[Option<Outcome>]) -> std::io::Result<()> + 'a;
+
+/// The walk over the rows of the shard a format's writer drives: it calls [`Each`] for every
+/// row ([`OutputFile::walk`]).
+pub(crate) type Walk<'a> = dyn FnMut(&mut Each<'_>) -> std::io::Result<()> + 'a;
+
+/// A format of the output rows: how a file in it is written, what existing file it may
+/// replace, and how `--only` reads it back. Chosen once per output ([`output_format`]), so
+/// its calls are per file (the row callback once per row), never per field. Its `Debug` name
+/// (`Csv`, `Jsonl`) is part of the output's shape hash, so it never changes.
+pub(crate) trait OutputFormat: std::fmt::Debug + Sync {
+    /// The lowercase extensions (no dot) that choose this format (`["jsonl", "ndjson"]`).
+    fn extensions(&self) -> &'static [&'static str];
 
     /// The only kind of existing file an output of this format replaces, and how to tell
     /// one ([`PlanFile::replacing`]).
-    pub(crate) fn replaces(self) -> (&'static str, fn(&[u8]) -> bool) {
-        match self {
-            OutputFormat::Csv => (
-                "an output CSV of the runner (no status, attempts and error columns)",
-                output_csv::is_output,
-            ),
-            OutputFormat::Jsonl => (
-                "a JSON Lines output of the runner (no status, attempts and error fields)",
-                output_jsonl::is_output,
-            ),
-        }
-    }
+    fn replaces(&self) -> (&'static str, fn(&[u8]) -> bool);
+
+    /// Replace `path` atomically with the rows `walk` hands over, under `layout`'s names
+    /// (a [`Fate::Kept`] row copied byte for byte).
+    ///
+    /// Errors: an IO error naming the file (nothing is left half-written).
+    fn write(&self, path: &Path, layout: &Layout, walk: &mut Walk<'_>) -> Result<()>;
+
+    /// Index the previous output `path` for `--only`: ids from `id_column` (the row number
+    /// when `None`), statuses from `status_column`; `headers` are this run's columns.
+    ///
+    /// Errors: the file is missing or unreadable, or not an output of this format that
+    /// `--only` can replay (exit 2, naming the line).
+    fn previous(
+        &self,
+        path: &Path,
+        headers: &[String],
+        id_column: Option<&str>,
+        status_column: &str,
+    ) -> Result<Previous>;
 }
 
 /// The output sink of a CSV batch.
@@ -68,15 +90,15 @@ pub(crate) struct Output {
 
 /// What [`Output`] writes, shared with its live thread.
 struct OutputFile {
-    format: OutputFormat,
+    format: &'static dyn OutputFormat,
     path: PathBuf,
     table: InputTable,
     selection: Selection,
     layout: Layout,
 }
 
-/// What one row of the shard becomes.
-enum Fate<'a> {
+/// What one row of the shard becomes, for an [`OutputFormat`] to write.
+pub(crate) enum Fate<'a> {
     /// Its line of the previous output, byte for byte.
     Kept(Vec<u8>),
     /// Its outcome.
@@ -88,7 +110,7 @@ enum Fate<'a> {
 }
 
 impl Output {
-    /// The output `path` (its format by [`OutputFormat::of`]) of the rows of `table` this
+    /// The output `path` (its format by [`output_format`]) of the rows of `table` this
     /// run's `selection` covers, under `layout`.
     pub(crate) fn new(
         path: PathBuf,
@@ -98,7 +120,7 @@ impl Output {
     ) -> Output {
         Output {
             file: Arc::new(OutputFile {
-                format: OutputFormat::of(&path),
+                format: output_format(&path),
                 path,
                 table,
                 selection,
@@ -180,45 +202,9 @@ impl OutputFile {
     /// the file cannot be written.
     fn write(&self, outcomes: &mut OutcomeIndex, missing: Missing) -> Result<()> {
         let mut failure: Option<Error> = None;
-        let layout = &self.layout;
-        let written = match self.format {
-            OutputFormat::Csv => output_csv::write(&self.path, layout, |emit, raw| {
-                self.walk(outcomes, missing, &mut failure, |fate, stages| {
-                    let mut cells = match fate {
-                        Fate::Kept(bytes) => return raw(&bytes),
-                        Fate::Ran(row, o) => output_csv::row(
-                            layout,
-                            &row.values,
-                            Some(&o),
-                            (ItemStatus::Cancelled, ""),
-                        ),
-                        Fate::NotRun(row, status, why) => {
-                            output_csv::row(layout, &row.values, None, (status, why))
-                        }
-                        Fate::Unfinished(row) => output_csv::unfinished_row(layout, &row.values),
-                    };
-                    cells.extend(output_stages::cells(layout, stages));
-                    emit(cells)
-                })
-            }),
-            OutputFormat::Jsonl => crate::fsutil::replace_with(&self.path, |w: &mut dyn Write| {
-                self.walk(outcomes, missing, &mut failure, |fate, stages| {
-                    let mut object = match fate {
-                        Fate::Kept(bytes) => return w.write_all(&bytes),
-                        Fate::Ran(row, o) => {
-                            output_jsonl::line(layout, row, Some(&o), (ItemStatus::Cancelled, ""))
-                        }
-                        Fate::NotRun(row, status, why) => {
-                            output_jsonl::line(layout, row, None, (status, why))
-                        }
-                        Fate::Unfinished(row) => output_jsonl::unfinished_line(layout, row),
-                    };
-                    object.extend(output_stages::fields(layout, stages));
-                    serde_json::to_writer(&mut *w, &Value::Object(object))?;
-                    w.write_all(b"\n")
-                })
-            }),
-        };
+        let written = self.format.write(&self.path, &self.layout, &mut |each| {
+            self.walk(outcomes, missing, &mut failure, each)
+        });
         written.map_err(|e| failure.take().unwrap_or(e))
     }
 

@@ -9,6 +9,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::output::{Fate, OutputFormat, Walk};
+use super::previous::Previous;
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::record::outcome::Outcome;
@@ -461,6 +463,53 @@ pub(crate) fn write(
         fill(&mut emit, &mut raw)?;
         csv.borrow_mut().flush()
     })
+}
+
+/// `workers-output.csv`: the [`OutputFormat`] of any output whose extension no other format
+/// claims (its `Debug` name, `Csv`, is part of the output's shape hash).
+#[derive(Debug)]
+pub(crate) struct Csv;
+
+impl OutputFormat for Csv {
+    fn extensions(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    fn replaces(&self) -> (&'static str, fn(&[u8]) -> bool) {
+        (
+            "an output CSV of the runner (no status, attempts and error columns)",
+            is_output,
+        )
+    }
+
+    fn write(&self, path: &Path, layout: &Layout, walk: &mut Walk<'_>) -> Result<()> {
+        write(path, layout, |emit, raw| {
+            walk(&mut |fate, stages| {
+                let mut cells = match fate {
+                    Fate::Kept(bytes) => return raw(&bytes),
+                    Fate::Ran(item, o) => {
+                        row(layout, &item.values, Some(&o), (ItemStatus::Cancelled, ""))
+                    }
+                    Fate::NotRun(item, status, why) => {
+                        row(layout, &item.values, None, (status, why))
+                    }
+                    Fate::Unfinished(item) => unfinished_row(layout, &item.values),
+                };
+                cells.extend(super::output_stages::cells(layout, stages));
+                emit(cells)
+            })
+        })
+    }
+
+    fn previous(
+        &self,
+        path: &Path,
+        headers: &[String],
+        id_column: Option<&str>,
+        status_column: &str,
+    ) -> Result<Previous> {
+        Previous::read(path, headers, id_column, status_column)
+    }
 }
 
 /// One writer shared by the CSV writer and the raw row copier.

@@ -6,18 +6,108 @@
 //! the hand-off lists as lists, and `null` where a CSV cell is empty. Nothing is guarded
 //! against spreadsheets: no spreadsheet reads it. The file is replaced atomically.
 
+use std::io::Write;
 use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
+use super::output::{Fate, OutputFormat, Walk};
 use super::output_csv::{Layout, RUNNER_COLUMNS, UNDECIDED, UNFINISHED, WORKTREE_COLUMNS};
+use super::previous::{self, Previous};
+use crate::error::{Error, Result};
 use crate::report::ItemStatus;
 use crate::run::record::outcome::Outcome;
 use crate::source::input::InputRow;
 
-/// Whether `path` names a JSON Lines output (`.jsonl`, `.ndjson`).
-pub(crate) fn is_jsonl_path(path: &Path) -> bool {
-    crate::source::input::InputFormat::of(path) == crate::source::input::InputFormat::Jsonl
+/// JSON Lines (`.jsonl`, `.ndjson`): the [`OutputFormat`] of one object per row (its
+/// `Debug` name, `Jsonl`, is part of the output's shape hash).
+#[derive(Debug)]
+pub(crate) struct Jsonl;
+
+impl OutputFormat for Jsonl {
+    fn extensions(&self) -> &'static [&'static str] {
+        &["jsonl", "ndjson"]
+    }
+
+    fn replaces(&self) -> (&'static str, fn(&[u8]) -> bool) {
+        (
+            "a JSON Lines output of the runner (no status, attempts and error fields)",
+            is_output,
+        )
+    }
+
+    fn write(&self, path: &Path, layout: &Layout, walk: &mut Walk<'_>) -> Result<()> {
+        crate::fsutil::replace_with(path, |w: &mut dyn Write| {
+            walk(&mut |fate, stages| {
+                let mut object = match fate {
+                    Fate::Kept(bytes) => return w.write_all(&bytes),
+                    Fate::Ran(row, o) => line(layout, row, Some(&o), (ItemStatus::Cancelled, "")),
+                    Fate::NotRun(row, status, why) => line(layout, row, None, (status, why)),
+                    Fate::Unfinished(row) => unfinished_line(layout, row),
+                };
+                object.extend(super::output_stages::fields(layout, stages));
+                serde_json::to_writer(&mut *w, &Value::Object(object))?;
+                w.write_all(b"\n")
+            })
+        })
+    }
+
+    /// Objects name their fields, so unlike a CSV output the fields need not match this
+    /// run's (`headers` is unused); ids from the field `id_column` are a string, or a number
+    /// as its JSON text, and a line without one is skipped.
+    fn previous(
+        &self,
+        path: &Path,
+        _headers: &[String],
+        id_column: Option<&str>,
+        status_column: &str,
+    ) -> Result<Previous> {
+        read_previous(path, id_column, status_column)
+    }
+}
+
+/// Index the JSON Lines output `path` (one object per line) for `--only`: ids from the field
+/// `id_column` (a string, or a number as its JSON text; the line's row number when `None`),
+/// statuses from `status_column`.
+///
+/// Errors: the file is missing or unreadable, or a line is not a JSON object (exit 2,
+/// naming the line).
+fn read_previous(path: &Path, id_column: Option<&str>, status_column: &str) -> Result<Previous> {
+    let (file, bytes) = previous::read_kept(path)?;
+    let mut index = Previous::new(file, 0);
+    let attempts_column = previous::attempts_column_of(status_column);
+    let mut start = 0usize;
+    let mut number = 0u64;
+    for (n, text) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
+        let end = start + text.len();
+        let range = (start as u64, end as u64);
+        start = end;
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let Ok(Value::Object(o)) = serde_json::from_slice(text) else {
+            return Err(Error::input_at(
+                path,
+                Some(n as u64 + 1),
+                "not a JSON Lines output (this line is not a JSON object); run without --only to write a new output",
+            ));
+        };
+        number += 1;
+        let id = match id_column.map(|c| o.get(c)) {
+            None => number.to_string(),
+            Some(Some(Value::String(s))) => s.clone(),
+            Some(Some(Value::Number(x))) => x.to_string(),
+            Some(_) => continue,
+        };
+        let status = o.get(status_column).and_then(|v| v.as_str());
+        let attempts = o
+            .get(&attempts_column)
+            .and_then(Value::as_u64)
+            .and_then(|a| u32::try_from(a).ok())
+            .unwrap_or(0);
+        index.add(id, status, attempts, range.0, range.1);
+    }
+    Ok(index)
 }
 
 /// Whether `bytes` are a JSON Lines output of the runner: its first line is an object with

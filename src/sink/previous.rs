@@ -1,6 +1,9 @@
 //! The output a previous run left (`--only failed|ID,...`, DESIGN §2): which items it shows
 //! completed, and the exact bytes of each row, so that rows not run again are copied
-//! byte-for-byte into the new output.
+//! byte-for-byte into the new output. The index is format-neutral: each output format fills
+//! it ([`Previous::new`], [`Previous::add`]) from a file of its own
+//! ([`crate::sink::output::OutputFormat::previous`]); the CSV reader, shared with the todo
+//! table, is [`Previous::read`].
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -20,7 +23,7 @@ pub(crate) struct Previous {
 }
 
 /// The `attempts` column beside `status_column` (`runner_attempts` beside `runner_status`).
-fn attempts_column_of(status_column: &str) -> String {
+pub(crate) fn attempts_column_of(status_column: &str) -> String {
     match status_column.strip_suffix("status") {
         Some(prefix) => format!("{prefix}attempts"),
         None => "attempts".to_owned(),
@@ -46,7 +49,7 @@ impl Was {
 }
 
 /// Open `path`, read it whole, and keep it open.
-fn read_kept(path: &Path) -> Result<(std::sync::Arc<std::fs::File>, Vec<u8>)> {
+pub(crate) fn read_kept(path: &Path) -> Result<(std::sync::Arc<std::fs::File>, Vec<u8>)> {
     let err = |e| Error::read_input("the previous output for --only", path, e);
     let mut file = std::fs::File::open(path).map_err(err)?;
     let mut bytes = Vec::new();
@@ -97,52 +100,27 @@ impl Previous {
         Ok(Previous { file, rows })
     }
 
-    /// Index the JSON Lines output `path` (one object per line, [`crate::sink::output_jsonl`]):
-    /// ids from the field `id_column` (a string, or a number as its JSON text; the line's
-    /// row number when `None`), statuses from `status_column`. Objects name their fields, so
-    /// unlike a CSV output the fields need not match this run's.
-    ///
-    /// Errors: the file is missing or unreadable, or a line is not a JSON object (exit 2,
-    /// naming the line).
-    pub(crate) fn read_jsonl(
-        path: &Path,
-        id_column: Option<&str>,
-        status_column: &str,
-    ) -> Result<Previous> {
-        let (file, bytes) = read_kept(path)?;
-        let mut rows = HashMap::new();
-        let mut start = 0usize;
-        let mut number = 0u64;
-        for (n, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
-            let end = start + line.len();
-            let range = (start as u64, end as u64);
-            start = end;
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let Ok(serde_json::Value::Object(o)) = serde_json::from_slice(line) else {
-                return Err(Error::input_at(
-                    path,
-                    Some(n as u64 + 1),
-                    "not a JSON Lines output (this line is not a JSON object); run without --only to write a new output",
-                ));
-            };
-            number += 1;
-            let id = match id_column.map(|c| o.get(c)) {
-                None => number.to_string(),
-                Some(Some(serde_json::Value::String(s))) => s.clone(),
-                Some(Some(serde_json::Value::Number(x))) => x.to_string(),
-                Some(_) => continue,
-            };
-            let was = Was::of(o.get(status_column).and_then(|v| v.as_str()));
-            let attempts = o
-                .get(&attempts_column_of(status_column))
-                .and_then(serde_json::Value::as_u64)
-                .and_then(|a| u32::try_from(a).ok())
-                .unwrap_or(0);
-            rows.insert(id, (was, attempts, range.0, range.1));
+    /// An empty index of `file` (its bytes as read), for a format's reader to fill
+    /// ([`Previous::add`]) with room for `rows` rows.
+    pub(crate) fn new(file: std::sync::Arc<std::fs::File>, rows: usize) -> Previous {
+        Previous {
+            file,
+            rows: HashMap::with_capacity(rows),
         }
-        Ok(Previous { file, rows })
+    }
+
+    /// Note the row `id`: its `status` (`completed`, `blocked`, anything else), its
+    /// `attempts` (0 when empty) and the byte range `start..end` of its row in the file.
+    pub(crate) fn add(
+        &mut self,
+        id: String,
+        status: Option<&str>,
+        attempts: u32,
+        start: u64,
+        end: u64,
+    ) {
+        self.rows
+            .insert(id, (Was::of(status), attempts, start, end));
     }
 
     /// Whether the previous output shows `id` completed.

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::source::input::{
-    InputFormat, InputRow, InputTable, MAX_COLUMNS, MAX_ROW_BYTES, Snapshotting, Spool,
+    InputFormat, InputRow, InputTable, MAX_COLUMNS, MAX_ROW_BYTES, Rows, Snapshotting, Spool,
     check_prompt, row_too_large, too_many_columns,
 };
 
@@ -361,7 +361,7 @@ pub(crate) fn scan(
         path: path.to_owned(),
         spool,
         digest,
-        format: InputFormat::Csv,
+        format: &Csv,
         delimiter,
         headers,
         id_column: id_col,
@@ -371,6 +371,40 @@ pub(crate) fn scan(
     };
     ids.finish(&table)?;
     Ok(table)
+}
+
+/// CSV (TSV, any delimiter) with a header row: the [`InputFormat`] of any input whose
+/// extension no other format claims.
+#[derive(Debug)]
+pub(crate) struct Csv;
+
+impl InputFormat for Csv {
+    fn extensions(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    fn name(&self) -> &'static str {
+        "CSV"
+    }
+
+    fn has_delimiter(&self) -> bool {
+        true
+    }
+
+    fn scan(
+        &self,
+        path: &Path,
+        spool: Option<Spool>,
+        delimiter: u8,
+        id_column: Option<&str>,
+        instruction: Option<&crate::prompt::Instruction>,
+    ) -> Result<InputTable> {
+        scan(path, spool, delimiter, id_column, instruction)
+    }
+
+    fn rows(&self, table: &InputTable) -> Result<Rows> {
+        Ok(Box::new(CsvRows::new(table.open()?, table)?))
+    }
 }
 
 /// Streaming iterator over the rows of an input file already validated by [`scan`].

@@ -2,7 +2,8 @@
 //! ([`Spool`]: stdin's rows, or the snapshot taken while the file is scanned, so the file is
 //! opened once per run and an edit while the run goes on changes nothing of it), what the
 //! scan learned ([`InputTable`]) and the rows streamed from it ([`InputRow`]). The formats
-//! are [`crate::source::csv_input`] (CSV, TSV, any delimiter) and
+//! are [`InputFormat`]s, one per file, chosen in [`FORMATS`] by the input's extension:
+//! [`crate::source::csv_input`] (CSV, TSV, any delimiter) and
 //! [`crate::source::jsonl_input`] (one JSON object per line).
 
 use std::io::Read;
@@ -76,29 +77,67 @@ pub(crate) fn check_prompt(
     Ok(())
 }
 
-/// The format of an input file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum InputFormat {
-    /// CSV with a header row, fields split at [`InputTable::delimiter`].
-    Csv,
-    /// JSON Lines: one JSON object per line; the columns are the keys in the order they
-    /// first appear.
-    Jsonl,
+/// The input formats, each in its own file, chosen by the input's extension
+/// ([`input_format`]); the last is the format of any other name. A new format is one file
+/// with an [`InputFormat`] and one line here.
+static FORMATS: &[&dyn InputFormat] = &[
+    &crate::source::jsonl_input::Jsonl,
+    &crate::source::csv_input::Csv,
+];
+
+/// The format of the input `path` by its extension (case-insensitive): the first of
+/// [`FORMATS`] that claims it (`.jsonl` and `.ndjson` are JSON Lines), else the last (CSV).
+pub(crate) fn input_format(path: &Path) -> &'static dyn InputFormat {
+    let ext = extension(path);
+    FORMATS
+        .iter()
+        .find(|f| ext.as_deref().is_some_and(|e| f.extensions().contains(&e)))
+        .or(FORMATS.last())
+        .copied()
+        .unwrap_or(&crate::source::csv_input::Csv)
 }
 
-impl InputFormat {
-    /// The format of `path` by its extension: `.jsonl` and `.ndjson` are JSON Lines,
-    /// anything else CSV.
-    pub(crate) fn of(path: &Path) -> InputFormat {
-        match path
-            .extension()
-            .and_then(|e| e.to_str())
-            .map(str::to_ascii_lowercase)
-        {
-            Some(e) if e == "jsonl" || e == "ndjson" => InputFormat::Jsonl,
-            _ => InputFormat::Csv,
-        }
-    }
+/// The lowercase extension of `path` (without its dot), what chooses a row format.
+pub(crate) fn extension(path: &Path) -> Option<String> {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+}
+
+/// A format of input rows: how a file in it is scanned once and its rows streamed again.
+/// Chosen once per input ([`input_format`]), so its calls are per file, never per field.
+pub(crate) trait InputFormat: std::fmt::Debug + Sync {
+    /// The lowercase extensions (no dot) that choose this format (`["jsonl", "ndjson"]`).
+    fn extensions(&self) -> &'static [&'static str];
+
+    /// How messages name the format (`CSV`, `JSON Lines`).
+    fn name(&self) -> &'static str;
+
+    /// Whether its fields are split at a delimiter (`--delimiter` is refused otherwise).
+    fn has_delimiter(&self) -> bool;
+
+    /// Read and check every row of `path` (or of `spool`, the rows read from stdin) once,
+    /// before anything is written, through [`Snapshotting`] so the file is opened once;
+    /// `delimiter` splits a record's fields (where [`InputFormat::has_delimiter`]),
+    /// `id_column` names the row's id (`None`: its row number), and each row's task text,
+    /// `instruction` with its values, is sized as it goes.
+    ///
+    /// Errors ([`Error::Input`], naming `path` and the line): whatever the format finds bad,
+    /// a missing or duplicate id, a row over [`MAX_ROW_BYTES`], more than [`MAX_COLUMNS`]
+    /// columns, a task text over [`MAX_PROMPT_BYTES`].
+    fn scan(
+        &self,
+        path: &Path,
+        spool: Option<Spool>,
+        delimiter: u8,
+        id_column: Option<&str>,
+        instruction: Option<&crate::prompt::Instruction>,
+    ) -> Result<InputTable>;
+
+    /// Stream the rows of `table` (which [`InputFormat::scan`] made) from its spool's start.
+    ///
+    /// Errors: the spool cannot be read, or the header changed since the scan.
+    fn rows(&self, table: &InputTable) -> Result<Rows>;
 }
 
 /// The input's bytes as the run first read them, in an unnamed temporary file (gone when the
@@ -168,7 +207,7 @@ pub(crate) struct InputTable {
     /// The FNV-1a state after the input's bytes (the batch fingerprint starts from it).
     pub digest: crate::hash::Fnv,
     /// The format the rows are read in.
-    pub format: InputFormat,
+    pub format: &'static dyn InputFormat,
     /// The field delimiter of a CSV input (a byte such as `,`, `;` or a tab).
     pub delimiter: u8,
     /// Column names in input order.
@@ -251,15 +290,7 @@ impl InputTable {
     ///
     /// Errors: the file cannot be opened, or its header changed since the scan.
     pub(crate) fn rows(&self) -> Result<Rows> {
-        Ok(match self.format {
-            InputFormat::Csv => {
-                Box::new(crate::source::csv_input::CsvRows::new(self.open()?, self)?)
-            }
-            InputFormat::Jsonl => Box::new(crate::source::jsonl_input::JsonlRows::new(
-                self.open()?,
-                self,
-            )),
-        })
+        self.format.rows(self)
     }
 }
 

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::source::input::{
-    InputFormat, InputRow, InputTable, MAX_COLUMNS, MAX_ROW_BYTES, Snapshotting, Spool,
+    InputFormat, InputRow, InputTable, MAX_COLUMNS, MAX_ROW_BYTES, Rows, Snapshotting, Spool,
     check_prompt, row_too_large, too_many_columns,
 };
 
@@ -135,7 +135,7 @@ pub(crate) fn scan(
         path: path.to_owned(),
         spool,
         digest,
-        format: InputFormat::Jsonl,
+        format: &Jsonl,
         delimiter: b',',
         headers,
         id_column: id_index,
@@ -221,6 +221,39 @@ fn cell_len(v: Option<&Value>) -> usize {
     match v {
         Some(Value::String(s)) => s.len(),
         other => cell(other).len(),
+    }
+}
+
+/// JSON Lines (`.jsonl`, `.ndjson`): the [`InputFormat`] of one JSON object per line.
+#[derive(Debug)]
+pub(crate) struct Jsonl;
+
+impl InputFormat for Jsonl {
+    fn extensions(&self) -> &'static [&'static str] {
+        &["jsonl", "ndjson"]
+    }
+
+    fn name(&self) -> &'static str {
+        "JSON Lines"
+    }
+
+    fn has_delimiter(&self) -> bool {
+        false
+    }
+
+    fn scan(
+        &self,
+        path: &Path,
+        spool: Option<Spool>,
+        _delimiter: u8,
+        id_column: Option<&str>,
+        instruction: Option<&crate::prompt::Instruction>,
+    ) -> Result<InputTable> {
+        scan(path, spool, id_column, instruction)
+    }
+
+    fn rows(&self, table: &InputTable) -> Result<Rows> {
+        Ok(Box::new(JsonlRows::new(table.open()?, table)))
     }
 }
 

@@ -2,8 +2,9 @@
 //! CSV batch (`workers-input.csv` + `BATCH.md`, [`input`], [`csv_input`], [`jsonl_input`],
 //! [`batch_spec`], [`stages`]) or a todo batch (`todo-N.md`, [`todo`]); the files and images an
 //! item's text may carry are [`crate::inline`]. Sources read and validate text;
-//! they never spawn processes. The adapters that turn a batch into a run plan live in
-//! [`crate::plans`].
+//! they never spawn processes. A CSV batch's row formats are [`input::InputFormat`]s, one per
+//! file, registered in one line each (ARCHITECTURE.md, "How to add a row format"). The
+//! adapters that turn a batch into a run plan live in [`crate::plans`].
 
 pub(crate) mod batch_spec;
 pub(crate) mod csv_input;

@@ -273,3 +273,25 @@ impl OutputFile {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_extension_picks_the_format_whose_debug_name_the_shape_hash_keeps() {
+        for (path, name) in [
+            ("out.jsonl", "Jsonl"),
+            ("OUT.NdJson", "Jsonl"),
+            ("workers-output.csv", "Csv"),
+            ("out.txt", "Csv"),
+            ("out", "Csv"),
+        ] {
+            assert_eq!(
+                format!("{:?}", output_format(Path::new(path))),
+                name,
+                "{path}"
+            );
+        }
+    }
+}

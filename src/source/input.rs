@@ -430,3 +430,24 @@ impl Read for Snapshotting {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_extension_picks_the_format_and_any_other_name_is_csv() {
+        for (path, name) in [
+            ("rows.jsonl", "JSON Lines"),
+            ("ROWS.NDJSON", "JSON Lines"),
+            ("rows.csv", "CSV"),
+            ("rows.tsv", "CSV"),
+            ("rows", "CSV"),
+            (STDIN_NAME, "CSV"),
+        ] {
+            assert_eq!(input_format(Path::new(path)).name(), name, "{path}");
+        }
+        assert!(input_format(Path::new("a.tsv")).has_delimiter());
+        assert!(!input_format(Path::new("a.jsonl")).has_delimiter());
+    }
+}

@@ -115,7 +115,10 @@ pub(crate) fn run(
         &spec.rerun,
         source.items()?,
     )?;
-    let mut summary = execute(
+    // `_interrupt_ends_process` keeps an interrupt fatal until the outputs are written;
+    // dropped when this returns, so a process that goes on (`runner mcp`) is not ended by a
+    // later signal meant for its next run.
+    let (mut summary, _interrupt_ends_process) = execute(
         spec.clone(),
         &mut team,
         source.items()?,
@@ -307,7 +310,9 @@ fn remove_workspace(workspace: &Path) -> bool {
     }
 }
 
-/// Run the dispatcher to the end on a multi-threaded runtime ([`dispatcher::run`]).
+/// Run the dispatcher to the end on a multi-threaded runtime ([`dispatcher::run`]). With the
+/// summary comes the guard of the interrupt watch that then runs until it is dropped: an
+/// interrupt while the outputs are written ends the process (exit 130).
 ///
 /// Errors: the runtime cannot start, or the dispatcher failed (journal unwritable, source
 /// unreadable).
@@ -319,7 +324,7 @@ fn execute(
     resumed: u64,
     reporter: &mut dyn Reporter,
     backend: Arc<dyn Backend>,
-) -> Result<RunSummary> {
+) -> Result<(RunSummary, tokio::sync::oneshot::Sender<()>)> {
     // At least four workers, even on two cores: a worker is held while a child is spawned
     // (until it execs) and while its teammate folder is created, so with fewer workers cores
     // sit idle between agents (measured in BENCHMARKS.md).
@@ -342,8 +347,10 @@ fn execute(
     let summary = summary?;
     // The dispatcher's signal handlers stay installed; while the outputs are written, an
     // interrupt must still end the process (every file is replaced atomically, so stopping
-    // here leaves old or new files, never half-written ones).
-    std::thread::spawn(|| {
+    // here leaves old or new files, never half-written ones). The watch ends when the
+    // returned sender is dropped.
+    let (guard, mut done) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -364,6 +371,7 @@ fn execute(
             };
             loop {
                 tokio::select! {
+                    _ = &mut done => return,
                     _ = int.recv() => break,
                     _ = term.recv() => break,
                     _ = hup.recv() => break,
@@ -377,7 +385,7 @@ fn execute(
             std::process::exit(EXIT_INTERRUPTED);
         });
     });
-    Ok(summary)
+    Ok((summary, guard))
 }
 
 /// The exit code of a finished run (DESIGN §7): 130 interrupted, 0 every item completed,

@@ -460,6 +460,42 @@ fn a_terminated_server_ends_every_teammate_first() {
     );
 }
 
+/// A server whose first run has ended still ends every teammate of its next run when it is
+/// terminated: the first run's watch over its output writes ended with that run, so the
+/// signal interrupts the team as Ctrl-C does instead of ending the server on the spot.
+#[test]
+fn after_a_finished_run_a_terminated_server_still_ends_every_teammate_first() {
+    let sb = Sandbox::new();
+    let agent = csv_batch(&sb);
+    sb.write("first/rows.csv", sb.read("rows.csv"));
+    let mut c = Client::start(&sb);
+    let (err, text) = c.call(
+        "batch_run",
+        json!({"csv_path": "first/rows.csv", "instruction": "Look at {topic}.",
+               "id_column": "id", "command": ["sh", agent], "wait": true}),
+    );
+    assert!(!err, "{text}");
+    start_sleeping_team(&sb, &mut c);
+    let pid = c.child.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let ended = wait_exit(&mut c.child, 60);
+    assert!(ended.is_some(), "the server outlived SIGTERM");
+    assert_eq!(
+        sb.survivors_after(5.0),
+        Vec::new(),
+        "teammates outlived the server"
+    );
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert!(
+        journal.contains("\"event\":\"interrupted\""),
+        "the second team was interrupted as Ctrl-C does: {journal}"
+    );
+}
+
 /// Wait up to `secs` for `child` to exit.
 fn wait_exit(child: &mut Child, secs: u64) -> Option<std::process::ExitStatus> {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);

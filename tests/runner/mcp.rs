@@ -445,19 +445,7 @@ fn a_terminated_server_ends_every_teammate_first() {
     let sb = Sandbox::new();
     let mut c = Client::start(&sb);
     start_sleeping_team(&sb, &mut c);
-    let pid = c.child.id().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let ended = wait_exit(&mut c.child, 60);
-    assert!(ended.is_some(), "the server outlived SIGTERM");
-    assert_eq!(
-        sb.survivors_after(5.0),
-        Vec::new(),
-        "teammates outlived the server"
-    );
+    terminate_and_expect_no_survivors(&sb, &mut c);
 }
 
 /// A server whose first run has ended still ends every teammate of its next run before it
@@ -476,6 +464,11 @@ fn after_a_finished_run_a_terminated_server_still_ends_every_teammate_first() {
     );
     assert!(!err, "{text}");
     start_sleeping_team(&sb, &mut c);
+    terminate_and_expect_no_survivors(&sb, &mut c);
+}
+
+/// SIGTERM the server; it must exit within 60 s and leave no teammate running.
+fn terminate_and_expect_no_survivors(sb: &Sandbox, c: &mut Client) {
     let pid = c.child.id().to_string();
     let killed = std::process::Command::new("kill")
         .args(["-TERM", &pid])

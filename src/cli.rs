@@ -633,4 +633,12 @@ pub(crate) struct RunArgs {
     /// the first line. `none` opts out.
     #[arg(long, value_name = "auto|none|landlock", value_parser = Offered(|| vec!["auto", "none", "landlock"]), hide_possible_values = true)]
     pub sandbox: Option<String>,
+    /// Keep the team workspace (journal, records, teammate folders, lock) in DIR. By default
+    /// it lies beside the output (`<output stem>.runner/`, a store's `teams/<team>/`), or in
+    /// the user's state folder (`$XDG_STATE_HOME/teammate-runner/`, else
+    /// `~/.local/state/teammate-runner/`) when teammates could write beside the output.
+    /// Under the sandbox it is refused inside the folders teammates write. Give the same
+    /// DIR to `status`, `show` and `logs`.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
 }

@@ -30,6 +30,7 @@ mod schedule;
 mod settings;
 mod sink;
 mod source;
+mod state_dir;
 mod store;
 mod suggest;
 mod ui;

@@ -467,9 +467,18 @@ impl Store {
         f.sync_all().map_err(|e| Error::io("sync", path, e))
     }
 
-    /// The workspace of team `team`: `<store>/teams/<team>/`.
-    pub(crate) fn team_dir(&self, team: &str) -> PathBuf {
+    /// The folder the workspace of team `team` stands for: `<store>/teams/<team>/`
+    /// (DESIGN §6b; where a run puts it is `schedule::plan::place_workspace`).
+    pub(crate) fn team_origin(&self, team: &str) -> PathBuf {
         self.dir.join("teams").join(team)
+    }
+
+    /// The workspace of team `team` as it is on disk: `<store>/teams/<team>/`, or its place
+    /// in the user's state folder ([`crate::state_dir::existing`]); the first when neither
+    /// holds one.
+    pub(crate) fn team_dir(&self, team: &str) -> PathBuf {
+        let origin = self.team_origin(team);
+        crate::state_dir::existing(&origin).unwrap_or(origin)
     }
 
     /// Write a new checkpoint `cp-<stamp>.md` (or `cp-<stamp>-2.md`, ... when taken) with

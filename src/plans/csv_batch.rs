@@ -647,7 +647,8 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "workers-output".into());
-    let workspace = out_dir.join(format!("{team}.runner"));
+    let origin = out_dir.join(format!("{team}.runner"));
+    let workspace = plan::place_workspace(&origin, &settings, &cwd);
     // Rows from stdin are kept in the workspace: that copy is the batch's input.
     let stdin_copy = files.stdin.clone().map(|s| (s, workspace.join(STDIN_COPY)));
     let batch = BatchId::new(
@@ -676,6 +677,7 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
             .as_ref()
             .map(|c| c.stages.iter().map(|s| s.name.clone()).collect())
             .unwrap_or_default(),
+        origin,
         ..RunSpec::new(team, workspace, cwd, settings, template)?
     };
     spec.warnings.extend(warnings);

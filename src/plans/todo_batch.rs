@@ -384,7 +384,13 @@ pub(crate) fn plan(
     let template =
         TeammateTemplate::new(&b.store.dir.join("templates/teammate.md"), &template_text)?;
     let team = team_name(b.batch);
-    let workspace = b.store.team_dir(&team);
+    let cwd = match &b.store.project_root {
+        Some(root) => root.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?,
+    };
+    let origin = b.store.team_origin(&team);
+    let workspace = plan::place_workspace(&origin, &settings, &cwd);
     // Every item is ticked, yet the team's workspace is still there: a run was killed as it
     // ended (its table, checkpoints, archive or workspace removal not done). This run runs
     // nothing and finishes that ending.
@@ -398,13 +404,9 @@ pub(crate) fn plan(
     if items.is_empty() {
         return Ok(None);
     }
-    let cwd = match &b.store.project_root {
-        Some(root) => root.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?,
-    };
     let spec = RunSpec {
         rerun,
+        origin,
         ..RunSpec::new(team, workspace, cwd, settings, template)?
     };
     // A bad archive (which this run may extend, and whose outcomes the table's rows of items

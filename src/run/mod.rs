@@ -32,8 +32,14 @@ use crate::settings::Settings;
 pub(crate) struct RunSpec {
     /// Team name (`todo-resolve-3`, or the CSV output's stem).
     pub team: String,
-    /// Team workspace folder (absolute).
+    /// Team workspace folder (absolute): [`RunSpec::origin`], or its place in the user's
+    /// state folder when teammates could write there ([`crate::state_dir`], DESIGN §6b), or
+    /// the folder `--workspace` names.
     pub workspace: PathBuf,
+    /// The folder the workspace stands for: `<output stem>.runner` beside a CSV batch's
+    /// output, `<store>/teams/<team>` for a todo batch — what every command finds the team
+    /// from. The same as [`RunSpec::workspace`] unless the workspace was put elsewhere.
+    pub origin: PathBuf,
     /// Working directory of every teammate (absolute).
     pub cwd: PathBuf,
     /// How long to wait for pipes after a child exits.

@@ -203,6 +203,11 @@ fn open_team(
 ) -> Result<Team> {
     let mut team = Team::open(&spec.team, &spec.workspace)?;
     team.claim(batch)?;
+    // A workspace kept away from its output names the folder it stands for, for the
+    // listings that find teams by where their outputs are (DESIGN §6b).
+    if spec.workspace != spec.origin {
+        crate::state_dir::record_origin(&spec.workspace, &spec.origin)?;
+    }
     // A replay from an output alone (a CI artifact, no journal) numbers its attempts on from
     // the attempts that output records.
     for (id, n) in source.attempts_before() {

@@ -16,6 +16,7 @@ use crate::item::WorkItem;
 use crate::run::RunSpec;
 use crate::run::record::team::{self, BatchId};
 use crate::schedule::dispatcher::ItemStream;
+use crate::settings::Settings;
 use crate::sink::Sinks;
 use crate::sink::junit::Junit;
 use crate::sink::trace::Trace;
@@ -103,30 +104,6 @@ impl WorkspaceFrom {
             WorkspaceFrom::Store => "--store",
         }
     }
-
-    /// [`WorkspaceFrom::apart_from`] for the run's first line, where the folder was named.
-    fn apart_briefly(self) -> &'static str {
-        match self {
-            WorkspaceFrom::Output => "give an --output outside it, or use --isolate worktree",
-            WorkspaceFrom::Store => {
-                "use --isolate worktree, or a store outside it (--global, --store DIR)"
-            }
-        }
-    }
-
-    /// What to change so that the workspace is not inside (nor around) the folder `root`
-    /// teammates may write under `--sandbox landlock`.
-    fn apart_from(self, root: &Path) -> String {
-        let root = root.display();
-        match self {
-            WorkspaceFrom::Output => format!(
-                "give an --output outside {root} (the workspace is <output>.runner), or use --isolate worktree"
-            ),
-            WorkspaceFrom::Store => format!(
-                "run teammates in worktrees (--isolate worktree, or isolate = \"worktree\" in the store's runner.toml), or use a store outside {root} (--global, or --store DIR; the workspace is <store>/teams/<team>)"
-            ),
-        }
-    }
 }
 
 impl RunSpec {
@@ -150,6 +127,7 @@ impl RunSpec {
         let warnings = std::mem::take(&mut settings.warnings);
         Ok(RunSpec {
             team,
+            origin: workspace.clone(),
             workspace,
             cwd,
             pipe_wait: crate::settings::PIPE_WAIT,
@@ -221,7 +199,10 @@ impl Plan {
 
     /// Every file and folder this run writes: the workspace and [`Plan::outputs`].
     pub(crate) fn written(&self) -> Vec<PlanFile> {
-        let flag = self.workspace_from.flag();
+        let flag = match self.spec.settings.workspace {
+            Some(_) => "--workspace",
+            None => self.workspace_from.flag(),
+        };
         let mut all = vec![PlanFile::new("workspace", &self.spec.workspace, flag)];
         all.extend(self.outputs());
         all
@@ -419,48 +400,74 @@ impl Plan {
         Ok(())
     }
 
-    /// How the first writable root of a teammate (the run's working directory without
-    /// isolation, a path its runner definition declares) that holds the team workspace or
-    /// lies in it keeps teammates from being confined — Landlock grants a folder with
-    /// everything beneath it — and what to change; `None` when none does.
+    /// How the first writable root of a teammate ([`teammate_roots`]) that holds the team
+    /// workspace or lies in it keeps teammates from being confined — Landlock grants a
+    /// folder with everything beneath it — and what to change; `None` when none does.
     fn layout_conflict(&self) -> Option<Conflict> {
         let spec = &self.spec;
         let workspace = crate::fsutil::real_path(&spec.workspace);
-        self.teammate_roots().into_iter().find_map(|root| {
-            let real = crate::fsutil::real_path(&root.path);
-            let (holds, inside) = (workspace.starts_with(&real), real.starts_with(&workspace));
-            if !holds && !inside {
-                return None;
-            }
-            let path = root.path.display();
-            Some(match &root.entry {
-                None => Conflict {
-                    briefly: format!(
-                        "the workspace lies inside {path}, which teammates write; to confine them, {}",
-                        self.workspace_from.apart_briefly()
-                    ),
-                    fully: format!(
-                        "the team workspace {} lies inside {path} ({}), so a teammate could rewrite the journal or another teammate's report; {}",
-                        spec.workspace.display(),
-                        root.what,
-                        self.workspace_from.apart_from(&root.path)
-                    ),
-                },
-                Some(entry) => {
-                    let how = if inside && !holds { "lies inside" } else { "holds" };
-                    let said = format!(
-                        "the runner definition's `[sandbox] writes` entry `{entry}` ({path}) {how} the team workspace {}",
-                        spec.workspace.display()
-                    );
-                    Conflict {
-                        briefly: format!("{said}; to confine teammates, narrow that entry"),
-                        fully: format!(
-                            "{said}, so a teammate could rewrite the journal or another teammate's report; narrow that entry (in a runner file: --runner-file)"
-                        ),
-                    }
+        teammate_roots(&spec.settings, &spec.cwd)
+            .into_iter()
+            .find_map(|root| {
+                let real = crate::fsutil::real_path(&root.path);
+                let (holds, inside) = (workspace.starts_with(&real), real.starts_with(&workspace));
+                if !holds && !inside {
+                    return None;
                 }
+                let path = root.path.display();
+                let ws = spec.workspace.display();
+                Some(match &root.entry {
+                    None => {
+                        let (why, change) = self.why_workspace_here();
+                        Conflict {
+                            briefly: format!(
+                                "the workspace lies inside {path}, which teammates write ({why}); to confine them, {change}"
+                            ),
+                            fully: format!(
+                                "the team workspace {ws} lies inside {path} ({}; {why}), so a teammate could rewrite the journal or another teammate's report; {change}",
+                                root.what
+                            ),
+                        }
+                    }
+                    Some(entry) => {
+                        let how = if inside && !holds { "lies inside" } else { "holds" };
+                        let said = format!(
+                            "the runner definition's `[sandbox] writes` entry `{entry}` ({path}) {how} the team workspace {ws}"
+                        );
+                        Conflict {
+                            briefly: format!("{said}; to confine teammates, narrow that entry"),
+                            fully: format!(
+                                "{said}, so a teammate could rewrite the journal or another teammate's report; narrow that entry (in a runner file: --runner-file)"
+                            ),
+                        }
+                    }
+                })
             })
-        })
+    }
+
+    /// Why the workspace lies where it does when that is inside what teammates write, and
+    /// what moves it: `--workspace` chose it; an earlier run of this batch left it beside
+    /// its output (resumed there); or the user's state folder lies there too.
+    fn why_workspace_here(&self) -> (String, String) {
+        let spec = &self.spec;
+        let elsewhere = "give --workspace DIR outside it, or use --isolate worktree";
+        if spec.settings.workspace.is_some() {
+            return ("--workspace chose it".into(), elsewhere.into());
+        }
+        if spec.workspace == spec.origin && crate::state_dir::is_workspace(&spec.origin) {
+            return (
+                "an earlier run of this batch keeps it there".into(),
+                format!(
+                    "finish this batch or remove that workspace (`runner clean {}`): later runs keep theirs in the user's state folder; or {elsewhere}",
+                    spec.origin.display()
+                ),
+            );
+        }
+        let state = crate::state_dir::root().map_or("no HOME".into(), |r| r.display().to_string());
+        (
+            format!("so does the user's state folder {state}"),
+            format!("set XDG_STATE_HOME to a folder outside it, or {elsewhere}"),
+        )
     }
 }
 
@@ -478,45 +485,84 @@ struct Root {
     path: PathBuf,
     /// What it is, for messages.
     what: String,
-    /// The `[sandbox] writes` entry it was expanded from; `None` for the working directory.
+    /// The `[sandbox] writes` entry it was expanded from; `None` for the working directory
+    /// and the shared device folders.
     entry: Option<String>,
 }
 
-impl Plan {
-    /// The folders every teammate may write under `--sandbox landlock` besides its own: the
-    /// run's working directory without isolation, and the paths its runner definition
-    /// declares (expanded with the runner's environment; the attempt's own variables are
-    /// checked as each attempt starts, `unit::writable`).
-    fn teammate_roots(&self) -> Vec<Root> {
-        let spec = &self.spec;
-        let lookup = |name: &str| std::env::var_os(name);
-        let mut roots: Vec<Root> = spec
-            .settings
-            .runner
-            .sandbox
-            .writes
-            .iter()
-            .filter_map(|w| {
-                Some(Root {
-                    path: crate::sandbox::expand_write(w, &lookup)?,
-                    what: format!("`{w}` of the runner definition's [sandbox] writes"),
-                    entry: Some(w.clone()),
-                })
-            })
-            .collect();
-        if spec.isolation.is_none() {
-            roots.insert(
-                0,
-                Root {
-                    path: spec.cwd.clone(),
-                    what: "the working directory every teammate writes".into(),
-                    entry: None,
-                },
-            );
-        }
-        roots
+/// The folders every teammate may write under `--sandbox landlock` besides its own: the
+/// run's working directory without isolation, the device folders the sandbox grants
+/// (`/dev/shm`, `/dev/pts`: shared by every teammate), and the paths its runner definition
+/// declares (expanded with the runner's environment; the attempt's own variables are
+/// checked as each attempt starts, `unit::writable`). None for a runner that starts no
+/// process (the HTTP backend).
+fn teammate_roots(settings: &Settings, cwd: &Path) -> Vec<Root> {
+    if settings.runner.answers_only() {
+        return Vec::new();
     }
+    let lookup = |name: &str| std::env::var_os(name);
+    let mut roots = Vec::new();
+    if !settings.isolate {
+        roots.push(Root {
+            path: cwd.to_owned(),
+            what: "the working directory every teammate writes".into(),
+            entry: None,
+        });
+    }
+    roots.extend(
+        crate::sandbox::DEVICES
+            .iter()
+            .map(Path::new)
+            .filter(|d| d.is_dir())
+            .map(|d| Root {
+                path: d.to_owned(),
+                what: "a device folder every teammate writes".into(),
+                entry: None,
+            }),
+    );
+    roots.extend(settings.runner.sandbox.writes.iter().filter_map(|w| {
+        Some(Root {
+            path: crate::sandbox::expand_write(w, &lookup)?,
+            what: format!("`{w}` of the runner definition's [sandbox] writes"),
+            entry: Some(w.clone()),
+        })
+    }));
+    roots
+}
 
+/// Where the team workspace standing for `origin` (`<output stem>.runner` beside a CSV
+/// batch's output, `<store>/teams/<team>`) goes, DESIGN §6b: the folder `--workspace` names;
+/// else where a run of this batch left one ([`crate::state_dir::existing`]: beside its
+/// output, as earlier versions did, or in the state folder); else `origin` when no teammate
+/// writes there ([`teammate_roots`]); else its place in the user's state folder when no
+/// teammate writes that ([`crate::state_dir::for_origin`]); else `origin` (the sandbox then
+/// falls back or refuses, saying why). Reads only; the same for the same arguments, so every
+/// command finds the team again.
+pub(crate) fn place_workspace(origin: &Path, settings: &Settings, cwd: &Path) -> PathBuf {
+    if let Some(dir) = &settings.workspace {
+        return dir.clone();
+    }
+    if let Some(ws) = crate::state_dir::existing(origin) {
+        return ws;
+    }
+    let roots: Vec<PathBuf> = teammate_roots(settings, cwd)
+        .iter()
+        .map(|r| crate::fsutil::real_path(&r.path))
+        .collect();
+    let written = |p: &Path| {
+        let p = crate::fsutil::real_path(p);
+        roots.iter().any(|r| p.starts_with(r) || r.starts_with(&p))
+    };
+    if !written(origin) {
+        return origin.to_owned();
+    }
+    match crate::state_dir::for_origin(origin) {
+        Some(state) if !written(&state) => state,
+        _ => origin.to_owned(),
+    }
+}
+
+impl Plan {
     /// The files among the agent command's and the verify command's words (the program, a
     /// script it runs), relative to the run's working directory.
     fn program_files(&self) -> Vec<PathBuf> {
@@ -539,8 +585,7 @@ impl Plan {
         let spec = &self.spec;
         let mut files = Vec::new();
         if spec.settings.sandbox == crate::sandbox::Mode::Landlock {
-            let roots: Vec<PathBuf> = self
-                .teammate_roots()
+            let roots: Vec<PathBuf> = teammate_roots(&spec.settings, &spec.cwd)
                 .iter()
                 .map(|r| crate::fsutil::real_path(&r.path))
                 .collect();

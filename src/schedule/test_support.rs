@@ -16,6 +16,7 @@ pub(crate) fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
     RunSpec {
         team: "t".into(),
         workspace: dir.join("ws"),
+        origin: dir.join("ws"),
         cwd: dir.to_owned(),
         pipe_wait: Duration::from_millis(100),
         settings: Settings {

@@ -72,6 +72,10 @@ pub(crate) struct FileSettings {
     /// `max_fail`: `N` or `N:immediate` (see `--max-fail`).
     #[serde(default, deserialize_with = "max_fail")]
     pub max_fail: Option<MaxFail>,
+    /// `workspace`: the folder the team workspace goes in (see `--workspace`); an absolute
+    /// path, or one that starts with `~/`.
+    #[serde(default, deserialize_with = "workspace")]
+    pub workspace: Option<std::path::PathBuf>,
 }
 
 /// `worktree:` in BATCH.md, `[worktree]` in runner.toml.
@@ -102,6 +106,24 @@ fn parsed<'de, D: Deserializer<'de>, T, E>(
 
 fn sandbox<'de, D: Deserializer<'de>>(d: D) -> De<Mode, D::Error> {
     parsed(d, Mode::parse, "must be auto, none or landlock")
+}
+
+fn workspace<'de, D: Deserializer<'de>>(d: D) -> De<std::path::PathBuf, D::Error> {
+    parsed(
+        d,
+        |t: &str| {
+            let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+            let path = match (t.strip_prefix("~/"), home) {
+                (Some(rest), Some(home)) => home.join(rest),
+                _ => std::path::PathBuf::from(t),
+            };
+            match path.is_absolute() {
+                true => Ok(path),
+                false => Err(()),
+            }
+        },
+        "must be an absolute path (or start with ~/): a relative one would depend on where the runner starts",
+    )
 }
 
 fn isolation<'de, D: Deserializer<'de>>(d: D) -> De<Isolation, D::Error> {

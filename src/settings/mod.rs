@@ -117,6 +117,9 @@ pub(crate) struct Settings {
     /// kernel has no Landlock`, `auto: the workspace lies inside …`, `no process to confine:
     /// …`), shown on the run's first line as `sandbox none (WHY)`.
     pub sandbox_why_none: Option<String>,
+    /// `--workspace` / `workspace`: where the team workspace goes instead of its default
+    /// place (`schedule::plan::place_workspace`); absolute.
+    pub workspace: Option<PathBuf>,
     /// Rate-limit wait, budget and `--max-fail` of the team's gate.
     pub limits: Limits,
     /// What resolving said that is not an error (the definition file's unknown keys, a
@@ -189,6 +192,7 @@ impl Settings {
             keep_logs: false,
             sandbox: crate::sandbox::Mode::None,
             sandbox_why_none: None,
+            workspace: None,
             limits: Default::default(),
             warnings: Vec::new(),
         }
@@ -245,6 +249,10 @@ impl Settings {
             accept_changes: flags.accept_changes,
             sandbox: groups::sandbox(flags, file)?,
             sandbox_why_none: None,
+            workspace: match &flags.workspace {
+                Some(w) => Some(crate::fsutil::absolute(w)),
+                None => file.workspace.clone(),
+            },
             limits: groups::limits(flags, file)?,
             warnings: chosen.warnings,
         };

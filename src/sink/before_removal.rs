@@ -19,8 +19,8 @@ pub(crate) struct Kept {
 /// Archive the workspace `ws` of team `team` before it is removed (`runner clean`), and point
 /// the `log` column of its output table at the archive, so no output names a file that is
 /// gone. A todo team's archive and table sit beside its batch file (`todo-N.archive.jsonl`,
-/// `todo-N.workers-output.csv`); a CSV team's beside its workspace `<stem>.runner/`
-/// (`<stem>.archive.jsonl`, and the `<stem>.*` output file). `None` when the workspace has
+/// `todo-N.workers-output.csv`); a CSV team's beside the `<stem>.runner/` folder its workspace
+/// is or stands for (`<stem>.archive.jsonl`, and the `<stem>.*` output file). `None` when the workspace has
 /// no journal (nothing ran).
 ///
 /// Errors: the journal or an earlier archive cannot be read, the archive or a table cannot
@@ -41,8 +41,11 @@ pub(crate) fn before_removal(ws: &Path, team: &str) -> Result<Option<Kept>> {
             vec![super::todo_table::path_for(batch)],
         ),
         None => {
-            let stem = ws.file_stem().unwrap_or_default().to_owned();
-            let dir = ws.parent().unwrap_or(Path::new("."));
+            // Beside the folder the workspace stands for (itself, unless it was kept in the
+            // user's state folder).
+            let origin = crate::state_dir::origin_of(ws);
+            let stem = origin.file_stem().unwrap_or_default().to_owned();
+            let dir = origin.parent().unwrap_or(Path::new("."));
             let outputs = std::fs::read_dir(dir)
                 .into_iter()
                 .flatten()
@@ -51,7 +54,7 @@ pub(crate) fn before_removal(ws: &Path, team: &str) -> Result<Option<Kept>> {
                 .filter(|p| p.is_file() && p.file_stem() == Some(stem.as_os_str()))
                 .filter(|p| p.extension().is_some_and(|x| x != "jsonl"))
                 .collect();
-            (ws.with_extension("archive.jsonl"), outputs)
+            (origin.with_extension("archive.jsonl"), outputs)
         }
     };
     archive::write(

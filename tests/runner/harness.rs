@@ -98,6 +98,34 @@ impl Sandbox {
         c
     }
 
+    /// The team workspace that stands for `origin` (`<output stem>.runner`, `<store>/teams/T`):
+    /// `origin` itself when a run left one there, else the one in the state folder under
+    /// this sandbox's HOME whose `origin` file names it (the runner keeps a workspace there
+    /// when teammates could write beside the output, issue 49); `origin` when there is none.
+    pub(crate) fn workspace_of(&self, origin: &Path) -> PathBuf {
+        if origin.join("journal.jsonl").is_file() || origin.join("team.json").is_file() {
+            return origin.to_owned();
+        }
+        let real = origin
+            .parent()
+            .and_then(|p| p.canonicalize().ok())
+            .zip(origin.file_name())
+            .map(|(p, n)| p.join(n))
+            .unwrap_or_else(|| origin.to_owned());
+        let teams = self.join("home/.local/state/teammate-runner/teams");
+        std::fs::read_dir(&teams)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|ws| {
+                std::fs::read(ws.join("origin")).is_ok_and(|t| {
+                    t.strip_suffix(b"\n") == Some(real.as_os_str().as_encoded_bytes())
+                })
+            })
+            .unwrap_or_else(|| origin.to_owned())
+    }
+
     /// Run `runner ARGS` to completion.
     pub(crate) fn run(&self, args: &[&str]) -> Run {
         self.cmd(args).output().expect("spawn runner").into()

@@ -179,9 +179,12 @@ fn a_batch_in_a_folder_whose_name_is_not_utf8_gets_the_real_paths() {
     let rows = by_id(&dir.join("workers-output.csv"), "id");
     assert_eq!(rows["a"]["status"], "completed", "{:?}", rows["a"]);
     assert_eq!(rows["b"]["status"], "completed", "{:?}", rows["b"]);
+    // The output lies in the working directory: the workspace is in the state folder.
+    let ws = sb.workspace_of(&dir.join("workers-output.runner"));
     assert!(
-        dir.join("workers-output.runner/completed.jsonl").is_file()
-            && !dir.join("workers-output.runner/teammates/1-a").exists()
+        ws.join("completed.jsonl").is_file() && !ws.join("teammates/1-a").exists(),
+        "{}",
+        ws.display()
     );
 }
 

@@ -14,6 +14,7 @@ mod batch_api;
 mod ci;
 mod clis;
 mod context;
+mod default_layout;
 mod faults;
 mod files;
 mod fragments;

@@ -527,7 +527,7 @@ fn a_workspace_inside_the_working_directory_is_refused_with_exit_2_writing_nothi
     let r = sb.fake_batch(&["--sandbox", "landlock"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        r.stderr.contains("lies inside") && r.stderr.contains("--output outside"),
+        r.stderr.contains("lies inside") && r.stderr.contains("--workspace DIR outside it"),
         "says what to change: {r:?}"
     );
     assert!(r.stderr.contains("--isolate worktree"), "{r:?}");
@@ -642,11 +642,12 @@ fn a_todo_run_whose_store_is_inside_its_working_directory_gets_advice_it_can_fol
     let fake = agent("fake_agent.py");
     let r = sb.run(&["resolve", "--store", "S", "--yes", "--", "python3", &fake]);
     assert_eq!(r.code, 2, "{r:?}");
+    // HOME (and so the state folder) lies in the working directory too.
     assert!(
         r.stderr.contains("lies inside")
             && r.stderr.contains("--isolate worktree")
-            && r.stderr.contains("isolate = \"worktree\"")
-            && r.stderr.contains("use a store outside"),
+            && r.stderr.contains("--workspace DIR outside it")
+            && r.stderr.contains("XDG_STATE_HOME"),
         "says what a todo run can change: {r:?}"
     );
     assert!(

@@ -120,7 +120,9 @@ fn a_sandboxed_teammate_is_not_told_where_the_unsandboxed_servers_are() {
 /// Issue 25, escape 7: a store reached through a symlink into the working directory passed
 /// the "workspace inside the teammates' writable area" check (a teammate then appended to
 /// the journal), and `--store ../s3`, outside it, was refused. Both are judged by where
-/// the paths really lead.
+/// the paths really lead: since issue 49 the linked store's team goes to the state folder
+/// (it would lie where teammates write), and a `--workspace` named through the link is
+/// refused.
 #[test]
 fn the_workspace_check_follows_links_and_dotdot_to_where_they_lead() {
     if !landlock_or_skip("store link") {
@@ -130,7 +132,7 @@ fn the_workspace_check_follows_links_and_dotdot_to_where_they_lead() {
     std::fs::create_dir_all(sb.join("work/inside")).expect("work");
     std::os::unix::fs::symlink(sb.join("work/inside"), sb.join("via-link")).expect("link");
     let fake = agent("fake_agent.py");
-    let run_in = |store: &str| -> crate::harness::Run {
+    let run_in = |store: &str, extra: &[&str]| -> crate::harness::Run {
         let add = sb
             .cmd(&["add", "--store", store, "Tidy up MODE=success"])
             .current_dir(sb.join("work"))
@@ -146,19 +148,28 @@ fn the_workspace_check_follows_links_and_dotdot_to_where_they_lead() {
             "landlock",
             // The teammates' findings are read from their folders after the run.
             "--keep-logs",
-            "--",
-            "python3",
-            &fake,
         ])
+        .args(extra)
+        .args(["--", "python3", &fake])
         .current_dir(sb.join("work"))
         .output()
         .expect("resolve")
         .into()
     };
-    let r = run_in(&sb.join("via-link").display().to_string());
+    let linked = sb.join("via-link").display().to_string();
+    let r = run_in(&linked, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("sandbox landlock"), "{r:?}");
+    assert!(
+        !sb.join("work/inside/teams").exists(),
+        "through the link the store is inside: its team is kept elsewhere: {r:?}"
+    );
+    let ws = sb.join("via-link/ws").display().to_string();
+    let r = run_in(&linked, &["--workspace", &ws]);
     assert_eq!(r.code, 2, "through the link it is inside: {r:?}");
     assert!(r.stderr.contains("lies inside"), "{r:?}");
-    let r = run_in("../s3");
+    assert!(!sb.join("work/inside/ws").exists());
+    let r = run_in("../s3", &[]);
     assert_eq!(r.code, 0, "../s3 is outside the working directory: {r:?}");
 }
 

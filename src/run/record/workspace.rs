@@ -15,6 +15,7 @@ use crate::run::isolation::leftovers;
 use crate::run::record::history::{self, History};
 use crate::run::record::team::Snapshot;
 use crate::run::record::{archive, journal};
+use crate::state_dir::is_workspace;
 use crate::store::Store;
 
 /// A team as a command finds it: its live workspace, or the archive left when every item
@@ -67,6 +68,7 @@ impl Found {
         let Found::Workspace(dir) = self else {
             return None;
         };
+        let dir = crate::state_dir::origin_of(dir);
         let n = dir.file_name()?.to_str()?.strip_prefix("todo-resolve-")?;
         let teams = dir.parent()?;
         if teams.file_name()? != "teams" {
@@ -156,8 +158,20 @@ fn id_of_teammate(event: &Event, teammate: &str) -> Option<String> {
 /// The folders a team named by `p` may be in, most direct first: `p` itself; its parent
 /// (`p` is a `team.json`); the `.runner` folder of a batch output or team name (`X.csv` →
 /// `X.runner`, `NAME` → `NAME.runner`: a CSV team's workspace is `<output stem>.runner`); a
-/// `todo-N.md`'s store team (`teams/todo-resolve-N` beside it).
+/// `todo-N.md`'s store team (`teams/todo-resolve-N` beside it); and for each, its place in
+/// the user's state folder ([`crate::state_dir::for_origin`]), after all those.
 pub(crate) fn candidates(p: &Path) -> Vec<PathBuf> {
+    let mut out = beside(p);
+    let moved: Vec<PathBuf> = out
+        .iter()
+        .filter_map(|c| crate::state_dir::for_origin(c))
+        .collect();
+    out.extend(moved);
+    out
+}
+
+/// [`candidates`] where earlier versions put them: beside the outputs.
+fn beside(p: &Path) -> Vec<PathBuf> {
     let mut appended = p.as_os_str().to_owned();
     appended.push(".runner");
     let mut out = vec![
@@ -178,6 +192,7 @@ pub(crate) fn candidates(p: &Path) -> Vec<PathBuf> {
             .flatten()
             .map(|e| e.path())
             .filter(|d| d.extension().is_some_and(|x| x == "runner"))
+            .chain(crate::state_dir::workspaces_beneath(&[p]))
             .filter_map(|d| {
                 let at = std::fs::metadata(d.join("team.json"))
                     .and_then(|m| m.modified())
@@ -221,11 +236,17 @@ fn batch_output(batch: &Path) -> Option<PathBuf> {
     )
 }
 
-/// Where the workspace of the output file `output` lies (`out.csv` → `out.runner`).
+/// Where the workspace of the output file `output` lies (`out.csv` → `out.runner`, or its
+/// place in the user's state folder).
 fn candidates_of_output(output: &Path) -> Vec<PathBuf> {
     let mut appended = output.as_os_str().to_owned();
     appended.push(".runner");
-    vec![output.with_extension("runner"), PathBuf::from(appended)]
+    let beside = [output.with_extension("runner"), PathBuf::from(appended)];
+    let moved: Vec<PathBuf> = beside
+        .iter()
+        .filter_map(|c| crate::state_dir::for_origin(c))
+        .collect();
+    beside.into_iter().chain(moved).collect()
 }
 
 /// The team name of the workspace `workspace`: the `team` its `team.json` records, else the
@@ -251,11 +272,6 @@ pub(crate) struct CleanTarget {
     pub team: String,
     /// Its workspace folder (a real path), if it is still there.
     pub workspace: Option<PathBuf>,
-}
-
-/// Whether `dir` is a team workspace (a run wrote its snapshot or took its lock there).
-fn is_workspace(dir: &Path) -> bool {
-    dir.join("team.json").is_file() || dir.join("lock").is_file()
 }
 
 /// The team in the workspace `workspace`.
@@ -350,7 +366,13 @@ pub(crate) fn clean_every(store: &Store) -> (Vec<CleanTarget>, Vec<String>) {
             && (p.join("team.json").is_file() || p.join("journal.jsonl").is_file())
     });
     let in_repo = repo.iter().flat_map(|r| leftovers::workspaces_in(r));
-    for p in csv_teams.chain(named_by_batches(&here)).chain(in_repo) {
+    // Those kept in the user's state folder for outputs here or teams of the store.
+    let moved = crate::state_dir::workspaces_beneath(&[&here, &store.dir]);
+    for p in csv_teams
+        .chain(named_by_batches(&here))
+        .chain(in_repo)
+        .chain(moved)
+    {
         let ws = real_path(&p);
         if !out
             .iter()
@@ -418,7 +440,7 @@ pub(crate) fn locate_in(arg: Option<&Path>, store: Option<&Path>) -> Result<Foun
         let mut archives = [p.to_owned(), crate::run::record::archive::beside_batch(p)]
             .into_iter()
             .chain(
-                candidates(p)
+                beside(p)
                     .into_iter()
                     .filter(|c| c.extension().is_some_and(|x| x == "runner"))
                     .map(|c| c.with_extension("archive.jsonl")),
@@ -480,8 +502,13 @@ pub(crate) fn known(store: Option<&Path>) -> Vec<Found> {
         scan(&store.join("teams"), false);
     }
     // The workspaces of the outputs that the batch definitions here name (`output:
-    // out-http/workers-output.csv`).
-    for ws in named_by_batches(Path::new(".")) {
+    // out-http/workers-output.csv`), and those kept in the user's state folder for outputs
+    // or stores here.
+    let mut here: Vec<&Path> = vec![&cwd, store_dir];
+    here.extend(root_store.as_deref());
+    here.extend(store);
+    let moved = crate::state_dir::workspaces_beneath(&here);
+    for ws in named_by_batches(Path::new(".")).into_iter().chain(moved) {
         if let Ok(m) = std::fs::metadata(ws.join("team.json")).and_then(|m| m.modified()) {
             found.push((m, Found::Workspace(ws.canonicalize().unwrap_or(ws))));
         }

@@ -352,6 +352,21 @@ mod tests {
     }
 
     #[test]
+    fn a_workspace_key_must_be_absolute_in_both_files() {
+        let toml = FileSettings::from_toml(Path::new("runner.toml"), "workspace = '/srv/ws'\n")
+            .expect("valid");
+        assert_eq!(toml.workspace, Some(std::path::PathBuf::from("/srv/ws")));
+        let bad = FileSettings::from_toml(Path::new("runner.toml"), "workspace = 'ws'\n")
+            .expect_err("relative");
+        assert!(
+            bad.to_string().contains("runner.toml:1")
+                && bad.to_string().contains("must be an absolute path"),
+            "{bad}"
+        );
+        assert!(FileSettings::from_map(map("workspace: rel/ws\n")).is_err());
+    }
+
+    #[test]
     fn values_are_held_in_their_types_once_read() {
         let s = FileSettings::from_map(map(
             "isolate: worktree\nsandbox: none\nrate_limit_wait: 90s\nmax_fail: 3:immediate\n\

@@ -422,14 +422,14 @@ impl Sandbox {
         self.run_in(self.path(), args, env).await
     }
 
-    /// [`Sandbox::run`] at the default `--sandbox auto`, from `work/` (the teammate's working
-    /// directory), the output and its workspace in the sandbox folder, outside what the
-    /// teammate may write — so auto confines the teammate with Landlock. `None` (having
-    /// printed a "skipped" notice) when this kernel cannot, and auto said so; otherwise the
-    /// run, whose first line is checked to say `sandbox landlock`.
+    /// [`Sandbox::run`] at the default `--sandbox auto` in the default layout: from `work/`
+    /// (the teammate's working directory) with the output in it, as a user runs a batch in
+    /// its own folder — so the runner keeps the team workspace in the state folder under
+    /// HOME (issue 49) and auto confines the teammate with Landlock. `None` (having printed a
+    /// "skipped" notice) when this kernel cannot, and auto said so; otherwise the run, whose
+    /// first line is checked to say `sandbox landlock`.
     pub(crate) async fn run_sandboxed(&self, args: &[&str], env: &[(&str, String)]) -> Option<Run> {
-        let output = self.path().join("workers-output.csv").display().to_string();
-        let mut all = vec!["-o", &output];
+        let mut all = vec!["-o", "workers-output.csv"];
         all.extend_from_slice(args);
         let r = self.run_in(&self.path().join("work"), &all, env).await;
         if r.stdout.contains("sandbox none (auto: this kernel") {
@@ -518,9 +518,22 @@ impl Sandbox {
         run
     }
 
+    /// The output of the last run: `workers-output.csv` in the sandbox folder, or in `work/`
+    /// after [`Sandbox::run_sandboxed`].
+    fn output(&self) -> PathBuf {
+        let here = self.path().join("workers-output.csv");
+        let in_work = self.path().join("work/workers-output.csv");
+        let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        match (modified(&here), modified(&in_work)) {
+            (Some(a), Some(b)) if b > a => in_work,
+            (None, Some(_)) => in_work,
+            _ => here,
+        }
+    }
+
     /// The one row of workers-output.csv, column → value.
     pub(crate) fn row(&self) -> BTreeMap<String, String> {
-        let file = self.path().join("workers-output.csv");
+        let file = self.output();
         let mut rdr = csv::Reader::from_path(&file)
             .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
         let headers = rdr.headers().expect("headers").clone();
@@ -539,9 +552,22 @@ impl Sandbox {
         rows.into_iter().next().unwrap_or_default()
     }
 
-    /// The teammate folder of item `1`.
+    /// The teammate folder of item `1`: in the workspace beside the output, or in the one
+    /// the runner kept in the state folder (`home/.local/state/teammate-runner/teams/*`)
+    /// when teammates could write beside the output.
     pub(crate) fn teammate(&self) -> PathBuf {
-        self.path().join("workers-output.runner/teammates/1-1")
+        let beside = self.output().with_extension("runner");
+        let state = self.home().join(".local/state/teammate-runner/teams");
+        let kept = std::fs::read_dir(&state)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.join("teammates/1-1").is_dir());
+        match (beside.join("teammates/1-1").is_dir(), kept) {
+            (false, Some(ws)) => ws.join("teammates/1-1"),
+            _ => beside.join("teammates/1-1"),
+        }
     }
 
     /// The tails of the last attempts' stdout and stderr logs, for failure messages.

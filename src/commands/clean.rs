@@ -1,7 +1,8 @@
 //! `runner clean [TEAM]`: remove what a team left behind — its git worktrees, its merged
 //! branches `runner/<team>/*` (unmerged ones only with `--force`: `run::leftovers`), its
 //! workspace (archived first: `sink::before_removal`) — after asking, or with `--yes`
-//! (DESIGN §2, §9). A running team (its lock held) is refused, exit 3. Without a team: every
+//! (DESIGN §2, §9). A running team (its lock held) is refused, exit 3. A worktree with edits
+//! no commit has keeps itself and its team's workspace unless `--force` (exit 1). Without a team: every
 //! team of the store, every CSV-batch team (`*.runner/`) here, and every team holding a
 //! worktree of the repository here (its workspace may lie outside it); branches
 //! `runner/<team>/*` of teams with no workspace found are named with how to drop them
@@ -62,15 +63,19 @@ pub(crate) fn clean(args: CleanArgs) -> Result<i32> {
     {
         return Ok(0);
     }
+    // 1 when a team was kept for what only --force may drop.
+    let mut code = 0;
     for (t, left) in plan {
-        remove_target(&store, t, left, args.force)?;
+        if !remove_target(&store, t, left, args.force)? {
+            code = 1;
+        }
     }
     for team in &orphans {
         if let Some(l) = repo.as_deref().and_then(|r| leftovers::orphaned(r, team)) {
             crate::ui::outln(format_args!("{}", orphan_branches(&l, team)));
         }
     }
-    Ok(0)
+    Ok(code)
 }
 
 /// Say what cleaning team `t` removes: its workspace (or that it is gone, and the
@@ -95,7 +100,28 @@ fn show_target(t: &CleanTarget, repo: Option<&Path>, force: bool) -> Option<Left
         }
     };
     for w in left.iter().flat_map(|l| &l.worktrees) {
-        crate::ui::outln(format_args!("  worktree {}", w.display()));
+        let changes = left
+            .iter()
+            .flat_map(|l| &l.dirty)
+            .find(|(d, _)| d == w)
+            .map(|(_, c)| c);
+        match changes {
+            None => crate::ui::outln(format_args!("  worktree {}", w.display())),
+            Some(changes) => {
+                let fate = if force {
+                    "removed: --force"
+                } else {
+                    "kept, with its team's workspace"
+                };
+                crate::ui::outln(format_args!(
+                    "  worktree {} holds changes no commit has ({fate}):",
+                    w.display()
+                ));
+                for c in changes {
+                    crate::ui::outln(format_args!("    {}", crate::ui::terminal_safe(c)));
+                }
+            }
+        }
     }
     for b in left.iter().flat_map(|l| &l.merged) {
         crate::ui::outln(format_args!("  branch   {b}"));
@@ -115,18 +141,35 @@ fn show_target(t: &CleanTarget, repo: Option<&Path>, force: bool) -> Option<Left
 /// Remove team `t`: its worktrees and branches (`left`; unmerged ones only with `force`),
 /// then its workspace, archived first (a todo run killed as it ended is finished first).
 /// A running team holds its lock: taking it fails rather than pull worktrees from under it.
+/// A worktree with uncommitted edits keeps itself and the workspace unless `force`. Returns
+/// whether the team was removed (false: kept for its edits).
 fn remove_target(
     store: &crate::store::Store,
     t: &CleanTarget,
     left: Option<Leftovers>,
     force: bool,
-) -> Result<()> {
+) -> Result<bool> {
     let lock = (t.workspace.as_ref())
         .filter(|ws| ws.join("lock").exists())
         .map(|ws| crate::run::record::lock::acquire(ws))
         .transpose()?;
     for w in left.iter().flat_map(|l| l.remove(force)) {
         eprintln!("warning: {w}");
+    }
+    // A worktree someone edited lies in the workspace: both stay (issue 50).
+    if let Some(l) = left.as_ref().filter(|l| !l.removable(force)) {
+        let trees: Vec<String> = l
+            .dirty
+            .iter()
+            .map(|(w, _)| w.display().to_string())
+            .collect();
+        crate::ui::outln(format_args!(
+            "Kept team {}: its worktree(s) {} hold changes no commit has. Commit them (git -C WORKTREE commit -am ...) or copy them out, then run `runner clean {}` again; `--force` drops them.",
+            t.team,
+            trees.join(", "),
+            t.team
+        ));
+        return Ok(false);
     }
     if let Some(ws) = &t.workspace {
         let kept = crate::sink::before_removal::before_removal(ws, &t.team)?;
@@ -158,7 +201,7 @@ fn remove_target(
     if let Some(l) = left.filter(|l| !force && !l.unmerged.is_empty()) {
         crate::ui::outln(format_args!("{}", kept_branches(&l, &t.team)));
     }
-    Ok(())
+    Ok(true)
 }
 
 /// What clean says of the unmerged branches of `team` it kept, and how to drop them.

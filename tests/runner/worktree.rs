@@ -750,3 +750,42 @@ fn clean_takes_a_csv_teams_name_or_output_and_cleans_the_branches_of_a_removed_w
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(branches(sb.path()), ["main"]);
 }
+
+/// Issue 50: `runner clean --yes` removed the worktree of a failed item that the user was
+/// inspecting, edits and all. A worktree holding changes no commit has is kept, with its
+/// team's workspace, and named with its changed and new files; `--yes` only answers the
+/// question; `--force` drops it.
+#[test]
+fn clean_never_removes_a_worktree_someone_edited_unless_forced() {
+    let sb = repo();
+    let r = batch(&sb, &[("a", "CHECK nope.txt")], &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let ws = sb.join("workers-output.runner");
+    let tree = ws.join("worktrees/1-a");
+    assert!(tree.is_dir(), "a failed item keeps its worktree: {r:?}");
+    // Someone inspects the failure and starts fixing it there.
+    std::fs::write(tree.join("shared.txt"), "my fix\n").expect("edit");
+    std::fs::write(tree.join("notes.md"), "what I found\n").expect("new file");
+
+    let r = sb.run(&["clean", "workers-output.runner", "--yes"]);
+    assert_eq!(r.code, 1, "kept something: {r:?}");
+    assert!(
+        r.stdout.contains("holds changes no commit has")
+            && r.stdout.contains(" M shared.txt")
+            && r.stdout.contains("?? notes.md")
+            && r.stdout.contains("Kept team workers-output"),
+        "{r:?}"
+    );
+    assert_eq!(
+        sb.read("workers-output.runner/worktrees/1-a/shared.txt"),
+        "my fix\n"
+    );
+    assert!(tree.join("notes.md").is_file());
+    assert!(worktree_list(&sb).contains("worktrees/1-a"));
+    assert!(ws.join("journal.jsonl").is_file(), "the workspace stays");
+
+    let r = sb.run(&["clean", "workers-output.runner", "--yes", "--force"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!ws.exists(), "{r:?}");
+    assert!(!worktree_list(&sb).contains("worktrees/1-a"));
+}

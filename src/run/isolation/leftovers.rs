@@ -18,6 +18,10 @@ pub(crate) struct Leftovers {
     pub repo: PathBuf,
     /// Worktrees registered in `repo` that lie under the workspace (as git lists them).
     pub worktrees: Vec<PathBuf>,
+    /// Those of `worktrees` holding edits no commit has (someone inspected a failed item
+    /// there and changed it): each with its `git status --porcelain` lines (`M a.txt`, `??
+    /// new.txt`). Removed only when forced (issue 50).
+    pub dirty: Vec<(PathBuf, Vec<String>)>,
     /// Branches to delete: merged into `target`, or with no commits of their own.
     pub merged: Vec<String>,
     /// Branches with commits not merged into `target`: kept unless forced.
@@ -65,8 +69,17 @@ pub(crate) fn find(workspace: &Path, team: &str) -> Option<Leftovers> {
         .unwrap_or_else(|| "HEAD".into());
     let base = recorded.map(|r| r.base);
     let (merged, unmerged) = split(&repo, branches_of(&repo, team), &target, base.as_deref());
+    let worktrees = worktrees_under(&repo, workspace);
+    let dirty = worktrees
+        .iter()
+        .filter_map(|w| {
+            let changes = uncommitted(w);
+            (!changes.is_empty()).then(|| (w.clone(), changes))
+        })
+        .collect();
     Some(Leftovers {
-        worktrees: worktrees_under(&repo, workspace),
+        worktrees,
+        dirty,
         repo,
         merged,
         unmerged,
@@ -92,6 +105,7 @@ pub(crate) fn orphaned(repo: &Path, team: &str) -> Option<Leftovers> {
     Some(Leftovers {
         repo: repo.to_owned(),
         worktrees: Vec::new(),
+        dirty: Vec::new(),
         merged,
         unmerged,
         target,
@@ -128,12 +142,20 @@ fn split(
 }
 
 impl Leftovers {
+    /// Whether removing these leaves nothing of a person's: no worktree holds uncommitted
+    /// edits, or `force` says to drop them.
+    pub(crate) fn removable(&self, force: bool) -> bool {
+        force || self.dirty.is_empty()
+    }
+
     /// Remove the worktrees (`git worktree remove --force`, then `prune` for folders already
-    /// gone) and delete the merged branches — the unmerged ones too with `force`. Returns a
+    /// gone) and delete the merged branches — the unmerged ones too with `force`. A worktree
+    /// with uncommitted edits ([`Leftovers::dirty`]) goes only with `force`. Returns a
     /// warning line for each step git refused.
     pub(crate) fn remove(&self, force: bool) -> Vec<String> {
         let mut warnings = Vec::new();
-        for w in &self.worktrees {
+        let kept = |w: &PathBuf| !force && self.dirty.iter().any(|(d, _)| d == w);
+        for w in self.worktrees.iter().filter(|w| !kept(w)) {
             let out = git_sync(
                 &self.repo,
                 &["worktree", "remove", "--force", &w.to_string_lossy()],
@@ -159,6 +181,21 @@ impl Leftovers {
             }
         }
         warnings
+    }
+}
+
+/// The `git status --porcelain` lines of worktree `w` (edits and untracked files no commit
+/// has; ignored files left out); none when git cannot tell (a folder already gone).
+fn uncommitted(w: &Path) -> Vec<String> {
+    let out = git_sync(w, &["status", "--porcelain", "--untracked-files=all"], &[]);
+    match out.ok {
+        true => out
+            .stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_owned)
+            .collect(),
+        false => Vec::new(),
     }
 }
 

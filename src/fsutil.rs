@@ -56,22 +56,37 @@ pub(crate) fn write_atomic_private(path: &Path, bytes: &[u8]) -> Result<()> {
     replace(path, true, Some(0o600), |w| w.write_all(bytes))
 }
 
-/// The name prefix of the runner's temporary files beside the files it replaces.
+/// The name prefix of the runner's temporary files beside the files it replaces; the
+/// writer's pid follows it (`.runner-tmp-<pid>-<random>`).
 pub(crate) const TEMP_PREFIX: &str = ".runner-tmp-";
 
-/// A temporary file younger than this is never swept (between its creation and its lock).
+/// A temporary file younger than this is never swept (between its creation and its lock)
+/// while its writer may be alive.
 const TEMP_SWEEP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// Whether the temporary file named `name` was made by a process that no longer exists:
+/// its name carries the writer's pid ([`TEMP_PREFIX`]) and `/proc` has no such process.
+/// False for a name without a pid (older runners') and for this process's own.
+fn writer_gone(name: &str) -> bool {
+    let pid = name
+        .strip_prefix(TEMP_PREFIX)
+        .and_then(|rest| rest.split_once('-'))
+        .and_then(|(pid, _)| pid.parse::<u32>().ok());
+    pid.is_some_and(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists())
+}
+
 /// Remove the runner's temporary files in `dir` that an atomic replace killed half-way left
-/// behind ([`TEMP_PREFIX`], older than a minute, and locked by no writer — a runner
-/// writing one holds its lock). Entries are looked at without following links, and a link
-/// or anything but a plain file is left alone. Returns how many were removed; best effort.
+/// behind ([`TEMP_PREFIX`]: those whose writer is dead at once, others once older than a
+/// minute; in both cases locked by no writer — a runner writing one holds its lock).
+/// Entries are looked at without following links, and a link or anything but a plain file
+/// is left alone. Returns how many were removed; best effort.
 pub(crate) fn sweep_temporaries(dir: &Path) -> usize {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let mut removed = 0;
     for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = entry.file_name();
-        if !name.to_string_lossy().starts_with(TEMP_PREFIX) {
+        let name = name.to_string_lossy();
+        if !name.starts_with(TEMP_PREFIX) {
             continue;
         }
         let path = entry.path();
@@ -83,7 +98,7 @@ pub(crate) fn sweep_temporaries(dir: &Path) -> usize {
             .ok()
             .and_then(|m| m.elapsed().ok())
             .is_some_and(|age| age > TEMP_SWEEP_AGE);
-        if !meta.file_type().is_file() || !old {
+        if !meta.file_type().is_file() || !(old || writer_gone(&name)) {
             continue;
         }
         let Ok(file) = OpenOptions::new()
@@ -128,7 +143,7 @@ fn replace(
         _ => Path::new("."),
     };
     let tmp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
+        .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))
         .tempfile_in(dir)
         .map_err(|e| Error::io("create a temporary file in", dir, e))?;
     // Held while it is written: [`sweep_temporaries`] leaves a locked one alone.
@@ -700,6 +715,25 @@ pub(crate) fn make_parent(path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_temporary_file_whose_writer_died_is_swept_at_once_others_only_when_old() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let me = std::process::id();
+        // No process has a pid above the kernel's limit (4194304 at most).
+        let dead = dir.path().join(format!("{TEMP_PREFIX}4294967-abc"));
+        let mine = dir.path().join(format!("{TEMP_PREFIX}{me}-abc"));
+        let legacy = dir.path().join(format!("{TEMP_PREFIX}abcdef"));
+        for p in [&dead, &mine, &legacy] {
+            std::fs::write(p, "half").expect("write");
+        }
+        assert_eq!(sweep_temporaries(dir.path()), 1);
+        assert!(!dead.exists(), "its writer is gone");
+        assert!(
+            mine.exists() && legacy.exists(),
+            "young, writer alive or unknown"
+        );
+    }
 
     #[test]
     fn a_path_to_be_made_resolves_through_its_nearest_existing_ancestor() {

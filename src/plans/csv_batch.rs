@@ -630,18 +630,25 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
     }
     let layout = layout(&files, &choices, &table, &settings)?;
     check_same_shard(&output, settings.shard)?;
-    let previous = previous_output(&output, &layout, &settings.only, files.id_column.as_deref())?;
+    let mut previous =
+        previous_output(&output, &layout, &settings.only, files.id_column.as_deref())?;
+    let mut warnings: Vec<String> = Vec::new();
+    if let Some(p) = previous.as_mut() {
+        let same_item = files.id_column.is_some();
+        warnings.extend(forget_changed_rows(p, &table, &output, same_item)?);
+    }
     let selection = Selection {
         shard: settings.shard,
         only: settings.only.clone(),
         previous: previous.map(Arc::new),
     };
     let survey = survey(&files, &choices, &table, &selection)?;
-    let mut warnings: Vec<String> = table
-        .hint
-        .iter()
-        .map(|hint| format!("{}:1: {hint}", files.input.display()))
-        .collect();
+    warnings.extend(
+        table
+            .hint
+            .iter()
+            .map(|hint| format!("{}:1: {hint}", files.input.display())),
+    );
     warnings.extend(layout.warnings.iter().cloned());
     let team = output
         .file_stem()
@@ -898,6 +905,40 @@ fn check_same_shard(output: &Path, shard: Option<crate::options::selection::Shar
 /// output yet).
 ///
 /// Errors: `--only failed` without an output to replay; an output whose columns differ.
+/// Stop trusting the rows of the previous output whose input values differ from the input's
+/// row of the same id ([`Previous::forget_changed`]; `same_item`: ids come from an id
+/// column): they are run again rather than copied. Returns the warning that says how many,
+/// if any.
+///
+/// Errors: the input cannot be read again.
+fn forget_changed_rows(
+    previous: &mut Previous,
+    table: &InputTable,
+    output: &Path,
+    same_item: bool,
+) -> Result<Option<String>> {
+    let mut current = Vec::new();
+    for row in table.rows()? {
+        let row = row?;
+        let print = crate::sink::previous::fingerprint(row.values.iter().map(String::as_str));
+        current.push((row.id, print));
+    }
+    let changed =
+        previous.forget_changed(current.iter().map(|(id, p)| (id.as_str(), *p)), same_item);
+    let why = match same_item {
+        true => "completed there, their input values changed since",
+        false => {
+            "each showed other input values under its row number (a row was inserted or removed above it)"
+        }
+    };
+    Ok((changed > 0).then(|| {
+        format!(
+            "{}: {changed} row(s) are run again instead of copied: {why}",
+            output.display()
+        )
+    }))
+}
+
 fn previous_output(
     output: &Path,
     layout: &output_csv::Layout,
@@ -925,7 +966,13 @@ fn previous_output(
                 "status"
             };
             crate::sink::output::output_format(output)
-                .previous(output, &layout.headers, id_column, status_col)
+                .previous(
+                    output,
+                    &layout.headers,
+                    layout.inputs,
+                    id_column,
+                    status_col,
+                )
                 .map(Some)
         }
     }

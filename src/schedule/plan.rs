@@ -454,7 +454,12 @@ impl Plan {
         if spec.settings.workspace.is_some() {
             return ("--workspace chose it".into(), elsewhere.into());
         }
-        if spec.workspace == spec.origin && crate::state_dir::is_workspace(&spec.origin) {
+        let written = written_by_teammates(&spec.settings, &spec.cwd);
+        let state_apart = crate::state_dir::for_origin(&spec.origin).is_some_and(|s| !written(&s));
+        if state_apart
+            && spec.workspace == spec.origin
+            && crate::state_dir::is_workspace(&spec.origin)
+        {
             return (
                 "an earlier run of this batch keeps it there".into(),
                 format!(
@@ -530,6 +535,19 @@ fn teammate_roots(settings: &Settings, cwd: &Path) -> Vec<Root> {
     roots
 }
 
+/// Whether a path holds or lies in a folder teammates may write ([`teammate_roots`], real
+/// paths compared): a workspace there is not out of their reach.
+fn written_by_teammates(settings: &Settings, cwd: &Path) -> impl Fn(&Path) -> bool {
+    let roots: Vec<PathBuf> = teammate_roots(settings, cwd)
+        .iter()
+        .map(|r| crate::fsutil::real_path(&r.path))
+        .collect();
+    move |p: &Path| {
+        let p = crate::fsutil::real_path(p);
+        roots.iter().any(|r| p.starts_with(r) || r.starts_with(&p))
+    }
+}
+
 /// Where the team workspace standing for `origin` (`<output stem>.runner` beside a CSV
 /// batch's output, `<store>/teams/<team>`) goes, DESIGN §6b: the folder `--workspace` names;
 /// else where a run of this batch left one ([`crate::state_dir::existing`]: beside its
@@ -545,14 +563,7 @@ pub(crate) fn place_workspace(origin: &Path, settings: &Settings, cwd: &Path) ->
     if let Some(ws) = crate::state_dir::existing(origin) {
         return ws;
     }
-    let roots: Vec<PathBuf> = teammate_roots(settings, cwd)
-        .iter()
-        .map(|r| crate::fsutil::real_path(&r.path))
-        .collect();
-    let written = |p: &Path| {
-        let p = crate::fsutil::real_path(p);
-        roots.iter().any(|r| p.starts_with(r) || r.starts_with(&p))
-    };
+    let written = written_by_teammates(settings, cwd);
     if !written(origin) {
         return origin.to_owned();
     }

@@ -67,7 +67,9 @@ pub(crate) trait OutputFormat: std::fmt::Debug + Sync {
     fn write(&self, path: &Path, layout: &Layout, walk: &mut Walk<'_>) -> Result<()>;
 
     /// Index the previous output `path` for `--only`: ids from `id_column` (the row number
-    /// when `None`), statuses from `status_column`; `headers` are this run's columns.
+    /// when `None`), statuses from `status_column`, each row's input values
+    /// ([`super::previous::fingerprint`]) from the first `n_inputs` of `headers`, this run's
+    /// columns.
     ///
     /// Errors: the file is missing or unreadable, or not an output of this format that
     /// `--only` can replay (exit 2, naming the line).
@@ -75,6 +77,7 @@ pub(crate) trait OutputFormat: std::fmt::Debug + Sync {
         &self,
         path: &Path,
         headers: &[String],
+        n_inputs: usize,
         id_column: Option<&str>,
         status_column: &str,
     ) -> Result<Previous>;

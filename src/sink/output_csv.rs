@@ -505,10 +505,11 @@ impl OutputFormat for Csv {
         &self,
         path: &Path,
         headers: &[String],
+        n_inputs: usize,
         id_column: Option<&str>,
         status_column: &str,
     ) -> Result<Previous> {
-        Previous::read(path, headers, id_column, status_column)
+        Previous::read(path, headers, n_inputs, id_column, status_column)
     }
 }
 

@@ -53,16 +53,18 @@ impl OutputFormat for Jsonl {
     }
 
     /// Objects name their fields, so unlike a CSV output the fields need not match this
-    /// run's (`headers` is unused); ids from the field `id_column` are a string, or a number
-    /// as its JSON text, and a line without one is skipped.
+    /// run's (`headers` names the input's fields only); ids from the field `id_column` are a
+    /// string, or a number as its JSON text, and a line without one is skipped.
     fn previous(
         &self,
         path: &Path,
-        _headers: &[String],
+        headers: &[String],
+        n_inputs: usize,
         id_column: Option<&str>,
         status_column: &str,
     ) -> Result<Previous> {
-        read_previous(path, id_column, status_column)
+        let inputs = &headers[..n_inputs.min(headers.len())];
+        read_previous(path, inputs, id_column, status_column)
     }
 }
 
@@ -72,7 +74,12 @@ impl OutputFormat for Jsonl {
 ///
 /// Errors: the file is missing or unreadable, or a line is not a JSON object (exit 2,
 /// naming the line).
-fn read_previous(path: &Path, id_column: Option<&str>, status_column: &str) -> Result<Previous> {
+fn read_previous(
+    path: &Path,
+    inputs: &[String],
+    id_column: Option<&str>,
+    status_column: &str,
+) -> Result<Previous> {
     let (file, bytes) = previous::read_kept(path)?;
     let mut index = Previous::new(file, 0);
     let attempts_column = previous::attempts_column_of(status_column);
@@ -105,7 +112,14 @@ fn read_previous(path: &Path, id_column: Option<&str>, status_column: &str) -> R
             .and_then(Value::as_u64)
             .and_then(|a| u32::try_from(a).ok())
             .unwrap_or(0);
-        index.add(id, status, attempts, range.0, range.1);
+        let text_of = |v: Option<&Value>| match v {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        let values: Vec<String> = inputs.iter().map(|h| text_of(o.get(h))).collect();
+        let fingerprint = previous::fingerprint(values.iter().map(String::as_str));
+        index.add(id, status, attempts, fingerprint, range);
     }
     Ok(index)
 }

@@ -20,6 +20,20 @@ pub(crate) struct Previous {
     file: std::sync::Arc<std::fs::File>,
     /// Per id: its status, its `attempts` (0 when empty) and its row's byte range.
     rows: HashMap<String, (Was, u32, u64, u64)>,
+    /// Per id: the [`fingerprint`] of the input values its row shows.
+    inputs: HashMap<String, u64>,
+}
+
+/// FNV-1a of a row's input values, each followed by a unit separator: what tells a row of
+/// the previous output that stood for other input from one that shows this input (with
+/// row-number ids, a row inserted at the top moves every id onto another row).
+pub(crate) fn fingerprint<'a>(values: impl IntoIterator<Item = &'a str>) -> u64 {
+    let mut h = crate::hash::Fnv::default();
+    for v in values {
+        h.update(v.as_bytes());
+        h.update(b"\x1f");
+    }
+    h.value()
 }
 
 /// The `attempts` column beside `status_column` (`runner_attempts` beside `runner_status`).
@@ -58,14 +72,15 @@ pub(crate) fn read_kept(path: &Path) -> Result<(std::sync::Arc<std::fs::File>, V
 }
 
 impl Previous {
-    /// Index `path`, whose header must equal `headers` (the layout of this run). Ids are read
-    /// from column `id_column` (or the row number when `None`), statuses from
-    /// `status_column`.
+    /// Index `path`, whose header must equal `headers` (the layout of this run, whose first
+    /// `n_inputs` are the input's columns). Ids are read from column `id_column` (or the row
+    /// number when `None`), statuses from `status_column`.
     ///
     /// Errors: the file is missing or unreadable, its columns differ from this run's (exit 2).
     pub(crate) fn read(
         path: &Path,
         headers: &[String],
+        n_inputs: usize,
         id_column: Option<&str>,
         status_column: &str,
     ) -> Result<Previous> {
@@ -85,6 +100,7 @@ impl Previous {
         let attempts_column = attempts_column_of(status_column);
         let attempts_idx = headers.iter().position(|h| *h == attempts_column);
         let mut rows = HashMap::with_capacity(raw.records.len());
+        let mut inputs = HashMap::with_capacity(raw.records.len());
         for (number, (record, start, end)) in raw.records.iter().enumerate() {
             let id = match id_idx {
                 Some(i) => record.get(i).unwrap_or_default().to_owned(),
@@ -95,9 +111,45 @@ impl Previous {
                 .and_then(|i| record.get(i))
                 .and_then(|a| a.parse().ok())
                 .unwrap_or(0);
+            inputs.insert(id.clone(), fingerprint(record.iter().take(n_inputs)));
             rows.insert(id, (was, attempts, *start as u64, *end as u64));
         }
-        Ok(Previous { file, rows })
+        Ok(Previous { file, rows, inputs })
+    }
+
+    /// Stop trusting the rows whose input values differ from those `current` (the input's
+    /// rows as `(id, fingerprint)`) has under the same id, so they are run again and never
+    /// copied (issue 50: with row-number ids and a row inserted at the top, `--only failed`
+    /// paired old results with new rows). With ids of their own (`same_item`) such a row is
+    /// the same item edited: a completed one is run again, its attempts still counting (a
+    /// failed one runs anyway; a blocked one still waits for a person, whose edit `--only
+    /// blocked` then runs). With row numbers it stood for another row: it is forgotten
+    /// whole. Returns how many rows are run again for it.
+    pub(crate) fn forget_changed<'a>(
+        &mut self,
+        current: impl IntoIterator<Item = (&'a str, u64)>,
+        same_item: bool,
+    ) -> usize {
+        let mut changed = 0;
+        for (id, now) in current {
+            if self.inputs.get(id).is_none_or(|was| *was == now) {
+                continue;
+            }
+            match same_item {
+                true => {
+                    if let Some(row) = self.rows.get_mut(id).filter(|r| r.0 == Was::Completed) {
+                        row.0 = Was::Other;
+                        changed += 1;
+                    }
+                }
+                false => {
+                    self.rows.remove(id);
+                    self.inputs.remove(id);
+                    changed += 1;
+                }
+            }
+        }
+        changed
     }
 
     /// An empty index of `file` (its bytes as read), for a format's reader to fill
@@ -106,19 +158,22 @@ impl Previous {
         Previous {
             file,
             rows: HashMap::with_capacity(rows),
+            inputs: HashMap::with_capacity(rows),
         }
     }
 
     /// Note the row `id`: its `status` (`completed`, `blocked`, anything else), its
-    /// `attempts` (0 when empty) and the byte range `start..end` of its row in the file.
+    /// `attempts` (0 when empty), the [`fingerprint`] of its input values and the byte range
+    /// `start..end` of its row in the file.
     pub(crate) fn add(
         &mut self,
         id: String,
         status: Option<&str>,
         attempts: u32,
-        start: u64,
-        end: u64,
+        inputs: u64,
+        (start, end): (u64, u64),
     ) {
+        self.inputs.insert(id.clone(), inputs);
         self.rows
             .insert(id, (Was::of(status), attempts, start, end));
     }

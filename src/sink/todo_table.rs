@@ -125,17 +125,23 @@ impl TableFile {
         if !self.path.is_file() {
             return None;
         }
-        let read =
-            Previous::read(&self.path, &layout.headers, Some("item"), "status").and_then(|index| {
-                let file = index
-                    .open()
-                    .map_err(|e| Error::read_input("the todo table", &self.path, e))?;
-                Ok(OldTable {
-                    path: self.path.clone(),
-                    index,
-                    file,
-                })
-            });
+        let read = Previous::read(
+            &self.path,
+            &layout.headers,
+            layout.inputs,
+            Some("item"),
+            "status",
+        )
+        .and_then(|index| {
+            let file = index
+                .open()
+                .map_err(|e| Error::read_input("the todo table", &self.path, e))?;
+            Ok(OldTable {
+                path: self.path.clone(),
+                index,
+                file,
+            })
+        });
         match read {
             Ok(t) => Some(t),
             Err(e) => {

@@ -786,3 +786,70 @@ fn verify_decides_a_reported_success_and_its_failure_names_the_log_that_explains
         "{shown:?}"
     );
 }
+
+/// Issue 50: with row-number ids, a row inserted at the top moves every id onto another row.
+/// `--only failed` then paired the old results with the new rows (`alpha,completed` on the
+/// row that is now `zulu`, `zulu` never run, `bravo` twice). A kept row whose input values
+/// differ from the input's row of that id is run again, never copied.
+#[test]
+fn only_failed_never_copies_a_row_that_stood_for_other_input() {
+    let sb = Sandbox::new();
+    sb.write("instr.md", "Do {name}. MODE={mode}\n");
+    sb.write("in.csv", "name,mode\nalpha,success\nbravo,failed\n");
+    let fake = agent("fake_agent.py");
+    let run = |extra: &[&str]| {
+        let mut flags = vec!["--format", "plain"];
+        flags.extend_from_slice(extra);
+        sb.batch(&flags, &["python3", &fake])
+    };
+    let r = run(&[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    // A row inserted at the top; bravo would now succeed.
+    sb.write(
+        "in.csv",
+        "name,mode\nzulu,success\nalpha,success\nbravo,success\n",
+    );
+    let r = run(&["--only", "failed"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("2 row(s) are run again instead of copied"),
+        "{r:?}"
+    );
+    let rows = csv_rows(&sb.join("workers-output.csv"));
+    let got: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["name"].as_str(), r["status"].as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("zulu", "completed"),
+            ("alpha", "completed"),
+            ("bravo", "completed")
+        ],
+        "{rows:?}"
+    );
+}
+
+/// With ids of their own, a completed row whose input values changed since the output was
+/// written is the same item edited: `--only failed` runs it again (its attempts go on)
+/// instead of copying a result about other input.
+#[test]
+fn only_failed_reruns_a_completed_row_whose_input_changed() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "noreport"), ("c", "success")]);
+    assert_eq!(sb.fake_batch(&[]).code, 1);
+    sb.write_rows(&[("a", "costly"), ("b", "success"), ("c", "success")]);
+    let r = sb.fake_batch(&["--only", "failed"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("2 item(s)"), "a and b ran: {r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["mode"], "costly", "{rows:?}");
+    assert_eq!(
+        rows["a"]["cost_usd"], "0.4",
+        "a's result is of its new input: {rows:?}"
+    );
+    assert_eq!(rows["a"]["attempts"], "2", "{rows:?}");
+    assert_eq!(rows["c"]["attempts"], "1", "c was copied: {rows:?}");
+}

@@ -417,3 +417,45 @@ fn status_shows_a_stopped_runner_as_paused_with_how_to_continue_it() {
     assert_eq!(wait_exit(&mut runner, 30), 0);
     assert!(sb.survivors_after(1.0).is_empty());
 }
+
+/// Issue 50: the runner and its agents get SIGTERM together (a process-tree kill, an IDE
+/// closing its terminal). The agents, killed by a signal the runner did not send, ended
+/// `failed / agent_error`; they were interrupted with the run, so they end `cancelled` (and
+/// run again on the next run), and nothing is left running.
+#[test]
+fn agents_terminated_together_with_the_runner_end_cancelled() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "hang"), ("b", "hang")]);
+    let mut runner = sb
+        .fake_batch_cmd(&["--grace", "2s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn runner");
+    wait_for("both agents to start", 30, || {
+        journal_count(&sb, "attempt_started") == 2
+    });
+    let agents = || -> Vec<String> {
+        sb.live_processes()
+            .into_iter()
+            .filter(|(pid, cmd)| *pid != runner.id() && cmd.contains("fake_agent.py"))
+            .map(|(pid, _)| pid.to_string())
+            .collect()
+    };
+    wait_for("both agents to run", 30, || agents().len() == 2);
+    let agents = agents();
+    // One kill for all, the agents first, as a tree kill delivers it (its status is not
+    // looked at: a pid read from /proc may be gone by now, and kill still signals the rest).
+    Command::new("kill")
+        .arg("-TERM")
+        .args(&agents)
+        .arg(runner.id().to_string())
+        .status()
+        .expect("kill");
+    assert_eq!(wait_exit(&mut runner, 30), 130);
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    for id in ["a", "b"] {
+        assert_eq!(rows[id]["status"], "cancelled", "{:?}", rows[id]);
+    }
+    assert!(sb.survivors_after(2.0).is_empty());
+}

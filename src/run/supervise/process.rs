@@ -350,7 +350,15 @@ pub(crate) async fn run(
         false => elapsed + closing.elapsed(),
     };
 
+    let unasked = stopping.is_none();
     let (end, exit_code) = ending(status, stopping);
+    // Killed with the runner (a process-tree kill, an IDE closing its terminal): a stop
+    // signal the runner did not send, met by the runner's own interrupt, is that interrupt's
+    // (issue 50), not the agent's failure.
+    let end = match unasked && by_stop_signal(&end) && interrupted_soon(&mut cancel).await {
+        true => ProcessEnd::Cancelled,
+        false => end,
+    };
     let [stdout, stderr] = drained;
     Exit {
         end,
@@ -573,6 +581,42 @@ fn ending(
             },
         },
     }
+}
+
+/// How long an attempt ended by a stop signal the runner did not send waits for the
+/// runner's own interrupt to show (they arrived together; the runner's may be handled a
+/// little later on a loaded machine).
+const TOGETHER: Duration = Duration::from_secs(1);
+
+/// Whether `end` is what a stop signal does to a process: killed by SIGTERM, SIGINT, SIGHUP
+/// or SIGQUIT, or exited with 128 plus one of them (a shell, or a CLI that handles it).
+fn by_stop_signal(end: &ProcessEnd) -> bool {
+    const STOPS: [i32; 4] = [
+        Signal::SIGHUP as i32,
+        Signal::SIGINT as i32,
+        Signal::SIGQUIT as i32,
+        Signal::SIGTERM as i32,
+    ];
+    match end {
+        ProcessEnd::Signalled(sig) => STOPS.contains(sig),
+        ProcessEnd::Exited(code) => STOPS.iter().any(|s| 128 + s == *code),
+        _ => false,
+    }
+}
+
+/// Whether the run is interrupted now or within [`TOGETHER`].
+async fn interrupted_soon(cancel: &mut watch::Receiver<Cancel>) -> bool {
+    let wait = async {
+        loop {
+            if *cancel.borrow_and_update() != Cancel::None {
+                return true;
+            }
+            if cancel.changed().await.is_err() {
+                return false;
+            }
+        }
+    };
+    tokio::time::timeout(TOGETHER, wait).await.unwrap_or(false)
 }
 
 /// How long a deadline waits for the wait to see a leader that has exited already.

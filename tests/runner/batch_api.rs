@@ -32,6 +32,7 @@ struct Remote {
     jobs: HashMap<String, String>,
     uploads: usize,
     creates: usize,
+    lists: usize,
     polls: usize,
     /// Jobs answer `completed` only when this is set.
     release: bool,
@@ -88,6 +89,21 @@ impl Respond for StandIn {
                     .insert(id.clone(), body["input_file_id"].as_str().unwrap_or("").into());
                 return ResponseTemplate::new(200)
                     .set_body_json(json!({"id": id, "object": "batch", "status": "validating"}));
+            }
+            if !post && path == "/v1/batches" {
+                // "List batch": newest first; one page here.
+                r.lists += 1;
+                let mut data: Vec<(&String, &String)> = r.jobs.iter().collect();
+                data.sort_by(|a, b| b.0.cmp(a.0));
+                let data: Vec<Value> = data
+                    .into_iter()
+                    .map(|(id, file)| {
+                        json!({"id": id, "object": "batch", "input_file_id": file,
+                               "status": "in_progress"})
+                    })
+                    .collect();
+                return ResponseTemplate::new(200)
+                    .set_body_json(json!({"object": "list", "data": data, "has_more": false}));
             }
             if let Some(id) = path.strip_prefix("/v1/batches/") {
                 r.polls += 1;
@@ -346,4 +362,38 @@ async fn ctrl_c_leaves_the_job_running_says_how_to_resume_and_the_resume_collect
     let r = run(&sb, &server, &[]).await;
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(api.with(|r| (r.uploads, r.creates)), (1, 1));
+}
+
+/// Issue 50: a kill while `POST /batches` was in flight (here: right after the job was
+/// created, before the runner recorded its id) made the resume create a second job from the
+/// same upload — a second bill, and the first job never found. The resume finds the job by
+/// its input file first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_while_the_job_is_created_and_the_resume_finds_that_job() {
+    let (server, api) = stand_in(false).await;
+    let sb = batch(&["a", "b"]);
+    let mut c = cmd(&sb, &server, &[]);
+    c.env("RUNNER_FAULT", "batch_created")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let killed = tokio::task::spawn_blocking(move || c.status().expect("spawn"))
+        .await
+        .expect("join");
+    assert!(!killed.success(), "the fault point ended it");
+    assert_eq!(api.with(|r| r.creates), 1, "the job was created");
+    api.with(|r| r.release = true);
+    let r = run(&sb, &server, &[]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    for id in ["a", "b"] {
+        assert_eq!(rows[id]["status"], "completed", "{:?}", rows[id]);
+    }
+    let (uploads, creates, lists) = api.with(|r| (r.uploads, r.creates, r.lists));
+    assert_eq!(
+        (uploads, creates),
+        (1, 1),
+        "the resume found the killed run's job: no second job, no second bill"
+    );
+    assert!(lists >= 1, "it looked");
+    assert!(sb.survivors_after(1.0).is_empty());
 }

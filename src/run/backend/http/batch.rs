@@ -78,6 +78,10 @@ pub(crate) struct Job {
     /// Its results were handed to the rows: a row run again goes into a new job.
     #[serde(default)]
     pub delivered: bool,
+    /// Uploaded by this process (not recorded): only a job read back from an earlier run's
+    /// record may have been created by a run killed before it could record the job's id.
+    #[serde(skip)]
+    pub uploaded_now: bool,
 }
 
 /// `<workspace>/batch-api.json`: every job of the team.
@@ -456,6 +460,7 @@ impl Collector {
                         counts: BTreeMap::new(),
                         checked_at: String::new(),
                         delivered: false,
+                        uploaded_now: true,
                     });
                     if let Err(e) = state.write(workspace) {
                         tracing::warn!("cannot write {}: {e}", STATE_FILE);
@@ -492,10 +497,26 @@ impl Collector {
             {
                 continue;
             }
-            match self.create(&job.file_id).await {
-                Ok(id) => {
+            // A run killed while `POST /batches` was in flight may have created the job
+            // without recording it: find it by its input file before creating one (issue 50:
+            // else a second job, a second bill, and the first never found).
+            let made = match job.uploaded_now {
+                true => Ok(None),
+                false => self.created_from(&job.file_id).await,
+            };
+            let made = match made {
+                Ok(Some(found)) => Ok(found),
+                Ok(None) => self.create(&job.file_id).await.map(|id| {
+                    // A crash test's kill between creating the job and recording it.
+                    crate::fault::point("batch_created");
+                    (id, "validating".to_owned())
+                }),
+                Err(e) => Err(e),
+            };
+            match made {
+                Ok((id, status)) => {
                     state.jobs[i].batch_id = Some(id);
-                    state.jobs[i].status = "validating".into();
+                    state.jobs[i].status = status;
                     if let Err(e) = state.write(workspace) {
                         tracing::warn!("cannot write {}: {e}", STATE_FILE);
                     }
@@ -759,6 +780,41 @@ impl Collector {
         id_of(&v, "the job")
     }
 
+    /// The job made from input file `file_id`, if one exists, as `(id, status)`: `GET
+    /// /batches` (newest first, 100 a page, `after` the last id while `has_more`; OpenAI API
+    /// reference, "List batch"), looking at [`LIST_PAGES`] pages at most.
+    ///
+    /// Errors: the listing is refused or cannot be read.
+    async fn created_from(&self, file_id: &str) -> Result<Option<(String, String)>, CallError> {
+        let mut after: Option<String> = None;
+        for _ in 0..LIST_PAGES {
+            let mut url = self.endpoint("batches");
+            url.query_pairs_mut().append_pair("limit", "100");
+            if let Some(a) = after.take() {
+                url.query_pairs_mut().append_pair("after", &a);
+            }
+            let request = self.http.client.get(url);
+            let page = self.send(request, "list the jobs (GET /batches)").await?;
+            let data = page["data"].as_array().cloned().unwrap_or_default();
+            if let Some(job) = data
+                .iter()
+                .find(|b| b["input_file_id"].as_str() == Some(file_id))
+            {
+                let id = id_of(job, "the job")?;
+                let status = job["status"].as_str().unwrap_or("validating").to_owned();
+                return Ok(Some((id, status)));
+            }
+            after = match (page["has_more"].as_bool(), data.last()) {
+                (Some(true), Some(last)) => last["id"].as_str().map(str::to_owned),
+                _ => None,
+            };
+            if after.is_none() {
+                break;
+            }
+        }
+        Ok(None)
+    }
+
     async fn get(&self, path: &str) -> Result<Value, CallError> {
         let request = self.http.client.get(self.url(path));
         self.send(request, &format!("read GET /{path}")).await
@@ -784,12 +840,17 @@ impl Collector {
     }
 
     fn url(&self, path: &str) -> String {
+        self.endpoint(path).to_string()
+    }
+
+    /// The API's `path` (`batches`, `files/ID/content`) beneath the base URL.
+    fn endpoint(&self, path: &str) -> reqwest::Url {
         let mut url = self.http.base.clone();
         url.set_path(&format!(
             "{}/{path}",
             self.http.base.path().trim_end_matches('/')
         ));
-        url.to_string()
+        url
     }
 
     fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -879,6 +940,10 @@ impl Collector {
 }
 
 /// A job that ended without results to wait for.
+/// Pages of `GET /batches` looked at for a job a killed run created (100 jobs each: a job
+/// made minutes before is on the first).
+const LIST_PAGES: usize = 5;
+
 fn ended_badly(status: &str) -> bool {
     matches!(status, "failed")
 }

@@ -126,7 +126,7 @@ fn remove_target(
         .map(|ws| crate::run::record::lock::acquire(ws))
         .transpose()?;
     for w in left.iter().flat_map(|l| l.remove(force)) {
-        eprintln!("warning: {w}");
+        crate::ui::warn(w);
     }
     if let Some(ws) = &t.workspace {
         let kept = crate::sink::before_removal::before_removal(ws, &t.team)?;

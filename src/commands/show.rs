@@ -224,9 +224,9 @@ fn print_prompt(found: &Found, id: &str, teammate: &str, record: Option<&Record>
 /// to a pipe.
 fn print_text(text: &str) {
     if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        crate::ui::out(crate::ui::terminal_safe(text));
+        crate::ui::out(text);
     } else {
-        crate::ui::out(text.to_owned());
+        crate::ui::out_raw(text);
     }
 }
 

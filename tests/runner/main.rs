@@ -29,6 +29,7 @@ mod progress;
 mod regressions;
 mod sandbox;
 mod sandbox_escapes;
+mod terminal;
 mod setup;
 mod skill;
 mod stages;

@@ -289,8 +289,7 @@ impl Reporter for Human {
                 pb.set_prefix(terminal_safe(teammate));
                 pb.set_message(shown.clone());
                 pb.enable_steady_tick(Duration::from_millis(500));
-                if let Some((old, _)) = self.lines.insert(id.clone(), (pb, shown))
-                {
+                if let Some((old, _)) = self.lines.insert(id.clone(), (pb, shown)) {
                     old.finish_and_clear();
                 }
                 self.refresh_counts(self.lines.len());
@@ -490,6 +489,17 @@ pub(crate) fn terminal_safe(text: &str) -> String {
         }
     }
     out
+}
+
+/// Print a document an agent, a prompt or a run made (a log, a prompt, a Markdown summary):
+/// shown, never obeyed ([`out`]) on a terminal; byte for byte ([`out_raw`]) to a pipe or a
+/// file, where it is data.
+pub(crate) fn out_document(text: &str) {
+    if std::io::stdout().is_terminal() {
+        out(text);
+    } else {
+        out_raw(text);
+    }
 }
 
 /// [`out`] with a newline.

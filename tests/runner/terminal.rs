@@ -44,18 +44,17 @@ fn typed_and_proposed_titles_reach_no_terminal_as_escapes() {
     assert_eq!(list.code, 0, "{}", list.stderr.escape_debug());
     assert_shown_not_obeyed("list", &list);
     assert!(
-        list.stdout.contains("Typed^[[2J title<U+202E> MODE=success")
+        list.stdout
+            .contains("Typed^[[2J title<U+202E> MODE=success")
             && list.stdout.contains("Hostile^[]52;c;cm0gLXJm^G"),
         "{}",
         list.stdout.escape_debug()
     );
 
     let fake = agent("fake_agent.py");
-    let resolve = sb.run(
-        &[
-            "resolve", "--store", "S", "--yes", "--format", "plain", "--", "python3", &fake,
-        ],
-    );
+    let resolve = sb.run(&[
+        "resolve", "--store", "S", "--yes", "--format", "plain", "--", "python3", &fake,
+    ]);
     assert_eq!(resolve.code, 1, "{}", resolve.stderr.escape_debug());
     assert_shown_not_obeyed("resolve", &resolve);
     // The failure's reason is the teammate's summary: in its progress line and the summary.
@@ -206,7 +205,8 @@ fn an_unconfined_run_says_what_that_means_on_its_first_line() {
     let r = sb.fake_batch(&["--sandbox", "none"]);
     assert_eq!(r.code, 0, "{r:?}");
     let first = r.stdout.lines().next().unwrap_or_default();
-    let kernel_confines = sb.run(&["runners"])
+    let kernel_confines = sb
+        .run(&["runners"])
         .stdout
         .contains("--sandbox landlock is available");
     let how = match kernel_confines {
@@ -219,4 +219,71 @@ fn an_unconfined_run_says_what_that_means_on_its_first_line() {
         ) && first.ends_with(how),
         "{r:?}"
     );
+}
+
+/// `args` run on a pseudo-terminal (`script`, util-linux): what the terminal received. `None`
+/// (the test skips) without `script`.
+fn on_a_terminal(sb: &Sandbox, args: &[&str]) -> Option<String> {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        crate::skip::skip("terminal: no `script` (util-linux) to give the runner a terminal");
+        return None;
+    }
+    let cmd = sb.cmd(args);
+    let line: Vec<String> = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| format!("'{}'", a.to_string_lossy().replace('\'', r"'\''")))
+        .collect();
+    let mut under_tty = std::process::Command::new("script");
+    under_tty
+        .args(["-qec", &line.join(" "), "/dev/null"])
+        .current_dir(sb.path())
+        .stdin(std::process::Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => under_tty.env(k, v),
+            None => under_tty.env_remove(k),
+        };
+    }
+    let out = under_tty.output().expect("script");
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// On a terminal — the progress display with its running teammates' titles and last lines,
+/// `logs` and `show --prompt` — a teammate's OSC 52, title sequence, screen clear and bidi
+/// override arrive as text (the display's own cursor moves aside).
+#[test]
+fn progress_logs_and_prompts_on_a_terminal_show_escapes_as_text() {
+    let sb = Sandbox::new();
+    let r = sb.run(&[
+        "add",
+        "--store",
+        "S",
+        &format!("Hostile{OSC52}{RLO} MODE=hostile_text"),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let fake = agent("fake_agent.py");
+    let team = sb.join("S/teams/todo-resolve-1").display().to_string();
+    let runs = [
+        vec!["resolve", "--store", "S", "--yes", "--", "python3", &fake],
+        vec!["logs", "1", &team],
+        vec!["show", "1", &team, "--prompt"],
+    ];
+    for args in runs {
+        let Some(seen) = on_a_terminal(&sb, &args) else {
+            return;
+        };
+        let obeyed = ["\x1b]", CLEAR, "\x07", "\u{202E}"]
+            .into_iter()
+            .find(|s| seen.contains(s));
+        assert!(
+            obeyed.is_none() && seen.contains("<U+202E>"),
+            "{}: {obeyed:?} reached the terminal:\n{}",
+            args.join(" "),
+            seen.escape_debug()
+        );
+    }
 }

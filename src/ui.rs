@@ -451,7 +451,8 @@ pub(crate) fn out(text: impl std::fmt::Display) {
 
 /// [`out`] byte for byte: for JSON documents (their strings already escape control
 /// characters, and a reader needs the text as it is), a log or prompt printed to a pipe,
-/// and the runner's own escape sequences (`status --watch` clearing the screen).
+/// the runner's own generated files (completion scripts, the man page) and escape sequences
+/// (`status --watch` clearing the screen).
 pub(crate) fn out_raw(text: impl std::fmt::Display) {
     if let Err(e) = write!(std::io::stdout().lock(), "{text}")
         && e.kind() == std::io::ErrorKind::BrokenPipe

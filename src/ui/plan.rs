@@ -375,3 +375,48 @@ fn settings_lines(s: &crate::settings::Settings, schema: bool) -> Vec<String> {
     });
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::definition::load;
+    use crate::sandbox::Mode;
+    use crate::settings::Settings;
+
+    fn settings(runner: &str, mode: Mode, why: Option<&str>) -> Settings {
+        Settings {
+            sandbox: mode,
+            sandbox_why_none: why.map(str::to_owned),
+            ..Settings::for_test(load(runner, None, None).expect("built-in"))
+        }
+    }
+
+    #[test]
+    fn unconfined_says_what_a_teammate_can_do_after_auto_s_reason_and_http_keeps_its_words() {
+        assert_eq!(unconfined(&settings("exec", Mode::Landlock, None)), None);
+        assert_eq!(
+            unconfined(&settings(
+                "exec",
+                Mode::None,
+                Some("auto: this kernel has no Landlock")
+            ))
+            .as_deref(),
+            Some(
+                "auto: this kernel has no Landlock; a teammate can forge another's verdict or edit the journal"
+            )
+        );
+        let chosen = unconfined(&settings("exec", Mode::None, None)).unwrap_or_default();
+        assert!(chosen.starts_with(UNCONFINED), "{chosen}");
+        assert!(
+            chosen.ends_with("; --sandbox landlock confines them")
+                || chosen.ends_with(", so nothing confines them here"),
+            "{chosen}"
+        );
+        let http = "no process to confine: the HTTP backend sends the requests itself";
+        assert_eq!(
+            unconfined(&settings("openai", Mode::None, Some(http))).as_deref(),
+            Some(http)
+        );
+        assert_eq!(unconfined(&settings("openai", Mode::None, None)), None);
+    }
+}

@@ -300,6 +300,11 @@ pub(crate) struct RunnersArgs {
     /// Also check and list this runner definition file (TOML; repeatable).
     #[arg(long, value_name = "FILE")]
     pub runner_file: Vec<PathBuf>,
+    /// Also run the version command of definitions read from a file (--store, --runner-file):
+    /// by default only the built-in definitions' programs are asked their version, since a
+    /// repository's file names any program.
+    #[arg(long)]
+    pub versions: bool,
     /// Instead of listing, judge runner definition RUNNER (a name, or a .toml file) against
     /// recorded CLI transcripts, offline: the status, failure kind and reason each would get
     /// (see examples/transcripts/).

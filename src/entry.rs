@@ -95,7 +95,8 @@ pub(crate) fn run() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            // An error may quote an item, a title or a file's line: shown, never obeyed.
+            eprintln!("error: {}", crate::ui::terminal_safe(&e.to_string()));
             e.exit_code()
         }
     }

@@ -69,12 +69,12 @@ pub(crate) fn parse_inbox(path: &Path, text: &str) -> Result<TodoDocument> {
     let doc = TodoDocument::parse(text);
     refuse(path, doc.file_problems())?;
     for p in doc.problems() {
-        eprintln!(
-            "warning: {}:{}: {}; that item is not handed out until it is fixed",
+        crate::ui::warn(format_args!(
+            "{}:{}: {}; that item is not handed out until it is fixed",
             path.display(),
             p.line,
             p.message
-        );
+        ));
     }
     Ok(doc)
 }

@@ -95,6 +95,15 @@ fn detail(o: &crate::run::record::outcome::Outcome) -> &str {
 
 use crate::report::without_status;
 
+/// The line of an attempt that failed and is retried: status, attempt, teammate, reason.
+fn retrying_line(teammate: &str, attempt: u32, verdict: &crate::report::Verdict) -> String {
+    format!(
+        "{:>10} [attempt {attempt}] {teammate}  {}; retrying",
+        verdict.status.as_str().to_uppercase(),
+        verdict.reason
+    )
+}
+
 fn finished_line(o: &crate::run::record::outcome::Outcome) -> String {
     let retries = if o.attempts > 1 {
         format!(" (attempt {})", o.attempts)
@@ -134,54 +143,45 @@ impl Plain {
 
 impl Reporter for Plain {
     fn event(&mut self, event: &Event) {
-        let out = &mut self.out;
-        let _ = match event {
+        let line = match event {
             Event::RunStarted {
                 team,
                 workspace,
                 total,
                 jobs,
-                sandbox,
-                sandbox_why_none,
                 ..
-            } => writeln!(
-                out,
-                "Starting team {team}: {} item(s), {} at a time; workspace {}; sandbox {}",
+            } => format!(
+                "Starting team {team}: {} item(s), {} at a time; workspace {}; {}",
                 total.map_or("?".to_string(), |t| t.to_string()),
                 at_a_time(*jobs, *total),
                 workspace.display(),
-                sandbox_text(sandbox, sandbox_why_none.as_deref())
+                started_tail(event)
             ),
-            Event::ItemFinished(o) => writeln!(out, "{}", finished_line(o)),
+            Event::ItemFinished(o) => finished_line(o),
             Event::AttemptFinished {
                 teammate,
                 attempt,
                 verdict,
                 retrying: true,
                 ..
-            } => writeln!(
-                out,
-                "{:>10} [attempt {attempt}] {teammate}  {}; retrying",
-                verdict.status.as_str().to_uppercase(),
-                verdict.reason
-            ),
+            } => retrying_line(teammate, *attempt, verdict),
             Event::Interrupted { immediate: false } => {
-                writeln!(
-                    out,
-                    "Interrupted: stopping running teammates (Ctrl-C again to kill at once)"
-                )
+                "Interrupted: stopping running teammates (Ctrl-C again to kill at once)".into()
             }
             Event::Interrupted { immediate: true } => {
-                writeln!(out, "Interrupted again: killing running teammates")
+                "Interrupted again: killing running teammates".into()
             }
-            Event::TeamPaused { .. } | Event::TeamStopped { .. } => {
-                writeln!(out, "{}", gate_line(event))
-            }
+            Event::TeamPaused { .. } | Event::TeamStopped { .. } => gate_line(event),
             // A diagnostic: on stderr, as the runner's other warnings.
-            Event::Warning { message, .. } => warn_on_stderr(message),
-            _ => Ok(()),
+            Event::Warning { message, .. } => {
+                warn(message);
+                return;
+            }
+            _ => return,
         };
-        let _ = out.flush();
+        // Titles, summaries and reasons are agent text: shown, never obeyed.
+        let _ = writeln!(self.out, "{}", terminal_safe(&line));
+        let _ = self.out.flush();
     }
 }
 
@@ -249,19 +249,17 @@ impl Reporter for Human {
                 total,
                 jobs,
                 workspace,
-                sandbox,
-                sandbox_why_none,
                 ..
             } => {
                 if let Some(t) = total {
                     self.overall.set_length(*t);
                 }
-                let _ = self.multi.println(format!(
-                    "Starting team {team}, {} at a time; workspace {}; sandbox {}",
+                let _ = self.multi.println(terminal_safe(&format!(
+                    "Starting team {team}, {} at a time; workspace {}; {}",
                     at_a_time(*jobs, *total),
                     workspace.display(),
-                    sandbox_text(sandbox, sandbox_why_none.as_deref())
-                ));
+                    started_tail(event)
+                )));
             }
             Event::AttemptStarted {
                 id,
@@ -286,20 +284,19 @@ impl Reporter for Human {
                 } else {
                     String::new()
                 };
-                pb.set_prefix(teammate.clone());
-                pb.set_message(format!("{title}{retry}"));
+                // A title a teammate proposed or a user typed: shown, never obeyed.
+                let shown = terminal_safe(&format!("{title}{retry}"));
+                pb.set_prefix(terminal_safe(teammate));
+                pb.set_message(shown.clone());
                 pb.enable_steady_tick(Duration::from_millis(500));
-                if let Some((old, _)) = self
-                    .lines
-                    .insert(id.clone(), (pb, format!("{title}{retry}")))
-                {
+                if let Some((old, _)) = self.lines.insert(id.clone(), (pb, shown)) {
                     old.finish_and_clear();
                 }
                 self.refresh_counts(self.lines.len());
             }
             Event::Activity { id, line, .. } => {
                 if let Some((pb, title)) = self.lines.get(id) {
-                    pb.set_message(format!("{title} — {line}"));
+                    pb.set_message(format!("{title} — {}", terminal_safe(line)));
                 }
             }
             Event::AttemptFinished {
@@ -309,11 +306,9 @@ impl Reporter for Human {
                 retrying: true,
                 ..
             } => {
-                let _ = self.multi.println(format!(
-                    "{:>10} [attempt {attempt}] {teammate}  {}; retrying",
-                    verdict.status.as_str().to_uppercase(),
-                    verdict.reason
-                ));
+                let _ = self
+                    .multi
+                    .println(terminal_safe(&retrying_line(teammate, *attempt, verdict)));
             }
             Event::ItemFinished(o) => {
                 if let Some((pb, _)) = self.lines.remove(&o.id) {
@@ -322,7 +317,7 @@ impl Reporter for Human {
                 *self.counts.entry(o.status).or_default() += 1;
                 self.overall.inc(1);
                 self.refresh_counts(self.lines.len());
-                let _ = self.multi.println(finished_line(o));
+                let _ = self.multi.println(terminal_safe(&finished_line(o)));
             }
             Event::Interrupted { immediate } => {
                 let _ = self.multi.println(if *immediate {
@@ -332,11 +327,13 @@ impl Reporter for Human {
                 });
             }
             Event::TeamPaused { .. } | Event::TeamStopped { .. } => {
-                let _ = self.multi.println(gate_line(event));
+                let _ = self.multi.println(terminal_safe(&gate_line(event)));
             }
             Event::Warning { message, .. } => {
                 // Above the bars, on stderr where the bars are drawn.
-                let _ = self.multi.println(format!("warning: {message}"));
+                let _ = self
+                    .multi
+                    .println(terminal_safe(&format!("warning: {message}")));
             }
             Event::RunFinished(_) => {
                 for (_, (pb, _)) in self.lines.drain() {
@@ -381,7 +378,7 @@ impl Reporter for JsonLines {
     fn event(&mut self, event: &Event) {
         if let Event::Warning { message, .. } = event {
             // People reading stderr see it too; stdout stays JSON lines.
-            let _ = warn_on_stderr(message);
+            warn(message);
         }
         match event.to_line() {
             Some(Ok(line)) => {
@@ -394,18 +391,24 @@ impl Reporter for JsonLines {
     }
 }
 
-/// `warning: MESSAGE` on stderr, as every reporter shows an [`Event::Warning`] (and as the
-/// runner's diagnostics print outside a run).
-///
-/// Errors: the write's (ignored by the reporters: a run goes on when nobody reads).
-fn warn_on_stderr(message: &str) -> std::io::Result<()> {
-    writeln!(std::io::stderr().lock(), "warning: {message}")
+/// `warning: MESSAGE` on stderr, shown, never obeyed ([`terminal_safe`]): as every reporter
+/// shows an [`Event::Warning`], and as the runner's diagnostics print outside a run (a
+/// warning may quote an item's title or a line of a file). Write errors are ignored: a run
+/// goes on when nobody reads.
+pub(crate) fn warn(message: impl std::fmt::Display) {
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "warning: {}",
+        terminal_safe(&message.to_string())
+    );
 }
 
-/// Print a line meant for people: on stdout, or on stderr when stdout carries the JSON event
-/// stream (`--format json` keeps stdout pure JSON lines). Write errors are ignored: a run
-/// goes on (and stops its teammates properly) even when nobody reads its output any more.
+/// Print a line meant for people, shown, never obeyed ([`terminal_safe`]): on stdout, or on
+/// stderr when stdout carries the JSON event stream (`--format json` keeps stdout pure JSON
+/// lines). Write errors are ignored: a run goes on (and stops its teammates properly) even
+/// when nobody reads its output any more.
 pub(crate) fn say(format: Format, text: impl std::fmt::Display) {
+    let text = terminal_safe(&text.to_string());
     if format == Format::Json {
         let _ = writeln!(std::io::stderr().lock(), "{text}");
     } else {
@@ -413,19 +416,44 @@ pub(crate) fn say(format: Format, text: impl std::fmt::Display) {
     }
 }
 
-/// The run's sandbox for its first line: `landlock`, `none`, or `none (WHY)` when the plan
-/// settled on none though confinement was asked for (`auto: this kernel has no Landlock`).
-fn sandbox_text(sandbox: &str, why_none: Option<&str>) -> String {
-    match why_none {
-        Some(why) => format!("{sandbox} ({why})"),
-        None => sandbox.to_string(),
+/// The end of a run's first line from its `run_started` event: `sandbox landlock`, or `sandbox
+/// none (WHAT IT MEANS)` ([`plan::unconfined`]), then a built-in runner a repository's
+/// definition replaced (`; runner claude from FILE, which replaces the built-in`). Empty for
+/// any other event.
+fn started_tail(event: &Event) -> String {
+    let Event::RunStarted {
+        sandbox,
+        sandbox_why_none,
+        replaced_runner,
+        ..
+    } = event
+    else {
+        return String::new();
+    };
+    let mut tail = match sandbox_why_none {
+        Some(why) => format!("sandbox {sandbox} ({why})"),
+        None => format!("sandbox {sandbox}"),
+    };
+    if let Some(r) = replaced_runner {
+        tail.push_str(&format!("; {}", plan::replaced_text(&r.name, &r.file)));
     }
+    tail
 }
 
 /// Print the result of a command that runs no teammate (`list`, `status`, `runners`, …) on
-/// stdout. When stdout is a pipe whose reader is gone (`runner list | head -1`) the process
-/// ends at once with exit 0 and prints nothing more, as ripgrep does.
+/// stdout, shown, never obeyed ([`terminal_safe`]: titles users typed and teammates
+/// proposed, agents' summaries and reasons reach no terminal as escapes). When stdout is a
+/// pipe whose reader is gone (`runner list | head -1`) the process ends at once with exit 0
+/// and prints nothing more, as ripgrep does.
 pub(crate) fn out(text: impl std::fmt::Display) {
+    out_raw(terminal_safe(&text.to_string()));
+}
+
+/// [`out`] byte for byte: for JSON documents (their strings already escape control
+/// characters, and a reader needs the text as it is), a log or prompt printed to a pipe,
+/// the runner's own generated files (completion scripts, the man page) and escape sequences
+/// (`status --watch` clearing the screen).
+pub(crate) fn out_raw(text: impl std::fmt::Display) {
     if let Err(e) = write!(std::io::stdout().lock(), "{text}")
         && e.kind() == std::io::ErrorKind::BrokenPipe
     {
@@ -464,6 +492,17 @@ pub(crate) fn terminal_safe(text: &str) -> String {
     out
 }
 
+/// Print a document an agent, a prompt or a run made (a log, a prompt, a Markdown summary):
+/// shown, never obeyed ([`out`]) on a terminal; byte for byte ([`out_raw`]) to a pipe or a
+/// file, where it is data.
+pub(crate) fn out_document(text: &str) {
+    if std::io::stdout().is_terminal() {
+        out(text);
+    } else {
+        out_raw(text);
+    }
+}
+
 /// [`out`] with a newline.
 pub(crate) fn outln(text: impl std::fmt::Display) {
     out(format_args!("{text}\n"));
@@ -488,6 +527,21 @@ pub(crate) fn print_summary(
 ///
 /// Errors: `out` cannot be written.
 pub(crate) fn write_summary(
+    out: &mut dyn Write,
+    s: &RunSummary,
+    output: Option<&Path>,
+    workspace: Option<&Path>,
+) -> std::io::Result<()> {
+    let mut text = Vec::new();
+    summary_text(&mut text, s, output, workspace)?;
+    // Teammate names, ids and reasons may be agent text: shown, never obeyed.
+    out.write_all(terminal_safe(&String::from_utf8_lossy(&text)).as_bytes())
+}
+
+/// The closing summary of [`write_summary`] as it reads, before it is made terminal-safe.
+///
+/// Errors: `out` cannot be written.
+fn summary_text(
     out: &mut dyn Write,
     s: &RunSummary,
     output: Option<&Path>,

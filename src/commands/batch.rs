@@ -71,7 +71,7 @@ pub(crate) fn plan(args: BatchArgs) -> Result<(Plan, Arc<dyn Backend>)> {
         }
         Err(e) => {
             for w in &spec.warnings {
-                eprintln!("warning: {w}");
+                crate::ui::warn(w);
             }
             Err(e)
         }

@@ -154,7 +154,7 @@ fn remove_target(
         .map(|ws| crate::run::record::lock::acquire(ws))
         .transpose()?;
     for w in left.iter().flat_map(|l| l.remove(force)) {
-        eprintln!("warning: {w}");
+        crate::ui::warn(w);
     }
     // A worktree someone edited lies in the workspace: both stay (issue 50).
     if let Some(l) = left.as_ref().filter(|l| !l.removable(force)) {

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 pub(crate) fn completions(args: CompletionsArgs) -> Result<i32> {
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut Cli::command(), "runner", &mut out);
-    crate::ui::out(String::from_utf8_lossy(&out));
+    crate::ui::out_raw(String::from_utf8_lossy(&out));
     Ok(0)
 }
 
@@ -22,6 +22,6 @@ pub(crate) fn man() -> Result<i32> {
     clap_mangen::Man::new(Cli::command())
         .render(&mut out)
         .map_err(|e| Error::Environment(format!("cannot render the man page: {e}")))?;
-    crate::ui::out(String::from_utf8_lossy(&out));
+    crate::ui::out_raw(String::from_utf8_lossy(&out));
     Ok(0)
 }

@@ -39,7 +39,9 @@ pub(crate) fn fragments(args: FragmentsArgs) -> Result<i32> {
                 outln(format_args!("  steps: {}", keys(&f.steps)));
                 outln(format_args!("  variables: {}", variables(&f)));
             }
-            Err(e) => eprintln!("warning: {e}; `runner apply {name}` refuses it until it is fixed"),
+            Err(e) => crate::ui::warn(format_args!(
+                "{e}; `runner apply {name}` refuses it until it is fixed"
+            )),
         }
     }
     Ok(0)

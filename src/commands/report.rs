@@ -35,7 +35,7 @@ pub(crate) fn report(args: ReportArgs) -> Result<i32> {
     if args.markdown.is_some() {
         let text = crate::ui::markdown::summary(&h);
         match markdown {
-            None => crate::ui::out(format_args!("{text}")),
+            None => crate::ui::out_document(&text),
             Some(path) => append(path, &text)?,
         }
     }

@@ -224,7 +224,7 @@ fn definition_of(runner: &str, store: Option<&Path>) -> Result<RunnerDef> {
         false => definition::load(runner, store, None)?,
     };
     for w in &def.warnings {
-        eprintln!("warning: {w}");
+        crate::ui::warn(w);
     }
     if def.answers_only() {
         return Err(Error::Usage(format!(
@@ -290,6 +290,6 @@ pub(crate) fn check(runner: &str, store: Option<&Path>, files: &[PathBuf]) -> Re
             n => format!("; {n} did not get what they expect"),
         }
     ));
-    crate::ui::out(crate::ui::terminal_safe(&out));
+    crate::ui::out(&out);
     Ok(if missed == 0 { 0 } else { 1 })
 }

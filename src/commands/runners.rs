@@ -108,9 +108,11 @@ fn retries(d: &RunnerDef) -> String {
 /// `runner runners`: one line per built-in definition (or the store's replacement of it),
 /// then per definition only the store has (`<store>/runners/*.toml`), then per
 /// `--runner-file`, each checked as a run would check it (a broken one is exit 2); the notes
-/// of one read from a file start with that file in brackets. Each line gives its program on PATH, the installed version, the version its end-to-end test proves
-/// (`PROVEN`; `no`: not proven against the real CLI) and a description or install hint;
-/// then the kernel's Landlock ABI (what `--sandbox landlock` needs).
+/// of one read from a file start with that file in brackets (and say when it replaces the
+/// built-in of its name). Each line gives its program on PATH, the installed version (asked
+/// of a built-in's program; of a file's only with `--versions`), the version its end-to-end
+/// test proves (`PROVEN`; `no`: not proven against the real CLI) and a description or
+/// install hint; then the kernel's Landlock ABI (what `--sandbox landlock` needs).
 pub(crate) fn runners(args: RunnersArgs) -> Result<i32> {
     let store = args.store.as_deref();
     if let Some(runner) = &args.check {
@@ -127,7 +129,7 @@ pub(crate) fn runners(args: RunnersArgs) -> Result<i32> {
     let rows: Vec<Row> = std::thread::scope(|scope| {
         let handles: Vec<_> = defs
             .iter()
-            .map(|(d, file)| scope.spawn(move || row(d, file.as_deref())))
+            .map(|(d, file)| scope.spawn(move || row(d, file.as_deref(), args.versions)))
             .collect();
         handles
             .into_iter()
@@ -177,14 +179,20 @@ fn definitions(
         defs.push((definition::load("", None, Some(file))?, Some(file.clone())));
     }
     for w in defs.iter().flat_map(|(d, _)| &d.warnings) {
-        eprintln!("warning: {w}");
+        crate::ui::warn(w);
     }
     Ok(defs)
 }
 
+/// What the VERSION column says of a definition read from a file when `--versions` was not
+/// given: its program is not run.
+const NOT_ASKED: &str = "(not run; --versions)";
+
 /// The line of definition `d` (read from `file`, when not built in): its program on PATH
-/// and version, or where its requests go and whether its key is set.
-fn row(d: &RunnerDef, file: Option<&Path>) -> Row {
+/// and version, or where its requests go and whether its key is set. A program named by a
+/// file (a repository's store, `--runner-file`) is asked its version only with `versions`
+/// (`--versions`): listing must not run what a repository chose.
+fn row(d: &RunnerDef, file: Option<&Path>, versions: bool) -> Row {
     let row = |program: String, version: String, notes: String| Row {
         name: d.name.clone(),
         program,
@@ -192,7 +200,11 @@ fn row(d: &RunnerDef, file: Option<&Path>) -> Row {
         proven: proven(d),
         notes: match file {
             Some(f) => {
-                let rest = format!("{notes}{}{}", retries(d), handover(d));
+                let replaces = match d.replaces_builtin.is_some() {
+                    true => "replaces the built-in; ",
+                    false => "",
+                };
+                let rest = format!("{replaces}{notes}{}{}", retries(d), handover(d));
                 format!("[{}] {}", f.display(), rest.trim_start_matches("; "))
                     .trim_end()
                     .into()
@@ -224,6 +236,8 @@ fn row(d: &RunnerDef, file: Option<&Path>) -> Row {
         Ok(path) => {
             let version = if d.version_args.is_empty() {
                 String::new()
+            } else if file.is_some() && !versions {
+                NOT_ASKED.to_owned()
             } else {
                 version_of(&path, &d.version_args)
             };

@@ -209,7 +209,7 @@ fn print_prompt(found: &Found, id: &str, teammate: &str, record: Option<&Record>
             String::from_utf8_lossy(&bytes).into_owned()
         }
     };
-    print_text(&text);
+    crate::ui::out_document(&text);
     if let Some(r) = record.filter(|r| (r.prompt.len() as u64) < r.prompt_bytes) {
         eprintln!(
             "(the first {} of its {} bytes: a completed item keeps that much; keep whole prompts with --keep-logs)",
@@ -218,16 +218,6 @@ fn print_prompt(found: &Found, id: &str, teammate: &str, record: Option<&Record>
         );
     }
     Ok(0)
-}
-
-/// Print what an agent or a prompt wrote: shown, not obeyed, on a terminal; byte for byte
-/// to a pipe.
-fn print_text(text: &str) {
-    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        crate::ui::out(crate::ui::terminal_safe(text));
-    } else {
-        crate::ui::out(text.to_owned());
-    }
 }
 
 /// `runner logs` of a completed item that was compacted: the kept end of one of attempt
@@ -254,7 +244,7 @@ fn print_compacted(id: &str, file: &Path, r: &Record, attempt: u32, stderr: bool
         eprintln!("item `{id}`, attempt {attempt}: wrote nothing to {stream}");
         return Ok(0);
     };
-    print_text(&tail.text);
+    crate::ui::out_document(&tail.text);
     if !tail.whole() {
         eprintln!(
             "(the last {} of its {} bytes, kept in {} when the item completed; keep whole logs with --keep-logs)",
@@ -394,7 +384,7 @@ impl Follow {
             .map_err(|e| Error::read_input("the log", path, e))?;
         self.printed += buf.len() as u64;
         if !buf.is_empty() {
-            print_text(&String::from_utf8_lossy(&buf));
+            crate::ui::out_document(&String::from_utf8_lossy(&buf));
         }
         Ok(())
     }

@@ -142,7 +142,8 @@ pub(crate) fn status(args: StatusArgs) -> Result<i32> {
             Err(e) => return Err(e),
         };
         let clear = if tty { "\x1b[2J\x1b[H" } else { "---\n" };
-        crate::ui::out(format_args!("{clear}{text}"));
+        crate::ui::out_raw(clear);
+        crate::ui::out(text);
         if !s.is_live() {
             return Ok(exit_code(&s));
         }

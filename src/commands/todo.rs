@@ -143,7 +143,7 @@ pub(crate) fn listing(args: &ListArgs) -> Result<Listing> {
 pub(crate) fn list(args: ListArgs) -> Result<i32> {
     let listing = listing(&args)?;
     if args.format == crate::options::Format::Json {
-        crate::ui::out(listing.json());
+        crate::ui::out_raw(listing.json());
         return Ok(0);
     }
     crate::ui::outln(listing.inbox.display());
@@ -169,7 +169,7 @@ fn waiting_batches(store: &Store) -> Vec<(WaitingBatch, TodoDocument)> {
         let doc = match store::read_todo(&path) {
             Ok((_, doc)) => doc,
             Err(e) => {
-                eprintln!("warning: {e}");
+                crate::ui::warn(e);
                 continue;
             }
         };

@@ -375,6 +375,7 @@ mod tests {
             jobs: 1,
             sandbox: "none".into(),
             sandbox_why_none: None,
+            replaced_runner: None,
             stages: Vec::new(),
         });
         sink.event(&Event::RunEnded {

@@ -355,7 +355,7 @@ pub(crate) fn finish_ending(store: &Store, ws: &Path, archive: Option<&Path>) ->
     checkpoints.finish(&mut end)?;
     // No run is going on to show them as events.
     for w in end.unrecorded.iter().chain(&end.warnings) {
-        eprintln!("warning: {w}");
+        crate::ui::warn(w);
     }
     Ok(true)
 }

@@ -23,6 +23,17 @@ fn sandbox_none() -> String {
     "none".into()
 }
 
+/// A built-in runner replaced by a store's definition of the same name, as `run_started`
+/// records it (and the run's first line announces it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ReplacedRunner {
+    /// The built-in name (`claude`).
+    pub name: String,
+    /// The file that replaced it (written lossily when it is not UTF-8).
+    #[serde(serialize_with = "lossy_path")]
+    pub file: PathBuf,
+}
+
 /// Something that happened in a run, in the order the dispatcher saw it. Fields added after
 /// the first journals were written are `serde(default)`, so old workspaces still read back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,10 +66,16 @@ pub(crate) enum Event {
         /// How teammates are confined: `none` or `landlock` (`--sandbox`).
         #[serde(default = "sandbox_none")]
         sandbox: String,
-        /// Why the default `--sandbox auto` left teammates unconfined (`this kernel has no
-        /// Landlock`, `the team workspace … lies inside …`); absent otherwise.
+        /// When teammates that run a process are unconfined: why (`auto: this kernel has no
+        /// Landlock`, `auto: the workspace lies inside …`) or the flag that confines them,
+        /// and what that lets them do ([`crate::ui::plan::unconfined`]); for the HTTP
+        /// backend, that it has no process to confine. Absent under Landlock.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sandbox_why_none: Option<String>,
+        /// A repository's definition (`<store>/runners/NAME.toml`) that replaced the
+        /// built-in runner of the same name for this run; absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replaced_runner: Option<ReplacedRunner>,
         /// With BATCH.md's `stages:`, their names in order: an item `ROW/STAGE` is that
         /// stage of that row (issue 33); absent otherwise.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -464,7 +481,13 @@ pub(crate) mod tests {
                 resumed: 0,
                 jobs: 2,
                 sandbox: "none".into(),
-                sandbox_why_none: None,
+                sandbox_why_none: Some(
+                    "a teammate can forge another's verdict or edit the journal; --sandbox landlock confines them".into(),
+                ),
+                replaced_runner: Some(ReplacedRunner {
+                    name: "claude".into(),
+                    file: "/r/.agent-tasks/runners/claude.toml".into(),
+                }),
                 stages: Vec::new(),
             },
             Event::AttemptStarted {
@@ -571,6 +594,7 @@ pub(crate) mod tests {
             jobs: 1,
             sandbox: "none".into(),
             sandbox_why_none: None,
+            replaced_runner: None,
             stages: Vec::new(),
         };
         let line = odd.to_line().expect("recorded");

@@ -71,7 +71,8 @@ pub(super) fn runner(
     // the exec runner: the command line's runner wins over the file's runner and command.
     let chosen_here = flags.runner.is_some() || flags.runner_file.is_some();
     if from_file && chosen_here && !command.is_empty() && !takes_program {
-        eprintln!(
+        // The file's words are a repository's: shown, never obeyed.
+        let note = format!(
             "note: runner `{}` from the command line replaces the file's {}and its `command` ({})",
             runner.name,
             file.runner
@@ -80,6 +81,7 @@ pub(super) fn runner(
                 .unwrap_or_default(),
             command.join(" ")
         );
+        eprintln!("{}", crate::ui::terminal_safe(&note));
         command.clear();
     }
     if !command.is_empty() && !takes_program {

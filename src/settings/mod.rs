@@ -115,7 +115,8 @@ pub(crate) struct Settings {
     pub sandbox: crate::sandbox::Mode,
     /// Why teammates run unconfined when the plan settled on none for them (`auto: this
     /// kernel has no Landlock`, `auto: the workspace lies inside …`, `no process to confine:
-    /// …`), shown on the run's first line as `sandbox none (WHY)`.
+    /// …`), shown on the run's first line with what it means
+    /// ([`crate::ui::plan::unconfined`]).
     pub sandbox_why_none: Option<String>,
     /// `--workspace` / `workspace`: where the team workspace goes instead of its default
     /// place (`schedule::plan::place_workspace`); absolute.

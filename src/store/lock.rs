@@ -66,7 +66,12 @@ pub(crate) fn acquire(dir: &Path, wait: Duration) -> Result<StoreLock> {
         // to name.
         let this_run = holder.pid == Some(std::process::id()) && holder.host.is_none();
         if !said && !this_run && (holder.pid.is_some() || quiet) {
-            eprintln!("runner: {WAITING}, held by {holder} ({})", path.display());
+            // The holder's host is read from the lock file: shown, never obeyed.
+            eprintln!(
+                "runner: {WAITING}, held by {} ({})",
+                crate::ui::terminal_safe(&holder.to_string()),
+                path.display()
+            );
             said = true;
         }
         std::thread::sleep(Duration::from_millis(20));

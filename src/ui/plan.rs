@@ -24,7 +24,7 @@ pub(crate) fn print_plan(
     let spec = &plan.spec;
     // What planning warned of, on stderr as a run shows it, before the plan itself.
     for w in &spec.warnings {
-        eprintln!("warning: {w}");
+        crate::ui::warn(w);
     }
     let done_before = |item: &crate::item::WorkItem| {
         earlier
@@ -38,11 +38,11 @@ pub(crate) fn print_plan(
         )?,
         None => 0,
     };
-    let mut out: Box<dyn Write> = if spec.settings.format == Format::Json {
+    let mut out = SafeLines(if spec.settings.format == Format::Json {
         Box::new(std::io::stderr().lock())
     } else {
         Box::new(std::io::stdout().lock())
-    };
+    });
     for line in heading_lines(plan, resumed) {
         let _ = writeln!(out, "{line}");
     }
@@ -79,6 +79,22 @@ pub(crate) fn print_plan(
     Ok(())
 }
 
+/// Where the plan goes: each write shown, never obeyed ([`crate::ui::terminal_safe`]) —
+/// item ids, titles and prompts are a user's or a teammate's text.
+struct SafeLines<'a>(Box<dyn Write + 'a>);
+
+impl Write for SafeLines<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = crate::ui::terminal_safe(&String::from_utf8_lossy(buf));
+        self.0.write_all(text.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// The plan's lines before its items: the team and how many items run (`resumed` of them
 /// completed earlier), the workspace, output, sandbox, settings, time limit, limits, stages.
 fn heading_lines(plan: &Plan, resumed: u64) -> Vec<String> {
@@ -95,12 +111,15 @@ fn heading_lines(plan: &Plan, resumed: u64) -> Vec<String> {
     };
     let mut lines = vec![
         format!(
-            "Plan for team {}: {} of {} item(s){shard}{earlier_note}, {} at a time, runner {}",
+            "Plan for team {}: {} of {} item(s){shard}{earlier_note}, {} at a time, {}",
             spec.team,
             plan.selected - resumed,
             plan.total,
             spec.settings.jobs,
-            spec.settings.runner.name
+            match &spec.settings.runner.replaces_builtin {
+                Some(file) => replaced_text(&spec.settings.runner.name, file),
+                None => format!("runner {}", spec.settings.runner.name),
+            }
         ),
         format!(
             "Workspace: {} (dry run: nothing is created)",
@@ -249,13 +268,48 @@ fn shell_quote(a: &str) -> String {
     }
 }
 
+/// What an unconfined teammate can do, in the words of the run's first line.
+const UNCONFINED: &str = "a teammate can forge another's verdict or edit the journal";
+
+/// What running unconfined means, for the run's first line and `--dry-run`; `None` unless
+/// the settled sandbox is none. For a runner that starts a process: why `auto` settled on
+/// none (the plan's reason, which names what to change when the layout is the cause) then
+/// what a teammate can do ([`UNCONFINED`]); when the user chose none, what a teammate can do
+/// then the one flag that confines teammates — or, on a kernel without a usable Landlock,
+/// that nothing can here (rather than a flag that would exit 3). The HTTP backend keeps the
+/// plan's own words: it starts no process to confine.
+pub(crate) fn unconfined(settings: &crate::settings::Settings) -> Option<String> {
+    if settings.sandbox != crate::sandbox::Mode::None {
+        return None;
+    }
+    let why = settings.sandbox_why_none.as_deref();
+    if settings.runner.answers_only() {
+        return why.map(str::to_owned);
+    }
+    Some(match why {
+        Some(why) => format!("{why}; {UNCONFINED}"),
+        None => match crate::sandbox::auto_refusal(crate::sandbox::kernel_abi()) {
+            None => format!("{UNCONFINED}; --sandbox landlock confines them"),
+            Some(cannot) => format!("{UNCONFINED}; {cannot}, so nothing confines them here"),
+        },
+    })
+}
+
+/// A built-in runner a repository's definition replaced, as the run's first line and the
+/// plan announce it: `runner claude from FILE, which replaces the built-in`.
+pub(crate) fn replaced_text(name: &str, file: &std::path::Path) -> String {
+    format!(
+        "runner {name} from {}, which replaces the built-in",
+        file.display()
+    )
+}
+
 /// What `--sandbox` means for this plan, in one line.
 fn sandbox_line(spec: &crate::run::RunSpec) -> String {
     match spec.settings.sandbox {
-        crate::sandbox::Mode::None => match &spec.settings.sandbox_why_none {
-            Some(why) if spec.settings.runner.answers_only() => format!("none ({why})"),
-            Some(why) => format!("none (teammates can write anything the user can; {why})"),
-            None => "none (teammates can write anything the user can)".into(),
+        crate::sandbox::Mode::None => match unconfined(&spec.settings) {
+            Some(what) => format!("none ({what})"),
+            None => "none".into(),
         },
         // A plan is settled before it is printed; `auto` here would be a bug, shown as such.
         crate::sandbox::Mode::Auto => "auto (not settled)".into(),
@@ -320,4 +374,49 @@ fn settings_lines(s: &crate::settings::Settings, schema: bool) -> Vec<String> {
         false => "Completed items: compacted into completed.jsonl (prompt, each log's last 4 KB), their folders removed; --keep-logs keeps them".into(),
     });
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::definition::load;
+    use crate::sandbox::Mode;
+    use crate::settings::Settings;
+
+    fn settings(runner: &str, mode: Mode, why: Option<&str>) -> Settings {
+        Settings {
+            sandbox: mode,
+            sandbox_why_none: why.map(str::to_owned),
+            ..Settings::for_test(load(runner, None, None).expect("built-in"))
+        }
+    }
+
+    #[test]
+    fn unconfined_says_what_a_teammate_can_do_after_auto_s_reason_and_http_keeps_its_words() {
+        assert_eq!(unconfined(&settings("exec", Mode::Landlock, None)), None);
+        assert_eq!(
+            unconfined(&settings(
+                "exec",
+                Mode::None,
+                Some("auto: this kernel has no Landlock")
+            ))
+            .as_deref(),
+            Some(
+                "auto: this kernel has no Landlock; a teammate can forge another's verdict or edit the journal"
+            )
+        );
+        let chosen = unconfined(&settings("exec", Mode::None, None)).unwrap_or_default();
+        assert!(chosen.starts_with(UNCONFINED), "{chosen}");
+        assert!(
+            chosen.ends_with("; --sandbox landlock confines them")
+                || chosen.ends_with(", so nothing confines them here"),
+            "{chosen}"
+        );
+        let http = "no process to confine: the HTTP backend sends the requests itself";
+        assert_eq!(
+            unconfined(&settings("openai", Mode::None, Some(http))).as_deref(),
+            Some(http)
+        );
+        assert_eq!(unconfined(&settings("openai", Mode::None, None)), None);
+    }
 }

@@ -14,6 +14,9 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   wrongid      write a report whose id is another item's, exit 0
   blocked      report status blocked with a blocker, exit 0
   failed       report status failed, exit 0
+  hostile_text propose a subtask (in $RUNNER_PROGRESS) and report failed with a summary,
+               each carrying OSC 52, a title sequence, a screen clear or U+202E; print them
+               on stdout too
   schema_bad   report output that violates the schema ({"ok": "yes"}), exit 0
   hang         sleep forever (ignores nothing; exits on SIGTERM)
   ignore_term  ignore SIGTERM and sleep forever (needs SIGKILL)
@@ -192,6 +195,16 @@ def main():
         write_report(report(status="blocked", blocker="needs an API key from a person"))
     elif mode == "failed":
         write_report(report(status="failed", summary="could not reproduce the bug"))
+    elif mode == "hostile_text":
+        # Terminal escapes and a bidi override in what the runner shows: the summary (a
+        # failure's reason) and a proposed follow-up item's title.
+        with open(os.environ["RUNNER_PROGRESS"], "a", encoding="utf-8") as f:
+            f.write(json.dumps({"subtask": {"title": "Proposed\x1b]0;pwned\x07 step \u202ex",
+                                            "details": "d"},
+                                "discoveries": ["found\x1b]52;c;cm0gLXJm\x07 \u202e"]}) + "\n")
+        write_report(report(status="failed",
+                            summary="copied\x1b]52;c;cm0gLXJm\x07 cleared\x1b[2J \u202edeliaf"))
+        print("out\x1b]52;c;cm0gLXJm\x07 \x1b[2J \u202e")
     elif mode == "schema_bad":
         write_report(report(output={"ok": "yes"}))
     elif mode == "hang":

@@ -289,7 +289,8 @@ fn runners_lists_installed_clis_with_versions_and_hints_for_missing_ones() {
 }
 
 /// `runner runners --store` lists a definition only the store has, and `--runner-file` one
-/// more, each checked and marked with the file it came from; a broken file is exit 2.
+/// more, each checked and marked with the file it came from (its program asked its version
+/// only with `--versions`); a broken file is exit 2.
 #[test]
 fn runners_lists_the_store_s_own_definitions_and_a_runner_file() {
     let sb = sandbox();
@@ -320,9 +321,18 @@ fn runners_lists_the_store_s_own_definitions_and_a_runner_file() {
     let mocka = line("mocka");
     assert!(
         mocka.contains(&sb.join("bin/claude").display().to_string())
-            && mocka.contains("claude 9.9.9 (fake)")
+            && mocka.contains("(not run; --versions)")
             && mocka.contains("[st/runners/mocka.toml] mocka here"),
         "{mocka}"
+    );
+    // A file's program is asked its version only when the user asks.
+    let asked = runners(&["runners", "--store", "st", "--versions"]);
+    assert!(
+        asked
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("mocka ") && l.contains("claude 9.9.9 (fake)")),
+        "{asked:?}"
     );
     let mine = line("mine");
     assert!(

@@ -34,6 +34,7 @@ mod setup;
 mod skill;
 mod stages;
 mod store;
+mod terminal;
 mod todo;
 mod watch;
 mod worktree;

@@ -433,8 +433,8 @@ fn honest_teammates_complete_under_the_sandbox() {
 /// The default, `--sandbox auto`, is Landlock where the kernel has it and the workspace
 /// lies outside what teammates write: the forger of the test above fails the same way
 /// without any flag. Where the workspace lies inside the working directory, auto runs
-/// unconfined and says why and what to change on the first line; `--sandbox none` opts out
-/// without a word.
+/// unconfined and says why and what to change on the first line; `--sandbox none` opts out,
+/// and the first line says what that means and the flag that confines.
 #[test]
 fn the_default_sandbox_confines_teammates_where_the_layout_allows_and_says_why_not_where_not() {
     if !landlock_or_skip("auto") {
@@ -458,14 +458,16 @@ fn the_default_sandbox_confines_teammates_where_the_layout_allows_and_says_why_n
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stdout.contains(&format!(
-            "; sandbox none (auto: the workspace lies inside {}, which teammates write; to confine them, give an --output outside it, or use --isolate worktree)\n",
+            "; sandbox none (auto: the workspace lies inside {}, which teammates write; to confine them, give an --output outside it, or use --isolate worktree; a teammate can forge another's verdict or edit the journal)\n",
             inside.path().display()
         )),
         "{r:?}"
     );
     let opted_out = inside.fake_batch(&["--sandbox", "none"]);
     assert!(
-        opted_out.stdout.contains("; sandbox none\n"),
+        opted_out.stdout.contains(
+            "; sandbox none (a teammate can forge another's verdict or edit the journal; --sandbox landlock confines them)\n"
+        ),
         "{opted_out:?}"
     );
 }

@@ -97,7 +97,11 @@ pub(crate) fn load(
         return from_file(file);
     }
     if let Some(p) = store.map(|s| store_file(s, name)).filter(|p| p.is_file()) {
-        return from_file(&p);
+        let mut def = from_file(&p)?;
+        if BUILTIN.iter().any(|(n, _)| *n == name) {
+            def.replaces_builtin = Some(p);
+        }
+        return Ok(def);
     }
     match BUILTIN.iter().find(|(n, _)| *n == name) {
         Some((n, text)) => RunnerDef::parse(Path::new(&format!("runners/{n}.toml")), text),

@@ -290,6 +290,12 @@ pub(crate) struct RunnerDef {
     /// (`Plan::warnings`). Empty for a built-in definition.
     #[serde(skip)]
     pub warnings: Vec<String>,
+    /// The store's file (`<store>/runners/NAME.toml`) this definition was read from when
+    /// it replaces the built-in definition of the same name: announced on the run's first
+    /// line, by `--dry-run` and by `runner runners`. `None` for a built-in, a store-only
+    /// name or a `--runner-file`.
+    #[serde(skip)]
+    pub replaces_builtin: Option<std::path::PathBuf>,
     /// Definition name (the built-ins': the file stem), shown by `runner runners` and in
     /// messages; required and non-empty.
     #[serde(default)]

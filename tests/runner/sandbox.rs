@@ -458,7 +458,7 @@ fn the_default_sandbox_confines_teammates_where_the_layout_allows_and_says_why_n
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stdout.contains(&format!(
-            "; sandbox none (auto: the workspace lies inside {}, which teammates write; to confine them, give an --output outside it, or use --isolate worktree; a teammate can forge another's verdict or edit the journal)\n",
+            "; sandbox none (auto: the workspace lies inside {0}, which teammates write (so does the user's state folder {0}/home/.local/state/teammate-runner); to confine them, set XDG_STATE_HOME to a folder outside it, or give --workspace DIR outside it, or use --isolate worktree; a teammate can forge another's verdict or edit the journal)\n",
             inside.path().display()
         )),
         "{r:?}"

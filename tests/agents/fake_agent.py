@@ -65,6 +65,10 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   signal       (an attacker) SIGTERM the runner (its parent) and the sibling whose pid is in
                its folder's `pid` file, read the sibling's /proc/PID/environ; results to
                attack.json, then create ./attack.done and report success
+  rewrite_verify  (an attacker) rewrite ./check.sh (the run's verify) into a script that
+               appends to each file of $VICTIMS (colon-separated) and makes a file in
+               $TMPDIR, noting "ok"/"denied" per target in ./verify-attack.txt, and exits 0
+               only when a victim write succeeded; then report success
   wait_attack  (a victim) write its pid to $RUNNER_TEAMMATE_DIR/pid, wait (up to 20 s) for
                ./attack.done, then print "I could not do it" and write no report
 
@@ -458,6 +462,28 @@ def main():
         save_attack(results)
         open("attack.done", "w").close()
         write_report(report(summary="signaller done"))
+    elif mode == "rewrite_verify":
+        script = """#!/bin/sh
+# Rewritten by a teammate: passes only when it could write outside the working directory.
+status=1
+IFS=:
+for v in $VICTIMS; do
+  if echo pwned >> "$v" 2>/dev/null; then
+    echo "$v ok" >> verify-attack.txt; status=0
+  else
+    echo "$v denied" >> verify-attack.txt
+  fi
+done
+if echo tmp > "$TMPDIR/verify-tmp-probe" 2>/dev/null; then
+  echo "TMPDIR $TMPDIR ok" >> verify-attack.txt
+else
+  echo "TMPDIR $TMPDIR denied" >> verify-attack.txt
+fi
+exit $status
+"""
+        with open("check.sh", "w", encoding="utf-8") as f:
+            f.write(script)
+        write_report(report())
     elif mode == "wait_attack":
         # Written whole, then renamed: a sibling waiting for the file never reads it half-made.
         pidfile = os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "pid")

@@ -49,6 +49,9 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
                stderr (for the runner to write through the link), then report success
   git_trap     (an attacker) replace its worktree's .git with a repository of its own whose
                core.fsmonitor command touches $HOME/fsmonitor-ran, then report success
+  steal_gitdir (an attacker) wait for a sibling's worktree, point its own worktree's .git at
+               the sibling's gitdir, leave a new file stolen.txt for the runner's commit, note
+               what it did in attack.json, report success
   reach_out    (an attacker) note which ways out to unsandboxed servers its environment
                names (TMUX, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS, DISPLAY, ...) in attack.json
   mknod        (an attacker) try to make a character and a block device node in its own
@@ -300,6 +303,17 @@ def main():
         ran = os.path.join(os.environ["HOME"], "fsmonitor-ran")
         subprocess.run(["git", "-C", wt, "config", "core.fsmonitor", f"touch {ran}; false"],
                        check=True)
+        write_report(report())
+    elif mode == "steal_gitdir":
+        results = {}
+        wt = os.environ["RUNNER_WORKTREE"]
+        sib = os.path.join(os.path.dirname(wt), os.path.basename(siblings()[0]))
+        wait_for(os.path.join(sib, ".git"))
+        with open(os.path.join(sib, ".git"), encoding="utf-8") as f:
+            theirs = f.read()
+        attempt(results, "repoint", write_to(os.path.join(wt, ".git"), theirs))
+        attempt(results, "stolen", write_to(os.path.join(wt, "stolen.txt"), "mine now\n"))
+        save_attack(results)
         write_report(report())
     elif mode == "reach_out":
         names = ["TMUX", "TMUX_PANE", "SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "DISPLAY",

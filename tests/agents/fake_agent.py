@@ -52,6 +52,10 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   steal_gitdir (an attacker) wait for a sibling's worktree, point its own worktree's .git at
                the sibling's gitdir, leave a new file stolen.txt for the runner's commit, note
                what it did in attack.json, report success
+  repoint_checkpoint  (an attacker) in every batch file todo-*.md of the store holding
+               $RUNNER_CHECKPOINT, re-point the item's `@context:` from its checkpoint to the
+               store's todo.md (the inbox), then report success
+  repoint_checkpoint_blocked  the same, then report blocked
   reach_out    (an attacker) note which ways out to unsandboxed servers its environment
                names (TMUX, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS, DISPLAY, ...) in attack.json
   mknod        (an attacker) try to make a character and a block device node in its own
@@ -315,6 +319,19 @@ def main():
         attempt(results, "stolen", write_to(os.path.join(wt, "stolen.txt"), "mine now\n"))
         save_attack(results)
         write_report(report())
+    elif mode in ("repoint_checkpoint", "repoint_checkpoint_blocked"):
+        store, cp = os.path.split(os.environ["RUNNER_CHECKPOINT"])
+        for name in sorted(os.listdir(store)):
+            if re.fullmatch(r"todo-\d+\.md", name):
+                path = os.path.join(store, name)
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text.replace("@context:" + cp, "@context:todo.md"))
+        if mode == "repoint_checkpoint":
+            write_report(report())
+        else:
+            write_report(report(status="blocked", blocker="needs a person"))
     elif mode == "reach_out":
         names = ["TMUX", "TMUX_PANE", "SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "DISPLAY",
                  "WAYLAND_DISPLAY"]

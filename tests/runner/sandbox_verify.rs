@@ -74,6 +74,10 @@ fn a_rewritten_verify_writes_nothing_outside_the_working_directory_under_the_san
             assert_eq!(r.code, 1, "{r:?}");
             assert_eq!(row["status"], "failed", "{row:?}");
             assert_eq!(row["failure_kind"], "verify_failed", "{row:?}");
+            assert!(
+                row["error"].contains("the sandbox denied writing"),
+                "the denied write is explained: {row:?}"
+            );
             let own = workspace(&sb).join("teammates/1-a/work");
             assert_private_tmpdir_gone(&lines, &own);
             assert_no_survivors(&sb);

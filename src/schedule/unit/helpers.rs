@@ -189,12 +189,31 @@ pub(super) async fn run_verify(
         cancel,
     )
     .await;
-    drop(temp);
     match ran {
         Ok(()) => (VerifyResult::Passed, PathBuf::new()),
         Err(f) if f.cancelled => (VerifyResult::Cancelled, PathBuf::new()),
-        Err(f) => (VerifyResult::Failed(f.reason), f.log),
+        Err(f) => {
+            let reason = match temp
+                .as_ref()
+                .and_then(|t| denied_outside(&f.reason, cwd, t))
+            {
+                Some(path) => format!(
+                    "the sandbox denied writing {} (a verify may write only its working directory and $TMPDIR; point what it writes there, or run with --sandbox none); {}",
+                    path.display(),
+                    f.reason
+                ),
+                None => f.reason,
+            };
+            (VerifyResult::Failed(reason), f.log)
+        }
     }
+}
+
+/// The path a confined verify was denied writing, when its failure `reason` (which ends with
+/// its last output line) names one outside what it may write (`cwd` and `temp`).
+fn denied_outside(reason: &str, cwd: &Path, temp: &VerifyTemp) -> Option<PathBuf> {
+    let path = crate::sandbox::denied_write(reason)?;
+    (!path.starts_with(cwd) && !path.starts_with(&temp.0)).then_some(path)
 }
 
 /// The private temp folder of one confined verify run: `attempt-N.verify-tmp/` in the

@@ -515,6 +515,17 @@ impl Store {
         )))
     }
 
+    /// The path of the checkpoint `reference` names when it is one of the store's own
+    /// checkpoint files — `cp-….md` directly in the store, as [`Store::create_checkpoint`]
+    /// names them — and passes [`Store::resolve_checkpoint`]; `None` for any other file (the
+    /// inbox, a batch file, a file in a subfolder), which the runner never deletes.
+    pub(crate) fn own_checkpoint(&self, reference: &str) -> Option<PathBuf> {
+        let name = plain_name(reference)?;
+        (name.starts_with("cp-") && name.ends_with(".md"))
+            .then(|| self.resolve_checkpoint(name).ok())
+            .flatten()
+    }
+
     /// The absolute path of the checkpoint `reference` (from an `@context:` token), checked
     /// to be a file inside the store.
     ///
@@ -569,6 +580,17 @@ impl Store {
     }
 }
 
+/// `reference` as one plain file name (`./` before it allowed); `None` for a path with a
+/// folder in it.
+fn plain_name(reference: &str) -> Option<&str> {
+    let name = reference.trim().trim_start_matches("./");
+    let mut parts = Path::new(name).components();
+    match (parts.next(), parts.next()) {
+        (Some(Component::Normal(_)), None) => Some(name),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -594,6 +616,34 @@ mod tests {
             s.create_checkpoint("20261130-010203", "b").expect("two"),
             "cp-20261130-010203-2.md"
         );
+    }
+
+    #[test]
+    fn only_the_stores_own_checkpoint_files_are_ones_the_runner_may_delete() {
+        let (_d, s) = store();
+        std::fs::create_dir_all(s.dir.join("notes")).expect("mkdir");
+        for name in [
+            "cp-1.md",
+            "todo.md",
+            "todo-1.md",
+            "notes/cp-2.md",
+            "cp-3.txt",
+        ] {
+            std::fs::write(s.dir.join(name), "x").expect("write");
+        }
+        assert_eq!(s.own_checkpoint("cp-1.md"), Some(s.dir.join("cp-1.md")));
+        assert_eq!(s.own_checkpoint("./cp-1.md"), Some(s.dir.join("cp-1.md")));
+        for other in [
+            "todo.md",
+            "todo-1.md",
+            "notes/cp-2.md",
+            "cp-3.txt",
+            "cp-9.md",
+            "../cp-1.md",
+            "/etc/cp-1.md",
+        ] {
+            assert_eq!(s.own_checkpoint(other), None, "{other}");
+        }
     }
 
     #[test]

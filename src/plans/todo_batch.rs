@@ -344,12 +344,7 @@ pub(crate) fn finish_ending(store: &Store, ws: &Path, archive: Option<&Path>) ->
             })
             .collect(),
     });
-    let mut checkpoints = Checkpoints {
-        store: store.clone(),
-        batch,
-        workspace: ws.to_owned(),
-        numbers,
-    };
+    let mut checkpoints = Checkpoints::recorded_in(store.clone(), batch, ws.to_owned(), numbers);
     use crate::sink::Sink;
     table.finish(&mut end)?;
     checkpoints.finish(&mut end)?;
@@ -416,7 +411,7 @@ pub(crate) fn plan(
         crate::run::record::archive::read(&archive_file)?;
     }
     let checkpoints: Vec<PathBuf> = items.iter().filter_map(|i| i.checkpoint.clone()).collect();
-    let sinks = sinks(&b, doc, &items, &spec);
+    let sinks = sinks(&b, doc, &items, &run_now, &spec);
     let (selected, total) = (run_now.len() as u64, items.len() as u64);
     let batch = BatchId::new(b.batch, String::new());
     let source = Arc::new(ItemList(run_now));
@@ -515,10 +510,17 @@ fn keep_shard(
     Ok(())
 }
 
-/// The sinks of a todo batch run of `items` (of `doc`) under `spec`: the marks in the batch
-/// file, the todo table, the checkpoint clean-up, and the teammates' proposals for the
-/// inbox (a batch file named `todo-N.md`).
-fn sinks(b: &TodoBatch<'_>, doc: &TodoDocument, items: &[WorkItem], spec: &RunSpec) -> Sinks {
+/// The sinks of a todo batch run of `items` (of `doc`; `run_now`, those it starts) under
+/// `spec`: the marks in the batch file, the todo table, the checkpoint clean-up (with the
+/// checkpoints `run_now` name as the run starts), and the teammates' proposals for the inbox
+/// (a batch file named `todo-N.md`).
+fn sinks(
+    b: &TodoBatch<'_>,
+    doc: &TodoDocument,
+    items: &[WorkItem],
+    run_now: &[WorkItem],
+    spec: &RunSpec,
+) -> Sinks {
     let titles: HashMap<String, String> = items
         .iter()
         .map(|i| (i.id.clone(), i.title.clone()))
@@ -553,12 +555,21 @@ fn sinks(b: &TodoBatch<'_>, doc: &TodoDocument, items: &[WorkItem], spec: &RunSp
         guard_formulas: !spec.settings.keep_formulas,
         items: table_items,
     })));
-    sinks.push(Box::new(Checkpoints {
-        store: b.store.clone(),
-        batch: b.batch.to_owned(),
-        workspace: spec.workspace.clone(),
+    // What the batch file names now is recorded as the run starts, for the items it runs
+    // that its workspace has no record of (none when it only finishes an ending); what is
+    // deleted at the end comes from that record.
+    let starting = run_now
+        .iter()
+        .filter_map(|i| i.id.parse().ok().and_then(|n| doc.item(n)))
+        .map(|i| (i.number, i.context.clone()))
+        .collect();
+    sinks.push(Box::new(Checkpoints::new(
+        b.store.clone(),
+        b.batch.to_owned(),
+        spec.workspace.clone(),
         numbers,
-    }));
+        starting,
+    )));
     if let Some(n) = batch_number(b.batch) {
         sinks.push(Box::new(Proposals::new(b.store.clone(), n)));
     }

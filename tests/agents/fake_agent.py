@@ -52,6 +52,13 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
                stderr (for the runner to write through the link), then report success
   git_trap     (an attacker) replace its worktree's .git with a repository of its own whose
                core.fsmonitor command touches $HOME/fsmonitor-ran, then report success
+  steal_gitdir (an attacker) wait for a sibling's worktree, point its own worktree's .git at
+               the sibling's gitdir, leave a new file stolen.txt for the runner's commit, note
+               what it did in attack.json, report success
+  repoint_checkpoint  (an attacker) in every batch file todo-*.md of the store holding
+               $RUNNER_CHECKPOINT, re-point the item's `@context:` from its checkpoint to the
+               store's todo.md (the inbox), then report success
+  repoint_checkpoint_blocked  the same, then report blocked
   reach_out    (an attacker) note which ways out to unsandboxed servers its environment
                names (TMUX, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS, DISPLAY, ...) in attack.json
   mknod        (an attacker) try to make a character and a block device node in its own
@@ -68,6 +75,10 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
   signal       (an attacker) SIGTERM the runner (its parent) and the sibling whose pid is in
                its folder's `pid` file, read the sibling's /proc/PID/environ; results to
                attack.json, then create ./attack.done and report success
+  rewrite_verify  (an attacker) rewrite ./check.sh (the run's verify) into a script that
+               appends to each file of $VICTIMS (colon-separated) and makes a file in
+               $TMPDIR, noting "ok"/"denied" per target in ./verify-attack.txt, and exits 0
+               only when a victim write succeeded; then report success
   wait_attack  (a victim) write its pid to $RUNNER_TEAMMATE_DIR/pid, wait (up to 20 s) for
                ./attack.done, then print "I could not do it" and write no report
 
@@ -310,6 +321,30 @@ def main():
         subprocess.run(["git", "-C", wt, "config", "core.fsmonitor", f"touch {ran}; false"],
                        check=True)
         write_report(report())
+    elif mode == "steal_gitdir":
+        results = {}
+        wt = os.environ["RUNNER_WORKTREE"]
+        sib = os.path.join(os.path.dirname(wt), os.path.basename(siblings()[0]))
+        wait_for(os.path.join(sib, ".git"))
+        with open(os.path.join(sib, ".git"), encoding="utf-8") as f:
+            theirs = f.read()
+        attempt(results, "repoint", write_to(os.path.join(wt, ".git"), theirs))
+        attempt(results, "stolen", write_to(os.path.join(wt, "stolen.txt"), "mine now\n"))
+        save_attack(results)
+        write_report(report())
+    elif mode in ("repoint_checkpoint", "repoint_checkpoint_blocked"):
+        store, cp = os.path.split(os.environ["RUNNER_CHECKPOINT"])
+        for name in sorted(os.listdir(store)):
+            if re.fullmatch(r"todo-\d+\.md", name):
+                path = os.path.join(store, name)
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text.replace("@context:" + cp, "@context:todo.md"))
+        if mode == "repoint_checkpoint":
+            write_report(report())
+        else:
+            write_report(report(status="blocked", blocker="needs a person"))
     elif mode == "reach_out":
         names = ["TMUX", "TMUX_PANE", "SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "DISPLAY",
                  "WAYLAND_DISPLAY"]
@@ -471,6 +506,28 @@ def main():
         save_attack(results)
         open("attack.done", "w").close()
         write_report(report(summary="signaller done"))
+    elif mode == "rewrite_verify":
+        script = """#!/bin/sh
+# Rewritten by a teammate: passes only when it could write outside the working directory.
+status=1
+IFS=:
+for v in $VICTIMS; do
+  if echo pwned >> "$v" 2>/dev/null; then
+    echo "$v ok" >> verify-attack.txt; status=0
+  else
+    echo "$v denied" >> verify-attack.txt
+  fi
+done
+if echo tmp > "$TMPDIR/verify-tmp-probe" 2>/dev/null; then
+  echo "TMPDIR $TMPDIR ok" >> verify-attack.txt
+else
+  echo "TMPDIR $TMPDIR denied" >> verify-attack.txt
+fi
+exit $status
+"""
+        with open("check.sh", "w", encoding="utf-8") as f:
+            f.write(script)
+        write_report(report())
     elif mode == "wait_attack":
         # Written whole, then renamed: a sibling waiting for the file never reads it half-made.
         pidfile = os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "pid")

@@ -30,6 +30,7 @@ mod progress;
 mod regressions;
 mod sandbox;
 mod sandbox_escapes;
+mod sandbox_verify;
 mod setup;
 mod skill;
 mod stages;

@@ -212,6 +212,90 @@ fn a_teammate_cannot_make_the_runners_git_run_its_command() {
     assert_no_survivors(&sb);
 }
 
+/// Issue 49: a teammate pointed its worktree's `.git` at a sibling's gitdir (which lies
+/// under the repository's `worktrees/` too); the runner's commit after the attempt landed on
+/// the sibling's branch. The runner accepts only the gitdir git registered for that worktree:
+/// it runs no git there, the item fails saying so, and the sibling's branch is unchanged. In
+/// both modes: it is the runner's own commit that must not be misled.
+#[test]
+fn a_teammate_cannot_make_the_runner_commit_onto_a_siblings_branch() {
+    let modes: &[&str] = if landlock_or_skip("gitdir theft") {
+        &["none", "landlock"]
+    } else {
+        &["none"]
+    };
+    for mode in modes {
+        let sb = Sandbox::new();
+        git(sb.path(), &["init", "-q", "-b", "main"]);
+        sb.write("README.md", "original\n");
+        sb.write(
+            ".gitignore",
+            // The victim's release is no work of its own: its branch stays at the base.
+            "*.runner/\nworkers-output*.csv\nin.csv\ninstr.md\nattack.done\n",
+        );
+        git(sb.path(), &["add", "-A"]);
+        git(sb.path(), &["commit", "-q", "-m", "init"]);
+        let base = git(sb.path(), &["rev-parse", "HEAD"]);
+        std::fs::create_dir_all(sb.join("home")).expect("mkdir home");
+        sb.write_rows(&[("victim", "wait_attack"), ("thief", "steal_gitdir")]);
+        let child = sb
+            .fake_batch_cmd(&[
+                "--sandbox",
+                mode,
+                "--isolate",
+                "worktree",
+                "--jobs",
+                "2",
+                "--keep-logs",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        // The victim is released once the thief's attempt is over (its worktree is its own).
+        let ws = sb.join("workers-output.runner");
+        let attack_file = ws.join("teammates/2-thief/work/attack.json");
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !attack_file.exists() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::fs::write(ws.join("worktrees/1-victim/attack.done"), "").expect("release");
+        let r: Run = child.wait_with_output().expect("wait").into();
+        eprintln!("{mode}: {r:?}");
+        let results: std::collections::BTreeMap<String, Value> =
+            serde_json::from_str(&std::fs::read_to_string(&attack_file).expect("attack.json"))
+                .expect("json");
+        assert_eq!(
+            results.get("repoint"),
+            Some(&Value::from("ok")),
+            "{results:?}"
+        );
+        let branches = git(
+            sb.path(),
+            &["branch", "--list", "runner/*", "--format=%(refname:short)"],
+        );
+        let victim = branches
+            .lines()
+            .find(|b| b.ends_with("/1-victim"))
+            .unwrap_or_else(|| panic!("{mode}: no victim branch in {branches}"));
+        assert_eq!(
+            git(sb.path(), &["rev-parse", victim]),
+            base,
+            "{mode}: the runner committed onto the victim's branch"
+        );
+        let rows = by_id(&sb.join("workers-output.csv"), "id");
+        let thief = &rows["thief"];
+        assert_eq!(thief["status"], "failed", "{mode}: {thief:?}");
+        assert!(
+            thief["error"].contains("own git folder"),
+            "{mode}: {thief:?}"
+        );
+        assert!(thief["commit"].is_empty(), "{mode}: {thief:?}");
+        assert_eq!(sb.read("README.md"), "original\n");
+        assert_no_survivors(&sb);
+    }
+}
+
 /// Whether process `pid` is alive (a zombie is not).
 fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {

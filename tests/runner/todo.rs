@@ -283,6 +283,74 @@ fn a_checkpoint_shared_with_an_unfinished_item_is_kept() {
     );
 }
 
+/// Issue 49: a teammate re-pointed its item's checkpoint reference in the batch file at the
+/// store's inbox and reported success; the runner, which read the reference again at the
+/// end, deleted `todo.md`. The checkpoint deleted is the one the item named when its batch
+/// started, and only ever one of the store's own `cp-….md` files.
+#[test]
+fn a_teammate_cannot_make_the_runner_delete_another_file_as_its_checkpoint() {
+    let sb = Sandbox::new();
+    let r = add(&sb, &["Tidy up MODE=repoint_checkpoint"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = add(&sb, &["--idea", "Keep me"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let cps = checkpoints(&sb);
+    assert_eq!(cps.len(), 1, "{cps:?}");
+    let r = resolve(&sb, &["--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let batch = sb.read("S/todo-1.md");
+    assert!(
+        batch.contains("@context:todo.md") && batch.contains("- [x] Tidy up"),
+        "the attack was made and the item ticked: {batch}"
+    );
+    let inbox = std::fs::read_to_string(sb.join("S/todo.md")).expect("the inbox is still there");
+    assert!(inbox.contains("Keep me"), "{inbox}");
+    assert!(
+        checkpoints(&sb).is_empty(),
+        "the item's own checkpoint {} was removed",
+        cps[0]
+    );
+}
+
+/// The same attack in a run that did not complete the item: the next run of the batch reads
+/// the re-pointed reference from the batch file, yet deletes the checkpoint recorded when
+/// the batch's first run started.
+#[test]
+fn a_checkpoint_re_pointed_during_an_earlier_run_of_the_batch_does_not_count() {
+    let sb = Sandbox::new();
+    let r = add(&sb, &["Tidy up MODE=repoint_checkpoint_blocked"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let cps = checkpoints(&sb);
+    let r = resolve(&sb, &["--yes"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let batch = sb.read("S/todo-1.md");
+    assert!(batch.contains("@context:todo.md"), "{batch}");
+    // A person unblocks the item, as `run_again_reruns_only_unticked_items...` does.
+    sb.write(
+        "S/todo-1.md",
+        batch.replace("MODE=repoint_checkpoint_blocked", "MODE=success"),
+    );
+    let f = fake();
+    let r = sb.run(&[
+        "run",
+        "S/todo-1.md",
+        "--format",
+        "plain",
+        "--",
+        "python3",
+        &f,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        sb.join("S/todo.md").is_file(),
+        "the inbox was deleted: {r:?}"
+    );
+    assert!(
+        checkpoints(&sb).is_empty(),
+        "the item's own checkpoint {cps:?} was removed"
+    );
+}
+
 #[test]
 fn resolve_without_confirmation_or_with_bad_input_changes_nothing() {
     let sb = Sandbox::new();

@@ -453,32 +453,34 @@ impl Isolation {
         Ok((head.stdout.trim().to_owned(), stat.stdout.trim().to_owned()))
     }
 
-    /// That the worktree still belongs to the runner's repository: its `.git` is a plain
-    /// file naming a gitdir under the main repository's `worktrees/` (a teammate may have
-    /// replaced it with a repository of its own, whose configuration git would obey).
+    /// That the worktree is still the one the runner made: its `.git` is a plain file naming
+    /// exactly its own gitdir — the folder `<common>/worktrees/<name>` git registered for it
+    /// when the runner created it ([`registered_gitdir`]). A teammate may have replaced it
+    /// with a repository of its own, whose configuration git would obey, or pointed it at a
+    /// sibling's gitdir, so that the runner's commit would land on the sibling's branch.
     ///
-    /// Errors: it was replaced or cannot be read; git is not run in it.
+    /// Errors: it was replaced, re-pointed or cannot be read; git is not run in it.
     fn check_worktree(&self, wt: &Worktree) -> Result<(), GitError> {
         let dotgit = wt.path.join(".git");
-        let plain = std::fs::symlink_metadata(&dotgit).is_ok_and(|m| m.file_type().is_file());
         let common = git_sync(&self.repo, &["rev-parse", "--git-common-dir"], &[]);
         let worktrees =
             crate::fsutil::real_path(&self.repo.join(common.stdout.trim())).join("worktrees");
-        let ours = plain
-            && common.ok
-            && std::fs::read_to_string(&dotgit)
-                .ok()
-                .and_then(|t| {
-                    t.trim()
-                        .strip_prefix("gitdir:")
-                        .map(|g| PathBuf::from(g.trim()))
-                })
-                .is_some_and(|g| crate::fsutil::real_path(&g).starts_with(&worktrees));
-        if ours {
+        let own = registered_gitdir(&worktrees, &wt.path);
+        let named = crate::fsutil::open_plain_file(&dotgit)
+            .ok()
+            .flatten()
+            .and_then(|mut f| {
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut std::io::Read::take(&mut f, 4096), &mut text)
+                    .ok()?;
+                let g = PathBuf::from(text.trim().strip_prefix("gitdir:")?.trim());
+                Some(crate::fsutil::real_path(&wt.path.join(g)))
+            });
+        if common.ok && own.is_some() && named == own {
             return Ok(());
         }
         Err(GitError::Failed(format!(
-            "the worktree's .git ({}) no longer points into the repository {}: the teammate replaced it, so the runner runs no git in it (its branch keeps what was committed before)",
+            "the worktree's .git ({}) no longer points into the repository {} at the worktree's own git folder: the teammate replaced or re-pointed it, so the runner runs no git in it (its branch keeps what was committed before)",
             dotgit.display(),
             self.repo.display()
         )))
@@ -552,6 +554,28 @@ impl Isolation {
     pub(crate) fn delete_branch(&self, branch: &str) {
         let _ = git_sync(&self.repo, &["branch", "-D", branch], &[]);
     }
+}
+
+/// The gitdir git registered for the worktree at `path` in the repository's `worktrees`
+/// folder: the `worktrees/<name>` whose `gitdir` file names `<path>/.git` (relative to that
+/// folder when git wrote it relative), as a real path. `None` when none does. Those files
+/// lie in the main repository, which no teammate may write under the sandbox.
+fn registered_gitdir(worktrees: &Path, path: &Path) -> Option<PathBuf> {
+    let path = crate::fsutil::real_path(path);
+    std::fs::read_dir(worktrees)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|admin| {
+            std::fs::read_to_string(admin.join("gitdir")).is_ok_and(|t| {
+                let named = admin.join(t.trim());
+                named.file_name().is_some_and(|n| n == ".git")
+                    && named
+                        .parent()
+                        .is_some_and(|p| crate::fsutil::real_path(p) == path)
+            })
+        })
+        .map(|admin| crate::fsutil::real_path(&admin))
 }
 
 /// The prefix of every branch of team `team`: `runner/<team>/`.

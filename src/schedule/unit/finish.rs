@@ -119,8 +119,9 @@ pub(super) fn final_outcome(
 }
 
 /// Resume an item whose verify command an interrupt stopped: run only the verify, on the
-/// report its agent left (`earlier`, [`Outcome::awaiting_verify`]), in the run's working
-/// directory with the attempt's `RUNNER_*` variables. Passed: completed; failed:
+/// report its agent left (`earlier`, [`Outcome::awaiting_verify`]), in the item's working
+/// directory (its worktree when isolated, else the run's) with the attempt's `RUNNER_*`
+/// variables, confined as [`run_verify`] says. Passed: completed; failed:
 /// `verify_failed`; interrupted again: still awaiting its verify.
 pub(super) async fn verify_again(
     spec: &RunSpec,
@@ -157,7 +158,13 @@ pub(super) async fn verify_again(
         env.push(var("RUNNER_STAGE", &stage.name));
         env.push(var("RUNNER_ROW_ID", &stage.row));
     }
-    let (result, verify_log) = run_verify(spec, item, argv, &spec.cwd, &logs, &env, cancel).await;
+    // The item's working directory: its worktree when isolated (kept since its attempt).
+    let worktree = spec.workspace.join("worktrees").join(&item.teammate);
+    let cwd = match spec.isolation.is_some() && worktree.join(".git").is_file() {
+        true => worktree,
+        false => spec.cwd.clone(),
+    };
+    let (result, verify_log) = run_verify(spec, item, argv, &cwd, &logs, &env, cancel).await;
     let verdict = match result {
         VerifyResult::Passed | VerifyResult::NotRun => (ItemStatus::Completed, None, String::new()),
         VerifyResult::Failed(why) => (

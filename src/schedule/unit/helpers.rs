@@ -42,7 +42,10 @@ const HELPER_CANCELLED: &str = "interrupted";
 
 /// Run a helper command of an attempt (verify, worktree set-up) to its end: argv, no
 /// shell, in `cwd`, with the attempt's environment, its output in `attempt-N.<name>.log` and
-/// `attempt-N.<name>.stderr.log`, under the attempt's time limit.
+/// `attempt-N.<name>.stderr.log`, under the attempt's time limit. With `confine` (the paths
+/// it may write), it runs under the sandbox the way an agent does
+/// ([`crate::sandbox::launcher_argv`]: a keeper, a Landlock domain of its own, no
+/// controlling terminal, without the variables that lead to unsandboxed servers).
 ///
 /// Errors: a one-line reason naming the command (its exit code and last output line, a
 /// timeout, a signal); [`HELPER_CANCELLED`] (and `cancelled`) when the run was interrupted.
@@ -55,6 +58,7 @@ async fn run_helper(
     cwd: &Path,
     logs: &AttemptLogs<'_>,
     env: &[(String, OsString)],
+    confine: Option<&[PathBuf]>,
     cancel: watch::Receiver<Cancel>,
 ) -> Result<(), HelperFailure> {
     let Some((program, args)) = argv.split_first() else {
@@ -62,11 +66,26 @@ async fn run_helper(
     };
     let log = logs.path(&format!("{name}.log"));
     let err_log = logs.path(&format!("{name}.stderr.log"));
+    let (program, args) = match confine {
+        None => (program.clone(), args.to_vec()),
+        Some(writes) => {
+            let exe = std::env::current_exe().map_err(|e| {
+                HelperFailure::before(format!(
+                    "cannot find the runner's own program to start the sandbox for `{}`: {e}",
+                    argv.join(" ")
+                ))
+            })?;
+            crate::sandbox::launcher_argv(&exe, writes, program, args)
+        }
+    };
     let spawn = Spawn {
-        program: program.clone(),
-        args: args.to_vec(),
+        program,
+        args,
         cwd: cwd.to_owned(),
-        env_unset: Vec::new(),
+        env_unset: match confine {
+            None => Vec::new(),
+            Some(_) => crate::sandbox::unset_under_sandbox(&[], env),
+        },
         env_set: env.to_vec(),
         stdin: Stdin::Null,
         stdout_log: log.clone(),
@@ -77,7 +96,7 @@ async fn run_helper(
         grace: spec.settings_for(item).grace,
         pipe_wait: spec.pipe_wait,
         activity: None,
-        keeper: false,
+        keeper: confine.is_some(),
         live: None,
     };
     let shown = argv.join(" ");
@@ -117,8 +136,13 @@ async fn run_helper(
 }
 
 /// Run the verify command (argv, `{column}` placeholders filled from the item's values) in
-/// the teammate's working directory (its worktree, when isolated). With a failure, the log
-/// that explains it (`attempt-N.verify.log`, or its stderr log; empty when none was written).
+/// the teammate's working directory `cwd` (its worktree, when isolated). Under `--sandbox
+/// landlock` it is confined as the teammate was — it may be code the teammate rewrote (a
+/// `check.sh` in the working directory, `npm test` in a worktree) — in a domain of its own
+/// that may write `cwd`, a private temp folder ([`VerifyTemp`], its `TMPDIR`) and the usual
+/// devices: nothing of the runner's, not the teammate's own folder, no sibling's. With a
+/// failure, the log that explains it (`attempt-N.verify.log`, or its stderr log; empty when
+/// none was written).
 pub(super) async fn run_verify(
     spec: &RunSpec,
     item: &WorkItem,
@@ -137,10 +161,87 @@ pub(super) async fn run_verify(
             Err(e) => return (VerifyResult::Failed(e.to_string()), PathBuf::new()),
         }
     }
-    match run_helper(spec, item, "verify", &rendered, cwd, logs, env, cancel).await {
+    let temp = match spec.settings.sandbox == crate::sandbox::Mode::Landlock {
+        false => None,
+        true => match VerifyTemp::new(logs) {
+            Ok(t) => Some(t),
+            Err(e) => return (VerifyResult::Failed(e.to_string()), PathBuf::new()),
+        },
+    };
+    let (env, writes) = match &temp {
+        None => (env.to_vec(), None),
+        Some(t) => {
+            let mut env: Vec<(String, OsString)> =
+                env.iter().filter(|(k, _)| k != "TMPDIR").cloned().collect();
+            env.push(("TMPDIR".into(), t.0.clone().into_os_string()));
+            (env, Some(vec![cwd.to_owned(), t.0.clone()]))
+        }
+    };
+    let ran = run_helper(
+        spec,
+        item,
+        "verify",
+        &rendered,
+        cwd,
+        logs,
+        &env,
+        writes.as_deref(),
+        cancel,
+    )
+    .await;
+    match ran {
         Ok(()) => (VerifyResult::Passed, PathBuf::new()),
         Err(f) if f.cancelled => (VerifyResult::Cancelled, PathBuf::new()),
-        Err(f) => (VerifyResult::Failed(f.reason), f.log),
+        Err(f) => {
+            let reason = match temp
+                .as_ref()
+                .and_then(|t| denied_outside(&f.reason, cwd, t))
+            {
+                Some(path) => format!(
+                    "the sandbox denied writing {} (a verify may write only its working directory and $TMPDIR; point what it writes there, or run with --sandbox none); {}",
+                    path.display(),
+                    f.reason
+                ),
+                None => f.reason,
+            };
+            (VerifyResult::Failed(reason), f.log)
+        }
+    }
+}
+
+/// The path a confined verify was denied writing, when its failure `reason` (which ends with
+/// its last output line) names one outside what it may write (`cwd` and `temp`).
+fn denied_outside(reason: &str, cwd: &Path, temp: &VerifyTemp) -> Option<PathBuf> {
+    let path = crate::sandbox::denied_write(reason)?;
+    (!path.starts_with(cwd) && !path.starts_with(&temp.0)).then_some(path)
+}
+
+/// The private temp folder of one confined verify run: `attempt-N.verify-tmp/` in the
+/// runner's part of the teammate folder (which the teammate cannot write), made new (0700)
+/// for each run and removed with everything in it when dropped.
+struct VerifyTemp(PathBuf);
+
+impl VerifyTemp {
+    /// Make the folder, after removing one an interrupted run left (a link is removed, never
+    /// followed).
+    ///
+    /// Errors: it cannot be made.
+    fn new(logs: &AttemptLogs<'_>) -> crate::error::Result<VerifyTemp> {
+        let path = logs.path("verify-tmp");
+        let _ = crate::fsutil::remove_tree(&path);
+        let _ = std::fs::remove_file(&path);
+        crate::fsutil::create_private_dir(&path)?;
+        Ok(VerifyTemp(path))
+    }
+}
+
+impl Drop for VerifyTemp {
+    fn drop(&mut self) {
+        // Also a folder in it the verify made unreadable (`chmod`, which Landlock does not
+        // govern).
+        if let Err(e) = crate::fsutil::remove_tree(&self.0) {
+            tracing::debug!("cannot remove {}: {e}", self.0.display());
+        }
     }
 }
 
@@ -154,7 +255,7 @@ pub(super) async fn run_setup(
     env: &[(String, OsString)],
     cancel: watch::Receiver<Cancel>,
 ) -> Result<(), HelperFailure> {
-    run_helper(spec, item, "setup", argv, worktree, logs, env, cancel)
+    run_helper(spec, item, "setup", argv, worktree, logs, env, None, cancel)
         .await
         .map_err(|f| HelperFailure {
             reason: format!("worktree setup {}", f.reason),

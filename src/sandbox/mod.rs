@@ -36,8 +36,9 @@ pub(crate) const SUBCOMMAND: &str = "__sandbox";
 /// scopes signals, without which a teammate could stop its siblings and the runner.
 pub(crate) const MIN_ABI: i32 = 6;
 
-/// Devices every teammate may write (never ioctl): terminals, the null sinks, randomness,
-/// shared memory. Those that do not exist are skipped.
+/// Devices every teammate may write (never ioctl): its own terminal (it has none: it starts
+/// in a session of its own), the null sinks, randomness, shared memory. Those that do not
+/// exist are skipped.
 pub(crate) const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
@@ -45,10 +46,14 @@ pub(crate) const DEVICES: &[&str] = &[
     "/dev/tty",
     "/dev/urandom",
     "/dev/random",
-    "/dev/pts",
-    "/dev/ptmx",
     "/dev/shm",
 ];
+
+/// The pseudo-terminal devices, granted only to a definition that declares it needs one
+/// (`[sandbox] pty = true`): `/dev/pts` holds every terminal the user has open, and a
+/// teammate that may write them can print into them (issue 49: OSC 52 clipboard writes and
+/// title sequences reached the user's terminals).
+pub(crate) const PTY_DEVICES: &[&str] = &["/dev/pts", "/dev/ptmx"];
 
 /// How teammates are confined (`--sandbox`, DESIGN §10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

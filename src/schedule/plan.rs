@@ -514,9 +514,16 @@ fn teammate_roots(settings: &Settings, cwd: &Path) -> Vec<Root> {
             entry: None,
         });
     }
+    let pty = settings
+        .runner
+        .sandbox
+        .pty
+        .then_some(crate::sandbox::PTY_DEVICES)
+        .unwrap_or_default();
     roots.extend(
         crate::sandbox::DEVICES
             .iter()
+            .chain(pty)
             .map(Path::new)
             .filter(|d| d.is_dir())
             .map(|d| Root {

@@ -63,6 +63,9 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
                names (TMUX, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS, DISPLAY, ...) in attack.json
   mknod        (an attacker) try to make a character and a block device node in its own
                folder (kmsg, a loop device); what each did goes to attack.json; report success
+  tty_write    (an attacker) open the terminal $VICTIM_TTY (a user's open terminal under
+               /dev/pts) and write an OSC 52 clipboard sequence and a title into it, and
+               open /dev/ptmx for a terminal of its own; results to attack.json, report success
   cli_state    (an honest CLI) make its state folder $HOME/.fakecli/sessions first, as a CLI
                does on start-up; when that is denied, die as Node does ("Error: EACCES:
                permission denied, mkdir '<path>'", then a stack frame), exit 1; else success
@@ -401,6 +404,17 @@ def main():
             if name.isdigit():
                 attempt(results, "sti_pts_" + name, sti("/dev/pts/" + name))
         results["sid_is_me"] = os.getsid(0) == os.getpid()
+        save_attack(results)
+        write_report(report())
+    elif mode == "tty_write":
+        results = {}
+
+        def write_tty():
+            with open(os.environ["VICTIM_TTY"], "w") as t:
+                t.write("\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07")
+
+        attempt(results, "victim tty", write_tty)
+        attempt(results, "ptmx", lambda: os.close(os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY)))
         save_attack(results)
         write_report(report())
     elif mode == "mknod":

@@ -500,3 +500,64 @@ fn a_batch_definition_a_teammate_rewrote_is_not_run_until_a_person_accepts_it() 
     assert!(accepted.stdout.contains("sandbox landlock"), "{accepted:?}");
     assert_no_survivors(&sb);
 }
+
+/// Issue 49: `/dev/pts` was writable to every teammate, which wrote OSC 52 (clipboard) and
+/// title sequences into the user's open terminals. Under the sandbox a teammate may neither
+/// write a terminal of the user's nor make one (`/dev/ptmx`) unless its definition declares
+/// it needs a pseudo-terminal (`[sandbox] pty = true`, the control).
+#[test]
+fn a_teammate_cannot_write_into_the_users_terminals_under_the_sandbox() {
+    if !landlock_or_skip("tty write") {
+        return;
+    }
+    // The victim: a terminal held open by another process, as a user's shell holds one.
+    let mut holder = Command::new("python3")
+        .args([
+            "-c",
+            "import os,sys,time\nm,s=os.openpty()\nprint(os.ttyname(s),flush=True)\ntime.sleep(60)",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    {
+        use std::io::BufRead;
+        let out = holder.stdout.take().expect("stdout");
+        std::io::BufReader::new(out)
+            .read_line(&mut line)
+            .expect("tty name");
+    }
+    let tty = line.trim().to_owned();
+    assert!(tty.starts_with("/dev/pts/"), "{tty}");
+    let fake = agent("fake_agent.py");
+    for (pty, wanted) in [(false, "EACCES"), (true, "ok")] {
+        let sb = layout(&[("a", "tty_write")]);
+        sb.write(
+            "tty.toml",
+            format!(
+                "name = \"ttycli\"\nprogram = \"python3\"\nargs = [{fake:?}]\nprompt = \"stdin\"\noutput = \"text\"\n[sandbox]\npty = {pty}\n"
+            ),
+        );
+        let file = sb.join("tty.toml").display().to_string();
+        let r: Run = crate::sandbox::run_agent_cmd(&sb, "landlock", &[], &["--runner-file", &file])
+            .env("VICTIM_TTY", &tty)
+            .output()
+            .expect("spawn runner")
+            .into();
+        assert_eq!(r.code, 0, "{r:?}");
+        let results = attack(&sb, "1-a");
+        assert_eq!(
+            results.get("victim tty"),
+            Some(&Value::from(wanted)),
+            "pty = {pty}: {results:?}"
+        );
+        assert_eq!(
+            results.get("ptmx"),
+            Some(&Value::from(wanted)),
+            "pty = {pty}: {results:?}"
+        );
+        assert_no_survivors(&sb);
+    }
+    let _ = holder.kill();
+    let _ = holder.wait();
+}

@@ -384,6 +384,12 @@ pub(crate) struct SandboxSpec {
     /// name must be one of `[vars]`.
     #[serde(default)]
     pub vars: BTreeMap<String, String>,
+    /// The CLI needs a pseudo-terminal of its own (`pty = true`): only then may it open
+    /// `/dev/ptmx` and write `/dev/pts` — every terminal of the user is there, and a
+    /// teammate that may write them can type into them (issue 49: OSC 52 and title
+    /// sequences written into the user's open terminals). No built-in definition does.
+    #[serde(default)]
+    pub pty: bool,
 }
 
 /// `proven = { version = "0.169.0", test = "tests/e2e/codex.rs" }`: the pinned CLI version

@@ -289,6 +289,9 @@ pub(crate) fn writable(
         ok
     };
     let mut paths = vec![cwd.to_owned(), dir.to_owned()];
+    if spec.settings_for(item).runner.sandbox.pty {
+        paths.extend(crate::sandbox::PTY_DEVICES.iter().map(PathBuf::from));
+    }
     paths.extend(
         spec.settings_for(item)
             .runner

@@ -136,6 +136,19 @@ fn claude_rate_limit_with_exit_0_is_failed_not_completed() {
 }
 
 #[test]
+fn codex_turn_failed_fails_the_attempt_even_when_codex_exits_0_after_a_report() {
+    let sb = sandbox();
+    let (_, row) = run_cli(&sb, "codex", "failed_exit_0", &[]);
+    assert_eq!(row["status"], "failed", "{row:?}");
+    assert_eq!(row["exit_code"], "0", "{row:?}");
+    assert_eq!(row["failure_kind"], "api_error", "{row:?}");
+    assert!(
+        row["error"].contains("the agent reported an error: stream disconnected before completion"),
+        "{row:?}"
+    );
+}
+
+#[test]
 fn claude_argv_stdin_env_and_usage_columns() {
     let sb = sandbox();
     let (r, row) = run_cli(

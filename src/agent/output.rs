@@ -79,15 +79,18 @@ fn as_bool(v: &Value) -> Option<bool> {
     }
 }
 
-/// Parse `stdout` as the definition says.
+/// Parse `stdout` as the definition says (JSON repaired first: [`crate::json_text`]).
 pub(crate) fn parse(def: &RunnerDef, stdout: &str) -> AgentResult {
+    if def.output == OutputFormat::Text {
+        return AgentResult {
+            final_text: Some(stdout.to_owned()),
+            ..Default::default()
+        };
+    }
+    let stdout = crate::json_text::repaired(stdout);
+    let stdout = stdout.as_ref();
     let lines: Vec<Value> = match def.output {
-        OutputFormat::Text => {
-            return AgentResult {
-                final_text: Some(stdout.to_owned()),
-                ..Default::default()
-            };
-        }
+        OutputFormat::Text => Vec::new(),
         OutputFormat::Json => match serde_json::from_str::<Value>(stdout.trim()) {
             Ok(v) => vec![v],
             Err(_) => stdout

@@ -136,6 +136,16 @@ fn claude_rate_limit_with_exit_0_is_failed_not_completed() {
 }
 
 #[test]
+fn a_stream_with_a_byte_order_mark_and_lone_surrogates_still_completes() {
+    let sb = sandbox();
+    let (r, row) = run_cli(&sb, "claude", "bom_surrogate", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(row["status"], "completed", "{row:?}");
+    assert_eq!(row["summary"], "renamed caf\u{FFFD}.txt", "{row:?}");
+    assert_eq!(row["cost_usd"], "0.01", "the result line was read: {row:?}");
+}
+
+#[test]
 fn codex_turn_failed_fails_the_attempt_even_when_codex_exits_0_after_a_report() {
     let sb = sandbox();
     let (_, row) = run_cli(&sb, "codex", "failed_exit_0", &[]);

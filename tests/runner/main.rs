@@ -34,5 +34,6 @@ mod skill;
 mod stages;
 mod store;
 mod todo;
+mod verdicts;
 mod watch;
 mod worktree;

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::definition::{ErrorFlag, OutputFormat, Pointer, RunnerDef};
+use super::definition::{EndedSpec, ErrorFlag, OutputFormat, Pointer, RunnerDef};
 
 /// What the runner learned from an agent's stdout. Every field is optional: a CLI that
 /// crashed prints nothing useful.
@@ -31,6 +31,9 @@ pub(crate) struct AgentResult {
     pub turns: Option<u64>,
     /// The model that answered, as the CLI or the API says (not as asked).
     pub model: Option<String>,
+    /// How the CLI says its run ended, in the words of a reason (`[result] ended`: "stopped
+    /// at its turn limit"); `None` when it said nothing its definition explains.
+    pub ended: Option<String>,
 }
 
 fn lookup<'v>(lines: &'v [Value], p: &Pointer) -> Option<&'v Value> {
@@ -127,6 +130,10 @@ pub(crate) fn parse(def: &RunnerDef, stdout: &str) -> AgentResult {
             false => Some(f.equals.contains(v)),
         }
     };
+    let ended = |e: &EndedSpec| {
+        let word = lookup(&lines, &e.pointer)?.as_str()?;
+        e.says.get(word).cloned()
+    };
     let get = |p: &Option<Pointer>| p.as_ref().and_then(|p| lookup(&lines, p));
     AgentResult {
         final_text: get(&r.final_text).and_then(as_text),
@@ -140,6 +147,7 @@ pub(crate) fn parse(def: &RunnerDef, stdout: &str) -> AgentResult {
         output_tokens: get(&r.output_tokens).and_then(Value::as_u64),
         turns: get(&r.turns).and_then(Value::as_u64),
         model: get(&r.model).and_then(as_text),
+        ended: r.ended.as_ref().and_then(ended),
     }
 }
 

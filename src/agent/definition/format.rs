@@ -66,6 +66,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "output_tokens",
             "turns",
             "model",
+            "ended",
         ],
     ),
     ("failure", &["exit_codes", "patterns", "ignore", "live"]),
@@ -271,6 +272,48 @@ impl<'de> Deserialize<'de> for ErrorFlag {
     }
 }
 
+/// `[result] ended`: the CLI's word for how its run ended, and what each word that explains a
+/// failure says: `{ pointer = "/subtype", when = { "/type" = "result" }, says = {
+/// error_max_turns = "stopped at its turn limit" } }` (Claude's `result` subtypes). A
+/// failed attempt's reason leads with the text of the word found (with the turn count when
+/// `turns` gives one); a word `says` does not list says nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct EndedSpec {
+    /// Where the word is.
+    pub pointer: Pointer,
+    /// Word → the words of a reason.
+    pub says: BTreeMap<String, String>,
+}
+
+impl<'de> Deserialize<'de> for EndedSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<EndedSpec, D::Error> {
+        let mut value = toml::Value::deserialize(d)?;
+        let says = match &mut value {
+            toml::Value::Table(t) => t.remove("says"),
+            _ => None,
+        };
+        let says = match says {
+            Some(toml::Value::Table(t)) => t
+                .into_iter()
+                .map(|(k, v)| match v {
+                    toml::Value::String(s) => Ok((k, s)),
+                    _ => Err(format!(
+                        "`says.{k}` must be a string (the words of a reason)"
+                    )),
+                })
+                .collect::<std::result::Result<_, _>>()
+                .map_err(serde::de::Error::custom)?,
+            _ => {
+                return Err(serde::de::Error::custom(
+                    "`ended` needs `says`, a table of word = reason text, e.g. { pointer = \"/subtype\", says = { error_max_turns = \"stopped at its turn limit\" } }",
+                ));
+            }
+        };
+        let pointer = Pointer::from_value(value).map_err(serde::de::Error::custom)?;
+        Ok(EndedSpec { pointer, says })
+    }
+}
+
 /// Pointers to the values the runner reads from the agent's output.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub(crate) struct ResultPointers {
@@ -295,6 +338,8 @@ pub(crate) struct ResultPointers {
     /// The model that answered, as the CLI reports it (the API's own word: a model pin the
     /// CLI ignored shows here).
     pub model: Option<Pointer>,
+    /// How the run ended, in words for a reason ([`EndedSpec`]).
+    pub ended: Option<EndedSpec>,
 }
 
 /// Environment handling for the agent process.

@@ -19,3 +19,51 @@ fn a_report_file_with_a_byte_order_mark_and_a_lone_surrogate_completes() {
     assert_eq!(rows["a"]["status"], "completed", "{:?}", rows["a"]);
     assert_eq!(rows["a"]["summary"], "renamed caf\u{FFFD}.txt");
 }
+
+#[test]
+fn characters_xml_forbids_never_reach_the_junit_file_raw() {
+    let sb = Sandbox::new();
+    // An id with U+FFFF; a failed report whose summary holds U+FFFE; a log with a raw \x01.
+    sb.write("in.csv", "id\nz\u{FFFF}\n");
+    sb.write("instr.md", "Do {id}\n");
+    let agent = [
+        "sh",
+        "-c",
+        "printf 'bell \\001 here\\n'; printf '{\"status\":\"failed\",\"summary\":\"bad \\357\\277\\276 char\"}' > \"$RUNNER_REPORT\"; exit 1",
+    ];
+    let r = sb.batch(
+        &["--id-column", "id", "--format", "plain", "--junit", "j.xml"],
+        &agent,
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let xml = sb.read("j.xml");
+    for c in ['\u{FFFE}', '\u{FFFF}', '\u{1}'] {
+        assert!(!xml.contains(c), "{c:?} is in the file raw:\n{xml}");
+    }
+    let doc = roxmltree::Document::parse(&xml).expect("the JUnit file is XML");
+    let case = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testcase"))
+        .expect("a test case");
+    assert!(
+        case.attribute("name")
+            .is_some_and(|n| n.contains("z\u{FFFD}")),
+        "the id, replaced visibly: {xml}"
+    );
+    let failure = case
+        .children()
+        .find(|n| n.has_tag_name("failure"))
+        .expect("a failure");
+    assert!(
+        failure
+            .attribute("message")
+            .is_some_and(|m| m.contains("bad \u{FFFD} char")),
+        "{xml}"
+    );
+    let out = case
+        .children()
+        .find(|n| n.has_tag_name("system-out"))
+        .and_then(|n| n.text())
+        .unwrap_or_default();
+    assert!(out.contains("bell \u{FFFD} here"), "the log tail: {xml}");
+}

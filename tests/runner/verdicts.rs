@@ -67,3 +67,66 @@ fn characters_xml_forbids_never_reach_the_junit_file_raw() {
         .unwrap_or_default();
     assert!(out.contains("bell \u{FFFD} here"), "the log tail: {xml}");
 }
+
+#[test]
+fn a_spreadsheet_s_trailing_empty_records_are_skipped_with_one_warning() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,note\r\na,x\r\nb,y\r\n,\r\n,\r\n,\r\n");
+    sb.write("instr.md", "Do {id}\n");
+    let agent = [
+        "sh",
+        "-c",
+        r#"printf '{"status":"completed","summary":"ok"}' > "$RUNNER_REPORT""#,
+    ];
+    let r = sb.batch(&["--format", "plain"], &agent);
+    assert_eq!(r.code, 0, "{r:?}");
+    let said = "in.csv: skipped 3 empty records after the last row";
+    assert_eq!(r.stderr.matches(said).count(), 1, "{r:?}");
+    let rows = crate::harness::csv_rows(&sb.join("workers-output.csv"));
+    assert_eq!(rows.len(), 2, "only the two rows ran: {rows:?}");
+    assert!(rows.iter().all(|r| r["status"] == "completed"), "{rows:?}");
+}
+
+#[test]
+fn a_nul_byte_in_a_cell_or_a_header_only_input_is_refused_before_anything_runs() {
+    let sb = Sandbox::new();
+    sb.write("instr.md", "Do {id}\n");
+    sb.write("nul.csv", b"id,note\na,fine\nb,bro\0ken\n");
+    sb.write("header.csv", "id,note\n");
+    sb.write("empty.jsonl", "\n");
+    let agent = [
+        "sh",
+        "-c",
+        r#"touch ran; printf '{"status":"completed","summary":"ok"}' > "$RUNNER_REPORT""#,
+    ];
+    let before = sb.tree();
+    for (input, said) in [
+        ("nul.csv", "nul.csv:3: column 2 (`note`) holds a NUL byte"),
+        (
+            "header.csv",
+            "header.csv: there are no rows, only the header",
+        ),
+        ("empty.jsonl", "empty.jsonl: there are no rows"),
+    ] {
+        let r = sb
+            .cmd(&[
+                "batch",
+                "--input",
+                input,
+                "--instruction",
+                "instr.md",
+                "--format",
+                "plain",
+                "--",
+                agent[0],
+                agent[1],
+                agent[2],
+            ])
+            .output()
+            .expect("run");
+        let r: crate::harness::Run = r.into();
+        assert_eq!(r.code, 2, "{input}: {r:?}");
+        assert!(r.stderr.contains(said), "{input}: {r:?}");
+        assert_eq!(sb.tree(), before, "{input}: nothing on disk changed");
+    }
+}

@@ -130,3 +130,44 @@ fn a_nul_byte_in_a_cell_or_a_header_only_input_is_refused_before_anything_runs()
         assert_eq!(sb.tree(), before, "{input}: nothing on disk changed");
     }
 }
+
+#[test]
+fn a_cli_saying_its_request_is_too_large_fails_that_item_at_once_as_input() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id\nbig\nok\n");
+    sb.write("instr.md", "Do {id}\n");
+    // The agent CLI's words for OpenAI's 429 that no wait can cure (codex, aider, opencode
+    // quote the API's message).
+    let agent = [
+        "sh",
+        "-c",
+        r#"echo x >> "tries-$RUNNER_ITEM_ID"; if [ "$RUNNER_ITEM_ID" = big ]; then echo "Error: 429 Request too large for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Requested 45000." >&2; exit 1; fi; printf '{"status":"completed","summary":"ok"}' > "$RUNNER_REPORT""#,
+    ];
+    let r = sb.batch(
+        &[
+            "--id-column",
+            "id",
+            "--format",
+            "plain",
+            "--retries",
+            "2",
+            "--retry-delay",
+            "10ms",
+            "--rate-limit-wait",
+            "2s",
+        ],
+        &agent,
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["big"]["failure_kind"], "input", "{:?}", rows["big"]);
+    assert!(
+        rows["big"]["error"].contains("Request too large for gpt-4o"),
+        "{:?}",
+        rows["big"]
+    );
+    assert_eq!(sb.read("tries-big").lines().count(), 1, "never tried again");
+    assert_eq!(rows["ok"]["status"], "completed");
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert!(!journal.contains("\"team_paused\""), "{journal}");
+}

@@ -17,6 +17,7 @@ pub mod hash;
 mod holder;
 mod inline;
 mod item;
+mod json_text;
 mod mcp;
 mod options;
 mod plans;

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::definition::{OutputFormat, Pointer, RunnerDef};
+use super::definition::{EndedSpec, ErrorFlag, OutputFormat, Pointer, RunnerDef};
 
 /// What the runner learned from an agent's stdout. Every field is optional: a CLI that
 /// crashed prints nothing useful.
@@ -31,6 +31,9 @@ pub(crate) struct AgentResult {
     pub turns: Option<u64>,
     /// The model that answered, as the CLI or the API says (not as asked).
     pub model: Option<String>,
+    /// How the CLI says its run ended, in the words of a reason (`[result] ended`: "stopped
+    /// at its turn limit"); `None` when it said nothing its definition explains.
+    pub ended: Option<String>,
 }
 
 fn lookup<'v>(lines: &'v [Value], p: &Pointer) -> Option<&'v Value> {
@@ -43,7 +46,11 @@ fn lookup<'v>(lines: &'v [Value], p: &Pointer) -> Option<&'v Value> {
             for (wp, want) in when {
                 let got = line.pointer(wp)?;
                 let want = serde_json::to_value(want).ok()?;
-                if *got != want {
+                let matches = match &want {
+                    Value::Array(any) => any.contains(got),
+                    one => one == got,
+                };
+                if !matches {
                     return None;
                 }
             }
@@ -60,9 +67,12 @@ fn as_text(v: &Value) -> Option<String> {
     }
 }
 
+/// A flag's value: a boolean, `"true"`/`"false"`, or a number (an exit status: non-zero is
+/// `true`).
 fn as_bool(v: &Value) -> Option<bool> {
     match v {
         Value::Bool(b) => Some(*b),
+        Value::Number(n) => Some(n.as_f64() != Some(0.0)),
         Value::String(s) => match s.as_str() {
             "true" => Some(true),
             "false" => Some(false),
@@ -72,15 +82,18 @@ fn as_bool(v: &Value) -> Option<bool> {
     }
 }
 
-/// Parse `stdout` as the definition says.
+/// Parse `stdout` as the definition says (JSON repaired first: [`crate::json_text`]).
 pub(crate) fn parse(def: &RunnerDef, stdout: &str) -> AgentResult {
+    if def.output == OutputFormat::Text {
+        return AgentResult {
+            final_text: Some(stdout.to_owned()),
+            ..Default::default()
+        };
+    }
+    let stdout = crate::json_text::repaired(stdout);
+    let stdout = stdout.as_ref();
     let lines: Vec<Value> = match def.output {
-        OutputFormat::Text => {
-            return AgentResult {
-                final_text: Some(stdout.to_owned()),
-                ..Default::default()
-            };
-        }
+        OutputFormat::Text => Vec::new(),
         OutputFormat::Json => match serde_json::from_str::<Value>(stdout.trim()) {
             Ok(v) => vec![v],
             Err(_) => stdout
@@ -110,10 +123,21 @@ pub(crate) fn parse(def: &RunnerDef, stdout: &str) -> AgentResult {
         };
     }
     let r = &def.result;
+    let flag = |f: &ErrorFlag| {
+        let v = lookup(&lines, &f.pointer)?;
+        match f.equals.is_empty() {
+            true => as_bool(v),
+            false => Some(f.equals.contains(v)),
+        }
+    };
+    let ended = |e: &EndedSpec| {
+        let word = lookup(&lines, &e.pointer)?.as_str()?;
+        e.says.get(word).cloned()
+    };
     let get = |p: &Option<Pointer>| p.as_ref().and_then(|p| lookup(&lines, p));
     AgentResult {
         final_text: get(&r.final_text).and_then(as_text),
-        is_error: get(&r.is_error).and_then(as_bool),
+        is_error: r.is_error.as_ref().and_then(flag),
         error_text: get(&r.error_text).and_then(as_text),
         parse_problem: None,
         session_id: get(&r.session_id).and_then(as_text),
@@ -123,6 +147,7 @@ pub(crate) fn parse(def: &RunnerDef, stdout: &str) -> AgentResult {
         output_tokens: get(&r.output_tokens).and_then(Value::as_u64),
         turns: get(&r.turns).and_then(Value::as_u64),
         model: get(&r.model).and_then(as_text),
+        ended: r.ended.as_ref().and_then(ended),
     }
 }
 
@@ -183,5 +208,89 @@ mod tests {
         let r = parse(&d, "Segmentation fault\n");
         assert!(r.final_text.is_none());
         assert!(r.parse_problem.is_some());
+    }
+
+    fn builtin(name: &str) -> RunnerDef {
+        let (_, text) = crate::agent::definition::BUILTIN
+            .iter()
+            .find(|(n, _)| *n == name)
+            .expect("a built-in");
+        RunnerDef::parse(Path::new(name), text).expect("valid")
+    }
+
+    #[test]
+    fn each_builtin_error_event_or_flag_says_error_only_when_the_run_ended_so() {
+        let cases = [
+            // codex: the last turn event.
+            (
+                "codex",
+                "{\"type\":\"turn.started\"}\n{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"{}\"}}\n{\"type\":\"turn.failed\",\"error\":{\"message\":\"stream disconnected\"}}\n",
+                Some(true),
+            ),
+            (
+                "codex",
+                "{\"type\":\"turn.failed\",\"error\":{\"message\":\"x\"}}\n{\"type\":\"turn.completed\",\"usage\":{}}\n",
+                Some(false),
+            ),
+            // copilot: the result line's exitCode.
+            (
+                "copilot",
+                "{\"type\":\"session.error\",\"data\":{\"message\":\"429\"}}\n{\"type\":\"result\",\"exitCode\":1}\n",
+                Some(true),
+            ),
+            (
+                "copilot",
+                "{\"type\":\"result\",\"exitCode\":0}\n",
+                Some(false),
+            ),
+            // pi: the last assistant message's stopReason.
+            (
+                "pi",
+                "{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"stopReason\":\"error\",\"errorMessage\":\"401\"}}\n",
+                Some(true),
+            ),
+            (
+                "pi",
+                "{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"stopReason\":\"stop\"}}\n",
+                Some(false),
+            ),
+            // opencode: an error line after the last finished step.
+            (
+                "opencode",
+                "{\"type\":\"step_finish\",\"part\":{}}\n{\"type\":\"error\",\"error\":{\"data\":{\"message\":\"x\"}}}\n",
+                Some(true),
+            ),
+            (
+                "opencode",
+                "{\"type\":\"error\",\"error\":{}}\n{\"type\":\"step_finish\",\"part\":{}}\n",
+                Some(false),
+            ),
+            // No terminal event at all: nothing is said.
+            ("codex", "{\"type\":\"turn.started\"}\n", None),
+        ];
+        for (cli, out, want) in cases {
+            assert_eq!(parse(&builtin(cli), out).is_error, want, "{cli}: {out}");
+        }
+    }
+
+    #[test]
+    fn a_when_list_matches_any_of_its_values_and_equals_needs_is_error() {
+        let d = def(
+            "jsonl",
+            "final_text={pointer='/t', when={'/type'=['a','b']}}\n",
+        );
+        let r = parse(
+            &d,
+            "{\"type\":\"a\",\"t\":\"1\"}\n{\"type\":\"c\",\"t\":\"2\"}\n",
+        );
+        assert_eq!(r.final_text.as_deref(), Some("1"));
+        assert!(
+            RunnerDef::parse(
+                Path::new("t.toml"),
+                "name='t'\nprogram='t'\noutput='jsonl'\n[result]\nfinal_text={pointer='/t', equals='x'}\n",
+            )
+            .is_err(),
+            "`equals` is refused outside is_error"
+        );
     }
 }

@@ -76,7 +76,7 @@ fn default_id() -> String {
 
 /// What `expect` may name: the statuses and failure kinds a transcript can get (not those of
 /// a time limit, an interrupt, a skip, a verify command or a merge, which no transcript
-/// records).
+/// records; `input` is, for a CLI whose request can never succeed).
 fn expectable() -> Vec<String> {
     use crate::failure::FailureKind as K;
     let mut names: Vec<String> = ["completed", "failed", "blocked"]
@@ -88,12 +88,7 @@ fn expectable() -> Vec<String> {
             .filter(|k| {
                 !matches!(
                     k,
-                    K::VerifyFailed
-                        | K::TimedOut
-                        | K::Cancelled
-                        | K::Skipped
-                        | K::MergeConflict
-                        | K::Input
+                    K::VerifyFailed | K::TimedOut | K::Cancelled | K::Skipped | K::MergeConflict
                 )
             })
             .map(|k| k.to_string()),

@@ -167,7 +167,11 @@ pub(crate) fn first_hit(rules: &[LiveRule], stream: Stream, line: &[u8]) -> Opti
         None => cut(line, 200),
     };
     Some(LiveHit {
-        kind: rule.kind,
+        // A request too large is no rate limit to wait out: the attempt ends at once.
+        kind: match super::never_succeeds(line) {
+            true => FailureKind::Input,
+            false => rule.kind,
+        },
         wait: super::retry_after(line),
         text,
         line: cut(line, 200),
@@ -230,6 +234,18 @@ mod tests {
     /// Claude Code 2.1.332's retry event (its bundle: `subtype:"api_retry"`, `error` from
     /// the status: 401/403 → `authentication_failed`).
     const CLAUDE_RETRY: &str = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":583,"error_status":401,"error":"authentication_failed","session_id":"s1"}"#;
+
+    #[test]
+    fn a_retried_request_too_large_ends_the_attempt_at_once_as_input() {
+        let rules = [rule("rate_limited", None, r"^Retrying in \d+s", None)];
+        let line = b"Retrying in 20s: 429 Request too large for gpt-4o on tokens per min (TPM): Limit 30000, Requested 45000.\n";
+        let hit = first_hit(&rules, Stream::Stderr, line).expect("hit");
+        assert_eq!(hit.kind, FailureKind::Input);
+        assert!(hit.ends_attempt(Some(Duration::from_secs(3600))));
+        let hit =
+            first_hit(&rules, Stream::Stderr, b"Retrying in 20s: 429 slow down\n").expect("hit");
+        assert!(!hit.ends_attempt(Some(Duration::from_secs(3600))), "a wait");
+    }
 
     #[test]
     fn a_json_event_is_quoted_through_its_pointers_and_auth_ends_at_once() {

@@ -258,6 +258,25 @@ impl TryFrom<FailureSpec> for FailureRules {
     }
 }
 
+/// What a provider says of a request that can never succeed as sent, however long one
+/// waits: larger than the model or the account's per-minute limit takes. OpenAI's 429
+/// "Request too large for gpt-4o … on tokens per min (TPM): Limit 30000, Requested 45000"
+/// and its 400 "maximum context length is …" (`context_length_exceeded`), Gemini's 400 "The
+/// input token count (…) exceeds the maximum number of tokens allowed", Anthropic's "prompt is
+/// too long: … tokens > … maximum".
+const NEVER_SUCCEEDS: &str = r"request too large for|input token count.{0,40}exceeds the maximum|maximum context length is|context_length_exceeded|prompt is too long";
+
+/// Whether `text` says its request can never succeed as sent ([`NEVER_SUCCEEDS`]): kind
+/// [`FailureKind::Input`] whatever status or pattern would say otherwise (a 429 that is no
+/// rate limit), so the item fails at once and the team neither pauses nor shrinks. The one
+/// test used by the HTTP backends, the `[failure]` classification and the live lines.
+pub(crate) fn never_succeeds(text: &str) -> bool {
+    static RE: std::sync::OnceLock<Option<Pattern>> = std::sync::OnceLock::new();
+    RE.get_or_init(|| compile(NEVER_SUCCEEDS).ok())
+        .as_ref()
+        .is_some_and(|p| p.0.is_match(text))
+}
+
 /// Patterns every definition falls back to, after its own: the words providers and their
 /// SDKs use for each kind (HTTP status codes, OpenAI/Anthropic/Gemini error types).
 const BUILT_IN: &[(FailureKind, &str)] = &[
@@ -349,6 +368,9 @@ const LINES_SEARCHED: usize = 40;
 
 impl FailureRules {
     fn kind_of(&self, text: &str) -> Option<FailureKind> {
+        if never_succeeds(text) {
+            return Some(FailureKind::Input);
+        }
         first_kind(self.patterns.iter().chain(built_in()), text)
     }
 
@@ -361,7 +383,8 @@ impl FailureRules {
     /// JSON object that ends stderr (`/error/message`, `/message` or a string `/error`); the
     /// last stderr line (then stdout line, for text output) that a pattern matches; the last
     /// stderr line that says something (not a lone `}` and not an `ignore`d line). The kind is
-    /// the first of: the definition's patterns over the message, its `exit_codes`, the
+    /// the first of: `input` for a message that can never succeed ([`never_succeeds`]), the
+    /// definition's patterns over the message, its `exit_codes`, the
     /// built-in patterns over the message, any pattern over the lines searched.
     pub(crate) fn diagnose(&self, e: &ErrorEvidence<'_>) -> Diagnosis {
         fn nonblank(s: Option<&str>) -> Option<&str> {
@@ -409,7 +432,9 @@ impl FailureRules {
         let builtin = |text: &str| first_kind(built_in(), text);
         let kind = message
             .as_deref()
-            .and_then(own)
+            .filter(|m| never_succeeds(m))
+            .map(|_| FailureKind::Input)
+            .or_else(|| message.as_deref().and_then(own))
             .or_else(|| e.exit_code.and_then(|c| self.exit_codes.get(&c).copied()))
             .or_else(|| message.as_deref().and_then(builtin))
             // A shell's "cannot execute" (126) and "not found" (127).
@@ -714,6 +739,35 @@ mod tests {
             Some("API Error: 429: slow down")
         );
         assert_eq!(unwrap_json_message("plain words"), None);
+    }
+
+    #[test]
+    fn a_request_that_can_never_succeed_is_input_before_any_rate_limit_pattern() {
+        let r = rules("[failure]\npatterns = [{ kind = 'rate_limited', regex = '\\b429\\b' }]\n");
+        for (stderr, code) in [
+            (
+                "Error: 429 Request too large for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Requested 45000. The input or output tokens must be reduced in order to run successfully.\n",
+                1,
+            ),
+            (
+                "{\n  \"error\": {\n    \"code\": 400,\n    \"message\": \"The input token count (1234567) exceeds the maximum number of tokens allowed (1048576).\",\n    \"status\": \"INVALID_ARGUMENT\"\n  }\n}\n",
+                144,
+            ),
+        ] {
+            let d = r.diagnose(&ErrorEvidence {
+                stderr: Some(stderr),
+                exit_code: Some(code),
+                ..ErrorEvidence::default()
+            });
+            assert_eq!(d.kind, Some(FailureKind::Input), "{stderr}");
+        }
+        // A rate limit is still one.
+        let d = r.diagnose(&ErrorEvidence {
+            stderr: Some("Error: 429 Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000.\n"),
+            exit_code: Some(1),
+            ..ErrorEvidence::default()
+        });
+        assert_eq!(d.kind, Some(FailureKind::RateLimited));
     }
 
     #[test]

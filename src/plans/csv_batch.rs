@@ -649,6 +649,14 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
             .iter()
             .map(|hint| format!("{}:1: {hint}", files.input.display())),
     );
+    if table.skipped_empty > 0 {
+        warnings.push(format!(
+            "{}: skipped {} empty record{} after the last row (a spreadsheet's `,,,` lines)",
+            files.input.display(),
+            table.skipped_empty,
+            if table.skipped_empty == 1 { "" } else { "s" }
+        ));
+    }
     warnings.extend(layout.warnings.iter().cloned());
     let team = output
         .file_stem()

@@ -236,7 +236,8 @@ pub(crate) fn validate(value: Value, ids: &[&str]) -> Result<Report, ReportError
     })
 }
 
-/// Find and validate the report: the report file's text first, then the final text.
+/// Find and validate the report: the report file's text first, then the final text (each
+/// repaired first: [`crate::json_text`]).
 ///
 /// Errors: the file is not JSON (and the final text holds none), no report anywhere, or the
 /// report found breaks the format.
@@ -246,7 +247,11 @@ pub(crate) fn find(
     ids: &[&str],
 ) -> Result<(Report, ReportSource), ReportError> {
     let mut problem = ReportError::Missing;
-    if let Some(text) = file_text {
+    // A byte order mark and escaped lone surrogates are no reason to fail done work.
+    let file_text = file_text.map(crate::json_text::repaired);
+    let final_text = final_text.map(crate::json_text::repaired);
+    let final_text = final_text.as_deref();
+    if let Some(text) = file_text.as_deref() {
         match serde_json::from_str::<Value>(text.trim()) {
             Ok(v) => return validate(v, ids).map(|r| (r, ReportSource::File)),
             Err(e) => {

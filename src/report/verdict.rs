@@ -288,15 +288,33 @@ fn exited(e: &Evidence<'_>, code: i32) -> Verdict {
     });
     let kind = d.kind.or_else(|| failed_report.and_then(stated_kind));
     let flagged = e.agent.is_error == Some(true);
-    let reason = match message.map(|m| one_line(&m, 160)) {
-        Some(m) if flagged && e.agent.error_text.is_none() => {
-            format!("exited with code {code}: the agent reported an error: {m}")
-        }
+    let message = message.map(|m| match flagged && e.agent.error_text.is_none() {
+        true => format!("the agent reported an error: {}", one_line(&m, 160)),
+        false => one_line(&m, 160),
+    });
+    let reason = match with_ended(e, message) {
         Some(m) => format!("exited with code {code}: {m}"),
         None => format!("exited with code {code}"),
     };
     let kind = kind.unwrap_or(FailureKind::AgentError);
     not_completed(ItemStatus::Failed, kind, d.hinted(reason))
+}
+
+/// `message` led by the CLI's own account of how its run ended (`[result] ended`: "stopped at
+/// its turn limit after 3 turns"), when it gave one.
+fn with_ended(e: &Evidence<'_>, message: Option<String>) -> Option<String> {
+    let Some(said) = e.agent.ended.as_deref() else {
+        return message;
+    };
+    let said = match e.agent.turns {
+        Some(1) => format!("{said} after 1 turn"),
+        Some(n) => format!("{said} after {n} turns"),
+        None => said.to_owned(),
+    };
+    Some(match message {
+        Some(m) => format!("{said}: {m}"),
+        None => said,
+    })
 }
 
 /// Step 2: the definition's error flag is not true (an agent that exited 0 and said it
@@ -306,11 +324,7 @@ fn error_flag(e: &Evidence<'_>) -> Option<Verdict> {
         return None;
     }
     let d = e.rules.diagnose(&error_evidence(e, Some(0)));
-    let what = d
-        .message
-        .as_deref()
-        .map(|m| one_line(m, 160))
-        .unwrap_or_default();
+    let what = with_ended(e, d.message.as_deref().map(|m| one_line(m, 160))).unwrap_or_default();
     let reason = format!("the agent reported an error: {what}")
         .trim_end_matches([':', ' '])
         .to_owned();

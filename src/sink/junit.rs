@@ -32,6 +32,20 @@ fn tail(path: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
+/// `text` with every character XML 1.0 forbids (`Char` production: C0 controls other than tab,
+/// newline and carriage return; U+FFFE, U+FFFF) replaced visibly by U+FFFD, so one item's
+/// text never makes a CI reader reject the whole file. ESC is left for `quick-junit`, which
+/// strips ANSI escape sequences whole.
+fn xml_text(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\t' | '\n' | '\r' | '\x1b' => c,
+            '\0'..='\x1f' | '\u{FFFE}' | '\u{FFFF}' => '\u{FFFD}',
+            _ => c,
+        })
+        .collect()
+}
+
 /// One test case for an item's outcome. Completed → success (flaky when `retried`, the
 /// verdicts of the attempts that failed before, is not empty: one `flakyFailure` each, as
 /// nextest marks tests that passed on a retry); failed, blocked and timed out → failure (with
@@ -47,7 +61,7 @@ pub(crate) fn test_case(team: &str, o: &Outcome, retried: &[Verdict]) -> TestCas
     if o.status == ItemStatus::Completed {
         status.add_reruns(retried.iter().map(|v| {
             let mut run = TestRerun::new(NonSuccessKind::Failure);
-            run.set_message(format!("{}: {}", v.status, v.reason));
+            run.set_message(xml_text(&format!("{}: {}", v.status, v.reason)));
             run.set_type(v.kind.map_or(v.status.as_str(), |k| k.as_str()));
             run
         }));
@@ -55,16 +69,16 @@ pub(crate) fn test_case(team: &str, o: &Outcome, retried: &[Verdict]) -> TestCas
     if o.status != ItemStatus::Completed {
         // The reason may already start with the status (`blocked: need a key`).
         let prefix = format!("{}: ", o.status);
-        status.set_message(if o.error.starts_with(&prefix) {
+        status.set_message(xml_text(&if o.error.starts_with(&prefix) {
             o.error.clone()
         } else {
             format!("{prefix}{}", o.error)
-        });
+        }));
         // The failure kind is the type a CI dashboard groups by (`rate_limited`, `auth`).
         status.set_type(o.failure_kind.map_or(o.status.as_str(), |k| k.as_str()));
     }
-    let mut case = TestCase::new(format!("{} ({})", o.teammate, o.id), status);
-    case.set_classname(team);
+    let mut case = TestCase::new(xml_text(&format!("{} ({})", o.teammate, o.id)), status);
+    case.set_classname(xml_text(team));
     case.set_time(Duration::from_secs_f64(o.duration_s.max(0.0)));
     case.add_property(("attempts", o.attempts.to_string().as_str()));
     case.add_property(("status", o.status.as_str()));
@@ -78,7 +92,7 @@ pub(crate) fn test_case(team: &str, o: &Outcome, retried: &[Verdict]) -> TestCas
         && !o.log.is_empty()
         && let Some(t) = tail(&o.log)
     {
-        case.set_system_out(t);
+        case.set_system_out(xml_text(&t));
     }
     case
 }
@@ -101,7 +115,7 @@ pub(crate) fn write(
     outcomes: &[(Outcome, Vec<Verdict>)],
     elapsed_s: f64,
 ) -> Result<()> {
-    let mut suite = TestSuite::new(team);
+    let mut suite = TestSuite::new(xml_text(team));
     suite.add_test_cases(
         outcomes
             .iter()

@@ -200,6 +200,23 @@ fn csv_error<R: Read>(path: &Path, rdr: &csv::Reader<LineCounter<R>>, err: csv::
     }
 }
 
+/// Refuse a field holding a NUL byte (a binary file saved as CSV, a broken export): no
+/// agent, prompt or output file can carry it. Errors name the line and the column.
+fn no_nul(path: &Path, line: u64, headers: &[String], record: &csv::ByteRecord) -> Result<()> {
+    match record.iter().position(|f| f.contains(&0)) {
+        None => Ok(()),
+        Some(i) => Err(Error::input_at(
+            path,
+            Some(line),
+            format!(
+                "column {} (`{}`) holds a NUL byte, which no prompt or output can carry; remove it from the file",
+                i + 1,
+                headers.get(i).map_or("", String::as_str)
+            ),
+        )),
+    }
+}
+
 fn utf8_fields(
     path: &Path,
     line: Option<u64>,
@@ -285,9 +302,12 @@ fn id_index(path: &Path, headers: &[String], id_column: Option<&str>) -> Result<
 /// (rows from stdin; `path` then names it in messages), its fields separated by `delimiter`;
 /// each row's task text, `instruction` with its values, is sized as it goes.
 ///
+/// All-empty records (`,,,`) after the last row are skipped ([`InputTable::skipped_empty`]).
+///
 /// Errors ([`Error::Input`], naming `path` and the line where the bad record starts): no
 /// header row, an unnamed or duplicate column, a missing id column, a record whose field count
-/// differs from the header, bytes that are not UTF-8, an empty id, a duplicate id; more than
+/// differs from the header, bytes that are not UTF-8, a NUL byte (with its column), an empty
+/// id, a duplicate id, no rows at all; more than
 /// [`MAX_COLUMNS`] columns, a record over [`MAX_ROW_BYTES`], a task text over
 /// [`crate::source::input::MAX_PROMPT_BYTES`].
 pub(crate) fn scan(
@@ -310,6 +330,9 @@ pub(crate) fn scan(
     let mut ids = crate::source::input::IdCheck::default();
     let mut record = csv::ByteRecord::new();
     let mut rows = 0u64;
+    // All-empty records (`,,,`) not yet followed by a row: (the line of the first, how many).
+    // Trailing ones are Excel's (cells once touched below the data) and are skipped.
+    let mut empty: Option<(u64, u64)> = None;
     let mut last_multiline: Option<u64> = None;
     loop {
         match rdr.read_byte_record(&mut record) {
@@ -331,10 +354,31 @@ pub(crate) fn scan(
             Ok(true) => {}
             Err(e) => return Err(csv_error(path, &rdr, e)),
         }
-        rows += 1;
-        let line = record_line(&rdr, &record).unwrap_or(rows + 1);
+        let read = rows + empty.map_or(0, |(_, n)| n) + 1;
+        let line = record_line(&rdr, &record).unwrap_or(read + 1);
         rdr.get_ref().record_start.set(rdr.position().byte());
         utf8_fields(path, Some(line), &record, "field")?;
+        no_nul(path, line, &headers, &record)?;
+        if record.iter().all(<[u8]>::is_empty) {
+            let (first, n) = empty.unwrap_or((line, 0));
+            empty = Some((first, n + 1));
+            continue;
+        }
+        // Empty records between rows are rows (an id column refuses them, as any empty id).
+        if let Some((first, n)) = empty.take() {
+            if let Some(col) = id_col {
+                return Err(Error::input_at(
+                    path,
+                    Some(first),
+                    format!(
+                        "the id column `{}` is empty; every row needs an id",
+                        headers[col]
+                    ),
+                ));
+            }
+            rows += n;
+        }
+        rows += 1;
         check_prompt(path, line, instruction, |name| {
             column
                 .get(name)
@@ -356,6 +400,22 @@ pub(crate) fn scan(
         }
         ids.add(&id);
     }
+    // As a JSON Lines input with no object: a batch of nothing is a wrong file or an export
+    // that kept only the header, and refusing it leaves nothing on disk.
+    if rows == 0 {
+        let skipped = match empty {
+            Some((_, n)) => format!(
+                " ({n} empty record{} skipped)",
+                if n == 1 { "" } else { "s" }
+            ),
+            None => String::new(),
+        };
+        return Err(Error::input_at(
+            path,
+            None,
+            format!("there are no rows, only the header{skipped}; add one row per item"),
+        ));
+    }
     let (spool, digest, stamp) = rdr.into_inner().inner.finish(path)?;
     let table = InputTable {
         path: path.to_owned(),
@@ -366,6 +426,7 @@ pub(crate) fn scan(
         headers,
         id_column: id_col,
         rows,
+        skipped_empty: empty.map_or(0, |(_, n)| n),
         hint,
         stamp,
     };
@@ -414,6 +475,8 @@ pub(crate) struct CsvRows<R: Read> {
     id_col: Option<usize>,
     width: usize,
     number: u64,
+    /// Rows to yield: the scan's count (trailing all-empty records are not rows).
+    limit: u64,
     record: csv::ByteRecord,
 }
 
@@ -434,6 +497,7 @@ impl<R: Read> CsvRows<R> {
             id_col: table.id_column,
             width: headers.len(),
             number: 0,
+            limit: table.rows,
             record: csv::ByteRecord::new(),
         })
     }
@@ -443,6 +507,9 @@ impl<R: Read> Iterator for CsvRows<R> {
     type Item = Result<InputRow>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.number >= self.limit {
+            return None;
+        }
         match self.rdr.read_byte_record(&mut self.record) {
             Ok(false) => None,
             Err(e) => Some(Err(csv_error(&self.path, &self.rdr, e))),
@@ -601,11 +668,42 @@ mod tests {
 
     #[test]
     fn empty_and_duplicate_ids_are_rejected_with_lines() {
-        let e = err(b"id\nx\n\"\"\n", Some("id"));
+        // Between rows (after the last one it is a spreadsheet's leftover, skipped).
+        let e = err(b"id\nx\n\"\"\ny\n", Some("id"));
         assert!(e.starts_with("in.csv:3:") && e.contains("empty"), "{e}");
         let e = err(b"id\nx\ny\nx\n", Some("id"));
         assert!(
             e.starts_with("in.csv:4:") && e.contains("first on line 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn trailing_all_empty_records_are_skipped_and_counted_not_rows() {
+        let t = scan_str(b"id,a,b\n1,x,y\n,,\n,,\r\n,,\n", Some("id")).expect("valid");
+        assert_eq!((t.rows, t.skipped_empty), (1, 3));
+        let r: Vec<InputRow> = t.rows().expect("rows").map(|r| r.expect("row")).collect();
+        assert_eq!(r.len(), 1);
+        // Without an id column, empty records between rows stay rows (numbers unchanged).
+        let r = rows(b"a,b\nx,y\n,\nz,w\n,\n", None);
+        assert_eq!(
+            r.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["1", "2", "3"]
+        );
+        // Only the header (and leftovers): refused, as an empty JSON Lines input is.
+        let e = err(b"id,a\n,\n", Some("id"));
+        assert!(
+            e.contains("no rows, only the header (1 empty record skipped)"),
+            "{e}"
+        );
+        assert!(err(b"id,a\n", None).contains("no rows"));
+    }
+
+    #[test]
+    fn a_nul_byte_is_refused_with_its_line_and_column() {
+        let e = err(b"id,note\n1,ok\n2,bad\x00byte\n", Some("id"));
+        assert!(
+            e.starts_with("in.csv:3:") && e.contains("column 2 (`note`) holds a NUL byte"),
             "{e}"
         );
     }

@@ -216,6 +216,9 @@ pub(crate) struct InputTable {
     pub id_column: Option<usize>,
     /// Number of data rows (header excluded).
     pub rows: u64,
+    /// All-empty records after the last row (Excel's `,,,`), skipped: not rows, for a
+    /// start-up warning.
+    pub skipped_empty: u64,
     /// A hint when the header looks split at the wrong delimiter (one column holding `;`,
     /// say), for a warning.
     pub hint: Option<String>,

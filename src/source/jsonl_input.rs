@@ -140,6 +140,7 @@ pub(crate) fn scan(
         headers,
         id_column: id_index,
         rows,
+        skipped_empty: 0,
         hint: None,
         stamp,
     };

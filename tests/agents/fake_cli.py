@@ -4,7 +4,9 @@ gemini, opencode, cursor-agent, amp, aider — it records what it was given and 
 CLI's real output shapes from tests/fixtures/cli/<name>/<scenario>.out.
 
 Environment:
-  FAKE_CLI_SCENARIO   success | error | max_turns | no_json   (default success)
+  FAKE_CLI_SCENARIO   success | error | max_turns | no_json | failed_exit_0 | bom_surrogate |
+                      max_turns_no_errors
+                      (default success)
   FAKE_CLI_RECORD     folder where <name>-<RUNNER_ITEM_ID>.json is written: argv, stdin,
                       the prompt file (aider's --message-file), and whether CLAUDECODE was set
 
@@ -21,8 +23,9 @@ FIXTURES = os.path.join(HERE, "..", "fixtures", "cli")
 
 # (scenario -> exit code) per CLI, from tests/fixtures/cli/README.md.
 EXIT = {
-    "claude": {"success": 0, "error": 0, "max_turns": 1, "no_json": 1},
-    "codex": {"success": 0, "error": 1, "no_json": 1},
+    "claude": {"success": 0, "error": 0, "max_turns": 1, "no_json": 1, "bom_surrogate": 0,
+               "max_turns_no_errors": 1},
+    "codex": {"success": 0, "error": 1, "no_json": 1, "failed_exit_0": 0},
     "gemini": {"success": 0, "error": 1, "max_turns": 53, "no_json": 55},
     "opencode": {"success": 0, "error": 1, "no_json": 1},
     "cursor-agent": {"success": 0, "error": 1, "no_json": 1},

@@ -136,6 +136,48 @@ fn claude_rate_limit_with_exit_0_is_failed_not_completed() {
 }
 
 #[test]
+fn a_stream_with_a_byte_order_mark_and_lone_surrogates_still_completes() {
+    let sb = sandbox();
+    let (r, row) = run_cli(&sb, "claude", "bom_surrogate", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(row["status"], "completed", "{row:?}");
+    assert_eq!(row["summary"], "renamed caf\u{FFFD}.txt", "{row:?}");
+    assert_eq!(row["cost_usd"], "0.01", "the result line was read: {row:?}");
+}
+
+#[test]
+fn claude_at_its_turn_limit_says_so_not_only_its_exit_code() {
+    let sb = sandbox();
+    let (_, row) = run_cli(&sb, "claude", "max_turns_no_errors", &[]);
+    assert_eq!(row["status"], "failed", "{row:?}");
+    assert_eq!(row["failure_kind"], "agent_error", "{row:?}");
+    assert_eq!(
+        row["error"], "exited with code 1: stopped at its turn limit after 3 turns",
+        "{row:?}"
+    );
+    // With its `errors` text, the words of both.
+    let (_, row) = run_cli(&sb, "claude", "max_turns", &[]);
+    assert_eq!(
+        row["error"],
+        "exited with code 1: stopped at its turn limit after 3 turns: Reached maximum number of turns (2)",
+        "{row:?}"
+    );
+}
+
+#[test]
+fn codex_turn_failed_fails_the_attempt_even_when_codex_exits_0_after_a_report() {
+    let sb = sandbox();
+    let (_, row) = run_cli(&sb, "codex", "failed_exit_0", &[]);
+    assert_eq!(row["status"], "failed", "{row:?}");
+    assert_eq!(row["exit_code"], "0", "{row:?}");
+    assert_eq!(row["failure_kind"], "api_error", "{row:?}");
+    assert!(
+        row["error"].contains("the agent reported an error: stream disconnected before completion"),
+        "{row:?}"
+    );
+}
+
+#[test]
 fn claude_argv_stdin_env_and_usage_columns() {
     let sb = sandbox();
     let (r, row) = run_cli(

@@ -229,6 +229,38 @@ async fn a_429_is_waited_out_for_its_retry_delay_and_sent_again() {
     );
 }
 
+/// Issue 50: an input over the model's limit can never succeed: that row fails at once as
+/// `input` (not retried, not an api_error), and the others run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_over_the_model_s_limit_fails_that_row_at_once_as_input() {
+    let api = Api::start_at(AT, |_, body| {
+        if body.to_string().contains("docs/big.md") {
+            answer(400, "input_too_long.json")
+        } else {
+            answer(200, "answer.json")
+        }
+    })
+    .await;
+    let sb = batch(&["big", "a"]);
+    let r = run(&sb, &api, &["--retries", "2", "--retry-delay", "10ms"]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["big"]["status"], "failed", "{rows:?}");
+    assert_eq!(rows["big"]["failure_kind"], "input", "{rows:?}");
+    assert_eq!(rows["big"]["attempts"], "1", "never tried again: {rows:?}");
+    assert!(
+        rows["big"]["error"].contains("The input token count (1234567) exceeds the maximum"),
+        "{rows:?}"
+    );
+    assert_eq!(rows["a"]["status"], "completed", "{rows:?}");
+    let big = api
+        .bodies()
+        .iter()
+        .filter(|b| b.to_string().contains("docs/big.md"))
+        .count();
+    assert_eq!(big, 1, "one request for the row that cannot fit");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_key_is_auth_and_stops_the_team_after_one_request() {
     let api = Api::start_at(AT, |_, _| answer(400, "api_key_invalid.json")).await;

@@ -435,6 +435,49 @@ async fn a_429_without_retry_after_is_rate_limited_quoting_the_api() {
     );
 }
 
+/// Issue 50: OpenAI answers a request over the per-minute token limit with a 429 that no wait
+/// can cure. That row fails at once as `input` (not retried); the team neither pauses nor
+/// shrinks, and the other row completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_too_large_429_fails_that_row_as_input_without_pausing_the_team() {
+    let api = Api::start(|_, body| {
+        if body.to_string().contains("text of big") {
+            error(
+                429,
+                "Request too large for gpt-test in organization org-test on tokens per min (TPM): Limit 30000, Requested 45000. The input or output tokens must be reduced in order to run successfully.",
+                "tokens",
+                "rate_limit_exceeded",
+            )
+            .insert_header("retry-after", "1")
+        } else {
+            completion(&report(json!({})), "stop")
+        }
+    })
+    .await;
+    let sb = sandbox(&["big", "ok"]);
+    let flags = ["-j", "2", "--rate-limit-wait", "3s", "--retries", "2"];
+    let r = run(&sb, &api, &flags).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = rows(&sb);
+    assert_eq!(rows["big"]["status"], "failed", "{rows:?}");
+    assert_eq!(rows["big"]["failure_kind"], "input", "{rows:?}");
+    assert_eq!(rows["big"]["attempts"], "1", "{rows:?}");
+    assert!(
+        rows["big"]["error"].contains("HTTP 429: Request too large for gpt-test")
+            && rows["big"]["error"].contains("shorten the item's input"),
+        "{rows:?}"
+    );
+    assert_eq!(rows["ok"]["status"], "completed", "{rows:?}");
+    let big = api
+        .bodies()
+        .iter()
+        .filter(|b| b.to_string().contains("text of big"))
+        .count();
+    assert_eq!(big, 1, "sent once, never waited on");
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert!(!journal.contains("\"team_paused\""), "{journal}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_503_with_retry_after_is_a_rate_limit_and_without_it_an_api_error() {
     let api = Api::start(|n, _| match n {

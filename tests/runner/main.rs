@@ -37,5 +37,6 @@ mod stages;
 mod store;
 mod terminal;
 mod todo;
+mod verdicts;
 mod watch;
 mod worktree;

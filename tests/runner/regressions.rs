@@ -449,8 +449,9 @@ fn a_start_up_warning_is_an_event_in_the_stream_and_the_journal() {
 }
 
 /// A trial ran a header-only CSV (0 items, exit 0), and the default output's workspace then
-/// refused the real CSV as "another batch". A workspace that holds no outcome belongs to
-/// nobody; one that does still refuses another batch.
+/// refused the real CSV as "another batch". A header-only input is now refused before
+/// anything is written (as an empty JSON Lines input is), so the real CSV runs; a workspace
+/// that holds results still refuses another batch.
 #[test]
 fn a_workspace_without_results_is_taken_over_by_the_next_batch() {
     let sb = Sandbox::new();
@@ -458,7 +459,8 @@ fn a_workspace_without_results_is_taken_over_by_the_next_batch() {
     sb.write("empty.csv", "id\n");
     sb.write("real.csv", "id\na\n");
     let on = |input: &str| sb.fake_batch_of(input, &[]);
-    assert_eq!(on("empty.csv").code, 0);
+    assert_eq!(on("empty.csv").code, 2);
+    assert!(!sb.join("workers-output.runner").exists());
     let r = on("real.csv");
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(

@@ -66,6 +66,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "output_tokens",
             "turns",
             "model",
+            "ended",
         ],
     ),
     ("failure", &["exit_codes", "patterns", "ignore", "live"]),
@@ -139,7 +140,8 @@ pub(crate) enum OutputFormat {
 
 /// Where a value is found in the agent's JSON output: an RFC 6901 JSON Pointer (empty, or
 /// starting with `/`), optionally restricted (for JSON lines) to lines where every `when`
-/// pointer equals its value; the last matching line wins.
+/// pointer equals its value (or one of them, for a list: `{ "/type" = ["turn.completed",
+/// "turn.failed"] }`); the last matching line wins.
 ///
 /// Written as a string (`"/result"`) or a table (`{ pointer = "/item/text", when = { "/type"
 /// = "item.completed" } }`); anything else, an unknown key in the table or a pointer without
@@ -152,7 +154,7 @@ pub(crate) enum Pointer {
     When {
         /// The pointer to read.
         pointer: String,
-        /// Pointer → required value on the same line.
+        /// Pointer → required value on the same line (a list: any one of its values).
         when: BTreeMap<String, toml::Value>,
     },
 }
@@ -235,13 +237,91 @@ impl<'de> Deserialize<'de> for Pointer {
     }
 }
 
+/// `[result] is_error`: where the CLI says its run failed, read from the last line the
+/// pointer matches (a terminal event). Without `equals` the value is a flag: `true` (or
+/// `"true"`) or a non-zero number (an exit status, copilot's `exitCode`) is an error. With
+/// `equals` (a value or a list), the value being one of them is the error: codex's last turn
+/// event, `{ pointer = "/type", when = { "/type" = ["turn.completed", "turn.failed"] },
+/// equals = "turn.failed" }`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ErrorFlag {
+    /// Where the value is.
+    pub pointer: Pointer,
+    /// The values that mean an error (JSON); empty: the value is a flag.
+    pub equals: Vec<serde_json::Value>,
+}
+
+impl<'de> Deserialize<'de> for ErrorFlag {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<ErrorFlag, D::Error> {
+        let mut value = toml::Value::deserialize(d)?;
+        let equals = match &mut value {
+            toml::Value::Table(t) => match t.remove("equals") {
+                None => Vec::new(),
+                Some(toml::Value::Array(a)) => a,
+                Some(one) => vec![one],
+            },
+            _ => Vec::new(),
+        };
+        let equals = equals
+            .into_iter()
+            .map(serde_json::to_value)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| serde::de::Error::custom(format!("`equals`: {e}")))?;
+        let pointer = Pointer::from_value(value).map_err(serde::de::Error::custom)?;
+        Ok(ErrorFlag { pointer, equals })
+    }
+}
+
+/// `[result] ended`: the CLI's word for how its run ended, and what each word that explains a
+/// failure says: `{ pointer = "/subtype", when = { "/type" = "result" }, says = {
+/// error_max_turns = "stopped at its turn limit" } }` (Claude's `result` subtypes). A
+/// failed attempt's reason leads with the text of the word found (with the turn count when
+/// `turns` gives one); a word `says` does not list says nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct EndedSpec {
+    /// Where the word is.
+    pub pointer: Pointer,
+    /// Word → the words of a reason.
+    pub says: BTreeMap<String, String>,
+}
+
+impl<'de> Deserialize<'de> for EndedSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<EndedSpec, D::Error> {
+        let mut value = toml::Value::deserialize(d)?;
+        let says = match &mut value {
+            toml::Value::Table(t) => t.remove("says"),
+            _ => None,
+        };
+        let says = match says {
+            Some(toml::Value::Table(t)) => t
+                .into_iter()
+                .map(|(k, v)| match v {
+                    toml::Value::String(s) => Ok((k, s)),
+                    _ => Err(format!(
+                        "`says.{k}` must be a string (the words of a reason)"
+                    )),
+                })
+                .collect::<std::result::Result<_, _>>()
+                .map_err(serde::de::Error::custom)?,
+            _ => {
+                return Err(serde::de::Error::custom(
+                    "`ended` needs `says`, a table of word = reason text, e.g. { pointer = \"/subtype\", says = { error_max_turns = \"stopped at its turn limit\" } }",
+                ));
+            }
+        };
+        let pointer = Pointer::from_value(value).map_err(serde::de::Error::custom)?;
+        Ok(EndedSpec { pointer, says })
+    }
+}
+
 /// Pointers to the values the runner reads from the agent's output.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub(crate) struct ResultPointers {
     /// The agent's final answer text (searched for a report when no report file exists).
     pub final_text: Option<Pointer>,
-    /// A flag that, when `true`, fails the item even on exit 0.
-    pub is_error: Option<Pointer>,
+    /// The CLI's error flag or terminal error event ([`ErrorFlag`]): an error fails the
+    /// attempt whatever the exit code.
+    pub is_error: Option<ErrorFlag>,
     /// The CLI's own error message for a failed attempt (e.g. codex `/error/message` on a
     /// `turn.failed` line), quoted in the reason and classified by `[failure]`.
     pub error_text: Option<Pointer>,
@@ -258,6 +338,8 @@ pub(crate) struct ResultPointers {
     /// The model that answered, as the CLI reports it (the API's own word: a model pin the
     /// CLI ignored shows here).
     pub model: Option<Pointer>,
+    /// How the run ended, in words for a reason ([`EndedSpec`]).
+    pub ended: Option<EndedSpec>,
 }
 
 /// Environment handling for the agent process.

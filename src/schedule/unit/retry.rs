@@ -129,8 +129,10 @@ impl Retries {
         if after == After::Final && result.verdict.kind == Some(FailureKind::RateLimited) {
             explain_last_rate_limit(&mut result.verdict, self.rate_limit_waited, bound, grown);
         }
+        // An item whose input can never succeed (a request too large) is not tried again.
         let retrying = self.requeued
             || (after == After::Judged
+                && result.verdict.kind != Some(FailureKind::Input)
                 && self.used < settings.retries
                 && !interrupted
                 && settings.retry_on.contains(&result.verdict.status));

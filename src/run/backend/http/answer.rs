@@ -48,7 +48,8 @@ impl Http {
         judge_text(agent, problem)
     }
 
-    /// How a refused request ended: its kind (the wire format's word first, else by status:
+    /// How a refused request ended: its kind (`input` for a request that can never succeed,
+    /// [`crate::failure::never_succeeds`], whatever its status; else the wire format's word, else by status:
     /// 402 and a used-up quota `quota`; 429, 529 and a 503 that names a wait `rate_limited`;
     /// 401/403 `auth`; else `api_error`), the reason in the API's words with advice, and
     /// the wait it asks for.
@@ -60,10 +61,16 @@ impl Http {
             .clone()
             .unwrap_or_else(|| one_line(&String::from_utf8_lossy(&a.body), 200));
         let wait = self.wire.wait(&a.headers, &a.body);
-        let kind = self
-            .wire
-            .refusal_kind(status, &error, parsed)
-            .unwrap_or_else(|| kind_by_status(status, &error, &message, wait.is_some()));
+        // A request too large (OpenAI sends it as a 429) is no rate limit: never waited on.
+        let never = crate::failure::never_succeeds(&message);
+        let wait = wait.filter(|_| !never);
+        let kind = match never {
+            true => FailureKind::Input,
+            false => self
+                .wire
+                .refusal_kind(status, &error, parsed)
+                .unwrap_or_else(|| kind_by_status(status, &error, &message, wait.is_some())),
+        };
         let mut reason = format!(
             "HTTP {status}{}",
             match message.trim() {
@@ -76,6 +83,11 @@ impl Http {
             .advice(status, &message, &crate::redact::urls(&self.url))
         {
             reason.push_str(&advice);
+        }
+        if never {
+            reason.push_str(
+                " (this request can never fit the model's limit: shorten the item's input or choose a model that takes more)",
+            );
         }
         if kind == FailureKind::Auth && self.key.is_none() {
             reason.push_str(" (no API key was sent: its variable is not set)");

@@ -154,11 +154,24 @@ impl Sink for Checkpoints {
             }
             Err(_) => return Ok(()),
         };
+        // Every item of the batch that completed, in this run or an earlier one a kill cut
+        // short before its ending (issue 50: the resume plans only the unticked items, so
+        // the ticked ones kept their checkpoints for good).
+        let mut done: Vec<u32> = completed.iter().filter_map(|o| o.id.parse().ok()).collect();
+        for n in recorded.keys().filter(|n| !self.numbers.contains(n)) {
+            if run
+                .outcomes
+                .outcome(&n.to_string())?
+                .is_some_and(|o| o.status == ItemStatus::Completed)
+            {
+                done.push(*n);
+            }
+        }
         // Which checkpoints are still referenced is read, and they are deleted, under the
         // store lock: no item can move between the files meanwhile.
         let _lock = self.store.lock()?;
         match crate::store::read_todo(&self.batch) {
-            Ok((_, doc)) => clean(&self.store, &doc, recorded, &completed),
+            Ok((_, doc)) => clean(&self.store, &doc, recorded, &done),
             Err(_) if !completed.is_empty() => {
                 let kept = format!(
                     "the checkpoints of the items that completed are kept: the batch file {} \
@@ -242,16 +255,16 @@ fn one_line(text: &str) -> String {
         .join(" ")
 }
 
-/// Delete the checkpoint `recorded` for each of the `completed` items (when the batch
-/// started) that is one of the store's own checkpoint
-/// files and that no open item references (in `doc`, the inbox or any batch file).
+/// Delete the checkpoint `recorded` for each of the `completed` items (by number; when the
+/// batch started) that is one of the store's own checkpoint files, is still there, and that
+/// no open item references (in `doc`, the inbox or any batch file).
 ///
 /// Errors: a checkpoint cannot be removed (exit 3).
 fn clean(
     store: &Store,
     doc: &TodoDocument,
     recorded: &StartRecord,
-    completed: &[Outcome],
+    completed: &[u32],
 ) -> Result<()> {
     let mut texts = vec![doc.render()];
     if let Ok(t) = std::fs::read_to_string(store.inbox()) {
@@ -263,21 +276,20 @@ fn clean(
         }
     }
     let keep = todo_marks::referenced_checkpoints(texts.iter().map(String::as_str));
-    for o in completed {
-        let Some(reference) =
-            o.id.parse::<u32>()
-                .ok()
-                .and_then(|n| recorded.get(&n))
-                .and_then(Option::as_deref)
-        else {
+    for n in completed {
+        let Some(reference) = recorded.get(n).and_then(Option::as_deref) else {
             continue;
         };
         if keep.contains(&todo_marks::normalize(reference)) {
             continue;
         }
         if let Some(path) = store.own_checkpoint(reference) {
-            std::fs::remove_file(&path)
-                .map_err(|e| Error::io("remove the checkpoint", &path, e))?;
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                // An earlier ending removed it already.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove the checkpoint", &path, e)),
+            }
         }
     }
     Ok(())

@@ -3,7 +3,7 @@
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Sandbox, agent, by_id, wait_for};
+use crate::harness::{Run, Sandbox, agent, by_id, wait_for};
 
 fn journal_count(sb: &Sandbox, ws: &str, event: &str) -> usize {
     std::fs::read_to_string(sb.join(ws).join("journal.jsonl"))
@@ -214,6 +214,66 @@ fn interrupting_a_todo_run_ticks_what_completed_and_keeps_the_rest() {
         "{batch}"
     );
     assert!(!sb.join("S/cp-1.md").exists() && sb.join("S/cp-2.md").exists());
+    assert!(sb.survivors_after(2.0).is_empty());
+}
+
+/// Issue 50: a todo run killed (`kill -9`) after some items were ticked: the resume plans
+/// only the unticked items, and the ticked ones kept their checkpoints for good (through
+/// `status: done`, the archive and `clean --completed`). The resume's ending deletes the
+/// checkpoint of every item of the batch that completed, in this run or an earlier one.
+#[test]
+fn a_killed_todo_runs_ticked_items_lose_their_checkpoints_when_the_batch_is_resumed() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("S")).expect("store");
+    sb.write("S/cp-1.md", "one");
+    sb.write("S/cp-2.md", "two");
+    sb.write("S/todo.md", "## Todo\n- [ ] quick MODE=success @context:cp-1.md\n- [ ] slow MODE=wait_file @context:cp-2.md\n");
+    let release = sb.join("release");
+    let f = agent("fake_agent.py");
+    let mut runner = sb
+        .cmd(&[
+            "resolve", "--store", "S", "--yes", "--format", "plain", "--", "python3", &f,
+        ])
+        .env("RELEASE_FILE", &release)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_for("quick ticked, slow running", 30, || {
+        sb.read_opt("S/todo-1.md")
+            .is_some_and(|t| t.contains("- [x] quick") && t.contains("- [~] slow"))
+    });
+    signal(&runner, "-KILL");
+    let _ = wait_exit(&mut runner, 30);
+    assert!(
+        sb.join("S/cp-1.md").exists(),
+        "the kill came before the ending"
+    );
+    sb.write("release", "go");
+    let r: Run = sb
+        .cmd(&[
+            "run",
+            "S/todo-1.md",
+            "--format",
+            "plain",
+            "--",
+            "python3",
+            &f,
+        ])
+        .env("RELEASE_FILE", &release)
+        .output()
+        .expect("resume")
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    let batch = sb.read("S/todo-1.md");
+    assert!(
+        batch.contains("- [x] quick") && batch.contains("- [x] slow"),
+        "{batch}"
+    );
+    assert!(
+        !sb.join("S/cp-1.md").exists(),
+        "the earlier run's ticked item lost its checkpoint: {r:?}"
+    );
+    assert!(!sb.join("S/cp-2.md").exists(), "{r:?}");
     assert!(sb.survivors_after(2.0).is_empty());
 }
 

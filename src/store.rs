@@ -9,6 +9,7 @@
 
 pub(crate) mod links;
 pub(crate) mod lock;
+mod moving;
 
 use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
@@ -317,7 +318,12 @@ impl Store {
     /// the lock file cannot be created (exit 3); a bad `RUNNER_STORE_LOCK_WAIT` (exit 2).
     pub(crate) fn lock(&self) -> Result<StoreLock> {
         self.ensure()?;
-        lock::acquire(&self.dir, lock::wait_limit()?)
+        let lock = lock::acquire(&self.dir, lock::wait_limit()?)?;
+        // A `resolve` killed between its two writes is finished first (`moving`).
+        if let Some(said) = self.finish_move()? {
+            crate::ui::warn(&said);
+        }
+        Ok(lock)
     }
 
     /// Create the store folder if needed.

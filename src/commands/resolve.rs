@@ -68,6 +68,7 @@ pub(crate) fn prepare(args: ResolveArgs) -> Result<Resolved> {
         None => Vec::new(),
     };
     let store = open_store(&args.store, Need::Choice)?;
+    store.settle_move()?;
     let (text, existed) = store.read_inbox(&today())?;
     let inbox_path = store.inbox();
     let doc = parse_inbox(&inbox_path, &text)?;
@@ -227,9 +228,12 @@ fn move_items(
         p.check()?;
     }
     crate::fault::pause("resolve-edit");
+    // Recorded first: a kill between the two writes is finished by the next store edit.
+    store.begin_move(&m.batch_path, &m.batch_text, &now, &m.inbox_text)?;
     store.create_batch(&m.batch_path, &m.batch_text)?;
     crate::fault::point("after-batch-write");
     crate::fsutil::write_atomic(&inbox_path, m.inbox_text.as_bytes())?;
+    store.end_move()?;
     drop(lock);
     for d in &m.moved {
         let (item, dep, to) = (d.item, d.prerequisite, d.to);

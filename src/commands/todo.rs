@@ -115,6 +115,7 @@ pub(crate) fn listing(args: &ListArgs) -> Result<Listing> {
         store::check_given(dir)?;
     }
     let store = open_store(&args.store, Need::DefaultProject)?;
+    store.settle_move()?;
     let (mut text, existed) = store.read_inbox(&today())?;
     if !existed {
         // Listing only reads: a store this user may not write is listed (empty), not refused.

@@ -38,6 +38,15 @@ pub(crate) fn run(args: RunTodoArgs) -> Result<i32> {
     .then(|| dir.parent().map(Path::to_owned))
     .flatten();
     let store = Store { dir, project_root };
+    // A move cut short may have written this very batch file: finished (or undone) first.
+    store.settle_move()?;
+    if !batch.is_file() {
+        return Err(Error::missing_file(
+            &batch,
+            "batch file",
+            "a `runner resolve` was stopped while it wrote it, and it was removed; its items are still in the inbox",
+        ));
+    }
     let (text, doc) = read_doc(&batch)?;
     if doc.items().is_empty() {
         // "Nothing to run" would pass a file that is no batch at all (exit 0).

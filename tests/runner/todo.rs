@@ -772,3 +772,43 @@ fn a_new_store_in_a_repository_suggests_the_gitignore_lines_once() {
     let r = sb.run(&["add", "--project", "third"]);
     assert!(!r.stderr.contains(".gitignore"), "already ignored: {r:?}");
 }
+
+/// Issue 50: `resolve` killed between writing `todo-N.md` and rewriting the inbox left every
+/// moved item in both, and the next `resolve` handed them out again (work done twice). The
+/// next command that reads the store finishes the move: the items are in the batch only.
+#[test]
+fn a_resolve_killed_between_its_two_writes_is_finished_by_the_next_command() {
+    for next in ["list", "resolve"] {
+        let sb = Sandbox::new();
+        add(&sb, &["A MODE=success"]);
+        add(&sb, &["B MODE=success"]);
+        let f = fake();
+        let out = sb
+            .cmd(&[
+                "resolve", "--store", "S", "--yes", "--select", "1", "--", "python3", &f,
+            ])
+            .env("RUNNER_FAULT", "after-batch-write")
+            .output()
+            .expect("run");
+        assert!(!out.status.success());
+        assert!(sb.read("S/todo.md").contains("A MODE=success"), "cut short");
+        let r = match next {
+            "list" => sb.run(&["list", "--store", "S"]),
+            _ => resolve(&sb, &["--yes"]),
+        };
+        assert!(r.stderr.contains("finished the move"), "{next}: {r:?}");
+        let inbox = sb.read("S/todo.md");
+        assert!(!inbox.contains("A MODE=success"), "{next}: {inbox}");
+        assert!(sb.read("S/todo-1.md").contains("A MODE=success"));
+        assert!(!sb.join("S/.resolve-move.json").exists());
+        if next == "resolve" {
+            // B went to a batch of its own; A was not handed out again.
+            assert_eq!(r.code, 0, "{r:?}");
+            let second = sb.read("S/todo-2.md");
+            assert!(
+                second.contains("B MODE=success") && !second.contains("A MODE=success"),
+                "{second}"
+            );
+        }
+    }
+}

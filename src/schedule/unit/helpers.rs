@@ -77,7 +77,7 @@ async fn run_helper(
         grace: spec.settings_for(item).grace,
         pipe_wait: spec.pipe_wait,
         activity: None,
-        keeper: false,
+        sandbox: None,
         live: None,
     };
     let shown = argv.join(" ");

@@ -166,7 +166,8 @@ pub(crate) fn describe(abi: Option<i32>) -> String {
 /// the program runs in a session of its own, in a Landlock domain that may write only
 /// beneath `writes` (files or folders; those that do not exist are skipped) and
 /// [`DEVICES`]. Everything else set on `cmd` (arguments, environment, working directory,
-/// stdio, process group) applies to the program. Costs no exec but the program's.
+/// stdio, process group) applies to the program. Costs no exec but the program's; the
+/// fork of the runner's address space (twice: keeper, agent) is what it still costs.
 ///
 /// Spawn errors: a program that cannot be executed fails the spawn as it would unconfined
 /// (`No such file or directory`); a sandbox the kernel refuses to enforce at the last step

@@ -4,7 +4,8 @@
 #   scripts/bench.sh            full run; writes BENCHMARKS.md (needs a release build)
 #   scripts/bench.sh --smoke    tiny sizes, no targets, prints results only (used by the tests)
 #
-# Environment: RUNNER_BIN (default target/release/runner), BENCH_DIR (default a temp dir).
+# Environment: RUNNER_BIN (default target/release/runner), BENCH_DIR (default a temp dir),
+# BENCH_ONLY=sandbox (section 8 alone; prints its results, writes no BENCHMARKS.md).
 # Measures, on this machine, in one run:
 #   1. overhead: N rows with a trivial agent (writes a report) at -j 8, vs xargs -P 8 and
 #      GNU parallel --joblog over the same items and the same agent;
@@ -26,6 +27,7 @@
 #      while the run goes on, vs xargs -P 8 over the same items;
 #   8. the sandbox: 1,000 rows with the trivial agent at -j 8 under --sandbox none and
 #      --sandbox landlock (keeper, own session, Landlock domain): wall and CPU per attempt;
+#      and the overhead rows under --sandbox landlock against xargs -P 8;
 #   9. what a completed item leaves on disk (KB, entries) and the CPU against xargs -P 8,
 #      paired runs over the overhead rows, beside the layout's floors (in C and on tokio);
 #  10. with BENCH_MILLION=1: a million rows' full run (peak RSS), resume and status.
@@ -119,7 +121,7 @@ cc -O2 -o layout-floor "$ROOT/scripts/layout-floor.c" 2>/dev/null || rm -f layou
 # The same work on tokio's multi-threaded runtime, the one the runner is built on
 # (examples/layout_floor.rs); a release build, so not in a smoke run.
 TOKIO_FLOOR=
-if [ $SMOKE = 0 ]; then
+if [ $SMOKE = 0 ] && [ -z "${BENCH_ONLY:-}" ]; then
     TOKIO_FLOOR=$( (cd "$ROOT" && cargo build --release --locked --example layout_floor --message-format=json 2>/dev/null) | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -146,6 +148,61 @@ rss() { /usr/bin/time -v "$@" 2>&1 >/dev/null | awk -F: '/Maximum resident set s
 
 results=()
 note() { results+=("$1"); echo "$1"; }
+
+# 8. The sandbox (run by `sandbox_section`, at its place below or alone with
+# BENCH_ONLY=sandbox). Per attempt: the same rows under --sandbox none and landlock, run
+# from a folder of their own with the output outside it (the sandbox refuses a workspace
+# its teammates could write); wall and user+sys CPU of the whole process tree, medians of 3
+# runs each. Then the overhead rows (section 1) under --sandbox landlock, the same way,
+# against xargs -P 8 (hyperfine, $RUNS runs).
+sandbox_section() {
+if [ -x /usr/bin/time ] && "$RUNNER" runners 2>/dev/null | grep -q -- '--sandbox landlock is available'; then
+    rows "$N_SANDBOX" sb.csv
+    rm -rf sb-runs sb-work && mkdir sb-runs sb-work
+    sb_run() { # mode → "wall cpu" seconds
+        local out; out=$(mktemp -d -p "$WORK/sb-runs")/out.csv
+        (cd sb-work && /usr/bin/time -f '%e %U %S' "$RUNNER" batch --input ../sb.csv \
+            --instruction ../instr.md --id-column id --output "$out" --jobs 8 --format plain \
+            --sandbox "$1" -- ../agent 2>&1 >/dev/null | tail -n 1 | awk '{printf "%s %.2f", $1, $2 + $3}')
+        test "$(grep -c ',completed,' "$out")" = "$N_SANDBOX" || { echo "sandbox run ($1) did not complete every row" >&2; exit 1; }
+    }
+    median3() { sort -n | sed -n 2p; }
+    sync
+    sb_none=(); sb_ll=()
+    for _ in 1 2 3; do sb_none+=("$(sb_run none)"); sb_ll+=("$(sb_run landlock)"); done
+    sn_wall=$(printf '%s\n' "${sb_none[@]}" | awk '{print $1}' | median3)
+    sn_cpu=$(printf '%s\n' "${sb_none[@]}" | awk '{print $2}' | median3)
+    sl_wall=$(printf '%s\n' "${sb_ll[@]}" | awk '{print $1}' | median3)
+    sl_cpu=$(printf '%s\n' "${sb_ll[@]}" | awk '{print $2}' | median3)
+    sb_wall_ms=$(calc "($sl_wall - $sn_wall) * 8 * 1000 / $N_SANDBOX" 2)
+    sb_cpu_ms=$(calc "($sl_cpu - $sn_cpu) * 1000 / $N_SANDBOX" 2)
+    note "sandbox: $N_SANDBOX rows -j8: none ${sn_wall}s wall ${sn_cpu}s cpu, landlock ${sl_wall}s wall ${sl_cpu}s cpu; per attempt +${sb_wall_ms} ms of a slot, +${sb_cpu_ms} ms cpu"
+    # The overhead rows, confined: the output outside the working directory (sb-work).
+    rows "$N_OVERHEAD" sbo.csv
+    tail -n +2 sbo.csv > sbo.txt
+    printf '%s\n' "cd sb-work && $RUNNER batch --input ../sbo.csv --instruction ../instr.md --id-column id --output \$(mktemp -d -p ../sb-runs)/out.csv --jobs 8 --format plain --sandbox landlock -- ../agent > /dev/null" > run-sb-runner.sh
+    printf '%s\n' "xargs -P 8 -n 1 ./agent < sbo.txt" > run-sb-xargs.sh
+    if [ $HAVE_TOOLS = 1 ]; then
+        hyperfine -N --style none --runs "$RUNS" --warmup 1 --prepare sync --export-json h-sb-runner.json "bash run-sb-runner.sh" >/dev/null
+        hyperfine -N --style none --runs "$RUNS" --warmup 1 --prepare sync --export-json h-sb-xargs.json "bash run-sb-xargs.sh" >/dev/null
+        read -r so_med so_min so_max < <(stats h-sb-runner.json)
+        read -r sx_med sx_min sx_max < <(stats h-sb-xargs.json)
+    else
+        so_med=$(once bash run-sb-runner.sh); so_min=$so_med; so_max=$so_med
+        sx_med=$(once bash run-sb-xargs.sh); sx_min=$sx_med; sx_max=$sx_med
+    fi
+    ratio_sb=$(calc "$so_med / $sx_med" 2)
+    note "overhead under the sandbox: $N_OVERHEAD rows -j8 --sandbox landlock: runner ${so_med}s (${so_min}-${so_max}), xargs ${sx_med}s (${sx_min}-${sx_max}); runner/xargs ${ratio_sb}x"
+else
+    sn_wall=-; sn_cpu=-; sl_wall=-; sl_cpu=-; sb_wall_ms=-; sb_cpu_ms=-
+    so_med=-; so_min=-; so_max=-; sx_med=-; sx_min=-; sx_max=-; ratio_sb=-
+    note "sandbox: not measured (this kernel cannot run --sandbox landlock, or no /usr/bin/time)"
+fi
+}
+if [ "${BENCH_ONLY:-}" = sandbox ]; then
+    sandbox_section
+    exit 0
+fi
 
 # 1. Overhead --------------------------------------------------------------------------
 rows "$N_OVERHEAD" over.csv
@@ -419,34 +476,7 @@ ratio_live=$(calc "$lv_med / $lx_med" 2)
 note "live output: $N_LIVE rows -j8: runner ${lv_med}s (${lv_min}-${lv_max}), xargs ${lx_med}s (${lx_min}-${lx_max}); runner/xargs ${ratio_live}x"
 
 # 8. The sandbox's cost per attempt --------------------------------------------------------
-# The same rows under --sandbox none and landlock, run from a folder of their own with the
-# output outside it (the sandbox refuses a workspace its teammates could write). Wall and
-# user+sys CPU of the whole process tree, medians of 3 runs each.
-if [ -x /usr/bin/time ] && "$RUNNER" runners 2>/dev/null | grep -q -- '--sandbox landlock is available'; then
-    rows "$N_SANDBOX" sb.csv
-    rm -rf sb-runs sb-work && mkdir sb-runs sb-work
-    sb_run() { # mode → "wall cpu" seconds
-        local out; out=$(mktemp -d -p "$WORK/sb-runs")/out.csv
-        (cd sb-work && /usr/bin/time -f '%e %U %S' "$RUNNER" batch --input ../sb.csv \
-            --instruction ../instr.md --id-column id --output "$out" --jobs 8 --format plain \
-            --sandbox "$1" -- ../agent 2>&1 >/dev/null | tail -n 1 | awk '{printf "%s %.2f", $1, $2 + $3}')
-        test "$(grep -c ',completed,' "$out")" = "$N_SANDBOX" || { echo "sandbox run ($1) did not complete every row" >&2; exit 1; }
-    }
-    median3() { sort -n | sed -n 2p; }
-    sync
-    sb_none=(); sb_ll=()
-    for _ in 1 2 3; do sb_none+=("$(sb_run none)"); sb_ll+=("$(sb_run landlock)"); done
-    sn_wall=$(printf '%s\n' "${sb_none[@]}" | awk '{print $1}' | median3)
-    sn_cpu=$(printf '%s\n' "${sb_none[@]}" | awk '{print $2}' | median3)
-    sl_wall=$(printf '%s\n' "${sb_ll[@]}" | awk '{print $1}' | median3)
-    sl_cpu=$(printf '%s\n' "${sb_ll[@]}" | awk '{print $2}' | median3)
-    sb_wall_ms=$(calc "($sl_wall - $sn_wall) * 8 * 1000 / $N_SANDBOX" 2)
-    sb_cpu_ms=$(calc "($sl_cpu - $sn_cpu) * 1000 / $N_SANDBOX" 2)
-    note "sandbox: $N_SANDBOX rows -j8: none ${sn_wall}s wall ${sn_cpu}s cpu, landlock ${sl_wall}s wall ${sl_cpu}s cpu; per attempt +${sb_wall_ms} ms of a slot, +${sb_cpu_ms} ms cpu"
-else
-    sn_wall=-; sn_cpu=-; sl_wall=-; sl_cpu=-; sb_wall_ms=-; sb_cpu_ms=-
-    note "sandbox: not measured (this kernel cannot run --sandbox landlock, or no /usr/bin/time)"
-fi
+sandbox_section
 
 # 9. What a completed item leaves, and its CPU against xargs, paired ----------------------
 # $PAIRS runs of the runner and of xargs -P 8 over the overhead rows, alternating; each
@@ -603,7 +633,8 @@ the journal, team.json, and the output CSV.
 | memory: the HTTP run | ${m_http} MiB | < 64 MiB | $(verdict "$m_http < 64") |
 | Batch API (\`--batch-api\`): $N_BATCH_API rows in one job, a stand-in whose job is done at once | $b_done of $N_BATCH_API in ${b_time}s: the runner's own time around the job (prompts, one upload, polls, one download, every log, journal and output CSV) | < 60 s | $(verdict "$b_done == $N_BATCH_API && $b_time < 60") |
 | memory: the Batch API run | ${m_bapi} MiB | < 256 MiB | $(verdict "$m_bapi < 256") |
-| the sandbox: $N_SANDBOX rows, trivial agent, -j 8 | none ${sn_wall}s wall, ${sn_cpu}s CPU; landlock ${sl_wall}s wall, ${sl_cpu}s CPU | — (per attempt: +${sb_wall_ms} ms of a slot, +${sb_cpu_ms} ms CPU) | |
+| the sandbox: $N_SANDBOX rows, trivial agent, -j 8 | none ${sn_wall}s wall, ${sn_cpu}s CPU; landlock ${sl_wall}s wall, ${sl_cpu}s CPU | per attempt ≤ 2 ms of a slot and ≤ 1 ms CPU: **+${sb_wall_ms} ms**, **+${sb_cpu_ms} ms** | $( [ "$sb_wall_ms" = - ] && echo "not run" || echo "$(verdict "$sb_wall_ms <= 2") / $(verdict "$sb_cpu_ms <= 1")") |
+| overhead under the sandbox: $N_OVERHEAD rows, trivial agent, -j 8, \`--sandbox landlock\`, the output outside the working directory | runner ${so_med}s (${so_min}–${so_max}); xargs -P 8 ${sx_med}s (${sx_min}–${sx_max}) | runner ≤ 1.5× xargs: **${ratio_sb}×** | $( [ "$ratio_sb" = - ] && echo "not run" || verdict "$ratio_sb <= 1.5") |
 | stages: $N_STAGES rows × 3 stages (each reading the one before) against $((3 * N_STAGES)) rows of one, trivial agent, -j 8 | staged ${st_time}s; flat ${fl_time}s (medians of 3) | ≤ 1.1× the flat run: **${st_ratio}×** | $(verdict "$st_ratio <= 1.1") |
 | overhead with the output kept current: $N_LIVE rows, trivial agent, -j 8 | runner ${lv_med}s (${lv_min}–${lv_max}); xargs -P 8 ${lx_med}s (${lx_min}–${lx_max}) | runner ≤ 1.5× xargs: **${ratio_live}×** | $(verdict "$ratio_live <= 1.5") |
 

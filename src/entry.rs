@@ -58,15 +58,9 @@ where
     }
 }
 
-/// The `runner` command line: the hidden sandbox launcher, or parse the flags, run the command
-/// and map its error to an exit code (DESIGN §7). Returns the process exit code.
+/// The `runner` command line: parse the flags, run the command and map its error to an exit
+/// code (DESIGN §7). Returns the process exit code.
 pub(crate) fn run() -> i32 {
-    // The `--sandbox landlock` launcher: nothing but restrict and exec. It is not part of the
-    // command line users see (help, completions, man page).
-    if std::env::args_os().nth(1).as_deref() == Some(crate::sandbox::SUBCOMMAND.as_ref()) {
-        let args = crate::sandbox::LaunchArgs::parse_from(std::env::args_os().skip(1));
-        return crate::sandbox::launch(args);
-    }
     let cli = Cli::parse();
     init_tracing(cli.verbose);
     // As many descriptors as the hard limit allows (DESIGN §6); `--jobs` is capped to them.

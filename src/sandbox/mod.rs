@@ -2,12 +2,11 @@
 //! domain that may write only its own area, in a session of its own (no controlling
 //! terminal), kept by a process that ends everything the tree leaves behind ([`shim`]).
 //!
-//! The crate forbids `unsafe`, so there is no `pre_exec` hook: the process backend starts
-//! `<runner> __sandbox --write PATH... -- PROGRAM ARGS...` instead of the program
-//! ([`launcher_argv`]). That process is the attempt's keeper ([`shim::keep`]); it starts
-//! `<runner> __sandbox --confine ...`, which makes itself a session, restricts itself and
-//! `exec`s the program, which (with everything it starts) inherits the domain. The async
-//! runner never restricts itself.
+//! [`confine`] is the one way to start a command confined: the runner prepares the ruleset,
+//! and the fork that starts the command becomes the attempt's keeper ([`shim`]), which forks
+//! the program's process; that process makes itself a session, restricts itself and is
+//! `exec`'d as the program, which (with everything it starts) inherits the domain. No second
+//! runner binary is exec'd, and the async runner never restricts itself.
 //!
 //! The ruleset handles every filesystem *write* right of the kernel's ABI (reads and
 //! execution stay open) and allows them beneath the given paths and the usual devices, but
@@ -24,13 +23,10 @@ use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, CompatLevel, Compatible, LandlockStatus, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    RulesetCreatedAttr, Scope, path_beneath_rules,
 };
 
 use crate::error::{Error, Result};
-
-/// The hidden subcommand the process backend starts (`runner __sandbox ...`).
-pub(crate) const SUBCOMMAND: &str = "__sandbox";
 
 /// The oldest Landlock ABI `--sandbox landlock` runs on: 6 (Linux 6.12) is the first that
 /// scopes signals, without which a teammate could stop its siblings and the runner.
@@ -112,12 +108,17 @@ pub(crate) fn auto_refusal(abi: Option<i32>) -> Option<String> {
 }
 
 /// The running kernel's Landlock ABI version; `None` when Landlock is not built in or not
-/// enabled.
+/// enabled. Found once per process (every confined attempt asks).
 ///
 /// The crate tells the ABI only once a ruleset is enforced, so a short-lived thread
 /// restricts itself (Landlock applies to the calling thread only, and so does the
 /// `no_new_privs` it sets) with a ruleset that denies nothing it will ever do, and reports.
 pub(crate) fn kernel_abi() -> Option<i32> {
+    static ABI: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
+    *ABI.get_or_init(probe_abi)
+}
+
+fn probe_abi() -> Option<i32> {
     std::thread::spawn(|| {
         let status = Ruleset::default()
             .handle_access(AccessFs::Refer)
@@ -164,23 +165,24 @@ pub(crate) fn describe(abi: Option<i32>) -> String {
     }
 }
 
-/// The argv that runs `program args` under the sandbox: `<runner> __sandbox --write W... --
-/// program args...`.
-pub(crate) fn launcher_argv(
-    exe: &Path,
-    writes: &[PathBuf],
-    program: &str,
-    args: &[String],
-) -> (String, Vec<String>) {
-    let mut argv = vec![SUBCOMMAND.to_string()];
-    for w in writes {
-        argv.push("--write".into());
-        argv.push(w.display().to_string());
-    }
-    argv.push("--".into());
-    argv.push(program.to_string());
-    argv.extend(args.iter().cloned());
-    (exe.display().to_string(), argv)
+/// Make `cmd` start confined (DESIGN §10): when it is spawned, its process becomes the
+/// attempt's keeper ([`shim`]: outside the domain, a child subreaper that passes signals on,
+/// kills the tree on [`shim::KILL_TREE`] and when the program ends, and exits as it did), and
+/// the program runs in a session of its own, in a Landlock domain that may write only
+/// beneath `writes` (files or folders; those that do not exist are skipped) and
+/// [`DEVICES`]. Everything else set on `cmd` (arguments, environment, working directory,
+/// stdio, process group) applies to the program. Costs no exec but the program's; the
+/// fork of the runner's address space (twice: keeper, agent) is what it still costs.
+///
+/// Spawn errors: a program that cannot be executed fails the spawn as it would unconfined
+/// (`No such file or directory`); a sandbox the kernel refuses to enforce at the last step
+/// ends the process with exit code 3 and a line on its stderr.
+///
+/// Errors: the kernel's Landlock is missing or too old, or the ruleset cannot be made.
+pub(crate) fn confine(cmd: &mut std::process::Command, writes: &[PathBuf]) -> Result<()> {
+    let fd = ruleset(writes).map_err(Error::Environment)?;
+    shim::install(cmd, fd);
+    Ok(())
 }
 
 /// Expand one `[sandbox] writes` entry of a runner definition: a leading `~/` is `HOME`,
@@ -265,75 +267,6 @@ pub(crate) fn denied_write(stderr: &str) -> Option<PathBuf> {
     })
 }
 
-/// The arguments of `runner __sandbox` (parsed on their own, before the public command line).
-#[derive(Debug, clap::Parser)]
-#[command(name = "runner __sandbox", no_binary_name = false)]
-pub(crate) struct LaunchArgs {
-    /// A file or folder the program may write (beneath it, for a folder); repeatable. Paths
-    /// that do not exist are skipped.
-    #[arg(long = "write", value_name = "PATH")]
-    pub writes: Vec<PathBuf>,
-    /// The inner step: make a session, confine this process and exec the program (started by
-    /// the keeper; without it this process is the keeper).
-    #[arg(long)]
-    pub confine: bool,
-    /// The program and its arguments.
-    #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
-    pub command: Vec<OsString>,
-}
-
-/// `runner __sandbox`: without `--confine`, keep the attempt ([`shim::keep`]: start this
-/// launcher again with `--confine`, end what the agent leaves behind, exit as the agent did).
-/// With `--confine`: leave the controlling terminal (`setsid`), restrict this process to
-/// writing beneath `args.writes` (and the devices), scope its signals and abstract sockets,
-/// then exec the program. Returns only when it could not: exit 3 when the sandbox cannot be
-/// fully enforced (never runs the program unconfined), 127 when the program cannot be
-/// executed.
-pub(crate) fn launch(args: LaunchArgs) -> i32 {
-    if !args.confine {
-        let exe = match std::env::current_exe() {
-            Ok(exe) => exe,
-            Err(e) => {
-                eprintln!(
-                    "runner sandbox: cannot find its own program: {e}; the agent was not started"
-                );
-                return crate::error::EXIT_ENVIRONMENT;
-            }
-        };
-        let mut inner: Vec<OsString> = vec![SUBCOMMAND.into(), "--confine".into()];
-        for w in &args.writes {
-            inner.push("--write".into());
-            inner.push(w.clone().into_os_string());
-        }
-        inner.push("--".into());
-        inner.extend(args.command);
-        return shim::keep(&exe, &inner);
-    }
-    // A session of its own: no controlling terminal to read keystrokes from or push input
-    // into (issue 25, escape 3: TIOCSTI). The keeper passes signals on to this session.
-    if let Err(e) = nix::unistd::setsid() {
-        eprintln!(
-            "runner sandbox: cannot leave the terminal's session: {e}; the agent was not started"
-        );
-        return crate::error::EXIT_ENVIRONMENT;
-    }
-    if let Err(e) = restrict(&args.writes) {
-        eprintln!("runner sandbox: {e}; the agent was not started");
-        return crate::error::EXIT_ENVIRONMENT;
-    }
-    let Some((program, rest)) = args.command.split_first() else {
-        eprintln!("runner sandbox: no program to run");
-        return 127;
-    };
-    let e =
-        std::os::unix::process::CommandExt::exec(std::process::Command::new(program).args(rest));
-    eprintln!(
-        "runner sandbox: cannot run {}: {e}",
-        Path::new(program).display()
-    );
-    127
-}
-
 /// Variables that lead to unsandboxed servers a teammate could ask to run commands or act
 /// for it (issue 25, escape 3: `tmux run-shell` ran a command outside the sandbox): the
 /// tmux server, the SSH agent, the session bus, the X and Wayland displays.
@@ -373,10 +306,15 @@ fn granted(abi: ABI) -> landlock::BitFlags<AccessFs> {
     AccessFs::from_write(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev)
 }
 
-fn restrict(writes: &[PathBuf]) -> std::result::Result<(), String> {
+/// The Landlock ruleset of a teammate that may write beneath `writes` (and [`DEVICES`]),
+/// created with its rules, not yet enforced: the descriptor [`shim`] restricts the agent's
+/// process with. Every right of the newest ABI both the kernel and the crate know is
+/// required (none is dropped silently).
+///
+/// Errors: no Landlock or an ABI older than [`MIN_ABI`], or the kernel refused the ruleset.
+fn ruleset(writes: &[PathBuf]) -> std::result::Result<std::os::fd::OwnedFd, String> {
     let abi = kernel_abi();
     check_abi(abi).map_err(|e| e.to_string())?;
-    // The newest ABI both the kernel and the crate know; every right of it is required.
     let abi = [ABI::V10, ABI::V9, ABI::V8, ABI::V7, ABI::V6]
         .into_iter()
         .find(|a| (*a as i32) <= abi.unwrap_or(0))
@@ -387,21 +325,15 @@ fn restrict(writes: &[PathBuf]) -> std::result::Result<(), String> {
         .chain(DEVICES.iter().map(Path::new))
         .filter(|p| p.exists())
         .collect();
-    let status = Ruleset::default()
+    let created = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_write(abi))
         .and_then(|r| r.scope(Scope::from_all(abi)))
         .and_then(|r| r.create())
         .and_then(|r| r.add_rules(path_beneath_rules(existing, granted(abi))))
-        .and_then(|r| r.restrict_self())
         .map_err(|e| format!("cannot set up the Landlock sandbox: {e}"))?;
-    if status.ruleset != RulesetStatus::FullyEnforced || !status.no_new_privs {
-        return Err(format!(
-            "the Landlock sandbox is not fully enforced ({:?})",
-            status.ruleset
-        ));
-    }
-    Ok(())
+    Option::<std::os::fd::OwnedFd>::from(created)
+        .ok_or_else(|| "the Landlock sandbox cannot be fully enforced here".to_string())
 }
 
 #[cfg(test)]
@@ -489,31 +421,6 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(denied_write(text), want.map(PathBuf::from), "{text}");
         }
-    }
-
-    #[test]
-    fn the_launcher_argv_puts_the_program_after_the_writes() {
-        let (exe, argv) = launcher_argv(
-            Path::new("/bin/runner"),
-            &[PathBuf::from("/w"), PathBuf::from("/t")],
-            "claude",
-            &["-p".into(), "--".into()],
-        );
-        assert_eq!(exe, "/bin/runner");
-        assert_eq!(
-            argv,
-            [
-                "__sandbox",
-                "--write",
-                "/w",
-                "--write",
-                "/t",
-                "--",
-                "claude",
-                "-p",
-                "--"
-            ]
-        );
     }
 
     #[test]

@@ -1,18 +1,31 @@
-//! The attempt's keeper under the sandbox: the process the runner starts for a sandboxed
-//! attempt, which outlives the agent and ends every process the agent's tree started
-//! (issue 25, escape 6: a daemon started with `env -i` lost the attempt's mark and outlived
-//! its attempt and the run).
+//! The attempt's keeper under the sandbox, and the confined start of its agent: the only
+//! module of the crate with `unsafe` code (a `pre_exec` hook and the system calls it makes).
+//!
+//! The keeper outlives the agent and ends every process the agent's tree started (issue 25,
+//! escape 6: a daemon started with `env -i` lost the attempt's mark and outlived its attempt
+//! and the run). It is not a program of its own: the runner's `fork` for the attempt
+//! ([`install`], run by the standard library between `fork` and `exec`) becomes the keeper
+//! and never returns to `exec`; it forks the agent's process, which confines itself and
+//! returns to the standard library's `exec` of the agent. No runner binary is exec'd.
 //!
 //! The process tree of one sandboxed attempt:
 //!
 //! ```text
-//! runner ── runner __sandbox --write W… -- agent…        (the keeper: not confined, a child
-//!             │                                          subreaper, leader of the group the
-//!             │                                          runner signals)
-//!             └─ runner __sandbox --confine --write W… -- agent…
-//!                  = setsid, Landlock, exec → agent…     (a session of its own: no
-//!                                                        controlling terminal)
+//! runner ── runner (forked: the keeper, "runner-keeper"   not confined, a child subreaper,
+//!             │     in ps; it never execs)                 leader of the group the runner
+//!             │                                            signals, every descriptor closed
+//!             └─ agent…  (forked by the keeper: setsid,    a session of its own (no
+//!                         no_new_privs, Landlock, exec)    controlling terminal)
 //! ```
+//!
+//! The runner prepares the Landlock ruleset before it forks (opening the paths allocates);
+//! after the fork only async-signal-safe system calls run — no allocation, no lock, since
+//! the runner's other threads may have held one — until the agent's `exec` or the keeper's
+//! `_exit`. The agent's process is made with a raw `clone` (a `fork` without the C
+//! library's fork handlers). A program that cannot be executed is reported by the standard
+//! library as for any spawn (the attempt does not start: `cannot start ...: No such file or
+//! directory`); a sandbox that cannot be enforced ends the attempt with exit code 3 and a
+//! line on its stderr, and the agent never runs unconfined.
 //!
 //! Because the keeper is a child subreaper, every process the agent's tree leaves behind —
 //! whatever its environment, session or group — is re-parented to the keeper, never to the
@@ -24,14 +37,15 @@
 //! Signals the keeper takes (all blocked and read with `sigwait`, so none ends it):
 //! `SIGTERM`, `SIGINT`, `SIGHUP`, `SIGQUIT` are passed on to the agent's session;
 //! [`KILL_TREE`] (`SIGUSR1`, the runner's "kill now" in place of `SIGKILL`) kills the whole
-//! tree; `SIGCHLD` reaps. `SIGSTOP`/`SIGCONT` from job control stop and continue the keeper
-//! like any process; the runner sends them to the agent's processes through their mark.
+//! tree; `SIGCHLD` reaps. Every other signal has its default action (the runner's handlers
+//! are reset, as an `exec` would). `SIGSTOP`/`SIGCONT` from job control stop and continue the
+//! keeper like any process; the runner sends them to the agent's processes through their
+//! mark.
 
-use std::ffi::OsString;
-use std::path::Path;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
-use nix::sys::signal::{SigSet, Signal, kill, killpg, raise};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::libc;
+use nix::sys::signal::{SigSet, Signal, kill, killpg};
 use nix::unistd::Pid;
 
 /// The signal the runner sends the keeper instead of `SIGKILL`: kill the agent's whole tree
@@ -50,58 +64,171 @@ const PASSED_ON: [Signal; 4] = [
 /// process's children are re-parented to the keeper). Bounds a tree that forks without end.
 const KILL_ROUNDS: usize = 10_000;
 
+/// The keeper's name in `ps` and `/proc/<pid>/comm` (at most 15 bytes).
+pub(crate) const KEEPER_NAME: &std::ffi::CStr = c"runner-keeper";
+
 /// How the agent ended, to be repeated by the keeper's own exit.
 #[derive(Debug, Clone, Copy)]
 enum Ended {
     Code(i32),
-    Signal(Signal),
+    Signal(i32),
 }
 
-/// Run the keeper: start `inner` (the confining launcher and its arguments) as a child,
-/// pass signals on, and when it ends kill whatever the tree left; then exit as it did.
-/// Returns the exit code to use when the agent's end cannot be repeated by a signal.
-pub(crate) fn keep(exe: &Path, inner: &[OsString]) -> i32 {
+/// Make `cmd`'s spawn start the keeper and, under it, the program confined by `ruleset` (a
+/// created Landlock ruleset with its rules, [`super::ruleset`]), which the hook owns until
+/// the command is dropped. The command's stdio, working directory, process group and
+/// environment apply to the agent (the standard library sets them up before the hook and
+/// execs with the environment after it).
+pub(crate) fn install(cmd: &mut std::process::Command, ruleset: OwnedFd) {
+    use std::os::unix::process::CommandExt;
+    let fd = ruleset.as_raw_fd();
+    let hook = move || {
+        let _owned = &ruleset;
+        in_child(fd)
+    };
+    // SAFETY: the hook runs in the child between fork and exec, where only async-signal-safe
+    // calls are sound: `in_child` makes system calls on stack data only (no allocation, no
+    // lock, no thread-local state but errno), and the keeper never returns from it.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
+/// In the child the runner forked: become the keeper, fork the agent's process, which
+/// confines itself and returns `Ok` (the standard library then execs the program); the
+/// keeper never returns. An error before the agent's process exists is the spawn's error.
+fn in_child(ruleset: RawFd) -> std::io::Result<()> {
+    default_handlers();
+    let taken = taken();
+    taken.thread_block()?;
+    nix::sys::prctl::set_child_subreaper(true)?;
+    // SAFETY: a raw clone with only SIGCHLD as its flags is a fork that runs no fork
+    // handlers (the C library's may take locks a thread of the runner held); the child
+    // continues on its own copy of this stack and returns from here.
+    #[allow(unsafe_code)]
+    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) };
+    match pid {
+        0 => confine_self(ruleset),
+        p if p < 0 => Err(std::io::Error::last_os_error()),
+        p => keep(Pid::from_raw(p as i32), &taken),
+    }
+}
+
+/// The agent's process: its own session, no new privileges, the ruleset; then back to the
+/// standard library, which execs the program. A step that fails ends this process with
+/// exit code 3 (which the keeper repeats) and a line on stderr: never run unconfined.
+fn confine_self(ruleset: RawFd) -> std::io::Result<()> {
+    if SigSet::empty().thread_set_mask().is_err() {
+        refuse(b"cannot unblock signals");
+    }
+    // A session of its own: no controlling terminal to read keystrokes from or push input
+    // into (issue 25, escape 3: TIOCSTI). The keeper passes signals on to this session.
+    if nix::unistd::setsid().is_err() {
+        refuse(b"cannot leave the terminal's session");
+    }
+    if nix::sys::prctl::set_no_new_privs().is_err() {
+        refuse(b"cannot set no_new_privs");
+    }
+    // SAFETY: landlock_restrict_self(2) reads no memory: a descriptor and no flags.
+    #[allow(unsafe_code)]
+    let restricted = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) };
+    if restricted != 0 {
+        refuse(b"cannot enforce the Landlock ruleset");
+    }
+    Ok(())
+}
+
+/// Say on stderr why the agent was not started, and end this process with exit code 3.
+fn refuse(what: &[u8]) -> ! {
+    let err = std::io::stderr();
+    for part in [
+        &b"runner sandbox: "[..],
+        what,
+        b"; the agent was not started\n",
+    ] {
+        let _ = nix::unistd::write(err.as_fd(), part);
+    }
+    exit_now(crate::error::EXIT_ENVIRONMENT)
+}
+
+/// End this process now, running nothing of the runner's (no exit handlers, no flush).
+fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit(2) ends the process; it is async-signal-safe.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::_exit(code)
+    }
+}
+
+/// The signals the keeper takes with `sigwait`.
+fn taken() -> SigSet {
     let mut taken = SigSet::empty();
     for sig in PASSED_ON.into_iter().chain([KILL_TREE, Signal::SIGCHLD]) {
         taken.add(sig);
     }
-    // Blocked before the child exists, so none of them can end the keeper; the child starts
-    // with an empty mask (the standard library resets it between fork and exec).
-    if let Err(e) = taken.thread_block() {
-        eprintln!("runner sandbox: cannot block signals: {e}; the agent was not started");
-        return crate::error::EXIT_ENVIRONMENT;
-    }
-    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-        eprintln!(
-            "runner sandbox: cannot become the reaper of the agent's processes: {e}; the agent was not started"
-        );
-        return crate::error::EXIT_ENVIRONMENT;
-    }
-    let child = match std::process::Command::new(exe).args(inner).spawn() {
-        Ok(child) => Pid::from_raw(child.id() as i32),
-        Err(e) => {
-            eprintln!("runner sandbox: cannot start the confined agent: {e}");
-            return 127;
+    taken
+}
+
+/// Reset every signal the runner handles to its default action, as an `exec` would: the
+/// runner's handlers write to descriptors the keeper does not have.
+fn default_handlers() {
+    for sig in 1..=libc::SIGRTMAX() {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
         }
-    };
+        // SAFETY: sigaction(2) on zeroed and stack-owned structures; a handler is replaced
+        // by SIG_DFL only, an ignored signal stays ignored (as across exec).
+        #[allow(unsafe_code)]
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+/// The keeper: let go of every descriptor of the runner's (the standard library's exec
+/// report among them, so the runner's spawn returns once the agent has exec'd), then take
+/// signals until the agent ends, kill what its tree left, and exit as it did.
+fn keep(child: Pid, taken: &SigSet) -> ! {
+    let _ = nix::sys::prctl::set_name(KEEPER_NAME);
+    // SAFETY: close_range(2) closes descriptors; nothing in this process uses those above 2.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::syscall(libc::SYS_close_range, 3, libc::c_uint::MAX, 0);
+    }
+    // stdin, stdout and stderr are the agent's: the keeper holds none of them open.
+    if let Ok(null) = nix::fcntl::open(
+        c"/dev/null",
+        nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    ) {
+        let _ = nix::unistd::dup2_stdin(&null);
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
+    }
     let mut ended = None;
     while ended.is_none() {
         match taken.wait() {
             Ok(Signal::SIGCHLD) => reap(child, &mut ended),
             Ok(sig) if sig == KILL_TREE => kill_tree(child, &mut ended),
             Ok(sig) => pass_on(child, sig),
-            Err(e) => {
-                eprintln!("runner sandbox: waiting for signals failed: {e}");
-                kill_tree(child, &mut ended);
-            }
+            Err(_) => kill_tree(child, &mut ended),
         }
     }
     // The agent is gone: nothing it started may outlive it.
     kill_tree(child, &mut ended);
     match ended {
-        Some(Ended::Code(code)) => code,
-        Some(Ended::Signal(sig)) => die_by(sig, &taken),
-        None => 1,
+        Some(Ended::Code(code)) => exit_now(code),
+        Some(Ended::Signal(sig)) => die_by(sig),
+        None => exit_now(1),
     }
 }
 
@@ -113,75 +240,99 @@ fn pass_on(child: Pid, sig: Signal) {
     }
 }
 
-/// Collect every child that ended, noting how `child` (the agent) did.
-fn reap(child: Pid, ended: &mut Option<Ended>) {
-    loop {
-        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, code)) if pid == child => {
-                *ended = Some(Ended::Code(code));
-            }
-            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
-                *ended = Some(Ended::Signal(sig));
-            }
-            Ok(WaitStatus::StillAlive) | Err(_) => return,
-            Ok(_) => {}
-        }
+/// Wait for a child (`flags`: `WNOHANG` or 0); its pid and raw wait status, `None` when
+/// there is none (or none has ended, with `WNOHANG`).
+fn wait_any(flags: libc::c_int) -> Option<(i32, libc::c_int)> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: waitpid(2) writes the status to a stack variable.
+    #[allow(unsafe_code)]
+    let pid = unsafe { libc::waitpid(-1, &mut status, flags) };
+    (pid > 0).then_some((pid, status))
+}
+
+/// Note how the agent ended when `pid` is the agent (`child`).
+fn note(child: Pid, pid: i32, status: libc::c_int, ended: &mut Option<Ended>) {
+    if pid != child.as_raw() {
+        return;
+    }
+    if libc::WIFEXITED(status) {
+        *ended = Some(Ended::Code(libc::WEXITSTATUS(status)));
+    } else if libc::WIFSIGNALED(status) {
+        *ended = Some(Ended::Signal(libc::WTERMSIG(status)));
     }
 }
 
-/// The children of this process's main thread (`/proc/<pid>/task/<pid>/children`): where
-/// the kernel re-parents the orphans of a child subreaper (`find_new_reaper` picks the
-/// reaper's first live thread). For the keeper, which has one thread, all its children.
-pub(crate) fn main_thread_children() -> Vec<i32> {
-    let me = std::process::id();
-    std::fs::read_to_string(format!("/proc/{me}/task/{me}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
+/// Collect every child that ended, noting how `child` (the agent) did.
+fn reap(child: Pid, ended: &mut Option<Ended>) {
+    while let Some((pid, status)) = wait_any(libc::WNOHANG) {
+        note(child, pid, status, ended);
+    }
 }
 
-fn children() -> Vec<Pid> {
-    main_thread_children()
-        .into_iter()
-        .map(Pid::from_raw)
-        .collect()
+/// SIGKILL every child of the keeper (`/proc/thread-self/children`: the keeper has one
+/// thread, where the kernel re-parents its orphans), read into a stack buffer. Returns how
+/// many were signalled.
+fn kill_children() -> usize {
+    let Ok(file) = nix::fcntl::open(
+        c"/proc/thread-self/children",
+        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    ) else {
+        return 0;
+    };
+    let mut buf = [0u8; 4096];
+    let mut killed = 0;
+    let mut pid: i32 = 0;
+    let mut digits = false;
+    loop {
+        let n = match nix::unistd::read(&file, &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &b in &buf[..n] {
+            if b.is_ascii_digit() {
+                pid = pid.saturating_mul(10).saturating_add(i32::from(b - b'0'));
+                digits = true;
+            } else if digits {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                killed += 1;
+                (pid, digits) = (0, false);
+            }
+        }
+    }
+    if digits {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        killed += 1;
+    }
+    killed
 }
 
 /// Kill every process of the tree: the keeper's children, then the children they leave it,
 /// round after round, reaping each (and noting the agent's end when it is among them).
 fn kill_tree(child: Pid, ended: &mut Option<Ended>) {
     for _ in 0..KILL_ROUNDS {
-        let kids = children();
-        if kids.is_empty() {
+        let killed = kill_children();
+        if killed == 0 {
             break;
         }
-        for pid in &kids {
-            let _ = kill(*pid, Signal::SIGKILL);
-        }
-        for pid in &kids {
-            match waitpid(*pid, None) {
-                Ok(WaitStatus::Exited(p, code)) if p == child => {
-                    *ended = Some(Ended::Code(code));
-                }
-                Ok(WaitStatus::Signaled(p, sig, _)) if p == child => {
-                    *ended = Some(Ended::Signal(sig));
-                }
-                _ => {}
-            }
+        for _ in 0..killed {
+            let Some((pid, status)) = wait_any(0) else {
+                break;
+            };
+            note(child, pid, status, ended);
         }
     }
     reap(child, ended);
 }
 
-/// End the keeper by `sig`, as the agent ended, so the runner sees a signalled attempt.
-/// Returns 128 + the signal's number when `sig` does not end a process by default.
-fn die_by(sig: Signal, taken: &SigSet) -> i32 {
-    if taken.contains(sig) {
+/// End the keeper by signal `sig`, as the agent ended, so the runner sees a signalled
+/// attempt; exit 128 + `sig` when `sig` does not end a process by default.
+fn die_by(sig: i32) -> ! {
+    if let Ok(signal) = Signal::try_from(sig) {
         let mut one = SigSet::empty();
-        one.add(sig);
+        one.add(signal);
         let _ = one.thread_unblock();
+        let _ = kill(nix::unistd::getpid(), signal);
     }
-    let _ = raise(sig);
-    128 + sig as i32
+    exit_now(128 + sig)
 }

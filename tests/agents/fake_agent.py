@@ -378,8 +378,8 @@ def main():
         os.waitpid(first, 0)
         wait_for(pidfile)
         results = {}
-        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
-            keeper = b"__sandbox" in f.read()
+        with open(f"/proc/{os.getppid()}/comm", "rb") as f:
+            keeper = f.read().strip() == b"runner-keeper"
         if keeper:  # never the runner itself (the control, without the sandbox)
             attempt(results, "kill_parent", lambda: os.kill(os.getppid(), signal.SIGKILL))
         save_attack(results)

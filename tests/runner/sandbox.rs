@@ -658,3 +658,41 @@ fn a_todo_run_whose_store_is_inside_its_working_directory_gets_advice_it_can_fol
     );
     assert_eq!(sb.tree(), before, "nothing was written");
 }
+
+/// A confined agent that cannot be executed (its script names an interpreter that is not
+/// there) fails its item with the reason it has unconfined — the sandbox is not blamed, no
+/// exit code is made up — and neither the attempt's keeper nor anything else is left
+/// running.
+#[test]
+fn a_confined_agent_that_cannot_be_executed_fails_as_it_does_unconfined_and_leaves_nothing() {
+    if !landlock_or_skip("cannot exec") {
+        return;
+    }
+    let mut errors = Vec::new();
+    for mode in ["landlock", "none"] {
+        let sb = layout(&[("a", "success")]);
+        sb.write("work/agent.sh", "#!/no/such/interpreter\necho never\n");
+        let script = sb.join("work/agent.sh");
+        let mut perms = std::fs::metadata(&script).expect("script").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&script, perms).expect("chmod");
+        let script = script.display().to_string();
+        let r: Run = run_agent_cmd(&sb, mode, &[], &["--", &script])
+            .output()
+            .expect("spawn runner")
+            .into();
+        assert_eq!(r.code, 1, "{mode}: {r:?}");
+        assert!(r.stdout.contains(&format!("sandbox {mode}")), "{r:?}");
+        let rows = rows(&sb);
+        assert_eq!(rows["a"]["status"], "failed", "{mode}: {:?}", rows["a"]);
+        assert!(
+            rows["a"]["error"].contains("No such file or directory"),
+            "{mode}: {:?}",
+            rows["a"]
+        );
+        assert!(!rows["a"]["error"].contains("sandbox"), "{:?}", rows["a"]);
+        errors.push(rows["a"]["error"].replace(&sb.path().display().to_string(), "<sb>"));
+        assert_no_survivors(&sb);
+    }
+    assert_eq!(errors[0], errors[1], "the same reason with and without");
+}

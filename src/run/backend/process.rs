@@ -27,31 +27,9 @@ impl Backend for Process {
 
 async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Execution {
     let inv = attempt.invocation;
-    // Under the sandbox the runner starts itself as the attempt's keeper, which starts the
-    // confined agent in a session of its own and ends whatever it leaves behind
-    // (`crate::sandbox::shim`); environment and descriptors pass through unchanged.
-    let (program, args) = match attempt.sandbox {
-        None => (inv.program.clone(), inv.args.clone()),
-        Some(writes) => match std::env::current_exe() {
-            Ok(exe) => crate::sandbox::launcher_argv(&exe, writes, &inv.program, &inv.args),
-            Err(e) => {
-                return Execution {
-                    end: crate::report::ProcessEnd::NotStarted(format!(
-                        "cannot find the runner's own program to start the sandbox: {e}"
-                    )),
-                    exit_code: None,
-                    elapsed: std::time::Duration::ZERO,
-                    agent: Default::default(),
-                    stderr_end: None,
-                    log: std::path::PathBuf::new(),
-                    stdout_held: None,
-                };
-            }
-        },
-    };
     let spawn = Spawn {
-        program,
-        args,
+        program: inv.program.clone(),
+        args: inv.args.clone(),
         cwd: attempt.cwd.to_owned(),
         env_unset: match attempt.sandbox {
             None => inv.env_unset.clone(),
@@ -70,7 +48,10 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
         grace: attempt.grace,
         pipe_wait: attempt.pipe_wait,
         activity: Some(attempt.activity_sink()),
-        keeper: attempt.sandbox.is_some(),
+        // Under the sandbox the attempt's process is its keeper, which starts the agent
+        // confined in a session of its own and ends whatever it leaves behind
+        // (`crate::sandbox::shim`).
+        sandbox: attempt.sandbox.map(<[_]>::to_vec),
         live: (!attempt.runner.failure.live().is_empty())
             .then(|| std::sync::Arc::new(attempt.runner.failure.clone())),
     };

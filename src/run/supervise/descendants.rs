@@ -188,7 +188,12 @@ pub(crate) fn signal_attempt(id: &str, sig: Signal, except: Option<i32>) {
 /// thread). Teammate group leaders, spawned from worker threads, are not listed here, so in
 /// the common case (nothing escaped) this is one read of one short file.
 fn adopted() -> Vec<i32> {
-    crate::sandbox::shim::main_thread_children()
+    let me = std::process::id();
+    std::fs::read_to_string(format!("/proc/{me}/task/{me}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
 }
 
 /// Whether process `pid`'s environment has the entry `entry`.

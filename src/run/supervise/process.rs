@@ -97,11 +97,12 @@ pub(crate) struct Spawn {
     pub pipe_wait: Duration,
     /// Where the last printed line goes, if anywhere.
     pub activity: Option<ActivitySink>,
-    /// The program is the sandbox's keeper ([`crate::sandbox::shim`]): it must outlive the
-    /// agent to end what the agent left, so it is sent [`crate::sandbox::shim::KILL_TREE`]
-    /// where others get SIGKILL (SIGKILL follows only if it has not exited
-    /// [`KEEPER_KILL_WAIT`] later).
-    pub keeper: bool,
+    /// With `--sandbox landlock`: the paths the program may write. It is then started
+    /// confined under a keeper ([`crate::sandbox::confine`]); the keeper must outlive the
+    /// program to end what it left, so it is sent [`crate::sandbox::shim::KILL_TREE`] where
+    /// others get SIGKILL (SIGKILL follows only if it has not exited [`KEEPER_KILL_WAIT`]
+    /// later).
+    pub sandbox: Option<Vec<PathBuf>>,
     /// The runner definition's rules, when its `[failure] live` lines may end the attempt
     /// while it runs ([`crate::failure::live`]); `None` for commands that are not agents.
     pub live: Option<std::sync::Arc<FailureRules>>,
@@ -235,6 +236,10 @@ fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
         cmd.env(k, v);
     }
     cmd.env(descendants::ATTEMPT_VAR, marker);
+    if let Some(writes) = &spec.sandbox {
+        crate::sandbox::confine(cmd.as_std_mut(), writes)
+            .map_err(|e| StartError::Failed(e.to_string()))?;
+    }
     let (child, registered) = descendants::spawn_registered(|| cmd.spawn(), |c| c.id())
         .map_err(|e| failed(format!("cannot start `{}`", spec.program), e))?;
     Ok(Started {
@@ -419,7 +424,7 @@ async fn until_exit(
                         continue;
                     }
                     let limit = spec.timeout.unwrap_or_default();
-                    signal_attempt(pgid, spec.keeper, marker, Signal::SIGTERM);
+                    signal_attempt(pgid, spec.sandbox.is_some(), marker, Signal::SIGTERM);
                     let last_error = last_hit.as_ref().map(|h: &LiveHit| format!("{} ({})", h.text, h.kind));
                     stopping = Some((ProcessEnd::TimedOut { limit, last_error }, tokio::time::Instant::now() + spec.grace));
                 }
@@ -436,7 +441,7 @@ async fn until_exit(
                         .as_ref()
                         .and_then(|r| r.hint_for(&hit.line).or_else(|| r.hint_for(&hit.text)));
                     tracing::info!("{pgid}: ended by its output: {} ({})", hit.text, hit.kind);
-                    signal_attempt(pgid, spec.keeper, marker, Signal::SIGTERM);
+                    signal_attempt(pgid, spec.sandbox.is_some(), marker, Signal::SIGTERM);
                     let end = ProcessEnd::Failed {
                         kind: hit.kind,
                         reason: hit.reason(hint.as_deref()),
@@ -445,9 +450,9 @@ async fn until_exit(
                     stopping = Some((end, tokio::time::Instant::now() + spec.grace));
                 }
                 _ = sleep_until_opt(term_deadline), if !killed => {
-                    signal_attempt(pgid, spec.keeper, marker, Signal::SIGKILL);
+                    signal_attempt(pgid, spec.sandbox.is_some(), marker, Signal::SIGKILL);
                     killed = true;
-                    keeper_due = spec.keeper.then(|| tokio::time::Instant::now() + KEEPER_KILL_WAIT);
+                    keeper_due = spec.sandbox.is_some().then(|| tokio::time::Instant::now() + KEEPER_KILL_WAIT);
                 }
                 _ = sleep_until_opt(keeper_due), if keeper_due.is_some() => {
                     tracing::warn!("the sandbox keeper {pgid} did not end its tree in {KEEPER_KILL_WAIT:?}; killing its group");
@@ -459,14 +464,14 @@ async fn until_exit(
                     match level {
                         Cancel::None => {}
                         Cancel::Graceful if stopping.is_none() => {
-                            signal_attempt(pgid, spec.keeper, marker, Signal::SIGTERM);
+                            signal_attempt(pgid, spec.sandbox.is_some(), marker, Signal::SIGTERM);
                             stopping = Some((ProcessEnd::Cancelled, tokio::time::Instant::now() + spec.grace));
                         }
                         Cancel::Graceful => {}
                         Cancel::Immediate => {
-                            signal_attempt(pgid, spec.keeper, marker, Signal::SIGKILL);
+                            signal_attempt(pgid, spec.sandbox.is_some(), marker, Signal::SIGKILL);
                             killed = true;
-                            keeper_due = spec.keeper.then(|| tokio::time::Instant::now() + KEEPER_KILL_WAIT);
+                            keeper_due = spec.sandbox.is_some().then(|| tokio::time::Instant::now() + KEEPER_KILL_WAIT);
                             if stopping.is_none() {
                                 stopping = Some((ProcessEnd::Cancelled, tokio::time::Instant::now()));
                             }
@@ -665,7 +670,7 @@ mod tests {
             grace: Duration::from_secs(1),
             pipe_wait: Duration::from_secs(1),
             activity: None,
-            keeper: false,
+            sandbox: None,
             live: None,
         }
     }

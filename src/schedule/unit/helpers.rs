@@ -44,8 +44,8 @@ const HELPER_CANCELLED: &str = "interrupted";
 /// shell, in `cwd`, with the attempt's environment, its output in `attempt-N.<name>.log` and
 /// `attempt-N.<name>.stderr.log`, under the attempt's time limit. With `confine` (the paths
 /// it may write), it runs under the sandbox the way an agent does
-/// ([`crate::sandbox::launcher_argv`]: a keeper, a Landlock domain of its own, no
-/// controlling terminal, without the variables that lead to unsandboxed servers).
+/// ([`crate::sandbox::confine`]: a keeper, a Landlock domain of its own, no controlling
+/// terminal, without the variables that lead to unsandboxed servers).
 ///
 /// Errors: a one-line reason naming the command (its exit code and last output line, a
 /// timeout, a signal); [`HELPER_CANCELLED`] (and `cancelled`) when the run was interrupted.
@@ -66,21 +66,9 @@ async fn run_helper(
     };
     let log = logs.path(&format!("{name}.log"));
     let err_log = logs.path(&format!("{name}.stderr.log"));
-    let (program, args) = match confine {
-        None => (program.clone(), args.to_vec()),
-        Some(writes) => {
-            let exe = std::env::current_exe().map_err(|e| {
-                HelperFailure::before(format!(
-                    "cannot find the runner's own program to start the sandbox for `{}`: {e}",
-                    argv.join(" ")
-                ))
-            })?;
-            crate::sandbox::launcher_argv(&exe, writes, program, args)
-        }
-    };
     let spawn = Spawn {
-        program,
-        args,
+        program: program.clone(),
+        args: args.to_vec(),
         cwd: cwd.to_owned(),
         env_unset: match confine {
             None => Vec::new(),
@@ -96,7 +84,7 @@ async fn run_helper(
         grace: spec.settings_for(item).grace,
         pipe_wait: spec.pipe_wait,
         activity: None,
-        keeper: confine.is_some(),
+        sandbox: confine.map(<[PathBuf]>::to_vec),
         live: None,
     };
     let shown = argv.join(" ");

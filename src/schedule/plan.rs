@@ -514,12 +514,11 @@ fn teammate_roots(settings: &Settings, cwd: &Path) -> Vec<Root> {
             entry: None,
         });
     }
-    let pty = settings
-        .runner
-        .sandbox
-        .pty
-        .then_some(crate::sandbox::PTY_DEVICES)
-        .unwrap_or_default();
+    let pty = if settings.runner.sandbox.pty {
+        crate::sandbox::PTY_DEVICES
+    } else {
+        &[]
+    };
     roots.extend(
         crate::sandbox::DEVICES
             .iter()

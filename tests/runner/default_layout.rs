@@ -36,6 +36,28 @@ fn run(sb: &Sandbox, args: &[&str]) -> Run {
     r
 }
 
+/// `runner batch --input in.csv --instruction instr.md -o OUTPUT --id-column id --format
+/// plain EXTRA -- python3 <fake agent>` from `proj/`.
+fn batch(sb: &Sandbox, output: &str, extra: &[&str]) -> Run {
+    let fake = agent("fake_agent.py");
+    let mut args = vec![
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "-o",
+        output,
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "python3", &fake]);
+    run(sb, &args)
+}
+
 /// The team workspaces in the state folder.
 fn state_workspaces(sb: &Sandbox) -> Vec<PathBuf> {
     let teams = sb.join("home/.local/state/teammate-runner/teams");
@@ -149,27 +171,7 @@ fn a_csv_batch_with_its_output_in_the_working_directory_is_confined_and_a_forger
     let sb = layout();
     sb.write("proj/in.csv", "id,mode\nvictim,wait_attack\nforger,forge\n");
     sb.write("proj/instr.md", "Do item {id}. MODE={mode}\n");
-    let fake = agent("fake_agent.py");
-    let r = run(
-        &sb,
-        &[
-            "batch",
-            "--input",
-            "in.csv",
-            "--instruction",
-            "instr.md",
-            "-o",
-            "out.csv",
-            "--id-column",
-            "id",
-            "--format",
-            "plain",
-            "--keep-logs",
-            "--",
-            "python3",
-            &fake,
-        ],
-    );
+    let r = batch(&sb, "out.csv", &["--keep-logs"]);
     assert!(first_line(&r).ends_with("sandbox landlock"), "{r:?}");
     assert_eq!(r.code, 1, "the victim did not complete: {r:?}");
     let ws = state_workspaces(&sb);
@@ -229,38 +231,14 @@ fn a_workspace_left_beside_its_output_by_an_earlier_version_is_resumed_there() {
     let sb = layout();
     sb.write("proj/in.csv", "id,mode\na,success\nb,flaky\n");
     sb.write("proj/instr.md", "Do item {id}. MODE={mode}\n");
-    let fake = agent("fake_agent.py");
     let beside = sb.join("proj/out.runner");
-    let args = |extra: &[&'static str]| -> Vec<String> {
-        let mut v: Vec<String> = [
-            "batch",
-            "--input",
-            "in.csv",
-            "--instruction",
-            "instr.md",
-            "-o",
-            "out.csv",
-            "--id-column",
-            "id",
-            "--format",
-            "plain",
-        ]
-        .map(String::from)
-        .to_vec();
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v.extend(["--".into(), "python3".into(), fake.clone()]);
-        v
-    };
     // Where an earlier version put it.
     let ws = beside.display().to_string();
-    let mut first = args(&["--sandbox", "none"]);
-    first.splice(1..1, ["--workspace".to_string(), ws]);
-    let r = run(&sb, &first.iter().map(String::as_str).collect::<Vec<_>>());
+    let r = batch(&sb, "out.csv", &["--workspace", &ws, "--sandbox", "none"]);
     assert_eq!(r.code, 1, "b fails its first attempt: {r:?}");
     assert!(beside.join("journal.jsonl").is_file());
 
-    let again = args(&["--only", "failed"]);
-    let r = run(&sb, &again.iter().map(String::as_str).collect::<Vec<_>>());
+    let r = batch(&sb, "out.csv", &["--only", "failed"]);
     assert_eq!(r.code, 0, "{r:?}");
     let line = first_line(&r);
     assert!(
@@ -286,7 +264,6 @@ fn a_workspace_teammates_could_write_is_refused_under_landlock_device_folders_in
     let sb = layout();
     sb.write("proj/in.csv", "id\na\n");
     sb.write("proj/instr.md", "Do item {id}. MODE=success\n");
-    let fake = agent("fake_agent.py");
     let shm = tempfile::Builder::new()
         .prefix("runner-test-shm-")
         .tempdir_in("/dev/shm");
@@ -296,26 +273,10 @@ fn a_workspace_teammates_could_write_is_refused_under_landlock_device_folders_in
     }
     for place in places {
         let before = sb.tree();
-        let r = run(
+        let r = batch(
             &sb,
-            &[
-                "batch",
-                "--input",
-                "in.csv",
-                "--instruction",
-                "instr.md",
-                "-o",
-                "out.csv",
-                "--id-column",
-                "id",
-                "--sandbox",
-                "landlock",
-                "--workspace",
-                &place,
-                "--",
-                "python3",
-                &fake,
-            ],
+            "out.csv",
+            &["--sandbox", "landlock", "--workspace", &place],
         );
         assert_eq!(r.code, 2, "{place}: {r:?}");
         assert!(
@@ -328,25 +289,7 @@ fn a_workspace_teammates_could_write_is_refused_under_landlock_device_folders_in
     // With an output under /dev/shm, the workspace goes to the state folder, confined.
     if let Ok(d) = &shm {
         let out = d.path().join("out.csv").display().to_string();
-        let r = run(
-            &sb,
-            &[
-                "batch",
-                "--input",
-                "in.csv",
-                "--instruction",
-                "instr.md",
-                "-o",
-                &out,
-                "--id-column",
-                "id",
-                "--format",
-                "plain",
-                "--",
-                "python3",
-                &fake,
-            ],
-        );
+        let r = batch(&sb, &out, &[]);
         assert_eq!(r.code, 0, "{r:?}");
         assert!(first_line(&r).ends_with("sandbox landlock"), "{r:?}");
         assert!(!d.path().join("out.runner").exists());

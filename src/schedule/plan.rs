@@ -287,6 +287,9 @@ impl Plan {
                 crate::fsutil::check_replaceable(&out.path, out.flag, r.kind, r.ours)?;
             }
         }
+        if let Some(dir) = &self.spec.settings.workspace {
+            check_workspace_folder(dir)?;
+        }
         team::check_owner(&self.spec.workspace, &self.batch)?;
         let probe = "1-x";
         let named = std::iter::once(self.spec.teammate(probe).report())
@@ -468,9 +471,12 @@ impl Plan {
                 ),
             );
         }
-        let state = crate::state_dir::root().map_or("no HOME".into(), |r| r.display().to_string());
+        let state = match crate::state_dir::root() {
+            Some(r) => format!("so does the user's state folder {}", r.display()),
+            None => "no state folder elsewhere: HOME is not set".into(),
+        };
         (
-            format!("so does the user's state folder {state}"),
+            state,
             format!("set XDG_STATE_HOME to a folder outside it, or {elsewhere}"),
         )
     }
@@ -539,6 +545,34 @@ fn teammate_roots(settings: &Settings, cwd: &Path) -> Vec<Root> {
         })
     }));
     roots
+}
+
+/// A folder `--workspace` names must be a team workspace already, or new, or empty: the
+/// runner makes it private and `runner clean` removes it whole, so a folder of the user's
+/// (their files beside the team's) is refused.
+///
+/// Errors: it is a file, or a non-empty folder that holds no team workspace (exit 2).
+fn check_workspace_folder(dir: &Path) -> Result<()> {
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(m) => m,
+        Err(_) => return Ok(()),
+    };
+    let refuse = |what: &str| {
+        Err(Error::Usage(format!(
+            "{}: --workspace must name a new or empty folder, or a team workspace; this is {what}, and the runner would make it private and `runner clean` would remove it whole; give another folder",
+            dir.display()
+        )))
+    };
+    if !meta.is_dir() {
+        return refuse("not a folder");
+    }
+    if crate::state_dir::is_workspace(dir) {
+        return Ok(());
+    }
+    match std::fs::read_dir(dir).map(|mut d| d.next().is_none()) {
+        Ok(true) => Ok(()),
+        _ => refuse("a folder with other files in it"),
+    }
 }
 
 /// Whether a path holds or lies in a folder teammates may write ([`teammate_roots`], real

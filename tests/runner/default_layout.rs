@@ -296,3 +296,45 @@ fn a_workspace_teammates_could_write_is_refused_under_landlock_device_folders_in
         assert_eq!(state_workspaces(&sb).len(), 1);
     }
 }
+
+/// Found by a new user: `runner clean /some/folder --yes` removed any folder named by an
+/// absolute path (a store team's name joined to the store is the path itself), and
+/// `--workspace` took over a folder of the user's, which `clean` then removed whole. Neither
+/// happens: clean names only team workspaces, and `--workspace` wants a new or empty
+/// folder, or a team workspace.
+#[test]
+fn clean_and_workspace_never_take_a_folder_of_the_users() {
+    let sb = layout();
+    sb.write("proj/in.csv", "id,mode\na,success\n");
+    sb.write("proj/instr.md", "Do item {id}. MODE={mode}\n");
+    sb.write("mine/notes.txt", "precious\n");
+    let mine = sb.join("mine").display().to_string();
+    let r = run(&sb, &["clean", &mine, "--yes"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(sb.read("mine/notes.txt"), "precious\n");
+
+    let before = sb.tree();
+    let r = batch(&sb, "out.csv", &["--workspace", &mine]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("--workspace must name a new or empty folder"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing written");
+
+    // A new folder is fine, and `status` finds it from BATCH.md's `workspace:` key.
+    let ws = sb.join("ws").display().to_string();
+    sb.write(
+        "proj/BATCH.md",
+        format!(
+            "---\ninput: in.csv\noutput: out.csv\nid_column: id\nworkspace: {ws}\nrunner: exec\ncommand: [python3, {}]\n---\nDo item {{id}}. MODE={{mode}}\n",
+            agent("fake_agent.py")
+        ),
+    );
+    let r = run(&sb, &["batch", "BATCH.md", "--format", "plain"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(sb.join("ws/journal.jsonl").is_file(), "{r:?}");
+    let s = run(&sb, &["status", "BATCH.md"]);
+    assert!(s.stdout.contains(&format!("Workspace: {ws}")), "{s:?}");
+}

@@ -206,12 +206,26 @@ fn beside(p: &Path) -> Vec<PathBuf> {
         out.push(p.join("workers-output.runner"));
     }
     // A BATCH.md: the workspace of the output it names (else of its default output).
-    if p.extension().is_some_and(|x| x == "md")
-        && let Some(output) = batch_output(p)
-    {
-        out.extend(candidates_of_output(&output));
+    if p.extension().is_some_and(|x| x == "md") {
+        // Its `workspace:` key first, then the workspace of the output it names.
+        out.extend(batch_workspace(p));
+        if let Some(output) = batch_output(p) {
+            out.extend(candidates_of_output(&output));
+        }
     }
     out
+}
+
+/// The folder a batch definition file's `workspace:` key names, if it has one.
+fn batch_workspace(batch: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(batch).ok()?;
+    if !text.trim_start().starts_with("---") {
+        return None;
+    }
+    crate::source::batch_spec::parse(batch, &text)
+        .ok()?
+        .settings
+        .workspace
 }
 
 /// The output a batch definition file (BATCH.md) writes: its `output:` (relative to its
@@ -294,8 +308,10 @@ pub(crate) fn clean_named(arg: &str, store: &Store) -> Result<CleanTarget> {
     if is_workspace(p) {
         return Ok(at(p));
     }
+    // A store team by its name: never a path (joined to the store, an absolute one would
+    // name any folder at all), and only a folder a run made.
     let ws = store.team_dir(arg);
-    if ws.is_dir() {
+    if p.components().count() == 1 && !arg.starts_with('.') && is_workspace(&ws) {
         return Ok(CleanTarget {
             team: arg.to_owned(),
             workspace: Some(ws),

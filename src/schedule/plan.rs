@@ -297,7 +297,7 @@ impl Plan {
         for path in named {
             if name_in_prompt(&self.spec, probe, &path).is_none() {
                 return Err(Error::Usage(format!(
-                    "{}: the teammate prompt must name this path, and it is not UTF-8 (nor is it below the teammates' working folder {}); run from the folder that holds it, or choose an --output whose path is UTF-8",
+                    "{}: the teammate prompt must name this path, and it is not UTF-8 (nor is it below the teammates' working folder {}); run from the folder that holds it, or choose an --output (or a --workspace) whose path is UTF-8",
                     path.display(),
                     working_dir(&self.spec, probe).display()
                 )));
@@ -305,7 +305,7 @@ impl Plan {
         }
         if self.spec.isolation.is_some() && self.spec.workspace.to_str().is_none() {
             return Err(Error::Usage(format!(
-                "{}: --isolate worktree needs a workspace whose path is UTF-8 (worktree paths are given to git as text); choose an --output whose path is UTF-8",
+                "{}: --isolate worktree needs a workspace whose path is UTF-8 (worktree paths are given to git as text); choose an --output (or a --workspace) whose path is UTF-8",
                 self.spec.workspace.display()
             )));
         }

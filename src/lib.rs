@@ -29,6 +29,7 @@ mod run;
 mod sandbox;
 mod schedule;
 mod settings;
+mod shown;
 mod sink;
 mod source;
 mod state_dir;

@@ -70,7 +70,7 @@ pub(crate) fn parse_inbox(path: &Path, text: &str) -> Result<TodoDocument> {
     let doc = TodoDocument::parse(text);
     refuse(path, doc.file_problems())?;
     for p in doc.problems() {
-        crate::ui::warn(format_args!(
+        crate::shown::warn(format_args!(
             "{}:{}: {}; that item is not handed out until it is fixed",
             path.display(),
             p.line,
@@ -321,7 +321,7 @@ impl Store {
         let lock = lock::acquire(&self.dir, lock::wait_limit()?)?;
         // A `resolve` killed between its two writes is finished first (`moving`).
         if let Some(said) = self.finish_move()? {
-            crate::ui::warn(&said);
+            crate::shown::warn(&said);
         }
         Ok(lock)
     }

@@ -10,6 +10,7 @@ pub(crate) mod status;
 
 pub(crate) use plan::print_plan;
 
+pub(crate) use crate::shown::{is_invisible, terminal_safe, warn};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
@@ -391,18 +392,6 @@ impl Reporter for JsonLines {
     }
 }
 
-/// `warning: MESSAGE` on stderr, shown, never obeyed ([`terminal_safe`]): as every reporter
-/// shows an [`Event::Warning`], and as the runner's diagnostics print outside a run (a
-/// warning may quote an item's title or a line of a file). Write errors are ignored: a run
-/// goes on when nobody reads.
-pub(crate) fn warn(message: impl std::fmt::Display) {
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "warning: {}",
-        terminal_safe(&message.to_string())
-    );
-}
-
 /// Print a line meant for people, shown, never obeyed ([`terminal_safe`]): on stdout, or on
 /// stderr when stdout carries the JSON event stream (`--format json` keeps stdout pure JSON
 /// lines). Write errors are ignored: a run goes on (and stops its teammates properly) even
@@ -417,7 +406,7 @@ pub(crate) fn say(format: Format, text: impl std::fmt::Display) {
 }
 
 /// The end of a run's first line from its `run_started` event: `sandbox landlock`, or `sandbox
-/// none (WHAT IT MEANS)` ([`plan::unconfined`]), then a built-in runner a repository's
+/// none (WHAT IT MEANS)` ([`crate::settings::Settings::unconfined`]), then a built-in runner a repository's
 /// definition replaced (`; runner claude from FILE, which replaces the built-in`). Empty for
 /// any other event.
 fn started_tail(event: &Event) -> String {
@@ -459,37 +448,6 @@ pub(crate) fn out_raw(text: impl std::fmt::Display) {
     {
         std::process::exit(crate::error::EXIT_OK);
     }
-}
-
-/// Characters that change how text reads without being seen ("Trojan Source",
-/// CVE-2021-42574): bidirectional embeddings, overrides and isolates, zero-width
-/// characters and marks, the Arabic letter mark and the byte-order mark.
-pub(crate) fn is_invisible(c: char) -> bool {
-    matches!(c,
-        '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200B}'..='\u{200F}'
-        | '\u{061C}' | '\u{FEFF}')
-}
-
-/// Agent text as a terminal may show it: escape sequences and other control characters
-/// (but newlines and tabs) as `^[`-style or `\u{..}` text, so no OSC 52 clipboard write,
-/// title, cursor move or link reaches the terminal; invisible characters
-/// ([`is_invisible`]) shown as `<U+202E>`, so a summary cannot read otherwise than it is.
-pub(crate) fn terminal_safe(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\n' | '\t' => out.push(c),
-            c if (c as u32) < 0x20 => {
-                out.push('^');
-                out.push(char::from(b'@' + c as u8));
-            }
-            '\u{7f}' => out.push_str("^?"),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            c if is_invisible(c) => out.push_str(&format!("<U+{:04X}>", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// Print a document an agent, a prompt or a run made (a log, a prompt, a Markdown summary):

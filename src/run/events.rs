@@ -68,7 +68,7 @@ pub(crate) enum Event {
         sandbox: String,
         /// When teammates that run a process are unconfined: why (`auto: this kernel has no
         /// Landlock`, `auto: the workspace lies inside …`) or the flag that confines them,
-        /// and what that lets them do ([`crate::ui::plan::unconfined`]); for the HTTP
+        /// and what that lets them do ([`crate::settings::Settings::unconfined`]); for the HTTP
         /// backend, that it has no process to confine. Absent under Landlock.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sandbox_why_none: Option<String>,

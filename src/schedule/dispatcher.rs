@@ -850,7 +850,7 @@ fn announce(
         resumed,
         jobs,
         sandbox: spec.settings.sandbox.name().into(),
-        sandbox_why_none: crate::ui::plan::unconfined(&spec.settings),
+        sandbox_why_none: spec.settings.unconfined(),
         replaced_runner: spec.settings.runner.replaces_builtin.as_ref().map(|file| {
             crate::run::events::ReplacedRunner {
                 name: spec.settings.runner.name.clone(),

@@ -81,7 +81,7 @@ pub(super) fn runner(
                 .unwrap_or_default(),
             command.join(" ")
         );
-        eprintln!("{}", crate::ui::terminal_safe(&note));
+        eprintln!("{}", crate::shown::terminal_safe(&note));
         command.clear();
     }
     if !command.is_empty() && !takes_program {

@@ -116,7 +116,7 @@ pub(crate) struct Settings {
     /// Why teammates run unconfined when the plan settled on none for them (`auto: this
     /// kernel has no Landlock`, `auto: the workspace lies inside …`, `no process to confine:
     /// …`), shown on the run's first line with what it means
-    /// ([`crate::ui::plan::unconfined`]).
+    /// ([`Settings::unconfined`]).
     pub sandbox_why_none: Option<String>,
     /// `--workspace` / `workspace`: where the team workspace goes instead of its default
     /// place (`schedule::plan::place_workspace`); absolute.
@@ -151,6 +151,35 @@ impl Overrides {
     /// Whether it changes nothing.
     pub(crate) fn is_empty(&self) -> bool {
         *self == Overrides::default()
+    }
+}
+
+/// What an unconfined teammate can do, in the words of the run's first line.
+pub(crate) const UNCONFINED: &str = "a teammate can forge another's verdict or edit the journal";
+
+impl Settings {
+    /// What running unconfined means, for the run's first line and `--dry-run`; `None` unless
+    /// the settled sandbox is none. For a runner that starts a process: why `auto` settled on
+    /// none (the plan's reason, which names what to change when the layout is the cause) then
+    /// what a teammate can do ([`UNCONFINED`]); when the user chose none, what a teammate can
+    /// do then the one flag that confines teammates — or, on a kernel without a usable
+    /// Landlock, that nothing can here (rather than a flag that would exit 3). The HTTP
+    /// backend keeps the plan's own words: it starts no process to confine.
+    pub(crate) fn unconfined(&self) -> Option<String> {
+        if self.sandbox != crate::sandbox::Mode::None {
+            return None;
+        }
+        let why = self.sandbox_why_none.as_deref();
+        if self.runner.answers_only() {
+            return why.map(str::to_owned);
+        }
+        Some(match why {
+            Some(why) => format!("{why}; {UNCONFINED}"),
+            None => match crate::sandbox::auto_refusal(crate::sandbox::kernel_abi()) {
+                None => format!("{UNCONFINED}; --sandbox landlock confines them"),
+                Some(cannot) => format!("{UNCONFINED}; {cannot}, so nothing confines them here"),
+            },
+        })
     }
 }
 
@@ -362,5 +391,54 @@ mod tests {
         assert_eq!(keys.first(), Some(&"runner"));
         assert!(keys.contains(&"max_fail") && keys.contains(&"worktree"));
         assert_eq!(keys::keys_of::<file::WorktreeSettings>(), ["copy", "setup"]);
+    }
+}
+
+#[cfg(test)]
+mod unconfined_tests {
+    use super::{Settings, UNCONFINED};
+    use crate::agent::definition::load;
+    use crate::sandbox::Mode;
+
+    fn settings(runner: &str, mode: Mode, why: Option<&str>) -> Settings {
+        Settings {
+            sandbox: mode,
+            sandbox_why_none: why.map(str::to_owned),
+            ..Settings::for_test(load(runner, None, None).expect("built-in"))
+        }
+    }
+
+    #[test]
+    fn unconfined_says_what_a_teammate_can_do_after_auto_s_reason_and_http_keeps_its_words() {
+        assert_eq!(settings("exec", Mode::Landlock, None).unconfined(), None);
+        assert_eq!(
+            settings(
+                "exec",
+                Mode::None,
+                Some("auto: this kernel has no Landlock")
+            )
+            .unconfined()
+            .as_deref(),
+            Some(
+                "auto: this kernel has no Landlock; a teammate can forge another's verdict or edit the journal"
+            )
+        );
+        let chosen = settings("exec", Mode::None, None)
+            .unconfined()
+            .unwrap_or_default();
+        assert!(chosen.starts_with(UNCONFINED), "{chosen}");
+        assert!(
+            chosen.ends_with("; --sandbox landlock confines them")
+                || chosen.ends_with(", so nothing confines them here"),
+            "{chosen}"
+        );
+        let http = "no process to confine: the HTTP backend sends the requests itself";
+        assert_eq!(
+            settings("openai", Mode::None, Some(http))
+                .unconfined()
+                .as_deref(),
+            Some(http)
+        );
+        assert_eq!(settings("openai", Mode::None, None).unconfined(), None);
     }
 }

@@ -69,7 +69,7 @@ pub(crate) fn acquire(dir: &Path, wait: Duration) -> Result<StoreLock> {
             // The holder's host is read from the lock file: shown, never obeyed.
             eprintln!(
                 "runner: {WAITING}, held by {} ({})",
-                crate::ui::terminal_safe(&holder.to_string()),
+                crate::shown::terminal_safe(&holder.to_string()),
                 path.display()
             );
             said = true;

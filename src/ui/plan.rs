@@ -268,33 +268,6 @@ fn shell_quote(a: &str) -> String {
     }
 }
 
-/// What an unconfined teammate can do, in the words of the run's first line.
-const UNCONFINED: &str = "a teammate can forge another's verdict or edit the journal";
-
-/// What running unconfined means, for the run's first line and `--dry-run`; `None` unless
-/// the settled sandbox is none. For a runner that starts a process: why `auto` settled on
-/// none (the plan's reason, which names what to change when the layout is the cause) then
-/// what a teammate can do ([`UNCONFINED`]); when the user chose none, what a teammate can do
-/// then the one flag that confines teammates — or, on a kernel without a usable Landlock,
-/// that nothing can here (rather than a flag that would exit 3). The HTTP backend keeps the
-/// plan's own words: it starts no process to confine.
-pub(crate) fn unconfined(settings: &crate::settings::Settings) -> Option<String> {
-    if settings.sandbox != crate::sandbox::Mode::None {
-        return None;
-    }
-    let why = settings.sandbox_why_none.as_deref();
-    if settings.runner.answers_only() {
-        return why.map(str::to_owned);
-    }
-    Some(match why {
-        Some(why) => format!("{why}; {UNCONFINED}"),
-        None => match crate::sandbox::auto_refusal(crate::sandbox::kernel_abi()) {
-            None => format!("{UNCONFINED}; --sandbox landlock confines them"),
-            Some(cannot) => format!("{UNCONFINED}; {cannot}, so nothing confines them here"),
-        },
-    })
-}
-
 /// A built-in runner a repository's definition replaced, as the run's first line and the
 /// plan announce it: `runner claude from FILE, which replaces the built-in`.
 pub(crate) fn replaced_text(name: &str, file: &std::path::Path) -> String {
@@ -307,7 +280,7 @@ pub(crate) fn replaced_text(name: &str, file: &std::path::Path) -> String {
 /// What `--sandbox` means for this plan, in one line.
 fn sandbox_line(spec: &crate::run::RunSpec) -> String {
     match spec.settings.sandbox {
-        crate::sandbox::Mode::None => match unconfined(&spec.settings) {
+        crate::sandbox::Mode::None => match spec.settings.unconfined() {
             Some(what) => format!("none ({what})"),
             None => "none".into(),
         },
@@ -374,49 +347,4 @@ fn settings_lines(s: &crate::settings::Settings, schema: bool) -> Vec<String> {
         false => "Completed items: compacted into completed.jsonl (prompt, each log's last 4 KB), their folders removed; --keep-logs keeps them".into(),
     });
     lines
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::agent::definition::load;
-    use crate::sandbox::Mode;
-    use crate::settings::Settings;
-
-    fn settings(runner: &str, mode: Mode, why: Option<&str>) -> Settings {
-        Settings {
-            sandbox: mode,
-            sandbox_why_none: why.map(str::to_owned),
-            ..Settings::for_test(load(runner, None, None).expect("built-in"))
-        }
-    }
-
-    #[test]
-    fn unconfined_says_what_a_teammate_can_do_after_auto_s_reason_and_http_keeps_its_words() {
-        assert_eq!(unconfined(&settings("exec", Mode::Landlock, None)), None);
-        assert_eq!(
-            unconfined(&settings(
-                "exec",
-                Mode::None,
-                Some("auto: this kernel has no Landlock")
-            ))
-            .as_deref(),
-            Some(
-                "auto: this kernel has no Landlock; a teammate can forge another's verdict or edit the journal"
-            )
-        );
-        let chosen = unconfined(&settings("exec", Mode::None, None)).unwrap_or_default();
-        assert!(chosen.starts_with(UNCONFINED), "{chosen}");
-        assert!(
-            chosen.ends_with("; --sandbox landlock confines them")
-                || chosen.ends_with(", so nothing confines them here"),
-            "{chosen}"
-        );
-        let http = "no process to confine: the HTTP backend sends the requests itself";
-        assert_eq!(
-            unconfined(&settings("openai", Mode::None, Some(http))).as_deref(),
-            Some(http)
-        );
-        assert_eq!(unconfined(&settings("openai", Mode::None, None)), None);
-    }
 }

@@ -474,7 +474,7 @@ impl Store {
     }
 
     /// The folder the workspace of team `team` stands for: `<store>/teams/<team>/`
-    /// (DESIGN §6b; where a run puts it is `schedule::plan::place_workspace`).
+    /// (DESIGN §6b; where a run puts it is `schedule::layout::place_workspace`).
     pub(crate) fn team_origin(&self, team: &str) -> PathBuf {
         self.dir.join("teams").join(team)
     }

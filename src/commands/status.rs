@@ -40,7 +40,7 @@ fn view(found: &Found, brief_view: bool, stale_after: Duration) -> Result<(Strin
         false => full(dir, &s, stale_after),
     };
     // The team's OpenAI Batch API jobs (`--batch-api`), as last read.
-    let jobs = crate::run::backend::http::batch::State::read(dir).lines();
+    let jobs = crate::run::backend::http::batch_record::State::read(dir).lines();
     if !jobs.is_empty() && !brief_view {
         text.push_str("Batch API jobs:\n");
         for line in jobs {

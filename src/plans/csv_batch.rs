@@ -663,7 +663,7 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "workers-output".into());
     let origin = out_dir.join(format!("{team}.runner"));
-    let workspace = plan::place_workspace(&origin, &settings, &cwd);
+    let workspace = crate::schedule::layout::place_workspace(&origin, &settings, &cwd);
     // Rows from stdin are kept in the workspace: that copy is the batch's input.
     let stdin_copy = files.stdin.clone().map(|s| (s, workspace.join(STDIN_COPY)));
     let batch = BatchId::new(

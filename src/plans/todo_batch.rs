@@ -385,7 +385,7 @@ pub(crate) fn plan(
             .map_err(|e| Error::Environment(format!("cannot read the current directory: {e}")))?,
     };
     let origin = b.store.team_origin(&team);
-    let workspace = plan::place_workspace(&origin, &settings, &cwd);
+    let workspace = crate::schedule::layout::place_workspace(&origin, &settings, &cwd);
     // Every item is ticked, yet the team's workspace is still there: a run was killed as it
     // ended (its table, checkpoints, archive or workspace removal not done). This run runs
     // nothing and finishes that ending.

@@ -24,6 +24,7 @@
 
 pub(crate) mod dispatcher;
 pub(crate) mod gate;
+pub(crate) mod layout;
 pub(crate) mod pipeline;
 pub(crate) mod plan;
 pub(crate) mod stage_values;

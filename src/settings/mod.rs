@@ -119,7 +119,7 @@ pub(crate) struct Settings {
     /// ([`Settings::unconfined`]).
     pub sandbox_why_none: Option<String>,
     /// `--workspace` / `workspace`: where the team workspace goes instead of its default
-    /// place (`schedule::plan::place_workspace`); absolute.
+    /// place (`schedule::layout::place_workspace`); absolute.
     pub workspace: Option<PathBuf>,
     /// Rate-limit wait, budget and `--max-fail` of the team's gate.
     pub limits: Limits,

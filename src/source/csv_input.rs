@@ -367,14 +367,7 @@ pub(crate) fn scan(
         // Empty records between rows are rows (an id column refuses them, as any empty id).
         if let Some((first, n)) = empty.take() {
             if let Some(col) = id_col {
-                return Err(Error::input_at(
-                    path,
-                    Some(first),
-                    format!(
-                        "the id column `{}` is empty; every row needs an id",
-                        headers[col]
-                    ),
-                ));
+                return Err(empty_id(path, first, &headers[col]));
             }
             rows += n;
         }
@@ -389,32 +382,14 @@ pub(crate) fn scan(
         let Some(col) = id_col else { continue };
         let id = String::from_utf8_lossy(&record[col]).into_owned();
         if id.trim().is_empty() {
-            return Err(Error::input_at(
-                path,
-                Some(line),
-                format!(
-                    "the id column `{}` is empty; every row needs an id",
-                    headers[col]
-                ),
-            ));
+            return Err(empty_id(path, line, &headers[col]));
         }
         ids.add(&id);
     }
     // As a JSON Lines input with no object: a batch of nothing is a wrong file or an export
     // that kept only the header, and refusing it leaves nothing on disk.
     if rows == 0 {
-        let skipped = match empty {
-            Some((_, n)) => format!(
-                " ({n} empty record{} skipped)",
-                if n == 1 { "" } else { "s" }
-            ),
-            None => String::new(),
-        };
-        return Err(Error::input_at(
-            path,
-            None,
-            format!("there are no rows, only the header{skipped}; add one row per item"),
-        ));
+        return Err(no_rows(path, empty.map_or(0, |(_, n)| n)));
     }
     let (spool, digest, stamp) = rdr.into_inner().inner.finish(path)?;
     let table = InputTable {
@@ -432,6 +407,32 @@ pub(crate) fn scan(
     };
     ids.finish(&table)?;
     Ok(table)
+}
+
+/// The error of a row at `line` whose id column `header` is empty.
+fn empty_id(path: &Path, line: u64, header: &str) -> Error {
+    Error::input_at(
+        path,
+        Some(line),
+        format!("the id column `{header}` is empty; every row needs an id"),
+    )
+}
+
+/// The error of an input with a header and no row (`skipped`: the all-empty records after
+/// it).
+fn no_rows(path: &Path, skipped: u64) -> Error {
+    let skipped = match skipped {
+        0 => String::new(),
+        n => format!(
+            " ({n} empty record{} skipped)",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
+    Error::input_at(
+        path,
+        None,
+        format!("there are no rows, only the header{skipped}; add one row per item"),
+    )
 }
 
 /// CSV (TSV, any delimiter) with a header row: the [`InputFormat`] of any input whose

@@ -34,6 +34,7 @@
 mod answer;
 mod anthropic_messages;
 pub(crate) mod batch;
+pub(crate) mod batch_record;
 mod exchange;
 mod gemini;
 mod openai_chat;

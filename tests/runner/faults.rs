@@ -461,6 +461,37 @@ fn foreign_bytes_in_the_journal_lose_no_output_and_a_resume_reads_past_them() {
     );
 }
 
+/// Issue 50: the same kill, but the agent is gone too by the time the run resumes (a
+/// process-tree kill, or an agent that ended at once): no process is left to tell its
+/// number, and the resumed attempt reused it. The number was taken in the teammate folder
+/// before the agent started, so the resumed attempt is the second.
+#[test]
+fn an_attempt_killed_before_the_journal_knew_it_keeps_its_number_when_its_agent_is_gone_too() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "noreport")]);
+    let crashed = sb
+        .fake_batch_cmd(&[])
+        .env("RUNNER_FAULT", "after_spawn")
+        .output()
+        .expect("runner");
+    assert_ne!(crashed.status.code(), Some(0));
+    assert!(
+        sb.survivors_after(10.0).is_empty(),
+        "the agent ended on its own"
+    );
+    assert_eq!(
+        journal_count(&sb, "workers-output.runner", "attempt_started"),
+        0,
+        "killed before the journal knew"
+    );
+    sb.write_rows(&[("a", "success")]);
+    let r = sb.fake_batch(&[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "completed", "{:?}", rows["a"]);
+    assert_eq!(rows["a"]["attempts"], "2", "attempt 1 was the killed run's");
+}
+
 /// Issue 24: a runner killed between starting an agent and journaling its attempt left an
 /// agent no resume ended, and the resumed attempt reused its number. The next run ends every
 /// process of the workspace whatever the journal says, and numbers its attempt after the

@@ -89,6 +89,48 @@ impl TeammateFolder {
     }
 }
 
+/// The name ending of the file the runner writes in a teammate folder's runner part as an
+/// attempt starts, before any process (`attempt-N.started`, holding the item's id): a
+/// number a run killed before its journal heard of the attempt still took.
+pub(crate) const STARTED: &str = "started";
+
+/// Every attempt a `attempt-N.started` file in `workspace`'s teammate folders says was
+/// started, as `(item id, N)`, ordered by id then N (read without following links; a file
+/// that is not plain, or over 4 KiB, is passed over). The team counts each the journal
+/// missed ([`crate::run::record::team::Team::open`]), so a number is never used twice (issue
+/// 50: a process-tree kill left no process to find).
+pub(crate) fn started_attempts(workspace: &Path) -> Vec<(String, u32)> {
+    use std::io::Read;
+    let suffix = format!(".{STARTED}");
+    let mut out = Vec::new();
+    let teammates = std::fs::read_dir(workspace.join("teammates"));
+    for folder in teammates.into_iter().flatten().flatten() {
+        for file in std::fs::read_dir(folder.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = file.file_name();
+            let Some(n) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("attempt-")?.strip_suffix(suffix.as_str()))
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(Some(f)) = crate::fsutil::open_plain_file(&file.path()) else {
+                continue;
+            };
+            let mut id = String::new();
+            if f.take(4096).read_to_string(&mut id).is_ok() && !id.is_empty() {
+                out.push((id, n));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

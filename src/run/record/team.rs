@@ -55,7 +55,11 @@ impl Team {
         // after it (its logs, if it wrote any, keep their names). Only the one attempt the
         // journal can have missed counts — the one after the last it knows — whatever
         // number a process claims in its environment.
-        for (id, attempt) in orphans::reap_workspace(dir) {
+        let mut missed = orphans::reap_workspace(dir);
+        // Attempts whose processes are gone too (a process-tree kill): their folders say so.
+        missed.extend(crate::run::record::folder::started_attempts(dir));
+        missed.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        for (id, attempt) in missed {
             if attempt == recorded.ledger.attempts_started(&id) + 1 {
                 recorded
                     .ledger

@@ -159,6 +159,11 @@ fn fresh_folder(
     for d in [dir, work.as_path()] {
         crate::fsutil::create_private_dir(d).map_err(|e| HelperFailure::before(e.to_string()))?;
     }
+    // Before anything starts: the attempt's number is taken even if the run is killed before
+    // the journal hears of it ([`crate::run::record::folder::started_attempts`]).
+    let marker = logs.path(crate::run::record::folder::STARTED);
+    crate::fsutil::write_private_file(&marker, item.id.as_bytes())
+        .map_err(|e| HelperFailure::before(format!("cannot write {}: {e}", marker.display())))?;
     // A report left by an earlier attempt must never count for this one: it is kept, out of
     // the teammate's reach, beside that attempt's logs.
     if report_path.exists() {

@@ -110,6 +110,43 @@ pub(crate) fn is_root() -> bool {
         .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
 }
 
+/// Run the two rows of `sb` (a victim, then an attacker) each in its own worktree under
+/// `--sandbox MODE` (`--jobs 2 --keep-logs`); once the attacker `attacker` has written its
+/// `attack.json`, release the victim waiting in worktree `victim` (its `attack.done`, which
+/// it cannot see otherwise). Returns the run and the attack's results.
+pub(crate) fn worktree_attack(
+    sb: &Sandbox,
+    mode: &str,
+    attacker: &str,
+    victim: &str,
+) -> (Run, BTreeMap<String, Value>) {
+    let child = sb
+        .fake_batch_cmd(&[
+            "--sandbox",
+            mode,
+            "--isolate",
+            "worktree",
+            "--jobs",
+            "2",
+            "--keep-logs",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let ws = sb.join("workers-output.runner");
+    let attack_file = ws.join("teammates").join(attacker).join("work/attack.json");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !attack_file.exists() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::fs::write(ws.join("worktrees").join(victim).join("attack.done"), "").expect("release");
+    let r: Run = child.wait_with_output().expect("wait").into();
+    eprintln!("{mode}: {r:?}");
+    let text = std::fs::read_to_string(&attack_file).expect("attack.json");
+    (r, serde_json::from_str(&text).expect("json"))
+}
+
 pub(crate) fn assert_no_survivors(sb: &Sandbox) {
     let left = sb.survivors_after(5.0);
     assert!(left.is_empty(), "left running: {left:?}");
@@ -573,31 +610,8 @@ fn with_worktrees_a_teammate_writes_its_own_worktree_only() {
     sb.write_rows(&[("bystander", "wait_attack"), ("intruder", "trespass")]);
     // The bystander is released by hand once the attack is over (it works in its own
     // worktree, so it cannot see the intruder's attack.done).
-    let child = sb
-        .fake_batch_cmd(&[
-            "--sandbox",
-            "landlock",
-            "--isolate",
-            "worktree",
-            "--jobs",
-            "2",
-            "--keep-logs",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let (_, results) = worktree_attack(&sb, "landlock", "2-intruder", "1-bystander");
     let ws = sb.join("workers-output.runner");
-    let attack_file = ws.join("teammates/2-intruder/work/attack.json");
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !attack_file.exists() && std::time::Instant::now() < until {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::fs::write(ws.join("worktrees/1-bystander/attack.done"), "").expect("release");
-    let r: Run = child.wait_with_output().expect("wait").into();
-    eprintln!("{r:?}");
-    let text = std::fs::read_to_string(&attack_file).expect("attack.json");
-    let results: BTreeMap<String, Value> = serde_json::from_str(&text).expect("json");
     for denied in [
         "sibling_worktree",
         "sibling_worktree_file",

@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::harness::{Run, Sandbox, agent, by_id, git, landlock_or_skip};
 use crate::sandbox::{
     assert_no_survivors, attack, is_root, layout, rows, run, run_cmd, run_with, workspace,
+    worktree_attack,
 };
 
 /// Issue 25, escape 1: a teammate plants its stderr log as a link to a sibling's
@@ -238,33 +239,8 @@ fn a_teammate_cannot_make_the_runner_commit_onto_a_siblings_branch() {
         let base = git(sb.path(), &["rev-parse", "HEAD"]);
         std::fs::create_dir_all(sb.join("home")).expect("mkdir home");
         sb.write_rows(&[("victim", "wait_attack"), ("thief", "steal_gitdir")]);
-        let child = sb
-            .fake_batch_cmd(&[
-                "--sandbox",
-                mode,
-                "--isolate",
-                "worktree",
-                "--jobs",
-                "2",
-                "--keep-logs",
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn");
         // The victim is released once the thief's attempt is over (its worktree is its own).
-        let ws = sb.join("workers-output.runner");
-        let attack_file = ws.join("teammates/2-thief/work/attack.json");
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while !attack_file.exists() && std::time::Instant::now() < until {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        std::fs::write(ws.join("worktrees/1-victim/attack.done"), "").expect("release");
-        let r: Run = child.wait_with_output().expect("wait").into();
-        eprintln!("{mode}: {r:?}");
-        let results: std::collections::BTreeMap<String, Value> =
-            serde_json::from_str(&std::fs::read_to_string(&attack_file).expect("attack.json"))
-                .expect("json");
+        let (_, results) = worktree_attack(&sb, mode, "2-thief", "1-victim");
         assert_eq!(
             results.get("repoint"),
             Some(&Value::from("ok")),

@@ -22,6 +22,15 @@ pub(crate) fn resolve(sb: &Sandbox, extra: &[&str]) -> crate::harness::Run {
     sb.run(&a)
 }
 
+/// `runner run BATCH --format plain EXTRA -- <fake agent>`.
+fn run_batch(sb: &Sandbox, batch: &str, extra: &[&str]) -> crate::harness::Run {
+    let f = fake();
+    let mut a = vec!["run", batch, "--format", "plain"];
+    a.extend_from_slice(extra);
+    a.extend_from_slice(&["--", "python3", &f]);
+    sb.run(&a)
+}
+
 fn checkpoints(sb: &Sandbox) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(sb.join("S"))
         .expect("store")
@@ -236,16 +245,7 @@ fn run_again_reruns_only_unticked_items_and_removes_the_finished_team() {
     );
     // Someone unblocks B.
     sb.write("S/todo-1.md", batch.replace("MODE=blocked", "MODE=success"));
-    let f = fake();
-    let r = sb.run(&[
-        "run",
-        "S/todo-1.md",
-        "--format",
-        "plain",
-        "--",
-        "python3",
-        &f,
-    ]);
+    let r = run_batch(&sb, "S/todo-1.md", &[]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stdout.contains("todo-task-2") && !r.stdout.contains("todo-task-1 "),
@@ -330,16 +330,7 @@ fn a_checkpoint_re_pointed_during_an_earlier_run_of_the_batch_does_not_count() {
         "S/todo-1.md",
         batch.replace("MODE=repoint_checkpoint_blocked", "MODE=success"),
     );
-    let f = fake();
-    let r = sb.run(&[
-        "run",
-        "S/todo-1.md",
-        "--format",
-        "plain",
-        "--",
-        "python3",
-        &f,
-    ]);
+    let r = run_batch(&sb, "S/todo-1.md", &[]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         sb.join("S/todo.md").is_file(),
@@ -532,20 +523,7 @@ fn run_only_named_items_with_a_junit_report() {
     let sb = Sandbox::new();
     std::fs::create_dir_all(sb.join("S")).expect("store");
     sb.write("S/todo-4.md", "---\nstatus: pending\n---\n## Todo\n- [ ] one MODE=success\n- [ ] two MODE=success\n- [ ] three MODE=success\n");
-    let f = fake();
-    let r = sb.run(&[
-        "run",
-        "S/todo-4.md",
-        "--only",
-        "2,3",
-        "--junit",
-        "j.xml",
-        "--format",
-        "plain",
-        "--",
-        "python3",
-        &f,
-    ]);
+    let r = run_batch(&sb, "S/todo-4.md", &["--only", "2,3", "--junit", "j.xml"]);
     assert_eq!(r.code, 0, "{r:?}");
     let batch = sb.read("S/todo-4.md");
     assert!(
@@ -555,7 +533,7 @@ fn run_only_named_items_with_a_junit_report() {
     assert!(batch.contains("status: partial"), "{batch}");
     let xml = sb.read("j.xml");
     assert_eq!(xml.matches("<testcase").count(), 2, "{xml}");
-    let r = sb.run(&["run", "S/todo-4.md", "--only", "9", "--", "python3", &f]);
+    let r = run_batch(&sb, "S/todo-4.md", &["--only", "9"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("no unticked item 9"), "{r:?}");
 }

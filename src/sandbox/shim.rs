@@ -1,5 +1,6 @@
 //! The attempt's keeper under the sandbox, and the confined start of its agent: the only
-//! module of the crate with `unsafe` code (a `pre_exec` hook and the system calls it makes).
+//! module of the crate with `unsafe` code (the `pre_exec` hooks and the system calls they
+//! make). The other hook, [`new_session`], starts an unconfined child in a session of its own.
 //!
 //! The keeper outlives the agent and ends every process the agent's tree started (issue 25,
 //! escape 6: a daemon started with `env -i` lost the attempt's mark and outlived its attempt
@@ -92,6 +93,26 @@ pub(crate) fn install(cmd: &mut std::process::Command, ruleset: OwnedFd) {
     #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(hook);
+    }
+}
+
+/// Make `cmd`'s child start a session of its own (`setsid(2)` between `fork` and `exec`):
+/// it has no controlling terminal, so a program that opens `/dev/tty` (a git or ssh password
+/// prompt) fails at once instead of being stopped by `SIGTTIN` until its time limit, and it
+/// cannot push input into the runner's terminal (issue 50). The new session's process group
+/// is the child's pid, as with `process_group(0)`, which must not be set as well (a group
+/// leader cannot start a session). A hook makes the standard library `fork` instead of
+/// `posix_spawn`, which costs the runner's address space once per spawn.
+pub(crate) fn new_session(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setsid(2) is async-signal-safe and touches no memory of the runner's.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
     }
 }
 

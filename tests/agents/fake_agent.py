@@ -87,6 +87,7 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
 
 A marker argument (anything) can be passed so tests can find processes in /proc.
 """
+import errno
 import json
 import os
 import re
@@ -384,6 +385,26 @@ def main():
             attempt(results, "kill_parent", lambda: os.kill(os.getppid(), signal.SIGKILL))
         save_attack(results)
         write_report(report())
+    elif mode == "env_i_holder":
+        # Like env_i_daemon, but the daemon keeps the agent's stdout and stderr open: only
+        # the pipe itself can tell the runner who holds it.
+        pidfile = os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "holder.pid")
+        if os.fork() == 0:
+            os.setsid()
+            os.execvp("env", ["env", "-i", "sh", "-c", f"echo $$ > {pidfile}; exec sleep 3600"])
+        wait_for(pidfile)
+        write_report(report())
+    elif mode == "tty_read":
+        # A password prompt: open the controlling terminal and read from it. With a terminal
+        # to read, a process outside the foreground group is stopped (SIGTTIN) for good.
+        try:
+            fd = os.open("/dev/tty", os.O_RDWR)
+            os.write(fd, b"Password: ")
+            os.read(fd, 1)
+            got = "read"
+        except OSError as e:
+            got = errno.errorcode.get(e.errno, str(e.errno))
+        write_report(report(output={"tty": got}))
     elif mode == "tty":
         # Push a command into the terminal the runner was started from (TIOCSTI), through the
         # controlling terminal and through every pseudo-terminal there is.

@@ -459,3 +459,55 @@ fn agents_terminated_together_with_the_runner_end_cancelled() {
     }
     assert!(sb.survivors_after(2.0).is_empty());
 }
+
+/// Issue 50: an unconfined agent whose helper opens `/dev/tty` for a password prompt (git,
+/// ssh) was stopped by `SIGTTIN` and waited out its whole time limit when the runner had a
+/// terminal. Every teammate now starts in a session of its own: the open fails at once
+/// (`ENXIO`) and the agent goes on to finish its item.
+#[test]
+fn an_unconfined_agent_that_asks_the_terminal_for_a_password_is_not_stopped() {
+    use crate::sandbox::{layout, rows, run_cmd, terminal_or_skip, under_terminal};
+    if !terminal_or_skip("tty_read") {
+        return;
+    }
+    let sb = layout(&[("a", "tty_read")]);
+    let out = under_terminal(
+        run_cmd(&sb, "none", &["--timeout", "20s"]),
+        &sb.join("work"),
+    );
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let row = &rows(&sb)["a"];
+    assert_eq!(row["status"], "completed", "{row:?}\n{shown}");
+    assert_eq!(row["result"], r#"{"tty":"ENXIO"}"#, "{row:?}");
+    assert!(sb.survivors_after(5.0).is_empty());
+}
+
+/// Issue 50: a process that left the session and cleared its environment (`setsid env -i`,
+/// as daemon and MCP launchers do) kept the agent's output open with no mark to find it by:
+/// it survived the run while the warning said it was "ended" by "a process the runner could
+/// not name". It is found by the pipe it holds, named, ended, and the run says so.
+#[test]
+fn a_holder_that_dropped_its_mark_and_session_is_found_by_its_pipe_and_ended() {
+    use crate::sandbox::{layout, rows, run_with, workspace};
+    let sb = layout(&[("a", "env_i_holder")]);
+    let r = run_with(&sb, "none", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(rows(&sb)["a"]["status"], "completed", "{r:?}");
+    let pidfile = workspace(&sb).join("teammates/1-a/work/holder.pid");
+    let pid =
+        std::fs::read_to_string(&pidfile).unwrap_or_else(|e| panic!("{}: {e}", pidfile.display()));
+    let pid = pid.trim();
+    assert!(
+        r.stderr.contains(&format!("sleep (pid {pid})"))
+            && r.stderr
+                .contains("kept the agent's output open after it exited; ended"),
+        "the holder is named as ended: {r:?}"
+    );
+    assert_eq!(
+        state(pid.parse().expect("pid")).filter(|s| *s != 'Z'),
+        None,
+        "the holder {pid} survived"
+    );
+    assert!(sb.survivors_after(5.0).is_empty());
+}

@@ -85,6 +85,39 @@ pub(crate) fn run_agent_cmd(sb: &Sandbox, mode: &str, extra: &[&str], agent: &[&
     cmd
 }
 
+/// Whether `script` (util-linux) is there to give the runner a terminal; skips `what` when not.
+pub(crate) fn terminal_or_skip(what: &str) -> bool {
+    let there = Command::new("script").arg("--version").output().is_ok();
+    if !there {
+        crate::skip::skip(format!(
+            "{what}: no `script` (util-linux) to give the runner a terminal"
+        ));
+    }
+    there
+}
+
+/// Run `cmd` from `dir` with a terminal of its own: `script` starts it on a new
+/// pseudo-terminal, its controlling terminal. Returns what `script` printed (the
+/// terminal's output) and its exit status (the command's).
+pub(crate) fn under_terminal(cmd: Command, dir: &std::path::Path) -> std::process::Output {
+    let line: Vec<String> = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| format!("'{}'", a.to_string_lossy().replace('\'', r"'\''")))
+        .collect();
+    let mut under_tty = Command::new("script");
+    under_tty
+        .args(["-qec", &line.join(" "), "/dev/null"])
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => under_tty.env(k, v),
+            None => under_tty.env_remove(k),
+        };
+    }
+    under_tty.output().expect("script")
+}
+
 pub(crate) fn workspace(sb: &Sandbox) -> PathBuf {
     sb.join("out/workers-output.runner")
 }

@@ -2,6 +2,8 @@
 //! supervised by [`crate::run::supervise::process::run`] (own process group, capped logs, time limit,
 //! SIGTERM → grace → SIGKILL), its stdout read through the definition's `[result]` pointers.
 
+use std::os::unix::fs::OpenOptionsExt;
+
 use tokio::sync::watch;
 
 use super::{Attempt, Backend, BoxFuture, Execution, FULL_READ, end_of, read_capped};
@@ -65,8 +67,11 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
     );
     let mut exit = process::run(&spawn, cancel, |pgid| attempt.started(pgid)).await;
     // A definition that declares `leaves_processes` waits no time for them: nothing to say.
-    if !exit.held_pipes.is_empty() && !attempt.pipe_wait.is_zero() {
-        note_held_pipes(attempt, &exit.held_pipes);
+    if !exit.held_pipes.ended.is_empty() && !attempt.pipe_wait.is_zero() {
+        note_held_pipes(attempt, &exit.held_pipes.ended);
+    }
+    if !exit.held_pipes.left.is_empty() {
+        note_left_running(attempt, &spawn, &exit.held_pipes.left);
     }
     let held = exit.stdout_held.take();
     let stdout = match &held {
@@ -88,7 +93,7 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
 
 /// Say once per run that an agent left processes holding its output after it exited (a
 /// language server, `npm run dev &`): each such attempt keeps its slot the pipe wait longer
-/// (counted in its duration), and they were ended.
+/// (counted in its duration), and they were ended (`holders` names only those that were).
 fn note_held_pipes(attempt: &Attempt<'_>, holders: &[String]) {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
@@ -101,4 +106,32 @@ fn note_held_pipes(attempt: &Attempt<'_>, holders: &[String]) {
         holders.join(", "),
         attempt.pipe_wait
     );
+}
+
+/// Say, for each attempt, which processes holding its output were still alive after the
+/// runner killed them (another user's process, one stuck in the kernel), and record them at
+/// the end of the item's stderr log, where `runner logs` shows them (issue 50: never claim
+/// "ended" for what was not).
+fn note_left_running(attempt: &Attempt<'_>, spawn: &Spawn, left: &[String]) {
+    let line = format!(
+        "{} attempt {}: {} kept the agent's output open and still ran after the runner killed it",
+        attempt.item.teammate,
+        attempt.number,
+        left.join(", ")
+    );
+    tracing::warn!("{line}");
+    let appended = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&spawn.stderr_log)
+        .and_then(|mut f| {
+            std::io::Write::write_all(&mut f, format!("\nrunner: {line}\n").as_bytes())
+        });
+    if let Err(e) = appended {
+        tracing::debug!(
+            "cannot note the leftover in {}: {e}",
+            spawn.stderr_log.display()
+        );
+    }
 }

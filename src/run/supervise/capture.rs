@@ -56,11 +56,10 @@ pub(crate) fn capture(
     args: &[String],
     timeout: Duration,
 ) -> Result<Output, CaptureError> {
-    use std::os::unix::process::CommandExt;
     use std::sync::mpsc;
     let mut cmd = std::process::Command::new(program);
-    cmd.process_group(0)
-        .args(args)
+    super::session::lead_own_group(&mut cmd);
+    cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -157,16 +157,44 @@ pub(crate) fn marked_with_env(matches: impl Fn(&[u8]) -> bool) -> Vec<(i32, Vec<
     found
 }
 
-/// The live processes carrying attempt marker `id`, each as `name (pid N)`, for messages.
-pub(crate) fn describe_attempt(id: &str) -> Vec<String> {
-    let entry = attempt_entry(id);
-    marked(|kv| kv == entry.as_slice())
-        .into_iter()
-        .map(|pid| {
-            let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            format!("{} (pid {pid})", name.trim())
+/// The inode of the pipe behind `fd` (the end the runner reads), so that whoever holds its
+/// other end can be found ([`pipe_holders`]); `None` when it cannot be read.
+pub(crate) fn pipe_inode(fd: impl std::os::fd::AsFd) -> Option<u64> {
+    nix::sys::stat::fstat(fd).ok().map(|s| s.st_ino)
+}
+
+/// Live processes other than this one holding a descriptor of one of the pipes `inodes`
+/// (their `/proc/<pid>/fd/*` links read `pipe:[<inode>]`): those keeping an attempt's output
+/// open, whatever their environment, group or session (issue 50: `setsid env -i …` drops the
+/// attempt's mark). Only the user's own processes can be read, which are the only ones a
+/// teammate can start. Reads every process's descriptor table: for the rare wait that ran out.
+pub(crate) fn pipe_holders(inodes: &[u64]) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let wanted: Vec<String> = inodes.iter().map(|i| format!("pipe:[{i}]")).collect();
+    let holds = |pid: i32| {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            return false;
+        };
+        fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .is_ok_and(|target| wanted.iter().any(|w| target.as_os_str() == w.as_str()))
         })
+    };
+    all_pids()
+        .into_iter()
+        .filter(|pid| *pid != me && alive(*pid) && holds(*pid))
         .collect()
+}
+
+/// Whether process `pid` exists and has not ended (a zombie has).
+pub(crate) fn alive(pid: i32) -> bool {
+    stat(pid).is_some_and(|s| s.state != 'Z' && s.state != 'X')
+}
+
+/// Process `pid` as `name (pid N)`, for messages.
+pub(crate) fn describe(pid: i32) -> String {
+    let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    format!("{} (pid {pid})", name.trim())
 }
 
 fn attempt_entry(id: &str) -> Vec<u8> {
@@ -281,6 +309,39 @@ pub(crate) fn signal_run(sig: Signal) {
 /// process carrying one of its markers. The last line of defence when a run ends early.
 pub(crate) fn end_run() {
     signal_run(Signal::SIGKILL);
+    end_adopted();
+}
+
+/// Kill every live process re-parented to the runner outside its own process group, round
+/// after round (what a killed one started comes to the runner next), and reap them. The
+/// runner is a subreaper only of its own descendants, so each is something a teammate left:
+/// one that dropped its environment (`setsid env -i …`, issue 50) carries no attempt's
+/// mark, and it ends with the run at the latest. Helpers the runner starts in its own group
+/// are left alone.
+fn end_adopted() {
+    let my_group = nix::unistd::getpgrp().as_raw();
+    for _ in 0..END_ROUNDS {
+        let pids: Vec<i32> = adopted()
+            .into_iter()
+            .filter(|pid| {
+                stat(*pid).is_some_and(|s| s.state != 'Z' && s.state != 'X' && s.pgrp != my_group)
+            })
+            .collect();
+        if pids.is_empty() {
+            break;
+        }
+        tracing::debug!("ending {} process(es) teammates left behind", pids.len());
+        for pid in &pids {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        for _ in 0..END_ROUNDS {
+            std::thread::sleep(GROUP_PAUSE);
+            if !pids.iter().any(|p| alive(*p)) {
+                break;
+            }
+        }
+        reap_zombies();
+    }
 }
 
 /// Collect the exit status of every ended process re-parented to the runner (it is their

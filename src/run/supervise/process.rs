@@ -127,10 +127,10 @@ pub(crate) struct Exit {
     /// With [`Spawn::hold_stdout`]: all the child wrote to stdout, when it stayed in memory
     /// (then [`Spawn::stdout_log`] was not created); `None` when it went to the log.
     pub stdout_held: Option<Vec<u8>>,
-    /// The processes that kept the child's stdout or stderr open after it exited, until the
-    /// runner ended them [`Spawn::pipe_wait`] later (`sleep (pid 4242)`); that wait is part of
-    /// [`Exit::elapsed`]. Empty when the pipes closed with the child.
-    pub held_pipes: Vec<String>,
+    /// The processes that kept the child's stdout or stderr open after it exited, which the
+    /// runner tried to end [`Spawn::pipe_wait`] later (`sleep (pid 4242)`); that wait is
+    /// part of [`Exit::elapsed`]. Empty when the pipes closed with the child.
+    pub held_pipes: Holders,
 }
 
 impl Exit {
@@ -227,8 +227,14 @@ fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
         .current_dir(&spec.cwd)
         .stdin(stdin)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    // Confined, the keeper leads the group and starts the agent in a session of its own.
+    match spec.sandbox {
+        Some(_) => {
+            cmd.process_group(0);
+        }
+        None => super::session::lead_own_group(cmd.as_std_mut()),
+    }
     for k in &spec.env_unset {
         cmd.env_remove(k);
     }
@@ -274,7 +280,7 @@ pub(crate) async fn run(
         stdout_bytes: 0,
         stderr_bytes: 0,
         stdout_held: None,
-        held_pipes: Vec::new(),
+        held_pipes: Holders::default(),
     };
     let marker = descendants::new_attempt();
     let Started {
@@ -308,6 +314,14 @@ pub(crate) async fn run(
         live::reads(rules.live(), stream)
             .then(|| LineWatch::new(rules.clone(), stream, hits_tx.clone()))
     };
+    // The pipes' inodes, to find who holds them after the leader exits.
+    let pipes: Vec<u64> = [
+        child.stdout.as_ref().and_then(descendants::pipe_inode),
+        child.stderr.as_ref().and_then(descendants::pipe_inode),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let mut out_task = child.stdout.take().map(|p| {
         tokio::spawn(drain(
             p,
@@ -345,14 +359,20 @@ pub(crate) async fn run(
     // The leader is gone; give the pipes a bounded time to close, then end the group and
     // every process that left it.
     let closing = std::time::Instant::now();
-    let (drained, held_pipes) =
-        close_pipes(spec, [out_task.take(), err_task.take()], pgid, &marker).await;
+    let (drained, held_pipes) = close_pipes(
+        spec,
+        [out_task.take(), err_task.take()],
+        pgid,
+        &marker,
+        &pipes,
+    )
+    .await;
     guard.marker = None;
     drop(guard);
     // The slot was taken until the pipes closed: a holder's time counts.
-    let elapsed = match held_pipes.is_empty() {
-        true => elapsed,
-        false => elapsed + closing.elapsed(),
+    let elapsed = match held_pipes.any() {
+        false => elapsed,
+        true => elapsed + closing.elapsed(),
     };
 
     let unasked = stopping.is_none();
@@ -493,7 +513,8 @@ async fn close_pipes(
     mut drains: [Option<tokio::task::JoinHandle<Drained>>; 2],
     pgid: Pid,
     marker: &str,
-) -> ([Drained; 2], Vec<String>) {
+    pipes: &[u64],
+) -> ([Drained; 2], Holders) {
     let mut drained = [Drained::default(), Drained::default()];
     let pipes_closed = tokio::time::timeout(spec.pipe_wait, async {
         for (i, slot) in drains.iter_mut().enumerate() {
@@ -505,19 +526,21 @@ async fn close_pipes(
     })
     .await
     .is_ok();
-    let holders = match pipes_closed {
+    // Who holds the pipes: found by the pipes themselves, since a holder may have dropped
+    // the attempt's mark and left its group and session (issue 50).
+    let holding = match pipes_closed {
         true => Vec::new(),
-        false => descendants::describe_attempt(marker),
+        false => descendants::pipe_holders(pipes),
     };
+    let named: Vec<(i32, String)> = holding
+        .iter()
+        .map(|pid| (*pid, descendants::describe(*pid)))
+        .collect();
     signal_group(pgid, Signal::SIGKILL);
-    descendants::end_attempt(marker, pgid.as_raw()).await;
-    if !pipes_closed {
-        tracing::debug!(
-            "pipes of group {pgid} still open {:?} after exit ({}); killed the group",
-            spec.pipe_wait,
-            holders.join(", ")
-        );
+    for pid in &holding {
+        let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
     }
+    descendants::end_attempt(marker, pgid.as_raw()).await;
     for (i, slot) in drains.iter_mut().enumerate() {
         if let Some(mut handle) = slot.take() {
             // Killed holders close the pipes at once; a process that escaped every signal
@@ -528,12 +551,47 @@ async fn close_pipes(
             }
         }
     }
-    // The wait ran out with nobody left to name (a holder that ended just then).
-    let holders = match (pipes_closed, holders.is_empty()) {
-        (false, true) => vec!["a process the runner could not name".to_owned()],
-        _ => holders,
+    descendants::reap_zombies();
+    let (left, ended): (Vec<_>, Vec<_>) = named
+        .into_iter()
+        .partition(|(pid, _)| descendants::alive(*pid));
+    let mut holders = Holders {
+        ended: ended.into_iter().map(|(_, name)| name).collect(),
+        left: left.into_iter().map(|(_, name)| name).collect(),
     };
+    if !pipes_closed {
+        tracing::debug!(
+            "pipes of group {pgid} still open {:?} after exit; ended {:?}, left {:?}",
+            spec.pipe_wait,
+            holders.ended,
+            holders.left
+        );
+        // The wait ran out with nobody left to name (a holder that ended just then).
+        if holders.ended.is_empty() && holders.left.is_empty() {
+            holders
+                .ended
+                .push("a process the runner could not name".to_owned());
+        }
+    }
     (drained, holders)
+}
+
+/// The processes that kept an attempt's stdout or stderr open after it exited, each as
+/// `name (pid N)`: those the runner ended, and those still alive after it tried (another
+/// user's process, one stuck in the kernel), which the item's stderr log records.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Holders {
+    /// Ended by the runner (killed, and gone).
+    pub ended: Vec<String>,
+    /// Still alive after SIGKILL.
+    pub left: Vec<String>,
+}
+
+impl Holders {
+    /// Whether anything held the pipes past the wait.
+    pub(crate) fn any(&self) -> bool {
+        !self.ended.is_empty() || !self.left.is_empty()
+    }
 }
 
 /// [`start`], tried again with back-off while descriptors or processes are short; the

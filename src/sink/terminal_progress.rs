@@ -52,7 +52,10 @@ impl TerminalProgress {
     /// Send `state` with `percent`.
     fn send(&mut self, state: u8, percent: u64) {
         self.shown = state != 0;
-        let _ = write!(self.out, "\x1b]9;4;{state};{percent}\x1b\\");
+        // One write: the progress display draws on the same terminal from another stream,
+        // and a sequence cut in two would show as text.
+        let sequence = format!("\x1b]9;4;{state};{percent}\x1b\\");
+        let _ = self.out.write_all(sequence.as_bytes());
         let _ = self.out.flush();
     }
 

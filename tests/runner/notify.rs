@@ -123,12 +123,23 @@ async fn a_wave_of_twenty_blocked_items_is_one_message_and_the_end_another() {
 }
 
 /// A run with nothing blocked tells only its end: one message whose `text` (what Slack,
-/// Discord and Mattermost show) and `counts` give every status that occurred.
+/// Discord and Mattermost show) and `counts` give every status that occurred. Set by
+/// BATCH.md's `notify:` (a list), as a batch keeps it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_end_of_a_run_is_one_message_with_its_counts() {
     let hook = Receiver::start(200).await;
-    let rows = [("a", "success"), ("b", "success"), ("c", "failed")];
-    let (_sb, r) = run(&rows, &["--notify", &hook.url()]).await;
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "success"), ("c", "failed")]);
+    sb.write(
+        "BATCH.md",
+        format!(
+            "---\ninput: in.csv\nid_column: id\nnotify: [{}]\ncommand: [python3, {}]\n---\n{}",
+            hook.url(),
+            agent("fake_agent.py"),
+            crate::harness::FAKE_INSTRUCTION
+        ),
+    );
+    let r = run_blocking(sb.cmd(&["batch", "BATCH.md", "--format", "plain"])).await;
     assert_eq!(r.code, 1, "{r:?}");
     let bodies = hook.bodies();
     assert_eq!(bodies.len(), 1, "{bodies:#?}");
@@ -301,4 +312,27 @@ fn osc_9_4_progress_goes_only_to_a_terminal_that_reads_it() {
     assert!(bars.contains(&"1;50") || bars.contains(&"2;50"), "{bars:?}");
     assert!(bars.contains(&"2;100"), "{bars:?}");
     assert_eq!(bars.last(), Some(&"0;0"), "{bars:?}");
+}
+
+/// `--notify bell` rings the terminal's bell once per kind of news — here a blocked item
+/// and the end, however many items are blocked — and never off a terminal.
+#[test]
+fn the_bell_rings_once_per_kind_on_a_terminal() {
+    use crate::sandbox::{terminal_or_skip, under_terminal};
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "blocked"), ("b", "blocked"), ("c", "success")]);
+    let r = sb.fake_batch(&["--notify", "bell"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        !r.stdout.contains('\x07') && !r.stderr.contains('\x07'),
+        "{r:?}"
+    );
+    if !terminal_or_skip("bell") {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "blocked"), ("b", "blocked"), ("c", "success")]);
+    let out = under_terminal(sb.fake_batch_cmd(&["--notify", "bell"]), sb.path());
+    let seen = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(seen.matches('\x07').count(), 2, "{}", seen.escape_debug());
 }

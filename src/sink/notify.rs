@@ -179,13 +179,18 @@ impl Reporter for Notify {
                 let item = json!({
                     "id": o.id,
                     "title": o.title,
-                    "blocker": o.report.as_ref().and_then(|r| r.get("blocker")).and_then(Value::as_str),
+                    "blocker": o.handoff().blocker,
                 });
                 self.note(|p| p.block(item, LISTED));
             }
             Event::TeamStopped { reason, at } => {
                 self.ring("team_stopped");
-                let text = format!("Team {} stopped: {reason}. {}", self.team, self.see());
+                let text = format!(
+                    "Team {} stopped: {}. {}",
+                    self.team,
+                    notify_send::quoted(reason),
+                    self.see()
+                );
                 let notice = json!({
                     "text": text,
                     "kind": "team_stopped",

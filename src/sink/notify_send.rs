@@ -90,6 +90,25 @@ impl Pending {
     }
 }
 
+/// Text a teammate or its agent wrote (a title, a blocker, a reason) as a message's `text`
+/// carries it: one line of at most 200 characters, control and invisible characters shown
+/// as text ([`crate::shown::terminal_safe`]), `&`, `<` and `>` escaped as Slack and
+/// Mattermost ask (so no `<!channel>` ping or disguised link), and `@` followed by a
+/// zero-width space (so no `@everyone` or `@here` on Discord). The JSON's own fields keep
+/// the text as it was.
+pub(crate) fn quoted(text: &str) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut short: String = line.chars().take(200).collect();
+    if short.len() < line.len() {
+        short.push('…');
+    }
+    crate::shown::terminal_safe(&short)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('@', "@\u{200B}")
+}
+
 /// What the delivery thread says beside the events' own values.
 pub(crate) struct Context {
     /// Team name.
@@ -106,10 +125,10 @@ impl Context {
         let named: Vec<String> = items
             .iter()
             .map(|i| {
-                let id = i["id"].as_str().unwrap_or_default();
+                let id = quoted(i["id"].as_str().unwrap_or_default());
                 match i["blocker"].as_str() {
-                    Some(b) => format!("{id} ({b})"),
-                    None => id.to_owned(),
+                    Some(b) => format!("{id} ({})", quoted(b)),
+                    None => id,
                 }
             })
             .collect();
@@ -302,5 +321,19 @@ async fn run_command(argv: &[String], notice: &Value) -> Result<(), String> {
             "it ran longer than {}s and was ended",
             COMMAND_TIME.as_secs()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_teammates_words_ping_no_one_and_hide_no_link() {
+        assert_eq!(
+            quoted("needs <!channel> & @everyone\n<https://evil|docs>"),
+            "needs &lt;!channel&gt; &amp; @\u{200B}everyone &lt;https://evil|docs&gt;"
+        );
+        assert_eq!(quoted(&"x".repeat(300)).chars().count(), 201);
     }
 }

@@ -247,14 +247,30 @@ async fn the_team_stopping_itself_is_told_once_also_to_a_command() {
 }
 
 /// A `--notify` that is no URL and names no installed program is refused before anything
-/// runs (exit 3), and a malformed URL (exit 2) without showing its path.
+/// runs (exit 3), and a malformed URL (exit 2) without showing its path; the dry run names
+/// the targets, a webhook by its host only.
 #[test]
-fn a_notify_target_that_cannot_work_is_refused_before_the_run() {
+fn a_notify_target_that_cannot_work_is_refused_and_the_dry_run_names_them_redacted() {
     let sb = Sandbox::new();
     sb.write_rows(&[("a", "success")]);
     let r = sb.fake_batch(&["--notify", "no-such-notifier-program --x"]);
     assert_eq!(r.code, 3, "{r:?}");
     assert!(r.stderr.contains("no-such-notifier-program"), "{r:?}");
+    let r = sb.fake_batch(&[
+        "--notify",
+        "https://hooks.example.com/hooks/s3cr3t",
+        "--notify",
+        "bell",
+        "--dry-run",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(
+            "Notify (the end, blocked items, the team's stop; once each): \
+             https://hooks.example.com/…(redacted), bell"
+        ) && !r.stdout.contains("s3cr3t"),
+        "{r:?}"
+    );
     let r = sb.fake_batch(&["--notify", "https://[::1/hooks/s3cr3t"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(

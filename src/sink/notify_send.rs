@@ -193,14 +193,17 @@ async fn deliver_all(
     context: &Context,
     shared: &(Mutex<Pending>, Condvar),
 ) -> Vec<String> {
-    let client = client();
+    let clients = Clients {
+        proxied: client(false),
+        direct: client(true),
+    };
     let mut warnings = Vec::new();
     loop {
         let Some(notice) = next(context, shared) else {
             return warnings;
         };
         for target in targets {
-            if let Err(why) = send(client.as_ref(), target, &notice).await {
+            if let Err(why) = send(&clients, target, &notice).await {
                 let kind = notice["kind"].as_str().unwrap_or_default();
                 warnings.push(format!(
                     "the {kind} notification to {} failed: {why}; the run goes on as it was",
@@ -232,11 +235,42 @@ fn next(context: &Context, shared: &(Mutex<Pending>, Condvar)) -> Option<Value> 
     }
 }
 
-/// The HTTP client of the notifications (rustls with ring, as the HTTP backend's); `None`
-/// when it cannot be built (each webhook then fails with a warning).
-fn client() -> Option<reqwest::Client> {
+/// The HTTP clients of the notifications; `None` where one cannot be built (each webhook
+/// it serves then fails with a warning).
+struct Clients {
+    /// Through `HTTP(S)_PROXY` as the environment says.
+    proxied: Option<reqwest::Client>,
+    /// Straight, for a receiver on this machine (a proxy cannot reach our loopback; the
+    /// HTTP backend does the same).
+    direct: Option<reqwest::Client>,
+}
+
+impl Clients {
+    /// The client for `url`.
+    fn of(&self, url: &reqwest::Url) -> Option<&reqwest::Client> {
+        let host = url.host_str().unwrap_or_default();
+        let loopback = host.eq_ignore_ascii_case("localhost")
+            || host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        match loopback {
+            true => self.direct.as_ref(),
+            false => self.proxied.as_ref(),
+        }
+    }
+}
+
+/// An HTTP client of the notifications (rustls with ring, as the HTTP backend's), `direct`
+/// without a proxy.
+fn client(direct: bool) -> Option<reqwest::Client> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
+    let builder = match direct {
+        true => reqwest::Client::builder().no_proxy(),
+        false => reqwest::Client::builder(),
+    };
+    builder
         .timeout(REQUEST_TIME)
         .user_agent(concat!("teammate-runner/", env!("CARGO_PKG_VERSION")))
         .build()
@@ -246,14 +280,10 @@ fn client() -> Option<reqwest::Client> {
 /// Deliver `notice` to one target.
 ///
 /// Errors: why it was not delivered, one line (a URL in it redacted).
-async fn send(
-    client: Option<&reqwest::Client>,
-    target: &NotifyTarget,
-    notice: &Value,
-) -> Result<(), String> {
+async fn send(clients: &Clients, target: &NotifyTarget, notice: &Value) -> Result<(), String> {
     match target {
         NotifyTarget::Webhook(url) => {
-            let client = client.ok_or("no HTTP client could be set up")?;
+            let client = clients.of(url).ok_or("no HTTP client could be set up")?;
             post(client, url, notice).await
         }
         NotifyTarget::Command(argv) => run_command(argv, notice).await,

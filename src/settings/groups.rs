@@ -381,7 +381,8 @@ pub(super) fn notify(flags: &RunArgs, file: &FileSettings) -> Result<Vec<NotifyT
             .iter()
             .map(|t| {
                 t.parse::<NotifyTarget>().map_err(|why| {
-                    let shown = match why.starts_with("is ") {
+                    // A URL's path may be its secret.
+                    let shown = match t.trim_start().to_ascii_lowercase().starts_with("http") {
                         true => crate::redact::webhook(t),
                         false => t.clone(),
                     };

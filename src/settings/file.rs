@@ -373,6 +373,24 @@ mod tests {
     }
 
     #[test]
+    fn notify_is_one_target_or_a_list_in_either_file() {
+        let from_yaml = FileSettings::from_map(map("notify: [https://h.example/x, bell]\n"))
+            .expect("valid")
+            .0;
+        let from_toml = FileSettings::from_toml(
+            Path::new("runner.toml"),
+            "notify = ['https://h.example/x', 'bell']\n",
+        )
+        .expect("valid");
+        assert_eq!(from_yaml, from_toml);
+        let one = FileSettings::from_map(map("notify: bell\n"))
+            .expect("valid")
+            .0;
+        assert_eq!(one.notify, Some(vec![NotifyTarget::Bell]));
+        assert!(FileSettings::from_toml(Path::new("runner.toml"), "notify = 3\n").is_err());
+    }
+
+    #[test]
     fn a_workspace_key_must_be_absolute_in_both_files() {
         let toml = FileSettings::from_toml(Path::new("runner.toml"), "workspace = '/srv/ws'\n")
             .expect("valid");

@@ -352,3 +352,25 @@ fn the_bell_rings_once_per_kind_on_a_terminal() {
     let seen = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(seen.matches('\x07').count(), 2, "{}", seen.escape_debug());
 }
+
+/// A notify command that fails is a warning naming it; the run's exit code and output are
+/// what they would have been.
+#[test]
+fn a_failing_notify_command_is_a_warning_not_the_runs_failure() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success")]);
+    let r = sb.fake_batch(&["--notify", "false"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        by_id(&sb.join("workers-output.csv"), "id")["a"]["status"],
+        "completed"
+    );
+    assert!(
+        r.stderr.lines().any(
+            |l| l.starts_with("warning: the run_finished notification to ")
+                && l.contains("false")
+                && l.contains("it ended with exit status: 1")
+        ),
+        "{r:?}"
+    );
+}

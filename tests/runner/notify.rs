@@ -374,3 +374,49 @@ fn a_failing_notify_command_is_a_warning_not_the_runs_failure() {
         "{r:?}"
     );
 }
+
+/// Ctrl-C ends the run with its notification too: one `run_finished` saying it was
+/// interrupted, with the counts of what it left.
+#[test]
+fn an_interrupted_run_tells_its_end_once() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "hang"), ("b", "success")]);
+    let keep = sb.write(
+        "keep.py",
+        "import sys\nopen(sys.argv[1], 'a').write(sys.stdin.read())\n",
+    );
+    let kept = sb.join("kept.jsonl").display().to_string();
+    let command = format!("python3 {} {kept}", keep.display());
+    let runner = sb
+        .fake_batch_cmd(&["--jobs", "1", "--grace", "5s", "--notify", &command])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn runner");
+    crate::harness::wait_for("the first attempt to start", 30, || {
+        sb.read_opt("workers-output.runner/journal.jsonl")
+            .is_some_and(|j| j.contains("\"attempt_started\""))
+    });
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &runner.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let out = runner.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130));
+    let lines: Vec<Value> = sb
+        .read("kept.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(lines[0]["kind"], "run_finished", "{lines:#?}");
+    assert_eq!(lines[0]["interrupted"], true, "{lines:#?}");
+    assert_eq!(lines[0]["counts"]["cancelled"], 2, "{lines:#?}");
+    assert!(
+        lines[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("was interrupted: 2 cancelled")),
+        "{lines:#?}"
+    );
+}

@@ -589,6 +589,13 @@ pub(crate) struct RunArgs {
     /// one lane per concurrent slot, one bar per attempt.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Tell TARGET when the run ends, when items are blocked waiting for a person, and when
+    /// the team stops itself — each once per run, a wave of blocked items in one message:
+    /// an http(s) webhook URL (a JSON POST with a `text` field, as Slack, Discord and
+    /// Mattermost accept), `bell` (the terminal's bell), or a command line (the
+    /// notification as JSON on its stdin). Repeatable; replaces `notify` of the file.
+    #[arg(long, value_name = "TARGET")]
+    pub notify: Vec<String>,
     /// Show the plan (items, argv, prompts, dependencies, shard) without running or writing.
     #[arg(long)]
     pub dry_run: bool,

@@ -45,6 +45,21 @@ pub(crate) fn urls(text: &str) -> String {
     out
 }
 
+/// A webhook URL as messages and logs show it: its scheme, host and port, then `/…(redacted)`
+/// when anything follows (`https://hooks.slack.com/…(redacted)`). Slack's, Discord's and
+/// ntfy's webhooks carry their secret in the path, so none of it is shown; text that does
+/// not parse as a URL is hidden whole.
+pub(crate) fn webhook(text: &str) -> String {
+    let Ok(u) = reqwest::Url::parse(text) else {
+        return "(a webhook URL, redacted)".to_owned();
+    };
+    let host = u.host_str().unwrap_or_default();
+    let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let bare = u.path() == "/" && u.query().is_none() && u.fragment().is_none();
+    let more = if bare { "" } else { "/…(redacted)" };
+    format!("{}://{host}{port}{more}", u.scheme())
+}
+
 /// One URL with its secrets hidden ([`urls`]); text that does not parse as one is returned
 /// as it is.
 fn url(text: &str) -> String {
@@ -163,6 +178,13 @@ fn agent_word(word: &str, secret_next: &mut bool) -> String {
     shown
 }
 
+/// A `--notify` value that is a webhook URL, as a recorded command line shows it
+/// ([`webhook`]: its secret is its path); `None` for a command line or `bell`.
+fn notify_webhook(value: &str) -> Option<String> {
+    let lower = value.trim_start().to_ascii_lowercase();
+    (lower.starts_with("http://") || lower.starts_with("https://")).then(|| webhook(value.trim()))
+}
+
 /// An agent's command line (program first) as the runner shows it (`--dry-run`): the words
 /// that name a secret give nothing away, as in [`command_line`].
 pub(crate) fn agent_argv(words: impl IntoIterator<Item = String>) -> Vec<String> {
@@ -178,13 +200,22 @@ pub(crate) fn agent_argv(words: impl IntoIterator<Item = String>) -> Vec<String>
 /// the agent's own command (after `--`) and in `--agent-arg` values, an argument that names
 /// a secret gives its value away too: `--api-key=VALUE`, `API_KEY=VALUE`, and the argument
 /// after `--api-key` or `--token` become `REDACTED` (issue 25: a key passed to an exec agent
-/// showed in `status --brief`'s `resume:` line).
+/// showed in `status --brief`'s `resume:` line). A `--notify` webhook URL shows only its
+/// scheme and host ([`webhook`]).
 pub(crate) fn command_line(args: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let (mut var_next, mut agent_arg_next, mut after_dashes) = (false, false, false);
-    let mut secret_next = false;
+    let (mut secret_next, mut notify_next) = (false, false);
     for a in args {
-        let shown = if after_dashes || agent_arg_next {
+        let hook = match a.strip_prefix("--notify=") {
+            _ if after_dashes || agent_arg_next => None,
+            Some(w) => notify_webhook(w).map(|h| format!("--notify={h}")),
+            None if notify_next => notify_webhook(&a),
+            None => None,
+        };
+        let shown = if let Some(hook) = &hook {
+            hook.clone()
+        } else if after_dashes || agent_arg_next {
             agent_word(&a, &mut secret_next)
         } else if let Some(w) = a.strip_prefix("--agent-arg=") {
             format!("--agent-arg={}", agent_word(w, &mut secret_next))
@@ -200,11 +231,16 @@ pub(crate) fn command_line(args: impl IntoIterator<Item = String>) -> Vec<String
             a.clone()
         };
         // A base URL may carry a password or a key in its query; a key may show by its shape.
-        out.push(scrub(&shown));
+        // (A webhook shows only its scheme and host already.)
+        out.push(match hook {
+            Some(_) => shown,
+            None => scrub(&shown),
+        });
         if !after_dashes {
             var_next = !agent_arg_next && a == "--var";
             after_dashes = !agent_arg_next && a == "--";
             agent_arg_next = !agent_arg_next && a == "--agent-arg";
+            notify_next = !notify_next && a == "--notify";
         }
     }
     out
@@ -234,6 +270,27 @@ mod tests {
         assert_eq!(
             command_line(argv)[1],
             "base_url=http://u:REDACTED@h/v1?token=REDACTED"
+        );
+    }
+
+    #[test]
+    fn a_webhook_shows_its_host_and_never_its_path() {
+        let hook = "https://hooks.slack.com/services/T000/B000/XXXXsecretXXXX";
+        assert_eq!(webhook(hook), "https://hooks.slack.com/…(redacted)");
+        assert_eq!(webhook("http://127.0.0.1:8080/"), "http://127.0.0.1:8080");
+        assert_eq!(webhook("not a url secret"), "(a webhook URL, redacted)");
+        let argv = [
+            "batch",
+            "--notify",
+            hook,
+            "--notify=https://ntfy.sh/topic-s3cr3t",
+            "--notify",
+            "bell",
+        ];
+        let shown = command_line(argv.map(str::to_owned)).join(" ");
+        assert_eq!(
+            shown,
+            "batch --notify https://hooks.slack.com/…(redacted) --notify=https://ntfy.sh/…(redacted) --notify bell"
         );
     }
 

@@ -8,6 +8,7 @@ pub(crate) mod duration;
 pub(crate) mod format;
 pub(crate) mod isolation;
 pub(crate) mod limits;
+pub(crate) mod notify;
 pub(crate) mod selection;
 
 pub(crate) use format::Format;

@@ -19,6 +19,8 @@ use crate::schedule::dispatcher::ItemStream;
 use crate::schedule::layout::{check_workspace_folder, teammate_roots, written_by_teammates};
 use crate::sink::Sinks;
 use crate::sink::junit::Junit;
+use crate::sink::notify::Notify;
+use crate::sink::terminal_progress::TerminalProgress;
 use crate::sink::trace::Trace;
 
 pub(crate) use crate::sink::plan_file::PlanFile;
@@ -149,7 +151,8 @@ impl RunSpec {
 impl Plan {
     /// The plan of running `spec` over the items of `source`, for `batch`, its workspace
     /// placed by `workspace_from`, its main output `output`; the source's `sinks` are
-    /// followed by those every run may have (`--junit`, `--trace`). It reads no file, names
+    /// followed by those every run may have (`--junit`, `--trace`, `--notify`, the terminal's
+    /// OSC 9;4 progress). It reads no file, names
     /// nothing in the prompt, guards no folder, archives nothing and counts no item: a
     /// source sets what differs with `Plan { selected, total, inputs, ..Plan::new(…) }`.
     pub(crate) fn new(
@@ -172,6 +175,15 @@ impl Plan {
         }
         if let Some(path) = spec.settings.trace.clone() {
             sinks.push(Box::new(Trace::new(path, spec.team.clone())));
+        }
+        if !spec.settings.notify.is_empty() {
+            sinks.push(Box::new(Notify::new(
+                &spec.settings.notify,
+                spec.team.clone(),
+            )));
+        }
+        if let Some(progress) = TerminalProgress::on_stderr() {
+            sinks.push(Box::new(progress));
         }
         Plan {
             spec,

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::options::duration;
 use crate::options::isolation::Isolation;
 use crate::options::limits::{self, MaxFail};
+use crate::options::notify::NotifyTarget;
 use crate::sandbox::Mode;
 
 /// The runner options a file may set, below the flags: BATCH.md's frontmatter (seed
@@ -76,6 +77,10 @@ pub(crate) struct FileSettings {
     /// path, or one that starts with `~/`.
     #[serde(default, deserialize_with = "workspace")]
     pub workspace: Option<std::path::PathBuf>,
+    /// `notify`: one target or a list of them (see `--notify`): webhook URLs, `bell`,
+    /// command lines.
+    #[serde(default, deserialize_with = "notify")]
+    pub notify: Option<Vec<NotifyTarget>>,
 }
 
 /// `worktree:` in BATCH.md, `[worktree]` in runner.toml.
@@ -124,6 +129,22 @@ fn workspace<'de, D: Deserializer<'de>>(d: D) -> De<std::path::PathBuf, D::Error
         },
         "must be an absolute path (or start with ~/): a relative one would depend on where the runner starts",
     )
+}
+
+fn notify<'de, D: Deserializer<'de>>(d: D) -> De<Vec<NotifyTarget>, D::Error> {
+    let one = |v: Value| match v {
+        Value::String(t) => t.parse::<NotifyTarget>().map_err(serde::de::Error::custom),
+        _ => Err(serde::de::Error::custom(NotifyTarget::RULE)),
+    };
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::Array(items) => items
+            .into_iter()
+            .map(one)
+            .collect::<std::result::Result<_, _>>()
+            .map(Some),
+        v => one(v).map(|t| Some(vec![t])),
+    }
 }
 
 fn isolation<'de, D: Deserializer<'de>>(d: D) -> De<Isolation, D::Error> {
@@ -349,6 +370,24 @@ mod tests {
             Some(vec!["python3".to_string(), "a.py".to_string()])
         );
         assert_eq!(from_toml.model.as_deref(), Some("4"));
+    }
+
+    #[test]
+    fn notify_is_one_target_or_a_list_in_either_file() {
+        let from_yaml = FileSettings::from_map(map("notify: [https://h.example/x, bell]\n"))
+            .expect("valid")
+            .0;
+        let from_toml = FileSettings::from_toml(
+            Path::new("runner.toml"),
+            "notify = ['https://h.example/x', 'bell']\n",
+        )
+        .expect("valid");
+        assert_eq!(from_yaml, from_toml);
+        let one = FileSettings::from_map(map("notify: bell\n"))
+            .expect("valid")
+            .0;
+        assert_eq!(one.notify, Some(vec![NotifyTarget::Bell]));
+        assert!(FileSettings::from_toml(Path::new("runner.toml"), "notify = 3\n").is_err());
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::options::Format;
 use crate::options::duration::{check_duration, parse_duration};
 use crate::options::limits::{self, DEFAULT_RATE_LIMIT_WAIT, Limits, parse_max_fail};
+use crate::options::notify::NotifyTarget;
 use crate::options::selection::{Only, Shard};
 use crate::report::ItemStatus;
 
@@ -364,6 +365,55 @@ pub(super) fn limits(flags: &RunArgs, file: &FileSettings) -> Result<Limits> {
         max_cost_usd,
         max_fail,
     })
+}
+
+/// Where notifications go: every `--notify`, else the file's `notify`, else nowhere; a
+/// command's program must be installed (or name a file), its relative path made absolute
+/// from the folder runner was started in.
+///
+/// Errors: a `--notify` that is neither URL, `bell` nor a command line (exit 2, the URL
+/// redacted); a command whose program is not found (exit 3).
+pub(super) fn notify(flags: &RunArgs, file: &FileSettings) -> Result<Vec<NotifyTarget>> {
+    let targets = match flags.notify.is_empty() {
+        true => file.notify.clone().unwrap_or_default(),
+        false => flags
+            .notify
+            .iter()
+            .map(|t| {
+                t.parse::<NotifyTarget>().map_err(|why| {
+                    // A URL's path may be its secret.
+                    let shown = match t.trim_start().to_ascii_lowercase().starts_with("http") {
+                        true => crate::redact::webhook(t),
+                        false => t.clone(),
+                    };
+                    Error::bad_value("--notify", shown, why)
+                })
+            })
+            .collect::<Result<Vec<_>>>()?,
+    };
+    targets
+        .into_iter()
+        .map(|t| match t {
+            NotifyTarget::Command(argv) => {
+                let Some((written, args)) = argv.split_first() else {
+                    return Err(Error::bad_value("--notify", "", NotifyTarget::RULE));
+                };
+                let program = super::programs::anchor_program(written.clone());
+                if which::which(&program).is_err() {
+                    return Err(Error::Environment(format!(
+                        "the notify command's program `{written}` is not installed (not on \
+                         PATH, or no such file); install it or give another target"
+                    )));
+                }
+                Ok(NotifyTarget::Command(
+                    std::iter::once(program)
+                        .chain(args.iter().cloned())
+                        .collect(),
+                ))
+            }
+            other => Ok(other),
+        })
+        .collect()
 }
 
 fn retry_on(text: &str) -> Result<Vec<ItemStatus>> {

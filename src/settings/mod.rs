@@ -123,6 +123,9 @@ pub(crate) struct Settings {
     pub workspace: Option<PathBuf>,
     /// Rate-limit wait, budget and `--max-fail` of the team's gate.
     pub limits: Limits,
+    /// `--notify` / `notify`: where the run's end, its blocked items and the team's stop
+    /// are told (`sink::notify`); empty for nowhere.
+    pub notify: Vec<crate::options::notify::NotifyTarget>,
     /// What resolving said that is not an error (the definition file's unknown keys, a
     /// file's `model` the runner has no place for), one sentence each: [`crate::schedule::plan::Plan::new`]
     /// takes them onto the plan, whose run journals and shows them as warnings.
@@ -224,6 +227,7 @@ impl Settings {
             sandbox_why_none: None,
             workspace: None,
             limits: Default::default(),
+            notify: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -284,6 +288,7 @@ impl Settings {
                 None => file.workspace.clone(),
             },
             limits: groups::limits(flags, file)?,
+            notify: groups::notify(flags, file)?,
             warnings: chosen.warnings,
         };
         settings.check_programs()?;

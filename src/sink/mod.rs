@@ -13,7 +13,7 @@
 //! 2. Register it: `pub mod <name>;` below, and one `sinks.push(Box::new(…))` where the
 //!    source adapter builds its plan (`plans/csv_batch.rs` or `plans/todo_batch.rs`), or in
 //!    `Plan::new` (`schedule/plan.rs`) for a sink every run may have (`--junit`,
-//!    `--trace`).
+//!    `--trace`, `--notify`, the terminal's progress).
 //!
 //! Nothing else: the plan's written files are the sinks' declarations, so `Plan::check`
 //! refuses a declared file over an input, over another written file, inside a guarded
@@ -32,6 +32,8 @@ pub(crate) mod before_removal;
 pub(crate) mod checkpoints;
 pub(crate) mod junit;
 pub(crate) mod live;
+pub(crate) mod notify;
+pub(crate) mod notify_send;
 pub(crate) mod output;
 pub(crate) mod output_csv;
 pub(crate) mod output_jsonl;
@@ -41,6 +43,7 @@ pub(crate) mod previous;
 pub(crate) mod proposals;
 pub(crate) mod selection;
 pub(crate) mod shard_meta;
+pub(crate) mod terminal_progress;
 pub(crate) mod todo_marks;
 pub(crate) mod todo_table;
 pub(crate) mod trace;

@@ -342,6 +342,13 @@ fn settings_lines(s: &crate::settings::Settings, schema: bool) -> Vec<String> {
     if s.keep_formulas {
         lines.push("Formulas: agents' values written as they are (--keep-formulas)".into());
     }
+    if !s.notify.is_empty() {
+        let to: Vec<String> = s.notify.iter().map(|t| t.shown()).collect();
+        lines.push(format!(
+            "Notify (the end, blocked items, the team's stop; once each): {}",
+            to.join(", ")
+        ));
+    }
     lines.push(match s.keep_logs {
         true => "Completed items: their folders kept, with every log (--keep-logs)".into(),
         false => "Completed items: compacted into completed.jsonl (prompt, each log's last 4 KB), their folders removed; --keep-logs keeps them".into(),

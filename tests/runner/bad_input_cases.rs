@@ -285,6 +285,23 @@ fn batch_md_cases() -> Vec<Case> {
             want: &["BATCH.md:1:", "never closed"],
         },
         Case {
+            what: "BATCH.md notify not a target",
+            files: &[
+                (
+                    "BATCH.md",
+                    b"---\nid_column: id\nnotify: [bell, 42]\n---\nDo {id}\n",
+                ),
+                ("workers-input.csv", GOOD_CSV),
+            ],
+            args: &["batch", "BATCH.md"],
+            agent: true,
+            code: 2,
+            want: &[
+                "BATCH.md:3:",
+                "`notify` must be an http:// or https:// webhook URL",
+            ],
+        },
+        Case {
             what: "BATCH.md wrong type",
             files: &[
                 (

@@ -93,6 +93,11 @@ impl Sandbox {
             }
         }
         c.env("NO_COLOR", "1");
+        // The terminal the tests run in is not the runner's: no OSC 9;4 progress unless a
+        // test names a terminal that reads it.
+        for k in ["TERM_PROGRAM", "WT_SESSION", "ConEmuANSI"] {
+            c.env_remove(k);
+        }
         // Never touch the real ~/.agent-tasks.
         c.env("HOME", self.path().join("home"));
         c

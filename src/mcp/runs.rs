@@ -191,6 +191,9 @@ struct Active {
     interrupt: Option<mpsc::UnboundedSender<()>>,
     /// How many interrupts it was sent: the first stops it gracefully, the next at once.
     interrupted: u32,
+    /// Whether the waited call that runs it was cancelled (the SDK marks it before it reads
+    /// the client's next message, so a retry sees it even before the run hears it).
+    cancelled: Option<Box<dyn Fn() -> bool + Send>>,
 }
 
 #[derive(Default)]
@@ -222,7 +225,8 @@ impl Runs {
     /// interrupted (a cancelled call, `stop`) is waited for first, up to [`STOP_WAIT`]: a
     /// client that retries a cancelled call gets its run, not a refusal.
     pub(crate) async fn busy(&self) -> Option<String> {
-        if self.with(|s| s.active.as_ref().is_some_and(|a| a.interrupted > 0)) {
+        let stopping = |a: &Active| a.interrupted > 0 || a.cancelled.as_ref().is_some_and(|c| c());
+        if self.with(|s| s.active.as_ref().is_some_and(stopping)) {
             self.wait_idle(STOP_WAIT).await;
         }
         self.with(|s| s.active.as_ref().map(|a| busy_text(&a.what)))
@@ -238,6 +242,7 @@ impl Runs {
                     team: None,
                     interrupt: None,
                     interrupted: 0,
+                    cancelled: None,
                 });
                 Ok(Slot(self.clone()))
             }
@@ -317,6 +322,7 @@ impl Runs {
         };
         let about = ready.about();
         let (interrupt, interrupts) = mpsc::unbounded_channel();
+        let ct = ctx.ct.clone();
         ready.wire(Box::new(Progress(tx.clone())), interrupts);
         self.with(|s| {
             if let Some(a) = &mut s.active {
@@ -325,6 +331,9 @@ impl Runs {
                     let _ = interrupt.send(());
                 }
                 a.interrupt = Some(interrupt);
+                if wait {
+                    a.cancelled = Some(Box::new(move || ct.is_cancelled()));
+                }
             }
         });
         let thread = std::thread::Builder::new()

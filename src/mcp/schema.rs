@@ -253,3 +253,50 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod every_tool {
+    use serde_json::Value;
+
+    use crate::mcp::RunnerTools;
+
+    /// `schema` is a valid schema of draft 2020-12 and of draft-07 (checked against each
+    /// meta-schema, and compiled by each).
+    fn valid_in_both_drafts(tool: &str, what: &str, schema: &Value) {
+        if let Err(e) = jsonschema::draft202012::meta::validate(schema) {
+            panic!("{tool} {what}: not draft 2020-12: {e}: {schema}");
+        }
+        if let Err(e) = jsonschema::draft7::meta::validate(schema) {
+            panic!("{tool} {what}: not draft-07: {e}: {schema}");
+        }
+        assert!(
+            jsonschema::draft202012::new(schema).is_ok(),
+            "{tool} {what}"
+        );
+        assert!(jsonschema::draft7::new(schema).is_ok(), "{tool} {what}");
+        let text = schema.to_string();
+        for word in ["\"null\"", "uint", "$ref", "nullable"] {
+            assert!(!text.contains(word), "{tool} {what} has {word}: {text}");
+        }
+    }
+
+    #[test]
+    fn every_input_and_output_schema_is_valid_json_schema_2020_12_and_draft_07() {
+        let tools = RunnerTools::tool_router().list_all();
+        assert_eq!(tools.len(), 7);
+        for tool in tools {
+            let input = Value::Object(tool.input_schema.as_ref().clone());
+            valid_in_both_drafts(&tool.name, "input", &input);
+            let output = tool
+                .output_schema
+                .as_ref()
+                .map(|o| Value::Object(o.as_ref().clone()))
+                .unwrap_or_else(|| panic!("{} has no output schema", tool.name));
+            valid_in_both_drafts(&tool.name, "output", &output);
+            assert!(tool.title.is_some(), "{} has no title", tool.name);
+            let annotations = tool.annotations.as_ref().expect("annotations");
+            let read_only = ["todo_list", "status", "show"].contains(&tool.name.as_ref());
+            assert_eq!(annotations.read_only_hint, Some(read_only), "{}", tool.name);
+        }
+    }
+}

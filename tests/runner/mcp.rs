@@ -19,6 +19,8 @@ pub(crate) struct Client {
     next: u64,
     /// Notifications seen while waiting for responses.
     pub(crate) notes: Vec<Value>,
+    /// The server's answer to `initialize`.
+    pub(crate) init: Value,
 }
 
 impl Client {
@@ -38,6 +40,7 @@ impl Client {
             stdout,
             next: 1,
             notes: Vec::new(),
+            init: Value::Null,
         };
         let init = c.request(
             "initialize",
@@ -52,6 +55,7 @@ impl Client {
             "{init}"
         );
         c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        c.init = init;
         c
     }
 

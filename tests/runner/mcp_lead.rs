@@ -170,3 +170,98 @@ fn todo_resolve_takes_stable_ids_refuses_gone_ones_and_names_what_it_moved() {
     let inbox = sb.read("S/todo.md");
     assert!(inbox.contains("Beta") && inbox.contains("Delta"), "{inbox}");
 }
+
+#[test]
+fn arguments_are_checked_by_field_and_an_unknown_one_is_refused_with_the_one_meant() {
+    let sb = Sandbox::new();
+    let agent = crate::mcp::csv_batch(&sb);
+    let mut c = Client::start(&sb);
+    let (err, text) = c.call(
+        "batch_run",
+        json!({"csv_path": "rows.csv", "instruction": "Look at {topic}.", "id_column": "id",
+               "command": ["sh", agent], "wait": true}),
+    );
+    assert!(!err, "{text}");
+    let before = sb.tree();
+    let refusals = [
+        (
+            "batch_run",
+            json!({"csv_path": "rows.csv", "instruction": "Other {topic}.", "max_concurency": 2}),
+            "did you mean `max_concurrency`?",
+        ),
+        (
+            "batch_run",
+            json!({"csv_path": "rows.csv", "instruction": "Other {topic}.", "max_concurrency": "two"}),
+            "`max_concurrency`",
+        ),
+        (
+            "batch_run",
+            json!({"csv_path": "rows.csv", "instruction": "Other {topic}.", "max_runtime_seconds": 0}),
+            "`max_runtime_seconds`",
+        ),
+        ("todo_add", json!({"text": 5, "store": "S"}), "`text`"),
+        ("todo_add", json!({"store": "S"}), "\"text\""),
+        ("todo_resolve", json!({"store": "S", "ids": "k-1"}), "`ids`"),
+        (
+            "show",
+            json!({"item": "a", "tem": "x"}),
+            "did you mean `team`?",
+        ),
+    ];
+    for (tool, args, says) in refusals {
+        let (err, text) = c.call(tool, args.clone());
+        assert!(err && text.contains(says), "{tool} {args}: {text}");
+    }
+    assert_eq!(sb.tree(), before, "a refused call writes nothing");
+    // A team is a path, never a flag: `--watch` names no team here.
+    let (err, text) = c.call("status", json!({"team": "--watch"}));
+    assert!(err && text.contains("--watch"), "{text}");
+}
+
+#[test]
+fn every_tool_has_a_title_annotations_and_an_output_schema_its_answers_follow() {
+    let sb = Sandbox::new();
+    let mut c = Client::start(&sb);
+    let server = &c.init["result"]["serverInfo"];
+    assert_eq!(server["name"], "teammate-runner", "{server}");
+    assert_eq!(server["version"], env!("CARGO_PKG_VERSION"), "{server}");
+    let r = c.request("tools/list", json!({}));
+    let tools = r["result"]["tools"].as_array().expect("tools").clone();
+    for t in &tools {
+        let name = t["name"].as_str().unwrap_or_default();
+        assert!(t["title"].as_str().is_some_and(|s| !s.is_empty()), "{t}");
+        let read_only = ["todo_list", "status", "show"].contains(&name);
+        assert_eq!(t["annotations"]["readOnlyHint"], read_only, "{t}");
+        assert_eq!(t["outputSchema"]["type"], "object", "{t}");
+        let input = t["inputSchema"].to_string();
+        assert!(
+            !input.contains("\"null\"") && !input.contains("uint"),
+            "plain optional fields: {input}"
+        );
+    }
+    let stop = tools.iter().find(|t| t["name"] == "stop").expect("stop");
+    assert_eq!(stop["annotations"]["destructiveHint"], true, "{stop}");
+    let schema_of = |name: &str| {
+        let t = tools.iter().find(|t| t["name"] == name).expect("tool");
+        jsonschema::validator_for(&t["outputSchema"]).expect("compiles")
+    };
+    let (err, _) = c.call("todo_add", json!({"text": "Audit the lexer", "store": "S"}));
+    assert!(!err);
+    for (tool, args) in [
+        (
+            "todo_add",
+            json!({"text": "Audit the parser", "store": "S"}),
+        ),
+        ("todo_list", json!({"store": "S"})),
+    ] {
+        let r = c.request("tools/call", json!({"name": tool, "arguments": args}));
+        let result = &r["result"];
+        let structured = &result["structuredContent"];
+        assert!(structured.is_object(), "{tool}: {r}");
+        assert!(schema_of(tool).is_valid(structured), "{tool}: {structured}");
+        let text: Value =
+            serde_json::from_str(result["content"][0]["text"].as_str().unwrap_or_default())
+                .expect("the text is the same JSON");
+        assert_eq!(&text, structured, "{tool}");
+    }
+}

@@ -117,11 +117,13 @@ impl Ready {
 
 /// What a run tells the tool that started it.
 enum Note {
-    /// `run_started`: the team, its workspace, how many items.
+    /// `run_started`: the team, its workspace, how many items, how many of them an earlier
+    /// run completed (progress counts on from there).
     Started {
         team: String,
         workspace: String,
         total: Option<u64>,
+        resumed: u64,
     },
     /// `item_finished`: the item's id and status.
     Finished(String),
@@ -142,11 +144,13 @@ impl Reporter for Progress {
                 team,
                 workspace,
                 total,
+                resumed,
                 ..
             } => Note::Started {
                 team: team.clone(),
                 workspace: workspace.to_string_lossy().into_owned(),
                 total: *total,
+                resumed: *resumed,
             },
             Event::ItemFinished(o) => Note::Finished(format!("{} {}", o.id, o.status)),
             Event::RunFinished(_) | Event::RunEnded { .. } => {
@@ -480,8 +484,11 @@ async fn follow(
                 team,
                 workspace,
                 total: t,
+                resumed,
             } => {
                 total = t;
+                // Items an earlier run completed are done: progress ends at the total.
+                done = resumed;
                 started = true;
                 runs.with(|s| {
                     if let Some(a) = &mut s.active {
@@ -567,6 +574,7 @@ mod tests {
                 team,
                 workspace,
                 total,
+                ..
             }) => assert_eq!(
                 (team.as_str(), workspace.as_str(), total),
                 ("t", "/w", Some(2))

@@ -153,6 +153,11 @@ fn todo_resolve_takes_stable_ids_refuses_gone_ones_and_names_what_it_moved() {
                 .is_some_and(|t| t.ends_with(".md")),
             "followed by its batch file: {answer}"
         );
+        // The team's workspace is archived once every item completed: the batch file it
+        // is followed by still answers.
+        let team = answer["follow"]["team"].clone();
+        let (err, text) = c.call("status", json!({ "team": team }));
+        assert!(!err && text.contains("1 completed"), "{text}");
         moved.push(answer["items"][0]["title"].clone());
     }
     assert_eq!(moved, [json!("Alpha"), json!("Gamma")], "never Delta");

@@ -410,6 +410,11 @@ pub(crate) struct ResolveArgs {
     /// 1,3 or 2-4,6).
     #[arg(long, value_name = "N,N-M")]
     pub select: Option<String>,
+    /// The inbox items to hand out, by stable id (repeatable): the `id` that `runner list
+    /// --format json` shows (the item's checkpoint file, else a key of its text), which stays
+    /// when numbers shift; an id no open item has any more is refused.
+    #[arg(long = "id", value_name = "ID", conflicts_with = "select")]
+    pub ids: Vec<String>,
     /// Keep the team workspace even when every item completed.
     #[arg(long)]
     pub keep_team: bool,

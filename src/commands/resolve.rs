@@ -63,7 +63,7 @@ pub(crate) fn resolve(args: ResolveArgs) -> Result<i32> {
 /// be locked or written.
 pub(crate) fn prepare(args: ResolveArgs) -> Result<Resolved> {
     let format = args.run.format;
-    let select = match &args.select {
+    let mut select = match &args.select {
         Some(text) => crate::options::selection::parse_numbers("--select", text)?,
         None => Vec::new(),
     };
@@ -72,6 +72,10 @@ pub(crate) fn prepare(args: ResolveArgs) -> Result<Resolved> {
     let (text, existed) = store.read_inbox(&today())?;
     let inbox_path = store.inbox();
     let doc = parse_inbox(&inbox_path, &text)?;
+    if !args.ids.is_empty() {
+        select = crate::source::todo::numbers_of_keys(&doc, &args.ids)
+            .map_err(|why| Error::input_at(&inbox_path, None, format!("--id: {why}")))?;
+    }
     let finished = store.finished_batch_items(&doc);
     let candidates: Vec<u32> = doc
         .resolvable()

@@ -3,7 +3,7 @@
 //! servers and hands its todo inbox or a CSV batch to a team without parsing text.
 //!
 //! Each tool is a command (`runner list`, `add`, `resolve`, `batch`, `status`, `show`): its
-//! arguments become that command line, parsed by the CLI's own definitions ([`params`]), and
+//! arguments become that command line, parsed by the CLI's own definitions ([`argv`]), and
 //! the command's library function does the work in this process and returns a value the
 //! tool serializes ([`crate::commands::todo::listing`], [`crate::commands::todo::add_item`],
 //! [`crate::commands::status::team_status`], [`crate::commands::show::item_view`]; a run,
@@ -15,7 +15,17 @@
 //! A run (`todo_resolve`, `batch_run`) either starts in the background and returns at once
 //! with its team and workspace (poll it with `status`), or with `wait: true` runs to its end,
 //! sending MCP progress notifications (items finished of the total) when the client asked
-//! for them (`_meta.progressToken`), and returns its summary.
+//! for them (`_meta.progressToken`), and returns its summary. A waited call the client
+//! cancels (`notifications/cancelled`) and the `stop` tool interrupt the team as Ctrl-C does,
+//! through the plan's own interrupt channel ([`crate::schedule::plan::Plan::interrupt`]):
+//! running items end `cancelled`, the outputs are written, nothing is left running.
+//! `todo_resolve` takes the items' stable ids (`todo_list` shows them), refuses an id no open
+//! item has, and answers with the items it moved.
+//!
+//! Every tool has a title, annotations (`readOnlyHint` for `todo_list`, `status`, `show`),
+//! a plain input schema that also checks each call ([`params::Strict`], [`schema`]: unknown
+//! fields refused with the one meant, errors naming their field), and an output schema its
+//! `structuredContent` follows (the same JSON is the text, for older clients).
 //!
 //! Nothing but protocol is written on stdout ([`stdio`]: the protocol has its own descriptor,
 //! and whatever the library prints goes to stderr); when the client closes stdin, or the
@@ -23,24 +33,27 @@
 //! teammate ended before the server exits ([`runs::Runs::shutdown`]). The command itself,
 //! `runner mcp`, is [`command`]: the server sits above the commands it serves.
 
+pub(crate) mod argv;
 pub(crate) mod command;
 pub(crate) mod params;
 pub(crate) mod runs;
+pub(crate) mod schema;
 pub(crate) mod stdio;
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use clap::Parser;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_router};
+use serde_json::{Value, json};
 
-use crate::cli::{Cli, Command};
+use crate::cli::Command;
+use argv::{batch_argv, parse, run_argv, same_team, status_args};
 use params::{
-    AddParams, BatchParams, ListParams, ResolveParams, ShowParams, StatusParams, TeamChoice,
-    store_args, team_args, write_beside,
+    AddParams, BatchParams, ListParams, ResolveParams, ShowParams, StatusParams, StopParams,
+    Strict, store_args,
 };
 use runs::{Runs, Start, error_text, refused};
 
@@ -51,99 +64,32 @@ pub(crate) struct RunnerTools {
     runs: Runs,
 }
 
-/// `runner ARGV` parsed as the CLI parses it.
-///
-/// Errors: clap's message (exit 2), the tool error's text.
-fn parse(argv: Vec<OsString>) -> Result<Command, String> {
-    let full = std::iter::once(OsString::from("runner")).chain(argv);
-    Cli::try_parse_from(full)
-        .map(|cli| cli.command)
-        .map_err(|e| format!("{} (exit 2)", e.render().to_string().trim()))
-}
-
 /// `f` (a command's library call: it reads and writes files) on a blocking thread; its value
-/// as the tool's text, its error as the tool error the CLI would print.
-async fn answer<T: std::fmt::Display + Send + 'static>(
-    f: impl FnOnce() -> crate::error::Result<T> + Send + 'static,
+/// as the tool's structured result (and its text), its error as the tool error the CLI would
+/// print.
+async fn answer(
+    f: impl FnOnce() -> crate::error::Result<Value> + Send + 'static,
 ) -> CallToolResult {
     match tokio::task::spawn_blocking(f).await {
-        Ok(Ok(value)) => CallToolResult::success(vec![ContentBlock::text(value.to_string())]),
+        Ok(Ok(value)) => CallToolResult::structured(value),
         Ok(Err(e)) => refused(error_text(&e)),
         Err(e) => refused(format!("the command failed: {e}")),
     }
 }
 
-/// The command line a tool call is, or the tool error's text: what to give instead.
-type Argv = Result<Vec<OsString>, String>;
-
-/// `runner batch …` for `p`: the files relative to the server's folder `cwd`, an inline
-/// instruction or schema written beside the output (so the same call again resumes).
-fn batch_argv(p: &BatchParams, cwd: &Path) -> Argv {
-    let input = cwd.join(&p.csv_path);
-    let output = match &p.output_csv_path {
-        Some(o) => cwd.join(o),
-        None => input
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join("workers-output.csv"),
-    };
-    let stem = output
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "workers-output".into());
-    let beside = |ext: &str| output.with_file_name(format!("{stem}.{ext}"));
-    let instruction = match (&p.instruction, &p.instruction_path) {
-        (Some(_), Some(_)) => {
-            return Err("give `instruction` or `instruction_path`, not both".into());
-        }
-        (None, None) => {
-            return Err(
-                "`instruction` (the template) or `instruction_path` (a file holding it) is required"
-                    .into(),
-            );
-        }
-        (None, Some(path)) => cwd.join(path),
-        (Some(text), None) => {
-            // The run's files are recorded so the same call resumes: the text lives
-            // beside the output, where a later call finds it again.
-            let path = beside("instruction.md");
-            write_beside(&path, text, "instruction")?;
-            path
+/// The arguments of a call, or the tool error that refuses them.
+macro_rules! arguments {
+    ($strict:expr) => {
+        match $strict.0 {
+            Ok(p) => p,
+            Err(e) => return Ok(refused(e)),
         }
     };
-    let mut args: Vec<OsString> = vec![
-        "batch".into(),
-        "--input".into(),
-        input.into(),
-        "--instruction".into(),
-        instruction.into(),
-        "--output".into(),
-        output.clone().into(),
-    ];
-    if let Some(schema) = &p.output_schema {
-        let path = beside("schema.json");
-        let text = serde_json::to_string_pretty(schema).unwrap_or_default();
-        write_beside(&path, &text, "output_schema")?;
-        args.extend(["--output-schema".into(), path.into()]);
-    }
-    if let Some(c) = &p.id_column {
-        args.extend(["--id-column".into(), c.into()]);
-    }
-    if let Some(j) = p.max_concurrency {
-        args.extend(["--jobs".into(), j.to_string().into()]);
-    }
-    if let Some(s) = p.max_runtime_seconds {
-        args.extend(["--timeout".into(), format!("{s}s").into()]);
-    }
-    Ok(args)
 }
 
-/// The run's own flags after a run command's: plain lines (they go to the server's stderr,
-/// its log), then the team's runner options.
-fn run_argv(mut args: Vec<OsString>, team: &TeamChoice) -> Vec<OsString> {
-    args.extend(["--format".into(), "plain".into()]);
-    args.extend(team_args(team));
-    args
+/// `{"text": TEXT}`: a command's printed view as a structured result.
+fn text_value(text: String) -> Value {
+    json!({ "text": text })
 }
 
 #[tool_router]
@@ -157,12 +103,17 @@ impl RunnerTools {
     }
 
     #[tool(
-        description = "The open items of the todo inbox, numbered, and the batches waiting to run (JSON, as `runner list --format json`). Never runs anything."
+        title = "List the todo inbox",
+        description = "The open items of the todo inbox, each with its number and its stable `id` (which `todo_resolve` takes), and the batches waiting to run (as `runner list --format json`). Never runs anything.",
+        input_schema = schema::input::<ListParams>(),
+        output_schema = schema::listing_output(),
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn todo_list(
         &self,
-        Parameters(p): Parameters<ListParams>,
+        Parameters(p): Parameters<Strict<ListParams>>,
     ) -> Result<CallToolResult, ErrorData> {
+        let p = arguments!(p);
         let mut args: Vec<OsString> = vec!["list".into(), "--format".into(), "json".into()];
         match store_args(&p.store) {
             Ok(s) => args.extend(s),
@@ -173,16 +124,25 @@ impl RunnerTools {
             Ok(_) => return Ok(refused("internal: not `runner list`")),
             Err(e) => return Ok(refused(e)),
         };
-        Ok(answer(move || crate::commands::todo::listing(&args).map(|l| l.json())).await)
+        Ok(answer(move || {
+            let listing = crate::commands::todo::listing(&args)?;
+            Ok(serde_json::from_str(&listing.json()).unwrap_or(Value::Null))
+        })
+        .await)
     }
 
     #[tool(
-        description = "Add an item to the todo inbox (a todo item gets a checkpoint file; an idea none). Never runs anything."
+        title = "Add a todo item",
+        description = "Add an item to the todo inbox (a todo item gets a checkpoint file; an idea none); answers with its number and stable `id`. Never runs anything.",
+        input_schema = schema::input::<AddParams>(),
+        output_schema = schema::added_output(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
     async fn todo_add(
         &self,
-        Parameters(p): Parameters<AddParams>,
+        Parameters(p): Parameters<Strict<AddParams>>,
     ) -> Result<CallToolResult, ErrorData> {
+        let p = arguments!(p);
         let mut args: Vec<OsString> = vec!["add".into()];
         match store_args(&p.store) {
             Ok(s) => args.extend(s),
@@ -202,25 +162,60 @@ impl RunnerTools {
         };
         let checkpoint = p.checkpoint;
         Ok(answer(move || {
-            crate::commands::todo::add_item(&args, checkpoint).map(|a| format!("{a}\n"))
+            let added = crate::commands::todo::add_item(&args, checkpoint)?;
+            // Its id, as the inbox now reads.
+            let text = std::fs::read_to_string(&added.inbox).unwrap_or_default();
+            let doc = crate::source::todo::TodoDocument::parse(&text);
+            let id = doc.item(added.number).map(|i| i.key()).unwrap_or_default();
+            Ok(json!({
+                "number": added.number,
+                "id": id,
+                "inbox": added.inbox,
+                "checkpoint": added.checkpoint,
+                "text": format!("{added}\n"),
+            }))
         })
         .await)
     }
 
     #[tool(
-        description = "Hand the inbox items the user confirmed to a team: they move to the next todo-N.md and teammates resolve them. `select` is required (the numbers `todo_list` shows). Answers at once with the team's workspace (poll with `status`), or with `wait: true` at the end."
+        title = "Resolve confirmed todo items with a team",
+        description = "Hand the inbox items the user confirmed to a team: they move to the next todo-N.md and teammates resolve them. `ids` is required (each item's `id` as `todo_list` shows it; an id no open item has any more is refused and nothing runs). Answers with the items it moved (id, title), the team and how to follow it: at once while the team runs in the background (follow it with `status`, interrupt it with `stop`), or with `wait: true` at the run's end (with progress notifications; cancelling the call interrupts the team). A resolve lasts as long as its slowest item.",
+        input_schema = schema::input::<ResolveParams>(),
+        output_schema = schema::run_output(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true)
     )]
     async fn todo_resolve(
         &self,
-        Parameters(p): Parameters<ResolveParams>,
+        Parameters(p): Parameters<Strict<ResolveParams>>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let Some(select) = p.select.filter(|s| !s.trim().is_empty()) else {
-            return Ok(refused(
-                "`select` is required: ask the user which inbox items to resolve (`todo_list` numbers them), then pass those numbers, e.g. \"1,3-4\"",
-            ));
+        let p = arguments!(p);
+        let select = p.select.filter(|s| !s.trim().is_empty());
+        let ids = p.ids.filter(|ids| !ids.is_empty());
+        let (chosen, what): (Vec<OsString>, String) = match (&ids, &select) {
+            (Some(_), Some(_)) => {
+                return Ok(refused(
+                    "`ids` or `select`: give one, not both (`ids` are the `id`s `todo_list` shows)",
+                ));
+            }
+            (None, None) => {
+                return Ok(refused(
+                    "`ids` is required: ask the user which inbox items to resolve (`todo_list` shows each item's `id`), then pass those ids, e.g. [\"cp-20260427-143000.md\", \"k-3f2a9c01d4e5\"]",
+                ));
+            }
+            (Some(ids), None) => (
+                ids.iter()
+                    .map(|id| OsString::from(format!("--id={id}")))
+                    .collect(),
+                format!("todo_resolve of items {}", ids.join(", ")),
+            ),
+            (None, Some(select)) => (
+                vec!["--select".into(), select.into()],
+                format!("todo_resolve of items {select}"),
+            ),
         };
-        if let Some(text) = self.runs.busy() {
+        if let Some(text) = self.runs.busy().await {
             return Ok(refused(text));
         }
         let mut args: Vec<OsString> = vec!["resolve".into(), "--yes".into()];
@@ -228,94 +223,180 @@ impl RunnerTools {
             Ok(s) => args.extend(s),
             Err(e) => return Ok(refused(e)),
         }
-        args.extend(["--select".into(), select.clone().into()]);
+        args.extend(chosen);
         let args = match parse(run_argv(args, &p.team)) {
             Ok(Command::Resolve(a)) => a,
             Ok(_) => return Ok(refused("internal: not `runner resolve`")),
             Err(e) => return Ok(refused(e)),
         };
-        let what = format!("todo_resolve of items {select}");
         Ok(self
             .runs
-            .start(Start::Resolve(Box::new(args)), what, p.team.wait, ctx)
+            .start(
+                Start::Resolve(Box::new(args)),
+                what,
+                p.team.wait,
+                ctx,
+                Vec::new(),
+            )
             .await)
     }
 
     #[tool(
-        description = "Run a CSV batch: one teammate per row with the instruction (`{column}` placeholders), each report checked, results to the output CSV. Answers at once with the team's workspace (poll with `status`), or with `wait: true` at the end."
+        title = "Run a CSV batch with a team",
+        description = "Run a CSV batch: one teammate per row with the instruction (`{column}` placeholders), each report checked, results to the output CSV. Answers at once while the team runs in the background (follow it with `status`, interrupt it with `stop`), or with `wait: true` at the run's end (with progress notifications; cancelling the call interrupts the team). The same call again resumes the batch: nothing that completed runs twice. A refused call writes nothing.",
+        input_schema = schema::input::<BatchParams>(),
+        output_schema = schema::run_output(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = true)
     )]
     async fn batch_run(
         &self,
-        Parameters(p): Parameters<BatchParams>,
+        Parameters(p): Parameters<Strict<BatchParams>>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        if let Some(text) = self.runs.busy() {
+        let p = arguments!(p);
+        if let Some(text) = self.runs.busy().await {
             return Ok(refused(text));
         }
-        let args = match batch_argv(&p, &self.cwd) {
+        let argv = match batch_argv(&p, &self.cwd) {
             Ok(a) => a,
             Err(e) => return Ok(refused(e)),
         };
-        let args = match parse(run_argv(args, &p.team)) {
+        let args = match parse(run_argv(argv.args.clone(), &p.team)) {
             Ok(Command::Batch(a)) => a,
-            Ok(_) => return Ok(refused("internal: not `runner batch`")),
-            Err(e) => return Ok(refused(e)),
+            Ok(_) => {
+                argv.undo();
+                return Ok(refused("internal: not `runner batch`"));
+            }
+            Err(e) => {
+                argv.undo();
+                return Ok(refused(e));
+            }
         };
         let what = format!("batch_run of {}", p.csv_path);
         Ok(self
             .runs
-            .start(Start::Batch(Box::new(args)), what, p.team.wait, ctx)
+            .start(
+                Start::Batch(Box::new(args)),
+                what,
+                p.team.wait,
+                ctx,
+                argv.written,
+            )
             .await)
     }
 
     #[tool(
-        description = "The live or last state of a team: counts, running teammates (with what they last said), what failed, and the command that resumes it (as `runner status --brief`)."
+        title = "Status of a team",
+        description = "The live or last state of a team: counts, running teammates (with what they last said), what failed, and the command that resumes it (as `runner status --brief`). A team whose items failed is a status like any other, not an error.",
+        input_schema = schema::input::<StatusParams>(),
+        output_schema = schema::status_output(),
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn status(
         &self,
-        Parameters(p): Parameters<StatusParams>,
+        Parameters(p): Parameters<Strict<StatusParams>>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut args: Vec<OsString> = vec!["status".into(), "--brief".into()];
-        args.extend(p.team.map(OsString::from));
-        let args = match parse(args) {
-            Ok(Command::Status(a)) => a,
-            Ok(_) => return Ok(refused("internal: not `runner status`")),
-            Err(e) => return Ok(refused(e)),
-        };
-        // A team whose items failed is its status, not an error.
-        Ok(answer(move || crate::commands::status::team_status(&args).map(|v| v.text)).await)
+        let p = arguments!(p);
+        // The team is a path, never a flag (`--watch` is a folder that is not there).
+        let args = status_args(p.team.map(PathBuf::from));
+        Ok(answer(move || {
+            let view = crate::commands::status::team_status(&args)?;
+            let code = view.exit_code();
+            Ok(json!({
+                "text": view.text,
+                "exit_code": code,
+                "state": view.snapshot.state,
+                "counts": view.snapshot.counts,
+            }))
+        })
+        .await)
     }
 
     #[tool(
-        description = "One item of a team: its status, every attempt with its verdict, the report, what the teammate last said, and the end of its log (as `runner show`)."
+        title = "Show one item of a team",
+        description = "One item of a team: its status, every attempt with its verdict, the report, what the teammate last said, and the end of its log (as `runner show`).",
+        input_schema = schema::input::<ShowParams>(),
+        output_schema = schema::show_output(),
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn show(
         &self,
-        Parameters(p): Parameters<ShowParams>,
+        Parameters(p): Parameters<Strict<ShowParams>>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut args: Vec<OsString> = vec!["show".into(), "--".into(), p.item.into()];
-        args.extend(p.team.map(OsString::from));
-        let args = match parse(args) {
-            Ok(Command::Show(a)) => a,
-            Ok(_) => return Ok(refused("internal: not `runner show`")),
-            Err(e) => return Ok(refused(e)),
-        };
+        let p = arguments!(p);
+        let (item, team) = (p.item, p.team.map(PathBuf::from));
         Ok(
-            answer(move || crate::commands::show::item_view(&args.id, args.workspace.as_deref()))
-                .await,
+            answer(move || {
+                crate::commands::show::item_view(&item, team.as_deref()).map(text_value)
+            })
+            .await,
         )
+    }
+
+    #[tool(
+        title = "Stop a running team",
+        description = "Stop the team this server is running (started by `batch_run` or `todo_resolve`, in the background or waited for) as Ctrl-C does: running items end `cancelled`, the outputs are written, no teammate is left running. Answers once it has stopped, with the team's status; the same run call resumes it.",
+        input_schema = schema::input::<StopParams>(),
+        output_schema = schema::stop_output(),
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn stop(
+        &self,
+        Parameters(p): Parameters<Strict<StopParams>>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let p = arguments!(p);
+        let Some((what, team)) = self.runs.under_way() else {
+            return Ok(refused(
+                "no team is running in this server; nothing was stopped (`status` shows a team's state)",
+            ));
+        };
+        if let Some(asked) = &p.team {
+            let Some((name, workspace)) = &team else {
+                return Ok(refused(format!(
+                    "{what} is still starting; call `stop` again in a moment"
+                )));
+            };
+            if !same_team(asked, name, workspace) {
+                return Ok(refused(format!(
+                    "`team`: {asked} is not the team this server is running ({what}: team {name}, workspace {}); nothing was stopped",
+                    workspace.display()
+                )));
+            }
+        }
+        self.runs.stop().await;
+        let Some((name, workspace)) = team else {
+            return Ok(CallToolResult::structured(json!({ "stopped": what })));
+        };
+        let args = status_args(Some(workspace.clone()));
+        let status =
+            tokio::task::spawn_blocking(move || crate::commands::status::team_status(&args))
+                .await
+                .ok()
+                .and_then(|r| r.ok())
+                .map(|v| v.text);
+        Ok(CallToolResult::structured(json!({
+            "stopped": what,
+            "team": name,
+            "workspace": workspace,
+            "status": status,
+        })))
     }
 }
 
 #[rmcp::tool_handler]
 impl ServerHandler for RunnerTools {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(
-            "teammate-runner: hand the user's todo inbox or a CSV batch to a team of agents. \
-             todo_list and todo_add never run anything; todo_resolve needs the item numbers \
-             the user confirmed. A run answers with its workspace; poll it with status, and \
-             look at one item with show.",
-        )
+        let mut server = Implementation::new("teammate-runner", env!("CARGO_PKG_VERSION"));
+        server.title = Some("teammate-runner".into());
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(server)
+            .with_instructions(
+                "teammate-runner: hand the user's todo inbox or a CSV batch to a team of agents. \
+                 todo_list and todo_add never run anything; todo_resolve takes the ids of the \
+                 items the user confirmed (todo_list shows them). A run lasts as long as its \
+                 slowest item: start it in the background, follow it with status, stop it with \
+                 stop, and look at one item with show.",
+            )
     }
 }
 

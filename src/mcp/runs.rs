@@ -5,10 +5,14 @@
 //!
 //! One run at a time per server: the pipeline ends, when a run ends, every process the runner
 //! started ([`crate::run::supervise::descendants::end_run`]), so a second run in the same
-//! process would lose its teammates. A second call while a run goes on is refused, naming it.
-//! [`Runs::shutdown`] ends the run under way when the server ends.
+//! process would lose its teammates. A second call while a run goes on is refused, naming it
+//! (after waiting for a run already interrupted to end: a lead that retries the call it
+//! cancelled gets its run). The run's interrupts come through the plan's own channel
+//! ([`crate::schedule::plan::Plan::interrupt`]), never a signal the server would hear too: a
+//! cancelled waited call, [`Runs::stop`] (the `stop` tool), and [`Runs::shutdown`] when the
+//! server ends.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -63,15 +67,35 @@ impl Ready {
         }
     }
 
-    /// Add `sink` to the plan's (nothing when nothing runs).
-    fn add_sink(&mut self, sink: Box<dyn Sink>) {
+    /// Add `sink` to the plan's sinks and `interrupt` as its interrupts besides the signals
+    /// (nothing when nothing runs).
+    fn wire(&mut self, sink: Box<dyn Sink>, interrupt: mpsc::UnboundedReceiver<()>) {
+        let plan = match self {
+            Ready::Done(_) => None,
+            Ready::Batch(plan, _) => Some(plan.as_mut()),
+            Ready::Todo(run) => run.plan.as_mut(),
+        };
+        if let Some(plan) = plan {
+            plan.sinks.push(sink);
+            plan.interrupt = Some(interrupt);
+        }
+    }
+
+    /// What the answer says of the run: the todo items it moved (their ids and titles, read
+    /// back from the batch file) and the file `status` follows it by (the output table, the
+    /// batch file: both outlive an archived workspace).
+    fn about(&self) -> (Option<Value>, Option<PathBuf>) {
         match self {
-            Ready::Done(_) => {}
-            Ready::Batch(plan, _) => plan.sinks.push(sink),
+            Ready::Done(_) => (None, None),
+            Ready::Batch(plan, _) => (None, Some(plan.output.clone())),
             Ready::Todo(run) => {
-                if let Some(plan) = &mut run.plan {
-                    plan.sinks.push(sink);
-                }
+                let text = std::fs::read_to_string(&run.batch).unwrap_or_default();
+                let doc = crate::source::todo::TodoDocument::parse(&text);
+                let items: Vec<Value> = crate::source::todo::open_items(&doc)
+                    .into_iter()
+                    .map(|i| json!({"id": i.key(), "title": i.title}))
+                    .collect();
+                (Some(Value::Array(items)), Some(run.batch.clone()))
             }
         }
     }
@@ -93,11 +117,13 @@ impl Ready {
 
 /// What a run tells the tool that started it.
 enum Note {
-    /// `run_started`: the team, its workspace, how many items.
+    /// `run_started`: the team, its workspace, how many items, how many of them an earlier
+    /// run completed (progress counts on from there).
     Started {
         team: String,
         workspace: String,
         total: Option<u64>,
+        resumed: u64,
     },
     /// `item_finished`: the item's id and status.
     Finished(String),
@@ -118,11 +144,13 @@ impl Reporter for Progress {
                 team,
                 workspace,
                 total,
+                resumed,
                 ..
             } => Note::Started {
                 team: team.clone(),
                 workspace: workspace.to_string_lossy().into_owned(),
                 total: *total,
+                resumed: *resumed,
             },
             Event::ItemFinished(o) => Note::Finished(format!("{} {}", o.id, o.status)),
             Event::RunFinished(_) | Event::RunEnded { .. } => {
@@ -157,13 +185,25 @@ pub(crate) fn refused(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text.into())])
 }
 
+/// The run under way.
+struct Active {
+    /// What started it (`batch_run of rows.csv`), for a second caller.
+    what: String,
+    /// Its team and workspace, once it has started.
+    team: Option<(String, PathBuf)>,
+    /// Its interrupts (as Ctrl-C), once its plan is made.
+    interrupt: Option<mpsc::UnboundedSender<()>>,
+    /// How many interrupts it was sent: the first stops it gracefully, the next at once.
+    interrupted: u32,
+    /// Whether the waited call that runs it was cancelled (the SDK marks it before it reads
+    /// the client's next message, so a retry sees it even before the run hears it).
+    cancelled: Option<Box<dyn Fn() -> bool + Send>>,
+}
+
 #[derive(Default)]
 struct State {
-    /// The run under way: what started it.
-    active: Option<String>,
-    /// Runs whose pipeline returned: each left a thread that ends the process on the next
-    /// SIGINT, SIGTERM or SIGHUP (the pipeline's, for an interrupt while outputs are written).
-    ended: u64,
+    /// The run under way.
+    active: Option<Active>,
 }
 
 /// The runs of this server (one at a time).
@@ -185,36 +225,89 @@ impl Runs {
     }
 
     /// Why a run cannot start now (another one is under way), if it cannot: a run tool asks
-    /// before it writes anything (an inline instruction beside the output).
-    pub(crate) fn busy(&self) -> Option<String> {
-        self.with(|s| s.active.as_deref().map(busy_text))
+    /// before it writes anything (an inline instruction beside the output). A run already
+    /// interrupted (a cancelled call, `stop`) is waited for first, up to [`STOP_WAIT`]: a
+    /// client that retries a cancelled call gets its run, not a refusal.
+    pub(crate) async fn busy(&self) -> Option<String> {
+        let stopping = |a: &Active| a.interrupted > 0 || a.cancelled.as_ref().is_some_and(|c| c());
+        if self.with(|s| s.active.as_ref().is_some_and(stopping)) {
+            self.wait_idle(STOP_WAIT).await;
+        }
+        self.with(|s| s.active.as_ref().map(|a| busy_text(&a.what)))
     }
 
     /// Take the slot for `what`, or say which run holds it.
     fn take(&self, what: &str) -> std::result::Result<Slot, String> {
         self.with(|s| match &s.active {
-            Some(other) => Err(busy_text(other)),
+            Some(other) => Err(busy_text(&other.what)),
             None => {
-                s.active = Some(what.to_owned());
+                s.active = Some(Active {
+                    what: what.to_owned(),
+                    team: None,
+                    interrupt: None,
+                    interrupted: 0,
+                    cancelled: None,
+                });
                 Ok(Slot(self.clone()))
             }
         })
     }
 
+    /// Interrupt the run under way as Ctrl-C does (`again`: even when it was interrupted
+    /// already, which stops it at once); whether a run was there to interrupt.
+    fn interrupt(&self, again: bool) -> bool {
+        self.with(|s| {
+            let Some(a) = &mut s.active else {
+                return false;
+            };
+            if a.interrupted == 0 || again {
+                a.interrupted += 1;
+                if let Some(tx) = &a.interrupt {
+                    let _ = tx.send(());
+                }
+            }
+            true
+        })
+    }
+
+    /// The run under way: what started it and its team and workspace (once started).
+    pub(crate) fn under_way(&self) -> Option<(String, Option<(String, PathBuf)>)> {
+        self.with(|s| s.active.as_ref().map(|a| (a.what.clone(), a.team.clone())))
+    }
+
+    /// Stop the run under way as Ctrl-C does and wait (up to [`STOP_WAIT`], then it is
+    /// interrupted again) until it has ended its teammates and written its outputs; whether
+    /// one was under way.
+    pub(crate) async fn stop(&self) -> bool {
+        if !self.interrupt(false) {
+            return false;
+        }
+        if !self.wait_idle(STOP_WAIT).await {
+            self.interrupt(true);
+            self.wait_idle(Duration::from_secs(10)).await;
+        }
+        true
+    }
+
     /// Start `start` (`what` names it to a second caller): to its end with progress
     /// notifications when `wait` (answering with its `run_finished` and `run_ended` events
     /// and its exit code), else until it has started (answering with its team, workspace and
-    /// item count while it goes on).
+    /// item count while it goes on). `written`: the files the call wrote for the run, removed
+    /// when the run is refused (a refused call leaves nothing behind).
     pub(crate) async fn start(
         &self,
         start: Start,
         what: String,
         wait: bool,
         ctx: RequestContext<RoleServer>,
+        written: Vec<PathBuf>,
     ) -> CallToolResult {
         let slot = match self.take(&what) {
             Ok(s) => s,
-            Err(text) => return refused(text),
+            Err(text) => {
+                super::argv::remove_written(&written);
+                return refused(text);
+            }
         };
         let (tx, rx) = mpsc::unbounded_channel();
         // The checks and the plan read files (and `resolve` writes the batch): off the
@@ -222,11 +315,31 @@ impl Runs {
         let ready = tokio::task::spawn_blocking(move || Ready::of(start)).await;
         let mut ready = match ready {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return refused(error_text(&e)),
-            Err(e) => return refused(format!("the run could not be prepared: {e}")),
+            Ok(Err(e)) => {
+                super::argv::remove_written(&written);
+                return refused(error_text(&e));
+            }
+            Err(e) => {
+                super::argv::remove_written(&written);
+                return refused(format!("the run could not be prepared: {e}"));
+            }
         };
-        ready.add_sink(Box::new(Progress(tx.clone())));
-        let runs = self.clone();
+        let about = ready.about();
+        let (interrupt, interrupts) = mpsc::unbounded_channel();
+        let ct = ctx.ct.clone();
+        ready.wire(Box::new(Progress(tx.clone())), interrupts);
+        self.with(|s| {
+            if let Some(a) = &mut s.active {
+                // Interrupted while its plan was made: it stops as soon as it starts.
+                for _ in 0..a.interrupted {
+                    let _ = interrupt.send(());
+                }
+                a.interrupt = Some(interrupt);
+                if wait {
+                    a.cancelled = Some(Box::new(move || ct.is_cancelled()));
+                }
+            }
+        });
         let thread = std::thread::Builder::new()
             .name("mcp-run".into())
             .spawn(move || {
@@ -235,31 +348,42 @@ impl Runs {
                     // The server's log keeps what a background run's caller cannot see.
                     eprintln!("error: {e}");
                 }
-                runs.with(|s| s.ended += 1);
                 drop(slot);
                 let _ = tx.send(Note::Ended(result.map_err(|e| error_text(&e))));
             });
         if let Err(e) = thread {
             return refused(format!("cannot start the run's thread: {e}"));
         }
-        follow(rx, wait, ctx).await
+        follow(
+            rx,
+            wait,
+            ctx,
+            self,
+            About {
+                moved: about.0,
+                followed: about.1,
+                written,
+            },
+        )
+        .await
     }
 
     /// End the run under way, if any, before the server ends: interrupt it as Ctrl-C does
     /// (unless `signalled`: the signal reached its dispatcher already) and wait for it to stop
-    /// its teammates and write its outputs; past [`STOP_WAIT`], or when an interrupt would end
-    /// the process at once (an earlier run's interrupt handler, [`State::ended`]), every
-    /// process it started is killed. Nothing the runs started outlives the server.
+    /// its teammates and write its outputs; past [`STOP_WAIT`] it is interrupted again, and
+    /// then every process it started is killed. Nothing the runs started outlives the server.
     pub(crate) async fn shutdown(&self, signalled: bool) {
-        let (active, ended) = self.with(|s| (s.active.is_some(), s.ended));
-        if active && ended == 0 {
-            if !signalled {
-                interrupt();
-            }
-            if !self.wait_idle(STOP_WAIT).await {
-                interrupt();
-                self.wait_idle(Duration::from_secs(10)).await;
-            }
+        if signalled {
+            // The dispatcher heard the signal: it counts as the first interrupt.
+            self.with(|s| {
+                if let Some(a) = &mut s.active {
+                    a.interrupted += 1;
+                }
+            });
+        }
+        if self.interrupt(false) && !self.wait_idle(STOP_WAIT).await {
+            self.interrupt(true);
+            self.wait_idle(Duration::from_secs(10)).await;
         }
         descendants::end_run();
     }
@@ -284,14 +408,6 @@ fn busy_text(other: &str) -> String {
     )
 }
 
-/// Interrupt the run under way as a closed terminal does: SIGHUP to this process, which its
-/// dispatcher listens for (the server's own handler keeps it from ending the process).
-fn interrupt() {
-    if let Err(e) = nix::sys::signal::raise(nix::sys::signal::Signal::SIGHUP) {
-        tracing::warn!("cannot interrupt the run: {e}");
-    }
-}
-
 /// Wait (a few seconds at most) until the team `workspace` has its `team.json`, which the
 /// dispatcher writes right after `run_started`: `status` answers from then on.
 async fn polled(workspace: &Path) {
@@ -301,38 +417,99 @@ async fn polled(workspace: &Path) {
     }
 }
 
+/// What a run's answer says besides its notes, and what it undoes when the run is refused.
+struct About {
+    /// `todo_resolve`: the items moved (`[{"id","title"}]`).
+    moved: Option<Value>,
+    /// The file `status` follows the team by.
+    followed: Option<PathBuf>,
+    /// The files the call wrote for the run, removed when the run's checks refuse it.
+    written: Vec<PathBuf>,
+}
+
 /// Follow a run's notes to the tool's answer: at `run_started` (not `wait`), or at its end.
+/// A waited call the client cancels (`notifications/cancelled`, or the client gone)
+/// interrupts the run as Ctrl-C does, and is followed to the run's end all the same (the
+/// answer to a cancelled request is dropped by the SDK): its items end `cancelled`, its
+/// outputs are written and nothing it started is left running.
 async fn follow(
     mut rx: mpsc::UnboundedReceiver<Note>,
     wait: bool,
     ctx: RequestContext<RoleServer>,
+    runs: &Runs,
+    About {
+        moved,
+        followed,
+        written,
+    }: About,
 ) -> CallToolResult {
+    // What every answer says besides: the items moved, how to follow the team.
+    let mut about = serde_json::Map::new();
+    if let Some(items) = moved {
+        about.insert("items".into(), items);
+    }
+    if let Some(path) = &followed {
+        about.insert(
+            "follow".into(),
+            json!({
+                "tool": "status",
+                "team": path,
+                "command": format!("runner status --brief {}", path.display()),
+            }),
+        );
+    }
+    let with_about = |mut v: Value| {
+        if let Some(o) = v.as_object_mut() {
+            o.extend(about.clone());
+        }
+        v
+    };
     let token = ctx.meta.get_progress_token();
     let (mut total, mut done) = (None::<u64>, 0u64);
     let mut events = Vec::new();
-    while let Some(note) = rx.recv().await {
+    let (mut cancelled, mut started) = (false, false);
+    loop {
+        let note = tokio::select! {
+            note = rx.recv() => note,
+            _ = ctx.ct.cancelled(), if wait && !cancelled => {
+                cancelled = true;
+                tracing::info!("the call was cancelled: the run is interrupted");
+                runs.interrupt(false);
+                continue;
+            }
+        };
+        let Some(note) = note else { break };
         match note {
             Note::Started {
                 team,
                 workspace,
                 total: t,
+                resumed,
             } => {
                 total = t;
+                // Items an earlier run completed are done: progress ends at the total.
+                done = resumed;
+                started = true;
+                runs.with(|s| {
+                    if let Some(a) = &mut s.active {
+                        a.team = Some((team.clone(), PathBuf::from(&workspace)));
+                    }
+                });
                 if !wait {
                     polled(Path::new(&workspace)).await;
-                    let answer = json!({
+                    let answer = with_about(json!({
                         "team": team,
                         "workspace": workspace,
                         "total": t,
                         "pid": std::process::id(),
-                        "next": "poll the `status` tool with this workspace as `team`; the journal in the workspace holds every event",
-                    });
-                    return CallToolResult::success(vec![ContentBlock::text(answer.to_string())]);
+                        "next": "poll the `status` tool with this workspace as `team`; `stop` interrupts it; the journal in the workspace holds every event",
+                    }));
+                    return CallToolResult::structured(answer);
                 }
             }
             Note::Finished(message) => {
                 done += 1;
-                if let Some(t) = &token {
+                if let Some(t) = token.as_ref().filter(|_| !cancelled) {
                     let mut p = ProgressNotificationParam::new(t.clone(), done as f64);
                     if let Some(n) = total {
                         p = p.with_total(n as f64);
@@ -343,15 +520,25 @@ async fn follow(
             Note::Summary(v) => events.push(v),
             // 0: every item completed; 1: some did not (a result, not a tool error).
             Note::Ended(Ok(code)) if code <= EXIT_INCOMPLETE => {
-                let summary = json!({ "exit_code": code, "events": events });
-                return CallToolResult::success(vec![ContentBlock::text(summary.to_string())]);
+                let summary = with_about(json!({ "exit_code": code, "events": events }));
+                return CallToolResult::structured(summary);
             }
             Note::Ended(Ok(code)) => {
-                return refused(format!(
-                    "the run was interrupted (exit {code}); its workspace keeps what was done: the same call resumes it"
-                ));
+                let summary = with_about(json!({
+                    "exit_code": code,
+                    "interrupted": true,
+                    "events": events,
+                    "next": "the run was interrupted: its items that were running are `cancelled`, its outputs written; the same call resumes it",
+                }));
+                return CallToolResult::structured_error(summary);
             }
-            Note::Ended(Err(text)) => return refused(text),
+            Note::Ended(Err(text)) => {
+                if !started {
+                    // Refused by the run's start-up checks: nothing of it is left.
+                    super::argv::remove_written(&written);
+                }
+                return refused(text);
+            }
         }
     }
     refused("the run ended without saying how")
@@ -387,6 +574,7 @@ mod tests {
                 team,
                 workspace,
                 total,
+                ..
             }) => assert_eq!(
                 (team.as_str(), workspace.as_str(), total),
                 ("t", "/w", Some(2))

@@ -219,10 +219,11 @@ pub(crate) struct Interrupts {
 }
 
 impl Interrupts {
-    /// Listen for SIGINT, SIGTERM and SIGHUP.
+    /// Listen for SIGINT, SIGTERM and SIGHUP, and for `extra` when given (each message one
+    /// interrupt, as a Ctrl-C).
     ///
     /// Errors: [`Error::Environment`] when a signal handler cannot be installed.
-    pub(crate) fn signals() -> Result<Interrupts> {
+    pub(crate) fn signals(extra: Option<mpsc::UnboundedReceiver<()>>) -> Result<Interrupts> {
         let listen = |kind: SignalKind, what: &str| {
             signal(kind).map_err(|e| Error::Environment(format!("cannot listen for {what}: {e}")))
         };
@@ -232,7 +233,7 @@ impl Interrupts {
                 listen(SignalKind::terminate(), "SIGTERM")?,
                 listen(SignalKind::hangup(), "SIGHUP")?,
             ]),
-            extra: None,
+            extra,
         })
     }
 
@@ -298,12 +299,14 @@ pub(crate) struct Wiring {
 /// `items` holds, when known, and `resumed` how many of them the journal has completed
 /// ([`crate::run::record::journal::count_done_before`]), both as `run_started` states them. Events go to `reporter`
 /// and the journal; `team.json` is kept current. Attempts run on `backend` (built once per
-/// run, [`backend::for_settings`]); SIGINT, SIGTERM and SIGHUP interrupt the run;
+/// run, [`backend::for_settings`]); SIGINT, SIGTERM and SIGHUP interrupt the run, and so
+/// does each message of `interrupt` (the caller's own interrupts, [`crate::schedule::plan::Plan::interrupt`]);
 /// SIGTSTP (Ctrl-Z) stops every teammate and then the runner until it is continued.
 ///
 /// Errors: a signal handler cannot be installed, the journal cannot be written (every
 /// started teammate is stopped first), or the source failed mid-way (the run stops starting
 /// items, lets running ones finish, and reports the error).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run(
     spec: Arc<RunSpec>,
     team: &mut Team,
@@ -312,10 +315,11 @@ pub(crate) async fn run(
     resumed: u64,
     reporter: &mut dyn Reporter,
     backend: Arc<dyn backend::Backend>,
+    interrupt: Option<mpsc::UnboundedReceiver<()>>,
 ) -> Result<RunSummary> {
     let wiring = Wiring {
         backend,
-        interrupts: Interrupts::signals()?,
+        interrupts: Interrupts::signals(interrupt)?,
         suspends: Suspends::signals()?,
     };
     run_wired(spec, team, items, total, resumed, reporter, wiring).await

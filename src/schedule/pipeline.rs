@@ -95,6 +95,7 @@ pub(crate) fn run(
         archive,
         batch,
         stdin_copy,
+        interrupt,
         ..
     } = plan;
     let spec = Arc::new(spec);
@@ -126,6 +127,7 @@ pub(crate) fn run(
         resumed,
         &mut sinks,
         backend,
+        interrupt,
     )?;
     let isolation = finish_isolation(&spec, &mut team, source.as_ref(), &mut summary)?;
     for file in guard.finish()? {
@@ -317,10 +319,12 @@ fn remove_workspace(workspace: &Path) -> bool {
 
 /// Run the dispatcher to the end on a multi-threaded runtime ([`dispatcher::run`]). With the
 /// summary comes the guard of the interrupt watch that then runs until it is dropped: an
-/// interrupt while the outputs are written ends the process (exit 130).
+/// interrupt while the outputs are written ends the process (exit 130). `interrupt`: the
+/// caller's interrupts besides the signals ([`Plan::interrupt`]).
 ///
 /// Errors: the runtime cannot start, or the dispatcher failed (journal unwritable, source
 /// unreadable).
+#[allow(clippy::too_many_arguments)]
 fn execute(
     spec: Arc<RunSpec>,
     team: &mut Team,
@@ -329,6 +333,7 @@ fn execute(
     resumed: u64,
     reporter: &mut dyn Reporter,
     backend: Arc<dyn Backend>,
+    interrupt: Option<tokio::sync::mpsc::UnboundedReceiver<()>>,
 ) -> Result<(RunSummary, tokio::sync::oneshot::Sender<()>)> {
     // At least four workers, even on two cores: a worker is held while a child is spawned
     // (until it execs) and while its teammate folder is created, so with fewer workers cores
@@ -343,7 +348,7 @@ fn execute(
         .build()
         .map_err(|e| Error::Environment(format!("cannot start the async runtime: {e}")))?;
     let summary = runtime.block_on(dispatcher::run(
-        spec, team, items, total, resumed, reporter, backend,
+        spec, team, items, total, resumed, reporter, backend, interrupt,
     ));
     // Never wait on a blocking task at shutdown: every group is ended by now. Should a unit
     // have been lost on the way, nothing it started outlives the run either.

@@ -86,6 +86,10 @@ pub(crate) struct Plan {
     /// pipeline copies them once the workspace is open: a pipe cannot be read again, and the
     /// copy lets the batch be resumed (`--input - < <workspace>/stdin.csv`).
     pub stdin_copy: Option<(crate::source::input::Spool, PathBuf)>,
+    /// Interrupts sent by the caller besides SIGINT, SIGTERM and SIGHUP (`runner mcp`: a
+    /// cancelled call, the `stop` tool, the client gone); each `send(())` counts as one
+    /// Ctrl-C ([`crate::schedule::dispatcher::Interrupts`]). `None`: the signals only.
+    pub interrupt: Option<tokio::sync::mpsc::UnboundedReceiver<()>>,
 }
 
 /// What places a run's workspace: a CSV batch's output (`<output stem>.runner` beside it),
@@ -199,6 +203,7 @@ impl Plan {
             named_in_prompt: Vec::new(),
             guarded: Vec::new(),
             stdin_copy: None,
+            interrupt: None,
         }
     }
 

@@ -95,6 +95,9 @@ pub(crate) struct WaitingBatch {
 pub(crate) struct ListedItem {
     /// Its number in its file (what `--select`, `--only` and `@after:` use).
     pub number: u32,
+    /// Its stable id ([`crate::source::todo::TodoItem::key`]: its checkpoint file, else a key
+    /// of its text), which `runner resolve --id` takes and which stays when numbers shift.
+    pub id: String,
     /// `todo`, `ideas` or `other` (before any known heading).
     pub section: &'static str,
     /// `open` (`[ ]`) or `in_progress` (`[~]`).
@@ -131,6 +134,7 @@ impl ListedItem {
     pub(crate) fn of(i: &TodoItem) -> ListedItem {
         ListedItem {
             number: i.number,
+            id: i.key(),
             section: match i.section {
                 Section::Todo => "todo",
                 Section::Ideas => "ideas",
@@ -188,7 +192,7 @@ pub(crate) fn render_batches(batches: &[(WaitingBatch, &TodoDocument)]) -> Strin
 
 /// `runner list --format json`: one document,
 /// `{"v":1,"inbox":PATH,"items":[ITEM…],"batches":[{"file","team","status","resume","running","items":[ITEM…]}…]}`
-/// where ITEM is `{"number","section","mark","title","checkpoint","after","continuation","note",
+/// where ITEM is `{"number","id","section","mark","title","checkpoint","after","continuation","note",
 /// "fragment"}` (`fragment`: `{"name","round","step","after"}` or null)
 /// ([`ListedItem`]); `items` are the inbox's open Todo and Ideas items, `batches` the batch
 /// files with unticked items ([`WaitingBatch`]), by number. Field names are stable; fields

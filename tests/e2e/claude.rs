@@ -562,13 +562,14 @@ struct McpLead {
 }
 
 /// The tools `runner mcp` serves, as Claude Code names them (`mcp__<server>__<tool>`).
-const RUNNER_TOOLS: [&str; 6] = [
+const RUNNER_TOOLS: [&str; 7] = [
     "mcp__runner__todo_list",
     "mcp__runner__todo_add",
     "mcp__runner__todo_resolve",
     "mcp__runner__batch_run",
     "mcp__runner__status",
     "mcp__runner__show",
+    "mcp__runner__stop",
 ];
 
 /// A turn that calls MCP tool `name` with `input`; stop_reason `tool_use`.

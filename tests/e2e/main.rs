@@ -16,6 +16,7 @@ mod codex;
 mod copilot;
 mod gemini;
 mod mcp;
+mod mcp_python;
 mod opencode;
 mod pi;
 mod qwen;

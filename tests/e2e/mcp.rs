@@ -97,6 +97,7 @@ fn the_inspector_calls_every_tool_of_runner_mcp() {
             "batch_run",
             "show",
             "status",
+            "stop",
             "todo_add",
             "todo_list",
             "todo_resolve"

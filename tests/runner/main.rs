@@ -25,6 +25,7 @@ mod jsonl;
 mod keep;
 mod keep_compaction;
 mod mcp;
+mod mcp_lead;
 mod notify;
 mod process_faults;
 mod progress;

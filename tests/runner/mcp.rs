@@ -11,18 +11,20 @@ use serde_json::{Value, json};
 use crate::harness::{Sandbox, wait_for};
 
 /// A client session with `runner mcp` started in the sandbox.
-struct Client {
-    child: Child,
+pub(crate) struct Client {
+    pub(crate) child: Child,
     /// `None` once closed ([`Client::close_stdin`]).
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     next: u64,
     /// Notifications seen while waiting for responses.
-    notes: Vec<Value>,
+    pub(crate) notes: Vec<Value>,
+    /// The server's answer to `initialize`.
+    pub(crate) init: Value,
 }
 
 impl Client {
-    fn start(sb: &Sandbox) -> Client {
+    pub(crate) fn start(sb: &Sandbox) -> Client {
         let mut child = sb
             .cmd(&["mcp"])
             .stdin(Stdio::piped())
@@ -38,6 +40,7 @@ impl Client {
             stdout,
             next: 1,
             notes: Vec::new(),
+            init: Value::Null,
         };
         let init = c.request(
             "initialize",
@@ -52,22 +55,31 @@ impl Client {
             "{init}"
         );
         c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        c.init = init;
         c
     }
 
-    fn send(&mut self, msg: &Value) {
+    pub(crate) fn send(&mut self, msg: &Value) {
         let stdin = self.stdin.as_mut().expect("stdin open");
         writeln!(stdin, "{msg}").expect("write");
         stdin.flush().expect("flush");
     }
 
     /// Close the server's stdin, as a client that goes away does.
-    fn close_stdin(&mut self) {
+    pub(crate) fn close_stdin(&mut self) {
         self.stdin = None;
     }
 
+    /// Send a request without waiting for its answer; its id.
+    pub(crate) fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
     /// Send a request and read until its response; every line read must be JSON-RPC.
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next;
         self.next += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
@@ -86,11 +98,16 @@ impl Client {
     }
 
     /// `tools/call` → (is_error, text of the first content block).
-    fn call(&mut self, tool: &str, args: Value) -> (bool, String) {
+    pub(crate) fn call(&mut self, tool: &str, args: Value) -> (bool, String) {
         self.call_with(tool, args, None)
     }
 
-    fn call_with(&mut self, tool: &str, args: Value, progress: Option<&str>) -> (bool, String) {
+    pub(crate) fn call_with(
+        &mut self,
+        tool: &str,
+        args: Value,
+        progress: Option<&str>,
+    ) -> (bool, String) {
         let mut params = json!({"name": tool, "arguments": args});
         if let Some(token) = progress {
             params["_meta"] = json!({"progressToken": token});
@@ -116,7 +133,7 @@ impl Drop for Client {
 }
 
 /// Rows `a`, `b`, `c` and an agent that reports each done.
-fn csv_batch(sb: &Sandbox) -> String {
+pub(crate) fn csv_batch(sb: &Sandbox) -> String {
     sb.write("rows.csv", "id,topic\na,x\nb,y\nc,z\n");
     sb.write(
         "agent.sh",
@@ -140,6 +157,7 @@ fn the_tools_are_listed_with_their_schemas() {
             "batch_run",
             "show",
             "status",
+            "stop",
             "todo_add",
             "todo_list",
             "todo_resolve"
@@ -358,9 +376,14 @@ fn a_runs_bad_input_is_a_tool_error_naming_the_file_and_line() {
         json!({"csv_path": "bad.csv", "instruction": "Look at {topic}.", "id_column": "id",
                "command": ["sh", agent], "wait": true}),
     );
+    assert_eq!(
+        sb.tree(),
+        before,
+        "a refused call writes nothing, not even its inline instruction (issue 51)"
+    );
     let (input, instruction) = (
         sb.join("bad.csv").display().to_string(),
-        sb.join("workers-output.instruction.md")
+        sb.write("instr.md", "Look at {topic}.")
             .display()
             .to_string(),
     );
@@ -384,13 +407,13 @@ fn a_runs_bad_input_is_a_tool_error_naming_the_file_and_line() {
         cli.stderr.trim()
     );
     let mut after = sb.tree();
-    after.remove(std::path::Path::new("workers-output.instruction.md"));
+    after.remove(std::path::Path::new("instr.md"));
     assert_eq!(after, before, "bad input changes nothing");
 }
 
 /// Rows `a` and `b` and an agent that records its pid and sleeps: a team that only ends
 /// when it is ended.
-fn sleeping_batch(sb: &Sandbox) -> String {
+pub(crate) fn sleeping_batch(sb: &Sandbox) -> String {
     sb.write("rows.csv", "id,topic\na,x\nb,y\n");
     let pids = sb.path().display().to_string();
     sb.write(
@@ -402,7 +425,7 @@ fn sleeping_batch(sb: &Sandbox) -> String {
 }
 
 /// Start a sleeping team in the background and wait until both teammates run.
-fn start_sleeping_team(sb: &Sandbox, c: &mut Client) {
+pub(crate) fn start_sleeping_team(sb: &Sandbox, c: &mut Client) {
     let agent = sleeping_batch(sb);
     let (err, text) = c.call(
         "batch_run",
@@ -485,7 +508,7 @@ fn terminate_and_expect_no_survivors(sb: &Sandbox, c: &mut Client) {
 }
 
 /// Wait up to `secs` for `child` to exit.
-fn wait_exit(child: &mut Child, secs: u64) -> Option<std::process::ExitStatus> {
+pub(crate) fn wait_exit(child: &mut Child, secs: u64) -> Option<std::process::ExitStatus> {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     loop {
         if let Ok(Some(status)) = child.try_wait() {

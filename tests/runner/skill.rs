@@ -40,7 +40,7 @@ fn the_skill_installs_for_claude_and_codex_once_and_never_over_a_users_file() {
         "{agents}"
     );
     assert!(
-        agents.contains("runner resolve --project --select 1 --yes"),
+        agents.contains("runner resolve --project --select 1 --yes > .agent-tasks/resolve.log"),
         "{agents}"
     );
 
@@ -101,7 +101,14 @@ fn the_skills_commands_work_as_written() {
         std::env::var("PATH").unwrap_or_default()
     );
     let mut outputs = Vec::new();
-    for block in &blocks {
+    for (i, block) in blocks.iter().enumerate() {
+        if i == 3 {
+            // The resolve runs in the background: its log ends with its summary.
+            crate::harness::wait_for("the background resolve to end", 60, || {
+                sb.read_opt(".agent-tasks/resolve.log")
+                    .is_some_and(|log| log.contains("Every item completed"))
+            });
+        }
         let out = std::process::Command::new("sh")
             .args(["-c", block])
             .current_dir(sb.path())

@@ -790,3 +790,44 @@ fn a_resolve_killed_between_its_two_writes_is_finished_by_the_next_command() {
         }
     }
 }
+
+#[test]
+fn resolve_by_stable_id_moves_that_item_and_refuses_an_id_that_is_gone() {
+    let sb = Sandbox::new();
+    sb.write(
+        "S/todo.md",
+        "# TODO\n\n## Todo\n- [ ] Alpha\n- [ ] Beta\n- [ ] Gamma\n  with notes\n",
+    );
+    let listed = sb.run(&["list", "--store", "S", "--format", "json"]);
+    assert_eq!(listed.code, 0, "{listed:?}");
+    let doc: serde_json::Value = serde_json::from_str(&listed.stdout).expect("JSON");
+    let id_of = |title: &str| {
+        doc["items"]
+            .as_array()
+            .and_then(|items| items.iter().find(|i| i["title"] == title))
+            .and_then(|i| i["id"].as_str())
+            .unwrap_or_else(|| panic!("{title}: {doc}"))
+            .to_owned()
+    };
+    let (alpha, gamma) = (id_of("Alpha"), id_of("Gamma"));
+    assert!(gamma.starts_with("k-") && gamma != alpha, "{gamma} {alpha}");
+    // Alpha first: Gamma's number shifts from 3 to 2, its id does not.
+    for id in [&alpha, &gamma] {
+        let r = resolve(&sb, &["--yes", "--id", id]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    assert!(sb.read("S/todo-1.md").contains("Alpha"));
+    let second = sb.read("S/todo-2.md");
+    assert!(
+        second.contains("Gamma") && !second.contains("Beta"),
+        "{second}"
+    );
+    let before = sb.tree();
+    let r = resolve(&sb, &["--yes", "--id", &gamma]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("no open item has the id"), "{r:?}");
+    let r = resolve(&sb, &["--yes", "--id", &gamma, "--select", "1"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(sb.tree(), before, "a refused id changes nothing");
+    assert!(sb.read("S/todo.md").contains("Beta"));
+}

@@ -288,6 +288,59 @@ pub(crate) struct TodoItem {
     pub raw: String,
 }
 
+impl TodoItem {
+    /// The item's stable id, which stays while numbers shift (an item resolved, added or
+    /// removed before it): its checkpoint file's name (`@context:`) when it has one, else
+    /// `k-` and 12 hex digits of the FNV-1a of its title and continuation (so editing its
+    /// text makes it another item; two items of the same text share one).
+    pub(crate) fn key(&self) -> String {
+        if let Some(checkpoint) = &self.context {
+            return checkpoint.clone();
+        }
+        let mut h = crate::hash::Fnv::default();
+        h.update(self.title.as_bytes());
+        h.update(b"\n");
+        h.update(self.continuation.as_bytes());
+        format!("k-{}", &h.hex()[..12])
+    }
+}
+
+/// The open items of `doc` (as [`open_items`]) whose [`TodoItem::key`] is each of `ids`, by
+/// number, in the order of `ids`.
+///
+/// Errors: an id no open item has (it was resolved, removed or edited) or two open items
+/// share (the message says which and what to give instead).
+pub(crate) fn numbers_of_keys(
+    doc: &TodoDocument,
+    ids: &[String],
+) -> std::result::Result<Vec<u32>, String> {
+    let open = open_items(doc);
+    let mut numbers = Vec::new();
+    for id in ids {
+        let found: Vec<u32> = open
+            .iter()
+            .filter(|i| i.key() == *id)
+            .map(|i| i.number)
+            .collect();
+        match found[..] {
+            [n] => numbers.push(n),
+            [] => {
+                return Err(format!(
+                    "no open item has the id {id}: it was resolved, removed or edited since it was listed; list the items again (`runner list --format json` or the `todo_list` tool) and ask the user"
+                ));
+            }
+            _ => {
+                let list: Vec<String> = found.iter().map(u32::to_string).collect();
+                return Err(format!(
+                    "items {} have the same text, so the id {id} names both; give their numbers instead",
+                    list.join(" and ")
+                ));
+            }
+        }
+    }
+    Ok(numbers)
+}
+
 /// A parsed `todo.md` or `todo-N.md`: the lines of the file plus what was read from them.
 ///
 /// [`TodoDocument::parse`] never fails; problems are listed by [`TodoDocument::problems`].

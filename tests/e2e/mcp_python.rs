@@ -1,0 +1,233 @@
+//! `runner mcp` against the official MCP Python SDK (`mcp`, pinned, installed by `.ci/run`
+//! in `target/e2e-mcp-python/venv`), as a lead's code uses it: `stdio_client` and
+//! `ClientSession` in `mcp_python_client.py` beside this file, one scenario per test (issue
+//! 51). The SDK checks every structured result against the tool's output schema; a call it
+//! abandons sends `notifications/cancelled`, which must interrupt the team as Ctrl-C does; a
+//! client that vanishes mid-run must leave no process and no temporary file; progress after a
+//! resume ends at the total. Skipped with a notice when the SDK is not installed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The SDK's version `.ci/run` installs.
+const MCP_VERSION: &str = "2.3.0";
+
+/// The venv's python with the pinned `mcp`, or `None` (with a notice) when not installed.
+fn python_or_skip(test: &str) -> Option<PathBuf> {
+    let python =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/e2e-mcp-python/venv/bin/python");
+    let version = Command::new(&python)
+        .args([
+            "-c",
+            "import importlib.metadata as m; print(m.version('mcp'))",
+        ])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    if version.as_deref() == Some(MCP_VERSION) {
+        return Some(python);
+    }
+    crate::skip::skip(format!(
+        "{test}: no mcp=={MCP_VERSION} in {} ({version:?}). Install it with `bash .ci/run` (it needs PyPI).",
+        python.display()
+    ));
+    None
+}
+
+/// A folder for one scenario: `rows.csv` (rows a, b), `agent.sh` (this script), a HOME and
+/// the TMPDIR the server gets.
+fn folder(agent: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("runner-mcp-python-")
+        .tempdir()
+        .expect("tempdir");
+    let d = dir.path();
+    for sub in ["home", "tmp"] {
+        std::fs::create_dir_all(d.join(sub)).expect("dir");
+    }
+    std::fs::write(d.join("rows.csv"), "id,topic\na,x\nb,y\n").expect("csv");
+    std::fs::write(
+        d.join("agent.sh"),
+        agent.replace("DIR", &d.display().to_string()),
+    )
+    .expect("agent");
+    dir
+}
+
+/// An agent that records its pid and sleeps: a team that only ends when it is ended.
+const SLEEPER: &str = "cat > /dev/null\necho $$ > \"DIR/$RUNNER_ITEM_ID.pid\"\nexec sleep 300\n";
+
+/// An agent that completes its item, unless `fail-ITEM` is there.
+const WORKER: &str = "cat > /dev/null\nif [ -e \"DIR/fail-$RUNNER_ITEM_ID\" ]; then s=failed; else s=completed; fi\nprintf '{\"status\":\"%s\",\"summary\":\"did %s\",\"output\":{}}' \"$s\" \"$RUNNER_ITEM_ID\" > \"$RUNNER_REPORT\"\n";
+
+/// Play `scenario` in `dir`: the JSON the client printed last.
+fn play(python: &Path, scenario: &str, dir: &Path) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/mcp_python_client.py");
+    let out = Command::new(python)
+        .arg(script)
+        .args([scenario, env!("CARGO_BIN_EXE_runner")])
+        .arg(dir)
+        .output()
+        .expect("run the Python client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{scenario}: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{scenario}: {e}: {stdout}"))
+}
+
+/// Processes whose environment names `dir` (the server has HOME in it, and its teammates
+/// inherit it), after waiting up to `secs` for them to end.
+fn left_after(dir: &Path, secs: u64) -> Vec<String> {
+    let needle = dir.display().to_string();
+    let until = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let mut live = Vec::new();
+        for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|s| s.trim_start().starts_with('Z'));
+            if !zombie && String::from_utf8_lossy(&env).contains(&needle) {
+                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                live.push(format!(
+                    "{pid}: {}",
+                    String::from_utf8_lossy(&cmd).replace('\0', " ")
+                ));
+            }
+        }
+        if live.is_empty() || Instant::now() > until {
+            return live;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The `status` column of the output table, row by row.
+fn statuses(dir: &Path) -> Vec<String> {
+    let mut rdr = csv::Reader::from_path(dir.join("workers-output.csv")).expect("output");
+    let at = rdr
+        .headers()
+        .expect("headers")
+        .iter()
+        .position(|h| h == "status")
+        .expect("status column");
+    rdr.records()
+        .map(|r| r.expect("row").get(at).unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_python_sdk_lists_annotated_tools_and_their_results_follow_the_output_schemas() {
+    let Some(python) = python_or_skip("mcp_python::the_python_sdk_lists_annotated_tools") else {
+        return;
+    };
+    let dir = folder(WORKER);
+    let out = play(&python, "tools", dir.path());
+    assert_eq!(out["server"]["name"], "teammate-runner", "{out}");
+    assert_eq!(out["server"]["version"], env!("CARGO_PKG_VERSION"), "{out}");
+    let tools = out["tools"].as_array().expect("tools");
+    assert_eq!(tools.len(), 7, "{out}");
+    for t in tools {
+        assert!(t["title"].is_string(), "{t}");
+        assert_eq!(t["has_output_schema"], true, "{t}");
+        let read_only =
+            ["todo_list", "status", "show"].contains(&t["name"].as_str().unwrap_or_default());
+        assert_eq!(t["annotations"]["readOnlyHint"], read_only, "{t}");
+    }
+    // The SDK validated both against their output schemas (it raises otherwise).
+    let id = out["added"]["id"].as_str().expect("the item's id");
+    assert_eq!(out["listing"]["items"][0]["id"], id, "{out}");
+    assert_eq!(out["refused"]["isError"], true, "{out}");
+    let refusal = out["refused"]["text"].as_str().unwrap_or_default();
+    assert!(refusal.contains("did you mean `text`?"), "{refusal}");
+}
+
+#[test]
+fn a_call_the_python_sdk_abandons_interrupts_the_team_as_ctrl_c_does() {
+    let Some(python) = python_or_skip("mcp_python::a_call_the_python_sdk_abandons") else {
+        return;
+    };
+    let dir = folder(SLEEPER);
+    let out = play(&python, "cancel", dir.path());
+    assert_eq!(out["status"]["state"], "interrupted", "{out}");
+    assert_eq!(out["status"]["counts"]["cancelled"], 2, "{out}");
+    assert_eq!(statuses(dir.path()), ["cancelled", "cancelled"]);
+    assert_eq!(
+        left_after(dir.path(), 30),
+        Vec::<String>::new(),
+        "processes left"
+    );
+}
+
+#[test]
+fn a_python_client_that_vanishes_mid_run_leaves_no_process_and_no_temporary_file() {
+    let Some(python) = python_or_skip("mcp_python::a_python_client_that_vanishes") else {
+        return;
+    };
+    let dir = folder(SLEEPER);
+    let out = play(&python, "disconnect", dir.path());
+    assert_eq!(out["disconnected"], true, "{out}");
+    assert_eq!(
+        left_after(dir.path(), 60),
+        Vec::<String>::new(),
+        "processes left"
+    );
+    assert_eq!(statuses(dir.path()), ["cancelled", "cancelled"]);
+    let tmp: Vec<PathBuf> = std::fs::read_dir(dir.path().join("tmp"))
+        .expect("tmp")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(tmp, Vec::<PathBuf>::new(), "temporary files left in TMPDIR");
+    let mut stray = Vec::new();
+    let mut stack = vec![dir.path().to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                stack.push(p);
+            } else if name.contains(".tmp") || name.starts_with(".tmp") {
+                stray.push(p);
+            }
+        }
+    }
+    assert_eq!(stray, Vec::<PathBuf>::new(), "temporary files left");
+}
+
+#[test]
+fn progress_through_the_python_sdk_counts_to_the_total_after_a_resume() {
+    let Some(python) = python_or_skip("mcp_python::progress_through_the_python_sdk") else {
+        return;
+    };
+    let dir = folder(WORKER);
+    std::fs::write(dir.path().join("fail-b"), "").expect("marker");
+    let out = play(&python, "progress", dir.path());
+    let ends = |run: &str| {
+        let p = out[run]["progress"].as_array().cloned().unwrap_or_default();
+        let last = p.last().cloned().unwrap_or(Value::Null);
+        (p.len(), last["progress"].clone(), last["total"].clone())
+    };
+    assert_eq!(out["first"]["result"]["exit_code"], 1, "{out}");
+    assert_eq!(ends("first"), (2, 2.0.into(), 2.0.into()), "{out}");
+    assert_eq!(out["resumed"]["result"]["exit_code"], 0, "{out}");
+    assert_eq!(
+        ends("resumed"),
+        (1, 2.0.into(), 2.0.into()),
+        "after a resume, progress ends at the total: {out}"
+    );
+    assert_eq!(statuses(dir.path()), ["completed", "completed"]);
+}

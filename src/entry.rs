@@ -1,4 +1,4 @@
-//! The `runner` command line, start to end: the hidden `--sandbox landlock` launcher, the
+//! The `runner` command line, start to end: the sandbox keeper's fallback entry, the
 //! flags, diagnostics on stderr (`tracing`), one command, and its error as an exit code
 //! (DESIGN §7). `main.rs` only calls [`run`].
 
@@ -61,6 +61,15 @@ where
 /// The `runner` command line: parse the flags, run the command and map its error to an exit
 /// code (DESIGN §7). Returns the process exit code.
 pub(crate) fn run() -> i32 {
+    // The sandbox's keeper when `runner-keeper` is not installed beside this binary: not part
+    // of the command line users see (help, completions, man page).
+    let mut args = std::env::args_os().skip(1);
+    if args
+        .next()
+        .is_some_and(|a| a == crate::sandbox::keeper::KEEPER_ARG)
+    {
+        crate::sandbox::keeper::main(args);
+    }
     let cli = Cli::parse();
     init_tracing(cli.verbose);
     // As many descriptors as the hard limit allows (DESIGN §6); `--jobs` is capped to them.

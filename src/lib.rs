@@ -44,3 +44,9 @@ mod working_context;
 pub fn run_from_args() -> i32 {
     entry::run()
 }
+
+/// Run `runner-keeper`, the keeper of one sandboxed attempt (its arguments are written by the
+/// runner, DESIGN §10); never returns. The binary's `main` is this.
+pub fn keeper_main() -> ! {
+    sandbox::keeper::main(std::env::args_os().skip(1))
+}

@@ -2,11 +2,12 @@
 //! domain that may write only its own area, in a session of its own (no controlling
 //! terminal), kept by a process that ends everything the tree leaves behind ([`shim`]).
 //!
-//! [`confine`] is the one way to start a command confined: the runner prepares the ruleset,
-//! and the fork that starts the command becomes the attempt's keeper ([`shim`]), which forks
-//! the program's process; that process makes itself a session, restricts itself and is
-//! `exec`'d as the program, which (with everything it starts) inherits the domain. No second
-//! runner binary is exec'd, and the async runner never restricts itself.
+//! [`keeper::command`] is the one way to start a command confined: the runner spawns the
+//! small keeper program ([`keeper`]), which makes the ruleset, becomes the attempt's keeper
+//! ([`shim`]) and forks the program's process; that process makes itself a session,
+//! restricts itself and execs the program, which (with everything it starts) inherits the
+//! domain. The runner's address space is never copied for it (`posix_spawn`), and the async
+//! runner never restricts itself.
 //!
 //! The ruleset handles every filesystem *write* right of the kernel's ABI (reads and
 //! execution stay open) and allows them beneath the given paths and the usual devices, but
@@ -16,6 +17,7 @@
 //! process outside the teammate's own domain (seen for an unprivileged user; a teammate
 //! running as root could still read another root process's environment in our tests).
 
+pub(crate) mod keeper;
 pub(crate) mod shim;
 
 use std::ffi::OsString;
@@ -163,26 +165,6 @@ pub(crate) fn describe(abi: Option<i32>) -> String {
         ),
         Some(v) => format!("Landlock: ABI {v} (--sandbox landlock is available)"),
     }
-}
-
-/// Make `cmd` start confined (DESIGN §10): when it is spawned, its process becomes the
-/// attempt's keeper ([`shim`]: outside the domain, a child subreaper that passes signals on,
-/// kills the tree on [`shim::KILL_TREE`] and when the program ends, and exits as it did), and
-/// the program runs in a session of its own, in a Landlock domain that may write only
-/// beneath `writes` (files or folders; those that do not exist are skipped) and
-/// [`DEVICES`]. Everything else set on `cmd` (arguments, environment, working directory,
-/// stdio, process group) applies to the program. Costs no exec but the program's; the
-/// fork of the runner's address space (twice: keeper, agent) is what it still costs.
-///
-/// Spawn errors: a program that cannot be executed fails the spawn as it would unconfined
-/// (`No such file or directory`); a sandbox the kernel refuses to enforce at the last step
-/// ends the process with exit code 3 and a line on its stderr.
-///
-/// Errors: the kernel's Landlock is missing or too old, or the ruleset cannot be made.
-pub(crate) fn confine(cmd: &mut std::process::Command, writes: &[PathBuf]) -> Result<()> {
-    let fd = ruleset(writes).map_err(Error::Environment)?;
-    shim::install(cmd, fd);
-    Ok(())
 }
 
 /// Expand one `[sandbox] writes` entry of a runner definition: a leading `~/` is `HOME`,

@@ -1,32 +1,29 @@
 //! The attempt's keeper under the sandbox, and the confined start of its agent: the only
-//! module of the crate with `unsafe` code (the `pre_exec` hooks and the system calls they
-//! make). The other hook, [`new_session`], starts an unconfined child in a session of its own.
+//! module of the crate with `unsafe` code (the fork and the system calls around it). The
+//! other hook, [`new_session`], starts an unconfined child in a session of its own.
 //!
 //! The keeper outlives the agent and ends every process the agent's tree started (issue 25,
 //! escape 6: a daemon started with `env -i` lost the attempt's mark and outlived its attempt
-//! and the run). It is not a program of its own: the runner's `fork` for the attempt
-//! ([`install`], run by the standard library between `fork` and `exec`) becomes the keeper
-//! and never returns to `exec`; it forks the agent's process, which confines itself and
-//! returns to the standard library's `exec` of the agent. No runner binary is exec'd.
+//! and the run). It is a small program of its own, `runner-keeper` ([`super::keeper`]),
+//! which the runner starts with `posix_spawn` as the leader of the attempt's process group;
+//! [`keep_program`] is its work: it forks the agent's process, which confines itself and
+//! execs the agent.
 //!
 //! The process tree of one sandboxed attempt:
 //!
 //! ```text
-//! runner ── runner (forked: the keeper, "runner-keeper"   not confined, a child subreaper,
-//!             │     in ps; it never execs)                 leader of the group the runner
-//!             │                                            signals, every descriptor closed
+//! runner ── runner-keeper (posix_spawn'd)     not confined, a child subreaper, leader
+//!             │                               of the group the runner signals, every
+//!             │                               descriptor but /dev/null closed
 //!             └─ agent…  (forked by the keeper: setsid,    a session of its own (no
 //!                         no_new_privs, Landlock, exec)    controlling terminal)
 //! ```
 //!
-//! The runner prepares the Landlock ruleset before it forks (opening the paths allocates);
-//! after the fork only async-signal-safe system calls run — no allocation, no lock, since
-//! the runner's other threads may have held one — until the agent's `exec` or the keeper's
-//! `_exit`. The agent's process is made with a raw `clone` (a `fork` without the C
-//! library's fork handlers). A program that cannot be executed is reported by the standard
-//! library as for any spawn (the attempt does not start: `cannot start ...: No such file or
-//! directory`); a sandbox that cannot be enforced ends the attempt with exit code 3 and a
-//! line on its stderr, and the agent never runs unconfined.
+//! The runner resolves the program before it spawns the keeper, so a program that is not
+//! there fails the spawn as it would unconfined (`cannot start ...: No such file or
+//! directory`); one that then cannot be exec'd ends the attempt with exit code 127, and a
+//! sandbox that cannot be enforced with exit code 3, each with a line on its stderr: the
+//! agent never runs unconfined.
 //!
 //! Because the keeper is a child subreaper, every process the agent's tree leaves behind —
 //! whatever its environment, session or group — is re-parented to the keeper, never to the
@@ -38,16 +35,17 @@
 //! Signals the keeper takes (all blocked and read with `sigwait`, so none ends it):
 //! `SIGTERM`, `SIGINT`, `SIGHUP`, `SIGQUIT` are passed on to the agent's session;
 //! [`KILL_TREE`] (`SIGUSR1`, the runner's "kill now" in place of `SIGKILL`) kills the whole
-//! tree; `SIGCHLD` reaps. Every other signal has its default action (the runner's handlers
-//! are reset, as an `exec` would). `SIGSTOP`/`SIGCONT` from job control stop and continue the
+//! tree; `SIGCHLD` reaps. Every other signal has its default action (the keeper is exec'd:
+//! none of the runner's handlers). `SIGSTOP`/`SIGCONT` from job control stop and continue the
 //! keeper like any process; the runner sends them to the agent's processes through their
 //! mark.
 
+use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 use nix::libc;
-use nix::sys::signal::{SigSet, Signal, kill, killpg};
-use nix::unistd::Pid;
+use nix::sys::signal::{SigHandler, SigSet, Signal, kill, killpg};
+use nix::unistd::{ForkResult, Pid};
 
 /// The signal the runner sends the keeper instead of `SIGKILL`: kill the agent's whole tree
 /// now, then exit as the agent did (killed).
@@ -75,27 +73,6 @@ enum Ended {
     Signal(i32),
 }
 
-/// Make `cmd`'s spawn start the keeper and, under it, the program confined by `ruleset` (a
-/// created Landlock ruleset with its rules, [`super::ruleset`]), which the hook owns until
-/// the command is dropped. The command's stdio, working directory, process group and
-/// environment apply to the agent (the standard library sets them up before the hook and
-/// execs with the environment after it).
-pub(crate) fn install(cmd: &mut std::process::Command, ruleset: OwnedFd) {
-    use std::os::unix::process::CommandExt;
-    let fd = ruleset.as_raw_fd();
-    let hook = move || {
-        let _owned = &ruleset;
-        in_child(fd)
-    };
-    // SAFETY: the hook runs in the child between fork and exec, where only async-signal-safe
-    // calls are sound: `in_child` makes system calls on stack data only (no allocation, no
-    // lock, no thread-local state but errno), and the keeper never returns from it.
-    #[allow(unsafe_code)]
-    unsafe {
-        cmd.pre_exec(hook);
-    }
-}
-
 /// Make `cmd`'s child start a session of its own (`setsid(2)` between `fork` and `exec`):
 /// it has no controlling terminal, so a program that opens `/dev/tty` (a git or ssh password
 /// prompt) fails at once instead of being stopped by `SIGTTIN` until its time limit, and it
@@ -116,30 +93,53 @@ pub(crate) fn new_session(cmd: &mut std::process::Command) {
     }
 }
 
-/// In the child the runner forked: become the keeper, fork the agent's process, which
-/// confines itself and returns `Ok` (the standard library then execs the program); the
-/// keeper never returns. An error before the agent's process exists is the spawn's error.
-fn in_child(ruleset: RawFd) -> std::io::Result<()> {
-    default_handlers();
+/// Become the attempt's keeper and start `executable` with `argv` confined by `ruleset` (a
+/// created Landlock ruleset with its rules, [`super::ruleset`]); never returns. Runs in the
+/// keeper program ([`super::keeper`]), a process of its own with one thread. The agent's
+/// process is forked (cheap: the keeper is small), confines itself and execs; one that
+/// cannot be confined or exec'd ends with exit code 3 or 127 and a line on its stderr,
+/// which the keeper repeats as its own exit.
+pub(crate) fn keep_program(ruleset: OwnedFd, executable: &CStr, argv: &[CString]) -> ! {
     let taken = taken();
-    taken.thread_block()?;
-    nix::sys::prctl::set_child_subreaper(true)?;
-    // SAFETY: a raw clone with only SIGCHLD as its flags is a fork that runs no fork
-    // handlers (the C library's may take locks a thread of the runner held); the child
-    // continues on its own copy of this stack and returns from here.
+    if taken.thread_block().is_err() || nix::sys::prctl::set_child_subreaper(true).is_err() {
+        refuse(b"cannot become the attempt's keeper");
+    }
+    // SAFETY: the keeper has one thread (its program's main), so the child may run any
+    // code; it only makes system calls and execs or exits.
     #[allow(unsafe_code)]
-    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) };
-    match pid {
-        0 => confine_self(ruleset),
-        p if p < 0 => Err(std::io::Error::last_os_error()),
-        p => keep(Pid::from_raw(p as i32), &taken),
+    match unsafe { nix::unistd::fork() } {
+        Ok(ForkResult::Child) => {
+            // The keeper's Rust runtime ignores SIGPIPE; the agent gets the default, as
+            // from any spawn of the standard library's.
+            // SAFETY: SIG_DFL installs no handler.
+            #[allow(unsafe_code)]
+            let _ = unsafe { nix::sys::signal::signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+            confine_self(ruleset.as_raw_fd());
+            let Err(err) = nix::unistd::execv(executable, argv);
+            cannot_start(&argv[0], err)
+        }
+        Ok(ForkResult::Parent { child }) => {
+            drop(ruleset);
+            keep(child, &taken)
+        }
+        Err(_) => refuse(b"cannot fork the agent's process"),
     }
 }
 
-/// The agent's process: its own session, no new privileges, the ruleset; then back to the
-/// standard library, which execs the program. A step that fails ends this process with
-/// exit code 3 (which the keeper repeats) and a line on stderr: never run unconfined.
-fn confine_self(ruleset: RawFd) -> std::io::Result<()> {
+/// Say on stderr that the program (`argv0`, as the runner was given it) could not be
+/// exec'd, in the words of a spawn that failed ([`super::keeper::cannot_start`]), and exit
+/// [`super::keeper::CANNOT_EXEC`].
+fn cannot_start(argv0: &CStr, err: nix::errno::Errno) -> ! {
+    let why = std::io::Error::from_raw_os_error(err as i32);
+    let line = super::keeper::cannot_start(&String::from_utf8_lossy(argv0.to_bytes()), &why);
+    let _ = nix::unistd::write(std::io::stderr().as_fd(), format!("{line}\n").as_bytes());
+    exit_now(super::keeper::CANNOT_EXEC)
+}
+
+/// The agent's process before its exec: its own session, no new privileges, the ruleset. A
+/// step that fails ends this process with exit code 3 (which the keeper repeats) and a line
+/// on stderr: never run unconfined.
+fn confine_self(ruleset: RawFd) {
     if SigSet::empty().thread_set_mask().is_err() {
         refuse(b"cannot unblock signals");
     }
@@ -157,7 +157,6 @@ fn confine_self(ruleset: RawFd) -> std::io::Result<()> {
     if restricted != 0 {
         refuse(b"cannot enforce the Landlock ruleset");
     }
-    Ok(())
 }
 
 /// Say on stderr why the agent was not started, and end this process with exit code 3.
@@ -189,30 +188,6 @@ fn taken() -> SigSet {
         taken.add(sig);
     }
     taken
-}
-
-/// Reset every signal the runner handles to its default action, as an `exec` would: the
-/// runner's handlers write to descriptors the keeper does not have.
-fn default_handlers() {
-    for sig in 1..=libc::SIGRTMAX() {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-            continue;
-        }
-        // SAFETY: sigaction(2) on zeroed and stack-owned structures; a handler is replaced
-        // by SIG_DFL only, an ignored signal stays ignored (as across exec).
-        #[allow(unsafe_code)]
-        unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
-                continue;
-            }
-            if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
-                let mut dfl: libc::sigaction = std::mem::zeroed();
-                dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
-            }
-        }
-    }
 }
 
 /// The keeper: let go of every descriptor of the runner's (the standard library's exec

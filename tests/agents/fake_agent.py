@@ -477,6 +477,15 @@ def main():
         print(f"Error: EACCES: permission denied, open '{os.path.join(os.getcwd(), 'locked.txt')}'",
               file=sys.stderr)
         sys.exit(1)
+    elif mode == "keeper_probe":
+        # Who keeps this attempt (its parent's program, from its command line: the domain may
+        # not read its /proc/PID/exe) and whether it may write HOME.
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            argv0 = f.read().split(b"\0")[0].decode()
+        results = {"keeper_exe": os.path.basename(argv0)}
+        attempt(results, "home", write_to(os.path.join(os.environ["HOME"], "pwned"), "x"))
+        save_attack(results)
+        write_report(report())
     elif mode == "trespass":
         results = {}
         ws = os.environ["RUNNER_WORKSPACE"]

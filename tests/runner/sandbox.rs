@@ -743,3 +743,45 @@ fn a_confined_agent_that_cannot_be_executed_fails_as_it_does_unconfined_and_leav
     }
     assert_eq!(errors[0], errors[1], "the same reason with and without");
 }
+
+/// The keeper is the small `runner-keeper` program installed beside `runner`; a runner
+/// without it beside (`cargo run` builds only `runner`) keeps its confined attempts with its
+/// own binary, confined just the same.
+#[test]
+fn the_keeper_program_keeps_the_attempt_and_a_runner_without_it_keeps_them_itself() {
+    if !landlock_or_skip("keeper program") {
+        return;
+    }
+    let installed = std::path::Path::new(env!("CARGO_BIN_EXE_runner"));
+    assert!(
+        installed.with_file_name("runner-keeper").is_file(),
+        "cargo builds runner-keeper beside runner"
+    );
+    for (alone, keeper) in [(false, "runner-keeper"), (true, "runner")] {
+        let sb = layout(&[("a", "keeper_probe")]);
+        let mut cmd = run_cmd(&sb, "landlock", &[]);
+        if alone {
+            let copy = sb.join("bin/runner");
+            std::fs::create_dir_all(sb.join("bin")).expect("mkdir bin");
+            std::fs::copy(installed, &copy).expect("copy runner");
+            let mut with_copy = Command::new(&copy);
+            with_copy.args(cmd.get_args());
+            for (k, v) in cmd.get_envs() {
+                match v {
+                    Some(v) => with_copy.env(k, v),
+                    None => with_copy.env_remove(k),
+                };
+            }
+            with_copy.current_dir(sb.join("work"));
+            cmd = with_copy;
+        }
+        let r: Run = cmd.output().expect("spawn runner").into();
+        assert_eq!(r.code, 0, "alone={alone}: {r:?}");
+        assert!(r.stdout.contains("sandbox landlock"), "{r:?}");
+        let results = attack(&sb, "1-a");
+        assert_eq!(results["keeper_exe"], keeper, "alone={alone}: {results:?}");
+        assert_eq!(results["home"], "EACCES", "alone={alone}: {results:?}");
+        assert!(!sb.join("home/pwned").exists());
+        assert_no_survivors(&sb);
+    }
+}

@@ -222,9 +222,23 @@ fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
         ),
     };
     let stdin = spec.stdin.open().map_err(|(what, e)| failed(what, e))?;
-    let mut cmd = tokio::process::Command::new(&spec.program);
-    cmd.args(&spec.args)
-        .current_dir(&spec.cwd)
+    let mut cmd = match &spec.sandbox {
+        Some(writes) => crate::sandbox::keeper::command(
+            &spec.program,
+            &spec.args,
+            writes,
+            child_path(spec).as_deref(),
+            &spec.cwd,
+        )
+        .map(tokio::process::Command::from)
+        .map_err(|e| failed(format!("cannot start `{}`", spec.program), e))?,
+        None => {
+            let mut cmd = tokio::process::Command::new(&spec.program);
+            cmd.args(&spec.args);
+            cmd
+        }
+    };
+    cmd.current_dir(&spec.cwd)
         .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -242,10 +256,6 @@ fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
         cmd.env(k, v);
     }
     cmd.env(descendants::ATTEMPT_VAR, marker);
-    if let Some(writes) = &spec.sandbox {
-        crate::sandbox::confine(cmd.as_std_mut(), writes)
-            .map_err(|e| StartError::Failed(e.to_string()))?;
-    }
     let (child, registered) = descendants::spawn_registered(|| cmd.spawn(), |c| c.id())
         .map_err(|e| failed(format!("cannot start `{}`", spec.program), e))?;
     Ok(Started {
@@ -253,6 +263,33 @@ fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
         registered,
         stdout_file,
     })
+}
+
+/// A confined attempt whose keeper could not exec the program: not started, with the
+/// reason an unconfined spawn gives ([`crate::sandbox::keeper::not_started`], read from
+/// the stderr log without following a link).
+fn keeper_not_started(spec: &Spawn, exit_code: Option<i32>) -> Option<ProcessEnd> {
+    use std::io::Read;
+    if exit_code != Some(crate::sandbox::keeper::CANNOT_EXEC) {
+        return None;
+    }
+    let mut head = Vec::new();
+    crate::fsutil::open_plain_file(&spec.stderr_log)
+        .ok()??
+        .take(4096)
+        .read_to_end(&mut head)
+        .ok()?;
+    crate::sandbox::keeper::not_started(exit_code, &head).map(ProcessEnd::NotStarted)
+}
+
+/// The `PATH` the child looks its program up in: the one the spawn sets, else the runner's
+/// unless the spawn removes it.
+fn child_path(spec: &Spawn) -> Option<std::ffi::OsString> {
+    match spec.env_set.iter().rev().find(|(k, _)| k == "PATH") {
+        Some((_, v)) => Some(v.clone()),
+        None if spec.env_unset.iter().any(|k| k == "PATH") => None,
+        None => std::env::var_os("PATH"),
+    }
 }
 
 /// First wait after a start failed for want of descriptors or processes; doubled up to
@@ -383,6 +420,10 @@ pub(crate) async fn run(
     let end = match unasked && by_stop_signal(&end) && interrupted_soon(&mut cancel).await {
         true => ProcessEnd::Cancelled,
         false => end,
+    };
+    let end = match &spec.sandbox {
+        Some(_) => keeper_not_started(spec, exit_code).unwrap_or(end),
+        None => end,
     };
     let [stdout, stderr] = drained;
     Exit {

@@ -24,8 +24,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, CompatLevel, Compatible, LandlockStatus, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    Scope, path_beneath_rules,
 };
 
 use crate::error::{Error, Result};
@@ -110,34 +110,11 @@ pub(crate) fn auto_refusal(abi: Option<i32>) -> Option<String> {
 }
 
 /// The running kernel's Landlock ABI version; `None` when Landlock is not built in or not
-/// enabled. Found once per process (every confined attempt asks).
-///
-/// The crate tells the ABI only once a ruleset is enforced, so a short-lived thread
-/// restricts itself (Landlock applies to the calling thread only, and so does the
-/// `no_new_privs` it sets) with a ruleset that denies nothing it will ever do, and reports.
+/// enabled. Found once per process (every confined attempt asks) by asking the kernel
+/// ([`shim::landlock_abi`]).
 pub(crate) fn kernel_abi() -> Option<i32> {
     static ABI: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
-    *ABI.get_or_init(probe_abi)
-}
-
-fn probe_abi() -> Option<i32> {
-    std::thread::spawn(|| {
-        let status = Ruleset::default()
-            .handle_access(AccessFs::Refer)
-            .and_then(|r| r.create())
-            .and_then(|r| r.restrict_self())
-            .ok()?;
-        match status.landlock {
-            LandlockStatus::Available {
-                effective_abi,
-                kernel_abi,
-            } => Some(kernel_abi.unwrap_or(effective_abi as i32)),
-            _ => None,
-        }
-    })
-    .join()
-    .ok()
-    .flatten()
+    *ABI.get_or_init(shim::landlock_abi)
 }
 
 /// Check that `abi` (see [`kernel_abi`]) can run `--sandbox landlock`.

@@ -73,6 +73,24 @@ enum Ended {
     Signal(i32),
 }
 
+/// The kernel's Landlock ABI version (`landlock_create_ruleset(2)` with
+/// `LANDLOCK_CREATE_RULESET_VERSION`); `None` when Landlock is not built in or not enabled.
+pub(crate) fn landlock_abi() -> Option<i32> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1 << 0;
+    // SAFETY: with this flag the call reads no memory (a null attribute of size 0) and only
+    // returns the version or an error.
+    #[allow(unsafe_code)]
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    i32::try_from(abi).ok().filter(|v| *v > 0)
+}
+
 /// Make `cmd`'s child start a session of its own (`setsid(2)` between `fork` and `exec`):
 /// it has no controlling terminal, so a program that opens `/dev/tty` (a git or ssh password
 /// prompt) fails at once instead of being stopped by `SIGTTIN` until its time limit, and it

@@ -107,6 +107,7 @@ impl Archive {
                     _ => None,
                 })
                 .unwrap_or_default(),
+            earlier: Default::default(),
         };
         for o in &outcomes {
             s.finish(o);

@@ -1,0 +1,38 @@
+//! Everyday use (issue 56): what a first run from the README tripped over — `show`/`logs`
+//! of an item no run started, `status` after a replay, a summary from an output alone.
+
+use crate::harness::Sandbox;
+
+/// Issue 56: after an `--only failed` replay, `runner status` states the team — every item,
+/// the blocked one the replay left alone included — as `report --markdown` and the HTML page
+/// do, not the replay's subset (which it shows apart, as this run's).
+#[test]
+fn status_after_a_replay_states_the_team_as_the_reports_do() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "blocked"), ("c", "noreport")]);
+    assert_eq!(sb.fake_batch(&[]).code, 1);
+    sb.write_rows(&[("a", "success"), ("b", "blocked"), ("c", "success")]);
+    let r = sb.fake_batch(&["--only", "failed"]);
+    assert_eq!(r.code, 0, "only c ran, and completed: {r:?}");
+    let r = sb.run(&["status", "workers-output.csv"]);
+    assert_eq!(r.code, 1, "b is still blocked: {r:?}");
+    assert!(
+        r.stdout.contains("3 item(s): 2 completed, 1 blocked")
+            && r.stdout.contains("This run: 1 item(s): 1 completed"),
+        "{r:?}"
+    );
+    let r = sb.run(&["status", "--brief", "workers-output.csv"]);
+    assert!(
+        r.stdout.contains("3 item(s): 2 completed, 1 blocked"),
+        "{r:?}"
+    );
+    let r = sb.run(&["report", "workers-output.csv", "--markdown", "-"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("**3 item(s)**: 2 completed, 1 blocked"),
+        "{r:?}"
+    );
+    let r = sb.run(&["report", "workers-output.csv", "--html", "report.html"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("(3 item(s)"), "{r:?}");
+}

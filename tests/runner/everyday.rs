@@ -1,7 +1,36 @@
 //! Everyday use (issue 56): what a first run from the README tripped over — `show`/`logs`
 //! of an item no run started, `status` after a replay, a summary from an output alone.
 
-use crate::harness::Sandbox;
+use crate::harness::{Sandbox, agent};
+
+/// Issue 56: `runner show` and `runner logs` of an item that no run has started say it is
+/// pending and what starts it (exit 0), not "unknown item"; an id the batch does not have is
+/// still unknown (exit 2).
+#[test]
+fn show_and_logs_of_a_pending_item_say_it_is_pending_and_what_runs_it() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "success")]);
+    let r = sb.fake_batch(&["--only", "a"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let fake = agent("fake_agent.py");
+    let r = sb.run(&["show", "b", "workers-output.csv"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("Item b — pending: no attempt has started yet")
+            && r.stdout.contains("row 2 (line 3) of")
+            && r.stdout.contains(&format!("runs with: runner batch --input in.csv --instruction instr.md --id-column id --format plain -- python3 {fake}")),
+        "{r:?}"
+    );
+    let r = sb.run(&["logs", "b", "workers-output.csv"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("Item b — pending") && r.stderr.contains("(no log yet)"),
+        "{r:?}"
+    );
+    let r = sb.run(&["show", "zz", "workers-output.csv"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("zz"), "{r:?}");
+}
 
 /// Issue 56: after an `--only failed` replay, `runner status` states the team — every item,
 /// the blocked one the replay left alone included — as `report --markdown` and the HTML page

@@ -34,6 +34,7 @@ pub(crate) mod junit;
 pub(crate) mod live;
 pub(crate) mod output;
 pub(crate) mod output_csv;
+pub(crate) mod output_history;
 pub(crate) mod output_jsonl;
 pub(crate) mod output_stages;
 pub(crate) mod plan_file;

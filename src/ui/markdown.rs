@@ -51,7 +51,13 @@ pub(crate) fn summary(h: &History) -> String {
     if costed {
         let _ = write!(out, " · ${}", crate::run::record::outcome::usd_text(cost));
     }
-    let _ = writeln!(out, " · {} run(s)", h.runs);
+    // An output read alone records no runs.
+    match h.runs {
+        0 => out.push('\n'),
+        n => {
+            let _ = writeln!(out, " · {n} run(s)");
+        }
+    }
     let problems: Vec<_> = h
         .outcomes
         .iter()

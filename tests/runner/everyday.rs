@@ -65,3 +65,49 @@ fn status_after_a_replay_states_the_team_as_the_reports_do() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("(3 item(s)"), "{r:?}");
 }
+
+/// Issue 56: the merge job of a sharded batch has the merged output and no team workspace;
+/// `runner report merged.csv --markdown` summarises it from the output's runner columns (and
+/// says why `--html` needs a workspace).
+#[test]
+fn report_markdown_summarises_a_merged_output_alone() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[
+        ("a", "success"),
+        ("b", "noreport"),
+        ("c", "success"),
+        ("d", "blocked"),
+    ]);
+    for k in ["1/2", "2/2"] {
+        let r = sb.fake_batch(&["--shard", k]);
+        assert!(r.code <= 1, "{r:?}");
+    }
+    let r = sb.run(&[
+        "merge",
+        "workers-output.shard-1-of-2.csv",
+        "workers-output.shard-2-of-2.csv",
+        "-o",
+        "merged.csv",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    for k in 1..=2 {
+        std::fs::remove_dir_all(sb.join(&format!("workers-output.shard-{k}-of-2.runner")))
+            .expect("rm workspace");
+    }
+    let r = sb.run(&["report", "merged.csv", "--markdown", "-"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("### runner: team `merged.csv`")
+            && r.stdout
+                .contains("**4 item(s)**: 2 completed, 1 failed, 1 blocked")
+            && r.stdout.contains("| b | failed |")
+            && r.stdout.contains("| d | blocked |"),
+        "{r:?}"
+    );
+    let r = sb.run(&["report", "merged.csv", "--markdown", "summary.md"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(sb.read("summary.md").contains("**4 item(s)**"));
+    let r = sb.run(&["report", "merged.csv", "--html", "r.html"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("--markdown"), "{r:?}");
+}

@@ -1,7 +1,7 @@
 //! Everyday use (issue 56): what a first run from the README tripped over — `show`/`logs`
 //! of an item no run started, `status` after a replay, a summary from an output alone.
 
-use crate::harness::{Sandbox, agent};
+use crate::harness::{Run, Sandbox, agent};
 
 /// Issue 56: `runner show` and `runner logs` of an item that no run has started say it is
 /// pending and what starts it (exit 0), not "unknown item"; an id the batch does not have is
@@ -110,4 +110,40 @@ fn report_markdown_summarises_a_merged_output_alone() {
     let r = sb.run(&["report", "merged.csv", "--html", "r.html"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("--markdown"), "{r:?}");
+}
+
+/// Issue 56: a dry run sends nothing, so it does not demand `OPENAI_API_KEY` (it says a real
+/// run needs it); a real run without it is still refused.
+#[test]
+fn a_dry_run_of_the_hosted_api_needs_no_key() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success")]);
+    let run = |extra: &[&str]| -> Run {
+        let mut args = vec![
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--runner",
+            "openai",
+            "--model",
+            "m",
+        ];
+        args.extend_from_slice(extra);
+        let mut cmd = sb.cmd(&args);
+        cmd.env_remove("OPENAI_API_KEY")
+            .env_remove("OPENAI_BASE_URL");
+        cmd.output().expect("spawn").into()
+    };
+    let r = run(&["--dry-run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("key: OPENAI_API_KEY is not set; a real run needs it"),
+        "{r:?}"
+    );
+    let r = run(&[]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("OPENAI_API_KEY is not set"), "{r:?}");
 }

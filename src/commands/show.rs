@@ -281,6 +281,14 @@ pub(crate) fn logs(args: LogsArgs) -> Result<i32> {
         },
     };
     let dir = found.workspace("its logs")?;
+    if args.workspace.is_none() {
+        // No team named: the most recent one here was read. Say which (on stderr).
+        eprintln!(
+            "(team {}: {}; name another as `runner logs {id} WORKSPACE`)",
+            crate::run::record::workspace::team_of(dir),
+            dir.display()
+        );
+    }
     let last = events
         .iter()
         .filter_map(|e| match e {

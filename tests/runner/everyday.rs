@@ -147,3 +147,22 @@ fn a_dry_run_of_the_hosted_api_needs_no_key() {
     assert_eq!(r.code, 3, "{r:?}");
     assert!(r.stderr.contains("OPENAI_API_KEY is not set"), "{r:?}");
 }
+
+/// Issue 56: `runner logs ID` without a team reads the most recent one here and says which
+/// (on stderr, the log on stdout).
+#[test]
+fn logs_without_a_team_names_the_team_it_read() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "noreport")]);
+    assert_eq!(sb.fake_batch(&[]).code, 1);
+    let r = sb.run(&["logs", "a"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("(team workers-output: ")
+            && r.stderr
+                .contains("name another as `runner logs a WORKSPACE`"),
+        "{r:?}"
+    );
+    let r = sb.run(&["logs", "a", "workers-output.csv"]);
+    assert!(!r.stderr.contains("(team "), "named, so not said: {r:?}");
+}

@@ -166,3 +166,24 @@ fn logs_without_a_team_names_the_team_it_read() {
     let r = sb.run(&["logs", "a", "workers-output.csv"]);
     assert!(!r.stderr.contains("(team "), "named, so not said: {r:?}");
 }
+
+/// Issue 56: `runner add --checkpoint FILE` puts FILE's text under the checkpoint's
+/// frontmatter, or, when FILE has a frontmatter of its own, copies it as it is (never a
+/// second frontmatter), as the README says.
+#[test]
+fn add_checkpoint_with_its_own_frontmatter_is_copied_as_it_is() {
+    let sb = Sandbox::new();
+    let own =
+        "---\ntype: checkpoint\ncreated: \"2026-01-01T00:00:00\"\n---\n\n## Current task\nmine\n";
+    sb.write("own.md", own);
+    let r = sb.run(&["add", "--store", "S", "Carry on", "--checkpoint", "own.md"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let cp: Vec<String> = std::fs::read_dir(sb.join("S"))
+        .expect("store")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("cp-"))
+        .collect();
+    assert_eq!(cp.len(), 1, "{cp:?}");
+    assert_eq!(sb.read(&format!("S/{}", cp[0])), own);
+}

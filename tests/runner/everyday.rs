@@ -187,3 +187,39 @@ fn add_checkpoint_with_its_own_frontmatter_is_copied_as_it_is() {
     assert_eq!(cp.len(), 1, "{cp:?}");
     assert_eq!(sb.read(&format!("S/{}", cp[0])), own);
 }
+
+/// Issue 56: a dry run of a staged batch over the HTTP backend says the JSON mode its
+/// requests really use (each stage has a schema: strict json_schema, not JSON mode), and
+/// says which rows will not complete because a `{file:}` is not there — the stage that reads
+/// it and the stages that wait for it.
+#[test]
+fn a_staged_dry_run_says_the_real_json_mode_and_the_rows_that_will_fail() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "path,purpose\na.md,x\nmissing.md,y\n");
+    sb.write("a.md", "# A\n");
+    sb.write(
+        "BATCH.md",
+        "---\ninput: in.csv\nid_column: path\nrunner: openai\nmodel: m\nstages:\n  - name: audit\n    instruction: |\n      Audit {path}:\n      {file:path}\n    output_schema:\n      type: object\n      properties:\n        ok: {type: boolean}\n  - name: verdict\n    instruction: |\n      Judge {path} from {audit.summary}\n    output_schema:\n      type: object\n      properties:\n        verdict: {type: string}\n---\n",
+    );
+    let mut cmd = sb.cmd(&["batch", "BATCH.md", "--dry-run"]);
+    cmd.env_remove("OPENAI_API_KEY")
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
+    let r: Run = cmd.output().expect("spawn").into();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        !r.stdout.contains("json_object")
+            && r.stdout.contains("(model m, structured output (json_schema, strict))")
+            && r.stdout.contains(
+                "stage verdict: runner openai, model m, time limit 30m, retries 0, output schema, structured output (json_schema, strict)"
+            ),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .contains("skipped when run: missing.md/audit, which it waits for, fails")
+            && r.stdout.contains(
+                "Will not complete, as planned now: 2 item(s): missing.md/audit, missing.md/verdict"
+            ),
+        "{r:?}"
+    );
+}

@@ -20,6 +20,9 @@ use crate::report::ItemStatus;
 use crate::run::record::history::{self, History, Span};
 use crate::run::record::outcome::{Outcome, usd_text};
 
+mod axis;
+use axis::Axis;
+
 /// The page's template, compiled into the binary.
 const TEMPLATE: &str = include_str!("../../templates/report.html");
 
@@ -76,6 +79,8 @@ struct Page {
     run_marks: Vec<RunMark>,
     /// The team's rate-limit pauses, as bands over the lanes.
     pauses: Vec<Band>,
+    /// The idle gaps between runs, drawn short, as bands across the lanes.
+    gaps: Vec<Band>,
     /// The timeline's lanes, each its attempts' bars in start order.
     lanes: Vec<Vec<Bar>>,
     /// With stages: each row's chain.
@@ -202,42 +207,6 @@ fn render(page: &Page) -> Result<String> {
         .map_err(fail)
 }
 
-/// The time axis: from the first attempt's start to the last one's end (milliseconds since
-/// the epoch, at least 1 ms long).
-#[derive(Clone, Copy)]
-struct Axis {
-    start: i64,
-    end: i64,
-}
-
-impl Axis {
-    fn of(h: &History, now_ms: i64) -> Axis {
-        let start = h.spans.iter().map(|s| s.start_ms).min().unwrap_or(now_ms);
-        let end = h
-            .spans
-            .iter()
-            .map(|s| s.end_ms.unwrap_or(now_ms))
-            .max()
-            .unwrap_or(start)
-            .max(start + 1);
-        Axis { start, end }
-    }
-
-    fn ms(self) -> f64 {
-        (self.end - self.start) as f64
-    }
-
-    /// Where `at` is, in % of the axis (`12.345`).
-    fn left(self, at: i64) -> String {
-        format!("{:.3}", (at - self.start) as f64 / self.ms() * 100.0)
-    }
-
-    /// How much of the axis `from`..`to` covers, in %, at least 0.2 so that it shows.
-    fn width(self, from: i64, to: i64) -> String {
-        format!("{:.3}", ((to - from) as f64 / self.ms() * 100.0).max(0.2))
-    }
-}
-
 /// The values of the page for `h` at `now_ms`.
 fn page(h: &History, now_ms: i64, nonce: String) -> Page {
     let mut counts: BTreeMap<ItemStatus, u64> = BTreeMap::new();
@@ -265,9 +234,10 @@ fn page(h: &History, now_ms: i64, nonce: String) -> Page {
         cost: (cost > 0.0).then(|| usd_text(cost)),
         legend: ItemStatus::ALL.iter().map(|s| count(*s, 0)).collect(),
         runs: h.runs.max(1),
-        run_marks: run_marks(h, axis),
-        pauses: pauses(h, axis),
-        lanes: lanes(h, axis, now_ms),
+        run_marks: run_marks(h, &axis),
+        pauses: pauses(h, &axis),
+        gaps: gaps(&axis),
+        lanes: lanes(h, &axis, now_ms),
         chains: chains(h),
         fields: fields.iter().map(|f| header(f)).collect(),
         items: items.into_iter().map(|o| row(o, &fields)).collect(),
@@ -275,7 +245,7 @@ fn page(h: &History, now_ms: i64, nonce: String) -> Page {
 }
 
 /// Where each later run began: a replay shares the axis with the run before it.
-fn run_marks(h: &History, axis: Axis) -> Vec<RunMark> {
+fn run_marks(h: &History, axis: &Axis) -> Vec<RunMark> {
     h.run_starts
         .iter()
         .enumerate()
@@ -289,7 +259,7 @@ fn run_marks(h: &History, axis: Axis) -> Vec<RunMark> {
 }
 
 /// The team's rate-limit pauses: no attempt started in these.
-fn pauses(h: &History, axis: Axis) -> Vec<Band> {
+fn pauses(h: &History, axis: &Axis) -> Vec<Band> {
     h.pauses
         .iter()
         .map(|&(from, to)| {
@@ -306,8 +276,26 @@ fn pauses(h: &History, axis: Axis) -> Vec<Band> {
         .collect()
 }
 
+/// The idle gaps between runs the axis draws short ([`axis`]), each a band saying how long
+/// the team was idle.
+fn gaps(axis: &Axis) -> Vec<Band> {
+    axis.gaps
+        .iter()
+        .map(|&(from, to)| Band {
+            left: axis.left(from),
+            width: axis.width(from, to),
+            title: format!(
+                "idle for {} between runs (drawn short)",
+                humantime::format_duration(std::time::Duration::from_secs(
+                    u64::try_from((to - from) / 1000).unwrap_or(0)
+                ))
+            ),
+        })
+        .collect()
+}
+
 /// The lanes of the timeline ([`history::lanes`]), each its attempts' bars.
-fn lanes(h: &History, axis: Axis, now_ms: i64) -> Vec<Vec<Bar>> {
+fn lanes(h: &History, axis: &Axis, now_ms: i64) -> Vec<Vec<Bar>> {
     let lanes = history::lanes(&h.spans, now_ms);
     let n_lanes = lanes.iter().max().map_or(0, |l| l + 1);
     (0..n_lanes)
@@ -323,7 +311,7 @@ fn lanes(h: &History, axis: Axis, now_ms: i64) -> Vec<Vec<Bar>> {
 }
 
 /// The bar of attempt `s`, with a tick for each progress line where it was read.
-fn bar(s: &Span, axis: Axis, now_ms: i64) -> Bar {
+fn bar(s: &Span, axis: &Axis, now_ms: i64) -> Bar {
     let stop = s.end_ms.unwrap_or(now_ms).max(s.start_ms);
     let status = s.verdict.as_ref().map(|v| v.status);
     let reason = s.verdict.as_ref().map_or("running", |v| v.reason.as_str());
@@ -599,6 +587,35 @@ mod tests {
             "a blocker is marked and is the bar's latest word: {page}"
         );
     }
+    #[test]
+    fn an_idle_gap_between_runs_is_a_band_saying_how_long() {
+        const HOUR: i64 = 3_600_000;
+        let span = |start_ms: i64| Span {
+            id: "a".into(),
+            teammate: "1-a".into(),
+            attempt: 1,
+            start_ms,
+            end_ms: Some(start_ms + 10_000),
+            verdict: None,
+            refused: false,
+            said: Vec::new(),
+        };
+        let h = History {
+            team: "t".into(),
+            spans: vec![span(0), span(10 * HOUR)],
+            runs: 2,
+            run_starts: vec![0, 10 * HOUR - 1_000],
+            ..History::default()
+        };
+        let page = report(&h, 11 * HOUR).expect("the page renders");
+        assert!(
+            page.contains(
+                "<div class=\"gap\" style=\"left:48.544%;width:2.913%\" title=\"idle for 9h 59m 50s between runs (drawn short)\">"
+            ) && page.contains("1 idle gap(s) between runs drawn short"),
+            "{page}"
+        );
+    }
+
     #[test]
     fn every_part_of_the_page_renders_from_the_template() {
         let mut done = Outcome::not_run("r1/audit", "1-r1", "t", ItemStatus::Completed, "".into());

@@ -520,6 +520,7 @@ mod tests {
             "</td><script>alert(1)</script>".into(),
         );
         out.summary = "\"onload='x'".into();
+        out.finished_at = "1970-01-01T00:00:01Z".into();
         let h = History {
             team: "<team>".into(),
             spans: vec![Span {
@@ -617,13 +618,43 @@ mod tests {
     }
 
     #[test]
+    fn the_page_and_the_markdown_summary_give_one_duration() {
+        // The attempt ended at 10 s; its item finished (verified, merged) at 15 s.
+        let mut out = Outcome::not_run("a", "1-a", "t", ItemStatus::Completed, String::new());
+        out.started_at = "1970-01-01T00:00:00Z".into();
+        out.finished_at = "1970-01-01T00:00:15Z".into();
+        let h = History {
+            team: "t".into(),
+            spans: vec![Span {
+                id: "a".into(),
+                teammate: "1-a".into(),
+                attempt: 1,
+                start_ms: 0,
+                end_ms: Some(10_000),
+                verdict: None,
+                refused: false,
+                said: Vec::new(),
+            }],
+            outcomes: vec![out],
+            runs: 1,
+            ..History::default()
+        };
+        let page = report(&h, 20_000).expect("the page renders");
+        assert!(page.contains("1 attempt(s) in 15.0s"), "{page}");
+        let md = crate::ui::markdown::summary(&h);
+        assert!(md.contains(" · 15s · "), "{md}");
+    }
+
+    #[test]
     fn every_part_of_the_page_renders_from_the_template() {
         let mut done = Outcome::not_run("r1/audit", "1-r1", "t", ItemStatus::Completed, "".into());
         done.cost_usd = Some(0.25);
         done.log = "/tmp/a dir/1.log".into();
         done.output = serde_json::json!({"status": "fine", "n": 2});
         done.report = Some(serde_json::json!({"files_modified": ["a.rs", "b.rs"]}));
-        let failed = Outcome::not_run("r2/audit", "2-r2", "t", ItemStatus::Failed, "no".into());
+        done.finished_at = "1970-01-01T00:00:02Z".into();
+        let mut failed = Outcome::not_run("r2/audit", "2-r2", "t", ItemStatus::Failed, "no".into());
+        failed.finished_at = "1970-01-01T00:00:01.800Z".into();
         let span = |id: &str, attempt, start, end: Option<i64>| Span {
             id: id.into(),
             teammate: format!("{}-{id}", attempt),

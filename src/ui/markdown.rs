@@ -98,17 +98,11 @@ pub(crate) fn summary(h: &History) -> String {
     out
 }
 
-/// Whole seconds from the first attempt's start to the last item's end, when known.
+/// Whole seconds of the team's wall time ([`History::wall`], as the HTML page shows it),
+/// when known.
 fn wall_seconds(h: &History) -> Option<u64> {
-    let first = h.outcomes.iter().filter_map(|o| ts(&o.started_at)).min()?;
-    let last = h.outcomes.iter().filter_map(|o| ts(&o.finished_at)).max()?;
+    let (first, last) = h.wall(jiff::Timestamp::now().as_millisecond())?;
     u64::try_from((last - first) / 1000).ok()
-}
-
-fn ts(at: &str) -> Option<i64> {
-    at.parse::<jiff::Timestamp>()
-        .ok()
-        .map(|t| t.as_millisecond())
 }
 
 /// `text` safe inside a table cell: pipes escaped, line breaks as spaces, no HTML.

@@ -75,6 +75,22 @@ fn ms(at: &str) -> Option<i64> {
         .map(|t| t.as_millisecond())
 }
 
+impl History {
+    /// The team's wall time, milliseconds since the epoch: from the first attempt's (or
+    /// item's) start to the last attempt's end or item's finish, whichever is later (an
+    /// attempt still running ends at `now_ms`); `None` when nothing says when. The HTML
+    /// page's axis and the Markdown summary's time both come from it, so they agree.
+    pub(crate) fn wall(&self, now_ms: i64) -> Option<(i64, i64)> {
+        let starts = self.spans.iter().map(|s| s.start_ms);
+        let started = self.outcomes.iter().filter_map(|o| ms(&o.started_at));
+        let start = starts.chain(started).min()?;
+        let ends = self.spans.iter().map(|s| s.end_ms.unwrap_or(now_ms));
+        let finished = self.outcomes.iter().filter_map(|o| ms(&o.finished_at));
+        let end = ends.chain(finished).max()?.max(start);
+        Some((start, end))
+    }
+}
+
 /// Read the journal at `path`.
 ///
 /// Errors: it cannot be read (exit 2, naming it).

@@ -1,5 +1,5 @@
-//! The time axis of the HTML report's timeline: from the first attempt's start to the last
-//! one's end, with each idle gap between runs (no attempt going on across a later run's start
+//! The time axis of the HTML report's timeline: the team's wall time ([`History::wall`],
+//! from the first attempt's start to the last attempt's end or item's finish), with each idle gap between runs (no attempt going on across a later run's start
 //! for longer than [`GAP_COLLAPSED_OVER_MS`]: a resume the next morning) drawn short, at
 //! [`GAP_SHOWN_SHARE`] of the rest, so that the work stays readable instead of becoming
 //! slivers at both ends.
@@ -15,9 +15,9 @@ const GAP_SHOWN_SHARE: f64 = 0.03;
 /// The time axis (milliseconds since the epoch, at least 1 ms long) and its collapsed gaps.
 #[derive(Clone, Debug)]
 pub(super) struct Axis {
-    /// The first attempt's start.
+    /// The first attempt's (or item's) start.
     pub start: i64,
-    /// The last attempt's end (now for one still running).
+    /// The last attempt's end (now for one still running) or item's finish.
     pub end: i64,
     /// The idle gaps between runs drawn short: (from, to), in time order.
     pub gaps: Vec<(i64, i64)>,
@@ -28,19 +28,15 @@ pub(super) struct Axis {
 impl Axis {
     /// The axis of `h`'s attempts; `now_ms` ends those still running.
     pub(super) fn of(h: &History, now_ms: i64) -> Axis {
-        let start = h.spans.iter().map(|s| s.start_ms).min().unwrap_or(now_ms);
+        // The team's wall time, as the Markdown summary gives it.
+        let (start, end) = h.wall(now_ms).unwrap_or((now_ms, now_ms));
+        let end = end.max(start + 1);
         let mut busy: Vec<(i64, i64)> = h
             .spans
             .iter()
             .map(|s| (s.start_ms, s.end_ms.unwrap_or(now_ms).max(s.start_ms)))
             .collect();
         busy.sort_unstable();
-        let end = busy
-            .iter()
-            .map(|b| b.1)
-            .max()
-            .unwrap_or(start)
-            .max(start + 1);
         // Where nothing ran, across a later run's start: the team waited for a person.
         let mut gaps = Vec::new();
         let mut reach = start;

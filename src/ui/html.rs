@@ -149,6 +149,36 @@ struct Chains {
     open: Vec<String>,
 }
 
+/// A table cell that may be long (an output field's JSON: an array of findings): its whole
+/// text, and when that is longer than [`CELL_SHOWN`] characters or lines, its start, which
+/// the page shows with the whole text one click away (a `<details>`), so that one row does
+/// not grow a thousand pixels tall.
+#[derive(Serialize)]
+struct Cell {
+    full: String,
+    short: Option<String>,
+}
+
+/// Most characters of a cell shown before it is folded (and most lines: a fifth of them).
+const CELL_SHOWN: usize = 160;
+
+impl Cell {
+    fn of(full: String) -> Cell {
+        let long = full.chars().count() > CELL_SHOWN || full.lines().count() > CELL_SHOWN / 40;
+        let short = long.then(|| {
+            let first: String = full
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(CELL_SHOWN / 2)
+                .collect();
+            format!("{first}…")
+        });
+        Cell { full, short }
+    }
+}
+
 /// One item's row of the table.
 #[derive(Serialize)]
 struct Row {
@@ -166,7 +196,7 @@ struct Row {
     reason: String,
     summary: String,
     /// The item's output fields, one per shown field (empty when it has none).
-    found: Vec<String>,
+    found: Vec<Cell>,
     /// The files its report says it modified, comma-separated.
     modified: String,
     /// Its log's path with spaces as `%20`, for a `file://` link; none without a log.
@@ -438,6 +468,7 @@ fn row(out: &Outcome, fields: &[String]) -> Row {
             Some(serde_json::Value::String(s)) => s.clone(),
             Some(v) => v.to_string(),
         })
+        .map(Cell::of)
         .collect();
     let modified = out
         .report
@@ -615,6 +646,26 @@ mod tests {
             ) && page.contains("1 idle gap(s) between runs drawn short"),
             "{page}"
         );
+    }
+
+    #[test]
+    fn a_long_output_cell_is_folded_with_its_whole_value_one_click_away() {
+        let mut out = Outcome::not_run("a", "1-a", "t", ItemStatus::Completed, String::new());
+        let findings: Vec<String> = (0..100).map(|i| format!("finding {i}")).collect();
+        out.output = serde_json::json!({"findings": findings, "ok": true});
+        let h = History {
+            team: "t".into(),
+            outcomes: vec![out],
+            ..History::default()
+        };
+        let page = report(&h, 0).expect("the page renders");
+        assert!(
+            page.contains(
+                "<td class=\"out\"><details><summary>[&quot;finding 0&quot;,&quot;finding 1&quot;,"
+            ) && page.contains("&quot;finding 99&quot;]</details></td>"),
+            "{page}"
+        );
+        assert!(page.contains("<td class=\"out\">true</td>"), "{page}");
     }
 
     #[test]

@@ -71,6 +71,8 @@ struct Page {
     seconds: String,
     /// Total cost in dollars ([`usd_text`]), when any item cost something.
     cost: Option<String>,
+    /// Why the last run stopped starting items (its budget reached), if it did.
+    stopped: Option<String>,
     /// One swatch per verdict, for the timeline's legend.
     legend: Vec<Count>,
     /// Runs (starts and resumes) recorded; at least 1.
@@ -262,6 +264,7 @@ fn page(h: &History, now_ms: i64, nonce: String) -> Page {
         attempts: h.spans.len(),
         seconds: format!("{:.1}", axis.ms() / 1000.0),
         cost: (cost > 0.0).then(|| usd_text(cost)),
+        stopped: h.stopped.clone(),
         legend: ItemStatus::ALL.iter().map(|s| count(*s, 0)).collect(),
         runs: h.runs.max(1),
         run_marks: run_marks(h, &axis),
@@ -585,6 +588,7 @@ mod tests {
             run_starts: Vec::new(),
             pauses: vec![(200, 700)],
             stages: Vec::new(),
+            stopped: None,
         };
         let page = report(&h, 2000).expect("the page renders");
         assert_eq!(
@@ -733,6 +737,7 @@ mod tests {
             run_starts: vec![1000, 1500],
             pauses: Vec::new(),
             stages: vec!["audit".into(), "fix".into()],
+            stopped: Some("budget reached: spent $0.25 of $0.2".into()),
         };
         let page = report(&h, 3000).expect("the page renders");
         assert!(
@@ -740,6 +745,12 @@ mod tests {
             "what --html may replace: {page}"
         );
         assert!(page.contains("<span>1 running</span>") && page.contains("<span>$0.25</span>"));
+        assert!(
+            page.contains(
+                "<p class=\"stopped\">Stopped starting items: budget reached: spent $0.25 of $0.2</p>"
+            ),
+            "the budget stop `runner status` reports: {page}"
+        );
         assert!(
             page.contains("<b>run 2</b>") && page.contains(">#2 2-r2/audit<"),
             "{page}"

@@ -58,6 +58,9 @@ pub(crate) fn summary(h: &History) -> String {
             let _ = writeln!(out, " · {n} run(s)");
         }
     }
+    if let Some(why) = &h.stopped {
+        let _ = writeln!(out, "\n⛔ stopped starting items: {}", cell(why));
+    }
     let problems: Vec<_> = h
         .outcomes
         .iter()
@@ -147,8 +150,13 @@ mod tests {
             runs: 2,
             pauses: Vec::new(),
             run_starts: Vec::new(),
+            stopped: Some("budget reached: spent $0.75 of $0.5".into()),
         };
         let text = summary(&h);
+        assert!(
+            text.contains("\n⛔ stopped starting items: budget reached: spent $0.75 of $0.5\n"),
+            "the budget stop `runner status` reports: {text}"
+        );
         assert!(
             text.starts_with("### runner: team `workers-output`\n"),
             "{text}"

@@ -66,6 +66,9 @@ pub(crate) struct History {
     pub run_starts: Vec<i64>,
     /// With BATCH.md's `stages:`, their names in order (from the last `run_started`).
     pub stages: Vec<String>,
+    /// Why the last run stopped starting items (its budget reached, a key refused), if it
+    /// did: what `runner status` says as `stopped starting items: …`.
+    pub stopped: Option<String>,
 }
 
 /// Milliseconds since the epoch of an RFC 3339 time.
@@ -135,6 +138,7 @@ impl Builder {
                 h.team = team;
                 h.stages = stages;
                 h.runs += 1;
+                h.stopped = None;
                 if let Some(t) = ms(&at) {
                     h.run_starts.push(t);
                 }
@@ -212,11 +216,11 @@ impl Builder {
                     h.pauses.push((start, end.max(start)));
                 }
             }
+            Event::TeamStopped { reason, .. } => h.stopped = Some(reason),
             Event::Activity { .. }
             | Event::Warning { .. }
             | Event::Interrupted { .. }
-            | Event::RunEnded { .. }
-            | Event::TeamStopped { .. } => {}
+            | Event::RunEnded { .. } => {}
         }
     }
 }

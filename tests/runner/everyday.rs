@@ -223,3 +223,26 @@ fn a_staged_dry_run_says_the_real_json_mode_and_the_rows_that_will_fail() {
         "{r:?}"
     );
 }
+
+/// Issue 56: `--batch-api` with `stages:` is refused before anything is written, naming
+/// the conflict, as the README says (one job carries one runner and model for every row).
+#[test]
+fn batch_api_with_stages_is_refused_as_documented() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "path\na.md\n");
+    sb.write(
+        "BATCH.md",
+        "---\ninput: in.csv\nid_column: path\nrunner: openai\nmodel: m\nstages:\n  - name: audit\n    instruction: Audit {path}\n  - name: verdict\n    instruction: Judge {path}\n---\n",
+    );
+    let before = sb.tree();
+    let mut cmd = sb.cmd(&["batch", "BATCH.md", "--batch-api"]);
+    cmd.env("OPENAI_API_KEY", "sk-test-0123456789abcdef")
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
+    let r: Run = cmd.output().expect("spawn").into();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("--batch-api") && r.stderr.contains("`stages:`"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing written");
+}

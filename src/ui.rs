@@ -587,6 +587,16 @@ pub(crate) fn print_isolation(end: &IsolationEnd, format: Format) {
     if format == Format::Json {
         return;
     }
+    // Shown COMPLETED as they finished, before the merge: say what became of them.
+    for (teammate, why) in &end.merge_failed {
+        say(
+            format,
+            format!(
+                "Not merged into {}: {teammate}, shown COMPLETED above, is failed: {why}",
+                end.target
+            ),
+        );
+    }
     if !end.merged.is_empty() {
         say(
             format,

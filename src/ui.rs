@@ -513,21 +513,20 @@ fn summary_text(
             ItemStatus::Cancelled if s.never_started > 0 => {
                 format!("{n} {st} ({} never started)", s.never_started.min(*n))
             }
+            // Items resumed are completed ones: said beside that count, not the last one.
+            ItemStatus::Completed if s.resumed > 0 => {
+                format!("{n} {st} ({} from an earlier run)", s.resumed.min(*n))
+            }
             _ => format!("{n} {st}"),
         })
         .collect();
-    let resumed = if s.resumed > 0 {
-        format!(" ({} from an earlier run)", s.resumed)
-    } else {
-        String::new()
-    };
     let cost = s
         .cost_usd
         .map(|c| format!(", ${}", crate::run::record::outcome::usd_text(c)))
         .unwrap_or_default();
     writeln!(
         out,
-        "\nSummary: {} item(s): {}{resumed} in {:.1}s{cost}{}",
+        "\nSummary: {} item(s): {} in {:.1}s{cost}{}",
         s.total(),
         if counts.is_empty() {
             "none".to_string()
@@ -587,6 +586,16 @@ pub(crate) fn isolation_line(settings: &crate::settings::Settings) -> &'static s
 pub(crate) fn print_isolation(end: &IsolationEnd, format: Format) {
     if format == Format::Json {
         return;
+    }
+    // Shown COMPLETED as they finished, before the merge: say what became of them.
+    for (teammate, why) in &end.merge_failed {
+        say(
+            format,
+            format!(
+                "Not merged into {}: {teammate}, shown COMPLETED above, is failed: {why}",
+                end.target
+            ),
+        );
     }
     if !end.merged.is_empty() {
         say(

@@ -85,7 +85,9 @@ fn show(store: &Store, f: &Fragment) {
 /// marked with the next round. Anything refused is refused before the inbox is written.
 pub(crate) fn apply(args: ApplyArgs) -> Result<i32> {
     let values = parse_assignments(&args.vars)?;
-    let store = open_store(&args.store, Need::Choice)?;
+    // Like `runner fragments`, the project's store inside a git repository: the fragments
+    // listed there are the ones applied.
+    let store = open_store(&args.store, Need::DefaultProject)?;
     let fragment = store.fragment(&args.name)?;
     let steps = fragment.render(&values)?;
     let _lock = store.lock()?;

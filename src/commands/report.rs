@@ -11,14 +11,23 @@ use crate::run::record::workspace;
 
 /// `runner report`.
 pub(crate) fn report(args: ReportArgs) -> Result<i32> {
-    let found = workspace::locate(args.workspace.as_deref())?;
+    let found = match workspace::locate(args.workspace.as_deref()) {
+        Ok(found) => found,
+        // An output with no workspace (a merged sharded output, a CI artifact): its rows.
+        Err(e) => match args.workspace.as_deref() {
+            Some(output) if crate::sink::output_history::is_output(output) => {
+                return from_output(&args, output);
+            }
+            _ => return Err(e),
+        },
+    };
     let dir = found.path();
     if let Some(html) = &args.html {
         check_html(html, dir)?;
     }
     let markdown = args.markdown.as_ref().filter(|m| m.as_os_str() != "-");
     if let Some(md) = markdown {
-        check_markdown(md, dir)?;
+        check_markdown(md, Some(dir))?;
     }
     let h = found.history()?;
     if let Some(path) = &args.html {
@@ -38,6 +47,31 @@ pub(crate) fn report(args: ReportArgs) -> Result<i32> {
             None => crate::ui::out_document(&text),
             Some(path) => append(path, &text)?,
         }
+    }
+    Ok(0)
+}
+
+/// `runner report OUTPUT --markdown FILE|-` for an output no team workspace stands for:
+/// the summary from its rows' runner columns ([`crate::sink::output_history`]).
+///
+/// Errors: `--html` (its timeline needs the journal's attempts), the output cannot be read,
+/// the summary cannot be written (exit 2).
+fn from_output(args: &ReportArgs, output: &Path) -> Result<i32> {
+    if args.html.is_some() {
+        return Err(Error::Usage(format!(
+            "{}: no team workspace stands for this output, and the HTML page's timeline needs one (its journal's attempts); `--markdown` summarises the output alone",
+            output.display()
+        )));
+    }
+    let markdown = args.markdown.as_ref().filter(|m| m.as_os_str() != "-");
+    if let Some(md) = markdown {
+        check_markdown(md, None)?;
+    }
+    let h = crate::sink::output_history::read(output)?;
+    let text = crate::ui::markdown::summary(&h);
+    match markdown {
+        None => crate::ui::out_document(&text),
+        Some(path) => append(path, &text)?,
     }
     Ok(0)
 }
@@ -62,10 +96,10 @@ fn check_html(path: &Path, dir: &Path) -> Result<()> {
 }
 
 /// The Markdown summary is appended (a step summary file gathers several), outside the
-/// workspace, never to a file that holds anything but Markdown text.
-fn check_markdown(path: &Path, dir: &Path) -> Result<()> {
+/// team's `workspace` (when there is one), never to a file that holds anything but Markdown text.
+fn check_markdown(path: &Path, workspace: Option<&Path>) -> Result<()> {
     crate::fsutil::check_parent(Some(path), "--markdown")?;
-    if inside(path, dir) {
+    if let Some(dir) = workspace.filter(|dir| inside(path, dir)) {
         return Err(Error::output_refused(
             Some("--markdown"),
             path,

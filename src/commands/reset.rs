@@ -26,7 +26,7 @@ pub(crate) fn reset(args: ResetArgs) -> Result<i32> {
     if let Some(dir) = &args.store.store {
         crate::store::check_given(dir)?;
     }
-    let store = open_store(&args.store, Need::Choice)?;
+    let store = open_store(&args.store, Need::DefaultProject)?;
     let name = args.name.as_str();
     if !is_fragment_name(name) {
         // Its message says what a name is.
@@ -104,10 +104,12 @@ pub(crate) fn reset(args: ResetArgs) -> Result<i32> {
         .map(|f| match f.batch {
             Some(n) => (
                 n,
-                format!(
-                    "runner run {}",
-                    f.path.strip_prefix(&here).unwrap_or(&f.path).display()
-                ),
+                run_again(&store, &f.path).unwrap_or_else(|| {
+                    format!(
+                        "runner run {}",
+                        f.path.strip_prefix(&here).unwrap_or(&f.path).display()
+                    )
+                }),
             ),
             None => (
                 u32::MAX,
@@ -125,6 +127,21 @@ pub(crate) fn reset(args: ResetArgs) -> Result<i32> {
         )),
     }
     Ok(0)
+}
+
+/// The command that runs batch file `batch` of `store` again as its team's last run did
+/// (its options and agent command, `-- python3 agent.py`), from the team's `team.json` or,
+/// once it completed, its archive. `None` when neither records a run.
+fn run_again(store: &Store, batch: &std::path::Path) -> Option<String> {
+    let workspace = store.team_dir(&team_name(batch));
+    let archive = crate::run::record::archive::beside_batch(batch);
+    let found = match workspace.join("team.json").is_file() {
+        true => Found::Workspace(workspace),
+        false if archive.is_file() => Found::Archive(archive),
+        false => return None,
+    };
+    let s = found.snapshot().ok()?;
+    crate::run::record::resume::run_again(&found, &s)
 }
 
 /// Reopen item `n` of `f` (of fragment step `step`, `NAME#ROUND/STEP`): `[ ]`, and in a

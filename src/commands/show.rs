@@ -170,11 +170,17 @@ pub(crate) fn item_view(name: &str, workspace: Option<&Path>) -> Result<String> 
     let found = locate(workspace)?;
     let (id, events, teammate) = match item_events(&found, name) {
         Ok(found_item) => found_item,
-        // A staged batch's row: its whole chain.
+        // A staged batch's row: its whole chain; else an item no run started yet.
         Err(e) => {
             return match show_row(&found, name)? {
                 Some(text) => Ok(crate::ui::terminal_safe(&text)),
-                None => Err(e),
+                None => match crate::run::record::pending::find(&found, name) {
+                    Some(p) => Ok(crate::ui::terminal_safe(&crate::ui::show::pending(
+                        found.path(),
+                        &p,
+                    ))),
+                    None => Err(e),
+                },
             };
         }
     };
@@ -259,8 +265,30 @@ fn print_compacted(id: &str, file: &Path, r: &Record, attempt: u32, stderr: bool
 /// `runner logs ID [WORKSPACE] [--attempt N] [--stderr] [--follow]`.
 pub(crate) fn logs(args: LogsArgs) -> Result<i32> {
     let found = locate(args.workspace.as_deref())?;
-    let (id, events, teammate) = item_events(&found, &args.id)?;
+    let (id, events, teammate) = match item_events(&found, &args.id) {
+        Ok(item) => item,
+        // An item no run started yet has no log: say where it stands (exit 0).
+        Err(e) => match crate::run::record::pending::find(&found, &args.id) {
+            Some(p) => {
+                let text = crate::ui::show::pending(found.path(), &p);
+                eprint!(
+                    "{}",
+                    crate::ui::terminal_safe(&format!("{text}  (no log yet)\n"))
+                );
+                return Ok(0);
+            }
+            None => return Err(e),
+        },
+    };
     let dir = found.workspace("its logs")?;
+    if args.workspace.is_none() {
+        // No team named: the most recent one here was read. Say which (on stderr).
+        eprintln!(
+            "(team {}: {}; name another as `runner logs {id} WORKSPACE`)",
+            crate::run::record::workspace::team_of(dir),
+            dir.display()
+        );
+    }
     let last = events
         .iter()
         .filter_map(|e| match e {

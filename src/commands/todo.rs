@@ -269,9 +269,22 @@ pub(crate) fn add(args: AddArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// Whether `text` starts with a `---` frontmatter block (closed by a `---` line).
+fn has_frontmatter(text: &str) -> bool {
+    let text = text.trim_start_matches('\u{feff}');
+    let Some(rest) = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    else {
+        return false;
+    };
+    rest.lines().any(|l| l.trim_end() == "---")
+}
+
 /// Add `args.text` to the inbox of the store `args` picks, a todo item with a checkpoint file
 /// rendered from the store's template around `checkpoint` (the Markdown `--checkpoint` named;
-/// its own path in `args` is not read), or an idea.
+/// its own path in `args` is not read) — or `checkpoint` as it is when it has a frontmatter
+/// of its own —, or an idea.
 ///
 /// Errors: as [`item_text`]; the template does not render; the item would not read back as
 /// given (an `@after:` naming no item) — nothing is written then (exit 2); the store cannot
@@ -285,6 +298,9 @@ pub(crate) fn add_item(args: &AddArgs, checkpoint: Option<String>) -> Result<Add
     let now = jiff::Zoned::now();
     let checkpoint_text = if args.idea {
         None
+    } else if let Some(own) = body.as_deref().filter(|b| has_frontmatter(b)) {
+        // A checkpoint with its own frontmatter is copied as it is: never a second one.
+        Some(own.to_owned())
     } else {
         let env = minijinja::Environment::new();
         let rendered = env

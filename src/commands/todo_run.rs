@@ -87,12 +87,19 @@ pub(crate) fn run_batch(
 ) -> Result<i32> {
     let format = settings.format;
     let path = batch.batch.to_owned();
-    run_plan(
-        todo_batch::plan(batch, doc, settings)?,
-        format,
-        &path,
-        backend,
-    )
+    let only = settings.only.clone();
+    let include_ideas = batch.include_ideas;
+    let plan = todo_batch::plan(batch, doc, settings)?;
+    if plan.is_none()
+        && let Some(why) = todo_batch::left_alone(doc, &only, include_ideas)
+    {
+        crate::ui::say(
+            format,
+            format!("Nothing to run in {}: {why}.", path.display()),
+        );
+        return Ok(crate::error::EXIT_OK);
+    }
+    run_plan(plan, format, &path, backend)
 }
 
 /// Run a todo batch's `plan` (`None`: every item of the batch file `path` is ticked) and

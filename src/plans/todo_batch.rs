@@ -373,6 +373,7 @@ pub(crate) fn plan(
             p.join(&format!("\n{}: ", b.batch.display()))
         ))
     })?;
+    let unticked = !items.is_empty();
     let rerun = rerun(&b, doc, &mut items, &settings.only)?;
     keep_shard(&b, doc, &mut items, settings.shard)?;
     let template_text = b.store.template("teammate.md", DEFAULT_TEAMMATE_TEMPLATE)?;
@@ -389,7 +390,13 @@ pub(crate) fn plan(
     // Every item is ticked, yet the team's workspace is still there: a run was killed as it
     // ended (its table, checkpoints, archive or workspace removal not done). This run runs
     // nothing and finishes that ending.
-    let ending = items.is_empty() && matches!(settings.only, Only::All | Only::Failed);
+    let ending = items.is_empty()
+        && match settings.only {
+            Only::All => true,
+            // Left with none because every unticked item is blocked: no ending to finish.
+            Only::Failed => !unticked,
+            _ => false,
+        };
     let run_now = if ending {
         items = ended_items(doc, &workspace)?;
         Vec::new()
@@ -439,27 +446,42 @@ pub(crate) fn plan(
 /// The ids run even when the team's journal has them completed, and (with `--only ID`)
 /// `items` narrowed to those named.
 ///
-/// Errors: `--only blocked` (a CSV batch's), `--only` naming an item that is not unticked
-/// (exit 2, naming the batch file and what is left to run).
+/// `--only failed` drops the items whose note says they are blocked, `--only blocked` keeps
+/// only those.
+///
+/// Errors: `--only` naming an item that is not unticked (exit 2, naming the batch file and
+/// what is left to run).
 fn rerun(
     b: &TodoBatch<'_>,
     doc: &TodoDocument,
     items: &mut Vec<WorkItem>,
     only: &Only,
 ) -> Result<HashSet<String>> {
-    match only {
-        // Unticked items are the ones that did not complete, and those `runner reset`
-        // reopened: they run again even if the team's journal has them completed.
-        Only::All | Only::Failed => Ok(doc
-            .items()
+    // Unticked items are the ones that did not complete, and those `runner reset` reopened:
+    // they run again even if the team's journal has them completed.
+    let reopened = || {
+        doc.items()
             .iter()
             .filter(|i| crate::sink::todo_marks::is_reopened(i))
             .map(|i| i.number.to_string())
-            .collect()),
-        Only::Blocked => Err(Error::Usage(format!(
-            "{}: --only blocked is for a CSV batch's output; in a todo batch every unticked item runs again, blocked ones too (`runner run` with --only ID names one)",
-            b.batch.display()
-        ))),
+            .collect()
+    };
+    // As in a CSV batch, a blocked item (its note says so) waits for a person: `--only
+    // failed` leaves it alone, `--only blocked` runs only those.
+    let blocked = |i: &WorkItem| {
+        doc.item(i.id.parse().unwrap_or(0))
+            .is_some_and(crate::sink::todo_marks::is_blocked)
+    };
+    match only {
+        Only::All => Ok(reopened()),
+        Only::Failed => {
+            items.retain(|i| !blocked(i));
+            Ok(reopened())
+        }
+        Only::Blocked => {
+            items.retain(blocked);
+            Ok(reopened())
+        }
         Only::Ids(ids) => {
             let known: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
             if let Some(bad) = ids.iter().find(|id| !known.contains(id)) {
@@ -480,6 +502,35 @@ fn rerun(
             items.retain(|i| ids.contains(&i.id));
             Ok(ids.clone())
         }
+    }
+}
+
+/// Why a run of `doc` with `only` has nothing to run although items are unticked: each is
+/// blocked (`--only failed`) or none is (`--only blocked`). `None` when every item is ticked.
+pub(crate) fn left_alone(doc: &TodoDocument, only: &Only, include_ideas: bool) -> Option<String> {
+    let wanted = |s: Section| s == Section::Todo || (include_ideas && s == Section::Ideas);
+    let unticked: Vec<&crate::source::todo::TodoItem> = doc
+        .items()
+        .iter()
+        .filter(|i| wanted(i.section) && i.mark != Mark::Done)
+        .collect();
+    let numbers = |v: &[&crate::source::todo::TodoItem]| {
+        v.iter()
+            .map(|i| i.number.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    match only {
+        _ if unticked.is_empty() => None,
+        Only::Failed => Some(format!(
+            "every unticked item is blocked, waiting for a person (items {0}); `--only blocked` or `--only {0}` runs them again",
+            numbers(&unticked)
+        )),
+        Only::Blocked => Some(format!(
+            "no unticked item is blocked; the unticked items are {}",
+            numbers(&unticked)
+        )),
+        _ => None,
     }
 }
 

@@ -644,12 +644,16 @@ impl<'a> Dispatcher<'a> {
                         title: item.title.clone(),
                     });
                 }
-                if earlier.is_none() {
-                    st.never_started += 1;
+                match earlier {
+                    // Counted as this run's now, so not among the team's earlier ones.
+                    Some(status) => self.team.recorded.ledger.set_now(&item.id, status),
+                    None => st.never_started += 1,
                 }
                 st.count(earlier.unwrap_or(ItemStatus::Cancelled));
             }
         }
+        // The team's items this run did not cover, for team.json to show the team's state.
+        st.snapshot.earlier = self.team.ledger().earlier_only();
         let mut problems = std::mem::take(&mut st.problems);
         problems.sort_by_key(|(place, _)| *place);
         let summary = RunSummary {

@@ -36,6 +36,7 @@ pub(crate) mod notify;
 pub(crate) mod notify_send;
 pub(crate) mod output;
 pub(crate) mod output_csv;
+pub(crate) mod output_history;
 pub(crate) mod output_jsonl;
 pub(crate) mod output_stages;
 pub(crate) mod plan_file;

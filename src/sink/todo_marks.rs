@@ -74,6 +74,13 @@ pub(crate) fn is_reopened(item: &crate::source::todo::TodoItem) -> bool {
             .is_some_and(|n| n.starts_with(REOPENED))
 }
 
+/// Whether `item` is unticked with the note a blocked outcome leaves ([`apply_outcome`]:
+/// `blocked: <blocker>`): it waits for a person, so `--only failed` leaves it alone.
+pub(crate) fn is_blocked(item: &crate::source::todo::TodoItem) -> bool {
+    let prefix = format!("{}: ", ItemStatus::Blocked);
+    item.mark != Mark::Done && item.note.as_deref().is_some_and(|n| n.starts_with(&prefix))
+}
+
 /// `done` when every item in `numbers` is ticked, else `partial`.
 pub(crate) fn batch_status(doc: &TodoDocument, numbers: &[u32]) -> &'static str {
     let all = numbers

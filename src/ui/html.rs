@@ -20,6 +20,9 @@ use crate::report::ItemStatus;
 use crate::run::record::history::{self, History, Span};
 use crate::run::record::outcome::{Outcome, usd_text};
 
+mod axis;
+use axis::Axis;
+
 /// The page's template, compiled into the binary.
 const TEMPLATE: &str = include_str!("../../templates/report.html");
 
@@ -68,6 +71,8 @@ struct Page {
     seconds: String,
     /// Total cost in dollars ([`usd_text`]), when any item cost something.
     cost: Option<String>,
+    /// Why the last run stopped starting items (its budget reached), if it did.
+    stopped: Option<String>,
     /// One swatch per verdict, for the timeline's legend.
     legend: Vec<Count>,
     /// Runs (starts and resumes) recorded; at least 1.
@@ -76,6 +81,8 @@ struct Page {
     run_marks: Vec<RunMark>,
     /// The team's rate-limit pauses, as bands over the lanes.
     pauses: Vec<Band>,
+    /// The idle gaps between runs, drawn short, as bands across the lanes.
+    gaps: Vec<Band>,
     /// The timeline's lanes, each its attempts' bars in start order.
     lanes: Vec<Vec<Bar>>,
     /// With stages: each row's chain.
@@ -144,6 +151,36 @@ struct Chains {
     open: Vec<String>,
 }
 
+/// A table cell that may be long (an output field's JSON: an array of findings): its whole
+/// text, and when that is longer than [`CELL_SHOWN`] characters or lines, its start, which
+/// the page shows with the whole text one click away (a `<details>`), so that one row does
+/// not grow a thousand pixels tall.
+#[derive(Serialize)]
+struct Cell {
+    full: String,
+    short: Option<String>,
+}
+
+/// Most characters of a cell shown before it is folded (and most lines: a fifth of them).
+const CELL_SHOWN: usize = 160;
+
+impl Cell {
+    fn of(full: String) -> Cell {
+        let long = full.chars().count() > CELL_SHOWN || full.lines().count() > CELL_SHOWN / 40;
+        let short = long.then(|| {
+            let first: String = full
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(CELL_SHOWN / 2)
+                .collect();
+            format!("{first}…")
+        });
+        Cell { full, short }
+    }
+}
+
 /// One item's row of the table.
 #[derive(Serialize)]
 struct Row {
@@ -161,7 +198,7 @@ struct Row {
     reason: String,
     summary: String,
     /// The item's output fields, one per shown field (empty when it has none).
-    found: Vec<String>,
+    found: Vec<Cell>,
     /// The files its report says it modified, comma-separated.
     modified: String,
     /// Its log's path with spaces as `%20`, for a `file://` link; none without a log.
@@ -202,42 +239,6 @@ fn render(page: &Page) -> Result<String> {
         .map_err(fail)
 }
 
-/// The time axis: from the first attempt's start to the last one's end (milliseconds since
-/// the epoch, at least 1 ms long).
-#[derive(Clone, Copy)]
-struct Axis {
-    start: i64,
-    end: i64,
-}
-
-impl Axis {
-    fn of(h: &History, now_ms: i64) -> Axis {
-        let start = h.spans.iter().map(|s| s.start_ms).min().unwrap_or(now_ms);
-        let end = h
-            .spans
-            .iter()
-            .map(|s| s.end_ms.unwrap_or(now_ms))
-            .max()
-            .unwrap_or(start)
-            .max(start + 1);
-        Axis { start, end }
-    }
-
-    fn ms(self) -> f64 {
-        (self.end - self.start) as f64
-    }
-
-    /// Where `at` is, in % of the axis (`12.345`).
-    fn left(self, at: i64) -> String {
-        format!("{:.3}", (at - self.start) as f64 / self.ms() * 100.0)
-    }
-
-    /// How much of the axis `from`..`to` covers, in %, at least 0.2 so that it shows.
-    fn width(self, from: i64, to: i64) -> String {
-        format!("{:.3}", ((to - from) as f64 / self.ms() * 100.0).max(0.2))
-    }
-}
-
 /// The values of the page for `h` at `now_ms`.
 fn page(h: &History, now_ms: i64, nonce: String) -> Page {
     let mut counts: BTreeMap<ItemStatus, u64> = BTreeMap::new();
@@ -263,11 +264,13 @@ fn page(h: &History, now_ms: i64, nonce: String) -> Page {
         attempts: h.spans.len(),
         seconds: format!("{:.1}", axis.ms() / 1000.0),
         cost: (cost > 0.0).then(|| usd_text(cost)),
+        stopped: h.stopped.clone(),
         legend: ItemStatus::ALL.iter().map(|s| count(*s, 0)).collect(),
         runs: h.runs.max(1),
-        run_marks: run_marks(h, axis),
-        pauses: pauses(h, axis),
-        lanes: lanes(h, axis, now_ms),
+        run_marks: run_marks(h, &axis),
+        pauses: pauses(h, &axis),
+        gaps: gaps(&axis),
+        lanes: lanes(h, &axis, now_ms),
         chains: chains(h),
         fields: fields.iter().map(|f| header(f)).collect(),
         items: items.into_iter().map(|o| row(o, &fields)).collect(),
@@ -275,7 +278,7 @@ fn page(h: &History, now_ms: i64, nonce: String) -> Page {
 }
 
 /// Where each later run began: a replay shares the axis with the run before it.
-fn run_marks(h: &History, axis: Axis) -> Vec<RunMark> {
+fn run_marks(h: &History, axis: &Axis) -> Vec<RunMark> {
     h.run_starts
         .iter()
         .enumerate()
@@ -289,7 +292,7 @@ fn run_marks(h: &History, axis: Axis) -> Vec<RunMark> {
 }
 
 /// The team's rate-limit pauses: no attempt started in these.
-fn pauses(h: &History, axis: Axis) -> Vec<Band> {
+fn pauses(h: &History, axis: &Axis) -> Vec<Band> {
     h.pauses
         .iter()
         .map(|&(from, to)| {
@@ -306,8 +309,26 @@ fn pauses(h: &History, axis: Axis) -> Vec<Band> {
         .collect()
 }
 
+/// The idle gaps between runs the axis draws short ([`axis`]), each a band saying how long
+/// the team was idle.
+fn gaps(axis: &Axis) -> Vec<Band> {
+    axis.gaps
+        .iter()
+        .map(|&(from, to)| Band {
+            left: axis.left(from),
+            width: axis.width(from, to),
+            title: format!(
+                "idle for {} between runs (drawn short)",
+                humantime::format_duration(std::time::Duration::from_secs(
+                    u64::try_from((to - from) / 1000).unwrap_or(0)
+                ))
+            ),
+        })
+        .collect()
+}
+
 /// The lanes of the timeline ([`history::lanes`]), each its attempts' bars.
-fn lanes(h: &History, axis: Axis, now_ms: i64) -> Vec<Vec<Bar>> {
+fn lanes(h: &History, axis: &Axis, now_ms: i64) -> Vec<Vec<Bar>> {
     let lanes = history::lanes(&h.spans, now_ms);
     let n_lanes = lanes.iter().max().map_or(0, |l| l + 1);
     (0..n_lanes)
@@ -323,7 +344,7 @@ fn lanes(h: &History, axis: Axis, now_ms: i64) -> Vec<Vec<Bar>> {
 }
 
 /// The bar of attempt `s`, with a tick for each progress line where it was read.
-fn bar(s: &Span, axis: Axis, now_ms: i64) -> Bar {
+fn bar(s: &Span, axis: &Axis, now_ms: i64) -> Bar {
     let stop = s.end_ms.unwrap_or(now_ms).max(s.start_ms);
     let status = s.verdict.as_ref().map(|v| v.status);
     let reason = s.verdict.as_ref().map_or("running", |v| v.reason.as_str());
@@ -450,6 +471,7 @@ fn row(out: &Outcome, fields: &[String]) -> Row {
             Some(serde_json::Value::String(s)) => s.clone(),
             Some(v) => v.to_string(),
         })
+        .map(Cell::of)
         .collect();
     let modified = out
         .report
@@ -532,6 +554,7 @@ mod tests {
             "</td><script>alert(1)</script>".into(),
         );
         out.summary = "\"onload='x'".into();
+        out.finished_at = "1970-01-01T00:00:01Z".into();
         let h = History {
             team: "<team>".into(),
             spans: vec![Span {
@@ -565,6 +588,7 @@ mod tests {
             run_starts: Vec::new(),
             pauses: vec![(200, 700)],
             stages: Vec::new(),
+            stopped: None,
         };
         let page = report(&h, 2000).expect("the page renders");
         assert_eq!(
@@ -600,13 +624,92 @@ mod tests {
         );
     }
     #[test]
+    fn an_idle_gap_between_runs_is_a_band_saying_how_long() {
+        const HOUR: i64 = 3_600_000;
+        let span = |start_ms: i64| Span {
+            id: "a".into(),
+            teammate: "1-a".into(),
+            attempt: 1,
+            start_ms,
+            end_ms: Some(start_ms + 10_000),
+            verdict: None,
+            refused: false,
+            said: Vec::new(),
+        };
+        let h = History {
+            team: "t".into(),
+            spans: vec![span(0), span(10 * HOUR)],
+            runs: 2,
+            run_starts: vec![0, 10 * HOUR - 1_000],
+            ..History::default()
+        };
+        let page = report(&h, 11 * HOUR).expect("the page renders");
+        assert!(
+            page.contains(
+                "<div class=\"gap\" style=\"left:48.544%;width:2.913%\" title=\"idle for 9h 59m 50s between runs (drawn short)\">"
+            ) && page.contains("1 idle gap(s) between runs drawn short"),
+            "{page}"
+        );
+    }
+
+    #[test]
+    fn a_long_output_cell_is_folded_with_its_whole_value_one_click_away() {
+        let mut out = Outcome::not_run("a", "1-a", "t", ItemStatus::Completed, String::new());
+        let findings: Vec<String> = (0..100).map(|i| format!("finding {i}")).collect();
+        out.output = serde_json::json!({"findings": findings, "ok": true});
+        let h = History {
+            team: "t".into(),
+            outcomes: vec![out],
+            ..History::default()
+        };
+        let page = report(&h, 0).expect("the page renders");
+        assert!(
+            page.contains(
+                "<td class=\"out\"><details><summary>[&quot;finding 0&quot;,&quot;finding 1&quot;,"
+            ) && page.contains("&quot;finding 99&quot;]</details></td>"),
+            "{page}"
+        );
+        assert!(page.contains("<td class=\"out\">true</td>"), "{page}");
+    }
+
+    #[test]
+    fn the_page_and_the_markdown_summary_give_one_duration() {
+        // The attempt ended at 10 s; its item finished (verified, merged) at 15 s.
+        let mut out = Outcome::not_run("a", "1-a", "t", ItemStatus::Completed, String::new());
+        out.started_at = "1970-01-01T00:00:00Z".into();
+        out.finished_at = "1970-01-01T00:00:15Z".into();
+        let h = History {
+            team: "t".into(),
+            spans: vec![Span {
+                id: "a".into(),
+                teammate: "1-a".into(),
+                attempt: 1,
+                start_ms: 0,
+                end_ms: Some(10_000),
+                verdict: None,
+                refused: false,
+                said: Vec::new(),
+            }],
+            outcomes: vec![out],
+            runs: 1,
+            ..History::default()
+        };
+        let page = report(&h, 20_000).expect("the page renders");
+        assert!(page.contains("1 attempt(s) in 15.0s"), "{page}");
+        let md = crate::ui::markdown::summary(&h);
+        assert!(md.contains(" · 15s · "), "{md}");
+    }
+
+    #[test]
     fn every_part_of_the_page_renders_from_the_template() {
         let mut done = Outcome::not_run("r1/audit", "1-r1", "t", ItemStatus::Completed, "".into());
         done.cost_usd = Some(0.25);
         done.log = "/tmp/a dir/1.log".into();
         done.output = serde_json::json!({"status": "fine", "n": 2});
         done.report = Some(serde_json::json!({"files_modified": ["a.rs", "b.rs"]}));
-        let failed = Outcome::not_run("r2/audit", "2-r2", "t", ItemStatus::Failed, "no".into());
+        done.finished_at = "1970-01-01T00:00:02Z".into();
+        let mut failed = Outcome::not_run("r2/audit", "2-r2", "t", ItemStatus::Failed, "no".into());
+        failed.finished_at = "1970-01-01T00:00:01.800Z".into();
         let span = |id: &str, attempt, start, end: Option<i64>| Span {
             id: id.into(),
             teammate: format!("{}-{id}", attempt),
@@ -634,6 +737,7 @@ mod tests {
             run_starts: vec![1000, 1500],
             pauses: Vec::new(),
             stages: vec!["audit".into(), "fix".into()],
+            stopped: Some("budget reached: spent $0.25 of $0.2".into()),
         };
         let page = report(&h, 3000).expect("the page renders");
         assert!(
@@ -641,6 +745,12 @@ mod tests {
             "what --html may replace: {page}"
         );
         assert!(page.contains("<span>1 running</span>") && page.contains("<span>$0.25</span>"));
+        assert!(
+            page.contains(
+                "<p class=\"stopped\">Stopped starting items: budget reached: spent $0.25 of $0.2</p>"
+            ),
+            "the budget stop `runner status` reports: {page}"
+        );
         assert!(
             page.contains("<b>run 2</b>") && page.contains(">#2 2-r2/audit<"),
             "{page}"

@@ -51,7 +51,16 @@ pub(crate) fn summary(h: &History) -> String {
     if costed {
         let _ = write!(out, " · ${}", crate::run::record::outcome::usd_text(cost));
     }
-    let _ = writeln!(out, " · {} run(s)", h.runs);
+    // An output read alone records no runs.
+    match h.runs {
+        0 => out.push('\n'),
+        n => {
+            let _ = writeln!(out, " · {n} run(s)");
+        }
+    }
+    if let Some(why) = &h.stopped {
+        let _ = writeln!(out, "\n⛔ stopped starting items: {}", cell(why));
+    }
     let problems: Vec<_> = h
         .outcomes
         .iter()
@@ -92,17 +101,11 @@ pub(crate) fn summary(h: &History) -> String {
     out
 }
 
-/// Whole seconds from the first attempt's start to the last item's end, when known.
+/// Whole seconds of the team's wall time ([`History::wall`], as the HTML page shows it),
+/// when known.
 fn wall_seconds(h: &History) -> Option<u64> {
-    let first = h.outcomes.iter().filter_map(|o| ts(&o.started_at)).min()?;
-    let last = h.outcomes.iter().filter_map(|o| ts(&o.finished_at)).max()?;
+    let (first, last) = h.wall(jiff::Timestamp::now().as_millisecond())?;
     u64::try_from((last - first) / 1000).ok()
-}
-
-fn ts(at: &str) -> Option<i64> {
-    at.parse::<jiff::Timestamp>()
-        .ok()
-        .map(|t| t.as_millisecond())
 }
 
 /// `text` safe inside a table cell: pipes escaped, line breaks as spaces, no HTML.
@@ -147,8 +150,13 @@ mod tests {
             runs: 2,
             pauses: Vec::new(),
             run_starts: Vec::new(),
+            stopped: Some("budget reached: spent $0.75 of $0.5".into()),
         };
         let text = summary(&h);
+        assert!(
+            text.contains("\n⛔ stopped starting items: budget reached: spent $0.75 of $0.5\n"),
+            "the budget stop `runner status` reports: {text}"
+        );
         assert!(
             text.starts_with("### runner: team `workers-output`\n"),
             "{text}"

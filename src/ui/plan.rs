@@ -47,6 +47,9 @@ pub(crate) fn print_plan(
         let _ = writeln!(out, "{line}");
     }
     let mut first = true;
+    // Items whose task text cannot be made (a `{file:}` that is not there): they fail at
+    // once, and what waits on them (a row's later stages) is skipped.
+    let mut failing: Vec<String> = Vec::new();
     for item in plan.source.items()? {
         let mut item = item?;
         // An earlier stage's values are known once it ran: shown by name.
@@ -69,12 +72,33 @@ pub(crate) fn print_plan(
             );
             continue;
         }
-        for line in item_lines(spec, &item) {
+        if let Some(dep) = item.after.iter().find(|d| failing.contains(d)) {
+            let _ = writeln!(
+                out,
+                "  {}  (id {})  skipped when run: {dep}, which it waits for, fails",
+                item.teammate, item.id
+            );
+            failing.push(item.id.clone());
+            continue;
+        }
+        let (lines, fails) = item_lines(spec, &item);
+        for line in lines {
             let _ = writeln!(out, "{line}");
+        }
+        if fails {
+            failing.push(item.id.clone());
         }
     }
     if first {
         let _ = writeln!(out, "Items: none");
+    }
+    if !failing.is_empty() {
+        let _ = writeln!(
+            out,
+            "Will not complete, as planned now: {} item(s): {}",
+            failing.len(),
+            failing.join(", ")
+        );
     }
     Ok(())
 }
@@ -161,8 +185,16 @@ fn command_line(
     backend: &dyn crate::run::backend::Backend,
     item: &crate::item::WorkItem,
 ) -> Option<String> {
-    if let Some(request) = backend.describe(spec.schema.is_some()) {
-        return Some(format!("Request (each item): {request}"));
+    // The item's own stage (or row choice) says which backend and schema it runs with.
+    let backend = spec
+        .profile_of(item)
+        .map_or(backend, |p| p.backend.as_ref());
+    if let Some(request) = backend.describe(spec.schema_for(item).is_some()) {
+        let each = match spec.stages.is_empty() {
+            true => "each item",
+            false => "first stage; each stage's own under Stages",
+        };
+        return Some(format!("Request ({each}): {request}"));
     }
     let folder = spec.teammate(&item.teammate);
     let (prompt_file, report, work) = (folder.prompt(), folder.report(), folder.work());
@@ -195,12 +227,19 @@ fn command_line(
 
 /// An item that runs: its teammate, id and prerequisites, then the first lines of its
 /// rendered prompt from its own section on. The files the instruction inlines are read as
-/// the run would read them; one that cannot be used is shown as the item's failure.
-fn item_lines(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> Vec<String> {
-    let prompt = match crate::schedule::unit::item_text(spec, item) {
-        Ok(text) => crate::schedule::unit::render_prompt(spec, item, &text.body, None)
-            .unwrap_or_else(|e| format!("(cannot render: {e})")),
-        Err(why) => format!("## Your item\n(fails with kind input: {why})"),
+/// the run would read them; one that cannot be used is shown as the item's failure (then
+/// `true`).
+fn item_lines(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> (Vec<String>, bool) {
+    let (prompt, fails) = match crate::schedule::unit::item_text(spec, item) {
+        Ok(text) => (
+            crate::schedule::unit::render_prompt(spec, item, &text.body, None)
+                .unwrap_or_else(|e| format!("(cannot render: {e})")),
+            false,
+        ),
+        Err(why) => (
+            format!("## Your item\n(fails with kind input: {why})"),
+            true,
+        ),
     };
     let after = if item.after.is_empty() {
         String::new()
@@ -215,7 +254,7 @@ fn item_lines(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> Vec<S
         .take(DRY_RUN_PROMPT_LINES);
     // A long value (a whole file in a cell) shows as its start.
     lines.extend(body.map(|line| format!("      | {}", crate::report::one_line(line, 200))));
-    lines
+    (lines, fails)
 }
 
 /// With stages or rows that choose their runner: the chain each row runs, and what each
@@ -250,6 +289,17 @@ fn stage_lines(spec: &crate::run::RunSpec) -> Vec<String> {
         what.push(format!("retries {}", s.retries));
         if p.schema.is_some() {
             what.push("output schema".into());
+        }
+        // A request backend says how it asks for the report (strict json_schema, …).
+        if let Some(request) = p.backend.describe(p.schema.is_some()) {
+            // `POST URL   (model M, MODE)`: the MODE.
+            let mode = request
+                .lines()
+                .next()
+                .and_then(|l| l.split_once("   ("))
+                .and_then(|(_, rest)| rest.strip_suffix(')')?.split_once(", "))
+                .map(|(_, mode)| mode.to_owned());
+            what.extend(mode);
         }
         lines.push(format!("  {}: {}", p.label, what.join(", ")));
     }

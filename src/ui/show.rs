@@ -55,6 +55,48 @@ pub(crate) enum Place<'a> {
     },
 }
 
+/// What `runner show` says of an item of team `dir` that no run has started (`p`): that it
+/// is pending and why, what it is, and the run that starts it.
+pub(crate) fn pending(dir: &Path, p: &crate::run::record::pending::Pending) -> String {
+    use crate::run::record::pending::Wait;
+    let why = match &p.wait {
+        Wait::Prerequisites(after) => format!(
+            "waiting for its prerequisites ({}) to complete",
+            after.join(", ")
+        ),
+        Wait::NotReached => "the run was interrupted before it reached it".to_owned(),
+        Wait::Queued => "no attempt has started yet".to_owned(),
+    };
+    let mut o = format!(
+        "Item {} — pending: {why}
+  {}
+  team: {}
+",
+        p.id,
+        p.title,
+        dir.display()
+    );
+    match (p.live, &p.command) {
+        (Some(pid), Some(cmd)) => {
+            let _ = writeln!(
+                o,
+                "  runs in: the run going on (runner pid {pid}) when its turn comes: {cmd}"
+            );
+        }
+        (Some(pid), None) => {
+            let _ = writeln!(
+                o,
+                "  runs in: the run going on (runner pid {pid}) when its turn comes"
+            );
+        }
+        (None, Some(cmd)) => {
+            let _ = writeln!(o, "  runs with: {cmd}");
+        }
+        (None, None) => {}
+    }
+    o
+}
+
 /// The description of item `id` at `place`, from its recorded `events`.
 pub(crate) fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
     let mut o = String::new();

@@ -42,14 +42,36 @@ fn running_word(s: &Snapshot) -> &'static str {
     }
 }
 
+/// The team's items and their states: this run's (`counts`, running, waiting, pending)
+/// and, once it ended, those it did not cover with their earlier outcomes.
 fn counts_line(s: &Snapshot) -> String {
-    let finished: u64 = s.counts.values().sum();
+    let mut team = s.counts.clone();
+    for (st, n) in &s.earlier {
+        *team.entry(st.clone()).or_default() += n;
+    }
+    let earlier: u64 = s.earlier.values().sum();
+    counts_of(s, &team, s.total.map(|t| t + earlier))
+}
+
+/// This run's own counts, when it did not cover every item of the team (`This run: 3
+/// item(s): 1 completed, 2 failed`); `None` when it covered them all.
+fn run_line(s: &Snapshot) -> Option<String> {
+    (!s.earlier.is_empty()).then(|| format!("This run: {}", counts_of(s, &s.counts, s.total)))
+}
+
+/// `N item(s): 3 completed, 1 failed, 2 running, …` over `counts` of `s`, with `total` items.
+fn counts_of(
+    s: &Snapshot,
+    counts: &std::collections::BTreeMap<String, u64>,
+    total: Option<u64>,
+) -> String {
+    let finished: u64 = counts.values().sum();
     let running = s.running.len() as u64;
     let waiting = s.waiting.len() as u64;
     let mut parts: Vec<String> = ItemStatus::ALL
         .iter()
         .filter_map(|st| {
-            s.counts
+            counts
                 .get(st.as_str())
                 .filter(|n| **n > 0)
                 .map(|n| format!("{n} {st}"))
@@ -61,7 +83,7 @@ fn counts_line(s: &Snapshot) -> String {
     if waiting > 0 {
         parts.push(format!("{waiting} waiting"));
     }
-    let total = s.total.unwrap_or(finished + running + waiting);
+    let total = total.unwrap_or(finished + running + waiting);
     let pending = total.saturating_sub(finished + running + waiting);
     if pending > 0 && s.state == "running" {
         parts.push(format!("{pending} pending"));
@@ -447,6 +469,12 @@ pub(crate) fn full(dir: &Path, s: &Snapshot, stale_after: Duration) -> String {
         .map(|c| format!(", ${}", crate::run::record::outcome::usd_text(c)))
         .unwrap_or_default();
     o.push_str(&format!("{}{cost}\n", counts_line(s)));
+    if let Some(run) = run_line(s) {
+        let earlier: u64 = s.earlier.values().sum();
+        o.push_str(&format!(
+            "{run} (the other {earlier} are as earlier runs left them; `runner report --markdown -` lists every item that did not complete)\n"
+        ));
+    }
     if let Some(g) = &s.gate {
         o.push_str(&gate_line(s, g));
     }

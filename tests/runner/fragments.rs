@@ -3,7 +3,7 @@
 //! reset NAME [STEP]` (the latest round reopened in place, with what follows the step), and
 //! `runner clean --completed` keeping the prerequisite closure of what is open.
 
-use crate::harness::{Run, Sandbox, agent};
+use crate::harness::{Run, Sandbox, agent, git};
 use crate::store::{start_paused, start_until_waiting};
 
 /// The README's example, with the fake agent's `MODE=` in each subject.
@@ -246,9 +246,10 @@ subject = "Site {v} MODE=success"
             && r.stdout.contains(
                 "todo-2.md item 2 (release#1/announce): [x] → [ ] Announce 1 MODE=success\n"
             )
-            && r.stdout.contains(
-                "Reopened 2 item(s); run them again, in this order: runner run S/todo-2.md."
-            ),
+            && r.stdout.contains(&format!(
+                "Reopened 2 item(s); run them again, in this order: runner run S/todo-2.md --format plain --keep-team -- python3 {}.",
+                agent("fake_agent.py")
+            )),
         "{r:?}"
     );
     assert_eq!(sb.read("S/todo-1.md"), batch1, "notes and site stay done");
@@ -345,6 +346,55 @@ subject = "Site {v} MODE=success"
 
 /// `clean --completed` keeps every finished batch an open item still depends on, through
 /// batch items and fragment steps (whose `@after` resolve dropped), and says why.
+/// Issue 56: inside a git repository `apply` and `reset` use the project's store, as
+/// `runner fragments` and `list` do (the README's examples give no `--project`); after
+/// `reset`, the command that runs the batch again keeps the agent command of the run that
+/// resolved it, also once its team completed and was archived.
+#[test]
+fn apply_and_reset_in_a_repository_use_its_store_and_keep_the_agent_command() {
+    let sb = Sandbox::new();
+    git(sb.path(), &["init", "-q"]);
+    sb.write(".agent-tasks/fragments/release.toml", RELEASE);
+    let r = sb.run(&["apply", "release", "version=1.2", "branch=main"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains(".agent-tasks/todo.md"), "{r:?}");
+    let fake = agent("fake_agent.py");
+    let r = sb.run(&[
+        "resolve",
+        "--project",
+        "--yes",
+        "--format",
+        "plain",
+        "--",
+        "python3",
+        &fake,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        sb.join(".agent-tasks/todo-1.archive.jsonl").is_file(),
+        "the team completed and was archived"
+    );
+    let r = sb.run(&["reset", "release", "notes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let again = format!("runner run .agent-tasks/todo-1.md --format plain -- python3 {fake}.");
+    assert!(r.stdout.contains(&again), "wanted `{again}`: {r:?}");
+    // Following the hint runs both items again with the fake agent.
+    let r = sb.run(&[
+        "run",
+        ".agent-tasks/todo-1.md",
+        "--format",
+        "plain",
+        "--",
+        "python3",
+        &fake,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        sb.read(".agent-tasks/todo-1.md").matches("- [x]").count(),
+        2
+    );
+}
+
 #[test]
 fn clean_completed_keeps_the_prerequisite_closure_of_what_is_open() {
     let sb = Sandbox::new();

@@ -15,6 +15,7 @@ mod ci;
 mod clis;
 mod context;
 mod default_layout;
+mod everyday;
 mod faults;
 mod files;
 mod fragments;

@@ -266,6 +266,44 @@ fn run_again_reruns_only_unticked_items_and_removes_the_finished_team() {
     assert!(checkpoints(&sb).is_empty());
 }
 
+/// Issue 56: a blocked item waits for a person, so `--only failed` leaves it alone (as a
+/// CSV batch does) and `--only blocked` runs it alone; with only blocked items left,
+/// `--only failed` says so and runs nothing.
+#[test]
+fn only_failed_leaves_blocked_items_alone() {
+    let sb = Sandbox::new();
+    add(&sb, &["A MODE=failed"]);
+    add(&sb, &["B MODE=blocked"]);
+    let r = resolve(&sb, &["--yes"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let r = run_batch(&sb, "S/todo-1.md", &["--only", "failed"]);
+    assert!(
+        r.stdout.contains("todo-task-1") && !r.stdout.contains("todo-task-2"),
+        "the blocked item 2 must not run again: {r:?}"
+    );
+    let batch = sb.read("S/todo-1.md");
+    assert!(
+        batch.contains("> runner: blocked: needs an API key"),
+        "{batch}"
+    );
+    let r = run_batch(&sb, "S/todo-1.md", &["--only", "blocked"]);
+    assert!(
+        r.stdout.contains("todo-task-2") && !r.stdout.contains("todo-task-1"),
+        "--only blocked runs the blocked item alone: {r:?}"
+    );
+    // A person ends item 1 by hand: only the blocked one is left.
+    let batch = sb
+        .read("S/todo-1.md")
+        .replace("- [ ] A MODE=failed", "- [x] A MODE=failed");
+    sb.write("S/todo-1.md", &batch);
+    let r = run_batch(&sb, "S/todo-1.md", &["--only", "failed"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("every unticked item is blocked") && !r.stdout.contains("todo-task-2"),
+        "{r:?}"
+    );
+}
+
 #[test]
 fn a_checkpoint_shared_with_an_unfinished_item_is_kept() {
     let sb = Sandbox::new();

@@ -184,6 +184,13 @@ fn merge_merges_what_it_can_and_fails_the_conflicting_item_keeping_its_branch() 
     assert_eq!(rows["b"]["status"], "completed");
     assert_eq!(rows["c"]["status"], "failed");
     assert_eq!(rows["c"]["error"], "merge conflict in shared.txt");
+    // Issue 56: the live line said COMPLETED before the merge; the end says what it became.
+    assert!(
+        r.stdout.contains(
+            "Not merged into main: 3-c, shown COMPLETED above, is failed: merge conflict in shared.txt"
+        ),
+        "{r:?}"
+    );
     assert_eq!(sb.read("shared.txt"), "beta\n");
     assert_eq!(sb.read("a.txt"), "one\n");
     assert_eq!(

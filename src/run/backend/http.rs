@@ -81,6 +81,9 @@ pub(crate) struct Http {
     body: Map<String, Value>,
     /// USD per million input and output tokens (0: unknown).
     prices: Prices,
+    /// In a dry run, the key variable a real run against the hosted API needs and that is
+    /// not set (the dry run says so; a real run is refused).
+    missing_key: Option<String>,
 }
 
 /// The backend of a `kind = "http"` runner with `[http]` `spec`: one request per attempt,
@@ -146,6 +149,11 @@ impl Http {
             line.push_str(&format!(
                 "\n  body fields: {}",
                 crate::redact::json_body(&Value::Object(self.body.clone()).to_string())
+            ));
+        }
+        if let Some(var) = &self.missing_key {
+            line.push_str(&format!(
+                "\n  key: {var} is not set; a real run needs it (this dry run sends nothing)"
             ));
         }
         if self.prices != (0.0, 0.0) {

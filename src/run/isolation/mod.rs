@@ -98,6 +98,8 @@ pub(crate) struct IsolationEnd {
     pub to_merge: Vec<String>,
     /// Worktrees kept for inspection: (teammate, worktree path, branch).
     pub kept: Vec<(String, PathBuf, String)>,
+    /// Items the live display showed completed whose merge then failed: (teammate, why).
+    pub merge_failed: Vec<(String, String)>,
 }
 
 /// After a run with worktree isolation: merge completed branches in item order (with
@@ -168,6 +170,7 @@ pub(crate) fn finish(
             outcome: Box::new(o.clone()),
         })?;
         summary.demote(&o);
+        end.merge_failed.push((o.teammate.clone(), o.error.clone()));
         end.kept.push((o.teammate.clone(), path, branch));
     }
     let _ = worktree::git_sync(&iso.repo, &["worktree", "prune"], &[]);

@@ -7,7 +7,9 @@
 //! (mode 0600), replaced atomically (`fsutil::write_atomic_private`):
 //!
 //! - line 1, the header: `{"v":1,"archive":{"team":"todo-resolve-3","batch":"/abs/todo-3.md",
-//!   "archived_at":"2026-12-01T13:42:05Z"}}` (`batch`: the todo-N.md or input CSV);
+//!   "archived_at":"2026-12-01T13:42:05Z","command":["runner","resolve",…],"cwd":"/work/app"}}`
+//!   (`batch`: the todo-N.md or input CSV; `command` and `cwd`: the last run's, from its
+//!   `team.json`, absent in archives written before they were kept);
 //! - every further line one recorded journal event, exactly as `journal.jsonl` and
 //!   `--format json` write it (`{"v":1,"event":…}`, `docs/events.md`), in the order they
 //!   happened: runs, attempts with their verdicts, and each `item_finished` outcome with the
@@ -38,6 +40,14 @@ pub(crate) struct Header {
     pub batch: String,
     /// When the archive was (last) written, RFC 3339 (UTC).
     pub archived_at: String,
+    /// The command line of the team's last run, as its `team.json` recorded it
+    /// ([`Snapshot::command`]): what `runner reset` and `status --brief` derive the command
+    /// that runs the batch again from. Empty in archives written before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// The folder that run was started in ([`Snapshot::cwd`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cwd: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -94,8 +104,8 @@ impl Archive {
             finished: Vec::new(),
             waiting: Vec::new(),
             gate: None,
-            command: Vec::new(),
-            cwd: String::new(),
+            command: self.header.command.clone(),
+            cwd: self.header.cwd.clone(),
             not_started: Vec::new(),
             isolation: None,
             stages: self
@@ -107,6 +117,7 @@ impl Archive {
                     _ => None,
                 })
                 .unwrap_or_default(),
+            earlier: Default::default(),
         };
         for o in &outcomes {
             s.finish(o);
@@ -188,12 +199,22 @@ pub(crate) fn write(journal: &Path, to: &Path, team: &str, batch: &str) -> Resul
         false => Vec::new(),
     };
     events.extend(crate::run::record::journal::events(journal)?);
+    // The last run's command line, from the workspace's team.json (best effort: a view).
+    let last_run = journal
+        .parent()
+        .and_then(|dir| std::fs::read(dir.join("team.json")).ok())
+        .and_then(|b| serde_json::from_slice::<Snapshot>(&b).ok());
     let header = HeaderLine {
         v: crate::run::events::VERSION,
         archive: Header {
             team: team.to_owned(),
             batch: batch.to_owned(),
             archived_at: crate::run::now_rfc3339(),
+            command: last_run
+                .as_ref()
+                .map(|s| s.command.clone())
+                .unwrap_or_default(),
+            cwd: last_run.map(|s| s.cwd).unwrap_or_default(),
         },
     };
     let encode =

@@ -66,6 +66,9 @@ pub(crate) struct History {
     pub run_starts: Vec<i64>,
     /// With BATCH.md's `stages:`, their names in order (from the last `run_started`).
     pub stages: Vec<String>,
+    /// Why the last run stopped starting items (its budget reached, a key refused), if it
+    /// did: what `runner status` says as `stopped starting items: …`.
+    pub stopped: Option<String>,
 }
 
 /// Milliseconds since the epoch of an RFC 3339 time.
@@ -73,6 +76,22 @@ fn ms(at: &str) -> Option<i64> {
     at.parse::<jiff::Timestamp>()
         .ok()
         .map(|t| t.as_millisecond())
+}
+
+impl History {
+    /// The team's wall time, milliseconds since the epoch: from the first attempt's (or
+    /// item's) start to the last attempt's end or item's finish, whichever is later (an
+    /// attempt still running ends at `now_ms`); `None` when nothing says when. The HTML
+    /// page's axis and the Markdown summary's time both come from it, so they agree.
+    pub(crate) fn wall(&self, now_ms: i64) -> Option<(i64, i64)> {
+        let starts = self.spans.iter().map(|s| s.start_ms);
+        let started = self.outcomes.iter().filter_map(|o| ms(&o.started_at));
+        let start = starts.chain(started).min()?;
+        let ends = self.spans.iter().map(|s| s.end_ms.unwrap_or(now_ms));
+        let finished = self.outcomes.iter().filter_map(|o| ms(&o.finished_at));
+        let end = ends.chain(finished).max()?.max(start);
+        Some((start, end))
+    }
 }
 
 /// Read the journal at `path`.
@@ -119,6 +138,7 @@ impl Builder {
                 h.team = team;
                 h.stages = stages;
                 h.runs += 1;
+                h.stopped = None;
                 if let Some(t) = ms(&at) {
                     h.run_starts.push(t);
                 }
@@ -196,11 +216,11 @@ impl Builder {
                     h.pauses.push((start, end.max(start)));
                 }
             }
+            Event::TeamStopped { reason, .. } => h.stopped = Some(reason),
             Event::Activity { .. }
             | Event::Warning { .. }
             | Event::Interrupted { .. }
-            | Event::RunEnded { .. }
-            | Event::TeamStopped { .. } => {}
+            | Event::RunEnded { .. } => {}
         }
     }
 }

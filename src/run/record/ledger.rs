@@ -409,6 +409,19 @@ impl Ledger {
         self.account(id)?.now()
     }
 
+    /// The items whose last outcome is from an earlier run and that have none in this one
+    /// (this run left them out, or has not reached them), counted by that outcome's status
+    /// (`completed`, `blocked`, …; only those with items).
+    pub(crate) fn earlier_only(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut counts = std::collections::BTreeMap::new();
+        for (_, a) in self.read().iter() {
+            if let (Some(f), None) = (a.finished(), a.now()) {
+                *counts.entry(f.status.to_string()).or_default() += 1;
+            }
+        }
+        counts
+    }
+
     /// Whether any item's last outcome is `completed`.
     pub(crate) fn any_completed(&self) -> bool {
         self.read().iter().any(|(_, a)| {

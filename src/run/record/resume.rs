@@ -136,22 +136,37 @@ pub(crate) fn for_team(found: &Found, s: &Snapshot) -> Option<String> {
     if !s.incomplete() || s.is_live() {
         return None;
     }
-    let batch = match found {
-        Found::Workspace(dir) => crate::run::record::team::recorded_batch(dir).ok().flatten(),
-        Found::Archive(_) => None,
+    run_again(found, s)
+}
+
+/// The command that runs the team `found` (state `s`) again, whether or not anything is left
+/// to do now (`runner reset` reopened items of a team that completed): [`command`] over what
+/// its last run recorded — in its `team.json`, or its archive's header — with a `cd` to the
+/// folder it was started in when that is not the current one. `None` when no run of it is
+/// recorded (an archive written before the command was kept) or the runner cannot resume it.
+pub(crate) fn run_again(found: &Found, s: &Snapshot) -> Option<String> {
+    let input = match found {
+        Found::Workspace(dir) => crate::run::record::team::recorded_batch(dir)
+            .ok()
+            .flatten()
+            .map(|b| b.input),
+        Found::Archive(path) => crate::run::record::archive::read(path)
+            .ok()
+            .map(|a| a.header.batch)
+            .filter(|b| !b.is_empty()),
     };
     let cwd = Path::new(&s.cwd);
-    let batch = batch.map(|b| {
+    let batch = input.map(|input| {
         // An idea left to run needs `--include-ideas` (an unreadable file: said anyway).
-        let ideas = crate::store::read_todo(Path::new(&b.input)).map_or(true, |(_, doc)| {
+        let ideas = crate::store::read_todo(Path::new(&input)).map_or(true, |(_, doc)| {
             crate::source::todo::open_items(&doc)
                 .iter()
                 .any(|i| i.section == crate::source::todo::Section::Ideas)
         });
-        let shown = Path::new(&b.input)
+        let shown = Path::new(&input)
             .strip_prefix(cwd.canonicalize().unwrap_or(cwd.to_owned()))
             .map(|p| p.display().to_string())
-            .unwrap_or(b.input.clone());
+            .unwrap_or(input.clone());
         (shown, ideas)
     });
     let cmd = command(&s.command, batch.as_ref().map(|(f, i)| (f.as_str(), *i)))?;

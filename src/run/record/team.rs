@@ -541,6 +541,12 @@ pub(crate) struct Snapshot {
     /// With BATCH.md's `stages:`, their names in order (each row's chain, issue 33).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<String>,
+    /// The team's items this run did not cover — left out by `--only` (a replay of what
+    /// failed), ticked in a todo batch, gone from the input — counted by the status of their
+    /// last outcome, from earlier runs; written as the run ends. With [`Snapshot::counts`]
+    /// they are the team's state, which `runner status` shows (issue 56).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub earlier: BTreeMap<String, u64>,
 }
 
 /// An item no run started, in `team.json`.
@@ -595,12 +601,13 @@ pub(crate) fn stopped(pid: u32) -> bool {
 }
 
 impl Snapshot {
-    /// Whether the team has items that did not complete: one finished otherwise, or the run
-    /// is over (finished, interrupted, archived, its runner gone) with items never started.
+    /// Whether the team has items that did not complete: one finished otherwise (in this run
+    /// or, not covered by it, in an earlier one), or the run is over (finished, interrupted, archived, its runner gone) with items never started.
     pub(crate) fn incomplete(&self) -> bool {
         let failed = self
             .counts
             .iter()
+            .chain(&self.earlier)
             .any(|(st, n)| st != ItemStatus::Completed.as_str() && *n > 0);
         let finished: u64 = self.counts.values().sum();
         let over = self.state != "running" || !alive(self.pid);
@@ -639,6 +646,7 @@ impl Snapshot {
             not_started: Vec::new(),
             isolation: None,
             stages: Vec::new(),
+            earlier: BTreeMap::new(),
         }
     }
 

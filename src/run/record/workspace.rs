@@ -105,8 +105,9 @@ impl Found {
     ///
     /// Errors: the journal or archive cannot be read (exit 2).
     pub(crate) fn item_named(&self, name: &str) -> Result<Option<(String, Vec<Event>)>> {
+        // Only the journal lines that name it are decoded (a team may have 100,000 items).
         let all = match self {
-            Found::Workspace(dir) => journal::events(&dir.join("journal.jsonl"))?,
+            Found::Workspace(dir) => journal::events_naming(&dir.join("journal.jsonl"), name)?,
             Found::Archive(p) => archive::read(p)?.events,
         };
         let id = match all.iter().any(|e| journal::is_of_item(e, name)) {
@@ -116,10 +117,16 @@ impl Found {
                 None => return Ok(None),
             },
         };
-        let events = all
-            .into_iter()
-            .filter(|e| journal::is_of_item(e, &id))
-            .collect();
+        let events = match self {
+            // Named by its teammate: the lines that name its id.
+            Found::Workspace(dir) if id != name => {
+                journal::events_of(&dir.join("journal.jsonl"), &id)?
+            }
+            _ => all
+                .into_iter()
+                .filter(|e| journal::is_of_item(e, &id))
+                .collect(),
+        };
         Ok(Some((id, events)))
     }
 

@@ -22,7 +22,8 @@ impl Http {
     ///
     /// Errors (nothing is written before them): no model (`--model` missing) or a `--var`
     /// this backend does not take or cannot use (exit 2); the default, hosted base URL with
-    /// no key in the environment, or a client that cannot be built (exit 3).
+    /// no key in the environment (unless a dry run, which sends nothing), or a client that
+    /// cannot be built (exit 3).
     pub(crate) fn for_settings(settings: &Settings, spec: &HttpSpec) -> Result<Http> {
         let def = &settings.runner;
         let usage = |m: String| Error::Usage(format!("runner `{}`: {m}", def.name));
@@ -34,8 +35,12 @@ impl Http {
             .then(|| std::env::var(&spec.key_env).ok())
             .flatten()
             .filter(|k| !k.trim().is_empty());
-        if key.is_none() && !spec.key_env.is_empty() && base == spec.base_url.trim_end_matches('/')
-        {
+        let needs_key = key.is_none()
+            && !spec.key_env.is_empty()
+            && base == spec.base_url.trim_end_matches('/');
+        // A dry run sends nothing, so it needs no key: it says a real run does (issue 56).
+        let missing_key = (needs_key && settings.dry_run).then(|| spec.key_env.clone());
+        if needs_key && !settings.dry_run {
             return Err(Error::Environment(format!(
                 "runner `{}`: {} is not set; export your API key as {}, or point {} (or --var \
                  base_url=URL) at a server that needs none",
@@ -93,6 +98,7 @@ impl Http {
             headers,
             body,
             prices,
+            missing_key,
         })
     }
 }

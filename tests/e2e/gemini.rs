@@ -45,7 +45,7 @@ use crate::support::{self, Cli, Log, Run, Sandbox, Shared, find_report_path};
 pub(crate) struct Fault {
     /// HTTP status.
     pub status: u16,
-    /// The `google.rpc.Status` body ([`google_error_body`]).
+    /// The `google.rpc.Status` body ([`google_error_body`]), or a string: an HTML page.
     pub body: Value,
     /// Whether the router's `generateContent` call fails too.
     pub router_too: bool,
@@ -126,7 +126,7 @@ impl Respond for Stream {
         match &self.script {
             Script::Fail(Fault { status, body, .. }) => {
                 self.log.push(format!("{what} -> {status}"));
-                return ResponseTemplate::new(*status).set_body_json(body.clone());
+                return fault_response(*status, body);
             }
             Script::Stall => {
                 self.log.push(format!("{what} -> (stalling)"));
@@ -216,7 +216,7 @@ impl Respond for Router {
                 router_too: true,
             }) => {
                 self.log.push(format!("{what} -> {status}"));
-                ResponseTemplate::new(*status).set_body_json(body.clone())
+                fault_response(*status, body)
             }
             Script::Stall => {
                 self.log.push(format!("{what} -> (stalling)"));
@@ -258,6 +258,37 @@ impl Respond for CountTokens {
 /// A Google API error response (`google.rpc.Status` under `error`).
 fn google_error(code: u16, status: &str, message: &str, details: Value) -> ResponseTemplate {
     ResponseTemplate::new(code).set_body_json(google_error_body(code, status, message, details))
+}
+
+/// A fault's answer: its body as JSON, or a string body as an HTML page (a proxy's).
+fn fault_response(status: u16, body: &Value) -> ResponseTemplate {
+    match body {
+        Value::String(page) => {
+            ResponseTemplate::new(status).set_body_raw(page.clone(), "text/html")
+        }
+        _ => ResponseTemplate::new(status).set_body_json(body.clone()),
+    }
+}
+
+/// nginx's own 500 page, as a proxy in front of the API answers when the API fails: on the
+/// main model only (its model router's call answers, so its own retries do not count).
+pub(crate) fn nginx_500_page() -> Fault {
+    Fault {
+        status: 500,
+        body: Value::String(
+            "<html>\r\n<head><title>500 Internal Server Error</title></head>\r\n<body>\r\n\
+             <center><h1>500 Internal Server Error</h1></center>\r\n\
+             <hr><center>nginx/1.25.3</center>\r\n</body>\r\n</html>\r\n"
+                .into(),
+        ),
+        router_too: false,
+    }
+}
+
+/// The reason of an HTML error page is its title, with no tag of the page in it.
+pub(crate) fn no_html_in_the_reason(sb: &Sandbox, _api: &Api) {
+    let row = sb.row();
+    assert!(!row["error"].contains('<'), "no tag of the page: {row:?}");
 }
 
 fn google_error_body(code: u16, status: &str, message: &str, details: Value) -> Value {

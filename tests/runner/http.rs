@@ -623,14 +623,35 @@ async fn a_body_that_is_not_json_and_an_answer_without_a_report_fail_by_name() {
     assert_eq!(r.code, 1, "{r:?}");
     let rows = rows(&sb);
     assert_eq!(rows["a"]["failure_kind"], "api_error", "{rows:?}");
-    assert!(
-        rows["a"]["error"].contains("not JSON: <html>gateway</html>"),
-        "{rows:?}"
-    );
+    assert!(rows["a"]["error"].contains("not JSON: gateway"), "{rows:?}");
     assert_eq!(rows["b"]["failure_kind"], "no_report", "{rows:?}");
     assert!(
         rows["b"]["error"].contains("the answer holds no JSON object: I think it is a greeting."),
         "{rows:?}"
+    );
+}
+
+/// A proxy's error page (nginx's 502) instead of the API's JSON: the reason gives the page's
+/// title, not its first tag (issue 56).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_html_error_page_gives_its_title_as_the_reason() {
+    let api = Api::start(|_, _| {
+        ResponseTemplate::new(502).set_body_raw(
+            "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n\
+             <center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n\
+             </body>\r\n</html>\r\n",
+            "text/html",
+        )
+    })
+    .await;
+    let sb = sandbox(&["a"]);
+    let r = run(&sb, &api, &[]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    let row = &rows(&sb)["a"];
+    assert_eq!(row["failure_kind"], "api_error", "{row:?}");
+    assert!(
+        row["error"].starts_with("HTTP 502: 502 Bad Gateway") && !row["error"].contains('<'),
+        "{row:?}"
     );
 }
 

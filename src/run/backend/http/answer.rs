@@ -37,7 +37,7 @@ impl Http {
                     format!(
                         "HTTP {} but the body is not JSON: {}",
                         a.status.as_u16(),
-                        one_line(&String::from_utf8_lossy(&a.body), 120)
+                        body_text(&a.body, 120)
                     ),
                     None,
                 ),
@@ -59,7 +59,7 @@ impl Http {
         let message = error
             .message
             .clone()
-            .unwrap_or_else(|| one_line(&String::from_utf8_lossy(&a.body), 200));
+            .unwrap_or_else(|| body_text(&a.body, 200));
         let wait = self.wire.wait(&a.headers, &a.body);
         // A request too large (OpenAI sends it as a 429) is no rate limit: never waited on.
         let never = crate::failure::never_succeeds(&message);
@@ -136,6 +136,14 @@ fn judge_text(agent: AgentResult, problem: Option<String>) -> (ProcessEnd, Agent
         Some(p) => (failed(FailureKind::InvalidReport, p, None), agent),
         None => (ProcessEnd::Exited(0), agent),
     }
+}
+
+/// A body that is not a JSON error, as one line of at most `max` characters: an HTML page
+/// (a proxy's error page) as its title or text, else its first line.
+fn body_text(body: &[u8], max: usize) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = crate::failure::html_page_text(&text).unwrap_or_else(|| text.into_owned());
+    one_line(&text, max)
 }
 
 /// An attempt that ended with `kind`, `reason` and, for a refusal that names one, the wait.

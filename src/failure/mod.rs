@@ -379,7 +379,9 @@ impl FailureRules {
         first_kind(self.patterns.iter().chain(built_in()), text)
     }
 
-    fn ignored(&self, line: &str) -> bool {
+    /// Whether `line` is one the definition's `ignore` says is never the reason (start-up
+    /// noise).
+    pub(crate) fn ignored(&self, line: &str) -> bool {
         self.ignore.iter().any(|p| p.0.is_match(line))
     }
 

@@ -221,6 +221,12 @@ fn timeout_ends_the_whole_process_group() {
         "an agent ignoring SIGTERM is killed after the grace period"
     );
     assert!(rows["slowpoke"]["error"].contains("timed out after 1s"));
+    // It printed nothing at all: the reason says so (issue 56).
+    assert!(
+        rows["slowpoke"]["error"].contains("it printed nothing after it started"),
+        "{:?}",
+        rows["slowpoke"]
+    );
     let left = sb.survivors_after(2.0);
     assert!(left.is_empty(), "processes survived the timeout: {left:?}");
 }

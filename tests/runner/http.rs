@@ -435,6 +435,43 @@ async fn a_429_without_retry_after_is_rate_limited_quoting_the_api() {
     );
 }
 
+/// OpenRouter passes a provider's rate limit on as HTTP 200 carrying `{"error": {"code":
+/// 429, …}}`: a rate limit (the team pauses, the request is sent again without using a
+/// retry), not an invalid report (issue 56).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_429_inside_an_http_200_is_a_rate_limit() {
+    let api = Api::start(|n, _| match n {
+        1 => ResponseTemplate::new(200).set_body_json(json!({
+            "error": {
+                "code": 429,
+                "message": "Rate limit exceeded: free-models-per-min.",
+                "metadata": {"headers": {"X-RateLimit-Limit": "20"}, "provider_name": null}
+            },
+            "user_id": "user_e2e"
+        })),
+        _ => completion(&report(json!({})), "stop"),
+    })
+    .await;
+    let sb = sandbox(&["hi"]);
+    let r = run(&sb, &api, &["--rate-limit-wait", "1m", "--retries", "0"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let row = &rows(&sb)["hi"];
+    assert_eq!(
+        (row["status"].as_str(), row["attempts"].as_str()),
+        ("completed", "1"),
+        "{row:?}"
+    );
+    assert_eq!(api.bodies().len(), 2);
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert!(
+        journal.contains("\"team_paused\"")
+            && journal
+                .contains("HTTP 200 carrying error 429: Rate limit exceeded: free-models-per-min")
+            && journal.contains("\"rate_limited\""),
+        "{journal}"
+    );
+}
+
 /// Issue 50: OpenAI answers a request over the per-minute token limit with a 429 that no wait
 /// can cure. That row fails at once as `input` (not retried); the team neither pauses nor
 /// shrinks, and the other row completes.

@@ -8,6 +8,7 @@ use tokio::sync::watch;
 
 use super::{Attempt, Backend, BoxFuture, Execution, FULL_READ, end_of, read_capped};
 use crate::agent;
+use crate::report::ProcessEnd;
 use crate::run::supervise::process::{self, Cancel, Spawn};
 use crate::run::supervise::stdin::Stdin;
 
@@ -80,10 +81,20 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
             .unwrap_or_default()
             .into(),
     };
+    let stderr_end = end_of(&spawn.stderr_log);
+    if let ProcessEnd::TimedOut { silent, .. } = &mut exit.end {
+        let rules = &attempt.runner.failure;
+        *silent = stdout.trim().is_empty()
+            && stderr_end.as_deref().is_none_or(|s| {
+                s.lines()
+                    .map(str::trim)
+                    .all(|l| l.is_empty() || rules.ignored(l))
+            });
+    }
     Execution {
         agent: agent::output::parse(attempt.runner, &stdout),
         stdout_held: held,
-        stderr_end: end_of(&spawn.stderr_log),
+        stderr_end,
         log: exit.telling_log(&spawn),
         end: exit.end,
         exit_code: exit.exit_code,

@@ -150,6 +150,8 @@ struct FailureSpec {
     ignore: Vec<String>,
     #[serde(default)]
     live: Vec<live::LiveSpec>,
+    #[serde(default)]
+    warn: Vec<String>,
 }
 
 /// A compiled regular expression that compares by its source text.
@@ -181,6 +183,7 @@ fn compile(source: &str) -> Result<Pattern, String> {
 ///   { kind = "rate_limited", regex = "\\b429\\b|rate limit" },
 /// ]
 /// ignore = ["^Ripgrep not available"]                    # lines never quoted (stderr, text stdout)
+/// warn = ["^Security Warning: Skipping system"]          # stderr lines repeated as a set-up warning
 /// live = [{ kind = "quota", stream = "stderr", regex = "^Retrying in .*quota" }]  # see [`live`]
 /// ```
 ///
@@ -198,6 +201,8 @@ pub(crate) struct FailureRules {
     ignore: Vec<Pattern>,
     /// Lines that end an attempt while it runs (`live`, [`live`]).
     live: Vec<live::LiveRule>,
+    /// Stderr lines that say the CLI's set-up is wrong (`warn`), repeated to the user.
+    warn: Vec<Pattern>,
 }
 
 impl FailureRules {
@@ -209,6 +214,7 @@ impl FailureRules {
         hints: Vec::new(),
         ignore: Vec::new(),
         live: Vec::new(),
+        warn: Vec::new(),
     };
 }
 
@@ -247,6 +253,12 @@ impl TryFrom<FailureSpec> for FailureRules {
             .map(|(i, s)| compile(s).map_err(|e| format!("`failure.ignore[{i}]`: {e}")))
             .collect::<Result<_, _>>()?;
         let hints = spec.patterns.iter().map(|p| p.hint.clone()).collect();
+        let warn = spec
+            .warn
+            .iter()
+            .enumerate()
+            .map(|(i, s)| compile(s).map_err(|e| format!("`failure.warn[{i}]`: {e}")))
+            .collect::<Result<_, _>>()?;
         let live = spec
             .live
             .into_iter()
@@ -259,6 +271,7 @@ impl TryFrom<FailureSpec> for FailureRules {
             hints,
             ignore,
             live,
+            warn,
         })
     }
 }
@@ -400,8 +413,10 @@ impl FailureRules {
         fn nonblank(s: Option<&str>) -> Option<&str> {
             s.map(str::trim).filter(|s| !s.is_empty())
         }
-        let stderr_lines: Vec<&str> = e
-            .stderr
+        // Terminal colours (OpenCode's red `Error:`) are no part of the words.
+        let stderr_text = e.stderr.map(without_escapes);
+        let stderr_lines: Vec<&str> = stderr_text
+            .as_deref()
             .map(|s| {
                 s.lines()
                     .map(str::trim)
@@ -410,8 +425,9 @@ impl FailureRules {
             })
             .unwrap_or_default();
         let tail = |lines: &[&'_ str]| lines.len().saturating_sub(LINES_SEARCHED);
-        let stdout_lines: Vec<&str> = e
-            .stdout_text
+        let stdout_text = e.stdout_text.map(without_escapes);
+        let stdout_lines: Vec<&str> = stdout_text
+            .as_deref()
             .map(|s| {
                 s.lines()
                     .map(str::trim)
@@ -483,6 +499,18 @@ impl FailureRules {
         self.kind_of(text).is_some()
     }
 
+    /// The lines of `stderr` a `warn` entry matches (trimmed, each once): the CLI saying its
+    /// set-up is wrong (Gemini CLI skipping a settings file it finds insecure).
+    pub(crate) fn warnings_in<'a>(&self, stderr: &'a str) -> Vec<&'a str> {
+        let mut found: Vec<&str> = Vec::new();
+        for line in stderr.lines().map(str::trim) {
+            if self.warn.iter().any(|p| p.0.is_match(line)) && !found.contains(&line) {
+                found.push(line);
+            }
+        }
+        found
+    }
+
     /// The `live` entries: lines that end an attempt while it runs.
     pub(crate) fn live(&self) -> &[live::LiveRule] {
         &self.live
@@ -503,6 +531,20 @@ fn unwrap_json_message(text: &str) -> Option<String> {
     } else {
         format!("{prefix}: {inner}")
     })
+}
+
+/// `text` without terminal escape sequences (`ESC [ … letter`, `ESC ] … BEL`).
+fn without_escapes(text: &str) -> String {
+    static RE: std::sync::OnceLock<Option<Regex>> = std::sync::OnceLock::new();
+    match RE
+        .get_or_init(|| {
+            Regex::new(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?)").ok()
+        })
+        .as_ref()
+    {
+        Some(re) => re.replace_all(text, "").into_owned(),
+        None => text.to_owned(),
+    }
 }
 
 /// The last of `lines` that states an error (`Error: …`, `DrizzleQueryError: …`,
@@ -845,6 +887,14 @@ mod tests {
             d.message.as_deref(),
             Some("Error: Failed query: CREATE TABLE `project` (`id` text PRIMARY KEY)")
         );
+        // OpenCode 1.18.33's failed first-run migration, in its colours.
+        let stderr = "\x1b[91m\x1b[1mError: \x1b[0mUnexpected error\n\nFailed query: \n        CREATE TABLE `workspace` (\n          `id` text PRIMARY KEY\n        );\n      \nparams: \n";
+        let d = FailureRules::default().diagnose(&ErrorEvidence {
+            stderr: Some(stderr),
+            exit_code: Some(1),
+            ..Default::default()
+        });
+        assert_eq!(d.message.as_deref(), Some("Error: Unexpected error"));
         let stderr = "TypeError: x is not a function\n    at main (file:///a.js:1:2)\n    at async run (file:///a.js:9:1)\n";
         let d = FailureRules::default().diagnose(&ErrorEvidence {
             stderr: Some(stderr),

@@ -714,3 +714,68 @@ async fn real_gemini_without_an_auth_type_names_the_setting_to_add() {
     );
     sb.assert_no_survivors();
 }
+
+/// The Gemini API overloaded: 503 UNAVAILABLE on the main model (its model router answers).
+fn unavailable_503() -> Fault {
+    Fault {
+        status: 503,
+        body: google_error_body(
+            503,
+            "UNAVAILABLE",
+            "The model is overloaded. Please try again later.",
+            json!([]),
+        ),
+        router_too: false,
+    }
+}
+
+/// Where Gemini CLI skips a system defaults file — for a normal user always (it must be
+/// root's, and every folder above it), here because the sandbox lies under `/tmp`, which
+/// others may write — the definition's `maxAttempts 1` still holds: it comes through the
+/// attempt's own GEMINI_CLI_HOME, so a 503 costs one request, not ten (about five minutes of
+/// back-off). A system defaults file of the user's that Gemini CLI skips is named once as a
+/// set-up warning (issue 56).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_gemini_keeps_max_attempts_where_a_system_defaults_file_is_skipped() {
+    const TEST: &str = "real_gemini_keeps_max_attempts_where_a_system_defaults_file_is_skipped";
+    let Some(gemini) = cases::find::<Gemini>(TEST) else {
+        return;
+    };
+    let api = mock_api(Script::Fail(unavailable_503())).await;
+    let sb = Sandbox::new(&gemini);
+    assert!(
+        sb.path().starts_with(std::env::temp_dir()),
+        "{:?}",
+        sb.path()
+    );
+    write_settings(&sb);
+    let defaults = sb.path().join("system-defaults.json");
+    std::fs::write(&defaults, r#"{"ui": {"hideBanner": true}}"#).expect("defaults");
+    let mut env = gemini_env(&api.server.uri(), Some("sk-test"));
+    env.push((
+        "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+        defaults.display().to_string(),
+    ));
+    let r = sb
+        .run(&["--runner", "gemini", "--timeout", "60s"], &env)
+        .await;
+    let context = || sb.context(&r, &api.log);
+    let row = sb.row();
+    assert_eq!(
+        (row["status"].as_str(), row["failure_kind"].as_str()),
+        ("failed", "api_error"),
+        "{row:?}\n{}",
+        context()
+    );
+    assert_eq!(api.turns(), 1, "maxAttempts 1 honoured: {}", context());
+    let said = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        said.matches("Security Warning: Skipping system defaults file")
+            .count(),
+        1,
+        "named once as a set-up warning: {}",
+        context()
+    );
+    assert!(!row["error"].contains("Skipping"), "{row:?}");
+    sb.assert_no_survivors();
+}

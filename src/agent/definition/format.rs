@@ -28,6 +28,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "model_args",
             "no_git_args",
             "leaves_processes",
+            "warm_up",
             "prompt",
             "output",
             "vars",
@@ -395,6 +396,21 @@ pub(crate) struct HomeSpec {
     pub also: Vec<String>,
 }
 
+/// `warm_up = { args = [...], unless = "PATH" }`: the CLI's `program` with `args`, run once
+/// before a team of more than one teammate starts, in the runner's own environment and
+/// folder, when `unless` (a path written as a `[sandbox] writes` entry: `~/`,
+/// `{env.NAME:-DEFAULT}`) does not exist: for a CLI whose first start makes state that
+/// parallel first starts race on (OpenCode's first-run database migration).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WarmUp {
+    /// The program's arguments (`["session", "list"]`).
+    pub args: Vec<String>,
+    /// The state the warm-up makes: when it exists, there is nothing to warm up.
+    #[serde(default)]
+    pub unless: Option<String>,
+}
+
 /// One runner definition (`runners/<name>.toml`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub(crate) struct RunnerDef {
@@ -452,6 +468,10 @@ pub(crate) struct RunnerDef {
     /// wait (2 s) for its output to close.
     #[serde(default)]
     pub leaves_processes: bool,
+    /// A command of the CLI run once before a team of more than one starts (`warm_up`,
+    /// [`WarmUp`]).
+    #[serde(default)]
+    pub warm_up: Option<WarmUp>,
     /// How the prompt is passed (default `stdin`).
     #[serde(default)]
     pub prompt: PromptMode,

@@ -469,9 +469,26 @@ pub(crate) fn resolve(base: &Path, p: &Path) -> PathBuf {
     }
 }
 
-/// The absolute form of `p` (relative to the current directory), without touching the disk.
+/// The absolute form of `p` (relative to the current directory) with no `.` or `..` left in
+/// it: the part up to its last `..` is taken as the real folder it names ([`real_path`]: a
+/// `..` after a symlink goes where the system goes), the rest joined as written — so
+/// `-o ../x/out.csv` is `/…/x/out.csv` and every path handed to agents (`{workspace}`,
+/// `RUNNER_REPORT`, the prompt) is one they match their own normalised paths against (issue
+/// 56: OpenCode's permission rule for `{workspace}/*` never matched a path with `..`). A
+/// path without `..` is not looked up on disk (no symlink resolved).
 pub(crate) fn absolute(p: &Path) -> PathBuf {
-    std::path::absolute(p).unwrap_or_else(|_| p.to_owned())
+    use std::path::Component;
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+    let parts: Vec<Component<'_>> = abs.components().collect();
+    let Some(last_up) = parts.iter().rposition(|c| *c == Component::ParentDir) else {
+        return abs;
+    };
+    let head: PathBuf = parts[..=last_up].iter().collect();
+    let mut out = real_path(&head);
+    for part in &parts[last_up + 1..] {
+        out.push(part);
+    }
+    out
 }
 
 /// The path a file `p` is reached by once `.`, `..` and symlinks are resolved: the file's own
@@ -484,7 +501,7 @@ pub(crate) fn real_path(p: &Path) -> PathBuf {
     if let Ok(c) = p.canonicalize() {
         return c;
     }
-    let abs = absolute(p);
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
     let parts: Vec<Component<'_>> = abs.components().collect();
     for known in (1..parts.len()).rev() {
         let ancestor: PathBuf = parts[..known].iter().collect();

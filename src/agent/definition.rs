@@ -21,7 +21,9 @@ use toml::de::DeTable;
 
 pub(crate) use backend::{BackendDef, HttpApi, HttpSpec};
 pub(crate) use builtins::{BUILTIN, DETECT_ORDER, load, store_file, store_only};
-pub(crate) use format::{EndedSpec, ErrorFlag, OutputFormat, Pointer, PromptMode, RunnerDef};
+pub(crate) use format::{
+    EndedSpec, ErrorFlag, HomeSpec, OutputFormat, Pointer, PromptMode, RunnerDef,
+};
 pub(crate) use placeholders::{AttemptArgs, Invocation};
 
 use super::key_lines::KeyLines;

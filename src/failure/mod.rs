@@ -6,7 +6,12 @@
 //! of each built-in definition are written from what the real CLI prints (the stand-ins in
 //! `tests/e2e/` reproduce those texts).
 
+mod body;
 pub(crate) mod live;
+mod wait;
+
+pub(crate) use body::html_page_text;
+pub(crate) use wait::{duration_secs, hinted_wait, retry_after};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -145,6 +150,8 @@ struct FailureSpec {
     ignore: Vec<String>,
     #[serde(default)]
     live: Vec<live::LiveSpec>,
+    #[serde(default)]
+    warn: Vec<String>,
 }
 
 /// A compiled regular expression that compares by its source text.
@@ -176,6 +183,7 @@ fn compile(source: &str) -> Result<Pattern, String> {
 ///   { kind = "rate_limited", regex = "\\b429\\b|rate limit" },
 /// ]
 /// ignore = ["^Ripgrep not available"]                    # lines never quoted (stderr, text stdout)
+/// warn = ["^Security Warning: Skipping system"]          # stderr lines repeated as a set-up warning
 /// live = [{ kind = "quota", stream = "stderr", regex = "^Retrying in .*quota" }]  # see [`live`]
 /// ```
 ///
@@ -193,6 +201,8 @@ pub(crate) struct FailureRules {
     ignore: Vec<Pattern>,
     /// Lines that end an attempt while it runs (`live`, [`live`]).
     live: Vec<live::LiveRule>,
+    /// Stderr lines that say the CLI's set-up is wrong (`warn`), repeated to the user.
+    warn: Vec<Pattern>,
 }
 
 impl FailureRules {
@@ -204,6 +214,7 @@ impl FailureRules {
         hints: Vec::new(),
         ignore: Vec::new(),
         live: Vec::new(),
+        warn: Vec::new(),
     };
 }
 
@@ -242,6 +253,12 @@ impl TryFrom<FailureSpec> for FailureRules {
             .map(|(i, s)| compile(s).map_err(|e| format!("`failure.ignore[{i}]`: {e}")))
             .collect::<Result<_, _>>()?;
         let hints = spec.patterns.iter().map(|p| p.hint.clone()).collect();
+        let warn = spec
+            .warn
+            .iter()
+            .enumerate()
+            .map(|(i, s)| compile(s).map_err(|e| format!("`failure.warn[{i}]`: {e}")))
+            .collect::<Result<_, _>>()?;
         let live = spec
             .live
             .into_iter()
@@ -254,6 +271,7 @@ impl TryFrom<FailureSpec> for FailureRules {
             hints,
             ignore,
             live,
+            warn,
         })
     }
 }
@@ -374,15 +392,20 @@ impl FailureRules {
         first_kind(self.patterns.iter().chain(built_in()), text)
     }
 
-    fn ignored(&self, line: &str) -> bool {
+    /// Whether `line` is one the definition's `ignore` says is never the reason (start-up
+    /// noise).
+    pub(crate) fn ignored(&self, line: &str) -> bool {
         self.ignore.iter().any(|p| p.0.is_match(line))
     }
 
     /// The message and kind of a failed attempt. The message is, in this order: the
     /// definition's `error_text`; the final text the CLI flagged as an error; the message of a
-    /// JSON object that ends stderr (`/error/message`, `/message` or a string `/error`); the
-    /// last stderr line (then stdout line, for text output) that a pattern matches; the last
-    /// stderr line that says something (not a lone `}` and not an `ignore`d line). The kind is
+    /// JSON object that ends stderr (`/error/message`, `/message` or a string `/error`, with
+    /// its `code` and `status`); an HTML page in stderr (its title); the last stderr line
+    /// (then stdout line, for text output) that a pattern matches; the last stderr line that
+    /// states an error (`Error: …`, [`error_line`]); the last stderr line that says something
+    /// (not a lone `}` and not an `ignore`d line). A message that is a JSON error body is
+    /// unwrapped, an HTML page gives its title or text ([`readable`]). The kind is
     /// the first of: `input` for a message that can never succeed ([`never_succeeds`]), the
     /// definition's patterns over the message, its `exit_codes`, the
     /// built-in patterns over the message, any pattern over the lines searched.
@@ -390,8 +413,10 @@ impl FailureRules {
         fn nonblank(s: Option<&str>) -> Option<&str> {
             s.map(str::trim).filter(|s| !s.is_empty())
         }
-        let stderr_lines: Vec<&str> = e
-            .stderr
+        // Terminal colours (OpenCode's red `Error:`) are no part of the words.
+        let stderr_text = e.stderr.map(without_escapes);
+        let stderr_lines: Vec<&str> = stderr_text
+            .as_deref()
             .map(|s| {
                 s.lines()
                     .map(str::trim)
@@ -400,8 +425,9 @@ impl FailureRules {
             })
             .unwrap_or_default();
         let tail = |lines: &[&'_ str]| lines.len().saturating_sub(LINES_SEARCHED);
-        let stdout_lines: Vec<&str> = e
-            .stdout_text
+        let stdout_text = e.stdout_text.map(without_escapes);
+        let stdout_lines: Vec<&str> = stdout_text
+            .as_deref()
             .map(|s| {
                 s.lines()
                     .map(str::trim)
@@ -419,8 +445,10 @@ impl FailureRules {
             .or(nonblank(e.flagged_text))
             .map(str::to_owned)
             .or_else(|| e.stderr.and_then(trailing_json_message))
+            .or_else(|| e.stderr.and_then(html_in))
             .or_else(|| matching_line(&stderr_lines).map(|(l, _)| l))
             .or_else(|| matching_line(&stdout_lines).map(|(l, _)| l))
+            .or_else(|| error_line(&stderr_lines[tail(&stderr_lines)..]))
             .or_else(|| {
                 stderr_lines
                     .iter()
@@ -447,8 +475,9 @@ impl FailureRules {
             .chain(stderr_lines[tail(&stderr_lines)..].iter().copied())
             .chain(stdout_lines[tail(&stdout_lines)..].iter().copied())
             .find_map(|text| self.hint_for(text));
-        // A message that is itself an API error body (Gemini's bad key) says more unwrapped.
-        let message = message.map(|m| unwrap_json_message(&m).unwrap_or(m));
+        // A message that is itself an API error body (Gemini's bad key) says more unwrapped;
+        // an HTML error page says its title.
+        let message = message.map(readable);
         Diagnosis {
             message,
             kind,
@@ -470,169 +499,101 @@ impl FailureRules {
         self.kind_of(text).is_some()
     }
 
+    /// The lines of `stderr` a `warn` entry matches (trimmed, each once): the CLI saying its
+    /// set-up is wrong (Gemini CLI skipping a settings file it finds insecure).
+    pub(crate) fn warnings_in<'a>(&self, stderr: &'a str) -> Vec<&'a str> {
+        let mut found: Vec<&str> = Vec::new();
+        for line in stderr.lines().map(str::trim) {
+            if self.warn.iter().any(|p| p.0.is_match(line)) && !found.contains(&line) {
+                found.push(line);
+            }
+        }
+        found
+    }
+
     /// The `live` entries: lines that end an attempt while it runs.
     pub(crate) fn live(&self) -> &[live::LiveRule] {
         &self.live
     }
 }
 
-/// The wait a rate-limit or quota message names: "try again in 20s", "retry after 30
-/// seconds", "Please retry in 14.5s" (Gemini), "try again in 2 minutes", "retry-after: 7",
-/// or a clock time — "try again at 12:08 PM" (codex's usage limit, local time), "resets at
-/// 14:03 UTC" — counted to its next occurrence. `None` when it names none (then the team
-/// backs off exponentially).
-pub(crate) fn retry_after(text: &str) -> Option<std::time::Duration> {
-    retry_after_span(text).or_else(|| retry_at_clock(text, jiff::Zoned::now()))
-}
-
-/// "try again at 12:08 PM" / "resets at 14:03 UTC": the time from `now` to the next such
-/// clock time (in `now`'s zone, or UTC when the text says so).
-fn retry_at_clock(text: &str, now: jiff::Zoned) -> Option<std::time::Duration> {
-    static RE: std::sync::OnceLock<Option<Regex>> = std::sync::OnceLock::new();
-    let re = RE
-        .get_or_init(|| {
-            RegexBuilder::new(
-                r"(?:try again|retry|resets?)\s+at\s+(\d{1,2}):(\d{2})(?::\d{2})?\s*(am|pm)?\s*(utc|gmt)?\b",
-            )
-            .case_insensitive(true)
-            .build()
-            .ok()
-        })
-        .as_ref()?;
-    let c = re.captures(text)?;
-    let mut hour: i8 = c.get(1)?.as_str().parse().ok()?;
-    let minute: i8 = c.get(2)?.as_str().parse().ok()?;
-    match c.get(3).map(|m| m.as_str().to_ascii_lowercase()).as_deref() {
-        Some("pm") if (1..12).contains(&hour) => hour += 12,
-        Some("am") if hour == 12 => hour = 0,
-        Some(_) if !(1..=12).contains(&hour) => return None,
-        _ => {}
-    }
-    let now = if c.get(4).is_some() {
-        now.with_time_zone(jiff::tz::TimeZone::UTC)
-    } else {
-        now
-    };
-    // `at` panics on an hour past 23; the checked constructor does not.
-    let clock = jiff::civil::Time::new(hour, minute, 0, 0).ok()?;
-    let today = now
-        .date()
-        .to_datetime(clock)
-        .to_zoned(now.time_zone().clone())
-        .ok()?;
-    let next = if today > now {
-        today
-    } else {
-        today.checked_add(jiff::Span::new().days(1)).ok()?
-    };
-    let secs = (next.timestamp().as_second() - now.timestamp().as_second()).max(0);
-    Some(std::time::Duration::from_secs(secs.unsigned_abs()))
-}
-
-fn retry_after_span(text: &str) -> Option<std::time::Duration> {
-    static RE: std::sync::OnceLock<Option<Regex>> = std::sync::OnceLock::new();
-    let re = RE
-        .get_or_init(|| {
-            // The lead words, then a Go-style duration (`6m0s`, `1m5s`, `2h14m`, `20ms`,
-            // `6.5s`, `37s`, a bare `7`) or a number and a unit word (`2 minutes`).
-            RegexBuilder::new(
-                r#"(?:try again|retry-after|retry_after|retrydelay|retrying|retry|resets?)["']?[\s:="']*(?:in|after)?\s*(\d[0-9a-z.]*)(?:\s*(milliseconds?|secs?|seconds?|mins?|minutes?|hrs?|hours?|days?)\b)?"#,
-            )
-            .case_insensitive(true)
-            .build()
-            .ok()
-        })
-        .as_ref()?;
-    let c = re.captures(text)?;
-    let token = c
-        .get(1)?
-        .as_str()
-        .trim_end_matches('.')
-        .to_ascii_lowercase();
-    let secs = match c.get(2) {
-        Some(word) if token.bytes().all(|b| b.is_ascii_digit() || b == b'.') => {
-            let n: f64 = token.parse().ok()?;
-            let word = word.as_str().to_ascii_lowercase();
-            n * match word.chars().next() {
-                Some('m') if word.starts_with("milli") => 0.001,
-                Some('m') => 60.0,
-                Some('h') => 3600.0,
-                Some('d') => 86_400.0,
-                _ => 1.0,
-            }
-        }
-        _ => duration_secs(&token)?,
-    };
-    (0.0..366.0 * 86_400.0)
-        .contains(&secs)
-        .then(|| std::time::Duration::from_secs_f64(secs))
-}
-
-/// Seconds in a Go-style duration as providers write it (OpenAI's `6m0s`, `1m5s`, `2h14m`,
-/// `20ms`, `6.5s`; Gemini's `37s`; `x-ratelimit-reset-tokens: 6m0s`): numbers each followed
-/// by `d`, `h`, `m`, `s`, `ms`, `us`/`µs` or `ns`; a lone number is seconds. `None` for
-/// anything else.
-pub(crate) fn duration_secs(text: &str) -> Option<f64> {
-    let text = text.trim();
-    if let Ok(n) = text.parse::<f64>() {
-        return n.is_finite().then_some(n);
-    }
-    let mut rest = text;
-    let mut total = 0.0;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let n: f64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit] {
-            "d" => 86_400.0,
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
-            "ns" => 1e-9,
-            _ => return None,
-        };
-        total += n * scale;
-        rest = &rest[unit..];
-    }
-    Some(total)
-}
-
-/// A wait hint in seconds from outside (a report's `retry_after_s`, a `Retry-After` or
-/// `retry-after-ms` header) as a duration: `None` when negative or not a number; past
-/// 10^12 s (31,700 years: longer than any `--rate-limit-wait`) it is held there, so a
-/// hostile `1e300` is a wait the gate refuses, not a crash.
-pub(crate) fn hinted_wait(secs: f64) -> Option<std::time::Duration> {
-    (secs >= 0.0).then(|| std::time::Duration::from_secs_f64(secs.min(1e12)))
-}
-
 /// The message inside `text` when `text` is a JSON error body (`{"error":{"message":…}}`,
-/// `{"message":…}`), possibly inside brackets or after a prefix such as `API Error: 400 `.
+/// `{"message":…}`), possibly inside brackets or after a prefix such as `API Error: 400 `,
+/// with its code and status ([`body::json_error_message`]).
 fn unwrap_json_message(text: &str) -> Option<String> {
     let start = text.find('{')?;
     let end = text.rfind('}')?;
     let v: Value = serde_json::from_str(text.get(start..=end)?).ok()?;
-    let inner = [v.pointer("/error/message"), v.pointer("/message")]
-        .into_iter()
-        .flatten()
-        .find_map(|m| m.as_str().map(str::trim).filter(|m| !m.is_empty()))?;
+    let inner = body::json_error_message(&v)?;
     let prefix = text[..start].trim().trim_end_matches([':', '[']).trim();
     Some(if prefix.is_empty() {
-        inner.to_owned()
+        inner
     } else {
         format!("{prefix}: {inner}")
     })
 }
 
+/// `text` without terminal escape sequences (`ESC [ … letter`, `ESC ] … BEL`).
+fn without_escapes(text: &str) -> String {
+    static RE: std::sync::OnceLock<Option<Regex>> = std::sync::OnceLock::new();
+    match RE
+        .get_or_init(|| {
+            Regex::new(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?)").ok()
+        })
+        .as_ref()
+    {
+        Some(re) => re.replace_all(text, "").into_owned(),
+        None => text.to_owned(),
+    }
+}
+
+/// The last of `lines` that states an error (`Error: …`, `DrizzleQueryError: …`,
+/// `Uncaught TypeError: …`): said before a stack trace or a fragment of the error's own
+/// text (OpenCode's failed query ends with a line `params:`), it says more than the last line.
+fn error_line(lines: &[&str]) -> Option<String> {
+    static RE: std::sync::OnceLock<Option<Regex>> = std::sync::OnceLock::new();
+    let re = RE
+        .get_or_init(|| {
+            RegexBuilder::new(r"^(?:uncaught\s+)?[\w.]*(?:error|exception):\s*\S")
+                .case_insensitive(true)
+                .build()
+                .ok()
+        })
+        .as_ref()?;
+    lines
+        .iter()
+        .rev()
+        .find(|l| re.is_match(l))
+        .map(|l| (*l).to_owned())
+}
+
+/// `message` made readable: a JSON error body unwrapped (repeatedly: Gemini CLI wraps the
+/// API's body in its own), an HTML page as its title or text ([`body::html_page_text`]).
+fn readable(message: String) -> String {
+    let mut m = message;
+    for _ in 0..3 {
+        match unwrap_json_message(&m) {
+            Some(inner) if inner != m => m = inner,
+            _ => break,
+        }
+    }
+    body::html_page_text(&m).unwrap_or(m)
+}
+
+/// The text of an HTML page in `stderr` (a CLI that printed a proxy's error page as it
+/// came), from the line where the page starts ([`body::html_page_text`]).
+fn html_in(stderr: &str) -> Option<String> {
+    let lower = stderr.to_ascii_lowercase();
+    let start = ["<!doctype", "<html"]
+        .iter()
+        .filter_map(|m| lower.find(m))
+        .min()?;
+    let line_start = stderr[..start].rfind('\n').map_or(0, |i| i + 1);
+    body::html_page_text(&stderr[line_start..]).filter(|t| !t.is_empty())
+}
+
 /// The message of the JSON object that ends `stderr`, when it ends with one (Gemini CLI
-/// pretty-prints its error object there): `/error/message`, else `/message`, else a string
-/// `/error`.
+/// pretty-prints its error object there): [`body::json_error_message`].
 fn trailing_json_message(stderr: &str) -> Option<String> {
     let end = stderr.trim_end();
     if !end.ends_with('}') {
@@ -648,16 +609,8 @@ fn trailing_json_message(stderr: &str) -> Option<String> {
         let Ok(v) = serde_json::from_str::<Value>(&end[i..]) else {
             continue;
         };
-        let text = [
-            v.pointer("/error/message"),
-            v.pointer("/message"),
-            v.pointer("/error").filter(|e| e.is_string()),
-        ]
-        .into_iter()
-        .flatten()
-        .find_map(|m| m.as_str().map(str::trim).filter(|m| !m.is_empty()));
-        if let Some(t) = text {
-            return Some(t.to_owned());
+        if let Some(t) = body::json_error_message(&v) {
+            return Some(t);
         }
     }
     None
@@ -715,7 +668,7 @@ mod tests {
         });
         assert_eq!(
             d.message.as_deref(),
-            Some("You exceeded your current quota")
+            Some("You exceeded your current quota (429 RESOURCE_EXHAUSTED)")
         );
         assert_eq!(d.kind, Some(FailureKind::Quota));
     }
@@ -731,7 +684,7 @@ mod tests {
         });
         assert_eq!(
             d.message.as_deref(),
-            Some("API key not valid. Please pass a valid API key.")
+            Some("API key not valid. Please pass a valid API key. (400)")
         );
         assert_eq!(
             unwrap_json_message("API Error: 429 {\"error\":{\"message\":\"slow down\"}}")
@@ -884,60 +837,71 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_reads_the_wait_a_message_names() {
-        let secs = |t: &str| retry_after(t).map(|d| d.as_secs_f64());
-        assert_eq!(
-            secs("Rate limit reached. Please try again in 20s."),
-            Some(20.0)
+    fn an_html_error_page_gives_its_title_not_its_first_tag() {
+        let page = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n";
+        // In the CLI's error text (Gemini CLI wraps the body in two JSON objects).
+        let wrapped =
+            serde_json::json!({"error": {"message": page, "code": 502, "status": "Bad Gateway"}})
+                .to_string();
+        let stderr = format!(
+            "{{\n  \"error\": {{\n    \"message\": {}\n  }}\n}}\n",
+            Value::String(wrapped)
         );
-        assert_eq!(secs("Please retry in 14.5s."), Some(14.5));
-        assert_eq!(secs("retry after 2 minutes"), Some(120.0));
-        assert_eq!(secs("try again in 250ms"), Some(0.25));
-        assert_eq!(secs("Retry-After: 7"), Some(7.0));
+        let d = FailureRules::default().diagnose(&ErrorEvidence {
+            stderr: Some(&stderr),
+            exit_code: Some(246),
+            ..Default::default()
+        });
+        assert_eq!(d.message.as_deref(), Some("502 Bad Gateway"));
+        assert_eq!(d.kind, Some(FailureKind::ApiError));
+        // As it came, on stderr after a first line.
+        let d = FailureRules::default().diagnose(&ErrorEvidence {
+            stderr: Some(&format!("Error: unexpected status 502: {page}")),
+            exit_code: Some(1),
+            ..Default::default()
+        });
         assert_eq!(
-            secs("usage limit reached, try again in 2 days"),
-            Some(172_800.0)
+            d.message.as_deref(),
+            Some("Error: unexpected status 502: 502 Bad Gateway")
         );
-        // OpenAI's own wording (compound Go-style durations), Gemini's RetryInfo.
-        assert_eq!(
-            secs(
-                "Rate limit reached for gpt-4o on tokens per min (TPM). Please try again in 6m0s."
-            ),
-            Some(360.0)
-        );
-        assert_eq!(secs("Please try again in 1m5s."), Some(65.0));
-        assert_eq!(secs("Please try again in 2h14m."), Some(8040.0));
-        assert_eq!(secs("Please try again in 20ms."), Some(0.02));
-        assert_eq!(secs("Please try again in 6.5s."), Some(6.5));
-        assert_eq!(
-            secs(r#"{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"}"#),
-            Some(37.0)
-        );
-        assert_eq!(secs("429 resets at noon"), None);
-        assert_eq!(secs("429 Too Many Requests"), None);
+        // In the CLI's own error text.
+        let text = format!("API Error: 502 {page}");
+        let d = FailureRules::default().diagnose(&ErrorEvidence {
+            error_text: Some(&text),
+            exit_code: Some(1),
+            ..Default::default()
+        });
+        assert_eq!(d.message.as_deref(), Some("API Error: 502 502 Bad Gateway"));
     }
 
     #[test]
-    fn a_clock_time_counts_to_its_next_occurrence() {
-        let now: jiff::Zoned = "2026-12-01T11:30:00+00:00[UTC]".parse().expect("time");
-        let at = |t: &str| retry_at_clock(t, now.clone()).map(|d| d.as_secs());
+    fn an_error_line_is_preferred_over_a_trailing_fragment_or_stack() {
+        let stderr =
+            "Error: Failed query: CREATE TABLE `project` (`id` text PRIMARY KEY)\nparams: \n";
+        let d = FailureRules::default().diagnose(&ErrorEvidence {
+            stderr: Some(stderr),
+            exit_code: Some(1),
+            ..Default::default()
+        });
         assert_eq!(
-            at("You've hit your usage limit. ... or try again at 12:08 PM."),
-            Some(38 * 60)
+            d.message.as_deref(),
+            Some("Error: Failed query: CREATE TABLE `project` (`id` text PRIMARY KEY)")
         );
-        assert_eq!(
-            at("Your quota resets at 14:03 UTC"),
-            Some(2 * 3600 + 33 * 60)
-        );
-        assert_eq!(
-            at("try again at 11:00 AM"),
-            Some(23 * 3600 + 30 * 60),
-            "tomorrow"
-        );
-        assert_eq!(at("try again at 12:15 AM"), Some(12 * 3600 + 45 * 60));
-        assert_eq!(at("try again at 25:00"), None);
-        assert_eq!(at("try again at Dec 2nd, 2026 12:38 PM"), None);
-        assert_eq!(at("429 Too Many Requests"), None);
+        // OpenCode 1.18.33's failed first-run migration, in its colours.
+        let stderr = "\x1b[91m\x1b[1mError: \x1b[0mUnexpected error\n\nFailed query: \n        CREATE TABLE `workspace` (\n          `id` text PRIMARY KEY\n        );\n      \nparams: \n";
+        let d = FailureRules::default().diagnose(&ErrorEvidence {
+            stderr: Some(stderr),
+            exit_code: Some(1),
+            ..Default::default()
+        });
+        assert_eq!(d.message.as_deref(), Some("Error: Unexpected error"));
+        let stderr = "TypeError: x is not a function\n    at main (file:///a.js:1:2)\n    at async run (file:///a.js:9:1)\n";
+        let d = FailureRules::default().diagnose(&ErrorEvidence {
+            stderr: Some(stderr),
+            exit_code: Some(1),
+            ..Default::default()
+        });
+        assert_eq!(d.message.as_deref(), Some("TypeError: x is not a function"));
     }
 
     #[test]

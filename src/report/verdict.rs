@@ -26,6 +26,10 @@ pub(crate) enum ProcessEnd {
         /// with its kind (`API error 429 (rate_limit) … (rate_limited)`): what a CLI that
         /// kept retrying on its own was retrying. `None` when none did.
         last_error: Option<String>,
+        /// The agent printed nothing on stdout or stderr (lines its definition ignores
+        /// aside) before it was stopped: it never got going (a request it waited on without
+        /// a word, a prompt of its own nobody answered). Only the process backend knows.
+        silent: bool,
     },
     /// Stopped by the runner because the run was interrupted.
     Cancelled,
@@ -227,7 +231,11 @@ fn not_completed(status: ItemStatus, kind: FailureKind, reason: String) -> Verdi
 fn process_end(e: &Evidence<'_>) -> Option<Verdict> {
     use FailureKind as K;
     Some(match e.end {
-        ProcessEnd::TimedOut { limit, last_error } => {
+        ProcessEnd::TimedOut {
+            limit,
+            last_error,
+            silent,
+        } => {
             // A CLI that retried an error on its own until the limit printed why all along
             // (issue 29): quote the last error a live line or a pattern recognised.
             let d = e.rules.diagnose(&error_evidence(e, None));
@@ -237,6 +245,9 @@ fn process_end(e: &Evidence<'_>) -> Option<Verdict> {
                     "; the last error it printed ({kind}): {}",
                     one_line(&m, 200)
                 ),
+                _ if *silent => "; it printed nothing after it started (no output on stdout or \
+                                 stderr: it may have waited for the API or for input)"
+                    .to_owned(),
                 _ => String::new(),
             };
             not_completed(
@@ -583,6 +594,7 @@ mod tests {
             ProcessEnd::TimedOut {
                 limit: std::time::Duration::from_millis(300),
                 last_error: None,
+                silent: false,
             },
             AgentResult::default(),
             good(),
@@ -594,10 +606,26 @@ mod tests {
             "{}",
             timed_out.reason
         );
+        // A CLI that printed nothing at all says so.
+        let silent = verdict(
+            ProcessEnd::TimedOut {
+                limit: std::time::Duration::from_secs(8),
+                last_error: None,
+                silent: true,
+            },
+            AgentResult::default(),
+            good(),
+        );
+        assert_eq!(
+            silent.reason,
+            "timed out after 8s; the attempt was stopped; it printed nothing after it started \
+             (no output on stdout or stderr: it may have waited for the API or for input)"
+        );
         // A CLI that retried a 429 on its own until the limit: the reason quotes its words.
         let end = ProcessEnd::TimedOut {
             limit: std::time::Duration::from_secs(120),
             last_error: None,
+            silent: false,
         };
         let agent = AgentResult::default();
         let report = good();
@@ -866,6 +894,7 @@ mod tests {
                 ProcessEnd::TimedOut {
                     limit: std::time::Duration::from_secs(5),
                     last_error: None,
+                    silent: false,
                 },
                 K::TimedOut,
             ),

@@ -19,6 +19,7 @@ pub(crate) mod events;
 pub(crate) mod isolation;
 pub(crate) mod record;
 pub(crate) mod supervise;
+pub(crate) mod warm_up;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -111,6 +111,17 @@ pub(crate) fn run(
     // The display finishes last, after every output is written.
     sinks.push(reporter(format));
     sinks.follow(&team.view());
+    // A CLI whose first start makes state that teammates starting together race on starts
+    // once on its own first (OpenCode's first-run database migration, issue 56).
+    let mut warmed: Vec<&str> = Vec::new();
+    for def in std::iter::once(&spec.settings.runner)
+        .chain(spec.profiles.iter().map(|p| &p.settings.runner))
+    {
+        if !warmed.contains(&def.name.as_str()) {
+            warmed.push(&def.name);
+            crate::run::warm_up::warm_up(def, spec.settings.jobs, &spec.cwd);
+        }
+    }
     let resumed = crate::run::record::journal::count_done_before(
         team.ledger(),
         &spec.rerun,

@@ -70,8 +70,8 @@ fn anchored(arg: String) -> String {
         return arg;
     }
     // A folder whose path is not UTF-8 cannot be written into the argv: keep the text.
-    match std::path::absolute(p).map(|abs| abs.into_os_string().into_string()) {
-        Ok(Ok(abs)) => abs,
+    match crate::fsutil::absolute(p).into_os_string().into_string() {
+        Ok(abs) => abs,
         _ => arg,
     }
 }

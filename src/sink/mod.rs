@@ -148,7 +148,7 @@ impl Sinks {
         self.writes()
             .into_iter()
             .filter(|f| !f.in_place)
-            .map(|f| std::path::absolute(&f.path).unwrap_or(f.path))
+            .map(|f| crate::fsutil::absolute(&f.path))
             .collect()
     }
 

@@ -623,3 +623,51 @@ async fn real_codex_broken_config_fails_with_its_stderr_message() {
     assert_eq!(api.turns(), 0, "{}", context());
     sb.assert_no_survivors();
 }
+
+/// A custom provider without its own retry keys: codex would send a 500 thirty times
+/// (`request_max_retries` 4 + 1 times `stream_max_retries` 5 + 1); the two `-c` settings
+/// docs/runners.md gives, passed with `--agent-arg`, make it one request (issue 56: the
+/// definition cannot set them, since the built-in `openai` provider takes none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_codex_5xx_is_sent_once_with_the_documented_agent_args() {
+    let Some(codex) =
+        cases::find::<Codex>("real_codex_5xx_is_sent_once_with_the_documented_agent_args")
+    else {
+        return;
+    };
+    let api = mock_api(Script::Fail(Fault {
+        status: 500,
+        error_type: "server_error",
+        code: "server_error",
+        message: "The server had an error while processing your request.",
+    }))
+    .await;
+    let sb = Sandbox::new(&codex);
+    let codex_home = write_codex_config(&sb, &api.server.uri());
+    let config = codex_home.join("config.toml");
+    let own_retries: String = std::fs::read_to_string(&config)
+        .expect("config.toml")
+        .lines()
+        .filter(|l| !l.contains("_max_retries"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&config, own_retries).expect("config.toml");
+    let r = sb
+        .run(
+            &[
+                "--runner",
+                "codex",
+                "--timeout",
+                "2m",
+                "--agent-arg=-c",
+                "--agent-arg=model_providers.mock.request_max_retries=0",
+                "--agent-arg=-c",
+                "--agent-arg=model_providers.mock.stream_max_retries=0",
+            ],
+            &codex_env(&codex_home, Some("sk-test")),
+        )
+        .await;
+    sb.assert_outcome(&r, &api.log, 1, "failed", "api_error");
+    assert_eq!(api.turns(), 1, "{}", sb.context(&r, &api.log));
+    sb.assert_no_survivors();
+}

@@ -45,7 +45,7 @@ use crate::support::{self, Cli, Log, Run, Sandbox, Shared, find_report_path};
 pub(crate) struct Fault {
     /// HTTP status.
     pub status: u16,
-    /// The `google.rpc.Status` body ([`google_error_body`]).
+    /// The `google.rpc.Status` body ([`google_error_body`]), or a string: an HTML page.
     pub body: Value,
     /// Whether the router's `generateContent` call fails too.
     pub router_too: bool,
@@ -126,7 +126,7 @@ impl Respond for Stream {
         match &self.script {
             Script::Fail(Fault { status, body, .. }) => {
                 self.log.push(format!("{what} -> {status}"));
-                return ResponseTemplate::new(*status).set_body_json(body.clone());
+                return fault_response(*status, body);
             }
             Script::Stall => {
                 self.log.push(format!("{what} -> (stalling)"));
@@ -216,7 +216,7 @@ impl Respond for Router {
                 router_too: true,
             }) => {
                 self.log.push(format!("{what} -> {status}"));
-                ResponseTemplate::new(*status).set_body_json(body.clone())
+                fault_response(*status, body)
             }
             Script::Stall => {
                 self.log.push(format!("{what} -> (stalling)"));
@@ -258,6 +258,37 @@ impl Respond for CountTokens {
 /// A Google API error response (`google.rpc.Status` under `error`).
 fn google_error(code: u16, status: &str, message: &str, details: Value) -> ResponseTemplate {
     ResponseTemplate::new(code).set_body_json(google_error_body(code, status, message, details))
+}
+
+/// A fault's answer: its body as JSON, or a string body as an HTML page (a proxy's).
+fn fault_response(status: u16, body: &Value) -> ResponseTemplate {
+    match body {
+        Value::String(page) => {
+            ResponseTemplate::new(status).set_body_raw(page.clone(), "text/html")
+        }
+        _ => ResponseTemplate::new(status).set_body_json(body.clone()),
+    }
+}
+
+/// nginx's own 500 page, as a proxy in front of the API answers when the API fails: on the
+/// main model only (its model router's call answers, so its own retries do not count).
+pub(crate) fn nginx_500_page() -> Fault {
+    Fault {
+        status: 500,
+        body: Value::String(
+            "<html>\r\n<head><title>500 Internal Server Error</title></head>\r\n<body>\r\n\
+             <center><h1>500 Internal Server Error</h1></center>\r\n\
+             <hr><center>nginx/1.25.3</center>\r\n</body>\r\n</html>\r\n"
+                .into(),
+        ),
+        router_too: false,
+    }
+}
+
+/// The reason of an HTML error page is its title, with no tag of the page in it.
+pub(crate) fn no_html_in_the_reason(sb: &Sandbox, _api: &Api) {
+    let row = sb.row();
+    assert!(!row["error"].contains('<'), "no tag of the page: {row:?}");
 }
 
 fn google_error_body(code: u16, status: &str, message: &str, details: Value) -> Value {
@@ -681,5 +712,70 @@ async fn real_gemini_without_an_auth_type_names_the_setting_to_add() {
             && row["error"].contains("~/.gemini/settings.json"),
         "{row:?}"
     );
+    sb.assert_no_survivors();
+}
+
+/// The Gemini API overloaded: 503 UNAVAILABLE on the main model (its model router answers).
+fn unavailable_503() -> Fault {
+    Fault {
+        status: 503,
+        body: google_error_body(
+            503,
+            "UNAVAILABLE",
+            "The model is overloaded. Please try again later.",
+            json!([]),
+        ),
+        router_too: false,
+    }
+}
+
+/// Where Gemini CLI skips a system defaults file — for a normal user always (it must be
+/// root's, and every folder above it), here because the sandbox lies under `/tmp`, which
+/// others may write — the definition's `maxAttempts 1` still holds: it comes through the
+/// attempt's own GEMINI_CLI_HOME, so a 503 costs one request, not ten (about five minutes of
+/// back-off). A system defaults file of the user's that Gemini CLI skips is named once as a
+/// set-up warning (issue 56).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_gemini_keeps_max_attempts_where_a_system_defaults_file_is_skipped() {
+    const TEST: &str = "real_gemini_keeps_max_attempts_where_a_system_defaults_file_is_skipped";
+    let Some(gemini) = cases::find::<Gemini>(TEST) else {
+        return;
+    };
+    let api = mock_api(Script::Fail(unavailable_503())).await;
+    let sb = Sandbox::new(&gemini);
+    assert!(
+        sb.path().starts_with(std::env::temp_dir()),
+        "{:?}",
+        sb.path()
+    );
+    write_settings(&sb);
+    let defaults = sb.path().join("system-defaults.json");
+    std::fs::write(&defaults, r#"{"ui": {"hideBanner": true}}"#).expect("defaults");
+    let mut env = gemini_env(&api.server.uri(), Some("sk-test"));
+    env.push((
+        "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+        defaults.display().to_string(),
+    ));
+    let r = sb
+        .run(&["--runner", "gemini", "--timeout", "60s"], &env)
+        .await;
+    let context = || sb.context(&r, &api.log);
+    let row = sb.row();
+    assert_eq!(
+        (row["status"].as_str(), row["failure_kind"].as_str()),
+        ("failed", "api_error"),
+        "{row:?}\n{}",
+        context()
+    );
+    assert_eq!(api.turns(), 1, "maxAttempts 1 honoured: {}", context());
+    let said = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        said.matches("Security Warning: Skipping system defaults file")
+            .count(),
+        1,
+        "named once as a set-up warning: {}",
+        context()
+    );
+    assert!(!row["error"].contains("Skipping"), "{row:?}");
     sb.assert_no_survivors();
 }

@@ -238,3 +238,72 @@ impl Agent for Opencode {
         api.0.log.assert_nothing_unexpected();
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Tests only OpenCode has
+
+/// The report of the item the prompt names ("… for item 3 …", from `instr.md`), in the text.
+fn reports_for_its_item(c: &Call) -> Reply {
+    if is_title_request(c) {
+        return Reply::text("Report", (300, 5));
+    }
+    let id = c
+        .user
+        .split("for item ")
+        .nth(1)
+        .and_then(|rest| rest.split(|ch: char| !ch.is_ascii_digit()).next())
+        .unwrap_or("?")
+        .to_owned();
+    Reply::text(
+        format!("Done.\n\n```json\n{}\n```\n", support::report_json(&id)),
+        TURN1_USAGE,
+    )
+}
+
+/// Four teammates at once on a fresh HOME (every CI job): each `opencode run` would apply
+/// OpenCode's first-run database migrations, and those starting together raced on them
+/// ("Error: Unexpected error … Failed query: CREATE TABLE … params:", issue 56). The
+/// definition's `warm_up` starts it once first: every row completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_opencode_on_a_fresh_home_completes_every_row_at_four_jobs() {
+    const TEST: &str = "real_opencode_on_a_fresh_home_completes_every_row_at_four_jobs";
+    let Some(cli) = crate::cases::find::<Opencode>(TEST) else {
+        return;
+    };
+    let api = Api(chat_api::start(|c: &Call| reports_for_its_item(c)).await);
+    let sb = Sandbox::new(&cli);
+    std::fs::write(sb.path().join("in.csv"), "id\n1\n2\n3\n4\n").expect("in.csv");
+    assert!(
+        !sb.home().join(".local/share/opencode").exists(),
+        "a fresh HOME"
+    );
+    let setup = Opencode::setup(&cli, &sb, &api, Key::Right);
+    let mut args = vec!["--runner", "opencode", "--timeout", "90s", "-j", "4"];
+    args.extend(setup.args.iter().map(String::as_str));
+    let r = sb.run(&args, &setup.env).await;
+    let out = std::fs::read_to_string(sb.path().join("workers-output.csv")).expect("output");
+    let mut rows = csv::Reader::from_reader(out.as_bytes());
+    let headers = rows.headers().expect("headers").clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).expect(name);
+    let (status, error) = (col("status"), col("error"));
+    let rows: Vec<csv::StringRecord> = rows.records().map(|r| r.expect("row")).collect();
+    assert_eq!(rows.len(), 4, "{out}");
+    for row in &rows {
+        assert_eq!(
+            &row[status],
+            "completed",
+            "{}: {}\n{}",
+            &row[0],
+            &row[error],
+            sb.context(&r, &api.0.log)
+        );
+    }
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        sb.home()
+            .join(".local/share/opencode/opencode.db")
+            .is_file()
+    );
+    api.0.log.assert_nothing_unexpected();
+    sb.assert_no_survivors();
+}

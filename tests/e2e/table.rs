@@ -257,6 +257,18 @@ table! {
                 .exit_code("144")
                 .calls(Calls::AtMost(1))
                 .within(30),
+            // A proxy's HTML 500 page: Gemini CLI quotes the page inside two JSON objects;
+            // the reason is the page's title (issue 56), one request (maxAttempts 1), exit
+            // 244 (500 − 256).
+            html_500_page_fails_the_item_with_its_title: Failure::fault(
+                crate::gemini::nginx_500_page(),
+                "api_error",
+            )
+            .reason(&["exited with code 244: 500 Internal Server Error"])
+            .exit_code("244")
+            .calls(Calls::Exactly(1))
+            .within(45)
+            .then(crate::gemini::no_html_in_the_reason),
             // No `GEMINI_API_KEY`: Gemini CLI stops before any request, exit 41.
             missing_key_fails_the_item_as_auth: Failure::new(Script::WriteReport, "auth")
                 .key(Key::Missing)

@@ -221,8 +221,66 @@ fn timeout_ends_the_whole_process_group() {
         "an agent ignoring SIGTERM is killed after the grace period"
     );
     assert!(rows["slowpoke"]["error"].contains("timed out after 1s"));
+    // It printed nothing at all: the reason says so (issue 56).
+    assert!(
+        rows["slowpoke"]["error"].contains("it printed nothing after it started"),
+        "{:?}",
+        rows["slowpoke"]
+    );
     let left = sb.survivors_after(2.0);
     assert!(left.is_empty(), "processes survived the timeout: {left:?}");
+}
+
+/// A relative `-o ../x/out.csv` above the working directory: no path handed to the agent
+/// keeps a `..` — not `{workspace}` in its argv, not a `RUNNER_*` variable, not the prompt
+/// (issue 56: OpenCode's permission rule for `{workspace}/*` did not match the path it
+/// normalised, and its write of the report was rejected).
+#[test]
+fn a_relative_output_above_the_cwd_hands_the_agent_paths_without_dot_dot() {
+    let sb = crate::harness::Sandbox::new();
+    sb.write("proj/in.csv", "id\n1\n");
+    sb.write("proj/instr.md", "Do item {id}.\n");
+    sb.write(
+        "proj/echo.toml",
+        r#"name = "echo"
+program = "sh"
+args = ["-c", "d=$RUNNER_TEAMMATE_DIR; printf 'workspace=%s\n' \"$0\" > \"$d/seen.txt\"; env | grep '^RUNNER_' >> \"$d/seen.txt\"; cat >> \"$d/seen.txt\"; printf '{{\"status\":\"completed\",\"summary\":\"echoed\"}}' > \"$RUNNER_REPORT\"", "{workspace}"]
+prompt = "stdin"
+output = "text"
+"#,
+    );
+    let mut cmd = sb.cmd(&[
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "-o",
+        "../x/out.csv",
+        "--runner-file",
+        "echo.toml",
+        "--format",
+        "plain",
+        "--keep-logs",
+    ]);
+    cmd.current_dir(sb.join("proj"));
+    let r: crate::harness::Run = cmd.output().expect("spawn runner").into();
+    assert_eq!(r.code, 0, "{r:?}");
+    let real = sb.path().canonicalize().expect("sandbox");
+    let ws = sb.workspace_of(&sb.join("x/out.runner"));
+    let seen = std::fs::read_to_string(ws.join("teammates/1-1/work/seen.txt")).expect("seen.txt");
+    let workspace = seen.lines().next().unwrap_or_default();
+    assert!(
+        workspace.starts_with(&format!("workspace={}", real.display()))
+            && workspace.ends_with("/teammates/1-1/work"),
+        "{seen}"
+    );
+    assert!(!seen.contains("/../") && !seen.contains("/./"), "{seen}");
+    assert!(
+        seen.contains(&format!("RUNNER_REPORT={}", real.display())),
+        "{seen}"
+    );
+    assert!(!r.stdout.contains("/../"), "{r:?}");
 }
 
 #[test]

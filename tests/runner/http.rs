@@ -435,6 +435,43 @@ async fn a_429_without_retry_after_is_rate_limited_quoting_the_api() {
     );
 }
 
+/// OpenRouter passes a provider's rate limit on as HTTP 200 carrying `{"error": {"code":
+/// 429, …}}`: a rate limit (the team pauses, the request is sent again without using a
+/// retry), not an invalid report (issue 56).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_429_inside_an_http_200_is_a_rate_limit() {
+    let api = Api::start(|n, _| match n {
+        1 => ResponseTemplate::new(200).set_body_json(json!({
+            "error": {
+                "code": 429,
+                "message": "Rate limit exceeded: free-models-per-min.",
+                "metadata": {"headers": {"X-RateLimit-Limit": "20"}, "provider_name": null}
+            },
+            "user_id": "user_e2e"
+        })),
+        _ => completion(&report(json!({})), "stop"),
+    })
+    .await;
+    let sb = sandbox(&["hi"]);
+    let r = run(&sb, &api, &["--rate-limit-wait", "1m", "--retries", "0"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let row = &rows(&sb)["hi"];
+    assert_eq!(
+        (row["status"].as_str(), row["attempts"].as_str()),
+        ("completed", "1"),
+        "{row:?}"
+    );
+    assert_eq!(api.bodies().len(), 2);
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert!(
+        journal.contains("\"team_paused\"")
+            && journal
+                .contains("HTTP 200 carrying error 429: Rate limit exceeded: free-models-per-min")
+            && journal.contains("\"rate_limited\""),
+        "{journal}"
+    );
+}
+
 /// Issue 50: OpenAI answers a request over the per-minute token limit with a 429 that no wait
 /// can cure. That row fails at once as `input` (not retried); the team neither pauses nor
 /// shrinks, and the other row completes.
@@ -623,14 +660,35 @@ async fn a_body_that_is_not_json_and_an_answer_without_a_report_fail_by_name() {
     assert_eq!(r.code, 1, "{r:?}");
     let rows = rows(&sb);
     assert_eq!(rows["a"]["failure_kind"], "api_error", "{rows:?}");
-    assert!(
-        rows["a"]["error"].contains("not JSON: <html>gateway</html>"),
-        "{rows:?}"
-    );
+    assert!(rows["a"]["error"].contains("not JSON: gateway"), "{rows:?}");
     assert_eq!(rows["b"]["failure_kind"], "no_report", "{rows:?}");
     assert!(
         rows["b"]["error"].contains("the answer holds no JSON object: I think it is a greeting."),
         "{rows:?}"
+    );
+}
+
+/// A proxy's error page (nginx's 502) instead of the API's JSON: the reason gives the page's
+/// title, not its first tag (issue 56).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_html_error_page_gives_its_title_as_the_reason() {
+    let api = Api::start(|_, _| {
+        ResponseTemplate::new(502).set_body_raw(
+            "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n\
+             <center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n\
+             </body>\r\n</html>\r\n",
+            "text/html",
+        )
+    })
+    .await;
+    let sb = sandbox(&["a"]);
+    let r = run(&sb, &api, &[]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    let row = &rows(&sb)["a"];
+    assert_eq!(row["failure_kind"], "api_error", "{row:?}");
+    assert!(
+        row["error"].starts_with("HTTP 502: 502 Bad Gateway") && !row["error"].contains('<'),
+        "{row:?}"
     );
 }
 

@@ -122,14 +122,30 @@ impl RunnerDef {
                     .files
                     .iter()
                     .map(|(k, v)| (format!("env.files.{k}"), v)),
+            )
+            .chain(
+                self.env
+                    .home
+                    .iter()
+                    .map(|h| ("env.home.defaults".to_owned(), &h.defaults)),
             );
         for (key, template) in templates {
-            self.expand(template, sample).map_err(|e| {
+            let text = self.expand(template, sample).map_err(|e| {
                 at(
                     &key,
                     format!("invalid runner definition (key `{key}`): {e}"),
                 )
             })?;
+            if key == "env.home.defaults"
+                && !serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| v.is_object())
+            {
+                return Err(at(
+                    &key,
+                    format!(
+                        "invalid runner definition (key `{key}`): {text:?} is not a JSON object; write the settings as one (`{{{{\"general\":{{{{\"maxAttempts\":1}}}}}}}}`)"
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -143,6 +159,27 @@ impl RunnerDef {
                     return Err(at(
                         &format!("env.{table}.{name}"),
                         format!("invalid runner definition (key `env.{table}.{name}`): {why}"),
+                    ));
+                }
+            }
+        }
+        if let Some(h) = &self.env.home {
+            if let Some(why) = bad_variable_name(&h.var) {
+                return Err(at(
+                    "env.home.var",
+                    format!("invalid runner definition (key `env.home.var`): {why}"),
+                ));
+            }
+            let names = [("folder", &h.folder), ("settings", &h.settings)]
+                .into_iter()
+                .chain(h.also.iter().map(|a| ("also", a)));
+            for (key, name) in names {
+                if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                    return Err(at(
+                        &format!("env.home.{key}"),
+                        format!(
+                            "invalid runner definition (key `env.home.{key}`): {name:?} is not a file name (one name, no `/`)"
+                        ),
                     ));
                 }
             }

@@ -28,6 +28,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "model_args",
             "no_git_args",
             "leaves_processes",
+            "warm_up",
             "prompt",
             "output",
             "vars",
@@ -69,8 +70,11 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "ended",
         ],
     ),
-    ("failure", &["exit_codes", "patterns", "ignore", "live"]),
-    ("env", &["unset", "state_dirs", "set", "files"]),
+    (
+        "failure",
+        &["exit_codes", "patterns", "ignore", "live", "warn"],
+    ),
+    ("env", &["unset", "state_dirs", "set", "files", "home"]),
 ];
 
 /// A warning for each key of `keys` that [`KNOWN_KEYS`] does not list, with its line and the
@@ -362,6 +366,49 @@ pub(crate) struct EnvSpec {
     /// `*_SYSTEM_DEFAULTS_PATH`, whose values the user's own settings still override).
     #[serde(default)]
     pub files: BTreeMap<String, String>,
+    /// A home folder of the CLI's own for each attempt (`[env.home]`): for a CLI whose only
+    /// settings file a normal user can hand it is the one in its home (Gemini CLI skips a
+    /// system defaults file unless root owns it and every folder above it).
+    #[serde(default)]
+    pub home: Option<HomeSpec>,
+}
+
+/// `[env.home]`: the variable `var` points at a folder the runner makes in the teammate
+/// folder before each attempt, whose `folder` (`.gemini`) links every entry of the user's own
+/// (`<the variable's value, else HOME>/<folder>`) — logins, history, extensions — but
+/// `settings`, written as the user's own settings (a JSON object) merged over `defaults`, so
+/// the user's values still win; `also` names entries of the user's home linked beside it
+/// (`.env`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HomeSpec {
+    /// The variable the CLI reads its home from (`GEMINI_CLI_HOME`).
+    pub var: String,
+    /// The CLI's folder in a home (`.gemini`).
+    pub folder: String,
+    /// Its settings file's name in that folder (`settings.json`).
+    pub settings: String,
+    /// The settings under the user's own: a JSON object, placeholders expanded as in
+    /// `[env] set` (`{{`/`}}` literal braces).
+    pub defaults: String,
+    /// Entries of the user's home itself linked into the new one (`.env`).
+    #[serde(default)]
+    pub also: Vec<String>,
+}
+
+/// `warm_up = { args = [...], unless = "PATH" }`: the CLI's `program` with `args`, run once
+/// before a team of more than one teammate starts, in the runner's own environment and
+/// folder, when `unless` (a path written as a `[sandbox] writes` entry: `~/`,
+/// `{env.NAME:-DEFAULT}`) does not exist: for a CLI whose first start makes state that
+/// parallel first starts race on (OpenCode's first-run database migration).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WarmUp {
+    /// The program's arguments (`["session", "list"]`).
+    pub args: Vec<String>,
+    /// The state the warm-up makes: when it exists, there is nothing to warm up.
+    #[serde(default)]
+    pub unless: Option<String>,
 }
 
 /// One runner definition (`runners/<name>.toml`).
@@ -421,6 +468,10 @@ pub(crate) struct RunnerDef {
     /// wait (2 s) for its output to close.
     #[serde(default)]
     pub leaves_processes: bool,
+    /// A command of the CLI run once before a team of more than one starts (`warm_up`,
+    /// [`WarmUp`]).
+    #[serde(default)]
+    pub warm_up: Option<WarmUp>,
     /// How the prompt is passed (default `stdin`).
     #[serde(default)]
     pub prompt: PromptMode,

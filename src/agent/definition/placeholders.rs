@@ -62,6 +62,8 @@ pub(crate) struct Invocation {
     pub state_dirs: Vec<String>,
     /// Variables to point at a file the runner writes with this text (`[env] files`).
     pub env_files: Vec<(String, String)>,
+    /// The CLI's own home to make for the attempt (`[env.home]`), its defaults expanded.
+    pub env_home: Option<super::format::HomeSpec>,
 }
 
 impl Invocation {
@@ -109,6 +111,7 @@ impl RunnerDef {
                 env_set: Vec::new(),
                 state_dirs: Vec::new(),
                 env_files: Vec::new(),
+                env_home: None,
             });
         }
         let mut program = self.program.clone();
@@ -167,6 +170,13 @@ impl RunnerDef {
             .iter()
             .map(|(k, v)| Ok((k.clone(), self.expand(v, a)?)))
             .collect::<std::result::Result<_, String>>()?;
+        let env_home = match &self.env.home {
+            Some(h) => Some(super::format::HomeSpec {
+                defaults: self.expand(&h.defaults, a)?,
+                ..h.clone()
+            }),
+            None => None,
+        };
         Ok(Invocation {
             program,
             args,
@@ -175,6 +185,7 @@ impl RunnerDef {
             env_set,
             state_dirs: self.env.state_dirs.clone(),
             env_files,
+            env_home,
         })
     }
 

@@ -8,6 +8,7 @@ use tokio::sync::watch;
 
 use super::{Attempt, Backend, BoxFuture, Execution, FULL_READ, end_of, read_capped};
 use crate::agent;
+use crate::report::ProcessEnd;
 use crate::run::supervise::process::{self, Cancel, Spawn};
 use crate::run::supervise::stdin::Stdin;
 
@@ -80,14 +81,49 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
             .unwrap_or_default()
             .into(),
     };
+    let stderr_end = end_of(&spawn.stderr_log);
+    warn_of_setup(attempt, &spawn.stderr_log);
+    if let ProcessEnd::TimedOut { silent, .. } = &mut exit.end {
+        let rules = &attempt.runner.failure;
+        *silent = stdout.trim().is_empty()
+            && stderr_end.as_deref().is_none_or(|s| {
+                s.lines()
+                    .map(str::trim)
+                    .all(|l| l.is_empty() || rules.ignored(l))
+            });
+    }
     Execution {
         agent: agent::output::parse(attempt.runner, &stdout),
         stdout_held: held,
-        stderr_end: end_of(&spawn.stderr_log),
+        stderr_end,
         log: exit.telling_log(&spawn),
         end: exit.end,
         exit_code: exit.exit_code,
         elapsed: exit.elapsed,
+    }
+}
+
+/// Repeat, once per run each, the stderr lines the definition's `[failure] warn` says are
+/// the CLI's set-up going wrong (Gemini CLI skipping a settings file it finds insecure): the
+/// user would otherwise never see them, and every attempt pays for them.
+fn warn_of_setup(attempt: &Attempt<'_>, stderr_log: &std::path::Path) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let rules = &attempt.runner.failure;
+    let Some(head) = read_capped(stderr_log, 16 * 1024) else {
+        return;
+    };
+    for line in rules.warnings_in(&head) {
+        let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+        if said.iter().any(|s| s == line) {
+            continue;
+        }
+        said.push(line.to_owned());
+        tracing::warn!(
+            "{} attempt {}: {} said: {line} (see its section in docs/runners.md)",
+            attempt.item.teammate,
+            attempt.number,
+            attempt.runner.name
+        );
     }
 }
 

@@ -146,6 +146,7 @@ async fn play(
             Some(ProcessEnd::TimedOut {
                 limit,
                 last_error: None,
+                silent: false,
             })
         }
         end = ends => Some(end),

@@ -487,7 +487,7 @@ async fn until_exit(
                     let limit = spec.timeout.unwrap_or_default();
                     signal_attempt(pgid, spec.sandbox.is_some(), marker, Signal::SIGTERM);
                     let last_error = last_hit.as_ref().map(|h: &LiveHit| format!("{} ({})", h.text, h.kind));
-                    stopping = Some((ProcessEnd::TimedOut { limit, last_error }, tokio::time::Instant::now() + spec.grace));
+                    stopping = Some((ProcessEnd::TimedOut { limit, last_error, silent: false }, tokio::time::Instant::now() + spec.grace));
                 }
                 Some(hit) = hits.recv(), if stopping.is_none() => {
                     // A line the definition says means "give up" (issue 29): end the attempt

@@ -23,6 +23,7 @@
 mod attempt;
 mod finish;
 mod helpers;
+mod home;
 mod judge;
 mod prepare;
 mod prompt;

@@ -189,8 +189,9 @@ fn fresh_folder(
 }
 
 /// The environment of an attempt's processes: the `RUNNER_*` variables, a private `TMPDIR`,
-/// the definition's `env.set`, its state folders (created) and its `[env] files` (written
-/// into the runner's part of the folder, new each attempt).
+/// the definition's `env.set`, its state folders (created), its `[env] files` (written
+/// into the runner's part of the folder, new each attempt) and its `[env.home]` (made there,
+/// new each attempt).
 ///
 /// Errors: a state folder or an env file cannot be written.
 fn environment(
@@ -249,7 +250,29 @@ fn environment(
         })?;
         env.push(var(name, &path));
     }
+    if let Some(home) = &invocation.env_home {
+        // The user's own home for the CLI: the variable's value when they set it, else HOME.
+        let theirs = std::env::var_os(&home.var)
+            .or_else(|| std::env::var_os("HOME"))
+            .map(std::path::PathBuf::from)
+            .unwrap_or_default();
+        let at = super::home::path_in(&work, home);
+        if let Some(said) = super::home::make(home, &at, &theirs).map_err(HelperFailure::before)? {
+            warn_once(&said);
+        }
+        env.push(var(&home.var, &at));
+    }
     Ok(env)
+}
+
+/// Say `what` once per run (every attempt would find it the same).
+fn warn_once(what: &str) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|s| s == what) {
+        said.push(what.to_owned());
+        tracing::warn!("{what}");
+    }
 }
 
 /// What an attempt may write under `--sandbox landlock`: its working directory, its own

@@ -28,7 +28,19 @@ impl Http {
     pub(super) fn read_answer(&self, a: &Answer) -> (ProcessEnd, AgentResult) {
         let parsed: Option<Value> = serde_json::from_slice(&a.body).ok();
         if !a.status.is_success() {
-            return (self.refusal(a, parsed.as_ref()), AgentResult::default());
+            let status = a.status.as_u16();
+            return (
+                self.refusal(a, parsed.as_ref(), status),
+                AgentResult::default(),
+            );
+        }
+        // An error inside a 200 (OpenRouter passes a provider's 429 on so): the refusal it
+        // carries, by its code.
+        if let Some(carried) = parsed.as_ref().and_then(carried_status) {
+            return (
+                self.refusal(a, parsed.as_ref(), carried),
+                AgentResult::default(),
+            );
         }
         let Some(v) = parsed else {
             return (
@@ -37,7 +49,7 @@ impl Http {
                     format!(
                         "HTTP {} but the body is not JSON: {}",
                         a.status.as_u16(),
-                        one_line(&String::from_utf8_lossy(&a.body), 120)
+                        body_text(&a.body, 120)
                     ),
                     None,
                 ),
@@ -52,14 +64,14 @@ impl Http {
     /// [`crate::failure::never_succeeds`], whatever its status; else the wire format's word, else by status:
     /// 402 and a used-up quota `quota`; 429, 529 and a 503 that names a wait `rate_limited`;
     /// 401/403 `auth`; else `api_error`), the reason in the API's words with advice, and
-    /// the wait it asks for.
-    fn refusal(&self, a: &Answer, parsed: Option<&Value>) -> ProcessEnd {
-        let status = a.status.as_u16();
+    /// the wait it asks for. `status` is the answer's, or the code of the error a 2xx
+    /// answer carried ([`carried_status`]).
+    fn refusal(&self, a: &Answer, parsed: Option<&Value>, status: u16) -> ProcessEnd {
         let error = parsed.map(|v| self.wire.error(v)).unwrap_or_default();
         let message = error
             .message
             .clone()
-            .unwrap_or_else(|| one_line(&String::from_utf8_lossy(&a.body), 200));
+            .unwrap_or_else(|| body_text(&a.body, 200));
         let wait = self.wire.wait(&a.headers, &a.body);
         // A request too large (OpenAI sends it as a 429) is no rate limit: never waited on.
         let never = crate::failure::never_succeeds(&message);
@@ -71,8 +83,12 @@ impl Http {
                 .refusal_kind(status, &error, parsed)
                 .unwrap_or_else(|| kind_by_status(status, &error, &message, wait.is_some())),
         };
+        let said = match a.status.as_u16() {
+            answered if answered != status => format!("HTTP {answered} carrying error {status}"),
+            _ => format!("HTTP {status}"),
+        };
         let mut reason = format!(
-            "HTTP {status}{}",
+            "{said}{}",
             match message.trim() {
                 "" => String::new(),
                 m => format!(": {}", one_line(m, 300)),
@@ -94,6 +110,31 @@ impl Http {
         }
         failed(kind, reason, wait)
     }
+}
+
+/// The error status a 2xx answer carries instead of an answer: `{"error": {"code": 429,
+/// "message": …}}` with no `choices`, `candidates` or `content` (OpenRouter answers a
+/// provider's rate limit or outage so, with HTTP 200). The code when it is an HTTP error
+/// status (a number or a numeric string, 400–599), else 502 (an error from upstream that
+/// names no status). `None` for an answer without an `error` object.
+fn carried_status(v: &Value) -> Option<u16> {
+    let error = v.get("error").filter(|e| e.is_object())?;
+    if ["choices", "candidates", "content"]
+        .iter()
+        .any(|k| v.get(k).is_some_and(|c| !c.is_null()))
+    {
+        return None;
+    }
+    let code = match error.get("code") {
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(s)) => s.trim().parse().ok(),
+        _ => None,
+    };
+    Some(
+        code.and_then(|c| u16::try_from(c).ok())
+            .filter(|c| (400..600).contains(c))
+            .unwrap_or(502),
+    )
 }
 
 /// The failure kind of a refused request by its status and words, the same for every API.
@@ -136,6 +177,14 @@ fn judge_text(agent: AgentResult, problem: Option<String>) -> (ProcessEnd, Agent
         Some(p) => (failed(FailureKind::InvalidReport, p, None), agent),
         None => (ProcessEnd::Exited(0), agent),
     }
+}
+
+/// A body that is not a JSON error, as one line of at most `max` characters: an HTML page
+/// (a proxy's error page) as its title or text, else its first line.
+fn body_text(body: &[u8], max: usize) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = crate::failure::html_page_text(&text).unwrap_or_else(|| text.into_owned());
+    one_line(&text, max)
 }
 
 /// An attempt that ended with `kind`, `reason` and, for a refusal that names one, the wait.

@@ -159,6 +159,7 @@ impl BatchApi {
                     limit: limit.unwrap_or_default(),
                     last_error: Some("the Batch API job is still running; run the same command \
                                       again to collect its results".into()),
+                    silent: false,
                 }, AgentResult::default(), "");
             }
             _ = interrupted(&mut cancel) => {

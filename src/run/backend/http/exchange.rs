@@ -43,7 +43,7 @@ async fn send(
                 Some(t) => tokio::time::sleep(t).await,
                 None => std::future::pending().await,
             }
-        } => Err(ProcessEnd::TimedOut { limit: limit.unwrap_or_default(), last_error: None }),
+        } => Err(ProcessEnd::TimedOut { limit: limit.unwrap_or_default(), last_error: None, silent: false }),
         _ = interrupted(cancel) => Err(ProcessEnd::Cancelled),
     }
 }

@@ -219,8 +219,7 @@ pub(crate) struct Interrupts {
 }
 
 impl Interrupts {
-    /// Listen for SIGINT, SIGTERM and SIGHUP, and for `extra` when given (each message one
-    /// interrupt, as a Ctrl-C).
+    /// Listen for SIGINT, SIGTERM, SIGHUP and each message of `extra` (one Ctrl-C each).
     ///
     /// Errors: [`Error::Environment`] when a signal handler cannot be installed.
     pub(crate) fn signals(extra: Option<mpsc::UnboundedReceiver<()>>) -> Result<Interrupts> {

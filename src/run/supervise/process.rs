@@ -412,19 +412,7 @@ pub(crate) async fn run(
         true => elapsed + closing.elapsed(),
     };
 
-    let unasked = stopping.is_none();
-    let (end, exit_code) = ending(status, stopping);
-    // Killed with the runner (a process-tree kill, an IDE closing its terminal): a stop
-    // signal the runner did not send, met by the runner's own interrupt, is that interrupt's
-    // (issue 50), not the agent's failure.
-    let end = match unasked && by_stop_signal(&end) && interrupted_soon(&mut cancel).await {
-        true => ProcessEnd::Cancelled,
-        false => end,
-    };
-    let end = match &spec.sandbox {
-        Some(_) => keeper_not_started(spec, exit_code).unwrap_or(end),
-        None => end,
-    };
+    let (end, exit_code) = judged_ending(spec, status, stopping, &mut cancel).await;
     let [stdout, stderr] = drained;
     Exit {
         end,
@@ -662,6 +650,29 @@ async fn start_patiently(
             }
         }
     }
+}
+
+/// How the attempt ended ([`ending`]), and its exit code, as the verdict takes it: a stop
+/// signal the runner did not send, met by the runner's own interrupt (a process-tree kill,
+/// an IDE closing its terminal), is that interrupt's (issue 50), not the agent's failure;
+/// a confined attempt whose keeper could not exec the program did not start.
+async fn judged_ending(
+    spec: &Spawn,
+    status: std::io::Result<std::process::ExitStatus>,
+    stopping: Option<(ProcessEnd, tokio::time::Instant)>,
+    cancel: &mut watch::Receiver<Cancel>,
+) -> (ProcessEnd, Option<i32>) {
+    let unasked = stopping.is_none();
+    let (end, exit_code) = ending(status, stopping);
+    let end = match unasked && by_stop_signal(&end) && interrupted_soon(cancel).await {
+        true => ProcessEnd::Cancelled,
+        false => end,
+    };
+    let end = match &spec.sandbox {
+        Some(_) => keeper_not_started(spec, exit_code).unwrap_or(end),
+        None => end,
+    };
+    (end, exit_code)
 }
 
 /// How the attempt ended, from its wait status and why the runner was stopping it, if it

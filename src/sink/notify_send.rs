@@ -248,14 +248,7 @@ struct Clients {
 impl Clients {
     /// The client for `url`.
     fn of(&self, url: &reqwest::Url) -> Option<&reqwest::Client> {
-        let host = url.host_str().unwrap_or_default();
-        let loopback = host.eq_ignore_ascii_case("localhost")
-            || host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback());
-        match loopback {
+        match crate::run::backend::http::settings::on_this_machine(url) {
             true => self.direct.as_ref(),
             false => self.proxied.as_ref(),
         }

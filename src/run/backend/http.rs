@@ -38,7 +38,7 @@ pub(crate) mod batch_record;
 mod exchange;
 mod gemini;
 mod openai_chat;
-mod settings;
+pub(crate) mod settings;
 mod wait;
 pub(crate) mod wire;
 

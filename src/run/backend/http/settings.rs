@@ -234,6 +234,18 @@ fn body(
     Ok(body)
 }
 
+/// Whether `url` names a server on this machine (`localhost`, a loopback address), which a
+/// proxy cannot reach: its requests go direct.
+pub(crate) fn on_this_machine(url: &reqwest::Url) -> bool {
+    let host = url.host_str().unwrap_or_default();
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The one client of the run: rustls, a 30 s connect timeout, and the proxy variables
 /// honoured except for a server on this machine.
 ///
@@ -245,14 +257,7 @@ fn client(base: &reqwest::Url) -> Result<reqwest::Client> {
     let mut builder = reqwest::Client::builder();
     // HTTP(S)_PROXY and NO_PROXY are honoured, except for a server on this machine (as
     // Go's net/http does): a proxy cannot reach our loopback.
-    let host = base.host_str().unwrap_or_default();
-    let loopback = host.eq_ignore_ascii_case("localhost")
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    if loopback {
+    if on_this_machine(base) {
         builder = builder.no_proxy();
     }
     builder

@@ -40,7 +40,10 @@ fn run(sb: &Sandbox, flags: &[&str]) -> Run {
 }
 
 fn starts(sb: &Sandbox) -> usize {
-    sb.read_opt("starts.log").unwrap_or_default().lines().count()
+    sb.read_opt("starts.log")
+        .unwrap_or_default()
+        .lines()
+        .count()
 }
 
 #[test]
@@ -65,7 +68,10 @@ fn a_raw_column_keeps_the_agents_patch_byte_for_byte_and_other_values_stay_guard
     let rows = by_id(&sb.join("workers-output.csv"), "id");
     for id in ["a", "b"] {
         assert_eq!(rows[id]["patch"], PATCH, "row {id}: kept byte for byte");
-        assert_eq!(rows[id]["note"], "'-x", "row {id}: a field not named stays guarded");
+        assert_eq!(
+            rows[id]["note"], "'-x",
+            "row {id}: a field not named stays guarded"
+        );
     }
 
     // An `--only` replay writes the row it runs raw and copies the other as it was.
@@ -80,10 +86,8 @@ fn a_raw_column_keeps_the_agents_patch_byte_for_byte_and_other_values_stay_guard
     // JSON Lines needs no guard: the value is the agent's, with or without the key.
     let r = run(&sb, &["-o", "out.jsonl"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let first: serde_json::Value = serde_json::from_str(
-        sb.read("out.jsonl").lines().next().expect("a line"),
-    )
-    .expect("JSON");
+    let first: serde_json::Value =
+        serde_json::from_str(sb.read("out.jsonl").lines().next().expect("a line")).expect("JSON");
     assert_eq!(first["patch"], PATCH);
     assert_eq!(first["note"], "-x");
 }
@@ -94,20 +98,29 @@ fn a_raw_column_that_is_no_output_field_is_refused_before_anything_is_written() 
     batch_file(&sb, "raw_columns: [pach]\n");
     let r = run(&sb, &[]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("BATCH.md:6"), "names the file and line: {r:?}");
+    assert!(
+        r.stderr.contains("BATCH.md:6"),
+        "names the file and line: {r:?}"
+    );
     assert!(
         r.stderr.contains("`pach`") && r.stderr.contains("did you mean `patch`?"),
         "{r:?}"
     );
     assert_eq!(starts(&sb), 0, "no teammate started");
     assert!(!sb.join("workers-output.csv").exists(), "no output written");
-    assert!(!sb.join("workers-output.runner").exists(), "no team workspace");
+    assert!(
+        !sb.join("workers-output.runner").exists(),
+        "no team workspace"
+    );
 
     // A runner column is not an agent's output field either.
     batch_file(&sb, "raw_columns: summary\n");
     let r = run(&sb, &["--dry-run"]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("its output fields are: patch, note"), "{r:?}");
+    assert!(
+        r.stderr.contains("its output fields are: patch, note"),
+        "{r:?}"
+    );
 }
 
 #[test]

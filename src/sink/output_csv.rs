@@ -677,6 +677,33 @@ mod tests {
     }
 
     #[test]
+    fn a_raw_field_is_written_as_given_and_only_output_fields_can_be_raw() {
+        let schema = json!({"properties": {"patch": {}, "note": {}}});
+        let raw = |names: &[&str]| RawColumns {
+            names: names.iter().map(|n| n.to_string()).collect(),
+            file: "BATCH.md".into(),
+            line: Some(4),
+        };
+        let l = layout(&["id".into()], Some(&schema), false, true);
+        assert_eq!(l.output_fields(), ["patch", "note"]);
+        let l = l.with_raw(&raw(&["patch"])).expect("an output field");
+        let mut o = Outcome::not_run("1", "t", "t", ItemStatus::Completed, String::new());
+        o.attempts = 1;
+        o.summary = "-done".into();
+        o.output = json!({"patch": "@@ -1 +1 @@\n-a\n+b\n", "note": "+x"});
+        let r = row(&l, &["1".into()], Some(&o), (ItemStatus::Cancelled, ""));
+        let col = |name: &str| &r[l.headers.iter().position(|h| h == name).expect(name)];
+        assert_eq!(col("patch"), "@@ -1 +1 @@\n-a\n+b\n");
+        assert_eq!(col("note"), "'+x");
+        assert_eq!(col("summary"), "'-done", "a runner column stays guarded");
+        for wrong in ["summary", "id", "pach"] {
+            let l = layout(&["id".into()], Some(&schema), false, true);
+            let e = l.with_raw(&raw(&[wrong])).expect_err(wrong).to_string();
+            assert!(e.contains("BATCH.md:4") && e.contains("patch, note"), "{e}");
+        }
+    }
+
+    #[test]
     fn runner_columns_are_prefixed_on_collision() {
         let l = layout(&["id".into(), "status".into()], None, false, true);
         assert_eq!(l.headers[2], "result");

@@ -770,6 +770,28 @@ mod tests {
     }
 
     #[test]
+    fn raw_columns_is_one_name_or_a_list_of_names_with_its_line() {
+        let spec = p("---\nid_column: id\nraw_columns: [patch, fix.diff]\n---\nDo {id}.\n")
+            .expect("valid");
+        assert_eq!(spec.raw_columns, ["patch", "fix.diff"]);
+        assert_eq!(spec.raw_columns_line, Some(3));
+        let spec = p("---\nraw_columns: patch\n---\nDo it.\n").expect("valid");
+        assert_eq!(spec.raw_columns, ["patch"]);
+        for bad in [
+            "raw_columns: [patch, 3]",
+            "raw_columns: {a: 1}",
+            "raw_columns: ['']",
+        ] {
+            let e = p(&format!("---\n{bad}\n---\nDo it.\n")).expect_err(bad);
+            let e = e.to_string();
+            assert!(
+                e.contains("BATCH.md:2") && e.contains("`raw_columns` must be"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
     fn full_frontmatter_parses() {
         let spec = p(
             "---\ninput: in.csv\nid_column: path\nmax_workers: 3\nmax_runtime_seconds: 60\n\

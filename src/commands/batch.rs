@@ -95,7 +95,8 @@ fn plan_of(args: &BatchArgs, spec: &BatchSpec) -> Result<(Plan, Arc<dyn Backend>
         (args.run.junit.as_deref(), "--junit"),
         (args.run.trace.as_deref(), "--trace"),
     ])?;
-    let settings = Settings::resolve(&args.run, &args.command, &spec.settings, None)?;
+    let mut settings = Settings::resolve(&args.run, &args.command, &spec.settings, None)?;
+    settings.raw_columns = spec.raw_columns.clone();
     let backend = crate::run::backend::for_settings(&settings)?;
     if files.input == Path::new("-") {
         // Every flag is checked before stdin is read.

@@ -145,6 +145,12 @@ fn a_fix_stages_patch_is_kept_raw_by_its_stage_column_name() {
     assert_eq!(starts(&sb), 0, "{r:?}");
 
     staged("fix.patch");
+    let r = run(&sb, &["--dry-run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("but for fix.patch (raw_columns)"),
+        "the dry run says which field is written as given: {r:?}"
+    );
     let r = run(&sb, &[]);
     assert_eq!(r.code, 0, "{r:?}");
     let rows = by_id(&sb.join("workers-output.csv"), "id");

@@ -95,7 +95,8 @@ fn plan_of(args: &BatchArgs, spec: &BatchSpec) -> Result<(Plan, Arc<dyn Backend>
         (args.run.junit.as_deref(), "--junit"),
         (args.run.trace.as_deref(), "--trace"),
     ])?;
-    let settings = Settings::resolve(&args.run, &args.command, &spec.settings, None)?;
+    let mut settings = Settings::resolve(&args.run, &args.command, &spec.settings, None)?;
+    settings.raw_columns = spec.raw_columns.clone();
     let backend = crate::run::backend::for_settings(&settings)?;
     if files.input == Path::new("-") {
         // Every flag is checked before stdin is read.
@@ -206,6 +207,11 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
         stages,
         runner_column: spec.runner_column.clone(),
         model_column: spec.model_column.clone(),
+        raw_columns: crate::sink::output_csv::RawColumns {
+            names: spec.raw_columns.clone(),
+            file: args.batch.clone().unwrap_or_default(),
+            line: spec.raw_columns_line,
+        },
     })
 }
 

@@ -66,6 +66,8 @@ pub(crate) struct CsvBatchFiles {
     pub runner_column: Option<String>,
     /// `model_column`: the column naming a row's own model.
     pub model_column: Option<String>,
+    /// `raw_columns`: output fields written without the formula guard.
+    pub raw_columns: output_csv::RawColumns,
 }
 
 /// The rows of the batch this run covers, as work items, streamed from the input.
@@ -738,7 +740,8 @@ fn scan(files: &CsvBatchFiles, settings: &Settings) -> Result<(Instruction, Inpu
 /// The output's columns: the input's, then the runner's (per stage with `stages:`, with the
 /// model that answered when rows choose their runner or model).
 ///
-/// Errors: an input column collides with one of the runner's (exit 2, naming the input).
+/// Errors: an input column collides with one of the runner's (exit 2, naming the input); a
+/// `raw_columns` name is no output field ([`output_csv::Layout::with_raw`]).
 fn layout(
     files: &CsvBatchFiles,
     choices: &Choices,
@@ -772,7 +775,8 @@ fn layout(
             settings.isolate,
             !settings.keep_formulas,
         ),
-    };
+    }
+    .with_raw(&files.raw_columns)?;
     let mut seen_cols = HashSet::new();
     if let Some(dup) = layout
         .headers

@@ -107,6 +107,10 @@ pub(crate) struct Settings {
     /// `--keep-formulas`: agents' values go into output CSVs as they are (by default a value
     /// a spreadsheet would evaluate gets a leading `'`).
     pub keep_formulas: bool,
+    /// BATCH.md's `raw_columns`: the output fields written as agents gave them although
+    /// formulas are guarded (set by `runner batch`, checked against the output's fields
+    /// by the plan: `sink::output_csv::Layout::with_raw`); empty elsewhere.
+    pub raw_columns: Vec<String>,
     /// `--keep-logs`: completed items keep their teammate folders (prompt, every attempt's
     /// logs) instead of being compacted into `completed.jsonl`.
     pub keep_logs: bool,
@@ -222,6 +226,7 @@ impl Settings {
             accept_changes: false,
             runner_from: None,
             keep_formulas: false,
+            raw_columns: Vec::new(),
             keep_logs: false,
             sandbox: crate::sandbox::Mode::None,
             sandbox_why_none: None,
@@ -277,6 +282,7 @@ impl Settings {
             junit: outputs.junit,
             trace: outputs.trace,
             keep_formulas: outputs.keep_formulas,
+            raw_columns: Vec::new(),
             keep_logs: outputs.keep_logs,
             dry_run: flags.dry_run,
             batch_api: flags.batch_api,

@@ -61,6 +61,17 @@ pub(crate) fn is_output(bytes: &[u8]) -> bool {
 /// Columns added with `--isolate worktree`: the teammate's branch and its head commit.
 pub(crate) const WORKTREE_COLUMNS: &[&str] = &["branch", "commit"];
 
+/// BATCH.md's `raw_columns` and where it is written, for [`Layout::with_raw`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RawColumns {
+    /// The output fields it names (empty: none).
+    pub names: Vec<String>,
+    /// The BATCH.md it is in.
+    pub file: std::path::PathBuf,
+    /// The line of `raw_columns:`.
+    pub line: Option<u64>,
+}
+
 /// The column layout of an output file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Layout {
@@ -77,6 +88,9 @@ pub(crate) struct Layout {
     /// Whether values that come from agents are written so that spreadsheets do not evaluate
     /// them as formulas ([`formula_safe`]); `false` with `--keep-formulas`.
     pub guard_formulas: bool,
+    /// Output fields written as the agent gave them even when [`Layout::guard_formulas`]
+    /// (BATCH.md `raw_columns`, [`Layout::with_raw`]): names of [`Layout::output_fields`].
+    pub raw: Vec<String>,
     /// With `stages:`, each stage's columns, after the runner's
     /// ([`super::output_stages`]); empty otherwise.
     pub stages: Vec<super::output_stages::StageColumns>,
@@ -99,6 +113,61 @@ impl Layout {
         self.headers.push(name.into());
         self.models = true;
         self
+    }
+
+    /// The names of the output fields, as `raw_columns` writes them: each schema property
+    /// (or `result`); with stages, each stage's as `STAGE.FIELD` (or `STAGE.result`).
+    pub(crate) fn output_fields(&self) -> Vec<String> {
+        let one = |prefix: &str, fields: &Option<Vec<String>>| match fields {
+            Some(f) => f.iter().map(|f| format!("{prefix}{f}")).collect(),
+            None => vec![format!("{prefix}result")],
+        };
+        match self.stages.is_empty() {
+            true => one("", &self.fields),
+            false => self
+                .stages
+                .iter()
+                .flat_map(|s| one(&format!("{}.", s.name), &s.fields))
+                .collect(),
+        }
+    }
+
+    /// Write the output fields `raw.names` as the agents gave them ([`Layout::raw`]).
+    ///
+    /// Errors: exit 2 naming `raw.file` and its line: a name that is not one of
+    /// [`Layout::output_fields`], with the one meant.
+    pub(crate) fn with_raw(mut self, raw: &RawColumns) -> Result<Layout> {
+        let known = self.output_fields();
+        if let Some(name) = raw.names.iter().find(|n| !known.contains(n)) {
+            // A stage's field by its bare name: the one stage field it can be.
+            let staged: Vec<&String> = known
+                .iter()
+                .filter(|k| k.ends_with(&format!(".{name}")))
+                .collect();
+            let meant = match staged[..] {
+                [one] => format!("; did you mean `{one}`? (a stage's field is `STAGE.FIELD`)"),
+                _ => crate::suggest::did_you_mean(name, known.iter().map(String::as_str)),
+            };
+            return Err(Error::input_at(
+                &raw.file,
+                raw.line,
+                format!(
+                    "`raw_columns`: `{name}` is not an output field of this batch{meant}; its output fields are: {}",
+                    known.join(", ")
+                ),
+            ));
+        }
+        self.raw = raw.names.clone();
+        Ok(self)
+    }
+
+    /// The agent's value `v` of output field `name` as written: guarded
+    /// ([`formula_safe`]) unless formulas are kept or the field is raw.
+    pub(crate) fn agent_value(&self, name: &str, v: String) -> String {
+        match self.guard_formulas && !self.raw.iter().any(|r| r == name) {
+            true => formula_safe(v),
+            false => v,
+        }
     }
 
     /// How many columns the stages add at the end.
@@ -197,6 +266,7 @@ pub(crate) fn layout(
         warnings,
         worktree,
         guard_formulas,
+        raw: Vec::new(),
         stages: Vec::new(),
         models: false,
     }
@@ -260,11 +330,15 @@ pub(crate) fn row(
         }
     };
     match &layout.fields {
-        Some(fields) => out.extend(fields.iter().map(|f| agent(cell(o.output.get(f))))),
+        Some(fields) => out.extend(
+            fields
+                .iter()
+                .map(|f| layout.agent_value(f, cell(o.output.get(f)))),
+        ),
         None => out.push(if o.output.is_null() {
             String::new()
         } else {
-            agent(o.output.to_string())
+            layout.agent_value("result", o.output.to_string())
         }),
     }
     out.extend([
@@ -600,6 +674,33 @@ mod tests {
         let r = row(&l, &["a.md".into()], Some(&o), (ItemStatus::Cancelled, ""));
         assert_eq!(&r[..4], &["a.md", "true", "[\"a\",\"b\"]", "completed"]);
         assert_eq!(r.len(), l.headers.len());
+    }
+
+    #[test]
+    fn a_raw_field_is_written_as_given_and_only_output_fields_can_be_raw() {
+        let schema = json!({"properties": {"patch": {}, "note": {}}});
+        let raw = |names: &[&str]| RawColumns {
+            names: names.iter().map(|n| n.to_string()).collect(),
+            file: "BATCH.md".into(),
+            line: Some(4),
+        };
+        let l = layout(&["id".into()], Some(&schema), false, true);
+        assert_eq!(l.output_fields(), ["patch", "note"]);
+        let l = l.with_raw(&raw(&["patch"])).expect("an output field");
+        let mut o = Outcome::not_run("1", "t", "t", ItemStatus::Completed, String::new());
+        o.attempts = 1;
+        o.summary = "-done".into();
+        o.output = json!({"patch": "@@ -1 +1 @@\n-a\n+b\n", "note": "+x"});
+        let r = row(&l, &["1".into()], Some(&o), (ItemStatus::Cancelled, ""));
+        let col = |name: &str| &r[l.headers.iter().position(|h| h == name).expect(name)];
+        assert_eq!(col("patch"), "@@ -1 +1 @@\n-a\n+b\n");
+        assert_eq!(col("note"), "'+x");
+        assert_eq!(col("summary"), "'-done", "a runner column stays guarded");
+        for wrong in ["summary", "id", "pach"] {
+            let l = layout(&["id".into()], Some(&schema), false, true);
+            let e = l.with_raw(&raw(&[wrong])).expect_err(wrong).to_string();
+            assert!(e.contains("BATCH.md:4") && e.contains("patch, note"), "{e}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::output_csv::{Layout, formula_safe};
+use super::output_csv::Layout;
 use crate::report::ItemStatus;
 use crate::run::record::outcome::Outcome;
 
@@ -148,14 +148,13 @@ pub(crate) fn overall(row: &str, names: &[String], stages: &[Option<Outcome>]) -
 
 /// Each stage's cells of a CSV row, after the runner's.
 pub(crate) fn cells(layout: &Layout, stages: &[Option<Outcome>]) -> Vec<String> {
-    let agent = |v: String| match layout.guard_formulas {
-        true => formula_safe(v),
-        false => v,
-    };
     let mut out = Vec::new();
     for (cols, o) in layout.stages.iter().zip(stages) {
-        let handoff_from = cols.headers().len() - HANDOFF.len();
+        let headers = cols.headers();
+        let handoff_from = headers.len() - HANDOFF.len();
         for (i, v) in values(cols, o.as_ref()).into_iter().enumerate() {
+            // An output field BATCH.md's `raw_columns` names is written as it is.
+            let agent = |v: String| layout.agent_value(&headers[i], v);
             out.push(match v {
                 Value::Null => String::new(),
                 Value::String(s) => agent(s),

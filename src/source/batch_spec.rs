@@ -15,6 +15,7 @@
 //! verify: "test -s {path}"        # argv, split like a shell would, never run by one
 //! runner_column: runner           # a row's own runner (an empty cell: the batch's)
 //! model_column: model             # a row's own model
+//! raw_columns: [patch]            # output fields written as given (no formula guard)
 //! ---
 //! Audit {path}: ...               # the instruction template ({column}, {{ and }})
 //! ```
@@ -64,6 +65,8 @@ struct BatchKeys {
     runner_column: Option<Value>,
     /// `model_column`: the input column naming a row's own model.
     model_column: Option<Value>,
+    /// `raw_columns`: output columns written without the formula guard.
+    raw_columns: Option<Value>,
 }
 
 /// The keys of one stage of `stages:`, as written ([`StageSpec`] once checked).
@@ -153,6 +156,12 @@ pub(crate) struct BatchSpec {
     pub runner_column: Option<String>,
     /// `model_column`: the input column naming a row's own model.
     pub model_column: Option<String>,
+    /// `raw_columns`: the output fields written as the agent gave them, without the
+    /// formula guard's leading `'` (a patch's `@@`, a diff's `-`): schema property names,
+    /// `STAGE.FIELD` with stages. Checked against the output's columns by the plan.
+    pub raw_columns: Vec<String>,
+    /// The line of `raw_columns:`, for the plan's message about a name it does not know.
+    pub raw_columns_line: Option<u64>,
     /// The runner options the frontmatter sets (the keys runner.toml shares).
     pub settings: FileSettings,
     /// The markdown body: the instruction template.
@@ -513,6 +522,24 @@ impl Fields<'_> {
         }
     }
 
+    /// A list of names (or one name), for `raw_columns`.
+    fn names(&self, key: &str, v: &Option<Value>) -> Result<Vec<String>> {
+        let rule = "a column name or a list of them (`[patch]`)";
+        match v {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(vec![s.trim().to_owned()]),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| self.bad(key, rule)),
+            Some(_) => Err(self.bad(key, rule)),
+        }
+    }
+
     fn string(&self, key: &str, v: &Option<Value>) -> Result<Option<String>> {
         match v {
             None | Some(Value::Null) => Ok(None),
@@ -725,6 +752,8 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
         stages,
         runner_column: fields.string("runner_column", &k.runner_column)?,
         model_column: fields.string("model_column", &k.model_column)?,
+        raw_columns: fields.names("raw_columns", &k.raw_columns)?,
+        raw_columns_line: key_line(yaml, "raw_columns"),
         settings,
         instruction: body.to_owned(),
         instruction_line: body_line,
@@ -738,6 +767,28 @@ mod tests {
 
     fn p(text: &str) -> Result<BatchSpec> {
         parse(Path::new("BATCH.md"), text)
+    }
+
+    #[test]
+    fn raw_columns_is_one_name_or_a_list_of_names_with_its_line() {
+        let spec = p("---\nid_column: id\nraw_columns: [patch, fix.diff]\n---\nDo {id}.\n")
+            .expect("valid");
+        assert_eq!(spec.raw_columns, ["patch", "fix.diff"]);
+        assert_eq!(spec.raw_columns_line, Some(3));
+        let spec = p("---\nraw_columns: patch\n---\nDo it.\n").expect("valid");
+        assert_eq!(spec.raw_columns, ["patch"]);
+        for bad in [
+            "raw_columns: [patch, 3]",
+            "raw_columns: {a: 1}",
+            "raw_columns: ['']",
+        ] {
+            let e = p(&format!("---\n{bad}\n---\nDo it.\n")).expect_err(bad);
+            let e = e.to_string();
+            assert!(
+                e.contains("BATCH.md:2") && e.contains("`raw_columns` must be"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -360,7 +360,7 @@ fn shown_command(argv: &[String]) -> String {
 
 /// The settings a user checks before a run that the plan's other lines do not show: the
 /// isolation (with worktree copy and set-up), the verify command, the output schema, the
-/// model and agent arguments, kept formulas. Each only when it applies, but isolation.
+/// model and agent arguments, kept formulas (or raw columns). Each only when it applies, but isolation.
 fn settings_lines(s: &crate::settings::Settings, schema: bool) -> Vec<String> {
     let mut lines = vec![super::isolation_line(s).to_string()];
     if s.isolate && !s.worktree_copy.is_empty() {
@@ -391,6 +391,11 @@ fn settings_lines(s: &crate::settings::Settings, schema: bool) -> Vec<String> {
     }
     if s.keep_formulas {
         lines.push("Formulas: agents' values written as they are (--keep-formulas)".into());
+    } else if !s.raw_columns.is_empty() {
+        lines.push(format!(
+            "Formulas: agents' values guarded with a leading ', but for {} (raw_columns)",
+            s.raw_columns.join(", ")
+        ));
     }
     if !s.notify.is_empty() {
         let to: Vec<String> = s.notify.iter().map(|t| t.shown()).collect();

@@ -30,6 +30,7 @@ mod mcp_lead;
 mod notify;
 mod process_faults;
 mod progress;
+mod raw_columns;
 mod regressions;
 mod sandbox;
 mod sandbox_escapes;

@@ -13,6 +13,7 @@ mod cases;
 mod chat_api;
 mod claude;
 mod codex;
+mod codex_lead;
 mod copilot;
 mod gemini;
 mod mcp;

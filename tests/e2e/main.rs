@@ -16,6 +16,7 @@ mod codex;
 mod codex_lead;
 mod copilot;
 mod gemini;
+mod gemini_lead;
 mod mcp;
 mod mcp_python;
 mod opencode;

@@ -417,7 +417,7 @@ async fn real_codex_as_the_lead_finds_and_calls_runner_mcp_tools() {
 /// Codex gives up on a waited `batch_run` at the server's `tool_timeout_sec` and cancels
 /// the call: the team is interrupted as by Ctrl-C while codex is still connected (the
 /// model's `status` call, through the same server, shows both items `cancelled`), the
-/// output CSV says so, and no teammate is left running.
+/// output CSV says so, and no teammate and no temporary file of the run is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_codex_tool_timeout_cancels_a_waited_run_and_leaves_no_process() {
     let agent = "cat > /dev/null\nsleep 120\n";
@@ -454,4 +454,26 @@ async fn real_codex_tool_timeout_cancels_a_waited_run_and_leaves_no_process() {
         s.context()
     );
     sb.assert_no_survivors();
+    let stray = temp_files(&[
+        sb.path().join("work"),
+        sb.home().join(".local/state/teammate-runner"),
+    ]);
+    assert!(stray.is_empty(), "temporary files left: {stray:?}");
+}
+
+/// Files named like temporary files (`.tmp` in the name) anywhere under `roots`.
+fn temp_files(roots: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = roots.to_vec();
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if e.file_name().to_string_lossy().contains(".tmp") {
+                found.push(path);
+            }
+        }
+    }
+    found
 }

@@ -324,8 +324,9 @@ fn statuses(sb: &Sandbox) -> Vec<(String, String)> {
 
 /// Codex as the lead finds the runner's tools through its `tool_search`, with every schema
 /// (none dropped, `batch_run`'s strict one as the server gave it: `csv_path` required, no
-/// other field), calls the read-only `todo_list` and then `batch_run` (waiting for the end),
-/// and both results come back to the model; codex printed no warning about a schema.
+/// other field, each field one plain type), calls the read-only `todo_list` (on its
+/// `readOnlyHint` alone) and then `batch_run` (waiting for the end), and both results come
+/// back to the model; codex printed no warning about a schema.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_codex_as_the_lead_finds_and_calls_runner_mcp_tools() {
     let agent = "cat > /dev/null\nprintf '{\"status\":\"completed\",\"summary\":\"did %s\"}' \
@@ -376,6 +377,27 @@ async fn real_codex_as_the_lead_finds_and_calls_runner_mcp_tools() {
         assert!(
             batch["parameters"]["properties"].get(field).is_some(),
             "batch_run's {field} reached the model: {batch:#}"
+        );
+    }
+    // What codex hands on is the server's schema as given: an optional field must be its
+    // type alone (`["integer","null"]` reached the model as it was), an integer an integer.
+    for tool in &tools {
+        for (field, schema) in tool["parameters"]["properties"]
+            .as_object()
+            .into_iter()
+            .flatten()
+        {
+            assert!(
+                schema["type"].is_string(),
+                "{}'s {field} reached the model with one plain type: {schema}",
+                tool["name"]
+            );
+        }
+    }
+    for field in ["max_concurrency", "max_runtime_seconds"] {
+        assert_eq!(
+            batch["parameters"]["properties"][field]["type"], "integer",
+            "{batch:#}"
         );
     }
     let listed = s.output(LIST_ID);

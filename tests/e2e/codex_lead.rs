@@ -10,8 +10,10 @@
 //!   tool_search = false`. The model sends a `tool_search_call` item; the next request's input
 //!   holds a `tool_search_output` whose `tools` are one `namespace` named `mcp__runner`
 //!   (the server's instructions as its description) with each runner tool as a `function`
-//!   (its `parameters` = the tool's input schema as codex kept it, `defer_loading: true`).
-//!   A schema codex could not take would be missing there.
+//!   (`defer_loading: true`, `strict: false`). Its `parameters` are the server's input
+//!   schema as given, less bounds (`minimum`, `maximum`): a `["integer","null"]` type or an
+//!   `anyOf` reached the model unchanged when the runner still sent them, and codex printed
+//!   no warning either way — so the test checks the types the model got.
 //! - the model calls a runner tool with a `function_call` item carrying `namespace:
 //!   "mcp__runner"` and the tool's `name`; codex answers with a `function_call_output`
 //!   ("Wall time: …\nOutput:" then the tool's text).

@@ -50,7 +50,7 @@ const CALL_ID: &str = "call_e2e_apply_patch_0001";
 /// The model the test's `config.toml` names, and the one the success test passes with
 /// `--model` (slugs codex 0.169.0 knows; for `gpt-5.5` it offers `apply_patch` as a tool).
 const CONFIG_MODEL: &str = "gpt-5.6-luna";
-const MODEL: &str = "gpt-5.5";
+pub(crate) const MODEL: &str = "gpt-5.5";
 
 /// OpenAI's message for a tokens-per-minute 429 (codex 0.169.0 does not print it).
 pub(crate) const RATE_LIMIT_MESSAGE: &str = "Rate limit reached for gpt-5.5 in organization org-e2e on \
@@ -199,7 +199,12 @@ impl Respond for Responses {
 }
 
 /// An OpenAI API error response (`{"error": {message, type, param, code}}`).
-fn api_error(status: u16, error_type: &str, code: &str, message: &str) -> ResponseTemplate {
+pub(crate) fn api_error(
+    status: u16,
+    error_type: &str,
+    code: &str,
+    message: &str,
+) -> ResponseTemplate {
     ResponseTemplate::new(status)
         .insert_header("x-request-id", "req_e2e_mock")
         .set_body_json(json!({
@@ -208,17 +213,17 @@ fn api_error(status: u16, error_type: &str, code: &str, message: &str) -> Respon
 }
 
 /// A server-sent-events body, as the Responses API streams it (`event:` = the `type`).
-fn sse(events: &[Value]) -> ResponseTemplate {
+pub(crate) fn sse(events: &[Value]) -> ResponseTemplate {
     support::event_stream(support::named_events(events))
         .insert_header("x-request-id", "req_e2e_mock")
 }
 
-fn response_created(id: &str) -> Value {
+pub(crate) fn response_created(id: &str) -> Value {
     json!({"type": "response.created", "sequence_number": 0,
            "response": {"id": id, "object": "response", "status": "in_progress", "output": []}})
 }
 
-fn response_completed(id: &str, (input, output): (u64, u64)) -> Value {
+pub(crate) fn response_completed(id: &str, (input, output): (u64, u64)) -> Value {
     json!({
         "type": "response.completed",
         "response": {
@@ -266,7 +271,7 @@ fn apply_patch_response(turn: usize, report: &str) -> Vec<Value> {
 }
 
 /// An assistant message with `text`, streamed in two deltas.
-fn text_response(turn: usize, text: &str, usage: (u64, u64)) -> Vec<Value> {
+pub(crate) fn text_response(turn: usize, text: &str, usage: (u64, u64)) -> Vec<Value> {
     let id = format!("resp_e2e_{turn:02}");
     let msg = format!("msg_e2e_{turn:02}");
     let cut = (text.len() / 2..=text.len())
@@ -365,7 +370,7 @@ async fn mock_api(script: Script) -> Api {
 // Running `runner` with codex
 
 /// The environment variable the test's model provider reads its key from.
-const KEY_VAR: &str = "MOCK_API_KEY";
+pub(crate) const KEY_VAR: &str = "MOCK_API_KEY";
 
 /// codex's wiring for the shared cases (`table.rs`).
 pub(crate) struct Codex;
@@ -487,7 +492,7 @@ impl Agent for Codex {
 
 /// `<home>/.codex/config.toml`: the stand-in as a custom Responses-API provider with its
 /// retries off, and nothing that would reach the network (no plugin sync, no analytics).
-fn write_codex_config(sb: &Sandbox, api: &str) -> std::path::PathBuf {
+pub(crate) fn write_codex_config(sb: &Sandbox, api: &str) -> std::path::PathBuf {
     let codex_home = sb.home().join(".codex");
     std::fs::create_dir_all(&codex_home).expect("mkdir .codex");
     std::fs::write(

@@ -256,7 +256,12 @@ impl Respond for CountTokens {
 }
 
 /// A Google API error response (`google.rpc.Status` under `error`).
-fn google_error(code: u16, status: &str, message: &str, details: Value) -> ResponseTemplate {
+pub(crate) fn google_error(
+    code: u16,
+    status: &str,
+    message: &str,
+    details: Value,
+) -> ResponseTemplate {
     ResponseTemplate::new(code).set_body_json(google_error_body(code, status, message, details))
 }
 
@@ -295,7 +300,7 @@ fn google_error_body(code: u16, status: &str, message: &str, details: Value) -> 
     json!({"error": {"code": code, "message": message, "status": status, "details": details}})
 }
 
-fn usage((prompt, candidates): (u64, u64)) -> Value {
+pub(crate) fn usage((prompt, candidates): (u64, u64)) -> Value {
     json!({
         "promptTokenCount": prompt,
         "candidatesTokenCount": candidates,
@@ -305,7 +310,7 @@ fn usage((prompt, candidates): (u64, u64)) -> Value {
 
 /// One streamed `GenerateContentResponse` with a text part; the last one carries
 /// `finishReason` and the usage.
-fn text_chunk(text: &str, u: (u64, u64), last: bool) -> Value {
+pub(crate) fn text_chunk(text: &str, u: (u64, u64), last: bool) -> Value {
     let mut candidate = json!({
         "content": {"role": "model", "parts": [{"text": text}]},
         "index": 0
@@ -322,7 +327,7 @@ fn text_chunk(text: &str, u: (u64, u64), last: bool) -> Value {
 }
 
 /// A server-sent-events body as the Gemini API streams it (`alt=sse`).
-fn sse(chunks: &[Value]) -> ResponseTemplate {
+pub(crate) fn sse(chunks: &[Value]) -> ResponseTemplate {
     let mut body = String::new();
     for c in chunks {
         body.push_str(&format!("data: {c}\r\n\r\n"));
@@ -513,7 +518,7 @@ impl Agent for Gemini {
 /// - no `general.maxAttempts`: the definition's system defaults set it (1: no retry of the
 ///   main model's requests; the CLI's default is 10);
 /// - `privacy.usageStatisticsEnabled = false`: no telemetry posts to play.googleapis.com.
-fn write_settings(sb: &Sandbox) {
+pub(crate) fn write_settings(sb: &Sandbox) {
     let dir = sb.home().join(".gemini");
     std::fs::create_dir_all(&dir).expect("mkdir .gemini");
     let settings = json!({
@@ -524,7 +529,7 @@ fn write_settings(sb: &Sandbox) {
 }
 
 /// Gemini CLI's environment: the stand-in at `api`, `key` as `GEMINI_API_KEY`.
-fn gemini_env(api: &str, key: Option<&str>) -> Vec<(&'static str, String)> {
+pub(crate) fn gemini_env(api: &str, key: Option<&str>) -> Vec<(&'static str, String)> {
     let mut env = vec![("GOOGLE_GEMINI_BASE_URL", api.to_string())];
     if let Some(k) = key {
         env.push(("GEMINI_API_KEY", k.to_string()));

@@ -496,6 +496,13 @@ table! {
             .reason(&["rate limit reached for gpt-4o"])
             .exit_code("1")
             .calls(Calls::Exactly(6)),
+            // No key in its provider settings: Cline still calls the API, with no key, and
+            // the API's 401 is the reason.
+            missing_key_fails_the_item_as_auth: Failure::new(Script::WriteReport, "auth")
+                .key(Key::Missing)
+                .reason(&["incorrect api key provided"])
+                .exit_code("1")
+                .calls(Calls::Exactly(1)),
         }
     }
 

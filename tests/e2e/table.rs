@@ -487,8 +487,8 @@ table! {
                 .reason(&["incorrect api key provided: sk-bad"])
                 .exit_code("1")
                 .calls(Calls::Exactly(1)),
-            // Cline retries a 429 itself (20 ms apart, from retry-after-ms); the runner's one
-            // more attempt after the team's pause fails the same way: 6 calls in all.
+            // Cline retries a 429 itself (the stand-in asks for 20 ms); the runner's one more
+            // attempt after the team's pause fails the same way: 6 calls in all.
             rate_limit_429_fails_the_item_as_rate_limited: Failure::fault(
                 Reply::rate_limited(),
                 "rate_limited",

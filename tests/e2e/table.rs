@@ -478,6 +478,8 @@ table! {
             report_in_the_final_text_completes(),
             stalled_api_times_out_and_leaves_no_process("15s", SECS_60),
             completes_under_the_landlock_sandbox(),
+            // The 429, its own retry (the editor turn), the final turn.
+            one_429_is_retried_by_the_cli_within_the_attempt(3),
         }
         // Cline's `error` event quotes the API's message; it exits 1.
         fails {

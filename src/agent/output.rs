@@ -254,6 +254,17 @@ mod tests {
                 "{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"stopReason\":\"stop\"}}\n",
                 Some(false),
             ),
+            // cline: the run_result's finishReason.
+            (
+                "cline",
+                "{\"type\":\"agent_event\",\"event\":{\"type\":\"error\",\"error\":{\"message\":\"401\"}}}\n{\"type\":\"run_result\",\"finishReason\":\"error\",\"text\":\"401\"}\n",
+                Some(true),
+            ),
+            (
+                "cline",
+                "{\"type\":\"run_result\",\"finishReason\":\"completed\",\"text\":\"done\"}\n",
+                Some(false),
+            ),
             // opencode: an error line after the last finished step.
             (
                 "opencode",

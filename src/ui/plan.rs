@@ -212,6 +212,7 @@ fn command_line(
     let inv = spec.settings.runner.invocation(&args).ok()?;
     let how = match spec.settings.runner.prompt {
         crate::agent::PromptMode::Stdin => "prompt on stdin",
+        crate::agent::PromptMode::Pipe => "prompt on stdin through a pipe",
         crate::agent::PromptMode::File => "prompt in prompt.md",
         crate::agent::PromptMode::Argument => "prompt as an argument",
     };

@@ -12,6 +12,7 @@ mod aider;
 mod cases;
 mod chat_api;
 mod claude;
+mod cline;
 mod codex;
 mod codex_lead;
 mod copilot;

@@ -472,6 +472,42 @@ table! {
         }
     }
 
+    cline: crate::cline::Cline {
+        cases {
+            writes_the_report_and_the_item_completes(),
+            report_in_the_final_text_completes(),
+            stalled_api_times_out_and_leaves_no_process("15s", SECS_60),
+            completes_under_the_landlock_sandbox(),
+            // The 429, its own retry (the editor turn), the final turn.
+            one_429_is_retried_by_the_cli_within_the_attempt(3),
+        }
+        // Cline's `error` event quotes the API's message; it exits 1.
+        fails {
+            // A 401 is not retried.
+            bad_key_401_fails_the_item_as_auth: Failure::new(Script::WriteReport, "auth")
+                .key(Key::Wrong("sk-bad"))
+                .reason(&["incorrect api key provided: sk-bad"])
+                .exit_code("1")
+                .calls(Calls::Exactly(1)),
+            // Cline retries a 429 itself (the stand-in asks for 20 ms); the runner's one more
+            // attempt after the team's pause fails the same way: 6 calls in all.
+            rate_limit_429_fails_the_item_as_rate_limited: Failure::fault(
+                Reply::rate_limited(),
+                "rate_limited",
+            )
+            .reason(&["rate limit reached for gpt-4o"])
+            .exit_code("1")
+            .calls(Calls::Exactly(6)),
+            // No key in its provider settings: Cline still calls the API, with no key, and
+            // the API's 401 is the reason.
+            missing_key_fails_the_item_as_auth: Failure::new(Script::WriteReport, "auth")
+                .key(Key::Missing)
+                .reason(&["incorrect api key provided"])
+                .exit_code("1")
+                .calls(Calls::Exactly(1)),
+        }
+    }
+
     aider: crate::aider::Aider {
         cases {
             // Its work is an edit of `notes.txt` (it has no tools), its report in its reply.

@@ -433,6 +433,66 @@ fn agents_that_read_stdin_to_eof_or_never_read_it_both_finish() {
     );
 }
 
+/// `prompt = "pipe"`: a CLI that reads its prompt only from a pipe (`test -p /dev/stdin`,
+/// like Cline) gets the whole prompt — larger than a pipe buffer — then end of input; with
+/// `prompt = "stdin"` (a read-only file) the same agent refuses it.
+#[test]
+fn a_definition_with_prompt_pipe_hands_the_prompt_through_a_pipe() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id\n1\n");
+    sb.write(
+        "instr.md",
+        format!("Item {{id}}.\n{}\n", "filler line\n".repeat(20_000)),
+    );
+    let script = sb.write(
+        "pipe_only.sh",
+        "#!/bin/sh\ntest -p /dev/stdin || { echo 'error: stdin is not a pipe' >&2; exit 3; }\n\
+         wc -c > \"$RUNNER_TEAMMATE_DIR/stdin-bytes\"\n\
+         printf '{\"status\":\"completed\",\"summary\":\"read a pipe\"}' > \"$RUNNER_REPORT\"\n",
+    );
+    for (prompt, code) in [("stdin", 1), ("pipe", 0)] {
+        sb.write(
+            "piped.toml",
+            format!(
+                "name='piped'\nprogram='sh'\nargs=['{}']\nprompt='{prompt}'\noutput='text'\n",
+                script.display()
+            ),
+        );
+        let _ = std::fs::remove_dir_all(sb.join("out.runner"));
+        let _ = std::fs::remove_file(sb.join("out.csv"));
+        let r: crate::harness::Run = sb
+            .cmd(&[
+                "batch",
+                "--input",
+                "in.csv",
+                "--instruction",
+                "instr.md",
+                "--output",
+                "out.csv",
+                "--format",
+                "plain",
+                "--timeout",
+                "20s",
+                "--keep-logs",
+                "--runner-file",
+                "piped.toml",
+            ])
+            .output()
+            .expect("run")
+            .into();
+        assert_eq!(r.code, code, "prompt = {prompt}: {r:?}");
+    }
+    let bytes: usize = sb
+        .read("out.runner/teammates/1-1/work/stdin-bytes")
+        .trim()
+        .parse()
+        .expect("count");
+    let prompt = std::fs::metadata(sb.join("out.runner/teammates/1-1/prompt.md"))
+        .expect("prompt")
+        .len() as usize;
+    assert_eq!(bytes, prompt, "the whole prompt through the pipe, then EOF");
+}
+
 #[test]
 fn the_runner_environment_reaches_the_agent() {
     let sb = Sandbox::new();

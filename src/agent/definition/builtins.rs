@@ -22,6 +22,7 @@ pub(crate) const BUILTIN: &[(&str, &str)] = &[
     ("copilot", include_str!("../../../runners/copilot.toml")),
     ("aider", include_str!("../../../runners/aider.toml")),
     ("pi", include_str!("../../../runners/pi.toml")),
+    ("cline", include_str!("../../../runners/cline.toml")),
     ("exec", include_str!("../../../runners/exec.toml")),
     ("openai", include_str!("../../../runners/openai.toml")),
     ("anthropic", include_str!("../../../runners/anthropic.toml")),
@@ -43,6 +44,7 @@ pub(crate) const DETECT_ORDER: &[&str] = &[
     "copilot",
     "aider",
     "pi",
+    "cline",
 ];
 
 /// Where the store's definition `name` is (it need not exist): `<store>/runners/<name>.toml`.

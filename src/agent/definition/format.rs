@@ -123,6 +123,10 @@ pub(crate) enum PromptMode {
     /// `prompt.md` is the child's stdin, opened read-only (as with `< prompt.md`).
     #[default]
     Stdin,
+    /// The prompt is the child's stdin through a pipe the runner writes and then closes
+    /// (as with `cat prompt.md |`): for a CLI that reads stdin only when it is a pipe
+    /// (`test -p /dev/stdin`).
+    Pipe,
     /// Left in `prompt.md`; the args name it with `{prompt_file}`. stdin is /dev/null.
     File,
     /// The prompt text itself is an argument (`{prompt}`), at most [`MAX_PROMPT_ARG_BYTES`].

@@ -54,6 +54,9 @@ pub(crate) struct Invocation {
     pub args: Vec<String>,
     /// Whether the prompt is written to stdin (else stdin is /dev/null).
     pub prompt_on_stdin: bool,
+    /// With `prompt_on_stdin`: whether stdin is a pipe (`prompt = "pipe"`) rather than a
+    /// read-only file.
+    pub stdin_pipe: bool,
     /// Variables to remove from the environment.
     pub env_unset: Vec<String>,
     /// Variables to set; state folders are relative names resolved by the run layer.
@@ -107,6 +110,7 @@ impl RunnerDef {
                 program: String::new(),
                 args: Vec::new(),
                 prompt_on_stdin: false,
+                stdin_pipe: false,
                 env_unset: Vec::new(),
                 env_set: Vec::new(),
                 state_dirs: Vec::new(),
@@ -180,7 +184,8 @@ impl RunnerDef {
         Ok(Invocation {
             program,
             args,
-            prompt_on_stdin: self.prompt == PromptMode::Stdin,
+            prompt_on_stdin: matches!(self.prompt, PromptMode::Stdin | PromptMode::Pipe),
+            stdin_pipe: self.prompt == PromptMode::Pipe,
             env_unset: self.env.unset.clone(),
             env_set,
             state_dirs: self.env.state_dirs.clone(),

@@ -97,6 +97,18 @@ fn exec_runs_the_command_with_prompt_on_stdin() {
 }
 
 #[test]
+fn prompt_pipe_puts_the_prompt_on_stdin_through_a_pipe() {
+    let vars = BTreeMap::new();
+    let parsed = |toml: &str| RunnerDef::parse(Path::new("x.toml"), toml).expect("parses");
+    let def = parsed("name='x'\nprogram='x'\nargs=[]\nprompt='pipe'\n");
+    let inv = def.invocation(&args(&[], &vars)).expect("expands");
+    assert!(inv.prompt_on_stdin && inv.stdin_pipe, "{inv:?}");
+    let def = parsed("name='x'\nprogram='x'\nargs=[]\nprompt='stdin'\n");
+    let inv = def.invocation(&args(&[], &vars)).expect("expands");
+    assert!(inv.prompt_on_stdin && !inv.stdin_pipe, "{inv:?}");
+}
+
+#[test]
 fn placeholders_vars_and_model() {
     let def = RunnerDef::parse(
         Path::new("x.toml"),

@@ -39,9 +39,10 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
             Some(_) => crate::sandbox::unset_under_sandbox(&inv.env_unset, attempt.env),
         },
         env_set: attempt.env.to_vec(),
-        stdin: match inv.prompt_on_stdin {
-            true => Stdin::Text(attempt.prompt.into()),
-            false => Stdin::Null,
+        stdin: match (inv.prompt_on_stdin, inv.stdin_pipe) {
+            (true, false) => Stdin::Text(attempt.prompt.into()),
+            (true, true) => Stdin::Pipe(attempt.prompt.into()),
+            (false, _) => Stdin::Null,
         },
         stdout_log: attempt.stdout_log.clone(),
         hold_stdout: true,

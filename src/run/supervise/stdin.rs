@@ -1,5 +1,6 @@
-//! What an attempt's process reads on its stdin ([`Stdin`]): nothing, a file, or the prompt
-//! held in memory as a sealed in-memory file — never a pipe the runner has to feed.
+//! What an attempt's process reads on its stdin ([`Stdin`]): nothing, a file, the prompt
+//! held in memory as a sealed in-memory file, or — for a CLI that reads only a pipe — the
+//! prompt through a pipe a thread of the runner writes and closes.
 
 use std::process::Stdio;
 
@@ -19,6 +20,24 @@ pub(crate) enum Stdin {
     /// to disk and nothing in a teammate's reach can change it (DESIGN §6b: the runner's
     /// records are handed to the teammate as open descriptors).
     Text(std::sync::Arc<str>),
+    /// This text through a pipe (`prompt = "pipe"`, as with `cat prompt.md |`): a thread
+    /// writes it and closes the pipe, so the child reads it and then end of input. A child
+    /// that exits without reading it all ends the write (broken pipe), and so the thread.
+    Pipe(std::sync::Arc<str>),
+}
+
+/// A pipe's read end that yields `text`, then end of input ([`Stdin::Pipe`]).
+fn piped_text(text: std::sync::Arc<str>) -> std::io::Result<std::io::PipeReader> {
+    use std::io::Write;
+    let (reader, mut writer) = std::io::pipe()?;
+    std::thread::Builder::new()
+        .name("runner-prompt-pipe".into())
+        .spawn(move || {
+            // A child that stops reading early closes its end: the write fails, which is
+            // its choice, not an error of the run.
+            let _ = writer.write_all(text.as_bytes());
+        })?;
+    Ok(reader)
 }
 
 /// A sealed in-memory file holding `text`, positioned at its start ([`Stdin::Text`]).
@@ -61,6 +80,10 @@ impl Stdin {
             Stdin::Text(text) => Stdio::from(
                 sealed_text(text)
                     .map_err(|e| ("cannot hand the prompt over in memory".to_owned(), e))?,
+            ),
+            Stdin::Pipe(text) => Stdio::from(
+                piped_text(text.clone())
+                    .map_err(|e| ("cannot hand the prompt over through a pipe".to_owned(), e))?,
             ),
         })
     }

@@ -215,9 +215,10 @@ impl RunnerTools {
                 format!("todo_resolve of items {select}"),
             ),
         };
-        if let Some(text) = self.runs.busy().await {
-            return Ok(refused(text));
-        }
+        let slot = match self.runs.reserve(&what).await {
+            Ok(slot) => slot,
+            Err(text) => return Ok(refused(text)),
+        };
         let mut args: Vec<OsString> = vec!["resolve".into(), "--yes".into()];
         match store_args(&p.store) {
             Ok(s) => args.extend(s),
@@ -232,8 +233,8 @@ impl RunnerTools {
         Ok(self
             .runs
             .start(
+                slot,
                 Start::Resolve(Box::new(args)),
-                what,
                 p.team.wait,
                 ctx,
                 Vec::new(),
@@ -254,9 +255,11 @@ impl RunnerTools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let p = arguments!(p);
-        if let Some(text) = self.runs.busy().await {
-            return Ok(refused(text));
-        }
+        let what = format!("batch_run of {}", p.csv_path);
+        let slot = match self.runs.reserve(&what).await {
+            Ok(slot) => slot,
+            Err(text) => return Ok(refused(text)),
+        };
         let argv = match batch_argv(&p, &self.cwd) {
             Ok(a) => a,
             Err(e) => return Ok(refused(e)),
@@ -272,12 +275,11 @@ impl RunnerTools {
                 return Ok(refused(e));
             }
         };
-        let what = format!("batch_run of {}", p.csv_path);
         Ok(self
             .runs
             .start(
+                slot,
                 Start::Batch(Box::new(args)),
-                what,
                 p.team.wait,
                 ctx,
                 argv.written,

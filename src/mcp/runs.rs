@@ -211,7 +211,7 @@ struct State {
 pub(crate) struct Runs(Arc<Mutex<State>>);
 
 /// The run slot, held from the command's checks to the pipeline's return.
-struct Slot(Runs);
+pub(crate) struct Slot(Runs);
 
 impl Drop for Slot {
     fn drop(&mut self) {
@@ -224,16 +224,17 @@ impl Runs {
         f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Why a run cannot start now (another one is under way), if it cannot: a run tool asks
-    /// before it writes anything (an inline instruction beside the output). A run already
-    /// interrupted (a cancelled call, `stop`) is waited for first, up to [`STOP_WAIT`]: a
-    /// client that retries a cancelled call gets its run, not a refusal.
-    pub(crate) async fn busy(&self) -> Option<String> {
+    /// Take the slot for a run of `what` before the run tool writes anything (an inline
+    /// instruction beside the output), or say which run holds it: two calls sent together
+    /// never both write, and a refused call never removes what the other one runs on. A
+    /// run already interrupted (a cancelled call, `stop`) is waited for first, up to
+    /// [`STOP_WAIT`]: a client that retries a cancelled call gets its run, not a refusal.
+    pub(crate) async fn reserve(&self, what: &str) -> std::result::Result<Slot, String> {
         let stopping = |a: &Active| a.interrupted > 0 || a.cancelled.as_ref().is_some_and(|c| c());
         if self.with(|s| s.active.as_ref().is_some_and(stopping)) {
             self.wait_idle(STOP_WAIT).await;
         }
-        self.with(|s| s.active.as_ref().map(|a| busy_text(&a.what)))
+        self.take(what)
     }
 
     /// Take the slot for `what`, or say which run holds it.
@@ -289,26 +290,19 @@ impl Runs {
         true
     }
 
-    /// Start `start` (`what` names it to a second caller): to its end with progress
+    /// Start `start` in `slot` (from [`Runs::reserve`]): to its end with progress
     /// notifications when `wait` (answering with its `run_finished` and `run_ended` events
     /// and its exit code), else until it has started (answering with its team, workspace and
     /// item count while it goes on). `written`: the files the call wrote for the run, removed
     /// when the run is refused (a refused call leaves nothing behind).
     pub(crate) async fn start(
         &self,
+        slot: Slot,
         start: Start,
-        what: String,
         wait: bool,
         ctx: RequestContext<RoleServer>,
         written: Vec<PathBuf>,
     ) -> CallToolResult {
-        let slot = match self.take(&what) {
-            Ok(s) => s,
-            Err(text) => {
-                super::argv::remove_written(&written);
-                return refused(text);
-            }
-        };
         let (tx, rx) = mpsc::unbounded_channel();
         // The checks and the plan read files (and `resolve` writes the batch): off the
         // protocol's workers.

@@ -80,9 +80,17 @@ impl Client {
 
     /// Send a request and read until its response; every line read must be JSON-RPC.
     pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let id = self.send_request(method, params);
+        self.response(id)
+    }
+
+    /// The response to request `id` (sent with [`Client::send_request`]): one read already,
+    /// or read until it comes; every line read must be JSON-RPC.
+    pub(crate) fn response(&mut self, id: u64) -> Value {
+        if let Some(i) = self.notes.iter().position(|m| m["id"] == id) {
+            return self.notes.remove(i);
+        }
+        let method = format!("request {id}");
         loop {
             let mut line = String::new();
             let n = self.stdout.read_line(&mut line).expect("read");

@@ -176,6 +176,78 @@ fn todo_resolve_takes_stable_ids_refuses_gone_ones_and_names_what_it_moved() {
     assert!(inbox.contains("Beta") && inbox.contains("Delta"), "{inbox}");
 }
 
+/// Two run calls sent together (a lead retrying, two sub-agents): one runs, the other is
+/// refused, and the refused one never touches the files the running one reads (it used to
+/// write the inline instruction, then remove it on its refusal, under the running team).
+#[test]
+fn two_run_calls_sent_together_never_break_each_other() {
+    for _ in 0..4 {
+        let sb = Sandbox::new();
+        let agent = crate::mcp::csv_batch(&sb);
+        // Slow enough that the second call always comes while the first one runs.
+        let script = format!("sleep 1\n{}", sb.read("agent.sh"));
+        sb.write("agent.sh", &script);
+        let mut c = Client::start(&sb);
+        let call = json!({"name": "batch_run", "arguments": {
+            "csv_path": "rows.csv", "instruction": "Look at {topic}.", "id_column": "id",
+            "command": ["sh", &agent], "wait": true}});
+        let first = c.send_request("tools/call", call.clone());
+        let second = c.send_request("tools/call", call);
+        let answers = [c.response(first), c.response(second)];
+        let texts: Vec<(bool, String)> = answers
+            .iter()
+            .map(|r| {
+                let result = &r["result"];
+                (
+                    result["isError"].as_bool().unwrap_or(false),
+                    result["content"][0]["text"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                )
+            })
+            .collect();
+        let ran: Vec<&(bool, String)> = texts.iter().filter(|(err, _)| !err).collect();
+        assert_eq!(ran.len(), 1, "one call runs: {texts:?}");
+        let refused = texts.iter().find(|(err, _)| *err).expect("one is refused");
+        assert!(refused.1.contains("batch_run of rows.csv"), "{refused:?}");
+        let answer: Value = serde_json::from_str(&ran[0].1).expect("JSON");
+        assert_eq!(answer["exit_code"], 0, "{answer}");
+        assert_eq!(
+            sb.read("workers-output.instruction.md"),
+            "Look at {topic}.",
+            "the running call's instruction is still there"
+        );
+        let statuses: Vec<String> = csv_rows(&sb.join("workers-output.csv"))
+            .into_iter()
+            .map(|r| r["status"].clone())
+            .collect();
+        assert_eq!(statuses, ["completed"; 3]);
+    }
+}
+
+/// A long item (a pasted log, 200 KiB) is added as any other: the server hands its text to
+/// the library, not to a command line (issue 51: over ~128 KiB failed with "Argument list
+/// too long" when each tool ran `runner add` as a subprocess).
+#[test]
+fn todo_add_takes_an_item_longer_than_any_command_line() {
+    let sb = Sandbox::new();
+    let mut c = Client::start(&sb);
+    let long = format!("Read this log: {}", "x".repeat(200 * 1024));
+    let (err, text) = c.call("todo_add", json!({"text": long, "store": "S"}));
+    assert!(!err, "{}", &text[..text.len().min(500)]);
+    let inbox = sb.read("S/todo.md");
+    assert!(inbox.contains(&long), "the whole text is in the inbox");
+    let (err, text) = c.call("todo_list", json!({"store": "S"}));
+    assert!(!err, "{}", &text[..text.len().min(500)]);
+    let listed: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(
+        listed["items"].as_array().map(Vec::len),
+        Some(1),
+        "one item"
+    );
+}
+
 #[test]
 fn arguments_are_checked_by_field_and_an_unknown_one_is_refused_with_the_one_meant() {
     let sb = Sandbox::new();

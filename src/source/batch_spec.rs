@@ -709,7 +709,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
     let (keys, others) = read_noting_unknown::<BatchKeys, _>(Value::Object(map.clone()));
     let keys = keys.map_err(|e| Error::input_at(path, Some(2), e.to_string()))?;
     map.retain(|k, _| others.contains(k));
-    let (settings, unknown) = FileSettings::from_map(map).map_err(|p| match p {
+    let (mut settings, unknown) = FileSettings::from_map(map).map_err(|p| match p {
         KeyProblem::Invalid { key, rule } => {
             let top = key.split('.').next().unwrap_or_default();
             Error::input_at(path, key_line(yaml, top), format!("`{key}` {rule}"))
@@ -718,6 +718,9 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
             Error::input_at(path, None, format!("unknown key `{key}`"))
         }
     })?;
+    if settings.notify.is_some() {
+        settings.notify_at = Some(crate::settings::set_at(path, key_line(yaml, "notify")));
+    }
     let warnings = unknown
         .into_iter()
         .filter_map(|p| match p {

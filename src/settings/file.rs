@@ -142,6 +142,9 @@ fn notify<'de, D: Deserializer<'de>>(d: D) -> De<Vec<NotifyTarget>, D::Error> {
     };
     match Value::deserialize(d)? {
         Value::Null => Ok(None),
+        Value::Array(items) if items.is_empty() => Err(serde::de::Error::custom(
+            "is an empty list, which notifies nowhere; give a target or remove the key",
+        )),
         Value::Array(items) => items
             .into_iter()
             .map(one)
@@ -236,6 +239,9 @@ fn argv<'de, D: Deserializer<'de>>(d: D) -> De<Vec<String>, D::Error> {
 fn paths<'de, D: Deserializer<'de>>(d: D) -> De<Vec<String>, D::Error> {
     match Value::deserialize(d)? {
         Value::Null => Ok(None),
+        Value::Array(items) if items.is_empty() => Err(serde::de::Error::custom(
+            "is an empty list, which notifies nowhere; give a target or remove the key",
+        )),
         Value::Array(items) => items
             .into_iter()
             .map(|v| match v {

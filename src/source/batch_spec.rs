@@ -522,9 +522,24 @@ impl Fields<'_> {
         }
     }
 
-    /// A list of names (or one name), for `raw_columns`.
+    /// A list of names (or one name), for `raw_columns`; a name given twice is refused.
     fn names(&self, key: &str, v: &Option<Value>) -> Result<Vec<String>> {
         let rule = "a column name or a list of them (`[patch]`)";
+        let names = self.name_list(key, v, rule)?;
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) {
+                return Err(Error::input_at(
+                    self.path,
+                    key_line(self.yaml, key),
+                    format!("`{key}` names `{name}` twice; list each column once"),
+                ));
+            }
+        }
+        Ok(names)
+    }
+
+    /// [`Self::names`] before the check for duplicates.
+    fn name_list(&self, key: &str, v: &Option<Value>, rule: &str) -> Result<Vec<String>> {
         match v {
             None | Some(Value::Null) => Ok(Vec::new()),
             Some(Value::String(s)) if !s.trim().is_empty() => Ok(vec![s.trim().to_owned()]),

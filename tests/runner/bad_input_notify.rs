@@ -66,6 +66,13 @@ pub(crate) fn notify_cases() -> Vec<Case> {
             "comma list"
         ),
         batch_md_case!(
+            "BATCH.md notify an empty list",
+            b"---\nid_column: id\nnotify: [ ]\n---\nDo {id}\n",
+            2,
+            "BATCH.md:3:",
+            "give a target or remove the key"
+        ),
+        batch_md_case!(
             "BATCH.md notify command not installed",
             b"---\nid_column: id\nnotify: no-such-notifier-program --x\n---\nDo {id}\n",
             3,
@@ -79,6 +86,13 @@ pub(crate) fn notify_cases() -> Vec<Case> {
             "runner.toml:2:",
             "ftp://",
             ACCEPTED
+        ),
+        runner_toml_case!(
+            "runner.toml notify an empty list",
+            b"runner = 'exec'\nnotify = [ ]\n",
+            2,
+            "runner.toml:2:",
+            "give a target or remove the key"
         ),
         runner_toml_case!(
             "runner.toml notify command not installed",

@@ -386,8 +386,8 @@ pub(super) fn notify(flags: &RunArgs, file: &FileSettings) -> Result<Vec<NotifyT
             .iter()
             .map(|t| {
                 t.parse::<NotifyTarget>().map_err(|why| {
-                    // A URL's path may be its secret.
-                    let shown = match t.trim_start().to_ascii_lowercase().starts_with("http") {
+                    // A URL's path may be its secret, also in a comma list or another scheme.
+                    let shown = match t.contains("://") {
                         true => crate::redact::webhook(t),
                         false => t.clone(),
                     };

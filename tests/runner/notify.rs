@@ -277,6 +277,12 @@ fn a_notify_target_that_cannot_work_is_refused_and_the_dry_run_names_them_redact
         r.stderr.contains("--notify") && !r.stderr.contains("s3cr3t"),
         "{r:?}"
     );
+    let r = sb.fake_batch(&["--notify", "bell,https://hooks.example.com/hooks/s3cr3t"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("comma list") && !r.stderr.contains("s3cr3t"),
+        "{r:?}"
+    );
     assert!(!sb.join("workers-output.csv").exists());
 }
 

@@ -81,6 +81,10 @@ pub(crate) struct FileSettings {
     /// command lines.
     #[serde(default, deserialize_with = "notify")]
     pub notify: Option<Vec<NotifyTarget>>,
+    /// Where `notify` was set (`BATCH.md:6`, `…/runner.toml:3`), for the message about a
+    /// notify command whose program is missing; filled in by the file's reader.
+    #[serde(skip)]
+    pub notify_at: Option<String>,
 }
 
 /// `worktree:` in BATCH.md, `[worktree]` in runner.toml.
@@ -138,6 +142,9 @@ fn notify<'de, D: Deserializer<'de>>(d: D) -> De<Vec<NotifyTarget>, D::Error> {
     };
     match Value::deserialize(d)? {
         Value::Null => Ok(None),
+        Value::Array(items) if items.is_empty() => Err(serde::de::Error::custom(
+            "is an empty list, which notifies nowhere; give a target or remove the key",
+        )),
         Value::Array(items) => items
             .into_iter()
             .map(one)
@@ -232,6 +239,9 @@ fn argv<'de, D: Deserializer<'de>>(d: D) -> De<Vec<String>, D::Error> {
 fn paths<'de, D: Deserializer<'de>>(d: D) -> De<Vec<String>, D::Error> {
     match Value::deserialize(d)? {
         Value::Null => Ok(None),
+        Value::Array(items) if items.is_empty() => Err(serde::de::Error::custom(
+            "is an empty list, which notifies nowhere; give a target or remove the key",
+        )),
         Value::Array(items) => items
             .into_iter()
             .map(|v| match v {
@@ -327,7 +337,7 @@ impl FileSettings {
             );
             return Err(Error::input_at(path, keys.line(&key), message));
         }
-        read.map_err(|e| {
+        let mut read = read.map_err(|e| {
             let line = line_of(e.inner().span());
             let message = match KeyProblem::invalid(e.path(), e.inner().message()) {
                 KeyProblem::Invalid { key, .. } if !key.is_empty() => {
@@ -336,7 +346,19 @@ impl FileSettings {
                 _ => e.inner().message().to_owned(),
             };
             Error::input_at(path, line, message)
-        })
+        })?;
+        if read.notify.is_some() {
+            read.notify_at = Some(set_at(path, keys.line("notify")));
+        }
+        Ok(read)
+    }
+}
+
+/// `path:line` (or `path` without a line), as messages name where a key was set.
+pub(crate) fn set_at(path: &Path, line: Option<u64>) -> String {
+    match line {
+        Some(l) => format!("{}:{l}", path.display()),
+        None => path.display().to_string(),
     }
 }
 
@@ -382,7 +404,9 @@ mod tests {
             "notify = ['https://h.example/x', 'bell']\n",
         )
         .expect("valid");
-        assert_eq!(from_yaml, from_toml);
+        assert_eq!(from_yaml.notify, from_toml.notify);
+        // For the message about a notify command whose program is missing.
+        assert_eq!(from_toml.notify_at.as_deref(), Some("runner.toml:1"));
         let one = FileSettings::from_map(map("notify: bell\n"))
             .expect("valid")
             .0;

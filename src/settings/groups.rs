@@ -372,8 +372,13 @@ pub(super) fn limits(flags: &RunArgs, file: &FileSettings) -> Result<Limits> {
 /// from the folder runner was started in.
 ///
 /// Errors: a `--notify` that is neither URL, `bell` nor a command line (exit 2, the URL
-/// redacted); a command whose program is not found (exit 3).
+/// redacted); a command whose program is not found (exit 3, naming `--notify` or the file
+/// and line of `notify`).
 pub(super) fn notify(flags: &RunArgs, file: &FileSettings) -> Result<Vec<NotifyTarget>> {
+    let set_by = match flags.notify.is_empty() {
+        true => file.notify_at.as_deref().unwrap_or("notify"),
+        false => "--notify",
+    };
     let targets = match flags.notify.is_empty() {
         true => file.notify.clone().unwrap_or_default(),
         false => flags
@@ -381,8 +386,8 @@ pub(super) fn notify(flags: &RunArgs, file: &FileSettings) -> Result<Vec<NotifyT
             .iter()
             .map(|t| {
                 t.parse::<NotifyTarget>().map_err(|why| {
-                    // A URL's path may be its secret.
-                    let shown = match t.trim_start().to_ascii_lowercase().starts_with("http") {
+                    // A URL's path may be its secret, also in a comma list or another scheme.
+                    let shown = match t.contains("://") {
                         true => crate::redact::webhook(t),
                         false => t.clone(),
                     };
@@ -401,8 +406,8 @@ pub(super) fn notify(flags: &RunArgs, file: &FileSettings) -> Result<Vec<NotifyT
                 let program = super::programs::anchor_program(written.clone());
                 if which::which(&program).is_err() {
                     return Err(Error::Environment(format!(
-                        "the notify command's program `{written}` is not installed (not on \
-                         PATH, or no such file); install it or give another target"
+                        "{set_by}: the notify command's program `{written}` is not installed \
+                         (not on PATH, or no such file); install it or give another target"
                     )));
                 }
                 Ok(NotifyTarget::Command(

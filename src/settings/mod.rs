@@ -31,7 +31,7 @@ mod programs;
 mod schema;
 
 pub(crate) use crate::options::duration::parse_duration;
-pub(crate) use file::{FileSettings, KeyProblem};
+pub(crate) use file::{FileSettings, KeyProblem, set_at};
 pub(crate) use groups::shard;
 pub(crate) use schema::load_schema;
 

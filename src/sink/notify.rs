@@ -39,6 +39,9 @@ pub(crate) struct Notify {
     team: String,
     /// Team workspace, from `run_started`.
     workspace: String,
+    /// The archive the workspace's record went to when the workspace is removed at the end
+    /// ([`RunEnd::archive`]): what `runner status` follows after the run.
+    archive: Option<String>,
     /// What waits to be delivered, shared with the delivery thread.
     shared: Arc<(Mutex<Pending>, Condvar)>,
     /// The delivery thread's warnings, once it is done; `None` before it starts and after
@@ -64,6 +67,7 @@ impl Notify {
             bell: targets.contains(&NotifyTarget::Bell) && std::io::stderr().is_terminal(),
             team,
             workspace: String::new(),
+            archive: None,
             shared: Arc::default(),
             done: None,
             summary: None,
@@ -112,7 +116,8 @@ impl Notify {
         })
     }
 
-    /// The notification of the run's end: its counts, as the summary shows them.
+    /// The notification of the run's end: its counts, as the summary shows them; when the
+    /// workspace was removed for its archive, `workspace` is null and `archive` names it.
     fn end_notice(&self, s: &RunSummary) -> Value {
         let counts: BTreeMap<&str, u64> = s
             .counts
@@ -136,7 +141,7 @@ impl Notify {
             humantime::format_duration(Duration::from_secs(s.elapsed_s.max(0.0).round() as u64)),
             self.see()
         );
-        json!({
+        let mut notice = json!({
             "text": text,
             "kind": "run_finished",
             "team": self.team,
@@ -146,12 +151,18 @@ impl Notify {
             "interrupted": s.interrupted,
             "elapsed_s": s.elapsed_s,
             "cost_usd": s.cost_usd,
-        })
+        });
+        if let Some(archive) = &self.archive {
+            notice["workspace"] = Value::Null;
+            notice["archive"] = json!(archive);
+        }
+        notice
     }
 
-    /// Where a person looks next.
+    /// Where a person looks next: the workspace, or its archive once it is removed.
     fn see(&self) -> String {
-        format!("See: runner status {}", self.workspace)
+        let at = self.archive.as_deref().unwrap_or(&self.workspace);
+        format!("See: runner status {at}")
     }
 
     /// The delivery thread, started with the run.
@@ -213,6 +224,10 @@ impl Sink for Notify {
     }
 
     fn finish(&mut self, run: &mut RunEnd<'_>) -> crate::error::Result<()> {
+        // The workspace goes with the run: `runner status` follows its archive.
+        self.archive = run
+            .archive
+            .map(|a| crate::fsutil::absolute(a).display().to_string());
         let warnings = self.end(Some(run.summary));
         run.warnings.extend(warnings);
         Ok(())

@@ -522,9 +522,24 @@ impl Fields<'_> {
         }
     }
 
-    /// A list of names (or one name), for `raw_columns`.
+    /// A list of names (or one name), for `raw_columns`; a name given twice is refused.
     fn names(&self, key: &str, v: &Option<Value>) -> Result<Vec<String>> {
         let rule = "a column name or a list of them (`[patch]`)";
+        let names = self.name_list(key, v, rule)?;
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) {
+                return Err(Error::input_at(
+                    self.path,
+                    key_line(self.yaml, key),
+                    format!("`{key}` names `{name}` twice; list each column once"),
+                ));
+            }
+        }
+        Ok(names)
+    }
+
+    /// [`Self::names`] before the check for duplicates.
+    fn name_list(&self, key: &str, v: &Option<Value>, rule: &str) -> Result<Vec<String>> {
         match v {
             None | Some(Value::Null) => Ok(Vec::new()),
             Some(Value::String(s)) if !s.trim().is_empty() => Ok(vec![s.trim().to_owned()]),
@@ -709,7 +724,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
     let (keys, others) = read_noting_unknown::<BatchKeys, _>(Value::Object(map.clone()));
     let keys = keys.map_err(|e| Error::input_at(path, Some(2), e.to_string()))?;
     map.retain(|k, _| others.contains(k));
-    let (settings, unknown) = FileSettings::from_map(map).map_err(|p| match p {
+    let (mut settings, unknown) = FileSettings::from_map(map).map_err(|p| match p {
         KeyProblem::Invalid { key, rule } => {
             let top = key.split('.').next().unwrap_or_default();
             Error::input_at(path, key_line(yaml, top), format!("`{key}` {rule}"))
@@ -718,6 +733,9 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
             Error::input_at(path, None, format!("unknown key `{key}`"))
         }
     })?;
+    if settings.notify.is_some() {
+        settings.notify_at = Some(crate::settings::set_at(path, key_line(yaml, "notify")));
+    }
     let warnings = unknown
         .into_iter()
         .filter_map(|p| match p {

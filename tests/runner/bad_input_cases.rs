@@ -74,6 +74,7 @@ pub(crate) fn cases() -> Vec<Case> {
         runner_definition_cases(),
         store_cases(),
         more_store_cases(),
+        crate::bad_input_notify::notify_cases(),
     ]
     .into_iter()
     .flatten()

@@ -9,6 +9,7 @@ mod anthropic;
 mod bad_input;
 mod bad_input_cases;
 mod bad_input_flags;
+mod bad_input_notify;
 mod batch;
 mod batch_api;
 mod ci;

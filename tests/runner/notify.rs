@@ -277,6 +277,12 @@ fn a_notify_target_that_cannot_work_is_refused_and_the_dry_run_names_them_redact
         r.stderr.contains("--notify") && !r.stderr.contains("s3cr3t"),
         "{r:?}"
     );
+    let r = sb.fake_batch(&["--notify", "bell,https://hooks.example.com/hooks/s3cr3t"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("comma list") && !r.stderr.contains("s3cr3t"),
+        "{r:?}"
+    );
     assert!(!sb.join("workers-output.csv").exists());
 }
 
@@ -419,4 +425,43 @@ fn an_interrupted_run_tells_its_end_once() {
             .is_some_and(|t| t.contains("was interrupted: 2 cancelled")),
         "{lines:#?}"
     );
+}
+
+/// A todo team that completes has its workspace removed for its archive: the end's message
+/// names what `runner status` follows after the run (the archive), never the removed
+/// workspace — following its hint works.
+#[test]
+fn the_end_of_a_todo_team_that_completed_names_what_runner_status_follows() {
+    let sb = Sandbox::new();
+    sb.write("S/todo.md", "## Todo\n- [ ] a\n- [ ] b\n");
+    let told = sb.join("told.jsonl").display().to_string();
+    let command = format!("tee -a {told}");
+    let fake = agent("fake_agent.py");
+    let r = sb.run(&[
+        "resolve", "--store", "S", "--yes", "--format", "plain", "--notify", &command, "--",
+        "python3", &fake,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        sb.join("S/todo-1.archive.jsonl").is_file(),
+        "the team completed and was archived: {r:?}"
+    );
+    let lines: Vec<Value> = sb
+        .read("told.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let end = &lines[0];
+    assert_eq!(end["kind"], "run_finished", "{end:#}");
+    let text = end["text"].as_str().unwrap_or_default();
+    let see = text
+        .split_once("See: runner status ")
+        .map(|(_, at)| at.trim())
+        .unwrap_or_default();
+    assert!(see.ends_with("todo-1.archive.jsonl"), "{end:#}");
+    assert_eq!(end["archive"], see, "{end:#}");
+    assert!(end["workspace"].is_null(), "the workspace is gone: {end:#}");
+    let r = sb.run(&["status", see]);
+    assert_eq!(r.code, 0, "the hint works: {r:?}");
 }

@@ -124,6 +124,20 @@ fn a_raw_column_that_is_no_output_field_is_refused_before_anything_is_written() 
 }
 
 #[test]
+fn a_raw_column_named_twice_is_refused_before_anything_is_written() {
+    let sb = Sandbox::new();
+    batch_file(&sb, "raw_columns: [patch, note, patch]\n");
+    let r = run(&sb, &[]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("BATCH.md:6") && r.stderr.contains("`patch` twice"),
+        "names the file, the line and the name: {r:?}"
+    );
+    assert_eq!(starts(&sb), 0, "no teammate started");
+    assert!(!sb.join("workers-output.csv").exists(), "no output written");
+}
+
+#[test]
 fn a_fix_stages_patch_is_kept_raw_by_its_stage_column_name() {
     let sb = Sandbox::new();
     let agent = sb.write("agent.sh", AGENT);

@@ -880,7 +880,7 @@ fn announce(
             .as_deref()
             .map(crate::run::isolation::worktree::Isolation::record),
         stages: spec.stages.clone(),
-        ..Snapshot::new(team, total)
+        ..Snapshot::new(team, total, spec.command_line.as_deref())
     })
 }
 

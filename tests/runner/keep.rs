@@ -44,7 +44,7 @@ fn interrupt(mut runner: std::process::Child) {
 }
 
 /// The `resume: …` line of `status --brief` for `target`.
-fn resume_line(sb: &Sandbox, target: &str) -> String {
+pub(crate) fn resume_line(sb: &Sandbox, target: &str) -> String {
     let r = sb.run(&["status", "--brief", target]);
     assert_eq!(r.code, 1, "something is left to do: {r:?}");
     r.stdout
@@ -55,7 +55,7 @@ fn resume_line(sb: &Sandbox, target: &str) -> String {
 }
 
 /// Run a resume command line in the sandbox with a shell, as a user pasting it would.
-fn run_line(sb: &Sandbox, line: &str) -> Run {
+pub(crate) fn run_line(sb: &Sandbox, line: &str) -> Run {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_runner"));
     let path = format!(
         "{}:{}",

@@ -619,8 +619,14 @@ impl Snapshot {
         self.state == "running" && alive(self.pid)
     }
 
-    /// A fresh snapshot for a run starting now.
-    pub(crate) fn new(team: &Team, total: Option<u64>) -> Snapshot {
+    /// A fresh snapshot for a run starting now, of `total` items when known, whose command
+    /// line is `command_line` (program first; `runner mcp` gives the CLI command its tool call
+    /// stands for), else the runner's own arguments.
+    pub(crate) fn new(
+        team: &Team,
+        total: Option<u64>,
+        command_line: Option<&[String]>,
+    ) -> Snapshot {
         Snapshot {
             v: 1,
             team: team.name.clone(),
@@ -637,9 +643,12 @@ impl Snapshot {
             waiting: Vec::new(),
             gate: None,
             // Secrets given as `--var` (an API key header) stay out of team.json.
-            command: crate::redact::command_line(
-                std::env::args_os().map(|a| a.to_string_lossy().into_owned()),
-            ),
+            command: match command_line {
+                Some(argv) => crate::redact::command_line(argv.iter().cloned()),
+                None => crate::redact::command_line(
+                    std::env::args_os().map(|a| a.to_string_lossy().into_owned()),
+                ),
+            },
             cwd: std::env::current_dir()
                 .map(|d| d.display().to_string())
                 .unwrap_or_default(),

@@ -314,7 +314,7 @@ impl RunnerTools {
                 "text": view.text,
                 "exit_code": code,
                 "state": view.snapshot.state,
-                "counts": view.snapshot.counts,
+                "counts": view.snapshot.team_counts(),
             }))
         })
         .await)

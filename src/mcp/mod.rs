@@ -55,7 +55,7 @@ use params::{
     AddParams, BatchParams, ListParams, ResolveParams, ShowParams, StatusParams, StopParams,
     Strict, store_args,
 };
-use runs::{Runs, Start, error_text, refused};
+use runs::{Launch, Runs, Start, error_text, refused};
 
 /// The server: the runner's commands, run in the folder the server was started in.
 #[derive(Clone)]
@@ -225,7 +225,8 @@ impl RunnerTools {
             Err(e) => return Ok(refused(e)),
         }
         args.extend(chosen);
-        let args = match parse(run_argv(args, &p.team)) {
+        let argv = run_argv(args, &p.team);
+        let args = match parse(argv.clone()) {
             Ok(Command::Resolve(a)) => a,
             Ok(_) => return Ok(refused("internal: not `runner resolve`")),
             Err(e) => return Ok(refused(e)),
@@ -234,7 +235,10 @@ impl RunnerTools {
             .runs
             .start(
                 slot,
-                Start::Resolve(Box::new(args)),
+                Launch {
+                    start: Start::Resolve(Box::new(args)),
+                    argv,
+                },
                 p.team.wait,
                 ctx,
                 Vec::new(),
@@ -264,7 +268,8 @@ impl RunnerTools {
             Ok(a) => a,
             Err(e) => return Ok(refused(e)),
         };
-        let args = match parse(run_argv(argv.args.clone(), &p.team)) {
+        let line = run_argv(argv.args.clone(), &p.team);
+        let args = match parse(line.clone()) {
             Ok(Command::Batch(a)) => a,
             Ok(_) => {
                 argv.undo();
@@ -279,7 +284,10 @@ impl RunnerTools {
             .runs
             .start(
                 slot,
-                Start::Batch(Box::new(args)),
+                Launch {
+                    start: Start::Batch(Box::new(args)),
+                    argv: line,
+                },
                 p.team.wait,
                 ctx,
                 argv.written,
@@ -308,7 +316,7 @@ impl RunnerTools {
                 "text": view.text,
                 "exit_code": code,
                 "state": view.snapshot.state,
-                "counts": view.snapshot.counts,
+                "counts": view.snapshot.team_counts(),
             }))
         })
         .await)

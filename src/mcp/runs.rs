@@ -43,6 +43,16 @@ pub(crate) enum Start {
     Resolve(Box<ResolveArgs>),
 }
 
+/// A run tool's command and the CLI command line it stands for (after `runner`, as parsed
+/// by [`super::argv::parse`]): the team records that line as its run's, so its resume
+/// command is the CLI's, agent command included.
+pub(crate) struct Launch {
+    /// The command.
+    pub start: Start,
+    /// Its arguments after `runner`.
+    pub argv: Vec<std::ffi::OsString>,
+}
+
 /// A run made ready by its command: nothing to run (the exit code), or a plan.
 enum Ready {
     Done(i32),
@@ -67,9 +77,14 @@ impl Ready {
         }
     }
 
-    /// Add `sink` to the plan's sinks and `interrupt` as its interrupts besides the signals
-    /// (nothing when nothing runs).
-    fn wire(&mut self, sink: Box<dyn Sink>, interrupt: mpsc::UnboundedReceiver<()>) {
+    /// Add `sink` to the plan's sinks and `interrupt` as its interrupts besides the signals,
+    /// and record `command_line` (program first) as the run's (nothing when nothing runs).
+    fn wire(
+        &mut self,
+        sink: Box<dyn Sink>,
+        interrupt: mpsc::UnboundedReceiver<()>,
+        command_line: Vec<String>,
+    ) {
         let plan = match self {
             Ready::Done(_) => None,
             Ready::Batch(plan, _) => Some(plan.as_mut()),
@@ -78,6 +93,7 @@ impl Ready {
         if let Some(plan) = plan {
             plan.sinks.push(sink);
             plan.interrupt = Some(interrupt);
+            plan.spec.command_line = Some(command_line);
         }
     }
 
@@ -290,7 +306,7 @@ impl Runs {
         true
     }
 
-    /// Start `start` in `slot` (from [`Runs::reserve`]): to its end with progress
+    /// Start `launch` in `slot` (from [`Runs::reserve`]): to its end with progress
     /// notifications when `wait` (answering with its `run_finished` and `run_ended` events
     /// and its exit code), else until it has started (answering with its team, workspace and
     /// item count while it goes on). `written`: the files the call wrote for the run, removed
@@ -298,7 +314,7 @@ impl Runs {
     pub(crate) async fn start(
         &self,
         slot: Slot,
-        start: Start,
+        launch: Launch,
         wait: bool,
         ctx: RequestContext<RoleServer>,
         written: Vec<PathBuf>,
@@ -306,6 +322,10 @@ impl Runs {
         let (tx, rx) = mpsc::unbounded_channel();
         // The checks and the plan read files (and `resolve` writes the batch): off the
         // protocol's workers.
+        let Launch { start, argv } = launch;
+        let command_line: Vec<String> = std::iter::once("runner".to_owned())
+            .chain(argv.iter().map(|a| a.to_string_lossy().into_owned()))
+            .collect();
         let ready = tokio::task::spawn_blocking(move || Ready::of(start)).await;
         let mut ready = match ready {
             Ok(Ok(r)) => r,
@@ -321,7 +341,7 @@ impl Runs {
         let about = ready.about();
         let (interrupt, interrupts) = mpsc::unbounded_channel();
         let ct = ctx.ct.clone();
-        ready.wire(Box::new(Progress(tx.clone())), interrupts);
+        ready.wire(Box::new(Progress(tx.clone())), interrupts, command_line);
         self.with(|s| {
             if let Some(a) = &mut s.active {
                 // Interrupted while its plan was made: it stops as soon as it starts.

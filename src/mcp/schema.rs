@@ -195,7 +195,7 @@ pub(crate) fn status_output() -> Arc<JsonObject> {
             "text": {"type": "string", "description": "What `runner status --brief` prints."},
             "exit_code": {"type": "integer", "description": "0 while nothing has gone wrong, 1 when an item did not complete."},
             "state": {"type": "string", "description": "running, finished, interrupted, …"},
-            "counts": {"type": "object", "description": "Items by status."}
+            "counts": {"type": "object", "description": "The team's items by status, those a replay left out included (as the text's first line counts them)."}
         }),
         &["text", "exit_code"],
     )

@@ -75,6 +75,11 @@ pub(crate) struct RunSpec {
     /// input), one sentence each, in the order found: the dry run prints them; a run
     /// journals and shows each as an [`events::Event::Warning`] right after `run_started`.
     pub warnings: Vec<String>,
+    /// The command line `team.json` records as this run's (program first; what its resume
+    /// command is derived from, [`record::resume`]): `None` for the runner's own arguments;
+    /// `runner mcp` sets the CLI command line its tool call stands for, since the process's
+    /// own is `runner mcp`.
+    pub command_line: Option<Vec<String>>,
 }
 
 /// How some items of a run run, when not as the batch says (BATCH.md `stages:`,

@@ -652,7 +652,7 @@ impl<'a> Dispatcher<'a> {
             }
         }
         // The team's items this run did not cover, for team.json to show the team's state.
-        st.snapshot.earlier = self.team.ledger().earlier_only();
+        st.snapshot.note_earlier(self.team);
         let mut problems = std::mem::take(&mut st.problems);
         problems.sort_by_key(|(place, _)| *place);
         let summary = RunSummary {
@@ -880,7 +880,7 @@ fn announce(
             .as_deref()
             .map(crate::run::isolation::worktree::Isolation::record),
         stages: spec.stages.clone(),
-        ..Snapshot::new(team, total)
+        ..Snapshot::new(team, total, spec.command_line.as_deref())
     })
 }
 

@@ -148,6 +148,7 @@ impl RunSpec {
             stages: Vec::new(),
             shared_prompts: Default::default(),
             warnings,
+            command_line: None,
         })
     }
 }

@@ -36,6 +36,7 @@ pub(crate) fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
         stages: Vec::new(),
         shared_prompts: Default::default(),
         warnings: Vec::new(),
+        command_line: None,
     }
 }
 

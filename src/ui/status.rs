@@ -45,10 +45,7 @@ fn running_word(s: &Snapshot) -> &'static str {
 /// The team's items and their states: this run's (`counts`, running, waiting, pending)
 /// and, once it ended, those it did not cover with their earlier outcomes.
 fn counts_line(s: &Snapshot) -> String {
-    let mut team = s.counts.clone();
-    for (st, n) in &s.earlier {
-        *team.entry(st.clone()).or_default() += n;
-    }
+    let team = s.team_counts();
     let earlier: u64 = s.earlier.values().sum();
     counts_of(s, &team, s.total.map(|t| t + earlier))
 }
@@ -207,10 +204,12 @@ pub(crate) fn brief(
     running.sort_by(|a, b| id_order(&a.id, &b.id));
     let mut waiting: Vec<_> = s.waiting.iter().collect();
     waiting.sort_by(|a, b| id_order(&a.id, &b.id));
+    // This run's and, not covered by it, those earlier runs left unfinished.
     let mut failed: Vec<_> = s
         .finished
         .iter()
         .filter(|f| f.status != ItemStatus::Completed)
+        .chain(&s.earlier_unfinished)
         .collect();
     failed.sort_by(|a, b| id_order(&a.id, &b.id));
     let mut lines: Vec<String> = Vec::new();

@@ -66,6 +66,53 @@ fn status_after_a_replay_states_the_team_as_the_reports_do() {
     assert!(r.stdout.contains("(3 item(s)"), "{r:?}");
 }
 
+/// After an `--only blocked` replay, `status --brief`'s `unfinished:` list and the MCP
+/// `status` tool's `counts` are the team's, as its headline is: the item that failed in an
+/// earlier run and that the replay left alone is listed and counted too.
+#[test]
+fn the_unfinished_list_and_the_mcp_counts_after_a_replay_are_the_teams() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[
+        ("a", "success"),
+        ("b", "blocked"),
+        ("c", "noreport"),
+        ("d", "success"),
+    ]);
+    assert_eq!(sb.fake_batch(&[]).code, 1);
+    let r = sb.fake_batch(&["--only", "blocked"]);
+    assert_eq!(r.code, 1, "b is blocked again: {r:?}");
+    let r = sb.run(&["status", "--brief", "workers-output.csv"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let out = &r.stdout;
+    assert!(
+        out.contains("4 item(s): 2 completed, 1 failed, 1 blocked"),
+        "{r:?}"
+    );
+    let listed = out
+        .split_once("unfinished:\n")
+        .map(|(_, l)| l)
+        .unwrap_or_else(|| panic!("no unfinished list: {r:?}"));
+    assert!(
+        listed.contains("- b (blocked)") && listed.contains("- c (failed): "),
+        "{r:?}"
+    );
+    let mut c = crate::mcp::Client::start(&sb);
+    let (err, text) = c.call("status", serde_json::json!({"team": "workers-output.csv"}));
+    assert!(!err, "{text}");
+    let status: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(
+        status["counts"],
+        serde_json::json!({"completed": 2, "failed": 1, "blocked": 1}),
+        "{status}"
+    );
+    assert!(
+        status["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("- c (failed): ")),
+        "{status}"
+    );
+}
+
 /// Issue 56: the merge job of a sharded batch has the merged output and no team workspace;
 /// `runner report merged.csv --markdown` summarises it from the output's runner columns (and
 /// says why `--html` needs a workspace).

@@ -44,7 +44,7 @@ fn interrupt(mut runner: std::process::Child) {
 }
 
 /// The `resume: …` line of `status --brief` for `target`.
-fn resume_line(sb: &Sandbox, target: &str) -> String {
+pub(crate) fn resume_line(sb: &Sandbox, target: &str) -> String {
     let r = sb.run(&["status", "--brief", target]);
     assert_eq!(r.code, 1, "something is left to do: {r:?}");
     r.stdout
@@ -55,7 +55,7 @@ fn resume_line(sb: &Sandbox, target: &str) -> String {
 }
 
 /// Run a resume command line in the sandbox with a shell, as a user pasting it would.
-fn run_line(sb: &Sandbox, line: &str) -> Run {
+pub(crate) fn run_line(sb: &Sandbox, line: &str) -> Run {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_runner"));
     let path = format!(
         "{}:{}",
@@ -271,6 +271,49 @@ fn status_brief_gives_the_command_that_resumes_a_todo_team_and_it_resumes() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("todo-task-2") && !r.stdout.contains("todo-task-1 "));
     assert!(sb.join("S/todo-1.archive.jsonl").is_file());
+}
+
+/// `resolve --id A --id B` picks items by stable id; the batch file then holds exactly them, so
+/// the resume command (status, list, list's JSON) runs that file without `--id`, which `run`
+/// does not take.
+#[test]
+fn the_resume_command_of_a_resolve_by_id_drops_the_ids_and_resumes() {
+    let sb = Sandbox::new();
+    add(&sb, "A MODE=success");
+    add(&sb, "B MODE=noreport");
+    add(&sb, "Later");
+    let listed = sb.run(&["list", "--store", "S", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&listed.stdout).expect("JSON");
+    let ids: Vec<String> = doc["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|i| i["title"] != "Later")
+        .filter_map(|i| i["id"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(ids.len(), 2, "{doc}");
+    assert_eq!(resolve(&sb, &["--id", &ids[0], "--id", &ids[1]]).code, 1);
+    let want = format!(
+        "runner run S/todo-1.md --format plain -- python3 {}",
+        fake()
+    );
+    assert_eq!(resume_line(&sb, "S/todo-1.md"), want);
+    let text = sb.run(&["list", "--store", "S"]);
+    assert!(
+        text.stdout.contains(&format!("— resume: {want}\n")),
+        "{text:?}"
+    );
+    let json = sb.run(&["list", "--store", "S", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).expect("JSON");
+    assert_eq!(doc["batches"][0]["resume"], want.as_str(), "{doc}");
+    let batch = sb.read("S/todo-1.md");
+    sb.write(
+        "S/todo-1.md",
+        batch.replace("MODE=noreport", "MODE=success"),
+    );
+    let r = run_line(&sb, &want);
+    assert_eq!(r.code, 0, "the printed command resumes: {r:?}");
+    assert!(sb.read("S/todo.md").contains("Later"), "not handed out");
 }
 
 #[test]

@@ -561,3 +561,79 @@ fn a_waited_todo_resolve_runs_the_confirmed_items_in_the_server() {
     let (err, text) = c.call("todo_list", json!({"store": "S"}));
     assert!(!err && text.contains("Audit the lexer"), "{text}");
 }
+
+/// An agent that fails every item until the file `ok` is in the sandbox, then completes it.
+fn failing_until_ok(sb: &Sandbox) -> String {
+    let ok = sb.join("ok");
+    sb.write(
+        "agent.sh",
+        format!(
+            "cat > /dev/null\nif [ -e '{}' ]; then s=completed; else s=failed; fi\nprintf '{{\"status\":\"%s\",\"summary\":\"did %s\"}}' \"$s\" \"$RUNNER_ITEM_ID\" > \"$RUNNER_REPORT\"\n",
+            ok.display()
+        ),
+    )
+    .display()
+    .to_string()
+}
+
+/// A team the server started records the CLI command its call stands for, agent included:
+/// `status --brief` (the CLI's and the `status` tool's) and `runner list` give a resume
+/// command that, pasted, resumes the team with the same agent.
+#[test]
+fn a_team_the_server_started_resumes_with_its_agent_from_the_cli() {
+    let sb = Sandbox::new();
+    let agent = failing_until_ok(&sb);
+    sb.write("rows.csv", "id,topic\na,x\n");
+    let mut c = Client::start(&sb);
+    let (err, text) = c.call(
+        "todo_add",
+        json!({"text": "Audit the parser", "store": "S"}),
+    );
+    assert!(!err, "{text}");
+    let added: Value = serde_json::from_str(&text).expect("JSON");
+    let (err, text) = c.call(
+        "todo_resolve",
+        json!({"store": "S", "ids": [added["id"]], "command": ["sh", agent], "wait": true}),
+    );
+    assert!(!err, "{text}");
+    let (err, text) = c.call(
+        "batch_run",
+        json!({"csv_path": "rows.csv", "instruction": "Look at {topic}.", "id_column": "id",
+               "command": ["sh", agent], "wait": true}),
+    );
+    assert!(!err, "{text}");
+    let todo = crate::keep::resume_line(&sb, "S/todo-1.md");
+    assert!(
+        todo.starts_with("runner run ") && todo.contains("todo-1.md --format plain -- sh "),
+        "{todo}"
+    );
+    let csv = crate::keep::resume_line(&sb, "workers-output.csv");
+    assert!(
+        csv.starts_with("runner batch --input ") && !csv.contains("mcp"),
+        "{csv}"
+    );
+    for line in [&todo, &csv] {
+        assert!(line.ends_with(&format!(" -- sh {agent}")), "{line}");
+    }
+    let (_, text) = c.call("status", json!({"team": "S/todo-1.md"}));
+    let status: Value = serde_json::from_str(&text).expect("JSON");
+    assert!(
+        status["text"]
+            .as_str()
+            .is_some_and(|t| t.contains(&format!("resume: {todo}\n"))),
+        "{status}"
+    );
+    let list = sb.run(&["list", "--store", "S"]);
+    assert!(
+        list.stdout.contains(&format!("— resume: {todo}\n")),
+        "{list:?}"
+    );
+    drop(c);
+    sb.write("ok", "");
+    for line in [&todo, &csv] {
+        let r = crate::keep::run_line(&sb, line);
+        assert_eq!(r.code, 0, "the printed command resumes: {line}\n{r:?}");
+    }
+    assert!(sb.read("S/todo-1.md").contains("[x] Audit the parser"));
+    assert!(sb.read("workers-output.csv").contains("did a"));
+}

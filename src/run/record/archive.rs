@@ -118,6 +118,7 @@ impl Archive {
                 })
                 .unwrap_or_default(),
             earlier: Default::default(),
+            earlier_unfinished: Vec::new(),
         };
         for o in &outcomes {
             s.finish(o);

@@ -719,17 +719,29 @@ pub(crate) fn read_outcome(
     offset: u64,
     id: &str,
 ) -> Result<Option<Outcome>> {
+    let outcome = outcome_at(lines, file, path, offset)?;
+    Ok((outcome.id == id).then_some(outcome))
+}
+
+/// Read back the outcome recorded in the line at byte `offset` (from the [`Ledger`]),
+/// through `lines`, whichever item's it is.
+///
+/// Errors: the journal cannot be read, or the line is not an outcome.
+pub(crate) fn outcome_at(
+    lines: &mut LineReader,
+    file: &File,
+    path: &Path,
+    offset: u64,
+) -> Result<Outcome> {
     let line = lines
         .line_at(file, offset)
         .map_err(|e| Error::io("read", path, e))?;
-    match Event::outcome_from_line(line) {
-        Some(outcome) if outcome.id == id => Ok(Some(outcome)),
-        Some(_) => Ok(None),
-        None => Err(Error::Environment(format!(
+    Event::outcome_from_line(line).ok_or_else(|| {
+        Error::Environment(format!(
             "{}: the journal line at byte {offset} is not an item_finished event",
             path.display(),
-        ))),
-    }
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -422,6 +422,19 @@ impl Ledger {
         counts
     }
 
+    /// Where the journal holds the last outcomes of the items [`Ledger::earlier_only`] counts
+    /// that did not complete (byte offsets of their lines), at most `max`.
+    pub(crate) fn earlier_unfinished(&self, max: usize) -> Vec<u64> {
+        self.read()
+            .iter()
+            .filter_map(|(_, a)| match (a.finished(), a.now()) {
+                (Some(f), None) if f.status != ItemStatus::Completed => Some(f.offset),
+                _ => None,
+            })
+            .take(max)
+            .collect()
+    }
+
     /// Whether any item's last outcome is `completed`.
     pub(crate) fn any_completed(&self) -> bool {
         self.read().iter().any(|(_, a)| {

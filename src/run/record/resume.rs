@@ -7,7 +7,8 @@
 //!   never-started items included (`--only failed` would also refuse when a run was killed
 //!   before it wrote any output).
 //! - `runner resolve …` resumes as `runner run <its todo-N.md> …` with the run options it was
-//!   given (`--yes`, `--select` and the store choice belong to resolve), and
+//!   given (`--yes`, `--select`, `--id` and the store choice belong to resolve: the batch file
+//!   holds exactly the items they chose), and
 //!   `--include-ideas` when an item left to run is an idea.
 //!
 //! `--dry-run` is dropped everywhere. Pure: text in, text out.
@@ -95,7 +96,7 @@ pub(crate) fn command(argv: &[String], batch: Option<(&str, bool)>) -> Option<St
             drop(
                 &mut toks,
                 &[
-                    "only", "dry_run", "yes", "select", "store", "global", "project",
+                    "only", "dry_run", "yes", "select", "ids", "store", "global", "project",
                 ],
             );
             let (file, ideas) = batch?;
@@ -206,6 +207,13 @@ mod tests {
     fn a_resolved_batch_resumes_with_run_and_its_run_options_only() {
         let a = argv(
             "runner -v resolve --store S --yes --select 1,2 --format=plain --retries 1 -- python3 f.py",
+        );
+        let by_id =
+            argv("runner resolve --project --yes --id k-1 --id=k-2 --format=plain -- python3 f.py");
+        assert_eq!(
+            command(&by_id, Some((".agent-tasks/todo-1.md", false))).as_deref(),
+            Some("runner run .agent-tasks/todo-1.md --format=plain -- python3 f.py"),
+            "--id is resolve's"
         );
         assert_eq!(
             command(&a, Some(("S/todo-1.md", true))).as_deref(),

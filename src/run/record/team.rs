@@ -124,6 +124,25 @@ impl Team {
         reader.outcome(id)
     }
 
+    /// The last outcomes, from earlier runs, of the team's items this run did not cover and
+    /// that did not complete (at most `max`; in no particular order).
+    ///
+    /// Errors: the journal cannot be read, or a line the ledger points at is not an outcome.
+    pub(crate) fn earlier_unfinished(&mut self, max: usize) -> Result<Vec<Outcome>> {
+        let offsets = self.recorded.ledger.earlier_unfinished(max);
+        if offsets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let reader = match &mut self.reader {
+            Some(r) => r,
+            None => self.reader.insert(OutcomeIndex::over(&self.view())?),
+        };
+        offsets
+            .into_iter()
+            .map(|at| reader.outcome_at(at))
+            .collect()
+    }
+
     /// End the run's writing: the journal is synced and closed, and what it recorded is
     /// handed over as a read-only [`OutcomeIndex`] for the sinks. The returned lock keeps
     /// the batch to this run until it is dropped (after the outputs are written); the
@@ -414,6 +433,13 @@ impl OutcomeIndex {
         }
     }
 
+    /// The outcome recorded in the journal line at byte `offset`, whichever item's it is.
+    ///
+    /// Errors: the journal cannot be read, or that line is not an outcome.
+    pub(crate) fn outcome_at(&mut self, offset: u64) -> Result<Outcome> {
+        journal::outcome_at(&mut self.lines, &self.file, &self.path, offset)
+    }
+
     /// The last recorded outcome of item `id` (this run or an earlier one), if any.
     ///
     /// Errors: the journal cannot be read, or its line is not an outcome.
@@ -474,6 +500,28 @@ pub(crate) struct FinishedEntry {
     pub cost_usd: Option<f64>,
     /// Log path.
     pub log: String,
+}
+
+impl FinishedEntry {
+    /// The entry of outcome `o` (its summary as the detail when it completed, else its error).
+    pub(crate) fn of(o: &Outcome) -> FinishedEntry {
+        FinishedEntry {
+            id: o.id.clone(),
+            teammate: o.teammate.clone(),
+            title: o.title.clone(),
+            status: o.status,
+            attempts: o.attempts,
+            duration_s: o.duration_s,
+            detail: if o.status == ItemStatus::Completed {
+                o.summary.clone()
+            } else {
+                o.error.clone()
+            },
+            failure_kind: o.failure_kind,
+            log: o.log.clone(),
+            cost_usd: o.cost_usd,
+        }
+    }
 }
 
 /// An item waiting for its prerequisites in `team.json`.
@@ -547,6 +595,10 @@ pub(crate) struct Snapshot {
     /// they are the team's state, which `runner status` shows (issue 56).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub earlier: BTreeMap<String, u64>,
+    /// Those of [`Snapshot::earlier`] that did not complete, with their last outcome (at most
+    /// [`SNAPSHOT_COMPLETED_MAX`]): `status --brief` lists them beside this run's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_unfinished: Vec<FinishedEntry>,
 }
 
 /// An item no run started, in `team.json`.
@@ -619,8 +671,14 @@ impl Snapshot {
         self.state == "running" && alive(self.pid)
     }
 
-    /// A fresh snapshot for a run starting now.
-    pub(crate) fn new(team: &Team, total: Option<u64>) -> Snapshot {
+    /// A fresh snapshot for a run starting now, of `total` items when known, whose command
+    /// line is `command_line` (program first; `runner mcp` gives the CLI command its tool call
+    /// stands for), else the runner's own arguments.
+    pub(crate) fn new(
+        team: &Team,
+        total: Option<u64>,
+        command_line: Option<&[String]>,
+    ) -> Snapshot {
         Snapshot {
             v: 1,
             team: team.name.clone(),
@@ -637,9 +695,12 @@ impl Snapshot {
             waiting: Vec::new(),
             gate: None,
             // Secrets given as `--var` (an API key header) stay out of team.json.
-            command: crate::redact::command_line(
-                std::env::args_os().map(|a| a.to_string_lossy().into_owned()),
-            ),
+            command: match command_line {
+                Some(argv) => crate::redact::command_line(argv.iter().cloned()),
+                None => crate::redact::command_line(
+                    std::env::args_os().map(|a| a.to_string_lossy().into_owned()),
+                ),
+            },
             cwd: std::env::current_dir()
                 .map(|d| d.display().to_string())
                 .unwrap_or_default(),
@@ -647,7 +708,32 @@ impl Snapshot {
             isolation: None,
             stages: Vec::new(),
             earlier: BTreeMap::new(),
+            earlier_unfinished: Vec::new(),
         }
+    }
+
+    /// Record the team's items this run did not cover ([`Snapshot::earlier`],
+    /// [`Snapshot::earlier_unfinished`]) from `team`'s journal, as the run ends. Best effort:
+    /// a journal line that cannot be read back leaves the list empty (the counts stay).
+    pub(crate) fn note_earlier(&mut self, team: &mut Team) {
+        self.earlier = team.ledger().earlier_only();
+        self.earlier_unfinished = match team.earlier_unfinished(SNAPSHOT_COMPLETED_MAX) {
+            Ok(outcomes) => outcomes.iter().map(FinishedEntry::of).collect(),
+            Err(e) => {
+                tracing::warn!("cannot read back the earlier runs' outcomes: {e}");
+                Vec::new()
+            }
+        };
+    }
+
+    /// The team's items by status: this run's ([`Snapshot::counts`]) and those it did not
+    /// cover ([`Snapshot::earlier`]).
+    pub(crate) fn team_counts(&self) -> BTreeMap<String, u64> {
+        let mut team = self.counts.clone();
+        for (st, n) in &self.earlier {
+            *team.entry(st.clone()).or_default() += n;
+        }
+        team
     }
 
     /// Bring the snapshot of a runner that died (`kill -9`) up to what its journal recorded
@@ -700,22 +786,7 @@ impl Snapshot {
         if let Some(c) = o.cost_usd {
             *self.cost_usd.get_or_insert(0.0) += c;
         }
-        self.finished.push(FinishedEntry {
-            id: o.id.clone(),
-            teammate: o.teammate.clone(),
-            title: o.title.clone(),
-            status: o.status,
-            attempts: o.attempts,
-            duration_s: o.duration_s,
-            detail: if o.status == ItemStatus::Completed {
-                o.summary.clone()
-            } else {
-                o.error.clone()
-            },
-            failure_kind: o.failure_kind,
-            log: o.log.clone(),
-            cost_usd: o.cost_usd,
-        });
+        self.finished.push(FinishedEntry::of(o));
         let completed = self
             .finished
             .iter()

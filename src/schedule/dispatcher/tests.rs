@@ -531,7 +531,7 @@ fn dispatcher<'a>(spec: RunSpec, team: &'a mut Team, events: &'a mut Events) -> 
         },
         tx,
     ));
-    let snapshot = crate::run::record::team::Snapshot::new(team, None);
+    let snapshot = crate::run::record::team::Snapshot::new(team, None, None);
     Dispatcher {
         spec: Arc::new(spec),
         team,

@@ -239,9 +239,6 @@ fn argv<'de, D: Deserializer<'de>>(d: D) -> De<Vec<String>, D::Error> {
 fn paths<'de, D: Deserializer<'de>>(d: D) -> De<Vec<String>, D::Error> {
     match Value::deserialize(d)? {
         Value::Null => Ok(None),
-        Value::Array(items) if items.is_empty() => Err(serde::de::Error::custom(
-            "is an empty list, which notifies nowhere; give a target or remove the key",
-        )),
         Value::Array(items) => items
             .into_iter()
             .map(|v| match v {
@@ -412,6 +409,17 @@ mod tests {
             .0;
         assert_eq!(one.notify, Some(vec![NotifyTarget::Bell]));
         assert!(FileSettings::from_toml(Path::new("runner.toml"), "notify = 3\n").is_err());
+        // An empty notify list notifies nowhere and is refused; an empty list of worktree
+        // files to copy is a plain "none".
+        let empty = FileSettings::from_map(map("notify: []\n")).expect_err("refused");
+        assert!(
+            format!("{empty:?}").contains("notifies nowhere"),
+            "{empty:?}"
+        );
+        let copy = FileSettings::from_map(map("worktree:\n  copy: []\n"))
+            .expect("valid")
+            .0;
+        assert_eq!(copy.worktree.and_then(|w| w.copy), Some(Vec::new()));
     }
 
     #[test]

@@ -337,7 +337,13 @@ pub(crate) struct ListArgs {
     pub store: StoreArgs,
     /// `human` (or `plain`): text; `json`: one JSON document with the open inbox items and
     /// the batches waiting, for lead agents (its shape: `ui::inbox::json`, README).
-    #[arg(long, value_name = "FORMAT", default_value = "human")]
+    // The values' own help is the batch commands' (a progress bar, event lines): not shown here.
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        default_value = "human",
+        hide_possible_values = true
+    )]
     pub format: Format,
 }
 

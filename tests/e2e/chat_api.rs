@@ -159,6 +159,47 @@ impl StandIn for ChatApi {
     }
 }
 
+/// The model's turns when it writes the report with the CLI's file tool `tool`: the first
+/// call (offering `tool`) gets the tool call, its arguments made by `args` from the report's
+/// path and JSON, with `usage` (input, output tokens); a call that carries the tool's result
+/// gets "Done" with `done_usage`. A call without the report path or the tool is answered
+/// with an `(unexpected)` text the test's assertions show.
+pub(crate) fn report_by_tool(
+    c: &Call,
+    tool: &str,
+    args: fn(&str, &str) -> Value,
+    usage: (u64, u64),
+    done_usage: (u64, u64),
+) -> Reply {
+    if !c.tool_results.is_empty() {
+        return Reply::text("Done: the report is written.", done_usage);
+    }
+    match support::find_report_path(&c.user) {
+        Some(report) if c.tools.iter().any(|t| t == tool) => Reply::ToolCall {
+            text: "I'll write the report now.".into(),
+            id: "call_e2e_write_1".into(),
+            name: tool.into(),
+            arguments: args(&report, &support::report_json("1")).to_string(),
+            usage,
+        },
+        found => Reply::text(
+            format!(
+                "(unexpected) no report path or no {tool} tool: {found:?} {:?}",
+                c.tools
+            ),
+            (10, 10),
+        ),
+    }
+}
+
+/// The model's turn when it reports only in its text: a ```json block, no tool call.
+pub(crate) fn report_in_text(_: &Call) -> Reply {
+    Reply::text(
+        format!("Done.\n```json\n{}\n```", support::report_json("1")),
+        (100, 20),
+    )
+}
+
 /// Start the stand-in playing the shared cases' `script` for a CLI whose model does its work
 /// as `work` answers and reports in its text as `text` answers: a call with a key other than
 /// [`API_KEY`] always gets OpenAI's 401; `Stall` answers nothing for 300 s; `Fail(reply)`

@@ -26,39 +26,19 @@ use serde_json::{Value, json};
 
 use crate::cases::{self, Agent, Key, Script, Setup};
 use crate::chat_api::{self, API_KEY, Call, ChatApi, Reply};
-use crate::support::{self, Cli, Run, Sandbox, find_report_path};
+use crate::support::{Cli, Run, Sandbox, find_report_path};
 
 /// The model the tests configure (`--model e2e-model`).
 const MODEL: &str = "e2e-model";
 
 /// The model that writes the report with Cline's `editor` tool, then says it is done.
 fn writes_report(c: &Call) -> Reply {
-    if !c.tool_results.is_empty() {
-        return Reply::text("Done: the report is written.", (9_100, 8));
-    }
-    match find_report_path(&c.user) {
-        Some(report) if c.tools.iter().any(|t| t == "editor") => Reply::ToolCall {
-            text: "I'll write the report now.".into(),
-            id: "call_e2e_write_1".into(),
-            name: "editor".into(),
-            arguments: json!({"path": report, "new_text": support::report_json("1")}).to_string(),
-            usage: (8_900, 61),
-        },
-        found => Reply::text(
-            format!(
-                "(unexpected) no report path or no editor tool: {found:?} {:?}",
-                c.tools
-            ),
-            (10, 10),
-        ),
-    }
-}
-
-/// The report only in the text, no tool call.
-fn reports_in_text(_: &Call) -> Reply {
-    Reply::text(
-        format!("Done.\n```json\n{}\n```", support::report_json("1")),
-        (100, 20),
+    chat_api::report_by_tool(
+        c,
+        "editor",
+        |path, report| json!({"path": path, "new_text": report}),
+        (8_900, 61),
+        (9_100, 8),
     )
 }
 
@@ -76,7 +56,7 @@ impl Agent for Cline {
     type Api = ChatApi;
 
     async fn start(script: Script<Reply>) -> ChatApi {
-        chat_api::play(script, writes_report, reports_in_text).await
+        chat_api::play(script, writes_report, chat_api::report_in_text).await
     }
 
     /// `<home>/.cline/data/settings/providers.json`: the stand-in as the `openai-compatible`

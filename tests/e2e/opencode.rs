@@ -55,26 +55,13 @@ fn writes_report(c: &Call) -> Reply {
     if is_title_request(c) {
         return Reply::text("Write the e2e report", (300, 5));
     }
-    if !c.tool_results.is_empty() {
-        return Reply::text("Done: the report is written.", TURN2_USAGE);
-    }
-    match find_report_path(&c.user) {
-        Some(report) if c.tools.iter().any(|t| t == "write") => Reply::ToolCall {
-            text: "I'll write the report now.".into(),
-            id: "call_e2e_write_1".into(),
-            name: "write".into(),
-            arguments: json!({"filePath": report, "content": support::report_json("1")})
-                .to_string(),
-            usage: TURN1_USAGE,
-        },
-        found => Reply::text(
-            format!(
-                "(unexpected) no report path or no write tool: {found:?} {:?}",
-                c.tools
-            ),
-            (10, 10),
-        ),
-    }
+    chat_api::report_by_tool(
+        c,
+        "write",
+        |path, report| json!({"filePath": path, "content": report}),
+        TURN1_USAGE,
+        TURN2_USAGE,
+    )
 }
 
 /// No tool call: the report is the ```json block of the final text.

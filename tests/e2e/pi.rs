@@ -26,39 +26,19 @@ use serde_json::{Value, json};
 
 use crate::cases::{self, Agent, Key, Script, Setup};
 use crate::chat_api::{self, API_KEY, Call, ChatApi, Reply};
-use crate::support::{self, Cli, Run, Sandbox, find_report_path};
+use crate::support::{Cli, Run, Sandbox, find_report_path};
 
 /// The custom provider and model the tests configure (`--model e2e/e2e-model`).
 const MODEL: &str = "e2e/e2e-model";
 
 /// The model that writes the report with pi's `write` tool, then says it is done.
 fn writes_report(c: &Call) -> Reply {
-    if !c.tool_results.is_empty() {
-        return Reply::text("Done: the report is written.", (9_100, 8));
-    }
-    match find_report_path(&c.user) {
-        Some(report) if c.tools.iter().any(|t| t == "write") => Reply::ToolCall {
-            text: "I'll write the report now.".into(),
-            id: "call_e2e_write_1".into(),
-            name: "write".into(),
-            arguments: json!({"path": report, "content": support::report_json("1")}).to_string(),
-            usage: (8_900, 61),
-        },
-        found => Reply::text(
-            format!(
-                "(unexpected) no report path or no write tool: {found:?} {:?}",
-                c.tools
-            ),
-            (10, 10),
-        ),
-    }
-}
-
-/// The report only in the text, no tool call.
-fn reports_in_text(_: &Call) -> Reply {
-    Reply::text(
-        format!("Done.\n```json\n{}\n```", support::report_json("1")),
-        (100, 20),
+    chat_api::report_by_tool(
+        c,
+        "write",
+        |path, report| json!({"path": path, "content": report}),
+        (8_900, 61),
+        (9_100, 8),
     )
 }
 
@@ -76,7 +56,7 @@ impl Agent for Pi {
     type Api = ChatApi;
 
     async fn start(script: Script<Reply>) -> ChatApi {
-        chat_api::play(script, writes_report, reports_in_text).await
+        chat_api::play(script, writes_report, chat_api::report_in_text).await
     }
 
     /// `<home>/.pi/agent/models.json`: the stand-in as provider `e2e`, its key read from

@@ -211,6 +211,9 @@ struct Active {
     interrupt: Option<mpsc::UnboundedSender<()>>,
     /// How many interrupts it was sent: the first stops it gracefully, the next at once.
     interrupted: u32,
+    /// Whether a call waits for it (`wait: true`): such a run ends with its client, a
+    /// background one goes on ([`Runs::client_gone`]).
+    waited: bool,
     /// Whether the waited call that runs it was cancelled (the SDK marks it before it reads
     /// the client's next message, so a retry sees it even before the run hears it).
     cancelled: Option<Box<dyn Fn() -> bool + Send>>,
@@ -263,6 +266,7 @@ impl Runs {
                     team: None,
                     interrupt: None,
                     interrupted: 0,
+                    waited: false,
                     cancelled: None,
                 });
                 Ok(Slot(self.clone()))
@@ -349,6 +353,7 @@ impl Runs {
                     let _ = interrupt.send(());
                 }
                 a.interrupt = Some(interrupt);
+                a.waited = wait;
                 if wait {
                     a.cancelled = Some(Box::new(move || ct.is_cancelled()));
                 }
@@ -386,20 +391,37 @@ impl Runs {
     /// (unless `signalled`: the signal reached its dispatcher already) and wait for it to stop
     /// its teammates and write its outputs; past [`STOP_WAIT`] it is interrupted again, and
     /// then every process it started is killed. Nothing the runs started outlives the server.
-    pub(crate) async fn shutdown(&self, signalled: bool) {
-        if signalled {
-            // The dispatcher heard the signal: it counts as the first interrupt.
-            self.with(|s| {
-                if let Some(a) = &mut s.active {
+    /// Whether a signal interrupted a run (the server then exits 130, as the CLI does).
+    pub(crate) async fn shutdown(&self, signalled: bool) -> bool {
+        let interrupted_by_signal = signalled
+            && self.with(|s| match &mut s.active {
+                // The dispatcher heard the signal: it counts as the first interrupt.
+                Some(a) => {
                     a.interrupted += 1;
+                    true
                 }
+                None => false,
             });
-        }
         if self.interrupt(false) && !self.wait_idle(STOP_WAIT).await {
             self.interrupt(true);
             self.wait_idle(Duration::from_secs(10)).await;
         }
         descendants::end_run();
+        interrupted_by_signal
+    }
+
+    /// The client has gone (stdin closed): no call comes any more. A waited run was
+    /// interrupted with its call (the SDK cancels the calls under way); a background run
+    /// goes on: wait for its end, however long it takes. Whether a background run was
+    /// under way (the server's log is then set aside: nobody reads it).
+    pub(crate) async fn client_gone(&self) -> bool {
+        let background = self.with(|s| s.active.as_ref().is_some_and(|a| !a.waited));
+        if background {
+            super::stdio::quiet_log();
+            tracing::info!("the client has gone: the background team runs to its end");
+            while !self.wait_idle(Duration::from_secs(3600)).await {}
+        }
+        background
     }
 
     /// Wait until no run is under way, at most `limit`; whether none is.

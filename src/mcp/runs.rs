@@ -143,6 +143,8 @@ enum Note {
     },
     /// `item_finished`: the item's id and status.
     Finished(String),
+    /// `warning`: its message.
+    Warning(String),
     /// `run_finished` or `run_ended`, as its journal line.
     Summary(Value),
     /// The pipeline returned: the exit code, or the error as the CLI prints it.
@@ -169,6 +171,7 @@ impl Reporter for Progress {
                 resumed: *resumed,
             },
             Event::ItemFinished(o) => Note::Finished(format!("{} {}", o.id, o.status)),
+            Event::Warning { message, .. } => Note::Warning(message.clone()),
             Event::RunFinished(_) | Event::RunEnded { .. } => {
                 match event.to_line().and_then(|l| l.ok()) {
                     Some(line) => match serde_json::from_str(&line) {
@@ -503,6 +506,7 @@ async fn follow(
     let token = ctx.meta.get_progress_token();
     let (mut total, mut done) = (None::<u64>, 0u64);
     let mut events = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
     let (mut cancelled, mut started) = (false, false);
     loop {
         let note = tokio::select! {
@@ -533,10 +537,17 @@ async fn follow(
                 });
                 if !wait {
                     polled(Path::new(&workspace)).await;
+                    // The start-up warnings said by now (they follow `run_started`).
+                    while let Ok(note) = rx.try_recv() {
+                        if let Note::Warning(w) = note {
+                            warnings.push(w);
+                        }
+                    }
                     let answer = with_about(json!({
                         "team": team,
                         "workspace": workspace,
                         "total": t,
+                        "warnings": warnings,
                         "pid": std::process::id(),
                         "next": "poll the `status` tool with this workspace as `team`; `stop` interrupts it; the journal in the workspace holds every event",
                     }));
@@ -553,10 +564,15 @@ async fn follow(
                     let _ = ctx.peer.notify_progress(p.with_message(message)).await;
                 }
             }
+            Note::Warning(w) => warnings.push(w),
             Note::Summary(v) => events.push(v),
             // 0: every item completed; 1: some did not (a result, not a tool error).
             Note::Ended(Ok(code)) if code <= EXIT_INCOMPLETE => {
-                let summary = with_about(json!({ "exit_code": code, "events": events }));
+                let summary = with_about(json!({
+                    "exit_code": code,
+                    "events": events,
+                    "warnings": warnings,
+                }));
                 return CallToolResult::structured(summary);
             }
             Note::Ended(Ok(code)) => {
@@ -564,6 +580,7 @@ async fn follow(
                     "exit_code": code,
                     "interrupted": true,
                     "events": events,
+                    "warnings": warnings,
                     "next": "the run was interrupted: its items that were running are `cancelled`, its outputs written; the same call resumes it",
                 }));
                 return CallToolResult::structured_error(summary);

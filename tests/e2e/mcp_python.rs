@@ -453,3 +453,23 @@ fn a_background_team_outlives_the_python_client_that_started_it() {
         "temporary files left"
     );
 }
+
+/// What the run warned of reaches the lead in the run's answer (it was only in the server's
+/// log and the journal): here, the empty records it skipped.
+#[test]
+fn the_python_sdk_sees_what_the_run_warned_of_in_its_answer() {
+    let Some(python) = python_or_skip("mcp_python::the_python_sdk_sees_what_the_run_warned_of")
+    else {
+        return;
+    };
+    let dir = folder(WORKER);
+    let out = play(&python, "warnings", dir.path());
+    assert_eq!(out["structured"]["exit_code"], 0, "{out}");
+    let warnings = out["structured"]["warnings"].as_array().expect("warnings");
+    assert!(
+        warnings.iter().any(|w| w
+            .as_str()
+            .is_some_and(|w| w.contains("skipped 2 empty records"))),
+        "{out}"
+    );
+}

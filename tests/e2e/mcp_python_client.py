@@ -25,7 +25,8 @@ processes the scenario leaves. Scenarios:
 - together: two waited batch_runs sent at once.
 - background: a batch_run in the background, then the process ends without a goodbye once
   both teammates run (the team is to run on).
-- logging: logging/setLevel, then a waited batch_run whose run warns, with a logging callback.
+- warnings: a waited batch_run over rows.csv with two empty records at its end (the run
+  warns that it skipped them): its answer.
 - progress: a waited batch_run with a progress callback (an item fails while the file
   fail-ITEM is there), then, without that file, the same call again, which resumes the batch:
   the progress notifications each got.
@@ -214,6 +215,12 @@ async def together(session: ClientSession) -> dict:
     }
 
 
+async def warnings(session: ClientSession) -> dict:
+    rows = FOLDER / "rows.csv"
+    rows.write_text(rows.read_text() + ",\n,\n")
+    return answer(await session.call_tool("batch_run", batch_args(True)))
+
+
 async def background(session: ClientSession) -> dict:
     started = answer(await session.call_tool("batch_run", batch_args(False)))
     await both_teammates_run()
@@ -244,6 +251,7 @@ SCENARIOS = {
     "long": long,
     "together": together,
     "background": background,
+    "warnings": warnings,
 }
 
 

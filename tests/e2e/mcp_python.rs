@@ -170,6 +170,11 @@ fn a_call_the_python_sdk_abandons_interrupts_the_team_as_ctrl_c_does() {
         Vec::<String>::new(),
         "processes left"
     );
+    assert_eq!(
+        temporary_files(dir.path()),
+        Vec::<PathBuf>::new(),
+        "temporary files left"
+    );
 }
 
 #[test]
@@ -186,26 +191,11 @@ fn a_python_client_that_vanishes_mid_run_leaves_no_process_and_no_temporary_file
         "processes left"
     );
     assert_eq!(statuses(dir.path()), ["cancelled", "cancelled"]);
-    let tmp: Vec<PathBuf> = std::fs::read_dir(dir.path().join("tmp"))
-        .expect("tmp")
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert_eq!(tmp, Vec::<PathBuf>::new(), "temporary files left in TMPDIR");
-    let mut stray = Vec::new();
-    let mut stack = vec![dir.path().to_owned()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
-            let p = e.path();
-            let name = e.file_name().to_string_lossy().into_owned();
-            if p.is_dir() {
-                stack.push(p);
-            } else if name.contains(".tmp") || name.starts_with(".tmp") {
-                stray.push(p);
-            }
-        }
-    }
-    assert_eq!(stray, Vec::<PathBuf>::new(), "temporary files left");
+    assert_eq!(
+        temporary_files(dir.path()),
+        Vec::<PathBuf>::new(),
+        "temporary files left"
+    );
 }
 
 #[test]

@@ -383,31 +383,35 @@ fn the_python_sdk_adds_an_item_longer_than_any_command_line() {
     assert_eq!(out["listed_items"], 1, "{out}");
 }
 
-/// Two waited run calls sent at once through the SDK: one runs to its end, the other is
-/// refused naming it, and the refused one leaves the running one's instruction in place.
+/// Two waited run calls sent at once through the SDK (a lead retrying, two sub-agents): one
+/// runs to its end, the other is refused naming it, and the refused one leaves the running
+/// one's instruction in place (it used to write it, then remove it on its refusal, under
+/// the running team). Four times, each in a fresh folder: the calls race.
 #[test]
 fn two_run_calls_the_python_sdk_sends_at_once_never_break_each_other() {
     let Some(python) = python_or_skip("mcp_python::two_run_calls_at_once") else {
         return;
     };
-    let dir = folder(WORKER);
-    let out = play(&python, "together", dir.path());
-    let answers = out["answers"].as_array().expect("answers");
-    let ran: Vec<&Value> = answers.iter().filter(|a| a["isError"] == false).collect();
-    assert_eq!(ran.len(), 1, "one call runs: {out}");
-    assert_eq!(ran[0]["structured"]["exit_code"], 0, "{out}");
-    let refused = answers
-        .iter()
-        .find(|a| a["isError"] == true)
-        .expect("one is refused");
-    assert!(
-        refused["text"]
-            .as_str()
-            .is_some_and(|t| t.contains("batch_run of rows.csv")),
-        "{out}"
-    );
-    assert_eq!(out["instruction"], "Look at {topic}.", "{out}");
-    assert_eq!(statuses(dir.path()), ["completed", "completed"]);
+    for _ in 0..4 {
+        let dir = folder(&format!("sleep 1\n{WORKER}"));
+        let out = play(&python, "together", dir.path());
+        let answers = out["answers"].as_array().expect("answers");
+        let ran: Vec<&Value> = answers.iter().filter(|a| a["isError"] == false).collect();
+        assert_eq!(ran.len(), 1, "one call runs: {out}");
+        assert_eq!(ran[0]["structured"]["exit_code"], 0, "{out}");
+        let refused = answers
+            .iter()
+            .find(|a| a["isError"] == true)
+            .expect("one is refused");
+        assert!(
+            refused["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("batch_run of rows.csv")),
+            "{out}"
+        );
+        assert_eq!(out["instruction"], "Look at {topic}.", "{out}");
+        assert_eq!(statuses(dir.path()), ["completed", "completed"]);
+    }
 }
 
 /// A team started in the background outlives the client that started it: the client goes

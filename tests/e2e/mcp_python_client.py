@@ -209,9 +209,10 @@ async def together(session: ClientSession) -> dict:
         session.call_tool("batch_run", batch_args(True)),
         session.call_tool("batch_run", batch_args(True)),
     )
+    instruction = FOLDER / "workers-output.instruction.md"
     return {
         "answers": [answer(a), answer(b)],
-        "instruction": (FOLDER / "workers-output.instruction.md").read_text(),
+        "instruction": instruction.read_text() if instruction.exists() else None,
     }
 
 

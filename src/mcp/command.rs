@@ -3,8 +3,9 @@
 
 use crate::error::{Error, Result};
 
-/// Serve until the client closes stdin (or SIGINT, SIGTERM, SIGHUP); 0 then, once the run
-/// under way has ended its teammates.
+/// Serve until the client closes stdin and its background run has ended, or SIGINT,
+/// SIGTERM, SIGHUP: 0, or 130 when a signal interrupted a run (once it has ended its
+/// teammates).
 ///
 /// Errors: the current folder cannot be read, stdout cannot be set aside for the protocol, a
 /// signal handler cannot be installed, or the transport failed (exit 3).
@@ -22,5 +23,5 @@ pub(crate) fn mcp() -> Result<i32> {
     let served = rt.block_on(super::serve(cwd, out));
     // A blocking read of stdin may still be pending: do not wait for it.
     rt.shutdown_background();
-    served.map(|()| 0)
+    served
 }

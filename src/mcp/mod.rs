@@ -28,9 +28,11 @@
 //! `structuredContent` follows (the same JSON is the text, for older clients).
 //!
 //! Nothing but protocol is written on stdout ([`stdio`]: the protocol has its own descriptor,
-//! and whatever the library prints goes to stderr); when the client closes stdin, or the
-//! server is sent SIGINT, SIGTERM or SIGHUP, the run under way is interrupted and every
-//! teammate ended before the server exits ([`runs::Runs::shutdown`]). The command itself,
+//! and whatever the library prints goes to stderr). When the client closes stdin, a waited
+//! run is interrupted, while a run started in the background goes on: the server takes no
+//! more calls and exits when that team ends ([`runs::Runs::client_gone`]). SIGINT, SIGTERM
+//! or SIGHUP interrupts the run under way, background or not, and every teammate is ended
+//! before the server exits, 130 then ([`runs::Runs::shutdown`]). The command itself,
 //! `runner mcp`, is [`command`]: the server sits above the commands it serves.
 
 pub(crate) mod argv;
@@ -393,8 +395,36 @@ impl RunnerTools {
     }
 }
 
+/// The protocol error of a call to a tool the server does not have: its name, the one
+/// meant when it is close to one, and the tools there are.
+fn unknown_tool(name: &str, tools: &[rmcp::model::Tool]) -> ErrorData {
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    ErrorData::invalid_params(
+        format!(
+            "unknown tool `{name}`{}; the tools are {}",
+            crate::suggest::did_you_mean(name, names.iter().copied()),
+            names.join(", ")
+        ),
+        None,
+    )
+}
+
 #[rmcp::tool_handler]
 impl ServerHandler for RunnerTools {
+    /// The tool's call; an unknown tool is refused by name ([`unknown_tool`]).
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        let router = Self::tool_router();
+        if !router.has_route(&request.name) {
+            return Err(unknown_tool(&request.name, &router.list_all()));
+        }
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        router.call(call).await
+    }
+
     fn get_info(&self) -> ServerConfig {
         let mut server = Implementation::new("teammate-runner", env!("CARGO_PKG_VERSION"));
         server.title = Some("teammate-runner".into());
@@ -410,12 +440,14 @@ impl ServerHandler for RunnerTools {
     }
 }
 
-/// Serve on stdio until the client closes it or the server is signalled, then end the run
-/// under way ([`Runs::shutdown`]).
+/// Serve on stdio until the client closes it or the server is signalled. A client that goes
+/// away ends its waited run ([`Runs::shutdown`]); a background run goes on to its end, the
+/// server with it, taking no call ([`Runs::client_gone`]); SIGINT, SIGTERM or SIGHUP
+/// interrupts whatever runs. The exit code: 130 when a signal interrupted a run, else 0.
 ///
 /// Errors: the protocol's descriptor or a signal handler cannot be set up, or the transport
 /// failed (the message says how).
-pub(crate) async fn serve(cwd: PathBuf, out: stdio::ProtocolOut) -> crate::error::Result<()> {
+pub(crate) async fn serve(cwd: PathBuf, out: stdio::ProtocolOut) -> crate::error::Result<i32> {
     let mut signals = stdio::Signals::listen()?;
     let tools = RunnerTools::new(cwd);
     let runs = tools.runs.clone();
@@ -428,10 +460,17 @@ pub(crate) async fn serve(cwd: PathBuf, out: stdio::ProtocolOut) -> crate::error
             if let Err(e) = ended {
                 tracing::warn!("MCP: {e}");
             }
-            false
+            tokio::select! {
+                _ = runs.client_gone() => false,
+                _ = signals.next() => true,
+            }
         }
         _ = signals.next() => true,
     };
-    runs.shutdown(signalled).await;
-    Ok(())
+    let interrupted = runs.shutdown(signalled).await;
+    Ok(if interrupted {
+        crate::error::EXIT_INTERRUPTED
+    } else {
+        crate::error::EXIT_OK
+    })
 }

@@ -143,6 +143,8 @@ enum Note {
     },
     /// `item_finished`: the item's id and status.
     Finished(String),
+    /// `warning`: its message.
+    Warning(String),
     /// `run_finished` or `run_ended`, as its journal line.
     Summary(Value),
     /// The pipeline returned: the exit code, or the error as the CLI prints it.
@@ -169,6 +171,7 @@ impl Reporter for Progress {
                 resumed: *resumed,
             },
             Event::ItemFinished(o) => Note::Finished(format!("{} {}", o.id, o.status)),
+            Event::Warning { message, .. } => Note::Warning(message.clone()),
             Event::RunFinished(_) | Event::RunEnded { .. } => {
                 match event.to_line().and_then(|l| l.ok()) {
                     Some(line) => match serde_json::from_str(&line) {
@@ -211,6 +214,9 @@ struct Active {
     interrupt: Option<mpsc::UnboundedSender<()>>,
     /// How many interrupts it was sent: the first stops it gracefully, the next at once.
     interrupted: u32,
+    /// Whether a call waits for it (`wait: true`): such a run ends with its client, a
+    /// background one goes on ([`Runs::client_gone`]).
+    waited: bool,
     /// Whether the waited call that runs it was cancelled (the SDK marks it before it reads
     /// the client's next message, so a retry sees it even before the run hears it).
     cancelled: Option<Box<dyn Fn() -> bool + Send>>,
@@ -263,6 +269,7 @@ impl Runs {
                     team: None,
                     interrupt: None,
                     interrupted: 0,
+                    waited: false,
                     cancelled: None,
                 });
                 Ok(Slot(self.clone()))
@@ -349,6 +356,7 @@ impl Runs {
                     let _ = interrupt.send(());
                 }
                 a.interrupt = Some(interrupt);
+                a.waited = wait;
                 if wait {
                     a.cancelled = Some(Box::new(move || ct.is_cancelled()));
                 }
@@ -386,20 +394,37 @@ impl Runs {
     /// (unless `signalled`: the signal reached its dispatcher already) and wait for it to stop
     /// its teammates and write its outputs; past [`STOP_WAIT`] it is interrupted again, and
     /// then every process it started is killed. Nothing the runs started outlives the server.
-    pub(crate) async fn shutdown(&self, signalled: bool) {
-        if signalled {
-            // The dispatcher heard the signal: it counts as the first interrupt.
-            self.with(|s| {
-                if let Some(a) = &mut s.active {
+    /// Whether a signal interrupted a run (the server then exits 130, as the CLI does).
+    pub(crate) async fn shutdown(&self, signalled: bool) -> bool {
+        let interrupted_by_signal = signalled
+            && self.with(|s| match &mut s.active {
+                // The dispatcher heard the signal: it counts as the first interrupt.
+                Some(a) => {
                     a.interrupted += 1;
+                    true
                 }
+                None => false,
             });
-        }
         if self.interrupt(false) && !self.wait_idle(STOP_WAIT).await {
             self.interrupt(true);
             self.wait_idle(Duration::from_secs(10)).await;
         }
         descendants::end_run();
+        interrupted_by_signal
+    }
+
+    /// The client has gone (stdin closed): no call comes any more. A waited run was
+    /// interrupted with its call (the SDK cancels the calls under way); a background run
+    /// goes on: wait for its end, however long it takes. Whether a background run was
+    /// under way (the server's log is then set aside: nobody reads it).
+    pub(crate) async fn client_gone(&self) -> bool {
+        let background = self.with(|s| s.active.as_ref().is_some_and(|a| !a.waited));
+        if background {
+            super::stdio::quiet_log();
+            tracing::info!("the client has gone: the background team runs to its end");
+            while !self.wait_idle(Duration::from_secs(3600)).await {}
+        }
+        background
     }
 
     /// Wait until no run is under way, at most `limit`; whether none is.
@@ -481,6 +506,7 @@ async fn follow(
     let token = ctx.meta.get_progress_token();
     let (mut total, mut done) = (None::<u64>, 0u64);
     let mut events = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
     let (mut cancelled, mut started) = (false, false);
     loop {
         let note = tokio::select! {
@@ -511,10 +537,17 @@ async fn follow(
                 });
                 if !wait {
                     polled(Path::new(&workspace)).await;
+                    // The start-up warnings said by now (they follow `run_started`).
+                    while let Ok(note) = rx.try_recv() {
+                        if let Note::Warning(w) = note {
+                            warnings.push(w);
+                        }
+                    }
                     let answer = with_about(json!({
                         "team": team,
                         "workspace": workspace,
                         "total": t,
+                        "warnings": warnings,
                         "pid": std::process::id(),
                         "next": "poll the `status` tool with this workspace as `team`; `stop` interrupts it; the journal in the workspace holds every event",
                     }));
@@ -531,10 +564,15 @@ async fn follow(
                     let _ = ctx.peer.notify_progress(p.with_message(message)).await;
                 }
             }
+            Note::Warning(w) => warnings.push(w),
             Note::Summary(v) => events.push(v),
             // 0: every item completed; 1: some did not (a result, not a tool error).
             Note::Ended(Ok(code)) if code <= EXIT_INCOMPLETE => {
-                let summary = with_about(json!({ "exit_code": code, "events": events }));
+                let summary = with_about(json!({
+                    "exit_code": code,
+                    "events": events,
+                    "warnings": warnings,
+                }));
                 return CallToolResult::structured(summary);
             }
             Note::Ended(Ok(code)) => {
@@ -542,6 +580,7 @@ async fn follow(
                     "exit_code": code,
                     "interrupted": true,
                     "events": events,
+                    "warnings": warnings,
                     "next": "the run was interrupted: its items that were running are `cancelled`, its outputs written; the same call resumes it",
                 }));
                 return CallToolResult::structured_error(summary);

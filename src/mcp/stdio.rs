@@ -8,6 +8,10 @@
 //! - [`Signals`] takes SIGINT, SIGTERM and SIGHUP from the start, so none of them ends the
 //!   process before the run under way has stopped its teammates (a run's dispatcher hears the
 //!   same signal and interrupts its team).
+//! - [`quiet_log`]: once the client has gone and a background team runs on, the server's log
+//!   (stderr, and stdout pointed at it) goes to `/dev/null` when it was a pipe or a socket,
+//!   whose reader went with the client: a write there would fail (the team's journal keeps
+//!   every event all the same).
 
 use std::os::fd::OwnedFd;
 
@@ -68,4 +72,23 @@ impl Signals {
             _ = hup.recv() => {}
         }
     }
+}
+
+/// Point descriptors 1 and 2 at `/dev/null` when stderr is a pipe or a socket (see the
+/// module's guide); a file or a terminal keeps the log. Nothing is done when `/dev/null`
+/// cannot be opened (the log's writes then fail as they would have).
+pub(crate) fn quiet_log() {
+    use nix::sys::stat::{SFlag, fstat};
+    let Ok(stat) = fstat(std::io::stderr()) else {
+        return;
+    };
+    let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+    if kind != SFlag::S_IFIFO && kind != SFlag::S_IFSOCK {
+        return;
+    }
+    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else {
+        return;
+    };
+    let _ = nix::unistd::dup2_stdout(&null);
+    let _ = nix::unistd::dup2_stderr(&null);
 }

@@ -170,6 +170,11 @@ fn a_call_the_python_sdk_abandons_interrupts_the_team_as_ctrl_c_does() {
         Vec::<String>::new(),
         "processes left"
     );
+    assert_eq!(
+        temporary_files(dir.path()),
+        Vec::<PathBuf>::new(),
+        "temporary files left"
+    );
 }
 
 #[test]
@@ -186,26 +191,11 @@ fn a_python_client_that_vanishes_mid_run_leaves_no_process_and_no_temporary_file
         "processes left"
     );
     assert_eq!(statuses(dir.path()), ["cancelled", "cancelled"]);
-    let tmp: Vec<PathBuf> = std::fs::read_dir(dir.path().join("tmp"))
-        .expect("tmp")
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert_eq!(tmp, Vec::<PathBuf>::new(), "temporary files left in TMPDIR");
-    let mut stray = Vec::new();
-    let mut stack = vec![dir.path().to_owned()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
-            let p = e.path();
-            let name = e.file_name().to_string_lossy().into_owned();
-            if p.is_dir() {
-                stack.push(p);
-            } else if name.contains(".tmp") || name.starts_with(".tmp") {
-                stray.push(p);
-            }
-        }
-    }
-    assert_eq!(stray, Vec::<PathBuf>::new(), "temporary files left");
+    assert_eq!(
+        temporary_files(dir.path()),
+        Vec::<PathBuf>::new(),
+        "temporary files left"
+    );
 }
 
 #[test]
@@ -230,4 +220,250 @@ fn progress_through_the_python_sdk_counts_to_the_total_after_a_resume() {
         "after a resume, progress ends at the total: {out}"
     );
     assert_eq!(statuses(dir.path()), ["completed", "completed"]);
+}
+
+/// An agent that records its pid, then waits for the file `go` before it completes its item:
+/// a team that runs until the test lets it end (an item without `go` after a minute fails,
+/// so a broken test ends instead of hanging).
+const GATED: &str = "cat > /dev/null\necho $$ > \"DIR/$RUNNER_ITEM_ID.pid\"\ni=0\nwhile [ ! -e \"DIR/go\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\nif [ -e \"DIR/go\" ]; then s=completed; else s=failed; fi\nprintf '{\"status\":\"%s\",\"summary\":\"did %s\",\"output\":{}}' \"$s\" \"$RUNNER_ITEM_ID\" > \"$RUNNER_REPORT\"\n";
+
+/// The temporary files a run left: anything in the server's TMPDIR, and any `.tmp` file
+/// under `dir`.
+fn temporary_files(dir: &Path) -> Vec<PathBuf> {
+    let mut left: Vec<PathBuf> = std::fs::read_dir(dir.join("tmp"))
+        .expect("tmp")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if e.file_name().to_string_lossy().contains(".tmp") {
+                left.push(p);
+            }
+        }
+    }
+    left
+}
+
+/// The text of a refusal the client saw: a tool error's text, or a protocol error's message.
+fn refusal(out: &Value) -> String {
+    if let Some(e) = out["protocol_error"].as_str() {
+        return e.to_owned();
+    }
+    assert_eq!(out["isError"], true, "refused: {out}");
+    out["text"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Issue 51's argument findings through the SDK: each error names its field, a misspelled
+/// field is refused with the one meant (not ignored), a team named `--watch` is a path, an
+/// unknown tool is named with the one meant, and a batch_run its checks refuse leaves
+/// nothing on disk, so the corrected call (another instruction) runs.
+#[test]
+fn the_python_sdk_sees_each_refused_argument_named_and_a_refused_run_leaves_nothing() {
+    let Some(python) = python_or_skip("mcp_python::the_python_sdk_sees_each_refused_argument")
+    else {
+        return;
+    };
+    let dir = folder(WORKER);
+    let out = play(&python, "arguments", dir.path());
+    let refused = &out["refused"];
+    for (case, says) in [
+        ("misspelled", "did you mean `max_concurrency`?"),
+        ("wrong_type", "`max_concurrency`"),
+        ("text_type", "`text`"),
+        ("missing", "text"),
+        ("show_misspelled", "did you mean `team`?"),
+        ("watch", "--watch"),
+        (
+            "unknown_tool",
+            "unknown tool `todo_lst`; did you mean `todo_list`?",
+        ),
+    ] {
+        let text = refusal(&refused[case]);
+        assert!(text.contains(says), "{case}: {text}");
+    }
+    // `--watch` was a folder that is not there, not a flag that streams.
+    assert!(
+        !refusal(&refused["watch"]).contains("unexpected argument"),
+        "{out}"
+    );
+    let checks = refusal(&out["checks_refused"]);
+    assert!(checks.contains("rows.csv"), "{checks}");
+    assert_eq!(
+        out["files_after_refusal"],
+        serde_json::json!(["agent.sh", "rows.csv"]),
+        "a refused batch_run writes nothing"
+    );
+    assert_eq!(out["corrected"]["isError"], false, "{out}");
+    assert_eq!(out["corrected"]["structured"]["exit_code"], 0, "{out}");
+    assert_eq!(statuses(dir.path()), ["completed", "completed"]);
+}
+
+/// `status` of a team whose item failed is its state, through the SDK (it was the error
+/// `" (exit 1)"`, all a lead saw).
+#[test]
+fn the_python_sdk_gets_the_status_of_a_team_with_a_failed_item() {
+    let Some(python) = python_or_skip("mcp_python::the_python_sdk_gets_the_status") else {
+        return;
+    };
+    let dir = folder(WORKER);
+    std::fs::write(dir.path().join("fail-b"), "").expect("marker");
+    let out = play(&python, "failed", dir.path());
+    assert_eq!(out["run"]["structured"]["exit_code"], 1, "{out}");
+    let status = &out["status"];
+    assert_eq!(status["isError"], false, "a status, not an error: {out}");
+    let text = status["structured"]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("1 completed") && text.contains("b (failed)"),
+        "{text}"
+    );
+    assert_eq!(status["structured"]["counts"]["failed"], 1, "{out}");
+}
+
+/// Stable ids through the SDK: the user confirmed items 1 and 3 (Alpha, Gamma); resolving
+/// them by id in two calls runs Alpha then Gamma (never Delta, which numbers would have
+/// reached), each answer names its item and what to follow, `status` of that still answers
+/// once the team is archived, and an id already resolved is refused with nothing changed.
+#[test]
+fn the_python_sdk_resolves_the_confirmed_items_by_their_stable_ids() {
+    let Some(python) = python_or_skip("mcp_python::the_python_sdk_resolves_by_stable_ids") else {
+        return;
+    };
+    let dir = folder(WORKER);
+    let out = play(&python, "ids", dir.path());
+    let listed = out["listed"]["items"].as_array().expect("items");
+    assert_eq!(listed.len(), 4, "{out}");
+    assert!(listed.iter().all(|i| i["id"].is_string()), "{out}");
+    let runs = out["runs"].as_array().expect("runs");
+    let mut moved = Vec::new();
+    for r in runs {
+        assert_eq!(r["run"]["structured"]["exit_code"], 0, "{r}");
+        assert_eq!(r["run"]["structured"]["items"][0]["id"], r["id"], "{r}");
+        moved.push(r["run"]["structured"]["items"][0]["title"].clone());
+        let follow = &r["run"]["structured"]["follow"];
+        assert!(
+            follow["command"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("runner status --brief")),
+            "{r}"
+        );
+        // The team is archived by now (every item completed): its status still answers.
+        assert_eq!(r["status"]["isError"], false, "{r}");
+        let text = r["status"]["structured"]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains("1 completed"), "{text}");
+    }
+    assert_eq!(moved, ["Alpha", "Gamma"], "never Delta: {out}");
+    let gone = refusal(&out["gone"]);
+    assert!(gone.contains("no open item has the id"), "{gone}");
+    assert_eq!(out["unchanged"], true, "a gone id changes nothing");
+    let inbox = out["inbox"].as_str().unwrap_or_default();
+    assert!(
+        inbox.contains("Beta") && inbox.contains("Delta") && !inbox.contains("Alpha"),
+        "{inbox}"
+    );
+}
+
+/// A 200 KiB item (a pasted log) through the SDK: added whole (over ~128 KiB it failed with
+/// "Argument list too long" when the server ran `runner add`).
+#[test]
+fn the_python_sdk_adds_an_item_longer_than_any_command_line() {
+    let Some(python) = python_or_skip("mcp_python::the_python_sdk_adds_a_long_item") else {
+        return;
+    };
+    let dir = folder(WORKER);
+    let out = play(&python, "long", dir.path());
+    assert_eq!(out["added_error"], false, "{out}");
+    assert_eq!(out["whole_text_in_inbox"], true, "{out}");
+    assert_eq!(out["listed_items"], 1, "{out}");
+}
+
+/// Two waited run calls sent at once through the SDK (a lead retrying, two sub-agents): one
+/// runs to its end, the other is refused naming it, and the refused one leaves the running
+/// one's instruction in place (it used to write it, then remove it on its refusal, under
+/// the running team). Four times, each in a fresh folder: the calls race.
+#[test]
+fn two_run_calls_the_python_sdk_sends_at_once_never_break_each_other() {
+    let Some(python) = python_or_skip("mcp_python::two_run_calls_at_once") else {
+        return;
+    };
+    for _ in 0..4 {
+        let dir = folder(&format!("sleep 1\n{WORKER}"));
+        let out = play(&python, "together", dir.path());
+        let answers = out["answers"].as_array().expect("answers");
+        let ran: Vec<&Value> = answers.iter().filter(|a| a["isError"] == false).collect();
+        assert_eq!(ran.len(), 1, "one call runs: {out}");
+        assert_eq!(ran[0]["structured"]["exit_code"], 0, "{out}");
+        let refused = answers
+            .iter()
+            .find(|a| a["isError"] == true)
+            .expect("one is refused");
+        assert!(
+            refused["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("batch_run of rows.csv")),
+            "{out}"
+        );
+        assert_eq!(out["instruction"], "Look at {topic}.", "{out}");
+        assert_eq!(statuses(dir.path()), ["completed", "completed"]);
+    }
+}
+
+/// A team started in the background outlives the client that started it: the client goes
+/// away without a goodbye while both teammates run; the server takes no more calls but lets
+/// the team finish, then exits. Every item completes; no process and no temporary file is
+/// left (it used to be interrupted when stdin closed).
+#[test]
+fn a_background_team_outlives_the_python_client_that_started_it() {
+    let Some(python) = python_or_skip("mcp_python::a_background_team_outlives_the_client") else {
+        return;
+    };
+    let dir = folder(GATED);
+    let out = play(&python, "background", dir.path());
+    assert_eq!(out["started"]["isError"], false, "{out}");
+    let workspace = out["started"]["structured"]["workspace"]
+        .as_str()
+        .expect("workspace")
+        .to_owned();
+    // The client has gone (its process ended): the team goes on.
+    std::fs::write(dir.path().join("go"), "").expect("go");
+    assert_eq!(
+        left_after(dir.path(), 60),
+        Vec::<String>::new(),
+        "processes left"
+    );
+    assert_eq!(statuses(dir.path()), ["completed", "completed"]);
+    let journal =
+        std::fs::read_to_string(Path::new(&workspace).join("journal.jsonl")).unwrap_or_default();
+    assert!(!journal.contains("\"event\":\"interrupted\""), "{journal}");
+    assert_eq!(
+        temporary_files(dir.path()),
+        Vec::<PathBuf>::new(),
+        "temporary files left"
+    );
+}
+
+/// What the run warned of reaches the lead in the run's answer (it was only in the server's
+/// log and the journal): here, the empty records it skipped.
+#[test]
+fn the_python_sdk_sees_what_the_run_warned_of_in_its_answer() {
+    let Some(python) = python_or_skip("mcp_python::the_python_sdk_sees_what_the_run_warned_of")
+    else {
+        return;
+    };
+    let dir = folder(WORKER);
+    let out = play(&python, "warnings", dir.path());
+    assert_eq!(out["structured"]["exit_code"], 0, "{out}");
+    let warnings = out["structured"]["warnings"].as_array().expect("warnings");
+    assert!(
+        warnings.iter().any(|w| w
+            .as_str()
+            .is_some_and(|w| w.contains("skipped 2 empty records"))),
+        "{out}"
+    );
 }

@@ -14,6 +14,19 @@ processes the scenario leaves. Scenarios:
   notifications/cancelled), then the team's state until it is no longer running.
 - disconnect: a waited batch_run over sleeping teammates, then the process ends without a
   goodbye once both run (the server's stdin closes under it).
+- arguments: refused arguments (a misspelled field, a wrong type, a missing one), a team
+  named `--watch`, an unknown tool, and a batch_run its checks refuse (a row with a field too
+  many), the files then, and the corrected call.
+- failed: a waited batch_run whose item b fails, then the team's status.
+- ids: four items added, the ids todo_list gives, Alpha and Gamma resolved by id in two waited
+  calls (each followed by `status` of what the answer says to follow, the workspace archived
+  by then), Alpha's id again, and the inbox.
+- long: a 200 KiB item added and listed.
+- together: two waited batch_runs sent at once.
+- background: a batch_run in the background, then the process ends without a goodbye once
+  both teammates run (the team is to run on).
+- warnings: a waited batch_run over rows.csv with two empty records at its end (the run
+  warns that it skipped them): its answer.
 - progress: a waited batch_run with a progress callback (an item fails while the file
   fail-ITEM is there), then, without that file, the same call again, which resumes the batch:
   the progress notifications each got.
@@ -102,6 +115,121 @@ async def disconnect(session: ClientSession) -> dict:
     os._exit(0)
 
 
+def answer(result) -> dict:
+    """A tool's answer: whether it is an error, its text, its structured content."""
+    d = dumped(result)
+    return {
+        "isError": bool(result.is_error),
+        "text": result.content[0].text if result.content else "",
+        "structured": d.get("structuredContent"),
+    }
+
+
+async def refusal_or_error(call) -> dict:
+    """A call's answer, or the protocol error it raised (its message)."""
+    try:
+        return answer(await call)
+    except Exception as e:  # the SDK raises McpError for a JSON-RPC error
+        return {"protocol_error": str(e)}
+
+
+def files() -> list:
+    """Every file under FOLDER but the client's own (home, tmp), relative, sorted."""
+    return sorted(
+        str(p.relative_to(FOLDER))
+        for p in FOLDER.rglob("*")
+        if p.is_file() and p.relative_to(FOLDER).parts[0] not in ("home", "tmp")
+    )
+
+
+async def arguments(session: ClientSession) -> dict:
+    out = {"refused": {}}
+    for name, tool, args in [
+        ("misspelled", "batch_run", dict(batch_args(True), max_concurency=2)),
+        ("wrong_type", "batch_run", dict(batch_args(True), max_concurrency="two")),
+        ("text_type", "todo_add", {"text": 5, "store": "S"}),
+        ("missing", "todo_add", {"store": "S"}),
+        ("show_misspelled", "show", {"item": "a", "tem": "x"}),
+        ("watch", "status", {"team": "--watch"}),
+        ("unknown_tool", "todo_lst", {}),
+    ]:
+        out["refused"][name] = await refusal_or_error(session.call_tool(tool, args))
+    bad_rows = FOLDER / "rows.csv"
+    good = bad_rows.read_text()
+    bad_rows.write_text(good + "c,z,extra\n")
+    first_try = dict(batch_args(True), instruction="First look at {topic}.")
+    out["checks_refused"] = await refusal_or_error(session.call_tool("batch_run", first_try))
+    out["files_after_refusal"] = files()
+    bad_rows.write_text(good)
+    out["corrected"] = answer(await session.call_tool("batch_run", batch_args(True)))
+    return out
+
+
+async def failed(session: ClientSession) -> dict:
+    run = answer(await session.call_tool("batch_run", batch_args(True)))
+    status = answer(await session.call_tool("status", {"team": "workers-output.csv"}))
+    return {"run": run, "status": status}
+
+
+async def ids(session: ClientSession) -> dict:
+    for title in ["Alpha", "Beta", "Gamma", "Delta"]:
+        await session.call_tool("todo_add", {"text": title, "store": "S"})
+    listed = answer(await session.call_tool("todo_list", {"store": "S"}))["structured"]
+    id_of = {i["title"]: i["id"] for i in listed["items"]}
+    resolve = lambda i: {"store": "S", "ids": [i], "command": ["sh", str(FOLDER / "agent.sh")], "wait": True}
+    out = {"listed": listed, "runs": []}
+    # The user confirmed items 1 and 3: Alpha and Gamma, resolved one call after the other.
+    for title in ["Alpha", "Gamma"]:
+        run = answer(await session.call_tool("todo_resolve", resolve(id_of[title])))
+        team = (run["structured"] or {}).get("follow", {}).get("team")
+        status = answer(await session.call_tool("status", {"team": team}))
+        out["runs"].append({"id": id_of[title], "run": run, "status": status})
+    before = files()
+    out["gone"] = answer(await session.call_tool("todo_resolve", resolve(id_of["Alpha"])))
+    out["unchanged"] = files() == before
+    out["inbox"] = (FOLDER / "S" / "todo.md").read_text()
+    return out
+
+
+async def long(session: ClientSession) -> dict:
+    text = "Read this log: " + "x" * (200 * 1024)
+    added = answer(await session.call_tool("todo_add", {"text": text, "store": "S"}))
+    listed = answer(await session.call_tool("todo_list", {"store": "S"}))
+    inbox = (FOLDER / "S" / "todo.md").read_text()
+    return {
+        "added_error": added["isError"],
+        "added_text": added["text"][:300],
+        "listed_items": len((listed["structured"] or {}).get("items", [])),
+        "whole_text_in_inbox": text in inbox,
+    }
+
+
+async def together(session: ClientSession) -> dict:
+    a, b = await asyncio.gather(
+        session.call_tool("batch_run", batch_args(True)),
+        session.call_tool("batch_run", batch_args(True)),
+    )
+    instruction = FOLDER / "workers-output.instruction.md"
+    return {
+        "answers": [answer(a), answer(b)],
+        "instruction": instruction.read_text() if instruction.exists() else None,
+    }
+
+
+async def warnings(session: ClientSession) -> dict:
+    rows = FOLDER / "rows.csv"
+    rows.write_text(rows.read_text() + ",\n,\n")
+    return answer(await session.call_tool("batch_run", batch_args(True)))
+
+
+async def background(session: ClientSession) -> dict:
+    started = answer(await session.call_tool("batch_run", batch_args(False)))
+    await both_teammates_run()
+    print(json.dumps({"started": started}), flush=True)
+    # Gone without closing anything: the server only sees its stdin close.
+    os._exit(0)
+
+
 async def progress(session: ClientSession) -> dict:
     out = {}
     for run in ["first", "resumed"]:
@@ -115,6 +243,17 @@ async def progress(session: ClientSession) -> dict:
         for failing in FOLDER.glob("fail-*"):
             failing.unlink()
     return out
+
+
+SCENARIOS = {
+    "arguments": arguments,
+    "failed": failed,
+    "ids": ids,
+    "long": long,
+    "together": together,
+    "background": background,
+    "warnings": warnings,
+}
 
 
 async def main() -> None:
@@ -133,6 +272,8 @@ async def main() -> None:
                 out = await cancel(session)
             elif SCENARIO == "disconnect":
                 out = await disconnect(session)
+            elif SCENARIO in SCENARIOS:
+                out = await SCENARIOS[SCENARIO](session)
             elif SCENARIO == "progress":
                 out = await progress(session)
             else:

@@ -70,6 +70,20 @@ impl Client {
         self.stdin = None;
     }
 
+    /// Read the server's stdout to its end (the server closes it once it has seen its stdin
+    /// close and answered what it could); every line read must be JSON-RPC.
+    pub(crate) fn read_to_end(&mut self) {
+        loop {
+            let mut line = String::new();
+            if self.stdout.read_line(&mut line).expect("read") == 0 {
+                return;
+            }
+            let msg: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout carries only protocol: {e}: {line:?}"));
+            self.notes.push(msg);
+        }
+    }
+
     /// Send a request without waiting for its answer; its id.
     pub(crate) fn send_request(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next;
@@ -451,11 +465,22 @@ pub(crate) fn start_sleeping_team(sb: &Sandbox, c: &mut Client) {
     assert!(err && text.contains("one run at a time"), "{text}");
 }
 
+/// A client that goes away under a waited call: its team is interrupted as Ctrl-C does and
+/// the server ends with no teammate left.
 #[test]
-fn closing_stdin_ends_the_server_and_every_teammate() {
+fn closing_stdin_interrupts_a_waited_team_and_ends_the_server() {
     let sb = Sandbox::new();
+    let agent = sleeping_batch(&sb);
     let mut c = Client::start(&sb);
-    start_sleeping_team(&sb, &mut c);
+    c.send_request(
+        "tools/call",
+        json!({"name": "batch_run", "arguments": {
+            "csv_path": "rows.csv", "instruction": "Look at {topic}.", "id_column": "id",
+            "command": ["sh", agent], "wait": true}}),
+    );
+    wait_for("both teammates to run", 30, || {
+        sb.read_opt("a.pid").is_some() && sb.read_opt("b.pid").is_some()
+    });
     c.close_stdin();
     let ended = wait_exit(&mut c.child, 60);
     assert!(ended.is_some(), "the server outlived its client's stdin");
@@ -471,12 +496,41 @@ fn closing_stdin_ends_the_server_and_every_teammate() {
     );
 }
 
+/// A team started in the background outlives its client's stdin, and a SIGTERM then still
+/// interrupts it: the server exits 130 with no teammate left.
+#[test]
+fn a_background_team_whose_client_has_gone_is_still_interrupted_by_sigterm() {
+    let sb = Sandbox::new();
+    let mut c = Client::start(&sb);
+    start_sleeping_team(&sb, &mut c);
+    c.close_stdin();
+    c.read_to_end();
+    assert_eq!(
+        c.child.try_wait().ok().flatten(),
+        None,
+        "the server waits for its team"
+    );
+    terminate_and_expect_no_survivors(&sb, &mut c, "TERM");
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert!(journal.contains("\"event\":\"interrupted\""), "{journal}");
+}
+
 #[test]
 fn a_terminated_server_ends_every_teammate_first() {
     let sb = Sandbox::new();
     let mut c = Client::start(&sb);
     start_sleeping_team(&sb, &mut c);
-    terminate_and_expect_no_survivors(&sb, &mut c);
+    terminate_and_expect_no_survivors(&sb, &mut c, "TERM");
+}
+
+/// Ctrl-C of the server (SIGINT) interrupts its team and the server exits 130, as `runner
+/// batch` does (it exited 0).
+#[test]
+fn a_server_interrupted_under_its_run_exits_130() {
+    let sb = Sandbox::new();
+    let mut c = Client::start(&sb);
+    start_sleeping_team(&sb, &mut c);
+    terminate_and_expect_no_survivors(&sb, &mut c, "INT");
 }
 
 /// A server whose first run has ended still ends every teammate of its next run before it
@@ -495,19 +549,25 @@ fn after_a_finished_run_a_terminated_server_still_ends_every_teammate_first() {
     );
     assert!(!err, "{text}");
     start_sleeping_team(&sb, &mut c);
-    terminate_and_expect_no_survivors(&sb, &mut c);
+    terminate_and_expect_no_survivors(&sb, &mut c, "TERM");
 }
 
-/// SIGTERM the server; it must exit within 60 s and leave no teammate running.
-fn terminate_and_expect_no_survivors(sb: &Sandbox, c: &mut Client) {
+/// Send the server SIG`signal` under its run; it must exit 130 within 60 s and leave no
+/// teammate running.
+fn terminate_and_expect_no_survivors(sb: &Sandbox, c: &mut Client, signal: &str) {
     let pid = c.child.id().to_string();
     let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
+        .args([&format!("-{signal}"), &pid])
         .status()
         .expect("kill");
     assert!(killed.success());
     let ended = wait_exit(&mut c.child, 60);
-    assert!(ended.is_some(), "the server outlived SIGTERM");
+    assert!(ended.is_some(), "the server outlived SIG{signal}");
+    assert_eq!(
+        ended.and_then(|s| s.code()),
+        Some(130),
+        "a server whose run a signal interrupted exits 130"
+    );
     assert_eq!(
         sb.survivors_after(5.0),
         Vec::new(),

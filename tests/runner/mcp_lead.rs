@@ -293,6 +293,13 @@ fn arguments_are_checked_by_field_and_an_unknown_one_is_refused_with_the_one_mea
     // A team is a path, never a flag: `--watch` names no team here.
     let (err, text) = c.call("status", json!({"team": "--watch"}));
     assert!(err && text.contains("--watch"), "{text}");
+    // An unknown tool is named, with the one meant (it was "tool not found").
+    let r = c.request("tools/call", json!({"name": "todo_lst", "arguments": {}}));
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("unknown tool `todo_lst`; did you mean `todo_list`?"),
+        "{r}"
+    );
 }
 
 #[test]

@@ -291,5 +291,13 @@ fn batch_api_with_stages_is_refused_as_documented() {
         r.stderr.contains("--batch-api") && r.stderr.contains("`stages:`"),
         "{r:?}"
     );
+    // Why, and what to do instead.
+    assert!(
+        r.stderr
+            .contains("each stage's rows wait for the stage before")
+            && r.stderr.contains("Run the stages without --batch-api")
+            && r.stderr.contains("one-stage BATCH.md with --batch-api"),
+        "{r:?}"
+    );
     assert_eq!(sb.tree(), before, "nothing written");
 }

@@ -1,6 +1,7 @@
-//! The record of a team's OpenAI Batch API jobs, `<workspace>/batch-api.json` (see
-//! [`super::batch`]): each uploaded input file and each job created from it, written before
-//! the runner waits on them, so a killed or interrupted run's resume finds them.
+//! The record of a team's batch jobs (`--batch-api`), `<workspace>/batch-api.json` (see
+//! [`super::batch`]): each job (OpenAI's uploaded input file, or Anthropic's rows and when
+//! they were sent) and its id, written before the runner sends or waits on them, so a
+//! killed or interrupted run's resume finds them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,7 +14,8 @@ pub(crate) const STATE_FILE: &str = "batch-api.json";
 /// One job as `batch-api.json` keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub(crate) struct Job {
-    /// The uploaded input file.
+    /// The uploaded input file (OpenAI); empty where the requests go with the job
+    /// (Anthropic).
     pub file_id: String,
     /// The job, once created (`None`: uploaded, the job not yet created).
     #[serde(default)]
@@ -23,12 +25,17 @@ pub(crate) struct Job {
     /// Its last known status (`in_progress`, `completed`, …).
     #[serde(default)]
     pub status: String,
-    /// Its last known `request_counts` (`total`, `completed`, `failed`).
+    /// Its last known request counts (`total`, `completed`, `failed`; Anthropic's are
+    /// summed into these words).
     #[serde(default)]
     pub counts: BTreeMap<String, u64>,
     /// When the status was last read (RFC 3339).
     #[serde(default)]
     pub checked_at: String,
+    /// When its requests were sent to be created (RFC 3339): a job a killed run created
+    /// and could not record is looked for among those made since.
+    #[serde(default)]
+    pub asked_at: String,
     /// Its results were handed to the rows: a row run again goes into a new job.
     #[serde(default)]
     pub delivered: bool,
@@ -44,6 +51,10 @@ pub(crate) struct State {
     /// The base URL the jobs were made at (another one's jobs are not looked up there).
     #[serde(default)]
     pub base_url: String,
+    /// The batch API the jobs were sent to (`OpenAI Batch API`, `Anthropic Message
+    /// Batches`; empty in a record written before there were two: OpenAI's).
+    #[serde(default)]
+    pub api: String,
     /// The jobs, oldest first.
     #[serde(default)]
     pub jobs: Vec<Job>,

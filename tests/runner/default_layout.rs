@@ -216,6 +216,17 @@ fn resolve_project_in_a_git_repository_starts_confined_and_ticks_its_items() {
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(first_line(&r).ends_with("sandbox landlock"), "{r:?}");
+    let root =
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").expect("/proc/self"))
+            == 0;
+    if root {
+        // Issue 56: resolve checks its plan twice; the warning is said once.
+        assert_eq!(
+            r.stderr.matches("running as root").count(),
+            1,
+            "the root warning once: {r:?}"
+        );
+    }
     let batch = sb.read("proj/.agent-tasks/todo-1.md");
     assert!(batch.contains("[x]"), "ticked: {batch}");
     assert!(

@@ -849,6 +849,14 @@ fn resolve_by_stable_id_moves_that_item_and_refuses_an_id_that_is_gone() {
     };
     let (alpha, gamma) = (id_of("Alpha"), id_of("Gamma"));
     assert!(gamma.starts_with("k-") && gamma != alpha, "{gamma} {alpha}");
+    // The human view shows the same id (issue 56: only the JSON had it).
+    let human = sb.run(&["list", "--store", "S"]);
+    assert!(
+        human
+            .stdout
+            .contains(&format!("3. [ ] Gamma  (id {gamma})")),
+        "{human:?}"
+    );
     // Alpha first: Gamma's number shifts from 3 to 2, its id does not.
     for id in [&alpha, &gamma] {
         let r = resolve(&sb, &["--yes", "--id", id]);

@@ -603,27 +603,9 @@ fn profile(
 pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
     let (instruction, table) = scan(&files, &settings)?;
     let chain = files.stages.take().map(Arc::new);
-    if settings.batch_api && chain.is_some() {
-        return Err(Error::Conflict {
-            flag: "--batch-api".into(),
-            other: "`stages:`".into(),
-            why: "each stage's rows wait for the stage before, so every stage would be its own \
-                  batch job (up to 24 hours each, a stage's runner and model its own), and a \
-                  resume finds a row's job by the row alone, which a later stage's request of \
-                  the same row would be mistaken for. Run the stages without --batch-api, or \
-                  run the first stage as a one-stage BATCH.md with --batch-api and give its \
-                  output CSV as the next one's input"
-                .into(),
-        });
-    }
-    if settings.batch_api && (files.runner_column.is_some() || files.model_column.is_some()) {
-        return Err(Error::Conflict {
-            flag: "--batch-api".into(),
-            other: "`runner_column` or `model_column`".into(),
-            why: "one batch job sends every row at once with one runner and model; run the \
-                  rows' own choices without --batch-api"
-                .into(),
-        });
+    let own_choices = files.runner_column.is_some() || files.model_column.is_some();
+    if settings.batch_api && (chain.is_some() || own_choices) {
+        return Err(super::batch_api_refused(chain.is_some()));
     }
     if let Some(chain) = &chain {
         chain.check(&table.headers)?;

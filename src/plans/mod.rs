@@ -15,3 +15,29 @@
 
 pub(crate) mod csv_batch;
 pub(crate) mod todo_batch;
+
+/// Why `--batch-api` is refused with BATCH.md's `stages:` (`stages`), else with its
+/// `runner_column` or `model_column`, and what to do instead (exit 2).
+pub(crate) fn batch_api_refused(stages: bool) -> crate::error::Error {
+    let (other, why) = match stages {
+        true => (
+            "`stages:`",
+            "each stage's rows wait for the stage before, so every stage would be its own \
+             batch job (up to 24 hours each, a stage's runner and model its own), and a \
+             resume finds a row's job by the row alone, which a later stage's request of the \
+             same row would be mistaken for. Run the stages without --batch-api, or run the \
+             first stage as a one-stage BATCH.md with --batch-api and give its output CSV as \
+             the next one's input",
+        ),
+        false => (
+            "`runner_column` or `model_column`",
+            "one batch job sends every row at once with one runner and model; run the rows' \
+             own choices without --batch-api",
+        ),
+    };
+    crate::error::Error::Conflict {
+        flag: "--batch-api".into(),
+        other: other.into(),
+        why: why.into(),
+    }
+}

@@ -318,14 +318,8 @@ fn wire_id(name: &str) -> String {
         .map(|c| if allowed(c) { c } else { '_' })
         .take(MAX_ID - 17)
         .collect();
-    format!("{clean}-{:016x}", fnv1a(name.as_bytes()))
-}
-
-/// FNV-1a, 64 bits: stable across runs and builds (a resume must compute the same ids).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    // Stable across runs and builds: a resume must compute the same ids.
+    format!("{clean}-{}", crate::hash::stable_hash(name))
 }
 
 #[cfg(test)]

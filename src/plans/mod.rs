@@ -23,11 +23,13 @@ pub(crate) fn batch_api_refused(stages: bool) -> crate::error::Error {
         true => (
             "`stages:`",
             "each stage's rows wait for the stage before, so every stage would be its own \
-             batch job (up to 24 hours each, a stage's runner and model its own), and a \
-             resume finds a row's job by the row alone, which a later stage's request of the \
-             same row would be mistaken for. Run the stages without --batch-api, or run the \
-             first stage as a one-stage BATCH.md with --batch-api and give its output CSV as \
-             the next one's input",
+             batch job (up to 24 hours each) sent by that stage's own backend (a stage may \
+             choose its own runner and model), while a team's one record of its jobs \
+             (batch-api.json) is kept by one backend: two stages' jobs in flight at once (a \
+             retried row of the first stage while the second's job runs) could lose one's \
+             record, and a resume would pay for that job twice. Run the stages without \
+             --batch-api, or run the first stage as a one-stage BATCH.md with --batch-api and \
+             give its output CSV as the next one's input",
         ),
         false => (
             "`runner_column` or `model_column`",

@@ -614,7 +614,7 @@ pub(crate) struct RunArgs {
     /// (`/v1/batches`) or Anthropic Message Batch (`/v1/messages/batches`) — half the price,
     /// results within 24 hours — instead of one request each. The job's ids are kept in the
     /// workspace: after a crash or Ctrl-C the same command picks it up without sending
-    /// twice. Not with `stages:`, `runner_column` or `model_column`.
+    /// twice. With `stages:`, one job per stage; not with `runner_column` or `model_column`.
     #[arg(long)]
     pub batch_api: bool,
     /// Start from batch files (BATCH.md, input, instruction, schema, runner definition) that

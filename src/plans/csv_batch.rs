@@ -603,9 +603,8 @@ fn profile(
 pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
     let (instruction, table) = scan(&files, &settings)?;
     let chain = files.stages.take().map(Arc::new);
-    let own_choices = files.runner_column.is_some() || files.model_column.is_some();
-    if settings.batch_api && (chain.is_some() || own_choices) {
-        return Err(super::batch_api_refused(chain.is_some()));
+    if settings.batch_api && (files.runner_column.is_some() || files.model_column.is_some()) {
+        return Err(super::batch_api_refused());
     }
     if let Some(chain) = &chain {
         chain.check(&table.headers)?;

@@ -16,30 +16,14 @@
 pub(crate) mod csv_batch;
 pub(crate) mod todo_batch;
 
-/// Why `--batch-api` is refused with BATCH.md's `stages:` (`stages`), else with its
-/// `runner_column` or `model_column`, and what to do instead (exit 2).
-pub(crate) fn batch_api_refused(stages: bool) -> crate::error::Error {
-    let (other, why) = match stages {
-        true => (
-            "`stages:`",
-            "each stage's rows wait for the stage before, so every stage would be its own \
-             batch job (up to 24 hours each) sent by that stage's own backend (a stage may \
-             choose its own runner and model), while a team's one record of its jobs \
-             (batch-api.json) is kept by one backend: two stages' jobs in flight at once (a \
-             retried row of the first stage while the second's job runs) could lose one's \
-             record, and a resume would pay for that job twice. Run the stages without \
-             --batch-api, or run the first stage as a one-stage BATCH.md with --batch-api and \
-             give its output CSV as the next one's input",
-        ),
-        false => (
-            "`runner_column` or `model_column`",
-            "one batch job sends every row at once with one runner and model; run the rows' \
-             own choices without --batch-api",
-        ),
-    };
+/// Why `--batch-api` is refused with BATCH.md's `runner_column` or `model_column`, and what
+/// to do instead (exit 2).
+pub(crate) fn batch_api_refused() -> crate::error::Error {
     crate::error::Error::Conflict {
         flag: "--batch-api".into(),
-        other: other.into(),
-        why: why.into(),
+        other: "`runner_column` or `model_column`".into(),
+        why: "one batch job sends its rows with one runner and model; run the rows' own choices \
+              without --batch-api"
+            .into(),
     }
 }

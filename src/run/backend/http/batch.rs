@@ -298,15 +298,11 @@ impl Collector {
     /// jobs, hand out the answers.
     async fn round(&self, round: Vec<Request>, workspace: &Path) {
         let mut state = State::read(workspace);
+        // Jobs made at another API are not there to be found.
         let base = self.calls.http.base.as_str().to_owned();
-        if state.base_url != base || state.api != self.jobs.title() {
-            // Jobs made at another API are not there to be found.
-            state = State {
-                base_url: base,
-                api: self.jobs.title().to_owned(),
-                jobs: Vec::new(),
-            };
-        }
+        state
+            .jobs
+            .retain(|j| j.api == self.jobs.title() && j.base_url == base);
         let order: Vec<String> = round.iter().map(|r| r.custom_id.clone()).collect();
         let mut waiting: HashMap<String, Request> = round
             .into_iter()
@@ -398,7 +394,7 @@ impl Collector {
                     }
                 }
             }
-            write(state, workspace);
+            write(state, i, workspace);
         }
     }
 
@@ -433,11 +429,13 @@ impl Collector {
                 counts: Default::default(),
                 checked_at: String::new(),
                 asked_at: crate::run::now_rfc3339(),
+                api: self.jobs.title().to_owned(),
+                base_url: self.calls.http.base.as_str().to_owned(),
                 delivered: false,
                 uploaded_now: true,
             });
-            write(state, workspace);
             let i = state.jobs.len() - 1;
+            write(state, i, workspace);
             match self.create(&state.jobs[i], &lines).await {
                 Ok((id, status)) => {
                     state.jobs[i].batch_id = Some(id);
@@ -449,7 +447,7 @@ impl Collector {
                     fail(waiting, e);
                 }
             }
-            write(state, workspace);
+            write(state, i, workspace);
         }
     }
 
@@ -555,7 +553,7 @@ impl Collector {
                 (r.activity.0)(line.clone());
             }
         }
-        write(state, workspace);
+        write(state, i, workspace);
         match &polled.phase {
             Phase::Open => return true,
             Phase::Ended => self.collect(&polled, &state.jobs[i], waiting).await,
@@ -571,7 +569,7 @@ impl Collector {
             }
         }
         state.jobs[i].delivered = true;
-        write(state, workspace);
+        write(state, i, workspace);
         false
     }
 
@@ -623,9 +621,9 @@ impl Collector {
     }
 }
 
-/// Record `state` in the workspace (a failure is logged: the run goes on).
-fn write(state: &State, workspace: &Path) {
-    if let Err(e) = state.write(workspace) {
+/// Record job `i` of `state` in the workspace (a failure is logged: the run goes on).
+fn write(state: &State, i: usize, workspace: &Path) {
+    if let Err(e) = State::save_job(workspace, &state.jobs[i]) {
         tracing::warn!("cannot write {}: {e}", STATE_FILE);
     }
 }

@@ -27,8 +27,8 @@ pub(crate) fn render_items(doc: &TodoDocument) -> String {
 
 /// Item `i` as lines, indented by `base` and its nesting: number, mark, title, checkpoint,
 /// prerequisites, the fragment step it came from, its stable id when it has no checkpoint
-/// (`(id k-…)`; the checkpoint is its id otherwise), then its continuation lines and the
-/// runner's note.
+/// (`(id k-…)` last; the checkpoint is its id otherwise), then its continuation lines and
+/// the runner's note.
 fn render_item(out: &mut String, base: &str, i: &TodoItem) {
     use std::fmt::Write;
     let indent = format!("{base}{}", "  ".repeat(i.indent / 2));

@@ -659,6 +659,8 @@ fn an_item_added_above_the_ideas_keeps_every_prerequisite_pointing_where_it_did(
             .iter()
             .find(|l| l.contains(title))
             .and_then(|l| l.split("@after:").nth(1))
+            // The numbers, before the item's `(id k-…)`.
+            .and_then(|rest| rest.split_whitespace().next())
             .map(str::to_owned)
     };
     assert_eq!(

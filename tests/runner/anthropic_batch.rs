@@ -333,3 +333,21 @@ async fn a_bad_key_fails_the_rows_auth_and_creates_no_batch() {
         "the key is never shown"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_names_the_batch_endpoint_and_sends_nothing() {
+    let (server, api) = stand_in(true).await;
+    let sb = batch(&["a"]);
+    let mut c = cmd(&sb, &server, KEY);
+    c.arg("--dry-run");
+    let r: Run = tokio::task::spawn_blocking(move || c.output().expect("spawn").into())
+        .await
+        .expect("join");
+    assert_eq!(r.code, 0, "{r:?}");
+    let want = format!(
+        "sent as Anthropic Message Batches: POST {}/v1/messages/batches,",
+        server.uri()
+    );
+    assert!(r.stdout.contains(&want), "{r:?}");
+    assert!(api.with(|r| r.headers.is_empty()), "nothing sent");
+}

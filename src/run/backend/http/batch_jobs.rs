@@ -142,7 +142,10 @@ impl Calls {
 
     /// The redacted base URL, for messages.
     pub(super) fn base_shown(&self) -> String {
-        crate::redact::urls(self.http.base.as_str().trim_end_matches('/'))
+        // Trimmed after: redaction writes an origin's URL with its `/`.
+        crate::redact::urls(self.http.base.as_str())
+            .trim_end_matches('/')
+            .to_owned()
     }
 
     /// `request` with the run's headers and its key in the wire format's key header (unless

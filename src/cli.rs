@@ -610,10 +610,11 @@ pub(crate) struct RunArgs {
     /// Show the plan (items, argv, prompts, dependencies, shard) without running or writing.
     #[arg(long)]
     pub dry_run: bool,
-    /// With `--runner openai`: send every row in one OpenAI Batch API job (`/v1/batches`,
-    /// half the price, results within 24 hours) instead of one request each. The job's ids
-    /// are kept in the workspace: after a crash or Ctrl-C the same command picks it up
-    /// without a second upload.
+    /// With `--runner openai` or `anthropic`: send every row in one OpenAI Batch API job
+    /// (`/v1/batches`) or Anthropic Message Batch (`/v1/messages/batches`) — half the price,
+    /// results within 24 hours — instead of one request each. The job's ids are kept in the
+    /// workspace: after a crash or Ctrl-C the same command picks it up without sending
+    /// twice. With `stages:`, one job per stage; not with `runner_column` or `model_column`.
     #[arg(long)]
     pub batch_api: bool,
     /// Start from batch files (BATCH.md, input, instruction, schema, runner definition) that

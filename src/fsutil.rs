@@ -616,27 +616,34 @@ pub(crate) fn check_replaceable(
 }
 
 /// Why this process cannot make files in folder `dir` (`Permission denied`, `Read-only file
-/// system`), or `None` when it can: `access(2)` for write and search permission, then a
-/// probe file made and removed at once, since root passes `access` on `/proc` and `/sys`
-/// whose files it cannot create.
+/// system`), or `None` when it can — asked without writing anything (a refused run changes
+/// nothing on disk, not even a folder's modification time): `access(2)` for write and search
+/// permission, the mount's read-only flag (`statvfs`), and the file system's type, since
+/// root passes `access` on the kernel's `/proc`, `/sys` and cgroup folders, where no file
+/// can be made.
 pub(crate) fn cannot_write_in(dir: &Path) -> Option<String> {
+    use nix::sys::statfs::{
+        CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, PROC_SUPER_MAGIC, SYSFS_MAGIC,
+    };
+    use nix::sys::statvfs::FsFlags;
     use nix::unistd::AccessFlags;
     if let Err(e) = nix::unistd::access(dir, AccessFlags::W_OK | AccessFlags::X_OK) {
         return Some(e.desc().to_string());
     }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let probe = dir.join(format!(".runner-probe-{}-{nanos}", std::process::id()));
-    match OpenOptions::new().write(true).create_new(true).open(&probe) {
-        Ok(_) => {
-            let _ = fs::remove_file(&probe);
-            None
+    if nix::sys::statvfs::statvfs(dir).is_ok_and(|v| v.flags().contains(FsFlags::ST_RDONLY)) {
+        return Some(nix::errno::Errno::EROFS.desc().to_string());
+    }
+    let kernel = [
+        PROC_SUPER_MAGIC,
+        SYSFS_MAGIC,
+        CGROUP_SUPER_MAGIC,
+        CGROUP2_SUPER_MAGIC,
+    ];
+    match nix::sys::statfs::statfs(dir) {
+        Ok(fs) if kernel.contains(&fs.filesystem_type()) => {
+            Some("a kernel file system (like /proc or /sys): no files can be made there".into())
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => None,
-        Err(e) => Some(e.raw_os_error().map_or(e.to_string(), |n| {
-            nix::errno::Errno::from_raw(n).desc().to_string()
-        })),
+        _ => None,
     }
 }
 

@@ -603,15 +603,8 @@ fn profile(
 pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
     let (instruction, table) = scan(&files, &settings)?;
     let chain = files.stages.take().map(Arc::new);
-    if settings.batch_api
-        && (chain.is_some() || files.runner_column.is_some() || files.model_column.is_some())
-    {
-        return Err(Error::Conflict {
-            flag: "--batch-api".into(),
-            other: "`stages:`, `runner_column` or `model_column`".into(),
-            why: "one Batch API job sends every row at once with one runner and model; run the stages or the rows' own choices without it"
-                .into(),
-        });
+    if settings.batch_api && (files.runner_column.is_some() || files.model_column.is_some()) {
+        return Err(super::batch_api_refused());
     }
     if let Some(chain) = &chain {
         chain.check(&table.headers)?;

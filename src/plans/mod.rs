@@ -15,3 +15,15 @@
 
 pub(crate) mod csv_batch;
 pub(crate) mod todo_batch;
+
+/// Why `--batch-api` is refused with BATCH.md's `runner_column` or `model_column`, and what
+/// to do instead (exit 2).
+pub(crate) fn batch_api_refused() -> crate::error::Error {
+    crate::error::Error::Conflict {
+        flag: "--batch-api".into(),
+        other: "`runner_column` or `model_column`".into(),
+        why: "one batch job sends its rows with one runner and model; run the rows' own choices \
+              without --batch-api"
+            .into(),
+    }
+}

@@ -397,7 +397,7 @@ impl Plan {
     /// With `--sandbox landlock`, no teammate may be able to write the team workspace
     /// (journal, `team.json`, lock, siblings' folders) beyond its own teammate folder and
     /// worktree: refuse when the workspace and a writable root of a teammate hold one
-    /// another ([`Plan::layout_conflict`]). Warns when run as root.
+    /// another ([`Plan::layout_conflict`]). Warns (once) when run as root.
     ///
     /// Errors: exit 2, naming the workspace, the root and what to change.
     fn check_sandbox(&self) -> Result<()> {
@@ -410,7 +410,10 @@ impl Plan {
             &std::fs::metadata("/proc/self")
                 .map_err(|e| Error::io("read", Path::new("/proc/self"), e))?,
         ) == 0;
-        if root {
+        // Once per process: `resolve` checks its plan before it moves the items, and the
+        // pipeline checks it again.
+        static TOLD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if root && !TOLD.swap(true, std::sync::atomic::Ordering::Relaxed) {
             tracing::warn!(
                 "running as root: under --sandbox landlock a teammate still has root's other powers (it can read other root processes' environments, change the owner of what it may write); run the runner as a normal user"
             );

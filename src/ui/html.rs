@@ -67,8 +67,11 @@ struct Page {
     running: usize,
     /// Attempts recorded.
     attempts: usize,
-    /// Seconds from the first attempt's start to the last one's end (`12.3`).
+    /// Seconds from the first attempt's start to the last one's end (`12.3`): the axis.
     seconds: String,
+    /// Seconds the team ran: [`Page::seconds`] less the idle gaps between runs
+    /// ([`History::running_ms`], the Markdown summary's time).
+    worked: String,
     /// Total cost in dollars ([`usd_text`]), when any item cost something.
     cost: Option<String>,
     /// Why the last run stopped starting items (its budget reached), if it did.
@@ -263,6 +266,7 @@ fn page(h: &History, now_ms: i64, nonce: String) -> Page {
         running: h.spans.iter().filter(|s| s.end_ms.is_none()).count(),
         attempts: h.spans.len(),
         seconds: format!("{:.1}", axis.ms() / 1000.0),
+        worked: format!("{:.1}", h.running_ms(now_ms).unwrap_or(0) as f64 / 1000.0),
         cost: (cost > 0.0).then(|| usd_text(cost)),
         stopped: h.stopped.clone(),
         legend: ItemStatus::ALL.iter().map(|s| count(*s, 0)).collect(),
@@ -649,6 +653,17 @@ mod tests {
                 "<div class=\"gap\" style=\"left:48.544%;width:2.913%\" title=\"idle for 9h 59m 50s between runs (drawn short)\">"
             ) && page.contains("1 idle gap(s) between runs drawn short"),
             "{page}"
+        );
+        // The team ran 20 s (two 10 s attempts), not the 10 hours between them: the page
+        // and the Markdown summary say so (issue 56: the summary counted the night).
+        assert!(
+            page.contains("2 attempt(s) in 20.0s (not counting the idle time between runs)"),
+            "{page}"
+        );
+        let md = crate::ui::markdown::summary(&h);
+        assert!(
+            md.contains(" · 20s running (not counting 9h 59m 50s idle between runs)"),
+            "{md}"
         );
     }
 

@@ -26,8 +26,9 @@ pub(crate) fn render_items(doc: &TodoDocument) -> String {
 }
 
 /// Item `i` as lines, indented by `base` and its nesting: number, mark, title, checkpoint,
-/// prerequisites, the fragment step it came from, then its continuation lines and the
-/// runner's note.
+/// prerequisites, the fragment step it came from, its stable id when it has no checkpoint
+/// (`(id k-…)` last; the checkpoint is its id otherwise), then its continuation lines and
+/// the runner's note.
 fn render_item(out: &mut String, base: &str, i: &TodoItem) {
     use std::fmt::Write;
     let indent = format!("{base}{}", "  ".repeat(i.indent / 2));
@@ -51,9 +52,14 @@ fn render_item(out: &mut String, base: &str, i: &TodoItem) {
         .as_ref()
         .map(|f| format!("  @fragment:{}", f.short()))
         .unwrap_or_default();
+    // The stable id `resolve --id` takes: the checkpoint shown above, else the text's key.
+    let id = match i.context {
+        Some(_) => String::new(),
+        None => format!("  (id {})", i.key()),
+    };
     let _ = writeln!(
         out,
-        "{indent}{:>3}. {mark} {}{cp}{after}{fragment}",
+        "{indent}{:>3}. {mark} {}{cp}{after}{fragment}{id}",
         i.number, i.title
     );
     for line in i.continuation.lines() {

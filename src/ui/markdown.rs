@@ -41,12 +41,15 @@ pub(crate) fn summary(h: &History) -> String {
             parts.join(", ")
         }
     );
-    if let Some(s) = wall {
-        let _ = write!(
-            out,
-            " · {}",
-            humantime::format_duration(std::time::Duration::from_secs(s))
-        );
+    if let Some((ran, idle)) = wall {
+        let _ = write!(out, " · {}", secs_text(ran));
+        if idle > 0 {
+            let _ = write!(
+                out,
+                " running (not counting {} idle between runs)",
+                secs_text(idle)
+            );
+        }
     }
     if costed {
         let _ = write!(out, " · ${}", crate::run::record::outcome::usd_text(cost));
@@ -101,11 +104,18 @@ pub(crate) fn summary(h: &History) -> String {
     out
 }
 
-/// Whole seconds of the team's wall time ([`History::wall`], as the HTML page shows it),
-/// when known.
-fn wall_seconds(h: &History) -> Option<u64> {
-    let (first, last) = h.wall(jiff::Timestamp::now().as_millisecond())?;
-    u64::try_from((last - first) / 1000).ok()
+/// Whole seconds the team ran ([`History::running_ms`]: its wall time less the idle gaps
+/// between runs, as the HTML page gives it) and of those gaps, when known.
+fn wall_seconds(h: &History) -> Option<(u64, u64)> {
+    let now = jiff::Timestamp::now().as_millisecond();
+    let (first, last) = h.wall(now)?;
+    let ran = h.running_ms(now)?;
+    let secs = |ms: i64| u64::try_from(ms / 1000).unwrap_or(0);
+    Some((secs(ran), secs(last - first - ran)))
+}
+
+fn secs_text(s: u64) -> String {
+    humantime::format_duration(std::time::Duration::from_secs(s)).to_string()
 }
 
 /// `text` safe inside a table cell: pipes escaped, line breaks as spaces, no HTML.

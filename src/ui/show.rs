@@ -16,13 +16,19 @@ pub(crate) const PROMPT_NOT_WRITTEN: &str = "not written (yet): an attempt's pro
 /// Lines of the telling log shown.
 const LOG_LINES: usize = 20;
 
-/// Seconds between two RFC 3339 times, when both parse.
-fn seconds_between(from: &str, to: &str) -> Option<i64> {
+/// The time between two RFC 3339 times as an attempt's time is shown, when both parse:
+/// hundredths under 10 s (`0.85s`: an HTTP attempt is often under a second), whole seconds
+/// from there (`42s`).
+fn took(from: &str, to: &str) -> Option<String> {
     let (a, b) = (
         from.parse::<jiff::Timestamp>().ok()?,
         to.parse::<jiff::Timestamp>().ok()?,
     );
-    Some(b.duration_since(a).as_secs())
+    let secs = b.duration_since(a).as_secs_f64().max(0.0);
+    Some(match secs < 10.0 {
+        true => format!("{secs:.2}s"),
+        false => format!("{secs:.0}s"),
+    })
 }
 
 /// The last `n` lines of the file at `path`, when it can be read.
@@ -189,9 +195,7 @@ fn attempts(o: &mut String, events: &[Event]) {
         });
         let line = match end {
             Some((verdict, spend, done, refused)) => {
-                let took = seconds_between(at, done)
-                    .map(|s| format!("{s}s"))
-                    .unwrap_or_else(|| "?".into());
+                let took = took(at, done).unwrap_or_else(|| "?".into());
                 // What this attempt cost, when its agent said.
                 let cost = spend
                     .cost_usd
@@ -387,5 +391,21 @@ fn kept_log(o: &mut String, record: &crate::run::record::compact::Record) {
                 let _ = writeln!(o, "  | {l}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod took_tests {
+    use super::took;
+
+    #[test]
+    fn an_attempt_under_a_second_shows_its_hundredths_not_0s() {
+        let at = "2026-12-07T10:00:00.000Z";
+        assert_eq!(
+            took(at, "2026-12-07T10:00:00.850Z").as_deref(),
+            Some("0.85s")
+        );
+        assert_eq!(took(at, "2026-12-07T10:00:42.400Z").as_deref(), Some("42s"));
+        assert_eq!(took(at, "later"), None);
     }
 }

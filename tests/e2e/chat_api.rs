@@ -83,6 +83,8 @@ pub(crate) enum Reply {
     },
     /// Accept the request and answer nothing for this long (a stalled API).
     Stall(Duration),
+    /// An HTTP error whose body is a proxy's HTML page (`text/html`), not the API's JSON.
+    Page { status: u16, html: String },
 }
 
 impl Reply {
@@ -109,6 +111,17 @@ impl Reply {
     }
 
     /// OpenAI's 401 for a wrong key (`invalid_api_key`).
+    /// nginx's own 500 page, as a proxy in front of the API answers when the API is down.
+    pub(crate) fn nginx_500_page() -> Reply {
+        Reply::Page {
+            status: 500,
+            html: "<html>\r\n<head><title>500 Internal Server Error</title></head>\r\n<body>\r\n\
+                   <center><h1>500 Internal Server Error</h1></center>\r\n\
+                   <hr><center>nginx/1.25.3</center>\r\n</body>\r\n</html>\r\n"
+                .into(),
+        }
+    }
+
     pub(crate) fn bad_key(key: &str) -> Reply {
         Reply::Error {
             status: 401,
@@ -383,6 +396,7 @@ impl Respond for Completions {
                 Reply::ToolCall { name, .. } => format!("tool call {name}"),
                 Reply::Error { status, .. } => format!("HTTP {status}"),
                 Reply::Stall(d) => format!("(stalling) no answer for {d:?}"),
+                Reply::Page { status, .. } => format!("HTTP {status} (an HTML page)"),
             }
         ));
         respond(&call, reply)
@@ -410,6 +424,9 @@ fn respond(call: &Call, reply: Reply) -> ResponseTemplate {
             code,
             headers,
         } => return error(status, &message, &error_type, code.as_deref(), &headers),
+        Reply::Page { status, html } => {
+            return ResponseTemplate::new(status).set_body_raw(html, "text/html");
+        }
         Reply::Stall(d) => {
             return ResponseTemplate::new(200)
                 .set_delay(d)

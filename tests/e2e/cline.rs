@@ -145,3 +145,9 @@ impl Agent for Cline {
         );
     }
 }
+
+/// The reason of an HTML error page names the page (its title), with no tag of it.
+pub(crate) fn no_html_in_the_reason(sb: &Sandbox, _api: &ChatApi) {
+    let row = sb.row();
+    assert!(!row["error"].contains('<'), "no tag of the page: {row:?}");
+}

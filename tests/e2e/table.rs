@@ -505,6 +505,19 @@ table! {
                 .reason(&["incorrect api key provided"])
                 .exit_code("1")
                 .calls(Calls::Exactly(1)),
+            // A proxy's HTML 500 page (issue 56): the reason is the page's title, not its
+            // first line `<html>`.
+            html_500_page_fails_the_item_with_its_title: Failure::fault(
+                Reply::nginx_500_page(),
+                "api_error",
+            )
+            .reason(&["500 Internal Server Error"])
+            .exit_code("1")
+            // Cline retries a 5xx itself with growing pauses (about a minute in all here).
+            .calls(Calls::AtLeast(1))
+            .within(170)
+            .timeout("3m")
+            .then(crate::cline::no_html_in_the_reason),
         }
     }
 

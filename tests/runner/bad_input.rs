@@ -16,6 +16,7 @@ fn every_bad_input_exits_2_or_3_names_the_place_and_changes_nothing() {
             sb.write(rel, bytes);
         }
         let before = sb.tree();
+        let times = folder_times(sb.path());
         let mut args: Vec<&str> = case.args.to_vec();
         if case.agent {
             args.extend_from_slice(&["--", "python3", &fake]);
@@ -35,6 +36,11 @@ fn every_bad_input_exits_2_or_3_names_the_place_and_changes_nothing() {
         }
         if sb.tree() != before {
             problems.push("files changed".into());
+        }
+        // Not even a file made and removed at once (issue 56: a write probe in the output
+        // folder): every folder's modification time is as it was.
+        if folder_times(sb.path()) != times {
+            problems.push("a folder was written (its modification time changed)".into());
         }
         if !problems.is_empty() {
             failures.push(format!("{}: {}\n{r:?}", case.what, problems.join(", ")));
@@ -299,4 +305,22 @@ fn list_shows_a_store_the_user_cannot_write() {
         "{r:?}"
     );
     assert_eq!(sb.tree(), before, "nothing on disk changes");
+}
+
+/// Every folder under `root` (itself included) with its modification time.
+fn folder_times(root: &std::path::Path) -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_owned()];
+    while let Some(dir) = todo.pop() {
+        if let Ok(m) = std::fs::symlink_metadata(&dir).and_then(|m| m.modified()) {
+            out.push((dir.clone(), m));
+        }
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                todo.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
 }

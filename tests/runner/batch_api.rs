@@ -3,7 +3,8 @@
 //! upload and one job for the rows, each row's line judged as a direct answer (partial
 //! failures in the output and error files), a `kill -9` while polling and the same command
 //! picking up the same job (no second upload, no second job), Ctrl-C leaving the job
-//! running and saying how to resume, and `--only failed` sending only the failed rows.
+//! running and saying how to resume, `--only failed` sending only the failed rows, and a
+//! two-stage BATCH.md as one job per stage.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -396,4 +397,61 @@ async fn a_kill_while_the_job_is_created_and_the_resume_finds_that_job() {
     );
     assert!(lists >= 1, "it looked");
     assert!(sb.survivors_after(1.0).is_empty());
+}
+
+/// Issue 56: with BATCH.md's `stages:`, each stage's wave is one Batch API job: the first
+/// stage's rows in one, the second's (which wait for the first) in the next; both recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_stage_of_a_batch_is_one_job() {
+    let (server, api) = stand_in(true).await;
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,text\na,hello\nb,bye\nc,hi\n");
+    sb.write(
+        "BATCH.md",
+        "---\ninput: in.csv\nid_column: id\nrunner: openai\nmodel: gpt-test\nstages:\n  - name: audit\n    instruction: Audit {text}\n  - name: verdict\n    instruction: Judge {text}\n---\n",
+    );
+    let mut c = sb.cmd(&[
+        "batch",
+        "BATCH.md",
+        "--batch-api",
+        "--var",
+        "poll_max_s=0.2",
+        "--format",
+        "plain",
+    ]);
+    c.env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
+        .env("OPENAI_API_KEY", "sk-test-0123456789abcdef");
+    let r: Run = tokio::task::spawn_blocking(move || c.output().expect("spawn").into())
+        .await
+        .expect("join");
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    for id in ["a", "b", "c"] {
+        assert_eq!(rows[id]["status"], "completed", "{:?}", rows[id]);
+    }
+    let (creates, first, second) = api.with(|r| {
+        let ids = |f: &str| -> Vec<String> {
+            let mut v: Vec<String> = r
+                .files
+                .get(f)
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|l| l["custom_id"].as_str().map(str::to_owned))
+                .collect();
+            v.sort();
+            v
+        };
+        (r.creates, ids("file-in-1"), ids("file-in-2"))
+    });
+    assert_eq!(creates, 2, "one job per stage");
+    assert_eq!(first, ["1-a.audit", "2-b.audit", "3-c.audit"]);
+    assert_eq!(second, ["1-a.verdict", "2-b.verdict", "3-c.verdict"]);
+    let state: Value =
+        serde_json::from_str(&sb.read("workers-output.runner/batch-api.json")).expect("state");
+    assert_eq!(
+        state["jobs"].as_array().map(Vec::len),
+        Some(2),
+        "both jobs recorded: {state}"
+    );
 }

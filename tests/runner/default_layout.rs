@@ -216,6 +216,17 @@ fn resolve_project_in_a_git_repository_starts_confined_and_ticks_its_items() {
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(first_line(&r).ends_with("sandbox landlock"), "{r:?}");
+    let root =
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").expect("/proc/self"))
+            == 0;
+    if root {
+        // Issue 56: resolve checks its plan twice; the warning is said once.
+        assert_eq!(
+            r.stderr.matches("running as root").count(),
+            1,
+            "the root warning once: {r:?}"
+        );
+    }
     let batch = sb.read("proj/.agent-tasks/todo-1.md");
     assert!(batch.contains("[x]"), "ticked: {batch}");
     assert!(
@@ -337,4 +348,30 @@ fn clean_and_workspace_never_take_a_folder_of_the_users() {
     assert!(sb.join("ws/journal.jsonl").is_file(), "{r:?}");
     let s = run(&sb, &["status", "BATCH.md"]);
     assert!(s.stdout.contains(&format!("Workspace: {ws}")), "{s:?}");
+}
+
+/// Issue 56 (from issue 49's trial): a batch run from `proj/` whose output lies outside it
+/// keeps its workspace beside the output (DESIGN §6b: outside the teammates' tree), here two
+/// folders below where the user then stands; bare `runner status` and `runner clean` from
+/// there find it (they look three folders down).
+#[test]
+fn bare_status_and_clean_find_a_workspace_two_folders_down() {
+    let sb = layout();
+    sb.write("proj/in.csv", "id,mode\na,success\n");
+    sb.write("proj/instr.md", "Do item {id}. MODE={mode}\n");
+    let r = batch(&sb, "../results/2026/out.csv", &["--sandbox", "none"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let ws = sb.join("results/2026/out.runner");
+    assert!(ws.join("team.json").is_file(), "beside its output");
+    let above = |args: &[&str]| -> Run {
+        let mut c = sb.cmd(args);
+        c.current_dir(sb.path()).env_remove("XDG_STATE_HOME");
+        c.output().expect("spawn runner").into()
+    };
+    let status = above(&["status"]);
+    assert_eq!(status.code, 0, "{status:?}");
+    assert!(status.stdout.contains("1 completed"), "{status:?}");
+    let clean = above(&["clean", "--yes"]);
+    assert_eq!(clean.code, 0, "{clean:?}");
+    assert!(!ws.exists(), "cleaned: {clean:?}");
 }

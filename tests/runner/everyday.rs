@@ -271,15 +271,16 @@ fn a_staged_dry_run_says_the_real_json_mode_and_the_rows_that_will_fail() {
     );
 }
 
-/// Issue 56: `--batch-api` with `stages:` is refused before anything is written, naming
-/// the conflict, as the README says (one job carries one runner and model for every row).
+/// Issue 56: `--batch-api` with a `runner_column` is refused before anything is written,
+/// saying why (one job, one runner and model) and what to do instead. (`stages:` is taken:
+/// one job per stage, `batch_api::each_stage_of_a_batch_is_one_job`.)
 #[test]
-fn batch_api_with_stages_is_refused_as_documented() {
+fn batch_api_with_a_runner_column_is_refused_as_documented() {
     let sb = Sandbox::new();
-    sb.write("in.csv", "path\na.md\n");
+    sb.write("in.csv", "path,r\na.md,openai\n");
     sb.write(
         "BATCH.md",
-        "---\ninput: in.csv\nid_column: path\nrunner: openai\nmodel: m\nstages:\n  - name: audit\n    instruction: Audit {path}\n  - name: verdict\n    instruction: Judge {path}\n---\n",
+        "---\ninput: in.csv\nid_column: path\nrunner: openai\nmodel: m\nrunner_column: r\n---\nAudit {path}\n",
     );
     let before = sb.tree();
     let mut cmd = sb.cmd(&["batch", "BATCH.md", "--batch-api"]);
@@ -288,7 +289,9 @@ fn batch_api_with_stages_is_refused_as_documented() {
     let r: Run = cmd.output().expect("spawn").into();
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        r.stderr.contains("--batch-api") && r.stderr.contains("`stages:`"),
+        r.stderr.contains("--batch-api")
+            && r.stderr.contains("`runner_column` or `model_column`")
+            && r.stderr.contains("without --batch-api"),
         "{r:?}"
     );
     assert_eq!(sb.tree(), before, "nothing written");

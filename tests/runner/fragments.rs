@@ -95,7 +95,7 @@ fn apply_appends_the_steps_linked_by_after_as_the_next_round() {
     let r = run(&sb, &["list"]);
     assert!(
         r.stdout.contains(
-            "  3. [ ] Tag 1.2 after checking main MODE=success  @after:2  @fragment:release#1/tag\n"
+            "  3. [ ] Tag 1.2 after checking main MODE=success  @after:2  @fragment:release#1/tag  (id k-"
         ),
         "the mark shows beside the title, not in it: {r:?}"
     );

@@ -6,6 +6,7 @@ mod harness;
 mod skip;
 
 mod anthropic;
+mod anthropic_batch;
 mod bad_input;
 mod bad_input_cases;
 mod bad_input_flags;

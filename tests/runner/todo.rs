@@ -659,6 +659,8 @@ fn an_item_added_above_the_ideas_keeps_every_prerequisite_pointing_where_it_did(
             .iter()
             .find(|l| l.contains(title))
             .and_then(|l| l.split("@after:").nth(1))
+            // The numbers, before the item's `(id k-…)`.
+            .and_then(|rest| rest.split_whitespace().next())
             .map(str::to_owned)
     };
     assert_eq!(
@@ -849,6 +851,14 @@ fn resolve_by_stable_id_moves_that_item_and_refuses_an_id_that_is_gone() {
     };
     let (alpha, gamma) = (id_of("Alpha"), id_of("Gamma"));
     assert!(gamma.starts_with("k-") && gamma != alpha, "{gamma} {alpha}");
+    // The human view shows the same id (issue 56: only the JSON had it).
+    let human = sb.run(&["list", "--store", "S"]);
+    assert!(
+        human
+            .stdout
+            .contains(&format!("3. [ ] Gamma  (id {gamma})")),
+        "{human:?}"
+    );
     // Alpha first: Gamma's number shifts from 3 to 2, its id does not.
     for id in [&alpha, &gamma] {
         let r = resolve(&sb, &["--yes", "--id", id]);

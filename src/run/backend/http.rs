@@ -17,7 +17,10 @@
 //! - `answer`: how an answered request ended;
 //! - `wait`: the wait a refused request asks for (`retry-after-ms`, `Retry-After`, the
 //!   rate-limit reset headers, a wait its body names);
-//! - `batch`: `--batch-api`, the rows as OpenAI Batch API jobs.
+//! - `batch`: `--batch-api`, the rows as batch jobs: the flow; `batch_jobs`: what differs
+//!   between providers ([`batch_jobs::JobApi`]), `batch_openai` (OpenAI's Batch API) and
+//!   `batch_anthropic` (Anthropic's Message Batches) implementing it; `batch_record`: the
+//!   journal of the jobs.
 //!
 //! How an attempt ends: HTTP 429, 529, and 503 with a wait, → `rate_limited` (the wait from
 //! the headers or the body); a used-up quota (429 `insufficient_quota`, 402, `billing_error`)
@@ -34,6 +37,9 @@
 mod answer;
 mod anthropic_messages;
 pub(crate) mod batch;
+mod batch_anthropic;
+mod batch_jobs;
+mod batch_openai;
 pub(crate) mod batch_record;
 mod exchange;
 mod gemini;
@@ -87,7 +93,7 @@ pub(crate) struct Http {
 }
 
 /// The backend of a `kind = "http"` runner with `[http]` `spec`: one request per attempt,
-/// or with `--batch-api` ([`batch`]) the rows as OpenAI Batch API jobs.
+/// or with `--batch-api` ([`batch`]) the rows as the provider's batch jobs.
 ///
 /// Errors: those of [`Http::for_settings`]; `--batch-api` with a runner whose wire format
 /// has no batch mode here, or a bad `--var poll_max_s` (exit 2).
@@ -103,14 +109,15 @@ pub(crate) fn backend(settings: &Settings, spec: &HttpSpec) -> Result<std::sync:
         }
         return Ok(std::sync::Arc::new(http));
     }
-    if http.wire.batch_endpoint().is_none() {
+    let Some(jobs) = http.wire.batch_jobs() else {
         return Err(Error::Usage(format!(
-            "--batch-api sends OpenAI Batch API jobs; runner `{}` speaks {}, which has no \
-             batch mode here (use --runner openai, or run without --batch-api)",
+            "--batch-api sends OpenAI Batch API jobs or Anthropic Message Batches; runner `{}` \
+             speaks {}, which has no batch mode here (use --runner openai or --runner \
+             anthropic, or run without --batch-api)",
             settings.runner.name,
             http.wire.name()
         )));
-    }
+    };
     let poll_max = match settings.vars.get("poll_max_s").map(|s| s.trim()) {
         None => Duration::from_secs(60),
         Some(v) => match v.parse::<f64>() {
@@ -122,7 +129,9 @@ pub(crate) fn backend(settings: &Settings, spec: &HttpSpec) -> Result<std::sync:
             }
         },
     };
-    Ok(std::sync::Arc::new(batch::BatchApi::new(http, poll_max)))
+    Ok(std::sync::Arc::new(batch::BatchApi::new(
+        http, jobs, poll_max,
+    )))
 }
 
 impl Http {

@@ -90,8 +90,8 @@ pub(crate) trait Backend: Send + Sync {
 pub(crate) fn for_settings(settings: &Settings) -> crate::error::Result<Arc<dyn Backend>> {
     match &settings.runner.backend {
         BackendDef::Process if settings.batch_api => Err(crate::error::Error::Usage(format!(
-            "--batch-api sends the rows as OpenAI Batch API jobs; runner `{}` is an agent CLI \
-             (use --runner openai)",
+            "--batch-api sends the rows as OpenAI Batch API jobs or Anthropic Message Batches; \
+             runner `{}` is an agent CLI (use --runner openai or --runner anthropic)",
             settings.runner.name
         ))),
         BackendDef::Process => Ok(Arc::new(process::Process)),

@@ -92,7 +92,50 @@ impl History {
         let end = ends.chain(finished).max()?.max(start);
         Some((start, end))
     }
+
+    /// The idle gaps between runs inside [`History::wall`]: stretches longer than
+    /// [`IDLE_GAP_OVER_MS`] where no attempt was going on and a later run started (the team
+    /// waited for a person: a resume the next morning), `(from, to)` in time order. The HTML
+    /// page draws them short; neither it nor the Markdown summary counts them as the team's
+    /// time.
+    pub(crate) fn idle_gaps(&self, now_ms: i64) -> Vec<(i64, i64)> {
+        let Some((start, _)) = self.wall(now_ms) else {
+            return Vec::new();
+        };
+        let mut busy: Vec<(i64, i64)> = self
+            .spans
+            .iter()
+            .map(|s| (s.start_ms, s.end_ms.unwrap_or(now_ms).max(s.start_ms)))
+            .collect();
+        busy.sort_unstable();
+        let mut gaps = Vec::new();
+        let mut reach = start;
+        for (from, to) in busy {
+            let between_runs = self
+                .run_starts
+                .iter()
+                .skip(1)
+                .any(|r| (reach..=from).contains(r));
+            if from - reach > IDLE_GAP_OVER_MS && between_runs {
+                gaps.push((reach, from));
+            }
+            reach = reach.max(to);
+        }
+        gaps
+    }
+
+    /// The time the team ran, in milliseconds: its [`History::wall`] time less its
+    /// [`History::idle_gaps`]; `None` when nothing says when.
+    pub(crate) fn running_ms(&self, now_ms: i64) -> Option<i64> {
+        let (start, end) = self.wall(now_ms)?;
+        let idle: i64 = self.idle_gaps(now_ms).iter().map(|(a, b)| b - a).sum();
+        Some((end - start - idle).max(0))
+    }
 }
+
+/// An idle stretch between runs longer than this (milliseconds) is not the team's time
+/// ([`History::idle_gaps`]).
+pub(crate) const IDLE_GAP_OVER_MS: i64 = 60_000;
 
 /// Read the journal at `path`.
 ///

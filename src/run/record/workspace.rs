@@ -379,15 +379,13 @@ pub(crate) fn clean_every(store: &Store) -> (Vec<CleanTarget>, Vec<String>) {
             workspace: Some(e.path()),
         })
         .collect();
-    // CSV-batch teams here (`<output stem>.runner/` beside their outputs), and those whose
+    // CSV-batch teams here and below (`<output stem>.runner/` beside their outputs), and those whose
     // worktrees the repository here holds, wherever their output went.
     let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let repo = leftovers::repo_at(&here);
-    let beside = std::fs::read_dir(&here).into_iter().flatten().flatten();
-    let csv_teams = beside.map(|e| e.path()).filter(|p| {
-        p.extension().is_some_and(|x| x == "runner")
-            && (p.join("team.json").is_file() || p.join("journal.jsonl").is_file())
-    });
+    let csv_teams = runner_folders_beneath(&here)
+        .into_iter()
+        .filter(|p| p.join("team.json").is_file() || p.join("journal.jsonl").is_file());
     let in_repo = repo.iter().flat_map(|r| leftovers::workspaces_in(r));
     // Those kept in the user's state folder for outputs here or teams of the store.
     let moved = crate::state_dir::workspaces_beneath(&[&here, &store.dir]);
@@ -410,6 +408,46 @@ pub(crate) fn clean_every(store: &Store) -> (Vec<CleanTarget>, Vec<String>) {
         .map_or(Vec::new(), |r| leftovers::orphan_teams(r, &known));
     out.sort_by(|a, b| a.team.cmp(&b.team));
     (out, orphans)
+}
+
+/// How many folders below the current one bare `status`, `status --list` and `clean` look
+/// for `*.runner/` workspaces beside outputs (`-o results/2026/out.csv` is two down).
+pub(crate) const SEARCH_LEVELS: usize = 3;
+
+/// Most folders [`runner_folders_beneath`] opens (a home folder must not take minutes).
+const SEARCH_FOLDERS: usize = 5_000;
+
+/// The `*.runner` folders in `dir` and up to [`SEARCH_LEVELS`] folders below it, not
+/// looking into hidden folders (`.git`), `node_modules`, `target` or a workspace itself,
+/// and opening at most [`SEARCH_FOLDERS`] folders, nearest first.
+pub(crate) fn runner_folders_beneath(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut level = vec![dir.to_owned()];
+    let mut opened = 0;
+    for _ in 0..=SEARCH_LEVELS {
+        let mut next = Vec::new();
+        for d in level {
+            if opened >= SEARCH_FOLDERS {
+                break;
+            }
+            opened += 1;
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                if name.ends_with(".runner") {
+                    out.push(e.path());
+                } else if !name.starts_with('.') && name != "node_modules" && name != "target" {
+                    next.push(e.path());
+                }
+            }
+        }
+        next.sort();
+        level = next;
+    }
+    out
 }
 
 /// The workspaces (there now) of the outputs that the batch definitions (`*.md` with a
@@ -488,7 +526,8 @@ pub(crate) fn locate_in(arg: Option<&Path>, store: Option<&Path>) -> Result<Foun
     })
 }
 
-/// Every team here, oldest update first: `*.runner/` folders and `*.archive.jsonl` files in
+/// Every team here, oldest update first: `*.runner/` folders here and up to
+/// [`SEARCH_LEVELS`] folders down ([`runner_folders_beneath`]), `*.archive.jsonl` files in
 /// the current folder, the workspaces of the outputs the batch definitions (`*.md` with a
 /// frontmatter) here name, the project store's teams and archives (`<git root>/.agent-tasks/`,
 /// `./.agent-tasks/`) and, when given, those of `store`. Paths are canonical; each appears
@@ -509,14 +548,6 @@ pub(crate) fn known(store: Option<&Path>) -> Vec<Found> {
     let store_dir = Path::new(crate::store::STORE_DIR);
     let cwd = std::env::current_dir().unwrap_or_default();
     let root_store = crate::store::git_root(&cwd).map(|r| r.join(crate::store::STORE_DIR));
-    scan(Path::new("."), true);
-    // And one folder down: the folder given to `-o newdir/`.
-    for e in std::fs::read_dir(".").into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() && p.extension().is_none_or(|x| x != "runner") && !p.starts_with("./.git") {
-            scan(&p, true);
-        }
-    }
     if let Some(s) = &root_store {
         scan(&s.join("teams"), false);
     }
@@ -531,7 +562,13 @@ pub(crate) fn known(store: Option<&Path>) -> Vec<Found> {
     here.extend(root_store.as_deref());
     here.extend(store);
     let moved = crate::state_dir::workspaces_beneath(&here);
-    for ws in named_by_batches(Path::new(".")).into_iter().chain(moved) {
+    // Here and up to three folders down (`-o newdir/`, `-o results/2026/out.csv`).
+    let beneath = runner_folders_beneath(Path::new("."));
+    for ws in beneath
+        .into_iter()
+        .chain(named_by_batches(Path::new(".")))
+        .chain(moved)
+    {
         if let Ok(m) = std::fs::metadata(ws.join("team.json")).and_then(|m| m.modified()) {
             found.push((m, Found::Workspace(ws.canonicalize().unwrap_or(ws))));
         }

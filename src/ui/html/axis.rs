@@ -1,13 +1,10 @@
 //! The time axis of the HTML report's timeline: the team's wall time ([`History::wall`],
 //! from the first attempt's start to the last attempt's end or item's finish), with each idle gap between runs (no attempt going on across a later run's start
-//! for longer than [`GAP_COLLAPSED_OVER_MS`]: a resume the next morning) drawn short, at
+//! for longer than a minute, [`History::idle_gaps`]: a resume the next morning) drawn short, at
 //! [`GAP_SHOWN_SHARE`] of the rest, so that the work stays readable instead of becoming
 //! slivers at both ends.
 
 use crate::run::record::history::History;
-
-/// An idle gap between runs longer than this (milliseconds) is drawn collapsed.
-pub(super) const GAP_COLLAPSED_OVER_MS: i64 = 60_000;
 
 /// How wide a collapsed gap is drawn: this share of the axis's time outside the gaps.
 const GAP_SHOWN_SHARE: f64 = 0.03;
@@ -31,26 +28,8 @@ impl Axis {
         // The team's wall time, as the Markdown summary gives it.
         let (start, end) = h.wall(now_ms).unwrap_or((now_ms, now_ms));
         let end = end.max(start + 1);
-        let mut busy: Vec<(i64, i64)> = h
-            .spans
-            .iter()
-            .map(|s| (s.start_ms, s.end_ms.unwrap_or(now_ms).max(s.start_ms)))
-            .collect();
-        busy.sort_unstable();
         // Where nothing ran, across a later run's start: the team waited for a person.
-        let mut gaps = Vec::new();
-        let mut reach = start;
-        for (from, to) in busy {
-            let between_runs = h
-                .run_starts
-                .iter()
-                .skip(1)
-                .any(|r| (reach..=from).contains(r));
-            if from - reach > GAP_COLLAPSED_OVER_MS && between_runs {
-                gaps.push((reach, from));
-            }
-            reach = reach.max(to);
-        }
+        let gaps = h.idle_gaps(now_ms);
         let idle: i64 = gaps.iter().map(|(a, b)| b - a).sum();
         let rest = ((end - start - idle).max(1)) as f64;
         Axis {

@@ -38,6 +38,7 @@ const VARS: &[&str] = &[
     "input_usd_per_mtok",
     "output_usd_per_mtok",
     "max_tokens",
+    "poll_max_s",
 ];
 
 /// The Messages API, with the run's `--var max_tokens`.
@@ -137,6 +138,10 @@ impl WireFormat for AnthropicMessages {
             "the report as a forced call of the tool `report`, max_tokens {}",
             self.max_tokens
         )
+    }
+
+    fn batch_jobs(&self) -> Option<Box<dyn super::batch_jobs::JobApi>> {
+        Some(Box::new(super::batch_anthropic::MessageBatches))
     }
 }
 

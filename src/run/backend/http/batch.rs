@@ -1,73 +1,48 @@
-//! `--batch-api`: the rows of a run as OpenAI Batch API jobs instead of one request each
-//! (half the price; results within the 24-hour window).
-//!
-//! The wire format is the OpenAI API reference's "Batch" and "Files" pages: the requests go as
-//! one JSONL file — a line `{"custom_id", "method": "POST", "url": "/v1/chat/completions",
-//! "body"}` per row, at most 50,000 lines and 200 MB per file — uploaded to `POST /files`
-//! (multipart, `purpose=batch`); `POST /batches` `{"input_file_id", "endpoint":
-//! "/v1/chat/completions", "completion_window": "24h"}` starts a job; `GET /batches/{id}` says
-//! its `status` (`validating`, `in_progress`, `finalizing`, `completed`, `failed`, `expired`,
-//! `cancelling`, `cancelled`), `request_counts` and, when it ends, `output_file_id` and
-//! `error_file_id`, whose `GET /files/{id}/content` is JSONL: `{"custom_id", "response":
-//! {"status_code", "body"}, "error"}` per row.
+//! `--batch-api`: the rows of a run as a provider's batch jobs instead of one request each
+//! (half the price; results within the 24-hour window): OpenAI's Batch API
+//! ([`super::batch_openai`]) for `--runner openai`, Anthropic's Message Batches
+//! ([`super::batch_anthropic`]) for `--runner anthropic`. What differs between them is the
+//! [`JobApi`] trait ([`super::batch_jobs`]); this file is the flow they share.
 //!
 //! Each item's attempt hands its request (the same body a direct request has) to one
 //! collector, which waits until no more arrive for a moment, sends them as one or more jobs,
 //! polls with back-off, and hands each row its answer, judged as a direct answer would be
-//! (a row's `status_code` and body go through the same reading). `custom_id` is the
+//! (a row's status code and body go through the same reading). `custom_id` is the
 //! teammate's name (`3-docs_a.md`: the row number and id).
 //!
-//! Durable: each uploaded file and each job is written to `<workspace>/batch-api.json`
-//! before the runner waits on it. A run that was killed, or interrupted (Ctrl-C leaves the
+//! Durable: each job is written to `<workspace>/batch-api.json` before the runner sends or
+//! waits on it (OpenAI's uploaded file; Anthropic's rows and the time they were sent), its
+//! id as soon as the API answers. A run that was killed, or interrupted (Ctrl-C leaves the
 //! jobs running), finds there the job that holds a row's request and waits for that one: no
-//! second upload, no second bill. A job whose results were handed out is marked so; a row run
-//! again (`--only failed`) goes into a new job.
+//! second upload, no second bill. A recorded job without an id (the run was killed while it
+//! was created) is looked for in the API's list of jobs before anything is sent again. A job
+//! whose results were handed out is marked so; a row run again (`--only failed`) goes into a
+//! new job.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 
 use super::Http;
-use super::answer::{Answer, api_message, failed};
+use super::answer::{Answer, failed};
+use super::batch_jobs::{CallError, Calls, Delivery, JobApi, Phase};
 use super::batch_record::{Job, STATE_FILE, State};
-use super::exchange::{error_chain, write_capped};
+use super::exchange::write_capped;
 use crate::agent::AgentResult;
 use crate::failure::FailureKind;
 use crate::report::{ProcessEnd, one_line};
 use crate::run::backend::{Attempt, Backend, BoxFuture, Execution};
 use crate::run::supervise::process::{ActivitySink, Cancel, interrupted};
 
-/// Most requests in one job (the Batch API's limit).
-pub(crate) const MAX_REQUESTS: usize = 50_000;
-
-/// Most bytes of one job's input file (the Batch API's limit: 200 MB).
-pub(crate) const MAX_FILE_BYTES: usize = 200 * 1000 * 1000;
-
 /// How long the collector waits for more requests after the last one arrived.
 const QUIET: Duration = Duration::from_millis(300);
 
-/// The endpoint every job calls.
-const ENDPOINT: &str = "/v1/chat/completions";
-
-/// What a row gets back.
-enum Delivery {
-    /// Its line in the output or error file: the status code and the body.
-    Answer {
-        status: u16,
-        body: Vec<u8>,
-        job: String,
-    },
-    /// It got no answer: how the attempt ends.
-    Failed(ProcessEnd),
-}
-
 struct Request {
     custom_id: String,
-    /// Its JSONL line (kept as bytes: 10,000 rows waiting at once).
+    /// Its line of a job's input (kept as bytes: 10,000 rows waiting at once).
     line: Vec<u8>,
     tx: oneshot::Sender<Delivery>,
     activity: ActivitySink,
@@ -81,9 +56,11 @@ struct Queue {
     workspace: PathBuf,
 }
 
-/// The `--batch-api` backend: the OpenAI backend's requests, sent as Batch API jobs.
+/// The `--batch-api` backend: the HTTP backend's requests, sent as the provider's batch
+/// jobs.
 pub(crate) struct BatchApi {
-    http: Arc<Http>,
+    calls: Arc<Calls>,
+    jobs: Arc<dyn JobApi>,
     queue: Arc<Mutex<Queue>>,
     /// Longest wait between two status reads (`--var poll_max_s`, default 60 s).
     poll_max: Duration,
@@ -92,10 +69,14 @@ pub(crate) struct BatchApi {
 }
 
 impl BatchApi {
-    /// The backend over `http` (an `openai-chat` runner).
-    pub(crate) fn new(http: Http, poll_max: Duration) -> BatchApi {
+    /// The backend over `http`, its jobs sent through `jobs` (the wire format's
+    /// [`super::wire::WireFormat::batch_jobs`]).
+    pub(crate) fn new(http: Http, jobs: Box<dyn JobApi>, poll_max: Duration) -> BatchApi {
         BatchApi {
-            http: Arc::new(http),
+            calls: Arc::new(Calls {
+                http: Arc::new(http),
+            }),
+            jobs: Arc::from(jobs),
             queue: Arc::new(Mutex::new(Queue {
                 pending: Vec::new(),
                 collecting: false,
@@ -110,25 +91,24 @@ impl BatchApi {
     /// For `--dry-run`: where the rows go.
     pub(crate) fn describe(&self, schema: bool) -> String {
         format!(
-            "{}\n  sent as OpenAI Batch API jobs: POST {}/files (purpose=batch), POST {}/batches \
-             (completion_window 24h), results within 24 hours",
-            self.http.describe(schema),
-            crate::redact::urls(self.http.base.as_str().trim_end_matches('/')),
-            crate::redact::urls(self.http.base.as_str().trim_end_matches('/')),
+            "{}\n  {}",
+            self.calls.http.describe(schema),
+            self.jobs.describe(&self.calls.base_shown())
         )
     }
 
     async fn run(&self, attempt: &Attempt<'_>, mut cancel: watch::Receiver<Cancel>) -> Execution {
         let started = Instant::now();
-        let body = self
-            .http
-            .request_body(attempt.prompt, attempt.output_schema, attempt.images);
+        let body =
+            self.calls
+                .http
+                .request_body(attempt.prompt, attempt.output_schema, attempt.images);
         let (tx, rx) = oneshot::channel();
         let start_collector = {
             let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
             q.pending.push(Request {
                 custom_id: attempt.item.teammate.clone(),
-                line: jsonl_line(&attempt.item.teammate, &body),
+                line: self.jobs.line(&attempt.item.teammate, &body),
                 tx,
                 activity: attempt.activity_sink(),
             });
@@ -138,7 +118,8 @@ impl BatchApi {
         };
         if start_collector {
             let collector = Collector {
-                http: self.http.clone(),
+                calls: self.calls.clone(),
+                jobs: self.jobs.clone(),
                 queue: self.queue.clone(),
                 poll_max: self.poll_max,
             };
@@ -157,8 +138,9 @@ impl BatchApi {
                 self.tell_where_the_jobs_are(attempt.workspace);
                 return self.ended(attempt, started, ProcessEnd::TimedOut {
                     limit: limit.unwrap_or_default(),
-                    last_error: Some("the Batch API job is still running; run the same command \
-                                      again to collect its results".into()),
+                    last_error: Some(format!("the {} job is still running; run the same \
+                                              command again to collect its results",
+                                             self.jobs.title())),
                     silent: false,
                 }, AgentResult::default(), "");
             }
@@ -173,7 +155,10 @@ impl BatchApi {
                 started,
                 failed(
                     FailureKind::ApiError,
-                    "the Batch API collector stopped without an answer".into(),
+                    format!(
+                        "the {} collector stopped without an answer",
+                        self.jobs.title()
+                    ),
                     None,
                 ),
                 AgentResult::default(),
@@ -183,7 +168,8 @@ impl BatchApi {
                 self.ended(attempt, started, end, AgentResult::default(), "")
             }
             Some(Delivery::Answer { status, body, job }) => {
-                let body = self.http.scrub(body);
+                let http = &self.calls.http;
+                let body = http.scrub(body);
                 write_capped(&attempt.stdout_log, &body, attempt.log_cap);
                 let status = reqwest::StatusCode::from_u16(status)
                     .unwrap_or(reqwest::StatusCode::INTERNAL_SERVER_ERROR);
@@ -192,10 +178,11 @@ impl BatchApi {
                     headers: reqwest::header::HeaderMap::new(),
                     body,
                 };
-                let (end, agent) = self.http.read_answer(&answer);
+                let (end, agent) = http.read_answer(&answer);
                 attempt.activity(format!("HTTP {} from job {job}", status.as_u16()));
                 let exchange = format!(
-                    "Batch API job {job}, custom_id {}: HTTP {}\n",
+                    "{} job {job}, custom_id {}: HTTP {}\n",
+                    self.jobs.title(),
                     attempt.item.teammate,
                     status.as_u16()
                 );
@@ -215,7 +202,7 @@ impl BatchApi {
         exchange: &str,
     ) -> Execution {
         let text = match exchange {
-            "" => format!("Batch API: {end:?}\n"),
+            "" => format!("{}: {end:?}\n", self.jobs.title()),
             e => e.to_owned(),
         };
         write_capped(&attempt.stderr_log, text.as_bytes(), attempt.log_cap);
@@ -246,15 +233,14 @@ impl BatchApi {
         if open.is_empty() {
             return;
         }
-        let base = crate::redact::urls(self.http.base.as_str().trim_end_matches('/'));
         eprintln!(
-            "runner: the Batch API job(s) {} keep running at the provider (their ids are in \
-             {}). Run the same command again to collect the results — nothing is uploaded \
-             twice; or cancel a job: curl -X POST {base}/batches/{}/cancel -H \"Authorization: \
-             Bearer $OPENAI_API_KEY\"",
+            "runner: the {} job(s) {} keep running at the provider (their ids are in {}). Run \
+             the same command again to collect the results — nothing is sent twice; or cancel \
+             a job: {}",
+            self.jobs.title(),
             open.join(", "),
             workspace.join(STATE_FILE).display(),
-            open[0]
+            self.jobs.cancel_hint(&self.calls.base_shown(), open[0])
         );
     }
 }
@@ -275,13 +261,11 @@ impl Backend for BatchApi {
 
 /// The one task that sends the queued requests as jobs and hands out their answers.
 struct Collector {
-    http: Arc<Http>,
+    calls: Arc<Calls>,
+    jobs: Arc<dyn JobApi>,
     queue: Arc<Mutex<Queue>>,
     poll_max: Duration,
 }
-
-/// Why a management call failed: the kind and the words, for every row it concerned.
-struct CallError(FailureKind, String, Option<Duration>);
 
 impl Collector {
     async fn run(self) {
@@ -314,28 +298,34 @@ impl Collector {
     /// jobs, hand out the answers.
     async fn round(&self, round: Vec<Request>, workspace: &Path) {
         let mut state = State::read(workspace);
-        let base = self.http.base.as_str().to_owned();
-        if state.base_url != base {
-            // Jobs made at another API are not there to be found.
-            state = State {
-                base_url: base,
-                jobs: Vec::new(),
-            };
-        }
-        let mut waiting: HashMap<String, Request> = HashMap::new();
-        let mut fresh: Vec<(String, Vec<u8>)> = Vec::new();
-        for mut r in round {
-            let known = state.jobs.iter().any(|j| {
-                !j.delivered && !ended_badly(&j.status) && j.custom_ids.contains(&r.custom_id)
-            });
-            if !known {
-                fresh.push((r.custom_id.clone(), std::mem::take(&mut r.line)));
-            }
-            waiting.insert(r.custom_id.clone(), r);
-        }
-        self.upload_fresh(fresh, &mut state, &mut waiting, workspace)
+        // Jobs made at another API are not there to be found.
+        let base = self.calls.http.base.as_str().to_owned();
+        state
+            .jobs
+            .retain(|j| j.api == self.jobs.title() && j.base_url == base);
+        let order: Vec<String> = round.iter().map(|r| r.custom_id.clone()).collect();
+        let mut waiting: HashMap<String, Request> = round
+            .into_iter()
+            .map(|r| (r.custom_id.clone(), r))
+            .collect();
+        self.recover(&mut state, &mut waiting, workspace).await;
+        let held = |id: &String| {
+            state
+                .jobs
+                .iter()
+                .any(|j| !j.delivered && !ended_badly(&j.status) && j.custom_ids.contains(id))
+        };
+        // In the order the rows came (the input's), each once.
+        let fresh: Vec<(String, Vec<u8>)> = order
+            .into_iter()
+            .filter(|id| !held(id))
+            .filter_map(|id| {
+                let line = std::mem::take(&mut waiting.get_mut(&id)?.line);
+                Some((id, line)).filter(|(_, l)| !l.is_empty())
+            })
+            .collect();
+        self.start_fresh(fresh, &mut state, &mut waiting, workspace)
             .await;
-        self.create_jobs(&mut state, &mut waiting, workspace).await;
         if self
             .wait_for_jobs(&mut state, &mut waiting, workspace)
             .await
@@ -345,109 +335,129 @@ impl Collector {
         for (id, r) in waiting.drain() {
             let _ = r.tx.send(Delivery::Failed(failed(
                 FailureKind::ApiError,
-                format!("no Batch API job holds the request of {id}"),
+                format!("no {} job holds the request of {id}", self.jobs.title()),
                 None,
             )));
         }
     }
 
-    /// Upload the requests no job holds yet as new input files, each journaled in
-    /// `batch-api.json` before the runner waits on it; a row whose upload failed is told so.
-    async fn upload_fresh(
+    /// The recorded jobs that hold a waiting row but have no id (a run was killed while it
+    /// created them): the one the API shows is recorded; else OpenAI's is created from its
+    /// uploaded file, and a job that cannot be (Anthropic's: the requests went with it) is
+    /// dropped, its rows sent again as a new job.
+    async fn recover(
+        &self,
+        state: &mut State,
+        waiting: &mut HashMap<String, Request>,
+        workspace: &Path,
+    ) {
+        for i in 0..state.jobs.len() {
+            let job = &state.jobs[i];
+            if job.delivered
+                || job.uploaded_now
+                || job.batch_id.is_some()
+                || !job.custom_ids.iter().any(|c| waiting.contains_key(c))
+            {
+                continue;
+            }
+            let taken: Vec<String> = state
+                .jobs
+                .iter()
+                .filter_map(|j| j.batch_id.clone())
+                .collect();
+            let made = match self.jobs.find_created(&self.calls, job, &taken).await {
+                Ok(Some((id, status))) => Ok(Some((id, status))),
+                Ok(None) if self.jobs.creates_from_record() => {
+                    self.create(&state.jobs[i], &[]).await.map(Some)
+                }
+                Ok(None) => Ok(None),
+                Err(e) => Err(e),
+            };
+            match made {
+                Ok(Some((id, status))) => {
+                    state.jobs[i].batch_id = Some(id);
+                    state.jobs[i].status = status;
+                }
+                // Never created: its rows go into a new job.
+                Ok(None) => state.jobs[i].delivered = true,
+                Err(CallError(kind, why, wait)) => {
+                    if self.jobs.creates_from_record() {
+                        // The file is not kept for a later run.
+                        state.jobs[i].delivered = true;
+                    }
+                    for id in state.jobs[i].custom_ids.clone() {
+                        give(
+                            waiting,
+                            &id,
+                            Delivery::Failed(failed(kind, why.clone(), wait)),
+                        );
+                    }
+                }
+            }
+            write(state, i, workspace);
+        }
+    }
+
+    /// Send the requests no job holds yet as new jobs of at most the API's limits, each
+    /// journaled in `batch-api.json` before it is created and again with its id; a row
+    /// whose job could not be sent is told why.
+    async fn start_fresh(
         &self,
         fresh: Vec<(String, Vec<u8>)>,
         state: &mut State,
         waiting: &mut HashMap<String, Request>,
         workspace: &Path,
     ) {
-        // New jobs for the rows no job holds yet: each file and job journaled before waiting.
-        for (ids, lines) in chunks(fresh) {
-            match self.upload(lines).await {
-                Ok(file_id) => {
-                    state.jobs.push(Job {
-                        file_id,
-                        batch_id: None,
-                        custom_ids: ids,
-                        status: String::new(),
-                        counts: BTreeMap::new(),
-                        checked_at: String::new(),
-                        delivered: false,
-                        uploaded_now: true,
-                    });
-                    if let Err(e) = state.write(workspace) {
-                        tracing::warn!("cannot write {}: {e}", STATE_FILE);
-                    }
+        for (ids, lines) in chunks(fresh, self.jobs.limits()) {
+            let fail = |waiting: &mut HashMap<String, Request>, e: CallError| {
+                for id in &ids {
+                    give(waiting, id, Delivery::Failed(failed(e.0, e.1.clone(), e.2)));
                 }
-                Err(CallError(kind, why, wait)) => {
-                    for id in &ids {
-                        give(
-                            waiting,
-                            id,
-                            Delivery::Failed(failed(kind, why.clone(), wait)),
-                        );
-                    }
+            };
+            let staged = match self.jobs.stage(&self.calls, lines.clone()).await {
+                Ok(s) => s,
+                Err(e) => {
+                    fail(waiting, e);
+                    continue;
                 }
-            }
-        }
-    }
-
-    /// Create the jobs of uploaded files not created yet (also those a killed run uploaded
-    /// and never created) that hold a waiting row; a row whose job could not be created is
-    /// told so.
-    async fn create_jobs(
-        &self,
-        state: &mut State,
-        waiting: &mut HashMap<String, Request>,
-        workspace: &Path,
-    ) {
-        // Jobs not created yet (also those a killed run uploaded and never created).
-        for i in 0..state.jobs.len() {
-            let job = &state.jobs[i];
-            if job.delivered
-                || job.batch_id.is_some()
-                || !job.custom_ids.iter().any(|c| waiting.contains_key(c))
-            {
-                continue;
-            }
-            // A run killed while `POST /batches` was in flight may have created the job
-            // without recording it: find it by its input file before creating one (issue 50:
-            // else a second job, a second bill, and the first never found).
-            let made = match job.uploaded_now {
-                true => Ok(None),
-                false => self.created_from(&job.file_id).await,
             };
-            let made = match made {
-                Ok(Some(found)) => Ok(found),
-                Ok(None) => self.create(&job.file_id).await.map(|id| {
-                    // A crash test's kill between creating the job and recording it.
-                    crate::fault::point("batch_created");
-                    (id, "validating".to_owned())
-                }),
-                Err(e) => Err(e),
-            };
-            match made {
+            state.jobs.push(Job {
+                file_id: staged,
+                batch_id: None,
+                custom_ids: ids.clone(),
+                status: String::new(),
+                counts: Default::default(),
+                checked_at: String::new(),
+                asked_at: crate::run::now_rfc3339(),
+                api: self.jobs.title().to_owned(),
+                base_url: self.calls.http.base.as_str().to_owned(),
+                delivered: false,
+                uploaded_now: true,
+            });
+            let i = state.jobs.len() - 1;
+            write(state, i, workspace);
+            match self.create(&state.jobs[i], &lines).await {
                 Ok((id, status)) => {
                     state.jobs[i].batch_id = Some(id);
                     state.jobs[i].status = status;
-                    if let Err(e) = state.write(workspace) {
-                        tracing::warn!("cannot write {}: {e}", STATE_FILE);
-                    }
                 }
-                Err(CallError(kind, why, wait)) => {
-                    let ids = state.jobs[i].custom_ids.clone();
-                    // Never created: the file is not kept for a later run.
+                Err(e) => {
+                    // Never created: nothing is kept for a later run.
                     state.jobs[i].delivered = true;
-                    let _ = state.write(workspace);
-                    for id in &ids {
-                        give(
-                            waiting,
-                            id,
-                            Delivery::Failed(failed(kind, why.clone(), wait)),
-                        );
-                    }
+                    fail(waiting, e);
                 }
             }
+            write(state, i, workspace);
         }
+    }
+
+    /// Create `job` (its `lines` for an API that takes them with the job): its id and a
+    /// first status.
+    async fn create(&self, job: &Job, lines: &[u8]) -> Result<(String, String), CallError> {
+        let id = self.jobs.create(&self.calls, &job.file_id, lines).await?;
+        // A crash test's kill between creating the job and recording it.
+        crate::fault::point("batch_created");
+        Ok((id, "created".to_owned()))
     }
 
     /// Wait for every job that holds a waiting row, polling with back-off up to
@@ -459,7 +469,6 @@ impl Collector {
         waiting: &mut HashMap<String, Request>,
         workspace: &Path,
     ) -> bool {
-        // Wait for every job that holds a waiting row.
         let mut pause = Duration::from_millis(500).min(self.poll_max);
         let mut errors_in_a_row = 0u32;
         loop {
@@ -504,146 +513,96 @@ impl Collector {
         workspace: &Path,
         errors_in_a_row: &mut u32,
     ) -> bool {
-        let mut any_open = false;
+        let title = self.jobs.title();
         let batch_id = state.jobs[i].batch_id.clone().unwrap_or_default();
-        let status = match self.get(&format!("batches/{batch_id}")).await {
-            Ok(v) => {
+        let polled = match self.jobs.poll(&self.calls, &batch_id).await {
+            Ok(p) => {
                 *errors_in_a_row = 0;
-                v
+                p
             }
             Err(CallError(kind, why, _)) => {
                 *errors_in_a_row += 1;
-                if *errors_in_a_row >= 5 || kind == FailureKind::Auth {
-                    let ids = state.jobs[i].custom_ids.clone();
-                    for id in &ids {
-                        give(
-                            waiting,
-                            id,
-                            Delivery::Failed(failed(
-                                kind,
-                                format!(
-                                    "cannot read the state of Batch API job {batch_id}: {why} (the job is kept: run again to collect it)"
-                                ),
-                                None,
-                            )),
-                        );
-                    }
+                if *errors_in_a_row < 5 && kind != FailureKind::Auth {
+                    return true;
                 }
-                return true;
+                for id in state.jobs[i].custom_ids.clone() {
+                    let why = format!(
+                        "cannot read the state of {title} job {batch_id}: {why} (the job is \
+                         kept: run again to collect it)"
+                    );
+                    give(waiting, &id, Delivery::Failed(failed(kind, why, None)));
+                }
+                return false;
             }
         };
         let job = &mut state.jobs[i];
-        job.status = status["status"].as_str().unwrap_or("").to_owned();
+        job.status = polled.status.clone();
         job.checked_at = crate::run::now_rfc3339();
-        if let Some(counts) = status["request_counts"].as_object() {
-            job.counts = counts
-                .iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
-                .collect();
+        if !polled.counts.is_empty() {
+            job.counts = polled.counts.clone();
         }
+        let n = |k: &str| job.counts.get(k).copied();
         let line = format!(
-            "Batch API job {batch_id}: {} ({}/{} done)",
+            "{title} job {batch_id}: {} ({}/{} done)",
             job.status,
-            job.counts.get("completed").copied().unwrap_or(0),
-            job.counts
-                .get("total")
-                .copied()
-                .unwrap_or(job.custom_ids.len() as u64)
+            n("completed").unwrap_or(0),
+            n("total").unwrap_or(job.custom_ids.len() as u64)
         );
         for id in &job.custom_ids {
             if let Some(r) = waiting.get(id) {
                 (r.activity.0)(line.clone());
             }
         }
-        let _ = state.write(workspace);
-        match state.jobs[i].status.as_str() {
-            "completed" | "expired" | "cancelled" => {
-                self.collect(&status, &state.jobs[i], waiting).await;
-                state.jobs[i].delivered = true;
-                let _ = state.write(workspace);
-            }
-            "failed" => {
-                let why = status
-                    .pointer("/errors/data/0/message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("no reason given");
+        write(state, i, workspace);
+        match &polled.phase {
+            Phase::Open => return true,
+            Phase::Ended => self.collect(&polled, &state.jobs[i], waiting).await,
+            Phase::Failed(why) => {
+                let why = format!("{title} job {batch_id} failed: {}", one_line(why, 200));
                 for id in state.jobs[i].custom_ids.clone() {
                     give(
                         waiting,
                         &id,
-                        Delivery::Failed(failed(
-                            FailureKind::ApiError,
-                            format!("Batch API job {batch_id} failed: {}", one_line(why, 200)),
-                            None,
-                        )),
+                        Delivery::Failed(failed(FailureKind::ApiError, why.clone(), None)),
                     );
                 }
-                state.jobs[i].delivered = true;
-                let _ = state.write(workspace);
             }
-            _ => any_open = true,
         }
-        any_open
+        state.jobs[i].delivered = true;
+        write(state, i, workspace);
+        false
     }
 
-    /// Download an ended job's output and error files and hand each row its line; a row
-    /// in neither (the job expired or was cancelled first) ends `api_error`, saying so.
-    async fn collect(&self, status: &Value, job: &Job, waiting: &mut HashMap<String, Request>) {
+    /// Download an ended job's results and hand each of its rows its own; a row with none
+    /// (the job expired or was cancelled first) ends `api_error`, saying so.
+    async fn collect(
+        &self,
+        polled: &super::batch_jobs::Polled,
+        job: &Job,
+        waiting: &mut HashMap<String, Request>,
+    ) {
+        let title = self.jobs.title();
         let batch_id = job.batch_id.clone().unwrap_or_default();
-        for key in ["output_file_id", "error_file_id"] {
-            let Some(file) = status[key].as_str().filter(|f| !f.is_empty()) else {
-                continue;
-            };
-            let bytes = match self.download(file).await {
-                Ok(b) => b,
-                Err(CallError(kind, why, _)) => {
-                    for id in &job.custom_ids {
-                        give(
-                            waiting,
-                            id,
-                            Delivery::Failed(failed(
-                                kind,
-                                format!(
-                                    "cannot download the results of Batch API job {batch_id}: {why}"
-                                ),
-                                None,
-                            )),
-                        );
+        match self.jobs.results(&self.calls, polled, job).await {
+            Ok(rows) => {
+                for (id, delivery) in rows {
+                    if job.custom_ids.contains(&id) {
+                        give(waiting, &id, delivery);
                     }
-                    return;
                 }
-            };
-            for line in bytes.split(|b| *b == b'\n') {
-                let Ok(v) = serde_json::from_slice::<Value>(line) else {
-                    continue;
-                };
-                let Some(id) = v["custom_id"].as_str() else {
-                    continue;
-                };
-                let delivery = match (
-                    v.get("response").filter(|r| !r.is_null()),
-                    v.get("error").filter(|e| !e.is_null()),
-                ) {
-                    (Some(r), _) => Delivery::Answer {
-                        status: r["status_code"].as_u64().unwrap_or(500) as u16,
-                        body: serde_json::to_vec(&r["body"]).unwrap_or_default(),
-                        job: batch_id.clone(),
-                    },
-                    (None, Some(e)) => Delivery::Failed(failed(
-                        FailureKind::ApiError,
-                        format!(
-                            "Batch API job {batch_id}: {}: {}",
-                            e["code"].as_str().unwrap_or("error"),
-                            one_line(e["message"].as_str().unwrap_or(""), 200)
-                        ),
-                        None,
-                    )),
-                    (None, None) => continue,
-                };
-                give(waiting, id, delivery);
+            }
+            Err(CallError(kind, why, _)) => {
+                let why = format!("cannot download the results of {title} job {batch_id}: {why}");
+                for id in &job.custom_ids {
+                    give(
+                        waiting,
+                        id,
+                        Delivery::Failed(failed(kind, why.clone(), None)),
+                    );
+                }
+                return;
             }
         }
-        let how = status["status"].as_str().unwrap_or("ended");
         for id in &job.custom_ids {
             give(
                 waiting,
@@ -651,211 +610,25 @@ impl Collector {
                 Delivery::Failed(failed(
                     FailureKind::ApiError,
                     format!(
-                        "Batch API job {batch_id} ended `{how}` before this row was answered; run it again (--only failed)"
+                        "{title} job {batch_id} ended `{}` before this row was answered; run it \
+                         again (--only failed)",
+                        polled.status
                     ),
                     None,
                 )),
             );
         }
     }
+}
 
-    /// `POST /files` (multipart, `purpose=batch`): the file's id.
-    async fn upload(&self, jsonl: Vec<u8>) -> Result<String, CallError> {
-        let part = reqwest::multipart::Part::bytes(jsonl)
-            .file_name("batch.jsonl")
-            .mime_str("application/jsonl")
-            .map_err(|e| CallError(FailureKind::ApiError, e.to_string(), None))?;
-        let form = reqwest::multipart::Form::new()
-            .text("purpose", "batch")
-            .part("file", part);
-        let request = self.http.client.post(self.url("files")).multipart(form);
-        let v = self
-            .send(request, "upload the requests (POST /files)")
-            .await?;
-        id_of(&v, "the uploaded file")
-    }
-
-    /// `POST /batches`: the job's id.
-    async fn create(&self, file_id: &str) -> Result<String, CallError> {
-        let body = json!({
-            "input_file_id": file_id,
-            "endpoint": ENDPOINT,
-            "completion_window": "24h",
-        });
-        let request = self
-            .http
-            .client
-            .post(self.url("batches"))
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_string());
-        let v = self.send(request, "create the job (POST /batches)").await?;
-        id_of(&v, "the job")
-    }
-
-    /// The job made from input file `file_id`, if one exists, as `(id, status)`: `GET
-    /// /batches` (newest first, 100 a page, `after` the last id while `has_more`; OpenAI API
-    /// reference, "List batch"), looking at [`LIST_PAGES`] pages at most.
-    ///
-    /// Errors: the listing is refused or cannot be read.
-    async fn created_from(&self, file_id: &str) -> Result<Option<(String, String)>, CallError> {
-        let mut after: Option<String> = None;
-        for _ in 0..LIST_PAGES {
-            let mut url = self.endpoint("batches");
-            url.query_pairs_mut().append_pair("limit", "100");
-            if let Some(a) = after.take() {
-                url.query_pairs_mut().append_pair("after", &a);
-            }
-            let request = self.http.client.get(url);
-            let page = self.send(request, "list the jobs (GET /batches)").await?;
-            let data = page["data"].as_array().cloned().unwrap_or_default();
-            if let Some(job) = data
-                .iter()
-                .find(|b| b["input_file_id"].as_str() == Some(file_id))
-            {
-                let id = id_of(job, "the job")?;
-                let status = job["status"].as_str().unwrap_or("validating").to_owned();
-                return Ok(Some((id, status)));
-            }
-            after = match (page["has_more"].as_bool(), data.last()) {
-                (Some(true), Some(last)) => last["id"].as_str().map(str::to_owned),
-                _ => None,
-            };
-            if after.is_none() {
-                break;
-            }
-        }
-        Ok(None)
-    }
-
-    async fn get(&self, path: &str) -> Result<Value, CallError> {
-        let request = self.http.client.get(self.url(path));
-        self.send(request, &format!("read GET /{path}")).await
-    }
-
-    async fn download(&self, file_id: &str) -> Result<Vec<u8>, CallError> {
-        let request = self
-            .http
-            .client
-            .get(self.url(&format!("files/{file_id}/content")));
-        let request = self.authorized(request);
-        let response = request.send().await.map_err(|e| self.unreachable(&e))?;
-        let status = response.status();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| self.unreachable(&e))?
-            .to_vec();
-        if !status.is_success() {
-            return Err(self.refused(status, &bytes, "download results"));
-        }
-        Ok(bytes)
-    }
-
-    fn url(&self, path: &str) -> String {
-        self.endpoint(path).to_string()
-    }
-
-    /// The API's `path` (`batches`, `files/ID/content`) beneath the base URL.
-    fn endpoint(&self, path: &str) -> reqwest::Url {
-        let mut url = self.http.base.clone();
-        url.set_path(&format!(
-            "{}/{path}",
-            self.http.base.path().trim_end_matches('/')
-        ));
-        url
-    }
-
-    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        let request = request.headers(self.http.headers.clone());
-        match &self.http.key {
-            Some(key)
-                if !self
-                    .http
-                    .headers
-                    .contains_key(reqwest::header::AUTHORIZATION) =>
-            {
-                request.bearer_auth(key)
-            }
-            _ => request,
-        }
-    }
-
-    async fn send(&self, request: reqwest::RequestBuilder, what: &str) -> Result<Value, CallError> {
-        let response = self
-            .authorized(request)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(&e))?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| self.unreachable(&e))?
-            .to_vec();
-        if !status.is_success() {
-            let mut e = self.refused(status, &bytes, what);
-            e.2 = super::wait::answer_wait(&headers, &bytes);
-            return Err(e);
-        }
-        serde_json::from_slice(&bytes).map_err(|_| {
-            CallError(
-                FailureKind::ApiError,
-                format!(
-                    "could not {what}: HTTP {} but the body is not JSON",
-                    status.as_u16()
-                ),
-                None,
-            )
-        })
-    }
-
-    fn unreachable(&self, e: &reqwest::Error) -> CallError {
-        let kind = match e.is_connect() {
-            true => FailureKind::Setup,
-            false => FailureKind::ApiError,
-        };
-        CallError(
-            kind,
-            format!(
-                "no answer from {}: {}",
-                crate::redact::urls(self.http.base.as_str()),
-                error_chain(e)
-            ),
-            None,
-        )
-    }
-
-    fn refused(&self, status: reqwest::StatusCode, body: &[u8], what: &str) -> CallError {
-        let body = self.http.scrub(body.to_vec());
-        let message = serde_json::from_slice::<Value>(&body)
-            .ok()
-            .as_ref()
-            .and_then(api_message)
-            .unwrap_or_else(|| one_line(&String::from_utf8_lossy(&body), 200));
-        let kind = match status.as_u16() {
-            401 | 403 => FailureKind::Auth,
-            429 if message.to_lowercase().contains("quota") => FailureKind::Quota,
-            429 => FailureKind::RateLimited,
-            _ => FailureKind::ApiError,
-        };
-        CallError(
-            kind,
-            format!(
-                "could not {what}: HTTP {}: {}",
-                status.as_u16(),
-                one_line(&message, 300)
-            ),
-            None,
-        )
+/// Record job `i` of `state` in the workspace (a failure is logged: the run goes on).
+fn write(state: &State, i: usize, workspace: &Path) {
+    if let Err(e) = State::save_job(workspace, &state.jobs[i]) {
+        tracing::warn!("cannot write {}: {e}", STATE_FILE);
     }
 }
 
 /// A job that ended without results to wait for.
-/// Pages of `GET /batches` looked at for a job a killed run created (100 jobs each: a job
-/// made minutes before is on the first).
-const LIST_PAGES: usize = 5;
-
 fn ended_badly(status: &str) -> bool {
     matches!(status, "failed")
 }
@@ -866,39 +639,16 @@ fn give(waiting: &mut HashMap<String, Request>, id: &str, d: Delivery) {
     }
 }
 
-fn id_of(v: &Value, what: &str) -> Result<String, CallError> {
-    v["id"].as_str().map(str::to_owned).ok_or_else(|| {
-        CallError(
-            FailureKind::ApiError,
-            format!(
-                "the answer names no id for {what}: {}",
-                one_line(&v.to_string(), 160)
-            ),
-            None,
-        )
-    })
-}
-
-/// The JSONL line of a row's request: `{"custom_id", "method", "url", "body"}` and a newline.
-fn jsonl_line(custom_id: &str, body: &Value) -> Vec<u8> {
-    let mut line = serde_json::to_vec(&json!({
-        "custom_id": custom_id,
-        "method": "POST",
-        "url": ENDPOINT,
-        "body": body,
-    }))
-    .unwrap_or_default();
-    line.push(b'\n');
-    line
-}
-
-/// The rows' JSONL lines as jobs' input files of at most [`MAX_REQUESTS`] lines and
-/// [`MAX_FILE_BYTES`] bytes: each file's `custom_id`s and bytes.
-fn chunks(rows: Vec<(String, Vec<u8>)>) -> Vec<(Vec<String>, Vec<u8>)> {
+/// The rows' lines as jobs of at most `(requests, bytes)` each: each job's `custom_id`s and
+/// bytes.
+fn chunks(
+    rows: Vec<(String, Vec<u8>)>,
+    (max_requests, max_bytes): (usize, usize),
+) -> Vec<(Vec<String>, Vec<u8>)> {
     let mut out: Vec<(Vec<String>, Vec<u8>)> = Vec::new();
     for (id, line) in rows {
         let full = out.last().is_none_or(|(ids, bytes)| {
-            ids.len() >= MAX_REQUESTS || bytes.len() + line.len() > MAX_FILE_BYTES
+            ids.len() >= max_requests || bytes.len() + line.len() > max_bytes
         });
         if full {
             out.push((Vec::new(), Vec::new()));
@@ -917,21 +667,18 @@ mod tests {
 
     #[test]
     fn rows_go_into_jobs_within_the_apis_limits() {
-        let rows: Vec<(String, Vec<u8>)> = (0..MAX_REQUESTS + 3)
-            .map(|i| {
-                let id = format!("{i}-r");
-                let line = jsonl_line(&id, &json!({"model": "m"}));
-                (id, line)
-            })
+        let rows: Vec<(String, Vec<u8>)> = (0..7)
+            .map(|i| (format!("{i}-r"), format!("line {i}\n").into_bytes()))
             .collect();
-        let jobs = chunks(rows);
-        assert_eq!(jobs.len(), 2);
-        assert_eq!(jobs[0].0.len(), MAX_REQUESTS);
-        assert_eq!(jobs[1].0.len(), 3);
-        let first = jobs[1].1.split(|b| *b == b'\n').next().unwrap_or_default();
-        let line: Value = serde_json::from_slice(first).expect("JSON line");
-        assert_eq!(line["custom_id"], "50000-r");
-        assert_eq!(line["url"], "/v1/chat/completions");
-        assert_eq!(line["method"], "POST");
+        let jobs = chunks(rows.clone(), (3, 1000));
+        assert_eq!(
+            jobs.iter().map(|j| j.0.len()).collect::<Vec<_>>(),
+            [3, 3, 1]
+        );
+        assert_eq!(jobs[2].0, ["6-r"]);
+        assert_eq!(jobs[1].1, b"line 3\nline 4\nline 5\n");
+        // Bytes: 7 bytes a line, at most 15 a job.
+        let jobs = chunks(rows, (100, 15));
+        assert_eq!(jobs.len(), 4);
     }
 }

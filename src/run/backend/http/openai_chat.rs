@@ -264,7 +264,7 @@ impl WireFormat for OpenaiChat {
         .to_owned()
     }
 
-    fn batch_endpoint(&self) -> Option<&'static str> {
-        Some("/v1/chat/completions")
+    fn batch_jobs(&self) -> Option<Box<dyn super::batch_jobs::JobApi>> {
+        Some(Box::new(super::batch_openai::OpenaiBatches))
     }
 }

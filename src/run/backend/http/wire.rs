@@ -119,9 +119,9 @@ pub(crate) trait WireFormat: Send + Sync {
     /// set).
     fn describe(&self, schema: bool) -> String;
 
-    /// The endpoint a Batch API job calls (`/v1/chat/completions`), when `--batch-api` can
-    /// send this API's requests; `None`: this API has no batch mode here.
-    fn batch_endpoint(&self) -> Option<&'static str> {
+    /// The batch API `--batch-api` sends this API's requests to; `None`: this API has no
+    /// batch mode here.
+    fn batch_jobs(&self) -> Option<Box<dyn super::batch_jobs::JobApi>> {
         None
     }
 }

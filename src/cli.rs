@@ -626,9 +626,15 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "none|worktree", value_parser = Offered(|| vec!["none", "worktree"]), hide_possible_values = true)]
     pub isolate: Option<String>,
     /// With --isolate worktree: merge completed branches back one by one (`git merge
-    /// --no-ff`, in item order); a conflict fails that item and keeps its branch.
+    /// --no-ff`, in item order) through the merge queue; a conflict, or a merged tree that
+    /// fails --verify-merged, fails that item and keeps its branch.
     #[arg(long)]
     pub merge: bool,
+    /// With --merge: a command run on each merged tree before the target branch moves (argv,
+    /// split like a shell would, never run by one; e.g. the project's tests). A merge it
+    /// fails is undone and its item fails `merge_failed`, its branch kept.
+    #[arg(long, value_name = "CMD")]
+    pub verify_merged: Option<String>,
     /// With --isolate worktree: an ignored file or folder to copy into each worktree
     /// (relative to the repository root; repeatable).
     #[arg(long = "worktree-copy", value_name = "PATH")]

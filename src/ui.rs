@@ -105,19 +105,54 @@ fn retrying_line(teammate: &str, attempt: u32, verdict: &crate::report::Verdict)
     )
 }
 
-fn finished_line(o: &crate::run::record::outcome::Outcome) -> String {
+/// The line of a finished item. With `--merge` (`merging`) a completed item with a branch
+/// is not yet what it will be: it shows `TO MERGE` until the queue's [`merged_line`].
+fn finished_line(o: &crate::run::record::outcome::Outcome, merging: bool) -> String {
     let retries = if o.attempts > 1 {
         format!(" (attempt {})", o.attempts)
     } else {
         String::new()
     };
+    let status = match o.status {
+        ItemStatus::Completed if o.merged.is_some() => "MERGED".to_string(),
+        ItemStatus::Completed if merging && o.branch.is_some() => "TO MERGE".to_string(),
+        s => s.as_str().to_uppercase(),
+    };
     format!(
-        "{:>10} [{:>7.1}s] {}{retries}  {}",
-        o.status.as_str().to_uppercase(),
+        "{status:>10} [{:>7.1}s] {}{retries}  {}",
         o.duration_s,
         o.teammate,
         detail(o)
     )
+}
+
+/// The line of the merge queue's step for one item ([`Event::ItemMerged`]): `MERGED` with
+/// the target and the merge commit, or `FAILED [merge_failed]` with why.
+fn merged_line(event: &Event) -> String {
+    let Event::ItemMerged {
+        teammate,
+        into,
+        commit,
+        error,
+        failure_kind,
+        ..
+    } = event
+    else {
+        return String::new();
+    };
+    match commit {
+        Some(c) => format!(
+            "{:>10} {teammate}  into {into} as {}",
+            "MERGED",
+            c.get(..10).unwrap_or(c)
+        ),
+        None => format!(
+            "{:>10} {teammate}{}  {}",
+            "FAILED",
+            kind_tag(ItemStatus::Failed, *failure_kind),
+            without_status(error, ItemStatus::Failed)
+        ),
+    }
 }
 
 /// How many teammates run at once: `--jobs`, or fewer when the batch is smaller.
@@ -133,12 +168,17 @@ pub(crate) type Output = Box<dyn Write + Send>;
 /// One line per finished item and per interrupt, for logs and CI.
 pub(crate) struct Plain {
     out: Output,
+    /// The run merges completed branches (`--merge`, from `run_started`).
+    merging: bool,
 }
 
 impl Plain {
     /// Plain lines on `out`.
     pub(crate) fn new(out: Output) -> Plain {
-        Plain { out }
+        Plain {
+            out,
+            merging: false,
+        }
     }
 }
 
@@ -150,15 +190,20 @@ impl Reporter for Plain {
                 workspace,
                 total,
                 jobs,
+                merge,
                 ..
-            } => format!(
-                "Starting team {team}: {} item(s), {} at a time; workspace {}; {}",
-                total.map_or("?".to_string(), |t| t.to_string()),
-                at_a_time(*jobs, *total),
-                workspace.display(),
-                started_tail(event)
-            ),
-            Event::ItemFinished(o) => finished_line(o),
+            } => {
+                self.merging = *merge;
+                format!(
+                    "Starting team {team}: {} item(s), {} at a time; workspace {}; {}",
+                    total.map_or("?".to_string(), |t| t.to_string()),
+                    at_a_time(*jobs, *total),
+                    workspace.display(),
+                    started_tail(event)
+                )
+            }
+            Event::ItemFinished(o) => finished_line(o, self.merging),
+            Event::ItemMerged { .. } => merged_line(event),
             Event::AttemptFinished {
                 teammate,
                 attempt,
@@ -202,6 +247,8 @@ pub(crate) struct Human {
     lines: HashMap<String, (ProgressBar, String)>,
     counts: BTreeMap<ItemStatus, u64>,
     width: usize,
+    /// The run merges completed branches (`--merge`, from `run_started`).
+    merging: bool,
 }
 
 impl Human {
@@ -222,6 +269,7 @@ impl Human {
             lines: HashMap::new(),
             counts: BTreeMap::new(),
             width: 16,
+            merging: false,
         }
     }
 
@@ -250,8 +298,10 @@ impl Reporter for Human {
                 total,
                 jobs,
                 workspace,
+                merge,
                 ..
             } => {
+                self.merging = *merge;
                 if let Some(t) = total {
                     self.overall.set_length(*t);
                 }
@@ -318,7 +368,12 @@ impl Reporter for Human {
                 *self.counts.entry(o.status).or_default() += 1;
                 self.overall.inc(1);
                 self.refresh_counts(self.lines.len());
-                let _ = self.multi.println(terminal_safe(&finished_line(o)));
+                let _ = self
+                    .multi
+                    .println(terminal_safe(&finished_line(o, self.merging)));
+            }
+            Event::ItemMerged { .. } => {
+                let _ = self.multi.println(terminal_safe(&merged_line(event)));
             }
             Event::Interrupted { immediate } => {
                 let _ = self.multi.println(if *immediate {
@@ -587,12 +642,12 @@ pub(crate) fn print_isolation(end: &IsolationEnd, format: Format) {
     if format == Format::Json {
         return;
     }
-    // Shown COMPLETED as they finished, before the merge: say what became of them.
+    // Shown TO MERGE as they finished, and FAILED by the queue: said again at the end.
     for (teammate, why) in &end.merge_failed {
         say(
             format,
             format!(
-                "Not merged into {}: {teammate}, shown COMPLETED above, is failed: {why}",
+                "Not merged into {}: {teammate} is failed: {why}",
                 end.target
             ),
         );

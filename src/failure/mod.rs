@@ -61,11 +61,14 @@ pub(crate) enum FailureKind {
     Skipped,
     /// The teammate's branch could not be merged (`--merge` with `--isolate worktree`).
     MergeConflict,
+    /// The branch merged, but the merged tree failed `--verify-merged`: the merge was undone
+    /// (the target branch never holds it) and the branch kept.
+    MergeFailed,
 }
 
 impl FailureKind {
     /// Every kind, in the order of the documentation.
-    pub(crate) const ALL: [FailureKind; 14] = [
+    pub(crate) const ALL: [FailureKind; 15] = [
         FailureKind::RateLimited,
         FailureKind::Quota,
         FailureKind::Auth,
@@ -80,6 +83,7 @@ impl FailureKind {
         FailureKind::Cancelled,
         FailureKind::Skipped,
         FailureKind::MergeConflict,
+        FailureKind::MergeFailed,
     ];
 
     /// The word used in files and events (`rate_limited`).
@@ -99,6 +103,7 @@ impl FailureKind {
             FailureKind::Cancelled => "cancelled",
             FailureKind::Skipped => "skipped",
             FailureKind::MergeConflict => "merge_conflict",
+            FailureKind::MergeFailed => "merge_failed",
         }
     }
 

@@ -198,6 +198,8 @@ pub(super) struct Isolation {
     pub isolate: bool,
     /// `--merge`.
     pub merge: bool,
+    /// `--verify-merged`: the check of each merged tree (argv, as written).
+    pub verify_merged: Option<Vec<String>>,
     /// Ignored files copied into each worktree.
     pub worktree_copy: Vec<PathBuf>,
     /// Each new worktree's set-up command (argv).
@@ -224,6 +226,20 @@ pub(super) fn isolation(flags: &RunArgs, file: &FileSettings) -> Result<Isolatio
             "it merges teammates' worktree branches",
         ));
     }
+    let verify_merged = flags
+        .verify_merged
+        .as_ref()
+        .or(file.verify_merged.as_ref())
+        .map(|v| command_line("--verify-merged", v))
+        .transpose()?;
+    // BATCH.md's `verify_merged` waits for a run with `--merge`; the flag alone is a mistake.
+    if flags.verify_merged.is_some() && !flags.merge {
+        return Err(Error::needs(
+            "--verify-merged",
+            "--merge",
+            "it checks each tree the merge queue makes",
+        ));
+    }
     let worktree_flag = match (flags.worktree_copy.is_empty(), &flags.worktree_setup) {
         (false, _) => Some("--worktree-copy"),
         (true, Some(_)) => Some("--worktree-setup"),
@@ -241,6 +257,7 @@ pub(super) fn isolation(flags: &RunArgs, file: &FileSettings) -> Result<Isolatio
     Ok(Isolation {
         isolate,
         merge: flags.merge,
+        verify_merged,
         worktree_copy: match flags.worktree_copy.is_empty() {
             true => file_worktree
                 .copy

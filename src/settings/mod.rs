@@ -82,6 +82,9 @@ pub(crate) struct Settings {
     pub isolate: bool,
     /// `--merge`: merge completed branches back.
     pub merge: bool,
+    /// `--verify-merged`: the command each merged tree must pass before the target branch
+    /// moves to it (argv, run in the merge queue's own worktree).
+    pub verify_merged: Option<Vec<String>>,
     /// Ignored files copied into each worktree (relative to the repository root).
     pub worktree_copy: Vec<PathBuf>,
     /// Set-up command of each new worktree (argv).
@@ -215,6 +218,7 @@ impl Settings {
             format: Format::Plain,
             isolate: false,
             merge: false,
+            verify_merged: None,
             worktree_copy: Vec::new(),
             worktree_setup: None,
             only: Only::All,
@@ -273,6 +277,7 @@ impl Settings {
             verify: attempts.verify,
             isolate: isolation.isolate,
             merge: isolation.merge,
+            verify_merged: isolation.verify_merged,
             worktree_copy: isolation.worktree_copy,
             worktree_setup: isolation.worktree_setup,
             only: selection.only,

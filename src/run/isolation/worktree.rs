@@ -93,7 +93,7 @@ async fn git_fed(dir: &Path, args: &[&str], input: &Path) -> GitOut {
 
 /// The line of git's output that says what went wrong: its first `fatal:` or `error:` line
 /// (git prints progress such as "Preparing worktree" before it), else the first line.
-fn first_line(s: &str) -> String {
+pub(crate) fn first_line(s: &str) -> String {
     let mut lines = s.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.clone().next().unwrap_or("");
     lines
@@ -499,55 +499,6 @@ impl Isolation {
         } else {
             Err(GitError::Failed(first_line(&out.stderr)))
         }
-    }
-
-    /// Merge `branch` into the current branch of the main working tree with `--no-ff`. On a
-    /// conflict the merge is aborted and the conflicting files are returned as the error.
-    pub(crate) fn merge(&self, branch: &str, title: &str) -> Result<(), GitError> {
-        let msg = format!("runner: merge {title}");
-        let out = git_sync(
-            &self.repo,
-            &["merge", "--no-ff", "--no-edit", "-m", &msg, branch],
-            &self.identity,
-        );
-        if out.ok {
-            return Ok(());
-        }
-        let conflicts = git_sync(&self.repo, &["diff", "--name-only", "--diff-filter=U"], &[]);
-        let _ = git_sync(&self.repo, &["merge", "--abort"], &[]);
-        let files: Vec<&str> = conflicts.stdout.lines().filter(|l| !l.is_empty()).collect();
-        if files.is_empty() {
-            Err(GitError::Failed(format!(
-                "merge failed: {}",
-                first_line(&format!("{}{}", out.stdout, out.stderr))
-            )))
-        } else {
-            Err(GitError::Conflict(
-                files.into_iter().map(str::to_owned).collect(),
-            ))
-        }
-    }
-
-    /// Whether `branch` was merged and deleted by an earlier run: it is gone, and its last
-    /// commit `commit` is in the current branch.
-    pub(crate) fn merged_before(&self, branch: &str, commit: &str) -> bool {
-        let gone = !git_sync(
-            &self.repo,
-            &[
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                &format!("refs/heads/{branch}"),
-            ],
-            &[],
-        )
-        .ok;
-        gone && git_sync(
-            &self.repo,
-            &["merge-base", "--is-ancestor", commit, "HEAD"],
-            &[],
-        )
-        .ok
     }
 
     /// Delete a branch (after a successful merge).

@@ -219,6 +219,7 @@ impl Builder {
             Event::TeamStopped { reason, .. } => h.stopped = Some(reason),
             Event::Activity { .. }
             | Event::Warning { .. }
+            | Event::ItemMerged { .. }
             | Event::Interrupted { .. }
             | Event::RunEnded { .. } => {}
         }

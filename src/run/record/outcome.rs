@@ -83,6 +83,11 @@ pub(crate) struct Outcome {
     /// `git diff --shortstat` of the branch against the run's base commit.
     #[serde(default)]
     pub diffstat: Option<String>,
+    /// With `--merge`: the commit on the target branch that merged this item's branch in
+    /// (recorded by the merge queue once the target moved to it); absent while it waits in
+    /// the queue or when its merge failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<String>,
     /// The agent finished with a valid report, and the run was interrupted while the verify
     /// command checked it (status `cancelled`): a resume runs only the verify, on this
     /// report, instead of the agent again (the agent's work is not done twice).
@@ -132,6 +137,7 @@ impl Outcome {
             branch: None,
             commit: None,
             diffstat: None,
+            merged: None,
             awaiting_verify: false,
         }
     }

@@ -1,0 +1,147 @@
+//! The merge queue (issue 57): completed branches land on the run's branch one at a time,
+//! each merged tree checked by `--verify-merged` before the branch moves; a merge that fails
+//! its check is undone and its item fails `merge_failed`; a kill mid-queue resumes without
+//! merging twice or skipping.
+
+use crate::harness::{Sandbox, by_id, git};
+use crate::worktree::{ISOLATED, batch, repo, rows};
+
+/// A check that passes while at most one of a.txt and b.txt exists: each item alone passes
+/// it, both together break it (a semantic conflict git cannot see).
+fn clash_check(sb: &Sandbox) {
+    sb.write(
+        "check.sh",
+        "if [ -e a.txt ] && [ -e b.txt ]; then echo 'a and b clash'; exit 1; fi\necho fine\n",
+    );
+    git(sb.path(), &["add", "check.sh"]);
+    git(sb.path(), &["commit", "-q", "-m", "check"]);
+}
+
+/// The files each merge commit on `main` brought in, oldest first (`a.txt` for the merge of
+/// the item that wrote it).
+fn merges(sb: &Sandbox) -> Vec<String> {
+    git(
+        sb.path(),
+        &["log", "--merges", "--reverse", "--format=%H", "main"],
+    )
+    .lines()
+    .map(|c| {
+        git(sb.path(), &["diff", "--name-only", &format!("{c}^1"), c])
+            .trim()
+            .to_owned()
+    })
+    .collect()
+}
+
+#[test]
+fn verify_merged_undoes_a_merge_that_breaks_the_check_while_the_items_own_verify_passed() {
+    let sb = repo();
+    clash_check(&sb);
+    let r = batch(
+        &sb,
+        &[
+            ("a", "EDIT a.txt=one"),
+            ("b", "EDIT b.txt=two"),
+            ("c", "EDIT c.txt=three"),
+        ],
+        &[
+            "--merge",
+            "--jobs",
+            "3",
+            "--verify",
+            "sh check.sh",
+            "--verify-merged",
+            "sh check.sh",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(out["a"]["status"], "completed");
+    assert_eq!(out["c"]["status"], "completed");
+    assert_eq!(out["b"]["status"], "failed", "{r:?}");
+    assert_eq!(out["b"]["failure_kind"], "merge_failed");
+    let why = &out["b"]["error"];
+    assert!(
+        why.contains("--verify-merged") && why.contains("a and b clash"),
+        "{why}"
+    );
+    // The target only moved by merges that passed: a and c, not b.
+    assert_eq!(merges(&sb), ["a.txt", "c.txt"]);
+    assert!(sb.join("a.txt").is_file() && sb.join("c.txt").is_file());
+    assert!(!sb.join("b.txt").exists(), "the failed merge is undone");
+    assert_eq!(git(sb.path(), &["status", "--porcelain"]), "");
+    let branches = git(sb.path(), &["branch", "--format=%(refname:short)"]);
+    assert!(
+        branches.contains("runner/workers-output/2-b") && !branches.contains("1-a"),
+        "b's branch is kept, a's deleted: {branches}"
+    );
+    // The display: TO MERGE as items finish, then what the queue made of each; never
+    // COMPLETED for b.
+    assert!(r.stdout.contains("TO MERGE"), "{r:?}");
+    assert!(r.stdout.contains("MERGED 1-a  into main as "), "{r:?}");
+    assert!(
+        r.stdout
+            .contains("FAILED 2-b [merge_failed]  the merged tree failed --verify-merged"),
+        "{r:?}"
+    );
+    assert!(!r.stdout.lines().any(|l| l.contains("COMPLETED")), "{r:?}");
+    assert!(
+        sb.read("workers-output.runner/merge-queue.log")
+            .contains("a and b clash"),
+        "the check's output is kept"
+    );
+}
+
+#[test]
+fn a_kill_in_the_middle_of_the_queue_then_a_resume_neither_merges_twice_nor_skips() {
+    // Killed after the first merge landed but before it was recorded, and killed after the
+    // first merge passed its check but before the target moved.
+    for point in ["merge_landed", "merge_checked"] {
+        let sb = repo();
+        rows(
+            &sb,
+            &[
+                ("a", "EDIT a.txt=one"),
+                ("b", "EDIT b.txt=two"),
+                ("c", "EDIT c.txt=three"),
+            ],
+        );
+        let agent = crate::harness::agent("edit_agent.py");
+        let flags = [ISOLATED, &["--merge", "--verify-merged", "true"]].concat();
+        let killed = sb
+            .batch_cmd(&flags, &["python3", &agent])
+            .env("RUNNER_FAULT", point)
+            .output()
+            .expect("runner");
+        assert_ne!(killed.status.code(), Some(0), "{point}: {killed:?}");
+        let landed = usize::from(point == "merge_landed");
+        assert_eq!(
+            merges(&sb).len(),
+            landed,
+            "{point}: the queue stopped there"
+        );
+        let r = sb.batch(&flags, &["python3", &agent]);
+        assert_eq!(r.code, 0, "{point}: {r:?}");
+        assert_eq!(
+            merges(&sb),
+            ["a.txt", "b.txt", "c.txt"],
+            "{point}: each item merged once, in item order"
+        );
+        let journal = sb.read("workers-output.runner/journal.jsonl");
+        assert_eq!(
+            journal.matches("\"attempt_started\"").count(),
+            3,
+            "{point}: no agent ran twice"
+        );
+        let out = by_id(&sb.join("workers-output.csv"), "id");
+        for id in ["a", "b", "c"] {
+            assert_eq!(out[id]["status"], "completed", "{point}: {id}");
+        }
+        assert_eq!(git(sb.path(), &["status", "--porcelain"]), "", "{point}");
+        let worktrees = git(sb.path(), &["worktree", "list", "--porcelain"]);
+        assert!(
+            !worktrees.contains(".merge-queue"),
+            "{point}: the queue's worktree is gone: {worktrees}"
+        );
+    }
+}

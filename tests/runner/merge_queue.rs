@@ -60,6 +60,13 @@ fn verify_merged_undoes_a_merge_that_breaks_the_check_while_the_items_own_verify
     assert_eq!(out["c"]["status"], "completed");
     assert_eq!(out["b"]["status"], "failed", "{r:?}");
     assert_eq!(out["b"]["failure_kind"], "merge_failed");
+    assert_eq!(out["b"]["merged"], "", "b never landed");
+    let landed = git(sb.path(), &["log", "--merges", "-1", "--format=%H", "main"]);
+    assert_eq!(
+        out["c"]["merged"],
+        landed.trim(),
+        "the output names c's merge"
+    );
     let why = &out["b"]["error"];
     assert!(
         why.contains("--verify-merged") && why.contains("a and b clash"),

@@ -152,3 +152,29 @@ fn a_kill_in_the_middle_of_the_queue_then_a_resume_neither_merges_twice_nor_skip
         );
     }
 }
+
+/// What a killed queue leaves in its own worktree (a check's untracked output) is no one's
+/// work: `runner clean` removes it without `--force`, and keeps the items' unmerged branches.
+#[test]
+fn clean_after_a_killed_queue_removes_its_worktree_and_keeps_unmerged_branches() {
+    let sb = repo();
+    rows(&sb, &[("a", "EDIT a.txt=one")]);
+    let agent = crate::harness::agent("edit_agent.py");
+    let flags = [ISOLATED, &["--merge", "--verify-merged", "touch built.out"]].concat();
+    let killed = sb
+        .batch_cmd(&flags, &["python3", &agent])
+        .env("RUNNER_FAULT", "merge_checked")
+        .output()
+        .expect("runner");
+    assert_ne!(killed.status.code(), Some(0), "{killed:?}");
+    let r = sb.run(&["clean", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("Removed team"), "{r:?}");
+    let worktrees = git(sb.path(), &["worktree", "list", "--porcelain"]);
+    assert!(!worktrees.contains(".merge-queue"), "{worktrees}");
+    let branches = git(sb.path(), &["branch", "--format=%(refname:short)"]);
+    assert!(
+        branches.contains("runner/workers-output/1-a"),
+        "a's work never landed: its branch stays: {branches}"
+    );
+}

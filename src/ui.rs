@@ -5,6 +5,7 @@ pub(crate) mod html;
 pub(crate) mod inbox;
 pub(crate) mod markdown;
 pub(crate) mod plan;
+pub(crate) mod review;
 pub(crate) mod show;
 pub(crate) mod status;
 
@@ -105,9 +106,10 @@ fn retrying_line(teammate: &str, attempt: u32, verdict: &crate::report::Verdict)
     )
 }
 
-/// The line of a finished item. With `--merge` (`merging`) a completed item with a branch
-/// is not yet what it will be: it shows `TO MERGE` until the queue's [`merged_line`].
-fn finished_line(o: &crate::run::record::outcome::Outcome, merging: bool) -> String {
+/// The line of a finished item. With `--merge` (`merging`: `queue` or `review`) a completed
+/// item with a branch is not yet what it will be: it shows `TO MERGE` until the queue's
+/// [`merged_line`], or `TO REVIEW`.
+fn finished_line(o: &crate::run::record::outcome::Outcome, merging: &str) -> String {
     let retries = if o.attempts > 1 {
         format!(" (attempt {})", o.attempts)
     } else {
@@ -115,7 +117,8 @@ fn finished_line(o: &crate::run::record::outcome::Outcome, merging: bool) -> Str
     };
     let status = match o.status {
         ItemStatus::Completed if o.merged.is_some() => "MERGED".to_string(),
-        ItemStatus::Completed if merging && o.branch.is_some() => "TO MERGE".to_string(),
+        ItemStatus::Completed if o.branch.is_some() && merging == "queue" => "TO MERGE".into(),
+        ItemStatus::Completed if o.branch.is_some() && merging == "review" => "TO REVIEW".into(),
         s => s.as_str().to_uppercase(),
     };
     format!(
@@ -168,8 +171,8 @@ pub(crate) type Output = Box<dyn Write + Send>;
 /// One line per finished item and per interrupt, for logs and CI.
 pub(crate) struct Plain {
     out: Output,
-    /// The run merges completed branches (`--merge`, from `run_started`).
-    merging: bool,
+    /// What becomes of completed branches (`run_started`'s `merge`).
+    merging: String,
 }
 
 impl Plain {
@@ -177,7 +180,7 @@ impl Plain {
     pub(crate) fn new(out: Output) -> Plain {
         Plain {
             out,
-            merging: false,
+            merging: String::new(),
         }
     }
 }
@@ -193,7 +196,7 @@ impl Reporter for Plain {
                 merge,
                 ..
             } => {
-                self.merging = *merge;
+                self.merging.clone_from(merge);
                 format!(
                     "Starting team {team}: {} item(s), {} at a time; workspace {}; {}",
                     total.map_or("?".to_string(), |t| t.to_string()),
@@ -202,7 +205,7 @@ impl Reporter for Plain {
                     started_tail(event)
                 )
             }
-            Event::ItemFinished(o) => finished_line(o, self.merging),
+            Event::ItemFinished(o) => finished_line(o, &self.merging),
             Event::ItemMerged { .. } => merged_line(event),
             Event::AttemptFinished {
                 teammate,
@@ -247,8 +250,8 @@ pub(crate) struct Human {
     lines: HashMap<String, (ProgressBar, String)>,
     counts: BTreeMap<ItemStatus, u64>,
     width: usize,
-    /// The run merges completed branches (`--merge`, from `run_started`).
-    merging: bool,
+    /// What becomes of completed branches (`run_started`'s `merge`).
+    merging: String,
 }
 
 impl Human {
@@ -269,7 +272,7 @@ impl Human {
             lines: HashMap::new(),
             counts: BTreeMap::new(),
             width: 16,
-            merging: false,
+            merging: String::new(),
         }
     }
 
@@ -301,7 +304,7 @@ impl Reporter for Human {
                 merge,
                 ..
             } => {
-                self.merging = *merge;
+                self.merging.clone_from(merge);
                 if let Some(t) = total {
                     self.overall.set_length(*t);
                 }
@@ -370,7 +373,7 @@ impl Reporter for Human {
                 self.refresh_counts(self.lines.len());
                 let _ = self
                     .multi
-                    .println(terminal_safe(&finished_line(o, self.merging)));
+                    .println(terminal_safe(&finished_line(o, &self.merging)));
             }
             Event::ItemMerged { .. } => {
                 let _ = self.multi.println(terminal_safe(&merged_line(event)));
@@ -656,6 +659,15 @@ pub(crate) fn print_isolation(end: &IsolationEnd, format: Format) {
         say(
             format,
             format!("Merged into {}: {}", end.target, end.merged.join(", ")),
+        );
+    }
+    if !end.awaiting_review.is_empty() {
+        say(
+            format,
+            format!(
+                "Awaiting review (runner review; runner accept ID…; runner reject ID…): {}",
+                end.awaiting_review.join(", ")
+            ),
         );
     }
     if !end.to_merge.is_empty() {

@@ -94,6 +94,7 @@ fn expectable() -> Vec<String> {
                         | K::Skipped
                         | K::MergeConflict
                         | K::MergeFailed
+                        | K::Rejected
                 )
             })
             .map(|k| k.to_string()),

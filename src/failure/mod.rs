@@ -64,11 +64,14 @@ pub(crate) enum FailureKind {
     /// The branch merged, but the merged tree failed `--verify-merged`: the merge was undone
     /// (the target branch never holds it) and the branch kept.
     MergeFailed,
+    /// A reviewer rejected the item's work (`runner reject`, after `--merge=review`); its
+    /// branch was deleted.
+    Rejected,
 }
 
 impl FailureKind {
     /// Every kind, in the order of the documentation.
-    pub(crate) const ALL: [FailureKind; 15] = [
+    pub(crate) const ALL: [FailureKind; 16] = [
         FailureKind::RateLimited,
         FailureKind::Quota,
         FailureKind::Auth,
@@ -84,6 +87,7 @@ impl FailureKind {
         FailureKind::Skipped,
         FailureKind::MergeConflict,
         FailureKind::MergeFailed,
+        FailureKind::Rejected,
     ];
 
     /// The word used in files and events (`rate_limited`).
@@ -104,6 +108,7 @@ impl FailureKind {
             FailureKind::Skipped => "skipped",
             FailureKind::MergeConflict => "merge_conflict",
             FailureKind::MergeFailed => "merge_failed",
+            FailureKind::Rejected => "rejected",
         }
     }
 

@@ -80,10 +80,12 @@ pub(crate) enum Event {
         /// stage of that row (issue 33); absent otherwise.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         stages: Vec<String>,
-        /// With `--merge`: completed items wait for the merge queue after the run, so a
-        /// display shows them `to merge` until an [`Event::ItemMerged`] says what they became.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        merge: bool,
+        /// With `--merge`, `queue`: completed items wait for the merge queue after the run, so
+        /// a display shows them `to merge` until an [`Event::ItemMerged`] says what they
+        /// became; `review` (`--merge=review`): they wait for review (`to review`). Absent
+        /// without `--merge`.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        merge: String,
     },
     /// An attempt of an item started.
     AttemptStarted {
@@ -533,7 +535,7 @@ pub(crate) mod tests {
                     file: "/r/.agent-tasks/runners/claude.toml".into(),
                 }),
                 stages: Vec::new(),
-                merge: false,
+                merge: String::new(),
             },
             Event::AttemptStarted {
                 id: "a".into(),
@@ -642,7 +644,7 @@ pub(crate) mod tests {
             sandbox_why_none: None,
             replaced_runner: None,
             stages: Vec::new(),
-            merge: false,
+            merge: String::new(),
         };
         let line = odd.to_line().expect("recorded");
         assert!(

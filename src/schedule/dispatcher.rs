@@ -865,7 +865,7 @@ fn announce(
             }
         }),
         stages: spec.stages.clone(),
-        merge: spec.settings.merge,
+        merge: spec.settings.merge_word().into(),
     };
     team.record(&run_started)?;
     reporter.event(&run_started);

@@ -82,6 +82,8 @@ pub(crate) struct Settings {
     pub isolate: bool,
     /// `--merge`: merge completed branches back.
     pub merge: bool,
+    /// `--merge=review`: completed items wait `awaiting review` instead of merging.
+    pub review: bool,
     /// `--verify-merged`: the command each merged tree must pass before the target branch
     /// moves to it (argv, run in the merge queue's own worktree).
     pub verify_merged: Option<Vec<String>>,
@@ -218,6 +220,7 @@ impl Settings {
             format: Format::Plain,
             isolate: false,
             merge: false,
+            review: false,
             verify_merged: None,
             worktree_copy: Vec::new(),
             worktree_setup: None,
@@ -277,6 +280,7 @@ impl Settings {
             verify: attempts.verify,
             isolate: isolation.isolate,
             merge: isolation.merge,
+            review: isolation.review,
             verify_merged: isolation.verify_merged,
             worktree_copy: isolation.worktree_copy,
             worktree_setup: isolation.worktree_setup,
@@ -308,6 +312,16 @@ impl Settings {
             (settings.trace.as_deref(), "--trace"),
         ])?;
         Ok(settings.anchored())
+    }
+
+    /// What becomes of completed branches, as `run_started` says it: `queue` (`--merge`),
+    /// `review` (`--merge=review`), or `""` (no merge).
+    pub(crate) fn merge_word(&self) -> &'static str {
+        match (self.merge, self.review) {
+            (false, _) => "",
+            (true, false) => "queue",
+            (true, true) => "review",
+        }
     }
 
     /// These settings with the program (and the verify command's program) made absolute

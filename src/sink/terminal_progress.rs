@@ -154,7 +154,7 @@ mod tests {
             sandbox_why_none: None,
             replaced_runner: None,
             stages: Vec::new(),
-            merge: false,
+            merge: String::new(),
         };
         p.event(&started);
         let done = |status| {

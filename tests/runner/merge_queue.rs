@@ -178,3 +178,70 @@ fn clean_after_a_killed_queue_removes_its_worktree_and_keeps_unmerged_branches()
         "a's work never landed: its branch stays: {branches}"
     );
 }
+
+#[test]
+fn merge_review_leaves_items_awaiting_review_then_accept_merges_and_reject_discards() {
+    let sb = repo();
+    clash_check(&sb);
+    let r = batch(
+        &sb,
+        &[
+            ("a", "EDIT a.txt=one"),
+            ("b", "EDIT b.txt=two"),
+            ("c", "EDIT c.txt=three"),
+        ],
+        &["--merge=review", "--verify-merged", "sh check.sh"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let main_before = git(sb.path(), &["rev-parse", "main"]);
+    assert!(!sb.join("a.txt").exists(), "nothing lands before review");
+    assert!(r.stdout.contains("TO REVIEW"), "{r:?}");
+    assert!(!r.stdout.lines().any(|l| l.contains("COMPLETED")), "{r:?}");
+    assert!(
+        r.stdout.contains(
+            "Awaiting review (runner review; runner accept ID…; runner reject ID…): 1-a, 2-b, 3-c"
+        ),
+        "{r:?}"
+    );
+    let shown = sb.run(&["review", "workers-output.runner"]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    for expected in [
+        "3 item(s) of team",
+        "a (1-a)",
+        "summary: edited a.txt",
+        "a.txt | 1 +",
+        "1 file changed, 1 insertion(+)",
+    ] {
+        assert!(shown.stdout.contains(expected), "{expected}: {shown:?}");
+    }
+    assert!(!shown.stdout.contains("+one"), "no diff unless asked");
+    let full = sb.run(&["review", "workers-output.runner", "--diff"]);
+    assert!(full.stdout.contains("+one"), "{full:?}");
+    // Accept a then b: a lands, b breaks the merged tree's check and fails, main untouched
+    // by it.
+    let acc = sb.run(&["accept", "a", "2-b", "--team", "workers-output.runner"]);
+    assert_eq!(acc.code, 1, "{acc:?}");
+    assert!(acc.stdout.contains("MERGED 1-a"), "{acc:?}");
+    assert!(acc.stdout.contains("FAILED 2-b [merge_failed]"), "{acc:?}");
+    assert!(sb.join("a.txt").is_file() && !sb.join("b.txt").exists());
+    assert_ne!(git(sb.path(), &["rev-parse", "main"]), main_before);
+    let rej = sb.run(&["reject", "c", "--team", "workers-output.runner"]);
+    assert_eq!(rej.code, 0, "{rej:?}");
+    let branches = git(sb.path(), &["branch", "--format=%(refname:short)"]);
+    assert!(
+        !branches.contains("3-c"),
+        "a rejected branch is deleted: {branches}"
+    );
+    assert!(!branches.contains("1-a"), "an accepted one too: {branches}");
+    assert!(
+        branches.contains("2-b"),
+        "a failed merge keeps its branch: {branches}"
+    );
+    let after = sb.run(&["review", "workers-output.runner"]);
+    assert!(after.stdout.contains("No item of team"), "{after:?}");
+    // Nothing left to decide: accepting again names what waits.
+    let again = sb.run(&["accept", "c", "--team", "workers-output.runner"]);
+    assert_eq!(again.code, 2, "{again:?}");
+    let status = sb.run(&["show", "c", "workers-output.runner"]);
+    assert!(status.stdout.contains("rejected"), "{status:?}");
+}

@@ -5,6 +5,7 @@
 
 pub(crate) mod leftovers;
 pub(crate) mod queue;
+pub(crate) mod review;
 pub(crate) mod worktree;
 
 use std::path::{Path, PathBuf};
@@ -34,13 +35,15 @@ pub(crate) fn prepare(
     if !settings.isolate {
         return Ok(None);
     }
-    let iso = Isolation::new(
+    let mut iso = Isolation::new(
         cwd,
         team,
         settings.worktree_copy.clone(),
         settings.worktree_setup.clone(),
     )
     .map_err(|e| Error::Usage(e.to_string()))?;
+    iso.verify_merged.clone_from(&settings.verify_merged);
+    iso.verify.clone_from(&settings.verify);
     for rel in &iso.copy {
         if !iso.repo.join(rel).exists() {
             return Err(Error::missing_file(
@@ -102,6 +105,8 @@ pub(crate) struct IsolationEnd {
     pub kept: Vec<(String, PathBuf, String)>,
     /// Items the live display showed completed whose merge then failed: (teammate, why).
     pub merge_failed: Vec<(String, String)>,
+    /// Completed items left for review (`--merge=review`): their teammates.
+    pub awaiting_review: Vec<String>,
 }
 
 /// After a run with worktree isolation: send completed branches through the merge queue in
@@ -149,8 +154,18 @@ pub(crate) fn finish(
             end.to_merge.push(branch);
             continue;
         }
-        // Merged and recorded by an earlier run (its branch deleted then).
-        if o.merged.is_some() {
+        // Merged and recorded by an earlier run (its branch deleted then), or waiting for
+        // its review.
+        if o.merged.is_some() || o.awaiting_review {
+            continue;
+        }
+        if spec.settings.review {
+            let _ = iso.remove(&path);
+            o.awaiting_review = true;
+            team.record(&Entry::ItemFinished {
+                outcome: Box::new(o.clone()),
+            })?;
+            end.awaiting_review.push(o.teammate.clone());
             continue;
         }
         let q = match &queue {

@@ -119,6 +119,10 @@ pub(crate) struct Isolation {
     pub setup: Option<Vec<String>>,
     /// Committer identity for runner commits when the repository has none configured.
     pub identity: Vec<(String, String)>,
+    /// `--verify-merged`: the check of each merged tree (argv), recorded for `runner accept`.
+    pub verify_merged: Option<Vec<String>>,
+    /// `--verify`: what every completed item passed (argv), recorded for `runner review`.
+    pub verify: Option<Vec<String>>,
     /// Serialises `git worktree add`; holds the branches this run has prepared.
     prepared: Mutex<std::collections::HashSet<String>>,
 }
@@ -137,6 +141,12 @@ pub(crate) struct IsolationRecord {
     /// none when HEAD was detached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_branch: Option<String>,
+    /// `--verify-merged` (argv): what `runner accept` checks each merged tree with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_merged: Option<Vec<String>>,
+    /// `--verify` (argv): what every completed item passed, as `runner review` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Vec<String>>,
 }
 
 /// A teammate's worktree.
@@ -196,6 +206,8 @@ impl Isolation {
             copy,
             setup,
             identity,
+            verify_merged: None,
+            verify: None,
             prepared: Mutex::new(std::collections::HashSet::new()),
         })
     }
@@ -206,6 +218,8 @@ impl Isolation {
             repo: self.repo.clone(),
             base: self.base.clone(),
             base_branch: self.base_branch.clone(),
+            verify_merged: self.verify_merged.clone(),
+            verify: self.verify.clone(),
         }
     }
 

@@ -88,6 +88,10 @@ pub(crate) struct Outcome {
     /// the queue or when its merge failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<String>,
+    /// With `--merge=review`: the item completed and its branch waits for `runner accept`
+    /// (then the merge queue) or `runner reject`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub awaiting_review: bool,
     /// The agent finished with a valid report, and the run was interrupted while the verify
     /// command checked it (status `cancelled`): a resume runs only the verify, on this
     /// report, instead of the agent again (the agent's work is not done twice).
@@ -138,6 +142,7 @@ impl Outcome {
             commit: None,
             diffstat: None,
             merged: None,
+            awaiting_review: false,
             awaiting_verify: false,
         }
     }

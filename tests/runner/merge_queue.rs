@@ -245,3 +245,42 @@ fn merge_review_leaves_items_awaiting_review_then_accept_merges_and_reject_disca
     let status = sb.run(&["show", "c", "workers-output.runner"]);
     assert!(status.stdout.contains("rejected"), "{status:?}");
 }
+
+/// Overlap warned before it costs: rows naming the same files in `files_column` are named
+/// by `--dry-run` and at the run's start; after a run, the files its rows modified count too.
+#[test]
+fn rows_that_will_touch_the_same_files_are_named_by_the_dry_run_and_the_start() {
+    let sb = repo();
+    let agent = crate::harness::agent("edit_agent.py");
+    sb.write(
+        "in.csv",
+        "id,files,task\na,src/lib.rs,EDIT one.txt=1\nb,docs/x.md,EDIT shared.txt=2\nc,\"./src/lib.rs; docs/x.md\",EDIT two.txt=3\nd,,EDIT shared.txt=4\n",
+    );
+    sb.write(
+        "BATCH.md",
+        format!(
+            "---\ninput: in.csv\nid_column: id\nfiles_column: files\nisolate: worktree\ncommand: [python3, {agent:?}]\n---\nDo this: {{task}}\n"
+        ),
+    );
+    std::fs::write(sb.join(".git/info/exclude"), "in.csv\nBATCH.md\n").expect("exclude");
+    let dry = sb.run(&["batch", "BATCH.md", "--dry-run"]);
+    assert_eq!(dry.code, 0, "{dry:?}");
+    let warned = "rows a, c will touch the same files (src/lib.rs)";
+    assert!(dry.stderr.contains(warned), "{dry:?}");
+    assert!(
+        dry.stderr
+            .contains("rows b, c will touch the same files (docs/x.md)"),
+        "{dry:?}"
+    );
+    assert!(!dry.stderr.contains("rows b, d"), "{dry:?}");
+    let run = sb.run(&["batch", "BATCH.md", "--format", "plain"]);
+    assert!(run.stderr.contains(warned), "{run:?}");
+    // b and d both modified shared.txt: the next plan names them too.
+    let again = sb.run(&["batch", "BATCH.md", "--dry-run"]);
+    assert!(
+        again
+            .stderr
+            .contains("rows b, d will touch the same files (shared.txt)"),
+        "{again:?}"
+    );
+}

@@ -283,7 +283,12 @@ impl Human {
                 self.counts
                     .get(s)
                     .filter(|n| **n > 0)
-                    .map(|n| format!("{n} {s}"))
+                    .map(|n| match (s, self.merging.as_str()) {
+                        // Not merged yet: said as what they wait for.
+                        (ItemStatus::Completed, "queue") => format!("{n} to merge"),
+                        (ItemStatus::Completed, "review") => format!("{n} to review"),
+                        _ => format!("{n} {s}"),
+                    })
             })
             .collect();
         if running > 0 {
@@ -375,9 +380,10 @@ impl Reporter for Human {
                     .multi
                     .println(terminal_safe(&finished_line(o, &self.merging)));
             }
-            Event::ItemMerged { .. } => {
-                let _ = self.multi.println(terminal_safe(&merged_line(event)));
-            }
+            // After the run: the bars are gone, so the line goes to stdout as it is.
+            Event::ItemMerged { .. } => self.multi.suspend(|| {
+                let _ = writeln!(std::io::stdout(), "{}", terminal_safe(&merged_line(event)));
+            }),
             Event::Interrupted { immediate } => {
                 let _ = self.multi.println(if *immediate {
                     "Interrupted again: killing running teammates"

@@ -637,6 +637,12 @@ fn summary_text(
 /// The line `resolve` shows before it asks: which isolation the run will use.
 pub(crate) fn isolation_line(settings: &crate::settings::Settings) -> &'static str {
     match (settings.isolate, settings.merge) {
+        (true, true) if settings.review => {
+            "Isolation: worktree — each teammate in its own git worktree; completed branches wait for review (runner review)"
+        }
+        (true, true) if settings.verify_merged.is_some() => {
+            "Isolation: worktree — each teammate in its own git worktree; completed branches are merged back through the merge queue, each merged tree checked by --verify-merged"
+        }
         (true, true) => {
             "Isolation: worktree — each teammate in its own git worktree; completed branches are merged back"
         }

@@ -190,6 +190,21 @@ fn merge_review_leaves_items_awaiting_review_then_accept_merges_and_reject_disca
             ("b", "EDIT b.txt=two"),
             ("c", "EDIT c.txt=three"),
         ],
+        &[
+            "--merge=review",
+            "--verify-merged",
+            "sh check.sh",
+            "--dry-run",
+        ],
+    );
+    assert!(
+        r.stdout
+            .contains("completed branches wait for review (runner review)"),
+        "the plan says nothing will land: {r:?}"
+    );
+    let r = batch(
+        &sb,
+        &[],
         &["--merge=review", "--verify-merged", "sh check.sh"],
     );
     assert_eq!(r.code, 0, "{r:?}");

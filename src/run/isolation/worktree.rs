@@ -589,7 +589,8 @@ fn side_file(path: &Path, what: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Whether the main working tree has changes outside `exclude` (paths relative to `repo`).
+/// Whether the main working tree has changes outside `exclude` (paths relative to `repo`)
+/// and the runner's own temporaries.
 pub(crate) fn dirty(repo: &Path, exclude: &[PathBuf]) -> Result<Vec<String>, GitError> {
     let mut args: Vec<String> = vec![
         "status".into(),
@@ -600,6 +601,9 @@ pub(crate) fn dirty(repo: &Path, exclude: &[PathBuf]) -> Result<Vec<String>, Git
     for e in exclude {
         args.push(format!(":(exclude,literal){}", e.display()));
     }
+    // A temporary of the runner's atomic replace that a kill left beside an output: the
+    // run sweeps it once it starts.
+    args.push(format!(":(exclude,glob)**/{}*", crate::fsutil::TEMP_PREFIX));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = git_sync(repo, &refs, &[]);
     if !out.ok {

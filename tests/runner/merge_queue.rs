@@ -140,6 +140,11 @@ fn a_kill_in_the_middle_of_the_queue_then_a_resume_neither_merges_twice_nor_skip
             3,
             "{point}: no agent ran twice"
         );
+        assert_eq!(
+            journal.matches("\"item_merged\"").count(),
+            3,
+            "{point}: one recorded merge step per item"
+        );
         let out = by_id(&sb.join("workers-output.csv"), "id");
         for id in ["a", "b", "c"] {
             assert_eq!(out[id]["status"], "completed", "{point}: {id}");

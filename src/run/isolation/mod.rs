@@ -194,7 +194,7 @@ pub(crate) fn finish(
         team.record(&Entry::ItemFinished {
             outcome: Box::new(o.clone()),
         })?;
-        reporter.event(&Event::ItemMerged {
+        let step = Event::ItemMerged {
             id: o.id.clone(),
             teammate: o.teammate.clone(),
             branch: branch.clone(),
@@ -203,7 +203,9 @@ pub(crate) fn finish(
             error: o.error.clone(),
             failure_kind: o.failure_kind,
             at: crate::run::now_rfc3339(),
-        });
+        };
+        team.record(&step)?;
+        reporter.event(&step);
         if o.merged.is_some() {
             let _ = iso.remove(&path);
             iso.delete_branch(&branch);

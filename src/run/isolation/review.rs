@@ -167,6 +167,16 @@ pub(crate) fn accept(workspace: &Path, names: &[String]) -> Result<Vec<Outcome>>
         team.record(&Entry::ItemFinished {
             outcome: Box::new(o.clone()),
         })?;
+        team.record(&Event::ItemMerged {
+            id: o.id.clone(),
+            teammate: o.teammate.clone(),
+            branch: branch.clone(),
+            into: queue.target().to_owned(),
+            commit: o.merged.clone(),
+            error: o.error.clone(),
+            failure_kind: o.failure_kind,
+            at: crate::run::now_rfc3339(),
+        })?;
         if o.merged.is_some() {
             iso.delete_branch(&branch);
         }

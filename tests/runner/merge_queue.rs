@@ -92,6 +92,11 @@ fn verify_merged_undoes_a_merge_that_breaks_the_check_while_the_items_own_verify
         "{r:?}"
     );
     assert!(!r.stdout.lines().any(|l| l.contains("COMPLETED")), "{r:?}");
+    let status = sb.run(&["status", "workers-output.runner"]);
+    assert!(
+        status.stdout.contains("3 item(s): 2 completed, 1 failed"),
+        "status says what the queue made of b: {status:?}"
+    );
     assert!(
         sb.read("workers-output.runner/merge-queue.log")
             .contains("a and b clash"),
@@ -264,6 +269,11 @@ fn merge_review_leaves_items_awaiting_review_then_accept_merges_and_reject_disca
     assert_eq!(again.code, 2, "{again:?}");
     let status = sb.run(&["show", "c", "workers-output.runner"]);
     assert!(status.stdout.contains("rejected"), "{status:?}");
+    let status = sb.run(&["status", "workers-output.runner"]);
+    assert!(
+        status.stdout.contains("3 item(s): 1 completed, 2 failed"),
+        "{status:?}"
+    );
 }
 
 /// Overlap warned before it costs: rows naming the same files in `files_column` are named

@@ -135,6 +135,7 @@ pub(crate) fn finish(
         ..IsolationEnd::default()
     };
     let mut queue: Option<MergeQueue> = None;
+    let mut changed = Vec::new();
     for id in ids {
         let Some(mut o) = team.outcome(id)? else {
             continue;
@@ -213,12 +214,14 @@ pub(crate) fn finish(
             continue;
         }
         summary.demote(&o);
+        changed.push(o.clone());
         end.merge_failed.push((o.teammate.clone(), o.error.clone()));
         end.kept.push((o.teammate.clone(), path, branch));
     }
     if let Some(q) = queue {
         q.close();
     }
+    team.refinish_snapshot(&changed)?;
     let _ = worktree::git_sync(&iso.repo, &["worktree", "prune"], &[]);
     Ok(Some(end))
 }

@@ -183,6 +183,7 @@ pub(crate) fn accept(workspace: &Path, names: &[String]) -> Result<Vec<Outcome>>
         decided.push(o);
     }
     queue.close();
+    team.refinish_snapshot(&decided)?;
     Ok(decided)
 }
 
@@ -214,5 +215,6 @@ pub(crate) fn reject(workspace: &Path, names: &[String]) -> Result<Vec<Outcome>>
         })?;
         decided.push(o);
     }
+    team.refinish_snapshot(&decided)?;
     Ok(decided)
 }

@@ -95,6 +95,14 @@ pub(crate) enum Command {
     Status(StatusArgs),
     /// Remove what a team left behind: its git worktrees, branches and workspace.
     Clean(CleanArgs),
+    /// The items of a `--merge=review` run awaiting review: each one's diffstat, summary and
+    /// checks (`--diff`: the whole diff).
+    Review(ReviewArgs),
+    /// Send items awaiting review through the merge queue (each merged tree checked by the
+    /// run's --verify-merged); exit 1 when one did not land.
+    Accept(DecideArgs),
+    /// Discard items awaiting review: delete their branches; they end failed, `rejected`.
+    Reject(DecideArgs),
     /// One item of a team: its status, every attempt with its verdict, the report, the
     /// prompt, and the last lines of the log that explains it.
     Show(ShowArgs),
@@ -223,6 +231,31 @@ pub(crate) struct LogsArgs {
     /// Keep printing what the attempt writes until it ends.
     #[arg(long, short)]
     pub follow: bool,
+}
+
+/// `runner review`.
+#[derive(Debug, Args)]
+pub(crate) struct ReviewArgs {
+    /// The team workspace, as for `runner show`; default: the most recently updated team
+    /// here.
+    #[arg(value_name = "TEAM")]
+    pub team: Option<PathBuf>,
+    /// Also print each item's whole diff.
+    #[arg(long)]
+    pub diff: bool,
+}
+
+/// `runner accept` and `runner reject`.
+#[derive(Debug, Args)]
+pub(crate) struct DecideArgs {
+    /// The items (ids or teammate names, as `runner review` lists them), in the order to
+    /// take them.
+    #[arg(value_name = "ITEM", required = true)]
+    pub items: Vec<String>,
+    /// The team workspace, as for `runner show`; default: the most recently updated team
+    /// here.
+    #[arg(long, value_name = "TEAM")]
+    pub team: Option<PathBuf>,
 }
 
 /// `runner clean`.
@@ -627,9 +660,16 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "none|worktree", value_parser = Offered(|| vec!["none", "worktree"]), hide_possible_values = true)]
     pub isolate: Option<String>,
     /// With --isolate worktree: merge completed branches back one by one (`git merge
-    /// --no-ff`, in item order); a conflict fails that item and keeps its branch.
-    #[arg(long)]
-    pub merge: bool,
+    /// --no-ff`, in item order) through the merge queue; a conflict, or a merged tree that
+    /// fails --verify-merged, fails that item and keeps its branch. `--merge=review` leaves
+    /// them awaiting review instead (`runner review`, `runner accept`, `runner reject`).
+    #[arg(long, value_name = "review", num_args = 0..=1, require_equals = true, default_missing_value = "queue", value_parser = ["queue", "review"])]
+    pub merge: Option<String>,
+    /// With --merge: a command run on each merged tree before the target branch moves (argv,
+    /// split like a shell would, never run by one; e.g. the project's tests). A merge it
+    /// fails is undone and its item fails `merge_failed`, its branch kept.
+    #[arg(long, value_name = "CMD")]
+    pub verify_merged: Option<String>,
     /// With --isolate worktree: an ignored file or folder to copy into each worktree
     /// (relative to the repository root; repeatable).
     #[arg(long = "worktree-copy", value_name = "PATH")]

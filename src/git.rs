@@ -12,4 +12,8 @@ pub(crate) enum GitError {
     /// `git merge` stopped on conflicts in these files (the merge was aborted).
     #[error("merge conflict in {}", .0.join(", "))]
     Conflict(Vec<String>),
+    /// The merge went through but the merged tree failed `--verify-merged` (the reason, as
+    /// the check's failure says it); the merge was undone.
+    #[error("the merged tree failed --verify-merged: {0}")]
+    Unverified(String),
 }

@@ -5,6 +5,7 @@ pub(crate) mod html;
 pub(crate) mod inbox;
 pub(crate) mod markdown;
 pub(crate) mod plan;
+pub(crate) mod review;
 pub(crate) mod show;
 pub(crate) mod status;
 
@@ -105,19 +106,56 @@ fn retrying_line(teammate: &str, attempt: u32, verdict: &crate::report::Verdict)
     )
 }
 
-fn finished_line(o: &crate::run::record::outcome::Outcome) -> String {
+/// The line of a finished item. With `--merge` (`merging`: `queue` or `review`) a completed
+/// item with a branch is not yet what it will be: it shows `TO MERGE` until the queue's
+/// [`merged_line`], or `TO REVIEW`.
+fn finished_line(o: &crate::run::record::outcome::Outcome, merging: &str) -> String {
     let retries = if o.attempts > 1 {
         format!(" (attempt {})", o.attempts)
     } else {
         String::new()
     };
+    let status = match o.status {
+        ItemStatus::Completed if o.merged.is_some() => "MERGED".to_string(),
+        ItemStatus::Completed if o.branch.is_some() && merging == "queue" => "TO MERGE".into(),
+        ItemStatus::Completed if o.branch.is_some() && merging == "review" => "TO REVIEW".into(),
+        s => s.as_str().to_uppercase(),
+    };
     format!(
-        "{:>10} [{:>7.1}s] {}{retries}  {}",
-        o.status.as_str().to_uppercase(),
+        "{status:>10} [{:>7.1}s] {}{retries}  {}",
         o.duration_s,
         o.teammate,
         detail(o)
     )
+}
+
+/// The line of the merge queue's step for one item ([`Event::ItemMerged`]): `MERGED` with
+/// the target and the merge commit, or `FAILED [merge_failed]` with why.
+fn merged_line(event: &Event) -> String {
+    let Event::ItemMerged {
+        teammate,
+        into,
+        commit,
+        error,
+        failure_kind,
+        ..
+    } = event
+    else {
+        return String::new();
+    };
+    match commit {
+        Some(c) => format!(
+            "{:>10} {teammate}  into {into} as {}",
+            "MERGED",
+            c.get(..10).unwrap_or(c)
+        ),
+        None => format!(
+            "{:>10} {teammate}{}  {}",
+            "FAILED",
+            kind_tag(ItemStatus::Failed, *failure_kind),
+            without_status(error, ItemStatus::Failed)
+        ),
+    }
 }
 
 /// How many teammates run at once: `--jobs`, or fewer when the batch is smaller.
@@ -133,12 +171,17 @@ pub(crate) type Output = Box<dyn Write + Send>;
 /// One line per finished item and per interrupt, for logs and CI.
 pub(crate) struct Plain {
     out: Output,
+    /// What becomes of completed branches (`run_started`'s `merge`).
+    merging: String,
 }
 
 impl Plain {
     /// Plain lines on `out`.
     pub(crate) fn new(out: Output) -> Plain {
-        Plain { out }
+        Plain {
+            out,
+            merging: String::new(),
+        }
     }
 }
 
@@ -150,15 +193,20 @@ impl Reporter for Plain {
                 workspace,
                 total,
                 jobs,
+                merge,
                 ..
-            } => format!(
-                "Starting team {team}: {} item(s), {} at a time; workspace {}; {}",
-                total.map_or("?".to_string(), |t| t.to_string()),
-                at_a_time(*jobs, *total),
-                workspace.display(),
-                started_tail(event)
-            ),
-            Event::ItemFinished(o) => finished_line(o),
+            } => {
+                self.merging.clone_from(merge);
+                format!(
+                    "Starting team {team}: {} item(s), {} at a time; workspace {}; {}",
+                    total.map_or("?".to_string(), |t| t.to_string()),
+                    at_a_time(*jobs, *total),
+                    workspace.display(),
+                    started_tail(event)
+                )
+            }
+            Event::ItemFinished(o) => finished_line(o, &self.merging),
+            Event::ItemMerged { .. } => merged_line(event),
             Event::AttemptFinished {
                 teammate,
                 attempt,
@@ -202,6 +250,8 @@ pub(crate) struct Human {
     lines: HashMap<String, (ProgressBar, String)>,
     counts: BTreeMap<ItemStatus, u64>,
     width: usize,
+    /// What becomes of completed branches (`run_started`'s `merge`).
+    merging: String,
 }
 
 impl Human {
@@ -222,6 +272,7 @@ impl Human {
             lines: HashMap::new(),
             counts: BTreeMap::new(),
             width: 16,
+            merging: String::new(),
         }
     }
 
@@ -232,7 +283,12 @@ impl Human {
                 self.counts
                     .get(s)
                     .filter(|n| **n > 0)
-                    .map(|n| format!("{n} {s}"))
+                    .map(|n| match (s, self.merging.as_str()) {
+                        // Not merged yet: said as what they wait for.
+                        (ItemStatus::Completed, "queue") => format!("{n} to merge"),
+                        (ItemStatus::Completed, "review") => format!("{n} to review"),
+                        _ => format!("{n} {s}"),
+                    })
             })
             .collect();
         if running > 0 {
@@ -250,8 +306,10 @@ impl Reporter for Human {
                 total,
                 jobs,
                 workspace,
+                merge,
                 ..
             } => {
+                self.merging.clone_from(merge);
                 if let Some(t) = total {
                     self.overall.set_length(*t);
                 }
@@ -318,8 +376,14 @@ impl Reporter for Human {
                 *self.counts.entry(o.status).or_default() += 1;
                 self.overall.inc(1);
                 self.refresh_counts(self.lines.len());
-                let _ = self.multi.println(terminal_safe(&finished_line(o)));
+                let _ = self
+                    .multi
+                    .println(terminal_safe(&finished_line(o, &self.merging)));
             }
+            // After the run: the bars are gone, so the line goes to stdout as it is.
+            Event::ItemMerged { .. } => self.multi.suspend(|| {
+                let _ = writeln!(std::io::stdout(), "{}", terminal_safe(&merged_line(event)));
+            }),
             Event::Interrupted { immediate } => {
                 let _ = self.multi.println(if *immediate {
                     "Interrupted again: killing running teammates"
@@ -573,6 +637,12 @@ fn summary_text(
 /// The line `resolve` shows before it asks: which isolation the run will use.
 pub(crate) fn isolation_line(settings: &crate::settings::Settings) -> &'static str {
     match (settings.isolate, settings.merge) {
+        (true, true) if settings.review => {
+            "Isolation: worktree — each teammate in its own git worktree; completed branches wait for review (runner review)"
+        }
+        (true, true) if settings.verify_merged.is_some() => {
+            "Isolation: worktree — each teammate in its own git worktree; completed branches are merged back through the merge queue, each merged tree checked by --verify-merged"
+        }
         (true, true) => {
             "Isolation: worktree — each teammate in its own git worktree; completed branches are merged back"
         }
@@ -587,12 +657,12 @@ pub(crate) fn print_isolation(end: &IsolationEnd, format: Format) {
     if format == Format::Json {
         return;
     }
-    // Shown COMPLETED as they finished, before the merge: say what became of them.
+    // Shown TO MERGE as they finished, and FAILED by the queue: said again at the end.
     for (teammate, why) in &end.merge_failed {
         say(
             format,
             format!(
-                "Not merged into {}: {teammate}, shown COMPLETED above, is failed: {why}",
+                "Not merged into {}: {teammate} is failed: {why}",
                 end.target
             ),
         );
@@ -601,6 +671,15 @@ pub(crate) fn print_isolation(end: &IsolationEnd, format: Format) {
         say(
             format,
             format!("Merged into {}: {}", end.target, end.merged.join(", ")),
+        );
+    }
+    if !end.awaiting_review.is_empty() {
+        say(
+            format,
+            format!(
+                "Awaiting review (runner review; runner accept ID…; runner reject ID…): {}",
+                end.awaiting_review.join(", ")
+            ),
         );
     }
     if !end.to_merge.is_empty() {

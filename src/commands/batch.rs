@@ -207,6 +207,7 @@ fn files(args: &BatchArgs, spec: &BatchSpec) -> Result<CsvBatchFiles> {
         stages,
         runner_column: spec.runner_column.clone(),
         model_column: spec.model_column.clone(),
+        files_column: spec.files_column.clone(),
         raw_columns: crate::sink::output_csv::RawColumns {
             names: spec.raw_columns.clone(),
             file: args.batch.clone().unwrap_or_default(),

@@ -10,6 +10,7 @@ pub(crate) mod merge;
 pub(crate) mod report;
 pub(crate) mod reset;
 pub(crate) mod resolve;
+pub(crate) mod review;
 pub(crate) mod runner_check;
 pub(crate) mod runners;
 pub(crate) mod show;

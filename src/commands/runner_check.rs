@@ -88,7 +88,13 @@ fn expectable() -> Vec<String> {
             .filter(|k| {
                 !matches!(
                     k,
-                    K::VerifyFailed | K::TimedOut | K::Cancelled | K::Skipped | K::MergeConflict
+                    K::VerifyFailed
+                        | K::TimedOut
+                        | K::Cancelled
+                        | K::Skipped
+                        | K::MergeConflict
+                        | K::MergeFailed
+                        | K::Rejected
                 )
             })
             .map(|k| k.to_string()),

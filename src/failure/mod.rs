@@ -61,11 +61,17 @@ pub(crate) enum FailureKind {
     Skipped,
     /// The teammate's branch could not be merged (`--merge` with `--isolate worktree`).
     MergeConflict,
+    /// The branch merged, but the merged tree failed `--verify-merged`: the merge was undone
+    /// (the target branch never holds it) and the branch kept.
+    MergeFailed,
+    /// A reviewer rejected the item's work (`runner reject`, after `--merge=review`); its
+    /// branch was deleted.
+    Rejected,
 }
 
 impl FailureKind {
     /// Every kind, in the order of the documentation.
-    pub(crate) const ALL: [FailureKind; 14] = [
+    pub(crate) const ALL: [FailureKind; 16] = [
         FailureKind::RateLimited,
         FailureKind::Quota,
         FailureKind::Auth,
@@ -80,6 +86,8 @@ impl FailureKind {
         FailureKind::Cancelled,
         FailureKind::Skipped,
         FailureKind::MergeConflict,
+        FailureKind::MergeFailed,
+        FailureKind::Rejected,
     ];
 
     /// The word used in files and events (`rate_limited`).
@@ -99,6 +107,8 @@ impl FailureKind {
             FailureKind::Cancelled => "cancelled",
             FailureKind::Skipped => "skipped",
             FailureKind::MergeConflict => "merge_conflict",
+            FailureKind::MergeFailed => "merge_failed",
+            FailureKind::Rejected => "rejected",
         }
     }
 

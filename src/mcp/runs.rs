@@ -617,6 +617,7 @@ mod tests {
             sandbox_why_none: None,
             replaced_runner: None,
             stages: Vec::new(),
+            merge: String::new(),
         });
         sink.event(&Event::RunEnded {
             outputs: vec!["/w/out.csv".into()],

@@ -66,6 +66,8 @@ pub(crate) struct CsvBatchFiles {
     pub runner_column: Option<String>,
     /// `model_column`: the column naming a row's own model.
     pub model_column: Option<String>,
+    /// `files_column`: the column naming the files a row will touch (overlap warnings).
+    pub files_column: Option<String>,
     /// `raw_columns`: output fields written without the formula guard.
     pub raw_columns: output_csv::RawColumns,
 }
@@ -667,6 +669,8 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
     )
     .with_ids(files.id_column.as_deref());
     warnings.extend(rows_gone_warning(&files, &workspace, &batch, &survey.ids));
+    let files_at = column(&files, &table, "files_column", &files.files_column)?;
+    warnings.extend(super::overlap::warnings(&table, files_at, &workspace)?);
     let inputs = inputs(&files);
     let source: Arc<dyn ItemSource> = Arc::new(Rows {
         table: table.clone(),

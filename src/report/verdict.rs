@@ -504,15 +504,19 @@ pub(crate) fn judge_interrupted_retry() -> Verdict {
 }
 
 /// The verdict on an item after `--merge` tried to merge its branch back: a `completed` item
-/// whose merge failed (`Err(reason)`, e.g. a conflict; its branch is kept) becomes `failed`
-/// with that reason; any other verdict stands as it was.
-pub(crate) fn judge_merge(before: &Verdict, merge: &Result<(), GitError>) -> Verdict {
+/// whose merge failed (`Err(reason)`; its branch is kept) becomes `failed` with that reason —
+/// kind `merge_failed` when the merged tree failed `--verify-merged`
+/// ([`GitError::Unverified`]), else `merge_conflict` (a conflict, or git refused); any other
+/// verdict stands as it was. `T` is what a merge that went through returns (its commit).
+pub(crate) fn judge_merge<T>(before: &Verdict, merge: &Result<T, GitError>) -> Verdict {
+    let kind = match merge {
+        Err(GitError::Unverified(_)) => FailureKind::MergeFailed,
+        _ => FailureKind::MergeConflict,
+    };
     match merge {
-        Err(reason) if before.status == ItemStatus::Completed => Verdict::not_completed(
-            ItemStatus::Failed,
-            Some(FailureKind::MergeConflict),
-            reason.to_string(),
-        ),
+        Err(reason) if before.status == ItemStatus::Completed => {
+            Verdict::not_completed(ItemStatus::Failed, Some(kind), reason.to_string())
+        }
         _ => before.clone(),
     }
 }
@@ -940,7 +944,7 @@ mod tests {
     #[test]
     fn a_failed_merge_fails_a_completed_item_and_leaves_others_alone() {
         let completed = Verdict::completed();
-        let conflict = Err(GitError::Conflict(vec!["src/a.rs".into()]));
+        let conflict: Result<(), _> = Err(GitError::Conflict(vec!["src/a.rs".into()]));
         assert_eq!(
             judge_merge(&completed, &conflict),
             Verdict {
@@ -951,6 +955,14 @@ mod tests {
             }
         );
         assert_eq!(judge_merge(&completed, &Ok(())), completed);
+        let broken: Result<(), _> = Err(GitError::Unverified(
+            "`cargo test` exited with code 101".into(),
+        ));
+        assert_eq!(
+            judge_merge(&completed, &broken).kind,
+            Some(FailureKind::MergeFailed),
+            "a merged tree that fails its check has a kind of its own"
+        );
         let blocked =
             Verdict::not_completed(ItemStatus::Blocked, None, "blocked: need a key".into());
         assert_eq!(judge_merge(&blocked, &conflict), blocked);

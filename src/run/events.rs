@@ -80,6 +80,12 @@ pub(crate) enum Event {
         /// stage of that row (issue 33); absent otherwise.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         stages: Vec<String>,
+        /// With `--merge`, `queue`: completed items wait for the merge queue after the run, so
+        /// a display shows them `to merge` until an [`Event::ItemMerged`] says what they
+        /// became; `review` (`--merge=review`): they wait for review (`to review`). Absent
+        /// without `--merge`.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        merge: String,
     },
     /// An attempt of an item started.
     AttemptStarted {
@@ -156,6 +162,32 @@ pub(crate) enum Event {
     },
     /// An item reached its final status (`"outcome"` on the wire).
     ItemFinished(#[serde(with = "outcome_field")] Box<Outcome>),
+    /// The merge queue's step for one completed item (`--merge`, after the run): its branch
+    /// landed on `into` as the merge `commit`, or it did not (`error` and `failure_kind`:
+    /// `merge_conflict` or `merge_failed`; the branch is kept and the target did not move).
+    /// The item's outcome is recorded again, as `item_finished`, with what became of it.
+    ItemMerged {
+        /// Item id.
+        id: String,
+        /// Teammate name.
+        teammate: String,
+        /// The branch merged (or not).
+        branch: String,
+        /// The branch merged into.
+        into: String,
+        /// The merge commit on `into`, when it landed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+        /// Why it did not land, one line; empty when it did.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        error: String,
+        /// The kind of that failure.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure_kind: Option<crate::failure::FailureKind>,
+        /// When, RFC 3339 (UTC).
+        #[serde(default)]
+        at: String,
+    },
     /// A rate limit paused the team: no attempt starts before `until`, and at most `limit`
     /// run at once from then on.
     TeamPaused {
@@ -455,6 +487,20 @@ pub(crate) mod tests {
     use super::*;
 
     /// One event of every recorded kind, with every optional field set.
+    /// An `item_merged` whose merged tree failed its check.
+    fn merge_failed() -> Event {
+        Event::ItemMerged {
+            id: "a".into(),
+            teammate: "1-a".into(),
+            branch: "runner/t/1-a".into(),
+            into: "main".into(),
+            commit: None,
+            error: "the merged tree failed --verify-merged: `make test` exited with code 2".into(),
+            failure_kind: Some(crate::failure::FailureKind::MergeFailed),
+            at: "2026-12-01T09:00:02Z".into(),
+        }
+    }
+
     pub(crate) fn one_of_each() -> Vec<Event> {
         let mut outcome = Outcome::not_run("a", "1-a", "a", ItemStatus::Failed, "no".into());
         outcome.attempts = 2;
@@ -489,6 +535,7 @@ pub(crate) mod tests {
                     file: "/r/.agent-tasks/runners/claude.toml".into(),
                 }),
                 stages: Vec::new(),
+                merge: String::new(),
             },
             Event::AttemptStarted {
                 id: "a".into(),
@@ -537,6 +584,7 @@ pub(crate) mod tests {
                 at: "2026-12-01T09:00:01Z".into(),
             },
             Event::ItemFinished(Box::new(outcome)),
+            merge_failed(),
             Event::TeamPaused {
                 until: "2026-12-01T09:00:31Z".into(),
                 wait_s: 30.0,
@@ -596,6 +644,7 @@ pub(crate) mod tests {
             sandbox_why_none: None,
             replaced_runner: None,
             stages: Vec::new(),
+            merge: String::new(),
         };
         let line = odd.to_line().expect("recorded");
         assert!(

@@ -77,8 +77,8 @@ impl State {
         }
     }
 
-    /// Count an item that ends the run as `status` without an outcome of this run (completed
-    /// earlier, or never reached).
+    /// Count an item that ends the run as `status` without an outcome of this run (earlier,
+    /// or never reached).
     fn count(&mut self, status: ItemStatus) {
         *self.counts.entry(status).or_default() += 1;
         *self.snapshot.counts.entry(status.to_string()).or_default() += 1;
@@ -189,6 +189,7 @@ impl State {
             | Event::TeamPaused { .. }
             | Event::TeamStopped { .. }
             | Event::Warning { .. }
+            | Event::ItemMerged { .. }
             | Event::Interrupted { .. }
             | Event::RunFinished(_)
             | Event::RunEnded { .. } => {}
@@ -835,9 +836,8 @@ pub(crate) async fn run_wired(
     d.finish(&mut items, started)
 }
 
-/// Record and report that the run started (`run_started`: the team, how many items and
-/// teammates at once, the sandbox, the stages) and what planning warned of (`warning`s), and
-/// the team's first snapshot.
+/// Record and report that the run started (`run_started`: the team, items and teammates at
+/// once, the sandbox, stages, merge) and planning's `warning`s, and the team's first snapshot.
 ///
 /// Errors: the journal cannot be written.
 fn announce(
@@ -865,6 +865,7 @@ fn announce(
             }
         }),
         stages: spec.stages.clone(),
+        merge: spec.settings.merge_word().into(),
     };
     team.record(&run_started)?;
     reporter.event(&run_started);
@@ -903,9 +904,8 @@ fn gate_snapshot(gate: &Gate, jobs: usize) -> Option<GateSnapshot> {
 }
 
 /// Why the team stopped starting items, once it has ([`Gate::stopped`]). The first time,
-/// `team_stopped` is recorded and reported here, so that it comes before the
-/// `item_finished` of every item it skips; the gate's own event, still on its way, is then
-/// not recorded again.
+/// `team_stopped` is recorded and reported here, so that it comes before the `item_finished`
+/// of every item it skips; the gate's own event, still on its way, is not recorded again.
 ///
 /// Errors: the journal cannot be written.
 fn announce_stop(

@@ -140,7 +140,7 @@ pub(crate) fn run(
         backend,
         interrupt,
     )?;
-    let isolation = finish_isolation(&spec, &mut team, source.as_ref(), &mut summary)?;
+    let isolation = finish_isolation(&spec, &mut team, source.as_ref(), &mut summary, &mut sinks)?;
     for file in guard.finish()? {
         tracing::warn!(
             "{} changed while this run was going on, where its sandboxed teammates could write it; the next run refuses to start from it until you have checked it (--accept-changes)",
@@ -246,6 +246,7 @@ fn finish_isolation(
     team: &mut Team,
     source: &dyn ItemSource,
     summary: &mut RunSummary,
+    reporter: &mut dyn Reporter,
 ) -> Result<Option<IsolationEnd>> {
     if spec.isolation.is_none() {
         return Ok(None);
@@ -254,7 +255,7 @@ fn finish_isolation(
         .items()?
         .map(|i| i.map(|i| i.id))
         .collect::<Result<Vec<_>>>()?;
-    isolation::finish(spec, team, &ids, summary)
+    isolation::finish(spec, team, &ids, summary, reporter)
 }
 
 /// Write the workspace's record to the archive `to`; whether it was written (an archive that

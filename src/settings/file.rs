@@ -46,6 +46,10 @@ pub(crate) struct FileSettings {
     /// `model`: passed to the agent CLI.
     #[serde(default, deserialize_with = "text")]
     pub model: Option<String>,
+    /// `verify_merged`: with `--merge`, a command line each merged tree must pass before the
+    /// target branch moves to it.
+    #[serde(default, deserialize_with = "text")]
+    pub verify_merged: Option<String>,
     /// `isolate`: `none` or `worktree`.
     #[serde(default, deserialize_with = "isolation")]
     pub isolate: Option<Isolation>,

@@ -198,6 +198,10 @@ pub(super) struct Isolation {
     pub isolate: bool,
     /// `--merge`.
     pub merge: bool,
+    /// `--merge=review`: completed items wait for review instead of merging.
+    pub review: bool,
+    /// `--verify-merged`: the check of each merged tree (argv, as written).
+    pub verify_merged: Option<Vec<String>>,
     /// Ignored files copied into each worktree.
     pub worktree_copy: Vec<PathBuf>,
     /// Each new worktree's set-up command (argv).
@@ -217,11 +221,26 @@ pub(super) fn isolation(flags: &RunArgs, file: &FileSettings) -> Result<Isolatio
         None => file.isolate.unwrap_or_default(),
     };
     let isolate = mode == Mode::Worktree;
-    if flags.merge && !isolate {
+    let merge = flags.merge.is_some();
+    if merge && !isolate {
         return Err(Error::needs(
             "--merge",
             "--isolate worktree",
             "it merges teammates' worktree branches",
+        ));
+    }
+    let verify_merged = flags
+        .verify_merged
+        .as_ref()
+        .or(file.verify_merged.as_ref())
+        .map(|v| command_line("--verify-merged", v))
+        .transpose()?;
+    // BATCH.md's `verify_merged` waits for a run with `--merge`; the flag alone is a mistake.
+    if flags.verify_merged.is_some() && !merge {
+        return Err(Error::needs(
+            "--verify-merged",
+            "--merge",
+            "it checks each tree the merge queue makes",
         ));
     }
     let worktree_flag = match (flags.worktree_copy.is_empty(), &flags.worktree_setup) {
@@ -240,7 +259,9 @@ pub(super) fn isolation(flags: &RunArgs, file: &FileSettings) -> Result<Isolatio
     let file_worktree = file.worktree.clone().unwrap_or_default();
     Ok(Isolation {
         isolate,
-        merge: flags.merge,
+        merge,
+        review: flags.merge.as_deref() == Some("review"),
+        verify_merged,
         worktree_copy: match flags.worktree_copy.is_empty() {
             true => file_worktree
                 .copy

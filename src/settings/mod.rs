@@ -82,6 +82,11 @@ pub(crate) struct Settings {
     pub isolate: bool,
     /// `--merge`: merge completed branches back.
     pub merge: bool,
+    /// `--merge=review`: completed items wait `awaiting review` instead of merging.
+    pub review: bool,
+    /// `--verify-merged`: the command each merged tree must pass before the target branch
+    /// moves to it (argv, run in the merge queue's own worktree).
+    pub verify_merged: Option<Vec<String>>,
     /// Ignored files copied into each worktree (relative to the repository root).
     pub worktree_copy: Vec<PathBuf>,
     /// Set-up command of each new worktree (argv).
@@ -215,6 +220,8 @@ impl Settings {
             format: Format::Plain,
             isolate: false,
             merge: false,
+            review: false,
+            verify_merged: None,
             worktree_copy: Vec::new(),
             worktree_setup: None,
             only: Only::All,
@@ -273,6 +280,8 @@ impl Settings {
             verify: attempts.verify,
             isolate: isolation.isolate,
             merge: isolation.merge,
+            review: isolation.review,
+            verify_merged: isolation.verify_merged,
             worktree_copy: isolation.worktree_copy,
             worktree_setup: isolation.worktree_setup,
             only: selection.only,
@@ -303,6 +312,16 @@ impl Settings {
             (settings.trace.as_deref(), "--trace"),
         ])?;
         Ok(settings.anchored())
+    }
+
+    /// What becomes of completed branches, as `run_started` says it: `queue` (`--merge`),
+    /// `review` (`--merge=review`), or `""` (no merge).
+    pub(crate) fn merge_word(&self) -> &'static str {
+        match (self.merge, self.review) {
+            (false, _) => "",
+            (true, false) => "queue",
+            (true, true) => "review",
+        }
     }
 
     /// These settings with the program (and the verify command's program) made absolute

@@ -58,8 +58,9 @@ pub(crate) fn is_output(bytes: &[u8]) -> bool {
     ["status", "attempts", "error"].into_iter().all(has)
 }
 
-/// Columns added with `--isolate worktree`: the teammate's branch and its head commit.
-pub(crate) const WORKTREE_COLUMNS: &[&str] = &["branch", "commit"];
+/// Columns added with `--isolate worktree`: the teammate's branch, its head commit, and the
+/// merge commit that landed it on the target (`--merge`; empty until it did).
+pub(crate) const WORKTREE_COLUMNS: &[&str] = &["branch", "commit", "merged"];
 
 /// BATCH.md's `raw_columns` and where it is written, for [`Layout::with_raw`].
 #[derive(Debug, Clone, Default)]
@@ -385,6 +386,7 @@ pub(crate) fn row(
     if layout.worktree {
         out.push(o.branch.clone().unwrap_or_default());
         out.push(o.commit.clone().unwrap_or_default());
+        out.push(o.merged.clone().unwrap_or_default());
     }
     if layout.models {
         out.push(agent(o.model.clone().unwrap_or_default()));

@@ -262,6 +262,7 @@ fn runner_values(outcome: Option<&Outcome>, missing: (ItemStatus, &str)) -> Vec<
         handoff("next_steps"),
         json!(o.branch),
         json!(o.commit),
+        json!(o.merged),
     ]
 }
 

@@ -154,6 +154,7 @@ mod tests {
             sandbox_why_none: None,
             replaced_runner: None,
             stages: Vec::new(),
+            merge: String::new(),
         };
         p.event(&started);
         let done = |status| {

@@ -14,6 +14,7 @@
 //! retries: 1
 //! verify: "test -s {path}"        # argv, split like a shell would, never run by one
 //! runner_column: runner           # a row's own runner (an empty cell: the batch's)
+//! files_column: files             # the files a row will touch: overlaps are warned of
 //! model_column: model             # a row's own model
 //! raw_columns: [patch]            # output fields written as given (no formula guard)
 //! ---
@@ -65,6 +66,8 @@ struct BatchKeys {
     runner_column: Option<Value>,
     /// `model_column`: the input column naming a row's own model.
     model_column: Option<Value>,
+    /// `files_column`: the input column naming the files a row will touch.
+    files_column: Option<Value>,
     /// `raw_columns`: output columns written without the formula guard.
     raw_columns: Option<Value>,
 }
@@ -156,6 +159,9 @@ pub(crate) struct BatchSpec {
     pub runner_column: Option<String>,
     /// `model_column`: the input column naming a row's own model.
     pub model_column: Option<String>,
+    /// `files_column`: the input column naming the files a row will touch (rows naming the
+    /// same files are warned of as they would conflict when merged).
+    pub files_column: Option<String>,
     /// `raw_columns`: the output fields written as the agent gave them, without the
     /// formula guard's leading `'` (a patch's `@@`, a diff's `-`): schema property names,
     /// `STAGE.FIELD` with stages. Checked against the output's columns by the plan.
@@ -770,6 +776,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
         stages,
         runner_column: fields.string("runner_column", &k.runner_column)?,
         model_column: fields.string("model_column", &k.model_column)?,
+        files_column: fields.string("files_column", &k.files_column)?,
         raw_columns: fields.names("raw_columns", &k.raw_columns)?,
         raw_columns_line: key_line(yaml, "raw_columns"),
         settings,

@@ -29,6 +29,7 @@ mod keep;
 mod keep_compaction;
 mod mcp;
 mod mcp_lead;
+mod merge_queue;
 mod notify;
 mod process_faults;
 mod progress;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::harness::{Sandbox, agent, by_id, git};
 
 /// A repository with one commit: shared.txt, an ignored .env, and the runner's files ignored.
-fn repo() -> Sandbox {
+pub(crate) fn repo() -> Sandbox {
     let sb = Sandbox::new();
     git(sb.path(), &["init", "-q", "-b", "main"]);
     sb.write("shared.txt", "original\n");
@@ -21,7 +21,7 @@ fn repo() -> Sandbox {
     sb
 }
 
-fn rows(sb: &Sandbox, rows: &[(&str, &str)]) {
+pub(crate) fn rows(sb: &Sandbox, rows: &[(&str, &str)]) {
     let mut csv = String::from("id,task\n");
     for (id, task) in rows {
         csv.push_str(&format!("{id},{task}\n"));
@@ -44,7 +44,7 @@ pub(crate) const ISOLATED: &[&str] = &[
     "worktree",
 ];
 
-fn batch(sb: &Sandbox, items: &[(&str, &str)], extra: &[&str]) -> crate::harness::Run {
+pub(crate) fn batch(sb: &Sandbox, items: &[(&str, &str)], extra: &[&str]) -> crate::harness::Run {
     if !items.is_empty() {
         rows(sb, items);
     }
@@ -184,13 +184,19 @@ fn merge_merges_what_it_can_and_fails_the_conflicting_item_keeping_its_branch() 
     assert_eq!(rows["b"]["status"], "completed");
     assert_eq!(rows["c"]["status"], "failed");
     assert_eq!(rows["c"]["error"], "merge conflict in shared.txt");
-    // Issue 56: the live line said COMPLETED before the merge; the end says what it became.
+    // Issue 56/57: the live line says TO MERGE, never COMPLETED, and the queue's line and
+    // the end say what it became.
     assert!(
-        r.stdout.contains(
-            "Not merged into main: 3-c, shown COMPLETED above, is failed: merge conflict in shared.txt"
-        ),
+        r.stdout
+            .contains("Not merged into main: 3-c is failed: merge conflict in shared.txt"),
         "{r:?}"
     );
+    assert!(
+        r.stdout
+            .contains("FAILED 3-c [merge_conflict]  merge conflict in shared.txt"),
+        "{r:?}"
+    );
+    assert!(!r.stdout.lines().any(|l| l.contains("COMPLETED")), "{r:?}");
     assert_eq!(sb.read("shared.txt"), "beta\n");
     assert_eq!(sb.read("a.txt"), "one\n");
     assert_eq!(

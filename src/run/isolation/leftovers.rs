@@ -72,6 +72,8 @@ pub(crate) fn find(workspace: &Path, team: &str) -> Option<Leftovers> {
     let worktrees = worktrees_under(&repo, workspace);
     let dirty = worktrees
         .iter()
+        // The merge queue's worktree holds no one's work: a merge a kill cut short, at most.
+        .filter(|w| !w.ends_with(super::queue::QUEUE_DIR))
         .filter_map(|w| {
             let changes = uncommitted(w);
             (!changes.is_empty()).then(|| (w.clone(), changes))

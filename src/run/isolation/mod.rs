@@ -4,6 +4,8 @@
 //! described for the UI. The git mechanics are in [`crate::run::isolation::worktree`].
 
 pub(crate) mod leftovers;
+pub(crate) mod queue;
+pub(crate) mod review;
 pub(crate) mod worktree;
 
 use std::path::{Path, PathBuf};
@@ -12,10 +14,11 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::report::{self, ItemStatus, Verdict};
 use crate::run::RunSpec;
-use crate::run::events::RunSummary;
+use crate::run::events::{Event, Reporter, RunSummary};
 use crate::run::record::journal::Entry;
 use crate::run::record::team::Team;
 use crate::settings::Settings;
+use queue::MergeQueue;
 use worktree::Isolation;
 
 /// Set up isolation when `--isolate worktree`: the repository of `cwd`; for `--merge` a
@@ -32,13 +35,15 @@ pub(crate) fn prepare(
     if !settings.isolate {
         return Ok(None);
     }
-    let iso = Isolation::new(
+    let mut iso = Isolation::new(
         cwd,
         team,
         settings.worktree_copy.clone(),
         settings.worktree_setup.clone(),
     )
     .map_err(|e| Error::Usage(e.to_string()))?;
+    iso.verify_merged.clone_from(&settings.verify_merged);
+    iso.verify.clone_from(&settings.verify);
     for rel in &iso.copy {
         if !iso.repo.join(rel).exists() {
             return Err(Error::missing_file(
@@ -100,12 +105,19 @@ pub(crate) struct IsolationEnd {
     pub kept: Vec<(String, PathBuf, String)>,
     /// Items the live display showed completed whose merge then failed: (teammate, why).
     pub merge_failed: Vec<(String, String)>,
+    /// Completed items left for review (`--merge=review`): their teammates.
+    pub awaiting_review: Vec<String>,
 }
 
-/// After a run with worktree isolation: merge completed branches in item order (with
-/// `--merge`; a conflict makes that item `failed` by [`report::judge_merge`], recorded in
-/// the journal, its branch and worktree kept), remove the worktrees of completed items, delete merged branches. The
-/// summary is corrected for items a merge failed. `ids` are the run's items in input order.
+/// After a run with worktree isolation: send completed branches through the merge queue in
+/// item order (with `--merge`, [`queue::MergeQueue`]: each merge checked by `--verify-merged`
+/// before the target moves; a conflict or a failed check makes that item `failed` by
+/// [`report::judge_merge`], its branch and worktree kept), remove the worktrees of completed
+/// items, delete merged branches. Each step is journaled (the item's outcome recorded again,
+/// with its merge commit or its failure) and shown (`reporter` gets an
+/// [`Event::ItemMerged`]); a resumed run passes over items merged before, also one whose
+/// merge landed but was not recorded (its commit is in the target). The summary is
+/// corrected for items a merge failed. `ids` are the run's items in input order.
 ///
 /// Errors: the journal cannot be read or written.
 pub(crate) fn finish(
@@ -113,6 +125,7 @@ pub(crate) fn finish(
     team: &mut Team,
     ids: &[String],
     summary: &mut RunSummary,
+    reporter: &mut dyn Reporter,
 ) -> Result<Option<IsolationEnd>> {
     let Some(iso) = &spec.isolation else {
         return Ok(None);
@@ -121,6 +134,8 @@ pub(crate) fn finish(
         target: iso.base_branch.clone().unwrap_or_else(|| "HEAD".into()),
         ..IsolationEnd::default()
     };
+    let mut queue: Option<MergeQueue> = None;
+    let mut changed = Vec::new();
     for id in ids {
         let Some(mut o) = team.outcome(id)? else {
             continue;
@@ -140,14 +155,30 @@ pub(crate) fn finish(
             end.to_merge.push(branch);
             continue;
         }
-        // A resumed run meets the items an earlier run merged (their branches deleted).
-        if o.commit
-            .as_deref()
-            .is_some_and(|c| iso.merged_before(&branch, c))
-        {
+        // Merged and recorded by an earlier run (its branch deleted then), or waiting for
+        // its review.
+        if o.merged.is_some() || o.awaiting_review {
             continue;
         }
-        let merged = iso.merge(&branch, &o.title);
+        if spec.settings.review {
+            let _ = iso.remove(&path);
+            o.awaiting_review = true;
+            team.record(&Entry::ItemFinished {
+                outcome: Box::new(o.clone()),
+            })?;
+            end.awaiting_review.push(o.teammate.clone());
+            continue;
+        }
+        let q = match &queue {
+            Some(q) => q,
+            None => queue.insert(open_queue(spec, iso)?),
+        };
+        // Landed by an earlier run killed before it recorded so: recorded now, not merged
+        // again.
+        let merged = match o.commit.as_deref().filter(|c| q.holds(c)) {
+            Some(_) => git_head(&iso.repo, q.target()),
+            None => q.merge(&branch, &o.title),
+        };
         let verdict = report::judge_merge(
             &Verdict {
                 status: o.status,
@@ -157,22 +188,72 @@ pub(crate) fn finish(
             },
             &merged,
         );
-        if verdict.status == ItemStatus::Completed {
+        o.status = verdict.status;
+        o.error = verdict.reason;
+        o.failure_kind = verdict.kind;
+        o.merged = merged.ok();
+        team.record(&Entry::ItemFinished {
+            outcome: Box::new(o.clone()),
+        })?;
+        let step = Event::ItemMerged {
+            id: o.id.clone(),
+            teammate: o.teammate.clone(),
+            branch: branch.clone(),
+            into: end.target.clone(),
+            commit: o.merged.clone(),
+            error: o.error.clone(),
+            failure_kind: o.failure_kind,
+            at: crate::run::now_rfc3339(),
+        };
+        team.record(&step)?;
+        reporter.event(&step);
+        if o.merged.is_some() {
             let _ = iso.remove(&path);
             iso.delete_branch(&branch);
             end.merged.push(branch);
             continue;
         }
-        o.status = verdict.status;
-        o.error = verdict.reason;
-        o.failure_kind = verdict.kind;
-        team.record(&Entry::ItemFinished {
-            outcome: Box::new(o.clone()),
-        })?;
         summary.demote(&o);
+        changed.push(o.clone());
         end.merge_failed.push((o.teammate.clone(), o.error.clone()));
         end.kept.push((o.teammate.clone(), path, branch));
     }
+    if let Some(q) = queue {
+        q.close();
+    }
+    team.refinish_snapshot(&changed)?;
     let _ = worktree::git_sync(&iso.repo, &["worktree", "prune"], &[]);
     Ok(Some(end))
+}
+
+/// The merge queue of this run: its checks are `--verify-merged` with an attempt's time
+/// limit.
+///
+/// Errors: git cannot make its worktree (exit 3).
+fn open_queue<'a>(spec: &RunSpec, iso: &'a worktree::Isolation) -> Result<MergeQueue<'a>> {
+    MergeQueue::open(
+        iso,
+        &spec.workspace,
+        spec.settings.verify_merged.clone(),
+        spec.settings.timeout.unwrap_or(DEFAULT_CHECK_LIMIT),
+    )
+    .map_err(|e| Error::Environment(e.to_string()))
+}
+
+/// The time limit of a `--verify-merged` check when attempts have none.
+const DEFAULT_CHECK_LIMIT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// The commit `branch` points at in `repo`.
+fn git_head(repo: &Path, branch: &str) -> std::result::Result<String, crate::git::GitError> {
+    let out = worktree::git_sync(
+        repo,
+        &["rev-parse", "--verify", &format!("refs/heads/{branch}")],
+        &[],
+    );
+    match out.ok {
+        true => Ok(out.stdout.trim().to_owned()),
+        false => Err(crate::git::GitError::Failed(worktree::first_line(
+            &out.stderr,
+        ))),
+    }
 }

@@ -93,7 +93,7 @@ async fn git_fed(dir: &Path, args: &[&str], input: &Path) -> GitOut {
 
 /// The line of git's output that says what went wrong: its first `fatal:` or `error:` line
 /// (git prints progress such as "Preparing worktree" before it), else the first line.
-fn first_line(s: &str) -> String {
+pub(crate) fn first_line(s: &str) -> String {
     let mut lines = s.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.clone().next().unwrap_or("");
     lines
@@ -119,6 +119,10 @@ pub(crate) struct Isolation {
     pub setup: Option<Vec<String>>,
     /// Committer identity for runner commits when the repository has none configured.
     pub identity: Vec<(String, String)>,
+    /// `--verify-merged`: the check of each merged tree (argv), recorded for `runner accept`.
+    pub verify_merged: Option<Vec<String>>,
+    /// `--verify`: what every completed item passed (argv), recorded for `runner review`.
+    pub verify: Option<Vec<String>>,
     /// Serialises `git worktree add`; holds the branches this run has prepared.
     prepared: Mutex<std::collections::HashSet<String>>,
 }
@@ -137,6 +141,12 @@ pub(crate) struct IsolationRecord {
     /// none when HEAD was detached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_branch: Option<String>,
+    /// `--verify-merged` (argv): what `runner accept` checks each merged tree with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_merged: Option<Vec<String>>,
+    /// `--verify` (argv): what every completed item passed, as `runner review` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Vec<String>>,
 }
 
 /// A teammate's worktree.
@@ -196,6 +206,8 @@ impl Isolation {
             copy,
             setup,
             identity,
+            verify_merged: None,
+            verify: None,
             prepared: Mutex::new(std::collections::HashSet::new()),
         })
     }
@@ -206,6 +218,8 @@ impl Isolation {
             repo: self.repo.clone(),
             base: self.base.clone(),
             base_branch: self.base_branch.clone(),
+            verify_merged: self.verify_merged.clone(),
+            verify: self.verify.clone(),
         }
     }
 
@@ -501,55 +515,6 @@ impl Isolation {
         }
     }
 
-    /// Merge `branch` into the current branch of the main working tree with `--no-ff`. On a
-    /// conflict the merge is aborted and the conflicting files are returned as the error.
-    pub(crate) fn merge(&self, branch: &str, title: &str) -> Result<(), GitError> {
-        let msg = format!("runner: merge {title}");
-        let out = git_sync(
-            &self.repo,
-            &["merge", "--no-ff", "--no-edit", "-m", &msg, branch],
-            &self.identity,
-        );
-        if out.ok {
-            return Ok(());
-        }
-        let conflicts = git_sync(&self.repo, &["diff", "--name-only", "--diff-filter=U"], &[]);
-        let _ = git_sync(&self.repo, &["merge", "--abort"], &[]);
-        let files: Vec<&str> = conflicts.stdout.lines().filter(|l| !l.is_empty()).collect();
-        if files.is_empty() {
-            Err(GitError::Failed(format!(
-                "merge failed: {}",
-                first_line(&format!("{}{}", out.stdout, out.stderr))
-            )))
-        } else {
-            Err(GitError::Conflict(
-                files.into_iter().map(str::to_owned).collect(),
-            ))
-        }
-    }
-
-    /// Whether `branch` was merged and deleted by an earlier run: it is gone, and its last
-    /// commit `commit` is in the current branch.
-    pub(crate) fn merged_before(&self, branch: &str, commit: &str) -> bool {
-        let gone = !git_sync(
-            &self.repo,
-            &[
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                &format!("refs/heads/{branch}"),
-            ],
-            &[],
-        )
-        .ok;
-        gone && git_sync(
-            &self.repo,
-            &["merge-base", "--is-ancestor", commit, "HEAD"],
-            &[],
-        )
-        .ok
-    }
-
     /// Delete a branch (after a successful merge).
     pub(crate) fn delete_branch(&self, branch: &str) {
         let _ = git_sync(&self.repo, &["branch", "-D", branch], &[]);
@@ -624,7 +589,8 @@ fn side_file(path: &Path, what: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Whether the main working tree has changes outside `exclude` (paths relative to `repo`).
+/// Whether the main working tree has changes outside `exclude` (paths relative to `repo`)
+/// and the runner's own temporaries.
 pub(crate) fn dirty(repo: &Path, exclude: &[PathBuf]) -> Result<Vec<String>, GitError> {
     let mut args: Vec<String> = vec![
         "status".into(),
@@ -635,6 +601,9 @@ pub(crate) fn dirty(repo: &Path, exclude: &[PathBuf]) -> Result<Vec<String>, Git
     for e in exclude {
         args.push(format!(":(exclude,literal){}", e.display()));
     }
+    // A temporary of the runner's atomic replace that a kill left beside an output: the
+    // run sweeps it once it starts.
+    args.push(format!(":(exclude,glob)**/{}*", crate::fsutil::TEMP_PREFIX));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = git_sync(repo, &refs, &[]);
     if !out.ok {

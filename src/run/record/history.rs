@@ -262,6 +262,7 @@ impl Builder {
             Event::TeamStopped { reason, .. } => h.stopped = Some(reason),
             Event::Activity { .. }
             | Event::Warning { .. }
+            | Event::ItemMerged { .. }
             | Event::Interrupted { .. }
             | Event::RunEnded { .. } => {}
         }

@@ -83,6 +83,15 @@ pub(crate) struct Outcome {
     /// `git diff --shortstat` of the branch against the run's base commit.
     #[serde(default)]
     pub diffstat: Option<String>,
+    /// With `--merge`: the commit on the target branch that merged this item's branch in
+    /// (recorded by the merge queue once the target moved to it); absent while it waits in
+    /// the queue or when its merge failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<String>,
+    /// With `--merge=review`: the item completed and its branch waits for `runner accept`
+    /// (then the merge queue) or `runner reject`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub awaiting_review: bool,
     /// The agent finished with a valid report, and the run was interrupted while the verify
     /// command checked it (status `cancelled`): a resume runs only the verify, on this
     /// report, instead of the agent again (the agent's work is not done twice).
@@ -132,6 +141,8 @@ impl Outcome {
             branch: None,
             commit: None,
             diffstat: None,
+            merged: None,
+            awaiting_review: false,
             awaiting_verify: false,
         }
     }

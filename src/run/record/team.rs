@@ -200,6 +200,24 @@ impl Team {
         crate::fsutil::write_atomic(&self.dir.join(BATCH_FILE), &bytes)
     }
 
+    /// Correct `team.json` for outcomes that changed after the run wrote it last
+    /// ([`Snapshot::refinish`]; the merge queue's failures). Best effort: a snapshot that
+    /// cannot be read is left as it is, since `runner status` catches up from the journal.
+    ///
+    /// Errors: it cannot be written.
+    pub(crate) fn refinish_snapshot(&self, changed: &[Outcome]) -> Result<()> {
+        let read = std::fs::read(self.dir.join("team.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Snapshot>(&b).ok());
+        match read {
+            Some(mut snapshot) if !changed.is_empty() => {
+                changed.iter().for_each(|o| snapshot.refinish(o));
+                self.write_snapshot(&snapshot)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Replace `team.json` atomically with `snapshot`.
     pub(crate) fn write_snapshot(&self, snapshot: &Snapshot) -> Result<()> {
         let mut bytes = serde_json::to_vec_pretty(snapshot)
@@ -777,6 +795,23 @@ impl Snapshot {
         for o in late {
             self.finish(&o);
         }
+    }
+
+    /// Replace what the snapshot says of item `o.id`, which finished before, by `o` (the
+    /// merge queue or a review changed its outcome after the run): its count moves to its
+    /// new status, its entry is `o`'s. An item the snapshot lists no longer (one of many
+    /// completed) is counted anew.
+    pub(crate) fn refinish(&mut self, o: &Outcome) {
+        let Some(i) = self.finished.iter().position(|f| f.id == o.id) else {
+            return self.finish(o);
+        };
+        let was = self.finished[i].status.to_string();
+        if let Some(n) = self.counts.get_mut(&was) {
+            *n = n.saturating_sub(1);
+        }
+        self.counts.retain(|_, n| *n > 0);
+        *self.counts.entry(o.status.to_string()).or_default() += 1;
+        self.finished[i] = FinishedEntry::of(o);
     }
 
     /// Record a finished item.

@@ -114,6 +114,8 @@ pub(super) fn final_outcome(
         branch: last.git.as_ref().map(|g| g.0.clone()),
         commit: last.git.as_ref().map(|g| g.1.clone()),
         diffstat: last.git.as_ref().map(|g| g.2.clone()),
+        merged: None,
+        awaiting_review: false,
         awaiting_verify: last.verify_cancelled && last.verdict.status == ItemStatus::Cancelled,
     }
 }

@@ -1,0 +1,290 @@
+//! The merge queue (DESIGN §9, issue 57): completed branches land on the branch the run
+//! started from one at a time, each through the queue's own worktree — the merge is made
+//! there, checked there (`--verify-merged`), and only then is the target branch moved to it
+//! (`git merge --ff-only` in the main working tree). A merge that conflicts or fails its
+//! check never reaches the target: the target only moves forward by merges that passed, and
+//! a kill at any step leaves it at the last merge that did.
+//!
+//! The step is plain — "merge this branch" — so whoever chooses the branch (an item's only
+//! one, or the winner of several candidates) hands it to [`MergeQueue::merge`].
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::worktree::{Isolation, first_line, git_sync};
+use crate::git::GitError;
+
+/// The queue's worktree, under the team workspace's `worktrees/` beside the teammates' (no
+/// teammate name starts with a dot).
+pub(crate) const QUEUE_DIR: &str = ".merge-queue";
+
+/// An open merge queue: its worktree exists, detached at the target branch.
+pub(crate) struct MergeQueue<'a> {
+    iso: &'a Isolation,
+    /// The branch merged into (checked out in the main working tree).
+    target: String,
+    /// The queue's worktree.
+    dir: PathBuf,
+    /// The check of each merged tree (argv), if any.
+    verify: Option<Vec<String>>,
+    /// Its time limit.
+    timeout: Duration,
+    /// Where its output goes (appended, one header per run of it).
+    log: PathBuf,
+}
+
+impl<'a> MergeQueue<'a> {
+    /// Open the queue of `iso` in the team workspace `workspace`: its worktree made anew
+    /// (one a killed run left is removed first), detached at the target branch. `verify`
+    /// runs on each merged tree with the time limit `timeout`; its output goes to
+    /// `<workspace>/merge-queue.log`.
+    ///
+    /// Errors: HEAD was detached when the run started (no target), or git cannot make the
+    /// worktree.
+    pub(crate) fn open(
+        iso: &'a Isolation,
+        workspace: &Path,
+        verify: Option<Vec<String>>,
+        timeout: Duration,
+    ) -> Result<MergeQueue<'a>, GitError> {
+        let Some(target) = iso.base_branch.clone() else {
+            return Err(GitError::Failed(
+                "HEAD was detached when the run started: there is no branch to merge into".into(),
+            ));
+        };
+        let dir = workspace.join("worktrees").join(QUEUE_DIR);
+        remove_worktree(&iso.repo, &dir);
+        let add = git_sync(
+            &iso.repo,
+            &[
+                "worktree",
+                "add",
+                "--detach",
+                &dir.to_string_lossy(),
+                &format!("refs/heads/{target}"),
+            ],
+            &[],
+        );
+        if !add.ok {
+            return Err(GitError::Failed(format!(
+                "cannot make the merge queue's worktree {}: {}",
+                dir.display(),
+                first_line(&add.stderr)
+            )));
+        }
+        Ok(MergeQueue {
+            iso,
+            target,
+            dir,
+            verify,
+            timeout,
+            log: workspace.join("merge-queue.log"),
+        })
+    }
+
+    /// The branch merged into.
+    pub(crate) fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// Whether `commit` (an item's branch head) is already in the target branch: merged by
+    /// an earlier run that was killed before it recorded so, or a branch with no commits of
+    /// its own. Merging it again would add nothing.
+    pub(crate) fn holds(&self, commit: &str) -> bool {
+        git_sync(
+            &self.iso.repo,
+            &[
+                "merge-base",
+                "--is-ancestor",
+                commit,
+                &format!("refs/heads/{}", self.target),
+            ],
+            &[],
+        )
+        .ok
+    }
+
+    /// Merge `branch` (`--no-ff`, message `runner: merge <title>`) onto the target in the
+    /// queue's worktree, run the check on the merged tree, then move the target branch (and
+    /// the main working tree) forward to the merge. Returns the merge commit.
+    ///
+    /// Errors: [`GitError::Conflict`] (the merge is aborted), [`GitError::Unverified`] (the
+    /// check failed; the merge is dropped), [`GitError::Failed`] (git refused, or the main
+    /// working tree no longer has the target checked out). The target is unchanged by any.
+    pub(crate) fn merge(&self, branch: &str, title: &str) -> Result<String, GitError> {
+        let target_ref = format!("refs/heads/{}", self.target);
+        // Start from the target as it is now, with nothing of the last merge or check left
+        // but ignored files (a build's cache).
+        for args in [
+            &["merge", "--abort"][..],
+            &["reset", "-q", "--hard", &target_ref],
+            &["clean", "-q", "-fd"],
+        ] {
+            let _ = git_sync(&self.dir, args, &[]);
+        }
+        let msg = format!("runner: merge {title}");
+        let out = git_sync(
+            &self.dir,
+            &["merge", "--no-ff", "--no-edit", "-m", &msg, branch],
+            &self.iso.identity,
+        );
+        if !out.ok {
+            let conflicts = git_sync(&self.dir, &["diff", "--name-only", "--diff-filter=U"], &[]);
+            let _ = git_sync(&self.dir, &["merge", "--abort"], &[]);
+            let files: Vec<String> = conflicts
+                .stdout
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect();
+            return Err(match files.is_empty() {
+                true => GitError::Failed(format!(
+                    "merge failed: {}",
+                    first_line(&format!("{}{}", out.stdout, out.stderr))
+                )),
+                false => GitError::Conflict(files),
+            });
+        }
+        let commit = git_sync(&self.dir, &["rev-parse", "HEAD"], &[])
+            .stdout
+            .trim()
+            .to_owned();
+        if let Some(argv) = &self.verify
+            && let Err(why) = self.check(argv, branch)
+        {
+            let _ = git_sync(&self.dir, &["reset", "-q", "--hard", &target_ref], &[]);
+            return Err(GitError::Unverified(why));
+        }
+        crate::fault::point("merge_checked");
+        self.advance(&commit)?;
+        crate::fault::point("merge_landed");
+        Ok(commit)
+    }
+
+    /// Move the target branch forward to `commit` through the main working tree, which must
+    /// still have it checked out (its files follow).
+    fn advance(&self, commit: &str) -> Result<(), GitError> {
+        let head = git_sync(
+            &self.iso.repo,
+            &["symbolic-ref", "--quiet", "--short", "HEAD"],
+            &[],
+        );
+        if !head.ok || head.stdout.trim() != self.target {
+            return Err(GitError::Failed(format!(
+                "the main working tree {} no longer has {} checked out; check it out again and run again",
+                self.iso.repo.display(),
+                self.target
+            )));
+        }
+        let ff = git_sync(
+            &self.iso.repo,
+            &["merge", "--ff-only", "-q", commit],
+            &self.iso.identity,
+        );
+        match ff.ok {
+            true => Ok(()),
+            false => Err(GitError::Failed(format!(
+                "cannot move {} forward to the merge: {}",
+                self.target,
+                first_line(&ff.stderr)
+            ))),
+        }
+    }
+
+    /// Run the check `argv` (no shell) in the queue's worktree, its output appended to the
+    /// queue's log. A program named by a relative path is the merged tree's.
+    ///
+    /// Errors: why it did not pass — its exit code and last output line, a signal, the time
+    /// limit, or that it could not start.
+    fn check(&self, argv: &[String], branch: &str) -> Result<(), String> {
+        let shown = argv.join(" ");
+        let Some(program) = argv.first() else {
+            return Err("the --verify-merged command is empty".into());
+        };
+        let program = match program.contains('/') && Path::new(program).is_relative() {
+            true => self.dir.join(program),
+            false => PathBuf::from(program),
+        };
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| format!("cannot write {}: {e}", self.log.display()))?;
+        let start = std::fs::metadata(&self.log).map_or(0, |m| m.len());
+        let _ = writeln!(log, "== `{shown}` on {} merged with {branch}", self.target);
+        let err = log
+            .try_clone()
+            .map_err(|e| format!("cannot write {}: {e}", self.log.display()))?;
+        let mut child = std::os::unix::process::CommandExt::process_group(
+            Command::new(&program)
+                .args(&argv[1..])
+                .current_dir(&self.dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::from(log))
+                .stderr(Stdio::from(err)),
+            0,
+        )
+        .spawn()
+        .map_err(|e| format!("`{shown}` cannot start: {e}"))?;
+        let deadline = Instant::now() + self.timeout;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
+                Ok(None) | Err(_) => {
+                    let pgid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
+                    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+                    let _ = child.wait();
+                    return Err(format!(
+                        "`{shown}` timed out after {}",
+                        humantime::format_duration(self.timeout)
+                    ));
+                }
+            }
+        };
+        if status.success() {
+            return Ok(());
+        }
+        let tail = last_line_after(&self.log, start)
+            .map(|l| format!(": {l}"))
+            .unwrap_or_default();
+        Err(match status.code() {
+            Some(code) => format!("`{shown}` exited with code {code}{tail}"),
+            None => format!("`{shown}` was killed by a signal{tail}"),
+        })
+    }
+
+    /// Remove the queue's worktree.
+    pub(crate) fn close(self) {
+        remove_worktree(&self.iso.repo, &self.dir);
+    }
+}
+
+/// How often the check is looked at while it runs.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Remove the worktree at `dir` (registered or not) and prune the registration.
+fn remove_worktree(repo: &Path, dir: &Path) {
+    let _ = git_sync(
+        repo,
+        &["worktree", "remove", "--force", &dir.to_string_lossy()],
+        &[],
+    );
+    if dir.exists() {
+        let _ = crate::fsutil::remove_tree(dir);
+    }
+    let _ = git_sync(repo, &["worktree", "prune"], &[]);
+}
+
+/// The last non-empty line of `log` written after byte `start`, cut to 200 characters.
+fn last_line_after(log: &Path, start: u64) -> Option<String> {
+    let bytes = std::fs::read(log).ok()?;
+    let from = usize::try_from(start).unwrap_or(0).min(bytes.len());
+    let text = String::from_utf8_lossy(&bytes[from..]);
+    text.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && !l.starts_with("== `"))
+        .map(|l| l.chars().take(200).collect())
+}

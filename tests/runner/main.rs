@@ -36,6 +36,7 @@ mod regressions;
 mod sandbox;
 mod sandbox_escapes;
 mod sandbox_verify;
+mod serve;
 mod setup;
 mod skill;
 mod stages;

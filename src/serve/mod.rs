@@ -173,11 +173,12 @@ pub(crate) fn start(dirs: &[PathBuf], port: Option<u16>, announce: bool) -> Resu
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
                     return;
                 };
-                let _ = axum::serve(listener, app)
-                    .with_graceful_shutdown(async {
-                        let _ = stopped.await;
-                    })
-                    .await;
+                // Not a graceful shutdown: that would wait for every event stream, and a
+                // stream ends only when its browser goes.
+                tokio::select! {
+                    _ = axum::serve(listener, app) => {}
+                    _ = stopped => {}
+                }
             });
             // Event streams never end by themselves: do not wait for them.
             rt.shutdown_timeout(Duration::from_millis(100));

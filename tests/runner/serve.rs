@@ -125,6 +125,16 @@ fn a_served_run_prints_its_page_and_status_names_it_while_it_runs() {
             .stdout
             .contains(&format!("Live page: {url}"))
     });
+    // A browser's event stream open as the run ends does not keep the run from ending.
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    write!(
+        stream,
+        "GET /api/events?token={token}&from=0 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    )
+    .expect("send");
+    let mut first = [0u8; 64];
+    let n = stream.read(&mut first).expect("the stream answers");
+    assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
     sb.write("release", "");
     let status = batch.0.wait().expect("wait");
     assert_eq!(status.code(), Some(0));

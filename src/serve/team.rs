@@ -336,14 +336,19 @@ impl TeamState {
 
     /// The banner.
     pub(crate) fn summary(&self) -> Summary {
-        let mut counts = BTreeMap::new();
-        let mut kinds = BTreeMap::new();
+        // Counted by reference: no allocation per item (asked after each burst of events).
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
         for r in &self.items {
-            *counts.entry(r.status.clone()).or_insert(0) += 1;
+            *counts.entry(&r.status).or_insert(0) += 1;
             if !r.kind.is_empty() {
-                *kinds.entry(r.kind.clone()).or_insert(0) += 1;
+                *kinds.entry(&r.kind).or_insert(0) += 1;
             }
         }
+        let owned = |m: BTreeMap<&str, usize>| -> BTreeMap<String, usize> {
+            m.into_iter().map(|(k, n)| (k.to_owned(), n)).collect()
+        };
+        let (counts, kinds) = (owned(counts), owned(kinds));
         Summary {
             team: self.team.clone(),
             workspace: self.dir.display().to_string(),
@@ -481,5 +486,23 @@ mod tests {
         f.write_all(b"\n").expect("write");
         assert!(t.catch_up().expect("reads"));
         assert_eq!(t.item("a").map(|r| r.status.as_str()), Some("completed"));
+    }
+
+    #[test]
+    fn a_staged_row_shows_its_chain_and_pauses_and_a_stop_reach_the_banner() {
+        let (_dir, mut t) = journal(&[
+            r#"{"v":1,"event":"run_started","team":"t","total":2,"stages":["plan","build"],"at":"2026-12-01T09:00:00Z"}"#,
+            r#"{"v":1,"event":"item_finished","outcome":{"id":"r1/plan","teammate":"1-r1-plan","status":"completed","attempts":1}}"#,
+            r#"{"v":1,"event":"attempt_started","id":"r1/build","teammate":"1-r1-build","attempt":1,"at":"2026-12-01T09:00:01Z"}"#,
+            r#"{"v":1,"event":"team_paused","until":"2026-12-01T09:01:00Z","wait_s":59,"limit":1,"at":"2026-12-01T09:00:01Z"}"#,
+            r#"{"v":1,"event":"team_stopped","reason":"the key was refused","at":"2026-12-01T09:00:02Z"}"#,
+        ]);
+        t.catch_up().expect("reads");
+        let rows = t.rows(&RowQuery::default());
+        assert_eq!(rows.rows[0].chain, ["plan: completed", "build: running"]);
+        let s = t.summary();
+        assert_eq!(s.stages, ["plan", "build"]);
+        assert_eq!(s.pauses.len(), 1);
+        assert_eq!(s.stopped.as_deref(), Some("the key was refused"));
     }
 }

@@ -1,7 +1,7 @@
 //! One item as the page's side panel shows it: its attempts (read from the journal, from the
 //! item's first line on), its report, its progress lines, and pieces of its log — the
-//! attempt's `teammates/<name>/attempt-N.stdout.log`, opened beneath the workspace only
-//! ([`crate::fsutil::open_beneath`]: no link leads out of it) and only as a plain file.
+//! attempt's `teammates/<name>/attempt-N.stdout.log`, opened beneath the workspace only,
+//! following no link ([`crate::fsutil::open_beneath_no_links`]), and only as a plain file.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -180,7 +180,7 @@ fn piece(dir: &Path, rel: &str, from: Option<u64>) -> LogPiece {
         start: from.unwrap_or(0),
         next: from.unwrap_or(0),
     };
-    let Ok(mut f) = crate::fsutil::open_beneath(dir, Path::new(rel)) else {
+    let Ok(mut f) = crate::fsutil::open_beneath_no_links(dir, Path::new(rel)) else {
         return out;
     };
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
@@ -206,7 +206,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_log_is_read_in_pieces_and_a_link_out_of_the_workspace_is_not_followed() {
+    fn a_log_is_read_in_pieces_and_no_link_is_followed_in_or_out_of_the_workspace() {
         let ws = tempfile::tempdir().expect("tempdir");
         let outside = tempfile::tempdir().expect("tempdir");
         std::fs::write(outside.path().join("secret"), "key").expect("write");
@@ -218,11 +218,16 @@ mod tests {
             folder.join("attempt-2.stdout.log"),
         )
         .expect("link");
+        // A link that stays inside the workspace is not followed either.
+        std::os::unix::fs::symlink("attempt-1.stdout.log", folder.join("attempt-3.stdout.log"))
+            .expect("link");
         let p = piece(ws.path(), "teammates/1-a/attempt-1.stdout.log", None);
         assert_eq!((p.found, p.text.as_str(), p.next), (true, "one\ntwo\n", 8));
         let p = piece(ws.path(), "teammates/1-a/attempt-1.stdout.log", Some(4));
         assert_eq!(p.text, "two\n");
-        let p = piece(ws.path(), "teammates/1-a/attempt-2.stdout.log", None);
-        assert!(!p.found && p.text.is_empty(), "{p:?}");
+        for link in ["attempt-2.stdout.log", "attempt-3.stdout.log"] {
+            let p = piece(ws.path(), &format!("teammates/1-a/{link}"), None);
+            assert!(!p.found && p.text.is_empty(), "{p:?}");
+        }
     }
 }

@@ -12,7 +12,7 @@
 //! - `item`: one item's attempts, report and log tail, read when the page asks.
 //!
 //! No route changes anything: every one is a `GET` that reads the workspace, and files are
-//! opened only beneath it ([`crate::fsutil::open_beneath`]).
+//! opened only beneath it, following no link ([`crate::fsutil::open_beneath_no_links`]).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

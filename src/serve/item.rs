@@ -168,7 +168,30 @@ pub(crate) async fn log(State(shared): State<Arc<Shared>>, Query(q): Query<ItemQ
     }
     let attempt = q.attempt.unwrap_or(last.max(1));
     let rel = format!("teammates/{teammate}/attempt-{attempt}.stdout.log");
-    Json(piece(&dir, &rel, q.from)).into_response()
+    let mut got = piece(&dir, &rel, q.from);
+    if !got.found && q.from.is_none() {
+        compacted(&dir, &q.id, attempt, &mut got);
+    }
+    Json(got).into_response()
+}
+
+/// A completed item's folder was compacted (`record::compact`): the kept end of the
+/// attempt's stdout log from its line of `completed.jsonl`, if there is one.
+fn compacted(dir: &Path, id: &str, attempt: u32, got: &mut LogPiece) {
+    let Ok(Some(record)) = crate::run::record::compact::find(dir, id) else {
+        return;
+    };
+    let Some(tail) = record.logs_of(attempt).and_then(|l| l.tail("stdout")) else {
+        return;
+    };
+    got.file = format!(
+        "{} (the kept end)",
+        crate::run::record::compact::path(dir).display()
+    );
+    got.found = true;
+    got.text.clone_from(&tail.text);
+    got.start = tail.bytes.saturating_sub(tail.kept);
+    got.next = tail.bytes;
 }
 
 /// The piece of `rel` (beneath `dir`) from `from` (default: its last [`LOG_PIECE`] bytes).

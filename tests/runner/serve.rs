@@ -342,6 +342,19 @@ async fn drive(
         "return document.getElementById('counts').textContent.indexOf('not running')>=0;",
     )
     .await;
+    // A completed item's folder was compacted: its panel shows the kept end of its log.
+    c.find(fantoccini::Locator::Css("tr[data-id=\"b\"]"))
+        .await
+        .expect("row b")
+        .click()
+        .await
+        .expect("click");
+    until(
+        &c,
+        "b's compacted log",
+        "var h=document.querySelector('#panel h2'),l=document.getElementById('log');return !!h && h.textContent==='b' && !!l && /tick \\d+/.test(l.textContent);",
+    )
+    .await;
     let ids: Vec<u64> =
         serde_json::from_value(js(&c, "return window.__live.ids;").await).expect("ids");
     assert!(

@@ -149,6 +149,10 @@ struct Follow {
 impl Follow {
     /// Read what the journal gained into `ready`; whether it had anything.
     fn read(&mut self) -> bool {
+        // A replaced journal is followed from its start.
+        if super::team::shrank(&self.journal, self.at) {
+            self.at = 0;
+        }
         let ready = &mut self.ready;
         let to = read_lines(&self.journal, self.at, STREAM_CHUNK, |bytes, end| {
             let Some(line) = Line::parse(bytes) else {

@@ -54,6 +54,12 @@ pub(crate) fn read_lines(
     Ok(at)
 }
 
+/// Whether the journal at `path` is shorter than `offset`: it was replaced (the workspace
+/// cleaned and a new run begun), so what was read of it no longer holds.
+pub(crate) fn shrank(path: &Path, offset: u64) -> bool {
+    std::fs::metadata(path).map_or(offset > 0, |m| m.len() < offset)
+}
+
 /// One item's row, as the table shows it.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct ItemRow {
@@ -223,6 +229,9 @@ impl TeamState {
     ///
     /// Errors: the journal cannot be read.
     pub(crate) fn catch_up(&mut self) -> std::io::Result<bool> {
+        if shrank(&self.journal, self.offset) {
+            *self = TeamState::new(&self.dir);
+        }
         let from = self.offset;
         let journal = self.journal.clone();
         let mut lines = Vec::new();
@@ -486,6 +495,15 @@ mod tests {
         f.write_all(b"\n").expect("write");
         assert!(t.catch_up().expect("reads"));
         assert_eq!(t.item("a").map(|r| r.status.as_str()), Some("completed"));
+        // A new journal (the workspace cleaned, a new run) is read from its start.
+        std::fs::write(
+            dir.path().join("journal.jsonl"),
+            "{\"v\":1,\"event\":\"run_started\",\"team\":\"t\",\"total\":1}\n",
+        )
+        .expect("write");
+        t.catch_up().expect("reads");
+        let s = t.summary();
+        assert_eq!((s.total, s.seen, s.runs), (1, 0, 1));
     }
 
     #[test]

@@ -384,3 +384,20 @@ async fn drive(
     c.close().await.expect("close the session");
     shot
 }
+
+#[test]
+fn serve_refuses_a_taken_port_and_a_folder_with_no_team() {
+    let sb = Sandbox::new();
+    let none = sb.run(&["serve", "nothing-here.csv"]);
+    assert_eq!(none.code, 2, "{none:?}");
+    sb.write_rows(&[("a", "success")]);
+    assert_eq!(sb.fake_batch(&[]).code, 0);
+    let taken = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind");
+    let port = taken.local_addr().expect("addr").port().to_string();
+    let r = sb.run(&["serve", "workers-output.csv", "--port", &port]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr.contains("choose another --port"),
+        "the message says what to do: {r:?}"
+    );
+}

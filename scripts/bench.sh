@@ -596,8 +596,8 @@ rm -rf st-out.csv st-out.runner fl-out.csv fl-out.runner
 mkdir -p live-page && rm -rf live-page/*
 live_out=$(python3 "$ROOT/scripts/live_page_bench.py" "$RUNNER" "$PWD/live-page" "$N_PAGE" "$PAGE_RATE" "$PAGE_SECS")
 lp() { printf '%s\n' "$live_out" | sed -n "s/^$1=//p"; }
-lp_start=$(lp start_s); lp_load=$(lp load_s); lp_eps=$(lp events_per_s); lp_behind=$(lp behind_s); lp_missed=$(lp missed)
-note "live page: $N_PAGE items served in ${lp_start}s, first load ${lp_load}s; $PAGE_RATE events/s: ${lp_eps}/s received, ${lp_behind}s behind, $lp_missed missed"
+lp_start=$(lp start_s); lp_load=$(lp load_s); lp_item=$(lp item_s); lp_eps=$(lp events_per_s); lp_behind=$(lp behind_s); lp_missed=$(lp missed)
+note "live page: $N_PAGE items served in ${lp_start}s, first load ${lp_load}s, an item's panel ${lp_item}s; $PAGE_RATE events/s: ${lp_eps}/s received, ${lp_behind}s behind, $lp_missed missed"
 rm -rf live-page
 
 [ $SMOKE = 1 ] && { echo "smoke run ok"; exit 0; }
@@ -648,7 +648,7 @@ the journal, team.json, and the output CSV.
 | the sandbox: $N_SANDBOX rows, trivial agent, -j 8 | none ${sn_wall}s wall, ${sn_cpu}s CPU; landlock ${sl_wall}s wall, ${sl_cpu}s CPU | per attempt ≤ 2 ms of a slot and ≤ 1 ms CPU: **+${sb_wall_ms} ms**, **+${sb_cpu_ms} ms** | $( [ "$sb_wall_ms" = - ] && echo "not run" || echo "$(verdict "$sb_wall_ms <= 2") / $(verdict "$sb_cpu_ms <= 1")") |
 | overhead under the sandbox: $N_OVERHEAD rows, trivial agent, -j 8, \`--sandbox landlock\`, the output outside the working directory | runner ${so_med}s (${so_min}–${so_max}); xargs -P 8 ${sx_med}s (${sx_min}–${sx_max}) | runner ≤ 1.5× xargs: **${ratio_sb}×** | $( [ "$ratio_sb" = - ] && echo "not run" || verdict "$ratio_sb <= 1.5") |
 | stages: $N_STAGES rows × 3 stages (each reading the one before) against $((3 * N_STAGES)) rows of one, trivial agent, -j 8 | staged ${st_time}s; flat ${fl_time}s (medians of 3) | ≤ 1.1× the flat run: **${st_ratio}×** | $(verdict "$st_ratio <= 1.1") |
-| the live page (\`runner serve\`): a $N_PAGE-item team, the journal read, then the first load (HTML, banner, first 100 rows) | served in ${lp_start}s; first load ${lp_load}s | first load < 2 s | $(verdict "$lp_load < 2") |
+| the live page (\`runner serve\`): a $N_PAGE-item team, the journal read, then the first load (HTML, banner, first 100 rows), and an item's panel | served in ${lp_start}s; first load ${lp_load}s; an item's panel ${lp_item}s | first load < 2 s | $(verdict "$lp_load < 2") |
 | the live page's event stream: $PAGE_RATE journal events a second for $PAGE_SECS s | ${lp_eps} events/s received, the last ${lp_behind}s after it was written, $lp_missed missed | ≥ 200/s, < 1 s behind, none missed | $(verdict "$lp_eps >= 0.95 * $PAGE_RATE && $lp_behind < 1 && $lp_missed == 0") |
 | overhead with the output kept current: $N_LIVE rows, trivial agent, -j 8 | runner ${lv_med}s (${lv_min}–${lv_max}); xargs -P 8 ${lx_med}s (${lx_min}–${lx_max}) | runner ≤ 1.5× xargs: **${ratio_live}×** | $(verdict "$ratio_live <= 1.5") |
 

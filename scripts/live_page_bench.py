@@ -9,7 +9,8 @@
 2. Starts `RUNNER serve DIR/live.runner`: `start_s` is the time until it prints its URL
    (the journal read into the server's state).
 3. Loads the page as its script does, one request after the other: the HTML, the banner
-   (/api/summary) and the first page of rows (/api/rows): `load_s`.
+   (/api/summary) and the first page of rows (/api/rows): `load_s`; then an item's panel
+   (/api/item, its attempts and report), the first item's and a middle one's: `item_s`.
 4. Appends RATE events a second for SECONDS seconds (attempt_started and progress lines of
    new items) while an event stream (/api/events) reads them: `events_per_s` received,
    `behind_s` how long after the last write its event arrived, `missed` events never
@@ -99,6 +100,12 @@ def main():
         load_s = time.monotonic() - t0
         assert summary["seen"] == items, summary["seen"]
         assert len(rows["rows"]) == min(100, items)
+        # An item's panel (its attempts and report), the first item and one in the middle.
+        t0 = time.monotonic()
+        for ident in (1, items // 2):
+            detail = json.loads(get(base + "/api/item?" + q + "&id=%d" % ident))
+            assert detail["report"], detail
+        item_s = (time.monotonic() - t0) / 2
 
         # Events: a stream from the journal's current end, a writer at RATE a second.
         received = []
@@ -140,6 +147,7 @@ def main():
         print("items=%d" % items)
         print("start_s=%.3f" % start_s)
         print("load_s=%.3f" % load_s)
+        print("item_s=%.3f" % item_s)
         print("events=%d" % total)
         print("events_per_s=%.1f" % (got / span if got else 0))
         print("behind_s=%.3f" % max(behind, 0.0))

@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 use super::Shared;
 use super::line::{Line, progress_text, short};
 use super::routes::not_found;
-use super::team::read_lines;
+use super::team::{ItemRow, read_lines};
 
-/// Most bytes of the journal one item's detail reads (its lines from its first on).
+/// Most bytes of the journal one item's detail reads (from its first line to its last).
 const DETAIL_SCAN: u64 = 256 << 20;
 
 /// Most bytes of a report shown.
@@ -70,20 +70,33 @@ pub(crate) async fn item(
     State(shared): State<Arc<Shared>>,
     Query(q): Query<ItemQuery>,
 ) -> Response {
-    let Some((journal, from, to, row)) = shared.team(q.team).and_then(|t| {
+    let Some((journal, row)) = shared.team(q.team).and_then(|t| {
         let row = t.item(&q.id)?.clone();
-        Some((t.journal().to_owned(), row.first_offset, t.offset(), row))
+        Some((t.journal().to_owned(), row))
     }) else {
         return not_found("no such item");
     };
+    // Off the runtime's threads: a long-lived item's lines may lie far apart.
+    let id = q.id.clone();
+    let read = tokio::task::spawn_blocking(move || read_detail(&journal, &id, &row)).await;
+    match read {
+        Ok(detail) => Json(detail).into_response(),
+        Err(_) => not_found("the item could not be read"),
+    }
+}
+
+/// Item `row`'s detail, from its lines of `journal`.
+fn read_detail(journal: &Path, id: &str, row: &ItemRow) -> Detail {
+    let (from, to) = (row.first_offset, row.last_offset);
     let mut attempts: Vec<Attempt> = Vec::new();
     let mut report = None;
-    let max = to.saturating_sub(from).min(DETAIL_SCAN);
-    let _ = read_lines(&journal, from, max, |bytes, _| {
+    // Up to and with the line that starts at `to`.
+    let max = (to - from.min(to) + 1).min(DETAIL_SCAN);
+    let _ = read_lines(journal, from, max, |bytes, _| {
         let Some(l) = Line::parse(bytes) else { return };
         let mine = match &l.outcome {
-            Some(o) => o.id == q.id,
-            None => l.id.as_deref() == Some(q.id.as_str()),
+            Some(o) => o.id == id,
+            None => l.id.as_deref() == Some(id),
         };
         if !mine {
             return;
@@ -127,15 +140,14 @@ pub(crate) async fn item(
             _ => {}
         }
     });
-    Json(Detail {
-        id: row.id,
-        teammate: row.teammate,
-        status: row.status,
-        summary: row.summary,
+    Detail {
+        id: row.id.clone(),
+        teammate: row.teammate.clone(),
+        status: row.status.clone(),
+        summary: row.summary.clone(),
         attempts,
         report,
-    })
-    .into_response()
+    }
 }
 
 /// A piece of a log.
@@ -168,11 +180,19 @@ pub(crate) async fn log(State(shared): State<Arc<Shared>>, Query(q): Query<ItemQ
     }
     let attempt = q.attempt.unwrap_or(last.max(1));
     let rel = format!("teammates/{teammate}/attempt-{attempt}.stdout.log");
-    let mut got = piece(&dir, &rel, q.from);
-    if !got.found && q.from.is_none() {
-        compacted(&dir, &q.id, attempt, &mut got);
+    // Off the runtime's threads: `completed.jsonl` may be long.
+    let read = tokio::task::spawn_blocking(move || {
+        let mut got = piece(&dir, &rel, q.from);
+        if !got.found && q.from.is_none() {
+            compacted(&dir, &q.id, attempt, &mut got);
+        }
+        got
+    })
+    .await;
+    match read {
+        Ok(got) => Json(got).into_response(),
+        Err(_) => not_found("the log could not be read"),
     }
-    Json(got).into_response()
 }
 
 /// A completed item's folder was compacted (`record::compact`): the kept end of the

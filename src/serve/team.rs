@@ -86,6 +86,9 @@ pub(crate) struct ItemRow {
     /// Offset of its first journal line (an item's detail is read from there on).
     #[serde(skip)]
     pub first_offset: u64,
+    /// Offset of its last journal line (an item's detail is read up to it).
+    #[serde(skip)]
+    pub last_offset: u64,
     /// With stages: each stage's status for the item's row (`ROW/STAGE`), in stage order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub chain: Vec<String>,
@@ -265,12 +268,14 @@ impl TeamState {
                     duration_s: 0.0,
                     cost_usd: None,
                     first_offset: at,
+                    last_offset: at,
                     chain: Vec::new(),
                 });
                 self.items.len() - 1
             }
         };
         let row = &mut self.items[i];
+        row.last_offset = at;
         if let Some(t) = teammate.filter(|t| !t.is_empty()) {
             t.clone_into(&mut row.teammate);
         }

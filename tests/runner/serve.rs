@@ -93,10 +93,12 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// A batch of two `chatty` items that run until `release` exists.
-fn chatty_batch(sb: &Sandbox, extra: &[&str]) -> Killed {
-    sb.write_rows(&[("a", "chatty"), ("b", "chatty")]);
-    let mut flags = vec!["--jobs", "2"];
+/// A batch of two `chatty` items that run until `release` exists, and `more` rows.
+fn chatty_batch(sb: &Sandbox, more: &[(&str, &str)], extra: &[&str]) -> Killed {
+    let mut rows = vec![("a", "chatty"), ("b", "chatty")];
+    rows.extend_from_slice(more);
+    sb.write_rows(&rows);
+    let mut flags = vec!["--jobs", "3"];
     flags.extend_from_slice(extra);
     let mut cmd = sb.fake_batch_cmd(&flags);
     cmd.env("RELEASE_FILE", sb.join("release"))
@@ -108,7 +110,7 @@ fn chatty_batch(sb: &Sandbox, extra: &[&str]) -> Killed {
 #[test]
 fn a_served_run_prints_its_page_and_status_names_it_while_it_runs() {
     let sb = Sandbox::new();
-    let mut batch = chatty_batch(&sb, &["--serve"]);
+    let mut batch = chatty_batch(&sb, &[], &["--serve"]);
     let url = url_from(&mut batch.0);
     let (port, token) = parts(&url);
     let (code, body) = get(
@@ -146,7 +148,7 @@ fn a_served_run_prints_its_page_and_status_names_it_while_it_runs() {
 #[test]
 fn the_live_page_follows_a_run_in_chromium_and_resumes_after_a_reconnect() {
     let sb = Sandbox::new();
-    let _batch = chatty_batch(&sb, &[]);
+    let _batch = chatty_batch(&sb, &[("c", "failed")], &[]);
     wait_for("the run to start", 30, || {
         sb.run(&["status", "workers-output.csv"])
             .stdout
@@ -342,6 +344,30 @@ async fn drive(
         "return document.getElementById('counts').textContent.indexOf('not running')>=0;",
     )
     .await;
+    // Filtered by failure kind: the failed item alone; then by status: the two completed.
+    let filter = |select: &str, value: &str| {
+        format!(
+            "var s=document.getElementById('{select}');s.value='{value}';s.dispatchEvent(new Event('change'));return true;"
+        )
+    };
+    let shown = "return Array.prototype.map.call(document.querySelectorAll('#items tbody tr'),function(r){return r.getAttribute('data-id');}).join(',');";
+    js(&c, &filter("f-kind", "agent_error")).await;
+    until(
+        &c,
+        "only c",
+        &format!("{} ", shown.replace("join(',');", "join(',')==='c';")),
+    )
+    .await;
+    js(&c, &filter("f-kind", "")).await;
+    js(&c, &filter("f-status", "completed")).await;
+    until(
+        &c,
+        "only a and b",
+        &shown.replace("join(',');", "join(',')==='a,b';"),
+    )
+    .await;
+    js(&c, &filter("f-status", "")).await;
+
     // A completed item's folder was compacted: its panel shows the kept end of its log.
     c.find(fantoccini::Locator::Css("tr[data-id=\"b\"]"))
         .await

@@ -109,8 +109,9 @@ pub(crate) struct RowQuery {
     /// Only ids holding this text.
     #[serde(default)]
     pub q: String,
-    /// Sort column: `id` (item order, the default), `status`, `attempts`, `duration`,
-    /// `cost`, `kind`.
+    /// Sort column: `id` (numbers by value, else as text), `status`, `attempts`,
+    /// `duration`, `cost`, `kind`; anything else: the order the journal first names the
+    /// items in (the order they started).
     #[serde(default)]
     pub sort: String,
     /// Descending.
@@ -403,6 +404,10 @@ impl TeamState {
                 .unwrap_or(0.0)
                 .total_cmp(&b.cost_usd.unwrap_or(0.0)),
             "kind" => a.kind.cmp(&b.kind),
+            "id" => match (a.id.parse::<u64>(), b.id.parse::<u64>()) {
+                (Ok(x), Ok(y)) => x.cmp(&y),
+                _ => a.id.cmp(&b.id),
+            },
             _ => std::cmp::Ordering::Equal,
         };
         // Stable: equal keys stay in item order.
@@ -486,6 +491,12 @@ mod tests {
             ..RowQuery::default()
         });
         assert_eq!((page.matching, page.rows[0].id.as_str()), (2, "b"));
+        let by_id = t.rows(&RowQuery {
+            sort: "id".into(),
+            desc: true,
+            ..RowQuery::default()
+        });
+        assert_eq!(by_id.rows[0].id, "b");
         // A torn last line waits for its newline.
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new()

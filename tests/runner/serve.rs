@@ -350,7 +350,7 @@ async fn drive(
             "var s=document.getElementById('{select}');s.value='{value}';s.dispatchEvent(new Event('change'));return true;"
         )
     };
-    let shown = "return Array.prototype.map.call(document.querySelectorAll('#items tbody tr'),function(r){return r.getAttribute('data-id');}).join(',');";
+    let shown = "return Array.prototype.map.call(document.querySelectorAll('#items tbody tr'),function(r){return r.getAttribute('data-id');}).sort().join(',');";
     js(&c, &filter("f-kind", "agent_error")).await;
     until(
         &c,

@@ -271,23 +271,24 @@ async fn drive(
                 format!("--user-data-dir={}", profile.display()), "--window-size=1400,900"],
         }),
     );
-    let c =
+    let client =
         fantoccini::ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
             .capabilities(caps)
             .connect(&format!("http://127.0.0.1:{dport}"))
             .await
             .expect("a WebDriver session");
+    let c = &client;
     c.goto(url).await.expect("open the page");
     until(
-        &c,
+        c,
         "the page to load",
         "return document.body.dataset.ready === '1';",
     )
     .await;
     // Set once: a reload would lose it.
-    js(&c, "window.__sameLoad = 42; return true;").await;
+    js(c, "window.__sameLoad = 42; return true;").await;
     until(
-        &c,
+        c,
         "both items to show as running",
         "return ['a','b'].every(function(id){var r=document.querySelector('tr[data-id=\"'+id+'\"]');return r && r.dataset.status==='running';});",
     )
@@ -301,45 +302,52 @@ async fn drive(
         .await
         .expect("click");
     until(
-        &c,
+        c,
         "a's log",
         "var l=document.getElementById('log');return !!l && /tick \\d+/.test(l.textContent);",
     )
     .await;
     let ticks = "var m=document.getElementById('log').textContent.match(/tick (\\d+)/g);var n=m?Number(m[m.length-1].slice(5)):0;";
-    let first = js(&c, &format!("{ticks} return n;"))
+    let first = js(c, &format!("{ticks} return n;"))
         .await
         .as_u64()
         .unwrap_or(0);
     until(
-        &c,
+        c,
         "the log to follow the running attempt",
         &format!("{ticks} return n > {};", first + 3),
     )
     .await;
     let shot = c.screenshot().await.expect("screenshot");
+    after_a_reconnect(c, sb, port, token).await;
+    client.close().await.expect("close the session");
+    shot
+}
 
-    // A reconnect: the stream is dropped and opened again from the last id seen.
+/// The stream dropped and opened again from the last id seen while the run ends: every
+/// event once, the end shown without a reload; the table filtered; a completed item's
+/// compacted log; and `Last-Event-ID` resuming a stream.
+async fn after_a_reconnect(c: &fantoccini::Client, sb: &Sandbox, port: u16, token: &str) {
     until(
-        &c,
+        c,
         "progress events before the reconnect",
         "return window.__live.ids.length >= 2;",
     )
     .await;
-    let last_before = js(&c, "return window.__live.last;")
+    let last_before = js(c, "return window.__live.last;")
         .await
         .as_u64()
         .expect("an id");
-    js(&c, "window.__live.drop(); return true;").await;
+    js(c, "window.__live.drop(); return true;").await;
     sb.write("release", "");
     until(
-        &c,
+        c,
         "both items to complete without a reload",
         "return window.__sameLoad === 42 && ['a','b'].every(function(id){var r=document.querySelector('tr[data-id=\"'+id+'\"]');return r && r.dataset.status==='completed';});",
     )
     .await;
     until(
-        &c,
+        c,
         "the run's end to arrive",
         "return document.getElementById('counts').textContent.indexOf('not running')>=0;",
     )
@@ -351,22 +359,22 @@ async fn drive(
         )
     };
     let shown = "return Array.prototype.map.call(document.querySelectorAll('#items tbody tr'),function(r){return r.getAttribute('data-id');}).sort().join(',');";
-    js(&c, &filter("f-kind", "agent_error")).await;
+    js(c, &filter("f-kind", "agent_error")).await;
     until(
-        &c,
+        c,
         "only c",
         &format!("{} ", shown.replace("join(',');", "join(',')==='c';")),
     )
     .await;
-    js(&c, &filter("f-kind", "")).await;
-    js(&c, &filter("f-status", "completed")).await;
+    js(c, &filter("f-kind", "")).await;
+    js(c, &filter("f-status", "completed")).await;
     until(
-        &c,
+        c,
         "only a and b",
         &shown.replace("join(',');", "join(',')==='a,b';"),
     )
     .await;
-    js(&c, &filter("f-status", "")).await;
+    js(c, &filter("f-status", "")).await;
 
     // A completed item's folder was compacted: its panel shows the kept end of its log.
     c.find(fantoccini::Locator::Css("tr[data-id=\"b\"]"))
@@ -376,13 +384,13 @@ async fn drive(
         .await
         .expect("click");
     until(
-        &c,
+        c,
         "b's compacted log",
         "var h=document.querySelector('#panel h2'),l=document.getElementById('log');return !!h && h.textContent==='b' && !!l && /tick \\d+/.test(l.textContent);",
     )
     .await;
     let ids: Vec<u64> =
-        serde_json::from_value(js(&c, "return window.__live.ids;").await).expect("ids");
+        serde_json::from_value(js(c, "return window.__live.ids;").await).expect("ids");
     assert!(
         ids.windows(2).all(|w| w[0] < w[1]),
         "every event once, in journal order: {ids:?}"
@@ -407,8 +415,6 @@ async fn drive(
         ids[0]
     );
     assert!(!body.contains(&format!("id: {}\n", ids[0])), "{body}");
-    c.close().await.expect("close the session");
-    shot
 }
 
 #[test]

@@ -433,3 +433,57 @@ fn serve_refuses_a_taken_port_and_a_folder_with_no_team() {
         "the message says what to do: {r:?}"
     );
 }
+
+#[test]
+fn serve_shows_several_teams_each_by_its_number() {
+    let sb = Sandbox::new();
+    sb.write_rows(&[("a", "success"), ("b", "failed")]);
+    assert_eq!(sb.fake_batch(&["--output", "one.csv"]).code, 1);
+    assert_eq!(
+        sb.fake_batch(&["--output", "two.csv", "--only", "a"]).code,
+        0
+    );
+    let mut serve = Killed(
+        sb.cmd(&["serve", "one.csv", "two.csv"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn runner serve"),
+    );
+    let url = url_from(&mut serve.0);
+    let (port, token) = parts(&url);
+    let host = format!("127.0.0.1:{port}");
+    let (code, teams) = get(port, &format!("/api/teams?token={token}"), &host, "", "");
+    assert_eq!(code, 200, "{teams}");
+    assert!(
+        teams.contains("\"team\":\"one\"") && teams.contains("\"team\":\"two\""),
+        "{teams}"
+    );
+    let (_, one) = get(
+        port,
+        &format!("/api/summary?token={token}&team=0"),
+        &host,
+        "",
+        "",
+    );
+    assert!(one.contains("\"failed\":1"), "{one}");
+    let (_, two) = get(
+        port,
+        &format!("/api/summary?token={token}&team=1"),
+        &host,
+        "",
+        "",
+    );
+    assert!(
+        two.contains("\"seen\":1") && !two.contains("\"failed\""),
+        "{two}"
+    );
+    let (code, _) = get(
+        port,
+        &format!("/api/summary?token={token}&team=2"),
+        &host,
+        "",
+        "",
+    );
+    assert_eq!(code, 404);
+}

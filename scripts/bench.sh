@@ -31,6 +31,10 @@
 #   9. what a completed item leaves on disk (KB, entries) and the CPU against xargs -P 8,
 #      paired runs over the overhead rows, beside the layout's floors (in C and on tokio);
 #  10. with BENCH_MILLION=1: a million rows' full run (peak RSS), resume and status.
+#  11. the live page (`runner serve`, scripts/live_page_bench.py): a 100,000-item team's
+#      journal served — the time to serve it (the journal read) and the page's first load
+#      (HTML, banner, first page of rows) — and 200 events a second for 10 s through the
+#      event stream: events received per second, how far behind the last one arrived.
 # Run it on a quiet machine, and not within five minutes of deleting many files (a previous
 # run of this script deletes half a million at its end): ext4 avoids reusing recently freed
 # inode numbers, and scanning past them slows every file the runner creates.
@@ -44,11 +48,11 @@ SMOKE=0
 if [ $SMOKE = 1 ]; then
     N_OVERHEAD=40; N_MAKESPAN=8; SLEEP=0.1; N_MEMORY=300; FLOOD_MB=8; RUNS=1
     N_LIMITED=8; N_BADKEY=20; N_HTTP=40; N_BATCH_API=50; N_LIVE=200; N_SANDBOX=20; PAIRS=1
-    HOSTILE_COLS=20000; HOSTILE_CELL_MB=17
+    HOSTILE_COLS=20000; HOSTILE_CELL_MB=17; N_PAGE=300; PAGE_RATE=50; PAGE_SECS=1
 else
     N_OVERHEAD=2000; N_MAKESPAN=64; SLEEP=0.5; N_MEMORY=100000; FLOOD_MB=1024; RUNS=5
     N_LIMITED=48; N_BADKEY=200; N_HTTP=2000; N_BATCH_API=10000; N_LIVE=20000; N_SANDBOX=1000; PAIRS=7
-    HOSTILE_COLS=1000000; HOSTILE_CELL_MB=100
+    HOSTILE_COLS=1000000; HOSTILE_CELL_MB=100; N_PAGE=100000; PAGE_RATE=200; PAGE_SECS=10
 fi
 
 need() {
@@ -588,6 +592,14 @@ st_ratio=$(calc "$st_time / $fl_time" 2)
 note "stages: $N_STAGES rows x 3 stages ${st_time}s; $((3 * N_STAGES)) rows of one ${fl_time}s (${st_ratio}x)"
 rm -rf st-out.csv st-out.runner fl-out.csv fl-out.runner
 
+# 11. The live page ----------------------------------------------------------------------
+mkdir -p live-page && rm -rf live-page/*
+live_out=$(python3 "$ROOT/scripts/live_page_bench.py" "$RUNNER" "$PWD/live-page" "$N_PAGE" "$PAGE_RATE" "$PAGE_SECS")
+lp() { printf '%s\n' "$live_out" | sed -n "s/^$1=//p"; }
+lp_start=$(lp start_s); lp_load=$(lp load_s); lp_item=$(lp item_s); lp_eps=$(lp events_per_s); lp_behind=$(lp behind_s); lp_missed=$(lp missed)
+note "live page: $N_PAGE items served in ${lp_start}s, first load ${lp_load}s, an item's panel ${lp_item}s; $PAGE_RATE events/s: ${lp_eps}/s received, ${lp_behind}s behind, $lp_missed missed"
+rm -rf live-page
+
 [ $SMOKE = 1 ] && { echo "smoke run ok"; exit 0; }
 
 # BENCHMARKS.md ----------------------------------------------------------------------------
@@ -636,6 +648,8 @@ the journal, team.json, and the output CSV.
 | the sandbox: $N_SANDBOX rows, trivial agent, -j 8 | none ${sn_wall}s wall, ${sn_cpu}s CPU; landlock ${sl_wall}s wall, ${sl_cpu}s CPU | per attempt ≤ 2 ms of a slot and ≤ 1 ms CPU: **+${sb_wall_ms} ms**, **+${sb_cpu_ms} ms** | $( [ "$sb_wall_ms" = - ] && echo "not run" || echo "$(verdict "$sb_wall_ms <= 2") / $(verdict "$sb_cpu_ms <= 1")") |
 | overhead under the sandbox: $N_OVERHEAD rows, trivial agent, -j 8, \`--sandbox landlock\`, the output outside the working directory | runner ${so_med}s (${so_min}–${so_max}); xargs -P 8 ${sx_med}s (${sx_min}–${sx_max}) | runner ≤ 1.5× xargs: **${ratio_sb}×** | $( [ "$ratio_sb" = - ] && echo "not run" || verdict "$ratio_sb <= 1.5") |
 | stages: $N_STAGES rows × 3 stages (each reading the one before) against $((3 * N_STAGES)) rows of one, trivial agent, -j 8 | staged ${st_time}s; flat ${fl_time}s (medians of 3) | ≤ 1.1× the flat run: **${st_ratio}×** | $(verdict "$st_ratio <= 1.1") |
+| the live page (\`runner serve\`): a $N_PAGE-item team, the journal read, then the first load (HTML, banner, first 100 rows), and an item's panel | served in ${lp_start}s; first load ${lp_load}s; an item's panel ${lp_item}s | first load < 2 s | $(verdict "$lp_load < 2") |
+| the live page's event stream: $PAGE_RATE journal events a second for $PAGE_SECS s | ${lp_eps} events/s received, the last ${lp_behind}s after it was written, $lp_missed missed | ≥ 200/s, < 1 s behind, none missed | $(verdict "$lp_eps >= 0.95 * $PAGE_RATE && $lp_behind < 1 && $lp_missed == 0") |
 | overhead with the output kept current: $N_LIVE rows, trivial agent, -j 8 | runner ${lv_med}s (${lv_min}–${lv_max}); xargs -P 8 ${lx_med}s (${lx_min}–${lx_max}) | runner ≤ 1.5× xargs: **${ratio_live}×** | $(verdict "$ratio_live <= 1.5") |
 
 ## Commands

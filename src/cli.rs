@@ -111,6 +111,10 @@ pub(crate) enum Command {
     /// Write a report of a team: one self-contained HTML file with a timeline of every
     /// attempt and a sortable table of the items (works while the run goes on).
     Report(ReportArgs),
+    /// Serve a live web page of one or more teams (counts, items, each item's attempts,
+    /// report and log) that follows their journals as runs go on: on 127.0.0.1 only, with a
+    /// random token in the URL it prints; read-only.
+    Serve(ServeArgs),
     /// Print a shell completion script (e.g. `runner completions bash >
     /// /etc/bash_completion.d/runner`).
     Completions(CompletionsArgs),
@@ -194,6 +198,18 @@ pub(crate) struct ReportArgs {
     /// to, as GitHub Actions expects.
     #[arg(long, value_name = "FILE|-")]
     pub markdown: Option<PathBuf>,
+}
+
+/// `runner serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The team workspaces (each as for `runner status`: a workspace, its output CSV, its
+    /// BATCH.md, a todo-N.md); default: the most recently updated team here.
+    #[arg(value_name = "WORKSPACE")]
+    pub workspaces: Vec<PathBuf>,
+    /// The port on 127.0.0.1 (default: a free one).
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
 }
 
 /// `runner show`.
@@ -640,6 +656,11 @@ pub(crate) struct RunArgs {
     /// notification as JSON on its stdin). Repeatable; replaces `notify` of the file.
     #[arg(long, value_name = "TARGET")]
     pub notify: Vec<String>,
+    /// Serve a live page of the run while it goes on (`runner serve`'s page): on 127.0.0.1,
+    /// a free port, with a random token in the URL the run prints first (and `runner status`
+    /// names while it runs). The page goes when the run ends; `runner serve` shows it after.
+    #[arg(long)]
+    pub serve: bool,
     /// Show the plan (items, argv, prompts, dependencies, shard) without running or writing.
     #[arg(long)]
     pub dry_run: bool,

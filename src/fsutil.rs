@@ -415,7 +415,20 @@ pub(crate) fn open_plain_file(path: &Path) -> std::io::Result<Option<File>> {
 /// fallback meets a link as the last component, `NotFound`, and "not a plain file" for a
 /// folder, pipe or device.
 pub(crate) fn open_beneath(dir: &Path, rel: &Path) -> std::io::Result<File> {
-    let file = open_beneath_raw(dir, rel)?;
+    let file = open_beneath_raw(dir, rel, false)?;
+    if !file.metadata()?.file_type().is_file() {
+        return Err(std::io::Error::other("it is not a plain file"));
+    }
+    Ok(file)
+}
+
+/// [`open_beneath`] following no link at all, not even one that stays inside `dir`
+/// (`RESOLVE_NO_SYMLINKS`): what the live page reads from a team workspace (a log), where a
+/// link is never the runner's.
+///
+/// Errors: as [`open_beneath`]; `ELOOP` for any link on the way.
+pub(crate) fn open_beneath_no_links(dir: &Path, rel: &Path) -> std::io::Result<File> {
+    let file = open_beneath_raw(dir, rel, true)?;
     if !file.metadata()?.file_type().is_file() {
         return Err(std::io::Error::other("it is not a plain file"));
     }
@@ -423,12 +436,16 @@ pub(crate) fn open_beneath(dir: &Path, rel: &Path) -> std::io::Result<File> {
 }
 
 #[cfg(target_os = "linux")]
-fn open_beneath_raw(dir: &Path, rel: &Path) -> std::io::Result<File> {
+fn open_beneath_raw(dir: &Path, rel: &Path, no_links: bool) -> std::io::Result<File> {
     use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
     let root = File::open(dir)?;
+    let mut resolve = ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS;
+    if no_links {
+        resolve |= ResolveFlag::RESOLVE_NO_SYMLINKS;
+    }
     let how = OpenHow::new()
         .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK | OFlag::O_NOCTTY)
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        .resolve(resolve);
     match nix::fcntl::openat2(&root, rel, how) {
         Ok(fd) => Ok(File::from(fd)),
         // No openat2 (an old kernel, or a seccomp filter that refuses it).
@@ -438,7 +455,7 @@ fn open_beneath_raw(dir: &Path, rel: &Path) -> std::io::Result<File> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn open_beneath_raw(dir: &Path, rel: &Path) -> std::io::Result<File> {
+fn open_beneath_raw(dir: &Path, rel: &Path, _no_links: bool) -> std::io::Result<File> {
     open_checked(dir, rel)
 }
 

@@ -28,6 +28,7 @@ mod report;
 mod run;
 mod sandbox;
 mod schedule;
+mod serve;
 mod settings;
 mod shown;
 mod sink;

@@ -113,6 +113,8 @@ fn plan_of(args: &BatchArgs, spec: &BatchSpec) -> Result<(Plan, Arc<dyn Backend>
 ///
 /// Errors: the pipeline's.
 pub(crate) fn carry_out(plan: Plan, backend: Arc<dyn Backend>) -> Result<i32> {
+    // `--serve`: the page lives as long as this call.
+    let _live = super::serve::for_run(&plan)?;
     let finished = match pipeline::run(plan, backend.clone(), crate::ui::reporter)? {
         Ran::Planned { plan, earlier } => {
             crate::ui::print_plan(&plan, earlier.as_ref(), backend.as_ref())?;

@@ -13,6 +13,7 @@ pub(crate) mod resolve;
 pub(crate) mod review;
 pub(crate) mod runner_check;
 pub(crate) mod runners;
+pub(crate) mod serve;
 pub(crate) mod show;
 pub(crate) mod skill;
 pub(crate) mod status;

@@ -39,6 +39,10 @@ fn view(found: &Found, brief_view: bool, stale_after: Duration) -> Result<(Strin
         true => brief(dir, &s, stale_after, resume::for_team(found, &s).as_deref()),
         false => full(dir, &s, stale_after),
     };
+    // A run served with `--serve`: its live page, while it is up.
+    if let Some(url) = crate::serve::announced(dir) {
+        text.push_str(&format!("Live page: {url}\n"));
+    }
     // The team's OpenAI Batch API jobs (`--batch-api`), as last read.
     let jobs = crate::run::backend::http::batch_record::State::read(dir).lines();
     if !jobs.is_empty() && !brief_view {

@@ -101,6 +101,8 @@ pub(crate) struct Settings {
     pub trace: Option<PathBuf>,
     /// `--dry-run`: show the plan, write nothing.
     pub dry_run: bool,
+    /// `--serve`: a live page of the run ([`crate::serve`]).
+    pub serve: bool,
     /// `--batch-api`: the rows go as one OpenAI Batch API job (the HTTP backend's `batch`).
     pub batch_api: bool,
     /// `--accept-changes`: start from batch files that changed during an earlier sandboxed
@@ -229,6 +231,7 @@ impl Settings {
             junit: None,
             trace: None,
             dry_run: false,
+            serve: false,
             batch_api: false,
             accept_changes: false,
             runner_from: None,
@@ -294,6 +297,7 @@ impl Settings {
             raw_columns: Vec::new(),
             keep_logs: outputs.keep_logs,
             dry_run: flags.dry_run,
+            serve: flags.serve,
             batch_api: flags.batch_api,
             accept_changes: flags.accept_changes,
             sandbox: groups::sandbox(flags, file)?,

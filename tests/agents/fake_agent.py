@@ -41,6 +41,9 @@ on the first `MODE=<mode>` token found in the prompt (or argv[1]):
                tokens); later attempts succeed with cost_usd 0.25 (500 and 50)
   quota        report failed, failure_kind quota, "daily quota exhausted" (no reset time)
   wait_file    wait until the file $RELEASE_FILE exists, then report success
+  chatty       print `tick N` on stdout every 0.1 s (and every 5th as a progress line in
+               $RUNNER_PROGRESS) until the file $RELEASE_FILE exists, then report success
+               (a log to follow while it runs)
   daemon       leave the process group twice (a `setsid` child and a double-forked daemon,
                each a `sleep`, pids in $RUNNER_TEAMMATE_DIR/escaped.pids), report success
   daemon_hang  the same two escapees, then sleep forever
@@ -295,6 +298,17 @@ def main():
         write_report(report(status="failed", summary="invalid API key", failure_kind="auth"))
     elif mode == "slow":
         time.sleep(float(os.environ.get("SLOW_SECONDS", "0.5")))
+        write_report(report())
+    elif mode == "chatty":
+        release = os.environ["RELEASE_FILE"]
+        n = 0
+        while not os.path.exists(release):
+            n += 1
+            print(f"tick {n}", flush=True)
+            if n % 5 == 0:
+                with open(os.environ["RUNNER_PROGRESS"], "a", encoding="utf-8") as f:
+                    f.write(json.dumps({"status": "in_progress", "progress": f"tick {n}"}) + "\n")
+            time.sleep(0.1)
         write_report(report())
     elif mode == "wait_file":
         release = os.environ["RELEASE_FILE"]

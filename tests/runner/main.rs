@@ -38,6 +38,7 @@ mod regressions;
 mod sandbox;
 mod sandbox_escapes;
 mod sandbox_verify;
+mod serve;
 mod setup;
 mod skill;
 mod stages;

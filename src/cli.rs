@@ -590,6 +590,12 @@ pub(crate) struct RunArgs {
     /// `auto` takes K from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs, 0-based).
     #[arg(long, value_name = "K/N|auto")]
     pub shard: Option<String>,
+    /// Be one worker of a run shared through a Redis (or Valkey) work queue: every process
+    /// started with the same batch and queue takes items from it until none is left; the
+    /// first seeds it. `runner collect` writes the whole output; `runner status --queue`
+    /// shows the run.
+    #[arg(long, value_name = "redis://HOST[:PORT][/DB]")]
+    pub queue: Option<crate::options::queue::QueueUrl>,
     /// N for `--shard auto` (also RUNNER_SHARD_COUNT).
     #[arg(long, value_name = "N")]
     pub shard_count: Option<u32>,

@@ -22,6 +22,7 @@ mod mcp;
 mod options;
 mod plans;
 mod progress;
+mod queue;
 mod prompt;
 mod redact;
 mod report;

@@ -675,6 +675,7 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
     .with_ids(files.id_column.as_deref());
     warnings.extend(rows_gone_warning(&files, &workspace, &batch, &survey.ids));
     let inputs = inputs(&files);
+    let has_deps = survey.deps.is_some();
     let source: Arc<dyn ItemSource> = Arc::new(Rows {
         table: table.clone(),
         instruction,
@@ -700,13 +701,14 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
     spec.warnings.extend(warnings);
     // Each stage of a row is an item of its own.
     let per_row = choices.chain.as_ref().map_or(1, |c| c.stages.len() as u64);
-    Ok(Plan {
+    let plan = Plan {
         selected: survey.selected * per_row,
         total: table.rows * per_row,
         inputs,
         stdin_copy,
         ..Plan::new(spec, source, sinks, batch, WorkspaceFrom::Output, output)
-    })
+    };
+    crate::queue::attach(plan, has_deps, choices.chain.is_some())
 }
 
 /// Parse the instruction and scan the input (CSV, or JSON Lines for a `.jsonl` file; the

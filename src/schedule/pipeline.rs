@@ -17,7 +17,8 @@ use crate::run::record::journal::Replay;
 use crate::run::record::team::{BatchId, Team};
 use crate::run::supervise::descendants;
 use crate::run::{RunSpec, isolation};
-use crate::schedule::dispatcher::{self, ItemStream};
+use crate::schedule::dispatcher;
+use crate::schedule::feed::Items;
 use crate::schedule::plan::{ItemSource, Plan};
 use crate::sink::{RunEnd, Sink, Sinks};
 
@@ -96,9 +97,15 @@ pub(crate) fn run(
         batch,
         stdin_copy,
         interrupt,
+        mut queue,
         ..
     } = plan;
     let spec = Arc::new(spec);
+    // A worker of a shared run joins it before writing anything: a queue that holds
+    // another batch is refused with nothing on disk changed.
+    if let Some(q) = &mut queue {
+        q.join(source.items()?)?;
+    }
     // Everything is valid: from here on files are written.
     let mut team = open_team(&spec, &batch, source.as_ref(), selected)?;
     guard.start()?;
@@ -130,10 +137,14 @@ pub(crate) fn run(
     // `_interrupt_ends_process` keeps an interrupt fatal until the outputs are written;
     // dropped when this returns, so a process that goes on (`runner mcp`) is not ended by a
     // later signal meant for its next run.
+    let items = match &mut queue {
+        Some(q) => Items::Feed(q.feed()),
+        None => Items::Stream(source.items()?),
+    };
     let (mut summary, _interrupt_ends_process) = execute(
         spec.clone(),
         &mut team,
-        source.items()?,
+        items,
         Some(selected),
         resumed,
         &mut sinks,
@@ -339,7 +350,7 @@ fn remove_workspace(workspace: &Path) -> bool {
 fn execute(
     spec: Arc<RunSpec>,
     team: &mut Team,
-    items: ItemStream,
+    items: Items,
     total: Option<u64>,
     resumed: u64,
     reporter: &mut dyn Reporter,

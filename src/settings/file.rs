@@ -85,6 +85,9 @@ pub(crate) struct FileSettings {
     /// notify command whose program is missing; filled in by the file's reader.
     #[serde(skip)]
     pub notify_at: Option<String>,
+    /// `queue`: the Redis server of a shared work queue (see `--queue`).
+    #[serde(default, deserialize_with = "queue")]
+    pub queue: Option<crate::options::queue::QueueUrl>,
 }
 
 /// `worktree:` in BATCH.md, `[worktree]` in runner.toml.
@@ -152,6 +155,14 @@ fn notify<'de, D: Deserializer<'de>>(d: D) -> De<Vec<NotifyTarget>, D::Error> {
             .map(Some),
         v => one(v).map(|t| Some(vec![t])),
     }
+}
+
+fn queue<'de, D: Deserializer<'de>>(d: D) -> De<crate::options::queue::QueueUrl, D::Error> {
+    parsed(
+        d,
+        str::parse::<crate::options::queue::QueueUrl>,
+        &format!("must be {}", crate::options::queue::QueueUrl::RULE),
+    )
 }
 
 fn isolation<'de, D: Deserializer<'de>>(d: D) -> De<Isolation, D::Error> {

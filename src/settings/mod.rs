@@ -90,6 +90,8 @@ pub(crate) struct Settings {
     pub only: Only,
     /// `--shard K/N` (or `auto` from `JOB_COMPLETION_INDEX`).
     pub shard: Option<Shard>,
+    /// `--queue URL` (or `queue:`): the shared work queue this run is a worker of.
+    pub queue: Option<crate::options::queue::QueueUrl>,
     /// `--junit FILE`.
     pub junit: Option<PathBuf>,
     /// `--trace FILE`: Chrome trace events of the run.
@@ -219,6 +221,7 @@ impl Settings {
             worktree_setup: None,
             only: Only::All,
             shard: None,
+            queue: None,
             junit: None,
             trace: None,
             dry_run: false,
@@ -277,6 +280,7 @@ impl Settings {
             worktree_setup: isolation.worktree_setup,
             only: selection.only,
             shard: selection.shard,
+            queue: flags.queue.clone().or_else(|| file.queue.clone()),
             format: outputs.format,
             log_cap: outputs.log_cap,
             junit: outputs.junit,

@@ -91,6 +91,10 @@ pub(crate) enum Command {
     Runners(RunnersArgs),
     /// Join the outputs of `batch --shard K/N` runs of one batch, in input order.
     Merge(MergeArgs),
+    /// Write the whole output of a run shared through `--queue` from the queue's verdicts
+    /// (same columns and row order as a run on one machine): `runner collect --queue URL
+    /// BATCH.md -o OUT [--junit F]`. No shared disk is needed.
+    Collect(BatchArgs),
     /// The live or last state of a team, from its team.json (works while a run is going).
     Status(StatusArgs),
     /// Remove what a team left behind: its git worktrees, branches and workspace.
@@ -257,6 +261,10 @@ pub(crate) struct StatusArgs {
     /// default: the most recently updated team here.
     #[arg(value_name = "WORKSPACE")]
     pub workspace: Option<PathBuf>,
+    /// Show a run shared through this work queue instead (WORKSPACE: the batch's BATCH.md
+    /// or input file): done, running per worker, pending, dead workers.
+    #[arg(long, value_name = "redis://HOST[:PORT][/DB]", conflicts_with_all = ["watch", "list"])]
+    pub queue: Option<crate::options::queue::QueueUrl>,
     /// Refresh every second until the run ends.
     #[arg(long)]
     pub watch: bool,

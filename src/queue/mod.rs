@@ -17,6 +17,7 @@
 
 pub(crate) mod results;
 pub(crate) mod server;
+pub(crate) mod view;
 pub(crate) mod worker;
 
 use std::time::Duration;

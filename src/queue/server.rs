@@ -13,6 +13,7 @@
 //!   counts all the same);
 //! - `…:workers` (hash): worker name → when it last renewed its leases (ms since the epoch).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use redis::{Connection, Script};
@@ -275,4 +276,72 @@ pub(crate) fn record(
         .arg(GROUP)
         .invoke::<i64>(con)
         .map(|won| won == 1)
+}
+
+/// What the queue holds of a batch, as `runner collect` and `runner status --queue` read
+/// it: the batch's meta (empty when it was never seeded), every verdict and duplicate as
+/// stored (JSON text, checked by the reader), the items held by each worker (stream entry,
+/// worker, ms idle), and when each worker last renewed its leases.
+#[derive(Debug, Default)]
+pub(crate) struct Holdings {
+    /// `fingerprint`, `total`, `input`.
+    pub meta: HashMap<String, String>,
+    /// Item id → the verdict's JSON.
+    pub results: HashMap<String, String>,
+    /// Later finishes' JSON, in the order they came.
+    pub duplicates: Vec<String>,
+    /// (entry, worker, ms since its lease was last renewed) of each item claimed and not
+    /// finished.
+    pub pending: Vec<(String, String, u64)>,
+    /// Worker → ms since the epoch of its last renewal.
+    pub workers: HashMap<String, u64>,
+    /// Items not handed out to any worker yet.
+    pub unclaimed: u64,
+}
+
+/// Read what the queue holds under `keys`.
+///
+/// Errors: the server failed.
+pub(crate) fn holdings(con: &mut Connection, keys: &Keys) -> redis::RedisResult<Holdings> {
+    let meta: HashMap<String, String> = redis::cmd("HGETALL").arg(keys.meta()).query(con)?;
+    if meta.is_empty() {
+        return Ok(Holdings::default());
+    }
+    let results: HashMap<String, String> =
+        redis::cmd("HGETALL").arg(keys.results()).query(con)?;
+    let duplicates: Vec<String> = redis::cmd("LRANGE")
+        .arg(keys.duplicates())
+        .arg(0)
+        .arg(-1)
+        .query(con)?;
+    let workers: HashMap<String, u64> = redis::cmd("HGETALL").arg(keys.workers()).query(con)?;
+    let raw: Vec<(String, String, u64, u64)> = redis::cmd("XPENDING")
+        .arg(keys.items())
+        .arg(GROUP)
+        .arg("-")
+        .arg("+")
+        .arg(100_000)
+        .query(con)?;
+    let pending = raw.into_iter().map(|(e, w, idle, _)| (e, w, idle)).collect();
+    // The group's lag: entries never delivered (Redis 7).
+    let groups: Vec<HashMap<String, redis::Value>> = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(keys.items())
+        .query(con)?;
+    let unclaimed = groups
+        .iter()
+        .find(|g| matches!(g.get("name"), Some(redis::Value::BulkString(n)) if n == GROUP.as_bytes()))
+        .and_then(|g| match g.get("lag") {
+            Some(redis::Value::Int(n)) => u64::try_from(*n).ok(),
+            _ => None,
+        })
+        .unwrap_or(0);
+    Ok(Holdings {
+        meta,
+        results,
+        duplicates,
+        pending,
+        workers,
+        unclaimed,
+    })
 }

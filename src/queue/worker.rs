@@ -189,6 +189,8 @@ struct Thread {
 impl Thread {
     fn run(&mut self, from_run: Receiver<Cmd>) {
         let poll = (self.lease / 10).clamp(Duration::from_millis(20), Duration::from_millis(200));
+        // Seen among the workers from the start (`runner status --queue`).
+        self.touch(&[], Duration::ZERO);
         let mut renewed = Instant::now();
         let mut stopping = false;
         while !stopping {

@@ -189,6 +189,81 @@ pub(crate) fn run(
     }))
 }
 
+/// Write `plan`'s outputs from `outcomes` recorded elsewhere (`runner collect`: the
+/// verdicts of a shared queue's workers), as a run of its own that ran nothing: each is
+/// recorded as this team's `item_finished`, then every sink finishes as after a run. Items
+/// with no outcome count as never started (the run is incomplete).
+///
+/// Errors: the plan's start-up checks (exit 2), the workspace cannot be opened or locked,
+/// an output cannot be written.
+pub(crate) fn replay(
+    plan: Plan,
+    outcomes: Vec<crate::run::record::outcome::Outcome>,
+    reporter: fn(Format) -> Box<dyn Sink>,
+) -> Result<Ran> {
+    let format = plan.spec.settings.format;
+    plan.check()?;
+    let Plan {
+        spec,
+        source,
+        selected,
+        mut sinks,
+        output,
+        batch,
+        ..
+    } = plan;
+    let mut team = open_team(&spec, &batch, source.as_ref(), selected)?;
+    sinks.push(reporter(format));
+    sinks.follow(&team.view());
+    let mut counts: std::collections::HashMap<ItemStatus, u64> = Default::default();
+    let mut cost = None;
+    let mut problems = Vec::new();
+    for o in outcomes {
+        *counts.entry(o.status).or_default() += 1;
+        if let Some(c) = o.cost_usd {
+            *cost.get_or_insert(0.0) += c;
+        }
+        if o.status != ItemStatus::Completed {
+            problems.push(crate::run::events::Problem::of(&o));
+        }
+        team.record(&Event::ItemFinished(Box::new(o)))?;
+    }
+    let recorded: u64 = counts.values().sum();
+    let never_started = selected.saturating_sub(recorded);
+    *counts.entry(ItemStatus::Cancelled).or_default() += never_started;
+    let summary = RunSummary {
+        at: crate::run::now_rfc3339(),
+        counts: ItemStatus::ALL
+            .iter()
+            .map(|s| (*s, counts.get(s).copied().unwrap_or(0)))
+            .collect(),
+        resumed: 0,
+        interrupted: false,
+        elapsed_s: 0.0,
+        cost_usd: cost,
+        problems_hidden: problems
+            .len()
+            .saturating_sub(dispatcher::PROBLEMS_LISTED) as u64,
+        problems: problems
+            .into_iter()
+            .take(dispatcher::PROBLEMS_LISTED)
+            .collect(),
+        never_started,
+    };
+    team.record(&Event::RunFinished(summary.clone()))?;
+    team.sync()?;
+    let code = write_outputs(team, &mut sinks, &summary, None)?;
+    Ok(Ran::Finished(Finished {
+        code,
+        summary,
+        isolation: None,
+        output,
+        workspace: Some(spec.workspace.clone()),
+        archived_to: None,
+        format,
+    }))
+}
+
 /// What an earlier run of the team completed, read without taking the team's lock (for the
 /// dry run); `None` when the workspace has no journal.
 ///

@@ -31,6 +31,7 @@ mod mcp_lead;
 mod notify;
 mod process_faults;
 mod progress;
+mod queue;
 mod raw_columns;
 mod regressions;
 mod sandbox;

@@ -33,7 +33,10 @@ pub(crate) fn collect(mut args: BatchArgs) -> Result<i32> {
         .collect::<Result<Vec<_>>>()?;
     let input = std::path::Path::new(&plan.batch.input)
         .file_name()
-        .map_or_else(|| plan.batch.input.clone(), |n| n.to_string_lossy().into_owned());
+        .map_or_else(
+            || plan.batch.input.clone(),
+            |n| n.to_string_lossy().into_owned(),
+        );
     let outcomes = crate::queue::view::verdicts(&url, &input, &plan.batch.fingerprint, &ids)?;
     let Ran::Finished(finished) = pipeline::replay(plan, outcomes, crate::ui::reporter)? else {
         return Ok(crate::error::EXIT_OK);

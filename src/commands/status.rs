@@ -99,7 +99,10 @@ pub(crate) fn team_status(args: &StatusArgs) -> Result<StatusView> {
 ///
 /// Errors: no BATCH.md or input named, BATCH.md unreadable (exit 2); the server cannot be
 /// reached (exit 3).
-fn queue_status(url: &crate::options::queue::QueueUrl, batch: Option<&std::path::Path>) -> Result<i32> {
+fn queue_status(
+    url: &crate::options::queue::QueueUrl,
+    batch: Option<&std::path::Path>,
+) -> Result<i32> {
     let Some(batch) = batch else {
         return Err(Error::needs(
             "runner status --queue",
@@ -116,11 +119,18 @@ fn queue_status(url: &crate::options::queue::QueueUrl, batch: Option<&std::path:
         }
         false => batch.to_owned(),
     };
-    let name = input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = input
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let (keys, held) = crate::queue::view::read(url, &name)?;
     let lease = crate::queue::lease();
     crate::ui::out(crate::queue::view::status_text(url, &keys, &held, lease));
-    let total: usize = held.meta.get("total").and_then(|t| t.parse().ok()).unwrap_or(0);
+    let total: usize = held
+        .meta
+        .get("total")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
     let all_done = held.results.len() >= total && !held.meta.is_empty();
     Ok(match all_done && crate::queue::view::all_completed(&held) {
         true => crate::error::EXIT_OK,

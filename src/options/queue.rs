@@ -16,7 +16,8 @@ pub(crate) struct QueueUrl {
 
 impl QueueUrl {
     /// The rule, for messages.
-    pub(crate) const RULE: &'static str = "redis://[:PASSWORD@]HOST[:PORT][/DB] (or rediss:// for TLS)";
+    pub(crate) const RULE: &'static str =
+        "redis://[:PASSWORD@]HOST[:PORT][/DB] (or rediss:// for TLS)";
 
     /// The URL as typed, password included: for the Redis client only, never for a message.
     pub(crate) fn secret_url(&self) -> &str {
@@ -46,7 +47,10 @@ impl FromStr for QueueUrl {
         if !matches!(u.scheme(), "redis" | "rediss") {
             return Err(bad(&format!("the scheme is `{}`", u.scheme())));
         }
-        let host = u.host_str().filter(|h| !h.is_empty()).ok_or_else(|| bad("no host"))?;
+        let host = u
+            .host_str()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| bad("no host"))?;
         let db = u.path().trim_start_matches('/');
         if !db.is_empty() && db.parse::<u16>().is_err() {
             return Err(bad(&format!("`/{db}` is not a database number")));
@@ -61,7 +65,11 @@ impl FromStr for QueueUrl {
             (name, true) => format!("{name}:REDACTED@"),
         };
         let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
-        let db = if db.is_empty() { String::new() } else { format!("/{db}") };
+        let db = if db.is_empty() {
+            String::new()
+        } else {
+            format!("/{db}")
+        };
         Ok(QueueUrl {
             url: text.to_owned(),
             shown: format!("{}://{user}{host}{port}{db}", u.scheme()),
@@ -75,13 +83,21 @@ mod tests {
 
     #[test]
     fn the_password_is_never_shown_and_other_urls_are_refused() {
-        let q: QueueUrl = "redis://:s3cret-pass@cache.local:6380/2".parse().unwrap();
+        let q: QueueUrl = "redis://:s3cret-pass@cache.local:6380/2"
+            .parse()
+            .expect("a queue URL");
         assert_eq!(q.to_string(), "redis://:REDACTED@cache.local:6380/2");
         assert!(!format!("{q:?}").contains("s3cret"));
         assert_eq!(q.secret_url(), "redis://:s3cret-pass@cache.local:6380/2");
-        let q: QueueUrl = "rediss://worker:pw@h".parse().unwrap();
+        let q: QueueUrl = "rediss://worker:pw@h".parse().expect("a queue URL");
         assert_eq!(q.to_string(), "rediss://worker:REDACTED@h");
-        for bad in ["http://h", "redis://", "redis://h/x", "redis://h/0?p=1", "h:6379"] {
+        for bad in [
+            "http://h",
+            "redis://",
+            "redis://h/x",
+            "redis://h/0?p=1",
+            "h:6379",
+        ] {
             assert!(bad.parse::<QueueUrl>().is_err(), "{bad}");
         }
     }

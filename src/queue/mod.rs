@@ -67,7 +67,10 @@ pub(crate) fn attach(mut plan: Plan, has_deps: bool, has_stages: bool) -> Result
     let settings = &plan.spec.settings;
     let clash = [
         (settings.shard.is_some(), "--shard"),
-        (!matches!(settings.only, crate::options::selection::Only::All), "--only"),
+        (
+            !matches!(settings.only, crate::options::selection::Only::All),
+            "--only",
+        ),
         (settings.batch_api, "--batch-api"),
         (has_deps, "a `depends_on` column"),
         (has_stages, "`stages:`"),
@@ -90,7 +93,10 @@ pub(crate) fn attach(mut plan: Plan, has_deps: bool, has_stages: bool) -> Result
     plan.spec.rerun.extend(ids.iter().cloned());
     let input = std::path::Path::new(&plan.batch.input)
         .file_name()
-        .map_or_else(|| plan.batch.input.clone(), |n| n.to_string_lossy().into_owned());
+        .map_or_else(
+            || plan.batch.input.clone(),
+            |n| n.to_string_lossy().into_owned(),
+        );
     let (worker, sink) = worker::Worker::new(url, &input, plan.batch.fingerprint.clone());
     plan.sinks.push(Box::new(sink));
     plan.queue = Some(Box::new(worker));

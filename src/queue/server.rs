@@ -307,8 +307,7 @@ pub(crate) fn holdings(con: &mut Connection, keys: &Keys) -> redis::RedisResult<
     if meta.is_empty() {
         return Ok(Holdings::default());
     }
-    let results: HashMap<String, String> =
-        redis::cmd("HGETALL").arg(keys.results()).query(con)?;
+    let results: HashMap<String, String> = redis::cmd("HGETALL").arg(keys.results()).query(con)?;
     let duplicates: Vec<String> = redis::cmd("LRANGE")
         .arg(keys.duplicates())
         .arg(0)
@@ -322,7 +321,10 @@ pub(crate) fn holdings(con: &mut Connection, keys: &Keys) -> redis::RedisResult<
         .arg("+")
         .arg(100_000)
         .query(con)?;
-    let pending = raw.into_iter().map(|(e, w, idle, _)| (e, w, idle)).collect();
+    let pending = raw
+        .into_iter()
+        .map(|(e, w, idle, _)| (e, w, idle))
+        .collect();
     // The group's lag: entries never delivered (Redis 7).
     let groups: Vec<HashMap<String, redis::Value>> = redis::cmd("XINFO")
         .arg("GROUPS")
@@ -330,7 +332,9 @@ pub(crate) fn holdings(con: &mut Connection, keys: &Keys) -> redis::RedisResult<
         .query(con)?;
     let unclaimed = groups
         .iter()
-        .find(|g| matches!(g.get("name"), Some(redis::Value::BulkString(n)) if n == GROUP.as_bytes()))
+        .find(
+            |g| matches!(g.get("name"), Some(redis::Value::BulkString(n)) if n == GROUP.as_bytes()),
+        )
         .and_then(|g| match g.get("lag") {
             Some(redis::Value::Int(n)) => u64::try_from(*n).ok(),
             _ => None,

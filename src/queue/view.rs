@@ -80,7 +80,11 @@ pub(crate) fn status_text(url: &QueueUrl, keys: &Keys, h: &Holdings, lease: Dura
             keys.base
         );
     }
-    let total: u64 = h.meta.get("total").and_then(|t| t.parse().ok()).unwrap_or(0);
+    let total: u64 = h
+        .meta
+        .get("total")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -118,10 +122,7 @@ pub(crate) fn status_text(url: &QueueUrl, keys: &Keys, h: &Holdings, lease: Dura
         text.push_str(&format!(" ({})", parts.join(", ")));
     }
     let held: u64 = running.values().map(|(a, b)| a + b).sum();
-    text.push_str(&format!(
-        "; {held} running; {} pending\n",
-        h.unclaimed
-    ));
+    text.push_str(&format!("; {held} running; {} pending\n", h.unclaimed));
     if cost > 0.0 || dup_cost > 0.0 {
         text.push_str(&format!("Cost: ${cost:.4}, duplicates ${dup_cost:.4}\n"));
     }
@@ -132,7 +133,12 @@ pub(crate) fn status_text(url: &QueueUrl, keys: &Keys, h: &Holdings, lease: Dura
         ));
     }
     let mut names: Vec<&str> = h.workers.keys().map(String::as_str).collect();
-    names.extend(running.keys().copied().filter(|w| !h.workers.contains_key(*w)));
+    names.extend(
+        running
+            .keys()
+            .copied()
+            .filter(|w| !h.workers.contains_key(*w)),
+    );
     names.sort_unstable();
     for w in names {
         let seen = h.workers.get(w).map(|t| now.saturating_sub(*t));

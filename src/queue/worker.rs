@@ -68,7 +68,12 @@ impl Worker {
             joined: None,
             thread: None,
         };
-        (worker, Results { to_queue: to_thread })
+        (
+            worker,
+            Results {
+                to_queue: to_thread,
+            },
+        )
     }
 }
 
@@ -293,7 +298,9 @@ impl Thread {
                 Some(won) => {
                     self.held.remove(&id);
                     if !won {
-                        tracing::info!("item {id} had its verdict already: kept as a duplicate attempt");
+                        tracing::info!(
+                            "item {id} had its verdict already: kept as a duplicate attempt"
+                        );
                     }
                 }
                 None => {

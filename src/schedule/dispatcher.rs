@@ -668,7 +668,7 @@ impl<'a> Dispatcher<'a> {
 pub(crate) async fn run_wired(
     spec: Arc<RunSpec>,
     team: &mut Team,
-    items: impl Into<Items>,
+    mut items: Items,
     total: Option<u64>,
     resumed: u64,
     reporter: &mut dyn Reporter,
@@ -679,7 +679,6 @@ pub(crate) async fn run_wired(
         mut interrupts,
         mut suspends,
     } = wiring;
-    let mut items: Items = items.into();
     let started = Instant::now();
     job_control::watch_stops();
     let jobs = descriptors::cap_jobs(spec.settings.jobs);

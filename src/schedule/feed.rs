@@ -68,12 +68,6 @@ pub(crate) enum Items {
     Feed(Feed),
 }
 
-impl From<ItemStream> for Items {
-    fn from(s: ItemStream) -> Items {
-        Items::Stream(s)
-    }
-}
-
 impl Items {
     /// The next item: `Ready(None)` when there are no more, `Pending` when a queue has none
     /// for now (it has been asked; [`Items::arrived`] resolves when it answers).

@@ -137,10 +137,7 @@ pub(crate) fn run(
     // `_interrupt_ends_process` keeps an interrupt fatal until the outputs are written;
     // dropped when this returns, so a process that goes on (`runner mcp`) is not ended by a
     // later signal meant for its next run.
-    let items = match &mut queue {
-        Some(q) => Items::Feed(q.feed()),
-        None => Items::Stream(source.items()?),
-    };
+    let items = items_of(queue.as_deref_mut(), source.as_ref())?;
     let (mut summary, _interrupt_ends_process) = execute(
         spec.clone(),
         &mut team,
@@ -241,9 +238,7 @@ pub(crate) fn replay(
         interrupted: false,
         elapsed_s: 0.0,
         cost_usd: cost,
-        problems_hidden: problems
-            .len()
-            .saturating_sub(dispatcher::PROBLEMS_LISTED) as u64,
+        problems_hidden: problems.len().saturating_sub(dispatcher::PROBLEMS_LISTED) as u64,
         problems: problems
             .into_iter()
             .take(dispatcher::PROBLEMS_LISTED)
@@ -262,6 +257,19 @@ pub(crate) fn replay(
         archived_to: None,
         format,
     }))
+}
+
+/// The items the dispatcher reads: the shared queue's feed for a worker, else the source's.
+///
+/// Errors: the source cannot be read.
+fn items_of(
+    queue: Option<&mut (dyn crate::schedule::feed::SharedQueue + 'static)>,
+    source: &dyn ItemSource,
+) -> Result<Items> {
+    Ok(match queue {
+        Some(q) => Items::Feed(q.feed()),
+        None => Items::Stream(source.items()?),
+    })
 }
 
 /// What an earlier run of the team completed, read without taking the team's lock (for the

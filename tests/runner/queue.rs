@@ -25,7 +25,9 @@ impl Redis {
             .output()
             .is_err()
         {
-            crate::skip::skip("queue: no redis-server (Debian's redis-server package; .ci/run installs it)");
+            crate::skip::skip(
+                "queue: no redis-server (Debian's redis-server package; .ci/run installs it)",
+            );
             return None;
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -225,7 +227,9 @@ fn a_worker_killed_mid_item_loses_nothing() {
     let sb = Sandbox::new();
     let release = batch(&sb, 5);
     let mut first = worker(&sb, &redis, "1", "a.csv");
-    wait_for("the first worker to claim an item", 30, || redis.held() == 1);
+    wait_for("the first worker to claim an item", 30, || {
+        redis.held() == 1
+    });
     // kill -9: no chance to hand its item back or record anything.
     let _ = Command::new("kill")
         .args(["-9", &first.id().to_string()])
@@ -249,7 +253,11 @@ fn a_worker_killed_mid_item_loses_nothing() {
     assert_eq!(redis.held(), 0);
     let c = collect(&sb, &redis, "all.csv");
     assert_eq!(c.code, 0, "{c:?}");
-    assert!(rows(&sb.join("all.csv")).iter().all(|r| r[1] == "completed"));
+    assert!(
+        rows(&sb.join("all.csv"))
+            .iter()
+            .all(|r| r[1] == "completed")
+    );
     assert!(sb.survivors_after(5.0).is_empty());
 }
 
@@ -259,9 +267,13 @@ fn a_late_worker_joins_the_run() {
     let sb = Sandbox::new();
     let release = batch(&sb, 6);
     let first = worker(&sb, &redis, "1", "a.csv");
-    wait_for("the first worker to claim an item", 30, || redis.held() == 1);
+    wait_for("the first worker to claim an item", 30, || {
+        redis.held() == 1
+    });
     let late = worker(&sb, &redis, "2", "b.csv");
-    wait_for("the late worker to claim its items", 30, || redis.held() == 3);
+    wait_for("the late worker to claim its items", 30, || {
+        redis.held() == 3
+    });
     std::fs::write(&release, "").expect("release");
     let (first, late) = (finish(first), finish(late));
     assert_eq!(first.code, 0, "{first:?}");
@@ -286,7 +298,10 @@ fn seeding_twice_is_a_no_op() {
     let again = finish(worker(&sb, &redis, "2", "b.csv"));
     assert_eq!(again.code, 0, "{again:?}");
     assert_eq!(ran(&again), 0, "{again:?}");
-    assert_eq!(redis.cli(&["XRANGE", "runner:in.csv:items", "-", "+"]), stream);
+    assert_eq!(
+        redis.cli(&["XRANGE", "runner:in.csv:items", "-", "+"]),
+        stream
+    );
     assert_eq!(redis.cli(&["HGETALL", "runner:in.csv:results"]), results);
 }
 
@@ -316,7 +331,9 @@ fn another_batch_under_the_same_key_is_refused() {
 
 #[test]
 fn a_restarted_server_loses_nothing() {
-    let Some(mut redis) = Redis::start() else { return };
+    let Some(mut redis) = Redis::start() else {
+        return;
+    };
     let sb = Sandbox::new();
     let release = batch(&sb, 6);
     let w = worker(&sb, &redis, "2", "a.csv");

@@ -74,7 +74,7 @@ async fn run_items(
     let summary = run_wired(
         Arc::new(spec),
         &mut team,
-        Box::new(items.into_iter().map(Ok)),
+        super::Items::Stream(Box::new(items.into_iter().map(Ok))),
         Some(total),
         resumed,
         &mut events,
@@ -641,15 +641,16 @@ fn max_fail_immediate_cancels_the_running_and_their_outcomes_say_why() {
     let mut events = Events::default();
     {
         let mut d = dispatcher(s, &mut team, &mut events);
-        let mut items: crate::schedule::feed::Items = crate::schedule::feed::Items::Stream(Box::new(
-            vec![
-                item("a", "x", &[]),
-                item("b", "x", &[]),
-                item("c", "x", &[]),
-            ]
-            .into_iter()
-            .map(Ok),
-        ));
+        let mut items: crate::schedule::feed::Items =
+            crate::schedule::feed::Items::Stream(Box::new(
+                vec![
+                    item("a", "x", &[]),
+                    item("b", "x", &[]),
+                    item("c", "x", &[]),
+                ]
+                .into_iter()
+                .map(Ok),
+            ));
         assert_eq!(
             started(&d.fill(&mut items).expect("fill")),
             [("a", 1), ("b", 1)]
@@ -689,7 +690,9 @@ fn a_crashed_unit_leaves_its_item_failed_not_lost() {
     let mut events = Events::default();
     {
         let mut d = dispatcher(s, &mut team, &mut events);
-        let mut items: crate::schedule::feed::Items = crate::schedule::feed::Items::Stream(Box::new(vec![item("a", "x", &[])].into_iter().map(Ok)));
+        let mut items: crate::schedule::feed::Items = crate::schedule::feed::Items::Stream(
+            Box::new(vec![item("a", "x", &[])].into_iter().map(Ok)),
+        );
         assert_eq!(started(&d.fill(&mut items).expect("fill")), [("a", 1)]);
         d.handle(Input::Crashed(Some(item("a", "x", &[]))))
             .expect("handle");

@@ -19,6 +19,13 @@ pub(crate) struct Results {
 
 impl Reporter for Results {
     fn event(&mut self, event: &Event) {
+        if let Event::TeamPaused { until, .. } = event
+            && let Ok(t) = until.parse::<jiff::Timestamp>()
+        {
+            let _ = self.to_queue.send(Cmd::Paused {
+                until_ms: u64::try_from(t.as_millisecond()).unwrap_or(0),
+            });
+        }
         let Event::ItemFinished(outcome) = event else {
             return;
         };

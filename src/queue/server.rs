@@ -11,7 +11,9 @@
 //!   first valid finish is the verdict;
 //! - `…:duplicates` (list): every later finish of an item that had its verdict (its cost
 //!   counts all the same);
-//! - `…:workers` (hash): worker name → when it last renewed its leases (ms since the epoch).
+//! - `…:workers` (hash): worker name → when it last renewed its leases (ms since the epoch);
+//! - `…:pause` (string, expiring with it): the end of the fleet's rate-limit pause (ms since
+//!   the epoch): a worker that meets a 429 sets it, every worker's gate pauses until then.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -65,6 +67,9 @@ impl Keys {
     }
     pub(crate) fn workers(&self) -> String {
         self.key("workers")
+    }
+    pub(crate) fn pause(&self) -> String {
+        self.key("pause")
     }
 }
 
@@ -348,4 +353,37 @@ pub(crate) fn holdings(con: &mut Connection, keys: &Keys) -> redis::RedisResult<
         workers,
         unclaimed,
     })
+}
+
+const PAUSE: &str = r"
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+if tonumber(ARGV[1]) > cur then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+return 1
+";
+
+/// Share a rate-limit pause: no worker starts an attempt before `until_ms` (ms since the
+/// epoch), unless a later pause stands already; the key expires with the pause.
+///
+/// Errors: the server failed.
+pub(crate) fn pause(
+    con: &mut Connection,
+    keys: &Keys,
+    until_ms: u64,
+    now_ms: u64,
+) -> redis::RedisResult<()> {
+    Script::new(PAUSE)
+        .key(keys.pause())
+        .arg(until_ms)
+        .arg(until_ms.saturating_sub(now_ms).max(1))
+        .invoke::<i64>(con)
+        .map(|_| ())
+}
+
+/// The shared pause's end (ms since the epoch); 0 when none stands or the value is not a
+/// number.
+///
+/// Errors: the server failed.
+pub(crate) fn paused_until(con: &mut Connection, keys: &Keys) -> redis::RedisResult<u64> {
+    let v: Option<String> = redis::cmd("GET").arg(keys.pause()).query(con)?;
+    Ok(v.and_then(|t| t.trim().parse().ok()).unwrap_or(0))
 }

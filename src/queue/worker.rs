@@ -5,6 +5,7 @@
 //! next turn; verdicts not yet recorded wait for it.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -18,6 +19,7 @@ use crate::options::queue::QueueUrl;
 use crate::run::record::outcome::Outcome;
 use crate::schedule::dispatcher::ItemStream;
 use crate::schedule::feed::{Claimed, Feed, SharedQueue};
+use crate::schedule::gate::Gate;
 
 use super::results::Results;
 use super::server::{self, Keys, Seeded};
@@ -35,6 +37,14 @@ pub(crate) enum Cmd {
         /// The worker stopped starting items (`--max-fail`, `--max-cost-usd`).
         stop: bool,
     },
+    /// This worker's team paused for a rate limit until `until_ms` (ms since the epoch):
+    /// the fleet pauses too.
+    Paused {
+        /// The pause's end.
+        until_ms: u64,
+    },
+    /// The run's gate, for the fleet's pauses to reach it.
+    Gate(Arc<Gate>),
     /// The run is over: record what is left and end.
     Stop,
 }
@@ -126,12 +136,16 @@ impl SharedQueue for Worker {
     fn feed(&mut self) -> Feed {
         let (to_feed, claimed) = tokio::sync::mpsc::unbounded_channel();
         let want = self.to_thread.clone();
+        let gate_to = self.to_thread.clone();
         let feed = Feed::new(
             claimed,
             Box::new(move || {
                 let _ = want.send(Cmd::Want);
             }),
-        );
+        )
+        .with_gate(Box::new(move |gate| {
+            let _ = gate_to.send(Cmd::Gate(gate));
+        }));
         let (Some((con, items)), Some(from_run)) = (self.joined.take(), self.from_run.take())
         else {
             let _ = to_feed.send(Claimed::End);
@@ -150,6 +164,8 @@ impl SharedQueue for Worker {
             to_feed,
             unrecorded: VecDeque::new(),
             down_since: None,
+            gate: None,
+            pause_seen: 0,
         };
         self.thread = Some(std::thread::spawn(move || thread.run(from_run)));
         feed
@@ -189,6 +205,10 @@ struct Thread {
     unrecorded: VecDeque<Box<Outcome>>,
     /// Since when the server has not answered (warned once per outage).
     down_since: Option<Instant>,
+    /// The run's gate, once the dispatcher made it.
+    gate: Option<Arc<Gate>>,
+    /// The end of the latest fleet pause this worker knows (ms since the epoch).
+    pause_seen: u64,
 }
 
 impl Thread {
@@ -214,6 +234,7 @@ impl Thread {
                 self.touch(&entries, Duration::ZERO);
             }
             if !stopping {
+                self.follow_pause();
                 self.claim();
             }
         }
@@ -245,9 +266,35 @@ impl Thread {
                     let _ = self.to_feed.send(Claimed::End);
                 }
             }
+            Cmd::Paused { until_ms } => {
+                if until_ms > self.pause_seen {
+                    self.pause_seen = until_ms;
+                    self.with(|con, keys, _| server::pause(con, keys, until_ms, now_ms()));
+                }
+            }
+            Cmd::Gate(gate) => self.gate = Some(gate),
             Cmd::Stop => return true,
         }
         false
+    }
+
+    /// Pause this worker's gate while the fleet's pause stands (another worker met a rate
+    /// limit). The value is read as input: a pause over an hour away is not believed.
+    fn follow_pause(&mut self) {
+        if self.gate.is_none() {
+            return;
+        }
+        let Some(until) = self.with(|con, keys, _| server::paused_until(con, keys)) else {
+            return;
+        };
+        let now = now_ms();
+        if until <= self.pause_seen || until <= now || until - now > 3_600_000 {
+            return;
+        }
+        self.pause_seen = until;
+        if let Some(gate) = &self.gate {
+            gate.pause_for(Duration::from_millis(until - now));
+        }
     }
 
     /// Run `op` on the connection, connecting first when there is none; `None` when the

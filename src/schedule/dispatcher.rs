@@ -700,6 +700,7 @@ pub(crate) async fn run_wired(
         Spent { usd, costed },
         tx.clone(),
     ));
+    items.hand_gate(&gate);
     let mut d = Dispatcher {
         spec: spec.clone(),
         team,

@@ -4,6 +4,7 @@
 //! workers hold every item left, and one may die — so the dispatcher asks it again when
 //! [`Items::arrived`] says something came, instead of taking its silence for the end.
 
+use std::sync::Arc;
 use std::task::Poll;
 
 use tokio::sync::mpsc;
@@ -11,6 +12,7 @@ use tokio::sync::mpsc;
 use crate::error::{Error, Result};
 use crate::item::WorkItem;
 use crate::schedule::dispatcher::ItemStream;
+use crate::schedule::gate::Gate;
 
 /// One message from a queue to the dispatcher.
 pub(crate) enum Claimed {
@@ -43,6 +45,8 @@ pub(crate) struct Feed {
     want: Box<dyn FnMut() + Send>,
     asked: bool,
     next: Option<Claimed>,
+    /// Given the run's gate once it exists: a queue shares its rate-limit pauses through it.
+    gate_to: Option<Box<dyn FnOnce(Arc<Gate>) + Send>>,
 }
 
 impl Feed {
@@ -56,7 +60,14 @@ impl Feed {
             want,
             asked: false,
             next: None,
+            gate_to: None,
         }
+    }
+
+    /// Hand the run's gate to `to` once the dispatcher made it (a queue's shared pause).
+    pub(crate) fn with_gate(mut self, to: Box<dyn FnOnce(Arc<Gate>) + Send>) -> Feed {
+        self.gate_to = Some(to);
+        self
     }
 }
 
@@ -69,6 +80,15 @@ pub(crate) enum Items {
 }
 
 impl Items {
+    /// The run's gate is made: a feed that asked for it gets it.
+    pub(crate) fn hand_gate(&mut self, gate: &Arc<Gate>) {
+        if let Items::Feed(f) = self
+            && let Some(to) = f.gate_to.take()
+        {
+            to(gate.clone());
+        }
+    }
+
     /// The next item: `Ready(None)` when there are no more, `Pending` when a queue has none
     /// for now (it has been asked; [`Items::arrived`] resolves when it answers).
     pub(crate) fn poll_next(&mut self) -> Poll<Option<Result<WorkItem>>> {

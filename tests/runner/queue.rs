@@ -350,3 +350,39 @@ fn a_restarted_server_loses_nothing() {
     assert_eq!(c.code, 0, "{c:?}");
     assert_eq!(rows(&sb.join("all.csv")).len(), 6);
 }
+
+#[test]
+fn a_rate_limit_met_by_one_worker_pauses_every_worker() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    // The first item meets a 429 that asks for 30 s; the others wait for a file never made.
+    let mut csv = String::from("id,mode\nr01,rate_limited_long\n");
+    for i in 2..=4 {
+        csv.push_str(&format!("r{i:02},wait_file\n"));
+    }
+    sb.write_csv(&csv);
+    let first = worker(&sb, &redis, "1", "a.csv");
+    wait_for("the first worker to claim the first item", 30, || {
+        redis.held() == 1
+    });
+    let second = worker(&sb, &redis, "1", "b.csv");
+    let journal = || {
+        std::fs::read_to_string(sb.workspace_of(&sb.join("b.runner")).join("journal.jsonl"))
+            .unwrap_or_default()
+    };
+    wait_for(
+        "the second worker to pause for the first one's 429",
+        30,
+        || journal().contains("\"team_paused\""),
+    );
+    let own = journal();
+    // It met no rate limit of its own.
+    assert!(!own.contains("rate_limited"), "{own}");
+    for w in [&first, &second] {
+        let _ = Command::new("kill").arg(w.id().to_string()).status();
+    }
+    let (first, second) = (finish(first), finish(second));
+    assert_eq!(first.code, 130, "{first:?}");
+    assert_eq!(second.code, 130, "{second:?}");
+    assert!(sb.survivors_after(10.0).is_empty());
+}

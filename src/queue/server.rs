@@ -256,31 +256,54 @@ const RECORD: &str = r"
 local won = redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
 if ARGV[3] ~= '' then redis.call('XACK', KEYS[2], ARGV[4], ARGV[3]) end
 if won == 0 then redis.call('RPUSH', KEYS[3], ARGV[2]) end
+if tonumber(ARGV[5]) > 0 then redis.call('HINCRBYFLOAT', KEYS[4], 'spent_usd', ARGV[5]) end
+if won == 1 and ARGV[6] == '1' then redis.call('HINCRBY', KEYS[4], 'failed', 1) end
 return won
 ";
 
-/// Record `result` (the JSON of a [`crate::queue::Result`]) as item `id`'s verdict unless
+/// Record `result` (the JSON of a [`crate::queue::Verdict`]) as item `id`'s verdict unless
 /// it has one, and acknowledge its stream `entry`: `true` when this was the verdict, `false`
-/// when it was a duplicate attempt (kept in the duplicates list).
+/// when it was a duplicate attempt (kept in the duplicates list). The fleet's spending grows
+/// by `cost_usd` either way; its count of items that did not complete by one when this
+/// verdict is `failed`.
 ///
 /// Errors: the server failed.
 pub(crate) fn record(
     con: &mut Connection,
     keys: &Keys,
-    id: &str,
-    result: &str,
-    entry: &str,
+    (id, result, entry): (&str, &str, &str),
+    cost_usd: f64,
+    failed: bool,
 ) -> redis::RedisResult<bool> {
     Script::new(RECORD)
         .key(keys.results())
         .key(keys.items())
         .key(keys.duplicates())
+        .key(keys.meta())
         .arg(id)
         .arg(result)
         .arg(entry)
         .arg(GROUP)
+        .arg(cost_usd)
+        .arg(if failed { "1" } else { "0" })
         .invoke::<i64>(con)
         .map(|won| won == 1)
+}
+
+/// The whole fleet's spending (USD) and count of items that did not complete.
+///
+/// Errors: the server failed.
+pub(crate) fn fleet_totals(con: &mut Connection, keys: &Keys) -> redis::RedisResult<(f64, u64)> {
+    let (spent, failed): (Option<String>, Option<String>) = redis::cmd("HMGET")
+        .arg(keys.meta())
+        .arg("spent_usd")
+        .arg("failed")
+        .query(con)?;
+    let spent = spent
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite());
+    let failed = failed.and_then(|f| f.parse::<u64>().ok());
+    Ok((spent.unwrap_or(0.0).max(0.0), failed.unwrap_or(0)))
 }
 
 /// What the queue holds of a batch, as `runner collect` and `runner status --queue` read

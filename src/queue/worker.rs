@@ -235,6 +235,7 @@ impl Thread {
             }
             if !stopping {
                 self.follow_pause();
+                self.follow_limits();
                 self.claim();
             }
         }
@@ -297,6 +298,33 @@ impl Thread {
         }
     }
 
+    /// Stop this worker starting attempts once the whole fleet spent `--max-cost-usd` or
+    /// `--max-fail` items did not complete (each worker's gate counts only its own).
+    fn follow_limits(&mut self) {
+        let Some(gate) = self.gate.clone() else {
+            return;
+        };
+        let limits = gate.limits().clone();
+        if (limits.max_cost_usd.is_none() && limits.max_fail.is_none()) || gate.stopped().is_some()
+        {
+            return;
+        }
+        let Some((spent, failed)) = self.with(|con, keys, _| server::fleet_totals(con, keys))
+        else {
+            return;
+        };
+        if let Some(max) = limits.max_cost_usd.filter(|max| spent >= *max) {
+            gate.stop(format!(
+                "the fleet's budget of ${max} reached: its workers spent ${spent:.4}"
+            ));
+        } else if let Some(max) = limits.max_fail.filter(|m| failed >= u64::from(m.count)) {
+            gate.stop(format!(
+                "--max-fail {} reached across the fleet: {failed} item(s) did not complete",
+                max.count
+            ));
+        }
+    }
+
     /// Run `op` on the connection, connecting first when there is none; `None` when the
     /// server did not answer (warned once per outage, the connection dropped).
     fn with<T>(
@@ -341,7 +369,14 @@ impl Thread {
                 continue;
             };
             let id = outcome.id.clone();
-            match self.with(|con, keys, _| server::record(con, keys, &id, &json, &entry)) {
+            let cost = outcome
+                .cost_usd
+                .filter(|c| c.is_finite() && *c > 0.0)
+                .unwrap_or(0.0);
+            let failed = outcome.status != crate::report::ItemStatus::Completed;
+            match self
+                .with(|con, keys, _| server::record(con, keys, (&id, &json, &entry), cost, failed))
+            {
                 Some(won) => {
                     self.held.remove(&id);
                     if !won {
@@ -360,6 +395,11 @@ impl Thread {
 
     /// Claim items while the run has room for them; say so when the shared run is over.
     fn claim(&mut self) {
+        if !self.ended && self.gate.as_ref().is_some_and(|g| g.stopped().is_some()) {
+            // The team stopped starting attempts: take nothing more from the others.
+            self.ended = true;
+            let _ = self.to_feed.send(Claimed::End);
+        }
         while self.want > 0 && !self.ended {
             let lease = self.lease;
             let Some(claim) = self.with(|con, keys, name| server::claim(con, keys, name, lease))

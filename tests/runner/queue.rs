@@ -386,3 +386,44 @@ fn a_rate_limit_met_by_one_worker_pauses_every_worker() {
     assert_eq!(second.code, 130, "{second:?}");
     assert!(sb.survivors_after(10.0).is_empty());
 }
+
+#[test]
+fn max_fail_counts_the_whole_fleet() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    let mut csv = String::from("id,mode\nr01,failed\n");
+    for i in 2..=5 {
+        csv.push_str(&format!("r{i:02},wait_file\n"));
+    }
+    sb.write_csv(&csv);
+    let first = worker(&sb, &redis, "1", "a.csv");
+    wait_for("the first worker's failed verdict", 30, || {
+        redis.number(&["HGET", "runner:in.csv:meta", "failed"]) == 1 && redis.held() == 1
+    });
+    // A worker that failed nothing itself stops at once: the fleet is at --max-fail 1.
+    let mut c = sb.fake_batch_cmd(&["--queue", &redis.url(), "-o", "b.csv", "--max-fail", "1"]);
+    c.env("RUNNER_QUEUE_LEASE_MS", "1000");
+    let mut second = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let ended = (0..600).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        second.try_wait().ok().flatten().is_some()
+    });
+    if !ended {
+        let _ = second.kill();
+    }
+    let second = finish(second);
+    assert!(ended, "the second worker went on: {second:?}");
+    assert_eq!(ran(&second), 0, "{second:?}");
+    let journal =
+        std::fs::read_to_string(sb.workspace_of(&sb.join("b.runner")).join("journal.jsonl"))
+            .expect("journal");
+    assert!(journal.contains("across the fleet"), "{journal}");
+    let _ = Command::new("kill").arg(first.id().to_string()).status();
+    let first = finish(first);
+    assert_eq!(first.code, 130, "{first:?}");
+    assert!(sb.survivors_after(10.0).is_empty());
+}

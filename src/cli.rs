@@ -598,6 +598,15 @@ pub(crate) struct RunArgs {
     /// `auto` takes K from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs, 0-based).
     #[arg(long, value_name = "K/N|auto")]
     pub shard: Option<String>,
+    /// The order items start in: `input`, or `longest-first` by expected duration (the
+    /// `--weight-column`'s number, else the item's duration in the previous output). The
+    /// output keeps the input's order.
+    #[arg(long, value_enum)]
+    pub order: Option<crate::options::order::Order>,
+    /// The column holding each row's expected duration (any unit) for `--order
+    /// longest-first`.
+    #[arg(long, value_name = "COLUMN")]
+    pub weight_column: Option<String>,
     /// Be one worker of a run shared through a Redis (or Valkey) work queue: every process
     /// started with the same batch and queue takes items from it until none is left; the
     /// first seeds it. `runner collect` writes the whole output; `runner status --queue`

@@ -14,4 +14,5 @@
 //!    `commands::batch::carry_out(plan, backend)`.
 
 pub(crate) mod csv_batch;
+pub(crate) mod order;
 pub(crate) mod todo_batch;

@@ -135,3 +135,22 @@ impl Items {
         }
     }
 }
+
+/// `items` longest first by `weights` (`--order longest-first`, [`crate::schedule::plan::Plan::weights`]):
+/// highest first, items with none last in their order.
+pub(crate) fn longest_first(
+    items: ItemStream,
+    weights: &std::collections::HashMap<String, f64>,
+) -> Result<ItemStream> {
+    let mut all = items.collect::<Result<Vec<_>>>()?;
+    all.sort_by(|a, b| {
+        let (wa, wb) = (weights.get(&a.id), weights.get(&b.id));
+        match (wa, wb) {
+            (Some(x), Some(y)) => y.total_cmp(x),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        }
+    });
+    Ok(Box::new(all.into_iter().map(Ok)))
+}

@@ -98,13 +98,14 @@ pub(crate) fn run(
         stdin_copy,
         interrupt,
         mut queue,
+        weights,
         ..
     } = plan;
     let spec = Arc::new(spec);
     // A worker of a shared run joins it before writing anything: a queue that holds
     // another batch is refused with nothing on disk changed.
     if let Some(q) = &mut queue {
-        q.join(source.items()?)?;
+        q.join(ordered(source.as_ref(), weights.as_deref())?)?;
     }
     // Everything is valid: from here on files are written.
     let mut team = open_team(&spec, &batch, source.as_ref(), selected)?;
@@ -118,17 +119,7 @@ pub(crate) fn run(
     // The display finishes last, after every output is written.
     sinks.push(reporter(format));
     sinks.follow(&team.view());
-    // A CLI whose first start makes state that teammates starting together race on starts
-    // once on its own first (OpenCode's first-run database migration, issue 56).
-    let mut warmed: Vec<&str> = Vec::new();
-    for def in std::iter::once(&spec.settings.runner)
-        .chain(spec.profiles.iter().map(|p| &p.settings.runner))
-    {
-        if !warmed.contains(&def.name.as_str()) {
-            warmed.push(&def.name);
-            crate::run::warm_up::warm_up(def, spec.settings.jobs, &spec.cwd);
-        }
-    }
+    warm_up(&spec);
     let resumed = crate::run::record::journal::count_done_before(
         team.ledger(),
         &spec.rerun,
@@ -137,7 +128,10 @@ pub(crate) fn run(
     // `_interrupt_ends_process` keeps an interrupt fatal until the outputs are written;
     // dropped when this returns, so a process that goes on (`runner mcp`) is not ended by a
     // later signal meant for its next run.
-    let items = items_of(queue.as_deref_mut(), source.as_ref())?;
+    let items = match queue.as_deref_mut() {
+        Some(q) => Items::Feed(q.feed()),
+        None => Items::Stream(ordered(source.as_ref(), weights.as_deref())?),
+    };
     let (mut summary, _interrupt_ends_process) = execute(
         spec.clone(),
         &mut team,
@@ -259,17 +253,33 @@ pub(crate) fn replay(
     }))
 }
 
-/// The items the dispatcher reads: the shared queue's feed for a worker, else the source's.
+/// A CLI whose first start makes state that teammates starting together race on starts
+/// once on its own first (OpenCode's first-run database migration, issue 56): each runner
+/// of the run, once.
+fn warm_up(spec: &RunSpec) {
+    let mut warmed: Vec<&str> = Vec::new();
+    for def in std::iter::once(&spec.settings.runner)
+        .chain(spec.profiles.iter().map(|p| &p.settings.runner))
+    {
+        if !warmed.contains(&def.name.as_str()) {
+            warmed.push(&def.name);
+            crate::run::warm_up::warm_up(def, spec.settings.jobs, &spec.cwd);
+        }
+    }
+}
+
+/// The source's items in the order they start: longest first by `weights`
+/// (`--order longest-first`), else the input's.
 ///
 /// Errors: the source cannot be read.
-fn items_of(
-    queue: Option<&mut (dyn crate::schedule::feed::SharedQueue + 'static)>,
+fn ordered(
     source: &dyn ItemSource,
-) -> Result<Items> {
-    Ok(match queue {
-        Some(q) => Items::Feed(q.feed()),
-        None => Items::Stream(source.items()?),
-    })
+    weights: Option<&std::collections::HashMap<String, f64>>,
+) -> Result<dispatcher::ItemStream> {
+    match weights {
+        Some(w) => crate::schedule::feed::longest_first(source.items()?, w),
+        None => source.items(),
+    }
 }
 
 /// What an earlier run of the team completed, read without taking the team's lock (for the

@@ -93,6 +93,10 @@ pub(crate) struct Plan {
     /// The shared work queue this run is a worker of (`--queue`): its items come from there
     /// instead of straight from `source`. `None`: a run of its own.
     pub queue: Option<Box<dyn crate::schedule::feed::SharedQueue>>,
+    /// Each item's expected duration, by id, with `--order longest-first`
+    /// ([`crate::plans::order`]): the items start (or are seeded) longest first. `None`: in
+    /// input order.
+    pub weights: Option<Arc<HashMap<String, f64>>>,
 }
 
 /// What places a run's workspace: a CSV batch's output (`<output stem>.runner` beside it),
@@ -209,6 +213,7 @@ impl Plan {
             stdin_copy: None,
             interrupt: None,
             queue: None,
+            weights: None,
         }
     }
 

@@ -90,6 +90,10 @@ pub(crate) struct Settings {
     pub only: Only,
     /// `--shard K/N` (or `auto` from `JOB_COMPLETION_INDEX`).
     pub shard: Option<Shard>,
+    /// `--order` (or `order:`): the order items start in.
+    pub order: crate::options::order::Order,
+    /// `--weight-column` (or `weight_column:`): each row's expected duration.
+    pub weight_column: Option<String>,
     /// `--queue URL` (or `queue:`): the shared work queue this run is a worker of.
     pub queue: Option<crate::options::queue::QueueUrl>,
     /// `--junit FILE`.
@@ -221,6 +225,8 @@ impl Settings {
             worktree_setup: None,
             only: Only::All,
             shard: None,
+            order: Default::default(),
+            weight_column: None,
             queue: None,
             junit: None,
             trace: None,
@@ -280,6 +286,11 @@ impl Settings {
             worktree_setup: isolation.worktree_setup,
             only: selection.only,
             shard: selection.shard,
+            order: flags.order.or(file.order).unwrap_or_default(),
+            weight_column: flags
+                .weight_column
+                .clone()
+                .or_else(|| file.weight_column.clone()),
             queue: flags.queue.clone().or_else(|| file.queue.clone()),
             format: outputs.format,
             log_cap: outputs.log_cap,

@@ -29,6 +29,7 @@ mod keep_compaction;
 mod mcp;
 mod mcp_lead;
 mod notify;
+mod order;
 mod process_faults;
 mod progress;
 mod queue;

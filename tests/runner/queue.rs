@@ -427,3 +427,26 @@ fn max_fail_counts_the_whole_fleet() {
     assert_eq!(first.code, 130, "{first:?}");
     assert!(sb.survivors_after(10.0).is_empty());
 }
+
+#[test]
+fn longest_first_seeds_the_queue_heaviest_first() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    sb.write_csv("id,mode,weight\na,success,1\nb,success,5\nc,success,\nd,success,3\n");
+    let r = sb.fake_batch(&[
+        "--queue",
+        &redis.url(),
+        "--order",
+        "longest-first",
+        "--weight-column",
+        "weight",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let seeded: Vec<String> = redis
+        .cli(&["XRANGE", "runner:in.csv:items", "-", "+"])
+        .lines()
+        .filter(|l| l.len() == 1)
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(seeded, ["b", "d", "a", "c"]);
+}

@@ -51,7 +51,10 @@ fn longest_first_without_a_weight_column_follows_the_previous_runs_durations() {
     // The previous output says c took longest, then a.
     let mut rows = csv::Reader::from_path(sb.join("workers-output.csv")).expect("output");
     let header = rows.headers().expect("header").clone();
-    let at = header.iter().position(|h| h == "duration_s").expect("duration_s");
+    let at = header
+        .iter()
+        .position(|h| h == "duration_s")
+        .expect("duration_s");
     let mut out = csv::Writer::from_path(sb.join("edited.csv")).expect("write");
     out.write_record(&header).expect("write");
     for (row, d) in rows.records().zip(["2.0", "0.5", "9.0"]) {

@@ -675,7 +675,6 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
     .with_ids(files.id_column.as_deref());
     warnings.extend(rows_gone_warning(&files, &workspace, &batch, &survey.ids));
     let inputs = inputs(&files);
-    let has_deps = survey.deps.is_some();
     let source: Arc<dyn ItemSource> = Arc::new(Rows {
         table: table.clone(),
         instruction,
@@ -708,11 +707,7 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
         stdin_copy,
         ..Plan::new(spec, source, sinks, batch, WorkspaceFrom::Output, output)
     };
-    crate::queue::attach(
-        super::order::apply(plan)?,
-        has_deps,
-        choices.chain.is_some(),
-    )
+    crate::queue::attach(super::order::apply(plan)?, choices.chain.is_some())
 }
 
 /// Parse the instruction and scan the input (CSV, or JSON Lines for a `.jsonl` file; the

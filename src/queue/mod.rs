@@ -55,12 +55,12 @@ pub(crate) fn tls_provider() {
 }
 
 /// Make `plan` a worker of the queue its settings name (nothing when they name none):
-/// its items come from the queue, its outcomes go there too. `has_deps` and `has_stages`:
-/// whether the batch's items wait on each other (`depends_on`, `stages:`).
+/// its items come from the queue, its outcomes go there too. `has_stages`: whether the
+/// batch's rows are chains of stages (whose later stages read the earlier ones' outcomes
+/// from the run's own record, so they are not shared across workers).
 ///
-/// Errors (exit 2): `--queue` with `--shard`, `--only`, `--batch-api`, `depends_on` or
-/// `stages:` (not shared across workers).
-pub(crate) fn attach(mut plan: Plan, has_deps: bool, has_stages: bool) -> Result<Plan> {
+/// Errors (exit 2): `--queue` with `--shard`, `--only`, `--batch-api` or `stages:`.
+pub(crate) fn attach(mut plan: Plan, has_stages: bool) -> Result<Plan> {
     let Some(url) = plan.spec.settings.queue.clone() else {
         return Ok(plan);
     };
@@ -72,7 +72,6 @@ pub(crate) fn attach(mut plan: Plan, has_deps: bool, has_stages: bool) -> Result
             "--only",
         ),
         (settings.batch_api, "--batch-api"),
-        (has_deps, "a `depends_on` column"),
         (has_stages, "`stages:`"),
     ];
     if let Some((_, other)) = clash.iter().find(|(on, _)| *on) {

@@ -410,3 +410,18 @@ pub(crate) fn paused_until(con: &mut Connection, keys: &Keys) -> redis::RedisRes
     let v: Option<String> = redis::cmd("GET").arg(keys.pause()).query(con)?;
     Ok(v.and_then(|t| t.trim().parse().ok()).unwrap_or(0))
 }
+
+/// The stored verdicts of `ids` (JSON text, checked by the caller), `None` for an item with
+/// none yet.
+///
+/// Errors: the server failed.
+pub(crate) fn verdicts_of(
+    con: &mut Connection,
+    keys: &Keys,
+    ids: &[String],
+) -> redis::RedisResult<Vec<Option<String>>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    redis::cmd("HMGET").arg(keys.results()).arg(ids).query(con)
+}

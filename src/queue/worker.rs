@@ -166,6 +166,7 @@ impl SharedQueue for Worker {
             down_since: None,
             gate: None,
             pause_seen: 0,
+            blocked: Vec::new(),
         };
         self.thread = Some(std::thread::spawn(move || thread.run(from_run)));
         feed
@@ -209,6 +210,19 @@ struct Thread {
     gate: Option<Arc<Gate>>,
     /// The end of the latest fleet pause this worker knows (ms since the epoch).
     pause_seen: u64,
+    /// Items claimed whose prerequisites (`depends_on`) have no verdict yet: held (their
+    /// leases renewed) and looked at again each turn, taking no slot.
+    blocked: Vec<String>,
+}
+
+/// Where a claimed item's prerequisites stand, by their verdicts in the queue.
+enum Prerequisites {
+    /// Every one completed (or it has none): it may run.
+    Done,
+    /// One has no verdict yet.
+    Pending,
+    /// One did not complete: the item is skipped, for this reason.
+    Failed(String),
 }
 
 impl Thread {
@@ -373,7 +387,11 @@ impl Thread {
                 .cost_usd
                 .filter(|c| c.is_finite() && *c > 0.0)
                 .unwrap_or(0.0);
-            let failed = outcome.status != crate::report::ItemStatus::Completed;
+            // As the gate counts for --max-fail: a skipped item is not a failure of its own.
+            let failed = !matches!(
+                outcome.status,
+                crate::report::ItemStatus::Completed | crate::report::ItemStatus::Skipped
+            );
             match self
                 .with(|con, keys, _| server::record(con, keys, (&id, &json, &entry), cost, failed))
             {
@@ -400,6 +418,7 @@ impl Thread {
             self.ended = true;
             let _ = self.to_feed.send(Claimed::End);
         }
+        self.unblock();
         while self.want > 0 && !self.ended {
             let lease = self.lease;
             let Some(claim) = self.with(|con, keys, name| server::claim(con, keys, name, lease))
@@ -414,7 +433,7 @@ impl Thread {
                 return;
             };
             // An id is looked up among this worker's own items, never taken on trust.
-            let Some(item) = self.items.get(&id) else {
+            if !self.items.contains_key(&id) {
                 self.ended = true;
                 let _ = self.to_feed.send(Claimed::Failed(Error::Usage(format!(
                     "the queue at {} handed out item `{}`, which this batch does not have; the queue's key `{}` was changed by something else than a runner of this batch",
@@ -424,9 +443,72 @@ impl Thread {
                 ))));
                 return;
             };
-            self.held.insert(id, entry);
-            self.want -= 1;
-            let _ = self.to_feed.send(Claimed::Item(Box::new(item.clone())));
+            self.held.insert(id.clone(), entry);
+            self.settle(id);
         }
+    }
+
+    /// Hand out, skip or keep waiting each blocked item, by its prerequisites' verdicts.
+    fn unblock(&mut self) {
+        for id in std::mem::take(&mut self.blocked) {
+            if self.want == 0 {
+                self.blocked.push(id);
+            } else {
+                self.settle(id);
+            }
+        }
+    }
+
+    /// A held item: to the run when its prerequisites completed (they are the fleet's to
+    /// know, so the run sees none), skipped when one did not (its verdict recorded here),
+    /// else kept blocked.
+    fn settle(&mut self, id: String) {
+        let Some(item) = self.items.get(&id).cloned() else {
+            return;
+        };
+        match self.prerequisites(&item.after) {
+            Prerequisites::Done => {
+                let mut item = item;
+                item.after.clear();
+                self.want -= 1;
+                let _ = self.to_feed.send(Claimed::Item(Box::new(item)));
+            }
+            Prerequisites::Pending => self.blocked.push(id),
+            Prerequisites::Failed(reason) => {
+                let outcome = Outcome::not_run(
+                    &item.id,
+                    &item.teammate,
+                    &item.title,
+                    crate::report::ItemStatus::Skipped,
+                    reason,
+                );
+                self.unrecorded.push_back(Box::new(outcome));
+            }
+        }
+    }
+
+    /// Where `after` stands in the queue's verdicts; a verdict that does not parse counts
+    /// as one that did not complete.
+    fn prerequisites(&mut self, after: &[String]) -> Prerequisites {
+        if after.is_empty() {
+            return Prerequisites::Done;
+        }
+        let Some(found) = self.with(|con, keys, _| server::verdicts_of(con, keys, after)) else {
+            return Prerequisites::Pending;
+        };
+        for (dep, verdict) in after.iter().zip(found) {
+            let Some(json) = verdict else {
+                return Prerequisites::Pending;
+            };
+            let status = serde_json::from_str::<super::Verdict>(&json)
+                .map(|v| v.outcome.status.to_string())
+                .unwrap_or_else(|_| "no valid verdict".into());
+            if status != "completed" {
+                return Prerequisites::Failed(format!(
+                    "prerequisite {dep} did not complete ({status})"
+                ));
+            }
+        }
+        Prerequisites::Done
     }
 }

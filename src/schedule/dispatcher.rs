@@ -734,6 +734,10 @@ pub(crate) async fn run_wired(
                 units.act(action);
             }
             if d.over()? {
+                // What the gate said last (a stop another worker's queue caused) is recorded.
+                while let Ok(event) = rx.try_recv() {
+                    d.handle(Input::Unit(event))?;
+                }
                 return Ok(());
             }
             let input = tokio::select! {

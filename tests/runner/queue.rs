@@ -450,3 +450,41 @@ fn longest_first_seeds_the_queue_heaviest_first() {
         .collect();
     assert_eq!(seeded, ["b", "d", "a", "c"]);
 }
+
+#[test]
+fn depends_on_holds_across_workers() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    // b waits for a (held by the first worker until the release), d for c, which fails.
+    sb.write_csv(
+        "id,mode,depends_on\na,wait_file,\nb,success,a\nc,failed,\nd,success,c\ne,success,\n",
+    );
+    let first = worker(&sb, &redis, "1", "a.csv");
+    wait_for("the first worker to claim a", 30, || redis.held() == 1);
+    let second = worker(&sb, &redis, "2", "b.csv");
+    // Everything but a and b settles; b waits for a.
+    wait_for("c, d and e to have their verdicts", 30, || {
+        redis.verdicts() == 3
+    });
+    assert_eq!(
+        redis.cli(&["HEXISTS", "runner:in.csv:results", "b"]).trim(),
+        "0"
+    );
+    std::fs::write(sb.join("release"), "").expect("release");
+    let (first, second) = (finish(first), finish(second));
+    assert_eq!(first.code + second.code, 1, "{first:?}\n{second:?}");
+    let c = collect(&sb, &redis, "all.csv");
+    assert_eq!(c.code, 1, "{c:?}");
+    let rows = by_id(&sb.join("all.csv"), "id");
+    assert_eq!(rows["a"]["status"], "completed");
+    assert_eq!(rows["b"]["status"], "completed");
+    // b started only once a had finished, on whichever worker.
+    assert!(
+        rows["b"]["started_at"] >= rows["a"]["finished_at"],
+        "{rows:?}"
+    );
+    assert_eq!(rows["c"]["status"], "failed");
+    assert_eq!(rows["d"]["status"], "skipped");
+    assert!(rows["d"]["error"].contains("prerequisite c"), "{rows:?}");
+    assert_eq!(rows["e"]["status"], "completed");
+}

@@ -488,3 +488,24 @@ fn depends_on_holds_across_workers() {
     assert!(rows["d"]["error"].contains("prerequisite c"), "{rows:?}");
     assert_eq!(rows["e"]["status"], "completed");
 }
+
+#[test]
+fn a_verdict_that_is_no_outcome_of_the_batch_is_refused_by_collect() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    let release = batch(&sb, 2);
+    std::fs::write(&release, "").expect("release");
+    let w = finish(worker(&sb, &redis, "2", "a.csv"));
+    assert_eq!(w.code, 0, "{w:?}");
+    // Someone else wrote the queue: a result that is no outcome, under an id of the batch.
+    redis.cli(&[
+        "HSET",
+        "runner:in.csv:results",
+        "r01",
+        "{\"status\":\"completed\"}",
+    ]);
+    let c = collect(&sb, &redis, "all.csv");
+    assert_eq!(c.code, 2, "{c:?}");
+    assert!(c.stderr.contains("item `r01` that is not valid"), "{c:?}");
+    assert!(!sb.join("all.csv").exists());
+}

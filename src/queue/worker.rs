@@ -306,7 +306,9 @@ impl Thread {
         if until <= self.pause_seen || until <= now || until - now > 3_600_000 {
             return;
         }
-        self.pause_seen = until;
+        // The gate's own `team_paused` for it comes back as a pause a few ms later: that echo
+        // is not the fleet's news (a second's margin), so it is not shared again.
+        self.pause_seen = until + 1000;
         if let Some(gate) = &self.gate {
             gate.pause_for(Duration::from_millis(until - now));
         }

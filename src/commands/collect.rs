@@ -14,18 +14,21 @@ use crate::schedule::pipeline::{self, Ran};
 /// batch, or a verdict that is not one of its items' (exit 2); the server cannot be reached
 /// (exit 3).
 pub(crate) fn collect(mut args: BatchArgs) -> Result<i32> {
-    let Some(url) = args.run.queue.take() else {
-        return Err(Error::needs(
-            "runner collect",
-            "--queue URL",
-            "name the work queue the workers ran on",
-        ));
-    };
+    let flag = args.run.queue.take();
     // Nothing runs: no agent program needs to be installed where the output is collected.
     if args.command.is_empty() && args.run.runner.is_none() {
         args.command = vec!["true".into()];
     }
-    let (plan, _) = super::batch::plan(args)?;
+    let (mut plan, _) = super::batch::plan(args)?;
+    // `--queue`, else BATCH.md's `queue:` (which made the plan a worker: it is not one here).
+    let Some(url) = flag.or_else(|| plan.spec.settings.queue.clone()) else {
+        return Err(Error::needs(
+            "runner collect",
+            "--queue URL (or `queue:` in BATCH.md)",
+            "name the work queue the workers ran on",
+        ));
+    };
+    plan.queue = None;
     let ids = plan
         .source
         .items()?

@@ -509,3 +509,32 @@ fn a_verdict_that_is_no_outcome_of_the_batch_is_refused_by_collect() {
     assert!(c.stderr.contains("item `r01` that is not valid"), "{c:?}");
     assert!(!sb.join("all.csv").exists());
 }
+
+#[test]
+fn batch_md_names_the_queue_for_workers_and_collect() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    let release = batch(&sb, 3);
+    std::fs::write(&release, "").expect("release");
+    sb.write(
+        "BATCH.md",
+        format!(
+            "---\ninput: in.csv\nid_column: id\nqueue: {}\n---\nHandle {{id}}. MODE={{mode}}\n",
+            redis.url()
+        ),
+    );
+    let fake = crate::harness::agent("fake_agent.py");
+    let w: Run = sb
+        .cmd(&[
+            "batch", "BATCH.md", "-o", "w.csv", "--format", "plain", "--", "python3", &fake,
+        ])
+        .env("RELEASE_FILE", &release)
+        .output()
+        .expect("spawn")
+        .into();
+    assert_eq!(w.code, 0, "{w:?}");
+    assert_eq!(redis.verdicts(), 3);
+    let c = sb.run(&["collect", "BATCH.md", "-o", "all.csv", "--format", "plain"]);
+    assert_eq!(c.code, 0, "{c:?}");
+    assert_eq!(rows(&sb.join("all.csv")).len(), 3);
+}

@@ -243,6 +243,20 @@ fn a_worker_killed_mid_item_loses_nothing() {
             .status();
     }
     assert_eq!(redis.verdicts(), 0);
+    // `runner status --queue` names it dead once its lease ran out, with its item.
+    let status = || {
+        let mut c = sb.cmd(&["status", "--queue", &redis.url(), "in.csv"]);
+        c.env("RUNNER_QUEUE_LEASE_MS", "1000");
+        let r: Run = c.output().expect("status").into();
+        r
+    };
+    wait_for("status to show the dead worker", 30, || {
+        status().stdout.contains("dead, 1 item(s) to be taken over")
+    });
+    let s = status();
+    assert_eq!(s.code, 1, "{s:?}");
+    assert!(s.stdout.contains("0 of 5 done"), "{s:?}");
+    assert!(s.stdout.contains("4 pending"), "{s:?}");
     std::fs::write(&release, "").expect("release");
     let second = finish(worker(&sb, &redis, "2", "b.csv"));
     assert_eq!(second.code, 0, "{second:?}");

@@ -552,3 +552,24 @@ fn batch_md_names_the_queue_for_workers_and_collect() {
     assert_eq!(c.code, 0, "{c:?}");
     assert_eq!(rows(&sb.join("all.csv")).len(), 3);
 }
+
+#[test]
+fn a_queue_with_a_shard_or_only_is_refused_before_anything_is_written() {
+    let sb = Sandbox::new();
+    batch(&sb, 2);
+    let before = sb.tree();
+    // No server needed: the plan is refused first.
+    let r = sb.fake_batch(&["--queue", "redis://127.0.0.1:9", "--shard", "1/2"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("--queue") && r.stderr.contains("--shard"),
+        "{r:?}"
+    );
+    let r = sb.fake_batch(&["--queue", "redis://127.0.0.1:9", "--only", "r01"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("--queue") && r.stderr.contains("--only"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before);
+}

@@ -5,7 +5,8 @@
 #   scripts/bench.sh --smoke    tiny sizes, no targets, prints results only (used by the tests)
 #
 # Environment: RUNNER_BIN (default target/release/runner), BENCH_DIR (default a temp dir),
-# BENCH_ONLY=sandbox (section 8 alone; prints its results, writes no BENCHMARKS.md).
+# BENCH_ONLY=sandbox (section 8 alone; prints its results, writes no BENCHMARKS.md),
+# BENCH_ONLY=queue (section 12 alone, the same way).
 # Measures, on this machine, in one run:
 #   1. overhead: N rows with a trivial agent (writes a report) at -j 8, vs xargs -P 8 and
 #      GNU parallel --joblog over the same items and the same agent;
@@ -35,6 +36,10 @@
 #      journal served — the time to serve it (the journal read) and the page's first load
 #      (HTML, banner, first page of rows) — and 200 events a second for 10 s through the
 #      event stream: events received per second, how far behind the last one arrived.
+#  12. many machines (issue 54): 60 items of 0.2–2 s on 4 workers × 2 slots, one worker
+#      1.5× slower, against a local redis-server: static shards (--shard K/4), the shared
+#      queue (--queue), and the queue longest first (--order longest-first); makespan over
+#      the lower bound (total work over the fleet's speed, or the longest item).
 # Run it on a quiet machine, and not within five minutes of deleting many files (a previous
 # run of this script deletes half a million at its end): ext4 avoids reusing recently freed
 # inode numbers, and scanning past them slows every file the runner creates.
@@ -205,6 +210,65 @@ fi
 }
 if [ "${BENCH_ONLY:-}" = sandbox ]; then
     sandbox_section
+    exit 0
+fi
+
+# 12. Many machines: four workers on this machine stand for four machines (the items sleep,
+# so the two cores are not what limits them); the fourth sleeps 1.5× as long per item.
+queue_section() {
+q_static=-; q_queue=-; q_lf=-
+if ! command -v redis-server >/dev/null 2>&1; then
+    note "many machines: not measured (no redis-server)"
+    return 0
+fi
+local n=60 port dir lb
+[ $SMOKE = 1 ] && n=12
+{ echo "id,secs"; for i in $(seq 1 $n); do
+    # 0.2–2 s, spread evenly over the items in a fixed shuffled order.
+    echo "$i,$(calc "0.2 + 1.8 * (($i * 37) % $n) / ($n - 1)" 2)"; done; } > q.csv
+printf 'SECS={secs}\n' > q-instr.md
+cat > q-agent <<'SH'
+#!/bin/sh
+secs=$(grep -o 'SECS=[0-9.]*' | head -n 1 | cut -d= -f2)
+sleep "$(awk "BEGIN { print $secs * ${QUEUE_SLOW:-1} }")"
+printf '{"status":"completed","summary":"ok"}' > "$RUNNER_REPORT"
+SH
+chmod +x q-agent
+# The lower bound: the work over the fleet's speed (3 × 2 slots at 1, 2 slots at 1/1.5),
+# or the longest item on a fast slot.
+lb=$(awk -F, 'NR > 1 { s += $2; if ($2 > m) m = $2 } END { b = s / (6 + 2 / 1.5); if (m > b) b = m; printf "%.3f", b }' q.csv)
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+dir=$(mktemp -d -p "$WORK")
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" --daemonize no >/dev/null 2>&1 &
+local redis_pid=$!
+for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+fleet() { # flags… → makespan of four workers, seconds
+    local s e pids=() k out
+    redis-cli -p "$port" flushall >/dev/null
+    out=$(mktemp -d -p "$WORK")
+    s=$(date +%s%N)
+    for k in 1 2 3 4; do
+        local slow=1; [ $k = 4 ] && slow=1.5
+        local flags=("$@"); flags=("${flags[@]//@K@/$k}")
+        QUEUE_SLOW=$slow "$RUNNER" batch --input q.csv --instruction q-instr.md --id-column id \
+            -j 2 --format plain --output "$out/w$k.csv" "${flags[@]}" -- ./q-agent >/dev/null 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || true; done
+    e=$(date +%s%N)
+    calc "($e - $s) / 1000000000" 3
+}
+local t_static t_queue t_lf
+t_static=$(fleet --shard @K@/4)
+t_queue=$(fleet --queue "redis://127.0.0.1:$port")
+t_lf=$(fleet --queue "redis://127.0.0.1:$port" --order longest-first --weight-column secs)
+kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null || true
+q_static=$(calc "$t_static / $lb" 2); q_queue=$(calc "$t_queue / $lb" 2); q_lf=$(calc "$t_lf / $lb" 2)
+q_lb=$lb; q_ts=$t_static; q_tq=$t_queue; q_tl=$t_lf
+note "many machines: $n items of 0.2-2 s, 4 workers x 2 slots, one 1.5x slower; lower bound ${lb}s: static shards ${t_static}s (${q_static}x), queue ${t_queue}s (${q_queue}x), queue longest-first ${t_lf}s (${q_lf}x)"
+}
+if [ "${BENCH_ONLY:-}" = queue ]; then
+    queue_section
     exit 0
 fi
 
@@ -481,6 +545,7 @@ note "live output: $N_LIVE rows -j8: runner ${lv_med}s (${lv_min}-${lv_max}), xa
 
 # 8. The sandbox's cost per attempt --------------------------------------------------------
 sandbox_section
+if [ $SMOKE = 0 ]; then queue_section; fi
 
 # 9. What a completed item leaves, and its CPU against xargs, paired ----------------------
 # $PAIRS runs of the runner and of xargs -P 8 over the overhead rows, alternating; each
@@ -631,6 +696,7 @@ the journal, team.json, and the output CSV.
 | the layout's floor: the same rows through \`scripts/layout-floor.c\` (one thread, no runtime: the folders, skeleton, pipes, report, journal and record lines the layout asks for, nothing else), paired with the same xargs runs | floor/xargs **${floor_ratio}×** (${floor_lo}–${floor_hi}); the same on tokio (\`examples/layout_floor.rs\`, the multi-threaded runtime the runner is built on) **${tokio_ratio}×** (${tokio_lo}–${tokio_hi}) | — (what the layout costs any tool that keeps it) | |
 | a million rows (\`BENCH_MILLION=1\`): full run / resume of the completed run / \`runner status\` | ${mm_rss} MiB / ${mm_resume}s / ${mm_status}s | ≤ 64 MiB / ≤ 5 s / ≤ 0.5 s | $( [ "$mm_rss" = - ] && echo "not run" || echo "$(verdict "$mm_rss <= 64") / $(verdict "$mm_resume <= 5") / $(verdict "$mm_status <= 0.5")") |
 | makespan: $N_MAKESPAN × ${SLEEP} s sleep, -j 8 | ${s_med}s (${s_min}–${s_max}) | ≤ 4.3 s (ideal ${ideal} s) | $(verdict "$s_med <= 4.3") |
+| many machines: 60 items of 0.2–2 s, 4 workers × 2 slots, one 1.5× slower, makespan over the lower bound (${q_lb:-–} s) | static shards ${q_ts:-–}s, queue ${q_tq:-–}s, queue longest-first ${q_tl:-–}s | queue ≤ 1.2×: **${q_queue}×**; longest-first ≤ 1.08×: **${q_lf}×** (shards **${q_static}×**) | $(verdict "$q_queue <= 1.2") / $(verdict "$q_lf <= 1.08") |
 | memory: --dry-run, $N_MEMORY rows | ${m_dry} MiB | ≤ 64 MiB | $(verdict "$m_dry <= 64") |
 | memory: full run, $N_MEMORY rows, trivial agent | ${m_full} MiB | ≤ 64 MiB | $(verdict "$m_full <= 64") |
 | memory: agent writing ${FLOOD_MB} MiB to stdout | ${m_flood} MiB | ≤ 32 MiB | $(verdict "$m_flood <= 32") |

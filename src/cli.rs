@@ -91,6 +91,10 @@ pub(crate) enum Command {
     Runners(RunnersArgs),
     /// Join the outputs of `batch --shard K/N` runs of one batch, in input order.
     Merge(MergeArgs),
+    /// Write the whole output of a run shared through `--queue` from the queue's verdicts
+    /// (same columns and row order as a run on one machine): `runner collect --queue URL
+    /// BATCH.md -o OUT [--junit F]`. No shared disk is needed.
+    Collect(BatchArgs),
     /// The live or last state of a team, from its team.json (works while a run is going).
     Status(StatusArgs),
     /// Remove what a team left behind: its git worktrees, branches and workspace.
@@ -306,6 +310,10 @@ pub(crate) struct StatusArgs {
     /// default: the most recently updated team here.
     #[arg(value_name = "WORKSPACE")]
     pub workspace: Option<PathBuf>,
+    /// Show a run shared through this work queue instead (WORKSPACE: the batch's BATCH.md
+    /// or input file): done, running per worker, pending, dead workers.
+    #[arg(long, value_name = "redis://HOST[:PORT][/DB]", conflicts_with_all = ["watch", "list"])]
+    pub queue: Option<crate::options::queue::QueueUrl>,
     /// Refresh every second until the run ends.
     #[arg(long)]
     pub watch: bool,
@@ -639,6 +647,21 @@ pub(crate) struct RunArgs {
     /// `auto` takes K from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs, 0-based).
     #[arg(long, value_name = "K/N|auto")]
     pub shard: Option<String>,
+    /// The order items start in: `input`, or `longest-first` by expected duration (the
+    /// `--weight-column`'s number, else the item's duration in the previous output). The
+    /// output keeps the input's order.
+    #[arg(long, value_enum)]
+    pub order: Option<crate::options::order::Order>,
+    /// The column holding each row's expected duration (any unit) for `--order
+    /// longest-first`.
+    #[arg(long, value_name = "COLUMN")]
+    pub weight_column: Option<String>,
+    /// Be one worker of a run shared through a Redis (or Valkey) work queue: every process
+    /// started with the same batch and queue takes items from it until none is left; the
+    /// first seeds it. `runner collect` writes the whole output; `runner status --queue`
+    /// shows the run.
+    #[arg(long, value_name = "redis://HOST[:PORT][/DB]")]
+    pub queue: Option<crate::options::queue::QueueUrl>,
     /// N for `--shard auto` (also RUNNER_SHARD_COUNT).
     #[arg(long, value_name = "N")]
     pub shard_count: Option<u32>,

@@ -85,6 +85,7 @@ pub(crate) fn run() -> i32 {
         Command::Reset(args) => commands::reset::reset(args),
         Command::Runners(args) => commands::runners::runners(args),
         Command::Merge(args) => commands::merge::merge(args),
+        Command::Collect(args) => commands::collect::collect(args),
         Command::Status(args) => commands::status::status(args),
         Command::Clean(args) => commands::clean::clean(args),
         Command::Review(args) => commands::review::review(args),

@@ -23,6 +23,7 @@ mod options;
 mod plans;
 mod progress;
 mod prompt;
+mod queue;
 mod redact;
 mod report;
 mod run;

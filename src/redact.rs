@@ -21,16 +21,16 @@ pub(crate) fn redacted(secret: &str) -> String {
     }
 }
 
-/// Every URL in `text` (an `http://` or `https://` run up to whitespace) with its secrets
+/// Every URL in `text` (an `http://`, `https://`, `redis://` or `rediss://` run up to
+/// whitespace) with its secrets
 /// hidden: the password of its user info (`user:REDACTED@host`) and the value of every query
 /// parameter whose name is a [`secret_name`] (`?key=REDACTED`). Other text is unchanged.
 pub(crate) fn urls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(at) = rest
-        .find("http://")
-        .into_iter()
-        .chain(rest.find("https://"))
+    while let Some(at) = ["http://", "https://", "redis://", "rediss://"]
+        .iter()
+        .filter_map(|s| rest.find(s))
         .min()
     {
         out.push_str(&rest[..at]);

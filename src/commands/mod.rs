@@ -4,6 +4,7 @@
 
 pub(crate) mod batch;
 pub(crate) mod clean;
+pub(crate) mod collect;
 pub(crate) mod docs;
 pub(crate) mod fragments;
 pub(crate) mod merge;

@@ -98,8 +98,55 @@ pub(crate) fn team_status(args: &StatusArgs) -> Result<StatusView> {
     Ok(StatusView { text, snapshot })
 }
 
+/// `runner status --queue URL BATCH`: the shared run as its queue holds it; exit 1 while
+/// items are left or any failed.
+///
+/// Errors: no BATCH.md or input named, BATCH.md unreadable (exit 2); the server cannot be
+/// reached (exit 3).
+fn queue_status(
+    url: &crate::options::queue::QueueUrl,
+    batch: Option<&std::path::Path>,
+) -> Result<i32> {
+    let Some(batch) = batch else {
+        return Err(Error::needs(
+            "runner status --queue",
+            "the batch's BATCH.md or input file",
+            "name the batch the workers run",
+        ));
+    };
+    let input = match batch.extension().is_some_and(|e| e == "md") {
+        true => {
+            let text = std::fs::read_to_string(batch)
+                .map_err(|e| Error::read_input("the batch definition", batch, e))?;
+            let spec = crate::source::batch_spec::parse(batch, &text)?;
+            spec.input.unwrap_or_else(|| "workers-input.csv".into())
+        }
+        false => batch.to_owned(),
+    };
+    let name = input
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (keys, held) = crate::queue::view::read(url, &name)?;
+    let lease = crate::queue::lease();
+    crate::ui::out(crate::queue::view::status_text(url, &keys, &held, lease));
+    let total: usize = held
+        .meta
+        .get("total")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
+    let all_done = held.results.len() >= total && !held.meta.is_empty();
+    Ok(match all_done && crate::queue::view::all_completed(&held) {
+        true => crate::error::EXIT_OK,
+        false => crate::error::EXIT_INCOMPLETE,
+    })
+}
+
 /// `runner status`.
 pub(crate) fn status(args: StatusArgs) -> Result<i32> {
+    if let Some(url) = &args.queue {
+        return queue_status(url, args.workspace.as_deref());
+    }
     if !args.list && !args.watch {
         let view = team_status(&args)?;
         crate::ui::out(&view.text);

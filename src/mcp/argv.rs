@@ -134,6 +134,7 @@ pub(crate) fn run_argv(mut args: Vec<OsString>, team: &TeamChoice) -> Vec<OsStri
 pub(crate) fn status_args(workspace: Option<PathBuf>) -> crate::cli::StatusArgs {
     crate::cli::StatusArgs {
         workspace,
+        queue: None,
         watch: false,
         brief: true,
         list: false,

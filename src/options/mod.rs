@@ -9,6 +9,8 @@ pub(crate) mod format;
 pub(crate) mod isolation;
 pub(crate) mod limits;
 pub(crate) mod notify;
+pub(crate) mod order;
+pub(crate) mod queue;
 pub(crate) mod selection;
 
 pub(crate) use format::Format;

@@ -697,13 +697,14 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
     spec.warnings.extend(warnings);
     // Each stage of a row is an item of its own.
     let per_row = choices.chain.as_ref().map_or(1, |c| c.stages.len() as u64);
-    Ok(Plan {
+    let plan = Plan {
         selected: survey.selected * per_row,
         total: table.rows * per_row,
         inputs,
         stdin_copy,
         ..Plan::new(spec, source, sinks, batch, WorkspaceFrom::Output, output)
-    })
+    };
+    crate::queue::attach(super::order::apply(plan)?, choices.chain.is_some())
 }
 
 /// Parse the instruction and scan the input (CSV, or JSON Lines for a `.jsonl` file; the

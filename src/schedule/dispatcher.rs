@@ -6,7 +6,6 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
@@ -24,10 +23,13 @@ use crate::run::supervise::job_control::{self, Suspends};
 use crate::run::supervise::process::Cancel;
 use crate::run::supervise::{descendants, descriptors};
 use crate::run::{RunSpec, now_rfc3339};
+use crate::schedule::feed::Items;
 use crate::schedule::gate::{Gate, Spent};
 use crate::schedule::unit;
 
+mod interrupts;
 mod units;
+pub(crate) use interrupts::Interrupts;
 use units::Units;
 
 /// Most items listed in the closing summary's problem list.
@@ -211,78 +213,6 @@ fn readiness(item: &WorkItem, ledger: &Ledger) -> std::result::Result<bool, Stri
     Ok(true)
 }
 
-/// Where interrupts come from: SIGINT, SIGTERM and SIGHUP (a closed terminal must not orphan
-/// the teammates), and any sender of [`Interrupts::channel`]. The first interrupt stops the
-/// run gracefully, the next one at once.
-pub(crate) struct Interrupts {
-    signals: Option<[tokio::signal::unix::Signal; 3]>,
-    extra: Option<mpsc::UnboundedReceiver<()>>,
-}
-
-impl Interrupts {
-    /// Listen for SIGINT, SIGTERM, SIGHUP and each message of `extra` (one Ctrl-C each).
-    ///
-    /// Errors: [`Error::Environment`] when a signal handler cannot be installed.
-    pub(crate) fn signals(extra: Option<mpsc::UnboundedReceiver<()>>) -> Result<Interrupts> {
-        let listen = |kind: SignalKind, what: &str| {
-            signal(kind).map_err(|e| Error::Environment(format!("cannot listen for {what}: {e}")))
-        };
-        Ok(Interrupts {
-            signals: Some([
-                listen(SignalKind::interrupt(), "Ctrl-C")?,
-                listen(SignalKind::terminate(), "SIGTERM")?,
-                listen(SignalKind::hangup(), "SIGHUP")?,
-            ]),
-            extra,
-        })
-    }
-
-    /// Interrupts sent through the returned sender only (no signal handler is installed):
-    /// each `send(())` counts as one Ctrl-C.
-    #[cfg(test)]
-    pub(crate) fn channel() -> (mpsc::UnboundedSender<()>, Interrupts) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (
-            tx,
-            Interrupts {
-                signals: None,
-                extra: Some(rx),
-            },
-        )
-    }
-
-    /// The next interrupt; pending forever when no source is left.
-    async fn next(&mut self) {
-        let signals = async {
-            match &mut self.signals {
-                Some([int, term, hup]) => {
-                    tokio::select! {
-                        _ = int.recv() => {}
-                        _ = term.recv() => {}
-                        _ = hup.recv() => {}
-                    }
-                }
-                None => std::future::pending().await,
-            }
-        };
-        let extra = async {
-            match &mut self.extra {
-                Some(rx) => {
-                    if rx.recv().await.is_none() {
-                        // Every sender is gone: no interrupt will come from here.
-                        std::future::pending::<()>().await;
-                    }
-                }
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = signals => {}
-            _ = extra => {}
-        }
-    }
-}
-
 /// How a run is wired to the world: the backend its attempts execute on and where its
 /// interrupts and suspend requests (Ctrl-Z) come from.
 pub(crate) struct Wiring {
@@ -310,7 +240,7 @@ pub(crate) struct Wiring {
 pub(crate) async fn run(
     spec: Arc<RunSpec>,
     team: &mut Team,
-    items: ItemStream,
+    items: Items,
     total: Option<u64>,
     resumed: u64,
     reporter: &mut dyn Reporter,
@@ -373,7 +303,7 @@ impl<'a> Dispatcher<'a> {
     /// parallelism bound; items completed earlier, skipped or waiting are taken care of here.
     ///
     /// Errors: the journal cannot be written.
-    fn fill(&mut self, items: &mut ItemStream) -> Result<Vec<Action>> {
+    fn fill(&mut self, items: &mut Items) -> Result<Vec<Action>> {
         let mut start = Vec::new();
         if self.interrupted {
             return Ok(start);
@@ -383,17 +313,19 @@ impl<'a> Dispatcher<'a> {
             {
                 Some(item) => item,
                 None if self.source_done => break,
-                None => match items.next() {
-                    None => {
+                None => match items.poll_next() {
+                    // A queue has nothing for now: asked again when it answers.
+                    std::task::Poll::Pending => break,
+                    std::task::Poll::Ready(None) => {
                         self.source_done = true;
                         continue;
                     }
-                    Some(Err(e)) => {
+                    std::task::Poll::Ready(Some(Err(e))) => {
                         self.source_error = Some(e);
                         self.source_done = true;
                         continue;
                     }
-                    Some(Ok(item)) => match self.admit(item)? {
+                    std::task::Poll::Ready(Some(Ok(item))) => match self.admit(item)? {
                         Some(item) => item,
                         None => continue,
                     },
@@ -629,13 +561,13 @@ impl<'a> Dispatcher<'a> {
     /// `run_finished`, write the last `team.json` and return the summary.
     ///
     /// Errors: the journal cannot be written, or the source failed mid-way.
-    fn finish(mut self, items: &mut ItemStream, started: Instant) -> Result<RunSummary> {
+    fn finish(mut self, items: &mut Items, started: Instant) -> Result<RunSummary> {
         let st = &mut self.st;
         if self.interrupted && !self.source_done {
             // Items the run never reached are in the output too (with their last journaled
             // outcome, else as cancelled): count them, so the summary, the events and
             // team.json describe the same batch as the output.
-            for item in items.by_ref() {
+            for item in items.rest() {
                 let Ok(item) = item else { break };
                 let earlier = self.team.ledger().get(&item.id).map(|f| f.status);
                 if earlier.is_none() && st.snapshot.not_started.len() < SNAPSHOT_COMPLETED_MAX {
@@ -737,7 +669,7 @@ impl<'a> Dispatcher<'a> {
 pub(crate) async fn run_wired(
     spec: Arc<RunSpec>,
     team: &mut Team,
-    mut items: ItemStream,
+    mut items: Items,
     total: Option<u64>,
     resumed: u64,
     reporter: &mut dyn Reporter,
@@ -769,6 +701,7 @@ pub(crate) async fn run_wired(
         Spent { usd, costed },
         tx.clone(),
     ));
+    items.hand_gate(&gate);
     let mut d = Dispatcher {
         spec: spec.clone(),
         team,
@@ -802,6 +735,10 @@ pub(crate) async fn run_wired(
                 units.act(action);
             }
             if d.over()? {
+                // What the gate said last (a stop another worker's queue caused) is recorded.
+                while let Ok(event) = rx.try_recv() {
+                    d.handle(Input::Unit(event))?;
+                }
                 return Ok(());
             }
             let input = tokio::select! {
@@ -822,6 +759,8 @@ pub(crate) async fn run_wired(
                     continue;
                 }
                 _ = tick.tick() => Input::Tick,
+                // A queue answered: `fill` below takes what came.
+                _ = items.arrived() => Input::Tick,
             };
             actions = d.handle(input)?;
             actions.extend(d.fill(&mut items)?);

@@ -489,18 +489,42 @@ impl Gate {
             true
         });
         if extended {
-            let at = jiff::Timestamp::now()
-                .checked_add(jiff::SignedDuration::try_from(wait).unwrap_or_default())
-                .map(crate::run::rfc3339)
-                .unwrap_or_default();
-            let _ = self.events.send(Event::TeamPaused {
-                until: at,
-                wait_s: (wait.as_secs_f64() * 10.0).round() / 10.0,
-                limit,
-                at: now_rfc3339(),
-            });
+            self.announce_pause(wait, limit);
         }
         After::Requeue
+    }
+
+    /// Record that the team pauses for `wait` at `limit` attempts at once (`team_paused`).
+    fn announce_pause(&self, wait: Duration, limit: usize) {
+        let at = jiff::Timestamp::now()
+            .checked_add(jiff::SignedDuration::try_from(wait).unwrap_or_default())
+            .map(crate::run::rfc3339)
+            .unwrap_or_default();
+        let _ = self.events.send(Event::TeamPaused {
+            until: at,
+            wait_s: (wait.as_secs_f64() * 10.0).round() / 10.0,
+            limit,
+            at: now_rfc3339(),
+        });
+    }
+
+    /// Pause the team for `wait` from now because another worker of its shared run met a
+    /// rate limit (`--queue`: one pause for the fleet); a pause that lasts longer already
+    /// stands. Recorded as `team_paused`, as the team's own pauses are.
+    pub(crate) fn pause_for(&self, wait: Duration) {
+        let until = Instant::now() + wait;
+        let limit = self.with(|s| {
+            if s.paused_until.is_some_and(|t| t >= until) {
+                return None;
+            }
+            s.paused_until = Some(until);
+            s.pause_reason = "rate limited (another worker)".into();
+            Some(s.limit)
+        });
+        if let Some(limit) = limit {
+            self.announce_pause(wait, limit);
+            self.changed.notify_waiters();
+        }
     }
 
     /// How long the team is paused from now (zero when it is not).

@@ -23,6 +23,7 @@
 //!   and `crate::run::backend::scripted`.
 
 pub(crate) mod dispatcher;
+pub(crate) mod feed;
 pub(crate) mod gate;
 pub(crate) mod layout;
 pub(crate) mod pipeline;

@@ -17,7 +17,8 @@ use crate::run::record::journal::Replay;
 use crate::run::record::team::{BatchId, Team};
 use crate::run::supervise::descendants;
 use crate::run::{RunSpec, isolation};
-use crate::schedule::dispatcher::{self, ItemStream};
+use crate::schedule::dispatcher;
+use crate::schedule::feed::Items;
 use crate::schedule::plan::{ItemSource, Plan};
 use crate::sink::{RunEnd, Sink, Sinks};
 
@@ -96,9 +97,16 @@ pub(crate) fn run(
         batch,
         stdin_copy,
         interrupt,
+        mut queue,
+        weights,
         ..
     } = plan;
     let spec = Arc::new(spec);
+    // A worker of a shared run joins it before writing anything: a queue that holds
+    // another batch is refused with nothing on disk changed.
+    if let Some(q) = &mut queue {
+        q.join(ordered(source.as_ref(), weights.as_deref())?)?;
+    }
     // Everything is valid: from here on files are written.
     let mut team = open_team(&spec, &batch, source.as_ref(), selected)?;
     guard.start()?;
@@ -111,17 +119,7 @@ pub(crate) fn run(
     // The display finishes last, after every output is written.
     sinks.push(reporter(format));
     sinks.follow(&team.view());
-    // A CLI whose first start makes state that teammates starting together race on starts
-    // once on its own first (OpenCode's first-run database migration, issue 56).
-    let mut warmed: Vec<&str> = Vec::new();
-    for def in std::iter::once(&spec.settings.runner)
-        .chain(spec.profiles.iter().map(|p| &p.settings.runner))
-    {
-        if !warmed.contains(&def.name.as_str()) {
-            warmed.push(&def.name);
-            crate::run::warm_up::warm_up(def, spec.settings.jobs, &spec.cwd);
-        }
-    }
+    warm_up(&spec);
     let resumed = crate::run::record::journal::count_done_before(
         team.ledger(),
         &spec.rerun,
@@ -130,10 +128,14 @@ pub(crate) fn run(
     // `_interrupt_ends_process` keeps an interrupt fatal until the outputs are written;
     // dropped when this returns, so a process that goes on (`runner mcp`) is not ended by a
     // later signal meant for its next run.
+    let items = match queue.as_deref_mut() {
+        Some(q) => Items::Feed(q.feed()),
+        None => Items::Stream(ordered(source.as_ref(), weights.as_deref())?),
+    };
     let (mut summary, _interrupt_ends_process) = execute(
         spec.clone(),
         &mut team,
-        source.items()?,
+        items,
         Some(selected),
         resumed,
         &mut sinks,
@@ -176,6 +178,108 @@ pub(crate) fn run(
         archived_to: removed,
         format,
     }))
+}
+
+/// Write `plan`'s outputs from `outcomes` recorded elsewhere (`runner collect`: the
+/// verdicts of a shared queue's workers), as a run of its own that ran nothing: each is
+/// recorded as this team's `item_finished`, then every sink finishes as after a run. Items
+/// with no outcome count as never started (the run is incomplete).
+///
+/// Errors: the plan's start-up checks (exit 2), the workspace cannot be opened or locked,
+/// an output cannot be written.
+pub(crate) fn replay(
+    plan: Plan,
+    outcomes: Vec<crate::run::record::outcome::Outcome>,
+    reporter: fn(Format) -> Box<dyn Sink>,
+) -> Result<Ran> {
+    let format = plan.spec.settings.format;
+    plan.check()?;
+    let Plan {
+        spec,
+        source,
+        selected,
+        mut sinks,
+        output,
+        batch,
+        ..
+    } = plan;
+    let mut team = open_team(&spec, &batch, source.as_ref(), selected)?;
+    sinks.push(reporter(format));
+    sinks.follow(&team.view());
+    let mut counts: std::collections::HashMap<ItemStatus, u64> = Default::default();
+    let mut cost = None;
+    let mut problems = Vec::new();
+    for o in outcomes {
+        *counts.entry(o.status).or_default() += 1;
+        if let Some(c) = o.cost_usd {
+            *cost.get_or_insert(0.0) += c;
+        }
+        if o.status != ItemStatus::Completed {
+            problems.push(crate::run::events::Problem::of(&o));
+        }
+        team.record(&Event::ItemFinished(Box::new(o)))?;
+    }
+    let recorded: u64 = counts.values().sum();
+    let never_started = selected.saturating_sub(recorded);
+    *counts.entry(ItemStatus::Cancelled).or_default() += never_started;
+    let summary = RunSummary {
+        at: crate::run::now_rfc3339(),
+        counts: ItemStatus::ALL
+            .iter()
+            .map(|s| (*s, counts.get(s).copied().unwrap_or(0)))
+            .collect(),
+        resumed: 0,
+        interrupted: false,
+        elapsed_s: 0.0,
+        cost_usd: cost,
+        problems_hidden: problems.len().saturating_sub(dispatcher::PROBLEMS_LISTED) as u64,
+        problems: problems
+            .into_iter()
+            .take(dispatcher::PROBLEMS_LISTED)
+            .collect(),
+        never_started,
+    };
+    team.record(&Event::RunFinished(summary.clone()))?;
+    team.sync()?;
+    let code = write_outputs(team, &mut sinks, &summary, None)?;
+    Ok(Ran::Finished(Finished {
+        code,
+        summary,
+        isolation: None,
+        output,
+        workspace: Some(spec.workspace.clone()),
+        archived_to: None,
+        format,
+    }))
+}
+
+/// A CLI whose first start makes state that teammates starting together race on starts
+/// once on its own first (OpenCode's first-run database migration, issue 56): each runner
+/// of the run, once.
+fn warm_up(spec: &RunSpec) {
+    let mut warmed: Vec<&str> = Vec::new();
+    for def in std::iter::once(&spec.settings.runner)
+        .chain(spec.profiles.iter().map(|p| &p.settings.runner))
+    {
+        if !warmed.contains(&def.name.as_str()) {
+            warmed.push(&def.name);
+            crate::run::warm_up::warm_up(def, spec.settings.jobs, &spec.cwd);
+        }
+    }
+}
+
+/// The source's items in the order they start: longest first by `weights`
+/// (`--order longest-first`), else the input's.
+///
+/// Errors: the source cannot be read.
+fn ordered(
+    source: &dyn ItemSource,
+    weights: Option<&std::collections::HashMap<String, f64>>,
+) -> Result<dispatcher::ItemStream> {
+    match weights {
+        Some(w) => crate::schedule::feed::longest_first(source.items()?, w),
+        None => source.items(),
+    }
 }
 
 /// What an earlier run of the team completed, read without taking the team's lock (for the
@@ -340,7 +444,7 @@ fn remove_workspace(workspace: &Path) -> bool {
 fn execute(
     spec: Arc<RunSpec>,
     team: &mut Team,
-    items: ItemStream,
+    items: Items,
     total: Option<u64>,
     resumed: u64,
     reporter: &mut dyn Reporter,

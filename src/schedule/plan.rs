@@ -90,6 +90,13 @@ pub(crate) struct Plan {
     /// cancelled call, the `stop` tool, the client gone); each `send(())` counts as one
     /// Ctrl-C ([`crate::schedule::dispatcher::Interrupts`]). `None`: the signals only.
     pub interrupt: Option<tokio::sync::mpsc::UnboundedReceiver<()>>,
+    /// The shared work queue this run is a worker of (`--queue`): its items come from there
+    /// instead of straight from `source`. `None`: a run of its own.
+    pub queue: Option<Box<dyn crate::schedule::feed::SharedQueue>>,
+    /// Each item's expected duration, by id, with `--order longest-first`
+    /// ([`crate::plans::order`]): the items start (or are seeded) longest first. `None`: in
+    /// input order.
+    pub weights: Option<Arc<HashMap<String, f64>>>,
 }
 
 /// What places a run's workspace: a CSV batch's output (`<output stem>.runner` beside it),
@@ -205,6 +212,8 @@ impl Plan {
             guarded: Vec::new(),
             stdin_copy: None,
             interrupt: None,
+            queue: None,
+            weights: None,
         }
     }
 

@@ -89,6 +89,16 @@ pub(crate) struct FileSettings {
     /// notify command whose program is missing; filled in by the file's reader.
     #[serde(skip)]
     pub notify_at: Option<String>,
+    /// `order`: `input` or `longest-first` (see `--order`).
+    #[serde(default, deserialize_with = "order")]
+    pub order: Option<crate::options::order::Order>,
+    /// `weight_column`: the column holding each row's expected duration (see
+    /// `--weight-column`).
+    #[serde(default, deserialize_with = "text")]
+    pub weight_column: Option<String>,
+    /// `queue`: the Redis server of a shared work queue (see `--queue`).
+    #[serde(default, deserialize_with = "queue")]
+    pub queue: Option<crate::options::queue::QueueUrl>,
 }
 
 /// `worktree:` in BATCH.md, `[worktree]` in runner.toml.
@@ -156,6 +166,22 @@ fn notify<'de, D: Deserializer<'de>>(d: D) -> De<Vec<NotifyTarget>, D::Error> {
             .map(Some),
         v => one(v).map(|t| Some(vec![t])),
     }
+}
+
+fn order<'de, D: Deserializer<'de>>(d: D) -> De<crate::options::order::Order, D::Error> {
+    parsed(
+        d,
+        str::parse::<crate::options::order::Order>,
+        crate::options::order::Order::RULE,
+    )
+}
+
+fn queue<'de, D: Deserializer<'de>>(d: D) -> De<crate::options::queue::QueueUrl, D::Error> {
+    parsed(
+        d,
+        str::parse::<crate::options::queue::QueueUrl>,
+        &format!("must be {}", crate::options::queue::QueueUrl::RULE),
+    )
 }
 
 fn isolation<'de, D: Deserializer<'de>>(d: D) -> De<Isolation, D::Error> {

@@ -95,6 +95,12 @@ pub(crate) struct Settings {
     pub only: Only,
     /// `--shard K/N` (or `auto` from `JOB_COMPLETION_INDEX`).
     pub shard: Option<Shard>,
+    /// `--order` (or `order:`): the order items start in.
+    pub order: crate::options::order::Order,
+    /// `--weight-column` (or `weight_column:`): each row's expected duration.
+    pub weight_column: Option<String>,
+    /// `--queue URL` (or `queue:`): the shared work queue this run is a worker of.
+    pub queue: Option<crate::options::queue::QueueUrl>,
     /// `--junit FILE`.
     pub junit: Option<PathBuf>,
     /// `--trace FILE`: Chrome trace events of the run.
@@ -228,6 +234,9 @@ impl Settings {
             worktree_setup: None,
             only: Only::All,
             shard: None,
+            order: Default::default(),
+            weight_column: None,
+            queue: None,
             junit: None,
             trace: None,
             dry_run: false,
@@ -289,6 +298,12 @@ impl Settings {
             worktree_setup: isolation.worktree_setup,
             only: selection.only,
             shard: selection.shard,
+            order: flags.order.or(file.order).unwrap_or_default(),
+            weight_column: flags
+                .weight_column
+                .clone()
+                .or_else(|| file.weight_column.clone()),
+            queue: flags.queue.clone().or_else(|| file.queue.clone()),
             format: outputs.format,
             log_cap: outputs.log_cap,
             junit: outputs.junit,

@@ -812,18 +812,21 @@ fn the_ci_examples_validate_against_their_public_schemas() {
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    run(
-        "check-jsonschema",
-        &[
-            "--builtin-schema",
-            "vendor.github-workflows",
-            "examples/ci/github-actions.yml",
-        ],
-    );
-    run(
-        "kubernetes-validate",
-        &["--strict", "examples/k8s/indexed-job.yaml"],
-    );
+    for workflow in [
+        "examples/ci/github-actions.yml",
+        "examples/ci/github-actions-queue.yml",
+    ] {
+        run(
+            "check-jsonschema",
+            &["--builtin-schema", "vendor.github-workflows", workflow],
+        );
+    }
+    for manifest in [
+        "examples/k8s/indexed-job.yaml",
+        "examples/k8s/queue-job.yaml",
+    ] {
+        run("kubernetes-validate", &["--strict", manifest]);
+    }
 }
 
 /// `runner status` with no argument finds the team of `-o newdir/` (one folder down).

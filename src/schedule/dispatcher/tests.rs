@@ -74,7 +74,7 @@ async fn run_items(
     let summary = run_wired(
         Arc::new(spec),
         &mut team,
-        Box::new(items.into_iter().map(Ok)),
+        super::Items::Stream(Box::new(items.into_iter().map(Ok))),
         Some(total),
         resumed,
         &mut events,
@@ -576,11 +576,11 @@ fn the_first_interrupt_stops_gracefully_the_second_at_once_and_nothing_more_star
     let mut team = Team::open(&s.team, &s.workspace).expect("team opens");
     let mut events = Events::default();
     let mut d = dispatcher(s, &mut team, &mut events);
-    let mut items: super::ItemStream = Box::new(
+    let mut items: crate::schedule::feed::Items = crate::schedule::feed::Items::Stream(Box::new(
         vec![item("a", "x", &[]), item("b", "x", &[])]
             .into_iter()
             .map(Ok),
-    );
+    ));
     assert_eq!(started(&d.fill(&mut items).expect("fill")), [("a", 1)]);
     assert_eq!(
         d.handle(Input::Interrupt).expect("handle"),
@@ -607,7 +607,7 @@ fn an_item_waits_for_its_prerequisite_and_starts_once_it_completes() {
     let mut team = Team::open(&s.team, &s.workspace).expect("team opens");
     let mut events = Events::default();
     let mut d = dispatcher(s, &mut team, &mut events);
-    let mut items: super::ItemStream = Box::new(
+    let mut items: crate::schedule::feed::Items = crate::schedule::feed::Items::Stream(Box::new(
         vec![
             item("b", "x", &["a"]),
             item("a", "x", &[]),
@@ -615,7 +615,7 @@ fn an_item_waits_for_its_prerequisite_and_starts_once_it_completes() {
         ]
         .into_iter()
         .map(Ok),
-    );
+    ));
     assert_eq!(started(&d.fill(&mut items).expect("fill")), [("a", 1)]);
     assert!(
         d.handle(finished("a", ItemStatus::Completed))
@@ -641,15 +641,16 @@ fn max_fail_immediate_cancels_the_running_and_their_outcomes_say_why() {
     let mut events = Events::default();
     {
         let mut d = dispatcher(s, &mut team, &mut events);
-        let mut items: super::ItemStream = Box::new(
-            vec![
-                item("a", "x", &[]),
-                item("b", "x", &[]),
-                item("c", "x", &[]),
-            ]
-            .into_iter()
-            .map(Ok),
-        );
+        let mut items: crate::schedule::feed::Items =
+            crate::schedule::feed::Items::Stream(Box::new(
+                vec![
+                    item("a", "x", &[]),
+                    item("b", "x", &[]),
+                    item("c", "x", &[]),
+                ]
+                .into_iter()
+                .map(Ok),
+            ));
         assert_eq!(
             started(&d.fill(&mut items).expect("fill")),
             [("a", 1), ("b", 1)]
@@ -689,7 +690,9 @@ fn a_crashed_unit_leaves_its_item_failed_not_lost() {
     let mut events = Events::default();
     {
         let mut d = dispatcher(s, &mut team, &mut events);
-        let mut items: super::ItemStream = Box::new(vec![item("a", "x", &[])].into_iter().map(Ok));
+        let mut items: crate::schedule::feed::Items = crate::schedule::feed::Items::Stream(
+            Box::new(vec![item("a", "x", &[])].into_iter().map(Ok)),
+        );
         assert_eq!(started(&d.fill(&mut items).expect("fill")), [("a", 1)]);
         d.handle(Input::Crashed(Some(item("a", "x", &[]))))
             .expect("handle");

@@ -1,0 +1,516 @@
+//! One worker's side of the queue: joining (seeding or checking the batch), then a thread
+//! of its own that owns the connection — claiming an item whenever the dispatcher asks for
+//! one, renewing the leases of the items it holds, recording verdicts and handing back
+//! items it did not run. A server that goes away (restarted, say) is reconnected to on the
+//! next turn; verdicts not yet recorded wait for it.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis::Connection;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::error::{Error, Result};
+use crate::item::WorkItem;
+use crate::options::queue::QueueUrl;
+use crate::run::record::outcome::Outcome;
+use crate::schedule::dispatcher::ItemStream;
+use crate::schedule::feed::{Claimed, Feed, SharedQueue};
+use crate::schedule::gate::Gate;
+
+use super::results::Results;
+use super::server::{self, Keys, Seeded};
+
+/// What the run tells the queue's thread.
+pub(crate) enum Cmd {
+    /// A slot is free: claim one more item.
+    Want,
+    /// An item ended with a verdict: record it and acknowledge the item.
+    Finished(Box<Outcome>),
+    /// An item this worker did not run: hand it back (`stop`: and claim no more).
+    GiveBack {
+        /// The item.
+        id: String,
+        /// The worker stopped starting items (`--max-fail`, `--max-cost-usd`).
+        stop: bool,
+    },
+    /// This worker's team paused for a rate limit until `until_ms` (ms since the epoch):
+    /// the fleet pauses too.
+    Paused {
+        /// The pause's end.
+        until_ms: u64,
+    },
+    /// The run's gate, for the fleet's pauses to reach it.
+    Gate(Arc<Gate>),
+    /// The run is over: record what is left and end.
+    Stop,
+}
+
+/// A worker of the shared run on `url` (the [`SharedQueue`] a plan holds).
+pub(crate) struct Worker {
+    url: QueueUrl,
+    keys: Keys,
+    input: String,
+    fingerprint: String,
+    name: String,
+    to_thread: Sender<Cmd>,
+    from_run: Option<Receiver<Cmd>>,
+    joined: Option<(Connection, HashMap<String, WorkItem>)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    /// A worker of the queue at `url` for the batch read from the input named `input` with
+    /// content `fingerprint`, and the sink that sends it the run's outcomes.
+    pub(crate) fn new(url: QueueUrl, input: &str, fingerprint: String) -> (Worker, Results) {
+        let (to_thread, from_run) = std::sync::mpsc::channel();
+        let worker = Worker {
+            url,
+            keys: Keys::for_input(input),
+            input: input.to_owned(),
+            fingerprint,
+            name: worker_name(),
+            to_thread: to_thread.clone(),
+            from_run: Some(from_run),
+            joined: None,
+            thread: None,
+        };
+        (
+            worker,
+            Results {
+                to_queue: to_thread,
+            },
+        )
+    }
+}
+
+/// This process's name among the workers: `host:pid:nonce` (pods share pid 1).
+fn worker_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into());
+    format!(
+        "{host}:{}:{:06x}",
+        std::process::id(),
+        rand::random::<u32>() & 0xff_ffff
+    )
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl SharedQueue for Worker {
+    fn join(&mut self, items: ItemStream) -> Result<()> {
+        let mut by_id = HashMap::new();
+        let mut ids = Vec::new();
+        for item in items {
+            let item = item?;
+            ids.push(item.id.clone());
+            by_id.insert(item.id.clone(), item);
+        }
+        let mut con = server::connect(&self.url)?;
+        let seeded = server::seed(&mut con, &self.keys, &self.fingerprint, &self.input, &ids)
+            .map_err(|e| failed(&self.url, &e))?;
+        match seeded {
+            Seeded::Now => tracing::info!("seeded the queue {} with {} items", self.url, ids.len()),
+            Seeded::Before => tracing::info!("joined the queue {}", self.url),
+            Seeded::Other(have) => {
+                return Err(Error::Usage(format!(
+                    "the queue at {} holds another batch under `{}` (fingerprint {have}, this batch's is {}): a batch whose input, instruction or schema changed is a new run; clear the key (`redis-cli --scan --pattern '{}:*' | xargs redis-cli del`) or use another database (`/DB` in the URL)",
+                    self.url, self.keys.base, self.fingerprint, self.keys.base
+                )));
+            }
+        }
+        self.joined = Some((con, by_id));
+        Ok(())
+    }
+
+    fn feed(&mut self) -> Feed {
+        let (to_feed, claimed) = tokio::sync::mpsc::unbounded_channel();
+        let want = self.to_thread.clone();
+        let gate_to = self.to_thread.clone();
+        let feed = Feed::new(
+            claimed,
+            Box::new(move || {
+                let _ = want.send(Cmd::Want);
+            }),
+        )
+        .with_gate(Box::new(move |gate| {
+            let _ = gate_to.send(Cmd::Gate(gate));
+        }));
+        let (Some((con, items)), Some(from_run)) = (self.joined.take(), self.from_run.take())
+        else {
+            let _ = to_feed.send(Claimed::End);
+            return feed;
+        };
+        let mut thread = Thread {
+            url: self.url.clone(),
+            keys: self.keys.clone(),
+            name: self.name.clone(),
+            lease: super::lease(),
+            con: Some(con),
+            items,
+            held: HashMap::new(),
+            want: 0,
+            ended: false,
+            to_feed,
+            unrecorded: VecDeque::new(),
+            down_since: None,
+            gate: None,
+            pause_seen: 0,
+            blocked: Vec::new(),
+        };
+        self.thread = Some(std::thread::spawn(move || thread.run(from_run)));
+        feed
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.to_thread.send(Cmd::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn failed(url: &QueueUrl, e: &redis::RedisError) -> Error {
+    Error::Environment(format!(
+        "the queue at {url} failed: {}",
+        crate::redact::urls(&e.to_string())
+    ))
+}
+
+/// The thread that owns the connection while the run goes on.
+struct Thread {
+    url: QueueUrl,
+    keys: Keys,
+    name: String,
+    lease: Duration,
+    con: Option<Connection>,
+    items: HashMap<String, WorkItem>,
+    /// Items this worker holds: id → stream entry.
+    held: HashMap<String, String>,
+    want: usize,
+    ended: bool,
+    to_feed: UnboundedSender<Claimed>,
+    /// Verdicts waiting for the server.
+    unrecorded: VecDeque<Box<Outcome>>,
+    /// Since when the server has not answered (warned once per outage).
+    down_since: Option<Instant>,
+    /// The run's gate, once the dispatcher made it.
+    gate: Option<Arc<Gate>>,
+    /// The end of the latest fleet pause this worker knows (ms since the epoch).
+    pause_seen: u64,
+    /// Items claimed whose prerequisites (`depends_on`) have no verdict yet: held (their
+    /// leases renewed) and looked at again each turn, taking no slot.
+    blocked: Vec<String>,
+}
+
+/// Where a claimed item's prerequisites stand, by their verdicts in the queue.
+enum Prerequisites {
+    /// Every one completed (or it has none): it may run.
+    Done,
+    /// One has no verdict yet.
+    Pending,
+    /// One did not complete: the item is skipped, for this reason.
+    Failed(String),
+}
+
+impl Thread {
+    fn run(&mut self, from_run: Receiver<Cmd>) {
+        let poll = (self.lease / 10).clamp(Duration::from_millis(20), Duration::from_millis(200));
+        // Seen among the workers from the start (`runner status --queue`).
+        self.touch(&[], Duration::ZERO);
+        let mut renewed = Instant::now();
+        let mut stopping = false;
+        while !stopping {
+            match from_run.recv_timeout(poll) {
+                Ok(cmd) => stopping |= self.take(cmd),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => stopping = true,
+            }
+            while let Ok(cmd) = from_run.try_recv() {
+                stopping |= self.take(cmd);
+            }
+            self.record_waiting();
+            if renewed.elapsed() >= self.lease / 3 {
+                renewed = Instant::now();
+                let entries: Vec<String> = self.held.values().cloned().collect();
+                self.touch(&entries, Duration::ZERO);
+            }
+            if !stopping {
+                self.follow_pause();
+                self.follow_limits();
+                self.claim();
+            }
+        }
+        // Verdicts still unrecorded get one lease's time for the server to come back.
+        let until = Instant::now() + self.lease;
+        while !self.unrecorded.is_empty() && Instant::now() < until {
+            std::thread::sleep(poll);
+            self.record_waiting();
+        }
+        if !self.unrecorded.is_empty() {
+            tracing::warn!(
+                "{} verdicts could not be recorded in the queue at {}; other workers run those items again",
+                self.unrecorded.len(),
+                self.url
+            );
+        }
+    }
+
+    /// Take one command; `true` for [`Cmd::Stop`].
+    fn take(&mut self, cmd: Cmd) -> bool {
+        match cmd {
+            Cmd::Want => self.want += 1,
+            Cmd::Finished(outcome) => self.unrecorded.push_back(outcome),
+            Cmd::GiveBack { id, stop } => {
+                if let Some(entry) = self.held.remove(&id) {
+                    self.touch(&[entry], self.lease);
+                }
+                if stop && !std::mem::replace(&mut self.ended, true) {
+                    let _ = self.to_feed.send(Claimed::End);
+                }
+            }
+            Cmd::Paused { until_ms } => {
+                if until_ms > self.pause_seen {
+                    self.pause_seen = until_ms;
+                    self.with(|con, keys, _| server::pause(con, keys, until_ms, now_ms()));
+                }
+            }
+            Cmd::Gate(gate) => self.gate = Some(gate),
+            Cmd::Stop => return true,
+        }
+        false
+    }
+
+    /// Pause this worker's gate while the fleet's pause stands (another worker met a rate
+    /// limit). The value is read as input: a pause over an hour away is not believed.
+    fn follow_pause(&mut self) {
+        if self.gate.is_none() {
+            return;
+        }
+        let Some(until) = self.with(|con, keys, _| server::paused_until(con, keys)) else {
+            return;
+        };
+        let now = now_ms();
+        if until <= self.pause_seen || until <= now || until - now > 3_600_000 {
+            return;
+        }
+        // The gate's own `team_paused` for it comes back as a pause a few ms later: that echo
+        // is not the fleet's news (a second's margin), so it is not shared again.
+        self.pause_seen = until + 1000;
+        if let Some(gate) = &self.gate {
+            gate.pause_for(Duration::from_millis(until - now));
+        }
+    }
+
+    /// Stop this worker starting attempts once the whole fleet spent `--max-cost-usd` or
+    /// `--max-fail` items did not complete (each worker's gate counts only its own).
+    fn follow_limits(&mut self) {
+        let Some(gate) = self.gate.clone() else {
+            return;
+        };
+        let limits = gate.limits().clone();
+        if (limits.max_cost_usd.is_none() && limits.max_fail.is_none()) || gate.stopped().is_some()
+        {
+            return;
+        }
+        let Some((spent, failed)) = self.with(|con, keys, _| server::fleet_totals(con, keys))
+        else {
+            return;
+        };
+        if let Some(max) = limits.max_cost_usd.filter(|max| spent >= *max) {
+            gate.stop(format!(
+                "the fleet's budget of ${max} reached: its workers spent ${spent:.4}"
+            ));
+        } else if let Some(max) = limits.max_fail.filter(|m| failed >= u64::from(m.count)) {
+            gate.stop(format!(
+                "--max-fail {} reached across the fleet: {failed} item(s) did not complete",
+                max.count
+            ));
+        }
+    }
+
+    /// Run `op` on the connection, connecting first when there is none; `None` when the
+    /// server did not answer (warned once per outage, the connection dropped).
+    fn with<T>(
+        &mut self,
+        op: impl FnOnce(&mut Connection, &Keys, &str) -> redis::RedisResult<T>,
+    ) -> Option<T> {
+        if self.con.is_none() {
+            self.con = server::connect(&self.url).ok();
+        }
+        let con = self.con.as_mut()?;
+        match op(con, &self.keys, &self.name) {
+            Ok(v) => {
+                if self.down_since.take().is_some() {
+                    tracing::warn!("the queue at {} answers again", self.url);
+                }
+                Some(v)
+            }
+            Err(e) => {
+                self.con = None;
+                if self.down_since.is_none() {
+                    self.down_since = Some(Instant::now());
+                    tracing::warn!("{}; trying again", failed(&self.url, &e));
+                }
+                None
+            }
+        }
+    }
+
+    fn touch(&mut self, entries: &[String], idle: Duration) {
+        let entries: Vec<&str> = entries.iter().map(String::as_str).collect();
+        self.with(|con, keys, name| server::touch(con, keys, name, idle, now_ms(), &entries));
+    }
+
+    fn record_waiting(&mut self) {
+        while let Some(outcome) = self.unrecorded.pop_front() {
+            let entry = self.held.get(&outcome.id).cloned().unwrap_or_default();
+            let verdict = super::Verdict {
+                worker: self.name.clone(),
+                outcome: (*outcome).clone(),
+            };
+            let Ok(json) = serde_json::to_string(&verdict) else {
+                continue;
+            };
+            let id = outcome.id.clone();
+            let cost = outcome
+                .cost_usd
+                .filter(|c| c.is_finite() && *c > 0.0)
+                .unwrap_or(0.0);
+            // As the gate counts for --max-fail: a skipped item is not a failure of its own.
+            let failed = !matches!(
+                outcome.status,
+                crate::report::ItemStatus::Completed | crate::report::ItemStatus::Skipped
+            );
+            match self
+                .with(|con, keys, _| server::record(con, keys, (&id, &json, &entry), cost, failed))
+            {
+                Some(won) => {
+                    self.held.remove(&id);
+                    if !won {
+                        tracing::info!(
+                            "item {id} had its verdict already: kept as a duplicate attempt"
+                        );
+                    }
+                }
+                None => {
+                    self.unrecorded.push_front(outcome);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Claim items while the run has room for them; say so when the shared run is over.
+    fn claim(&mut self) {
+        if !self.ended && self.gate.as_ref().is_some_and(|g| g.stopped().is_some()) {
+            // The team stopped starting attempts: take nothing more from the others.
+            self.ended = true;
+            let _ = self.to_feed.send(Claimed::End);
+        }
+        self.unblock();
+        while self.want > 0 && !self.ended {
+            let lease = self.lease;
+            let Some(claim) = self.with(|con, keys, name| server::claim(con, keys, name, lease))
+            else {
+                return;
+            };
+            let Some((entry, id)) = claim.item else {
+                if claim.done >= claim.total {
+                    self.ended = true;
+                    let _ = self.to_feed.send(Claimed::End);
+                }
+                return;
+            };
+            // An id is looked up among this worker's own items, never taken on trust.
+            if !self.items.contains_key(&id) {
+                self.ended = true;
+                let _ = self.to_feed.send(Claimed::Failed(Error::Usage(format!(
+                    "the queue at {} handed out item `{}`, which this batch does not have; the queue's key `{}` was changed by something else than a runner of this batch",
+                    self.url,
+                    crate::shown::terminal_safe(&id),
+                    self.keys.base
+                ))));
+                return;
+            };
+            self.held.insert(id.clone(), entry);
+            self.settle(id);
+        }
+    }
+
+    /// Hand out, skip or keep waiting each blocked item, by its prerequisites' verdicts.
+    fn unblock(&mut self) {
+        for id in std::mem::take(&mut self.blocked) {
+            if self.want == 0 {
+                self.blocked.push(id);
+            } else {
+                self.settle(id);
+            }
+        }
+    }
+
+    /// A held item: to the run when its prerequisites completed (they are the fleet's to
+    /// know, so the run sees none), skipped when one did not (its verdict recorded here),
+    /// else kept blocked.
+    fn settle(&mut self, id: String) {
+        let Some(item) = self.items.get(&id).cloned() else {
+            return;
+        };
+        match self.prerequisites(&item.after) {
+            Prerequisites::Done => {
+                let mut item = item;
+                item.after.clear();
+                self.want -= 1;
+                let _ = self.to_feed.send(Claimed::Item(Box::new(item)));
+            }
+            Prerequisites::Pending => self.blocked.push(id),
+            Prerequisites::Failed(reason) => {
+                let outcome = Outcome::not_run(
+                    &item.id,
+                    &item.teammate,
+                    &item.title,
+                    crate::report::ItemStatus::Skipped,
+                    reason,
+                );
+                self.unrecorded.push_back(Box::new(outcome));
+            }
+        }
+    }
+
+    /// Where `after` stands in the queue's verdicts; a verdict that does not parse counts
+    /// as one that did not complete.
+    fn prerequisites(&mut self, after: &[String]) -> Prerequisites {
+        if after.is_empty() {
+            return Prerequisites::Done;
+        }
+        let Some(found) = self.with(|con, keys, _| server::verdicts_of(con, keys, after)) else {
+            return Prerequisites::Pending;
+        };
+        for (dep, verdict) in after.iter().zip(found) {
+            let Some(json) = verdict else {
+                return Prerequisites::Pending;
+            };
+            let status = serde_json::from_str::<super::Verdict>(&json)
+                .map(|v| v.outcome.status.to_string())
+                .unwrap_or_else(|_| "no valid verdict".into());
+            if status != "completed" {
+                return Prerequisites::Failed(format!(
+                    "prerequisite {dep} did not complete ({status})"
+                ));
+            }
+        }
+        Prerequisites::Done
+    }
+}

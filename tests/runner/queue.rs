@@ -1,0 +1,575 @@
+//! `--queue redis://…` (issue 54): workers of one batch sharing a Redis Streams work queue,
+//! against a real `redis-server` (Debian's, installed by `.ci/run`) that each test starts
+//! on a free 127.0.0.1 port in a temporary folder and stops at its end. Leases are cut to
+//! a second (`RUNNER_QUEUE_LEASE_MS`) so a dead worker's item is taken over quickly.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::harness::{Run, Sandbox, by_id, wait_for};
+
+/// A `redis-server` of this test's own (append-only file on, no snapshots, in the
+/// foreground), killed when dropped.
+struct Redis {
+    child: Option<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Redis {
+    /// Start one; `None` (the test skips, or fails under RUNNER_TEST_REQUIRE_ALL) when
+    /// `redis-server` is not installed.
+    fn start() -> Option<Redis> {
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            crate::skip::skip(
+                "queue: no redis-server (Debian's redis-server package; .ci/run installs it)",
+            );
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut r = Redis {
+            child: None,
+            port,
+            dir: tempfile::tempdir().expect("tempdir"),
+        };
+        r.spawn();
+        Some(r)
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--appendonly", "yes", "--save", "", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        self.child = Some(child);
+        wait_for("redis-server to answer", 20, || {
+            self.cli(&["PING"]).trim() == "PONG"
+        });
+    }
+
+    /// Stop the server as a restart does (SIGTERM: it writes its append-only file and
+    /// exits) and start it again on the same port and folder.
+    fn restart(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill").arg(c.id().to_string()).status();
+            let _ = c.wait();
+        }
+        self.spawn();
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// `redis-cli -p PORT ARGS`' stdout.
+    fn cli(&self, args: &[&str]) -> String {
+        Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+
+    fn number(&self, args: &[&str]) -> u64 {
+        self.cli(args)
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Items claimed and not finished, by every worker.
+    fn held(&self) -> u64 {
+        self.number(&["XPENDING", "runner:in.csv:items", "workers"])
+    }
+
+    fn verdicts(&self) -> u64 {
+        self.number(&["HLEN", "runner:in.csv:results"])
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The batch: `n` rows whose fake agent waits for `release` to exist (none does yet).
+fn batch(sb: &Sandbox, n: usize) -> PathBuf {
+    let mut csv = String::from("id,mode\n");
+    for i in 1..=n {
+        csv.push_str(&format!("r{i:02},wait_file\n"));
+    }
+    sb.write_csv(&csv);
+    sb.join("release")
+}
+
+/// A worker: `runner batch … --queue URL -j JOBS -o OUT -- <fake agent>`, not waited for.
+fn worker(sb: &Sandbox, redis: &Redis, jobs: &str, out: &str) -> Child {
+    let mut c = sb.fake_batch_cmd(&["--queue", &redis.url(), "-j", jobs, "-o", out]);
+    c.env("RELEASE_FILE", sb.join("release"))
+        .env("RUNNER_QUEUE_LEASE_MS", "1000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().expect("spawn a worker")
+}
+
+fn finish(child: Child) -> Run {
+    child.wait_with_output().expect("worker ends").into()
+}
+
+/// How many items a worker ran, from its closing summary (`Summary: N item(s)…`).
+fn ran(run: &Run) -> u64 {
+    run.stdout
+        .lines()
+        .chain(run.stderr.lines())
+        .find_map(|l| l.strip_prefix("Summary: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no summary in {run:?}"))
+}
+
+/// `runner collect --queue URL` of the batch into `out`.
+fn collect(sb: &Sandbox, redis: &Redis, out: &str) -> Run {
+    sb.run(&[
+        "collect",
+        "--queue",
+        &redis.url(),
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+        "-o",
+        out,
+    ])
+}
+
+/// Each row's id, status, attempts and result: what a user reads of an output.
+fn rows(path: &Path) -> Vec<[String; 4]> {
+    by_id(path, "id")
+        .into_values()
+        .map(|r| {
+            [
+                r["id"].clone(),
+                r["status"].clone(),
+                r["attempts"].clone(),
+                r["result"].clone(),
+            ]
+        })
+        .collect()
+}
+
+#[test]
+fn four_workers_produce_the_output_of_one_process() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    let release = batch(&sb, 16);
+    std::fs::write(&release, "").expect("release");
+    let workers: Vec<Child> = (1..=4)
+        .map(|w| worker(&sb, &redis, "2", &format!("w{w}.csv")))
+        .collect();
+    let runs: Vec<Run> = workers.into_iter().map(finish).collect();
+    for r in &runs {
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    // Every item ran exactly once across the fleet.
+    assert_eq!(runs.iter().map(ran).sum::<u64>(), 16, "{runs:?}");
+    assert_eq!(redis.verdicts(), 16);
+    assert_eq!(redis.number(&["LLEN", "runner:in.csv:duplicates"]), 0);
+    let c = collect(&sb, &redis, "all.csv");
+    assert_eq!(c.code, 0, "{c:?}");
+    let one: Run = sb
+        .fake_batch_cmd(&["-o", "one.csv"])
+        .env("RELEASE_FILE", &release)
+        .output()
+        .expect("spawn")
+        .into();
+    assert_eq!(one.code, 0, "{one:?}");
+    assert_eq!(rows(&sb.join("all.csv")), rows(&sb.join("one.csv")));
+    // Same columns, same row order.
+    let header = |f: &str| sb.read(f).lines().next().map(str::to_owned);
+    assert_eq!(header("all.csv"), header("one.csv"));
+    let ids = |f: &str| -> Vec<String> {
+        crate::harness::csv_rows(&sb.join(f))
+            .into_iter()
+            .map(|r| r["id"].clone())
+            .collect()
+    };
+    assert_eq!(ids("all.csv"), ids("one.csv"));
+    let status = sb.run(&["status", "--queue", &redis.url(), "in.csv"]);
+    assert_eq!(status.code, 0, "{status:?}");
+    assert!(status.stdout.contains("16 of 16 done"), "{status:?}");
+}
+
+#[test]
+fn a_worker_killed_mid_item_loses_nothing() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    let release = batch(&sb, 5);
+    let mut first = worker(&sb, &redis, "1", "a.csv");
+    wait_for("the first worker to claim an item", 30, || {
+        redis.held() == 1
+    });
+    // kill -9: no chance to hand its item back or record anything.
+    let _ = Command::new("kill")
+        .args(["-9", &first.id().to_string()])
+        .status();
+    let _ = first.wait();
+    // Its orphaned agent is gone with it, as a dead machine's would be.
+    for (pid, _) in sb.live_processes() {
+        let _ = Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .stderr(Stdio::null())
+            .status();
+    }
+    assert_eq!(redis.verdicts(), 0);
+    // `runner status --queue` names it dead once its lease ran out, with its item.
+    let status = || {
+        let mut c = sb.cmd(&["status", "--queue", &redis.url(), "in.csv"]);
+        c.env("RUNNER_QUEUE_LEASE_MS", "1000");
+        let r: Run = c.output().expect("status").into();
+        r
+    };
+    wait_for("status to show the dead worker", 30, || {
+        status().stdout.contains("dead, 1 item(s) to be taken over")
+    });
+    let s = status();
+    assert_eq!(s.code, 1, "{s:?}");
+    assert!(s.stdout.contains("0 of 5 done"), "{s:?}");
+    assert!(s.stdout.contains("4 pending"), "{s:?}");
+    std::fs::write(&release, "").expect("release");
+    let second = finish(worker(&sb, &redis, "2", "b.csv"));
+    assert_eq!(second.code, 0, "{second:?}");
+    // Every item, the dead worker's too (after its lease), ran here and has one verdict.
+    assert_eq!(ran(&second), 5, "{second:?}");
+    assert_eq!(redis.verdicts(), 5);
+    assert_eq!(redis.number(&["LLEN", "runner:in.csv:duplicates"]), 0);
+    assert_eq!(redis.held(), 0);
+    let c = collect(&sb, &redis, "all.csv");
+    assert_eq!(c.code, 0, "{c:?}");
+    assert!(
+        rows(&sb.join("all.csv"))
+            .iter()
+            .all(|r| r[1] == "completed")
+    );
+    assert!(sb.survivors_after(5.0).is_empty());
+}
+
+#[test]
+fn a_late_worker_joins_the_run() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    let release = batch(&sb, 6);
+    let first = worker(&sb, &redis, "1", "a.csv");
+    wait_for("the first worker to claim an item", 30, || {
+        redis.held() == 1
+    });
+    let late = worker(&sb, &redis, "2", "b.csv");
+    wait_for("the late worker to claim its items", 30, || {
+        redis.held() == 3
+    });
+    std::fs::write(&release, "").expect("release");
+    let (first, late) = (finish(first), finish(late));
+    assert_eq!(first.code, 0, "{first:?}");
+    assert_eq!(late.code, 0, "{late:?}");
+    assert!(ran(&late) >= 2, "{late:?}");
+    assert_eq!(ran(&first) + ran(&late), 6);
+    assert_eq!(redis.verdicts(), 6);
+}
+
+#[test]
+fn seeding_twice_is_a_no_op() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    let release = batch(&sb, 3);
+    std::fs::write(&release, "").expect("release");
+    let first = finish(worker(&sb, &redis, "2", "a.csv"));
+    assert_eq!(first.code, 0, "{first:?}");
+    assert_eq!(ran(&first), 3);
+    let stream = redis.cli(&["XRANGE", "runner:in.csv:items", "-", "+"]);
+    let results = redis.cli(&["HGETALL", "runner:in.csv:results"]);
+    // The same batch again: it joins a run that is over, adds no item and runs none.
+    let again = finish(worker(&sb, &redis, "2", "b.csv"));
+    assert_eq!(again.code, 0, "{again:?}");
+    assert_eq!(ran(&again), 0, "{again:?}");
+    assert_eq!(
+        redis.cli(&["XRANGE", "runner:in.csv:items", "-", "+"]),
+        stream
+    );
+    assert_eq!(redis.cli(&["HGETALL", "runner:in.csv:results"]), results);
+}
+
+#[test]
+fn another_batch_under_the_same_key_is_refused() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    let release = batch(&sb, 2);
+    std::fs::write(&release, "").expect("release");
+    let first = finish(worker(&sb, &redis, "2", "a.csv"));
+    assert_eq!(first.code, 0, "{first:?}");
+    // The same input file name, another instruction: another batch.
+    sb.write("instr.md", "Something else for {id}. MODE={mode}\n");
+    let before = sb.tree();
+    let url = redis.url().replace("redis://", "redis://:hunter2-secret@");
+    let mut c = sb.fake_batch_cmd(&["--queue", &url, "-o", "other.csv"]);
+    let other: Run = c.output().expect("spawn").into();
+    // A password the server does not expect is refused by it, the URL redacted.
+    assert_eq!(other.code, 3, "{other:?}");
+    assert!(!other.stderr.contains("hunter2"), "{other:?}");
+    let other = sb.fake_batch(&["--queue", &redis.url(), "-o", "other.csv"]);
+    assert_eq!(other.code, 2, "{other:?}");
+    assert!(other.stderr.contains("holds another batch"), "{other:?}");
+    assert_eq!(sb.tree(), before, "nothing on disk changed");
+    assert_eq!(redis.verdicts(), 2);
+}
+
+#[test]
+fn a_restarted_server_loses_nothing() {
+    let Some(mut redis) = Redis::start() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let release = batch(&sb, 6);
+    let w = worker(&sb, &redis, "2", "a.csv");
+    wait_for("the worker to claim two items", 30, || redis.held() == 2);
+    redis.restart();
+    // The claims survived in the append-only file.
+    assert_eq!(redis.held(), 2);
+    std::fs::write(&release, "").expect("release");
+    let w = finish(w);
+    assert_eq!(w.code, 0, "{w:?}");
+    assert_eq!(ran(&w), 6, "{w:?}");
+    assert_eq!(redis.verdicts(), 6);
+    let c = collect(&sb, &redis, "all.csv");
+    assert_eq!(c.code, 0, "{c:?}");
+    assert_eq!(rows(&sb.join("all.csv")).len(), 6);
+}
+
+#[test]
+fn a_rate_limit_met_by_one_worker_pauses_every_worker() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    // The first item meets a 429 that asks for 30 s; the others wait for a file never made.
+    let mut csv = String::from("id,mode\nr01,rate_limited_long\n");
+    for i in 2..=4 {
+        csv.push_str(&format!("r{i:02},wait_file\n"));
+    }
+    sb.write_csv(&csv);
+    let first = worker(&sb, &redis, "1", "a.csv");
+    wait_for("the first worker to claim the first item", 30, || {
+        redis.held() == 1
+    });
+    let second = worker(&sb, &redis, "1", "b.csv");
+    let journal = || {
+        std::fs::read_to_string(sb.workspace_of(&sb.join("b.runner")).join("journal.jsonl"))
+            .unwrap_or_default()
+    };
+    wait_for(
+        "the second worker to pause for the first one's 429",
+        30,
+        || journal().contains("\"team_paused\""),
+    );
+    let own = journal();
+    // It met no rate limit of its own.
+    assert!(!own.contains("rate_limited"), "{own}");
+    for w in [&first, &second] {
+        let _ = Command::new("kill").arg(w.id().to_string()).status();
+    }
+    let (first, second) = (finish(first), finish(second));
+    assert_eq!(first.code, 130, "{first:?}");
+    assert_eq!(second.code, 130, "{second:?}");
+    assert!(sb.survivors_after(10.0).is_empty());
+}
+
+#[test]
+fn max_fail_counts_the_whole_fleet() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    let mut csv = String::from("id,mode\nr01,failed\n");
+    for i in 2..=5 {
+        csv.push_str(&format!("r{i:02},wait_file\n"));
+    }
+    sb.write_csv(&csv);
+    let first = worker(&sb, &redis, "1", "a.csv");
+    wait_for("the first worker's failed verdict", 30, || {
+        redis.number(&["HGET", "runner:in.csv:meta", "failed"]) == 1 && redis.held() == 1
+    });
+    // A worker that failed nothing itself stops at once: the fleet is at --max-fail 1.
+    let mut c = sb.fake_batch_cmd(&["--queue", &redis.url(), "-o", "b.csv", "--max-fail", "1"]);
+    c.env("RUNNER_QUEUE_LEASE_MS", "1000");
+    let mut second = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let ended = (0..600).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        second.try_wait().ok().flatten().is_some()
+    });
+    if !ended {
+        let _ = second.kill();
+    }
+    let second = finish(second);
+    assert!(ended, "the second worker went on: {second:?}");
+    assert_eq!(ran(&second), 0, "{second:?}");
+    let journal =
+        std::fs::read_to_string(sb.workspace_of(&sb.join("b.runner")).join("journal.jsonl"))
+            .expect("journal");
+    assert!(journal.contains("across the fleet"), "{journal}");
+    let _ = Command::new("kill").arg(first.id().to_string()).status();
+    let first = finish(first);
+    assert_eq!(first.code, 130, "{first:?}");
+    assert!(sb.survivors_after(10.0).is_empty());
+}
+
+#[test]
+fn longest_first_seeds_the_queue_heaviest_first() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    sb.write_csv("id,mode,weight\na,success,1\nb,success,5\nc,success,\nd,success,3\n");
+    let r = sb.fake_batch(&[
+        "--queue",
+        &redis.url(),
+        "--order",
+        "longest-first",
+        "--weight-column",
+        "weight",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let seeded: Vec<String> = redis
+        .cli(&["XRANGE", "runner:in.csv:items", "-", "+"])
+        .lines()
+        .filter(|l| l.len() == 1)
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(seeded, ["b", "d", "a", "c"]);
+}
+
+#[test]
+fn depends_on_holds_across_workers() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    // b waits for a (held by the first worker until the release), d for c, which fails.
+    sb.write_csv(
+        "id,mode,depends_on\na,wait_file,\nb,success,a\nc,failed,\nd,success,c\ne,success,\n",
+    );
+    let first = worker(&sb, &redis, "1", "a.csv");
+    wait_for("the first worker to claim a", 30, || redis.held() == 1);
+    let second = worker(&sb, &redis, "2", "b.csv");
+    // Everything but a and b settles; b waits for a.
+    wait_for("c, d and e to have their verdicts", 30, || {
+        redis.verdicts() == 3
+    });
+    assert_eq!(
+        redis.cli(&["HEXISTS", "runner:in.csv:results", "b"]).trim(),
+        "0"
+    );
+    std::fs::write(sb.join("release"), "").expect("release");
+    let (first, second) = (finish(first), finish(second));
+    assert_eq!(first.code + second.code, 1, "{first:?}\n{second:?}");
+    let c = collect(&sb, &redis, "all.csv");
+    assert_eq!(c.code, 1, "{c:?}");
+    let rows = by_id(&sb.join("all.csv"), "id");
+    assert_eq!(rows["a"]["status"], "completed");
+    assert_eq!(rows["b"]["status"], "completed");
+    // b started only once a had finished, on whichever worker.
+    assert!(
+        rows["b"]["started_at"] >= rows["a"]["finished_at"],
+        "{rows:?}"
+    );
+    assert_eq!(rows["c"]["status"], "failed");
+    assert_eq!(rows["d"]["status"], "skipped");
+    assert!(rows["d"]["error"].contains("prerequisite c"), "{rows:?}");
+    assert_eq!(rows["e"]["status"], "completed");
+}
+
+#[test]
+fn a_verdict_that_is_no_outcome_of_the_batch_is_refused_by_collect() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    let release = batch(&sb, 2);
+    std::fs::write(&release, "").expect("release");
+    let w = finish(worker(&sb, &redis, "2", "a.csv"));
+    assert_eq!(w.code, 0, "{w:?}");
+    // Someone else wrote the queue: a result that is no outcome, under an id of the batch.
+    redis.cli(&[
+        "HSET",
+        "runner:in.csv:results",
+        "r01",
+        "{\"status\":\"completed\"}",
+    ]);
+    let c = collect(&sb, &redis, "all.csv");
+    assert_eq!(c.code, 2, "{c:?}");
+    assert!(c.stderr.contains("item `r01` that is not valid"), "{c:?}");
+    assert!(!sb.join("all.csv").exists());
+}
+
+#[test]
+fn batch_md_names_the_queue_for_workers_and_collect() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    let release = batch(&sb, 3);
+    std::fs::write(&release, "").expect("release");
+    sb.write(
+        "BATCH.md",
+        format!(
+            "---\ninput: in.csv\nid_column: id\nqueue: {}\n---\nHandle {{id}}. MODE={{mode}}\n",
+            redis.url()
+        ),
+    );
+    let fake = crate::harness::agent("fake_agent.py");
+    let w: Run = sb
+        .cmd(&[
+            "batch", "BATCH.md", "-o", "w.csv", "--format", "plain", "--", "python3", &fake,
+        ])
+        .env("RELEASE_FILE", &release)
+        .output()
+        .expect("spawn")
+        .into();
+    assert_eq!(w.code, 0, "{w:?}");
+    assert_eq!(redis.verdicts(), 3);
+    let c = sb.run(&["collect", "BATCH.md", "-o", "all.csv", "--format", "plain"]);
+    assert_eq!(c.code, 0, "{c:?}");
+    assert_eq!(rows(&sb.join("all.csv")).len(), 3);
+}
+
+#[test]
+fn a_queue_with_a_shard_or_only_is_refused_before_anything_is_written() {
+    let sb = Sandbox::new();
+    batch(&sb, 2);
+    let before = sb.tree();
+    // No server needed: the plan is refused first.
+    let r = sb.fake_batch(&["--queue", "redis://127.0.0.1:9", "--shard", "1/2"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("--queue") && r.stderr.contains("--shard"),
+        "{r:?}"
+    );
+    let r = sb.fake_batch(&["--queue", "redis://127.0.0.1:9", "--only", "r01"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("--queue") && r.stderr.contains("--only"),
+        "{r:?}"
+    );
+    assert_eq!(sb.tree(), before);
+}

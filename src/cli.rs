@@ -561,6 +561,15 @@ pub(crate) struct RunArgs {
     /// never run by one; `{column}` placeholders allowed).
     #[arg(long, value_name = "CMD")]
     pub verify: Option<String>,
+    /// Give each item to N candidates (2..8), each its own teammate with its own folder
+    /// (and worktree); the winner is chosen by --judge among those that passed.
+    #[arg(long, value_name = "N")]
+    pub best_of: Option<String>,
+    /// How the winner among passing candidates is chosen: passing (all run, then smaller
+    /// diff, lower cost, earlier finish), first (first to pass; the others are stopped), or
+    /// score CMD (CMD prints a number in each candidate's worktree; highest wins).
+    #[arg(long, value_name = "RULE")]
+    pub judge: Option<String>,
     /// Model passed to the agent CLI.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,

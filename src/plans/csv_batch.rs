@@ -411,6 +411,7 @@ fn to_item(
         content,
         stage: None,
         profile: None,
+        candidate: None,
         id: row.id,
     }
 }

@@ -848,6 +848,7 @@ mod tests {
             content: String::new(),
             stage: None,
             profile: None,
+            candidate: None,
         }
     }
 

@@ -68,6 +68,10 @@ pub(crate) struct Settings {
     pub retry_delay: Duration,
     /// The verify command (argv with `{column}` placeholders).
     pub verify: Option<Vec<String>>,
+    /// `--best-of N`: candidates per item (1: no fan-out, DESIGN §13).
+    pub best_of: u32,
+    /// `--judge`: how the winner among passing candidates is chosen.
+    pub judge: crate::options::best_of::Judge,
     /// `--model`.
     pub model: Option<String>,
     /// `--agent-arg` values.
@@ -208,6 +212,8 @@ impl Settings {
                 .collect(),
             retry_delay: Duration::from_millis(1),
             verify: None,
+            best_of: 1,
+            judge: Default::default(),
             model: None,
             agent_args: Vec::new(),
             vars: BTreeMap::new(),
@@ -271,6 +277,8 @@ impl Settings {
             retry_on: attempts.retry_on,
             retry_delay: attempts.retry_delay,
             verify: attempts.verify,
+            best_of: attempts.best_of,
+            judge: attempts.judge,
             isolate: isolation.isolate,
             merge: isolation.merge,
             worktree_copy: isolation.worktree_copy,

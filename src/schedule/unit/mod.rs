@@ -260,6 +260,7 @@ impl Unit<'_> {
                 attempt,
                 verdict: result.verdict.clone(),
                 retrying: next.retrying,
+                candidate: item.candidate,
                 refused: next.refused,
                 spend: this_attempt,
                 at: now_rfc3339(),

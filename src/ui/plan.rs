@@ -160,6 +160,17 @@ fn heading_lines(plan: &Plan, resumed: u64) -> Vec<String> {
         "Time limit per attempt: {timeout}; retries: {}",
         spec.settings.retries
     ));
+    if spec.settings.best_of > 1 {
+        let n = spec.settings.best_of as u64;
+        let items = plan.selected - resumed;
+        lines.push(format!(
+            "Best of {n}: each item goes to {n} candidates (teammates ITEM.c1 … ITEM.c{n}, each its own folder{}), judge {}; {} candidate(s) in all, at most {} attempt(s) (each candidate's attempt counts against --jobs and --max-cost-usd)",
+            if spec.isolation.is_some() { " and worktree" } else { "" },
+            spec.settings.judge.word(),
+            items * n,
+            items * n * (1 + spec.settings.retries as u64),
+        ));
+    }
     let limits = &spec.settings.limits;
     lines.push(format!(
         "Limits: rate limits wait up to {} per item; budget: {}; max-fail: {}",

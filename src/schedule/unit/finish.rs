@@ -115,6 +115,7 @@ pub(super) fn final_outcome(
         commit: last.git.as_ref().map(|g| g.1.clone()),
         diffstat: last.git.as_ref().map(|g| g.2.clone()),
         awaiting_verify: last.verify_cancelled && last.verdict.status == ItemStatus::Cancelled,
+        best_of: None,
     }
 }
 

@@ -225,6 +225,10 @@ fn environment(
         env.push(var("RUNNER_STAGE", &stage.name));
         env.push(var("RUNNER_ROW_ID", &stage.row));
     }
+    // A `--best-of` candidate is told its number (the same task goes to its siblings).
+    if let Some(k) = item.candidate {
+        env.push(var("RUNNER_CANDIDATE", &k.to_string()));
+    }
     if let Some(wt) = worktree {
         env.push(var("RUNNER_WORKTREE", &wt.path));
     }

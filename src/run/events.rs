@@ -498,6 +498,7 @@ pub(crate) mod tests {
                 stages: Vec::new(),
             },
             Event::AttemptStarted {
+                candidate: None,
                 id: "a".into(),
                 teammate: "1-a".into(),
                 title: "a".into(),
@@ -506,6 +507,7 @@ pub(crate) mod tests {
                 at: "2026-12-01T09:00:00Z".into(),
             },
             Event::AttemptFinished {
+                candidate: None,
                 id: "a".into(),
                 teammate: "1-a".into(),
                 attempt: 1,

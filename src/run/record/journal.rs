@@ -808,6 +808,7 @@ mod tests {
         let started = crate::run::record::ledger_file::tests::started;
         j.append(&started("a", 1, 100)).expect("append");
         j.append(&Event::AttemptFinished {
+            candidate: None,
             id: "a".into(),
             teammate: "t".into(),
             attempt: 1,

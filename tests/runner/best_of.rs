@@ -52,9 +52,9 @@ fn outcome(sb: &Sandbox, id: &str) -> Value {
     let journal = std::fs::read_to_string(ws.join("journal.jsonl")).expect("journal");
     journal
         .lines()
+        .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["event"] == "item_finished" && e["outcome"]["id"] == id)
-        .last()
+        .find(|e| e["event"] == "item_finished" && e["outcome"]["id"] == id)
         .map(|e| e["outcome"].clone())
         .expect("an item_finished")
 }

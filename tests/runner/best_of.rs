@@ -97,6 +97,17 @@ fn a_verify_that_passes_for_only_some_candidates_picks_among_them_the_smaller_di
     assert_eq!(b["candidates"][0]["status"], "failed");
     assert_eq!(b["candidates"][1]["verify"], "passed");
     assert_eq!(o["attempts"], 3, "one attempt of each candidate");
+    // `runner show` lists the candidates side by side, and why one is out.
+    let show = sb.run(&["show", "a"]);
+    assert_eq!(show.code, 0, "{show:?}");
+    for line in [
+        "Candidates: 2/3 passed (winner c3, passing: smaller diff: 3 lines against 6):",
+        "1-a.c1",
+        "out: verify failed",
+        "2 files changed, 6 insertions(+)",
+    ] {
+        assert!(show.stdout.contains(line), "{line}: {show:?}");
+    }
 }
 
 #[test]
@@ -301,4 +312,60 @@ fn dry_run_shows_the_fan_out_and_its_worst_case_attempts() {
             .contains("3 candidate(s) in all, at most 6 attempt(s)"),
         "{r:?}"
     );
+}
+
+#[test]
+fn only_failed_reruns_every_candidate_of_an_item_none_of_whose_candidates_passed() {
+    let sb = Sandbox::new();
+    one_item(&sb, "C1=fail C2=fail");
+    let r = batch(&sb, &["--best-of", "2", "--jobs", "2"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "failed");
+    assert_eq!(rows["a"]["candidates"], "0/2 passed");
+    assert_eq!(rows["a"]["winner"], "");
+    let again = batch(&sb, &["--best-of", "2", "--jobs", "2", "--only", "failed"]);
+    assert_eq!(again.code, 1, "{again:?}");
+    assert_eq!(
+        [runs(&sb, 1), runs(&sb, 2)],
+        [2, 2],
+        "both candidates ran again"
+    );
+}
+
+#[test]
+fn batch_md_sets_best_of_and_the_judge_and_bad_values_are_refused() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,task\na,C1=ok\n");
+    let a = agent("candidate_agent.py");
+    let md = |extra: &str| {
+        format!(
+            "---\ninput: in.csv\nid_column: id\n{extra}command: [python3, {a}]\n---\nDo {{task}}\n"
+        )
+    };
+    sb.write("BATCH.md", md("best_of: 2\njudge: score cat score.txt\n"));
+    let dry = sb.run(&["batch", "BATCH.md", "--dry-run"]);
+    assert_eq!(dry.code, 0, "{dry:?}");
+    assert!(
+        dry.stdout
+            .contains("Best of 2: each item goes to 2 candidates")
+            && dry.stdout.contains("judge score;"),
+        "{dry:?}"
+    );
+    sb.write("BATCH.md", md("best_of: 12\n"));
+    let bad = sb.run(&["batch", "BATCH.md", "--dry-run"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(bad.stderr.contains("best_of"), "{bad:?}");
+    sb.write("BATCH.md", md(""));
+    let bad = sb.run(&[
+        "batch",
+        "BATCH.md",
+        "--dry-run",
+        "--best-of",
+        "2",
+        "--judge",
+        "fastest",
+    ]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(bad.stderr.contains("--judge"), "{bad:?}");
 }

@@ -6,26 +6,66 @@ use std::str::FromStr;
 /// Most candidates one item may have: each is a whole teammate (and worktree).
 pub(crate) const MAX_CANDIDATES: u32 = 8;
 
-/// `--best-of N`: the number of candidates of each item, 2 ..= [`MAX_CANDIDATES`] (1 is no
-/// fan-out, the default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct BestOf(pub u32);
+/// `--best-of N` or `--best-of RUNNER[:MODEL],…`: the candidates of each item — N of the
+/// run's own runner, or one per runner definition named (with its model after `:`), 2 ..=
+/// [`MAX_CANDIDATES`] of them (1 is no fan-out, the default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BestOf {
+    /// How many candidates.
+    pub count: u32,
+    /// With a list: each candidate's runner definition and model, in order; empty for `N`.
+    pub runners: Vec<(String, Option<String>)>,
+}
 
 impl BestOf {
     /// What `--best-of` / `best_of` must be.
-    pub(crate) const RULE: &'static str =
-        "must be a whole number of candidates per item, 1 to 8 (1: no fan-out)";
+    pub(crate) const RULE: &'static str = "must be a number of candidates per item, 1 to 8 (1: no fan-out), or 2 to 8 runners as RUNNER[:MODEL],… (claude,codex,gemini:gemini-2.5-pro)";
+
+    /// No fan-out.
+    pub(crate) const ONE: BestOf = BestOf {
+        count: 1,
+        runners: Vec::new(),
+    };
 }
 
-/// A whole number 1 ..= [`MAX_CANDIDATES`].
+/// A whole number 1 ..= [`MAX_CANDIDATES`], or a comma list of 2 ..= [`MAX_CANDIDATES`]
+/// `RUNNER[:MODEL]` (names as `--runner` takes them; a model may hold `:`).
 impl FromStr for BestOf {
     /// [`BestOf::RULE`].
     type Err = &'static str;
 
     fn from_str(text: &str) -> Result<BestOf, &'static str> {
-        match text.trim().parse::<u32>() {
-            Ok(n) if (1..=MAX_CANDIDATES).contains(&n) => Ok(BestOf(n)),
-            _ => Err(BestOf::RULE),
+        let text = text.trim();
+        if let Ok(n) = text.parse::<u32>() {
+            return match (1..=MAX_CANDIDATES).contains(&n) {
+                true => Ok(BestOf {
+                    count: n,
+                    runners: Vec::new(),
+                }),
+                false => Err(BestOf::RULE),
+            };
+        }
+        let mut runners = Vec::new();
+        for part in text.split(',').map(str::trim) {
+            let (name, model) = match part.split_once(':') {
+                Some((n, m)) => (n.trim(), Some(m.trim().to_owned())),
+                None => (part, None),
+            };
+            let named = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !named || model.as_deref() == Some("") {
+                return Err(BestOf::RULE);
+            }
+            runners.push((name.to_owned(), model));
+        }
+        match (2..=MAX_CANDIDATES as usize).contains(&runners.len()) {
+            true => Ok(BestOf {
+                count: runners.len() as u32,
+                runners,
+            }),
+            false => Err(BestOf::RULE),
         }
     }
 }
@@ -86,10 +126,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn best_of_is_one_to_eight_candidates() {
-        assert_eq!("3".parse(), Ok(BestOf(3)));
-        assert_eq!(" 1 ".parse(), Ok(BestOf(1)));
-        for bad in ["0", "9", "x", "-2", "claude,codex"] {
+    fn best_of_is_one_to_eight_candidates_or_a_list_of_runners() {
+        assert_eq!("3".parse::<BestOf>().map(|b| b.count), Ok(3));
+        assert_eq!(" 1 ".parse(), Ok(BestOf::ONE));
+        assert_eq!(
+            "claude,codex,gemini:gemini-2.5-pro".parse(),
+            Ok(BestOf {
+                count: 3,
+                runners: vec![
+                    ("claude".into(), None),
+                    ("codex".into(), None),
+                    ("gemini".into(), Some("gemini-2.5-pro".into())),
+                ],
+            })
+        );
+        for bad in [
+            "0",
+            "9",
+            "x y",
+            "-2",
+            "claude",
+            "claude,",
+            "claude,codex:",
+            "a,b,c,d,e,f,g,h,i",
+        ] {
             assert_eq!(bad.parse::<BestOf>(), Err(BestOf::RULE), "{bad}");
         }
     }

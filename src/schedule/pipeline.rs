@@ -77,6 +77,7 @@ pub(crate) fn run(
     let items = items.saturating_mul(plan.spec.settings.best_of.max(1) as usize);
     plan.spec.settings.jobs = plan.spec.settings.jobs.min(items);
     let format = plan.spec.settings.format;
+    plan.add_candidates()?;
     plan.settle_sandbox();
     plan.check()?;
     if plan.spec.settings.dry_run {

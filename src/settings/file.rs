@@ -223,6 +223,7 @@ fn best_of<'de, D: Deserializer<'de>>(d: D) -> De<crate::options::best_of::BestO
     match Value::deserialize(d)? {
         Value::Null => Ok(None),
         Value::Number(n) => n.to_string().parse().map(Some),
+        Value::String(s) => s.parse().map(Some),
         _ => Err(rule),
     }
     .map_err(serde::de::Error::custom)

@@ -151,8 +151,8 @@ pub(super) struct Attempts {
     pub retry_delay: Duration,
     /// The verify command (argv, as written).
     pub verify: Option<Vec<String>>,
-    /// Candidates per item (1: no fan-out).
-    pub best_of: u32,
+    /// Candidates per item (1: no fan-out), and with a list each one's runner and model.
+    pub best_of: BestOf,
     /// How the winner among passing candidates is chosen.
     pub judge: Judge,
 }
@@ -195,9 +195,8 @@ pub(super) fn attempts(flags: &RunArgs, file: &FileSettings) -> Result<Attempts>
             Some(t) => t
                 .parse::<BestOf>()
                 .map_err(|rule| Error::bad_value("--best-of", t, rule))?,
-            None => file.best_of.unwrap_or(BestOf(1)),
-        }
-        .0,
+            None => file.best_of.clone().unwrap_or(BestOf::ONE),
+        },
         judge: match &flags.judge {
             Some(t) => t
                 .parse::<Judge>()

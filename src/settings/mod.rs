@@ -70,6 +70,10 @@ pub(crate) struct Settings {
     pub verify: Option<Vec<String>>,
     /// `--best-of N`: candidates per item (1: no fan-out, DESIGN §13).
     pub best_of: u32,
+    /// `--best-of RUNNER[:MODEL],…`: each candidate's runner definition and model, in order
+    /// (candidate K runs with the run's profile K-1, [`crate::schedule::plan::Plan::add_candidates`]);
+    /// empty for `--best-of N`.
+    pub best_of_runners: Vec<(String, Option<String>)>,
     /// `--judge`: how the winner among passing candidates is chosen.
     pub judge: crate::options::best_of::Judge,
     /// `--model`.
@@ -213,6 +217,7 @@ impl Settings {
             retry_delay: Duration::from_millis(1),
             verify: None,
             best_of: 1,
+            best_of_runners: Vec::new(),
             judge: Default::default(),
             model: None,
             agent_args: Vec::new(),
@@ -277,7 +282,8 @@ impl Settings {
             retry_on: attempts.retry_on,
             retry_delay: attempts.retry_delay,
             verify: attempts.verify,
-            best_of: attempts.best_of,
+            best_of: attempts.best_of.count,
+            best_of_runners: attempts.best_of.runners,
             judge: attempts.judge,
             isolate: isolation.isolate,
             merge: isolation.merge,

@@ -369,3 +369,61 @@ fn batch_md_sets_best_of_and_the_judge_and_bad_values_are_refused() {
     assert_eq!(bad.code, 2, "{bad:?}");
     assert!(bad.stderr.contains("--judge"), "{bad:?}");
 }
+
+#[test]
+fn candidates_across_runners_each_run_their_own_cli_and_model() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.join("bin")).expect("bin");
+    std::fs::create_dir_all(sb.join("record")).expect("record");
+    for cli in ["claude", "codex"] {
+        std::os::unix::fs::symlink(agent("fake_cli.py"), sb.join("bin").join(cli))
+            .expect("symlink");
+    }
+    sb.write("in.csv", "id\n1\n");
+    sb.write("instr.md", "Add a greet helper for item {id}.\n");
+    let path = format!(
+        "{}:{}",
+        sb.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let args = [
+        "batch",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--format",
+        "plain",
+        "--best-of",
+        "claude,codex:gpt-5",
+        "--jobs",
+        "2",
+    ];
+    let dry = sb
+        .cmd(&[&args[..], &["--dry-run"]].concat())
+        .env("PATH", &path)
+        .output();
+    let dry: crate::harness::Run = dry.expect("run").into();
+    assert!(
+        dry.stdout
+            .contains("c1 runner claude, c2 runner codex, model gpt-5"),
+        "{dry:?}"
+    );
+    let r: crate::harness::Run = sb
+        .cmd(&args)
+        .env("PATH", &path)
+        .env("FAKE_CLI_RECORD", sb.join("record"))
+        .output()
+        .expect("run")
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["1"]["candidates"], "2/2 passed");
+    let b = &outcome(&sb, "1")["best_of"];
+    assert_eq!(b["candidates"][0]["runner"], "claude", "{b}");
+    assert_eq!(b["candidates"][1]["runner"], "codex", "{b}");
+    let codex: Value =
+        serde_json::from_str(&sb.read("record/codex-1.json")).expect("codex was run");
+    assert!(codex["argv"].to_string().contains("gpt-5"), "{codex}");
+    assert!(sb.join("record/claude-1.json").is_file(), "claude was run");
+}

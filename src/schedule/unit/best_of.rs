@@ -35,11 +35,15 @@ use super::{Earlier, attempt_item};
 /// The file a finished candidate's outcome is kept in, in the runner's part of its folder.
 const MARKER: &str = "candidate.json";
 
-/// Candidate `k` of `item`: the same task under its own teammate `<teammate>.cK`.
-fn candidate_item(item: &WorkItem, k: u32) -> WorkItem {
+/// Candidate `k` of `item`: the same task under its own teammate `<teammate>.cK`; with
+/// `--best-of RUNNER[:MODEL],…`, with its own runner and model (profile K-1,
+/// [`crate::schedule::plan::Plan::add_candidates`]).
+fn candidate_item(spec: &RunSpec, item: &WorkItem, k: u32) -> WorkItem {
+    let own = !spec.settings.best_of_runners.is_empty();
     WorkItem {
         teammate: format!("{}.c{k}", item.teammate),
         candidate: Some(k),
+        profile: if own { Some(k - 1) } else { item.profile },
         ..item.clone()
     }
 }
@@ -88,7 +92,7 @@ pub(super) async fn run(
 ) {
     let settings = spec.settings_for(&item);
     let (n, judge) = (settings.best_of, settings.judge.clone());
-    let candidates: Vec<WorkItem> = (1..=n).map(|k| candidate_item(&item, k)).collect();
+    let candidates: Vec<WorkItem> = (1..=n).map(|k| candidate_item(&spec, &item, k)).collect();
     let known: Vec<Option<Outcome>> = candidates
         .iter()
         .map(|c| earlier_outcome(&spec, c))
@@ -196,6 +200,8 @@ async fn race(
         }
         let (stop, stopped) = watch::channel(*cancel.borrow());
         stops.push((k, stop));
+        // A candidate with a runner of its own runs on that runner's backend.
+        let backend = spec.profile_of(c).map_or(backend, |p| &p.backend);
         let (spec, backend, gate, tx, c) = (
             Arc::clone(spec),
             Arc::clone(backend),

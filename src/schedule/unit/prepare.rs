@@ -84,8 +84,9 @@ pub(super) async fn prepare(
         vars: &spec.settings_for(item).vars,
         in_git_work_tree: agent_in_git_work_tree(spec),
     };
+    // The item's own runner: a stage's, a row's, a `--best-of` candidate's.
     let invocation = spec
-        .settings
+        .settings_for(item)
         .runner
         .invocation(&args)
         .map_err(|e| HelperFailure::before(e.to_string()))?;

@@ -100,6 +100,9 @@ pub(crate) enum Command {
     Show(ShowArgs),
     /// Print a log of one item's attempt (the last attempt's stdout by default).
     Logs(LogsArgs),
+    /// Name the winner of a `--best-of` item a `--judge person` left blocked: its outcome
+    /// becomes the candidate's (run the batch again to write its outputs and merge it).
+    Pick(PickArgs),
     /// Write a report of a team: one self-contained HTML file with a timeline of every
     /// attempt and a sortable table of the items (works while the run goes on).
     Report(ReportArgs),
@@ -203,6 +206,21 @@ pub(crate) struct ShowArgs {
     /// record a completed item was compacted into).
     #[arg(long)]
     pub prompt: bool,
+}
+
+/// `runner pick`.
+#[derive(Debug, Args)]
+pub(crate) struct PickArgs {
+    /// The item's id, as `runner show` takes it.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// The winning candidate: its number (`2`, `c2`) or its teammate's name (`1-a.c2`).
+    #[arg(value_name = "CANDIDATE")]
+    pub candidate: String,
+    /// The team workspace (as `runner show` takes it); default: the most recently updated
+    /// team here.
+    #[arg(value_name = "WORKSPACE")]
+    pub workspace: Option<PathBuf>,
 }
 
 /// `runner logs`.

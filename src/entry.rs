@@ -89,6 +89,7 @@ pub(crate) fn run() -> i32 {
         Command::Clean(args) => commands::clean::clean(args),
         Command::Show(args) => commands::show::show(args),
         Command::Logs(args) => commands::show::logs(args),
+        Command::Pick(args) => commands::pick::pick(args),
         Command::Report(args) => commands::report::report(args),
         Command::Completions(args) => commands::docs::completions(args),
         Command::Man => commands::docs::man(),

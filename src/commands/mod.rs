@@ -7,6 +7,7 @@ pub(crate) mod clean;
 pub(crate) mod docs;
 pub(crate) mod fragments;
 pub(crate) mod merge;
+pub(crate) mod pick;
 pub(crate) mod report;
 pub(crate) mod reset;
 pub(crate) mod resolve;

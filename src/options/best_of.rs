@@ -83,12 +83,15 @@ pub(crate) enum Judge {
     /// prints a number; the highest wins, ties by the tie rules. Argv, split as a shell
     /// would, never run by one.
     Score(Vec<String>),
+    /// `person`: every candidate runs to its end; the item ends `blocked`, listing those that
+    /// passed, until `runner pick ID CANDIDATE` names the winner.
+    Person,
 }
 
 impl Judge {
     /// What `--judge` / `judge` must be.
     pub(crate) const RULE: &'static str =
-        "must be passing, first, or score CMD (a command that prints a number)";
+        "must be passing, first, person, or score CMD (a command that prints a number)";
 
     /// The judge's word as the plan and the outcome name it (`score`, not its command).
     pub(crate) fn word(&self) -> &'static str {
@@ -96,11 +99,12 @@ impl Judge {
             Judge::Passing => "passing",
             Judge::First => "first",
             Judge::Score(_) => "score",
+            Judge::Person => "person",
         }
     }
 }
 
-/// `passing`, `first` or `score CMD` (CMD split as a shell would: `score "make count"`).
+/// `passing`, `first`, `person` or `score CMD` (CMD split as a shell would: `score "make count"`).
 impl FromStr for Judge {
     /// [`Judge::RULE`], or what is wrong with the score command.
     type Err = &'static str;
@@ -111,6 +115,7 @@ impl FromStr for Judge {
         match (word, rest.trim()) {
             ("passing", "") => Ok(Judge::Passing),
             ("first", "") => Ok(Judge::First),
+            ("person", "") => Ok(Judge::Person),
             ("score", "") => Err("score needs a command that prints a number: score CMD"),
             ("score", cmd) => match shlex::split(cmd) {
                 Some(argv) if !argv.is_empty() => Ok(Judge::Score(argv)),
@@ -157,6 +162,7 @@ mod tests {
     #[test]
     fn judge_is_a_word_or_score_with_its_command() {
         assert_eq!("first".parse(), Ok(Judge::First));
+        assert_eq!("person".parse(), Ok(Judge::Person));
         assert_eq!("passing".parse(), Ok(Judge::Passing));
         assert_eq!(
             "score sh -c 'wc -l < out'".parse(),

@@ -427,3 +427,41 @@ fn candidates_across_runners_each_run_their_own_cli_and_model() {
     assert!(codex["argv"].to_string().contains("gpt-5"), "{codex}");
     assert!(sb.join("record/claude-1.json").is_file(), "claude was run");
 }
+
+#[test]
+fn a_person_judge_blocks_the_item_until_runner_pick_names_the_winner() {
+    let sb = Sandbox::new();
+    one_item(&sb, "C1=ok C2=fail C3=ok");
+    let flags = ["--best-of", "3", "--jobs", "3", "--judge", "person"];
+    let r = batch(&sb, &flags);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "blocked");
+    assert_eq!(
+        rows["a"]["error"],
+        "a person picks the winner among c1, c3: runner pick a CANDIDATE"
+    );
+    // A candidate that did not pass cannot be picked; nothing changes.
+    let bad = sb.run(&["pick", "a", "c2"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(bad.stderr.contains("pick one of c1, c3"), "{bad:?}");
+    let picked = sb.run(&["pick", "a", "c3"]);
+    assert_eq!(picked.code, 0, "{picked:?}");
+    assert!(
+        picked
+            .stdout
+            .contains("candidate c3 (1-a.c3) is the winner"),
+        "{picked:?}"
+    );
+    let o = outcome(&sb, "a");
+    assert_eq!(o["status"], "completed");
+    assert_eq!(o["best_of"]["winner"], 3);
+    assert_eq!(o["output"]["candidate"], "3");
+    // The batch run again writes it, and runs no candidate again.
+    let again = batch(&sb, &flags);
+    assert_eq!(again.code, 0, "{again:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["status"], "completed");
+    assert_eq!(rows["a"]["winner"], "1-a.c3 (exec)");
+    assert_eq!([runs(&sb, 1), runs(&sb, 2), runs(&sb, 3)], [1, 1, 1]);
+}

@@ -32,8 +32,9 @@ use super::attempt::AttemptLogs;
 use super::helpers::run_helper;
 use super::{Earlier, attempt_item};
 
-/// The file a finished candidate's outcome is kept in, in the runner's part of its folder.
-const MARKER: &str = "candidate.json";
+/// The file a finished candidate's outcome is kept in, in the runner's part of its folder
+/// (read by `runner pick` too).
+pub(crate) const MARKER: &str = "candidate.json";
 
 /// Candidate `k` of `item`: the same task under its own teammate `<teammate>.cK`; with
 /// `--best-of RUNNER[:MODEL],…`, with its own runner and model (profile K-1,
@@ -133,6 +134,9 @@ pub(super) async fn run(
         }
     }
     let scored = matches!(judge, Judge::Score(_));
+    if judge == Judge::Person && rows.iter().any(|r| r.passed(false)) {
+        return ask_a_person(&item, &race, earlier.spent, rows, &tx);
+    }
     let chosen = match race.first {
         Some(k) => Some(((k - 1) as usize, "first to pass".to_owned())),
         None => choose(&rows, scored),
@@ -158,6 +162,50 @@ pub(super) async fn run(
     for c in &candidates {
         let _ = std::fs::remove_file(spec.teammate_dir(&c.teammate).join(MARKER));
     }
+}
+
+/// `--judge person`: the item ends `blocked`, naming the candidates that passed and the
+/// command that settles it; their outcomes stay in their folders for `runner pick`.
+fn ask_a_person(
+    item: &WorkItem,
+    race: &Race,
+    earlier: Spend,
+    rows: Vec<Candidate>,
+    tx: &mpsc::UnboundedSender<Event>,
+) {
+    let passed: Vec<String> = rows
+        .iter()
+        .filter(|r| r.passed(false))
+        .map(|r| format!("c{}", r.candidate))
+        .collect();
+    let base = item_outcome(item, race, earlier, &rows, None);
+    let mut o = Outcome::not_run(
+        &item.id,
+        &item.teammate,
+        &item.title,
+        ItemStatus::Blocked,
+        format!(
+            "a person picks the winner among {}: runner pick {} CANDIDATE",
+            passed.join(", "),
+            item.id
+        ),
+    );
+    o.failure_kind = None;
+    o.started_at = base.started_at.clone();
+    o.content_hash.clone_from(&item.content);
+    o.attempts = base.attempts;
+    o.cost_usd = base.cost_usd;
+    o.input_tokens = base.input_tokens;
+    o.cached_input_tokens = base.cached_input_tokens;
+    o.output_tokens = base.output_tokens;
+    o.best_of = Some(Box::new(BestOf {
+        winner: None,
+        rule: "person: waiting for `runner pick`".into(),
+        passed: passed.len() as u32,
+        total: rows.len() as u32,
+        candidates: rows,
+    }));
+    let _ = tx.send(Event::ItemFinished(Box::new(o)));
 }
 
 /// Run the candidates that have no outcome yet (`known`) at once, each under its own cancel

@@ -21,7 +21,7 @@
 //!   `tests.rs`.
 
 mod attempt;
-mod best_of;
+pub(crate) mod best_of;
 mod finish;
 mod helpers;
 mod home;

@@ -104,7 +104,7 @@ pub(crate) fn pick(args: PickArgs) -> Result<i32> {
     for c in &b.candidates {
         let _ = std::fs::remove_file(TeammateFolder::new(&dir, &c.teammate).dir().join(MARKER));
     }
-    crate::ui::out(&format!(
+    crate::ui::out(format!(
         "Item {}: candidate c{k} ({}) is the winner. Run the batch again to write its outputs{}.",
         args.id,
         chosen.teammate,

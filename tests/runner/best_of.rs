@@ -465,3 +465,30 @@ fn a_person_judge_blocks_the_item_until_runner_pick_names_the_winner() {
     assert_eq!(rows["a"]["winner"], "1-a.c3 (exec)");
     assert_eq!([runs(&sb, 1), runs(&sb, 2), runs(&sb, 3)], [1, 1, 1]);
 }
+
+#[test]
+fn every_candidate_counts_against_the_budget() {
+    let sb = Sandbox::new();
+    one_item(&sb, "C1=cost:0.1 C2=cost:0.1 C3=cost:0.1");
+    // One attempt at a time: after the first candidate spent $0.10, the next would go over.
+    let r = batch(
+        &sb,
+        &["--best-of", "3", "--jobs", "1", "--max-cost-usd", "0.15"],
+    );
+    let o = outcome(&sb, "a");
+    let b = &o["best_of"];
+    assert_eq!(b["passed"], 1, "{r:?}\n{b}");
+    let skipped = b["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .filter(|c| c["status"] == "skipped")
+        .count();
+    assert_eq!(skipped, 2, "{b}");
+    assert_eq!(o["status"], "completed");
+    assert_eq!(
+        runs(&sb, 1) + runs(&sb, 2) + runs(&sb, 3),
+        1,
+        "one candidate ran"
+    );
+}

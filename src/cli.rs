@@ -206,6 +206,10 @@ pub(crate) struct ShowArgs {
     /// record a completed item was compacted into).
     #[arg(long)]
     pub prompt: bool,
+    /// With `--best-of`: the diff from candidate A's branch to candidate B's (`c1 c3`, or
+    /// their teammates' names), run in the repository here.
+    #[arg(long, num_args = 2, value_names = ["A", "B"], conflicts_with = "prompt")]
+    pub diff: Option<Vec<String>>,
 }
 
 /// `runner pick`.

@@ -14,6 +14,7 @@ pub(crate) mod resolve;
 pub(crate) mod runner_check;
 pub(crate) mod runners;
 pub(crate) mod show;
+mod show_diff;
 pub(crate) mod skill;
 pub(crate) mod status;
 pub(crate) mod todo;

@@ -108,6 +108,17 @@ fn a_verify_that_passes_for_only_some_candidates_picks_among_them_the_smaller_di
     ] {
         assert!(show.stdout.contains(line), "{line}: {show:?}");
     }
+    // Two candidates compared: one diff from c2's branch to c3's.
+    let diff = sb.run(&["show", "a", "--diff", "c2", "c3"]);
+    assert_eq!(diff.code, 0, "{diff:?}");
+    assert!(diff.stdout.contains("-line 4 of candidate 2"), "{diff:?}");
+    assert!(diff.stdout.contains("+line 0 of candidate 3"), "{diff:?}");
+    let none = sb.run(&["show", "a", "--diff", "c2", "c9"]);
+    assert_eq!(none.code, 2, "{none:?}");
+    assert!(
+        none.stderr.contains("its candidates are c1, c2, c3"),
+        "{none:?}"
+    );
 }
 
 #[test]

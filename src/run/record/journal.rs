@@ -801,6 +801,27 @@ mod tests {
     }
 
     #[test]
+    fn candidates_attempts_of_one_item_are_open_apart_and_old_lines_replay() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("journal.jsonl");
+        // Two candidates' first attempts, as `--best-of` writes them; one finished.
+        let lines = [
+            r#"{"v":1,"event":"attempt_started","id":"a","teammate":"1-a.c1","attempt":1,"pgid":11,"candidate":1}"#,
+            r#"{"v":1,"event":"attempt_started","id":"a","teammate":"1-a.c2","attempt":1,"pgid":22,"candidate":2}"#,
+            r#"{"v":1,"event":"attempt_finished","id":"a","teammate":"1-a.c1","attempt":1,"status":"completed","reason":"","retrying":false,"candidate":1}"#,
+            // A line written before candidates existed.
+            r#"{"v":1,"event":"attempt_started","id":"b","teammate":"2-b","attempt":1,"pgid":33}"#,
+        ];
+        std::fs::write(&p, lines.join("\n") + "\n").expect("write");
+        let r = replay(&p).expect("replay");
+        assert_eq!(
+            r.unfinished_attempts(),
+            vec![("a#2".to_string(), 22), ("b".to_string(), 33)],
+            "candidate 2's attempt is still open: its process group is reaped"
+        );
+    }
+
+    #[test]
     fn replay_finds_last_outcome_and_open_attempts() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("journal.jsonl");

@@ -112,6 +112,9 @@ pub(crate) enum Command {
     Show(ShowArgs),
     /// Print a log of one item's attempt (the last attempt's stdout by default).
     Logs(LogsArgs),
+    /// Name the winner of a `--best-of` item a `--judge person` left blocked: its outcome
+    /// becomes the candidate's (run the batch again to write its outputs and merge it).
+    Pick(PickArgs),
     /// Write a report of a team: one self-contained HTML file with a timeline of every
     /// attempt and a sortable table of the items (works while the run goes on).
     Report(ReportArgs),
@@ -231,6 +234,25 @@ pub(crate) struct ShowArgs {
     /// record a completed item was compacted into).
     #[arg(long)]
     pub prompt: bool,
+    /// With `--best-of`: the diff from candidate A's branch to candidate B's (`c1 c3`, or
+    /// their teammates' names), run in the repository here.
+    #[arg(long, num_args = 2, value_names = ["A", "B"], conflicts_with = "prompt")]
+    pub diff: Option<Vec<String>>,
+}
+
+/// `runner pick`.
+#[derive(Debug, Args)]
+pub(crate) struct PickArgs {
+    /// The item's id, as `runner show` takes it.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// The winning candidate: its number (`2`, `c2`) or its teammate's name (`1-a.c2`).
+    #[arg(value_name = "CANDIDATE")]
+    pub candidate: String,
+    /// The team workspace (as `runner show` takes it); default: the most recently updated
+    /// team here.
+    #[arg(value_name = "WORKSPACE")]
+    pub workspace: Option<PathBuf>,
 }
 
 /// `runner logs`.
@@ -618,6 +640,15 @@ pub(crate) struct RunArgs {
     /// never run by one; `{column}` placeholders allowed).
     #[arg(long, value_name = "CMD")]
     pub verify: Option<String>,
+    /// Give each item to N candidates (2..8), each its own teammate with its own folder
+    /// (and worktree); the winner is chosen by --judge among those that passed.
+    #[arg(long, value_name = "N")]
+    pub best_of: Option<String>,
+    /// How the winner among passing candidates is chosen: passing (all run, then smaller
+    /// diff, lower cost, earlier finish), first (first to pass; the others are stopped), or
+    /// score CMD (CMD prints a number in each candidate's worktree; highest wins).
+    #[arg(long, value_name = "RULE")]
+    pub judge: Option<String>,
     /// Model passed to the agent CLI.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,

@@ -93,6 +93,7 @@ pub(crate) fn run() -> i32 {
         Command::Reject(args) => commands::review::reject(args),
         Command::Show(args) => commands::show::show(args),
         Command::Logs(args) => commands::show::logs(args),
+        Command::Pick(args) => commands::pick::pick(args),
         Command::Report(args) => commands::report::report(args),
         Command::Serve(args) => commands::serve::serve(args),
         Command::Completions(args) => commands::docs::completions(args),

@@ -39,6 +39,9 @@ pub(crate) struct WorkItem {
     /// stage's or a row's own runner, model, schema, verify and limits; `None` runs with the
     /// batch's settings.
     pub profile: Option<u32>,
+    /// With `--best-of N`: which candidate (1 ..= N) this copy of the item is, run by its own
+    /// teammate `<teammate>.cK` (DESIGN §13); `None` for an item that is not fanned out.
+    pub candidate: Option<u32>,
 }
 
 /// Where a stage item belongs: its row and its place in the row's chain.

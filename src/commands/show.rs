@@ -144,6 +144,12 @@ fn shown(
 
 /// `runner show ID [WORKSPACE] [--prompt]`.
 pub(crate) fn show(args: ShowArgs) -> Result<i32> {
+    if let Some([a, b]) = args.diff.as_deref() {
+        let found = locate(args.workspace.as_deref())?;
+        let (id, events, _) = item_events(&found, &args.id)?;
+        crate::ui::out(super::show_diff::diff(&found, &id, &events, a, b)?);
+        return Ok(0);
+    }
     if !args.prompt {
         crate::ui::out(item_view(&args.id, args.workspace.as_deref())?);
         return Ok(0);

@@ -4,6 +4,7 @@
 //! parsing (`FromStr`, or [`duration::parse`]); a file's value is parsed once, when the file
 //! is loaded ([`crate::settings::FileSettings`]).
 
+pub(crate) mod best_of;
 pub(crate) mod duration;
 pub(crate) mod format;
 pub(crate) mod isolation;

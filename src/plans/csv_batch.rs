@@ -413,6 +413,7 @@ fn to_item(
         content,
         stage: None,
         profile: None,
+        candidate: None,
         id: row.id,
     }
 }
@@ -755,8 +756,12 @@ fn layout(
                 !settings.keep_formulas,
             );
             // Rows that choose their runner or model say which model answered.
-            match choices.runner.is_some() || choices.model.is_some() {
+            let l = match choices.runner.is_some() || choices.model.is_some() {
                 true => l.with_models(),
+                false => l,
+            };
+            match settings.best_of > 1 {
+                true => l.with_best_of(),
                 false => l,
             }
         }

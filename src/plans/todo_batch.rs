@@ -121,6 +121,7 @@ pub(crate) fn plan_items(
             ]),
             stage: None,
             profile: None,
+            candidate: None,
         });
     }
     if let Err(mut p) = plan::check_dependencies(items.iter().map(plan::Waits::from)) {
@@ -281,6 +282,7 @@ fn ended_items(doc: &TodoDocument, workspace: &Path) -> Result<Vec<WorkItem>> {
             content: String::new(),
             stage: None,
             profile: None,
+            candidate: None,
         })
         .collect())
 }

@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) mod best_of;
 pub(crate) mod format;
 pub(crate) mod verdict;
 

@@ -101,6 +101,10 @@ pub(crate) enum Event {
         /// Its process group (also the leader's pid); 0 when the backend starts no process.
         #[serde(default)]
         pgid: u32,
+        /// With `--best-of`: the candidate (1 ..= N) this attempt is of; its attempts are
+        /// numbered on their own. Absent otherwise (and in journals written before).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        candidate: Option<u32>,
         /// When, RFC 3339 (UTC).
         #[serde(default)]
         at: String,
@@ -120,6 +124,9 @@ pub(crate) enum Event {
         /// Whether the item will be attempted again.
         #[serde(default)]
         retrying: bool,
+        /// With `--best-of`: the candidate this attempt is of (as in `attempt_started`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        candidate: Option<u32>,
         /// The request was refused before any work was done (the HTTP backend's 429, 503,
         /// 529): the item waits and sends the identical request again, and its `attempts`
         /// does not count this one (its `rate_limit_waits` does).
@@ -538,6 +545,7 @@ pub(crate) mod tests {
                 merge: String::new(),
             },
             Event::AttemptStarted {
+                candidate: None,
                 id: "a".into(),
                 teammate: "1-a".into(),
                 title: "a".into(),
@@ -546,6 +554,7 @@ pub(crate) mod tests {
                 at: "2026-12-01T09:00:00Z".into(),
             },
             Event::AttemptFinished {
+                candidate: None,
                 id: "a".into(),
                 teammate: "1-a".into(),
                 attempt: 1,

@@ -17,7 +17,7 @@ use crate::run::events::{Event, Problem, Reporter, RunSummary};
 use crate::run::record::ledger::Ledger;
 use crate::run::record::outcome::Outcome;
 use crate::run::record::team::{
-    GateSnapshot, PendingEntry, RunningEntry, SNAPSHOT_COMPLETED_MAX, Snapshot, Team, WaitingEntry,
+    PendingEntry, RunningEntry, SNAPSHOT_COMPLETED_MAX, Snapshot, Team, WaitingEntry,
 };
 use crate::run::supervise::job_control::{self, Suspends};
 use crate::run::supervise::process::Cancel;
@@ -31,6 +31,7 @@ mod interrupts;
 mod units;
 pub(crate) use interrupts::Interrupts;
 use units::Units;
+use units::gate_snapshot;
 
 /// Most items listed in the closing summary's problem list.
 pub(crate) const PROBLEMS_LISTED: usize = 50;
@@ -129,8 +130,12 @@ impl State {
                 attempt,
                 pgid,
                 at,
+                ..
             } => {
-                self.snapshot.running.retain(|r| &r.id != id);
+                // A `--best-of` item runs as several teammates at once: each is an entry.
+                self.snapshot
+                    .running
+                    .retain(|r| &r.id != id || &r.teammate != teammate);
                 self.snapshot.running.push(RunningEntry {
                     id: id.clone(),
                     teammate: teammate.clone(),
@@ -151,7 +156,9 @@ impl State {
                 ..
             } => {
                 // Between attempts (a retry's back-off, a rate-limit pause) it is not running.
-                self.snapshot.running.retain(|r| &r.id != id);
+                self.snapshot
+                    .running
+                    .retain(|r| &r.id != id || &r.teammate != teammate);
                 self.dirty = true;
                 tracing::info!(
                     "{teammate} attempt {attempt}: {} {}",
@@ -822,24 +829,6 @@ fn announce(
         stages: spec.stages.clone(),
         ..Snapshot::new(team, total, spec.command_line.as_deref())
     })
-}
-
-/// What team.json shows of the gate: `None` when there is nothing to show (full
-/// concurrency, no pause, no stop, no budget).
-fn gate_snapshot(gate: &Gate, jobs: usize) -> Option<GateSnapshot> {
-    let view = gate.view();
-    let g = GateSnapshot {
-        limit: view.limit,
-        jobs,
-        waiting: view.waiting,
-        paused: view.paused,
-        stopped: view.stopped,
-        spent_usd: view.spent_usd,
-        max_cost_usd: gate.limits().max_cost_usd,
-    };
-    let shown =
-        g.limit < jobs || g.paused.is_some() || g.stopped.is_some() || g.max_cost_usd.is_some();
-    shown.then_some(g)
 }
 
 /// Why the team stopped starting items, once it has ([`Gate::stopped`]). The first time,

@@ -138,8 +138,11 @@ impl Permit {
     ) -> After {
         let gate = self.gate.clone();
         let epoch = self.epoch;
+        // Its cost counts before its slot is free: an attempt admitted to that slot must see
+        // it against the budget (else one more starts over `--max-cost-usd`).
+        gate.count_cost(cost);
         drop(self);
-        gate.ended_in(epoch, item, verdict, cost, waited)
+        gate.ended_in(epoch, item, verdict, waited)
     }
 }
 
@@ -339,23 +342,21 @@ impl Gate {
         waited: Duration,
     ) -> After {
         let epoch = self.with(|s| s.epoch);
-        self.ended_in(epoch, item, verdict, cost, waited)
+        self.count_cost(cost);
+        self.ended_in(epoch, item, verdict, waited)
     }
 
-    fn ended_in(
-        &self,
-        epoch: u64,
-        item: &str,
-        verdict: &Verdict,
-        cost: Option<f64>,
-        waited: Duration,
-    ) -> After {
+    /// Add what an attempt cost (USD, when known) to what the team spent.
+    fn count_cost(&self, cost: Option<f64>) {
         self.with(|s| {
             if let Some(c) = cost {
                 s.spent += c;
                 s.costed += 1;
             }
         });
+    }
+
+    fn ended_in(&self, epoch: u64, item: &str, verdict: &Verdict, waited: Duration) -> After {
         let retry_after = verdict.retry_after_s.and_then(crate::failure::hinted_wait);
         match verdict.kind {
             Some(FailureKind::RateLimited) => self.rate_limited(epoch, retry_after, waited),

@@ -22,6 +22,7 @@
 //! - *Test scheduling in-process*: `test_support` (a spec on the `exec` definition, items)
 //!   and `crate::run::backend::scripted`.
 
+mod candidates;
 pub(crate) mod dispatcher;
 pub(crate) mod feed;
 pub(crate) mod gate;

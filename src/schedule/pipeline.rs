@@ -72,10 +72,13 @@ pub(crate) fn run(
     backend: Arc<dyn Backend>,
     reporter: fn(Format) -> Box<dyn Sink>,
 ) -> Result<Ran> {
-    // `--jobs 0` (as many as allowed) runs every item of the batch at once.
+    // `--jobs 0` (as many as allowed) runs every item of the batch at once (with
+    // `--best-of N`, every candidate of every item: each is a teammate).
     let items = usize::try_from(plan.selected).unwrap_or(usize::MAX).max(1);
+    let items = items.saturating_mul(plan.spec.settings.best_of.max(1) as usize);
     plan.spec.settings.jobs = plan.spec.settings.jobs.min(items);
     let format = plan.spec.settings.format;
+    plan.add_candidates()?;
     plan.settle_sandbox();
     plan.check()?;
     if plan.spec.settings.dry_run {

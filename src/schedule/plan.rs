@@ -336,6 +336,16 @@ impl Plan {
                 self.spec.workspace.display()
             )));
         }
+        // Candidates sharing one work tree would edit the same files (DESIGN §13).
+        if self.spec.settings.best_of > 1
+            && self.spec.isolation.is_none()
+            && crate::schedule::unit::agent_in_git_work_tree(&self.spec)
+        {
+            return Err(Error::Usage(format!(
+                "--best-of {}: the teammates work in a git repository, and candidates sharing its work tree would edit the same files; add --isolate worktree (each candidate works in its own worktree and branch; --merge then merges only the winner's)",
+                self.spec.settings.best_of
+            )));
+        }
         self.check_sandbox()?;
         if let Some(iso) = &self.spec.isolation
             && self.spec.settings.merge
@@ -860,6 +870,7 @@ mod tests {
             content: String::new(),
             stage: None,
             profile: None,
+            candidate: None,
         }
     }
 

@@ -56,5 +56,6 @@ pub(crate) fn item(id: &str, body: &str, after: &[&str]) -> WorkItem {
         content: content_hash([id, body]),
         stage: None,
         profile: None,
+        candidate: None,
     }
 }

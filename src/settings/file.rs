@@ -43,6 +43,13 @@ pub(crate) struct FileSettings {
     /// `verify`: a command line that must exit 0 for an item to complete.
     #[serde(default, deserialize_with = "text")]
     pub verify: Option<String>,
+    /// `best_of`: candidates per item (1 ..= 8; [`crate::options::best_of::BestOf`]).
+    #[serde(default, deserialize_with = "best_of")]
+    pub best_of: Option<crate::options::best_of::BestOf>,
+    /// `judge`: how the winner among passing candidates is chosen (`passing`, `first`,
+    /// `score CMD`; [`crate::options::best_of::Judge`]).
+    #[serde(default, deserialize_with = "judge")]
+    pub judge: Option<crate::options::best_of::Judge>,
     /// `model`: passed to the agent CLI.
     #[serde(default, deserialize_with = "text")]
     pub model: Option<String>,
@@ -239,6 +246,24 @@ fn workers<'de, D: Deserializer<'de>>(d: D) -> De<usize, D::Error> {
 
 fn seconds<'de, D: Deserializer<'de>>(d: D) -> De<Duration, D::Error> {
     Ok(count(d, 1)?.map(Duration::from_secs))
+}
+
+fn best_of<'de, D: Deserializer<'de>>(d: D) -> De<crate::options::best_of::BestOf, D::Error> {
+    let rule = crate::options::best_of::BestOf::RULE;
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::Number(n) => n.to_string().parse().map(Some),
+        Value::String(s) => s.parse().map(Some),
+        _ => Err(rule),
+    }
+    .map_err(serde::de::Error::custom)
+}
+
+fn judge<'de, D: Deserializer<'de>>(d: D) -> De<crate::options::best_of::Judge, D::Error> {
+    match text(d)? {
+        None => Ok(None),
+        Some(t) => t.parse().map(Some).map_err(serde::de::Error::custom),
+    }
 }
 
 fn retries<'de, D: Deserializer<'de>>(d: D) -> De<u32, D::Error> {

@@ -14,6 +14,7 @@ use crate::agent::{RunnerDef, definition};
 use crate::cli::RunArgs;
 use crate::error::{Error, Result};
 use crate::options::Format;
+use crate::options::best_of::{BestOf, Judge};
 use crate::options::duration::{check_duration, parse_duration};
 use crate::options::limits::{self, DEFAULT_RATE_LIMIT_WAIT, Limits, parse_max_fail};
 use crate::options::notify::NotifyTarget;
@@ -150,6 +151,10 @@ pub(super) struct Attempts {
     pub retry_delay: Duration,
     /// The verify command (argv, as written).
     pub verify: Option<Vec<String>>,
+    /// Candidates per item (1: no fan-out), and with a list each one's runner and model.
+    pub best_of: BestOf,
+    /// How the winner among passing candidates is chosen.
+    pub judge: Judge,
 }
 
 /// [`Attempts`] from the flags over the file.
@@ -186,6 +191,18 @@ pub(super) fn attempts(flags: &RunArgs, file: &FileSettings) -> Result<Attempts>
             .transpose()?,
         grace: parse_duration("--grace", &flags.grace)?,
         retries: flags.retries.or(file.retries).unwrap_or(0),
+        best_of: match &flags.best_of {
+            Some(t) => t
+                .parse::<BestOf>()
+                .map_err(|rule| Error::bad_value("--best-of", t, rule))?,
+            None => file.best_of.clone().unwrap_or(BestOf::ONE),
+        },
+        judge: match &flags.judge {
+            Some(t) => t
+                .parse::<Judge>()
+                .map_err(|rule| Error::bad_value("--judge", t, rule))?,
+            None => file.judge.clone().unwrap_or_default(),
+        },
         retry_on: retry_on(&flags.retry_on)?,
         retry_delay: parse_duration("--retry-delay", &flags.retry_delay)?,
     })

@@ -68,6 +68,14 @@ pub(crate) struct Settings {
     pub retry_delay: Duration,
     /// The verify command (argv with `{column}` placeholders).
     pub verify: Option<Vec<String>>,
+    /// `--best-of N`: candidates per item (1: no fan-out, DESIGN §13).
+    pub best_of: u32,
+    /// `--best-of RUNNER[:MODEL],…`: each candidate's runner definition and model, in order
+    /// (candidate K runs with the run's profile K-1, [`crate::schedule::plan::Plan::add_candidates`]);
+    /// empty for `--best-of N`.
+    pub best_of_runners: Vec<(String, Option<String>)>,
+    /// `--judge`: how the winner among passing candidates is chosen.
+    pub judge: crate::options::best_of::Judge,
     /// `--model`.
     pub model: Option<String>,
     /// `--agent-arg` values.
@@ -221,6 +229,9 @@ impl Settings {
                 .collect(),
             retry_delay: Duration::from_millis(1),
             verify: None,
+            best_of: 1,
+            best_of_runners: Vec::new(),
+            judge: Default::default(),
             model: None,
             agent_args: Vec::new(),
             vars: BTreeMap::new(),
@@ -290,6 +301,9 @@ impl Settings {
             retry_on: attempts.retry_on,
             retry_delay: attempts.retry_delay,
             verify: attempts.verify,
+            best_of: attempts.best_of.count,
+            best_of_runners: attempts.best_of.runners,
+            judge: attempts.judge,
             isolate: isolation.isolate,
             merge: isolation.merge,
             review: isolation.review,

@@ -58,6 +58,10 @@ pub(crate) fn is_output(bytes: &[u8]) -> bool {
     ["status", "attempts", "error"].into_iter().all(has)
 }
 
+/// Columns added with `--best-of`: the winning candidate (`TEAMMATE (RUNNER[ MODEL])`) and
+/// how many candidates passed (`P/N passed`).
+pub(crate) const BEST_OF_COLUMNS: &[&str] = &["winner", "candidates"];
+
 /// Columns added with `--isolate worktree`: the teammate's branch, its head commit, and the
 /// merge commit that landed it on the target (`--merge`; empty until it did).
 pub(crate) const WORKTREE_COLUMNS: &[&str] = &["branch", "commit", "merged"];
@@ -98,12 +102,38 @@ pub(crate) struct Layout {
     /// A `model` column after the runner's (the model that answered): for a batch whose
     /// rows choose their runner or model.
     pub models: bool,
+    /// `winner` and `candidates` columns after those (`--best-of`, DESIGN §13).
+    pub best_of: bool,
 }
 
 /// The runner columns an unfinished row leaves empty: nothing is decided yet.
 pub(crate) const UNDECIDED: [&str; 3] = ["status", "attempts", "failure_kind"];
 
 impl Layout {
+    /// Add the `winner` and `candidates` columns ([`Layout::best_of`]), each as `runner_…`
+    /// when an input column has that name.
+    pub(crate) fn with_best_of(mut self) -> Layout {
+        for column in BEST_OF_COLUMNS {
+            let name = match self.headers.iter().any(|h| h == column) {
+                true => format!("runner_{column}"),
+                false => (*column).to_owned(),
+            };
+            self.headers.push(name);
+        }
+        self.best_of = true;
+        self
+    }
+
+    /// The columns after the runner's and the worktree's: `model`, `winner`, `candidates`.
+    fn tail(&self) -> usize {
+        usize::from(self.models)
+            + if self.best_of {
+                BEST_OF_COLUMNS.len()
+            } else {
+                0
+            }
+    }
+
     /// Add the `model` column ([`Layout::models`]), as `runner_model` when an input column
     /// has that name.
     pub(crate) fn with_models(mut self) -> Layout {
@@ -184,11 +214,8 @@ impl Layout {
         } else {
             0
         };
-        let first = self.headers.len()
-            - self.stage_cells()
-            - usize::from(self.models)
-            - RUNNER_COLUMNS.len()
-            - extra;
+        let first =
+            self.headers.len() - self.stage_cells() - self.tail() - RUNNER_COLUMNS.len() - extra;
         RUNNER_COLUMNS
             .iter()
             .position(|c| *c == column)
@@ -270,6 +297,7 @@ pub(crate) fn layout(
         raw: Vec::new(),
         stages: Vec::new(),
         models: false,
+        best_of: false,
     }
 }
 
@@ -307,7 +335,7 @@ pub(crate) fn row(
         let blanks = layout.headers.len()
             - layout.inputs
             - layout.stage_cells()
-            - usize::from(layout.models)
+            - layout.tail()
             - RUNNER_COLUMNS.len()
             - extra;
         out.extend(std::iter::repeat_n(String::new(), blanks));
@@ -318,7 +346,7 @@ pub(crate) fn row(
         out.push(opt(crate::report::kind_of_not_run(missing.0)));
         out.extend(std::iter::repeat_n(
             String::new(),
-            RUNNER_COLUMNS.len() - 8 + extra + usize::from(layout.models),
+            RUNNER_COLUMNS.len() - 8 + extra + layout.tail(),
         ));
         return out;
     };
@@ -390,6 +418,11 @@ pub(crate) fn row(
     }
     if layout.models {
         out.push(agent(o.model.clone().unwrap_or_default()));
+    }
+    if layout.best_of {
+        let b = o.best_of.as_deref();
+        out.push(b.map(|b| b.winner_text()).unwrap_or_default());
+        out.push(b.map(|b| b.candidates_text()).unwrap_or_default());
     }
     out
 }

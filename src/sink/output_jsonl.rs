@@ -208,6 +208,15 @@ pub(crate) fn line(
     {
         out.insert(name.clone(), json!(outcome.and_then(|o| o.model.clone())));
     }
+    if layout.best_of {
+        let b = outcome.and_then(|o| o.best_of.as_deref());
+        if let Some(name) = rest.next() {
+            out.insert(name.clone(), json!(b.and_then(|b| b.winning())));
+        }
+        if let Some(name) = rest.next() {
+            out.insert(name.clone(), json!(b.map(|b| b.candidates_text())));
+        }
+    }
     out
 }
 

@@ -161,6 +161,7 @@ mod tests {
 
     fn started(id: &str, attempt: u32) -> Event {
         Event::AttemptStarted {
+            candidate: None,
             id: id.into(),
             teammate: format!("t-{id}"),
             title: id.into(),
@@ -172,6 +173,7 @@ mod tests {
 
     fn finished(id: &str, attempt: u32, status: ItemStatus) -> Event {
         Event::AttemptFinished {
+            candidate: None,
             id: id.into(),
             teammate: format!("t-{id}"),
             attempt,

@@ -230,6 +230,7 @@ impl Chain {
                         slots,
                     })),
                     profile: profile(i),
+                    candidate: None,
                 }
             })
             .collect()

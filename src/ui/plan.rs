@@ -160,6 +160,24 @@ fn heading_lines(plan: &Plan, resumed: u64) -> Vec<String> {
         "Time limit per attempt: {timeout}; retries: {}",
         spec.settings.retries
     ));
+    if spec.settings.best_of > 1 {
+        let n = spec.settings.best_of as u64;
+        let items = plan.selected - resumed;
+        lines.push(format!(
+            "Best of {n}: each item goes to {n} candidates (teammates ITEM.c1 … ITEM.c{n}, each its own folder{}{}), judge {}; {} candidate(s) in all, at most {} attempt(s) (each candidate's attempt counts against --jobs and --max-cost-usd)",
+            if spec.isolation.is_some() { " and worktree" } else { "" },
+            match spec.settings.best_of_runners.is_empty() {
+                true => String::new(),
+                false => {
+                    let each: Vec<&str> = spec.profiles.iter().map(|p| p.label.as_str()).collect();
+                    format!("; {}", each.join(", "))
+                }
+            },
+            spec.settings.judge.word(),
+            items * n,
+            items * n * (1 + spec.settings.retries as u64),
+        ));
+    }
     let limits = &spec.settings.limits;
     lines.push(format!(
         "Limits: rate limits wait up to {} per item; budget: {}; max-fail: {}",

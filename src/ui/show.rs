@@ -115,6 +115,9 @@ pub(crate) fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
     said(&mut o, events);
     if let Some(out) = outcome {
         spend(&mut o, out);
+        if let Some(b) = &out.best_of {
+            candidates(&mut o, b);
+        }
     }
     prompt(&mut o, id, place);
     if let Some(report) = outcome.and_then(|out| out.report.as_ref()) {
@@ -179,7 +182,13 @@ fn heading(o: &mut String, id: &str, teammate: &str, outcome: Option<&Outcome>) 
 fn attempts(o: &mut String, events: &[Event]) {
     let _ = writeln!(o, "Attempts:");
     for e in events {
-        let Event::AttemptStarted { attempt, at, .. } = e else {
+        let Event::AttemptStarted {
+            attempt: number,
+            at,
+            candidate,
+            ..
+        } = e
+        else {
             continue;
         };
         let end = events.iter().find_map(|f| match f {
@@ -189,10 +198,16 @@ fn attempts(o: &mut String, events: &[Event]) {
                 spend,
                 at: done,
                 refused,
+                candidate: c,
                 ..
-            } if a == attempt => Some((verdict, spend, done, *refused)),
+            } if a == number && c == candidate => Some((verdict, spend, done, *refused)),
             _ => None,
         });
+        // A `--best-of` candidate's attempts are numbered on their own: `c2/1`.
+        let attempt = match candidate {
+            Some(k) => format!("c{k}/{number}"),
+            None => number.to_string(),
+        };
         let line = match end {
             Some((verdict, spend, done, refused)) => {
                 let took = took(at, done).unwrap_or_else(|| "?".into());
@@ -265,6 +280,41 @@ fn spend(o: &mut String, out: &Outcome) {
             "Branch:  {b} {}",
             out.commit.as_deref().unwrap_or_default()
         );
+    }
+}
+
+/// `Candidates:` of a `--best-of` item side by side — status, verify, score, cost, time,
+/// diffstat, and why one is out — after the winner and the rule that chose it.
+fn candidates(o: &mut String, b: &crate::report::best_of::BestOf) {
+    let winner = match b.winner {
+        Some(k) => format!("winner c{k}, {}", b.rule),
+        None => b.rule.clone(),
+    };
+    let _ = writeln!(o, "Candidates: {} ({winner}):", b.candidates_text());
+    let _ = writeln!(
+        o,
+        "  {:<4} {:<24} {:<10} {:<7} {:>8} {:>10} {:>8}  diff",
+        "#", "teammate", "status", "verify", "score", "cost", "time"
+    );
+    for c in &b.candidates {
+        let dash = || "-".to_owned();
+        let score = c.score.map_or_else(dash, |s| s.to_string());
+        let cost = c.cost_usd.map_or_else(dash, |v| {
+            format!("${}", crate::run::record::outcome::usd_text(v))
+        });
+        let verify = if c.verify.is_empty() { "-" } else { &c.verify };
+        let line = format!(
+            "  {:<4} {:<24} {:<10} {verify:<7} {score:>8} {cost:>10} {:>7.1}s  {}",
+            format!("c{}", c.candidate),
+            c.teammate,
+            c.status.to_string(),
+            c.duration_s,
+            c.diffstat.as_deref().unwrap_or("-"),
+        );
+        let _ = writeln!(o, "{}", line.trim_end());
+        if !c.error.is_empty() {
+            let _ = writeln!(o, "         out: {}", c.error);
+        }
     }
 }
 

@@ -9,6 +9,7 @@ mod skip;
 mod support;
 
 mod aider;
+mod best_of;
 mod cases;
 mod chat_api;
 mod claude;

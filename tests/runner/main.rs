@@ -13,6 +13,7 @@ mod bad_input_flags;
 mod bad_input_notify;
 mod batch;
 mod batch_api;
+mod best_of;
 mod ci;
 mod clis;
 mod context;

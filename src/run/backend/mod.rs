@@ -159,6 +159,7 @@ impl Attempt<'_> {
             title: self.item.title.clone(),
             attempt: self.number,
             pgid,
+            candidate: self.item.candidate,
             at: crate::run::now_rfc3339(),
         });
     }

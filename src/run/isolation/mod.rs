@@ -140,6 +140,15 @@ pub(crate) fn finish(
         let Some(mut o) = team.outcome(id)? else {
             continue;
         };
+        // `--best-of`: the outcome is the winner's, so only its branch is merged; the other
+        // candidates' worktrees and branches are kept until `runner clean` (DESIGN §13).
+        let losers = o.best_of.iter().flat_map(|b| &b.candidates);
+        for c in losers.filter(|c| c.teammate != o.teammate) {
+            let path = spec.workspace.join("worktrees").join(&c.teammate);
+            if let (Some(branch), true) = (&c.branch, path.exists()) {
+                end.kept.push((c.teammate.clone(), path, branch.clone()));
+            }
+        }
         let Some(branch) = o.branch.clone() else {
             continue;
         };

@@ -167,7 +167,8 @@ pub(crate) struct Replay {
     pub ledger: Ledger,
     /// What the items' attempts cost and waited.
     pub tallies: Tallies,
-    /// Attempts that started and never finished (the runner died): `(id, attempt)` → pgid.
+    /// Attempts that started and never finished (the runner died): `(id, attempt)` → pgid;
+    /// a `--best-of` candidate's attempts are `(id#K, attempt)` (each numbers its own).
     pub open: BTreeMap<(String, u32), u32>,
     /// How many bytes of the journal this replay read (where a later one goes on).
     pub read_to: u64,
@@ -177,7 +178,8 @@ pub(crate) struct Replay {
 }
 
 impl Replay {
-    /// Attempts that started and never finished: `(id, pgid)`, in id order.
+    /// Attempts that started and never finished: `(id, pgid)` (`id#K` for a candidate's),
+    /// in id order.
     pub(crate) fn unfinished_attempts(&self) -> Vec<(String, u32)> {
         self.open
             .iter()
@@ -191,10 +193,15 @@ impl Replay {
     pub(crate) fn apply(&mut self, event: &Event, offset: u64) -> Result<()> {
         match event {
             Event::AttemptStarted {
-                id, attempt, pgid, ..
+                id,
+                attempt,
+                pgid,
+                candidate,
+                ..
             } => {
                 self.ledger.started(ledger::key(id), *attempt);
-                self.open.insert((id.clone(), *attempt), *pgid);
+                self.open
+                    .insert((open_key(id, *candidate), *attempt), *pgid);
             }
             Event::AttemptFinished {
                 id,
@@ -203,9 +210,10 @@ impl Replay {
                 verdict,
                 retrying,
                 refused,
+                candidate,
                 ..
             } => {
-                self.open.remove(&(id.clone(), *attempt));
+                self.open.remove(&(open_key(id, *candidate), *attempt));
                 self.tallies
                     .attempt(ledger::key(id), verdict, *retrying, *refused, *spend);
             }
@@ -217,6 +225,15 @@ impl Replay {
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// The id an open attempt is kept under in [`Replay::open`]: the item's, `ID#K` for
+/// candidate K of a `--best-of` item (its candidates' attempts run at once, numbered alike).
+fn open_key(id: &str, candidate: Option<u32>) -> String {
+    match candidate {
+        Some(k) => format!("{id}#{k}"),
+        None => id.to_owned(),
     }
 }
 
@@ -784,6 +801,27 @@ mod tests {
     }
 
     #[test]
+    fn candidates_attempts_of_one_item_are_open_apart_and_old_lines_replay() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("journal.jsonl");
+        // Two candidates' first attempts, as `--best-of` writes them; one finished.
+        let lines = [
+            r#"{"v":1,"event":"attempt_started","id":"a","teammate":"1-a.c1","attempt":1,"pgid":11,"candidate":1}"#,
+            r#"{"v":1,"event":"attempt_started","id":"a","teammate":"1-a.c2","attempt":1,"pgid":22,"candidate":2}"#,
+            r#"{"v":1,"event":"attempt_finished","id":"a","teammate":"1-a.c1","attempt":1,"status":"completed","reason":"","retrying":false,"candidate":1}"#,
+            // A line written before candidates existed.
+            r#"{"v":1,"event":"attempt_started","id":"b","teammate":"2-b","attempt":1,"pgid":33}"#,
+        ];
+        std::fs::write(&p, lines.join("\n") + "\n").expect("write");
+        let r = replay(&p).expect("replay");
+        assert_eq!(
+            r.unfinished_attempts(),
+            vec![("a#2".to_string(), 22), ("b".to_string(), 33)],
+            "candidate 2's attempt is still open: its process group is reaped"
+        );
+    }
+
+    #[test]
     fn replay_finds_last_outcome_and_open_attempts() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("journal.jsonl");
@@ -791,6 +829,7 @@ mod tests {
         let started = crate::run::record::ledger_file::tests::started;
         j.append(&started("a", 1, 100)).expect("append");
         j.append(&Event::AttemptFinished {
+            candidate: None,
             id: "a".into(),
             teammate: "t".into(),
             attempt: 1,

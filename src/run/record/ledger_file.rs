@@ -277,6 +277,7 @@ pub(crate) mod tests {
     /// An `attempt_started` event of item `id` (teammate `t`), for journal tests.
     pub(crate) fn started(id: &str, attempt: u32, pgid: u32) -> Event {
         Event::AttemptStarted {
+            candidate: None,
             id: id.into(),
             teammate: "t".into(),
             title: String::new(),
@@ -294,6 +295,7 @@ pub(crate) mod tests {
             let id = format!("row-{i}");
             j.append(&started(&id, 1, 100)).expect("append");
             j.append(&Event::AttemptFinished {
+                candidate: None,
                 id: id.clone(),
                 teammate: "t".into(),
                 attempt: 1,

@@ -97,6 +97,11 @@ pub(crate) struct Outcome {
     /// report, instead of the agent again (the agent's work is not done twice).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub awaiting_verify: bool,
+    /// With `--best-of`: the item's candidates, the winner and the rule that chose it (the
+    /// rest of the outcome is the winner's, its cost the sum of every candidate's); absent
+    /// otherwise (DESIGN §13).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_of: Option<Box<crate::report::best_of::BestOf>>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -144,6 +149,7 @@ impl Outcome {
             merged: None,
             awaiting_review: false,
             awaiting_verify: false,
+            best_of: None,
         }
     }
 }

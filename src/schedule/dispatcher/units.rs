@@ -12,6 +12,7 @@ use crate::item::WorkItem;
 use crate::run::RunSpec;
 use crate::run::backend::Backend;
 use crate::run::events::Event;
+use crate::run::record::team::GateSnapshot;
 use crate::run::supervise::process::Cancel;
 use crate::schedule::gate::Gate;
 use crate::schedule::unit;
@@ -59,4 +60,22 @@ impl Units<'_> {
             }
         }
     }
+}
+
+/// What team.json shows of the gate: `None` when there is nothing to show (full
+/// concurrency, no pause, no stop, no budget).
+pub(super) fn gate_snapshot(gate: &Gate, jobs: usize) -> Option<GateSnapshot> {
+    let view = gate.view();
+    let g = GateSnapshot {
+        limit: view.limit,
+        jobs,
+        waiting: view.waiting,
+        paused: view.paused,
+        stopped: view.stopped,
+        spent_usd: view.spent_usd,
+        max_cost_usd: gate.limits().max_cost_usd,
+    };
+    let shown =
+        g.limit < jobs || g.paused.is_some() || g.stopped.is_some() || g.max_cost_usd.is_some();
+    shown.then_some(g)
 }

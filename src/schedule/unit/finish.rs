@@ -117,6 +117,7 @@ pub(super) fn final_outcome(
         merged: None,
         awaiting_review: false,
         awaiting_verify: last.verify_cancelled && last.verdict.status == ItemStatus::Cancelled,
+        best_of: None,
     }
 }
 

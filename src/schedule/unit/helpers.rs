@@ -50,7 +50,7 @@ const HELPER_CANCELLED: &str = "interrupted";
 /// Errors: a one-line reason naming the command (its exit code and last output line, a
 /// timeout, a signal); [`HELPER_CANCELLED`] (and `cancelled`) when the run was interrupted.
 #[allow(clippy::too_many_arguments)]
-async fn run_helper(
+pub(super) async fn run_helper(
     spec: &RunSpec,
     item: &WorkItem,
     name: &str,

@@ -21,6 +21,7 @@
 //!   `tests.rs`.
 
 mod attempt;
+pub(crate) mod best_of;
 mod finish;
 mod helpers;
 mod home;
@@ -78,7 +79,9 @@ pub(crate) struct Earlier {
 /// earlier runs.
 /// Every attempt first passes the team's `gate` (rate-limit pauses, adaptive concurrency,
 /// stops): a rate-limited attempt is made again after the pause without using one of
-/// `--retries`; when the team stops, an item that has not started ends `skipped`.
+/// `--retries`; when the team stops, an item that has not started ends `skipped`. With
+/// `--best-of N` the item goes to N candidates at once and the winner's outcome is sent
+/// ([`best_of::run`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn run_item(
     spec: Arc<RunSpec>,
@@ -87,8 +90,62 @@ pub(crate) async fn run_item(
     item: WorkItem,
     earlier: Earlier,
     tx: mpsc::UnboundedSender<Event>,
-    mut cancel: watch::Receiver<Cancel>,
+    cancel: watch::Receiver<Cancel>,
 ) {
+    if spec.settings_for(&item).best_of > 1 && item.candidate.is_none() {
+        return best_of::run(spec, backend, gate, item, earlier, tx, cancel).await;
+    }
+    let ended = attempt_item(&spec, backend.as_ref(), &gate, &item, earlier, &tx, cancel).await;
+    match ended.attempt {
+        Some(attempt) => finished(
+            &spec,
+            ended.outcome,
+            attempt,
+            ended.held,
+            ended.earlier_logs,
+            &tx,
+        ),
+        None => {
+            let _ = tx.send(Event::ItemFinished(Box::new(ended.outcome)));
+        }
+    }
+}
+
+/// How an item's attempts ended ([`attempt_item`]): its outcome, not yet sent.
+struct Ended {
+    /// The item's outcome.
+    outcome: Outcome,
+    /// The number of its last attempt; `None` when none ran (no folder to compact).
+    attempt: Option<u32>,
+    /// What the last attempt still holds in memory (its prompt, a small stdout).
+    held: Held,
+    /// The folder holds logs of attempts before the last.
+    earlier_logs: bool,
+}
+
+impl Ended {
+    /// An item that never ran an attempt.
+    fn not_run(outcome: Outcome) -> Ended {
+        Ended {
+            outcome,
+            attempt: None,
+            held: Held::default(),
+            earlier_logs: false,
+        }
+    }
+}
+
+/// Make the attempts of `item` (one item, or one candidate of a `--best-of` item) to the
+/// last, and say how it ended; nothing is sent but the attempts' events.
+async fn attempt_item(
+    spec: &Arc<RunSpec>,
+    backend: &dyn Backend,
+    gate: &Arc<Gate>,
+    item: &WorkItem,
+    earlier: Earlier,
+    tx: &mpsc::UnboundedSender<Event>,
+    mut cancel: watch::Receiver<Cancel>,
+) -> Ended {
     let dir = spec.teammate_dir(&item.teammate);
     let Earlier {
         first_attempt,
@@ -99,9 +156,13 @@ pub(crate) async fn run_item(
     } = earlier;
     if let Some(earlier) = verify_only {
         let last_attempt = first_attempt.saturating_sub(1).max(1);
-        let outcome = verify_again(&spec, &item, *earlier, last_attempt, cancel).await;
-        finished(&spec, outcome, last_attempt, Held::default(), true, &tx);
-        return;
+        let outcome = verify_again(spec, item, *earlier, last_attempt, cancel).await;
+        return Ended {
+            outcome,
+            attempt: Some(last_attempt),
+            held: Held::default(),
+            earlier_logs: true,
+        };
     }
     // An attempt whose start was never journaled (the runner was killed as it started)
     // still left its stdout log: its number is not used again.
@@ -112,7 +173,7 @@ pub(crate) async fn run_item(
     let started_at = now_rfc3339();
     // The files the item's instruction inlines, read once for all its attempts: a file that
     // cannot be used fails the item before any attempt (kind `input`, not retried).
-    let text = match item_text(&spec, &item) {
+    let text = match item_text(spec, item) {
         Ok(text) => text,
         Err(reason) => {
             let mut outcome = Outcome::not_run(
@@ -124,40 +185,44 @@ pub(crate) async fn run_item(
             );
             outcome.failure_kind = Some(FailureKind::Input);
             outcome.content_hash = item.content.clone();
-            let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
-            return;
+            return Ended::not_run(outcome);
         }
     };
     // The first attempt's prompt, rendered once: hashed (to notice a changed item on resume)
     // and used.
-    let first_prompt = render_prompt(&spec, &item, &text.body, None);
+    let first_prompt = render_prompt(spec, item, &text.body, None);
     let content_hash = item.content.clone();
     let unit = Unit {
-        spec: &spec,
-        backend: backend.as_ref(),
-        gate: &gate,
-        item: &item,
+        spec,
+        backend,
+        gate,
+        item,
         dir: &dir,
         text: &text,
-        tx: &tx,
+        tx,
         first_attempt,
     };
     let mut retries = Retries::new(refused, rate_limit_waits);
-    let made = unit
+    let (mut last, last_made) = match unit
         .attempts(first_prompt, &mut spend, &mut retries, &mut cancel)
-        .await;
-    let Some((mut last, last_made)) = made else {
-        return;
+        .await
+    {
+        Ok(made) => made,
+        Err(outcome) => return Ended::not_run(*outcome),
     };
     let counts = Counts {
         attempts: last_made.saturating_sub(retries.refused),
         rate_limit_waits: retries.rate_limit_waits,
     };
     let held = std::mem::take(&mut last.held);
-    let outcome = final_outcome(&item, last, counts, started_at, content_hash, spend);
-    // The folder holds logs of attempts before the last: an earlier run's, or this run's.
-    let earlier_logs = highest.is_some() || last_made > first_attempt;
-    finished(&spec, outcome, last_made, held, earlier_logs, &tx);
+    let outcome = final_outcome(item, last, counts, started_at, content_hash, spend);
+    Ended {
+        outcome,
+        attempt: Some(last_made),
+        held,
+        // The folder holds logs of attempts before the last: an earlier run's, or this run's.
+        earlier_logs: highest.is_some() || last_made > first_attempt,
+    }
 }
 
 /// What every attempt of one item shares while its unit runs.
@@ -181,21 +246,21 @@ enum Turn {
     Admitted(Permit),
     /// No attempt follows: the item ends with this one, the last it made.
     Last(Box<AttemptResult>),
-    /// The item never started; its outcome is sent.
-    NotStarted,
+    /// The item never started: its outcome.
+    NotStarted(Box<Outcome>),
 }
 
 impl Unit<'_> {
     /// Make the item's attempts until one is final (by the [`retry`] policy); `spend` adds
-    /// what each cost. The last attempt and its number; `None` when no attempt started (the
-    /// item's outcome is sent).
+    /// what each cost. The last attempt and its number; when no attempt started, the item's
+    /// outcome (`skipped`, `cancelled`).
     async fn attempts(
         &self,
         first_prompt: crate::error::Result<String>,
         spend: &mut Spend,
         retries: &mut Retries,
         cancel: &mut watch::Receiver<Cancel>,
-    ) -> Option<(AttemptResult, u32)> {
+    ) -> Result<(AttemptResult, u32), Box<Outcome>> {
         let (spec, item) = (self.spec, self.item);
         let mut first_prompt = Some(first_prompt);
         let mut retry_ctx: Option<RetryContext> = None;
@@ -208,7 +273,7 @@ impl Unit<'_> {
             let permit = match self.turn(retries, previous.take(), cancel).await {
                 Turn::Admitted(permit) => permit,
                 Turn::Last(result) => break *result,
-                Turn::NotStarted => return None,
+                Turn::NotStarted(outcome) => return Err(outcome),
             };
             let prompt = match (refused_prompt.take(), retry_ctx.take()) {
                 (Some(same), _) => same,
@@ -260,6 +325,7 @@ impl Unit<'_> {
                 attempt,
                 verdict: result.verdict.clone(),
                 retrying: next.retrying,
+                candidate: item.candidate,
                 refused: next.refused,
                 spend: this_attempt,
                 at: now_rfc3339(),
@@ -286,13 +352,13 @@ impl Unit<'_> {
             }
             previous = Some(result);
         };
-        Some((last, last_made))
+        Ok((last, last_made))
     }
 
     /// Wait at the gate for the next attempt's turn. `previous` is the attempt before, when
     /// this is a retry: the item ends with it when the team stops meanwhile (with it, but
     /// `cancelled`, when the run is interrupted). An item that never started ends `skipped`
-    /// (the team stopped) or `cancelled` (interrupted): its outcome is sent here.
+    /// (the team stopped) or `cancelled` (interrupted).
     async fn turn(
         &self,
         retries: &mut Retries,
@@ -323,8 +389,7 @@ impl Unit<'_> {
                 let item = self.item;
                 let outcome =
                     Outcome::not_run(&item.id, &item.teammate, &item.title, status, reason);
-                let _ = self.tx.send(Event::ItemFinished(Box::new(outcome)));
-                Turn::NotStarted
+                Turn::NotStarted(Box::new(outcome))
             }
         }
     }

@@ -84,8 +84,9 @@ pub(super) async fn prepare(
         vars: &spec.settings_for(item).vars,
         in_git_work_tree: agent_in_git_work_tree(spec),
     };
+    // The item's own runner: a stage's, a row's, a `--best-of` candidate's.
     let invocation = spec
-        .settings
+        .settings_for(item)
         .runner
         .invocation(&args)
         .map_err(|e| HelperFailure::before(e.to_string()))?;
@@ -224,6 +225,10 @@ fn environment(
     if let Some(stage) = &item.stage {
         env.push(var("RUNNER_STAGE", &stage.name));
         env.push(var("RUNNER_ROW_ID", &stage.row));
+    }
+    // A `--best-of` candidate is told its number (the same task goes to its siblings).
+    if let Some(k) = item.candidate {
+        env.push(var("RUNNER_CANDIDATE", &k.to_string()));
     }
     if let Some(wt) = worktree {
         env.push(var("RUNNER_WORKTREE", &wt.path));

@@ -144,9 +144,9 @@ pub(crate) struct TeamChoice {
     #[serde(default)]
     pub serve: bool,
     /// Whom to tell when the run ends, items are blocked waiting for a person, or the team
-    /// stops itself, as the CLI's `--notify` (replacing `notify` of the batch's settings):
-    /// each an http(s) webhook URL, `bell`, or a command line (the notification as JSON on
-    /// its stdin).
+    /// stops itself, as the CLI's `--notify` (a list that is not empty replaces `notify` of
+    /// the batch's settings): each an http(s) webhook URL, `bell` (on the server's stderr,
+    /// when a terminal), or a command line (the notification as JSON on its stdin).
     #[serde(default)]
     pub notify: Option<Vec<String>>,
 }

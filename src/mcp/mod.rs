@@ -20,7 +20,9 @@
 //! through the plan's own interrupt channel ([`crate::schedule::plan::Plan::interrupt`]):
 //! running items end `cancelled`, the outputs are written, nothing is left running.
 //! `todo_resolve` takes the items' stable ids (`todo_list` shows them), refuses an id no open
-//! item has, and answers with the items it moved.
+//! item has, and answers with the items it moved. With `serve: true` a run's live page
+//! ([`crate::serve`]) is served from this process as `--serve` does, its URL (with the
+//! token) the answer's `page_url`, and it stops when the run ends; `notify` is `--notify`.
 //!
 //! Every tool has a title, annotations (`readOnlyHint` for `todo_list`, `status`, `show`),
 //! a plain input schema that also checks each call ([`params::Strict`], [`schema`]: unknown
@@ -182,7 +184,7 @@ impl RunnerTools {
 
     #[tool(
         title = "Resolve confirmed todo items with a team",
-        description = "Hand the inbox items the user confirmed to a team: they move to the next todo-N.md and teammates resolve them. `ids` is required (each item's `id` as `todo_list` shows it; an id no open item has any more is refused and nothing runs). Answers with the items it moved (id, title), the team and how to follow it: at once while the team runs in the background (follow it with `status`, interrupt it with `stop`), or with `wait: true` at the run's end (with progress notifications; cancelling the call interrupts the team). A resolve lasts as long as its slowest item.",
+        description = "Hand the inbox items the user confirmed to a team: they move to the next todo-N.md and teammates resolve them. `ids` is required (each item's `id` as `todo_list` shows it; an id no open item has any more is refused and nothing runs). Answers with the items it moved (id, title), the team and how to follow it: at once while the team runs in the background (follow it with `status`, interrupt it with `stop`), or with `wait: true` at the run's end (with progress notifications; cancelling the call interrupts the team). With `serve: true` the run's live page is served while it goes on (as `--serve`) and every answer names it in `page_url` (its token included); `notify` tells webhooks, the bell or a command when the run ends or needs a person (as `--notify`). A resolve lasts as long as its slowest item.",
         input_schema = schema::input::<ResolveParams>(),
         output_schema = schema::run_output(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true)
@@ -250,7 +252,7 @@ impl RunnerTools {
 
     #[tool(
         title = "Run a CSV batch with a team",
-        description = "Run a CSV batch: one teammate per row with the instruction (`{column}` placeholders), each report checked, results to the output CSV. Answers at once while the team runs in the background (follow it with `status`, interrupt it with `stop`), or with `wait: true` at the run's end (with progress notifications; cancelling the call interrupts the team). The same call again resumes the batch: nothing that completed runs twice. A refused call writes nothing.",
+        description = "Run a CSV batch: one teammate per row with the instruction (`{column}` placeholders), each report checked, results to the output CSV. Answers at once while the team runs in the background (follow it with `status`, interrupt it with `stop`), or with `wait: true` at the run's end (with progress notifications; cancelling the call interrupts the team). With `serve: true` the run's live page is served while it goes on (as `--serve`) and every answer names it in `page_url` (its token included); `notify` tells webhooks, the bell or a command when the run ends or needs a person (as `--notify`). The same call again resumes the batch: nothing that completed runs twice. A refused call writes nothing.",
         input_schema = schema::input::<BatchParams>(),
         output_schema = schema::run_output(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = true)

@@ -121,8 +121,8 @@ pub(crate) struct AddParams {
     pub store: StoreChoice,
 }
 
-/// How a run's teammates are started (all optional: the batch's or the store's settings
-/// hold otherwise).
+/// How a run's teammates are started, and who watches the run (all optional: the batch's or
+/// the store's settings hold otherwise).
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub(crate) struct TeamChoice {
     /// The runner definition (`claude`, `codex`, `exec`, `openai`, …; `runner runners`).
@@ -138,6 +138,17 @@ pub(crate) struct TeamChoice {
     /// the team in the background and answering with its workspace at once.
     #[serde(default)]
     pub wait: bool,
+    /// Serve the run's live page while it goes on, as the CLI's `--serve`: on 127.0.0.1, a
+    /// free port, a random token in its URL (the answer's `page_url`, in the first answer of
+    /// a background run too); read-only; it stops when the run ends.
+    #[serde(default)]
+    pub serve: bool,
+    /// Whom to tell when the run ends, items are blocked waiting for a person, or the team
+    /// stops itself, as the CLI's `--notify` (a list that is not empty replaces `notify` of
+    /// the batch's settings): each an http(s) webhook URL, `bell` (on the server's stderr,
+    /// when a terminal), or a command line (the notification as JSON on its stdin).
+    #[serde(default)]
+    pub notify: Option<Vec<String>>,
 }
 
 /// `todo_resolve`.
@@ -238,9 +249,17 @@ pub(crate) fn store_args(s: &StoreChoice) -> Result<Vec<OsString>, String> {
     }
 }
 
-/// The runner flags of `t` (`--runner`, `--model`, `-- COMMAND…`), last on a command line.
+/// The run flags of `t` (`--serve`, `--notify=TARGET`…, `--runner`, `--model`,
+/// `-- COMMAND…`), last on a command line.
 pub(crate) fn team_args(t: &TeamChoice) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
+    if t.serve {
+        a.push("--serve".into());
+    }
+    // `=`: a target is a value, never a flag.
+    for target in t.notify.iter().flatten() {
+        a.push(format!("--notify={target}").into());
+    }
     if let Some(r) = &t.runner {
         a.extend(["--runner".into(), r.into()]);
     }
@@ -296,11 +315,23 @@ mod tests {
             runner: Some("exec".into()),
             model: None,
             command: Some(vec!["sh".into(), "-c".into(), "--model x".into()]),
-            wait: false,
+            serve: true,
+            notify: Some(vec!["--serve".into(), "bell".into()]),
+            ..TeamChoice::default()
         };
-        let args: Vec<OsString> = ["--runner", "exec", "--", "sh", "-c", "--model x"]
-            .map(OsString::from)
-            .to_vec();
+        let args: Vec<OsString> = [
+            "--serve",
+            "--notify=--serve",
+            "--notify=bell",
+            "--runner",
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "--model x",
+        ]
+        .map(OsString::from)
+        .to_vec();
         assert_eq!(team_args(&team), args);
     }
 

@@ -97,6 +97,26 @@ impl Ready {
         }
     }
 
+    /// With `serve` (`--serve`, not a dry run): the run's live page, started here rather than
+    /// by [`crate::commands::batch::carry_out`] so the answer can name its URL; the plan's
+    /// `serve` is then cleared, so the page is not started twice. It lives as long as the
+    /// returned value.
+    ///
+    /// Errors: the page cannot listen (exit 3).
+    fn page(&mut self) -> Result<Option<crate::serve::Live>> {
+        let plan = match self {
+            Ready::Done(_) => None,
+            Ready::Batch(plan, _) => Some(plan.as_mut()),
+            Ready::Todo(run) => run.plan.as_mut(),
+        };
+        let Some(plan) = plan else { return Ok(None) };
+        let live = crate::commands::serve::for_run(plan)?;
+        if live.is_some() {
+            plan.spec.settings.serve = false;
+        }
+        Ok(live)
+    }
+
     /// What the answer says of the run: the todo items it moved (their ids and titles, read
     /// back from the batch file) and the file `status` follows it by (the output table, the
     /// batch file: both outlive an archived workspace).
@@ -333,8 +353,13 @@ impl Runs {
         let command_line: Vec<String> = std::iter::once("runner".to_owned())
             .chain(argv.iter().map(|a| a.to_string_lossy().into_owned()))
             .collect();
-        let ready = tokio::task::spawn_blocking(move || Ready::of(start)).await;
-        let mut ready = match ready {
+        let ready = tokio::task::spawn_blocking(move || {
+            let mut ready = Ready::of(start)?;
+            let live = ready.page()?;
+            Ok::<_, Error>((ready, live))
+        })
+        .await;
+        let (mut ready, live) = match ready {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
                 super::argv::remove_written(&written);
@@ -346,6 +371,7 @@ impl Runs {
             }
         };
         let about = ready.about();
+        let page_url = live.as_ref().map(|l| l.url.clone());
         let (interrupt, interrupts) = mpsc::unbounded_channel();
         let ct = ctx.ct.clone();
         ready.wire(Box::new(Progress(tx.clone())), interrupts, command_line);
@@ -366,6 +392,8 @@ impl Runs {
             .name("mcp-run".into())
             .spawn(move || {
                 let result = ready.run();
+                // The page goes with its run: before the answer, before the next run.
+                drop(live);
                 if let Err(e) = &result {
                     // The server's log keeps what a background run's caller cannot see.
                     eprintln!("error: {e}");
@@ -384,6 +412,7 @@ impl Runs {
             About {
                 moved: about.0,
                 followed: about.1,
+                page_url,
                 written,
             },
         )
@@ -462,6 +491,8 @@ struct About {
     moved: Option<Value>,
     /// The file `status` follows the team by.
     followed: Option<PathBuf>,
+    /// The run's live page (`serve`), with its token.
+    page_url: Option<String>,
     /// The files the call wrote for the run, removed when the run's checks refuse it.
     written: Vec<PathBuf>,
 }
@@ -479,6 +510,7 @@ async fn follow(
     About {
         moved,
         followed,
+        page_url,
         written,
     }: About,
 ) -> CallToolResult {
@@ -486,6 +518,9 @@ async fn follow(
     let mut about = serde_json::Map::new();
     if let Some(items) = moved {
         about.insert("items".into(), items);
+    }
+    if let Some(url) = page_url {
+        about.insert("page_url".into(), Value::String(url));
     }
     if let Some(path) = &followed {
         about.insert(

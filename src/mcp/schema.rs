@@ -182,6 +182,7 @@ pub(crate) fn run_output() -> Arc<JsonObject> {
             "events": {"type": "array", "items": {"type": "object"}, "description": "At the run's end: its run_finished and run_ended events, as the journal's lines."},
             "items": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "string"}, "title": {"type": "string"}}}, "description": "todo_resolve: the items it moved to the batch file."},
             "follow": {"type": "object", "properties": {"tool": {"type": "string"}, "team": {"type": "string"}, "command": {"type": "string"}}, "description": "How to follow the team: the `status` tool with this `team`, or this command."},
+            "page_url": {"type": "string", "description": "With `serve`: the run's live page, `http://127.0.0.1:PORT/?token=…` (the token is required; read-only; the page stops when the run ends)."},
             "warnings": {"type": "array", "items": {"type": "string"}, "description": "What the run warned of (as `warning: …` on a terminal): at its end all of them, at a background start those said by then. The workspace's journal keeps every one."},
             "next": {"type": "string"}
         }),

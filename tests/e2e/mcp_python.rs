@@ -4,7 +4,8 @@
 //! 51). The SDK checks every structured result against the tool's output schema; a call it
 //! abandons sends `notifications/cancelled`, which must interrupt the team as Ctrl-C does; a
 //! client that vanishes mid-run must leave no process and no temporary file; progress after a
-//! resume ends at the total. Skipped with a notice when the SDK is not installed.
+//! resume ends at the total; a served run's live page answers with its token and goes with
+//! the run. Skipped with a notice when the SDK is not installed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -465,5 +466,45 @@ fn the_python_sdk_sees_what_the_run_warned_of_in_its_answer() {
             .as_str()
             .is_some_and(|w| w.contains("skipped 2 empty records"))),
         "{out}"
+    );
+}
+
+/// `serve: true` through the SDK (issue 53): a background run's first answer names its live
+/// page (the SDK checks `page_url` against the output schema), which answers 200 with its
+/// token and 403 without; once the run has ended nothing listens there, a waited run's page
+/// is gone by its answer, and no process is left.
+#[test]
+fn the_python_sdk_gets_a_served_runs_live_page_which_goes_with_the_run() {
+    let Some(python) = python_or_skip("mcp_python::the_python_sdk_gets_a_served_runs_live_page")
+    else {
+        return;
+    };
+    let dir = folder(GATED);
+    let out = play(&python, "serve", dir.path());
+    assert_eq!(out["started"]["isError"], false, "{out}");
+    let url = out["started"]["structured"]["page_url"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.contains("/?token="),
+        "the first answer names the page: {out}"
+    );
+    assert_eq!(out["with_token"], 200, "{out}");
+    assert_eq!(out["without_token"], 403, "{out}");
+    assert_eq!(
+        out["listens_after_end"], false,
+        "the page goes with its run: {out}"
+    );
+    assert_eq!(out["waited"]["isError"], false, "{out}");
+    assert!(
+        out["waited"]["structured"]["page_url"].is_string(),
+        "a waited answer names its page too: {out}"
+    );
+    assert_eq!(out["waited_listens"], false, "gone by the answer: {out}");
+    assert_eq!(statuses(dir.path()), ["completed", "completed"]);
+    assert_eq!(
+        left_after(dir.path(), 60),
+        Vec::<String>::new(),
+        "processes left"
     );
 }

@@ -27,6 +27,11 @@ processes the scenario leaves. Scenarios:
   both teammates run (the team is to run on).
 - warnings: a waited batch_run over rows.csv with two empty records at its end (the run
   warns that it skipped them): its answer.
+- serve: a batch_run in the background with `serve: true` over gated teammates: its answer,
+  the page_url fetched with its token and without, then `go` written, the team's status
+  until it has ended, whether the page still listens then (asked until it does not, a
+  minute at most); then the same call waited (it resumes: nothing runs) and whether its
+  page still listens once it has answered.
 - progress: a waited batch_run with a progress callback (an item fails while the file
   fail-ITEM is there), then, without that file, the same call again, which resumes the batch:
   the progress notifications each got.
@@ -35,7 +40,11 @@ processes the scenario leaves. Scenarios:
 import asyncio
 import json
 import os
+import socket
 import sys
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 from mcp import ClientSession
@@ -230,6 +239,53 @@ async def background(session: ClientSession) -> dict:
     os._exit(0)
 
 
+def fetched(url: str) -> int:
+    """The HTTP status of a GET of url (straight to it: no proxy of the environment)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def listens(url: str) -> bool:
+    """Whether anything accepts a connection on url's port."""
+    port = urllib.parse.urlsplit(url).port
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        return True
+    except OSError:
+        return False
+
+
+async def serve(session: ClientSession) -> dict:
+    served = dict(batch_args(False), serve=True)
+    started = answer(await session.call_tool("batch_run", served))
+    url = (started["structured"] or {}).get("page_url", "")
+    out = {"started": started}
+    if not url:
+        return out
+    out["with_token"] = fetched(url)
+    out["without_token"] = fetched(url.split("?")[0])
+    (FOLDER / "go").write_text("")
+    for _ in range(600):
+        status = await session.call_tool("status", {"team": started["structured"]["workspace"]})
+        if (dumped(status).get("structuredContent") or {}).get("state") != "running":
+            break
+        await asyncio.sleep(0.1)
+    for _ in range(600):
+        if not listens(url):
+            break
+        await asyncio.sleep(0.1)
+    out["listens_after_end"] = listens(url)
+    waited = answer(await session.call_tool("batch_run", dict(served, wait=True)))
+    out["waited"] = waited
+    waited_url = (waited["structured"] or {}).get("page_url", "")
+    out["waited_listens"] = bool(waited_url) and listens(waited_url)
+    return out
+
+
 async def progress(session: ClientSession) -> dict:
     out = {}
     for run in ["first", "resumed"]:
@@ -252,6 +308,7 @@ SCENARIOS = {
     "long": long,
     "together": together,
     "background": background,
+    "serve": serve,
     "warnings": warnings,
 }
 

@@ -4,6 +4,7 @@
 //! server is built on. Refusals leave nothing changed; a waited run sends progress.
 
 use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
 use serde_json::{Value, json};
@@ -209,10 +210,26 @@ fn the_tools_are_listed_with_their_schemas() {
         "model",
         "command",
         "wait",
+        "serve",
+        "notify",
     ] {
         assert!(
             batch["inputSchema"]["properties"].get(field).is_some(),
             "batch_run has no `{field}`: {batch}"
+        );
+    }
+    for name in ["batch_run", "todo_resolve"] {
+        let t = tools.iter().find(|t| t["name"] == name).expect("run tool");
+        assert_eq!(
+            t["inputSchema"]["properties"]["serve"]["type"], "boolean",
+            "{t}"
+        );
+        assert!(
+            t["outputSchema"]["properties"].get("page_url").is_some()
+                && t["description"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("page_url")),
+            "{name} names its live page: {t}"
         );
     }
 }
@@ -696,4 +713,131 @@ fn a_team_the_server_started_resumes_with_its_agent_from_the_cli() {
     }
     assert!(sb.read("S/todo-1.md").contains("[x] Audit the parser"));
     assert!(sb.read("workers-output.csv").contains("did a"));
+}
+
+/// The answer's `page_url` as (port, token), after checking the page answers 200 with its
+/// token and 403 without.
+fn page_answers(answer: &Value) -> (u16, String) {
+    let url = answer["page_url"].as_str().expect("page_url");
+    let (port, token) = crate::serve::parts(url);
+    let host = format!("127.0.0.1:{port}");
+    let (code, body) = crate::serve::get(port, &format!("/?token={token}"), &host, "", "");
+    assert_eq!(code, 200, "the page, with its token: {body}");
+    let (code, _) = crate::serve::get(port, "/", &host, "", "");
+    assert_eq!(code, 403, "no token, no page");
+    (port, token)
+}
+
+/// Whether nothing listens on 127.0.0.1:`port` any more.
+fn nothing_listens(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+}
+
+/// `serve: true` on a background `batch_run`: its first answer names the live page, which
+/// answers with the token and refuses without; `notify` tells a command of the end; when
+/// the run ends nothing listens and nothing is left running.
+#[test]
+fn a_served_background_batch_run_answers_with_its_live_page_until_it_ends() {
+    let sb = Sandbox::new();
+    sb.write("rows.csv", "id,topic\na,x\nb,y\n");
+    let go = sb.join("go");
+    let agent = sb
+        .write(
+            "agent.sh",
+            format!(
+                "cat > /dev/null\nwhile [ ! -e '{}' ]; do sleep 0.05; done\nprintf '{{\"status\":\"completed\",\"summary\":\"did %s\"}}' \"$RUNNER_ITEM_ID\" > \"$RUNNER_REPORT\"\n",
+                go.display()
+            ),
+        )
+        .display()
+        .to_string();
+    let keep = sb.write(
+        "keep.py",
+        "import sys\nopen(sys.argv[1], 'a').write(sys.stdin.read() + '\\n')\n",
+    );
+    let kept = sb.join("kept.jsonl");
+    let notify = format!("python3 {} {}", keep.display(), kept.display());
+    let mut c = Client::start(&sb);
+    let (err, text) = c.call(
+        "batch_run",
+        json!({"csv_path": "rows.csv", "instruction": "Look at {topic}.", "id_column": "id",
+               "command": ["sh", agent], "serve": true, "notify": [notify]}),
+    );
+    assert!(!err, "{text}");
+    let started: Value = serde_json::from_str(&text).expect("JSON");
+    let (port, token) = page_answers(&started);
+    let workspace = PathBuf::from(started["workspace"].as_str().expect("workspace"));
+    let host = format!("127.0.0.1:{port}");
+    let (code, body) = crate::serve::get(port, &format!("/api/teams?token={token}"), &host, "", "");
+    let team = started["team"].as_str().expect("team");
+    assert!(
+        code == 200 && body.contains(&format!("\"team\":\"{team}\"")),
+        "the page is this run's: {code} {body}"
+    );
+    sb.write("go", "");
+    wait_for("the team to finish", 60, || {
+        let (_, text) = c.call("status", json!({"team": workspace}));
+        text.contains("2 completed")
+    });
+    wait_for("the page to stop with its run", 60, || {
+        nothing_listens(port)
+    });
+    assert!(
+        !workspace.join("live-page.json").exists(),
+        "the page's announcement goes with it"
+    );
+    c.close_stdin();
+    assert!(
+        wait_exit(&mut c.child, 60).is_some(),
+        "the server ends with its client"
+    );
+    assert_eq!(sb.survivors_after(5.0), Vec::new(), "nothing left running");
+    let told = std::fs::read_to_string(&kept).unwrap_or_default();
+    assert!(told.contains("run_finished"), "the end was told: {told}");
+}
+
+/// `serve: true` on a waited `todo_resolve`: the answer names the page, and by then the page
+/// is gone with its run. A `notify` target that cannot work is the CLI's refusal (exit 2),
+/// and nothing is changed.
+#[test]
+fn a_served_waited_todo_resolve_names_its_page_which_is_gone_with_the_run() {
+    let sb = Sandbox::new();
+    let agent = csv_batch(&sb);
+    let mut c = Client::start(&sb);
+    let (err, text) = c.call("todo_add", json!({"text": "Audit the lexer", "store": "S"}));
+    assert!(!err, "{text}");
+    let before = sb.tree();
+    let (err, text) = c.call(
+        "todo_resolve",
+        json!({"store": "S", "select": "1", "command": ["sh", &agent], "wait": true,
+               "notify": ["ftp://hooks.example.com/x"]}),
+    );
+    assert!(
+        err && text.contains("--notify") && text.contains("exit 2"),
+        "{text}"
+    );
+    let (err, text) = c.call(
+        "todo_resolve",
+        json!({"store": "S", "select": "1", "command": ["sh", &agent], "serve": "yes"}),
+    );
+    assert!(err && text.contains("`serve`"), "{text}");
+    assert_eq!(sb.tree(), before, "refusals change nothing");
+    let (err, text) = c.call(
+        "todo_resolve",
+        json!({"store": "S", "select": "1", "command": ["sh", &agent], "wait": true,
+               "serve": true}),
+    );
+    assert!(!err, "{text}");
+    let summary: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(summary["exit_code"], 0, "{summary}");
+    let url = summary["page_url"].as_str().expect("page_url");
+    assert!(url.contains("?token="), "{url}");
+    let (port, _) = crate::serve::parts(url);
+    assert!(nothing_listens(port), "the page stops when its run ends");
+    c.close_stdin();
+    assert!(
+        wait_exit(&mut c.child, 60).is_some(),
+        "the server ends with its client"
+    );
+    assert_eq!(sb.survivors_after(5.0), Vec::new(), "nothing left running");
 }

@@ -38,7 +38,7 @@ fn url_from(child: &mut Child) -> String {
 }
 
 /// `(port, token)` of a page URL.
-fn parts(url: &str) -> (u16, String) {
+pub(crate) fn parts(url: &str) -> (u16, String) {
     let rest = url.strip_prefix("http://127.0.0.1:").expect("a local URL");
     let (port, query) = rest.split_once('/').expect("a path");
     let token = query.split("token=").nth(1).expect("a token");
@@ -47,7 +47,7 @@ fn parts(url: &str) -> (u16, String) {
 
 /// One raw HTTP/1.1 GET of `path` with `Host: host` and `extra` header lines: the status
 /// code and the body read until `until` is in it or the answer ends.
-fn get(port: u16, path: &str, host: &str, extra: &str, until: &str) -> (u16, String) {
+pub(crate) fn get(port: u16, path: &str, host: &str, extra: &str, until: &str) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");

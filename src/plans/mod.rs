@@ -14,8 +14,8 @@
 //!    `commands::batch::carry_out(plan, backend)`.
 
 pub(crate) mod csv_batch;
-pub(crate) mod overlap;
 pub(crate) mod order;
+pub(crate) mod overlap;
 pub(crate) mod todo_batch;
 
 /// Why `--batch-api` is refused with BATCH.md's `runner_column` or `model_column`, and what

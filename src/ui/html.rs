@@ -22,6 +22,8 @@ use crate::run::record::outcome::{Outcome, usd_text};
 
 mod axis;
 use axis::Axis;
+mod candidates;
+use candidates::Candidates;
 
 /// The page's template, compiled into the binary.
 const TEMPLATE: &str = include_str!("../../templates/report.html");
@@ -90,6 +92,8 @@ struct Page {
     lanes: Vec<Vec<Bar>>,
     /// With stages: each row's chain.
     chains: Option<Chains>,
+    /// Some item went to `--best-of` candidates: the table has a `candidates` column.
+    best_of: bool,
     /// The headers of the output fields shown as columns.
     fields: Vec<String>,
     /// The table's rows, in item order.
@@ -200,6 +204,8 @@ struct Row {
     kind: String,
     reason: String,
     summary: String,
+    /// With `--best-of`: its candidates, the winner and the rule that chose it.
+    candidates: Option<Candidates>,
     /// The item's output fields, one per shown field (empty when it has none).
     found: Vec<Cell>,
     /// The files its report says it modified, comma-separated.
@@ -276,6 +282,7 @@ fn page(h: &History, now_ms: i64, nonce: String) -> Page {
         gaps: gaps(&axis),
         lanes: lanes(h, &axis, now_ms),
         chains: chains(h),
+        best_of: items.iter().any(|o| o.best_of.is_some()),
         fields: fields.iter().map(|f| header(f)).collect(),
         items: items.into_iter().map(|o| row(o, &fields)).collect(),
     }
@@ -456,6 +463,7 @@ fn header(f: &str) -> String {
         "kind",
         "reason",
         "summary",
+        "candidates",
         "files modified",
         "log",
     ];
@@ -503,6 +511,7 @@ fn row(out: &Outcome, fields: &[String]) -> Row {
             .unwrap_or_default(),
         reason: out.error.clone(),
         summary: out.summary.clone(),
+        candidates: out.best_of.as_deref().map(candidates::of),
         found,
         modified,
         log: (!out.log.is_empty()).then(|| out.log.replace(' ', "%20")),

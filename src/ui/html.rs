@@ -725,6 +725,60 @@ mod tests {
     }
 
     #[test]
+    fn only_a_best_of_team_has_a_candidates_column_and_a_model_is_named() {
+        use crate::report::best_of::{BestOf, Candidate};
+        let plain = Outcome::not_run("a", "1-a", "t", ItemStatus::Completed, String::new());
+        let h = History {
+            team: "t".into(),
+            outcomes: vec![plain.clone()],
+            ..History::default()
+        };
+        let page = report(&h, 0).expect("the page renders");
+        assert!(!page.contains("candidates"), "{page}");
+        let mut fanned = Outcome::not_run("b", "2-b", "t", ItemStatus::Failed, "none".into());
+        fanned.best_of = Some(Box::new(BestOf {
+            winner: None,
+            rule: "none passed".into(),
+            passed: 0,
+            total: 1,
+            candidates: vec![Candidate {
+                candidate: 1,
+                teammate: "2-b.c1".into(),
+                runner: "claude".into(),
+                model: Some("sonnet".into()),
+                status: ItemStatus::Failed,
+                error: "verify failed".into(),
+                verify: "failed".into(),
+                score: None,
+                cost_usd: Some(0.5),
+                duration_s: 2.0,
+                finished_at: String::new(),
+                diffstat: None,
+                branch: None,
+            }],
+        }));
+        let h = History {
+            team: "t".into(),
+            outcomes: vec![plain, fanned],
+            ..History::default()
+        };
+        let page = report(&h, 0).expect("the page renders");
+        assert!(page.contains("<th>candidates</th>"), "{page}");
+        assert!(
+            page.contains("<td class=\"cands\"></td>"),
+            "an item without candidates has an empty cell: {page}"
+        );
+        assert!(
+            page.contains(
+                "<summary>0/1 passed, no winner</summary><p class=\"rule\">none passed</p>"
+            ) && page.contains("<td>2-b.c1</td><td>claude sonnet</td>")
+                && page.contains("<td class=\"num\">$0.5</td>")
+                && !page.contains("class=\"win\""),
+            "{page}"
+        );
+    }
+
+    #[test]
     fn every_part_of_the_page_renders_from_the_template() {
         let mut done = Outcome::not_run("r1/audit", "1-r1", "t", ItemStatus::Completed, "".into());
         done.cost_usd = Some(0.25);

@@ -22,6 +22,8 @@ use crate::run::record::outcome::{Outcome, usd_text};
 
 mod axis;
 use axis::Axis;
+mod candidates;
+use candidates::Candidates;
 
 /// The page's template, compiled into the binary.
 const TEMPLATE: &str = include_str!("../../templates/report.html");
@@ -90,6 +92,8 @@ struct Page {
     lanes: Vec<Vec<Bar>>,
     /// With stages: each row's chain.
     chains: Option<Chains>,
+    /// Some item went to `--best-of` candidates: the table has a `candidates` column.
+    best_of: bool,
     /// The headers of the output fields shown as columns.
     fields: Vec<String>,
     /// The table's rows, in item order.
@@ -200,6 +204,8 @@ struct Row {
     kind: String,
     reason: String,
     summary: String,
+    /// With `--best-of`: its candidates, the winner and the rule that chose it.
+    candidates: Option<Candidates>,
     /// The item's output fields, one per shown field (empty when it has none).
     found: Vec<Cell>,
     /// The files its report says it modified, comma-separated.
@@ -276,6 +282,7 @@ fn page(h: &History, now_ms: i64, nonce: String) -> Page {
         gaps: gaps(&axis),
         lanes: lanes(h, &axis, now_ms),
         chains: chains(h),
+        best_of: items.iter().any(|o| o.best_of.is_some()),
         fields: fields.iter().map(|f| header(f)).collect(),
         items: items.into_iter().map(|o| row(o, &fields)).collect(),
     }
@@ -456,6 +463,7 @@ fn header(f: &str) -> String {
         "kind",
         "reason",
         "summary",
+        "candidates",
         "files modified",
         "log",
     ];
@@ -503,6 +511,7 @@ fn row(out: &Outcome, fields: &[String]) -> Row {
             .unwrap_or_default(),
         reason: out.error.clone(),
         summary: out.summary.clone(),
+        candidates: out.best_of.as_deref().map(candidates::of),
         found,
         modified,
         log: (!out.log.is_empty()).then(|| out.log.replace(' ', "%20")),
@@ -713,6 +722,60 @@ mod tests {
         assert!(page.contains("1 attempt(s) in 15.0s"), "{page}");
         let md = crate::ui::markdown::summary(&h);
         assert!(md.contains(" · 15s · "), "{md}");
+    }
+
+    #[test]
+    fn only_a_best_of_team_has_a_candidates_column_and_a_model_is_named() {
+        use crate::report::best_of::{BestOf, Candidate};
+        let plain = Outcome::not_run("a", "1-a", "t", ItemStatus::Completed, String::new());
+        let h = History {
+            team: "t".into(),
+            outcomes: vec![plain.clone()],
+            ..History::default()
+        };
+        let page = report(&h, 0).expect("the page renders");
+        assert!(!page.contains("candidates"), "{page}");
+        let mut fanned = Outcome::not_run("b", "2-b", "t", ItemStatus::Failed, "none".into());
+        fanned.best_of = Some(Box::new(BestOf {
+            winner: None,
+            rule: "none passed".into(),
+            passed: 0,
+            total: 1,
+            candidates: vec![Candidate {
+                candidate: 1,
+                teammate: "2-b.c1".into(),
+                runner: "claude".into(),
+                model: Some("sonnet".into()),
+                status: ItemStatus::Failed,
+                error: "verify failed".into(),
+                verify: "failed".into(),
+                score: None,
+                cost_usd: Some(0.5),
+                duration_s: 2.0,
+                finished_at: String::new(),
+                diffstat: None,
+                branch: None,
+            }],
+        }));
+        let h = History {
+            team: "t".into(),
+            outcomes: vec![plain, fanned],
+            ..History::default()
+        };
+        let page = report(&h, 0).expect("the page renders");
+        assert!(page.contains("<th>candidates</th>"), "{page}");
+        assert!(
+            page.contains("<td class=\"cands\"></td>"),
+            "an item without candidates has an empty cell: {page}"
+        );
+        assert!(
+            page.contains(
+                "<summary>0/1 passed, no winner</summary><p class=\"rule\">none passed</p>"
+            ) && page.contains("<td>2-b.c1</td><td>claude sonnet</td>")
+                && page.contains("<td class=\"num\">$0.5</td>")
+                && !page.contains("class=\"win\""),
+            "{page}"
+        );
     }
 
     #[test]

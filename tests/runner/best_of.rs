@@ -503,3 +503,60 @@ fn every_candidate_counts_against_the_budget() {
         "one candidate ran"
     );
 }
+
+#[test]
+fn the_html_report_shows_each_candidate_the_winner_and_the_rule_in_chromium() {
+    let sb = repo();
+    one_item(
+        &sb,
+        "C1=score:3,lines:1 C2=score:10,lines:9 C3=score:<script>alert(1)</script>,lines:1",
+    );
+    let r = batch(
+        &sb,
+        &[
+            "--isolate",
+            "worktree",
+            "--best-of",
+            "3",
+            "--jobs",
+            "3",
+            "--judge",
+            "score cat score.txt",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let rep = sb.run(&["report", "workers-output.csv", "--html", "report.html"]);
+    assert_eq!(rep.code, 0, "{rep:?}");
+    let page = sb.read("report.html");
+    assert!(!page.contains("<script>alert"), "agent text is escaped");
+    let Some(dom) = crate::watch::dump_dom(&sb, "report.html") else {
+        return;
+    };
+    assert!(dom.contains("data-ready=\"1\""), "the script ran: {dom}");
+    assert_eq!(
+        dom.matches("<script").count(),
+        1,
+        "only the page's own: {dom}"
+    );
+    assert!(dom.contains("<th>candidates</th>"), "{dom}");
+    assert!(
+        dom.contains("<summary>2/3 passed, winner c2 (1-a.c2)</summary>")
+            && dom.contains("<p class=\"rule\">score: score 10 against 3, the highest</p>"),
+        "how many passed, who won and why: {dom}"
+    );
+    assert_eq!(
+        dom.matches("<tr data-candidate=").count(),
+        3,
+        "every candidate: {dom}"
+    );
+    assert!(
+        dom.contains("<tr data-candidate=\"c2\" class=\"win\"><td>c2 <b>winner</b></td><td>1-a.c2</td><td>exec</td>")
+            && dom.contains("<td class=\"num\">10</td>")
+            && dom.contains("2 files changed, 10 insertions(+)"),
+        "the winner marked, with its score and diff: {dom}"
+    );
+    assert!(
+        dom.contains("printed `&lt;script&gt;alert(1)&lt;/script&gt;`, not a number"),
+        "why c3 is out, as text: {dom}"
+    );
+}

@@ -332,6 +332,37 @@ fn which_program(name: &str) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The DOM of the page `file` in the sandbox after Chromium loaded it and ran its script
+/// (`--headless --dump-dom`); `None`, with a note that the browser check was skipped, when
+/// Chromium is not installed.
+pub(crate) fn dump_dom(sb: &Sandbox, file: &str) -> Option<String> {
+    let Some(browser) = chromium() else {
+        crate::skip::skip(
+            "Chromium is not installed (apt-get install chromium); the page was written and checked as text only",
+        );
+        return None;
+    };
+    let profile = tempfile::tempdir().expect("profile dir");
+    let out = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", sb.join(file).display()))
+        .stderr(Stdio::null())
+        .output()
+        .expect("run chromium");
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 #[test]
 fn the_html_report_renders_in_chromium_without_script_errors_and_lists_every_item() {
     let sb = Sandbox::new();
@@ -354,31 +385,9 @@ fn the_html_report_renders_in_chromium_without_script_errors_and_lists_every_ite
         !page.contains("http://") && !page.contains("https://"),
         "no external asset"
     );
-    let Some(browser) = chromium() else {
-        crate::skip::skip(
-            "Chromium is not installed (apt-get install chromium); the page was written and checked as text only",
-        );
+    let Some(dom) = dump_dom(&sb, "report.html") else {
         return;
     };
-    let profile = tempfile::tempdir().expect("profile dir");
-    let out = std::process::Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--dump-dom")
-        .arg(format!("file://{}", sb.join("report.html").display()))
-        .stderr(Stdio::null())
-        .output()
-        .expect("run chromium");
-    let dom = String::from_utf8_lossy(&out.stdout);
     assert!(
         dom.contains("data-ready=\"1\""),
         "the page's script ran to its end: {dom}"

@@ -186,9 +186,10 @@ impl<'a> MergeQueue<'a> {
         match ff.ok {
             true => Ok(()),
             false => Err(GitError::Failed(format!(
-                "cannot move {} forward to the merge: {}",
+                "cannot move {} forward to the merge in {}: {}",
                 self.target,
-                first_line(&ff.stderr)
+                self.iso.repo.display(),
+                ff_refusal(&ff.stderr)
             ))),
         }
     }
@@ -287,4 +288,26 @@ fn last_line_after(log: &Path, start: u64) -> Option<String> {
         .map(str::trim)
         .rfind(|l| !l.is_empty() && !l.starts_with("== `"))
         .map(|l| l.chars().take(200).collect())
+}
+
+/// Why `git merge --ff-only` refused, on one line: git names the files in the way on lines of
+/// their own, so they are joined in (`error: Your local changes to the following files would
+/// be overwritten by merge: a.txt`), then what to do about the person's own changes.
+fn ff_refusal(stderr: &str) -> String {
+    let said: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("hint:"))
+        .take_while(|l| !l.starts_with("Please ") && *l != "Aborting")
+        .collect();
+    let said = match said.is_empty() {
+        true => first_line(stderr),
+        false => said.join(" "),
+    };
+    match said.contains("would be overwritten") {
+        true => format!(
+            "{said}; commit or stash your changes there (move untracked files away), then run again"
+        ),
+        false => said,
+    }
 }

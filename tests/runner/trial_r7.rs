@@ -1,0 +1,41 @@
+//! Found by trying round 7's new work as a new user would (issues 57, 51, 56): each test
+//! here failed before its fix.
+
+use crate::harness::{by_id, git};
+use crate::worktree::{batch, repo};
+
+/// A merged tree's check that edits `shared.txt` in the main working tree, as a person
+/// editing their checkout while the queue runs would: the target can then not move forward.
+fn check_that_edits_the_main_tree(sb: &crate::harness::Sandbox) {
+    let main = sb.join("shared.txt");
+    sb.write(
+        "check.sh",
+        format!("echo 'my own edit' >> '{}'\n", main.display()),
+    );
+    git(sb.path(), &["add", "check.sh"]);
+    git(sb.path(), &["commit", "-q", "-m", "check"]);
+}
+
+#[test]
+fn a_merge_blocked_by_local_changes_names_the_file_and_what_to_do() {
+    let sb = repo();
+    check_that_edits_the_main_tree(&sb);
+    let r = batch(
+        &sb,
+        &[("a", "EDIT shared.txt=alpha")],
+        &["--merge", "--verify-merged", "sh check.sh"],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(out["a"]["status"], "failed", "{r:?}");
+    assert_eq!(out["a"]["merged"], "", "a never landed");
+    let why = &out["a"]["error"];
+    assert!(
+        why.contains("shared.txt") && why.contains("commit or stash"),
+        "the reason names the file in the way and what to do: {why}"
+    );
+    assert!(
+        sb.read("shared.txt").contains("my own edit"),
+        "the person's edit is kept"
+    );
+}

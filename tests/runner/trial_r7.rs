@@ -69,3 +69,31 @@ fn the_anthropic_runner_without_a_model_names_a_model_of_its_own_api() {
     );
     assert_eq!(sb.tree(), before, "nothing on disk changed");
 }
+
+#[test]
+fn status_names_the_items_awaiting_review_until_they_are_accepted() {
+    let sb = repo();
+    let r = batch(
+        &sb,
+        &[("a", "EDIT a.txt=one"), ("b", "EDIT b.txt=two")],
+        &["--merge=review"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let status = sb.run(&["status", "workers-output.runner"]);
+    assert!(
+        status
+            .stdout
+            .contains("Awaiting review, completed but not merged")
+            && status.stdout.contains("1-a, 2-b"),
+        "status says nothing of theirs landed: {status:?}"
+    );
+    let accepted = sb.run(&["accept", "a", "--team", "workers-output.runner"]);
+    assert_eq!(accepted.code, 0, "{accepted:?}");
+    let status = sb.run(&["status", "workers-output.runner"]);
+    let line = status
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Awaiting review"))
+        .unwrap_or_default();
+    assert!(line.ends_with(": 2-b"), "only b still waits: {status:?}");
+}

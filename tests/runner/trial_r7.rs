@@ -97,3 +97,42 @@ fn status_names_the_items_awaiting_review_until_they_are_accepted() {
         .unwrap_or_default();
     assert!(line.ends_with(": 2-b"), "only b still waits: {status:?}");
 }
+
+#[test]
+fn an_interrupt_during_a_merged_trees_check_leaves_no_check_running() {
+    let sb = repo();
+    let started = sb.join("check-started");
+    sb.write(
+        "check.sh",
+        format!("touch '{}'\nsleep 60\n", started.display()),
+    );
+    git(sb.path(), &["add", "check.sh"]);
+    git(sb.path(), &["commit", "-q", "-m", "check"]);
+    crate::worktree::rows(&sb, &[("a", "EDIT a.txt=one")]);
+    let agent = crate::harness::agent("edit_agent.py");
+    let flags = [
+        crate::worktree::ISOLATED,
+        &["--merge", "--verify-merged", "sh check.sh"],
+    ]
+    .concat();
+    let mut child = sb
+        .batch_cmd(&flags, &["python3", &agent])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runner");
+    crate::harness::wait_for("the merged tree's check to start", 60, || started.exists());
+    let pid = child.id().to_string();
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status();
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let left = sb.survivors_after(5.0);
+    assert!(left.is_empty(), "the check was left running: {left:?}");
+    assert_eq!(
+        git(sb.path(), &["log", "--merges", "--format=%H", "main"]),
+        "",
+        "nothing landed"
+    );
+}

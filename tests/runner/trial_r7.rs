@@ -136,3 +136,42 @@ fn an_interrupt_during_a_merged_trees_check_leaves_no_check_running() {
         "nothing landed"
     );
 }
+
+#[test]
+fn an_interrupted_accept_leaves_no_check_running_and_the_item_awaiting_review() {
+    let sb = repo();
+    let started = sb.join("check-started");
+    sb.write(
+        "check.sh",
+        format!("touch '{}'\nsleep 60\n", started.display()),
+    );
+    git(sb.path(), &["add", "check.sh"]);
+    git(sb.path(), &["commit", "-q", "-m", "check"]);
+    let r = batch(
+        &sb,
+        &[("a", "EDIT a.txt=one")],
+        &["--merge=review", "--verify-merged", "sh check.sh"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let main_before = git(sb.path(), &["rev-parse", "main"]);
+    let mut child = sb
+        .cmd(&["accept", "a", "--team", "workers-output.runner"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runner accept");
+    crate::harness::wait_for("the merged tree's check to start", 60, || started.exists());
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let left = sb.survivors_after(5.0);
+    assert!(left.is_empty(), "the check was left running: {left:?}");
+    assert_eq!(git(sb.path(), &["rev-parse", "main"]), main_before);
+    let review = sb.run(&["review", "workers-output.runner"]);
+    assert!(
+        review.stdout.contains("a (1-a)"),
+        "a still awaits review: {review:?}"
+    );
+}

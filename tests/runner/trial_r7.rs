@@ -115,7 +115,7 @@ fn an_interrupt_during_a_merged_trees_check_leaves_no_check_running() {
         &["--merge", "--verify-merged", "sh check.sh"],
     ]
     .concat();
-    let mut child = sb
+    let child = sb
         .batch_cmd(&flags, &["python3", &agent])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -154,7 +154,7 @@ fn an_interrupted_accept_leaves_no_check_running_and_the_item_awaiting_review() 
     );
     assert_eq!(r.code, 0, "{r:?}");
     let main_before = git(sb.path(), &["rev-parse", "main"]);
-    let mut child = sb
+    let child = sb
         .cmd(&["accept", "a", "--team", "workers-output.runner"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

@@ -175,3 +175,38 @@ fn an_interrupted_accept_leaves_no_check_running_and_the_item_awaiting_review() 
         "a still awaits review: {review:?}"
     );
 }
+
+#[test]
+fn accepting_an_item_already_decided_says_what_became_of_it() {
+    let sb = repo();
+    let r = batch(
+        &sb,
+        &[("a", "EDIT a.txt=one"), ("b", "EDIT b.txt=two")],
+        &["--merge=review"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let team = ["--team", "workers-output.runner"];
+    assert_eq!(sb.run(&[&["accept", "a"][..], &team].concat()).code, 0);
+    assert_eq!(sb.run(&[&["reject", "b"][..], &team].concat()).code, 0);
+    let journal_before = sb.read("workers-output.runner/journal.jsonl");
+    let again = sb.run(&[&["accept", "a"][..], &team].concat());
+    assert_eq!(again.code, 2, "{again:?}");
+    let merge = git(sb.path(), &["log", "--merges", "-1", "--format=%H", "main"]);
+    assert!(
+        again
+            .stderr
+            .contains(&format!("merged as {}", &merge.trim()[..10])),
+        "a was merged: {again:?}"
+    );
+    let again = sb.run(&[&["accept", "b"][..], &team].concat());
+    assert_eq!(again.code, 2, "{again:?}");
+    assert!(
+        again.stderr.contains("[rejected]"),
+        "b was rejected: {again:?}"
+    );
+    assert_eq!(
+        sb.read("workers-output.runner/journal.jsonl"),
+        journal_before,
+        "nothing recorded"
+    );
+}

@@ -210,3 +210,27 @@ fn accepting_an_item_already_decided_says_what_became_of_it() {
         "nothing recorded"
     );
 }
+
+#[test]
+fn a_merged_tree_that_fails_its_check_names_the_queues_log_as_its_log() {
+    let sb = repo();
+    sb.write("check.sh", "echo 'the merged tree is broken'; exit 1\n");
+    git(sb.path(), &["add", "check.sh"]);
+    git(sb.path(), &["commit", "-q", "-m", "check"]);
+    let r = batch(
+        &sb,
+        &[("a", "EDIT a.txt=one")],
+        &["--merge", "--verify-merged", "sh check.sh"],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(out["a"]["failure_kind"], "merge_failed", "{r:?}");
+    let log = &out["a"]["log"];
+    assert!(
+        log.ends_with("merge-queue.log")
+            && std::fs::read_to_string(log)
+                .unwrap_or_default()
+                .contains("the merged tree is broken"),
+        "the log column names the file with the check's output: {log}"
+    );
+}

@@ -90,6 +90,16 @@ impl<'a> MergeQueue<'a> {
         &self.target
     }
 
+    /// The log to name for an item the queue judged `kind`: its own log, else, for a merged
+    /// tree that failed its check ([`FailureKind::MergeFailed`]), the queue's log that holds
+    /// the check's output.
+    pub(crate) fn log_for(&self, kind: Option<crate::failure::FailureKind>, own: String) -> String {
+        match kind {
+            Some(crate::failure::FailureKind::MergeFailed) => self.log.display().to_string(),
+            _ => own,
+        }
+    }
+
     /// Whether `commit` (an item's branch head) is already in the target branch: merged by
     /// an earlier run that was killed before it recorded so, or a branch with no commits of
     /// its own. Merging it again would add nothing.

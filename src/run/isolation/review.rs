@@ -188,6 +188,7 @@ pub(crate) fn accept(workspace: &Path, names: &[String]) -> Result<Vec<Outcome>>
         o.status = verdict.status;
         o.error = verdict.reason;
         o.failure_kind = verdict.kind;
+        o.log = queue.log_for(o.failure_kind, std::mem::take(&mut o.log));
         o.awaiting_review = false;
         o.merged = merged.ok();
         team.record(&Entry::ItemFinished {

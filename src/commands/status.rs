@@ -61,12 +61,7 @@ fn awaiting_review(dir: &std::path::Path) -> String {
     if waiting.is_empty() {
         return String::new();
     }
-    // In item order (`2-b` after `1-a`), not the order they finished in.
-    let mut names: Vec<&str> = waiting.iter().map(|o| o.teammate.as_str()).collect();
-    names.sort_by_key(|t| {
-        let n = t.split('-').next().and_then(|n| n.parse::<u64>().ok());
-        (n.unwrap_or(u64::MAX), t.to_string())
-    });
+    let names: Vec<&str> = waiting.iter().map(|o| o.teammate.as_str()).collect();
     format!(
         "Awaiting review, completed but not merged (runner review; runner accept ID…; runner \
          reject ID…): {}\n",

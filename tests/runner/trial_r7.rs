@@ -234,3 +234,39 @@ fn a_merged_tree_that_fails_its_check_names_the_queues_log_as_its_log() {
         "the log column names the file with the check's output: {log}"
     );
 }
+
+#[test]
+fn review_lists_the_items_in_item_order_whatever_order_they_finished_in() {
+    let sb = repo();
+    // a finishes last: it waits until b and c reported.
+    let done = sb.join("done");
+    sb.write(
+        "agent.sh",
+        format!(
+            "if [ \"$RUNNER_ITEM_ID\" = a ]; then\n\
+             \x20 i=0; while [ $(ls '{d}' 2>/dev/null | wc -l) -lt 2 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n\
+             fi\n\
+             echo \"$RUNNER_ITEM_ID\" > \"$RUNNER_ITEM_ID.txt\"\n\
+             printf '{{\"status\":\"completed\",\"summary\":\"edited\"}}' > \"$RUNNER_REPORT\"\n\
+             mkdir -p '{d}'; touch \"{d}/$RUNNER_ITEM_ID\"\n",
+            d = done.display()
+        ),
+    );
+    let agent = sb.join("agent.sh").display().to_string();
+    git(sb.path(), &["add", "agent.sh"]);
+    git(sb.path(), &["commit", "-q", "-m", "agent"]);
+    crate::worktree::rows(&sb, &[("a", "one"), ("b", "two"), ("c", "three")]);
+    let flags = [
+        crate::worktree::ISOLATED,
+        &["--merge=review", "--jobs", "3", "--sandbox", "none"],
+    ]
+    .concat();
+    let r = sb.batch(&flags, &["sh", &agent]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let shown = sb.run(&["review", "workers-output.runner"]);
+    let at = |s: &str| shown.stdout.find(s).unwrap_or(usize::MAX);
+    assert!(
+        at("a (1-a)") < at("b (2-b)") && at("b (2-b)") < at("c (3-c)"),
+        "{shown:?}"
+    );
+}

@@ -36,13 +36,22 @@ fn recorded(workspace: &Path) -> Result<(String, IsolationRecord)> {
     Ok((v["team"].as_str().unwrap_or_default().to_owned(), iso))
 }
 
-/// The items of the team in `workspace` waiting for review: each item's last outcome, in the
-/// order the journal first met the items, those with [`Outcome::awaiting_review`].
+/// The items of the team in `workspace` waiting for review: each item's last outcome, in item
+/// order, those with [`Outcome::awaiting_review`].
 ///
 /// Errors: the journal cannot be read.
 pub(crate) fn awaiting(workspace: &Path) -> Result<Vec<Outcome>> {
     let mut last = last_outcomes(workspace)?;
     last.retain(|o| o.awaiting_review);
+    // In item order (`2-b` after `1-a`, as the queue would merge them), not the order
+    // they finished in.
+    last.sort_by_key(|o| {
+        o.teammate
+            .split('-')
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(u64::MAX)
+    });
     Ok(last)
 }
 

@@ -270,3 +270,23 @@ fn review_lists_the_items_in_item_order_whatever_order_they_finished_in() {
         "{shown:?}"
     );
 }
+
+#[test]
+fn review_says_when_an_items_branch_changes_nothing() {
+    let sb = repo();
+    // b writes shared.txt as it already is.
+    let r = batch(
+        &sb,
+        &[("a", "EDIT a.txt=one"), ("b", "EDIT shared.txt=original")],
+        &["--merge=review"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let shown = sb.run(&["review", "workers-output.runner"]);
+    let b = &shown.stdout[shown.stdout.find("b (2-b)").unwrap_or(0)..];
+    assert!(
+        b.contains("no changes against main: accepting it merges nothing"),
+        "{shown:?}"
+    );
+    let a = &shown.stdout[..shown.stdout.find("b (2-b)").unwrap_or(0)];
+    assert!(!a.contains("no changes"), "{shown:?}");
+}

@@ -35,11 +35,44 @@ pub(crate) fn review(args: ReviewArgs) -> Result<i32> {
 /// `runner accept`: exit 0 when every item landed, else 1.
 pub(crate) fn accept(args: DecideArgs) -> Result<i32> {
     let ws = workspace(args.team.as_deref())?;
+    end_the_check_when_interrupted();
     let decided = review::accept(&ws, &args.items)?;
     crate::ui::review::print_decided(&decided);
     Ok(i32::from(
         decided.iter().any(|o| o.status != ItemStatus::Completed),
     ))
+}
+
+/// From now on, SIGINT, SIGTERM or SIGHUP ends the merged tree's check that `runner accept`
+/// runs (in a process group of its own, which a Ctrl-C at the terminal does not reach), then
+/// the process, exit 130: the item being merged stays awaiting review, the target unmoved.
+fn end_the_check_when_interrupted() {
+    std::thread::spawn(|| {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        rt.block_on(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+            crate::run::isolation::queue::end_running_check();
+            eprintln!("runner: interrupted; the item being merged still awaits review");
+            std::process::exit(crate::error::EXIT_INTERRUPTED);
+        });
+    });
 }
 
 /// `runner reject`.

@@ -39,6 +39,9 @@ fn view(found: &Found, brief_view: bool, stale_after: Duration) -> Result<(Strin
         true => brief(dir, &s, stale_after, resume::for_team(found, &s).as_deref()),
         false => full(dir, &s, stale_after),
     };
+    if !brief_view {
+        text.push_str(&awaiting_review(dir));
+    }
     // A run served with `--serve`: its live page, while it is up.
     if let Some(url) = crate::serve::announced(dir) {
         text.push_str(&format!("Live page: {url}\n"));
@@ -52,6 +55,22 @@ fn view(found: &Found, brief_view: bool, stale_after: Duration) -> Result<(Strin
         }
     }
     Ok((text, s))
+}
+
+/// The items of the team in `dir` a `--merge=review` run left awaiting review, on a line of
+/// their own (empty when there are none): they count as completed, yet nothing of theirs is
+/// merged until `runner accept` (issue 57).
+fn awaiting_review(dir: &std::path::Path) -> String {
+    let waiting = crate::run::isolation::review::awaiting(dir).unwrap_or_default();
+    if waiting.is_empty() {
+        return String::new();
+    }
+    let names: Vec<&str> = waiting.iter().map(|o| o.teammate.as_str()).collect();
+    format!(
+        "Awaiting review, completed but not merged (runner review; runner accept ID…; runner \
+         reject ID…): {}\n",
+        names.join(", ")
+    )
 }
 
 /// A team's state as `runner status` shows it once: the text (`--brief`'s or the full view)

@@ -510,7 +510,12 @@ fn execute(
                     }
                 }
             }
-            eprintln!("runner: interrupted while writing the outputs");
+            // A merged tree's check the queue runs now is in a process group of its own.
+            crate::run::isolation::queue::end_running_check();
+            eprintln!(
+                "runner: interrupted while merging or writing the outputs (the same command \
+                 resumes)"
+            );
             std::process::exit(EXIT_INTERRUPTED);
         });
     });

@@ -48,6 +48,11 @@ pub(crate) fn print_waiting(
         for line in w.diffstat.lines() {
             outln(format_args!("  {line}"));
         }
+        if w.diffstat.trim().is_empty() {
+            outln(format_args!(
+                "  no changes against {target}: accepting it merges nothing"
+            ));
+        }
         if let Some(diff) = &w.diff {
             crate::ui::out_document(&format!("{}\n", diff.trim_end()));
         }

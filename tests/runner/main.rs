@@ -48,6 +48,7 @@ mod stages;
 mod store;
 mod terminal;
 mod todo;
+mod trial_r7;
 mod verdicts;
 mod watch;
 mod worktree;

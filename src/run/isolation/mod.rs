@@ -200,6 +200,7 @@ pub(crate) fn finish(
         o.status = verdict.status;
         o.error = verdict.reason;
         o.failure_kind = verdict.kind;
+        o.log = q.log_for(o.failure_kind, std::mem::take(&mut o.log));
         o.merged = merged.ok();
         team.record(&Entry::ItemFinished {
             outcome: Box::new(o.clone()),

@@ -11,6 +11,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::worktree::{Isolation, first_line, git_sync};
@@ -87,6 +88,16 @@ impl<'a> MergeQueue<'a> {
     /// The branch merged into.
     pub(crate) fn target(&self) -> &str {
         &self.target
+    }
+
+    /// The log to name for an item the queue judged `kind`: its own log, else, for a merged
+    /// tree that failed its check ([`FailureKind::MergeFailed`]), the queue's log that holds
+    /// the check's output.
+    pub(crate) fn log_for(&self, kind: Option<crate::failure::FailureKind>, own: String) -> String {
+        match kind {
+            Some(crate::failure::FailureKind::MergeFailed) => self.log.display().to_string(),
+            _ => own,
+        }
     }
 
     /// Whether `commit` (an item's branch head) is already in the target branch: merged by
@@ -186,9 +197,10 @@ impl<'a> MergeQueue<'a> {
         match ff.ok {
             true => Ok(()),
             false => Err(GitError::Failed(format!(
-                "cannot move {} forward to the merge: {}",
+                "cannot move {} forward to the merge in {}: {}",
                 self.target,
-                first_line(&ff.stderr)
+                self.iso.repo.display(),
+                ff_refusal(&ff.stderr)
             ))),
         }
     }
@@ -228,10 +240,35 @@ impl<'a> MergeQueue<'a> {
         )
         .spawn()
         .map_err(|e| format!("`{shown}` cannot start: {e}"))?;
+        CHECK_GROUP.store(i32::try_from(child.id()).unwrap_or(0), Ordering::SeqCst);
+        let status = self.wait_check(&mut child, &shown);
+        CHECK_GROUP.store(0, Ordering::SeqCst);
+        let status = status?;
+        if status.success() {
+            return Ok(());
+        }
+        let tail = last_line_after(&self.log, start)
+            .map(|l| format!(": {l}"))
+            .unwrap_or_default();
+        Err(match status.code() {
+            Some(code) => format!("`{shown}` exited with code {code}{tail}"),
+            None => format!("`{shown}` was killed by a signal{tail}"),
+        })
+    }
+
+    /// Wait for the check `child` (shown as `shown`) within the time limit; past it, end its
+    /// whole group.
+    ///
+    /// Errors: it timed out.
+    fn wait_check(
+        &self,
+        child: &mut std::process::Child,
+        shown: &str,
+    ) -> Result<std::process::ExitStatus, String> {
         let deadline = Instant::now() + self.timeout;
-        let status = loop {
+        loop {
             match child.try_wait() {
-                Ok(Some(status)) => break status,
+                Ok(Some(status)) => return Ok(status),
                 Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
                 Ok(None) | Err(_) => {
                     let pgid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
@@ -243,17 +280,7 @@ impl<'a> MergeQueue<'a> {
                     ));
                 }
             }
-        };
-        if status.success() {
-            return Ok(());
         }
-        let tail = last_line_after(&self.log, start)
-            .map(|l| format!(": {l}"))
-            .unwrap_or_default();
-        Err(match status.code() {
-            Some(code) => format!("`{shown}` exited with code {code}{tail}"),
-            None => format!("`{shown}` was killed by a signal{tail}"),
-        })
     }
 
     /// Remove the queue's worktree.
@@ -287,4 +314,44 @@ fn last_line_after(log: &Path, start: u64) -> Option<String> {
         .map(str::trim)
         .rfind(|l| !l.is_empty() && !l.starts_with("== `"))
         .map(|l| l.chars().take(200).collect())
+}
+
+/// The process group of the `--verify-merged` check running now (0: none). The check runs in
+/// a group of its own (so its time limit ends all of it), which a Ctrl-C at the terminal does
+/// not reach: an interrupt that ends the runner mid-queue ends it through this.
+static CHECK_GROUP: AtomicI32 = AtomicI32::new(0);
+
+/// End the `--verify-merged` check running now, if any, with all its processes (SIGKILL to
+/// its group): called by an interrupt that ends the runner while the queue works, so no
+/// check is left running in the queue's worktree after the runner exited.
+pub(crate) fn end_running_check() {
+    let group = CHECK_GROUP.swap(0, Ordering::SeqCst);
+    if group > 0 {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(group),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Why `git merge --ff-only` refused, on one line: git names the files in the way on lines of
+/// their own, so they are joined in (`error: Your local changes to the following files would
+/// be overwritten by merge: a.txt`), then what to do about the person's own changes.
+fn ff_refusal(stderr: &str) -> String {
+    let said: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("hint:"))
+        .take_while(|l| !l.starts_with("Please ") && *l != "Aborting")
+        .collect();
+    let said = match said.is_empty() {
+        true => first_line(stderr),
+        false => said.join(" "),
+    };
+    match said.contains("would be overwritten") {
+        true => format!(
+            "{said}; commit or stash your changes there (move untracked files away), then run again"
+        ),
+        false => said,
+    }
 }

@@ -36,11 +36,30 @@ fn recorded(workspace: &Path) -> Result<(String, IsolationRecord)> {
     Ok((v["team"].as_str().unwrap_or_default().to_owned(), iso))
 }
 
-/// The items of the team in `workspace` waiting for review: each item's last outcome, in the
-/// order the journal first met the items, those with [`Outcome::awaiting_review`].
+/// The items of the team in `workspace` waiting for review: each item's last outcome, in item
+/// order, those with [`Outcome::awaiting_review`].
 ///
 /// Errors: the journal cannot be read.
 pub(crate) fn awaiting(workspace: &Path) -> Result<Vec<Outcome>> {
+    let mut last = last_outcomes(workspace)?;
+    last.retain(|o| o.awaiting_review);
+    // In item order (`2-b` after `1-a`, as the queue would merge them), not the order
+    // they finished in.
+    last.sort_by_key(|o| {
+        o.teammate
+            .split('-')
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(u64::MAX)
+    });
+    Ok(last)
+}
+
+/// Each item's last outcome in the journal of the team in `workspace`, in the order the
+/// journal first met the items.
+///
+/// Errors: the journal cannot be read.
+fn last_outcomes(workspace: &Path) -> Result<Vec<Outcome>> {
     let mut last: Vec<Outcome> = Vec::new();
     for event in journal::events(&workspace.join("journal.jsonl"))? {
         if let Event::ItemFinished(o) = event {
@@ -50,7 +69,6 @@ pub(crate) fn awaiting(workspace: &Path) -> Result<Vec<Outcome>> {
             }
         }
     }
-    last.retain(|o| o.awaiting_review);
     Ok(last)
 }
 
@@ -95,33 +113,50 @@ pub(crate) fn waiting(
 
 /// Which waiting items `names` (ids or teammate names) mean, in the order given.
 ///
-/// Errors: a name no waiting item has (exit 2), naming those that wait.
-fn chosen(waiting: &[Outcome], names: &[String]) -> Result<Vec<Outcome>> {
+/// Errors: a name no waiting item has (exit 2), saying what became of that item when the
+/// team has it (`already decided: …`), and naming those that wait.
+fn chosen(all: &[Outcome], names: &[String]) -> Result<Vec<Outcome>> {
+    let waiting: Vec<&Outcome> = all.iter().filter(|o| o.awaiting_review).collect();
+    let is = |o: &Outcome, n: &String| &o.id == n || &o.teammate == n;
     names
         .iter()
         .map(|n| {
-            waiting
-                .iter()
-                .find(|o| &o.id == n || &o.teammate == n)
-                .cloned()
-                .ok_or_else(|| Error::Unknown {
-                    what: "item awaiting review".into(),
-                    name: n.clone(),
-                    suggestion: String::new(),
-                    hint: match waiting.is_empty() {
-                        true => "no item of this team awaits review".into(),
-                        false => format!(
-                            "these do: {}",
-                            waiting
-                                .iter()
-                                .map(|o| o.id.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    },
-                })
+            if let Some(o) = waiting.iter().find(|o| is(o, n)) {
+                return Ok((*o).clone());
+            }
+            let those = match waiting.is_empty() {
+                true => "no item of this team awaits review".to_owned(),
+                false => format!(
+                    "these do: {}",
+                    waiting
+                        .iter()
+                        .map(|o| o.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            let hint = match all.iter().find(|o| is(o, n)) {
+                Some(o) => format!("it no longer does, {}; {those}", decided(o)),
+                None => those,
+            };
+            Err(Error::Unknown {
+                what: "item awaiting review".into(),
+                name: n.clone(),
+                suggestion: String::new(),
+                hint,
+            })
         })
         .collect()
+}
+
+/// What became of an item that no longer awaits review: `merged as <commit>`, or its status
+/// with its kind and reason.
+fn decided(o: &Outcome) -> String {
+    match (&o.merged, o.failure_kind) {
+        (Some(commit), _) => format!("merged as {}", commit.get(..10).unwrap_or(commit)),
+        (None, Some(kind)) => format!("{} [{kind}]: {}", o.status, o.error),
+        (None, None) => format!("{}", o.status),
+    }
 }
 
 /// The team in `workspace`, opened (its lock taken: no run of it goes on), with the items
@@ -130,7 +165,7 @@ fn chosen(waiting: &[Outcome], names: &[String]) -> Result<Vec<Outcome>> {
 /// Errors: a run holds the team; a name no waiting item has; the repository is gone.
 fn open(workspace: &Path, names: &[String]) -> Result<(Team, Vec<Outcome>, Isolation)> {
     let (name, rec) = recorded(workspace)?;
-    let items = chosen(&awaiting(workspace)?, names)?;
+    let items = chosen(&last_outcomes(workspace)?, names)?;
     let team = Team::open(&name, workspace)?;
     let mut iso = Isolation::new(&rec.repo, &name, Vec::new(), None)
         .map_err(|e| Error::Environment(e.to_string()))?;
@@ -162,6 +197,7 @@ pub(crate) fn accept(workspace: &Path, names: &[String]) -> Result<Vec<Outcome>>
         o.status = verdict.status;
         o.error = verdict.reason;
         o.failure_kind = verdict.kind;
+        o.log = queue.log_for(o.failure_kind, std::mem::take(&mut o.log));
         o.awaiting_review = false;
         o.merged = merged.ok();
         team.record(&Entry::ItemFinished {

@@ -60,11 +60,10 @@ impl Http {
             .filter(|m| !m.trim().is_empty())
             .or_else(|| (!spec.model.is_empty()).then(|| spec.model.clone()))
             .ok_or_else(|| {
-                usage(
-                    "needs a model: give --model NAME (the model id your API serves, e.g. \
-                     gpt-4.1-mini)"
-                        .into(),
-                )
+                usage(format!(
+                    "needs a model: give --model NAME (the model id your API serves, e.g. {})",
+                    model_example(wire.name())
+                ))
             })?;
         let price = |name: &str, default: f64| -> Result<f64> {
             match vars.get(name) {
@@ -266,4 +265,14 @@ fn client(base: &reqwest::Url) -> Result<reqwest::Client> {
         .user_agent(concat!("teammate-runner/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| Error::Environment(format!("cannot set up the HTTP client: {e}")))
+}
+
+/// A model id of the API whose `[http] api` word is `api`, for the message that asks for one
+/// (an Anthropic user told to give `gpt-4.1-mini` would be misled).
+fn model_example(api: &str) -> &'static str {
+    match api {
+        "anthropic-messages" => "claude-sonnet-4-5",
+        "gemini-generate-content" => "gemini-2.5-flash",
+        _ => "gpt-4.1-mini",
+    }
 }

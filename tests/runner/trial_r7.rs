@@ -1,0 +1,292 @@
+//! Found by trying round 7's new work as a new user would (issues 57, 51, 56): each test
+//! here failed before its fix.
+
+use crate::harness::{by_id, git};
+use crate::worktree::{batch, repo};
+
+/// A merged tree's check that edits `shared.txt` in the main working tree, as a person
+/// editing their checkout while the queue runs would: the target can then not move forward.
+fn check_that_edits_the_main_tree(sb: &crate::harness::Sandbox) {
+    let main = sb.join("shared.txt");
+    sb.write(
+        "check.sh",
+        format!("echo 'my own edit' >> '{}'\n", main.display()),
+    );
+    git(sb.path(), &["add", "check.sh"]);
+    git(sb.path(), &["commit", "-q", "-m", "check"]);
+}
+
+#[test]
+fn a_merge_blocked_by_local_changes_names_the_file_and_what_to_do() {
+    let sb = repo();
+    check_that_edits_the_main_tree(&sb);
+    let r = batch(
+        &sb,
+        &[("a", "EDIT shared.txt=alpha")],
+        &["--merge", "--verify-merged", "sh check.sh"],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(out["a"]["status"], "failed", "{r:?}");
+    assert_eq!(out["a"]["merged"], "", "a never landed");
+    let why = &out["a"]["error"];
+    assert!(
+        why.contains("shared.txt") && why.contains("commit or stash"),
+        "the reason names the file in the way and what to do: {why}"
+    );
+    assert!(
+        sb.read("shared.txt").contains("my own edit"),
+        "the person's edit is kept"
+    );
+}
+
+#[test]
+fn the_anthropic_runner_without_a_model_names_a_model_of_its_own_api() {
+    let sb = crate::harness::Sandbox::new();
+    sb.write("in.csv", "id,text\na,hello\n");
+    sb.write("instr.md", "Is {text} a greeting?\n");
+    let before = sb.tree();
+    let r: crate::harness::Run = sb
+        .cmd(&[
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--runner",
+            "anthropic",
+            "--batch-api",
+        ])
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+        .output()
+        .expect("spawn")
+        .into();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("--model") && r.stderr.contains("claude-") && !r.stderr.contains("gpt-"),
+        "an Anthropic model is the example: {r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing on disk changed");
+}
+
+#[test]
+fn status_names_the_items_awaiting_review_until_they_are_accepted() {
+    let sb = repo();
+    let r = batch(
+        &sb,
+        &[("a", "EDIT a.txt=one"), ("b", "EDIT b.txt=two")],
+        &["--merge=review"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let status = sb.run(&["status", "workers-output.runner"]);
+    assert!(
+        status
+            .stdout
+            .contains("Awaiting review, completed but not merged")
+            && status.stdout.contains("1-a, 2-b"),
+        "status says nothing of theirs landed: {status:?}"
+    );
+    let accepted = sb.run(&["accept", "a", "--team", "workers-output.runner"]);
+    assert_eq!(accepted.code, 0, "{accepted:?}");
+    let status = sb.run(&["status", "workers-output.runner"]);
+    let line = status
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Awaiting review"))
+        .unwrap_or_default();
+    assert!(line.ends_with(": 2-b"), "only b still waits: {status:?}");
+}
+
+#[test]
+fn an_interrupt_during_a_merged_trees_check_leaves_no_check_running() {
+    let sb = repo();
+    let started = sb.join("check-started");
+    sb.write(
+        "check.sh",
+        format!("touch '{}'\nsleep 60\n", started.display()),
+    );
+    git(sb.path(), &["add", "check.sh"]);
+    git(sb.path(), &["commit", "-q", "-m", "check"]);
+    crate::worktree::rows(&sb, &[("a", "EDIT a.txt=one")]);
+    let agent = crate::harness::agent("edit_agent.py");
+    let flags = [
+        crate::worktree::ISOLATED,
+        &["--merge", "--verify-merged", "sh check.sh"],
+    ]
+    .concat();
+    let child = sb
+        .batch_cmd(&flags, &["python3", &agent])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runner");
+    crate::harness::wait_for("the merged tree's check to start", 60, || started.exists());
+    let pid = child.id().to_string();
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status();
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let left = sb.survivors_after(5.0);
+    assert!(left.is_empty(), "the check was left running: {left:?}");
+    assert_eq!(
+        git(sb.path(), &["log", "--merges", "--format=%H", "main"]),
+        "",
+        "nothing landed"
+    );
+}
+
+#[test]
+fn an_interrupted_accept_leaves_no_check_running_and_the_item_awaiting_review() {
+    let sb = repo();
+    let started = sb.join("check-started");
+    sb.write(
+        "check.sh",
+        format!("touch '{}'\nsleep 60\n", started.display()),
+    );
+    git(sb.path(), &["add", "check.sh"]);
+    git(sb.path(), &["commit", "-q", "-m", "check"]);
+    let r = batch(
+        &sb,
+        &[("a", "EDIT a.txt=one")],
+        &["--merge=review", "--verify-merged", "sh check.sh"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let main_before = git(sb.path(), &["rev-parse", "main"]);
+    let child = sb
+        .cmd(&["accept", "a", "--team", "workers-output.runner"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runner accept");
+    crate::harness::wait_for("the merged tree's check to start", 60, || started.exists());
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let left = sb.survivors_after(5.0);
+    assert!(left.is_empty(), "the check was left running: {left:?}");
+    assert_eq!(git(sb.path(), &["rev-parse", "main"]), main_before);
+    let review = sb.run(&["review", "workers-output.runner"]);
+    assert!(
+        review.stdout.contains("a (1-a)"),
+        "a still awaits review: {review:?}"
+    );
+}
+
+#[test]
+fn accepting_an_item_already_decided_says_what_became_of_it() {
+    let sb = repo();
+    let r = batch(
+        &sb,
+        &[("a", "EDIT a.txt=one"), ("b", "EDIT b.txt=two")],
+        &["--merge=review"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let team = ["--team", "workers-output.runner"];
+    assert_eq!(sb.run(&[&["accept", "a"][..], &team].concat()).code, 0);
+    assert_eq!(sb.run(&[&["reject", "b"][..], &team].concat()).code, 0);
+    let journal_before = sb.read("workers-output.runner/journal.jsonl");
+    let again = sb.run(&[&["accept", "a"][..], &team].concat());
+    assert_eq!(again.code, 2, "{again:?}");
+    let merge = git(sb.path(), &["log", "--merges", "-1", "--format=%H", "main"]);
+    assert!(
+        again
+            .stderr
+            .contains(&format!("merged as {}", &merge.trim()[..10])),
+        "a was merged: {again:?}"
+    );
+    let again = sb.run(&[&["accept", "b"][..], &team].concat());
+    assert_eq!(again.code, 2, "{again:?}");
+    assert!(
+        again.stderr.contains("[rejected]"),
+        "b was rejected: {again:?}"
+    );
+    assert_eq!(
+        sb.read("workers-output.runner/journal.jsonl"),
+        journal_before,
+        "nothing recorded"
+    );
+}
+
+#[test]
+fn a_merged_tree_that_fails_its_check_names_the_queues_log_as_its_log() {
+    let sb = repo();
+    sb.write("check.sh", "echo 'the merged tree is broken'; exit 1\n");
+    git(sb.path(), &["add", "check.sh"]);
+    git(sb.path(), &["commit", "-q", "-m", "check"]);
+    let r = batch(
+        &sb,
+        &[("a", "EDIT a.txt=one")],
+        &["--merge", "--verify-merged", "sh check.sh"],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(out["a"]["failure_kind"], "merge_failed", "{r:?}");
+    let log = &out["a"]["log"];
+    assert!(
+        log.ends_with("merge-queue.log")
+            && std::fs::read_to_string(log)
+                .unwrap_or_default()
+                .contains("the merged tree is broken"),
+        "the log column names the file with the check's output: {log}"
+    );
+}
+
+#[test]
+fn review_lists_the_items_in_item_order_whatever_order_they_finished_in() {
+    let sb = repo();
+    // a finishes last: it waits until b and c reported.
+    let done = sb.join("done");
+    sb.write(
+        "agent.sh",
+        format!(
+            "if [ \"$RUNNER_ITEM_ID\" = a ]; then\n\
+             \x20 i=0; while [ $(ls '{d}' 2>/dev/null | wc -l) -lt 2 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n\
+             fi\n\
+             echo \"$RUNNER_ITEM_ID\" > \"$RUNNER_ITEM_ID.txt\"\n\
+             printf '{{\"status\":\"completed\",\"summary\":\"edited\"}}' > \"$RUNNER_REPORT\"\n\
+             mkdir -p '{d}'; touch \"{d}/$RUNNER_ITEM_ID\"\n",
+            d = done.display()
+        ),
+    );
+    let agent = sb.join("agent.sh").display().to_string();
+    git(sb.path(), &["add", "agent.sh"]);
+    git(sb.path(), &["commit", "-q", "-m", "agent"]);
+    crate::worktree::rows(&sb, &[("a", "one"), ("b", "two"), ("c", "three")]);
+    let flags = [
+        crate::worktree::ISOLATED,
+        &["--merge=review", "--jobs", "3", "--sandbox", "none"],
+    ]
+    .concat();
+    let r = sb.batch(&flags, &["sh", &agent]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let shown = sb.run(&["review", "workers-output.runner"]);
+    let at = |s: &str| shown.stdout.find(s).unwrap_or(usize::MAX);
+    assert!(
+        at("a (1-a)") < at("b (2-b)") && at("b (2-b)") < at("c (3-c)"),
+        "{shown:?}"
+    );
+}
+
+#[test]
+fn review_says_when_an_items_branch_changes_nothing() {
+    let sb = repo();
+    // b writes shared.txt as it already is.
+    let r = batch(
+        &sb,
+        &[("a", "EDIT a.txt=one"), ("b", "EDIT shared.txt=original")],
+        &["--merge=review"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let shown = sb.run(&["review", "workers-output.runner"]);
+    let b = &shown.stdout[shown.stdout.find("b (2-b)").unwrap_or(0)..];
+    assert!(
+        b.contains("no changes against main: accepting it merges nothing"),
+        "{shown:?}"
+    );
+    let a = &shown.stdout[..shown.stdout.find("b (2-b)").unwrap_or(0)];
+    assert!(!a.contains("no changes"), "{shown:?}");
+}

@@ -45,6 +45,44 @@ pub(crate) struct OutcomeLine {
     /// Its cost in USD, when known.
     #[serde(default)]
     pub cost_usd: Option<f64>,
+    /// A `--best-of` item's fan-out, its counts only (the candidates are read again, from
+    /// the journal, when the item's panel asks).
+    #[serde(default)]
+    pub best_of: Option<FanOut>,
+}
+
+/// The counts of an outcome's `best_of` (docs/events.md) a row shows; its `candidates`
+/// are skipped.
+#[derive(Debug, Deserialize)]
+pub(crate) struct FanOut {
+    /// The winning candidate's number, when one passed.
+    #[serde(default)]
+    pub winner: Option<u32>,
+    /// Candidates that passed.
+    #[serde(default)]
+    pub passed: u32,
+    /// Candidates in all.
+    #[serde(default)]
+    pub total: u32,
+}
+
+impl FanOut {
+    /// `2/3 passed, winner c2`, or `0/3 passed, no winner`.
+    pub(crate) fn text(&self) -> String {
+        let who = match self.winner {
+            Some(k) => format!("winner c{k}"),
+            None => "no winner".into(),
+        };
+        format!("{}/{} passed, {who}", self.passed, self.total)
+    }
+
+    /// The row's summary: this, then the item's own summary.
+    pub(crate) fn with(&self, summary: &str) -> String {
+        match summary.is_empty() {
+            true => self.text(),
+            false => format!("{} — {summary}", self.text()),
+        }
+    }
 }
 
 /// One journal line, the fields the page reads (each absent from events that lack it).

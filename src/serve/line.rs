@@ -247,6 +247,20 @@ mod tests {
     }
 
     #[test]
+    fn a_best_of_outcome_keeps_its_counts_and_winner_for_the_row_not_its_candidates() {
+        let line = br#"{"v":1,"event":"item_finished","outcome":{"id":"a","status":"completed","summary":"done","best_of":{"winner":2,"rule":"first to pass","passed":2,"total":3,"candidates":[{"candidate":1}]}}}"#;
+        let l = Line::parse(line).expect("parses");
+        let b = l.outcome.and_then(|o| o.best_of).expect("best_of");
+        assert_eq!(b.with("done"), "2/3 passed, winner c2 — done");
+        let none = FanOut {
+            winner: None,
+            passed: 0,
+            total: 3,
+        };
+        assert_eq!(none.with(""), "0/3 passed, no winner");
+    }
+
+    #[test]
     fn a_retried_attempt_shows_retrying_and_junk_is_no_line() {
         let line = br#"{"v":1,"event":"attempt_finished","id":"b","teammate":"2-b","attempt":1,"status":"failed","reason":"boom","retrying":true,"at":"2026-12-01T09:00:01Z"}"#;
         let p = Line::parse(line).expect("parses").patch();

@@ -16,6 +16,7 @@ use super::Shared;
 use super::line::{Line, progress_text, short};
 use super::routes::not_found;
 use super::team::{ItemRow, read_lines};
+use crate::ui::html::candidates::{self, Candidates};
 
 /// Most bytes of the journal one item's detail reads (from its first line to its last).
 const DETAIL_SCAN: u64 = 256 << 20;
@@ -63,6 +64,9 @@ struct Detail {
     attempts: Vec<Attempt>,
     /// The report, pretty JSON (cut to [`REPORT_MAX`]).
     report: Option<String>,
+    /// A `--best-of` item's candidates, the winner and its rule (as the HTML report's
+    /// cell shows them); `None` for an item without, or not finished yet.
+    candidates: Option<Candidates>,
 }
 
 /// `/api/item`.
@@ -90,6 +94,7 @@ fn read_detail(journal: &Path, id: &str, row: &ItemRow) -> Detail {
     let (from, to) = (row.first_offset, row.last_offset);
     let mut attempts: Vec<Attempt> = Vec::new();
     let mut report = None;
+    let mut fanned = None;
     // Up to and with the line that starts at `to`.
     let max = (to - from.min(to) + 1).min(DETAIL_SCAN);
     let _ = read_lines(journal, from, max, |bytes, _| {
@@ -127,15 +132,18 @@ fn read_detail(journal: &Path, id: &str, row: &ItemRow) -> Detail {
                 }
             }
             "item_finished" => {
-                report = crate::run::events::Event::outcome_from_line(bytes)
-                    .and_then(|o| o.report)
-                    .map(|r| {
-                        let text = serde_json::to_string_pretty(&r).unwrap_or_default();
-                        match text.char_indices().nth(REPORT_MAX) {
-                            Some((at, _)) => format!("{}…", &text[..at]),
-                            None => text,
-                        }
-                    });
+                let outcome = crate::run::events::Event::outcome_from_line(bytes);
+                fanned = outcome
+                    .as_ref()
+                    .and_then(|o| o.best_of.as_deref())
+                    .map(candidates::of);
+                report = outcome.and_then(|o| o.report).map(|r| {
+                    let text = serde_json::to_string_pretty(&r).unwrap_or_default();
+                    match text.char_indices().nth(REPORT_MAX) {
+                        Some((at, _)) => format!("{}…", &text[..at]),
+                        None => text,
+                    }
+                });
             }
             _ => {}
         }
@@ -147,6 +155,7 @@ fn read_detail(journal: &Path, id: &str, row: &ItemRow) -> Detail {
         summary: row.summary.clone(),
         attempts,
         report,
+        candidates: fanned,
     }
 }
 

@@ -45,6 +45,44 @@ pub(crate) struct OutcomeLine {
     /// Its cost in USD, when known.
     #[serde(default)]
     pub cost_usd: Option<f64>,
+    /// A `--best-of` item's fan-out, its counts only (the candidates are read again, from
+    /// the journal, when the item's panel asks).
+    #[serde(default)]
+    pub best_of: Option<FanOut>,
+}
+
+/// The counts of an outcome's `best_of` (docs/events.md) a row shows; its `candidates`
+/// are skipped.
+#[derive(Debug, Deserialize)]
+pub(crate) struct FanOut {
+    /// The winning candidate's number, when one passed.
+    #[serde(default)]
+    pub winner: Option<u32>,
+    /// Candidates that passed.
+    #[serde(default)]
+    pub passed: u32,
+    /// Candidates in all.
+    #[serde(default)]
+    pub total: u32,
+}
+
+impl FanOut {
+    /// `2/3 passed, winner c2`, or `0/3 passed, no winner`.
+    pub(crate) fn text(&self) -> String {
+        let who = match self.winner {
+            Some(k) => format!("winner c{k}"),
+            None => "no winner".into(),
+        };
+        format!("{}/{} passed, {who}", self.passed, self.total)
+    }
+
+    /// The row's summary: this, then the item's own summary.
+    pub(crate) fn with(&self, summary: &str) -> String {
+        match summary.is_empty() {
+            true => self.text(),
+            false => format!("{} — {summary}", self.text()),
+        }
+    }
 }
 
 /// One journal line, the fields the page reads (each absent from events that lack it).
@@ -206,6 +244,20 @@ mod tests {
         assert_eq!(p.kind.as_deref(), Some("agent_error"));
         assert_eq!(p.attempt, Some(2));
         assert_eq!(p.reason.map(|r| r.chars().count()), Some(TEXT_KEPT + 1));
+    }
+
+    #[test]
+    fn a_best_of_outcome_keeps_its_counts_and_winner_for_the_row_not_its_candidates() {
+        let line = br#"{"v":1,"event":"item_finished","outcome":{"id":"a","status":"completed","summary":"done","best_of":{"winner":2,"rule":"first to pass","passed":2,"total":3,"candidates":[{"candidate":1}]}}}"#;
+        let l = Line::parse(line).expect("parses");
+        let b = l.outcome.and_then(|o| o.best_of).expect("best_of");
+        assert_eq!(b.with("done"), "2/3 passed, winner c2 — done");
+        let none = FanOut {
+            winner: None,
+            passed: 0,
+            total: 3,
+        };
+        assert_eq!(none.with(""), "0/3 passed, no winner");
     }
 
     #[test]

@@ -344,7 +344,10 @@ impl TeamState {
         row.attempts = o.attempts;
         row.kind = o.failure_kind.clone().unwrap_or_default();
         row.reason = short(&o.error);
-        row.summary = short(&o.summary);
+        row.summary = match &o.best_of {
+            Some(b) => short(&b.with(&o.summary)),
+            None => short(&o.summary),
+        };
         row.duration_s = o.duration_s;
         row.cost_usd = o.cost_usd;
     }

@@ -22,7 +22,7 @@ use crate::run::record::outcome::{Outcome, usd_text};
 
 mod axis;
 use axis::Axis;
-mod candidates;
+pub(crate) mod candidates;
 use candidates::Candidates;
 
 /// The page's template, compiled into the binary.

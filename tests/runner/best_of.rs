@@ -560,3 +560,155 @@ fn the_html_report_shows_each_candidate_the_winner_and_the_rule_in_chromium() {
         "why c3 is out, as text: {dom}"
     );
 }
+
+#[test]
+fn the_live_page_shows_an_items_candidates_the_winner_and_the_rule_in_chromium() {
+    use crate::serve::{Killed, free_port, get, parts, url_from, which};
+    use std::process::{Command, Stdio};
+    let sb = repo();
+    one_item(
+        &sb,
+        "C1=score:3,lines:1 C2=score:10,lines:9 C3=score:<b>bold</b>,lines:1",
+    );
+    let r = batch(
+        &sb,
+        &[
+            "--isolate",
+            "worktree",
+            "--best-of",
+            "3",
+            "--jobs",
+            "3",
+            "--judge",
+            "score cat score.txt",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let mut serve = Killed(
+        sb.cmd(&["serve", "workers-output.csv"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn runner serve"),
+    );
+    let url = url_from(&mut serve.0);
+    let (port, token) = parts(&url);
+    let host = format!("127.0.0.1:{port}");
+    // The row says how many passed and who won.
+    let (code, rows) = get(port, &format!("/api/rows?token={token}"), &host, "", "");
+    assert_eq!(code, 200, "{rows}");
+    let rows: Value = serde_json::from_str(&rows).expect("rows are JSON");
+    assert_eq!(
+        rows["rows"][0]["summary"], "2/3 passed, winner c2 — candidate 2 did it",
+        "{rows}"
+    );
+    // The item's panel has every candidate, the winner and the rule.
+    let (code, item) = get(
+        port,
+        &format!("/api/item?token={token}&id=a"),
+        &host,
+        "",
+        "",
+    );
+    assert_eq!(code, 200, "{item}");
+    let item: Value = serde_json::from_str(&item).expect("the item is JSON");
+    let c = &item["candidates"];
+    assert_eq!(c["passed"], "2/3 passed", "{item}");
+    assert_eq!(c["winner"], "winner c2 (1-a.c2)", "{item}");
+    assert_eq!(
+        c["rule"], "score: score 10 against 3, the highest",
+        "{item}"
+    );
+    let names: Vec<&str> = c["rows"]
+        .as_array()
+        .expect("candidate rows")
+        .iter()
+        .map(|r| r["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["c1", "c2", "c3"], "{item}");
+    let c2 = &c["rows"][1];
+    assert_eq!(
+        (&c2["winner"], &c2["teammate"], &c2["runner"], &c2["score"]),
+        (
+            &Value::Bool(true),
+            &Value::from("1-a.c2"),
+            &Value::from("exec"),
+            &Value::from("10")
+        ),
+        "{item}"
+    );
+    assert_eq!(
+        c2["diffstat"], "2 files changed, 10 insertions(+)",
+        "{item}"
+    );
+    assert!(
+        c["rows"][2]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("printed `<b>bold</b>`, not a number"),
+        "why c3 is out: {item}"
+    );
+
+    let Some(driver) = which("chromedriver") else {
+        crate::skip::skip(
+            "chromedriver is not installed (apt-get install chromium-driver); the live page's candidates were checked over HTTP only",
+        );
+        return;
+    };
+    let browser = which("chromium").expect("chromium beside chromedriver");
+    let dport = free_port();
+    let _driver = Killed(
+        Command::new(driver)
+            .arg(format!("--port={dport}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn chromedriver"),
+    );
+    crate::harness::wait_for("chromedriver to listen", 20, || {
+        std::net::TcpStream::connect(("127.0.0.1", dport)).is_ok()
+    });
+    let profile = tempfile::tempdir().expect("profile");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        use crate::serve::{js, session, until};
+        let client = session(dport, &browser, profile.path()).await;
+        let c = &client;
+        c.goto(&url).await.expect("open the page");
+        until(c, "the page to load", "return document.body.dataset.ready === '1';").await;
+        let said = js(c, "return document.querySelector('tr[data-id=\"a\"] .said').textContent;").await;
+        assert_eq!(said, "2/3 passed, winner c2 — candidate 2 did it");
+        c.find(fantoccini::Locator::Css("tr[data-id=\"a\"]"))
+            .await
+            .expect("row a")
+            .click()
+            .await
+            .expect("click");
+        until(
+            c,
+            "a's candidates",
+            "return document.querySelectorAll('#candidates tr[data-candidate]').length === 3;",
+        )
+        .await;
+        let got = js(
+            c,
+            "var b=document.getElementById('candidates');return [b.querySelector('.cand-sum').textContent, b.querySelector('.rule').textContent, b.querySelector('tr.win').getAttribute('data-candidate'), b.querySelector('tr.win').textContent, b.querySelectorAll('b').length, b.querySelector('tr[data-candidate=\"c3\"]').textContent];",
+        )
+        .await;
+        assert_eq!(got[0], "2/3 passed, winner c2 (1-a.c2)", "{got}");
+        assert_eq!(got[1], "score: score 10 against 3, the highest", "{got}");
+        assert_eq!(got[2], "c2", "{got}");
+        let win = got[3].as_str().unwrap_or_default();
+        assert!(
+            win.starts_with("c2 winner1-a.c2exec") && win.contains("2 files changed, 10 insertions(+)"),
+            "the winner marked, with its runner and diff: {got}"
+        );
+        // The agent's `<b>` is text: the only bold element is the winner's mark.
+        assert_eq!(got[4], 1, "{got}");
+        assert!(
+            got[5].as_str().unwrap_or_default().contains("<b>bold</b>"),
+            "why c3 is out, as text: {got}"
+        );
+        client.close().await.expect("close the session");
+    });
+}

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::harness::{Sandbox, wait_for};
 
 /// A child process killed (and reaped) when the test ends, however it ends.
-struct Killed(Child);
+pub(crate) struct Killed(pub(crate) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -20,7 +20,7 @@ impl Drop for Killed {
 }
 
 /// The first line of `child`'s stdout that holds `http://127.0.0.1:`, as the URL in it.
-fn url_from(child: &mut Child) -> String {
+pub(crate) fn url_from(child: &mut Child) -> String {
     let out = child.stdout.take().expect("piped stdout");
     let mut lines = BufReader::new(out).lines();
     loop {
@@ -78,14 +78,14 @@ pub(crate) fn get(port: u16, path: &str, host: &str, extra: &str, until: &str) -
 }
 
 /// A free port on 127.0.0.1 (for chromedriver).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind(("127.0.0.1", 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
 }
 
-fn which(name: &str) -> Option<std::path::PathBuf> {
+pub(crate) fn which(name: &str) -> Option<std::path::PathBuf> {
     std::env::var_os("PATH")?
         .to_str()?
         .split(':')
@@ -229,12 +229,12 @@ fn the_live_page_follows_a_run_in_chromium_and_resumes_after_a_reconnect() {
 }
 
 /// Evaluate `script` (a function body that returns a value) in the page.
-async fn js(c: &fantoccini::Client, script: &str) -> serde_json::Value {
+pub(crate) async fn js(c: &fantoccini::Client, script: &str) -> serde_json::Value {
     c.execute(script, Vec::new()).await.expect("script runs")
 }
 
 /// Wait (up to 30 s) until `script` returns true in the page.
-async fn until(c: &fantoccini::Client, what: &str, script: &str) {
+pub(crate) async fn until(c: &fantoccini::Client, what: &str, script: &str) {
     let start = Instant::now();
     loop {
         if js(c, script).await == serde_json::Value::Bool(true) {
@@ -249,17 +249,12 @@ async fn until(c: &fantoccini::Client, what: &str, script: &str) {
     }
 }
 
-/// The browser part: the page opens, follows the run, shows a log as it grows, resumes its
-/// stream after a reconnect. Returns a screenshot (PNG).
-async fn drive(
-    sb: &Sandbox,
-    url: &str,
+/// A headless Chromium session through the chromedriver on `dport`.
+pub(crate) async fn session(
     dport: u16,
     browser: &std::path::Path,
     profile: &std::path::Path,
-    port: u16,
-    token: &str,
-) -> Vec<u8> {
+) -> fantoccini::Client {
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),
@@ -271,12 +266,25 @@ async fn drive(
                 format!("--user-data-dir={}", profile.display()), "--window-size=1400,900"],
         }),
     );
-    let client =
-        fantoccini::ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{dport}"))
-            .await
-            .expect("a WebDriver session");
+    fantoccini::ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{dport}"))
+        .await
+        .expect("a WebDriver session")
+}
+
+/// The browser part: the page opens, follows the run, shows a log as it grows, resumes its
+/// stream after a reconnect. Returns a screenshot (PNG).
+async fn drive(
+    sb: &Sandbox,
+    url: &str,
+    dport: u16,
+    browser: &std::path::Path,
+    profile: &std::path::Path,
+    port: u16,
+    token: &str,
+) -> Vec<u8> {
+    let client = session(dport, browser, profile).await;
     let c = &client;
     c.goto(url).await.expect("open the page");
     until(

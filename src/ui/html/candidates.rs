@@ -1,6 +1,7 @@
 //! The `candidates` cell of a `--best-of` item's row (DESIGN §13): how many passed, the
 //! winner and the rule that chose it, and every candidate side by side — the values
-//! `runner show ID` lists, from the outcome's `best_of` (docs/events.md).
+//! `runner show ID` lists, from the outcome's `best_of` (docs/events.md). The live page's
+//! item panel (`serve::item`) sends the same values as JSON.
 
 use serde::Serialize;
 
@@ -8,8 +9,8 @@ use crate::report::best_of::BestOf;
 use crate::run::record::outcome::usd_text;
 
 /// An item's candidates as the page shows them, folded under a one-line summary.
-#[derive(Serialize)]
-pub(super) struct Candidates {
+#[derive(Debug, Serialize)]
+pub(crate) struct Candidates {
     /// `2/3 passed`: what the cell sorts by and starts with.
     pub passed: String,
     /// `winner c3 (1-a.c3)`, or `no winner` when none passed.
@@ -22,8 +23,8 @@ pub(super) struct Candidates {
 
 /// One candidate's line: text, with numbers already formatted (seconds to 1 decimal,
 /// dollars as [`usd_text`]); `-` where there is no value.
-#[derive(Serialize)]
-pub(super) struct CandidateRow {
+#[derive(Debug, Serialize)]
+pub(crate) struct CandidateRow {
     /// `c1`, `c2`, ….
     pub name: String,
     pub teammate: String,
@@ -44,7 +45,7 @@ pub(super) struct CandidateRow {
 }
 
 /// The cell of an item with candidates `b`.
-pub(super) fn of(b: &BestOf) -> Candidates {
+pub(crate) fn of(b: &BestOf) -> Candidates {
     let dash = || "-".to_owned();
     Candidates {
         passed: b.candidates_text(),

@@ -130,7 +130,8 @@ fn finished_line(o: &crate::run::record::outcome::Outcome, merging: &str) -> Str
 }
 
 /// The line of the merge queue's step for one item ([`Event::ItemMerged`]): `MERGED` with
-/// the target and the merge commit, or `FAILED [merge_failed]` with why.
+/// the target and the merge commit, `FAILED [merge_failed]` with why, or `UNCHANGED` for a
+/// branch that adds nothing.
 fn merged_line(event: &Event) -> String {
     let Event::ItemMerged {
         teammate,
@@ -138,11 +139,18 @@ fn merged_line(event: &Event) -> String {
         commit,
         error,
         failure_kind,
+        unchanged,
         ..
     } = event
     else {
         return String::new();
     };
+    if *unchanged {
+        return format!(
+            "{:>10} {teammate}  nothing to merge: its branch adds nothing to {into}",
+            "UNCHANGED"
+        );
+    }
     match commit {
         Some(c) => format!(
             "{:>10} {teammate}  into {into} as {}",

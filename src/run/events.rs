@@ -191,6 +191,10 @@ pub(crate) enum Event {
         /// The kind of that failure.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         failure_kind: Option<crate::failure::FailureKind>,
+        /// The branch adds nothing to `into` (the item completed without changing a file):
+        /// nothing was merged, and nothing failed. Absent when false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unchanged: bool,
         /// When, RFC 3339 (UTC).
         #[serde(default)]
         at: String,
@@ -504,6 +508,7 @@ pub(crate) mod tests {
             commit: None,
             error: "the merged tree failed --verify-merged: `make test` exited with code 2".into(),
             failure_kind: Some(crate::failure::FailureKind::MergeFailed),
+            unchanged: false,
             at: "2026-12-01T09:00:02Z".into(),
         }
     }

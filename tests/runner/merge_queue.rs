@@ -314,3 +314,32 @@ fn rows_that_will_touch_the_same_files_are_named_by_the_dry_run_and_the_start() 
         "{again:?}"
     );
 }
+
+#[test]
+fn an_item_that_changed_nothing_is_never_said_merged_with_another_items_commit() {
+    let sb = repo();
+    let r = batch(
+        &sb,
+        &[("a", "EDIT a.txt=one"), ("n", "EDIT shared.txt=original")],
+        &["--merge", "--jobs", "1"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(out["n"]["status"], "completed", "{r:?}");
+    assert_eq!(out["n"]["merged"], "", "n landed nothing: {r:?}");
+    assert_ne!(out["a"]["merged"], "", "{r:?}");
+    assert!(
+        r.stdout
+            .contains("UNCHANGED 2-n  nothing to merge: its branch adds nothing to main"),
+        "{r:?}"
+    );
+    assert!(!r.stdout.contains("MERGED 2-n"), "{r:?}");
+    assert_eq!(merges(&sb), ["a.txt"]);
+    let branches = git(sb.path(), &["branch", "--format=%(refname:short)"]);
+    assert_eq!(branches.trim(), "main", "nothing is kept: {branches}");
+    // Run again: nothing is merged or said again.
+    let again = batch(&sb, &[], &["--merge", "--jobs", "1"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(!again.stdout.contains("2-n"), "{again:?}");
+    assert_eq!(merges(&sb), ["a.txt"]);
+}

@@ -182,10 +182,36 @@ pub(crate) fn finish(
             Some(q) => q,
             None => queue.insert(open_queue(spec, iso)?),
         };
-        // Landed by an earlier run killed before it recorded so: recorded now, not merged
-        // again.
+        // Landed by an earlier run killed before it recorded so: recorded now with the merge
+        // that brought it in, not merged again. A branch the target holds without such a
+        // merge has no commit of its own: nothing lands and nothing failed.
         let merged = match o.commit.as_deref().filter(|c| q.holds(c)) {
-            Some(_) => git_head(&iso.repo, q.target()),
+            Some(c) => match q.landing_merge(c) {
+                Some(merge) => Ok(merge),
+                None => {
+                    let step = Event::ItemMerged {
+                        id: o.id.clone(),
+                        teammate: o.teammate.clone(),
+                        branch: branch.clone(),
+                        into: end.target.clone(),
+                        commit: None,
+                        error: String::new(),
+                        failure_kind: None,
+                        unchanged: true,
+                        at: crate::run::now_rfc3339(),
+                    };
+                    team.record(&step)?;
+                    reporter.event(&step);
+                    let _ = iso.remove(&path);
+                    iso.delete_branch(&branch);
+                    // No branch is left to merge: a resumed run passes it over.
+                    o.branch = None;
+                    team.record(&Entry::ItemFinished {
+                        outcome: Box::new(o.clone()),
+                    })?;
+                    continue;
+                }
+            },
             None => q.merge(&branch, &o.title),
         };
         let verdict = report::judge_merge(
@@ -213,6 +239,7 @@ pub(crate) fn finish(
             commit: o.merged.clone(),
             error: o.error.clone(),
             failure_kind: o.failure_kind,
+            unchanged: false,
             at: crate::run::now_rfc3339(),
         };
         team.record(&step)?;
@@ -252,18 +279,3 @@ fn open_queue<'a>(spec: &RunSpec, iso: &'a worktree::Isolation) -> Result<MergeQ
 
 /// The time limit of a `--verify-merged` check when attempts have none.
 const DEFAULT_CHECK_LIMIT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
-
-/// The commit `branch` points at in `repo`.
-fn git_head(repo: &Path, branch: &str) -> std::result::Result<String, crate::git::GitError> {
-    let out = worktree::git_sync(
-        repo,
-        &["rev-parse", "--verify", &format!("refs/heads/{branch}")],
-        &[],
-    );
-    match out.ok {
-        true => Ok(out.stdout.trim().to_owned()),
-        false => Err(crate::git::GitError::Failed(worktree::first_line(
-            &out.stderr,
-        ))),
-    }
-}

@@ -117,6 +117,34 @@ impl<'a> MergeQueue<'a> {
         .ok
     }
 
+    /// The merge commit on the target that brought `commit` in as its second parent (the
+    /// queue merges `--no-ff`): how an item merged by a run killed before it recorded so is
+    /// told from a branch with no commit of its own, whose head the target held already.
+    /// `None` when no merge on the target has `commit` as its merged parent.
+    pub(crate) fn landing_merge(&self, commit: &str) -> Option<String> {
+        let out = git_sync(
+            &self.iso.repo,
+            &[
+                "rev-list",
+                "--merges",
+                "--parents",
+                "--ancestry-path",
+                &format!("{commit}..refs/heads/{}", self.target),
+            ],
+            &[],
+        );
+        if !out.ok {
+            return None;
+        }
+        // Newest first: the oldest match is the merge that first brought it in.
+        out.stdout.lines().rev().find_map(|line| {
+            let mut hashes = line.split_whitespace();
+            let merge = hashes.next()?;
+            let _first = hashes.next()?;
+            hashes.any(|p| p == commit).then(|| merge.to_owned())
+        })
+    }
+
     /// Merge `branch` (`--no-ff`, message `runner: merge <title>`) onto the target in the
     /// queue's worktree, run the check on the merged tree, then move the target branch (and
     /// the main working tree) forward to the merge. Returns the merge commit.

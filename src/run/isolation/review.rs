@@ -211,6 +211,7 @@ pub(crate) fn accept(workspace: &Path, names: &[String]) -> Result<Vec<Outcome>>
             commit: o.merged.clone(),
             error: o.error.clone(),
             failure_kind: o.failure_kind,
+            unchanged: false,
             at: crate::run::now_rfc3339(),
         })?;
         if o.merged.is_some() {

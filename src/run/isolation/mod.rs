@@ -16,6 +16,7 @@ use crate::report::{self, ItemStatus, Verdict};
 use crate::run::RunSpec;
 use crate::run::events::{Event, Reporter, RunSummary};
 use crate::run::record::journal::Entry;
+use crate::run::record::outcome::Outcome;
 use crate::run::record::team::Team;
 use crate::settings::Settings;
 use queue::MergeQueue;
@@ -189,26 +190,7 @@ pub(crate) fn finish(
             Some(c) => match q.landing_merge(c) {
                 Some(merge) => Ok(merge),
                 None => {
-                    let step = Event::ItemMerged {
-                        id: o.id.clone(),
-                        teammate: o.teammate.clone(),
-                        branch: branch.clone(),
-                        into: end.target.clone(),
-                        commit: None,
-                        error: String::new(),
-                        failure_kind: None,
-                        unchanged: true,
-                        at: crate::run::now_rfc3339(),
-                    };
-                    team.record(&step)?;
-                    reporter.event(&step);
-                    let _ = iso.remove(&path);
-                    iso.delete_branch(&branch);
-                    // No branch is left to merge: a resumed run passes it over.
-                    o.branch = None;
-                    team.record(&Entry::ItemFinished {
-                        outcome: Box::new(o.clone()),
-                    })?;
+                    pass_unchanged(team, reporter, iso, &mut o, &path, &end.target)?;
                     continue;
                 }
             },
@@ -231,17 +213,7 @@ pub(crate) fn finish(
         team.record(&Entry::ItemFinished {
             outcome: Box::new(o.clone()),
         })?;
-        let step = Event::ItemMerged {
-            id: o.id.clone(),
-            teammate: o.teammate.clone(),
-            branch: branch.clone(),
-            into: end.target.clone(),
-            commit: o.merged.clone(),
-            error: o.error.clone(),
-            failure_kind: o.failure_kind,
-            unchanged: false,
-            at: crate::run::now_rfc3339(),
-        };
+        let step = merge_step(&o, &branch, &end.target, false);
         team.record(&step)?;
         reporter.event(&step);
         if o.merged.is_some() {
@@ -261,6 +233,53 @@ pub(crate) fn finish(
     team.refinish_snapshot(&changed)?;
     let _ = worktree::git_sync(&iso.repo, &["worktree", "prune"], &[]);
     Ok(Some(end))
+}
+
+/// The merge queue's step for `o` (its branch `branch` into `into`), as journaled and shown:
+/// its merge commit, or why it did not land; `unchanged` for a branch that adds nothing.
+fn merge_step(o: &Outcome, branch: &str, into: &str, unchanged: bool) -> Event {
+    Event::ItemMerged {
+        id: o.id.clone(),
+        teammate: o.teammate.clone(),
+        branch: branch.to_owned(),
+        into: into.to_owned(),
+        commit: o.merged.clone(),
+        error: if unchanged {
+            String::new()
+        } else {
+            o.error.clone()
+        },
+        failure_kind: o.failure_kind,
+        unchanged,
+        at: crate::run::now_rfc3339(),
+    }
+}
+
+/// A completed item whose branch the target holds with no merge of the queue's: it made no
+/// commit of its own, so nothing lands and nothing failed. Its step is shown `unchanged`, its
+/// worktree (`path`) and empty branch go, and its outcome is recorded without a branch, so a
+/// resumed run passes it over and no `merged` commit is ever claimed for it.
+///
+/// Errors: the journal cannot be written.
+fn pass_unchanged(
+    team: &mut Team,
+    reporter: &mut dyn Reporter,
+    iso: &Isolation,
+    o: &mut Outcome,
+    path: &Path,
+    into: &str,
+) -> Result<()> {
+    let Some(branch) = o.branch.take() else {
+        return Ok(());
+    };
+    let step = merge_step(o, &branch, into, true);
+    team.record(&step)?;
+    reporter.event(&step);
+    let _ = iso.remove(path);
+    iso.delete_branch(&branch);
+    team.record(&Entry::ItemFinished {
+        outcome: Box::new(o.clone()),
+    })
 }
 
 /// The merge queue of this run: its checks are `--verify-merged` with an attempt's time

@@ -745,6 +745,12 @@ pub(crate) struct RunArgs {
     /// fails is undone and its item fails `merge_failed`, its branch kept.
     #[arg(long, value_name = "CMD")]
     pub verify_merged: Option<String>,
+    /// With --merge: rows that will touch the same files (named in `files_column`, or
+    /// modified by an earlier run of the same rows) run one after another instead of in
+    /// parallel, each in a worktree made from the target after the one before it merged;
+    /// other rows still run in parallel. `--dry-run` shows the chains.
+    #[arg(long)]
+    pub serialize_overlaps: bool,
     /// With --isolate worktree: an ignored file or folder to copy into each worktree
     /// (relative to the repository root; repeatable).
     #[arg(long = "worktree-copy", value_name = "PATH")]

@@ -156,6 +156,7 @@ impl RunSpec {
             shared_prompts: Default::default(),
             warnings,
             command_line: None,
+            chains: Vec::new(),
         })
     }
 }

@@ -95,6 +95,9 @@ pub(crate) struct Settings {
     /// `--verify-merged`: the command each merged tree must pass before the target branch
     /// moves to it (argv, run in the merge queue's own worktree).
     pub verify_merged: Option<Vec<String>>,
+    /// `--serialize-overlaps`: rows that will touch the same files run one after another,
+    /// each from the previous one's merge ([`crate::plans::overlap`]).
+    pub serialize_overlaps: bool,
     /// Ignored files copied into each worktree (relative to the repository root).
     pub worktree_copy: Vec<PathBuf>,
     /// Set-up command of each new worktree (argv).
@@ -241,6 +244,7 @@ impl Settings {
             merge: false,
             review: false,
             verify_merged: None,
+            serialize_overlaps: false,
             worktree_copy: Vec::new(),
             worktree_setup: None,
             only: Only::All,
@@ -308,6 +312,7 @@ impl Settings {
             merge: isolation.merge,
             review: isolation.review,
             verify_merged: isolation.verify_merged,
+            serialize_overlaps: isolation.serialize_overlaps,
             worktree_copy: isolation.worktree_copy,
             worktree_setup: isolation.worktree_setup,
             only: selection.only,

@@ -196,20 +196,7 @@ pub(crate) fn finish(
             },
             None => q.merge(&branch, &o.title),
         };
-        let verdict = report::judge_merge(
-            &Verdict {
-                status: o.status,
-                reason: o.error.clone(),
-                kind: o.failure_kind,
-                retry_after_s: None,
-            },
-            &merged,
-        );
-        o.status = verdict.status;
-        o.error = verdict.reason;
-        o.failure_kind = verdict.kind;
-        o.log = q.log_for(o.failure_kind, std::mem::take(&mut o.log));
-        o.merged = merged.ok();
+        judge_landing(q, &mut o, merged);
         team.record(&Entry::ItemFinished {
             outcome: Box::new(o.clone()),
         })?;
@@ -233,6 +220,86 @@ pub(crate) fn finish(
     team.refinish_snapshot(&changed)?;
     let _ = worktree::git_sync(&iso.repo, &["worktree", "prune"], &[]);
     Ok(Some(end))
+}
+
+/// What the queue's attempt to land `o` (`merged`: its merge commit, or why not) makes of
+/// it: its status, reason and kind by [`report::judge_merge`], its log (the queue's, for a
+/// merged tree that failed its check) and its merge commit.
+fn judge_landing(
+    q: &MergeQueue,
+    o: &mut Outcome,
+    merged: std::result::Result<String, crate::git::GitError>,
+) {
+    let verdict = report::judge_merge(
+        &Verdict {
+            status: o.status,
+            reason: o.error.clone(),
+            kind: o.failure_kind,
+            retry_after_s: None,
+        },
+        &merged,
+    );
+    o.status = verdict.status;
+    o.error = verdict.reason;
+    o.failure_kind = verdict.kind;
+    o.log = q.log_for(o.failure_kind, std::mem::take(&mut o.log));
+    o.merged = merged.ok();
+}
+
+/// `--serialize-overlaps`: land `o`, a completed item of a chain ([`RunSpec::chained`]),
+/// through the merge queue as soon as it completes — before its outcome is sent, so the
+/// next item of its chain, which waits for that outcome, starts from its merge. One item
+/// lands at a time (the isolation's `landing` lock). Merged: its worktree and branch go; a
+/// conflict or a failed `--verify-merged` fails it as [`finish`] would, its branch and
+/// worktree kept; a branch that adds nothing is passed over as `unchanged` (its branch
+/// dropped from the outcome). Returns the queue's step to journal and show before the
+/// outcome; `None` when `o` is not to land now. Blocking (git, the check): run it off the
+/// async threads.
+pub(crate) fn land_now(spec: &RunSpec, o: &mut Outcome) -> Option<Event> {
+    let iso = spec.isolation.as_ref()?;
+    let settings = &spec.settings;
+    if !settings.merge || settings.review || o.status != ItemStatus::Completed {
+        return None;
+    }
+    if !spec.chained(&o.id) || o.merged.is_some() {
+        return None;
+    }
+    let branch = o.branch.clone()?;
+    let _one_at_a_time = iso
+        .landing
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let into = iso.base_branch.clone().unwrap_or_else(|| "HEAD".into());
+    let path = spec.workspace.join("worktrees").join(&o.teammate);
+    let q = match open_queue(spec, iso) {
+        Ok(q) => q,
+        Err(e) => {
+            o.status = ItemStatus::Failed;
+            o.failure_kind = Some(crate::failure::FailureKind::MergeFailed);
+            o.error = format!("cannot land it for --serialize-overlaps: {e}");
+            return Some(merge_step(o, &branch, &into, false));
+        }
+    };
+    let merged = match o.commit.as_deref().filter(|c| q.holds(c)) {
+        Some(c) => match q.landing_merge(c) {
+            Some(merge) => Ok(merge),
+            None => {
+                q.close();
+                o.branch = None;
+                let _ = iso.remove(&path);
+                iso.delete_branch(&branch);
+                return Some(merge_step(o, &branch, &into, true));
+            }
+        },
+        None => q.merge(&branch, &o.title),
+    };
+    judge_landing(&q, o, merged);
+    q.close();
+    if o.merged.is_some() {
+        let _ = iso.remove(&path);
+        iso.delete_branch(&branch);
+    }
+    Some(merge_step(o, &branch, &into, false))
 }
 
 /// The merge queue's step for `o` (its branch `branch` into `into`), as journaled and shown:

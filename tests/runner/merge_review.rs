@@ -1,19 +1,45 @@
-//! Found by trying round 7's new work as a new user would (issues 57, 51, 56): each test
-//! here failed before its fix.
+//! Merging and reviewing as a person meets it (issue 57): a merge the person's own edits
+//! block, the review listing and its order, `accept` and `reject` of items already decided,
+//! an interrupt during a merged tree's check (in a run or an `accept`), and the log a failed
+//! check names.
 
-use crate::harness::{by_id, git};
+use crate::harness::{Sandbox, by_id, git};
 use crate::worktree::{batch, repo};
+
+/// A repository whose committed `check.sh` is `script` (a merged tree's check).
+fn repo_with_check(script: &str) -> Sandbox {
+    let sb = repo();
+    commit_check(&sb, script);
+    sb
+}
+
+/// Commit `script` as `check.sh` in `sb`.
+fn commit_check(sb: &Sandbox, script: &str) {
+    sb.write("check.sh", script);
+    git(sb.path(), &["add", "check.sh"]);
+    git(sb.path(), &["commit", "-q", "-m", "check"]);
+}
+
+/// A `--merge=review` run of `items` in `sb` (with `extra` flags) that succeeded: its
+/// completed items await review in team `workers-output.runner`.
+fn review_run(sb: &Sandbox, items: &[(&str, &str)], extra: &[&str]) {
+    let r = batch(sb, items, &[&["--merge=review"][..], extra].concat());
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+/// A check that signals it started (touches `check-started` in the sandbox) and then runs
+/// for a minute: what an interrupt meets.
+fn slow_check(sb: &Sandbox) -> std::path::PathBuf {
+    let started = sb.join("check-started");
+    commit_check(sb, &format!("touch '{}'\nsleep 60\n", started.display()));
+    started
+}
 
 /// A merged tree's check that edits `shared.txt` in the main working tree, as a person
 /// editing their checkout while the queue runs would: the target can then not move forward.
-fn check_that_edits_the_main_tree(sb: &crate::harness::Sandbox) {
+fn check_that_edits_the_main_tree(sb: &Sandbox) {
     let main = sb.join("shared.txt");
-    sb.write(
-        "check.sh",
-        format!("echo 'my own edit' >> '{}'\n", main.display()),
-    );
-    git(sb.path(), &["add", "check.sh"]);
-    git(sb.path(), &["commit", "-q", "-m", "check"]);
+    commit_check(sb, &format!("echo 'my own edit' >> '{}'\n", main.display()));
 }
 
 #[test]
@@ -41,44 +67,13 @@ fn a_merge_blocked_by_local_changes_names_the_file_and_what_to_do() {
 }
 
 #[test]
-fn the_anthropic_runner_without_a_model_names_a_model_of_its_own_api() {
-    let sb = crate::harness::Sandbox::new();
-    sb.write("in.csv", "id,text\na,hello\n");
-    sb.write("instr.md", "Is {text} a greeting?\n");
-    let before = sb.tree();
-    let r: crate::harness::Run = sb
-        .cmd(&[
-            "batch",
-            "--input",
-            "in.csv",
-            "--instruction",
-            "instr.md",
-            "--runner",
-            "anthropic",
-            "--batch-api",
-        ])
-        .env("ANTHROPIC_API_KEY", "sk-ant-test")
-        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
-        .output()
-        .expect("spawn")
-        .into();
-    assert_eq!(r.code, 2, "{r:?}");
-    assert!(
-        r.stderr.contains("--model") && r.stderr.contains("claude-") && !r.stderr.contains("gpt-"),
-        "an Anthropic model is the example: {r:?}"
-    );
-    assert_eq!(sb.tree(), before, "nothing on disk changed");
-}
-
-#[test]
 fn status_names_the_items_awaiting_review_until_they_are_accepted() {
     let sb = repo();
-    let r = batch(
+    review_run(
         &sb,
         &[("a", "EDIT a.txt=one"), ("b", "EDIT b.txt=two")],
-        &["--merge=review"],
+        &[],
     );
-    assert_eq!(r.code, 0, "{r:?}");
     let status = sb.run(&["status", "workers-output.runner"]);
     assert!(
         status
@@ -101,13 +96,7 @@ fn status_names_the_items_awaiting_review_until_they_are_accepted() {
 #[test]
 fn an_interrupt_during_a_merged_trees_check_leaves_no_check_running() {
     let sb = repo();
-    let started = sb.join("check-started");
-    sb.write(
-        "check.sh",
-        format!("touch '{}'\nsleep 60\n", started.display()),
-    );
-    git(sb.path(), &["add", "check.sh"]);
-    git(sb.path(), &["commit", "-q", "-m", "check"]);
+    let started = slow_check(&sb);
     crate::worktree::rows(&sb, &[("a", "EDIT a.txt=one")]);
     let agent = crate::harness::agent("edit_agent.py");
     let flags = [
@@ -140,19 +129,12 @@ fn an_interrupt_during_a_merged_trees_check_leaves_no_check_running() {
 #[test]
 fn an_interrupted_accept_leaves_no_check_running_and_the_item_awaiting_review() {
     let sb = repo();
-    let started = sb.join("check-started");
-    sb.write(
-        "check.sh",
-        format!("touch '{}'\nsleep 60\n", started.display()),
-    );
-    git(sb.path(), &["add", "check.sh"]);
-    git(sb.path(), &["commit", "-q", "-m", "check"]);
-    let r = batch(
+    let started = slow_check(&sb);
+    review_run(
         &sb,
         &[("a", "EDIT a.txt=one")],
-        &["--merge=review", "--verify-merged", "sh check.sh"],
+        &["--verify-merged", "sh check.sh"],
     );
-    assert_eq!(r.code, 0, "{r:?}");
     let main_before = git(sb.path(), &["rev-parse", "main"]);
     let child = sb
         .cmd(&["accept", "a", "--team", "workers-output.runner"])
@@ -179,12 +161,11 @@ fn an_interrupted_accept_leaves_no_check_running_and_the_item_awaiting_review() 
 #[test]
 fn accepting_an_item_already_decided_says_what_became_of_it() {
     let sb = repo();
-    let r = batch(
+    review_run(
         &sb,
         &[("a", "EDIT a.txt=one"), ("b", "EDIT b.txt=two")],
-        &["--merge=review"],
+        &[],
     );
-    assert_eq!(r.code, 0, "{r:?}");
     let team = ["--team", "workers-output.runner"];
     assert_eq!(sb.run(&[&["accept", "a"][..], &team].concat()).code, 0);
     assert_eq!(sb.run(&[&["reject", "b"][..], &team].concat()).code, 0);
@@ -213,10 +194,7 @@ fn accepting_an_item_already_decided_says_what_became_of_it() {
 
 #[test]
 fn a_merged_tree_that_fails_its_check_names_the_queues_log_as_its_log() {
-    let sb = repo();
-    sb.write("check.sh", "echo 'the merged tree is broken'; exit 1\n");
-    git(sb.path(), &["add", "check.sh"]);
-    git(sb.path(), &["commit", "-q", "-m", "check"]);
+    let sb = repo_with_check("echo 'the merged tree is broken'; exit 1\n");
     let r = batch(
         &sb,
         &[("a", "EDIT a.txt=one")],
@@ -275,12 +253,11 @@ fn review_lists_the_items_in_item_order_whatever_order_they_finished_in() {
 fn review_says_when_an_items_branch_changes_nothing() {
     let sb = repo();
     // b writes shared.txt as it already is.
-    let r = batch(
+    review_run(
         &sb,
         &[("a", "EDIT a.txt=one"), ("b", "EDIT shared.txt=original")],
-        &["--merge=review"],
+        &[],
     );
-    assert_eq!(r.code, 0, "{r:?}");
     let shown = sb.run(&["review", "workers-output.runner"]);
     let b = &shown.stdout[shown.stdout.find("b (2-b)").unwrap_or(0)..];
     assert!(

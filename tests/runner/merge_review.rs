@@ -267,3 +267,67 @@ fn review_says_when_an_items_branch_changes_nothing() {
     let a = &shown.stdout[..shown.stdout.find("b (2-b)").unwrap_or(0)];
     assert!(!a.contains("no changes"), "{shown:?}");
 }
+
+/// `runner accept` and `runner reject` write their decision into the run's output at once:
+/// the accepted item's `merged` commit, the rejected one `failed` / `rejected` — in a CSV
+/// output whose rows are named by an id column, and in a JSON Lines one named by row number.
+#[test]
+fn accept_and_reject_update_the_runs_output_file_at_once() {
+    let sb = repo();
+    review_run(
+        &sb,
+        &[("a", "EDIT a.txt=one"), ("b", "EDIT b.txt=two")],
+        &[],
+    );
+    let team = ["--team", "workers-output.runner"];
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(out["a"]["merged"], "", "nothing landed yet");
+    assert_eq!(sb.run(&[&["accept", "a"][..], &team].concat()).code, 0);
+    assert_eq!(sb.run(&[&["reject", "b"][..], &team].concat()).code, 0);
+    let merge = git(sb.path(), &["log", "--merges", "-1", "--format=%H", "main"]);
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(out["a"]["status"], "completed");
+    assert_eq!(
+        out["a"]["merged"],
+        merge.trim(),
+        "a's merge is in the output"
+    );
+    assert_eq!(out["b"]["status"], "failed");
+    assert_eq!(out["b"]["failure_kind"], "rejected");
+    assert!(
+        out["b"]["error"].contains("rejected in review"),
+        "{:?}",
+        out["b"]
+    );
+    assert_eq!(out["b"]["merged"], "");
+
+    // JSON Lines, rows named by their number.
+    let sb = repo();
+    crate::worktree::rows(&sb, &[("a", "EDIT a.txt=one"), ("b", "EDIT b.txt=two")]);
+    let agent = crate::harness::agent("edit_agent.py");
+    let flags = [
+        "--format",
+        "plain",
+        "--isolate",
+        "worktree",
+        "--merge=review",
+        "--output",
+        "decided.jsonl",
+    ];
+    let r = sb.batch(&flags, &["python3", &agent]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let team = ["--team", "decided.runner"];
+    assert_eq!(sb.run(&[&["accept", "1"][..], &team].concat()).code, 0);
+    assert_eq!(sb.run(&[&["reject", "2"][..], &team].concat()).code, 0);
+    let merge = git(sb.path(), &["log", "--merges", "-1", "--format=%H", "main"]);
+    let lines: Vec<serde_json::Value> = sb
+        .read("decided.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines[0]["merged"], merge.trim(), "{lines:?}");
+    assert_eq!(lines[0]["status"], "completed");
+    assert_eq!(lines[1]["status"], "failed");
+    assert_eq!(lines[1]["failure_kind"], "rejected");
+    assert_eq!(lines[1]["merged"], serde_json::Value::Null);
+}

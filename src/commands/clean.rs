@@ -123,6 +123,14 @@ fn show_target(t: &CleanTarget, repo: Option<&Path>, force: bool) -> Option<Left
             }
         }
     }
+    for a in left.iter().flat_map(|l| &l.awaiting) {
+        let fate = if force {
+            "its branch deleted: --force"
+        } else {
+            "kept, with its team's workspace"
+        };
+        crate::ui::outln(format_args!("  item     {a} awaits review ({fate})"));
+    }
     for b in left.iter().flat_map(|l| &l.merged) {
         crate::ui::outln(format_args!("  branch   {b}"));
     }
@@ -156,19 +164,10 @@ fn remove_target(
     for w in left.iter().flat_map(|l| l.remove(force)) {
         crate::ui::warn(w);
     }
-    // A worktree someone edited lies in the workspace: both stay (issue 50).
+    // A worktree someone edited lies in the workspace: both stay (issue 50); so does the
+    // journal that says which items await review (issue 57).
     if let Some(l) = left.as_ref().filter(|l| !l.removable(force)) {
-        let trees: Vec<String> = l
-            .dirty
-            .iter()
-            .map(|(w, _)| w.display().to_string())
-            .collect();
-        crate::ui::outln(format_args!(
-            "Kept team {}: its worktree(s) {} hold changes no commit has. Commit them (git -C WORKTREE commit -am ...) or copy them out, then run `runner clean {}` again; `--force` drops them.",
-            t.team,
-            trees.join(", "),
-            t.team
-        ));
+        crate::ui::outln(format_args!("{}", kept_team(l, &t.team)));
         return Ok(false);
     }
     if let Some(ws) = &t.workspace {
@@ -202,6 +201,34 @@ fn remove_target(
         crate::ui::outln(format_args!("{}", kept_branches(&l, &t.team)));
     }
     Ok(true)
+}
+
+/// What clean says of team `team` it kept whole: the worktrees holding changes no commit
+/// has, the items awaiting review, and what to do about each.
+fn kept_team(l: &Leftovers, team: &str) -> String {
+    let mut why = Vec::new();
+    if !l.dirty.is_empty() {
+        let trees: Vec<String> = l
+            .dirty
+            .iter()
+            .map(|(w, _)| w.display().to_string())
+            .collect();
+        why.push(format!(
+            "its worktree(s) {} hold changes no commit has: commit them (git -C WORKTREE commit -am ...) or copy them out",
+            trees.join(", ")
+        ));
+    }
+    if !l.awaiting.is_empty() {
+        why.push(format!(
+            "its item(s) {} await review, their work on branches not merged into {}: decide with `runner review {team}`, then `runner accept ID…` or `runner reject ID…`",
+            l.awaiting.join(", "),
+            l.target
+        ));
+    }
+    format!(
+        "Kept team {team}: {}; then run `runner clean {team}` again. `--force` drops them.",
+        why.join("; ")
+    )
 }
 
 /// What clean says of the unmerged branches of `team` it kept, and how to drop them.

@@ -331,3 +331,47 @@ fn accept_and_reject_update_the_runs_output_file_at_once() {
     assert_eq!(lines[1]["failure_kind"], "rejected");
     assert_eq!(lines[1]["merged"], serde_json::Value::Null);
 }
+
+/// `runner clean` keeps a team whose items await review — their branches and the journal
+/// that says they wait — naming them and what to do; `--force` drops them.
+#[test]
+fn clean_keeps_a_team_whose_items_await_review_unless_forced() {
+    let sb = repo();
+    review_run(
+        &sb,
+        &[("a", "EDIT a.txt=one"), ("b", "EDIT b.txt=two")],
+        &[],
+    );
+    let r = sb.run(&["clean", "workers-output.runner", "--yes"]);
+    assert_eq!(r.code, 1, "kept something: {r:?}");
+    for said in [
+        "item     1-a awaits review (kept, with its team's workspace)",
+        "Kept team workers-output: its item(s) 1-a, 2-b await review",
+        "runner accept ID…",
+        "`--force` drops them",
+    ] {
+        assert!(r.stdout.contains(said), "{said}: {r:?}");
+    }
+    let branches = git(sb.path(), &["branch", "--format=%(refname:short)"]);
+    assert!(
+        branches.contains("runner/workers-output/1-a")
+            && branches.contains("runner/workers-output/2-b"),
+        "{branches}"
+    );
+    let review = sb.run(&["review", "workers-output.runner"]);
+    assert!(
+        review.stdout.contains("a (1-a)") && review.stdout.contains("b (2-b)"),
+        "still reviewable: {review:?}"
+    );
+    // Once decided, clean removes the team; with --force it would have at once.
+    let team = ["--team", "workers-output.runner"];
+    assert_eq!(sb.run(&[&["accept", "a"][..], &team].concat()).code, 0);
+    let r = sb.run(&["clean", "workers-output.runner", "--yes"]);
+    assert_eq!(r.code, 1, "b still waits: {r:?}");
+    assert!(r.stdout.contains("its item(s) 2-b await review"), "{r:?}");
+    let r = sb.run(&["clean", "workers-output.runner", "--yes", "--force"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("Removed team"), "{r:?}");
+    let branches = git(sb.path(), &["branch", "--format=%(refname:short)"]);
+    assert_eq!(branches.trim(), "main", "{branches}");
+}

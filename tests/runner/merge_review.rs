@@ -375,3 +375,68 @@ fn clean_keeps_a_team_whose_items_await_review_unless_forced() {
     let branches = git(sb.path(), &["branch", "--format=%(refname:short)"]);
     assert_eq!(branches.trim(), "main", "{branches}");
 }
+
+/// A `--merge=review` run whose item `a` writes markup that would run if shown as HTML
+/// (`x.html`: a script and an image whose error handler sets `window.__pwned`) and is then
+/// accepted (merged), and whose item `b` writes a file longer than a diff is shown
+/// (`big.txt`) and still awaits review. Returns the markup.
+pub(crate) fn review_run_with_markup(sb: &Sandbox) -> &'static str {
+    const MARKUP: &str =
+        "<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\">";
+    let agent = sb.join(".git/agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            "case $RUNNER_ITEM_ID in\n\
+             a) cat > x.html <<'EOF'\n{MARKUP}\nEOF\n;;\n\
+             b) i=0; while [ $i -lt 5000 ]; do echo \"line $i of a long file\"; i=$((i+1)); done > big.txt ;;\n\
+             esac\n\
+             printf '{{\"status\":\"completed\",\"summary\":\"done\"}}' > \"$RUNNER_REPORT\"\n"
+        ),
+    )
+    .expect("agent");
+    crate::worktree::rows(sb, &[("a", "markup"), ("b", "long")]);
+    let flags = [
+        crate::worktree::ISOLATED,
+        &["--merge=review", "--jobs", "2"],
+    ]
+    .concat();
+    let r = sb.batch(&flags, &["sh", &agent.display().to_string()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let accepted = sb.run(&["accept", "a", "--team", "workers-output.runner"]);
+    assert_eq!(accepted.code, 0, "{accepted:?}");
+    MARKUP
+}
+
+/// The HTML report shows each item's diff — the merged one's and the one awaiting review —
+/// escaped, and a long one cut with a marker.
+#[test]
+fn the_html_report_shows_each_items_diff_escaped_and_bounded() {
+    let sb = repo();
+    let markup = review_run_with_markup(&sb);
+    let r = sb.run(&["report", "workers-output.runner", "--html", "report.html"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let page = sb.read("report.html");
+    assert!(page.contains("<th>diff</th>"), "a diff column");
+    let escaped = markup
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;");
+    assert!(
+        page.contains(&format!("+{escaped}")),
+        "a's merged diff, escaped"
+    );
+    assert!(
+        !page.contains("<script>window.__pwned"),
+        "nothing of it is markup"
+    );
+    assert!(page.contains("+line 0 of a long file"), "b's diff");
+    assert!(
+        page.contains("the diff is cut here")
+            && page.contains("git diff refs/heads/main...refs/heads/runner/workers-output/2-b"),
+        "cut, saying how to see the rest"
+    );
+    assert!(!page.contains("line 4999 of a long file"));
+    assert!(page.len() < 200_000, "bounded: {} bytes", page.len());
+}

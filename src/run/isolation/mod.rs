@@ -3,6 +3,7 @@
 //! merged in item order (with `--merge`), finished worktrees removed, and what is left
 //! described for the UI. The git mechanics are in [`crate::run::isolation::worktree`].
 
+pub(crate) mod diff;
 pub(crate) mod leftovers;
 pub(crate) mod queue;
 pub(crate) mod review;

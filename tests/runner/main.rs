@@ -28,6 +28,7 @@ mod inputs;
 mod jsonl;
 mod keep;
 mod keep_compaction;
+mod landing;
 mod mcp;
 mod mcp_lead;
 mod merge_queue;

@@ -134,6 +134,8 @@ pub(crate) fn finish(
     };
     let mut end = IsolationEnd {
         target: iso.base_branch.clone().unwrap_or_else(|| "HEAD".into()),
+        // Landed as they completed (`--serialize-overlaps`), before the queue below.
+        merged: iso.landed.lock().map(|l| l.clone()).unwrap_or_default(),
         ..IsolationEnd::default()
     };
     let mut queue: Option<MergeQueue> = None;
@@ -299,6 +301,9 @@ pub(crate) fn land_now(spec: &RunSpec, o: &mut Outcome) -> Option<Event> {
     if o.merged.is_some() {
         let _ = iso.remove(&path);
         iso.delete_branch(&branch);
+        if let Ok(mut landed) = iso.landed.lock() {
+            landed.push(branch.clone());
+        }
     }
     Some(merge_step(o, &branch, &into, false))
 }

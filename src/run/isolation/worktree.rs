@@ -128,6 +128,9 @@ pub(crate) struct Isolation {
     /// Held while an item of a `--serialize-overlaps` chain lands during the run
     /// ([`super::land_now`]): one merge through the queue's worktree at a time.
     pub(crate) landing: std::sync::Mutex<()>,
+    /// The branches landed during the run that way, in the order they landed (for the
+    /// end's `Merged into` line).
+    pub(crate) landed: std::sync::Mutex<Vec<String>>,
 }
 
 /// What a team's `team.json` records of its run's isolation ([`Isolation::record`]), so that
@@ -213,6 +216,7 @@ impl Isolation {
             verify: None,
             prepared: Mutex::new(std::collections::HashSet::new()),
             landing: std::sync::Mutex::new(()),
+            landed: std::sync::Mutex::new(Vec::new()),
         })
     }
 

@@ -2,7 +2,8 @@
 //! branches `runner/<team>/*` (unmerged ones only with `--force`: `run::leftovers`), its
 //! workspace (archived first: `sink::before_removal`) — after asking, or with `--yes`
 //! (DESIGN §2, §9). A running team (its lock held) is refused, exit 3. A worktree with edits
-//! no commit has keeps itself and its team's workspace unless `--force` (exit 1). Without a team: every
+//! no commit has, or an item awaiting review, keeps the team's worktrees, branches and
+//! workspace unless `--force` (exit 1), each named with what to do. Without a team: every
 //! team of the store, every CSV-batch team (`*.runner/`) here or up to three folders down, and every team holding a
 //! worktree of the repository here (its workspace may lie outside it); branches
 //! `runner/<team>/*` of teams with no workspace found are named with how to drop them

@@ -133,7 +133,8 @@ pub(crate) fn chains(
 /// that will touch the same files ([`chains`]); none without it.
 ///
 /// Errors: with BATCH.md's `stages:` (`staged`; exit 2: a row's stages already run one
-/// after another); the input or the journal cannot be read again.
+/// after another) or `--best-of` (exit 2: its winner lands only at the run's end); the
+/// input or the journal cannot be read again.
 pub(crate) fn serial_chains(
     settings: &crate::settings::Settings,
     staged: bool,
@@ -145,11 +146,22 @@ pub(crate) fn serial_chains(
     if !settings.serialize_overlaps {
         return Ok(Vec::new());
     }
-    if staged {
+    let clash = match (staged, settings.best_of > 1) {
+        (true, _) => Some((
+            "BATCH.md's `stages:`",
+            "a row's stages already run one after another in one worktree; drop one",
+        )),
+        (false, true) => Some((
+            "--best-of",
+            "a chain's next row starts from the merge of the one before it, and a --best-of item lands only with the queue at the end; drop one",
+        )),
+        (false, false) => None,
+    };
+    if let Some((other, why)) = clash {
         return Err(crate::error::Error::Conflict {
             flag: "--serialize-overlaps".into(),
-            other: "BATCH.md's `stages:`".into(),
-            why: "a row's stages already run one after another in one worktree; drop one".into(),
+            other: other.into(),
+            why: why.into(),
         });
     }
     chains(table, column, workspace, runs)

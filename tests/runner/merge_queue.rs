@@ -390,6 +390,15 @@ fn serialize_overlaps_runs_overlapping_rows_one_after_another_from_the_merge_and
         "{alone:?}"
     );
     assert_eq!(sb.tree(), before, "nothing on disk changed");
+    let with_best_of = sb.run(&["batch", "BATCH.md", "--merge", "--best-of", "2"]);
+    assert_eq!(with_best_of.code, 2, "{with_best_of:?}");
+    assert!(
+        with_best_of
+            .stderr
+            .contains("--serialize-overlaps does not go with --best-of"),
+        "{with_best_of:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing on disk changed");
     let flags = ["--merge", "--jobs", "3", "--sandbox", "none"];
     let dry = sb.run(&[&["batch", "BATCH.md", "--dry-run"][..], &flags].concat());
     assert_eq!(dry.code, 0, "{dry:?}");

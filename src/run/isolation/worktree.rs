@@ -488,11 +488,16 @@ impl Isolation {
         let head = git(&wt.path, &["rev-parse", "HEAD"], &[]).await;
         // Against where the branch left the target (`target...HEAD`): an item of a
         // `--serialize-overlaps` chain started from a later commit than the run's base.
+        let from_base = format!("{}..HEAD", self.base);
         let since = match &self.base_branch {
             Some(b) => format!("refs/heads/{b}...HEAD"),
-            None => format!("{}..HEAD", self.base),
+            None => from_base.clone(),
         };
-        let stat = git(&wt.path, &["diff", "--shortstat", &since], &[]).await;
+        let mut stat = git(&wt.path, &["diff", "--shortstat", &since], &[]).await;
+        if !stat.ok {
+            // The target branch is gone (renamed, deleted): against the run's base.
+            stat = git(&wt.path, &["diff", "--shortstat", &from_base], &[]).await;
+        }
         Ok((head.stdout.trim().to_owned(), stat.stdout.trim().to_owned()))
     }
 

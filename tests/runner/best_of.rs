@@ -47,7 +47,7 @@ fn batch(sb: &Sandbox, flags: &[&str]) -> crate::harness::Run {
 }
 
 /// The last `item_finished` outcome of item `id` in the team's journal.
-fn outcome(sb: &Sandbox, id: &str) -> Value {
+pub(crate) fn outcome(sb: &Sandbox, id: &str) -> Value {
     let ws = sb.workspace_of(&sb.join("workers-output.runner"));
     let journal = std::fs::read_to_string(ws.join("journal.jsonl")).expect("journal");
     journal
@@ -60,7 +60,7 @@ fn outcome(sb: &Sandbox, id: &str) -> Value {
 }
 
 /// How many times each candidate ran, from `runs.log`.
-fn runs(sb: &Sandbox, k: u32) -> usize {
+pub(crate) fn runs(sb: &Sandbox, k: u32) -> usize {
     let log = sb.read_opt("runs.log").unwrap_or_default();
     log.lines().filter(|l| *l == format!("c{k}")).count()
 }

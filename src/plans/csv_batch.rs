@@ -565,6 +565,12 @@ fn layout(
                 .map(|s| crate::sink::output_stages::StageColumns {
                     name: s.name.clone(),
                     fields: s.fields(),
+                    best_of: choices.best_of.is_some()
+                        || s.overrides
+                            .best_of
+                            .as_ref()
+                            .map_or(settings.best_of, |b| b.count)
+                            > 1,
                 })
                 .collect(),
             settings.isolate,

@@ -212,6 +212,15 @@ fn a_stage_fans_out_on_its_own_and_the_next_stage_reads_the_winners_values() {
     assert_eq!(fix["summary"], "candidate 2 did it");
     let check = outcome(&sb, "a/check");
     assert!(check["best_of"].is_null(), "{check}");
+    // The output's row: the fix stage's winner and candidates; check has no such columns.
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(
+        rows["a"]["fix.winner"], "1-a.fix.c2 (exec)",
+        "{:?}",
+        rows["a"]
+    );
+    assert_eq!(rows["a"]["fix.candidates"], "1/3 passed");
+    assert!(!rows["a"].contains_key("check.winner"), "{:?}", rows["a"]);
     let prompt = sb.prompt("workers-output.csv", "a/check");
     assert!(
         prompt.contains("Check after: candidate 2 did it"),
@@ -258,4 +267,22 @@ fn a_kill_in_the_middle_of_a_stages_fan_out_resumes_only_its_missing_candidates(
     assert_eq!(fix["best_of"]["passed"], 3);
     assert_eq!(outcome(&sb, "a/check")["status"], "completed");
     assert!(sb.live_processes().is_empty(), "{:?}", sb.live_processes());
+}
+
+#[test]
+fn only_failed_reruns_every_candidate_of_a_stage_none_of_whose_candidates_passed() {
+    let sb = Sandbox::new();
+    fix_fans_out(&sb, "C1=fail C2=fail C3=fail");
+    let args = ["batch", "BATCH.md", "--format", "plain", "--jobs", "3"];
+    let r = sb.run(&args);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(outcome(&sb, "a/fix")["best_of"]["passed"], 0);
+    assert_eq!(runs(&sb, 0), 0, "check is skipped after a failed fix");
+    let again = sb.run(&[&args[..], &["--only", "failed"]].concat());
+    assert_eq!(again.code, 1, "{again:?}");
+    assert_eq!(
+        [runs(&sb, 1), runs(&sb, 2), runs(&sb, 3)],
+        [2, 2, 2],
+        "every candidate of the fix ran again"
+    );
 }

@@ -644,6 +644,10 @@ pub(crate) struct RunArgs {
     /// (and worktree); the winner is chosen by --judge among those that passed.
     #[arg(long, value_name = "N")]
     pub best_of: Option<String>,
+    /// The column giving each row its own fan-out: a number of candidates, or a list of
+    /// runners as --best-of takes it; an empty cell: the batch's --best-of.
+    #[arg(long, value_name = "COLUMN")]
+    pub best_of_column: Option<String>,
     /// How the winner among passing candidates is chosen: passing (all run, then smaller
     /// diff, lower cost, earlier finish), first (first to pass; the others are stopped), or
     /// score CMD (CMD prints a number in each candidate's worktree; highest wins).

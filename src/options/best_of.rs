@@ -9,7 +9,7 @@ pub(crate) const MAX_CANDIDATES: u32 = 8;
 /// `--best-of N` or `--best-of RUNNER[:MODEL],…`: the candidates of each item — N of the
 /// run's own runner, or one per runner definition named (with its model after `:`), 2 ..=
 /// [`MAX_CANDIDATES`] of them (1 is no fan-out, the default).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct BestOf {
     /// How many candidates.
     pub count: u32,

@@ -75,7 +75,7 @@ pub(crate) fn run(
     // `--jobs 0` (as many as allowed) runs every item of the batch at once (with
     // `--best-of N`, every candidate of every item: each is a teammate).
     let items = usize::try_from(plan.selected).unwrap_or(usize::MAX).max(1);
-    let items = items.saturating_mul(plan.spec.settings.best_of.max(1) as usize);
+    let items = items.saturating_mul(plan.spec.most_candidates() as usize);
     plan.spec.settings.jobs = plan.spec.settings.jobs.min(items);
     let format = plan.spec.settings.format;
     plan.add_candidates()?;

@@ -33,6 +33,7 @@ pub(crate) fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
         files: None,
         cwd_in_git: Default::default(),
         profiles: Vec::new(),
+        candidates: Vec::new(),
         stages: Vec::new(),
         shared_prompts: Default::default(),
         warnings: Vec::new(),

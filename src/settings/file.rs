@@ -103,6 +103,9 @@ pub(crate) struct FileSettings {
     /// `--weight-column`).
     #[serde(default, deserialize_with = "text")]
     pub weight_column: Option<String>,
+    /// `best_of_column`: the column giving each row's own fan-out (see `--best-of-column`).
+    #[serde(default, deserialize_with = "text")]
+    pub best_of_column: Option<String>,
     /// `queue`: the Redis server of a shared work queue (see `--queue`).
     #[serde(default, deserialize_with = "queue")]
     pub queue: Option<crate::options::queue::QueueUrl>,

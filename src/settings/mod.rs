@@ -71,8 +71,8 @@ pub(crate) struct Settings {
     /// `--best-of N`: candidates per item (1: no fan-out, DESIGN §13).
     pub best_of: u32,
     /// `--best-of RUNNER[:MODEL],…`: each candidate's runner definition and model, in order
-    /// (candidate K runs with the run's profile K-1, [`crate::schedule::plan::Plan::add_candidates`]);
-    /// empty for `--best-of N`.
+    /// (each candidate runs with a profile of its own,
+    /// [`crate::schedule::plan::Plan::add_candidates`]); empty for `--best-of N`.
     pub best_of_runners: Vec<(String, Option<String>)>,
     /// `--judge`: how the winner among passing candidates is chosen.
     pub judge: crate::options::best_of::Judge,
@@ -107,6 +107,9 @@ pub(crate) struct Settings {
     pub order: crate::options::order::Order,
     /// `--weight-column` (or `weight_column:`): each row's expected duration.
     pub weight_column: Option<String>,
+    /// `--best-of-column` (or `best_of_column:`): the column giving each row's own fan-out
+    /// (a number or a list of runners, as `--best-of`; empty: the batch's).
+    pub best_of_column: Option<String>,
     /// `--queue URL` (or `queue:`): the shared work queue this run is a worker of.
     pub queue: Option<crate::options::queue::QueueUrl>,
     /// `--junit FILE`.
@@ -173,6 +176,9 @@ pub(crate) struct Overrides {
     pub timeout: Option<Duration>,
     /// Another number of retries.
     pub retries: Option<u32>,
+    /// Another fan-out (`best_of:` on a stage, a row's `best_of_column` cell): candidates
+    /// of its items, or their runners.
+    pub best_of: Option<crate::options::best_of::BestOf>,
 }
 
 impl Overrides {
@@ -247,6 +253,7 @@ impl Settings {
             shard: None,
             order: Default::default(),
             weight_column: None,
+            best_of_column: None,
             queue: None,
             junit: None,
             trace: None,
@@ -317,6 +324,10 @@ impl Settings {
                 .weight_column
                 .clone()
                 .or_else(|| file.weight_column.clone()),
+            best_of_column: flags
+                .best_of_column
+                .clone()
+                .or_else(|| file.best_of_column.clone()),
             queue: flags.queue.clone().or_else(|| file.queue.clone()),
             format: outputs.format,
             log_cap: outputs.log_cap,
@@ -432,6 +443,10 @@ impl Settings {
         }
         if let Some(r) = o.retries {
             s.retries = r;
+        }
+        if let Some(b) = &o.best_of {
+            s.best_of = b.count;
+            s.best_of_runners.clone_from(&b.runners);
         }
         if s.batch_api && s.runner.backend.runs_a_program() {
             return Err(Error::Usage(format!(

@@ -169,7 +169,12 @@ fn heading_lines(plan: &Plan, resumed: u64) -> Vec<String> {
             match spec.settings.best_of_runners.is_empty() {
                 true => String::new(),
                 false => {
-                    let each: Vec<&str> = spec.profiles.iter().map(|p| p.label.as_str()).collect();
+                    let each: Vec<&str> = spec
+                        .candidates
+                        .iter()
+                        .filter_map(|p| spec.profiles.get(*p as usize))
+                        .map(|p| p.label.as_str())
+                        .collect();
                     format!("; {}", each.join(", "))
                 }
             },
@@ -266,6 +271,7 @@ fn item_lines(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> (Vec<
         format!("  after: {}", item.after.join(", "))
     };
     let mut lines = vec![format!("  {}  (id {}){after}", item.teammate, item.id)];
+    lines.extend(fan_out_line(spec, item));
     let body = prompt
         .lines()
         .skip_while(|l| !l.starts_with("## Your item"))
@@ -274,6 +280,45 @@ fn item_lines(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> (Vec<
     // A long value (a whole file in a cell) shows as its start.
     lines.extend(body.map(|line| format!("      | {}", crate::report::one_line(line, 200))));
     (lines, fails)
+}
+
+/// An item that fans out (the batch's `--best-of`, its stage's `best_of:`, its row's
+/// `best_of_column` cell): to how many candidates (and their runners), and the most attempts
+/// they make (each candidate's first and every retry).
+fn fan_out_line(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> Option<String> {
+    let s = spec.settings_for(item);
+    if s.best_of <= 1 {
+        return None;
+    }
+    let runners: Vec<String> = (1..=s.best_of)
+        .filter_map(|k| {
+            spec.candidate_profile(item, k)
+                .filter(|p| Some(*p) != item.profile)
+        })
+        .filter_map(|p| spec.profiles.get(p as usize))
+        .map(|p| match &p.settings.model {
+            Some(m) => format!("{}:{m}", p.settings.runner.name),
+            None => p.settings.runner.name.clone(),
+        })
+        .collect();
+    let worst: u64 = (1..=s.best_of)
+        .map(|k| {
+            let c = crate::item::WorkItem {
+                profile: spec.candidate_profile(item, k),
+                ..item.clone()
+            };
+            1 + u64::from(spec.settings_for(&c).retries)
+        })
+        .sum();
+    Some(format!(
+        "      best of {}{}: at most {worst} attempt(s), judge {}",
+        s.best_of,
+        match runners.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", runners.join(", ")),
+        },
+        s.judge.word()
+    ))
 }
 
 /// With stages or rows that choose their runner: the chain each row runs, and what each

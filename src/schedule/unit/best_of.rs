@@ -36,15 +36,14 @@ use super::{Earlier, attempt_item};
 /// (read by `runner pick` too).
 pub(crate) const MARKER: &str = "candidate.json";
 
-/// Candidate `k` of `item`: the same task under its own teammate `<teammate>.cK`; with
-/// `--best-of RUNNER[:MODEL],…`, with its own runner and model (profile K-1,
-/// [`crate::schedule::plan::Plan::add_candidates`]).
+/// Candidate `k` of `item`: the same task under its own teammate `<teammate>.cK`; with a
+/// list of runners, with its own runner and model
+/// ([`RunSpec::candidate_profile`], [`crate::schedule::plan::Plan::add_candidates`]).
 fn candidate_item(spec: &RunSpec, item: &WorkItem, k: u32) -> WorkItem {
-    let own = !spec.settings.best_of_runners.is_empty();
     WorkItem {
         teammate: format!("{}.c{k}", item.teammate),
         candidate: Some(k),
-        profile: if own { Some(k - 1) } else { item.profile },
+        profile: spec.candidate_profile(item, k),
         ..item.clone()
     }
 }

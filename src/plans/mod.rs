@@ -14,6 +14,7 @@
 //!    `commands::batch::carry_out(plan, backend)`.
 
 pub(crate) mod csv_batch;
+pub(crate) mod judge_stage;
 pub(crate) mod order;
 pub(crate) mod overlap;
 pub(crate) mod todo_batch;

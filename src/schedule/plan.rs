@@ -153,6 +153,7 @@ impl RunSpec {
             cwd_in_git: Default::default(),
             profiles: Vec::new(),
             stages: Vec::new(),
+            judge_stage: None,
             shared_prompts: Default::default(),
             warnings,
             command_line: None,

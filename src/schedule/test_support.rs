@@ -34,6 +34,7 @@ pub(crate) fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
         cwd_in_git: Default::default(),
         profiles: Vec::new(),
         stages: Vec::new(),
+        judge_stage: None,
         shared_prompts: Default::default(),
         warnings: Vec::new(),
         command_line: None,

@@ -6,13 +6,13 @@ use serde_json::Value;
 use crate::harness::{Sandbox, agent, by_id, git};
 
 /// A repository with one commit; the runner's files and the test's inputs ignored.
-fn repo() -> Sandbox {
+pub(crate) fn repo() -> Sandbox {
     let sb = Sandbox::new();
     git(sb.path(), &["init", "-q", "-b", "main"]);
     sb.write("README.md", "a project\n");
     sb.write(
         ".gitignore",
-        "*.runner/\nworkers-output*.csv\nin.csv\ninstr.md\nruns.log\nhang-*.pid\nstarted-*\n",
+        "*.runner/\nworkers-output*.csv\nin.csv\ninstr.md\nruns.log\nhang-*.pid\nstarted-*\nprompt-*.txt\nBATCH.md\n",
     );
     git(sb.path(), &["add", "-A"]);
     git(sb.path(), &["commit", "-q", "-m", "init"]);
@@ -47,7 +47,7 @@ fn batch(sb: &Sandbox, flags: &[&str]) -> crate::harness::Run {
 }
 
 /// The last `item_finished` outcome of item `id` in the team's journal.
-fn outcome(sb: &Sandbox, id: &str) -> Value {
+pub(crate) fn outcome(sb: &Sandbox, id: &str) -> Value {
     let ws = sb.workspace_of(&sb.join("workers-output.runner"));
     let journal = std::fs::read_to_string(ws.join("journal.jsonl")).expect("journal");
     journal
@@ -60,7 +60,7 @@ fn outcome(sb: &Sandbox, id: &str) -> Value {
 }
 
 /// How many times each candidate ran, from `runs.log`.
-fn runs(sb: &Sandbox, k: u32) -> usize {
+pub(crate) fn runs(sb: &Sandbox, k: u32) -> usize {
     let log = sb.read_opt("runs.log").unwrap_or_default();
     log.lines().filter(|l| *l == format!("c{k}")).count()
 }

@@ -14,6 +14,7 @@ mod bad_input_notify;
 mod batch;
 mod batch_api;
 mod best_of;
+mod best_of_judge_stage;
 mod ci;
 mod clis;
 mod context;

@@ -169,7 +169,12 @@ fn heading_lines(plan: &Plan, resumed: u64) -> Vec<String> {
             match spec.settings.best_of_runners.is_empty() {
                 true => String::new(),
                 false => {
-                    let each: Vec<&str> = spec.profiles.iter().map(|p| p.label.as_str()).collect();
+                    // The candidates' profiles, not the judge stage's.
+                    let judge = spec.judge_stage.as_ref().map(|j| j.profile as usize);
+                    let each: Vec<&str> = (0..spec.profiles.len())
+                        .filter(|i| Some(*i) != judge)
+                        .map(|i| spec.profiles[i].label.as_str())
+                        .collect();
                     format!("; {}", each.join(", "))
                 }
             },

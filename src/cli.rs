@@ -649,8 +649,10 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "COLUMN")]
     pub best_of_column: Option<String>,
     /// How the winner among passing candidates is chosen: passing (all run, then smaller
-    /// diff, lower cost, earlier finish), first (first to pass; the others are stopped), or
-    /// score CMD (CMD prints a number in each candidate's worktree; highest wins).
+    /// diff, lower cost, earlier finish), first (first to pass; the others are stopped),
+    /// score CMD (CMD prints a number in each candidate's worktree; highest wins), person
+    /// (the item waits for `runner pick`), or stage NAME (BATCH.md's stage NAME reads every
+    /// candidate that passed, with its diff, and names the winner in its report's `winner`).
     #[arg(long, value_name = "RULE")]
     pub judge: Option<String>,
     /// Model passed to the agent CLI.

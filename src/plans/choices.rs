@@ -199,7 +199,7 @@ fn chosen(
 /// Errors: the changed settings, the schema or the backend are bad, or a list of runners
 /// to fan out to meets a stage's or row's own runner or model, named with whose choice it
 /// was.
-fn profile(
+pub(super) fn profile(
     files: &CsvBatchFiles,
     settings: &Settings,
     stage: Option<&crate::source::stages::Stage>,

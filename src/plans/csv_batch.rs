@@ -397,6 +397,7 @@ fn to_item(
 /// written.
 pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
     let (instruction, table) = scan(&files, &settings)?;
+    let judge = super::judge_stage::take(&mut files, &settings, &table.headers)?;
     let chain = files.stages.take().map(Arc::new);
     if settings.batch_api && (files.runner_column.is_some() || files.model_column.is_some()) {
         return Err(super::batch_api_refused());
@@ -404,7 +405,10 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
     if let Some(chain) = &chain {
         chain.check(&table.headers)?;
     }
-    let (choices, profiles) = choices(&files, chain.as_ref(), &table, &settings)?;
+    let (choices, mut profiles) = choices(&files, chain.as_ref(), &table, &settings)?;
+    let judge = judge
+        .map(|j| super::judge_stage::profile(&files, &settings, j, &mut profiles))
+        .transpose()?;
     let template = TeammateTemplate::new(
         Path::new("templates/teammate.md"),
         DEFAULT_TEAMMATE_TEMPLATE,
@@ -484,6 +488,7 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
             .as_ref()
             .map(|c| c.stages.iter().map(|s| s.name.clone()).collect())
             .unwrap_or_default(),
+        judge_stage: judge,
         origin,
         ..RunSpec::new(team, workspace, cwd, settings, template)?
     };

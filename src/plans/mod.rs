@@ -15,6 +15,7 @@
 
 pub(crate) mod choices;
 pub(crate) mod csv_batch;
+pub(crate) mod judge_stage;
 pub(crate) mod order;
 pub(crate) mod overlap;
 pub(crate) mod todo_batch;

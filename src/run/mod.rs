@@ -70,6 +70,8 @@ pub(crate) struct RunSpec {
     pub candidates: Vec<u32>,
     /// With BATCH.md's `stages:`, their names in order (each row's chain); empty otherwise.
     pub stages: Vec<String>,
+    /// With `--judge stage NAME`: that stage, taken out of the rows' chain (DESIGN §13).
+    pub judge_stage: Option<JudgeStage>,
     /// The prompt parts completed items' records share ([`record::compact`]); empty at the
     /// start of a run.
     pub shared_prompts: record::compact::SharedPrompts,
@@ -100,6 +102,19 @@ pub(crate) struct Profile {
     /// When it fans out to a list of runners (a stage's `best_of:`, a row's
     /// `best_of_column` cell): the profile of each candidate, in order; else empty.
     pub candidates: Vec<u32>,
+}
+
+/// The stage of BATCH.md that `--judge stage NAME` names (DESIGN §13): run once per
+/// `--best-of` item whose candidates two or more passed, never as a stage of a row.
+pub(crate) struct JudgeStage {
+    /// Its name (`pick`).
+    pub name: String,
+    /// Its instruction (the batch's preamble first): row columns and `{candidates}`, the
+    /// surviving candidates as text, filled in when it runs.
+    pub instruction: crate::prompt::Instruction,
+    /// The profile ([`RunSpec::profiles`]) it runs with: its own runner, model, schema and
+    /// limits; `--verify` only when it sets its own.
+    pub profile: u32,
 }
 
 impl RunSpec {

@@ -154,6 +154,7 @@ impl RunSpec {
             profiles: Vec::new(),
             candidates: Vec::new(),
             stages: Vec::new(),
+            judge_stage: None,
             shared_prompts: Default::default(),
             warnings,
             command_line: None,

@@ -35,6 +35,7 @@ pub(crate) fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
         profiles: Vec::new(),
         candidates: Vec::new(),
         stages: Vec::new(),
+        judge_stage: None,
         shared_prompts: Default::default(),
         warnings: Vec::new(),
         command_line: None,

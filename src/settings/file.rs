@@ -47,7 +47,7 @@ pub(crate) struct FileSettings {
     #[serde(default, deserialize_with = "best_of")]
     pub best_of: Option<crate::options::best_of::BestOf>,
     /// `judge`: how the winner among passing candidates is chosen (`passing`, `first`,
-    /// `score CMD`; [`crate::options::best_of::Judge`]).
+    /// `score CMD`, `person`, `stage NAME`; [`crate::options::best_of::Judge`]).
     #[serde(default, deserialize_with = "judge")]
     pub judge: Option<crate::options::best_of::Judge>,
     /// `model`: passed to the agent CLI.

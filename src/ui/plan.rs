@@ -178,7 +178,13 @@ fn heading_lines(plan: &Plan, resumed: u64) -> Vec<String> {
                     format!("; {}", each.join(", "))
                 }
             },
-            spec.settings.judge.word(),
+            match &spec.judge_stage {
+                Some(j) => format!(
+                    "stage {} (once per item whose candidates two or more passed, each of them in its prompt)",
+                    j.name
+                ),
+                None => spec.settings.judge.word().to_owned(),
+            },
             items * n,
             items * n * (1 + spec.settings.retries as u64),
         ));

@@ -6,13 +6,13 @@ use serde_json::Value;
 use crate::harness::{Sandbox, agent, by_id, git};
 
 /// A repository with one commit; the runner's files and the test's inputs ignored.
-fn repo() -> Sandbox {
+pub(crate) fn repo() -> Sandbox {
     let sb = Sandbox::new();
     git(sb.path(), &["init", "-q", "-b", "main"]);
     sb.write("README.md", "a project\n");
     sb.write(
         ".gitignore",
-        "*.runner/\nworkers-output*.csv\nin.csv\ninstr.md\nruns.log\nhang-*.pid\nstarted-*\n",
+        "*.runner/\nworkers-output*.csv\nin.csv\ninstr.md\nruns.log\nhang-*.pid\nstarted-*\nprompt-*.txt\nBATCH.md\n",
     );
     git(sb.path(), &["add", "-A"]);
     git(sb.path(), &["commit", "-q", "-m", "init"]);

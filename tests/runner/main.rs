@@ -15,6 +15,7 @@ mod batch;
 mod batch_api;
 mod best_of;
 mod best_of_fanout;
+mod best_of_judge_stage;
 mod ci;
 mod clis;
 mod context;

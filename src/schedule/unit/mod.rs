@@ -26,6 +26,7 @@ mod finish;
 mod helpers;
 mod home;
 mod judge;
+mod judge_stage;
 mod prepare;
 mod prompt;
 mod retry;

@@ -705,7 +705,7 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
         stdin_copy,
         ..Plan::new(spec, source, sinks, batch, WorkspaceFrom::Output, output)
     };
-    crate::queue::attach(super::order::apply(plan)?, choices.chain.is_some())
+    crate::queue::attach(super::order::apply(plan)?)
 }
 
 /// Parse the instruction and scan the input (CSV, or JSON Lines for a `.jsonl` file; the

@@ -55,12 +55,11 @@ pub(crate) fn tls_provider() {
 }
 
 /// Make `plan` a worker of the queue its settings name (nothing when they name none):
-/// its items come from the queue, its outcomes go there too. `has_stages`: whether the
-/// batch's rows are chains of stages (whose later stages read the earlier ones' outcomes
-/// from the run's own record, so they are not shared across workers).
+/// its items come from the queue, its outcomes go there too. A staged batch's rows are
+/// handed out whole: every stage of a row runs on the worker that claimed it.
 ///
-/// Errors (exit 2): `--queue` with `--shard`, `--only`, `--batch-api` or `stages:`.
-pub(crate) fn attach(mut plan: Plan, has_stages: bool) -> Result<Plan> {
+/// Errors (exit 2): `--queue` with `--shard`, `--only`, or `--batch-api`.
+pub(crate) fn attach(mut plan: Plan) -> Result<Plan> {
     let Some(url) = plan.spec.settings.queue.clone() else {
         return Ok(plan);
     };
@@ -72,7 +71,6 @@ pub(crate) fn attach(mut plan: Plan, has_stages: bool) -> Result<Plan> {
             "--only",
         ),
         (settings.batch_api, "--batch-api"),
-        (has_stages, "`stages:`"),
     ];
     if let Some((_, other)) = clash.iter().find(|(on, _)| *on) {
         return Err(Error::Conflict {

@@ -114,33 +114,55 @@ if have then
 end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
 redis.call('XGROUP', 'CREATE', KEYS[2], ARGV[4], '0', 'MKSTREAM')
-for i = 5, #ARGV do redis.call('XADD', KEYS[2], '*', 'id', ARGV[i]) end
+for i = 5, #ARGV, 2 do
+  if ARGV[i + 1] == '' then
+    redis.call('XADD', KEYS[2], '*', 'id', ARGV[i])
+  else
+    redis.call('XADD', KEYS[2], '*', 'id', ARGV[i], 'check', ARGV[i + 1])
+  end
+end
 redis.call('HSET', KEYS[1], 'fingerprint', ARGV[1], 'total', ARGV[2], 'input', ARGV[3])
 return {1, ARGV[1]}
 ";
 
-/// Put `ids` (in the order they are to be handed out) into the queue once, under
-/// `fingerprint`; atomic, so of workers arriving together exactly one seeds.
+/// One entry of the items stream: a unit handed out whole — an item, or a staged row with
+/// every stage of it (`id` the row's id) — and `check`, the result whose presence says the
+/// unit has its verdict (its first item's id; `None` when that is `id` itself).
+#[derive(Debug, Clone)]
+pub(crate) struct Unit {
+    /// The item's or row's id.
+    pub id: String,
+    /// Its first item's id, when that differs from `id`.
+    pub check: Option<String>,
+}
+
+/// Put `units` (in the order they are to be handed out) into the queue once, under
+/// `fingerprint`, with `total` (the results the run will have: one per item, a staged row's
+/// stages each count); atomic, so of workers arriving together exactly one seeds.
 ///
 /// Errors: the server failed.
 pub(crate) fn seed(
     con: &mut Connection,
     keys: &Keys,
-    fingerprint: &str,
-    input: &str,
-    ids: &[String],
+    (fingerprint, input): (&str, &str),
+    units: &[Unit],
+    total: usize,
 ) -> redis::RedisResult<Seeded> {
-    let (code, have): (i64, String) = Script::new(SEED)
+    let seed = Script::new(SEED);
+    let mut script = seed.prepare_invoke();
+    script
         .key(keys.meta())
         .key(keys.items())
         .key(keys.results())
         .key(keys.duplicates())
         .arg(fingerprint)
-        .arg(ids.len())
+        .arg(total)
         .arg(input)
-        .arg(GROUP)
-        .arg(ids)
-        .invoke(con)?;
+        .arg(GROUP);
+    for u in units {
+        script.arg(&u.id).arg(u.check.as_deref().unwrap_or(""));
+    }
+    let (code, have): (i64, String) = script.invoke(con)?;
     Ok(match code {
         1 => Seeded::Now,
         0 => Seeded::Before,
@@ -169,9 +191,12 @@ for _ = 1, 50 do
     end
   end
   if not e then break end
-  local id = nil
-  for i = 1, #e[2], 2 do if e[2][i] == 'id' then id = e[2][i + 1] end end
-  if id and redis.call('HEXISTS', KEYS[2], id) == 0 then
+  local id, check = nil, nil
+  for i = 1, #e[2], 2 do
+    if e[2][i] == 'id' then id = e[2][i + 1] end
+    if e[2][i] == 'check' then check = e[2][i + 1] end
+  end
+  if id and redis.call('HEXISTS', KEYS[2], check or id) == 0 then
     return {e[1], id, redis.call('HLEN', KEYS[2]), redis.call('HGET', KEYS[3], 'total') or '0'}
   end
   -- Its verdict is in already (or the entry is not one of ours): done with it.
@@ -253,41 +278,50 @@ pub(crate) fn touch(
 }
 
 const RECORD: &str = r"
-local won = redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
-if ARGV[3] ~= '' then redis.call('XACK', KEYS[2], ARGV[4], ARGV[3]) end
-if won == 0 then redis.call('RPUSH', KEYS[3], ARGV[2]) end
-if tonumber(ARGV[5]) > 0 then redis.call('HINCRBYFLOAT', KEYS[4], 'spent_usd', ARGV[5]) end
-if won == 1 and ARGV[6] == '1' then redis.call('HINCRBY', KEYS[4], 'failed', 1) end
+local won = 1
+for i = 5, #ARGV, 2 do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then won = 0 end
+end
+for i = 5, #ARGV, 2 do
+  if won == 1 then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  else redis.call('RPUSH', KEYS[3], ARGV[i + 1]) end
+end
+if ARGV[1] ~= '' then redis.call('XACK', KEYS[2], ARGV[2], ARGV[1]) end
+if tonumber(ARGV[3]) > 0 then redis.call('HINCRBYFLOAT', KEYS[4], 'spent_usd', ARGV[3]) end
+if won == 1 and tonumber(ARGV[4]) > 0 then redis.call('HINCRBY', KEYS[4], 'failed', ARGV[4]) end
 return won
 ";
 
-/// Record `result` (the JSON of a [`crate::queue::Verdict`]) as item `id`'s verdict unless
-/// it has one, and acknowledge its stream `entry`: `true` when this was the verdict, `false`
-/// when it was a duplicate attempt (kept in the duplicates list). The fleet's spending grows
-/// by `cost_usd` either way; its count of items that did not complete by one when this
-/// verdict is `failed`.
+/// Record `results` (item id → the JSON of its [`crate::queue::Verdict`]: one item's, or
+/// every stage's of a row) as their verdicts unless one of them has one already, and
+/// acknowledge the unit's stream `entry`: `true` when these were the verdicts, `false` when
+/// they were a duplicate attempt (kept in the duplicates list). The fleet's spending grows
+/// by `cost_usd` either way; its count of items that did not complete by `failed` when these
+/// are the verdicts.
 ///
 /// Errors: the server failed.
 pub(crate) fn record(
     con: &mut Connection,
     keys: &Keys,
-    (id, result, entry): (&str, &str, &str),
-    cost_usd: f64,
-    failed: bool,
+    entry: &str,
+    results: &[(String, String)],
+    (cost_usd, failed): (f64, u64),
 ) -> redis::RedisResult<bool> {
-    Script::new(RECORD)
+    let record = Script::new(RECORD);
+    let mut script = record.prepare_invoke();
+    script
         .key(keys.results())
         .key(keys.items())
         .key(keys.duplicates())
         .key(keys.meta())
-        .arg(id)
-        .arg(result)
         .arg(entry)
         .arg(GROUP)
         .arg(cost_usd)
-        .arg(if failed { "1" } else { "0" })
-        .invoke::<i64>(con)
-        .map(|won| won == 1)
+        .arg(failed);
+    for (id, json) in results {
+        script.arg(id).arg(json);
+    }
+    script.invoke::<i64>(con).map(|won| won == 1)
 }
 
 /// The whole fleet's spending (USD) and count of items that did not complete.

@@ -4,7 +4,7 @@
 //! items it did not run. A server that goes away (restarted, say) is reconnected to on the
 //! next turn; verdicts not yet recorded wait for it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
@@ -58,7 +58,7 @@ pub(crate) struct Worker {
     name: String,
     to_thread: Sender<Cmd>,
     from_run: Option<Receiver<Cmd>>,
-    joined: Option<(Connection, HashMap<String, WorkItem>)>,
+    joined: Option<(Connection, Units)>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -109,18 +109,23 @@ fn now_ms() -> u64 {
 
 impl SharedQueue for Worker {
     fn join(&mut self, items: ItemStream) -> Result<()> {
-        let mut by_id = HashMap::new();
-        let mut ids = Vec::new();
+        let mut units = Units::default();
         for item in items {
-            let item = item?;
-            ids.push(item.id.clone());
-            by_id.insert(item.id.clone(), item);
+            units.add(item?);
         }
+        let total = units.group_of.len();
+        let seeds = units.seeds();
         let mut con = server::connect(&self.url)?;
-        let seeded = server::seed(&mut con, &self.keys, &self.fingerprint, &self.input, &ids)
-            .map_err(|e| failed(&self.url, &e))?;
+        let seeded = server::seed(
+            &mut con,
+            &self.keys,
+            (&self.fingerprint, &self.input),
+            &seeds,
+            total,
+        )
+        .map_err(|e| failed(&self.url, &e))?;
         match seeded {
-            Seeded::Now => tracing::info!("seeded the queue {} with {} items", self.url, ids.len()),
+            Seeded::Now => tracing::info!("seeded the queue {} with {total} items", self.url),
             Seeded::Before => tracing::info!("joined the queue {}", self.url),
             Seeded::Other(have) => {
                 return Err(Error::Usage(format!(
@@ -129,7 +134,7 @@ impl SharedQueue for Worker {
                 )));
             }
         }
-        self.joined = Some((con, by_id));
+        self.joined = Some((con, units));
         Ok(())
     }
 
@@ -146,7 +151,7 @@ impl SharedQueue for Worker {
         .with_gate(Box::new(move |gate| {
             let _ = gate_to.send(Cmd::Gate(gate));
         }));
-        let (Some((con, items)), Some(from_run)) = (self.joined.take(), self.from_run.take())
+        let (Some((con, units)), Some(from_run)) = (self.joined.take(), self.from_run.take())
         else {
             let _ = to_feed.send(Claimed::End);
             return feed;
@@ -157,8 +162,10 @@ impl SharedQueue for Worker {
             name: self.name.clone(),
             lease: super::lease(),
             con: Some(con),
-            items,
+            units,
             held: HashMap::new(),
+            partial: HashMap::new(),
+            given_back: HashSet::new(),
             want: 0,
             ended: false,
             to_feed,
@@ -196,21 +203,26 @@ struct Thread {
     name: String,
     lease: Duration,
     con: Option<Connection>,
-    items: HashMap<String, WorkItem>,
-    /// Items this worker holds: id → stream entry.
+    units: Units,
+    /// Units this worker holds: unit id → stream entry.
     held: HashMap<String, String>,
+    /// Outcomes of units some of whose items have not finished yet (a staged row's earlier
+    /// stages): recorded together once all have.
+    partial: HashMap<String, Vec<Outcome>>,
+    /// Units handed back: an outcome of theirs that comes later is not recorded.
+    given_back: HashSet<String>,
     want: usize,
     ended: bool,
     to_feed: UnboundedSender<Claimed>,
-    /// Verdicts waiting for the server.
-    unrecorded: VecDeque<Box<Outcome>>,
+    /// Units' verdicts waiting for the server: unit id, its items' outcomes.
+    unrecorded: VecDeque<(String, Vec<Outcome>)>,
     /// Since when the server has not answered (warned once per outage).
     down_since: Option<Instant>,
     /// The run's gate, once the dispatcher made it.
     gate: Option<Arc<Gate>>,
     /// The end of the latest fleet pause this worker knows (ms since the epoch).
     pause_seen: u64,
-    /// Items claimed whose prerequisites (`depends_on`) have no verdict yet: held (their
+    /// Units claimed whose prerequisites (`depends_on`) have no verdict yet: held (their
     /// leases renewed) and looked at again each turn, taking no slot.
     blocked: Vec<String>,
 }
@@ -272,9 +284,12 @@ impl Thread {
     fn take(&mut self, cmd: Cmd) -> bool {
         match cmd {
             Cmd::Want => self.want += 1,
-            Cmd::Finished(outcome) => self.unrecorded.push_back(outcome),
+            Cmd::Finished(outcome) => self.finished(*outcome),
             Cmd::GiveBack { id, stop } => {
-                if let Some(entry) = self.held.remove(&id) {
+                let unit = self.units.unit_of(&id).to_owned();
+                self.partial.remove(&unit);
+                if let Some(entry) = self.held.remove(&unit) {
+                    self.given_back.insert(unit);
                     self.touch(&[entry], self.lease);
                 }
                 if stop && !std::mem::replace(&mut self.ended, true) {
@@ -374,39 +389,60 @@ impl Thread {
         self.with(|con, keys, name| server::touch(con, keys, name, idle, now_ms(), &entries));
     }
 
+    /// Keep `outcome` with its unit's others; the unit's verdicts wait for the server once
+    /// every item of it has one.
+    fn finished(&mut self, outcome: Outcome) {
+        let unit = self.units.unit_of(&outcome.id).to_owned();
+        if self.given_back.contains(&unit) {
+            return;
+        }
+        let size = self.units.items.get(&unit).map_or(1, Vec::len);
+        let got = self.partial.entry(unit.clone()).or_default();
+        got.retain(|o| o.id != outcome.id);
+        got.push(outcome);
+        if got.len() >= size {
+            let all = self.partial.remove(&unit).unwrap_or_default();
+            self.unrecorded.push_back((unit, all));
+        }
+    }
+
     fn record_waiting(&mut self) {
-        while let Some(outcome) = self.unrecorded.pop_front() {
-            let entry = self.held.get(&outcome.id).cloned().unwrap_or_default();
-            let verdict = super::Verdict {
-                worker: self.name.clone(),
-                outcome: (*outcome).clone(),
-            };
-            let Ok(json) = serde_json::to_string(&verdict) else {
-                continue;
-            };
-            let id = outcome.id.clone();
-            let cost = outcome
-                .cost_usd
-                .filter(|c| c.is_finite() && *c > 0.0)
-                .unwrap_or(0.0);
-            // As the gate counts for --max-fail: a skipped item is not a failure of its own.
-            let failed = !matches!(
-                outcome.status,
-                crate::report::ItemStatus::Completed | crate::report::ItemStatus::Skipped
-            );
+        while let Some((unit, outcomes)) = self.unrecorded.pop_front() {
+            let entry = self.held.get(&unit).cloned().unwrap_or_default();
+            let mut results = Vec::new();
+            let (mut cost, mut failed) = (0.0, 0u64);
+            for outcome in &outcomes {
+                let verdict = super::Verdict {
+                    worker: self.name.clone(),
+                    outcome: outcome.clone(),
+                };
+                let Ok(json) = serde_json::to_string(&verdict) else {
+                    continue;
+                };
+                results.push((outcome.id.clone(), json));
+                cost += outcome
+                    .cost_usd
+                    .filter(|c| c.is_finite() && *c > 0.0)
+                    .unwrap_or(0.0);
+                // As the gate counts for --max-fail: a skipped item is not a failure of its own.
+                failed += u64::from(!matches!(
+                    outcome.status,
+                    crate::report::ItemStatus::Completed | crate::report::ItemStatus::Skipped
+                ));
+            }
             match self
-                .with(|con, keys, _| server::record(con, keys, (&id, &json, &entry), cost, failed))
+                .with(|con, keys, _| server::record(con, keys, &entry, &results, (cost, failed)))
             {
                 Some(won) => {
-                    self.held.remove(&id);
+                    self.held.remove(&unit);
                     if !won {
                         tracing::info!(
-                            "item {id} had its verdict already: kept as a duplicate attempt"
+                            "item {unit} had its verdict already: kept as a duplicate attempt"
                         );
                     }
                 }
                 None => {
-                    self.unrecorded.push_front(outcome);
+                    self.unrecorded.push_front((unit, outcomes));
                     return;
                 }
             }
@@ -435,7 +471,7 @@ impl Thread {
                 return;
             };
             // An id is looked up among this worker's own items, never taken on trust.
-            if !self.items.contains_key(&id) {
+            if !self.units.items.contains_key(&id) {
                 self.ended = true;
                 let _ = self.to_feed.send(Claimed::Failed(Error::Usage(format!(
                     "the queue at {} handed out item `{}`, which this batch does not have; the queue's key `{}` was changed by something else than a runner of this batch",
@@ -446,6 +482,7 @@ impl Thread {
                 return;
             };
             self.held.insert(id.clone(), entry);
+            self.given_back.remove(&id);
             self.settle(id);
         }
     }
@@ -461,30 +498,43 @@ impl Thread {
         }
     }
 
-    /// A held item: to the run when its prerequisites completed (they are the fleet's to
-    /// know, so the run sees none), skipped when one did not (its verdict recorded here),
-    /// else kept blocked.
-    fn settle(&mut self, id: String) {
-        let Some(item) = self.items.get(&id).cloned() else {
+    /// A held unit: its items to the run when its prerequisites completed (they are the
+    /// fleet's to know, so the run sees none; a staged row's stages keep waiting for each
+    /// other), skipped when one did not (their verdicts recorded here), else kept blocked.
+    fn settle(&mut self, unit: String) {
+        let Some(items) = self.units.items.get(&unit).cloned() else {
             return;
         };
-        match self.prerequisites(&item.after) {
-            Prerequisites::Done => {
-                let mut item = item;
-                item.after.clear();
-                self.want -= 1;
-                let _ = self.to_feed.send(Claimed::Item(Box::new(item)));
+        let own: HashSet<String> = items.iter().map(|i| i.id.clone()).collect();
+        let mut after: Vec<String> = Vec::new();
+        for dep in items.iter().flat_map(|i| &i.after) {
+            if !own.contains(dep) && !after.contains(dep) {
+                after.push(dep.clone());
             }
-            Prerequisites::Pending => self.blocked.push(id),
+        }
+        match self.prerequisites(&after) {
+            Prerequisites::Done => {
+                self.want = self.want.saturating_sub(1);
+                for mut item in items {
+                    item.after.retain(|d| own.contains(d));
+                    let _ = self.to_feed.send(Claimed::Item(Box::new(item)));
+                }
+            }
+            Prerequisites::Pending => self.blocked.push(unit),
             Prerequisites::Failed(reason) => {
-                let outcome = Outcome::not_run(
-                    &item.id,
-                    &item.teammate,
-                    &item.title,
-                    crate::report::ItemStatus::Skipped,
-                    reason,
-                );
-                self.unrecorded.push_back(Box::new(outcome));
+                let outcomes = items
+                    .iter()
+                    .map(|item| {
+                        Outcome::not_run(
+                            &item.id,
+                            &item.teammate,
+                            &item.title,
+                            crate::report::ItemStatus::Skipped,
+                            reason.clone(),
+                        )
+                    })
+                    .collect();
+                self.unrecorded.push_back((unit, outcomes));
             }
         }
     }
@@ -512,5 +562,48 @@ impl Thread {
             }
         }
         Prerequisites::Done
+    }
+}
+
+/// A worker's batch as the queue hands it out: in units, each an item or a staged row with
+/// all its stages (a row's stages run on the worker that claims it, one after another).
+#[derive(Default)]
+struct Units {
+    /// Unit ids in the batch's order.
+    order: Vec<String>,
+    /// Unit id → its items, in the order they run.
+    items: HashMap<String, Vec<WorkItem>>,
+    /// Item id → its unit's id.
+    group_of: HashMap<String, String>,
+}
+
+impl Units {
+    fn add(&mut self, item: WorkItem) {
+        let unit = item.stage.as_ref().map_or(&item.id, |s| &s.row).clone();
+        self.group_of.insert(item.id.clone(), unit.clone());
+        let items = self.items.entry(unit.clone()).or_default();
+        if items.is_empty() {
+            self.order.push(unit);
+        }
+        items.push(item);
+    }
+
+    /// The unit `item` belongs to (an id of no unit is its own).
+    fn unit_of<'a>(&'a self, item: &'a str) -> &'a str {
+        self.group_of.get(item).map_or(item, String::as_str)
+    }
+
+    /// What seeding puts in the stream, in order.
+    fn seeds(&self) -> Vec<server::Unit> {
+        self.order
+            .iter()
+            .map(|id| {
+                let first = self.items.get(id).and_then(|i| i.first()).map(|i| &i.id);
+                server::Unit {
+                    id: id.clone(),
+                    check: first.filter(|f| *f != id).cloned(),
+                }
+            })
+            .collect()
     }
 }

@@ -573,3 +573,124 @@ fn a_queue_with_a_shard_or_only_is_refused_before_anything_is_written() {
     );
     assert_eq!(sb.tree(), before);
 }
+
+/// A two-stage batch (BATCH.md `stages:`, input `in.csv`): `audit` reports a summary, `fix`
+/// repeats the audit's summary it was given, and fails for a row whose note is FAIL.
+fn two_stages(sb: &Sandbox, rows: usize) {
+    sb.write(
+        "agent.sh",
+        r#"prompt=$(cat)
+case "$RUNNER_STAGE" in
+  audit) printf '{"status":"completed","summary":"audited %s"}' "$RUNNER_ITEM_ID" > "$RUNNER_REPORT";;
+  fix)
+    case "$prompt" in *FAIL*) echo "cannot fix" >&2; exit 3;; esac
+    given=$(printf '%s\n' "$prompt" | grep '^Fix ' | head -n 1)
+    printf '{"status":"completed","summary":"%s"}' "$given" > "$RUNNER_REPORT";;
+esac
+"#,
+    );
+    sb.write(
+        "BATCH.md",
+        "---\ninput: in.csv\nid_column: id\nrunner: exec\ncommand: [sh, agent.sh]\nstages:\n  - name: audit\n    instruction: \"Audit {id}.\"\n  - name: fix\n    instruction: \"Fix {id} ({note}) given {audit.summary}\"\n---\nEvery stage starts with this.\n",
+    );
+    let mut csv = String::from("id,note\n");
+    for i in 1..=rows {
+        let note = if i == 2 { "FAIL" } else { "fine" };
+        csv.push_str(&format!("r{i:02},{note}\n"));
+    }
+    sb.write("in.csv", csv);
+}
+
+#[test]
+fn a_staged_batch_on_three_workers_gives_the_output_of_one_process() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    two_stages(&sb, 6);
+    let staged_worker = |out: &str| {
+        sb.cmd(&[
+            "batch",
+            "BATCH.md",
+            "--queue",
+            &redis.url(),
+            "-j",
+            "1",
+            "-o",
+            out,
+            "--format",
+            "plain",
+        ])
+        .env("RUNNER_QUEUE_LEASE_MS", "1000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn a worker")
+    };
+    let workers: Vec<Child> = (1..=3)
+        .map(|w| staged_worker(&format!("w{w}.csv")))
+        .collect();
+    let runs: Vec<Run> = workers.into_iter().map(finish).collect();
+    // One row's fix stage failed: the run did not complete on whichever worker ran it.
+    assert_eq!(runs.iter().filter(|r| r.code == 1).count(), 1, "{runs:?}");
+    assert!(runs.iter().all(|r| r.code <= 1), "{runs:?}");
+    // Every stage of every row has one verdict, each row's stages from the same worker.
+    assert_eq!(redis.verdicts(), 12);
+    assert_eq!(redis.number(&["LLEN", "runner:in.csv:duplicates"]), 0);
+    let worker_of = |id: &str| -> String {
+        let json = redis.cli(&["HGET", "runner:in.csv:results", id]);
+        let v: serde_json::Value = serde_json::from_str(json.trim()).expect("a verdict");
+        v["worker"].as_str().expect("its worker").to_owned()
+    };
+    for i in 1..=6 {
+        assert_eq!(
+            worker_of(&format!("r{i:02}/audit")),
+            worker_of(&format!("r{i:02}/fix")),
+            "row r{i:02}'s stages ran on one worker"
+        );
+    }
+    let c = sb.run(&[
+        "collect",
+        "BATCH.md",
+        "--queue",
+        &redis.url(),
+        "-o",
+        "all.csv",
+        "--format",
+        "plain",
+    ]);
+    assert_eq!(c.code, 1, "{c:?}");
+    let one = sb.run(&["batch", "BATCH.md", "-o", "one.csv", "--format", "plain"]);
+    assert_eq!(one.code, 1, "{one:?}");
+    let header = |f: &str| sb.read(f).lines().next().map(str::to_owned);
+    assert_eq!(header("all.csv"), header("one.csv"));
+    let cells = |f: &str| -> Vec<Vec<String>> {
+        crate::harness::csv_rows(&sb.join(f))
+            .into_iter()
+            .map(|r| {
+                [
+                    "id",
+                    "status",
+                    "attempts",
+                    "error",
+                    "audit.status",
+                    "audit.summary",
+                    "fix.status",
+                    "fix.summary",
+                ]
+                .iter()
+                .map(|c| {
+                    r.get(*c)
+                        .cloned()
+                        .unwrap_or_else(|| panic!("no {c} in {f}"))
+                })
+                .collect()
+            })
+            .collect()
+    };
+    assert_eq!(cells("all.csv"), cells("one.csv"));
+    let rows = by_id(&sb.join("all.csv"), "id");
+    assert_eq!(
+        rows["r01"]["fix.summary"],
+        "Fix r01 (fine) given audited r01/audit"
+    );
+    assert_eq!(rows["r02"]["fix.status"], "failed");
+}

@@ -604,6 +604,8 @@ fn profile(
 /// Errors: every problem of the input files (exit 2, naming the file and line), nothing
 /// written.
 pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
+    // `--only failed` with a queue: the queue's verdicts say what failed (not this output).
+    let (settings, reseed) = crate::queue::only_failed(settings);
     let (instruction, table) = scan(&files, &settings)?;
     let chain = files.stages.take().map(Arc::new);
     if settings.batch_api && (files.runner_column.is_some() || files.model_column.is_some()) {
@@ -705,7 +707,7 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
         stdin_copy,
         ..Plan::new(spec, source, sinks, batch, WorkspaceFrom::Output, output)
     };
-    crate::queue::attach(super::order::apply(plan)?)
+    crate::queue::attach(super::order::apply(plan)?, reseed)
 }
 
 /// Parse the instruction and scan the input (CSV, or JSON Lines for a `.jsonl` file; the

@@ -170,6 +170,71 @@ pub(crate) fn seed(
     })
 }
 
+const RESEED: &str = r"
+if (redis.call('HGET', KEYS[1], 'generation') or '0') ~= ARGV[1] then return 0 end
+redis.call('HINCRBY', KEYS[1], 'generation', 1)
+local k = tonumber(ARGV[3])
+for i = 4, 3 + k do redis.call('HDEL', KEYS[3], ARGV[i]) end
+for i = 4 + k, #ARGV, 2 do
+  if ARGV[i + 1] == '' then
+    redis.call('XADD', KEYS[2], '*', 'id', ARGV[i])
+  else
+    redis.call('XADD', KEYS[2], '*', 'id', ARGV[i], 'check', ARGV[i + 1])
+  end
+end
+if tonumber(ARGV[2]) > 0 then redis.call('HINCRBY', KEYS[1], 'failed', 0 - tonumber(ARGV[2])) end
+return 1
+";
+
+/// What a finished run's queue holds for `--only failed` to choose from: its generation
+/// (how many times it was reseeded), its total and its verdicts (JSON text, checked by the
+/// caller). The generation is read first: a reseed that happens after it makes the
+/// [`reseed`] built on these a no-op.
+///
+/// Errors: the server failed.
+pub(crate) fn generation(
+    con: &mut Connection,
+    keys: &Keys,
+) -> redis::RedisResult<(String, u64, HashMap<String, String>)> {
+    let (generation, total): (Option<String>, Option<String>) = redis::cmd("HMGET")
+        .arg(keys.meta())
+        .arg("generation")
+        .arg("total")
+        .query(con)?;
+    let results: HashMap<String, String> = redis::cmd("HGETALL").arg(keys.results()).query(con)?;
+    let total = total.and_then(|t| t.trim().parse().ok()).unwrap_or(0);
+    Ok((generation.unwrap_or_else(|| "0".into()), total, results))
+}
+
+/// Start the run's next generation: forget the verdicts `forget` and hand `units` out
+/// again (new stream entries), the fleet's count of items that did not complete down by
+/// `failed` — only while the run is still at `generation`: `false` when another worker
+/// reseeded it first (nothing changed).
+///
+/// Errors: the server failed.
+pub(crate) fn reseed(
+    con: &mut Connection,
+    keys: &Keys,
+    (generation, failed): (&str, u64),
+    forget: &[String],
+    units: &[Unit],
+) -> redis::RedisResult<bool> {
+    let reseed = Script::new(RESEED);
+    let mut script = reseed.prepare_invoke();
+    script
+        .key(keys.meta())
+        .key(keys.items())
+        .key(keys.results())
+        .arg(generation)
+        .arg(failed)
+        .arg(forget.len())
+        .arg(forget);
+    for u in units {
+        script.arg(&u.id).arg(u.check.as_deref().unwrap_or(""));
+    }
+    script.invoke::<i64>(con).map(|done| done == 1)
+}
+
 const CLAIM: &str = r"
 local function first(entries)
   for _, e in ipairs(entries) do

@@ -56,19 +56,39 @@ pub(crate) fn verdicts(
     let known: HashSet<&str> = ids.iter().map(String::as_str).collect();
     let mut by_id: HashMap<String, Outcome> = HashMap::new();
     for (id, json) in &h.results {
-        let shown = crate::shown::terminal_safe(id);
-        let bad = |why: String| {
-            Error::Usage(format!(
-                "the queue at {url} holds a result for item `{shown}` that is not valid ({why}); it was not written by a runner of this batch"
-            ))
-        };
-        let v: Verdict = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
-        if v.outcome.id != *id || !known.contains(id.as_str()) {
-            return Err(bad("no item of this batch has that id".into()));
-        }
-        by_id.insert(id.clone(), v.outcome);
+        by_id.insert(id.clone(), checked(url, id, json, &known)?);
     }
     Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
+}
+
+/// The outcome a stored result `json` under item `id` holds, checked as a journal line is:
+/// a verdict whose outcome is `id`'s, `id` one of the batch's (`known`).
+///
+/// Errors (exit 2): anything else, naming the item (made safe to show) and what is wrong.
+pub(crate) fn checked(
+    url: &QueueUrl,
+    id: &str,
+    json: &str,
+    known: &HashSet<&str>,
+) -> Result<Outcome> {
+    let shown = crate::shown::terminal_safe(id);
+    let bad = |why: String| {
+        Error::Usage(format!(
+            "the queue at {url} holds a result for item `{shown}` that is not valid ({why}); it was not written by a runner of this batch: delete it (`HDEL <key>:results <id>`) or clear the key"
+        ))
+    };
+    let v: Verdict =
+        serde_json::from_str(json).map_err(|e| bad(crate::shown::terminal_safe(&e.to_string())))?;
+    if !known.contains(id) {
+        return Err(bad("no item of this batch has that id".into()));
+    }
+    if v.outcome.id != id {
+        return Err(bad(format!(
+            "its outcome is item `{}`'s",
+            crate::shown::terminal_safe(&v.outcome.id)
+        )));
+    }
+    Ok(v.outcome)
 }
 
 /// `runner status --queue`'s text for what `keys` holds, a worker dead once it has not

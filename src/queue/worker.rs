@@ -55,6 +55,8 @@ pub(crate) struct Worker {
     keys: Keys,
     input: String,
     fingerprint: String,
+    /// `--only failed`: reseed the failed items of a run that is over.
+    reseed: bool,
     name: String,
     to_thread: Sender<Cmd>,
     from_run: Option<Receiver<Cmd>>,
@@ -64,14 +66,21 @@ pub(crate) struct Worker {
 
 impl Worker {
     /// A worker of the queue at `url` for the batch read from the input named `input` with
-    /// content `fingerprint`, and the sink that sends it the run's outcomes.
-    pub(crate) fn new(url: QueueUrl, input: &str, fingerprint: String) -> (Worker, Results) {
+    /// content `fingerprint`, and the sink that sends it the run's outcomes; `reseed`:
+    /// `--only failed` ([`Worker::reseed_failed`]).
+    pub(crate) fn new(
+        url: QueueUrl,
+        input: &str,
+        fingerprint: String,
+        reseed: bool,
+    ) -> (Worker, Results) {
         let (to_thread, from_run) = std::sync::mpsc::channel();
         let worker = Worker {
             url,
             keys: Keys::for_input(input),
             input: input.to_owned(),
             fingerprint,
+            reseed,
             name: worker_name(),
             to_thread: to_thread.clone(),
             from_run: Some(from_run),
@@ -107,6 +116,68 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+impl Worker {
+    /// `--only failed`: when every item of the queue's run has its verdict, start its next
+    /// generation with the units one of whose verdicts is neither completed nor blocked
+    /// (their verdicts forgotten, the completed ones kept); of workers arriving together one
+    /// does it, the others join it. A run still going on is joined as it is.
+    ///
+    /// Errors: the server failed (exit 3); a stored verdict is not valid (exit 2, naming it).
+    fn reseed_failed(&self, con: &mut Connection, units: &Units) -> Result<()> {
+        let (generation, total, results) =
+            server::generation(con, &self.keys).map_err(|e| failed(&self.url, &e))?;
+        if (results.len() as u64) < total {
+            tracing::info!(
+                "joined the queue {}: its run is still going on (--only failed hands out what failed once every item has its verdict)",
+                self.url
+            );
+            return Ok(());
+        }
+        let known: HashSet<&str> = units.group_of.keys().map(String::as_str).collect();
+        let mut verdicts = HashMap::new();
+        for (id, json) in &results {
+            verdicts.insert(
+                id.as_str(),
+                super::view::checked(&self.url, id, json, &known)?.status,
+            );
+        }
+        use crate::report::ItemStatus::{Blocked, Completed, Skipped};
+        let (mut again, mut forget, mut counted) = (Vec::new(), Vec::new(), 0u64);
+        for unit in &units.order {
+            let ids: Vec<&str> = units.items[unit].iter().map(|i| i.id.as_str()).collect();
+            let statuses: Vec<_> = ids.iter().filter_map(|id| verdicts.get(id)).collect();
+            if statuses.iter().all(|s| matches!(s, Completed | Blocked)) {
+                continue;
+            }
+            counted += statuses
+                .iter()
+                .filter(|s| !matches!(s, Completed | Skipped))
+                .count() as u64;
+            forget.extend(
+                ids.iter()
+                    .filter(|id| verdicts.contains_key(*id))
+                    .map(|id| (*id).to_owned()),
+            );
+            again.push(units.seed_of(unit));
+        }
+        if again.is_empty() {
+            tracing::info!("joined the queue {}: no item of its run failed", self.url);
+            return Ok(());
+        }
+        let reseeded = server::reseed(con, &self.keys, (&generation, counted), &forget, &again)
+            .map_err(|e| failed(&self.url, &e))?;
+        match reseeded {
+            true => tracing::info!(
+                "--only failed: {} item(s) handed out again on the queue {}",
+                again.len(),
+                self.url
+            ),
+            false => tracing::info!("joined the queue {}: another worker reseeded it", self.url),
+        }
+        Ok(())
+    }
+}
+
 impl SharedQueue for Worker {
     fn join(&mut self, items: ItemStream) -> Result<()> {
         let mut units = Units::default();
@@ -126,6 +197,7 @@ impl SharedQueue for Worker {
         .map_err(|e| failed(&self.url, &e))?;
         match seeded {
             Seeded::Now => tracing::info!("seeded the queue {} with {total} items", self.url),
+            Seeded::Before if self.reseed => self.reseed_failed(&mut con, &units)?,
             Seeded::Before => tracing::info!("joined the queue {}", self.url),
             Seeded::Other(have) => {
                 return Err(Error::Usage(format!(
@@ -595,15 +667,15 @@ impl Units {
 
     /// What seeding puts in the stream, in order.
     fn seeds(&self) -> Vec<server::Unit> {
-        self.order
-            .iter()
-            .map(|id| {
-                let first = self.items.get(id).and_then(|i| i.first()).map(|i| &i.id);
-                server::Unit {
-                    id: id.clone(),
-                    check: first.filter(|f| *f != id).cloned(),
-                }
-            })
-            .collect()
+        self.order.iter().map(|id| self.seed_of(id)).collect()
+    }
+
+    /// The stream entry of unit `id`.
+    fn seed_of(&self, id: &str) -> server::Unit {
+        let first = self.items.get(id).and_then(|i| i.first()).map(|i| &i.id);
+        server::Unit {
+            id: id.to_owned(),
+            check: first.filter(|f| *f != id).cloned(),
+        }
     }
 }

@@ -694,3 +694,51 @@ fn a_staged_batch_on_three_workers_gives_the_output_of_one_process() {
     );
     assert_eq!(rows["r02"]["fix.status"], "failed");
 }
+
+#[test]
+fn only_failed_hands_out_again_exactly_what_failed_in_the_queue() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    // r02 fails on its first attempt only, r04 always.
+    sb.write_csv("id,mode\nr01,success\nr02,flaky\nr03,success\nr04,failed\n");
+    let first = finish(worker(&sb, &redis, "2", "a.csv"));
+    assert_eq!(first.code, 1, "{first:?}");
+    assert_eq!(redis.verdicts(), 4);
+    let kept = |id: &str| redis.cli(&["HGET", "runner:in.csv:results", id]);
+    let (r01, r03) = (kept("r01"), kept("r03"));
+    let entries = || redis.number(&["XLEN", "runner:in.csv:items"]);
+    assert_eq!(entries(), 4);
+    // The rerun: the queue's two failed items, and only they, are handed out again.
+    let mut c = sb.fake_batch_cmd(&["--queue", &redis.url(), "-o", "a.csv", "--only", "failed"]);
+    c.env("RUNNER_QUEUE_LEASE_MS", "1000");
+    let again: Run = c.output().expect("spawn").into();
+    assert_eq!(again.code, 1, "r04 failed again: {again:?}");
+    assert_eq!(ran(&again), 2, "{again:?}");
+    assert_eq!(entries(), 6);
+    assert_eq!(redis.verdicts(), 4);
+    assert_eq!(
+        (kept("r01"), kept("r03")),
+        (r01, r03),
+        "completed ones kept"
+    );
+    // Seeding once more without --only is still a no-op: the run is over.
+    let plain = finish(worker(&sb, &redis, "2", "b.csv"));
+    assert_eq!(plain.code, 0, "{plain:?}");
+    assert_eq!(ran(&plain), 0, "{plain:?}");
+    assert_eq!(entries(), 6);
+    // collect shows the merged run.
+    let c = collect(&sb, &redis, "all.csv");
+    assert_eq!(c.code, 1, "{c:?}");
+    let rows = by_id(&sb.join("all.csv"), "id");
+    assert_eq!(rows["r01"]["status"], "completed");
+    assert_eq!(rows["r02"]["status"], "completed");
+    assert_eq!(rows["r02"]["attempts"], "2");
+    assert_eq!(rows["r03"]["status"], "completed");
+    assert_eq!(rows["r04"]["status"], "failed");
+    // Another batch under the key is still refused with --only failed.
+    sb.write("instr.md", "Something else for {id}. MODE={mode}\n");
+    let other = sb.fake_batch(&["--queue", &redis.url(), "-o", "c.csv", "--only", "failed"]);
+    assert_eq!(other.code, 2, "{other:?}");
+    assert!(other.stderr.contains("holds another batch"), "{other:?}");
+    assert_eq!(entries(), 6);
+}

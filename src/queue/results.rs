@@ -27,6 +27,12 @@ impl Reporter for Results {
                 until_ms: u64::try_from(t.as_millisecond()).unwrap_or(0),
             });
         }
+        if let Event::AttemptStarted { id, attempt, .. } = event {
+            let _ = self.to_queue.send(Cmd::Started {
+                id: id.clone(),
+                attempt: *attempt,
+            });
+        }
         let Event::ItemFinished(outcome) = event else {
             return;
         };

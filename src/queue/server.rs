@@ -11,6 +11,8 @@
 //!   first valid finish is the verdict;
 //! - `…:duplicates` (list): every later finish of an item that had its verdict (its cost
 //!   counts all the same);
+//! - `…:attempts` (hash): item id → the highest attempt number any worker started of it, so
+//!   a worker that takes an item over continues its numbering (and its `--retries`);
 //! - `…:workers` (hash): worker name → when it last renewed its leases (ms since the epoch);
 //! - `…:pause` (string, expiring with it): the end of the fleet's rate-limit pause (ms since
 //!   the epoch): a worker that meets a 429 sets it, every worker's gate pauses until then.
@@ -71,6 +73,9 @@ impl Keys {
     pub(crate) fn pause(&self) -> String {
         self.key("pause")
     }
+    pub(crate) fn attempts(&self) -> String {
+        self.key("attempts")
+    }
 }
 
 /// A connection to the queue's server, with its URL for messages (password redacted).
@@ -112,7 +117,7 @@ if have then
   if have == ARGV[1] then return {0, have} end
   return {2, have}
 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('XGROUP', 'CREATE', KEYS[2], ARGV[4], '0', 'MKSTREAM')
 for i = 5, #ARGV, 2 do
   if ARGV[i + 1] == '' then
@@ -155,6 +160,7 @@ pub(crate) fn seed(
         .key(keys.items())
         .key(keys.results())
         .key(keys.duplicates())
+        .key(keys.attempts())
         .arg(fingerprint)
         .arg(total)
         .arg(input)
@@ -174,7 +180,7 @@ const RESEED: &str = r"
 if (redis.call('HGET', KEYS[1], 'generation') or '0') ~= ARGV[1] then return 0 end
 redis.call('HINCRBY', KEYS[1], 'generation', 1)
 local k = tonumber(ARGV[3])
-for i = 4, 3 + k do redis.call('HDEL', KEYS[3], ARGV[i]) end
+for i = 4, 3 + k do redis.call('HDEL', KEYS[3], ARGV[i]); redis.call('HDEL', KEYS[4], ARGV[i]) end
 for i = 4 + k, #ARGV, 2 do
   if ARGV[i + 1] == '' then
     redis.call('XADD', KEYS[2], '*', 'id', ARGV[i])
@@ -206,7 +212,8 @@ pub(crate) fn generation(
     Ok((generation.unwrap_or_else(|| "0".into()), total, results))
 }
 
-/// Start the run's next generation: forget the verdicts `forget` and hand `units` out
+/// Start the run's next generation: forget the verdicts `forget` (and their attempts, so
+/// each has its `--retries` again, as `--only failed` on one machine) and hand `units` out
 /// again (new stream entries), the fleet's count of items that did not complete down by
 /// `failed` — only while the run is still at `generation`: `false` when another worker
 /// reseeded it first (nothing changed).
@@ -225,6 +232,7 @@ pub(crate) fn reseed(
         .key(keys.meta())
         .key(keys.items())
         .key(keys.results())
+        .key(keys.attempts())
         .arg(generation)
         .arg(failed)
         .arg(forget.len())
@@ -523,4 +531,43 @@ pub(crate) fn verdicts_of(
         return Ok(Vec::new());
     }
     redis::cmd("HMGET").arg(keys.results()).arg(ids).query(con)
+}
+
+const STARTED: &str = r"
+local c = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') or 0
+if tonumber(ARGV[2]) > c then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+return 1
+";
+
+/// Note that a worker started attempt number `attempt` of item `id` (kept when higher than
+/// the number noted).
+///
+/// Errors: the server failed.
+pub(crate) fn started(
+    con: &mut Connection,
+    keys: &Keys,
+    id: &str,
+    attempt: u32,
+) -> redis::RedisResult<()> {
+    Script::new(STARTED)
+        .key(keys.attempts())
+        .arg(id)
+        .arg(attempt)
+        .invoke::<i64>(con)
+        .map(|_| ())
+}
+
+/// The highest attempt number started of each of `ids` as stored (text, checked by the
+/// caller), `None` for one with none.
+///
+/// Errors: the server failed.
+pub(crate) fn attempts_of(
+    con: &mut Connection,
+    keys: &Keys,
+    ids: &[String],
+) -> redis::RedisResult<Vec<Option<String>>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    redis::cmd("HMGET").arg(keys.attempts()).arg(ids).query(con)
 }

@@ -45,6 +45,13 @@ pub(crate) enum Cmd {
     },
     /// The run's gate, for the fleet's pauses to reach it.
     Gate(Arc<Gate>),
+    /// An attempt of an item started: its number, for a worker that takes it over.
+    Started {
+        /// The item.
+        id: String,
+        /// The attempt's number.
+        attempt: u32,
+    },
     /// The run is over: record what is left and end.
     Stop,
 }
@@ -375,6 +382,9 @@ impl Thread {
                 }
             }
             Cmd::Gate(gate) => self.gate = Some(gate),
+            Cmd::Started { id, attempt } => {
+                self.with(|con, keys, _| server::started(con, keys, &id, attempt));
+            }
             Cmd::Stop => return true,
         }
         false
@@ -587,9 +597,10 @@ impl Thread {
         match self.prerequisites(&after) {
             Prerequisites::Done => {
                 self.want = self.want.saturating_sub(1);
-                for mut item in items {
+                let before = self.attempts_before(&items);
+                for (mut item, before) in items.into_iter().zip(before) {
                     item.after.retain(|d| own.contains(d));
-                    let _ = self.to_feed.send(Claimed::Item(Box::new(item)));
+                    let _ = self.to_feed.send(Claimed::Item(Box::new(item), before));
                 }
             }
             Prerequisites::Pending => self.blocked.push(unit),
@@ -609,6 +620,30 @@ impl Thread {
                 self.unrecorded.push_back((unit, outcomes));
             }
         }
+    }
+
+    /// The highest attempt number the fleet started of each of `items` (0: none, or the
+    /// server did not answer). A value that is no number is not believed: warned of, and 0.
+    fn attempts_before(&mut self, items: &[WorkItem]) -> Vec<u32> {
+        let ids: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
+        let found = self
+            .with(|con, keys, _| server::attempts_of(con, keys, &ids))
+            .unwrap_or_default();
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| match found.get(i).cloned().flatten() {
+                None => 0,
+                Some(text) => text.trim().parse::<u32>().unwrap_or_else(|_| {
+                    tracing::warn!(
+                        "the queue at {} holds `{}` as the attempts of item {}, which is no number: ignored",
+                        self.url,
+                        crate::shown::terminal_safe(&text),
+                        crate::shown::terminal_safe(id)
+                    );
+                    0
+                }),
+            })
+            .collect()
     }
 
     /// Where `after` stands in the queue's verdicts; a verdict that does not parse counts

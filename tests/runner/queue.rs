@@ -742,3 +742,59 @@ fn only_failed_hands_out_again_exactly_what_failed_in_the_queue() {
     assert!(other.stderr.contains("holds another batch"), "{other:?}");
     assert_eq!(entries(), 6);
 }
+
+#[test]
+fn an_item_taken_over_from_a_killed_worker_continues_its_attempts() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    // r01 fails once released, r02 completes; one retry each.
+    sb.write_csv("id,mode\nr01,wait_then_fail\nr02,wait_file\n");
+    let release = sb.join("release");
+    let mut c = sb.fake_batch_cmd(&["--queue", &redis.url(), "-j", "1", "-o", "a.csv"]);
+    c.args(["--retries", "1"])
+        .env("RELEASE_FILE", &release)
+        .env("RUNNER_QUEUE_LEASE_MS", "1000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut first = c.spawn().expect("spawn");
+    // Its first attempt of r01 started, and the queue knows it.
+    wait_for("the first worker to start r01", 30, || {
+        redis.cli(&["HGET", "runner:in.csv:attempts", "r01"]).trim() == "1"
+    });
+    let _ = Command::new("kill")
+        .args(["-9", &first.id().to_string()])
+        .status();
+    let _ = first.wait();
+    for (pid, _) in sb.live_processes() {
+        let _ = Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .stderr(Stdio::null())
+            .status();
+    }
+    std::fs::write(&release, "").expect("release");
+    let mut c = sb.fake_batch_cmd(&["--queue", &redis.url(), "-j", "2", "-o", "b.csv"]);
+    c.args(["--retries", "1"])
+        .env("RELEASE_FILE", &release)
+        .env("RUNNER_QUEUE_LEASE_MS", "1000");
+    let second: Run = c.output().expect("spawn").into();
+    assert_eq!(second.code, 1, "{second:?}");
+    // The taken-over r01 is its attempt 2 — the last --retries 1 allows — and not retried.
+    let journal =
+        std::fs::read_to_string(sb.workspace_of(&sb.join("b.runner")).join("journal.jsonl"))
+            .expect("journal");
+    let starts: Vec<u64> = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "attempt_started" && v["id"] == "r01")
+        .filter_map(|v| v["attempt"].as_u64())
+        .collect();
+    assert_eq!(starts, [2], "{journal}");
+    let c = collect(&sb, &redis, "all.csv");
+    assert_eq!(c.code, 1, "{c:?}");
+    let rows = by_id(&sb.join("all.csv"), "id");
+    assert_eq!(rows["r01"]["status"], "failed");
+    assert_eq!(rows["r01"]["attempts"], "2");
+    assert_eq!(rows["r02"]["status"], "completed");
+    assert_eq!(rows["r02"]["attempts"], "1");
+    assert!(sb.survivors_after(5.0).is_empty());
+}

@@ -84,12 +84,36 @@ impl Keys {
 pub(crate) fn connect(url: &QueueUrl) -> Result<Connection> {
     let failed = |e: redis::RedisError| {
         Error::Environment(format!(
-            "cannot reach the queue at {url}: {}; start the Redis server or fix --queue",
-            crate::redact::urls(&e.to_string())
+            "cannot reach the queue at {url}: {}; start the Redis server or fix --queue{}",
+            crate::redact::urls(&e.to_string()),
+            match url.tls() {
+                true => " (a server whose certificate a private CA signed: --queue-ca FILE)",
+                false => "",
+            }
         ))
     };
     crate::queue::tls_provider();
-    let client = redis::Client::open(url.secret_url()).map_err(failed)?;
+    let client = match url.ca() {
+        None => redis::Client::open(url.secret_url()).map_err(failed)?,
+        Some(_) if !url.tls() => {
+            return Err(Error::Usage(format!(
+                "--queue-ca names the CA of a TLS queue, and {url} is not one: use rediss:// or drop --queue-ca"
+            )));
+        }
+        Some(path) => {
+            let pem = std::fs::read(path).map_err(|e| {
+                Error::Usage(format!(
+                    "--queue-ca {}: cannot read it ({e}); give the PEM file of the queue's CA certificates",
+                    path.display()
+                ))
+            })?;
+            let certs = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem),
+            };
+            redis::Client::build_with_tls(url.secret_url(), certs).map_err(failed)?
+        }
+    };
     let con = client
         .get_connection_with_timeout(Duration::from_secs(5))
         .map_err(failed)?;

@@ -317,7 +317,11 @@ impl Settings {
                 .weight_column
                 .clone()
                 .or_else(|| file.weight_column.clone()),
-            queue: flags.queue.clone().or_else(|| file.queue.clone()),
+            queue: flags
+                .queue
+                .clone()
+                .or_else(|| file.queue.clone())
+                .map(|q| q.with_ca(flags.queue_ca.clone())),
             format: outputs.format,
             log_cap: outputs.log_cap,
             junit: outputs.junit,

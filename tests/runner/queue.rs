@@ -14,12 +14,19 @@ struct Redis {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
+    /// TLS only: the `--tls-*` arguments (its port is then the TLS port, plain TCP off).
+    tls: Vec<String>,
 }
 
 impl Redis {
     /// Start one; `None` (the test skips, or fails under RUNNER_TEST_REQUIRE_ALL) when
     /// `redis-server` is not installed.
     fn start() -> Option<Redis> {
+        Redis::start_with(Vec::new())
+    }
+
+    /// Start one speaking TLS only, with `tls` its `--tls-*` arguments.
+    fn start_with(tls: Vec<String>) -> Option<Redis> {
         if Command::new("redis-server")
             .arg("--version")
             .output()
@@ -38,14 +45,22 @@ impl Redis {
             child: None,
             port,
             dir: tempfile::tempdir().expect("tempdir"),
+            tls,
         };
         r.spawn();
         Some(r)
     }
 
     fn spawn(&mut self) {
+        let port = self.port.to_string();
+        let ports = match self.tls.is_empty() {
+            true => vec!["--port", &port],
+            false => vec!["--port", "0", "--tls-port", &port],
+        };
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(ports)
+            .args(&self.tls)
+            .args(["--bind", "127.0.0.1"])
             .args(["--appendonly", "yes", "--save", "", "--daemonize", "no"])
             .arg("--dir")
             .arg(self.dir.path())
@@ -54,6 +69,12 @@ impl Redis {
             .spawn()
             .expect("spawn redis-server");
         self.child = Some(child);
+        if !self.tls.is_empty() {
+            wait_for("redis-server to listen", 20, || {
+                std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            });
+            return;
+        }
         wait_for("redis-server to answer", 20, || {
             self.cli(&["PING"]).trim() == "PONG"
         });
@@ -797,4 +818,103 @@ fn an_item_taken_over_from_a_killed_worker_continues_its_attempts() {
     assert_eq!(rows["r02"]["status"], "completed");
     assert_eq!(rows["r02"]["attempts"], "1");
     assert!(sb.survivors_after(5.0).is_empty());
+}
+
+/// A throwaway CA's certificate (PEM) and a server certificate for 127.0.0.1 it signed, with
+/// its key: (ca, cert, key).
+fn certificates() -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().expect("a CA key");
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca, ca_key).expect("a CA");
+    let key = rcgen::KeyPair::generate().expect("a server key");
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .expect("server params")
+        .signed_by(&key, &ca)
+        .expect("a server certificate");
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}
+
+#[test]
+fn a_run_over_tls_completes_and_a_wrong_ca_is_refused() {
+    let sb = Sandbox::new();
+    let (ca, cert, key) = certificates();
+    let (other_ca, _, _) = certificates();
+    sb.write("ca.pem", &ca);
+    sb.write("other-ca.pem", &other_ca);
+    let certs = tempfile::tempdir().expect("tempdir");
+    let at = |name: &str, text: &str| {
+        let p = certs.path().join(name);
+        std::fs::write(&p, text).expect("write a certificate");
+        p.display().to_string()
+    };
+    let tls = vec![
+        "--tls-cert-file".to_owned(),
+        at("server.pem", &cert),
+        "--tls-key-file".to_owned(),
+        at("server.key", &key),
+        "--tls-ca-cert-file".to_owned(),
+        at("ca.pem", &ca),
+        "--tls-auth-clients".to_owned(),
+        "no".to_owned(),
+        "--requirepass".to_owned(),
+        "hunter2-secret".to_owned(),
+    ];
+    let Some(redis) = Redis::start_with(tls) else {
+        return;
+    };
+    let url = format!("rediss://:hunter2-secret@127.0.0.1:{}", redis.port);
+    let release = batch(&sb, 3);
+    std::fs::write(&release, "").expect("release");
+    let before = sb.tree();
+    // A CA that did not sign the server's certificate: refused, the URL named, redacted.
+    for ca_flag in [Some("other-ca.pem"), None] {
+        let mut args = vec!["--queue", url.as_str(), "-o", "a.csv"];
+        if let Some(f) = ca_flag {
+            args.extend(["--queue-ca", f]);
+        }
+        let r: Run = sb
+            .fake_batch_cmd(&args)
+            .env("RELEASE_FILE", &release)
+            .output()
+            .expect("spawn")
+            .into();
+        assert_eq!(r.code, 3, "{r:?}");
+        let named = format!("rediss://:REDACTED@127.0.0.1:{}", redis.port);
+        assert!(r.stderr.contains(&named), "{r:?}");
+        assert!(r.stderr.contains("--queue-ca"), "{r:?}");
+        assert!(!r.stderr.contains("hunter2"), "{r:?}");
+        assert_eq!(sb.tree(), before, "nothing on disk changed");
+    }
+    // Its own CA: the run completes over TLS, and collect reads it back.
+    let w: Run = sb
+        .fake_batch_cmd(&["--queue", &url, "--queue-ca", "ca.pem", "-o", "a.csv"])
+        .env("RELEASE_FILE", &release)
+        .output()
+        .expect("spawn")
+        .into();
+    assert_eq!(w.code, 0, "{w:?}");
+    assert_eq!(ran(&w), 3, "{w:?}");
+    let c = sb.run(&[
+        "collect",
+        "--queue",
+        &url,
+        "--queue-ca",
+        "ca.pem",
+        "--input",
+        "in.csv",
+        "--instruction",
+        "instr.md",
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+        "-o",
+        "all.csv",
+    ]);
+    assert_eq!(c.code, 0, "{c:?}");
+    assert_eq!(rows(&sb.join("all.csv")).len(), 3);
+    let s = sb.run(&["status", "--queue", &url, "--queue-ca", "ca.pem", "in.csv"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert!(s.stdout.contains("3 of 3 done"), "{s:?}");
 }

@@ -309,8 +309,8 @@ pub(crate) struct Claim {
     pub item: Option<(String, String)>,
     /// Items that have their verdict.
     pub done: u64,
-    /// Items of the batch.
-    pub total: u64,
+    /// Items of the batch; `None` when `meta`'s `total` is not a number (read as input).
+    pub total: Option<u64>,
 }
 
 /// Claim one item for `worker`: a new one, else one whose worker has not renewed its lease
@@ -334,7 +334,7 @@ pub(crate) fn claim(
     Ok(Claim {
         item: (!entry.is_empty()).then_some((entry, id)),
         done,
-        total: total.parse().unwrap_or(0),
+        total: total.trim().parse().ok(),
     })
 }
 

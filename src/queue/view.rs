@@ -111,12 +111,17 @@ pub(crate) fn status_text(url: &QueueUrl, keys: &Keys, h: &Holdings, lease: Dura
     let lease_ms = lease.as_millis() as u64;
     let mut statuses: BTreeMap<String, u64> = BTreeMap::new();
     let mut cost = 0.0;
-    for json in h.results.values() {
-        if let Ok(v) = serde_json::from_str::<Verdict>(json) {
-            *statuses.entry(v.outcome.status.to_string()).or_default() += 1;
-            cost += v.outcome.cost_usd.unwrap_or(0.0);
+    let mut invalid: Vec<String> = Vec::new();
+    for (id, json) in &h.results {
+        match serde_json::from_str::<Verdict>(json) {
+            Ok(v) if v.outcome.id == *id => {
+                *statuses.entry(v.outcome.status.to_string()).or_default() += 1;
+                cost += v.outcome.cost_usd.unwrap_or(0.0);
+            }
+            _ => invalid.push(crate::shown::terminal_safe(id)),
         }
     }
+    invalid.sort();
     let mut dup_cost = 0.0;
     for json in &h.duplicates {
         if let Ok(v) = serde_json::from_str::<Verdict>(json) {
@@ -145,6 +150,12 @@ pub(crate) fn status_text(url: &QueueUrl, keys: &Keys, h: &Holdings, lease: Dura
     text.push_str(&format!("; {held} running; {} pending\n", h.unclaimed));
     if cost > 0.0 || dup_cost > 0.0 {
         text.push_str(&format!("Cost: ${cost:.4}, duplicates ${dup_cost:.4}\n"));
+    }
+    if !invalid.is_empty() {
+        text.push_str(&format!(
+            "Not valid: the result of {} (not written by a runner; not counted)\n",
+            invalid.join(", ")
+        ));
     }
     if !h.duplicates.is_empty() {
         text.push_str(&format!(
@@ -177,10 +188,11 @@ pub(crate) fn status_text(url: &QueueUrl, keys: &Keys, h: &Holdings, lease: Dura
     text
 }
 
-/// Whether every verdict `h` holds is `completed`.
+/// Whether every verdict `h` holds is a valid `completed` one.
 pub(crate) fn all_completed(h: &Holdings) -> bool {
-    h.results.values().all(|json| {
-        serde_json::from_str::<Verdict>(json)
-            .is_ok_and(|v| v.outcome.status == crate::report::ItemStatus::Completed)
+    h.results.iter().all(|(id, json)| {
+        serde_json::from_str::<Verdict>(json).is_ok_and(|v| {
+            v.outcome.id == *id && v.outcome.status == crate::report::ItemStatus::Completed
+        })
     })
 }

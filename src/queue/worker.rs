@@ -546,7 +546,15 @@ impl Thread {
                 return;
             };
             let Some((entry, id)) = claim.item else {
-                if claim.done >= claim.total {
+                let Some(total) = claim.total else {
+                    self.ended = true;
+                    let _ = self.to_feed.send(Claimed::Failed(Error::Usage(format!(
+                        "the queue at {} holds a `total` in `{}:meta` that is not a number; the key was changed by something else than a runner: clear it",
+                        self.url, self.keys.base
+                    ))));
+                    return;
+                };
+                if claim.done >= total {
                     self.ended = true;
                     let _ = self.to_feed.send(Claimed::End);
                 }
@@ -633,9 +641,10 @@ impl Thread {
             .enumerate()
             .map(|(i, id)| match found.get(i).cloned().flatten() {
                 None => 0,
-                Some(text) => text.trim().parse::<u32>().unwrap_or_else(|_| {
+                // More attempts than any run makes is not believed either.
+                Some(text) => text.trim().parse::<u32>().ok().filter(|n| *n <= 10_000).unwrap_or_else(|| {
                     tracing::warn!(
-                        "the queue at {} holds `{}` as the attempts of item {}, which is no number: ignored",
+                        "the queue at {} holds `{}` as the attempts of item {}, which is no attempt count: ignored",
                         self.url,
                         crate::shown::terminal_safe(&text),
                         crate::shown::terminal_safe(id)
@@ -655,13 +664,20 @@ impl Thread {
         let Some(found) = self.with(|con, keys, _| server::verdicts_of(con, keys, after)) else {
             return Prerequisites::Pending;
         };
+        let known: HashSet<&str> = self.units.group_of.keys().map(String::as_str).collect();
         for (dep, verdict) in after.iter().zip(found) {
             let Some(json) = verdict else {
                 return Prerequisites::Pending;
             };
-            let status = serde_json::from_str::<super::Verdict>(&json)
-                .map(|v| v.outcome.status.to_string())
-                .unwrap_or_else(|_| "no valid verdict".into());
+            // Checked like a journal line: one that is not valid is reported, and counts as
+            // a prerequisite that did not complete.
+            let status = match super::view::checked(&self.url, dep, &json, &known) {
+                Ok(outcome) => outcome.status.to_string(),
+                Err(e) => {
+                    tracing::warn!("{e}");
+                    "no valid verdict".into()
+                }
+            };
             if status != "completed" {
                 return Prerequisites::Failed(format!(
                     "prerequisite {dep} did not complete ({status})"

@@ -918,3 +918,47 @@ fn a_run_over_tls_completes_and_a_wrong_ca_is_refused() {
     assert_eq!(s.code, 0, "{s:?}");
     assert!(s.stdout.contains("3 of 3 done"), "{s:?}");
 }
+
+#[test]
+fn a_malformed_entry_in_the_queue_is_reported_not_trusted() {
+    let Some(redis) = Redis::start() else { return };
+    let sb = Sandbox::new();
+    sb.write_csv("id,mode\nr01,success\nr02,failed\nr03,success\n");
+    let first = finish(worker(&sb, &redis, "2", "a.csv"));
+    assert_eq!(first.code, 1, "{first:?}");
+    let results = "runner:in.csv:results";
+    let r01 = redis.cli(&["HGET", results, "r01"]).trim().to_owned();
+    let only_failed = || -> Run {
+        let mut c =
+            sb.fake_batch_cmd(&["--queue", &redis.url(), "-o", "a.csv", "--only", "failed"]);
+        c.env("RUNNER_QUEUE_LEASE_MS", "1000");
+        c.output().expect("spawn").into()
+    };
+    // Someone else wrote the queue: r02's verdict has a status no runner writes.
+    let forged = r01
+        .replace("\"r01\"", "\"r02\"")
+        .replace("\"completed\"", "\"exploded\"");
+    assert_ne!(forged, r01);
+    redis.cli(&["HSET", results, "r02", &forged]);
+    let r = only_failed();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("item `r02` that is not valid"), "{r:?}");
+    // Nothing was handed out again on its word.
+    assert_eq!(redis.number(&["XLEN", "runner:in.csv:items"]), 3);
+    let s = sb.run(&["status", "--queue", &redis.url(), "in.csv"]);
+    assert_eq!(s.code, 1, "{s:?}");
+    assert!(s.stdout.contains("Not valid: the result of r02"), "{s:?}");
+    // r01's verdict under r03's id: an outcome of another item.
+    redis.cli(&["HSET", results, "r02", &r01.replace("\"r01\"", "\"r02\"")]);
+    redis.cli(&["HSET", results, "r03", &r01]);
+    let r = only_failed();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("its outcome is item `r01`'s"), "{r:?}");
+    assert_eq!(redis.number(&["XLEN", "runner:in.csv:items"]), 3);
+    // A `total` that is no number: the worker says so instead of taking the run for over.
+    redis.cli(&["HSET", results, "r03", &r01.replace("\"r01\"", "\"r03\"")]);
+    redis.cli(&["HSET", "runner:in.csv:meta", "total", "many"]);
+    let w = finish(worker(&sb, &redis, "2", "b.csv"));
+    assert_eq!(w.code, 2, "{w:?}");
+    assert!(w.stderr.contains("`total`"), "{w:?}");
+}

@@ -2,9 +2,11 @@
 //! script (DESIGN §9b). Under the batch's key `runner:<input file name>`:
 //!
 //! - `…:meta` (hash): `fingerprint` (the batch's content hash, [`crate::run::record::team::BatchId`]),
-//!   `total` (items), `input` (the input's name, for messages);
-//! - `…:items` (stream, consumer group `workers`): one entry per item, field `id`, in the
-//!   order they are handed out. Read by the group = claimed by that worker; acknowledged =
+//!   `total` (items), `input` (the input's name, for messages), `generation` (times
+//!   `--only failed` reseeded the run), `spent_usd` and `failed` (the fleet's totals);
+//! - `…:items` (stream, consumer group `workers`): one entry per unit — an item, or a
+//!   staged row with all its stages —, fields `id` and, for a row, `check` (its first
+//!   stage's item id), in the order they are handed out. Read by the group = claimed by that worker; acknowledged =
 //!   it has its verdict; pending and idle longer than the lease = its worker is gone, and
 //!   `XAUTOCLAIM` hands it to another;
 //! - `…:results` (hash): item id → `{"worker": …, "outcome": {…}}`, set once (`HSETNX`): the

@@ -285,7 +285,7 @@ impl Settings {
         let isolation = groups::isolation(flags, file)?;
         let selection = groups::selection(flags)?;
         let outputs = groups::outputs(flags, file, selection.shard)?;
-        let settings = Settings {
+        let mut settings = Settings {
             runner: chosen.runner,
             runner_from: chosen.runner_from,
             // Checked as the user wrote it (messages name their words), run from anywhere:
@@ -317,11 +317,7 @@ impl Settings {
                 .weight_column
                 .clone()
                 .or_else(|| file.weight_column.clone()),
-            queue: flags
-                .queue
-                .clone()
-                .or_else(|| file.queue.clone())
-                .map(|q| q.with_ca(flags.queue_ca.clone())),
+            queue: flags.queue.clone().or_else(|| file.queue.clone()),
             format: outputs.format,
             log_cap: outputs.log_cap,
             junit: outputs.junit,
@@ -343,6 +339,11 @@ impl Settings {
             notify: groups::notify(flags, file)?,
             warnings: chosen.warnings,
         };
+        // `--queue-ca` goes with the queue, wherever its URL came from.
+        settings.queue = settings
+            .queue
+            .take()
+            .map(|q| q.with_ca(flags.queue_ca.clone()));
         settings.check_programs()?;
         crate::fsutil::check_parents(&[
             (settings.junit.as_deref(), "--junit"),

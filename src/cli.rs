@@ -336,6 +336,10 @@ pub(crate) struct StatusArgs {
     /// or input file): done, running per worker, pending, dead workers.
     #[arg(long, value_name = "redis://HOST[:PORT][/DB]", conflicts_with_all = ["watch", "list"])]
     pub queue: Option<crate::options::queue::QueueUrl>,
+    /// With `--queue rediss://…`: the PEM file of the CA certificates its server's
+    /// certificate must chain to.
+    #[arg(long, value_name = "FILE", requires = "queue")]
+    pub queue_ca: Option<PathBuf>,
     /// Refresh every second until the run ends.
     #[arg(long)]
     pub watch: bool,
@@ -699,6 +703,10 @@ pub(crate) struct RunArgs {
     /// shows the run.
     #[arg(long, value_name = "redis://HOST[:PORT][/DB]")]
     pub queue: Option<crate::options::queue::QueueUrl>,
+    /// The PEM file of the CA certificates a `rediss://` queue's server certificate must
+    /// chain to (a private CA), instead of the system's.
+    #[arg(long, value_name = "FILE")]
+    pub queue_ca: Option<PathBuf>,
     /// N for `--shard auto` (also RUNNER_SHARD_COUNT).
     #[arg(long, value_name = "N")]
     pub shard_count: Option<u32>,

@@ -146,6 +146,7 @@ pub(crate) fn status_args(workspace: Option<PathBuf>) -> crate::cli::StatusArgs 
     crate::cli::StatusArgs {
         workspace,
         queue: None,
+        queue_ca: None,
         watch: false,
         brief: true,
         list: false,

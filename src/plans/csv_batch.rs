@@ -396,6 +396,8 @@ fn to_item(
 /// Errors: every problem of the input files (exit 2, naming the file and line), nothing
 /// written.
 pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
+    // `--only failed` with a queue: the queue's verdicts say what failed (not this output).
+    let (settings, reseed) = crate::queue::only_failed(settings);
     let (instruction, table) = scan(&files, &settings)?;
     let judge = super::judge_stage::take(&mut files, &settings, &table.headers)?;
     let chain = files.stages.take().map(Arc::new);
@@ -502,7 +504,7 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
         stdin_copy,
         ..Plan::new(spec, source, sinks, batch, WorkspaceFrom::Output, output)
     };
-    crate::queue::attach(super::order::apply(plan)?, choices.chain.is_some())
+    crate::queue::attach(super::order::apply(plan)?, reseed)
 }
 
 /// Parse the instruction and scan the input (CSV, or JSON Lines for a `.jsonl` file; the

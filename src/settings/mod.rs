@@ -292,7 +292,7 @@ impl Settings {
         let isolation = groups::isolation(flags, file)?;
         let selection = groups::selection(flags)?;
         let outputs = groups::outputs(flags, file, selection.shard)?;
-        let settings = Settings {
+        let mut settings = Settings {
             runner: chosen.runner,
             runner_from: chosen.runner_from,
             // Checked as the user wrote it (messages name their words), run from anywhere:
@@ -350,6 +350,11 @@ impl Settings {
             notify: groups::notify(flags, file)?,
             warnings: chosen.warnings,
         };
+        // `--queue-ca` goes with the queue, wherever its URL came from.
+        settings.queue = settings
+            .queue
+            .take()
+            .map(|q| q.with_ca(flags.queue_ca.clone()));
         settings.check_programs()?;
         crate::fsutil::check_parents(&[
             (settings.junit.as_deref(), "--junit"),

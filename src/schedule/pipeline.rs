@@ -79,6 +79,7 @@ pub(crate) fn run(
     plan.spec.settings.jobs = plan.spec.settings.jobs.min(items);
     let format = plan.spec.settings.format;
     plan.add_candidates()?;
+    plan.add_resolver()?;
     plan.settle_sandbox();
     plan.check()?;
     if plan.spec.settings.dry_run {
@@ -142,10 +143,17 @@ pub(crate) fn run(
         Some(selected),
         resumed,
         &mut sinks,
-        backend,
+        backend.clone(),
         interrupt,
     )?;
-    let isolation = finish_isolation(&spec, &mut team, source.as_ref(), &mut summary, &mut sinks)?;
+    let isolation = finish_isolation(
+        &spec,
+        &mut team,
+        source.as_ref(),
+        &mut summary,
+        &mut sinks,
+        backend,
+    )?;
     for file in guard.finish()? {
         tracing::warn!(
             "{} changed while this run was going on, where its sandboxed teammates could write it; the next run refuses to start from it until you have checked it (--accept-changes)",
@@ -345,7 +353,8 @@ fn open_team(
     Ok(team)
 }
 
-/// With worktree isolation, merge or keep each teammate's worktree ([`isolation::finish`]).
+/// With worktree isolation, merge or keep each teammate's worktree ([`isolation::finish`]);
+/// with `--on-conflict`, conflicting items go to a resolver running on `backend` (the run's).
 ///
 /// Errors: the source cannot be read again, or git fails.
 fn finish_isolation(
@@ -354,6 +363,7 @@ fn finish_isolation(
     source: &dyn ItemSource,
     summary: &mut RunSummary,
     reporter: &mut dyn Reporter,
+    backend: Arc<dyn Backend>,
 ) -> Result<Option<IsolationEnd>> {
     if spec.isolation.is_none() {
         return Ok(None);
@@ -362,7 +372,11 @@ fn finish_isolation(
         .items()?
         .map(|i| i.map(|i| i.id))
         .collect::<Result<Vec<_>>>()?;
-    isolation::finish(spec, team, &ids, summary, reporter)
+    let mut resolver = crate::schedule::unit::resolve::AgentResolver::new(spec, source, backend)?;
+    let resolver = resolver
+        .as_mut()
+        .map(|r| r as &mut dyn crate::run::isolation::conflict::Resolver);
+    isolation::finish(spec, team, &ids, summary, reporter, resolver)
 }
 
 /// Write the workspace's record to the archive `to`; whether it was written (an archive that

@@ -3,6 +3,7 @@
 //! merged in item order (with `--merge`), finished worktrees removed, and what is left
 //! described for the UI. The git mechanics are in [`crate::run::isolation::worktree`].
 
+pub(crate) mod conflict;
 pub(crate) mod leftovers;
 pub(crate) mod queue;
 pub(crate) mod review;
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::git::GitError;
 use crate::report::{self, ItemStatus, Verdict};
 use crate::run::RunSpec;
 use crate::run::events::{Event, Reporter, RunSummary};
@@ -19,6 +21,7 @@ use crate::run::record::journal::Entry;
 use crate::run::record::outcome::Outcome;
 use crate::run::record::team::Team;
 use crate::settings::Settings;
+use conflict::{Handoff, Landed, Resolver};
 use queue::MergeQueue;
 use worktree::Isolation;
 
@@ -118,7 +121,8 @@ pub(crate) struct IsolationEnd {
 /// with its merge commit or its failure) and shown (`reporter` gets an
 /// [`Event::ItemMerged`]); a resumed run passes over items merged before, also one whose
 /// merge landed but was not recorded (its commit is in the target). The summary is
-/// corrected for items a merge failed. `ids` are the run's items in input order.
+/// corrected for items a merge failed. `ids` are the run's items in input order. With
+/// `--on-conflict`, a conflicting item goes to `resolver` ([`conflict::resolve`]).
 ///
 /// Errors: the journal cannot be read or written.
 pub(crate) fn finish(
@@ -127,6 +131,7 @@ pub(crate) fn finish(
     ids: &[String],
     summary: &mut RunSummary,
     reporter: &mut dyn Reporter,
+    mut resolver: Option<&mut dyn Resolver>,
 ) -> Result<Option<IsolationEnd>> {
     let Some(iso) = &spec.isolation else {
         return Ok(None);
@@ -137,6 +142,7 @@ pub(crate) fn finish(
     };
     let mut queue: Option<MergeQueue> = None;
     let mut changed = Vec::new();
+    let mut landed: Vec<Landed> = Vec::new();
     for id in ids {
         let Some(mut o) = team.outcome(id)? else {
             continue;
@@ -167,6 +173,9 @@ pub(crate) fn finish(
         }
         // Merged and recorded by an earlier run (its branch deleted then), or waiting for
         // its review.
+        if let Some(merge) = &o.merged {
+            landed.push(landed_of(&o, merge));
+        }
         if o.merged.is_some() || o.awaiting_review {
             continue;
         }
@@ -179,6 +188,7 @@ pub(crate) fn finish(
             end.awaiting_review.push(o.teammate.clone());
             continue;
         }
+        let mut resolved_by = None;
         let q = match &queue {
             Some(q) => q,
             None => queue.insert(open_queue(spec, iso)?),
@@ -194,7 +204,22 @@ pub(crate) fn finish(
                     continue;
                 }
             },
-            None => q.merge(&branch, &o.title),
+            None => match (q.merge(&branch, &o.title), resolver.as_deref_mut()) {
+                (Err(GitError::Conflict(files)), Some(r)) => {
+                    let h = Handoff {
+                        queue: q,
+                        workspace: &spec.workspace,
+                        branch: &branch,
+                        files,
+                        landed: &landed,
+                        attempts: spec.settings.conflict_attempts,
+                    };
+                    let merged = conflict::resolve(&h, &mut o, r, team, reporter)?;
+                    resolved_by = merged.is_ok().then(|| r.who());
+                    merged
+                }
+                (merged, _) => merged,
+            },
         };
         let verdict = report::judge_merge(
             &Verdict {
@@ -213,10 +238,14 @@ pub(crate) fn finish(
         team.record(&Entry::ItemFinished {
             outcome: Box::new(o.clone()),
         })?;
-        let step = merge_step(&o, &branch, &end.target, false);
+        let mut step = merge_step(&o, &branch, &end.target, false);
+        if let Event::ItemMerged { resolved_by: by, .. } = &mut step {
+            *by = resolved_by;
+        }
         team.record(&step)?;
         reporter.event(&step);
-        if o.merged.is_some() {
+        if let Some(merge) = &o.merged {
+            landed.push(landed_of(&o, merge));
             let _ = iso.remove(&path);
             iso.delete_branch(&branch);
             end.merged.push(branch);
@@ -251,7 +280,18 @@ fn merge_step(o: &Outcome, branch: &str, into: &str, unchanged: bool) -> Event {
         },
         failure_kind: o.failure_kind,
         unchanged,
+        resolved_by: None,
         at: crate::run::now_rfc3339(),
+    }
+}
+
+/// Item `o`, merged as `merge`, as a resolver's prompt names it.
+fn landed_of(o: &Outcome, merge: &str) -> Landed {
+    Landed {
+        id: o.id.clone(),
+        title: o.title.clone(),
+        summary: o.summary.clone(),
+        merge: merge.to_owned(),
     }
 }
 

@@ -28,6 +28,7 @@ mod home;
 mod judge;
 mod prepare;
 mod prompt;
+pub(crate) mod resolve;
 mod retry;
 #[cfg(test)]
 mod tests;

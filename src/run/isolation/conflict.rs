@@ -79,7 +79,12 @@ fn met<'a>(repo: &Path, branch: &str, files: &[String], landed: &'a [Landed]) ->
     landed
         .iter()
         .filter(|l| {
-            let in_branch = git_sync(repo, &["merge-base", "--is-ancestor", &l.merge, branch], &[]).ok;
+            let in_branch = git_sync(
+                repo,
+                &["merge-base", "--is-ancestor", &l.merge, branch],
+                &[],
+            )
+            .ok;
             let range = format!("{}^1", l.merge);
             let mut args = vec!["diff", "--name-only", &range, &l.merge, "--"];
             args.extend(files.iter().map(String::as_str));
@@ -99,20 +104,30 @@ fn prompt(o: &Outcome, branch: &str, target: &str, files: &[String], met: &[&Lan
          What item {id} did: {summary}\n\nFiles in conflict:\n",
         id = o.id,
         title = o.title,
-        summary = if o.summary.is_empty() { "(no summary)" } else { &o.summary },
+        summary = if o.summary.is_empty() {
+            "(no summary)"
+        } else {
+            &o.summary
+        },
     );
     for f in files {
         p.push_str(&format!("- {f}\n"));
     }
     if met.is_empty() {
-        p.push_str("\nNo other item of this run merged into those files since the branch started.\n");
+        p.push_str(
+            "\nNo other item of this run merged into those files since the branch started.\n",
+        );
     } else {
         p.push_str(&format!(
             "\nThese items were merged into `{target}` since the branch started and changed those files; keep their changes as well as item {}'s:\n",
             o.id
         ));
         for l in met {
-            let summary = if l.summary.is_empty() { "(no summary)" } else { &l.summary };
+            let summary = if l.summary.is_empty() {
+                "(no summary)"
+            } else {
+                &l.summary
+            };
             p.push_str(&format!("- item {} ({}): {summary}\n", l.id, l.title));
         }
     }
@@ -131,9 +146,7 @@ fn earlier(workspace: &Path, id: &str) -> Result<(u32, Option<String>)> {
     let mut finished = 0;
     let mut passed = None;
     for event in journal::events(&workspace.join("journal.jsonl"))? {
-        if let Event::ConflictResolved {
-            id: of, commit, ..
-        } = event
+        if let Event::ConflictResolved { id: of, commit, .. } = event
             && of == id
         {
             finished += 1;
@@ -179,7 +192,10 @@ pub(crate) fn resolve(
     if let Some(commit) = passed.filter(|c| first_parent(q.repo(), c) == q.tip()) {
         return Ok(q.advance(&commit).map(|()| commit));
     }
-    let dir: PathBuf = h.workspace.join("worktrees").join(resolver_name(&o.teammate));
+    let dir: PathBuf = h
+        .workspace
+        .join("worktrees")
+        .join(resolver_name(&o.teammate));
     let mut last = GitError::Unresolved(h.files.clone(), "no resolution attempt is left".into());
     for attempt in done + 1..=h.attempts {
         let met = met(q.repo(), h.branch, &h.files, h.landed);
@@ -211,7 +227,11 @@ pub(crate) fn resolve(
             teammate: o.teammate.clone(),
             attempt,
             commit: taken.as_ref().ok().cloned(),
-            error: taken.as_ref().err().map(ToString::to_string).unwrap_or_default(),
+            error: taken
+                .as_ref()
+                .err()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
             cost_usd: run.cost_usd,
             elapsed_s: run.elapsed.as_secs_f64(),
             at: crate::run::now_rfc3339(),

@@ -239,7 +239,10 @@ pub(crate) fn finish(
             outcome: Box::new(o.clone()),
         })?;
         let mut step = merge_step(&o, &branch, &end.target, false);
-        if let Event::ItemMerged { resolved_by: by, .. } = &mut step {
+        if let Event::ItemMerged {
+            resolved_by: by, ..
+        } = &mut step
+        {
             *by = resolved_by;
         }
         team.record(&step)?;

@@ -270,7 +270,12 @@ impl<'a> MergeQueue<'a> {
     /// target's tip and `branch`'s head, in that order. Returns the commit.
     ///
     /// Errors: why the result cannot be taken, one line.
-    pub(crate) fn conclude(&self, dir: &Path, branch: &str, files: &[String]) -> Result<String, String> {
+    pub(crate) fn conclude(
+        &self,
+        dir: &Path,
+        branch: &str,
+        files: &[String],
+    ) -> Result<String, String> {
         let mut looked: Vec<String> = files.to_vec();
         for args in [
             &["diff", "--name-only", "HEAD"][..],
@@ -287,7 +292,11 @@ impl<'a> MergeQueue<'a> {
         if !marked.is_empty() {
             return Err(format!(
                 "conflict markers left in {}",
-                marked.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ")
+                marked
+                    .iter()
+                    .map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         let merging = git_sync(dir, &["rev-parse", "-q", "--verify", "MERGE_HEAD"], &[]).ok;
@@ -304,7 +313,11 @@ impl<'a> MergeQueue<'a> {
                     first_line(&format!("{}{}", add.stderr, commit.stderr))
                 ));
             }
-        } else if !git_sync(dir, &["status", "--porcelain"], &[]).stdout.trim().is_empty() {
+        } else if !git_sync(dir, &["status", "--porcelain"], &[])
+            .stdout
+            .trim()
+            .is_empty()
+        {
             return Err("the resolver committed, then left changes it did not commit".into());
         }
         let head = git_sync(dir, &["rev-list", "--parents", "-n", "1", "HEAD"], &[]);

@@ -49,8 +49,8 @@ impl Plan {
             .settings
             .with_overrides(&o)
             .map_err(|e| e.within("--on-conflict"))?;
-        let backend = crate::run::backend::for_settings(&settings)
-            .map_err(|e| e.within("--on-conflict"))?;
+        let backend =
+            crate::run::backend::for_settings(&settings).map_err(|e| e.within("--on-conflict"))?;
         self.spec.profiles.push(crate::run::Profile {
             label: format!("{PROFILE}, runner {}", who(&self.spec.settings.on_conflict)),
             settings,
@@ -113,9 +113,11 @@ impl<'a> AgentResolver<'a> {
     /// The resolver's work item for `o`: the item as the source has it (its columns fill
     /// `--verify`), under the teammate `<teammate>.resolve`, with the resolver's profile.
     fn item(&self, o: &Outcome) -> WorkItem {
-        let found = self.source.items().ok().and_then(|mut items| {
-            items.find_map(|i| i.ok().filter(|i| i.id == o.id))
-        });
+        let found = self
+            .source
+            .items()
+            .ok()
+            .and_then(|mut items| items.find_map(|i| i.ok().filter(|i| i.id == o.id)));
         let mut item = found.unwrap_or_else(|| WorkItem {
             id: o.id.clone(),
             title: o.title.clone(),
@@ -166,7 +168,16 @@ impl Resolver for AgentResolver<'_> {
             let (_stop, cancel) = watch::channel(Cancel::None);
             // A fresh worktree each attempt: its set-up command runs again.
             let _ = std::fs::remove_file(folder.join(".worktree-setup-done"));
-            let prepared = match prepare(spec, &item, &logs, false, Ok(prompt.to_owned()), cancel.clone()).await {
+            let prepared = match prepare(
+                spec,
+                &item,
+                &logs,
+                false,
+                Ok(prompt.to_owned()),
+                cancel.clone(),
+            )
+            .await
+            {
                 Ok(p) => p,
                 Err(f) => {
                     return AgentRun {
@@ -228,9 +239,15 @@ impl Resolver for AgentResolver<'_> {
             let env = vec![
                 ("RUNNER_ITEM_ID".to_owned(), item.id.clone().into()),
                 ("RUNNER_WORKTREE".to_owned(), dir.as_os_str().to_owned()),
-                ("RUNNER_WORKSPACE".to_owned(), spec.workspace.as_os_str().to_owned()),
+                (
+                    "RUNNER_WORKSPACE".to_owned(),
+                    spec.workspace.as_os_str().to_owned(),
+                ),
             ];
-            match run_verify(spec, &item, &argv, dir, &logs, &env, cancel).await.0 {
+            match run_verify(spec, &item, &argv, dir, &logs, &env, cancel)
+                .await
+                .0
+            {
                 VerifyResult::Passed | VerifyResult::NotRun => Ok(()),
                 VerifyResult::Failed(why) => Err(why),
                 VerifyResult::Cancelled => Err("it was cancelled".into()),

@@ -1,0 +1,272 @@
+//! Conflicts handed back (`--on-conflict`, issue 57): an item whose branch conflicts with the
+//! merge queue's target goes to a resolver in a worktree holding the merge in progress; its
+//! result lands only when it leaves no marker and passes `--verify` and `--verify-merged`,
+//! else the item fails with its branch kept and the target untouched; a kill mid-resolution
+//! resumes without merging twice or skipping.
+
+use crate::harness::{Run, Sandbox, agent, by_id, git, wait_for};
+use crate::worktree::{ISOLATED, repo, rows};
+
+/// The check the tests' merged trees (and, where asked, items) must pass: no `broken.txt`.
+fn check(sb: &Sandbox) {
+    sb.write(
+        "check.sh",
+        "if [ -e broken.txt ]; then echo 'broken.txt breaks the build'; exit 1; fi\necho fine\n",
+    );
+    git(sb.path(), &["add", "check.sh"]);
+    git(sb.path(), &["commit", "-q", "-m", "check"]);
+}
+
+/// Three items that each rewrite the body of the same function (`body.txt`, one line in
+/// the repository): each conflicts with the ones merged before it.
+const THREE: &[(&str, &str)] = &[
+    ("a", "EDIT body.txt=alpha"),
+    ("b", "EDIT body.txt=beta"),
+    ("c", "EDIT body.txt=gamma"),
+];
+
+fn setup(items: &[(&str, &str)]) -> Sandbox {
+    let sb = repo();
+    sb.write("body.txt", "original\n");
+    git(sb.path(), &["add", "body.txt"]);
+    git(sb.path(), &["commit", "-q", "-m", "body"]);
+    check(&sb);
+    rows(&sb, items);
+    sb
+}
+
+fn run(sb: &Sandbox, resolve: &str, extra: &[&str]) -> Run {
+    let a = agent("resolve_agent.py");
+    let flags = [
+        ISOLATED,
+        &["--merge", "--jobs", "3", "--verify-merged", "sh check.sh"],
+        extra,
+    ]
+    .concat();
+    sb.batch_cmd(&flags, &["python3", &a])
+        .env("RESOLVE", resolve)
+        .output()
+        .expect("runner")
+        .into()
+}
+
+/// The merges on `main`'s first-parent line, oldest first, as (subject, parent count).
+fn first_parent_line(sb: &Sandbox) -> Vec<String> {
+    git(
+        sb.path(),
+        &[
+            "log",
+            "--first-parent",
+            "--reverse",
+            "--format=%s|%p",
+            "main",
+        ],
+    )
+    .lines()
+    .map(|l| {
+        let (subject, parents) = l.split_once('|').unwrap_or((l, ""));
+        format!("{subject} ({} parents)", parents.split_whitespace().count())
+    })
+    .collect()
+}
+
+#[test]
+fn three_items_editing_the_same_function_land_through_a_resolver_that_names_the_others() {
+    let sb = setup(THREE);
+    let r = run(
+        &sb,
+        "union",
+        &["--on-conflict", "agent", "--verify", "sh check.sh"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        sb.read("body.txt"),
+        "alpha\nbeta\ngamma\n",
+        "each item's change is kept"
+    );
+    let line = first_parent_line(&sb);
+    assert_eq!(line.len(), 6, "{line:?}");
+    for (k, id) in ["a", "b", "c"].iter().enumerate() {
+        assert!(
+            line[3 + k].starts_with("runner: merge ") && line[3 + k].ends_with("(2 parents)"),
+            "{id} landed as one merge, in item order: {line:?}"
+        );
+    }
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    for id in ["a", "b", "c"] {
+        assert_eq!(out[id]["status"], "completed", "{id}: {r:?}");
+        // Each merge's second parent is the item's own commit: its work, not a copy.
+        let parents = git(
+            sb.path(),
+            &["rev-list", "--parents", "-n", "1", &out[id]["merged"]],
+        );
+        assert!(
+            parents.trim().ends_with(&out[id]["commit"]),
+            "{id}: {parents}"
+        );
+    }
+    assert!(
+        r.stdout.contains(
+            "RESOLVING 2-b  conflict in body.txt handed to agent (attempt 1); it meets a"
+        ),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout.contains(
+            "RESOLVING 3-c  conflict in body.txt handed to agent (attempt 1); it meets a, b"
+        ),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout.contains("MERGED 3-c  into main as ")
+            && r.stdout.contains("(conflict resolved by agent)"),
+        "{r:?}"
+    );
+    let prompt = sb.read("workers-output.runner/teammates/3-c.resolve/prompt.md");
+    for said in [
+        "body.txt",
+        "item a (Do this: EDIT body.txt=alpha): edited body.txt",
+        "item b (Do this: EDIT body.txt=beta): edited body.txt",
+        "What item c did: edited body.txt",
+        "runner/workers-output/3-c",
+    ] {
+        assert!(prompt.contains(said), "{said}: {prompt}");
+    }
+    let branches = git(sb.path(), &["branch", "--format=%(refname:short)"]);
+    assert_eq!(branches.trim(), "main", "{branches}");
+    let worktrees = git(sb.path(), &["worktree", "list", "--porcelain"]);
+    assert!(!worktrees.contains(".resolve"), "{worktrees}");
+    assert_eq!(git(sb.path(), &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn a_resolution_that_breaks_the_merged_check_is_rejected_and_the_target_left_untouched() {
+    let sb = setup(&THREE[..2]);
+    let r = run(&sb, "break", &["--on-conflict", "agent"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(out["a"]["status"], "completed");
+    assert_eq!(out["b"]["status"], "failed", "{r:?}");
+    assert_eq!(out["b"]["failure_kind"], "merge_failed", "{r:?}");
+    assert_eq!(out["b"]["merged"], "");
+    assert!(
+        out["b"]["error"].contains("broken.txt breaks the build"),
+        "{r:?}"
+    );
+    assert_eq!(
+        git(sb.path(), &["rev-parse", "main"]).trim(),
+        out["a"]["merged"],
+        "main stays at a's merge"
+    );
+    assert_eq!(sb.read("body.txt"), "alpha\n");
+    assert!(!sb.join("broken.txt").exists());
+    assert!(r.stdout.contains("REJECTED 2-b  attempt 1: "), "{r:?}");
+    assert!(r.stdout.contains("FAILED 2-b [merge_failed]"), "{r:?}");
+    let branches = git(sb.path(), &["branch", "--format=%(refname:short)"]);
+    assert!(
+        branches.contains("runner/workers-output/2-b"),
+        "b's branch is kept: {branches}"
+    );
+    let worktrees = git(sb.path(), &["worktree", "list", "--porcelain"]);
+    assert!(!worktrees.contains(".resolve"), "{worktrees}");
+    assert_eq!(git(sb.path(), &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn a_resolution_that_leaves_markers_is_rejected_each_attempt() {
+    let sb = setup(&THREE[..2]);
+    let r = run(
+        &sb,
+        "markers",
+        &["--on-conflict", "agent", "--conflict-attempts", "2"],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(out["b"]["status"], "failed", "{r:?}");
+    assert_eq!(out["b"]["failure_kind"], "merge_conflict", "{r:?}");
+    assert!(
+        out["b"]["error"].contains("conflict markers left in body.txt"),
+        "{r:?}"
+    );
+    assert_eq!(
+        git(sb.path(), &["rev-parse", "main"]).trim(),
+        out["a"]["merged"]
+    );
+    assert_eq!(sb.read("body.txt"), "alpha\n");
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert_eq!(
+        journal.matches("\"conflict_handed\"").count(),
+        2,
+        "two attempts"
+    );
+    assert_eq!(journal.matches("\"conflict_resolved\"").count(), 2);
+    assert!(git(sb.path(), &["branch"]).contains("2-b"));
+}
+
+#[test]
+fn a_kill_mid_resolution_then_a_resume_neither_merges_twice_nor_skips() {
+    let sb = setup(THREE);
+    let a = agent("resolve_agent.py");
+    let flags = [
+        ISOLATED,
+        &["--merge", "--jobs", "3", "--verify-merged", "sh check.sh"],
+        &["--on-conflict", "agent"],
+    ]
+    .concat();
+    let mut killed = sb
+        .batch_cmd(&flags, &["python3", &a])
+        .env("RESOLVE", "hang")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("runner");
+    let pid_file = sb.join("workers-output.runner/teammates/2-b.resolve/work/resolving.pid");
+    wait_for("the resolver to start", 60, || pid_file.exists());
+    killed.kill().expect("kill -9");
+    let _ = killed.wait();
+    let resolver: i32 = sb
+        .read("workers-output.runner/teammates/2-b.resolve/work/resolving.pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    assert_eq!(
+        first_parent_line(&sb).len(),
+        4,
+        "only a landed before the kill"
+    );
+    let r = run(&sb, "union", &["--on-conflict", "agent"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{resolver}")).exists()
+            || std::fs::read_to_string(format!("/proc/{resolver}/stat")).is_ok_and(|s| s
+                .rsplit(')')
+                .next()
+                .is_some_and(|s| s.trim_start().starts_with('Z'))),
+        "the killed run's resolver is ended"
+    );
+    assert_eq!(sb.read("body.txt"), "alpha\nbeta\ngamma\n");
+    let merges = git(sb.path(), &["rev-list", "--merges", "--count", "main"]);
+    assert_eq!(merges.trim(), "3", "each item merged once");
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    assert_eq!(
+        journal.matches("\"attempt_started\"").count(),
+        3,
+        "no item ran again"
+    );
+    assert_eq!(journal.matches("\"item_merged\"").count(), 3, "{journal}");
+    assert_eq!(
+        journal.matches("\"conflict_resolved\"").count(),
+        2,
+        "b's and c's resolutions each finished once"
+    );
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    for id in ["a", "b", "c"] {
+        assert_eq!(out[id]["status"], "completed", "{id}");
+    }
+    assert!(sb.survivors_after(5.0).is_empty(), "no process is left");
+    let worktrees = git(sb.path(), &["worktree", "list", "--porcelain"]);
+    assert!(
+        !worktrees.contains(".resolve") && !worktrees.contains(".merge-queue"),
+        "{worktrees}"
+    );
+}

@@ -567,23 +567,6 @@ pub(super) fn command_line(what: &str, v: &str) -> Result<Vec<String>> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jobs_take_a_number_zero_for_all_or_a_share_of_the_cpus() {
-        assert_eq!(parse_jobs("8", 4).expect("n"), 8);
-        assert_eq!(parse_jobs("0", 4).expect("all"), usize::MAX);
-        assert_eq!(parse_jobs("50%", 4).expect("half"), 2);
-        assert_eq!(parse_jobs("10%", 4).expect("at least one"), 1);
-        assert_eq!(parse_jobs("200%", 2).expect("double"), 4);
-        for bad in ["-1", "x", "0%", "%", "nan%"] {
-            assert!(parse_jobs(bad, 4).is_err(), "{bad}");
-        }
-    }
-}
-
 /// `--on-conflict` and `--conflict-attempts` from the flags over the file (default: `fail`,
 /// 1 attempt).
 ///
@@ -605,7 +588,7 @@ fn on_conflict(
         Some(n) if !(1..=MAX_CONFLICT_ATTEMPTS).contains(&n) => {
             return Err(Error::bad_value(
                 "--conflict-attempts",
-                &n.to_string(),
+                n.to_string(),
                 "must be a whole number from 1 to 5",
             ));
         }
@@ -625,4 +608,21 @@ fn on_conflict(
         ));
     }
     Ok((who, attempts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_take_a_number_zero_for_all_or_a_share_of_the_cpus() {
+        assert_eq!(parse_jobs("8", 4).expect("n"), 8);
+        assert_eq!(parse_jobs("0", 4).expect("all"), usize::MAX);
+        assert_eq!(parse_jobs("50%", 4).expect("half"), 2);
+        assert_eq!(parse_jobs("10%", 4).expect("at least one"), 1);
+        assert_eq!(parse_jobs("200%", 2).expect("double"), 4);
+        for bad in ["-1", "x", "0%", "%", "nan%"] {
+            assert!(parse_jobs(bad, 4).is_err(), "{bad}");
+        }
+    }
 }

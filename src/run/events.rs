@@ -589,7 +589,8 @@ pub(crate) mod tests {
         ]
     }
 
-    pub(crate) fn one_of_each() -> Vec<Event> {
+    /// A failed item's outcome with every optional field set.
+    fn failed_outcome() -> Outcome {
         let mut outcome = Outcome::not_run("a", "1-a", "a", ItemStatus::Failed, "no".into());
         outcome.attempts = 2;
         outcome.finished_at = "2026-12-01T09:00:01Z".into();
@@ -605,6 +606,11 @@ pub(crate) mod tests {
         outcome.branch = Some("runner/t/1-a".into());
         outcome.commit = Some("abc123".into());
         outcome.diffstat = Some("1 file changed".into());
+        outcome
+    }
+
+    pub(crate) fn one_of_each() -> Vec<Event> {
+        let [handed, resolved] = conflict();
         vec![
             Event::RunStarted {
                 at: "2026-12-01T09:00:00Z".into(),
@@ -673,10 +679,10 @@ pub(crate) mod tests {
                 },
                 at: "2026-12-01T09:00:01Z".into(),
             },
-            Event::ItemFinished(Box::new(outcome)),
+            Event::ItemFinished(Box::new(failed_outcome())),
             merge_failed(),
-            conflict()[0].clone(),
-            conflict()[1].clone(),
+            handed,
+            resolved,
             Event::TeamPaused {
                 until: "2026-12-01T09:00:31Z".into(),
                 wait_s: 30.0,

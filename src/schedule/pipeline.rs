@@ -78,8 +78,7 @@ pub(crate) fn run(
     let items = items.saturating_mul(plan.spec.settings.best_of.max(1) as usize);
     plan.spec.settings.jobs = plan.spec.settings.jobs.min(items);
     let format = plan.spec.settings.format;
-    plan.add_candidates()?;
-    plan.add_resolver()?;
+    plan.add_profiles()?;
     plan.settle_sandbox();
     plan.check()?;
     if plan.spec.settings.dry_run {
@@ -154,12 +153,7 @@ pub(crate) fn run(
         &mut sinks,
         backend,
     )?;
-    for file in guard.finish()? {
-        tracing::warn!(
-            "{} changed while this run was going on, where its sandboxed teammates could write it; the next run refuses to start from it until you have checked it (--accept-changes)",
-            file.display()
-        );
-    }
+    warn_changed(&guard.finish()?);
     // A sandbox governs writes, not modes: what a teammate made of them is undone.
     crate::fsutil::restore_private(&spec.workspace);
     // Every item completed: the workspace's record is archived before the outputs are
@@ -351,6 +345,17 @@ fn open_team(
         .ledger
         .reserve(usize::try_from(selected).unwrap_or(0).saturating_sub(known));
     Ok(team)
+}
+
+/// Warn of each batch file in `changed`: it changed while the run went on, where its
+/// sandboxed teammates could write it (the next run refuses to start from it).
+fn warn_changed(changed: &[PathBuf]) {
+    for file in changed {
+        tracing::warn!(
+            "{} changed while this run was going on, where its sandboxed teammates could write it; the next run refuses to start from it until you have checked it (--accept-changes)",
+            file.display()
+        );
+    }
 }
 
 /// With worktree isolation, merge or keep each teammate's worktree ([`isolation::finish`]);

@@ -147,15 +147,7 @@ pub(crate) fn finish(
         let Some(mut o) = team.outcome(id)? else {
             continue;
         };
-        // `--best-of`: the outcome is the winner's, so only its branch is merged; the other
-        // candidates' worktrees and branches are kept until `runner clean` (DESIGN §13).
-        let losers = o.best_of.iter().flat_map(|b| &b.candidates);
-        for c in losers.filter(|c| c.teammate != o.teammate) {
-            let path = spec.workspace.join("worktrees").join(&c.teammate);
-            if let (Some(branch), true) = (&c.branch, path.exists()) {
-                end.kept.push((c.teammate.clone(), path, branch.clone()));
-            }
-        }
+        keep_losers(spec, &o, &mut end);
         let Some(branch) = o.branch.clone() else {
             continue;
         };
@@ -204,47 +196,26 @@ pub(crate) fn finish(
                     continue;
                 }
             },
-            None => match (q.merge(&branch, &o.title), resolver.as_deref_mut()) {
-                (Err(GitError::Conflict(files)), Some(r)) => {
-                    let h = Handoff {
-                        queue: q,
-                        workspace: &spec.workspace,
-                        branch: &branch,
-                        files,
-                        landed: &landed,
-                        attempts: spec.settings.conflict_attempts,
-                    };
-                    let merged = conflict::resolve(&h, &mut o, r, team, reporter)?;
-                    resolved_by = merged.is_ok().then(|| r.who());
-                    merged
-                }
-                (merged, _) => merged,
-            },
+            None => {
+                let h = Handoff {
+                    queue: q,
+                    workspace: &spec.workspace,
+                    branch: &branch,
+                    files: Vec::new(),
+                    landed: &landed,
+                    attempts: spec.settings.conflict_attempts,
+                };
+                let (merged, by) =
+                    merge_or_resolve(h, &mut o, resolver.as_deref_mut(), team, reporter)?;
+                resolved_by = by;
+                merged
+            }
         };
-        let verdict = report::judge_merge(
-            &Verdict {
-                status: o.status,
-                reason: o.error.clone(),
-                kind: o.failure_kind,
-                retry_after_s: None,
-            },
-            &merged,
-        );
-        o.status = verdict.status;
-        o.error = verdict.reason;
-        o.failure_kind = verdict.kind;
-        o.log = q.log_for(o.failure_kind, std::mem::take(&mut o.log));
-        o.merged = merged.ok();
+        judged(&mut o, q, merged);
         team.record(&Entry::ItemFinished {
             outcome: Box::new(o.clone()),
         })?;
-        let mut step = merge_step(&o, &branch, &end.target, false);
-        if let Event::ItemMerged {
-            resolved_by: by, ..
-        } = &mut step
-        {
-            *by = resolved_by;
-        }
+        let step = merge_step(&o, &branch, &end.target, false, resolved_by);
         team.record(&step)?;
         reporter.event(&step);
         if let Some(merge) = &o.merged {
@@ -267,9 +238,70 @@ pub(crate) fn finish(
     Ok(Some(end))
 }
 
+/// Merge `o`'s branch through the queue of `h`; when it conflicts and a `resolver` is
+/// given, hand it over ([`conflict::resolve`]). Returns the merge commit or why it did not
+/// land, and who resolved it when a resolver's result landed.
+///
+/// Errors: the journal cannot be read or written.
+fn merge_or_resolve(
+    mut h: Handoff<'_>,
+    o: &mut Outcome,
+    resolver: Option<&mut (dyn Resolver + '_)>,
+    team: &mut Team,
+    reporter: &mut dyn Reporter,
+) -> Result<(std::result::Result<String, GitError>, Option<String>)> {
+    match (h.queue.merge(h.branch, &o.title), resolver) {
+        (Err(GitError::Conflict(files)), Some(r)) => {
+            h.files = files;
+            let merged = conflict::resolve(&h, o, r, team, reporter)?;
+            let by = merged.is_ok().then(|| r.who());
+            Ok((merged, by))
+        }
+        (merged, _) => Ok((merged, None)),
+    }
+}
+
+/// `--best-of`: the outcome `o` is the winner's, so only its branch is merged; the other
+/// candidates' worktrees and branches are kept until `runner clean` (DESIGN §13).
+fn keep_losers(spec: &RunSpec, o: &Outcome, end: &mut IsolationEnd) {
+    let losers = o.best_of.iter().flat_map(|b| &b.candidates);
+    for c in losers.filter(|c| c.teammate != o.teammate) {
+        let path = spec.workspace.join("worktrees").join(&c.teammate);
+        if let (Some(branch), true) = (&c.branch, path.exists()) {
+            end.kept.push((c.teammate.clone(), path, branch.clone()));
+        }
+    }
+}
+
+/// `o` judged again by what its merge came to ([`report::judge_merge`]): its status, reason
+/// and kind, the log that explains a failure, and its merge commit.
+fn judged(o: &mut Outcome, q: &MergeQueue, merged: std::result::Result<String, GitError>) {
+    let verdict = report::judge_merge(
+        &Verdict {
+            status: o.status,
+            reason: o.error.clone(),
+            kind: o.failure_kind,
+            retry_after_s: None,
+        },
+        &merged,
+    );
+    o.status = verdict.status;
+    o.error = verdict.reason;
+    o.failure_kind = verdict.kind;
+    o.log = q.log_for(o.failure_kind, std::mem::take(&mut o.log));
+    o.merged = merged.ok();
+}
+
 /// The merge queue's step for `o` (its branch `branch` into `into`), as journaled and shown:
-/// its merge commit, or why it did not land; `unchanged` for a branch that adds nothing.
-fn merge_step(o: &Outcome, branch: &str, into: &str, unchanged: bool) -> Event {
+/// its merge commit, or why it did not land; `unchanged` for a branch that adds nothing;
+/// `resolved_by` who resolved its conflict, when a resolver's result landed.
+fn merge_step(
+    o: &Outcome,
+    branch: &str,
+    into: &str,
+    unchanged: bool,
+    resolved_by: Option<String>,
+) -> Event {
     Event::ItemMerged {
         id: o.id.clone(),
         teammate: o.teammate.clone(),
@@ -283,7 +315,7 @@ fn merge_step(o: &Outcome, branch: &str, into: &str, unchanged: bool) -> Event {
         },
         failure_kind: o.failure_kind,
         unchanged,
-        resolved_by: None,
+        resolved_by,
         at: crate::run::now_rfc3339(),
     }
 }
@@ -315,7 +347,7 @@ fn pass_unchanged(
     let Some(branch) = o.branch.take() else {
         return Ok(());
     };
-    let step = merge_step(o, &branch, into, true);
+    let step = merge_step(o, &branch, into, true, None);
     team.record(&step)?;
     reporter.event(&step);
     let _ = iso.remove(path);

@@ -29,6 +29,15 @@ use super::prepare::prepare;
 const PROFILE: &str = "conflict resolver";
 
 impl Plan {
+    /// The run's profiles of `--best-of RUNNER[:MODEL],…` ([`Plan::add_candidates`]), then
+    /// the resolver's ([`Plan::add_resolver`]).
+    ///
+    /// Errors: as theirs.
+    pub(crate) fn add_profiles(&mut self) -> Result<()> {
+        self.add_candidates()?;
+        self.add_resolver()
+    }
+
     /// With `--on-conflict RUNNER[:MODEL]`: add the resolver's profile (the batch's settings
     /// with that runner and model, and its backend), found again by its label. Nothing for
     /// `agent` (the run's own runner) or `fail`.

@@ -96,12 +96,18 @@ fn met<'a>(repo: &Path, branch: &str, files: &[String], landed: &'a [Landed]) ->
 
 /// The resolver's prompt: the item, the conflicting files, the items it meets there with
 /// their summaries, and what its result must be.
-fn prompt(o: &Outcome, branch: &str, target: &str, files: &[String], met: &[&Landed]) -> String {
+fn prompt(
+    o: &Outcome,
+    (branch, target, dir): (&str, &str, &Path),
+    files: &[String],
+    met: &[&Landed],
+) -> String {
     let mut p = format!(
-        "You are resolving a git merge conflict. This worktree holds the merge of branch `{branch}` \
+        "You are resolving a git merge conflict. This worktree ({dir}) holds the merge of branch `{branch}` \
          (item {id}: {title}) onto `{target}`, in progress: git stopped on conflicts, the \
          conflict markers (<<<<<<<, =======, >>>>>>>) are in the files, MERGE_HEAD is set.\n\n\
          What item {id} did: {summary}\n\nFiles in conflict:\n",
+        dir = dir.display(),
         id = o.id,
         title = o.title,
         summary = if o.summary.is_empty() {
@@ -213,7 +219,7 @@ pub(crate) fn resolve(
         let (taken, run) = match q.begin_conflicted(h.branch, &o.title, &dir) {
             Err(e) => (Err(e), AgentRun::default()),
             Ok(files) => {
-                let text = prompt(o, h.branch, q.target(), &files, &met);
+                let text = prompt(o, (h.branch, q.target(), &dir), &files, &met);
                 let run = resolver.run_agent(o, &dir, &text, attempt);
                 (take(h, o, resolver, &dir, &files, &run, attempt), run)
             }

@@ -203,9 +203,9 @@ fn a_resolution_that_leaves_markers_is_rejected_each_attempt() {
     assert!(git(sb.path(), &["branch"]).contains("2-b"));
 }
 
-#[test]
-fn a_kill_mid_resolution_then_a_resume_neither_merges_twice_nor_skips() {
-    let sb = setup(THREE);
+/// Run the three items with a resolver that hangs, and `kill -9` the runner once b's
+/// resolver has started; returns that resolver's pid.
+fn kill_mid_resolution(sb: &Sandbox) -> i32 {
     let a = agent("resolve_agent.py");
     let flags = [
         ISOLATED,
@@ -230,10 +230,17 @@ fn a_kill_mid_resolution_then_a_resume_neither_merges_twice_nor_skips() {
         .parse()
         .expect("pid");
     assert_eq!(
-        first_parent_line(&sb).len(),
+        first_parent_line(sb).len(),
         4,
         "only a landed before the kill"
     );
+    resolver
+}
+
+#[test]
+fn a_kill_mid_resolution_then_a_resume_neither_merges_twice_nor_skips() {
+    let sb = setup(THREE);
+    let resolver = kill_mid_resolution(&sb);
     let r = run(&sb, "union", &["--on-conflict", "agent"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
@@ -269,4 +276,23 @@ fn a_kill_mid_resolution_then_a_resume_neither_merges_twice_nor_skips() {
         !worktrees.contains(".resolve") && !worktrees.contains(".merge-queue"),
         "{worktrees}"
     );
+}
+
+/// What a killed resolver leaves (a worktree holding its half-made merge) is no one's work:
+/// `runner clean` removes it without `--force`, and keeps the unmerged branches.
+#[test]
+fn clean_after_a_kill_mid_resolution_removes_the_resolvers_worktree_and_keeps_branches() {
+    let sb = setup(THREE);
+    kill_mid_resolution(&sb);
+    let r = sb.run(&["clean", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let worktrees = git(sb.path(), &["worktree", "list", "--porcelain"]);
+    assert!(!worktrees.contains(".resolve"), "{worktrees}");
+    let branches = git(sb.path(), &["branch", "--format=%(refname:short)"]);
+    for b in ["2-b", "3-c"] {
+        assert!(
+            branches.contains(&format!("runner/workers-output/{b}")),
+            "{branches}"
+        );
+    }
 }

@@ -33,6 +33,14 @@ pub(crate) fn resolver_name(teammate: &str) -> String {
     format!("{teammate}.resolve")
 }
 
+/// Whether `w` is a resolver's worktree a killed run left: named `<teammate>.resolve` and
+/// detached (a teammate's own worktree is on its branch).
+pub(crate) fn is_resolver_worktree(w: &Path) -> bool {
+    w.file_name()
+        .is_some_and(|n| n.to_string_lossy().ends_with(".resolve"))
+        && !git_sync(w, &["symbolic-ref", "-q", "HEAD"], &[]).ok
+}
+
 /// One run of a resolver's agent: why it did not finish (`None` when it exited 0), what it
 /// cost and how long it took.
 #[derive(Debug, Default)]

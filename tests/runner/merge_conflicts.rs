@@ -296,3 +296,26 @@ fn clean_after_a_kill_mid_resolution_removes_the_resolvers_worktree_and_keeps_br
         );
     }
 }
+
+/// The item's own `--verify` runs on the resolved merge too, before `--verify-merged`.
+#[test]
+fn a_resolution_that_fails_the_items_verify_is_rejected() {
+    let sb = setup(&THREE[..2]);
+    let r = run(
+        &sb,
+        "break",
+        &["--on-conflict", "agent", "--verify", "sh check.sh"],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(out["b"]["failure_kind"], "merge_conflict", "{r:?}");
+    assert!(
+        out["b"]["error"].contains("the resolved merge failed --verify"),
+        "{r:?}"
+    );
+    assert_eq!(
+        git(sb.path(), &["rev-parse", "main"]).trim(),
+        out["a"]["merged"]
+    );
+    assert!(!sb.join("broken.txt").exists());
+}

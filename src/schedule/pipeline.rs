@@ -531,6 +531,8 @@ fn execute(
             }
             // A merged tree's check the queue runs now is in a process group of its own.
             crate::run::isolation::queue::end_running_check();
+            // And a conflict's resolver (`--on-conflict`) working now, with all it started.
+            descendants::signal_run(nix::sys::signal::Signal::SIGKILL);
             eprintln!(
                 "runner: interrupted while merging or writing the outputs (the same command \
                  resumes)"

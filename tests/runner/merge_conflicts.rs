@@ -319,3 +319,37 @@ fn a_resolution_that_fails_the_items_verify_is_rejected() {
     );
     assert!(!sb.join("broken.txt").exists());
 }
+
+/// Ctrl-C while a resolver works ends it (and the run, 130) with nothing left running; the
+/// same command then resumes the queue.
+#[test]
+fn an_interrupt_mid_resolution_ends_the_resolver_and_the_run_resumes() {
+    let sb = setup(THREE);
+    let a = agent("resolve_agent.py");
+    let flags = [
+        ISOLATED,
+        &["--merge", "--jobs", "3", "--verify-merged", "sh check.sh"],
+        &["--on-conflict", "agent"],
+    ]
+    .concat();
+    let child = sb
+        .batch_cmd(&flags, &["python3", &a])
+        .env("RESOLVE", "hang")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runner");
+    let pid_file = sb.join("workers-output.runner/teammates/2-b.resolve/work/resolving.pid");
+    wait_for("the resolver to start", 60, || pid_file.exists());
+    let interrupted = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(interrupted.success());
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    assert!(sb.survivors_after(5.0).is_empty(), "the resolver was ended");
+    let r = run(&sb, "union", &["--on-conflict", "agent"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(sb.read("body.txt"), "alpha\nbeta\ngamma\n");
+}

@@ -353,3 +353,69 @@ fn an_interrupt_mid_resolution_ends_the_resolver_and_the_run_resumes() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(sb.read("body.txt"), "alpha\nbeta\ngamma\n");
 }
+
+#[test]
+fn on_conflict_is_checked_before_anything_runs_and_shown_by_the_plan() {
+    let sb = setup(&THREE[..2]);
+    let a = agent("resolve_agent.py");
+    for (flags, says) in [
+        (
+            &["--on-conflict", "agent"][..],
+            "--on-conflict needs --merge",
+        ),
+        (&["--merge", "--on-conflict", "a b"], "--on-conflict"),
+        (
+            &[
+                "--merge",
+                "--on-conflict",
+                "agent",
+                "--conflict-attempts",
+                "9",
+            ],
+            "1 to 5",
+        ),
+    ] {
+        let r = sb.batch(&[ISOLATED, flags].concat(), &["python3", &a]);
+        assert_eq!(r.code, 2, "{flags:?}: {r:?}");
+        assert!(r.stderr.contains(says), "{flags:?}: {r:?}");
+        assert!(
+            !sb.join("workers-output.runner").exists(),
+            "nothing written"
+        );
+    }
+    // The resolver's runner is checked like any: a `codex` on PATH.
+    sb.write("bin/codex", "#!/bin/sh\necho codex-cli 0.1.0\n");
+    std::fs::write(sb.join(".git/info/exclude"), "in.csv\ninstr.md\nbin/\n").expect("exclude");
+    let exe = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(sb.join("bin/codex"), exe).expect("chmod");
+    let path = format!(
+        "{}:{}",
+        sb.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let flags = [
+        ISOLATED,
+        &[
+            "--merge",
+            "--on-conflict",
+            "codex:gpt-5",
+            "--conflict-attempts",
+            "2",
+        ],
+        &["--dry-run"],
+    ]
+    .concat();
+    let dry: Run = sb
+        .batch_cmd(&flags, &["python3", &a])
+        .env("PATH", path)
+        .output()
+        .expect("runner")
+        .into();
+    assert_eq!(dry.code, 0, "{dry:?}");
+    assert!(
+        dry.stdout.contains(
+            "a conflicting merge goes to a resolver (runner codex, model gpt-5; 2 attempt(s) per item)"
+        ),
+        "{dry:?}"
+    );
+}

@@ -7,7 +7,8 @@ directory as $RESOLVE says:
   break    union, then write broken.txt too (what the tests' checks reject)
   markers  leave the files as they are, markers and all
   hang     write its pid to resolving.pid in $RUNNER_TEAMMATE_DIR and sleep an hour
-It never commits: the runner commits the merge.
+$RESOLVE may list one mode per attempt (`markers,hang`: the first attempt leaves markers, the
+second and later hang), by $RUNNER_ATTEMPT. It never commits: the runner commits the merge.
 """
 import os
 import runpy
@@ -45,6 +46,8 @@ def resolve(mode):
 
 if __name__ == "__main__":
     if os.environ.get("RUNNER_TEAMMATE", "").endswith(".resolve"):
-        resolve(os.environ.get("RESOLVE", "union"))
+        modes = os.environ.get("RESOLVE", "union").split(",")
+        attempt = int(os.environ.get("RUNNER_ATTEMPT", "1"))
+        resolve(modes[min(attempt, len(modes)) - 1])
     else:
         runpy.run_path(os.path.join(os.path.dirname(__file__), "edit_agent.py"), run_name="__main__")

@@ -206,16 +206,22 @@ fn a_resolution_that_leaves_markers_is_rejected_each_attempt() {
 /// Run the three items with a resolver that hangs, and `kill -9` the runner once b's
 /// resolver has started; returns that resolver's pid.
 fn kill_mid_resolution(sb: &Sandbox) -> i32 {
+    kill_mid_resolution_with(sb, "hang", &[])
+}
+
+/// [`kill_mid_resolution`] with the resolver's modes `resolve` and `extra` flags.
+fn kill_mid_resolution_with(sb: &Sandbox, resolve: &str, extra: &[&str]) -> i32 {
     let a = agent("resolve_agent.py");
     let flags = [
         ISOLATED,
         &["--merge", "--jobs", "3", "--verify-merged", "sh check.sh"],
         &["--on-conflict", "agent"],
+        extra,
     ]
     .concat();
     let mut killed = sb
         .batch_cmd(&flags, &["python3", &a])
-        .env("RESOLVE", "hang")
+        .env("RESOLVE", resolve)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -418,4 +424,40 @@ fn on_conflict_is_checked_before_anything_runs_and_shown_by_the_plan() {
         ),
         "{dry:?}"
     );
+}
+
+/// A kill in the second resolution attempt: the resume counts the finished first attempt,
+/// makes the second again, and never counts a resolver's attempt as one of the item's own.
+#[test]
+fn a_kill_in_a_later_resolution_attempt_resumes_that_attempt() {
+    let sb = setup(THREE);
+    let attempts = ["--conflict-attempts", "2"];
+    kill_mid_resolution_with(&sb, "markers,hang", &attempts);
+    let r = run(
+        &sb,
+        "union",
+        &[&["--on-conflict", "agent"][..], &attempts].concat(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(sb.read("body.txt"), "alpha\nbeta\ngamma\n");
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    for id in ["a", "b", "c"] {
+        assert_eq!(out[id]["status"], "completed", "{id}");
+        assert_eq!(out[id]["attempts"], "1", "{id}: the item's own attempts");
+    }
+    let journal = sb.read("workers-output.runner/journal.jsonl");
+    let b_handed = journal
+        .lines()
+        .filter(|l| l.contains("\"conflict_handed\"") && l.contains("\"id\":\"b\""))
+        .count();
+    assert_eq!(
+        b_handed, 3,
+        "b: attempt 1, attempt 2 killed, attempt 2 again"
+    );
+    assert!(
+        r.stdout
+            .contains("RESOLVING 2-b  conflict in body.txt handed to agent (attempt 2)"),
+        "{r:?}"
+    );
+    assert!(sb.survivors_after(5.0).is_empty(), "no process is left");
 }

@@ -196,6 +196,9 @@ impl Resolver for AgentResolver<'_> {
                 }
             };
             debug_assert_eq!(prepared.cwd, dir);
+            // The item's attempts are numbered by their markers; the resolver's by the
+            // journal (`conflict_resolved`): its marker must not count as one of the item's.
+            let _ = std::fs::remove_file(logs.path(crate::run::record::folder::STARTED));
             let (tx, _rx) = mpsc::unbounded_channel();
             let settings = spec.settings_for(&item);
             let attempt = Attempt {

@@ -21,8 +21,10 @@ MARKERS = ("<<<<<<< ", "=======", ">>>>>>> ", "||||||| ")
 def resolve(mode):
     sys.stdin.read()
     if mode == "hang":
-        with open(os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "resolving.pid"), "w") as f:
+        pid_file = os.path.join(os.environ["RUNNER_TEAMMATE_DIR"], "resolving.pid")
+        with open(pid_file + ".tmp", "w") as f:
             f.write(str(os.getpid()))
+        os.rename(pid_file + ".tmp", pid_file)  # whole when it appears
         time.sleep(3600)
     if mode == "markers":
         return

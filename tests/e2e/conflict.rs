@@ -190,5 +190,19 @@ async fn real_claude_resolves_a_conflicting_merge_that_then_lands() {
         resolved["cost_usd"].as_f64().is_some_and(|c| c > 0.0),
         "Claude Code's cost counts: {resolved}"
     );
+    // The resolver's cost counts in the item's: b's own agent reports none.
+    let mut rows = csv::Reader::from_path(root.join("workers-output.csv")).expect("output");
+    let headers = rows.headers().expect("headers").clone();
+    let cost = headers
+        .iter()
+        .position(|h| h == "cost_usd")
+        .expect("cost_usd column");
+    let b = rows
+        .records()
+        .map(|r| r.expect("record"))
+        .find(|r| r.get(0) == Some("b"))
+        .expect("row b");
+    let b_cost: f64 = b.get(cost).unwrap_or_default().parse().expect("b's cost");
+    assert_eq!(Some(b_cost), resolved["cost_usd"].as_f64(), "{b:?}");
     sb.assert_no_survivors();
 }

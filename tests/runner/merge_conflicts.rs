@@ -461,3 +461,26 @@ fn a_kill_in_a_later_resolution_attempt_resumes_that_attempt() {
     );
     assert!(sb.survivors_after(5.0).is_empty(), "no process is left");
 }
+
+/// BATCH.md's `on_conflict` and `conflict_attempts` are the flags' keys.
+#[test]
+fn batch_md_on_conflict_keys_hand_conflicts_to_a_resolver() {
+    let sb = setup(&THREE[..2]);
+    let a = agent("resolve_agent.py");
+    sb.write(
+        "BATCH.md",
+        format!(
+            "---\ninput: in.csv\nid_column: id\nisolate: worktree\non_conflict: agent\nconflict_attempts: 3\ncommand: [python3, {a:?}]\n---\nDo this: {{task}}\n"
+        ),
+    );
+    std::fs::write(sb.join(".git/info/exclude"), "in.csv\ninstr.md\nBATCH.md\n").expect("exclude");
+    let r: Run = sb
+        .cmd(&["batch", "BATCH.md", "--merge", "--format", "plain"])
+        .env("RESOLVE", "union")
+        .output()
+        .expect("runner")
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("(conflict resolved by agent)"), "{r:?}");
+    assert_eq!(sb.read("body.txt"), "alpha\nbeta\n");
+}

@@ -759,6 +759,17 @@ pub(crate) struct RunArgs {
     /// fails is undone and its item fails `merge_failed`, its branch kept.
     #[arg(long, value_name = "CMD")]
     pub verify_merged: Option<String>,
+    /// With --merge: who gets an item whose branch conflicts with the target. `agent` (the
+    /// run's own runner and model) or `RUNNER[:MODEL]` (a runner definition and model) works
+    /// in a fresh worktree holding the merge in progress, markers in its files; its result
+    /// must leave no markers and pass --verify and --verify-merged, then it lands. `fail`
+    /// (the default): the item fails `merge_conflict`, its branch kept.
+    #[arg(long, value_name = "agent|RUNNER[:MODEL]|fail")]
+    pub on_conflict: Option<String>,
+    /// With --on-conflict: how many times a conflicting item is handed to a resolver before
+    /// it fails (1 to 5; default 1). Each attempt counts in the item's cost and time.
+    #[arg(long, value_name = "N")]
+    pub conflict_attempts: Option<u32>,
     /// With --isolate worktree: an ignored file or folder to copy into each worktree
     /// (relative to the repository root; repeatable).
     #[arg(long = "worktree-copy", value_name = "PATH")]

@@ -199,6 +199,8 @@ impl State {
             | Event::TeamStopped { .. }
             | Event::Warning { .. }
             | Event::ItemMerged { .. }
+            | Event::ConflictHanded { .. }
+            | Event::ConflictResolved { .. }
             | Event::Interrupted { .. }
             | Event::RunFinished(_)
             | Event::RunEnded { .. } => {}

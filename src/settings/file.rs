@@ -57,6 +57,13 @@ pub(crate) struct FileSettings {
     /// target branch moves to it.
     #[serde(default, deserialize_with = "text")]
     pub verify_merged: Option<String>,
+    /// `on_conflict`: with `--merge`, who resolves a conflicting item (`fail`, `agent`,
+    /// `RUNNER[:MODEL]`; [`crate::options::on_conflict::OnConflict`]).
+    #[serde(default, deserialize_with = "on_conflict")]
+    pub on_conflict: Option<crate::options::on_conflict::OnConflict>,
+    /// `conflict_attempts`: resolution attempts per conflicting item (1 ..= 5).
+    #[serde(default, deserialize_with = "conflict_attempts")]
+    pub conflict_attempts: Option<u32>,
     /// `isolate`: `none` or `worktree`.
     #[serde(default, deserialize_with = "isolation")]
     pub isolate: Option<Isolation>,
@@ -260,6 +267,26 @@ fn best_of<'de, D: Deserializer<'de>>(d: D) -> De<crate::options::best_of::BestO
         _ => Err(rule),
     }
     .map_err(serde::de::Error::custom)
+}
+
+fn on_conflict<'de, D: Deserializer<'de>>(
+    d: D,
+) -> De<crate::options::on_conflict::OnConflict, D::Error> {
+    match text(d)? {
+        None => Ok(None),
+        Some(t) => t.parse().map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+fn conflict_attempts<'de, D: Deserializer<'de>>(d: D) -> De<u32, D::Error> {
+    let max = crate::options::on_conflict::MAX_CONFLICT_ATTEMPTS;
+    match count(d, 1)? {
+        Some(n) if n <= u64::from(max) => Ok(Some(n as u32)),
+        None => Ok(None),
+        Some(_) => Err(serde::de::Error::custom(format!(
+            "must be a whole number from 1 to {max}"
+        ))),
+    }
 }
 
 fn judge<'de, D: Deserializer<'de>>(d: D) -> De<crate::options::best_of::Judge, D::Error> {

@@ -95,6 +95,10 @@ pub(crate) struct Settings {
     /// `--verify-merged`: the command each merged tree must pass before the target branch
     /// moves to it (argv, run in the merge queue's own worktree).
     pub verify_merged: Option<Vec<String>>,
+    /// `--on-conflict`: who resolves an item whose merge conflicts (DESIGN §9).
+    pub on_conflict: crate::options::on_conflict::OnConflict,
+    /// `--conflict-attempts`: resolution attempts per conflicting item (1 ..= 5).
+    pub conflict_attempts: u32,
     /// Ignored files copied into each worktree (relative to the repository root).
     pub worktree_copy: Vec<PathBuf>,
     /// Set-up command of each new worktree (argv).
@@ -247,6 +251,8 @@ impl Settings {
             merge: false,
             review: false,
             verify_merged: None,
+            on_conflict: Default::default(),
+            conflict_attempts: 1,
             worktree_copy: Vec::new(),
             worktree_setup: None,
             only: Only::All,
@@ -315,6 +321,8 @@ impl Settings {
             merge: isolation.merge,
             review: isolation.review,
             verify_merged: isolation.verify_merged,
+            on_conflict: isolation.on_conflict,
+            conflict_attempts: isolation.conflict_attempts,
             worktree_copy: isolation.worktree_copy,
             worktree_setup: isolation.worktree_setup,
             only: selection.only,

@@ -444,6 +444,24 @@ fn settings_lines(s: &crate::settings::Settings, schema: bool) -> Vec<String> {
             copied.join(", ")
         ));
     }
+    if s.merge && !s.review && s.on_conflict.hands_off() {
+        let who = match &s.on_conflict {
+            crate::options::on_conflict::OnConflict::Runner {
+                name,
+                model: Some(m),
+            } => {
+                format!("runner {name}, model {m}")
+            }
+            crate::options::on_conflict::OnConflict::Runner { name, model: None } => {
+                format!("runner {name}")
+            }
+            _ => "the run's own runner".to_owned(),
+        };
+        lines.push(format!(
+            "  a conflicting merge goes to a resolver ({who}; {} attempt(s) per item)",
+            s.conflict_attempts
+        ));
+    }
     if let Some(setup) = s.worktree_setup.as_ref().filter(|_| s.isolate) {
         lines.push(format!(
             "  set-up in each worktree: {}",

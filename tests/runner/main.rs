@@ -32,6 +32,7 @@ mod keep;
 mod keep_compaction;
 mod mcp;
 mod mcp_lead;
+mod merge_conflicts;
 mod merge_queue;
 mod notify;
 mod order;

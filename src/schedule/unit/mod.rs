@@ -29,6 +29,7 @@ mod judge;
 mod judge_stage;
 mod prepare;
 mod prompt;
+pub(crate) mod resolve;
 mod retry;
 #[cfg(test)]
 mod tests;

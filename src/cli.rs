@@ -336,6 +336,10 @@ pub(crate) struct StatusArgs {
     /// or input file): done, running per worker, pending, dead workers.
     #[arg(long, value_name = "redis://HOST[:PORT][/DB]", conflicts_with_all = ["watch", "list"])]
     pub queue: Option<crate::options::queue::QueueUrl>,
+    /// With `--queue rediss://…`: the PEM file of the CA certificates its server's
+    /// certificate must chain to.
+    #[arg(long, value_name = "FILE", requires = "queue")]
+    pub queue_ca: Option<PathBuf>,
     /// Refresh every second until the run ends.
     #[arg(long)]
     pub watch: bool,
@@ -644,9 +648,15 @@ pub(crate) struct RunArgs {
     /// (and worktree); the winner is chosen by --judge among those that passed.
     #[arg(long, value_name = "N")]
     pub best_of: Option<String>,
+    /// The column giving each row its own fan-out: a number of candidates, or a list of
+    /// runners as --best-of takes it; an empty cell: the batch's --best-of.
+    #[arg(long, value_name = "COLUMN")]
+    pub best_of_column: Option<String>,
     /// How the winner among passing candidates is chosen: passing (all run, then smaller
-    /// diff, lower cost, earlier finish), first (first to pass; the others are stopped), or
-    /// score CMD (CMD prints a number in each candidate's worktree; highest wins).
+    /// diff, lower cost, earlier finish), first (first to pass; the others are stopped),
+    /// score CMD (CMD prints a number in each candidate's worktree; highest wins), person
+    /// (the item waits for `runner pick`), or stage NAME (BATCH.md's stage NAME reads every
+    /// candidate that passed, with its diff, and names the winner in its report's `winner`).
     #[arg(long, value_name = "RULE")]
     pub judge: Option<String>,
     /// Model passed to the agent CLI.
@@ -693,6 +703,10 @@ pub(crate) struct RunArgs {
     /// shows the run.
     #[arg(long, value_name = "redis://HOST[:PORT][/DB]")]
     pub queue: Option<crate::options::queue::QueueUrl>,
+    /// The PEM file of the CA certificates a `rediss://` queue's server certificate must
+    /// chain to (a private CA), instead of the system's.
+    #[arg(long, value_name = "FILE")]
+    pub queue_ca: Option<PathBuf>,
     /// N for `--shard auto` (also RUNNER_SHARD_COUNT).
     #[arg(long, value_name = "N")]
     pub shard_count: Option<u32>,
@@ -751,6 +765,17 @@ pub(crate) struct RunArgs {
     /// other rows still run in parallel. `--dry-run` shows the chains.
     #[arg(long)]
     pub serialize_overlaps: bool,
+    /// With --merge: who gets an item whose branch conflicts with the target. `agent` (the
+    /// run's own runner and model) or `RUNNER[:MODEL]` (a runner definition and model) works
+    /// in a fresh worktree holding the merge in progress, markers in its files; its result
+    /// must leave no markers and pass --verify and --verify-merged, then it lands. `fail`
+    /// (the default): the item fails `merge_conflict`, its branch kept.
+    #[arg(long, value_name = "agent|RUNNER[:MODEL]|fail")]
+    pub on_conflict: Option<String>,
+    /// With --on-conflict: how many times a conflicting item is handed to a resolver before
+    /// it fails (1 to 5; default 1). Each attempt counts in the item's cost and time.
+    #[arg(long, value_name = "N")]
+    pub conflict_attempts: Option<u32>,
     /// With --isolate worktree: an ignored file or folder to copy into each worktree
     /// (relative to the repository root; repeatable).
     #[arg(long = "worktree-copy", value_name = "PATH")]

@@ -12,6 +12,10 @@ pub(crate) enum GitError {
     /// `git merge` stopped on conflicts in these files (the merge was aborted).
     #[error("merge conflict in {}", .0.join(", "))]
     Conflict(Vec<String>),
+    /// `git merge` stopped on conflicts in these files and no resolver's result was taken
+    /// (`--on-conflict`): why the last one was rejected. The target is unchanged.
+    #[error("merge conflict in {}; not resolved: {}", .0.join(", "), .1)]
+    Unresolved(Vec<String>, String),
     /// The merge went through but the merged tree failed `--verify-merged` (the reason, as
     /// the check's failure says it); the merge was undone.
     #[error("the merged tree failed --verify-merged: {0}")]

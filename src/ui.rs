@@ -140,11 +140,16 @@ fn merged_line(event: &Event) -> String {
         error,
         failure_kind,
         unchanged,
+        resolved_by,
         ..
     } = event
     else {
         return String::new();
     };
+    let by = resolved_by
+        .as_ref()
+        .map(|r| format!(" (conflict resolved by {r})"))
+        .unwrap_or_default();
     if *unchanged {
         return format!(
             "{:>10} {teammate}  nothing to merge: its branch adds nothing to {into}",
@@ -153,7 +158,7 @@ fn merged_line(event: &Event) -> String {
     }
     match commit {
         Some(c) => format!(
-            "{:>10} {teammate}  into {into} as {}",
+            "{:>10} {teammate}  into {into} as {}{by}",
             "MERGED",
             c.get(..10).unwrap_or(c)
         ),
@@ -163,6 +168,47 @@ fn merged_line(event: &Event) -> String {
             kind_tag(ItemStatus::Failed, *failure_kind),
             without_status(error, ItemStatus::Failed)
         ),
+    }
+}
+
+/// The line of a conflict handed to a resolver (`RESOLVING`, with the files and the items
+/// it meets) or of its attempt's result (`RESOLVED` with the merge commit taken, or
+/// `REJECTED` with why).
+fn conflict_line(event: &Event) -> String {
+    match event {
+        Event::ConflictHanded {
+            teammate,
+            attempt,
+            resolver,
+            files,
+            met,
+            ..
+        } => {
+            let meets = match met.is_empty() {
+                true => String::new(),
+                false => format!("; it meets {}", met.join(", ")),
+            };
+            format!(
+                "{:>10} {teammate}  conflict in {} handed to {resolver} (attempt {attempt}){meets}",
+                "RESOLVING",
+                files.join(", ")
+            )
+        }
+        Event::ConflictResolved {
+            teammate,
+            attempt,
+            commit,
+            error,
+            ..
+        } => match commit {
+            Some(c) => format!(
+                "{:>10} {teammate}  attempt {attempt} taken as {}",
+                "RESOLVED",
+                c.get(..10).unwrap_or(c)
+            ),
+            None => format!("{:>10} {teammate}  attempt {attempt}: {error}", "REJECTED"),
+        },
+        _ => String::new(),
     }
 }
 
@@ -215,6 +261,7 @@ impl Reporter for Plain {
             }
             Event::ItemFinished(o) => finished_line(o, &self.merging),
             Event::ItemMerged { .. } => merged_line(event),
+            Event::ConflictHanded { .. } | Event::ConflictResolved { .. } => conflict_line(event),
             Event::AttemptFinished {
                 teammate,
                 attempt,
@@ -392,6 +439,12 @@ impl Reporter for Human {
             Event::ItemMerged { .. } => self.multi.suspend(|| {
                 let _ = writeln!(std::io::stdout(), "{}", terminal_safe(&merged_line(event)));
             }),
+            Event::ConflictHanded { .. } | Event::ConflictResolved { .. } => {
+                self.multi.suspend(|| {
+                    let line = conflict_line(event);
+                    let _ = writeln!(std::io::stdout(), "{}", terminal_safe(&line));
+                });
+            }
             Event::Interrupted { immediate } => {
                 let _ = self.multi.println(if *immediate {
                     "Interrupted again: killing running teammates"

@@ -14,7 +14,8 @@ use crate::schedule::pipeline::{self, Ran};
 /// batch, or a verdict that is not one of its items' (exit 2); the server cannot be reached
 /// (exit 3).
 pub(crate) fn collect(mut args: BatchArgs) -> Result<i32> {
-    let flag = args.run.queue.take();
+    let ca = args.run.queue_ca.clone();
+    let flag = args.run.queue.take().map(|q| q.with_ca(ca));
     // Nothing runs: no agent program needs to be installed where the output is collected.
     if args.command.is_empty() && args.run.runner.is_none() {
         args.command = vec!["true".into()];

@@ -163,7 +163,7 @@ fn queue_status(
 
 /// `runner status`.
 pub(crate) fn status(args: StatusArgs) -> Result<i32> {
-    if let Some(url) = &args.queue {
+    if let Some(url) = &args.queue.clone().map(|q| q.with_ca(args.queue_ca.clone())) {
         return queue_status(url, args.workspace.as_deref());
     }
     if !args.list && !args.watch {

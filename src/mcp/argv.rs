@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser;
 
-use super::params::{BatchParams, TeamChoice, team_args, write_beside};
+use super::params::{BatchParams, BestOfArg, TeamChoice, judge_flag, team_args, write_beside};
 use crate::cli::{Cli, Command};
 
 /// `runner ARGV` parsed as the CLI parses it.
@@ -49,9 +49,13 @@ pub(crate) fn remove_written(written: &[PathBuf]) {
 /// `runner batch …` for `p`: the files relative to the server's folder `cwd`, an inline
 /// instruction or schema written beside the output (so the same call again resumes).
 ///
-/// Errors: neither or both of `instruction` and `instruction_path`, or a file beside the
-/// output holds another text (nothing is left written then).
+/// Errors: neither or both of `instruction` and `instruction_path`, a `best_of` or `judge`
+/// `--best-of` / `--judge` would refuse (naming the argument), or a file beside the output
+/// holds another text (nothing is left written then).
 pub(crate) fn batch_argv(p: &BatchParams, cwd: &Path) -> Result<BatchArgv, String> {
+    // Checked before anything is written.
+    let best_of = p.best_of.as_ref().map(BestOfArg::flag).transpose()?;
+    let judge = p.judge.as_deref().map(judge_flag).transpose()?;
     let input = cwd.join(&p.csv_path);
     let output = match &p.output_csv_path {
         Some(o) => cwd.join(o),
@@ -118,6 +122,13 @@ pub(crate) fn batch_argv(p: &BatchParams, cwd: &Path) -> Result<BatchArgv, Strin
     if let Some(s) = p.max_runtime_seconds {
         args.extend(["--timeout".into(), format!("{s}s").into()]);
     }
+    // `=`: a value, never a flag.
+    if let Some(b) = best_of {
+        args.push(format!("--best-of={b}").into());
+    }
+    if let Some(j) = judge {
+        args.push(format!("--judge={j}").into());
+    }
     Ok(BatchArgv { args, written })
 }
 
@@ -135,6 +146,7 @@ pub(crate) fn status_args(workspace: Option<PathBuf>) -> crate::cli::StatusArgs 
     crate::cli::StatusArgs {
         workspace,
         queue: None,
+        queue_ca: None,
         watch: false,
         brief: true,
         list: false,

@@ -201,9 +201,62 @@ pub(crate) struct BatchParams {
     #[serde(default)]
     #[schemars(range(min = 1, max = 31_536_000))]
     pub max_runtime_seconds: Option<u64>,
+    /// Give each row to several candidates at once, the winner chosen by `judge` (`runner
+    /// batch --best-of`): a number of candidates, 1 to 8 (1: no fan-out), or 2 to 8 runners
+    /// as a text `RUNNER[:MODEL],…` (`claude,codex:gpt-5`). In a git repository the
+    /// candidates need worktrees of their own, so there the run is refused.
+    #[serde(default)]
+    pub best_of: Option<BestOfArg>,
+    /// How the winner among the candidates that passed is chosen (`runner batch --judge`):
+    /// `passing` (the default: the smaller diff, then the lower cost, then the earlier
+    /// finish), `first` (the first to pass; the others are stopped), `person` (the item waits
+    /// for `runner pick ID CANDIDATE`), or `score CMD` (CMD prints a number in each
+    /// candidate's folder; the highest wins). `stage NAME` needs a BATCH.md's stages, which
+    /// this tool has not.
+    #[serde(default)]
+    pub judge: Option<String>,
     /// How the team runs.
     #[serde(flatten)]
     pub team: TeamChoice,
+}
+
+/// `batch_run`'s `best_of`: a number of candidates, or a list of runners.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum BestOfArg {
+    /// How many candidates: 1 to 8.
+    Count(u32),
+    /// `RUNNER[:MODEL],…`, or a number as text.
+    Runners(String),
+}
+
+impl BestOfArg {
+    /// The value as `--best-of` takes it, checked as the CLI checks it.
+    ///
+    /// Errors: what is wrong with it, naming `best_of`.
+    pub(crate) fn flag(&self) -> Result<String, String> {
+        let text = match self {
+            BestOfArg::Count(n) => n.to_string(),
+            BestOfArg::Runners(t) => t.trim().to_owned(),
+        };
+        text.parse::<crate::options::best_of::BestOf>()
+            .map(|_| text.clone())
+            .map_err(|rule| format!("`best_of`: `{text}` {rule}"))
+    }
+}
+
+/// `batch_run`'s `judge` as `--judge` takes it, checked as the CLI checks it.
+///
+/// Errors: what is wrong with it, naming `judge`; `stage NAME` (the tool has no stages).
+pub(crate) fn judge_flag(text: &str) -> Result<String, String> {
+    use crate::options::best_of::Judge;
+    match text.parse::<Judge>() {
+        Ok(Judge::Stage(name)) => Err(format!(
+            "`judge`: `stage {name}` judges with a stage of a BATCH.md's `stages:`, and batch_run runs an instruction without stages; give passing, first, person or score CMD (or run `runner batch BATCH.md`)"
+        )),
+        Ok(_) => Ok(text.trim().to_owned()),
+        Err(rule) => Err(format!("`judge`: `{}` {rule}", text.trim())),
+    }
 }
 
 /// `status`.
@@ -333,6 +386,26 @@ mod tests {
         .map(OsString::from)
         .to_vec();
         assert_eq!(team_args(&team), args);
+    }
+
+    #[test]
+    fn best_of_and_judge_are_checked_as_the_cli_checks_them_naming_the_argument() {
+        assert_eq!(BestOfArg::Count(3).flag(), Ok("3".into()));
+        assert_eq!(
+            BestOfArg::Runners(" claude,codex:gpt-5 ".into()).flag(),
+            Ok("claude,codex:gpt-5".into())
+        );
+        assert!(
+            BestOfArg::Count(0)
+                .flag()
+                .is_err_and(|e| e.starts_with("`best_of`: `0`"))
+        );
+        assert_eq!(
+            judge_flag("score make count"),
+            Ok("score make count".into())
+        );
+        assert!(judge_flag("fastest").is_err_and(|e| e.starts_with("`judge`: `fastest` must")));
+        assert!(judge_flag("stage pick").is_err_and(|e| e.contains("BATCH.md")));
     }
 
     #[test]

@@ -161,8 +161,9 @@ enum Note {
         total: Option<u64>,
         resumed: u64,
     },
-    /// `item_finished`: the item's id and status.
-    Finished(String),
+    /// `item_finished`: the item's id and status; for a `best_of` item, its winner
+    /// ([`winner_of`]).
+    Finished(String, Option<Value>),
     /// `warning`: its message.
     Warning(String),
     /// `run_finished` or `run_ended`, as its journal line.
@@ -190,7 +191,9 @@ impl Reporter for Progress {
                 total: *total,
                 resumed: *resumed,
             },
-            Event::ItemFinished(o) => Note::Finished(format!("{} {}", o.id, o.status)),
+            Event::ItemFinished(o) => {
+                Note::Finished(format!("{} {}", o.id, o.status), winner_of(o))
+            }
             Event::Warning { message, .. } => Note::Warning(message.clone()),
             Event::RunFinished(_) | Event::RunEnded { .. } => {
                 match event.to_line().and_then(|l| l.ok()) {
@@ -205,6 +208,20 @@ impl Reporter for Progress {
         };
         let _ = self.0.send(note);
     }
+}
+
+/// What a `best_of` item's answer says of it: its id, status, `winner` (`1-a.c2 (claude)`,
+/// empty without one), the rule that chose it (or why none), and how many of its
+/// `candidates` passed. `None` for an item not given to candidates.
+fn winner_of(o: &crate::run::record::outcome::Outcome) -> Option<Value> {
+    let b = o.best_of.as_deref()?;
+    Some(json!({
+        "id": o.id,
+        "status": o.status.to_string(),
+        "winner": b.winner_text(),
+        "rule": b.rule,
+        "candidates": b.candidates_text(),
+    }))
 }
 
 impl Sink for Progress {
@@ -542,6 +559,7 @@ async fn follow(
     let (mut total, mut done) = (None::<u64>, 0u64);
     let mut events = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
+    let mut winners: Vec<Value> = Vec::new();
     let (mut cancelled, mut started) = (false, false);
     loop {
         let note = tokio::select! {
@@ -589,7 +607,8 @@ async fn follow(
                     return CallToolResult::structured(answer);
                 }
             }
-            Note::Finished(message) => {
+            Note::Finished(message, winner) => {
+                winners.extend(winner);
                 done += 1;
                 if let Some(t) = token.as_ref().filter(|_| !cancelled) {
                     let mut p = ProgressNotificationParam::new(t.clone(), done as f64);
@@ -603,11 +622,14 @@ async fn follow(
             Note::Summary(v) => events.push(v),
             // 0: every item completed; 1: some did not (a result, not a tool error).
             Note::Ended(Ok(code)) if code <= EXIT_INCOMPLETE => {
-                let summary = with_about(json!({
+                let mut summary = with_about(json!({
                     "exit_code": code,
                     "events": events,
                     "warnings": warnings,
                 }));
+                if !winners.is_empty() {
+                    summary["winners"] = Value::Array(winners);
+                }
                 return CallToolResult::structured(summary);
             }
             Note::Ended(Ok(code)) => {

@@ -184,6 +184,7 @@ pub(crate) fn run_output() -> Arc<JsonObject> {
             "follow": {"type": "object", "properties": {"tool": {"type": "string"}, "team": {"type": "string"}, "command": {"type": "string"}}, "description": "How to follow the team: the `status` tool with this `team`, or this command."},
             "page_url": {"type": "string", "description": "With `serve`: the run's live page, `http://127.0.0.1:PORT/?token=…` (the token is required; read-only; the page stops when the run ends)."},
             "warnings": {"type": "array", "items": {"type": "string"}, "description": "What the run warned of (as `warning: …` on a terminal): at its end all of them, at a background start those said by then. The workspace's journal keeps every one."},
+            "winners": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "string"}, "status": {"type": "string"}, "winner": {"type": "string"}, "rule": {"type": "string"}, "candidates": {"type": "string"}}}, "description": "batch_run with best_of, at the run's end: each item this run decided — its status, its winner (`1-a.c2 (claude)`: the candidate's teammate, runner and model; empty when none), the rule that chose it or why none did, and how many candidates passed (`2/3 passed`). the `show` tool lists any item's candidates later."},
             "next": {"type": "string"}
         }),
         &[],

@@ -9,7 +9,7 @@ pub(crate) const MAX_CANDIDATES: u32 = 8;
 /// `--best-of N` or `--best-of RUNNER[:MODEL],…`: the candidates of each item — N of the
 /// run's own runner, or one per runner definition named (with its model after `:`), 2 ..=
 /// [`MAX_CANDIDATES`] of them (1 is no fan-out, the default).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct BestOf {
     /// How many candidates.
     pub count: u32,
@@ -86,12 +86,15 @@ pub(crate) enum Judge {
     /// `person`: every candidate runs to its end; the item ends `blocked`, listing those that
     /// passed, until `runner pick ID CANDIDATE` names the winner.
     Person,
+    /// `stage NAME`: the stage NAME of BATCH.md's `stages:` (run for no row as a stage of
+    /// its own) runs once per item whose candidates two or more passed, with every one of
+    /// them in its prompt, and its report's `winner` names the winner.
+    Stage(String),
 }
 
 impl Judge {
     /// What `--judge` / `judge` must be.
-    pub(crate) const RULE: &'static str =
-        "must be passing, first, person, or score CMD (a command that prints a number)";
+    pub(crate) const RULE: &'static str = "must be passing, first, person, score CMD (a command that prints a number), or stage NAME (a stage of BATCH.md's stages: that names the winner)";
 
     /// The judge's word as the plan and the outcome name it (`score`, not its command).
     pub(crate) fn word(&self) -> &'static str {
@@ -100,11 +103,13 @@ impl Judge {
             Judge::First => "first",
             Judge::Score(_) => "score",
             Judge::Person => "person",
+            Judge::Stage(_) => "stage",
         }
     }
 }
 
-/// `passing`, `first`, `person` or `score CMD` (CMD split as a shell would: `score "make count"`).
+/// `passing`, `first`, `person`, `score CMD` (CMD split as a shell would: `score "make
+/// count"`) or `stage NAME` (a stage name: `[A-Za-z0-9_-]`, at most 40 characters).
 impl FromStr for Judge {
     /// [`Judge::RULE`], or what is wrong with the score command.
     type Err = &'static str;
@@ -120,6 +125,19 @@ impl FromStr for Judge {
             ("score", cmd) => match shlex::split(cmd) {
                 Some(argv) if !argv.is_empty() => Ok(Judge::Score(argv)),
                 _ => Err("score's command is not a command line (check its quotes)"),
+            },
+            ("stage", "") => {
+                Err("stage needs the name of a stage of BATCH.md's stages: stage NAME")
+            }
+            ("stage", name) => match name.len() <= 40
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+            {
+                true => Ok(Judge::Stage(name.to_owned())),
+                false => {
+                    Err("stage NAME takes one stage name ([A-Za-z0-9_-], at most 40 characters)")
+                }
             },
             _ => Err(Judge::RULE),
         }
@@ -175,5 +193,8 @@ mod tests {
         assert!("score".parse::<Judge>().is_err());
         assert!("score 'open".parse::<Judge>().is_err());
         assert_eq!("fastest".parse::<Judge>(), Err(Judge::RULE));
+        assert_eq!("stage pick".parse(), Ok(Judge::Stage("pick".into())));
+        assert!("stage".parse::<Judge>().is_err());
+        assert!("stage two words".parse::<Judge>().is_err());
     }
 }

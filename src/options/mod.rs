@@ -10,6 +10,7 @@ pub(crate) mod format;
 pub(crate) mod isolation;
 pub(crate) mod limits;
 pub(crate) mod notify;
+pub(crate) mod on_conflict;
 pub(crate) mod order;
 pub(crate) mod queue;
 pub(crate) mod selection;

@@ -12,6 +12,9 @@ use std::str::FromStr;
 pub(crate) struct QueueUrl {
     url: String,
     shown: String,
+    /// `--queue-ca FILE`: the PEM certificates a `rediss://` server's certificate must chain
+    /// to instead of the system's roots.
+    ca: Option<std::path::PathBuf>,
 }
 
 impl QueueUrl {
@@ -22,6 +25,24 @@ impl QueueUrl {
     /// The URL as typed, password included: for the Redis client only, never for a message.
     pub(crate) fn secret_url(&self) -> &str {
         &self.url
+    }
+
+    /// This URL trusting the CA certificates in `ca` (`--queue-ca`; `None` keeps its own).
+    pub(crate) fn with_ca(mut self, ca: Option<std::path::PathBuf>) -> QueueUrl {
+        if ca.is_some() {
+            self.ca = ca;
+        }
+        self
+    }
+
+    /// The `--queue-ca` file, if one was given.
+    pub(crate) fn ca(&self) -> Option<&std::path::Path> {
+        self.ca.as_deref()
+    }
+
+    /// Whether it connects over TLS (`rediss://`).
+    pub(crate) fn tls(&self) -> bool {
+        self.url.starts_with("rediss://")
     }
 }
 
@@ -73,6 +94,7 @@ impl FromStr for QueueUrl {
         Ok(QueueUrl {
             url: text.to_owned(),
             shown: format!("{}://{user}{host}{port}{db}", u.scheme()),
+            ca: None,
         })
     }
 }

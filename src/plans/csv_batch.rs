@@ -29,6 +29,8 @@ use crate::source::csv_input;
 use crate::source::input::{InputRow, InputTable, Spool};
 use crate::source::stages::Chain;
 
+use super::choices::{Choices, choices, column};
+
 /// The column that names a row's prerequisites (ids separated by `;`).
 pub(crate) const DEPENDS_ON: &str = "depends_on";
 
@@ -82,38 +84,6 @@ struct Rows {
     deps: Option<HashMap<String, Vec<String>>>,
     /// Stages, and each row's own runner and model.
     choices: Arc<Choices>,
-}
-
-/// How a row's items run when the batch has stages or lets a row choose its runner and
-/// model (issue 33).
-#[derive(Default)]
-struct Choices {
-    /// Each row's chain of stages.
-    chain: Option<Arc<Chain>>,
-    /// The `runner_column`'s index.
-    runner: Option<usize>,
-    /// The `model_column`'s index.
-    model: Option<usize>,
-    /// The profile of (stage, a row's runner cell, its model cell) — the index into
-    /// [`RunSpec::profiles`]; absent: the batch's settings.
-    profiles: HashMap<(Option<usize>, String, String), u32>,
-}
-
-impl Choices {
-    /// A row's (runner, model) cells, trimmed; empty where the batch decides.
-    fn cells(&self, values: &[String]) -> (String, String) {
-        let cell = |i: Option<usize>| {
-            i.and_then(|i| values.get(i))
-                .map_or(String::new(), |v| v.trim().to_owned())
-        };
-        (cell(self.runner), cell(self.model))
-    }
-
-    /// The profile of stage `stage` (`None`: the whole row) of a row with these values.
-    fn profile(&self, stage: Option<usize>, values: &[String]) -> Option<u32> {
-        let (runner, model) = self.cells(values);
-        self.profiles.get(&(stage, runner, model)).copied()
-    }
 }
 
 impl ItemSource for Rows {
@@ -419,184 +389,6 @@ fn to_item(
     }
 }
 
-/// Most distinct (runner, model) choices the rows of one batch may make.
-const CHOICES_MAX: usize = 64;
-
-/// The stages and each row's runner and model as profiles of the run: one per (stage, row
-/// runner, row model) that occurs, each checked now (its runner definition loads, its
-/// program is installed, its schema compiles, its backend can be built).
-///
-/// Errors: exit 2 naming the file: a `runner_column` / `model_column` that is no column, a
-/// runner a row or stage names that does not exist, more than [`CHOICES_MAX`] choices; exit
-/// 3 for a program that is not installed.
-fn choices(
-    files: &CsvBatchFiles,
-    chain: Option<&Arc<Chain>>,
-    table: &InputTable,
-    settings: &Settings,
-) -> Result<(Arc<Choices>, Vec<crate::run::Profile>)> {
-    let mut choices = Choices {
-        chain: None,
-        runner: column(files, table, "runner_column", &files.runner_column)?,
-        model: column(files, table, "model_column", &files.model_column)?,
-        profiles: HashMap::new(),
-    };
-    let seen = chosen(files, table, &choices)?;
-    // A runner a row names must exist, even where every stage chooses its own.
-    for ((runner, _), row) in seen.iter().filter(|((r, _), _)| !r.is_empty()) {
-        crate::agent::definition::load(runner, None, None).map_err(|e| {
-            e.within(&format!(
-                "{}: row {row}, column `{}`",
-                files.input.display(),
-                files.runner_column.as_deref().unwrap_or_default()
-            ))
-        })?;
-    }
-    let stages: Vec<Option<usize>> = match chain {
-        None => vec![None],
-        Some(chain) => (0..chain.stages.len()).map(Some).collect(),
-    };
-    let mut profiles = Vec::new();
-    for stage in stages {
-        let spec = stage.and_then(|i| chain.map(|c| &c.stages[i]));
-        for (choice, row) in &seen {
-            if let Some(profile) = profile(files, settings, spec, choice, row)? {
-                choices.profiles.insert(
-                    (stage, choice.0.clone(), choice.1.clone()),
-                    profiles.len() as u32,
-                );
-                profiles.push(profile);
-            }
-        }
-    }
-    choices.chain = chain.cloned();
-    Ok((Arc::new(choices), profiles))
-}
-
-/// The index of the column BATCH.md's `key` names (`runner_column: NAME`); `None` when it
-/// names none.
-///
-/// Errors: exit 2 naming BATCH.md: `name` is no column of the input.
-fn column(
-    files: &CsvBatchFiles,
-    table: &InputTable,
-    key: &str,
-    name: &Option<String>,
-) -> Result<Option<usize>> {
-    let Some(name) = name else { return Ok(None) };
-    match table.headers.iter().position(|h| h == name) {
-        Some(i) => Ok(Some(i)),
-        None => Err(Error::input_at(
-            &files.instruction_path,
-            None,
-            format!(
-                "`{key}: {name}` is not a column of {}{}; its columns are: {}",
-                files.input.display(),
-                crate::suggest::did_you_mean(name, table.headers.iter().map(String::as_str)),
-                table.headers.join(", ")
-            ),
-        )),
-    }
-}
-
-/// Every (runner, model) the rows choose, in first-seen order, each with the id of a row
-/// that does; the batch's own (two empty cells, no row) first.
-///
-/// Errors: more than [`CHOICES_MAX`] choices (exit 2, at the row that makes one too many).
-fn chosen(
-    files: &CsvBatchFiles,
-    table: &InputTable,
-    choices: &Choices,
-) -> Result<Vec<((String, String), String)>> {
-    let mut seen: Vec<((String, String), String)> =
-        vec![((String::new(), String::new()), String::new())];
-    if choices.runner.is_none() && choices.model.is_none() {
-        return Ok(seen);
-    }
-    for row in table.rows()? {
-        let row = row?;
-        let key = choices.cells(&row.values);
-        if !seen.iter().any(|(k, _)| *k == key) {
-            if seen.len() > CHOICES_MAX {
-                return Err(Error::input_at(
-                    &files.input,
-                    Some(row.line),
-                    format!(
-                        "the rows choose more than {CHOICES_MAX} different runners and models; group them into fewer batches"
-                    ),
-                ));
-            }
-            seen.push((key, row.id.clone()));
-        }
-    }
-    Ok(seen)
-}
-
-/// The profile of stage `stage` (`None`: a whole row) for rows choosing `(runner, model)`
-/// (empty: the batch's), `row` one of them; `None` when it is the batch's own settings.
-///
-/// Errors: the changed settings, the schema or the backend are bad, named with whose
-/// choice it was.
-fn profile(
-    files: &CsvBatchFiles,
-    settings: &Settings,
-    stage: Option<&crate::source::stages::Stage>,
-    (runner, model): &(String, String),
-    row: &str,
-) -> Result<Option<crate::run::Profile>> {
-    let mut o = stage.map(|s| s.overrides.clone()).unwrap_or_default();
-    // A stage's own choice wins over the row's; the row's over the batch's.
-    if o.runner.is_none() && !runner.is_empty() {
-        o.runner = Some(runner.clone());
-    }
-    if o.model.is_none() && !model.is_empty() {
-        o.model = Some(model.clone());
-    }
-    if stage.is_none() && o.is_empty() {
-        return Ok(None);
-    }
-    let mut label: Vec<String> = Vec::new();
-    if let Some(s) = stage {
-        label.push(format!("stage {}", s.name));
-    }
-    if let Some(r) = &o.runner {
-        label.push(format!("runner {r}"));
-    }
-    if let Some(m) = &o.model {
-        label.push(format!("model {m}"));
-    }
-    let label = label.join(", ");
-    let whose = match (stage, row.is_empty()) {
-        (Some(s), true) => format!("{}: stage `{}`", files.instruction_path.display(), s.name),
-        (Some(s), false) => format!(
-            "{}: stage `{}` of row {row} (the row chose {})",
-            files.instruction_path.display(),
-            s.name,
-            [(runner, "runner"), (model, "model")]
-                .iter()
-                .filter(|(v, _)| !v.is_empty())
-                .map(|(v, what)| format!("{what} {v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        (None, _) => format!("{}: row {row} ({label})", files.input.display()),
-    };
-    let profile_settings = settings.with_overrides(&o).map_err(|e| e.within(&whose))?;
-    let schema_value = match stage {
-        Some(s) => s.schema.clone(),
-        None => files.schema.as_ref().map(|(v, _)| v.clone()),
-    };
-    let schema = crate::settings::load_schema(schema_value, None)?;
-    let backend =
-        crate::run::backend::for_settings(&profile_settings).map_err(|e| e.within(&whose))?;
-    Ok(Some(crate::run::Profile {
-        label,
-        settings: profile_settings,
-        schema,
-        backend,
-    }))
-}
-
 /// Build the plan of a CSV batch: scan and check the input, the instruction and `--verify`
 /// against its columns, lay out the output, read the previous output for `--only`, survey
 /// the rows, and register the sinks (whose files the plan's checks then refuse over inputs).
@@ -605,7 +397,10 @@ fn profile(
 /// Errors: every problem of the input files (exit 2, naming the file and line), nothing
 /// written.
 pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -> Result<Plan> {
+    // `--only failed` with a queue: the queue's verdicts say what failed (not this output).
+    let (settings, reseed) = crate::queue::only_failed(settings);
     let (instruction, table) = scan(&files, &settings)?;
+    let judge = super::judge_stage::take(&mut files, &settings, &table.headers)?;
     let chain = files.stages.take().map(Arc::new);
     if settings.batch_api && (files.runner_column.is_some() || files.model_column.is_some()) {
         return Err(super::batch_api_refused());
@@ -613,7 +408,10 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
     if let Some(chain) = &chain {
         chain.check(&table.headers)?;
     }
-    let (choices, profiles) = choices(&files, chain.as_ref(), &table, &settings)?;
+    let (choices, mut profiles) = choices(&files, chain.as_ref(), &table, &settings)?;
+    let judge = judge
+        .map(|j| super::judge_stage::profile(&files, &settings, j, &mut profiles))
+        .transpose()?;
     let template = TeammateTemplate::new(
         Path::new("templates/teammate.md"),
         DEFAULT_TEAMMATE_TEMPLATE,
@@ -695,6 +493,7 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
             .as_ref()
             .map(|c| c.stages.iter().map(|s| s.name.clone()).collect())
             .unwrap_or_default(),
+        judge_stage: judge,
         origin,
         chains,
         ..RunSpec::new(team, workspace, cwd, settings, template)?
@@ -709,7 +508,7 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
         stdin_copy,
         ..Plan::new(spec, source, sinks, batch, WorkspaceFrom::Output, output)
     };
-    crate::queue::attach(super::order::apply(plan)?, choices.chain.is_some())
+    crate::queue::attach(super::order::apply(plan)?, reseed)
 }
 
 /// Parse the instruction and scan the input (CSV, or JSON Lines for a `.jsonl` file; the
@@ -764,7 +563,7 @@ fn layout(
                 true => l.with_models(),
                 false => l,
             };
-            match settings.best_of > 1 {
+            match settings.best_of > 1 || choices.best_of.is_some() {
                 true => l.with_best_of(),
                 false => l,
             }
@@ -777,6 +576,12 @@ fn layout(
                 .map(|s| crate::sink::output_stages::StageColumns {
                     name: s.name.clone(),
                     fields: s.fields(),
+                    best_of: choices.best_of.is_some()
+                        || s.overrides
+                            .best_of
+                            .as_ref()
+                            .map_or(settings.best_of, |b| b.count)
+                            > 1,
                 })
                 .collect(),
             settings.isolate,

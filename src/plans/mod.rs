@@ -13,7 +13,9 @@
 //! 3. Register it: `pub(crate) mod …;` below, and a command in `src/commands/` that calls
 //!    `commands::batch::carry_out(plan, backend)`.
 
+pub(crate) mod choices;
 pub(crate) mod csv_batch;
+pub(crate) mod judge_stage;
 pub(crate) mod order;
 pub(crate) mod overlap;
 pub(crate) mod todo_batch;

@@ -368,6 +368,11 @@ pub(crate) fn plan(
     doc: &TodoDocument,
     settings: Settings,
 ) -> Result<Option<Plan>> {
+    if let crate::options::best_of::Judge::Stage(name) = &settings.judge {
+        return Err(Error::Usage(format!(
+            "--judge stage {name}: a todo batch has no stages to judge with; give a CSV batch whose BATCH.md declares stage `{name}`, or another --judge"
+        )));
+    }
     let mut items = plan_items(doc, b.store, b.include_ideas).map_err(|p| {
         Error::Usage(format!(
             "{}: {}",

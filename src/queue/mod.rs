@@ -54,13 +54,26 @@ pub(crate) fn tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// `settings` without `--only failed` when they name a queue, and whether they had it: a
+/// worker's selection is the queue's to make ([`attach`]'s `reseed`).
+pub(crate) fn only_failed(
+    mut settings: crate::settings::Settings,
+) -> (crate::settings::Settings, bool) {
+    let reseed = settings.queue.is_some()
+        && matches!(settings.only, crate::options::selection::Only::Failed);
+    if reseed {
+        settings.only = crate::options::selection::Only::All;
+    }
+    (settings, reseed)
+}
+
 /// Make `plan` a worker of the queue its settings name (nothing when they name none):
-/// its items come from the queue, its outcomes go there too. `has_stages`: whether the
-/// batch's rows are chains of stages (whose later stages read the earlier ones' outcomes
-/// from the run's own record, so they are not shared across workers).
+/// its items come from the queue, its outcomes go there too. A staged batch's rows are
+/// handed out whole: every stage of a row runs on the worker that claimed it. `reseed`
+/// (`--only failed`): when the queue's run is over, its failed items are handed out again.
 ///
-/// Errors (exit 2): `--queue` with `--shard`, `--only`, `--batch-api` or `stages:`.
-pub(crate) fn attach(mut plan: Plan, has_stages: bool) -> Result<Plan> {
+/// Errors (exit 2): `--queue` with `--shard`, `--only` (but `failed`), or `--batch-api`.
+pub(crate) fn attach(mut plan: Plan, reseed: bool) -> Result<Plan> {
     let Some(url) = plan.spec.settings.queue.clone() else {
         return Ok(plan);
     };
@@ -69,10 +82,9 @@ pub(crate) fn attach(mut plan: Plan, has_stages: bool) -> Result<Plan> {
         (settings.shard.is_some(), "--shard"),
         (
             !matches!(settings.only, crate::options::selection::Only::All),
-            "--only",
+            "--only (but `failed`)",
         ),
         (settings.batch_api, "--batch-api"),
-        (has_stages, "`stages:`"),
     ];
     if let Some((_, other)) = clash.iter().find(|(on, _)| *on) {
         return Err(Error::Conflict {
@@ -96,7 +108,7 @@ pub(crate) fn attach(mut plan: Plan, has_stages: bool) -> Result<Plan> {
             || plan.batch.input.clone(),
             |n| n.to_string_lossy().into_owned(),
         );
-    let (worker, sink) = worker::Worker::new(url, &input, plan.batch.fingerprint.clone());
+    let (worker, sink) = worker::Worker::new(url, &input, plan.batch.fingerprint.clone(), reseed);
     plan.sinks.push(Box::new(sink));
     plan.queue = Some(Box::new(worker));
     Ok(plan)

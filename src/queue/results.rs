@@ -1,7 +1,8 @@
 //! The sink that sends each outcome of a worker to its queue: a verdict (completed,
-//! failed, blocked, timed out) is recorded in the queue's results; an item this worker
-//! never got to run (interrupted, or skipped once the worker stopped starting items) is
-//! handed back to the queue for another worker instead. It writes no file; the queue's
+//! failed, blocked, timed out; a stage skipped after an earlier one of its row did not
+//! complete) is recorded in the queue's results; an item this worker never got to run
+//! (interrupted, or skipped once the worker stopped starting items) is handed back to the
+//! queue for another worker instead, with the rest of its row. It writes no file; the queue's
 //! thread ([`crate::queue::worker`]) talks to the server.
 
 use std::sync::mpsc::Sender;
@@ -26,11 +27,21 @@ impl Reporter for Results {
                 until_ms: u64::try_from(t.as_millisecond()).unwrap_or(0),
             });
         }
+        if let Event::AttemptStarted { id, attempt, .. } = event {
+            let _ = self.to_queue.send(Cmd::Started {
+                id: id.clone(),
+                attempt: *attempt,
+            });
+        }
         let Event::ItemFinished(outcome) = event else {
             return;
         };
+        // Skipped because an earlier stage of its row did not complete is the row's verdict;
+        // skipped because this worker stopped starting items (or interrupted) is not.
         let not_run = outcome.status == ItemStatus::Cancelled
-            || (outcome.status == ItemStatus::Skipped && outcome.attempts == 0);
+            || (outcome.status == ItemStatus::Skipped
+                && outcome.attempts == 0
+                && !outcome.error.starts_with("prerequisite "));
         let cmd = match not_run {
             true => Cmd::GiveBack {
                 id: outcome.id.clone(),

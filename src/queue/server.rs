@@ -2,15 +2,19 @@
 //! script (DESIGN §9b). Under the batch's key `runner:<input file name>`:
 //!
 //! - `…:meta` (hash): `fingerprint` (the batch's content hash, [`crate::run::record::team::BatchId`]),
-//!   `total` (items), `input` (the input's name, for messages);
-//! - `…:items` (stream, consumer group `workers`): one entry per item, field `id`, in the
-//!   order they are handed out. Read by the group = claimed by that worker; acknowledged =
+//!   `total` (items), `input` (the input's name, for messages), `generation` (times
+//!   `--only failed` reseeded the run), `spent_usd` and `failed` (the fleet's totals);
+//! - `…:items` (stream, consumer group `workers`): one entry per unit — an item, or a
+//!   staged row with all its stages —, fields `id` and, for a row, `check` (its first
+//!   stage's item id), in the order they are handed out. Read by the group = claimed by that worker; acknowledged =
 //!   it has its verdict; pending and idle longer than the lease = its worker is gone, and
 //!   `XAUTOCLAIM` hands it to another;
 //! - `…:results` (hash): item id → `{"worker": …, "outcome": {…}}`, set once (`HSETNX`): the
 //!   first valid finish is the verdict;
 //! - `…:duplicates` (list): every later finish of an item that had its verdict (its cost
 //!   counts all the same);
+//! - `…:attempts` (hash): item id → the highest attempt number any worker started of it, so
+//!   a worker that takes an item over continues its numbering (and its `--retries`);
 //! - `…:workers` (hash): worker name → when it last renewed its leases (ms since the epoch);
 //! - `…:pause` (string, expiring with it): the end of the fleet's rate-limit pause (ms since
 //!   the epoch): a worker that meets a 429 sets it, every worker's gate pauses until then.
@@ -71,6 +75,9 @@ impl Keys {
     pub(crate) fn pause(&self) -> String {
         self.key("pause")
     }
+    pub(crate) fn attempts(&self) -> String {
+        self.key("attempts")
+    }
 }
 
 /// A connection to the queue's server, with its URL for messages (password redacted).
@@ -79,12 +86,36 @@ impl Keys {
 pub(crate) fn connect(url: &QueueUrl) -> Result<Connection> {
     let failed = |e: redis::RedisError| {
         Error::Environment(format!(
-            "cannot reach the queue at {url}: {}; start the Redis server or fix --queue",
-            crate::redact::urls(&e.to_string())
+            "cannot reach the queue at {url}: {}; start the Redis server or fix --queue{}",
+            crate::redact::urls(&e.to_string()),
+            match url.tls() {
+                true => " (a server whose certificate a private CA signed: --queue-ca FILE)",
+                false => "",
+            }
         ))
     };
     crate::queue::tls_provider();
-    let client = redis::Client::open(url.secret_url()).map_err(failed)?;
+    let client = match url.ca() {
+        None => redis::Client::open(url.secret_url()).map_err(failed)?,
+        Some(_) if !url.tls() => {
+            return Err(Error::Usage(format!(
+                "--queue-ca names the CA of a TLS queue, and {url} is not one: use rediss:// or drop --queue-ca"
+            )));
+        }
+        Some(path) => {
+            let pem = std::fs::read(path).map_err(|e| {
+                Error::Usage(format!(
+                    "--queue-ca {}: cannot read it ({e}); give the PEM file of the queue's CA certificates",
+                    path.display()
+                ))
+            })?;
+            let certs = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem),
+            };
+            redis::Client::build_with_tls(url.secret_url(), certs).map_err(failed)?
+        }
+    };
     let con = client
         .get_connection_with_timeout(Duration::from_secs(5))
         .map_err(failed)?;
@@ -112,40 +143,130 @@ if have then
   if have == ARGV[1] then return {0, have} end
   return {2, have}
 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('XGROUP', 'CREATE', KEYS[2], ARGV[4], '0', 'MKSTREAM')
-for i = 5, #ARGV do redis.call('XADD', KEYS[2], '*', 'id', ARGV[i]) end
+for i = 5, #ARGV, 2 do
+  if ARGV[i + 1] == '' then
+    redis.call('XADD', KEYS[2], '*', 'id', ARGV[i])
+  else
+    redis.call('XADD', KEYS[2], '*', 'id', ARGV[i], 'check', ARGV[i + 1])
+  end
+end
 redis.call('HSET', KEYS[1], 'fingerprint', ARGV[1], 'total', ARGV[2], 'input', ARGV[3])
 return {1, ARGV[1]}
 ";
 
-/// Put `ids` (in the order they are to be handed out) into the queue once, under
-/// `fingerprint`; atomic, so of workers arriving together exactly one seeds.
+/// One entry of the items stream: a unit handed out whole — an item, or a staged row with
+/// every stage of it (`id` the row's id) — and `check`, the result whose presence says the
+/// unit has its verdict (its first item's id; `None` when that is `id` itself).
+#[derive(Debug, Clone)]
+pub(crate) struct Unit {
+    /// The item's or row's id.
+    pub id: String,
+    /// Its first item's id, when that differs from `id`.
+    pub check: Option<String>,
+}
+
+/// Put `units` (in the order they are to be handed out) into the queue once, under
+/// `fingerprint`, with `total` (the results the run will have: one per item, a staged row's
+/// stages each count); atomic, so of workers arriving together exactly one seeds.
 ///
 /// Errors: the server failed.
 pub(crate) fn seed(
     con: &mut Connection,
     keys: &Keys,
-    fingerprint: &str,
-    input: &str,
-    ids: &[String],
+    (fingerprint, input): (&str, &str),
+    units: &[Unit],
+    total: usize,
 ) -> redis::RedisResult<Seeded> {
-    let (code, have): (i64, String) = Script::new(SEED)
+    let seed = Script::new(SEED);
+    let mut script = seed.prepare_invoke();
+    script
         .key(keys.meta())
         .key(keys.items())
         .key(keys.results())
         .key(keys.duplicates())
+        .key(keys.attempts())
         .arg(fingerprint)
-        .arg(ids.len())
+        .arg(total)
         .arg(input)
-        .arg(GROUP)
-        .arg(ids)
-        .invoke(con)?;
+        .arg(GROUP);
+    for u in units {
+        script.arg(&u.id).arg(u.check.as_deref().unwrap_or(""));
+    }
+    let (code, have): (i64, String) = script.invoke(con)?;
     Ok(match code {
         1 => Seeded::Now,
         0 => Seeded::Before,
         _ => Seeded::Other(have),
     })
+}
+
+const RESEED: &str = r"
+if (redis.call('HGET', KEYS[1], 'generation') or '0') ~= ARGV[1] then return 0 end
+redis.call('HINCRBY', KEYS[1], 'generation', 1)
+local k = tonumber(ARGV[3])
+for i = 4, 3 + k do redis.call('HDEL', KEYS[3], ARGV[i]); redis.call('HDEL', KEYS[4], ARGV[i]) end
+for i = 4 + k, #ARGV, 2 do
+  if ARGV[i + 1] == '' then
+    redis.call('XADD', KEYS[2], '*', 'id', ARGV[i])
+  else
+    redis.call('XADD', KEYS[2], '*', 'id', ARGV[i], 'check', ARGV[i + 1])
+  end
+end
+if tonumber(ARGV[2]) > 0 then redis.call('HINCRBY', KEYS[1], 'failed', 0 - tonumber(ARGV[2])) end
+return 1
+";
+
+/// What a finished run's queue holds for `--only failed` to choose from: its generation
+/// (how many times it was reseeded), its total and its verdicts (JSON text, checked by the
+/// caller). The generation is read first: a reseed that happens after it makes the
+/// [`reseed`] built on these a no-op.
+///
+/// Errors: the server failed.
+pub(crate) fn generation(
+    con: &mut Connection,
+    keys: &Keys,
+) -> redis::RedisResult<(String, u64, HashMap<String, String>)> {
+    let (generation, total): (Option<String>, Option<String>) = redis::cmd("HMGET")
+        .arg(keys.meta())
+        .arg("generation")
+        .arg("total")
+        .query(con)?;
+    let results: HashMap<String, String> = redis::cmd("HGETALL").arg(keys.results()).query(con)?;
+    let total = total.and_then(|t| t.trim().parse().ok()).unwrap_or(0);
+    Ok((generation.unwrap_or_else(|| "0".into()), total, results))
+}
+
+/// Start the run's next generation: forget the verdicts `forget` (and their attempts, so
+/// each has its `--retries` again, as `--only failed` on one machine) and hand `units` out
+/// again (new stream entries), the fleet's count of items that did not complete down by
+/// `failed` — only while the run is still at `generation`: `false` when another worker
+/// reseeded it first (nothing changed).
+///
+/// Errors: the server failed.
+pub(crate) fn reseed(
+    con: &mut Connection,
+    keys: &Keys,
+    (generation, failed): (&str, u64),
+    forget: &[String],
+    units: &[Unit],
+) -> redis::RedisResult<bool> {
+    let reseed = Script::new(RESEED);
+    let mut script = reseed.prepare_invoke();
+    script
+        .key(keys.meta())
+        .key(keys.items())
+        .key(keys.results())
+        .key(keys.attempts())
+        .arg(generation)
+        .arg(failed)
+        .arg(forget.len())
+        .arg(forget);
+    for u in units {
+        script.arg(&u.id).arg(u.check.as_deref().unwrap_or(""));
+    }
+    script.invoke::<i64>(con).map(|done| done == 1)
 }
 
 const CLAIM: &str = r"
@@ -169,9 +290,12 @@ for _ = 1, 50 do
     end
   end
   if not e then break end
-  local id = nil
-  for i = 1, #e[2], 2 do if e[2][i] == 'id' then id = e[2][i + 1] end end
-  if id and redis.call('HEXISTS', KEYS[2], id) == 0 then
+  local id, check = nil, nil
+  for i = 1, #e[2], 2 do
+    if e[2][i] == 'id' then id = e[2][i + 1] end
+    if e[2][i] == 'check' then check = e[2][i + 1] end
+  end
+  if id and redis.call('HEXISTS', KEYS[2], check or id) == 0 then
     return {e[1], id, redis.call('HLEN', KEYS[2]), redis.call('HGET', KEYS[3], 'total') or '0'}
   end
   -- Its verdict is in already (or the entry is not one of ours): done with it.
@@ -187,8 +311,8 @@ pub(crate) struct Claim {
     pub item: Option<(String, String)>,
     /// Items that have their verdict.
     pub done: u64,
-    /// Items of the batch.
-    pub total: u64,
+    /// Items of the batch; `None` when `meta`'s `total` is not a number (read as input).
+    pub total: Option<u64>,
 }
 
 /// Claim one item for `worker`: a new one, else one whose worker has not renewed its lease
@@ -212,7 +336,7 @@ pub(crate) fn claim(
     Ok(Claim {
         item: (!entry.is_empty()).then_some((entry, id)),
         done,
-        total: total.parse().unwrap_or(0),
+        total: total.trim().parse().ok(),
     })
 }
 
@@ -253,41 +377,50 @@ pub(crate) fn touch(
 }
 
 const RECORD: &str = r"
-local won = redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
-if ARGV[3] ~= '' then redis.call('XACK', KEYS[2], ARGV[4], ARGV[3]) end
-if won == 0 then redis.call('RPUSH', KEYS[3], ARGV[2]) end
-if tonumber(ARGV[5]) > 0 then redis.call('HINCRBYFLOAT', KEYS[4], 'spent_usd', ARGV[5]) end
-if won == 1 and ARGV[6] == '1' then redis.call('HINCRBY', KEYS[4], 'failed', 1) end
+local won = 1
+for i = 5, #ARGV, 2 do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then won = 0 end
+end
+for i = 5, #ARGV, 2 do
+  if won == 1 then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  else redis.call('RPUSH', KEYS[3], ARGV[i + 1]) end
+end
+if ARGV[1] ~= '' then redis.call('XACK', KEYS[2], ARGV[2], ARGV[1]) end
+if tonumber(ARGV[3]) > 0 then redis.call('HINCRBYFLOAT', KEYS[4], 'spent_usd', ARGV[3]) end
+if won == 1 and tonumber(ARGV[4]) > 0 then redis.call('HINCRBY', KEYS[4], 'failed', ARGV[4]) end
 return won
 ";
 
-/// Record `result` (the JSON of a [`crate::queue::Verdict`]) as item `id`'s verdict unless
-/// it has one, and acknowledge its stream `entry`: `true` when this was the verdict, `false`
-/// when it was a duplicate attempt (kept in the duplicates list). The fleet's spending grows
-/// by `cost_usd` either way; its count of items that did not complete by one when this
-/// verdict is `failed`.
+/// Record `results` (item id → the JSON of its [`crate::queue::Verdict`]: one item's, or
+/// every stage's of a row) as their verdicts unless one of them has one already, and
+/// acknowledge the unit's stream `entry`: `true` when these were the verdicts, `false` when
+/// they were a duplicate attempt (kept in the duplicates list). The fleet's spending grows
+/// by `cost_usd` either way; its count of items that did not complete by `failed` when these
+/// are the verdicts.
 ///
 /// Errors: the server failed.
 pub(crate) fn record(
     con: &mut Connection,
     keys: &Keys,
-    (id, result, entry): (&str, &str, &str),
-    cost_usd: f64,
-    failed: bool,
+    entry: &str,
+    results: &[(String, String)],
+    (cost_usd, failed): (f64, u64),
 ) -> redis::RedisResult<bool> {
-    Script::new(RECORD)
+    let record = Script::new(RECORD);
+    let mut script = record.prepare_invoke();
+    script
         .key(keys.results())
         .key(keys.items())
         .key(keys.duplicates())
         .key(keys.meta())
-        .arg(id)
-        .arg(result)
         .arg(entry)
         .arg(GROUP)
         .arg(cost_usd)
-        .arg(if failed { "1" } else { "0" })
-        .invoke::<i64>(con)
-        .map(|won| won == 1)
+        .arg(failed);
+    for (id, json) in results {
+        script.arg(id).arg(json);
+    }
+    script.invoke::<i64>(con).map(|won| won == 1)
 }
 
 /// The whole fleet's spending (USD) and count of items that did not complete.
@@ -424,4 +557,43 @@ pub(crate) fn verdicts_of(
         return Ok(Vec::new());
     }
     redis::cmd("HMGET").arg(keys.results()).arg(ids).query(con)
+}
+
+const STARTED: &str = r"
+local c = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') or 0
+if tonumber(ARGV[2]) > c then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+return 1
+";
+
+/// Note that a worker started attempt number `attempt` of item `id` (kept when higher than
+/// the number noted).
+///
+/// Errors: the server failed.
+pub(crate) fn started(
+    con: &mut Connection,
+    keys: &Keys,
+    id: &str,
+    attempt: u32,
+) -> redis::RedisResult<()> {
+    Script::new(STARTED)
+        .key(keys.attempts())
+        .arg(id)
+        .arg(attempt)
+        .invoke::<i64>(con)
+        .map(|_| ())
+}
+
+/// The highest attempt number started of each of `ids` as stored (text, checked by the
+/// caller), `None` for one with none.
+///
+/// Errors: the server failed.
+pub(crate) fn attempts_of(
+    con: &mut Connection,
+    keys: &Keys,
+    ids: &[String],
+) -> redis::RedisResult<Vec<Option<String>>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    redis::cmd("HMGET").arg(keys.attempts()).arg(ids).query(con)
 }

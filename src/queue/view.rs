@@ -56,19 +56,39 @@ pub(crate) fn verdicts(
     let known: HashSet<&str> = ids.iter().map(String::as_str).collect();
     let mut by_id: HashMap<String, Outcome> = HashMap::new();
     for (id, json) in &h.results {
-        let shown = crate::shown::terminal_safe(id);
-        let bad = |why: String| {
-            Error::Usage(format!(
-                "the queue at {url} holds a result for item `{shown}` that is not valid ({why}); it was not written by a runner of this batch"
-            ))
-        };
-        let v: Verdict = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
-        if v.outcome.id != *id || !known.contains(id.as_str()) {
-            return Err(bad("no item of this batch has that id".into()));
-        }
-        by_id.insert(id.clone(), v.outcome);
+        by_id.insert(id.clone(), checked(url, id, json, &known)?);
     }
     Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
+}
+
+/// The outcome a stored result `json` under item `id` holds, checked as a journal line is:
+/// a verdict whose outcome is `id`'s, `id` one of the batch's (`known`).
+///
+/// Errors (exit 2): anything else, naming the item (made safe to show) and what is wrong.
+pub(crate) fn checked(
+    url: &QueueUrl,
+    id: &str,
+    json: &str,
+    known: &HashSet<&str>,
+) -> Result<Outcome> {
+    let shown = crate::shown::terminal_safe(id);
+    let bad = |why: String| {
+        Error::Usage(format!(
+            "the queue at {url} holds a result for item `{shown}` that is not valid ({why}); it was not written by a runner of this batch: delete it (`HDEL <key>:results <id>`) or clear the key"
+        ))
+    };
+    let v: Verdict =
+        serde_json::from_str(json).map_err(|e| bad(crate::shown::terminal_safe(&e.to_string())))?;
+    if !known.contains(id) {
+        return Err(bad("no item of this batch has that id".into()));
+    }
+    if v.outcome.id != id {
+        return Err(bad(format!(
+            "its outcome is item `{}`'s",
+            crate::shown::terminal_safe(&v.outcome.id)
+        )));
+    }
+    Ok(v.outcome)
 }
 
 /// `runner status --queue`'s text for what `keys` holds, a worker dead once it has not
@@ -91,12 +111,17 @@ pub(crate) fn status_text(url: &QueueUrl, keys: &Keys, h: &Holdings, lease: Dura
     let lease_ms = lease.as_millis() as u64;
     let mut statuses: BTreeMap<String, u64> = BTreeMap::new();
     let mut cost = 0.0;
-    for json in h.results.values() {
-        if let Ok(v) = serde_json::from_str::<Verdict>(json) {
-            *statuses.entry(v.outcome.status.to_string()).or_default() += 1;
-            cost += v.outcome.cost_usd.unwrap_or(0.0);
+    let mut invalid: Vec<String> = Vec::new();
+    for (id, json) in &h.results {
+        match serde_json::from_str::<Verdict>(json) {
+            Ok(v) if v.outcome.id == *id => {
+                *statuses.entry(v.outcome.status.to_string()).or_default() += 1;
+                cost += v.outcome.cost_usd.unwrap_or(0.0);
+            }
+            _ => invalid.push(crate::shown::terminal_safe(id)),
         }
     }
+    invalid.sort();
     let mut dup_cost = 0.0;
     for json in &h.duplicates {
         if let Ok(v) = serde_json::from_str::<Verdict>(json) {
@@ -125,6 +150,12 @@ pub(crate) fn status_text(url: &QueueUrl, keys: &Keys, h: &Holdings, lease: Dura
     text.push_str(&format!("; {held} running; {} pending\n", h.unclaimed));
     if cost > 0.0 || dup_cost > 0.0 {
         text.push_str(&format!("Cost: ${cost:.4}, duplicates ${dup_cost:.4}\n"));
+    }
+    if !invalid.is_empty() {
+        text.push_str(&format!(
+            "Not valid: the result of {} (not written by a runner; not counted)\n",
+            invalid.join(", ")
+        ));
     }
     if !h.duplicates.is_empty() {
         text.push_str(&format!(
@@ -157,10 +188,11 @@ pub(crate) fn status_text(url: &QueueUrl, keys: &Keys, h: &Holdings, lease: Dura
     text
 }
 
-/// Whether every verdict `h` holds is `completed`.
+/// Whether every verdict `h` holds is a valid `completed` one.
 pub(crate) fn all_completed(h: &Holdings) -> bool {
-    h.results.values().all(|json| {
-        serde_json::from_str::<Verdict>(json)
-            .is_ok_and(|v| v.outcome.status == crate::report::ItemStatus::Completed)
+    h.results.iter().all(|(id, json)| {
+        serde_json::from_str::<Verdict>(json).is_ok_and(|v| {
+            v.outcome.id == *id && v.outcome.status == crate::report::ItemStatus::Completed
+        })
     })
 }

@@ -4,7 +4,7 @@
 //! items it did not run. A server that goes away (restarted, say) is reconnected to on the
 //! next turn; verdicts not yet recorded wait for it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
@@ -45,6 +45,13 @@ pub(crate) enum Cmd {
     },
     /// The run's gate, for the fleet's pauses to reach it.
     Gate(Arc<Gate>),
+    /// An attempt of an item started: its number, for a worker that takes it over.
+    Started {
+        /// The item.
+        id: String,
+        /// The attempt's number.
+        attempt: u32,
+    },
     /// The run is over: record what is left and end.
     Stop,
 }
@@ -55,23 +62,32 @@ pub(crate) struct Worker {
     keys: Keys,
     input: String,
     fingerprint: String,
+    /// `--only failed`: reseed the failed items of a run that is over.
+    reseed: bool,
     name: String,
     to_thread: Sender<Cmd>,
     from_run: Option<Receiver<Cmd>>,
-    joined: Option<(Connection, HashMap<String, WorkItem>)>,
+    joined: Option<(Connection, Units)>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Worker {
     /// A worker of the queue at `url` for the batch read from the input named `input` with
-    /// content `fingerprint`, and the sink that sends it the run's outcomes.
-    pub(crate) fn new(url: QueueUrl, input: &str, fingerprint: String) -> (Worker, Results) {
+    /// content `fingerprint`, and the sink that sends it the run's outcomes; `reseed`:
+    /// `--only failed` ([`Worker::reseed_failed`]).
+    pub(crate) fn new(
+        url: QueueUrl,
+        input: &str,
+        fingerprint: String,
+        reseed: bool,
+    ) -> (Worker, Results) {
         let (to_thread, from_run) = std::sync::mpsc::channel();
         let worker = Worker {
             url,
             keys: Keys::for_input(input),
             input: input.to_owned(),
             fingerprint,
+            reseed,
             name: worker_name(),
             to_thread: to_thread.clone(),
             from_run: Some(from_run),
@@ -107,20 +123,88 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+impl Worker {
+    /// `--only failed`: when every item of the queue's run has its verdict, start its next
+    /// generation with the units one of whose verdicts is neither completed nor blocked
+    /// (their verdicts forgotten, the completed ones kept); of workers arriving together one
+    /// does it, the others join it. A run still going on is joined as it is.
+    ///
+    /// Errors: the server failed (exit 3); a stored verdict is not valid (exit 2, naming it).
+    fn reseed_failed(&self, con: &mut Connection, units: &Units) -> Result<()> {
+        let (generation, total, results) =
+            server::generation(con, &self.keys).map_err(|e| failed(&self.url, &e))?;
+        if (results.len() as u64) < total {
+            tracing::info!(
+                "joined the queue {}: its run is still going on (--only failed hands out what failed once every item has its verdict)",
+                self.url
+            );
+            return Ok(());
+        }
+        let known: HashSet<&str> = units.group_of.keys().map(String::as_str).collect();
+        let mut verdicts = HashMap::new();
+        for (id, json) in &results {
+            verdicts.insert(
+                id.as_str(),
+                super::view::checked(&self.url, id, json, &known)?.status,
+            );
+        }
+        use crate::report::ItemStatus::{Blocked, Completed, Skipped};
+        let (mut again, mut forget, mut counted) = (Vec::new(), Vec::new(), 0u64);
+        for unit in &units.order {
+            let ids: Vec<&str> = units.items[unit].iter().map(|i| i.id.as_str()).collect();
+            let statuses: Vec<_> = ids.iter().filter_map(|id| verdicts.get(id)).collect();
+            if statuses.iter().all(|s| matches!(s, Completed | Blocked)) {
+                continue;
+            }
+            counted += statuses
+                .iter()
+                .filter(|s| !matches!(s, Completed | Skipped))
+                .count() as u64;
+            forget.extend(
+                ids.iter()
+                    .filter(|id| verdicts.contains_key(*id))
+                    .map(|id| (*id).to_owned()),
+            );
+            again.push(units.seed_of(unit));
+        }
+        if again.is_empty() {
+            tracing::info!("joined the queue {}: no item of its run failed", self.url);
+            return Ok(());
+        }
+        let reseeded = server::reseed(con, &self.keys, (&generation, counted), &forget, &again)
+            .map_err(|e| failed(&self.url, &e))?;
+        match reseeded {
+            true => tracing::info!(
+                "--only failed: {} item(s) handed out again on the queue {}",
+                again.len(),
+                self.url
+            ),
+            false => tracing::info!("joined the queue {}: another worker reseeded it", self.url),
+        }
+        Ok(())
+    }
+}
+
 impl SharedQueue for Worker {
     fn join(&mut self, items: ItemStream) -> Result<()> {
-        let mut by_id = HashMap::new();
-        let mut ids = Vec::new();
+        let mut units = Units::default();
         for item in items {
-            let item = item?;
-            ids.push(item.id.clone());
-            by_id.insert(item.id.clone(), item);
+            units.add(item?);
         }
+        let total = units.group_of.len();
+        let seeds = units.seeds();
         let mut con = server::connect(&self.url)?;
-        let seeded = server::seed(&mut con, &self.keys, &self.fingerprint, &self.input, &ids)
-            .map_err(|e| failed(&self.url, &e))?;
+        let seeded = server::seed(
+            &mut con,
+            &self.keys,
+            (&self.fingerprint, &self.input),
+            &seeds,
+            total,
+        )
+        .map_err(|e| failed(&self.url, &e))?;
         match seeded {
-            Seeded::Now => tracing::info!("seeded the queue {} with {} items", self.url, ids.len()),
+            Seeded::Now => tracing::info!("seeded the queue {} with {total} items", self.url),
+            Seeded::Before if self.reseed => self.reseed_failed(&mut con, &units)?,
             Seeded::Before => tracing::info!("joined the queue {}", self.url),
             Seeded::Other(have) => {
                 return Err(Error::Usage(format!(
@@ -129,7 +213,7 @@ impl SharedQueue for Worker {
                 )));
             }
         }
-        self.joined = Some((con, by_id));
+        self.joined = Some((con, units));
         Ok(())
     }
 
@@ -146,7 +230,7 @@ impl SharedQueue for Worker {
         .with_gate(Box::new(move |gate| {
             let _ = gate_to.send(Cmd::Gate(gate));
         }));
-        let (Some((con, items)), Some(from_run)) = (self.joined.take(), self.from_run.take())
+        let (Some((con, units)), Some(from_run)) = (self.joined.take(), self.from_run.take())
         else {
             let _ = to_feed.send(Claimed::End);
             return feed;
@@ -157,8 +241,10 @@ impl SharedQueue for Worker {
             name: self.name.clone(),
             lease: super::lease(),
             con: Some(con),
-            items,
+            units,
             held: HashMap::new(),
+            partial: HashMap::new(),
+            given_back: HashSet::new(),
             want: 0,
             ended: false,
             to_feed,
@@ -196,21 +282,26 @@ struct Thread {
     name: String,
     lease: Duration,
     con: Option<Connection>,
-    items: HashMap<String, WorkItem>,
-    /// Items this worker holds: id → stream entry.
+    units: Units,
+    /// Units this worker holds: unit id → stream entry.
     held: HashMap<String, String>,
+    /// Outcomes of units some of whose items have not finished yet (a staged row's earlier
+    /// stages): recorded together once all have.
+    partial: HashMap<String, Vec<Outcome>>,
+    /// Units handed back: an outcome of theirs that comes later is not recorded.
+    given_back: HashSet<String>,
     want: usize,
     ended: bool,
     to_feed: UnboundedSender<Claimed>,
-    /// Verdicts waiting for the server.
-    unrecorded: VecDeque<Box<Outcome>>,
+    /// Units' verdicts waiting for the server: unit id, its items' outcomes.
+    unrecorded: VecDeque<(String, Vec<Outcome>)>,
     /// Since when the server has not answered (warned once per outage).
     down_since: Option<Instant>,
     /// The run's gate, once the dispatcher made it.
     gate: Option<Arc<Gate>>,
     /// The end of the latest fleet pause this worker knows (ms since the epoch).
     pause_seen: u64,
-    /// Items claimed whose prerequisites (`depends_on`) have no verdict yet: held (their
+    /// Units claimed whose prerequisites (`depends_on`) have no verdict yet: held (their
     /// leases renewed) and looked at again each turn, taking no slot.
     blocked: Vec<String>,
 }
@@ -272,9 +363,12 @@ impl Thread {
     fn take(&mut self, cmd: Cmd) -> bool {
         match cmd {
             Cmd::Want => self.want += 1,
-            Cmd::Finished(outcome) => self.unrecorded.push_back(outcome),
+            Cmd::Finished(outcome) => self.finished(*outcome),
             Cmd::GiveBack { id, stop } => {
-                if let Some(entry) = self.held.remove(&id) {
+                let unit = self.units.unit_of(&id).to_owned();
+                self.partial.remove(&unit);
+                if let Some(entry) = self.held.remove(&unit) {
+                    self.given_back.insert(unit);
                     self.touch(&[entry], self.lease);
                 }
                 if stop && !std::mem::replace(&mut self.ended, true) {
@@ -288,6 +382,9 @@ impl Thread {
                 }
             }
             Cmd::Gate(gate) => self.gate = Some(gate),
+            Cmd::Started { id, attempt } => {
+                self.with(|con, keys, _| server::started(con, keys, &id, attempt));
+            }
             Cmd::Stop => return true,
         }
         false
@@ -374,39 +471,60 @@ impl Thread {
         self.with(|con, keys, name| server::touch(con, keys, name, idle, now_ms(), &entries));
     }
 
+    /// Keep `outcome` with its unit's others; the unit's verdicts wait for the server once
+    /// every item of it has one.
+    fn finished(&mut self, outcome: Outcome) {
+        let unit = self.units.unit_of(&outcome.id).to_owned();
+        if self.given_back.contains(&unit) {
+            return;
+        }
+        let size = self.units.items.get(&unit).map_or(1, Vec::len);
+        let got = self.partial.entry(unit.clone()).or_default();
+        got.retain(|o| o.id != outcome.id);
+        got.push(outcome);
+        if got.len() >= size {
+            let all = self.partial.remove(&unit).unwrap_or_default();
+            self.unrecorded.push_back((unit, all));
+        }
+    }
+
     fn record_waiting(&mut self) {
-        while let Some(outcome) = self.unrecorded.pop_front() {
-            let entry = self.held.get(&outcome.id).cloned().unwrap_or_default();
-            let verdict = super::Verdict {
-                worker: self.name.clone(),
-                outcome: (*outcome).clone(),
-            };
-            let Ok(json) = serde_json::to_string(&verdict) else {
-                continue;
-            };
-            let id = outcome.id.clone();
-            let cost = outcome
-                .cost_usd
-                .filter(|c| c.is_finite() && *c > 0.0)
-                .unwrap_or(0.0);
-            // As the gate counts for --max-fail: a skipped item is not a failure of its own.
-            let failed = !matches!(
-                outcome.status,
-                crate::report::ItemStatus::Completed | crate::report::ItemStatus::Skipped
-            );
+        while let Some((unit, outcomes)) = self.unrecorded.pop_front() {
+            let entry = self.held.get(&unit).cloned().unwrap_or_default();
+            let mut results = Vec::new();
+            let (mut cost, mut failed) = (0.0, 0u64);
+            for outcome in &outcomes {
+                let verdict = super::Verdict {
+                    worker: self.name.clone(),
+                    outcome: outcome.clone(),
+                };
+                let Ok(json) = serde_json::to_string(&verdict) else {
+                    continue;
+                };
+                results.push((outcome.id.clone(), json));
+                cost += outcome
+                    .cost_usd
+                    .filter(|c| c.is_finite() && *c > 0.0)
+                    .unwrap_or(0.0);
+                // As the gate counts for --max-fail: a skipped item is not a failure of its own.
+                failed += u64::from(!matches!(
+                    outcome.status,
+                    crate::report::ItemStatus::Completed | crate::report::ItemStatus::Skipped
+                ));
+            }
             match self
-                .with(|con, keys, _| server::record(con, keys, (&id, &json, &entry), cost, failed))
+                .with(|con, keys, _| server::record(con, keys, &entry, &results, (cost, failed)))
             {
                 Some(won) => {
-                    self.held.remove(&id);
+                    self.held.remove(&unit);
                     if !won {
                         tracing::info!(
-                            "item {id} had its verdict already: kept as a duplicate attempt"
+                            "item {unit} had its verdict already: kept as a duplicate attempt"
                         );
                     }
                 }
                 None => {
-                    self.unrecorded.push_front(outcome);
+                    self.unrecorded.push_front((unit, outcomes));
                     return;
                 }
             }
@@ -428,14 +546,22 @@ impl Thread {
                 return;
             };
             let Some((entry, id)) = claim.item else {
-                if claim.done >= claim.total {
+                let Some(total) = claim.total else {
+                    self.ended = true;
+                    let _ = self.to_feed.send(Claimed::Failed(Error::Usage(format!(
+                        "the queue at {} holds a `total` in `{}:meta` that is not a number; the key was changed by something else than a runner: clear it",
+                        self.url, self.keys.base
+                    ))));
+                    return;
+                };
+                if claim.done >= total {
                     self.ended = true;
                     let _ = self.to_feed.send(Claimed::End);
                 }
                 return;
             };
             // An id is looked up among this worker's own items, never taken on trust.
-            if !self.items.contains_key(&id) {
+            if !self.units.items.contains_key(&id) {
                 self.ended = true;
                 let _ = self.to_feed.send(Claimed::Failed(Error::Usage(format!(
                     "the queue at {} handed out item `{}`, which this batch does not have; the queue's key `{}` was changed by something else than a runner of this batch",
@@ -446,6 +572,7 @@ impl Thread {
                 return;
             };
             self.held.insert(id.clone(), entry);
+            self.given_back.remove(&id);
             self.settle(id);
         }
     }
@@ -461,32 +588,71 @@ impl Thread {
         }
     }
 
-    /// A held item: to the run when its prerequisites completed (they are the fleet's to
-    /// know, so the run sees none), skipped when one did not (its verdict recorded here),
-    /// else kept blocked.
-    fn settle(&mut self, id: String) {
-        let Some(item) = self.items.get(&id).cloned() else {
+    /// A held unit: its items to the run when its prerequisites completed (they are the
+    /// fleet's to know, so the run sees none; a staged row's stages keep waiting for each
+    /// other), skipped when one did not (their verdicts recorded here), else kept blocked.
+    fn settle(&mut self, unit: String) {
+        let Some(items) = self.units.items.get(&unit).cloned() else {
             return;
         };
-        match self.prerequisites(&item.after) {
-            Prerequisites::Done => {
-                let mut item = item;
-                item.after.clear();
-                self.want -= 1;
-                let _ = self.to_feed.send(Claimed::Item(Box::new(item)));
-            }
-            Prerequisites::Pending => self.blocked.push(id),
-            Prerequisites::Failed(reason) => {
-                let outcome = Outcome::not_run(
-                    &item.id,
-                    &item.teammate,
-                    &item.title,
-                    crate::report::ItemStatus::Skipped,
-                    reason,
-                );
-                self.unrecorded.push_back(Box::new(outcome));
+        let own: HashSet<String> = items.iter().map(|i| i.id.clone()).collect();
+        let mut after: Vec<String> = Vec::new();
+        for dep in items.iter().flat_map(|i| &i.after) {
+            if !own.contains(dep) && !after.contains(dep) {
+                after.push(dep.clone());
             }
         }
+        match self.prerequisites(&after) {
+            Prerequisites::Done => {
+                self.want = self.want.saturating_sub(1);
+                let before = self.attempts_before(&items);
+                for (mut item, before) in items.into_iter().zip(before) {
+                    item.after.retain(|d| own.contains(d));
+                    let _ = self.to_feed.send(Claimed::Item(Box::new(item), before));
+                }
+            }
+            Prerequisites::Pending => self.blocked.push(unit),
+            Prerequisites::Failed(reason) => {
+                let outcomes = items
+                    .iter()
+                    .map(|item| {
+                        Outcome::not_run(
+                            &item.id,
+                            &item.teammate,
+                            &item.title,
+                            crate::report::ItemStatus::Skipped,
+                            reason.clone(),
+                        )
+                    })
+                    .collect();
+                self.unrecorded.push_back((unit, outcomes));
+            }
+        }
+    }
+
+    /// The highest attempt number the fleet started of each of `items` (0: none, or the
+    /// server did not answer). A value that is no number is not believed: warned of, and 0.
+    fn attempts_before(&mut self, items: &[WorkItem]) -> Vec<u32> {
+        let ids: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
+        let found = self
+            .with(|con, keys, _| server::attempts_of(con, keys, &ids))
+            .unwrap_or_default();
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| match found.get(i).cloned().flatten() {
+                None => 0,
+                // More attempts than any run makes is not believed either.
+                Some(text) => text.trim().parse::<u32>().ok().filter(|n| *n <= 10_000).unwrap_or_else(|| {
+                    tracing::warn!(
+                        "the queue at {} holds `{}` as the attempts of item {}, which is no attempt count: ignored",
+                        self.url,
+                        crate::shown::terminal_safe(&text),
+                        crate::shown::terminal_safe(id)
+                    );
+                    0
+                }),
+            })
+            .collect()
     }
 
     /// Where `after` stands in the queue's verdicts; a verdict that does not parse counts
@@ -498,13 +664,20 @@ impl Thread {
         let Some(found) = self.with(|con, keys, _| server::verdicts_of(con, keys, after)) else {
             return Prerequisites::Pending;
         };
+        let known: HashSet<&str> = self.units.group_of.keys().map(String::as_str).collect();
         for (dep, verdict) in after.iter().zip(found) {
             let Some(json) = verdict else {
                 return Prerequisites::Pending;
             };
-            let status = serde_json::from_str::<super::Verdict>(&json)
-                .map(|v| v.outcome.status.to_string())
-                .unwrap_or_else(|_| "no valid verdict".into());
+            // Checked like a journal line: one that is not valid is reported, and counts as
+            // a prerequisite that did not complete.
+            let status = match super::view::checked(&self.url, dep, &json, &known) {
+                Ok(outcome) => outcome.status.to_string(),
+                Err(e) => {
+                    tracing::warn!("{e}");
+                    "no valid verdict".into()
+                }
+            };
             if status != "completed" {
                 return Prerequisites::Failed(format!(
                     "prerequisite {dep} did not complete ({status})"
@@ -512,5 +685,48 @@ impl Thread {
             }
         }
         Prerequisites::Done
+    }
+}
+
+/// A worker's batch as the queue hands it out: in units, each an item or a staged row with
+/// all its stages (a row's stages run on the worker that claims it, one after another).
+#[derive(Default)]
+struct Units {
+    /// Unit ids in the batch's order.
+    order: Vec<String>,
+    /// Unit id → its items, in the order they run.
+    items: HashMap<String, Vec<WorkItem>>,
+    /// Item id → its unit's id.
+    group_of: HashMap<String, String>,
+}
+
+impl Units {
+    fn add(&mut self, item: WorkItem) {
+        let unit = item.stage.as_ref().map_or(&item.id, |s| &s.row).clone();
+        self.group_of.insert(item.id.clone(), unit.clone());
+        let items = self.items.entry(unit.clone()).or_default();
+        if items.is_empty() {
+            self.order.push(unit);
+        }
+        items.push(item);
+    }
+
+    /// The unit `item` belongs to (an id of no unit is its own).
+    fn unit_of<'a>(&'a self, item: &'a str) -> &'a str {
+        self.group_of.get(item).map_or(item, String::as_str)
+    }
+
+    /// What seeding puts in the stream, in order.
+    fn seeds(&self) -> Vec<server::Unit> {
+        self.order.iter().map(|id| self.seed_of(id)).collect()
+    }
+
+    /// The stream entry of unit `id`.
+    fn seed_of(&self, id: &str) -> server::Unit {
+        let first = self.items.get(id).and_then(|i| i.first()).map(|i| &i.id);
+        server::Unit {
+            id: id.to_owned(),
+            check: first.filter(|f| *f != id).cloned(),
+        }
     }
 }

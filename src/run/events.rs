@@ -195,6 +195,56 @@ pub(crate) enum Event {
         /// nothing was merged, and nothing failed. Absent when false.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         unchanged: bool,
+        /// Who resolved its conflicting merge (`--on-conflict`: `agent`, or the runner and
+        /// model named), when a resolver's result is what landed. Absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resolved_by: Option<String>,
+        /// When, RFC 3339 (UTC).
+        #[serde(default)]
+        at: String,
+    },
+    /// With `--on-conflict`: a completed item whose branch conflicts with the target is
+    /// handed to a resolver (attempt `attempt` of its resolution), in a fresh worktree
+    /// holding the merge in progress.
+    ConflictHanded {
+        /// Item id.
+        id: String,
+        /// Teammate name.
+        teammate: String,
+        /// The resolution attempt (1 ..= `--conflict-attempts`).
+        attempt: u32,
+        /// Who resolves: `agent`, or `RUNNER[:MODEL]`.
+        resolver: String,
+        /// The files that conflict.
+        files: Vec<String>,
+        /// The items merged since the item's branch started that touched those files.
+        met: Vec<String>,
+        /// When, RFC 3339 (UTC).
+        #[serde(default)]
+        at: String,
+    },
+    /// What became of one resolution attempt ([`Event::ConflictHanded`]): the merge commit
+    /// the resolver's result was taken as, having passed `--verify` and `--verify-merged`
+    /// (the target moves to it next), or why it was rejected.
+    ConflictResolved {
+        /// Item id.
+        id: String,
+        /// Teammate name.
+        teammate: String,
+        /// The resolution attempt.
+        attempt: u32,
+        /// The merge commit taken, when the result passed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+        /// Why the result was rejected, one line; empty when it passed.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        error: String,
+        /// What the resolver cost (USD), when known; it counts in the item's `cost_usd`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        /// How long the attempt took (seconds); it counts in the item's `duration_s`.
+        #[serde(default)]
+        elapsed_s: f64,
         /// When, RFC 3339 (UTC).
         #[serde(default)]
         at: String,
@@ -509,11 +559,38 @@ pub(crate) mod tests {
             error: "the merged tree failed --verify-merged: `make test` exited with code 2".into(),
             failure_kind: Some(crate::failure::FailureKind::MergeFailed),
             unchanged: false,
+            resolved_by: Some("claude:opus".into()),
             at: "2026-12-01T09:00:02Z".into(),
         }
     }
 
-    pub(crate) fn one_of_each() -> Vec<Event> {
+    /// A conflict handed to a resolver, and its attempt's result.
+    fn conflict() -> [Event; 2] {
+        [
+            Event::ConflictHanded {
+                id: "b".into(),
+                teammate: "2-b".into(),
+                attempt: 1,
+                resolver: "agent".into(),
+                files: vec!["src/lib.rs".into()],
+                met: vec!["a".into()],
+                at: "2026-12-01T09:00:02Z".into(),
+            },
+            Event::ConflictResolved {
+                id: "b".into(),
+                teammate: "2-b".into(),
+                attempt: 1,
+                commit: Some("def456".into()),
+                error: "conflict markers left in src/lib.rs".into(),
+                cost_usd: Some(0.1),
+                elapsed_s: 3.5,
+                at: "2026-12-01T09:00:03Z".into(),
+            },
+        ]
+    }
+
+    /// A failed item's outcome with every optional field set.
+    fn failed_outcome() -> Outcome {
         let mut outcome = Outcome::not_run("a", "1-a", "a", ItemStatus::Failed, "no".into());
         outcome.attempts = 2;
         outcome.finished_at = "2026-12-01T09:00:01Z".into();
@@ -529,6 +606,11 @@ pub(crate) mod tests {
         outcome.branch = Some("runner/t/1-a".into());
         outcome.commit = Some("abc123".into());
         outcome.diffstat = Some("1 file changed".into());
+        outcome
+    }
+
+    pub(crate) fn one_of_each() -> Vec<Event> {
+        let [handed, resolved] = conflict();
         vec![
             Event::RunStarted {
                 at: "2026-12-01T09:00:00Z".into(),
@@ -597,8 +679,10 @@ pub(crate) mod tests {
                 },
                 at: "2026-12-01T09:00:01Z".into(),
             },
-            Event::ItemFinished(Box::new(outcome)),
+            Event::ItemFinished(Box::new(failed_outcome())),
             merge_failed(),
+            handed,
+            resolved,
             Event::TeamPaused {
                 until: "2026-12-01T09:00:31Z".into(),
                 wait_s: 30.0,

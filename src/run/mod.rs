@@ -65,8 +65,13 @@ pub(crate) struct RunSpec {
     /// The other ways items of this run run ([`crate::item::WorkItem::profile`]): a stage's
     /// or a row's own runner, model, schema, verify and limits; empty for most runs.
     pub profiles: Vec<Profile>,
+    /// With `--best-of RUNNER[:MODEL],…` (the batch's own list): the profile of each
+    /// candidate, in order ([`crate::schedule::plan::Plan::add_candidates`]); else empty.
+    pub candidates: Vec<u32>,
     /// With BATCH.md's `stages:`, their names in order (each row's chain); empty otherwise.
     pub stages: Vec<String>,
+    /// With `--judge stage NAME`: that stage, taken out of the rows' chain (DESIGN §13).
+    pub judge_stage: Option<JudgeStage>,
     /// The prompt parts completed items' records share ([`record::compact`]); empty at the
     /// start of a run.
     pub shared_prompts: record::compact::SharedPrompts,
@@ -100,12 +105,51 @@ pub(crate) struct Profile {
     pub schema: Option<(Value, jsonschema::Validator)>,
     /// The backend its attempts execute on.
     pub backend: std::sync::Arc<dyn backend::Backend>,
+    /// When it fans out to a list of runners (a stage's `best_of:`, a row's
+    /// `best_of_column` cell): the profile of each candidate, in order; else empty.
+    pub candidates: Vec<u32>,
+}
+
+/// The stage of BATCH.md that `--judge stage NAME` names (DESIGN §13): run once per
+/// `--best-of` item whose candidates two or more passed, never as a stage of a row.
+pub(crate) struct JudgeStage {
+    /// Its name (`pick`).
+    pub name: String,
+    /// Its instruction (the batch's preamble first): row columns and `{candidates}`, the
+    /// surviving candidates as text, filled in when it runs.
+    pub instruction: crate::prompt::Instruction,
+    /// The profile ([`RunSpec::profiles`]) it runs with: its own runner, model, schema and
+    /// limits; `--verify` only when it sets its own.
+    pub profile: u32,
 }
 
 impl RunSpec {
     /// The profile `item` runs with, if not the batch's own.
     pub(crate) fn profile_of(&self, item: &crate::item::WorkItem) -> Option<&Profile> {
         item.profile.and_then(|p| self.profiles.get(p as usize))
+    }
+
+    /// The profile candidate `k` (1-based) of `item` runs with: with a list of runners (the
+    /// item's profile's, else the batch's), that candidate's; else the item's own.
+    pub(crate) fn candidate_profile(&self, item: &crate::item::WorkItem, k: u32) -> Option<u32> {
+        let list = match self.profile_of(item) {
+            Some(p) => &p.candidates,
+            None => &self.candidates,
+        };
+        match list.get(k.saturating_sub(1) as usize) {
+            Some(p) => Some(*p),
+            None => item.profile,
+        }
+    }
+
+    /// The most candidates any item of the run fans out to (1: none fans out): the batch's
+    /// `--best-of`, a stage's `best_of:`, a row's `best_of_column` cell.
+    pub(crate) fn most_candidates(&self) -> u32 {
+        self.profiles
+            .iter()
+            .map(|p| p.settings.best_of)
+            .fold(self.settings.best_of, u32::max)
+            .max(1)
     }
 
     /// The settings `item`'s attempts run with: its profile's, else the run's.

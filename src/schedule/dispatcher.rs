@@ -199,6 +199,8 @@ impl State {
             | Event::TeamStopped { .. }
             | Event::Warning { .. }
             | Event::ItemMerged { .. }
+            | Event::ConflictHanded { .. }
+            | Event::ConflictResolved { .. }
             | Event::Interrupted { .. }
             | Event::RunFinished(_)
             | Event::RunEnded { .. } => {}
@@ -371,8 +373,12 @@ impl<'a> Dispatcher<'a> {
             let team = &mut *self.team;
             crate::schedule::stage_values::fill_from(&mut item, |id| team.outcome(id))?;
             let waits = self.team.recorded.tallies.waits_of(&item.id);
+            // A shared queue's other workers may have started attempts of it (then died).
+            let here = self.team.ledger().attempts_started(&item.id);
+            let elsewhere = items.attempts_elsewhere(&item.id);
             let earlier = unit::Earlier {
-                first_attempt: self.team.ledger().attempts_started(&item.id) + 1,
+                first_attempt: here.max(elsewhere) + 1,
+                retries_used: elsewhere.saturating_sub(here),
                 spent: self.team.recorded.tallies.spent_of(&item.id),
                 verify_only: self.verify_only(&item)?,
                 refused: waits.refused,

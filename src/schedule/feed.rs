@@ -16,8 +16,9 @@ use crate::schedule::gate::Gate;
 
 /// One message from a queue to the dispatcher.
 pub(crate) enum Claimed {
-    /// An item this process now holds: run it.
-    Item(Box<WorkItem>),
+    /// An item this process now holds: run it; with the highest attempt number the
+    /// fleet started of it before (0: none; its first worker died mid-attempt, say).
+    Item(Box<WorkItem>, u32),
     /// The queue cannot be used any more (the run stops starting items and reports it).
     Failed(Error),
     /// Every item of the shared run has its verdict: nothing more will come.
@@ -47,6 +48,8 @@ pub(crate) struct Feed {
     next: Option<Claimed>,
     /// Given the run's gate once it exists: a queue shares its rate-limit pauses through it.
     gate_to: Option<Box<dyn FnOnce(Arc<Gate>) + Send>>,
+    /// Item id → the attempts other workers started of it, for those that had any.
+    elsewhere: std::collections::HashMap<String, u32>,
 }
 
 impl Feed {
@@ -61,6 +64,7 @@ impl Feed {
             asked: false,
             next: None,
             gate_to: None,
+            elsewhere: std::collections::HashMap::new(),
         }
     }
 
@@ -98,8 +102,11 @@ impl Items {
         };
         let got = feed.next.take().or_else(|| feed.claimed.try_recv().ok());
         match got {
-            Some(Claimed::Item(item)) => {
+            Some(Claimed::Item(item, before)) => {
                 feed.asked = false;
+                if before > 0 {
+                    feed.elsewhere.insert(item.id.clone(), before);
+                }
                 Poll::Ready(Some(Ok(*item)))
             }
             Some(Claimed::Failed(e)) => Poll::Ready(Some(Err(e))),
@@ -123,6 +130,15 @@ impl Items {
                 None => std::future::pending().await,
             },
             _ => std::future::pending().await,
+        }
+    }
+
+    /// The highest attempt number a shared queue's other workers started of item `id` (0:
+    /// none, or the items are a stream).
+    pub(crate) fn attempts_elsewhere(&self, id: &str) -> u32 {
+        match self {
+            Items::Feed(f) => f.elsewhere.get(id).copied().unwrap_or(0),
+            Items::Stream(_) => 0,
         }
     }
 

@@ -75,10 +75,10 @@ pub(crate) fn run(
     // `--jobs 0` (as many as allowed) runs every item of the batch at once (with
     // `--best-of N`, every candidate of every item: each is a teammate).
     let items = usize::try_from(plan.selected).unwrap_or(usize::MAX).max(1);
-    let items = items.saturating_mul(plan.spec.settings.best_of.max(1) as usize);
+    let items = items.saturating_mul(plan.spec.most_candidates() as usize);
     plan.spec.settings.jobs = plan.spec.settings.jobs.min(items);
     let format = plan.spec.settings.format;
-    plan.add_candidates()?;
+    plan.add_profiles()?;
     plan.settle_sandbox();
     plan.check()?;
     if plan.spec.settings.dry_run {
@@ -142,16 +142,18 @@ pub(crate) fn run(
         Some(selected),
         resumed,
         &mut sinks,
-        backend,
+        backend.clone(),
         interrupt,
     )?;
-    let isolation = finish_isolation(&spec, &mut team, source.as_ref(), &mut summary, &mut sinks)?;
-    for file in guard.finish()? {
-        tracing::warn!(
-            "{} changed while this run was going on, where its sandboxed teammates could write it; the next run refuses to start from it until you have checked it (--accept-changes)",
-            file.display()
-        );
-    }
+    let isolation = finish_isolation(
+        &spec,
+        &mut team,
+        source.as_ref(),
+        &mut summary,
+        &mut sinks,
+        backend,
+    )?;
+    warn_changed(&guard.finish()?);
     // A sandbox governs writes, not modes: what a teammate made of them is undone.
     crate::fsutil::restore_private(&spec.workspace);
     // Every item completed: the workspace's record is archived before the outputs are
@@ -345,7 +347,19 @@ fn open_team(
     Ok(team)
 }
 
-/// With worktree isolation, merge or keep each teammate's worktree ([`isolation::finish`]).
+/// Warn of each batch file in `changed`: it changed while the run went on, where its
+/// sandboxed teammates could write it (the next run refuses to start from it).
+fn warn_changed(changed: &[PathBuf]) {
+    for file in changed {
+        tracing::warn!(
+            "{} changed while this run was going on, where its sandboxed teammates could write it; the next run refuses to start from it until you have checked it (--accept-changes)",
+            file.display()
+        );
+    }
+}
+
+/// With worktree isolation, merge or keep each teammate's worktree ([`isolation::finish`]);
+/// with `--on-conflict`, conflicting items go to a resolver running on `backend` (the run's).
 ///
 /// Errors: the source cannot be read again, or git fails.
 fn finish_isolation(
@@ -354,6 +368,7 @@ fn finish_isolation(
     source: &dyn ItemSource,
     summary: &mut RunSummary,
     reporter: &mut dyn Reporter,
+    backend: Arc<dyn Backend>,
 ) -> Result<Option<IsolationEnd>> {
     if spec.isolation.is_none() {
         return Ok(None);
@@ -362,7 +377,11 @@ fn finish_isolation(
         .items()?
         .map(|i| i.map(|i| i.id))
         .collect::<Result<Vec<_>>>()?;
-    isolation::finish(spec, team, &ids, summary, reporter)
+    let mut resolver = crate::schedule::unit::resolve::AgentResolver::new(spec, source, backend)?;
+    let resolver = resolver
+        .as_mut()
+        .map(|r| r as &mut dyn crate::run::isolation::conflict::Resolver);
+    isolation::finish(spec, team, &ids, summary, reporter, resolver)
 }
 
 /// Write the workspace's record to the archive `to`; whether it was written (an archive that
@@ -512,6 +531,8 @@ fn execute(
             }
             // A merged tree's check the queue runs now is in a process group of its own.
             crate::run::isolation::queue::end_running_check();
+            // And a conflict's resolver (`--on-conflict`) working now, with all it started.
+            descendants::signal_run(nix::sys::signal::Signal::SIGKILL);
             eprintln!(
                 "runner: interrupted while merging or writing the outputs (the same command \
                  resumes)"

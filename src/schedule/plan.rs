@@ -152,7 +152,9 @@ impl RunSpec {
             files: None,
             cwd_in_git: Default::default(),
             profiles: Vec::new(),
+            candidates: Vec::new(),
             stages: Vec::new(),
+            judge_stage: None,
             shared_prompts: Default::default(),
             warnings,
             command_line: None,
@@ -338,13 +340,13 @@ impl Plan {
             )));
         }
         // Candidates sharing one work tree would edit the same files (DESIGN §13).
-        if self.spec.settings.best_of > 1
+        let most = self.spec.most_candidates();
+        if most > 1
             && self.spec.isolation.is_none()
             && crate::schedule::unit::agent_in_git_work_tree(&self.spec)
         {
             return Err(Error::Usage(format!(
-                "--best-of {}: the teammates work in a git repository, and candidates sharing its work tree would edit the same files; add --isolate worktree (each candidate works in its own worktree and branch; --merge then merges only the winner's)",
-                self.spec.settings.best_of
+                "best of {most}: the teammates work in a git repository, and candidates sharing its work tree would edit the same files; add --isolate worktree (each candidate works in its own worktree and branch; --merge then merges only the winner's)",
             )));
         }
         self.check_sandbox()?;

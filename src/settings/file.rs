@@ -47,7 +47,7 @@ pub(crate) struct FileSettings {
     #[serde(default, deserialize_with = "best_of")]
     pub best_of: Option<crate::options::best_of::BestOf>,
     /// `judge`: how the winner among passing candidates is chosen (`passing`, `first`,
-    /// `score CMD`; [`crate::options::best_of::Judge`]).
+    /// `score CMD`, `person`, `stage NAME`; [`crate::options::best_of::Judge`]).
     #[serde(default, deserialize_with = "judge")]
     pub judge: Option<crate::options::best_of::Judge>,
     /// `model`: passed to the agent CLI.
@@ -61,6 +61,13 @@ pub(crate) struct FileSettings {
     /// after another, each from the previous one's merged result (issue 57).
     #[serde(default)]
     pub serialize_overlaps: Option<bool>,
+    /// `on_conflict`: with `--merge`, who resolves a conflicting item (`fail`, `agent`,
+    /// `RUNNER[:MODEL]`; [`crate::options::on_conflict::OnConflict`]).
+    #[serde(default, deserialize_with = "on_conflict")]
+    pub on_conflict: Option<crate::options::on_conflict::OnConflict>,
+    /// `conflict_attempts`: resolution attempts per conflicting item (1 ..= 5).
+    #[serde(default, deserialize_with = "conflict_attempts")]
+    pub conflict_attempts: Option<u32>,
     /// `isolate`: `none` or `worktree`.
     #[serde(default, deserialize_with = "isolation")]
     pub isolate: Option<Isolation>,
@@ -107,6 +114,9 @@ pub(crate) struct FileSettings {
     /// `--weight-column`).
     #[serde(default, deserialize_with = "text")]
     pub weight_column: Option<String>,
+    /// `best_of_column`: the column giving each row's own fan-out (see `--best-of-column`).
+    #[serde(default, deserialize_with = "text")]
+    pub best_of_column: Option<String>,
     /// `queue`: the Redis server of a shared work queue (see `--queue`).
     #[serde(default, deserialize_with = "queue")]
     pub queue: Option<crate::options::queue::QueueUrl>,
@@ -261,6 +271,26 @@ fn best_of<'de, D: Deserializer<'de>>(d: D) -> De<crate::options::best_of::BestO
         _ => Err(rule),
     }
     .map_err(serde::de::Error::custom)
+}
+
+fn on_conflict<'de, D: Deserializer<'de>>(
+    d: D,
+) -> De<crate::options::on_conflict::OnConflict, D::Error> {
+    match text(d)? {
+        None => Ok(None),
+        Some(t) => t.parse().map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+fn conflict_attempts<'de, D: Deserializer<'de>>(d: D) -> De<u32, D::Error> {
+    let max = crate::options::on_conflict::MAX_CONFLICT_ATTEMPTS;
+    match count(d, 1)? {
+        Some(n) if n <= u64::from(max) => Ok(Some(n as u32)),
+        None => Ok(None),
+        Some(_) => Err(serde::de::Error::custom(format!(
+            "must be a whole number from 1 to {max}"
+        ))),
+    }
 }
 
 fn judge<'de, D: Deserializer<'de>>(d: D) -> De<crate::options::best_of::Judge, D::Error> {

@@ -221,6 +221,10 @@ pub(super) struct Isolation {
     pub verify_merged: Option<Vec<String>>,
     /// `--serialize-overlaps`: overlapping rows run one after another.
     pub serialize_overlaps: bool,
+    /// `--on-conflict`: who resolves a conflicting merge.
+    pub on_conflict: crate::options::on_conflict::OnConflict,
+    /// `--conflict-attempts`: resolution attempts per conflicting item.
+    pub conflict_attempts: u32,
     /// Ignored files copied into each worktree.
     pub worktree_copy: Vec<PathBuf>,
     /// Each new worktree's set-up command (argv).
@@ -273,6 +277,7 @@ pub(super) fn isolation(flags: &RunArgs, file: &FileSettings) -> Result<Isolatio
              add --merge (not --merge=review, which lands nothing before review), or drop it",
         ));
     }
+    let (on_conflict, conflict_attempts) = on_conflict(flags, file, merge)?;
     let worktree_flag = match (flags.worktree_copy.is_empty(), &flags.worktree_setup) {
         (false, _) => Some("--worktree-copy"),
         (true, Some(_)) => Some("--worktree-setup"),
@@ -293,6 +298,8 @@ pub(super) fn isolation(flags: &RunArgs, file: &FileSettings) -> Result<Isolatio
         review: flags.merge.as_deref() == Some("review"),
         verify_merged,
         serialize_overlaps,
+        on_conflict,
+        conflict_attempts,
         worktree_copy: match flags.worktree_copy.is_empty() {
             true => file_worktree
                 .copy
@@ -572,6 +579,49 @@ pub(super) fn command_line(what: &str, v: &str) -> Result<Vec<String>> {
             "is not a command line (check its quotes)",
         )),
     }
+}
+
+/// `--on-conflict` and `--conflict-attempts` from the flags over the file (default: `fail`,
+/// 1 attempt).
+///
+/// Errors: a value that breaks [`OnConflict::RULE`](crate::options::on_conflict::OnConflict)
+/// or is out of 1 ..= 5 attempts; either flag without `--merge` (exit 2).
+fn on_conflict(
+    flags: &RunArgs,
+    file: &FileSettings,
+    merge: bool,
+) -> Result<(crate::options::on_conflict::OnConflict, u32)> {
+    use crate::options::on_conflict::{MAX_CONFLICT_ATTEMPTS, OnConflict};
+    let who = match flags.on_conflict.as_deref() {
+        Some(text) => text
+            .parse::<OnConflict>()
+            .map_err(|rule| Error::bad_value("--on-conflict", text, rule))?,
+        None => file.on_conflict.clone().unwrap_or_default(),
+    };
+    let attempts = match flags.conflict_attempts {
+        Some(n) if !(1..=MAX_CONFLICT_ATTEMPTS).contains(&n) => {
+            return Err(Error::bad_value(
+                "--conflict-attempts",
+                n.to_string(),
+                "must be a whole number from 1 to 5",
+            ));
+        }
+        Some(n) => n,
+        None => file.conflict_attempts.unwrap_or(1),
+    };
+    let flag = match (&flags.on_conflict, flags.conflict_attempts) {
+        (Some(_), _) => Some("--on-conflict"),
+        (None, Some(_)) => Some("--conflict-attempts"),
+        (None, None) => None,
+    };
+    if let Some(flag) = flag.filter(|_| !merge) {
+        return Err(Error::needs(
+            flag,
+            "--merge",
+            "it hands the merge queue's conflicts to a teammate",
+        ));
+    }
+    Ok((who, attempts))
 }
 
 #[cfg(test)]

@@ -71,8 +71,8 @@ pub(crate) struct Settings {
     /// `--best-of N`: candidates per item (1: no fan-out, DESIGN §13).
     pub best_of: u32,
     /// `--best-of RUNNER[:MODEL],…`: each candidate's runner definition and model, in order
-    /// (candidate K runs with the run's profile K-1, [`crate::schedule::plan::Plan::add_candidates`]);
-    /// empty for `--best-of N`.
+    /// (each candidate runs with a profile of its own,
+    /// [`crate::schedule::plan::Plan::add_candidates`]); empty for `--best-of N`.
     pub best_of_runners: Vec<(String, Option<String>)>,
     /// `--judge`: how the winner among passing candidates is chosen.
     pub judge: crate::options::best_of::Judge,
@@ -98,6 +98,10 @@ pub(crate) struct Settings {
     /// `--serialize-overlaps`: rows that will touch the same files run one after another,
     /// each from the previous one's merge ([`crate::plans::overlap`]).
     pub serialize_overlaps: bool,
+    /// `--on-conflict`: who resolves an item whose merge conflicts (DESIGN §9).
+    pub on_conflict: crate::options::on_conflict::OnConflict,
+    /// `--conflict-attempts`: resolution attempts per conflicting item (1 ..= 5).
+    pub conflict_attempts: u32,
     /// Ignored files copied into each worktree (relative to the repository root).
     pub worktree_copy: Vec<PathBuf>,
     /// Set-up command of each new worktree (argv).
@@ -110,6 +114,9 @@ pub(crate) struct Settings {
     pub order: crate::options::order::Order,
     /// `--weight-column` (or `weight_column:`): each row's expected duration.
     pub weight_column: Option<String>,
+    /// `--best-of-column` (or `best_of_column:`): the column giving each row's own fan-out
+    /// (a number or a list of runners, as `--best-of`; empty: the batch's).
+    pub best_of_column: Option<String>,
     /// `--queue URL` (or `queue:`): the shared work queue this run is a worker of.
     pub queue: Option<crate::options::queue::QueueUrl>,
     /// `--junit FILE`.
@@ -176,6 +183,9 @@ pub(crate) struct Overrides {
     pub timeout: Option<Duration>,
     /// Another number of retries.
     pub retries: Option<u32>,
+    /// Another fan-out (`best_of:` on a stage, a row's `best_of_column` cell): candidates
+    /// of its items, or their runners.
+    pub best_of: Option<crate::options::best_of::BestOf>,
 }
 
 impl Overrides {
@@ -245,12 +255,15 @@ impl Settings {
             review: false,
             verify_merged: None,
             serialize_overlaps: false,
+            on_conflict: Default::default(),
+            conflict_attempts: 1,
             worktree_copy: Vec::new(),
             worktree_setup: None,
             only: Only::All,
             shard: None,
             order: Default::default(),
             weight_column: None,
+            best_of_column: None,
             queue: None,
             junit: None,
             trace: None,
@@ -289,7 +302,7 @@ impl Settings {
         let isolation = groups::isolation(flags, file)?;
         let selection = groups::selection(flags)?;
         let outputs = groups::outputs(flags, file, selection.shard)?;
-        let settings = Settings {
+        let mut settings = Settings {
             runner: chosen.runner,
             runner_from: chosen.runner_from,
             // Checked as the user wrote it (messages name their words), run from anywhere:
@@ -313,6 +326,8 @@ impl Settings {
             review: isolation.review,
             verify_merged: isolation.verify_merged,
             serialize_overlaps: isolation.serialize_overlaps,
+            on_conflict: isolation.on_conflict,
+            conflict_attempts: isolation.conflict_attempts,
             worktree_copy: isolation.worktree_copy,
             worktree_setup: isolation.worktree_setup,
             only: selection.only,
@@ -322,6 +337,10 @@ impl Settings {
                 .weight_column
                 .clone()
                 .or_else(|| file.weight_column.clone()),
+            best_of_column: flags
+                .best_of_column
+                .clone()
+                .or_else(|| file.best_of_column.clone()),
             queue: flags.queue.clone().or_else(|| file.queue.clone()),
             format: outputs.format,
             log_cap: outputs.log_cap,
@@ -344,6 +363,11 @@ impl Settings {
             notify: groups::notify(flags, file)?,
             warnings: chosen.warnings,
         };
+        // `--queue-ca` goes with the queue, wherever its URL came from.
+        settings.queue = settings
+            .queue
+            .take()
+            .map(|q| q.with_ca(flags.queue_ca.clone()));
         settings.check_programs()?;
         crate::fsutil::check_parents(&[
             (settings.junit.as_deref(), "--junit"),
@@ -437,6 +461,10 @@ impl Settings {
         }
         if let Some(r) = o.retries {
             s.retries = r;
+        }
+        if let Some(b) = &o.best_of {
+            s.best_of = b.count;
+            s.best_of_runners.clone_from(&b.runners);
         }
         if s.batch_api && s.runner.backend.runs_a_program() {
             return Err(Error::Usage(format!(

@@ -2,7 +2,8 @@
 //! input row. The runner's columns describe the row's whole chain ([`overall`]: completed
 //! only when every stage completed; otherwise the first stage that did not, its error named
 //! `stage STAGE: …`); then, per stage, `STAGE.status`, `STAGE.summary`, `STAGE.error`,
-//! `STAGE.model` (the model that answered, as the CLI or API says), one
+//! `STAGE.model` (the model that answered, as the CLI or API says), for a stage that fans
+//! out to candidates `STAGE.winner` and `STAGE.candidates` (as the whole-item columns), one
 //! `STAGE.<field>` per property of its `output_schema` (without one, `STAGE.result`: the
 //! report's `output` as JSON) and its hand-off fields (`STAGE.files_modified`, …).
 
@@ -28,6 +29,9 @@ pub(crate) struct StageColumns {
     pub name: String,
     /// Its output schema's properties; `None`: one `STAGE.result` column.
     pub fields: Option<Vec<String>>,
+    /// It may fan out to candidates (its own `best_of:`, the batch's, a row's cell): it has
+    /// `STAGE.winner` and `STAGE.candidates` columns.
+    pub best_of: bool,
 }
 
 impl StageColumns {
@@ -40,6 +44,9 @@ impl StageColumns {
             format!("{n}.error"),
             format!("{n}.model"),
         ];
+        if self.best_of {
+            h.extend([format!("{n}.winner"), format!("{n}.candidates")]);
+        }
         match &self.fields {
             Some(fields) => h.extend(fields.iter().map(|f| format!("{n}.{f}"))),
             None => h.push(format!("{n}.result")),
@@ -190,6 +197,11 @@ fn values(cols: &StageColumns, o: Option<&Outcome>) -> Vec<Value> {
         o.map_or(Value::Null, |o| text(&o.error)),
         json!(o.and_then(|o| o.model.clone())),
     ];
+    if cols.best_of {
+        let b = o.and_then(|o| o.best_of.as_deref());
+        v.push(b.map_or(Value::Null, |b| text(&b.winner_text())));
+        v.push(b.map_or(Value::Null, |b| text(&b.candidates_text())));
+    }
     let output = o.map_or(&Value::Null, |o| &o.output);
     match &cols.fields {
         Some(fields) => v.extend(
@@ -258,10 +270,12 @@ mod tests {
             StageColumns {
                 name: "audit".into(),
                 fields: Some(vec!["problems".into()]),
+                best_of: false,
             },
             StageColumns {
                 name: "fix".into(),
                 fields: None,
+                best_of: false,
             },
         ];
         let l = layout(&["path".into()], stages, false, true);

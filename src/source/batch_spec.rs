@@ -22,7 +22,8 @@
 //! ```
 //!
 //! With `stages:` (a list of `name` + `instruction` or `instruction_file`, and per stage
-//! `after`, `runner`, `model`, `command`, `output_schema`, `verify`, `timeout`, `retries`),
+//! `after`, `runner`, `model`, `command`, `output_schema`, `verify`, `timeout`, `retries`,
+//! `best_of`),
 //! each row is a chain of teammates ([`StageSpec`]) and the body is a preamble every
 //! stage's instruction starts with (it may be empty).
 //!
@@ -98,6 +99,8 @@ struct StageKeys {
     timeout: Option<Value>,
     /// `retries`: another number of retries.
     retries: Option<Value>,
+    /// `best_of`: this stage's own fan-out (a number, or runners as `--best-of` takes them).
+    best_of: Option<Value>,
 }
 
 /// `output_schema` as written: inline or a path to a JSON file.
@@ -123,7 +126,7 @@ pub(crate) struct StageSpec {
     /// before (none for the first).
     pub after: Vec<usize>,
     /// What it changes of the batch's settings (runner, model, command, verify, timeout,
-    /// retries).
+    /// retries, best_of).
     pub overrides: crate::settings::Overrides,
     /// `output_schema`: the JSON Schema of its report's `output` (else the batch's).
     pub output_schema: Option<SchemaSource>,
@@ -414,6 +417,7 @@ impl Fields<'_> {
                 .transpose()
                 .map_err(|e| at(e.to_string()))?,
             retries: stage_retries(&at, &keys.retries)?,
+            best_of: stage_best_of(&at, &keys.best_of)?,
         };
         let output_schema = self
             .schema(keys.output_schema.as_ref())
@@ -627,6 +631,22 @@ fn stage_retries(at: &At<'_>, v: &Option<Value>) -> Result<Option<u32>> {
             .map(Some)
             .ok_or_else(|| at("`retries` must be a whole number, 0 or more".into())),
     }
+}
+
+/// A stage's `best_of`: a number, or runners as `--best-of` takes them.
+fn stage_best_of(
+    at: &At<'_>,
+    v: &Option<Value>,
+) -> Result<Option<crate::options::best_of::BestOf>> {
+    let text = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => String::new(),
+    };
+    text.parse()
+        .map(Some)
+        .map_err(|rule| at(format!("`best_of` {rule}")))
 }
 
 /// The frontmatter's YAML as a mapping (an empty one for an empty frontmatter).
@@ -922,7 +942,7 @@ mod tests {
             e,
             "BATCH.md:3: stage `a`: unknown key `runer`; did you mean `runner`? (a stage has: \
              name, instruction, instruction_file, after, runner, model, command, output_schema, \
-             verify, timeout, retries)"
+             verify, timeout, retries, best_of)"
         );
     }
 

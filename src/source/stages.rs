@@ -62,6 +62,30 @@ pub(crate) struct Chain {
 }
 
 impl Chain {
+    /// Take stage `name` out of the chain (`--judge stage NAME`: it judges candidates and is
+    /// no stage of a row): a stage that came after it comes after what it came after.
+    /// `None` when there is no such stage.
+    pub(crate) fn take(&mut self, name: &str) -> Option<Stage> {
+        let j = self.stages.iter().position(|s| s.name == name)?;
+        let taken = self.stages.remove(j);
+        for s in &mut self.stages {
+            if s.after.contains(&j) {
+                s.after.retain(|a| *a != j);
+                for a in &taken.after {
+                    if !s.after.contains(a) {
+                        s.after.push(*a);
+                    }
+                }
+            }
+            for a in &mut s.after {
+                if *a > j {
+                    *a -= 1;
+                }
+            }
+        }
+        Some(taken)
+    }
+
     /// Every stage stage `i` waits for, directly or not.
     pub(crate) fn before(&self, i: usize) -> BTreeSet<usize> {
         let mut seen = BTreeSet::new();

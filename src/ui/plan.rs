@@ -172,11 +172,22 @@ fn heading_lines(plan: &Plan, resumed: u64) -> Vec<String> {
             match spec.settings.best_of_runners.is_empty() {
                 true => String::new(),
                 false => {
-                    let each: Vec<&str> = spec.profiles.iter().map(|p| p.label.as_str()).collect();
+                    let each: Vec<&str> = spec
+                        .candidates
+                        .iter()
+                        .filter_map(|p| spec.profiles.get(*p as usize))
+                        .map(|p| p.label.as_str())
+                        .collect();
                     format!("; {}", each.join(", "))
                 }
             },
-            spec.settings.judge.word(),
+            match &spec.judge_stage {
+                Some(j) => format!(
+                    "stage {} (once per item whose candidates two or more passed, each of them in its prompt)",
+                    j.name
+                ),
+                None => spec.settings.judge.word().to_owned(),
+            },
             items * n,
             items * n * (1 + spec.settings.retries as u64),
         ));
@@ -269,6 +280,7 @@ fn item_lines(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> (Vec<
         format!("  after: {}", item.after.join(", "))
     };
     let mut lines = vec![format!("  {}  (id {}){after}", item.teammate, item.id)];
+    lines.extend(fan_out_line(spec, item));
     let body = prompt
         .lines()
         .skip_while(|l| !l.starts_with("## Your item"))
@@ -277,6 +289,45 @@ fn item_lines(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> (Vec<
     // A long value (a whole file in a cell) shows as its start.
     lines.extend(body.map(|line| format!("      | {}", crate::report::one_line(line, 200))));
     (lines, fails)
+}
+
+/// An item that fans out (the batch's `--best-of`, its stage's `best_of:`, its row's
+/// `best_of_column` cell): to how many candidates (and their runners), and the most attempts
+/// they make (each candidate's first and every retry).
+fn fan_out_line(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> Option<String> {
+    let s = spec.settings_for(item);
+    if s.best_of <= 1 {
+        return None;
+    }
+    let runners: Vec<String> = (1..=s.best_of)
+        .filter_map(|k| {
+            spec.candidate_profile(item, k)
+                .filter(|p| Some(*p) != item.profile)
+        })
+        .filter_map(|p| spec.profiles.get(p as usize))
+        .map(|p| match &p.settings.model {
+            Some(m) => format!("{}:{m}", p.settings.runner.name),
+            None => p.settings.runner.name.clone(),
+        })
+        .collect();
+    let worst: u64 = (1..=s.best_of)
+        .map(|k| {
+            let c = crate::item::WorkItem {
+                profile: spec.candidate_profile(item, k),
+                ..item.clone()
+            };
+            1 + u64::from(spec.settings_for(&c).retries)
+        })
+        .sum();
+    Some(format!(
+        "      best of {}{}: at most {worst} attempt(s), judge {}",
+        s.best_of,
+        match runners.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", runners.join(", ")),
+        },
+        s.judge.word()
+    ))
 }
 
 /// With stages or rows that choose their runner: the chain each row runs, and what each
@@ -414,6 +465,24 @@ fn settings_lines(s: &crate::settings::Settings, schema: bool) -> Vec<String> {
         lines.push(format!(
             "  copied into each worktree: {}",
             copied.join(", ")
+        ));
+    }
+    if s.merge && !s.review && s.on_conflict.hands_off() {
+        let who = match &s.on_conflict {
+            crate::options::on_conflict::OnConflict::Runner {
+                name,
+                model: Some(m),
+            } => {
+                format!("runner {name}, model {m}")
+            }
+            crate::options::on_conflict::OnConflict::Runner { name, model: None } => {
+                format!("runner {name}")
+            }
+            _ => "the run's own runner".to_owned(),
+        };
+        lines.push(format!(
+            "  a conflicting merge goes to a resolver ({who}; {} attempt(s) per item)",
+            s.conflict_attempts
         ));
     }
     if let Some(setup) = s.worktree_setup.as_ref().filter(|_| s.isolate) {

@@ -12,6 +12,9 @@ comma-separated, in order); a candidate without a token just reports success:
   fail       report failed
   wait:NAME  wait until the file NAME beside LOG exists
   release    wait until the file $RELEASE_FILE exists
+  save       write the prompt it got to prompt-K.txt beside LOG
+  winner:X   report `winner: X` in its output (what a judge stage names)
+The judge stage of an item runs without $RUNNER_CANDIDATE: it is candidate 0 (`C0=…`).
 Every run first appends `cK` to the file the prompt's `LOG=<path>` token names, and leaves
 `started-K` beside it.
 """
@@ -33,7 +36,7 @@ def main():
             f.write("started\n")
     found = re.search(rf"\bC{k}=(\S+)", prompt)
     actions = found.group(1).split(",") if found else []
-    status, cost = "completed", None
+    status, cost, winner = "completed", None, None
     for action in actions:
         name, _, arg = action.partition(":")
         if name == "lines":
@@ -60,6 +63,11 @@ def main():
             path = os.path.join(os.path.dirname(log.group(1)), arg)
             while not os.path.exists(path):
                 time.sleep(0.02)
+        elif name == "save" and log:
+            with open(os.path.join(os.path.dirname(log.group(1)), f"prompt-{k}.txt"), "w") as f:
+                f.write(prompt)
+        elif name == "winner":
+            winner = arg
         elif name == "release":
             while not os.path.exists(os.environ["RELEASE_FILE"]):
                 time.sleep(0.05)
@@ -76,6 +84,8 @@ def main():
     }
     if cost is not None:
         report["cost_usd"] = cost
+    if winner is not None:
+        report["output"]["winner"] = winner
     with open(os.environ["RUNNER_REPORT"], "w", encoding="utf-8") as f:
         json.dump(report, f)
 

@@ -315,6 +315,11 @@ def main():
         while not os.path.exists(release):
             time.sleep(0.02)
         write_report(report())
+    elif mode == "wait_then_fail":
+        release = os.environ["RELEASE_FILE"]
+        while not os.path.exists(release):
+            time.sleep(0.02)
+        write_report(report(status="failed", summary="could not reproduce the bug"))
     elif mode == "daemon":
         escape()
         write_report(report())

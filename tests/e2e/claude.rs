@@ -231,7 +231,7 @@ fn api_error(status: u16, error_type: &str, message: &str) -> ResponseTemplate {
 }
 
 /// A server-sent-events body, as the Messages API streams it.
-fn sse(events: &[Value]) -> ResponseTemplate {
+pub(crate) fn sse(events: &[Value]) -> ResponseTemplate {
     support::event_stream(support::named_events(events)).insert_header("request-id", "req_e2e_mock")
 }
 
@@ -303,7 +303,7 @@ fn write_turn(model: &str, turn: usize, report: &str) -> Vec<Value> {
 }
 
 /// A plain text answer; stop_reason `end_turn`.
-fn text_turn(model: &str, turn: usize, text: &str, usage: (u64, u64)) -> Vec<Value> {
+pub(crate) fn text_turn(model: &str, turn: usize, text: &str, usage: (u64, u64)) -> Vec<Value> {
     let mut events = vec![
         message_start(model, turn, usage.0),
         json!({"type": "content_block_start", "index": 0,
@@ -317,7 +317,7 @@ fn text_turn(model: &str, turn: usize, text: &str, usage: (u64, u64)) -> Vec<Val
 }
 
 /// The `tool_result` block answering `id`, if the conversation has one.
-fn tool_result(body: &Value, id: &str) -> Option<Value> {
+pub(crate) fn tool_result(body: &Value, id: &str) -> Option<Value> {
     body["messages"]
         .as_array()?
         .iter()
@@ -358,7 +358,7 @@ async fn mock_api(script: Script) -> Api {
 
 /// A mock API whose `POST /v1/messages` is `messages`; token counts and anything else are
 /// answered as [`CountTokens`] and [`Other`] do, logged to `log`.
-async fn messages_api(messages: impl Respond + 'static, log: &Log) -> MockServer {
+pub(crate) async fn messages_api(messages: impl Respond + 'static, log: &Log) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/messages"))
@@ -484,7 +484,7 @@ async fn run_claude_with(sb: &Sandbox, api: &str, timeout: &str, extra: &[&str])
 }
 
 /// The environment Claude Code runs with in these tests (its config dir created).
-fn claude_env(sb: &Sandbox, api: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn claude_env(sb: &Sandbox, api: &str) -> Vec<(&'static str, String)> {
     std::fs::create_dir_all(sb.home().join(".claude")).expect("mkdir .claude");
     vec![
         // Claude Code, offline and non-interactive.
@@ -573,7 +573,13 @@ const RUNNER_TOOLS: [&str; 7] = [
 ];
 
 /// A turn that calls MCP tool `name` with `input`; stop_reason `tool_use`.
-fn mcp_turn(model: &str, turn: usize, id: &str, name: &str, input: &Value) -> Vec<Value> {
+pub(crate) fn mcp_turn(
+    model: &str,
+    turn: usize,
+    id: &str,
+    name: &str,
+    input: &Value,
+) -> Vec<Value> {
     let mut events = vec![
         message_start(model, turn, TURN1_USAGE.0),
         json!({"type": "content_block_start", "index": 0,

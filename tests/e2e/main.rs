@@ -16,6 +16,7 @@ mod claude;
 mod cline;
 mod codex;
 mod codex_lead;
+mod conflict;
 mod copilot;
 mod gemini;
 mod gemini_lead;

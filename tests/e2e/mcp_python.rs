@@ -508,3 +508,54 @@ fn the_python_sdk_gets_a_served_runs_live_page_which_goes_with_the_run() {
         "processes left"
     );
 }
+
+#[test]
+fn batch_run_gives_each_row_to_candidates_and_answers_with_each_items_winner() {
+    let Some(python) = python_or_skip("mcp_python::batch_run_gives_each_row_to_candidates") else {
+        return;
+    };
+    let dir = folder(WORKER);
+    let out = play(&python, "best_of", dir.path());
+    // Each bad value is a tool error naming its argument, and nothing is written.
+    for (name, says) in [
+        (
+            "too_many",
+            "`best_of`: `9` must be a number of candidates per item, 1 to 8",
+        ),
+        ("one_runner", "`best_of`: `claude` must be"),
+        (
+            "unknown_judge",
+            "`judge`: `fastest` must be passing, first, person",
+        ),
+        (
+            "stage_judge",
+            "`judge`: `stage pick` judges with a stage of a BATCH.md",
+        ),
+    ] {
+        let r = &out["refused"][name];
+        assert_eq!(r["isError"], true, "{name}: {r}");
+        let text = r["text"].as_str().unwrap_or_default();
+        assert!(text.contains(says), "{name}: {text}");
+    }
+    assert_eq!(
+        out["files_after_refusals"],
+        serde_json::json!(["agent.sh", "rows.csv"]),
+        "{out}"
+    );
+    // The waited run: every row went to two candidates, the highest score won.
+    let run = &out["run"];
+    assert_eq!(run["isError"], false, "{run}");
+    let s = &run["structured"];
+    assert_eq!(s["exit_code"], 0, "{s}");
+    let mut winners: Vec<Value> = s["winners"].as_array().expect("winners").clone();
+    winners.sort_by_key(|w| w["id"].as_str().unwrap_or_default().to_owned());
+    assert_eq!(
+        Value::Array(winners),
+        serde_json::json!([
+            {"id": "a", "status": "completed", "winner": "1-a.c2 (exec)", "rule": "score: score 2 against 1, the highest", "candidates": "2/2 passed"},
+            {"id": "b", "status": "completed", "winner": "2-b.c2 (exec)", "rule": "score: score 2 against 1, the highest", "candidates": "2/2 passed"},
+        ]),
+        "{s}"
+    );
+    assert_eq!(statuses(dir.path()), ["completed", "completed"]);
+}

@@ -6,13 +6,13 @@ use serde_json::Value;
 use crate::harness::{Sandbox, agent, by_id, git};
 
 /// A repository with one commit; the runner's files and the test's inputs ignored.
-fn repo() -> Sandbox {
+pub(crate) fn repo() -> Sandbox {
     let sb = Sandbox::new();
     git(sb.path(), &["init", "-q", "-b", "main"]);
     sb.write("README.md", "a project\n");
     sb.write(
         ".gitignore",
-        "*.runner/\nworkers-output*.csv\nin.csv\ninstr.md\nruns.log\nhang-*.pid\nstarted-*\n",
+        "*.runner/\nworkers-output*.csv\nin.csv\ninstr.md\nruns.log\nhang-*.pid\nstarted-*\nprompt-*.txt\nBATCH.md\n",
     );
     git(sb.path(), &["add", "-A"]);
     git(sb.path(), &["commit", "-q", "-m", "init"]);
@@ -47,7 +47,7 @@ fn batch(sb: &Sandbox, flags: &[&str]) -> crate::harness::Run {
 }
 
 /// The last `item_finished` outcome of item `id` in the team's journal.
-fn outcome(sb: &Sandbox, id: &str) -> Value {
+pub(crate) fn outcome(sb: &Sandbox, id: &str) -> Value {
     let ws = sb.workspace_of(&sb.join("workers-output.runner"));
     let journal = std::fs::read_to_string(ws.join("journal.jsonl")).expect("journal");
     journal
@@ -60,9 +60,35 @@ fn outcome(sb: &Sandbox, id: &str) -> Value {
 }
 
 /// How many times each candidate ran, from `runs.log`.
-fn runs(sb: &Sandbox, k: u32) -> usize {
+pub(crate) fn runs(sb: &Sandbox, k: u32) -> usize {
     let log = sb.read_opt("runs.log").unwrap_or_default();
     log.lines().filter(|l| *l == format!("c{k}")).count()
+}
+
+/// Item `a` in a repository, given to three candidates judged by `score cat score.txt`: c1
+/// scores 3 with a 1-line diff, c2 10 with 9 lines, c3 prints `c3` with 1 line; the run
+/// ends 0.
+fn three_scored(c3: &str) -> Sandbox {
+    let sb = repo();
+    one_item(
+        &sb,
+        &format!("C1=score:3,lines:1 C2=score:10,lines:9 C3=score:{c3},lines:1"),
+    );
+    let r = batch(
+        &sb,
+        &[
+            "--isolate",
+            "worktree",
+            "--best-of",
+            "3",
+            "--jobs",
+            "3",
+            "--judge",
+            "score cat score.txt",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    sb
 }
 
 #[test]
@@ -123,25 +149,7 @@ fn a_verify_that_passes_for_only_some_candidates_picks_among_them_the_smaller_di
 
 #[test]
 fn score_picks_the_highest_and_a_candidate_printing_no_number_is_out() {
-    let sb = repo();
-    one_item(
-        &sb,
-        "C1=score:3,lines:1 C2=score:10,lines:9 C3=score:99x,lines:1",
-    );
-    let r = batch(
-        &sb,
-        &[
-            "--isolate",
-            "worktree",
-            "--best-of",
-            "3",
-            "--jobs",
-            "3",
-            "--judge",
-            "score cat score.txt",
-        ],
-    );
-    assert_eq!(r.code, 0, "{r:?}");
+    let sb = three_scored("99x");
     let o = outcome(&sb, "a");
     let b = &o["best_of"];
     assert_eq!(b["winner"], 2, "{b}");
@@ -506,25 +514,7 @@ fn every_candidate_counts_against_the_budget() {
 
 #[test]
 fn the_html_report_shows_each_candidate_the_winner_and_the_rule_in_chromium() {
-    let sb = repo();
-    one_item(
-        &sb,
-        "C1=score:3,lines:1 C2=score:10,lines:9 C3=score:<script>alert(1)</script>,lines:1",
-    );
-    let r = batch(
-        &sb,
-        &[
-            "--isolate",
-            "worktree",
-            "--best-of",
-            "3",
-            "--jobs",
-            "3",
-            "--judge",
-            "score cat score.txt",
-        ],
-    );
-    assert_eq!(r.code, 0, "{r:?}");
+    let sb = three_scored("<script>alert(1)</script>");
     let rep = sb.run(&["report", "workers-output.csv", "--html", "report.html"]);
     assert_eq!(rep.code, 0, "{rep:?}");
     let page = sb.read("report.html");
@@ -563,37 +553,16 @@ fn the_html_report_shows_each_candidate_the_winner_and_the_rule_in_chromium() {
 
 #[test]
 fn the_live_page_shows_an_items_candidates_the_winner_and_the_rule_in_chromium() {
-    use crate::serve::{Killed, free_port, get, parts, url_from, which};
+    use crate::serve::{Killed, free_port, get, which};
     use std::process::{Command, Stdio};
-    let sb = repo();
-    one_item(
-        &sb,
-        "C1=score:3,lines:1 C2=score:10,lines:9 C3=score:<b>bold</b>,lines:1",
-    );
-    let r = batch(
-        &sb,
-        &[
-            "--isolate",
-            "worktree",
-            "--best-of",
-            "3",
-            "--jobs",
-            "3",
-            "--judge",
-            "score cat score.txt",
-        ],
-    );
-    assert_eq!(r.code, 0, "{r:?}");
-    let mut serve = Killed(
-        sb.cmd(&["serve", "workers-output.csv"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn runner serve"),
-    );
-    let url = url_from(&mut serve.0);
-    let (port, token) = parts(&url);
-    let host = format!("127.0.0.1:{port}");
+    let sb = three_scored("<b>bold</b>");
+    let crate::harness::Served {
+        url,
+        port,
+        token,
+        host,
+        child: _serve,
+    } = sb.serve(&["workers-output.csv"]);
     // The row says how many passed and who won.
     let (code, rows) = get(port, &format!("/api/rows?token={token}"), &host, "", "");
     assert_eq!(code, 200, "{rows}");

@@ -4,8 +4,9 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 /// A temp folder to run `runner` in.
 pub(crate) struct Sandbox {
@@ -369,4 +370,80 @@ pub(crate) fn landlock_or_skip(test: &str) -> bool {
         ));
     }
     ok
+}
+
+/// A child process killed (and reaped) when the test ends, however it ends.
+pub(crate) struct Killed(pub(crate) Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The first line of `child`'s stdout that holds `http://127.0.0.1:`, as the URL in it.
+pub(crate) fn url_from(child: &mut Child) -> String {
+    let out = child.stdout.take().expect("piped stdout");
+    let mut lines = BufReader::new(out).lines();
+    loop {
+        let line = lines
+            .next()
+            .expect("the runner printed the page's URL before its stdout ended")
+            .expect("read stdout");
+        if let Some(at) = line.find("http://127.0.0.1:") {
+            let url = line[at..].split_whitespace().next().unwrap_or_default();
+            // Keep reading the rest in the background, so the runner never blocks on a pipe.
+            std::thread::spawn(move || for _ in lines {});
+            return url.to_owned();
+        }
+    }
+}
+
+/// `(port, token)` of a page URL.
+pub(crate) fn parts(url: &str) -> (u16, String) {
+    let rest = url.strip_prefix("http://127.0.0.1:").expect("a local URL");
+    let (port, query) = rest.split_once('/').expect("a path");
+    let token = query.split("token=").nth(1).expect("a token");
+    (port.parse().expect("a port"), token.to_owned())
+}
+
+/// `runner serve` started by [`Sandbox::serve`]: the page's address it printed, and the
+/// process (killed when this is dropped — bind `child` to a name, not `_`, to keep it).
+pub(crate) struct Served {
+    /// The page's URL, its token in it.
+    pub url: String,
+    /// The port it listens on, on 127.0.0.1.
+    pub port: u16,
+    /// The page's token.
+    pub token: String,
+    /// `127.0.0.1:PORT`: the Host header it accepts.
+    pub host: String,
+    /// The `runner serve` process.
+    pub child: Killed,
+}
+
+impl Sandbox {
+    /// Start `runner serve OUTPUTS…` in the sandbox and read the page's address it prints.
+    pub(crate) fn serve(&self, outputs: &[&str]) -> Served {
+        let args: Vec<&str> = std::iter::once("serve")
+            .chain(outputs.iter().copied())
+            .collect();
+        let mut child = Killed(
+            self.cmd(&args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn runner serve"),
+        );
+        let url = url_from(&mut child.0);
+        let (port, token) = parts(&url);
+        Served {
+            host: format!("127.0.0.1:{port}"),
+            url,
+            port,
+            token,
+            child,
+        }
+    }
 }

@@ -2,48 +2,14 @@
 //! its WebDriver (chromium-driver, installed by `.ci/run`), and its guard checked over plain
 //! HTTP.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Sandbox, wait_for};
+use crate::harness::{Sandbox, Served, wait_for};
 
-/// A child process killed (and reaped) when the test ends, however it ends.
-pub(crate) struct Killed(pub(crate) Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The first line of `child`'s stdout that holds `http://127.0.0.1:`, as the URL in it.
-pub(crate) fn url_from(child: &mut Child) -> String {
-    let out = child.stdout.take().expect("piped stdout");
-    let mut lines = BufReader::new(out).lines();
-    loop {
-        let line = lines
-            .next()
-            .expect("the runner printed the page's URL before its stdout ended")
-            .expect("read stdout");
-        if let Some(at) = line.find("http://127.0.0.1:") {
-            let url = line[at..].split_whitespace().next().unwrap_or_default();
-            // Keep reading the rest in the background, so the runner never blocks on a pipe.
-            std::thread::spawn(move || for _ in lines {});
-            return url.to_owned();
-        }
-    }
-}
-
-/// `(port, token)` of a page URL.
-pub(crate) fn parts(url: &str) -> (u16, String) {
-    let rest = url.strip_prefix("http://127.0.0.1:").expect("a local URL");
-    let (port, query) = rest.split_once('/').expect("a path");
-    let token = query.split("token=").nth(1).expect("a token");
-    (port.parse().expect("a port"), token.to_owned())
-}
+pub(crate) use crate::harness::{Killed, parts, url_from};
 
 /// One raw HTTP/1.1 GET of `path` with `Host: host` and `extra` header lines: the status
 /// code and the body read until `until` is in it or the answer ends.
@@ -154,16 +120,13 @@ fn the_live_page_follows_a_run_in_chromium_and_resumes_after_a_reconnect() {
             .stdout
             .contains("running")
     });
-    let mut serve = Killed(
-        sb.cmd(&["serve", "workers-output.csv"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn runner serve"),
-    );
-    let url = url_from(&mut serve.0);
-    let (port, token) = parts(&url);
-    let host = format!("127.0.0.1:{port}");
+    let Served {
+        url,
+        port,
+        token,
+        host,
+        child: _serve,
+    } = sb.serve(&["workers-output.csv"]);
 
     // The guard: no token, a wrong token, a foreign Host or Origin, a write: all 403.
     for (path, h, extra) in [
@@ -451,16 +414,13 @@ fn serve_shows_several_teams_each_by_its_number() {
         sb.fake_batch(&["--output", "two.csv", "--only", "a"]).code,
         0
     );
-    let mut serve = Killed(
-        sb.cmd(&["serve", "one.csv", "two.csv"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn runner serve"),
-    );
-    let url = url_from(&mut serve.0);
-    let (port, token) = parts(&url);
-    let host = format!("127.0.0.1:{port}");
+    let Served {
+        port,
+        token,
+        host,
+        child: _serve,
+        ..
+    } = sb.serve(&["one.csv", "two.csv"]);
     let (code, teams) = get(port, &format!("/api/teams?token={token}"), &host, "", "");
     assert_eq!(code, 200, "{teams}");
     assert!(

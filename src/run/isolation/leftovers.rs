@@ -78,6 +78,9 @@ pub(crate) fn find(workspace: &Path, team: &str) -> Option<Leftovers> {
         .iter()
         // The merge queue's worktree holds no one's work: a merge a kill cut short, at most.
         .filter(|w| !w.ends_with(super::queue::QUEUE_DIR))
+        // Nor a resolver's (`--on-conflict`): the item's work is on its branch, which is
+        // kept; a resumed run makes the merge again.
+        .filter(|w| !super::conflict::is_resolver_worktree(w))
         .filter_map(|w| {
             let changes = uncommitted(w);
             (!changes.is_empty()).then(|| (w.clone(), changes))

@@ -3,6 +3,7 @@
 //! merged in item order (with `--merge`), finished worktrees removed, and what is left
 //! described for the UI. The git mechanics are in [`crate::run::isolation::worktree`].
 
+pub(crate) mod conflict;
 pub(crate) mod diff;
 pub(crate) mod leftovers;
 pub(crate) mod queue;
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::git::GitError;
 use crate::report::{self, ItemStatus, Verdict};
 use crate::run::RunSpec;
 use crate::run::events::{Event, Reporter, RunSummary};
@@ -20,6 +22,7 @@ use crate::run::record::journal::Entry;
 use crate::run::record::outcome::Outcome;
 use crate::run::record::team::Team;
 use crate::settings::Settings;
+use conflict::{Handoff, Landed, Resolver};
 use queue::MergeQueue;
 use worktree::Isolation;
 
@@ -119,7 +122,8 @@ pub(crate) struct IsolationEnd {
 /// with its merge commit or its failure) and shown (`reporter` gets an
 /// [`Event::ItemMerged`]); a resumed run passes over items merged before, also one whose
 /// merge landed but was not recorded (its commit is in the target). The summary is
-/// corrected for items a merge failed. `ids` are the run's items in input order.
+/// corrected for items a merge failed. `ids` are the run's items in input order. With
+/// `--on-conflict`, a conflicting item goes to `resolver` ([`conflict::resolve`]).
 ///
 /// Errors: the journal cannot be read or written.
 pub(crate) fn finish(
@@ -128,6 +132,7 @@ pub(crate) fn finish(
     ids: &[String],
     summary: &mut RunSummary,
     reporter: &mut dyn Reporter,
+    mut resolver: Option<&mut dyn Resolver>,
 ) -> Result<Option<IsolationEnd>> {
     let Some(iso) = &spec.isolation else {
         return Ok(None);
@@ -140,19 +145,12 @@ pub(crate) fn finish(
     };
     let mut queue: Option<MergeQueue> = None;
     let mut changed = Vec::new();
+    let mut landed: Vec<Landed> = Vec::new();
     for id in ids {
         let Some(mut o) = team.outcome(id)? else {
             continue;
         };
-        // `--best-of`: the outcome is the winner's, so only its branch is merged; the other
-        // candidates' worktrees and branches are kept until `runner clean` (DESIGN §13).
-        let losers = o.best_of.iter().flat_map(|b| &b.candidates);
-        for c in losers.filter(|c| c.teammate != o.teammate) {
-            let path = spec.workspace.join("worktrees").join(&c.teammate);
-            if let (Some(branch), true) = (&c.branch, path.exists()) {
-                end.kept.push((c.teammate.clone(), path, branch.clone()));
-            }
-        }
+        keep_losers(spec, &o, &mut end);
         let Some(branch) = o.branch.clone() else {
             continue;
         };
@@ -170,6 +168,9 @@ pub(crate) fn finish(
         }
         // Merged and recorded by an earlier run (its branch deleted then), or waiting for
         // its review.
+        if let Some(merge) = &o.merged {
+            landed.push(landed_of(&o, merge));
+        }
         if o.merged.is_some() || o.awaiting_review {
             continue;
         }
@@ -182,6 +183,7 @@ pub(crate) fn finish(
             end.awaiting_review.push(o.teammate.clone());
             continue;
         }
+        let mut resolved_by = None;
         let q = match &queue {
             Some(q) => q,
             None => queue.insert(open_queue(spec, iso)?),
@@ -197,16 +199,30 @@ pub(crate) fn finish(
                     continue;
                 }
             },
-            None => q.merge(&branch, &o.title),
+            None => {
+                let h = Handoff {
+                    queue: q,
+                    workspace: &spec.workspace,
+                    branch: &branch,
+                    files: Vec::new(),
+                    landed: &landed,
+                    attempts: spec.settings.conflict_attempts,
+                };
+                let (merged, by) =
+                    merge_or_resolve(h, &mut o, resolver.as_deref_mut(), team, reporter)?;
+                resolved_by = by;
+                merged
+            }
         };
-        judge_landing(q, &mut o, merged);
+        judged(&mut o, q, merged);
         team.record(&Entry::ItemFinished {
             outcome: Box::new(o.clone()),
         })?;
-        let step = merge_step(&o, &branch, &end.target, false);
+        let step = merge_step(&o, &branch, &end.target, false, resolved_by);
         team.record(&step)?;
         reporter.event(&step);
-        if o.merged.is_some() {
+        if let Some(merge) = &o.merged {
+            landed.push(landed_of(&o, merge));
             let _ = iso.remove(&path);
             iso.delete_branch(&branch);
             end.merged.push(branch);
@@ -225,14 +241,44 @@ pub(crate) fn finish(
     Ok(Some(end))
 }
 
-/// What the queue's attempt to land `o` (`merged`: its merge commit, or why not) makes of
-/// it: its status, reason and kind by [`report::judge_merge`], its log (the queue's, for a
-/// merged tree that failed its check) and its merge commit.
-fn judge_landing(
-    q: &MergeQueue,
+/// Merge `o`'s branch through the queue of `h`; when it conflicts and a `resolver` is
+/// given, hand it over ([`conflict::resolve`]). Returns the merge commit or why it did not
+/// land, and who resolved it when a resolver's result landed.
+///
+/// Errors: the journal cannot be read or written.
+fn merge_or_resolve(
+    mut h: Handoff<'_>,
     o: &mut Outcome,
-    merged: std::result::Result<String, crate::git::GitError>,
-) {
+    resolver: Option<&mut (dyn Resolver + '_)>,
+    team: &mut Team,
+    reporter: &mut dyn Reporter,
+) -> Result<(std::result::Result<String, GitError>, Option<String>)> {
+    match (h.queue.merge(h.branch, &o.title), resolver) {
+        (Err(GitError::Conflict(files)), Some(r)) => {
+            h.files = files;
+            let merged = conflict::resolve(&h, o, r, team, reporter)?;
+            let by = merged.is_ok().then(|| r.who());
+            Ok((merged, by))
+        }
+        (merged, _) => Ok((merged, None)),
+    }
+}
+
+/// `--best-of`: the outcome `o` is the winner's, so only its branch is merged; the other
+/// candidates' worktrees and branches are kept until `runner clean` (DESIGN §13).
+fn keep_losers(spec: &RunSpec, o: &Outcome, end: &mut IsolationEnd) {
+    let losers = o.best_of.iter().flat_map(|b| &b.candidates);
+    for c in losers.filter(|c| c.teammate != o.teammate) {
+        let path = spec.workspace.join("worktrees").join(&c.teammate);
+        if let (Some(branch), true) = (&c.branch, path.exists()) {
+            end.kept.push((c.teammate.clone(), path, branch.clone()));
+        }
+    }
+}
+
+/// `o` judged again by what its merge came to ([`report::judge_merge`]): its status, reason
+/// and kind, the log that explains a failure, and its merge commit.
+fn judged(o: &mut Outcome, q: &MergeQueue, merged: std::result::Result<String, GitError>) {
     let verdict = report::judge_merge(
         &Verdict {
             status: o.status,
@@ -280,7 +326,7 @@ pub(crate) fn land_now(spec: &RunSpec, o: &mut Outcome) -> Option<Event> {
             o.status = ItemStatus::Failed;
             o.failure_kind = Some(crate::failure::FailureKind::MergeFailed);
             o.error = format!("cannot land it for --serialize-overlaps: {e}");
-            return Some(merge_step(o, &branch, &into, false));
+            return Some(merge_step(o, &branch, &into, false, None));
         }
     };
     let merged = match o.commit.as_deref().filter(|c| q.holds(c)) {
@@ -291,12 +337,12 @@ pub(crate) fn land_now(spec: &RunSpec, o: &mut Outcome) -> Option<Event> {
                 o.branch = None;
                 let _ = iso.remove(&path);
                 iso.delete_branch(&branch);
-                return Some(merge_step(o, &branch, &into, true));
+                return Some(merge_step(o, &branch, &into, true, None));
             }
         },
         None => q.merge(&branch, &o.title),
     };
-    judge_landing(&q, o, merged);
+    judged(o, &q, merged);
     q.close();
     if o.merged.is_some() {
         let _ = iso.remove(&path);
@@ -305,12 +351,19 @@ pub(crate) fn land_now(spec: &RunSpec, o: &mut Outcome) -> Option<Event> {
             landed.push(branch.clone());
         }
     }
-    Some(merge_step(o, &branch, &into, false))
+    Some(merge_step(o, &branch, &into, false, None))
 }
 
 /// The merge queue's step for `o` (its branch `branch` into `into`), as journaled and shown:
-/// its merge commit, or why it did not land; `unchanged` for a branch that adds nothing.
-fn merge_step(o: &Outcome, branch: &str, into: &str, unchanged: bool) -> Event {
+/// its merge commit, or why it did not land; `unchanged` for a branch that adds nothing;
+/// `resolved_by` who resolved its conflict, when a resolver's result landed.
+fn merge_step(
+    o: &Outcome,
+    branch: &str,
+    into: &str,
+    unchanged: bool,
+    resolved_by: Option<String>,
+) -> Event {
     Event::ItemMerged {
         id: o.id.clone(),
         teammate: o.teammate.clone(),
@@ -324,7 +377,18 @@ fn merge_step(o: &Outcome, branch: &str, into: &str, unchanged: bool) -> Event {
         },
         failure_kind: o.failure_kind,
         unchanged,
+        resolved_by,
         at: crate::run::now_rfc3339(),
+    }
+}
+
+/// Item `o`, merged as `merge`, as a resolver's prompt names it.
+fn landed_of(o: &Outcome, merge: &str) -> Landed {
+    Landed {
+        id: o.id.clone(),
+        title: o.title.clone(),
+        summary: o.summary.clone(),
+        merge: merge.to_owned(),
     }
 }
 
@@ -345,7 +409,7 @@ fn pass_unchanged(
     let Some(branch) = o.branch.take() else {
         return Ok(());
     };
-    let step = merge_step(o, &branch, into, true);
+    let step = merge_step(o, &branch, into, true, None);
     team.record(&step)?;
     reporter.event(&step);
     let _ = iso.remove(path);

@@ -85,6 +85,11 @@ impl<'a> MergeQueue<'a> {
         })
     }
 
+    /// The repository's main working tree.
+    pub(crate) fn repo(&self) -> &Path {
+        &self.iso.repo
+    }
+
     /// The branch merged into.
     pub(crate) fn target(&self) -> &str {
         &self.target
@@ -170,14 +175,8 @@ impl<'a> MergeQueue<'a> {
             &self.iso.identity,
         );
         if !out.ok {
-            let conflicts = git_sync(&self.dir, &["diff", "--name-only", "--diff-filter=U"], &[]);
+            let files = conflicted(&self.dir);
             let _ = git_sync(&self.dir, &["merge", "--abort"], &[]);
-            let files: Vec<String> = conflicts
-                .stdout
-                .lines()
-                .filter(|l| !l.is_empty())
-                .map(str::to_owned)
-                .collect();
             return Err(match files.is_empty() {
                 true => GitError::Failed(format!(
                     "merge failed: {}",
@@ -202,9 +201,169 @@ impl<'a> MergeQueue<'a> {
         Ok(commit)
     }
 
+    /// The commit the target branch points at now.
+    pub(crate) fn tip(&self) -> String {
+        git_sync(
+            &self.iso.repo,
+            &["rev-parse", &format!("refs/heads/{}", self.target)],
+            &[],
+        )
+        .stdout
+        .trim()
+        .to_owned()
+    }
+
+    /// Make a fresh worktree at `dir` (one a killed run left is removed first), detached at
+    /// the target, holding the merge of `branch` in progress (`--no-ff`, the message the
+    /// queue gives its merges): conflict markers in the files, `MERGE_HEAD` set. Returns the
+    /// files that conflict.
+    ///
+    /// Errors: git cannot make the worktree, or the merge went through or failed without a
+    /// conflict (nothing for a resolver to do; the worktree is removed).
+    pub(crate) fn begin_conflicted(
+        &self,
+        branch: &str,
+        title: &str,
+        dir: &Path,
+    ) -> Result<Vec<String>, GitError> {
+        remove_worktree(&self.iso.repo, dir);
+        let add = git_sync(
+            &self.iso.repo,
+            &[
+                "worktree",
+                "add",
+                "--detach",
+                &dir.to_string_lossy(),
+                &format!("refs/heads/{}", self.target),
+            ],
+            &[],
+        );
+        if !add.ok {
+            return Err(GitError::Failed(format!(
+                "cannot make the resolver's worktree {}: {}",
+                dir.display(),
+                first_line(&add.stderr)
+            )));
+        }
+        let msg = format!("runner: merge {title}");
+        let _ = git_sync(
+            dir,
+            &["merge", "--no-ff", "--no-edit", "-m", &msg, branch],
+            &self.iso.identity,
+        );
+        let files = conflicted(dir);
+        if files.is_empty() {
+            remove_worktree(&self.iso.repo, dir);
+            return Err(GitError::Failed(format!(
+                "merging {branch} onto {} no longer conflicts",
+                self.target
+            )));
+        }
+        Ok(files)
+    }
+
+    /// The resolver's result in `dir` (made by [`MergeQueue::begin_conflicted`] for
+    /// `branch`, whose merge conflicted in `files`) as the merge commit: no conflict marker
+    /// left in any file it changed or that conflicted, no unmerged path; the merge committed
+    /// by the runner when the resolver only edited files (everything in the worktree is
+    /// added, the queue's message kept); and the commit a merge whose parents are the
+    /// target's tip and `branch`'s head, in that order. Returns the commit.
+    ///
+    /// Errors: why the result cannot be taken, one line.
+    pub(crate) fn conclude(
+        &self,
+        dir: &Path,
+        branch: &str,
+        files: &[String],
+    ) -> Result<String, String> {
+        let mut looked: Vec<String> = files.to_vec();
+        for args in [
+            &["diff", "--name-only", "HEAD"][..],
+            &["ls-files", "--others", "--exclude-standard"],
+        ] {
+            looked.extend(git_sync(dir, args, &[]).stdout.lines().map(str::to_owned));
+        }
+        looked.sort();
+        looked.dedup();
+        let marked: Vec<&String> = looked
+            .iter()
+            .filter(|f| has_markers(&dir.join(f)))
+            .collect();
+        if !marked.is_empty() {
+            return Err(format!(
+                "conflict markers left in {}",
+                marked
+                    .iter()
+                    .map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let merging = git_sync(dir, &["rev-parse", "-q", "--verify", "MERGE_HEAD"], &[]).ok;
+        if merging {
+            let add = git_sync(dir, &["add", "-A"], &[]);
+            let commit = git_sync(
+                dir,
+                &["commit", "--no-verify", "--no-edit", "-q"],
+                &self.iso.identity,
+            );
+            if !add.ok || !commit.ok {
+                return Err(format!(
+                    "cannot commit the resolved merge: {}",
+                    first_line(&format!("{}{}", add.stderr, commit.stderr))
+                ));
+            }
+        } else if !git_sync(dir, &["status", "--porcelain"], &[])
+            .stdout
+            .trim()
+            .is_empty()
+        {
+            return Err("the resolver committed, then left changes it did not commit".into());
+        }
+        let head = git_sync(dir, &["rev-list", "--parents", "-n", "1", "HEAD"], &[]);
+        let parents: Vec<&str> = head.stdout.split_whitespace().collect();
+        let want_first = self.tip();
+        let want_second = git_sync(&self.iso.repo, &["rev-parse", branch], &[]);
+        match parents.as_slice() {
+            [commit, first, second]
+                if *first == want_first && *second == want_second.stdout.trim() =>
+            {
+                Ok((*commit).to_owned())
+            }
+            _ => Err(format!(
+                "the result is not the merge of {branch} onto {} (the resolver moved HEAD or aborted the merge)",
+                self.target
+            )),
+        }
+    }
+
+    /// Check the merge `commit` a resolver made (its first parent the target's tip) with
+    /// `--verify-merged` in the queue's worktree, as [`MergeQueue::merge`] checks its own.
+    ///
+    /// Errors: [`GitError::Unverified`] (the check failed); the target is unchanged.
+    pub(crate) fn check_merge(&self, commit: &str, branch: &str) -> Result<(), GitError> {
+        let target_ref = format!("refs/heads/{}", self.target);
+        for args in [
+            &["merge", "--abort"][..],
+            &["reset", "-q", "--hard", commit],
+            &["clean", "-q", "-fd"],
+        ] {
+            let _ = git_sync(&self.dir, args, &[]);
+        }
+        if let Some(argv) = &self.verify
+            && let Err(why) = self.check(argv, branch)
+        {
+            let _ = git_sync(&self.dir, &["reset", "-q", "--hard", &target_ref], &[]);
+            return Err(GitError::Unverified(why));
+        }
+        Ok(())
+    }
+
     /// Move the target branch forward to `commit` through the main working tree, which must
     /// still have it checked out (its files follow).
-    fn advance(&self, commit: &str) -> Result<(), GitError> {
+    ///
+    /// Errors: [`GitError::Failed`]: it no longer has the target checked out, or git refused.
+    pub(crate) fn advance(&self, commit: &str) -> Result<(), GitError> {
         let head = git_sync(
             &self.iso.repo,
             &["symbolic-ref", "--quiet", "--short", "HEAD"],
@@ -317,11 +476,37 @@ impl<'a> MergeQueue<'a> {
     }
 }
 
+/// The paths of the merge in progress in `dir` that git could not merge.
+fn conflicted(dir: &Path) -> Vec<String> {
+    git_sync(dir, &["diff", "--name-only", "--diff-filter=U"], &[])
+        .stdout
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether the file at `path` holds a line git writes around a conflict (`<<<<<<< `,
+/// `=======`, `>>>>>>> `, `||||||| `). A file that is gone or not text has none.
+fn has_markers(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return false;
+    };
+    text.lines().any(|l| {
+        l.starts_with("<<<<<<< ")
+            || l.starts_with(">>>>>>> ")
+            || l.starts_with("||||||| ")
+            || l == "======="
+            || l == "<<<<<<<"
+            || l == ">>>>>>>"
+    })
+}
+
 /// How often the check is looked at while it runs.
 const POLL: Duration = Duration::from_millis(20);
 
 /// Remove the worktree at `dir` (registered or not) and prune the registration.
-fn remove_worktree(repo: &Path, dir: &Path) {
+pub(crate) fn remove_worktree(repo: &Path, dir: &Path) {
     let _ = git_sync(
         repo,
         &["worktree", "remove", "--force", &dir.to_string_lossy()],

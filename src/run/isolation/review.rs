@@ -219,6 +219,7 @@ pub(crate) fn accept(
             error: o.error.clone(),
             failure_kind: o.failure_kind,
             unchanged: false,
+            resolved_by: None,
             at: crate::run::now_rfc3339(),
         })?;
         if o.merged.is_some() {

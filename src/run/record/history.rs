@@ -263,6 +263,8 @@ impl Builder {
             Event::Activity { .. }
             | Event::Warning { .. }
             | Event::ItemMerged { .. }
+            | Event::ConflictHanded { .. }
+            | Event::ConflictResolved { .. }
             | Event::Interrupted { .. }
             | Event::RunEnded { .. } => {}
         }

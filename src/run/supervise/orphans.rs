@@ -50,7 +50,11 @@ pub(crate) fn reap_workspace(workspace: &Path) -> Vec<(String, u32)> {
                 .split(|b| *b == 0)
                 .find_map(|kv| kv.strip_prefix(name)?.strip_prefix(b"="))
         };
-        if let (Some(id), Some(n)) = (var(b"RUNNER_ITEM_ID"), var(b"RUNNER_ATTEMPT"))
+        // A conflict's resolver (`<teammate>.resolve`) is numbered by the journal, not as
+        // one of the item's attempts.
+        let resolver = var(b"RUNNER_TEAMMATE").is_some_and(|t| t.ends_with(b".resolve"));
+        if let (Some(id), Some(n), false) =
+            (var(b"RUNNER_ITEM_ID"), var(b"RUNNER_ATTEMPT"), resolver)
             && let Some(n) = std::str::from_utf8(n).ok().and_then(|n| n.parse().ok())
         {
             attempts.push((String::from_utf8_lossy(id).into_owned(), n));

@@ -36,15 +36,14 @@ use super::{Earlier, attempt_item};
 /// (read by `runner pick` too).
 pub(crate) const MARKER: &str = "candidate.json";
 
-/// Candidate `k` of `item`: the same task under its own teammate `<teammate>.cK`; with
-/// `--best-of RUNNER[:MODEL],…`, with its own runner and model (profile K-1,
-/// [`crate::schedule::plan::Plan::add_candidates`]).
+/// Candidate `k` of `item`: the same task under its own teammate `<teammate>.cK`; with a
+/// list of runners, with its own runner and model
+/// ([`RunSpec::candidate_profile`], [`crate::schedule::plan::Plan::add_candidates`]).
 fn candidate_item(spec: &RunSpec, item: &WorkItem, k: u32) -> WorkItem {
-    let own = !spec.settings.best_of_runners.is_empty();
     WorkItem {
         teammate: format!("{}.c{k}", item.teammate),
         candidate: Some(k),
-        profile: if own { Some(k - 1) } else { item.profile },
+        profile: spec.candidate_profile(item, k),
         ..item.clone()
     }
 }
@@ -76,6 +75,8 @@ struct Race {
     spent: Spend,
     /// With `--judge first`: the candidate that passed first.
     first: Option<u32>,
+    /// The judge stage's attempts (`--judge stage NAME`), counted in the item's.
+    judge_attempts: u32,
 }
 
 /// Run item `item`'s `n` candidates at once and send its outcome: the winner's, or a
@@ -116,15 +117,8 @@ pub(super) async fn run(
         .map(|(c, o)| row(&spec, c, o.as_ref(), race.first))
         .collect();
     if interrupted && race.first.is_none() {
-        let outcome = Outcome::not_run(
-            &item.id,
-            &item.teammate,
-            &item.title,
-            ItemStatus::Cancelled,
-            "interrupted while its candidates ran; a resume runs those that did not finish".into(),
-        );
-        let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
-        return;
+        let why = "interrupted while its candidates ran; a resume runs those that did not finish";
+        return cancelled(&item, why, &tx);
     }
     if let Judge::Score(argv) = &judge {
         for (c, r) in candidates.iter().zip(rows.iter_mut()) {
@@ -135,18 +129,52 @@ pub(super) async fn run(
     }
     let scored = matches!(judge, Judge::Score(_));
     if judge == Judge::Person && rows.iter().any(|r| r.passed(false)) {
-        return ask_a_person(&item, &race, earlier.spent, rows, &tx);
+        let why = format!(
+            "a person picks the winner among {}: runner pick {} CANDIDATE",
+            passed_names(&rows).join(", "),
+            item.id
+        );
+        let rule = "person: waiting for `runner pick`".to_owned();
+        return blocked(&item, &race, earlier.spent, rows, &tx, why, rule);
     }
-    let chosen = match race.first {
-        Some(k) => Some(((k - 1) as usize, "first to pass".to_owned())),
-        None => choose(&rows, scored),
+    let mut race = race;
+    let by_judge = match by_stage(&spec, &backend, &gate, &item, &rows, &mut race, &tx, cancel)
+        .await
+    {
+        StageSaid::Nothing => None,
+        StageSaid::Winner(i, rule) => Some((i, rule)),
+        StageSaid::Interrupted => {
+            let why = "interrupted while its judge stage ran; a resume runs the judge stage again";
+            return cancelled(&item, why, &tx);
+        }
+        StageSaid::Undecided(why) => {
+            let name = spec.judge_stage.as_ref().map_or("", |j| j.name.as_str());
+            let why = format!(
+                "the judge stage `{name}` decided nothing ({why}); a person picks the winner among {}: runner pick {} CANDIDATE",
+                passed_names(&rows).join(", "),
+                item.id
+            );
+            let rule = format!("stage {name}: decided nothing; waiting for `runner pick`");
+            blocked(&item, &race, earlier.spent, rows, &tx, why, rule);
+            super::judge_stage::forget(&spec, &item);
+            return;
+        }
+    };
+    let chosen = match (race.first, by_judge) {
+        (Some(k), _) => Some(((k - 1) as usize, "first to pass".to_owned())),
+        (None, Some(decided)) => Some(decided),
+        (None, None) => choose(&rows, scored),
     };
     let passed = rows.iter().filter(|r| r.passed(scored)).count() as u32;
     let outcome = item_outcome(&item, &race, earlier.spent, &rows, chosen.as_ref());
+    let label = match &judge {
+        Judge::Stage(name) => format!("stage {name}"),
+        other => other.word().to_owned(),
+    };
     let best_of = BestOf {
         winner: chosen.as_ref().map(|(i, _)| rows[*i].candidate),
         rule: match chosen {
-            Some((_, rule)) => format!("{}: {rule}", judge.word()),
+            Some((_, rule)) => format!("{label}: {rule}"),
             None => format!("none of the {n} candidates passed"),
         },
         passed,
@@ -162,33 +190,108 @@ pub(super) async fn run(
     for c in &candidates {
         let _ = std::fs::remove_file(spec.teammate_dir(&c.teammate).join(MARKER));
     }
+    super::judge_stage::forget(&spec, &item);
 }
 
-/// `--judge person`: the item ends `blocked`, naming the candidates that passed and the
-/// command that settles it; their outcomes stay in their folders for `runner pick`.
-fn ask_a_person(
+/// Send the item's outcome `cancelled`, saying `why` (the run was interrupted before a
+/// winner was known).
+fn cancelled(item: &WorkItem, why: &str, tx: &mpsc::UnboundedSender<Event>) {
+    let outcome = Outcome::not_run(
+        &item.id,
+        &item.teammate,
+        &item.title,
+        ItemStatus::Cancelled,
+        why.to_owned(),
+    );
+    let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
+}
+
+/// The names of the candidates that passed (`c1`, `c3`).
+fn passed_names(rows: &[Candidate]) -> Vec<String> {
+    rows.iter()
+        .filter(|r| r.passed(false))
+        .map(|r| format!("c{}", r.candidate))
+        .collect()
+}
+
+/// What the judge stage said of an item ([`by_stage`]).
+enum StageSaid {
+    /// It did not run: no `--judge stage`, or fewer than two candidates passed.
+    Nothing,
+    /// The winner's index among the rows, and the rule in words.
+    Winner(usize, String),
+    /// It named no candidate that passed, or did not complete: why.
+    Undecided(String),
+    /// The run was interrupted while it ran.
+    Interrupted,
+}
+
+/// With `--judge stage NAME` and two or more candidates that passed: run the judge stage
+/// (or read back what it decided before a kill), its attempts counted in `race`, and its
+/// cost when it ran now (an earlier run's is in the journal). What it said.
+#[allow(clippy::too_many_arguments)]
+async fn by_stage(
+    spec: &Arc<RunSpec>,
+    backend: &Arc<dyn Backend>,
+    gate: &Arc<Gate>,
+    item: &WorkItem,
+    rows: &[Candidate],
+    race: &mut Race,
+    tx: &mpsc::UnboundedSender<Event>,
+    cancel: watch::Receiver<Cancel>,
+) -> StageSaid {
+    if !matches!(spec.settings_for(item).judge, Judge::Stage(_)) {
+        return StageSaid::Nothing;
+    }
+    let survivors: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].passed(false)).collect();
+    if survivors.len() < 2 {
+        return StageSaid::Nothing;
+    }
+    let judged = super::judge_stage::judge(
+        spec,
+        backend,
+        gate,
+        item,
+        rows,
+        &race.ended,
+        &survivors,
+        tx,
+        cancel,
+    )
+    .await;
+    let Some(j) = judged else {
+        return StageSaid::Interrupted;
+    };
+    if j.fresh {
+        race.spent.add(spend_of(&j.outcome));
+    }
+    race.judge_attempts = j.outcome.attempts;
+    match j.decision {
+        Ok((i, rule)) => StageSaid::Winner(i, rule),
+        Err(why) => StageSaid::Undecided(why),
+    }
+}
+
+/// The item ends `blocked` (`--judge person`, or a judge stage that decided nothing),
+/// saying `why` and how to settle it; the candidates' outcomes stay in their folders for
+/// `runner pick`.
+fn blocked(
     item: &WorkItem,
     race: &Race,
     earlier: Spend,
     rows: Vec<Candidate>,
     tx: &mpsc::UnboundedSender<Event>,
+    why: String,
+    rule: String,
 ) {
-    let passed: Vec<String> = rows
-        .iter()
-        .filter(|r| r.passed(false))
-        .map(|r| format!("c{}", r.candidate))
-        .collect();
+    let passed = passed_names(&rows).len() as u32;
     let base = item_outcome(item, race, earlier, &rows, None);
     let mut o = Outcome::not_run(
         &item.id,
         &item.teammate,
         &item.title,
         ItemStatus::Blocked,
-        format!(
-            "a person picks the winner among {}: runner pick {} CANDIDATE",
-            passed.join(", "),
-            item.id
-        ),
+        why,
     );
     o.failure_kind = None;
     o.started_at = base.started_at.clone();
@@ -200,8 +303,8 @@ fn ask_a_person(
     o.output_tokens = base.output_tokens;
     o.best_of = Some(Box::new(BestOf {
         winner: None,
-        rule: "person: waiting for `runner pick`".into(),
-        passed: passed.len() as u32,
+        rule,
+        passed,
         total: rows.len() as u32,
         candidates: rows,
     }));
@@ -235,6 +338,7 @@ async fn race(
         ended: known,
         spent: Spend::default(),
         first,
+        judge_attempts: 0,
     };
     if race.first.is_some() {
         return race;
@@ -413,7 +517,7 @@ fn item_outcome(
     o.id.clone_from(&item.id);
     o.title.clone_from(&item.title);
     o.content_hash.clone_from(&item.content);
-    o.attempts = ran.iter().map(|r| r.attempts).sum();
+    o.attempts = ran.iter().map(|r| r.attempts).sum::<u32>() + race.judge_attempts;
     o.cost_usd = spent.cost_usd;
     o.input_tokens = spent.input_tokens;
     o.cached_input_tokens = spent.cached_input_tokens;

@@ -26,8 +26,10 @@ mod finish;
 mod helpers;
 mod home;
 mod judge;
+mod judge_stage;
 mod prepare;
 mod prompt;
+pub(crate) mod resolve;
 mod retry;
 #[cfg(test)]
 mod tests;
@@ -73,6 +75,9 @@ pub(crate) struct Earlier {
     pub refused: u32,
     /// Rate-limit waits of earlier runs.
     pub rate_limit_waits: u32,
+    /// Retries by `--retries` already used elsewhere: attempts a shared queue's other
+    /// workers started before this one took the item over (0 otherwise).
+    pub retries_used: u32,
 }
 
 /// Run every attempt of `item`; `earlier` continues the numbering and the spending of
@@ -185,6 +190,7 @@ async fn attempt_item(
         verify_only,
         refused,
         rate_limit_waits,
+        retries_used,
     } = earlier;
     if let Some(earlier) = verify_only {
         let last_attempt = first_attempt.saturating_sub(1).max(1);
@@ -234,7 +240,7 @@ async fn attempt_item(
         tx,
         first_attempt,
     };
-    let mut retries = Retries::new(refused, rate_limit_waits);
+    let mut retries = Retries::new(refused, rate_limit_waits).used(retries_used);
     let (mut last, last_made) = match unit
         .attempts(first_prompt, &mut spend, &mut retries, &mut cancel)
         .await

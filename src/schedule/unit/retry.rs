@@ -64,6 +64,12 @@ impl Retries {
         }
     }
 
+    /// The account with `used` retries by `--retries` spent already (elsewhere).
+    pub(super) fn used(mut self, used: u32) -> Retries {
+        self.used = used;
+        self
+    }
+
     /// The item waited `waited` at the gate to be admitted: rate-limit time when its last
     /// attempt was re-queued.
     pub(super) fn waited_at_gate(&mut self, waited: Duration) {

@@ -759,6 +759,12 @@ pub(crate) struct RunArgs {
     /// fails is undone and its item fails `merge_failed`, its branch kept.
     #[arg(long, value_name = "CMD")]
     pub verify_merged: Option<String>,
+    /// With --merge: rows that will touch the same files (named in `files_column`, or
+    /// modified by an earlier run of the same rows) run one after another instead of in
+    /// parallel, each in a worktree made from the target after the one before it merged;
+    /// other rows still run in parallel. `--dry-run` shows the chains.
+    #[arg(long)]
+    pub serialize_overlaps: bool,
     /// With --merge: who gets an item whose branch conflicts with the target. `agent` (the
     /// run's own runner and model) or `RUNNER[:MODEL]` (a runner definition and model) works
     /// in a fresh worktree holding the merge in progress, markers in its files; its result

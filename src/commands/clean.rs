@@ -2,7 +2,8 @@
 //! branches `runner/<team>/*` (unmerged ones only with `--force`: `run::leftovers`), its
 //! workspace (archived first: `sink::before_removal`) — after asking, or with `--yes`
 //! (DESIGN §2, §9). A running team (its lock held) is refused, exit 3. A worktree with edits
-//! no commit has keeps itself and its team's workspace unless `--force` (exit 1). Without a team: every
+//! no commit has, or an item awaiting review, keeps the team's worktrees, branches and
+//! workspace unless `--force` (exit 1), each named with what to do. Without a team: every
 //! team of the store, every CSV-batch team (`*.runner/`) here or up to three folders down, and every team holding a
 //! worktree of the repository here (its workspace may lie outside it); branches
 //! `runner/<team>/*` of teams with no workspace found are named with how to drop them
@@ -123,6 +124,14 @@ fn show_target(t: &CleanTarget, repo: Option<&Path>, force: bool) -> Option<Left
             }
         }
     }
+    for a in left.iter().flat_map(|l| &l.awaiting) {
+        let fate = if force {
+            "its branch deleted: --force"
+        } else {
+            "kept, with its team's workspace"
+        };
+        crate::ui::outln(format_args!("  item     {a} awaits review ({fate})"));
+    }
     for b in left.iter().flat_map(|l| &l.merged) {
         crate::ui::outln(format_args!("  branch   {b}"));
     }
@@ -156,19 +165,10 @@ fn remove_target(
     for w in left.iter().flat_map(|l| l.remove(force)) {
         crate::ui::warn(w);
     }
-    // A worktree someone edited lies in the workspace: both stay (issue 50).
+    // A worktree someone edited lies in the workspace: both stay (issue 50); so does the
+    // journal that says which items await review (issue 57).
     if let Some(l) = left.as_ref().filter(|l| !l.removable(force)) {
-        let trees: Vec<String> = l
-            .dirty
-            .iter()
-            .map(|(w, _)| w.display().to_string())
-            .collect();
-        crate::ui::outln(format_args!(
-            "Kept team {}: its worktree(s) {} hold changes no commit has. Commit them (git -C WORKTREE commit -am ...) or copy them out, then run `runner clean {}` again; `--force` drops them.",
-            t.team,
-            trees.join(", "),
-            t.team
-        ));
+        crate::ui::outln(format_args!("{}", kept_team(l, &t.team)));
         return Ok(false);
     }
     if let Some(ws) = &t.workspace {
@@ -202,6 +202,34 @@ fn remove_target(
         crate::ui::outln(format_args!("{}", kept_branches(&l, &t.team)));
     }
     Ok(true)
+}
+
+/// What clean says of team `team` it kept whole: the worktrees holding changes no commit
+/// has, the items awaiting review, and what to do about each.
+fn kept_team(l: &Leftovers, team: &str) -> String {
+    let mut why = Vec::new();
+    if !l.dirty.is_empty() {
+        let trees: Vec<String> = l
+            .dirty
+            .iter()
+            .map(|(w, _)| w.display().to_string())
+            .collect();
+        why.push(format!(
+            "its worktree(s) {} hold changes no commit has: commit them (git -C WORKTREE commit -am ...) or copy them out",
+            trees.join(", ")
+        ));
+    }
+    if !l.awaiting.is_empty() {
+        why.push(format!(
+            "its item(s) {} await review, their work on branches not merged into {}: decide with `runner review {team}`, then `runner accept ID…` or `runner reject ID…`",
+            l.awaiting.join(", "),
+            l.target
+        ));
+    }
+    format!(
+        "Kept team {team}: {}; then run `runner clean {team}` again. `--force` drops them.",
+        why.join("; ")
+    )
 }
 
 /// What clean says of the unmerged branches of `team` it kept, and how to drop them.

@@ -31,7 +31,9 @@ pub(crate) fn report(args: ReportArgs) -> Result<i32> {
     }
     let h = found.history()?;
     if let Some(path) = &args.html {
-        let page = crate::ui::html::report(&h, jiff::Timestamp::now().as_millisecond())?;
+        let diffs = crate::run::isolation::diff::Diffs::of_team(dir);
+        let now = jiff::Timestamp::now().as_millisecond();
+        let page = crate::ui::html::report(&h, now, diffs.as_ref())?;
         crate::fsutil::make_parent(path)?;
         crate::fsutil::write_atomic(path, page.as_bytes())?;
         crate::ui::outln(format_args!(

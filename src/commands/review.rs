@@ -36,7 +36,7 @@ pub(crate) fn review(args: ReviewArgs) -> Result<i32> {
 pub(crate) fn accept(args: DecideArgs) -> Result<i32> {
     let ws = workspace(args.team.as_deref())?;
     end_the_check_when_interrupted();
-    let decided = review::accept(&ws, &args.items)?;
+    let decided = review::accept(&ws, &args.items, &|d| in_the_output(&ws, d))?;
     crate::ui::review::print_decided(&decided);
     Ok(i32::from(
         decided.iter().any(|o| o.status != ItemStatus::Completed),
@@ -75,10 +75,21 @@ fn end_the_check_when_interrupted() {
     });
 }
 
+/// Write the items `decided` into the output table of the team in `ws` at once
+/// ([`crate::sink::decided::record_decisions`]).
+///
+/// Errors: the table cannot be read or written.
+fn in_the_output(
+    ws: &std::path::Path,
+    decided: &[crate::run::record::outcome::Outcome],
+) -> Result<()> {
+    crate::sink::decided::record_decisions(ws, decided).map(|_| ())
+}
+
 /// `runner reject`.
 pub(crate) fn reject(args: DecideArgs) -> Result<i32> {
     let ws = workspace(args.team.as_deref())?;
-    let decided = review::reject(&ws, &args.items)?;
+    let decided = review::reject(&ws, &args.items, &|d| in_the_output(&ws, d))?;
     crate::ui::review::print_decided(&decided);
     Ok(0)
 }

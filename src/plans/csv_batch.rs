@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::overlap;
 use crate::error::{Error, Result};
 use crate::item::{WorkItem, teammate_name};
 use crate::options::selection::Only;
@@ -469,7 +470,9 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
     .with_ids(files.id_column.as_deref());
     warnings.extend(rows_gone_warning(&files, &workspace, &batch, &survey.ids));
     let files_at = column(&files, &table, "files_column", &files.files_column)?;
-    warnings.extend(super::overlap::warnings(&table, files_at, &workspace)?);
+    warnings.extend(overlap::warnings(&table, files_at, &workspace)?);
+    let (staged, runs) = (choices.chain.is_some(), |id: &str| selection.runs(id));
+    let chains = overlap::serial_chains(&settings, staged, &table, files_at, &workspace, &runs)?;
     let inputs = inputs(&files);
     let source: Arc<dyn ItemSource> = Arc::new(Rows {
         table: table.clone(),
@@ -492,6 +495,7 @@ pub(crate) fn plan(mut files: CsvBatchFiles, settings: Settings, cwd: PathBuf) -
             .unwrap_or_default(),
         judge_stage: judge,
         origin,
+        chains,
         ..RunSpec::new(team, workspace, cwd, settings, template)?
     };
     spec.warnings.extend(warnings);

@@ -85,6 +85,12 @@ pub(crate) struct RunSpec {
     /// `runner mcp` sets the CLI command line its tool call stands for, since the process's
     /// own is `runner mcp`.
     pub command_line: Option<Vec<String>>,
+    /// `--serialize-overlaps`: the chains of items that run one after another, each in
+    /// input order ([`crate::plans::overlap::chains`]); empty otherwise. An item of a chain
+    /// starts once the one before it finished, in a worktree made from the target branch as
+    /// that one's merge left it, and lands as soon as it completes
+    /// ([`isolation::land_now`]).
+    pub chains: Vec<Vec<String>>,
 }
 
 /// How some items of a run run, when not as the batch says (BATCH.md `stages:`,
@@ -161,6 +167,20 @@ impl RunSpec {
             Some(p) => p.schema.as_ref(),
             None => self.schema.as_ref(),
         }
+    }
+
+    /// The item of its chain that `id` runs after (`--serialize-overlaps`), if any.
+    pub(crate) fn runs_after(&self, id: &str) -> Option<&str> {
+        self.chains.iter().find_map(|c| {
+            let at = c.iter().position(|x| x == id)?;
+            at.checked_sub(1).map(|p| c[p].as_str())
+        })
+    }
+
+    /// Whether `id` is in a chain of `--serialize-overlaps`: it lands as soon as it
+    /// completes, so the next of its chain starts from its merge.
+    pub(crate) fn chained(&self, id: &str) -> bool {
+        self.chains.iter().any(|c| c.iter().any(|x| x == id))
     }
 
     /// The folder of teammate `name` (its runner's part; [`record::folder`]).

@@ -210,8 +210,19 @@ impl State {
 }
 
 /// Whether an item may start: `Ok(true)` ready, `Ok(false)` waiting, `Err(reason)` skipped.
-/// A prerequisite's status is the one it has in this run ([`Ledger::now`]).
-fn readiness(item: &WorkItem, ledger: &Ledger) -> std::result::Result<bool, String> {
+/// A prerequisite's status is the one it has in this run ([`Ledger::now`]). The item of its
+/// `--serialize-overlaps` chain it runs after (`spec`'s [`RunSpec::runs_after`]) only has to
+/// have finished, whatever its status: it shares files with the item, not a result.
+fn readiness(
+    item: &WorkItem,
+    ledger: &Ledger,
+    spec: &RunSpec,
+) -> std::result::Result<bool, String> {
+    if let Some(before) = spec.runs_after(&item.id)
+        && ledger.now(before).is_none()
+    {
+        return Ok(false);
+    }
     for dep in &item.after {
         match ledger.now(dep) {
             Some(ItemStatus::Completed) => {}
@@ -318,8 +329,13 @@ impl<'a> Dispatcher<'a> {
             return Ok(start);
         }
         while self.running.len() < self.jobs {
-            let item = match take_ready(&mut self.waiting, &mut self.st, self.team, self.reporter)?
-            {
+            let item = match take_ready(
+                &mut self.waiting,
+                &self.spec,
+                &mut self.st,
+                self.team,
+                self.reporter,
+            )? {
                 Some(item) => item,
                 None if self.source_done => break,
                 None => match items.poll_next() {
@@ -401,7 +417,7 @@ impl<'a> Dispatcher<'a> {
             return Ok(None);
         }
         self.st.order.entry(item.id.clone()).or_insert(place);
-        match readiness(&item, self.team.ledger()) {
+        match readiness(&item, self.team.ledger(), &self.spec) {
             Ok(true) => Ok(Some(item)),
             Ok(false) => {
                 self.waiting.push_back(item);
@@ -866,13 +882,14 @@ fn announce_stop(
 /// Pop the first waiting item that is ready; skip those whose prerequisites failed.
 fn take_ready(
     waiting: &mut VecDeque<WorkItem>,
+    spec: &RunSpec,
     st: &mut State,
     team: &mut Team,
     reporter: &mut dyn Reporter,
 ) -> Result<Option<WorkItem>> {
     let mut i = 0;
     while i < waiting.len() {
-        match readiness(&waiting[i], team.ledger()) {
+        match readiness(&waiting[i], team.ledger(), spec) {
             Ok(true) => return Ok(waiting.remove(i)),
             Ok(false) => i += 1,
             Err(reason) => {

@@ -158,6 +158,7 @@ impl RunSpec {
             shared_prompts: Default::default(),
             warnings,
             command_line: None,
+            chains: Vec::new(),
         })
     }
 }

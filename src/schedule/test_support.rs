@@ -39,6 +39,7 @@ pub(crate) fn spec(dir: &Path, jobs: usize, retries: u32) -> RunSpec {
         shared_prompts: Default::default(),
         warnings: Vec::new(),
         command_line: None,
+        chains: Vec::new(),
     }
 }
 

@@ -1,5 +1,6 @@
 //! One item as the page's side panel shows it: its attempts (read from the journal, from the
-//! item's first line on), its report, its progress lines, and pieces of its log — the
+//! item's first line on), its report, its progress lines, its diff (an item with a branch:
+//! [`crate::run::isolation::diff`], bounded), and pieces of its log — the
 //! attempt's `teammates/<name>/attempt-N.stdout.log`, opened beneath the workspace only,
 //! following no link ([`crate::fsutil::open_beneath_no_links`]), and only as a plain file.
 
@@ -16,6 +17,8 @@ use super::Shared;
 use super::line::{Line, progress_text, short};
 use super::routes::not_found;
 use super::team::{ItemRow, read_lines};
+use crate::run::isolation::diff::{Diffs, ItemDiff};
+use crate::run::record::outcome::Outcome;
 use crate::ui::html::candidates::{self, Candidates};
 
 /// Most bytes of the journal one item's detail reads (from its first line to its last).
@@ -67,6 +70,9 @@ struct Detail {
     /// A `--best-of` item's candidates, the winner and its rule (as the HTML report's
     /// cell shows them); `None` for an item without, or not finished yet.
     candidates: Option<Candidates>,
+    /// What its branch changes, bounded, as the HTML report shows it
+    /// ([`crate::run::isolation::diff`]); `None` for an item without a branch.
+    diff: Option<ItemDiff>,
 }
 
 /// `/api/item`.
@@ -74,27 +80,34 @@ pub(crate) async fn item(
     State(shared): State<Arc<Shared>>,
     Query(q): Query<ItemQuery>,
 ) -> Response {
-    let Some((journal, row)) = shared.team(q.team).and_then(|t| {
+    let Some((dir, journal, row)) = shared.team(q.team).and_then(|t| {
         let row = t.item(&q.id)?.clone();
-        Some((t.journal().to_owned(), row))
+        Some((t.dir().to_owned(), t.journal().to_owned(), row))
     }) else {
         return not_found("no such item");
     };
-    // Off the runtime's threads: a long-lived item's lines may lie far apart.
+    // Off the runtime's threads: a long-lived item's lines may lie far apart, and git runs.
     let id = q.id.clone();
-    let read = tokio::task::spawn_blocking(move || read_detail(&journal, &id, &row)).await;
+    let read = tokio::task::spawn_blocking(move || {
+        let (mut detail, last) = read_detail(&journal, &id, &row);
+        detail.diff = last.and_then(|o| Diffs::of_team(&dir)?.of(&o));
+        detail
+    })
+    .await;
     match read {
         Ok(detail) => Json(detail).into_response(),
         Err(_) => not_found("the item could not be read"),
     }
 }
 
-/// Item `row`'s detail, from its lines of `journal`.
-fn read_detail(journal: &Path, id: &str, row: &ItemRow) -> Detail {
+/// Item `row`'s detail, from its lines of `journal` (without its diff), and its last
+/// outcome, if it finished.
+fn read_detail(journal: &Path, id: &str, row: &ItemRow) -> (Detail, Option<Outcome>) {
     let (from, to) = (row.first_offset, row.last_offset);
     let mut attempts: Vec<Attempt> = Vec::new();
     let mut report = None;
     let mut fanned = None;
+    let mut last = None;
     // Up to and with the line that starts at `to`.
     let max = (to - from.min(to) + 1).min(DETAIL_SCAN);
     let _ = read_lines(journal, from, max, |bytes, _| {
@@ -137,18 +150,19 @@ fn read_detail(journal: &Path, id: &str, row: &ItemRow) -> Detail {
                     .as_ref()
                     .and_then(|o| o.best_of.as_deref())
                     .map(candidates::of);
-                report = outcome.and_then(|o| o.report).map(|r| {
-                    let text = serde_json::to_string_pretty(&r).unwrap_or_default();
+                report = outcome.as_ref().and_then(|o| o.report.as_ref()).map(|r| {
+                    let text = serde_json::to_string_pretty(r).unwrap_or_default();
                     match text.char_indices().nth(REPORT_MAX) {
                         Some((at, _)) => format!("{}…", &text[..at]),
                         None => text,
                     }
                 });
+                last = outcome;
             }
             _ => {}
         }
     });
-    Detail {
+    let detail = Detail {
         id: row.id.clone(),
         teammate: row.teammate.clone(),
         status: row.status.clone(),
@@ -156,7 +170,9 @@ fn read_detail(journal: &Path, id: &str, row: &ItemRow) -> Detail {
         attempts,
         report,
         candidates: fanned,
-    }
+        diff: None,
+    };
+    (detail, last)
 }
 
 /// A piece of a log.

@@ -57,6 +57,10 @@ pub(crate) struct FileSettings {
     /// target branch moves to it.
     #[serde(default, deserialize_with = "text")]
     pub verify_merged: Option<String>,
+    /// `serialize_overlaps`: with `--merge`, rows that will touch the same files run one
+    /// after another, each from the previous one's merged result (issue 57).
+    #[serde(default)]
+    pub serialize_overlaps: Option<bool>,
     /// `on_conflict`: with `--merge`, who resolves a conflicting item (`fail`, `agent`,
     /// `RUNNER[:MODEL]`; [`crate::options::on_conflict::OnConflict`]).
     #[serde(default, deserialize_with = "on_conflict")]

@@ -219,6 +219,8 @@ pub(super) struct Isolation {
     pub review: bool,
     /// `--verify-merged`: the check of each merged tree (argv, as written).
     pub verify_merged: Option<Vec<String>>,
+    /// `--serialize-overlaps`: overlapping rows run one after another.
+    pub serialize_overlaps: bool,
     /// `--on-conflict`: who resolves a conflicting merge.
     pub on_conflict: crate::options::on_conflict::OnConflict,
     /// `--conflict-attempts`: resolution attempts per conflicting item.
@@ -264,6 +266,17 @@ pub(super) fn isolation(flags: &RunArgs, file: &FileSettings) -> Result<Isolatio
             "it checks each tree the merge queue makes",
         ));
     }
+    let serialize_overlaps = flags.serialize_overlaps || file.serialize_overlaps == Some(true);
+    // Each row of a chain starts from the one before it merged: without the merge queue
+    // landing them as they finish there is nothing to start from.
+    if serialize_overlaps && (!merge || flags.merge.as_deref() == Some("review")) {
+        return Err(Error::needs(
+            "--serialize-overlaps (BATCH.md `serialize_overlaps`)",
+            "--merge",
+            "each row of a chain starts from the merged result of the one before it; \
+             add --merge (not --merge=review, which lands nothing before review), or drop it",
+        ));
+    }
     let (on_conflict, conflict_attempts) = on_conflict(flags, file, merge)?;
     let worktree_flag = match (flags.worktree_copy.is_empty(), &flags.worktree_setup) {
         (false, _) => Some("--worktree-copy"),
@@ -284,6 +297,7 @@ pub(super) fn isolation(flags: &RunArgs, file: &FileSettings) -> Result<Isolatio
         merge,
         review: flags.merge.as_deref() == Some("review"),
         verify_merged,
+        serialize_overlaps,
         on_conflict,
         conflict_attempts,
         worktree_copy: match flags.worktree_copy.is_empty() {

@@ -95,6 +95,9 @@ pub(crate) struct Settings {
     /// `--verify-merged`: the command each merged tree must pass before the target branch
     /// moves to it (argv, run in the merge queue's own worktree).
     pub verify_merged: Option<Vec<String>>,
+    /// `--serialize-overlaps`: rows that will touch the same files run one after another,
+    /// each from the previous one's merge ([`crate::plans::overlap`]).
+    pub serialize_overlaps: bool,
     /// `--on-conflict`: who resolves an item whose merge conflicts (DESIGN §9).
     pub on_conflict: crate::options::on_conflict::OnConflict,
     /// `--conflict-attempts`: resolution attempts per conflicting item (1 ..= 5).
@@ -251,6 +254,7 @@ impl Settings {
             merge: false,
             review: false,
             verify_merged: None,
+            serialize_overlaps: false,
             on_conflict: Default::default(),
             conflict_attempts: 1,
             worktree_copy: Vec::new(),
@@ -321,6 +325,7 @@ impl Settings {
             merge: isolation.merge,
             review: isolation.review,
             verify_merged: isolation.verify_merged,
+            serialize_overlaps: isolation.serialize_overlaps,
             on_conflict: isolation.on_conflict,
             conflict_attempts: isolation.conflict_attempts,
             worktree_copy: isolation.worktree_copy,

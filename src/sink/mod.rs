@@ -30,6 +30,7 @@
 
 pub(crate) mod before_removal;
 pub(crate) mod checkpoints;
+pub(crate) mod decided;
 pub(crate) mod junit;
 pub(crate) mod live;
 pub(crate) mod notify;

@@ -2,8 +2,9 @@
 //! external assets): the counts, total time and cost; a timeline with one lane per concurrent
 //! slot and one bar per attempt, coloured by its verdict (retries labelled, a running attempt
 //! striped; what the teammate said while it worked — its progress lines — as ticks on its bar,
-//! a blocker in red); and a table of the items, sortable by any column, with each reason, summary and
-//! a link to the log that explains it.
+//! a blocker in red); and a table of the items, sortable by any column, with each reason, summary,
+//! a link to the log that explains it, and — for an item with a branch — its diff, folded and
+//! bounded ([`crate::run::isolation::diff`]).
 //!
 //! The page is the minijinja template `templates/report.html` (its markup, style, script and
 //! Content-Security-Policy); this file builds the values it shows, a [`Page`], from a team's
@@ -17,6 +18,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::report::ItemStatus;
+use crate::run::isolation::diff::{Diffs, ItemDiff};
 use crate::run::record::history::{self, History, Span};
 use crate::run::record::outcome::{Outcome, usd_text};
 
@@ -98,6 +100,8 @@ struct Page {
     fields: Vec<String>,
     /// The table's rows, in item order.
     items: Vec<Row>,
+    /// Some row has a diff: the table has a `diff` column.
+    diffs: bool,
 }
 
 /// A verdict and how many items have it (`n` is 0 in the legend).
@@ -212,15 +216,28 @@ struct Row {
     modified: String,
     /// Its log's path with spaces as `%20`, for a `file://` link; none without a log.
     log: Option<String>,
+    /// What its branch changes (merged, awaiting review, or kept after a failed merge),
+    /// bounded; none for an item without a branch.
+    diff: Option<ItemDiff>,
 }
 
-/// The page for `h`; `now_ms` (milliseconds since the epoch) ends attempts still running.
+/// The page for `h`; `now_ms` (milliseconds since the epoch) ends attempts still running;
+/// `diffs` (a team with worktrees) gives each item with a branch its diff.
 ///
 /// Errors: the template cannot be rendered (a fault of the runner's, exit 3).
-pub(crate) fn report(h: &History, now_ms: i64) -> Result<String> {
+pub(crate) fn report(h: &History, now_ms: i64, diffs: Option<&Diffs>) -> Result<String> {
     // No script but the page's own: its nonce is new each time.
     let nonce = format!("{:032x}", rand::random::<u128>());
-    render(&page(h, now_ms, nonce))
+    let mut page = page(h, now_ms, nonce);
+    if let Some(d) = diffs {
+        let by_id: BTreeMap<&str, &Outcome> =
+            h.outcomes.iter().map(|o| (o.id.as_str(), o)).collect();
+        for row in &mut page.items {
+            row.diff = by_id.get(row.id.as_str()).and_then(|o| d.of(o));
+        }
+        page.diffs = page.items.iter().any(|r| r.diff.is_some());
+    }
+    render(&page)
 }
 
 /// Render `page` with the template, every value escaped by [`escape`].
@@ -285,6 +302,7 @@ fn page(h: &History, now_ms: i64, nonce: String) -> Page {
         best_of: items.iter().any(|o| o.best_of.is_some()),
         fields: fields.iter().map(|f| header(f)).collect(),
         items: items.into_iter().map(|o| row(o, &fields)).collect(),
+        diffs: false,
     }
 }
 
@@ -515,6 +533,7 @@ fn row(out: &Outcome, fields: &[String]) -> Row {
         found,
         modified,
         log: (!out.log.is_empty()).then(|| out.log.replace(' ', "%20")),
+        diff: None,
     }
 }
 
@@ -603,7 +622,7 @@ mod tests {
             stages: Vec::new(),
             stopped: None,
         };
-        let page = report(&h, 2000).expect("the page renders");
+        let page = report(&h, 2000, None).expect("the page renders");
         assert_eq!(
             page.matches("<script").count(),
             1,
@@ -656,7 +675,7 @@ mod tests {
             run_starts: vec![0, 10 * HOUR - 1_000],
             ..History::default()
         };
-        let page = report(&h, 11 * HOUR).expect("the page renders");
+        let page = report(&h, 11 * HOUR, None).expect("the page renders");
         assert!(
             page.contains(
                 "<div class=\"gap\" style=\"left:48.544%;width:2.913%\" title=\"idle for 9h 59m 50s between runs (drawn short)\">"
@@ -686,7 +705,7 @@ mod tests {
             outcomes: vec![out],
             ..History::default()
         };
-        let page = report(&h, 0).expect("the page renders");
+        let page = report(&h, 0, None).expect("the page renders");
         assert!(
             page.contains(
                 "<td class=\"out\"><details><summary>[&quot;finding 0&quot;,&quot;finding 1&quot;,"
@@ -718,7 +737,7 @@ mod tests {
             runs: 1,
             ..History::default()
         };
-        let page = report(&h, 20_000).expect("the page renders");
+        let page = report(&h, 20_000, None).expect("the page renders");
         assert!(page.contains("1 attempt(s) in 15.0s"), "{page}");
         let md = crate::ui::markdown::summary(&h);
         assert!(md.contains(" · 15s · "), "{md}");
@@ -733,7 +752,7 @@ mod tests {
             outcomes: vec![plain.clone()],
             ..History::default()
         };
-        let page = report(&h, 0).expect("the page renders");
+        let page = report(&h, 0, None).expect("the page renders");
         assert!(!page.contains("candidates"), "{page}");
         let mut fanned = Outcome::not_run("b", "2-b", "t", ItemStatus::Failed, "none".into());
         fanned.best_of = Some(Box::new(BestOf {
@@ -762,7 +781,7 @@ mod tests {
             outcomes: vec![plain, fanned],
             ..History::default()
         };
-        let page = report(&h, 0).expect("the page renders");
+        let page = report(&h, 0, None).expect("the page renders");
         assert!(page.contains("<th>candidates</th>"), "{page}");
         assert!(
             page.contains("<td class=\"cands\"></td>"),
@@ -817,7 +836,7 @@ mod tests {
             stages: vec!["audit".into(), "fix".into()],
             stopped: Some("budget reached: spent $0.25 of $0.2".into()),
         };
-        let page = report(&h, 3000).expect("the page renders");
+        let page = report(&h, 3000, None).expect("the page renders");
         assert!(
             page.starts_with("<!DOCTYPE html>"),
             "what --html may replace: {page}"

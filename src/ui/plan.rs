@@ -43,7 +43,10 @@ pub(crate) fn print_plan(
     } else {
         Box::new(std::io::stdout().lock())
     });
-    for line in heading_lines(plan, resumed) {
+    for line in heading_lines(plan, resumed)
+        .into_iter()
+        .chain(chain_lines(spec))
+    {
         let _ = writeln!(out, "{line}");
     }
     let mut first = true;
@@ -419,6 +422,26 @@ fn sandbox_line(spec: &crate::run::RunSpec) -> String {
             }
         ),
     }
+}
+
+/// With `--serialize-overlaps`: the chains of rows that run one after another
+/// (`Serialized: a → c → d`), or that none do.
+fn chain_lines(spec: &crate::run::RunSpec) -> Vec<String> {
+    if !spec.settings.serialize_overlaps {
+        return Vec::new();
+    }
+    if spec.chains.is_empty() {
+        return vec![
+            "Serialized (--serialize-overlaps): no rows will touch the same files; all run in parallel"
+                .into(),
+        ];
+    }
+    let mut lines = vec![
+        "Serialized (--serialize-overlaps): each row below starts once the one before it merged, from its merge; other rows run in parallel"
+            .to_string(),
+    ];
+    lines.extend(spec.chains.iter().map(|c| format!("  {}", c.join(" → "))));
+    lines
 }
 
 /// A command line of the user's as the plan shows it: quoted for a shell, secrets hidden

@@ -351,3 +351,35 @@ async fn a_dry_run_names_the_batch_endpoint_and_sends_nothing() {
     assert!(r.stdout.contains(&want), "{r:?}");
     assert!(api.with(|r| r.headers.is_empty()), "nothing sent");
 }
+
+/// Found by a new user's trial (round 7): `--batch-api` with the anthropic runner and no
+/// `--model` names an Anthropic model as the example, never an OpenAI one.
+#[test]
+fn the_anthropic_runner_without_a_model_names_a_model_of_its_own_api() {
+    let sb = crate::harness::Sandbox::new();
+    sb.write("in.csv", "id,text\na,hello\n");
+    sb.write("instr.md", "Is {text} a greeting?\n");
+    let before = sb.tree();
+    let r: crate::harness::Run = sb
+        .cmd(&[
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--runner",
+            "anthropic",
+            "--batch-api",
+        ])
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+        .output()
+        .expect("spawn")
+        .into();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("--model") && r.stderr.contains("claude-") && !r.stderr.contains("gpt-"),
+        "an Anthropic model is the example: {r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing on disk changed");
+}

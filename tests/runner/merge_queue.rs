@@ -343,3 +343,90 @@ fn an_item_that_changed_nothing_is_never_said_merged_with_another_items_commit()
     assert!(!again.stdout.contains("2-n"), "{again:?}");
     assert_eq!(merges(&sb), ["a.txt"]);
 }
+
+/// `--serialize-overlaps`: rows a and b name the same file, c another. b starts only after
+/// a merged, from a's merge (it sees a's files), and both land without a conflict; c runs
+/// alongside a (each waits until the other started). Each agent notes what it saw in `seen`.
+#[test]
+fn serialize_overlaps_runs_overlapping_rows_one_after_another_from_the_merge_and_others_alongside()
+{
+    let sb = repo();
+    let seen = tempfile::tempdir().expect("tempdir");
+    let s = seen.path().display();
+    let agent = seen.path().join("agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            "meet() {{ i=0; while [ ! -e '{s}/'$1 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n\
+             \x20 [ -e '{s}/'$1 ] || touch \"{s}/$RUNNER_ITEM_ID-alone\"; }}\n\
+             touch \"{s}/$RUNNER_ITEM_ID-started\"\n\
+             case $RUNNER_ITEM_ID in\n\
+             a) meet c-started; echo alpha > shared.txt; echo one > a.txt ;;\n\
+             c) meet a-started; echo three > c.txt ;;\n\
+             b) cat shared.txt > '{s}/b-saw'; [ -e a.txt ] || exit 3; echo beta > shared.txt ;;\n\
+             esac\n\
+             printf '{{\"status\":\"completed\",\"summary\":\"done\"}}' > \"$RUNNER_REPORT\"\n"
+        ),
+    )
+    .expect("agent");
+    sb.write(
+        "in.csv",
+        "id,files,task\na,shared.txt,first\nb,shared.txt,second\nc,c.txt,other\n",
+    );
+    sb.write(
+        "BATCH.md",
+        format!(
+            "---\ninput: in.csv\nid_column: id\nfiles_column: files\nisolate: worktree\n\
+             serialize_overlaps: true\ncommand: [sh, {:?}]\n---\nDo this: {{task}}\n",
+            agent.display().to_string()
+        ),
+    );
+    std::fs::write(sb.join(".git/info/exclude"), "in.csv\nBATCH.md\n").expect("exclude");
+    let before = sb.tree();
+    let alone = sb.run(&["batch", "BATCH.md", "--format", "plain"]);
+    assert_eq!(alone.code, 2, "{alone:?}");
+    assert!(
+        alone.stderr.contains("--serialize-overlaps") && alone.stderr.contains("needs --merge"),
+        "{alone:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing on disk changed");
+    let with_best_of = sb.run(&["batch", "BATCH.md", "--merge", "--best-of", "2"]);
+    assert_eq!(with_best_of.code, 2, "{with_best_of:?}");
+    assert!(
+        with_best_of
+            .stderr
+            .contains("--serialize-overlaps does not go with --best-of"),
+        "{with_best_of:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing on disk changed");
+    let flags = ["--merge", "--jobs", "3", "--sandbox", "none"];
+    let dry = sb.run(&[&["batch", "BATCH.md", "--dry-run"][..], &flags].concat());
+    assert_eq!(dry.code, 0, "{dry:?}");
+    assert!(
+        dry.stdout.contains("Serialized (--serialize-overlaps)"),
+        "{dry:?}"
+    );
+    assert!(
+        dry.stdout.contains("  a → b\n"),
+        "the chain is shown: {dry:?}"
+    );
+    let r = sb.run(&[&["batch", "BATCH.md", "--format", "plain"][..], &flags].concat());
+    assert_eq!(r.code, 0, "{r:?}");
+    let saw = std::fs::read_to_string(seen.path().join("b-saw")).unwrap_or_default();
+    assert_eq!(saw, "alpha\n", "b started from a's merge");
+    for id in ["a", "c"] {
+        assert!(
+            !seen.path().join(format!("{id}-alone")).exists(),
+            "{id} ran alongside the other"
+        );
+    }
+    let out = by_id(&sb.join("workers-output.csv"), "id");
+    for id in ["a", "b", "c"] {
+        assert_eq!(out[id]["status"], "completed", "{id}: {r:?}");
+        assert_ne!(out[id]["merged"], "", "{id} landed: {r:?}");
+    }
+    assert_eq!(sb.read("shared.txt"), "beta\n", "b's change on top of a's");
+    assert!(sb.join("a.txt").is_file() && sb.join("c.txt").is_file());
+    assert_eq!(merges(&sb).len(), 3, "{r:?}");
+    assert!(!r.stdout.contains("FAILED"), "{r:?}");
+}

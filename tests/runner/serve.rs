@@ -455,3 +455,78 @@ fn serve_shows_several_teams_each_by_its_number() {
     );
     assert_eq!(code, 404);
 }
+
+/// The live page's item panel shows an item's diff as text: markup in it (a script, an
+/// image's error handler) is shown, never run.
+#[test]
+fn the_live_pages_item_panel_shows_the_diff_escaped_in_chromium() {
+    let sb = crate::worktree::repo();
+    let markup = crate::merge_review::review_run_with_markup(&sb);
+    let mut serve = Killed(
+        sb.cmd(&["serve", "workers-output.csv"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn runner serve"),
+    );
+    let url = url_from(&mut serve.0);
+    let Some(driver) = which("chromedriver") else {
+        crate::skip::skip(
+            "chromedriver is not installed (apt-get install chromium-driver); the diff in the live page was not checked",
+        );
+        return;
+    };
+    let browser = which("chromium").expect("chromium beside chromedriver");
+    let dport = free_port();
+    let _driver = Killed(
+        Command::new(driver)
+            .arg(format!("--port={dport}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn chromedriver"),
+    );
+    wait_for("chromedriver to listen", 20, || {
+        TcpStream::connect(("127.0.0.1", dport)).is_ok()
+    });
+    let profile = tempfile::tempdir().expect("profile");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let client = session(dport, &browser, profile.path()).await;
+        let c = &client;
+        c.goto(&url).await.expect("open the page");
+        until(c, "the page to load", "return document.body.dataset.ready === '1';").await;
+        for id in ["a", "b"] {
+            c.find(fantoccini::Locator::Css(&format!("tr[data-id=\"{id}\"]")))
+                .await
+                .expect("the row")
+                .click()
+                .await
+                .expect("click");
+            until(
+                c,
+                "the item's diff",
+                &format!(
+                    "var h=document.querySelector('#panel h2'),d=document.getElementById('diff');return !!h && h.textContent==='{id}' && !!d;"
+                ),
+            )
+            .await;
+            if id == "a" {
+                let text = js(c, "return document.getElementById('diff').textContent;").await;
+                let text = text.as_str().unwrap_or_default().to_owned();
+                assert!(text.contains(&format!("+{markup}")), "shown as text: {text}");
+            } else {
+                let cut = js(c, "var p=document.querySelector('#panel p.cut');return p?p.textContent:'';").await;
+                assert!(cut.as_str().unwrap_or_default().contains("cut here"), "{cut}");
+            }
+        }
+        // No element of the diff's markup exists, so none of it can run.
+        let ran = js(
+            c,
+            "return [typeof window.__pwned, document.querySelectorAll('#panel script, #panel img').length];",
+        )
+        .await;
+        assert_eq!(ran, serde_json::json!(["undefined", 0]), "the diff's markup never ran");
+        client.close().await.expect("close the session");
+    });
+}

@@ -22,6 +22,10 @@ pub(crate) struct Leftovers {
     /// there and changed it): each with its `git status --porcelain` lines (`M a.txt`, `??
     /// new.txt`). Removed only when forced (issue 50).
     pub dirty: Vec<(PathBuf, Vec<String>)>,
+    /// Items awaiting review (`--merge=review`), by teammate name, in item order: their
+    /// branches hold work no one has decided on, and only the team's journal says what
+    /// waits — so the team is kept unless forced.
+    pub awaiting: Vec<String>,
     /// Branches to delete: merged into `target`, or with no commits of their own.
     pub merged: Vec<String>,
     /// Branches with commits not merged into `target`: kept unless forced.
@@ -82,9 +86,15 @@ pub(crate) fn find(workspace: &Path, team: &str) -> Option<Leftovers> {
             (!changes.is_empty()).then(|| (w.clone(), changes))
         })
         .collect();
+    let awaiting = super::review::awaiting(workspace)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|o| o.teammate)
+        .collect();
     Some(Leftovers {
         worktrees,
         dirty,
+        awaiting,
         repo,
         merged,
         unmerged,
@@ -111,6 +121,7 @@ pub(crate) fn orphaned(repo: &Path, team: &str) -> Option<Leftovers> {
         repo: repo.to_owned(),
         worktrees: Vec::new(),
         dirty: Vec::new(),
+        awaiting: Vec::new(),
         merged,
         unmerged,
         target,
@@ -147,10 +158,11 @@ fn split(
 }
 
 impl Leftovers {
-    /// Whether removing these leaves nothing of a person's: no worktree holds uncommitted
-    /// edits, or `force` says to drop them.
+    /// Whether removing these (and the team's workspace) leaves nothing of a person's: no
+    /// worktree holds uncommitted edits and no item awaits review, or `force` says to drop
+    /// them.
     pub(crate) fn removable(&self, force: bool) -> bool {
-        force || self.dirty.is_empty()
+        force || (self.dirty.is_empty() && self.awaiting.is_empty())
     }
 
     /// Remove the worktrees (`git worktree remove --force`, then `prune` for folders already

@@ -4,6 +4,7 @@
 //! described for the UI. The git mechanics are in [`crate::run::isolation::worktree`].
 
 pub(crate) mod conflict;
+pub(crate) mod diff;
 pub(crate) mod leftovers;
 pub(crate) mod queue;
 pub(crate) mod review;
@@ -138,6 +139,8 @@ pub(crate) fn finish(
     };
     let mut end = IsolationEnd {
         target: iso.base_branch.clone().unwrap_or_else(|| "HEAD".into()),
+        // Landed as they completed (`--serialize-overlaps`), before the queue below.
+        merged: iso.landed.lock().map(|l| l.clone()).unwrap_or_default(),
         ..IsolationEnd::default()
     };
     let mut queue: Option<MergeQueue> = None;
@@ -290,6 +293,65 @@ fn judged(o: &mut Outcome, q: &MergeQueue, merged: std::result::Result<String, G
     o.failure_kind = verdict.kind;
     o.log = q.log_for(o.failure_kind, std::mem::take(&mut o.log));
     o.merged = merged.ok();
+}
+
+/// `--serialize-overlaps`: land `o`, a completed item of a chain ([`RunSpec::chained`]),
+/// through the merge queue as soon as it completes — before its outcome is sent, so the
+/// next item of its chain, which waits for that outcome, starts from its merge. One item
+/// lands at a time (the isolation's `landing` lock). Merged: its worktree and branch go; a
+/// conflict or a failed `--verify-merged` fails it as [`finish`] would, its branch and
+/// worktree kept; a branch that adds nothing is passed over as `unchanged` (its branch
+/// dropped from the outcome). Returns the queue's step to journal and show before the
+/// outcome; `None` when `o` is not to land now. Blocking (git, the check): run it off the
+/// async threads.
+pub(crate) fn land_now(spec: &RunSpec, o: &mut Outcome) -> Option<Event> {
+    let iso = spec.isolation.as_ref()?;
+    let settings = &spec.settings;
+    if !settings.merge || settings.review || o.status != ItemStatus::Completed {
+        return None;
+    }
+    if !spec.chained(&o.id) || o.merged.is_some() {
+        return None;
+    }
+    let branch = o.branch.clone()?;
+    let _one_at_a_time = iso
+        .landing
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let into = iso.base_branch.clone().unwrap_or_else(|| "HEAD".into());
+    let path = spec.workspace.join("worktrees").join(&o.teammate);
+    let q = match open_queue(spec, iso) {
+        Ok(q) => q,
+        Err(e) => {
+            o.status = ItemStatus::Failed;
+            o.failure_kind = Some(crate::failure::FailureKind::MergeFailed);
+            o.error = format!("cannot land it for --serialize-overlaps: {e}");
+            return Some(merge_step(o, &branch, &into, false, None));
+        }
+    };
+    let merged = match o.commit.as_deref().filter(|c| q.holds(c)) {
+        Some(c) => match q.landing_merge(c) {
+            Some(merge) => Ok(merge),
+            None => {
+                q.close();
+                o.branch = None;
+                let _ = iso.remove(&path);
+                iso.delete_branch(&branch);
+                return Some(merge_step(o, &branch, &into, true, None));
+            }
+        },
+        None => q.merge(&branch, &o.title),
+    };
+    judged(o, &q, merged);
+    q.close();
+    if o.merged.is_some() {
+        let _ = iso.remove(&path);
+        iso.delete_branch(&branch);
+        if let Ok(mut landed) = iso.landed.lock() {
+            landed.push(branch.clone());
+        }
+    }
+    Some(merge_step(o, &branch, &into, false, None))
 }
 
 /// The merge queue's step for `o` (its branch `branch` into `into`), as journaled and shown:

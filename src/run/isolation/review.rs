@@ -2,7 +2,8 @@
 //! `awaiting review`, their work committed on their branches; `runner review` reads them
 //! (with their diffs) from the team's journal, `runner accept` sends the chosen ones through
 //! the merge queue ([`super::queue::MergeQueue`], the same step `--merge` takes) and
-//! `runner reject` deletes their branches. Each decision is journaled as the item's outcome.
+//! `runner reject` deletes their branches. Each decision is journaled as the item's outcome,
+//! then handed to the command, which writes it into the run's output.
 
 use std::path::Path;
 
@@ -177,10 +178,16 @@ fn open(workspace: &Path, names: &[String]) -> Result<(Team, Vec<Outcome>, Isola
 /// `runner accept`: send the items `names` of the team in `workspace` through the merge
 /// queue, in the order given, each checked by the run's `--verify-merged`; record what
 /// became of each (merged, or failed `merge_conflict`/`merge_failed` with its branch kept).
-/// Returns each item's new outcome.
+/// Returns each item's new outcome. `tell` gets them once they are journaled, while the
+/// team's lock is still held (the command writes them into the run's output).
 ///
-/// Errors: as [`open`]; the queue's worktree cannot be made; the journal cannot be written.
-pub(crate) fn accept(workspace: &Path, names: &[String]) -> Result<Vec<Outcome>> {
+/// Errors: as [`open`]; the queue's worktree cannot be made; the journal cannot be written;
+/// what `tell` returns.
+pub(crate) fn accept(
+    workspace: &Path,
+    names: &[String],
+    tell: &dyn Fn(&[Outcome]) -> Result<()>,
+) -> Result<Vec<Outcome>> {
     let (mut team, items, iso) = open(workspace, names)?;
     let queue = MergeQueue::open(
         &iso,
@@ -222,14 +229,21 @@ pub(crate) fn accept(workspace: &Path, names: &[String]) -> Result<Vec<Outcome>>
     }
     queue.close();
     team.refinish_snapshot(&decided)?;
+    tell(&decided)?;
     Ok(decided)
 }
 
 /// `runner reject`: delete the branches of the items `names` of the team in `workspace` and
-/// record each `failed` with kind `rejected`. Returns their new outcomes.
+/// record each `failed` with kind `rejected`. Returns their new outcomes, which `tell` gets
+/// first, as in [`accept`].
 ///
-/// Errors: as [`open`]; a branch git cannot delete; the journal cannot be written.
-pub(crate) fn reject(workspace: &Path, names: &[String]) -> Result<Vec<Outcome>> {
+/// Errors: as [`open`]; a branch git cannot delete; the journal cannot be written; what
+/// `tell` returns.
+pub(crate) fn reject(
+    workspace: &Path,
+    names: &[String],
+    tell: &dyn Fn(&[Outcome]) -> Result<()>,
+) -> Result<Vec<Outcome>> {
     let (mut team, items, iso) = open(workspace, names)?;
     let mut decided = Vec::new();
     for mut o in items {
@@ -254,5 +268,6 @@ pub(crate) fn reject(workspace: &Path, names: &[String]) -> Result<Vec<Outcome>>
         decided.push(o);
     }
     team.refinish_snapshot(&decided)?;
+    tell(&decided)?;
     Ok(decided)
 }

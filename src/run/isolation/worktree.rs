@@ -125,6 +125,12 @@ pub(crate) struct Isolation {
     pub verify: Option<Vec<String>>,
     /// Serialises `git worktree add`; holds the branches this run has prepared.
     prepared: Mutex<std::collections::HashSet<String>>,
+    /// Held while an item of a `--serialize-overlaps` chain lands during the run
+    /// ([`super::land_now`]): one merge through the queue's worktree at a time.
+    pub(crate) landing: std::sync::Mutex<()>,
+    /// The branches landed during the run that way, in the order they landed (for the
+    /// end's `Merged into` line).
+    pub(crate) landed: std::sync::Mutex<Vec<String>>,
 }
 
 /// What a team's `team.json` records of its run's isolation ([`Isolation::record`]), so that
@@ -209,6 +215,8 @@ impl Isolation {
             verify_merged: None,
             verify: None,
             prepared: Mutex::new(std::collections::HashSet::new()),
+            landing: std::sync::Mutex::new(()),
+            landed: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -229,10 +237,24 @@ impl Isolation {
         format!("{}{}", branch_prefix(&self.team), ref_component(teammate))
     }
 
-    /// Create (or reuse, on a retry or a resumed run) the worktree of `teammate` at `path`.
+    /// The commit the target branch (the one checked out when the run started) is at now:
+    /// where an item of a `--serialize-overlaps` chain starts, after the one before it
+    /// merged. `None` when HEAD was detached or git cannot tell.
+    pub(crate) fn target_head(&self) -> Option<String> {
+        let target = self.base_branch.as_ref()?;
+        let out = git_sync(
+            &self.repo,
+            &["rev-parse", "--verify", &format!("refs/heads/{target}")],
+            &[],
+        );
+        out.ok.then(|| out.stdout.trim().to_owned())
+    }
+
+    /// Create (or reuse, on a retry or a resumed run) the worktree of `teammate` at `path`,
+    /// its new branch made from `from` (a commit; the run's base when `None`).
     /// When this team never ran the item before (`new_item`: no attempt in its journal) and
     /// this run has not prepared the branch yet, an existing branch of that name is left from
-    /// an earlier team: it restarts from the base when it holds no commits of its own.
+    /// an earlier team: it restarts from the start point when it holds no commits of its own.
     ///
     /// Errors: what git said; such a branch that holds commits (they are never dropped).
     pub(crate) async fn prepare(
@@ -240,7 +262,9 @@ impl Isolation {
         teammate: &str,
         path: &Path,
         new_item: bool,
+        from: Option<&str>,
     ) -> Result<Worktree, GitError> {
+        let start = from.unwrap_or(&self.base);
         let mut prepared = self.prepared.lock().await;
         let branch = self.branch(teammate);
         if path.join(".git").exists() {
@@ -269,7 +293,7 @@ impl Isolation {
             // again from the base if it holds no work, never drop commits.
             let ancestor = git(
                 &self.repo,
-                &["merge-base", "--is-ancestor", &branch, &self.base],
+                &["merge-base", "--is-ancestor", &branch, start],
                 &[],
             )
             .await;
@@ -278,11 +302,10 @@ impl Isolation {
                     "branch {branch} holds commits from an earlier run; merge or delete it (`git branch -D {branch}`, or `runner clean --force`) and run again"
                 )));
             }
-            let reset = git(&self.repo, &["branch", "-f", &branch, &self.base], &[]).await;
+            let reset = git(&self.repo, &["branch", "-f", &branch, start], &[]).await;
             if !reset.ok {
                 return Err(GitError::Failed(format!(
-                    "cannot reset branch {branch} to {}: {}",
-                    self.base,
+                    "cannot reset branch {branch} to {start}: {}",
                     first_line(&reset.stderr)
                 )));
             }
@@ -292,7 +315,7 @@ impl Isolation {
         } else {
             git(
                 &self.repo,
-                &["worktree", "add", "-b", &branch, &path_s, &self.base],
+                &["worktree", "add", "-b", &branch, &path_s, start],
                 &[],
             )
             .await
@@ -463,7 +486,18 @@ impl Isolation {
             }
         }
         let head = git(&wt.path, &["rev-parse", "HEAD"], &[]).await;
-        let stat = git(&wt.path, &["diff", "--shortstat", &self.base, "HEAD"], &[]).await;
+        // Against where the branch left the target (`target...HEAD`): an item of a
+        // `--serialize-overlaps` chain started from a later commit than the run's base.
+        let from_base = format!("{}..HEAD", self.base);
+        let since = match &self.base_branch {
+            Some(b) => format!("refs/heads/{b}...HEAD"),
+            None => from_base.clone(),
+        };
+        let mut stat = git(&wt.path, &["diff", "--shortstat", &since], &[]).await;
+        if !stat.ok {
+            // The target branch is gone (renamed, deleted): against the run's base.
+            stat = git(&wt.path, &["diff", "--shortstat", &from_base], &[]).await;
+        }
         Ok((head.stdout.trim().to_owned(), stat.stdout.trim().to_owned()))
     }
 

@@ -100,7 +100,8 @@ pub(crate) async fn run_item(
     if spec.settings_for(&item).best_of > 1 && item.candidate.is_none() {
         return best_of::run(spec, backend, gate, item, earlier, tx, cancel).await;
     }
-    let ended = attempt_item(&spec, backend.as_ref(), &gate, &item, earlier, &tx, cancel).await;
+    let mut ended = attempt_item(&spec, backend.as_ref(), &gate, &item, earlier, &tx, cancel).await;
+    ended.outcome = land_now(&spec, ended.outcome, &tx).await;
     match ended.attempt {
         Some(attempt) => finished(
             &spec,
@@ -113,6 +114,37 @@ pub(crate) async fn run_item(
         None => {
             let _ = tx.send(Event::ItemFinished(Box::new(ended.outcome)));
         }
+    }
+}
+
+/// `--serialize-overlaps`: a completed item of a chain lands through the merge queue before
+/// its outcome is sent ([`crate::run::isolation::land_now`], on a blocking thread), its
+/// step sent first; any other outcome is returned as it is.
+async fn land_now(
+    spec: &Arc<RunSpec>,
+    outcome: Outcome,
+    tx: &mpsc::UnboundedSender<Event>,
+) -> Outcome {
+    if outcome.status != ItemStatus::Completed || !spec.chained(&outcome.id) {
+        return outcome;
+    }
+    let kept = outcome.clone();
+    let spec = spec.clone();
+    let landed = tokio::task::spawn_blocking(move || {
+        let mut o = outcome;
+        let step = crate::run::isolation::land_now(&spec, &mut o);
+        (o, step)
+    })
+    .await;
+    match landed {
+        Ok((o, step)) => {
+            if let Some(step) = step {
+                let _ = tx.send(step);
+            }
+            o
+        }
+        // The landing thread panicked: the item stays as it was, for the queue at the end.
+        Err(_) => kept,
     }
 }
 

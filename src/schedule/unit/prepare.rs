@@ -106,8 +106,11 @@ pub(super) async fn prepare(
         None => None,
         Some(iso) => {
             let path = spec.workspace.join("worktrees").join(&item.teammate);
+            // An item of a `--serialize-overlaps` chain starts from the merge of the one
+            // before it (which finished before it started).
+            let from = spec.runs_after(&item.id).and_then(|_| iso.target_head());
             Some(
-                iso.prepare(&item.teammate, &path, new_item)
+                iso.prepare(&item.teammate, &path, new_item, from.as_deref())
                     .await
                     .map_err(|e| HelperFailure::before(e.to_string()))?,
             )

@@ -4,11 +4,20 @@
 //! - a `rate_limited` attempt pauses the whole team until the retry-after time (the CLI's own
 //!   "try again in …" when it gives one, else exponential back-off from 2 s with jitter) and
 //!   halves how many attempts run at once (once per burst: attempts that started before the
-//!   last halving do not halve it again); each run of 2 × `--jobs` successes adds one back,
-//!   never above `--jobs` (additive increase, multiplicative decrease). A rate limit met just
-//!   after such a step up is the probe failing: the limit steps back, only that attempt
-//!   waits (the others ran fine at the old limit, so the team is not paused), and the next
-//!   probe waits twice as many successes — the team learns the provider's cap;
+//!   last halving do not halve it again); once the burst's last attempt ended, the limit is
+//!   how many of the burst the server served (it stays halved when the server served none):
+//!   eight started against a server that serves two fall straight to two, and seven served
+//!   of eight do not fall to four. Each run of successes two rounds of the limit long (2 ×
+//!   the limit) adds one, never above `--jobs` (additive increase, multiplicative decrease);
+//! - once the limit has changed, successes earn credit (one each, up to the limit): a rate
+//!   limit the credit covers is an overflow — the server full for a moment, as it is when the
+//!   attempts spend part of their time elsewhere (an agent's own start-up) and the limit runs
+//!   one above the server's to keep it busy — so only that attempt waits its retry-after; the
+//!   limit stands and the team is not paused, but the run of successes starts again;
+//! - a rate limit with no credit left just after a step up is the probe failing: the limit
+//!   steps back once (however many of the probe's attempts meet it), only those attempts
+//!   wait, and the next probe waits twice as many rounds (up to 16) — the team learns the
+//!   provider's cap;
 //! - an `auth` failure, a `quota` that does not reset within `--rate-limit-wait`, a spent
 //!   budget (`--max-cost-usd`) or `--max-fail` stops the team starting attempts: what runs
 //!   finishes, the rest end `skipped` with the reason;
@@ -75,14 +84,53 @@ struct State {
     /// The epoch a step up began: rate limits of attempts admitted in it (or just before,
     /// running beside the probe) are the probe's, and pause nobody.
     probe_epoch: Option<u64>,
-    /// Successes in a row before the next step up: 2 × `--jobs`, doubled by each failed
-    /// probe (up to 16 × `--jobs`).
-    streak_needed: usize,
+    /// Rounds of the current limit (successes in a row, in units of the limit) before the
+    /// next step up: 2, doubled by each failed probe (up to 16).
+    rounds_needed: usize,
+    /// Rate limits the current limit may absorb as overflows: each success adds one (up to
+    /// the limit) once the limit has changed, each absorbed rate limit takes one; emptied
+    /// when the limit falls.
+    credit: usize,
+    /// The burst of attempts running when the limit last fell, until its last one ended.
+    burst: Option<Burst>,
     /// Attempts waiting at the gate.
     waiting: usize,
     /// How many times the limit was halved; an attempt admitted before the last halving
     /// belongs to the burst that caused it.
     epoch: u64,
+}
+
+/// The attempts that were running when a rate limit made the limit fall: how many of them
+/// the server served tells what it serves at once.
+#[derive(Debug)]
+struct Burst {
+    /// The gate's epoch before the fall: attempts admitted at it or earlier are the burst's.
+    epoch: u64,
+    /// The burst's attempts still running.
+    running: usize,
+    /// The burst's attempts that ended other than rate limited.
+    served: usize,
+}
+
+impl State {
+    /// Account for an attempt admitted at `epoch` that ended (`served`: not rate limited):
+    /// once the last attempt of the burst ended, the limit is what the server served of it
+    /// at once (never above `jobs`), or stays halved when it served none.
+    /// Returns whether the attempt was one of the burst's.
+    fn burst_member_ended(&mut self, epoch: u64, served: bool, jobs: usize) -> bool {
+        let Some(b) = self.burst.as_mut().filter(|b| epoch <= b.epoch) else {
+            return false;
+        };
+        b.running = b.running.saturating_sub(1);
+        b.served += usize::from(served);
+        if b.running == 0 {
+            if b.served > 0 {
+                self.limit = b.served.min(jobs);
+            }
+            self.burst = None;
+        }
+        true
+    }
 }
 
 /// What the team's gate shows `runner status`.
@@ -198,7 +246,9 @@ impl Gate {
                 set_up_works: false,
                 probing_from: None,
                 probe_epoch: None,
-                streak_needed: 2 * jobs.max(1),
+                rounds_needed: 2,
+                credit: 0,
+                burst: None,
                 waiting: 0,
                 epoch: 0,
             }),
@@ -377,6 +427,7 @@ impl Gate {
                 // The same words from different items (a row's own missing file differs by
                 // row; a missing agent script or a refused connection does not).
                 let broken = self.with(|s| {
+                    s.burst_member_ended(epoch, false, self.jobs);
                     if s.set_up_works {
                         return None;
                     }
@@ -401,8 +452,14 @@ impl Gate {
                     s.set_up_works = true;
                     s.setup_failures.clear();
                     s.limited_in_a_row = 0;
+                    // A success at a limit the team learned (the limit has changed, so it
+                    // has met the server's) is credit for an overflow; one of the burst's
+                    // ran at the limit before, and gives none.
+                    if !s.burst_member_ended(epoch, true, self.jobs) && s.epoch > 0 {
+                        s.credit = (s.credit + 1).min(s.limit);
+                    }
                     s.streak += 1;
-                    if s.streak >= s.streak_needed {
+                    if s.streak >= s.rounds_needed * s.limit {
                         // A run of successes: the current limit is proven.
                         s.probing_from = None;
                         if s.limit < self.jobs {
@@ -421,23 +478,37 @@ impl Gate {
     }
 
     fn rate_limited(&self, epoch: u64, retry_after: Option<Duration>, waited: Duration) -> After {
-        // A probe that failed: step back to the proven limit; only this attempt waits (and
-        // so does any other attempt that met the probe's rate limit).
-        let probe = self.with(|s| {
-            let probe = s.probe_epoch?;
+        let alone = self.with(|s| {
+            if s.burst_member_ended(epoch, false, self.jobs) {
+                return false;
+            }
+            // An overflow: the limit ran well (its successes left credit), so this rate
+            // limit is the server full for a moment, not a lower capacity; only this attempt
+            // waits, the limit stands and the team goes on.
+            if s.credit > 0 {
+                s.credit -= 1;
+                // Not a run of successes: the next step up waits for one.
+                s.streak = 0;
+                return true;
+            }
+            // A probe that failed: step back to the proven limit, once however many of its
+            // attempts meet the rate limit; only they wait.
+            let Some(probe) = s.probe_epoch else {
+                return false;
+            };
             if epoch != probe && epoch + 1 != probe {
-                return None;
+                return false;
             }
             if let Some(from) = s.probing_from.take() {
                 s.limit = from;
                 s.streak = 0;
-                s.streak_needed = (s.streak_needed * 2).min(16 * self.jobs);
+                s.rounds_needed = (s.rounds_needed * 2).min(16);
                 // Attempts admitted from now on run at the proven limit again.
                 s.epoch += 1;
             }
-            Some(())
+            true
         });
-        if probe.is_some() {
+        if alone {
             let wait = retry_after.unwrap_or(FIRST_BACKOFF);
             self.changed.notify_waiters();
             if waited + wait > self.limits.rate_limit_wait {
@@ -469,8 +540,15 @@ impl Gate {
             };
             if first_of_burst {
                 // The first rate limit of a burst halves the limit; the others of the same
-                // burst (admitted before it) do not halve it again.
+                // burst (admitted before it) do not halve it again, and once the burst's
+                // last attempt ended the limit is what the server served of it.
+                s.burst = Some(Burst {
+                    epoch: s.epoch,
+                    running: s.active,
+                    served: 0,
+                });
                 s.limit = s.limit.div_ceil(2);
+                s.credit = 0;
                 s.epoch += 1;
                 s.probing_from = None;
                 s.probe_epoch = None;
@@ -586,249 +664,4 @@ impl Gate {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::options::limits::MaxFail;
-
-    fn verdict(kind: FailureKind, retry_after_s: Option<f64>) -> Verdict {
-        let mut v = Verdict::not_completed(ItemStatus::Failed, Some(kind), format!("{kind} text"));
-        v.retry_after_s = retry_after_s;
-        v
-    }
-
-    fn gate(jobs: usize, limits: Limits) -> (Arc<Gate>, mpsc::UnboundedReceiver<Event>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (Arc::new(Gate::new(jobs, limits, Spent::default(), tx)), rx)
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_rate_limit_pauses_everyone_halves_the_limit_and_successes_win_it_back() {
-        let (g, mut rx) = gate(8, Limits::default());
-        let p = g.admit().await.expect("open");
-        let q = g.admit().await.expect("open");
-        let limited = verdict(FailureKind::RateLimited, Some(30.0));
-        assert_eq!(p.ended("i", &limited, None, Duration::ZERO), After::Requeue);
-        assert_eq!(g.view().limit, 4);
-        assert_eq!(
-            q.ended("i", &limited, None, Duration::ZERO),
-            After::Requeue,
-            "the same burst"
-        );
-        assert_eq!(g.view().limit, 4, "halved once per burst");
-        let Ok(Event::TeamPaused {
-            limit: 4, until, ..
-        }) = rx.try_recv()
-        else {
-            panic!("a team_paused event with limit 4");
-        };
-        // Milliseconds, like every `at` (not jiff's nanoseconds).
-        let fraction = until
-            .trim_end_matches('Z')
-            .split_once('.')
-            .map_or(0, |(_, f)| f.len());
-        assert!(
-            until.parse::<jiff::Timestamp>().is_ok() && fraction <= 3,
-            "{until}"
-        );
-        let started = tokio::time::Instant::now();
-        let p = g.admit().await.expect("after the pause");
-        assert!(
-            started.elapsed() >= Duration::from_secs(30),
-            "waited out the pause"
-        );
-        drop(p);
-        for _ in 0..15 {
-            g.ended("i", &Verdict::completed(), None, Duration::ZERO);
-        }
-        assert_eq!(g.view().limit, 4);
-        g.ended("i", &Verdict::completed(), None, Duration::ZERO);
-        assert_eq!(g.view().limit, 5, "+1 after a run of 2 × 8 successes");
-
-        // The step up to 5 is a probe: a rate limit now steps back to 4 without pausing the
-        // team (only that attempt waits), and the next probe waits twice the successes.
-        let limited = verdict(FailureKind::RateLimited, Some(1.0));
-        assert_eq!(
-            g.ended("i", &limited, None, Duration::ZERO),
-            After::Wait(Duration::from_secs(1))
-        );
-        assert_eq!(g.view().limit, 4);
-        assert_eq!(g.pause_left(), Duration::ZERO, "the team goes on");
-        for _ in 0..31 {
-            g.ended("i", &Verdict::completed(), None, Duration::ZERO);
-        }
-        assert_eq!(g.view().limit, 4);
-        g.ended("i", &Verdict::completed(), None, Duration::ZERO);
-        assert_eq!(g.view().limit, 5, "probed again after 2 × 16 successes");
-        // A probe that holds (a run of successes at 5) is proven, and the next one steps to 6;
-        // failing, it steps back to 5, not below.
-        for _ in 0..32 {
-            g.ended("i", &Verdict::completed(), None, Duration::ZERO);
-        }
-        assert_eq!(g.view().limit, 6);
-        assert_eq!(
-            g.ended("i", &limited, None, Duration::ZERO),
-            After::Wait(Duration::from_secs(1))
-        );
-        assert_eq!(g.view().limit, 5);
-        // Not probing: a rate limit is the provider's, and pauses the team again.
-        assert_eq!(g.ended("i", &limited, None, Duration::ZERO), After::Requeue);
-        assert!(g.pause_left() > Duration::ZERO);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn no_more_than_the_limit_run_at_once() {
-        let (g, _rx) = gate(2, Limits::default());
-        let a = g.admit().await.expect("1");
-        let _b = g.admit().await.expect("2");
-        let g2 = g.clone();
-        let third = tokio::spawn(async move { g2.admit().await.map(|_| ()) });
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        assert!(!third.is_finished(), "a third waits");
-        assert_eq!(g.view().waiting, 1);
-        drop(a);
-        third.await.expect("join").expect("admitted once one ended");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_rate_limit_past_the_wait_budget_is_final() {
-        let limits = Limits {
-            rate_limit_wait: Duration::from_secs(60),
-            ..Limits::default()
-        };
-        let (g, _rx) = gate(4, limits);
-        let v = verdict(FailureKind::RateLimited, Some(50.0));
-        assert_eq!(
-            g.ended("i", &v, None, Duration::from_secs(20)),
-            After::Final
-        );
-        assert_eq!(g.ended("i", &v, None, Duration::ZERO), After::Requeue);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn auth_and_a_long_quota_stop_the_team_a_short_quota_waits() {
-        let (g, mut rx) = gate(4, Limits::default());
-        let short = verdict(FailureKind::Quota, Some(120.0));
-        assert_eq!(g.ended("i", &short, None, Duration::ZERO), After::Requeue);
-        assert!(g.stopped().is_none());
-        let long = verdict(FailureKind::Quota, Some(86_400.0));
-        assert_eq!(g.ended("i", &long, None, Duration::ZERO), After::Final);
-        assert_eq!(g.stopped().as_deref(), Some("quota exhausted: quota text"));
-        assert_eq!(
-            g.admit().await.map(|_| ()),
-            Err("quota exhausted: quota text".into())
-        );
-        let (g, _) = gate(4, Limits::default());
-        assert_eq!(
-            g.ended("i", &verdict(FailureKind::Auth, None), None, Duration::ZERO),
-            After::Final
-        );
-        assert_eq!(
-            g.stopped().as_deref(),
-            Some("authentication failed (auth text)")
-        );
-        let stops = std::iter::from_fn(|| rx.try_recv().ok())
-            .filter(|e| matches!(e, Event::TeamStopped { .. }))
-            .count();
-        assert_eq!(stops, 1);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_burst_of_rate_limits_without_a_named_wait_pauses_once_not_ever_longer() {
-        let (g, mut rx) = gate(8, Limits::default());
-        let permits: Vec<Permit> = futures_admit(&g, 8).await;
-        let unnamed = verdict(FailureKind::RateLimited, None);
-        for p in permits {
-            assert_eq!(p.ended("i", &unnamed, None, Duration::ZERO), After::Requeue);
-        }
-        let left = g.pause_left();
-        assert!(
-            left <= Duration::from_millis(2500),
-            "one back-off of about 2 s for the wave, not 2^8: {left:?}"
-        );
-        let pauses = std::iter::from_fn(|| rx.try_recv().ok())
-            .filter(|e| matches!(e, Event::TeamPaused { .. }))
-            .count();
-        assert_eq!(pauses, 1, "one pause for the wave");
-    }
-
-    /// Admit `n` attempts at once.
-    async fn futures_admit(g: &Arc<Gate>, n: usize) -> Vec<Permit> {
-        let mut out = Vec::new();
-        for _ in 0..n {
-            out.push(g.admit().await.expect("open"));
-        }
-        out
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_first_set_up_failures_stop_the_team_but_not_after_the_set_up_worked() {
-        let (g, _rx) = gate(8, Limits::default());
-        let setup = verdict(FailureKind::Setup, None);
-        // One item's retries are one item: they do not stop the team.
-        for _ in 0..SETUP_STOP + 1 {
-            assert_eq!(g.ended("a", &setup, None, Duration::ZERO), After::Judged);
-        }
-        // Nor do items failing each in its own words (a row's own missing file).
-        let mut own = verdict(FailureKind::Setup, None);
-        own.reason = "no such file: row b".into();
-        assert_eq!(g.ended("b", &own, None, Duration::ZERO), After::Judged);
-        assert!(g.stopped().is_none());
-        // A second item failing the same way, after 4 such attempts of the first: stopped.
-        assert_eq!(g.ended("c", &setup, None, Duration::ZERO), After::Final);
-        let why = g.stopped().expect("stopped");
-        assert!(
-            why.starts_with("set-up failure: the first 5 attempts (2 items) failed the same way before any attempt got further (setup text)"),
-            "{why}"
-        );
-        // Two items' first attempts are not yet enough; a third attempt is.
-        let (g, _rx) = gate(8, Limits::default());
-        assert_eq!(g.ended("a", &setup, None, Duration::ZERO), After::Judged);
-        assert_eq!(g.ended("b", &setup, None, Duration::ZERO), After::Judged);
-        assert_eq!(g.ended("a", &setup, None, Duration::ZERO), After::Final);
-        // Once an attempt ended otherwise the set-up works: later set-up failures (an
-        // endpoint going down mid-run) are judged one by one.
-        let (g, _rx) = gate(8, Limits::default());
-        g.ended("x", &Verdict::completed(), None, Duration::ZERO);
-        for item in ["a", "b", "c", "d", "e"] {
-            assert_eq!(g.ended(item, &setup, None, Duration::ZERO), After::Judged);
-        }
-        assert!(g.stopped().is_none());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_budget_counts_the_expected_cost_of_running_attempts() {
-        let limits = Limits {
-            max_cost_usd: Some(1.0),
-            ..Limits::default()
-        };
-        let (g, _rx) = gate(4, limits);
-        let a = g.admit().await.expect("nothing spent yet");
-        g.ended("i", &Verdict::completed(), Some(0.4), Duration::ZERO);
-        drop(a);
-        // 0.4 spent + 0.4 expected for this one = 0.8 ≤ 1.0
-        let _b = g.admit().await.expect("0.4 spent, 0 running");
-        // 0.4 + 0.4 for the running one + 0.4 for this one = 1.2 > 1.0
-        let e = g.admit().await.map(|_| ()).expect_err("over budget");
-        assert_eq!(e, "budget of $1 reached: spent $0.4");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn max_fail_stops_after_n_items_and_says_when_to_cancel() {
-        let limits = Limits {
-            max_fail: Some(MaxFail {
-                count: 2,
-                immediate: true,
-            }),
-            ..Limits::default()
-        };
-        let (g, _rx) = gate(4, limits);
-        assert!(!g.item_finished(ItemStatus::Failed));
-        assert!(!g.item_finished(ItemStatus::Skipped), "skips do not count");
-        assert!(g.stopped().is_none());
-        assert!(g.item_finished(ItemStatus::TimedOut));
-        assert_eq!(
-            g.stopped().as_deref(),
-            Some("--max-fail 2 reached: 2 item(s) did not complete")
-        );
-    }
-}
+mod tests;

@@ -109,11 +109,16 @@ impl Retries {
         );
         let interrupted = *cancel.borrow() != Cancel::None;
         self.requeued = matches!(after, After::Requeue | After::Wait(_)) && !interrupted;
-        // The wait the item adds on its own (a failed probe's, its repeated rate limits'
-        // back-off) counts against --rate-limit-wait as the gate's does.
-        let grown = repeated_limit_backoff(self.limited_in_a_row);
+        // The wait the item adds on its own (a failed probe's or an overflow's, its repeated
+        // rate limits' back-off) counts against --rate-limit-wait as the gate's does. An
+        // overflow or a failed probe is the gate running above the server's limit, not the
+        // item's hint repeating: its wait does not grow.
+        let grown = match after {
+            After::Wait(_) => Duration::ZERO,
+            _ => repeated_limit_backoff(self.limited_in_a_row),
+        };
         let own_wait = match after {
-            After::Wait(wait) => wait + grown,
+            After::Wait(wait) => wait,
             _ => grown,
         };
         let bound = gate.limits().rate_limit_wait;

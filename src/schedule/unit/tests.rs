@@ -272,6 +272,44 @@ async fn a_rate_limit_that_would_pass_rate_limit_wait_ends_the_item_rate_limited
     assert_eq!(ran.attempts, [(1, true), (2, false)]);
 }
 
+#[tokio::test(start_paused = true)]
+async fn overflows_in_a_row_wait_what_the_server_asks_without_growing() {
+    let b = bench(0, |s| s.settings.jobs = 4);
+    // The gate has met the server's limit (4 → 2, a 1 s pause) and earned credit since:
+    // 4 successes step it up to 3, 2 more fill the credit to 3.
+    let limited = |_: ()| {
+        let mut v = crate::report::Verdict::not_completed(
+            ItemStatus::Failed,
+            Some(FailureKind::RateLimited),
+            "429".into(),
+        );
+        v.retry_after_s = Some(1.0);
+        v
+    };
+    b.gate.ended("x", &limited(()), None, Duration::ZERO);
+    for _ in 0..6 {
+        b.gate.ended(
+            "x",
+            &crate::report::Verdict::completed(),
+            None,
+            Duration::ZERO,
+        );
+    }
+    assert_eq!(b.gate.view().limit, 3);
+    let over = failing_with("rate_limited", Some(1.0));
+    let backend = Arc::new(Scripted::new(Step::completed()).script(
+        "a",
+        vec![over.clone(), over.clone(), over, Step::completed()],
+    ));
+    let ran = b.run(&backend, "a").await;
+    assert_eq!(seen(&ran.outcome), (ItemStatus::Completed, 4, None));
+    assert_eq!(ran.outcome.rate_limit_waits, 3);
+    assert_eq!(b.gate.view().limit, 3, "three overflows: the limit stands");
+    // The pause (1 s) and three waits of 1 s; a third rate limit in a row of the item's own
+    // would add 2 s.
+    assert!(ran.took < Duration::from_secs(5), "{:?}", ran.took);
+}
+
 #[test]
 fn an_items_own_back_off_grows_from_its_third_rate_limit_in_a_row() {
     let secs = |n| repeated_limit_backoff(n).as_secs();

@@ -184,10 +184,7 @@ impl Kept {
 /// and the wait has not seen it yet. Looked at without reading it.
 pub(crate) fn reported(fd: RawFd) -> bool {
     let mut byte = [0u8; 1];
-    matches!(
-        nix::sys::socket::recv(fd, &mut byte, MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT),
-        Ok(_)
-    )
+    nix::sys::socket::recv(fd, &mut byte, MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT).is_ok()
 }
 
 /// Hand the server one attempt's descriptors, starting it first when there is none or it

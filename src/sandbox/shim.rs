@@ -281,6 +281,12 @@ fn keep(child: Pid, taken: &SigSet, report: &OwnedFd) -> ! {
     }
     // The agent is gone: nothing it started may outlive it.
     kill_tree(child, &mut ended);
+    // Leave the attempt's group for the server's before reporting: the keeper stays a zombie
+    // until its server reaps it, and a zombie in the group would keep the runner's end of the
+    // attempt (which waits for the group to empty) waiting up to its bound.
+    if let Ok(servers) = nix::unistd::getpgid(Some(nix::unistd::getppid())) {
+        let _ = nix::unistd::setpgid(Pid::from_raw(0), servers);
+    }
     send(
         report,
         match ended {

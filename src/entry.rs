@@ -101,6 +101,8 @@ pub(crate) fn run() -> i32 {
         Command::Mcp => crate::mcp::command::mcp(),
         Command::Skill(crate::cli::SkillCommand::Install(args)) => commands::skill::install(args),
     };
+    // The run's keeper server, if it started one, ends with it (DESIGN §10).
+    crate::sandbox::client::shutdown();
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -47,8 +47,8 @@ pub fn run_from_args() -> i32 {
     entry::run()
 }
 
-/// Run `runner-keeper`, the keeper of one sandboxed attempt (its arguments are written by the
-/// runner, DESIGN §10); never returns. The binary's `main` is this.
+/// Run `runner-keeper`, the sandbox's keeper server (started by the runner with its control
+/// socket on stdin, DESIGN §10); never returns. The binary's `main` is this.
 pub fn keeper_main() -> ! {
     sandbox::keeper::main(std::env::args_os().skip(1))
 }

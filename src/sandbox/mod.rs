@@ -2,12 +2,13 @@
 //! domain that may write only its own area, in a session of its own (no controlling
 //! terminal), kept by a process that ends everything the tree leaves behind ([`shim`]).
 //!
-//! [`keeper::command`] is the one way to start a command confined: the runner spawns the
-//! small keeper program ([`keeper`]), which makes the ruleset, becomes the attempt's keeper
-//! ([`shim`]) and forks the program's process; that process makes itself a session,
-//! restricts itself and execs the program, which (with everything it starts) inherits the
-//! domain. The runner's address space is never copied for it (`posix_spawn`), and the async
-//! runner never restricts itself.
+//! [`client::start`] is the one way to start a command confined: the runner's one keeper
+//! server ([`server`], the small `runner-keeper` program, [`keeper`]) forks the attempt's
+//! keeper, which makes the ruleset, becomes the attempt's keeper ([`shim`]) and forks the
+//! program's process; that process makes itself a session, restricts itself and execs the
+//! program, which (with everything it starts) inherits the domain. What goes over the
+//! attempt's socket: [`wire`]. The runner's address space is never copied for it, no keeper
+//! is exec'd per attempt, and the async runner never restricts itself.
 //!
 //! The ruleset handles every filesystem *write* right of the kernel's ABI (reads and
 //! execution stay open) and allows them beneath the given paths and the usual devices, but
@@ -17,8 +18,11 @@
 //! process outside the teammate's own domain (seen for an unprivileged user; a teammate
 //! running as root could still read another root process's environment in our tests).
 
+pub(crate) mod client;
 pub(crate) mod keeper;
+mod server;
 pub(crate) mod shim;
+mod wire;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -1,44 +1,47 @@
 //! The attempt's keeper under the sandbox, and the confined start of its agent: the only
-//! module of the crate with `unsafe` code (the fork and the system calls around it). The
+//! module of the crate with `unsafe` code (the forks and the system calls around them). The
 //! other hook, [`new_session`], starts an unconfined child in a session of its own.
 //!
 //! The keeper outlives the agent and ends every process the agent's tree started (issue 25,
 //! escape 6: a daemon started with `env -i` lost the attempt's mark and outlived its attempt
-//! and the run). It is a small program of its own, `runner-keeper` ([`super::keeper`]),
-//! which the runner starts with `posix_spawn` as the leader of the attempt's process group;
-//! [`keep_program`] is its work: it forks the agent's process, which confines itself and
-//! execs the agent.
+//! and the run). The runner starts one keeper server per run (`runner-keeper`,
+//! [`super::server`]); for each confined attempt the server forks a keeper
+//! ([`fork_keeper`]), which leads the attempt's process group, and [`keep_program`] is its
+//! work: it forks the agent's process, which confines itself and execs the agent.
 //!
-//! The process tree of one sandboxed attempt:
+//! The process tree of a run with confined attempts:
 //!
 //! ```text
-//! runner ── runner-keeper (posix_spawn'd)     not confined, a child subreaper, leader
-//!             │                               of the group the runner signals, every
-//!             │                               descriptor but /dev/null closed
-//!             └─ agent…  (forked by the keeper: setsid,    a session of its own (no
-//!                         no_new_privs, Landlock, exec)    controlling terminal)
+//! runner ── runner-keeper (the server,        its own group; serves the control socket;
+//!             │  posix_spawn'd once)          exits when the runner's end closes
+//!             ├─ runner-keeper (forked per    not confined, a child subreaper, leader of
+//!             │   attempt: the keeper)        the group the runner signals; stdio /dev/null
+//!             │   └─ agent…  (forked by the keeper: setsid,    a session of its own (no
+//!             │               no_new_privs, Landlock, exec)    controlling terminal)
+//!             └─ …one keeper per running attempt
 //! ```
 //!
-//! The runner resolves the program before it spawns the keeper, so a program that is not
-//! there fails the spawn as it would unconfined (`cannot start ...: No such file or
+//! The runner resolves the program before it asks for the keeper, so a program that is not
+//! there fails the start as it would unconfined (`cannot start ...: No such file or
 //! directory`); one that then cannot be exec'd ends the attempt with exit code 127, and a
 //! sandbox that cannot be enforced with exit code 3, each with a line on its stderr: the
-//! agent never runs unconfined.
+//! agent never runs unconfined. The keeper reports its pid and then how the agent ended on
+//! the attempt's socket ([`super::wire::Report`]).
 //!
 //! Because the keeper is a child subreaper, every process the agent's tree leaves behind —
 //! whatever its environment, session or group — is re-parented to the keeper, never to the
 //! runner or to pid 1; when the agent ends, the keeper kills its remaining children round
-//! after round (the children of a killed process come to it next) and exits as the agent
-//! did. It stays outside the teammate's Landlock domain, so nothing in the domain can signal
-//! it (signals are scoped).
+//! after round (the children of a killed process come to it next) and reports. It stays
+//! outside the teammate's Landlock domain, so nothing in the domain can signal it (signals
+//! are scoped).
 //!
 //! Signals the keeper takes (all blocked and read with `sigwait`, so none ends it):
 //! `SIGTERM`, `SIGINT`, `SIGHUP`, `SIGQUIT` are passed on to the agent's session;
 //! [`KILL_TREE`] (`SIGUSR1`, the runner's "kill now" in place of `SIGKILL`) kills the whole
-//! tree; `SIGCHLD` reaps. Every other signal has its default action (the keeper is exec'd:
-//! none of the runner's handlers). `SIGSTOP`/`SIGCONT` from job control stop and continue the
-//! keeper like any process; the runner sends them to the agent's processes through their
-//! mark.
+//! tree; [`SERVER_GONE`] (`SIGUSR2`, its parent-death signal: the server ended, because the
+//! runner did or it was killed) kills the whole tree and reports [`Report::Lost`];
+//! `SIGCHLD` reaps. `SIGSTOP`/`SIGCONT` from job control stop and continue the keeper like
+//! any process; the runner sends them to the agent's processes through their mark.
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -47,9 +50,15 @@ use nix::libc;
 use nix::sys::signal::{SigHandler, SigSet, Signal, kill, killpg};
 use nix::unistd::{ForkResult, Pid};
 
+use super::wire::Report;
+
 /// The signal the runner sends the keeper instead of `SIGKILL`: kill the agent's whole tree
-/// now, then exit as the agent did (killed).
+/// now, then report how the agent ended (killed).
 pub(crate) const KILL_TREE: Signal = Signal::SIGUSR1;
+
+/// The signal a keeper gets when its server ends (`PR_SET_PDEATHSIG`): the runner is gone
+/// or the server was killed; the keeper kills the attempt's tree and says so ([`Report::Lost`]).
+pub(crate) const SERVER_GONE: Signal = Signal::SIGUSR2;
 
 /// Signals passed on to the agent's session as they arrive.
 const PASSED_ON: [Signal; 4] = [
@@ -66,7 +75,7 @@ const KILL_ROUNDS: usize = 10_000;
 /// The keeper's name in `ps` and `/proc/<pid>/comm` (at most 15 bytes).
 pub(crate) const KEEPER_NAME: &std::ffi::CStr = c"runner-keeper";
 
-/// How the agent ended, to be repeated by the keeper's own exit.
+/// How the agent ended, for the keeper's report to the runner.
 #[derive(Debug, Clone, Copy)]
 enum Ended {
     Code(i32),
@@ -111,34 +120,65 @@ pub(crate) fn new_session(cmd: &mut std::process::Command) {
     }
 }
 
-/// Become the attempt's keeper and start `executable` with `argv` confined by `ruleset` (a
-/// created Landlock ruleset with its rules, [`super::ruleset`]); never returns. Runs in the
-/// keeper program ([`super::keeper`]), a process of its own with one thread. The agent's
-/// process is forked (cheap: the keeper is small), confines itself and execs; one that
-/// cannot be confined or exec'd ends with exit code 3 or 127 and a line on its stderr,
-/// which the keeper repeats as its own exit.
-pub(crate) fn keep_program(ruleset: OwnedFd, executable: &CStr, argv: &[CString]) -> ! {
+/// The keeper server's fork of one attempt's keeper: `None` in the child (the keeper, which
+/// must never return to the server's loop), the keeper's pid in the server.
+///
+/// Errors: the fork failed (out of processes or memory).
+pub(crate) fn fork_keeper() -> nix::Result<Option<Pid>> {
+    // SAFETY: the server has one thread (its program's main), so the child may run any code.
+    #[allow(unsafe_code)]
+    match unsafe { nix::unistd::fork() }? {
+        ForkResult::Child => Ok(None),
+        ForkResult::Parent { child } => Ok(Some(child)),
+    }
+}
+
+/// Own a descriptor the kernel just gave this process with `SCM_RIGHTS` (a `recvmsg` of
+/// the server's or the runner's): nothing else in the process refers to it.
+pub(crate) fn own_received(raw: RawFd) -> OwnedFd {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `raw` was just received; no other owner exists, so it is closed exactly once.
+    #[allow(unsafe_code)]
+    unsafe {
+        OwnedFd::from_raw_fd(raw)
+    }
+}
+
+/// Become the attempt's keeper and start `executable` with `argv` and `env` confined by
+/// `ruleset` (a created Landlock ruleset with its rules, [`super::ruleset`]); never returns.
+/// Runs in a keeper the server forked ([`super::server`]), a process of one thread whose
+/// stdin, stdout and stderr are the agent's. The agent's process is forked (cheap: the
+/// keeper is small), confines itself and execs; one that cannot be confined or exec'd ends
+/// with exit code 3 or 127 and a line on its stderr. How the agent ended goes to `report`.
+pub(crate) fn keep_program(
+    ruleset: OwnedFd,
+    executable: &CStr,
+    argv: &[CString],
+    env: &[CString],
+    report: OwnedFd,
+) -> ! {
     let taken = taken();
     if taken.thread_block().is_err() || nix::sys::prctl::set_child_subreaper(true).is_err() {
         refuse(b"cannot become the attempt's keeper");
     }
-    // SAFETY: the keeper has one thread (its program's main), so the child may run any
-    // code; it only makes system calls and execs or exits.
+    // SAFETY: the keeper has one thread (forked from the server's one), so the child may run
+    // any code; it only makes system calls and execs or exits.
     #[allow(unsafe_code)]
     match unsafe { nix::unistd::fork() } {
         Ok(ForkResult::Child) => {
-            // The keeper's Rust runtime ignores SIGPIPE; the agent gets the default, as
-            // from any spawn of the standard library's.
+            // The Rust runtime ignores SIGPIPE; the agent gets the default, as from any
+            // spawn of the standard library's.
             // SAFETY: SIG_DFL installs no handler.
             #[allow(unsafe_code)]
             let _ = unsafe { nix::sys::signal::signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+            drop(report);
             confine_self(ruleset.as_raw_fd());
-            let Err(err) = nix::unistd::execv(executable, argv);
+            let Err(err) = nix::unistd::execve(executable, argv, env);
             cannot_start(&argv[0], err)
         }
         Ok(ForkResult::Parent { child }) => {
             drop(ruleset);
-            keep(child, &taken)
+            keep(child, &taken, &report)
         }
         Err(_) => refuse(b"cannot fork the agent's process"),
     }
@@ -202,23 +242,20 @@ fn exit_now(code: i32) -> ! {
 /// The signals the keeper takes with `sigwait`.
 fn taken() -> SigSet {
     let mut taken = SigSet::empty();
-    for sig in PASSED_ON.into_iter().chain([KILL_TREE, Signal::SIGCHLD]) {
+    for sig in PASSED_ON
+        .into_iter()
+        .chain([KILL_TREE, SERVER_GONE, Signal::SIGCHLD])
+    {
         taken.add(sig);
     }
     taken
 }
 
-/// The keeper: let go of every descriptor of the runner's (the standard library's exec
-/// report among them, so the runner's spawn returns once the agent has exec'd), then take
-/// signals until the agent ends, kill what its tree left, and exit as it did.
-fn keep(child: Pid, taken: &SigSet) -> ! {
+/// The keeper: hand the agent's stdio back (it holds none of them open), then take signals
+/// until the agent ends, kill what its tree left, tell the runner how the agent ended on
+/// `report`, and exit. When the server ends ([`SERVER_GONE`]), kill the tree and say so.
+fn keep(child: Pid, taken: &SigSet, report: &OwnedFd) -> ! {
     let _ = nix::sys::prctl::set_name(KEEPER_NAME);
-    // SAFETY: close_range(2) closes descriptors; nothing in this process uses those above 2.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::syscall(libc::SYS_close_range, 3, libc::c_uint::MAX, 0);
-    }
-    // stdin, stdout and stderr are the agent's: the keeper holds none of them open.
     if let Ok(null) = nix::fcntl::open(
         c"/dev/null",
         nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
@@ -233,17 +270,37 @@ fn keep(child: Pid, taken: &SigSet) -> ! {
         match taken.wait() {
             Ok(Signal::SIGCHLD) => reap(child, &mut ended),
             Ok(sig) if sig == KILL_TREE => kill_tree(child, &mut ended),
+            Ok(sig) if sig == SERVER_GONE => {
+                kill_tree(child, &mut ended);
+                send(report, Report::Lost);
+                exit_now(0)
+            }
             Ok(sig) => pass_on(child, sig),
             Err(_) => kill_tree(child, &mut ended),
         }
     }
     // The agent is gone: nothing it started may outlive it.
     kill_tree(child, &mut ended);
-    match ended {
-        Some(Ended::Code(code)) => exit_now(code),
-        Some(Ended::Signal(sig)) => die_by(sig),
-        None => exit_now(1),
+    // Leave the attempt's group for the server's before reporting: the keeper stays a zombie
+    // until its server reaps it, and a zombie in the group would keep the runner's end of the
+    // attempt (which waits for the group to empty) waiting up to its bound.
+    if let Ok(servers) = nix::unistd::getpgid(Some(nix::unistd::getppid())) {
+        let _ = nix::unistd::setpgid(Pid::from_raw(0), servers);
     }
+    send(
+        report,
+        match ended {
+            Some(Ended::Code(code)) => Report::Exited(code),
+            Some(Ended::Signal(sig)) => Report::Signalled(sig),
+            None => Report::Exited(1),
+        },
+    );
+    exit_now(0)
+}
+
+/// Write `what` to the runner (a lost runner is no error: nobody is left to tell).
+pub(crate) fn send(report: &OwnedFd, what: Report) {
+    let _ = nix::unistd::write(report, &what.encode());
 }
 
 /// Pass `sig` on to the agent's session (its group, made by `setsid`), or to the agent
@@ -337,16 +394,4 @@ fn kill_tree(child: Pid, ended: &mut Option<Ended>) {
         }
     }
     reap(child, ended);
-}
-
-/// End the keeper by signal `sig`, as the agent ended, so the runner sees a signalled
-/// attempt; exit 128 + `sig` when `sig` does not end a process by default.
-fn die_by(sig: i32) -> ! {
-    if let Ok(signal) = Signal::try_from(sig) {
-        let mut one = SigSet::empty();
-        one.add(signal);
-        let _ = one.thread_unblock();
-        let _ = kill(nix::unistd::getpid(), signal);
-    }
-    exit_now(128 + sig)
 }

@@ -502,6 +502,12 @@ def main():
         with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
             argv0 = f.read().split(b"\0")[0].decode()
         results = {"keeper_exe": os.path.basename(argv0)}
+        # The keeper's parent: the run's keeper server (its pid and program).
+        with open(f"/proc/{os.getppid()}/stat", encoding="utf-8") as f:
+            server = int(f.read().rsplit(")", 1)[1].split()[1])
+        with open(f"/proc/{server}/cmdline", "rb") as f:
+            results["server_exe"] = os.path.basename(f.read().split(b"\0")[0].decode())
+        results["server_pid"] = server
         attempt(results, "home", write_to(os.path.join(os.environ["HOME"], "pwned"), "x"))
         save_attack(results)
         write_report(report())

@@ -45,6 +45,7 @@ mod raw_columns;
 mod regressions;
 mod sandbox;
 mod sandbox_escapes;
+mod sandbox_keeper;
 mod sandbox_verify;
 mod serve;
 mod setup;

@@ -29,6 +29,7 @@ pub(crate) mod descendants;
 pub(crate) mod descriptors;
 mod drain;
 pub(crate) mod job_control;
+mod leader;
 mod live_watch;
 pub(crate) mod orphans;
 pub(crate) mod process;

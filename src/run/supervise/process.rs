@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::capped_log::{Drained, LogFile};
 use super::drain::drain;
+use super::leader::{self, Leader};
 use super::live_watch::LineWatch;
 use super::stdin::Stdin;
 use super::{descendants, descriptors, job_control};
@@ -98,7 +99,7 @@ pub(crate) struct Spawn {
     /// Where the last printed line goes, if anywhere.
     pub activity: Option<ActivitySink>,
     /// With `--sandbox landlock`: the paths the program may write. It is then started
-    /// confined under a keeper ([`crate::sandbox::confine`]); the keeper must outlive the
+    /// confined under a keeper ([`crate::sandbox::client`]); the keeper must outlive the
     /// program to end what it left, so it is sent [`crate::sandbox::shim::KILL_TREE`] where
     /// others get SIGKILL (SIGKILL follows only if it has not exited [`KEEPER_KILL_WAIT`]
     /// later).
@@ -195,14 +196,15 @@ enum StartError {
 
 /// A started child with what the supervisor holds for it.
 struct Started {
-    child: tokio::process::Child,
+    child: Leader,
     registered: Option<descendants::Registered>,
     stdout_file: LogFile,
 }
 
-/// Create the stdout log (unless it is held), open stdin and spawn the child as the leader
-/// of a new process group, marked with `marker`.
-fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
+/// Create the stdout log (unless it is held), open stdin and start the child as the leader
+/// of a new process group, marked with `marker`: spawned by the runner, or under
+/// `--sandbox landlock` forked by the sandbox's keeper server ([`leader::start_confined`]).
+async fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
     let failed = |what: String, e: std::io::Error| {
         if descriptors::exhausted(&e) {
             StartError::Exhausted(format!("{what}: {e}"))
@@ -221,34 +223,28 @@ fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
                 .map_err(|e| failed(format!("cannot create {}", spec.stdout_log.display()), e))?,
         ),
     };
+    if let Some(writes) = &spec.sandbox {
+        // The keeper leads the group and starts the agent in a session of its own; it is
+        // the server's child, registered so that job control stops its group too.
+        let child = leader::start_confined(spec, writes, marker)
+            .await
+            .map_err(|(what, e)| failed(what, e))?;
+        let (child, registered) = descendants::spawn_registered(|| Ok(child), Leader::id)
+            .map_err(|e| failed(String::new(), e))?;
+        return Ok(Started {
+            child,
+            registered,
+            stdout_file,
+        });
+    }
     let stdin = spec.stdin.open().map_err(|(what, e)| failed(what, e))?;
-    let mut cmd = match &spec.sandbox {
-        Some(writes) => crate::sandbox::keeper::command(
-            &spec.program,
-            &spec.args,
-            writes,
-            child_path(spec).as_deref(),
-            &spec.cwd,
-        )
-        .map(tokio::process::Command::from)
-        .map_err(|e| failed(format!("cannot start `{}`", spec.program), e))?,
-        None => {
-            let mut cmd = tokio::process::Command::new(&spec.program);
-            cmd.args(&spec.args);
-            cmd
-        }
-    };
-    cmd.current_dir(&spec.cwd)
+    let mut cmd = tokio::process::Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .current_dir(&spec.cwd)
         .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // Confined, the keeper leads the group and starts the agent in a session of its own.
-    match spec.sandbox {
-        Some(_) => {
-            cmd.process_group(0);
-        }
-        None => super::session::lead_own_group(cmd.as_std_mut()),
-    }
+    super::session::lead_own_group(cmd.as_std_mut());
     for k in &spec.env_unset {
         cmd.env_remove(k);
     }
@@ -259,7 +255,7 @@ fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
     let (child, registered) = descendants::spawn_registered(|| cmd.spawn(), |c| c.id())
         .map_err(|e| failed(format!("cannot start `{}`", spec.program), e))?;
     Ok(Started {
-        child,
+        child: Leader::own(child),
         registered,
         stdout_file,
     })
@@ -280,16 +276,6 @@ fn keeper_not_started(spec: &Spawn, exit_code: Option<i32>) -> Option<ProcessEnd
         .read_to_end(&mut head)
         .ok()?;
     crate::sandbox::keeper::not_started(exit_code, &head).map(ProcessEnd::NotStarted)
-}
-
-/// The `PATH` the child looks its program up in: the one the spawn sets, else the runner's
-/// unless the spawn removes it.
-fn child_path(spec: &Spawn) -> Option<std::ffi::OsString> {
-    match spec.env_set.iter().rev().find(|(k, _)| k == "PATH") {
-        Some((_, v)) => Some(v.clone()),
-        None if spec.env_unset.iter().any(|k| k == "PATH") => None,
-        None => std::env::var_os("PATH"),
-    }
 }
 
 /// First wait after a start failed for want of descriptors or processes; doubled up to
@@ -352,13 +338,7 @@ pub(crate) async fn run(
             .then(|| LineWatch::new(rules.clone(), stream, hits_tx.clone()))
     };
     // The pipes' inodes, to find who holds them after the leader exits.
-    let pipes: Vec<u64> = [
-        child.stdout.as_ref().and_then(descendants::pipe_inode),
-        child.stderr.as_ref().and_then(descendants::pipe_inode),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let pipes = std::mem::take(&mut child.pipes);
     let mut out_task = child.stdout.take().map(|p| {
         tokio::spawn(drain(
             p,
@@ -432,7 +412,7 @@ pub(crate) async fn run(
 /// status, and why the runner was stopping it and since when, if it was.
 async fn until_exit(
     spec: &Spawn,
-    child: &mut tokio::process::Child,
+    child: &mut Leader,
     pgid: Pid,
     marker: &str,
     hits: &mut mpsc::UnboundedReceiver<LiveHit>,
@@ -451,6 +431,7 @@ async fn until_exit(
     // The last live line that did not end the attempt, quoted if it times out.
     let mut last_hit: Option<LiveHit> = None;
     let status = {
+        let reports = child.report_fd();
         let wait = child.wait();
         tokio::pin!(wait);
         loop {
@@ -466,7 +447,7 @@ async fn until_exit(
                         deadline = due;
                         continue;
                     }
-                    if exited_already(pgid) {
+                    if exited_already(pgid) || reports.is_some_and(crate::sandbox::client::reported) {
                         // It ended before its limit while nobody looked: judge it by the
                         // success rule once the wait sees it, not as timed out.
                         deadline = Some(tokio::time::Instant::now() + REAP_GRACE);
@@ -633,7 +614,7 @@ async fn start_patiently(
 ) -> std::result::Result<Started, ProcessEnd> {
     let mut pause = START_RETRY_FIRST;
     loop {
-        match start(spec, marker) {
+        match start(spec, marker).await {
             Ok(started) => return Ok(started),
             Err(StartError::Failed(why)) => return Err(ProcessEnd::NotStarted(why)),
             Err(StartError::Exhausted(why)) => {
@@ -683,6 +664,19 @@ fn ending(
 ) -> (ProcessEnd, Option<i32>) {
     use std::os::unix::process::ExitStatusExt;
     match status {
+        // The sandbox's keeper server ended under a confined attempt (killed, crashed): its
+        // keeper killed the attempt's tree. The runner's own stop, if any, says why first.
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionAborted => match stopping {
+            Some((end, _)) => (end, None),
+            None => (
+                ProcessEnd::Failed {
+                    kind: crate::failure::FailureKind::Setup,
+                    reason: e.to_string(),
+                    retry_after: None,
+                },
+                None,
+            ),
+        },
         Err(e) => (
             ProcessEnd::NotStarted(format!("cannot wait for the process: {e}")),
             None,

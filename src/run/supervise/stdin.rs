@@ -72,19 +72,29 @@ impl Stdin {
     pub(super) fn open(&self) -> Result<Stdio, (String, std::io::Error)> {
         Ok(match self {
             Stdin::Null => Stdio::null(),
+            _ => Stdio::from(self.open_fd()?),
+        })
+    }
+
+    /// The child's stdin, opened as a descriptor (`/dev/null` for [`Stdin::Null`]): what a
+    /// confined attempt hands the keeper server.
+    ///
+    /// Errors: as [`Stdin::open`].
+    pub(super) fn open_fd(&self) -> Result<std::os::fd::OwnedFd, (String, std::io::Error)> {
+        Ok(match self {
+            Stdin::Null => std::fs::File::open("/dev/null")
+                .map_err(|e| ("cannot open /dev/null".to_owned(), e))?
+                .into(),
             #[cfg(test)]
-            Stdin::File(path) => Stdio::from(
-                std::fs::File::open(path)
-                    .map_err(|e| (format!("cannot open {}", path.display()), e))?,
-            ),
-            Stdin::Text(text) => Stdio::from(
-                sealed_text(text)
-                    .map_err(|e| ("cannot hand the prompt over in memory".to_owned(), e))?,
-            ),
-            Stdin::Pipe(text) => Stdio::from(
-                piped_text(text.clone())
-                    .map_err(|e| ("cannot hand the prompt over through a pipe".to_owned(), e))?,
-            ),
+            Stdin::File(path) => std::fs::File::open(path)
+                .map_err(|e| (format!("cannot open {}", path.display()), e))?
+                .into(),
+            Stdin::Text(text) => sealed_text(text)
+                .map_err(|e| ("cannot hand the prompt over in memory".to_owned(), e))?
+                .into(),
+            Stdin::Pipe(text) => piped_text(text.clone())
+                .map_err(|e| ("cannot hand the prompt over through a pipe".to_owned(), e))?
+                .into(),
         })
     }
 }

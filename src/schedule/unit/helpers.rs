@@ -44,7 +44,7 @@ const HELPER_CANCELLED: &str = "interrupted";
 /// shell, in `cwd`, with the attempt's environment, its output in `attempt-N.<name>.log` and
 /// `attempt-N.<name>.stderr.log`, under the attempt's time limit. With `confine` (the paths
 /// it may write), it runs under the sandbox the way an agent does
-/// ([`crate::sandbox::confine`]: a keeper, a Landlock domain of its own, no controlling
+/// ([`crate::sandbox::client`]: a keeper, a Landlock domain of its own, no controlling
 /// terminal, without the variables that lead to unsandboxed servers).
 ///
 /// Errors: a one-line reason naming the command (its exit code and last output line, a

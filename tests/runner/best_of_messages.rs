@@ -1,0 +1,34 @@
+//! What a person reads from best-of-N's commands and refusals (issue 52): whole lines, and a
+//! refusal that names the file, line and column to fix.
+
+use crate::harness::{Sandbox, agent};
+
+/// `runner batch` over `in.csv` (ids in `id`, the task in `task`) with the candidate agent.
+fn batch(sb: &Sandbox, flags: &[&str]) -> crate::harness::Run {
+    let a = agent("candidate_agent.py");
+    let mut all = vec![
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+        "--sandbox",
+        "none",
+    ];
+    all.extend_from_slice(flags);
+    sb.batch(&all, &["python3", &a])
+}
+
+#[test]
+fn runner_pick_prints_whole_lines() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,task\na,C1=ok C2=ok\n");
+    sb.write("instr.md", "Do this: {task}\n");
+    let r = batch(&sb, &["--best-of", "2", "--judge", "person"]);
+    assert_eq!(r.code, 1, "blocked until a person picks: {r:?}");
+    let picked = sb.run(&["pick", "a", "c2"]);
+    assert_eq!(picked.code, 0, "{picked:?}");
+    assert!(
+        picked.stdout.contains("is the winner") && picked.stdout.ends_with('\n'),
+        "the shell's prompt starts on a line of its own: {picked:?}"
+    );
+}

@@ -32,3 +32,20 @@ fn runner_pick_prints_whole_lines() {
         "the shell's prompt starts on a line of its own: {picked:?}"
     );
 }
+
+#[test]
+fn a_fan_out_cell_naming_an_unknown_runner_is_refused_at_its_line_and_column() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,task,fan\na,x,2\nb,y,\"exec,nosuch\"\n");
+    sb.write("instr.md", "Do this: {task}\n");
+    let before = sb.tree();
+    let r = batch(&sb, &["--best-of-column", "fan"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("in.csv:3")
+            && r.stderr.contains("column `fan`")
+            && r.stderr.contains("unknown runner `nosuch`"),
+        "names the file, line, column and the runner: {r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing written");
+}

@@ -49,3 +49,25 @@ fn a_fan_out_cell_naming_an_unknown_runner_is_refused_at_its_line_and_column() {
     );
     assert_eq!(sb.tree(), before, "nothing written");
 }
+
+#[test]
+fn the_dry_runs_totals_count_each_rows_own_fan_out() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,task,fan\na,x,3\nb,y,1\nc,z,2\nd,w,\n");
+    sb.write("instr.md", "Do this: {task}\n");
+    let r = batch(
+        &sb,
+        &["--best-of", "3", "--best-of-column", "fan", "--dry-run"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        !r.stdout.contains("12 candidate(s) in all"),
+        "not every row goes to the batch's 3: {r:?}"
+    );
+    // 3 + 2 + the batch's 3 for the empty cell; b (1) fans out to none.
+    assert!(
+        r.stdout
+            .contains("Best of N in all: 8 candidate(s), at most 8 attempt(s)"),
+        "{r:?}"
+    );
+}

@@ -71,3 +71,24 @@ fn the_dry_runs_totals_count_each_rows_own_fan_out() {
         "{r:?}"
     );
 }
+
+#[test]
+fn runner_show_heads_a_best_of_item_with_its_winner_and_its_prompt() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,task\na,C1=fail C2=ok\n");
+    sb.write("instr.md", "Do this: {task}\n");
+    let r = batch(&sb, &["--best-of", "2", "--jobs", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let show = sb.run(&["show", "a"]);
+    assert_eq!(show.code, 0, "{show:?}");
+    assert!(
+        show.stdout.contains("Item a (teammate 1-a.c2)"),
+        "the winner, not the first candidate to start: {show:?}"
+    );
+    let prompt = show
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Prompt:"))
+        .unwrap_or_default();
+    assert!(prompt.contains("1-a.c2"), "the winner's prompt: {show:?}");
+}

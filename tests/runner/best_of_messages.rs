@@ -92,3 +92,41 @@ fn runner_show_heads_a_best_of_item_with_its_winner_and_its_prompt() {
         .unwrap_or_default();
     assert!(prompt.contains("1-a.c2"), "the winner's prompt: {show:?}");
 }
+
+#[test]
+fn batch_md_naming_an_unknown_runner_in_best_of_is_refused_at_its_line() {
+    let sb = Sandbox::new();
+    let a = agent("candidate_agent.py");
+    sb.write("in.csv", "id,task\na,x\n");
+    sb.write(
+        "BATCH.md",
+        format!(
+            "---\ninput: in.csv\nid_column: id\ncommand: [python3, {a}]\nbest_of: exec,nosuch\n---\nDo {{task}}\n"
+        ),
+    );
+    let before = sb.tree();
+    let r = sb.run(&["batch", "BATCH.md"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("BATCH.md:5") && r.stderr.contains("unknown runner `nosuch`"),
+        "names the file, the line and the runner: {r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing written");
+    // A stage's own list, the same.
+    sb.write(
+        "BATCH.md",
+        format!(
+            "---\ninput: in.csv\nid_column: id\ncommand: [python3, {a}]\nstages:\n  - name: fix\n    instruction: Fix {{task}}\n    best_of: exec,nosuch\n---\n"
+        ),
+    );
+    let before = sb.tree();
+    let r = sb.run(&["batch", "BATCH.md"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("BATCH.md")
+            && r.stderr.contains("stage `fix`")
+            && r.stderr.contains("unknown runner `nosuch`"),
+        "names the file, the stage and the runner: {r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing written");
+}

@@ -130,3 +130,53 @@ fn batch_md_naming_an_unknown_runner_in_best_of_is_refused_at_its_line() {
     );
     assert_eq!(sb.tree(), before, "nothing written");
 }
+
+#[test]
+fn ctrl_c_while_candidates_run_counts_the_item_as_started() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,task\na,C1=hang C2=hang\nb,C1=ok C2=ok\n");
+    let log = sb.join("runs.log");
+    sb.write(
+        "instr.md",
+        format!("Do this: {{task}} LOG={}\n", log.display()),
+    );
+    let a = agent("candidate_agent.py");
+    let run = sb
+        .cmd(&[
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--id-column",
+            "id",
+            "--format",
+            "plain",
+            "--sandbox",
+            "none",
+            "--best-of",
+            "2",
+            "--jobs",
+            "2",
+            "--",
+            "python3",
+            &a,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    crate::harness::wait_for("both candidates of a started", 60, || {
+        sb.join("started-1").exists() && sb.join("started-2").exists()
+    });
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &run.id().to_string()])
+        .status();
+    let r: crate::harness::Run = run.wait_with_output().expect("wait").into();
+    assert_eq!(r.code, 130, "{r:?}");
+    assert!(
+        r.stdout.contains("2 cancelled (1 never started)"),
+        "a ran (its candidates were stopped), b never started: {r:?}"
+    );
+    assert!(sb.live_processes().is_empty(), "{:?}", sb.live_processes());
+}

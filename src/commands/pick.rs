@@ -105,7 +105,7 @@ pub(crate) fn pick(args: PickArgs) -> Result<i32> {
         let _ = std::fs::remove_file(TeammateFolder::new(&dir, &c.teammate).dir().join(MARKER));
     }
     crate::ui::out(format!(
-        "Item {}: candidate c{k} ({}) is the winner. Run the batch again to write its outputs{}.",
+        "Item {}: candidate c{k} ({}) is the winner. Run the batch again to write its outputs{}.\n",
         args.id,
         chosen.teammate,
         if chosen.branch.is_some() {

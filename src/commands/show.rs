@@ -15,17 +15,30 @@ use crate::run::record::workspace::{Found, locate};
 use crate::ui::show::Place;
 
 /// The item `name` names (its id or its teammate's name): its id, its recorded events and
-/// its teammate's name.
+/// its teammate's name (a best-of item's: its winner's, else its first candidate's).
 ///
 /// Errors: no such item in the team (exit 2); its journal or archive cannot be read.
 fn item_events(found: &Found, name: &str) -> Result<(String, Vec<Event>, String)> {
     let named = found.item_named(name)?;
     let teammate = named.as_ref().and_then(|(_, events)| {
-        events.iter().find_map(|e| match e {
-            Event::AttemptStarted { teammate, .. } => Some(teammate.clone()),
-            Event::ItemFinished(o) => Some(o.teammate.clone()),
+        let started: Vec<&String> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::AttemptStarted { teammate, .. } => Some(teammate),
+                _ => None,
+            })
+            .collect();
+        let finished = events.iter().rev().find_map(|e| match e {
+            Event::ItemFinished(o) => Some(&o.teammate),
             _ => None,
-        })
+        });
+        // A best-of item's outcome names its winner, which need not have started first; a
+        // blocked one names the item's own teammate, which never ran: its first candidate.
+        finished
+            .filter(|t| started.contains(t))
+            .or(started.first().copied())
+            .or(finished)
+            .cloned()
     });
     let dir = found.path().display();
     match (named, teammate) {

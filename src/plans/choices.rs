@@ -135,7 +135,7 @@ pub(super) fn column(
 /// row that does; the batch's own (empty cells, no row) first.
 ///
 /// Errors (exit 2, at the row): a best-of cell that is neither a number of candidates nor a
-/// list of runners, or a list beside the row's own runner or model; more than
+/// list of runners, a list naming a runner that does not exist, or a list beside the row's own runner or model; more than
 /// [`CHOICES_MAX`] choices.
 fn chosen(
     files: &CsvBatchFiles,
@@ -168,6 +168,11 @@ fn chosen(
                     crate::shown::terminal_safe(&key.2)
                 ))
             })?;
+            // Each runner of a list must exist; said here, where the row's line is known.
+            for (runner, _) in &fan.runners {
+                crate::agent::definition::load(runner, None, None)
+                    .map_err(|e| at(format!("`{}`: {e}", crate::shown::terminal_safe(&key.2))))?;
+            }
             let own = !key.0.is_empty() || !key.1.is_empty();
             if !fan.runners.is_empty() && own {
                 return Err(at(format!(

@@ -262,15 +262,22 @@ fn seconds<'de, D: Deserializer<'de>>(d: D) -> De<Duration, D::Error> {
     Ok(count(d, 1)?.map(Duration::from_secs))
 }
 
+/// `best_of`: a number, or a list of runners each of which must exist (said here, at the
+/// key's line, rather than when the candidates' profiles are made).
 fn best_of<'de, D: Deserializer<'de>>(d: D) -> De<crate::options::best_of::BestOf, D::Error> {
     let rule = crate::options::best_of::BestOf::RULE;
-    match Value::deserialize(d)? {
-        Value::Null => Ok(None),
-        Value::Number(n) => n.to_string().parse().map(Some),
-        Value::String(s) => s.parse().map(Some),
+    let best_of: crate::options::best_of::BestOf = match Value::deserialize(d)? {
+        Value::Null => return Ok(None),
+        Value::Number(n) => n.to_string().parse(),
+        Value::String(s) => s.parse(),
         _ => Err(rule),
     }
-    .map_err(serde::de::Error::custom)
+    .map_err(serde::de::Error::custom)?;
+    for (runner, _) in &best_of.runners {
+        crate::agent::definition::load(runner, None, None)
+            .map_err(|e| serde::de::Error::custom(format!("candidate {runner}: {e}")))?;
+    }
+    Ok(Some(best_of))
 }
 
 fn on_conflict<'de, D: Deserializer<'de>>(

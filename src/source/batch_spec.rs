@@ -633,7 +633,7 @@ fn stage_retries(at: &At<'_>, v: &Option<Value>) -> Result<Option<u32>> {
     }
 }
 
-/// A stage's `best_of`: a number, or runners as `--best-of` takes them.
+/// A stage's `best_of`: a number, or runners as `--best-of` takes them, each of which exists.
 fn stage_best_of(
     at: &At<'_>,
     v: &Option<Value>,
@@ -644,9 +644,14 @@ fn stage_best_of(
         Some(Value::String(s)) => s.clone(),
         Some(_) => String::new(),
     };
-    text.parse()
-        .map(Some)
-        .map_err(|rule| at(format!("`best_of` {rule}")))
+    let b: crate::options::best_of::BestOf = text
+        .parse()
+        .map_err(|rule| at(format!("`best_of` {rule}")))?;
+    for (r, _) in &b.runners {
+        crate::agent::definition::load(r, None, None)
+            .map_err(|e| at(format!("`best_of` candidate {r}: {e}")))?;
+    }
+    Ok(Some(b))
 }
 
 /// The frontmatter's YAML as a mapping (an empty one for an empty frontmatter).

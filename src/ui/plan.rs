@@ -53,6 +53,8 @@ pub(crate) fn print_plan(
     // Items whose task text cannot be made (a `{file:}` that is not there): they fail at
     // once, and what waits on them (a row's later stages) is skipped.
     let mut failing: Vec<String> = Vec::new();
+    // The candidates and most attempts of the items that fan out, in all.
+    let mut fanned = (0u64, 0u64);
     for item in plan.source.items()? {
         let mut item = item?;
         // An earlier stage's values are known once it ran: shown by name.
@@ -85,6 +87,9 @@ pub(crate) fn print_plan(
             continue;
         }
         let (lines, fails) = item_lines(spec, &item);
+        if let Some((_, candidates, worst)) = fan_out_line(spec, &item) {
+            fanned = (fanned.0 + candidates, fanned.1 + worst);
+        }
         for line in lines {
             let _ = writeln!(out, "{line}");
         }
@@ -94,6 +99,13 @@ pub(crate) fn print_plan(
     }
     if first {
         let _ = writeln!(out, "Items: none");
+    }
+    if fanned.0 > 0 && fan_out_varies(spec) {
+        let _ = writeln!(
+            out,
+            "Best of N in all: {} candidate(s), at most {} attempt(s)",
+            fanned.0, fanned.1
+        );
     }
     if !failing.is_empty() {
         let _ = writeln!(
@@ -167,7 +179,7 @@ fn heading_lines(plan: &Plan, resumed: u64) -> Vec<String> {
         let n = spec.settings.best_of as u64;
         let items = plan.selected - resumed;
         lines.push(format!(
-            "Best of {n}: each item goes to {n} candidates (teammates ITEM.c1 … ITEM.c{n}, each its own folder{}{}), judge {}; {} candidate(s) in all, at most {} attempt(s) (each candidate's attempt counts against --jobs and --max-cost-usd)",
+            "Best of {n}: each item goes to {n} candidates (teammates ITEM.c1 … ITEM.c{n}, each its own folder{}{}), judge {}; {} (each candidate's attempt counts against --jobs and --max-cost-usd)",
             if spec.isolation.is_some() { " and worktree" } else { "" },
             match spec.settings.best_of_runners.is_empty() {
                 true => String::new(),
@@ -188,8 +200,14 @@ fn heading_lines(plan: &Plan, resumed: u64) -> Vec<String> {
                 ),
                 None => spec.settings.judge.word().to_owned(),
             },
-            items * n,
-            items * n * (1 + spec.settings.retries as u64),
+            match fan_out_varies(spec) {
+                true => "rows and stages may choose their own fan-out (see under Items), the totals after the items".to_owned(),
+                false => format!(
+                    "{} candidate(s) in all, at most {} attempt(s)",
+                    items * n,
+                    items * n * (1 + spec.settings.retries as u64)
+                ),
+            },
         ));
     }
     let limits = &spec.settings.limits;
@@ -280,7 +298,7 @@ fn item_lines(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> (Vec<
         format!("  after: {}", item.after.join(", "))
     };
     let mut lines = vec![format!("  {}  (id {}){after}", item.teammate, item.id)];
-    lines.extend(fan_out_line(spec, item));
+    lines.extend(fan_out_line(spec, item).map(|(line, _, _)| line));
     let body = prompt
         .lines()
         .skip_while(|l| !l.starts_with("## Your item"))
@@ -293,8 +311,12 @@ fn item_lines(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> (Vec<
 
 /// An item that fans out (the batch's `--best-of`, its stage's `best_of:`, its row's
 /// `best_of_column` cell): to how many candidates (and their runners), and the most attempts
-/// they make (each candidate's first and every retry).
-fn fan_out_line(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> Option<String> {
+/// they make (each candidate's first and every retry): the line, the candidates and the
+/// attempts.
+fn fan_out_line(
+    spec: &crate::run::RunSpec,
+    item: &crate::item::WorkItem,
+) -> Option<(String, u64, u64)> {
     let s = spec.settings_for(item);
     if s.best_of <= 1 {
         return None;
@@ -319,7 +341,7 @@ fn fan_out_line(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> Opt
             1 + u64::from(spec.settings_for(&c).retries)
         })
         .sum();
-    Some(format!(
+    let line = format!(
         "      best of {}{}: at most {worst} attempt(s), judge {}",
         s.best_of,
         match runners.is_empty() {
@@ -327,7 +349,14 @@ fn fan_out_line(spec: &crate::run::RunSpec, item: &crate::item::WorkItem) -> Opt
             false => format!(" ({})", runners.join(", ")),
         },
         s.judge.word()
-    ))
+    );
+    Some((line, u64::from(s.best_of), worst))
+}
+
+/// Whether an item's fan-out may differ from the batch's: rows choose theirs
+/// (`best_of_column`) or a stage has its own (`best_of:`).
+fn fan_out_varies(spec: &crate::run::RunSpec) -> bool {
+    spec.settings.best_of_column.is_some() || !spec.stages.is_empty()
 }
 
 /// With stages or rows that choose their runner: the chain each row runs, and what each

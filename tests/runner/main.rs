@@ -16,6 +16,7 @@ mod batch_api;
 mod best_of;
 mod best_of_fanout;
 mod best_of_judge_stage;
+mod best_of_messages;
 mod ci;
 mod clis;
 mod context;

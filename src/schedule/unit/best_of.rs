@@ -118,7 +118,9 @@ pub(super) async fn run(
         .collect();
     if interrupted && race.first.is_none() {
         let why = "interrupted while its candidates ran; a resume runs those that did not finish";
-        return cancelled(&item, why, &tx);
+        // The attempts its candidates started: it did start (the summary's "never started").
+        let attempts = race.ended.iter().flatten().map(|o| o.attempts).sum();
+        return cancelled(&item, why, attempts, &tx);
     }
     if let Judge::Score(argv) = &judge {
         for (c, r) in candidates.iter().zip(rows.iter_mut()) {
@@ -145,7 +147,8 @@ pub(super) async fn run(
         StageSaid::Winner(i, rule) => Some((i, rule)),
         StageSaid::Interrupted => {
             let why = "interrupted while its judge stage ran; a resume runs the judge stage again";
-            return cancelled(&item, why, &tx);
+            let attempts = race.ended.iter().flatten().map(|o| o.attempts).sum();
+            return cancelled(&item, why, attempts, &tx);
         }
         StageSaid::Undecided(why) => {
             let name = spec.judge_stage.as_ref().map_or("", |j| j.name.as_str());
@@ -194,15 +197,18 @@ pub(super) async fn run(
 }
 
 /// Send the item's outcome `cancelled`, saying `why` (the run was interrupted before a
-/// winner was known).
-fn cancelled(item: &WorkItem, why: &str, tx: &mpsc::UnboundedSender<Event>) {
-    let outcome = Outcome::not_run(
-        &item.id,
-        &item.teammate,
-        &item.title,
-        ItemStatus::Cancelled,
-        why.to_owned(),
-    );
+/// winner was known), with the `attempts` its candidates made (0 only if none started).
+fn cancelled(item: &WorkItem, why: &str, attempts: u32, tx: &mpsc::UnboundedSender<Event>) {
+    let outcome = Outcome {
+        attempts,
+        ..Outcome::not_run(
+            &item.id,
+            &item.teammate,
+            &item.title,
+            ItemStatus::Cancelled,
+            why.to_owned(),
+        )
+    };
     let _ = tx.send(Event::ItemFinished(Box::new(outcome)));
 }
 

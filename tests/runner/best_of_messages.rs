@@ -1,0 +1,182 @@
+//! What a person reads from best-of-N's commands and refusals (issue 52): whole lines, and a
+//! refusal that names the file, line and column to fix.
+
+use crate::harness::{Sandbox, agent};
+
+/// `runner batch` over `in.csv` (ids in `id`, the task in `task`) with the candidate agent.
+fn batch(sb: &Sandbox, flags: &[&str]) -> crate::harness::Run {
+    let a = agent("candidate_agent.py");
+    let mut all = vec![
+        "--id-column",
+        "id",
+        "--format",
+        "plain",
+        "--sandbox",
+        "none",
+    ];
+    all.extend_from_slice(flags);
+    sb.batch(&all, &["python3", &a])
+}
+
+#[test]
+fn runner_pick_prints_whole_lines() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,task\na,C1=ok C2=ok\n");
+    sb.write("instr.md", "Do this: {task}\n");
+    let r = batch(&sb, &["--best-of", "2", "--judge", "person"]);
+    assert_eq!(r.code, 1, "blocked until a person picks: {r:?}");
+    let picked = sb.run(&["pick", "a", "c2"]);
+    assert_eq!(picked.code, 0, "{picked:?}");
+    assert!(
+        picked.stdout.contains("is the winner") && picked.stdout.ends_with('\n'),
+        "the shell's prompt starts on a line of its own: {picked:?}"
+    );
+}
+
+#[test]
+fn a_fan_out_cell_naming_an_unknown_runner_is_refused_at_its_line_and_column() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,task,fan\na,x,2\nb,y,\"exec,nosuch\"\n");
+    sb.write("instr.md", "Do this: {task}\n");
+    let before = sb.tree();
+    let r = batch(&sb, &["--best-of-column", "fan"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("in.csv:3")
+            && r.stderr.contains("column `fan`")
+            && r.stderr.contains("unknown runner `nosuch`"),
+        "names the file, line, column and the runner: {r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing written");
+}
+
+#[test]
+fn the_dry_runs_totals_count_each_rows_own_fan_out() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,task,fan\na,x,3\nb,y,1\nc,z,2\nd,w,\n");
+    sb.write("instr.md", "Do this: {task}\n");
+    let r = batch(
+        &sb,
+        &["--best-of", "3", "--best-of-column", "fan", "--dry-run"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        !r.stdout.contains("12 candidate(s) in all"),
+        "not every row goes to the batch's 3: {r:?}"
+    );
+    // 3 + 2 + the batch's 3 for the empty cell; b (1) fans out to none.
+    assert!(
+        r.stdout
+            .contains("Best of N in all: 8 candidate(s), at most 8 attempt(s)"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn runner_show_heads_a_best_of_item_with_its_winner_and_its_prompt() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,task\na,C1=fail C2=ok\n");
+    sb.write("instr.md", "Do this: {task}\n");
+    let r = batch(&sb, &["--best-of", "2", "--jobs", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let show = sb.run(&["show", "a"]);
+    assert_eq!(show.code, 0, "{show:?}");
+    assert!(
+        show.stdout.contains("Item a (teammate 1-a.c2)"),
+        "the winner, not the first candidate to start: {show:?}"
+    );
+    let prompt = show
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Prompt:"))
+        .unwrap_or_default();
+    assert!(prompt.contains("1-a.c2"), "the winner's prompt: {show:?}");
+}
+
+#[test]
+fn batch_md_naming_an_unknown_runner_in_best_of_is_refused_at_its_line() {
+    let sb = Sandbox::new();
+    let a = agent("candidate_agent.py");
+    sb.write("in.csv", "id,task\na,x\n");
+    sb.write(
+        "BATCH.md",
+        format!(
+            "---\ninput: in.csv\nid_column: id\ncommand: [python3, {a}]\nbest_of: exec,nosuch\n---\nDo {{task}}\n"
+        ),
+    );
+    let before = sb.tree();
+    let r = sb.run(&["batch", "BATCH.md"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("BATCH.md:5") && r.stderr.contains("unknown runner `nosuch`"),
+        "names the file, the line and the runner: {r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing written");
+    // A stage's own list, the same.
+    sb.write(
+        "BATCH.md",
+        format!(
+            "---\ninput: in.csv\nid_column: id\ncommand: [python3, {a}]\nstages:\n  - name: fix\n    instruction: Fix {{task}}\n    best_of: exec,nosuch\n---\n"
+        ),
+    );
+    let before = sb.tree();
+    let r = sb.run(&["batch", "BATCH.md"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("BATCH.md")
+            && r.stderr.contains("stage `fix`")
+            && r.stderr.contains("unknown runner `nosuch`"),
+        "names the file, the stage and the runner: {r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing written");
+}
+
+#[test]
+fn ctrl_c_while_candidates_run_counts_the_item_as_started() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,task\na,C1=hang C2=hang\nb,C1=ok C2=ok\n");
+    let log = sb.join("runs.log");
+    sb.write(
+        "instr.md",
+        format!("Do this: {{task}} LOG={}\n", log.display()),
+    );
+    let a = agent("candidate_agent.py");
+    let run = sb
+        .cmd(&[
+            "batch",
+            "--input",
+            "in.csv",
+            "--instruction",
+            "instr.md",
+            "--id-column",
+            "id",
+            "--format",
+            "plain",
+            "--sandbox",
+            "none",
+            "--best-of",
+            "2",
+            "--jobs",
+            "2",
+            "--",
+            "python3",
+            &a,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    crate::harness::wait_for("both candidates of a started", 60, || {
+        sb.join("started-1").exists() && sb.join("started-2").exists()
+    });
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &run.id().to_string()])
+        .status();
+    let r: crate::harness::Run = run.wait_with_output().expect("wait").into();
+    assert_eq!(r.code, 130, "{r:?}");
+    assert!(
+        r.stdout.contains("2 cancelled (1 never started)"),
+        "a ran (its candidates were stopped), b never started: {r:?}"
+    );
+    assert!(sb.live_processes().is_empty(), "{:?}", sb.live_processes());
+}

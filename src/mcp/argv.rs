@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser;
 
-use super::params::{BatchParams, BestOfArg, TeamChoice, judge_flag, team_args, write_beside};
+use super::params::{BatchParams, TeamChoice, best_of_flag, judge_flag, team_args, write_beside};
 use crate::cli::{Cli, Command};
 
 /// `runner ARGV` parsed as the CLI parses it.
@@ -54,7 +54,7 @@ pub(crate) fn remove_written(written: &[PathBuf]) {
 /// holds another text (nothing is left written then).
 pub(crate) fn batch_argv(p: &BatchParams, cwd: &Path) -> Result<BatchArgv, String> {
     // Checked before anything is written.
-    let best_of = p.best_of.as_ref().map(BestOfArg::flag).transpose()?;
+    let best_of = p.best_of.as_deref().map(best_of_flag).transpose()?;
     let judge = p.judge.as_deref().map(judge_flag).transpose()?;
     let input = cwd.join(&p.csv_path);
     let output = match &p.output_csv_path {

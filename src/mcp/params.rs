@@ -204,9 +204,11 @@ pub(crate) struct BatchParams {
     /// Give each row to several candidates at once, the winner chosen by `judge` (`runner
     /// batch --best-of`): a number of candidates, 1 to 8 (1: no fan-out), or 2 to 8 runners
     /// as a text `RUNNER[:MODEL],…` (`claude,codex:gpt-5`). In a git repository the
-    /// candidates need worktrees of their own, so there the run is refused.
+    /// candidates need worktrees of their own, so there the run is refused. A string
+    /// (`"3"`), not a number or a string: a client hands the model one plain type per
+    /// argument (Codex passes an `anyOf` on as it is).
     #[serde(default)]
-    pub best_of: Option<BestOfArg>,
+    pub best_of: Option<String>,
     /// How the winner among the candidates that passed is chosen (`runner batch --judge`):
     /// `passing` (the default: the smaller diff, then the lower cost, then the earlier
     /// finish), `first` (the first to pass; the others are stopped), `person` (the item waits
@@ -220,29 +222,15 @@ pub(crate) struct BatchParams {
     pub team: TeamChoice,
 }
 
-/// `batch_run`'s `best_of`: a number of candidates, or a list of runners.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(untagged)]
-pub(crate) enum BestOfArg {
-    /// How many candidates: 1 to 8.
-    Count(u32),
-    /// `RUNNER[:MODEL],…`, or a number as text.
-    Runners(String),
-}
-
-impl BestOfArg {
-    /// The value as `--best-of` takes it, checked as the CLI checks it.
-    ///
-    /// Errors: what is wrong with it, naming `best_of`.
-    pub(crate) fn flag(&self) -> Result<String, String> {
-        let text = match self {
-            BestOfArg::Count(n) => n.to_string(),
-            BestOfArg::Runners(t) => t.trim().to_owned(),
-        };
-        text.parse::<crate::options::best_of::BestOf>()
-            .map(|_| text.clone())
-            .map_err(|rule| format!("`best_of`: `{text}` {rule}"))
-    }
+/// `batch_run`'s `best_of` (`3`, `claude,codex:gpt-5`) as `--best-of` takes it, checked as
+/// the CLI checks it.
+///
+/// Errors: what is wrong with it, naming `best_of`.
+pub(crate) fn best_of_flag(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    text.parse::<crate::options::best_of::BestOf>()
+        .map(|_| text.to_owned())
+        .map_err(|rule| format!("`best_of`: `{text}` {rule}"))
 }
 
 /// `batch_run`'s `judge` as `--judge` takes it, checked as the CLI checks it.
@@ -390,16 +378,12 @@ mod tests {
 
     #[test]
     fn best_of_and_judge_are_checked_as_the_cli_checks_them_naming_the_argument() {
-        assert_eq!(BestOfArg::Count(3).flag(), Ok("3".into()));
+        assert_eq!(best_of_flag("3"), Ok("3".into()));
         assert_eq!(
-            BestOfArg::Runners(" claude,codex:gpt-5 ".into()).flag(),
+            best_of_flag(" claude,codex:gpt-5 "),
             Ok("claude,codex:gpt-5".into())
         );
-        assert!(
-            BestOfArg::Count(0)
-                .flag()
-                .is_err_and(|e| e.starts_with("`best_of`: `0`"))
-        );
+        assert!(best_of_flag("0").is_err_and(|e| e.starts_with("`best_of`: `0`")));
         assert_eq!(
             judge_flag("score make count"),
             Ok("score make count".into())

@@ -523,6 +523,9 @@ fn batch_run_gives_each_row_to_candidates_and_answers_with_each_items_winner() {
             "`best_of`: `9` must be a number of candidates per item, 1 to 8",
         ),
         ("one_runner", "`best_of`: `claude` must be"),
+        // Declared a string (one plain type for the model), so a JSON number is refused by
+        // the schema, naming the argument.
+        ("a_number", "`best_of`: 2 is not of type \"string\""),
         (
             "unknown_judge",
             "`judge`: `fastest` must be passing, first, person",

@@ -34,7 +34,7 @@ processes the scenario leaves. Scenarios:
   page still listens once it has answered.
 - best_of: batch_run with a best_of or judge the CLI would refuse (a number out of range, one
   runner, an unknown judge, `stage NAME`), the files then, and a waited batch_run with
-  `best_of: 2` and `judge: score …` (each candidate's score is its number): its answer.
+  `best_of: "2"` and `judge: score …` (each candidate's score is its number): its answer.
 - progress: a waited batch_run with a progress callback (an item fails while the file
   fail-ITEM is there), then, without that file, the same call again, which resumes the batch:
   the progress notifications each got.
@@ -307,15 +307,16 @@ async def progress(session: ClientSession) -> dict:
 async def best_of(session: ClientSession) -> dict:
     out = {"refused": {}}
     for name, extra in [
-        ("too_many", {"best_of": 9}),
+        ("too_many", {"best_of": "9"}),
+        ("a_number", {"best_of": 2}),
         ("one_runner", {"best_of": "claude"}),
-        ("unknown_judge", {"best_of": 2, "judge": "fastest"}),
-        ("stage_judge", {"best_of": 2, "judge": "stage pick"}),
+        ("unknown_judge", {"best_of": "2", "judge": "fastest"}),
+        ("stage_judge", {"best_of": "2", "judge": "stage pick"}),
     ]:
         call = session.call_tool("batch_run", dict(batch_args(True), **extra))
         out["refused"][name] = await refusal_or_error(call)
     out["files_after_refusals"] = files()
-    judged = dict(batch_args(True), best_of=2, judge="score sh -c 'echo $RUNNER_CANDIDATE'")
+    judged = dict(batch_args(True), best_of="2", judge="score sh -c 'echo $RUNNER_CANDIDATE'")
     out["run"] = answer(await session.call_tool("batch_run", judged))
     return out
 

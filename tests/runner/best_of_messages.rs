@@ -156,8 +156,10 @@ fn ctrl_c_while_candidates_run_counts_the_item_as_started() {
             "none",
             "--best-of",
             "2",
+            // One slot: a candidate of a holds it (input order), so b cannot start
+            // before the interrupt (with two, b's first candidate could take the second).
             "--jobs",
-            "2",
+            "1",
             "--",
             "python3",
             &a,
@@ -166,8 +168,8 @@ fn ctrl_c_while_candidates_run_counts_the_item_as_started() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn");
-    crate::harness::wait_for("both candidates of a started", 60, || {
-        sb.join("started-1").exists() && sb.join("started-2").exists()
+    crate::harness::wait_for("a candidate of a started", 60, || {
+        sb.join("started-1").exists() || sb.join("started-2").exists()
     });
     let _ = std::process::Command::new("kill")
         .args(["-INT", &run.id().to_string()])

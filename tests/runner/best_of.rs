@@ -647,12 +647,7 @@ fn the_live_page_shows_an_items_candidates_the_winner_and_the_rule_in_chromium()
         until(c, "the page to load", "return document.body.dataset.ready === '1';").await;
         let said = js(c, "return document.querySelector('tr[data-id=\"a\"] .said').textContent;").await;
         assert_eq!(said, "2/3 passed, winner c2 — candidate 2 did it");
-        c.find(fantoccini::Locator::Css("tr[data-id=\"a\"]"))
-            .await
-            .expect("row a")
-            .click()
-            .await
-            .expect("click");
+        crate::serve::click_row(c, "a").await;
         until(
             c,
             "a's candidates",

@@ -212,6 +212,26 @@ pub(crate) async fn until(c: &fantoccini::Client, what: &str, script: &str) {
     }
 }
 
+/// Click the row of item `id`. The live page replaces a row when its item changes, so a row
+/// found just before an update is stale by the click: find it again (up to 30 s).
+pub(crate) async fn click_row(c: &fantoccini::Client, id: &str) {
+    let start = Instant::now();
+    loop {
+        let row = c
+            .find(fantoccini::Locator::Css(&format!("tr[data-id=\"{id}\"]")))
+            .await
+            .expect("the row");
+        match row.click().await {
+            Ok(()) => return,
+            Err(e) => assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "clicking row {id}: {e}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A headless Chromium session through the chromedriver on `dport`.
 pub(crate) async fn session(
     dport: u16,
@@ -266,12 +286,7 @@ async fn drive(
     .await;
 
     // Clicking an item shows its log, and the log follows while it runs.
-    c.find(fantoccini::Locator::Css("tr[data-id=\"a\"]"))
-        .await
-        .expect("row a")
-        .click()
-        .await
-        .expect("click");
+    click_row(c, "a").await;
     until(
         c,
         "a's log",
@@ -348,12 +363,7 @@ async fn after_a_reconnect(c: &fantoccini::Client, sb: &Sandbox, port: u16, toke
     js(c, &filter("f-status", "")).await;
 
     // A completed item's folder was compacted: its panel shows the kept end of its log.
-    c.find(fantoccini::Locator::Css("tr[data-id=\"b\"]"))
-        .await
-        .expect("row b")
-        .click()
-        .await
-        .expect("click");
+    click_row(c, "b").await;
     until(
         c,
         "b's compacted log",
@@ -497,12 +507,7 @@ fn the_live_pages_item_panel_shows_the_diff_escaped_in_chromium() {
         c.goto(&url).await.expect("open the page");
         until(c, "the page to load", "return document.body.dataset.ready === '1';").await;
         for id in ["a", "b"] {
-            c.find(fantoccini::Locator::Css(&format!("tr[data-id=\"{id}\"]")))
-                .await
-                .expect("the row")
-                .click()
-                .await
-                .expect("click");
+            click_row(c, id).await;
             until(
                 c,
                 "the item's diff",

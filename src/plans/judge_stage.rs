@@ -98,8 +98,7 @@ pub(super) fn profile(
     if stage.overrides.verify.is_none() {
         p.settings.verify = None;
     }
-    p.settings.best_of = 1;
-    p.settings.best_of_runners.clear();
+    p.settings = p.settings.without_fan_out();
     p.settings.judge = Judge::Passing;
     profiles.push(p);
     Ok(JudgeStage {

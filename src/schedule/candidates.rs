@@ -73,13 +73,12 @@ impl Plan {
                 model: model.clone(),
                 ..Overrides::default()
             };
-            let mut settings = of
+            // A candidate is one teammate: it fans out no further.
+            let settings = of
                 .settings
                 .with_overrides(&o)
-                .map_err(|e| e.within(&whose))?;
-            // A candidate is one teammate: it fans out no further.
-            settings.best_of = 1;
-            settings.best_of_runners.clear();
+                .map_err(|e| e.within(&whose))?
+                .without_fan_out();
             let backend =
                 crate::run::backend::for_settings(&settings).map_err(|e| e.within(&whose))?;
             made.push(u32::try_from(self.spec.profiles.len()).map_err(|_| {

@@ -199,6 +199,14 @@ impl Overrides {
 pub(crate) const UNCONFINED: &str = "a teammate can forge another's verdict or edit the journal";
 
 impl Settings {
+    /// These settings for one teammate that fans out to no candidates: a `--best-of`
+    /// candidate itself, a judge stage, a conflict's resolver (`best_of` 1, no runner list).
+    pub(crate) fn without_fan_out(mut self) -> Settings {
+        self.best_of = 1;
+        self.best_of_runners.clear();
+        self
+    }
+
     /// What running unconfined means, for the run's first line and `--dry-run`; `None` unless
     /// the settled sandbox is none. For a runner that starts a process: why `auto` settled on
     /// none (the plan's reason, which names what to change when the layout is the cause) then

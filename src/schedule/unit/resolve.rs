@@ -53,14 +53,12 @@ impl Plan {
             model: model.clone(),
             ..Default::default()
         };
-        let mut settings = self
+        let settings = self
             .spec
             .settings
             .with_overrides(&o)
-            .map_err(|e| e.within("--on-conflict"))?;
-        // A resolver is one teammate: it fans out to no candidates.
-        settings.best_of = 1;
-        settings.best_of_runners.clear();
+            .map_err(|e| e.within("--on-conflict"))?
+            .without_fan_out();
         let backend =
             crate::run::backend::for_settings(&settings).map_err(|e| e.within("--on-conflict"))?;
         self.spec.profiles.push(crate::run::Profile {

@@ -339,7 +339,13 @@ async def main() -> None:
         command=RUNNER,
         args=["mcp"],
         cwd=str(FOLDER),
-        env={"HOME": str(FOLDER / "home"), "TMPDIR": str(FOLDER / "tmp"), "NO_COLOR": "1"},
+        env={
+            "HOME": str(FOLDER / "home"),
+            "TMPDIR": str(FOLDER / "tmp"),
+            "NO_COLOR": "1",
+            # No repository above the test's folder counts (a stray /tmp/.git).
+            "GIT_CEILING_DIRECTORIES": str(FOLDER.parent),
+        },
     )
     async with stdio_client(server) as (read, write):
         async with ClientSession(read, write) as session:

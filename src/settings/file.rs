@@ -107,6 +107,10 @@ pub(crate) struct FileSettings {
     /// notify command whose program is missing; filled in by the file's reader.
     #[serde(skip)]
     pub notify_at: Option<String>,
+    /// Where `judge` was set (`BATCH.md:7`), for the message about a score judge whose
+    /// program is missing; filled in by the file's reader.
+    #[serde(skip)]
+    pub judge_at: Option<String>,
     /// `order`: `input` or `longest-first` (see `--order`).
     #[serde(default, deserialize_with = "order")]
     pub order: Option<crate::options::order::Order>,
@@ -442,6 +446,9 @@ impl FileSettings {
         })?;
         if read.notify.is_some() {
             read.notify_at = Some(set_at(path, keys.line("notify")));
+        }
+        if read.judge.is_some() {
+            read.judge_at = Some(set_at(path, keys.line("judge")));
         }
         Ok(read)
     }

@@ -767,6 +767,9 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
     if settings.notify.is_some() {
         settings.notify_at = Some(crate::settings::set_at(path, key_line(yaml, "notify")));
     }
+    if settings.judge.is_some() {
+        settings.judge_at = Some(crate::settings::set_at(path, key_line(yaml, "judge")));
+    }
     let warnings = unknown
         .into_iter()
         .filter_map(|p| match p {

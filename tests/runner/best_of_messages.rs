@@ -1,7 +1,7 @@
 //! What a person reads from best-of-N's commands and refusals (issue 52): whole lines, and a
 //! refusal that names the file, line and column to fix.
 
-use crate::harness::{Sandbox, agent};
+use crate::harness::{Sandbox, agent, by_id};
 
 /// `runner batch` over `in.csv` (ids in `id`, the task in `task`) with the candidate agent.
 fn batch(sb: &Sandbox, flags: &[&str]) -> crate::harness::Run {
@@ -181,4 +181,56 @@ fn ctrl_c_while_candidates_run_counts_the_item_as_started() {
         "a ran (its candidates were stopped), b never started: {r:?}"
     );
     assert!(sb.live_processes().is_empty(), "{:?}", sb.live_processes());
+}
+
+/// A score judge whose program is not there (`--judge 'score ./missing.sh'`, or BATCH.md's
+/// `judge:`) is refused before any candidate runs, as a missing agent or verify program is
+/// (exit 3), naming the program and where the judge was set; nothing is written. It used to
+/// run every candidate and then put each out for its score.
+#[test]
+fn a_score_judge_whose_program_is_missing_is_refused_before_anything_runs() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,task\na,C1=ok C2=ok\n");
+    let log = sb.join("runs.log");
+    sb.write(
+        "instr.md",
+        format!("Do this: {{task}} LOG={}\n", log.display()),
+    );
+    let before = sb.tree();
+    let r = batch(&sb, &["--best-of", "2", "--judge", "score ./missing.sh"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr.contains("`./missing.sh` does not exist") && r.stderr.contains("--judge"),
+        "names the program and the flag: {r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing written, no candidate ran");
+    sb.write("score.sh", "#!/bin/sh\necho \"$RUNNER_CANDIDATE\"\n");
+    let before = sb.tree();
+    let r = batch(&sb, &["--best-of", "2", "--judge", "score ./score.sh"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("is not executable"), "{r:?}");
+    assert_eq!(sb.tree(), before, "nothing written, no candidate ran");
+    // BATCH.md's `judge:`, named at its line.
+    let a = agent("candidate_agent.py");
+    sb.write(
+        "BATCH.md",
+        format!(
+            "---\ninput: in.csv\nid_column: id\ncommand: [python3, {a}]\nbest_of: 2\njudge: score ./missing.sh\nsandbox: none\n---\nDo this: {{task}}\n"
+        ),
+    );
+    let before = sb.tree();
+    let r = sb.run(&["batch", "BATCH.md"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr.contains("BATCH.md:6") && r.stderr.contains("`./missing.sh`"),
+        "names the file's line and the program: {r:?}"
+    );
+    assert_eq!(sb.tree(), before, "nothing written, no candidate ran");
+    // Made executable, the same script judges: candidate 2 scores the higher.
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(sb.join("score.sh"), mode).expect("chmod");
+    let r = batch(&sb, &["--best-of", "2", "--judge", "score ./score.sh"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert!(rows["a"]["winner"].starts_with("1-a.c2"), "{r:?}");
 }

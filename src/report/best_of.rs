@@ -39,6 +39,10 @@ pub(crate) struct Candidate {
     pub cost_usd: Option<f64>,
     /// Wall time of its last attempt, seconds.
     pub duration_s: f64,
+    /// Its own attempts, numbered on their own (0 in outcomes written before they were
+    /// kept).
+    #[serde(default)]
+    pub attempts: u32,
     /// When it finished (RFC 3339).
     pub finished_at: String,
     /// `git diff --shortstat` of its branch, with `--isolate worktree`.
@@ -191,6 +195,7 @@ mod tests {
             score: None,
             cost_usd: cost,
             duration_s: 1.0,
+            attempts: 1,
             finished_at: format!("2026-01-01T00:00:0{k}Z"),
             diffstat: diff.map(str::to_owned),
             branch: None,

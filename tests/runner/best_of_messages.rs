@@ -234,3 +234,36 @@ fn a_score_judge_whose_program_is_missing_is_refused_before_anything_runs() {
     let rows = by_id(&sb.join("workers-output.csv"), "id");
     assert!(rows["a"]["winner"].starts_with("1-a.c2"), "{r:?}");
 }
+
+/// The terminal's line of a best-of item names its winner with that candidate's own
+/// attempt: it said `(attempt 3)` — every candidate's attempts summed — for a winner that
+/// ran once beside a candidate that failed twice.
+#[test]
+fn the_finished_line_of_a_best_of_item_carries_its_winners_own_attempt() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,task\na,C1=ok C2=fail\n");
+    sb.write("instr.md", "Do this: {task}\n");
+    let r = batch(&sb, &["--best-of", "2", "--jobs", "2", "--retries", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("COMPLETED"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("1-a.c1") && !line.contains("(attempt"),
+        "c1 won on its first attempt: {r:?}"
+    );
+    let o = crate::best_of::outcome(&sb, "a");
+    assert_eq!(
+        o["attempts"], 3,
+        "the item's attempts are every candidate's: {o}"
+    );
+    let own: Vec<&serde_json::Value> = o["best_of"]["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .map(|c| &c["attempts"])
+        .collect();
+    assert_eq!(own, [1, 2], "each candidate's own: {o}");
+}

@@ -269,14 +269,11 @@ fn seconds<'de, D: Deserializer<'de>>(d: D) -> De<Duration, D::Error> {
 /// `best_of`: a number, or a list of runners each of which must exist (said here, at the
 /// key's line, rather than when the candidates' profiles are made).
 fn best_of<'de, D: Deserializer<'de>>(d: D) -> De<crate::options::best_of::BestOf, D::Error> {
-    let rule = crate::options::best_of::BestOf::RULE;
-    let best_of: crate::options::best_of::BestOf = match Value::deserialize(d)? {
-        Value::Null => return Ok(None),
-        Value::Number(n) => n.to_string().parse(),
-        Value::String(s) => s.parse(),
-        _ => Err(rule),
-    }
-    .map_err(serde::de::Error::custom)?;
+    let Some(best_of) = crate::options::best_of::BestOf::from_value(&Value::deserialize(d)?)
+        .map_err(serde::de::Error::custom)?
+    else {
+        return Ok(None);
+    };
     for (runner, _) in &best_of.runners {
         crate::agent::definition::load(runner, None, None)
             .map_err(|e| serde::de::Error::custom(format!("candidate {runner}: {e}")))?;

@@ -267,3 +267,39 @@ fn the_finished_line_of_a_best_of_item_carries_its_winners_own_attempt() {
         .collect();
     assert_eq!(own, [1, 2], "each candidate's own: {o}");
 }
+
+/// `best_of: [exec, exec]`, a YAML list, means what the comma text `exec,exec` does, in the
+/// frontmatter and in a stage (it was refused: "must be a number … or 2 to 8 runners").
+#[test]
+fn a_yaml_list_of_runners_in_best_of_is_the_comma_text() {
+    let sb = Sandbox::new();
+    let a = agent("candidate_agent.py");
+    sb.write("in.csv", "id,task\na,C1=ok C2=ok\n");
+    let md = |keys: &str| {
+        format!(
+            "---\ninput: in.csv\nid_column: id\ncommand: [python3, {a}]\nsandbox: none\n{keys}---\nDo this: {{task}}\n"
+        )
+    };
+    sb.write("BATCH.md", md("best_of: [exec, exec]\n"));
+    let r = sb.run(&["batch", "BATCH.md", "--format", "plain"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("workers-output.csv"), "id");
+    assert_eq!(rows["a"]["candidates"], "2/2 passed", "{r:?}");
+    let stage = |best_of: &str| {
+        md(&format!(
+            "stages:\n  - name: fix\n    instruction: Fix {{task}}\n    best_of: {best_of}\n"
+        ))
+    };
+    sb.write("BATCH.md", stage("exec,exec"));
+    let text = sb.run(&["batch", "BATCH.md", "--dry-run"]);
+    assert_eq!(text.code, 0, "{text:?}");
+    sb.write("BATCH.md", stage("[exec, exec]"));
+    let list = sb.run(&["batch", "BATCH.md", "--dry-run"]);
+    assert_eq!(list.code, 0, "{list:?}");
+    assert_eq!(list.stdout, text.stdout, "the same plan");
+    // A list of one runner is no fan-out of runners, as the text `exec` is not.
+    sb.write("BATCH.md", md("best_of: [exec]\n"));
+    let one = sb.run(&["batch", "BATCH.md", "--dry-run"]);
+    assert_eq!(one.code, 2, "{one:?}");
+    assert!(one.stderr.contains("BATCH.md:6"), "{one:?}");
+}

@@ -303,3 +303,43 @@ fn a_yaml_list_of_runners_in_best_of_is_the_comma_text() {
     assert_eq!(one.code, 2, "{one:?}");
     assert!(one.stderr.contains("BATCH.md:6"), "{one:?}");
 }
+
+/// `runner show`'s candidate table gives each candidate the time of its last attempt as the
+/// attempts list above it does (it said `0.0s` beside an attempt of 0.22 s: the agent's own
+/// time, one decimal).
+#[test]
+fn runner_shows_each_candidates_time_as_its_attempt_took() {
+    let sb = Sandbox::new();
+    sb.write("in.csv", "id,task\na,C1=ok C2=ok\n");
+    sb.write("instr.md", "Do this: {task}\n");
+    let r = batch(&sb, &["--best-of", "2", "--jobs", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let show = sb.run(&["show", "a"]);
+    assert_eq!(show.code, 0, "{show:?}");
+    // A time as the attempts list writes it: `0.22s`.
+    let time = |w: &str| {
+        w.strip_suffix('s')
+            .is_some_and(|n| n.contains('.') && n.parse::<f64>().is_ok())
+    };
+    for k in ["c1", "c2"] {
+        let words = |prefix: String| -> Vec<&str> {
+            show.stdout
+                .lines()
+                .find(|l| l.trim_start().starts_with(&prefix))
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect()
+        };
+        let attempt = words(format!("{k}/1 "));
+        let row = words(format!("{k} "));
+        let took = attempt
+            .iter()
+            .find(|w| time(w))
+            .expect("the attempt's time");
+        assert_eq!(
+            row.iter().find(|w| time(w)),
+            Some(took),
+            "{k}: the table's time is its attempt's: {show:?}"
+        );
+    }
+}

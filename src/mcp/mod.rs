@@ -316,12 +316,23 @@ impl RunnerTools {
         Ok(answer(move || {
             let view = crate::commands::status::team_status(&args)?;
             let code = view.exit_code();
-            Ok(json!({
+            let s = &view.snapshot;
+            let winners: Vec<Value> = s
+                .finished
+                .iter()
+                .chain(&s.earlier_unfinished)
+                .filter_map(|e| Some(runs::winner_json(&e.id, e.status, e.best_of.as_ref()?)))
+                .collect();
+            let mut answer = json!({
                 "text": view.text,
                 "exit_code": code,
-                "state": view.snapshot.state,
-                "counts": view.snapshot.team_counts(),
-            }))
+                "state": s.state,
+                "counts": s.team_counts(),
+            });
+            if !winners.is_empty() {
+                answer["winners"] = Value::Array(winners);
+            }
+            Ok(answer)
         })
         .await)
     }

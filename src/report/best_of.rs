@@ -112,6 +112,27 @@ impl BestOf {
     pub(crate) fn candidates_text(&self) -> String {
         format!("{}/{} passed", self.passed, self.total)
     }
+
+    /// The fan-out in brief ([`Decided`]).
+    pub(crate) fn decided(&self) -> Decided {
+        Decided {
+            winner: self.winner_text(),
+            rule: self.rule.clone(),
+            candidates: self.candidates_text(),
+        }
+    }
+}
+
+/// A best-of item's fan-out in brief, as `team.json`'s finished items keep it and MCP
+/// `status` and `batch_run`'s waited answer give it (`winners`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Decided {
+    /// `1-a.c2 (claude)` ([`BestOf::winner_text`]); empty when none won.
+    pub winner: String,
+    /// The rule that chose it, or why none did.
+    pub rule: String,
+    /// How many candidates passed: `2/3 passed`.
+    pub candidates: String,
 }
 
 /// The tie rules, in order, after the score: the smaller diff, the lower cost (unknown

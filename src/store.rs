@@ -124,7 +124,7 @@ pub(crate) fn git_root(start: &Path) -> Option<PathBuf> {
 fn git_root_below(start: &Path, ceilings: &[PathBuf]) -> Option<PathBuf> {
     let is_ceiling = |d: &Path| {
         let real = d.canonicalize().unwrap_or_else(|_| d.to_owned());
-        ceilings.iter().any(|c| *c == real)
+        ceilings.contains(&real)
     };
     start
         .ancestors()

@@ -301,7 +301,7 @@ impl RunnerTools {
 
     #[tool(
         title = "Status of a team",
-        description = "The live or last state of a team: counts, running teammates (with what they last said), what failed, and the command that resumes it (as `runner status --brief`). A team whose items failed is a status like any other, not an error.",
+        description = "The live or last state of a team: counts, running teammates (with what they last said), what failed, and the command that resumes it (as `runner status --brief`); for a team run with best_of, each finished item's `winners` entry (winner, rule, how many candidates passed). A team whose items failed is a status like any other, not an error.",
         input_schema = schema::input::<StatusParams>(),
         output_schema = schema::status_output(),
         annotations(read_only_hint = true, open_world_hint = false)

@@ -111,12 +111,56 @@ pub(crate) fn today() -> String {
     jiff::Zoned::now().strftime("%Y-%m-%d").to_string()
 }
 
-/// The git work tree containing `start`, found by walking up to a `.git` entry.
+/// The git work tree containing `start`: the nearest of `start` and its ancestors that holds
+/// a `.git` entry, looking no higher than git itself does — not into a folder named in
+/// `GIT_CEILING_DIRECTORIES`, nor above it ([`ceiling_dirs`]), unless that folder is `start`.
+/// `None` when there is none below the ceiling.
 pub(crate) fn git_root(start: &Path) -> Option<PathBuf> {
+    let ceilings = ceiling_dirs(std::env::var_os("GIT_CEILING_DIRECTORIES").as_deref());
+    git_root_below(start, &ceilings)
+}
+
+/// [`git_root`] with the ceiling folders given (real paths, as [`ceiling_dirs`] makes them).
+fn git_root_below(start: &Path, ceilings: &[PathBuf]) -> Option<PathBuf> {
+    let is_ceiling = |d: &Path| {
+        let real = d.canonicalize().unwrap_or_else(|_| d.to_owned());
+        ceilings.contains(&real)
+    };
     start
         .ancestors()
+        .enumerate()
+        .take_while(|(i, d)| *i == 0 || ceilings.is_empty() || !is_ceiling(d))
+        .map(|(_, d)| d)
         .find(|d| d.join(".git").exists())
         .map(Path::to_owned)
+}
+
+/// The folders of a `GIT_CEILING_DIRECTORIES` value, read as git reads it (git(1),
+/// ENVIRONMENT): colon-separated; a relative entry is ignored; an entry is resolved to its
+/// real path (symlinks followed) and dropped when that fails, except after an empty entry,
+/// from which on entries are taken as written.
+fn ceiling_dirs(value: Option<&std::ffi::OsStr>) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(value) = value else {
+        return Vec::new();
+    };
+    let mut resolve = true;
+    let mut dirs = Vec::new();
+    for entry in value.as_bytes().split(|b| *b == b':') {
+        if entry.is_empty() {
+            resolve = false;
+            continue;
+        }
+        let entry = Path::new(std::ffi::OsStr::from_bytes(entry));
+        if !entry.is_absolute() {
+            continue;
+        }
+        match resolve {
+            true => dirs.extend(entry.canonicalize().ok()),
+            false => dirs.push(entry.to_owned()),
+        }
+    }
+    dirs
 }
 
 /// For a command that only reads (`list`, `status`): the store named by `--store DIR` must be
@@ -693,6 +737,57 @@ mod tests {
         }
         std::fs::write(s.dir.join("todo-x.md"), "").expect("write");
         assert_eq!(s.next_batch_number(), 11);
+    }
+
+    #[test]
+    fn a_git_at_or_above_a_ceiling_folder_is_no_repository() {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(d.path().join(".git")).expect("git");
+        let sub = d.path().join("work/src");
+        std::fs::create_dir_all(&sub).expect("sub");
+        let ceilings = |v: &Path| ceiling_dirs(Some(v.as_os_str()));
+        assert_eq!(git_root_below(&sub, &[]), Some(d.path().to_owned()));
+        // git does not look into the ceiling folder, nor above it.
+        assert_eq!(git_root_below(&sub, &ceilings(d.path())), None);
+        assert_eq!(
+            git_root_below(&sub, &ceilings(&d.path().join("work"))),
+            None
+        );
+        // ... unless the search starts there.
+        assert_eq!(
+            git_root_below(d.path(), &ceilings(d.path())),
+            Some(d.path().to_owned())
+        );
+        // A ceiling below the search's start does not matter.
+        assert_eq!(
+            git_root_below(&sub, &ceilings(&sub.join("deeper"))),
+            Some(d.path().to_owned())
+        );
+        // A ceiling named through a symlink is its real folder.
+        std::os::unix::fs::symlink(d.path().join("work"), d.path().join("link")).expect("ln");
+        assert_eq!(
+            git_root_below(&sub, &ceilings(&d.path().join("link"))),
+            None
+        );
+    }
+
+    #[test]
+    fn ceiling_entries_are_read_as_git_reads_them() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let real = d.path().canonicalize().expect("real");
+        std::os::unix::fs::symlink(&real, d.path().join("link")).expect("ln");
+        let link = d.path().join("link");
+        let value = format!(
+            "relative/dir:{}:/no/such/folder::{}:/no/such/folder",
+            link.display(),
+            link.display()
+        );
+        assert_eq!(
+            ceiling_dirs(Some(std::ffi::OsStr::new(&value))),
+            [real, link, PathBuf::from("/no/such/folder")],
+            "relative entries ignored; resolved (or dropped) before the empty entry, as written after it"
+        );
+        assert!(ceiling_dirs(None).is_empty());
     }
 
     #[test]

@@ -110,8 +110,16 @@ fn retrying_line(teammate: &str, attempt: u32, verdict: &crate::report::Verdict)
 /// item with a branch is not yet what it will be: it shows `TO MERGE` until the queue's
 /// [`merged_line`], or `TO REVIEW`.
 fn finished_line(o: &crate::run::record::outcome::Outcome, merging: &str) -> String {
-    let retries = if o.attempts > 1 {
-        format!(" (attempt {})", o.attempts)
+    // A best-of item's line names its winner: that candidate's own attempt, not the item's
+    // `attempts`, which are every candidate's.
+    let attempts = o
+        .best_of
+        .as_deref()
+        .and_then(|b| b.winning())
+        .filter(|c| c.attempts > 0)
+        .map_or(o.attempts, |c| c.attempts);
+    let retries = if attempts > 1 {
+        format!(" (attempt {attempts})")
     } else {
         String::new()
     };

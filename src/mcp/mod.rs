@@ -301,7 +301,7 @@ impl RunnerTools {
 
     #[tool(
         title = "Status of a team",
-        description = "The live or last state of a team: counts, running teammates (with what they last said), what failed, and the command that resumes it (as `runner status --brief`). A team whose items failed is a status like any other, not an error.",
+        description = "The live or last state of a team: counts, running teammates (with what they last said), what failed, and the command that resumes it (as `runner status --brief`); for a team run with best_of, each finished item's `winners` entry (winner, rule, how many candidates passed). A team whose items failed is a status like any other, not an error.",
         input_schema = schema::input::<StatusParams>(),
         output_schema = schema::status_output(),
         annotations(read_only_hint = true, open_world_hint = false)
@@ -316,12 +316,23 @@ impl RunnerTools {
         Ok(answer(move || {
             let view = crate::commands::status::team_status(&args)?;
             let code = view.exit_code();
-            Ok(json!({
+            let s = &view.snapshot;
+            let winners: Vec<Value> = s
+                .finished
+                .iter()
+                .chain(&s.earlier_unfinished)
+                .filter_map(|e| Some(runs::winner_json(&e.id, e.status, e.best_of.as_ref()?)))
+                .collect();
+            let mut answer = json!({
                 "text": view.text,
                 "exit_code": code,
-                "state": view.snapshot.state,
-                "counts": view.snapshot.team_counts(),
-            }))
+                "state": s.state,
+                "counts": s.team_counts(),
+            });
+            if !winners.is_empty() {
+                answer["winners"] = Value::Array(winners);
+            }
+            Ok(answer)
         })
         .await)
     }

@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use crate::cli::{BatchArgs, ResolveArgs};
 use crate::commands::resolve::{self, Resolved, ResolvedRun};
 use crate::error::{EXIT_INCOMPLETE, Error, Result};
+use crate::report::best_of::Decided;
 use crate::run::backend::Backend;
 use crate::run::events::{Event, Reporter};
 use crate::run::supervise::descendants;
@@ -215,13 +216,19 @@ impl Reporter for Progress {
 /// `candidates` passed. `None` for an item not given to candidates.
 fn winner_of(o: &crate::run::record::outcome::Outcome) -> Option<Value> {
     let b = o.best_of.as_deref()?;
-    Some(json!({
-        "id": o.id,
-        "status": o.status.to_string(),
-        "winner": b.winner_text(),
-        "rule": b.rule,
-        "candidates": b.candidates_text(),
-    }))
+    Some(winner_json(&o.id, o.status, &b.decided()))
+}
+
+/// One of `winners` (`batch_run`'s waited answer, `status`): a best-of item's id, status,
+/// winner, rule and how many candidates passed.
+pub(crate) fn winner_json(id: &str, status: crate::report::ItemStatus, d: &Decided) -> Value {
+    json!({
+        "id": id,
+        "status": status.to_string(),
+        "winner": d.winner,
+        "rule": d.rule,
+        "candidates": d.candidates,
+    })
 }
 
 impl Sink for Progress {

@@ -198,7 +198,8 @@ pub(crate) fn status_output() -> Arc<JsonObject> {
             "text": {"type": "string", "description": "What `runner status --brief` prints."},
             "exit_code": {"type": "integer", "description": "0 while nothing has gone wrong, 1 when an item did not complete."},
             "state": {"type": "string", "description": "running, finished, interrupted, …"},
-            "counts": {"type": "object", "description": "The team's items by status, those a replay left out included (as the text's first line counts them)."}
+            "counts": {"type": "object", "description": "The team's items by status, those a replay left out included (as the text's first line counts them)."},
+            "winners": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "string"}, "status": {"type": "string"}, "winner": {"type": "string"}, "rule": {"type": "string"}, "candidates": {"type": "string"}}}, "description": "A team run with best_of: each finished item the status lists that fanned out — its status, its winner (`1-a.c2 (claude)`; empty when none), the rule that chose it or why none did, and how many candidates passed (`2/3 passed`), as batch_run's waited answer gives them. The `show` tool lists an item's candidates."}
         }),
         &["text", "exit_code"],
     )

@@ -26,6 +26,29 @@ impl BestOf {
         count: 1,
         runners: Vec::new(),
     };
+
+    /// `best_of:` as a file gives it (BATCH.md's frontmatter, a stage, `runner.toml`): a
+    /// number or a text as `--best-of` takes it, or a list of `RUNNER[:MODEL]` texts —
+    /// `[claude, codex]` means `claude,codex`. `None` for an empty value (`best_of:`).
+    ///
+    /// Errors: [`BestOf::RULE`] — anything else, a list item that is not a text or holds a
+    /// comma, or a value whose text is no fan-out.
+    pub(crate) fn from_value(v: &serde_json::Value) -> Result<Option<BestOf>, &'static str> {
+        use serde_json::Value;
+        let text = match v {
+            Value::Null => return Ok(None),
+            Value::Number(n) => n.to_string(),
+            Value::String(s) => s.clone(),
+            Value::Array(items) => items
+                .iter()
+                .map(|i| i.as_str().filter(|s| !s.contains(',')))
+                .collect::<Option<Vec<&str>>>()
+                .ok_or(BestOf::RULE)?
+                .join(","),
+            _ => return Err(BestOf::RULE),
+        };
+        text.parse().map(Some)
+    }
 }
 
 /// A whole number 1 ..= [`MAX_CANDIDATES`], or a comma list of 2 ..= [`MAX_CANDIDATES`]
@@ -174,6 +197,29 @@ mod tests {
             "a,b,c,d,e,f,g,h,i",
         ] {
             assert_eq!(bad.parse::<BestOf>(), Err(BestOf::RULE), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_file_gives_best_of_as_a_number_a_text_or_a_list_of_runners() {
+        use serde_json::json;
+        let two = "claude,codex:gpt-5".parse::<BestOf>().map(Some);
+        assert_eq!(BestOf::from_value(&json!(["claude", "codex:gpt-5"])), two);
+        assert_eq!(BestOf::from_value(&json!("claude, codex:gpt-5")), two);
+        assert_eq!(
+            BestOf::from_value(&json!(3)).map(|b| b.map(|b| b.count)),
+            Ok(Some(3))
+        );
+        assert_eq!(BestOf::from_value(&json!(null)), Ok(None));
+        for bad in [
+            json!(["claude"]),
+            json!([]),
+            json!([2, 3]),
+            json!(["claude,codex", "gemini"]),
+            json!({"claude": 1}),
+            json!(true),
+        ] {
+            assert_eq!(BestOf::from_value(&bad), Err(BestOf::RULE), "{bad}");
         }
     }
 

@@ -39,6 +39,10 @@ pub(crate) struct Candidate {
     pub cost_usd: Option<f64>,
     /// Wall time of its last attempt, seconds.
     pub duration_s: f64,
+    /// Its own attempts, numbered on their own (0 in outcomes written before they were
+    /// kept).
+    #[serde(default)]
+    pub attempts: u32,
     /// When it finished (RFC 3339).
     pub finished_at: String,
     /// `git diff --shortstat` of its branch, with `--isolate worktree`.
@@ -108,6 +112,27 @@ impl BestOf {
     pub(crate) fn candidates_text(&self) -> String {
         format!("{}/{} passed", self.passed, self.total)
     }
+
+    /// The fan-out in brief ([`Decided`]).
+    pub(crate) fn decided(&self) -> Decided {
+        Decided {
+            winner: self.winner_text(),
+            rule: self.rule.clone(),
+            candidates: self.candidates_text(),
+        }
+    }
+}
+
+/// A best-of item's fan-out in brief, as `team.json`'s finished items keep it and MCP
+/// `status` and `batch_run`'s waited answer give it (`winners`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Decided {
+    /// `1-a.c2 (claude)` ([`BestOf::winner_text`]); empty when none won.
+    pub winner: String,
+    /// The rule that chose it, or why none did.
+    pub rule: String,
+    /// How many candidates passed: `2/3 passed`.
+    pub candidates: String,
 }
 
 /// The tie rules, in order, after the score: the smaller diff, the lower cost (unknown
@@ -191,6 +216,7 @@ mod tests {
             score: None,
             cost_usd: cost,
             duration_s: 1.0,
+            attempts: 1,
             finished_at: format!("2026-01-01T00:00:0{k}Z"),
             diffstat: diff.map(str::to_owned),
             branch: None,

@@ -107,6 +107,10 @@ pub(crate) struct FileSettings {
     /// notify command whose program is missing; filled in by the file's reader.
     #[serde(skip)]
     pub notify_at: Option<String>,
+    /// Where `judge` was set (`BATCH.md:7`), for the message about a score judge whose
+    /// program is missing; filled in by the file's reader.
+    #[serde(skip)]
+    pub judge_at: Option<String>,
     /// `order`: `input` or `longest-first` (see `--order`).
     #[serde(default, deserialize_with = "order")]
     pub order: Option<crate::options::order::Order>,
@@ -265,14 +269,11 @@ fn seconds<'de, D: Deserializer<'de>>(d: D) -> De<Duration, D::Error> {
 /// `best_of`: a number, or a list of runners each of which must exist (said here, at the
 /// key's line, rather than when the candidates' profiles are made).
 fn best_of<'de, D: Deserializer<'de>>(d: D) -> De<crate::options::best_of::BestOf, D::Error> {
-    let rule = crate::options::best_of::BestOf::RULE;
-    let best_of: crate::options::best_of::BestOf = match Value::deserialize(d)? {
-        Value::Null => return Ok(None),
-        Value::Number(n) => n.to_string().parse(),
-        Value::String(s) => s.parse(),
-        _ => Err(rule),
-    }
-    .map_err(serde::de::Error::custom)?;
+    let Some(best_of) = crate::options::best_of::BestOf::from_value(&Value::deserialize(d)?)
+        .map_err(serde::de::Error::custom)?
+    else {
+        return Ok(None);
+    };
     for (runner, _) in &best_of.runners {
         crate::agent::definition::load(runner, None, None)
             .map_err(|e| serde::de::Error::custom(format!("candidate {runner}: {e}")))?;
@@ -442,6 +443,9 @@ impl FileSettings {
         })?;
         if read.notify.is_some() {
             read.notify_at = Some(set_at(path, keys.line("notify")));
+        }
+        if read.judge.is_some() {
+            read.judge_at = Some(set_at(path, keys.line("judge")));
         }
         Ok(read)
     }

@@ -197,15 +197,50 @@ pub(super) fn attempts(flags: &RunArgs, file: &FileSettings) -> Result<Attempts>
                 .map_err(|rule| Error::bad_value("--best-of", t, rule))?,
             None => file.best_of.clone().unwrap_or(BestOf::ONE),
         },
-        judge: match &flags.judge {
-            Some(t) => t
-                .parse::<Judge>()
-                .map_err(|rule| Error::bad_value("--judge", t, rule))?,
-            None => file.judge.clone().unwrap_or_default(),
-        },
+        judge: judge(flags, file)?,
         retry_on: retry_on(&flags.retry_on)?,
         retry_delay: parse_duration("--retry-delay", &flags.retry_delay)?,
     })
+}
+
+/// `--judge`, else the file's `judge`, else `passing`. A `score CMD`'s program must be
+/// installed, or name an executable file; a relative path to it is made absolute from the
+/// folder runner was started in, as `--verify`'s is (it runs in each candidate's worktree,
+/// and the user's own copy must run there, not one a candidate could have edited).
+///
+/// Errors: a `--judge` that is no judge (exit 2); a score program that is not found or not
+/// executable (exit 3, as a missing agent or verify program: naming the program as written
+/// and `--judge`, or the file and line of `judge`), before anything is written.
+fn judge(flags: &RunArgs, file: &FileSettings) -> Result<Judge> {
+    let (judge, set_by) = match &flags.judge {
+        Some(t) => (
+            t.parse::<Judge>()
+                .map_err(|rule| Error::bad_value("--judge", t, rule))?,
+            "--judge",
+        ),
+        None => (
+            file.judge.clone().unwrap_or_default(),
+            file.judge_at.as_deref().unwrap_or("judge"),
+        ),
+    };
+    let Judge::Score(mut argv) = judge else {
+        return Ok(judge);
+    };
+    if let Some(first) = argv.first_mut() {
+        let program = super::programs::anchor_program(first.clone());
+        if let Err(Error::ProgramMissing { problem, .. }) =
+            super::programs::check_program(&program, "")
+        {
+            return Err(Error::ProgramMissing {
+                program: std::mem::take(first),
+                problem: format!(
+                    "{problem} (the program of the score judge that {set_by} sets; give one that exists, or a name on PATH)"
+                ),
+            });
+        }
+        *first = program;
+    }
+    Ok(Judge::Score(argv))
 }
 
 /// `--isolate worktree` and what it takes: merging back, files copied into each worktree,

@@ -633,20 +633,18 @@ fn stage_retries(at: &At<'_>, v: &Option<Value>) -> Result<Option<u32>> {
     }
 }
 
-/// A stage's `best_of`: a number, or runners as `--best-of` takes them, each of which exists.
+/// A stage's `best_of`: a number, or runners as `--best-of` takes them (comma text or a
+/// list, [`crate::options::best_of::BestOf::from_value`]), each of which exists.
 fn stage_best_of(
     at: &At<'_>,
     v: &Option<Value>,
 ) -> Result<Option<crate::options::best_of::BestOf>> {
-    let text = match v {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Number(n)) => n.to_string(),
-        Some(Value::String(s)) => s.clone(),
-        Some(_) => String::new(),
+    let Some(v) = v else { return Ok(None) };
+    let Some(b) = crate::options::best_of::BestOf::from_value(v)
+        .map_err(|rule| at(format!("`best_of` {rule}")))?
+    else {
+        return Ok(None);
     };
-    let b: crate::options::best_of::BestOf = text
-        .parse()
-        .map_err(|rule| at(format!("`best_of` {rule}")))?;
     for (r, _) in &b.runners {
         crate::agent::definition::load(r, None, None)
             .map_err(|e| at(format!("`best_of` candidate {r}: {e}")))?;
@@ -766,6 +764,9 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<BatchSpec> {
     })?;
     if settings.notify.is_some() {
         settings.notify_at = Some(crate::settings::set_at(path, key_line(yaml, "notify")));
+    }
+    if settings.judge.is_some() {
+        settings.judge_at = Some(crate::settings::set_at(path, key_line(yaml, "judge")));
     }
     let warnings = unknown
         .into_iter()

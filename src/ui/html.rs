@@ -771,6 +771,7 @@ mod tests {
                 score: None,
                 cost_usd: Some(0.5),
                 duration_s: 2.0,
+                attempts: 1,
                 finished_at: String::new(),
                 diffstat: None,
                 branch: None,

@@ -24,11 +24,44 @@ fn took(from: &str, to: &str) -> Option<String> {
         from.parse::<jiff::Timestamp>().ok()?,
         to.parse::<jiff::Timestamp>().ok()?,
     );
-    let secs = b.duration_since(a).as_secs_f64().max(0.0);
-    Some(match secs < 10.0 {
+    Some(seconds(b.duration_since(a).as_secs_f64()))
+}
+
+/// Seconds as an attempt's time is shown ([`took`]).
+fn seconds(secs: f64) -> String {
+    let secs = secs.max(0.0);
+    match secs < 10.0 {
         true => format!("{secs:.2}s"),
         false => format!("{secs:.0}s"),
-    })
+    }
+}
+
+/// The time of candidate `k`'s last attempt as the attempts list shows it (from its start to
+/// its end, verify and commit included), when `events` have both.
+fn candidate_took(events: &[Event], k: u32) -> Option<String> {
+    let (mut started, mut last) = (None, None);
+    for e in events {
+        match e {
+            Event::AttemptStarted {
+                attempt,
+                at,
+                candidate: Some(c),
+                ..
+            } if *c == k => started = Some((*attempt, at)),
+            Event::AttemptFinished {
+                attempt,
+                at,
+                candidate: Some(c),
+                ..
+            } if *c == k => {
+                last = started
+                    .filter(|(n, _)| n == attempt)
+                    .and_then(|(_, from)| took(from, at));
+            }
+            _ => {}
+        }
+    }
+    last
 }
 
 /// The last `n` lines of the file at `path`, when it can be read.
@@ -116,7 +149,7 @@ pub(crate) fn item(id: &str, place: Place<'_>, events: &[Event]) -> String {
     if let Some(out) = outcome {
         spend(&mut o, out);
         if let Some(b) = &out.best_of {
-            candidates(&mut o, b);
+            candidates(&mut o, b, events);
         }
     }
     prompt(&mut o, id, place);
@@ -285,7 +318,7 @@ fn spend(o: &mut String, out: &Outcome) {
 
 /// `Candidates:` of a `--best-of` item side by side — status, verify, score, cost, time,
 /// diffstat, and why one is out — after the winner and the rule that chose it.
-fn candidates(o: &mut String, b: &crate::report::best_of::BestOf) {
+fn candidates(o: &mut String, b: &crate::report::best_of::BestOf, events: &[Event]) {
     let winner = match b.winner {
         Some(k) => format!("winner c{k}, {}", b.rule),
         None => b.rule.clone(),
@@ -303,12 +336,14 @@ fn candidates(o: &mut String, b: &crate::report::best_of::BestOf) {
             format!("${}", crate::run::record::outcome::usd_text(v))
         });
         let verify = if c.verify.is_empty() { "-" } else { &c.verify };
+        // Its last attempt's time as the attempts list above says it (the outcome's
+        // `duration_s` is the agent's alone, and showed `0.0s` beside a 0.22 s attempt).
+        let time = candidate_took(events, c.candidate).unwrap_or_else(|| seconds(c.duration_s));
         let line = format!(
-            "  {:<4} {:<24} {:<10} {verify:<7} {score:>8} {cost:>10} {:>7.1}s  {}",
+            "  {:<4} {:<24} {:<10} {verify:<7} {score:>8} {cost:>10} {time:>8}  {}",
             format!("c{}", c.candidate),
             c.teammate,
             c.status.to_string(),
-            c.duration_s,
             c.diffstat.as_deref().unwrap_or("-"),
         );
         let _ = writeln!(o, "{}", line.trim_end());

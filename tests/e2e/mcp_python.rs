@@ -550,15 +550,20 @@ fn batch_run_gives_each_row_to_candidates_and_answers_with_each_items_winner() {
     assert_eq!(run["isError"], false, "{run}");
     let s = &run["structured"];
     assert_eq!(s["exit_code"], 0, "{s}");
-    let mut winners: Vec<Value> = s["winners"].as_array().expect("winners").clone();
-    winners.sort_by_key(|w| w["id"].as_str().unwrap_or_default().to_owned());
-    assert_eq!(
-        Value::Array(winners),
-        serde_json::json!([
-            {"id": "a", "status": "completed", "winner": "1-a.c2 (exec)", "rule": "score: score 2 against 1, the highest", "candidates": "2/2 passed"},
-            {"id": "b", "status": "completed", "winner": "2-b.c2 (exec)", "rule": "score: score 2 against 1, the highest", "candidates": "2/2 passed"},
-        ]),
-        "{s}"
-    );
+    let sorted = |v: &Value| {
+        let mut winners: Vec<Value> = v["winners"].as_array().expect("winners").clone();
+        winners.sort_by_key(|w| w["id"].as_str().unwrap_or_default().to_owned());
+        Value::Array(winners)
+    };
+    let decided = serde_json::json!([
+        {"id": "a", "status": "completed", "winner": "1-a.c2 (exec)", "rule": "score: score 2 against 1, the highest", "candidates": "2/2 passed"},
+        {"id": "b", "status": "completed", "winner": "2-b.c2 (exec)", "rule": "score: score 2 against 1, the highest", "candidates": "2/2 passed"},
+    ]);
+    assert_eq!(sorted(s), decided, "{s}");
+    // `status` afterwards names the same winners (through the SDK, which checks the answer
+    // against the tool's output schema).
+    let status = &out["status"];
+    assert_eq!(status["isError"], false, "{status}");
+    assert_eq!(sorted(&status["structured"]), decided, "{status}");
     assert_eq!(statuses(dir.path()), ["completed", "completed"]);
 }

@@ -34,7 +34,8 @@ processes the scenario leaves. Scenarios:
   page still listens once it has answered.
 - best_of: batch_run with a best_of or judge the CLI would refuse (a number out of range, one
   runner, an unknown judge, `stage NAME`), the files then, and a waited batch_run with
-  `best_of: "2"` and `judge: score …` (each candidate's score is its number): its answer.
+  `best_of: "2"` and `judge: score …` (each candidate's score is its number): its answer, and
+  the team's status after it.
 - progress: a waited batch_run with a progress callback (an item fails while the file
   fail-ITEM is there), then, without that file, the same call again, which resumes the batch:
   the progress notifications each got.
@@ -318,6 +319,7 @@ async def best_of(session: ClientSession) -> dict:
     out["files_after_refusals"] = files()
     judged = dict(batch_args(True), best_of="2", judge="score sh -c 'echo $RUNNER_CANDIDATE'")
     out["run"] = answer(await session.call_tool("batch_run", judged))
+    out["status"] = answer(await session.call_tool("status", {"team": "workers-output.csv"}))
     return out
 
 
@@ -339,7 +341,13 @@ async def main() -> None:
         command=RUNNER,
         args=["mcp"],
         cwd=str(FOLDER),
-        env={"HOME": str(FOLDER / "home"), "TMPDIR": str(FOLDER / "tmp"), "NO_COLOR": "1"},
+        env={
+            "HOME": str(FOLDER / "home"),
+            "TMPDIR": str(FOLDER / "tmp"),
+            "NO_COLOR": "1",
+            # No repository above the test's folder counts (a stray /tmp/.git).
+            "GIT_CEILING_DIRECTORIES": str(FOLDER.parent),
+        },
     )
     async with stdio_client(server) as (read, write):
         async with ClientSession(read, write) as session:

@@ -486,6 +486,9 @@ impl Sandbox {
             .env("TMPDIR", root.join("tmp"))
             .env("LANG", "C.UTF-8")
             .env("NO_COLOR", "1")
+            // No repository above the sandbox counts (a stray `/tmp/.git`, or this project's
+            // own for a sandbox under `target/tmp`).
+            .env("GIT_CEILING_DIRECTORIES", root.parent().unwrap_or(root))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

@@ -315,6 +315,42 @@ fn best_of_in_a_repository_without_worktrees_is_refused_before_anything_runs() {
     assert!(sb.read_opt("runs.log").is_none(), "no candidate ran");
 }
 
+/// A `.git` above the run's folder and beyond `GIT_CEILING_DIRECTORIES` is no repository to
+/// the runner, as to git (a `.git` another process made in `/tmp` for a moment refused every
+/// best-of test under `/tmp`); below the ceiling it is one.
+#[test]
+fn a_git_folder_beyond_the_ceiling_does_not_make_the_run_a_repositorys() {
+    let sb = Sandbox::new();
+    std::fs::create_dir(sb.join(".git")).expect(".git");
+    sb.write("work/in.csv", "id,task\na,C1=ok\n");
+    sb.write("work/instr.md", "Do this: {task}\n");
+    let a = agent("candidate_agent.py");
+    let run = |ceiling: &std::path::Path| -> crate::harness::Run {
+        sb.batch_cmd(
+            &["--format", "plain", "--sandbox", "none", "--best-of", "2"],
+            &["python3", &a],
+        )
+        .current_dir(sb.join("work"))
+        .env("GIT_CEILING_DIRECTORIES", ceiling)
+        .output()
+        .expect("spawn runner")
+        .into()
+    };
+    // The ceiling above the sandbox: its `.git` is the run's repository.
+    let seen = run(&sb.ceiling());
+    assert_eq!(seen.code, 2, "{seen:?}");
+    assert!(
+        seen.stderr
+            .contains("the teammates work in a git repository"),
+        "{seen:?}"
+    );
+    // The sandbox itself the ceiling: git, and so the runner, do not look into it.
+    let r = run(sb.path());
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows = by_id(&sb.join("work/workers-output.csv"), "id");
+    assert_eq!(rows["a"]["candidates"], "2/2 passed", "{r:?}");
+}
+
 #[test]
 fn dry_run_shows_the_fan_out_and_its_worst_case_attempts() {
     let sb = Sandbox::new();

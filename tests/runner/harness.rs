@@ -101,7 +101,16 @@ impl Sandbox {
         }
         // Never touch the real ~/.agent-tasks.
         c.env("HOME", self.path().join("home"));
+        c.env("GIT_CEILING_DIRECTORIES", self.ceiling());
         c
+    }
+
+    /// The folder above this sandbox (`/tmp`), which the runner and git must not look into
+    /// for a repository (`GIT_CEILING_DIRECTORIES`): a `.git` another process left in `/tmp`
+    /// or `/` for a moment would make every sandbox look like a repository.
+    pub(crate) fn ceiling(&self) -> PathBuf {
+        let parent = self.path().parent().unwrap_or(self.path());
+        parent.canonicalize().unwrap_or_else(|_| parent.to_owned())
     }
 
     /// The team workspace that stands for `origin` (`<output stem>.runner`, `<store>/teams/T`):

@@ -466,6 +466,55 @@ fn a_branch_left_by_a_removed_workspace_is_never_silently_reused() {
     assert_eq!(parent, head, "the branch starts from the current HEAD");
 }
 
+/// Two batches in one repository whose outputs have the same name share the team, so its
+/// branches: the second one's item fails on the first one's branch, and says to give it an
+/// output of its own (not only to delete the branch, which would drop the other's work);
+/// with one, it completes on its own branches and the first batch's branch is untouched.
+#[test]
+fn a_second_batch_with_the_same_output_name_is_told_to_take_its_own_output() {
+    let sb = repo();
+    let a = agent("edit_agent.py");
+    for dir in ["one", "two"] {
+        sb.write(
+            &format!("{dir}/in.csv"),
+            "id,task\na,EDIT shared.txt=alpha\n",
+        );
+        sb.write(&format!("{dir}/instr.md"), "Do this: {task}\n");
+    }
+    std::fs::write(
+        sb.join(".git/info/exclude"),
+        "in.csv\ninstr.md\nother.csv\n",
+    )
+    .expect("exclude");
+    let run = |dir: &str, extra: &[&str]| -> crate::harness::Run {
+        sb.batch_cmd(&[ISOLATED, extra].concat(), &["python3", &a])
+            .current_dir(sb.join(dir))
+            .output()
+            .expect("spawn runner")
+            .into()
+    };
+    let r = run("one", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let tip = git(sb.path(), &["rev-parse", "runner/workers-output/1-a"]);
+    let r = run("two", &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rows = by_id(&sb.join("two/workers-output.csv"), "id");
+    assert!(
+        rows["a"]["error"].contains("share the team `workers-output`")
+            && rows["a"]["error"].contains("give this batch an output of its own"),
+        "{:?}",
+        rows["a"]
+    );
+    let r = run("two", &["-o", "other.csv"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(git(sb.path(), &["branch", "--list", "runner/other/1-a"]).contains("1-a"));
+    assert_eq!(
+        git(sb.path(), &["rev-parse", "runner/workers-output/1-a"]),
+        tip,
+        "the first batch's work is kept"
+    );
+}
+
 /// A shell agent that records its working folder and arguments in `seen.txt` (in its
 /// worktree, so on its branch) and reports completed; `version` tells the copies apart.
 fn shell_agent(version: &str) -> String {

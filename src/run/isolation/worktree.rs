@@ -298,8 +298,11 @@ impl Isolation {
             )
             .await;
             if !ancestor.ok {
+                // Batches whose outputs share a name share the team, so its branches: deleting
+                // them would drop the other batch's work.
                 return Err(GitError::Failed(format!(
-                    "branch {branch} holds commits from an earlier run; merge or delete it (`git branch -D {branch}`, or `runner clean --force`) and run again"
+                    "branch {branch} holds commits from an earlier run; merge or delete it (`git branch -D {branch}`, or `runner clean --force`) and run again. If another batch in this repository made it (batches whose outputs have the same name share the team `{}` and its branches), keep its work: give this batch an output of its own instead (`-o NAME.csv`, or BATCH.md `output:`), whose name its branches then carry",
+                    self.team
                 )));
             }
             let reset = git(&self.repo, &["branch", "-f", &branch, start], &[]).await;

@@ -518,6 +518,9 @@ pub(crate) struct FinishedEntry {
     pub cost_usd: Option<f64>,
     /// Log path.
     pub log: String,
+    /// A `--best-of` item's winner, the rule that chose it and how many candidates passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_of: Option<crate::report::best_of::Decided>,
 }
 
 impl FinishedEntry {
@@ -538,6 +541,7 @@ impl FinishedEntry {
             failure_kind: o.failure_kind,
             log: o.log.clone(),
             cost_usd: o.cost_usd,
+            best_of: o.best_of.as_deref().map(|b| b.decided()),
         }
     }
 }

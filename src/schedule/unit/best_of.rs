@@ -467,6 +467,7 @@ fn row(spec: &RunSpec, c: &WorkItem, o: Option<&Outcome>, first: Option<u32>) ->
         score: None,
         cost_usd: o.and_then(|o| o.cost_usd),
         duration_s: o.map_or(0.0, |o| o.duration_s),
+        attempts: o.map_or(0, |o| o.attempts),
         finished_at: o.map(|o| o.finished_at.clone()).unwrap_or_default(),
         diffstat: o.and_then(|o| o.diffstat.clone()),
         branch: o.and_then(|o| o.branch.clone()),

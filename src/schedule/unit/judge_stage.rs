@@ -316,6 +316,7 @@ mod tests {
             score: None,
             cost_usd: None,
             duration_s: 1.0,
+            attempts: 1,
             finished_at: String::new(),
             diffstat: None,
             branch: None,

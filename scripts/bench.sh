@@ -163,7 +163,12 @@ note() { results+=("$1"); echo "$1"; }
 # from a folder of their own with the output outside it (the sandbox refuses a workspace
 # its teammates could write); wall and user+sys CPU of the whole process tree, medians of 3
 # runs each. Then the overhead rows (section 1) under --sandbox landlock, the same way,
-# against xargs -P 8 (hyperfine, $RUNS runs).
+# against xargs -P 8 (hyperfine, $RUNS runs), and unconfined (--sandbox none) beside them.
+# Last, the floor (scripts/landlock-floor.c, when a C compiler is there): the CPU any
+# confinement costs per attempt over a plain fork and exec, done by a small C process —
+# confining the agent's process alone, and with a keeper process forked per attempt — and
+# from it the best overhead row possible: the unconfined row + N × floor CPU / 2 cores,
+# over xargs.
 sandbox_section() {
 if [ -x /usr/bin/time ] && "$RUNNER" runners 2>/dev/null | grep -q -- '--sandbox landlock is available'; then
     rows "$N_SANDBOX" sb.csv
@@ -191,17 +196,27 @@ if [ -x /usr/bin/time ] && "$RUNNER" runners 2>/dev/null | grep -q -- '--sandbox
     tail -n +2 sbo.csv > sbo.txt
     printf '%s\n' "cd sb-work && $RUNNER batch --input ../sbo.csv --instruction ../instr.md --id-column id --output \$(mktemp -d -p ../sb-runs)/out.csv --jobs 8 --format plain --sandbox landlock -- ../agent > /dev/null" > run-sb-runner.sh
     printf '%s\n' "xargs -P 8 -n 1 ./agent < sbo.txt" > run-sb-xargs.sh
+    sed 's/--sandbox landlock/--sandbox none/' run-sb-runner.sh > run-sb-none.sh
     if [ $HAVE_TOOLS = 1 ]; then
         hyperfine -N --style none --runs "$RUNS" --warmup 1 --prepare sync --export-json h-sb-runner.json "bash run-sb-runner.sh" >/dev/null
         hyperfine -N --style none --runs "$RUNS" --warmup 1 --prepare sync --export-json h-sb-xargs.json "bash run-sb-xargs.sh" >/dev/null
+        hyperfine -N --style none --runs "$RUNS" --warmup 1 --prepare sync --export-json h-sb-none.json "bash run-sb-none.sh" >/dev/null
         read -r so_med so_min so_max < <(stats h-sb-runner.json)
         read -r sx_med sx_min sx_max < <(stats h-sb-xargs.json)
+        read -r sn_med sn_min sn_max < <(stats h-sb-none.json)
     else
         so_med=$(once bash run-sb-runner.sh); so_min=$so_med; so_max=$so_med
         sx_med=$(once bash run-sb-xargs.sh); sx_min=$sx_med; sx_max=$sx_med
+        sn_med=$(once bash run-sb-none.sh); sn_min=$sn_med; sn_max=$sn_med
     fi
     ratio_sb=$(calc "$so_med / $sx_med" 2)
-    note "overhead under the sandbox: $N_OVERHEAD rows -j8 --sandbox landlock: runner ${so_med}s (${so_min}-${so_max}), xargs ${sx_med}s (${sx_min}-${sx_max}); runner/xargs ${ratio_sb}x"
+    note "overhead under the sandbox: $N_OVERHEAD rows -j8 --sandbox landlock: runner ${so_med}s (${so_min}-${so_max}), xargs ${sx_med}s (${sx_min}-${sx_max}); runner/xargs ${ratio_sb}x; unconfined beside them ${sn_med}s (${sn_min}-${sn_max}), $(calc "$sn_med / $sx_med" 2)x"
+    if cc -O2 -o landlock-floor "$ROOT/scripts/landlock-floor.c" 2>/dev/null; then
+        floor_out=$(./landlock-floor "$N_SANDBOX" 3 "$WORK/agent" < /dev/null)
+        floor_ms=$(printf '%s\n' "$floor_out" | awk '$1 == "ruleset" {print $NF}')
+        keeper_ms=$(printf '%s\n' "$floor_out" | awk '$1 == "keeper" {print $NF}')
+        note "the floor per confined attempt, CPU over a plain fork and exec: ${floor_ms} ms confining the agent's process, ${keeper_ms} ms with a keeper forked per attempt; best overhead row possible: $(calc "($sn_med + $N_OVERHEAD * $floor_ms / 1000 / 2) / $sx_med" 2)x (with a keeper per attempt: $(calc "($sn_med + $N_OVERHEAD * $keeper_ms / 1000 / 2) / $sx_med" 2)x)"
+    fi
 else
     sn_wall=-; sn_cpu=-; sl_wall=-; sl_cpu=-; sb_wall_ms=-; sb_cpu_ms=-
     so_med=-; so_min=-; so_max=-; sx_med=-; sx_min=-; sx_max=-; ratio_sb=-

@@ -59,7 +59,9 @@ pub(crate) struct Confined<'a> {
 
 /// A confined attempt's keeper, started by the server: the leader of the attempt's process
 /// group (the runner signals it as it signals an unconfined leader), and the socket its
-/// reports come on.
+/// reports come on. Dropping it closes the socket, which tells the keeper the runner is done
+/// with the attempt: the keeper then serves another, leading a group of the same id, so it
+/// is dropped only after the runner's last signal to the attempt's group and pid.
 #[derive(Debug)]
 pub(crate) struct Kept {
     pid: u32,

@@ -3,12 +3,14 @@
 //! terminal), kept by a process that ends everything the tree leaves behind ([`shim`]).
 //!
 //! [`client::start`] is the one way to start a command confined: the runner's one keeper
-//! server ([`server`], the small `runner-keeper` program, [`keeper`]) forks the attempt's
-//! keeper, which makes the ruleset, becomes the attempt's keeper ([`shim`]) and forks the
-//! program's process; that process makes itself a session, restricts itself and execs the
-//! program, which (with everything it starts) inherits the domain. What goes over the
-//! attempt's socket: [`wire`]. The runner's address space is never copied for it, no keeper
-//! is exec'd per attempt, and the async runner never restricts itself.
+//! server ([`server`], the small `runner-keeper` program, [`keeper`]) hands the attempt to
+//! a keeper it forked (one that waits for work, else a new one: a keeper serves one attempt
+//! after another), which makes the ruleset, becomes the attempt's keeper ([`shim`]) and
+//! forks the program's process; that process makes itself a session, restricts itself and
+//! execs the program, which (with everything it starts) inherits the domain. What goes over
+//! the attempt's socket: [`wire`]. The runner's address space is never copied for it, no
+//! keeper is exec'd (nor, mostly, forked) per attempt, and neither the async runner nor a
+//! keeper ever restricts itself.
 //!
 //! The ruleset handles every filesystem *write* right of the kernel's ABI (reads and
 //! execution stay open) and allows them beneath the given paths and the usual devices, but
@@ -25,11 +27,11 @@ pub(crate) mod shim;
 mod wire;
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use landlock::{
-    ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    Scope, path_beneath_rules,
+    ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetError, Scope, path_beneath_rules,
 };
 
 use crate::error::{Error, Result};
@@ -269,10 +271,27 @@ fn granted(abi: ABI) -> landlock::BitFlags<AccessFs> {
     AccessFs::from_write(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev)
 }
 
+/// The [`DEVICES`] that exist, each opened (`O_PATH`, close-on-exec) once per process with
+/// whether it is a folder: the keeper server opens them before it forks a keeper, and every
+/// ruleset takes its device rules from them (no lookups per attempt).
+pub(crate) fn devices() -> &'static [(PathFd, bool)] {
+    static OPEN: std::sync::OnceLock<Vec<(PathFd, bool)>> = std::sync::OnceLock::new();
+    OPEN.get_or_init(|| {
+        DEVICES
+            .iter()
+            .filter_map(|d| {
+                let folder = std::fs::metadata(d).ok()?.is_dir();
+                Some((PathFd::new(d).ok()?, folder))
+            })
+            .collect()
+    })
+}
+
 /// The Landlock ruleset of a teammate that may write beneath `writes` (and [`DEVICES`]),
 /// created with its rules, not yet enforced: the descriptor [`shim`] restricts the agent's
 /// process with. Every right of the newest ABI both the kernel and the crate know is
-/// required (none is dropped silently).
+/// required (none is dropped silently). Paths of `writes` that cannot be opened (missing)
+/// are skipped.
 ///
 /// Errors: no Landlock or an ABI older than [`MIN_ABI`], or the kernel refused the ruleset.
 fn ruleset(writes: &[PathBuf]) -> std::result::Result<std::os::fd::OwnedFd, String> {
@@ -282,18 +301,20 @@ fn ruleset(writes: &[PathBuf]) -> std::result::Result<std::os::fd::OwnedFd, Stri
         .into_iter()
         .find(|a| (*a as i32) <= abi.unwrap_or(0))
         .ok_or("no Landlock ABI this build knows")?;
-    let existing: Vec<&Path> = writes
-        .iter()
-        .map(PathBuf::as_path)
-        .chain(DEVICES.iter().map(Path::new))
-        .filter(|p| p.exists())
-        .collect();
+    let device_rules = devices().iter().map(|(fd, folder)| {
+        let access = match folder {
+            true => granted(abi),
+            false => granted(abi) & AccessFs::from_file(abi),
+        };
+        Ok::<_, RulesetError>(PathBeneath::new(fd, access))
+    });
     let created = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_write(abi))
         .and_then(|r| r.scope(Scope::from_all(abi)))
         .and_then(|r| r.create())
-        .and_then(|r| r.add_rules(path_beneath_rules(existing, granted(abi))))
+        .and_then(|r| r.add_rules(path_beneath_rules(writes, granted(abi))))
+        .and_then(|r| r.add_rules(device_rules))
         .map_err(|e| format!("cannot set up the Landlock sandbox: {e}"))?;
     Option::<std::os::fd::OwnedFd>::from(created)
         .ok_or_else(|| "the Landlock sandbox cannot be fully enforced here".to_string())

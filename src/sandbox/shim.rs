@@ -5,8 +5,9 @@
 //! The keeper outlives the agent and ends every process the agent's tree started (issue 25,
 //! escape 6: a daemon started with `env -i` lost the attempt's mark and outlived its attempt
 //! and the run). The runner starts one keeper server per run (`runner-keeper`,
-//! [`super::server`]); for each confined attempt the server forks a keeper
-//! ([`fork_keeper`]), which leads the attempt's process group, and [`keep_program`] is its
+//! [`super::server`]); each confined attempt goes to a keeper the server forked
+//! ([`fork_keeper`]) — one that waits for work (a keeper serves one attempt after another),
+//! else a new one — which leads the attempt's process group, and [`keep_program`] is its
 //! work: it forks the agent's process, which confines itself and execs the agent.
 //!
 //! The process tree of a run with confined attempts:
@@ -14,11 +15,11 @@
 //! ```text
 //! runner ── runner-keeper (the server,        its own group; serves the control socket;
 //!             │  posix_spawn'd once)          exits when the runner's end closes
-//!             ├─ runner-keeper (forked per    not confined, a child subreaper, leader of
-//!             │   attempt: the keeper)        the group the runner signals; stdio /dev/null
+//!             ├─ runner-keeper (a keeper,     not confined, a child subreaper, leader of
+//!             │   forked by the server)       the group the runner signals; stdio /dev/null
 //!             │   └─ agent…  (forked by the keeper: setsid,    a session of its own (no
 //!             │               no_new_privs, Landlock, exec)    controlling terminal)
-//!             └─ …one keeper per running attempt
+//!             └─ …one keeper per running attempt, and those waiting for the next
 //! ```
 //!
 //! The runner resolves the program before it asks for the keeper, so a program that is not
@@ -31,7 +32,8 @@
 //! Because the keeper is a child subreaper, every process the agent's tree leaves behind —
 //! whatever its environment, session or group — is re-parented to the keeper, never to the
 //! runner or to pid 1; when the agent ends, the keeper kills its remaining children round
-//! after round (the children of a killed process come to it next) and reports. It stays
+//! after round (the children of a killed process come to it next) and reports; only a
+//! keeper whose tree is empty serves another attempt. It stays
 //! outside the teammate's Landlock domain, so nothing in the domain can signal it (signals
 //! are scoped).
 //!
@@ -41,7 +43,8 @@
 //! tree; [`SERVER_GONE`] (`SIGUSR2`, its parent-death signal: the server ended, because the
 //! runner did or it was killed) kills the whole tree and reports [`Report::Lost`];
 //! `SIGCHLD` reaps. `SIGSTOP`/`SIGCONT` from job control stop and continue the keeper like
-//! any process; the runner sends them to the agent's processes through their mark.
+//! any process; the runner sends them to the agent's processes through their mark. Those
+//! still pending when an attempt is over are discarded before the next ([`forget_pending`]).
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -145,18 +148,22 @@ pub(crate) fn own_received(raw: RawFd) -> OwnedFd {
 }
 
 /// Become the attempt's keeper and start `executable` with `argv` and `env` confined by
-/// `ruleset` (a created Landlock ruleset with its rules, [`super::ruleset`]); never returns.
-/// Runs in a keeper the server forked ([`super::server`]), a process of one thread whose
-/// stdin, stdout and stderr are the agent's. The agent's process is forked (cheap: the
-/// keeper is small), confines itself and execs; one that cannot be confined or exec'd ends
-/// with exit code 3 or 127 and a line on its stderr. How the agent ended goes to `report`.
+/// `ruleset` (a created Landlock ruleset with its rules, [`super::ruleset`]); returns once
+/// the agent has ended, its tree is killed and the last report is sent on `report`: `true`
+/// when nothing of the tree is left, so the keeper may serve another attempt. Runs in a
+/// keeper of the server's ([`super::server`]), a process of one thread whose stdin, stdout
+/// and stderr are the agent's (they are `/dev/null` again when it returns). The agent's
+/// process is forked (cheap: the keeper is small), confines itself and execs; one that
+/// cannot be confined or exec'd ends with exit code 3 or 127 and a line on its stderr. When
+/// the server ends meanwhile ([`SERVER_GONE`]) the keeper kills the tree, reports
+/// [`Report::Lost`] and exits.
 pub(crate) fn keep_program(
     ruleset: OwnedFd,
     executable: &CStr,
     argv: &[CString],
     env: &[CString],
-    report: OwnedFd,
-) -> ! {
+    report: &OwnedFd,
+) -> bool {
     let taken = taken();
     if taken.thread_block().is_err() || nix::sys::prctl::set_child_subreaper(true).is_err() {
         refuse(b"cannot become the attempt's keeper");
@@ -171,14 +178,14 @@ pub(crate) fn keep_program(
             // SAFETY: SIG_DFL installs no handler.
             #[allow(unsafe_code)]
             let _ = unsafe { nix::sys::signal::signal(Signal::SIGPIPE, SigHandler::SigDfl) };
-            drop(report);
+            // The attempt's socket is close-on-exec: the agent never holds it.
             confine_self(ruleset.as_raw_fd());
             let Err(err) = nix::unistd::execve(executable, argv, env);
             cannot_start(&argv[0], err)
         }
         Ok(ForkResult::Parent { child }) => {
             drop(ruleset);
-            keep(child, &taken, &report)
+            keep(child, &taken, report)
         }
         Err(_) => refuse(b"cannot fork the agent's process"),
     }
@@ -252,9 +259,10 @@ fn taken() -> SigSet {
 }
 
 /// The keeper: hand the agent's stdio back (it holds none of them open), then take signals
-/// until the agent ends, kill what its tree left, tell the runner how the agent ended on
-/// `report`, and exit. When the server ends ([`SERVER_GONE`]), kill the tree and say so.
-fn keep(child: Pid, taken: &SigSet, report: &OwnedFd) -> ! {
+/// until the agent ends, kill what its tree left and tell the runner how the agent ended on
+/// `report`; `true` when the tree is empty. When the server ends ([`SERVER_GONE`]), kill
+/// the tree, say so and exit.
+fn keep(child: Pid, taken: &SigSet, report: &OwnedFd) -> bool {
     let _ = nix::sys::prctl::set_name(KEEPER_NAME);
     if let Ok(null) = nix::fcntl::open(
         c"/dev/null",
@@ -269,21 +277,26 @@ fn keep(child: Pid, taken: &SigSet, report: &OwnedFd) -> ! {
     while ended.is_none() {
         match taken.wait() {
             Ok(Signal::SIGCHLD) => reap(child, &mut ended),
-            Ok(sig) if sig == KILL_TREE => kill_tree(child, &mut ended),
+            Ok(sig) if sig == KILL_TREE => {
+                kill_tree(child, &mut ended);
+            }
             Ok(sig) if sig == SERVER_GONE => {
                 kill_tree(child, &mut ended);
                 send(report, Report::Lost);
                 exit_now(0)
             }
             Ok(sig) => pass_on(child, sig),
-            Err(_) => kill_tree(child, &mut ended),
+            Err(_) => {
+                kill_tree(child, &mut ended);
+            }
         }
     }
     // The agent is gone: nothing it started may outlive it.
-    kill_tree(child, &mut ended);
-    // Leave the attempt's group for the server's before reporting: the keeper stays a zombie
-    // until its server reaps it, and a zombie in the group would keep the runner's end of the
-    // attempt (which waits for the group to empty) waiting up to its bound.
+    let emptied = kill_tree(child, &mut ended);
+    // Leave the attempt's group for the server's before reporting: the runner's end of the
+    // attempt waits for the group to empty (a keeper still in it, waiting for its next
+    // attempt or a zombie its server has not reaped, would keep it waiting up to its bound),
+    // and kills the group once more after the attempt.
     if let Ok(servers) = nix::unistd::getpgid(Some(nix::unistd::getppid())) {
         let _ = nix::unistd::setpgid(Pid::from_raw(0), servers);
     }
@@ -295,7 +308,29 @@ fn keep(child: Pid, taken: &SigSet, report: &OwnedFd) -> ! {
             None => Report::Exited(1),
         },
     );
-    exit_now(0)
+    emptied
+}
+
+/// Discard the keeper's signals that are pending (blocked, never taken): those sent for an
+/// attempt that has ended — a late [`KILL_TREE`] or `SIGTERM` of the runner's, a
+/// `SIGCHLD` — must not reach the next one. `true` when [`SERVER_GONE`] was among them.
+pub(crate) fn forget_pending() -> bool {
+    let taken = taken();
+    let now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let mut gone = false;
+    loop {
+        // SAFETY: sigtimedwait(2) reads the set and the zero timeout from this frame and is
+        // given no info to write.
+        #[allow(unsafe_code)]
+        let sig = unsafe { libc::sigtimedwait(taken.as_ref(), std::ptr::null_mut(), &now) };
+        if sig <= 0 {
+            return gone;
+        }
+        gone |= sig == SERVER_GONE as i32;
+    }
 }
 
 /// Write `what` to the runner (a lost runner is no error: nobody is left to tell).
@@ -380,10 +415,13 @@ fn kill_children() -> usize {
 
 /// Kill every process of the tree: the keeper's children, then the children they leave it,
 /// round after round, reaping each (and noting the agent's end when it is among them).
-fn kill_tree(child: Pid, ended: &mut Option<Ended>) {
+/// `true` when a round found no child left (`false`: the rounds ran out).
+fn kill_tree(child: Pid, ended: &mut Option<Ended>) -> bool {
+    let mut emptied = false;
     for _ in 0..KILL_ROUNDS {
         let killed = kill_children();
         if killed == 0 {
+            emptied = true;
             break;
         }
         for _ in 0..killed {
@@ -394,4 +432,5 @@ fn kill_tree(child: Pid, ended: &mut Option<Ended>) {
         }
     }
     reap(child, ended);
+    emptied
 }

@@ -501,7 +501,7 @@ def main():
         # not read its /proc/PID/exe) and whether it may write HOME.
         with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
             argv0 = f.read().split(b"\0")[0].decode()
-        results = {"keeper_exe": os.path.basename(argv0)}
+        results = {"keeper_exe": os.path.basename(argv0), "keeper_pid": os.getppid()}
         # The keeper's parent: the run's keeper server (its pid and program).
         with open(f"/proc/{os.getppid()}/stat", encoding="utf-8") as f:
             server = int(f.read().rsplit(")", 1)[1].split()[1])

@@ -1,7 +1,8 @@
-//! The sandbox's keeper server (issue 49: one small process per run forks the keeper of each
-//! confined attempt): teammates it keeps stay apart, a runner killed with `kill -9` leaves
-//! nothing of its run alive (the server, its keepers, their agents), and a server killed
-//! under running attempts fails them with a clear kind and the run ends.
+//! The sandbox's keeper server (issue 49: one small process per run hands each confined
+//! attempt to a keeper it forked, which serves one attempt after another): teammates it
+//! keeps stay apart, also one after another under one keeper, a runner killed with
+//! `kill -9` leaves nothing of its run alive (the server, its keepers, their agents), and a
+//! server killed under running attempts fails them with a clear kind and the run ends.
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::harness::{landlock_or_skip, wait_for};
-use crate::sandbox::{assert_no_survivors, attack, layout, rows, run, run_cmd};
+use crate::sandbox::{assert_no_survivors, attack, layout, rows, run, run_cmd, workspace};
 
 /// The fake agents of a sandbox that are running (`hang` mode), by their command line (not
 /// the runner's, nor a keeper's that names the agent in its arguments).
@@ -88,6 +89,71 @@ fn teammates_kept_by_one_server_still_cannot_write_each_others_folders() {
         assert_eq!(p["home"], "EACCES", "{p:?}");
     }
     assert_eq!(p1["server_pid"], p2["server_pid"], "one server for the run");
+    assert_no_survivors(&sb);
+}
+
+/// One slot, four confined attempts in a row, all kept by one keeper (issue 49: a keeper
+/// serves one attempt after another, so an attempt costs no fork and exit of a keeper): the
+/// first leaves a daemon that dropped its mark, which is dead when the run ends and could not
+/// kill the keeper; the second ignores SIGTERM and is killed at its time limit; the next two,
+/// under the same keeper, complete (nothing sent to the killed one reaches them) and may
+/// still not write HOME.
+#[test]
+fn one_keeper_serves_attempts_one_after_another_and_nothing_of_one_reaches_the_next() {
+    if !landlock_or_skip("keeper server: one keeper, attempts in a row") {
+        return;
+    }
+    let sb = layout(&[
+        ("a", "env_i_daemon"),
+        ("b", "ignore_term"),
+        ("c", "keeper_probe"),
+        ("d", "keeper_probe"),
+    ]);
+    let r = run(
+        &sb,
+        &[
+            "--jobs",
+            "1",
+            "--timeout",
+            "4s",
+            "--grace",
+            "1s",
+            "--retries",
+            "0",
+        ],
+    );
+    assert_eq!(r.code, 1, "b timed out: {r:?}");
+    let rows = rows(&sb);
+    assert_eq!(rows["b"]["status"], "timed_out", "{:?}", rows["b"]);
+    for id in ["a", "c", "d"] {
+        assert_eq!(rows[id]["status"], "completed", "{id}: {:?}", rows[id]);
+    }
+    let daemon = std::fs::read_to_string(workspace(&sb).join("teammates/1-a/work/daemon.pid"))
+        .expect("daemon.pid");
+    let daemon: u32 = daemon.trim().parse().expect("pid");
+    // Dead, or a zombie (it dropped the sandbox's mark, so `live_processes` cannot see it).
+    let alive = std::fs::read_to_string(format!("/proc/{daemon}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|t| !t.trim_start().starts_with('Z'))
+    });
+    let _ = std::process::Command::new("kill")
+        .args(["-9", &daemon.to_string()])
+        .stderr(Stdio::null())
+        .status();
+    assert!(!alive, "the daemon {daemon} outlived its attempt");
+    assert_eq!(
+        attack(&sb, "1-a").get("kill_parent"),
+        Some(&Value::from("EPERM"))
+    );
+    let (c, d) = (attack(&sb, "3-c"), attack(&sb, "4-d"));
+    assert_eq!(c["keeper_pid"], d["keeper_pid"], "one keeper: {c:?} {d:?}");
+    assert_eq!(c["server_pid"], d["server_pid"], "{c:?} {d:?}");
+    for p in [&c, &d] {
+        assert_eq!(p["keeper_exe"], "runner-keeper", "{p:?}");
+        assert_eq!(p["home"], "EACCES", "{p:?}");
+    }
+    assert!(!sb.join("home/pwned").exists());
     assert_no_survivors(&sb);
 }
 

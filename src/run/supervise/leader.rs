@@ -1,7 +1,9 @@
 //! The leader of an attempt's process group, as the supervisor ([`super::process`]) holds
 //! it: the runner's own child (unconfined), or, under `--sandbox landlock`, the keeper the
-//! sandbox's keeper server forked for it ([`crate::sandbox::client`]), which is no child of
-//! the runner's: its pid comes in its first report and how the agent ended in its last.
+//! sandbox's keeper server handed it to ([`crate::sandbox::client`]), which is no child of
+//! the runner's: its pid comes in its first report and how the agent ended in its last. A
+//! keeper serves another attempt once its [`Leader`] is dropped, so the supervisor holds it
+//! until it has sent the attempt's group its last signal.
 //! Either way the runner signals the group by the leader's pid and drains the agent's
 //! stdout and stderr from pipes it reads.
 

@@ -203,7 +203,7 @@ struct Started {
 
 /// Create the stdout log (unless it is held), open stdin and start the child as the leader
 /// of a new process group, marked with `marker`: spawned by the runner, or under
-/// `--sandbox landlock` forked by the sandbox's keeper server ([`leader::start_confined`]).
+/// `--sandbox landlock` kept by a keeper of the sandbox's server ([`leader::start_confined`]).
 async fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
     let failed = |what: String, e: std::io::Error| {
         if descriptors::exhausted(&e) {
@@ -386,6 +386,9 @@ pub(crate) async fn run(
     .await;
     guard.marker = None;
     drop(guard);
+    // Only now: a keeper serves another attempt (leading a group of the same id) once its
+    // leader is dropped, so not before the group's last signal above.
+    drop(child);
     // The slot was taken until the pipes closed: a holder's time counts.
     let elapsed = match held_pipes.any() {
         false => elapsed,

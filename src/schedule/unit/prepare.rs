@@ -305,6 +305,17 @@ pub(crate) fn writable(
             .map(|(_, v)| v.clone())
             .or_else(|| std::env::var_os(name))
     };
+    let mut paths = vec![cwd.to_owned(), dir.to_owned()];
+    let settings = spec.settings_for(item);
+    if settings.runner.sandbox.pty {
+        paths.extend(crate::sandbox::PTY_DEVICES.iter().map(PathBuf::from));
+    }
+    let declared = &settings.runner.sandbox.writes;
+    if declared.is_empty() {
+        // Nothing declared to check against the workspace: no real paths to look up (a
+        // dozen system calls per attempt).
+        return paths;
+    }
     let workspace = crate::fsutil::real_path(&spec.workspace);
     let own: Vec<PathBuf> = [dir, cwd]
         .iter()
@@ -324,30 +335,19 @@ pub(crate) fn writable(
         }
         ok
     };
-    let mut paths = vec![cwd.to_owned(), dir.to_owned()];
-    if spec.settings_for(item).runner.sandbox.pty {
-        paths.extend(crate::sandbox::PTY_DEVICES.iter().map(PathBuf::from));
-    }
-    paths.extend(
-        spec.settings_for(item)
-            .runner
-            .sandbox
-            .writes
-            .iter()
-            .filter_map(|w| {
-                let path = crate::sandbox::expand_write(w, &lookup)?;
-                if !apart(&path) {
-                    return None;
-                }
-                if crate::sandbox::is_folder(w) && !path.exists() {
-                    // The CLI would have made it on its first start; made here because the
-                    // teammate may not write its parent. A failure leaves it skipped.
-                    if let Err(e) = std::fs::create_dir_all(&path) {
-                        tracing::debug!("{}: {e}", path.display());
-                    }
-                }
-                path.exists().then_some(path)
-            }),
-    );
+    paths.extend(declared.iter().filter_map(|w| {
+        let path = crate::sandbox::expand_write(w, &lookup)?;
+        if !apart(&path) {
+            return None;
+        }
+        if crate::sandbox::is_folder(w) && !path.exists() {
+            // The CLI would have made it on its first start; made here because the
+            // teammate may not write its parent. A failure leaves it skipped.
+            if let Err(e) = std::fs::create_dir_all(&path) {
+                tracing::debug!("{}: {e}", path.display());
+            }
+        }
+        path.exists().then_some(path)
+    }));
     paths
 }

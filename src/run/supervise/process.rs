@@ -88,6 +88,9 @@ pub(crate) struct Spawn {
     pub hold_stdout: bool,
     /// Where stderr goes (capped); created when the first byte arrives.
     pub stderr_log: PathBuf,
+    /// Nothing is at [`Spawn::stderr_log`] yet (its folder was made for this attempt);
+    /// otherwise a file there is removed as the attempt starts.
+    pub stderr_log_new: bool,
     /// Cap of each log file, bytes (head and tail kept, the cut marked).
     pub log_cap: u64,
     /// Time limit; `None` for no limit.
@@ -165,10 +168,18 @@ impl Drop for GroupGuard {
     }
 }
 
-fn signal_group(pgid: Pid, sig: Signal) {
+/// Send `sig` to process group `pgid`. Returns whether the group is gone (`ESRCH`: no
+/// process is in it). A gone group stays gone: a process can only join a group that
+/// exists, so no later signal to it is needed — and one could reach a new group that took
+/// the id over.
+fn signal_group(pgid: Pid, sig: Signal) -> bool {
     match killpg(pgid, sig) {
-        Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
-        Err(e) => tracing::warn!("cannot send {sig} to process group {pgid}: {e}"),
+        Ok(()) => false,
+        Err(nix::errno::Errno::ESRCH) => true,
+        Err(e) => {
+            tracing::warn!("cannot send {sig} to process group {pgid}: {e}");
+            false
+        }
     }
 }
 
@@ -351,7 +362,10 @@ pub(crate) async fn run(
     let mut err_task = child.stderr.take().map(|p| {
         tokio::spawn(drain(
             p,
-            LogFile::lazy(spec.stderr_log.clone()),
+            match spec.stderr_log_new {
+                true => LogFile::new_lazy(spec.stderr_log.clone()),
+                false => LogFile::lazy(spec.stderr_log.clone()),
+            },
             spec.log_cap,
             spec.activity.clone(),
             watcher(Stream::Stderr),
@@ -376,7 +390,7 @@ pub(crate) async fn run(
     // The leader is gone; give the pipes a bounded time to close, then end the group and
     // every process that left it.
     let closing = std::time::Instant::now();
-    let (drained, held_pipes) = close_pipes(
+    let (drained, held_pipes, group_gone) = close_pipes(
         spec,
         [out_task.take(), err_task.take()],
         pgid,
@@ -385,7 +399,12 @@ pub(crate) async fn run(
     )
     .await;
     guard.marker = None;
-    drop(guard);
+    if group_gone {
+        // Nothing is left for the guard to kill (`signal_group`).
+        std::mem::forget(guard);
+    } else {
+        drop(guard);
+    }
     // The slot was taken until the pipes closed: a holder's time counts.
     let elapsed = match held_pipes.any() {
         false => elapsed,
@@ -516,15 +535,16 @@ async fn until_exit(
 
 /// After the leader exited: wait up to `spec.pipe_wait` for the pipes to close, then kill the
 /// group and every process carrying `marker`, and collect what is left of the drains. Returns
-/// what was drained from stdout and stderr, and the processes that still held the pipes
-/// when the wait ended (empty when they closed in time).
+/// what was drained from stdout and stderr, the processes that still held the pipes
+/// when the wait ended (empty when they closed in time), and whether the group was already
+/// empty when it was killed (`signal_group`).
 async fn close_pipes(
     spec: &Spawn,
     mut drains: [Option<tokio::task::JoinHandle<Drained>>; 2],
     pgid: Pid,
     marker: &str,
     pipes: &[u64],
-) -> ([Drained; 2], Holders) {
+) -> ([Drained; 2], Holders, bool) {
     let mut drained = [Drained::default(), Drained::default()];
     let pipes_closed = tokio::time::timeout(spec.pipe_wait, async {
         for (i, slot) in drains.iter_mut().enumerate() {
@@ -546,11 +566,11 @@ async fn close_pipes(
         .iter()
         .map(|pid| (*pid, descendants::describe(*pid)))
         .collect();
-    signal_group(pgid, Signal::SIGKILL);
+    let group_gone = signal_group(pgid, Signal::SIGKILL);
     for pid in &holding {
         let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
     }
-    descendants::end_attempt(marker, pgid.as_raw()).await;
+    let left_group = descendants::end_attempt(marker, pgid.as_raw(), group_gone).await;
     for (i, slot) in drains.iter_mut().enumerate() {
         if let Some(mut handle) = slot.take() {
             // Killed holders close the pipes at once; a process that escaped every signal
@@ -561,7 +581,11 @@ async fn close_pipes(
             }
         }
     }
-    descendants::reap_zombies();
+    // Killed holders and processes that left the group may be the runner's to reap; when
+    // there were none, `end_attempt` found nothing adopted and reaped what it saw.
+    if !holding.is_empty() || left_group > 0 {
+        descendants::reap_zombies();
+    }
     let (left, ended): (Vec<_>, Vec<_>) = named
         .into_iter()
         .partition(|(pid, _)| descendants::alive(*pid));
@@ -583,7 +607,7 @@ async fn close_pipes(
                 .push("a process the runner could not name".to_owned());
         }
     }
-    (drained, holders)
+    (drained, holders, group_gone)
 }
 
 /// The processes that kept an attempt's stdout or stderr open after it exited, each as
@@ -769,6 +793,7 @@ mod tests {
             stdout_log: dir.join("attempt-1.stdout.log"),
             hold_stdout: false,
             stderr_log: dir.join("attempt-1.stderr.log"),
+            stderr_log_new: false,
             log_cap: 1024 * 1024,
             timeout: Some(Duration::from_secs(20)),
             grace: Duration::from_secs(1),

@@ -735,6 +735,12 @@ mod tests {
                 .is_none()
         );
         assert!(open_plain_file(&victim).expect("plain").is_some());
+        // With its metadata: the size a reader sizes its buffer by, the link still refused.
+        let (_, meta) = open_plain_file_with_meta(&victim)
+            .expect("plain")
+            .expect("there");
+        assert_eq!(meta.len(), fs::metadata(&victim).expect("meta").len());
+        assert!(open_plain_file_with_meta(&report).is_err());
         // A folder the runner keeps is never one reached through a link.
         let elsewhere = dir.path().join("elsewhere");
         fs::create_dir(&elsewhere).expect("dir");
@@ -853,8 +859,9 @@ mod tests {
             .join("t")
             .join("teammates")
             .join("1-a");
-        create_private_dir(&leaf).expect("with missing parents");
-        create_private_dir(&leaf).expect("again: already there");
+        // Whether it made the folder: a new one holds nothing an earlier attempt left.
+        assert!(create_private_dir(&leaf).expect("with missing parents"));
+        assert!(!create_private_dir(&leaf).expect("again: already there"));
         let mode = fs::metadata(&leaf).expect("leaf").permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
         let blocked = dir.path().join("file");

@@ -9,7 +9,9 @@ use crate::error::{Error, Result};
 use crate::holder::{Holder, this_host};
 
 mod open;
-pub(crate) use open::{open_beneath, open_beneath_no_links, open_plain_file};
+pub(crate) use open::{
+    open_beneath, open_beneath_no_links, open_plain_file, open_plain_file_with_meta,
+};
 
 /// Replace `path` with `bytes` atomically: write a temp file in the same folder, fsync it,
 /// rename it over `path`, fsync the folder. A reader sees the old or the new file, never a
@@ -294,8 +296,9 @@ pub(crate) fn remove_tree(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Create `dir` and its parents; the leaf is made private (mode 0700) since team workspaces
-/// hold logs that can contain secrets.
-pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
+/// hold logs that can contain secrets. Returns whether this call made `dir` (`false`: it
+/// was there already), so a caller knows a new folder is empty.
+pub(crate) fn create_private_dir(dir: &Path) -> Result<bool> {
     use std::os::unix::fs::DirBuilderExt;
     let create = || fs::DirBuilder::new().mode(0o700).create(dir);
     // One mkdir in the common case (the parent exists); the parents only when it is missing.
@@ -310,7 +313,7 @@ pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
         other => other,
     };
     match made {
-        Ok(()) => Ok(()),
+        Ok(()) => Ok(true),
         Err(e)
             if e.kind() == std::io::ErrorKind::AlreadyExists
                 && fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) =>
@@ -334,7 +337,7 @@ pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
                 fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
                     .map_err(|e| Error::io("make private", dir, e))?;
             }
-            Ok(())
+            Ok(false)
         }
         Err(e) => Err(Error::io("create", dir, e)),
     }
@@ -732,6 +735,12 @@ mod tests {
                 .is_none()
         );
         assert!(open_plain_file(&victim).expect("plain").is_some());
+        // With its metadata: the size a reader sizes its buffer by, the link still refused.
+        let (_, meta) = open_plain_file_with_meta(&victim)
+            .expect("plain")
+            .expect("there");
+        assert_eq!(meta.len(), fs::metadata(&victim).expect("meta").len());
+        assert!(open_plain_file_with_meta(&report).is_err());
         // A folder the runner keeps is never one reached through a link.
         let elsewhere = dir.path().join("elsewhere");
         fs::create_dir(&elsewhere).expect("dir");
@@ -850,8 +859,9 @@ mod tests {
             .join("t")
             .join("teammates")
             .join("1-a");
-        create_private_dir(&leaf).expect("with missing parents");
-        create_private_dir(&leaf).expect("again: already there");
+        // Whether it made the folder: a new one holds nothing an earlier attempt left.
+        assert!(create_private_dir(&leaf).expect("with missing parents"));
+        assert!(!create_private_dir(&leaf).expect("again: already there"));
         let mode = fs::metadata(&leaf).expect("leaf").permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
         let blocked = dir.path().join("file");

@@ -12,6 +12,16 @@ use std::path::Path;
 /// Errors: it is a link, a folder, a device or a pipe (a teammate's trick, or a mistake), or
 /// it cannot be opened.
 pub(crate) fn open_plain_file(path: &Path) -> std::io::Result<Option<File>> {
+    Ok(open_plain_file_with_meta(path)?.map(|(file, _)| file))
+}
+
+/// [`open_plain_file`] with the file's metadata, read once to check its kind: a caller that
+/// needs its size asks no second `fstat`.
+///
+/// Errors: as [`open_plain_file`].
+pub(crate) fn open_plain_file_with_meta(
+    path: &Path,
+) -> std::io::Result<Option<(File, fs::Metadata)>> {
     use std::os::unix::fs::OpenOptionsExt;
     let opened = OpenOptions::new()
         .read(true)
@@ -26,10 +36,11 @@ pub(crate) fn open_plain_file(path: &Path) -> std::io::Result<Option<File>> {
         }
         Err(e) => return Err(e),
     };
-    if !file.metadata()?.file_type().is_file() {
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
         return Err(std::io::Error::other("it is not a plain file"));
     }
-    Ok(Some(file))
+    Ok(Some((file, meta)))
 }
 
 /// Open `rel` for reading inside `dir`: links are followed only while they stay inside it

@@ -129,6 +129,9 @@ pub(crate) struct Attempt<'a> {
     pub stdout_log: PathBuf,
     /// `<teammate dir>/attempt-N.stderr.log`: its diagnostics, if any.
     pub stderr_log: PathBuf,
+    /// The teammate folder was made for this attempt, so no file is at [`Attempt::stderr_log`]
+    /// yet (else one an earlier run left is removed first).
+    pub new_folder: bool,
     /// Cap of each log file, bytes.
     pub log_cap: u64,
     /// Time limit of the attempt; `None` for none.
@@ -201,6 +204,9 @@ pub(crate) struct Execution {
     /// The end of the agent's diagnostics (the last 4 KiB of stderr), for a failure's reason
     /// and kind.
     pub stderr_end: Option<String>,
+    /// Whether [`Attempt::stderr_log`] may exist: `false` when the agent wrote nothing to
+    /// stderr and the runner nothing into its log, so nobody looks for the file.
+    pub stderr_logged: bool,
     /// The log that explains the attempt (usually [`Attempt::stdout_log`]); an empty path
     /// when none was written.
     pub log: PathBuf,
@@ -223,8 +229,8 @@ const TAIL_READ: u64 = 2 * 1024 * 1024;
 pub(crate) fn read_capped(path: &Path, max: u64) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
     // Logs and files in a teammate's folder: never through a link (issue 25).
-    let mut f = crate::fsutil::open_plain_file(path).ok()??;
-    let len = f.metadata().ok()?.len();
+    let (mut f, meta) = crate::fsutil::open_plain_file_with_meta(path).ok()??;
+    let len = meta.len();
     if len <= max {
         let mut buf = Vec::new();
         f.read_to_end(&mut buf).ok()?;

@@ -47,6 +47,7 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
         stdout_log: attempt.stdout_log.clone(),
         hold_stdout: true,
         stderr_log: attempt.stderr_log.clone(),
+        stderr_log_new: attempt.new_folder,
         log_cap: attempt.log_cap,
         timeout: attempt.timeout,
         grace: attempt.grace,
@@ -82,8 +83,16 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
             .unwrap_or_default()
             .into(),
     };
-    let stderr_end = end_of(&spawn.stderr_log);
-    warn_of_setup(attempt, &spawn.stderr_log);
+    // The stderr log is made when its first byte arrives (and gets the note of a leftover
+    // process): with neither, there is no file to read.
+    let stderr_written = exit.stderr_bytes > 0 || !exit.held_pipes.left.is_empty();
+    let stderr_end = match stderr_written {
+        true => end_of(&spawn.stderr_log),
+        false => None,
+    };
+    if stderr_written {
+        warn_of_setup(attempt, &spawn.stderr_log);
+    }
     if let ProcessEnd::TimedOut { silent, .. } = &mut exit.end {
         let rules = &attempt.runner.failure;
         *silent = stdout.trim().is_empty()
@@ -97,6 +106,7 @@ async fn run(attempt: &Attempt<'_>, cancel: watch::Receiver<Cancel>) -> Executio
         agent: agent::output::parse(attempt.runner, &stdout),
         stdout_held: held,
         stderr_end,
+        stderr_logged: stderr_written,
         log: exit.telling_log(&spawn),
         end: exit.end,
         exit_code: exit.exit_code,

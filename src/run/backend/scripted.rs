@@ -161,6 +161,7 @@ async fn play(
     Execution {
         agent: agent::output::parse(attempt.runner, stdout),
         stderr_end: None,
+        stderr_logged: true,
         log: attempt.stdout_log.clone(),
         stdout_held: None,
         exit_code: exited.then_some(step.exit_code),

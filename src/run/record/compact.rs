@@ -230,10 +230,14 @@ fn kept_logs(dir: &Path, last: u32, fresh: &Fresh<'_>) -> Vec<AttemptLogs> {
                 Some(bytes) if n == last => Some(tail_of(bytes, LOG_TAIL_BYTES)),
                 _ => log("stdout"),
             };
+            let stderr = match fresh.no_stderr && n == last {
+                true => None,
+                false => log("stderr"),
+            };
             let logs = AttemptLogs {
                 attempt: n,
                 stdout,
-                stderr: log("stderr"),
+                stderr,
             };
             (logs.stdout.is_some() || logs.stderr.is_some()).then_some(logs)
         })
@@ -253,8 +257,7 @@ pub(crate) fn path(workspace: &Path) -> PathBuf {
 /// teammate made to a file it could read, which would land in the record).
 fn open_own(path: &Path) -> Option<(std::fs::File, u64)> {
     use std::os::unix::fs::MetadataExt;
-    let file = crate::fsutil::open_plain_file(path).ok()??;
-    let meta = file.metadata().ok()?;
+    let (file, meta) = crate::fsutil::open_plain_file_with_meta(path).ok()??;
     (meta.nlink() == 1).then_some((file, meta.len()))
 }
 
@@ -313,6 +316,8 @@ pub(crate) struct Fresh<'a> {
     pub prompt: Option<&'a str>,
     /// The last attempt's whole stdout, when its log was not written; `None`: read the log.
     pub stdout: Option<&'a [u8]>,
+    /// The last attempt wrote no stderr log: none is looked for.
+    pub no_stderr: bool,
     /// The folder may hold logs of attempts before the last (an earlier attempt of this run
     /// or of an earlier run): look for them. Else only the last attempt's are read.
     pub earlier: bool,
@@ -326,6 +331,7 @@ impl Fresh<'_> {
         Fresh {
             prompt: None,
             stdout: None,
+            no_stderr: false,
             earlier: true,
         }
     }
@@ -393,20 +399,23 @@ pub(crate) fn compact(
         working_context,
     };
     append(&file, &record).map_err(|e| Error::io("write", &file, e))?;
-    if let Err(e) = remove_folder(folder) {
+    if let Err(e) = remove_folder(folder, attempt) {
         tracing::warn!("kept {} after compacting it: {e}", dir.display());
     }
     Ok(file)
 }
 
 /// Remove a compacted teammate folder. A quick agent's folder holds its report and working
-/// context and nothing else: those go by name (no directory is listed); anything more and
-/// the whole tree goes ([`crate::fsutil::remove_tree`]). Removing a name never follows a
-/// link at it.
-fn remove_folder(folder: &TeammateFolder) -> std::io::Result<()> {
+/// context, and the runner's part attempt `attempt`'s `started` marker, and nothing else:
+/// those go by name (no directory is listed); anything more and the whole tree goes
+/// ([`crate::fsutil::remove_tree`]). Removing a name never follows a link at it.
+fn remove_folder(folder: &TeammateFolder, attempt: u32) -> std::io::Result<()> {
     let _ = std::fs::remove_file(folder.report());
     let _ = std::fs::remove_file(folder.working_context());
-    if std::fs::remove_dir(folder.work()).is_ok() && std::fs::remove_dir(folder.dir()).is_ok() {
+    if std::fs::remove_dir(folder.work()).is_ok()
+        && std::fs::remove_file(folder.started(attempt)).is_ok()
+        && std::fs::remove_dir(folder.dir()).is_ok()
+    {
         return Ok(());
     }
     crate::fsutil::remove_tree(folder.dir())
@@ -571,6 +580,7 @@ mod tests {
         let fresh = Fresh {
             prompt: Some(&long),
             stdout: Some(b"done\n"),
+            no_stderr: false,
             earlier: false,
         };
         let log = f.attempt_file(1, "stdout.log");
@@ -624,6 +634,7 @@ mod tests {
             let fresh = Fresh {
                 prompt: Some(text),
                 stdout: Some(b""),
+                no_stderr: false,
                 earlier: false,
             };
             compact(

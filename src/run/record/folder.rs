@@ -81,6 +81,12 @@ impl TeammateFolder {
         self.dir.join(PROMPT)
     }
 
+    /// `attempt-<attempt>.started` in the runner's part: the marker written as attempt
+    /// `attempt` starts ([`STARTED`]).
+    pub(crate) fn started(&self, attempt: u32) -> PathBuf {
+        self.dir.join(format!("attempt-{attempt}.{STARTED}"))
+    }
+
     /// `attempt-<attempt>.<name>` in the runner's part, e.g. `attempt-2.stdout.log` (flat,
     /// so an attempt costs no folder of its own).
     #[cfg(test)]

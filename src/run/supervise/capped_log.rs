@@ -193,6 +193,17 @@ impl LogFile {
         }
     }
 
+    /// [`LogFile::lazy`] where no file can be at `path` yet (its folder is new): nothing to
+    /// remove.
+    pub(super) fn new_lazy(path: PathBuf) -> LogFile {
+        LogFile {
+            path,
+            file: None,
+            failed: false,
+            held: None,
+        }
+    }
+
     /// The open file, created (mode 0600) on first use; `None` when it cannot be created.
     fn file(&mut self) -> Option<&mut std::fs::File> {
         if self.file.is_none() && !self.failed {

@@ -235,12 +235,14 @@ fn carries(pid: i32, entry: &[u8]) -> bool {
 /// re-parented to the runner; then kill the adopted processes that carry the marker, round
 /// after round (what they started comes to the runner once they die), and reap them.
 /// Returns how many processes the first round found. Costs a few system calls when nothing
-/// left the group, so it runs after every attempt.
-pub(crate) async fn end_attempt(id: &str, pgid: i32) -> usize {
+/// left the group, so it runs after every attempt; `group_gone` says the caller's kill of
+/// the group found it empty already (an empty group never fills again), so it is not
+/// looked at.
+pub(crate) async fn end_attempt(id: &str, pgid: i32, group_gone: bool) -> usize {
     let entry = attempt_entry(id);
     let group = Pid::from_raw(pgid);
     for _ in 0..END_ROUNDS {
-        if killpg(group, None).is_err() {
+        if group_gone || killpg(group, None).is_err() {
             break;
         }
         // Members are dying (or are zombies the runner adopted from the dead leader).

@@ -1,5 +1,6 @@
 //! Supervising the processes an attempt starts (DESIGN §6): each in its own process group
-//! (and session, under a terminal: [`session`]) with a time limit ([`process`]); its output drained (`drain`) into capped logs, stdout
+//! (and session, under a terminal: [`session`]), started (`start`) and held to a time limit
+//! ([`process`]); its output drained (`drain`) into capped logs, stdout
 //! held in memory while small and quick ([`capped_log`]), and watched for the lines that end
 //! an attempt at once (`live_watch`); what it reads on stdin ([`stdin`]); the attempt's mark
 //! and the subreaper that ends what left the group ([`descendants`]); what a crashed run left
@@ -35,4 +36,5 @@ pub(crate) mod orphans;
 pub(crate) mod process;
 pub(crate) mod progress;
 pub(crate) mod session;
+mod start;
 pub(crate) mod stdin;

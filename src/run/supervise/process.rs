@@ -10,7 +10,6 @@
 //! the child started outlives [`run`]. What the child reads on stdin: [`super::stdin`].
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
@@ -19,10 +18,11 @@ use tokio::sync::{mpsc, watch};
 
 use super::capped_log::{Drained, LogFile};
 use super::drain::drain;
-use super::leader::{self, Leader};
+use super::leader::Leader;
 use super::live_watch::LineWatch;
+use super::start::{Started, start_patiently};
 use super::stdin::Stdin;
-use super::{descendants, descriptors, job_control};
+use super::{descendants, job_control};
 use crate::failure::FailureRules;
 use crate::failure::live::{self, LiveHit, Stream};
 use crate::report::ProcessEnd;
@@ -88,6 +88,9 @@ pub(crate) struct Spawn {
     pub hold_stdout: bool,
     /// Where stderr goes (capped); created when the first byte arrives.
     pub stderr_log: PathBuf,
+    /// Nothing is at [`Spawn::stderr_log`] yet (its folder was made for this attempt);
+    /// otherwise a file there is removed as the attempt starts.
+    pub stderr_log_new: bool,
     /// Cap of each log file, bytes (head and tail kept, the cut marked).
     pub log_cap: u64,
     /// Time limit; `None` for no limit.
@@ -165,10 +168,18 @@ impl Drop for GroupGuard {
     }
 }
 
-fn signal_group(pgid: Pid, sig: Signal) {
+/// Send `sig` to process group `pgid`. Returns whether the group is gone (`ESRCH`: no
+/// process is in it). A gone group stays gone: a process can only join a group that
+/// exists, so no later signal to it is needed — and one could reach a new group that took
+/// the id over.
+fn signal_group(pgid: Pid, sig: Signal) -> bool {
     match killpg(pgid, sig) {
-        Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
-        Err(e) => tracing::warn!("cannot send {sig} to process group {pgid}: {e}"),
+        Ok(()) => false,
+        Err(nix::errno::Errno::ESRCH) => true,
+        Err(e) => {
+            tracing::warn!("cannot send {sig} to process group {pgid}: {e}");
+            false
+        }
     }
 }
 
@@ -184,81 +195,6 @@ fn signal_attempt(pgid: Pid, keeper: bool, marker: &str, sig: Signal) {
         signal_group(pgid, sig);
         descendants::signal_attempt(marker, sig, None);
     }
-}
-
-/// Why an attempt did not start.
-enum StartError {
-    /// Out of descriptors or processes for now: wait and try again.
-    Exhausted(String),
-    /// It cannot start (the reason).
-    Failed(String),
-}
-
-/// A started child with what the supervisor holds for it.
-struct Started {
-    child: Leader,
-    registered: Option<descendants::Registered>,
-    stdout_file: LogFile,
-}
-
-/// Create the stdout log (unless it is held), open stdin and start the child as the leader
-/// of a new process group, marked with `marker`: spawned by the runner, or under
-/// `--sandbox landlock` kept by a keeper of the sandbox's server ([`leader::start_confined`]).
-async fn start(spec: &Spawn, marker: &str) -> Result<Started, StartError> {
-    let failed = |what: String, e: std::io::Error| {
-        if descriptors::exhausted(&e) {
-            StartError::Exhausted(format!("{what}: {e}"))
-        } else {
-            StartError::Failed(format!("{what}: {e}"))
-        }
-    };
-    // The stdout log is the one the output names: it exists even when the agent printed
-    // nothing (a held one is written by the caller). The stderr log is created when its
-    // first byte arrives.
-    let stdout_file = match spec.hold_stdout {
-        true => LogFile::held(spec.stdout_log.clone()),
-        false => LogFile::open(
-            spec.stdout_log.clone(),
-            crate::fsutil::create_private_file(&spec.stdout_log)
-                .map_err(|e| failed(format!("cannot create {}", spec.stdout_log.display()), e))?,
-        ),
-    };
-    if let Some(writes) = &spec.sandbox {
-        // The keeper leads the group and starts the agent in a session of its own; it is
-        // the server's child, registered so that job control stops its group too.
-        let child = leader::start_confined(spec, writes, marker)
-            .await
-            .map_err(|(what, e)| failed(what, e))?;
-        let (child, registered) = descendants::spawn_registered(|| Ok(child), Leader::id)
-            .map_err(|e| failed(String::new(), e))?;
-        return Ok(Started {
-            child,
-            registered,
-            stdout_file,
-        });
-    }
-    let stdin = spec.stdin.open().map_err(|(what, e)| failed(what, e))?;
-    let mut cmd = tokio::process::Command::new(&spec.program);
-    cmd.args(&spec.args)
-        .current_dir(&spec.cwd)
-        .stdin(stdin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    super::session::lead_own_group(cmd.as_std_mut());
-    for k in &spec.env_unset {
-        cmd.env_remove(k);
-    }
-    for (k, v) in &spec.env_set {
-        cmd.env(k, v);
-    }
-    cmd.env(descendants::ATTEMPT_VAR, marker);
-    let (child, registered) = descendants::spawn_registered(|| cmd.spawn(), |c| c.id())
-        .map_err(|e| failed(format!("cannot start `{}`", spec.program), e))?;
-    Ok(Started {
-        child: Leader::own(child),
-        registered,
-        stdout_file,
-    })
 }
 
 /// A confined attempt whose keeper could not exec the program: not started, with the
@@ -277,11 +213,6 @@ fn keeper_not_started(spec: &Spawn, exit_code: Option<i32>) -> Option<ProcessEnd
         .ok()?;
     crate::sandbox::keeper::not_started(exit_code, &head).map(ProcessEnd::NotStarted)
 }
-
-/// First wait after a start failed for want of descriptors or processes; doubled up to
-/// [`START_RETRY_MAX`].
-const START_RETRY_FIRST: Duration = Duration::from_millis(20);
-const START_RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// Run one attempt to its end. `on_start` is called with the process group id right after
 /// the spawn (the dispatcher journals it so orphans can be found after a crash).
@@ -325,7 +256,7 @@ pub(crate) async fn run(
     // A crash test's kill between starting the agent and journaling its attempt.
     crate::fault::point("after_spawn");
     let pgid = Pid::from_raw(pid as i32);
-    let mut guard = GroupGuard {
+    let guard = GroupGuard {
         pgid,
         marker: Some(marker.clone()),
     };
@@ -351,7 +282,10 @@ pub(crate) async fn run(
     let mut err_task = child.stderr.take().map(|p| {
         tokio::spawn(drain(
             p,
-            LogFile::lazy(spec.stderr_log.clone()),
+            match spec.stderr_log_new {
+                true => LogFile::new_lazy(spec.stderr_log.clone()),
+                false => LogFile::lazy(spec.stderr_log.clone()),
+            },
             spec.log_cap,
             spec.activity.clone(),
             watcher(Stream::Stderr),
@@ -376,18 +310,10 @@ pub(crate) async fn run(
     // The leader is gone; give the pipes a bounded time to close, then end the group and
     // every process that left it.
     let closing = std::time::Instant::now();
-    let (drained, held_pipes) = close_pipes(
-        spec,
-        [out_task.take(), err_task.take()],
-        pgid,
-        &marker,
-        &pipes,
-    )
-    .await;
-    guard.marker = None;
-    drop(guard);
+    let (drained, held_pipes) =
+        close_pipes(spec, [out_task.take(), err_task.take()], guard, &pipes).await;
     // Only now: a keeper serves another attempt (leading a group of the same id) once its
-    // leader is dropped, so not before the group's last signal above.
+    // leader is dropped, so not before the group's last signal in `close_pipes`.
     drop(child);
     // The slot was taken until the pipes closed: a holder's time counts.
     let elapsed = match held_pipes.any() {
@@ -518,16 +444,18 @@ async fn until_exit(
 }
 
 /// After the leader exited: wait up to `spec.pipe_wait` for the pipes to close, then kill the
-/// group and every process carrying `marker`, and collect what is left of the drains. Returns
-/// what was drained from stdout and stderr, and the processes that still held the pipes
-/// when the wait ended (empty when they closed in time).
+/// group and every process carrying the attempt's marker (`guard`'s), and collect what is
+/// left of the drains; the guard is done then. Returns what was drained from stdout and
+/// stderr, and the processes that still held the pipes when the wait ended (empty when they
+/// closed in time).
 async fn close_pipes(
     spec: &Spawn,
     mut drains: [Option<tokio::task::JoinHandle<Drained>>; 2],
-    pgid: Pid,
-    marker: &str,
+    mut guard: GroupGuard,
     pipes: &[u64],
 ) -> ([Drained; 2], Holders) {
+    let pgid = guard.pgid;
+    let marker = guard.marker.clone().unwrap_or_default();
     let mut drained = [Drained::default(), Drained::default()];
     let pipes_closed = tokio::time::timeout(spec.pipe_wait, async {
         for (i, slot) in drains.iter_mut().enumerate() {
@@ -549,11 +477,17 @@ async fn close_pipes(
         .iter()
         .map(|pid| (*pid, descendants::describe(*pid)))
         .collect();
-    signal_group(pgid, Signal::SIGKILL);
+    let group_gone = signal_group(pgid, Signal::SIGKILL);
     for pid in &holding {
         let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
     }
-    descendants::end_attempt(marker, pgid.as_raw()).await;
+    let left_group = descendants::end_attempt(&marker, pgid.as_raw(), group_gone).await;
+    guard.marker = None;
+    match group_gone {
+        // Nothing is left for the guard to kill (`signal_group`).
+        true => std::mem::forget(guard),
+        false => drop(guard),
+    }
     for (i, slot) in drains.iter_mut().enumerate() {
         if let Some(mut handle) = slot.take() {
             // Killed holders close the pipes at once; a process that escaped every signal
@@ -564,7 +498,11 @@ async fn close_pipes(
             }
         }
     }
-    descendants::reap_zombies();
+    // Killed holders and processes that left the group may be the runner's to reap; when
+    // there were none, `end_attempt` found nothing adopted and reaped what it saw.
+    if !holding.is_empty() || left_group > 0 {
+        descendants::reap_zombies();
+    }
     let (left, ended): (Vec<_>, Vec<_>) = named
         .into_iter()
         .partition(|(pid, _)| descendants::alive(*pid));
@@ -604,35 +542,6 @@ impl Holders {
     /// Whether anything held the pipes past the wait.
     pub(crate) fn any(&self) -> bool {
         !self.ended.is_empty() || !self.left.is_empty()
-    }
-}
-
-/// [`start`], tried again with back-off while descriptors or processes are short; the
-/// `ProcessEnd` when it cannot start (`NotStarted`) or the run is interrupted meanwhile
-/// (`Cancelled`).
-async fn start_patiently(
-    spec: &Spawn,
-    marker: &str,
-    cancel: &mut watch::Receiver<Cancel>,
-) -> std::result::Result<Started, ProcessEnd> {
-    let mut pause = START_RETRY_FIRST;
-    loop {
-        match start(spec, marker).await {
-            Ok(started) => return Ok(started),
-            Err(StartError::Failed(why)) => return Err(ProcessEnd::NotStarted(why)),
-            Err(StartError::Exhausted(why)) => {
-                tracing::debug!("{why}; starting again in {pause:?}");
-                tokio::select! {
-                    _ = tokio::time::sleep(pause) => {}
-                    changed = cancel.changed() => {
-                        if changed.is_err() || *cancel.borrow() != Cancel::None {
-                            return Err(ProcessEnd::Cancelled);
-                        }
-                    }
-                }
-                pause = (pause * 2).min(START_RETRY_MAX);
-            }
-        }
     }
 }
 
@@ -772,6 +681,7 @@ mod tests {
             stdout_log: dir.join("attempt-1.stdout.log"),
             hold_stdout: false,
             stderr_log: dir.join("attempt-1.stderr.log"),
+            stderr_log_new: false,
             log_cap: 1024 * 1024,
             timeout: Some(Duration::from_secs(20)),
             grace: Duration::from_secs(1),

@@ -30,6 +30,9 @@ pub(crate) struct Teammate {
     /// The attempt's stderr log (in the runner's part of the teammate folder), where the
     /// warnings about bad lines are appended once the attempt ended.
     pub log: PathBuf,
+    /// The progress file cannot be there yet (its folder was made for this attempt): it is
+    /// read from its start, without a look before the attempt.
+    pub new_file: bool,
 }
 
 /// Most warnings written into the teammate's log per attempt (the rest are counted).
@@ -38,7 +41,7 @@ const NOTES_KEPT: usize = 20;
 /// A watch over one attempt's progress file; [`Watch::finish`] ends it.
 pub(crate) struct Watch {
     stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<bool>,
 }
 
 /// Start watching `path` for `who`, sending events on `tx`. Lines already in the file (an
@@ -55,16 +58,17 @@ pub(crate) fn watch(path: PathBuf, who: Teammate, tx: mpsc::UnboundedSender<Even
         }
         // What the teammate wrote just before it ended.
         reader.read_new();
-        reader.note_in_log();
+        reader.note_in_log()
     });
     Watch { stop, task }
 }
 
 impl Watch {
-    /// Read what is left and stop.
-    pub(crate) async fn finish(self) {
+    /// Read what is left and stop. Returns whether warnings were noted in the attempt's
+    /// stderr log (which then exists even when the agent wrote nothing to stderr).
+    pub(crate) async fn finish(self) -> bool {
         let _ = self.stop.send(());
-        let _ = self.task.await;
+        self.task.await.unwrap_or(true)
     }
 }
 
@@ -91,11 +95,13 @@ struct Reader {
 
 impl Reader {
     fn new(path: PathBuf, who: Teammate, tx: mpsc::UnboundedSender<Event>) -> Reader {
-        let start = crate::fsutil::open_plain_file(&path)
-            .ok()
-            .flatten()
-            .and_then(|f| f.metadata().ok())
-            .map_or(0, |m| m.len());
+        let start = match who.new_file {
+            true => 0,
+            false => crate::fsutil::open_plain_file_with_meta(&path)
+                .ok()
+                .flatten()
+                .map_or(0, |(_, m)| m.len()),
+        };
         Reader {
             path,
             who,
@@ -112,12 +118,12 @@ impl Reader {
 
     /// Append the warnings to the attempt's stderr log (created if the agent wrote nothing
     /// there; a link in its place is not followed). The attempt's pipes are closed by now,
-    /// so nothing else writes the file.
-    fn note_in_log(&self) {
+    /// so nothing else writes the file. Returns whether anything was written.
+    fn note_in_log(&self) -> bool {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
         if self.notes.is_empty() {
-            return;
+            return false;
         }
         let mut text = String::new();
         for note in &self.notes {
@@ -140,11 +146,15 @@ impl Reader {
         match file {
             Ok(mut f) => {
                 let _ = f.write_all(text.as_bytes());
+                true
             }
-            Err(e) => tracing::debug!(
-                "cannot note progress warnings in {}: {e}",
-                self.who.log.display()
-            ),
+            Err(e) => {
+                tracing::debug!(
+                    "cannot note progress warnings in {}: {e}",
+                    self.who.log.display()
+                );
+                false
+            }
         }
     }
 
@@ -256,6 +266,7 @@ mod tests {
             teammate: "1-a".into(),
             attempt: 2,
             log: dir.join("attempt-2.stderr.log"),
+            new_file: false,
         };
         (Reader::new(dir.join("progress.jsonl"), who, tx), rx)
     }
@@ -280,6 +291,7 @@ mod tests {
         let path = dir.path().join("progress.jsonl");
         std::fs::write(&path, "{\"progress\":\"an earlier attempt's\"}\n").expect("old");
         let (mut r, mut rx) = reader(dir.path());
+        assert!(!r.note_in_log(), "no warnings: the log is not touched");
         let mut f = std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
@@ -292,7 +304,8 @@ mod tests {
         assert_eq!(said(&mut rx), ["blocked 20%: key"]);
         r.read_new();
         assert!(said(&mut rx).is_empty(), "nothing is read twice");
-        r.note_in_log();
+        // It says it wrote the log, which then exists whatever the agent wrote to stderr.
+        assert!(r.note_in_log());
         let log = std::fs::read_to_string(dir.path().join("attempt-2.stderr.log")).expect("log");
         assert!(
             log.starts_with("runner: 1-a attempt 2: progress line 2 ignored: ")

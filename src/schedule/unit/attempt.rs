@@ -59,6 +59,8 @@ pub(super) struct Held {
     pub(super) prompt_file: Option<PathBuf>,
     /// The stdout log's path and the bytes it did not get, while it is not written.
     pub(super) stdout: Option<(PathBuf, Vec<u8>)>,
+    /// The attempt left no stderr log ([`crate::run::backend::Execution::stderr_logged`]).
+    pub(super) no_stderr_log: bool,
 }
 
 impl Held {
@@ -129,6 +131,7 @@ pub(super) async fn attempt_once(
         env: &prepared.env,
         stdout_log: logs.path("stdout.log"),
         stderr_log: logs.path("stderr.log"),
+        new_folder: prepared.new_folder,
         log_cap: spec.settings_for(item).log_cap,
         timeout: spec.settings_for(item).timeout,
         grace: spec.settings_for(item).grace,
@@ -149,6 +152,7 @@ pub(super) async fn attempt_once(
             teammate: item.teammate.clone(),
             attempt: logs.attempt,
             log: logs.path("stderr.log"),
+            new_file: prepared.new_folder,
         };
         let path = spec.teammate(&item.teammate).progress();
         crate::run::supervise::progress::watch(path, who, tx.clone())
@@ -169,18 +173,22 @@ pub(super) async fn attempt_once(
             }
         }
     };
-    if let Some(watch) = progress {
-        watch.finish().await;
-    }
+    // Warnings about its progress lines go into the stderr log.
+    let noted = match progress {
+        Some(watch) => watch.finish().await,
+        None => false,
+    };
     let stdout = execution
         .stdout_held
         .take()
         .map(|bytes| (attempt.stdout_log.clone(), bytes));
+    let no_stderr_log = !execution.stderr_logged && !noted;
     let mut result = judge_attempt(spec, item, &prepared, execution, &logs, cancel).await;
     result.held = Held {
         prompt: prepared.prompt.clone(),
         prompt_file,
         stdout,
+        no_stderr_log,
     };
     result
 }

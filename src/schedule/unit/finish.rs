@@ -38,6 +38,7 @@ pub(super) fn finished(
         let fresh = crate::run::record::compact::Fresh {
             prompt: (!held.prompt.is_empty()).then_some(&*held.prompt),
             stdout: held.stdout.as_ref().map(|(_, bytes)| bytes.as_slice()),
+            no_stderr: held.no_stderr_log,
             earlier: earlier_logs,
         };
         match crate::run::record::compact::compact(

@@ -79,6 +79,7 @@ pub(super) async fn run_helper(
         stdout_log: log.clone(),
         hold_stdout: false,
         stderr_log: err_log.clone(),
+        stderr_log_new: false,
         log_cap: spec.settings_for(item).log_cap,
         timeout: spec.settings_for(item).timeout,
         grace: spec.settings_for(item).grace,

@@ -21,13 +21,10 @@ use super::prepare::Prepared;
 fn read_report_file(path: &Path) -> Result<Option<String>, String> {
     use std::io::Read;
     // Never through a link, and only a plain file (issue 25).
-    let mut file = match crate::fsutil::open_plain_file(path) {
-        Ok(Some(f)) => f,
+    let (mut file, meta) = match crate::fsutil::open_plain_file_with_meta(path) {
+        Ok(Some(opened)) => opened,
         Ok(None) => return Ok(None),
         Err(e) => return Err(format!("the report file cannot be read: {e}")),
-    };
-    let Ok(meta) = file.metadata() else {
-        return Ok(None);
     };
     if meta.len() > report::MAX_REPORT_BYTES {
         return Err(format!(

@@ -40,6 +40,9 @@ pub(super) struct Prepared {
     pub(super) env: Vec<(String, OsString)>,
     /// With `--sandbox landlock`: what the attempt may write ([`writable`]).
     pub(super) sandbox: Option<Vec<PathBuf>>,
+    /// The teammate folder was made for this attempt: nothing of an earlier attempt or run
+    /// (logs, progress) can be in it, so none is looked for.
+    pub(super) new_folder: bool,
 }
 
 /// Whether the agents of `spec` start inside a git work tree: always with `--isolate
@@ -68,7 +71,7 @@ pub(super) async fn prepare(
     let folder = spec.teammate(&item.teammate);
     let work = folder.work();
     let report_path = folder.report();
-    fresh_folder(spec, item, &folder, logs)?;
+    let new_folder = fresh_folder(spec, item, &folder, logs)?;
     let prompt: Arc<str> = prompt
         .map_err(|e| HelperFailure::before(format!("cannot render the prompt: {e}")))?
         .into();
@@ -142,12 +145,14 @@ pub(super) async fn prepare(
         cwd,
         env,
         sandbox,
+        new_folder,
     })
 }
 
 /// Make the teammate folder ready for attempt `logs.attempt`: the runner's part and the
 /// teammate's `work/` (both private), a report an earlier attempt left moved aside, and the
-/// working-context skeleton written when there is no such file yet.
+/// working-context skeleton written when there is no such file yet. Returns whether both
+/// folders were made now (then they held nothing before).
 ///
 /// Errors: a folder or the skeleton cannot be written.
 fn fresh_folder(
@@ -155,13 +160,15 @@ fn fresh_folder(
     item: &WorkItem,
     folder: &TeammateFolder,
     logs: &AttemptLogs<'_>,
-) -> Result<(), HelperFailure> {
+) -> Result<bool, HelperFailure> {
     let (dir, attempt) = (logs.dir, logs.attempt);
     let work = folder.work();
     let report_path = folder.report();
     // The runner's part, then the teammate's: both private (0700).
+    let mut new_folder = true;
     for d in [dir, work.as_path()] {
-        crate::fsutil::create_private_dir(d).map_err(|e| HelperFailure::before(e.to_string()))?;
+        new_folder &= crate::fsutil::create_private_dir(d)
+            .map_err(|e| HelperFailure::before(e.to_string()))?;
     }
     // Before anything starts: the attempt's number is taken even if the run is killed before
     // the journal hears of it ([`crate::run::record::folder::started_attempts`]).
@@ -169,8 +176,8 @@ fn fresh_folder(
     crate::fsutil::write_private_file(&marker, item.id.as_bytes())
         .map_err(|e| HelperFailure::before(format!("cannot write {}: {e}", marker.display())))?;
     // A report left by an earlier attempt must never count for this one: it is kept, out of
-    // the teammate's reach, beside that attempt's logs.
-    if report_path.exists() {
+    // the teammate's reach, beside that attempt's logs. A new folder holds none.
+    if !new_folder && report_path.exists() {
         let earlier = AttemptLogs {
             dir,
             attempt: attempt.saturating_sub(1).max(1),
@@ -189,7 +196,7 @@ fn fresh_folder(
             ))
         })?;
     }
-    Ok(())
+    Ok(new_folder)
 }
 
 /// The environment of an attempt's processes: the `RUNNER_*` variables, a private `TMPDIR`,

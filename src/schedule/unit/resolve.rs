@@ -215,6 +215,7 @@ impl Resolver for AgentResolver<'_> {
                 env: &prepared.env,
                 stdout_log: logs.path("stdout.log"),
                 stderr_log: logs.path("stderr.log"),
+                new_folder: prepared.new_folder,
                 log_cap: settings.log_cap,
                 timeout: settings.timeout,
                 grace: settings.grace,

@@ -212,6 +212,7 @@ impl BatchApi {
             elapsed: started.elapsed(),
             agent,
             stderr_end: None,
+            stderr_logged: true,
             log: attempt.stderr_log.clone(),
             stdout_held: None,
         }

@@ -81,6 +81,7 @@ impl Http {
                     elapsed,
                     agent,
                     stderr_end: None,
+                    stderr_logged: true,
                     log,
                     stdout_held: None,
                 }

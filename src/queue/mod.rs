@@ -17,6 +17,7 @@
 
 pub(crate) mod results;
 pub(crate) mod server;
+pub(crate) mod slots;
 pub(crate) mod view;
 pub(crate) mod worker;
 

@@ -17,7 +17,8 @@
 //!   a worker that takes an item over continues its numbering (and its `--retries`);
 //! - `…:workers` (hash): worker name → when it last renewed its leases (ms since the epoch);
 //! - `…:pause` (string, expiring with it): the end of the fleet's rate-limit pause (ms since
-//!   the epoch): a worker that meets a 429 sets it, every worker's gate pauses until then.
+//!   the epoch): a worker that meets a 429 sets it, every worker's gate pauses until then;
+//! - `…:slots`, `…:limit`, `…:jobs`: the fleet's rate limit ([`super::slots`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -77,6 +78,15 @@ impl Keys {
     }
     pub(crate) fn attempts(&self) -> String {
         self.key("attempts")
+    }
+    pub(crate) fn slots(&self) -> String {
+        self.key("slots")
+    }
+    pub(crate) fn limit(&self) -> String {
+        self.key("limit")
+    }
+    pub(crate) fn jobs(&self) -> String {
+        self.key("jobs")
     }
 }
 
@@ -143,7 +153,7 @@ if have then
   if have == ARGV[1] then return {0, have} end
   return {2, have}
 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 redis.call('XGROUP', 'CREATE', KEYS[2], ARGV[4], '0', 'MKSTREAM')
 for i = 5, #ARGV, 2 do
   if ARGV[i + 1] == '' then
@@ -187,6 +197,9 @@ pub(crate) fn seed(
         .key(keys.results())
         .key(keys.duplicates())
         .key(keys.attempts())
+        .key(keys.slots())
+        .key(keys.limit())
+        .key(keys.jobs())
         .arg(fingerprint)
         .arg(total)
         .arg(input)
@@ -458,6 +471,9 @@ pub(crate) struct Holdings {
     pub workers: HashMap<String, u64>,
     /// Items not handed out to any worker yet.
     pub unclaimed: u64,
+    /// The fleet's rate limit as stored (text, checked by the reader; `None` until the
+    /// first rate limit), and the slots of it out now.
+    pub limit: (Option<String>, u64),
 }
 
 /// Read what the queue holds under `keys`.
@@ -501,6 +517,11 @@ pub(crate) fn holdings(con: &mut Connection, keys: &Keys) -> redis::RedisResult<
             _ => None,
         })
         .unwrap_or(0);
+    let limit: Option<String> = redis::cmd("HGET")
+        .arg(keys.limit())
+        .arg("limit")
+        .query(con)?;
+    let out: u64 = redis::cmd("ZCARD").arg(keys.slots()).query(con)?;
     Ok(Holdings {
         meta,
         results,
@@ -508,6 +529,7 @@ pub(crate) fn holdings(con: &mut Connection, keys: &Keys) -> redis::RedisResult<
         pending,
         workers,
         unclaimed,
+        limit: (limit, out),
     })
 }
 

@@ -148,6 +148,22 @@ pub(crate) fn status_text(url: &QueueUrl, keys: &Keys, h: &Holdings, lease: Dura
     }
     let held: u64 = running.values().map(|(a, b)| a + b).sum();
     text.push_str(&format!("; {held} running; {} pending\n", h.unclaimed));
+    // The fleet's rate limit, once a rate limit taught it one; a value that is no count is
+    // not believed.
+    if let (Some(limit), out) = &h.limit {
+        match limit
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|l| (1..=1_000_000_000).contains(l))
+        {
+            Some(l) => text.push_str(&format!(
+                "Rate limit: {l} attempt(s) at once across the workers ({out} running now)\n"
+            )),
+            None => text
+                .push_str("Not valid: the fleet's rate limit (not written by a runner; ignored)\n"),
+        }
+    }
     if cost > 0.0 || dup_cost > 0.0 {
         text.push_str(&format!("Cost: ${cost:.4}, duplicates ${dup_cost:.4}\n"));
     }

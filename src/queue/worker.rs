@@ -20,9 +20,11 @@ use crate::run::record::outcome::Outcome;
 use crate::schedule::dispatcher::ItemStream;
 use crate::schedule::feed::{Claimed, Feed, SharedQueue};
 use crate::schedule::gate::Gate;
+use crate::schedule::gate::shared::{Ending, Slot, Word};
 
 use super::results::Results;
 use super::server::{self, Keys, Seeded};
+use super::slots::{FleetLimit, Slots};
 
 /// What the run tells the queue's thread.
 pub(crate) enum Cmd {
@@ -51,6 +53,18 @@ pub(crate) enum Cmd {
         id: String,
         /// The attempt's number.
         attempt: u32,
+    },
+    /// An attempt asks for a slot of the fleet's limit: granted on `0` once one is free.
+    Acquire(tokio::sync::oneshot::Sender<Slot>),
+    /// An attempt ended: its slot goes back to the fleet, which counts it by its rules and
+    /// says what it makes of it on `answer`.
+    Release {
+        /// The slot.
+        slot: Slot,
+        /// How the attempt ended.
+        ending: Ending,
+        /// Where the fleet's word goes.
+        answer: tokio::sync::oneshot::Sender<Word>,
     },
     /// The run is over: record what is left and end.
     Stop,
@@ -116,6 +130,9 @@ fn worker_name() -> String {
         rand::random::<u32>() & 0xff_ffff
     )
 }
+
+/// How often requests for a fleet's slot are asked again while they wait.
+const SLOT_POLL: Duration = Duration::from_millis(20);
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -228,6 +245,8 @@ impl SharedQueue for Worker {
             }),
         )
         .with_gate(Box::new(move |gate| {
+            // Before its first attempt: every attempt of this worker takes a fleet's slot.
+            gate.share_limit(FleetLimit::new(gate_to.clone()));
             let _ = gate_to.send(Cmd::Gate(gate));
         }));
         let (Some((con, units)), Some(from_run)) = (self.joined.take(), self.from_run.take())
@@ -253,6 +272,8 @@ impl SharedQueue for Worker {
             gate: None,
             pause_seen: 0,
             blocked: Vec::new(),
+            slots: Slots::default(),
+            warned_limit: false,
         };
         self.thread = Some(std::thread::spawn(move || thread.run(from_run)));
         feed
@@ -304,6 +325,10 @@ struct Thread {
     /// Units claimed whose prerequisites (`depends_on`) have no verdict yet: held (their
     /// leases renewed) and looked at again each turn, taking no slot.
     blocked: Vec<String>,
+    /// This worker's slots of the fleet's limit.
+    slots: Slots,
+    /// Warned that the fleet's limit held a broken value.
+    warned_limit: bool,
 }
 
 /// Where a claimed item's prerequisites stand, by their verdicts in the queue.
@@ -324,7 +349,12 @@ impl Thread {
         let mut renewed = Instant::now();
         let mut stopping = false;
         while !stopping {
-            match from_run.recv_timeout(poll) {
+            // Requests for a slot wait for another worker's to end: asked again soon.
+            let wait = match self.slots.waiting() {
+                true => poll.min(SLOT_POLL),
+                false => poll,
+            };
+            match from_run.recv_timeout(wait) {
                 Ok(cmd) => stopping |= self.take(cmd),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => stopping = true,
@@ -337,8 +367,13 @@ impl Thread {
                 renewed = Instant::now();
                 let entries: Vec<String> = self.held.values().cloned().collect();
                 self.touch(&entries, Duration::ZERO);
+                let lease = self.lease;
+                let slots = std::mem::take(&mut self.slots);
+                self.with(|con, keys, _| slots.renew(con, keys, lease));
+                self.slots = slots;
             }
             if !stopping {
+                self.grant();
                 self.follow_pause();
                 self.follow_limits();
                 self.claim();
@@ -381,13 +416,58 @@ impl Thread {
                     self.with(|con, keys, _| server::pause(con, keys, until_ms, now_ms()));
                 }
             }
-            Cmd::Gate(gate) => self.gate = Some(gate),
+            Cmd::Gate(gate) => {
+                self.slots.jobs = gate.jobs();
+                self.gate = Some(gate);
+            }
+            Cmd::Acquire(answer) => self.slots.ask(answer),
+            Cmd::Release {
+                slot,
+                ending,
+                answer,
+            } => {
+                let at = (now_ms(), self.lease);
+                let mut slots = std::mem::take(&mut self.slots);
+                let ended = self.with(|con, keys, _| slots.end(con, keys, &slot, ending, at));
+                self.slots = slots;
+                if let Some(ended) = ended {
+                    self.broken_limit(ended.broken);
+                    let _ = answer.send(ended.word);
+                }
+            }
             Cmd::Started { id, attempt } => {
                 self.with(|con, keys, _| server::started(con, keys, &id, attempt));
             }
             Cmd::Stop => return true,
         }
         false
+    }
+
+    /// Grant the requests for a slot what the fleet's limit has free; when the server does
+    /// not answer, they go unanswered (each attempt by its own gate).
+    fn grant(&mut self) {
+        if !self.slots.waiting() {
+            return;
+        }
+        let at = (now_ms(), self.lease);
+        let mut slots = std::mem::take(&mut self.slots);
+        match self.with(|con, keys, name| slots.grant(con, keys, name, at)) {
+            Some(broken) => self.broken_limit(broken),
+            None => slots.unanswered(),
+        }
+        self.slots = slots;
+    }
+
+    /// Warn, once, that the fleet's limit held a value no runner writes (it was dropped).
+    fn broken_limit(&mut self, broken: bool) {
+        if broken && !std::mem::replace(&mut self.warned_limit, true) {
+            tracing::warn!(
+                "the queue at {} held a value under `{}:limit` or `{}:slots` that is no part of a fleet's rate limit (written by something else than a runner): ignored",
+                self.url,
+                self.keys.base,
+                self.keys.base
+            );
+        }
     }
 
     /// Pause this worker's gate while the fleet's pause stands (another worker met a rate

@@ -28,8 +28,15 @@
 //!   however the retries of the first items and the start of the next ones interleave.
 //!
 //! Each change is an event ([`Event::TeamPaused`], [`Event::TeamStopped`]) in the journal.
+//!
+//! A worker of a shared queue (`--queue`) shares its limit with the fleet ([`shared`]): an
+//! attempt starts only with a slot of the fleet's limit, and the fleet's rules (the same,
+//! applied to every worker's attempts) move it.
 
-use std::sync::{Arc, Mutex};
+mod aimd;
+pub(crate) mod shared;
+
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rand::Rng;
@@ -41,6 +48,9 @@ use crate::options::limits::Limits;
 use crate::report::{ItemStatus, Verdict};
 use crate::run::events::Event;
 use crate::run::now_rfc3339;
+
+pub(crate) use aimd::Limited;
+use shared::{Rules, SharedLimit, Slot};
 
 /// First back-off after a rate limit that names no time; doubled per rate limit in a row.
 const FIRST_BACKOFF: Duration = Duration::from_secs(2);
@@ -112,27 +122,6 @@ struct Burst {
     served: usize,
 }
 
-impl State {
-    /// Account for an attempt admitted at `epoch` that ended (`served`: not rate limited):
-    /// once the last attempt of the burst ended, the limit is what the server served of it
-    /// at once (never above `jobs`), or stays halved when it served none.
-    /// Returns whether the attempt was one of the burst's.
-    fn burst_member_ended(&mut self, epoch: u64, served: bool, jobs: usize) -> bool {
-        let Some(b) = self.burst.as_mut().filter(|b| epoch <= b.epoch) else {
-            return false;
-        };
-        b.running = b.running.saturating_sub(1);
-        b.served += usize::from(served);
-        if b.running == 0 {
-            if b.served > 0 {
-                self.limit = b.served.min(jobs);
-            }
-            self.burst = None;
-        }
-        true
-    }
-}
-
 /// What the team's gate shows `runner status`.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct GateView {
@@ -156,6 +145,9 @@ pub(crate) struct Gate {
     state: Mutex<State>,
     changed: Notify,
     events: mpsc::UnboundedSender<Event>,
+    /// The fleet's limit, when this run is a worker of a shared queue: every attempt then
+    /// needs a slot of it, and the fleet's rules move the limit instead of this gate's.
+    shared: OnceLock<Arc<dyn SharedLimit>>,
 }
 
 /// A running attempt's place at the gate; [`Permit::ended`] (or dropping it) lets the next
@@ -163,12 +155,21 @@ pub(crate) struct Gate {
 #[derive(Debug)]
 pub(crate) struct Permit {
     gate: Arc<Gate>,
-    /// The gate's epoch when it was admitted.
+    /// The gate's epoch when it was admitted (the fleet's version, with a slot of it).
     epoch: u64,
+    /// Its slot of the fleet's limit, when the limit is shared and the fleet granted one.
+    slot: Option<Slot>,
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
+        // An attempt that never reached `ended` (interrupted, or admitted and given up)
+        // gives its slot back without counting for the limit.
+        if let Some(slot) = self.slot.take()
+            && let Some(fleet) = self.gate.shared.get()
+        {
+            drop(fleet.end(slot, shared::Ending::Dropped));
+        }
         self.gate.with(|s| s.active = s.active.saturating_sub(1));
         self.gate.changed.notify_waiters();
     }
@@ -190,7 +191,42 @@ impl Permit {
         // it against the budget (else one more starts over `--max-cost-usd`).
         gate.count_cost(cost);
         drop(self);
-        gate.ended_in(epoch, item, verdict, waited)
+        gate.ended_in(epoch, (item, verdict), waited, Rules::Own)
+    }
+
+    /// The attempt ended with `verdict` (costing `cost` USD, when known): as
+    /// [`Permit::ended`] when the gate's limit is its own; with a slot of a fleet's limit, the
+    /// slot goes back to the fleet, which counts the attempt by its rules and says what a
+    /// rate limit was (waiting at most [`shared::ANSWER_WAIT`] for its word; without it no
+    /// limit moves, and the item waits the hint).
+    pub(crate) async fn end(
+        mut self,
+        item: &str,
+        verdict: &Verdict,
+        cost: Option<f64>,
+        waited: Duration,
+    ) -> After {
+        let gate = self.gate.clone();
+        let Some(fleet) = gate.shared.get().cloned() else {
+            return self.ended(item, verdict, cost, waited);
+        };
+        let epoch = self.epoch;
+        gate.count_cost(cost);
+        // Given back before this process's place is free: the next attempt's request for a
+        // slot comes after it.
+        let word = self
+            .slot
+            .take()
+            .map(|slot| fleet.end(slot, gate.ending(verdict, waited)));
+        drop(self);
+        let rules = match word {
+            None => Rules::Unanswered,
+            Some(word) => match tokio::time::timeout(shared::ANSWER_WAIT, word).await {
+                Ok(Ok(word)) => Rules::Fleet(word),
+                _ => Rules::Unanswered,
+            },
+        };
+        gate.ended_in(epoch, (item, verdict), waited, rules)
     }
 }
 
@@ -254,12 +290,18 @@ impl Gate {
             }),
             changed: Notify::new(),
             events,
+            shared: OnceLock::new(),
         }
     }
 
     /// The limits in effect.
     pub(crate) fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// Attempts this process runs at once at most (`--jobs`).
+    pub(crate) fn jobs(&self) -> usize {
+        self.jobs
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
@@ -304,8 +346,9 @@ impl Gate {
         }
     }
 
-    /// Wait until an attempt may start and take a place; `Err(reason)` when the team
-    /// stopped starting attempts. Cancel-safe: dropping the future gives nothing up.
+    /// Wait until an attempt may start and take a place (with a shared limit, a slot of the
+    /// fleet's too); `Err(reason)` when the team stopped starting attempts. Cancel-safe:
+    /// dropping the future gives nothing up (a slot granted to it goes back).
     pub(crate) async fn admit(self: &Arc<Self>) -> Result<Permit, String> {
         self.with(|s| s.waiting += 1);
         struct Waiting<'a>(&'a Gate);
@@ -321,6 +364,8 @@ impl Gate {
             Wait,
             Over(String),
         }
+        // With a fleet's limit this process's own is `--jobs`: the fleet's slots limit it.
+        let own_limit = self.shared.get().is_none();
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
@@ -351,7 +396,7 @@ impl Gate {
                     Some(_) => s.paused_until = None,
                     None => {}
                 }
-                if s.active < s.limit {
+                if s.active < if own_limit { s.limit } else { self.jobs } {
                     s.active += 1;
                     return Ok(Next::Go(s.epoch));
                 }
@@ -359,10 +404,17 @@ impl Gate {
             })?;
             match next {
                 Next::Go(epoch) => {
-                    return Ok(Permit {
+                    let permit = Permit {
                         gate: self.clone(),
                         epoch,
-                    });
+                        slot: None,
+                    };
+                    let Some(fleet) = self.shared.get() else {
+                        return Ok(permit);
+                    };
+                    if let Some(permit) = self.take_slot(fleet.as_ref(), permit).await? {
+                        return Ok(permit);
+                    }
                 }
                 Next::Over(reason) => {
                     self.stop(reason.clone());
@@ -393,7 +445,7 @@ impl Gate {
     ) -> After {
         let epoch = self.with(|s| s.epoch);
         self.count_cost(cost);
-        self.ended_in(epoch, item, verdict, waited)
+        self.ended_in(epoch, (item, verdict), waited, Rules::Own)
     }
 
     /// Add what an attempt cost (USD, when known) to what the team spent.
@@ -406,13 +458,26 @@ impl Gate {
         });
     }
 
-    fn ended_in(&self, epoch: u64, item: &str, verdict: &Verdict, waited: Duration) -> After {
+    /// Account for an attempt admitted at `epoch` that ended with `verdict`, by the limit's
+    /// rules `rules` (the gate's own, or the fleet's word on it), and say what its item does
+    /// next.
+    fn ended_in(
+        &self,
+        epoch: u64,
+        (item, verdict): (&str, &Verdict),
+        waited: Duration,
+        rules: Rules,
+    ) -> After {
         let retry_after = verdict.retry_after_s.and_then(crate::failure::hinted_wait);
+        let own = matches!(rules, Rules::Own);
+        if let Rules::Fleet(word) = &rules {
+            self.with(|s| s.limit = word.shown(self.jobs));
+        }
         match verdict.kind {
-            Some(FailureKind::RateLimited) => self.rate_limited(epoch, retry_after, waited),
+            Some(FailureKind::RateLimited) => self.rate_limited(epoch, retry_after, waited, rules),
             Some(FailureKind::Quota) => match retry_after {
                 Some(reset) if waited + reset <= self.limits.rate_limit_wait => {
-                    self.rate_limited(epoch, Some(reset), waited)
+                    self.rate_limited(epoch, Some(reset), waited, rules)
                 }
                 _ => {
                     self.stop(format!("quota exhausted: {}", verdict.reason));
@@ -427,7 +492,9 @@ impl Gate {
                 // The same words from different items (a row's own missing file differs by
                 // row; a missing agent script or a refused connection does not).
                 let broken = self.with(|s| {
-                    s.burst_member_ended(epoch, false, self.jobs);
+                    if own {
+                        s.burst_member_ended(epoch, false, self.jobs);
+                    }
                     if s.set_up_works {
                         return None;
                     }
@@ -452,23 +519,8 @@ impl Gate {
                     s.set_up_works = true;
                     s.setup_failures.clear();
                     s.limited_in_a_row = 0;
-                    // A success at a limit the team learned (the limit has changed, so it
-                    // has met the server's) is credit for an overflow; one of the burst's
-                    // ran at the limit before, and gives none.
-                    if !s.burst_member_ended(epoch, true, self.jobs) && s.epoch > 0 {
-                        s.credit = (s.credit + 1).min(s.limit);
-                    }
-                    s.streak += 1;
-                    if s.streak >= s.rounds_needed * s.limit {
-                        // A run of successes: the current limit is proven.
-                        s.probing_from = None;
-                        if s.limit < self.jobs {
-                            s.probing_from = Some(s.limit);
-                            s.limit += 1;
-                            s.epoch += 1;
-                            s.probe_epoch = Some(s.epoch);
-                        }
-                        s.streak = 0;
+                    if own {
+                        s.served(epoch, self.jobs);
                     }
                 });
                 self.changed.notify_waiters();
@@ -477,50 +529,33 @@ impl Gate {
         }
     }
 
-    fn rate_limited(&self, epoch: u64, retry_after: Option<Duration>, waited: Duration) -> After {
-        let alone = self.with(|s| {
-            if s.burst_member_ended(epoch, false, self.jobs) {
-                return false;
+    fn rate_limited(
+        &self,
+        epoch: u64,
+        retry_after: Option<Duration>,
+        waited: Duration,
+        rules: Rules,
+    ) -> After {
+        let limited = match rules {
+            Rules::Own => self.with(|s| s.limited(epoch, self.jobs)),
+            Rules::Fleet(word) => word.limited.unwrap_or(Limited::Pause { first: false }),
+            // The fleet did not answer: no limit moves; the team waits the hint.
+            Rules::Unanswered => Limited::Pause { first: false },
+        };
+        let first_of_burst = match limited {
+            Limited::Alone => {
+                let wait = retry_after.unwrap_or(FIRST_BACKOFF);
+                self.changed.notify_waiters();
+                if waited + wait > self.limits.rate_limit_wait {
+                    return After::Final;
+                }
+                return After::Wait(wait);
             }
-            // An overflow: the limit ran well (its successes left credit), so this rate
-            // limit is the server full for a moment, not a lower capacity; only this attempt
-            // waits, the limit stands and the team goes on.
-            if s.credit > 0 {
-                s.credit -= 1;
-                // Not a run of successes: the next step up waits for one.
-                s.streak = 0;
-                return true;
-            }
-            // A probe that failed: step back to the proven limit, once however many of its
-            // attempts meet the rate limit; only they wait.
-            let Some(probe) = s.probe_epoch else {
-                return false;
-            };
-            if epoch != probe && epoch + 1 != probe {
-                return false;
-            }
-            if let Some(from) = s.probing_from.take() {
-                s.limit = from;
-                s.streak = 0;
-                s.rounds_needed = (s.rounds_needed * 2).min(16);
-                // Attempts admitted from now on run at the proven limit again.
-                s.epoch += 1;
-            }
-            true
-        });
-        if alone {
-            let wait = retry_after.unwrap_or(FIRST_BACKOFF);
-            self.changed.notify_waiters();
-            if waited + wait > self.limits.rate_limit_wait {
-                return After::Final;
-            }
-            return After::Wait(wait);
-        }
+            Limited::Pause { first } => first,
+        };
         let (wait, limit) = self.with(|s| {
-            s.streak = 0;
             // A burst (attempts admitted before its first rate limit) counts once: eight 429s
             // of one wave are one rate limit, not eight doublings of the back-off.
-            let first_of_burst = epoch == s.epoch;
             if first_of_burst {
                 s.limited_in_a_row += 1;
             }
@@ -538,21 +573,6 @@ impl Gate {
                     exp.mul_f64(rand::rng().random_range(0.75..1.25))
                 }
             };
-            if first_of_burst {
-                // The first rate limit of a burst halves the limit; the others of the same
-                // burst (admitted before it) do not halve it again, and once the burst's
-                // last attempt ended the limit is what the server served of it.
-                s.burst = Some(Burst {
-                    epoch: s.epoch,
-                    running: s.active,
-                    served: 0,
-                });
-                s.limit = s.limit.div_ceil(2);
-                s.credit = 0;
-                s.epoch += 1;
-                s.probing_from = None;
-                s.probe_epoch = None;
-            }
             (wait, s.limit)
         });
         if waited + wait > self.limits.rate_limit_wait {

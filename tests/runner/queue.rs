@@ -10,7 +10,7 @@ use crate::harness::{Run, Sandbox, by_id, wait_for};
 
 /// A `redis-server` of this test's own (append-only file on, no snapshots, in the
 /// foreground), killed when dropped.
-struct Redis {
+pub(crate) struct Redis {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
@@ -21,7 +21,7 @@ struct Redis {
 impl Redis {
     /// Start one; `None` (the test skips, or fails under RUNNER_TEST_REQUIRE_ALL) when
     /// `redis-server` is not installed.
-    fn start() -> Option<Redis> {
+    pub(crate) fn start() -> Option<Redis> {
         Redis::start_with(Vec::new())
     }
 
@@ -90,12 +90,12 @@ impl Redis {
         self.spawn();
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
     /// `redis-cli -p PORT ARGS`' stdout.
-    fn cli(&self, args: &[&str]) -> String {
+    pub(crate) fn cli(&self, args: &[&str]) -> String {
         Command::new("redis-cli")
             .args(["-p", &self.port.to_string()])
             .args(args)
@@ -104,7 +104,7 @@ impl Redis {
             .unwrap_or_default()
     }
 
-    fn number(&self, args: &[&str]) -> u64 {
+    pub(crate) fn number(&self, args: &[&str]) -> u64 {
         self.cli(args)
             .lines()
             .next()
@@ -113,11 +113,11 @@ impl Redis {
     }
 
     /// Items claimed and not finished, by every worker.
-    fn held(&self) -> u64 {
+    pub(crate) fn held(&self) -> u64 {
         self.number(&["XPENDING", "runner:in.csv:items", "workers"])
     }
 
-    fn verdicts(&self) -> u64 {
+    pub(crate) fn verdicts(&self) -> u64 {
         self.number(&["HLEN", "runner:in.csv:results"])
     }
 }
@@ -132,7 +132,7 @@ impl Drop for Redis {
 }
 
 /// The batch: `n` rows whose fake agent waits for `release` to exist (none does yet).
-fn batch(sb: &Sandbox, n: usize) -> PathBuf {
+pub(crate) fn batch(sb: &Sandbox, n: usize) -> PathBuf {
     let mut csv = String::from("id,mode\n");
     for i in 1..=n {
         csv.push_str(&format!("r{i:02},wait_file\n"));
@@ -142,7 +142,7 @@ fn batch(sb: &Sandbox, n: usize) -> PathBuf {
 }
 
 /// A worker: `runner batch … --queue URL -j JOBS -o OUT -- <fake agent>`, not waited for.
-fn worker(sb: &Sandbox, redis: &Redis, jobs: &str, out: &str) -> Child {
+pub(crate) fn worker(sb: &Sandbox, redis: &Redis, jobs: &str, out: &str) -> Child {
     let mut c = sb.fake_batch_cmd(&["--queue", &redis.url(), "-j", jobs, "-o", out]);
     c.env("RELEASE_FILE", sb.join("release"))
         .env("RUNNER_QUEUE_LEASE_MS", "1000")
@@ -151,12 +151,12 @@ fn worker(sb: &Sandbox, redis: &Redis, jobs: &str, out: &str) -> Child {
     c.spawn().expect("spawn a worker")
 }
 
-fn finish(child: Child) -> Run {
+pub(crate) fn finish(child: Child) -> Run {
     child.wait_with_output().expect("worker ends").into()
 }
 
 /// How many items a worker ran, from its closing summary (`Summary: N item(s)…`).
-fn ran(run: &Run) -> u64 {
+pub(crate) fn ran(run: &Run) -> u64 {
     run.stdout
         .lines()
         .chain(run.stderr.lines())
@@ -167,7 +167,7 @@ fn ran(run: &Run) -> u64 {
 }
 
 /// `runner collect --queue URL` of the batch into `out`.
-fn collect(sb: &Sandbox, redis: &Redis, out: &str) -> Run {
+pub(crate) fn collect(sb: &Sandbox, redis: &Redis, out: &str) -> Run {
     sb.run(&[
         "collect",
         "--queue",
@@ -186,7 +186,7 @@ fn collect(sb: &Sandbox, redis: &Redis, out: &str) -> Run {
 }
 
 /// Each row's id, status, attempts and result: what a user reads of an output.
-fn rows(path: &Path) -> Vec<[String; 4]> {
+pub(crate) fn rows(path: &Path) -> Vec<[String; 4]> {
     by_id(path, "id")
         .into_values()
         .map(|r| {

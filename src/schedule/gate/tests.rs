@@ -345,3 +345,116 @@ async fn max_fail_stops_after_n_items_and_says_when_to_cancel() {
         Some("--max-fail 2 reached: 2 item(s) did not complete")
     );
 }
+
+/// A fleet's limit for the tests: `free` slots granted at once, the others left waiting;
+/// each ended attempt's ending noted and answered with `word`.
+#[derive(Debug)]
+struct Fleet {
+    free: Mutex<usize>,
+    word: Mutex<shared::Word>,
+    waiting: Mutex<Vec<tokio::sync::oneshot::Sender<Slot>>>,
+    ended: Mutex<Vec<shared::Ending>>,
+}
+
+impl shared::SharedLimit for Fleet {
+    fn acquire(&self) -> tokio::sync::oneshot::Receiver<Slot> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mut free = self.free.lock().expect("free");
+        if *free > 0 {
+            *free -= 1;
+            let _ = tx.send(Slot {
+                token: "t".into(),
+                version: 3,
+                limit: 1,
+            });
+        } else {
+            self.waiting.lock().expect("waiting").push(tx);
+        }
+        rx
+    }
+
+    fn end(&self, _: Slot, ending: shared::Ending) -> tokio::sync::oneshot::Receiver<shared::Word> {
+        self.ended.lock().expect("ended").push(ending);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let _ = tx.send(*self.word.lock().expect("word"));
+        rx
+    }
+}
+
+fn fleet(free: usize, limited: Option<Limited>) -> Arc<Fleet> {
+    Arc::new(Fleet {
+        free: Mutex::new(free),
+        word: Mutex::new(shared::Word { limited, limit: 1 }),
+        waiting: Mutex::new(Vec::new()),
+        ended: Mutex::new(Vec::new()),
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_a_fleet_s_limit_an_attempt_starts_only_with_a_slot_and_the_fleet_decides() {
+    let (g, _rx) = gate(8, Limits::default());
+    let f = fleet(1, Some(Limited::Pause { first: true }));
+    g.share_limit(f.clone());
+    let p = g.admit().await.expect("a slot");
+    assert_eq!(g.view().limit, 1, "the fleet's limit shown");
+    // Below --jobs, but the fleet has no slot free: the next attempt waits for one.
+    let g2 = g.clone();
+    let second = tokio::spawn(async move { g2.admit().await.map(|_| ()) });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!second.is_finished(), "waits for the fleet's slot");
+    // The fleet says the rate limit was the first of a burst: the team pauses; this gate's
+    // own limit does not move (the fleet's does).
+    let limited = verdict(FailureKind::RateLimited, Some(30.0));
+    assert_eq!(
+        p.end("i", &limited, None, Duration::ZERO).await,
+        After::Requeue
+    );
+    assert!(g.pause_left() > Duration::ZERO);
+    assert_eq!(g.view().limit, 1);
+    // An overflow in the fleet's word: only that attempt waits.
+    *f.word.lock().expect("word") = shared::Word {
+        limited: Some(Limited::Alone),
+        limit: 2,
+    };
+    *f.free.lock().expect("free") = 1;
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    let p = g.admit().await.expect("after the pause");
+    assert_eq!(
+        p.end("i", &limited, None, Duration::ZERO).await,
+        After::Wait(Duration::from_secs(30))
+    );
+    // Successes move nothing here: the fleet counts them.
+    *f.free.lock().expect("free") = 20;
+    for _ in 0..20 {
+        let p = g.admit().await.expect("a slot");
+        p.end("i", &Verdict::completed(), None, Duration::ZERO)
+            .await;
+    }
+    assert_eq!(
+        g.view().limit,
+        2,
+        "the fleet's, not a step up of this gate's"
+    );
+    let ended = f.ended.lock().expect("ended").clone();
+    assert_eq!(
+        &ended[..2],
+        &[shared::Ending::Limited, shared::Ending::Limited]
+    );
+    assert!(ended[2..].iter().all(|e| *e == shared::Ending::Served));
+    // A slot granted to an attempt no longer waiting goes back (dropped, not counted).
+    second.abort();
+    let _ = second.await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fleet_that_does_not_answer_leaves_the_attempt_to_its_own_gate() {
+    let (g, _rx) = gate(2, Limits::default());
+    let f = fleet(0, None);
+    g.share_limit(f.clone());
+    // Its request dropped unanswered (the server down): admitted by --jobs alone.
+    let g2 = g.clone();
+    let first = tokio::spawn(async move { g2.admit().await.map(|_| ()) });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    f.waiting.lock().expect("waiting").clear();
+    assert!(first.await.expect("joined").is_ok());
+}

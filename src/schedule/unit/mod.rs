@@ -348,7 +348,9 @@ impl Unit<'_> {
                 output_tokens: result.agent.output_tokens,
             };
             spend.add(this_attempt);
-            let next = retries.after(spec, item, self.gate, permit, &mut result, cancel);
+            let next = retries
+                .after(spec, item, self.gate, permit, &mut result, cancel)
+                .await;
             // What the attempt held in memory goes to its folder unless the item completes
             // with it and is compacted.
             if next.retrying

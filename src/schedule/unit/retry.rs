@@ -82,7 +82,7 @@ impl Retries {
     /// say what comes next. A rate limit the gate gives up on has its reason explained
     /// ([`explain_last_rate_limit`]). `cancel` is read after the gate's word: an interrupted
     /// run retries nothing.
-    pub(super) fn after(
+    pub(super) async fn after(
         &mut self,
         spec: &RunSpec,
         item: &WorkItem,
@@ -101,12 +101,14 @@ impl Retries {
         } else {
             self.limited_in_a_row = 0;
         }
-        let mut after = permit.ended(
-            &item.id,
-            &result.verdict,
-            result.agent.cost_usd,
-            self.rate_limit_waited,
-        );
+        let mut after = permit
+            .end(
+                &item.id,
+                &result.verdict,
+                result.agent.cost_usd,
+                self.rate_limit_waited,
+            )
+            .await;
         let interrupted = *cancel.borrow() != Cancel::None;
         self.requeued = matches!(after, After::Requeue | After::Wait(_)) && !interrupted;
         // The wait the item adds on its own (a failed probe's or an overflow's, its repeated

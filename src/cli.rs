@@ -334,7 +334,12 @@ pub(crate) struct StatusArgs {
     pub workspace: Option<PathBuf>,
     /// Show a run shared through this work queue instead (WORKSPACE: the batch's BATCH.md
     /// or input file): done, running per worker, pending, dead workers.
-    #[arg(long, value_name = "redis://HOST[:PORT][/DB]", conflicts_with_all = ["watch", "list"])]
+    #[arg(
+        long,
+        value_name = "redis://HOST[:PORT][/DB]",
+        conflicts_with_all = ["watch", "list"],
+        value_parser = crate::options::queue::QueueUrlParser
+    )]
     pub queue: Option<crate::options::queue::QueueUrl>,
     /// With `--queue rediss://…`: the PEM file of the CA certificates its server's
     /// certificate must chain to.
@@ -701,7 +706,11 @@ pub(crate) struct RunArgs {
     /// started with the same batch and queue takes items from it until none is left; the
     /// first seeds it. `runner collect` writes the whole output; `runner status --queue`
     /// shows the run.
-    #[arg(long, value_name = "redis://HOST[:PORT][/DB]")]
+    #[arg(
+        long,
+        value_name = "redis://HOST[:PORT][/DB]",
+        value_parser = crate::options::queue::QueueUrlParser
+    )]
     pub queue: Option<crate::options::queue::QueueUrl>,
     /// The PEM file of the CA certificates a `rediss://` queue's server certificate must
     /// chain to (a private CA), instead of the system's.

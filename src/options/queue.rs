@@ -40,6 +40,34 @@ impl QueueUrl {
         self.ca.as_deref()
     }
 
+    /// The `redis-cli` command line reaching this server and database, for messages:
+    /// `redis-cli -h HOST -p PORT [-n DB] [--tls] [--user NAME] [-a PASSWORD]` — the word
+    /// PASSWORD, for the user to replace, never the URL's.
+    pub(crate) fn cli(&self) -> String {
+        let Ok(u) = reqwest::Url::parse(self.url.trim()) else {
+            return "redis-cli".to_owned();
+        };
+        let mut cmd = format!(
+            "redis-cli -h {} -p {}",
+            u.host_str().unwrap_or("127.0.0.1"),
+            u.port().unwrap_or(6379)
+        );
+        let db = u.path().trim_start_matches('/');
+        if !db.is_empty() {
+            cmd.push_str(&format!(" -n {db}"));
+        }
+        if self.tls() {
+            cmd.push_str(" --tls");
+        }
+        if !u.username().is_empty() {
+            cmd.push_str(&format!(" --user {}", u.username()));
+        }
+        if u.password().is_some() {
+            cmd.push_str(" -a PASSWORD");
+        }
+        cmd
+    }
+
     /// Whether it connects over TLS (`rediss://`).
     pub(crate) fn tls(&self) -> bool {
         self.url.starts_with("rediss://")
@@ -99,6 +127,48 @@ impl FromStr for QueueUrl {
     }
 }
 
+/// The parser of `--queue` (`batch`, `collect`, `status`): [`QueueUrl`]'s rules, and a
+/// refusal that shows the value with its user info hidden — clap's own message for a value
+/// its parser refuses repeats the value as typed, password included.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct QueueUrlParser;
+
+impl clap::builder::TypedValueParser for QueueUrlParser {
+    type Value = QueueUrl;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<QueueUrl, clap::Error> {
+        let text = value.to_string_lossy();
+        text.parse().map_err(|why: String| {
+            let flag = arg.map_or_else(|| "--queue".to_owned(), ToString::to_string);
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!(
+                    "invalid value '{}' for '{flag}': {why}\n",
+                    without_user_info(&text)
+                ),
+            )
+            .with_cmd(cmd)
+        })
+    }
+}
+
+/// `text` with all before its last `@` back to its scheme (a URL's user name and password)
+/// hidden: `redis://REDACTED@host`. Text without an `@` is returned as it is.
+fn without_user_info(text: &str) -> String {
+    match text.rsplit_once('@') {
+        None => text.to_owned(),
+        Some((head, tail)) => match head.split_once("://") {
+            Some((scheme, _)) => format!("{scheme}://REDACTED@{tail}"),
+            None => format!("REDACTED@{tail}"),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +192,26 @@ mod tests {
         ] {
             assert!(bad.parse::<QueueUrl>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn redis_cli_is_named_with_the_url_s_server_and_database_never_its_password() {
+        let q: QueueUrl = "redis://:s3cret@cache.local:6380/2"
+            .parse()
+            .expect("a queue URL");
+        assert_eq!(q.cli(), "redis-cli -h cache.local -p 6380 -n 2 -a PASSWORD");
+        let q: QueueUrl = "rediss://w:pw@h".parse().expect("a queue URL");
+        assert_eq!(q.cli(), "redis-cli -h h -p 6379 --tls --user w -a PASSWORD");
+    }
+
+    #[test]
+    fn a_refused_url_is_shown_without_its_user_info() {
+        assert_eq!(without_user_info("http://:pw@h:1"), "http://REDACTED@h:1");
+        assert_eq!(
+            without_user_info("redis://u:p@ss@h/x"),
+            "redis://REDACTED@h/x"
+        );
+        assert_eq!(without_user_info("u:pw@h"), "REDACTED@h");
+        assert_eq!(without_user_info("redis://h:1/x"), "redis://h:1/x");
     }
 }

@@ -95,13 +95,22 @@ impl Keys {
 /// Errors: the server cannot be reached or refuses the login (exit 3, the URL redacted).
 pub(crate) fn connect(url: &QueueUrl) -> Result<Connection> {
     let failed = |e: redis::RedisError| {
-        Error::Environment(format!(
-            "cannot reach the queue at {url}: {}; start the Redis server or fix --queue{}",
-            crate::redact::urls(&e.to_string()),
-            match url.tls() {
-                true => " (a server whose certificate a private CA signed: --queue-ca FILE)",
-                false => "",
+        // What to do: a login the server wants or refused is no server to start.
+        let fix = match (e.code(), e.kind()) {
+            (Some("NOAUTH"), _) => {
+                "the server asks for a password: give it in the URL, redis://:PASSWORD@HOST[:PORT][/DB]"
             }
+            (Some("WRONGPASS"), _) | (_, redis::ErrorKind::AuthenticationFailed) => {
+                "the server refused the URL's user name or password: fix them in --queue"
+            }
+            _ if url.tls() => {
+                "start the Redis server or fix --queue (a server whose certificate a private CA signed: --queue-ca FILE)"
+            }
+            _ => "start the Redis server or fix --queue",
+        };
+        Error::Environment(format!(
+            "cannot reach the queue at {url}: {}; {fix}",
+            crate::redact::urls(&e.to_string()),
         ))
     };
     crate::queue::tls_provider();
@@ -126,13 +135,16 @@ pub(crate) fn connect(url: &QueueUrl) -> Result<Connection> {
             redis::Client::build_with_tls(url.secret_url(), certs).map_err(failed)?
         }
     };
-    let con = client
+    let mut con = client
         .get_connection_with_timeout(Duration::from_secs(5))
         .map_err(failed)?;
     con.set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(failed)?;
     con.set_write_timeout(Some(Duration::from_secs(10)))
         .map_err(failed)?;
+    // A server that wants a password says so to the first command: that is a PING, not
+    // the run's first script, which such a server cuts off unread.
+    redis::cmd("PING").query::<()>(&mut con).map_err(failed)?;
     Ok(con)
 }
 
@@ -490,7 +502,12 @@ pub(crate) fn holdings(con: &mut Connection, keys: &Keys) -> redis::RedisResult<
         .arg(0)
         .arg(-1)
         .query(con)?;
-    let workers: HashMap<String, u64> = redis::cmd("HGETALL").arg(keys.workers()).query(con)?;
+    // Read as text, like every value here: a time that is no number is someone else's.
+    let workers: HashMap<String, String> = redis::cmd("HGETALL").arg(keys.workers()).query(con)?;
+    let workers = workers
+        .into_iter()
+        .filter_map(|(w, t)| t.trim().parse().ok().map(|t| (w, t)))
+        .collect();
     let raw: Vec<(String, String, u64, u64)> = redis::cmd("XPENDING")
         .arg(keys.items())
         .arg(GROUP)
@@ -517,11 +534,17 @@ pub(crate) fn holdings(con: &mut Connection, keys: &Keys) -> redis::RedisResult<
             _ => None,
         })
         .unwrap_or(0);
-    let limit: Option<String> = redis::cmd("HGET")
-        .arg(keys.limit())
-        .arg("limit")
-        .query(con)?;
-    let out: u64 = redis::cmd("ZCARD").arg(keys.slots()).query(con)?;
+    // The fleet's limit is shown, never needed: a key of another kind (`WRONGTYPE`) is a
+    // limit not valid, not a queue that cannot be read.
+    let wrong_type = |e: &redis::RedisError| e.code() == Some("WRONGTYPE");
+    let limit: Option<String> = match redis::cmd("HGET").arg(keys.limit()).arg("limit").query(con) {
+        Err(e) if wrong_type(&e) => Some(String::new()),
+        other => other?,
+    };
+    let out: u64 = match redis::cmd("ZCARD").arg(keys.slots()).query(con) {
+        Err(e) if wrong_type(&e) => 0,
+        other => other?,
+    };
     Ok(Holdings {
         meta,
         results,

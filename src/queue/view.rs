@@ -17,11 +17,16 @@ use super::server::{self, Holdings, Keys};
 pub(crate) fn read(url: &QueueUrl, input: &str) -> Result<(Keys, Holdings)> {
     let keys = Keys::for_input(input);
     let mut con = server::connect(url)?;
-    let h = server::holdings(&mut con, &keys).map_err(|e| {
-        Error::Environment(format!(
+    let h = server::holdings(&mut con, &keys).map_err(|e| match e.code() {
+        // Input, not environment: someone else wrote one of the run's keys.
+        Some("WRONGTYPE") => Error::Usage(format!(
+            "the queue at {url} holds a key under `{}:` of a kind no runner writes (changed by something else than a runner): clear the run's keys or use another database (`/DB` in the URL)",
+            keys.base
+        )),
+        _ => Error::Environment(format!(
             "cannot read the queue at {url}: {}",
             crate::redact::urls(&e.to_string())
-        ))
+        )),
     })?;
     Ok((keys, h))
 }

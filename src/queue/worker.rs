@@ -225,8 +225,12 @@ impl SharedQueue for Worker {
             Seeded::Before => tracing::info!("joined the queue {}", self.url),
             Seeded::Other(have) => {
                 return Err(Error::Usage(format!(
-                    "the queue at {} holds another batch under `{}` (fingerprint {have}, this batch's is {}): a batch whose input, instruction or schema changed is a new run; clear the key (`redis-cli --scan --pattern '{}:*' | xargs redis-cli del`) or use another database (`/DB` in the URL)",
-                    self.url, self.keys.base, self.fingerprint, self.keys.base
+                    "the queue at {} holds another batch under `{}` (fingerprint {have}, this batch's is {}): a batch whose input, instruction or schema changed is a new run; clear the key (`{cli} --scan --pattern '{}:*' | xargs {cli} del`) or use another database (`/DB` in the URL)",
+                    self.url,
+                    self.keys.base,
+                    self.fingerprint,
+                    self.keys.base,
+                    cli = self.url.cli()
                 )));
             }
         }
@@ -274,6 +278,7 @@ impl SharedQueue for Worker {
             blocked: Vec::new(),
             slots: Slots::default(),
             warned_limit: false,
+            run_gone: false,
         };
         self.thread = Some(std::thread::spawn(move || thread.run(from_run)));
         feed
@@ -329,6 +334,9 @@ struct Thread {
     slots: Slots,
     /// Warned that the fleet's limit held a broken value.
     warned_limit: bool,
+    /// The server answered that the run's stream or its group is gone (`NOGROUP`): it was
+    /// restarted without its data, or the run's keys were cleared.
+    run_gone: bool,
 }
 
 /// Where a claimed item's prerequisites stand, by their verdicts in the queue.
@@ -537,6 +545,7 @@ impl Thread {
             }
             Err(e) => {
                 self.con = None;
+                self.run_gone |= e.code() == Some("NOGROUP");
                 if self.down_since.is_none() {
                     self.down_since = Some(Instant::now());
                     tracing::warn!("{}; trying again", failed(&self.url, &e));
@@ -623,6 +632,13 @@ impl Thread {
             let lease = self.lease;
             let Some(claim) = self.with(|con, keys, name| server::claim(con, keys, name, lease))
             else {
+                if self.run_gone {
+                    self.ended = true;
+                    let _ = self.to_feed.send(Claimed::Failed(Error::Environment(format!(
+                        "the queue at {} no longer holds this run (`{}:items` is gone): the Redis server was restarted without its data (run it with `appendonly yes`) or the run's keys were cleared; this worker takes no more items (its own output keeps what it ran); start the workers again to seed the queue anew",
+                        self.url, self.keys.base
+                    ))));
+                }
                 return;
             };
             let Some((entry, id)) = claim.item else {

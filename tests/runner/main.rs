@@ -42,6 +42,7 @@ mod order;
 mod process_faults;
 mod progress;
 mod queue;
+mod queue_input;
 mod queue_limit;
 mod raw_columns;
 mod regressions;

@@ -555,6 +555,9 @@ pub(crate) fn write(
     layout: &Layout,
     fill: impl FnOnce(&mut Emit<'_>, &mut Raw<'_>) -> std::io::Result<()>,
 ) -> Result<()> {
+    // A folder not there yet (`-o new/`) was checked makeable before the run; the workspace
+    // may lie elsewhere (the state folder), so nothing else made it.
+    crate::fsutil::make_parent(path)?;
     crate::fsutil::replace_with(path, |w: &mut dyn Write| {
         let sink = Shared(std::rc::Rc::new(std::cell::RefCell::new(w)));
         let csv = std::cell::RefCell::new(csv::WriterBuilder::new().from_writer(sink.clone()));

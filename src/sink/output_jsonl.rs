@@ -37,6 +37,7 @@ impl OutputFormat for Jsonl {
     }
 
     fn write(&self, path: &Path, layout: &Layout, walk: &mut Walk<'_>) -> Result<()> {
+        crate::fsutil::make_parent(path)?;
         crate::fsutil::replace_with(path, |w: &mut dyn Write| {
             walk(&mut |fate, stages| {
                 let mut object = match fate {

@@ -375,3 +375,18 @@ fn bare_status_and_clean_find_a_workspace_two_folders_down() {
     assert_eq!(clean.code, 0, "{clean:?}");
     assert!(!ws.exists(), "cleaned: {clean:?}");
 }
+
+/// `-o new/deeper/` (a folder not there yet) with the workspace in the state folder: the
+/// folder is made when the output is written, not found missing once every item ran.
+#[test]
+fn an_output_folder_not_there_yet_is_made_when_the_workspace_is_elsewhere() {
+    let sb = layout();
+    sb.write("proj/in.csv", "id,mode\nr01,success\nr02,success\n");
+    sb.write("proj/instr.md", "Do {id}. MODE={mode}\n");
+    let r = batch(&sb, "new/deeper/", &["--sandbox", "none"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stderr.contains("cannot create"), "{r:?}");
+    let out = sb.join("proj/new/deeper/workers-output.csv");
+    assert_eq!(crate::harness::csv_rows(&out).len(), 2, "{r:?}");
+    assert_eq!(state_workspaces(&sb).len(), 1, "{r:?}");
+}

@@ -635,7 +635,7 @@ impl Thread {
                 if self.run_gone {
                     self.ended = true;
                     let _ = self.to_feed.send(Claimed::Failed(Error::Environment(format!(
-                        "the queue at {} no longer holds this run (`{}:items` is gone): the Redis server was restarted without its data (run it with `appendonly yes`) or the run's keys were cleared; this worker takes no more items (its own output keeps what it ran); start the workers again to seed the queue anew",
+                        "the queue at {} no longer holds this run (`{}:items` is gone): the Redis server was restarted without its data (run it with `appendonly yes`) or the run's keys were cleared; this worker takes no more items (what it ran stays in its workspace's journal); start the workers again to seed the queue anew",
                         self.url, self.keys.base
                     ))));
                 }

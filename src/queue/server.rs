@@ -189,6 +189,16 @@ pub(crate) struct Unit {
     pub check: Option<String>,
 }
 
+impl Unit {
+    /// Pass `units` to `script` as the seeding scripts read them: two arguments each, the id
+    /// and the check (empty when it is the id).
+    fn pass(script: &mut redis::ScriptInvocation<'_>, units: &[Unit]) {
+        for u in units {
+            script.arg(&u.id).arg(u.check.as_deref().unwrap_or(""));
+        }
+    }
+}
+
 /// Put `units` (in the order they are to be handed out) into the queue once, under
 /// `fingerprint`, with `total` (the results the run will have: one per item, a staged row's
 /// stages each count); atomic, so of workers arriving together exactly one seeds.
@@ -216,9 +226,7 @@ pub(crate) fn seed(
         .arg(total)
         .arg(input)
         .arg(GROUP);
-    for u in units {
-        script.arg(&u.id).arg(u.check.as_deref().unwrap_or(""));
-    }
+    Unit::pass(&mut script, units);
     let (code, have): (i64, String) = script.invoke(con)?;
     Ok(match code {
         1 => Seeded::Now,
@@ -288,9 +296,7 @@ pub(crate) fn reseed(
         .arg(failed)
         .arg(forget.len())
         .arg(forget);
-    for u in units {
-        script.arg(&u.id).arg(u.check.as_deref().unwrap_or(""));
-    }
+    Unit::pass(&mut script, units);
     script.invoke::<i64>(con).map(|done| done == 1)
 }
 

@@ -30,8 +30,9 @@ fn one_item(sb: &Sandbox, task: &str) {
     );
 }
 
-/// `runner batch` of [`one_item`] with the candidate agent and `flags`.
-fn batch(sb: &Sandbox, flags: &[&str]) -> crate::harness::Run {
+/// `runner batch` over `in.csv` (ids in `id`; [`one_item`] writes one) with the candidate
+/// agent and `flags`.
+pub(crate) fn batch(sb: &Sandbox, flags: &[&str]) -> crate::harness::Run {
     let a = agent("candidate_agent.py");
     // The agents log their runs beside the repository (no sandbox to refuse it).
     let mut all = vec![

@@ -1,22 +1,8 @@
 //! What a person reads from best-of-N's commands and refusals (issue 52): whole lines, and a
 //! refusal that names the file, line and column to fix.
 
+use crate::best_of::batch;
 use crate::harness::{Sandbox, agent, by_id};
-
-/// `runner batch` over `in.csv` (ids in `id`, the task in `task`) with the candidate agent.
-fn batch(sb: &Sandbox, flags: &[&str]) -> crate::harness::Run {
-    let a = agent("candidate_agent.py");
-    let mut all = vec![
-        "--id-column",
-        "id",
-        "--format",
-        "plain",
-        "--sandbox",
-        "none",
-    ];
-    all.extend_from_slice(flags);
-    sb.batch(&all, &["python3", &a])
-}
 
 #[test]
 fn runner_pick_prints_whole_lines() {
